@@ -1,0 +1,117 @@
+//! What an action may know about the turn it runs in.
+//!
+//! Identity (agent, conversation, user, channel) comes from here and never from model-supplied
+//! arguments. Services an action needs (an HTTP client for an external system, a clock) travel as typed
+//! extensions, so this crate defines no service registry of its own and the engine stays generic.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::action::ActionError;
+
+/// The turn an action runs in. Cheap to clone: extensions are shared.
+#[derive(Clone, Debug)]
+pub struct ActionContext {
+    pub agent_id: String,
+    pub conversation_id: String,
+    pub user_id: String,
+    pub user_login: String,
+    pub channel: String,
+    /// The skill whose tool is being called.
+    pub skill: String,
+    /// The user's message that started this turn, verbatim.
+    pub user_message: String,
+    /// The engine's clock for this turn (fixed in tests).
+    pub now: DateTime<Utc>,
+    /// Conversation state as it was when the action was called.
+    pub state: Map<String, Value>,
+    /// Conversation memory as it was when the action was called.
+    pub memory: Map<String, Value>,
+    extensions: Extensions,
+}
+
+impl ActionContext {
+    pub fn new(agent_id: impl Into<String>, conversation_id: impl Into<String>, now: DateTime<Utc>) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            conversation_id: conversation_id.into(),
+            user_id: String::new(),
+            user_login: String::new(),
+            channel: String::new(),
+            skill: String::new(),
+            user_message: String::new(),
+            now,
+            state: Map::new(),
+            memory: Map::new(),
+            extensions: Extensions::default(),
+        }
+    }
+
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// A service the engine was given for actions, by type.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.extensions.get::<T>()
+    }
+
+    /// Like [`get`](Self::get), but a missing service is an action error naming the type.
+    pub fn require<T: Any + Send + Sync>(&self) -> Result<&T, ActionError> {
+        self.get::<T>().ok_or_else(|| {
+            ActionError::failed(
+                "serviço interno indisponível",
+                format!("missing extension {}", std::any::type_name::<T>()),
+            )
+        })
+    }
+}
+
+/// A type map of shared services.
+#[derive(Clone, Default)]
+pub struct Extensions {
+    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl Extensions {
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    pub fn with<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.insert(value);
+        self
+    }
+
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.map.get(&TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>())
+    }
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions").field("len", &self.map.len()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    struct Svc(u8);
+
+    #[test]
+    fn extensions_are_found_by_type() {
+        let ctx = ActionContext::new("a", "c", Utc::now()).with_extensions(Extensions::default().with(Svc(7)));
+        assert_eq!(ctx.get::<Svc>(), Some(&Svc(7)));
+        assert!(ctx.get::<String>().is_none());
+        let err = ctx.require::<String>().expect_err("missing");
+        assert!(err.operator_message().contains("String"));
+    }
+}

@@ -1,0 +1,26 @@
+//! `vt-actions`: the action contract of vt-agent and the vale-transporte domain built on it.
+//!
+//! The contract (what an action is, what it may answer) lives here so that the crate boundary itself
+//! enforces the rule that **actions know nothing of the engine**: the engine depends on this crate to
+//! register actions, never the other way round.
+//!
+//! Reading order: [`response`] (what an action answers), [`action`] (the typed and erased traits, the
+//! registry and the tool schemas), [`context`] (what an action may know about the turn), then the
+//! domain: [`tools`] (what the conversational agent may call).
+
+pub mod action;
+pub mod context;
+pub mod response;
+pub mod tools;
+
+/// Registers every action this crate provides.
+pub fn register_all(registry: &mut ActionRegistry) -> Result<(), action::DuplicateAction> {
+    tools::register(registry)
+}
+
+pub use action::{Action, ActionError, ActionRegistry, DynAction, ToolSpec};
+pub use context::ActionContext;
+pub use response::{
+    ActionResponse, AgentFunction, EndChat, FileContent, RedirectToSkill, ResponseStatus, ResponseToAgent,
+    ResponseToUser, TransferToHuman, UserFunction,
+};

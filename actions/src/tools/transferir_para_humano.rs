@@ -1,0 +1,61 @@
+//! `transferir_para_humano`: hands the conversation to a person (TransferToHuman).
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::action::{Action, ActionError};
+use crate::context::ActionContext;
+use crate::response::{ActionResponse, ResponseToUser, TransferToHuman};
+
+pub struct TransferirParaHumano;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Args {
+    /// Por que o usuário precisa de um atendente, em poucas palavras.
+    pub motivo: String,
+}
+
+#[async_trait]
+impl Action for TransferirParaHumano {
+    type Args = Args;
+
+    fn name(&self) -> &'static str {
+        "transferir_para_humano"
+    }
+
+    fn description(&self) -> &'static str {
+        "Transfere o atendimento para um atendente humano. Use quando o usuário pedir uma pessoa ou \
+         quando o pedido estiver fora do que as outras ferramentas fazem."
+    }
+
+    async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
+        let motivo = args.motivo.trim();
+        let motivo = if motivo.is_empty() { "pedido do usuário" } else { motivo };
+        let mut transfer = TransferToHuman::new(motivo);
+        transfer.session_info.insert("canal".into(), ctx.channel.clone().into());
+        Ok(ResponseToUser::new(
+            "Certo! Vou transferir você para um de nossos atendentes. Aguarde um momento, por favor.",
+            format!("Atendimento transferido para um humano. Motivo: {motivo}. Não continue o atendimento."),
+        )
+        .with_function(transfer)
+        .with_state("transferido", true)
+        .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::response::UserFunction;
+
+    #[tokio::test]
+    async fn answers_the_user_and_transfers() {
+        let ctx = ActionContext::new("vt", "c1", chrono::Utc::now());
+        let r = TransferirParaHumano.call(&ctx, Args { motivo: "contestação".into() }).await.expect("ok");
+        let ActionResponse::ToUser(r) = r else { panic!("expected ResponseToUser") };
+        assert!(r.instruction.contains("contestação"));
+        assert!(matches!(&r.functions[..], [UserFunction::TransferToHuman(t)] if t.reason == "contestação"));
+        assert_eq!(r.state_updates["transferido"], true);
+    }
+}

@@ -1,0 +1,148 @@
+//! The data of a conversation and of one turn: what the engine reads, changes and reports.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use vt_actions::{EndChat, FileContent, ResponseStatus, TransferToHuman};
+
+use super::Participant;
+use crate::llm::ChatMessage;
+
+/// A conversation as the engine needs it between turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    pub id: String,
+    pub agent_id: String,
+    pub user_id: String,
+    pub user_login: String,
+    pub channel: String,
+    pub active_skill: String,
+    pub state: Map<String, Value>,
+    pub memory: Map<String, Value>,
+    /// What the active skill's model sees: the messages since that skill became active. Earlier
+    /// skills' messages stay in the stored log but never reach a later skill's model.
+    pub window: Vec<ChatMessage>,
+    /// The previous skill's response, the only thing of it the active skill may see.
+    pub handoff: Option<Handoff>,
+    pub ended: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub from_skill: String,
+    pub response: String,
+}
+
+impl Conversation {
+    pub fn new(id: String, agent_id: &str, entry_skill: String, who: Participant) -> Self {
+        Self {
+            id,
+            agent_id: agent_id.to_owned(),
+            user_id: who.user_id,
+            user_login: who.user_login,
+            channel: who.channel,
+            active_skill: entry_skill,
+            state: Map::new(),
+            memory: Map::new(),
+            window: Vec::new(),
+            handoff: None,
+            ended: false,
+        }
+    }
+}
+
+/// One model call, as recorded on the execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallRecord {
+    pub skill: String,
+    pub model: String,
+    pub tokens_input: u64,
+    pub tokens_output: u64,
+    pub latencia_ms: u64,
+    pub stop_reason: String,
+    /// Tries it took (retries included); a failed call records the error instead of a stop reason.
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    Concluido,
+    Falhou,
+}
+
+impl ExecutionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Concluido => "concluido",
+            Self::Falhou => "falhou",
+        }
+    }
+}
+
+/// The persisted record of a turn (`execucao_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    pub execucao_id: String,
+    pub conversation_id: String,
+    pub agent_id: String,
+    pub status: ExecutionStatus,
+    pub error: Option<String>,
+    pub model_calls: Vec<ModelCallRecord>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+impl ExecutionRecord {
+    pub fn tokens(&self) -> (u64, u64) {
+        self.model_calls.iter().fold((0, 0), |(i, o), c| (i + c.tokens_input, o + c.tokens_output))
+    }
+}
+
+/// A message for the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileContent>,
+}
+
+/// What happened during a turn, in order: for tests, transcripts, traces and the stored log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum TurnEvent {
+    ModelCall(ModelCallRecord),
+    ToolCall { call_id: String, skill: String, name: String, arguments: String, deterministic: bool },
+    ToolResult { call_id: String, name: String, status: ResponseStatus, content: String, to_user: bool },
+    ToolSkipped { call_id: String, name: String },
+    SkillChanged { from: String, to: String, reason: String },
+    StateUpdated { updates: Map<String, Value> },
+    MemoryUpdated { updates: Map<String, Value> },
+    EndChat(EndChat),
+    TransferToHuman(TransferToHuman),
+    Reply(Reply),
+    Error { message: String },
+}
+
+/// Everything a turn produced. The caller stores `messages` (the full log of the turn, user message
+/// first), the execution and the conversation the engine changed, and sends `replies`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub execution: ExecutionRecord,
+    pub replies: Vec<Reply>,
+    pub events: Vec<TurnEvent>,
+    pub messages: Vec<ChatMessage>,
+}
+
+impl TurnOutcome {
+    /// The replies joined, as a terminal shows them.
+    pub fn reply_text(&self) -> String {
+        self.replies.iter().map(|r| r.text.as_str()).collect::<Vec<_>>().join("\n")
+    }
+
+    pub fn model_calls(&self) -> usize {
+        self.execution.model_calls.len()
+    }
+}

@@ -1,0 +1,200 @@
+//! The conversation engine: one turn of one conversation, from the user's text to the replies.
+//!
+//! The engine builds the active skill's context, calls the model, runs the tools the model asks for
+//! and follows what the actions answer (`ResponseToUser` ends the turn, `ResponseToAgent` loops,
+//! `RedirectToSkill` switches skills). It holds no conversations and does no storage: the caller hands
+//! it a [`Conversation`] and persists the [`TurnOutcome`] it gets back. Its only I/O is what the model
+//! provider and the actions do.
+
+mod conversation;
+pub mod prompts;
+pub mod retry;
+pub mod skills;
+mod turn;
+
+pub use conversation::{
+    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
+};
+pub use prompts::{PromptError, PromptVars, Prompts};
+pub use retry::RetryPolicy;
+pub use skills::{AgentDef, Catalog, CatalogError, SkillDef};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use vt_actions::ActionRegistry;
+use vt_actions::context::Extensions;
+
+use crate::llm::LlmProvider;
+
+/// Limits and retry policies of a turn. Defaults follow the BPMN error-handling table; tests shorten
+/// the backoffs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Model calls allowed in one turn before the loop is cut with a polite message.
+    pub max_model_calls: u32,
+    /// Deterministic skill steps allowed in one turn (guards against a cycle of `next` links).
+    pub max_deterministic_steps: u32,
+    pub llm_retry: RetryPolicy,
+    /// Applies only to actions that declare themselves retry-safe.
+    pub tool_retry: RetryPolicy,
+    pub tool_timeout_ms: u64,
+    pub context_retry: RetryPolicy,
+    pub channel_retry: RetryPolicy,
+    pub persist_retry: RetryPolicy,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_model_calls: 10,
+            max_deterministic_steps: 32,
+            llm_retry: RetryPolicy::new(3, 30_000),
+            tool_retry: RetryPolicy::new(2, 10_000),
+            tool_timeout_ms: 60_000,
+            context_retry: RetryPolicy::new(3, 60_000),
+            channel_retry: RetryPolicy::new(5, 5_000),
+            persist_retry: RetryPolicy::new(3, 5_000),
+        }
+    }
+}
+
+/// Where the engine's time comes from: the system clock, or a fixed instant for tests.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    System,
+    Fixed(DateTime<Utc>),
+}
+
+impl Clock {
+    pub fn now(&self) -> DateTime<Utc> {
+        match self {
+            Self::System => Utc::now(),
+            Self::Fixed(t) => *t,
+        }
+    }
+}
+
+/// Where ids come from: random UUIDs, or a counter for reproducible tests.
+#[derive(Debug)]
+pub enum IdSource {
+    Random,
+    Seeded(AtomicU64),
+}
+
+impl IdSource {
+    pub fn seeded(start: u64) -> Self {
+        Self::Seeded(AtomicU64::new(start))
+    }
+
+    pub fn next(&self, prefix: &str) -> String {
+        match self {
+            Self::Random => format!("{prefix}_{}", uuid::Uuid::new_v4().simple()),
+            Self::Seeded(n) => format!("{prefix}_{:04}", n.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Errors that stop a turn before it starts. Everything after the start ends in a reply instead.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("agente não encontrado: {0}")]
+    UnknownAgent(String),
+    #[error("skill {skill:?} não existe no agente {agent:?}")]
+    UnknownSkill { agent: String, skill: String },
+}
+
+/// Who is talking, over which channel.
+#[derive(Debug, Clone, Default)]
+pub struct Participant {
+    pub user_id: String,
+    pub user_login: String,
+    pub channel: String,
+}
+
+/// The engine: catalog, actions, an optional model and the turn's limits. Cheap to share behind `Arc`.
+pub struct Engine {
+    catalog: Catalog,
+    prompts: Prompts,
+    registry: ActionRegistry,
+    llm: Option<Arc<dyn LlmProvider>>,
+    config: EngineConfig,
+    extensions: Extensions,
+    clock: Clock,
+    ids: IdSource,
+}
+
+/// What a user is told when a skill needs a model and none is configured.
+pub const NO_MODEL_REPLY: &str = "Olá! Sou o assistente de vale-transporte. Posso consultar o saldo do seu \
+cartão, fazer uma recarga (com sua confirmação), avisar sobre saldo baixo ou chamar um atendente. \
+Experimente: \"saldo do cartão 1234567890\" ou \"recarregar 50 reais no cartão 1234567890 via pix\".";
+
+impl Engine {
+    pub fn new(catalog: Catalog, prompts: Prompts, registry: ActionRegistry, config: EngineConfig) -> Self {
+        Self {
+            catalog,
+            prompts,
+            registry,
+            llm: None,
+            config,
+            extensions: Extensions::default(),
+            clock: Clock::System,
+            ids: IdSource::Random,
+        }
+    }
+
+    pub fn with_llm(mut self, llm: Option<Arc<dyn LlmProvider>>) -> Self {
+        self.llm = llm;
+        self
+    }
+
+    /// Services handed to every action through its context.
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn with_ids(mut self, ids: IdSource) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    pub fn has_model(&self) -> bool {
+        self.llm.is_some()
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn registry(&self) -> &ActionRegistry {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    pub fn next_id(&self, prefix: &str) -> String {
+        self.ids.next(prefix)
+    }
+
+    /// A new conversation with `agent_id`, on its entry skill. Unknown agents are refused here, before
+    /// anything is created.
+    pub fn start_conversation(&self, agent_id: &str, who: Participant) -> Result<Conversation, EngineError> {
+        let agent = self.catalog.agent(agent_id).ok_or_else(|| EngineError::UnknownAgent(agent_id.to_owned()))?;
+        Ok(Conversation::new(self.ids.next("conv"), agent_id, agent.entry().name.clone(), who))
+    }
+}

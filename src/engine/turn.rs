@@ -1,0 +1,507 @@
+//! The turn loop (BPMN `bpmn_ms_agente`): build context → call the model → `end_turn` answers,
+//! `tool_use` runs tools → model again; deterministic skills run their action without a model.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use serde_json::{Map, Value};
+use vt_actions::{
+    ActionContext, ActionError, ActionResponse, AgentFunction, ResponseStatus, ResponseToAgent, ResponseToUser,
+};
+
+use super::conversation::{
+    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
+};
+use super::prompts::PromptVars;
+use super::retry::{RetryPolicy, retry};
+use super::skills::{AgentDef, SkillDef};
+use super::{Engine, EngineError, NO_MODEL_REPLY};
+use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
+
+/// Told to the user when the model stays down after every retry.
+pub const LLM_DOWN_REPLY: &str =
+    "Desculpe, estou com uma instabilidade para responder agora. Por favor, tente de novo em alguns minutos.";
+/// Told to the user when a turn hits the model-call bound.
+pub const LOOP_BOUND_REPLY: &str =
+    "Desculpe, não consegui concluir o seu pedido desta vez. Pode reformular ou tentar de novo?";
+/// Told to the user when a step without a model cannot go on.
+pub const STEP_FAILED_REPLY: &str =
+    "Desculpe, não consegui concluir esta etapa agora. Tente novamente mais tarde.";
+const EMPTY_ANSWER_REPLY: &str = "Desculpe, não consegui formular uma resposta. Pode repetir?";
+
+enum Step {
+    Continue,
+    Done,
+}
+
+impl Engine {
+    /// Runs one turn of `conv` with the user's `text`. The conversation is changed in place (active
+    /// skill, window, state, memory); the outcome says what to store and what to send.
+    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id))]
+    pub async fn run_turn(&self, conv: &mut Conversation, text: &str) -> Result<TurnOutcome, EngineError> {
+        let agent =
+            self.catalog.agent(&conv.agent_id).ok_or_else(|| EngineError::UnknownAgent(conv.agent_id.clone()))?;
+        let active = agent.skill(&conv.active_skill).ok_or_else(|| EngineError::UnknownSkill {
+            agent: agent.id.clone(),
+            skill: conv.active_skill.clone(),
+        })?;
+        // Deterministic skills never hold a conversation between turns: a new message starts over from
+        // the agent's entry skill.
+        if active.deterministic {
+            conv.active_skill = agent.entry().name.clone();
+            conv.handoff = None;
+            conv.window.clear();
+        }
+        let started_at = self.clock.now();
+        conv.window.push(ChatMessage::user(text));
+        let mut turn = Turn {
+            engine: self,
+            agent,
+            conv,
+            user_text: text.to_owned(),
+            events: Vec::new(),
+            messages: vec![ChatMessage::user(text)],
+            replies: Vec::new(),
+            model_calls: Vec::new(),
+            error: None,
+        };
+        turn.run().await;
+        let status = if turn.error.is_some() { ExecutionStatus::Falhou } else { ExecutionStatus::Concluido };
+        let execution = ExecutionRecord {
+            execucao_id: self.ids.next("exec"),
+            conversation_id: turn.conv.id.clone(),
+            agent_id: turn.conv.agent_id.clone(),
+            status,
+            error: turn.error,
+            model_calls: turn.model_calls,
+            started_at,
+            finished_at: self.clock.now(),
+        };
+        tracing::info!(execucao_id = %execution.execucao_id, status = status.as_str(), "turn finished");
+        Ok(TurnOutcome { execution, replies: turn.replies, events: turn.events, messages: turn.messages })
+    }
+}
+
+struct Turn<'a> {
+    engine: &'a Engine,
+    agent: &'a AgentDef,
+    conv: &'a mut Conversation,
+    user_text: String,
+    events: Vec<TurnEvent>,
+    messages: Vec<ChatMessage>,
+    replies: Vec<Reply>,
+    model_calls: Vec<ModelCallRecord>,
+    error: Option<String>,
+}
+
+impl Turn<'_> {
+    async fn run(&mut self) {
+        let mut deterministic_steps = 0;
+        loop {
+            let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
+                let message = format!("skill {:?} não existe no agente {:?}", self.conv.active_skill, self.agent.id);
+                self.fail(STEP_FAILED_REPLY, message);
+                return;
+            };
+            let step = if skill.deterministic {
+                deterministic_steps += 1;
+                if deterministic_steps > self.engine.config.max_deterministic_steps {
+                    let limit = self.engine.config.max_deterministic_steps;
+                    self.fail(STEP_FAILED_REPLY, format!("limite de {limit} etapas determinísticas por turno atingido"));
+                    return;
+                }
+                self.deterministic_step(&skill).await
+            } else if self.engine.llm.is_none() {
+                self.answer(NO_MODEL_REPLY.to_owned());
+                Step::Done
+            } else if self.model_calls.len() >= self.engine.config.max_model_calls as usize {
+                let limit = self.engine.config.max_model_calls;
+                self.fail(LOOP_BOUND_REPLY, format!("limite de {limit} chamadas ao modelo por turno atingido"));
+                Step::Done
+            } else {
+                self.model_step(&skill).await
+            };
+            if let Step::Done = step {
+                return;
+            }
+        }
+    }
+
+    fn push(&mut self, message: ChatMessage) {
+        self.conv.window.push(message.clone());
+        self.messages.push(message);
+    }
+
+    /// Ends the turn with an assistant message.
+    fn answer(&mut self, text: String) {
+        self.push(ChatMessage::assistant(text.clone()));
+        let reply = Reply { text, files: Vec::new() };
+        self.events.push(TurnEvent::Reply(reply.clone()));
+        self.replies.push(reply);
+    }
+
+    /// Ends the turn with an apology to the user and an error on the execution.
+    fn fail(&mut self, reply: &str, error: String) {
+        tracing::warn!(error = %error, "turn failed");
+        self.events.push(TurnEvent::Error { message: error.clone() });
+        self.error = Some(error);
+        self.answer(reply.to_owned());
+    }
+
+    fn request(&self, skill: &SkillDef) -> Result<CompletionRequest, String> {
+        let vars = PromptVars {
+            agent: self.agent.id.clone(),
+            skill: skill.name.clone(),
+            skill_description: skill.description.clone(),
+            user_id: self.conv.user_id.clone(),
+            user_login: self.conv.user_login.clone(),
+            channel: self.conv.channel.clone(),
+            now: self.engine.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+            state: self.conv.state.clone(),
+            memory: self.conv.memory.clone(),
+        };
+        let mut system = self.engine.prompts.render(&skill.prompt, &vars).map_err(|e| e.to_string())?;
+        if let Some(h) = &self.conv.handoff {
+            system.push_str(&format!("\n\n## Resposta da etapa anterior ({})\n{}", h.from_skill, h.response));
+        }
+        let tools = skill.actions.iter().filter_map(|a| self.engine.registry.spec(a)).cloned().collect();
+        Ok(CompletionRequest { system, messages: self.conv.window.clone(), tools, max_tokens: None })
+    }
+
+    async fn model_step(&mut self, skill: &SkillDef) -> Step {
+        let request = match self.request(skill) {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail(STEP_FAILED_REPLY, format!("falha ao montar o contexto: {e}"));
+                return Step::Done;
+            }
+        };
+        let Some(llm) = self.engine.llm.clone() else {
+            self.answer(NO_MODEL_REPLY.to_owned());
+            return Step::Done;
+        };
+        let started = Instant::now();
+        let retried = retry(self.engine.config.llm_retry, LlmError::is_transient, LlmError::retry_after, |_| {
+            llm.complete(&request)
+        })
+        .await;
+        let latencia_ms = started.elapsed().as_millis() as u64;
+        let completion = match retried.result {
+            Ok(c) => c,
+            Err(e) => {
+                let record = ModelCallRecord {
+                    skill: skill.name.clone(),
+                    model: llm.model().to_owned(),
+                    tokens_input: 0,
+                    tokens_output: 0,
+                    latencia_ms,
+                    stop_reason: "error".into(),
+                    attempts: retried.attempts,
+                    error: Some(e.to_string()),
+                };
+                self.events.push(TurnEvent::ModelCall(record.clone()));
+                self.model_calls.push(record);
+                let error = format!("modelo indisponível após {} tentativa(s): {e}", retried.attempts);
+                self.fail(LLM_DOWN_REPLY, error);
+                return Step::Done;
+            }
+        };
+        let record = ModelCallRecord {
+            skill: skill.name.clone(),
+            model: completion.model.clone(),
+            tokens_input: completion.usage.input_tokens,
+            tokens_output: completion.usage.output_tokens,
+            latencia_ms,
+            stop_reason: completion.stop_reason.as_str().to_owned(),
+            attempts: retried.attempts,
+            error: None,
+        };
+        tracing::info!(
+            "gen_ai.request.model" = %record.model,
+            "gen_ai.usage.input_tokens" = record.tokens_input,
+            "gen_ai.usage.output_tokens" = record.tokens_output,
+            latencia_ms,
+            stop_reason = %record.stop_reason,
+            "model call"
+        );
+        self.events.push(TurnEvent::ModelCall(record.clone()));
+        self.model_calls.push(record);
+
+        if completion.tool_calls.is_empty() {
+            let text = completion.text.filter(|t| !t.trim().is_empty());
+            self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
+            return Step::Done;
+        }
+        self.push(ChatMessage::Assistant { content: completion.text, tool_calls: completion.tool_calls.clone() });
+        self.tool_batch(skill, &completion.tool_calls).await
+    }
+
+    /// Runs the tool calls of one completion in order. A `ResponseToUser` or a skill switch ends the
+    /// batch: later calls are answered as skipped, never run.
+    async fn tool_batch(&mut self, skill: &SkillDef, calls: &[ToolCall]) -> Step {
+        for (i, call) in calls.iter().enumerate() {
+            self.events.push(TurnEvent::ToolCall {
+                call_id: call.id.clone(),
+                skill: skill.name.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                deterministic: false,
+            });
+            match self.dispatch(skill, &call.name, &call.arguments).await {
+                Err(e) => self.tool_error(call, &e),
+                Ok(ActionResponse::ToUser(r)) => {
+                    let reply = self.to_user(call, r);
+                    self.skip(&calls[i + 1..]);
+                    // The assistant message comes after every tool result of the batch.
+                    self.send(reply);
+                    return Step::Done;
+                }
+                Ok(ActionResponse::ToAgent(r)) => {
+                    let redirect = r.redirect().cloned();
+                    let instruction = r.instruction.clone();
+                    self.to_agent(call, r);
+                    if let Some(target) = redirect {
+                        match self.switch_skill(&target.skill_name, &target.reason, instruction) {
+                            Ok(()) => {
+                                self.skip(&calls[i + 1..]);
+                                return Step::Continue;
+                            }
+                            // The model has the instruction; it may still answer the user itself.
+                            Err(e) => self.events.push(TurnEvent::Error { message: e }),
+                        }
+                    }
+                }
+            }
+        }
+        Step::Continue
+    }
+
+    /// Runs a deterministic skill's one action with the previous skill's response (or, on the entry
+    /// skill, the user's message) as its JSON arguments. No model is called.
+    async fn deterministic_step(&mut self, skill: &SkillDef) -> Step {
+        let Some(action) = skill.actions.first() else {
+            self.fail(STEP_FAILED_REPLY, format!("skill determinística {:?} sem ação", skill.name));
+            return Step::Done;
+        };
+        let input = self.conv.handoff.as_ref().map_or_else(|| self.user_text.clone(), |h| h.response.clone());
+        let call = ToolCall { id: self.engine.ids.next("det"), name: action.clone(), arguments: input };
+        self.events.push(TurnEvent::ToolCall {
+            call_id: call.id.clone(),
+            skill: skill.name.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            deterministic: true,
+        });
+        self.push(ChatMessage::Assistant { content: None, tool_calls: vec![call.clone()] });
+        match self.dispatch(skill, &call.name, &call.arguments).await {
+            Err(e) => {
+                self.tool_error(&call, &e);
+                let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
+                self.fail(STEP_FAILED_REPLY, error);
+                Step::Done
+            }
+            Ok(ActionResponse::ToUser(r)) => {
+                let reply = self.to_user(&call, r);
+                self.send(reply);
+                Step::Done
+            }
+            Ok(ActionResponse::ToAgent(r)) => {
+                let target = r
+                    .redirect()
+                    .map(|t| (t.skill_name.clone(), t.reason.clone()))
+                    .or_else(|| skill.next.clone().map(|n| (n, "próxima etapa".to_owned())));
+                let instruction = r.instruction.clone();
+                self.to_agent(&call, r);
+                let Some((to, reason)) = target else {
+                    let error = format!("skill determinística {:?} respondeu ao agente sem próxima etapa", skill.name);
+                    self.fail(STEP_FAILED_REPLY, error);
+                    return Step::Done;
+                };
+                match self.switch_skill(&to, &reason, instruction) {
+                    Ok(()) => Step::Continue,
+                    Err(e) => {
+                        self.fail(STEP_FAILED_REPLY, e);
+                        Step::Done
+                    }
+                }
+            }
+        }
+    }
+
+    /// Finds, parses and runs one action. Everything that can go wrong comes back as an
+    /// [`ActionError`], which the caller turns into an error tool result: never a crash.
+    #[tracing::instrument(name = "action", skip(self, skill, raw_args), fields(skill = %skill.name))]
+    async fn dispatch(&self, skill: &SkillDef, name: &str, raw_args: &str) -> Result<ActionResponse, ActionError> {
+        // Only the active skill's actions exist for the model, whatever else is registered.
+        let action = skill
+            .actions
+            .iter()
+            .any(|a| a == name)
+            .then(|| self.engine.registry.get(name))
+            .flatten()
+            .ok_or_else(|| {
+                ActionError::failed(
+                    format!("ferramenta desconhecida: {name}. Ferramentas disponíveis: {}", skill.actions.join(", ")),
+                    format!("unknown tool {name:?} in skill {:?}", skill.name),
+                )
+            })?;
+        let args: Value = if raw_args.trim().is_empty() {
+            Value::Object(Map::new())
+        } else {
+            serde_json::from_str(raw_args)
+                .map_err(|e| ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})")))?
+        };
+        let ctx = self.action_context(skill);
+        let policy = if action.retry_safe() { self.engine.config.tool_retry } else { RetryPolicy::new(1, 0) };
+        let timeout = Duration::from_millis(self.engine.config.tool_timeout_ms);
+        let retried = retry(policy, ActionError::is_retryable, |_| None, |_| {
+            let call = AssertUnwindSafe(action.call_json(&ctx, args.clone())).catch_unwind();
+            async move {
+                match tokio::time::timeout(timeout, call).await {
+                    Err(_) => Err(ActionError::failed(
+                        format!("a ferramenta {name} não respondeu a tempo"),
+                        format!("action {name} timed out after {} ms", timeout.as_millis()),
+                    )),
+                    Ok(Err(panic)) => Err(ActionError::failed(
+                        format!("a ferramenta {name} falhou"),
+                        format!("action {name} panicked: {}", panic_message(&panic)),
+                    )),
+                    Ok(Ok(result)) => result,
+                }
+            }
+        })
+        .await;
+        if let Err(e) = &retried.result {
+            tracing::warn!(action = name, error = %e.operator_message(), "action failed");
+        }
+        retried.result
+    }
+
+    fn action_context(&self, skill: &SkillDef) -> ActionContext {
+        let mut ctx = ActionContext::new(&self.conv.agent_id, &self.conv.id, self.engine.clock.now())
+            .with_extensions(self.engine.extensions.clone());
+        ctx.user_id = self.conv.user_id.clone();
+        ctx.user_login = self.conv.user_login.clone();
+        ctx.channel = self.conv.channel.clone();
+        ctx.skill = skill.name.clone();
+        ctx.user_message = self.user_text.clone();
+        ctx.state = self.conv.state.clone();
+        ctx.memory = self.conv.memory.clone();
+        ctx
+    }
+
+    fn tool_result(&mut self, call: &ToolCall, status: ResponseStatus, content: String, to_user: bool) {
+        self.events.push(TurnEvent::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            status,
+            content: content.clone(),
+            to_user,
+        });
+        self.push(ChatMessage::Tool {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: status == ResponseStatus::Error,
+        });
+    }
+
+    fn tool_error(&mut self, call: &ToolCall, e: &ActionError) {
+        self.events.push(TurnEvent::Error { message: format!("{}: {}", call.name, e.operator_message()) });
+        self.tool_result(call, ResponseStatus::Error, format!("erro: {}", e.model_message()), false);
+    }
+
+    /// Writes the tool result with the instruction and applies the response; returns the reply that
+    /// ends the turn, to be sent once the batch is closed.
+    fn to_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Reply {
+        self.tool_result(call, r.status, r.instruction, true);
+        self.apply_updates(r.state_updates, r.memory_updates);
+        for f in r.functions {
+            self.system_function(f.into());
+        }
+        Reply { text: r.message, files: r.files }
+    }
+
+    fn to_agent(&mut self, call: &ToolCall, r: ResponseToAgent) {
+        self.tool_result(call, r.status, r.instruction, false);
+        self.apply_updates(r.state_updates, r.memory_updates);
+        for f in r.functions {
+            self.system_function(f);
+        }
+    }
+
+    fn send(&mut self, reply: Reply) {
+        self.push(ChatMessage::assistant(reply.text.clone()));
+        self.events.push(TurnEvent::Reply(reply.clone()));
+        self.replies.push(reply);
+    }
+
+    fn skip(&mut self, calls: &[ToolCall]) {
+        for call in calls {
+            self.events.push(TurnEvent::ToolSkipped { call_id: call.id.clone(), name: call.name.clone() });
+            self.push(ChatMessage::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: "não executada: o turno terminou antes desta chamada".into(),
+                is_error: true,
+            });
+        }
+    }
+
+    fn system_function(&mut self, f: AgentFunction) {
+        match f {
+            AgentFunction::EndChat(e) => {
+                self.conv.ended = true;
+                self.events.push(TurnEvent::EndChat(e));
+            }
+            AgentFunction::TransferToHuman(t) => self.events.push(TurnEvent::TransferToHuman(t)),
+            // Skill switches are followed by the caller, which knows whether the batch goes on.
+            AgentFunction::RedirectToSkill(_) => {}
+        }
+    }
+
+    /// Merges updates into the conversation; a `null` value removes the key.
+    fn apply_updates(&mut self, state: Map<String, Value>, memory: Map<String, Value>) {
+        fn merge(target: &mut Map<String, Value>, updates: &Map<String, Value>) {
+            for (k, v) in updates {
+                if v.is_null() {
+                    target.remove(k);
+                } else {
+                    target.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if !state.is_empty() {
+            merge(&mut self.conv.state, &state);
+            self.events.push(TurnEvent::StateUpdated { updates: state });
+        }
+        if !memory.is_empty() {
+            merge(&mut self.conv.memory, &memory);
+            self.events.push(TurnEvent::MemoryUpdated { updates: memory });
+        }
+    }
+
+    /// Makes `to` the active skill. It starts with a fresh window (this turn's user message) and sees
+    /// only the previous skill's response, never its prompt or its tool traffic.
+    fn switch_skill(&mut self, to: &str, reason: &str, response: String) -> Result<(), String> {
+        if self.agent.skill(to).is_none() {
+            return Err(format!("RedirectToSkill para skill inexistente {to:?} no agente {:?}", self.agent.id));
+        }
+        let from = std::mem::replace(&mut self.conv.active_skill, to.to_owned());
+        tracing::info!(from = %from, to, "skill changed");
+        self.events.push(TurnEvent::SkillChanged { from: from.clone(), to: to.to_owned(), reason: reason.to_owned() });
+        self.conv.handoff = Some(Handoff { from_skill: from, response });
+        self.conv.window = vec![ChatMessage::user(self.user_text.clone())];
+        Ok(())
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+

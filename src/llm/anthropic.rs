@@ -1,0 +1,161 @@
+//! Anthropic Messages API.
+//!
+//! Tool results travel as `tool_result` blocks inside a user message; consecutive blocks of one role
+//! are merged because the API expects user and assistant turns to alternate.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{
+    ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason, ToolCall,
+    Usage, http_client, post_json,
+};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const API_VERSION: &str = "2023-06-01";
+
+pub struct AnthropicProvider {
+    settings: ProviderSettings,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        let client = http_client(settings.timeout)?;
+        Ok(Self { settings, client })
+    }
+
+    fn body(&self, request: &CompletionRequest) -> WireRequest {
+        let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+        let mut push = |role: &str, block: Value| match messages.last_mut() {
+            Some((last, blocks)) if last == role => blocks.push(block),
+            _ => messages.push((role.to_owned(), vec![block])),
+        };
+        for m in &request.messages {
+            match m {
+                ChatMessage::User { content } => push("user", json!({"type": "text", "text": content})),
+                ChatMessage::Assistant { content, tool_calls } => {
+                    if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
+                        push("assistant", json!({"type": "text", "text": text}));
+                    }
+                    for c in tool_calls {
+                        // Anthropic wants an object; arguments that are not one are sent as an empty
+                        // object (the engine has already answered such a call with an error result).
+                        let input = serde_json::from_str::<Value>(&c.arguments)
+                            .ok()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({}));
+                        push("assistant", json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                    }
+                }
+                ChatMessage::Tool { call_id, content, is_error, .. } => push(
+                    "user",
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}),
+                ),
+            }
+        }
+        WireRequest {
+            model: self.settings.model.clone(),
+            max_tokens: request.max_tokens.unwrap_or(self.settings.max_tokens),
+            system: (!request.system.is_empty()).then(|| request.system.clone()),
+            messages: messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect(),
+            tools: request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect(),
+            temperature: self.settings.temperature,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireRequest {
+    model: String,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    model: Option<String>,
+    content: Vec<WireBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+#[async_trait]
+impl LlmProvider for AnthropicProvider {
+    fn model(&self) -> &str {
+        &self.settings.model
+    }
+
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+        let url = format!("{}/v1/messages", self.settings.base_url.trim_end_matches('/'));
+        let mut builder = self.client.post(url).header("anthropic-version", API_VERSION);
+        if let Some(key) = &self.settings.api_key {
+            builder = builder.header("x-api-key", key);
+        }
+        let text = post_json(builder, &self.body(request)).await?;
+        let wire: WireResponse =
+            serde_json::from_str(&text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
+        let mut texts = Vec::new();
+        let mut tool_calls = Vec::new();
+        for block in wire.content {
+            match block {
+                WireBlock::Text { text } => texts.push(text),
+                WireBlock::ToolUse { id, name, input } => {
+                    tool_calls.push(ToolCall { id, name, arguments: input.to_string() });
+                }
+                WireBlock::Other => {}
+            }
+        }
+        let stop_reason = match wire.stop_reason.as_deref() {
+            Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
+            Some("tool_use") => StopReason::ToolUse,
+            Some("max_tokens") => StopReason::MaxTokens,
+            Some(other) => StopReason::Other(other.to_owned()),
+        };
+        let text = texts.join("\n");
+        Ok(Completion {
+            model: wire.model.unwrap_or_else(|| self.settings.model.clone()),
+            text: (!text.is_empty()).then_some(text),
+            tool_calls,
+            stop_reason,
+            usage: Usage { input_tokens: wire.usage.input_tokens, output_tokens: wire.usage.output_tokens },
+        })
+    }
+}

@@ -1,0 +1,259 @@
+//! Language-model providers behind one trait.
+//!
+//! The engine speaks [`CompletionRequest`] / [`Completion`]; each provider module converts them to and
+//! from its own wire format (private structs), so provider JSON never crosses into the engine. Retries
+//! are not done here: the engine owns the retry policy so that it is the same for every provider.
+
+mod anthropic;
+mod openai;
+mod scripted;
+
+pub use anthropic::{AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL};
+pub use openai::{DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider};
+pub use scripted::{Scripted, ScriptedProvider};
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use vt_actions::ToolSpec;
+
+/// One entry of the history a model sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    User {
+        content: String,
+    },
+    Assistant {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl ChatMessage {
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::User { content: content.into() }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::Assistant { content: Some(content.into()), tool_calls: Vec::new() }
+    }
+}
+
+/// A tool call as the model asked for it. `arguments` is the raw JSON text: it is parsed only at
+/// dispatch, so malformed arguments become an error tool result instead of a provider error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Everything one model call needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    /// Overrides the provider's configured maximum (the router's micro calls use a small one).
+    pub max_tokens: Option<u32>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other(String),
+}
+
+impl StopReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub model: String,
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+}
+
+/// A failed model call, classified for the retry policy.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    /// Worth retrying: 429, 5xx, timeouts, refused connections.
+    #[error("transient provider error: {message}")]
+    Transient { status: Option<u16>, message: String, retry_after: Option<Duration> },
+    /// Not worth retrying: bad request, bad key, unknown model.
+    #[error("provider rejected the request (status {status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// The provider answered something we could not read.
+    #[error("unreadable provider response: {0}")]
+    Malformed(String),
+}
+
+impl LlmError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Transient { .. })
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Transient { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Classifies an HTTP error status the way every provider here needs it.
+    pub(crate) fn from_status(status: u16, message: String, retry_after: Option<Duration>) -> Self {
+        if status == 429 || status == 408 || status >= 500 {
+            Self::Transient { status: Some(status), message, retry_after }
+        } else {
+            Self::Rejected { status, message }
+        }
+    }
+
+    pub(crate) fn from_reqwest(e: &reqwest::Error) -> Self {
+        // Connection and timeout failures are worth another try; the message never carries the key.
+        Self::Transient { status: None, message: e.without_url_string(), retry_after: None }
+    }
+}
+
+/// Helper: reqwest errors print their URL, which may carry a key in a query string; keep only the kind.
+trait WithoutUrl {
+    fn without_url_string(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    fn without_url_string(&self) -> String {
+        if self.is_timeout() {
+            "timeout".to_owned()
+        } else if self.is_connect() {
+            "connection failed".to_owned()
+        } else if self.is_decode() {
+            "response body could not be decoded".to_owned()
+        } else {
+            "request failed".to_owned()
+        }
+    }
+}
+
+/// A model behind an API.
+#[async_trait]
+pub trait LlmProvider: Send + Sync {
+    /// The configured model name (recorded on every call).
+    fn model(&self) -> &str;
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError>;
+}
+
+/// Reads `Retry-After` in seconds (the form the providers use).
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Sends a JSON request and turns HTTP failures into [`LlmError`]s; the provider reads the body.
+pub(crate) async fn post_json(
+    request: reqwest::RequestBuilder,
+    body: &impl Serialize,
+) -> Result<String, LlmError> {
+    let response = request.json(body).send().await.map_err(|e| LlmError::from_reqwest(&e))?;
+    let status = response.status().as_u16();
+    let wait = retry_after(response.headers());
+    let text = response.text().await.map_err(|e| LlmError::from_reqwest(&e))?;
+    if !(200..300).contains(&status) {
+        return Err(LlmError::from_status(status, error_message(&text), wait));
+    }
+    Ok(text)
+}
+
+/// The provider's own error message, from the `{"error": {"message": ...}}` shape both APIs use.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| body.chars().take(200).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified_for_retry() {
+        assert!(LlmError::from_status(429, String::new(), None).is_transient());
+        assert!(LlmError::from_status(503, String::new(), None).is_transient());
+        assert!(!LlmError::from_status(400, String::new(), None).is_transient());
+        assert!(!LlmError::from_status(401, String::new(), None).is_transient());
+    }
+
+    #[test]
+    fn provider_error_message_is_extracted() {
+        assert_eq!(error_message(r#"{"error":{"message":"bad key","type":"x"}}"#), "bad key");
+        assert_eq!(error_message("plain"), "plain");
+    }
+}
+
+/// What a real provider needs to talk to its API.
+#[derive(Clone)]
+pub struct ProviderSettings {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: u32,
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key never reaches a log line.
+        f.debug_struct("ProviderSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("temperature", &self.temperature)
+            .field("max_tokens", &self.max_tokens)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| LlmError::Malformed(format!("http client: {e}")))
+}

@@ -1,0 +1,20 @@
+//! Entry point: parses the command line, sets up logging on stderr and runs the command.
+
+use clap::Parser as _;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = vt_agent::cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(EnvFilter::try_from_env("VT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .init();
+    match vt_agent::cli::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("erro: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
