@@ -21,8 +21,8 @@ pub fn registry() -> anyhow::Result<ActionRegistry> {
 /// Loads prompts and skills from the configured folders and checks them against the registry.
 pub fn catalog(config: &Config, registry: &ActionRegistry) -> anyhow::Result<(Catalog, Prompts)> {
     let prompts_dir = config.prompts_dir();
-    let prompts =
-        Prompts::load(&prompts_dir).with_context(|| format!("loading prompts from {}", prompts_dir.display()))?;
+    let prompts = Prompts::load(&prompts_dir)
+        .with_context(|| format!("loading prompts from {}", prompts_dir.display()))?;
     let skills_dir = config.skills_dir();
     let catalog = Catalog::load(&skills_dir, &prompts, registry)
         .with_context(|| format!("loading skills from {}", skills_dir.display()))?;
@@ -31,12 +31,18 @@ pub fn catalog(config: &Config, registry: &ActionRegistry) -> anyhow::Result<(Ca
 
 /// The engine as the configuration describes it. `llm` overrides the configured model (tests pass a
 /// scripted one).
-pub fn engine(config: &Config, llm: Option<Arc<dyn LlmProvider>>, extensions: Extensions) -> anyhow::Result<Engine> {
+pub fn engine(
+    config: &Config,
+    llm: Option<Arc<dyn LlmProvider>>,
+    extensions: Extensions,
+) -> anyhow::Result<Engine> {
     let registry = registry()?;
     let (catalog, prompts) = catalog(config, &registry)?;
     let llm = match llm {
         Some(l) => Some(l),
         None => config.llm.provider()?,
     };
-    Ok(Engine::new(catalog, prompts, registry, config.engine.clone()).with_llm(llm).with_extensions(extensions))
+    Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
+        .with_llm(llm)
+        .with_extensions(extensions))
 }

@@ -61,7 +61,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     let engine = crate::app::engine(config, None, Extensions::default())?;
-    let who = Participant { user_id: args.user.clone(), user_login: args.user.clone(), channel: "terminal".into() };
+    let who = Participant {
+        user_id: args.user.clone(),
+        user_login: args.user.clone(),
+        channel: "terminal".into(),
+    };
     let mut conv = engine.start_conversation(&args.agent, who)?;
     if let Some(id) = args.conversation {
         conv.id = id;
@@ -74,9 +78,17 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     let interactive = std::io::stdin().is_terminal();
     let mut out = tokio::io::stdout();
     if interactive {
-        let model = if engine.has_model() { "com modelo" } else { "sem modelo: só os comandos de VT" };
+        let model = if engine.has_model() {
+            "com modelo"
+        } else {
+            "sem modelo: só os comandos de VT"
+        };
         out.write_all(
-            format!("vt-agent — conversa {} ({model}). Ctrl-D para sair.\n\nvocê> ", conv.id).as_bytes(),
+            format!(
+                "vt-agent — conversa {} ({model}). Ctrl-D para sair.\n\nvocê> ",
+                conv.id
+            )
+            .as_bytes(),
         )
         .await?;
         out.flush().await?;
@@ -86,7 +98,11 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
         let line = line.trim();
         if !line.is_empty() {
             let reply = turn(&engine, &mut conv, line).await?;
-            let block = if interactive { format!("vt> {reply}\n\nvocê> ") } else { format!("{reply}\n\n") };
+            let block = if interactive {
+                format!("vt> {reply}\n\nvocê> ")
+            } else {
+                format!("{reply}\n\n")
+            };
             out.write_all(block.as_bytes()).await?;
         } else if interactive {
             out.write_all(b"voc\xc3\xaa> ").await?;

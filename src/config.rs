@@ -21,7 +21,11 @@ pub enum ConfigError {
     #[error("config file {path} is invalid: {message}")]
     Parse { path: String, message: String },
     #[error("environment variable {name}={value:?} is invalid: {message}")]
-    Env { name: String, value: String, message: String },
+    Env {
+        name: String,
+        value: String,
+        message: String,
+    },
     #[error("model provider could not be set up: {0}")]
     Provider(String),
 }
@@ -146,12 +150,16 @@ impl Config {
         let path = path
             .map(Path::to_path_buf)
             .or_else(|| env.get("VT_CONFIG").map(PathBuf::from))
-            .or_else(|| Path::new(DEFAULT_CONFIG_FILE).exists().then(|| PathBuf::from(DEFAULT_CONFIG_FILE)));
+            .or_else(|| {
+                Path::new(DEFAULT_CONFIG_FILE)
+                    .exists()
+                    .then(|| PathBuf::from(DEFAULT_CONFIG_FILE))
+            });
         let text = match &path {
-            Some(p) => Some(
-                std::fs::read_to_string(p)
-                    .map_err(|source| ConfigError::Read { path: p.display().to_string(), source })?,
-            ),
+            Some(p) => Some(std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                path: p.display().to_string(),
+                source,
+            })?),
             None => None,
         };
         let label = path.map(|p| p.display().to_string()).unwrap_or_default();
@@ -159,9 +167,16 @@ impl Config {
     }
 
     /// Builds a configuration from a TOML text and `VT_*` variables (the variables win).
-    pub fn from_sources(toml_text: Option<&str>, label: &str, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+    pub fn from_sources(
+        toml_text: Option<&str>,
+        label: &str,
+        env: &HashMap<String, String>,
+    ) -> Result<Self, ConfigError> {
         let mut config: Config = match toml_text {
-            Some(t) => toml::from_str(t).map_err(|e| ConfigError::Parse { path: label.to_owned(), message: e.to_string() })?,
+            Some(t) => toml::from_str(t).map_err(|e| ConfigError::Parse {
+                path: label.to_owned(),
+                message: e.to_string(),
+            })?,
             None => Config::default(),
         };
         let get = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
@@ -169,7 +184,11 @@ impl Config {
         where
             T::Err: std::fmt::Display,
         {
-            value.parse::<T>().map_err(|e| ConfigError::Env { name: name.to_owned(), message: e.to_string(), value })
+            value.parse::<T>().map_err(|e| ConfigError::Env {
+                name: name.to_owned(),
+                message: e.to_string(),
+                value,
+            })
         }
         if let Some(v) = get("VT_DATA_DIR") {
             config.data_dir = PathBuf::from(v);
@@ -247,7 +266,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -262,8 +284,12 @@ mod tests {
     #[test]
     fn environment_overrides_the_file() {
         let toml = "[llm]\nprovider = \"openai\"\nmodel = \"from-file\"\nmax_tokens = 200\n[engine]\nmax_model_calls = 4\n";
-        let c = Config::from_sources(Some(toml), "f", &env(&[("VT_LLM_MODEL", "from-env"), ("VT_LLM_PROVIDER", "anthropic")]))
-            .expect("valid");
+        let c = Config::from_sources(
+            Some(toml),
+            "f",
+            &env(&[("VT_LLM_MODEL", "from-env"), ("VT_LLM_PROVIDER", "anthropic")]),
+        )
+        .expect("valid");
         assert_eq!(c.llm.model.as_deref(), Some("from-env"));
         assert_eq!(c.llm.provider, Some(ProviderKind::Anthropic));
         assert_eq!(c.llm.max_tokens, 200);
@@ -273,9 +299,14 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let err = Config::from_sources(None, "", &env(&[("VT_LLM_MAX_TOKENS", "muitos")])).expect_err("invalid");
-        assert!(err.to_string().contains("VT_LLM_MAX_TOKENS") && err.to_string().contains("muitos"), "{err}");
-        let err = Config::from_sources(Some("[llm]\nmodelo = 1\n"), "x.toml", &HashMap::new()).expect_err("unknown");
+        let err =
+            Config::from_sources(None, "", &env(&[("VT_LLM_MAX_TOKENS", "muitos")])).expect_err("invalid");
+        assert!(
+            err.to_string().contains("VT_LLM_MAX_TOKENS") && err.to_string().contains("muitos"),
+            "{err}"
+        );
+        let err = Config::from_sources(Some("[llm]\nmodelo = 1\n"), "x.toml", &HashMap::new())
+            .expect_err("unknown");
         assert!(err.to_string().contains("x.toml"), "{err}");
     }
 

@@ -24,17 +24,29 @@ pub enum ActionError {
     InvalidArguments(String),
     /// The action failed. `public` is safe to show the model; `internal` is for logs only.
     #[error("{public}")]
-    Failed { public: String, internal: String, retryable: bool },
+    Failed {
+        public: String,
+        internal: String,
+        retryable: bool,
+    },
 }
 
 impl ActionError {
     pub fn failed(public: impl Into<String>, internal: impl Into<String>) -> Self {
-        Self::Failed { public: public.into(), internal: internal.into(), retryable: false }
+        Self::Failed {
+            public: public.into(),
+            internal: internal.into(),
+            retryable: false,
+        }
     }
 
     /// A failure worth another attempt (for actions that declare themselves retry-safe).
     pub fn transient(public: impl Into<String>, internal: impl Into<String>) -> Self {
-        Self::Failed { public: public.into(), internal: internal.into(), retryable: true }
+        Self::Failed {
+            public: public.into(),
+            internal: internal.into(),
+            retryable: true,
+        }
     }
 
     /// The text the model gets as the error tool result.
@@ -277,7 +289,11 @@ mod tests {
                 assert!(!map.contains_key("format"), "format left at {path}");
                 assert!(!map.contains_key("$ref"), "$ref left at {path}");
                 if let Some(Value::Object(props)) = map.get("properties") {
-                    assert_eq!(map.get("additionalProperties"), Some(&Value::Bool(false)), "open object at {path}");
+                    assert_eq!(
+                        map.get("additionalProperties"),
+                        Some(&Value::Bool(false)),
+                        "open object at {path}"
+                    );
                     let mut required: Vec<&str> = map["required"]
                         .as_array()
                         .expect("required array")
@@ -305,7 +321,10 @@ mod tests {
         assert_strict(&schema, "");
         // Optional fields stay nullable so strict mode can send null for them.
         let vezes = &schema["properties"]["vezes"]["type"];
-        assert!(vezes.as_array().is_some_and(|t| t.contains(&Value::from("null"))), "{vezes}");
+        assert!(
+            vezes.as_array().is_some_and(|t| t.contains(&Value::from("null"))),
+            "{vezes}"
+        );
         assert_eq!(schema["properties"]["texto"]["description"], "O texto.");
     }
 
@@ -325,7 +344,10 @@ mod tests {
             .await
             .expect("valid args");
         assert_eq!(ok.instruction(), "abab");
-        let err = Echo.call_json(&ctx, serde_json::json!({"vezes": "dois"})).await.expect_err("invalid");
+        let err = Echo
+            .call_json(&ctx, serde_json::json!({"vezes": "dois"}))
+            .await
+            .expect_err("invalid");
         assert!(matches!(err, ActionError::InvalidArguments(_)));
         assert!(err.model_message().starts_with("argumentos inválidos"));
     }

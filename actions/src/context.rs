@@ -89,13 +89,17 @@ impl Extensions {
     }
 
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>())
+        self.map
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref::<T>())
     }
 }
 
 impl std::fmt::Debug for Extensions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Extensions").field("len", &self.map.len()).finish()
+        f.debug_struct("Extensions")
+            .field("len", &self.map.len())
+            .finish()
     }
 }
 
@@ -108,7 +112,8 @@ mod tests {
 
     #[test]
     fn extensions_are_found_by_type() {
-        let ctx = ActionContext::new("a", "c", Utc::now()).with_extensions(Extensions::default().with(Svc(7)));
+        let ctx =
+            ActionContext::new("a", "c", Utc::now()).with_extensions(Extensions::default().with(Svc(7)));
         assert_eq!(ctx.get::<Svc>(), Some(&Svc(7)));
         assert!(ctx.get::<String>().is_none());
         let err = ctx.require::<String>().expect_err("missing");

@@ -51,7 +51,10 @@ pub struct EndChat {
 
 impl EndChat {
     pub fn new(reason: impl Into<String>) -> Self {
-        Self { reason: reason.into(), session_info: Map::new() }
+        Self {
+            reason: reason.into(),
+            session_info: Map::new(),
+        }
     }
 }
 
@@ -92,7 +95,11 @@ pub struct RedirectToSkill {
 
 impl RedirectToSkill {
     pub fn new(skill_name: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self { skill_name: skill_name.into(), reason: reason.into(), session_info: Map::new() }
+        Self {
+            skill_name: skill_name.into(),
+            reason: reason.into(),
+            session_info: Map::new(),
+        }
     }
 }
 

@@ -97,7 +97,9 @@ pub struct ExecutionRecord {
 
 impl ExecutionRecord {
     pub fn tokens(&self) -> (u64, u64) {
-        self.model_calls.iter().fold((0, 0), |(i, o), c| (i + c.tokens_input, o + c.tokens_output))
+        self.model_calls
+            .iter()
+            .fold((0, 0), |(i, o), c| (i + c.tokens_input, o + c.tokens_output))
     }
 }
 
@@ -114,16 +116,41 @@ pub struct Reply {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum TurnEvent {
     ModelCall(ModelCallRecord),
-    ToolCall { call_id: String, skill: String, name: String, arguments: String, deterministic: bool },
-    ToolResult { call_id: String, name: String, status: ResponseStatus, content: String, to_user: bool },
-    ToolSkipped { call_id: String, name: String },
-    SkillChanged { from: String, to: String, reason: String },
-    StateUpdated { updates: Map<String, Value> },
-    MemoryUpdated { updates: Map<String, Value> },
+    ToolCall {
+        call_id: String,
+        skill: String,
+        name: String,
+        arguments: String,
+        deterministic: bool,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        status: ResponseStatus,
+        content: String,
+        to_user: bool,
+    },
+    ToolSkipped {
+        call_id: String,
+        name: String,
+    },
+    SkillChanged {
+        from: String,
+        to: String,
+        reason: String,
+    },
+    StateUpdated {
+        updates: Map<String, Value>,
+    },
+    MemoryUpdated {
+        updates: Map<String, Value>,
+    },
     EndChat(EndChat),
     TransferToHuman(TransferToHuman),
     Reply(Reply),
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// Everything a turn produced. The caller stores `messages` (the full log of the turn, user message
@@ -139,7 +166,11 @@ pub struct TurnOutcome {
 impl TurnOutcome {
     /// The replies joined, as a terminal shows them.
     pub fn reply_text(&self) -> String {
-        self.replies.iter().map(|r| r.text.as_str()).collect::<Vec<_>>().join("\n")
+        self.replies
+            .iter()
+            .map(|r| r.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     pub fn model_calls(&self) -> usize {

@@ -194,7 +194,15 @@ impl Engine {
     /// A new conversation with `agent_id`, on its entry skill. Unknown agents are refused here, before
     /// anything is created.
     pub fn start_conversation(&self, agent_id: &str, who: Participant) -> Result<Conversation, EngineError> {
-        let agent = self.catalog.agent(agent_id).ok_or_else(|| EngineError::UnknownAgent(agent_id.to_owned()))?;
-        Ok(Conversation::new(self.ids.next("conv"), agent_id, agent.entry().name.clone(), who))
+        let agent = self
+            .catalog
+            .agent(agent_id)
+            .ok_or_else(|| EngineError::UnknownAgent(agent_id.to_owned()))?;
+        Ok(Conversation::new(
+            self.ids.next("conv"),
+            agent_id,
+            agent.entry().name.clone(),
+            who,
+        ))
     }
 }

@@ -56,16 +56,25 @@ pub struct Prompts {
 
 impl Prompts {
     pub fn load(dir: &Path) -> Result<Self, PromptError> {
-        let read_err = |source| PromptError::Read { path: dir.display().to_string(), source };
+        let read_err = |source| PromptError::Read {
+            path: dir.display().to_string(),
+            source,
+        };
         let mut sources = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(read_err)? {
             let path = entry.map_err(read_err)?.path();
             if !path.is_file() {
                 continue;
             }
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-            let source = std::fs::read_to_string(&path)
-                .map_err(|source| PromptError::Read { path: path.display().to_string(), source })?;
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            let source = std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
             sources.push((name, source));
         }
         Self::from_sources(sources)
@@ -75,13 +84,20 @@ impl Prompts {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         // Block tags on their own lines leave no blank lines behind in the prompt.
-        if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
+        if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+        {
             env.set_syntax(syntax);
         }
         let mut names = Vec::new();
         for (name, source) in sources {
             env.add_template_owned(name.clone(), source)
-                .map_err(|source| PromptError::Template { name: name.clone(), source })?;
+                .map_err(|source| PromptError::Template {
+                    name: name.clone(),
+                    source,
+                })?;
             names.push(name);
         }
         let prompts = Self { env };
@@ -96,8 +112,16 @@ impl Prompts {
     }
 
     pub fn render(&self, name: &str, vars: &impl Serialize) -> Result<String, PromptError> {
-        let template = self.env.get_template(name).map_err(|_| PromptError::Missing(name.to_owned()))?;
-        template.render(minijinja::value::Serde(vars)).map_err(|source| PromptError::Template { name: name.to_owned(), source })
+        let template = self
+            .env
+            .get_template(name)
+            .map_err(|_| PromptError::Missing(name.to_owned()))?;
+        template
+            .render(minijinja::value::Serde(vars))
+            .map_err(|source| PromptError::Template {
+                name: name.to_owned(),
+                source,
+            })
     }
 }
 
@@ -115,9 +139,18 @@ mod tests {
 
     #[test]
     fn known_variables_render() {
-        let p = Prompts::from_sources([("x.md".to_owned(), "Skill {{ skill }} para {{ user_login }}".to_owned())])
-            .expect("valid");
-        assert_eq!(p.render("x.md", &PromptVars::sample()).expect("render"), "Skill skill para usuario");
-        assert!(matches!(p.render("y.md", &PromptVars::sample()), Err(PromptError::Missing(_))));
+        let p = Prompts::from_sources([(
+            "x.md".to_owned(),
+            "Skill {{ skill }} para {{ user_login }}".to_owned(),
+        )])
+        .expect("valid");
+        assert_eq!(
+            p.render("x.md", &PromptVars::sample()).expect("render"),
+            "Skill skill para usuario"
+        );
+        assert!(matches!(
+            p.render("y.md", &PromptVars::sample()),
+            Err(PromptError::Missing(_))
+        ));
     }
 }

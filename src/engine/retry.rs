@@ -50,11 +50,20 @@ where
             Err(e) if attempt < attempts && should_retry(&e) => {
                 let base = policy.backoff();
                 let wait = retry_after(&e).map_or(base, |ra| ra.max(base).min(base * 10));
-                tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, "retrying after a transient failure");
+                tracing::warn!(
+                    attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying after a transient failure"
+                );
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }
-            result => return Retried { result, attempts: attempt },
+            result => {
+                return Retried {
+                    result,
+                    attempts: attempt,
+                };
+            }
         }
     }
 }
@@ -67,10 +76,15 @@ mod tests {
     #[tokio::test]
     async fn stops_after_the_configured_attempts() {
         let calls = AtomicU32::new(0);
-        let out: Retried<(), &str> = retry(RetryPolicy::new(3, 1), |_| true, |_| None, |_| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            async { Err("down") }
-        })
+        let out: Retried<(), &str> = retry(
+            RetryPolicy::new(3, 1),
+            |_| true,
+            |_| None,
+            |_| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Err("down") }
+            },
+        )
         .await;
         assert_eq!(calls.load(Ordering::SeqCst), 3);
         assert_eq!(out.attempts, 3);
@@ -80,10 +94,15 @@ mod tests {
     #[tokio::test]
     async fn does_not_retry_what_should_not_be_retried() {
         let calls = AtomicU32::new(0);
-        let out: Retried<(), &str> = retry(RetryPolicy::new(3, 1), |_| false, |_| None, |_| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            async { Err("rejected") }
-        })
+        let out: Retried<(), &str> = retry(
+            RetryPolicy::new(3, 1),
+            |_| false,
+            |_| None,
+            |_| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Err("rejected") }
+            },
+        )
         .await;
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert!(out.result.is_err());
@@ -91,9 +110,12 @@ mod tests {
 
     #[tokio::test]
     async fn succeeds_on_a_later_attempt() {
-        let out: Retried<u32, &str> = retry(RetryPolicy::new(3, 1), |_| true, |_| None, |n| async move {
-            if n < 2 { Err("once") } else { Ok(n) }
-        })
+        let out: Retried<u32, &str> = retry(
+            RetryPolicy::new(3, 1),
+            |_| true,
+            |_| None,
+            |n| async move { if n < 2 { Err("once") } else { Ok(n) } },
+        )
         .await;
         assert_eq!(out.result.ok(), Some(2));
         assert_eq!(out.attempts, 2);

@@ -69,7 +69,10 @@ pub struct Catalog {
 impl Catalog {
     /// Reads every `*.toml` under `dir`.
     pub fn load(dir: &Path, prompts: &Prompts, registry: &ActionRegistry) -> Result<Self, CatalogError> {
-        let read_err = |e: std::io::Error| CatalogError::Read { path: dir.display().to_string(), message: e.to_string() };
+        let read_err = |e: std::io::Error| CatalogError::Read {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        };
         let mut paths: Vec<_> = std::fs::read_dir(dir)
             .map_err(read_err)?
             .filter_map(Result::ok)
@@ -80,17 +83,26 @@ impl Catalog {
         let mut defs = Vec::with_capacity(paths.len());
         for path in paths {
             let text = std::fs::read_to_string(&path).map_err(read_err)?;
-            let def: SkillDef = toml::from_str(&text)
-                .map_err(|e| CatalogError::Read { path: path.display().to_string(), message: e.to_string() })?;
+            let def: SkillDef = toml::from_str(&text).map_err(|e| CatalogError::Read {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
             defs.push(def);
         }
         Self::from_defs(defs, prompts, registry)
     }
 
-    pub fn from_defs(defs: Vec<SkillDef>, prompts: &Prompts, registry: &ActionRegistry) -> Result<Self, CatalogError> {
+    pub fn from_defs(
+        defs: Vec<SkillDef>,
+        prompts: &Prompts,
+        registry: &ActionRegistry,
+    ) -> Result<Self, CatalogError> {
         let mut agents: BTreeMap<String, AgentDef> = BTreeMap::new();
         for def in defs {
-            let invalid = |problem: String| CatalogError::Invalid { skill: def.name.clone(), problem };
+            let invalid = |problem: String| CatalogError::Invalid {
+                skill: def.name.clone(),
+                problem,
+            };
             if def.name.trim().is_empty() || def.agent.trim().is_empty() {
                 return Err(invalid("name and agent must not be empty".into()));
             }
@@ -106,9 +118,10 @@ impl Catalog {
                     def.actions.len()
                 )));
             }
-            let agent = agents
-                .entry(def.agent.clone())
-                .or_insert_with(|| AgentDef { id: def.agent.clone(), skills: Vec::new() });
+            let agent = agents.entry(def.agent.clone()).or_insert_with(|| AgentDef {
+                id: def.agent.clone(),
+                skills: Vec::new(),
+            });
             if agent.skills.iter().any(|s| s.name == def.name) {
                 return Err(invalid(format!("defined twice in agent {:?}", def.agent)));
             }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use serde_json::{Map, Value};
 use vt_actions::{
-    ActionContext, ActionError, ActionResponse, AgentFunction, ResponseStatus, ResponseToAgent, ResponseToUser,
+    ActionContext, ActionError, ActionResponse, AgentFunction, ResponseStatus, ResponseToAgent,
+    ResponseToUser,
 };
 
 use super::conversation::{
@@ -40,12 +41,16 @@ impl Engine {
     /// skill, window, state, memory); the outcome says what to store and what to send.
     #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id))]
     pub async fn run_turn(&self, conv: &mut Conversation, text: &str) -> Result<TurnOutcome, EngineError> {
-        let agent =
-            self.catalog.agent(&conv.agent_id).ok_or_else(|| EngineError::UnknownAgent(conv.agent_id.clone()))?;
-        let active = agent.skill(&conv.active_skill).ok_or_else(|| EngineError::UnknownSkill {
-            agent: agent.id.clone(),
-            skill: conv.active_skill.clone(),
-        })?;
+        let agent = self
+            .catalog
+            .agent(&conv.agent_id)
+            .ok_or_else(|| EngineError::UnknownAgent(conv.agent_id.clone()))?;
+        let active = agent
+            .skill(&conv.active_skill)
+            .ok_or_else(|| EngineError::UnknownSkill {
+                agent: agent.id.clone(),
+                skill: conv.active_skill.clone(),
+            })?;
         // Deterministic skills never hold a conversation between turns: a new message starts over from
         // the agent's entry skill.
         if active.deterministic {
@@ -67,7 +72,11 @@ impl Engine {
             error: None,
         };
         turn.run().await;
-        let status = if turn.error.is_some() { ExecutionStatus::Falhou } else { ExecutionStatus::Concluido };
+        let status = if turn.error.is_some() {
+            ExecutionStatus::Falhou
+        } else {
+            ExecutionStatus::Concluido
+        };
         let execution = ExecutionRecord {
             execucao_id: self.ids.next("exec"),
             conversation_id: turn.conv.id.clone(),
@@ -79,7 +88,12 @@ impl Engine {
             finished_at: self.clock.now(),
         };
         tracing::info!(execucao_id = %execution.execucao_id, status = status.as_str(), "turn finished");
-        Ok(TurnOutcome { execution, replies: turn.replies, events: turn.events, messages: turn.messages })
+        Ok(TurnOutcome {
+            execution,
+            replies: turn.replies,
+            events: turn.events,
+            messages: turn.messages,
+        })
     }
 }
 
@@ -100,7 +114,10 @@ impl Turn<'_> {
         let mut deterministic_steps = 0;
         loop {
             let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
-                let message = format!("skill {:?} não existe no agente {:?}", self.conv.active_skill, self.agent.id);
+                let message = format!(
+                    "skill {:?} não existe no agente {:?}",
+                    self.conv.active_skill, self.agent.id
+                );
                 self.fail(STEP_FAILED_REPLY, message);
                 return;
             };
@@ -108,7 +125,10 @@ impl Turn<'_> {
                 deterministic_steps += 1;
                 if deterministic_steps > self.engine.config.max_deterministic_steps {
                     let limit = self.engine.config.max_deterministic_steps;
-                    self.fail(STEP_FAILED_REPLY, format!("limite de {limit} etapas determinísticas por turno atingido"));
+                    self.fail(
+                        STEP_FAILED_REPLY,
+                        format!("limite de {limit} etapas determinísticas por turno atingido"),
+                    );
                     return;
                 }
                 self.deterministic_step(&skill).await
@@ -117,7 +137,10 @@ impl Turn<'_> {
                 Step::Done
             } else if self.model_calls.len() >= self.engine.config.max_model_calls as usize {
                 let limit = self.engine.config.max_model_calls;
-                self.fail(LOOP_BOUND_REPLY, format!("limite de {limit} chamadas ao modelo por turno atingido"));
+                self.fail(
+                    LOOP_BOUND_REPLY,
+                    format!("limite de {limit} chamadas ao modelo por turno atingido"),
+                );
                 Step::Done
             } else {
                 self.model_step(&skill).await
@@ -136,7 +159,10 @@ impl Turn<'_> {
     /// Ends the turn with an assistant message.
     fn answer(&mut self, text: String) {
         self.push(ChatMessage::assistant(text.clone()));
-        let reply = Reply { text, files: Vec::new() };
+        let reply = Reply {
+            text,
+            files: Vec::new(),
+        };
         self.events.push(TurnEvent::Reply(reply.clone()));
         self.replies.push(reply);
     }
@@ -144,7 +170,9 @@ impl Turn<'_> {
     /// Ends the turn with an apology to the user and an error on the execution.
     fn fail(&mut self, reply: &str, error: String) {
         tracing::warn!(error = %error, "turn failed");
-        self.events.push(TurnEvent::Error { message: error.clone() });
+        self.events.push(TurnEvent::Error {
+            message: error.clone(),
+        });
         self.error = Some(error);
         self.answer(reply.to_owned());
     }
@@ -157,16 +185,37 @@ impl Turn<'_> {
             user_id: self.conv.user_id.clone(),
             user_login: self.conv.user_login.clone(),
             channel: self.conv.channel.clone(),
-            now: self.engine.clock.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+            now: self
+                .engine
+                .clock
+                .now()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
             state: self.conv.state.clone(),
             memory: self.conv.memory.clone(),
         };
-        let mut system = self.engine.prompts.render(&skill.prompt, &vars).map_err(|e| e.to_string())?;
+        let mut system = self
+            .engine
+            .prompts
+            .render(&skill.prompt, &vars)
+            .map_err(|e| e.to_string())?;
         if let Some(h) = &self.conv.handoff {
-            system.push_str(&format!("\n\n## Resposta da etapa anterior ({})\n{}", h.from_skill, h.response));
+            system.push_str(&format!(
+                "\n\n## Resposta da etapa anterior ({})\n{}",
+                h.from_skill, h.response
+            ));
         }
-        let tools = skill.actions.iter().filter_map(|a| self.engine.registry.spec(a)).cloned().collect();
-        Ok(CompletionRequest { system, messages: self.conv.window.clone(), tools, max_tokens: None })
+        let tools = skill
+            .actions
+            .iter()
+            .filter_map(|a| self.engine.registry.spec(a))
+            .cloned()
+            .collect();
+        Ok(CompletionRequest {
+            system,
+            messages: self.conv.window.clone(),
+            tools,
+            max_tokens: None,
+        })
     }
 
     async fn model_step(&mut self, skill: &SkillDef) -> Step {
@@ -182,9 +231,12 @@ impl Turn<'_> {
             return Step::Done;
         };
         let started = Instant::now();
-        let retried = retry(self.engine.config.llm_retry, LlmError::is_transient, LlmError::retry_after, |_| {
-            llm.complete(&request)
-        })
+        let retried = retry(
+            self.engine.config.llm_retry,
+            LlmError::is_transient,
+            LlmError::retry_after,
+            |_| llm.complete(&request),
+        )
         .await;
         let latencia_ms = started.elapsed().as_millis() as u64;
         let completion = match retried.result {
@@ -233,7 +285,10 @@ impl Turn<'_> {
             self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
             return Step::Done;
         }
-        self.push(ChatMessage::Assistant { content: completion.text, tool_calls: completion.tool_calls.clone() });
+        self.push(ChatMessage::Assistant {
+            content: completion.text,
+            tool_calls: completion.tool_calls.clone(),
+        });
         self.tool_batch(skill, &completion.tool_calls).await
     }
 
@@ -251,7 +306,7 @@ impl Turn<'_> {
             match self.dispatch(skill, &call.name, &call.arguments).await {
                 Err(e) => self.tool_error(call, &e),
                 Ok(ActionResponse::ToUser(r)) => {
-                    let reply = self.to_user(call, r);
+                    let reply = self.answer_user(call, r);
                     self.skip(&calls[i + 1..]);
                     // The assistant message comes after every tool result of the batch.
                     self.send(reply);
@@ -260,7 +315,7 @@ impl Turn<'_> {
                 Ok(ActionResponse::ToAgent(r)) => {
                     let redirect = r.redirect().cloned();
                     let instruction = r.instruction.clone();
-                    self.to_agent(call, r);
+                    self.answer_agent(call, r);
                     if let Some(target) = redirect {
                         match self.switch_skill(&target.skill_name, &target.reason, instruction) {
                             Ok(()) => {
@@ -281,11 +336,22 @@ impl Turn<'_> {
     /// skill, the user's message) as its JSON arguments. No model is called.
     async fn deterministic_step(&mut self, skill: &SkillDef) -> Step {
         let Some(action) = skill.actions.first() else {
-            self.fail(STEP_FAILED_REPLY, format!("skill determinística {:?} sem ação", skill.name));
+            self.fail(
+                STEP_FAILED_REPLY,
+                format!("skill determinística {:?} sem ação", skill.name),
+            );
             return Step::Done;
         };
-        let input = self.conv.handoff.as_ref().map_or_else(|| self.user_text.clone(), |h| h.response.clone());
-        let call = ToolCall { id: self.engine.ids.next("det"), name: action.clone(), arguments: input };
+        let input = self
+            .conv
+            .handoff
+            .as_ref()
+            .map_or_else(|| self.user_text.clone(), |h| h.response.clone());
+        let call = ToolCall {
+            id: self.engine.ids.next("det"),
+            name: action.clone(),
+            arguments: input,
+        };
         self.events.push(TurnEvent::ToolCall {
             call_id: call.id.clone(),
             skill: skill.name.clone(),
@@ -293,7 +359,10 @@ impl Turn<'_> {
             arguments: call.arguments.clone(),
             deterministic: true,
         });
-        self.push(ChatMessage::Assistant { content: None, tool_calls: vec![call.clone()] });
+        self.push(ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![call.clone()],
+        });
         match self.dispatch(skill, &call.name, &call.arguments).await {
             Err(e) => {
                 self.tool_error(&call, &e);
@@ -302,7 +371,7 @@ impl Turn<'_> {
                 Step::Done
             }
             Ok(ActionResponse::ToUser(r)) => {
-                let reply = self.to_user(&call, r);
+                let reply = self.answer_user(&call, r);
                 self.send(reply);
                 Step::Done
             }
@@ -312,9 +381,12 @@ impl Turn<'_> {
                     .map(|t| (t.skill_name.clone(), t.reason.clone()))
                     .or_else(|| skill.next.clone().map(|n| (n, "próxima etapa".to_owned())));
                 let instruction = r.instruction.clone();
-                self.to_agent(&call, r);
+                self.answer_agent(&call, r);
                 let Some((to, reason)) = target else {
-                    let error = format!("skill determinística {:?} respondeu ao agente sem próxima etapa", skill.name);
+                    let error = format!(
+                        "skill determinística {:?} respondeu ao agente sem próxima etapa",
+                        skill.name
+                    );
                     self.fail(STEP_FAILED_REPLY, error);
                     return Step::Done;
                 };
@@ -332,7 +404,12 @@ impl Turn<'_> {
     /// Finds, parses and runs one action. Everything that can go wrong comes back as an
     /// [`ActionError`], which the caller turns into an error tool result: never a crash.
     #[tracing::instrument(name = "action", skip(self, skill, raw_args), fields(skill = %skill.name))]
-    async fn dispatch(&self, skill: &SkillDef, name: &str, raw_args: &str) -> Result<ActionResponse, ActionError> {
+    async fn dispatch(
+        &self,
+        skill: &SkillDef,
+        name: &str,
+        raw_args: &str,
+    ) -> Result<ActionResponse, ActionError> {
         // Only the active skill's actions exist for the model, whatever else is registered.
         let action = skill
             .actions
@@ -342,35 +419,48 @@ impl Turn<'_> {
             .flatten()
             .ok_or_else(|| {
                 ActionError::failed(
-                    format!("ferramenta desconhecida: {name}. Ferramentas disponíveis: {}", skill.actions.join(", ")),
+                    format!(
+                        "ferramenta desconhecida: {name}. Ferramentas disponíveis: {}",
+                        skill.actions.join(", ")
+                    ),
                     format!("unknown tool {name:?} in skill {:?}", skill.name),
                 )
             })?;
         let args: Value = if raw_args.trim().is_empty() {
             Value::Object(Map::new())
         } else {
-            serde_json::from_str(raw_args)
-                .map_err(|e| ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})")))?
+            serde_json::from_str(raw_args).map_err(|e| {
+                ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})"))
+            })?
         };
         let ctx = self.action_context(skill);
-        let policy = if action.retry_safe() { self.engine.config.tool_retry } else { RetryPolicy::new(1, 0) };
+        let policy = if action.retry_safe() {
+            self.engine.config.tool_retry
+        } else {
+            RetryPolicy::new(1, 0)
+        };
         let timeout = Duration::from_millis(self.engine.config.tool_timeout_ms);
-        let retried = retry(policy, ActionError::is_retryable, |_| None, |_| {
-            let call = AssertUnwindSafe(action.call_json(&ctx, args.clone())).catch_unwind();
-            async move {
-                match tokio::time::timeout(timeout, call).await {
-                    Err(_) => Err(ActionError::failed(
-                        format!("a ferramenta {name} não respondeu a tempo"),
-                        format!("action {name} timed out after {} ms", timeout.as_millis()),
-                    )),
-                    Ok(Err(panic)) => Err(ActionError::failed(
-                        format!("a ferramenta {name} falhou"),
-                        format!("action {name} panicked: {}", panic_message(&panic)),
-                    )),
-                    Ok(Ok(result)) => result,
+        let retried = retry(
+            policy,
+            ActionError::is_retryable,
+            |_| None,
+            |_| {
+                let call = AssertUnwindSafe(action.call_json(&ctx, args.clone())).catch_unwind();
+                async move {
+                    match tokio::time::timeout(timeout, call).await {
+                        Err(_) => Err(ActionError::failed(
+                            format!("a ferramenta {name} não respondeu a tempo"),
+                            format!("action {name} timed out after {} ms", timeout.as_millis()),
+                        )),
+                        Ok(Err(panic)) => Err(ActionError::failed(
+                            format!("a ferramenta {name} falhou"),
+                            format!("action {name} panicked: {}", panic_message(&panic)),
+                        )),
+                        Ok(Ok(result)) => result,
+                    }
                 }
-            }
-        })
+            },
+        )
         .await;
         if let Err(e) = &retried.result {
             tracing::warn!(action = name, error = %e.operator_message(), "action failed");
@@ -408,22 +498,32 @@ impl Turn<'_> {
     }
 
     fn tool_error(&mut self, call: &ToolCall, e: &ActionError) {
-        self.events.push(TurnEvent::Error { message: format!("{}: {}", call.name, e.operator_message()) });
-        self.tool_result(call, ResponseStatus::Error, format!("erro: {}", e.model_message()), false);
+        self.events.push(TurnEvent::Error {
+            message: format!("{}: {}", call.name, e.operator_message()),
+        });
+        self.tool_result(
+            call,
+            ResponseStatus::Error,
+            format!("erro: {}", e.model_message()),
+            false,
+        );
     }
 
     /// Writes the tool result with the instruction and applies the response; returns the reply that
     /// ends the turn, to be sent once the batch is closed.
-    fn to_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Reply {
+    fn answer_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Reply {
         self.tool_result(call, r.status, r.instruction, true);
         self.apply_updates(r.state_updates, r.memory_updates);
         for f in r.functions {
             self.system_function(f.into());
         }
-        Reply { text: r.message, files: r.files }
+        Reply {
+            text: r.message,
+            files: r.files,
+        }
     }
 
-    fn to_agent(&mut self, call: &ToolCall, r: ResponseToAgent) {
+    fn answer_agent(&mut self, call: &ToolCall, r: ResponseToAgent) {
         self.tool_result(call, r.status, r.instruction, false);
         self.apply_updates(r.state_updates, r.memory_updates);
         for f in r.functions {
@@ -439,7 +539,10 @@ impl Turn<'_> {
 
     fn skip(&mut self, calls: &[ToolCall]) {
         for call in calls {
-            self.events.push(TurnEvent::ToolSkipped { call_id: call.id.clone(), name: call.name.clone() });
+            self.events.push(TurnEvent::ToolSkipped {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+            });
             self.push(ChatMessage::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -486,12 +589,22 @@ impl Turn<'_> {
     /// only the previous skill's response, never its prompt or its tool traffic.
     fn switch_skill(&mut self, to: &str, reason: &str, response: String) -> Result<(), String> {
         if self.agent.skill(to).is_none() {
-            return Err(format!("RedirectToSkill para skill inexistente {to:?} no agente {:?}", self.agent.id));
+            return Err(format!(
+                "RedirectToSkill para skill inexistente {to:?} no agente {:?}",
+                self.agent.id
+            ));
         }
         let from = std::mem::replace(&mut self.conv.active_skill, to.to_owned());
         tracing::info!(from = %from, to, "skill changed");
-        self.events.push(TurnEvent::SkillChanged { from: from.clone(), to: to.to_owned(), reason: reason.to_owned() });
-        self.conv.handoff = Some(Handoff { from_skill: from, response });
+        self.events.push(TurnEvent::SkillChanged {
+            from: from.clone(),
+            to: to.to_owned(),
+            reason: reason.to_owned(),
+        });
+        self.conv.handoff = Some(Handoff {
+            from_skill: from,
+            response,
+        });
         self.conv.window = vec![ChatMessage::user(self.user_text.clone())];
         Ok(())
     }
@@ -504,4 +617,3 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned())
 }
-

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason, ToolCall,
-    Usage, http_client, post_json,
+    ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
+    ToolCall, Usage, http_client, post_json,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -46,10 +46,18 @@ impl AnthropicProvider {
                             .ok()
                             .filter(Value::is_object)
                             .unwrap_or_else(|| json!({}));
-                        push("assistant", json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                        push(
+                            "assistant",
+                            json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                        );
                     }
                 }
-                ChatMessage::Tool { call_id, content, is_error, .. } => push(
+                ChatMessage::Tool {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } => push(
                     "user",
                     json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}),
                 ),
@@ -59,7 +67,10 @@ impl AnthropicProvider {
             model: self.settings.model.clone(),
             max_tokens: request.max_tokens.unwrap_or(self.settings.max_tokens),
             system: (!request.system.is_empty()).then(|| request.system.clone()),
-            messages: messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect(),
+            messages: messages
+                .into_iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect(),
             tools: request
                 .tools
                 .iter()
@@ -138,7 +149,11 @@ impl LlmProvider for AnthropicProvider {
             match block {
                 WireBlock::Text { text } => texts.push(text),
                 WireBlock::ToolUse { id, name, input } => {
-                    tool_calls.push(ToolCall { id, name, arguments: input.to_string() });
+                    tool_calls.push(ToolCall {
+                        id,
+                        name,
+                        arguments: input.to_string(),
+                    });
                 }
                 WireBlock::Other => {}
             }
@@ -155,7 +170,10 @@ impl LlmProvider for AnthropicProvider {
             text: (!text.is_empty()).then_some(text),
             tool_calls,
             stop_reason,
-            usage: Usage { input_tokens: wire.usage.input_tokens, output_tokens: wire.usage.output_tokens },
+            usage: Usage {
+                input_tokens: wire.usage.input_tokens,
+                output_tokens: wire.usage.output_tokens,
+            },
         })
     }
 }

@@ -42,11 +42,16 @@ pub enum ChatMessage {
 
 impl ChatMessage {
     pub fn user(content: impl Into<String>) -> Self {
-        Self::User { content: content.into() }
+        Self::User {
+            content: content.into(),
+        }
     }
 
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self::Assistant { content: Some(content.into()), tool_calls: Vec::new() }
+        Self::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
     }
 }
 
@@ -111,7 +116,11 @@ pub struct Completion {
 pub enum LlmError {
     /// Worth retrying: 429, 5xx, timeouts, refused connections.
     #[error("transient provider error: {message}")]
-    Transient { status: Option<u16>, message: String, retry_after: Option<Duration> },
+    Transient {
+        status: Option<u16>,
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// Not worth retrying: bad request, bad key, unknown model.
     #[error("provider rejected the request (status {status}): {message}")]
     Rejected { status: u16, message: String },
@@ -135,7 +144,11 @@ impl LlmError {
     /// Classifies an HTTP error status the way every provider here needs it.
     pub(crate) fn from_status(status: u16, message: String, retry_after: Option<Duration>) -> Self {
         if status == 429 || status == 408 || status >= 500 {
-            Self::Transient { status: Some(status), message, retry_after }
+            Self::Transient {
+                status: Some(status),
+                message,
+                retry_after,
+            }
         } else {
             Self::Rejected { status, message }
         }
@@ -143,7 +156,11 @@ impl LlmError {
 
     pub(crate) fn from_reqwest(e: &reqwest::Error) -> Self {
         // Connection and timeout failures are worth another try; the message never carries the key.
-        Self::Transient { status: None, message: e.without_url_string(), retry_after: None }
+        Self::Transient {
+            status: None,
+            message: e.without_url_string(),
+            retry_after: None,
+        }
     }
 }
 
@@ -189,7 +206,11 @@ pub(crate) async fn post_json(
     request: reqwest::RequestBuilder,
     body: &impl Serialize,
 ) -> Result<String, LlmError> {
-    let response = request.json(body).send().await.map_err(|e| LlmError::from_reqwest(&e))?;
+    let response = request
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| LlmError::from_reqwest(&e))?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
     let text = response.text().await.map_err(|e| LlmError::from_reqwest(&e))?;
@@ -203,7 +224,11 @@ pub(crate) async fn post_json(
 fn error_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_owned))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+        })
         .unwrap_or_else(|| body.chars().take(200).collect())
 }
 
@@ -221,7 +246,10 @@ mod tests {
 
     #[test]
     fn provider_error_message_is_extracted() {
-        assert_eq!(error_message(r#"{"error":{"message":"bad key","type":"x"}}"#), "bad key");
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad key","type":"x"}}"#),
+            "bad key"
+        );
         assert_eq!(error_message("plain"), "plain");
     }
 }

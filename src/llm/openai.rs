@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason, ToolCall,
-    Usage, http_client, post_json,
+    ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
+    ToolCall, Usage, http_client, post_json,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -24,7 +24,11 @@ impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
         let client = http_client(settings.timeout)?;
         let use_max_completion_tokens = settings.base_url.contains("api.openai.com");
-        Ok(Self { settings, client, use_max_completion_tokens })
+        Ok(Self {
+            settings,
+            client,
+            use_max_completion_tokens,
+        })
     }
 
     fn body(&self, request: &CompletionRequest) -> WireRequest {
@@ -142,7 +146,10 @@ impl LlmProvider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
-        let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            self.settings.base_url.trim_end_matches('/')
+        );
         let mut builder = self.client.post(url);
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
@@ -159,7 +166,11 @@ impl LlmProvider for OpenAiProvider {
             .message
             .tool_calls
             .into_iter()
-            .map(|c| ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments })
+            .map(|c| ToolCall {
+                id: c.id,
+                name: c.function.name,
+                arguments: c.function.arguments,
+            })
             .collect();
         let stop_reason = match choice.finish_reason.as_deref() {
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
@@ -175,7 +186,10 @@ impl LlmProvider for OpenAiProvider {
         };
         let usage = wire
             .usage
-            .map(|u| Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens })
+            .map(|u| Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+            })
             .unwrap_or_default();
         Ok(Completion {
             model: wire.model.unwrap_or_else(|| self.settings.model.clone()),

@@ -23,7 +23,10 @@ impl Scripted {
             text: Some(text.into()),
             tool_calls: Vec::new(),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 10, output_tokens: 5 },
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+            },
         })
     }
 
@@ -44,10 +47,17 @@ impl Scripted {
             text: None,
             tool_calls: calls
                 .into_iter()
-                .map(|(name, arguments)| ToolCall { id: String::new(), name: name.to_owned(), arguments })
+                .map(|(name, arguments)| ToolCall {
+                    id: String::new(),
+                    name: name.to_owned(),
+                    arguments,
+                })
                 .collect(),
             stop_reason: StopReason::ToolUse,
-            usage: Usage { input_tokens: 10, output_tokens: 5 },
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+            },
         })
     }
 
@@ -57,7 +67,11 @@ impl Scripted {
 
     /// A 500 from the provider.
     pub fn server_error() -> Self {
-        Self::Fail(LlmError::Transient { status: Some(500), message: "internal error".into(), retry_after: None })
+        Self::Fail(LlmError::Transient {
+            status: Some(500),
+            message: "internal error".into(),
+            retry_after: None,
+        })
     }
 }
 
@@ -71,7 +85,10 @@ pub struct ScriptedProvider {
 
 impl ScriptedProvider {
     pub fn new(script: impl IntoIterator<Item = Scripted>) -> Self {
-        Self { script: Mutex::new(script.into_iter().collect()), ..Self::default() }
+        Self {
+            script: Mutex::new(script.into_iter().collect()),
+            ..Self::default()
+        }
     }
 
     /// Appends replies to the script.
@@ -116,7 +133,10 @@ impl LlmProvider for ScriptedProvider {
                 Ok(c)
             }
             Some(Scripted::Fail(e)) => Err(e),
-            None => Err(LlmError::Rejected { status: 400, message: "scripted provider: script exhausted".into() }),
+            None => Err(LlmError::Rejected {
+                status: 400,
+                message: "scripted provider: script exhausted".into(),
+            }),
         }
     }
 }

@@ -1,1 +1,6 @@
+//! The one integration-test binary: the engine's acceptance paths, the providers against wire fakes,
+//! and the shipped skills. Shared helpers live in `support`.
 
+mod engine;
+mod providers;
+mod support;

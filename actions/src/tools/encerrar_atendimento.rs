@@ -29,7 +29,10 @@ impl Action for EncerrarAtendimento {
     }
 
     async fn call(&self, _ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
-        let motivo = args.motivo.filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "usuário se despediu".into());
+        let motivo = args
+            .motivo
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| "usuário se despediu".into());
         Ok(ResponseToUser::new(
             "Foi um prazer ajudar! Se precisar de algo sobre o seu vale-transporte, é só chamar. Até logo!",
             format!("Atendimento encerrado ({motivo})."),
@@ -47,8 +50,13 @@ mod tests {
     #[tokio::test]
     async fn ends_the_chat() {
         let ctx = ActionContext::new("vt", "c1", chrono::Utc::now());
-        let r = EncerrarAtendimento.call(&ctx, Args { motivo: None }).await.expect("ok");
-        let ActionResponse::ToUser(r) = r else { panic!("expected ResponseToUser") };
+        let r = EncerrarAtendimento
+            .call(&ctx, Args { motivo: None })
+            .await
+            .expect("ok");
+        let ActionResponse::ToUser(r) = r else {
+            panic!("expected ResponseToUser")
+        };
         assert!(matches!(&r.functions[..], [UserFunction::EndChat(e)] if e.reason == "usuário se despediu"));
     }
 }

@@ -31,9 +31,15 @@ impl Action for TransferirParaHumano {
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let motivo = args.motivo.trim();
-        let motivo = if motivo.is_empty() { "pedido do usuário" } else { motivo };
+        let motivo = if motivo.is_empty() {
+            "pedido do usuário"
+        } else {
+            motivo
+        };
         let mut transfer = TransferToHuman::new(motivo);
-        transfer.session_info.insert("canal".into(), ctx.channel.clone().into());
+        transfer
+            .session_info
+            .insert("canal".into(), ctx.channel.clone().into());
         Ok(ResponseToUser::new(
             "Certo! Vou transferir você para um de nossos atendentes. Aguarde um momento, por favor.",
             format!("Atendimento transferido para um humano. Motivo: {motivo}. Não continue o atendimento."),
@@ -52,8 +58,18 @@ mod tests {
     #[tokio::test]
     async fn answers_the_user_and_transfers() {
         let ctx = ActionContext::new("vt", "c1", chrono::Utc::now());
-        let r = TransferirParaHumano.call(&ctx, Args { motivo: "contestação".into() }).await.expect("ok");
-        let ActionResponse::ToUser(r) = r else { panic!("expected ResponseToUser") };
+        let r = TransferirParaHumano
+            .call(
+                &ctx,
+                Args {
+                    motivo: "contestação".into(),
+                },
+            )
+            .await
+            .expect("ok");
+        let ActionResponse::ToUser(r) = r else {
+            panic!("expected ResponseToUser")
+        };
         assert!(r.instruction.contains("contestação"));
         assert!(matches!(&r.functions[..], [UserFunction::TransferToHuman(t)] if t.reason == "contestação"));
         assert_eq!(r.state_updates["transferido"], true);

@@ -1,0 +1,236 @@
+//! The OpenAI and Anthropic adapters against loopback fakes that speak their wire formats: the request
+//! shapes are checked, the responses follow the APIs' documented shapes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vt_agent::engine::ExecutionStatus;
+use vt_agent::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
+
+use crate::support::{FakeServer, fast_config, test_engine, user};
+
+fn settings(url: &str, key: &str) -> ProviderSettings {
+    ProviderSettings {
+        base_url: url.into(),
+        model: "modelo-teste".into(),
+        api_key: Some(key.into()),
+        temperature: Some(0.2),
+        max_tokens: 300,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+fn openai_tool_call() -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "modelo-teste-2026",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_abc", "type": "function",
+                            "function": {"name": "consultar", "arguments": "{\"cartao\":\"1234567890\"}"}}]}}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 18, "total_tokens": 138}
+    })
+}
+
+fn openai_text(text: &str) -> Value {
+    json!({
+        "id": "chatcmpl-2", "object": "chat.completion", "created": 2, "model": "modelo-teste-2026",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 150, "completion_tokens": 9, "total_tokens": 159}
+    })
+}
+
+#[tokio::test]
+async fn openai_ca02_against_the_wire_fake() {
+    let server = FakeServer::start(vec![
+        (200, vec![], openai_tool_call()),
+        (200, vec![], openai_text("Saldo: BRL 50,00")),
+    ])
+    .await;
+    let llm: Arc<dyn LlmProvider> =
+        Arc::new(OpenAiProvider::new(settings(&server.url, "sk-test")).expect("provider"));
+    let engine = test_engine(Some(llm), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "status sprint").await.expect("turn");
+    assert_eq!(out.reply_text(), "Saldo: BRL 50,00");
+    assert_eq!(out.execution.model_calls[0].tokens_input, 120);
+    assert_eq!(out.execution.model_calls[0].stop_reason, "tool_use");
+    assert_eq!(out.execution.model_calls[1].model, "modelo-teste-2026");
+
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    let first = &received[0];
+    assert_eq!(first.path, "/chat/completions");
+    assert_eq!(first.headers["authorization"], "Bearer sk-test");
+    assert_eq!(first.body["model"], "modelo-teste");
+    assert_eq!(first.body["max_tokens"], 300, "compatible servers get max_tokens");
+    assert_eq!(first.body["messages"][0]["role"], "system");
+    assert_eq!(
+        first.body["messages"][1],
+        json!({"role": "user", "content": "status sprint"})
+    );
+    let tool = first.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["function"]["name"] == "consultar")
+        .expect("consultar");
+    assert_eq!(tool["type"], "function");
+    assert_eq!(tool["function"]["strict"], true);
+    assert_eq!(tool["function"]["parameters"]["additionalProperties"], false);
+    assert_eq!(tool["function"]["parameters"]["required"], json!(["cartao"]));
+
+    let second = &received[1].body["messages"];
+    let n = second.as_array().expect("messages").len();
+    assert_eq!(second[n - 2]["tool_calls"][0]["id"], "call_abc");
+    assert_eq!(
+        second[n - 2]["tool_calls"][0]["function"]["arguments"],
+        "{\"cartao\":\"1234567890\"}"
+    );
+    assert_eq!(second[n - 1]["role"], "tool");
+    assert_eq!(second[n - 1]["tool_call_id"], "call_abc");
+    assert!(
+        second[n - 1]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("consultado"))
+    );
+}
+
+#[tokio::test]
+async fn openai_429_is_retried_after_retry_after_and_401_is_not() {
+    let rate_limited = json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}});
+    let server = FakeServer::start(vec![
+        (429, vec![("retry-after", "0")], rate_limited),
+        (200, vec![], openai_text("depois do limite")),
+    ])
+    .await;
+    let llm: Arc<dyn LlmProvider> =
+        Arc::new(OpenAiProvider::new(settings(&server.url, "k")).expect("provider"));
+    let engine = test_engine(Some(llm), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_eq!(out.reply_text(), "depois do limite");
+    assert_eq!(out.execution.model_calls[0].attempts, 2);
+
+    let bad_key = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+    let server = FakeServer::start(vec![(401, vec![], bad_key)]).await;
+    let llm: Arc<dyn LlmProvider> =
+        Arc::new(OpenAiProvider::new(settings(&server.url, "k")).expect("provider"));
+    let engine = test_engine(Some(llm), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_eq!(server.received().len(), 1);
+    assert_eq!(out.execution.status, ExecutionStatus::Falhou);
+    assert!(
+        out.execution
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("Incorrect API key"))
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_times_out() {
+    // A listener that accepts and never replies.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut s = settings(&url, "k");
+    s.timeout = Duration::from_millis(200);
+    let provider = OpenAiProvider::new(s).expect("provider");
+    let request = vt_agent::llm::CompletionRequest {
+        system: String::new(),
+        messages: vec![],
+        tools: vec![],
+        max_tokens: None,
+    };
+    let err = provider.complete(&request).await.expect_err("timeout");
+    assert!(err.is_transient(), "{err}");
+}
+
+#[tokio::test]
+async fn anthropic_ca02_against_the_wire_fake() {
+    let tool_use = json!({
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-teste",
+        "content": [{"type": "text", "text": "Vou consultar."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "consultar", "input": {"cartao": "1234567890"}}],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 200, "output_tokens": 30}
+    });
+    let text = json!({
+        "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-teste",
+        "content": [{"type": "text", "text": "Saldo: BRL 50,00"}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 260, "output_tokens": 12}
+    });
+    let server = FakeServer::start(vec![(200, vec![], tool_use), (200, vec![], text)]).await;
+    let llm: Arc<dyn LlmProvider> =
+        Arc::new(AnthropicProvider::new(settings(&server.url, "sk-ant")).expect("provider"));
+    let engine = test_engine(Some(llm), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "status sprint").await.expect("turn");
+    assert_eq!(out.reply_text(), "Saldo: BRL 50,00");
+    assert_eq!(out.execution.model_calls[0].tokens_input, 200);
+    assert_eq!(out.execution.model_calls[0].stop_reason, "tool_use");
+
+    let received = server.received();
+    let first = &received[0];
+    assert_eq!(first.path, "/v1/messages");
+    assert_eq!(first.headers["x-api-key"], "sk-ant");
+    assert_eq!(first.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(first.body["max_tokens"], 300);
+    assert!(
+        first.body["system"]
+            .as_str()
+            .is_some_and(|s| s.contains("PROMPT_A_SECRETO"))
+    );
+    let tool = first.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "consultar")
+        .expect("consultar");
+    assert_eq!(tool["input_schema"]["type"], "object");
+    assert_eq!(tool["input_schema"]["properties"]["cartao"]["type"], "string");
+
+    let messages = received[1].body["messages"].as_array().expect("messages").clone();
+    assert_eq!(
+        messages.len(),
+        3,
+        "user, assistant(tool_use), user(tool_result): {messages:?}"
+    );
+    assert_eq!(messages[1]["content"][1]["type"], "tool_use");
+    assert_eq!(
+        messages[1]["content"][1]["input"],
+        json!({"cartao": "1234567890"})
+    );
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "toolu_01");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("consultado"))
+    );
+}
+
+#[tokio::test]
+async fn anthropic_overload_is_transient() {
+    let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    let server = FakeServer::start(vec![(529, vec![], overloaded)]).await;
+    let provider = AnthropicProvider::new(settings(&server.url, "k")).expect("provider");
+    let request = vt_agent::llm::CompletionRequest {
+        system: String::new(),
+        messages: vec![],
+        tools: vec![],
+        max_tokens: None,
+    };
+    let err = provider.complete(&request).await.expect_err("overloaded");
+    assert!(err.is_transient());
+    assert!(err.to_string().contains("Overloaded"));
+}

@@ -1,0 +1,310 @@
+//! Test helpers: test actions and skills, an engine over a scripted model, a loopback HTTP fake.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use vt_actions::{
+    Action, ActionContext, ActionError, ActionRegistry, ActionResponse, RedirectToSkill, ResponseToAgent,
+    ResponseToUser,
+};
+use vt_agent::engine::{
+    Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef,
+};
+use vt_agent::llm::{LlmProvider, Scripted, ScriptedProvider};
+
+#[derive(Deserialize, JsonSchema)]
+pub struct CardArgs {
+    /// Número do cartão.
+    pub cartao: String,
+}
+
+/// Answers the agent with a fact about the card.
+pub struct Lookup;
+
+#[async_trait]
+impl Action for Lookup {
+    type Args = CardArgs;
+    fn name(&self) -> &'static str {
+        "consultar"
+    }
+    fn description(&self) -> &'static str {
+        "Consulta um cartão."
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    async fn call(&self, _ctx: &ActionContext, args: CardArgs) -> Result<ActionResponse, ActionError> {
+        Ok(
+            ResponseToAgent::new(format!("cartão {} consultado: saldo 50,00", args.cartao))
+                .with_state("ultimo_cartao", args.cartao)
+                .into(),
+        )
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// Answers the user directly.
+pub struct Answer;
+
+#[async_trait]
+impl Action for Answer {
+    type Args = NoArgs;
+    fn name(&self) -> &'static str {
+        "responder"
+    }
+    fn description(&self) -> &'static str {
+        "Responde direto ao usuário."
+    }
+    async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
+        Ok(ResponseToUser::new(
+            "Mensagem pronta para você.",
+            "INSTRUCAO_RESPONDER: usuário informado.",
+        )
+        .into())
+    }
+}
+
+/// Switches to skill `b`.
+pub struct Redirect;
+
+#[async_trait]
+impl Action for Redirect {
+    type Args = NoArgs;
+    fn name(&self) -> &'static str {
+        "redirecionar"
+    }
+    fn description(&self) -> &'static str {
+        "Passa para a skill b."
+    }
+    async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
+        Ok(ResponseToAgent::new("RESPOSTA_DE_A: dados coletados")
+            .with_function(RedirectToSkill::new("b", "coleta concluída"))
+            .into())
+    }
+}
+
+/// Panics, to show the engine survives it.
+pub struct Boom;
+
+#[async_trait]
+impl Action for Boom {
+    type Args = NoArgs;
+    fn name(&self) -> &'static str {
+        "explodir"
+    }
+    fn description(&self) -> &'static str {
+        "Falha de forma inesperada."
+    }
+    async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
+        panic!("bug inesperado")
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct StepArgs {
+    pub valor: i64,
+}
+
+/// A deterministic step: adds one and hands over; at 3 it answers the user.
+pub struct Increment(pub &'static str);
+
+#[async_trait]
+impl Action for Increment {
+    type Args = StepArgs;
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn description(&self) -> &'static str {
+        "Soma um."
+    }
+    async fn call(&self, _ctx: &ActionContext, args: StepArgs) -> Result<ActionResponse, ActionError> {
+        let valor = args.valor + 1;
+        let out = serde_json::json!({ "valor": valor }).to_string();
+        if valor >= 3 {
+            return Ok(ResponseToUser::new(format!("resultado {valor}"), out).into());
+        }
+        Ok(ResponseToAgent::new(out).into())
+    }
+}
+
+fn skill(
+    agent: &str,
+    name: &str,
+    order: u32,
+    prompt: &str,
+    actions: &[&str],
+    deterministic: bool,
+) -> SkillDef {
+    SkillDef {
+        agent: agent.into(),
+        name: name.into(),
+        order,
+        description: format!("skill {name}"),
+        prompt: prompt.into(),
+        actions: actions.iter().map(|a| (*a).to_owned()).collect(),
+        deterministic,
+        next: None,
+    }
+}
+
+pub fn test_registry() -> ActionRegistry {
+    let mut r = ActionRegistry::new();
+    r.register(Lookup).expect("register");
+    r.register(Answer).expect("register");
+    r.register(Redirect).expect("register");
+    r.register(Boom).expect("register");
+    for name in ["passo_1", "passo_2", "passo_3"] {
+        r.register(Increment(name)).expect("register");
+    }
+    r
+}
+
+/// Agent `genesis` (skills `a` → `b`) and agent `calc` (three deterministic steps).
+pub fn test_engine(llm: Option<Arc<dyn LlmProvider>>, config: EngineConfig) -> Engine {
+    let prompts = Prompts::from_sources([
+        (
+            "a.md".to_owned(),
+            "PROMPT_A_SECRETO: você é a skill {{ skill }}.".to_owned(),
+        ),
+        (
+            "b.md".to_owned(),
+            "PROMPT_B: você é a skill {{ skill }} falando com {{ user_login }}.".to_owned(),
+        ),
+        ("det.md".to_owned(), "etapa {{ skill }}".to_owned()),
+    ])
+    .expect("prompts");
+    let mut passo_1 = skill("calc", "p1", 1, "det.md", &["passo_1"], true);
+    passo_1.next = Some("p2".into());
+    let mut passo_2 = skill("calc", "p2", 2, "det.md", &["passo_2"], true);
+    passo_2.next = Some("p3".into());
+    let defs = vec![
+        skill(
+            "genesis",
+            "a",
+            1,
+            "a.md",
+            &["consultar", "responder", "redirecionar", "explodir"],
+            false,
+        ),
+        skill("genesis", "b", 2, "b.md", &["consultar"], false),
+        passo_1,
+        passo_2,
+        skill("calc", "p3", 3, "det.md", &["passo_3"], true),
+    ];
+    let registry = test_registry();
+    let catalog = Catalog::from_defs(defs, &prompts, &registry).expect("catalog");
+    Engine::new(catalog, prompts, registry, config)
+        .with_llm(llm)
+        .with_clock(Clock::Fixed(
+            chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
+                .expect("t")
+                .into(),
+        ))
+        .with_ids(IdSource::seeded(1))
+}
+
+/// Engine limits with millisecond backoffs.
+pub fn fast_config() -> EngineConfig {
+    EngineConfig {
+        llm_retry: RetryPolicy::new(3, 1),
+        tool_retry: RetryPolicy::new(2, 1),
+        ..EngineConfig::default()
+    }
+}
+
+pub fn scripted(script: Vec<Scripted>) -> (Engine, Arc<ScriptedProvider>) {
+    let llm = Arc::new(ScriptedProvider::new(script));
+    (test_engine(Some(llm.clone()), fast_config()), llm)
+}
+
+pub fn user() -> Participant {
+    Participant {
+        user_id: "u-1".into(),
+        user_login: "maria".into(),
+        channel: "terminal".into(),
+    }
+}
+
+/// One request a fake server received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+/// A loopback HTTP server that answers queued responses in order and records every request.
+#[derive(Clone)]
+pub struct FakeServer {
+    pub url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+type Queue = Arc<Mutex<VecDeque<(u16, Vec<(String, String)>, String)>>>;
+/// A canned response: status, extra headers, JSON body.
+pub type Canned<'a> = (u16, Vec<(&'a str, &'a str)>, Value);
+
+impl FakeServer {
+    /// `responses`: status, extra headers and body, served in order (then 500s).
+    pub async fn start(responses: Vec<Canned<'_>>) -> Self {
+        let queue: Queue = Arc::new(Mutex::new(
+            responses
+                .into_iter()
+                .map(|(s, h, b)| {
+                    (
+                        s,
+                        h.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+                        b.to_string(),
+                    )
+                })
+                .collect(),
+        ));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (q, r) = (queue.clone(), received.clone());
+        let app = Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+            let (q, r) = (q.clone(), r.clone());
+            async move {
+                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                r.lock().expect("lock").push(Received {
+                    path: uri.path().to_owned(),
+                    headers,
+                    body,
+                });
+                let next = q.lock().expect("lock").pop_front();
+                let (status, extra, body) =
+                    next.unwrap_or((500, Vec::new(), r#"{"error":{"message":"no more"}}"#.into()));
+                let mut response = (
+                    StatusCode::from_u16(status).expect("status"),
+                    [("content-type", "application/json")],
+                    body,
+                )
+                    .into_response();
+                for (k, v) in extra {
+                    response.headers_mut().insert(
+                        axum::http::HeaderName::from_bytes(k.as_bytes()).expect("header"),
+                        v.parse().expect("value"),
+                    );
+                }
+                response
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, received }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("lock").clone()
+    }
+}
