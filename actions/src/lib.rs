@@ -11,10 +11,14 @@
 pub mod action;
 pub mod context;
 pub mod response;
+pub mod stages;
+pub mod systems;
 pub mod tools;
+pub mod vt;
 
 /// Registers every action this crate provides.
 pub fn register_all(registry: &mut ActionRegistry) -> Result<(), action::DuplicateAction> {
+    stages::register(registry)?;
     tools::register(registry)
 }
 

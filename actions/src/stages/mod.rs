@@ -1,0 +1,86 @@
+//! The ten stages of the VT flow (PRD §6, RF1..RF10), one file each. Every stage is a pure rule
+//! function (unit-tested rule by rule) plus a thin [`Action`](crate::Action) that the engine runs as a
+//! deterministic skill: it receives the previous stage's output as its arguments and answers with its
+//! own output as the instruction (JSON text), which is all the next stage sees.
+//!
+//! The flow input the later stages need travels in conversation memory under [`MEMORY_ENTRADA`],
+//! written by RF1 after parsing (so unknown fields are already gone); RF3's normalised balance travels
+//! under [`MEMORY_SALDO`] for RF5's summary and RF8's `saldo_anterior`.
+
+mod notificacao;
+pub mod rf01_preparar_consulta;
+pub mod rf02_executar_consulta;
+pub mod rf03_normalizar_saldo;
+pub mod rf04_decidir_notificacao;
+pub mod rf05_enviar_notificacao;
+pub mod rf06_preparar_recarga;
+pub mod rf07_executar_recarga;
+pub mod rf08_conciliar_recarga;
+pub mod rf09_preparar_notificacao_recarga;
+pub mod rf10_enviar_notificacao_recarga;
+
+pub use notificacao::{DecisaoNotificacao, EnvioNotificacao, NotificacaoPayload};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+
+use crate::action::{ActionError, ActionRegistry, DuplicateAction};
+use crate::context::ActionContext;
+use crate::response::ResponseToAgent;
+use crate::vt::FlowInput;
+
+/// The stage ids, in order. They are also the skill and action names.
+pub const STAGES: [&str; 10] = [
+    "rf01_preparar_consulta",
+    "rf02_executar_consulta",
+    "rf03_normalizar_saldo",
+    "rf04_decidir_notificacao",
+    "rf05_enviar_notificacao",
+    "rf06_preparar_recarga",
+    "rf07_executar_recarga",
+    "rf08_conciliar_recarga",
+    "rf09_preparar_notificacao_recarga",
+    "rf10_enviar_notificacao_recarga",
+];
+
+pub const MEMORY_ENTRADA: &str = "entrada";
+pub const MEMORY_SALDO: &str = "saldo";
+
+/// Registers the ten stage actions.
+pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
+    registry.register(rf01_preparar_consulta::Rf01)?;
+    registry.register(rf02_executar_consulta::Rf02)?;
+    registry.register(rf03_normalizar_saldo::Rf03)?;
+    registry.register(rf04_decidir_notificacao::Rf04)?;
+    registry.register(rf05_enviar_notificacao::Rf05)?;
+    registry.register(rf06_preparar_recarga::Rf06)?;
+    registry.register(rf07_executar_recarga::Rf07)?;
+    registry.register(rf08_conciliar_recarga::Rf08)?;
+    registry.register(rf09_preparar_notificacao_recarga::Rf09)?;
+    registry.register(rf10_enviar_notificacao_recarga::Rf10)?;
+    Ok(())
+}
+
+/// The flow input RF1 stored in memory.
+pub(crate) fn entrada(ctx: &ActionContext) -> Result<FlowInput, ActionError> {
+    let value = ctx.memory.get(MEMORY_ENTRADA).cloned().ok_or_else(|| {
+        ActionError::failed("entrada do fluxo ausente", "memory has no flow input: RF1 must run first")
+    })?;
+    FlowInput::from_value(value).map_err(|e| ActionError::failed("entrada do fluxo inválida", e.to_string()))
+}
+
+/// A stage's output as the JSON text handed to the next stage.
+pub(crate) fn json_text<T: Serialize>(out: &T) -> Result<String, ActionError> {
+    serde_json::to_string(out).map_err(|e| ActionError::failed("falha ao serializar a saída da etapa", e.to_string()))
+}
+
+/// Hands `out` to the next stage (the skill's `next`).
+pub(crate) fn pass<T: Serialize>(out: &T) -> Result<ResponseToAgent, ActionError> {
+    Ok(ResponseToAgent::new(json_text(out)?))
+}
+
+/// ISO 8601 with the policy timezone's offset, to the second.
+pub fn iso_local(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+}

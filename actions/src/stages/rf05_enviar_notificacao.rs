@@ -1,0 +1,129 @@
+//! RF5 — sends the low-balance notice RF4 prepared (deduplicated, rate limits respected) and, when no
+//! recharge was requested, ends the run with a summary for the user.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::notificacao::{DecisaoNotificacao, EnvioNotificacao, enviar};
+use super::rf03_normalizar_saldo::SaldoNormalizado;
+use crate::action::{Action, ActionError};
+use crate::context::ActionContext;
+use crate::response::{ActionResponse, ResponseToUser};
+use crate::systems::VtSystems;
+use crate::vt::{Idioma, format_money, keys, mask_card};
+
+/// One notice per card, balance and hour: a repeated run never notifies twice.
+pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
+    let meta = decisao.payload.as_ref().map(|p| &p.metadados);
+    let field = |k: &str| meta.and_then(|m| m.get(k)).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default();
+    let data = field("data");
+    let hour = data.get(..13).unwrap_or(&data);
+    keys::notificacao(&["saldo_baixo", &field("cartao"), &field("saldo"), hour])
+}
+
+/// What the user reads when the run ends here.
+pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> String {
+    let Some(s) = saldo else {
+        return "Consulta de saldo concluída.".into();
+    };
+    let cartao = mask_card(&s.cartao);
+    match (s.sucesso(), s.saldo) {
+        (true, Some(valor)) => {
+            let quando = s.data_verificacao.get(..16).unwrap_or(&s.data_verificacao).replace('T', " às ");
+            let mut text = format!(
+                "O saldo do cartão {cartao} é {} (consultado em {quando}).",
+                format_money(&s.moeda, valor, Idioma::PtBr)
+            );
+            if s.saldo_baixo {
+                text.push_str(if envio.enviado {
+                    " Como está no limite de saldo baixo ou abaixo dele, enviamos um aviso."
+                } else {
+                    " O saldo está baixo, mas não consegui enviar o aviso agora."
+                });
+            }
+            text
+        }
+        _ if s.observacoes.iter().any(|o| o == "cartao_invalido") => {
+            "O número do cartão informado não é válido: use só os dígitos do cartão de VT.".into()
+        }
+        _ => format!("Não consegui consultar o saldo do cartão {cartao} agora. Tente novamente em alguns minutos."),
+    }
+}
+
+pub struct Rf05;
+
+#[async_trait]
+impl Action for Rf05 {
+    type Args = DecisaoNotificacao;
+
+    fn name(&self) -> &'static str {
+        "rf05_enviar_notificacao"
+    }
+
+    fn description(&self) -> &'static str {
+        "RF5: envia a notificação de saldo baixo ao sistema de mensagens, com deduplicação."
+    }
+
+    async fn call(&self, ctx: &ActionContext, decisao: DecisaoNotificacao) -> Result<ActionResponse, ActionError> {
+        let input = super::entrada(ctx)?;
+        let out = enviar(ctx.require::<VtSystems>()?, &decisao, &dedup_key(&decisao), &input.tenant_id).await;
+        if input.recarga.is_some() {
+            return Ok(super::pass(&out)?.into());
+        }
+        let saldo: Option<SaldoNormalizado> =
+            ctx.memory.get(super::MEMORY_SALDO).cloned().and_then(|v: Value| serde_json::from_value(v).ok());
+        Ok(ResponseToUser::new(resumo(saldo.as_ref(), &out), super::json_text(&out)?).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::notificacao::NotificacaoPayload;
+    use crate::vt::Destinatario;
+    use rust_decimal::dec;
+    use serde_json::json;
+
+    fn decisao(saldo: f64, data: &str) -> DecisaoNotificacao {
+        let metadados = json!({"cartao": "1111111111", "saldo": saldo, "data": data});
+        DecisaoNotificacao {
+            enviar_notificacao: true,
+            payload: Some(NotificacaoPayload {
+                canal: "app".into(),
+                assunto: "a".into(),
+                mensagem: "m".into(),
+                destinatario: Destinatario::default(),
+                metadados: metadados.as_object().cloned().unwrap_or_default(),
+            }),
+            motivo: None,
+        }
+    }
+
+    #[test]
+    fn dedup_key_is_stable_within_the_hour() {
+        let a = dedup_key(&decisao(12.5, "2025-12-05T11:07:00-03:00"));
+        assert_eq!(a, dedup_key(&decisao(12.5, "2025-12-05T11:59:00-03:00")));
+        assert_ne!(a, dedup_key(&decisao(12.5, "2025-12-05T12:00:00-03:00")));
+        assert_ne!(a, dedup_key(&decisao(10.0, "2025-12-05T11:07:00-03:00")));
+    }
+
+    #[test]
+    fn summary_masks_the_card_and_formats_money() {
+        let s = SaldoNormalizado {
+            cartao: "1111111111".into(),
+            saldo: Some(dec!(12.5)),
+            moeda: "BRL".into(),
+            data_verificacao: "2025-12-05T11:07:00-03:00".into(),
+            fonte: "SISTEMA_VT".into(),
+            status_consulta: "sucesso".into(),
+            saldo_baixo: true,
+            limite_saldo_baixo: dec!(20),
+            observacoes: vec![],
+        };
+        let sent = EnvioNotificacao { enviado: true, status: Some(202), body: None, motivo: None, erro: None };
+        let text = resumo(Some(&s), &sent);
+        assert!(text.contains("****1111") && text.contains("BRL 12,50") && text.contains("enviamos um aviso"), "{text}");
+        assert!(!text.contains("1111111111"));
+        assert!(resumo(Some(&s), &EnvioNotificacao::not_sent("x")).contains("não consegui enviar"));
+    }
+}

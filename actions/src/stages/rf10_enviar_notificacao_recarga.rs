@@ -1,0 +1,57 @@
+//! RF10 — sends the recharge notice (deduplicated, rate limits respected) and ends the run: its
+//! response is the flow's deliverable.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::notificacao::{DecisaoNotificacao, enviar};
+use crate::action::{Action, ActionError};
+use crate::context::ActionContext;
+use crate::response::{ActionResponse, ResponseToUser};
+use crate::systems::VtSystems;
+use crate::vt::keys;
+
+/// One notice per recharge outcome: a repeated run never notifies twice.
+pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
+    let meta = decisao.payload.as_ref().map(|p| &p.metadados);
+    let field = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .filter(|v| !v.is_null())
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    };
+    // Without a transaction id, the day stands in for it.
+    let id = match field("transacao_id") {
+        id if !id.is_empty() => id,
+        _ => field("data").get(..10).unwrap_or_default().to_owned(),
+    };
+    keys::notificacao(&["recarga", &field("cartao"), &field("valor"), &field("moeda"), &field("status_recarga"), &id])
+}
+
+pub struct Rf10;
+
+#[async_trait]
+impl Action for Rf10 {
+    type Args = DecisaoNotificacao;
+
+    fn name(&self) -> &'static str {
+        "rf10_enviar_notificacao_recarga"
+    }
+
+    fn description(&self) -> &'static str {
+        "RF10: envia a notificação da recarga e encerra o fluxo."
+    }
+
+    async fn call(&self, ctx: &ActionContext, decisao: DecisaoNotificacao) -> Result<ActionResponse, ActionError> {
+        let input = super::entrada(ctx)?;
+        let out = enviar(ctx.require::<VtSystems>()?, &decisao, &dedup_key(&decisao), &input.tenant_id).await;
+        let mut message = decisao.payload.as_ref().map(|p| p.mensagem.clone()).unwrap_or_default();
+        if !out.enviado {
+            message.push_str(" (Não consegui enviar a notificação da recarga agora.)");
+        }
+        let instruction = super::json_text(&out)?;
+        Ok(ResponseToUser::new(message.trim().to_owned(), instruction)
+            .with_metadata("enviado", Value::Bool(out.enviado))
+            .into())
+    }
+}

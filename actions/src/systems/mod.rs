@@ -1,0 +1,13 @@
+//! The three external systems of the VT flow (balance, recharge, notification): the HTTP client the
+//! stages use, and the embedded simulator that stands in for them on a fresh machine and in tests.
+
+pub mod client;
+pub mod simulator;
+
+pub use client::{Erro, HttpResult, SystemsConfig, VtSystems};
+pub use simulator::{LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
+
+/// Endpoints, as the PRD names them.
+pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
+pub const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
+pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";

@@ -1,0 +1,521 @@
+//! An embedded simulator of the balance, recharge and notification systems, with magic test cards
+//! (like a payment provider's test mode). It serves real HTTP on 127.0.0.1 so the clients are exercised
+//! for real, honours idempotency keys on POSTs (same key → the stored response for 24 h; same key with
+//! another body → 409), rate-limits notifications (429 + `Retry-After`), and keeps a ledger of what it
+//! received so tests can assert "exactly one recharge".
+//!
+//! Balance GETs are not answered from the idempotency store: a GET changes nothing, and a stored
+//! answer would show a stale balance right after a recharge in the same hour.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rust_decimal::Decimal;
+use rust_decimal::dec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::vt::money::{decimal_from_json, money_json};
+
+/// How the balance API answers for a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BalanceMode {
+    Ok,
+    Nulo,
+    Erro500,
+    SemResposta,
+    OutroCartao,
+    SemMoedaData,
+}
+
+/// How the recharge API answers for a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RechargeMode {
+    Aprovada,
+    Pendente,
+    Negada,
+    Erro500,
+    TimeoutAposCobranca,
+    AprovadaSemSaldo,
+    AprovadaSemIds,
+}
+
+/// A card's behaviour (the magic table, or a fixture).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CardBehavior {
+    #[serde(with = "crate::vt::input::money_serde")]
+    pub saldo: Decimal,
+    pub saldo_api: BalanceMode,
+    pub recarga: RechargeMode,
+}
+
+impl Default for CardBehavior {
+    fn default() -> Self {
+        Self { saldo: dec!(50.00), saldo_api: BalanceMode::Ok, recarga: RechargeMode::Aprovada }
+    }
+}
+
+/// The magic cards of SPEC §7. Any other valid card behaves as `CardBehavior::default()`.
+pub fn magic_cards() -> HashMap<String, CardBehavior> {
+    let b = |saldo_api, recarga| CardBehavior { saldo: dec!(50.00), saldo_api, recarga };
+    use BalanceMode as B;
+    use RechargeMode as R;
+    HashMap::from([
+        ("1111111111".into(), CardBehavior { saldo: dec!(12.50), ..CardBehavior::default() }),
+        ("2222222222".into(), b(B::Nulo, R::Aprovada)),
+        ("3333333333".into(), b(B::Erro500, R::Aprovada)),
+        ("4444444444".into(), b(B::SemResposta, R::Aprovada)),
+        ("5555555555".into(), b(B::OutroCartao, R::Aprovada)),
+        ("6666666666".into(), b(B::Ok, R::Pendente)),
+        ("7777777777".into(), b(B::Ok, R::Negada)),
+        ("8888888888".into(), b(B::Ok, R::Erro500)),
+        ("9999999999".into(), b(B::Ok, R::TimeoutAposCobranca)),
+        ("1212121212".into(), b(B::Ok, R::AprovadaSemSaldo)),
+        ("1313131313".into(), b(B::Ok, R::AprovadaSemIds)),
+        ("1414141414".into(), b(B::SemMoedaData, R::Aprovada)),
+    ])
+}
+
+/// A fixture file: `{"replace": false, "cards": {"1234567890": {"saldo": 75.0, "recarga": "negada"}}}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fixture {
+    #[serde(default)]
+    replace: bool,
+    cards: HashMap<String, CardBehavior>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimulatorConfig {
+    /// How long a "never answers" card keeps the client waiting.
+    pub slow: Duration,
+    /// Notifications accepted per second before 429s.
+    pub notifications_per_second: u32,
+    /// How long an idempotency key keeps its stored response.
+    pub idempotency_ttl: Duration,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self { slow: Duration::from_secs(30), notifications_per_second: 50, idempotency_ttl: Duration::from_secs(24 * 3600) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulatorError {
+    #[error("cannot read simulator fixture {path}: {message}")]
+    Fixture { path: String, message: String },
+    #[error("cannot bind the simulator: {0}")]
+    Bind(#[from] std::io::Error),
+}
+
+/// One request the simulator received, and what it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub seq: u64,
+    /// `saldo`, `recarga` or `notificacao`.
+    pub sistema: String,
+    pub method: String,
+    pub path: String,
+    pub idempotency_key: Option<String>,
+    pub cartao: Option<String>,
+    pub status: u16,
+    /// `recarga_efetivada`, `notificacao_entregue`, `replay` (answered from the idempotency store), or
+    /// nothing.
+    pub efeito: Option<String>,
+    pub body: Option<Value>,
+}
+
+struct Stored {
+    body_hash: String,
+    status: u16,
+    response: Value,
+    at: Instant,
+}
+
+struct Inner {
+    config: SimulatorConfig,
+    cards: HashMap<String, CardBehavior>,
+    balances: Mutex<HashMap<String, Decimal>>,
+    idempotency: Mutex<HashMap<String, Stored>>,
+    ledger: Mutex<Vec<LedgerEntry>>,
+    rate: Mutex<(Instant, u32)>,
+    seq: AtomicU64,
+}
+
+/// The simulator's state; cheap to clone.
+#[derive(Clone)]
+pub struct Simulator {
+    inner: Arc<Inner>,
+}
+
+/// A simulator serving on a loopback port.
+pub struct RunningSimulator {
+    pub url: String,
+    pub simulator: Simulator,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Simulator {
+    pub fn new(config: SimulatorConfig) -> Self {
+        Self::with_cards(config, magic_cards())
+    }
+
+    pub fn with_cards(config: SimulatorConfig, cards: HashMap<String, CardBehavior>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                cards,
+                balances: Mutex::new(HashMap::new()),
+                idempotency: Mutex::new(HashMap::new()),
+                ledger: Mutex::new(Vec::new()),
+                rate: Mutex::new((Instant::now(), 0)),
+                seq: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The magic cards, replaced or extended by a fixture file.
+    pub fn with_fixture(config: SimulatorConfig, path: &Path) -> Result<Self, SimulatorError> {
+        let err = |message: String| SimulatorError::Fixture { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let fixture: Fixture = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut cards = if fixture.replace { HashMap::new() } else { magic_cards() };
+        cards.extend(fixture.cards);
+        Ok(Self::with_cards(config, cards))
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route(super::SALDO_ENDPOINT, get(saldo))
+            .route(super::RECARGA_ENDPOINT, post(recarga))
+            .route(super::NOTIFICACAO_ENDPOINT, post(notificacao))
+            .route("/_simulador/ledger", get(ledger))
+            .with_state(self.clone())
+    }
+
+    /// Serves on `127.0.0.1:port` (0 picks a free port) until the task is dropped or aborted.
+    pub async fn spawn(self, port: u16) -> Result<RunningSimulator, SimulatorError> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let app = self.router();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "simulator stopped");
+            }
+        });
+        Ok(RunningSimulator { url, simulator: self, task })
+    }
+
+    pub fn ledger(&self) -> Vec<LedgerEntry> {
+        lock(&self.inner.ledger).clone()
+    }
+
+    /// Recharges actually charged for `cartao` (replays excluded).
+    pub fn charges(&self, cartao: &str) -> usize {
+        self.ledger()
+            .iter()
+            .filter(|e| e.cartao.as_deref() == Some(cartao) && e.efeito.as_deref() == Some("recarga_efetivada"))
+            .count()
+    }
+
+    /// Notifications actually delivered (replays and refusals excluded).
+    pub fn deliveries(&self) -> usize {
+        self.ledger().iter().filter(|e| e.efeito.as_deref() == Some("notificacao_entregue")).count()
+    }
+
+    fn card(&self, cartao: &str) -> CardBehavior {
+        self.inner.cards.get(cartao).cloned().unwrap_or_default()
+    }
+
+    fn balance(&self, cartao: &str) -> Decimal {
+        *lock(&self.inner.balances).entry(cartao.to_owned()).or_insert_with(|| self.card(cartao).saldo)
+    }
+
+    fn record(&self, mut entry: LedgerEntry) {
+        entry.seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.ledger).push(entry);
+    }
+
+    fn next_id(&self, prefix: &str) -> String {
+        format!("{prefix}_{:06}", self.inner.seq.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The stored response for `key`: `Ok(Some)` to replay, `Err` when the key was used for another body.
+    fn replay(&self, key: &str, body_hash: &str) -> Result<Option<(u16, Value)>, ()> {
+        let mut store = lock(&self.inner.idempotency);
+        store.retain(|_, s| s.at.elapsed() < self.inner.config.idempotency_ttl);
+        match store.get(key) {
+            Some(s) if s.body_hash == body_hash => Ok(Some((s.status, s.response.clone()))),
+            Some(_) => Err(()),
+            None => Ok(None),
+        }
+    }
+
+    fn store(&self, key: &str, body_hash: String, status: u16, response: Value) {
+        lock(&self.inner.idempotency).insert(key.to_owned(), Stored { body_hash, status, response, at: Instant::now() });
+    }
+
+    fn rate_limited(&self) -> bool {
+        let mut rate = lock(&self.inner.rate);
+        if rate.0.elapsed() >= Duration::from_secs(1) {
+            *rate = (Instant::now(), 0);
+        }
+        rate.1 += 1;
+        rate.1 > self.inner.config.notifications_per_second
+    }
+}
+
+fn now_sp() -> String {
+    chrono::Utc::now().with_timezone(&chrono_tz::America::Sao_Paulo).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    headers.get("x-idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned).filter(|k| !k.is_empty())
+}
+
+fn hash(body: &Value) -> String {
+    hex::encode(Sha256::digest(body.to_string().as_bytes()))
+}
+
+fn reply(status: u16, body: Value) -> Response {
+    (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+}
+
+fn valid_card(c: &str) -> bool {
+    (8..=19).contains(&c.len()) && c.chars().all(|c| c.is_ascii_digit())
+}
+
+#[derive(Deserialize)]
+struct SaldoQuery {
+    cartao: Option<String>,
+}
+
+async fn saldo(State(sim): State<Simulator>, headers: HeaderMap, Query(q): Query<SaldoQuery>) -> Response {
+    let cartao = q.cartao.unwrap_or_default();
+    let entry = |status: u16| LedgerEntry {
+        seq: 0,
+        sistema: "saldo".into(),
+        method: "GET".into(),
+        path: super::SALDO_ENDPOINT.into(),
+        idempotency_key: idempotency_key(&headers),
+        cartao: Some(cartao.clone()),
+        status,
+        efeito: None,
+        body: None,
+    };
+    if !valid_card(&cartao) {
+        sim.record(entry(400));
+        return reply(400, json!({"erro": "cartao_invalido"}));
+    }
+    let card = sim.card(&cartao);
+    let saldo = money_json(sim.balance(&cartao));
+    let (status, body) = match card.saldo_api {
+        BalanceMode::Ok => (200, json!({"cartao": cartao, "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
+        BalanceMode::Nulo => (200, json!({"cartao": cartao, "saldo": null, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
+        BalanceMode::Erro500 => (500, json!({"erro": "falha_interna", "mensagem": "serviço de saldo indisponível"})),
+        BalanceMode::SemResposta => {
+            sim.record(entry(0));
+            tokio::time::sleep(sim.inner.config.slow).await;
+            return reply(504, json!({"erro": "tarde_demais"}));
+        }
+        BalanceMode::OutroCartao => (200, json!({"cartao": "0000000000", "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
+        BalanceMode::SemMoedaData => (200, json!({"cartao": cartao, "saldo": saldo, "fonte": "SISTEMA_VT"})),
+    };
+    sim.record(entry(status));
+    reply(status, body)
+}
+
+const PAYMENT_TYPES: [&str; 3] = ["cartao_credito", "boleto", "pix"];
+
+/// Checks a recharge body; the reason names the first problem.
+fn check_recharge(body: &Value) -> Result<(String, Decimal, String), String> {
+    let cartao = body.get("cartao").and_then(Value::as_str).filter(|c| valid_card(c)).ok_or("cartao")?;
+    let valor = body.get("valor").and_then(decimal_from_json).filter(|v| *v > Decimal::ZERO).ok_or("valor")?;
+    let moeda = body.get("moeda").and_then(Value::as_str).filter(|m| m.len() == 3).ok_or("moeda")?;
+    let tipo = body.pointer("/meio_pagamento/tipo").and_then(Value::as_str).ok_or("meio_pagamento")?;
+    if !PAYMENT_TYPES.contains(&tipo) {
+        return Err("meio_pagamento".into());
+    }
+    Ok((cartao.to_owned(), valor, moeda.to_owned()))
+}
+
+async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<Json<Value>>) -> Response {
+    let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
+    let key = idempotency_key(&headers);
+    let mut entry = LedgerEntry {
+        seq: 0,
+        sistema: "recarga".into(),
+        method: "POST".into(),
+        path: super::RECARGA_ENDPOINT.into(),
+        idempotency_key: key.clone(),
+        cartao: body.get("cartao").and_then(Value::as_str).map(str::to_owned),
+        status: 0,
+        efeito: None,
+        body: Some(body.clone()),
+    };
+    let (cartao, valor, moeda) = match check_recharge(&body) {
+        Ok(v) => v,
+        Err(field) => {
+            entry.status = 400;
+            sim.record(entry);
+            return reply(400, json!({"motivo": "payload_invalido", "campo": field}));
+        }
+    };
+    let Some(key) = key else {
+        entry.status = 400;
+        sim.record(entry);
+        return reply(400, json!({"motivo": "idempotency_key_ausente"}));
+    };
+    let body_hash = hash(&body);
+    match sim.replay(&key, &body_hash) {
+        Ok(Some((status, response))) => {
+            entry.status = status;
+            entry.efeito = Some("replay".into());
+            sim.record(entry);
+            return reply(status, response);
+        }
+        Err(()) => {
+            entry.status = 409;
+            sim.record(entry);
+            return reply(409, json!({"motivo": "idempotency_key_reutilizada"}));
+        }
+        Ok(None) => {}
+    }
+    let card = sim.card(&cartao);
+    let approve = |with_balance: bool, with_ids: bool| {
+        let novo = {
+            let mut balances = lock(&sim.inner.balances);
+            let b = balances.entry(cartao.clone()).or_insert(card.saldo);
+            *b += valor;
+            *b
+        };
+        let mut r = json!({"status": "aprovada", "valor": money_json(valor), "moeda": moeda, "data_processamento": now_sp()});
+        if with_ids {
+            r["transacao_id"] = json!(sim.next_id("tx"));
+            r["autorizacao"] = json!(format!("A{:05}", sim.inner.seq.load(Ordering::Relaxed)));
+            r["nsu"] = json!(format!("{:06}", sim.inner.seq.load(Ordering::Relaxed)));
+        }
+        if with_balance {
+            r["saldo_atualizado"] = money_json(novo);
+        }
+        r
+    };
+    let (status, response, charged) = match card.recarga {
+        RechargeMode::Aprovada => (201, approve(true, true), true),
+        RechargeMode::AprovadaSemSaldo => (201, approve(false, true), true),
+        RechargeMode::AprovadaSemIds => (201, approve(true, false), true),
+        RechargeMode::Pendente => (
+            202,
+            json!({"status": "pendente", "transacao_id": sim.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": now_sp()}),
+            false,
+        ),
+        RechargeMode::Negada => (402, json!({"motivo": "pagamento_negado"}), false),
+        RechargeMode::Erro500 => (500, json!({"erro": "falha_interna"}), false),
+        RechargeMode::TimeoutAposCobranca => {
+            // The charge happens and is remembered under the key; the answer never arrives in time.
+            let response = approve(true, true);
+            sim.store(&key, body_hash, 201, response);
+            entry.status = 201;
+            entry.efeito = Some("recarga_efetivada".into());
+            sim.record(entry);
+            tokio::time::sleep(sim.inner.config.slow).await;
+            return reply(504, json!({"erro": "tarde_demais"}));
+        }
+    };
+    // Only answers that settle the request are stored; a 500 may be retried by the caller with the key.
+    if status < 500 {
+        sim.store(&key, body_hash, status, response.clone());
+    }
+    entry.status = status;
+    entry.efeito = charged.then(|| "recarga_efetivada".into());
+    sim.record(entry);
+    reply(status, response)
+}
+
+async fn notificacao(State(sim): State<Simulator>, headers: HeaderMap, body: Option<Json<Value>>) -> Response {
+    let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
+    let key = idempotency_key(&headers);
+    let mut entry = LedgerEntry {
+        seq: 0,
+        sistema: "notificacao".into(),
+        method: "POST".into(),
+        path: super::NOTIFICACAO_ENDPOINT.into(),
+        idempotency_key: key.clone(),
+        cartao: body.pointer("/metadados/cartao").and_then(Value::as_str).map(str::to_owned),
+        status: 0,
+        efeito: None,
+        body: Some(body.clone()),
+    };
+    if sim.rate_limited() {
+        entry.status = 429;
+        sim.record(entry);
+        let mut r = reply(429, json!({"erro": "limite_de_envios", "mensagem": "muitas notificações por segundo"}));
+        r.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        return r;
+    }
+    let canal = body.get("canal").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mensagem_ok = body.get("mensagem").and_then(Value::as_str).is_some_and(|m| !m.trim().is_empty());
+    if canal.is_empty() || !mensagem_ok || body.get("destinatario").is_none() {
+        entry.status = 400;
+        sim.record(entry);
+        return reply(400, json!({"motivo": "payload_invalido"}));
+    }
+    if let Some(key) = &key {
+        let body_hash = hash(&body);
+        match sim.replay(key, &body_hash) {
+            Ok(Some((status, response))) => {
+                entry.status = status;
+                entry.efeito = Some("replay".into());
+                sim.record(entry);
+                return reply(status, response);
+            }
+            Err(()) => {
+                entry.status = 409;
+                sim.record(entry);
+                return reply(409, json!({"motivo": "idempotency_key_reutilizada"}));
+            }
+            Ok(None) => {
+                let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
+                sim.store(key, body_hash, 202, response.clone());
+                entry.status = 202;
+                entry.efeito = Some("notificacao_entregue".into());
+                sim.record(entry);
+                return reply(202, response);
+            }
+        }
+    }
+    let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
+    entry.status = 202;
+    entry.efeito = Some("notificacao_entregue".into());
+    sim.record(entry);
+    reply(202, response)
+}
+
+async fn ledger(State(sim): State<Simulator>) -> Json<Vec<LedgerEntry>> {
+    Json(sim.ledger())
+}
+
+impl FromStr for BalanceMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        serde_json::from_value(Value::String(s.to_owned())).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,13 @@
+//! Vale-transporte domain types shared by the stages, tools, clients and simulator: parsed at the
+//! edge (`CardNumber`, money as `Decimal`, `FlowInput` with its policies), so the rules below never
+//! handle raw JSON.
+
+pub mod card;
+pub mod input;
+pub mod keys;
+pub mod money;
+pub mod texts;
+
+pub use card::{CardError, CardNumber, mask_card};
+pub use input::{Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao};
+pub use money::{decimal_from_json, format_money, money_json, round_half_up};

@@ -1,0 +1,96 @@
+//! Money: `rust_decimal`, never floats, rounded half up to 2 places, formatted per language only in
+//! text (`BRL 1.234,56`); JSON carries plain numbers.
+
+use std::str::FromStr;
+
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde_json::Value;
+
+use super::input::Idioma;
+
+/// Rounds to 2 places, half away from zero (`x.xx5` → up), as the PRD asks. `round_dp` alone would be
+/// banker's rounding.
+pub fn round_half_up(d: Decimal) -> Decimal {
+    d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+}
+
+/// A decimal from a JSON number or numeric string. NaN, infinities, booleans and the rest give `None`.
+pub fn decimal_from_json(v: &Value) -> Option<Decimal> {
+    match v {
+        // The shortest text that round-trips the double: `9.995` stays `9.995`, never `9.99499...`.
+        Value::Number(n) => Decimal::from_str(&n.to_string()).or_else(|_| Decimal::from_scientific(&n.to_string())).ok(),
+        Value::String(s) => Decimal::from_str(s.trim()).ok(),
+        _ => None,
+    }
+}
+
+/// A money amount as a JSON number (rounded to 2 places).
+pub fn money_json(d: Decimal) -> Value {
+    // Two places even for whole amounts, so `100` is written `100.0`, a decimal number like the rest.
+    let text = format!("{:.2}", round_half_up(d));
+    serde_json::Number::from_str(&text).map(Value::Number).unwrap_or(Value::Null)
+}
+
+/// `BRL 1.234,56` (pt-BR, es) or `BRL 1,234.56` (en).
+pub fn format_money(currency: &str, amount: Decimal, idioma: Idioma) -> String {
+    let rounded = round_half_up(amount);
+    let negative = rounded.is_sign_negative() && !rounded.is_zero();
+    let text = format!("{:.2}", rounded.abs());
+    let (int_part, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let (thousands, decimal) = match idioma {
+        Idioma::En => (',', '.'),
+        Idioma::PtBr | Idioma::Es => ('.', ','),
+    };
+    let mut grouped = String::new();
+    for (i, c) in int_part.chars().enumerate() {
+        if i > 0 && (int_part.len() - i) % 3 == 0 {
+            grouped.push(thousands);
+        }
+        grouped.push(c);
+    }
+    let sign = if negative { "-" } else { "" };
+    format!("{currency} {sign}{grouped}{decimal}{frac}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rust_decimal::dec;
+    use serde_json::json;
+
+    #[test]
+    fn rounds_half_up_not_to_even() {
+        assert_eq!(round_half_up(dec!(2.345)), dec!(2.35));
+        assert_eq!(round_half_up(dec!(2.355)), dec!(2.36));
+        assert_eq!(round_half_up(dec!(10.005)), dec!(10.01));
+        assert_eq!(round_half_up(dec!(2.344)), dec!(2.34));
+        assert_eq!(round_half_up(dec!(-2.345)), dec!(-2.35));
+    }
+
+    #[test]
+    fn reads_numbers_and_strings_exactly() {
+        assert_eq!(decimal_from_json(&json!(9.995)), Some(dec!(9.995)));
+        assert_eq!(decimal_from_json(&json!("12.50")), Some(dec!(12.50)));
+        assert_eq!(decimal_from_json(&json!(100)), Some(dec!(100)));
+        assert_eq!(decimal_from_json(&json!(null)), None);
+        assert_eq!(decimal_from_json(&json!("NaN")), None);
+        assert_eq!(decimal_from_json(&json!(true)), None);
+    }
+
+    #[test]
+    fn formats_per_language() {
+        assert_eq!(format_money("BRL", dec!(12.5), Idioma::PtBr), "BRL 12,50");
+        assert_eq!(format_money("BRL", dec!(1234.56), Idioma::PtBr), "BRL 1.234,56");
+        assert_eq!(format_money("BRL", dec!(1234567.891), Idioma::PtBr), "BRL 1.234.567,89");
+        assert_eq!(format_money("BRL", dec!(1234.56), Idioma::En), "BRL 1,234.56");
+        assert_eq!(format_money("BRL", dec!(0), Idioma::Es), "BRL 0,00");
+        assert_eq!(format_money("BRL", dec!(999.999), Idioma::PtBr), "BRL 1.000,00");
+    }
+
+    #[test]
+    fn money_json_is_a_number_with_two_places() {
+        assert_eq!(money_json(dec!(12.5)), json!(12.5));
+        assert_eq!(money_json(dec!(100.005)), json!(100.01));
+        assert_eq!(money_json(dec!(50)).to_string(), "50.0");
+    }
+}
