@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use vt_actions::ActionRegistry;
 use vt_actions::context::Extensions;
+use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems};
 
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
@@ -45,4 +46,32 @@ pub fn engine(
     Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
         .with_llm(llm)
         .with_extensions(extensions))
+}
+
+/// A running product: the engine and, when no external systems are configured, the embedded
+/// simulator it talks to (kept alive as long as this value).
+pub struct App {
+    pub engine: Engine,
+    pub simulator: Option<RunningSimulator>,
+}
+
+impl App {
+    /// Starts what `config` describes; `llm` overrides the configured model.
+    pub async fn start(config: &Config, llm: Option<Arc<dyn LlmProvider>>) -> anyhow::Result<Self> {
+        let (systems, simulator) = match &config.systems {
+            Some(s) => (s.clone(), None),
+            None => {
+                let sim = match &config.simulator.fixture {
+                    Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
+                    None => Simulator::new(SimulatorConfig::default()),
+                };
+                let running = sim.spawn(0).await.context("starting the embedded simulator")?;
+                tracing::info!(url = %running.url, "embedded simulator started");
+                (SystemsConfig::single(&running.url), Some(running))
+            }
+        };
+        let systems = VtSystems::new(systems).context("building the external-systems client")?;
+        let engine = engine(config, llm, Extensions::default().with(systems))?;
+        Ok(Self { engine, simulator })
+    }
 }

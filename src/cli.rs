@@ -5,11 +5,15 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-use vt_actions::context::Extensions;
 
+use vt_actions::systems::{Simulator, SimulatorConfig};
+
+use crate::app::App;
 use crate::config::Config;
 use crate::engine::{Conversation, Engine, Participant};
+use crate::flow::FlowError;
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -33,6 +37,37 @@ pub enum Command {
     /// Each input line is one user message and gets one reply block. With --message, runs a single
     /// turn and exits.
     Chat(ChatArgs),
+    /// Run the ten-stage VT flow for one input and print the flow output JSON on stdout.
+    ///
+    /// FILE is a JSON flow input (see examples/), or - for standard input. Invalid input exits with
+    /// code 2 and one line on stderr; failures of the external systems are reported by the stages in
+    /// their outputs (exit code 0).
+    RunFlow(RunFlowArgs),
+    /// Serve the simulated balance, recharge and notification systems on a port.
+    ///
+    /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
+    /// received.
+    Simulator(SimulatorArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunFlowArgs {
+    /// Flow input file, or - for standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: String,
+    /// Print the JSON on one line.
+    #[arg(long)]
+    pub compact: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulatorArgs {
+    /// Port on 127.0.0.1.
+    #[arg(long, default_value_t = 8090)]
+    pub port: u16,
+    /// JSON file that replaces or extends the magic card table.
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -51,16 +86,68 @@ pub struct ChatArgs {
     pub user: String,
 }
 
+/// Exit code for input the command refuses (as with a usage error).
+pub const EXIT_INPUT: u8 = 2;
+
 /// Runs the parsed command line.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Chat(args) => chat(&config, args).await,
+        Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
+        Command::RunFlow(args) => run_flow(&config, args).await,
+        Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
+async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode> {
+    let text = if args.input == "-" {
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::stdin(), &mut text)
+            .await
+            .context("reading the flow input from standard input")?;
+        text
+    } else {
+        match tokio::fs::read_to_string(&args.input).await {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("erro: não foi possível ler {}: {e}", args.input);
+                return Ok(ExitCode::from(EXIT_INPUT));
+            }
+        }
+    };
+    let app = App::start(config, None).await?;
+    let run = match crate::flow::run_flow(&app.engine, &text).await {
+        Ok(run) => run,
+        Err(FlowError::Input(e)) => {
+            eprintln!("erro: {e}");
+            return Ok(ExitCode::from(EXIT_INPUT));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let json = if args.compact {
+        serde_json::to_string(&run.output)?
+    } else {
+        serde_json::to_string_pretty(&run.output)?
+    };
+    println!("{json}");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
+    let sim = match &args.fixture {
+        Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
+        None => Simulator::new(SimulatorConfig::default()),
+    };
+    let running = sim.spawn(args.port).await?;
+    eprintln!("simulador de VT em {} (Ctrl-C para parar)", running.url);
+    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    running.task.abort();
+    Ok(())
+}
+
 async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
-    let engine = crate::app::engine(config, None, Extensions::default())?;
+    let app = App::start(config, None).await?;
+    let engine = &app.engine;
     let who = Participant {
         user_id: args.user.clone(),
         user_login: args.user.clone(),
@@ -71,7 +158,7 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
         conv.id = id;
     }
     if let Some(message) = args.message {
-        let reply = turn(&engine, &mut conv, &message).await?;
+        let reply = turn(engine, &mut conv, &message).await?;
         println!("{reply}");
         return Ok(());
     }
@@ -97,7 +184,7 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     while let Some(line) = lines.next_line().await.context("reading standard input")? {
         let line = line.trim();
         if !line.is_empty() {
-            let reply = turn(&engine, &mut conv, line).await?;
+            let reply = turn(engine, &mut conv, line).await?;
             let block = if interactive {
                 format!("vt> {reply}\n\nvocê> ")
             } else {

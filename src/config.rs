@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use vt_actions::systems::SystemsConfig;
+
 use crate::engine::EngineConfig;
 use crate::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
 
@@ -43,6 +45,17 @@ pub struct Config {
     pub prompts_dir: Option<PathBuf>,
     pub llm: LlmConfig,
     pub engine: EngineConfig,
+    /// The external systems. Absent: every command starts the embedded simulator.
+    pub systems: Option<SystemsConfig>,
+    pub simulator: SimulatorSettings,
+}
+
+/// The embedded simulator, when it is used.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimulatorSettings {
+    /// A JSON file that replaces or extends the magic card table.
+    pub fixture: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -54,6 +67,8 @@ impl Default for Config {
             prompts_dir: None,
             llm: LlmConfig::default(),
             engine: EngineConfig::default(),
+            systems: None,
+            simulator: SimulatorSettings::default(),
         }
     }
 }
@@ -232,6 +247,16 @@ impl Config {
         }
         if let Some(v) = get("VT_LLM_TIMEOUT_SECS") {
             config.llm.timeout_secs = parse("VT_LLM_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("VT_SYSTEMS_URL") {
+            let cap = config.systems.as_ref().and_then(|s| s.timeout_cap_ms);
+            config.systems = Some(SystemsConfig {
+                timeout_cap_ms: cap,
+                ..SystemsConfig::single(&v)
+            });
+        }
+        if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
+            config.simulator.fixture = Some(PathBuf::from(v));
         }
         if let Some(v) = get("VT_MAX_MODEL_CALLS") {
             config.engine.max_model_calls = parse("VT_MAX_MODEL_CALLS", v)?;

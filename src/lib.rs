@@ -6,4 +6,5 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod flow;
 pub mod llm;

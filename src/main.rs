@@ -11,7 +11,7 @@ async fn main() -> std::process::ExitCode {
         .with_env_filter(EnvFilter::try_from_env("VT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
         .init();
     match vt_agent::cli::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("erro: {e:#}");
             std::process::ExitCode::FAILURE

@@ -308,3 +308,60 @@ impl FakeServer {
         self.received.lock().expect("lock").clone()
     }
 }
+
+/// The real skills and stages against an in-process simulator with short timeouts.
+pub struct FlowHarness {
+    pub engine: Engine,
+    pub sim: vt_actions::systems::Simulator,
+    _running: vt_actions::systems::RunningSimulator,
+}
+
+pub async fn flow_harness(config: vt_actions::systems::SimulatorConfig) -> FlowHarness {
+    flow_harness_with(vt_actions::systems::Simulator::new(config)).await
+}
+
+/// The magic cards plus `1111111112`, a second low-balance card.
+pub fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_actions::systems::Simulator {
+    use vt_actions::systems::simulator::{CardBehavior, magic_cards};
+    let mut cards = magic_cards();
+    cards.insert(
+        "1111111112".into(),
+        CardBehavior {
+            saldo: rust_decimal::Decimal::new(500, 2),
+            ..CardBehavior::default()
+        },
+    );
+    vt_actions::systems::Simulator::with_cards(config, cards)
+}
+
+pub async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> FlowHarness {
+    use vt_actions::systems::{SystemsConfig, VtSystems};
+    let running = sim.clone().spawn(0).await.expect("simulator");
+    let systems = SystemsConfig {
+        timeout_cap_ms: Some(300),
+        max_retry_wait_ms: 20,
+        ..SystemsConfig::single(&running.url)
+    };
+    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
+    let engine = vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext)
+        .expect("engine")
+        .with_clock(Clock::Fixed(
+            chrono::DateTime::parse_from_rfc3339("2026-11-22T14:30:00Z")
+                .expect("t")
+                .into(),
+        ))
+        .with_ids(IdSource::seeded(1));
+    FlowHarness {
+        engine,
+        sim,
+        _running: running,
+    }
+}
+
+/// A simulator whose slow cards answer after 2 s (the client gives up after 300 ms).
+pub fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
+    vt_actions::systems::SimulatorConfig {
+        slow: std::time::Duration::from_secs(2),
+        ..Default::default()
+    }
+}

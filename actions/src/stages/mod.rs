@@ -65,14 +65,18 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
 /// The flow input RF1 stored in memory.
 pub(crate) fn entrada(ctx: &ActionContext) -> Result<FlowInput, ActionError> {
     let value = ctx.memory.get(MEMORY_ENTRADA).cloned().ok_or_else(|| {
-        ActionError::failed("entrada do fluxo ausente", "memory has no flow input: RF1 must run first")
+        ActionError::failed(
+            "entrada do fluxo ausente",
+            "memory has no flow input: RF1 must run first",
+        )
     })?;
     FlowInput::from_value(value).map_err(|e| ActionError::failed("entrada do fluxo inválida", e.to_string()))
 }
 
 /// A stage's output as the JSON text handed to the next stage.
 pub(crate) fn json_text<T: Serialize>(out: &T) -> Result<String, ActionError> {
-    serde_json::to_string(out).map_err(|e| ActionError::failed("falha ao serializar a saída da etapa", e.to_string()))
+    serde_json::to_string(out)
+        .map_err(|e| ActionError::failed("falha ao serializar a saída da etapa", e.to_string()))
 }
 
 /// Hands `out` to the next stage (the skill's `next`).
@@ -82,5 +86,6 @@ pub(crate) fn pass<T: Serialize>(out: &T) -> Result<ResponseToAgent, ActionError
 
 /// ISO 8601 with the policy timezone's offset, to the second.
 pub fn iso_local(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+    t.with_timezone(&tz)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
 }

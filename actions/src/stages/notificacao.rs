@@ -51,16 +51,29 @@ pub struct EnvioNotificacao {
 
 impl EnvioNotificacao {
     pub fn not_sent(motivo: impl Into<String>) -> Self {
-        Self { enviado: false, status: None, body: None, motivo: Some(motivo.into()), erro: None }
+        Self {
+            enviado: false,
+            status: None,
+            body: None,
+            motivo: Some(motivo.into()),
+            erro: None,
+        }
     }
 }
 
 /// Sends `decisao`'s payload (if it asks for one) with the dedup key `key`.
-pub async fn enviar(systems: &VtSystems, decisao: &DecisaoNotificacao, key: &str, tenant: &str) -> EnvioNotificacao {
+pub async fn enviar(
+    systems: &VtSystems,
+    decisao: &DecisaoNotificacao,
+    key: &str,
+    tenant: &str,
+) -> EnvioNotificacao {
     let payload = match (&decisao.payload, decisao.enviar_notificacao) {
         (Some(p), true) => p,
         _ => {
-            return EnvioNotificacao::not_sent(decisao.motivo.clone().unwrap_or_else(|| "nao_solicitado".into()));
+            return EnvioNotificacao::not_sent(
+                decisao.motivo.clone().unwrap_or_else(|| "nao_solicitado".into()),
+            );
         }
     };
     let body = match serde_json::to_value(payload) {
@@ -71,10 +84,24 @@ pub async fn enviar(systems: &VtSystems, decisao: &DecisaoNotificacao, key: &str
         ("x-idempotency-key".to_owned(), key.to_owned()),
         ("x-tenant-id".to_owned(), tenant.to_owned()),
     ]);
-    let resp = systems.notificar(&body, &headers, TIMEOUT_MS, ATTEMPTS, BACKOFF_MS).await;
-    let accepted = resp.is_success() && resp.body.as_ref().and_then(|b| b.get("aceito")).and_then(Value::as_bool) != Some(false);
+    let resp = systems
+        .notificar(&body, &headers, TIMEOUT_MS, ATTEMPTS, BACKOFF_MS)
+        .await;
+    let accepted = resp.is_success()
+        && resp
+            .body
+            .as_ref()
+            .and_then(|b| b.get("aceito"))
+            .and_then(Value::as_bool)
+            != Some(false);
     match (resp.status, accepted) {
-        (Some(status), true) => EnvioNotificacao { enviado: true, status: Some(status), body: resp.body, motivo: None, erro: None },
+        (Some(status), true) => EnvioNotificacao {
+            enviado: true,
+            status: Some(status),
+            body: resp.body,
+            motivo: None,
+            erro: None,
+        },
         (Some(status), false) => EnvioNotificacao {
             enviado: false,
             status: Some(status),
@@ -83,8 +110,17 @@ pub async fn enviar(systems: &VtSystems, decisao: &DecisaoNotificacao, key: &str
             erro: None,
         },
         (None, _) => {
-            let motivo = resp.erro.as_ref().map_or("falha_envio".to_owned(), |e| e.tipo.clone());
-            EnvioNotificacao { enviado: false, status: None, body: None, motivo: Some(motivo), erro: resp.erro }
+            let motivo = resp
+                .erro
+                .as_ref()
+                .map_or("falha_envio".to_owned(), |e| e.tipo.clone());
+            EnvioNotificacao {
+                enviado: false,
+                status: None,
+                body: None,
+                motivo: Some(motivo),
+                erro: resp.erro,
+            }
         }
     }
 }

@@ -50,12 +50,21 @@ pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPaylo
     let policy = &input.politicas;
     let v = policy.validacoes_cartao;
     let card = CardNumber::parse(&input.cartao, v.tamanho_min, v.tamanho_max);
-    let hour = now.with_timezone(&policy.timezone).format("%Y%m%d-%H").to_string();
-    let key_card = card.as_ref().map(|c| c.digits().to_owned()).unwrap_or_else(|_| clean(&input.cartao));
+    let hour = now
+        .with_timezone(&policy.timezone)
+        .format("%Y%m%d-%H")
+        .to_string();
+    let key_card = card
+        .as_ref()
+        .map(|c| c.digits().to_owned())
+        .unwrap_or_else(|_| clean(&input.cartao));
     let mut headers = BTreeMap::from([
         ("x-tenant-id".to_owned(), input.tenant_id.clone()),
         ("x-origin".to_owned(), input.origem.clone()),
-        ("x-idempotency-key".to_owned(), keys::consulta(&key_card, SALDO_ENDPOINT, &hour)),
+        (
+            "x-idempotency-key".to_owned(),
+            keys::consulta(&key_card, SALDO_ENDPOINT, &hour),
+        ),
     ]);
     if card.is_err() {
         headers.insert("x-validation-error".into(), "cartao_invalido".into());
@@ -63,10 +72,15 @@ pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPaylo
     ConsultaPayload {
         endpoint: SALDO_ENDPOINT.into(),
         method: "GET".into(),
-        query: ConsultaQuery { cartao: card.ok().map(|c| c.digits().to_owned()) },
+        query: ConsultaQuery {
+            cartao: card.ok().map(|c| c.digits().to_owned()),
+        },
         headers,
         timeout_ms: TIMEOUT_MS,
-        retry_policy: RetryPolicyOut { max_attempts: MAX_ATTEMPTS, backoff_ms: Some(BACKOFF_MS) },
+        retry_policy: RetryPolicyOut {
+            max_attempts: MAX_ATTEMPTS,
+            backoff_ms: Some(BACKOFF_MS),
+        },
     }
 }
 
@@ -88,7 +102,9 @@ impl Action for Rf01 {
         let out = preparar_consulta(&input, ctx.now);
         let entrada = serde_json::to_value(&input)
             .map_err(|e| ActionError::failed("entrada do fluxo inválida", e.to_string()))?;
-        Ok(super::pass(&out)?.with_memory(super::MEMORY_ENTRADA, entrada).into())
+        Ok(super::pass(&out)?
+            .with_memory(super::MEMORY_ENTRADA, entrada)
+            .into())
     }
 }
 
@@ -118,7 +134,13 @@ mod tests {
         assert!(!out.headers.contains_key("x-validation-error"));
         assert_eq!(out.timeout_ms, 8_000);
         assert!((5_000..=10_000).contains(&out.timeout_ms));
-        assert_eq!(out.retry_policy, RetryPolicyOut { max_attempts: 2, backoff_ms: Some(300) });
+        assert_eq!(
+            out.retry_policy,
+            RetryPolicyOut {
+                max_attempts: 2,
+                backoff_ms: Some(300)
+            }
+        );
     }
 
     #[test]
@@ -133,30 +155,57 @@ mod tests {
     #[test]
     fn policy_length_bounds_are_applied() {
         let policy = r#""politicas": {"validacoes_cartao": {"tamanho_min": 10, "tamanho_max": 16}}"#;
-        let ok = preparar_consulta(&input(&format!(r#"{{"cartao": "1234567890", {policy}}}"#)), Utc::now());
+        let ok = preparar_consulta(
+            &input(&format!(r#"{{"cartao": "1234567890", {policy}}}"#)),
+            Utc::now(),
+        );
         assert!(ok.query.cartao.is_some());
-        let short = preparar_consulta(&input(&format!(r#"{{"cartao": "123456789", {policy}}}"#)), Utc::now());
+        let short = preparar_consulta(
+            &input(&format!(r#"{{"cartao": "123456789", {policy}}}"#)),
+            Utc::now(),
+        );
         assert!(short.query.cartao.is_none());
     }
 
     #[test]
     fn idempotency_key_is_per_card_and_hour_in_the_policy_timezone() {
         let a = r#"{"cartao": "1234567890"}"#;
-        let key = |json: &str, t: &str| preparar_consulta(&input(json), at(t)).headers["x-idempotency-key"].clone();
-        assert_eq!(key(a, "2025-12-05T14:01:00Z"), key(a, "2025-12-05T14:59:00Z"), "same hour");
-        assert_ne!(key(a, "2025-12-05T14:59:00Z"), key(a, "2025-12-05T15:00:00Z"), "next hour");
-        assert_ne!(key(a, "2025-12-05T14:01:00Z"), key(r#"{"cartao": "1234567891"}"#, "2025-12-05T14:01:00Z"));
+        let key =
+            |json: &str, t: &str| preparar_consulta(&input(json), at(t)).headers["x-idempotency-key"].clone();
+        assert_eq!(
+            key(a, "2025-12-05T14:01:00Z"),
+            key(a, "2025-12-05T14:59:00Z"),
+            "same hour"
+        );
+        assert_ne!(
+            key(a, "2025-12-05T14:59:00Z"),
+            key(a, "2025-12-05T15:00:00Z"),
+            "next hour"
+        );
+        assert_ne!(
+            key(a, "2025-12-05T14:01:00Z"),
+            key(r#"{"cartao": "1234567891"}"#, "2025-12-05T14:01:00Z")
+        );
         // Spaces and dashes do not change the card.
-        assert_eq!(key(a, "2025-12-05T14:01:00Z"), key(r#"{"cartao": "1234 5678-90"}"#, "2025-12-05T14:01:00Z"));
+        assert_eq!(
+            key(a, "2025-12-05T14:01:00Z"),
+            key(r#"{"cartao": "1234 5678-90"}"#, "2025-12-05T14:01:00Z")
+        );
         // 02:30 UTC is 23:30 of the day before in São Paulo and 02:30 in UTC: different windows.
         let sp = key(a, "2025-12-05T02:30:00Z");
-        let utc = key(r#"{"cartao": "1234567890", "politicas": {"timezone": "UTC"}}"#, "2025-12-05T02:30:00Z");
+        let utc = key(
+            r#"{"cartao": "1234567890", "politicas": {"timezone": "UTC"}}"#,
+            "2025-12-05T02:30:00Z",
+        );
         assert_ne!(sp, utc);
     }
 
     #[test]
     fn no_personal_data_reaches_the_payload() {
-        let out = preparar_consulta(&input(r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana"}"#), Utc::now());
+        let out = preparar_consulta(
+            &input(r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana"}"#),
+            Utc::now(),
+        );
         let text = serde_json::to_string(&out).expect("json");
         assert!(!text.contains("123.456.789-00") && !text.contains("Ana"));
     }

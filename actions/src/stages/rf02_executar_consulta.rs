@@ -17,14 +17,24 @@ pub async fn executar_consulta(systems: &VtSystems, payload: &ConsultaPayload) -
         (Some(c), None) => c,
         (_, code) => {
             let code = code.map_or("cartao_invalido", String::as_str);
-            return HttpResult::not_sent("validacao", Some(code), "payload inválido: a consulta não foi enviada");
+            return HttpResult::not_sent(
+                "validacao",
+                Some(code),
+                "payload inválido: a consulta não foi enviada",
+            );
         }
     };
     let mut headers = payload.headers.clone();
     headers.remove("x-validation-error");
     let attempts = payload.retry_policy.max_attempts.clamp(1, 2);
-    let backoff = payload.retry_policy.backoff_ms.unwrap_or(0).max(super::rf01_preparar_consulta::BACKOFF_MS);
-    systems.consultar_saldo(cartao, &headers, payload.timeout_ms, attempts, backoff).await
+    let backoff = payload
+        .retry_policy
+        .backoff_ms
+        .unwrap_or(0)
+        .max(super::rf01_preparar_consulta::BACKOFF_MS);
+    systems
+        .consultar_saldo(cartao, &headers, payload.timeout_ms, attempts, backoff)
+        .await
 }
 
 pub struct Rf02;
@@ -41,7 +51,11 @@ impl Action for Rf02 {
         "RF2: executa a consulta de saldo na API do sistema de VT respeitando a política de retry."
     }
 
-    async fn call(&self, ctx: &ActionContext, payload: ConsultaPayload) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        payload: ConsultaPayload,
+    ) -> Result<ActionResponse, ActionError> {
         let out = executar_consulta(ctx.require::<VtSystems>()?, &payload).await;
         Ok(super::pass(&out)?.into())
     }

@@ -68,7 +68,10 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
         },
         None => iso_local(now, policy.timezone),
     };
-    let fonte = get("fonte").and_then(Value::as_str).unwrap_or("SISTEMA_VT").to_owned();
+    let fonte = get("fonte")
+        .and_then(Value::as_str)
+        .unwrap_or("SISTEMA_VT")
+        .to_owned();
 
     let status_ok = matches!(resp.status, Some(200 | 201));
     if !status_ok {
@@ -143,7 +146,8 @@ impl Action for Rf03 {
     async fn call(&self, ctx: &ActionContext, resp: HttpResult) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         let out = normalizar_saldo(&resp, &input, ctx.now);
-        let memory = serde_json::to_value(&out).map_err(|e| ActionError::failed("saída inválida", e.to_string()))?;
+        let memory =
+            serde_json::to_value(&out).map_err(|e| ActionError::failed("saída inválida", e.to_string()))?;
         Ok(super::pass(&out)?.with_memory(super::MEMORY_SALDO, memory).into())
     }
 }
@@ -159,11 +163,17 @@ mod tests {
     }
 
     fn ok(body: Value) -> HttpResult {
-        HttpResult { status: Some(200), body: Some(body), erro: None }
+        HttpResult {
+            status: Some(200),
+            body: Some(body),
+            erro: None,
+        }
     }
 
     fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2025-12-05T14:07:00Z").expect("t").into()
+        DateTime::parse_from_rfc3339("2025-12-05T14:07:00Z")
+            .expect("t")
+            .into()
     }
 
     #[test]
@@ -173,7 +183,10 @@ mod tests {
         assert_eq!(out.cartao, "1234567890");
         assert_eq!(out.saldo, Some(dec!(50.00)));
         assert_eq!(out.moeda, "BRL");
-        assert_eq!(out.data_verificacao, "2025-12-05T11:07:00-03:00", "converted to the policy timezone");
+        assert_eq!(
+            out.data_verificacao, "2025-12-05T11:07:00-03:00",
+            "converted to the policy timezone"
+        );
         assert_eq!(out.status_consulta, "sucesso");
         assert!(!out.saldo_baixo);
         assert!(out.observacoes.is_empty());
@@ -196,16 +209,36 @@ mod tests {
 
     #[test]
     fn error_statuses_give_erro_with_the_code_and_no_balance() {
-        let out = normalizar_saldo(&HttpResult { status: Some(500), body: Some(json!({"erro": "x"})), erro: None }, &input(), now());
+        let out = normalizar_saldo(
+            &HttpResult {
+                status: Some(500),
+                body: Some(json!({"erro": "x"})),
+                erro: None,
+            },
+            &input(),
+            now(),
+        );
         assert_eq!(out.status_consulta, "erro");
         assert_eq!(out.saldo, None);
         assert_eq!(out.observacoes, vec!["http_500"]);
         let out = normalizar_saldo(&HttpResult::not_sent("timeout", None, "x"), &input(), now());
         assert_eq!(out.observacoes, vec!["timeout"]);
-        let out = normalizar_saldo(&HttpResult::not_sent("validacao", Some("cartao_invalido"), "x"), &input(), now());
+        let out = normalizar_saldo(
+            &HttpResult::not_sent("validacao", Some("cartao_invalido"), "x"),
+            &input(),
+            now(),
+        );
         assert_eq!(out.observacoes, vec!["cartao_invalido"]);
         assert!(!out.saldo_baixo);
-        let out = normalizar_saldo(&HttpResult { status: Some(204), body: None, erro: None }, &input(), now());
+        let out = normalizar_saldo(
+            &HttpResult {
+                status: Some(204),
+                body: None,
+                erro: None,
+            },
+            &input(),
+            now(),
+        );
         assert_eq!(out.status_consulta, "erro", "only 200 and 201 are successes");
     }
 
@@ -224,13 +257,20 @@ mod tests {
         let out = normalizar_saldo(&ok(json!({"saldo": 50})), &input(), now());
         assert_eq!(out.moeda, "BRL");
         assert!(out.observacoes.contains(&"moeda_ausente".to_owned()));
-        assert_eq!(out.data_verificacao, "2025-12-05T11:07:00-03:00", "processing time in the policy timezone");
+        assert_eq!(
+            out.data_verificacao, "2025-12-05T11:07:00-03:00",
+            "processing time in the policy timezone"
+        );
         assert_eq!(out.status_consulta, "sucesso");
     }
 
     #[test]
     fn a_divergent_card_keeps_the_queried_one() {
-        let out = normalizar_saldo(&ok(json!({"cartao": "0000000000", "saldo": 50, "moeda": "BRL"})), &input(), now());
+        let out = normalizar_saldo(
+            &ok(json!({"cartao": "0000000000", "saldo": 50, "moeda": "BRL"})),
+            &input(),
+            now(),
+        );
         assert_eq!(out.cartao, "1234567890");
         assert!(out.observacoes.contains(&"cartao_divergente_na_fonte".to_owned()));
     }

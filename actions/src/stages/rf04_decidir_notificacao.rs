@@ -19,16 +19,29 @@ use crate::vt::{FlowInput, mask_card, money_json, texts};
 pub fn decidir_notificacao(saldo: &SaldoNormalizado, input: &FlowInput) -> DecisaoNotificacao {
     let valor = match (saldo.sucesso(), saldo.saldo_baixo, saldo.saldo) {
         (false, _, _) | (_, _, None) => {
-            return DecisaoNotificacao { enviar_notificacao: false, payload: None, motivo: Some("consulta_com_erro".into()) };
+            return DecisaoNotificacao {
+                enviar_notificacao: false,
+                payload: None,
+                motivo: Some("consulta_com_erro".into()),
+            };
         }
         (true, false, _) => {
-            return DecisaoNotificacao { enviar_notificacao: false, payload: None, motivo: Some("saldo_acima_do_limite".into()) };
+            return DecisaoNotificacao {
+                enviar_notificacao: false,
+                payload: None,
+                motivo: Some("saldo_acima_do_limite".into()),
+            };
         }
         (true, true, Some(v)) => v,
     };
     let idioma = input.preferencias.idioma();
-    let (assunto, mensagem) =
-        texts::saldo_baixo(idioma, &mask_card(&saldo.cartao), &saldo.moeda, valor, saldo.limite_saldo_baixo);
+    let (assunto, mensagem) = texts::saldo_baixo(
+        idioma,
+        &mask_card(&saldo.cartao),
+        &saldo.moeda,
+        valor,
+        saldo.limite_saldo_baixo,
+    );
     let mut metadados = Map::new();
     metadados.insert("cartao".into(), json!(saldo.cartao));
     metadados.insert("saldo".into(), money_json(valor));
@@ -62,7 +75,11 @@ impl Action for Rf04 {
         "RF4: decide se avisa sobre saldo baixo e prepara o payload da notificação."
     }
 
-    async fn call(&self, ctx: &ActionContext, saldo: SaldoNormalizado) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        saldo: SaldoNormalizado,
+    ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         Ok(super::pass(&decidir_notificacao(&saldo, &input))?.into())
     }
@@ -108,9 +125,15 @@ mod tests {
         assert_eq!(p.destinatario.tipo, "usuario");
 
         let high = decidir_notificacao(&saldo(Some(dec!(50)), "sucesso", false), &input(""));
-        assert_eq!((high.enviar_notificacao, high.payload, high.motivo.as_deref()), (false, None, Some("saldo_acima_do_limite")));
+        assert_eq!(
+            (high.enviar_notificacao, high.payload, high.motivo.as_deref()),
+            (false, None, Some("saldo_acima_do_limite"))
+        );
         let erro = decidir_notificacao(&saldo(Some(dec!(0)), "erro", true), &input(""));
-        assert_eq!((erro.enviar_notificacao, erro.motivo.as_deref()), (false, Some("consulta_com_erro")));
+        assert_eq!(
+            (erro.enviar_notificacao, erro.motivo.as_deref()),
+            (false, Some("consulta_com_erro"))
+        );
     }
 
     #[test]
@@ -122,9 +145,15 @@ mod tests {
         assert_eq!(p.assunto, "Low transit pass balance");
         assert!(p.mensagem.contains("BRL 1,234.50"), "{}", p.mensagem);
         assert_eq!(p.destinatario.id, "u-123");
-        let es = decidir_notificacao(&saldo(Some(dec!(5)), "sucesso", true), &input(r#", "preferencias": {"idioma": "es"}"#));
+        let es = decidir_notificacao(
+            &saldo(Some(dec!(5)), "sucesso", true),
+            &input(r#", "preferencias": {"idioma": "es"}"#),
+        );
         assert_eq!(es.payload.expect("p").assunto, "Saldo de VT bajo");
-        let empty = decidir_notificacao(&saldo(Some(dec!(5)), "sucesso", true), &input(r#", "preferencias": {"canais": []}"#));
+        let empty = decidir_notificacao(
+            &saldo(Some(dec!(5)), "sucesso", true),
+            &input(r#", "preferencias": {"canais": []}"#),
+        );
         assert_eq!(empty.payload.expect("p").canal, "app");
     }
 
@@ -132,6 +161,9 @@ mod tests {
     fn nothing_to_send_has_the_spec_shape() {
         let d = decidir_notificacao(&saldo(Some(dec!(50)), "sucesso", false), &input(""));
         let v = serde_json::to_value(&d).expect("json");
-        assert_eq!(v, json!({"enviar_notificacao": false, "payload": null, "motivo": "saldo_acima_do_limite"}));
+        assert_eq!(
+            v,
+            json!({"enviar_notificacao": false, "payload": null, "motivo": "saldo_acima_do_limite"})
+        );
     }
 }

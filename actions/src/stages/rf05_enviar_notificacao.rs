@@ -15,7 +15,11 @@ use crate::vt::{Idioma, format_money, keys, mask_card};
 /// One notice per card, balance and hour: a repeated run never notifies twice.
 pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
     let meta = decisao.payload.as_ref().map(|p| &p.metadados);
-    let field = |k: &str| meta.and_then(|m| m.get(k)).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).unwrap_or_default();
+    let field = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    };
     let data = field("data");
     let hour = data.get(..13).unwrap_or(&data);
     keys::notificacao(&["saldo_baixo", &field("cartao"), &field("saldo"), hour])
@@ -29,7 +33,11 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
     let cartao = mask_card(&s.cartao);
     match (s.sucesso(), s.saldo) {
         (true, Some(valor)) => {
-            let quando = s.data_verificacao.get(..16).unwrap_or(&s.data_verificacao).replace('T', " às ");
+            let quando = s
+                .data_verificacao
+                .get(..16)
+                .unwrap_or(&s.data_verificacao)
+                .replace('T', " às ");
             let mut text = format!(
                 "O saldo do cartão {cartao} é {} (consultado em {quando}).",
                 format_money(&s.moeda, valor, Idioma::PtBr)
@@ -46,7 +54,9 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
         _ if s.observacoes.iter().any(|o| o == "cartao_invalido") => {
             "O número do cartão informado não é válido: use só os dígitos do cartão de VT.".into()
         }
-        _ => format!("Não consegui consultar o saldo do cartão {cartao} agora. Tente novamente em alguns minutos."),
+        _ => format!(
+            "Não consegui consultar o saldo do cartão {cartao} agora. Tente novamente em alguns minutos."
+        ),
     }
 }
 
@@ -64,14 +74,27 @@ impl Action for Rf05 {
         "RF5: envia a notificação de saldo baixo ao sistema de mensagens, com deduplicação."
     }
 
-    async fn call(&self, ctx: &ActionContext, decisao: DecisaoNotificacao) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        decisao: DecisaoNotificacao,
+    ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let out = enviar(ctx.require::<VtSystems>()?, &decisao, &dedup_key(&decisao), &input.tenant_id).await;
+        let out = enviar(
+            ctx.require::<VtSystems>()?,
+            &decisao,
+            &dedup_key(&decisao),
+            &input.tenant_id,
+        )
+        .await;
         if input.recarga.is_some() {
             return Ok(super::pass(&out)?.into());
         }
-        let saldo: Option<SaldoNormalizado> =
-            ctx.memory.get(super::MEMORY_SALDO).cloned().and_then(|v: Value| serde_json::from_value(v).ok());
+        let saldo: Option<SaldoNormalizado> = ctx
+            .memory
+            .get(super::MEMORY_SALDO)
+            .cloned()
+            .and_then(|v: Value| serde_json::from_value(v).ok());
         Ok(ResponseToUser::new(resumo(saldo.as_ref(), &out), super::json_text(&out)?).into())
     }
 }
@@ -120,9 +143,18 @@ mod tests {
             limite_saldo_baixo: dec!(20),
             observacoes: vec![],
         };
-        let sent = EnvioNotificacao { enviado: true, status: Some(202), body: None, motivo: None, erro: None };
+        let sent = EnvioNotificacao {
+            enviado: true,
+            status: Some(202),
+            body: None,
+            motivo: None,
+            erro: None,
+        };
         let text = resumo(Some(&s), &sent);
-        assert!(text.contains("****1111") && text.contains("BRL 12,50") && text.contains("enviamos um aviso"), "{text}");
+        assert!(
+            text.contains("****1111") && text.contains("BRL 12,50") && text.contains("enviamos um aviso"),
+            "{text}"
+        );
         assert!(!text.contains("1111111111"));
         assert!(resumo(Some(&s), &EnvioNotificacao::not_sent("x")).contains("não consegui enviar"));
     }

@@ -38,7 +38,10 @@ pub struct RecargaPayload {
 impl RecargaPayload {
     /// The validation codes, if any.
     pub fn validation_errors(&self) -> Vec<&str> {
-        self.headers.get("x-validation-error").map(|h| h.split(',').collect()).unwrap_or_default()
+        self.headers
+            .get("x-validation-error")
+            .map(|h| h.split(',').collect())
+            .unwrap_or_default()
     }
 }
 
@@ -62,7 +65,9 @@ pub fn normalizar_meio(tipo: &str) -> Option<&'static str> {
     match folded.as_str() {
         "pix" => Some("pix"),
         "boleto" | "boleto_bancario" => Some("boleto"),
-        "cartao_credito" | "cartao_de_credito" | "credito" | "credit_card" | "cartao" => Some("cartao_credito"),
+        "cartao_credito" | "cartao_de_credito" | "credito" | "credit_card" | "cartao" => {
+            Some("cartao_credito")
+        }
         _ => None,
     }
 }
@@ -82,10 +87,20 @@ pub fn preparar_recarga(input: &FlowInput) -> RecargaPayload {
     if card.is_err() {
         errors.push("cartao_invalido");
     }
-    let cartao = card.map(|c| c.digits().to_owned()).unwrap_or_else(|_| clean(&input.cartao));
+    let cartao = card
+        .map(|c| c.digits().to_owned())
+        .unwrap_or_else(|_| clean(&input.cartao));
     let Some(recarga) = &input.recarga else {
         errors.push("recarga_ausente");
-        return payload(json!({}), &input.tenant_id, &input.origem, &cartao, "", "", &errors);
+        return payload(
+            json!({}),
+            &input.tenant_id,
+            &input.origem,
+            &cartao,
+            "",
+            "",
+            &errors,
+        );
     };
     let valor = recarga
         .valor
@@ -114,14 +129,33 @@ pub fn preparar_recarga(input: &FlowInput) -> RecargaPayload {
             json!({"cartao": cartao, "valor": money_json(v), "moeda": moeda, "meio_pagamento": meio})
         }
     };
-    payload(body, &input.tenant_id, &input.origem, &cartao, &valor_texto, &moeda, &errors)
+    payload(
+        body,
+        &input.tenant_id,
+        &input.origem,
+        &cartao,
+        &valor_texto,
+        &moeda,
+        &errors,
+    )
 }
 
-fn payload(body: Value, tenant: &str, origem: &str, cartao: &str, valor: &str, moeda: &str, errors: &[&str]) -> RecargaPayload {
+fn payload(
+    body: Value,
+    tenant: &str,
+    origem: &str,
+    cartao: &str,
+    valor: &str,
+    moeda: &str,
+    errors: &[&str],
+) -> RecargaPayload {
     let mut headers = BTreeMap::from([
         ("x-tenant-id".to_owned(), tenant.to_owned()),
         ("x-origin".to_owned(), origem.to_owned()),
-        ("x-idempotency-key".to_owned(), keys::recarga(cartao, valor, moeda)),
+        (
+            "x-idempotency-key".to_owned(),
+            keys::recarga(cartao, valor, moeda),
+        ),
     ]);
     if !errors.is_empty() {
         headers.insert("x-validation-error".into(), errors.join(","));
@@ -132,7 +166,10 @@ fn payload(body: Value, tenant: &str, origem: &str, cartao: &str, valor: &str, m
         body,
         headers,
         timeout_ms: TIMEOUT_MS,
-        retry_policy: RetryPolicyOut { max_attempts: 1, backoff_ms: None },
+        retry_policy: RetryPolicyOut {
+            max_attempts: 1,
+            backoff_ms: None,
+        },
     }
 }
 
@@ -151,7 +188,11 @@ impl Action for Rf06 {
     }
 
     /// RF6 works from the flow input; RF5's response only tells that the notice step is over.
-    async fn call(&self, ctx: &ActionContext, _rf05: super::EnvioNotificacao) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        _rf05: super::EnvioNotificacao,
+    ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         Ok(super::pass(&preparar_recarga(&input))?.into())
     }
@@ -171,7 +212,8 @@ mod tests {
 
     #[test]
     fn builds_the_prd_shape() {
-        let p = run(r#"{"valor": 100.00, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}"#);
+        let p =
+            run(r#"{"valor": 100.00, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}"#);
         assert_eq!(p.endpoint, "/api/v1/recargas");
         assert_eq!(p.method, "POST");
         assert_eq!(
@@ -182,19 +224,50 @@ mod tests {
         assert_eq!(p.headers["x-origin"], "PORTAL");
         assert!(p.validation_errors().is_empty());
         assert_eq!(p.timeout_ms, 12_000);
-        assert_eq!(p.retry_policy, RetryPolicyOut { max_attempts: 1, backoff_ms: None });
+        assert_eq!(
+            p.retry_policy,
+            RetryPolicyOut {
+                max_attempts: 1,
+                backoff_ms: None
+            }
+        );
     }
 
     #[test]
     fn value_bounds_are_inclusive_and_rounded_half_up_first() {
         let meio = r#""meio_pagamento": {"tipo": "pix"}"#;
-        assert!(run(&format!(r#"{{"valor": 10.00, {meio}}}"#)).validation_errors().is_empty());
-        assert!(run(&format!(r#"{{"valor": 500.00, {meio}}}"#)).validation_errors().is_empty());
-        assert!(run(&format!(r#"{{"valor": 9.995, {meio}}}"#)).validation_errors().is_empty(), "9.995 → 10.00");
-        assert_eq!(run(&format!(r#"{{"valor": 9.994, {meio}}}"#)).validation_errors(), vec!["valor_recarga_invalido"]);
-        assert_eq!(run(&format!(r#"{{"valor": 500.01, {meio}}}"#)).validation_errors(), vec!["valor_recarga_invalido"]);
-        assert_eq!(run(&format!(r#"{{"valor": -50, {meio}}}"#)).validation_errors(), vec!["valor_recarga_invalido"]);
-        assert_eq!(run(&format!(r#"{{"valor": "abc", {meio}}}"#)).validation_errors(), vec!["valor_recarga_invalido"]);
+        assert!(
+            run(&format!(r#"{{"valor": 10.00, {meio}}}"#))
+                .validation_errors()
+                .is_empty()
+        );
+        assert!(
+            run(&format!(r#"{{"valor": 500.00, {meio}}}"#))
+                .validation_errors()
+                .is_empty()
+        );
+        assert!(
+            run(&format!(r#"{{"valor": 9.995, {meio}}}"#))
+                .validation_errors()
+                .is_empty(),
+            "9.995 → 10.00"
+        );
+        assert_eq!(
+            run(&format!(r#"{{"valor": 9.994, {meio}}}"#)).validation_errors(),
+            vec!["valor_recarga_invalido"]
+        );
+        assert_eq!(
+            run(&format!(r#"{{"valor": 500.01, {meio}}}"#)).validation_errors(),
+            vec!["valor_recarga_invalido"]
+        );
+        assert_eq!(
+            run(&format!(r#"{{"valor": -50, {meio}}}"#)).validation_errors(),
+            vec!["valor_recarga_invalido"]
+        );
+        assert_eq!(
+            run(&format!(r#"{{"valor": "abc", {meio}}}"#)).validation_errors(),
+            vec!["valor_recarga_invalido"]
+        );
         let rounded = run(&format!(r#"{{"valor": 100.005, {meio}}}"#));
         assert_eq!(rounded.body["valor"], json!(100.01));
     }
@@ -208,8 +281,15 @@ mod tests {
 
     #[test]
     fn payment_types_are_normalised() {
-        for (raw, want) in [("PIX", "pix"), ("Boleto", "boleto"), ("cartão de crédito", "cartao_credito"), ("CARTAO_CREDITO", "cartao_credito")] {
-            let p = run(&format!(r#"{{"valor": 50, "meio_pagamento": {{"tipo": "{raw}"}}}}"#));
+        for (raw, want) in [
+            ("PIX", "pix"),
+            ("Boleto", "boleto"),
+            ("cartão de crédito", "cartao_credito"),
+            ("CARTAO_CREDITO", "cartao_credito"),
+        ] {
+            let p = run(&format!(
+                r#"{{"valor": 50, "meio_pagamento": {{"tipo": "{raw}"}}}}"#
+            ));
             assert_eq!(p.body["meio_pagamento"]["tipo"], want, "{raw}");
             assert!(p.validation_errors().is_empty());
         }
@@ -229,8 +309,15 @@ mod tests {
     fn idempotency_key_follows_card_value_and_currency() {
         let key = |r: &str| run(r).headers["x-idempotency-key"].clone();
         let a = key(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}}"#);
-        assert_eq!(a, key(r#"{"valor": 50.00, "meio_pagamento": {"tipo": "boleto"}}"#), "payment type is not part of it");
+        assert_eq!(
+            a,
+            key(r#"{"valor": 50.00, "meio_pagamento": {"tipo": "boleto"}}"#),
+            "payment type is not part of it"
+        );
         assert_ne!(a, key(r#"{"valor": 51, "meio_pagamento": {"tipo": "pix"}}"#));
-        assert_ne!(a, key(r#"{"valor": 50, "moeda": "USD", "meio_pagamento": {"tipo": "pix"}}"#));
+        assert_ne!(
+            a,
+            key(r#"{"valor": 50, "moeda": "USD", "meio_pagamento": {"tipo": "pix"}}"#)
+        );
     }
 }

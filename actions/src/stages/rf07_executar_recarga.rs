@@ -13,12 +13,22 @@ use crate::systems::{HttpResult, VtSystems};
 pub async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> HttpResult {
     let errors = payload.validation_errors();
     if !errors.is_empty() {
-        return HttpResult::not_sent("validacao", Some(&errors.join(",")), "payload inválido: a recarga não foi enviada");
+        return HttpResult::not_sent(
+            "validacao",
+            Some(&errors.join(",")),
+            "payload inválido: a recarga não foi enviada",
+        );
     }
     if payload.body.as_object().is_none_or(|b| b.is_empty()) {
-        return HttpResult::not_sent("validacao", Some("payload_vazio"), "payload vazio: a recarga não foi enviada");
+        return HttpResult::not_sent(
+            "validacao",
+            Some("payload_vazio"),
+            "payload vazio: a recarga não foi enviada",
+        );
     }
-    systems.recarregar(&payload.body, &payload.headers, payload.timeout_ms).await
+    systems
+        .recarregar(&payload.body, &payload.headers, payload.timeout_ms)
+        .await
 }
 
 pub struct Rf07;
@@ -35,7 +45,11 @@ impl Action for Rf07 {
         "RF7: envia a recarga uma única vez, com a chave de idempotência; nunca reenvia."
     }
 
-    async fn call(&self, ctx: &ActionContext, payload: RecargaPayload) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        payload: RecargaPayload,
+    ) -> Result<ActionResponse, ActionError> {
         let out = executar_recarga(ctx.require::<VtSystems>()?, &payload).await;
         Ok(super::pass(&out)?.into())
     }

@@ -62,11 +62,17 @@ fn text(body: Option<&Value>, keys: &[&str]) -> Option<String> {
 }
 
 /// The rule function. `saldo_anterior` is RF3's balance when that query succeeded.
-pub fn conciliar(resp: &HttpResult, input: &FlowInput, saldo_anterior: Option<Decimal>, now: DateTime<Utc>) -> Conciliacao {
+pub fn conciliar(
+    resp: &HttpResult,
+    input: &FlowInput,
+    saldo_anterior: Option<Decimal>,
+    now: DateTime<Utc>,
+) -> Conciliacao {
     let tz = input.politicas.timezone;
     let recarga = input.recarga.as_ref();
     let valor = recarga.and_then(|r| r.valor).map(round_half_up);
-    let moeda = moeda_iso(recarga.and_then(|r| r.moeda.as_deref())).unwrap_or_else(|| input.politicas.moeda_padrao.clone());
+    let moeda = moeda_iso(recarga.and_then(|r| r.moeda.as_deref()))
+        .unwrap_or_else(|| input.politicas.moeda_padrao.clone());
     let body = resp.body.as_ref().filter(|b| b.is_object());
     let body_status = text(body, &["status"]).map(|s| s.to_ascii_lowercase());
     let mut observacoes = Vec::new();
@@ -88,7 +94,9 @@ pub fn conciliar(resp: &HttpResult, input: &FlowInput, saldo_anterior: Option<De
                 observacoes.push("resultado_indeterminado".into());
                 RecargaStatus::Pendente
             }
-            (400..=499, _) if text(body, &["motivo"]).as_deref() == Some("pagamento_negado") => RecargaStatus::Negada,
+            (400..=499, _) if text(body, &["motivo"]).as_deref() == Some("pagamento_negado") => {
+                RecargaStatus::Negada
+            }
             (s, _) => {
                 observacoes.push(format!("http_{s}"));
                 RecargaStatus::Erro
@@ -96,7 +104,11 @@ pub fn conciliar(resp: &HttpResult, input: &FlowInput, saldo_anterior: Option<De
         },
     };
 
-    let da_fonte = body.and_then(|b| ["saldo_atualizado", "novo_saldo"].iter().find_map(|k| b.get(*k).and_then(decimal_from_json)));
+    let da_fonte = body.and_then(|b| {
+        ["saldo_atualizado", "novo_saldo"]
+            .iter()
+            .find_map(|k| b.get(*k).and_then(decimal_from_json))
+    });
     let (novo_saldo, sem_saldo_da_fonte) = match status {
         RecargaStatus::Aprovada => match da_fonte {
             Some(s) => (Some(round_half_up(s)), false),
@@ -109,8 +121,11 @@ pub fn conciliar(resp: &HttpResult, input: &FlowInput, saldo_anterior: Option<De
         nsu: text(body, &["nsu"]),
         autorizacao: text(body, &["autorizacao"]),
     };
-    let houve_transacao = matches!(status, RecargaStatus::Aprovada | RecargaStatus::Pendente) && resp.status.is_some();
-    if houve_transacao && (transacao.id.is_none() || transacao.nsu.is_none() || transacao.autorizacao.is_none()) {
+    let houve_transacao =
+        matches!(status, RecargaStatus::Aprovada | RecargaStatus::Pendente) && resp.status.is_some();
+    if houve_transacao
+        && (transacao.id.is_none() || transacao.nsu.is_none() || transacao.autorizacao.is_none())
+    {
         observacoes.push("identificadores_transacao_ausentes".into());
     }
     let data_atualizacao = text(body, &["data_processamento"])
@@ -163,16 +178,24 @@ mod tests {
     use serde_json::json;
 
     fn input() -> FlowInput {
-        FlowInput::parse(r#"{"cartao": "1234567890", "recarga": {"valor": 100, "meio_pagamento": {"tipo": "pix"}}}"#)
-            .expect("valid")
+        FlowInput::parse(
+            r#"{"cartao": "1234567890", "recarga": {"valor": 100, "meio_pagamento": {"tipo": "pix"}}}"#,
+        )
+        .expect("valid")
     }
 
     fn http(status: u16, body: Value) -> HttpResult {
-        HttpResult { status: Some(status), body: Some(body), erro: None }
+        HttpResult {
+            status: Some(status),
+            body: Some(body),
+            erro: None,
+        }
     }
 
     fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2025-12-05T14:07:31Z").expect("t").into()
+        DateTime::parse_from_rfc3339("2025-12-05T14:07:31Z")
+            .expect("t")
+            .into()
     }
 
     fn approved(extra: Value) -> Value {
@@ -186,15 +209,32 @@ mod tests {
 
     #[test]
     fn approved_with_the_source_balance() {
-        let c = conciliar(&http(201, approved(json!({"saldo_atualizado": 150.0}))), &input(), Some(dec!(50)), now());
+        let c = conciliar(
+            &http(201, approved(json!({"saldo_atualizado": 150.0}))),
+            &input(),
+            Some(dec!(50)),
+            now(),
+        );
         assert_eq!(c.status_recarga, "aprovada");
         assert_eq!(c.novo_saldo, Some(dec!(150.00)));
         assert_eq!(c.valor_recarga, Some(dec!(100.00)));
         assert!(!c.reconsulta_necessaria);
-        assert_eq!(c.transacao, Transacao { id: Some("tx_123".into()), nsu: Some("000123".into()), autorizacao: Some("A1B2C3".into()) });
+        assert_eq!(
+            c.transacao,
+            Transacao {
+                id: Some("tx_123".into()),
+                nsu: Some("000123".into()),
+                autorizacao: Some("A1B2C3".into())
+            }
+        );
         assert_eq!(c.data_atualizacao, "2025-12-05T11:07:30-03:00");
         assert!(c.observacoes.is_empty());
-        let c = conciliar(&http(200, json!({"status": "confirmed", "saldo_atualizado": 10})), &input(), None, now());
+        let c = conciliar(
+            &http(200, json!({"status": "confirmed", "saldo_atualizado": 10})),
+            &input(),
+            None,
+            now(),
+        );
         assert_eq!(c.status_recarga, "aprovada");
     }
 
@@ -210,7 +250,12 @@ mod tests {
 
     #[test]
     fn pending_statuses() {
-        let c = conciliar(&http(202, json!({"status": "pendente", "transacao_id": "tx_9"})), &input(), Some(dec!(50)), now());
+        let c = conciliar(
+            &http(202, json!({"status": "pendente", "transacao_id": "tx_9"})),
+            &input(),
+            Some(dec!(50)),
+            now(),
+        );
         assert_eq!(c.status_recarga, "pendente");
         assert!(c.reconsulta_necessaria);
         assert_eq!(c.novo_saldo, None);
@@ -220,9 +265,22 @@ mod tests {
 
     #[test]
     fn every_http_status_class() {
-        let denied = conciliar(&http(402, json!({"motivo": "pagamento_negado"})), &input(), None, now());
-        assert_eq!((denied.status_recarga.as_str(), denied.reconsulta_necessaria), ("negada", false));
-        let other_4xx = conciliar(&http(409, json!({"motivo": "idempotency_key_reutilizada"})), &input(), None, now());
+        let denied = conciliar(
+            &http(402, json!({"motivo": "pagamento_negado"})),
+            &input(),
+            None,
+            now(),
+        );
+        assert_eq!(
+            (denied.status_recarga.as_str(), denied.reconsulta_necessaria),
+            ("negada", false)
+        );
+        let other_4xx = conciliar(
+            &http(409, json!({"motivo": "idempotency_key_reutilizada"})),
+            &input(),
+            None,
+            now(),
+        );
         assert_eq!(other_4xx.status_recarga, "erro");
         assert_eq!(other_4xx.observacoes, vec!["http_409"]);
         let server = conciliar(&http(500, json!({"erro": "x"})), &input(), None, now());
@@ -237,7 +295,12 @@ mod tests {
 
     #[test]
     fn a_timeout_after_sending_is_unknown_never_an_error_to_retry() {
-        let c = conciliar(&HttpResult::not_sent("timeout", None, "sem resposta"), &input(), Some(dec!(50)), now());
+        let c = conciliar(
+            &HttpResult::not_sent("timeout", None, "sem resposta"),
+            &input(),
+            Some(dec!(50)),
+            now(),
+        );
         assert_eq!(c.status_recarga, "pendente");
         assert!(c.reconsulta_necessaria);
         assert_eq!(c.observacoes, vec!["resultado_indeterminado"]);
@@ -246,17 +309,32 @@ mod tests {
 
     #[test]
     fn an_unsent_invalid_payload_is_an_error_with_its_codes() {
-        let resp = HttpResult::not_sent("validacao", Some("valor_recarga_invalido,meio_pagamento_invalido"), "x");
+        let resp = HttpResult::not_sent(
+            "validacao",
+            Some("valor_recarga_invalido,meio_pagamento_invalido"),
+            "x",
+        );
         let c = conciliar(&resp, &input(), None, now());
         assert_eq!(c.status_recarga, "erro");
-        assert_eq!(c.observacoes, vec!["valor_recarga_invalido", "meio_pagamento_invalido"]);
+        assert_eq!(
+            c.observacoes,
+            vec!["valor_recarga_invalido", "meio_pagamento_invalido"]
+        );
         assert!(!c.reconsulta_necessaria);
     }
 
     #[test]
     fn missing_transaction_ids_are_observed() {
-        let c = conciliar(&http(201, json!({"status": "aprovada", "saldo_atualizado": 150})), &input(), None, now());
+        let c = conciliar(
+            &http(201, json!({"status": "aprovada", "saldo_atualizado": 150})),
+            &input(),
+            None,
+            now(),
+        );
         assert_eq!(c.transacao, Transacao::default());
-        assert!(c.observacoes.contains(&"identificadores_transacao_ausentes".to_owned()));
+        assert!(
+            c.observacoes
+                .contains(&"identificadores_transacao_ausentes".to_owned())
+        );
     }
 }

@@ -16,8 +16,14 @@ use crate::vt::{FlowInput, mask_card, money_json};
 /// The rule function.
 pub fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
     let status = RecargaStatus::parse(&c.status_recarga).unwrap_or(RecargaStatus::Erro);
-    let (assunto, mensagem) =
-        texts::recarga(input.preferencias.idioma(), status, &mask_card(&c.cartao), &c.moeda, c.valor_recarga, c.novo_saldo);
+    let (assunto, mensagem) = texts::recarga(
+        input.preferencias.idioma(),
+        status,
+        &mask_card(&c.cartao),
+        &c.moeda,
+        c.valor_recarga,
+        c.novo_saldo,
+    );
     let mut metadados = Map::new();
     metadados.insert("cartao".into(), json!(c.cartao));
     metadados.insert("valor".into(), c.valor_recarga.map_or(Value::Null, money_json));
@@ -97,8 +103,13 @@ mod tests {
             assert_eq!(p.metadados["status_recarga"], status);
             assert_eq!(p.metadados["valor"], json!(100.0));
         }
-        let p = preparar_notificacao_recarga(&conc("aprovada"), &input).payload.expect("payload");
-        assert_eq!(p.mensagem, "Sua recarga de BRL 100,00 no cartão ****7890 foi aprovada. Novo saldo: BRL 150,00.");
+        let p = preparar_notificacao_recarga(&conc("aprovada"), &input)
+            .payload
+            .expect("payload");
+        assert_eq!(
+            p.mensagem,
+            "Sua recarga de BRL 100,00 no cartão ****7890 foi aprovada. Novo saldo: BRL 150,00."
+        );
         assert_eq!(p.metadados["novo_saldo"], json!(150.0));
     }
 }

@@ -25,7 +25,14 @@ pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
         id if !id.is_empty() => id,
         _ => field("data").get(..10).unwrap_or_default().to_owned(),
     };
-    keys::notificacao(&["recarga", &field("cartao"), &field("valor"), &field("moeda"), &field("status_recarga"), &id])
+    keys::notificacao(&[
+        "recarga",
+        &field("cartao"),
+        &field("valor"),
+        &field("moeda"),
+        &field("status_recarga"),
+        &id,
+    ])
 }
 
 pub struct Rf10;
@@ -42,10 +49,24 @@ impl Action for Rf10 {
         "RF10: envia a notificação da recarga e encerra o fluxo."
     }
 
-    async fn call(&self, ctx: &ActionContext, decisao: DecisaoNotificacao) -> Result<ActionResponse, ActionError> {
+    async fn call(
+        &self,
+        ctx: &ActionContext,
+        decisao: DecisaoNotificacao,
+    ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let out = enviar(ctx.require::<VtSystems>()?, &decisao, &dedup_key(&decisao), &input.tenant_id).await;
-        let mut message = decisao.payload.as_ref().map(|p| p.mensagem.clone()).unwrap_or_default();
+        let out = enviar(
+            ctx.require::<VtSystems>()?,
+            &decisao,
+            &dedup_key(&decisao),
+            &input.tenant_id,
+        )
+        .await;
+        let mut message = decisao
+            .payload
+            .as_ref()
+            .map(|p| p.mensagem.clone())
+            .unwrap_or_default();
         if !out.enviado {
             message.push_str(" (Não consegui enviar a notificação da recarga agora.)");
         }

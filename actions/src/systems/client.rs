@@ -33,7 +33,11 @@ impl HttpResult {
         Self {
             status: None,
             body: None,
-            erro: Some(Erro { tipo: tipo.into(), codigo: codigo.map(str::to_owned), mensagem: mensagem.into() }),
+            erro: Some(Erro {
+                tipo: tipo.into(),
+                codigo: codigo.map(str::to_owned),
+                mensagem: mensagem.into(),
+            }),
         }
     }
 
@@ -84,7 +88,10 @@ pub struct VtSystems {
 
 impl VtSystems {
     pub fn new(config: SystemsConfig) -> Result<Self, reqwest::Error> {
-        Ok(Self { client: reqwest::Client::builder().build()?, config })
+        Ok(Self {
+            client: reqwest::Client::builder().build()?,
+            config,
+        })
     }
 
     pub fn config(&self) -> &SystemsConfig {
@@ -92,7 +99,10 @@ impl VtSystems {
     }
 
     fn timeout(&self, timeout_ms: u64) -> Duration {
-        let ms = self.config.timeout_cap_ms.map_or(timeout_ms, |cap| timeout_ms.min(cap));
+        let ms = self
+            .config
+            .timeout_cap_ms
+            .map_or(timeout_ms, |cap| timeout_ms.min(cap));
         Duration::from_millis(ms.max(1))
     }
 
@@ -110,16 +120,32 @@ impl VtSystems {
             Ok(u) => u,
             Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
         };
-        self.send(reqwest::Method::GET, url, headers, None, timeout_ms, attempts, backoff_ms).await
+        self.send(
+            reqwest::Method::GET,
+            url,
+            headers,
+            None,
+            timeout_ms,
+            attempts,
+            backoff_ms,
+        )
+        .await
     }
 
     /// `POST {recarga}/api/v1/recargas`, exactly once.
-    pub async fn recarregar(&self, body: &Value, headers: &BTreeMap<String, String>, timeout_ms: u64) -> HttpResult {
-        let url = match reqwest::Url::parse(&format!("{}{}", self.config.recarga_url, super::RECARGA_ENDPOINT)) {
-            Ok(u) => u,
-            Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
-        };
-        self.send(reqwest::Method::POST, url, headers, Some(body), timeout_ms, 1, 0).await
+    pub async fn recarregar(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+    ) -> HttpResult {
+        let url =
+            match reqwest::Url::parse(&format!("{}{}", self.config.recarga_url, super::RECARGA_ENDPOINT)) {
+                Ok(u) => u,
+                Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
+            };
+        self.send(reqwest::Method::POST, url, headers, Some(body), timeout_ms, 1, 0)
+            .await
     }
 
     /// `POST {notificacao}/api/v1/notificacoes`, retried on 5xx/429 (the dedup key makes it safe).
@@ -131,11 +157,24 @@ impl VtSystems {
         attempts: u32,
         backoff_ms: u64,
     ) -> HttpResult {
-        let url = match reqwest::Url::parse(&format!("{}{}", self.config.notificacao_url, super::NOTIFICACAO_ENDPOINT)) {
+        let url = match reqwest::Url::parse(&format!(
+            "{}{}",
+            self.config.notificacao_url,
+            super::NOTIFICACAO_ENDPOINT
+        )) {
             Ok(u) => u,
             Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
         };
-        self.send(reqwest::Method::POST, url, headers, Some(body), timeout_ms, attempts, backoff_ms).await
+        self.send(
+            reqwest::Method::POST,
+            url,
+            headers,
+            Some(body),
+            timeout_ms,
+            attempts,
+            backoff_ms,
+        )
+        .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -153,7 +192,10 @@ impl VtSystems {
         let attempts = attempts.max(1);
         let mut attempt = 1;
         loop {
-            let mut request = self.client.request(method.clone(), url.clone()).timeout(self.timeout(timeout_ms));
+            let mut request = self
+                .client
+                .request(method.clone(), url.clone())
+                .timeout(self.timeout(timeout_ms));
             for (k, v) in headers {
                 request = request.header(k, v);
             }
@@ -164,7 +206,10 @@ impl VtSystems {
                 Ok(r) => r,
                 Err(e) => {
                     let (tipo, mensagem) = if e.is_timeout() {
-                        ("timeout", format!("sem resposta em {} ms", self.timeout(timeout_ms).as_millis()))
+                        (
+                            "timeout",
+                            format!("sem resposta em {} ms", self.timeout(timeout_ms).as_millis()),
+                        )
                     } else {
                         ("conexao", "falha de conexão".to_owned())
                     };
@@ -181,7 +226,9 @@ impl VtSystems {
                 .map(Duration::from_secs);
             let body = match response.text().await {
                 Ok(text) if text.is_empty() => None,
-                Ok(text) => Some(serde_json::from_str(&text).unwrap_or(Value::String(text.chars().take(500).collect()))),
+                Ok(text) => Some(
+                    serde_json::from_str(&text).unwrap_or(Value::String(text.chars().take(500).collect())),
+                ),
                 Err(e) if e.is_timeout() => {
                     return HttpResult::not_sent("timeout", None, "a resposta não chegou completa a tempo");
                 }
@@ -196,7 +243,11 @@ impl VtSystems {
                 attempt += 1;
                 continue;
             }
-            return HttpResult { status: Some(status), body, erro: None };
+            return HttpResult {
+                status: Some(status),
+                body,
+                erro: None,
+            };
         }
     }
 }

@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,17 +63,31 @@ pub struct CardBehavior {
 
 impl Default for CardBehavior {
     fn default() -> Self {
-        Self { saldo: dec!(50.00), saldo_api: BalanceMode::Ok, recarga: RechargeMode::Aprovada }
+        Self {
+            saldo: dec!(50.00),
+            saldo_api: BalanceMode::Ok,
+            recarga: RechargeMode::Aprovada,
+        }
     }
 }
 
 /// The magic cards of SPEC §7. Any other valid card behaves as `CardBehavior::default()`.
 pub fn magic_cards() -> HashMap<String, CardBehavior> {
-    let b = |saldo_api, recarga| CardBehavior { saldo: dec!(50.00), saldo_api, recarga };
+    let b = |saldo_api, recarga| CardBehavior {
+        saldo: dec!(50.00),
+        saldo_api,
+        recarga,
+    };
     use BalanceMode as B;
     use RechargeMode as R;
     HashMap::from([
-        ("1111111111".into(), CardBehavior { saldo: dec!(12.50), ..CardBehavior::default() }),
+        (
+            "1111111111".into(),
+            CardBehavior {
+                saldo: dec!(12.50),
+                ..CardBehavior::default()
+            },
+        ),
         ("2222222222".into(), b(B::Nulo, R::Aprovada)),
         ("3333333333".into(), b(B::Erro500, R::Aprovada)),
         ("4444444444".into(), b(B::SemResposta, R::Aprovada)),
@@ -110,7 +123,11 @@ pub struct SimulatorConfig {
 
 impl Default for SimulatorConfig {
     fn default() -> Self {
-        Self { slow: Duration::from_secs(30), notifications_per_second: 50, idempotency_ttl: Duration::from_secs(24 * 3600) }
+        Self {
+            slow: Duration::from_secs(30),
+            notifications_per_second: 50,
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+        }
     }
 }
 
@@ -194,10 +211,17 @@ impl Simulator {
 
     /// The magic cards, replaced or extended by a fixture file.
     pub fn with_fixture(config: SimulatorConfig, path: &Path) -> Result<Self, SimulatorError> {
-        let err = |message: String| SimulatorError::Fixture { path: path.display().to_string(), message };
+        let err = |message: String| SimulatorError::Fixture {
+            path: path.display().to_string(),
+            message,
+        };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let fixture: Fixture = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
-        let mut cards = if fixture.replace { HashMap::new() } else { magic_cards() };
+        let mut cards = if fixture.replace {
+            HashMap::new()
+        } else {
+            magic_cards()
+        };
         cards.extend(fixture.cards);
         Ok(Self::with_cards(config, cards))
     }
@@ -221,7 +245,11 @@ impl Simulator {
                 tracing::error!(error = %e, "simulator stopped");
             }
         });
-        Ok(RunningSimulator { url, simulator: self, task })
+        Ok(RunningSimulator {
+            url,
+            simulator: self,
+            task,
+        })
     }
 
     pub fn ledger(&self) -> Vec<LedgerEntry> {
@@ -232,13 +260,18 @@ impl Simulator {
     pub fn charges(&self, cartao: &str) -> usize {
         self.ledger()
             .iter()
-            .filter(|e| e.cartao.as_deref() == Some(cartao) && e.efeito.as_deref() == Some("recarga_efetivada"))
+            .filter(|e| {
+                e.cartao.as_deref() == Some(cartao) && e.efeito.as_deref() == Some("recarga_efetivada")
+            })
             .count()
     }
 
     /// Notifications actually delivered (replays and refusals excluded).
     pub fn deliveries(&self) -> usize {
-        self.ledger().iter().filter(|e| e.efeito.as_deref() == Some("notificacao_entregue")).count()
+        self.ledger()
+            .iter()
+            .filter(|e| e.efeito.as_deref() == Some("notificacao_entregue"))
+            .count()
     }
 
     fn card(&self, cartao: &str) -> CardBehavior {
@@ -246,7 +279,9 @@ impl Simulator {
     }
 
     fn balance(&self, cartao: &str) -> Decimal {
-        *lock(&self.inner.balances).entry(cartao.to_owned()).or_insert_with(|| self.card(cartao).saldo)
+        *lock(&self.inner.balances)
+            .entry(cartao.to_owned())
+            .or_insert_with(|| self.card(cartao).saldo)
     }
 
     fn record(&self, mut entry: LedgerEntry) {
@@ -270,7 +305,15 @@ impl Simulator {
     }
 
     fn store(&self, key: &str, body_hash: String, status: u16, response: Value) {
-        lock(&self.inner.idempotency).insert(key.to_owned(), Stored { body_hash, status, response, at: Instant::now() });
+        lock(&self.inner.idempotency).insert(
+            key.to_owned(),
+            Stored {
+                body_hash,
+                status,
+                response,
+                at: Instant::now(),
+            },
+        );
     }
 
     fn rate_limited(&self) -> bool {
@@ -284,11 +327,17 @@ impl Simulator {
 }
 
 fn now_sp() -> String {
-    chrono::Utc::now().with_timezone(&chrono_tz::America::Sao_Paulo).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+    chrono::Utc::now()
+        .with_timezone(&chrono_tz::America::Sao_Paulo)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Option<String> {
-    headers.get("x-idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned).filter(|k| !k.is_empty())
+    headers
+        .get("x-idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .filter(|k| !k.is_empty())
 }
 
 fn hash(body: &Value) -> String {
@@ -296,7 +345,11 @@ fn hash(body: &Value) -> String {
 }
 
 fn reply(status: u16, body: Value) -> Response {
-    (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(body),
+    )
+        .into_response()
 }
 
 fn valid_card(c: &str) -> bool {
@@ -328,16 +381,31 @@ async fn saldo(State(sim): State<Simulator>, headers: HeaderMap, Query(q): Query
     let card = sim.card(&cartao);
     let saldo = money_json(sim.balance(&cartao));
     let (status, body) = match card.saldo_api {
-        BalanceMode::Ok => (200, json!({"cartao": cartao, "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
-        BalanceMode::Nulo => (200, json!({"cartao": cartao, "saldo": null, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
-        BalanceMode::Erro500 => (500, json!({"erro": "falha_interna", "mensagem": "serviço de saldo indisponível"})),
+        BalanceMode::Ok => (
+            200,
+            json!({"cartao": cartao, "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+        ),
+        BalanceMode::Nulo => (
+            200,
+            json!({"cartao": cartao, "saldo": null, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+        ),
+        BalanceMode::Erro500 => (
+            500,
+            json!({"erro": "falha_interna", "mensagem": "serviço de saldo indisponível"}),
+        ),
         BalanceMode::SemResposta => {
             sim.record(entry(0));
             tokio::time::sleep(sim.inner.config.slow).await;
             return reply(504, json!({"erro": "tarde_demais"}));
         }
-        BalanceMode::OutroCartao => (200, json!({"cartao": "0000000000", "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"})),
-        BalanceMode::SemMoedaData => (200, json!({"cartao": cartao, "saldo": saldo, "fonte": "SISTEMA_VT"})),
+        BalanceMode::OutroCartao => (
+            200,
+            json!({"cartao": "0000000000", "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+        ),
+        BalanceMode::SemMoedaData => (
+            200,
+            json!({"cartao": cartao, "saldo": saldo, "fonte": "SISTEMA_VT"}),
+        ),
     };
     sim.record(entry(status));
     reply(status, body)
@@ -347,10 +415,25 @@ const PAYMENT_TYPES: [&str; 3] = ["cartao_credito", "boleto", "pix"];
 
 /// Checks a recharge body; the reason names the first problem.
 fn check_recharge(body: &Value) -> Result<(String, Decimal, String), String> {
-    let cartao = body.get("cartao").and_then(Value::as_str).filter(|c| valid_card(c)).ok_or("cartao")?;
-    let valor = body.get("valor").and_then(decimal_from_json).filter(|v| *v > Decimal::ZERO).ok_or("valor")?;
-    let moeda = body.get("moeda").and_then(Value::as_str).filter(|m| m.len() == 3).ok_or("moeda")?;
-    let tipo = body.pointer("/meio_pagamento/tipo").and_then(Value::as_str).ok_or("meio_pagamento")?;
+    let cartao = body
+        .get("cartao")
+        .and_then(Value::as_str)
+        .filter(|c| valid_card(c))
+        .ok_or("cartao")?;
+    let valor = body
+        .get("valor")
+        .and_then(decimal_from_json)
+        .filter(|v| *v > Decimal::ZERO)
+        .ok_or("valor")?;
+    let moeda = body
+        .get("moeda")
+        .and_then(Value::as_str)
+        .filter(|m| m.len() == 3)
+        .ok_or("moeda")?;
+    let tipo = body
+        .pointer("/meio_pagamento/tipo")
+        .and_then(Value::as_str)
+        .ok_or("meio_pagamento")?;
     if !PAYMENT_TYPES.contains(&tipo) {
         return Err("meio_pagamento".into());
     }
@@ -450,7 +533,11 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
     reply(status, response)
 }
 
-async fn notificacao(State(sim): State<Simulator>, headers: HeaderMap, body: Option<Json<Value>>) -> Response {
+async fn notificacao(
+    State(sim): State<Simulator>,
+    headers: HeaderMap,
+    body: Option<Json<Value>>,
+) -> Response {
     let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
     let key = idempotency_key(&headers);
     let mut entry = LedgerEntry {
@@ -459,7 +546,10 @@ async fn notificacao(State(sim): State<Simulator>, headers: HeaderMap, body: Opt
         method: "POST".into(),
         path: super::NOTIFICACAO_ENDPOINT.into(),
         idempotency_key: key.clone(),
-        cartao: body.pointer("/metadados/cartao").and_then(Value::as_str).map(str::to_owned),
+        cartao: body
+            .pointer("/metadados/cartao")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         status: 0,
         efeito: None,
         body: Some(body.clone()),
@@ -467,12 +557,23 @@ async fn notificacao(State(sim): State<Simulator>, headers: HeaderMap, body: Opt
     if sim.rate_limited() {
         entry.status = 429;
         sim.record(entry);
-        let mut r = reply(429, json!({"erro": "limite_de_envios", "mensagem": "muitas notificações por segundo"}));
-        r.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        let mut r = reply(
+            429,
+            json!({"erro": "limite_de_envios", "mensagem": "muitas notificações por segundo"}),
+        );
+        r.headers_mut()
+            .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         return r;
     }
-    let canal = body.get("canal").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let mensagem_ok = body.get("mensagem").and_then(Value::as_str).is_some_and(|m| !m.trim().is_empty());
+    let canal = body
+        .get("canal")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mensagem_ok = body
+        .get("mensagem")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.trim().is_empty());
     if canal.is_empty() || !mensagem_ok || body.get("destinatario").is_none() {
         entry.status = 400;
         sim.record(entry);
@@ -513,9 +614,139 @@ async fn ledger(State(sim): State<Simulator>) -> Json<Vec<LedgerEntry>> {
     Json(sim.ledger())
 }
 
-impl FromStr for BalanceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        serde_json::from_value(Value::String(s.to_owned())).map_err(|e| e.to_string())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn start() -> (RunningSimulator, reqwest::Client) {
+        let running = Simulator::new(SimulatorConfig::default())
+            .spawn(0)
+            .await
+            .expect("spawn");
+        (running, reqwest::Client::new())
+    }
+
+    fn body(card: &str, valor: f64) -> Value {
+        json!({"cartao": card, "valor": valor, "moeda": "BRL", "meio_pagamento": {"tipo": "pix"}})
+    }
+
+    async fn post(c: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -> (u16, Value) {
+        let mut r = c.post(format!("{url}/api/v1/recargas")).json(body);
+        if let Some(k) = key {
+            r = r.header("x-idempotency-key", k);
+        }
+        let resp = r.send().await.expect("send");
+        (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn same_key_same_body_replays_without_charging_again() {
+        let (sim, c) = start().await;
+        let (s1, r1) = post(&c, &sim.url, Some("k1"), &body("1234567890", 30.0)).await;
+        let (s2, r2) = post(&c, &sim.url, Some("k1"), &body("1234567890", 30.0)).await;
+        assert_eq!((s1, s2), (201, 201));
+        assert_eq!(r1, r2, "the stored response");
+        assert_eq!(r1["saldo_atualizado"], json!(80.0));
+        assert_eq!(sim.simulator.charges("1234567890"), 1);
+    }
+
+    #[tokio::test]
+    async fn same_key_other_body_is_refused() {
+        let (sim, c) = start().await;
+        post(&c, &sim.url, Some("k1"), &body("1234567890", 30.0)).await;
+        let (status, r) = post(&c, &sim.url, Some("k1"), &body("1234567890", 31.0)).await;
+        assert_eq!(status, 409);
+        assert_eq!(r["motivo"], "idempotency_key_reutilizada");
+        assert_eq!(sim.simulator.charges("1234567890"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_recharge_without_key_or_with_a_bad_body_is_refused() {
+        let (sim, c) = start().await;
+        assert_eq!(post(&c, &sim.url, None, &body("1234567890", 30.0)).await.0, 400);
+        assert_eq!(
+            post(&c, &sim.url, Some("k"), &body("1234567890", -1.0)).await.0,
+            400
+        );
+        assert_eq!(
+            post(&c, &sim.url, Some("k"), &json!({"cartao": "1234567890"}))
+                .await
+                .0,
+            400
+        );
+        assert_eq!(sim.simulator.charges("1234567890"), 0);
+        assert_eq!(sim.simulator.ledger().len(), 3, "refusals are in the ledger too");
+    }
+
+    #[tokio::test]
+    async fn balances_follow_recharges_and_magic_cards() {
+        let (sim, c) = start().await;
+        let get = |card: &str| {
+            c.get(format!("{}/api/v1/saldos/consultar?cartao={card}", sim.url))
+                .send()
+        };
+        let low: Value = get("1111111111").await.expect("get").json().await.expect("json");
+        assert_eq!(low["saldo"], json!(12.5));
+        assert_eq!(get("3333333333").await.expect("get").status().as_u16(), 500);
+        assert_eq!(get("12ab").await.expect("get").status().as_u16(), 400);
+        post(&c, &sim.url, Some("k"), &body("1111111111", 10.0)).await;
+        let after: Value = get("1111111111").await.expect("get").json().await.expect("json");
+        assert_eq!(after["saldo"], json!(22.5));
+    }
+
+    #[tokio::test]
+    async fn notifications_are_deduplicated_and_rate_limited() {
+        let sim = Simulator::new(SimulatorConfig {
+            notifications_per_second: 2,
+            ..SimulatorConfig::default()
+        });
+        let running = sim.clone().spawn(0).await.expect("spawn");
+        let c = reqwest::Client::new();
+        let n = json!({"canal": "app", "assunto": "a", "mensagem": "m", "destinatario": {"tipo": "usuario", "id": ""}});
+        let send = |key: &str| {
+            c.post(format!("{}/api/v1/notificacoes", running.url))
+                .header("x-idempotency-key", key)
+                .json(&n)
+                .send()
+        };
+        assert_eq!(send("n1").await.expect("send").status().as_u16(), 202);
+        assert_eq!(send("n1").await.expect("send").status().as_u16(), 202);
+        let limited = send("n2").await.expect("send");
+        assert_eq!(limited.status().as_u16(), 429);
+        assert_eq!(limited.headers()["retry-after"], "1");
+        assert_eq!(sim.deliveries(), 1, "the second n1 was a replay");
+    }
+
+    #[test]
+    fn fixtures_extend_or_replace_the_table() {
+        let dir = std::env::temp_dir().join(format!("vt-fixture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("cards.json");
+        std::fs::write(
+            &path,
+            r#"{"cards": {"1234512345": {"saldo": 3.5, "recarga": "negada"}}}"#,
+        )
+        .expect("write");
+        let sim = Simulator::with_fixture(SimulatorConfig::default(), &path).expect("fixture");
+        assert_eq!(sim.card("1234512345").recarga, RechargeMode::Negada);
+        assert_eq!(sim.card("1234512345").saldo, dec!(3.5));
+        assert_eq!(
+            sim.card("7777777777").recarga,
+            RechargeMode::Negada,
+            "magic cards kept"
+        );
+        std::fs::write(&path, r#"{"replace": true, "cards": {}}"#).expect("write");
+        let sim = Simulator::with_fixture(SimulatorConfig::default(), &path).expect("fixture");
+        assert_eq!(
+            sim.card("7777777777").recarga,
+            RechargeMode::Aprovada,
+            "table replaced"
+        );
+        std::fs::write(&path, r#"{"cards": {"1": {"recarga": "talvez"}}}"#).expect("write");
+        let err = Simulator::with_fixture(SimulatorConfig::default(), &path)
+            .err()
+            .expect("invalid");
+        assert!(err.to_string().contains("cards.json"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -18,7 +18,9 @@ pub enum CardError {
 
 /// Removes the separators people type (spaces, dashes, dots).
 pub fn clean(raw: &str) -> String {
-    raw.chars().filter(|c| !matches!(c, ' ' | '-' | '.' | '\t')).collect()
+    raw.chars()
+        .filter(|c| !matches!(c, ' ' | '-' | '.' | '\t'))
+        .collect()
 }
 
 impl CardNumber {
@@ -81,14 +83,25 @@ mod tests {
     fn letters_are_rejected() {
         assert_eq!(CardNumber::parse("1234abcd90", 8, 19), Err(CardError::NotDigits));
         assert_eq!(CardNumber::parse("", 8, 19), Err(CardError::NotDigits));
-        assert_eq!(CardNumber::parse("１２３４５６７８９０", 8, 19), Err(CardError::NotDigits), "only ASCII digits");
+        assert_eq!(
+            CardNumber::parse("１２３４５６７８９０", 8, 19),
+            Err(CardError::NotDigits),
+            "only ASCII digits"
+        );
     }
 
     #[test]
     fn length_bounds_are_inclusive() {
         assert!(CardNumber::parse("1234567890", 10, 16).is_ok());
         assert!(CardNumber::parse("1234567890123456", 10, 16).is_ok());
-        assert_eq!(CardNumber::parse("123456789", 10, 16), Err(CardError::Length { len: 9, min: 10, max: 16 }));
+        assert_eq!(
+            CardNumber::parse("123456789", 10, 16),
+            Err(CardError::Length {
+                len: 9,
+                min: 10,
+                max: 16
+            })
+        );
         assert!(CardNumber::parse("12345678901234567", 10, 16).is_err());
     }
 }

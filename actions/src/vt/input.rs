@@ -82,7 +82,10 @@ pub struct ValidacoesCartao {
 
 impl Default for ValidacoesCartao {
     fn default() -> Self {
-        Self { tamanho_min: 8, tamanho_max: 19 }
+        Self {
+            tamanho_min: 8,
+            tamanho_max: 19,
+        }
     }
 }
 
@@ -114,7 +117,12 @@ pub struct Preferencias {
 impl Preferencias {
     /// The first preferred channel, else `app`.
     pub fn canal(&self) -> String {
-        self.canais.iter().map(|c| c.trim()).find(|c| !c.is_empty()).unwrap_or("app").to_owned()
+        self.canais
+            .iter()
+            .map(|c| c.trim())
+            .find(|c| !c.is_empty())
+            .unwrap_or("app")
+            .to_owned()
     }
 
     pub fn idioma(&self) -> Idioma {
@@ -131,7 +139,10 @@ pub struct Destinatario {
 
 impl Default for Destinatario {
     fn default() -> Self {
-        Self { tipo: "usuario".into(), id: String::new() }
+        Self {
+            tipo: "usuario".into(),
+            id: String::new(),
+        }
     }
 }
 
@@ -200,7 +211,10 @@ impl FlowInput {
         if v.tamanho_min == 0 || v.tamanho_min > v.tamanho_max {
             return Err(InputError::Field {
                 path: "politicas.validacoes_cartao".into(),
-                message: format!("tamanho_min {} e tamanho_max {} não formam um intervalo", v.tamanho_min, v.tamanho_max),
+                message: format!(
+                    "tamanho_min {} e tamanho_max {} não formam um intervalo",
+                    v.tamanho_min, v.tamanho_max
+                ),
             });
         }
         if input.politicas.valor_min > input.politicas.valor_max {
@@ -217,7 +231,9 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
     match Value::deserialize(d)? {
         Value::String(s) => Ok(s),
         Value::Number(n) => Ok(n.to_string()),
-        other => Err(serde::de::Error::custom(format!("esperado texto ou número, veio {other}"))),
+        other => Err(serde::de::Error::custom(format!(
+            "esperado texto ou número, veio {other}"
+        ))),
     }
 }
 
@@ -231,7 +247,8 @@ pub mod money_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         let v = Value::deserialize(d)?;
-        decimal_from_json(&v).ok_or_else(|| serde::de::Error::custom(format!("esperado um valor numérico, veio {v}")))
+        decimal_from_json(&v)
+            .ok_or_else(|| serde::de::Error::custom(format!("esperado um valor numérico, veio {v}")))
     }
 }
 
@@ -257,7 +274,8 @@ mod tz_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Tz, D::Error> {
         let name = String::deserialize(d)?;
-        name.parse::<Tz>().map_err(|_| serde::de::Error::custom(format!("fuso horário desconhecido {name:?}")))
+        name.parse::<Tz>()
+            .map_err(|_| serde::de::Error::custom(format!("fuso horário desconhecido {name:?}")))
     }
 }
 
@@ -269,7 +287,10 @@ mod tests {
     fn defaults_follow_the_spec() {
         let input = FlowInput::parse(r#"{"cartao": "1234567890"}"#).expect("valid");
         let p = &input.politicas;
-        assert_eq!((p.validacoes_cartao.tamanho_min, p.validacoes_cartao.tamanho_max), (8, 19));
+        assert_eq!(
+            (p.validacoes_cartao.tamanho_min, p.validacoes_cartao.tamanho_max),
+            (8, 19)
+        );
         assert_eq!(p.limite_saldo_baixo, dec!(20.00));
         assert_eq!(p.moeda_padrao, "BRL");
         assert_eq!(p.timezone, chrono_tz::America::Sao_Paulo);
@@ -281,10 +302,15 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_dropped() {
-        let input = FlowInput::parse(r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana", "email": "a@b.c"}"#)
-            .expect("valid");
+        let input = FlowInput::parse(
+            r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana", "email": "a@b.c"}"#,
+        )
+        .expect("valid");
         let back = serde_json::to_string(&input).expect("json");
-        assert!(!back.contains("123.456.789-00") && !back.contains("Ana") && !back.contains("a@b.c"), "{back}");
+        assert!(
+            !back.contains("123.456.789-00") && !back.contains("Ana") && !back.contains("a@b.c"),
+            "{back}"
+        );
     }
 
     #[test]
@@ -293,8 +319,12 @@ mod tests {
         assert_eq!(FlowInput::parse("[1]"), Err(InputError::NotObject("uma lista")));
         let long = format!(r#"{{"cartao": "1", "x": "{}"}}"#, "a".repeat(5_000));
         assert!(matches!(FlowInput::parse(&long), Err(InputError::TooLong(_))));
-        let err = FlowInput::parse(r#"{"cartao": "1", "politicas": {"timezone": "Marte/Base"}}"#).expect_err("tz");
-        assert!(err.to_string().contains("politicas.timezone") && err.to_string().contains("Marte/Base"), "{err}");
+        let err =
+            FlowInput::parse(r#"{"cartao": "1", "politicas": {"timezone": "Marte/Base"}}"#).expect_err("tz");
+        assert!(
+            err.to_string().contains("politicas.timezone") && err.to_string().contains("Marte/Base"),
+            "{err}"
+        );
         let err = FlowInput::parse(r#"{"politicas": {}}"#).expect_err("no card");
         assert!(err.to_string().contains("cartao"), "{err}");
     }
@@ -310,8 +340,10 @@ mod tests {
 
     #[test]
     fn a_numeric_card_and_a_non_numeric_value_are_tolerated() {
-        let input = FlowInput::parse(r#"{"cartao": 1234567890, "recarga": {"valor": "muito", "meio_pagamento": {"tipo": "pix"}}}"#)
-            .expect("valid");
+        let input = FlowInput::parse(
+            r#"{"cartao": 1234567890, "recarga": {"valor": "muito", "meio_pagamento": {"tipo": "pix"}}}"#,
+        )
+        .expect("valid");
         assert_eq!(input.cartao, "1234567890");
         assert_eq!(input.recarga.expect("recarga").valor, None);
     }

@@ -33,9 +33,18 @@ mod tests {
 
     #[test]
     fn keys_are_deterministic_and_distinct() {
-        assert_eq!(consulta("1", "/e", "20261122-10"), consulta("1", "/e", "20261122-10"));
-        assert_ne!(consulta("1", "/e", "20261122-10"), consulta("1", "/e", "20261122-11"));
-        assert_ne!(consulta("1", "/e", "20261122-10"), consulta("2", "/e", "20261122-10"));
+        assert_eq!(
+            consulta("1", "/e", "20261122-10"),
+            consulta("1", "/e", "20261122-10")
+        );
+        assert_ne!(
+            consulta("1", "/e", "20261122-10"),
+            consulta("1", "/e", "20261122-11")
+        );
+        assert_ne!(
+            consulta("1", "/e", "20261122-10"),
+            consulta("2", "/e", "20261122-10")
+        );
         assert_eq!(recarga("1", "50.00", "BRL"), recarga("1", "50.00", "BRL"));
         assert_ne!(recarga("1", "50.00", "BRL"), recarga("1", "50.01", "BRL"));
         assert_ne!(recarga("1", "50.00", "BRL"), recarga("1", "50.00", "USD"));

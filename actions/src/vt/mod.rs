@@ -9,5 +9,7 @@ pub mod money;
 pub mod texts;
 
 pub use card::{CardError, CardNumber, mask_card};
-pub use input::{Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao};
+pub use input::{
+    Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao,
+};
 pub use money::{decimal_from_json, format_money, money_json, round_half_up};

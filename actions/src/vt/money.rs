@@ -18,7 +18,9 @@ pub fn round_half_up(d: Decimal) -> Decimal {
 pub fn decimal_from_json(v: &Value) -> Option<Decimal> {
     match v {
         // The shortest text that round-trips the double: `9.995` stays `9.995`, never `9.99499...`.
-        Value::Number(n) => Decimal::from_str(&n.to_string()).or_else(|_| Decimal::from_scientific(&n.to_string())).ok(),
+        Value::Number(n) => Decimal::from_str(&n.to_string())
+            .or_else(|_| Decimal::from_scientific(&n.to_string()))
+            .ok(),
         Value::String(s) => Decimal::from_str(s.trim()).ok(),
         _ => None,
     }
@@ -28,7 +30,9 @@ pub fn decimal_from_json(v: &Value) -> Option<Decimal> {
 pub fn money_json(d: Decimal) -> Value {
     // Two places even for whole amounts, so `100` is written `100.0`, a decimal number like the rest.
     let text = format!("{:.2}", round_half_up(d));
-    serde_json::Number::from_str(&text).map(Value::Number).unwrap_or(Value::Null)
+    serde_json::Number::from_str(&text)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// `BRL 1.234,56` (pt-BR, es) or `BRL 1,234.56` (en).
@@ -81,7 +85,10 @@ mod tests {
     fn formats_per_language() {
         assert_eq!(format_money("BRL", dec!(12.5), Idioma::PtBr), "BRL 12,50");
         assert_eq!(format_money("BRL", dec!(1234.56), Idioma::PtBr), "BRL 1.234,56");
-        assert_eq!(format_money("BRL", dec!(1234567.891), Idioma::PtBr), "BRL 1.234.567,89");
+        assert_eq!(
+            format_money("BRL", dec!(1234567.891), Idioma::PtBr),
+            "BRL 1.234.567,89"
+        );
         assert_eq!(format_money("BRL", dec!(1234.56), Idioma::En), "BRL 1,234.56");
         assert_eq!(format_money("BRL", dec!(0), Idioma::Es), "BRL 0,00");
         assert_eq!(format_money("BRL", dec!(999.999), Idioma::PtBr), "BRL 1.000,00");

@@ -7,21 +7,33 @@ use super::input::Idioma;
 use super::money::format_money;
 
 /// Subject and body of a low-balance notice.
-pub fn saldo_baixo(idioma: Idioma, cartao_mascarado: &str, moeda: &str, saldo: Decimal, limite: Decimal) -> (String, String) {
+pub fn saldo_baixo(
+    idioma: Idioma,
+    cartao_mascarado: &str,
+    moeda: &str,
+    saldo: Decimal,
+    limite: Decimal,
+) -> (String, String) {
     let saldo = format_money(moeda, saldo, idioma);
     let limite = format_money(moeda, limite, idioma);
     match idioma {
         Idioma::PtBr => (
             "Saldo de VT baixo".into(),
-            format!("Seu saldo de VT no cartão {cartao_mascarado} é {saldo}, no limite de {limite} ou abaixo dele. Faça uma recarga para não ficar sem crédito."),
+            format!(
+                "Seu saldo de VT no cartão {cartao_mascarado} é {saldo}, no limite de {limite} ou abaixo dele. Faça uma recarga para não ficar sem crédito."
+            ),
         ),
         Idioma::En => (
             "Low transit pass balance".into(),
-            format!("The transit pass balance on card {cartao_mascarado} is {saldo}, at or below the {limite} limit. Top it up so you don't run out."),
+            format!(
+                "The transit pass balance on card {cartao_mascarado} is {saldo}, at or below the {limite} limit. Top it up so you don't run out."
+            ),
         ),
         Idioma::Es => (
             "Saldo de VT bajo".into(),
-            format!("El saldo de VT de la tarjeta {cartao_mascarado} es {saldo}, igual o inferior al límite de {limite}. Recárgala para no quedarte sin crédito."),
+            format!(
+                "El saldo de VT de la tarjeta {cartao_mascarado} es {saldo}, igual o inferior al límite de {limite}. Recárgala para no quedarte sin crédito."
+            ),
         ),
     }
 }
@@ -76,20 +88,28 @@ pub fn recarga(
                     "Recarga de VT aprovada".into(),
                     match novo {
                         Some(n) => format!("Sua recarga{de} no cartão {c} foi aprovada. Novo saldo: {n}."),
-                        None => format!("Sua recarga{de} no cartão {c} foi aprovada. O novo saldo aparece em instantes."),
+                        None => format!(
+                            "Sua recarga{de} no cartão {c} foi aprovada. O novo saldo aparece em instantes."
+                        ),
                     },
                 ),
                 RecargaStatus::Pendente => (
                     "Recarga de VT em processamento".into(),
-                    format!("Sua recarga{de} no cartão {c} está em processamento. Avisaremos quando for concluída."),
+                    format!(
+                        "Sua recarga{de} no cartão {c} está em processamento. Avisaremos quando for concluída."
+                    ),
                 ),
                 RecargaStatus::Negada => (
                     "Recarga de VT não aprovada".into(),
-                    format!("Sua recarga{de} no cartão {c} não foi aprovada pelo meio de pagamento. Confira os dados do pagamento ou use outro meio."),
+                    format!(
+                        "Sua recarga{de} no cartão {c} não foi aprovada pelo meio de pagamento. Confira os dados do pagamento ou use outro meio."
+                    ),
                 ),
                 RecargaStatus::Erro => (
                     "Falha na recarga de VT".into(),
-                    format!("Não foi possível concluir sua recarga{de} no cartão {c}. Nenhuma cobrança foi confirmada; tente novamente mais tarde ou fale com o atendimento."),
+                    format!(
+                        "Não foi possível concluir sua recarga{de} no cartão {c}. Nenhuma cobrança foi confirmada; tente novamente mais tarde ou fale com o atendimento."
+                    ),
                 ),
             }
         }
@@ -100,20 +120,28 @@ pub fn recarga(
                     "Transit pass top-up approved".into(),
                     match novo {
                         Some(n) => format!("Your top-up{of} on card {c} was approved. New balance: {n}."),
-                        None => format!("Your top-up{of} on card {c} was approved. The new balance will show shortly."),
+                        None => format!(
+                            "Your top-up{of} on card {c} was approved. The new balance will show shortly."
+                        ),
                     },
                 ),
                 RecargaStatus::Pendente => (
                     "Transit pass top-up in progress".into(),
-                    format!("Your top-up{of} on card {c} is being processed. We will let you know when it is done."),
+                    format!(
+                        "Your top-up{of} on card {c} is being processed. We will let you know when it is done."
+                    ),
                 ),
                 RecargaStatus::Negada => (
                     "Transit pass top-up declined".into(),
-                    format!("Your top-up{of} on card {c} was declined by the payment method. Check the payment details or use another method."),
+                    format!(
+                        "Your top-up{of} on card {c} was declined by the payment method. Check the payment details or use another method."
+                    ),
                 ),
                 RecargaStatus::Erro => (
                     "Transit pass top-up failed".into(),
-                    format!("We could not complete your top-up{of} on card {c}. No charge was confirmed; please try again later or contact support."),
+                    format!(
+                        "We could not complete your top-up{of} on card {c}. No charge was confirmed; please try again later or contact support."
+                    ),
                 ),
             }
         }
@@ -123,21 +151,31 @@ pub fn recarga(
                 RecargaStatus::Aprovada => (
                     "Recarga de VT aprobada".into(),
                     match novo {
-                        Some(n) => format!("Tu recarga{de} en la tarjeta {c} fue aprobada. Nuevo saldo: {n}."),
-                        None => format!("Tu recarga{de} en la tarjeta {c} fue aprobada. El nuevo saldo aparecerá en breve."),
+                        Some(n) => {
+                            format!("Tu recarga{de} en la tarjeta {c} fue aprobada. Nuevo saldo: {n}.")
+                        }
+                        None => format!(
+                            "Tu recarga{de} en la tarjeta {c} fue aprobada. El nuevo saldo aparecerá en breve."
+                        ),
                     },
                 ),
                 RecargaStatus::Pendente => (
                     "Recarga de VT en proceso".into(),
-                    format!("Tu recarga{de} en la tarjeta {c} está en proceso. Te avisaremos cuando termine."),
+                    format!(
+                        "Tu recarga{de} en la tarjeta {c} está en proceso. Te avisaremos cuando termine."
+                    ),
                 ),
                 RecargaStatus::Negada => (
                     "Recarga de VT rechazada".into(),
-                    format!("Tu recarga{de} en la tarjeta {c} fue rechazada por el medio de pago. Revisa los datos del pago o usa otro medio."),
+                    format!(
+                        "Tu recarga{de} en la tarjeta {c} fue rechazada por el medio de pago. Revisa los datos del pago o usa otro medio."
+                    ),
                 ),
                 RecargaStatus::Erro => (
                     "Fallo en la recarga de VT".into(),
-                    format!("No fue posible completar tu recarga{de} en la tarjeta {c}. No se confirmó ningún cargo; inténtalo más tarde o contacta a soporte."),
+                    format!(
+                        "No fue posible completar tu recarga{de} en la tarjeta {c}. No se confirmó ningún cargo; inténtalo más tarde o contacta a soporte."
+                    ),
                 ),
             }
         }
@@ -153,7 +191,10 @@ mod tests {
     fn low_balance_text_formats_money_and_masks_the_card() {
         let (assunto, msg) = saldo_baixo(Idioma::PtBr, "****7890", "BRL", dec!(12.5), dec!(20));
         assert_eq!(assunto, "Saldo de VT baixo");
-        assert!(msg.contains("BRL 12,50") && msg.contains("BRL 20,00") && msg.contains("****7890"), "{msg}");
+        assert!(
+            msg.contains("BRL 12,50") && msg.contains("BRL 20,00") && msg.contains("****7890"),
+            "{msg}"
+        );
         let (_, en) = saldo_baixo(Idioma::En, "****7890", "BRL", dec!(1234.5), dec!(2000));
         assert!(en.contains("BRL 1,234.50"), "{en}");
         let (es, _) = saldo_baixo(Idioma::Es, "****7890", "BRL", dec!(1), dec!(2));
@@ -162,14 +203,29 @@ mod tests {
 
     #[test]
     fn every_recharge_status_has_a_text() {
-        for status in [RecargaStatus::Aprovada, RecargaStatus::Pendente, RecargaStatus::Negada, RecargaStatus::Erro] {
+        for status in [
+            RecargaStatus::Aprovada,
+            RecargaStatus::Pendente,
+            RecargaStatus::Negada,
+            RecargaStatus::Erro,
+        ] {
             for idioma in [Idioma::PtBr, Idioma::En, Idioma::Es] {
                 let (a, m) = recarga(idioma, status, "****1", "BRL", Some(dec!(100)), Some(dec!(150)));
                 assert!(!a.is_empty() && m.contains("****1"));
             }
             assert_eq!(RecargaStatus::parse(status.as_str()), Some(status));
         }
-        let (_, m) = recarga(Idioma::PtBr, RecargaStatus::Aprovada, "****1", "BRL", Some(dec!(100)), Some(dec!(150)));
-        assert_eq!(m, "Sua recarga de BRL 100,00 no cartão ****1 foi aprovada. Novo saldo: BRL 150,00.");
+        let (_, m) = recarga(
+            Idioma::PtBr,
+            RecargaStatus::Aprovada,
+            "****1",
+            "BRL",
+            Some(dec!(100)),
+            Some(dec!(150)),
+        );
+        assert_eq!(
+            m,
+            "Sua recarga de BRL 100,00 no cartão ****1 foi aprovada. Novo saldo: BRL 150,00."
+        );
     }
 }

@@ -1,0 +1,101 @@
+//! The ten-stage VT flow as a job: parse the flow input, run the `vt_fluxo` agent's deterministic
+//! skill chain through the engine, and shape the result as the flow output (SPEC §7).
+
+use serde::Serialize;
+use serde_json::Value;
+use vt_actions::vt::FlowInput;
+use vt_actions::vt::input::InputError;
+
+use crate::engine::{Conversation, Engine, EngineError, Participant, TurnEvent, TurnOutcome};
+
+/// The agent whose skills are the ten stages.
+pub const FLOW_AGENT: &str = "vt_fluxo";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowOutput {
+    pub execucao_id: String,
+    /// `concluido`, or `falhou` when a stage could not run at all (external-system failures are not
+    /// that: the stages report them in their outputs).
+    pub status: String,
+    pub etapas: Vec<Etapa>,
+    /// The last stage's output.
+    pub resultado: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Etapa {
+    pub etapa: String,
+    pub saida: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// The input was refused before anything ran.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A finished run: the output plus what the caller may persist.
+pub struct FlowRun {
+    pub output: FlowOutput,
+    pub outcome: TurnOutcome,
+    pub conversation: Conversation,
+}
+
+/// Runs the flow for one input text.
+pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError> {
+    let input = FlowInput::parse(text)?;
+    // The chain starts from the parsed input, so unknown fields (CPF, names...) are gone from here on.
+    let sanitized = serde_json::to_string(&input).map_err(|e| InputError::NotJson(e.to_string()))?;
+    let user = if input.destinatario.id.is_empty() {
+        "api".to_owned()
+    } else {
+        input.destinatario.id.clone()
+    };
+    let who = Participant {
+        user_id: user.clone(),
+        user_login: user,
+        channel: "api".into(),
+    };
+    let mut conversation = engine.start_conversation(FLOW_AGENT, who)?;
+    let outcome = engine.run_turn(&mut conversation, &sanitized).await?;
+    let output = flow_output(&outcome);
+    Ok(FlowRun {
+        output,
+        outcome,
+        conversation,
+    })
+}
+
+/// Pairs each deterministic call with its result: one `etapa` per stage that ran, in order.
+pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
+    let mut pending: Vec<(String, String)> = Vec::new();
+    let mut etapas = Vec::new();
+    for event in &outcome.events {
+        match event {
+            TurnEvent::ToolCall {
+                call_id,
+                skill,
+                deterministic: true,
+                ..
+            } => pending.push((call_id.clone(), skill.clone())),
+            TurnEvent::ToolResult { call_id, content, .. } => {
+                if let Some(pos) = pending.iter().position(|(id, _)| id == call_id) {
+                    let (_, skill) = pending.remove(pos);
+                    let saida =
+                        serde_json::from_str(content).unwrap_or_else(|_| Value::String(content.clone()));
+                    etapas.push(Etapa { etapa: skill, saida });
+                }
+            }
+            _ => {}
+        }
+    }
+    FlowOutput {
+        execucao_id: outcome.execution.execucao_id.clone(),
+        status: outcome.execution.status.as_str().to_owned(),
+        resultado: etapas.last().map_or(Value::Null, |e| e.saida.clone()),
+        etapas,
+    }
+}
