@@ -11,6 +11,7 @@ use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsC
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
 use crate::llm::LlmProvider;
+use crate::service::ConversationService;
 
 /// Every action the product ships.
 pub fn registry() -> anyhow::Result<ActionRegistry> {
@@ -48,10 +49,10 @@ pub fn engine(
         .with_extensions(extensions))
 }
 
-/// A running product: the engine and, when no external systems are configured, the embedded
-/// simulator it talks to (kept alive as long as this value).
+/// A running product: the conversation service (engine + store) and, when no external systems are
+/// configured, the embedded simulator it talks to (kept alive as long as this value).
 pub struct App {
-    pub engine: Engine,
+    pub service: ConversationService,
     pub simulator: Option<RunningSimulator>,
 }
 
@@ -72,6 +73,16 @@ impl App {
         };
         let systems = VtSystems::new(systems).context("building the external-systems client")?;
         let engine = engine(config, llm, Extensions::default().with(systems))?;
-        Ok(Self { engine, simulator })
+        let store = crate::store::open(config.database_url.as_deref(), &config.data_dir)
+            .await
+            .context("opening the database")?;
+        Ok(Self {
+            service: ConversationService::new(Arc::new(engine), store),
+            simulator,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.service.engine()
     }
 }

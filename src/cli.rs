@@ -12,8 +12,9 @@ use vt_actions::systems::{Simulator, SimulatorConfig};
 
 use crate::app::App;
 use crate::config::Config;
-use crate::engine::{Conversation, Engine, Participant};
+use crate::engine::Participant;
 use crate::flow::FlowError;
+use crate::service::{Inbound, ServiceError};
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -48,6 +49,8 @@ pub enum Command {
     /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
     /// received.
     Simulator(SimulatorArgs),
+    /// Show the last 7 days of usage per intent: turns, tokens, share answered with zero tokens, time.
+    Usage,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,7 +78,8 @@ pub struct ChatArgs {
     /// Send one message, print the reply and exit.
     #[arg(long, short, value_name = "TEXT")]
     pub message: Option<String>,
-    /// Continue the conversation with this id.
+    /// Continue the stored conversation with this id (state and history included); a new id starts a
+    /// conversation under that id.
     #[arg(long, value_name = "ID")]
     pub conversation: Option<String>,
     /// The agent to talk to.
@@ -96,6 +100,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, args).await,
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -116,18 +121,24 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         }
     };
     let app = App::start(config, None).await?;
-    let run = match crate::flow::run_flow(&app.engine, &text).await {
+    let (output, persisted) = match app.service.run_flow(&text).await {
         Ok(run) => run,
-        Err(FlowError::Input(e)) => {
+        Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
             return Ok(ExitCode::from(EXIT_INPUT));
         }
         Err(e) => return Err(e.into()),
     };
+    if !persisted {
+        eprintln!(
+            "aviso: a execução {} não pôde ser gravada no banco (veja o log)",
+            output.execucao_id
+        );
+    }
     let json = if args.compact {
-        serde_json::to_string(&run.output)?
+        serde_json::to_string(&output)?
     } else {
-        serde_json::to_string_pretty(&run.output)?
+        serde_json::to_string_pretty(&output)?
     };
     println!("{json}");
     Ok(ExitCode::SUCCESS)
@@ -145,37 +156,62 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn usage(config: &Config) -> anyhow::Result<()> {
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let rows = store.usage_summary().await?;
+    if rows.is_empty() {
+        println!("Nenhum turno registrado nos últimos 7 dias.");
+        return Ok(());
+    }
+    println!("{}", crate::usage::table(&rows));
+    Ok(())
+}
+
 async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     let app = App::start(config, None).await?;
-    let engine = &app.engine;
+    let service = &app.service;
     let who = Participant {
         user_id: args.user.clone(),
         user_login: args.user.clone(),
         channel: "terminal".into(),
     };
-    let mut conv = engine.start_conversation(&args.agent, who)?;
-    if let Some(id) = args.conversation {
-        conv.id = id;
+    if service.engine().catalog().agent(&args.agent).is_none() {
+        anyhow::bail!("agente não encontrado: {}", args.agent);
     }
-    if let Some(message) = args.message {
-        let reply = turn(engine, &mut conv, &message).await?;
+    let conversation = args
+        .conversation
+        .clone()
+        .unwrap_or_else(|| service.engine().next_id("conv"));
+    if let Some(id) = &args.conversation
+        && service.store().conversation(id).await?.is_none()
+    {
+        eprintln!("conversa {id} não existe: começando uma nova com esse id");
+    }
+    let send = async |text: &str| -> anyhow::Result<(String, bool)> {
+        let msg = Inbound {
+            agent_id: args.agent.clone(),
+            conversation_id: Some(conversation.clone()),
+            user: who.clone(),
+            text: text.to_owned(),
+        };
+        let handled = service.handle(msg, None).await?;
+        Ok((handled.reply_text(), handled.ended))
+    };
+    if let Some(message) = &args.message {
+        let (reply, _) = send(message).await?;
         println!("{reply}");
         return Ok(());
     }
     let interactive = std::io::stdin().is_terminal();
     let mut out = tokio::io::stdout();
     if interactive {
-        let model = if engine.has_model() {
+        let model = if service.engine().has_model() {
             "com modelo"
         } else {
             "sem modelo: só os comandos de VT"
         };
         out.write_all(
-            format!(
-                "vt-agent — conversa {} ({model}). Ctrl-D para sair.\n\nvocê> ",
-                conv.id
-            )
-            .as_bytes(),
+            format!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n\nvocê> ").as_bytes(),
         )
         .await?;
         out.flush().await?;
@@ -184,28 +220,24 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     while let Some(line) = lines.next_line().await.context("reading standard input")? {
         let line = line.trim();
         if !line.is_empty() {
-            let reply = turn(engine, &mut conv, line).await?;
+            let (reply, ended) = send(line).await?;
             let block = if interactive {
                 format!("vt> {reply}\n\nvocê> ")
             } else {
                 format!("{reply}\n\n")
             };
             out.write_all(block.as_bytes()).await?;
+            out.flush().await?;
+            if ended {
+                break;
+            }
         } else if interactive {
-            out.write_all(b"voc\xc3\xaa> ").await?;
-        }
-        out.flush().await?;
-        if conv.ended {
-            break;
+            out.write_all("você> ".as_bytes()).await?;
+            out.flush().await?;
         }
     }
     if interactive {
         out.write_all(b"\n").await?;
     }
     Ok(())
-}
-
-async fn turn(engine: &Engine, conv: &mut Conversation, text: &str) -> anyhow::Result<String> {
-    let outcome = engine.run_turn(conv, text).await?;
-    Ok(outcome.reply_text())
 }

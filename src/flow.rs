@@ -44,23 +44,44 @@ pub struct FlowRun {
     pub conversation: Conversation,
 }
 
-/// Runs the flow for one input text.
-pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError> {
-    let input = FlowInput::parse(text)?;
-    // The chain starts from the parsed input, so unknown fields (CPF, names...) are gone from here on.
-    let sanitized = serde_json::to_string(&input).map_err(|e| InputError::NotJson(e.to_string()))?;
-    let user = if input.destinatario.id.is_empty() {
+/// A parsed flow input, ready to run: a new `vt_fluxo` conversation and the sanitised input text
+/// (unknown fields are gone from here on) that becomes its user message.
+pub struct PreparedFlow {
+    pub conversation: Conversation,
+    pub input: Value,
+    pub text: String,
+}
+
+/// Parses and checks the input and opens the conversation; nothing runs yet.
+pub fn prepare(engine: &Engine, text: &str) -> Result<PreparedFlow, FlowError> {
+    let parsed = FlowInput::parse(text)?;
+    let input = serde_json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
+    let user = if parsed.destinatario.id.is_empty() {
         "api".to_owned()
     } else {
-        input.destinatario.id.clone()
+        parsed.destinatario.id.clone()
     };
     let who = Participant {
         user_id: user.clone(),
         user_login: user,
         channel: "api".into(),
     };
-    let mut conversation = engine.start_conversation(FLOW_AGENT, who)?;
-    let outcome = engine.run_turn(&mut conversation, &sanitized).await?;
+    let conversation = engine.start_conversation(FLOW_AGENT, who)?;
+    Ok(PreparedFlow {
+        conversation,
+        text: input.to_string(),
+        input,
+    })
+}
+
+/// Runs the flow for one input text, without storing anything (the service stores).
+pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError> {
+    let PreparedFlow {
+        mut conversation,
+        text,
+        ..
+    } = prepare(engine, text)?;
+    let outcome = engine.run_turn(&mut conversation, &text).await?;
     let output = flow_output(&outcome);
     Ok(FlowRun {
         output,

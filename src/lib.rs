@@ -8,3 +8,6 @@ pub mod config;
 pub mod engine;
 pub mod flow;
 pub mod llm;
+pub mod service;
+pub mod store;
+pub mod usage;

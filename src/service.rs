@@ -1,0 +1,298 @@
+//! The conversation service: what every channel calls. It serialises turns per conversation, stores
+//! the user's message *before* anything else happens, runs the engine and stores the turn (BPMN
+//! "Persistir": retried, non-critical — a reply is not withheld because its record failed, but the
+//! failure is logged and reported).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::engine::retry::retry;
+use crate::engine::{Engine, EngineError, Participant, Reply, TurnOutcome};
+use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
+use crate::llm::ChatMessage;
+use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
+
+/// Longer messages are answered with a clear refusal instead of being processed.
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+
+/// An inbound message, already free of any channel's wire format.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub agent_id: String,
+    /// `None` starts a new conversation; an unknown id starts one with that id.
+    pub conversation_id: Option<String>,
+    pub user: Participant,
+    pub text: String,
+}
+
+/// How the router classified a turn, for the usage metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentTag {
+    pub intent_key: String,
+    pub action_type: String,
+    pub keyword_matched: bool,
+}
+
+impl IntentTag {
+    pub fn new(intent_key: &str, action_type: &str, keyword_matched: bool) -> Self {
+        Self {
+            intent_key: intent_key.into(),
+            action_type: action_type.into(),
+            keyword_matched,
+        }
+    }
+}
+
+/// What the channel sends back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handled {
+    pub conversation_id: String,
+    pub replies: Vec<Reply>,
+    pub execucao_id: Option<String>,
+    pub ended: bool,
+    /// `false` when the turn ran but its record could not be written (already logged).
+    pub persisted: bool,
+}
+
+impl Handled {
+    pub fn reply_text(&self) -> String {
+        self.replies
+            .iter()
+            .map(|r| r.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The user's message could not be stored, so it was not processed: the user must be told.
+    #[error("não foi possível registrar sua mensagem agora; nada foi feito. Tente de novo em instantes")]
+    NotRecorded(#[source] StoreError),
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    #[error("a conversa {id} pertence ao agente {agent}, não a {requested}")]
+    AgentMismatch {
+        id: String,
+        agent: String,
+        requested: String,
+    },
+}
+
+pub struct ConversationService {
+    engine: Arc<Engine>,
+    store: Arc<dyn Store>,
+}
+
+impl ConversationService {
+    pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
+        Self { engine, store }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Handles one user message end to end.
+    #[tracing::instrument(name = "inbound", skip_all, fields(agent = %msg.agent_id, channel = %msg.user.channel))]
+    pub async fn handle(&self, msg: Inbound, intent: Option<IntentTag>) -> Result<Handled, ServiceError> {
+        if self.engine.catalog().agent(&msg.agent_id).is_none() {
+            return Err(EngineError::UnknownAgent(msg.agent_id).into());
+        }
+        let id = msg
+            .conversation_id
+            .clone()
+            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let _lock = self
+            .store
+            .lock_conversation(&id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let mut conv = match self
+            .store
+            .conversation(&id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+        {
+            Some(c) if c.agent_id != msg.agent_id => {
+                return Err(ServiceError::AgentMismatch {
+                    id,
+                    agent: c.agent_id,
+                    requested: msg.agent_id,
+                });
+            }
+            Some(c) => c,
+            None => {
+                let mut c = self.engine.start_conversation(&msg.agent_id, msg.user.clone())?;
+                c.id = id.clone();
+                c
+            }
+        };
+        let now = self.engine.now();
+        // The message is safe on disk before anything acts on it.
+        self.store
+            .save_conversation(&conv, now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        self.store
+            .append_message(&id, None, &ChatMessage::user(&msg.text), now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+
+        if let Some(refusal) = refusal(&msg.text) {
+            let reply = ChatMessage::assistant(refusal.clone());
+            let persisted = self.store.append_message(&id, None, &reply, now).await.is_ok();
+            return Ok(Handled {
+                conversation_id: id,
+                replies: vec![Reply {
+                    text: refusal,
+                    files: Vec::new(),
+                }],
+                execucao_id: None,
+                ended: conv.ended,
+                persisted,
+            });
+        }
+
+        let started = Instant::now();
+        let outcome = self.engine.run_turn(&mut conv, &msg.text).await?;
+        let (tokens_in, tokens_out) = outcome.execution.tokens();
+        let tag = intent.unwrap_or_else(|| default_tag(&outcome));
+        let usage = UsageRecord {
+            conversation_id: id.clone(),
+            intent_key: tag.intent_key,
+            action_type: tag.action_type,
+            tokens_input: tokens_in as i64,
+            tokens_output: tokens_out as i64,
+            execution_time_ms: started.elapsed().as_millis() as i64,
+            was_keyword_matched: tag.keyword_matched,
+            created_at: now,
+        };
+        let record = TurnRecord {
+            conversation: &conv,
+            messages: &outcome.messages[1..],
+            execution: &outcome.execution,
+            events: &outcome.events,
+            usage: Some(&usage),
+            flow_run: None,
+        };
+        let persisted = self.persist(record).await;
+        Ok(Handled {
+            conversation_id: id,
+            replies: outcome.replies,
+            execucao_id: Some(outcome.execution.execucao_id),
+            ended: conv.ended,
+            persisted,
+        })
+    }
+
+    /// Runs the ten-stage flow for one input and stores the run with its stage outputs. Input errors
+    /// come back before anything is written.
+    pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
+        let PreparedFlow {
+            conversation: mut conv,
+            input: sanitized,
+            text,
+        } = crate::flow::prepare(&self.engine, text)?;
+        let now = self.engine.now();
+        let _lock = self
+            .store
+            .lock_conversation(&conv.id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        self.store
+            .save_conversation(&conv, now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        self.store
+            .append_message(&conv.id, None, &ChatMessage::user(&text), now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let started = Instant::now();
+        let outcome = self.engine.run_turn(&mut conv, &text).await?;
+        let output = flow_output(&outcome);
+        let usage = UsageRecord {
+            conversation_id: conv.id.clone(),
+            intent_key: crate::flow::FLOW_AGENT.into(),
+            action_type: "deterministic".into(),
+            tokens_input: 0,
+            tokens_output: 0,
+            execution_time_ms: started.elapsed().as_millis() as i64,
+            was_keyword_matched: false,
+            created_at: now,
+        };
+        let flow_run = FlowRunRecord {
+            execucao_id: output.execucao_id.clone(),
+            status: output.status.clone(),
+            input: sanitized,
+            output: serde_json::to_value(&output).unwrap_or(Value::Null),
+            stages: output
+                .etapas
+                .iter()
+                .map(|e| (e.etapa.clone(), e.saida.clone()))
+                .collect(),
+            created_at: now,
+        };
+        let record = TurnRecord {
+            conversation: &conv,
+            messages: &outcome.messages[1..],
+            execution: &outcome.execution,
+            events: &outcome.events,
+            usage: Some(&usage),
+            flow_run: Some(&flow_run),
+        };
+        let persisted = self.persist(record).await;
+        Ok((output, persisted))
+    }
+
+    /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
+    async fn persist(&self, record: TurnRecord<'_>) -> bool {
+        let policy = self.engine.config().persist_retry;
+        let now = self.engine.now();
+        let out = retry(
+            policy,
+            |_: &StoreError| true,
+            |_| None,
+            |_| self.store.save_turn(record, now),
+        )
+        .await;
+        if let Err(e) = &out.result {
+            tracing::error!(
+                execucao_id = %record.execution.execucao_id,
+                attempts = out.attempts,
+                error = %e,
+                "turn could not be persisted"
+            );
+        }
+        out.result.is_ok()
+    }
+}
+
+/// A reply for messages that are not processed at all.
+fn refusal(text: &str) -> Option<String> {
+    let chars = text.chars().count();
+    if text.trim().is_empty() {
+        return Some("Não recebi nenhum texto. Como posso ajudar com o seu vale-transporte?".into());
+    }
+    (chars > MAX_MESSAGE_CHARS).then(|| {
+        format!(
+            "Sua mensagem tem {chars} caracteres e o limite é {MAX_MESSAGE_CHARS}. Pode resumir o que precisa em uma mensagem mais curta?"
+        )
+    })
+}
+
+fn default_tag(outcome: &TurnOutcome) -> IntentTag {
+    if outcome.model_calls() > 0 {
+        IntentTag::new("general_chat", "reasoning", false)
+    } else {
+        IntentTag::new("ajuda", "deterministic", false)
+    }
+}

@@ -1,0 +1,301 @@
+//! Persistence: one [`Store`] trait, two implementations through sqlx — SQLite (default, a file under
+//! the data directory, or `:memory:` for tests) and PostgreSQL (several instances sharing state). Each
+//! backend has its own migrations, run at connect; there is no `sqlx::Any`. Both pass one conformance
+//! suite (`tests/it/store.rs`).
+//!
+//! A turn is written in one transaction ([`Store::save_turn`]), so a crash leaves either the whole turn
+//! or none of it — except the user's message, which is written on its own *before* the turn runs.
+
+mod locks;
+mod postgres;
+mod sqlite;
+
+pub use locks::{LocalLocks, TurnLock};
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
+use crate::llm::ChatMessage;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored JSON is invalid: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A message as stored, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    pub id: i64,
+    pub conversation_id: String,
+    pub execucao_id: Option<String>,
+    pub message: ChatMessage,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A `run-flow` execution and the output of each stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowRunRecord {
+    pub execucao_id: String,
+    pub status: String,
+    pub input: Value,
+    pub output: Value,
+    /// `(etapa, saida)` in order.
+    pub stages: Vec<(String, Value)>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One planner task and its steps (hybrid intents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRun {
+    pub id: String,
+    pub conversation_id: String,
+    pub user_id: String,
+    pub intent_key: String,
+    /// `pending`, `running`, `completed` or `failed`.
+    pub status: String,
+    pub plan: Option<Value>,
+    pub steps: Value,
+    pub final_result: Option<String>,
+    pub tokens_used: i64,
+    pub error_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// One turn's cost, for the usage summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    pub conversation_id: String,
+    pub intent_key: String,
+    /// `deterministic`, `reasoning` or `hybrid`.
+    pub action_type: String,
+    pub tokens_input: i64,
+    pub tokens_output: i64,
+    pub execution_time_ms: i64,
+    pub was_keyword_matched: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A row of the 7-day usage view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageSummaryRow {
+    pub intent_key: String,
+    pub action_type: String,
+    pub turns: i64,
+    pub tokens_input: i64,
+    pub tokens_output: i64,
+    pub zero_token_turns: i64,
+    pub keyword_matched: i64,
+    pub mean_time_ms: f64,
+}
+
+/// Compressed context of a conversation (instead of its full history).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationContext {
+    pub conversation_id: String,
+    pub user_id: String,
+    pub summary: Option<String>,
+    pub key_facts: Vec<String>,
+    pub last_intent: Option<String>,
+    pub turn_count: i64,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An intent of the router, as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentRecord {
+    pub intent_key: String,
+    pub description: String,
+    pub action_type: String,
+    pub required_params: Vec<String>,
+    pub optional_params: Vec<String>,
+    pub prompt_template: Option<String>,
+    pub max_tokens: i64,
+    pub is_active: bool,
+}
+
+/// A stored answer to a request that must not be executed twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub key: String,
+    pub scope: String,
+    pub request_hash: String,
+    pub response: Value,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What happened to an idempotency `put`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdempotencyPut {
+    Inserted,
+    /// A live record already holds the key; nothing was written.
+    Existing(IdempotencyRecord),
+}
+
+/// Something to send later (a notification or a channel reply), retried until acknowledged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewOutboxItem {
+    pub kind: String,
+    pub destination: String,
+    pub payload: Value,
+    pub max_attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxItem {
+    pub id: i64,
+    pub kind: String,
+    pub destination: String,
+    pub payload: Value,
+    /// `pending`, `in_flight`, `done` or `failed`.
+    pub status: String,
+    /// Claims so far, this one included.
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+}
+
+/// Everything a turn changes, written at once.
+#[derive(Clone, Copy)]
+pub struct TurnRecord<'a> {
+    pub conversation: &'a Conversation,
+    /// The messages of the turn after the user's (already stored).
+    pub messages: &'a [ChatMessage],
+    pub execution: &'a ExecutionRecord,
+    pub events: &'a [TurnEvent],
+    pub usage: Option<&'a UsageRecord>,
+    /// For a `run-flow` turn, the run and its stage outputs.
+    pub flow_run: Option<&'a FlowRunRecord>,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
+
+    /// Stores one message on its own (the user's, before the turn runs).
+    async fn append_message(
+        &self,
+        conversation_id: &str,
+        execucao_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError>;
+    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Conversation state, messages, execution and usage of a turn, in one transaction.
+    async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn execution(
+        &self,
+        execucao_id: &str,
+    ) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError>;
+    async fn executions(&self, conversation_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
+
+    async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError>;
+    async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;
+
+    async fn save_task_run(&self, task: &TaskRun) -> Result<(), StoreError>;
+    async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError>;
+
+    async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError>;
+    /// The last 7 days, per intent and action type.
+    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError>;
+
+    async fn save_context(&self, context: &ConversationContext) -> Result<(), StoreError>;
+    async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError>;
+
+    async fn upsert_intent(&self, intent: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError>;
+
+    /// Inserts unless a live (unexpired at `now`) record holds the key.
+    async fn put_idempotency(
+        &self,
+        record: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError>;
+    async fn idempotency(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError>;
+    /// Takes up to `limit` due items (pending, or in flight past their lease) and leases them until
+    /// `now + lease`. Two callers never get the same item.
+    async fn claim(
+        &self,
+        limit: i64,
+        now: DateTime<Utc>,
+        lease: chrono::Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
+    async fn ack(&self, id: i64) -> Result<(), StoreError>;
+    /// Gives the item back for another attempt at `next_attempt_at`, or marks it `failed` when its
+    /// attempts are spent. Returns the new status.
+    async fn retry_later(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> Result<String, StoreError>;
+    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
+
+    /// Serialises turns of one conversation: in this process, and across instances on PostgreSQL.
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
+}
+
+/// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in
+/// `data_dir` (created on first use). `sqlite::memory:` opens an in-memory database.
+pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    match database_url {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(Arc::new(PgStore::connect(url).await?))
+        }
+        Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(SqliteStore::connect(url).await?)),
+        Some(other) => Err(StoreError::Invalid(format!(
+            "database_url {:?} is not supported: use postgres://… or sqlite:…",
+            other.split('@').next_back().unwrap_or_default()
+        ))),
+        None => {
+            std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+                path: data_dir.display().to_string(),
+                source,
+            })?;
+            let path = data_dir.join("vt-agent.db");
+            Ok(Arc::new(
+                SqliteStore::connect(&format!("sqlite://{}", path.display())).await?,
+            ))
+        }
+    }
+}
+
+/// The role column of a message.
+pub(crate) fn role(m: &ChatMessage) -> &'static str {
+    match m {
+        ChatMessage::User { .. } => "user",
+        ChatMessage::Assistant { .. } => "assistant",
+        ChatMessage::Tool { .. } => "tool",
+    }
+}

@@ -1,0 +1,654 @@
+//! The SQLite store: the default, a file under the data directory. Times are epoch milliseconds and
+//! JSON is text, so the schema needs nothing SQLite lacks.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::{
+    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
+    NewOutboxItem, OutboxItem, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord,
+    UsageSummaryRow, role,
+};
+use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
+use crate::llm::ChatMessage;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    locks: LocalLocks,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn at(v: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(v).unwrap_or_default()
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+    Ok(serde_json::to_string(v)?)
+}
+
+fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
+    let text: String = row.try_get(col)?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(col)?;
+    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+}
+
+impl SqliteStore {
+    /// `sqlite://path/to/file.db` (created if missing) or `sqlite::memory:`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let memory = url.contains(":memory:");
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(if memory {
+                SqliteJournalMode::Memory
+            } else {
+                SqliteJournalMode::Wal
+            })
+            .busy_timeout(Duration::from_secs(10));
+        // An in-memory database lives in its one connection: keep exactly one, forever.
+        let pool = if memory {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            SqlitePoolOptions::new().max_connections(4)
+        }
+        .connect_with(options)
+        .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(Self {
+            pool,
+            locks: LocalLocks::default(),
+        })
+    }
+
+    async fn upsert_conversation(
+        tx: &mut Transaction<'static, Sqlite>,
+        c: &Conversation,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                 skill_window, handoff, ended, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
+                 memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
+                 ended = excluded.ended, updated_at = excluded.updated_at",
+        )
+        .bind(&c.id)
+        .bind(&c.agent_id)
+        .bind(&c.user_id)
+        .bind(&c.user_login)
+        .bind(&c.channel)
+        .bind(&c.active_skill)
+        .bind(json(&c.state)?)
+        .bind(json(&c.memory)?)
+        .bind(json(&c.window)?)
+        .bind(c.handoff.as_ref().map(json).transpose()?)
+        .bind(c.ended)
+        .bind(ms(now))
+        .bind(ms(now))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_flow_run(
+        tx: &mut Transaction<'static, Sqlite>,
+        run: &FlowRunRecord,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(&run.execucao_id)
+        .bind(&run.status)
+        .bind(json(&run.input)?)
+        .bind(json(&run.output)?)
+        .bind(ms(run.created_at))
+        .execute(&mut **tx)
+        .await?;
+        for (i, (etapa, saida)) in run.stages.iter().enumerate() {
+            sqlx::query("INSERT INTO flow_stages (execucao_id, position, etapa, saida) VALUES (?, ?, ?, ?)")
+                .bind(&run.execucao_id)
+                .bind(i as i64)
+                .bind(etapa)
+                .bind(json(saida)?)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
+                 execution_time_ms, was_keyword_matched, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&u.conversation_id)
+        .bind(&u.intent_key)
+        .bind(&u.action_type)
+        .bind(u.tokens_input)
+        .bind(u.tokens_output)
+        .bind(u.execution_time_ms)
+        .bind(u.was_keyword_matched)
+        .bind(ms(u.created_at))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+fn execution_from(row: &SqliteRow) -> Result<ExecutionRecord, StoreError> {
+    let status: String = row.try_get("status")?;
+    Ok(ExecutionRecord {
+        execucao_id: row.try_get("execucao_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        agent_id: row.try_get("agent_id")?,
+        status: if status == "concluido" {
+            ExecutionStatus::Concluido
+        } else {
+            ExecutionStatus::Falhou
+        },
+        error: row.try_get("error")?,
+        model_calls: parse(row, "model_calls")?,
+        started_at: at(row.try_get("started_at")?),
+        finished_at: at(row.try_get("finished_at")?),
+    })
+}
+
+fn outbox_from(row: &SqliteRow) -> Result<OutboxItem, StoreError> {
+    Ok(OutboxItem {
+        id: row.try_get("id")?,
+        kind: row.try_get("kind")?,
+        destination: row.try_get("destination")?,
+        payload: parse(row, "payload")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        max_attempts: row.try_get("max_attempts")?,
+        next_attempt_at: at(row.try_get("next_attempt_at")?),
+        last_error: row.try_get("last_error")?,
+    })
+}
+
+fn task_from(row: &SqliteRow) -> Result<TaskRun, StoreError> {
+    Ok(TaskRun {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        user_id: row.try_get("user_id")?,
+        intent_key: row.try_get("intent_key")?,
+        status: row.try_get("status")?,
+        plan: parse_opt(row, "plan")?,
+        steps: parse(row, "steps")?,
+        final_result: row.try_get("final_result")?,
+        tokens_used: row.try_get("tokens_used")?,
+        error_message: row.try_get("error_message")?,
+        created_at: at(row.try_get("created_at")?),
+        completed_at: row.try_get::<Option<i64>, _>("completed_at")?.map(at),
+    })
+}
+
+fn idempotency_from(row: &SqliteRow) -> Result<IdempotencyRecord, StoreError> {
+    Ok(IdempotencyRecord {
+        key: row.try_get("key")?,
+        scope: row.try_get("scope")?,
+        request_hash: row.try_get("request_hash")?,
+        response: parse(row, "response")?,
+        created_at: at(row.try_get("created_at")?),
+        expires_at: at(row.try_get("expires_at")?),
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::upsert_conversation(&mut tx, conv, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        let Some(row) = sqlx::query("SELECT * FROM conversations WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Conversation {
+            id: row.try_get("id")?,
+            agent_id: row.try_get("agent_id")?,
+            user_id: row.try_get("user_id")?,
+            user_login: row.try_get("user_login")?,
+            channel: row.try_get("channel")?,
+            active_skill: row.try_get("active_skill")?,
+            state: parse(&row, "state")?,
+            memory: parse(&row, "memory")?,
+            window: parse(&row, "skill_window")?,
+            handoff: parse_opt(&row, "handoff")?,
+            ended: row.try_get("ended")?,
+        }))
+    }
+
+    async fn append_message(
+        &self,
+        conversation_id: &str,
+        execucao_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(conversation_id)
+        .bind(execucao_id)
+        .bind(role(message))
+        .bind(json(message)?)
+        .bind(ms(now))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id")
+            .bind(conversation_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoredMessage {
+                    id: r.try_get("id")?,
+                    conversation_id: r.try_get("conversation_id")?,
+                    execucao_id: r.try_get("execucao_id")?,
+                    message: parse(r, "body")?,
+                    created_at: at(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let e = turn.execution;
+        let (tokens_in, tokens_out) = e.tokens();
+        let mut tx = self.pool.begin().await?;
+        Self::upsert_conversation(&mut tx, turn.conversation, now).await?;
+        for m in turn.messages {
+            sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)")
+                .bind(&turn.conversation.id)
+                .bind(&e.execucao_id)
+                .bind(role(m))
+                .bind(json(m)?)
+                .bind(ms(now))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
+                 tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&e.execucao_id)
+        .bind(&e.conversation_id)
+        .bind(&e.agent_id)
+        .bind(e.status.as_str())
+        .bind(&e.error)
+        .bind(json(&e.model_calls)?)
+        .bind(json(turn.events)?)
+        .bind(tokens_in as i64)
+        .bind(tokens_out as i64)
+        .bind(ms(e.started_at))
+        .bind(ms(e.finished_at))
+        .execute(&mut *tx)
+        .await?;
+        if let Some(u) = turn.usage {
+            Self::insert_usage(&mut tx, u).await?;
+        }
+        if let Some(run) = turn.flow_run {
+            Self::insert_flow_run(&mut tx, run).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn execution(
+        &self,
+        execucao_id: &str,
+    ) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
+        let row = sqlx::query("SELECT * FROM executions WHERE execucao_id = ?")
+            .bind(execucao_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((execution_from(&r)?, parse(&r, "events")?)))
+            .transpose()
+    }
+
+    async fn executions(&self, conversation_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let rows =
+            sqlx::query("SELECT * FROM executions WHERE conversation_id = ? ORDER BY started_at, rowid")
+                .bind(conversation_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(execution_from).collect()
+    }
+
+    async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::insert_flow_run(&mut tx, run).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
+        let Some(row) = sqlx::query("SELECT * FROM flow_runs WHERE execucao_id = ?")
+            .bind(execucao_id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let stages =
+            sqlx::query("SELECT etapa, saida FROM flow_stages WHERE execucao_id = ? ORDER BY position")
+                .bind(execucao_id)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get("etapa")?, parse(r, "saida")?)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Some(FlowRunRecord {
+            execucao_id: row.try_get("execucao_id")?,
+            status: row.try_get("status")?,
+            input: parse(&row, "input")?,
+            output: parse(&row, "output")?,
+            stages,
+            created_at: at(row.try_get("created_at")?),
+        }))
+    }
+
+    async fn save_task_run(&self, t: &TaskRun) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO task_runs (id, conversation_id, user_id, intent_key, status, plan, steps, final_result,
+                 tokens_used, error_message, created_at, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status, plan = excluded.plan, steps = excluded.steps,
+                 final_result = excluded.final_result, tokens_used = excluded.tokens_used,
+                 error_message = excluded.error_message, completed_at = excluded.completed_at",
+        )
+        .bind(&t.id)
+        .bind(&t.conversation_id)
+        .bind(&t.user_id)
+        .bind(&t.intent_key)
+        .bind(&t.status)
+        .bind(t.plan.as_ref().map(json).transpose()?)
+        .bind(json(&t.steps)?)
+        .bind(&t.final_result)
+        .bind(t.tokens_used)
+        .bind(&t.error_message)
+        .bind(ms(t.created_at))
+        .bind(t.completed_at.map(ms))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError> {
+        let rows =
+            sqlx::query("SELECT * FROM task_runs WHERE conversation_id = ? ORDER BY created_at, rowid")
+                .bind(conversation_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(task_from).collect()
+    }
+
+    async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::insert_usage(&mut tx, usage).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM usage_summary_7d ORDER BY turns DESC, intent_key")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UsageSummaryRow {
+                    intent_key: r.try_get("intent_key")?,
+                    action_type: r.try_get("action_type")?,
+                    turns: r.try_get("turns")?,
+                    tokens_input: r.try_get("tokens_input")?,
+                    tokens_output: r.try_get("tokens_output")?,
+                    zero_token_turns: r.try_get("zero_token_turns")?,
+                    keyword_matched: r.try_get("keyword_matched")?,
+                    mean_time_ms: r.try_get("mean_time_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
+                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
+        )
+        .bind(&c.conversation_id)
+        .bind(&c.user_id)
+        .bind(&c.summary)
+        .bind(json(&c.key_facts)?)
+        .bind(&c.last_intent)
+        .bind(c.turn_count)
+        .bind(ms(c.updated_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError> {
+        let row = sqlx::query("SELECT * FROM conversation_context WHERE conversation_id = ?")
+            .bind(conversation_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(ConversationContext {
+                conversation_id: r.try_get("conversation_id")?,
+                user_id: r.try_get("user_id")?,
+                summary: r.try_get("summary")?,
+                key_facts: parse(&r, "key_facts")?,
+                last_intent: r.try_get("last_intent")?,
+                turn_count: r.try_get("turn_count")?,
+                updated_at: at(r.try_get("updated_at")?),
+            })
+        })
+        .transpose()
+    }
+
+    async fn upsert_intent(&self, i: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO intent_actions (intent_key, description, action_type, required_params, optional_params,
+                 prompt_template, max_tokens, is_active, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(intent_key) DO UPDATE SET description = excluded.description, action_type = excluded.action_type,
+                 required_params = excluded.required_params, optional_params = excluded.optional_params,
+                 prompt_template = excluded.prompt_template, max_tokens = excluded.max_tokens, is_active = excluded.is_active",
+        )
+        .bind(&i.intent_key)
+        .bind(&i.description)
+        .bind(&i.action_type)
+        .bind(json(&i.required_params)?)
+        .bind(json(&i.optional_params)?)
+        .bind(&i.prompt_template)
+        .bind(i.max_tokens)
+        .bind(i.is_active)
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM intent_actions ORDER BY intent_key")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(IntentRecord {
+                    intent_key: r.try_get("intent_key")?,
+                    description: r.try_get("description")?,
+                    action_type: r.try_get("action_type")?,
+                    required_params: parse(r, "required_params")?,
+                    optional_params: parse(r, "optional_params")?,
+                    prompt_template: r.try_get("prompt_template")?,
+                    max_tokens: r.try_get("max_tokens")?,
+                    is_active: r.try_get("is_active")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn put_idempotency(
+        &self,
+        r: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError> {
+        // One statement: insert, or take over an expired record; a live one is left alone.
+        let done = sqlx::query(
+            "INSERT INTO idempotency_records (key, scope, request_hash, response, created_at, expires_at)
+             VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT(key) DO UPDATE SET scope = excluded.scope, request_hash = excluded.request_hash,
+                 response = excluded.response, created_at = excluded.created_at, expires_at = excluded.expires_at
+             WHERE idempotency_records.expires_at <= ?",
+        )
+        .bind(&r.key)
+        .bind(&r.scope)
+        .bind(&r.request_hash)
+        .bind(json(&r.response)?)
+        .bind(ms(r.created_at))
+        .bind(ms(r.expires_at))
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(IdempotencyPut::Inserted);
+        }
+        match self.idempotency(&r.key, now).await? {
+            Some(existing) => Ok(IdempotencyPut::Existing(existing)),
+            None => Err(StoreError::Invalid(format!(
+                "idempotency key {} neither inserted nor found",
+                r.key
+            ))),
+        }
+    }
+
+    async fn idempotency(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row = sqlx::query("SELECT * FROM idempotency_records WHERE key = ? AND expires_at > ?")
+            .bind(key)
+            .bind(ms(now))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| idempotency_from(&r)).transpose()
+    }
+
+    async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at)
+             VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(&item.kind)
+        .bind(&item.destination)
+        .bind(json(&item.payload)?)
+        .bind(item.max_attempts)
+        .bind(ms(item.next_attempt_at))
+        .bind(ms(now))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    async fn claim(
+        &self,
+        limit: i64,
+        now: DateTime<Utc>,
+        lease: chrono::Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        // One UPDATE: SQLite has a single writer, so the select-and-mark cannot interleave.
+        let rows = sqlx::query(
+            "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = ?
+             WHERE id IN (SELECT id FROM outbox
+                          WHERE (status = 'pending' AND next_attempt_at <= ?) OR (status = 'in_flight' AND claimed_until < ?)
+                          ORDER BY id LIMIT ?)
+             RETURNING id, kind, destination, payload, status, attempts, max_attempts, next_attempt_at, last_error",
+        )
+        .bind(ms(now + lease))
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut items = rows.iter().map(outbox_from).collect::<Result<Vec<_>, _>>()?;
+        items.sort_by_key(|i| i.id);
+        Ok(items)
+    }
+
+    async fn ack(&self, id: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET status = 'done', claimed_until = NULL WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn retry_later(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> Result<String, StoreError> {
+        let row = sqlx::query(
+            "UPDATE outbox SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+                 next_attempt_at = ?, last_error = ?, claimed_until = NULL
+             WHERE id = ? RETURNING status",
+        )
+        .bind(ms(next_attempt_at))
+        .bind(error)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::Invalid(format!("outbox item {id} does not exist")))?;
+        Ok(row.try_get("status")?)
+    }
+
+    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
+        let row = sqlx::query("SELECT * FROM outbox WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| outbox_from(&r)).transpose()
+    }
+
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
+        Ok(TurnLock::new(self.locks.lock(conversation_id).await, None))
+    }
+}
