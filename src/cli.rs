@@ -120,6 +120,11 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
             }
         }
     };
+    // Bad input is refused before anything starts or is written.
+    if let Err(e) = vt_actions::vt::FlowInput::parse(&text) {
+        eprintln!("erro: {e}");
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
     let app = App::start(config, None).await?;
     let (output, persisted) = match app.service.run_flow(&text).await {
         Ok(run) => run,

@@ -3,13 +3,21 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn vt_agent() -> Command {
+/// The binary, run from the checkout (for `examples/`, `skills/`, `prompts/`) with its data in a
+/// fresh temporary directory that lives as long as the returned guard.
+fn vt_agent_in(data: &tempfile::TempDir) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vt-agent"));
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("VT_")) {
         cmd.env_remove(k);
     }
+    cmd.env("VT_DATA_DIR", data.path());
     cmd
+}
+
+fn vt_agent() -> (Command, tempfile::TempDir) {
+    let data = tempfile::tempdir().expect("tmp");
+    (vt_agent_in(&data), data)
 }
 
 fn with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
@@ -30,7 +38,8 @@ fn with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
 
 #[test]
 fn the_readme_run_command_prints_the_flow_output() {
-    let out = vt_agent()
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd
         .args(["run-flow", "examples/recarga-saldo-baixo.json"])
         .output()
         .expect("run");
@@ -56,7 +65,7 @@ fn bad_input_exits_2_with_one_clear_line() {
             "limite é 5000",
         ),
     ] {
-        let mut cmd = vt_agent();
+        let (mut cmd, _data) = vt_agent();
         cmd.args(["run-flow", "-"]);
         let out = with_stdin(cmd, input);
         assert_eq!(out.status.code(), Some(2), "{input:.40}");
@@ -65,16 +74,14 @@ fn bad_input_exits_2_with_one_clear_line() {
         assert!(err.contains(expected), "{err}");
         assert!(out.stdout.is_empty());
     }
-    let out = vt_agent()
-        .args(["run-flow", "nao-existe.json"])
-        .output()
-        .expect("run");
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.args(["run-flow", "nao-existe.json"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn chat_reads_line_by_line_from_a_pipe() {
-    let mut cmd = vt_agent();
+    let (mut cmd, _data) = vt_agent();
     cmd.arg("chat");
     let out = with_stdin(cmd, "oi\nqual meu saldo\n");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -85,11 +92,50 @@ fn chat_reads_line_by_line_from_a_pipe() {
 
 #[test]
 fn help_lists_every_command() {
-    let out = vt_agent().arg("--help").output().expect("run");
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.arg("--help").output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
     for cmd in ["chat", "run-flow", "simulator"] {
         assert!(text.contains(cmd), "{cmd} missing from --help");
     }
-    let out = vt_agent().args(["run-flow", "--help"]).output().expect("run");
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.args(["run-flow", "--help"]).output().expect("run");
     assert!(String::from_utf8_lossy(&out.stdout).contains("exits with code 2"));
+}
+
+#[test]
+fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
+    let data = tempfile::tempdir().expect("tmp");
+    let first = vt_agent_in(&data)
+        .args(["chat", "--conversation", "c-cli", "--message", "oi"])
+        .output()
+        .expect("run");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(String::from_utf8_lossy(&first.stderr).contains("começando uma nova"));
+    let second = vt_agent_in(&data)
+        .args(["chat", "--conversation", "c-cli", "--message", "de novo"])
+        .output()
+        .expect("run");
+    assert!(second.status.success());
+    assert!(
+        second.stderr.is_empty(),
+        "the second process finds the conversation: {}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let flow = vt_agent_in(&data)
+        .args(["run-flow", "examples/recarga-saldo-baixo.json"])
+        .output()
+        .expect("run");
+    assert!(flow.status.success());
+    let usage = vt_agent_in(&data).arg("usage").output().expect("run");
+    let table = String::from_utf8_lossy(&usage.stdout);
+    let total = table.lines().last().unwrap_or_default();
+    assert!(
+        total.starts_with("total") && total.contains(" 3 ") && total.contains("100%"),
+        "{table}"
+    );
 }

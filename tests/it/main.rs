@@ -5,4 +5,6 @@ mod cli;
 mod engine;
 mod flow;
 mod providers;
+mod service;
+mod store;
 mod support;

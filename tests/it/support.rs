@@ -218,6 +218,7 @@ pub fn fast_config() -> EngineConfig {
     EngineConfig {
         llm_retry: RetryPolicy::new(3, 1),
         tool_retry: RetryPolicy::new(2, 1),
+        persist_retry: RetryPolicy::new(3, 1),
         ..EngineConfig::default()
     }
 }

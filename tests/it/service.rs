@@ -1,0 +1,527 @@
+//! The conversation service over a real store: every user message is stored before it is processed,
+//! turns are stored whole, a conversation resumes after a restart, a killed turn loses nothing, and
+//! turns of one conversation never overlap.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use vt_actions::context::Extensions;
+use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
+use vt_agent::engine::{
+    Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
+};
+use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
+use vt_agent::service::{ConversationService, Inbound, ServiceError};
+use vt_agent::store::{
+    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
+    OutboxItem, SqliteStore, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord,
+    UsageSummaryRow,
+};
+
+use crate::support::{fast_config, user};
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+/// Records when it ran, then takes a while.
+struct Slow;
+
+#[derive(Default)]
+struct Timeline(Mutex<Vec<(Instant, Instant)>>);
+
+#[async_trait]
+impl Action for Slow {
+    type Args = NoArgs;
+    fn name(&self) -> &'static str {
+        "lento"
+    }
+    fn description(&self) -> &'static str {
+        "Demora um pouco."
+    }
+    async fn call(&self, ctx: &ActionContext, _: NoArgs) -> Result<ActionResponse, ActionError> {
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        if let Some(t) = ctx.get::<Arc<Timeline>>() {
+            t.0.lock().expect("lock").push((start, Instant::now()));
+        }
+        Ok(ResponseToAgent::new("pronto").with_state("lento", true).into())
+    }
+}
+
+/// Never finishes: a turn stuck here can only be killed.
+struct Hang;
+
+#[async_trait]
+impl Action for Hang {
+    type Args = NoArgs;
+    fn name(&self) -> &'static str {
+        "travar"
+    }
+    fn description(&self) -> &'static str {
+        "Trava."
+    }
+    async fn call(&self, _: &ActionContext, _: NoArgs) -> Result<ActionResponse, ActionError> {
+        std::future::pending::<()>().await;
+        Ok(ResponseToAgent::new("nunca").into())
+    }
+}
+
+fn engine(llm: Arc<ScriptedProvider>, ext: Extensions) -> Arc<Engine> {
+    let prompts =
+        Prompts::from_sources([("s.md".to_owned(), "skill {{ skill }}".to_owned())]).expect("prompts");
+    let mut registry = ActionRegistry::new();
+    registry.register(Slow).expect("register");
+    registry.register(Hang).expect("register");
+    let def = SkillDef {
+        agent: "genesis".into(),
+        name: "a".into(),
+        order: 1,
+        description: "a".into(),
+        prompt: "s.md".into(),
+        actions: vec!["lento".into(), "travar".into()],
+        deterministic: false,
+        next: None,
+    };
+    let catalog = Catalog::from_defs(vec![def], &prompts, &registry).expect("catalog");
+    let llm: Arc<dyn LlmProvider> = llm;
+    Arc::new(
+        Engine::new(catalog, prompts, registry, fast_config())
+            .with_llm(Some(llm))
+            .with_extensions(ext)
+            .with_clock(Clock::System)
+            .with_ids(IdSource::Random),
+    )
+}
+
+fn msg(conversation: Option<&str>, text: &str) -> Inbound {
+    Inbound {
+        agent_id: "genesis".into(),
+        conversation_id: conversation.map(str::to_owned),
+        user: user(),
+        text: text.into(),
+    }
+}
+
+async fn memory_store() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"))
+}
+
+fn texts(messages: &[StoredMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| match &m.message {
+            ChatMessage::User { content } => format!("user:{content}"),
+            ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => {
+                format!("assistant:{}", content.clone().unwrap_or_default())
+            }
+            ChatMessage::Assistant { tool_calls, .. } => format!("call:{}", tool_calls[0].name),
+            ChatMessage::Tool { content, .. } => format!("tool:{content}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_is_stored_whole() {
+    let llm = Arc::new(ScriptedProvider::new([
+        Scripted::tool("lento", json!({})),
+        Scripted::text("feito"),
+    ]));
+    let store = memory_store().await;
+    let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
+    let handled = service
+        .handle(msg(Some("c1"), "faça"), None)
+        .await
+        .expect("handled");
+    assert_eq!(handled.reply_text(), "feito");
+    assert!(handled.persisted);
+    let messages = store.messages("c1").await.expect("messages");
+    assert_eq!(
+        texts(&messages),
+        vec!["user:faça", "call:lento", "tool:pronto", "assistant:feito"]
+    );
+    assert_eq!(
+        messages[0].execucao_id, None,
+        "the user message was stored before the execution existed"
+    );
+    let id = handled.execucao_id.expect("execution id");
+    assert!(
+        messages[1..]
+            .iter()
+            .all(|m| m.execucao_id.as_deref() == Some(id.as_str()))
+    );
+    let (execution, events) = store.execution(&id).await.expect("load").expect("stored");
+    assert_eq!(execution.model_calls.len(), 2);
+    assert!(events.iter().any(|e| matches!(e, TurnEvent::StateUpdated { .. })));
+    assert_eq!(
+        store
+            .conversation("c1")
+            .await
+            .expect("load")
+            .expect("stored")
+            .state["lento"],
+        true
+    );
+    let usage = store.usage_summary().await.expect("usage");
+    assert_eq!(usage.iter().map(|r| r.tokens_input).sum::<i64>(), 20);
+}
+
+#[tokio::test]
+async fn a_conversation_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("vt.db").display());
+    {
+        let llm = Arc::new(ScriptedProvider::new([
+            Scripted::tool("lento", json!({})),
+            Scripted::text("primeira"),
+        ]));
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
+        let service = ConversationService::new(engine(llm, Extensions::default()), store);
+        service
+            .handle(msg(Some("c-resume"), "um"), None)
+            .await
+            .expect("turn 1");
+    }
+    let llm = Arc::new(ScriptedProvider::new([Scripted::text("segunda")]));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("reopen"));
+    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let handled = service
+        .handle(msg(Some("c-resume"), "dois"), None)
+        .await
+        .expect("turn 2");
+    assert_eq!(handled.reply_text(), "segunda");
+    let seen = &llm.requests()[0].messages;
+    assert_eq!(
+        seen.first(),
+        Some(&ChatMessage::user("um")),
+        "the model sees the earlier turn"
+    );
+    assert_eq!(seen.last(), Some(&ChatMessage::user("dois")));
+    assert_eq!(
+        store
+            .conversation("c-resume")
+            .await
+            .expect("load")
+            .expect("stored")
+            .state["lento"],
+        true
+    );
+    assert_eq!(
+        texts(&store.messages("c-resume").await.expect("messages")).len(),
+        6
+    );
+}
+
+#[tokio::test]
+async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
+    let llm = Arc::new(ScriptedProvider::new([Scripted::tool("travar", json!({}))]));
+    let store = memory_store().await;
+    let service = Arc::new(ConversationService::new(
+        engine(llm.clone(), Extensions::default()),
+        store.clone(),
+    ));
+    let running = {
+        let service = service.clone();
+        tokio::spawn(async move { service.handle(msg(Some("c-kill"), "primeira"), None).await })
+    };
+    // Wait until the turn is inside the action, then kill it.
+    for _ in 0..200 {
+        if llm.requests().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    running.abort();
+    assert!(running.await.expect_err("killed").is_cancelled());
+    assert_eq!(
+        texts(&store.messages("c-kill").await.expect("messages")),
+        vec!["user:primeira"]
+    );
+
+    llm.push([Scripted::text("estou aqui")]);
+    let handled = service
+        .handle(msg(Some("c-kill"), "segunda"), None)
+        .await
+        .expect("the lock was released");
+    assert_eq!(handled.reply_text(), "estou aqui");
+    let all = texts(&store.messages("c-kill").await.expect("messages"));
+    assert_eq!(all, vec!["user:primeira", "user:segunda", "assistant:estou aqui"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_of_one_conversation_never_overlap() {
+    let timeline = Arc::new(Timeline::default());
+    let script = [
+        Scripted::tool("lento", json!({})),
+        Scripted::text("a"),
+        Scripted::tool("lento", json!({})),
+        Scripted::text("b"),
+    ];
+    let llm = Arc::new(ScriptedProvider::new(script));
+    let service = Arc::new(ConversationService::new(
+        engine(llm, Extensions::default().with(timeline.clone())),
+        memory_store().await,
+    ));
+    let (s1, s2) = (service.clone(), service.clone());
+    let (a, b) = tokio::join!(
+        tokio::spawn(async move { s1.handle(msg(Some("c-same"), "x"), None).await }),
+        tokio::spawn(async move { s2.handle(msg(Some("c-same"), "y"), None).await })
+    );
+    a.expect("join").expect("turn a");
+    b.expect("join").expect("turn b");
+    let mut runs = timeline.0.lock().expect("lock").clone();
+    runs.sort_by_key(|r| r.0);
+    assert_eq!(runs.len(), 2);
+    assert!(
+        runs[0].1 <= runs[1].0,
+        "the second turn started after the first ended: {runs:?}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() {
+    let llm = Arc::new(ScriptedProvider::new([]));
+    let store = memory_store().await;
+    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let long = "a".repeat(6_000);
+    let handled = service
+        .handle(msg(Some("c-big"), &long), None)
+        .await
+        .expect("handled");
+    assert!(
+        handled.reply_text().contains("6000 caracteres"),
+        "{}",
+        handled.reply_text()
+    );
+    let handled = service
+        .handle(msg(Some("c-big"), "   "), None)
+        .await
+        .expect("handled");
+    assert!(handled.reply_text().contains("Não recebi"));
+    assert!(llm.requests().is_empty());
+    assert_eq!(store.messages("c-big").await.expect("messages").len(), 4);
+}
+
+#[tokio::test]
+async fn an_unknown_agent_writes_nothing() {
+    let llm = Arc::new(ScriptedProvider::new([]));
+    let store = memory_store().await;
+    let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
+    let mut m = msg(Some("c-x"), "oi");
+    m.agent_id = "inexistente".into();
+    let err = service.handle(m, None).await.expect_err("unknown agent");
+    assert_eq!(err.to_string(), "agente não encontrado: inexistente");
+    assert!(store.conversation("c-x").await.expect("load").is_none());
+    assert!(store.messages("c-x").await.expect("messages").is_empty());
+}
+
+/// A store that fails the writes it is told to fail.
+struct Flaky {
+    inner: Arc<dyn Store>,
+    fail_append: bool,
+    fail_turn: bool,
+    turn_attempts: AtomicU32,
+}
+
+fn broken() -> StoreError {
+    StoreError::Invalid("disco cheio".into())
+}
+
+#[async_trait]
+impl Store for Flaky {
+    fn backend(&self) -> &'static str {
+        "flaky"
+    }
+    async fn save_conversation(&self, c: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.save_conversation(c, now).await
+    }
+    async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        self.inner.conversation(id).await
+    }
+    async fn append_message(
+        &self,
+        c: &str,
+        e: Option<&str>,
+        m: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        if self.fail_append {
+            return Err(broken());
+        }
+        self.inner.append_message(c, e, m, now).await
+    }
+    async fn messages(&self, c: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        self.inner.messages(c).await
+    }
+    async fn save_turn(&self, t: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.turn_attempts.fetch_add(1, Ordering::SeqCst);
+        if self.fail_turn {
+            return Err(broken());
+        }
+        self.inner.save_turn(t, now).await
+    }
+    async fn execution(&self, id: &str) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
+        self.inner.execution(id).await
+    }
+    async fn executions(&self, c: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+        self.inner.executions(c).await
+    }
+    async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {
+        self.inner.save_flow_run(r).await
+    }
+    async fn flow_run(&self, id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
+        self.inner.flow_run(id).await
+    }
+    async fn save_task_run(&self, t: &TaskRun) -> Result<(), StoreError> {
+        self.inner.save_task_run(t).await
+    }
+    async fn task_runs(&self, c: &str) -> Result<Vec<TaskRun>, StoreError> {
+        self.inner.task_runs(c).await
+    }
+    async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.inner.record_usage(u).await
+    }
+    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
+        self.inner.usage_summary().await
+    }
+    async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
+        self.inner.save_context(c).await
+    }
+    async fn context(&self, c: &str) -> Result<Option<ConversationContext>, StoreError> {
+        self.inner.context(c).await
+    }
+    async fn upsert_intent(&self, i: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.upsert_intent(i, now).await
+    }
+    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError> {
+        self.inner.intents().await
+    }
+    async fn put_idempotency(
+        &self,
+        r: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError> {
+        self.inner.put_idempotency(r, now).await
+    }
+    async fn idempotency(
+        &self,
+        k: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.idempotency(k, now).await
+    }
+    async fn enqueue(&self, i: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
+        self.inner.enqueue(i, now).await
+    }
+    async fn claim(
+        &self,
+        l: i64,
+        now: DateTime<Utc>,
+        lease: chrono::Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        self.inner.claim(l, now, lease).await
+    }
+    async fn ack(&self, id: i64) -> Result<(), StoreError> {
+        self.inner.ack(id).await
+    }
+    async fn retry_later(&self, id: i64, e: &str, at: DateTime<Utc>) -> Result<String, StoreError> {
+        self.inner.retry_later(id, e, at).await
+    }
+    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
+        self.inner.outbox_item(id).await
+    }
+    async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
+        self.inner.lock_conversation(c).await
+    }
+}
+
+#[tokio::test]
+async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told() {
+    let llm = Arc::new(ScriptedProvider::new([Scripted::text("não deveria")]));
+    let flaky = Arc::new(Flaky {
+        inner: memory_store().await,
+        fail_append: true,
+        fail_turn: false,
+        turn_attempts: AtomicU32::new(0),
+    });
+    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), flaky);
+    let err = service
+        .handle(msg(Some("c-flaky"), "recarrega"), None)
+        .await
+        .expect_err("not recorded");
+    assert!(matches!(err, ServiceError::NotRecorded(_)));
+    assert!(
+        err.to_string()
+            .contains("não foi possível registrar sua mensagem"),
+        "{err}"
+    );
+    assert!(
+        llm.requests().is_empty(),
+        "nothing acted on an unrecorded message"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
+    let llm = Arc::new(ScriptedProvider::new([Scripted::text("resposta")]));
+    let inner = memory_store().await;
+    let flaky = Arc::new(Flaky {
+        inner: inner.clone(),
+        fail_append: false,
+        fail_turn: true,
+        turn_attempts: AtomicU32::new(0),
+    });
+    let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone());
+    let handled = service
+        .handle(msg(Some("c-turnfail"), "oi"), None)
+        .await
+        .expect("the reply still goes out");
+    assert_eq!(handled.reply_text(), "resposta");
+    assert!(!handled.persisted);
+    assert_eq!(
+        flaky.turn_attempts.load(Ordering::SeqCst),
+        3,
+        "persist retried per the BPMN table"
+    );
+    assert_eq!(
+        texts(&inner.messages("c-turnfail").await.expect("messages")),
+        vec!["user:oi"]
+    );
+}
+
+#[tokio::test]
+async fn run_flow_stores_the_run_and_its_stages() {
+    let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
+    let store = memory_store().await;
+    let engine = Arc::new(h.engine);
+    let service = ConversationService::new(engine, store.clone());
+    let (output, persisted) = service
+        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#)
+        .await
+        .expect("flow");
+    assert!(persisted);
+    let run = store
+        .flow_run(&output.execucao_id)
+        .await
+        .expect("load")
+        .expect("stored");
+    assert_eq!(run.stages.len(), 10);
+    assert_eq!(run.stages[0].0, "rf01_preparar_consulta");
+    assert!(
+        !run.input.to_string().contains("123.456.789-00"),
+        "unknown fields are not stored"
+    );
+    let (execution, _) = store
+        .execution(&output.execucao_id)
+        .await
+        .expect("load")
+        .expect("stored");
+    assert_eq!(execution.model_calls.len(), 0);
+    let err = service.run_flow("{").await.expect_err("invalid");
+    assert!(matches!(err, ServiceError::Flow(_)));
+}

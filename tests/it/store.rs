@@ -1,0 +1,663 @@
+//! One conformance suite, two backends: every test runs against SQLite and, when
+//! `VT_TEST_POSTGRES_URL` is set (`.ci/run` sets it), against PostgreSQL in a private schema.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, json};
+use sqlx::postgres::PgConnectOptions;
+use vt_agent::engine::{
+    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
+};
+use vt_agent::llm::{ChatMessage, ToolCall};
+use vt_agent::store::{
+    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
+    PgStore, SqliteStore, Store, TaskRun, TurnRecord, UsageRecord,
+};
+
+fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).expect("time").into()
+}
+
+fn conversation(id: &str) -> Conversation {
+    let mut c = Conversation::new(
+        id.into(),
+        "vt",
+        "atendimento".into(),
+        Participant {
+            user_id: "u-1".into(),
+            user_login: "maria".into(),
+            channel: "terminal".into(),
+        },
+    );
+    c.state
+        .insert("pendente".into(), json!({"valor": 50.0, "cartao": "1234567890"}));
+    c.memory.insert("entrada".into(), json!({"cartao": "1"}));
+    c.window = vec![ChatMessage::user("oi"), ChatMessage::assistant("olá")];
+    c.handoff = Some(Handoff {
+        from_skill: "a".into(),
+        response: "resposta".into(),
+    });
+    c
+}
+
+fn execution(id: &str, conv: &str) -> ExecutionRecord {
+    ExecutionRecord {
+        execucao_id: id.into(),
+        conversation_id: conv.into(),
+        agent_id: "vt".into(),
+        status: ExecutionStatus::Falhou,
+        error: Some("modelo indisponível".into()),
+        model_calls: vec![ModelCallRecord {
+            skill: "atendimento".into(),
+            model: "m".into(),
+            tokens_input: 120,
+            tokens_output: 30,
+            latencia_ms: 450,
+            stop_reason: "tool_use".into(),
+            attempts: 2,
+            error: None,
+        }],
+        started_at: t("2026-11-22T10:00:00Z"),
+        finished_at: t("2026-11-22T10:00:01.250Z"),
+    }
+}
+
+pub async fn conversation_round_trip(store: Arc<dyn Store>) {
+    let mut c = conversation("c-round");
+    store.save_conversation(&c, Utc::now()).await.expect("save");
+    assert_eq!(
+        store.conversation("c-round").await.expect("load"),
+        Some(c.clone())
+    );
+    c.active_skill = "outra".into();
+    c.state.remove("pendente");
+    c.ended = true;
+    c.handoff = None;
+    store.save_conversation(&c, Utc::now()).await.expect("update");
+    assert_eq!(store.conversation("c-round").await.expect("load"), Some(c));
+    assert_eq!(store.conversation("nao-existe").await.expect("load"), None);
+}
+
+pub async fn messages_keep_their_order(store: Arc<dyn Store>) {
+    for i in 0..30 {
+        let conv = if i % 2 == 0 { "c-even" } else { "c-odd" };
+        store
+            .append_message(conv, None, &ChatMessage::user(format!("m{i}")), Utc::now())
+            .await
+            .expect("append");
+    }
+    let tool = ChatMessage::Tool {
+        call_id: "call_1".into(),
+        name: "x".into(),
+        content: "instrução".into(),
+        is_error: true,
+    };
+    store
+        .append_message("c-even", Some("exec-1"), &tool, Utc::now())
+        .await
+        .expect("append");
+    let even = store.messages("c-even").await.expect("messages");
+    let texts: Vec<String> = even
+        .iter()
+        .filter_map(|m| match &m.message {
+            ChatMessage::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        (0..30).step_by(2).map(|i| format!("m{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        even.last().map(|m| (&m.message, m.execucao_id.as_deref())),
+        Some((&tool, Some("exec-1")))
+    );
+    assert!(even.windows(2).all(|w| w[0].id < w[1].id));
+}
+
+pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
+    let conv = conversation("c-turn");
+    store.save_conversation(&conv, Utc::now()).await.expect("save");
+    let messages = vec![
+        ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "consultar_saldo".into(),
+                arguments: "{\"cartao\":\"1\"}".into(),
+            }],
+        },
+        ChatMessage::Tool {
+            call_id: "call_1".into(),
+            name: "consultar_saldo".into(),
+            content: "saldo 50".into(),
+            is_error: false,
+        },
+        ChatMessage::assistant("Seu saldo é BRL 50,00."),
+    ];
+    let exec = execution("exec-turn", "c-turn");
+    let events = vec![
+        TurnEvent::SkillChanged {
+            from: "a".into(),
+            to: "b".into(),
+            reason: "r".into(),
+        },
+        TurnEvent::Reply(Reply {
+            text: "Seu saldo é BRL 50,00.".into(),
+            files: vec![],
+        }),
+    ];
+    let usage = UsageRecord {
+        conversation_id: "c-turn".into(),
+        intent_key: "consultar_saldo".into(),
+        action_type: "deterministic".into(),
+        tokens_input: 0,
+        tokens_output: 0,
+        execution_time_ms: 12,
+        was_keyword_matched: true,
+        created_at: Utc::now(),
+    };
+    let mut changed = conv.clone();
+    changed.state.insert("ultimo_saldo".into(), json!(50.0));
+    let record = TurnRecord {
+        conversation: &changed,
+        messages: &messages,
+        execution: &exec,
+        events: &events,
+        usage: Some(&usage),
+        flow_run: None,
+    };
+    store.save_turn(record, Utc::now()).await.expect("save turn");
+    let (loaded, loaded_events) = store.execution("exec-turn").await.expect("load").expect("exists");
+    assert_eq!(loaded, exec);
+    assert_eq!(loaded_events, events);
+    assert_eq!(
+        store.executions("c-turn").await.expect("list"),
+        vec![exec.clone()]
+    );
+    let stored: Vec<ChatMessage> = store
+        .messages("c-turn")
+        .await
+        .expect("messages")
+        .into_iter()
+        .map(|m| m.message)
+        .collect();
+    assert_eq!(stored, messages);
+    assert_eq!(
+        store
+            .conversation("c-turn")
+            .await
+            .expect("load")
+            .expect("exists")
+            .state["ultimo_saldo"],
+        json!(50.0)
+    );
+    // A second write of the same execution fails as a whole: nothing of it is added.
+    let again = TurnRecord {
+        conversation: &changed,
+        messages: &messages,
+        execution: &exec,
+        events: &events,
+        usage: Some(&usage),
+        flow_run: None,
+    };
+    assert!(store.save_turn(again, Utc::now()).await.is_err());
+    assert_eq!(
+        store.messages("c-turn").await.expect("messages").len(),
+        3,
+        "the failed turn left no messages behind"
+    );
+    let summary = store.usage_summary().await.expect("summary");
+    assert_eq!(
+        summary
+            .iter()
+            .filter(|r| r.intent_key == "consultar_saldo")
+            .map(|r| r.turns)
+            .sum::<i64>(),
+        1
+    );
+}
+
+pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
+    let run = FlowRunRecord {
+        execucao_id: "exec-flow".into(),
+        status: "concluido".into(),
+        input: json!({"cartao": "1111111111"}),
+        output: json!({"execucao_id": "exec-flow", "etapas": []}),
+        stages: vec![
+            ("rf01_preparar_consulta".into(), json!({"a": 1})),
+            ("rf02_executar_consulta".into(), json!({"status": 200})),
+        ],
+        created_at: t("2026-11-22T10:00:00Z"),
+    };
+    store.save_flow_run(&run).await.expect("save");
+    assert_eq!(store.flow_run("exec-flow").await.expect("load"), Some(run));
+    assert_eq!(store.flow_run("nope").await.expect("load"), None);
+}
+
+pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
+    let mut task = TaskRun {
+        id: "task-1".into(),
+        conversation_id: "c-task".into(),
+        user_id: "u-1".into(),
+        intent_key: "analisar".into(),
+        status: "running".into(),
+        plan: Some(json!({"steps": [{"type": "deterministic"}]})),
+        steps: json!([]),
+        final_result: None,
+        tokens_used: 0,
+        error_message: None,
+        created_at: t("2026-11-22T10:00:00Z"),
+        completed_at: None,
+    };
+    store.save_task_run(&task).await.expect("save");
+    task.status = "completed".into();
+    task.steps = json!([{"resultado": "ok"}]);
+    task.final_result = Some("pronto".into());
+    task.tokens_used = 42;
+    task.completed_at = Some(t("2026-11-22T10:00:05Z"));
+    store.save_task_run(&task).await.expect("update");
+    assert_eq!(store.task_runs("c-task").await.expect("list"), vec![task]);
+}
+
+pub async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    let usage = |intent: &str, tokens: i64, ms: i64, keyword: bool, days_ago: i64| UsageRecord {
+        conversation_id: "c-usage".into(),
+        intent_key: intent.into(),
+        action_type: if tokens == 0 { "deterministic" } else { "reasoning" }.into(),
+        tokens_input: tokens,
+        tokens_output: tokens / 2,
+        execution_time_ms: ms,
+        was_keyword_matched: keyword,
+        created_at: now - chrono::Duration::days(days_ago),
+    };
+    for u in [
+        usage("saldo_x", 0, 10, true, 0),
+        usage("saldo_x", 0, 30, true, 1),
+        usage("saldo_x", 0, 1000, true, 8),
+        usage("chat_x", 100, 500, false, 2),
+    ] {
+        store.record_usage(&u).await.expect("record");
+    }
+    let rows = store.usage_summary().await.expect("summary");
+    let saldo = rows
+        .iter()
+        .find(|r| r.intent_key == "saldo_x")
+        .expect("saldo row");
+    assert_eq!(
+        (saldo.turns, saldo.zero_token_turns, saldo.keyword_matched),
+        (2, 2, 2),
+        "the 8-day-old turn is out"
+    );
+    assert!((saldo.mean_time_ms - 20.0).abs() < 0.01);
+    let chat = rows.iter().find(|r| r.intent_key == "chat_x").expect("chat row");
+    assert_eq!(
+        (chat.tokens_input, chat.tokens_output, chat.zero_token_turns),
+        (100, 50, 0)
+    );
+}
+
+pub async fn context_round_trip(store: Arc<dyn Store>) {
+    let mut ctx = ConversationContext {
+        conversation_id: "c-ctx".into(),
+        user_id: "u-1".into(),
+        summary: None,
+        key_facts: vec!["cartão ****7890".into()],
+        last_intent: Some("consultar_saldo".into()),
+        turn_count: 1,
+        updated_at: t("2026-11-22T10:00:00Z"),
+    };
+    store.save_context(&ctx).await.expect("save");
+    ctx.summary = Some("Usuária consultou o saldo.".into());
+    ctx.key_facts.push("saldo BRL 50,00".into());
+    ctx.turn_count = 5;
+    store.save_context(&ctx).await.expect("update");
+    assert_eq!(store.context("c-ctx").await.expect("load"), Some(ctx));
+}
+
+pub async fn intents_round_trip(store: Arc<dyn Store>) {
+    let mut intent = IntentRecord {
+        intent_key: "consultar_saldo_x".into(),
+        description: "Consulta saldo".into(),
+        action_type: "deterministic".into(),
+        required_params: vec!["cartao".into()],
+        optional_params: vec![],
+        prompt_template: None,
+        max_tokens: 200,
+        is_active: true,
+    };
+    store.upsert_intent(&intent, Utc::now()).await.expect("save");
+    intent.is_active = false;
+    intent.optional_params = vec!["canal".into()];
+    store.upsert_intent(&intent, Utc::now()).await.expect("update");
+    let all = store.intents().await.expect("list");
+    assert_eq!(
+        all.iter().find(|i| i.intent_key == "consultar_saldo_x"),
+        Some(&intent)
+    );
+}
+
+pub async fn idempotency_records_hold_until_they_expire(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T10:00:00Z");
+    let record = |hash: &str, at: DateTime<Utc>| IdempotencyRecord {
+        key: "idem-1".into(),
+        scope: "recarga".into(),
+        request_hash: hash.into(),
+        response: json!({"status": 201}),
+        created_at: at,
+        expires_at: at + chrono::Duration::hours(24),
+    };
+    assert_eq!(
+        store.put_idempotency(&record("h1", now), now).await.expect("put"),
+        IdempotencyPut::Inserted
+    );
+    let later = now + chrono::Duration::hours(1);
+    match store
+        .put_idempotency(&record("h2", later), later)
+        .await
+        .expect("put")
+    {
+        IdempotencyPut::Existing(existing) => assert_eq!(existing.request_hash, "h1"),
+        other => panic!("expected the existing record, got {other:?}"),
+    }
+    assert!(store.idempotency("idem-1", later).await.expect("get").is_some());
+    let expired = now + chrono::Duration::hours(25);
+    assert!(store.idempotency("idem-1", expired).await.expect("get").is_none());
+    assert_eq!(
+        store
+            .put_idempotency(&record("h3", expired), expired)
+            .await
+            .expect("put"),
+        IdempotencyPut::Inserted
+    );
+    assert_eq!(
+        store
+            .idempotency("idem-1", expired)
+            .await
+            .expect("get")
+            .map(|r| r.request_hash),
+        Some("h3".into())
+    );
+}
+
+pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T10:00:00Z");
+    let lease = chrono::Duration::seconds(30);
+    let item = |n: i32, max: i32| NewOutboxItem {
+        kind: "channel_reply".into(),
+        destination: format!("canal-{n}"),
+        payload: json!({"texto": n}),
+        max_attempts: max,
+        next_attempt_at: now,
+    };
+    let a = store.enqueue(&item(1, 5), now).await.expect("enqueue");
+    let b = store.enqueue(&item(2, 2), now).await.expect("enqueue");
+    let c = store.enqueue(&item(3, 5), now).await.expect("enqueue");
+    let first = store.claim(2, now, lease).await.expect("claim");
+    assert_eq!(first.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
+    assert!(first.iter().all(|i| i.status == "in_flight" && i.attempts == 1));
+    assert_eq!(
+        store
+            .claim(10, now, lease)
+            .await
+            .expect("claim")
+            .iter()
+            .map(|i| i.id)
+            .collect::<Vec<_>>(),
+        vec![c]
+    );
+    assert!(
+        store.claim(10, now, lease).await.expect("claim").is_empty(),
+        "everything is leased"
+    );
+
+    store.ack(a).await.expect("ack");
+    assert_eq!(
+        store.outbox_item(a).await.expect("get").map(|i| i.status),
+        Some("done".into())
+    );
+    let retry_at = now + chrono::Duration::seconds(5);
+    assert_eq!(
+        store
+            .retry_later(b, "503 do canal", retry_at)
+            .await
+            .expect("retry"),
+        "pending"
+    );
+    assert!(
+        store.claim(10, now, lease).await.expect("claim").is_empty(),
+        "not due yet"
+    );
+    let again = store.claim(10, retry_at, lease).await.expect("claim");
+    assert_eq!(
+        again.iter().map(|i| (i.id, i.attempts)).collect::<Vec<_>>(),
+        vec![(b, 2)]
+    );
+    assert_eq!(again[0].last_error.as_deref(), Some("503 do canal"));
+    assert_eq!(
+        store
+            .retry_later(b, "503 de novo", retry_at)
+            .await
+            .expect("retry"),
+        "failed",
+        "attempts spent"
+    );
+    // An item whose lease ran out without an ack is claimed again.
+    let reclaimed = store
+        .claim(10, now + chrono::Duration::seconds(31), lease)
+        .await
+        .expect("claim");
+    assert_eq!(
+        reclaimed.iter().map(|i| (i.id, i.attempts)).collect::<Vec<_>>(),
+        vec![(c, 2)]
+    );
+}
+
+pub async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T10:00:00Z");
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        let item = NewOutboxItem {
+            kind: "notification".into(),
+            destination: "d".into(),
+            payload: json!({"n": n}),
+            max_attempts: 3,
+            next_attempt_at: now,
+        };
+        ids.push(store.enqueue(&item, now).await.expect("enqueue"));
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store
+                    .claim(3, now, chrono::Duration::seconds(60))
+                    .await
+                    .expect("claim");
+                if got.is_empty() {
+                    break mine;
+                }
+                mine.extend(got.into_iter().map(|i| i.id));
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("join"));
+    }
+    all.sort_unstable();
+    let mut expected = ids;
+    expected.sort_unstable();
+    assert_eq!(all, expected, "every item claimed exactly once");
+}
+
+pub async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
+    let held = store.lock_conversation("c-lock").await.expect("lock");
+    let other = store.clone();
+    let waiter = tokio::spawn(async move { other.lock_conversation("c-lock").await.map(|_| ()) });
+    let free = store
+        .lock_conversation("c-other")
+        .await
+        .expect("another conversation is not blocked");
+    drop(free);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the second turn waits");
+    drop(held);
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("released")
+        .expect("join")
+        .expect("locked");
+}
+
+async fn sqlite() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("sqlite"))
+}
+
+/// Two handles (two pools, as two instances would have) on a private schema.
+pub struct PgFixture {
+    pub store: Arc<PgStore>,
+    pub second: Arc<PgStore>,
+    url: String,
+    schema: String,
+}
+
+impl PgFixture {
+    pub async fn start() -> Option<Self> {
+        let url = std::env::var("VT_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())?;
+        let schema = format!("vt_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(&url)
+            .await
+            .expect("connect to VT_TEST_POSTGRES_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&admin)
+            .await
+            .expect("schema");
+        admin.close().await;
+        let options = || {
+            PgConnectOptions::from_str(&url)
+                .expect("url")
+                .options([("search_path", schema.as_str())])
+        };
+        let store = Arc::new(PgStore::connect_with(options()).await.expect("pg store"));
+        let second = Arc::new(PgStore::connect_with(options()).await.expect("pg store 2"));
+        Some(Self {
+            store,
+            second,
+            url,
+            schema,
+        })
+    }
+
+    pub async fn cleanup(self) {
+        if let Ok(admin) = sqlx::PgPool::connect(&self.url).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA {} CASCADE",
+                self.schema
+            )))
+            .execute(&admin)
+            .await;
+        }
+    }
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite_suite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::sqlite().await).await;
+            })*
+        }
+        mod postgres_suite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(pg) = super::PgFixture::start().await else {
+                    eprintln!("VT_TEST_POSTGRES_URL is not set: PostgreSQL half skipped");
+                    return;
+                };
+                super::$name(pg.store.clone()).await;
+                pg.cleanup().await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    conversation_round_trip,
+    messages_keep_their_order,
+    a_turn_is_written_at_once,
+    flow_runs_keep_their_stages,
+    task_runs_round_trip,
+    usage_summary_covers_seven_days,
+    context_round_trip,
+    intents_round_trip,
+    idempotency_records_hold_until_they_expire,
+    outbox_claim_ack_retry,
+    concurrent_claims_never_share_an_item,
+    turn_locks_serialize_one_conversation,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_is_created_and_reopened() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let store = vt_agent::store::open(None, &data).await.expect("open");
+    store
+        .save_conversation(&conversation("c-file"), Utc::now())
+        .await
+        .expect("save");
+    drop(store);
+    assert!(data.join("vt-agent.db").exists());
+    let again = vt_agent::store::open(None, &data).await.expect("reopen");
+    assert!(again.conversation("c-file").await.expect("load").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_advisory_lock_spans_instances() {
+    let Some(pg) = PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let held = pg
+        .store
+        .lock_conversation("c-shared")
+        .await
+        .expect("lock on instance 1");
+    let second = pg.second.clone();
+    let waiter = tokio::spawn(async move { second.lock_conversation("c-shared").await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "instance 2 waits for instance 1");
+    drop(held);
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("released")
+        .expect("join")
+        .expect("locked");
+    pg.cleanup().await;
+}
+
+#[test]
+fn an_unknown_database_url_is_refused_by_name() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let err = rt
+        .block_on(vt_agent::store::open(
+            Some("mysql://root@host/db"),
+            std::path::Path::new("data"),
+        ))
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string().contains("host/db") && !err.to_string().contains("root@"),
+        "{err}"
+    );
+    let _ = Map::<String, serde_json::Value>::new();
+}
