@@ -11,7 +11,11 @@ use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsC
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
 use crate::llm::LlmProvider;
+use crate::router::Router;
 use crate::service::ConversationService;
+
+/// The conversational agent, whose messages go through the router.
+pub const CHAT_AGENT: &str = "vt";
 
 /// Every action the product ships.
 pub fn registry() -> anyhow::Result<ActionRegistry> {
@@ -72,12 +76,19 @@ impl App {
             }
         };
         let systems = VtSystems::new(systems).context("building the external-systems client")?;
-        let engine = engine(config, llm, Extensions::default().with(systems))?;
+        let extensions = Extensions::default().with(systems).with(config.vt.clone());
+        let engine = crate::flow::share(engine(config, llm, extensions)?);
         let store = crate::store::open(config.database_url.as_deref(), &config.data_dir)
             .await
             .context("opening the database")?;
+        let path = config.intents_file();
+        let defaults = crate::router::intents::load_file(&path)?;
+        let intents = crate::router::intents::sync(store.as_ref(), &defaults)
+            .await
+            .context("loading intents")?;
+        let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
         Ok(Self {
-            service: ConversationService::new(Arc::new(engine), store),
+            service: ConversationService::new(engine, store).with_router(router),
             simulator,
         })
     }

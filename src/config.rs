@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use vt_actions::systems::SystemsConfig;
+use vt_actions::tools::VtSettings;
 
 use crate::engine::EngineConfig;
 use crate::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
@@ -43,11 +44,15 @@ pub struct Config {
     pub skills_dir: Option<PathBuf>,
     /// Prompt templates; defaults to `./prompts`, else the folder shipped with the source.
     pub prompts_dir: Option<PathBuf>,
+    /// The router's default intents (copied into the database when missing there).
+    pub intents_file: Option<PathBuf>,
     pub llm: LlmConfig,
     pub engine: EngineConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     pub simulator: SimulatorSettings,
+    /// Tenant, policies and confirmation time of the conversational tools.
+    pub vt: VtSettings,
 }
 
 /// The embedded simulator, when it is used.
@@ -65,10 +70,12 @@ impl Default for Config {
             database_url: None,
             skills_dir: None,
             prompts_dir: None,
+            intents_file: None,
             llm: LlmConfig::default(),
             engine: EngineConfig::default(),
             systems: None,
             simulator: SimulatorSettings::default(),
+            vt: VtSettings::default(),
         }
     }
 }
@@ -270,6 +277,13 @@ impl Config {
 
     pub fn prompts_dir(&self) -> PathBuf {
         resolve(self.prompts_dir.as_deref(), "prompts")
+    }
+
+    pub fn intents_file(&self) -> PathBuf {
+        match &self.intents_file {
+            Some(p) => p.clone(),
+            None => resolve(None, "intents").join("default.toml"),
+        }
     }
 }
 

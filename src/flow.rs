@@ -1,8 +1,12 @@
 //! The ten-stage VT flow as a job: parse the flow input, run the `vt_fluxo` agent's deterministic
 //! skill chain through the engine, and shape the result as the flow output (SPEC §7).
 
+use std::sync::{Arc, OnceLock, Weak};
+
 use serde::Serialize;
 use serde_json::Value;
+use vt_actions::ActionError;
+use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner};
 use vt_actions::vt::FlowInput;
 use vt_actions::vt::input::InputError;
 
@@ -119,4 +123,57 @@ pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
         resultado: etapas.last().map_or(Value::Null, |e| e.saida.clone()),
         etapas,
     }
+}
+
+/// The stage chain as the conversational tools see it: a sub-run of the `vt_fluxo` agent on the same
+/// engine. The engine is reached through a weak handle set once it is shared, so the engine does not
+/// keep itself alive.
+struct EngineFlowRunner {
+    engine: Arc<OnceLock<Weak<Engine>>>,
+}
+
+#[async_trait::async_trait]
+impl FlowRunner for EngineFlowRunner {
+    async fn run(&self, input: &FlowInput) -> Result<FlowResult, ActionError> {
+        let engine = self.engine.get().and_then(Weak::upgrade).ok_or_else(|| {
+            ActionError::failed(
+                "serviço de etapas indisponível",
+                "flow runner used before the engine was shared",
+            )
+        })?;
+        let text = serde_json::to_string(input)
+            .map_err(|e| ActionError::failed("entrada inválida", e.to_string()))?;
+        let who = Participant {
+            user_id: input.destinatario.id.clone(),
+            user_login: input.destinatario.id.clone(),
+            channel: "api".into(),
+        };
+        let mut conversation = engine
+            .start_conversation(FLOW_AGENT, who)
+            .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
+        let outcome = engine
+            .run_turn(&mut conversation, &text)
+            .await
+            .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
+        let output = flow_output(&outcome);
+        if output.status != "concluido" {
+            let why = outcome.execution.error.unwrap_or_default();
+            return Err(ActionError::failed("o fluxo de VT não pôde ser concluído", why));
+        }
+        Ok(FlowResult {
+            execucao_id: output.execucao_id,
+            etapas: output.etapas.into_iter().map(|e| (e.etapa, e.saida)).collect(),
+        })
+    }
+}
+
+/// Shares the engine and gives its actions the stage chain ([`FlowRunner`]) running on it.
+pub fn share(mut engine: Engine) -> Arc<Engine> {
+    let slot = Arc::new(OnceLock::new());
+    let runner: SharedFlowRunner = Arc::new(EngineFlowRunner { engine: slot.clone() });
+    engine.extensions_mut().insert(runner);
+    let engine = Arc::new(engine);
+    // The slot was created just above and is set once, here.
+    let _ = slot.set(Arc::downgrade(&engine));
+    engine
 }

@@ -8,6 +8,8 @@ pub mod config;
 pub mod engine;
 pub mod flow;
 pub mod llm;
+pub mod planner;
+pub mod router;
 pub mod service;
 pub mod store;
 pub mod usage;

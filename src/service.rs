@@ -9,9 +9,17 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::engine::retry::retry;
-use crate::engine::{Engine, EngineError, Participant, Reply, TurnOutcome};
+use serde_json::json;
+use vt_actions::vt::card::mask_cards_in;
+
+use crate::engine::{
+    CONTEXT_MEMORY_KEY, Conversation, Engine, EngineError, Participant, Reply, TurnOutcome, TurnStart,
+};
 use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
+use crate::llm::CompletionRequest;
+use crate::router::{Route, Router, STATE_AGUARDANDO};
+use crate::store::ConversationContext;
 use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
 
 /// Longer messages are answered with a clear refusal instead of being processed.
@@ -86,11 +94,27 @@ pub enum ServiceError {
 pub struct ConversationService {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
+    router: Option<Router>,
 }
+
+/// Facts kept in the compressed context.
+const MAX_FACTS: usize = 10;
+/// A model-written summary every this many turns (when a model is configured).
+const SUMMARY_EVERY: i64 = 5;
 
 impl ConversationService {
     pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
-        Self { engine, store }
+        Self {
+            engine,
+            store,
+            router: None,
+        }
+    }
+
+    /// Routes the router's agent's messages before any model.
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
+        self
     }
 
     pub fn engine(&self) -> &Engine {
@@ -163,9 +187,59 @@ impl ConversationService {
         }
 
         let started = Instant::now();
-        let outcome = self.engine.run_turn(&mut conv, &msg.text).await?;
+        let context = self.store.context(&id).await.ok().flatten();
+        if let Some(c) = &context {
+            conv.memory.insert(
+                CONTEXT_MEMORY_KEY.into(),
+                json!({"resumo": c.summary, "fatos": c.key_facts}),
+            );
+        }
+        let mut extra = (0u64, 0u64);
+        let (start, tag) = match self.router.as_ref().filter(|r| r.agent() == conv.agent_id) {
+            Some(router) => {
+                let decision = router.route(&msg.text, &conv).await;
+                extra = decision.tokens;
+                let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
+                let start = match decision.route {
+                    Route::Ask { question, awaiting } => {
+                        conv.state.insert(
+                            STATE_AGUARDANDO.into(),
+                            serde_json::to_value(awaiting).unwrap_or(Value::Null),
+                        );
+                        TurnStart::Reply(question)
+                    }
+                    route => {
+                        conv.state.remove(STATE_AGUARDANDO);
+                        match route {
+                            Route::Action { action, arguments } => TurnStart::Action {
+                                name: action,
+                                arguments,
+                            },
+                            Route::Reply { text } => TurnStart::Reply(text),
+                            Route::Plan => {
+                                let (reply, used) =
+                                    self.plan(&conv, &msg.text, router, &decision.intent).await;
+                                extra = (extra.0 + used.0, extra.1 + used.1);
+                                TurnStart::Reply(reply)
+                            }
+                            Route::Model | Route::Ask { .. } => TurnStart::Model,
+                        }
+                    }
+                };
+                (start, Some(tag))
+            }
+            None => (TurnStart::Model, intent),
+        };
+        let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
+        let tag = tag.unwrap_or_else(|| default_tag(&outcome));
+        let summary_tokens = self
+            .update_context(&conv, context, &tag.intent_key, &outcome)
+            .await;
         let (tokens_in, tokens_out) = outcome.execution.tokens();
-        let tag = intent.unwrap_or_else(|| default_tag(&outcome));
+        let (tokens_in, tokens_out) = (
+            tokens_in + extra.0 + summary_tokens.0,
+            tokens_out + extra.1 + summary_tokens.1,
+        );
         let usage = UsageRecord {
             conversation_id: id.clone(),
             intent_key: tag.intent_key,
@@ -251,6 +325,87 @@ impl ConversationService {
         };
         let persisted = self.persist(record).await;
         Ok((output, persisted))
+    }
+
+    /// Plans and executes a hybrid request; the task run is stored (non-critical).
+    async fn plan(
+        &self,
+        conv: &Conversation,
+        text: &str,
+        router: &Router,
+        intent: &str,
+    ) -> (String, (u64, u64)) {
+        let (Some(llm), Some(record)) = (self.engine.llm(), router.intent(intent)) else {
+            return (crate::planner::PLAN_FAILED_REPLY.into(), (0, 0));
+        };
+        let outcome = crate::planner::run(
+            &self.engine,
+            llm.as_ref(),
+            conv,
+            text,
+            record,
+            self.engine.next_id("task"),
+        )
+        .await;
+        if let Err(e) = self.store.save_task_run(&outcome.task).await {
+            tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
+        }
+        (outcome.reply, outcome.tokens)
+    }
+
+    /// Appends this turn's fact to the compressed context (no model) and, every few turns with a model,
+    /// rewrites the summary. Returns the tokens the summary cost. Failures are logged, never raised.
+    async fn update_context(
+        &self,
+        conv: &Conversation,
+        previous: Option<ConversationContext>,
+        intent: &str,
+        outcome: &TurnOutcome,
+    ) -> (u64, u64) {
+        let mut ctx = previous.unwrap_or_else(|| ConversationContext {
+            conversation_id: conv.id.clone(),
+            user_id: conv.user_id.clone(),
+            summary: None,
+            key_facts: Vec::new(),
+            last_intent: None,
+            turn_count: 0,
+            updated_at: self.engine.now(),
+        });
+        let reply: String = mask_cards_in(&outcome.reply_text()).chars().take(160).collect();
+        ctx.key_facts.push(format!("{intent}: {reply}"));
+        let excess = ctx.key_facts.len().saturating_sub(MAX_FACTS);
+        ctx.key_facts.drain(..excess);
+        ctx.last_intent = Some(intent.to_owned());
+        ctx.turn_count += 1;
+        ctx.updated_at = self.engine.now();
+        let mut tokens = (0, 0);
+        if let Some(llm) = self.engine.llm()
+            && ctx.turn_count % SUMMARY_EVERY == 0
+        {
+            let request = CompletionRequest {
+                system: "Resuma em 2 ou 3 frases, em português, o contexto desta conversa de atendimento de vale-transporte. \
+                         Nunca escreva números de cartão completos."
+                    .into(),
+                messages: vec![ChatMessage::user(format!(
+                    "Resumo anterior: {}\nFatos recentes:\n{}",
+                    ctx.summary.as_deref().unwrap_or("nenhum"),
+                    ctx.key_facts.join("\n")
+                ))],
+                tools: Vec::new(),
+                max_tokens: Some(150),
+            };
+            match llm.complete(&request).await {
+                Ok(c) => {
+                    ctx.summary = c.text.map(|t| mask_cards_in(&t));
+                    tokens = (c.usage.input_tokens, c.usage.output_tokens);
+                }
+                Err(e) => tracing::warn!(error = %e, "context summary failed; keeping the previous one"),
+            }
+        }
+        if let Err(e) = self.store.save_context(&ctx).await {
+            tracing::error!(error = %e, "conversation context could not be stored");
+        }
+        tokens
     }
 
     /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.

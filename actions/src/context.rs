@@ -23,8 +23,11 @@ pub struct ActionContext {
     pub channel: String,
     /// The skill whose tool is being called.
     pub skill: String,
-    /// The user's message that started this turn, verbatim.
+    /// The user's message that started this turn, verbatim. Rules that need the user's own word (a
+    /// recharge confirmation) read it here, never from the model's arguments.
     pub user_message: String,
+    /// The turn's id (its `execucao_id`): lets a rule tell "asked in this turn" from "asked before".
+    pub turn_id: String,
     /// The engine's clock for this turn (fixed in tests).
     pub now: DateTime<Utc>,
     /// Conversation state as it was when the action was called.
@@ -44,6 +47,7 @@ impl ActionContext {
             channel: String::new(),
             skill: String::new(),
             user_message: String::new(),
+            turn_id: String::new(),
             now,
             state: Map::new(),
             memory: Map::new(),

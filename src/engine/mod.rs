@@ -12,6 +12,11 @@ pub mod retry;
 pub mod skills;
 mod turn;
 
+pub use turn::{LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnStart};
+
+/// Conversation memory key of the compressed context (`{"resumo": ..., "fatos": [...]}`), which the
+/// engine adds to every prompt in place of the older history.
+pub const CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
 };
@@ -42,6 +47,9 @@ pub struct EngineConfig {
     /// Applies only to actions that declare themselves retry-safe.
     pub tool_retry: RetryPolicy,
     pub tool_timeout_ms: u64,
+    /// Messages of the active skill's window sent to the model; older ones live in the compressed
+    /// context.
+    pub context_messages: usize,
     pub context_retry: RetryPolicy,
     pub channel_retry: RetryPolicy,
     pub persist_retry: RetryPolicy,
@@ -55,6 +63,7 @@ impl Default for EngineConfig {
             llm_retry: RetryPolicy::new(3, 30_000),
             tool_retry: RetryPolicy::new(2, 10_000),
             tool_timeout_ms: 60_000,
+            context_messages: 12,
             context_retry: RetryPolicy::new(3, 60_000),
             channel_retry: RetryPolicy::new(5, 5_000),
             persist_retry: RetryPolicy::new(3, 5_000),
@@ -155,6 +164,19 @@ impl Engine {
     pub fn with_extensions(mut self, extensions: Extensions) -> Self {
         self.extensions = extensions;
         self
+    }
+
+    /// Adds one service for actions (used to hand actions a handle back to this engine).
+    pub fn extensions_mut(&mut self) -> &mut Extensions {
+        &mut self.extensions
+    }
+
+    pub fn prompts(&self) -> &Prompts {
+        &self.prompts
+    }
+
+    pub fn llm(&self) -> Option<&std::sync::Arc<dyn LlmProvider>> {
+        self.llm.as_ref()
     }
 
     pub fn with_clock(mut self, clock: Clock) -> Self {

@@ -17,7 +17,7 @@ use super::conversation::{
 use super::prompts::PromptVars;
 use super::retry::{RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
-use super::{Engine, EngineError, NO_MODEL_REPLY};
+use super::{CONTEXT_MEMORY_KEY, Engine, EngineError, NO_MODEL_REPLY};
 use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
 
 /// Told to the user when the model stays down after every retry.
@@ -37,10 +37,112 @@ enum Step {
 }
 
 impl Engine {
+    /// What an action may know about `conv` during a turn.
+    pub(crate) fn action_context(
+        &self,
+        conv: &Conversation,
+        skill: &str,
+        user_message: &str,
+        turn_id: &str,
+    ) -> ActionContext {
+        let mut ctx = ActionContext::new(&conv.agent_id, &conv.id, self.clock.now())
+            .with_extensions(self.extensions.clone());
+        ctx.user_id = conv.user_id.clone();
+        ctx.user_login = conv.user_login.clone();
+        ctx.channel = conv.channel.clone();
+        ctx.skill = skill.to_owned();
+        ctx.user_message = user_message.to_owned();
+        ctx.turn_id = turn_id.to_owned();
+        ctx.state = conv.state.clone();
+        ctx.memory = conv.memory.clone();
+        ctx
+    }
+
+    /// Calls one action with the engine's safety net: retries only for retry-safe actions, a timeout,
+    /// and a panic turned into an error.
+    pub(crate) async fn invoke(
+        &self,
+        action: &std::sync::Arc<dyn vt_actions::DynAction>,
+        ctx: &ActionContext,
+        name: &str,
+        args: Value,
+    ) -> Result<ActionResponse, ActionError> {
+        let policy = if action.retry_safe() {
+            self.config.tool_retry
+        } else {
+            RetryPolicy::new(1, 0)
+        };
+        let timeout = Duration::from_millis(self.config.tool_timeout_ms);
+        let retried = retry(
+            policy,
+            ActionError::is_retryable,
+            |_| None,
+            |_| {
+                let call = AssertUnwindSafe(action.call_json(ctx, args.clone())).catch_unwind();
+                async move {
+                    match tokio::time::timeout(timeout, call).await {
+                        Err(_) => Err(ActionError::failed(
+                            format!("a ferramenta {name} não respondeu a tempo"),
+                            format!("action {name} timed out after {} ms", timeout.as_millis()),
+                        )),
+                        Ok(Err(panic)) => Err(ActionError::failed(
+                            format!("a ferramenta {name} falhou"),
+                            format!("action {name} panicked: {}", panic_message(&panic)),
+                        )),
+                        Ok(Ok(result)) => result,
+                    }
+                }
+            },
+        )
+        .await;
+        if let Err(e) = &retried.result {
+            tracing::warn!(action = name, error = %e.operator_message(), "action failed");
+        }
+        retried.result
+    }
+
+    /// Calls an action of `conv`'s active skill outside a turn (the planner's deterministic steps).
+    /// Its state and memory updates are not applied: the caller decides what to keep.
+    pub async fn call_action(
+        &self,
+        conv: &Conversation,
+        name: &str,
+        args: Value,
+        user_message: &str,
+    ) -> Result<ActionResponse, ActionError> {
+        let exposed = self
+            .catalog
+            .agent(&conv.agent_id)
+            .and_then(|a| a.skill(&conv.active_skill))
+            .is_some_and(|s| s.actions.iter().any(|a| a == name));
+        let action = exposed
+            .then(|| self.registry.get(name))
+            .flatten()
+            .ok_or_else(|| {
+                ActionError::failed(
+                    format!("ferramenta desconhecida: {name}"),
+                    format!("{name} is not exposed by {}", conv.active_skill),
+                )
+            })?;
+        let ctx = self.action_context(conv, &conv.active_skill, user_message, &self.ids.next("plan"));
+        self.invoke(action, &ctx, name, args).await
+    }
+
     /// Runs one turn of `conv` with the user's `text`. The conversation is changed in place (active
     /// skill, window, state, memory); the outcome says what to store and what to send.
-    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id))]
     pub async fn run_turn(&self, conv: &mut Conversation, text: &str) -> Result<TurnOutcome, EngineError> {
+        self.run_turn_from(conv, text, TurnStart::Model).await
+    }
+
+    /// Runs one turn that starts as `start` says: with the model, with an action the router chose
+    /// (no model call unless the action hands back to the model), or with a fixed reply.
+    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id))]
+    pub async fn run_turn_from(
+        &self,
+        conv: &mut Conversation,
+        text: &str,
+        start: TurnStart,
+    ) -> Result<TurnOutcome, EngineError> {
         let agent = self
             .catalog
             .agent(&conv.agent_id)
@@ -59,11 +161,13 @@ impl Engine {
             conv.window.clear();
         }
         let started_at = self.clock.now();
+        let execucao_id = self.ids.next("exec");
         conv.window.push(ChatMessage::user(text));
         let mut turn = Turn {
             engine: self,
             agent,
             conv,
+            turn_id: execucao_id.clone(),
             user_text: text.to_owned(),
             events: Vec::new(),
             messages: vec![ChatMessage::user(text)],
@@ -71,14 +175,14 @@ impl Engine {
             model_calls: Vec::new(),
             error: None,
         };
-        turn.run().await;
+        turn.run(start).await;
         let status = if turn.error.is_some() {
             ExecutionStatus::Falhou
         } else {
             ExecutionStatus::Concluido
         };
         let execution = ExecutionRecord {
-            execucao_id: self.ids.next("exec"),
+            execucao_id,
             conversation_id: turn.conv.id.clone(),
             agent_id: turn.conv.agent_id.clone(),
             status,
@@ -97,10 +201,22 @@ impl Engine {
     }
 }
 
+/// How a turn begins.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnStart {
+    /// The model decides (or the active deterministic skill runs).
+    Model,
+    /// The router already knows the action and its arguments: it runs first, with no model call.
+    Action { name: String, arguments: Value },
+    /// The router already knows the answer (asking for a missing parameter, help).
+    Reply(String),
+}
+
 struct Turn<'a> {
     engine: &'a Engine,
     agent: &'a AgentDef,
     conv: &'a mut Conversation,
+    turn_id: String,
     user_text: String,
     events: Vec<TurnEvent>,
     messages: Vec<ChatMessage>,
@@ -110,7 +226,35 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    async fn run(&mut self) {
+    async fn run(&mut self, start: TurnStart) {
+        match start {
+            TurnStart::Model => {}
+            TurnStart::Reply(text) => {
+                self.answer(text);
+                return;
+            }
+            TurnStart::Action { name, arguments } => {
+                let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
+                    self.fail(
+                        STEP_FAILED_REPLY,
+                        format!("skill {:?} não existe", self.conv.active_skill),
+                    );
+                    return;
+                };
+                let call = ToolCall {
+                    id: self.engine.ids.next("route"),
+                    name,
+                    arguments: arguments.to_string(),
+                };
+                self.push(ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call.clone()],
+                });
+                if let Step::Done = self.tool_batch(&skill, &[call]).await {
+                    return;
+                }
+            }
+        }
         let mut deterministic_steps = 0;
         loop {
             let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
@@ -204,15 +348,19 @@ impl Turn<'_> {
                 h.from_skill, h.response
             ));
         }
+        if let Some(ctx) = self.conv.memory.get(CONTEXT_MEMORY_KEY) {
+            system.push_str(&compressed_context(ctx));
+        }
         let tools = skill
             .actions
             .iter()
             .filter_map(|a| self.engine.registry.spec(a))
             .cloned()
             .collect();
+        let messages = recent(&self.conv.window, self.engine.config.context_messages);
         Ok(CompletionRequest {
             system,
-            messages: self.conv.window.clone(),
+            messages,
             tools,
             max_tokens: None,
         })
@@ -434,51 +582,12 @@ impl Turn<'_> {
             })?
         };
         let ctx = self.action_context(skill);
-        let policy = if action.retry_safe() {
-            self.engine.config.tool_retry
-        } else {
-            RetryPolicy::new(1, 0)
-        };
-        let timeout = Duration::from_millis(self.engine.config.tool_timeout_ms);
-        let retried = retry(
-            policy,
-            ActionError::is_retryable,
-            |_| None,
-            |_| {
-                let call = AssertUnwindSafe(action.call_json(&ctx, args.clone())).catch_unwind();
-                async move {
-                    match tokio::time::timeout(timeout, call).await {
-                        Err(_) => Err(ActionError::failed(
-                            format!("a ferramenta {name} não respondeu a tempo"),
-                            format!("action {name} timed out after {} ms", timeout.as_millis()),
-                        )),
-                        Ok(Err(panic)) => Err(ActionError::failed(
-                            format!("a ferramenta {name} falhou"),
-                            format!("action {name} panicked: {}", panic_message(&panic)),
-                        )),
-                        Ok(Ok(result)) => result,
-                    }
-                }
-            },
-        )
-        .await;
-        if let Err(e) = &retried.result {
-            tracing::warn!(action = name, error = %e.operator_message(), "action failed");
-        }
-        retried.result
+        self.engine.invoke(action, &ctx, name, args).await
     }
 
     fn action_context(&self, skill: &SkillDef) -> ActionContext {
-        let mut ctx = ActionContext::new(&self.conv.agent_id, &self.conv.id, self.engine.clock.now())
-            .with_extensions(self.engine.extensions.clone());
-        ctx.user_id = self.conv.user_id.clone();
-        ctx.user_login = self.conv.user_login.clone();
-        ctx.channel = self.conv.channel.clone();
-        ctx.skill = skill.name.clone();
-        ctx.user_message = self.user_text.clone();
-        ctx.state = self.conv.state.clone();
-        ctx.memory = self.conv.memory.clone();
-        ctx
+        self.engine
+            .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id)
     }
 
     fn tool_result(&mut self, call: &ToolCall, status: ResponseStatus, content: String, to_user: bool) {
@@ -608,6 +717,37 @@ impl Turn<'_> {
         self.conv.window = vec![ChatMessage::user(self.user_text.clone())];
         Ok(())
     }
+}
+
+/// The last `max` messages of a window, starting at a user message so no tool result is left without
+/// the call it answers. Older messages are represented by the compressed context instead.
+fn recent(window: &[ChatMessage], max: usize) -> Vec<ChatMessage> {
+    if window.len() <= max {
+        return window.to_vec();
+    }
+    let from = window.len() - max;
+    let start = (from..window.len())
+        .find(|&i| matches!(window[i], ChatMessage::User { .. }))
+        .unwrap_or(from);
+    window[start..].to_vec()
+}
+
+/// The compressed context (`{"resumo": ..., "fatos": [...]}`) as a prompt section.
+fn compressed_context(ctx: &Value) -> String {
+    let mut out = String::from("\n\n## Contexto da conversa");
+    if let Some(resumo) = ctx
+        .get("resumo")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+    {
+        out.push_str(&format!("\nResumo: {resumo}"));
+    }
+    if let Some(fatos) = ctx.get("fatos").and_then(Value::as_array) {
+        for f in fatos.iter().filter_map(Value::as_str) {
+            out.push_str(&format!("\n- {f}"));
+        }
+    }
+    out
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

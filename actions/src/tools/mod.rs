@@ -1,15 +1,39 @@
-//! The conversational tools of the VT agent, one file each, registered in [`register`].
+//! The conversational tools of the VT agent, one file each, registered in [`register`], plus what
+//! they share: the settings of the conversation ([`VtSettings`]), the flow runner they use to go
+//! through the stage chain ([`FlowRunner`], implemented by the engine's side), and the pending-recharge
+//! record behind the confirmation rule ([`RecargaPendente`]).
 
+mod cancelar_recarga;
+mod confirmar_recarga;
+mod consultar_saldo;
 mod encerrar_atendimento;
+mod notificar;
+mod pendente;
+mod preparar_recarga;
+mod runner;
+mod settings;
 mod transferir_para_humano;
 
+pub use cancelar_recarga::CancelarRecarga;
+pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
+pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
+pub use notificar::Notificar;
+pub use pendente::{RecargaPendente, STATE_PENDENTE};
+pub use preparar_recarga::PrepararRecarga;
+pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
+pub use settings::VtSettings;
 pub use transferir_para_humano::TransferirParaHumano;
 
 use crate::action::{ActionRegistry, DuplicateAction};
 
 /// Registers every conversational tool.
 pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
+    registry.register(ConsultarSaldo)?;
+    registry.register(PrepararRecarga)?;
+    registry.register(ConfirmarRecarga)?;
+    registry.register(CancelarRecarga)?;
+    registry.register(Notificar)?;
     registry.register(TransferirParaHumano)?;
     registry.register(EncerrarAtendimento)?;
     Ok(())

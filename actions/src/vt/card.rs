@@ -67,6 +67,24 @@ pub fn mask_card(raw: &str) -> String {
     format!("****{tail}")
 }
 
+static CARD_LIKE: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"\d[\d \-.]{6,}\d").expect("card regex"));
+
+/// Replaces every run of 8 or more digits (a card number, with or without separators) by its masked
+/// form. For free text that may carry a card: messages, facts, notifications.
+pub fn mask_cards_in(text: &str) -> String {
+    CARD_LIKE
+        .replace_all(text, |c: &regex::Captures<'_>| {
+            let digits = c[0].chars().filter(char::is_ascii_digit).count();
+            if digits >= 8 {
+                mask_card(&c[0])
+            } else {
+                c[0].to_owned()
+            }
+        })
+        .into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ pub mod card;
 pub mod input;
 pub mod keys;
 pub mod money;
+pub mod parse;
 pub mod texts;
 
 pub use card::{CardError, CardNumber, mask_card};

@@ -101,3 +101,35 @@ mod tests {
         assert_eq!(money_json(dec!(50)).to_string(), "50.0");
     }
 }
+
+/// A money amount as a tool argument: the model may send a number (`50`, `50.5`) or text (`"50,00"`,
+/// `"R$ 1.234,56"`); either way it becomes a `Decimal`, never a float.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoneyArg(pub Decimal);
+
+impl<'de> serde::Deserialize<'de> for MoneyArg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        let parsed = match &v {
+            Value::String(s) => super::parse::parse_money(s),
+            other => decimal_from_json(other),
+        };
+        parsed
+            .map(MoneyArg)
+            .ok_or_else(|| serde::de::Error::custom(format!("valor inválido: {v}")))
+    }
+}
+
+impl schemars::JsonSchema for MoneyArg {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MoneyArg".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "number", "description": "Valor em reais, por exemplo 50 ou 50.5."})
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}

@@ -1,0 +1,67 @@
+//! The recharge waiting for the user's confirmation, kept in conversation state.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::ActionContext;
+use crate::vt::{Idioma, MeioPagamento, Recarga, format_money, mask_card};
+
+/// The state key.
+pub const STATE_PENDENTE: &str = "recarga_pendente";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecargaPendente {
+    pub id: String,
+    pub cartao: String,
+    #[serde(with = "crate::vt::input::money_serde")]
+    pub valor: Decimal,
+    pub moeda: String,
+    pub meio_pagamento: String,
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The idempotency key the recharge will carry (RF6's, per card, value and currency).
+    pub idempotency_key: String,
+    /// The turn that asked for confirmation: a confirmation must come in a later user message.
+    pub criada_no_turno: String,
+    pub expira_em: DateTime<Utc>,
+}
+
+impl RecargaPendente {
+    pub fn from_state(ctx: &ActionContext) -> Option<Self> {
+        ctx.state
+            .get(STATE_PENDENTE)
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    pub fn recarga(&self) -> Recarga {
+        Recarga {
+            valor: Some(self.valor),
+            moeda: Some(self.moeda.clone()),
+            meio_pagamento: MeioPagamento {
+                tipo: self.meio_pagamento.clone(),
+                token: self.token.clone(),
+            },
+        }
+    }
+
+    /// `BRL 50,00 no cartão ****7890 via PIX`, for messages.
+    pub fn describe(&self) -> String {
+        let meio = match self.meio_pagamento.as_str() {
+            "pix" => "PIX",
+            "boleto" => "boleto",
+            _ => "cartão de crédito",
+        };
+        format!(
+            "{} no cartão {} via {meio}",
+            format_money(&self.moeda, self.valor, Idioma::PtBr),
+            mask_card(&self.cartao)
+        )
+    }
+}

@@ -1,0 +1,126 @@
+//! `preparar_recarga`: runs the RF6 checks and, if they pass, asks the user to confirm. Nothing is
+//! charged here: the recharge waits in conversation state for a confirmation in a later user message.
+
+use async_trait::async_trait;
+use chrono::Duration;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::consultar_saldo::invalid_card;
+use super::pendente::{RecargaPendente, STATE_PENDENTE};
+use super::settings::VtSettings;
+use crate::action::{Action, ActionError};
+use crate::context::ActionContext;
+use crate::response::{ActionResponse, ResponseToUser};
+use crate::stages::rf06_preparar_recarga::preparar_recarga;
+use crate::vt::money::MoneyArg;
+use crate::vt::{CardNumber, Idioma, MeioPagamento, Recarga, format_money};
+
+pub struct PrepararRecarga;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Args {
+    /// Número do cartão de VT.
+    pub cartao: String,
+    /// Valor da recarga em reais.
+    pub valor: MoneyArg,
+    /// Meio de pagamento: pix, boleto ou cartao_credito.
+    pub meio_pagamento: String,
+}
+
+#[async_trait]
+impl Action for PrepararRecarga {
+    type Args = Args;
+
+    fn name(&self) -> &'static str {
+        "preparar_recarga"
+    }
+
+    fn description(&self) -> &'static str {
+        "Prepara uma recarga de VT e pede ao usuário que confirme. Não cobra nada: a recarga só acontece \
+         se o usuário confirmar na mensagem seguinte."
+    }
+
+    async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
+        let settings = VtSettings::of(ctx);
+        let p = &settings.politicas;
+        let card = match CardNumber::parse(
+            &args.cartao,
+            p.validacoes_cartao.tamanho_min,
+            p.validacoes_cartao.tamanho_max,
+        ) {
+            Ok(c) => c,
+            Err(e) => return Ok(invalid_card(&args.cartao, &e.to_string())),
+        };
+        let recarga = Recarga {
+            valor: Some(args.valor.0),
+            moeda: Some(p.moeda_padrao.clone()),
+            meio_pagamento: MeioPagamento {
+                tipo: args.meio_pagamento.clone(),
+                token: None,
+            },
+        };
+        let input = settings.flow_input(ctx, card.digits(), Some(recarga));
+        let payload = preparar_recarga(&input);
+        let errors = payload.validation_errors();
+        if !errors.is_empty() {
+            let reasons: Vec<String> = errors
+                .iter()
+                .map(|code| match *code {
+                    "valor_recarga_invalido" => format!(
+                        "o valor precisa estar entre {} e {}",
+                        format_money(&p.moeda_padrao, p.valor_min, Idioma::PtBr),
+                        format_money(&p.moeda_padrao, p.valor_max, Idioma::PtBr)
+                    ),
+                    "meio_pagamento_invalido" => {
+                        "os meios de pagamento aceitos são PIX, boleto e cartão de crédito".into()
+                    }
+                    other => other.replace('_', " "),
+                })
+                .collect();
+            return Ok(ResponseToUser::new(
+                format!("Não consigo preparar essa recarga: {}.", reasons.join("; ")),
+                format!(
+                    "Recarga não preparada ({}); nada foi cobrado. Peça ao usuário um pedido válido.",
+                    errors.join(",")
+                ),
+            )
+            .error()
+            .into());
+        }
+        let body = &payload.body;
+        let pendente = RecargaPendente {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            cartao: card.digits().to_owned(),
+            valor: crate::vt::round_half_up(args.valor.0),
+            moeda: body["moeda"].as_str().unwrap_or("BRL").to_owned(),
+            meio_pagamento: body["meio_pagamento"]["tipo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            token: None,
+            idempotency_key: payload
+                .headers
+                .get("x-idempotency-key")
+                .cloned()
+                .unwrap_or_default(),
+            criada_no_turno: ctx.turn_id.clone(),
+            expira_em: ctx.now + Duration::seconds(settings.confirmation_ttl_secs),
+        };
+        let minutes = (settings.confirmation_ttl_secs / 60).max(1);
+        Ok(ResponseToUser::new(
+            format!(
+                "Confirma a recarga de {}? Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {minutes} minutos.",
+                pendente.describe()
+            ),
+            format!(
+                "Recarga de {} aguardando confirmação do usuário (pedido {}). Nada foi cobrado. A recarga só será feita se o \
+                 próprio usuário confirmar na próxima mensagem dele; não chame confirmar_recarga sem isso.",
+                pendente.describe(),
+                pendente.id
+            ),
+        )
+        .with_state(STATE_PENDENTE, pendente.to_value())
+        .into())
+    }
+}

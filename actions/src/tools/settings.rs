@@ -1,0 +1,59 @@
+//! Settings of the conversational tools: the tenant and the policies a conversation's requests carry,
+//! and how long a recharge waits for the user's confirmation.
+
+use serde::Deserialize;
+
+use crate::context::ActionContext;
+use crate::vt::{Destinatario, FlowInput, Politicas, Preferencias, Recarga};
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VtSettings {
+    pub tenant_id: String,
+    pub origem: String,
+    pub politicas: Politicas,
+    /// Notification channels in order of preference.
+    pub canais: Vec<String>,
+    pub idioma: String,
+    /// A pending recharge is forgotten after this long without the user's confirmation.
+    pub confirmation_ttl_secs: i64,
+}
+
+impl Default for VtSettings {
+    fn default() -> Self {
+        Self {
+            tenant_id: "default".into(),
+            origem: "CHAT".into(),
+            politicas: Politicas::default(),
+            canais: vec!["app".into()],
+            idioma: "pt-BR".into(),
+            confirmation_ttl_secs: 600,
+        }
+    }
+}
+
+impl VtSettings {
+    /// The settings the engine was given, or the defaults.
+    pub fn of(ctx: &ActionContext) -> Self {
+        ctx.get::<VtSettings>().cloned().unwrap_or_default()
+    }
+
+    /// A flow input for `cartao` on behalf of the conversation's user.
+    pub fn flow_input(&self, ctx: &ActionContext, cartao: &str, recarga: Option<Recarga>) -> FlowInput {
+        FlowInput {
+            cartao: cartao.to_owned(),
+            tenant_id: self.tenant_id.clone(),
+            origem: self.origem.clone(),
+            politicas: self.politicas.clone(),
+            recarga,
+            preferencias: Preferencias {
+                canais: self.canais.clone(),
+                idioma: Some(self.idioma.clone()),
+            },
+            destinatario: Destinatario {
+                tipo: "usuario".into(),
+                id: ctx.user_id.clone(),
+            },
+        }
+    }
+}

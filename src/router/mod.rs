@@ -1,0 +1,412 @@
+//! The deterministic router (SPEC §5): decides, before any model, what a message is and what to do.
+//!
+//! Level 1 ([`keywords`]) recognises the VT requests and extracts their parameters with zero tokens;
+//! missing or ambiguous parameters are asked for, never guessed. Level 2, only when a model is
+//! configured, is a micro classification call (tiny prompt, small `max_tokens`) into the intent list,
+//! cached by the normalised message's hash for 24 h; an answer outside the list is `general_chat`.
+//! Without a model, whatever level 1 does not recognise gets the help text.
+
+pub mod intents;
+pub mod keywords;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use vt_actions::tools::STATE_PENDENTE;
+use vt_actions::vt::parse::{amounts, cards, is_confirmation, is_refusal, normalize, payment_type};
+use vt_actions::vt::{Idioma, format_money, mask_card};
+
+use crate::engine::Conversation;
+use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
+use crate::store::IntentRecord;
+
+/// State key of a request waiting for a missing parameter.
+pub const STATE_AGUARDANDO: &str = "aguardando";
+
+/// What the router answers when it knows nothing better (and no model is configured).
+pub const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
+• consultar o saldo — \"saldo do cartão 1234567890\"\n\
+• recarregar, sempre com a sua confirmação — \"recarregar 50 reais no cartão 1234567890 via pix\"\n\
+• avisar quando o saldo estiver baixo\n\
+• chamar um atendente — \"falar com atendente\"";
+
+/// A request waiting for parameters, kept in conversation state between turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Awaiting {
+    pub intent: String,
+    pub params: Map<String, Value>,
+}
+
+/// What to do with a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// Run this action with these arguments, no model.
+    Action { action: String, arguments: Value },
+    /// Ask for what is missing and remember the request.
+    Ask { question: String, awaiting: Awaiting },
+    /// Answer with this text.
+    Reply { text: String },
+    /// Let the model handle it (the active skill's tools, compressed context).
+    Model,
+    /// Plan it with the model, execute the plan with code (hybrid intent).
+    Plan,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub intent: String,
+    pub action_type: String,
+    pub route: Route,
+    /// Level 1 recognised it.
+    pub keyword_matched: bool,
+    /// Tokens spent deciding (level 2), `(input, output)`.
+    pub tokens: (u64, u64),
+}
+
+pub struct Router {
+    /// The agent whose conversations are routed.
+    agent: String,
+    intents: Vec<IntentRecord>,
+    llm: Option<Arc<dyn LlmProvider>>,
+    cache: Mutex<HashMap<String, (String, Instant)>>,
+    cache_ttl: Duration,
+}
+
+/// Parameters level 1 found in a message.
+#[derive(Debug, Default)]
+struct Found {
+    cards: Vec<String>,
+    amounts: Vec<Decimal>,
+    meio: Option<&'static str>,
+}
+
+impl Found {
+    fn of(text: &str) -> Self {
+        Self {
+            cards: cards(text),
+            amounts: amounts(text),
+            meio: payment_type(text),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()
+    }
+}
+
+impl Router {
+    pub fn new(agent: &str, intents: Vec<IntentRecord>, llm: Option<Arc<dyn LlmProvider>>) -> Self {
+        Self {
+            agent: agent.to_owned(),
+            intents,
+            llm,
+            cache: Mutex::new(HashMap::new()),
+            cache_ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    pub fn intent(&self, key: &str) -> Option<&IntentRecord> {
+        self.intents.iter().find(|i| i.intent_key == key && i.is_active)
+    }
+
+    fn action_type(&self, key: &str) -> String {
+        self.intent(key)
+            .map_or_else(|| "deterministic".to_owned(), |i| i.action_type.clone())
+    }
+
+    /// Decides what to do with `text` in `conv`.
+    pub async fn route(&self, text: &str, conv: &Conversation) -> Decision {
+        if let Some((intent, route)) = self.level1(text, conv) {
+            return Decision {
+                action_type: self.action_type(&intent),
+                intent,
+                route,
+                keyword_matched: true,
+                tokens: (0, 0),
+            };
+        }
+        let Some(llm) = &self.llm else {
+            return self.decision(
+                "ajuda",
+                Route::Reply {
+                    text: HELP_TEXT.into(),
+                },
+            );
+        };
+        let (intent, tokens) = self.level2(llm.as_ref(), text).await;
+        let mut d = match self.resolve(&intent, text, conv) {
+            Some(route) => self.decision(&intent, route),
+            None => self.decision("general_chat", Route::Model),
+        };
+        d.tokens = tokens;
+        d
+    }
+
+    fn decision(&self, intent: &str, route: Route) -> Decision {
+        Decision {
+            intent: intent.into(),
+            action_type: self.action_type(intent),
+            route,
+            keyword_matched: false,
+            tokens: (0, 0),
+        }
+    }
+
+    /// Level 1: patterns and parameters, zero tokens.
+    fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
+        let n = normalize(text);
+        let pending = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
+        let active = |k: &str| self.intent(k).is_some();
+        if is_confirmation(text) && active("confirmar_recarga") {
+            return Some((
+                "confirmar_recarga".into(),
+                Route::Action {
+                    action: "confirmar_recarga".into(),
+                    arguments: json!({}),
+                },
+            ));
+        }
+        if is_refusal(text) {
+            if (pending || keywords::says_cancel(&n)) && active("cancelar_recarga") {
+                return Some((
+                    "cancelar_recarga".into(),
+                    Route::Action {
+                        action: "cancelar_recarga".into(),
+                        arguments: json!({}),
+                    },
+                ));
+            }
+            return Some((
+                "ajuda".into(),
+                Route::Reply {
+                    text: "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.".into(),
+                },
+            ));
+        }
+        if keywords::is_handoff(&n) && active("transferir_para_humano") {
+            let arguments = json!({"motivo": "o usuário pediu para falar com um atendente"});
+            return Some((
+                "transferir_para_humano".into(),
+                Route::Action {
+                    action: "transferir_para_humano".into(),
+                    arguments,
+                },
+            ));
+        }
+        if keywords::is_goodbye(&n) && active("encerrar_atendimento") {
+            return Some((
+                "encerrar_atendimento".into(),
+                Route::Action {
+                    action: "encerrar_atendimento".into(),
+                    arguments: json!({"motivo": null}),
+                },
+            ));
+        }
+        if keywords::is_recharge(&n) && active("preparar_recarga") {
+            return Some((
+                "preparar_recarga".into(),
+                self.params_route("preparar_recarga", text, conv),
+            ));
+        }
+        if keywords::is_balance(&n) && active("consultar_saldo") {
+            return Some((
+                "consultar_saldo".into(),
+                self.params_route("consultar_saldo", text, conv),
+            ));
+        }
+        // A reply to a question the router asked: the parameters it brings complete the request.
+        if let Some(awaiting) = awaiting(conv)
+            && !Found::of(text).is_empty()
+            && active(&awaiting.intent)
+        {
+            return Some((
+                awaiting.intent.clone(),
+                self.params_route(&awaiting.intent, text, conv),
+            ));
+        }
+        if keywords::is_greeting(&n) {
+            return Some((
+                "ajuda".into(),
+                Route::Reply {
+                    text: HELP_TEXT.into(),
+                },
+            ));
+        }
+        None
+    }
+
+    /// Turns an intent level 2 chose into a route (`None` for anything that is not an intent here).
+    fn resolve(&self, intent: &str, text: &str, conv: &Conversation) -> Option<Route> {
+        self.intent(intent)?;
+        Some(match intent {
+            "consultar_saldo" | "preparar_recarga" => self.params_route(intent, text, conv),
+            "confirmar_recarga" | "cancelar_recarga" => Route::Action {
+                action: intent.into(),
+                arguments: json!({}),
+            },
+            "transferir_para_humano" => Route::Action {
+                action: intent.into(),
+                arguments: json!({"motivo": "pedido do usuário"}),
+            },
+            "encerrar_atendimento" => Route::Action {
+                action: intent.into(),
+                arguments: json!({"motivo": null}),
+            },
+            "ajuda" => Route::Reply {
+                text: HELP_TEXT.into(),
+            },
+            "tarefa_composta" => Route::Plan,
+            _ => Route::Model,
+        })
+    }
+
+    /// The action with its parameters when they are all known without doubt, else the question.
+    fn params_route(&self, intent: &str, text: &str, conv: &Conversation) -> Route {
+        let found = Found::of(text);
+        let mut params = awaiting(conv)
+            .filter(|a| a.intent == intent)
+            .map(|a| a.params)
+            .unwrap_or_default();
+        let mut doubts = Vec::new();
+        match found.cards.as_slice() {
+            [] => {}
+            [one] => {
+                params.insert("cartao".into(), json!(one));
+            }
+            many => doubts.push(format!(
+                "Você mencionou mais de um cartão ({}). Qual deles?",
+                many.iter().map(|c| mask_card(c)).collect::<Vec<_>>().join(", ")
+            )),
+        }
+        if intent == "preparar_recarga" {
+            match found.amounts.as_slice() {
+                [] => {}
+                [one] => {
+                    params.insert("valor".into(), json!(one.to_string()));
+                }
+                many => doubts.push(format!(
+                    "Você mencionou mais de um valor ({}). Quanto quer recarregar?",
+                    many.iter()
+                        .map(|v| format_money("BRL", *v, Idioma::PtBr))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+            if let Some(meio) = found.meio {
+                params.insert("meio_pagamento".into(), json!(meio));
+            }
+        }
+        let required: &[&str] = if intent == "preparar_recarga" {
+            &["cartao", "valor", "meio_pagamento"]
+        } else {
+            &["cartao"]
+        };
+        let missing: Vec<&str> = required
+            .iter()
+            .copied()
+            .filter(|k| !params.contains_key(*k))
+            .collect();
+        if doubts.is_empty() && missing.is_empty() {
+            return Route::Action {
+                action: intent.into(),
+                arguments: Value::Object(params),
+            };
+        }
+        let mut question = doubts.join(" ");
+        if !missing.is_empty() {
+            let parts: Vec<&str> = missing
+                .iter()
+                .map(|m| match *m {
+                    "cartao" => "o número do cartão de VT",
+                    "valor" => "o valor da recarga",
+                    _ => "o meio de pagamento (PIX, boleto ou cartão de crédito)",
+                })
+                .collect();
+            let list = match parts.as_slice() {
+                [one] => (*one).to_owned(),
+                [init @ .., last] => format!("{} e {last}", init.join(", ")),
+                [] => String::new(),
+            };
+            if !question.is_empty() {
+                question.push(' ');
+            }
+            let what = if intent == "preparar_recarga" {
+                "Para a recarga"
+            } else {
+                "Para consultar o saldo"
+            };
+            question.push_str(&format!("{what}, me diga {list}."));
+        }
+        Route::Ask {
+            question,
+            awaiting: Awaiting {
+                intent: intent.into(),
+                params,
+            },
+        }
+    }
+
+    /// Level 2: one micro call, cached by the normalised message's hash.
+    async fn level2(&self, llm: &dyn LlmProvider, text: &str) -> (String, (u64, u64)) {
+        let key = hex::encode(Sha256::digest(normalize(text).as_bytes()));
+        if let Some((intent, at)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .cloned()
+            && at.elapsed() < self.cache_ttl
+        {
+            return (intent, (0, 0));
+        }
+        let list: Vec<String> = self
+            .intents
+            .iter()
+            .filter(|i| i.is_active)
+            .map(|i| format!("{}: {}", i.intent_key, i.description))
+            .collect();
+        let request = CompletionRequest {
+            system: format!(
+                "Classifique a mensagem do usuário em UMA das intenções abaixo. Responda só com a chave.\n{}",
+                list.join("\n")
+            ),
+            messages: vec![ChatMessage::user(text.chars().take(500).collect::<String>())],
+            tools: Vec::new(),
+            max_tokens: Some(16),
+        };
+        match llm.complete(&request).await {
+            Ok(c) => {
+                let answer = c.text.unwrap_or_default();
+                let key_found = answer
+                    .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+                    .find(|w| self.intent(w).is_some())
+                    .map_or_else(|| "general_chat".to_owned(), str::to_owned);
+                self.cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(key, (key_found.clone(), Instant::now()));
+                (key_found, (c.usage.input_tokens, c.usage.output_tokens))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "intent classification failed; treating as general chat");
+                ("general_chat".into(), (0, 0))
+            }
+        }
+    }
+}
+
+fn awaiting(conv: &Conversation) -> Option<Awaiting> {
+    conv.state
+        .get(STATE_AGUARDANDO)
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
