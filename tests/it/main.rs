@@ -2,9 +2,11 @@
 //! and the shipped skills. Shared helpers live in `support`.
 
 mod cli;
+mod conversation;
 mod engine;
 mod flow;
 mod providers;
+mod router;
 mod service;
 mod store;
 mod support;

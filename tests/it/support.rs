@@ -366,3 +366,73 @@ pub fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
         ..Default::default()
     }
 }
+
+/// The real VT agent (router, tools, stages, store) against an in-process simulator.
+pub struct ChatHarness {
+    pub service: Arc<vt_agent::service::ConversationService>,
+    pub sim: vt_actions::systems::Simulator,
+    pub store: Arc<dyn vt_agent::store::Store>,
+    _running: vt_actions::systems::RunningSimulator,
+}
+
+pub async fn chat_harness(
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+) -> ChatHarness {
+    use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
+    let sim = Simulator::new(quick_simulator());
+    let running = sim.clone().spawn(0).await.expect("simulator");
+    let systems = SystemsConfig {
+        timeout_cap_ms: Some(300),
+        max_retry_wait_ms: 20,
+        ..SystemsConfig::single(&running.url)
+    };
+    let ext = vt_actions::context::Extensions::default()
+        .with(VtSystems::new(systems).expect("client"))
+        .with(vt);
+    let config = vt_agent::config::Config {
+        engine: fast_config(),
+        ..Default::default()
+    };
+    let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
+    let engine = vt_agent::flow::share(vt_agent::app::engine(&config, llm.clone(), ext).expect("engine"));
+    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let defaults = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
+    let intents = vt_agent::router::intents::sync(store.as_ref(), &defaults)
+        .await
+        .expect("sync");
+    let router = vt_agent::router::Router::new("vt", intents, llm);
+    let service =
+        Arc::new(vt_agent::service::ConversationService::new(engine, store.clone()).with_router(router));
+    ChatHarness {
+        service,
+        sim,
+        store,
+        _running: running,
+    }
+}
+
+impl ChatHarness {
+    /// Sends `text` as the user of conversation `conv` and returns the reply.
+    pub async fn say(&self, conv: &str, text: &str) -> vt_agent::service::Handled {
+        let msg = vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some(conv.into()),
+            user: user(),
+            text: text.into(),
+        };
+        self.service.handle(msg, None).await.expect("handled")
+    }
+
+    pub fn recharges(&self) -> usize {
+        self.sim
+            .ledger()
+            .iter()
+            .filter(|e| e.efeito.as_deref() == Some("recarga_efetivada"))
+            .count()
+    }
+}

@@ -1,0 +1,383 @@
+//! The router's level 1 against how people really write in pt-BR: each message with its expected
+//! intent and parameters (or the question it must ask). No model, zero tokens.
+
+use serde_json::{Value, json};
+use vt_agent::engine::{Conversation, Participant};
+use vt_agent::router::{Route, Router};
+
+/// What a routed message must come out as.
+enum Want {
+    /// The action runs with these arguments (a subset is checked).
+    Act(&'static str, Value),
+    /// The router asks, mentioning this text.
+    Ask(&'static str, &'static str),
+    /// A fixed reply for this intent.
+    Reply(&'static str),
+    /// Not level 1: without a model, the help text.
+    Help,
+}
+
+use Want::{Act, Ask, Help, Reply};
+
+fn cases() -> Vec<(&'static str, bool, Want)> {
+    let none = json!({});
+    vec![
+        // Balance, with the card in every shape people type it.
+        (
+            "qual meu saldo",
+            false,
+            Ask("consultar_saldo", "número do cartão"),
+        ),
+        (
+            "qual é o meu saldo?",
+            false,
+            Ask("consultar_saldo", "número do cartão"),
+        ),
+        ("saldo", false, Ask("consultar_saldo", "número do cartão")),
+        (
+            "saldo do cartão 1234 5678-90",
+            false,
+            Act("consultar_saldo", json!({"cartao": "1234567890"})),
+        ),
+        (
+            "quanto tem no vt 1234567890",
+            false,
+            Act("consultar_saldo", json!({"cartao": "1234567890"})),
+        ),
+        (
+            "quanto tenho no cartão 1111111111?",
+            false,
+            Act("consultar_saldo", json!({"cartao": "1111111111"})),
+        ),
+        (
+            "Saldo VT 1111.1111.11",
+            false,
+            Act("consultar_saldo", json!({"cartao": "1111111111"})),
+        ),
+        (
+            "consulta o vt 2222222222 pra mim",
+            false,
+            Act("consultar_saldo", json!({"cartao": "2222222222"})),
+        ),
+        (
+            "quero ver o saldo do meu cartão 3333-3333-33",
+            false,
+            Act("consultar_saldo", json!({"cartao": "3333333333"})),
+        ),
+        (
+            "me passa o extrato do 4444444444",
+            false,
+            Act("consultar_saldo", json!({"cartao": "4444444444"})),
+        ),
+        (
+            "quanto resta no bilhete 5555555555",
+            false,
+            Act("consultar_saldo", json!({"cartao": "5555555555"})),
+        ),
+        (
+            "SALDO 1414141414",
+            false,
+            Act("consultar_saldo", json!({"cartao": "1414141414"})),
+        ),
+        (
+            "boa tarde, qual o saldo do cartão 12345678?",
+            false,
+            Act("consultar_saldo", json!({"cartao": "12345678"})),
+        ),
+        (
+            "saldo dos cartões 1111111111 e 2222222222",
+            false,
+            Ask("consultar_saldo", "mais de um cartão"),
+        ),
+        (
+            "quanto ta no meu vt",
+            false,
+            Ask("consultar_saldo", "número do cartão"),
+        ),
+        (
+            "saldo do cartão 12345",
+            false,
+            Ask("consultar_saldo", "número do cartão"),
+        ),
+        // Recharge: values as 50, 50,00, R$ 50, 50 reais, 1.234,56; payment types.
+        (
+            "recarrega 50 no cartão 1234567890 via pix",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"cartao": "1234567890", "valor": "50", "meio_pagamento": "pix"}),
+            ),
+        ),
+        (
+            "recarregar 50 reais no 1234567890 via pix",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"cartao": "1234567890", "valor": "50", "meio_pagamento": "pix"}),
+            ),
+        ),
+        (
+            "coloca R$ 50,00 via pix no 1234567890",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"cartao": "1234567890", "valor": "50.00", "meio_pagamento": "pix"}),
+            ),
+        ),
+        (
+            "coloca R$ 50,00 via pix",
+            false,
+            Ask("preparar_recarga", "número do cartão"),
+        ),
+        (
+            "quero recarregar R$ 1.234,56 no cartão 1234567890 no boleto",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"valor": "1234.56", "meio_pagamento": "boleto"}),
+            ),
+        ),
+        (
+            "põe 30 conto no 1234567890 no cartão de crédito",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"valor": "30", "meio_pagamento": "cartao_credito"}),
+            ),
+        ),
+        (
+            "adiciona 20 reais no vt 1234567890 pelo PIX",
+            false,
+            Act("preparar_recarga", json!({"valor": "20"})),
+        ),
+        (
+            "bota 100 no 1234567890 com boleto",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"valor": "100", "meio_pagamento": "boleto"}),
+            ),
+        ),
+        (
+            "quero fazer uma recarga",
+            false,
+            Ask(
+                "preparar_recarga",
+                "o número do cartão de VT, o valor da recarga e o meio de pagamento",
+            ),
+        ),
+        (
+            "recarga de 50",
+            false,
+            Ask(
+                "preparar_recarga",
+                "o número do cartão de VT e o meio de pagamento",
+            ),
+        ),
+        (
+            "recarregar o 1234567890",
+            false,
+            Ask("preparar_recarga", "o valor da recarga e o meio de pagamento"),
+        ),
+        (
+            "recarrega 50 no 1234567890",
+            false,
+            Ask("preparar_recarga", "meio de pagamento"),
+        ),
+        (
+            "recarrega 50 no 1234567890 pix ou boleto",
+            false,
+            Ask("preparar_recarga", "meio de pagamento"),
+        ),
+        (
+            "recarrega 50 ou 60 no 1234567890 via pix",
+            false,
+            Ask("preparar_recarga", "mais de um valor"),
+        ),
+        (
+            "recarregar 50 nos cartões 1111111111 e 2222222222 via pix",
+            false,
+            Ask("preparar_recarga", "mais de um cartão"),
+        ),
+        (
+            "carregar R$50 no cartão 1234567890 pix",
+            false,
+            Act(
+                "preparar_recarga",
+                json!({"valor": "50", "meio_pagamento": "pix"}),
+            ),
+        ),
+        (
+            "deposita 15,50 no vt 1234567890 via pix",
+            false,
+            Act("preparar_recarga", json!({"valor": "15.50"})),
+        ),
+        (
+            "meu saldo tá baixo, quero recarregar 40 no 1234567890 no pix",
+            false,
+            Act("preparar_recarga", json!({"valor": "40"})),
+        ),
+        // Confirmations and refusals, with and without a recharge waiting.
+        ("sim", true, Act("confirmar_recarga", none.clone())),
+        ("Sim!", true, Act("confirmar_recarga", none.clone())),
+        ("confirmo", true, Act("confirmar_recarga", none.clone())),
+        ("pode fazer", true, Act("confirmar_recarga", none.clone())),
+        ("ok", true, Act("confirmar_recarga", none.clone())),
+        ("isso mesmo", true, Act("confirmar_recarga", none.clone())),
+        ("sim", false, Act("confirmar_recarga", none.clone())),
+        ("não", true, Act("cancelar_recarga", none.clone())),
+        ("nao", true, Act("cancelar_recarga", none.clone())),
+        ("cancelar", true, Act("cancelar_recarga", none.clone())),
+        ("cancela", false, Act("cancelar_recarga", none.clone())),
+        ("desisto", true, Act("cancelar_recarga", none.clone())),
+        ("não, obrigado", false, Reply("ajuda")),
+        // Handoff.
+        (
+            "falar com atendente",
+            false,
+            Act("transferir_para_humano", none.clone()),
+        ),
+        (
+            "quero falar com um humano",
+            false,
+            Act("transferir_para_humano", none.clone()),
+        ),
+        (
+            "me passa pra uma pessoa de verdade",
+            false,
+            Act("transferir_para_humano", none.clone()),
+        ),
+        (
+            "Atendente, por favor",
+            false,
+            Act("transferir_para_humano", none.clone()),
+        ),
+        (
+            "preciso de atendimento humano",
+            false,
+            Act("transferir_para_humano", none.clone()),
+        ),
+        // Goodbye.
+        ("tchau", false, Act("encerrar_atendimento", none.clone())),
+        (
+            "Tchau, obrigado!",
+            false,
+            Act("encerrar_atendimento", none.clone()),
+        ),
+        (
+            "obrigado, era só isso",
+            false,
+            Act("encerrar_atendimento", none.clone()),
+        ),
+        ("até logo", false, Act("encerrar_atendimento", none.clone())),
+        ("valeu, falou", false, Act("encerrar_atendimento", none.clone())),
+        // Greetings and help.
+        ("oi", false, Reply("ajuda")),
+        ("Olá!", false, Reply("ajuda")),
+        ("bom dia", false, Reply("ajuda")),
+        ("o que você faz?", false, Reply("ajuda")),
+        ("menu", false, Reply("ajuda")),
+        // Not for level 1.
+        ("qual a diferença entre VT e VR?", false, Help),
+        ("meu cartão foi bloqueado, o que faço?", false, Help),
+        ("😀😀😀", false, Help),
+        ("asdfgh", false, Help),
+    ]
+}
+
+fn router() -> Router {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml");
+    Router::new(
+        "vt",
+        vt_agent::router::intents::load_file(&path).expect("intents"),
+        None,
+    )
+}
+
+fn conversation(pending: bool) -> Conversation {
+    let mut c = Conversation::new("c".into(), "vt", "atendimento".into(), Participant::default());
+    if pending {
+        c.state.insert("recarga_pendente".into(), json!({"id": "p"}));
+    }
+    c
+}
+
+#[tokio::test]
+async fn level_one_table() {
+    let router = router();
+    let cases = cases();
+    assert!(cases.len() >= 60, "{} cases", cases.len());
+    let mut failures = Vec::new();
+    for (text, pending, want) in &cases {
+        let d = router.route(text, &conversation(*pending)).await;
+        let ok = match (want, &d.route) {
+            (Act(intent, args), Route::Action { action, arguments }) => {
+                action == intent
+                    && d.intent == *intent
+                    && args
+                        .as_object()
+                        .is_some_and(|want| want.iter().all(|(k, v)| arguments.get(k) == Some(v)))
+            }
+            (Ask(intent, words), Route::Ask { question, .. }) => {
+                d.intent == *intent && question.contains(words)
+            }
+            (Reply(intent), Route::Reply { .. }) => d.intent == *intent,
+            (Help, Route::Reply { text }) => {
+                d.intent == "ajuda" && !d.keyword_matched && text.contains("Posso ajudar")
+            }
+            _ => false,
+        };
+        if !ok {
+            failures.push(format!(
+                "{text:?} (pending={pending}) → {} {:?}",
+                d.intent, d.route
+            ));
+        }
+        assert_eq!(d.tokens, (0, 0));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn an_answer_completes_the_waiting_request() {
+    let router = router();
+    let mut conv = conversation(false);
+    let first = router.route("quero recarregar 50 via pix", &conv).await;
+    let Route::Ask { awaiting, .. } = first.route else {
+        panic!("expected a question, got {:?}", first.route)
+    };
+    conv.state.insert(
+        "aguardando".into(),
+        serde_json::to_value(&awaiting).expect("json"),
+    );
+    let second = router.route("1234 5678-90", &conv).await;
+    assert_eq!(
+        second.route,
+        Route::Action {
+            action: "preparar_recarga".into(),
+            arguments: json!({"valor": "50", "meio_pagamento": "pix", "cartao": "1234567890"})
+        }
+    );
+    assert!(second.keyword_matched);
+}
+
+#[tokio::test]
+async fn an_inactive_intent_is_not_routed() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml");
+    let mut intents = vt_agent::router::intents::load_file(&path).expect("intents");
+    intents
+        .iter_mut()
+        .filter(|i| i.intent_key == "consultar_saldo")
+        .for_each(|i| i.is_active = false);
+    let router = Router::new("vt", intents, None);
+    let d = router
+        .route("saldo do cartão 1234567890", &conversation(false))
+        .await;
+    assert_eq!(d.intent, "ajuda");
+}
