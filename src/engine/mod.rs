@@ -71,11 +71,13 @@ impl Default for EngineConfig {
     }
 }
 
-/// Where the engine's time comes from: the system clock, or a fixed instant for tests.
+/// Where the engine's time comes from: the system clock, a fixed instant, or a clock a test (or a
+/// transcript) moves by hand between turns.
 #[derive(Debug, Clone)]
 pub enum Clock {
     System,
     Fixed(DateTime<Utc>),
+    Manual(ManualClock),
 }
 
 impl Clock {
@@ -83,7 +85,26 @@ impl Clock {
         match self {
             Self::System => Utc::now(),
             Self::Fixed(t) => *t,
+            Self::Manual(m) => m.now(),
         }
+    }
+}
+
+/// A clock set by hand; clones share the time.
+#[derive(Debug, Clone)]
+pub struct ManualClock(std::sync::Arc<std::sync::RwLock<DateTime<Utc>>>);
+
+impl ManualClock {
+    pub fn new(t: DateTime<Utc>) -> Self {
+        Self(std::sync::Arc::new(std::sync::RwLock::new(t)))
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn set(&self, t: DateTime<Utc>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = t;
     }
 }
 

@@ -141,39 +141,44 @@ impl LlmProvider for AnthropicProvider {
             builder = builder.header("x-api-key", key);
         }
         let text = post_json(builder, &self.body(request)).await?;
-        let wire: WireResponse =
-            serde_json::from_str(&text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
-        let mut texts = Vec::new();
-        let mut tool_calls = Vec::new();
-        for block in wire.content {
-            match block {
-                WireBlock::Text { text } => texts.push(text),
-                WireBlock::ToolUse { id, name, input } => {
-                    tool_calls.push(ToolCall {
-                        id,
-                        name,
-                        arguments: input.to_string(),
-                    });
-                }
-                WireBlock::Other => {}
-            }
-        }
-        let stop_reason = match wire.stop_reason.as_deref() {
-            Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
-            Some("tool_use") => StopReason::ToolUse,
-            Some("max_tokens") => StopReason::MaxTokens,
-            Some(other) => StopReason::Other(other.to_owned()),
-        };
-        let text = texts.join("\n");
-        Ok(Completion {
-            model: wire.model.unwrap_or_else(|| self.settings.model.clone()),
-            text: (!text.is_empty()).then_some(text),
-            tool_calls,
-            stop_reason,
-            usage: Usage {
-                input_tokens: wire.usage.input_tokens,
-                output_tokens: wire.usage.output_tokens,
-            },
-        })
+        parse_response(&text, &self.settings.model)
     }
+}
+
+/// Reads a response body of this API (also used to script replies from real provider JSON).
+pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
+    let wire: WireResponse =
+        serde_json::from_str(text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
+    let mut texts = Vec::new();
+    let mut tool_calls = Vec::new();
+    for block in wire.content {
+        match block {
+            WireBlock::Text { text } => texts.push(text),
+            WireBlock::ToolUse { id, name, input } => {
+                tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments: input.to_string(),
+                });
+            }
+            WireBlock::Other => {}
+        }
+    }
+    let stop_reason = match wire.stop_reason.as_deref() {
+        Some("end_turn" | "stop_sequence") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_owned()),
+    };
+    let text = texts.join("\n");
+    Ok(Completion {
+        model: wire.model.unwrap_or_else(|| model.to_owned()),
+        text: (!text.is_empty()).then_some(text),
+        tool_calls,
+        stop_reason,
+        usage: Usage {
+            input_tokens: wire.usage.input_tokens,
+            output_tokens: wire.usage.output_tokens,
+        },
+    })
 }

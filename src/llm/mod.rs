@@ -8,8 +8,12 @@ mod anthropic;
 mod openai;
 mod scripted;
 
-pub use anthropic::{AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL};
-pub use openai::{DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider};
+pub use anthropic::{
+    AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL, parse_response as parse_anthropic,
+};
+pub use openai::{
+    DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider, parse_response as parse_openai,
+};
 pub use scripted::{Scripted, ScriptedProvider};
 
 use std::time::Duration;

@@ -155,48 +155,53 @@ impl LlmProvider for OpenAiProvider {
             builder = builder.bearer_auth(key);
         }
         let text = post_json(builder, &self.body(request)).await?;
-        let wire: WireResponse =
-            serde_json::from_str(&text).map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
-        let choice = wire
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| LlmError::Malformed("chat completion without choices".into()))?;
-        let tool_calls: Vec<ToolCall> = choice
-            .message
-            .tool_calls
-            .into_iter()
-            .map(|c| ToolCall {
-                id: c.id,
-                name: c.function.name,
-                arguments: c.function.arguments,
-            })
-            .collect();
-        let stop_reason = match choice.finish_reason.as_deref() {
-            Some("tool_calls" | "function_call") => StopReason::ToolUse,
-            Some("length") => StopReason::MaxTokens,
-            Some("stop") | None => {
-                if tool_calls.is_empty() {
-                    StopReason::EndTurn
-                } else {
-                    StopReason::ToolUse
-                }
-            }
-            Some(other) => StopReason::Other(other.to_owned()),
-        };
-        let usage = wire
-            .usage
-            .map(|u| Usage {
-                input_tokens: u.prompt_tokens,
-                output_tokens: u.completion_tokens,
-            })
-            .unwrap_or_default();
-        Ok(Completion {
-            model: wire.model.unwrap_or_else(|| self.settings.model.clone()),
-            text: choice.message.content.filter(|t| !t.is_empty()),
-            tool_calls,
-            stop_reason,
-            usage,
-        })
+        parse_response(&text, &self.settings.model)
     }
+}
+
+/// Reads a response body of this API (also used to script replies from real provider JSON).
+pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
+    let wire: WireResponse =
+        serde_json::from_str(text).map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
+    let choice = wire
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| LlmError::Malformed("chat completion without choices".into()))?;
+    let tool_calls: Vec<ToolCall> = choice
+        .message
+        .tool_calls
+        .into_iter()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments,
+        })
+        .collect();
+    let stop_reason = match choice.finish_reason.as_deref() {
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some("stop") | None => {
+            if tool_calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            }
+        }
+        Some(other) => StopReason::Other(other.to_owned()),
+    };
+    let usage = wire
+        .usage
+        .map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        })
+        .unwrap_or_default();
+    Ok(Completion {
+        model: wire.model.unwrap_or_else(|| model.to_owned()),
+        text: choice.message.content.filter(|t| !t.is_empty()),
+        tool_calls,
+        stop_reason,
+        usage,
+    })
 }

@@ -111,7 +111,10 @@ struct Fixture {
     cards: HashMap<String, CardBehavior>,
 }
 
-#[derive(Debug, Clone)]
+/// Where the simulator's server time comes from (a test can pin it).
+pub type NowFn = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+
+#[derive(Clone)]
 pub struct SimulatorConfig {
     /// How long a "never answers" card keeps the client waiting.
     pub slow: Duration,
@@ -119,6 +122,8 @@ pub struct SimulatorConfig {
     pub notifications_per_second: u32,
     /// How long an idempotency key keeps its stored response.
     pub idempotency_ttl: Duration,
+    /// Server time for `data_servidor` and `data_processamento`; the system clock when `None`.
+    pub now: Option<NowFn>,
 }
 
 impl Default for SimulatorConfig {
@@ -127,7 +132,19 @@ impl Default for SimulatorConfig {
             slow: Duration::from_secs(30),
             notifications_per_second: 50,
             idempotency_ttl: Duration::from_secs(24 * 3600),
+            now: None,
         }
+    }
+}
+
+impl std::fmt::Debug for SimulatorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulatorConfig")
+            .field("slow", &self.slow)
+            .field("notifications_per_second", &self.notifications_per_second)
+            .field("idempotency_ttl", &self.idempotency_ttl)
+            .field("now", &self.now.as_ref().map(|_| "pinned"))
+            .finish()
     }
 }
 
@@ -326,10 +343,18 @@ impl Simulator {
     }
 }
 
-fn now_sp() -> String {
-    chrono::Utc::now()
-        .with_timezone(&chrono_tz::America::Sao_Paulo)
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+impl Simulator {
+    /// Server time in São Paulo, ISO 8601.
+    fn now_sp(&self) -> String {
+        let now = self
+            .inner
+            .config
+            .now
+            .as_ref()
+            .map_or_else(chrono::Utc::now, |f| f());
+        now.with_timezone(&chrono_tz::America::Sao_Paulo)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+    }
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Option<String> {
@@ -383,11 +408,11 @@ async fn saldo(State(sim): State<Simulator>, headers: HeaderMap, Query(q): Query
     let (status, body) = match card.saldo_api {
         BalanceMode::Ok => (
             200,
-            json!({"cartao": cartao, "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+            json!({"cartao": cartao, "saldo": saldo, "moeda": "BRL", "data_servidor": sim.now_sp(), "fonte": "SISTEMA_VT"}),
         ),
         BalanceMode::Nulo => (
             200,
-            json!({"cartao": cartao, "saldo": null, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+            json!({"cartao": cartao, "saldo": null, "moeda": "BRL", "data_servidor": sim.now_sp(), "fonte": "SISTEMA_VT"}),
         ),
         BalanceMode::Erro500 => (
             500,
@@ -400,7 +425,7 @@ async fn saldo(State(sim): State<Simulator>, headers: HeaderMap, Query(q): Query
         }
         BalanceMode::OutroCartao => (
             200,
-            json!({"cartao": "0000000000", "saldo": saldo, "moeda": "BRL", "data_servidor": now_sp(), "fonte": "SISTEMA_VT"}),
+            json!({"cartao": "0000000000", "saldo": saldo, "moeda": "BRL", "data_servidor": sim.now_sp(), "fonte": "SISTEMA_VT"}),
         ),
         BalanceMode::SemMoedaData => (
             200,
@@ -490,7 +515,7 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
             *b += valor;
             *b
         };
-        let mut r = json!({"status": "aprovada", "valor": money_json(valor), "moeda": moeda, "data_processamento": now_sp()});
+        let mut r = json!({"status": "aprovada", "valor": money_json(valor), "moeda": moeda, "data_processamento": sim.now_sp()});
         if with_ids {
             r["transacao_id"] = json!(sim.next_id("tx"));
             r["autorizacao"] = json!(format!("A{:05}", sim.inner.seq.load(Ordering::Relaxed)));
@@ -507,7 +532,7 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         RechargeMode::AprovadaSemIds => (201, approve(true, false), true),
         RechargeMode::Pendente => (
             202,
-            json!({"status": "pendente", "transacao_id": sim.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": now_sp()}),
+            json!({"status": "pendente", "transacao_id": sim.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": sim.now_sp()}),
             false,
         ),
         RechargeMode::Negada => (402, json!({"motivo": "pagamento_negado"}), false),
