@@ -51,6 +51,42 @@ pub enum Command {
     Simulator(SimulatorArgs),
     /// Show the last 7 days of usage per intent: turns, tokens, share answered with zero tokens, time.
     Usage,
+    /// Run transcript regression tests (YAML files, or folders of them).
+    ///
+    /// Prints pass/fail per transcript and, for a failure, the first mismatch with what was expected
+    /// and what happened. Exits 1 when any transcript fails.
+    Test(TestArgs),
+    /// Work with transcripts of stored conversations.
+    #[command(subcommand)]
+    Transcript(TranscriptCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Transcript files or folders.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write a JSON report (per-turn events, tokens, latency) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Record the cassettes of `model: cassette` transcripts against the configured model.
+    #[arg(long)]
+    pub record: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TranscriptCommand {
+    /// Write a stored conversation as a transcript, with the expectations it actually produced.
+    Export {
+        /// The conversation id.
+        conversation: String,
+        /// Write here instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +137,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::RunFlow(args) => run_flow(&config, args).await,
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
+        Command::Test(args) => test(&config, args).await,
+        Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
+            export(&config, &conversation, output)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -158,6 +200,60 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
     eprintln!("simulador de VT em {} (Ctrl-C para parar)", running.url);
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
     running.task.abort();
+    Ok(())
+}
+
+async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
+    let files = crate::transcript::collect(&args.paths).map_err(anyhow::Error::msg)?;
+    if files.is_empty() {
+        anyhow::bail!("no transcripts (*.yaml) found in the given paths");
+    }
+    let options = crate::transcript::RunOptions {
+        config: config.clone(),
+        record: args.record,
+        record_with: None,
+    };
+    let mut reports = Vec::with_capacity(files.len());
+    for file in &files {
+        let report = crate::transcript::run_file(file, &options).await;
+        match &report.failure {
+            None => println!(
+                "ok    {} ({}, {} ms)",
+                report.name, report.file, report.duration_ms
+            ),
+            Some(m) => println!(
+                "FAIL  {} ({})\n  {}",
+                report.name,
+                report.file,
+                m.to_string().replace('\n', "\n  ")
+            ),
+        }
+        reports.push(report);
+    }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, crate::transcript::junit_xml(&reports))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&reports)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("\ntranscripts: {}", crate::transcript::summary_line(&reports));
+    Ok(if reports.iter().all(|r| r.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let transcript = crate::transcript::export::export(store.as_ref(), conversation).await?;
+    let text = serde_yaml::to_string(&transcript)?;
+    match output {
+        Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
+        None => print!("{text}"),
+    }
     Ok(())
 }
 

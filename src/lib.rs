@@ -12,4 +12,5 @@ pub mod planner;
 pub mod router;
 pub mod service;
 pub mod store;
+pub mod transcript;
 pub mod usage;

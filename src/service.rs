@@ -6,21 +6,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::Value;
-
-use crate::engine::retry::retry;
-use serde_json::json;
+use serde_json::{Value, json};
 use vt_actions::vt::card::mask_cards_in;
 
+use crate::engine::retry::retry;
 use crate::engine::{
-    CONTEXT_MEMORY_KEY, Conversation, Engine, EngineError, Participant, Reply, TurnOutcome, TurnStart,
+    CONTEXT_MEMORY_KEY, Conversation, Engine, EngineError, Participant, Reply, TurnEvent, TurnOutcome,
+    TurnStart,
 };
 use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
-use crate::llm::ChatMessage;
-use crate::llm::CompletionRequest;
+use crate::llm::{ChatMessage, CompletionRequest};
 use crate::router::{Route, Router, STATE_AGUARDANDO};
-use crate::store::ConversationContext;
-use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
+use crate::store::{ConversationContext, FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
 
 /// Longer messages are answered with a clear refusal instead of being processed.
 pub const MAX_MESSAGE_CHARS: usize = 4_000;
@@ -62,6 +59,10 @@ pub struct Handled {
     pub ended: bool,
     /// `false` when the turn ran but its record could not be written (already logged).
     pub persisted: bool,
+    /// The router's intent, when the agent is routed.
+    pub intent: Option<String>,
+    /// Everything this turn cost, routing and summary included: `(input, output)`.
+    pub tokens: (u64, u64),
 }
 
 impl Handled {
@@ -183,6 +184,8 @@ impl ConversationService {
                 execucao_id: None,
                 ended: conv.ended,
                 persisted,
+                intent: None,
+                tokens: (0, 0),
             });
         }
 
@@ -230,7 +233,18 @@ impl ConversationService {
             }
             None => (TurnStart::Model, intent),
         };
-        let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
+        let mut outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
+        if let Some(t) = &tag {
+            let classified = !t.keyword_matched && extra != (0, 0);
+            outcome.events.insert(
+                0,
+                TurnEvent::Routed {
+                    intent: t.intent_key.clone(),
+                    keyword_matched: t.keyword_matched,
+                    classified,
+                },
+            );
+        }
         let tag = tag.unwrap_or_else(|| default_tag(&outcome));
         let summary_tokens = self
             .update_context(&conv, context, &tag.intent_key, &outcome)
@@ -240,6 +254,11 @@ impl ConversationService {
             tokens_in + extra.0 + summary_tokens.0,
             tokens_out + extra.1 + summary_tokens.1,
         );
+        let routed_intent = self
+            .router
+            .as_ref()
+            .filter(|r| r.agent() == conv.agent_id)
+            .map(|_| tag.intent_key.clone());
         let usage = UsageRecord {
             conversation_id: id.clone(),
             intent_key: tag.intent_key,
@@ -265,6 +284,8 @@ impl ConversationService {
             execucao_id: Some(outcome.execution.execucao_id),
             ended: conv.ended,
             persisted,
+            intent: routed_intent,
+            tokens: (tokens_in, tokens_out),
         })
     }
 

@@ -151,6 +151,12 @@ pub enum TurnEvent {
     Error {
         message: String,
     },
+    /// How the router decided this turn (added by the service; the engine never routes).
+    Routed {
+        intent: String,
+        keyword_matched: bool,
+        classified: bool,
+    },
 }
 
 /// Everything a turn produced. The caller stores `messages` (the full log of the turn, user message

@@ -94,8 +94,12 @@ impl Found {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()
+    /// Whether this brings something the waiting request asked for.
+    fn answers(&self, intent: &str) -> bool {
+        match intent {
+            "preparar_recarga" => !(self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()),
+            _ => !self.cards.is_empty(),
+        }
     }
 }
 
@@ -166,7 +170,10 @@ impl Router {
         let n = normalize(text);
         let pending = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
         let active = |k: &str| self.intent(k).is_some();
-        if is_confirmation(text) && active("confirmar_recarga") {
+        // A plain yes, or — with a recharge waiting — a yes with details: the action itself checks that
+        // every detail matches the pending recharge.
+        let yes_with_details = pending && ["sim", "confirmo", "pode"].iter().any(|w| n.starts_with(w));
+        if (is_confirmation(text) || yes_with_details) && active("confirmar_recarga") {
             return Some((
                 "confirmar_recarga".into(),
                 Route::Action {
@@ -225,7 +232,7 @@ impl Router {
         }
         // A reply to a question the router asked: the parameters it brings complete the request.
         if let Some(awaiting) = awaiting(conv)
-            && !Found::of(text).is_empty()
+            && Found::of(text).answers(&awaiting.intent)
             && active(&awaiting.intent)
         {
             return Some((

@@ -10,3 +10,4 @@ mod router;
 mod service;
 mod store;
 mod support;
+mod transcripts;

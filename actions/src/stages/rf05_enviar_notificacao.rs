@@ -33,11 +33,10 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
     let cartao = mask_card(&s.cartao);
     match (s.sucesso(), s.saldo) {
         (true, Some(valor)) => {
-            let quando = s
-                .data_verificacao
-                .get(..16)
-                .unwrap_or(&s.data_verificacao)
-                .replace('T', " às ");
+            // The date as people read it, in the offset the stage already converted it to.
+            let quando = chrono::DateTime::parse_from_rfc3339(&s.data_verificacao)
+                .map(|d| d.format("%d/%m/%Y às %H:%M").to_string())
+                .unwrap_or_else(|_| s.data_verificacao.clone());
             let mut text = format!(
                 "O saldo do cartão {cartao} é {} (consultado em {quando}).",
                 format_money(&s.moeda, valor, Idioma::PtBr)
@@ -155,6 +154,7 @@ mod tests {
             text.contains("****1111") && text.contains("BRL 12,50") && text.contains("enviamos um aviso"),
             "{text}"
         );
+        assert!(text.contains("05/12/2025 às 11:07"), "{text}");
         assert!(!text.contains("1111111111"));
         assert!(resumo(Some(&s), &EnvioNotificacao::not_sent("x")).contains("não consegui enviar"));
     }

@@ -1,12 +1,12 @@
 //! Settings of the conversational tools: the tenant and the policies a conversation's requests carry,
 //! and how long a recharge waits for the user's confirmation.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::context::ActionContext;
 use crate::vt::{Destinatario, FlowInput, Politicas, Preferencias, Recarga};
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct VtSettings {
     pub tenant_id: String,

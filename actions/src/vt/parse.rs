@@ -31,6 +31,7 @@ static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?x)
         (?:r\$\s*)?                                  # optional R$
+        (-\s*)?                                     # a minus sign: a negative amount, kept as such
         (\d{1,3}(?:\.\d{3})+(?:,\d{1,2})?            # 1.234,56
         | \d+,\d{1,2}                                # 50,00
         | \d+\.\d{1,2}                               # 50.00 (decimal point)
@@ -62,6 +63,9 @@ pub fn parse_money(raw: &str) -> Option<Decimal> {
         .trim_start_matches("R$")
         .trim_start_matches("r$")
         .trim();
+    if let Some(rest) = s.strip_prefix('-') {
+        return parse_money(rest).map(|v| -v);
+    }
     let s: String = s
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
@@ -97,7 +101,11 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
     });
     let mut found = Vec::new();
     for c in MONEY.captures_iter(&without_cards) {
-        if let Some(v) = c.get(1).and_then(|m| parse_money(m.as_str()))
+        let negative = c.get(1).is_some();
+        if let Some(v) = c
+            .get(2)
+            .and_then(|m| parse_money(m.as_str()))
+            .map(|v| if negative { -v } else { v })
             && !found.contains(&v)
         {
             found.push(v);
@@ -162,6 +170,7 @@ mod tests {
             ("1.234", dec!(1234)),
             ("50.00", dec!(50.00)),
             ("12.5", dec!(12.5)),
+            ("-50", dec!(-50)),
         ] {
             assert_eq!(parse_money(raw), Some(want), "{raw}");
         }
@@ -172,6 +181,11 @@ mod tests {
         );
         assert_eq!(amounts("quero 1.234,56"), vec![dec!(1234.56)]);
         assert!(amounts("saldo do cartão 1234567890").is_empty());
+        assert_eq!(
+            amounts("recarrega -50 no 1234567890"),
+            vec![dec!(-50)],
+            "a negative amount stays negative"
+        );
     }
 
     #[test]

@@ -1,0 +1,47 @@
+//! Transcript regression tests (SPEC §13): conversations as YAML files with scripted (or recorded)
+//! model replies and expectations on what the agent did. `vt-agent test PATH...` runs them with a
+//! readable report, JUnit XML and a JSON report; `cargo test` runs every file under
+//! `tests/transcripts/`; `vt-agent transcript export` turns a stored conversation into one.
+
+pub mod cassette;
+pub mod export;
+pub mod format;
+mod report;
+mod run;
+
+pub use format::Transcript;
+pub use report::{junit_xml, summary_line};
+pub use run::{Mismatch, RunOptions, TranscriptReport, TurnReport, run_file, run_transcript};
+
+use std::path::{Path, PathBuf};
+
+/// Reads a transcript file.
+pub fn load(path: &Path) -> Result<Transcript, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid transcript: {e}", path.display()))
+}
+
+/// The transcript files named by `paths` (files as given, folders searched for `*.yaml`/`*.yml`),
+/// sorted, without duplicates.
+pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let entries =
+                std::fs::read_dir(p).map_err(|e| format!("cannot read folder {}: {e}", p.display()))?;
+            for entry in entries.filter_map(Result::ok) {
+                let path = entry.path();
+                if path.is_file() && path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                    files.push(path);
+                }
+            }
+        } else if p.is_file() {
+            files.push(p.clone());
+        } else {
+            return Err(format!("{} does not exist", p.display()));
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}

@@ -1,0 +1,54 @@
+//! Reports: the closing line, and JUnit XML for CI dashboards.
+
+use super::run::TranscriptReport;
+
+/// `N passed, M failed` — the line CI reads.
+pub fn summary_line(reports: &[TranscriptReport]) -> String {
+    let failed = reports.iter().filter(|r| !r.passed).count();
+    format!("{} passed, {failed} failed", reports.len() - failed)
+}
+
+fn escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '&' => "&amp;".into(),
+            '<' => "&lt;".into(),
+            '>' => "&gt;".into(),
+            '"' => "&quot;".into(),
+            '\'' => "&apos;".into(),
+            c if c.is_control() && c != '\n' && c != '\t' => " ".into(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// One `<testcase>` per transcript, with the first mismatch as the failure.
+pub fn junit_xml(reports: &[TranscriptReport]) -> String {
+    let failed = reports.iter().filter(|r| !r.passed).count();
+    let total_s: f64 = reports.iter().map(|r| r.duration_ms as f64 / 1000.0).sum();
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"{}\" failures=\"{failed}\" time=\"{total_s:.3}\">\n  <testsuite name=\"transcripts\" tests=\"{}\" failures=\"{failed}\" time=\"{total_s:.3}\">\n",
+        reports.len(),
+        reports.len()
+    );
+    for r in reports {
+        out.push_str(&format!(
+            "    <testcase classname=\"transcripts\" name=\"{}\" file=\"{}\" time=\"{:.3}\"",
+            escape(&r.name),
+            escape(&r.file),
+            r.duration_ms as f64 / 1000.0
+        ));
+        match &r.failure {
+            None => out.push_str("/>\n"),
+            Some(m) => {
+                out.push_str(&format!(
+                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+                    escape(&m.headline()),
+                    escape(&m.to_string())
+                ));
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
