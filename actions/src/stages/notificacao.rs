@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::systems::{Erro, VtSystems};
-use crate::vt::Destinatario;
+use crate::vt::{Destinatario, FlowInput};
 
 /// Notification calls: dedup key makes retries safe, so 5xx/429 get up to 3 attempts.
 const TIMEOUT_MS: u64 = 8_000;
@@ -32,6 +32,38 @@ pub struct NotificacaoPayload {
     pub destinatario: Destinatario,
     /// Internal metadata: numbers stay numbers, the card is complete here only.
     pub metadados: Map<String, Value>,
+}
+
+impl DecisaoNotificacao {
+    /// A notice to send, on the preferred channel, to the flow's recipient.
+    pub fn enviar(
+        input: &FlowInput,
+        assunto: String,
+        mensagem: String,
+        metadados: Map<String, Value>,
+    ) -> Self {
+        Self {
+            enviar_notificacao: true,
+            payload: Some(NotificacaoPayload {
+                canal: input.preferencias.canal(),
+                assunto,
+                mensagem,
+                destinatario: input.destinatario.clone(),
+                metadados,
+            }),
+            motivo: None,
+        }
+    }
+
+    /// A metadata field as text (empty when absent or null), for dedup keys.
+    pub fn meta_text(&self, key: &str) -> String {
+        self.payload
+            .as_ref()
+            .and_then(|p| p.metadados.get(key))
+            .filter(|v| !v.is_null())
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .unwrap_or_default()
+    }
 }
 
 /// What RF5/RF10 report: always `enviado`; `status`/`body` when there was an answer; `motivo` when

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::notificacao::{DecisaoNotificacao, NotificacaoPayload};
+use super::notificacao::DecisaoNotificacao;
 use super::rf03_normalizar_saldo::SaldoNormalizado;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
@@ -48,17 +48,7 @@ pub fn decidir_notificacao(saldo: &SaldoNormalizado, input: &FlowInput) -> Decis
     metadados.insert("limite".into(), money_json(saldo.limite_saldo_baixo));
     metadados.insert("moeda".into(), json!(saldo.moeda));
     metadados.insert("data".into(), Value::String(saldo.data_verificacao.clone()));
-    DecisaoNotificacao {
-        enviar_notificacao: true,
-        payload: Some(NotificacaoPayload {
-            canal: input.preferencias.canal(),
-            assunto,
-            mensagem,
-            destinatario: input.destinatario.clone(),
-            metadados,
-        }),
-        motivo: None,
-    }
+    DecisaoNotificacao::enviar(input, assunto, mensagem, metadados)
 }
 
 pub struct Rf04;

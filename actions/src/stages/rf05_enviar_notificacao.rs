@@ -14,12 +14,7 @@ use crate::vt::{Idioma, format_money, keys, mask_card};
 
 /// One notice per card, balance and hour: a repeated run never notifies twice.
 pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
-    let meta = decisao.payload.as_ref().map(|p| &p.metadados);
-    let field = |k: &str| {
-        meta.and_then(|m| m.get(k))
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-            .unwrap_or_default()
-    };
+    let field = |k: &str| decisao.meta_text(k);
     let data = field("data");
     let hour = data.get(..13).unwrap_or(&data);
     keys::notificacao(&["saldo_baixo", &field("cartao"), &field("saldo"), hour])

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::notificacao::{DecisaoNotificacao, NotificacaoPayload};
+use super::notificacao::DecisaoNotificacao;
 use super::rf08_conciliar_recarga::Conciliacao;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
@@ -32,17 +32,7 @@ pub fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> Decis
     metadados.insert("status_recarga".into(), json!(c.status_recarga));
     metadados.insert("transacao_id".into(), json!(c.transacao.id));
     metadados.insert("data".into(), json!(c.data_atualizacao));
-    DecisaoNotificacao {
-        enviar_notificacao: true,
-        payload: Some(NotificacaoPayload {
-            canal: input.preferencias.canal(),
-            assunto,
-            mensagem,
-            destinatario: input.destinatario.clone(),
-            metadados,
-        }),
-        motivo: None,
-    }
+    DecisaoNotificacao::enviar(input, assunto, mensagem, metadados)
 }
 
 pub struct Rf09;

@@ -13,13 +13,7 @@ use crate::vt::keys;
 
 /// One notice per recharge outcome: a repeated run never notifies twice.
 pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
-    let meta = decisao.payload.as_ref().map(|p| &p.metadados);
-    let field = |k: &str| {
-        meta.and_then(|m| m.get(k))
-            .filter(|v| !v.is_null())
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-            .unwrap_or_default()
-    };
+    let field = |k: &str| decisao.meta_text(k);
     // Without a transaction id, the day stands in for it.
     let id = match field("transacao_id") {
         id if !id.is_empty() => id,

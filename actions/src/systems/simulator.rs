@@ -321,6 +321,22 @@ impl Simulator {
         }
     }
 
+    /// Answers from the idempotency store when the key is known (a replay, or a 409 for another body),
+    /// recording the request; `None` when the request is new.
+    fn answer_stored(&self, key: &str, body_hash: &str, entry: &LedgerEntry) -> Option<Response> {
+        let (status, response, efeito) = match self.replay(key, body_hash) {
+            Ok(None) => return None,
+            Ok(Some((status, response))) => (status, response, Some("replay".to_owned())),
+            Err(()) => (409, json!({"motivo": "idempotency_key_reutilizada"}), None),
+        };
+        self.record(LedgerEntry {
+            status,
+            efeito,
+            ..entry.clone()
+        });
+        Some(reply(status, response))
+    }
+
     fn store(&self, key: &str, body_hash: String, status: u16, response: Value) {
         lock(&self.inner.idempotency).insert(
             key.to_owned(),
@@ -493,19 +509,8 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         return reply(400, json!({"motivo": "idempotency_key_ausente"}));
     };
     let body_hash = hash(&body);
-    match sim.replay(&key, &body_hash) {
-        Ok(Some((status, response))) => {
-            entry.status = status;
-            entry.efeito = Some("replay".into());
-            sim.record(entry);
-            return reply(status, response);
-        }
-        Err(()) => {
-            entry.status = 409;
-            sim.record(entry);
-            return reply(409, json!({"motivo": "idempotency_key_reutilizada"}));
-        }
-        Ok(None) => {}
+    if let Some(stored) = sim.answer_stored(&key, &body_hash, &entry) {
+        return stored;
     }
     let card = sim.card(&cartao);
     let approve = |with_balance: bool, with_ids: bool| {
@@ -606,27 +611,15 @@ async fn notificacao(
     }
     if let Some(key) = &key {
         let body_hash = hash(&body);
-        match sim.replay(key, &body_hash) {
-            Ok(Some((status, response))) => {
-                entry.status = status;
-                entry.efeito = Some("replay".into());
-                sim.record(entry);
-                return reply(status, response);
-            }
-            Err(()) => {
-                entry.status = 409;
-                sim.record(entry);
-                return reply(409, json!({"motivo": "idempotency_key_reutilizada"}));
-            }
-            Ok(None) => {
-                let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
-                sim.store(key, body_hash, 202, response.clone());
-                entry.status = 202;
-                entry.efeito = Some("notificacao_entregue".into());
-                sim.record(entry);
-                return reply(202, response);
-            }
+        if let Some(stored) = sim.answer_stored(key, &body_hash, &entry) {
+            return stored;
         }
+        let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
+        sim.store(key, body_hash, 202, response.clone());
+        entry.status = 202;
+        entry.efeito = Some("notificacao_entregue".into());
+        sim.record(entry);
+        return reply(202, response);
     }
     let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
     entry.status = 202;
