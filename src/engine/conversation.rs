@@ -159,6 +159,17 @@ pub enum TurnEvent {
     },
 }
 
+impl TurnEvent {
+    /// `transfer_to_human` or `end_chat` for a system function, as transcripts name them.
+    pub fn system_function(&self) -> Option<&'static str> {
+        match self {
+            Self::TransferToHuman(_) => Some("transfer_to_human"),
+            Self::EndChat(_) => Some("end_chat"),
+            _ => None,
+        }
+    }
+}
+
 /// Everything a turn produced. The caller stores `messages` (the full log of the turn, user message
 /// first), the execution and the conversation the engine changed, and sends `replies`.
 #[derive(Debug, Clone, PartialEq)]

@@ -140,11 +140,7 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
             );
             let functions: Vec<String> = events
                 .iter()
-                .filter_map(|e| match e {
-                    TurnEvent::TransferToHuman(_) => Some("transfer_to_human".to_owned()),
-                    TurnEvent::EndChat(_) => Some("end_chat".to_owned()),
-                    _ => None,
-                })
+                .filter_map(|e| e.system_function().map(str::to_owned))
                 .collect();
             turn.expect.system_functions = Some(functions);
             let changes: Vec<SkillChange> = events

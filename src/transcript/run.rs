@@ -744,14 +744,7 @@ fn check(
         }
     }
     if let Some(want) = &expect.system_functions {
-        let got: Vec<&str> = events
-            .iter()
-            .filter_map(|e| match e {
-                TurnEvent::TransferToHuman(_) => Some("transfer_to_human"),
-                TurnEvent::EndChat(_) => Some("end_chat"),
-                _ => None,
-            })
-            .collect();
+        let got: Vec<&str> = events.iter().filter_map(TurnEvent::system_function).collect();
         if *want != got {
             return Err(fail("system functions", want, got));
         }
