@@ -30,22 +30,32 @@ pub struct Setup {
     pub channel: String,
     pub user: String,
     /// Time of the first turn (ISO 8601); each turn may move it with `at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
     /// Start of the id counter (execution, conversation and call ids).
     pub seed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
     /// Starting skill, state and memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub skill: Option<String>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
     pub state: Map<String, Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
     pub memory: Map<String, Value>,
     /// `none`, `scripted` (default when any turn scripts the model) or `cassette`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Cassette file, relative to the transcript.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cassette: Option<String>,
+    #[serde(skip_serializing_if = "SimulatorSetup::is_default")]
     pub simulator: SimulatorSetup,
     /// Overrides of the `[vt]` settings (for example `confirmation_ttl_secs`).
+    #[serde(skip_serializing_if = "Map::is_empty")]
     pub vt: Map<String, Value>,
     /// Overrides of the engine limits (for example `max_model_calls`).
+    #[serde(skip_serializing_if = "Map::is_empty")]
     pub engine: Map<String, Value>,
 }
 
@@ -77,6 +87,12 @@ pub struct SimulatorSetup {
     pub cards: BTreeMap<String, Value>,
     pub replace_cards: bool,
     pub notifications_per_second: Option<u32>,
+}
+
+impl SimulatorSetup {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// One user turn.
