@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::{Map, Value};
+use vt_actions::vt::card::mask_cards_in;
 use vt_actions::{
     ActionContext, ActionError, ActionResponse, AgentFunction, ResponseStatus, ResponseToAgent,
     ResponseToUser,
@@ -96,7 +97,7 @@ impl Engine {
         )
         .await;
         if let Err(e) = &retried.result {
-            tracing::warn!(action = name, error = %e.operator_message(), "action failed");
+            tracing::warn!(action = name, error = %mask_cards_in(&e.operator_message()), "action failed");
         }
         retried.result
     }
@@ -313,7 +314,7 @@ impl Turn<'_> {
 
     /// Ends the turn with an apology to the user and an error on the execution.
     fn fail(&mut self, reply: &str, error: String) {
-        tracing::warn!(error = %error, "turn failed");
+        tracing::warn!(error = %mask_cards_in(&error), "turn failed");
         self.events.push(TurnEvent::Error {
             message: error.clone(),
         });
@@ -725,10 +726,14 @@ fn recent(window: &[ChatMessage], max: usize) -> Vec<ChatMessage> {
     if window.len() <= max {
         return window.to_vec();
     }
+    let is_user = |i: &usize| matches!(window[*i], ChatMessage::User { .. });
     let from = window.len() - max;
+    // The first user message inside the tail; if a single turn is longer than the tail, that turn's
+    // own user message, so the model never sees a tool result without its call.
     let start = (from..window.len())
-        .find(|&i| matches!(window[i], ChatMessage::User { .. }))
-        .unwrap_or(from);
+        .find(is_user)
+        .or_else(|| (0..from).rev().find(is_user))
+        .unwrap_or(0);
     window[start..].to_vec()
 }
 
@@ -756,4 +761,60 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(n: usize) -> [ChatMessage; 2] {
+        [
+            ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall {
+                    id: format!("c{n}"),
+                    name: "x".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+            ChatMessage::Tool {
+                call_id: format!("c{n}"),
+                name: "x".into(),
+                content: "ok".into(),
+                is_error: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_tail_starts_at_a_user_message() {
+        let mut w = vec![
+            ChatMessage::user("1"),
+            ChatMessage::assistant("a"),
+            ChatMessage::user("2"),
+        ];
+        w.extend(tool(1));
+        w.push(ChatMessage::assistant("b"));
+        let tail = recent(&w, 4);
+        assert_eq!(tail.first(), Some(&ChatMessage::user("2")));
+        assert_eq!(recent(&w, 10).len(), w.len(), "short windows are kept whole");
+    }
+
+    #[test]
+    fn a_turn_longer_than_the_tail_keeps_its_user_message() {
+        let mut w = vec![
+            ChatMessage::user("antigo"),
+            ChatMessage::assistant("a"),
+            ChatMessage::user("agora"),
+        ];
+        for n in 0..8 {
+            w.extend(tool(n));
+        }
+        let tail = recent(&w, 4);
+        assert_eq!(tail.first(), Some(&ChatMessage::user("agora")));
+        assert!(
+            matches!(tail[1], ChatMessage::Assistant { .. }),
+            "no orphan tool result"
+        );
+    }
 }

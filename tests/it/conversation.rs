@@ -439,3 +439,45 @@ async fn compressed_context_replaces_the_full_history() {
         last.system
     );
 }
+
+/// Collects what the logs say, to check no card number gets into a log line.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn no_card_number_reaches_a_log_line() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let llm = scripted(vec![
+        Scripted::text("general_chat"),
+        // A card sent as a number fails to parse; the error names the value.
+        Scripted::tool("consultar_saldo", json!({"cartao": 1234567890u64})),
+        Scripted::text("Qual é o número, como texto?"),
+    ]);
+    let h = chat_harness(Some(llm), VtSettings::default()).await;
+    h.say("log", "meu bilhete 1234567890 tá estranho").await;
+    h.say("log", "recarrega 50 no 1234567890 via pix").await;
+    h.say("log", "sim").await;
+    let text = String::from_utf8(logs.0.lock().expect("lock").clone()).expect("utf-8");
+    assert!(text.contains("action failed"), "the failure was logged: {text}");
+    assert!(
+        !text.contains("1234567890"),
+        "a card number reached the logs:\n{text}"
+    );
+}
