@@ -1,0 +1,91 @@
+//! Throughput figures (reported, not asserted): level-1 routing, a full ten-stage flow run, and a
+//! zero-token conversation turn, all in process with the simulator on loopback.
+//!
+//! `cargo bench --bench throughput` — prints one line per figure.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vt_actions::context::Extensions;
+use vt_actions::systems::{Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_agent::config::Config;
+use vt_agent::engine::{Conversation, Participant};
+use vt_agent::router::Router;
+use vt_agent::service::{ConversationService, Inbound};
+use vt_agent::store::{SqliteStore, Store};
+
+const MESSAGES: &[&str] = &[
+    "qual meu saldo",
+    "saldo do cartão 1234 5678-90",
+    "quanto tem no vt 1234567890",
+    "recarrega 50 no cartão 1234567890 via pix",
+    "coloca R$ 50,00 via pix",
+    "quero recarregar R$ 1.234,56 no cartão 1234567890 no boleto",
+    "sim",
+    "não",
+    "falar com atendente",
+    "tchau",
+    "qual a diferença entre VT e VR?",
+];
+
+fn report(what: &str, n: u32, elapsed: Duration) {
+    let per = elapsed / n;
+    println!(
+        "{what:<46} {n:>6} runs  {:>10.1} µs each  {:>9.0} per second",
+        per.as_secs_f64() * 1e6,
+        f64::from(n) / elapsed.as_secs_f64()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let config = Config::default();
+    let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
+    let router = Router::new("vt", intents.clone(), None);
+    let conv = Conversation::new("c".into(), "vt", "atendimento".into(), Participant::default());
+    let n = 20_000u32;
+    let start = Instant::now();
+    for i in 0..n {
+        std::hint::black_box(router.route(MESSAGES[i as usize % MESSAGES.len()], &conv).await);
+    }
+    report("router level 1 (decision + parameters)", n, start.elapsed());
+
+    // The simulated notification rate limit would otherwise be what this measures.
+    let sim = Simulator::new(SimulatorConfig {
+        notifications_per_second: u32::MAX,
+        ..SimulatorConfig::default()
+    });
+    let running = sim.spawn(0).await.expect("simulator");
+    let ext =
+        Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));
+    let engine = vt_agent::flow::share(vt_agent::app::engine(&config, None, ext).expect("engine"));
+    let input = r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
+    let n = 300u32;
+    let start = Instant::now();
+    for _ in 0..n {
+        vt_agent::flow::run_flow(&engine, input).await.expect("flow");
+    }
+    report("run-flow, ten stages, 3 loopback HTTP calls", n, start.elapsed());
+
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
+    let synced = vt_agent::router::intents::sync(store.as_ref(), &intents)
+        .await
+        .expect("intents");
+    let service = ConversationService::new(engine, store).with_router(Router::new("vt", synced, None));
+    let n = 300u32;
+    let start = Instant::now();
+    for i in 0..n {
+        let msg = Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some(format!("bench-{}", i % 10)),
+            user: Participant::default(),
+            text: "saldo do cartão 1234567890".into(),
+        };
+        service.handle(msg, None).await.expect("turn");
+    }
+    report(
+        "chat turn: balance, zero tokens, stored (SQLite)",
+        n,
+        start.elapsed(),
+    );
+}
