@@ -174,7 +174,18 @@ impl ConversationService {
 
         if let Some(refusal) = refusal(&msg.text) {
             let reply = ChatMessage::assistant(refusal.clone());
-            let persisted = self.store.append_message(&id, None, &reply, now).await.is_ok();
+            let usage = UsageRecord {
+                conversation_id: id.clone(),
+                intent_key: "recusa".into(),
+                action_type: "deterministic".into(),
+                tokens_input: 0,
+                tokens_output: 0,
+                execution_time_ms: 0,
+                was_keyword_matched: false,
+                created_at: now,
+            };
+            let persisted = self.store.append_message(&id, None, &reply, now).await.is_ok()
+                && self.store.record_usage(&usage).await.is_ok();
             return Ok(Handled {
                 conversation_id: id,
                 replies: vec![Reply {
@@ -198,10 +209,12 @@ impl ConversationService {
             );
         }
         let mut extra = (0u64, 0u64);
+        let mut classified = false;
         let (start, tag) = match self.router.as_ref().filter(|r| r.agent() == conv.agent_id) {
             Some(router) => {
                 let decision = router.route(&msg.text, &conv).await;
                 extra = decision.tokens;
+                classified = decision.classified;
                 let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
                 let start = match decision.route {
                     Route::Ask { question, awaiting } => {
@@ -235,7 +248,6 @@ impl ConversationService {
         };
         let mut outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
         if let Some(t) = &tag {
-            let classified = !t.keyword_matched && extra != (0, 0);
             outcome.events.insert(
                 0,
                 TurnEvent::Routed {

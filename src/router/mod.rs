@@ -64,6 +64,8 @@ pub struct Decision {
     pub route: Route,
     /// Level 1 recognised it.
     pub keyword_matched: bool,
+    /// The model was called to classify it (not answered from the cache): a replay must script it.
+    pub classified: bool,
     /// Tokens spent deciding (level 2), `(input, output)`.
     pub tokens: (u64, u64),
 }
@@ -135,6 +137,7 @@ impl Router {
                 intent,
                 route,
                 keyword_matched: true,
+                classified: false,
                 tokens: (0, 0),
             };
         }
@@ -146,12 +149,13 @@ impl Router {
                 },
             );
         };
-        let (intent, tokens) = self.level2(llm.as_ref(), text).await;
+        let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;
         let mut d = match self.resolve(&intent, text, conv) {
             Some(route) => self.decision(&intent, route),
             None => self.decision("general_chat", Route::Model),
         };
         d.tokens = tokens;
+        d.classified = called;
         d
     }
 
@@ -161,6 +165,7 @@ impl Router {
             action_type: self.action_type(intent),
             route,
             keyword_matched: false,
+            classified: false,
             tokens: (0, 0),
         }
     }
@@ -363,7 +368,7 @@ impl Router {
     }
 
     /// Level 2: one micro call, cached by the normalised message's hash.
-    async fn level2(&self, llm: &dyn LlmProvider, text: &str) -> (String, (u64, u64)) {
+    async fn level2(&self, llm: &dyn LlmProvider, text: &str) -> (String, (u64, u64), bool) {
         let key = hex::encode(Sha256::digest(normalize(text).as_bytes()));
         if let Some((intent, at)) = self
             .cache
@@ -373,7 +378,7 @@ impl Router {
             .cloned()
             && at.elapsed() < self.cache_ttl
         {
-            return (intent, (0, 0));
+            return (intent, (0, 0), false);
         }
         let list: Vec<String> = self
             .intents
@@ -401,11 +406,11 @@ impl Router {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .insert(key, (key_found.clone(), Instant::now()));
-                (key_found, (c.usage.input_tokens, c.usage.output_tokens))
+                (key_found, (c.usage.input_tokens, c.usage.output_tokens), true)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "intent classification failed; treating as general chat");
-                ("general_chat".into(), (0, 0))
+                ("general_chat".into(), (0, 0), true)
             }
         }
     }

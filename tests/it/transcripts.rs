@@ -136,6 +136,9 @@ async fn an_exported_conversation_replays_green() {
         Scripted::text("VT é transporte; VR é refeição."),
     ]);
     h.say("exp", "qual a diferença entre VT e VR?").await;
+    // The same question again is classified from the cache: no micro call, in the replay too.
+    llm.push([Scripted::text("Como eu disse: VT transporte, VR refeição.")]);
+    h.say("exp", "Qual a diferença entre VT e VR?").await;
     llm.push([
         Scripted::text("general_chat"),
         Scripted::tool(
@@ -152,9 +155,13 @@ async fn an_exported_conversation_replays_green() {
     let exported = vt_agent::transcript::export::export(h.store.as_ref(), "exp")
         .await
         .expect("export");
-    assert_eq!(exported.turns.len(), 6);
+    assert_eq!(exported.turns.len(), 7);
     assert_eq!(exported.turns[1].classify.as_deref(), Some("general_chat"));
-    assert_eq!(exported.turns[2].model.len(), 2, "tool call, then text");
+    assert_eq!(
+        exported.turns[2].classify, None,
+        "answered from the classification cache"
+    );
+    assert_eq!(exported.turns[3].model.len(), 2, "tool call, then text");
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("exportada.yaml");
     std::fs::write(&path, serde_yaml::to_string(&exported).expect("yaml")).expect("write");
