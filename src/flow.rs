@@ -143,19 +143,9 @@ impl FlowRunner for EngineFlowRunner {
         })?;
         let text = serde_json::to_string(input)
             .map_err(|e| ActionError::failed("entrada inválida", e.to_string()))?;
-        let who = Participant {
-            user_id: input.destinatario.id.clone(),
-            user_login: input.destinatario.id.clone(),
-            channel: "api".into(),
-        };
-        let mut conversation = engine
-            .start_conversation(FLOW_AGENT, who)
-            .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
-        let outcome = engine
-            .run_turn(&mut conversation, &text)
+        let FlowRun { output, outcome, .. } = run_flow(&engine, &text)
             .await
             .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
-        let output = flow_output(&outcome);
         if output.status != "concluido" {
             let why = outcome.execution.error.unwrap_or_default();
             return Err(ActionError::failed("o fluxo de VT não pôde ser concluído", why));
