@@ -136,7 +136,7 @@ async fn an_expired_confirmation_charges_nothing() {
     .await;
     h.say("c5", "recarregar 50 reais no cartão 1234567890 via pix")
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    h.clock.set(h.clock.now() + chrono::Duration::seconds(1));
     let r = h.say("c5", "sim").await;
     assert!(r.reply_text().contains("expirou"), "{}", r.reply_text());
     assert_eq!(h.recharges(), 0);

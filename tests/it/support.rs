@@ -369,6 +369,8 @@ pub fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
 
 /// The real VT agent (router, tools, stages, store) against an in-process simulator.
 pub struct ChatHarness {
+    /// The engine's and the simulator's clock: tests move it instead of sleeping.
+    pub clock: vt_agent::engine::ManualClock,
     pub service: Arc<vt_agent::service::ConversationService>,
     pub sim: vt_actions::systems::Simulator,
     pub store: Arc<dyn vt_agent::store::Store>,
@@ -380,7 +382,16 @@ pub async fn chat_harness(
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
-    let sim = Simulator::new(quick_simulator());
+    let clock = vt_agent::engine::ManualClock::new(
+        chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
+            .expect("t")
+            .into(),
+    );
+    let sim_clock = clock.clone();
+    let sim = Simulator::new(vt_actions::systems::SimulatorConfig {
+        now: Some(Arc::new(move || sim_clock.now())),
+        ..quick_simulator()
+    });
     let running = sim.clone().spawn(0).await.expect("simulator");
     let systems = SystemsConfig {
         timeout_cap_ms: Some(300),
@@ -395,7 +406,11 @@ pub async fn chat_harness(
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
-    let engine = vt_agent::flow::share(vt_agent::app::engine(&config, llm.clone(), ext).expect("engine"));
+    let engine = vt_agent::flow::share(
+        vt_agent::app::engine(&config, llm.clone(), ext)
+            .expect("engine")
+            .with_clock(Clock::Manual(clock.clone())),
+    );
     let store: Arc<dyn vt_agent::store::Store> = Arc::new(
         vt_agent::store::SqliteStore::connect("sqlite::memory:")
             .await
@@ -409,6 +424,7 @@ pub async fn chat_harness(
     let service =
         Arc::new(vt_agent::service::ConversationService::new(engine, store.clone()).with_router(router));
     ChatHarness {
+        clock,
         service,
         sim,
         store,
