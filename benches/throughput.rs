@@ -11,7 +11,7 @@ use vt_actions::systems::{Simulator, SimulatorConfig, SystemsConfig, VtSystems};
 use vt_agent::config::Config;
 use vt_agent::engine::{Conversation, Participant};
 use vt_agent::router::Router;
-use vt_agent::service::{ConversationService, Inbound};
+use vt_agent::service::Inbound;
 use vt_agent::store::{SqliteStore, Store};
 
 const MESSAGES: &[&str] = &[
@@ -68,10 +68,9 @@ async fn main() {
     report("run-flow, ten stages, 3 loopback HTTP calls", n, start.elapsed());
 
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
-    let synced = vt_agent::router::intents::sync(store.as_ref(), &intents)
+    let service = vt_agent::app::service(&config, engine, store)
         .await
-        .expect("intents");
-    let service = ConversationService::new(engine, store).with_router(Router::new("vt", synced, None));
+        .expect("service");
     let n = 300u32;
     let start = Instant::now();
     for i in 0..n {

@@ -53,6 +53,29 @@ pub fn engine(
         .with_extensions(extensions))
 }
 
+/// The conversation service over `engine` and `store`: the intents file is synced into the store and
+/// the router reads them from there.
+pub async fn service(
+    config: &Config,
+    engine: Arc<Engine>,
+    store: Arc<dyn crate::store::Store>,
+) -> anyhow::Result<ConversationService> {
+    let defaults = crate::router::intents::load_file(&config.intents_file())?;
+    let intents = crate::router::intents::sync(store.as_ref(), &defaults)
+        .await
+        .context("loading intents")?;
+    let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
+    Ok(ConversationService::new(engine, store).with_router(router))
+}
+
+/// The simulator with the magic cards, or with a fixture file applied to them.
+pub fn simulator(fixture: Option<&std::path::Path>) -> anyhow::Result<Simulator> {
+    Ok(match fixture {
+        Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
+        None => Simulator::new(SimulatorConfig::default()),
+    })
+}
+
 /// A running product: the conversation service (engine + store) and, when no external systems are
 /// configured, the embedded simulator it talks to (kept alive as long as this value).
 pub struct App {
@@ -66,10 +89,7 @@ impl App {
         let (systems, simulator) = match &config.systems {
             Some(s) => (s.clone(), None),
             None => {
-                let sim = match &config.simulator.fixture {
-                    Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
-                    None => Simulator::new(SimulatorConfig::default()),
-                };
+                let sim = simulator(config.simulator.fixture.as_deref())?;
                 let running = sim.spawn(0).await.context("starting the embedded simulator")?;
                 tracing::info!(url = %running.url, "embedded simulator started");
                 (SystemsConfig::single(&running.url), Some(running))
@@ -81,14 +101,8 @@ impl App {
         let store = crate::store::open(config.database_url.as_deref(), &config.data_dir)
             .await
             .context("opening the database")?;
-        let path = config.intents_file();
-        let defaults = crate::router::intents::load_file(&path)?;
-        let intents = crate::router::intents::sync(store.as_ref(), &defaults)
-            .await
-            .context("loading intents")?;
-        let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
         Ok(Self {
-            service: ConversationService::new(engine, store).with_router(router),
+            service: service(config, engine, store).await?,
             simulator,
         })
     }

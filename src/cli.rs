@@ -8,8 +8,6 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use vt_actions::systems::{Simulator, SimulatorConfig};
-
 use crate::app::App;
 use crate::config::Config;
 use crate::engine::Participant;
@@ -192,10 +190,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
 }
 
 async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
-    let sim = match &args.fixture {
-        Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
-        None => Simulator::new(SimulatorConfig::default()),
-    };
+    let sim = crate::app::simulator(args.fixture.as_deref())?;
     let running = sim.spawn(args.port).await?;
     eprintln!("simulador de VT em {} (Ctrl-C para parar)", running.url);
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;

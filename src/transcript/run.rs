@@ -21,7 +21,7 @@ use super::format::{Expect, ExpectCall, Fault, ModelReply, Never, Transcript};
 use crate::config::Config;
 use crate::engine::{Clock, EngineConfig, IdSource, ManualClock, Participant, RetryPolicy, TurnEvent};
 use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
-use crate::service::{ConversationService, Inbound};
+use crate::service::Inbound;
 use crate::store::{SqliteStore, Store};
 
 /// How transcripts run.
@@ -346,13 +346,9 @@ async fn play(
             .await
             .map_err(|e| setup_error("store", e))?,
     );
-    let defaults =
-        crate::router::intents::load_file(&config.intents_file()).map_err(|e| setup_error("intents", e))?;
-    let intents = crate::router::intents::sync(store.as_ref(), &defaults)
+    let service = crate::app::service(&config, engine.clone(), store.clone())
         .await
-        .map_err(|e| setup_error("intents", e))?;
-    let router = crate::router::Router::new(crate::app::CHAT_AGENT, intents, model.provider());
-    let service = ConversationService::new(engine.clone(), store.clone()).with_router(router);
+        .map_err(|e| setup_error("service", format!("{e:#}")))?;
 
     let who = Participant {
         user_id: setup.user.clone(),

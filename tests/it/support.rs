@@ -416,13 +416,11 @@ pub async fn chat_harness(
             .await
             .expect("store"),
     );
-    let defaults = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
-    let intents = vt_agent::router::intents::sync(store.as_ref(), &defaults)
-        .await
-        .expect("sync");
-    let router = vt_agent::router::Router::new("vt", intents, llm);
-    let service =
-        Arc::new(vt_agent::service::ConversationService::new(engine, store.clone()).with_router(router));
+    let service = Arc::new(
+        vt_agent::app::service(&config, engine, store.clone())
+            .await
+            .expect("service"),
+    );
     ChatHarness {
         clock,
         service,
