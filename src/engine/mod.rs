@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use vt_actions::ActionRegistry;
 use vt_actions::context::Extensions;
 
@@ -36,7 +36,7 @@ use crate::llm::LlmProvider;
 
 /// Limits and retry policies of a turn. Defaults follow the BPMN error-handling table; tests shorten
 /// the backoffs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
     /// Model calls allowed in one turn before the loop is cut with a polite message.

@@ -278,7 +278,7 @@ async fn play(
         ..options.config.engine.clone()
     };
     let engine_config: EngineConfig =
-        overridden_engine(&fast, &setup.engine).map_err(|e| setup_error("engine", e))?;
+        overridden(&fast, &setup.engine).map_err(|e| setup_error("engine", e))?;
 
     // The model: none, scripted per turn, or a cassette (replayed, or recorded with --record).
     let scripts = t
@@ -569,27 +569,6 @@ async fn play(
     }
     drop(running);
     Ok(())
-}
-
-fn overridden_engine(base: &EngineConfig, overrides: &Map<String, Value>) -> Result<EngineConfig, String> {
-    // EngineConfig is read from TOML, so its JSON form is its serde form.
-    let mut v = serde_json::json!({
-        "max_model_calls": base.max_model_calls,
-        "max_deterministic_steps": base.max_deterministic_steps,
-        "llm_retry": {"attempts": base.llm_retry.attempts, "backoff_ms": base.llm_retry.backoff_ms},
-        "tool_retry": {"attempts": base.tool_retry.attempts, "backoff_ms": base.tool_retry.backoff_ms},
-        "tool_timeout_ms": base.tool_timeout_ms,
-        "context_messages": base.context_messages,
-        "context_retry": {"attempts": base.context_retry.attempts, "backoff_ms": base.context_retry.backoff_ms},
-        "channel_retry": {"attempts": base.channel_retry.attempts, "backoff_ms": base.channel_retry.backoff_ms},
-        "persist_retry": {"attempts": base.persist_retry.attempts, "backoff_ms": base.persist_retry.backoff_ms},
-    });
-    if let Some(obj) = v.as_object_mut() {
-        for (k, val) in overrides {
-            obj.insert(k.clone(), val.clone());
-        }
-    }
-    serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
 type Failure = (String, String, String);

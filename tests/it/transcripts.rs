@@ -212,3 +212,18 @@ fn the_cli_reports_failures_and_writes_junit() {
         "{xml}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelled_override_is_a_setup_error() {
+    let mut t = transcript(vec![Turn {
+        user: "oi".into(),
+        ..Turn::default()
+    }]);
+    t.setup.engine.insert("max_model_cals".into(), json!(3));
+    let m = run_transcript(&t, Path::new("x.yaml"), &RunOptions::default())
+        .await
+        .failure
+        .expect("refused");
+    assert_eq!(m.what, "setup: engine");
+    assert!(m.actual.contains("max_model_cals"), "{m}");
+}
