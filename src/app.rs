@@ -49,6 +49,7 @@ pub fn engine(
         None => config.llm.provider()?,
     };
     Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
+        .with_no_model_reply(crate::router::HELP_TEXT)
         .with_llm(llm)
         .with_extensions(extensions))
 }

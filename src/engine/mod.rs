@@ -155,12 +155,13 @@ pub struct Engine {
     extensions: Extensions,
     clock: Clock,
     ids: IdSource,
+    no_model_reply: String,
 }
 
-/// What a user is told when a skill needs a model and none is configured.
-pub const NO_MODEL_REPLY: &str = "Olá! Sou o assistente de vale-transporte. Posso consultar o saldo do seu \
-cartão, fazer uma recarga (com sua confirmação), avisar sobre saldo baixo ou chamar um atendente. \
-Experimente: \"saldo do cartão 1234567890\" ou \"recarregar 50 reais no cartão 1234567890 via pix\".";
+/// What a user is told when a skill needs a model and none is configured, unless the product sets its
+/// own text ([`Engine::with_no_model_reply`]).
+pub const NO_MODEL_REPLY: &str =
+    "Não consigo responder a isso agora: este atendimento não tem um modelo de linguagem configurado.";
 
 impl Engine {
     pub fn new(catalog: Catalog, prompts: Prompts, registry: ActionRegistry, config: EngineConfig) -> Self {
@@ -173,6 +174,7 @@ impl Engine {
             extensions: Extensions::default(),
             clock: Clock::System,
             ids: IdSource::Random,
+            no_model_reply: NO_MODEL_REPLY.to_owned(),
         }
     }
 
@@ -202,6 +204,12 @@ impl Engine {
 
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// The answer for turns that would need a model when none is configured (the product's help text).
+    pub fn with_no_model_reply(mut self, text: impl Into<String>) -> Self {
+        self.no_model_reply = text.into();
         self
     }
 

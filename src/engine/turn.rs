@@ -18,7 +18,7 @@ use super::conversation::{
 use super::prompts::PromptVars;
 use super::retry::{RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
-use super::{CONTEXT_MEMORY_KEY, Engine, EngineError, NO_MODEL_REPLY};
+use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
 use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
 
 /// Told to the user when the model stays down after every retry.
@@ -278,7 +278,7 @@ impl Turn<'_> {
                 }
                 self.deterministic_step(&skill).await
             } else if self.engine.llm.is_none() {
-                self.answer(NO_MODEL_REPLY.to_owned());
+                self.answer(self.engine.no_model_reply.clone());
                 Step::Done
             } else if self.model_calls.len() >= self.engine.config.max_model_calls as usize {
                 let limit = self.engine.config.max_model_calls;
@@ -376,7 +376,7 @@ impl Turn<'_> {
             }
         };
         let Some(llm) = self.engine.llm.clone() else {
-            self.answer(NO_MODEL_REPLY.to_owned());
+            self.answer(self.engine.no_model_reply.clone());
             return Step::Done;
         };
         let started = Instant::now();

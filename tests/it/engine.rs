@@ -380,9 +380,13 @@ async fn without_a_model_the_user_gets_help() {
     let engine = test_engine(None, fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
-    assert!(out.reply_text().contains("saldo"));
+    assert_eq!(out.reply_text(), vt_agent::engine::NO_MODEL_REPLY);
     assert_eq!(out.model_calls(), 0);
     assert_eq!(out.execution.status, ExecutionStatus::Concluido);
+    let engine = test_engine(None, fast_config()).with_no_model_reply("Só sei consultar saldos.");
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_eq!(out.reply_text(), "Só sei consultar saldos.");
 }
 
 #[test]
