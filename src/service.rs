@@ -67,11 +67,7 @@ pub struct Handled {
 
 impl Handled {
     pub fn reply_text(&self) -> String {
-        self.replies
-            .iter()
-            .map(|r| r.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        Reply::join(&self.replies)
     }
 }
 

@@ -111,6 +111,17 @@ pub struct Reply {
     pub files: Vec<FileContent>,
 }
 
+impl Reply {
+    /// Several replies as one text, the way a terminal (and a transcript) shows them.
+    pub fn join(replies: &[Reply]) -> String {
+        replies
+            .iter()
+            .map(|r| r.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 /// What happened during a turn, in order: for tests, transcripts, traces and the stored log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -183,11 +194,7 @@ pub struct TurnOutcome {
 impl TurnOutcome {
     /// The replies joined, as a terminal shows them.
     pub fn reply_text(&self) -> String {
-        self.replies
-            .iter()
-            .map(|r| r.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        Reply::join(&self.replies)
     }
 
     pub fn model_calls(&self) -> usize {

@@ -478,7 +478,7 @@ async fn play(
                 miss,
             ));
         }
-        let reply = replies.join("\n");
+        let reply = handled.reply_text();
         check(
             &turn.expect,
             &reply,
