@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use vt_actions::vt::card::mask_cards_in;
 
@@ -46,6 +47,26 @@ impl IntentTag {
             intent_key: intent_key.into(),
             action_type: action_type.into(),
             keyword_matched,
+        }
+    }
+
+    /// The usage record of a turn with this classification.
+    fn usage(
+        &self,
+        conversation_id: &str,
+        tokens: (u64, u64),
+        time_ms: u128,
+        at: DateTime<Utc>,
+    ) -> UsageRecord {
+        UsageRecord {
+            conversation_id: conversation_id.to_owned(),
+            intent_key: self.intent_key.clone(),
+            action_type: self.action_type.clone(),
+            tokens_input: tokens.0 as i64,
+            tokens_output: tokens.1 as i64,
+            execution_time_ms: time_ms as i64,
+            was_keyword_matched: self.keyword_matched,
+            created_at: at,
         }
     }
 }
@@ -170,16 +191,7 @@ impl ConversationService {
 
         if let Some(refusal) = refusal(&msg.text) {
             let reply = ChatMessage::assistant(refusal.clone());
-            let usage = UsageRecord {
-                conversation_id: id.clone(),
-                intent_key: "recusa".into(),
-                action_type: "deterministic".into(),
-                tokens_input: 0,
-                tokens_output: 0,
-                execution_time_ms: 0,
-                was_keyword_matched: false,
-                created_at: now,
-            };
+            let usage = IntentTag::new("recusa", "deterministic", false).usage(&id, (0, 0), 0, now);
             let persisted = self.store.append_message(&id, None, &reply, now).await.is_ok()
                 && self.store.record_usage(&usage).await.is_ok();
             return Ok(Handled {
@@ -267,16 +279,7 @@ impl ConversationService {
             .as_ref()
             .filter(|r| r.agent() == conv.agent_id)
             .map(|_| tag.intent_key.clone());
-        let usage = UsageRecord {
-            conversation_id: id.clone(),
-            intent_key: tag.intent_key,
-            action_type: tag.action_type,
-            tokens_input: tokens_in as i64,
-            tokens_output: tokens_out as i64,
-            execution_time_ms: started.elapsed().as_millis() as i64,
-            was_keyword_matched: tag.keyword_matched,
-            created_at: now,
-        };
+        let usage = tag.usage(&id, (tokens_in, tokens_out), started.elapsed().as_millis(), now);
         let record = TurnRecord {
             conversation: &conv,
             messages: &outcome.messages[1..],
@@ -322,16 +325,12 @@ impl ConversationService {
         let started = Instant::now();
         let outcome = self.engine.run_turn(&mut conv, &text).await?;
         let output = flow_output(&outcome);
-        let usage = UsageRecord {
-            conversation_id: conv.id.clone(),
-            intent_key: crate::flow::FLOW_AGENT.into(),
-            action_type: "deterministic".into(),
-            tokens_input: 0,
-            tokens_output: 0,
-            execution_time_ms: started.elapsed().as_millis() as i64,
-            was_keyword_matched: false,
-            created_at: now,
-        };
+        let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
+            &conv.id,
+            (0, 0),
+            started.elapsed().as_millis(),
+            now,
+        );
         let flow_run = FlowRunRecord {
             execucao_id: output.execucao_id.clone(),
             status: output.status.clone(),
