@@ -158,31 +158,22 @@ impl LlmError {
         }
     }
 
+    /// Connection and timeout failures are worth another try. Only the kind of failure is kept:
+    /// reqwest errors print their URL, which may carry a key in a query string.
     pub(crate) fn from_reqwest(e: &reqwest::Error) -> Self {
-        // Connection and timeout failures are worth another try; the message never carries the key.
+        let message = if e.is_timeout() {
+            "timeout"
+        } else if e.is_connect() {
+            "connection failed"
+        } else if e.is_decode() {
+            "response body could not be decoded"
+        } else {
+            "request failed"
+        };
         Self::Transient {
             status: None,
-            message: e.without_url_string(),
+            message: message.to_owned(),
             retry_after: None,
-        }
-    }
-}
-
-/// Helper: reqwest errors print their URL, which may carry a key in a query string; keep only the kind.
-trait WithoutUrl {
-    fn without_url_string(&self) -> String;
-}
-
-impl WithoutUrl for reqwest::Error {
-    fn without_url_string(&self) -> String {
-        if self.is_timeout() {
-            "timeout".to_owned()
-        } else if self.is_connect() {
-            "connection failed".to_owned()
-        } else if self.is_decode() {
-            "response body could not be decoded".to_owned()
-        } else {
-            "request failed".to_owned()
         }
     }
 }

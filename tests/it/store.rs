@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, json};
+use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use vt_agent::engine::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
@@ -659,5 +659,4 @@ fn an_unknown_database_url_is_refused_by_name() {
         err.to_string().contains("host/db") && !err.to_string().contains("root@"),
         "{err}"
     );
-    let _ = Map::<String, serde_json::Value>::new();
 }
