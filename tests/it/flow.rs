@@ -365,3 +365,38 @@ async fn input_errors_are_refused_before_anything_runs() {
     assert!(err.to_string().contains("5000"), "{err}");
     assert!(h.sim.ledger().is_empty());
 }
+
+#[tokio::test]
+async fn the_client_waits_as_long_as_retry_after_asks_and_never_retries_a_4xx() {
+    use std::collections::BTreeMap;
+    use vt_actions::systems::{SystemsConfig, VtSystems};
+    let fake = crate::support::FakeServer::start(vec![
+        (429, vec![("retry-after", "1")], json!({"erro": "limite"})),
+        (
+            200,
+            vec![],
+            json!({"cartao": "1234567890", "saldo": 50.0, "moeda": "BRL"}),
+        ),
+        (400, vec![], json!({"erro": "cartao_invalido"})),
+    ])
+    .await;
+    let client = VtSystems::new(SystemsConfig {
+        max_retry_wait_ms: 5_000,
+        ..SystemsConfig::single(&fake.url)
+    })
+    .expect("client");
+    let started = std::time::Instant::now();
+    let ok = client
+        .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 2, 10)
+        .await;
+    assert_eq!(ok.status, Some(200));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(950),
+        "Retry-After: 1 was honoured"
+    );
+    let refused = client
+        .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 2, 10)
+        .await;
+    assert_eq!(refused.status, Some(400));
+    assert_eq!(fake.received().len(), 3, "the 400 was not retried");
+}
