@@ -10,6 +10,8 @@
 
 pub mod action;
 pub mod context;
+pub mod journal;
+pub mod redact;
 pub mod response;
 pub mod stages;
 pub mod systems;

@@ -43,7 +43,15 @@ impl SaldoNormalizado {
     pub fn sucesso(&self) -> bool {
         self.status_consulta == "sucesso"
     }
+
+    /// The source answered for another card: its balance cannot be told as this card's.
+    pub fn divergente(&self) -> bool {
+        self.observacoes.iter().any(|o| o == CARTAO_DIVERGENTE)
+    }
 }
+
+/// The observation when the balance body carries another card number.
+pub const CARTAO_DIVERGENTE: &str = "cartao_divergente_na_fonte";
 
 fn moeda_iso(raw: &str) -> Option<String> {
     let m = raw.trim().to_ascii_uppercase();
@@ -109,7 +117,7 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
     };
     let cartao = match get("cartao").and_then(Value::as_str).map(clean) {
         Some(fonte_cartao) if fonte_cartao != consultado => {
-            observacoes.push("cartao_divergente_na_fonte".to_owned());
+            observacoes.push(CARTAO_DIVERGENTE.to_owned());
             consultado
         }
         _ => consultado,
@@ -167,6 +175,7 @@ mod tests {
             status: Some(200),
             body: Some(body),
             erro: None,
+            replayed: false,
         }
     }
 
@@ -214,6 +223,7 @@ mod tests {
                 status: Some(500),
                 body: Some(json!({"erro": "x"})),
                 erro: None,
+                replayed: false,
             },
             &input(),
             now(),
@@ -235,6 +245,7 @@ mod tests {
                 status: Some(204),
                 body: None,
                 erro: None,
+                replayed: false,
             },
             &input(),
             now(),

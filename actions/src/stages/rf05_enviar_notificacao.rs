@@ -26,6 +26,12 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
         return "Consulta de saldo concluída.".into();
     };
     let cartao = mask_card(&s.cartao);
+    if s.divergente() {
+        // That balance may be another person's: say nothing of it.
+        return format!(
+            "Não consegui confirmar o saldo do cartão {cartao}: o sistema de saldo respondeu com os dados de outro cartão. Tente de novo em alguns minutos."
+        );
+    }
     match (s.sucesso(), s.saldo) {
         (true, Some(valor)) => {
             // The date as people read it, in the offset the stage already converted it to.

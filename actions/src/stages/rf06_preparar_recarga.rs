@@ -3,13 +3,20 @@
 //! Rules: the value is rounded half up to 2 places and must lie in `[valor_min, valor_max]` (else the
 //! body is emptied and `x-validation-error: valor_recarga_invalido`); the currency is ISO 4217 (BRL when
 //! absent); the payment type is normalised case-insensitively to `cartao_credito | boleto | pix` (else
-//! `meio_pagamento_invalido`); an invalid card is flagged too; the idempotency key is per (card, value,
-//! currency); 12 s timeout and a single attempt, so a charge is never duplicated. Several problems are
-//! listed in the one header, comma-separated. Rounding comes before the range check: 9.995 is 10.00.
+//! `meio_pagamento_invalido`); an invalid card is flagged too; 12 s timeout and a single attempt, so a
+//! charge is never duplicated. Several problems are listed in the one header, comma-separated. Rounding
+//! comes before the range check: 9.995 is 10.00, and whatever the policy says a value must be above zero.
+//!
+//! The idempotency key is scoped to the *request*: derived from `recarga.idempotency_key` when the caller
+//! gives one (a chat passes its pending confirmation's id), else the PRD's per (card, value, currency).
+//! The action then asks the journal whether an identical request of the same user still has an unknown
+//! outcome; if so it reuses *that* key and says so (`chave_reutilizada_resultado_indeterminado`), so a
+//! person retrying after a timeout is never charged twice.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -17,6 +24,7 @@ use serde_json::{Value, json};
 use super::rf01_preparar_consulta::RetryPolicyOut;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
+use crate::journal::SharedJournal;
 use crate::response::ActionResponse;
 use crate::systems::RECARGA_ENDPOINT;
 use crate::vt::card::clean;
@@ -33,9 +41,19 @@ pub struct RecargaPayload {
     pub headers: BTreeMap<String, String>,
     pub timeout_ms: u64,
     pub retry_policy: RetryPolicyOut,
+    /// Codes about the key: `chave_reutilizada_resultado_indeterminado`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observacoes: Vec<String>,
 }
 
+/// The observation when a request reuses the key of an identical one with an unknown outcome.
+pub const CHAVE_REUTILIZADA: &str = "chave_reutilizada_resultado_indeterminado";
+
 impl RecargaPayload {
+    pub fn idempotency_key(&self) -> &str {
+        self.headers.get("x-idempotency-key").map_or("", String::as_str)
+    }
+
     /// The validation codes, if any.
     pub fn validation_errors(&self) -> Vec<&str> {
         self.headers
@@ -72,10 +90,15 @@ pub fn normalizar_meio(tipo: &str) -> Option<&'static str> {
     }
 }
 
-/// ISO 4217 shape: three letters.
+/// A known ISO 4217 code, upper-cased (BRL when absent).
 pub fn moeda_iso(raw: Option<&str>) -> Option<String> {
     let m = raw.unwrap_or("BRL").trim().to_ascii_uppercase();
-    (m.len() == 3 && m.chars().all(|c| c.is_ascii_uppercase())).then_some(m)
+    crate::vt::input::known_currency(&m).then_some(m)
+}
+
+/// Whose request it is, for the journal: tenant and user.
+pub fn escopo(input: &FlowInput) -> String {
+    format!("{}|{}", input.tenant_id, input.destinatario.id)
 }
 
 /// The rule function.
@@ -92,20 +115,11 @@ pub fn preparar_recarga(input: &FlowInput) -> RecargaPayload {
         .unwrap_or_else(|_| clean(&input.cartao));
     let Some(recarga) = &input.recarga else {
         errors.push("recarga_ausente");
-        return payload(
-            json!({}),
-            &input.tenant_id,
-            &input.origem,
-            &cartao,
-            "",
-            "",
-            &errors,
-        );
+        return payload(json!({}), input, keys::recarga(&cartao, "", ""), &errors);
     };
-    let valor = recarga
-        .valor
-        .map(round_half_up)
-        .filter(|v| *v >= round_half_up(policy.valor_min) && *v <= round_half_up(policy.valor_max));
+    let valor = recarga.valor.map(round_half_up).filter(|v| {
+        *v > Decimal::ZERO && *v >= round_half_up(policy.valor_min) && *v <= round_half_up(policy.valor_max)
+    });
     if valor.is_none() {
         errors.push("valor_recarga_invalido");
     }
@@ -129,33 +143,18 @@ pub fn preparar_recarga(input: &FlowInput) -> RecargaPayload {
             json!({"cartao": cartao, "valor": money_json(v), "moeda": moeda, "meio_pagamento": meio})
         }
     };
-    payload(
-        body,
-        &input.tenant_id,
-        &input.origem,
-        &cartao,
-        &valor_texto,
-        &moeda,
-        &errors,
-    )
+    let key = match &recarga.idempotency_key {
+        Some(k) => keys::recarga_pedido(&input.tenant_id, k),
+        None => keys::recarga(&cartao, &valor_texto, &moeda),
+    };
+    payload(body, input, key, &errors)
 }
 
-fn payload(
-    body: Value,
-    tenant: &str,
-    origem: &str,
-    cartao: &str,
-    valor: &str,
-    moeda: &str,
-    errors: &[&str],
-) -> RecargaPayload {
+fn payload(body: Value, input: &FlowInput, key: String, errors: &[&str]) -> RecargaPayload {
     let mut headers = BTreeMap::from([
-        ("x-tenant-id".to_owned(), tenant.to_owned()),
-        ("x-origin".to_owned(), origem.to_owned()),
-        (
-            "x-idempotency-key".to_owned(),
-            keys::recarga(cartao, valor, moeda),
-        ),
+        ("x-tenant-id".to_owned(), input.tenant_id.clone()),
+        ("x-origin".to_owned(), input.origem.clone()),
+        ("x-idempotency-key".to_owned(), key),
     ]);
     if !errors.is_empty() {
         headers.insert("x-validation-error".into(), errors.join(","));
@@ -170,6 +169,27 @@ fn payload(
             max_attempts: 1,
             backoff_ms: None,
         },
+        observacoes: Vec::new(),
+    }
+}
+
+/// The journal's fingerprint of a valid payload: the PRD key of its (card, value, currency), the same
+/// for identical requests whatever their own keys.
+pub fn impressao(payload: &RecargaPayload) -> Option<String> {
+    let b = payload.body.as_object()?;
+    let valor = b.get("valor").and_then(crate::vt::decimal_from_json)?;
+    Some(keys::recarga(
+        b.get("cartao")?.as_str()?,
+        &format!("{:.2}", round_half_up(valor)),
+        b.get("moeda")?.as_str()?,
+    ))
+}
+
+/// Reuses the key of an identical request whose outcome is unknown, saying so.
+fn reutilizar_chave(payload: &mut RecargaPayload, anterior: String) {
+    if payload.idempotency_key() != anterior {
+        payload.headers.insert("x-idempotency-key".into(), anterior);
+        payload.observacoes.push(CHAVE_REUTILIZADA.into());
     }
 }
 
@@ -194,7 +214,19 @@ impl Action for Rf06 {
         _rf05: super::EnvioNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        Ok(super::pass(&preparar_recarga(&input))?.into())
+        let mut payload = preparar_recarga(&input);
+        if let (Some(journal), Some(fingerprint)) = (ctx.get::<SharedJournal>(), impressao(&payload))
+            && payload.validation_errors().is_empty()
+        {
+            let anterior = journal
+                .unresolved(&escopo(&input), &fingerprint)
+                .await
+                .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?;
+            if let Some(k) = anterior {
+                reutilizar_chave(&mut payload, k);
+            }
+        }
+        Ok(super::pass(&payload)?.into())
     }
 }
 
@@ -319,5 +351,50 @@ mod tests {
             a,
             key(r#"{"valor": 50, "moeda": "USD", "meio_pagamento": {"tipo": "pix"}}"#)
         );
+    }
+
+    #[test]
+    fn a_request_key_scopes_the_idempotency_key() {
+        let key = |r: &str| run(r).headers["x-idempotency-key"].clone();
+        let plain = key(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}}"#);
+        let first = key(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "pedido-1"}"#);
+        let again = key(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "pedido-1"}"#);
+        let second =
+            key(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "pedido-2"}"#);
+        assert_eq!(first, again, "one request, one key");
+        assert_ne!(first, second, "a new request is a new charge");
+        assert_ne!(first, plain);
+        let p = run(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "pedido-1"}"#);
+        assert_eq!(
+            impressao(&p),
+            Some(plain),
+            "identical requests share the fingerprint"
+        );
+    }
+
+    #[test]
+    fn a_reused_key_is_said() {
+        let mut p = run(r#"{"valor": 50, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "novo"}"#);
+        reutilizar_chave(&mut p, "anterior".into());
+        assert_eq!(p.idempotency_key(), "anterior");
+        assert_eq!(p.observacoes, vec![CHAVE_REUTILIZADA]);
+    }
+
+    #[test]
+    fn zero_and_negative_values_are_never_valid_whatever_the_policy() {
+        // A policy cannot be built with valor_min <= 0 through parsing; this checks the rule itself.
+        let mut input = FlowInput::parse(
+            r#"{"cartao": "1234567890", "recarga": {"valor": 0.004, "meio_pagamento": {"tipo": "pix"}}}"#,
+        )
+        .expect("valid");
+        input.politicas.valor_min = rust_decimal::dec!(-10);
+        for v in ["0.004", "0", "-5", "-999.99"] {
+            if let Some(r) = input.recarga.as_mut() {
+                r.valor = Some(v.parse().expect("decimal"));
+            }
+            let p = preparar_recarga(&input);
+            assert_eq!(p.validation_errors(), vec!["valor_recarga_invalido"], "{v}");
+            assert_eq!(p.body, json!({}));
+        }
     }
 }

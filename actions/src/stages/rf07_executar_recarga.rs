@@ -1,13 +1,38 @@
 //! RF7 — posts the recharge, exactly once. An invalid payload is never sent; a transport error or
 //! timeout is recorded and never re-sent (the charge may have happened: RF8 treats it as unknown).
+//!
+//! Before sending, the attempt (key, masked card, value) is put in the recharge journal, so a process
+//! killed mid-request leaves a trace an operator can see; if it cannot be put there, nothing is sent.
+//! The key goes to memory for RF8, which records how the attempt ended.
 
 use async_trait::async_trait;
 
-use super::rf06_preparar_recarga::RecargaPayload;
+use super::rf06_preparar_recarga::{RecargaPayload, escopo, impressao};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
+use crate::journal::{RechargeAttempt, SharedJournal};
 use crate::response::ActionResponse;
 use crate::systems::{HttpResult, VtSystems};
+use crate::vt::{FlowInput, decimal_from_json, mask_card};
+
+/// Memory key: the idempotency key of the attempt RF7 sent, for RF8.
+pub const MEMORY_CHAVE: &str = "recarga_chave";
+/// Memory key: RF6's observations about the key, carried into RF8's.
+pub const MEMORY_OBSERVACOES_RF6: &str = "recarga_observacoes";
+
+/// What the journal records of a valid payload.
+fn tentativa(payload: &RecargaPayload, input: &FlowInput, origin: &str) -> Option<RechargeAttempt> {
+    let body = payload.body.as_object()?;
+    Some(RechargeAttempt {
+        idempotency_key: payload.idempotency_key().to_owned(),
+        fingerprint: impressao(payload)?,
+        scope: escopo(input),
+        origin: origin.to_owned(),
+        cartao_mascarado: mask_card(body.get("cartao")?.as_str()?),
+        valor: body.get("valor").and_then(decimal_from_json)?,
+        moeda: body.get("moeda")?.as_str()?.to_owned(),
+    })
+}
 
 /// The rule function (with the one I/O it needs).
 pub async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> HttpResult {
@@ -50,7 +75,30 @@ impl Action for Rf07 {
         ctx: &ActionContext,
         payload: RecargaPayload,
     ) -> Result<ActionResponse, ActionError> {
+        let sendable = payload.validation_errors().is_empty();
+        if let Some(journal) = ctx.get::<SharedJournal>()
+            && sendable
+        {
+            let input = super::entrada(ctx)?;
+            let attempt = tentativa(&payload, &input, &ctx.conversation_id);
+            let recorded = match &attempt {
+                Some(a) => journal.begin(a).await.map_err(|e| e.to_string()),
+                None => Err("payload without card, value or currency".to_owned()),
+            };
+            if let Err(why) = recorded {
+                tracing::error!(error = %why, "recharge attempt could not be recorded; not sent");
+                let out = HttpResult::not_sent(
+                    "nao_enviado",
+                    Some("registro_indisponivel"),
+                    "a tentativa não pôde ser registrada: a recarga não foi enviada",
+                );
+                return Ok(super::pass(&out)?.into());
+            }
+        }
         let out = executar_recarga(ctx.require::<VtSystems>()?, &payload).await;
-        Ok(super::pass(&out)?.into())
+        Ok(super::pass(&out)?
+            .with_memory(MEMORY_CHAVE, payload.idempotency_key())
+            .with_memory(MEMORY_OBSERVACOES_RF6, serde_json::json!(payload.observacoes))
+            .into())
     }
 }

@@ -5,6 +5,10 @@
 //! → `erro`. A transport error or timeout means the outcome is unknown: `pendente`, with
 //! `reconsulta_necessaria` and `resultado_indeterminado` — never a second charge. A 2xx whose body
 //! status we do not know is treated the same way. A payload that was never sent (validation) is `erro`.
+//! An answer replayed from the system's idempotency store (`Idempotent-Replayed: true`) is the answer
+//! to an earlier request, never a new approval: `replay_idempotente` says so, and RF9's text says the
+//! recharge had already been made. A key reused from an identical request with an unknown outcome
+//! (RF6) is carried into the observations too.
 //! `novo_saldo` is the source's updated balance when returned, else the previous balance plus the value
 //! when approved; `reconsulta_necessaria` when pending or when the source returned no updated balance.
 
@@ -18,8 +22,10 @@ use serde_json::Value;
 use super::iso_local;
 use super::rf03_normalizar_saldo::SaldoNormalizado;
 use super::rf06_preparar_recarga::moeda_iso;
+use super::rf07_executar_recarga::{MEMORY_CHAVE, MEMORY_OBSERVACOES_RF6};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
+use crate::journal::SharedJournal;
 use crate::response::ActionResponse;
 use crate::systems::HttpResult;
 use crate::vt::card::clean;
@@ -78,7 +84,7 @@ pub fn conciliar(
     let mut observacoes = Vec::new();
 
     let status = match (resp.status, &resp.erro) {
-        (None, Some(e)) if e.tipo == "validacao" => {
+        (None, Some(e)) if e.tipo == "validacao" || e.tipo == "nao_enviado" => {
             observacoes.extend(e.codigo.iter().flat_map(|c| c.split(',').map(str::to_owned)));
             RecargaStatus::Erro
         }
@@ -104,6 +110,9 @@ pub fn conciliar(
         },
     };
 
+    if resp.replayed {
+        observacoes.push(REPLAY.into());
+    }
     let da_fonte = body.and_then(|b| {
         ["saldo_atualizado", "novo_saldo"]
             .iter()
@@ -144,6 +153,16 @@ pub fn conciliar(
     }
 }
 
+/// The observation for an answer replayed from the system's idempotency store.
+pub const REPLAY: &str = "replay_idempotente";
+
+impl Conciliacao {
+    /// The answer was replayed: the recharge had already been made by an earlier request.
+    pub fn replay(&self) -> bool {
+        self.observacoes.iter().any(|o| o == REPLAY)
+    }
+}
+
 pub struct Rf08;
 
 #[async_trait]
@@ -167,7 +186,21 @@ impl Action for Rf08 {
             .and_then(|v| serde_json::from_value::<SaldoNormalizado>(v).ok())
             .filter(SaldoNormalizado::sucesso)
             .and_then(|s| s.saldo);
-        Ok(super::pass(&conciliar(&resp, &input, anterior, ctx.now))?.into())
+        let mut out = conciliar(&resp, &input, anterior, ctx.now);
+        let chave = ctx.memory.get(MEMORY_CHAVE).and_then(Value::as_str);
+        if let (Some(journal), Some(chave)) = (ctx.get::<SharedJournal>(), chave) {
+            let status = RecargaStatus::parse(&out.status_recarga).unwrap_or(RecargaStatus::Erro);
+            // The charge is over either way; a journal that cannot be written is the operator's problem,
+            // not a reason to hide the outcome from the user.
+            if let Err(e) = journal.resolve(chave, status).await {
+                tracing::error!(error = %e, "recharge outcome could not be recorded");
+            }
+        }
+        if let Some(reuso) = ctx.memory.get(MEMORY_OBSERVACOES_RF6).and_then(Value::as_array) {
+            out.observacoes
+                .extend(reuso.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        Ok(super::pass(&out)?.into())
     }
 }
 
@@ -189,6 +222,7 @@ mod tests {
             status: Some(status),
             body: Some(body),
             erro: None,
+            replayed: false,
         }
     }
 

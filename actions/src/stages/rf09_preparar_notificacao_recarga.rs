@@ -16,7 +16,12 @@ use crate::vt::{FlowInput, mask_card, money_json};
 /// The rule function.
 pub fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
     let status = RecargaStatus::parse(&c.status_recarga).unwrap_or(RecargaStatus::Erro);
-    let (assunto, mensagem) = texts::recarga(
+    let texto = if c.replay() && status == RecargaStatus::Aprovada {
+        texts::recarga_ja_feita
+    } else {
+        texts::recarga
+    };
+    let (assunto, mensagem) = texto(
         input.preferencias.idioma(),
         status,
         &mask_card(&c.cartao),

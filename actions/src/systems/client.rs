@@ -16,12 +16,20 @@ pub struct HttpResult {
     pub body: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erro: Option<Erro>,
+    /// The system answered from its idempotency store (`Idempotent-Replayed: true`): nothing new was
+    /// done, this is the answer to an earlier request with the same key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
+
+/// The header payment APIs use to mark an answer replayed from their idempotency store.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Why a call has no HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Erro {
-    /// `timeout`, `conexao` or `validacao` (the payload was invalid and never sent).
+    /// `timeout`, `conexao`, `validacao` (the payload was invalid and never sent) or `nao_enviado` (the
+    /// attempt could not be put on record, so it was not sent).
     pub tipo: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub codigo: Option<String>,
@@ -33,6 +41,7 @@ impl HttpResult {
         Self {
             status: None,
             body: None,
+            replayed: false,
             erro: Some(Erro {
                 tipo: tipo.into(),
                 codigo: codigo.map(str::to_owned),
@@ -218,6 +227,11 @@ impl VtSystems {
                 }
             };
             let status = response.status().as_u16();
+            let replayed = response
+                .headers()
+                .get(REPLAYED_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
             let retry_after = response
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
@@ -247,6 +261,7 @@ impl VtSystems {
                 status: Some(status),
                 body,
                 erro: None,
+                replayed,
             };
         }
     }

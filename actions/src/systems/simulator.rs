@@ -329,12 +329,21 @@ impl Simulator {
             Ok(Some((status, response))) => (status, response, Some("replay".to_owned())),
             Err(()) => (409, json!({"motivo": "idempotency_key_reutilizada"}), None),
         };
+        let replayed = efeito.is_some();
         self.record(LedgerEntry {
             status,
             efeito,
             ..entry.clone()
         });
-        Some(reply(status, response))
+        let mut response = reply(status, response);
+        if replayed {
+            // The payment-API convention: the caller must not take a replay for a new approval.
+            response.headers_mut().insert(
+                super::client::REPLAYED_HEADER,
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+        Some(response)
     }
 
     fn store(&self, key: &str, body_hash: String, status: u16, response: Value) {

@@ -1,8 +1,10 @@
 //! `confirmar_recarga`: performs the pending recharge (RF7..RF10 through the stage chain) — only when
 //! the *user's* message of this turn confirms it, in a turn after the one that asked, before it
 //! expires. The model's arguments play no part: nothing the model says or a tool returns can confirm a
-//! recharge. The pending record is cleared before the answer, so a second "sim" finds nothing to
-//! confirm, and the recharge carries its idempotency key, so even a repeated request charges once.
+//! recharge. The confirmation is consumed in the store (the recharge journal) before anything is sent:
+//! of several processes answering "sim" to the same pending recharge, exactly one charges. The pending
+//! record is cleared too, and the recharge carries a key derived from this confirmation, so even a
+//! repeated request charges once while a new confirmed request is a new charge.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -14,7 +16,9 @@ use super::runner::SharedFlowRunner;
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
+use crate::journal::SharedJournal;
 use crate::response::{ActionResponse, ResponseToUser};
+use crate::stages::rf06_preparar_recarga::CHAVE_REUTILIZADA;
 use crate::stages::rf08_conciliar_recarga::Conciliacao;
 use crate::stages::{DecisaoNotificacao, EnvioNotificacao};
 use crate::vt::parse::{amounts, cards, is_confirmation, normalize, payment_type};
@@ -83,6 +87,25 @@ impl Action for ConfirmarRecarga {
             .error()
             .into());
         }
+        if let Some(journal) = ctx.get::<SharedJournal>() {
+            let consumed = journal
+                .consume_confirmation(&p.id, &ctx.conversation_id)
+                .await
+                .map_err(|e| {
+                    ActionError::failed(
+                        "não foi possível registrar a confirmação agora; nada foi cobrado",
+                        e.to_string(),
+                    )
+                })?;
+            if !consumed {
+                return Ok(ResponseToUser::new(
+                    format!("Não há nenhuma recarga esperando confirmação: o pedido de {} já foi confirmado uma vez e não será cobrado de novo.", p.describe()),
+                    format!("Confirmação {} já consumida por outro turno: nada foi feito.", p.id),
+                )
+                .with_state(STATE_PENDENTE, Value::Null)
+                .into());
+            }
+        }
         let settings = VtSettings::of(ctx);
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner
@@ -100,6 +123,12 @@ impl Action for ConfirmarRecarga {
             .unwrap_or_else(|| format!("Não foi possível concluir a recarga de {} agora.", p.describe()));
         if conciliacao.as_ref().is_some_and(|c| c.reconsulta_necessaria) && status == "pendente" {
             message.push_str(" Vou acompanhar: consulte o saldo em alguns minutos.");
+        }
+        if conciliacao
+            .as_ref()
+            .is_some_and(|c| c.observacoes.iter().any(|o| o == CHAVE_REUTILIZADA))
+        {
+            message.push_str(" Ela foi enviada com a mesma identificação da tentativa igual que ficou sem resultado, então você não é cobrado duas vezes.");
         }
         let instruction = format!(
             "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): status {status}; aviso enviado: {}. O usuário já recebeu o resultado.",

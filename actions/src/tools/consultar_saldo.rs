@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::cartao;
 use super::runner::SharedFlowRunner;
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
@@ -49,9 +50,12 @@ impl Action for ConsultarSaldo {
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);
         let v = settings.politicas.validacoes_cartao;
-        let card = match CardNumber::parse(&args.cartao, v.tamanho_min, v.tamanho_max) {
+        let Some(raw) = cartao::resolve(ctx, &args.cartao) else {
+            return Ok(cartao::ask_full_number(&args.cartao));
+        };
+        let card = match CardNumber::parse(&raw, v.tamanho_min, v.tamanho_max) {
             Ok(c) => c,
-            Err(e) => return Ok(invalid_card(&args.cartao, &e.to_string())),
+            Err(e) => return Ok(invalid_card(&raw, &e.to_string())),
         };
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(&settings.flow_input(ctx, card.digits(), None)).await?;
@@ -60,7 +64,7 @@ impl Action for ConsultarSaldo {
             .stage("rf05_enviar_notificacao")
             .unwrap_or_else(|| EnvioNotificacao::not_sent("etapa_nao_executada"));
         let message = resumo(saldo.as_ref(), &envio);
-        let Some(s) = saldo.filter(SaldoNormalizado::sucesso) else {
+        let Some(s) = saldo.filter(|s| s.sucesso() && !s.divergente()) else {
             return Ok(ResponseToUser::new(
                 message,
                 format!("Consulta de saldo do cartão {card} falhou (execução {}); o usuário foi avisado. Não invente um saldo.", result.execucao_id),
@@ -82,7 +86,7 @@ impl Action for ConsultarSaldo {
                 "ultimo_saldo",
                 json!({"cartao": card.masked(), "saldo": texto, "data": s.data_verificacao}),
             )
-            .with_memory("ultimo_cartao", card.digits())
+            .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
             .into())
     }
 }

@@ -4,6 +4,7 @@
 //! record behind the confirmation rule ([`RecargaPendente`]).
 
 mod cancelar_recarga;
+pub mod cartao;
 mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;

@@ -21,7 +21,8 @@ pub struct RecargaPendente {
     pub meio_pagamento: String,
     #[serde(default)]
     pub token: Option<String>,
-    /// The idempotency key the recharge will carry (RF6's, per card, value and currency).
+    /// The idempotency key the recharge will carry: derived from this confirmation ([`Self::request_key`]),
+    /// so confirming it twice is one charge and a new confirmed request is a new charge.
     pub idempotency_key: String,
     /// The turn that asked for confirmation: a confirmation must come in a later user message.
     pub criada_no_turno: String,
@@ -40,6 +41,11 @@ impl RecargaPendente {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
+    /// The request key RF6 derives the idempotency key from: this confirmation's id.
+    pub fn request_key(id: &str) -> String {
+        format!("confirmacao:{id}")
+    }
+
     pub fn recarga(&self) -> Recarga {
         Recarga {
             valor: Some(self.valor),
@@ -48,6 +54,7 @@ impl RecargaPendente {
                 tipo: self.meio_pagamento.clone(),
                 token: self.token.clone(),
             },
+            idempotency_key: Some(Self::request_key(&self.id)),
         }
     }
 

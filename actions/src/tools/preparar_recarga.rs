@@ -6,14 +6,17 @@ use chrono::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::cartao;
 use super::consultar_saldo::invalid_card;
 use super::pendente::{RecargaPendente, STATE_PENDENTE};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
+use crate::journal::SharedJournal;
 use crate::response::{ActionResponse, ResponseToUser};
-use crate::stages::rf06_preparar_recarga::preparar_recarga;
+use crate::stages::rf06_preparar_recarga::{escopo, impressao, preparar_recarga};
 use crate::vt::money::MoneyArg;
+use crate::vt::texts::duracao;
 use crate::vt::{CardNumber, Idioma, MeioPagamento, Recarga, format_money};
 
 pub struct PrepararRecarga;
@@ -44,14 +47,18 @@ impl Action for PrepararRecarga {
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);
         let p = &settings.politicas;
+        let Some(raw) = cartao::resolve(ctx, &args.cartao) else {
+            return Ok(cartao::ask_full_number(&args.cartao));
+        };
         let card = match CardNumber::parse(
-            &args.cartao,
+            &raw,
             p.validacoes_cartao.tamanho_min,
             p.validacoes_cartao.tamanho_max,
         ) {
             Ok(c) => c,
-            Err(e) => return Ok(invalid_card(&args.cartao, &e.to_string())),
+            Err(e) => return Ok(invalid_card(&raw, &e.to_string())),
         };
+        let id = uuid::Uuid::new_v4().simple().to_string();
         let recarga = Recarga {
             valor: Some(args.valor.0),
             moeda: Some(p.moeda_padrao.clone()),
@@ -59,6 +66,7 @@ impl Action for PrepararRecarga {
                 tipo: args.meio_pagamento.clone(),
                 token: None,
             },
+            idempotency_key: Some(RecargaPendente::request_key(&id)),
         };
         let input = settings.flow_input(ctx, card.digits(), Some(recarga));
         let payload = preparar_recarga(&input);
@@ -89,8 +97,16 @@ impl Action for PrepararRecarga {
             .into());
         }
         let body = &payload.body;
+        // A twin with an unknown outcome will lend its key at confirmation (RF6): say so now.
+        let gemea = match (ctx.get::<SharedJournal>(), impressao(&payload)) {
+            (Some(journal), Some(fingerprint)) => journal
+                .unresolved(&escopo(&input), &fingerprint)
+                .await
+                .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?,
+            _ => None,
+        };
         let pendente = RecargaPendente {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id,
             cartao: card.digits().to_owned(),
             valor: crate::vt::round_half_up(args.valor.0),
             moeda: body["moeda"].as_str().unwrap_or("BRL").to_owned(),
@@ -99,18 +115,21 @@ impl Action for PrepararRecarga {
                 .unwrap_or_default()
                 .to_owned(),
             token: None,
-            idempotency_key: payload
-                .headers
-                .get("x-idempotency-key")
-                .cloned()
-                .unwrap_or_default(),
+            idempotency_key: gemea
+                .clone()
+                .unwrap_or_else(|| payload.idempotency_key().to_owned()),
             criada_no_turno: ctx.turn_id.clone(),
             expira_em: ctx.now + Duration::seconds(settings.confirmation_ttl_secs),
         };
-        let minutes = (settings.confirmation_ttl_secs / 60).max(1);
+        let validade = duracao(settings.confirmation_ttl_secs);
+        let aviso = if gemea.is_some() {
+            " Uma recarga igual a esta ainda está sem resultado confirmado: se você confirmar, ela será reenviada com a mesma identificação, e você não será cobrado duas vezes."
+        } else {
+            ""
+        };
         Ok(ResponseToUser::new(
             format!(
-                "Confirma a recarga de {}? Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {minutes} minutos.",
+                "Confirma a recarga de {}?{aviso} Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {validade}.",
                 pendente.describe()
             ),
             format!(
@@ -121,6 +140,7 @@ impl Action for PrepararRecarga {
             ),
         )
         .with_state(STATE_PENDENTE, pendente.to_value())
+        .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
         .into())
     }
 }

@@ -1,5 +1,14 @@
 //! Card numbers: cleaned (spaces and dashes removed), digits only, length within the policy.
+//!
+//! One rule for digits that are not ASCII: every Unicode decimal digit (fullwidth `１`, Arabic-Indic
+//! `٨`, …) is read as the ASCII digit it stands for, everywhere a card or an amount is read. A digit is
+//! never dropped: before this rule, a parser that kept only ASCII digits turned `98765432１0` into
+//! another card.
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 /// A card number that passed the policy's checks. Its `Display` is masked; the digits come only from
@@ -16,9 +25,50 @@ pub enum CardError {
     Length { len: usize, min: usize, max: usize },
 }
 
-/// Removes the separators people type (spaces, dashes, dots).
+static DECIMAL_DIGIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\p{Nd}$").expect("Nd regex"));
+
+fn is_decimal_digit(c: char) -> bool {
+    let mut buf = [0u8; 4];
+    DECIMAL_DIGIT.is_match(c.encode_utf8(&mut buf))
+}
+
+/// The value of a Unicode decimal digit (`Nd`), `None` for anything else.
+pub fn decimal_value(c: char) -> Option<u8> {
+    if c.is_ascii() {
+        return c.is_ascii_digit().then(|| c as u8 - b'0');
+    }
+    if !is_decimal_digit(c) {
+        return None;
+    }
+    // Unicode encodes each set of decimal digits as a contiguous run from 0 to 9, and sets that follow
+    // each other (the mathematical digits) start ten apart: the distance from the first digit of the
+    // block, modulo ten, is the value.
+    let mut start = c as u32;
+    while let Some(prev) = start.checked_sub(1).and_then(char::from_u32) {
+        if !is_decimal_digit(prev) {
+            break;
+        }
+        start -= 1;
+    }
+    Some(((c as u32 - start) % 10) as u8)
+}
+
+/// `text` with every Unicode decimal digit replaced by its ASCII digit (nothing else changes).
+pub fn ascii_digits(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| decimal_value(c).map_or(c, |d| char::from(b'0' + d)))
+            .collect(),
+    )
+}
+
+/// Digits read as ASCII, then the separators people type (spaces, dashes, dots) removed.
 pub fn clean(raw: &str) -> String {
-    raw.chars()
+    ascii_digits(raw)
+        .chars()
         .filter(|c| !matches!(c, ' ' | '-' | '.' | '\t'))
         .collect()
 }
@@ -62,19 +112,19 @@ impl std::fmt::Debug for CardNumber {
 
 /// Masks any card-like text to its last four digits.
 pub fn mask_card(raw: &str) -> String {
-    let digits: Vec<char> = raw.chars().filter(char::is_ascii_digit).collect();
+    let digits: Vec<char> = ascii_digits(raw).chars().filter(char::is_ascii_digit).collect();
     let tail: String = digits[digits.len().saturating_sub(4)..].iter().collect();
     format!("****{tail}")
 }
 
-static CARD_LIKE: std::sync::LazyLock<regex::Regex> =
-    std::sync::LazyLock::new(|| regex::Regex::new(r"\d[\d \-.]{6,}\d").expect("card regex"));
+static CARD_LIKE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[0-9][0-9 \-.]{6,}[0-9]").expect("card regex"));
 
-/// Replaces every run of 8 or more digits (a card number, with or without separators) by its masked
-/// form. For free text that may carry a card: messages, facts, notifications.
+/// Replaces every run of 8 or more digits (a card number, with or without separators, in any script's
+/// digits) by its masked form. For free text that may carry a card: messages, facts, notifications.
 pub fn mask_cards_in(text: &str) -> String {
     CARD_LIKE
-        .replace_all(text, |c: &regex::Captures<'_>| {
+        .replace_all(&ascii_digits(text), |c: &regex::Captures<'_>| {
             let digits = c[0].chars().filter(char::is_ascii_digit).count();
             if digits >= 8 {
                 mask_card(&c[0])
@@ -101,11 +151,32 @@ mod tests {
     fn letters_are_rejected() {
         assert_eq!(CardNumber::parse("1234abcd90", 8, 19), Err(CardError::NotDigits));
         assert_eq!(CardNumber::parse("", 8, 19), Err(CardError::NotDigits));
+        assert_eq!(CardNumber::parse("12345678a0", 8, 19), Err(CardError::NotDigits));
         assert_eq!(
-            CardNumber::parse("１２３４５６７８９０", 8, 19),
+            CardNumber::parse("1234567²90", 8, 19),
             Err(CardError::NotDigits),
-            "only ASCII digits"
+            "not a decimal digit"
         );
+    }
+
+    #[test]
+    fn digits_of_any_script_are_read_never_dropped() {
+        let c = CardNumber::parse("98765432１0", 8, 19).expect("fullwidth one");
+        assert_eq!(c.digits(), "9876543210");
+        let c = CardNumber::parse("１２３４５６７８９０", 8, 19).expect("all fullwidth");
+        assert_eq!(c.digits(), "1234567890");
+        let c = CardNumber::parse("1234567٨90", 8, 19).expect("arabic-indic eight");
+        assert_eq!(c.digits(), "1234567890");
+        assert_eq!(c.masked(), "****7890");
+        assert_eq!(decimal_value('𝟗'), Some(9), "mathematical bold nine");
+        assert_eq!(
+            decimal_value('𝟘'),
+            Some(0),
+            "double-struck zero, second set of the block"
+        );
+        assert_eq!(decimal_value('a'), None);
+        assert_eq!(mask_card("98765432１0"), "****3210");
+        assert_eq!(mask_cards_in("saldo 1234567٨90"), "saldo ****7890");
     }
 
     #[test]

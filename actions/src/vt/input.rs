@@ -8,7 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::money::decimal_from_json;
+use super::money::{decimal_from_json, round_half_up};
+use crate::redact::serde_message;
 
 /// Inputs longer than this are refused before anything runs (PRD RF1: up to 5,000 characters).
 pub const MAX_INPUT_CHARS: usize = 5_000;
@@ -98,7 +99,15 @@ pub struct Recarga {
     #[serde(default)]
     pub moeda: Option<String>,
     pub meio_pagamento: MeioPagamento,
+    /// The caller's own key for this request (as payment APIs accept one): the recharge's
+    /// idempotency key is derived from it, so a new request is a new charge and a repeated one is not.
+    /// Without it the key is the PRD's, per (card, value, currency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
+
+/// The longest caller key accepted (as payment APIs bound theirs).
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeioPagamento {
@@ -192,39 +201,70 @@ impl FlowInput {
     }
 
     pub fn from_value(value: Value) -> Result<Self, InputError> {
-        let kind = match &value {
-            Value::Object(_) => None,
-            Value::Array(_) => Some("uma lista"),
-            Value::String(_) => Some("um texto"),
-            Value::Number(_) => Some("um número"),
-            Value::Bool(_) => Some("um booleano"),
-            Value::Null => Some("null"),
-        };
-        if let Some(kind) = kind {
-            return Err(InputError::NotObject(kind));
+        if !value.is_object() {
+            return Err(InputError::NotObject(json_kind(&value)));
         }
         let input: FlowInput = serde_path_to_error::deserialize(value).map_err(|e| InputError::Field {
             path: e.path().to_string(),
-            message: e.inner().to_string(),
+            message: serde_message(&e.inner().to_string()),
         })?;
-        let v = input.politicas.validacoes_cartao;
-        if v.tamanho_min == 0 || v.tamanho_min > v.tamanho_max {
-            return Err(InputError::Field {
-                path: "politicas.validacoes_cartao".into(),
-                message: format!(
-                    "tamanho_min {} e tamanho_max {} não formam um intervalo",
-                    v.tamanho_min, v.tamanho_max
-                ),
-            });
-        }
-        if input.politicas.valor_min > input.politicas.valor_max {
-            return Err(InputError::Field {
-                path: "politicas.valor_min".into(),
-                message: "valor_min maior que valor_max".into(),
-            });
+        input
+            .politicas
+            .validate()
+            .map_err(|(field, message)| InputError::Field {
+                path: format!("politicas.{field}"),
+                message: message.into(),
+            })?;
+        if let Some(key) = input.recarga.as_ref().and_then(|r| r.idempotency_key.as_deref()) {
+            let len = key.chars().count();
+            if len == 0 || len > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {
+                return Err(InputError::Field {
+                    path: "recarga.idempotency_key".into(),
+                    message: format!(
+                        "deve ter de 1 a {MAX_IDEMPOTENCY_KEY_CHARS} caracteres, sem caracteres de controle"
+                    ),
+                });
+            }
         }
         Ok(input)
     }
+}
+
+impl Politicas {
+    /// Checks that the policies make sense on their own: `0 < valor_min ≤ valor_max` (after rounding to
+    /// cents, so no policy lets a zero or negative recharge through), `1 ≤ tamanho_min ≤ tamanho_max`,
+    /// `limite_saldo_baixo ≥ 0`, a known ISO 4217 currency. The time zone was checked when parsed. The
+    /// error is `(field, why)`, naming the field that is wrong, never its value.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        let v = self.validacoes_cartao;
+        if v.tamanho_min == 0 {
+            return Err(("validacoes_cartao.tamanho_min", "deve ser pelo menos 1"));
+        }
+        if v.tamanho_max < v.tamanho_min {
+            return Err((
+                "validacoes_cartao.tamanho_max",
+                "deve ser maior ou igual a tamanho_min",
+            ));
+        }
+        if round_half_up(self.valor_min) <= Decimal::ZERO {
+            return Err(("valor_min", "deve ser maior que zero (no mínimo 0.01)"));
+        }
+        if round_half_up(self.valor_max) < round_half_up(self.valor_min) {
+            return Err(("valor_max", "deve ser maior ou igual a valor_min"));
+        }
+        if self.limite_saldo_baixo < Decimal::ZERO {
+            return Err(("limite_saldo_baixo", "não pode ser negativo"));
+        }
+        if !known_currency(&self.moeda_padrao) {
+            return Err(("moeda_padrao", "deve ser um código de moeda ISO 4217 (ex.: BRL)"));
+        }
+        Ok(())
+    }
+}
+
+/// An ISO 4217 code (`BRL`, `USD`…), upper case.
+pub fn known_currency(code: &str) -> bool {
+    iso_currency::Currency::from_code(code).is_some()
 }
 
 fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -232,8 +272,21 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
         Value::String(s) => Ok(s),
         Value::Number(n) => Ok(n.to_string()),
         other => Err(serde::de::Error::custom(format!(
-            "esperado texto ou número, veio {other}"
+            "esperado texto ou número, veio {}",
+            json_kind(&other)
         ))),
+    }
+}
+
+/// What kind of JSON value `v` is, in words, for errors that must not show the value itself.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "um booleano",
+        Value::Number(_) => "um número",
+        Value::String(_) => "um texto",
+        Value::Array(_) => "uma lista",
+        Value::Object(_) => "um objeto",
     }
 }
 
@@ -247,8 +300,9 @@ pub mod money_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         let v = Value::deserialize(d)?;
-        decimal_from_json(&v)
-            .ok_or_else(|| serde::de::Error::custom(format!("esperado um valor numérico, veio {v}")))
+        decimal_from_json(&v).ok_or_else(|| {
+            serde::de::Error::custom(format!("esperado um valor numérico, veio {}", json_kind(&v)))
+        })
     }
 }
 
@@ -274,8 +328,11 @@ mod tz_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Tz, D::Error> {
         let name = String::deserialize(d)?;
-        name.parse::<Tz>()
-            .map_err(|_| serde::de::Error::custom(format!("fuso horário desconhecido {name:?}")))
+        name.parse::<Tz>().map_err(|_| {
+            serde::de::Error::custom(
+                "fuso horário desconhecido: use um nome da base IANA, como America/Sao_Paulo",
+            )
+        })
     }
 }
 
@@ -322,11 +379,97 @@ mod tests {
         let err =
             FlowInput::parse(r#"{"cartao": "1", "politicas": {"timezone": "Marte/Base"}}"#).expect_err("tz");
         assert!(
-            err.to_string().contains("politicas.timezone") && err.to_string().contains("Marte/Base"),
+            err.to_string().contains("politicas.timezone") && !err.to_string().contains("Marte/Base"),
             "{err}"
         );
         let err = FlowInput::parse(r#"{"politicas": {}}"#).expect_err("no card");
         assert!(err.to_string().contains("cartao"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_type_never_the_value() {
+        for (text, field) in [
+            (r#"{"cartao": ["9876543210"]}"#, "cartao"),
+            (
+                r#"{"cartao": "1234567890", "tenant_id": ["123.456.789-00"]}"#,
+                "tenant_id",
+            ),
+            (
+                r#"{"cartao": "1234567890", "recarga": {"meio_pagamento": {"tipo": ["9876543210"]}}}"#,
+                "recarga.meio_pagamento.tipo",
+            ),
+            (
+                r#"{"cartao": "1234567890", "politicas": {"valor_min": "9876543210x"}}"#,
+                "politicas.valor_min",
+            ),
+            (
+                r#"{"cartao": "1234567890", "preferencias": {"canais": "9876543210"}}"#,
+                "preferencias.canais",
+            ),
+        ] {
+            let err = FlowInput::parse(text).expect_err(text).to_string();
+            assert!(err.contains(field), "{err}");
+            for secret in ["9876543210", "123.456.789-00"] {
+                assert!(!err.contains(secret), "value echoed: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn policies_that_would_allow_zero_or_negative_recharges_are_refused() {
+        let with = |politicas: &str| {
+            FlowInput::parse(&format!(
+                r#"{{"cartao": "1234567890", "politicas": {politicas}}}"#
+            ))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        for (politicas, field) in [
+            (r#"{"valor_min": -10}"#, "politicas.valor_min"),
+            (r#"{"valor_min": 0}"#, "politicas.valor_min"),
+            (r#"{"valor_min": 0.004}"#, "politicas.valor_min"),
+            (r#"{"valor_min": 10, "valor_max": -10}"#, "politicas.valor_max"),
+            (r#"{"valor_min": 10, "valor_max": 5}"#, "politicas.valor_max"),
+            (r#"{"limite_saldo_baixo": -1}"#, "politicas.limite_saldo_baixo"),
+            (
+                r#"{"validacoes_cartao": {"tamanho_min": 0}}"#,
+                "politicas.validacoes_cartao.tamanho_min",
+            ),
+            (
+                r#"{"validacoes_cartao": {"tamanho_min": 12, "tamanho_max": 10}}"#,
+                "politicas.validacoes_cartao.tamanho_max",
+            ),
+            (r#"{"moeda_padrao": "XYZ"}"#, "politicas.moeda_padrao"),
+            (r#"{"moeda_padrao": "reais"}"#, "politicas.moeda_padrao"),
+            (r#"{"timezone": "Marte/Base"}"#, "politicas.timezone"),
+        ] {
+            let err = with(politicas).expect_err(politicas);
+            assert!(err.contains(&format!("{field}:")), "{politicas} → {err}");
+        }
+        assert!(with(r#"{"valor_min": 0.01, "valor_max": 0.01, "moeda_padrao": "USD"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_caller_key_is_bounded() {
+        let with = |key: &str| {
+            FlowInput::parse(&format!(
+                r#"{{"cartao": "1234567890", "recarga": {{"valor": 10, "meio_pagamento": {{"tipo": "pix"}}, "idempotency_key": {key}}}}}"#
+            ))
+        };
+        assert_eq!(
+            with(r#""pedido-42""#)
+                .expect("valid")
+                .recarga
+                .and_then(|r| r.idempotency_key)
+                .as_deref(),
+            Some("pedido-42")
+        );
+        for bad in [r#""""#, r#""a\u0000b""#] {
+            let err = with(bad).expect_err(bad).to_string();
+            assert!(err.contains("recarga.idempotency_key"), "{err}");
+        }
+        let long = format!(r#""{}""#, "k".repeat(MAX_IDEMPOTENCY_KEY_CHARS + 1));
+        assert!(with(&long).is_err());
     }
 
     #[test]

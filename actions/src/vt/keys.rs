@@ -20,6 +20,13 @@ pub fn recarga(cartao: &str, valor: &str, moeda: &str) -> String {
     key(&["recarga", cartao, valor, moeda])
 }
 
+/// RF6 for a request that carries its own key (the caller's, or a chat's pending confirmation): one key
+/// per (tenant, that key), so one request is one charge however often it is sent, and a new request is a
+/// new charge even for the same card and value.
+pub fn recarga_pedido(tenant: &str, request_key: &str) -> String {
+    key(&["recarga-pedido", tenant, request_key])
+}
+
 /// RF5/RF10: one key per notification content that must go out once.
 pub fn notificacao(parts: &[&str]) -> String {
     let mut all = vec!["notificacao"];
@@ -49,5 +56,12 @@ mod tests {
         assert_ne!(recarga("1", "50.00", "BRL"), recarga("1", "50.01", "BRL"));
         assert_ne!(recarga("1", "50.00", "BRL"), recarga("1", "50.00", "USD"));
         assert_ne!(recarga("1", "50.00", "BRL"), consulta("1", "50.00", "BRL"));
+        assert_eq!(recarga_pedido("t", "p1"), recarga_pedido("t", "p1"));
+        assert_ne!(recarga_pedido("t", "p1"), recarga_pedido("t", "p2"));
+        assert_ne!(
+            recarga_pedido("t", "p1"),
+            recarga_pedido("u", "p1"),
+            "scoped to the tenant"
+        );
     }
 }

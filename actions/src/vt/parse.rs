@@ -8,9 +8,12 @@ use std::sync::LazyLock;
 use regex::Regex;
 use rust_decimal::Decimal;
 
-/// Lowercase, accents removed, spaces collapsed: the form every pattern here is written against.
+use super::card::ascii_digits;
+
+/// Lowercase, accents removed, digits of any script read as ASCII, spaces collapsed: the form every
+/// pattern here is written against.
 pub fn normalize(text: &str) -> String {
-    let folded: String = text
+    let folded: String = ascii_digits(text)
         .to_lowercase()
         .chars()
         .map(|c| match c {
@@ -26,7 +29,7 @@ pub fn normalize(text: &str) -> String {
     folded.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d[\d \-.]{6,}\d").expect("card regex"));
+static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9][0-9 \-.]{6,}[0-9]").expect("card regex"));
 static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?x)
@@ -43,12 +46,19 @@ static MONEY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Card numbers in the text: digit runs (spaces, dashes, dots allowed between) of 8 to 19 digits,
-/// distinct, in order.
+/// distinct, in order. Digits of any script count as digits; a run glued to a letter (`98765432O10`)
+/// is not a card at all, so a card is never read with a character missing.
 pub fn cards(text: &str) -> Vec<String> {
+    let text = ascii_digits(text);
     let mut found: Vec<String> = Vec::new();
-    for m in CARD.find_iter(text) {
+    for m in CARD.find_iter(&text) {
+        let glued = text[..m.start()]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+            || text[m.end()..].chars().next().is_some_and(char::is_alphanumeric);
         let digits: String = m.as_str().chars().filter(char::is_ascii_digit).collect();
-        if (8..=19).contains(&digits.len()) && !found.contains(&digits) {
+        if !glued && (8..=19).contains(&digits.len()) && !found.contains(&digits) {
             found.push(digits);
         }
     }
@@ -58,6 +68,7 @@ pub fn cards(text: &str) -> Vec<String> {
 /// Parses one money amount as written in pt-BR (`50`, `50,00`, `R$ 50`, `50 reais`, `1.234,56`,
 /// `50.00`).
 pub fn parse_money(raw: &str) -> Option<Decimal> {
+    let raw = ascii_digits(raw);
     let s = raw
         .trim()
         .trim_start_matches("R$")
@@ -90,7 +101,7 @@ pub fn parse_money(raw: &str) -> Option<Decimal> {
 
 /// Money amounts in the text, ignoring digits that belong to card numbers.
 pub fn amounts(text: &str) -> Vec<Decimal> {
-    let lower = text.to_lowercase();
+    let lower = ascii_digits(text).to_lowercase();
     let without_cards = CARD.replace_all(&lower, |c: &regex::Captures<'_>| {
         let digits = c[0].chars().filter(char::is_ascii_digit).count();
         if digits >= 8 {
@@ -197,6 +208,13 @@ mod tests {
         );
         assert!(cards("recarrega 50").is_empty());
         assert!(cards("1234567").is_empty(), "7 digits is not a card");
+        assert_eq!(cards("recarrega 20 no 98765432１0"), vec!["9876543210"]);
+        assert_eq!(cards("saldo 1234567٨90"), vec!["1234567890"]);
+        assert!(
+            cards("saldo 98765432O10").is_empty(),
+            "a letter inside is no card"
+        );
+        assert_eq!(amounts("recarrega ２０ no 1234567890"), vec![dec!(20)]);
     }
 
     #[test]

@@ -229,3 +229,92 @@ mod tests {
         );
     }
 }
+
+/// Subject and body when the system answered from its idempotency store: the recharge had already been
+/// made by an earlier request with the same key, and nothing was charged now. (`status` is taken for
+/// the signature shared with [`recarga`]; a replay is only told this way when it was approved.)
+pub fn recarga_ja_feita(
+    idioma: Idioma,
+    _status: RecargaStatus,
+    cartao_mascarado: &str,
+    moeda: &str,
+    valor: Option<Decimal>,
+    novo_saldo: Option<Decimal>,
+) -> (String, String) {
+    let valor = valor.map(|v| format_money(moeda, v, idioma));
+    let novo = novo_saldo.map(|v| format_money(moeda, v, idioma));
+    let c = cartao_mascarado;
+    match idioma {
+        Idioma::PtBr => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            let saldo = novo.map(|n| format!(" Saldo: {n}.")).unwrap_or_default();
+            (
+                "Recarga de VT já realizada".into(),
+                format!(
+                    "Essa recarga{de} no cartão {c} já tinha sido feita antes; nada foi cobrado de novo.{saldo}"
+                ),
+            )
+        }
+        Idioma::En => {
+            let of = valor.map(|v| format!(" of {v}")).unwrap_or_default();
+            let saldo = novo.map(|n| format!(" Balance: {n}.")).unwrap_or_default();
+            (
+                "Transit pass top-up already made".into(),
+                format!(
+                    "This top-up{of} on card {c} had already been made; nothing was charged again.{saldo}"
+                ),
+            )
+        }
+        Idioma::Es => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            let saldo = novo.map(|n| format!(" Saldo: {n}.")).unwrap_or_default();
+            (
+                "Recarga de VT ya realizada".into(),
+                format!(
+                    "Esa recarga{de} en la tarjeta {c} ya se había hecho antes; no se cobró nada de nuevo.{saldo}"
+                ),
+            )
+        }
+    }
+}
+
+/// A duration as people say it in pt-BR: `30 segundos`, `1 minuto e 30 segundos`, `10 minutos`,
+/// `1 hora e 5 minutos`.
+pub fn duracao(secs: i64) -> String {
+    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let parts: Vec<String> = [
+        (h, "hora", "horas"),
+        (m, "minuto", "minutos"),
+        (s, "segundo", "segundos"),
+    ]
+    .iter()
+    .filter(|(n, ..)| *n > 0)
+    .map(|(n, one, many)| unit(*n, one, many))
+    .collect();
+    match parts.as_slice() {
+        [] => unit(0, "segundo", "segundos"),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} e {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod duracao_tests {
+    use super::duracao;
+
+    #[test]
+    fn durations_in_words() {
+        for (secs, words) in [
+            (2, "2 segundos"),
+            (1, "1 segundo"),
+            (60, "1 minuto"),
+            (90, "1 minuto e 30 segundos"),
+            (600, "10 minutos"),
+            (3600, "1 hora"),
+            (3905, "1 hora, 5 minutos e 5 segundos"),
+        ] {
+            assert_eq!(duracao(secs), words, "{secs}");
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! What may be shown of a value. Two rules that every error, log line, stored record and trace
+//! follows:
+//!
+//! - **errors name a field and the type it expects, never the value** ([`serde_message`]): serde's
+//!   messages quote what they refused (`invalid type: string "9876543210"`), and a person may have put a
+//!   card number or a CPF in the wrong field;
+//! - **no secret leaves the process** ([`secrets`]): every configured secret (API keys, tokens, app
+//!   secrets) and anything shaped like one (`sk-…`, `Bearer …`, `api_key = "…"`) is replaced by
+//!   `[redigido]` — including secrets a provider echoes back in an error body.
+//!
+//! The configured secrets are a process-wide set ([`register_secret`]) because the log writer, which
+//! cannot be handed arguments, must apply them too; configuration loading registers them.
+
+use std::borrow::Cow;
+use std::sync::{LazyLock, RwLock};
+
+use regex::Regex;
+
+/// What replaces a secret.
+pub const REDACTED: &str = "[redigido]";
+
+/// Shorter "secrets" are not registered: replacing every `abc` in every log line would hide more than
+/// it protects, and no real key is that short.
+const MIN_SECRET_LEN: usize = 6;
+
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Adds a configured secret to the set every text is scrubbed of.
+pub fn register_secret(secret: &str) {
+    let secret = secret.trim();
+    if secret.chars().count() < MIN_SECRET_LEN {
+        return;
+    }
+    let mut set = SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !set.iter().any(|s| s == secret) {
+        set.push(secret.to_owned());
+        // Longest first, so a secret that contains another is replaced whole.
+        set.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+static KEY_SHAPED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?x)
+        \bsk-[A-Za-z0-9_\-]{12,}                              # OpenAI / Anthropic style keys
+        | (?i:\bbearer)\s+[A-Za-z0-9._~+/=\-]{8,}             # bearer tokens
+        | (?i:\bbasic)\s+[A-Za-z0-9+/=]{8,}                   # basic auth
+        | \bEAA[A-Za-z0-9]{20,}                               # Meta access tokens
+        "#,
+    )
+    .expect("key-shaped regex")
+});
+
+static ASSIGNED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?ix)
+        (\b[a-z_\-]*(?:api[_\-]?key|token|secret|password|senha)["']?\s*[:=]\s*["']?)
+        ([^"'\s,}&]+)
+        "#,
+    )
+    .expect("assignment regex")
+});
+
+/// `text` without any configured secret or key-shaped token.
+pub fn secrets(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    {
+        let set = SECRETS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for s in set.iter() {
+            if out.contains(s.as_str()) {
+                out = Cow::Owned(out.replace(s.as_str(), REDACTED));
+            }
+        }
+    }
+    if KEY_SHAPED.is_match(&out) {
+        out = Cow::Owned(KEY_SHAPED.replace_all(&out, REDACTED).into_owned());
+    }
+    if ASSIGNED.is_match(&out) {
+        out = Cow::Owned(
+            ASSIGNED
+                .replace_all(&out, |c: &regex::Captures<'_>| {
+                    if &c[2] == REDACTED {
+                        c[0].to_owned()
+                    } else {
+                        format!("{}{REDACTED}", &c[1])
+                    }
+                })
+                .into_owned(),
+        );
+    }
+    out
+}
+
+static QUOTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"\s*("(?:[^"\\]|\\.)*"|`[^`]*`)"#).expect("quoted regex"));
+static MISSING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^missing field `([A-Za-z0-9_]+)`").expect("missing regex"));
+
+/// A serde error message without the values it quotes: `invalid type: string "9876543210", expected a
+/// sequence` → `invalid type: string, expected a sequence`. A missing field keeps its name (ours, from
+/// the type, never the caller's data).
+pub fn serde_message(message: &str) -> String {
+    if let Some(c) = MISSING.captures(message) {
+        return format!("campo obrigatório ausente: {}", &c[1]);
+    }
+    let without = QUOTED.replace_all(message, "");
+    // serde_json appends the position, which is harmless and useful.
+    without.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_messages_lose_their_values() {
+        let e = serde_json::from_str::<Vec<String>>(r#""9876543210""#).expect_err("type");
+        let m = serde_message(&e.to_string());
+        assert!(!m.contains("9876543210"), "{m}");
+        assert!(m.contains("expected a sequence"), "{m}");
+        let e = serde_json::from_value::<u32>(serde_json::json!(12345678901_u64)).expect_err("range");
+        assert!(!serde_message(&e.to_string()).contains("12345678901"));
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        enum Tipo {
+            Pix,
+        }
+        let e = serde_json::from_str::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
+        let m = serde_message(&e.to_string());
+        assert!(!m.contains("123.456.789-00") && m.contains("expected"), "{m}");
+        assert_eq!(
+            serde_message("missing field `cartao`"),
+            "campo obrigatório ausente: cartao"
+        );
+    }
+
+    #[test]
+    fn configured_and_key_shaped_secrets_are_removed() {
+        register_secret("meu-segredo-configurado-42");
+        register_secret("abc");
+        let text = "401: invalid key meu-segredo-configurado-42 (sk-proj-AAAAbbbbCCCCdddd1234) \
+                    Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.x api_key = \"zzz-top-secret\" abc";
+        let clean = secrets(text);
+        for secret in [
+            "meu-segredo-configurado-42",
+            "sk-proj-AAAAbbbbCCCCdddd1234",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "zzz-top-secret",
+        ] {
+            assert!(!clean.contains(secret), "{clean}");
+        }
+        assert!(clean.contains("abc"), "too short to be a secret: {clean}");
+        assert!(clean.contains("api_key = \"[redigido]"), "{clean}");
+        assert_eq!(secrets("saldo de BRL 12,50"), "saldo de BRL 12,50");
+    }
+}
