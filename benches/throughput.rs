@@ -58,7 +58,11 @@ async fn main() {
     let running = sim.spawn(0).await.expect("simulator");
     let ext =
         Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));
-    let engine = vt_agent::flow::share(vt_agent::app::engine(&config, None, ext).expect("engine"));
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
+    let engine = vt_agent::flow::share(
+        vt_agent::app::engine(&config, None, ext).expect("engine"),
+        Some(store.clone()),
+    );
     let input = r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
     let n = 300u32;
     let start = Instant::now();
@@ -67,7 +71,6 @@ async fn main() {
     }
     report("run-flow, ten stages, 3 loopback HTTP calls", n, start.elapsed());
 
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
     let service = vt_agent::app::service(&config, engine, store)
         .await
         .expect("service");

@@ -98,10 +98,10 @@ impl App {
         };
         let systems = VtSystems::new(systems).context("building the external-systems client")?;
         let extensions = Extensions::default().with(systems).with(config.vt.clone());
-        let engine = crate::flow::share(engine(config, llm, extensions)?);
         let store = crate::store::open(config.database_url.as_deref(), &config.data_dir)
             .await
             .context("opening the database")?;
+        let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {
             service: service(config, engine, store).await?,
             simulator,

@@ -6,21 +6,49 @@ use std::sync::{Arc, OnceLock, Weak};
 use serde::Serialize;
 use serde_json::Value;
 use vt_actions::ActionError;
+use vt_actions::journal::SharedJournal;
 use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner};
 use vt_actions::vt::FlowInput;
 use vt_actions::vt::input::InputError;
 
-use crate::engine::{Conversation, Engine, EngineError, Participant, TurnEvent, TurnOutcome};
+use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
+use vt_actions::vt::texts::RecargaStatus;
+
+use crate::engine::{
+    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnEvent, TurnOutcome,
+};
+use crate::store::{Store, StoreJournal};
 
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
 
+/// How a flow run ended, as its caller needs to know: did it reach its outcome?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowStatus {
+    /// The flow reached its outcome: the balance was read (and the recharge, if asked, approved).
+    Concluido,
+    /// The outcome is not known yet: the recharge is pending, or its answer never came.
+    Pendente,
+    /// It did not reach its outcome: invalid card, systems down, recharge denied or failed, or a stage
+    /// that could not run.
+    Falhou,
+}
+
+impl FlowStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Concluido => "concluido",
+            Self::Pendente => "pendente",
+            Self::Falhou => "falhou",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowOutput {
     pub execucao_id: String,
-    /// `concluido`, or `falhou` when a stage could not run at all (external-system failures are not
-    /// that: the stages report them in their outputs).
-    pub status: String,
+    pub status: FlowStatus,
     pub etapas: Vec<Etapa>,
     /// The last stage's output.
     pub resultado: Value,
@@ -119,9 +147,32 @@ pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
     }
     FlowOutput {
         execucao_id: outcome.execution.execucao_id.clone(),
-        status: outcome.execution.status.as_str().to_owned(),
+        status: status_of(outcome.execution.status, &etapas),
         resultado: etapas.last().map_or(Value::Null, |e| e.saida.clone()),
         etapas,
+    }
+}
+
+/// The run's status from what its stages said: RF8's reconciliation when a recharge was asked, else
+/// RF3's balance query.
+fn status_of(execution: ExecutionStatus, etapas: &[Etapa]) -> FlowStatus {
+    if execution != ExecutionStatus::Concluido {
+        return FlowStatus::Falhou;
+    }
+    let saida = |id: &str| etapas.iter().find(|e| e.etapa == id).map(|e| &e.saida);
+    if let Some(rf08) = saida("rf08_conciliar_recarga") {
+        let status = rf08.get("status_recarga").and_then(Value::as_str);
+        return match status.and_then(RecargaStatus::parse) {
+            Some(RecargaStatus::Aprovada) => FlowStatus::Concluido,
+            Some(RecargaStatus::Pendente) => FlowStatus::Pendente,
+            _ => FlowStatus::Falhou,
+        };
+    }
+    match saida("rf03_normalizar_saldo")
+        .and_then(|v| serde_json::from_value::<SaldoNormalizado>(v.clone()).ok())
+    {
+        Some(s) if s.sucesso() && !s.divergente() => FlowStatus::Concluido,
+        _ => FlowStatus::Falhou,
     }
 }
 
@@ -146,7 +197,9 @@ impl FlowRunner for EngineFlowRunner {
         let FlowRun { output, outcome, .. } = run_flow(&engine, &text)
             .await
             .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
-        if output.status != "concluido" {
+        // A denied recharge or a failed balance query is an outcome the tool tells the user; only a
+        // chain that could not run at all is an error.
+        if outcome.execution.status != ExecutionStatus::Concluido {
             let why = outcome.execution.error.unwrap_or_default();
             return Err(ActionError::failed("o fluxo de VT não pôde ser concluído", why));
         }
@@ -157,11 +210,17 @@ impl FlowRunner for EngineFlowRunner {
     }
 }
 
-/// Shares the engine and gives its actions the stage chain ([`FlowRunner`]) running on it.
-pub fn share(mut engine: Engine) -> Arc<Engine> {
+/// Shares the engine and gives its actions the stage chain ([`FlowRunner`]) running on it and, with a
+/// store, the recharge journal written in it ([`StoreJournal`]): confirmations consumed once, recharge
+/// attempts on record before they are sent.
+pub fn share(mut engine: Engine, store: Option<Arc<dyn Store>>) -> Arc<Engine> {
     let slot = Arc::new(OnceLock::new());
     let runner: SharedFlowRunner = Arc::new(EngineFlowRunner { engine: slot.clone() });
     engine.extensions_mut().insert(runner);
+    if let Some(store) = store {
+        let journal: SharedJournal = Arc::new(StoreJournal::new(store));
+        engine.extensions_mut().insert(journal);
+    }
     let engine = Arc::new(engine);
     // The slot was created just above and is set once, here.
     let _ = slot.set(Arc::downgrade(&engine));

@@ -153,7 +153,7 @@ impl ConversationService {
             .conversation_id
             .clone()
             .unwrap_or_else(|| self.engine.next_id("conv"));
-        let _lock = self
+        let lock = self
             .store
             .lock_conversation(&id)
             .await
@@ -194,6 +194,7 @@ impl ConversationService {
             let usage = IntentTag::new("recusa", "deterministic", false).usage(&id, (0, 0), 0, now);
             let persisted = self.store.append_message(&id, None, &reply, now).await.is_ok()
                 && self.store.record_usage(&usage).await.is_ok();
+            lock.release().await;
             return Ok(Handled {
                 conversation_id: id,
                 replies: vec![Reply {
@@ -289,6 +290,7 @@ impl ConversationService {
             flow_run: None,
         };
         let persisted = self.persist(record).await;
+        lock.release().await;
         Ok(Handled {
             conversation_id: id,
             replies: outcome.replies,
@@ -309,11 +311,7 @@ impl ConversationService {
             text,
         } = crate::flow::prepare(&self.engine, text)?;
         let now = self.engine.now();
-        let _lock = self
-            .store
-            .lock_conversation(&conv.id)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
+        // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
         self.store
             .save_conversation(&conv, now)
             .await
@@ -322,8 +320,17 @@ impl ConversationService {
             .append_message(&conv.id, None, &ChatMessage::user(&text), now)
             .await
             .map_err(ServiceError::NotRecorded)?;
+        // On record as started before the first external call: a killed run stays visible.
+        let execucao_id = self.engine.next_id("exec");
+        self.store
+            .begin_flow_run(&execucao_id, &sanitized, now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
         let started = Instant::now();
-        let outcome = self.engine.run_turn(&mut conv, &text).await?;
+        let outcome = self
+            .engine
+            .run_turn_as(&mut conv, &text, TurnStart::Model, execucao_id)
+            .await?;
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
             &conv.id,
@@ -333,7 +340,7 @@ impl ConversationService {
         );
         let flow_run = FlowRunRecord {
             execucao_id: output.execucao_id.clone(),
-            status: output.status.clone(),
+            status: output.status.as_str().to_owned(),
             input: sanitized,
             output: serde_json::to_value(&output).unwrap_or(Value::Null),
             stages: output

@@ -34,8 +34,10 @@ pub struct RechargeAttempt {
     pub fingerprint: String,
     /// Whose request it is: tenant and user.
     pub scope: String,
-    /// The conversation or flow run it belongs to.
+    /// The conversation it belongs to.
     pub origin: String,
+    /// The execution (flow run) that sends it.
+    pub execucao_id: String,
     pub cartao_mascarado: String,
     pub valor: Decimal,
     pub moeda: String,

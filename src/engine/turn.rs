@@ -137,12 +137,25 @@ impl Engine {
 
     /// Runs one turn that starts as `start` says: with the model, with an action the router chose
     /// (no model call unless the action hands back to the model), or with a fixed reply.
-    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id))]
     pub async fn run_turn_from(
         &self,
         conv: &mut Conversation,
         text: &str,
         start: TurnStart,
+    ) -> Result<TurnOutcome, EngineError> {
+        let execucao_id = self.ids.next("exec");
+        self.run_turn_as(conv, text, start, execucao_id).await
+    }
+
+    /// [`Self::run_turn_from`] under an `execucao_id` the caller chose: a flow run is put on record as
+    /// started under its id before anything runs.
+    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id, execucao_id = %execucao_id))]
+    pub async fn run_turn_as(
+        &self,
+        conv: &mut Conversation,
+        text: &str,
+        start: TurnStart,
+        execucao_id: String,
     ) -> Result<TurnOutcome, EngineError> {
         let agent = self
             .catalog
@@ -162,7 +175,6 @@ impl Engine {
             conv.window.clear();
         }
         let started_at = self.clock.now();
-        let execucao_id = self.ids.next("exec");
         conv.window.push(ChatMessage::user(text));
         let mut turn = Turn {
             engine: self,

@@ -1,24 +1,164 @@
-//! Per-conversation turn locks. In one process a map of async mutexes; across instances the
-//! PostgreSQL store adds a transaction-scoped advisory lock held by the returned guard.
+//! Per-conversation turn locks, in two halves:
+//!
+//! - in one process, a map of async mutexes ([`LocalLocks`]), so turns of a conversation queue without
+//!   touching the database;
+//! - across processes and instances, a **lease row** (`conversation_leases`): taken with one
+//!   conditional write, renewed in the background while the turn runs, deleted when it ends. A process
+//!   killed mid-turn leaves a lease that expires after [`LEASE`].
+//!
+//! A lease holds no database connection while the turn runs, so any number of conversations can be in
+//! flight on a pool of ten (a PostgreSQL advisory lock held a pooled connection for the whole turn and
+//! starved the pool under load), and it works the same on SQLite, where several `vt-agent` processes
+//! share one file and there is no advisory lock at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tokio::sync::OwnedMutexGuard;
 
-/// Held while a turn runs; dropping it releases every lock it holds.
+use super::StoreError;
+
+/// How long a lease lives without renewal: the longest a conversation stays blocked after its
+/// process was killed mid-turn.
+pub const LEASE: Duration = Duration::from_secs(30);
+/// How long a turn waits for another process's turn of the same conversation before giving up.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The database half, implemented by each store.
+#[async_trait]
+pub(crate) trait Leases: Clone + Send + Sync + 'static {
+    /// Takes the lease unless a live one (expiring after `now`) is held by someone else.
+    async fn try_take(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Extends a lease `owner` holds; `false` when it is no longer theirs.
+    async fn renew(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    async fn release(&self, conversation_id: &str, owner: &str) -> Result<(), StoreError>;
+}
+
+/// Held while a turn runs. [`TurnLock::release`] gives the lease back at once; dropping the lock (a
+/// cancelled turn) gives it back in the background.
 pub struct TurnLock {
+    lease: Option<Box<dyn Releasable>>,
     _local: OwnedMutexGuard<()>,
-    _remote: Option<Box<dyn Send>>,
 }
 
 impl TurnLock {
-    pub(crate) fn new(local: OwnedMutexGuard<()>, remote: Option<Box<dyn Send>>) -> Self {
-        Self {
-            _local: local,
-            _remote: remote,
+    /// Releases the lease before the local mutex, so the next turn in this process finds it free.
+    pub async fn release(mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release_now().await;
         }
     }
+}
+
+#[async_trait]
+trait Releasable: Send {
+    async fn release_now(self: Box<Self>);
+}
+
+struct LeaseGuard<L: Leases> {
+    leases: L,
+    conversation_id: String,
+    owner: String,
+    renewal: tokio::task::JoinHandle<()>,
+    released: bool,
+}
+
+#[async_trait]
+impl<L: Leases> Releasable for LeaseGuard<L> {
+    async fn release_now(mut self: Box<Self>) {
+        self.renewal.abort();
+        self.released = true;
+        if let Err(e) = self.leases.release(&self.conversation_id, &self.owner).await {
+            tracing::warn!(error = %e, "turn lease could not be released; it will expire");
+        }
+    }
+}
+
+impl<L: Leases> Drop for LeaseGuard<L> {
+    fn drop(&mut self) {
+        self.renewal.abort();
+        if self.released {
+            return;
+        }
+        let (leases, id, owner) = (
+            self.leases.clone(),
+            self.conversation_id.clone(),
+            self.owner.clone(),
+        );
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = leases.release(&id, &owner).await;
+            });
+        }
+    }
+}
+
+/// Takes the local mutex, then the lease, waiting (with backoff) while another process holds it.
+pub(crate) async fn acquire<L: Leases>(
+    leases: &L,
+    local: &LocalLocks,
+    conversation_id: &str,
+) -> Result<TurnLock, StoreError> {
+    let local = local.lock(conversation_id).await;
+    let owner = uuid::Uuid::new_v4().simple().to_string();
+    let lease = chrono::Duration::from_std(LEASE).unwrap_or_else(|_| chrono::Duration::seconds(30));
+    let started = std::time::Instant::now();
+    let mut wait = Duration::from_millis(2);
+    loop {
+        let now = Utc::now();
+        if leases.try_take(conversation_id, &owner, now + lease, now).await? {
+            break;
+        }
+        if started.elapsed() > ACQUIRE_TIMEOUT {
+            return Err(StoreError::Invalid(format!(
+                "conversation {conversation_id} is busy in another process"
+            )));
+        }
+        // Jitter keeps processes that wait for the same conversation from polling in step.
+        let jitter = Duration::from_micros(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 2_000);
+        tokio::time::sleep(wait + jitter).await;
+        wait = (wait * 2).min(Duration::from_millis(50));
+    }
+    let renewal = tokio::spawn({
+        let (leases, id, owner) = (leases.clone(), conversation_id.to_owned(), owner.clone());
+        async move {
+            loop {
+                tokio::time::sleep(LEASE / 3).await;
+                match leases.renew(&id, &owner, Utc::now() + lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::error!(conversation = %id, "turn lease lost: another process may run this conversation");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "turn lease could not be renewed"),
+                }
+            }
+        }
+    });
+    Ok(TurnLock {
+        lease: Some(Box::new(LeaseGuard {
+            leases: leases.clone(),
+            conversation_id: conversation_id.to_owned(),
+            owner,
+            renewal,
+            released: false,
+        })),
+        _local: local,
+    })
 }
 
 /// The in-process half: one async mutex per conversation id.

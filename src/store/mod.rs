@@ -6,11 +6,13 @@
 //! A turn is written in one transaction ([`Store::save_turn`]), so a crash leaves either the whole turn
 //! or none of it — except the user's message, which is written on its own *before* the turn runs.
 
+mod journal;
 mod locks;
 mod postgres;
 mod sqlite;
 
-pub use locks::{LocalLocks, TurnLock};
+pub use journal::StoreJournal;
+pub use locks::{LEASE, LocalLocks, TurnLock};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -21,6 +23,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use vt_actions::journal::RechargeAttempt;
 
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
@@ -59,6 +63,29 @@ pub struct FlowRunRecord {
     /// `(etapa, saida)` in order.
     pub stages: Vec<(String, Value)>,
     pub created_at: DateTime<Utc>,
+}
+
+/// A flow run as an operator lists it: `em_andamento` for one that started and never finished (still
+/// running, or its process was killed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowRunSummary {
+    pub execucao_id: String,
+    pub status: String,
+    pub input: Value,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A recharge attempt on record, with where it stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RechargeAttemptRecord {
+    pub attempt: RechargeAttempt,
+    /// `enviando`, `pendente`, `aprovada`, `negada` or `erro`.
+    pub status: String,
+    /// How many times it was sent with this key.
+    pub sends: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// One planner task and its steps (hybrid intents).
@@ -216,6 +243,37 @@ pub trait Store: Send + Sync {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError>;
     async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;
+    /// Puts a flow run on record as `em_andamento` before it makes its first external call; the turn's
+    /// record later completes the same row.
+    async fn begin_flow_run(
+        &self,
+        execucao_id: &str,
+        input: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// The newest `limit` flow runs, newest first.
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
+
+    /// Marks a pending confirmation used: `true` for the one caller that did it.
+    async fn consume_confirmation(
+        &self,
+        pending_id: &str,
+        origin: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before).
+    async fn begin_recharge(&self, attempt: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn resolve_recharge(
+        &self,
+        idempotency_key: &str,
+        status: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// The key of the newest attempt of `scope` with `fingerprint` whose outcome is unknown.
+    async fn unresolved_recharge(&self, scope: &str, fingerprint: &str)
+    -> Result<Option<String>, StoreError>;
+    /// The newest `limit` recharge attempts, newest first.
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError>;
 
     async fn save_task_run(&self, task: &TaskRun) -> Result<(), StoreError>;
     async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError>;
@@ -262,9 +320,13 @@ pub trait Store: Send + Sync {
     ) -> Result<String, StoreError>;
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
 
-    /// Serialises turns of one conversation: in this process, and across instances on PostgreSQL.
+    /// Serialises turns of one conversation: in this process, and across processes and instances
+    /// through a lease row in the database ([`locks`]).
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
 }
+
+/// Unknown outcomes: an attempt in one of these states makes an identical request reuse its key.
+pub(crate) const UNKNOWN_RECHARGE_STATUSES: [&str; 2] = [vt_actions::journal::STATUS_ENVIANDO, "pendente"];
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in
 /// `data_dir` (created on first use). `sqlite::memory:` opens an in-memory database.

@@ -1,6 +1,6 @@
 //! The PostgreSQL store, for several instances sharing state. Outbox claims use `FOR UPDATE SKIP
-//! LOCKED`; turn locks add a transaction-scoped advisory lock, so two instances never run turns of one
-//! conversation at the same time.
+//! LOCKED`; turn locks take a lease row (`locks`), so two instances never run turns of one
+//! conversation at the same time and no connection is held while a turn runs.
 
 use std::str::FromStr;
 
@@ -13,10 +13,14 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 
+use rust_decimal::Decimal;
+use vt_actions::journal::RechargeAttempt;
+
+use super::locks::{Leases, acquire};
 use super::{
-    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
-    NewOutboxItem, OutboxItem, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord,
-    UsageSummaryRow, role,
+    ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
+    LocalLocks, NewOutboxItem, OutboxItem, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun,
+    TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -89,18 +93,25 @@ impl PgStore {
         Ok(())
     }
 
+    /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
     async fn insert_flow_run(
         tx: &mut Transaction<'static, Postgres>,
         run: &FlowRunRecord,
+        now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(&run.execucao_id)
-            .bind(&run.status)
-            .bind(value(&run.input)?)
-            .bind(value(&run.output)?)
-            .bind(run.created_at)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                 finished_at = excluded.finished_at",
+        )
+        .bind(&run.execucao_id)
+        .bind(&run.status)
+        .bind(value(&run.input)?)
+        .bind(value(&run.output)?)
+        .bind(run.created_at)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
         for (i, (etapa, saida)) in run.stages.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO flow_stages (execucao_id, position, etapa, saida) VALUES ($1, $2, $3, $4)",
@@ -307,7 +318,7 @@ impl Store for PgStore {
             Self::insert_usage(&mut tx, u).await?;
         }
         if let Some(run) = turn.flow_run {
-            Self::insert_flow_run(&mut tx, run).await?;
+            Self::insert_flow_run(&mut tx, run, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -337,7 +348,7 @@ impl Store for PgStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::insert_flow_run(&mut tx, run).await?;
+        Self::insert_flow_run(&mut tx, run, run.created_at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -630,15 +641,204 @@ impl Store for PgStore {
         row.map(|r| outbox_from(&r)).transpose()
     }
 
-    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
-        let local = self.locks.lock(conversation_id).await;
-        // The advisory lock lives as long as this transaction: dropping the guard rolls it back and
-        // releases the lock, even if the turn is cancelled half-way.
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(conversation_id)
-            .execute(&mut *tx)
+    async fn begin_flow_run(
+        &self,
+        execucao_id: &str,
+        input: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES ($1, 'em_andamento', $2, 'null', $3)",
+        )
+        .bind(execucao_id)
+        .bind(value(input)?)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
+             ORDER BY created_at DESC, execucao_id DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRunSummary {
+                    execucao_id: r.try_get("execucao_id")?,
+                    status: r.try_get("status")?,
+                    input: parse(r, "input")?,
+                    created_at: r.try_get("created_at")?,
+                    finished_at: r.try_get("finished_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn consume_confirmation(
+        &self,
+        pending_id: &str,
+        origin: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES ($1, $2, $3)
+             ON CONFLICT (pending_id) DO NOTHING",
+        )
+        .bind(pending_id)
+        .bind(origin)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $10)
+             ON CONFLICT (idempotency_key) DO UPDATE SET status = excluded.status,
+                 sends = recharge_attempts.sends + 1, execucao_id = excluded.execucao_id,
+                 updated_at = excluded.updated_at",
+        )
+        .bind(&a.idempotency_key)
+        .bind(&a.fingerprint)
+        .bind(&a.scope)
+        .bind(&a.origin)
+        .bind(&a.execucao_id)
+        .bind(&a.cartao_mascarado)
+        .bind(a.valor.to_string())
+        .bind(&a.moeda)
+        .bind(UNKNOWN_RECHARGE_STATUSES[0])
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn resolve_recharge(
+        &self,
+        idempotency_key: &str,
+        status: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE recharge_attempts SET status = $1, updated_at = $2 WHERE idempotency_key = $3")
+            .bind(status)
+            .bind(now)
+            .bind(idempotency_key)
+            .execute(&self.pool)
             .await?;
-        Ok(TurnLock::new(local, Some(Box::new(tx))))
+        Ok(())
+    }
+
+    async fn unresolved_recharge(
+        &self,
+        scope: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(
+            "SELECT idempotency_key FROM recharge_attempts
+             WHERE scope = $1 AND fingerprint = $2 AND status = ANY($3)
+             ORDER BY updated_at DESC LIMIT 1",
+        )
+        .bind(scope)
+        .bind(fingerprint)
+        .bind(&UNKNOWN_RECHARGE_STATUSES[..])
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.try_get("idempotency_key")).transpose()?)
+    }
+
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM recharge_attempts ORDER BY updated_at DESC, idempotency_key DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let valor: String = r.try_get("valor")?;
+                Ok(RechargeAttemptRecord {
+                    attempt: RechargeAttempt {
+                        idempotency_key: r.try_get("idempotency_key")?,
+                        fingerprint: r.try_get("fingerprint")?,
+                        scope: r.try_get("scope")?,
+                        origin: r.try_get("origin")?,
+                        execucao_id: r.try_get("execucao_id")?,
+                        cartao_mascarado: r.try_get("cartao_mascarado")?,
+                        valor: Decimal::from_str(&valor)
+                            .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
+                        moeda: r.try_get("moeda")?,
+                    },
+                    status: r.try_get("status")?,
+                    sends: r.try_get::<i32, _>("sends")?.into(),
+                    created_at: r.try_get("created_at")?,
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
+        acquire(&PgLeases(self.pool.clone()), &self.locks, conversation_id).await
+    }
+}
+
+/// The lease half of the turn lock, on this database.
+#[derive(Clone)]
+struct PgLeases(PgPool);
+
+#[async_trait]
+impl Leases for PgLeases {
+    async fn try_take(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO conversation_leases (conversation_id, owner, expires_at) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+             WHERE conversation_leases.expires_at <= $4",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .bind(until)
+        .bind(now)
+        .execute(&self.0)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn renew(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE conversation_leases SET expires_at = $1 WHERE conversation_id = $2 AND owner = $3",
+        )
+        .bind(until)
+        .bind(conversation_id)
+        .bind(owner)
+        .execute(&self.0)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release(&self, conversation_id: &str, owner: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM conversation_leases WHERE conversation_id = $1 AND owner = $2")
+            .bind(conversation_id)
+            .bind(owner)
+            .execute(&self.0)
+            .await?;
+        Ok(())
     }
 }

@@ -11,10 +11,15 @@ use serde::de::DeserializeOwned;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row, Sqlite, Transaction};
 
+use rust_decimal::Decimal;
+use serde_json::Value;
+use vt_actions::journal::RechargeAttempt;
+
+use super::locks::{Leases, acquire};
 use super::{
-    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
-    NewOutboxItem, OutboxItem, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord,
-    UsageSummaryRow, role,
+    ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
+    LocalLocks, NewOutboxItem, OutboxItem, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun,
+    TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -58,6 +63,13 @@ impl SqliteStore {
                 SqliteJournalMode::Wal
             })
             .busy_timeout(Duration::from_secs(10));
+        // sqlx takes no lock around SQLite migrations (nor around switching a new file to WAL): processes
+        // starting together on a new file would each try to create the tables. A file lock beside the
+        // database serialises setting it up.
+        let _setting_up = match migration_lock_path(url) {
+            Some(path) => Some(lock_file(path).await?),
+            None => None,
+        };
         // An in-memory database lives in its one connection: keep exactly one, forever.
         let pool = if memory {
             SqlitePoolOptions::new()
@@ -108,18 +120,23 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
     async fn insert_flow_run(
         tx: &mut Transaction<'static, Sqlite>,
         run: &FlowRunRecord,
+        now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                 finished_at = excluded.finished_at",
         )
         .bind(&run.execucao_id)
         .bind(&run.status)
         .bind(json(&run.input)?)
         .bind(json(&run.output)?)
         .bind(ms(run.created_at))
+        .bind(ms(now))
         .execute(&mut **tx)
         .await?;
         for (i, (etapa, saida)) in run.stages.iter().enumerate() {
@@ -323,7 +340,7 @@ impl Store for SqliteStore {
             Self::insert_usage(&mut tx, u).await?;
         }
         if let Some(run) = turn.flow_run {
-            Self::insert_flow_run(&mut tx, run).await?;
+            Self::insert_flow_run(&mut tx, run, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -352,7 +369,7 @@ impl Store for SqliteStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::insert_flow_run(&mut tx, run).await?;
+        Self::insert_flow_run(&mut tx, run, run.created_at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -648,7 +665,236 @@ impl Store for SqliteStore {
         row.map(|r| outbox_from(&r)).transpose()
     }
 
-    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
-        Ok(TurnLock::new(self.locks.lock(conversation_id).await, None))
+    async fn begin_flow_run(
+        &self,
+        execucao_id: &str,
+        input: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES (?, 'em_andamento', ?, 'null', ?)",
+        )
+        .bind(execucao_id)
+        .bind(json(input)?)
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
+
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
+             ORDER BY created_at DESC, rowid DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRunSummary {
+                    execucao_id: r.try_get("execucao_id")?,
+                    status: r.try_get("status")?,
+                    input: parse(r, "input")?,
+                    created_at: at(r.try_get("created_at")?),
+                    finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(at),
+                })
+            })
+            .collect()
+    }
+
+    async fn consume_confirmation(
+        &self,
+        pending_id: &str,
+        origin: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES (?, ?, ?)
+             ON CONFLICT(pending_id) DO NOTHING",
+        )
+        .bind(pending_id)
+        .bind(origin)
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+             ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
+                 execucao_id = excluded.execucao_id, updated_at = excluded.updated_at",
+        )
+        .bind(&a.idempotency_key)
+        .bind(&a.fingerprint)
+        .bind(&a.scope)
+        .bind(&a.origin)
+        .bind(&a.execucao_id)
+        .bind(&a.cartao_mascarado)
+        .bind(a.valor.to_string())
+        .bind(&a.moeda)
+        .bind(UNKNOWN_RECHARGE_STATUSES[0])
+        .bind(ms(now))
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn resolve_recharge(
+        &self,
+        idempotency_key: &str,
+        status: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE recharge_attempts SET status = ?, updated_at = ? WHERE idempotency_key = ?")
+            .bind(status)
+            .bind(ms(now))
+            .bind(idempotency_key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unresolved_recharge(
+        &self,
+        scope: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(
+            "SELECT idempotency_key FROM recharge_attempts
+             WHERE scope = ? AND fingerprint = ? AND status IN (?, ?)
+             ORDER BY updated_at DESC LIMIT 1",
+        )
+        .bind(scope)
+        .bind(fingerprint)
+        .bind(UNKNOWN_RECHARGE_STATUSES[0])
+        .bind(UNKNOWN_RECHARGE_STATUSES[1])
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.try_get("idempotency_key")).transpose()?)
+    }
+
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
+        let rows =
+            sqlx::query("SELECT * FROM recharge_attempts ORDER BY updated_at DESC, rowid DESC LIMIT ?")
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                let valor: String = r.try_get("valor")?;
+                Ok(RechargeAttemptRecord {
+                    attempt: RechargeAttempt {
+                        idempotency_key: r.try_get("idempotency_key")?,
+                        fingerprint: r.try_get("fingerprint")?,
+                        scope: r.try_get("scope")?,
+                        origin: r.try_get("origin")?,
+                        execucao_id: r.try_get("execucao_id")?,
+                        cartao_mascarado: r.try_get("cartao_mascarado")?,
+                        valor: Decimal::from_str(&valor)
+                            .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
+                        moeda: r.try_get("moeda")?,
+                    },
+                    status: r.try_get("status")?,
+                    sends: r.try_get("sends")?,
+                    created_at: at(r.try_get("created_at")?),
+                    updated_at: at(r.try_get("updated_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
+        acquire(&SqliteLeases(self.pool.clone()), &self.locks, conversation_id).await
+    }
+}
+
+/// The lease half of the turn lock, on this database.
+#[derive(Clone)]
+struct SqliteLeases(SqlitePool);
+
+#[async_trait]
+impl Leases for SqliteLeases {
+    async fn try_take(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO conversation_leases (conversation_id, owner, expires_at) VALUES (?, ?, ?)
+             ON CONFLICT(conversation_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+             WHERE conversation_leases.expires_at <= ?",
+        )
+        .bind(conversation_id)
+        .bind(owner)
+        .bind(ms(until))
+        .bind(ms(now))
+        .execute(&self.0)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn renew(
+        &self,
+        conversation_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE conversation_leases SET expires_at = ? WHERE conversation_id = ? AND owner = ?",
+        )
+        .bind(ms(until))
+        .bind(conversation_id)
+        .bind(owner)
+        .execute(&self.0)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release(&self, conversation_id: &str, owner: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM conversation_leases WHERE conversation_id = ? AND owner = ?")
+            .bind(conversation_id)
+            .bind(owner)
+            .execute(&self.0)
+            .await?;
+        Ok(())
+    }
+}
+
+/// `<database file>.migrate.lock` for a file database; `None` in memory.
+fn migration_lock_path(url: &str) -> Option<std::path::PathBuf> {
+    if url.contains(":memory:") {
+        return None;
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    Some(std::path::PathBuf::from(format!("{path}.migrate.lock")))
+}
+
+/// An exclusive lock on `path` (created if missing), held until the file is dropped; the kernel drops
+/// it if the process dies.
+async fn lock_file(path: std::path::PathBuf) -> Result<std::fs::File, StoreError> {
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(|e| StoreError::Invalid(format!("migration lock task failed: {e}")))?
+    .map_err(|source| StoreError::DataDir {
+        path: "migration lock".into(),
+        source,
+    })
 }

@@ -340,12 +340,12 @@ async fn play(
         .map_err(|e| setup_error("engine", format!("{e:#}")))?
         .with_clock(Clock::Manual(clock.clone()))
         .with_ids(IdSource::seeded(setup.seed));
-    let engine = crate::flow::share(engine);
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::connect("sqlite::memory:")
             .await
             .map_err(|e| setup_error("store", e))?,
     );
+    let engine = crate::flow::share(engine, Some(store.clone()));
     let service = crate::app::service(&config, engine.clone(), store.clone())
         .await
         .map_err(|e| setup_error("service", format!("{e:#}")))?;

@@ -47,8 +47,13 @@ async fn balances_of_the_magic_cards_with_zero_tokens() {
             r.reply_text()
         );
     }
+    // The source answered for another card: its balance is not told as this card's (issue #9, 16).
     let r = h.say("c1", "saldo 5555555555").await;
-    assert!(r.reply_text().contains("BRL 50,00"));
+    assert!(
+        r.reply_text().contains("Não consegui confirmar o saldo") && !r.reply_text().contains("BRL"),
+        "{}",
+        r.reply_text()
+    );
     let messages = h.store.messages("c1").await.expect("messages");
     assert_eq!(
         messages

@@ -2,7 +2,7 @@
 //! in-process simulator over real loopback HTTP; the simulator's ledger shows what was really sent.
 
 use serde_json::{Value, json};
-use vt_agent::flow::{FlowOutput, run_flow};
+use vt_agent::flow::{FlowOutput, FlowStatus, run_flow};
 
 use crate::support::{FlowHarness, flow_harness, flow_harness_with, quick_simulator, two_low_cards};
 
@@ -49,11 +49,31 @@ fn requests(h: &FlowHarness, sistema: &str) -> usize {
 }
 
 #[tokio::test]
+async fn the_run_status_tells_the_outcome() {
+    let h = flow_harness(quick_simulator()).await;
+    for (card, recarga, want) in [
+        ("1234567890", None, FlowStatus::Concluido),
+        ("1234567890", pix(50.0), FlowStatus::Concluido),
+        ("12ab", None, FlowStatus::Falhou),
+        ("3333333333", None, FlowStatus::Falhou),
+        ("5555555555", None, FlowStatus::Falhou),
+        ("6666666666", pix(50.0), FlowStatus::Pendente),
+        ("7777777777", pix(50.0), FlowStatus::Falhou),
+        ("8888888888", pix(50.0), FlowStatus::Falhou),
+        ("9999999999", pix(50.0), FlowStatus::Pendente),
+        ("1234567890", pix(5000.0), FlowStatus::Falhou),
+    ] {
+        let out = run(&h, card, recarga).await;
+        assert_eq!(out.status, want, "{card}");
+    }
+}
+
+#[tokio::test]
 async fn a_normal_card_with_a_recharge_runs_all_ten_stages() {
     let h = flow_harness(quick_simulator()).await;
     let out = run(&h, "1234 5678-90", pix(100.0)).await;
     assert_eq!(ids(&out), vt_actions::stages::STAGES.to_vec());
-    assert_eq!(out.status, "concluido");
+    assert_eq!(out.status, FlowStatus::Concluido);
     assert_eq!(stage(&out, "rf03_normalizar_saldo")["saldo"], json!(50.0));
     assert_eq!(
         stage(&out, "rf04_decidir_notificacao")["enviar_notificacao"],
@@ -128,8 +148,9 @@ async fn a_500_from_the_balance_api_is_retried_within_the_policy() {
     );
     assert_eq!(requests(&h, "saldo"), 2, "max_attempts 2");
     assert_eq!(
-        out.status, "concluido",
-        "an external failure is reported, not a failed run"
+        out.status,
+        FlowStatus::Falhou,
+        "the stages report the failure, and the run did not reach its outcome"
     );
 }
 

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use vt_actions::context::Extensions;
+use vt_actions::journal::RechargeAttempt;
 use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 use vt_agent::engine::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
@@ -19,9 +20,9 @@ use vt_agent::engine::{
 use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
 use vt_agent::service::{ConversationService, Inbound, ServiceError};
 use vt_agent::store::{
-    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
-    OutboxItem, SqliteStore, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord,
-    UsageSummaryRow,
+    ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
+    NewOutboxItem, OutboxItem, RechargeAttemptRecord, SqliteStore, Store, StoreError, StoredMessage, TaskRun,
+    TurnLock, TurnRecord, UsageRecord, UsageSummaryRow,
 };
 
 use crate::support::{fast_config, user};
@@ -437,6 +438,32 @@ impl Store for Flaky {
     }
     async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
         self.inner.lock_conversation(c).await
+    }
+    async fn begin_flow_run(
+        &self,
+        id: &str,
+        input: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.begin_flow_run(id, input, now).await
+    }
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        self.inner.flow_runs(limit).await
+    }
+    async fn consume_confirmation(&self, p: &str, o: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.inner.consume_confirmation(p, o, now).await
+    }
+    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.begin_recharge(a, now).await
+    }
+    async fn resolve_recharge(&self, k: &str, s: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.resolve_recharge(k, s, now).await
+    }
+    async fn unresolved_recharge(&self, s: &str, f: &str) -> Result<Option<String>, StoreError> {
+        self.inner.unresolved_recharge(s, f).await
+    }
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
+        self.inner.recharge_attempts(limit).await
     }
 }
 

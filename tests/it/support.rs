@@ -406,15 +406,16 @@ pub async fn chat_harness(
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
-    let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, llm.clone(), ext)
-            .expect("engine")
-            .with_clock(Clock::Manual(clock.clone())),
-    );
     let store: Arc<dyn vt_agent::store::Store> = Arc::new(
         vt_agent::store::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
+    );
+    let engine = vt_agent::flow::share(
+        vt_agent::app::engine(&config, llm.clone(), ext)
+            .expect("engine")
+            .with_clock(Clock::Manual(clock.clone())),
+        Some(store.clone()),
     );
     let service = Arc::new(
         vt_agent::app::service(&config, engine, store.clone())

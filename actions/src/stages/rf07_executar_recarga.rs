@@ -21,13 +21,14 @@ pub const MEMORY_CHAVE: &str = "recarga_chave";
 pub const MEMORY_OBSERVACOES_RF6: &str = "recarga_observacoes";
 
 /// What the journal records of a valid payload.
-fn tentativa(payload: &RecargaPayload, input: &FlowInput, origin: &str) -> Option<RechargeAttempt> {
+fn tentativa(payload: &RecargaPayload, input: &FlowInput, ctx: &ActionContext) -> Option<RechargeAttempt> {
     let body = payload.body.as_object()?;
     Some(RechargeAttempt {
         idempotency_key: payload.idempotency_key().to_owned(),
         fingerprint: impressao(payload)?,
         scope: escopo(input),
-        origin: origin.to_owned(),
+        origin: ctx.conversation_id.clone(),
+        execucao_id: ctx.turn_id.clone(),
         cartao_mascarado: mask_card(body.get("cartao")?.as_str()?),
         valor: body.get("valor").and_then(decimal_from_json)?,
         moeda: body.get("moeda")?.as_str()?.to_owned(),
@@ -80,7 +81,7 @@ impl Action for Rf07 {
             && sendable
         {
             let input = super::entrada(ctx)?;
-            let attempt = tentativa(&payload, &input, &ctx.conversation_id);
+            let attempt = tentativa(&payload, &input, ctx);
             let recorded = match &attempt {
                 Some(a) => journal.begin(a).await.map_err(|e| e.to_string()),
                 None => Err("payload without card, value or currency".to_owned()),

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::pendente::RecargaPendente;
 use crate::context::ActionContext;
 use crate::response::{ActionResponse, ResponseToUser};
-use crate::vt::card::{ascii_digits, clean};
+use crate::vt::card::ascii_digits;
 use crate::vt::parse::cards;
 
 /// Memory key: the cards the user wrote, most recent last (full numbers: memory is never shown to the
@@ -24,14 +24,17 @@ fn remembered(ctx: &ActionContext) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The card `raw` stands for: itself when it is written out, else the one card the user wrote whose
-/// last digits match the masked form (`****7890`, `final 7890`). `None` when no single card matches.
+/// The card `raw` stands for: itself when it is written out, else (a masked `****7890`) the one card the
+/// user wrote whose last digits match. `None` when no single card matches.
 pub fn resolve(ctx: &ActionContext, raw: &str) -> Option<String> {
-    let written = clean(raw);
-    if !written.is_empty() && written.chars().all(|c| c.is_ascii_digit()) && written.len() >= 8 {
-        return Some(written);
+    if !raw.contains('*') {
+        // Written out (valid or not: the card's own parser says what is wrong with it).
+        return Some(raw.to_owned());
     }
-    let tail: String = ascii_digits(raw).chars().filter(char::is_ascii_digit).collect();
+    let tail: String = ascii_digits(raw.rsplit('*').next().unwrap_or_default())
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
     if tail.is_empty() {
         return None;
     }
@@ -103,7 +106,12 @@ mod tests {
         assert_eq!(resolve(&c, "****0000"), None, "no card of the user ends so");
         let c = ctx("", &["1111117890", "2222227890"]);
         assert_eq!(resolve(&c, "****7890"), None, "ambiguous: ask, never guess");
-        assert_eq!(resolve(&c, "1234 5678-90").as_deref(), Some("1234567890"));
+        assert_eq!(
+            resolve(&c, "1234 5678-90").as_deref(),
+            Some("1234 5678-90"),
+            "written out: as is"
+        );
+        assert_eq!(resolve(&c, "****"), None);
     }
 
     #[test]

@@ -1,0 +1,54 @@
+//! The recharge journal over the store: what `vt-actions` asks for ([`RechargeJournal`]) written in
+//! the database the rest of the product uses, so its promises hold across processes and instances.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use vt_actions::journal::{JournalError, RechargeAttempt, RechargeJournal};
+use vt_actions::vt::texts::RecargaStatus;
+
+use super::{Store, StoreError};
+
+/// The journal on top of a [`Store`].
+pub struct StoreJournal {
+    store: Arc<dyn Store>,
+}
+
+impl StoreJournal {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+}
+
+fn err(e: StoreError) -> JournalError {
+    JournalError(e.to_string())
+}
+
+#[async_trait]
+impl RechargeJournal for StoreJournal {
+    async fn consume_confirmation(&self, pending_id: &str, origin: &str) -> Result<bool, JournalError> {
+        self.store
+            .consume_confirmation(pending_id, origin, Utc::now())
+            .await
+            .map_err(err)
+    }
+
+    async fn begin(&self, attempt: &RechargeAttempt) -> Result<(), JournalError> {
+        self.store.begin_recharge(attempt, Utc::now()).await.map_err(err)
+    }
+
+    async fn resolve(&self, idempotency_key: &str, status: RecargaStatus) -> Result<(), JournalError> {
+        self.store
+            .resolve_recharge(idempotency_key, status.as_str(), Utc::now())
+            .await
+            .map_err(err)
+    }
+
+    async fn unresolved(&self, scope: &str, fingerprint: &str) -> Result<Option<String>, JournalError> {
+        self.store
+            .unresolved_recharge(scope, fingerprint)
+            .await
+            .map_err(err)
+    }
+}
