@@ -10,7 +10,7 @@ use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsC
 
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
-use crate::llm::LlmProvider;
+use crate::llm::{LlmProvider, RedactedProvider};
 use crate::router::Router;
 use crate::service::ConversationService;
 
@@ -48,6 +48,8 @@ pub fn engine(
         Some(l) => Some(l),
         None => config.llm.provider()?,
     };
+    // The model sees masked cards only: the tools take the real number from what the user wrote.
+    let llm = llm.map(|l| RedactedProvider::wrap(l, vt_actions::vt::card::mask_cards_in));
     Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
         .with_no_model_reply(crate::router::HELP_TEXT)
         .with_llm(llm)

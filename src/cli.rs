@@ -38,10 +38,16 @@ pub enum Command {
     Chat(ChatArgs),
     /// Run the ten-stage VT flow for one input and print the flow output JSON on stdout.
     ///
-    /// FILE is a JSON flow input (see examples/), or - for standard input. Invalid input exits with
-    /// code 2 and one line on stderr; failures of the external systems are reported by the stages in
-    /// their outputs (exit code 0).
+    /// FILE is a JSON flow input (see examples/), or - for standard input. The output's `status` tells
+    /// the outcome and the exit code follows it: 0 `concluido`; 3 `pendente` or `falhou` (the JSON is
+    /// still printed); 2 invalid input (one line on stderr, nothing run); 1 internal error.
     RunFlow(RunFlowArgs),
+    /// List recent flow runs and recharge attempts, interrupted ones included.
+    ///
+    /// A run that started and never finished shows as `em_andamento` (still running, or its process
+    /// was killed); a recharge attempt `enviando` was on its way when its process stopped: rerunning the
+    /// same input reuses its idempotency key, so it is never charged twice.
+    Flows(FlowsArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
     /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
@@ -98,6 +104,13 @@ pub struct RunFlowArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct FlowsArgs {
+    /// How many runs and attempts to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: i64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct SimulatorArgs {
     /// Port on 127.0.0.1.
     #[arg(long, default_value_t = 8090)]
@@ -126,6 +139,8 @@ pub struct ChatArgs {
 
 /// Exit code for input the command refuses (as with a usage error).
 pub const EXIT_INPUT: u8 = 2;
+/// Exit code of a flow run that did not reach its outcome (`pendente` or `falhou`).
+pub const EXIT_NOT_CONCLUDED: u8 = 3;
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -133,6 +148,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, args).await,
+        Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
@@ -145,20 +161,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode> {
-    let text = if args.input == "-" {
-        let mut text = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::stdin(), &mut text)
+    let bytes = if args.input == "-" {
+        let mut bytes = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut bytes)
             .await
             .context("reading the flow input from standard input")?;
-        text
+        bytes
     } else {
-        match tokio::fs::read_to_string(&args.input).await {
-            Ok(t) => t,
+        match tokio::fs::read(&args.input).await {
+            Ok(b) => b,
             Err(e) => {
                 eprintln!("erro: não foi possível ler {}: {e}", args.input);
                 return Ok(ExitCode::from(EXIT_INPUT));
             }
         }
+    };
+    // The same rule for a file and for standard input: bytes that are not UTF-8 are invalid input.
+    let Ok(text) = String::from_utf8(bytes) else {
+        eprintln!("erro: a entrada não é texto UTF-8 válido");
+        return Ok(ExitCode::from(EXIT_INPUT));
     };
     // Bad input is refused before anything starts or is written.
     if let Err(e) = vt_actions::vt::FlowInput::parse(&text) {
@@ -186,7 +207,19 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         serde_json::to_string_pretty(&output)?
     };
     println!("{json}");
-    Ok(ExitCode::SUCCESS)
+    Ok(if output.status == crate::flow::FlowStatus::Concluido {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_CONCLUDED)
+    })
+}
+
+async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let runs = store.flow_runs(args.limit).await?;
+    let attempts = store.recharge_attempts(args.limit).await?;
+    print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
+    Ok(())
 }
 
 async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
@@ -296,6 +329,10 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     if let Some(message) = &args.message {
         let (reply, _) = send(message).await?;
         println!("{reply}");
+        if args.conversation.is_none() {
+            // The id goes to stderr so scripts reading the reply on stdout are not disturbed.
+            eprintln!("(conversa {conversation}: continue com --conversation {conversation})");
+        }
         return Ok(());
     }
     let interactive = std::io::stdin().is_terminal();
@@ -312,24 +349,36 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
         .await?;
         out.flush().await?;
     }
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await.context("reading standard input")? {
-        let line = line.trim();
-        if !line.is_empty() {
-            let (reply, ended) = send(line).await?;
-            let block = if interactive {
-                format!("vt> {reply}\n\nvocê> ")
-            } else {
-                format!("{reply}\n\n")
-            };
-            out.write_all(block.as_bytes()).await?;
-            out.flush().await?;
-            if ended {
-                break;
-            }
-        } else if interactive {
+    let mut input = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input
+            .read_until(b'\n', &mut line)
+            .await
+            .context("reading standard input")?
+            == 0
+        {
+            break;
+        }
+        // A line that is not UTF-8 is still a message: stored as read, answered with what is wrong.
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() && interactive {
             out.write_all("você> ".as_bytes()).await?;
             out.flush().await?;
+            continue;
+        }
+        let (reply, ended) = send(text).await?;
+        let block = if interactive {
+            format!("vt> {reply}\n\nvocê> ")
+        } else {
+            format!("{reply}\n\n")
+        };
+        out.write_all(block.as_bytes()).await?;
+        out.flush().await?;
+        if ended {
+            break;
         }
     }
     if interactive {

@@ -10,6 +10,7 @@ pub mod flow;
 pub mod llm;
 pub mod planner;
 pub mod router;
+pub mod runs;
 pub mod service;
 pub mod store;
 pub mod transcript;

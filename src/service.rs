@@ -472,6 +472,13 @@ fn refusal(text: &str) -> Option<String> {
     if text.trim().is_empty() {
         return Some("Não recebi nenhum texto. Como posso ajudar com o seu vale-transporte?".into());
     }
+    // Channels decode bytes that are not UTF-8 into U+FFFD: acting on a message with unreadable
+    // characters could read a card or an amount wrong.
+    if text.contains(char::REPLACEMENT_CHARACTER) {
+        return Some(
+            "Não consegui ler parte da sua mensagem (caracteres inválidos). Pode escrever de novo?".into(),
+        );
+    }
     (chars > MAX_MESSAGE_CHARS).then(|| {
         format!(
             "Sua mensagem tem {chars} caracteres e o limite é {MAX_MESSAGE_CHARS}. Pode resumir o que precisa em uma mensagem mais curta?"

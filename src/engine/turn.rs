@@ -16,7 +16,7 @@ use super::conversation::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
 };
 use super::prompts::PromptVars;
-use super::retry::{RetryPolicy, retry};
+use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
 use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
 use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
@@ -187,6 +187,7 @@ impl Engine {
             replies: Vec::new(),
             model_calls: Vec::new(),
             error: None,
+            deadline: Instant::now() + Duration::from_millis(self.config.turn_timeout_ms),
         };
         turn.run(start).await;
         let status = if turn.error.is_some() {
@@ -236,6 +237,8 @@ struct Turn<'a> {
     replies: Vec<Reply>,
     model_calls: Vec<ModelCallRecord>,
     error: Option<String>,
+    /// When the model part of the turn must be over ([`super::EngineConfig::turn_timeout_ms`]).
+    deadline: Instant,
 }
 
 impl Turn<'_> {
@@ -392,13 +395,28 @@ impl Turn<'_> {
             return Step::Done;
         };
         let started = Instant::now();
-        let retried = retry(
-            self.engine.config.llm_retry,
-            LlmError::is_transient,
-            LlmError::retry_after,
-            |_| llm.complete(&request),
+        let remaining = self.deadline.saturating_duration_since(started);
+        let retried = tokio::time::timeout(
+            remaining,
+            retry(
+                self.engine.config.llm_retry,
+                LlmError::is_transient,
+                LlmError::retry_after,
+                |_| llm.complete(&request),
+            ),
         )
-        .await;
+        .await
+        .unwrap_or_else(|_| Retried {
+            result: Err(LlmError::Transient {
+                status: None,
+                message: format!(
+                    "turn deadline of {} ms reached",
+                    self.engine.config.turn_timeout_ms
+                ),
+                retry_after: None,
+            }),
+            attempts: 0,
+        });
         let latencia_ms = started.elapsed().as_millis() as u64;
         let completion = match retried.result {
             Ok(c) => c,

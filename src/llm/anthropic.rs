@@ -22,6 +22,7 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        settings.register_secret();
         let client = http_client(settings.timeout)?;
         Ok(Self { settings, client })
     }

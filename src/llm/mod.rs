@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod openai;
+mod redacted;
 mod scripted;
 
 pub use anthropic::{
@@ -14,6 +15,7 @@ pub use anthropic::{
 pub use openai::{
     DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider, parse_response as parse_openai,
 };
+pub use redacted::RedactedProvider;
 pub use scripted::{Scripted, ScriptedProvider};
 
 use std::time::Duration;
@@ -210,7 +212,9 @@ pub(crate) async fn post_json(
     let wait = retry_after(response.headers());
     let text = response.text().await.map_err(|e| LlmError::from_reqwest(&e))?;
     if !(200..300).contains(&status) {
-        return Err(LlmError::from_status(status, error_message(&text), wait));
+        // Providers echo the key back in 401 bodies: what we keep of the body is scrubbed first.
+        let message = vt_actions::redact::secrets(&error_message(&text)).into_owned();
+        return Err(LlmError::from_status(status, message, wait));
     }
     Ok(text)
 }
@@ -271,6 +275,15 @@ impl std::fmt::Debug for ProviderSettings {
             .field("max_tokens", &self.max_tokens)
             .field("timeout", &self.timeout)
             .finish()
+    }
+}
+
+impl ProviderSettings {
+    /// Makes the key one of the secrets every log line, error and record is scrubbed of.
+    pub(crate) fn register_secret(&self) {
+        if let Some(key) = &self.api_key {
+            vt_actions::redact::register_secret(key);
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
+        settings.register_secret();
         let client = http_client(settings.timeout)?;
         let use_max_completion_tokens = settings.base_url.contains("api.openai.com");
         Ok(Self {

@@ -20,7 +20,11 @@ fn vt_agent() -> (Command, tempfile::TempDir) {
     (vt_agent_in(&data), data)
 }
 
-fn with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
+fn with_stdin(cmd: Command, input: &str) -> std::process::Output {
+    with_stdin_bytes(cmd, input.as_bytes())
+}
+
+fn with_stdin_bytes(mut cmd: Command, input: &[u8]) -> std::process::Output {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -31,7 +35,7 @@ fn with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
         .stdin
         .take()
         .expect("stdin")
-        .write_all(input.as_bytes())
+        .write_all(input)
         .expect("write");
     child.wait_with_output().expect("wait")
 }
@@ -80,6 +84,114 @@ fn bad_input_exits_2_with_one_clear_line() {
 }
 
 #[test]
+fn bytes_that_are_not_utf8_are_invalid_input_from_a_file_and_from_stdin() {
+    let bytes = b"{\"cartao\": \"12345\xff67890\"}";
+    let (mut cmd, _data) = vt_agent();
+    cmd.args(["run-flow", "-"]);
+    let out = with_stdin_bytes(cmd, bytes);
+    assert_eq!(out.status.code(), Some(2), "stdin");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("UTF-8"));
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("in.json");
+    std::fs::write(&file, bytes).expect("write");
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.arg("run-flow").arg(&file).output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "file");
+}
+
+#[test]
+fn the_exit_code_follows_the_flow_status() {
+    for (card, recarga, status, code) in [
+        ("1234567890", "", "concluido", 0),
+        ("12ab", "", "falhou", 3),
+        ("3333333333", "", "falhou", 3),
+        (
+            "7777777777",
+            r#", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}"#,
+            "falhou",
+            3,
+        ),
+        (
+            "6666666666",
+            r#", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}"#,
+            "pendente",
+            3,
+        ),
+    ] {
+        let (mut cmd, _data) = vt_agent();
+        cmd.args(["run-flow", "-", "--compact"]);
+        let out = with_stdin(cmd, &format!(r#"{{"cartao": "{card}"{recarga}}}"#));
+        assert_eq!(out.status.code(), Some(code), "{card}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the JSON is still printed");
+        assert_eq!(v["status"], status, "{card}");
+    }
+}
+
+#[test]
+fn an_interrupted_run_is_listed_and_cards_stay_masked() {
+    let (mut cmd, data) = vt_agent();
+    let out = with_stdin(
+        {
+            cmd.args(["run-flow", "-"]);
+            cmd
+        },
+        r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#,
+    );
+    assert!(out.status.success());
+    let list = vt_agent_in(&data).arg("flows").output().expect("run");
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains("concluido") && text.contains("aprovada") && text.contains("****7890"),
+        "{text}"
+    );
+    assert!(!text.contains("1234567890"), "{text}");
+}
+
+#[test]
+fn chat_answers_every_line_of_a_pipe_even_blank_and_broken_ones() {
+    let (mut cmd, _data) = vt_agent();
+    cmd.arg("chat");
+    let out = with_stdin_bytes(cmd, b"oi\n\nsaldo \xff\xfe 1111111111\nqual meu saldo\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let blocks: Vec<&str> = text.split("\n\n").filter(|b| !b.trim().is_empty()).collect();
+    assert_eq!(blocks.len(), 4, "one reply block per line: {text}");
+    assert!(blocks[1].contains("Não recebi nenhum texto"), "{text}");
+    assert!(
+        blocks[2].contains("Não consegui ler parte da sua mensagem"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("12,50"),
+        "a message with unreadable bytes is not acted on: {text}"
+    );
+}
+
+#[test]
+fn a_one_shot_chat_tells_its_conversation_id_so_a_later_message_can_answer() {
+    let data = tempfile::tempdir().expect("tmp");
+    let first = vt_agent_in(&data)
+        .args(["chat", "-m", "recarrega 50 no 2345678901 via pix"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    let id = stderr
+        .split("--conversation ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the id is told")
+        .trim()
+        .to_owned();
+    assert!(String::from_utf8_lossy(&first.stdout).contains("Confirma a recarga"));
+    let second = vt_agent_in(&data)
+        .args(["chat", "--conversation", &id, "-m", "sim"])
+        .output()
+        .expect("run");
+    let reply = String::from_utf8_lossy(&second.stdout);
+    assert!(reply.contains("aprovada"), "{reply}");
+}
+
+#[test]
 fn chat_reads_line_by_line_from_a_pipe() {
     let (mut cmd, _data) = vt_agent();
     cmd.arg("chat");
@@ -95,12 +207,16 @@ fn help_lists_every_command() {
     let (mut cmd, _data) = vt_agent();
     let out = cmd.arg("--help").output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["chat", "run-flow", "simulator"] {
+    for cmd in ["chat", "run-flow", "flows", "simulator"] {
         assert!(text.contains(cmd), "{cmd} missing from --help");
     }
     let (mut cmd, _data) = vt_agent();
     let out = cmd.args(["run-flow", "--help"]).output().expect("run");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("exits with code 2"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("2 invalid input") && help.contains("3 `pendente` or `falhou`"),
+        "{help}"
+    );
 }
 
 #[test]

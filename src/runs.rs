@@ -1,0 +1,114 @@
+//! What an operator reads of flow runs and recharge attempts (`vt-agent flows`): interrupted runs
+//! and attempts whose outcome is unknown stand out, cards are masked, keys shown so a rerun can be
+//! matched to what was sent.
+
+use chrono::{DateTime, Utc};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::Value;
+use vt_actions::vt::mask_card;
+
+use crate::store::{FlowRunSummary, RechargeAttemptRecord};
+
+/// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
+const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
+
+/// The two tables, with a line saying what to do about unknown outcomes.
+pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    if runs.is_empty() {
+        out.push_str("Nenhuma execução de fluxo registrada.\n");
+    } else {
+        let mut t = table(["execução", "status", "cartão", "início", "fim"]);
+        for r in runs {
+            let card = r.input.get("cartao").and_then(Value::as_str).map(mask_card);
+            t.add_row([
+                r.execucao_id.clone(),
+                run_status(r, now),
+                card.unwrap_or_default(),
+                local(r.created_at),
+                r.finished_at.map(local).unwrap_or_else(|| "—".into()),
+            ]);
+        }
+        out.push_str(&format!("Execuções de fluxo (mais recentes primeiro):\n{t}\n"));
+    }
+    if !attempts.is_empty() {
+        let mut t = table([
+            "chave de idempotência",
+            "status",
+            "cartão",
+            "valor",
+            "envios",
+            "execução",
+        ]);
+        for a in attempts {
+            t.add_row([
+                a.attempt.idempotency_key.clone(),
+                a.status.clone(),
+                a.attempt.cartao_mascarado.clone(),
+                format!("{} {}", a.attempt.moeda, a.attempt.valor),
+                a.sends.to_string(),
+                a.attempt.execucao_id.clone(),
+            ]);
+        }
+        out.push_str(&format!("\nTentativas de recarga:\n{t}\n"));
+        if attempts
+            .iter()
+            .any(|a| a.status == "enviando" || a.status == "pendente")
+        {
+            out.push_str(
+                "\nTentativas `enviando` ou `pendente` têm resultado desconhecido: rodar de novo a mesma entrada \
+                 (ou pedir a mesma recarga) reusa a mesma chave, e o sistema de recarga não cobra duas vezes.\n",
+            );
+        }
+    }
+    out
+}
+
+fn table<const N: usize>(header: [&str; N]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    t
+}
+
+fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
+    if r.status == "em_andamento" && now - r.created_at > INTERRUPTED_AFTER {
+        "interrompida".into()
+    } else {
+        r.status.clone()
+    }
+}
+
+fn local(t: DateTime<Utc>) -> String {
+    t.with_timezone(&chrono_tz::America::Sao_Paulo)
+        .format("%d/%m/%Y %H:%M:%S")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_old_unfinished_run_shows_as_interrupted_and_cards_are_masked() {
+        let now = Utc::now();
+        let run = |status: &str, age: i64| FlowRunSummary {
+            execucao_id: format!("exec-{status}-{age}"),
+            status: status.into(),
+            input: json!({"cartao": "9999999999"}),
+            created_at: now - chrono::Duration::minutes(age),
+            finished_at: None,
+        };
+        let text = report(&[run("em_andamento", 10), run("em_andamento", 0)], &[], now);
+        assert!(
+            text.contains("interrompida") && text.contains("em_andamento"),
+            "{text}"
+        );
+        assert!(
+            text.contains("****9999") && !text.contains("9999999999"),
+            "{text}"
+        );
+    }
+}
