@@ -21,14 +21,19 @@ pub const DEFAULT_CONFIG_FILE: &str = "vt-agent.toml";
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("config file {path} is invalid: {message}")]
-    Parse { path: String, message: String },
-    #[error("environment variable {name}={value:?} is invalid: {message}")]
-    Env {
-        name: String,
-        value: String,
+    /// The message never quotes the file's text: the offending line could be `api_key = "…"`.
+    #[error("config file {path} is invalid{at}: {message}")]
+    Parse {
+        path: String,
+        at: String,
         message: String,
     },
+    /// Names the variable, never its value.
+    #[error("environment variable {name} is invalid: {message}")]
+    Env { name: String, message: String },
+    /// A value that parsed but makes no sense; names the key, never the value.
+    #[error("configuration value {field} is invalid: {message}")]
+    Invalid { field: String, message: String },
     #[error("model provider could not be set up: {0}")]
     Provider(String),
 }
@@ -195,10 +200,7 @@ impl Config {
         env: &HashMap<String, String>,
     ) -> Result<Self, ConfigError> {
         let mut config: Config = match toml_text {
-            Some(t) => toml::from_str(t).map_err(|e| ConfigError::Parse {
-                path: label.to_owned(),
-                message: e.to_string(),
-            })?,
+            Some(t) => toml::from_str(t).map_err(|e| parse_error(label, t, &e))?,
             None => Config::default(),
         };
         let get = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
@@ -208,8 +210,7 @@ impl Config {
         {
             value.parse::<T>().map_err(|e| ConfigError::Env {
                 name: name.to_owned(),
-                message: e.to_string(),
-                value,
+                message: vt_actions::redact::serde_message(&e.to_string()),
             })
         }
         if let Some(v) = get("VT_DATA_DIR") {
@@ -231,7 +232,6 @@ impl Config {
                 _ => {
                     return Err(ConfigError::Env {
                         name: "VT_LLM_PROVIDER".into(),
-                        value: v,
                         message: "expected openai or anthropic".into(),
                     });
                 }
@@ -268,7 +268,54 @@ impl Config {
         if let Some(v) = get("VT_MAX_MODEL_CALLS") {
             config.engine.max_model_calls = parse("VT_MAX_MODEL_CALLS", v)?;
         }
+        if let Some(v) = get("VT_TURN_TIMEOUT_MS") {
+            config.engine.turn_timeout_ms = parse("VT_TURN_TIMEOUT_MS", v)?;
+        }
+        config.validate()?;
+        if let Some(key) = &config.llm.api_key {
+            vt_actions::redact::register_secret(key);
+        }
         Ok(config)
+    }
+
+    /// Checks values that parse but make no sense, so a bad one is refused when loaded instead of
+    /// misbehaving later (a negative confirmation time, a policy that allows a zero recharge…).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &str, message: &str| {
+            Err(ConfigError::Invalid {
+                field: field.to_owned(),
+                message: message.to_owned(),
+            })
+        };
+        if let Err((field, message)) = self.vt.politicas.validate() {
+            return invalid(&format!("vt.politicas.{field}"), message);
+        }
+        if !(1..=MAX_CONFIRMATION_TTL_SECS).contains(&self.vt.confirmation_ttl_secs) {
+            return invalid(
+                "vt.confirmation_ttl_secs",
+                "must be from 1 second to 86400 (24 hours)",
+            );
+        }
+        if self.llm.max_tokens == 0 {
+            return invalid("llm.max_tokens", "must be at least 1");
+        }
+        if self.llm.timeout_secs == 0 {
+            return invalid("llm.timeout_secs", "must be at least 1");
+        }
+        if self
+            .llm
+            .temperature
+            .is_some_and(|t| !t.is_finite() || !(0.0..=2.0).contains(&t))
+        {
+            return invalid("llm.temperature", "must be between 0 and 2");
+        }
+        if self.engine.max_model_calls == 0 {
+            return invalid("engine.max_model_calls", "must be at least 1");
+        }
+        if self.engine.turn_timeout_ms == 0 {
+            return invalid("engine.turn_timeout_ms", "must be at least 1");
+        }
+        Ok(())
     }
 
     pub fn skills_dir(&self) -> PathBuf {
@@ -284,6 +331,29 @@ impl Config {
             Some(p) => p.clone(),
             None => resolve(None, "intents").join("default.toml"),
         }
+    }
+}
+
+/// A pending confirmation lives at most a day.
+const MAX_CONFIRMATION_TTL_SECS: i64 = 86_400;
+
+/// A TOML error as the line and column plus what was wrong, without the file's text (which toml's own
+/// message quotes, and which can be a secret) and without the values serde quotes.
+fn parse_error(path: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let at = e
+        .span()
+        .map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!(" at line {line}, column {column}")
+        })
+        .unwrap_or_default();
+    let message = vt_actions::redact::serde_message(e.message());
+    ConfigError::Parse {
+        path: path.to_owned(),
+        at,
+        message: vt_actions::redact::secrets(&message).into_owned(),
     }
 }
 
@@ -337,16 +407,54 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_are_named() {
+    fn bad_values_are_named_never_echoed() {
         let err =
             Config::from_sources(None, "", &env(&[("VT_LLM_MAX_TOKENS", "muitos")])).expect_err("invalid");
         assert!(
-            err.to_string().contains("VT_LLM_MAX_TOKENS") && err.to_string().contains("muitos"),
+            err.to_string().contains("VT_LLM_MAX_TOKENS") && !err.to_string().contains("muitos"),
             "{err}"
         );
         let err = Config::from_sources(Some("[llm]\nmodelo = 1\n"), "x.toml", &HashMap::new())
             .expect_err("unknown");
         assert!(err.to_string().contains("x.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_toml_error_never_prints_the_line_it_is_on() {
+        let text =
+            "[llm]\napi_key = \"sk-live-abcdefghijklmnop\"\nmax_tokens = \"sk-live-abcdefghijklmnop\"\n";
+        let err = Config::from_sources(Some(text), "vt.toml", &HashMap::new()).expect_err("type");
+        let shown = err.to_string();
+        assert!(shown.contains("vt.toml") && shown.contains("line 3"), "{shown}");
+        assert!(!shown.contains("sk-live"), "{shown}");
+        let text = "[llm]\napi_key = \"sk-live-abcdefghijklmnop\nmodel = 1\n";
+        let err = Config::from_sources(Some(text), "vt.toml", &HashMap::new()).expect_err("syntax");
+        assert!(!err.to_string().contains("sk-live"), "{err}");
+    }
+
+    #[test]
+    fn values_are_checked_when_loaded() {
+        for (toml, field) in [
+            ("[vt]\nconfirmation_ttl_secs = -1\n", "vt.confirmation_ttl_secs"),
+            ("[vt]\nconfirmation_ttl_secs = 0\n", "vt.confirmation_ttl_secs"),
+            ("[vt.politicas]\nvalor_min = -10.0\n", "vt.politicas.valor_min"),
+            (
+                "[vt.politicas]\nvalor_min = 10.0\nvalor_max = -10.0\n",
+                "vt.politicas.valor_max",
+            ),
+            (
+                "[vt.politicas]\nmoeda_padrao = \"XXZ\"\n",
+                "vt.politicas.moeda_padrao",
+            ),
+            ("[llm]\ntemperature = 9.0\n", "llm.temperature"),
+            ("[engine]\nmax_model_calls = 0\n", "engine.max_model_calls"),
+            ("[engine]\nturn_timeout_ms = 0\n", "engine.turn_timeout_ms"),
+        ] {
+            let err = Config::from_sources(Some(toml), "f", &HashMap::new()).expect_err(toml);
+            assert!(err.to_string().contains(field), "{toml} → {err}");
+        }
+        let ok = Config::from_sources(Some("[vt]\nconfirmation_ttl_secs = 90\n"), "f", &HashMap::new());
+        assert!(ok.is_ok());
     }
 
     #[test]

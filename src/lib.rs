@@ -13,5 +13,6 @@ pub mod router;
 pub mod runs;
 pub mod service;
 pub mod store;
+pub mod telemetry;
 pub mod transcript;
 pub mod usage;

@@ -1,7 +1,6 @@
 //! Entry point: parses the command line, sets up logging on stderr and runs the command.
 
 use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -12,14 +11,11 @@ async fn main() -> std::process::ExitCode {
     } else {
         "warn"
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(EnvFilter::try_from_env("VT_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter)))
-        .init();
+    vt_agent::telemetry::init(default_filter);
     match vt_agent::cli::run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("erro: {e:#}");
+            eprintln!("erro: {}", vt_actions::redact::secrets(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

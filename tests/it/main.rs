@@ -7,6 +7,7 @@ mod engine;
 mod flow;
 mod providers;
 mod router;
+mod safety;
 mod service;
 mod store;
 mod support;
