@@ -433,7 +433,11 @@ impl Turn<'_> {
                 };
                 self.events.push(TurnEvent::ModelCall(record.clone()));
                 self.model_calls.push(record);
-                let error = format!("modelo indisponível após {} tentativa(s): {e}", retried.attempts);
+                let error = if retried.attempts == 0 {
+                    format!("modelo sem resposta dentro do limite do turno: {e}")
+                } else {
+                    format!("modelo indisponível após {} tentativa(s): {e}", retried.attempts)
+                };
                 self.fail(LLM_DOWN_REPLY, error);
                 return Step::Done;
             }

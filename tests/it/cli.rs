@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 /// The binary, run from the checkout (for `examples/`, `skills/`, `prompts/`) with its data in a
 /// fresh temporary directory that lives as long as the returned guard.
-fn vt_agent_in(data: &tempfile::TempDir) -> Command {
+pub(crate) fn vt_agent_in(data: &tempfile::TempDir) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vt-agent"));
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("VT_")) {

@@ -5,6 +5,7 @@ mod cli;
 mod conversation;
 mod engine;
 mod flow;
+mod processes;
 mod providers;
 mod router;
 mod safety;

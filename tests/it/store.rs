@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
+use vt_actions::journal::RechargeAttempt;
 use vt_agent::engine::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
 };
@@ -516,6 +517,130 @@ pub async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
         .expect("locked");
 }
 
+pub async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
+    let tries = (0..10).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .consume_confirmation("p-1", &format!("conv-{i}"), Utc::now())
+                .await
+                .expect("consume")
+        })
+    });
+    let won: usize = futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .map(|r| usize::from(r.expect("join")))
+        .sum();
+    assert_eq!(won, 1, "exactly one consumer");
+    assert!(
+        store
+            .consume_confirmation("p-2", "c", Utc::now())
+            .await
+            .expect("other")
+    );
+}
+
+pub async fn recharge_attempts_are_on_record_before_they_are_sent(store: Arc<dyn Store>) {
+    let attempt = RechargeAttempt {
+        idempotency_key: "k-1".into(),
+        fingerprint: "f-1".into(),
+        scope: "t|u".into(),
+        origin: "conv-1".into(),
+        execucao_id: "exec-1".into(),
+        cartao_mascarado: "****7890".into(),
+        valor: rust_decimal::Decimal::new(5000, 2),
+        moeda: "BRL".into(),
+    };
+    let now = t("2026-11-22T12:00:00Z");
+    store.begin_recharge(&attempt, now).await.expect("begin");
+    assert_eq!(
+        store
+            .unresolved_recharge("t|u", "f-1")
+            .await
+            .expect("read")
+            .as_deref(),
+        Some("k-1"),
+        "sent, no answer: unknown outcome"
+    );
+    assert_eq!(
+        store.unresolved_recharge("t|v", "f-1").await.expect("read"),
+        None,
+        "another user's"
+    );
+    store
+        .resolve_recharge("k-1", "pendente", now)
+        .await
+        .expect("resolve");
+    assert!(
+        store
+            .unresolved_recharge("t|u", "f-1")
+            .await
+            .expect("read")
+            .is_some()
+    );
+    store.begin_recharge(&attempt, now).await.expect("sent again");
+    store
+        .resolve_recharge("k-1", "aprovada", now)
+        .await
+        .expect("resolve");
+    assert_eq!(store.unresolved_recharge("t|u", "f-1").await.expect("read"), None);
+    let listed = store.recharge_attempts(10).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].attempt, attempt);
+    assert_eq!((listed[0].status.as_str(), listed[0].sends), ("aprovada", 2));
+}
+
+pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
+    let started = t("2026-11-22T12:00:00Z");
+    store
+        .begin_flow_run("exec-f", &json!({"cartao": "1234567890"}), started)
+        .await
+        .expect("begin");
+    let runs = store.flow_runs(10).await.expect("list");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].status.as_str(), runs[0].finished_at),
+        ("em_andamento", None)
+    );
+    let conv = conversation("c-flow");
+    let exec = execution("exec-f", "c-flow");
+    let run = FlowRunRecord {
+        execucao_id: "exec-f".into(),
+        status: "concluido".into(),
+        input: json!({"cartao": "1234567890"}),
+        output: json!({"status": "concluido"}),
+        stages: vec![("rf01_preparar_consulta".into(), json!({"ok": true}))],
+        created_at: started,
+    };
+    let turn = TurnRecord {
+        conversation: &conv,
+        messages: &[],
+        execution: &exec,
+        events: &[],
+        usage: None,
+        flow_run: Some(&run),
+    };
+    store
+        .save_turn(turn, t("2026-11-22T12:00:01Z"))
+        .await
+        .expect("finish");
+    let runs = store.flow_runs(10).await.expect("list");
+    assert_eq!(runs.len(), 1, "the same row, completed");
+    assert_eq!(runs[0].status, "concluido");
+    assert_eq!(runs[0].finished_at, Some(t("2026-11-22T12:00:01Z")));
+    assert_eq!(
+        store
+            .flow_run("exec-f")
+            .await
+            .expect("read")
+            .expect("run")
+            .stages
+            .len(),
+        1
+    );
+}
+
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("sqlite"))
 }
@@ -604,6 +729,9 @@ conformance!(
     outbox_claim_ack_retry,
     concurrent_claims_never_share_an_item,
     turn_locks_serialize_one_conversation,
+    confirmations_are_consumed_once,
+    recharge_attempts_are_on_record_before_they_are_sent,
+    a_flow_run_is_on_record_before_it_finishes,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -622,7 +750,7 @@ async fn a_sqlite_file_is_created_and_reopened() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_advisory_lock_spans_instances() {
+async fn postgres_turn_lease_spans_instances() {
     let Some(pg) = PgFixture::start().await else {
         eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
         return;
@@ -659,4 +787,33 @@ fn an_unknown_database_url_is_refused_by_name() {
         err.to_string().contains("host/db") && !err.to_string().contains("root@"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_conversations_at_once_complete_on_postgresql() {
+    let Some(pg) = PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let h = std::sync::Arc::new(
+        crate::support::chat_harness_on(pg.store.clone(), None, vt_actions::tools::VtSettings::default())
+            .await,
+    );
+    // A held connection per turn (the old advisory lock) starves a pool of ten long before 200.
+    let turns = (0..200).map(|i| {
+        let h = h.clone();
+        tokio::spawn(async move { h.say(&format!("pg-{i}"), "saldo 1234567890").await })
+    });
+    let replies = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(turns))
+        .await
+        .expect("200 concurrent turns finish");
+    for r in replies {
+        let r = r.expect("join");
+        assert!(
+            r.persisted && r.reply_text().contains("****7890"),
+            "{}",
+            r.reply_text()
+        );
+    }
+    pg.cleanup().await;
 }

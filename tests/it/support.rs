@@ -381,6 +381,20 @@ pub async fn chat_harness(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
+    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    chat_harness_on(store, llm, vt).await
+}
+
+/// [`chat_harness`] on a given store (PostgreSQL tests).
+pub async fn chat_harness_on(
+    store: Arc<dyn vt_agent::store::Store>,
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+) -> ChatHarness {
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
@@ -406,11 +420,6 @@ pub async fn chat_harness(
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
-            .await
-            .expect("store"),
-    );
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, llm.clone(), ext)
             .expect("engine")
