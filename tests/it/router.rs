@@ -381,3 +381,24 @@ async fn an_inactive_intent_is_not_routed() {
         .await;
     assert_eq!(d.intent, "ajuda");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// Any chat text is routed without a panic, and a card the router hands to a tool is a whole run of
+    /// the message's digits (read as ASCII), never a run with a character dropped.
+    #[test]
+    fn any_chat_text_is_routed_and_never_changes_a_card(
+        text in "(saldo|recarrega 50 no|quero recarregar|sim|oi)? ?[0-9０-９٠-٩ .\\-OlxR$,]{0,30}( via pix)?",
+        pending in proptest::bool::ANY,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let d = rt.block_on(router().route(&text, &conversation(pending)));
+        if let Route::Action { arguments, .. } = &d.route
+            && let Some(card) = arguments.get("cartao").and_then(Value::as_str)
+        {
+            let digits = vt_actions::vt::card::ascii_digits(&text).replace([' ', '-', '.'], "");
+            proptest::prop_assert!(digits.contains(card), "{card} not in {text:?}");
+        }
+    }
+}

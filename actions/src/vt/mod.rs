@@ -9,6 +9,9 @@ pub mod money;
 pub mod parse;
 pub mod texts;
 
+#[cfg(test)]
+mod proptests;
+
 pub use card::{CardError, CardNumber, mask_card};
 pub use input::{
     Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao,
