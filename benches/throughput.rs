@@ -82,8 +82,9 @@ async fn main() {
             conversation_id: Some(format!("bench-{}", i % 10)),
             user: Participant::default(),
             text: "saldo do cartão 1234567890".into(),
+            ..Default::default()
         };
-        service.handle(msg, None).await.expect("turn");
+        service.handle(msg).await.expect("turn");
     }
     report(
         "chat turn: balance, zero tokens, stored (SQLite)",

@@ -322,8 +322,9 @@ async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
             conversation_id: Some(conversation.clone()),
             user: who.clone(),
             text: text.to_owned(),
+            ..Default::default()
         };
-        let handled = service.handle(msg, None).await?;
+        let handled = service.handle(msg).await?;
         Ok((handled.reply_text(), handled.ended))
     };
     if let Some(message) = &args.message {

@@ -1,15 +1,18 @@
 //! The ten-stage VT flow as a job: parse the flow input, run the `vt_fluxo` agent's deterministic
 //! skill chain through the engine, and shape the result as the flow output (SPEC §7).
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use chrono::{DateTime, Utc};
 
 use serde::Serialize;
 use serde_json::Value;
-use vt_actions::ActionError;
 use vt_actions::journal::SharedJournal;
 use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner};
 use vt_actions::vt::FlowInput;
 use vt_actions::vt::input::InputError;
+use vt_actions::{ActionContext, ActionError};
 
 use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
 use vt_actions::vt::texts::RecargaStatus;
@@ -17,7 +20,7 @@ use vt_actions::vt::texts::RecargaStatus;
 use crate::engine::{
     Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnEvent, TurnOutcome,
 };
-use crate::store::{Store, StoreJournal};
+use crate::store::{FlowRunRecord, Store, StoreJournal};
 
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
@@ -176,16 +179,57 @@ fn status_of(execution: ExecutionStatus, etapas: &[Etapa]) -> FlowStatus {
     }
 }
 
+/// A finished flow run as stored.
+pub fn record(
+    output: &FlowOutput,
+    input: Value,
+    parent_execucao_id: Option<String>,
+    at: DateTime<Utc>,
+) -> FlowRunRecord {
+    FlowRunRecord {
+        execucao_id: output.execucao_id.clone(),
+        parent_execucao_id,
+        status: output.status.as_str().to_owned(),
+        input,
+        output: serde_json::to_value(output).unwrap_or(Value::Null),
+        stages: output
+            .etapas
+            .iter()
+            .map(|e| (e.etapa.clone(), e.saida.clone()))
+            .collect(),
+        created_at: at,
+    }
+}
+
+/// The flow runs chat tools started, by the turn that started them, until that turn is committed.
+#[derive(Default)]
+struct FlowRunLog(Mutex<HashMap<String, Vec<FlowRunRecord>>>);
+
+/// Takes the flow runs the tools of turn `execucao_id` started (the service stores them with the turn).
+pub fn take_runs(engine: &Engine, execucao_id: &str) -> Vec<FlowRunRecord> {
+    engine
+        .extensions()
+        .get::<Arc<FlowRunLog>>()
+        .and_then(|log| {
+            log.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(execucao_id)
+        })
+        .unwrap_or_default()
+}
+
 /// The stage chain as the conversational tools see it: a sub-run of the `vt_fluxo` agent on the same
 /// engine. The engine is reached through a weak handle set once it is shared, so the engine does not
 /// keep itself alive.
 struct EngineFlowRunner {
     engine: Arc<OnceLock<Weak<Engine>>>,
+    log: Arc<FlowRunLog>,
 }
 
 #[async_trait::async_trait]
 impl FlowRunner for EngineFlowRunner {
-    async fn run(&self, input: &FlowInput) -> Result<FlowResult, ActionError> {
+    async fn run(&self, ctx: &ActionContext, input: &FlowInput) -> Result<FlowResult, ActionError> {
         let engine = self.engine.get().and_then(Weak::upgrade).ok_or_else(|| {
             ActionError::failed(
                 "serviço de etapas indisponível",
@@ -197,6 +241,14 @@ impl FlowRunner for EngineFlowRunner {
         let FlowRun { output, outcome, .. } = run_flow(&engine, &text)
             .await
             .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
+        let input = serde_json::to_value(input).unwrap_or(Value::Null);
+        self.log
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(ctx.turn_id.clone())
+            .or_default()
+            .push(record(&output, input, Some(ctx.turn_id.clone()), engine.now()));
         // A denied recharge or a failed balance query is an outcome the tool tells the user; only a
         // chain that could not run at all is an error.
         if outcome.execution.status != ExecutionStatus::Concluido {
@@ -215,8 +267,13 @@ impl FlowRunner for EngineFlowRunner {
 /// attempts on record before they are sent.
 pub fn share(mut engine: Engine, store: Option<Arc<dyn Store>>) -> Arc<Engine> {
     let slot = Arc::new(OnceLock::new());
-    let runner: SharedFlowRunner = Arc::new(EngineFlowRunner { engine: slot.clone() });
+    let log = Arc::new(FlowRunLog::default());
+    let runner: SharedFlowRunner = Arc::new(EngineFlowRunner {
+        engine: slot.clone(),
+        log: log.clone(),
+    });
     engine.extensions_mut().insert(runner);
+    engine.extensions_mut().insert(log);
     if let Some(store) = store {
         let journal: SharedJournal = Arc::new(StoreJournal::new(store));
         engine.extensions_mut().insert(journal);

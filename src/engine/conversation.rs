@@ -13,6 +13,9 @@ use crate::llm::ChatMessage;
 pub struct Conversation {
     pub id: String,
     pub agent_id: String,
+    /// Whose conversation it is: an API key reaches only its tenant's conversations.
+    #[serde(default = "default_tenant")]
+    pub tenant_id: String,
     pub user_id: String,
     pub user_login: String,
     pub channel: String,
@@ -27,6 +30,13 @@ pub struct Conversation {
     pub ended: bool,
 }
 
+/// The tenant of everything that comes with no API key (the terminal, a `serve` without keys).
+pub const DEFAULT_TENANT: &str = "default";
+
+fn default_tenant() -> String {
+    DEFAULT_TENANT.to_owned()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Handoff {
     pub from_skill: String,
@@ -38,6 +48,7 @@ impl Conversation {
         Self {
             id,
             agent_id: agent_id.to_owned(),
+            tenant_id: default_tenant(),
             user_id: who.user_id,
             user_login: who.user_login,
             channel: who.channel,

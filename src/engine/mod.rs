@@ -18,7 +18,8 @@ pub use turn::{LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnStart};
 /// engine adds to every prompt in place of the older history.
 pub const CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
-    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
+    Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply,
+    TurnEvent, TurnOutcome,
 };
 pub use prompts::{PromptError, PromptVars, Prompts};
 pub use retry::RetryPolicy;
@@ -197,6 +198,11 @@ impl Engine {
     /// Adds one service for actions (used to hand actions a handle back to this engine).
     pub fn extensions_mut(&mut self) -> &mut Extensions {
         &mut self.extensions
+    }
+
+    /// The services actions are given.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
     }
 
     pub fn prompts(&self) -> &Prompts {

@@ -206,6 +206,11 @@ impl Engine {
             finished_at: self.clock.now(),
         };
         tracing::info!(execucao_id = %execution.execucao_id, status = status.as_str(), "turn finished");
+        // The window is what the model is shown, and it is shown only the last `context_messages`: the
+        // rest is in the stored log and the compressed context. Kept whole, it grew with every turn and
+        // made each turn's write cost grow with the conversation.
+        let window = std::mem::take(&mut turn.conv.window);
+        turn.conv.window = recent(&window, self.config.context_messages);
         Ok(TurnOutcome {
             execution,
             replies: turn.replies,

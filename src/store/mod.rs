@@ -53,10 +53,13 @@ pub struct StoredMessage {
     pub created_at: DateTime<Utc>,
 }
 
-/// A `run-flow` execution and the output of each stage.
+/// A flow execution and the output of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRunRecord {
     pub execucao_id: String,
+    /// The chat turn whose tool started it; `None` for a `run-flow`.
+    #[serde(default)]
+    pub parent_execucao_id: Option<String>,
     pub status: String,
     pub input: Value,
     pub output: Value,
@@ -177,7 +180,42 @@ pub enum IdempotencyPut {
     Existing(IdempotencyRecord),
 }
 
-/// Something to send later (a notification or a channel reply), retried until acknowledged.
+/// Where an outbox item stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    /// Waiting for its next attempt.
+    Pending,
+    /// Claimed by a worker until its lease ends.
+    InFlight,
+    /// Delivered (for the terminal and HTTP, in the answer to the request itself).
+    Done,
+    /// Dead-lettered: its attempts are spent or its error is final; `last_error` says why.
+    Failed,
+}
+
+impl OutboxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InFlight => "in_flight",
+            Self::Done => "done",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, StoreError> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "in_flight" => Self::InFlight,
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            other => return Err(StoreError::Invalid(format!("unknown outbox status {other:?}"))),
+        })
+    }
+}
+
+/// Something to send (a channel reply), retried until acknowledged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewOutboxItem {
     pub kind: String,
@@ -185,6 +223,10 @@ pub struct NewOutboxItem {
     pub payload: Value,
     pub max_attempts: i32,
     pub next_attempt_at: DateTime<Utc>,
+    /// Items of one conversation go out in order.
+    pub conversation_id: Option<String>,
+    /// `Pending` for the worker; `Done` for a reply already delivered in the request's own answer.
+    pub status: OutboxStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,8 +235,8 @@ pub struct OutboxItem {
     pub kind: String,
     pub destination: String,
     pub payload: Value,
-    /// `pending`, `in_flight`, `done` or `failed`.
-    pub status: String,
+    pub conversation_id: Option<String>,
+    pub status: OutboxStatus,
     /// Claims so far, this one included.
     pub attempts: i32,
     pub max_attempts: i32,
@@ -211,8 +253,12 @@ pub struct TurnRecord<'a> {
     pub execution: &'a ExecutionRecord,
     pub events: &'a [TurnEvent],
     pub usage: Option<&'a UsageRecord>,
-    /// For a `run-flow` turn, the run and its stage outputs.
-    pub flow_run: Option<&'a FlowRunRecord>,
+    /// The flow runs of the turn: a `run-flow` turn's own, or those its chat tools started.
+    pub flow_runs: &'a [FlowRunRecord],
+    /// The compressed context after the turn.
+    pub context: Option<&'a ConversationContext>,
+    /// One item per reply.
+    pub outbox: &'a [NewOutboxItem],
 }
 
 #[async_trait]
@@ -223,7 +269,18 @@ pub trait Store: Send + Sync {
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError>;
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
 
-    /// Stores one message on its own (the user's, before the turn runs).
+    /// Accepts an inbound message in one transaction: the conversation's row when it is new, then the
+    /// message — unless `channel_message_id` was accepted before in this conversation (a channel's
+    /// redelivery), in which case nothing is written and `None` comes back.
+    async fn accept_message(
+        &self,
+        conversation: &Conversation,
+        channel_message_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// Stores one message on its own.
     async fn append_message(
         &self,
         conversation_id: &str,
@@ -233,7 +290,8 @@ pub trait Store: Send + Sync {
     ) -> Result<i64, StoreError>;
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
 
-    /// Conversation state, messages, execution and usage of a turn, in one transaction.
+    /// Conversation state, messages, execution, events, usage, context, flow runs and outbox items of a
+    /// turn, in one transaction.
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError>;
     async fn execution(
         &self,
@@ -317,8 +375,14 @@ pub trait Store: Send + Sync {
         id: i64,
         error: &str,
         next_attempt_at: DateTime<Utc>,
-    ) -> Result<String, StoreError>;
+    ) -> Result<OutboxStatus, StoreError>;
+    /// Dead-letters an item at once (an error no retry can fix).
+    async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
+    /// Items in `status`, oldest first.
+    async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
+    /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
+    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
 
     /// Serialises turns of one conversation: in this process, and across processes and instances
     /// through a lease row in the database ([`locks`]).

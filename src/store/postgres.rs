@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use rust_decimal::Decimal;
 use vt_actions::journal::RechargeAttempt;
@@ -19,8 +19,9 @@ use vt_actions::journal::RechargeAttempt;
 use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
-    LocalLocks, NewOutboxItem, OutboxItem, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun,
-    TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow, role,
+    LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
+    StoredMessage, TaskRun, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow,
+    role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -70,8 +71,8 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
              ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
                  memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
                  ended = excluded.ended, updated_at = excluded.updated_at",
@@ -88,9 +89,51 @@ impl PgStore {
         .bind(c.handoff.as_ref().map(value).transpose()?)
         .bind(c.ended)
         .bind(now)
+        .bind(&c.tenant_id)
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    async fn upsert_context(conn: &mut PgConnection, c: &ConversationContext) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
+                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
+        )
+        .bind(&c.conversation_id)
+        .bind(&c.user_id)
+        .bind(&c.summary)
+        .bind(value(&c.key_facts)?)
+        .bind(&c.last_intent)
+        .bind(c.turn_count as i32)
+        .bind(c.updated_at)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_outbox(
+        conn: &mut PgConnection,
+        item: &NewOutboxItem,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        )
+        .bind(&item.kind)
+        .bind(&item.destination)
+        .bind(value(&item.payload)?)
+        .bind(item.max_attempts)
+        .bind(item.next_attempt_at)
+        .bind(now)
+        .bind(&item.conversation_id)
+        .bind(item.status.as_str())
+        .fetch_one(conn)
+        .await?;
+        Ok(row.try_get("id")?)
     }
 
     /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
@@ -100,7 +143,8 @@ impl PgStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
                  finished_at = excluded.finished_at",
         )
@@ -110,6 +154,7 @@ impl PgStore {
         .bind(value(&run.output)?)
         .bind(run.created_at)
         .bind(now)
+        .bind(&run.parent_execucao_id)
         .execute(&mut **tx)
         .await?;
         for (i, (etapa, saida)) in run.stages.iter().enumerate() {
@@ -172,7 +217,8 @@ fn outbox_from(row: &PgRow) -> Result<OutboxItem, StoreError> {
         kind: row.try_get("kind")?,
         destination: row.try_get("destination")?,
         payload: parse(row, "payload")?,
-        status: row.try_get("status")?,
+        conversation_id: row.try_get("conversation_id")?,
+        status: OutboxStatus::parse(&row.try_get::<String, _>("status")?)?,
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
@@ -232,6 +278,7 @@ impl Store for PgStore {
         Ok(Some(Conversation {
             id: row.try_get("id")?,
             agent_id: row.try_get("agent_id")?,
+            tenant_id: row.try_get("tenant_id")?,
             user_id: row.try_get("user_id")?,
             user_login: row.try_get("user_login")?,
             channel: row.try_get("channel")?,
@@ -242,6 +289,50 @@ impl Store for PgStore {
             handoff: parse_opt(&row, "handoff")?,
             ended: row.try_get("ended")?,
         }))
+    }
+
+    async fn accept_message(
+        &self,
+        conversation: &Conversation,
+        channel_message_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&conversation.id)
+        .bind(&conversation.agent_id)
+        .bind(&conversation.user_id)
+        .bind(&conversation.user_login)
+        .bind(&conversation.channel)
+        .bind(&conversation.active_skill)
+        .bind(value(&conversation.state)?)
+        .bind(value(&conversation.memory)?)
+        .bind(value(&conversation.window)?)
+        .bind(conversation.handoff.as_ref().map(value).transpose()?)
+        .bind(conversation.ended)
+        .bind(now)
+        .bind(&conversation.tenant_id)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
+             VALUES ($1, NULL, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&conversation.id)
+        .bind(role(message))
+        .bind(value(message)?)
+        .bind(now)
+        .bind(channel_message_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
     async fn append_message(
@@ -317,8 +408,14 @@ impl Store for PgStore {
         if let Some(u) = turn.usage {
             Self::insert_usage(&mut tx, u).await?;
         }
-        if let Some(run) = turn.flow_run {
+        for run in turn.flow_runs {
             Self::insert_flow_run(&mut tx, run, now).await?;
+        }
+        if let Some(c) = turn.context {
+            Self::upsert_context(&mut tx, c).await?;
+        }
+        for item in turn.outbox {
+            Self::insert_outbox(&mut tx, item, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -371,6 +468,7 @@ impl Store for PgStore {
                 .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Some(FlowRunRecord {
             execucao_id: row.try_get("execucao_id")?,
+            parent_execucao_id: row.try_get("parent_execucao_id")?,
             status: row.try_get("status")?,
             input: parse(&row, "input")?,
             output: parse(&row, "output")?,
@@ -440,22 +538,8 @@ impl Store for PgStore {
     }
 
     async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
-                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
-        )
-        .bind(&c.conversation_id)
-        .bind(&c.user_id)
-        .bind(&c.summary)
-        .bind(value(&c.key_facts)?)
-        .bind(&c.last_intent)
-        .bind(c.turn_count as i32)
-        .bind(c.updated_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        Self::upsert_context(&mut conn, c).await
     }
 
     async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError> {
@@ -566,19 +650,8 @@ impl Store for PgStore {
     }
 
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(&item.kind)
-        .bind(&item.destination)
-        .bind(value(&item.payload)?)
-        .bind(item.max_attempts)
-        .bind(item.next_attempt_at)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(row.try_get("id")?)
+        let mut conn = self.pool.acquire().await?;
+        Self::insert_outbox(&mut conn, item, now).await
     }
 
     async fn claim(
@@ -589,11 +662,17 @@ impl Store for PgStore {
     ) -> Result<Vec<OutboxItem>, StoreError> {
         let rows = sqlx::query(
             "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
-             WHERE id IN (SELECT id FROM outbox
-                          WHERE (status = 'pending' AND next_attempt_at <= $2) OR (status = 'in_flight' AND claimed_until < $2)
-                          ORDER BY id LIMIT $3
+             WHERE id IN (SELECT o.id FROM outbox o
+                          WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2)
+                                 OR (o.status = 'in_flight' AND o.claimed_until < $2))
+                            AND NOT EXISTS (SELECT 1 FROM outbox e
+                                            WHERE o.conversation_id IS NOT NULL
+                                              AND e.conversation_id = o.conversation_id AND e.id < o.id
+                                              AND e.status IN ('pending', 'in_flight'))
+                          ORDER BY o.id LIMIT $3
                           FOR UPDATE SKIP LOCKED)
-             RETURNING id, kind, destination, payload, status, attempts, max_attempts, next_attempt_at, last_error",
+             RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
+                 next_attempt_at, last_error",
         )
         .bind(now + lease)
         .bind(now)
@@ -618,7 +697,7 @@ impl Store for PgStore {
         id: i64,
         error: &str,
         next_attempt_at: DateTime<Utc>,
-    ) -> Result<String, StoreError> {
+    ) -> Result<OutboxStatus, StoreError> {
         let row = sqlx::query(
             "UPDATE outbox SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
                  next_attempt_at = $1, last_error = $2, claimed_until = NULL
@@ -630,7 +709,39 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?
         .ok_or_else(|| StoreError::Invalid(format!("outbox item {id} does not exist")))?;
-        Ok(row.try_get("status")?)
+        OutboxStatus::parse(&row.try_get::<String, _>("status")?)
+    }
+
+    async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox SET status = 'failed', last_error = $1, claimed_until = NULL WHERE id = $2",
+        )
+        .bind(error)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM outbox WHERE status = $1 ORDER BY id LIMIT $2")
+            .bind(status.as_str())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(outbox_from).collect()
+    }
+
+    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1, claimed_until = NULL
+             WHERE id = $2 AND status = 'failed'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {

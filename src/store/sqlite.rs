@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -18,8 +18,9 @@ use vt_actions::journal::RechargeAttempt;
 use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
-    LocalLocks, NewOutboxItem, OutboxItem, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun,
-    TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow, role,
+    LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
+    StoredMessage, TaskRun, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow,
+    role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -96,8 +97,8 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT(id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
                  memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
                  ended = excluded.ended, updated_at = excluded.updated_at",
@@ -115,9 +116,51 @@ impl SqliteStore {
         .bind(c.ended)
         .bind(ms(now))
         .bind(ms(now))
+        .bind(&c.tenant_id)
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    async fn upsert_context(conn: &mut SqliteConnection, c: &ConversationContext) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
+                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
+        )
+        .bind(&c.conversation_id)
+        .bind(&c.user_id)
+        .bind(&c.summary)
+        .bind(json(&c.key_facts)?)
+        .bind(&c.last_intent)
+        .bind(c.turn_count)
+        .bind(ms(c.updated_at))
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_outbox(
+        conn: &mut SqliteConnection,
+        item: &NewOutboxItem,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(&item.kind)
+        .bind(&item.destination)
+        .bind(json(&item.payload)?)
+        .bind(item.max_attempts)
+        .bind(ms(item.next_attempt_at))
+        .bind(ms(now))
+        .bind(&item.conversation_id)
+        .bind(item.status.as_str())
+        .fetch_one(conn)
+        .await?;
+        Ok(row.try_get("id")?)
     }
 
     /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
@@ -127,7 +170,8 @@ impl SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?)
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
                  finished_at = excluded.finished_at",
         )
@@ -137,6 +181,7 @@ impl SqliteStore {
         .bind(json(&run.output)?)
         .bind(ms(run.created_at))
         .bind(ms(now))
+        .bind(&run.parent_execucao_id)
         .execute(&mut **tx)
         .await?;
         for (i, (etapa, saida)) in run.stages.iter().enumerate() {
@@ -194,7 +239,8 @@ fn outbox_from(row: &SqliteRow) -> Result<OutboxItem, StoreError> {
         kind: row.try_get("kind")?,
         destination: row.try_get("destination")?,
         payload: parse(row, "payload")?,
-        status: row.try_get("status")?,
+        conversation_id: row.try_get("conversation_id")?,
+        status: OutboxStatus::parse(&row.try_get::<String, _>("status")?)?,
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,
         next_attempt_at: at(row.try_get("next_attempt_at")?),
@@ -254,6 +300,7 @@ impl Store for SqliteStore {
         Ok(Some(Conversation {
             id: row.try_get("id")?,
             agent_id: row.try_get("agent_id")?,
+            tenant_id: row.try_get("tenant_id")?,
             user_id: row.try_get("user_id")?,
             user_login: row.try_get("user_login")?,
             channel: row.try_get("channel")?,
@@ -264,6 +311,53 @@ impl Store for SqliteStore {
             handoff: parse_opt(&row, "handoff")?,
             ended: row.try_get("ended")?,
         }))
+    }
+
+    async fn accept_message(
+        &self,
+        conversation: &Conversation,
+        channel_message_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        // Writes only, no read first: a deferred transaction that reads and then writes fails at once
+        // (SQLITE_BUSY, no busy wait) when another process wrote in between.
+        let mut tx = self.pool.begin().await?;
+        let c = conversation;
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING",
+        )
+        .bind(&c.id)
+        .bind(&c.agent_id)
+        .bind(&c.user_id)
+        .bind(&c.user_login)
+        .bind(&c.channel)
+        .bind(&c.active_skill)
+        .bind(json(&c.state)?)
+        .bind(json(&c.memory)?)
+        .bind(json(&c.window)?)
+        .bind(c.handoff.as_ref().map(json).transpose()?)
+        .bind(c.ended)
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(&c.tenant_id)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
+             VALUES (?, NULL, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&conversation.id)
+        .bind(role(message))
+        .bind(json(message)?)
+        .bind(ms(now))
+        .bind(channel_message_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 
     async fn append_message(
@@ -339,8 +433,14 @@ impl Store for SqliteStore {
         if let Some(u) = turn.usage {
             Self::insert_usage(&mut tx, u).await?;
         }
-        if let Some(run) = turn.flow_run {
+        for run in turn.flow_runs {
             Self::insert_flow_run(&mut tx, run, now).await?;
+        }
+        if let Some(c) = turn.context {
+            Self::upsert_context(&mut tx, c).await?;
+        }
+        for item in turn.outbox {
+            Self::insert_outbox(&mut tx, item, now).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -392,6 +492,7 @@ impl Store for SqliteStore {
                 .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Some(FlowRunRecord {
             execucao_id: row.try_get("execucao_id")?,
+            parent_execucao_id: row.try_get("parent_execucao_id")?,
             status: row.try_get("status")?,
             input: parse(&row, "input")?,
             output: parse(&row, "output")?,
@@ -462,22 +563,8 @@ impl Store for SqliteStore {
     }
 
     async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT(conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
-                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
-        )
-        .bind(&c.conversation_id)
-        .bind(&c.user_id)
-        .bind(&c.summary)
-        .bind(json(&c.key_facts)?)
-        .bind(&c.last_intent)
-        .bind(c.turn_count)
-        .bind(ms(c.updated_at))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        Self::upsert_context(&mut conn, c).await
     }
 
     async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError> {
@@ -589,19 +676,8 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at)
-             VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(&item.kind)
-        .bind(&item.destination)
-        .bind(json(&item.payload)?)
-        .bind(item.max_attempts)
-        .bind(ms(item.next_attempt_at))
-        .bind(ms(now))
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(row.try_get("id")?)
+        let mut conn = self.pool.acquire().await?;
+        Self::insert_outbox(&mut conn, item, now).await
     }
 
     async fn claim(
@@ -610,13 +686,20 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
         lease: chrono::Duration,
     ) -> Result<Vec<OutboxItem>, StoreError> {
-        // One UPDATE: SQLite has a single writer, so the select-and-mark cannot interleave.
+        // One UPDATE: SQLite has a single writer, so the select-and-mark cannot interleave. An item
+        // waits while an earlier one of its conversation is unfinished: replies go out in order.
         let rows = sqlx::query(
             "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = ?
-             WHERE id IN (SELECT id FROM outbox
-                          WHERE (status = 'pending' AND next_attempt_at <= ?) OR (status = 'in_flight' AND claimed_until < ?)
-                          ORDER BY id LIMIT ?)
-             RETURNING id, kind, destination, payload, status, attempts, max_attempts, next_attempt_at, last_error",
+             WHERE id IN (SELECT o.id FROM outbox o
+                          WHERE ((o.status = 'pending' AND o.next_attempt_at <= ?)
+                                 OR (o.status = 'in_flight' AND o.claimed_until < ?))
+                            AND NOT EXISTS (SELECT 1 FROM outbox e
+                                            WHERE o.conversation_id IS NOT NULL
+                                              AND e.conversation_id = o.conversation_id AND e.id < o.id
+                                              AND e.status IN ('pending', 'in_flight'))
+                          ORDER BY o.id LIMIT ?)
+             RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
+                 next_attempt_at, last_error",
         )
         .bind(ms(now + lease))
         .bind(ms(now))
@@ -642,7 +725,7 @@ impl Store for SqliteStore {
         id: i64,
         error: &str,
         next_attempt_at: DateTime<Utc>,
-    ) -> Result<String, StoreError> {
+    ) -> Result<OutboxStatus, StoreError> {
         let row = sqlx::query(
             "UPDATE outbox SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
                  next_attempt_at = ?, last_error = ?, claimed_until = NULL
@@ -654,7 +737,37 @@ impl Store for SqliteStore {
         .fetch_optional(&self.pool)
         .await?
         .ok_or_else(|| StoreError::Invalid(format!("outbox item {id} does not exist")))?;
-        Ok(row.try_get("status")?)
+        OutboxStatus::parse(&row.try_get::<String, _>("status")?)
+    }
+
+    async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET status = 'failed', last_error = ?, claimed_until = NULL WHERE id = ?")
+            .bind(error)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM outbox WHERE status = ? ORDER BY id LIMIT ?")
+            .bind(status.as_str())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(outbox_from).collect()
+    }
+
+    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, claimed_until = NULL
+             WHERE id = ? AND status = 'failed'",
+        )
+        .bind(ms(now))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {

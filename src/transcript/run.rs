@@ -411,8 +411,9 @@ async fn play(
             conversation_id: Some(conv_id.clone()),
             user: who.clone(),
             text,
+            ..Default::default()
         };
-        let handled = service.handle(msg, None).await;
+        let handled = service.handle(msg).await;
         let latency_ms = turn_started.elapsed().as_millis() as u64;
         let handled = match (handled, &turn.expect.error) {
             (Err(e), Some(want)) if e.to_string().contains(want.as_str()) => continue,

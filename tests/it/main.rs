@@ -5,6 +5,7 @@ mod cli;
 mod conversation;
 mod engine;
 mod flow;
+mod pipeline;
 mod processes;
 mod providers;
 mod router;

@@ -21,8 +21,8 @@ use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
 use vt_agent::service::{ConversationService, Inbound, ServiceError};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
-    NewOutboxItem, OutboxItem, RechargeAttemptRecord, SqliteStore, Store, StoreError, StoredMessage, TaskRun,
-    TurnLock, TurnRecord, UsageRecord, UsageSummaryRow,
+    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
+    StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord, UsageSummaryRow,
 };
 
 use crate::support::{fast_config, user};
@@ -106,6 +106,7 @@ fn msg(conversation: Option<&str>, text: &str) -> Inbound {
         conversation_id: conversation.map(str::to_owned),
         user: user(),
         text: text.into(),
+        ..Default::default()
     }
 }
 
@@ -135,10 +136,7 @@ async fn a_turn_is_stored_whole() {
     ]));
     let store = memory_store().await;
     let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
-    let handled = service
-        .handle(msg(Some("c1"), "faça"), None)
-        .await
-        .expect("handled");
+    let handled = service.handle(msg(Some("c1"), "faça")).await.expect("handled");
     assert_eq!(handled.reply_text(), "feito");
     assert!(handled.persisted);
     let messages = store.messages("c1").await.expect("messages");
@@ -183,16 +181,13 @@ async fn a_conversation_resumes_after_a_restart() {
         ]));
         let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
         let service = ConversationService::new(engine(llm, Extensions::default()), store);
-        service
-            .handle(msg(Some("c-resume"), "um"), None)
-            .await
-            .expect("turn 1");
+        service.handle(msg(Some("c-resume"), "um")).await.expect("turn 1");
     }
     let llm = Arc::new(ScriptedProvider::new([Scripted::text("segunda")]));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("reopen"));
     let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
     let handled = service
-        .handle(msg(Some("c-resume"), "dois"), None)
+        .handle(msg(Some("c-resume"), "dois"))
         .await
         .expect("turn 2");
     assert_eq!(handled.reply_text(), "segunda");
@@ -228,7 +223,7 @@ async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
     ));
     let running = {
         let service = service.clone();
-        tokio::spawn(async move { service.handle(msg(Some("c-kill"), "primeira"), None).await })
+        tokio::spawn(async move { service.handle(msg(Some("c-kill"), "primeira")).await })
     };
     // Wait until the turn is inside the action, then kill it.
     for _ in 0..200 {
@@ -246,7 +241,7 @@ async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
 
     llm.push([Scripted::text("estou aqui")]);
     let handled = service
-        .handle(msg(Some("c-kill"), "segunda"), None)
+        .handle(msg(Some("c-kill"), "segunda"))
         .await
         .expect("the lock was released");
     assert_eq!(handled.reply_text(), "estou aqui");
@@ -270,8 +265,8 @@ async fn turns_of_one_conversation_never_overlap() {
     ));
     let (s1, s2) = (service.clone(), service.clone());
     let (a, b) = tokio::join!(
-        tokio::spawn(async move { s1.handle(msg(Some("c-same"), "x"), None).await }),
-        tokio::spawn(async move { s2.handle(msg(Some("c-same"), "y"), None).await })
+        tokio::spawn(async move { s1.handle(msg(Some("c-same"), "x")).await }),
+        tokio::spawn(async move { s2.handle(msg(Some("c-same"), "y")).await })
     );
     a.expect("join").expect("turn a");
     b.expect("join").expect("turn b");
@@ -290,19 +285,13 @@ async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() 
     let store = memory_store().await;
     let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
     let long = "a".repeat(6_000);
-    let handled = service
-        .handle(msg(Some("c-big"), &long), None)
-        .await
-        .expect("handled");
+    let handled = service.handle(msg(Some("c-big"), &long)).await.expect("handled");
     assert!(
         handled.reply_text().contains("6000 caracteres"),
         "{}",
         handled.reply_text()
     );
-    let handled = service
-        .handle(msg(Some("c-big"), "   "), None)
-        .await
-        .expect("handled");
+    let handled = service.handle(msg(Some("c-big"), "   ")).await.expect("handled");
     assert!(handled.reply_text().contains("Não recebi"));
     assert!(llm.requests().is_empty());
     assert_eq!(store.messages("c-big").await.expect("messages").len(), 4);
@@ -315,7 +304,7 @@ async fn an_unknown_agent_writes_nothing() {
     let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
     let mut m = msg(Some("c-x"), "oi");
     m.agent_id = "inexistente".into();
-    let err = service.handle(m, None).await.expect_err("unknown agent");
+    let err = service.handle(m).await.expect_err("unknown agent");
     assert_eq!(err.to_string(), "agente não encontrado: inexistente");
     assert!(store.conversation("c-x").await.expect("load").is_none());
     assert!(store.messages("c-x").await.expect("messages").is_empty());
@@ -430,8 +419,29 @@ impl Store for Flaky {
     async fn ack(&self, id: i64) -> Result<(), StoreError> {
         self.inner.ack(id).await
     }
-    async fn retry_later(&self, id: i64, e: &str, at: DateTime<Utc>) -> Result<String, StoreError> {
+    async fn retry_later(&self, id: i64, e: &str, at: DateTime<Utc>) -> Result<OutboxStatus, StoreError> {
         self.inner.retry_later(id, e, at).await
+    }
+    async fn dead_letter(&self, id: i64, e: &str) -> Result<(), StoreError> {
+        self.inner.dead_letter(id, e).await
+    }
+    async fn outbox_items(&self, s: OutboxStatus, l: i64) -> Result<Vec<OutboxItem>, StoreError> {
+        self.inner.outbox_items(s, l).await
+    }
+    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.inner.requeue(id, now).await
+    }
+    async fn accept_message(
+        &self,
+        c: &Conversation,
+        id: Option<&str>,
+        m: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        if self.fail_append {
+            return Err(broken());
+        }
+        self.inner.accept_message(c, id, m, now).await
     }
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await
@@ -478,7 +488,7 @@ async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told()
     });
     let service = ConversationService::new(engine(llm.clone(), Extensions::default()), flaky);
     let err = service
-        .handle(msg(Some("c-flaky"), "recarrega"), None)
+        .handle(msg(Some("c-flaky"), "recarrega"))
         .await
         .expect_err("not recorded");
     assert!(matches!(err, ServiceError::NotRecorded(_)));
@@ -505,7 +515,7 @@ async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
     });
     let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone());
     let handled = service
-        .handle(msg(Some("c-turnfail"), "oi"), None)
+        .handle(msg(Some("c-turnfail"), "oi"))
         .await
         .expect("the reply still goes out");
     assert_eq!(handled.reply_text(), "resposta");

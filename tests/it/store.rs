@@ -15,7 +15,7 @@ use vt_agent::engine::{
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
-    PgStore, SqliteStore, Store, TaskRun, TurnRecord, UsageRecord,
+    OutboxStatus, PgStore, SqliteStore, Store, TaskRun, TurnRecord, UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -169,7 +169,9 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         execution: &exec,
         events: &events,
         usage: Some(&usage),
-        flow_run: None,
+        flow_runs: &[],
+        context: None,
+        outbox: &[],
     };
     store.save_turn(record, Utc::now()).await.expect("save turn");
     let (loaded, loaded_events) = store.execution("exec-turn").await.expect("load").expect("exists");
@@ -203,7 +205,9 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         execution: &exec,
         events: &events,
         usage: Some(&usage),
-        flow_run: None,
+        flow_runs: &[],
+        context: None,
+        outbox: &[],
     };
     assert!(store.save_turn(again, Utc::now()).await.is_err());
     assert_eq!(
@@ -224,6 +228,7 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
 
 pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
     let run = FlowRunRecord {
+        parent_execucao_id: None,
         execucao_id: "exec-flow".into(),
         status: "concluido".into(),
         input: json!({"cartao": "1111111111"}),
@@ -394,13 +399,19 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
         payload: json!({"texto": n}),
         max_attempts: max,
         next_attempt_at: now,
+        conversation_id: None,
+        status: OutboxStatus::Pending,
     };
     let a = store.enqueue(&item(1, 5), now).await.expect("enqueue");
     let b = store.enqueue(&item(2, 2), now).await.expect("enqueue");
     let c = store.enqueue(&item(3, 5), now).await.expect("enqueue");
     let first = store.claim(2, now, lease).await.expect("claim");
     assert_eq!(first.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
-    assert!(first.iter().all(|i| i.status == "in_flight" && i.attempts == 1));
+    assert!(
+        first
+            .iter()
+            .all(|i| i.status == OutboxStatus::InFlight && i.attempts == 1)
+    );
     assert_eq!(
         store
             .claim(10, now, lease)
@@ -419,7 +430,7 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
     store.ack(a).await.expect("ack");
     assert_eq!(
         store.outbox_item(a).await.expect("get").map(|i| i.status),
-        Some("done".into())
+        Some(OutboxStatus::Done)
     );
     let retry_at = now + chrono::Duration::seconds(5);
     assert_eq!(
@@ -427,7 +438,7 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
             .retry_later(b, "503 do canal", retry_at)
             .await
             .expect("retry"),
-        "pending"
+        OutboxStatus::Pending
     );
     assert!(
         store.claim(10, now, lease).await.expect("claim").is_empty(),
@@ -444,8 +455,18 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
             .retry_later(b, "503 de novo", retry_at)
             .await
             .expect("retry"),
-        "failed",
+        OutboxStatus::Failed,
         "attempts spent"
+    );
+    assert_eq!(
+        store
+            .outbox_items(OutboxStatus::Failed, 10)
+            .await
+            .expect("dead letters")
+            .iter()
+            .map(|i| (i.id, i.last_error.clone()))
+            .collect::<Vec<_>>(),
+        vec![(b, Some("503 de novo".to_owned()))]
     );
     // An item whose lease ran out without an ack is claimed again.
     let reclaimed = store
@@ -456,6 +477,66 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
         reclaimed.iter().map(|i| (i.id, i.attempts)).collect::<Vec<_>>(),
         vec![(c, 2)]
     );
+    assert!(
+        store.requeue(b, now).await.expect("requeue"),
+        "a dead letter is retried"
+    );
+    assert!(
+        !store.requeue(a, now).await.expect("requeue"),
+        "a delivered item is not"
+    );
+    let b_again = store.outbox_item(b).await.expect("read").expect("item");
+    assert_eq!((b_again.status, b_again.attempts), (OutboxStatus::Pending, 0));
+}
+
+pub async fn a_conversations_items_go_out_in_order_and_accepting_twice_is_once(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T12:00:00Z");
+    let lease = chrono::Duration::seconds(30);
+    let item = |conv: &str, n: i32| NewOutboxItem {
+        kind: "reply".into(),
+        destination: "whatsapp".into(),
+        payload: json!({"n": n}),
+        max_attempts: 5,
+        next_attempt_at: now,
+        conversation_id: Some(conv.into()),
+        status: OutboxStatus::Pending,
+    };
+    let a1 = store.enqueue(&item("A", 1), now).await.expect("enqueue");
+    let a2 = store.enqueue(&item("A", 2), now).await.expect("enqueue");
+    let b1 = store.enqueue(&item("B", 1), now).await.expect("enqueue");
+    let first = store.claim(10, now, lease).await.expect("claim");
+    assert_eq!(
+        first.iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![a1, b1],
+        "A's second reply waits for its first"
+    );
+    store.retry_later(a1, "429", now).await.expect("retry");
+    let again = store.claim(10, now, lease).await.expect("claim");
+    assert_eq!(
+        again.iter().map(|i| i.id).collect::<Vec<_>>(),
+        vec![a1],
+        "still in order"
+    );
+    store.ack(a1).await.expect("ack");
+    let next = store.claim(10, now, lease).await.expect("claim");
+    assert_eq!(next.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a2]);
+
+    let conv = conversation("c-accept");
+    let first = store
+        .accept_message(&conv, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .await
+        .expect("accept");
+    let again = store
+        .accept_message(&conv, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .await
+        .expect("accept again");
+    let other = store
+        .accept_message(&conv, None, &ChatMessage::user("oi"), now)
+        .await
+        .expect("no id");
+    assert!(first.is_some() && again.is_none() && other.is_some());
+    assert_eq!(store.messages("c-accept").await.expect("messages").len(), 2);
+    assert!(store.conversation("c-accept").await.expect("read").is_some());
 }
 
 pub async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
@@ -468,6 +549,8 @@ pub async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
             payload: json!({"n": n}),
             max_attempts: 3,
             next_attempt_at: now,
+            conversation_id: None,
+            status: OutboxStatus::Pending,
         };
         ids.push(store.enqueue(&item, now).await.expect("enqueue"));
     }
@@ -606,6 +689,7 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
     let conv = conversation("c-flow");
     let exec = execution("exec-f", "c-flow");
     let run = FlowRunRecord {
+        parent_execucao_id: None,
         execucao_id: "exec-f".into(),
         status: "concluido".into(),
         input: json!({"cartao": "1234567890"}),
@@ -619,7 +703,9 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
         execution: &exec,
         events: &[],
         usage: None,
-        flow_run: Some(&run),
+        flow_runs: std::slice::from_ref(&run),
+        context: None,
+        outbox: &[],
     };
     store
         .save_turn(turn, t("2026-11-22T12:00:01Z"))
@@ -732,6 +818,7 @@ conformance!(
     confirmations_are_consumed_once,
     recharge_attempts_are_on_record_before_they_are_sent,
     a_flow_run_is_on_record_before_it_finishes,
+    a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

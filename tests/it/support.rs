@@ -448,8 +448,9 @@ impl ChatHarness {
             conversation_id: Some(conv.into()),
             user: user(),
             text: text.into(),
+            ..Default::default()
         };
-        self.service.handle(msg, None).await.expect("handled")
+        self.service.handle(msg).await.expect("handled")
     }
 
     pub fn recharges(&self) -> usize {

@@ -109,7 +109,7 @@ impl Action for ConfirmarRecarga {
         let settings = VtSettings::of(ctx);
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner
-            .run(&settings.flow_input(ctx, &p.cartao, Some(p.recarga())))
+            .run(ctx, &settings.flow_input(ctx, &p.cartao, Some(p.recarga())))
             .await?;
         let conciliacao: Option<Conciliacao> = result.stage("rf08_conciliar_recarga");
         let aviso: Option<DecisaoNotificacao> = result.stage("rf09_preparar_notificacao_recarga");

@@ -58,7 +58,9 @@ impl Action for ConsultarSaldo {
             Err(e) => return Ok(invalid_card(&raw, &e.to_string())),
         };
         let runner = ctx.require::<SharedFlowRunner>()?;
-        let result = runner.run(&settings.flow_input(ctx, card.digits(), None)).await?;
+        let result = runner
+            .run(ctx, &settings.flow_input(ctx, card.digits(), None))
+            .await?;
         let saldo: Option<SaldoNormalizado> = result.stage("rf03_normalizar_saldo");
         let envio: EnvioNotificacao = result
             .stage("rf05_enviar_notificacao")

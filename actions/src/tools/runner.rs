@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::action::ActionError;
+use crate::context::ActionContext;
 use crate::vt::FlowInput;
 
 /// What a run of the chain produced: each stage's output, in order.
@@ -30,8 +31,9 @@ impl FlowResult {
 
 #[async_trait]
 pub trait FlowRunner: Send + Sync {
-    /// Runs the chain for `input`: RF1..RF5, and RF6..RF10 when the input asks for a recharge.
-    async fn run(&self, input: &FlowInput) -> Result<FlowResult, ActionError>;
+    /// Runs the chain for `input`: RF1..RF5, and RF6..RF10 when the input asks for a recharge. `ctx` is
+    /// the calling tool's: the run is recorded as started by its turn.
+    async fn run(&self, ctx: &ActionContext, input: &FlowInput) -> Result<FlowResult, ActionError>;
 }
 
 /// How tools find the runner in their context.

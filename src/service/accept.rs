@@ -1,0 +1,59 @@
+//! Step 1, **accept**: the conversation is found (or opened), the channel's message id checked against
+//! what was accepted before, and the message stored — all before anything acts on it. A message that
+//! cannot be stored is not processed, and the caller is told.
+
+use chrono::{DateTime, Utc};
+
+use super::{ConversationService, Inbound, ServiceError, tenant_of};
+use crate::engine::Conversation;
+use crate::llm::ChatMessage;
+
+impl ConversationService {
+    /// The conversation the message belongs to, with the message stored; `None` when the channel
+    /// delivered this message before (it was not stored again and must not be processed again).
+    pub(super) async fn accept(
+        &self,
+        id: &str,
+        msg: &Inbound,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Conversation>, ServiceError> {
+        let conv = match self
+            .store
+            .conversation(id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+        {
+            Some(c) if c.agent_id != msg.agent_id => {
+                return Err(ServiceError::AgentMismatch {
+                    id: id.to_owned(),
+                    agent: c.agent_id,
+                    requested: msg.agent_id.clone(),
+                });
+            }
+            Some(c) if msg.tenant_id.as_ref().is_some_and(|t| *t != c.tenant_id) => {
+                return Err(ServiceError::NotFound(id.to_owned()));
+            }
+            Some(c) => c,
+            None => {
+                let mut c = self.engine.start_conversation(&msg.agent_id, msg.user.clone())?;
+                c.id = id.to_owned();
+                c.tenant_id = tenant_of(msg);
+                c
+            }
+        };
+        let stored = self
+            .store
+            .accept_message(
+                &conv,
+                msg.channel_message_id.as_deref(),
+                &ChatMessage::user(&msg.text),
+                now,
+            )
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        if stored.is_none() {
+            tracing::info!(conversation = %id, "redelivered message ignored");
+        }
+        Ok(stored.map(|_| conv))
+    }
+}

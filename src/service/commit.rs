@@ -1,0 +1,199 @@
+//! Step 4, **commit**: everything the turn changed is written in one transaction — the conversation,
+//! the turn's messages, the execution with its events, usage, the compressed context, the flow runs its
+//! tools started and one outbox item per reply — with the BPMN's persist retries. A record that cannot
+//! be written does not withhold the reply (it is logged and reported as `persisted: false`).
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use vt_actions::vt::card::mask_cards_in;
+
+use super::{ConversationService, Delivery, Handled, Inbound, IntentTag, Routing};
+use crate::engine::retry::retry;
+use crate::engine::{Conversation, TurnEvent, TurnOutcome};
+use crate::llm::{ChatMessage, CompletionRequest};
+use crate::store::{ConversationContext, FlowRunRecord, NewOutboxItem, OutboxStatus, StoreError, TurnRecord};
+
+/// Facts kept in the compressed context.
+const MAX_FACTS: usize = 10;
+/// A model-written summary every this many turns (when a model is configured).
+const SUMMARY_EVERY: i64 = 5;
+/// Attempts the outbox worker makes for a reply (BPMN: channel send 5×).
+pub const REPLY_ATTEMPTS: i32 = 5;
+
+impl ConversationService {
+    /// Writes the turn and says what the channel sends back.
+    pub(super) async fn commit(
+        &self,
+        conv: &mut Conversation,
+        msg: &Inbound,
+        mut outcome: TurnOutcome,
+        routing: Routing,
+        started: Instant,
+        now: DateTime<Utc>,
+    ) -> Handled {
+        if let Some(t) = &routing.tag {
+            outcome.events.insert(
+                0,
+                TurnEvent::Routed {
+                    intent: t.intent_key.clone(),
+                    keyword_matched: t.keyword_matched,
+                    classified: routing.classified,
+                },
+            );
+        }
+        let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
+        let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
+        let (context, summary_tokens) = self.next_context(conv, &tag.intent_key, &outcome).await;
+        let (tokens_in, tokens_out) = outcome.execution.tokens();
+        let tokens = (
+            tokens_in + routing.tokens.0 + summary_tokens.0,
+            tokens_out + routing.tokens.1 + summary_tokens.1,
+        );
+        let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
+        let flow_runs = self.inner_flow_runs(&outcome);
+        let outbox = replies_outbox(conv, msg, &outcome, now);
+        let record = TurnRecord {
+            conversation: conv,
+            messages: &outcome.messages[1..],
+            execution: &outcome.execution,
+            events: &outcome.events,
+            usage: Some(&usage),
+            flow_runs: &flow_runs,
+            context: Some(&context),
+            outbox: &outbox,
+        };
+        let persisted = self.persist(record).await;
+        Handled {
+            conversation_id: conv.id.clone(),
+            replies: outcome.replies,
+            execucao_id: Some(outcome.execution.execucao_id),
+            ended: conv.ended,
+            persisted,
+            intent: routed_intent,
+            tokens,
+            duplicate: false,
+        }
+    }
+
+    /// The flow runs the turn's tools started (chat tools run the stage chain), drained from the log
+    /// the engine's flow runner keeps.
+    pub(super) fn inner_flow_runs(&self, outcome: &TurnOutcome) -> Vec<FlowRunRecord> {
+        crate::flow::take_runs(&self.engine, &outcome.execution.execucao_id)
+    }
+
+    /// This turn's fact appended to the compressed context (no model) and, every few turns with a
+    /// model, a new summary. Returns the context and the tokens the summary cost.
+    async fn next_context(
+        &self,
+        conv: &Conversation,
+        intent: &str,
+        outcome: &TurnOutcome,
+    ) -> (ConversationContext, (u64, u64)) {
+        let previous = self.store.context(&conv.id).await.ok().flatten();
+        let mut ctx = previous.unwrap_or_else(|| ConversationContext {
+            conversation_id: conv.id.clone(),
+            user_id: conv.user_id.clone(),
+            summary: None,
+            key_facts: Vec::new(),
+            last_intent: None,
+            turn_count: 0,
+            updated_at: self.engine.now(),
+        });
+        let reply: String = mask_cards_in(&outcome.reply_text()).chars().take(160).collect();
+        ctx.key_facts.push(format!("{intent}: {reply}"));
+        let excess = ctx.key_facts.len().saturating_sub(MAX_FACTS);
+        ctx.key_facts.drain(..excess);
+        ctx.last_intent = Some(intent.to_owned());
+        ctx.turn_count += 1;
+        ctx.updated_at = self.engine.now();
+        let mut tokens = (0, 0);
+        if let Some(llm) = self.engine.llm()
+            && ctx.turn_count % SUMMARY_EVERY == 0
+        {
+            let request = CompletionRequest {
+                system: "Resuma em 2 ou 3 frases, em português, o contexto desta conversa de atendimento de vale-transporte. \
+                         Nunca escreva números de cartão completos."
+                    .into(),
+                messages: vec![ChatMessage::user(format!(
+                    "Resumo anterior: {}\nFatos recentes:\n{}",
+                    ctx.summary.as_deref().unwrap_or("nenhum"),
+                    ctx.key_facts.join("\n")
+                ))],
+                tools: Vec::new(),
+                max_tokens: Some(150),
+            };
+            match llm.complete(&request).await {
+                Ok(c) => {
+                    ctx.summary = c.text.map(|t| mask_cards_in(&t));
+                    tokens = (c.usage.input_tokens, c.usage.output_tokens);
+                }
+                Err(e) => tracing::warn!(error = %e, "context summary failed; keeping the previous one"),
+            }
+        }
+        (ctx, tokens)
+    }
+
+    /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
+    pub(super) async fn persist(&self, record: TurnRecord<'_>) -> bool {
+        let policy = self.engine.config().persist_retry;
+        let now = self.engine.now();
+        let out = retry(
+            policy,
+            |_: &StoreError| true,
+            |_| None,
+            |_| self.store.save_turn(record, now),
+        )
+        .await;
+        if let Err(e) = &out.result {
+            tracing::error!(
+                execucao_id = %record.execution.execucao_id,
+                attempts = out.attempts,
+                error = %e,
+                "turn could not be persisted"
+            );
+        }
+        out.result.is_ok()
+    }
+}
+
+/// One outbox item per reply, addressed to the channel the message came from.
+fn replies_outbox(
+    conv: &Conversation,
+    msg: &Inbound,
+    outcome: &TurnOutcome,
+    now: DateTime<Utc>,
+) -> Vec<NewOutboxItem> {
+    let status = match msg.delivery {
+        Delivery::Inline => OutboxStatus::Done,
+        Delivery::Outbox => OutboxStatus::Pending,
+    };
+    outcome
+        .replies
+        .iter()
+        .map(|r| NewOutboxItem {
+            kind: "reply".into(),
+            destination: msg.user.channel.clone(),
+            payload: json!({
+                "conversation_id": conv.id,
+                "user_id": msg.user.user_id,
+                "text": r.text,
+                "files": r.files,
+                "reply_to": msg.channel_message_id,
+            }),
+            max_attempts: REPLY_ATTEMPTS,
+            next_attempt_at: now,
+            conversation_id: Some(conv.id.clone()),
+            status,
+        })
+        .collect()
+}
+
+fn default_tag(outcome: &TurnOutcome) -> IntentTag {
+    if outcome.model_calls() > 0 {
+        IntentTag::new("general_chat", "reasoning", false)
+    } else {
+        IntentTag::new("ajuda", "deterministic", false)
+    }
+}

@@ -1,0 +1,326 @@
+//! The conversation service: the one path every inbound message takes, whatever channel brought it.
+//! Each step is a named function a reader (and a trace span) can point at:
+//!
+//! 1. **accept** ([`accept`]) — the channel's message id is checked for a redelivery and the message is
+//!    stored *before* anything acts on it (the conversation's row too, when it is new);
+//! 2. **route** ([`route`]) — the router (zero tokens, or a micro call) decides how the turn starts;
+//! 3. **run** — [`Engine::run_turn_from`];
+//! 4. **commit** ([`commit`]) — one transaction: conversation, messages, execution, events, usage,
+//!    compressed context, the flow runs the turn's tools started, and one outbox item per reply;
+//! 5. **deliver** — replies to the terminal and HTTP go back in the answer itself (their outbox items
+//!    are written as delivered); channels that send on their own are served by the outbox worker
+//!    ([`crate::outbox`]).
+//!
+//! Turns of one conversation run one at a time (the store's turn lock, held from accept to commit),
+//! so messages are stored in the order they are processed.
+
+mod accept;
+mod commit;
+mod route;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+
+use crate::engine::{
+    CONTEXT_MEMORY_KEY, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus, Participant,
+    Reply, TurnOutcome, TurnStart,
+};
+use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
+use crate::llm::ChatMessage;
+use crate::router::Router;
+use crate::store::{Store, StoreError, TurnRecord, UsageRecord};
+
+pub use route::Routing;
+
+/// Longer messages are answered with a clear refusal instead of being processed.
+pub const MAX_MESSAGE_CHARS: usize = 4_000;
+
+/// How a channel gets its replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delivery {
+    /// In the answer to the request itself (terminal, HTTP): the outbox item is written as delivered.
+    #[default]
+    Inline,
+    /// By the outbox worker, through the channel's sender (Mattermost, WhatsApp).
+    Outbox,
+}
+
+/// An inbound message, already free of any channel's wire format.
+#[derive(Debug, Clone, Default)]
+pub struct Inbound {
+    pub agent_id: String,
+    /// `None` starts a new conversation; an unknown id starts one with that id.
+    pub conversation_id: Option<String>,
+    /// The tenant a new conversation belongs to (an API key's); the terminal's is `default`.
+    pub tenant_id: Option<String>,
+    pub user: Participant,
+    pub text: String,
+    /// The channel's own id of this message: a redelivery with the same id is not processed twice.
+    pub channel_message_id: Option<String>,
+    pub delivery: Delivery,
+}
+
+/// How the router classified a turn, for the usage metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentTag {
+    pub intent_key: String,
+    pub action_type: String,
+    pub keyword_matched: bool,
+}
+
+impl IntentTag {
+    pub fn new(intent_key: &str, action_type: &str, keyword_matched: bool) -> Self {
+        Self {
+            intent_key: intent_key.into(),
+            action_type: action_type.into(),
+            keyword_matched,
+        }
+    }
+
+    /// The usage record of a turn with this classification.
+    fn usage(
+        &self,
+        conversation_id: &str,
+        tokens: (u64, u64),
+        time_ms: u128,
+        at: DateTime<Utc>,
+    ) -> UsageRecord {
+        UsageRecord {
+            conversation_id: conversation_id.to_owned(),
+            intent_key: self.intent_key.clone(),
+            action_type: self.action_type.clone(),
+            tokens_input: tokens.0 as i64,
+            tokens_output: tokens.1 as i64,
+            execution_time_ms: time_ms as i64,
+            was_keyword_matched: self.keyword_matched,
+            created_at: at,
+        }
+    }
+}
+
+/// What the channel sends back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handled {
+    pub conversation_id: String,
+    pub replies: Vec<Reply>,
+    pub execucao_id: Option<String>,
+    pub ended: bool,
+    /// `false` when the turn ran but its record could not be written (already logged).
+    pub persisted: bool,
+    /// The router's intent, when the agent is routed.
+    pub intent: Option<String>,
+    /// Everything this turn cost, routing and summary included: `(input, output)`.
+    pub tokens: (u64, u64),
+    /// The channel delivered this message before: it was not processed again.
+    pub duplicate: bool,
+}
+
+impl Handled {
+    pub fn reply_text(&self) -> String {
+        Reply::join(&self.replies)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The user's message could not be stored, so it was not processed: the user must be told.
+    #[error("não foi possível registrar sua mensagem agora; nada foi feito. Tente de novo em instantes")]
+    NotRecorded(#[source] StoreError),
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    #[error("a conversa {id} pertence ao agente {agent}, não a {requested}")]
+    AgentMismatch {
+        id: String,
+        agent: String,
+        requested: String,
+    },
+    /// The conversation belongs to another tenant (said as "not found" by the HTTP layer).
+    #[error("a conversa {0} não existe")]
+    NotFound(String),
+}
+
+pub struct ConversationService {
+    engine: Arc<Engine>,
+    store: Arc<dyn Store>,
+    router: Option<Router>,
+}
+
+impl ConversationService {
+    pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
+        Self {
+            engine,
+            store,
+            router: None,
+        }
+    }
+
+    /// Routes the router's agent's messages before any model.
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
+        self
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Handles one user message end to end: accept → route → run → commit, under the conversation's
+    /// turn lock.
+    #[tracing::instrument(name = "inbound", skip_all, fields(agent = %msg.agent_id, channel = %msg.user.channel))]
+    pub async fn handle(&self, msg: Inbound) -> Result<Handled, ServiceError> {
+        if self.engine.catalog().agent(&msg.agent_id).is_none() {
+            return Err(EngineError::UnknownAgent(msg.agent_id).into());
+        }
+        let id = msg
+            .conversation_id
+            .clone()
+            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let lock = self
+            .store
+            .lock_conversation(&id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let result = self.turn(id, &msg).await;
+        // Released here on every path, errors included, so the next turn never waits for a lease.
+        lock.release().await;
+        result
+    }
+
+    async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
+        let now = self.engine.now();
+        let Some(mut conv) = self.accept(&id, msg, now).await? else {
+            return Ok(Handled {
+                conversation_id: id,
+                replies: Vec::new(),
+                execucao_id: None,
+                ended: false,
+                persisted: true,
+                intent: None,
+                tokens: (0, 0),
+                duplicate: true,
+            });
+        };
+        let started = Instant::now();
+        if let Some(text) = refusal(&msg.text) {
+            // Not processed at all: the engine never sees it (nor, later, the model in the window).
+            let outcome = self.refused(&conv, &msg.text, text);
+            let routing = Routing::refusal();
+            return Ok(self.commit(&mut conv, msg, outcome, routing, started, now).await);
+        }
+        // The compressed context stands in for the older history in the prompt.
+        if let Some(c) = self.store.context(&id).await.ok().flatten() {
+            conv.memory.insert(
+                CONTEXT_MEMORY_KEY.into(),
+                serde_json::json!({"resumo": c.summary, "fatos": c.key_facts}),
+            );
+        }
+        let (start, routing) = self.route(&mut conv, &msg.text).await;
+        let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
+        Ok(self.commit(&mut conv, msg, outcome, routing, started, now).await)
+    }
+
+    /// The outcome of a message that is answered without being processed. Its first message is the
+    /// user's (already stored by accept), as in every outcome.
+    fn refused(&self, conv: &crate::engine::Conversation, user_text: &str, text: String) -> TurnOutcome {
+        let now = self.engine.now();
+        TurnOutcome {
+            execution: ExecutionRecord {
+                execucao_id: self.engine.next_id("exec"),
+                conversation_id: conv.id.clone(),
+                agent_id: conv.agent_id.clone(),
+                status: ExecutionStatus::Concluido,
+                error: None,
+                model_calls: Vec::new(),
+                started_at: now,
+                finished_at: now,
+            },
+            replies: vec![Reply {
+                text: text.clone(),
+                files: Vec::new(),
+            }],
+            events: Vec::new(),
+            messages: vec![ChatMessage::user(user_text), ChatMessage::assistant(text)],
+        }
+    }
+
+    /// Runs the ten-stage flow for one input and stores the run with its stage outputs. Input errors
+    /// come back before anything is written.
+    pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
+        let PreparedFlow {
+            conversation: mut conv,
+            input: sanitized,
+            text,
+        } = crate::flow::prepare(&self.engine, text)?;
+        let now = self.engine.now();
+        // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
+        self.store
+            .accept_message(&conv, None, &ChatMessage::user(&text), now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        // On record as started before the first external call: a killed run stays visible.
+        let execucao_id = self.engine.next_id("exec");
+        self.store
+            .begin_flow_run(&execucao_id, &sanitized, now)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let started = Instant::now();
+        let outcome = self
+            .engine
+            .run_turn_as(&mut conv, &text, TurnStart::Model, execucao_id)
+            .await?;
+        let output = flow_output(&outcome);
+        let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
+            &conv.id,
+            (0, 0),
+            started.elapsed().as_millis(),
+            now,
+        );
+        let mut runs = vec![crate::flow::record(&output, sanitized, None, now)];
+        runs.extend(self.inner_flow_runs(&outcome));
+        let record = TurnRecord {
+            conversation: &conv,
+            messages: &outcome.messages[1..],
+            execution: &outcome.execution,
+            events: &outcome.events,
+            usage: Some(&usage),
+            flow_runs: &runs,
+            context: None,
+            outbox: &[],
+        };
+        let persisted = self.persist(record).await;
+        Ok((output, persisted))
+    }
+}
+
+/// A reply for messages that are not processed at all.
+fn refusal(text: &str) -> Option<String> {
+    let chars = text.chars().count();
+    if text.trim().is_empty() {
+        return Some("Não recebi nenhum texto. Como posso ajudar com o seu vale-transporte?".into());
+    }
+    // Channels decode bytes that are not UTF-8 into U+FFFD: acting on a message with unreadable
+    // characters could read a card or an amount wrong.
+    if text.contains(char::REPLACEMENT_CHARACTER) {
+        return Some(
+            "Não consegui ler parte da sua mensagem (caracteres inválidos). Pode escrever de novo?".into(),
+        );
+    }
+    (chars > MAX_MESSAGE_CHARS).then(|| {
+        format!(
+            "Sua mensagem tem {chars} caracteres e o limite é {MAX_MESSAGE_CHARS}. Pode resumir o que precisa em uma mensagem mais curta?"
+        )
+    })
+}
+
+/// The tenant of a new conversation.
+fn tenant_of(msg: &Inbound) -> String {
+    msg.tenant_id.clone().unwrap_or_else(|| DEFAULT_TENANT.to_owned())
+}

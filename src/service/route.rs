@@ -1,0 +1,101 @@
+//! Step 2, **route**: the router decides how the turn starts — an action with known arguments, a fixed
+//! reply (a question for a missing parameter, help), a plan for a composite request, or the model —
+//! and what the turn is, for the usage metrics. Conversations of agents without a router go to the
+//! model.
+
+use serde_json::Value;
+
+use super::{ConversationService, IntentTag};
+use crate::engine::{Conversation, TurnStart};
+use crate::router::{Route, STATE_AGUARDANDO};
+
+/// What routing decided besides the start: the classification and what deciding cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    /// `None` when the agent has no router (tagged from the outcome instead).
+    pub tag: Option<IntentTag>,
+    /// The model was called to classify (not answered from the cache).
+    pub classified: bool,
+    /// Tokens spent routing and planning: `(input, output)`.
+    pub tokens: (u64, u64),
+}
+
+impl Routing {
+    /// A message that was refused before routing.
+    pub(super) fn refusal() -> Self {
+        Self {
+            tag: Some(IntentTag::new("recusa", "deterministic", false)),
+            classified: false,
+            tokens: (0, 0),
+        }
+    }
+}
+
+impl ConversationService {
+    /// Routes `text` in `conv`; a question for a missing parameter is remembered in its state.
+    pub(super) async fn route(&self, conv: &mut Conversation, text: &str) -> (TurnStart, Routing) {
+        let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
+            let routing = Routing {
+                tag: None,
+                classified: false,
+                tokens: (0, 0),
+            };
+            return (TurnStart::Model, routing);
+        };
+        let decision = router.route(text, conv).await;
+        let mut tokens = decision.tokens;
+        let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
+        let start = match decision.route {
+            Route::Ask { question, awaiting } => {
+                conv.state.insert(
+                    STATE_AGUARDANDO.into(),
+                    serde_json::to_value(awaiting).unwrap_or(Value::Null),
+                );
+                TurnStart::Reply(question)
+            }
+            route => {
+                conv.state.remove(STATE_AGUARDANDO);
+                match route {
+                    Route::Action { action, arguments } => TurnStart::Action {
+                        name: action,
+                        arguments,
+                    },
+                    Route::Reply { text } => TurnStart::Reply(text),
+                    Route::Plan => {
+                        let (reply, used) = self.plan(conv, text, &decision.intent).await;
+                        tokens = (tokens.0 + used.0, tokens.1 + used.1);
+                        TurnStart::Reply(reply)
+                    }
+                    Route::Model | Route::Ask { .. } => TurnStart::Model,
+                }
+            }
+        };
+        let routing = Routing {
+            tag: Some(tag),
+            classified: decision.classified,
+            tokens,
+        };
+        (start, routing)
+    }
+
+    /// Plans and executes a hybrid request; the task run is stored (non-critical).
+    async fn plan(&self, conv: &Conversation, text: &str, intent: &str) -> (String, (u64, u64)) {
+        let record = self.router.as_ref().and_then(|r| r.intent(intent));
+        let (Some(llm), Some(record)) = (self.engine.llm(), record) else {
+            return (crate::planner::PLAN_FAILED_REPLY.into(), (0, 0));
+        };
+        let outcome = crate::planner::run(
+            &self.engine,
+            llm.as_ref(),
+            conv,
+            text,
+            record,
+            self.engine.next_id("task"),
+        )
+        .await;
+        if let Err(e) = self.store.save_task_run(&outcome.task).await {
+            tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
+        }
+        (outcome.reply, outcome.tokens)
+    }
+}
