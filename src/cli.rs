@@ -48,6 +48,12 @@ pub enum Command {
     /// was killed); a recharge attempt `enviando` was on its way when its process stopped: rerunning the
     /// same input reuses its idempotency key, so it is never charged twice.
     Flows(FlowsArgs),
+    /// List the outbox: replies waiting to be sent and dead-lettered ones, with the reason; retry one.
+    ///
+    /// Replies to the terminal and HTTP are delivered in the answer itself; the outbox holds those of
+    /// channels that send on their own. A dead-lettered item was tried 5 times (or failed with an error
+    /// no retry fixes): --retry gives it a fresh set of attempts.
+    Outbox(OutboxArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
     /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
@@ -104,6 +110,16 @@ pub struct RunFlowArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct OutboxArgs {
+    /// Give this dead-lettered item a fresh set of attempts.
+    #[arg(long, value_name = "ID")]
+    pub retry: Option<i64>,
+    /// How many items of each kind to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct FlowsArgs {
     /// How many runs and attempts to show.
     #[arg(long, default_value_t = 20)]
@@ -149,6 +165,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, args).await,
         Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Outbox(args) => outbox(&config, args).await,
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
@@ -212,6 +229,23 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
     } else {
         ExitCode::from(EXIT_NOT_CONCLUDED)
     })
+}
+
+async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
+    use crate::store::OutboxStatus;
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    if let Some(id) = args.retry {
+        if store.requeue(id, chrono::Utc::now()).await? {
+            println!("item {id} volta para a fila com novas tentativas");
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("erro: o item {id} não existe ou não está na fila de mortos (status failed)");
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
+    let pending = store.outbox_items(OutboxStatus::Pending, args.limit).await?;
+    let failed = store.outbox_items(OutboxStatus::Failed, args.limit).await?;
+    print!("{}", crate::runs::outbox_report(&pending, &failed));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod engine;
 pub mod flow;
 pub mod llm;
+pub mod outbox;
 pub mod planner;
 pub mod router;
 pub mod runs;

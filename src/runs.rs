@@ -1,13 +1,14 @@
-//! What an operator reads of flow runs and recharge attempts (`vt-agent flows`): interrupted runs
-//! and attempts whose outcome is unknown stand out, cards are masked, keys shown so a rerun can be
-//! matched to what was sent.
+//! What an operator reads from the command line: flow runs and recharge attempts (`vt-agent flows`) —
+//! interrupted runs and attempts whose outcome is unknown stand out, keys shown so a rerun can be matched
+//! to what was sent — and the outbox (`vt-agent outbox`): what waits to be sent and what was
+//! dead-lettered, with the reason. Cards are masked everywhere.
 
 use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_actions::vt::mask_card;
 
-use crate::store::{FlowRunSummary, RechargeAttemptRecord};
+use crate::store::{FlowRunSummary, OutboxItem, RechargeAttemptRecord};
 
 /// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
 const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
@@ -60,6 +61,44 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
                  (ou pedir a mesma recarga) reusa a mesma chave, e o sistema de recarga não cobra duas vezes.\n",
             );
         }
+    }
+    out
+}
+
+/// Pending and dead-lettered outbox items.
+pub fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
+    let mut out = String::new();
+    for (title, items) in [("Na fila", pending), ("Mortos (dead letters)", failed)] {
+        if items.is_empty() {
+            out.push_str(&format!("{title}: nenhum.\n"));
+            continue;
+        }
+        let mut t = table([
+            "id",
+            "canal",
+            "conversa",
+            "tentativas",
+            "próxima",
+            "motivo",
+            "texto",
+        ]);
+        for i in items {
+            let text = i.payload.get("text").and_then(Value::as_str).unwrap_or_default();
+            let text: String = vt_actions::vt::card::mask_cards_in(text)
+                .chars()
+                .take(60)
+                .collect();
+            t.add_row([
+                i.id.to_string(),
+                i.destination.clone(),
+                i.conversation_id.clone().unwrap_or_default(),
+                format!("{}/{}", i.attempts, i.max_attempts),
+                local(i.next_attempt_at),
+                i.last_error.clone().unwrap_or_default(),
+                text,
+            ]);
+        }
+        out.push_str(&format!("{title}:\n{t}\n"));
     }
     out
 }

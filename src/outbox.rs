@@ -1,0 +1,159 @@
+//! Step 5 of the pipeline, **deliver**: the outbox worker sends what turns committed for channels that
+//! deliver on their own (Mattermost, WhatsApp). A channel is a port: it turns its input into an
+//! [`crate::service::Inbound`] and sends one outbox item ([`ChannelSender`]).
+//!
+//! Each item is tried up to its `max_attempts` (the BPMN's channel send: 5×) with a growing backoff (or
+//! the channel's own `Retry-After`), then dead-lettered with the reason; an error no retry can fix is
+//! dead-lettered at once. Items of one conversation go out in order (the store's claim never hands out
+//! an item while an earlier one of its conversation is unfinished). Several workers — several
+//! instances — never send the same item: claims are leased.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+
+use crate::engine::RetryPolicy;
+use crate::store::{OutboxItem, OutboxStatus, Store};
+
+/// Why a send failed, as the channel classifies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// Worth another attempt (a 5xx, a rate limit, a timeout); `after` is the channel's own wait.
+    Retry { reason: String, after: Option<Duration> },
+    /// No retry can fix it (a 4xx, a user outside the messaging window): dead-lettered at once.
+    Permanent(String),
+}
+
+/// One channel's sending half.
+#[async_trait]
+pub trait ChannelSender: Send + Sync {
+    /// The channel items are addressed to (`destination`).
+    fn channel(&self) -> &str;
+    async fn send(&self, item: &OutboxItem) -> Result<(), SendError>;
+}
+
+/// Sends due outbox items through the channels' senders.
+pub struct Worker {
+    store: Arc<dyn Store>,
+    senders: HashMap<String, Arc<dyn ChannelSender>>,
+    policy: RetryPolicy,
+    lease: chrono::Duration,
+    batch: i64,
+    idle: Duration,
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    pub sent: usize,
+    pub retried: usize,
+    pub dead: usize,
+}
+
+impl Worker {
+    /// `policy.backoff_ms` is the first wait; it doubles with every attempt.
+    pub fn new(store: Arc<dyn Store>, policy: RetryPolicy) -> Self {
+        Self {
+            store,
+            senders: HashMap::new(),
+            policy,
+            lease: chrono::Duration::seconds(60),
+            batch: 32,
+            idle: Duration::from_millis(250),
+        }
+    }
+
+    pub fn with_sender(mut self, sender: Arc<dyn ChannelSender>) -> Self {
+        self.senders.insert(sender.channel().to_owned(), sender);
+        self
+    }
+
+    /// How long the worker sleeps when nothing is due.
+    pub fn with_idle(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+
+    /// Whether any channel sends through this worker.
+    pub fn has_senders(&self) -> bool {
+        !self.senders.is_empty()
+    }
+
+    /// Claims what is due and tries to send each item once.
+    pub async fn pass(&self) -> Pass {
+        let now = Utc::now();
+        let items = match self.store.claim(self.batch, now, self.lease).await {
+            Ok(items) => items,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox could not be read; trying again later");
+                return Pass::default();
+            }
+        };
+        let mut pass = Pass::default();
+        for item in items {
+            let outcome = match self.senders.get(&item.destination) {
+                Some(sender) => sender.send(&item).await,
+                None => Err(SendError::Permanent(format!(
+                    "no channel {:?} is configured to send it",
+                    item.destination
+                ))),
+            };
+            if let Err(e) = self.settle(&item, outcome, &mut pass).await {
+                tracing::error!(item = item.id, error = %e, "outbox item could not be settled; its lease will expire");
+            }
+        }
+        pass
+    }
+
+    async fn settle(
+        &self,
+        item: &OutboxItem,
+        outcome: Result<(), SendError>,
+        pass: &mut Pass,
+    ) -> Result<(), crate::store::StoreError> {
+        match outcome {
+            Ok(()) => {
+                self.store.ack(item.id).await?;
+                pass.sent += 1;
+            }
+            Err(SendError::Permanent(reason)) => {
+                let reason = vt_actions::redact::secrets(&reason).into_owned();
+                tracing::warn!(item = item.id, %reason, "outbox item dead-lettered");
+                self.store.dead_letter(item.id, &reason).await?;
+                pass.dead += 1;
+            }
+            Err(SendError::Retry { reason, after }) => {
+                let reason = vt_actions::redact::secrets(&reason).into_owned();
+                let exponent = u32::try_from(item.attempts.max(1) - 1).unwrap_or(0).min(10);
+                let backoff = self.policy.backoff() * 2u32.pow(exponent);
+                let wait = after.map_or(backoff, |a| a.max(backoff));
+                let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                match self.store.retry_later(item.id, &reason, at).await? {
+                    OutboxStatus::Failed => {
+                        tracing::warn!(item = item.id, %reason, "outbox item dead-lettered after its last attempt");
+                        pass.dead += 1;
+                    }
+                    _ => pass.retried += 1,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs passes until `shutdown` resolves; the pass in progress is finished first.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let pass = self.pass().await;
+            let busy = pass.sent + pass.retried + pass.dead > 0;
+            let wait = if busy { Duration::ZERO } else { self.idle };
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
