@@ -42,6 +42,12 @@ pub enum Command {
     /// the outcome and the exit code follows it: 0 `concluido`; 3 `pendente` or `falhou` (the JSON is
     /// still printed); 2 invalid input (one line on stderr, nothing run); 1 internal error.
     RunFlow(RunFlowArgs),
+    /// Serve the HTTP API: conversations, the flow, health, metrics and OpenAPI.
+    ///
+    /// Listens on 127.0.0.1:8080 unless --addr (or VT_HTTP_ADDR, or [http] addr) says otherwise. With
+    /// no API key configured ([[http.api_keys]]) it serves loopback only. Ctrl-C or SIGTERM stops it
+    /// gracefully: no new connections, requests in flight answered, then exit 0.
+    Serve(ServeArgs),
     /// List recent flow runs and recharge attempts, interrupted ones included.
     ///
     /// A run that started and never finished shows as `em_andamento` (still running, or its process
@@ -110,6 +116,13 @@ pub struct RunFlowArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on, e.g. 127.0.0.1:8080 (0 as the port picks a free one).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct OutboxArgs {
     /// Give this dead-lettered item a fresh set of attempts.
     #[arg(long, value_name = "ID")]
@@ -166,6 +179,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::RunFlow(args) => run_flow(&config, args).await,
         Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::Outbox(args) => outbox(&config, args).await,
+        Command::Serve(args) => serve(config, args).await,
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
@@ -229,6 +243,80 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
     } else {
         ExitCode::from(EXIT_NOT_CONCLUDED)
     })
+}
+
+async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = args.addr {
+        config.http.addr = addr;
+    }
+    let Ok(addr) = config.http.addr.parse::<std::net::SocketAddr>() else {
+        eprintln!(
+            "erro: endereço inválido em --addr / VT_HTTP_ADDR / [http] addr (use HOST:PORTA, ex.: 127.0.0.1:8080)"
+        );
+        return Ok(ExitCode::from(EXIT_INPUT));
+    };
+    if config.http.api_keys.is_empty() && !addr.ip().is_loopback() {
+        eprintln!(
+            "erro: sem chaves de API configuradas ([[http.api_keys]]) o serviço só atende em loopback \
+             (127.0.0.1 ou ::1); configure chaves para escutar em {}",
+            addr.ip()
+        );
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
+    let app = App::start(&config, None).await?;
+    let service = std::sync::Arc::new(app.service);
+    let state = crate::http::AppState::new(service.clone(), config.http.clone());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr()?;
+    let access = if state.is_open() {
+        "sem chaves de API: aberto, só em loopback"
+    } else {
+        "chaves de API exigidas"
+    };
+    eprintln!("vt-agent serve em http://{bound} ({access}). Ctrl-C ou SIGTERM para parar.");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
+    let worker = worker.has_senders().then(|| {
+        let mut rx = stop_rx.clone();
+        tokio::spawn(worker.run(async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }))
+    });
+    crate::http::serve(listener, state, async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    })
+    .await?;
+    if let Some(worker) = worker {
+        let _ = worker.await;
+    }
+    eprintln!("vt-agent serve parou: pedidos em andamento concluídos.");
+    drop(app.simulator);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C, or SIGTERM where there is one.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }
 
 async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {

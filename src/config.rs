@@ -58,6 +58,8 @@ pub struct Config {
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
+    /// `vt-agent serve`: address, limits, API keys.
+    pub http: crate::http::HttpConfig,
 }
 
 /// The embedded simulator, when it is used.
@@ -81,6 +83,7 @@ impl Default for Config {
             systems: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
+            http: crate::http::HttpConfig::default(),
         }
     }
 }
@@ -268,6 +271,9 @@ impl Config {
         if let Some(v) = get("VT_MAX_MODEL_CALLS") {
             config.engine.max_model_calls = parse("VT_MAX_MODEL_CALLS", v)?;
         }
+        if let Some(v) = get("VT_HTTP_ADDR") {
+            config.http.addr = v;
+        }
         if let Some(v) = get("VT_TURN_TIMEOUT_MS") {
             config.engine.turn_timeout_ms = parse("VT_TURN_TIMEOUT_MS", v)?;
         }
@@ -314,6 +320,9 @@ impl Config {
         }
         if self.engine.turn_timeout_ms == 0 {
             return invalid("engine.turn_timeout_ms", "must be at least 1");
+        }
+        if let Err((field, message)) = self.http.validate() {
+            return invalid(&field, message);
         }
         Ok(())
     }

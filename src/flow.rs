@@ -26,7 +26,7 @@ use crate::store::{FlowRunRecord, Store, StoreJournal};
 pub const FLOW_AGENT: &str = "vt_fluxo";
 
 /// How a flow run ended, as its caller needs to know: did it reach its outcome?
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FlowStatus {
     /// The flow reached its outcome: the balance was read (and the recharge, if asked, approved).
@@ -48,18 +48,22 @@ impl FlowStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FlowOutput {
     pub execucao_id: String,
     pub status: FlowStatus,
     pub etapas: Vec<Etapa>,
     /// The last stage's output.
+    #[schema(value_type = Object)]
     pub resultado: Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Etapa {
+    /// The stage id (`rf01_preparar_consulta` … `rf10_enviar_notificacao_recarga`).
     pub etapa: String,
+    /// The stage's output, in the PRD's shape.
+    #[schema(value_type = Object)]
     pub saida: Value,
 }
 

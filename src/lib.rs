@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod flow;
+pub mod http;
 pub mod llm;
 pub mod outbox;
 pub mod planner;

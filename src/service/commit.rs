@@ -74,6 +74,7 @@ impl ConversationService {
             intent: routed_intent,
             tokens,
             duplicate: false,
+            awaiting_confirmation: vt_actions::tools::RecargaPendente::id_in(&conv.state),
         }
     }
 

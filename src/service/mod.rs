@@ -115,6 +115,9 @@ pub struct Handled {
     pub tokens: (u64, u64),
     /// The channel delivered this message before: it was not processed again.
     pub duplicate: bool,
+    /// The id of the recharge waiting for this user's confirmation after the turn, if any: channels
+    /// offer "confirm / cancel" buttons for it.
+    pub awaiting_confirmation: Option<String>,
 }
 
 impl Handled {
@@ -206,6 +209,7 @@ impl ConversationService {
                 intent: None,
                 tokens: (0, 0),
                 duplicate: true,
+                awaiting_confirmation: None,
             });
         };
         let started = Instant::now();

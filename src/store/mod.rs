@@ -357,6 +357,9 @@ pub trait Store: Send + Sync {
         key: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// Settles a record put as "in progress": stores the final response, or (`None`) removes the
+    /// record so the request can be made again.
+    async fn settle_idempotency(&self, key: &str, response: Option<&Value>) -> Result<(), StoreError>;
 
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError>;
     /// Takes up to `limit` due items (pending, or in flight past their lease) and leases them until

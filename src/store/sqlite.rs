@@ -675,6 +675,25 @@ impl Store for SqliteStore {
         row.map(|r| idempotency_from(&r)).transpose()
     }
 
+    async fn settle_idempotency(&self, key: &str, response: Option<&Value>) -> Result<(), StoreError> {
+        match response {
+            Some(r) => {
+                sqlx::query("UPDATE idempotency_records SET response = ? WHERE key = ?")
+                    .bind(json(r)?)
+                    .bind(key)
+                    .execute(&self.pool)
+                    .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM idempotency_records WHERE key = ?")
+                    .bind(key)
+                    .execute(&self.pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         let mut conn = self.pool.acquire().await?;
         Self::insert_outbox(&mut conn, item, now).await

@@ -115,3 +115,133 @@ async fn a_conversation_of_another_tenant_is_not_found() {
     let conv = h.store.conversation("t1").await.expect("read").expect("stored");
     assert_eq!(conv.tenant_id, "empresa-a");
 }
+
+/// A channel on loopback HTTP (the fake answers what it is told, in order): 2xx delivered, 5xx and 429
+/// retried, other 4xx final — the classification every real channel of the next step makes.
+struct HttpChannel {
+    client: reqwest::Client,
+    url: String,
+}
+
+#[async_trait::async_trait]
+impl vt_agent::outbox::ChannelSender for HttpChannel {
+    fn channel(&self) -> &str {
+        "loopback"
+    }
+
+    async fn send(&self, item: &vt_agent::store::OutboxItem) -> Result<(), vt_agent::outbox::SendError> {
+        use vt_agent::outbox::SendError;
+        let r = self
+            .client
+            .post(&self.url)
+            .json(&item.payload)
+            .send()
+            .await
+            .map_err(|e| SendError::Retry {
+                reason: e.to_string(),
+                after: None,
+            })?;
+        match r.status().as_u16() {
+            200..=299 => Ok(()),
+            s @ (429 | 500..=599) => Err(SendError::Retry {
+                reason: format!("http {s}"),
+                after: None,
+            }),
+            s => Err(SendError::Permanent(format!("http {s}"))),
+        }
+    }
+}
+
+fn queued(conv: &str, n: i32) -> vt_agent::store::NewOutboxItem {
+    vt_agent::store::NewOutboxItem {
+        kind: "reply".into(),
+        destination: "loopback".into(),
+        payload: serde_json::json!({"text": format!("resposta {n}")}),
+        max_attempts: 5,
+        next_attempt_at: chrono::Utc::now(),
+        conversation_id: Some(conv.into()),
+        status: OutboxStatus::Pending,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_order() {
+    use crate::support::FakeServer;
+    use serde_json::json;
+    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    // Item 1: 503, 503, then 200. Item 2 (same conversation) waits, then 200. Item 3: 500 five times.
+    // Item 4: 400, final at once.
+    let fake = FakeServer::start(vec![
+        (503, vec![], json!({})),
+        (503, vec![], json!({})),
+        (200, vec![], json!({})),
+        (200, vec![], json!({})),
+        (500, vec![], json!({})),
+        (500, vec![], json!({})),
+        (500, vec![], json!({})),
+        (500, vec![], json!({})),
+        (500, vec![], json!({})),
+        (400, vec![], json!({})),
+    ])
+    .await;
+    let now = chrono::Utc::now();
+    let a1 = store.enqueue(&queued("A", 1), now).await.expect("enqueue");
+    let a2 = store.enqueue(&queued("A", 2), now).await.expect("enqueue");
+    let worker = vt_agent::outbox::Worker::new(store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_sender(std::sync::Arc::new(HttpChannel {
+            client: reqwest::Client::new(),
+            url: format!("{}/send", fake.url),
+        }));
+    for _ in 0..10 {
+        worker.pass().await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let texts: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| r.body["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        ["resposta 1", "resposta 1", "resposta 1", "resposta 2"],
+        "in order, 1 before 2"
+    );
+    for id in [a1, a2] {
+        let item = store.outbox_item(id).await.expect("read").expect("item");
+        assert_eq!(item.status, OutboxStatus::Done);
+    }
+    let b = store
+        .enqueue(&queued("B", 1), chrono::Utc::now())
+        .await
+        .expect("enqueue");
+    for _ in 0..20 {
+        worker.pass().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let dead = store.outbox_item(b).await.expect("read").expect("item");
+    assert_eq!((dead.status, dead.attempts), (OutboxStatus::Failed, 5));
+    assert_eq!(dead.last_error.as_deref(), Some("http 500"));
+    let c = store
+        .enqueue(&queued("C", 1), chrono::Utc::now())
+        .await
+        .expect("enqueue");
+    worker.pass().await;
+    let final_error = store.outbox_item(c).await.expect("read").expect("item");
+    assert_eq!(
+        (final_error.status, final_error.attempts),
+        (OutboxStatus::Failed, 1),
+        "a 400 is not retried"
+    );
+    assert_eq!(
+        store
+            .outbox_items(OutboxStatus::Failed, 10)
+            .await
+            .expect("dead")
+            .len(),
+        2
+    );
+}

@@ -405,6 +405,9 @@ impl Store for Flaky {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.idempotency(k, now).await
     }
+    async fn settle_idempotency(&self, k: &str, r: Option<&serde_json::Value>) -> Result<(), StoreError> {
+        self.inner.settle_idempotency(k, r).await
+    }
     async fn enqueue(&self, i: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         self.inner.enqueue(i, now).await
     }

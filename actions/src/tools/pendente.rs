@@ -37,6 +37,15 @@ impl RecargaPendente {
             .and_then(|v| serde_json::from_value(v).ok())
     }
 
+    /// The id of the recharge waiting in a conversation's `state`, if one is.
+    pub fn id_in(state: &serde_json::Map<String, Value>) -> Option<String> {
+        state
+            .get(STATE_PENDENTE)
+            .and_then(|v| v.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }

@@ -1,0 +1,142 @@
+//! Who is calling: `Authorization: Bearer <key>`, looked up by its SHA-256 among the configured keys
+//! (the key itself is never stored), each with a name, a tenant and a role. A key reaches only its
+//! tenant's conversations. With no key configured the service is open — and `serve` then binds only
+//! to loopback.
+
+use std::collections::HashMap;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::engine::DEFAULT_TENANT;
+
+/// What a key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A company's system: its own tenant's conversations and flows.
+    Client,
+    /// A support agent: besides the client's, looks cards up (next steps).
+    Support,
+    /// An operator: everything, the outbox and the console included.
+    Admin,
+}
+
+/// A key as configured: `[[http.api_keys]] name = "…", sha256 = "…", tenant = "…", role = "…"`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    pub name: String,
+    /// Hex SHA-256 of the key: `printf %s "$KEY" | sha256sum`.
+    pub sha256: String,
+    pub tenant: String,
+    pub role: Role,
+}
+
+/// The caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The key's name (`local` without keys): what rate limits and logs count by.
+    pub name: String,
+    pub tenant: String,
+    pub role: Role,
+}
+
+/// The configured keys, by hash.
+#[derive(Debug, Clone, Default)]
+pub struct ApiKeys {
+    by_hash: HashMap<String, Caller>,
+}
+
+/// The hex SHA-256 of a key, as configured.
+pub fn hash(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+impl ApiKeys {
+    pub fn new(keys: &[ApiKeyConfig]) -> Self {
+        Self {
+            by_hash: keys
+                .iter()
+                .map(|k| {
+                    let caller = Caller {
+                        name: k.name.clone(),
+                        tenant: k.tenant.clone(),
+                        role: k.role,
+                    };
+                    (k.sha256.to_ascii_lowercase(), caller)
+                })
+                .collect(),
+        }
+    }
+
+    /// No key configured: the service is open (and bound to loopback only).
+    pub fn is_open(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
+    /// The caller a request's `Authorization` header stands for.
+    pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
+        if self.is_open() {
+            return Ok(Caller {
+                name: "local".into(),
+                tenant: DEFAULT_TENANT.into(),
+                role: Role::Admin,
+            });
+        }
+        let key = authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(ApiError::unauthorized)?;
+        // The lookup is by hash: comparing digests leaks nothing usable about the key through timing.
+        self.by_hash
+            .get(&hash(key))
+            .cloned()
+            .ok_or_else(ApiError::unauthorized)
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let caller = state.keys.caller(header)?;
+        state.limit(&caller)?;
+        Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_found_by_its_hash_and_nothing_else() {
+        let keys = ApiKeys::new(&[ApiKeyConfig {
+            name: "empresa-a".into(),
+            sha256: hash("segredo-da-empresa-a"),
+            tenant: "a".into(),
+            role: Role::Client,
+        }]);
+        let caller = keys.caller(Some("Bearer segredo-da-empresa-a")).expect("known");
+        assert_eq!((caller.tenant.as_str(), caller.role), ("a", Role::Client));
+        for bad in [
+            None,
+            Some("Bearer "),
+            Some("segredo-da-empresa-a"),
+            Some("Bearer outro"),
+        ] {
+            assert_eq!(keys.caller(bad).expect_err("refused").status, 401, "{bad:?}");
+        }
+        assert!(ApiKeys::new(&[]).caller(None).is_ok(), "no keys: open");
+    }
+}

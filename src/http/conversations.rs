@@ -1,0 +1,254 @@
+//! `/v1/conversations`: start one, send it a message and get the replies, read it back (cards masked).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use vt_actions::vt::card::mask_cards_in;
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorBody};
+use super::json::ApiJson;
+use crate::app::CHAT_AGENT;
+use crate::engine::Participant;
+use crate::llm::ChatMessage;
+use crate::service::{Delivery, Inbound};
+
+/// The channel name HTTP conversations are recorded under.
+const CHANNEL: &str = "http";
+/// Conversation ids are the caller's choice, within reason.
+const MAX_ID_CHARS: usize = 128;
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    /// Who is talking; optional.
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// The caller's id for the person.
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Created {
+    pub conversation_id: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageRequest {
+    /// What the person wrote.
+    pub text: String,
+    pub user: User,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageResponse {
+    pub conversation_id: String,
+    pub replies: Vec<ReplyOut>,
+    /// The conversation ended with this turn.
+    pub ended: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplyOut {
+    pub text: String,
+    /// Quick answers to offer (a recharge's confirm / cancel): send the `id` back as the next text.
+    pub buttons: Vec<Button>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Button {
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationView {
+    pub conversation_id: String,
+    pub ended: bool,
+    /// The person's messages and the agent's replies, in order; cards masked.
+    pub messages: Vec<MessageView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageView {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+    pub at: DateTime<Utc>,
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.chars().count() <= MAX_ID_CHARS
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "id",
+            format!("use até {MAX_ID_CHARS} letras, dígitos, '-', '_', '.' ou ':'"),
+        ))
+    }
+}
+
+fn participant(user: Option<&User>) -> Participant {
+    let id = user.map_or_else(|| "http".to_owned(), |u| u.id.clone());
+    Participant {
+        user_login: user.and_then(|u| u.name.clone()).unwrap_or_else(|| id.clone()),
+        user_id: id,
+        channel: CHANNEL.into(),
+    }
+}
+
+/// Start a conversation.
+#[utoipa::path(post, path = "/v1/conversations", request_body(content = Option<NewConversation>),
+    responses((status = 201, body = Created), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<NewConversation>,
+) -> Result<(StatusCode, Json<Created>), ApiError> {
+    let service = &state.service;
+    let mut conv = service
+        .engine()
+        .start_conversation(CHAT_AGENT, participant(body.user.as_ref()))
+        .map_err(|e| ApiError::internal("conversation could not start", &e))?;
+    conv.tenant_id = caller.tenant;
+    service
+        .store()
+        .save_conversation(&conv, service.engine().now())
+        .await
+        .map_err(|e| ApiError::internal("conversation could not be stored", &e))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Created {
+            conversation_id: conv.id,
+        }),
+    ))
+}
+
+/// Send a message and get the replies; an unknown id starts that conversation.
+#[utoipa::path(post, path = "/v1/conversations/{id}/messages", request_body = MessageRequest,
+    params(("id" = String, Path, description = "The conversation")),
+    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody), (status = 503, body = ErrorBody), (status = 504, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn message(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<MessageRequest>,
+) -> Result<Json<MessageResponse>, ApiError> {
+    check_id(&id)?;
+    let msg = Inbound {
+        agent_id: CHAT_AGENT.into(),
+        conversation_id: Some(id),
+        tenant_id: Some(caller.tenant),
+        user: participant(Some(&body.user)),
+        text: body.text,
+        channel_message_id: None,
+        delivery: Delivery::Inline,
+    };
+    let service = state.service.clone();
+    let started = std::time::Instant::now();
+    let handled = state
+        .run(async move { service.handle(msg).await })
+        .await?
+        .map_err(ApiError::from)?;
+    state
+        .metrics
+        .turn(handled.tokens, started.elapsed().as_secs_f64());
+    let buttons = || {
+        vec![
+            Button {
+                id: "sim".into(),
+                title: "Confirmar".into(),
+            },
+            Button {
+                id: "não".into(),
+                title: "Cancelar".into(),
+            },
+        ]
+    };
+    let last = handled.replies.len().saturating_sub(1);
+    let replies = handled
+        .replies
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ReplyOut {
+            text: r.text.clone(),
+            buttons: if i == last && handled.awaiting_confirmation.is_some() {
+                buttons()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    Ok(Json(MessageResponse {
+        conversation_id: handled.conversation_id,
+        replies,
+        ended: handled.ended,
+    }))
+}
+
+/// Read a conversation: its messages in order, cards masked.
+#[utoipa::path(get, path = "/v1/conversations/{id}",
+    params(("id" = String, Path, description = "The conversation")),
+    responses((status = 200, body = ConversationView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationView>, ApiError> {
+    check_id(&id)?;
+    let store = state.service.store();
+    let conv = store
+        .conversation(&id)
+        .await
+        .map_err(|e| ApiError::internal("conversation could not be read", &e))?
+        .filter(|c| c.tenant_id == caller.tenant)
+        .ok_or_else(|| ApiError::not_found("a conversa"))?;
+    let messages = store
+        .messages(&id)
+        .await
+        .map_err(|e| ApiError::internal("messages could not be read", &e))?
+        .into_iter()
+        .filter_map(|m| {
+            let (role, text) = match m.message {
+                ChatMessage::User { content } => ("user", content),
+                ChatMessage::Assistant {
+                    content: Some(content),
+                    ..
+                } if !content.trim().is_empty() => ("assistant", content),
+                _ => return None,
+            };
+            Some(MessageView {
+                role: role.into(),
+                text: mask_cards_in(&text),
+                at: m.created_at,
+            })
+        })
+        .collect();
+    Ok(Json(ConversationView {
+        conversation_id: conv.id,
+        ended: conv.ended,
+        messages,
+    }))
+}

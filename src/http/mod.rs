@@ -1,0 +1,214 @@
+//! `vt-agent serve`: the HTTP API (axum) over the conversation pipeline and the flow, with API keys,
+//! limits (body size, rate per key, request time, turns in flight), health, metrics and an OpenAPI
+//! document generated from the same Rust types the handlers use.
+//!
+//! HTTP JSON stops here: handlers turn it into [`crate::service::Inbound`] and flow inputs, and the
+//! service's answers back into JSON. A turn runs in its own task, so a client that goes away, or a
+//! request that times out, never cuts a turn (or a charge) in half: the turn ends and is stored, and
+//! the conversation shows it.
+
+mod auth;
+mod conversations;
+mod error;
+mod flows;
+mod json;
+mod metrics;
+mod ops;
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+pub use auth::{ApiKeyConfig, Caller, Role, hash as key_hash};
+pub use error::ApiError;
+pub use metrics::Metrics;
+
+use crate::service::ConversationService;
+
+/// `[http]` in the configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Where `serve` listens (`--addr`, `VT_HTTP_ADDR`).
+    pub addr: String,
+    /// Larger request bodies get 413.
+    pub body_limit_bytes: usize,
+    /// Requests per minute per API key before 429.
+    pub rate_per_minute: u32,
+    /// A request that takes longer gets 504 (its turn goes on and is stored).
+    pub request_timeout_secs: u64,
+    /// Turns and flows running at once before 503.
+    pub max_turns_in_flight: usize,
+    pub api_keys: Vec<ApiKeyConfig>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:8080".into(),
+            body_limit_bytes: 64 * 1024,
+            rate_per_minute: 600,
+            request_timeout_secs: 30,
+            max_turns_in_flight: 256,
+            api_keys: Vec::new(),
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Checks what parsing cannot; the error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (String, &'static str)> {
+        if self.addr.parse::<SocketAddr>().is_err() {
+            return Err(("http.addr".into(), "must be an address like 127.0.0.1:8080"));
+        }
+        for (field, zero) in [
+            ("http.body_limit_bytes", self.body_limit_bytes == 0),
+            ("http.rate_per_minute", self.rate_per_minute == 0),
+            ("http.request_timeout_secs", self.request_timeout_secs == 0),
+            ("http.max_turns_in_flight", self.max_turns_in_flight == 0),
+        ] {
+            if zero {
+                return Err((field.into(), "must be at least 1"));
+            }
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, k) in self.api_keys.iter().enumerate() {
+            if k.sha256.len() != 64 || !k.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err((
+                    format!("http.api_keys[{i}].sha256"),
+                    "must be 64 hex digits (a SHA-256)",
+                ));
+            }
+            if k.name.trim().is_empty() || !names.insert(k.name.clone()) {
+                return Err((format!("http.api_keys[{i}].name"), "must be present and unique"));
+            }
+            if k.tenant.trim().is_empty() {
+                return Err((format!("http.api_keys[{i}].tenant"), "must be present"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything a handler may use; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Arc<ConversationService>,
+    pub config: Arc<HttpConfig>,
+    keys: Arc<auth::ApiKeys>,
+    limiter: Arc<DefaultKeyedRateLimiter<String>>,
+    turns: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    pub fn new(service: Arc<ConversationService>, config: HttpConfig) -> Self {
+        let per_minute = NonZeroU32::new(config.rate_per_minute).unwrap_or(NonZeroU32::MIN);
+        Self {
+            service,
+            keys: Arc::new(auth::ApiKeys::new(&config.api_keys)),
+            limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(per_minute))),
+            turns: Arc::new(Semaphore::new(config.max_turns_in_flight)),
+            metrics: Arc::new(Metrics::default()),
+            config: Arc::new(config),
+        }
+    }
+
+    /// Whether the service is open (no API key configured).
+    pub fn is_open(&self) -> bool {
+        self.keys.is_open()
+    }
+
+    /// Counts a request against its key's rate.
+    fn limit(&self, caller: &Caller) -> Result<(), ApiError> {
+        self.limiter.check_key(&caller.name).map_err(|not_until| {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            ApiError::rate_limited(wait.as_secs() + 1)
+        })
+    }
+
+    /// Runs `work` (a turn or a flow) in its own task, within the bound of work in flight and the
+    /// request timeout. The task is not cancelled when the caller goes away or time runs out.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self
+            .turns
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::busy())?;
+        let task = tokio::spawn(async move {
+            let out = work.await;
+            drop(permit);
+            out
+        });
+        let timeout = Duration::from_secs(self.config.request_timeout_secs);
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(join)) => Err(ApiError::internal("request task failed", &join)),
+            Err(_) => Err(ApiError::timeout()),
+        }
+    }
+}
+
+/// The API's routes.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.body_limit_bytes;
+    Router::new()
+        .route("/v1/conversations", post(conversations::create))
+        .route("/v1/conversations/{id}", get(conversations::show))
+        .route("/v1/conversations/{id}/messages", post(conversations::message))
+        .route("/v1/flows/vt", post(flows::run))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/v1/openapi.json", get(ops::openapi))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), log_request))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("esta rota")
+}
+
+/// One line per request at debug, one at warn for a 5xx; never the body.
+async fn log_request(State(_): State<AppState>, req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let started = std::time::Instant::now();
+    let response = next.run(req).await.into_response();
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_millis() as u64;
+    if status >= 500 {
+        tracing::warn!(%method, %path, status, ms, "request failed");
+    } else {
+        tracing::debug!(%method, %path, status, ms, "request");
+    }
+    response
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then stops accepting, lets requests in
+/// flight finish (their turns are stored and their callers answered) and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
