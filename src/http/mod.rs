@@ -46,7 +46,7 @@ pub struct HttpConfig {
     /// Requests per minute per API key before 429.
     pub rate_per_minute: u32,
     /// A request that takes longer gets 504 (its turn goes on and is stored).
-    pub request_timeout_secs: u64,
+    pub request_timeout_ms: u64,
     /// Turns and flows running at once before 503.
     pub max_turns_in_flight: usize,
     pub api_keys: Vec<ApiKeyConfig>,
@@ -58,7 +58,7 @@ impl Default for HttpConfig {
             addr: "127.0.0.1:8080".into(),
             body_limit_bytes: 64 * 1024,
             rate_per_minute: 600,
-            request_timeout_secs: 30,
+            request_timeout_ms: 30_000,
             max_turns_in_flight: 256,
             api_keys: Vec::new(),
         }
@@ -74,7 +74,7 @@ impl HttpConfig {
         for (field, zero) in [
             ("http.body_limit_bytes", self.body_limit_bytes == 0),
             ("http.rate_per_minute", self.rate_per_minute == 0),
-            ("http.request_timeout_secs", self.request_timeout_secs == 0),
+            ("http.request_timeout_ms", self.request_timeout_ms == 0),
             ("http.max_turns_in_flight", self.max_turns_in_flight == 0),
         ] {
             if zero {
@@ -155,7 +155,7 @@ impl AppState {
             drop(permit);
             out
         });
-        let timeout = Duration::from_secs(self.config.request_timeout_secs);
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(join)) => Err(ApiError::internal("request task failed", &join)),

@@ -5,6 +5,7 @@ mod cli;
 mod conversation;
 mod engine;
 mod flow;
+mod http;
 mod pipeline;
 mod processes;
 mod providers;

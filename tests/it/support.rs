@@ -461,3 +461,70 @@ impl ChatHarness {
             .count()
     }
 }
+
+/// `vt-agent serve` in process on `127.0.0.1:0` over a [`chat_harness_on`] world: real HTTP, a real
+/// store, the simulator on loopback. Dropping it does not stop the server; `stop` does, gracefully.
+pub struct Served {
+    pub url: String,
+    pub chat: Arc<ChatHarness>,
+    pub client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+pub async fn serve_on(store: Arc<dyn vt_agent::store::Store>, config: vt_agent::http::HttpConfig) -> Served {
+    let chat = Arc::new(chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await);
+    serve_chat(chat, config).await
+}
+
+pub async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
+    let state = vt_agent::http::AppState::new(chat.service.clone(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(vt_agent::http::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Served {
+        url,
+        chat,
+        client: reqwest::Client::new(),
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Served {
+    pub async fn serve(config: vt_agent::http::HttpConfig) -> Self {
+        let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        );
+        serve_on(store, config).await
+    }
+
+    /// Asks for a graceful stop.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// POSTs `body` to `path` with `key` as the bearer, if any.
+    pub async fn post(&self, path: &str, key: Option<&str>, body: serde_json::Value) -> reqwest::Response {
+        let mut r = self.client.post(format!("{}{path}", self.url)).json(&body);
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send().await.expect("request")
+    }
+
+    pub async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
+        let mut r = self.client.get(format!("{}{path}", self.url));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send().await.expect("request")
+    }
+}
