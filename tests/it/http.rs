@@ -383,3 +383,86 @@ async fn a_graceful_stop_answers_the_turn_in_flight() {
         "the turn was committed before the stop finished"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_charge_once() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let instance = |store: std::sync::Arc<vt_agent::store::PgStore>| {
+        let sim = sim.clone();
+        async move {
+            let chat = crate::support::chat_harness_with(
+                store,
+                None,
+                vt_actions::tools::VtSettings::default(),
+                Some(sim),
+            )
+            .await;
+            crate::support::serve_chat(std::sync::Arc::new(chat), HttpConfig::default()).await
+        }
+    };
+    let (one, two) = (instance(pg.store.clone()).await, instance(pg.second.clone()).await);
+    let (one, two) = (std::sync::Arc::new(one), std::sync::Arc::new(two));
+    let script = ["recarrega 50 no {card} via pix", "sim", "saldo {card}", "sim"];
+    let conversations = (0..8).map(|i| {
+        let (one, two) = (one.clone(), two.clone());
+        tokio::spawn(async move {
+            let card = format!("23456789{i:02}");
+            let id = format!("pg-{i}");
+            let mut replies = Vec::new();
+            for (n, line) in script.iter().enumerate() {
+                // Alternate instances: every message of the conversation goes to the other one.
+                let s = if (n + i) % 2 == 0 { &one } else { &two };
+                let r: Value = s
+                    .post(&format!("/v1/conversations/{id}/messages"), None, says(&line.replace("{card}", &card)))
+                    .await
+                    .json()
+                    .await
+                    .expect("json");
+                replies.push(r["replies"][0]["text"].as_str().unwrap_or_default().to_owned());
+            }
+            (id, card, replies)
+        })
+    });
+    // Meanwhile, both instances answer "sim" to the same recharge at the same moment.
+    let race = {
+        let (one, two) = (one.clone(), two.clone());
+        tokio::spawn(async move {
+            one.post("/v1/conversations/pg-race/messages", None, says("recarrega 70 no 3456789012 via pix"))
+                .await;
+            let path = "/v1/conversations/pg-race/messages";
+            let (a, b) = tokio::join!(one.post(path, None, says("sim")), two.post(path, None, says("sim")));
+            let a: Value = a.json().await.expect("json");
+            let b: Value = b.json().await.expect("json");
+            [a, b]
+                .iter()
+                .filter(|r| r["replies"][0]["text"].as_str().unwrap_or_default().contains("aprovada"))
+                .count()
+        })
+    };
+    for done in futures::future::join_all(conversations).await {
+        let (id, card, replies) = done.expect("join");
+        assert!(replies[0].starts_with("Confirma"), "{id}: {replies:?}");
+        assert!(replies[1].contains("aprovada"), "{id}: {replies:?}");
+        assert!(replies[2].contains("O saldo do cartão"), "{id}: {replies:?}");
+        assert!(replies[3].contains("Não há nenhuma recarga"), "{id}: {replies:?}");
+        assert_eq!(sim.charges(&card), 1, "{id}");
+        let view: Value = one.get(&format!("/v1/conversations/{id}"), None).await.json().await.expect("json");
+        let messages = view["messages"].as_array().expect("messages");
+        let users: Vec<&str> = messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["text"].as_str())
+            .collect();
+        assert_eq!(users.len(), 4, "every message stored once: {view}");
+        assert_eq!(users[1], "sim");
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["user", "assistant"].repeat(4), "replies in order: {view}");
+    }
+    assert_eq!(race.await.expect("join"), 1, "one of the two racing yeses charged");
+    assert_eq!(sim.charges("3456789012"), 1);
+    pg.cleanup().await;
+}

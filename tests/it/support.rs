@@ -395,6 +395,17 @@ pub async fn chat_harness_on(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
+    chat_harness_with(store, llm, vt, None).await
+}
+
+/// [`chat_harness_on`] with a simulator shared with another harness (two instances, one set of
+/// external systems).
+pub async fn chat_harness_with(
+    store: Arc<dyn vt_agent::store::Store>,
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+    shared: Option<vt_actions::systems::Simulator>,
+) -> ChatHarness {
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
@@ -402,9 +413,11 @@ pub async fn chat_harness_on(
             .into(),
     );
     let sim_clock = clock.clone();
-    let sim = Simulator::new(vt_actions::systems::SimulatorConfig {
-        now: Some(Arc::new(move || sim_clock.now())),
-        ..quick_simulator()
+    let sim = shared.unwrap_or_else(|| {
+        Simulator::new(vt_actions::systems::SimulatorConfig {
+            now: Some(Arc::new(move || sim_clock.now())),
+            ..quick_simulator()
+        })
     });
     let running = sim.clone().spawn(0).await.expect("simulator");
     let systems = SystemsConfig {
