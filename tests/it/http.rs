@@ -404,7 +404,10 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
             crate::support::serve_chat(std::sync::Arc::new(chat), HttpConfig::default()).await
         }
     };
-    let (one, two) = (instance(pg.store.clone()).await, instance(pg.second.clone()).await);
+    let (one, two) = (
+        instance(pg.store.clone()).await,
+        instance(pg.second.clone()).await,
+    );
     let (one, two) = (std::sync::Arc::new(one), std::sync::Arc::new(two));
     let script = ["recarrega 50 no {card} via pix", "sim", "saldo {card}", "sim"];
     let conversations = (0..8).map(|i| {
@@ -417,7 +420,11 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
                 // Alternate instances: every message of the conversation goes to the other one.
                 let s = if (n + i) % 2 == 0 { &one } else { &two };
                 let r: Value = s
-                    .post(&format!("/v1/conversations/{id}/messages"), None, says(&line.replace("{card}", &card)))
+                    .post(
+                        &format!("/v1/conversations/{id}/messages"),
+                        None,
+                        says(&line.replace("{card}", &card)),
+                    )
                     .await
                     .json()
                     .await
@@ -431,15 +438,27 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
     let race = {
         let (one, two) = (one.clone(), two.clone());
         tokio::spawn(async move {
-            one.post("/v1/conversations/pg-race/messages", None, says("recarrega 70 no 3456789012 via pix"))
-                .await;
+            one.post(
+                "/v1/conversations/pg-race/messages",
+                None,
+                says("recarrega 70 no 3456789012 via pix"),
+            )
+            .await;
             let path = "/v1/conversations/pg-race/messages";
-            let (a, b) = tokio::join!(one.post(path, None, says("sim")), two.post(path, None, says("sim")));
+            let (a, b) = tokio::join!(
+                one.post(path, None, says("sim")),
+                two.post(path, None, says("sim"))
+            );
             let a: Value = a.json().await.expect("json");
             let b: Value = b.json().await.expect("json");
             [a, b]
                 .iter()
-                .filter(|r| r["replies"][0]["text"].as_str().unwrap_or_default().contains("aprovada"))
+                .filter(|r| {
+                    r["replies"][0]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("aprovada")
+                })
                 .count()
         })
     };
@@ -450,7 +469,12 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
         assert!(replies[2].contains("O saldo do cartão"), "{id}: {replies:?}");
         assert!(replies[3].contains("Não há nenhuma recarga"), "{id}: {replies:?}");
         assert_eq!(sim.charges(&card), 1, "{id}");
-        let view: Value = one.get(&format!("/v1/conversations/{id}"), None).await.json().await.expect("json");
+        let view: Value = one
+            .get(&format!("/v1/conversations/{id}"), None)
+            .await
+            .json()
+            .await
+            .expect("json");
         let messages = view["messages"].as_array().expect("messages");
         let users: Vec<&str> = messages
             .iter()
@@ -462,7 +486,11 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["user", "assistant"].repeat(4), "replies in order: {view}");
     }
-    assert_eq!(race.await.expect("join"), 1, "one of the two racing yeses charged");
+    assert_eq!(
+        race.await.expect("join"),
+        1,
+        "one of the two racing yeses charged"
+    );
     assert_eq!(sim.charges("3456789012"), 1);
     pg.cleanup().await;
 }

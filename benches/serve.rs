@@ -1,0 +1,174 @@
+//! Reported figures (not asserted) for the message path:
+//!
+//! 1. **A turn's cost does not grow with the conversation**: zero-token balance turns in one
+//!    conversation, CPU per turn (whole process: service, store, embedded simulator) and wall time, for
+//!    turns 10–110, 1,000–1,100 and 4,900–5,000.
+//! 2. **HTTP turns**: `vt-agent serve` in process, clients on loopback, p50/p99 latency and turns/s with
+//!    1, 50 and 200 conversations at once (each conversation sends its turns one after the other).
+//!
+//! Both on SQLite (a file, as in production) and — when `VT_BENCH_POSTGRES_URL` or
+//! `VT_TEST_POSTGRES_URL` is set — on PostgreSQL.
+//!
+//! `cargo bench --bench serve`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vt_actions::context::Extensions;
+use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_agent::config::Config;
+use vt_agent::engine::Participant;
+use vt_agent::service::{ConversationService, Inbound};
+use vt_agent::store::Store;
+
+/// User plus system CPU time of this process so far.
+fn cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| {
+        Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64)
+    };
+    t(usage.user_time()) + t(usage.system_time())
+}
+
+async fn service(store: Arc<dyn Store>) -> (Arc<ConversationService>, RunningSimulator) {
+    // The simulated notification rate limit would otherwise be what this measures.
+    let sim = Simulator::new(SimulatorConfig {
+        notifications_per_second: u32::MAX,
+        ..SimulatorConfig::default()
+    })
+    .spawn(0)
+    .await
+    .expect("simulator");
+    let config = Config::default();
+    let ext = Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"));
+    let engine = vt_agent::flow::share(
+        vt_agent::app::engine(&config, None, ext).expect("engine"),
+        Some(store.clone()),
+    );
+    let service = vt_agent::app::service(&config, engine, store)
+        .await
+        .expect("service");
+    (Arc::new(service), sim)
+}
+
+fn turn(conversation: &str) -> Inbound {
+    Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conversation.into()),
+        user: Participant::default(),
+        text: "saldo do cartão 1234567890".into(),
+        ..Default::default()
+    }
+}
+
+async fn flat(label: &str, store: Arc<dyn Store>) {
+    let (service, _sim) = service(store).await;
+    let conversation = format!("bench-flat-{}", uuid::Uuid::new_v4().simple());
+    let windows = [(10, 110), (1_000, 1_100), (4_900, 5_000)];
+    let mut marks = Vec::new();
+    for i in 0..5_000 {
+        if windows.iter().any(|(from, to)| i == *from || i == *to) {
+            marks.push((i, cpu(), Instant::now()));
+        }
+        service.handle(turn(&conversation)).await.expect("turn");
+    }
+    marks.push((5_000, cpu(), Instant::now()));
+    for (from, to) in windows {
+        let at = |n| marks.iter().find(|m| m.0 == n).expect("mark");
+        let (a, b) = (at(from), at(to));
+        let n = f64::from(to - from);
+        println!(
+            "{label:<10} turns {from:>5}–{to:<5}  {:>6.3} ms CPU/turn  {:>6.3} ms wall/turn",
+            (b.1 - a.1).as_secs_f64() * 1e3 / n,
+            (b.2 - a.2).as_secs_f64() * 1e3 / n
+        );
+    }
+}
+
+async fn http(label: &str, store: Arc<dyn Store>) {
+    let (service, _sim) = service(store).await;
+    let state = vt_agent::http::AppState::new(
+        service,
+        vt_agent::http::HttpConfig {
+            rate_per_minute: u32::MAX,
+            max_turns_in_flight: 1_000,
+            ..Default::default()
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let server = tokio::spawn(vt_agent::http::serve(listener, state, std::future::pending()));
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .expect("client");
+    let body = serde_json::json!({"text": "saldo do cartão 1234567890", "user": {"id": "u"}});
+    for conversations in [1usize, 50, 200] {
+        let per_conversation = (2_000 / conversations).max(10);
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let started = Instant::now();
+        let cpu_before = cpu();
+        let workers = (0..conversations).map(|c| {
+            let (client, url, body, run) = (client.clone(), url.clone(), body.clone(), run.clone());
+            tokio::spawn(async move {
+                let path = format!("{url}/v1/conversations/b-{run}-{c}/messages");
+                let mut latencies = Vec::with_capacity(per_conversation);
+                for _ in 0..per_conversation {
+                    let t = Instant::now();
+                    let r = client.post(&path).json(&body).send().await.expect("request");
+                    assert!(r.status().is_success(), "{}", r.status());
+                    r.bytes().await.expect("body");
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        });
+        let mut all: Vec<Duration> = futures::future::join_all(workers)
+            .await
+            .into_iter()
+            .flat_map(|r| r.expect("join"))
+            .collect();
+        let wall = started.elapsed();
+        let cpu_used = cpu() - cpu_before;
+        all.sort();
+        let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
+        println!(
+            "{label:<10} HTTP {conversations:>3} at once  {:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
+            all.len(),
+            pct(0.50).as_secs_f64() * 1e3,
+            pct(0.99).as_secs_f64() * 1e3,
+            all.len() as f64 / wall.as_secs_f64(),
+            cpu_used.as_secs_f64() * 1e3 / all.len() as f64,
+        );
+    }
+    server.abort();
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sqlite = || async {
+        vt_agent::store::open(None, &dir.path().join(uuid::Uuid::new_v4().simple().to_string()))
+            .await
+            .expect("sqlite")
+    };
+    flat("SQLite", sqlite().await).await;
+    http("SQLite", sqlite().await).await;
+    let pg = std::env::var("VT_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("VT_TEST_POSTGRES_URL"))
+        .ok()
+        .filter(|u| !u.is_empty());
+    match pg {
+        Some(url) => {
+            let store = || async {
+                vt_agent::store::open(Some(&url), dir.path())
+                    .await
+                    .expect("postgres")
+            };
+            flat("PostgreSQL", store().await).await;
+            http("PostgreSQL", store().await).await;
+        }
+        None => println!("PostgreSQL: set VT_BENCH_POSTGRES_URL to measure it too"),
+    }
+}
