@@ -10,7 +10,7 @@ use vt_actions::ActionResponse;
 
 use crate::engine::{Conversation, Engine};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
-use crate::store::{IntentRecord, TaskRun};
+use crate::store::{IntentRecord, TaskRun, TaskStatus};
 
 /// Actions a plan may use: they read, they never charge.
 pub const PLAN_ACTIONS: &[(&str, &str)] = &[(
@@ -93,7 +93,7 @@ pub async fn run(
         conversation_id: conv.id.clone(),
         user_id: conv.user_id.clone(),
         intent_key: intent.intent_key.clone(),
-        status: "running".into(),
+        status: TaskStatus::Running,
         plan: None,
         steps: json!([]),
         final_result: None,
@@ -140,7 +140,7 @@ pub async fn run(
         }
     }
     let Some(plan) = plan else {
-        task.status = "failed".into();
+        task.status = TaskStatus::Failed;
         task.error_message = Some(format!("plano inválido: {last_error}"));
         task.tokens_used = (tokens.0 + tokens.1) as i64;
         task.completed_at = Some(Utc::now());
@@ -205,7 +205,7 @@ pub async fn run(
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| results.join("\n"));
     task.steps = Value::Array(steps);
-    task.status = "completed".into();
+    task.status = TaskStatus::Completed;
     task.final_result = Some(reply.clone());
     task.tokens_used = (tokens.0 + tokens.1) as i64;
     task.completed_at = Some(Utc::now());

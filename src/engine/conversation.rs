@@ -85,6 +85,15 @@ pub enum ExecutionStatus {
 }
 
 impl ExecutionStatus {
+    /// From its stored form; anything unknown reads as failed.
+    pub fn parse(s: &str) -> Self {
+        if s == Self::Concluido.as_str() {
+            Self::Concluido
+        } else {
+            Self::Falhou
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Concluido => "concluido",

@@ -91,6 +91,37 @@ pub struct RechargeAttemptRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// Where a planner task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, StoreError> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "running" => Self::Running,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            other => return Err(StoreError::Invalid(format!("unknown task status {other:?}"))),
+        })
+    }
+}
+
 /// One planner task and its steps (hybrid intents).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRun {
@@ -98,8 +129,7 @@ pub struct TaskRun {
     pub conversation_id: String,
     pub user_id: String,
     pub intent_key: String,
-    /// `pending`, `running`, `completed` or `failed`.
-    pub status: String,
+    pub status: TaskStatus,
     pub plan: Option<Value>,
     pub steps: Value,
     pub final_result: Option<String>,
@@ -393,7 +423,7 @@ pub trait Store: Send + Sync {
 }
 
 /// Unknown outcomes: an attempt in one of these states makes an identical request reuse its key.
-pub(crate) const UNKNOWN_RECHARGE_STATUSES: [&str; 2] = [vt_actions::journal::STATUS_ENVIANDO, "pendente"];
+pub const UNKNOWN_RECHARGE_STATUSES: [&str; 2] = [vt_actions::journal::STATUS_ENVIANDO, "pendente"];
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in
 /// `data_dir` (created on first use). `sqlite::memory:` opens an in-memory database.

@@ -20,8 +20,8 @@ use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
-    StoredMessage, TaskRun, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord, UsageSummaryRow,
-    role,
+    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord,
+    UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -205,11 +205,7 @@ fn execution_from(row: &PgRow) -> Result<ExecutionRecord, StoreError> {
         execucao_id: row.try_get("execucao_id")?,
         conversation_id: row.try_get("conversation_id")?,
         agent_id: row.try_get("agent_id")?,
-        status: if status == "concluido" {
-            ExecutionStatus::Concluido
-        } else {
-            ExecutionStatus::Falhou
-        },
+        status: ExecutionStatus::parse(&status),
         error: row.try_get("error")?,
         model_calls: parse(row, "model_calls")?,
         started_at: row.try_get("started_at")?,
@@ -238,7 +234,7 @@ fn task_from(row: &PgRow) -> Result<TaskRun, StoreError> {
         conversation_id: row.try_get("conversation_id")?,
         user_id: row.try_get("user_id")?,
         intent_key: row.try_get("intent_key")?,
-        status: row.try_get("status")?,
+        status: TaskStatus::parse(&row.try_get::<String, _>("status")?)?,
         plan: parse_opt(row, "plan")?,
         steps: parse(row, "steps")?,
         final_result: row.try_get("final_result")?,
@@ -495,7 +491,7 @@ impl Store for PgStore {
         .bind(&t.conversation_id)
         .bind(&t.user_id)
         .bind(&t.intent_key)
-        .bind(&t.status)
+        .bind(t.status.as_str())
         .bind(t.plan.as_ref().map(value).transpose()?)
         .bind(value(&t.steps)?)
         .bind(&t.final_result)

@@ -497,7 +497,7 @@ async fn play(
                 Never::RechargeWithoutConfirmation => {
                     let charged = ledger
                         .iter()
-                        .any(|e| e.efeito.as_deref() == Some("recarga_efetivada"));
+                        .any(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada));
                     let confirmed = pending_before
                         .as_ref()
                         .is_some_and(|p| user_confirms(&turn.user, p));
@@ -551,7 +551,7 @@ async fn play(
         let charges = sim
             .ledger()
             .iter()
-            .filter(|e| e.efeito.as_deref() == Some("recarga_efetivada"))
+            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
             .count();
         if let Some(n) = total.recharges
             && n != charges
@@ -771,11 +771,11 @@ fn check(
     if let Some(l) = &expect.ledger {
         let charged = ledger
             .iter()
-            .filter(|e| e.efeito.as_deref() == Some("recarga_efetivada"))
+            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
             .count();
         let delivered = ledger
             .iter()
-            .filter(|e| e.efeito.as_deref() == Some("notificacao_entregue"))
+            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::NotificacaoEntregue))
             .count();
         if let Some(n) = l.recharges
             && n != charged

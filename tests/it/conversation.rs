@@ -408,7 +408,7 @@ async fn a_hybrid_request_is_planned_and_executed_by_code() {
     );
     let tasks = h.store.task_runs("m4").await.expect("tasks");
     assert_eq!(tasks.len(), 1);
-    assert_eq!(tasks[0].status, "completed");
+    assert_eq!(tasks[0].status, vt_agent::store::TaskStatus::Completed);
     assert_eq!(tasks[0].steps.as_array().map(Vec::len), Some(3));
     assert_eq!(h.sim.ledger().iter().filter(|e| e.sistema == "saldo").count(), 2);
 }

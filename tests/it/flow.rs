@@ -248,7 +248,7 @@ async fn timeout_after_charge_is_pending_and_charges_exactly_once() {
         h.sim
             .ledger()
             .iter()
-            .any(|e| e.efeito.as_deref() == Some("replay"))
+            .any(|e| e.efeito == Some(vt_actions::systems::Efeito::Replay))
     );
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use vt_actions::systems::Efeito;
 use vt_actions::tools::VtSettings;
 use vt_agent::flow::{FlowStatus, run_flow};
 use vt_agent::llm::{Scripted, ScriptedProvider};
@@ -12,7 +13,7 @@ use vt_agent::transcript::RunOptions;
 
 use crate::support::{chat_harness, flow_harness, quick_simulator};
 
-fn posts_with_key(h: &crate::support::ChatHarness) -> Vec<(Option<String>, Option<String>)> {
+fn posts_with_key(h: &crate::support::ChatHarness) -> Vec<(Option<String>, Option<Efeito>)> {
     h.sim
         .ledger()
         .into_iter()
@@ -45,9 +46,7 @@ async fn two_separately_confirmed_recharges_are_two_charges_and_a_repeated_yes_i
     assert_eq!(posts.len(), 2);
     assert_ne!(posts[0].0, posts[1].0, "each confirmation has its own key");
     assert!(
-        posts
-            .iter()
-            .all(|(_, e)| e.as_deref() == Some("recarga_efetivada")),
+        posts.iter().all(|(_, e)| *e == Some(Efeito::RecargaEfetivada)),
         "{posts:?}"
     );
 }
@@ -79,7 +78,7 @@ async fn a_retry_after_an_unknown_outcome_reuses_the_key_and_is_not_charged_twic
     let posts = posts_with_key(&h);
     assert_eq!(posts.len(), 2);
     assert_eq!(posts[0].0, posts[1].0, "the same key");
-    assert_eq!(posts[1].1.as_deref(), Some("replay"));
+    assert_eq!(posts[1].1, Some(Efeito::Replay));
 }
 
 #[tokio::test]

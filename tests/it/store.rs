@@ -250,7 +250,7 @@ pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
         conversation_id: "c-task".into(),
         user_id: "u-1".into(),
         intent_key: "analisar".into(),
-        status: "running".into(),
+        status: vt_agent::store::TaskStatus::Running,
         plan: Some(json!({"steps": [{"type": "deterministic"}]})),
         steps: json!([]),
         final_result: None,
@@ -260,7 +260,7 @@ pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
         completed_at: None,
     };
     store.save_task_run(&task).await.expect("save");
-    task.status = "completed".into();
+    task.status = vt_agent::store::TaskStatus::Completed;
     task.steps = json!([{"resultado": "ok"}]);
     task.final_result = Some("pronto".into());
     task.tokens_used = 42;

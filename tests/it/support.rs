@@ -470,7 +470,7 @@ impl ChatHarness {
         self.sim
             .ledger()
             .iter()
-            .filter(|e| e.efeito.as_deref() == Some("recarga_efetivada"))
+            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
             .count()
     }
 }

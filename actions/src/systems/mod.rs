@@ -5,7 +5,7 @@ pub mod client;
 pub mod simulator;
 
 pub use client::{Erro, HttpResult, SystemsConfig, VtSystems};
-pub use simulator::{LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
+pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
 /// Endpoints, as the PRD names them.
 pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";

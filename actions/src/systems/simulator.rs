@@ -156,6 +156,18 @@ pub enum SimulatorError {
     Bind(#[from] std::io::Error),
 }
 
+/// What a request the simulator received did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Efeito {
+    /// A recharge was charged.
+    RecargaEfetivada,
+    /// A notification was delivered.
+    NotificacaoEntregue,
+    /// Answered from the idempotency store: nothing new was done.
+    Replay,
+}
+
 /// One request the simulator received, and what it did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {
@@ -167,9 +179,8 @@ pub struct LedgerEntry {
     pub idempotency_key: Option<String>,
     pub cartao: Option<String>,
     pub status: u16,
-    /// `recarga_efetivada`, `notificacao_entregue`, `replay` (answered from the idempotency store), or
-    /// nothing.
-    pub efeito: Option<String>,
+    /// What the request did, if anything.
+    pub efeito: Option<Efeito>,
     pub body: Option<Value>,
 }
 
@@ -277,9 +288,7 @@ impl Simulator {
     pub fn charges(&self, cartao: &str) -> usize {
         self.ledger()
             .iter()
-            .filter(|e| {
-                e.cartao.as_deref() == Some(cartao) && e.efeito.as_deref() == Some("recarga_efetivada")
-            })
+            .filter(|e| e.cartao.as_deref() == Some(cartao) && e.efeito == Some(Efeito::RecargaEfetivada))
             .count()
     }
 
@@ -287,7 +296,7 @@ impl Simulator {
     pub fn deliveries(&self) -> usize {
         self.ledger()
             .iter()
-            .filter(|e| e.efeito.as_deref() == Some("notificacao_entregue"))
+            .filter(|e| e.efeito == Some(Efeito::NotificacaoEntregue))
             .count()
     }
 
@@ -326,7 +335,7 @@ impl Simulator {
     fn answer_stored(&self, key: &str, body_hash: &str, entry: &LedgerEntry) -> Option<Response> {
         let (status, response, efeito) = match self.replay(key, body_hash) {
             Ok(None) => return None,
-            Ok(Some((status, response))) => (status, response, Some("replay".to_owned())),
+            Ok(Some((status, response))) => (status, response, Some(Efeito::Replay)),
             Err(()) => (409, json!({"motivo": "idempotency_key_reutilizada"}), None),
         };
         let replayed = efeito.is_some();
@@ -556,7 +565,7 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
             let response = approve(true, true);
             sim.store(&key, body_hash, 201, response);
             entry.status = 201;
-            entry.efeito = Some("recarga_efetivada".into());
+            entry.efeito = Some(Efeito::RecargaEfetivada);
             sim.record(entry);
             tokio::time::sleep(sim.inner.config.slow).await;
             return reply(504, json!({"erro": "tarde_demais"}));
@@ -567,7 +576,7 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         sim.store(&key, body_hash, status, response.clone());
     }
     entry.status = status;
-    entry.efeito = charged.then(|| "recarga_efetivada".into());
+    entry.efeito = charged.then_some(Efeito::RecargaEfetivada);
     sim.record(entry);
     reply(status, response)
 }
@@ -626,13 +635,13 @@ async fn notificacao(
         let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
         sim.store(key, body_hash, 202, response.clone());
         entry.status = 202;
-        entry.efeito = Some("notificacao_entregue".into());
+        entry.efeito = Some(Efeito::NotificacaoEntregue);
         sim.record(entry);
         return reply(202, response);
     }
     let response = json!({"message_id": sim.next_id("msg"), "canal": canal, "aceito": true});
     entry.status = 202;
-    entry.efeito = Some("notificacao_entregue".into());
+    entry.efeito = Some(Efeito::NotificacaoEntregue);
     sim.record(entry);
     reply(202, response)
 }

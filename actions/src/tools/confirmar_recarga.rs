@@ -23,6 +23,7 @@ use crate::stages::rf08_conciliar_recarga::Conciliacao;
 use crate::stages::{DecisaoNotificacao, EnvioNotificacao};
 use crate::vt::parse::{amounts, cards, is_confirmation, normalize, payment_type};
 use crate::vt::round_half_up;
+use crate::vt::texts::RecargaStatus;
 
 pub struct ConfirmarRecarga;
 
@@ -116,12 +117,13 @@ impl Action for ConfirmarRecarga {
         let envio: Option<EnvioNotificacao> = result.stage("rf10_enviar_notificacao_recarga");
         let status = conciliacao
             .as_ref()
-            .map_or("erro", |c| c.status_recarga.as_str())
-            .to_owned();
+            .and_then(|c| RecargaStatus::parse(&c.status_recarga))
+            .unwrap_or(RecargaStatus::Erro);
         let mut message = aviso
             .and_then(|a| a.payload.map(|p| p.mensagem))
             .unwrap_or_else(|| format!("Não foi possível concluir a recarga de {} agora.", p.describe()));
-        if conciliacao.as_ref().is_some_and(|c| c.reconsulta_necessaria) && status == "pendente" {
+        if conciliacao.as_ref().is_some_and(|c| c.reconsulta_necessaria) && status == RecargaStatus::Pendente
+        {
             message.push_str(" Vou acompanhar: consulte o saldo em alguns minutos.");
         }
         if conciliacao
@@ -131,9 +133,10 @@ impl Action for ConfirmarRecarga {
             message.push_str(" Ela foi enviada com a mesma identificação da tentativa igual que ficou sem resultado, então você não é cobrado duas vezes.");
         }
         let instruction = format!(
-            "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): status {status}; aviso enviado: {}. O usuário já recebeu o resultado.",
+            "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): status {}; aviso enviado: {}. O usuário já recebeu o resultado.",
             result.execucao_id,
             p.idempotency_key,
+            status.as_str(),
             if envio.is_some_and(|e| e.enviado) {
                 "sim"
             } else {
@@ -144,14 +147,16 @@ impl Action for ConfirmarRecarga {
             .with_state(STATE_PENDENTE, Value::Null)
             .with_state(
                 "ultima_recarga",
-                json!({"id": p.id, "status": status, "descricao": p.describe()}),
+                json!({"id": p.id, "status": status.as_str(), "descricao": p.describe()}),
             );
-        Ok(if status == "aprovada" || status == "pendente" {
-            response
-        } else {
-            response.error()
-        }
-        .into())
+        Ok(
+            if matches!(status, RecargaStatus::Aprovada | RecargaStatus::Pendente) {
+                response
+            } else {
+                response.error()
+            }
+            .into(),
+        )
     }
 }
 
