@@ -1,20 +1,29 @@
 //! vt-agent: a conversation engine for transit-pass (vale-transporte) credits and the ten-stage VT
 //! flow, with the service and command line around them. `main.rs` only parses arguments and calls
 //! [`cli::run`].
+//!
+//! Modules in the order a message meets them.
 
-pub mod app;
+// The ways in: the command line and the HTTP API turn their input into an `Inbound`.
 pub mod cli;
-pub mod config;
-pub mod engine;
-pub mod flow;
 pub mod http;
-pub mod llm;
-pub mod outbox;
-pub mod planner;
-pub mod router;
-pub mod runs;
+
+// The message path: accept → route → run → commit (the service), deliver (the outbox).
 pub mod service;
+pub mod router;
+pub mod planner;
+pub mod engine;
+pub mod llm;
+pub mod flow;
 pub mod store;
+pub mod outbox;
+
+// Wiring, configuration, logging.
+pub mod app;
+pub mod config;
 pub mod telemetry;
+
+// What operators and testers read.
+pub mod runs;
 pub mod transcript;
 pub mod usage;
