@@ -255,3 +255,93 @@ fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
         "{table}"
     );
 }
+
+#[test]
+fn serve_refuses_an_open_public_address_and_stops_cleanly_on_sigterm() {
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.args(["serve", "--addr", "0.0.0.0:0"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+
+    let data = tempfile::tempdir().expect("tmp");
+    let mut child = vt_agent_in(&data)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).expect("first line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the address is told")
+        .to_owned();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let health = rt.block_on(async { reqwest::get(format!("{url}/healthz")).await.map(|r| r.status()) });
+    assert_eq!(health.expect("answered").as_u16(), 200);
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let status = child.wait().expect("exit");
+    assert_eq!(status.code(), Some(0), "a graceful stop exits 0");
+}
+
+#[test]
+fn the_outbox_command_lists_dead_letters_and_retries_one() {
+    use vt_agent::store::{NewOutboxItem, OutboxStatus};
+    let data = tempfile::tempdir().expect("tmp");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let id = rt.block_on(async {
+        let store = vt_agent::store::open(None, data.path()).await.expect("store");
+        let now = chrono::Utc::now();
+        let id = store
+            .enqueue(
+                &NewOutboxItem {
+                    kind: "reply".into(),
+                    destination: "whatsapp".into(),
+                    payload: serde_json::json!({"text": "Saldo do cartão 1234567890"}),
+                    max_attempts: 5,
+                    next_attempt_at: now,
+                    conversation_id: Some("c-1".into()),
+                    status: OutboxStatus::Pending,
+                },
+                now,
+            )
+            .await
+            .expect("enqueue");
+        store
+            .claim(1, now, chrono::Duration::seconds(30))
+            .await
+            .expect("claim");
+        store
+            .dead_letter(id, "131047: fora da janela de 24 h")
+            .await
+            .expect("dead");
+        id
+    });
+    let list = vt_agent_in(&data).arg("outbox").output().expect("run");
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("131047") && text.contains("whatsapp"), "{text}");
+    assert!(
+        text.contains("****7890") && !text.contains("1234567890"),
+        "{text}"
+    );
+    let retry = vt_agent_in(&data)
+        .args(["outbox", "--retry", &id.to_string()])
+        .output()
+        .expect("run");
+    assert!(
+        retry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&retry.stderr)
+    );
+    let again = vt_agent_in(&data)
+        .args(["outbox", "--retry", &id.to_string()])
+        .output()
+        .expect("run");
+    assert_eq!(again.status.code(), Some(2), "no longer a dead letter");
+}
