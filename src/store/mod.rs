@@ -450,6 +450,15 @@ pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn
     }
 }
 
+/// What writing a conversation's row does to a row that is already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Replace its state (a turn's commit).
+    Update,
+    /// Leave it alone (accepting a message into a conversation that may already exist).
+    Keep,
+}
+
 /// The role column of a message.
 pub(crate) fn role(m: &ChatMessage) -> &'static str {
     match m {

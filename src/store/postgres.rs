@@ -16,6 +16,7 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 use rust_decimal::Decimal;
 use vt_actions::journal::RechargeAttempt;
 
+use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
@@ -74,30 +75,40 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         c: &Conversation,
         now: DateTime<Utc>,
+        existing: Existing,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
-             ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
-                 memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
-                 ended = excluded.ended, updated_at = excluded.updated_at",
-        )
-        .bind(&c.id)
-        .bind(&c.agent_id)
-        .bind(&c.user_id)
-        .bind(&c.user_login)
-        .bind(&c.channel)
-        .bind(&c.active_skill)
-        .bind(value(&c.state)?)
-        .bind(value(&c.memory)?)
-        .bind(value(&c.window)?)
-        .bind(c.handoff.as_ref().map(value).transpose()?)
-        .bind(c.ended)
-        .bind(now)
-        .bind(&c.tenant_id)
-        .execute(&mut **tx)
-        .await?;
+        let sql = match existing {
+            Existing::Update => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
+                 ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
+                     memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
+                     ended = excluded.ended, updated_at = excluded.updated_at"
+            }
+            Existing::Keep => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
+                 ON CONFLICT (id) DO NOTHING"
+            }
+        };
+        sqlx::query(sql)
+            .bind(&c.id)
+            .bind(&c.agent_id)
+            .bind(&c.user_id)
+            .bind(&c.user_login)
+            .bind(&c.channel)
+            .bind(&c.active_skill)
+            .bind(value(&c.state)?)
+            .bind(value(&c.memory)?)
+            .bind(value(&c.window)?)
+            .bind(c.handoff.as_ref().map(value).transpose()?)
+            .bind(c.ended)
+            .bind(now)
+            .bind(&c.tenant_id)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -264,7 +275,7 @@ impl Store for PgStore {
 
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, conv, now).await?;
+        Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -301,27 +312,7 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&conversation.id)
-        .bind(&conversation.agent_id)
-        .bind(&conversation.user_id)
-        .bind(&conversation.user_login)
-        .bind(&conversation.channel)
-        .bind(&conversation.active_skill)
-        .bind(value(&conversation.state)?)
-        .bind(value(&conversation.memory)?)
-        .bind(value(&conversation.window)?)
-        .bind(conversation.handoff.as_ref().map(value).transpose()?)
-        .bind(conversation.ended)
-        .bind(now)
-        .bind(&conversation.tenant_id)
-        .execute(&mut *tx)
-        .await?;
+        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
         let row = sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
              VALUES ($1, NULL, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
@@ -379,7 +370,7 @@ impl Store for PgStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, turn.conversation, now).await?;
+        Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         for m in turn.messages {
             sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES ($1, $2, $3, $4, $5)")
                 .bind(&turn.conversation.id)

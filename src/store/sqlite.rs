@@ -15,6 +15,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 use vt_actions::journal::RechargeAttempt;
 
+use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
@@ -94,31 +95,40 @@ impl SqliteStore {
         tx: &mut Transaction<'static, Sqlite>,
         c: &Conversation,
         now: DateTime<Utc>,
+        existing: Existing,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT(id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
-                 memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
-                 ended = excluded.ended, updated_at = excluded.updated_at",
-        )
-        .bind(&c.id)
-        .bind(&c.agent_id)
-        .bind(&c.user_id)
-        .bind(&c.user_login)
-        .bind(&c.channel)
-        .bind(&c.active_skill)
-        .bind(json(&c.state)?)
-        .bind(json(&c.memory)?)
-        .bind(json(&c.window)?)
-        .bind(c.handoff.as_ref().map(json).transpose()?)
-        .bind(c.ended)
-        .bind(ms(now))
-        .bind(ms(now))
-        .bind(&c.tenant_id)
-        .execute(&mut **tx)
-        .await?;
+        let sql = match existing {
+            Existing::Update => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT(id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
+                     memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
+                     ended = excluded.ended, updated_at = excluded.updated_at"
+            }
+            Existing::Keep => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING"
+            }
+        };
+        sqlx::query(sql)
+            .bind(&c.id)
+            .bind(&c.agent_id)
+            .bind(&c.user_id)
+            .bind(&c.user_login)
+            .bind(&c.channel)
+            .bind(&c.active_skill)
+            .bind(json(&c.state)?)
+            .bind(json(&c.memory)?)
+            .bind(json(&c.window)?)
+            .bind(c.handoff.as_ref().map(json).transpose()?)
+            .bind(c.ended)
+            .bind(ms(now))
+            .bind(ms(now))
+            .bind(&c.tenant_id)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -280,7 +290,7 @@ impl Store for SqliteStore {
 
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, conv, now).await?;
+        Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -319,28 +329,7 @@ impl Store for SqliteStore {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
         let mut tx = self.pool.begin().await?;
-        let c = conversation;
-        sqlx::query(
-            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at, tenant_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING",
-        )
-        .bind(&c.id)
-        .bind(&c.agent_id)
-        .bind(&c.user_id)
-        .bind(&c.user_login)
-        .bind(&c.channel)
-        .bind(&c.active_skill)
-        .bind(json(&c.state)?)
-        .bind(json(&c.memory)?)
-        .bind(json(&c.window)?)
-        .bind(c.handoff.as_ref().map(json).transpose()?)
-        .bind(c.ended)
-        .bind(ms(now))
-        .bind(ms(now))
-        .bind(&c.tenant_id)
-        .execute(&mut *tx)
-        .await?;
+        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
         let row = sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
              VALUES (?, NULL, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
@@ -398,7 +387,7 @@ impl Store for SqliteStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, turn.conversation, now).await?;
+        Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         for m in turn.messages {
             sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)")
                 .bind(&turn.conversation.id)
