@@ -2,14 +2,15 @@
 //!
 //! - in one process, a map of async mutexes ([`LocalLocks`]), so turns of a conversation queue without
 //!   touching the database;
-//! - across processes and instances, a **lease row** (`conversation_leases`): taken with one
-//!   conditional write, renewed in the background while the turn runs, deleted when it ends. A process
-//!   killed mid-turn leaves a lease that expires after [`LEASE`].
-//!
-//! A lease holds no database connection while the turn runs, so any number of conversations can be in
-//! flight on a pool of ten (a PostgreSQL advisory lock held a pooled connection for the whole turn and
-//! starved the pool under load), and it works the same on SQLite, where several `vt-agent` processes
-//! share one file and there is no advisory lock at all.
+//! - across processes, what suits the backend:
+//!   - PostgreSQL (instances on several hosts): a **lease row** (`conversation_leases`), taken with one
+//!     conditional write, renewed in the background while the turn runs, deleted when it ends; a
+//!     process killed mid-turn leaves a lease that expires after [`LEASE`]. A lease holds no database
+//!     connection while the turn runs, so any number of conversations can be in flight on a pool of
+//!     ten (an advisory lock held a pooled connection for the whole turn and starved the pool);
+//!   - SQLite (processes on one host, one file): an exclusive **file lock** on one of [`BUCKETS`] files
+//!     beside the database ([`FileLocks`]). The kernel drops it the instant a process dies, and it
+//!     costs no database write (two lease writes were two more fsynced commits per turn).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,14 +49,22 @@ pub(crate) trait Leases: Clone + Send + Sync + 'static {
     async fn release(&self, conversation_id: &str, owner: &str) -> Result<(), StoreError>;
 }
 
-/// Held while a turn runs. [`TurnLock::release`] gives the lease back at once; dropping the lock (a
-/// cancelled turn) gives it back in the background.
+/// Held while a turn runs. [`TurnLock::release`] gives the cross-process half back at once; dropping
+/// the lock (a cancelled turn) gives it back in the background (a file lock: at once).
 pub struct TurnLock {
     lease: Option<Box<dyn Releasable>>,
     _local: OwnedMutexGuard<()>,
 }
 
 impl TurnLock {
+    /// Only the in-process half (an in-memory database: one process by definition).
+    pub(crate) fn local(local: OwnedMutexGuard<()>) -> Self {
+        Self {
+            lease: None,
+            _local: local,
+        }
+    }
+
     /// Releases the lease before the local mutex, so the next turn in this process finds it free.
     pub async fn release(mut self) {
         if let Some(lease) = self.lease.take() {
@@ -159,6 +168,88 @@ pub(crate) async fn acquire<L: Leases>(
         })),
         _local: local,
     })
+}
+
+/// Conversations share this many lock files (two conversations in one bucket wait for each other's
+/// turns; with a thousand buckets that is rare and short).
+pub const BUCKETS: u64 = 1024;
+
+/// The cross-process half on SQLite: `<database>.locks/<bucket>.lock`, locked exclusively.
+#[derive(Debug, Clone)]
+pub(crate) struct FileLocks {
+    dir: std::path::PathBuf,
+}
+
+struct FileGuard(std::fs::File);
+
+#[async_trait]
+impl Releasable for FileGuard {
+    async fn release_now(self: Box<Self>) {
+        let _ = self.0.unlock();
+    }
+}
+
+impl FileLocks {
+    /// The lock folder beside `database` (created if missing).
+    pub(crate) fn beside(database: &std::path::Path) -> Result<Self, StoreError> {
+        let dir = std::path::PathBuf::from(format!("{}.locks", database.display()));
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        Ok(Self { dir })
+    }
+
+    fn path(&self, conversation_id: &str) -> std::path::PathBuf {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(conversation_id.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        self.dir
+            .join(format!("{}.lock", u64::from_le_bytes(first) % BUCKETS))
+    }
+
+    /// Takes the local mutex, then the bucket's file lock, polling (never blocking a thread) while
+    /// another process holds it.
+    pub(crate) async fn acquire(
+        &self,
+        local: &LocalLocks,
+        conversation_id: &str,
+    ) -> Result<TurnLock, StoreError> {
+        let local = local.lock(conversation_id).await;
+        let path = self.path(conversation_id);
+        let io = |source| StoreError::DataDir {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        let started = std::time::Instant::now();
+        let mut wait = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if started.elapsed() > ACQUIRE_TIMEOUT {
+                        return Err(StoreError::Invalid(format!(
+                            "conversation {conversation_id} is busy in another process"
+                        )));
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+            }
+        }
+        Ok(TurnLock {
+            lease: Some(Box::new(FileGuard(file))),
+            _local: local,
+        })
+    }
 }
 
 /// The in-process half: one async mutex per conversation id.

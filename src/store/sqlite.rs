@@ -16,7 +16,7 @@ use serde_json::Value;
 use vt_actions::journal::RechargeAttempt;
 
 use super::Existing;
-use super::locks::{Leases, acquire};
+use super::locks::FileLocks;
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
@@ -29,6 +29,8 @@ use crate::llm::ChatMessage;
 pub struct SqliteStore {
     pool: SqlitePool,
     locks: LocalLocks,
+    /// Cross-process turn locks; `None` in memory (one process by definition).
+    files: Option<FileLocks>,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -85,9 +87,11 @@ impl SqliteStore {
         .connect_with(options)
         .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
         Ok(Self {
             pool,
             locks: LocalLocks::default(),
+            files,
         })
     }
 
@@ -926,74 +930,27 @@ impl Store for SqliteStore {
     }
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
-        acquire(&SqliteLeases(self.pool.clone()), &self.locks, conversation_id).await
+        match &self.files {
+            Some(files) => files.acquire(&self.locks, conversation_id).await,
+            None => Ok(TurnLock::local(self.locks.lock(conversation_id).await)),
+        }
     }
 }
 
-/// The lease half of the turn lock, on this database.
-#[derive(Clone)]
-struct SqliteLeases(SqlitePool);
-
-#[async_trait]
-impl Leases for SqliteLeases {
-    async fn try_take(
-        &self,
-        conversation_id: &str,
-        owner: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO conversation_leases (conversation_id, owner, expires_at) VALUES (?, ?, ?)
-             ON CONFLICT(conversation_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-             WHERE conversation_leases.expires_at <= ?",
-        )
-        .bind(conversation_id)
-        .bind(owner)
-        .bind(ms(until))
-        .bind(ms(now))
-        .execute(&self.0)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn renew(
-        &self,
-        conversation_id: &str,
-        owner: &str,
-        until: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE conversation_leases SET expires_at = ? WHERE conversation_id = ? AND owner = ?",
-        )
-        .bind(ms(until))
-        .bind(conversation_id)
-        .bind(owner)
-        .execute(&self.0)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn release(&self, conversation_id: &str, owner: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM conversation_leases WHERE conversation_id = ? AND owner = ?")
-            .bind(conversation_id)
-            .bind(owner)
-            .execute(&self.0)
-            .await?;
-        Ok(())
-    }
-}
-
-/// `<database file>.migrate.lock` for a file database; `None` in memory.
-fn migration_lock_path(url: &str) -> Option<std::path::PathBuf> {
+/// The database file of a `sqlite:` URL; `None` in memory.
+fn database_path(url: &str) -> Option<std::path::PathBuf> {
     if url.contains(":memory:") {
         return None;
     }
     let path = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;
-    let path = path.split('?').next().unwrap_or(path);
-    Some(std::path::PathBuf::from(format!("{path}.migrate.lock")))
+    Some(std::path::PathBuf::from(path.split('?').next().unwrap_or(path)))
+}
+
+/// `<database file>.migrate.lock` for a file database; `None` in memory.
+fn migration_lock_path(url: &str) -> Option<std::path::PathBuf> {
+    database_path(url).map(|p| std::path::PathBuf::from(format!("{}.migrate.lock", p.display())))
 }
 
 /// An exclusive lock on `path` (created if missing), held until the file is dropped; the kernel drops

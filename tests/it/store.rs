@@ -837,6 +837,25 @@ async fn a_sqlite_file_is_created_and_reopened() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_lock_spans_handles_as_it_spans_processes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    let one = SqliteStore::connect(&url).await.expect("one");
+    let two = Arc::new(SqliteStore::connect(&url).await.expect("two"));
+    let held = one.lock_conversation("c-shared").await.expect("lock on handle 1");
+    let second = two.clone();
+    let waiter = tokio::spawn(async move { second.lock_conversation("c-shared").await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "handle 2 waits for handle 1");
+    held.release().await;
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("released")
+        .expect("join")
+        .expect("locked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_turn_lease_spans_instances() {
     let Some(pg) = PgFixture::start().await else {
         eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
