@@ -22,17 +22,26 @@ const SUMMARY_EVERY: i64 = 5;
 /// Attempts the outbox worker makes for a reply (BPMN: channel send 5×).
 pub const REPLY_ATTEMPTS: i32 = 5;
 
+/// A turn that ran: what commit writes besides the conversation and the message.
+pub(super) struct Ran {
+    pub outcome: TurnOutcome,
+    pub routing: Routing,
+    /// The compressed context read before the turn.
+    pub context: Option<ConversationContext>,
+    pub started: Instant,
+    pub now: DateTime<Utc>,
+}
+
 impl ConversationService {
     /// Writes the turn and says what the channel sends back.
-    pub(super) async fn commit(
-        &self,
-        conv: &mut Conversation,
-        msg: &Inbound,
-        mut outcome: TurnOutcome,
-        routing: Routing,
-        started: Instant,
-        now: DateTime<Utc>,
-    ) -> Handled {
+    pub(super) async fn commit(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran) -> Handled {
+        let Ran {
+            mut outcome,
+            routing,
+            context,
+            started,
+            now,
+        } = ran;
         if let Some(t) = &routing.tag {
             outcome.events.insert(
                 0,
@@ -45,7 +54,7 @@ impl ConversationService {
         }
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
-        let (context, summary_tokens) = self.next_context(conv, &tag.intent_key, &outcome).await;
+        let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;
         let (tokens_in, tokens_out) = outcome.execution.tokens();
         let tokens = (
             tokens_in + routing.tokens.0 + summary_tokens.0,
@@ -89,10 +98,10 @@ impl ConversationService {
     async fn next_context(
         &self,
         conv: &Conversation,
+        previous: Option<ConversationContext>,
         intent: &str,
         outcome: &TurnOutcome,
     ) -> (ConversationContext, (u64, u64)) {
-        let previous = self.store.context(&conv.id).await.ok().flatten();
         let mut ctx = previous.unwrap_or_else(|| ConversationContext {
             conversation_id: conv.id.clone(),
             user_id: conv.user_id.clone(),

@@ -32,6 +32,7 @@ use crate::llm::ChatMessage;
 use crate::router::Router;
 use crate::store::{Store, StoreError, TurnRecord, UsageRecord};
 
+use commit::Ran;
 pub use route::Routing;
 
 /// Longer messages are answered with a clear refusal instead of being processed.
@@ -217,10 +218,19 @@ impl ConversationService {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.refused(&conv, &msg.text, text);
             let routing = Routing::refusal();
-            return Ok(self.commit(&mut conv, msg, outcome, routing, started, now).await);
+            let context = self.store.context(&id).await.ok().flatten();
+            let ran = Ran {
+                outcome,
+                routing,
+                context,
+                started,
+                now,
+            };
+            return Ok(self.commit(&mut conv, msg, ran).await);
         }
         // The compressed context stands in for the older history in the prompt.
-        if let Some(c) = self.store.context(&id).await.ok().flatten() {
+        let context = self.store.context(&id).await.ok().flatten();
+        if let Some(c) = &context {
             conv.memory.insert(
                 CONTEXT_MEMORY_KEY.into(),
                 serde_json::json!({"resumo": c.summary, "fatos": c.key_facts}),
@@ -228,7 +238,14 @@ impl ConversationService {
         }
         let (start, routing) = self.route(&mut conv, &msg.text).await;
         let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
-        Ok(self.commit(&mut conv, msg, outcome, routing, started, now).await)
+        let ran = Ran {
+            outcome,
+            routing,
+            context,
+            started,
+            now,
+        };
+        Ok(self.commit(&mut conv, msg, ran).await)
     }
 
     /// The outcome of a message that is answered without being processed. Its first message is the
