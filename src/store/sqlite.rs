@@ -27,7 +27,12 @@ use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
 pub struct SqliteStore {
+    /// Readers.
     pool: SqlitePool,
+    /// The one writing connection: writers of this process queue for it in order instead of meeting
+    /// in SQLite's busy handler, whose growing sleeps gave a few turns seconds of latency under load.
+    /// (Other processes still meet in the busy handler, with `busy_timeout`.)
+    writer: SqlitePool,
     locks: LocalLocks,
     /// Cross-process turn locks; `None` in memory (one process by definition).
     files: Option<FileLocks>,
@@ -74,22 +79,33 @@ impl SqliteStore {
             Some(path) => Some(lock_file(path).await?),
             None => None,
         };
-        // An in-memory database lives in its one connection: keep exactly one, forever.
-        let pool = if memory {
-            SqlitePoolOptions::new()
+        // An in-memory database lives in its one connection: keep exactly one, forever, for reading and
+        // writing alike.
+        let (pool, writer) = if memory {
+            let pool = SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
+                .connect_with(options)
+                .await?;
+            (pool.clone(), pool)
         } else {
-            SqlitePoolOptions::new().max_connections(4)
-        }
-        .connect_with(options)
-        .await?;
-        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            let writer = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options.clone())
+                .await?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(options)
+                .await?;
+            (pool, writer)
+        };
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
         let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
         Ok(Self {
             pool,
+            writer,
             locks: LocalLocks::default(),
             files,
         })
@@ -293,7 +309,7 @@ impl Store for SqliteStore {
     }
 
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
         tx.commit().await?;
         Ok(())
@@ -332,7 +348,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<i64>, StoreError> {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
         let row = sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
@@ -364,7 +380,7 @@ impl Store for SqliteStore {
         .bind(role(message))
         .bind(json(message)?)
         .bind(ms(now))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await?;
         Ok(row.try_get("id")?)
     }
@@ -390,7 +406,7 @@ impl Store for SqliteStore {
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         for m in turn.messages {
             sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)")
@@ -457,7 +473,7 @@ impl Store for SqliteStore {
     }
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         Self::insert_flow_run(&mut tx, run, run.created_at).await?;
         tx.commit().await?;
         Ok(())
@@ -510,7 +526,7 @@ impl Store for SqliteStore {
         .bind(&t.error_message)
         .bind(ms(t.created_at))
         .bind(t.completed_at.map(ms))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -525,7 +541,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         Self::insert_usage(&mut tx, usage).await?;
         tx.commit().await?;
         Ok(())
@@ -552,7 +568,7 @@ impl Store for SqliteStore {
     }
 
     async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writer.acquire().await?;
         Self::upsert_context(&mut conn, c).await
     }
 
@@ -592,7 +608,7 @@ impl Store for SqliteStore {
         .bind(i.max_tokens)
         .bind(i.is_active)
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -637,7 +653,7 @@ impl Store for SqliteStore {
         .bind(ms(r.created_at))
         .bind(ms(r.expires_at))
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         if done.rows_affected() == 1 {
             return Ok(IdempotencyPut::Inserted);
@@ -670,13 +686,13 @@ impl Store for SqliteStore {
                 sqlx::query("UPDATE idempotency_records SET response = ? WHERE key = ?")
                     .bind(json(r)?)
                     .bind(key)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
             }
             None => {
                 sqlx::query("DELETE FROM idempotency_records WHERE key = ?")
                     .bind(key)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
             }
         }
@@ -684,7 +700,7 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writer.acquire().await?;
         Self::insert_outbox(&mut conn, item, now).await
     }
 
@@ -713,7 +729,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(ms(now))
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.writer)
         .await?;
         let mut items = rows.iter().map(outbox_from).collect::<Result<Vec<_>, _>>()?;
         items.sort_by_key(|i| i.id);
@@ -723,7 +739,7 @@ impl Store for SqliteStore {
     async fn ack(&self, id: i64) -> Result<(), StoreError> {
         sqlx::query("UPDATE outbox SET status = 'done', claimed_until = NULL WHERE id = ?")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -742,7 +758,7 @@ impl Store for SqliteStore {
         .bind(ms(next_attempt_at))
         .bind(error)
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?
         .ok_or_else(|| StoreError::Invalid(format!("outbox item {id} does not exist")))?;
         OutboxStatus::parse(&row.try_get::<String, _>("status")?)
@@ -752,7 +768,7 @@ impl Store for SqliteStore {
         sqlx::query("UPDATE outbox SET status = 'failed', last_error = ?, claimed_until = NULL WHERE id = ?")
             .bind(error)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -773,7 +789,7 @@ impl Store for SqliteStore {
         )
         .bind(ms(now))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -798,7 +814,7 @@ impl Store for SqliteStore {
         .bind(execucao_id)
         .bind(json(input)?)
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -837,7 +853,7 @@ impl Store for SqliteStore {
         .bind(pending_id)
         .bind(origin)
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -860,7 +876,7 @@ impl Store for SqliteStore {
         .bind(UNKNOWN_RECHARGE_STATUSES[0])
         .bind(ms(now))
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -875,7 +891,7 @@ impl Store for SqliteStore {
             .bind(status)
             .bind(ms(now))
             .bind(idempotency_key)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
