@@ -59,6 +59,14 @@ impl ChatMessage {
             tool_calls: Vec::new(),
         }
     }
+
+    /// The message's text, if it has one.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Self::User { content } | Self::Tool { content, .. } => Some(content),
+            Self::Assistant { content, .. } => content.as_deref(),
+        }
+    }
 }
 
 /// A tool call as the model asked for it. `arguments` is the raw JSON text: it is parsed only at

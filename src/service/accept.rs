@@ -9,14 +9,14 @@ use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 
 impl ConversationService {
-    /// The conversation the message belongs to, with the message stored; `None` when the channel
+    /// The conversation the message belongs to and the stored message's id; `None` when the channel
     /// delivered this message before (it was not stored again and must not be processed again).
     pub(super) async fn accept(
         &self,
         id: &str,
         msg: &Inbound,
         now: DateTime<Utc>,
-    ) -> Result<Option<Conversation>, ServiceError> {
+    ) -> Result<Option<(Conversation, i64)>, ServiceError> {
         let conv = match self
             .store
             .conversation(id)
@@ -54,6 +54,6 @@ impl ConversationService {
         if stored.is_none() {
             tracing::info!(conversation = %id, "redelivered message ignored");
         }
-        Ok(stored.map(|_| conv))
+        Ok(stored.map(|message_id| (conv, message_id)))
     }
 }

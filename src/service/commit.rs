@@ -30,6 +30,8 @@ pub(super) struct Ran {
     pub context: Option<ConversationContext>,
     pub started: Instant,
     pub now: DateTime<Utc>,
+    /// The stored user message the turn handled.
+    pub accepted_message: i64,
 }
 
 impl ConversationService {
@@ -41,6 +43,7 @@ impl ConversationService {
             context,
             started,
             now,
+            accepted_message,
         } = ran;
         if let Some(t) = &routing.tag {
             outcome.events.insert(
@@ -72,6 +75,7 @@ impl ConversationService {
             flow_runs: &flow_runs,
             context: Some(&context),
             outbox: &outbox,
+            accepted_message: Some(accepted_message),
         };
         let persisted = self.persist(record).await;
         Handled {

@@ -24,8 +24,8 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use crate::engine::{
-    CONTEXT_MEMORY_KEY, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus, Participant,
-    Reply, TurnOutcome, TurnStart,
+    CONTEXT_MEMORY_KEY, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
+    Participant, Reply, TurnOutcome, TurnStart,
 };
 use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
@@ -99,6 +99,13 @@ impl IntentTag {
             created_at: at,
         }
     }
+}
+
+/// A message [`ConversationService::receive`] stored, waiting for [`ConversationService::process`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub conversation_id: String,
+    pub message_id: i64,
 }
 
 /// What the channel sends back.
@@ -200,7 +207,7 @@ impl ConversationService {
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
-        let Some(mut conv) = self.accept(&id, msg, now).await? else {
+        let Some((conv, message_id)) = self.accept(&id, msg, now).await? else {
             return Ok(Handled {
                 conversation_id: id,
                 replies: Vec::new(),
@@ -213,23 +220,33 @@ impl ConversationService {
                 awaiting_confirmation: None,
             });
         };
+        self.run_accepted(conv, msg, message_id, now).await
+    }
+
+    /// Steps 2–4 for a message already stored.
+    async fn run_accepted(
+        &self,
+        mut conv: Conversation,
+        msg: &Inbound,
+        accepted_message: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Handled, ServiceError> {
         let started = Instant::now();
+        let context = self.store.context(&conv.id).await.ok().flatten();
         if let Some(text) = refusal(&msg.text) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.refused(&conv, &msg.text, text);
-            let routing = Routing::refusal();
-            let context = self.store.context(&id).await.ok().flatten();
             let ran = Ran {
                 outcome,
-                routing,
+                routing: Routing::refusal(),
                 context,
                 started,
                 now,
+                accepted_message,
             };
             return Ok(self.commit(&mut conv, msg, ran).await);
         }
         // The compressed context stands in for the older history in the prompt.
-        let context = self.store.context(&id).await.ok().flatten();
         if let Some(c) = &context {
             conv.memory.insert(
                 CONTEXT_MEMORY_KEY.into(),
@@ -244,13 +261,97 @@ impl ConversationService {
             context,
             started,
             now,
+            accepted_message,
         };
         Ok(self.commit(&mut conv, msg, ran).await)
     }
 
+    /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must
+    /// answer fast): the message is stored — or recognised as a redelivery (`None`) — and nothing
+    /// else happens yet. [`Self::process`] runs the rest.
+    pub async fn receive(&self, msg: &Inbound) -> Result<Option<Received>, ServiceError> {
+        if self.engine.catalog().agent(&msg.agent_id).is_none() {
+            return Err(EngineError::UnknownAgent(msg.agent_id.clone()).into());
+        }
+        let id = msg
+            .conversation_id
+            .clone()
+            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let accepted = self.accept(&id, msg, self.engine.now()).await?;
+        Ok(accepted.map(|(_, message_id)| Received {
+            conversation_id: id,
+            message_id,
+        }))
+    }
+
+    /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock.
+    pub async fn process(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
+        let lock = self
+            .store
+            .lock_conversation(&received.conversation_id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let result = async {
+            let conv = self
+                .store
+                .conversation(&received.conversation_id)
+                .await
+                .map_err(ServiceError::NotRecorded)?
+                .ok_or_else(|| ServiceError::NotFound(received.conversation_id.clone()))?;
+            self.run_accepted(conv, msg, received.message_id, self.engine.now())
+                .await
+        }
+        .await;
+        lock.release().await;
+        result
+    }
+
+    /// Processes what channels delivered, was acknowledged, and never got its turn (the process
+    /// stopped in between). Called at start by `serve`; the replies go out through the outbox.
+    pub async fn recover(&self) -> usize {
+        let pending = match self.store.unprocessed_messages(1_000).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "unprocessed messages could not be read");
+                return 0;
+            }
+        };
+        let mut done = 0;
+        for m in pending {
+            let Ok(Some(conv)) = self.store.conversation(&m.conversation_id).await else {
+                continue;
+            };
+            let msg = Inbound {
+                agent_id: conv.agent_id.clone(),
+                conversation_id: Some(conv.id.clone()),
+                tenant_id: Some(conv.tenant_id.clone()),
+                user: Participant {
+                    user_id: conv.user_id.clone(),
+                    user_login: conv.user_login.clone(),
+                    channel: conv.channel.clone(),
+                },
+                text: m.text.clone(),
+                channel_message_id: Some(m.channel_message_id.clone()),
+                delivery: Delivery::Outbox,
+            };
+            let received = Received {
+                conversation_id: conv.id.clone(),
+                message_id: m.id,
+            };
+            match self.process(&msg, received).await {
+                Ok(_) => done += 1,
+                Err(e) => tracing::error!(error = %e, conversation = %conv.id, "recovered message failed"),
+            }
+        }
+        if done > 0 {
+            tracing::info!(done, "messages accepted before a stop were processed");
+        }
+        done
+    }
+
     /// The outcome of a message that is answered without being processed. Its first message is the
     /// user's (already stored by accept), as in every outcome.
-    fn refused(&self, conv: &crate::engine::Conversation, user_text: &str, text: String) -> TurnOutcome {
+    fn refused(&self, conv: &Conversation, user_text: &str, text: String) -> TurnOutcome {
         let now = self.engine.now();
         TurnOutcome {
             execution: ExecutionRecord {
@@ -315,6 +416,7 @@ impl ConversationService {
             flow_runs: &runs,
             context: None,
             outbox: &[],
+            accepted_message: None,
         };
         let persisted = self.persist(record).await;
         Ok((output, persisted))

@@ -289,6 +289,17 @@ pub struct TurnRecord<'a> {
     pub context: Option<&'a ConversationContext>,
     /// One item per reply.
     pub outbox: &'a [NewOutboxItem],
+    /// The stored id of the user's message this turn handled: marked processed.
+    pub accepted_message: Option<i64>,
+}
+
+/// A message accepted from a channel and not yet processed (its process stopped in between).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnprocessedMessage {
+    pub id: i64,
+    pub conversation_id: String,
+    pub channel_message_id: String,
+    pub text: String,
 }
 
 #[async_trait]
@@ -301,7 +312,8 @@ pub trait Store: Send + Sync {
 
     /// Accepts an inbound message in one transaction: the conversation's row when it is new, then the
     /// message — unless `channel_message_id` was accepted before in this conversation (a channel's
-    /// redelivery), in which case nothing is written and `None` comes back.
+    /// redelivery), in which case nothing is written and `None` comes back. A message with a channel id
+    /// is stored as not yet processed until its turn commits (see [`TurnRecord::accepted_message`]).
     async fn accept_message(
         &self,
         conversation: &Conversation,
@@ -319,6 +331,8 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError>;
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+    /// Accepted channel messages whose turn never committed, oldest first.
+    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError>;
 
     /// Conversation state, messages, execution, events, usage, context, flow runs and outbox items of a
     /// turn, in one transaction.

@@ -21,8 +21,8 @@ use super::locks::{Leases, acquire};
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
-    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord,
-    UsageSummaryRow, role,
+    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage,
+    UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -314,14 +314,15 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await?;
         Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
         let row = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
-             VALUES ($1, NULL, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
+             VALUES ($1, NULL, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
         )
         .bind(&conversation.id)
         .bind(role(message))
         .bind(value(message)?)
         .bind(now)
         .bind(channel_message_id)
+        .bind(channel_message_id.is_none())
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -346,6 +347,28 @@ impl Store for PgStore {
         .fetch_one(&self.pool)
         .await?;
         Ok(row.try_get("id")?)
+    }
+
+    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, conversation_id, channel_message_id, body FROM messages WHERE NOT processed ORDER BY id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let message: ChatMessage = parse(r, "body")?;
+                Ok(UnprocessedMessage {
+                    id: r.try_get("id")?,
+                    conversation_id: r.try_get("conversation_id")?,
+                    channel_message_id: r
+                        .try_get::<Option<String>, _>("channel_message_id")?
+                        .unwrap_or_default(),
+                    text: message.text().unwrap_or_default().to_owned(),
+                })
+            })
+            .collect()
     }
 
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
@@ -400,6 +423,12 @@ impl Store for PgStore {
         .await?;
         if let Some(u) = turn.usage {
             Self::insert_usage(&mut tx, u).await?;
+        }
+        if let Some(id) = turn.accepted_message {
+            sqlx::query("UPDATE messages SET processed = TRUE WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
         }
         for run in turn.flow_runs {
             Self::insert_flow_run(&mut tx, run, now).await?;

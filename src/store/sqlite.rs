@@ -20,8 +20,8 @@ use super::locks::FileLocks;
 use super::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
-    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UsageRecord,
-    UsageSummaryRow, role,
+    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage,
+    UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -351,14 +351,15 @@ impl Store for SqliteStore {
         let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
         let row = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id)
-             VALUES (?, NULL, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
+             VALUES (?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
         )
         .bind(&conversation.id)
         .bind(role(message))
         .bind(json(message)?)
         .bind(ms(now))
         .bind(channel_message_id)
+        .bind(channel_message_id.is_none())
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -383,6 +384,28 @@ impl Store for SqliteStore {
         .fetch_one(&self.writer)
         .await?;
         Ok(row.try_get("id")?)
+    }
+
+    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, conversation_id, channel_message_id, body FROM messages WHERE processed = 0 ORDER BY id LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let message: ChatMessage = parse(r, "body")?;
+                Ok(UnprocessedMessage {
+                    id: r.try_get("id")?,
+                    conversation_id: r.try_get("conversation_id")?,
+                    channel_message_id: r
+                        .try_get::<Option<String>, _>("channel_message_id")?
+                        .unwrap_or_default(),
+                    text: message.text().unwrap_or_default().to_owned(),
+                })
+            })
+            .collect()
     }
 
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
@@ -437,6 +460,12 @@ impl Store for SqliteStore {
         .await?;
         if let Some(u) = turn.usage {
             Self::insert_usage(&mut tx, u).await?;
+        }
+        if let Some(id) = turn.accepted_message {
+            sqlx::query("UPDATE messages SET processed = 1 WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
         }
         for run in turn.flow_runs {
             Self::insert_flow_run(&mut tx, run, now).await?;

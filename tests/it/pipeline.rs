@@ -245,3 +245,34 @@ async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_o
         2
     );
 }
+
+#[tokio::test]
+async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    let mut msg = inbound("wa-1", "saldo 1234567890");
+    msg.delivery = Delivery::Outbox;
+    msg.channel_message_id = Some("wamid.X".into());
+    // The webhook stored it and answered 200; the process stopped before the turn.
+    let received = h.service.receive(&msg).await.expect("stored").expect("new");
+    assert!(
+        h.service.receive(&msg).await.expect("stored").is_none(),
+        "a redelivery is known"
+    );
+    assert_eq!(h.store.unprocessed_messages(10).await.expect("read").len(), 1);
+    assert_eq!(h.service.recover().await, 1);
+    assert!(h.store.unprocessed_messages(10).await.expect("read").is_empty());
+    assert_eq!(h.service.recover().await, 0, "never twice");
+    let queued = h
+        .store
+        .outbox_items(OutboxStatus::Pending, 10)
+        .await
+        .expect("pending");
+    assert_eq!(queued.len(), 1);
+    assert!(
+        queued[0].payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****7890")
+    );
+    assert_eq!(received.conversation_id, "wa-1");
+}

@@ -22,7 +22,7 @@ use vt_agent::service::{ConversationService, Inbound, ServiceError};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
-    StoredMessage, TaskRun, TurnLock, TurnRecord, UsageRecord, UsageSummaryRow,
+    StoredMessage, TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow,
 };
 
 use crate::support::{fast_config, user};
@@ -344,6 +344,9 @@ impl Store for Flaky {
             return Err(broken());
         }
         self.inner.append_message(c, e, m, now).await
+    }
+    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        self.inner.unprocessed_messages(limit).await
     }
     async fn messages(&self, c: &str) -> Result<Vec<StoredMessage>, StoreError> {
         self.inner.messages(c).await

@@ -172,6 +172,7 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         flow_runs: &[],
         context: None,
         outbox: &[],
+        accepted_message: None,
     };
     store.save_turn(record, Utc::now()).await.expect("save turn");
     let (loaded, loaded_events) = store.execution("exec-turn").await.expect("load").expect("exists");
@@ -208,6 +209,7 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         flow_runs: &[],
         context: None,
         outbox: &[],
+        accepted_message: None,
     };
     assert!(store.save_turn(again, Utc::now()).await.is_err());
     assert_eq!(
@@ -706,6 +708,7 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
         flow_runs: std::slice::from_ref(&run),
         context: None,
         outbox: &[],
+        accepted_message: None,
     };
     store
         .save_turn(turn, t("2026-11-22T12:00:01Z"))
