@@ -265,7 +265,13 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     }
     let app = App::start(&config, None).await?;
     let service = std::sync::Arc::new(app.service);
-    let state = crate::http::AppState::new(service.clone(), config.http.clone());
+    let mut state = crate::http::AppState::new(service.clone(), config.http.clone());
+    let mut worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
+    if let Some(sender) = crate::channels::whatsapp::Sender::new(&config.whatsapp) {
+        state = state.with_whatsapp(config.whatsapp.clone());
+        worker = worker.with_sender(std::sync::Arc::new(sender));
+        eprintln!("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook");
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -277,7 +283,11 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     };
     eprintln!("vt-agent serve em http://{bound} ({access}). Ctrl-C ou SIGTERM para parar.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
+    // Messages acknowledged before a stop and never processed get their turn now.
+    tokio::spawn({
+        let service = service.clone();
+        async move { service.recover().await }
+    });
     let worker = worker.has_senders().then(|| {
         let mut rx = stop_rx.clone();
         tokio::spawn(worker.run(async move {

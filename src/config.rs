@@ -60,6 +60,8 @@ pub struct Config {
     pub vt: VtSettings,
     /// `vt-agent serve`: address, limits, API keys.
     pub http: crate::http::HttpConfig,
+    /// The WhatsApp Cloud API channel (on when `phone_number_id` and `access_token` are set).
+    pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
 }
 
 /// The embedded simulator, when it is used.
@@ -84,6 +86,7 @@ impl Default for Config {
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
+            whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
         }
     }
 }
@@ -274,6 +277,25 @@ impl Config {
         if let Some(v) = get("VT_HTTP_ADDR") {
             config.http.addr = v;
         }
+        for (name, field) in [
+            (
+                "VT_WHATSAPP_PHONE_NUMBER_ID",
+                &mut config.whatsapp.phone_number_id,
+            ),
+            ("VT_WHATSAPP_ACCESS_TOKEN", &mut config.whatsapp.access_token),
+            ("VT_WHATSAPP_APP_SECRET", &mut config.whatsapp.app_secret),
+            ("VT_WHATSAPP_VERIFY_TOKEN", &mut config.whatsapp.verify_token),
+        ] {
+            if let Some(v) = get(name) {
+                *field = Some(v);
+            }
+        }
+        if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
+            config.whatsapp.graph_url = v;
+        }
+        if let Some(v) = get("VT_WHATSAPP_API_VERSION") {
+            config.whatsapp.api_version = v;
+        }
         if let Some(v) = get("VT_TURN_TIMEOUT_MS") {
             config.engine.turn_timeout_ms = parse("VT_TURN_TIMEOUT_MS", v)?;
         }
@@ -281,6 +303,7 @@ impl Config {
         if let Some(key) = &config.llm.api_key {
             vt_actions::redact::register_secret(key);
         }
+        config.whatsapp.register_secrets();
         Ok(config)
     }
 
@@ -323,6 +346,9 @@ impl Config {
         }
         if let Err((field, message)) = self.http.validate() {
             return invalid(&field, message);
+        }
+        if let Err((field, message)) = self.whatsapp.validate() {
+            return invalid(field, message);
         }
         Ok(())
     }

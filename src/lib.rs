@@ -7,6 +7,7 @@
 // The ways in: the command line and the HTTP API turn their input into an `Inbound`.
 pub mod cli;
 pub mod http;
+pub mod channels;
 
 // The message path: accept → route → run → commit (the service), deliver (the outbox).
 pub mod service;

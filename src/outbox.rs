@@ -32,7 +32,9 @@ pub enum SendError {
 pub trait ChannelSender: Send + Sync {
     /// The channel items are addressed to (`destination`).
     fn channel(&self) -> &str;
-    async fn send(&self, item: &OutboxItem) -> Result<(), SendError>;
+    /// Sends the item; `Ok(Some(id))` when the channel gave the message an id of its own (statuses it
+    /// reports later name it).
+    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError>;
 }
 
 /// Sends due outbox items through the channels' senders.
@@ -111,12 +113,15 @@ impl Worker {
     async fn settle(
         &self,
         item: &OutboxItem,
-        outcome: Result<(), SendError>,
+        outcome: Result<Option<String>, SendError>,
         pass: &mut Pass,
     ) -> Result<(), crate::store::StoreError> {
         match outcome {
-            Ok(()) => {
+            Ok(external_id) => {
                 self.store.ack(item.id).await?;
+                if let Some(external_id) = external_id {
+                    self.store.record_sent(item.id, &external_id).await?;
+                }
                 pass.sent += 1;
             }
             Err(SendError::Permanent(reason)) => {

@@ -164,6 +164,7 @@ pub async fn message(
         text: body.text,
         channel_message_id: None,
         delivery: Delivery::Inline,
+        unsupported: None,
     };
     let service = state.service.clone();
     let started = std::time::Instant::now();

@@ -109,6 +109,8 @@ pub struct AppState {
     limiter: Arc<DefaultKeyedRateLimiter<String>>,
     turns: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
+    /// The WhatsApp channel's webhook, when the channel is on.
+    whatsapp: Option<Arc<crate::channels::whatsapp::WhatsAppConfig>>,
 }
 
 impl AppState {
@@ -121,7 +123,14 @@ impl AppState {
             turns: Arc::new(Semaphore::new(config.max_turns_in_flight)),
             metrics: Arc::new(Metrics::default()),
             config: Arc::new(config),
+            whatsapp: None,
         }
+    }
+
+    /// Serves the WhatsApp webhook too.
+    pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig) -> Self {
+        self.whatsapp = Some(Arc::new(config));
+        self
     }
 
     /// Whether the service is open (no API key configured).
@@ -167,6 +176,14 @@ impl AppState {
 /// The API's routes.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;
+    let channels = match &state.whatsapp {
+        // The webhooks have their own auth (signatures) and body limits.
+        Some(config) => crate::channels::whatsapp::router(crate::channels::whatsapp::WebhookState {
+            service: state.service.clone(),
+            config: config.clone(),
+        }),
+        None => Router::new(),
+    };
     Router::new()
         .route("/v1/conversations", post(conversations::create))
         .route("/v1/conversations/{id}", get(conversations::show))
@@ -180,6 +197,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), log_request))
         .with_state(state)
+        .merge(channels)
 }
 
 async fn not_found() -> ApiError {

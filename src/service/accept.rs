@@ -46,7 +46,7 @@ impl ConversationService {
             .accept_message(
                 &conv,
                 msg.channel_message_id.as_deref(),
-                &ChatMessage::user(&msg.text),
+                &ChatMessage::user(stored_text(msg)),
                 now,
             )
             .await
@@ -55,5 +55,13 @@ impl ConversationService {
             tracing::info!(conversation = %id, "redelivered message ignored");
         }
         Ok(stored.map(|message_id| (conv, message_id)))
+    }
+}
+
+/// What is stored of the message: its text, or what kind of message it was.
+fn stored_text(msg: &Inbound) -> String {
+    match &msg.unsupported {
+        Some(kind) => format!("[mensagem do tipo {kind}]"),
+        None => msg.text.clone(),
     }
 }

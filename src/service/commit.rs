@@ -183,10 +183,15 @@ fn replies_outbox(
         Delivery::Inline => OutboxStatus::Done,
         Delivery::Outbox => OutboxStatus::Pending,
     };
+    // The last reply of a turn that leaves a recharge waiting carries its id: channels turn it into
+    // confirm / cancel buttons.
+    let pending = vt_actions::tools::RecargaPendente::id_in(&conv.state);
+    let last = outcome.replies.len().saturating_sub(1);
     outcome
         .replies
         .iter()
-        .map(|r| NewOutboxItem {
+        .enumerate()
+        .map(|(i, r)| NewOutboxItem {
             kind: "reply".into(),
             destination: msg.user.channel.clone(),
             payload: json!({
@@ -195,6 +200,7 @@ fn replies_outbox(
                 "text": r.text,
                 "files": r.files,
                 "reply_to": msg.channel_message_id,
+                "confirmation": if i == last { pending.clone() } else { None },
             }),
             max_attempts: REPLY_ATTEMPTS,
             next_attempt_at: now,

@@ -61,6 +61,9 @@ pub struct Inbound {
     /// The channel's own id of this message: a redelivery with the same id is not processed twice.
     pub channel_message_id: Option<String>,
     pub delivery: Delivery,
+    /// A message of a kind the agent does not read (an image, a sticker…), named: it is stored as
+    /// such and answered politely, never processed.
+    pub unsupported: Option<String>,
 }
 
 /// How the router classified a turn, for the usage metrics.
@@ -233,7 +236,7 @@ impl ConversationService {
     ) -> Result<Handled, ServiceError> {
         let started = Instant::now();
         let context = self.store.context(&conv.id).await.ok().flatten();
-        if let Some(text) = refusal(&msg.text) {
+        if let Some(text) = refusal(msg) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.refused(&conv, &msg.text, text);
             let ran = Ran {
@@ -333,6 +336,7 @@ impl ConversationService {
                 text: m.text.clone(),
                 channel_message_id: Some(m.channel_message_id.clone()),
                 delivery: Delivery::Outbox,
+                unsupported: None,
             };
             let received = Received {
                 conversation_id: conv.id.clone(),
@@ -424,7 +428,13 @@ impl ConversationService {
 }
 
 /// A reply for messages that are not processed at all.
-fn refusal(text: &str) -> Option<String> {
+fn refusal(msg: &Inbound) -> Option<String> {
+    if msg.unsupported.is_some() {
+        return Some(
+            "Por enquanto eu só leio mensagens de texto. Como posso ajudar com o seu vale-transporte?".into(),
+        );
+    }
+    let text = msg.text.as_str();
     let chars = text.chars().count();
     if text.trim().is_empty() {
         return Some("Não recebi nenhum texto. Como posso ajudar com o seu vale-transporte?".into());

@@ -423,6 +423,20 @@ pub trait Store: Send + Sync {
         error: &str,
         next_attempt_at: DateTime<Utc>,
     ) -> Result<OutboxStatus, StoreError>;
+    /// Remembers the id the channel gave a sent item, for the statuses it reports later.
+    async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError>;
+    /// Records a status the channel reported for one of our messages (once per status); `false` when
+    /// the message is not ours.
+    async fn record_delivery_status(
+        &self,
+        external_id: &str,
+        status: &str,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// The statuses reported for one of our messages, in the order they came.
+    async fn delivery_statuses(&self, external_id: &str)
+    -> Result<Vec<(String, Option<String>)>, StoreError>;
     /// Dead-letters an item at once (an error no retry can fix).
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;

@@ -753,6 +753,57 @@ impl Store for PgStore {
         OutboxStatus::parse(&row.try_get::<String, _>("status")?)
     }
 
+    async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET external_id = $1 WHERE id = $2")
+            .bind(external_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn record_delivery_status(
+        &self,
+        external_id: &str,
+        status: &str,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let ours = sqlx::query("SELECT 1 FROM outbox WHERE external_id = $1")
+            .bind(external_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some();
+        if ours {
+            sqlx::query(
+                "INSERT INTO delivery_statuses (external_id, status, error_code, at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING",
+            )
+            .bind(external_id)
+            .bind(status)
+            .bind(error_code)
+            .bind(at)
+            .execute(&self.pool)
+            .await?;
+        }
+        Ok(ours)
+    }
+
+    async fn delivery_statuses(
+        &self,
+        external_id: &str,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, error_code FROM delivery_statuses WHERE external_id = $1 ORDER BY at, status",
+        )
+        .bind(external_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("error_code")?)))
+            .collect()
+    }
+
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE outbox SET status = 'failed', last_error = $1, claimed_until = NULL WHERE id = $2",

@@ -793,6 +793,57 @@ impl Store for SqliteStore {
         OutboxStatus::parse(&row.try_get::<String, _>("status")?)
     }
 
+    async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET external_id = ? WHERE id = ?")
+            .bind(external_id)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn record_delivery_status(
+        &self,
+        external_id: &str,
+        status: &str,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let ours = sqlx::query("SELECT 1 FROM outbox WHERE external_id = ?")
+            .bind(external_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some();
+        if ours {
+            sqlx::query(
+                "INSERT INTO delivery_statuses (external_id, status, error_code, at) VALUES (?, ?, ?, ?)
+             ON CONFLICT DO NOTHING",
+            )
+            .bind(external_id)
+            .bind(status)
+            .bind(error_code)
+            .bind(ms(at))
+            .execute(&self.writer)
+            .await?;
+        }
+        Ok(ours)
+    }
+
+    async fn delivery_statuses(
+        &self,
+        external_id: &str,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, error_code FROM delivery_statuses WHERE external_id = ? ORDER BY at, rowid",
+        )
+        .bind(external_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("error_code")?)))
+            .collect()
+    }
+
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE outbox SET status = 'failed', last_error = ?, claimed_until = NULL WHERE id = ?")
             .bind(error)

@@ -129,7 +129,10 @@ impl vt_agent::outbox::ChannelSender for HttpChannel {
         "loopback"
     }
 
-    async fn send(&self, item: &vt_agent::store::OutboxItem) -> Result<(), vt_agent::outbox::SendError> {
+    async fn send(
+        &self,
+        item: &vt_agent::store::OutboxItem,
+    ) -> Result<Option<String>, vt_agent::outbox::SendError> {
         use vt_agent::outbox::SendError;
         let r = self
             .client
@@ -142,7 +145,7 @@ impl vt_agent::outbox::ChannelSender for HttpChannel {
                 after: None,
             })?;
         match r.status().as_u16() {
-            200..=299 => Ok(()),
+            200..=299 => Ok(None),
             s @ (429 | 500..=599) => Err(SendError::Retry {
                 reason: format!("http {s}"),
                 after: None,

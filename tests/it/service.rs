@@ -428,6 +428,21 @@ impl Store for Flaky {
     async fn retry_later(&self, id: i64, e: &str, at: DateTime<Utc>) -> Result<OutboxStatus, StoreError> {
         self.inner.retry_later(id, e, at).await
     }
+    async fn record_sent(&self, id: i64, e: &str) -> Result<(), StoreError> {
+        self.inner.record_sent(id, e).await
+    }
+    async fn record_delivery_status(
+        &self,
+        e: &str,
+        s: &str,
+        c: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.record_delivery_status(e, s, c, at).await
+    }
+    async fn delivery_statuses(&self, e: &str) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        self.inner.delivery_statuses(e).await
+    }
     async fn dead_letter(&self, id: i64, e: &str) -> Result<(), StoreError> {
         self.inner.dead_letter(id, e).await
     }

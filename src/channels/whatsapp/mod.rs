@@ -1,0 +1,114 @@
+//! WhatsApp Cloud API as a channel of the pipeline: the webhook (`GET` verification, `POST`
+//! notifications) turns Meta's JSON into `Inbound`s, and [`Sender`] sends outbox items through the
+//! Graph API. A conversation is keyed by (channel, phone_number_id, the user's `wa_id`).
+//!
+//! - A `POST` is checked with `X-Hub-Signature-256` over the **raw body bytes**, in constant time; a
+//!   missing or wrong signature stores nothing (401).
+//! - Each message is stored (deduplicated by its `wamid`) **before** the 200, which comes at once; the
+//!   turn runs after the answer. A redelivered wamid is never processed twice, also after a restart.
+//! - Text is a user turn. A tap on one of our reply buttons acts on the id we set (`confirmar:<id>` /
+//!   `cancelar:<id>`), never on its title: it confirms or cancels exactly like "sim"/"não", and only the
+//!   recharge it names. Statuses are recorded against our message and are never turns. Any other type
+//!   gets a polite text answer.
+//! - Sending: text (≤ 4096 characters, longer replies split), reply buttons for a recharge waiting for
+//!   confirmation, the inbound marked read. Errors by `error.code`: rate limits (130429, 131056, 80007,
+//!   sent as HTTP 400) and 5xx are retried; 131047 (outside the 24 h window) and other 4xx are final.
+
+mod sender;
+mod webhook;
+mod wire;
+
+use serde::Deserialize;
+
+pub use sender::Sender;
+pub use webhook::{WebhookState, router};
+
+/// The channel name on conversations and outbox items.
+pub const CHANNEL: &str = "whatsapp";
+/// Ids of our confirmation buttons.
+const CONFIRM_PREFIX: &str = "confirmar:";
+const CANCEL_PREFIX: &str = "cancelar:";
+
+/// `[whatsapp]` in the configuration file (`VT_WHATSAPP_*` in the environment).
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WhatsAppConfig {
+    pub graph_url: String,
+    pub api_version: String,
+    pub phone_number_id: Option<String>,
+    pub access_token: Option<String>,
+    pub app_secret: Option<String>,
+    pub verify_token: Option<String>,
+}
+
+impl Default for WhatsAppConfig {
+    fn default() -> Self {
+        Self {
+            graph_url: "https://graph.facebook.com".into(),
+            api_version: "v23.0".into(),
+            phone_number_id: None,
+            access_token: None,
+            app_secret: None,
+            verify_token: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for WhatsAppConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |o: &Option<String>| o.as_ref().map(|_| "<set>");
+        f.debug_struct("WhatsAppConfig")
+            .field("graph_url", &self.graph_url)
+            .field("api_version", &self.api_version)
+            .field("phone_number_id", &self.phone_number_id)
+            .field("access_token", &set(&self.access_token))
+            .field("app_secret", &set(&self.app_secret))
+            .field("verify_token", &set(&self.verify_token))
+            .finish()
+    }
+}
+
+impl WhatsAppConfig {
+    /// The channel is on when it can send.
+    pub fn is_on(&self) -> bool {
+        self.phone_number_id.is_some() && self.access_token.is_some()
+    }
+
+    /// A channel that is on must be able to check what it receives; the error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if !self.is_on() {
+            return Ok(());
+        }
+        if self.app_secret.as_deref().is_none_or(str::is_empty) {
+            return Err((
+                "whatsapp.app_secret",
+                "is needed to check the webhook's signatures",
+            ));
+        }
+        if self.verify_token.as_deref().is_none_or(str::is_empty) {
+            return Err((
+                "whatsapp.verify_token",
+                "is needed to answer the webhook verification",
+            ));
+        }
+        if reqwest::Url::parse(&self.graph_url).is_err() {
+            return Err(("whatsapp.graph_url", "must be a URL"));
+        }
+        Ok(())
+    }
+
+    /// Its secrets join the set every log line and record is scrubbed of.
+    pub fn register_secrets(&self) {
+        for s in [&self.access_token, &self.app_secret, &self.verify_token]
+            .into_iter()
+            .flatten()
+        {
+            vt_actions::redact::register_secret(s);
+        }
+    }
+}
+
+/// The conversation of `wa_id` on `phone_number_id`.
+pub fn conversation_id(phone_number_id: &str, wa_id: &str) -> String {
+    format!("wa:{phone_number_id}:{wa_id}")
+}

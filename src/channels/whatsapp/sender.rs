@@ -1,0 +1,234 @@
+//! Sending outbox items through the Graph API.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
+use crate::outbox::{ChannelSender, SendError};
+use crate::store::OutboxItem;
+
+/// The longest text message WhatsApp takes.
+const MAX_TEXT: usize = 4096;
+/// The longest body of an interactive message.
+const MAX_BUTTON_BODY: usize = 1024;
+/// Error codes that mean "slow down": retried (they come as HTTP 400).
+const RATE_LIMITS: [i64; 3] = [130429, 131056, 80007];
+/// The user has not written in 24 hours: only templates may be sent; retrying cannot help.
+const OUTSIDE_WINDOW: i64 = 131047;
+
+pub struct Sender {
+    client: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl Sender {
+    /// `None` when the channel is off.
+    pub fn new(config: &WhatsAppConfig) -> Option<Self> {
+        let (Some(phone), Some(token)) = (&config.phone_number_id, &config.access_token) else {
+            return None;
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .ok()?;
+        Some(Self {
+            client,
+            url: format!(
+                "{}/{}/{}/messages",
+                config.graph_url.trim_end_matches('/'),
+                config.api_version,
+                phone
+            ),
+            token: token.clone(),
+        })
+    }
+
+    async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, SendError> {
+        let response = self
+            .client
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| SendError::Retry {
+                reason: if e.is_timeout() {
+                    "graph api: timeout".into()
+                } else {
+                    "graph api: connection failed".into()
+                },
+                after: None,
+            })?;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        if (200..300).contains(&status) {
+            let sent: Option<wire::Sent> = serde_json::from_str(&text).ok();
+            return Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id));
+        }
+        Err(classify(status, &text))
+    }
+}
+
+/// By `error.code` first (a rate limit comes as HTTP 400), then by status.
+fn classify(status: u16, body: &str) -> SendError {
+    let error = serde_json::from_str::<wire::ErrorEnvelope>(body)
+        .ok()
+        .map(|e| e.error);
+    let what = match &error {
+        Some(e) => format!("graph api {status}, error {}: {}", e.code, e.message),
+        None => format!("graph api {status}"),
+    };
+    match error.map(|e| e.code) {
+        Some(code) if RATE_LIMITS.contains(&code) => SendError::Retry {
+            reason: what,
+            after: None,
+        },
+        Some(OUTSIDE_WINDOW) => SendError::Permanent(format!(
+            "{what} (fora da janela de 24 h: o usuário precisa escrever primeiro)"
+        )),
+        _ if status >= 500 || status == 429 => SendError::Retry {
+            reason: what,
+            after: None,
+        },
+        _ => SendError::Permanent(what),
+    }
+}
+
+/// `text` in pieces of at most `max` characters, cut at a line break or a space when there is one.
+fn split(text: &str, max: usize) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    while rest.len() > max {
+        let window = &rest[..max];
+        let cut = window
+            .iter()
+            .rposition(|c| *c == '\n')
+            .or_else(|| window.iter().rposition(|c| *c == ' '))
+            .filter(|i| *i > max / 2)
+            .map_or(max, |i| i + 1);
+        parts.push(rest[..cut].iter().collect::<String>().trim_end().to_owned());
+        rest.drain(..cut);
+    }
+    parts.push(rest.into_iter().collect());
+    parts
+}
+
+fn text_message<'a>(to: &'a str, body: &'a str) -> wire::Outgoing<'a> {
+    wire::Outgoing {
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        to,
+        kind: "text",
+        text: Some(wire::OutText {
+            body,
+            preview_url: false,
+        }),
+        interactive: None,
+    }
+}
+
+fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> {
+    let button = |prefix: &str, title: &str| wire::OutButton {
+        kind: "reply",
+        reply: wire::OutReply {
+            id: format!("{prefix}{pending}"),
+            title: title.into(),
+        },
+    };
+    wire::Outgoing {
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        to,
+        kind: "interactive",
+        text: None,
+        interactive: Some(wire::OutInteractive {
+            kind: "button",
+            body: wire::OutBody { text: body },
+            action: wire::OutAction {
+                buttons: vec![
+                    button(CONFIRM_PREFIX, "Confirmar"),
+                    button(CANCEL_PREFIX, "Cancelar"),
+                ],
+            },
+        }),
+    }
+}
+
+#[async_trait]
+impl ChannelSender for Sender {
+    fn channel(&self) -> &str {
+        CHANNEL
+    }
+
+    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError> {
+        let field = |k: &str| item.payload.get(k).and_then(Value::as_str);
+        let to = field("user_id").ok_or_else(|| SendError::Permanent("item without a recipient".into()))?;
+        let text = field("text").unwrap_or_default();
+        if let Some(inbound) = field("reply_to") {
+            // Best effort: a message not marked read is no reason to withhold the reply.
+            let read = wire::MarkRead {
+                messaging_product: "whatsapp",
+                status: "read",
+                message_id: inbound,
+            };
+            if let Err(e) = self.post(&read).await {
+                tracing::info!(error = ?e, "whatsapp message could not be marked read");
+            }
+        }
+        match field("confirmation") {
+            Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {
+                self.post(&buttons(to, text, pending)).await
+            }
+            Some(pending) => {
+                for part in split(text, MAX_TEXT) {
+                    self.post(&text_message(to, &part)).await?;
+                }
+                self.post(&buttons(to, "Confirma?", pending)).await
+            }
+            None => {
+                let mut first = None;
+                for part in split(text, MAX_TEXT) {
+                    let id = self.post(&text_message(to, &part)).await?;
+                    first = first.or(id);
+                }
+                Ok(first)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_classified_by_code_not_status() {
+        let rate = include_str!("../../../tests/fixtures/payloads/wa-error-130429.json");
+        assert!(
+            matches!(classify(400, rate), SendError::Retry { .. }),
+            "a rate limit comes as 400"
+        );
+        let window = r#"{"error": {"code": 131047, "message": "Re-engagement message"}}"#;
+        assert!(matches!(classify(400, window), SendError::Permanent(r) if r.contains("131047")));
+        assert!(matches!(classify(503, "oops"), SendError::Retry { .. }));
+        assert!(matches!(
+            classify(400, r#"{"error": {"code": 100, "message": "Invalid parameter"}}"#),
+            SendError::Permanent(_)
+        ));
+    }
+
+    #[test]
+    fn long_text_is_split_within_the_limit_without_losing_a_character() {
+        let text = format!("{} {}", "a".repeat(3000), "b".repeat(3000));
+        let parts = split(&text, MAX_TEXT);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|p| p.chars().count() <= MAX_TEXT));
+        assert_eq!(parts.join(" "), text);
+        assert_eq!(split("curto", MAX_TEXT), vec!["curto"]);
+        let unbroken = "x".repeat(9000);
+        assert_eq!(split(&unbroken, MAX_TEXT).concat(), unbroken);
+    }
+}

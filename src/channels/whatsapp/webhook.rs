@@ -1,0 +1,211 @@
+//! `GET|POST /channels/whatsapp/webhook`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
+use crate::app::CHAT_AGENT;
+use crate::engine::Participant;
+use crate::service::{ConversationService, Delivery, Inbound};
+
+/// Meta sends notifications of up to 3 MB.
+const BODY_LIMIT: usize = 3 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct WebhookState {
+    pub service: Arc<ConversationService>,
+    pub config: Arc<WhatsAppConfig>,
+}
+
+/// The webhook's routes, with their own body limit.
+pub fn router(state: WebhookState) -> Router {
+    Router::new()
+        .route("/channels/whatsapp/webhook", get(verify).post(receive))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// Meta's subscription check: the right token gets the challenge back verbatim, as plain text.
+async fn verify(State(state): State<WebhookState>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let expected = state.config.verify_token.as_deref().unwrap_or_default();
+    let token_ok = q
+        .get("hub.verify_token")
+        .is_some_and(|t| !expected.is_empty() && constant_time_eq(t.as_bytes(), expected.as_bytes()));
+    match (q.get("hub.mode").map(String::as_str), q.get("hub.challenge")) {
+        (Some("subscribe"), Some(challenge)) if token_ok => {
+            ([("content-type", "text/plain")], challenge.clone()).into_response()
+        }
+        _ => StatusCode::FORBIDDEN.into_response(),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use sha2::Digest;
+    // Comparing digests makes the time independent of where the inputs differ and of their lengths.
+    let (da, db) = (Sha256::digest(a), Sha256::digest(b));
+    da.iter().zip(db.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `sha256=<hex HMAC-SHA256(app secret, raw body)>`, checked in constant time.
+pub(super) fn signature_ok(app_secret: &str, body: &[u8], header: Option<&str>) -> bool {
+    let Some(hex_sig) = header.and_then(|h| h.trim().strip_prefix("sha256=")) else {
+        return false;
+    };
+    let Ok(sig) = hex::decode(hex_sig) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(app_secret.as_bytes()) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&sig).is_ok()
+}
+
+/// What one inbound message becomes.
+enum Kind {
+    Text(String),
+    Button(String),
+    Unsupported(String),
+}
+
+async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: Bytes) -> Response {
+    let secret = state.config.app_secret.as_deref().unwrap_or_default();
+    let header = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
+    if secret.is_empty() || !signature_ok(secret, &body, header) {
+        tracing::warn!("whatsapp webhook with a missing or wrong signature refused");
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let notification: wire::Notification = match serde_json::from_slice(&body) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
+            return StatusCode::BAD_REQUEST.into_response();
+        }
+    };
+    let store = state.service.store().clone();
+    let mut accepted = Vec::new();
+    for value in notification
+        .entry
+        .into_iter()
+        .flat_map(|e| e.changes)
+        .map(|c| c.value)
+    {
+        for s in &value.statuses {
+            let code = s.errors.first().map(|e| e.code.to_string());
+            match store
+                .record_delivery_status(&s.id, &s.status, code.as_deref(), chrono::Utc::now())
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => tracing::info!(status = %s.status, "status for a message that is not ours"),
+                Err(e) => {
+                    tracing::error!(error = %e, "whatsapp status could not be stored");
+                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+            }
+        }
+        for m in value.messages {
+            let name = value
+                .contacts
+                .iter()
+                .find(|c| c.wa_id == m.from)
+                .and_then(|c| c.profile.as_ref())
+                .and_then(|p| p.name.clone());
+            let kind = match (m.kind.as_str(), m.text, m.interactive) {
+                ("text", Some(t), _) => Kind::Text(t.body),
+                ("interactive", _, Some(i)) => match i.button_reply.or(i.list_reply) {
+                    Some(r) => Kind::Button(r.id),
+                    None => Kind::Unsupported(m.kind.clone()),
+                },
+                (other, ..) => Kind::Unsupported(other.to_owned()),
+            };
+            let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
+            let mut msg = Inbound {
+                agent_id: CHAT_AGENT.into(),
+                conversation_id: Some(conversation.clone()),
+                tenant_id: None,
+                user: Participant {
+                    user_id: m.from.clone(),
+                    user_login: name.unwrap_or_else(|| m.from.clone()),
+                    channel: CHANNEL.into(),
+                },
+                text: String::new(),
+                channel_message_id: Some(m.id.clone()),
+                delivery: Delivery::Outbox,
+                unsupported: None,
+            };
+            match kind {
+                Kind::Text(t) => msg.text = t,
+                Kind::Button(id) => msg.text = button_text(&state.service, &conversation, &id).await,
+                Kind::Unsupported(k) => msg.unsupported = Some(k),
+            }
+            match state.service.receive(&msg).await {
+                Ok(Some(received)) => accepted.push((msg, received)),
+                Ok(None) => {}
+                Err(e) => {
+                    // Not stored: not acknowledged, so Meta delivers it again.
+                    tracing::error!(error = %e, "whatsapp message could not be stored");
+                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+            }
+        }
+    }
+    // Everything is stored: answer now, run the turns after.
+    for (msg, received) in accepted {
+        let service = state.service.clone();
+        tokio::spawn(async move {
+            if let Err(e) = service.process(&msg, received).await {
+                tracing::error!(error = %e, "whatsapp turn failed");
+            }
+        });
+    }
+    StatusCode::OK.into_response()
+}
+
+/// A tap on one of our buttons, as the words it stands for — only for the recharge still waiting in
+/// the conversation; an old or foreign id confirms nothing.
+async fn button_text(service: &ConversationService, conversation: &str, id: &str) -> String {
+    let pending = service
+        .store()
+        .conversation(conversation)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| vt_actions::tools::RecargaPendente::id_in(&c.state));
+    let names = |prefix: &str| {
+        id.strip_prefix(prefix)
+            .is_some_and(|p| pending.as_deref() == Some(p))
+    };
+    if names(CONFIRM_PREFIX) {
+        "sim".into()
+    } else if names(CANCEL_PREFIX) {
+        "não".into()
+    } else {
+        "(toque em um botão de um pedido que não está mais esperando confirmação)".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metas_own_signature_vector() {
+        // From Meta's WhatsApp Node.js SDK tests.
+        let sig = "sha256=0c61947b610d4f45e65f3d680e26027121ec2413e77598bcb6cfc6e0d9888221";
+        assert!(signature_ok("TEST_APP_SECRET", b"test", Some(sig)));
+        assert!(!signature_ok("TEST_APP_SECRET", b"test ", Some(sig)));
+        assert!(!signature_ok("other", b"test", Some(sig)));
+        assert!(!signature_ok("TEST_APP_SECRET", b"test", None));
+        assert!(!signature_ok("TEST_APP_SECRET", b"test", Some("0c61947b")));
+    }
+}

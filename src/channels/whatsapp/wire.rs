@@ -1,0 +1,178 @@
+//! WhatsApp Cloud API JSON, as Meta documents it: the webhook notification we receive and the bodies we
+//! send. Private to the channel: nothing here crosses into the service.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Notification {
+    #[serde(default)]
+    pub entry: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Entry {
+    #[serde(default)]
+    pub changes: Vec<Change>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Change {
+    pub value: Value,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Value {
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub contacts: Vec<Contact>,
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub statuses: Vec<Status>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Metadata {
+    pub phone_number_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Contact {
+    pub wa_id: String,
+    #[serde(default)]
+    pub profile: Option<Profile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Profile {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Message {
+    pub from: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<Text>,
+    #[serde(default)]
+    pub interactive: Option<Interactive>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Text {
+    pub body: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Interactive {
+    #[serde(default)]
+    pub button_reply: Option<Reply>,
+    #[serde(default)]
+    pub list_reply: Option<Reply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Reply {
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Status {
+    /// The wamid of *our* message.
+    pub id: String,
+    pub status: String,
+    #[serde(default)]
+    pub errors: Vec<StatusError>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct StatusError {
+    pub code: i64,
+}
+
+/// `POST /{phone_number_id}/messages`.
+#[derive(Debug, Serialize)]
+pub(super) struct Outgoing<'a> {
+    pub messaging_product: &'static str,
+    pub recipient_type: &'static str,
+    pub to: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<OutText<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<OutInteractive<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutText<'a> {
+    pub body: &'a str,
+    pub preview_url: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutInteractive<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub body: OutBody<'a>,
+    pub action: OutAction,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutBody<'a> {
+    pub text: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutAction {
+    pub buttons: Vec<OutButton>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutButton {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub reply: OutReply,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct OutReply {
+    pub id: String,
+    pub title: String,
+}
+
+/// Marks an inbound message read.
+#[derive(Debug, Serialize)]
+pub(super) struct MarkRead<'a> {
+    pub messaging_product: &'static str,
+    pub status: &'static str,
+    pub message_id: &'a str,
+}
+
+/// The answer to a send.
+#[derive(Debug, Deserialize)]
+pub(super) struct Sent {
+    #[serde(default)]
+    pub messages: Vec<SentMessage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SentMessage {
+    pub id: String,
+}
+
+/// The error envelope: branch on `error.code`, never on the HTTP status (rate limits come as 400).
+#[derive(Debug, Deserialize)]
+pub(super) struct ErrorEnvelope {
+    pub error: GraphError,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct GraphError {
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
