@@ -65,7 +65,7 @@ impl ConversationService {
         );
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
         let flow_runs = self.inner_flow_runs(&outcome);
-        let outbox = replies_outbox(conv, msg, &outcome, now);
+        let outbox = replies_outbox(conv, msg, &outcome);
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],
@@ -173,12 +173,7 @@ impl ConversationService {
 }
 
 /// One outbox item per reply, addressed to the channel the message came from.
-fn replies_outbox(
-    conv: &Conversation,
-    msg: &Inbound,
-    outcome: &TurnOutcome,
-    now: DateTime<Utc>,
-) -> Vec<NewOutboxItem> {
+fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> Vec<NewOutboxItem> {
     let status = match msg.delivery {
         Delivery::Inline => OutboxStatus::Done,
         Delivery::Outbox => OutboxStatus::Pending,
@@ -203,7 +198,8 @@ fn replies_outbox(
                 "confirmation": if i == last { pending.clone() } else { None },
             }),
             max_attempts: REPLY_ATTEMPTS,
-            next_attempt_at: now,
+            // Due at once by the worker's clock, the wall clock (a test's engine clock may be elsewhere).
+            next_attempt_at: chrono::Utc::now(),
             conversation_id: Some(conv.id.clone()),
             status,
         })

@@ -15,3 +15,4 @@ mod service;
 mod store;
 mod support;
 mod transcripts;
+mod whatsapp;

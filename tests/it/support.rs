@@ -492,6 +492,10 @@ pub async fn serve_on(store: Arc<dyn vt_agent::store::Store>, config: vt_agent::
 
 pub async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
     let state = vt_agent::http::AppState::new(chat.service.clone(), config);
+    serve_state(chat, state).await
+}
+
+pub async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::AppState) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,0 +1,387 @@
+//! The WhatsApp channel against a local Graph API fake, driven by Meta's own payloads as they are
+//! (`tests/fixtures/payloads/`, byte for byte): verification, signatures (Meta's vectors), text, a
+//! redelivery, statuses, an unsupported type, each class of send error, and a whole recharge — ask,
+//! buttons, tap, one charge, the confirmation delivered.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use vt_agent::channels::whatsapp::{Sender, WhatsAppConfig};
+use vt_agent::store::OutboxStatus;
+
+use crate::support::{Canned, FakeServer, Served};
+
+const SECRET: &str = "TEST_APP_SECRET";
+const PHONE: &str = "106540352242922";
+const USER: &str = "16505551234";
+const OUR_WAMID: &str = "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUFERjg0NDEzNDdFODU3MUMxMAA=";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/payloads")
+        .join(name);
+    std::fs::read(path).expect("fixture")
+}
+
+fn sign(body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// What the Graph API answers to a send: Meta's documented response, with the id a later status
+/// names.
+fn sent() -> Canned<'static> {
+    (
+        200,
+        vec![],
+        json!({"messaging_product": "whatsapp", "contacts": [{"input": USER, "wa_id": USER}],
+               "messages": [{"id": OUR_WAMID}]}),
+    )
+}
+
+struct Wa {
+    served: Served,
+    graph: FakeServer,
+    worker: vt_agent::outbox::Worker,
+}
+
+async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
+    let graph = FakeServer::start(graph_answers).await;
+    let config = WhatsAppConfig {
+        graph_url: graph.url.clone(),
+        api_version: "v23.0".into(),
+        phone_number_id: Some(PHONE.into()),
+        access_token: Some("EAAtesttokenvalue0123456789".into()),
+        app_secret: Some(SECRET.into()),
+        verify_token: Some("vibecoding".into()),
+    };
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let state =
+        vt_agent::http::AppState::new(chat.service.clone(), Default::default()).with_whatsapp(config.clone());
+    let served = crate::support::serve_state(chat.clone(), state).await;
+    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(Sender::new(&config).expect("on")));
+    Wa {
+        served,
+        graph,
+        worker,
+    }
+}
+
+impl Wa {
+    async fn post(&self, body: &[u8], signature: Option<String>) -> u16 {
+        let mut r = self
+            .served
+            .client
+            .post(format!("{}/channels/whatsapp/webhook", self.served.url))
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(s) = signature {
+            r = r.header("x-hub-signature-256", s);
+        }
+        r.send().await.expect("sent").status().as_u16()
+    }
+
+    /// Posts a notification signed as Meta would.
+    async fn deliver(&self, body: &[u8]) -> u16 {
+        self.post(body, Some(sign(body))).await
+    }
+
+    /// Waits for the turns that run after the 200 to queue `n` replies.
+    async fn queued(&self, n: usize) -> Vec<vt_agent::store::OutboxItem> {
+        for _ in 0..200 {
+            let items = self
+                .served
+                .chat
+                .store
+                .outbox_items(OutboxStatus::Pending, 100)
+                .await
+                .expect("read");
+            if items.len() >= n {
+                return items;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{n} replies were never queued");
+    }
+
+    fn sends(&self) -> Vec<Value> {
+        self.graph.received().into_iter().map(|r| r.body).collect()
+    }
+}
+
+/// A text notification like Meta's, with another text and message id.
+fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
+    v["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = json!(text);
+    v["entry"][0]["changes"][0]["value"]["messages"][0]["id"] = json!(wamid);
+    serde_json::to_vec(&v).expect("bytes")
+}
+
+fn tap_notification(button_id: &str, wamid: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&fixture(
+        "wa-webhook-interactive-button-reply.reply-buttons-page.json",
+    ))
+    .expect("json");
+    let m = &mut v["entry"][0]["changes"][0]["value"]["messages"][0];
+    m["interactive"]["button_reply"]["id"] = json!(button_id);
+    m["id"] = json!(wamid);
+    serde_json::to_vec(&v).expect("bytes")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_answers_metas_verification_and_nothing_else() {
+    let wa = whatsapp(vec![]).await;
+    let get = |q: &str| {
+        wa.served
+            .client
+            .get(format!("{}/channels/whatsapp/webhook?{q}", wa.served.url))
+            .send()
+    };
+    let ok = get("hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=vibecoding")
+        .await
+        .expect("sent");
+    assert_eq!(ok.status(), 200);
+    assert!(
+        ok.headers()["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("text/plain")
+    );
+    assert_eq!(ok.text().await.expect("body"), "1158201444");
+    for q in [
+        "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=errado",
+        "hub.mode=unsubscribe&hub.challenge=1158201444&hub.verify_token=vibecoding",
+        "hub.mode=subscribe&hub.verify_token=vibecoding",
+    ] {
+        assert_eq!(get(q).await.expect("sent").status(), 403, "{q}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signatures_are_checked_over_the_raw_bytes() {
+    let wa = whatsapp(vec![]).await;
+    let body = fixture("wa-webhook-text.json");
+    // Meta's vector over the exact bytes of the fixture.
+    let documented = "sha256=8a7f8eae56da6ba7f4066ba1b1a1aab590472c7257166967feccf045227cecae";
+    assert_eq!(sign(&body), documented);
+    // The same JSON re-serialised, or without its final newline, must be refused with that signature.
+    let reserialised =
+        serde_json::to_vec(&serde_json::from_slice::<Value>(&body).expect("json")).expect("bytes");
+    assert_eq!(wa.post(&reserialised, Some(documented.into())).await, 401);
+    assert_eq!(
+        wa.post(&body[..body.len() - 1], Some(documented.into())).await,
+        401
+    );
+    assert_eq!(wa.post(&body, None).await, 401);
+    assert_eq!(wa.post(&body, Some("sha256=00".into())).await, 401);
+    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    assert!(
+        wa.served
+            .chat
+            .store
+            .messages(&conversation)
+            .await
+            .expect("read")
+            .is_empty(),
+        "nothing stored"
+    );
+    assert_eq!(wa.post(&body, Some(documented.into())).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_is_a_turn_once_and_its_reply_goes_out_through_the_graph_api() {
+    let wa = whatsapp(vec![(200, vec![], json!({"success": true})), sent()]).await;
+    let body = fixture("wa-webhook-text.json");
+    assert_eq!(wa.deliver(&body).await, 200);
+    assert_eq!(wa.deliver(&body).await, 200, "a redelivery is acknowledged");
+    let queued = wa.queued(1).await;
+    assert_eq!(queued.len(), 1, "one turn for one wamid");
+    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    let stored = wa.served.chat.store.messages(&conversation).await.expect("read");
+    let users = stored
+        .iter()
+        .filter(|m| matches!(m.message, vt_agent::llm::ChatMessage::User { .. }))
+        .count();
+    assert_eq!(users, 1);
+    let pass = wa.worker.pass().await;
+    assert_eq!(pass.sent, 1);
+    let sends = wa.sends();
+    assert_eq!(
+        sends[0],
+        json!({"messaging_product": "whatsapp", "status": "read",
+        "message_id": "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQTRBNjU5OUFFRTAzODEwMTQ0RgA="})
+    );
+    assert_eq!(sends[1]["to"], USER);
+    assert_eq!(sends[1]["type"], "text");
+    assert!(
+        sends[1]["text"]["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Posso ajudar")
+    );
+    let paths: Vec<String> = wa.graph.received().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        paths.iter().all(|p| p == &format!("/v23.0/{PHONE}/messages")),
+        "{paths:?}"
+    );
+    let auth = wa.graph.received()[1].headers["authorization"]
+        .to_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(auth, "Bearer EAAtesttokenvalue0123456789");
+
+    // Meta reports the status of the message we sent: recorded, never a turn.
+    assert_eq!(wa.deliver(&fixture("wa-webhook-status-sent.json")).await, 200);
+    assert_eq!(
+        wa.served
+            .chat
+            .store
+            .delivery_statuses(OUR_WAMID)
+            .await
+            .expect("read"),
+        vec![("sent".to_owned(), None)]
+    );
+    let after = wa.served.chat.store.messages(&conversation).await.expect("read");
+    assert_eq!(after.len(), stored.len(), "a status is not a turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupported_type_gets_a_polite_answer() {
+    let wa = whatsapp(vec![]).await;
+    let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
+    let m = &mut v["entry"][0]["changes"][0]["value"]["messages"][0];
+    m["type"] = json!("sticker");
+    m["sticker"] = json!({"id": "1", "mime_type": "image/webp"});
+    m.as_object_mut().map(|o| o.remove("text"));
+    assert_eq!(wa.deliver(&serde_json::to_vec(&v).expect("bytes")).await, 200);
+    let queued = wa.queued(1).await;
+    assert!(
+        queued[0].payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("só leio mensagens de texto")
+    );
+    let garbage = b"{\"entry\": 5}";
+    assert_eq!(wa.deliver(garbage).await, 400, "unreadable, but never a 500");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_errors_are_classified_by_code() {
+    let rate: Value = serde_json::from_slice(&fixture("wa-error-130429.json")).expect("json");
+    let wa = whatsapp(vec![
+        (200, vec![], json!({"success": true})),
+        (400, vec![], rate),
+        (200, vec![], json!({"success": true})),
+        (500, vec![], json!({"error": {"code": 1, "message": "unknown"}})),
+        (200, vec![], json!({"success": true})),
+        (
+            400,
+            vec![],
+            json!({"error": {"code": 131047, "message": "Re-engagement message"}}),
+        ),
+    ])
+    .await;
+    wa.deliver(&text_notification("oi", "wamid.E1")).await;
+    let item = wa.queued(1).await.remove(0);
+    let store = &wa.served.chat.store;
+    let pass = wa.worker.pass().await;
+    assert_eq!(pass.retried, 1, "130429 comes as HTTP 400 and is retried");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(wa.worker.pass().await.retried, 1, "a 5xx is retried");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(wa.worker.pass().await.dead, 1, "131047 is final");
+    let dead = store.outbox_item(item.id).await.expect("read").expect("item");
+    assert_eq!(dead.status, OutboxStatus::Failed);
+    assert!(
+        dead.last_error.as_deref().unwrap_or_default().contains("131047"),
+        "{dead:?}"
+    );
+    assert!(
+        !dead.last_error.unwrap_or_default().contains("EAAtest"),
+        "no token in the reason"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_recharge_over_whatsapp_charges_once() {
+    let wa = whatsapp(
+        [
+            (200, vec![], json!({"success": true})),
+            sent(),
+            (200, vec![], json!({"success": true})),
+            sent(),
+            (200, vec![], json!({"success": true})),
+            sent(),
+        ]
+        .into(),
+    )
+    .await;
+    wa.deliver(&text_notification(
+        "recarrega 50 no 2345678901 via pix",
+        "wamid.R1",
+    ))
+    .await;
+    let ask = wa.queued(1).await.remove(0);
+    let pending = ask.payload["confirmation"]
+        .as_str()
+        .expect("a recharge waits")
+        .to_owned();
+    wa.worker.pass().await;
+    let buttons = &wa.sends()[1];
+    assert_eq!(buttons["type"], "interactive");
+    assert_eq!(buttons["interactive"]["type"], "button");
+    let ids: Vec<&str> = buttons["interactive"]["action"]["buttons"]
+        .as_array()
+        .expect("buttons")
+        .iter()
+        .filter_map(|b| b["reply"]["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [format!("confirmar:{pending}"), format!("cancelar:{pending}")]
+    );
+    assert!(
+        buttons["interactive"]["body"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****8901")
+    );
+
+    // A tap on a button of another (stale or forged) pending recharge moves no money.
+    wa.deliver(&tap_notification("confirmar:outro-pedido", "wamid.T0"))
+        .await;
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    assert_eq!(wa.served.chat.recharges(), 0);
+
+    wa.deliver(&tap_notification(&format!("confirmar:{pending}"), "wamid.T1"))
+        .await;
+    wa.deliver(&tap_notification(&format!("confirmar:{pending}"), "wamid.T1"))
+        .await;
+    let done = wa.queued(1).await.remove(0);
+    assert!(
+        done.payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("aprovada"),
+        "{done:?}"
+    );
+    assert_eq!(
+        wa.served.chat.recharges(),
+        1,
+        "one tap, delivered twice: one charge"
+    );
+    wa.worker.pass().await;
+    let last = wa.sends().pop().expect("sent");
+    assert!(
+        last["text"]["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("aprovada")
+    );
+}
