@@ -60,6 +60,8 @@ pub enum Command {
     /// channels that send on their own. A dead-lettered item was tried 5 times (or failed with an error
     /// no retry fixes): --retry gives it a fresh set of attempts.
     Outbox(OutboxArgs),
+    /// List support agents' card lookups: who, when, the masked card, its keyed hash, the outcome.
+    Audit(AuditArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
     /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
@@ -123,6 +125,13 @@ pub struct ServeArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// How many lookups to show, newest first.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct OutboxArgs {
     /// Give this dead-lettered item a fresh set of attempts.
     #[arg(long, value_name = "ID")]
@@ -180,6 +189,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::Outbox(args) => outbox(&config, args).await,
         Command::Serve(args) => serve(config, args).await,
+        Command::Audit(args) => audit(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
@@ -272,6 +282,10 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         worker = worker.with_sender(std::sync::Arc::new(sender));
         eprintln!("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook");
     }
+    if config.mattermost.is_on() {
+        state = state.with_mattermost(config.mattermost.clone(), &config.vt.tenant_id);
+        eprintln!("canal Mattermost ligado: /channels/mattermost/{{slash,webhook,actions}}");
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -344,6 +358,13 @@ async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     let failed = store.outbox_items(OutboxStatus::Failed, args.limit).await?;
     print!("{}", crate::runs::outbox_report(&pending, &failed));
     Ok(ExitCode::SUCCESS)
+}
+
+async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let records = store.audit_records(args.limit).await?;
+    print!("{}", crate::runs::audit_report(&records));
+    Ok(())
 }
 
 async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {

@@ -62,6 +62,8 @@ pub struct Config {
     pub http: crate::http::HttpConfig,
     /// The WhatsApp Cloud API channel (on when `phone_number_id` and `access_token` are set).
     pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
+    /// The Mattermost channel (on when a slash or webhook token is set).
+    pub mattermost: crate::channels::mattermost::MattermostConfig,
 }
 
 /// The embedded simulator, when it is used.
@@ -87,6 +89,7 @@ impl Default for Config {
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
             whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
+            mattermost: crate::channels::mattermost::MattermostConfig::default(),
         }
     }
 }
@@ -290,6 +293,24 @@ impl Config {
                 *field = Some(v);
             }
         }
+        for (name, field) in [
+            ("VT_MATTERMOST_URL", &mut config.mattermost.url),
+            ("VT_MATTERMOST_BOT_TOKEN", &mut config.mattermost.bot_token),
+            ("VT_MATTERMOST_SLASH_TOKEN", &mut config.mattermost.slash_token),
+            (
+                "VT_MATTERMOST_WEBHOOK_TOKEN",
+                &mut config.mattermost.webhook_token,
+            ),
+            (
+                "VT_MATTERMOST_ACTIONS_SECRET",
+                &mut config.mattermost.actions_secret,
+            ),
+            ("VT_MATTERMOST_PUBLIC_URL", &mut config.mattermost.public_url),
+        ] {
+            if let Some(v) = get(name) {
+                *field = Some(v);
+            }
+        }
         if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
             config.whatsapp.graph_url = v;
         }
@@ -304,6 +325,7 @@ impl Config {
             vt_actions::redact::register_secret(key);
         }
         config.whatsapp.register_secrets();
+        config.mattermost.register_secrets();
         Ok(config)
     }
 
@@ -348,6 +370,9 @@ impl Config {
             return invalid(&field, message);
         }
         if let Err((field, message)) = self.whatsapp.validate() {
+            return invalid(field, message);
+        }
+        if let Err((field, message)) = self.mattermost.validate() {
             return invalid(field, message);
         }
         Ok(())

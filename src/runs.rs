@@ -8,7 +8,7 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_actions::vt::mask_card;
 
-use crate::store::{FlowRunSummary, OutboxItem, RechargeAttemptRecord};
+use crate::store::{AuditRecord, FlowRunSummary, OutboxItem, RechargeAttemptRecord};
 
 /// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
 const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
@@ -63,6 +63,34 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
         }
     }
     out
+}
+
+/// Support agents' card lookups.
+pub fn audit_report(records: &[AuditRecord]) -> String {
+    if records.is_empty() {
+        return "Nenhuma consulta de atendente registrada.\n".into();
+    }
+    let mut t = table([
+        "quando",
+        "atendente",
+        "tenant",
+        "canal",
+        "cartão",
+        "hash do cartão",
+        "resultado",
+    ]);
+    for r in records {
+        t.add_row([
+            local(r.at),
+            r.support_user.clone(),
+            r.tenant_id.clone(),
+            r.channel.clone(),
+            r.cartao.clone(),
+            r.cartao_hash.chars().take(16).collect(),
+            r.outcome.clone(),
+        ]);
+    }
+    format!("Consultas de atendentes (mais recentes primeiro):\n{t}\n")
 }
 
 /// Pending and dead-lettered outbox items.

@@ -2,4 +2,5 @@
 //! [`crate::service::Inbound`] and sends outbox items through a [`crate::outbox::ChannelSender`].
 //! Platform JSON stops in its channel's module.
 
+pub mod mattermost;
 pub mod whatsapp;

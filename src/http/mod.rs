@@ -111,6 +111,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The WhatsApp channel's webhook, when the channel is on.
     whatsapp: Option<Arc<crate::channels::whatsapp::WhatsAppConfig>>,
+    /// The Mattermost channel's routes and the tenant its support agents look cards up in.
+    mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
 }
 
 impl AppState {
@@ -124,7 +126,18 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             config: Arc::new(config),
             whatsapp: None,
+            mattermost: None,
         }
+    }
+
+    /// Serves the Mattermost routes too; `tenant` is where its users' conversations belong.
+    pub fn with_mattermost(
+        mut self,
+        config: crate::channels::mattermost::MattermostConfig,
+        tenant: &str,
+    ) -> Self {
+        self.mattermost = Some((Arc::new(config), tenant.to_owned()));
+        self
     }
 
     /// Serves the WhatsApp webhook too.
@@ -183,6 +196,17 @@ pub fn router(state: AppState) -> Router {
             config: config.clone(),
         }),
         None => Router::new(),
+    };
+    let channels = match &state.mattermost {
+        Some((config, tenant)) => channels.merge(crate::channels::mattermost::router(
+            crate::channels::mattermost::MattermostState {
+                service: state.service.clone(),
+                config: config.clone(),
+                tenant: tenant.clone(),
+                client: reqwest::Client::new(),
+            },
+        )),
+        None => channels,
     };
     Router::new()
         .route("/v1/conversations", post(conversations::create))

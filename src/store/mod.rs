@@ -293,6 +293,20 @@ pub struct TurnRecord<'a> {
     pub accepted_message: Option<i64>,
 }
 
+/// One card a support agent looked up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditRecord {
+    pub at: DateTime<Utc>,
+    pub support_user: String,
+    pub tenant_id: String,
+    pub channel: String,
+    /// Masked (`****7890`).
+    pub cartao: String,
+    /// A keyed hash of the full number: every lookup of one card, without keeping the number.
+    pub cartao_hash: String,
+    pub outcome: String,
+}
+
 /// A message accepted from a channel and not yet processed (its process stopped in between).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnprocessedMessage {
@@ -444,6 +458,10 @@ pub trait Store: Send + Sync {
     async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
     /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
     async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
+    /// The newest `limit` support lookups, newest first.
+    async fn audit_records(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// Serialises turns of one conversation: in this process, and across processes and instances
     /// through a lease row in the database ([`locks`]).

@@ -19,10 +19,10 @@ use vt_actions::journal::RechargeAttempt;
 use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
-    ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
-    LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError,
-    StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage,
-    UsageRecord, UsageSummaryRow, role,
+    AuditRecord, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
+    IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store,
+    StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES,
+    UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -982,6 +982,40 @@ impl Store for PgStore {
                     sends: r.try_get::<i32, _>("sends")?.into(),
                     created_at: r.try_get("created_at")?,
                     updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO support_audit (at, support_user, tenant_id, channel, cartao, cartao_hash, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+            .bind(r.at)
+            .bind(&r.support_user)
+            .bind(&r.tenant_id)
+            .bind(&r.channel)
+            .bind(&r.cartao)
+            .bind(&r.cartao_hash)
+            .bind(&r.outcome)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn audit_records(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM support_audit ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditRecord {
+                    at: row.try_get("at")?,
+                    support_user: row.try_get("support_user")?,
+                    tenant_id: row.try_get("tenant_id")?,
+                    channel: row.try_get("channel")?,
+                    cartao: row.try_get("cartao")?,
+                    cartao_hash: row.try_get("cartao_hash")?,
+                    outcome: row.try_get("outcome")?,
                 })
             })
             .collect()

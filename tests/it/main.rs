@@ -6,6 +6,7 @@ mod conversation;
 mod engine;
 mod flow;
 mod http;
+mod mattermost;
 mod pipeline;
 mod processes;
 mod providers;

@@ -467,6 +467,12 @@ impl Store for Flaky {
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await
     }
+    async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
+        self.inner.record_audit(r).await
+    }
+    async fn audit_records(&self, l: i64) -> Result<Vec<vt_agent::store::AuditRecord>, StoreError> {
+        self.inner.audit_records(l).await
+    }
     async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
         self.inner.lock_conversation(c).await
     }

@@ -1,0 +1,80 @@
+//! `POST /channels/mattermost/actions`: a click on a "Confirmar" / "Cancelar" button. The click has no
+//! auth header; its `context` carries the HMAC we made, binding the button to one conversation and one
+//! pending recharge. A valid click on the recharge still waiting confirms or cancels it exactly like
+//! "sim" / "não" and updates the post without its buttons; anything else moves no money.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{CHANNEL, MattermostState};
+use crate::app::CHAT_AGENT;
+use crate::engine::Participant;
+use crate::service::{Delivery, Inbound};
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Click {
+    user_id: String,
+    #[serde(default)]
+    user_name: Option<String>,
+    #[serde(default)]
+    context: Context,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Context {
+    acao: String,
+    pendente: String,
+    conversa: String,
+    assinatura: String,
+}
+
+pub(super) async fn click(State(state): State<MattermostState>, Json(click): Json<Click>) -> Response {
+    let c = &click.context;
+    if !state
+        .config
+        .verify(&c.acao, &c.pendente, &c.conversa, &c.assinatura)
+    {
+        tracing::warn!("mattermost click with a forged context refused");
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    // The button belongs to one person's conversation: another user's click does nothing.
+    let Ok(Some(conv)) = state.service.store().conversation(&c.conversa).await else {
+        return Json(json!({"ephemeral_text": "Este pedido não existe mais."})).into_response();
+    };
+    let waiting = vt_actions::tools::RecargaPendente::id_in(&conv.state);
+    if conv.user_id != click.user_id || waiting.as_deref() != Some(c.pendente.as_str()) {
+        return Json(
+            json!({"ephemeral_text": "Este pedido já foi respondido ou não é seu: nada foi feito."}),
+        )
+        .into_response();
+    }
+    let text = if c.acao == "confirmar" { "sim" } else { "não" };
+    let msg = Inbound {
+        agent_id: CHAT_AGENT.into(),
+        conversation_id: Some(c.conversa.clone()),
+        tenant_id: Some(conv.tenant_id.clone()),
+        user: Participant {
+            user_id: click.user_id.clone(),
+            user_login: click.user_name.clone().unwrap_or_else(|| click.user_id.clone()),
+            channel: CHANNEL.into(),
+        },
+        text: text.into(),
+        channel_message_id: None,
+        delivery: Delivery::Inline,
+        unsupported: None,
+    };
+    match state.service.handle(msg).await {
+        // The post loses its buttons: a second click has nothing to press.
+        Ok(h) => Json(json!({"update": {"message": h.reply_text(), "props": {}}})).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "mattermost click failed");
+            Json(json!({"ephemeral_text": "Não consegui concluir agora; nada foi cobrado. Tente de novo."}))
+                .into_response()
+        }
+    }
+}

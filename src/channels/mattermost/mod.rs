@@ -1,0 +1,193 @@
+//! Mattermost as a channel of the pipeline: the slash command (`/vt saldo <cartão>`, `/vt recarga …`,
+//! `/vt ajuda`), the outgoing webhook, and the recharge confirmation as message buttons whose clicks
+//! come back to `/channels/mattermost/actions`. Support agents (`support_users`) may look any card of
+//! their tenant up; every such lookup is written to the audit table.
+//!
+//! - The slash command carries `Authorization: Token <slash_token>`, the outgoing webhook a `token` in
+//!   its body: both are compared in constant time.
+//! - A click carries no auth header, so the button's `context` carries the pending recharge's id, the
+//!   conversation and an HMAC of both made with `actions_secret`: a forged click is refused, and a click
+//!   on a recharge that is no longer waiting (a second click, a replay) moves no money.
+//! - A conversation is keyed by (channel, Mattermost channel id, user id).
+//!
+//! Not here yet: the bot over the websocket (direct messages and mentions) and its `POST /api/v4/posts`
+//! sender.
+
+mod actions;
+mod slash;
+mod webhook;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::post;
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::service::ConversationService;
+
+/// The channel name on conversations.
+pub const CHANNEL: &str = "mattermost";
+
+/// `[mattermost]` in the configuration file (`VT_MATTERMOST_*` in the environment).
+#[derive(Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MattermostConfig {
+    pub url: Option<String>,
+    pub bot_token: Option<String>,
+    pub slash_token: Option<String>,
+    pub webhook_token: Option<String>,
+    pub actions_secret: Option<String>,
+    /// How Mattermost reaches `serve` (for button callbacks), e.g. `https://vt.example.com`.
+    pub public_url: Option<String>,
+    /// User ids or usernames of support agents.
+    pub support_users: Vec<String>,
+}
+
+impl std::fmt::Debug for MattermostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |o: &Option<String>| o.as_ref().map(|_| "<set>");
+        f.debug_struct("MattermostConfig")
+            .field("url", &self.url)
+            .field("bot_token", &set(&self.bot_token))
+            .field("slash_token", &set(&self.slash_token))
+            .field("webhook_token", &set(&self.webhook_token))
+            .field("actions_secret", &set(&self.actions_secret))
+            .field("public_url", &self.public_url)
+            .field("support_users", &self.support_users)
+            .finish()
+    }
+}
+
+impl MattermostConfig {
+    /// Some way in is configured.
+    pub fn is_on(&self) -> bool {
+        self.slash_token.is_some() || self.webhook_token.is_some()
+    }
+
+    /// What a way in needs; the error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if !self.is_on() {
+            return Ok(());
+        }
+        if self.actions_secret.as_deref().is_none_or(|s| s.len() < 16) {
+            return Err((
+                "mattermost.actions_secret",
+                "needs at least 16 characters: it signs the confirmation buttons and keys the audit hash",
+            ));
+        }
+        if self
+            .public_url
+            .as_deref()
+            .is_none_or(|u| reqwest::Url::parse(u).is_err())
+        {
+            return Err((
+                "mattermost.public_url",
+                "must be the URL Mattermost reaches this service at",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn register_secrets(&self) {
+        for s in [
+            &self.bot_token,
+            &self.slash_token,
+            &self.webhook_token,
+            &self.actions_secret,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            vt_actions::redact::register_secret(s);
+        }
+    }
+
+    fn is_support(&self, user_id: &str, user_name: &str) -> bool {
+        self.support_users
+            .iter()
+            .any(|u| u == user_id || u.trim_start_matches('@') == user_name)
+    }
+
+    fn secret(&self) -> &[u8] {
+        self.actions_secret.as_deref().unwrap_or_default().as_bytes()
+    }
+
+    /// The HMAC binding a button to its conversation and pending recharge.
+    fn sign(&self, action: &str, pending: &str, conversation: &str) -> String {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.secret()) else {
+            return String::new();
+        };
+        mac.update(format!("{action}|{pending}|{conversation}").as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    fn verify(&self, action: &str, pending: &str, conversation: &str, signature: &str) -> bool {
+        let (Ok(sig), Ok(mut mac)) = (
+            hex::decode(signature),
+            Hmac::<Sha256>::new_from_slice(self.secret()),
+        ) else {
+            return false;
+        };
+        mac.update(format!("{action}|{pending}|{conversation}").as_bytes());
+        mac.verify_slice(&sig).is_ok()
+    }
+
+    /// A keyed hash of a card for the audit table (domain-separated from the button signatures).
+    fn card_hash(&self, card: &str) -> String {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.secret()) else {
+            return String::new();
+        };
+        mac.update(format!("auditoria|{card}").as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// "Confirmar" / "Cancelar" buttons for `pending` in `conversation`, as message attachments.
+    fn buttons(&self, text: &str, pending: &str, conversation: &str) -> Value {
+        let url = format!(
+            "{}/channels/mattermost/actions",
+            self.public_url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        );
+        let action = |id: &str, name: &str| {
+            json!({"id": id, "name": name, "type": "button", "integration": {"url": url, "context": {
+                "acao": id, "pendente": pending, "conversa": conversation,
+                "assinatura": self.sign(id, pending, conversation)}}})
+        };
+        json!([{"text": text, "actions": [action("confirmar", "Confirmar"), action("cancelar", "Cancelar")]}])
+    }
+}
+
+/// The conversation of `user_id` in the Mattermost channel `channel_id`.
+pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
+    format!("mm:{channel_id}:{user_id}")
+}
+
+#[derive(Clone)]
+pub struct MattermostState {
+    pub service: Arc<ConversationService>,
+    pub config: Arc<MattermostConfig>,
+    /// The tenant support agents look cards up in.
+    pub tenant: String,
+    pub client: reqwest::Client,
+}
+
+/// The channel's routes.
+pub fn router(state: MattermostState) -> Router {
+    Router::new()
+        .route("/channels/mattermost/slash", post(slash::command))
+        .route("/channels/mattermost/webhook", post(webhook::outgoing))
+        .route("/channels/mattermost/actions", post(actions::click))
+        .with_state(state)
+}
+
+/// Constant-time equality of two secrets (compared as digests, so lengths leak nothing either).
+fn same_secret(a: &str, b: &str) -> bool {
+    use sha2::Digest;
+    let (da, db) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    !b.is_empty() && da.iter().zip(db.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,169 @@
+//! `POST /channels/mattermost/slash`: `/vt saldo <cartão>`, `/vt recarga …`, `/vt ajuda`. Answered
+//! ephemerally within Mattermost's 3 s; a slower turn answers "um momento" at once and its result goes
+//! to the command's `response_url`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{CHANNEL, MattermostState, conversation_id, same_secret};
+use crate::app::CHAT_AGENT;
+use crate::engine::Participant;
+use crate::service::{Delivery, Handled, Inbound};
+use crate::store::AuditRecord;
+
+/// Mattermost waits 3 s for the answer.
+const ANSWER_WITHIN: Duration = Duration::from_millis(2_500);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct SlashForm {
+    channel_id: String,
+    user_id: String,
+    user_name: String,
+    text: String,
+    response_url: String,
+}
+
+/// The command's words as the agent reads them.
+fn as_message(text: &str) -> String {
+    let text = text.trim();
+    let (verb, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    match verb.to_lowercase().as_str() {
+        "" | "ajuda" | "help" => "ajuda".into(),
+        "recarga" | "recarregar" => format!("recarregar {rest}"),
+        _ => text.to_owned(),
+    }
+}
+
+pub(super) async fn command(
+    State(state): State<MattermostState>,
+    headers: HeaderMap,
+    Form(form): Form<SlashForm>,
+) -> Response {
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Token "))
+        .unwrap_or_default();
+    if !same_secret(token, state.config.slash_token.as_deref().unwrap_or_default()) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let conversation = conversation_id(&form.channel_id, &form.user_id);
+    let text = as_message(&form.text);
+    let support = state.config.is_support(&form.user_id, &form.user_name);
+    let msg = Inbound {
+        agent_id: CHAT_AGENT.into(),
+        conversation_id: Some(conversation.clone()),
+        tenant_id: Some(state.tenant.clone()),
+        user: Participant {
+            user_id: form.user_id.clone(),
+            user_login: form.user_name.clone(),
+            channel: CHANNEL.into(),
+        },
+        text: text.clone(),
+        channel_message_id: None,
+        delivery: Delivery::Inline,
+        unsupported: None,
+    };
+    let work = {
+        let state = state.clone();
+        let support_user = form.user_name.clone();
+        tokio::spawn(async move {
+            let handled = state.service.handle(msg).await;
+            if support && let Ok(h) = &handled {
+                audit(&state, &support_user, &text, h).await;
+            }
+            handled
+        })
+    };
+    let mut work = work;
+    match tokio::time::timeout(ANSWER_WITHIN, &mut work).await {
+        Ok(Ok(Ok(handled))) => Json(answer(&state, &conversation, &handled)).into_response(),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(error = %e, "slash command failed");
+            Json(json!({"response_type": "ephemeral", "text": "Não consegui atender agora. Tente de novo em instantes."}))
+                .into_response()
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "slash command task failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+        Err(_) => {
+            // Mattermost stops waiting at 3 s: the result follows through the response URL.
+            let url = form.response_url.clone();
+            tokio::spawn(async move {
+                if let Ok(Ok(handled)) = work.await
+                    && !url.is_empty()
+                {
+                    let body = answer(&state, &conversation, &handled);
+                    if let Err(e) = state.client.post(&url).json(&body).send().await {
+                        tracing::warn!(error = %e, "slash command result could not be delivered");
+                    }
+                }
+            });
+            Json(json!({"response_type": "ephemeral", "text": "Um momento: a resposta chega em instantes."}))
+                .into_response()
+        }
+    }
+}
+
+/// The ephemeral answer, with confirm / cancel buttons when a recharge waits.
+fn answer(state: &MattermostState, conversation: &str, handled: &Handled) -> Value {
+    let text = handled.reply_text();
+    match &handled.awaiting_confirmation {
+        Some(pending) => json!({"response_type": "ephemeral", "text": "",
+            "attachments": state.config.buttons(&text, pending, conversation)}),
+        None => json!({"response_type": "ephemeral", "text": text}),
+    }
+}
+
+/// A support agent's balance lookup goes to the audit table: who, when, the masked card, a keyed hash
+/// of it, and how it went.
+async fn audit(state: &MattermostState, support_user: &str, text: &str, handled: &Handled) {
+    if handled.intent.as_deref() != Some("consultar_saldo") {
+        return;
+    }
+    let Some(card) = vt_actions::vt::parse::cards(text).into_iter().next() else {
+        return;
+    };
+    let reply = handled.reply_text();
+    let record = AuditRecord {
+        at: chrono::Utc::now(),
+        support_user: support_user.to_owned(),
+        tenant_id: state.tenant.clone(),
+        channel: CHANNEL.into(),
+        cartao: vt_actions::vt::mask_card(&card),
+        cartao_hash: state.config.card_hash(&card),
+        outcome: if reply.contains("O saldo do cartão") {
+            "saldo_informado"
+        } else {
+            "sem_saldo"
+        }
+        .into(),
+    };
+    if let Err(e) = state.service.store().record_audit(&record).await {
+        tracing::error!(error = %e, "support lookup could not be audited");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_message;
+
+    #[test]
+    fn subcommands_read_as_the_agent_reads_people() {
+        assert_eq!(as_message("saldo 1234567890"), "saldo 1234567890");
+        assert_eq!(
+            as_message("recarga 50 no 1234567890 via pix"),
+            "recarregar 50 no 1234567890 via pix"
+        );
+        assert_eq!(as_message(""), "ajuda");
+        assert_eq!(as_message("ajuda"), "ajuda");
+    }
+}

@@ -1,0 +1,215 @@
+//! The Mattermost routes through real HTTP, driven by Mattermost's own payloads (slash command form,
+//! interactive action, outgoing webhook): tokens, a support agent's audited lookup, and a whole recharge
+//! with buttons — good, forged and repeated clicks.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use vt_agent::channels::mattermost::MattermostConfig;
+
+use crate::support::Served;
+
+const SLASH_TOKEN: &str = "qzgakf1nx3yt9dr4n8585ihbxy";
+const HOOK_TOKEN: &str = "zmigewsanbbsdf59xnmduzypjc";
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/payloads")
+        .join(name);
+    std::fs::read_to_string(path).expect("fixture")
+}
+
+async fn mattermost(support_users: &[&str]) -> Served {
+    let config = MattermostConfig {
+        slash_token: Some(SLASH_TOKEN.into()),
+        webhook_token: Some(HOOK_TOKEN.into()),
+        actions_secret: Some("segredo-dos-botoes-0123456789".into()),
+        public_url: Some("https://vt.example.com".into()),
+        support_users: support_users.iter().map(|u| (*u).to_owned()).collect(),
+        ..MattermostConfig::default()
+    };
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let state = vt_agent::http::AppState::new(chat.service.clone(), Default::default())
+        .with_mattermost(config, "empresa-a");
+    crate::support::serve_state(chat, state).await
+}
+
+/// Mattermost's documented slash command body, with our command's text.
+fn slash_body(text: &str) -> String {
+    fixture("mm-slash-command.request.body.txt")
+        .replace("text=toronto+week", &format!("text={}", text.replace(' ', "+")))
+}
+
+async fn slash(s: &Served, token: &str, body: String) -> (u16, Value) {
+    let r = s
+        .client
+        .post(format!("{}/channels/mattermost/slash", s.url))
+        .header("authorization", format!("Token {token}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .expect("sent");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn click(s: &Served, context: &Value, user_id: &str) -> (u16, Value) {
+    let mut request: Value =
+        serde_json::from_str(&fixture("mm-interactive-action.request.json")).expect("json");
+    request["context"] = context.clone();
+    request["user_id"] = json!(user_id);
+    let r = s
+        .client
+        .post(format!("{}/channels/mattermost/actions", s.url))
+        .json(&request)
+        .send()
+        .await
+        .expect("sent");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slash_command_checks_its_token_and_answers_ephemerally() {
+    let s = mattermost(&[]).await;
+    // Mattermost's documented request as it is: an unknown command text gets the help.
+    let (status, body) = slash(&s, SLASH_TOKEN, fixture("mm-slash-command.request.body.txt")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["response_type"], "ephemeral");
+    assert!(
+        body["text"].as_str().unwrap_or_default().contains("Posso ajudar"),
+        "{body}"
+    );
+    let (status, _) = slash(&s, "token-errado", slash_body("saldo 1234567890")).await;
+    assert_eq!(status, 401);
+    let (_, body) = slash(&s, SLASH_TOKEN, slash_body("ajuda")).await;
+    assert!(body["text"].as_str().unwrap_or_default().contains("Posso ajudar"));
+    assert!(
+        s.chat.store.audit_records(10).await.expect("read").is_empty(),
+        "not a support agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_agents_lookup_is_answered_masked_and_audited() {
+    let s = mattermost(&["alan"]).await;
+    let (status, body) = slash(&s, SLASH_TOKEN, slash_body("saldo 1234567890")).await;
+    assert_eq!(status, 200);
+    let text = body["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("****7890") && !text.contains("1234567890"),
+        "{text}"
+    );
+    let audit = s.chat.store.audit_records(10).await.expect("read");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (
+            audit[0].support_user.as_str(),
+            audit[0].tenant_id.as_str(),
+            audit[0].cartao.as_str()
+        ),
+        ("alan", "empresa-a", "****7890")
+    );
+    assert_eq!(audit[0].outcome, "saldo_informado");
+    assert_eq!(audit[0].cartao_hash.len(), 64);
+    assert!(
+        !serde_json::to_string(&audit)
+            .expect("json")
+            .contains("1234567890")
+    );
+    slash(&s, SLASH_TOKEN, slash_body("saldo 1234567890")).await;
+    let again = s.chat.store.audit_records(10).await.expect("read");
+    assert_eq!(
+        again[0].cartao_hash, again[1].cartao_hash,
+        "the same card, found by its hash"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recharge_with_buttons_charges_once_and_refuses_forged_and_repeated_clicks() {
+    let s = mattermost(&[]).await;
+    let (_, body) = slash(&s, SLASH_TOKEN, slash_body("recarga 50 no 2345678901 via pix")).await;
+    let attachment = &body["attachments"][0];
+    assert!(
+        attachment["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****8901"),
+        "{body}"
+    );
+    let confirm = attachment["actions"]
+        .as_array()
+        .expect("buttons")
+        .iter()
+        .find(|a| a["id"] == "confirmar")
+        .expect("confirm button")
+        .clone();
+    assert_eq!(confirm["type"], "button", "Mattermost requires the type");
+    assert_eq!(
+        confirm["integration"]["url"],
+        "https://vt.example.com/channels/mattermost/actions"
+    );
+    let context = confirm["integration"]["context"].clone();
+    let user = "erj6qck3rfgtujs86w5r6rckzh";
+
+    let mut forged = context.clone();
+    forged["pendente"] = json!("outro-pedido");
+    assert_eq!(click(&s, &forged, user).await.0, 403);
+    let (status, body) = click(&s, &context, "outro-usuario").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.get("update").is_none(),
+        "another user's click does nothing: {body}"
+    );
+    assert_eq!(s.chat.recharges(), 0);
+
+    let (status, body) = click(&s, &context, user).await;
+    assert_eq!(status, 200);
+    assert!(
+        body["update"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("aprovada"),
+        "{body}"
+    );
+    assert_eq!(body["update"]["props"], json!({}), "the buttons are gone");
+    let (_, body) = click(&s, &context, user).await;
+    assert!(
+        body.get("update").is_none() && body["ephemeral_text"].is_string(),
+        "{body}"
+    );
+    assert_eq!(s.chat.recharges(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outgoing_webhook_checks_its_token_and_answers_in_the_thread() {
+    let s = mattermost(&[]).await;
+    let json_hook = json!({"token": HOOK_TOKEN, "team_id": "kwoknj9nwpypzgzy78wkw516qe",
+        "channel_id": "hawos4dqtby53pd64o4a4cmeoo", "channel_name": "town-square", "timestamp": 1445532266000_u64,
+        "user_id": "rnina9994bde8mua79zqcg5hmo", "user_name": "somename", "post_id": "axdygg1957njfe5pu38saikdho",
+        "text": "@agent saldo 1111111111", "trigger_word": "@agent", "file_ids": ""});
+    let r = s
+        .client
+        .post(format!("{}/channels/mattermost/webhook", s.url))
+        .json(&json_hook)
+        .send()
+        .await
+        .expect("sent");
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["response_type"], "comment");
+    assert!(
+        body["text"].as_str().unwrap_or_default().contains("****1111"),
+        "{body}"
+    );
+    let form = "channel_id=hawos4dqtby53pd64o4a4cmeoo&channel_name=town-square&file_ids=&post_id=bxdygg1957njfe5pu38saikdho&team_domain=someteam&team_id=kwoknj9nwpypzgzy78wkw516qe&text=%40agent+oi&timestamp=1445532266&token=errado&trigger_word=%40agent&user_id=rnina9994bde8mua79zqcg5hmo&user_name=somename";
+    let r = s
+        .client
+        .post(format!("{}/channels/mattermost/webhook", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(r.status(), 401);
+}
