@@ -282,10 +282,15 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         worker = worker.with_sender(std::sync::Arc::new(sender));
         eprintln!("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook");
     }
+    let mattermost = std::sync::Arc::new(config.mattermost.clone());
     if config.mattermost.is_on() {
         state = state.with_mattermost(config.mattermost.clone(), &config.vt.tenant_id);
         eprintln!("canal Mattermost ligado: /channels/mattermost/{{slash,webhook,actions}}");
     }
+    if let Some(sender) = crate::channels::mattermost::PostSender::new(mattermost.clone()) {
+        worker = worker.with_sender(std::sync::Arc::new(sender));
+    }
+    let bot = crate::channels::mattermost::Bot::new(service.clone(), mattermost, &config.vt.tenant_id);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -302,6 +307,13 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         let service = service.clone();
         async move { service.recover().await }
     });
+    let bot = bot.map(|bot| {
+        eprintln!("bot do Mattermost conectando pelo websocket");
+        let mut rx = stop_rx.clone();
+        tokio::spawn(bot.run(async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }))
+    });
     let worker = worker.has_senders().then(|| {
         let mut rx = stop_rx.clone();
         tokio::spawn(worker.run(async move {
@@ -315,6 +327,9 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     .await?;
     if let Some(worker) = worker {
         let _ = worker.await;
+    }
+    if let Some(bot) = bot {
+        let _ = bot.await;
     }
     eprintln!("vt-agent serve parou: pedidos em andamento concluídos.");
     drop(app.simulator);

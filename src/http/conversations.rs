@@ -165,6 +165,7 @@ pub async fn message(
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        thread: None,
     };
     let service = state.service.clone();
     let started = std::time::Instant::now();

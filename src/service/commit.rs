@@ -195,6 +195,7 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
                 "text": r.text,
                 "files": r.files,
                 "reply_to": msg.channel_message_id,
+                "thread": msg.thread,
                 "confirmation": if i == last { pending.clone() } else { None },
             }),
             max_attempts: REPLY_ATTEMPTS,

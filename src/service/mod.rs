@@ -64,6 +64,8 @@ pub struct Inbound {
     /// A message of a kind the agent does not read (an image, a sticker…), named: it is stored as
     /// such and answered politely, never processed.
     pub unsupported: Option<String>,
+    /// Where the channel should put the replies (a thread's root), if anywhere in particular.
+    pub thread: Option<String>,
 }
 
 /// How the router classified a turn, for the usage metrics.
@@ -337,6 +339,7 @@ impl ConversationService {
                 channel_message_id: Some(m.channel_message_id.clone()),
                 delivery: Delivery::Outbox,
                 unsupported: None,
+                thread: None,
             };
             let received = Received {
                 conversation_id: conv.id.clone(),

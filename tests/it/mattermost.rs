@@ -213,3 +213,225 @@ async fn the_outgoing_webhook_checks_its_token_and_answers_in_the_thread() {
         .expect("sent");
     assert_eq!(r.status(), 401);
 }
+
+/// A Mattermost server on loopback: `users/me`, the websocket (with Mattermost's own frames) and
+/// `POST /api/v4/posts` (rate-limited once, as Mattermost answers: plain text and `X-Ratelimit-Reset`).
+struct FakeMattermost {
+    url: String,
+    posts: Arc<std::sync::Mutex<Vec<Value>>>,
+    post_calls: Arc<std::sync::atomic::AtomicUsize>,
+    connections: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// Mattermost's `posted` frame, with another post in it.
+fn posted(seq: i64, channel_type: &str, mentions: &[&str], post: Value) -> String {
+    let mut frame: Value =
+        serde_json::from_str(&fixture("mm-ws-posted.hackerone-2541027.json")).expect("json");
+    frame["seq"] = json!(seq);
+    frame["data"]["channel_type"] = json!(channel_type);
+    frame["data"]["mentions"] = json!(serde_json::to_string(&mentions).expect("json"));
+    frame["data"]["post"] = json!(post.to_string());
+    frame.to_string()
+}
+
+async fn fake_mattermost() -> FakeMattermost {
+    use axum::extract::RawQuery;
+    use axum::extract::ws::{Message, WebSocketUpgrade};
+    use axum::routing::{get, post};
+    let posts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let post_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let connections = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (p, calls, conns) = (posts.clone(), post_calls.clone(), connections.clone());
+    let app = axum::Router::new()
+        .route(
+            "/api/v4/users/me",
+            get(|| async { axum::Json(json!({"id": "bot-id", "username": "vt"})) }),
+        )
+        .route(
+            "/api/v4/websocket",
+            get(move |ws: WebSocketUpgrade, RawQuery(query): RawQuery| {
+                let conns = conns.clone();
+                async move {
+                    let n = {
+                        let mut c = conns.lock().expect("lock");
+                        c.push(query.unwrap_or_default());
+                        c.len()
+                    };
+                    ws.on_upgrade(move |mut socket| async move {
+                        let Some(Ok(Message::Text(auth))) = socket.recv().await else {
+                            return;
+                        };
+                        let auth: Value = serde_json::from_str(&auth).unwrap_or_default();
+                        if auth["action"] != "authentication_challenge"
+                            || auth["data"]["token"] != "token-do-bot"
+                        {
+                            return;
+                        }
+                        let ok = fixture("mm-ws-response-ok.json");
+                        let hello = fixture("mm-ws-hello.mmctl-pr25545.json");
+                        let _ = socket.send(Message::text(ok)).await;
+                        let _ = socket.send(Message::text(hello)).await;
+                        let post = |id: &str, user: &str, channel: &str, message: &str, kind: &str| {
+                            json!({"id": id, "user_id": user, "channel_id": channel, "root_id": "",
+                                   "message": message, "type": kind, "props": {}})
+                        };
+                        let frames = if n == 1 {
+                            vec![
+                                posted(
+                                    2,
+                                    "D",
+                                    &[],
+                                    post("p-own", "bot-id", "dm-ana", "resposta antiga", ""),
+                                ),
+                                posted(
+                                    3,
+                                    "O",
+                                    &[],
+                                    post("p-sys", "u-ana", "geral", "ana entrou", "system_join_channel"),
+                                ),
+                                posted(
+                                    4,
+                                    "D",
+                                    &["bot-id"],
+                                    post("p-ana", "u-ana", "dm-ana", "saldo 1234567890", ""),
+                                ),
+                            ]
+                        } else {
+                            vec![posted(
+                                5,
+                                "O",
+                                &["bot-id"],
+                                post("p-bia", "u-bia", "geral", "@vt saldo 1111111111", ""),
+                            )]
+                        };
+                        for f in frames {
+                            let _ = socket.send(Message::text(f)).await;
+                        }
+                        if n == 1 {
+                            // The connection drops: the bot must reconnect and resume.
+                            let _ = socket.send(Message::Close(None)).await;
+                            return;
+                        }
+                        while socket.recv().await.is_some() {}
+                    })
+                }
+            }),
+        )
+        .route(
+            "/api/v4/posts",
+            post(
+                move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<Value>| {
+                    let (p, calls) = (p.clone(), calls.clone());
+                    async move {
+                        use axum::response::IntoResponse;
+                        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if headers.get("authorization").and_then(|v| v.to_str().ok())
+                            != Some("Bearer token-do-bot")
+                        {
+                            return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                        }
+                        if n == 0 {
+                            return (
+                                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                                [("x-ratelimit-reset", "1")],
+                                "limit exceeded",
+                            )
+                                .into_response();
+                        }
+                        p.lock().expect("lock").push(body);
+                        (
+                            axum::http::StatusCode::CREATED,
+                            axum::Json(json!({"id": format!("post-{n}")})),
+                        )
+                            .into_response()
+                    }
+                },
+            ),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    FakeMattermost {
+        url,
+        posts,
+        post_calls,
+        connections,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
+    let mm = fake_mattermost().await;
+    let config = Arc::new(MattermostConfig {
+        url: Some(mm.url.clone()),
+        bot_token: Some("token-do-bot".into()),
+        actions_secret: Some("segredo-dos-botoes-0123456789".into()),
+        public_url: Some("https://vt.example.com".into()),
+        ..MattermostConfig::default()
+    });
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let bot = vt_agent::channels::mattermost::Bot::new(chat.service.clone(), config.clone(), "empresa-a")
+        .expect("bot")
+        .with_backoff(std::time::Duration::from_millis(50));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(bot.run(async move {
+        let _ = stopped.await;
+    }));
+    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(
+            vt_agent::channels::mattermost::PostSender::new(config).expect("sender"),
+        ));
+    let started = std::time::Instant::now();
+    while mm.posts.lock().expect("lock").len() < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "replies never posted"
+        );
+        worker.pass().await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(());
+    tokio::time::timeout(std::time::Duration::from_secs(5), running)
+        .await
+        .expect("the bot stops")
+        .expect("join");
+
+    let posts = mm.posts.lock().expect("lock").clone();
+    let dm = posts
+        .iter()
+        .find(|p| p["channel_id"] == "dm-ana")
+        .expect("the DM was answered");
+    assert!(
+        dm["message"].as_str().unwrap_or_default().contains("****7890"),
+        "{dm}"
+    );
+    assert!(dm.get("root_id").is_none(), "no thread in a DM: {dm}");
+    let mention = posts
+        .iter()
+        .find(|p| p["channel_id"] == "geral")
+        .expect("the mention was answered");
+    assert!(
+        mention["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****1111"),
+        "{mention}"
+    );
+    assert_eq!(mention["root_id"], "p-bia", "threaded outside DMs");
+    assert_eq!(
+        posts.len(),
+        2,
+        "the bot's own post and the system post are not turns"
+    );
+    assert_eq!(
+        mm.post_calls.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "the 429 was retried"
+    );
+    let connections = mm.connections.lock().expect("lock").clone();
+    assert!(connections.len() >= 2, "reconnected: {connections:?}");
+    assert_eq!(
+        connections[1], "connection_id=beysw7hhzp8f3ffjnpzze3jg9o&sequence_number=4",
+        "resumed"
+    );
+}

@@ -67,6 +67,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        thread: None,
     };
     match state.service.handle(msg).await {
         // The post loses its buttons: a second click has nothing to press.

@@ -10,12 +10,15 @@
 //!   on a recharge that is no longer waiting (a second click, a replay) moves no money.
 //! - A conversation is keyed by (channel, Mattermost channel id, user id).
 //!
-//! Not here yet: the bot over the websocket (direct messages and mentions) and its `POST /api/v4/posts`
-//! sender.
+//! - The bot account ([`Bot`]) gets direct messages and mentions over the websocket and answers through
+//!   the outbox and `POST /api/v4/posts` ([`PostSender`]), threaded outside DMs.
 
 mod actions;
+mod bot;
 mod slash;
 mod webhook;
+
+pub use bot::{Bot, PostSender};
 
 use std::sync::Arc;
 
@@ -64,7 +67,7 @@ impl std::fmt::Debug for MattermostConfig {
 impl MattermostConfig {
     /// Some way in is configured.
     pub fn is_on(&self) -> bool {
-        self.slash_token.is_some() || self.webhook_token.is_some()
+        self.slash_token.is_some() || self.webhook_token.is_some() || self.bot_token.is_some()
     }
 
     /// What a way in needs; the error is `(field, why)`.
@@ -77,6 +80,14 @@ impl MattermostConfig {
                 "mattermost.actions_secret",
                 "needs at least 16 characters: it signs the confirmation buttons and keys the audit hash",
             ));
+        }
+        if self.bot_token.is_some()
+            && self
+                .url
+                .as_deref()
+                .is_none_or(|u| reqwest::Url::parse(u).is_err())
+        {
+            return Err(("mattermost.url", "the bot needs the Mattermost server's URL"));
         }
         if self
             .public_url

@@ -70,6 +70,7 @@ pub(super) async fn command(
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        thread: None,
     };
     let work = {
         let state = state.clone();

@@ -71,6 +71,7 @@ pub(super) async fn outgoing(
         channel_message_id: (!hook.post_id.is_empty()).then(|| hook.post_id.clone()),
         delivery: Delivery::Inline,
         unsupported: None,
+        thread: None,
     };
     match state.service.handle(msg).await {
         Ok(h) if h.duplicate => StatusCode::OK.into_response(),

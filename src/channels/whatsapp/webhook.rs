@@ -142,6 +142,7 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
                 channel_message_id: Some(m.id.clone()),
                 delivery: Delivery::Outbox,
                 unsupported: None,
+                thread: None,
             };
             match kind {
                 Kind::Text(t) => msg.text = t,

@@ -1,0 +1,367 @@
+//! The bot account: direct messages and mentions arrive over the websocket (`{url}/api/v4/websocket`),
+//! replies go out through the outbox and `POST /api/v4/posts` ([`PostSender`]).
+//!
+//! The socket authenticates with an `authentication_challenge`, keeps the `hello`'s connection id and
+//! the last event's `seq`, and after a drop reconnects with a growing backoff and jitter, resuming with
+//! `?connection_id=…&sequence_number=…` so the server replays what was missed. `posted` events carry
+//! the post as a JSON *string* inside the JSON; the bot's own posts and system posts are ignored, and
+//! in channels only posts that mention the bot are turns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::{CHANNEL, MattermostConfig, conversation_id};
+use crate::app::CHAT_AGENT;
+use crate::engine::Participant;
+use crate::outbox::{ChannelSender, SendError};
+use crate::service::{ConversationService, Delivery, Inbound};
+use crate::store::OutboxItem;
+
+/// The longest wait between two reconnections.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct Bot {
+    service: Arc<ConversationService>,
+    config: Arc<MattermostConfig>,
+    tenant: String,
+    client: reqwest::Client,
+    first_backoff: Duration,
+}
+
+#[derive(Debug, Deserialize)]
+struct Event {
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    data: Value,
+    #[serde(default)]
+    seq: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Post {
+    id: String,
+    user_id: String,
+    channel_id: String,
+    #[serde(default)]
+    root_id: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default, rename = "type")]
+    kind: String,
+}
+
+/// Where the socket is, for resuming after a drop.
+#[derive(Debug, Default)]
+struct Session {
+    connection_id: Option<String>,
+    sequence: i64,
+}
+
+impl Bot {
+    /// `None` when no bot token or URL is configured.
+    pub fn new(
+        service: Arc<ConversationService>,
+        config: Arc<MattermostConfig>,
+        tenant: &str,
+    ) -> Option<Self> {
+        (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
+            service,
+            config,
+            tenant: tenant.to_owned(),
+            client: reqwest::Client::new(),
+            first_backoff: Duration::from_secs(1),
+        })
+    }
+
+    /// The first wait after a drop (tests shorten it).
+    pub fn with_backoff(mut self, first: Duration) -> Self {
+        self.first_backoff = first;
+        self
+    }
+
+    fn base(&self) -> &str {
+        self.config
+            .url
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+    }
+
+    fn token(&self) -> &str {
+        self.config.bot_token.as_deref().unwrap_or_default()
+    }
+
+    /// Who the bot is (its own posts are ignored).
+    async fn me(&self) -> Result<String, String> {
+        let r = self
+            .client
+            .get(format!("{}/api/v4/users/me", self.base()))
+            .bearer_auth(self.token())
+            .send()
+            .await
+            .map_err(|_| "mattermost unreachable".to_owned())?;
+        let status = r.status();
+        let body: Value = r
+            .json()
+            .await
+            .map_err(|_| format!("users/me answered {status}"))?;
+        body["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("users/me answered {status}"))
+    }
+
+    /// Runs until `shutdown` resolves, reconnecting after every drop.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut session = Session::default();
+        let mut backoff = self.first_backoff;
+        let mut me = None;
+        loop {
+            let attempt = async {
+                let id = match &me {
+                    Some(id) => id,
+                    None => me.insert(self.me().await?),
+                };
+                self.connect(id, &mut session).await
+            };
+            let outcome = tokio::select! {
+                () = &mut shutdown => return,
+                outcome = attempt => outcome,
+            };
+            match outcome {
+                Ok(()) => backoff = self.first_backoff,
+                Err(e) => {
+                    tracing::warn!(error = %vt_actions::redact::secrets(&e), "mattermost websocket dropped")
+                }
+            }
+            // Jitter keeps many instances from reconnecting in step.
+            let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 250);
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(backoff + jitter) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One connection: authenticate, then handle events until the socket closes.
+    async fn connect(&self, me: &str, session: &mut Session) -> Result<(), String> {
+        let mut url = format!("{}/api/v4/websocket", self.base())
+            .replacen("https://", "wss://", 1)
+            .replacen("http://", "ws://", 1);
+        if let Some(id) = &session.connection_id {
+            url.push_str(&format!(
+                "?connection_id={id}&sequence_number={}",
+                session.sequence
+            ));
+        }
+        let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .map_err(|e| format!("websocket connect: {e}"))?;
+        let challenge =
+            json!({"seq": 1, "action": "authentication_challenge", "data": {"token": self.token()}});
+        socket
+            .send(Message::text(challenge.to_string()))
+            .await
+            .map_err(|e| format!("websocket auth: {e}"))?;
+        while let Some(frame) = socket.next().await {
+            let text = match frame.map_err(|e| format!("websocket read: {e}"))? {
+                Message::Text(t) => t.to_string(),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            let Ok(event) = serde_json::from_str::<Event>(&text) else {
+                continue;
+            };
+            if let Some(seq) = event.seq {
+                session.sequence = seq;
+            }
+            match event.event.as_deref() {
+                Some("hello") => {
+                    session.connection_id = event.data["connection_id"].as_str().map(str::to_owned);
+                }
+                Some("posted") => self.posted(me, &event.data).await,
+                _ => {}
+            }
+        }
+        Err("websocket closed".into())
+    }
+
+    /// A post the bot can see: a turn when it is a DM to the bot or mentions it.
+    async fn posted(&self, me: &str, data: &Value) {
+        let Some(post) = data["post"]
+            .as_str()
+            .and_then(|p| serde_json::from_str::<Post>(p).ok())
+        else {
+            return;
+        };
+        if post.user_id == me || post.kind.starts_with("system_") || post.message.trim().is_empty() {
+            return;
+        }
+        let direct = data["channel_type"].as_str() == Some("D");
+        let mentioned = data["mentions"]
+            .as_str()
+            .and_then(|m| serde_json::from_str::<Vec<String>>(m).ok())
+            .is_some_and(|m| m.iter().any(|u| u == me));
+        if !direct && !mentioned {
+            return;
+        }
+        // Outside DMs the reply goes in the post's thread.
+        let thread = (!direct).then(|| {
+            if post.root_id.is_empty() {
+                post.id.clone()
+            } else {
+                post.root_id.clone()
+            }
+        });
+        let msg = Inbound {
+            agent_id: CHAT_AGENT.into(),
+            conversation_id: Some(conversation_id(&post.channel_id, &post.user_id)),
+            tenant_id: Some(self.tenant.clone()),
+            user: Participant {
+                user_id: post.user_id.clone(),
+                user_login: data["sender_name"]
+                    .as_str()
+                    .unwrap_or(&post.user_id)
+                    .trim_start_matches('@')
+                    .to_owned(),
+                channel: CHANNEL.into(),
+            },
+            text: strip_mention(&post.message),
+            channel_message_id: Some(post.id.clone()),
+            delivery: Delivery::Outbox,
+            unsupported: None,
+            thread,
+        };
+        match self.service.receive(&msg).await {
+            Ok(Some(received)) => {
+                let service = self.service.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = service.process(&msg, received).await {
+                        tracing::error!(error = %e, "mattermost turn failed");
+                    }
+                });
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "mattermost post could not be stored"),
+        }
+    }
+}
+
+/// A leading `@bot` mention is not part of what the person asks.
+fn strip_mention(message: &str) -> String {
+    let m = message.trim();
+    match m.strip_prefix('@') {
+        Some(rest) => rest
+            .split_once(char::is_whitespace)
+            .map_or("", |(_, r)| r)
+            .trim()
+            .to_owned(),
+        None => m.to_owned(),
+    }
+}
+
+/// Replies through `POST /api/v4/posts`.
+pub struct PostSender {
+    client: reqwest::Client,
+    config: Arc<MattermostConfig>,
+}
+
+impl PostSender {
+    pub fn new(config: Arc<MattermostConfig>) -> Option<Self> {
+        (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
+            client: reqwest::Client::new(),
+            config,
+        })
+    }
+}
+
+#[async_trait]
+impl ChannelSender for PostSender {
+    fn channel(&self) -> &str {
+        CHANNEL
+    }
+
+    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError> {
+        let field = |k: &str| item.payload.get(k).and_then(Value::as_str);
+        // `mm:{channel}:{user}`.
+        let channel_id = item
+            .conversation_id
+            .as_deref()
+            .and_then(|c| c.strip_prefix("mm:"))
+            .and_then(|c| c.split(':').next())
+            .ok_or_else(|| SendError::Permanent("item without a Mattermost channel".into()))?;
+        let text = field("text").unwrap_or_default();
+        let mut body = json!({"channel_id": channel_id, "message": text});
+        if let Some(root) = field("thread") {
+            body["root_id"] = json!(root);
+        }
+        if let (Some(pending), Some(conversation)) = (field("confirmation"), item.conversation_id.as_deref())
+        {
+            body["message"] = json!("");
+            body["props"] = json!({"attachments": self.config.buttons(text, pending, conversation)});
+        }
+        let url = format!(
+            "{}/api/v4/posts",
+            self.config
+                .url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        );
+        let r = self
+            .client
+            .post(url)
+            .bearer_auth(self.config.bot_token.as_deref().unwrap_or_default())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|_| SendError::Retry {
+                reason: "mattermost unreachable".into(),
+                after: None,
+            })?;
+        let status = r.status().as_u16();
+        // Mattermost's 429 has a plain-text body and the wait in X-Ratelimit-Reset (seconds).
+        let reset = r
+            .headers()
+            .get("x-ratelimit-reset")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = r.text().await.unwrap_or_default();
+        match status {
+            200..=299 => Ok(serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["id"].as_str().map(str::to_owned))),
+            429 => Err(SendError::Retry {
+                reason: "mattermost 429".into(),
+                after: reset,
+            }),
+            s if s >= 500 => Err(SendError::Retry {
+                reason: format!("mattermost {s}"),
+                after: None,
+            }),
+            s => Err(SendError::Permanent(format!("mattermost {s}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_mention;
+
+    #[test]
+    fn a_leading_mention_is_dropped() {
+        assert_eq!(strip_mention("@vt saldo 1234567890"), "saldo 1234567890");
+        assert_eq!(strip_mention("saldo 1234567890"), "saldo 1234567890");
+        assert_eq!(strip_mention("@vt"), "");
+    }
+}
