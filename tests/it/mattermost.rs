@@ -367,6 +367,7 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         bot_token: Some("token-do-bot".into()),
         actions_secret: Some("segredo-dos-botoes-0123456789".into()),
         public_url: Some("https://vt.example.com".into()),
+        support_users: vec!["u-ana".into()],
         ..MattermostConfig::default()
     });
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);

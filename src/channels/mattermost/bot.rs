@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{CHANNEL, MattermostConfig, conversation_id};
+use super::{CHANNEL, MattermostConfig, audit, conversation_id};
 use crate::app::CHAT_AGENT;
 use crate::engine::Participant;
 use crate::outbox::{ChannelSender, SendError};
@@ -222,17 +222,19 @@ impl Bot {
                 post.root_id.clone()
             }
         });
+        let sender = data["sender_name"]
+            .as_str()
+            .unwrap_or(&post.user_id)
+            .trim_start_matches('@')
+            .to_owned();
+        let support = self.config.is_support(&post.user_id, &sender);
         let msg = Inbound {
             agent_id: CHAT_AGENT.into(),
             conversation_id: Some(conversation_id(&post.channel_id, &post.user_id)),
             tenant_id: Some(self.tenant.clone()),
             user: Participant {
                 user_id: post.user_id.clone(),
-                user_login: data["sender_name"]
-                    .as_str()
-                    .unwrap_or(&post.user_id)
-                    .trim_start_matches('@')
-                    .to_owned(),
+                user_login: sender.clone(),
                 channel: CHANNEL.into(),
             },
             text: strip_mention(&post.message),
@@ -243,10 +245,13 @@ impl Bot {
         };
         match self.service.receive(&msg).await {
             Ok(Some(received)) => {
-                let service = self.service.clone();
+                let (service, config, tenant) =
+                    (self.service.clone(), self.config.clone(), self.tenant.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = service.process(&msg, received).await {
-                        tracing::error!(error = %e, "mattermost turn failed");
+                    match service.process(&msg, received).await {
+                        Ok(h) if support => audit(&service, &config, &tenant, &sender, &msg.text, &h).await,
+                        Ok(_) => {}
+                        Err(e) => tracing::error!(error = %e, "mattermost turn failed"),
                     }
                 });
             }

@@ -196,6 +196,42 @@ pub fn router(state: MattermostState) -> Router {
         .with_state(state)
 }
 
+/// A support agent's balance lookup goes to the audit table: who, when, the masked card, a keyed hash
+/// of it, and how it went. Other turns write nothing here.
+async fn audit(
+    service: &ConversationService,
+    config: &MattermostConfig,
+    tenant: &str,
+    support_user: &str,
+    text: &str,
+    handled: &crate::service::Handled,
+) {
+    if handled.intent.as_deref() != Some("consultar_saldo") {
+        return;
+    }
+    let Some(card) = vt_actions::vt::parse::cards(text).into_iter().next() else {
+        return;
+    };
+    let reply = handled.reply_text();
+    let record = crate::store::AuditRecord {
+        at: chrono::Utc::now(),
+        support_user: support_user.to_owned(),
+        tenant_id: tenant.to_owned(),
+        channel: CHANNEL.into(),
+        cartao: vt_actions::vt::mask_card(&card),
+        cartao_hash: config.card_hash(&card),
+        outcome: if reply.contains("O saldo do cartão") {
+            "saldo_informado"
+        } else {
+            "sem_saldo"
+        }
+        .into(),
+    };
+    if let Err(e) = service.store().record_audit(&record).await {
+        tracing::error!(error = %e, "support lookup could not be audited");
+    }
+}
+
 /// Constant-time equality of two secrets (compared as digests, so lengths leak nothing either).
 fn same_secret(a: &str, b: &str) -> bool {
     use sha2::Digest;

@@ -11,11 +11,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{CHANNEL, MattermostState, conversation_id, same_secret};
+use super::{CHANNEL, MattermostState, audit, conversation_id, same_secret};
 use crate::app::CHAT_AGENT;
 use crate::engine::Participant;
 use crate::service::{Delivery, Handled, Inbound};
-use crate::store::AuditRecord;
 
 /// Mattermost waits 3 s for the answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(2_500);
@@ -78,7 +77,15 @@ pub(super) async fn command(
         tokio::spawn(async move {
             let handled = state.service.handle(msg).await;
             if support && let Ok(h) = &handled {
-                audit(&state, &support_user, &text, h).await;
+                audit(
+                    &state.service,
+                    &state.config,
+                    &state.tenant,
+                    &support_user,
+                    &text,
+                    h,
+                )
+                .await;
             }
             handled
         })
@@ -121,35 +128,6 @@ fn answer(state: &MattermostState, conversation: &str, handled: &Handled) -> Val
         Some(pending) => json!({"response_type": "ephemeral", "text": "",
             "attachments": state.config.buttons(&text, pending, conversation)}),
         None => json!({"response_type": "ephemeral", "text": text}),
-    }
-}
-
-/// A support agent's balance lookup goes to the audit table: who, when, the masked card, a keyed hash
-/// of it, and how it went.
-async fn audit(state: &MattermostState, support_user: &str, text: &str, handled: &Handled) {
-    if handled.intent.as_deref() != Some("consultar_saldo") {
-        return;
-    }
-    let Some(card) = vt_actions::vt::parse::cards(text).into_iter().next() else {
-        return;
-    };
-    let reply = handled.reply_text();
-    let record = AuditRecord {
-        at: chrono::Utc::now(),
-        support_user: support_user.to_owned(),
-        tenant_id: state.tenant.clone(),
-        channel: CHANNEL.into(),
-        cartao: vt_actions::vt::mask_card(&card),
-        cartao_hash: state.config.card_hash(&card),
-        outcome: if reply.contains("O saldo do cartão") {
-            "saldo_informado"
-        } else {
-            "sem_saldo"
-        }
-        .into(),
-    };
-    if let Err(e) = state.service.store().record_audit(&record).await {
-        tracing::error!(error = %e, "support lookup could not be audited");
     }
 }
 
