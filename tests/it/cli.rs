@@ -207,7 +207,15 @@ fn help_lists_every_command() {
     let (mut cmd, _data) = vt_agent();
     let out = cmd.arg("--help").output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["chat", "run-flow", "flows", "simulator"] {
+    for cmd in [
+        "chat",
+        "run-flow",
+        "flows",
+        "serve",
+        "outbox",
+        "audit",
+        "simulator",
+    ] {
         assert!(text.contains(cmd), "{cmd} missing from --help");
     }
     let (mut cmd, _data) = vt_agent();
@@ -344,4 +352,32 @@ fn the_outbox_command_lists_dead_letters_and_retries_one() {
         .output()
         .expect("run");
     assert_eq!(again.status.code(), Some(2), "no longer a dead letter");
+}
+
+#[test]
+fn the_audit_command_lists_lookups_masked() {
+    let data = tempfile::tempdir().expect("tmp");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let store = vt_agent::store::open(None, data.path()).await.expect("store");
+        store
+            .record_audit(&vt_agent::store::AuditRecord {
+                at: chrono::Utc::now(),
+                support_user: "maria".into(),
+                tenant_id: "empresa-a".into(),
+                channel: "mattermost".into(),
+                cartao: "****7890".into(),
+                cartao_hash: "ab".repeat(32),
+                outcome: "saldo_informado".into(),
+            })
+            .await
+            .expect("audit");
+    });
+    let out = vt_agent_in(&data).arg("audit").output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.contains("maria") && text.contains("****7890") && text.contains("saldo_informado"),
+        "{text}"
+    );
 }
