@@ -9,7 +9,6 @@ use vt_actions::systems::Efeito;
 use vt_actions::tools::VtSettings;
 use vt_agent::flow::{FlowStatus, run_flow};
 use vt_agent::llm::{Scripted, ScriptedProvider};
-use vt_agent::transcript::RunOptions;
 
 use crate::support::{chat_harness, flow_harness, quick_simulator};
 
@@ -213,15 +212,7 @@ async fn a_conversation_that_showed_help_exports_to_a_transcript_that_replays_gr
     let exported = vt_agent::transcript::export::export(h.store.as_ref(), "ajuda")
         .await
         .expect("export");
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("ajuda.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&exported).expect("yaml")).expect("write");
-    let report = vt_agent::transcript::run_file(&path, &RunOptions::default()).await;
-    assert!(
-        report.passed,
-        "{}",
-        report.failure.map(|m| m.to_string()).unwrap_or_default()
-    );
+    crate::support::assert_replays_green(&exported).await;
 }
 
 #[tokio::test]

@@ -545,3 +545,16 @@ impl Served {
         r.send().await.expect("request")
     }
 }
+
+/// Writes `transcript` to a file and replays it; panics with the first mismatch when it fails.
+pub async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("exportada.yaml");
+    std::fs::write(&path, serde_yaml::to_string(transcript).expect("yaml")).expect("write");
+    let report = vt_agent::transcript::run_file(&path, &vt_agent::transcript::RunOptions::default()).await;
+    assert!(
+        report.passed,
+        "{}",
+        report.failure.map(|m| m.to_string()).unwrap_or_default()
+    );
+}

@@ -162,15 +162,7 @@ async fn an_exported_conversation_replays_green() {
         "answered from the classification cache"
     );
     assert_eq!(exported.turns[3].model.len(), 2, "tool call, then text");
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("exportada.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&exported).expect("yaml")).expect("write");
-    let report = vt_agent::transcript::run_file(&path, &RunOptions::default()).await;
-    assert!(
-        report.passed,
-        "{}",
-        report.failure.map(|m| m.to_string()).unwrap_or_default()
-    );
+    crate::support::assert_replays_green(&exported).await;
 }
 
 #[test]
