@@ -134,6 +134,21 @@ pub struct Handled {
 }
 
 impl Handled {
+    /// A message that was handled before: nothing ran now.
+    fn duplicate(conversation_id: String) -> Self {
+        Self {
+            conversation_id,
+            replies: Vec::new(),
+            execucao_id: None,
+            ended: false,
+            persisted: true,
+            intent: None,
+            tokens: (0, 0),
+            duplicate: true,
+            awaiting_confirmation: None,
+        }
+    }
+
     pub fn reply_text(&self) -> String {
         Reply::join(&self.replies)
     }
@@ -213,17 +228,7 @@ impl ConversationService {
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
         let Some((conv, message_id)) = self.accept(&id, msg, now).await? else {
-            return Ok(Handled {
-                conversation_id: id,
-                replies: Vec::new(),
-                execucao_id: None,
-                ended: false,
-                persisted: true,
-                intent: None,
-                tokens: (0, 0),
-                duplicate: true,
-                awaiting_confirmation: None,
-            });
+            return Ok(Handled::duplicate(id));
         };
         self.run_accepted(conv, msg, message_id, now).await
     }
@@ -297,6 +302,15 @@ impl ConversationService {
             .await
             .map_err(ServiceError::NotRecorded)?;
         let result = async {
+            // Another instance's recovery (or this one's) may have processed it while we waited.
+            if self
+                .store
+                .message_processed(received.message_id)
+                .await
+                .map_err(ServiceError::NotRecorded)?
+            {
+                return Ok(Handled::duplicate(received.conversation_id.clone()));
+            }
             let conv = self
                 .store
                 .conversation(&received.conversation_id)

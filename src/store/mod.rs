@@ -345,6 +345,8 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError>;
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+    /// Whether the turn that handles message `id` has committed.
+    async fn message_processed(&self, id: i64) -> Result<bool, StoreError>;
     /// Accepted channel messages whose turn never committed, oldest first.
     async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError>;
 

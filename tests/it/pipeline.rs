@@ -264,6 +264,9 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
     assert_eq!(h.store.unprocessed_messages(10).await.expect("read").len(), 1);
     assert_eq!(h.service.recover().await, 1);
     assert!(h.store.unprocessed_messages(10).await.expect("read").is_empty());
+    // The webhook's own task gets its turn after the recovery did the work: nothing runs twice.
+    let late = h.service.process(&msg, received.clone()).await.expect("handled");
+    assert!(late.duplicate && late.replies.is_empty());
     assert_eq!(h.service.recover().await, 0, "never twice");
     let queued = h
         .store
