@@ -126,7 +126,8 @@ pub fn mask_cards_in(text: &str) -> String {
     CARD_LIKE
         .replace_all(&ascii_digits(text), |c: &regex::Captures<'_>| {
             let digits = c[0].chars().filter(char::is_ascii_digit).count();
-            if digits >= 8 {
+            // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card.
+            if digits >= 8 && !ISO_DATE.is_match(&c[0]) {
                 mask_card(&c[0])
             } else {
                 c[0].to_owned()
@@ -134,6 +135,12 @@ pub fn mask_cards_in(text: &str) -> String {
         })
         .into_owned()
 }
+
+/// A plausible calendar date, year 1900–2099: a card typed in that very shape stays readable, a rare
+/// price for keeping the model's "now" intact.
+static ISO_DATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$").expect("date regex")
+});
 
 #[cfg(test)]
 mod tests {
@@ -177,6 +184,11 @@ mod tests {
         assert_eq!(decimal_value('a'), None);
         assert_eq!(mask_card("98765432１0"), "****3210");
         assert_eq!(mask_cards_in("saldo 1234567٨90"), "saldo ****7890");
+        assert_eq!(
+            mask_cards_in("Agora é 2026-11-22T09:54:00-03:00; cartão 2026-1122-33"),
+            "Agora é 2026-11-22T09:54:00-03:00; cartão ****2233",
+            "a date stays a date"
+        );
     }
 
     #[test]
