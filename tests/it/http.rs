@@ -239,7 +239,8 @@ async fn turns_in_flight_are_bounded_and_a_slow_request_times_out_without_losing
     .await;
     let slow = s.post("/v1/conversations/lento/messages", None, says("saldo 4444444444"));
     let other = async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        // Well inside the slow turn (≥ 300 ms), even on a loaded machine.
+        tokio::time::sleep(Duration::from_millis(150)).await;
         s.post("/v1/conversations/outra/messages", None, says("saldo 1234567890"))
             .await
     };
@@ -357,7 +358,7 @@ async fn a_graceful_stop_answers_the_turn_in_flight() {
     // Card 4444444444 takes ~300 ms (the balance system never answers).
     let in_flight =
         tokio::spawn(async move { client.post(url).json(&says("saldo 4444444444")).send().await });
-    tokio::time::sleep(Duration::from_millis(80)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
     s.stop();
     let answer = in_flight.await.expect("join").expect("answered");
     assert_eq!(answer.status(), 200);
