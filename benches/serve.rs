@@ -4,7 +4,9 @@
 //!    conversation, CPU per turn (whole process: service, store, embedded simulator) and wall time, for
 //!    turns 10–110, 1,000–1,100 and 4,900–5,000.
 //! 2. **HTTP turns**: `vt-agent serve` in process, clients on loopback, p50/p99 latency and turns/s with
-//!    1, 50 and 200 conversations at once (each conversation sends its turns one after the other).
+//!    1, 50 and 200 conversations at once — closed loop (each conversation sends its next turn as soon
+//!    as it has the reply: the saturation figure) and open loop (200 conversations each sending a turn
+//!    every second, as people typing would: the latency a person sees at that load).
 //!
 //! Both on SQLite (a file, as in production) and — when `VT_BENCH_POSTGRES_URL` or
 //! `VT_TEST_POSTGRES_URL` is set — on PostgreSQL.
@@ -142,6 +144,47 @@ async fn http(label: &str, store: Arc<dyn Store>) {
             cpu_used.as_secs_f64() * 1e3 / all.len() as f64,
         );
     }
+    // Open loop: 200 conversations, one turn a second each, phases spread over the second.
+    let (conversations, seconds) = (200usize, 10u32);
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let started = Instant::now();
+    let cpu_before = cpu();
+    let workers = (0..conversations).map(|c| {
+        let (client, url, body, run) = (client.clone(), url.clone(), body.clone(), run.clone());
+        tokio::spawn(async move {
+            let path = format!("{url}/v1/conversations/o-{run}-{c}/messages");
+            let phase = Duration::from_millis((c as u64 * 1_000) / conversations as u64);
+            let mut ticks =
+                tokio::time::interval_at(tokio::time::Instant::now() + phase, Duration::from_secs(1));
+            let mut latencies = Vec::new();
+            for _ in 0..seconds {
+                ticks.tick().await;
+                let t = Instant::now();
+                let r = client.post(&path).json(&body).send().await.expect("request");
+                assert!(r.status().is_success(), "{}", r.status());
+                r.bytes().await.expect("body");
+                latencies.push(t.elapsed());
+            }
+            latencies
+        })
+    });
+    let mut all: Vec<Duration> = futures::future::join_all(workers)
+        .await
+        .into_iter()
+        .flat_map(|r| r.expect("join"))
+        .collect();
+    let wall = started.elapsed();
+    let cpu_used = cpu() - cpu_before;
+    all.sort();
+    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
+    println!(
+        "{label:<10} HTTP {conversations:>3} people, 1 turn/s each  {:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
+        all.len(),
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        all.len() as f64 / wall.as_secs_f64(),
+        cpu_used.as_secs_f64() * 1e3 / all.len() as f64,
+    );
     server.abort();
 }
 

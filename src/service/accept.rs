@@ -17,6 +17,7 @@ impl ConversationService {
         msg: &Inbound,
         now: DateTime<Utc>,
     ) -> Result<Option<(Conversation, i64)>, ServiceError> {
+        let mut new = false;
         let conv = match self
             .store
             .conversation(id)
@@ -35,6 +36,7 @@ impl ConversationService {
             }
             Some(c) => c,
             None => {
+                new = true;
                 let mut c = self.engine.start_conversation(&msg.agent_id, msg.user.clone())?;
                 c.id = id.to_owned();
                 c.tenant_id = tenant_of(msg);
@@ -45,6 +47,7 @@ impl ConversationService {
             .store
             .accept_message(
                 &conv,
+                new,
                 msg.channel_message_id.as_deref(),
                 &ChatMessage::user(stored_text(msg)),
                 now,

@@ -405,7 +405,7 @@ impl ConversationService {
         let now = self.engine.now();
         // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
         self.store
-            .accept_message(&conv, None, &ChatMessage::user(&text), now)
+            .accept_message(&conv, true, None, &ChatMessage::user(&text), now)
             .await
             .map_err(ServiceError::NotRecorded)?;
         // On record as started before the first external call: a killed run stays visible.

@@ -328,9 +328,11 @@ pub trait Store: Send + Sync {
     /// message — unless `channel_message_id` was accepted before in this conversation (a channel's
     /// redelivery), in which case nothing is written and `None` comes back. A message with a channel id
     /// is stored as not yet processed until its turn commits (see [`TurnRecord::accepted_message`]).
+    /// `new_conversation`: the row is written too (else one statement, no transaction: the hot path).
     async fn accept_message(
         &self,
         conversation: &Conversation,
+        new_conversation: bool,
         channel_message_id: Option<&str>,
         message: &ChatMessage,
         now: DateTime<Utc>,

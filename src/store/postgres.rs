@@ -307,13 +307,12 @@ impl Store for PgStore {
     async fn accept_message(
         &self,
         conversation: &Conversation,
+        new_conversation: bool,
         channel_message_id: Option<&str>,
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
-        let row = sqlx::query(
+        let insert = sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
              VALUES ($1, NULL, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
         )
@@ -322,10 +321,16 @@ impl Store for PgStore {
         .bind(value(message)?)
         .bind(now)
         .bind(channel_message_id)
-        .bind(channel_message_id.is_none())
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        .bind(channel_message_id.is_none());
+        let row = if new_conversation {
+            let mut tx = self.pool.begin().await?;
+            Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            let row = insert.fetch_optional(&mut *tx).await?;
+            tx.commit().await?;
+            row
+        } else {
+            insert.fetch_optional(&self.pool).await?
+        };
         Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 

@@ -342,15 +342,14 @@ impl Store for SqliteStore {
     async fn accept_message(
         &self,
         conversation: &Conversation,
+        new_conversation: bool,
         channel_message_id: Option<&str>,
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
-        let mut tx = self.writer.begin().await?;
-        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
-        let row = sqlx::query(
+        let insert = sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
              VALUES (?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
         )
@@ -359,10 +358,16 @@ impl Store for SqliteStore {
         .bind(json(message)?)
         .bind(ms(now))
         .bind(channel_message_id)
-        .bind(channel_message_id.is_none())
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        .bind(channel_message_id.is_none());
+        let row = if new_conversation {
+            let mut tx = self.writer.begin().await?;
+            Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            let row = insert.fetch_optional(&mut *tx).await?;
+            tx.commit().await?;
+            row
+        } else {
+            insert.fetch_optional(&self.writer).await?
+        };
         Ok(row.map(|r| r.try_get("id")).transpose()?)
     }
 

@@ -458,6 +458,7 @@ impl Store for Flaky {
     async fn accept_message(
         &self,
         c: &Conversation,
+        new: bool,
         id: Option<&str>,
         m: &ChatMessage,
         now: DateTime<Utc>,
@@ -465,7 +466,7 @@ impl Store for Flaky {
         if self.fail_append {
             return Err(broken());
         }
-        self.inner.accept_message(c, id, m, now).await
+        self.inner.accept_message(c, new, id, m, now).await
     }
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await

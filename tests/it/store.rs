@@ -525,15 +525,15 @@ pub async fn a_conversations_items_go_out_in_order_and_accepting_twice_is_once(s
 
     let conv = conversation("c-accept");
     let first = store
-        .accept_message(&conv, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .accept_message(&conv, true, Some("wamid.1"), &ChatMessage::user("oi"), now)
         .await
         .expect("accept");
     let again = store
-        .accept_message(&conv, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .accept_message(&conv, false, Some("wamid.1"), &ChatMessage::user("oi"), now)
         .await
         .expect("accept again");
     let other = store
-        .accept_message(&conv, None, &ChatMessage::user("oi"), now)
+        .accept_message(&conv, false, None, &ChatMessage::user("oi"), now)
         .await
         .expect("no id");
     assert!(first.is_some() && again.is_none() && other.is_some());
