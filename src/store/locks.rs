@@ -116,6 +116,29 @@ impl<L: Leases> Drop for LeaseGuard<L> {
     }
 }
 
+/// Polls `take` (the cross-process half of a lock) until it succeeds, with a doubling wait and jitter,
+/// for at most [`ACQUIRE_TIMEOUT`]. The one waiting loop of both backends.
+async fn wait_for<F, Fut>(conversation_id: &str, mut take: F) -> Result<(), StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, StoreError>>,
+{
+    let started = std::time::Instant::now();
+    let mut wait = Duration::from_millis(1);
+    while !take().await? {
+        if started.elapsed() > ACQUIRE_TIMEOUT {
+            return Err(StoreError::Invalid(format!(
+                "conversation {conversation_id} is busy in another process"
+            )));
+        }
+        // Jitter keeps processes that wait for the same conversation from polling in step.
+        let jitter = Duration::from_micros(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 1_000);
+        tokio::time::sleep(wait + jitter).await;
+        wait = (wait * 2).min(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 /// Takes the local mutex, then the lease, waiting (with backoff) while another process holds it.
 pub(crate) async fn acquire<L: Leases>(
     leases: &L,
@@ -125,23 +148,11 @@ pub(crate) async fn acquire<L: Leases>(
     let local = local.lock(conversation_id).await;
     let owner = uuid::Uuid::new_v4().simple().to_string();
     let lease = chrono::Duration::from_std(LEASE).unwrap_or_else(|_| chrono::Duration::seconds(30));
-    let started = std::time::Instant::now();
-    let mut wait = Duration::from_millis(2);
-    loop {
+    wait_for(conversation_id, || async {
         let now = Utc::now();
-        if leases.try_take(conversation_id, &owner, now + lease, now).await? {
-            break;
-        }
-        if started.elapsed() > ACQUIRE_TIMEOUT {
-            return Err(StoreError::Invalid(format!(
-                "conversation {conversation_id} is busy in another process"
-            )));
-        }
-        // Jitter keeps processes that wait for the same conversation from polling in step.
-        let jitter = Duration::from_micros(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 2_000);
-        tokio::time::sleep(wait + jitter).await;
-        wait = (wait * 2).min(Duration::from_millis(50));
-    }
+        leases.try_take(conversation_id, &owner, now + lease, now).await
+    })
+    .await?;
     let renewal = tokio::spawn({
         let (leases, id, owner) = (leases.clone(), conversation_id.to_owned(), owner.clone());
         async move {
@@ -228,23 +239,14 @@ impl FileLocks {
             .write(true)
             .open(&path)
             .map_err(io)?;
-        let started = std::time::Instant::now();
-        let mut wait = Duration::from_millis(1);
-        loop {
+        wait_for(conversation_id, || async {
             match file.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    if started.elapsed() > ACQUIRE_TIMEOUT {
-                        return Err(StoreError::Invalid(format!(
-                            "conversation {conversation_id} is busy in another process"
-                        )));
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_millis(20));
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+                Ok(()) => Ok(true),
+                Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+                Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
             }
-        }
+        })
+        .await?;
         Ok(TurnLock {
             lease: Some(Box::new(FileGuard(file))),
             _local: local,

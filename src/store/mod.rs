@@ -12,7 +12,7 @@ mod postgres;
 mod sqlite;
 
 pub use journal::StoreJournal;
-pub use locks::{LEASE, LocalLocks, TurnLock};
+pub use locks::{LocalLocks, TurnLock};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
