@@ -231,10 +231,3 @@ async fn audit(
         tracing::error!(error = %e, "support lookup could not be audited");
     }
 }
-
-/// Constant-time equality of two secrets (compared as digests, so lengths leak nothing either).
-fn same_secret(a: &str, b: &str) -> bool {
-    use sha2::Digest;
-    let (da, db) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
-    !b.is_empty() && da.iter().zip(db.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}

@@ -11,8 +11,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{CHANNEL, MattermostState, audit, conversation_id, same_secret};
+use super::{CHANNEL, MattermostState, audit, conversation_id};
 use crate::app::CHAT_AGENT;
+use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Handled, Inbound};
 
@@ -71,7 +72,7 @@ pub(super) async fn command(
         unsupported: None,
         thread: None,
     };
-    let work = {
+    let mut work = {
         let state = state.clone();
         let support_user = form.user_name.clone();
         tokio::spawn(async move {
@@ -90,7 +91,6 @@ pub(super) async fn command(
             handled
         })
     };
-    let mut work = work;
     match tokio::time::timeout(ANSWER_WITHIN, &mut work).await {
         Ok(Ok(Ok(handled))) => Json(answer(&state, &conversation, &handled)).into_response(),
         Ok(Ok(Err(e))) => {

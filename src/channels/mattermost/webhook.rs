@@ -9,8 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{CHANNEL, MattermostState, conversation_id, same_secret};
+use super::{CHANNEL, MattermostState, conversation_id};
 use crate::app::CHAT_AGENT;
+use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound};
 

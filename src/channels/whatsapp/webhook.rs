@@ -14,6 +14,7 @@ use sha2::Sha256;
 
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::app::CHAT_AGENT;
+use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{ConversationService, Delivery, Inbound};
 
@@ -39,20 +40,13 @@ async fn verify(State(state): State<WebhookState>, Query(q): Query<HashMap<Strin
     let expected = state.config.verify_token.as_deref().unwrap_or_default();
     let token_ok = q
         .get("hub.verify_token")
-        .is_some_and(|t| !expected.is_empty() && constant_time_eq(t.as_bytes(), expected.as_bytes()));
+        .is_some_and(|t| same_secret(t, expected));
     match (q.get("hub.mode").map(String::as_str), q.get("hub.challenge")) {
         (Some("subscribe"), Some(challenge)) if token_ok => {
             ([("content-type", "text/plain")], challenge.clone()).into_response()
         }
         _ => StatusCode::FORBIDDEN.into_response(),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    use sha2::Digest;
-    // Comparing digests makes the time independent of where the inputs differ and of their lengths.
-    let (da, db) = (Sha256::digest(a), Sha256::digest(b));
-    da.iter().zip(db.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `sha256=<hex HMAC-SHA256(app secret, raw body)>`, checked in constant time.
