@@ -55,11 +55,10 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<im
         return Err(ApiError::forbidden("as métricas exigem uma chave de papel admin"));
     }
     let store = state.service.store();
-    let count = |status| async move { store.outbox_items(status, 100_000).await.map(|v| v.len() as i64) };
-    if let Ok(n) = count(OutboxStatus::Pending).await {
+    if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
         state.metrics.outbox_depth.set(n);
     }
-    if let Ok(n) = count(OutboxStatus::Failed).await {
+    if let Ok(n) = store.outbox_count(OutboxStatus::Failed).await {
         state.metrics.dead_letters.set(n);
     }
     Ok((

@@ -458,6 +458,8 @@ pub trait Store: Send + Sync {
     /// Dead-letters an item at once (an error no retry can fix).
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
+    /// How many items are in `status`.
+    async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError>;
     /// Items in `status`, oldest first.
     async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
     /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.

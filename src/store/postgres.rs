@@ -831,6 +831,14 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM outbox WHERE status = $1")
+            .bind(status.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("n")?)
+    }
+
     async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
         let rows = sqlx::query("SELECT * FROM outbox WHERE status = $1 ORDER BY id LIMIT $2")
             .bind(status.as_str())

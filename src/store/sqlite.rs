@@ -869,6 +869,14 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM outbox WHERE status = ?")
+            .bind(status.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("n")?)
+    }
+
     async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
         let rows = sqlx::query("SELECT * FROM outbox WHERE status = ? ORDER BY id LIMIT ?")
             .bind(status.as_str())

@@ -449,6 +449,9 @@ impl Store for Flaky {
     async fn dead_letter(&self, id: i64, e: &str) -> Result<(), StoreError> {
         self.inner.dead_letter(id, e).await
     }
+    async fn outbox_count(&self, s: OutboxStatus) -> Result<i64, StoreError> {
+        self.inner.outbox_count(s).await
+    }
     async fn outbox_items(&self, s: OutboxStatus, l: i64) -> Result<Vec<OutboxItem>, StoreError> {
         self.inner.outbox_items(s, l).await
     }
