@@ -107,58 +107,64 @@ async fn http(label: &str, store: Arc<dyn Store>) {
         .expect("client");
     let body = serde_json::json!({"text": "saldo do cartão 1234567890", "user": {"id": "u"}});
     for conversations in [1usize, 50, 200] {
-        let per_conversation = (2_000 / conversations).max(10);
-        let run = uuid::Uuid::new_v4().simple().to_string();
-        let started = Instant::now();
-        let cpu_before = cpu();
-        let workers = (0..conversations).map(|c| {
-            let (client, url, body, run) = (client.clone(), url.clone(), body.clone(), run.clone());
-            tokio::spawn(async move {
-                let path = format!("{url}/v1/conversations/b-{run}-{c}/messages");
-                let mut latencies = Vec::with_capacity(per_conversation);
-                for _ in 0..per_conversation {
-                    let t = Instant::now();
-                    let r = client.post(&path).json(&body).send().await.expect("request");
-                    assert!(r.status().is_success(), "{}", r.status());
-                    r.bytes().await.expect("body");
-                    latencies.push(t.elapsed());
-                }
-                latencies
-            })
-        });
-        let mut all: Vec<Duration> = futures::future::join_all(workers)
-            .await
-            .into_iter()
-            .flat_map(|r| r.expect("join"))
-            .collect();
-        let wall = started.elapsed();
-        let cpu_used = cpu() - cpu_before;
-        all.sort();
-        let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
-        println!(
-            "{label:<10} HTTP {conversations:>3} at once  {:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
-            all.len(),
-            pct(0.50).as_secs_f64() * 1e3,
-            pct(0.99).as_secs_f64() * 1e3,
-            all.len() as f64 / wall.as_secs_f64(),
-            cpu_used.as_secs_f64() * 1e3 / all.len() as f64,
-        );
+        let turns = (2_000 / conversations).max(10);
+        let m = load(&client, &url, &body, conversations, turns, None).await;
+        m.print(label, &format!("{conversations:>3} at once"));
     }
     // Open loop: 200 conversations, one turn a second each, phases spread over the second.
-    let (conversations, seconds) = (200usize, 10u32);
+    let m = load(&client, &url, &body, 200, 10, Some(Duration::from_secs(1))).await;
+    m.print(label, "200 people, 1 turn/s each");
+    server.abort();
+}
+
+/// Latencies of a load, with its wall and CPU time.
+struct Measured {
+    latencies: Vec<Duration>,
+    wall: Duration,
+    cpu: Duration,
+}
+
+impl Measured {
+    fn print(mut self, label: &str, what: &str) {
+        self.latencies.sort();
+        let n = self.latencies.len();
+        let pct = |p: f64| self.latencies[((n as f64 * p) as usize).min(n - 1)].as_secs_f64() * 1e3;
+        println!(
+            "{label:<10} HTTP {what}  {n:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
+            pct(0.50),
+            pct(0.99),
+            n as f64 / self.wall.as_secs_f64(),
+            self.cpu.as_secs_f64() * 1e3 / n as f64,
+        );
+    }
+}
+
+/// `conversations` conversations sending `turns` turns each: back to back (`pace: None`, closed loop)
+/// or one every `pace`, their phases spread over it (open loop).
+async fn load(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    conversations: usize,
+    turns: usize,
+    pace: Option<Duration>,
+) -> Measured {
     let run = uuid::Uuid::new_v4().simple().to_string();
     let started = Instant::now();
     let cpu_before = cpu();
     let workers = (0..conversations).map(|c| {
-        let (client, url, body, run) = (client.clone(), url.clone(), body.clone(), run.clone());
+        let (client, body) = (client.clone(), body.clone());
+        let path = format!("{url}/v1/conversations/b-{run}-{c}/messages");
         tokio::spawn(async move {
-            let path = format!("{url}/v1/conversations/o-{run}-{c}/messages");
-            let phase = Duration::from_millis((c as u64 * 1_000) / conversations as u64);
-            let mut ticks =
-                tokio::time::interval_at(tokio::time::Instant::now() + phase, Duration::from_secs(1));
-            let mut latencies = Vec::new();
-            for _ in 0..seconds {
-                ticks.tick().await;
+            let mut ticks = pace.map(|every| {
+                let phase = every * c as u32 / conversations as u32;
+                tokio::time::interval_at(tokio::time::Instant::now() + phase, every)
+            });
+            let mut latencies = Vec::with_capacity(turns);
+            for _ in 0..turns {
+                if let Some(t) = ticks.as_mut() {
+                    t.tick().await;
+                }
                 let t = Instant::now();
                 let r = client.post(&path).json(&body).send().await.expect("request");
                 assert!(r.status().is_success(), "{}", r.status());
@@ -168,24 +174,16 @@ async fn http(label: &str, store: Arc<dyn Store>) {
             latencies
         })
     });
-    let mut all: Vec<Duration> = futures::future::join_all(workers)
+    let latencies = futures::future::join_all(workers)
         .await
         .into_iter()
         .flat_map(|r| r.expect("join"))
         .collect();
-    let wall = started.elapsed();
-    let cpu_used = cpu() - cpu_before;
-    all.sort();
-    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
-    println!(
-        "{label:<10} HTTP {conversations:>3} people, 1 turn/s each  {:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
-        all.len(),
-        pct(0.50).as_secs_f64() * 1e3,
-        pct(0.99).as_secs_f64() * 1e3,
-        all.len() as f64 / wall.as_secs_f64(),
-        cpu_used.as_secs_f64() * 1e3 / all.len() as f64,
-    );
-    server.abort();
+    Measured {
+        latencies,
+        wall: started.elapsed(),
+        cpu: cpu() - cpu_before,
+    }
 }
 
 #[tokio::main]
