@@ -132,16 +132,18 @@ impl From<ServiceError> for ApiError {
                 retry_after: Some(1),
                 ..Self::internal("message could not be stored", &source)
             },
-            ServiceError::Flow(crate::flow::FlowError::Input(input)) => {
-                let (field, message) = match &input {
-                    vt_actions::vt::input::InputError::Field { path, message } => {
-                        (path.clone(), message.clone())
-                    }
-                    other => ("corpo".to_owned(), other.to_string()),
-                };
-                Self::invalid(field, message)
-            }
+            ServiceError::Flow(crate::flow::FlowError::Input(input)) => input.into(),
             other => Self::internal("request failed", &other),
+        }
+    }
+}
+
+/// An invalid flow input: 400 naming the field (the whole body when it is not JSON at all).
+impl From<vt_actions::vt::input::InputError> for ApiError {
+    fn from(e: vt_actions::vt::input::InputError) -> Self {
+        match e {
+            vt_actions::vt::input::InputError::Field { path, message } => Self::invalid(path, message),
+            other => Self::invalid("corpo", other.to_string()),
         }
     }
 }

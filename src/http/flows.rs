@@ -71,7 +71,7 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
     // Invalid input is refused before anything is stored, naming the field.
-    FlowInput::parse(&text).map_err(|e| ApiError::from(crate::service::ServiceError::Flow(e.into())))?;
+    FlowInput::parse(&text)?;
     let input = with_request_key(&text, key.as_deref())?;
     let Some(key) = key else {
         let output = execute(&state, input).await?;
