@@ -180,10 +180,20 @@ pub const EXIT_INPUT: u8 = 2;
 /// Exit code of a flow run that did not reach its outcome (`pendente` or `falhou`).
 pub const EXIT_NOT_CONCLUDED: u8 = 3;
 
-/// Runs the parsed command line.
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
+/// configured, flushed before returning) and runs the command.
+pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
     let config = Config::load(cli.config.as_deref())?;
-    match cli.command {
+    let telemetry = crate::telemetry::init(log_filter, config.otlp_target.as_ref());
+    let result = command(cli.command, config).await;
+    // Flushed on a blocking thread: the exporters block, and a one-shot command must not lose its
+    // trace.
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    result
+}
+
+async fn command(command: Command, config: Config) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, args).await,
         Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
@@ -291,6 +301,16 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         worker = worker.with_sender(std::sync::Arc::new(sender));
     }
     let bot = crate::channels::mattermost::Bot::new(service.clone(), mattermost, &config.vt.tenant_id);
+    // Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
+    if config.otlp_target.as_ref().is_some_and(|t| t.metrics_endpoint.is_some()) {
+        let (metrics, service) = (state.metrics.clone(), service.clone());
+        tokio::spawn(async move {
+            loop {
+                metrics.refresh_outbox(service.store().as_ref()).await;
+                tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;

@@ -64,6 +64,11 @@ pub struct Config {
     pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
     /// The Mattermost channel (on when a slash or webhook token is set).
     pub mattermost: crate::channels::mattermost::MattermostConfig,
+    /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
+    pub otlp: crate::telemetry::otlp::OtlpConfig,
+    /// Where traces go, resolved from `[otlp]` and the environment when loaded.
+    #[serde(skip)]
+    pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
 }
 
 /// The embedded simulator, when it is used.
@@ -90,6 +95,8 @@ impl Default for Config {
             http: crate::http::HttpConfig::default(),
             whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
+            otlp: crate::telemetry::otlp::OtlpConfig::default(),
+            otlp_target: None,
         }
     }
 }
@@ -182,7 +189,9 @@ impl Config {
     /// Reads the file (`path`, else `VT_CONFIG`, else `./vt-agent.toml` when present) and the
     /// process environment.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let env: HashMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("VT_")).collect();
+        let env: HashMap<String, String> = std::env::vars()
+            .filter(|(k, _)| ["VT_", "OTEL_", "LANGFUSE_"].iter().any(|p| k.starts_with(p)))
+            .collect();
         let path = path
             .map(Path::to_path_buf)
             .or_else(|| env.get("VT_CONFIG").map(PathBuf::from))
@@ -202,7 +211,8 @@ impl Config {
         Self::from_sources(text.as_deref(), &label, &env)
     }
 
-    /// Builds a configuration from a TOML text and `VT_*` variables (the variables win).
+    /// Builds a configuration from a TOML text and `VT_*` variables (the variables win); `OTEL_*` and
+    /// `LANGFUSE_*` variables set the OTLP export.
     pub fn from_sources(
         toml_text: Option<&str>,
         label: &str,
@@ -320,6 +330,13 @@ impl Config {
         if let Some(v) = get("VT_TURN_TIMEOUT_MS") {
             config.engine.turn_timeout_ms = parse("VT_TURN_TIMEOUT_MS", v)?;
         }
+        config.otlp_target = config
+            .otlp
+            .resolve(env)
+            .map_err(|(field, message)| ConfigError::Invalid {
+                field,
+                message: message.to_owned(),
+            })?;
         config.validate()?;
         if let Some(key) = &config.llm.api_key {
             vt_actions::redact::register_secret(key);

@@ -11,8 +11,7 @@ async fn main() -> std::process::ExitCode {
     } else {
         "warn"
     };
-    vt_agent::telemetry::init(default_filter);
-    match vt_agent::cli::run(cli).await {
+    match vt_agent::cli::run(cli, default_filter).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("erro: {}", vt_actions::redact::secrets(&format!("{e:#}")));

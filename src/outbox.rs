@@ -17,6 +17,8 @@ use chrono::Utc;
 
 use crate::engine::RetryPolicy;
 use crate::store::{OutboxItem, OutboxStatus, Store};
+use crate::telemetry::spans::{self, Scope};
+use tracing::Instrument as _;
 
 /// Why a send failed, as the channel classifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,16 +98,24 @@ impl Worker {
         };
         let mut pass = Pass::default();
         for item in items {
-            let outcome = match self.senders.get(&item.destination) {
-                Some(sender) => sender.send(&item).await,
-                None => Err(SendError::Permanent(format!(
-                    "no channel {:?} is configured to send it",
-                    item.destination
-                ))),
-            };
-            if let Err(e) = self.settle(&item, outcome, &mut pass).await {
-                tracing::error!(item = item.id, error = %e, "outbox item could not be settled; its lease will expire");
+            let span = deliver_span(&item);
+            async {
+                let outcome = match self.senders.get(&item.destination) {
+                    Some(sender) => sender.send(&item).await,
+                    None => Err(SendError::Permanent(format!(
+                        "no channel {:?} is configured to send it",
+                        item.destination
+                    ))),
+                };
+                if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. }) = &outcome {
+                    spans::failed(&tracing::Span::current(), reason);
+                }
+                if let Err(e) = self.settle(&item, outcome, &mut pass).await {
+                    tracing::error!(item = item.id, error = %e, "outbox item could not be settled; its lease will expire");
+                }
             }
+            .instrument(span)
+            .await;
         }
         pass
     }
@@ -161,4 +171,17 @@ impl Worker {
             }
         }
     }
+}
+
+/// Step 5's span for one item, in the trace of the turn that wrote it.
+fn deliver_span(item: &OutboxItem) -> tracing::Span {
+    let field = |k: &str| item.payload.get(k).and_then(serde_json::Value::as_str).unwrap_or_default();
+    let trace = item.payload.get("trace");
+    let scope = Scope {
+        agent: trace.and_then(|t| t.get("agent")).and_then(serde_json::Value::as_str).unwrap_or_default(),
+        session: item.conversation_id.as_deref().unwrap_or_default(),
+        user: field("user_id"),
+    };
+    let parent = trace.and_then(|t| t.get("traceparent")).and_then(serde_json::Value::as_str);
+    spans::deliver(&scope, parent, &item.destination)
 }

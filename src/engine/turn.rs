@@ -19,6 +19,8 @@ use super::prompts::PromptVars;
 use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
 use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
+use crate::telemetry::spans::{self, Scope};
+use tracing::Instrument as _;
 use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
 
 /// Told to the user when the model stays down after every retry.
@@ -148,9 +150,31 @@ impl Engine {
     }
 
     /// [`Self::run_turn_from`] under an `execucao_id` the caller chose: a flow run is put on record as
-    /// started under its id before anything runs.
-    #[tracing::instrument(name = "turn", skip_all, fields(agent = %conv.agent_id, conversation = %conv.id, execucao_id = %execucao_id))]
+    /// started under its id before anything runs. The turn's `run` span holds its model calls and
+    /// actions.
     pub async fn run_turn_as(
+        &self,
+        conv: &mut Conversation,
+        text: &str,
+        start: TurnStart,
+        execucao_id: String,
+    ) -> Result<TurnOutcome, EngineError> {
+        let span = spans::step("run", &Scope::of(conv));
+        let outcome = self
+            .run_turn_traced(conv, text, start, execucao_id)
+            .instrument(span.clone())
+            .await;
+        match &outcome {
+            Ok(o) if o.execution.error.is_some() => {
+                spans::failed(&span, o.execution.error.as_deref().unwrap_or_default());
+            }
+            Ok(_) => {}
+            Err(e) => spans::failed(&span, &e.to_string()),
+        }
+        outcome
+    }
+
+    async fn run_turn_traced(
         &self,
         conv: &mut Conversation,
         text: &str,
@@ -188,6 +212,7 @@ impl Engine {
             model_calls: Vec::new(),
             error: None,
             deadline: Instant::now() + Duration::from_millis(self.config.turn_timeout_ms),
+            tool_span: tracing::Span::none(),
         };
         turn.run(start).await;
         let status = if turn.error.is_some() {
@@ -244,6 +269,8 @@ struct Turn<'a> {
     error: Option<String>,
     /// When the model part of the turn must be over ([`super::EngineConfig::turn_timeout_ms`]).
     deadline: Instant,
+    /// The span of the action running now: its updates are recorded as its events.
+    tool_span: tracing::Span,
 }
 
 impl Turn<'_> {
@@ -399,6 +426,9 @@ impl Turn<'_> {
             self.answer(self.engine.no_model_reply.clone());
             return Step::Done;
         };
+        let span = spans::generation(&Scope::of(self.conv), &skill.name, llm.model(), || {
+            serde_json::json!({"system": request.system, "messages": request.messages})
+        });
         let started = Instant::now();
         let remaining = self.deadline.saturating_duration_since(started);
         let retried = tokio::time::timeout(
@@ -407,9 +437,11 @@ impl Turn<'_> {
                 self.engine.config.llm_retry,
                 LlmError::is_transient,
                 LlmError::retry_after,
+                // Each retry is an event of this span: the helper's warning, emitted inside it.
                 |_| llm.complete(&request),
             ),
         )
+        .instrument(span.clone())
         .await
         .unwrap_or_else(|_| Retried {
             result: Err(LlmError::Transient {
@@ -436,6 +468,7 @@ impl Turn<'_> {
                     attempts: retried.attempts,
                     error: Some(e.to_string()),
                 };
+                spans::failed(&span, &e.to_string());
                 self.events.push(TurnEvent::ModelCall(record.clone()));
                 self.model_calls.push(record);
                 let error = if retried.attempts == 0 {
@@ -465,6 +498,12 @@ impl Turn<'_> {
             stop_reason = %record.stop_reason,
             "model call"
         );
+        spans::generated(
+            &span,
+            &record.model,
+            (record.tokens_input, record.tokens_output),
+            || serde_json::json!({"content": completion.text, "tool_calls": completion.tool_calls}),
+        );
         self.events.push(TurnEvent::ModelCall(record.clone()));
         self.model_calls.push(record);
 
@@ -491,7 +530,7 @@ impl Turn<'_> {
                 arguments: call.arguments.clone(),
                 deterministic: false,
             });
-            match self.dispatch(skill, &call.name, &call.arguments).await {
+            match self.dispatch_traced(skill, call).await {
                 Err(e) => self.tool_error(call, &e),
                 Ok(ActionResponse::ToUser(r)) => {
                     let reply = self.answer_user(call, r);
@@ -551,7 +590,7 @@ impl Turn<'_> {
             content: None,
             tool_calls: vec![call.clone()],
         });
-        match self.dispatch(skill, &call.name, &call.arguments).await {
+        match self.dispatch_traced(skill, &call).await {
             Err(e) => {
                 self.tool_error(&call, &e);
                 let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
@@ -589,9 +628,29 @@ impl Turn<'_> {
         }
     }
 
+    /// [`Self::dispatch`] in the call's `tool` span, which stays current while the response is
+    /// applied (its updates become the span's events).
+    async fn dispatch_traced(&mut self, skill: &SkillDef, call: &ToolCall) -> Result<ActionResponse, ActionError> {
+        let span = spans::tool(&Scope::of(self.conv), &call.name, &call.arguments);
+        let result = self
+            .dispatch(skill, &call.name, &call.arguments)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(ActionResponse::ToUser(r)) => spans::output(&span, || {
+                serde_json::json!({"status": r.status, "message": r.message, "instruction": r.instruction})
+            }),
+            Ok(ActionResponse::ToAgent(r)) => spans::output(&span, || {
+                serde_json::json!({"status": r.status, "instruction": r.instruction})
+            }),
+            Err(e) => spans::failed(&span, &e.operator_message()),
+        }
+        self.tool_span = span;
+        result
+    }
+
     /// Finds, parses and runs one action. Everything that can go wrong comes back as an
     /// [`ActionError`], which the caller turns into an error tool result: never a crash.
-    #[tracing::instrument(name = "action", skip(self, skill, raw_args), fields(skill = %skill.name))]
     async fn dispatch(
         &self,
         skill: &SkillDef,
@@ -724,6 +783,8 @@ impl Turn<'_> {
                 }
             }
         }
+        spans::updates(&self.tool_span, "state_updates", &state);
+        spans::updates(&self.tool_span, "memory_updates", &memory);
         if !state.is_empty() {
             merge(&mut self.conv.state, &state);
             self.events.push(TurnEvent::StateUpdated { updates: state });

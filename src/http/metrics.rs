@@ -1,6 +1,12 @@
 //! The figures `/metrics` serves in Prometheus text: turns, zero-token turns, tokens, turn latency,
-//! flows by status, and — read from the store at scrape time — the outbox's depth and dead letters.
+//! flows by status, spans dropped by the trace exporter, and — read from the store — the outbox's
+//! depth and dead letters.
+//!
+//! The same figures are recorded on OpenTelemetry instruments of the global meter: when an OTLP
+//! endpoint is configured ([`crate::telemetry`]) they are exported as OTLP metrics too; otherwise the
+//! global meter is a no-op and costs nothing.
 
+use opentelemetry::KeyValue;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +33,61 @@ pub struct Metrics {
     flows: Family<Status, Counter>,
     pub outbox_depth: Gauge,
     pub dead_letters: Gauge,
+    otel: Otel,
+}
+
+/// The OTLP side of the same figures.
+struct Otel {
+    turns: opentelemetry::metrics::Counter<u64>,
+    zero_token_turns: opentelemetry::metrics::Counter<u64>,
+    tokens: opentelemetry::metrics::Counter<u64>,
+    turn_seconds: opentelemetry::metrics::Histogram<f64>,
+    flows: opentelemetry::metrics::Counter<u64>,
+    _gauges: Vec<opentelemetry::metrics::ObservableGauge<i64>>,
+    _dropped: opentelemetry::metrics::ObservableCounter<u64>,
+}
+
+impl Otel {
+    fn new(outbox_depth: &Gauge, dead_letters: &Gauge) -> Self {
+        let meter = opentelemetry::global::meter("vt-agent");
+        let gauge = |name: &'static str, help: &'static str, g: &Gauge| {
+            let g = g.clone();
+            meter
+                .i64_observable_gauge(name)
+                .with_description(help)
+                .with_callback(move |o| o.observe(g.get(), &[]))
+                .build()
+        };
+        Self {
+            turns: meter.u64_counter("vt.turns").with_description("Conversation turns handled").build(),
+            zero_token_turns: meter
+                .u64_counter("vt.zero_token_turns")
+                .with_description("Turns answered without any model token")
+                .build(),
+            tokens: meter
+                .u64_counter("vt.tokens")
+                .with_description("Model tokens spent, by direction")
+                .build(),
+            turn_seconds: meter
+                .f64_histogram("vt.turn_latency")
+                .with_unit("s")
+                .with_description("Time to handle one turn, accept to commit")
+                .build(),
+            flows: meter
+                .u64_counter("vt.flows")
+                .with_description("Ten-stage flow runs, by status")
+                .build(),
+            _gauges: vec![
+                gauge("vt.outbox_depth", "Outbox items waiting to be sent", outbox_depth),
+                gauge("vt.outbox_dead_letters", "Outbox items dead-lettered", dead_letters),
+            ],
+            _dropped: meter
+                .u64_observable_counter("vt.otlp_spans_dropped")
+                .with_description("Spans the trace exporter dropped")
+                .with_callback(|o| o.observe(crate::telemetry::otlp::spans_dropped().get(), &[]))
+                .build(),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -65,6 +126,12 @@ impl Default for Metrics {
             "Outbox items dead-lettered",
             dead_letters.clone(),
         );
+        registry.register(
+            "otlp_spans_dropped",
+            "Spans the trace exporter dropped (queue full, collector refusing or away)",
+            crate::telemetry::otlp::spans_dropped(),
+        );
+        let otel = Otel::new(&outbox_depth, &dead_letters);
         Self {
             registry,
             turns,
@@ -74,6 +141,7 @@ impl Default for Metrics {
             flows,
             outbox_depth,
             dead_letters,
+            otel,
         }
     }
 }
@@ -91,6 +159,24 @@ impl Metrics {
             .get_or_create(&Direction { direction: "output" })
             .inc_by(tokens.1);
         self.turn_seconds.observe(seconds);
+        self.otel.turns.add(1, &[]);
+        if tokens == (0, 0) {
+            self.otel.zero_token_turns.add(1, &[]);
+        }
+        self.otel.tokens.add(tokens.0, &[KeyValue::new("direction", "input")]);
+        self.otel.tokens.add(tokens.1, &[KeyValue::new("direction", "output")]);
+        self.otel.turn_seconds.record(seconds, &[]);
+    }
+
+    /// Reads the outbox's depth and dead letters from the store.
+    pub async fn refresh_outbox(&self, store: &dyn crate::store::Store) {
+        use crate::store::OutboxStatus;
+        if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
+            self.outbox_depth.set(n);
+        }
+        if let Ok(n) = store.outbox_count(OutboxStatus::Failed).await {
+            self.dead_letters.set(n);
+        }
     }
 
     pub fn flow(&self, status: crate::flow::FlowStatus) {
@@ -99,6 +185,9 @@ impl Metrics {
                 status: status.as_str(),
             })
             .inc();
+        self.otel
+            .flows
+            .add(1, &[KeyValue::new("status", status.as_str())]);
     }
 
     /// The text exposition format.

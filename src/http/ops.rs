@@ -17,7 +17,6 @@ use super::conversations::{
 };
 use super::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::flow::{Etapa, FlowOutput, FlowStatus};
-use crate::store::OutboxStatus;
 
 /// Alive.
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "The process answers")))]
@@ -54,13 +53,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<im
     if caller.role != Role::Admin {
         return Err(ApiError::forbidden("as métricas exigem uma chave de papel admin"));
     }
-    let store = state.service.store();
-    if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
-        state.metrics.outbox_depth.set(n);
-    }
-    if let Ok(n) = store.outbox_count(OutboxStatus::Failed).await {
-        state.metrics.dead_letters.set(n);
-    }
+    state.metrics.refresh_outbox(state.service.store().as_ref()).await;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(),

@@ -182,6 +182,11 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
     // The last reply of a turn that leaves a recharge waiting carries its id: channels turn it into
     // confirm / cancel buttons.
     let pending = vt_actions::tools::RecargaPendente::id_in(&conv.state);
+    // The worker's `deliver` span joins this turn's trace.
+    let trace = (status == OutboxStatus::Pending)
+        .then(crate::telemetry::spans::traceparent)
+        .flatten()
+        .map(|tp| json!({"traceparent": tp, "agent": conv.agent_id}));
     let last = outcome.replies.len().saturating_sub(1);
     outcome
         .replies
@@ -198,6 +203,7 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
                 "reply_to": msg.channel_message_id,
                 "thread": msg.thread,
                 "confirmation": if i == last { pending.clone() } else { None },
+                "trace": trace,
             }),
             max_attempts: REPLY_ATTEMPTS,
             // Due at once by the worker's clock, the wall clock (a test's engine clock may be elsewhere).

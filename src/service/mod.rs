@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+use tracing::Instrument as _;
 
 use crate::engine::{
     CONTEXT_MEMORY_KEY, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
@@ -31,6 +32,7 @@ use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
 use crate::store::{Store, StoreError, TurnRecord, UsageRecord};
+use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
 pub use route::Routing;
@@ -204,8 +206,7 @@ impl ConversationService {
     }
 
     /// Handles one user message end to end: accept → route → run → commit, under the conversation's
-    /// turn lock.
-    #[tracing::instrument(name = "inbound", skip_all, fields(agent = %msg.agent_id, channel = %msg.user.channel))]
+    /// turn lock. One trace.
     pub async fn handle(&self, msg: Inbound) -> Result<Handled, ServiceError> {
         if self.engine.catalog().agent(&msg.agent_id).is_none() {
             return Err(EngineError::UnknownAgent(msg.agent_id).into());
@@ -214,20 +215,33 @@ impl ConversationService {
             .conversation_id
             .clone()
             .unwrap_or_else(|| self.engine.next_id("conv"));
-        let lock = self
-            .store
-            .lock_conversation(&id)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
-        let result = self.turn(id, &msg).await;
-        // Released here on every path, errors included, so the next turn never waits for a lease.
-        lock.release().await;
-        result
+        let span = turn_span(&msg, &id);
+        traced(&span, async {
+            let lock = self
+                .store
+                .lock_conversation(&id)
+                .await
+                .map_err(ServiceError::NotRecorded)?;
+            let result = self.turn(id.clone(), &msg).await;
+            // Released here on every path, errors included, so the next turn never waits for a lease.
+            lock.release().await;
+            result
+        })
+        .await
     }
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
-        let Some((conv, message_id)) = self.accept(&id, msg, now).await? else {
+        let scope = Scope {
+            agent: &msg.agent_id,
+            session: &id,
+            user: &msg.user.user_id,
+        };
+        let accepted = self
+            .accept(&id, msg, now)
+            .instrument(spans::step("accept", &scope))
+            .await?;
+        let Some((conv, message_id)) = accepted else {
             return Ok(Handled::duplicate(id));
         };
         self.run_accepted(conv, msg, message_id, now).await
@@ -243,6 +257,7 @@ impl ConversationService {
     ) -> Result<Handled, ServiceError> {
         let started = Instant::now();
         let context = self.store.context(&conv.id).await.ok().flatten();
+        let deliver = msg.delivery == Delivery::Inline;
         if let Some(text) = refusal(msg) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.refused(&conv, &msg.text, text);
@@ -254,7 +269,7 @@ impl ConversationService {
                 now,
                 accepted_message,
             };
-            return Ok(self.commit(&mut conv, msg, ran).await);
+            return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
         // The compressed context stands in for the older history in the prompt.
         if let Some(c) = &context {
@@ -263,7 +278,9 @@ impl ConversationService {
                 serde_json::json!({"resumo": c.summary, "fatos": c.key_facts}),
             );
         }
-        let (start, routing) = self.route(&mut conv, &msg.text).await;
+        let route = spans::step("route", &Scope::of(&conv));
+        let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
+        routing.trace(&route);
         let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
         let ran = Ran {
             outcome,
@@ -273,7 +290,18 @@ impl ConversationService {
             now,
             accepted_message,
         };
-        Ok(self.commit(&mut conv, msg, ran).await)
+        Ok(self.commit_traced(&mut conv, msg, ran, deliver).await)
+    }
+
+    /// Step 4 in its span, then — for replies that go back in the answer — step 5's.
+    async fn commit_traced(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran, deliver: bool) -> Handled {
+        let span = spans::step("commit", &Scope::of(conv));
+        let handled = self.commit(conv, msg, ran).instrument(span).await;
+        if deliver {
+            let span = spans::step("deliver", &Scope::of(conv));
+            spans::output(&span, || serde_json::json!({"replies": handled.replies.len()}));
+        }
+        handled
     }
 
     /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must
@@ -294,8 +322,14 @@ impl ConversationService {
         }))
     }
 
-    /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock.
+    /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
+    /// trace.
     pub async fn process(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
+        let span = turn_span(msg, &received.conversation_id);
+        traced(&span, self.process_locked(msg, received)).await
+    }
+
+    async fn process_locked(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
         let lock = self
             .store
             .lock_conversation(&received.conversation_id)
@@ -396,24 +430,42 @@ impl ConversationService {
 
     /// Runs the ten-stage flow for one input and stores the run with its stage outputs. Input errors
     /// come back before anything is written.
+    /// One trace: accept (the run on record), run (the ten stages), commit.
     pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
+        let prepared = crate::flow::prepare(&self.engine, text)?;
+        let span = spans::turn(&Scope::of(&prepared.conversation), "flow", &prepared.text);
+        let result = self.run_prepared_flow(prepared).instrument(span.clone()).await;
+        match &result {
+            Ok((output, _)) => {
+                spans::output(&span, || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}));
+                if output.status == crate::flow::FlowStatus::Falhou {
+                    spans::failed(&span, "o fluxo falhou");
+                }
+            }
+            Err(e) => spans::failed(&span, &e.to_string()),
+        }
+        result
+    }
+
+    async fn run_prepared_flow(&self, prepared: PreparedFlow) -> Result<(FlowOutput, bool), ServiceError> {
         let PreparedFlow {
             conversation: mut conv,
             input: sanitized,
             text,
-        } = crate::flow::prepare(&self.engine, text)?;
+        } = prepared;
         let now = self.engine.now();
-        // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
-        self.store
-            .accept_message(&conv, true, None, &ChatMessage::user(&text), now)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
         // On record as started before the first external call: a killed run stays visible.
         let execucao_id = self.engine.next_id("exec");
-        self.store
-            .begin_flow_run(&execucao_id, &sanitized, now)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
+        async {
+            // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
+            self.store
+                .accept_message(&conv, true, None, &ChatMessage::user(&text), now)
+                .await?;
+            self.store.begin_flow_run(&execucao_id, &sanitized, now).await
+        }
+        .instrument(spans::step("accept", &Scope::of(&conv)))
+        .await
+        .map_err(ServiceError::NotRecorded)?;
         let started = Instant::now();
         let outcome = self
             .engine
@@ -439,9 +491,35 @@ impl ConversationService {
             outbox: &[],
             accepted_message: None,
         };
-        let persisted = self.persist(record).await;
+        let commit = spans::step("commit", &Scope::of(&conv));
+        let persisted = self.persist(record).instrument(commit).await;
         Ok((output, persisted))
     }
+}
+
+/// The root span of a message's turn.
+fn turn_span(msg: &Inbound, conversation_id: &str) -> tracing::Span {
+    let scope = Scope {
+        agent: &msg.agent_id,
+        session: conversation_id,
+        user: &msg.user.user_id,
+    };
+    spans::turn(&scope, &msg.user.channel, &msg.text)
+}
+
+/// Runs a turn in its root span; the replies become the trace's output, an error its status.
+async fn traced(
+    span: &tracing::Span,
+    turn: impl std::future::Future<Output = Result<Handled, ServiceError>>,
+) -> Result<Handled, ServiceError> {
+    let result = turn.instrument(span.clone()).await;
+    match &result {
+        Ok(h) => spans::output(span, || {
+            serde_json::json!(h.replies.iter().map(|r| r.text.as_str()).collect::<Vec<_>>())
+        }),
+        Err(e) => spans::failed(span, &e.to_string()),
+    }
+    result
 }
 
 /// A reply for messages that are not processed at all.

@@ -21,6 +21,23 @@ pub struct Routing {
 }
 
 impl Routing {
+    /// The decision on the `route` span: intent, level, by keyword or by the model, tokens.
+    pub(super) fn trace(&self, span: &tracing::Span) {
+        let (intent, level, keyword) = self.tag.as_ref().map_or(("", "model", false), |t| {
+            (t.intent_key.as_str(), t.action_type.as_str(), t.keyword_matched)
+        });
+        let by = if keyword {
+            "keyword"
+        } else if self.classified {
+            "model"
+        } else if self.tag.is_some() {
+            "cache"
+        } else {
+            "none"
+        };
+        crate::telemetry::spans::routed(span, intent, level, by, self.tokens);
+    }
+
     /// A message that was refused before routing.
     pub(super) fn refusal() -> Self {
         Self {

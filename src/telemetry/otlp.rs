@@ -1,0 +1,481 @@
+//! OTLP export over HTTP/protobuf: where traces and metrics go (the standard `OTEL_*` variables,
+//! `[otlp]` in the file, or Langfuse's own `LANGFUSE_*` convention), and the two wrappers that make the
+//! export safe for the product:
+//!
+//! - [`BoundedProcessor`] in front of the SDK's batch processor: a span that would not fit in the queue
+//!   is dropped and counted, never waited for, so a turn never waits on the exporter;
+//! - [`MaskingExporter`] around the OTLP exporter: every string it sends (span names, attributes,
+//!   events, status messages) has card numbers masked and secrets removed — one place, under every
+//!   span, so no call site can leak by forgetting — and a failed export counts its spans as dropped.
+//!
+//! Drops are counted in [`spans_dropped`] (served as `vt_otlp_spans_dropped` by `/metrics`) and
+//! warned about once per process, not once per span.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use opentelemetry::{KeyValue, Value};
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanExporter, SpanProcessor};
+use prometheus_client::metrics::counter::Counter;
+use serde::Deserialize;
+
+/// The service name when neither `OTEL_SERVICE_NAME` nor `[otlp] service_name` gives one.
+pub const DEFAULT_SERVICE_NAME: &str = "vt-agent";
+
+/// Spans waiting to be exported at most; beyond that they are dropped (and counted).
+const MAX_QUEUED_SPANS: usize = 4096;
+
+/// `[otlp]` in the configuration file. The standard environment variables win over it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// The collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` and `/v1/metrics` are
+    /// appended (for Langfuse: `https://cloud.langfuse.com/api/public/otel`).
+    pub endpoint: Option<String>,
+    /// Headers sent with every export (`Authorization`, …). Their values are treated as secrets.
+    pub headers: BTreeMap<String, String>,
+    /// `service.name` of the resource (default `vt-agent`).
+    pub service_name: Option<String>,
+}
+
+/// Where the export goes, resolved from the file and the environment at load.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OtlpTarget {
+    pub traces_endpoint: String,
+    /// Metrics go where traces go (`…/v1/metrics` beside `…/v1/traces`) unless the traces endpoint was
+    /// given alone (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), which says nothing about metrics.
+    pub metrics_endpoint: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub service_name: String,
+}
+
+/// Header values are credentials: never printed, not even in `Debug`.
+impl std::fmt::Debug for OtlpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpTarget")
+            .field("traces_endpoint", &self.traces_endpoint)
+            .field("metrics_endpoint", &self.metrics_endpoint)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("service_name", &self.service_name)
+            .finish()
+    }
+}
+
+/// Why the OTLP settings were refused: `(the variable or key, what is wrong)`, never the value.
+pub type OtlpError = (String, &'static str);
+
+impl OtlpConfig {
+    /// Resolves the export target; `None` when nothing asks for one (export is off by default).
+    ///
+    /// Order: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is), `OTEL_EXPORTER_OTLP_ENDPOINT` (base),
+    /// `[otlp] endpoint` (base), then `LANGFUSE_HOST`/`LANGFUSE_BASE_URL` (`{host}/api/public/otel`).
+    /// Headers: `[otlp] headers`, then `OTEL_EXPORTER_OTLP_HEADERS` over them; with Langfuse keys set
+    /// and no `Authorization` given, Basic auth with the keys and `x-langfuse-ingestion-version: 4`.
+    pub fn resolve(&self, env: &HashMap<String, String>) -> Result<Option<OtlpTarget>, OtlpError> {
+        let get = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let langfuse_host = get("LANGFUSE_HOST")
+            .map(|h| ("LANGFUSE_HOST", h))
+            .or_else(|| get("LANGFUSE_BASE_URL").map(|h| ("LANGFUSE_BASE_URL", h)));
+        let base = |name: &str, url: &str| -> Result<String, OtlpError> {
+            check_url(name, url)?;
+            Ok(url.trim_end_matches('/').to_owned())
+        };
+        let (traces_endpoint, metrics_endpoint) =
+            if let Some(url) = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+                check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)?;
+                (url.to_owned(), None)
+            } else if let Some(url) = get("OTEL_EXPORTER_OTLP_ENDPOINT") {
+                let b = base("OTEL_EXPORTER_OTLP_ENDPOINT", url)?;
+                (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
+            } else if let Some(url) = self.endpoint.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+                let b = base("otlp.endpoint", url)?;
+                (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
+            } else if let Some((name, host)) = langfuse_host {
+                let b = base(name, host)?;
+                (
+                    format!("{b}/api/public/otel/v1/traces"),
+                    Some(format!("{b}/api/public/otel/v1/metrics")),
+                )
+            } else {
+                return Ok(None);
+            };
+        let mut headers = self.headers.clone();
+        if let Some(raw) = get("OTEL_EXPORTER_OTLP_HEADERS") {
+            headers.extend(parse_headers(raw).ok_or((
+                "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+                "expected key=value pairs separated by commas",
+            ))?);
+        }
+        let keys = (get("LANGFUSE_PUBLIC_KEY"), get("LANGFUSE_SECRET_KEY"));
+        if langfuse_host.is_some() && keys.0.is_none() {
+            return Err((
+                "LANGFUSE_PUBLIC_KEY".to_owned(),
+                "is required with LANGFUSE_HOST",
+            ));
+        }
+        if langfuse_host.is_some() && keys.1.is_none() {
+            return Err((
+                "LANGFUSE_SECRET_KEY".to_owned(),
+                "is required with LANGFUSE_HOST",
+            ));
+        }
+        let has_auth = headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
+        if let (Some(public), Some(secret), false) = (keys.0, keys.1, has_auth) {
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{public}:{secret}"));
+            headers.insert("Authorization".into(), format!("Basic {basic}"));
+            headers
+                .entry("x-langfuse-ingestion-version".into())
+                .or_insert_with(|| "4".into());
+        }
+        let service_name = get("OTEL_SERVICE_NAME")
+            .map(str::to_owned)
+            .or_else(|| self.service_name.clone().filter(|s| !s.trim().is_empty()))
+            .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned());
+        Ok(Some(OtlpTarget {
+            traces_endpoint,
+            metrics_endpoint,
+            headers,
+            service_name,
+        }))
+    }
+}
+
+impl OtlpTarget {
+    /// The values that must never be shown: every header value (and the Basic credentials inside).
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for value in self.headers.values() {
+            out.push(value.clone());
+            if let Some((_, token)) = value.split_once(' ') {
+                out.push(token.to_owned());
+            }
+        }
+        out
+    }
+}
+
+fn check_url(name: &str, url: &str) -> Result<(), OtlpError> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        _ => Err((name.to_owned(), "must be an http:// or https:// URL")),
+    }
+}
+
+/// `k=v,k2=v2` as the OTLP specification writes headers; `%XX` escapes are decoded.
+fn parse_headers(raw: &str) -> Option<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=')?;
+        let k = k.trim();
+        if k.is_empty() {
+            return None;
+        }
+        out.insert(percent_decode(k.trim()), percent_decode(v.trim()));
+    }
+    Some(out)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = (bytes[i] == b'%')
+            .then(|| s.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+static DROPPED: LazyLock<Counter> = LazyLock::new(Counter::default);
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Spans that were not exported (queue full, or the collector refused or did not answer), since the
+/// process started. The same counter `/metrics` serves.
+pub fn spans_dropped() -> Counter {
+    DROPPED.clone()
+}
+
+fn count_dropped(n: usize, why: &str) {
+    if n == 0 {
+        return;
+    }
+    DROPPED.inc_by(n as u64);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            target: "vt_agent::telemetry",
+            spans = n,
+            reason = why,
+            "traces are being dropped (the OTLP collector is slow, refusing or away); the product \
+             goes on, later drops are only counted in vt_otlp_spans_dropped_total"
+        );
+    }
+}
+
+/// Builds the span exporter and the processor that feeds it.
+pub fn span_processor(target: &OtlpTarget) -> Result<BoundedProcessor, String> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(&target.traces_endpoint)
+        .with_headers(target.headers.clone().into_iter().collect())
+        .with_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())?;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let exporter = MaskingExporter {
+        inner: exporter,
+        in_flight: in_flight.clone(),
+    };
+    let config = BatchConfigBuilder::default()
+        // Room for more than the bound, so the SDK's own queue never drops behind our count.
+        .with_max_queue_size(MAX_QUEUED_SPANS * 2)
+        .with_scheduled_delay(Duration::from_secs(1))
+        .build();
+    Ok(BoundedProcessor {
+        inner: BatchSpanProcessor::builder(exporter).with_batch_config(config).build(),
+        in_flight,
+        cap: MAX_QUEUED_SPANS,
+    })
+}
+
+/// Builds the OTLP metric exporter, for the periodic reader.
+pub fn metric_exporter(target: &OtlpTarget, endpoint: &str) -> Result<opentelemetry_otlp::MetricExporter, String> {
+    opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(endpoint)
+        .with_headers(target.headers.clone().into_iter().collect())
+        .with_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())
+}
+
+/// The batch processor behind a bound: spans beyond [`MAX_QUEUED_SPANS`] waiting for export are
+/// dropped at once and counted.
+#[derive(Debug)]
+pub struct BoundedProcessor {
+    inner: BatchSpanProcessor,
+    in_flight: Arc<AtomicUsize>,
+    cap: usize,
+}
+
+impl SpanProcessor for BoundedProcessor {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.cap {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            count_dropped(1, "queue full");
+            return;
+        }
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+}
+
+/// The OTLP exporter with every string masked on the way out and failed batches counted as dropped.
+#[derive(Debug)]
+struct MaskingExporter<E> {
+    inner: E,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl<E: SpanExporter> SpanExporter for MaskingExporter<E> {
+    async fn export(&self, mut batch: Vec<SpanData>) -> OTelSdkResult {
+        let n = batch.len();
+        batch.iter_mut().for_each(mask_span);
+        let result = self.inner.export(batch).await;
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| Some(q.saturating_sub(n)));
+        if result.is_err() {
+            count_dropped(n, "export failed");
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// What may leave the process of one text: card numbers masked, secrets removed.
+pub fn mask_text(text: &str) -> String {
+    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
+}
+
+fn mask_span(span: &mut SpanData) {
+    if let Some(clean) = changed(&span.name) {
+        span.name = clean.into();
+    }
+    span.attributes.iter_mut().for_each(mask_attribute);
+    for event in span.events.events.iter_mut() {
+        if let Some(clean) = changed(&event.name) {
+            event.name = clean.into();
+        }
+        event.attributes.iter_mut().for_each(mask_attribute);
+    }
+    if let opentelemetry::trace::Status::Error { description } = &mut span.status
+        && let Some(clean) = changed(description)
+    {
+        *description = clean.into();
+    }
+}
+
+fn mask_attribute(kv: &mut KeyValue) {
+    match &kv.value {
+        Value::String(s) => {
+            if let Some(clean) = changed(s.as_str()) {
+                kv.value = Value::String(clean.into());
+            }
+        }
+        Value::Array(opentelemetry::Array::String(items)) => {
+            let items = items
+                .iter()
+                .map(|s| changed(s.as_str()).map_or_else(|| s.clone(), Into::into))
+                .collect();
+            kv.value = Value::Array(opentelemetry::Array::String(items));
+        }
+        _ => {}
+    }
+}
+
+/// The masked text when masking changes it (most strings have nothing to mask: no copy then).
+fn changed(text: &str) -> Option<String> {
+    let clean = mask_text(text);
+    (clean != text).then_some(clean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn off_unless_configured() {
+        assert_eq!(OtlpConfig::default().resolve(&env(&[])), Ok(None));
+    }
+
+    #[test]
+    fn langfuse_convention_gives_its_path_basic_auth_and_ingestion_version() {
+        let target = OtlpConfig::default()
+            .resolve(&env(&[
+                ("LANGFUSE_HOST", "https://cloud.langfuse.com/"),
+                ("LANGFUSE_PUBLIC_KEY", "pk-lf-1234567890"),
+                ("LANGFUSE_SECRET_KEY", "sk-lf-1234567890"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            target.traces_endpoint,
+            "https://cloud.langfuse.com/api/public/otel/v1/traces"
+        );
+        assert_eq!(
+            target.metrics_endpoint.as_deref(),
+            Some("https://cloud.langfuse.com/api/public/otel/v1/metrics")
+        );
+        // The documentation's keys and their documented base64.
+        assert_eq!(
+            target.headers["Authorization"],
+            "Basic cGstbGYtMTIzNDU2Nzg5MDpzay1sZi0xMjM0NTY3ODkw"
+        );
+        assert_eq!(target.headers["x-langfuse-ingestion-version"], "4");
+        assert_eq!(target.service_name, "vt-agent");
+        assert!(!format!("{target:?}").contains("cGstbGYt"));
+    }
+
+    #[test]
+    fn standard_variables_win_and_the_generic_endpoint_gets_the_signal_path() {
+        let file = OtlpConfig {
+            endpoint: Some("http://file:4318".into()),
+            headers: BTreeMap::from([("x-a".into(), "1".into())]),
+            service_name: Some("from-file".into()),
+        };
+        let target = file
+            .resolve(&env(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20abc, x-b = 2"),
+                ("OTEL_SERVICE_NAME", "vt-prod"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(target.traces_endpoint, "http://collector:4318/v1/traces");
+        assert_eq!(target.headers["Authorization"], "Basic abc");
+        assert_eq!(target.headers["x-a"], "1");
+        assert_eq!(target.headers["x-b"], "2");
+        assert_eq!(target.service_name, "vt-prod");
+        let only_traces = OtlpConfig::default()
+            .resolve(&env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(only_traces.traces_endpoint, "http://c:4318/custom");
+        assert_eq!(only_traces.metrics_endpoint, None);
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable_never_the_value() {
+        let bad_url = OtlpConfig::default().resolve(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "sk-secret-url")]));
+        assert_eq!(
+            bad_url,
+            Err((
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                "must be an http:// or https:// URL"
+            ))
+        );
+        let no_keys = OtlpConfig::default().resolve(&env(&[("LANGFUSE_HOST", "http://localhost:3000")]));
+        assert_eq!(no_keys.unwrap_err().0, "LANGFUSE_PUBLIC_KEY");
+        let bad_headers = OtlpConfig::default().resolve(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "justatoken"),
+        ]));
+        assert_eq!(bad_headers.unwrap_err().0, "OTEL_EXPORTER_OTLP_HEADERS");
+    }
+
+    #[test]
+    fn masking_reaches_names_attributes_events_and_status() {
+        let mut kv = KeyValue::new("langfuse.observation.input", "cartão 4111111111111111");
+        mask_attribute(&mut kv);
+        assert!(!kv.value.as_str().contains("4111111111111111"));
+        assert!(kv.value.as_str().contains("1111"));
+        let mut ints = KeyValue::new("gen_ai.usage.input_tokens", 4111111111111111_i64);
+        mask_attribute(&mut ints);
+        assert_eq!(ints.value, Value::I64(4111111111111111));
+    }
+}

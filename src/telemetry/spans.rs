@@ -1,0 +1,198 @@
+//! The spans of a turn, in the shape Langfuse reads (`../shared/reference/stack.md` §1):
+//!
+//! ```text
+//! vt                       agent  one trace per turn: session = conversation, user = channel user,
+//! ├─ accept                span   input = the user's text, output = the replies
+//! ├─ route                 span   intent, level, keyword or model, tokens
+//! ├─ run                   span
+//! │  ├─ vt_saldo           generation  one per model call: model, usage, input messages, output
+//! │  ├─ consultar_saldo    tool        one per action or flow stage: arguments, result;
+//! │  │                                 state_updates / memory_updates as events
+//! │  └─ …
+//! ├─ commit                span
+//! └─ deliver               span   replies answered inline (terminal, HTTP)
+//! ```
+//!
+//! Session, user and trace name are repeated on every span: Langfuse v4 filters observations, not
+//! traces. Values are the product's own; the exporter masks every string on the way out
+//! ([`super::otlp`]), so nothing here needs to remember to. When no trace is exported the spans are
+//! disabled and every helper returns before building a value.
+
+use opentelemetry::KeyValue;
+use opentelemetry::trace::Status;
+use serde_json::{Map, Value};
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// Whom a trace belongs to.
+#[derive(Debug, Clone)]
+pub struct Scope<'a> {
+    pub agent: &'a str,
+    pub session: &'a str,
+    pub user: &'a str,
+}
+
+impl<'a> Scope<'a> {
+    pub fn of(conv: &'a crate::engine::Conversation) -> Self {
+        Self {
+            agent: &conv.agent_id,
+            session: &conv.id,
+            user: &conv.user_id,
+        }
+    }
+}
+
+fn scoped(span: &Span, kind: &'static str, scope: &Scope<'_>) {
+    span.set_attribute("langfuse.observation.type", kind);
+    span.set_attribute("langfuse.trace.name", scope.agent.to_owned());
+    span.set_attribute("langfuse.session.id", scope.session.to_owned());
+    span.set_attribute("langfuse.user.id", scope.user.to_owned());
+}
+
+/// The root of a turn's trace, named after the agent. A new trace even when called inside another
+/// span: each turn is its own trace.
+pub fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
+    let span = tracing::info_span!(target: "vt_agent::trace", parent: None, "turn", "otel.name" = scope.agent);
+    if span.is_disabled() {
+        return span;
+    }
+    scoped(&span, "agent", scope);
+    span.set_attribute("langfuse.trace.metadata.channel", channel.to_owned());
+    span.set_attribute("langfuse.observation.input", json_text(input));
+    span
+}
+
+/// A step of the pipeline (`accept`, `route`, `run`, `commit`, `deliver`), child of the current span.
+pub fn step(name: &'static str, scope: &Scope<'_>) -> Span {
+    let span = tracing::info_span!(target: "vt_agent::trace", "step", "otel.name" = name);
+    if !span.is_disabled() {
+        scoped(&span, "span", scope);
+    }
+    span
+}
+
+/// The router's decision, on the `route` span.
+pub fn routed(span: &Span, intent: &str, level: &str, by: &str, tokens: (u64, u64)) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("langfuse.observation.metadata.intent", intent.to_owned());
+    span.set_attribute("langfuse.observation.metadata.level", level.to_owned());
+    span.set_attribute("langfuse.observation.metadata.by", by.to_owned());
+    span.set_attribute("langfuse.observation.metadata.tokens_input", tokens.0 as i64);
+    span.set_attribute("langfuse.observation.metadata.tokens_output", tokens.1 as i64);
+}
+
+/// One model call, named after the skill that made it; `input` is built only when traced.
+pub fn generation(scope: &Scope<'_>, skill: &str, model: &str, input: impl FnOnce() -> Value) -> Span {
+    let span = tracing::info_span!(target: "vt_agent::trace", "generation", "otel.name" = skill);
+    if span.is_disabled() {
+        return span;
+    }
+    scoped(&span, "generation", scope);
+    span.set_attribute("gen_ai.operation.name", "chat");
+    span.set_attribute("gen_ai.request.model", model.to_owned());
+    span.set_attribute("langfuse.observation.input", input().to_string());
+    span
+}
+
+/// What the model answered: usage and output.
+pub fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOnce() -> Value) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("gen_ai.response.model", model.to_owned());
+    span.set_attribute("gen_ai.usage.input_tokens", tokens.0 as i64);
+    span.set_attribute("gen_ai.usage.output_tokens", tokens.1 as i64);
+    span.set_attribute("langfuse.observation.output", output().to_string());
+}
+
+/// One action or flow stage; `arguments` is the raw JSON the action was given.
+pub fn tool(scope: &Scope<'_>, name: &str, arguments: &str) -> Span {
+    let span = tracing::info_span!(target: "vt_agent::trace", "tool", "otel.name" = name);
+    if span.is_disabled() {
+        return span;
+    }
+    scoped(&span, "tool", scope);
+    span.set_attribute("langfuse.observation.input", arguments.to_owned());
+    span
+}
+
+/// The observation's output (a tool's result, the turn's replies), as JSON text.
+pub fn output(span: &Span, value: impl FnOnce() -> Value) {
+    if !span.is_disabled() {
+        span.set_attribute("langfuse.observation.output", value().to_string());
+    }
+}
+
+/// `state_updates` / `memory_updates` of a response, as an event of the tool span.
+pub fn updates(span: &Span, name: &'static str, updates: &Map<String, Value>) {
+    if span.is_disabled() || updates.is_empty() {
+        return;
+    }
+    let keys: Vec<&str> = updates.keys().map(String::as_str).collect();
+    span.add_event(
+        name,
+        vec![
+            KeyValue::new("keys", keys.join(",")),
+            KeyValue::new("updates", Value::Object(updates.clone()).to_string()),
+        ],
+    );
+}
+
+/// Marks the observation failed: span status, Langfuse level and status message.
+pub fn failed(span: &Span, message: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("langfuse.observation.level", "ERROR");
+    span.set_attribute("langfuse.observation.status_message", message.to_owned());
+    span.set_status(Status::error(message.to_owned()));
+}
+
+/// A plain text as the JSON string Langfuse shows as input or output.
+pub fn json_text(text: &str) -> String {
+    Value::String(text.to_owned()).to_string()
+}
+
+/// The current span as a W3C `traceparent`, for work that continues the trace later (the outbox's
+/// deliveries); `None` when nothing is traced.
+pub fn traceparent() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    let span = Span::current();
+    if span.is_disabled() {
+        return None;
+    }
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid()
+        .then(|| format!("00-{}-{}-01", sc.trace_id(), sc.span_id()))
+}
+
+/// The `deliver` step of a reply sent by the outbox worker, in the trace of the turn that wrote it
+/// (`traceparent` from [`traceparent`]); a span of its own when the turn was not traced.
+pub fn deliver(scope: &Scope<'_>, traceparent: Option<&str>, destination: &str) -> Span {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
+    let span = tracing::info_span!(target: "vt_agent::trace", parent: None, "deliver", "otel.name" = "deliver");
+    if span.is_disabled() {
+        return span;
+    }
+    let parent = traceparent.and_then(|tp| {
+        let mut parts = tp.split('-');
+        let (_, trace, id) = (parts.next()?, parts.next()?, parts.next()?);
+        let sc = SpanContext::new(
+            TraceId::from_hex(trace).ok()?,
+            SpanId::from_hex(id).ok()?,
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::default(),
+        );
+        sc.is_valid().then_some(sc)
+    });
+    if let Some(sc) = parent {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc));
+    }
+    scoped(&span, "span", scope);
+    span.set_attribute("langfuse.observation.metadata.channel", destination.to_owned());
+    span
+}
