@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use vt_actions::ActionResponse;
 
 use crate::engine::{Conversation, Engine};
+use crate::telemetry::spans::Scope;
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
 use crate::store::{IntentRecord, TaskRun, TaskStatus};
 
@@ -114,7 +115,7 @@ pub async fn run(
             tools: Vec::new(),
             max_tokens: Some(max_tokens),
         };
-        match llm.complete(&request).await {
+        match crate::telemetry::spans::complete(&Scope::of(conv), "planejar", llm, &request).await {
             Ok(c) => {
                 tokens.0 += c.usage.input_tokens;
                 tokens.1 += c.usage.output_tokens;
@@ -182,7 +183,7 @@ pub async fn run(
                     tools: Vec::new(),
                     max_tokens: Some(max_tokens),
                 };
-                let (result, used) = match llm.complete(&request).await {
+                let (result, used) = match crate::telemetry::spans::complete(&Scope::of(conv), "raciocinar", llm, &request).await {
                     Ok(c) => (
                         c.text.unwrap_or_default(),
                         (c.usage.input_tokens, c.usage.output_tokens),

@@ -215,8 +215,12 @@ impl ConversationService {
             .conversation_id
             .clone()
             .unwrap_or_else(|| self.engine.next_id("conv"));
-        let span = turn_span(&msg, &id);
-        traced(&span, async {
+        let scope = Scope {
+            agent: &msg.agent_id,
+            session: &id,
+            user: &msg.user.user_id,
+        };
+        traced(&scope, &msg, async {
             let lock = self
                 .store
                 .lock_conversation(&id)
@@ -325,8 +329,12 @@ impl ConversationService {
     /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
     /// trace.
     pub async fn process(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
-        let span = turn_span(msg, &received.conversation_id);
-        traced(&span, self.process_locked(msg, received)).await
+        let scope = Scope {
+            agent: &msg.agent_id,
+            session: &received.conversation_id,
+            user: &msg.user.user_id,
+        };
+        traced(&scope, msg, self.process_locked(msg, received.clone())).await
     }
 
     async fn process_locked(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
@@ -433,8 +441,10 @@ impl ConversationService {
     /// One trace: accept (the run on record), run (the ten stages), commit.
     pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
         let prepared = crate::flow::prepare(&self.engine, text)?;
-        let span = spans::turn(&Scope::of(&prepared.conversation), "flow", &prepared.text);
-        let result = self.run_prepared_flow(prepared).instrument(span.clone()).await;
+        let conv = prepared.conversation.clone();
+        let scope = Scope::of(&conv);
+        let span = spans::turn(&scope, "flow", &prepared.text);
+        let result = spans::in_trace(&span, &scope, self.run_prepared_flow(prepared)).await;
         match &result {
             Ok((output, _)) => {
                 spans::output(&span, || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}));
@@ -497,22 +507,15 @@ impl ConversationService {
     }
 }
 
-/// The root span of a message's turn.
-fn turn_span(msg: &Inbound, conversation_id: &str) -> tracing::Span {
-    let scope = Scope {
-        agent: &msg.agent_id,
-        session: conversation_id,
-        user: &msg.user.user_id,
-    };
-    spans::turn(&scope, &msg.user.channel, &msg.text)
-}
-
-/// Runs a turn in its root span; the replies become the trace's output, an error its status.
+/// Runs a message's turn as its own trace; the replies become the trace's output, an error its
+/// status.
 async fn traced(
-    span: &tracing::Span,
+    scope: &Scope<'_>,
+    msg: &Inbound,
     turn: impl std::future::Future<Output = Result<Handled, ServiceError>>,
 ) -> Result<Handled, ServiceError> {
-    let result = turn.instrument(span.clone()).await;
+    let span = &spans::turn(scope, &msg.user.channel, &msg.text);
+    let result = spans::in_trace(span, scope, turn).await;
     match &result {
         Ok(h) => spans::output(span, || {
             serde_json::json!(h.replies.iter().map(|r| r.text.as_str()).collect::<Vec<_>>())

@@ -235,7 +235,6 @@ pub fn span_processor(target: &OtlpTarget) -> Result<BoundedProcessor, String> {
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(&target.traces_endpoint)
         .with_headers(target.headers.clone().into_iter().collect())
-        .with_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())?;
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -262,7 +261,6 @@ pub fn metric_exporter(target: &OtlpTarget, endpoint: &str) -> Result<openteleme
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(endpoint)
         .with_headers(target.headers.clone().into_iter().collect())
-        .with_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())
 }
@@ -296,6 +294,10 @@ impl SpanProcessor for BoundedProcessor {
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
     }
 }
 

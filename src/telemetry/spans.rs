@@ -42,11 +42,44 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// A trace's scope, held for everything its turn runs: a flow the turn's tools start runs on a
+/// conversation of its own, yet its spans belong to the turn's session (Langfuse takes a trace's
+/// session from any of its spans).
+#[derive(Debug, Clone)]
+struct TraceScope {
+    agent: String,
+    session: String,
+    user: String,
+}
+
+tokio::task_local! {
+    static TRACE_SCOPE: TraceScope;
+}
+
 fn scoped(span: &Span, kind: &'static str, scope: &Scope<'_>) {
     span.set_attribute("langfuse.observation.type", kind);
-    span.set_attribute("langfuse.trace.name", scope.agent.to_owned());
-    span.set_attribute("langfuse.session.id", scope.session.to_owned());
-    span.set_attribute("langfuse.user.id", scope.user.to_owned());
+    let set = |agent: &str, session: &str, user: &str| {
+        span.set_attribute("langfuse.trace.name", agent.to_owned());
+        span.set_attribute("langfuse.session.id", session.to_owned());
+        span.set_attribute("langfuse.user.id", user.to_owned());
+    };
+    if TRACE_SCOPE.try_with(|t| set(&t.agent, &t.session, &t.user)).is_err() {
+        set(scope.agent, scope.session, scope.user);
+    }
+}
+
+/// Runs `work` as the trace `root` (from [`turn`]) of `scope`: every span inside carries its scope.
+pub async fn in_trace<F: std::future::Future>(root: &Span, scope: &Scope<'_>, work: F) -> F::Output {
+    use tracing::Instrument as _;
+    if root.is_disabled() {
+        return work.await;
+    }
+    let owned = TraceScope {
+        agent: scope.agent.to_owned(),
+        session: scope.session.to_owned(),
+        user: scope.user.to_owned(),
+    };
+    TRACE_SCOPE.scope(owned, work.instrument(root.clone())).await
 }
 
 /// The root of a turn's trace, named after the agent. A new trace even when called inside another
@@ -195,4 +228,29 @@ pub fn deliver(scope: &Scope<'_>, traceparent: Option<&str>, destination: &str) 
     scoped(&span, "span", scope);
     span.set_attribute("langfuse.observation.metadata.channel", destination.to_owned());
     span
+}
+
+/// One model call outside the engine's loop (the router's classification, the planner, the context
+/// summary) in its `generation` span.
+pub async fn complete(
+    scope: &Scope<'_>,
+    name: &str,
+    llm: &dyn crate::llm::LlmProvider,
+    request: &crate::llm::CompletionRequest,
+) -> Result<crate::llm::Completion, crate::llm::LlmError> {
+    use tracing::Instrument as _;
+    let span = generation(scope, name, llm.model(), || {
+        serde_json::json!({"system": request.system, "messages": request.messages})
+    });
+    let result = llm.complete(request).instrument(span.clone()).await;
+    match &result {
+        Ok(c) => generated(
+            &span,
+            &c.model,
+            (c.usage.input_tokens, c.usage.output_tokens),
+            || serde_json::json!({"content": c.text}),
+        ),
+        Err(e) => failed(&span, &e.to_string()),
+    }
+    result
 }

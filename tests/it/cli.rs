@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 pub(crate) fn vt_agent_in(data: &tempfile::TempDir) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vt-agent"));
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("VT_")) {
+    let ours = |k: &str| ["VT_", "OTEL_", "LANGFUSE_"].iter().any(|p| k.starts_with(p));
+    for (k, _) in std::env::vars().filter(|(k, _)| ours(k)) {
         cmd.env_remove(k);
     }
     cmd.env("VT_DATA_DIR", data.path());

@@ -15,5 +15,6 @@ mod safety;
 mod service;
 mod store;
 mod support;
+mod traces;
 mod transcripts;
 mod whatsapp;
