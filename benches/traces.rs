@@ -76,11 +76,18 @@ fn parent() {
             .output()
             .expect("child");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         print!("{text}");
         let nums: Vec<f64> = text
             .lines()
-            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("cpu_ms=")?.parse().ok()))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("cpu_ms=")?.parse().ok())
+            })
             .collect();
         figures.push(nums);
     }
@@ -116,12 +123,15 @@ fn child(on: bool) {
                 .await
                 .expect("store"),
         );
-        let ext = Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim_url)).expect("client"));
+        let ext =
+            Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim_url)).expect("client"));
         let engine = vt_agent::flow::share(
             vt_agent::app::engine(&config, None, ext).expect("engine"),
             Some(store.clone()),
         );
-        let service = vt_agent::app::service(&config, engine, store).await.expect("service");
+        let service = vt_agent::app::service(&config, engine, store)
+            .await
+            .expect("service");
         // Warm up: connections, caches, the first spans.
         for i in 0..50 {
             service.handle(turn(i)).await.expect("turn");
@@ -131,7 +141,8 @@ fn child(on: bool) {
             service.handle(turn(i)).await.expect("turn");
         }
         let turns = cpu() - before;
-        let input = r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
+        let input =
+            r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
         let before = cpu();
         for _ in 0..FLOWS {
             service.run_flow(input).await.expect("flow");

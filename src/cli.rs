@@ -302,7 +302,11 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     }
     let bot = crate::channels::mattermost::Bot::new(service.clone(), mattermost, &config.vt.tenant_id);
     // Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
-    if config.otlp_target.as_ref().is_some_and(|t| t.metrics_endpoint.is_some()) {
+    if config
+        .otlp_target
+        .as_ref()
+        .is_some_and(|t| t.metrics_endpoint.is_some())
+    {
         let (metrics, service) = (state.metrics.clone(), service.clone());
         tokio::spawn(async move {
             loop {

@@ -175,13 +175,23 @@ impl Worker {
 
 /// Step 5's span for one item, in the trace of the turn that wrote it.
 fn deliver_span(item: &OutboxItem) -> tracing::Span {
-    let field = |k: &str| item.payload.get(k).and_then(serde_json::Value::as_str).unwrap_or_default();
+    let field = |k: &str| {
+        item.payload
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
     let trace = item.payload.get("trace");
     let scope = Scope {
-        agent: trace.and_then(|t| t.get("agent")).and_then(serde_json::Value::as_str).unwrap_or_default(),
+        agent: trace
+            .and_then(|t| t.get("agent"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default(),
         session: item.conversation_id.as_deref().unwrap_or_default(),
         user: field("user_id"),
     };
-    let parent = trace.and_then(|t| t.get("traceparent")).and_then(serde_json::Value::as_str);
+    let parent = trace
+        .and_then(|t| t.get("traceparent"))
+        .and_then(serde_json::Value::as_str);
     spans::deliver(&scope, parent, &item.destination)
 }

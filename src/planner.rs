@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use vt_actions::ActionResponse;
 
 use crate::engine::{Conversation, Engine};
-use crate::telemetry::spans::Scope;
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
 use crate::store::{IntentRecord, TaskRun, TaskStatus};
+use crate::telemetry::spans::Scope;
 
 /// Actions a plan may use: they read, they never charge.
 pub const PLAN_ACTIONS: &[(&str, &str)] = &[(
@@ -183,13 +183,16 @@ pub async fn run(
                     tools: Vec::new(),
                     max_tokens: Some(max_tokens),
                 };
-                let (result, used) = match crate::telemetry::spans::complete(&Scope::of(conv), "raciocinar", llm, &request).await {
-                    Ok(c) => (
-                        c.text.unwrap_or_default(),
-                        (c.usage.input_tokens, c.usage.output_tokens),
-                    ),
-                    Err(e) => (format!("erro: {e}"), (0, 0)),
-                };
+                let (result, used) =
+                    match crate::telemetry::spans::complete(&Scope::of(conv), "raciocinar", llm, &request)
+                        .await
+                    {
+                        Ok(c) => (
+                            c.text.unwrap_or_default(),
+                            (c.usage.input_tokens, c.usage.output_tokens),
+                        ),
+                        Err(e) => (format!("erro: {e}"), (0, 0)),
+                    };
                 tokens.0 += used.0;
                 tokens.1 += used.1;
                 last_reasoning = Some(result.clone());

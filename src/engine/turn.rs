@@ -19,9 +19,9 @@ use super::prompts::PromptVars;
 use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
 use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
+use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
 use crate::telemetry::spans::{self, Scope};
 use tracing::Instrument as _;
-use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
 
 /// Told to the user when the model stays down after every retry.
 pub const LLM_DOWN_REPLY: &str =
@@ -426,9 +426,12 @@ impl Turn<'_> {
             self.answer(self.engine.no_model_reply.clone());
             return Step::Done;
         };
-        let span = spans::generation(&Scope::of(self.conv), &skill.name, llm.model(), || {
-            serde_json::json!({"system": request.system, "messages": request.messages})
-        });
+        let span = spans::generation(
+            &Scope::of(self.conv),
+            &skill.name,
+            llm.model(),
+            || serde_json::json!({"system": request.system, "messages": request.messages}),
+        );
         let started = Instant::now();
         let remaining = self.deadline.saturating_duration_since(started);
         let retried = tokio::time::timeout(
@@ -630,19 +633,25 @@ impl Turn<'_> {
 
     /// [`Self::dispatch`] in the call's `tool` span, which stays current while the response is
     /// applied (its updates become the span's events).
-    async fn dispatch_traced(&mut self, skill: &SkillDef, call: &ToolCall) -> Result<ActionResponse, ActionError> {
+    async fn dispatch_traced(
+        &mut self,
+        skill: &SkillDef,
+        call: &ToolCall,
+    ) -> Result<ActionResponse, ActionError> {
         let span = spans::tool(&Scope::of(self.conv), &call.name, &call.arguments);
         let result = self
             .dispatch(skill, &call.name, &call.arguments)
             .instrument(span.clone())
             .await;
         match &result {
-            Ok(ActionResponse::ToUser(r)) => spans::output(&span, || {
-                serde_json::json!({"status": r.status, "message": r.message, "instruction": r.instruction})
-            }),
-            Ok(ActionResponse::ToAgent(r)) => spans::output(&span, || {
-                serde_json::json!({"status": r.status, "instruction": r.instruction})
-            }),
+            Ok(ActionResponse::ToUser(r)) => spans::output(
+                &span,
+                || serde_json::json!({"status": r.status, "message": r.message, "instruction": r.instruction}),
+            ),
+            Ok(ActionResponse::ToAgent(r)) => spans::output(
+                &span,
+                || serde_json::json!({"status": r.status, "instruction": r.instruction}),
+            ),
             Err(e) => spans::failed(&span, &e.operator_message()),
         }
         self.tool_span = span;

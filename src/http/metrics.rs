@@ -59,7 +59,10 @@ impl Otel {
                 .build()
         };
         Self {
-            turns: meter.u64_counter("vt.turns").with_description("Conversation turns handled").build(),
+            turns: meter
+                .u64_counter("vt.turns")
+                .with_description("Conversation turns handled")
+                .build(),
             zero_token_turns: meter
                 .u64_counter("vt.zero_token_turns")
                 .with_description("Turns answered without any model token")
@@ -79,7 +82,11 @@ impl Otel {
                 .build(),
             _gauges: vec![
                 gauge("vt.outbox_depth", "Outbox items waiting to be sent", outbox_depth),
-                gauge("vt.outbox_dead_letters", "Outbox items dead-lettered", dead_letters),
+                gauge(
+                    "vt.outbox_dead_letters",
+                    "Outbox items dead-lettered",
+                    dead_letters,
+                ),
             ],
             _dropped: meter
                 .u64_observable_counter("vt.otlp_spans_dropped")
@@ -163,8 +170,12 @@ impl Metrics {
         if tokens == (0, 0) {
             self.otel.zero_token_turns.add(1, &[]);
         }
-        self.otel.tokens.add(tokens.0, &[KeyValue::new("direction", "input")]);
-        self.otel.tokens.add(tokens.1, &[KeyValue::new("direction", "output")]);
+        self.otel
+            .tokens
+            .add(tokens.0, &[KeyValue::new("direction", "input")]);
+        self.otel
+            .tokens
+            .add(tokens.1, &[KeyValue::new("direction", "output")]);
         self.otel.turn_seconds.record(seconds, &[]);
     }
 

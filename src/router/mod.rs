@@ -369,7 +369,12 @@ impl Router {
     }
 
     /// Level 2: one micro call, cached by the normalised message's hash.
-    async fn level2(&self, llm: &dyn LlmProvider, text: &str, conv: &Conversation) -> (String, (u64, u64), bool) {
+    async fn level2(
+        &self,
+        llm: &dyn LlmProvider,
+        text: &str,
+        conv: &Conversation,
+    ) -> (String, (u64, u64), bool) {
         let key = hex::encode(Sha256::digest(normalize(text).as_bytes()));
         if let Some((intent, at)) = self
             .cache

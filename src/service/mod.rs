@@ -298,7 +298,13 @@ impl ConversationService {
     }
 
     /// Step 4 in its span, then — for replies that go back in the answer — step 5's.
-    async fn commit_traced(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran, deliver: bool) -> Handled {
+    async fn commit_traced(
+        &self,
+        conv: &mut Conversation,
+        msg: &Inbound,
+        ran: Ran,
+        deliver: bool,
+    ) -> Handled {
         let span = spans::step("commit", &Scope::of(conv));
         let handled = self.commit(conv, msg, ran).instrument(span).await;
         if deliver {
@@ -447,7 +453,10 @@ impl ConversationService {
         let result = spans::in_trace(&span, &scope, self.run_prepared_flow(prepared)).await;
         match &result {
             Ok((output, _)) => {
-                spans::output(&span, || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}));
+                spans::output(
+                    &span,
+                    || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}),
+                );
                 if output.status == crate::flow::FlowStatus::Falhou {
                     spans::failed(&span, "o fluxo falhou");
                 }

@@ -15,11 +15,11 @@ use std::io::Write;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{EnvFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::Layer as _;
 
 /// The installed exporters; [`Self::shutdown`] flushes them.
 #[derive(Default)]
@@ -44,7 +44,10 @@ pub fn init(default_filter: &str, otlp: Option<&otlp::OtlpTarget>) -> Telemetry 
     }
     let resource = opentelemetry_sdk::Resource::builder_empty()
         .with_service_name(target.service_name.clone())
-        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
         .build();
     let traces = match otlp::span_processor(target) {
         Ok(processor) => Some(

@@ -20,7 +20,9 @@ use base64::Engine as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanExporter, SpanProcessor};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanExporter, SpanProcessor,
+};
 use prometheus_client::metrics::counter::Counter;
 use serde::Deserialize;
 
@@ -85,25 +87,25 @@ impl OtlpConfig {
             check_url(name, url)?;
             Ok(url.trim_end_matches('/').to_owned())
         };
-        let (traces_endpoint, metrics_endpoint) =
-            if let Some(url) = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-                check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)?;
-                (url.to_owned(), None)
-            } else if let Some(url) = get("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                let b = base("OTEL_EXPORTER_OTLP_ENDPOINT", url)?;
-                (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
-            } else if let Some(url) = self.endpoint.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
-                let b = base("otlp.endpoint", url)?;
-                (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
-            } else if let Some((name, host)) = langfuse_host {
-                let b = base(name, host)?;
-                (
-                    format!("{b}/api/public/otel/v1/traces"),
-                    Some(format!("{b}/api/public/otel/v1/metrics")),
-                )
-            } else {
-                return Ok(None);
-            };
+        let (traces_endpoint, metrics_endpoint) = if let Some(url) = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        {
+            check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)?;
+            (url.to_owned(), None)
+        } else if let Some(url) = get("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            let b = base("OTEL_EXPORTER_OTLP_ENDPOINT", url)?;
+            (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
+        } else if let Some(url) = self.endpoint.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            let b = base("otlp.endpoint", url)?;
+            (format!("{b}/v1/traces"), Some(format!("{b}/v1/metrics")))
+        } else if let Some((name, host)) = langfuse_host {
+            let b = base(name, host)?;
+            (
+                format!("{b}/api/public/otel/v1/traces"),
+                Some(format!("{b}/api/public/otel/v1/metrics")),
+            )
+        } else {
+            return Ok(None);
+        };
         let mut headers = self.headers.clone();
         if let Some(raw) = get("OTEL_EXPORTER_OTLP_HEADERS") {
             headers.extend(parse_headers(raw).ok_or((
@@ -113,16 +115,10 @@ impl OtlpConfig {
         }
         let keys = (get("LANGFUSE_PUBLIC_KEY"), get("LANGFUSE_SECRET_KEY"));
         if langfuse_host.is_some() && keys.0.is_none() {
-            return Err((
-                "LANGFUSE_PUBLIC_KEY".to_owned(),
-                "is required with LANGFUSE_HOST",
-            ));
+            return Err(("LANGFUSE_PUBLIC_KEY".to_owned(), "is required with LANGFUSE_HOST"));
         }
         if langfuse_host.is_some() && keys.1.is_none() {
-            return Err((
-                "LANGFUSE_SECRET_KEY".to_owned(),
-                "is required with LANGFUSE_HOST",
-            ));
+            return Err(("LANGFUSE_SECRET_KEY".to_owned(), "is required with LANGFUSE_HOST"));
         }
         let has_auth = headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
         if let (Some(public), Some(secret), false) = (keys.0, keys.1, has_auth) {
@@ -248,14 +244,19 @@ pub fn span_processor(target: &OtlpTarget) -> Result<BoundedProcessor, String> {
         .with_scheduled_delay(Duration::from_secs(1))
         .build();
     Ok(BoundedProcessor {
-        inner: BatchSpanProcessor::builder(exporter).with_batch_config(config).build(),
+        inner: BatchSpanProcessor::builder(exporter)
+            .with_batch_config(config)
+            .build(),
         in_flight,
         cap: MAX_QUEUED_SPANS,
     })
 }
 
 /// Builds the OTLP metric exporter, for the periodic reader.
-pub fn metric_exporter(target: &OtlpTarget, endpoint: &str) -> Result<opentelemetry_otlp::MetricExporter, String> {
+pub fn metric_exporter(
+    target: &OtlpTarget,
+    endpoint: &str,
+) -> Result<opentelemetry_otlp::MetricExporter, String> {
     opentelemetry_otlp::MetricExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -315,7 +316,9 @@ impl<E: SpanExporter> SpanExporter for MaskingExporter<E> {
         let result = self.inner.export(batch).await;
         let _ = self
             .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| Some(q.saturating_sub(n)));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(n))
+            });
         if result.is_err() {
             count_dropped(n, "export failed");
         }
@@ -387,7 +390,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -403,8 +409,8 @@ mod tests {
                 ("LANGFUSE_PUBLIC_KEY", "pk-lf-1234567890"),
                 ("LANGFUSE_SECRET_KEY", "sk-lf-1234567890"),
             ]))
-            .unwrap()
-            .unwrap();
+            .expect("valid")
+            .expect("configured");
         assert_eq!(
             target.traces_endpoint,
             "https://cloud.langfuse.com/api/public/otel/v1/traces"
@@ -436,24 +442,28 @@ mod tests {
                 ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20abc, x-b = 2"),
                 ("OTEL_SERVICE_NAME", "vt-prod"),
             ]))
-            .unwrap()
-            .unwrap();
+            .expect("valid")
+            .expect("configured");
         assert_eq!(target.traces_endpoint, "http://collector:4318/v1/traces");
         assert_eq!(target.headers["Authorization"], "Basic abc");
         assert_eq!(target.headers["x-a"], "1");
         assert_eq!(target.headers["x-b"], "2");
         assert_eq!(target.service_name, "vt-prod");
         let only_traces = OtlpConfig::default()
-            .resolve(&env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom")]))
-            .unwrap()
-            .unwrap();
+            .resolve(&env(&[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c:4318/custom",
+            )]))
+            .expect("valid")
+            .expect("configured");
         assert_eq!(only_traces.traces_endpoint, "http://c:4318/custom");
         assert_eq!(only_traces.metrics_endpoint, None);
     }
 
     #[test]
     fn bad_settings_name_the_variable_never_the_value() {
-        let bad_url = OtlpConfig::default().resolve(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "sk-secret-url")]));
+        let bad_url =
+            OtlpConfig::default().resolve(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "sk-secret-url")]));
         assert_eq!(
             bad_url,
             Err((
@@ -462,12 +472,12 @@ mod tests {
             ))
         );
         let no_keys = OtlpConfig::default().resolve(&env(&[("LANGFUSE_HOST", "http://localhost:3000")]));
-        assert_eq!(no_keys.unwrap_err().0, "LANGFUSE_PUBLIC_KEY");
+        assert_eq!(no_keys.expect_err("refused").0, "LANGFUSE_PUBLIC_KEY");
         let bad_headers = OtlpConfig::default().resolve(&env(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "justatoken"),
         ]));
-        assert_eq!(bad_headers.unwrap_err().0, "OTEL_EXPORTER_OTLP_HEADERS");
+        assert_eq!(bad_headers.expect_err("refused").0, "OTEL_EXPORTER_OTLP_HEADERS");
     }
 
     #[test]

@@ -63,7 +63,10 @@ fn scoped(span: &Span, kind: &'static str, scope: &Scope<'_>) {
         span.set_attribute("langfuse.session.id", session.to_owned());
         span.set_attribute("langfuse.user.id", user.to_owned());
     };
-    if TRACE_SCOPE.try_with(|t| set(&t.agent, &t.session, &t.user)).is_err() {
+    if TRACE_SCOPE
+        .try_with(|t| set(&t.agent, &t.session, &t.user))
+        .is_err()
+    {
         set(scope.agent, scope.session, scope.user);
     }
 }
@@ -85,7 +88,8 @@ pub async fn in_trace<F: std::future::Future>(root: &Span, scope: &Scope<'_>, wo
 /// The root of a turn's trace, named after the agent. A new trace even when called inside another
 /// span: each turn is its own trace.
 pub fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
-    let span = tracing::info_span!(target: "vt_agent::trace", parent: None, "turn", "otel.name" = scope.agent);
+    let span =
+        tracing::info_span!(target: "vt_agent::trace", parent: None, "turn", "otel.name" = scope.agent);
     if span.is_disabled() {
         return span;
     }
@@ -206,7 +210,8 @@ pub fn traceparent() -> Option<String> {
 /// (`traceparent` from [`traceparent`]); a span of its own when the turn was not traced.
 pub fn deliver(scope: &Scope<'_>, traceparent: Option<&str>, destination: &str) -> Span {
     use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
-    let span = tracing::info_span!(target: "vt_agent::trace", parent: None, "deliver", "otel.name" = "deliver");
+    let span =
+        tracing::info_span!(target: "vt_agent::trace", parent: None, "deliver", "otel.name" = "deliver");
     if span.is_disabled() {
         return span;
     }
@@ -239,9 +244,12 @@ pub async fn complete(
     request: &crate::llm::CompletionRequest,
 ) -> Result<crate::llm::Completion, crate::llm::LlmError> {
     use tracing::Instrument as _;
-    let span = generation(scope, name, llm.model(), || {
-        serde_json::json!({"system": request.system, "messages": request.messages})
-    });
+    let span = generation(
+        scope,
+        name,
+        llm.model(),
+        || serde_json::json!({"system": request.system, "messages": request.messages}),
+    );
     let result = llm.complete(request).instrument(span.clone()).await;
     match &result {
         Ok(c) => generated(

@@ -65,8 +65,15 @@ impl Receiver {
                 });
                 match answer {
                     // An empty protobuf message is a valid Export*ServiceResponse.
-                    Answer::Ok => (StatusCode::OK, [("content-type", "application/x-protobuf")], Vec::new()).into_response(),
-                    Answer::Status(s) => (StatusCode::from_u16(s).expect("status"), "refused").into_response(),
+                    Answer::Ok => (
+                        StatusCode::OK,
+                        [("content-type", "application/x-protobuf")],
+                        Vec::new(),
+                    )
+                        .into_response(),
+                    Answer::Status(s) => {
+                        (StatusCode::from_u16(s).expect("status"), "refused").into_response()
+                    }
                     Answer::Hang => std::future::pending().await,
                 }
             }
@@ -84,7 +91,8 @@ impl Receiver {
     fn spans(&self) -> Vec<SpanView> {
         let mut out = Vec::new();
         for e in self.exports().iter().filter(|e| e.path.ends_with("/v1/traces")) {
-            let req = ExportTraceServiceRequest::decode(e.body.clone()).expect("protobuf ExportTraceServiceRequest");
+            let req = ExportTraceServiceRequest::decode(e.body.clone())
+                .expect("protobuf ExportTraceServiceRequest");
             for rs in req.resource_spans {
                 let resource = rs.resource.map(|r| attrs(&r.attributes)).unwrap_or_default();
                 for ss in rs.scope_spans {
@@ -95,7 +103,11 @@ impl Receiver {
                             parent: hex(&s.parent_span_id),
                             name: s.name,
                             attrs: attrs(&s.attributes),
-                            events: s.events.iter().map(|e| (e.name.clone(), attrs(&e.attributes))).collect(),
+                            events: s
+                                .events
+                                .iter()
+                                .map(|e| (e.name.clone(), attrs(&e.attributes)))
+                                .collect(),
                             status: s.status.map(|st| (st.code, st.message)).unwrap_or_default(),
                             resource: resource.clone(),
                         });
@@ -107,21 +119,27 @@ impl Receiver {
     }
 }
 
+/// Attributes by key: (OTLP/JSON type name, value).
+type Attrs = BTreeMap<String, (String, Value)>;
+
 #[derive(Debug, Clone)]
 struct SpanView {
     trace: String,
     id: String,
     parent: String,
     name: String,
-    attrs: BTreeMap<String, (String, Value)>,
-    events: Vec<(String, BTreeMap<String, (String, Value)>)>,
+    attrs: Attrs,
+    events: Vec<(String, Attrs)>,
     status: (i32, String),
-    resource: BTreeMap<String, (String, Value)>,
+    resource: Attrs,
 }
 
 impl SpanView {
     fn str(&self, key: &str) -> &str {
-        self.attrs.get(key).and_then(|(_, v)| v.as_str()).unwrap_or_default()
+        self.attrs
+            .get(key)
+            .and_then(|(_, v)| v.as_str())
+            .unwrap_or_default()
     }
 }
 
@@ -130,7 +148,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Attributes as (OTLP/JSON type name, value).
-fn attrs(kvs: &[KeyValue]) -> BTreeMap<String, (String, Value)> {
+fn attrs(kvs: &[KeyValue]) -> Attrs {
     kvs.iter()
         .map(|kv| (kv.key.clone(), typed(kv.value.as_ref())))
         .collect()
@@ -156,13 +174,19 @@ fn typed(v: Option<&AnyValue>) -> (String, Value) {
 fn all_text(spans: &[SpanView]) -> String {
     let mut out = String::new();
     for s in spans {
-        out.push_str(&format!("{} {:?} {:?} {:?} {:?}\n", s.name, s.attrs, s.events, s.status, s.resource));
+        out.push_str(&format!(
+            "{} {:?} {:?} {:?} {:?}\n",
+            s.name, s.attrs, s.events, s.status, s.resource
+        ));
     }
     out
 }
 
 async fn simulator() -> RunningSimulator {
-    Simulator::new(SimulatorConfig::default()).spawn(0).await.expect("simulator")
+    Simulator::new(SimulatorConfig::default())
+        .spawn(0)
+        .await
+        .expect("simulator")
 }
 
 /// The binary with Langfuse's own variables pointing at `receiver`.
@@ -178,7 +202,9 @@ fn traced(data: &tempfile::TempDir, sim: &RunningSimulator, receiver: &Receiver)
 }
 
 async fn output(mut cmd: Command) -> std::process::Output {
-    tokio::task::spawn_blocking(move || cmd.output().expect("run")).await.expect("join")
+    tokio::task::spawn_blocking(move || cmd.output().expect("run"))
+        .await
+        .expect("join")
 }
 
 fn openai(body: Value) -> Value {
@@ -202,23 +228,41 @@ fn mapping() -> (HashMap<String, BTreeSet<String>>, BTreeSet<String>) {
         .as_array()
         .expect("type cases")
         .iter()
-        .map(|c| c["otelAttributeValue"]["stringValue"].as_str().expect("type").to_owned())
+        .map(|c| {
+            c["otelAttributeValue"]["stringValue"]
+                .as_str()
+                .expect("type")
+                .to_owned()
+        })
         .collect();
     (types, observation_types)
 }
 
 fn children<'a>(spans: &'a [SpanView], parent: &SpanView) -> Vec<&'a SpanView> {
-    spans.iter().filter(|s| s.parent == parent.id && s.trace == parent.trace).collect()
+    spans
+        .iter()
+        .filter(|s| s.parent == parent.id && s.trace == parent.trace)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_hide() {
     let receiver = Receiver::start(Answer::Ok).await;
     let model = FakeServer::start(vec![
-        (200, vec![], openai(json!({"finish": "stop", "message": {"role": "assistant", "content": "general_chat"}}))),
-        (200, vec![], openai(json!({"finish": "tool_calls", "message": {"role": "assistant", "content": null,
+        (
+            200,
+            vec![],
+            openai(json!({"finish": "stop", "message": {"role": "assistant", "content": "general_chat"}})),
+        ),
+        (
+            200,
+            vec![],
+            openai(
+                json!({"finish": "tool_calls", "message": {"role": "assistant", "content": null,
             "tool_calls": [{"id": "call_1", "type": "function",
-                "function": {"name": "consultar_saldo", "arguments": "{\"cartao\":\"****7890\"}"}}]}}))),
+                "function": {"name": "consultar_saldo", "arguments": "{\"cartao\":\"****7890\"}"}}]}}),
+            ),
+        ),
     ])
     .await;
     let sim = simulator().await;
@@ -228,12 +272,21 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
     chat.env("VT_LLM_BASE_URL", format!("{}/v1", model.url))
         .env("VT_LLM_API_KEY", LLM_KEY)
         .args(["chat", "--conversation", "conv-traced", "-m"])
-        .arg(format!("me conta uma coisa sobre o meu bilhete {CHAT_CARD}, como anda ele?"));
+        .arg(format!(
+            "me conta uma coisa sobre o meu bilhete {CHAT_CARD}, como anda ele?"
+        ));
     let out = output(chat).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reply = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(model.received().len(), 2, "classification, then the tool call: {reply}");
-    assert!(reply.contains("O saldo do cartão ****7890"), "the action answers the user: {reply}");
+    assert_eq!(
+        model.received().len(),
+        2,
+        "classification, then the tool call: {reply}"
+    );
+    assert!(
+        reply.contains("O saldo do cartão ****7890"),
+        "the action answers the user: {reply}"
+    );
     let mut flow = traced(&data, &sim, &receiver);
     flow.args(["run-flow", "examples/recarga-saldo-baixo.json"]);
     let out = output(flow).await;
@@ -247,7 +300,12 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
         assert_eq!(e.path, "/api/public/otel/v1/traces");
         assert_eq!(e.headers["authorization"], format!("Basic {basic}").as_str());
         assert_eq!(e.headers["x-langfuse-ingestion-version"], "4");
-        assert!(e.headers["content-type"].to_str().expect("ct").contains("application/x-protobuf"));
+        assert!(
+            e.headers["content-type"]
+                .to_str()
+                .expect("ct")
+                .contains("application/x-protobuf")
+        );
     }
     let spans = receiver.spans();
 
@@ -262,42 +320,83 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
     assert!(!root.str("langfuse.user.id").is_empty());
     let input: Value = serde_json::from_str(root.str("langfuse.observation.input")).expect("input is JSON");
     assert!(input.as_str().expect("text").contains("****7890"), "{input}");
-    let output: Value = serde_json::from_str(root.str("langfuse.observation.output")).expect("output is JSON");
-    assert!(output.to_string().contains("O saldo do cartão ****7890"), "{output}");
+    let output: Value =
+        serde_json::from_str(root.str("langfuse.observation.output")).expect("output is JSON");
+    assert!(
+        output.to_string().contains("O saldo do cartão ****7890"),
+        "{output}"
+    );
     let steps: Vec<&str> = children(&spans, root).iter().map(|s| s.name.as_str()).collect();
     for step in ["accept", "route", "run", "commit", "deliver"] {
         assert!(steps.contains(&step), "{step} missing from {steps:?}");
     }
-    let route = children(&spans, root).into_iter().find(|s| s.name == "route").expect("route");
+    let route = children(&spans, root)
+        .into_iter()
+        .find(|s| s.name == "route")
+        .expect("route");
     assert_eq!(route.str("langfuse.observation.metadata.by"), "model");
     assert_eq!(route.str("langfuse.observation.metadata.intent"), "general_chat");
     let classify = children(&spans, route);
-    assert_eq!(classify.len(), 1, "the classification call is the route's generation");
+    assert_eq!(
+        classify.len(),
+        1,
+        "the classification call is the route's generation"
+    );
     assert_eq!(classify[0].str("langfuse.observation.type"), "generation");
-    let run = children(&spans, root).into_iter().find(|s| s.name == "run").expect("run");
+    let run = children(&spans, root)
+        .into_iter()
+        .find(|s| s.name == "run")
+        .expect("run");
     let in_run = children(&spans, run);
-    let generations: Vec<_> = in_run.iter().filter(|s| s.str("langfuse.observation.type") == "generation").collect();
+    let generations: Vec<_> = in_run
+        .iter()
+        .filter(|s| s.str("langfuse.observation.type") == "generation")
+        .collect();
     assert_eq!(generations.len(), 1, "one generation per model call of the loop");
     for g in &generations {
-        assert_eq!(g.str("gen_ai.request.model"), "gpt-5-mini", "the configured model");
-        assert_eq!(g.str("gen_ai.response.model"), "modelo-teste-2026", "the model that answered");
-        assert_eq!(g.attrs["gen_ai.usage.input_tokens"], ("intValue".into(), json!(120)));
-        assert_eq!(g.attrs["gen_ai.usage.output_tokens"], ("intValue".into(), json!(18)));
+        assert_eq!(
+            g.str("gen_ai.request.model"),
+            "gpt-5-mini",
+            "the configured model"
+        );
+        assert_eq!(
+            g.str("gen_ai.response.model"),
+            "modelo-teste-2026",
+            "the model that answered"
+        );
+        assert_eq!(
+            g.attrs["gen_ai.usage.input_tokens"],
+            ("intValue".into(), json!(120))
+        );
+        assert_eq!(
+            g.attrs["gen_ai.usage.output_tokens"],
+            ("intValue".into(), json!(18))
+        );
         let messages: Value = serde_json::from_str(g.str("langfuse.observation.input")).expect("input JSON");
         assert!(messages["messages"].is_array());
         assert!(serde_json::from_str::<Value>(g.str("langfuse.observation.output")).is_ok());
     }
-    let tool = in_run.iter().find(|s| s.name == "consultar_saldo").expect("the action's span");
+    let tool = in_run
+        .iter()
+        .find(|s| s.name == "consultar_saldo")
+        .expect("the action's span");
     assert_eq!(tool.str("langfuse.observation.type"), "tool");
     assert!(tool.str("langfuse.observation.input").contains("cartao"));
     assert!(tool.str("langfuse.observation.output").contains("instruction"));
     assert!(
-        tool.events.iter().any(|(n, _)| n == "memory_updates" || n == "state_updates"),
+        tool.events
+            .iter()
+            .any(|(n, _)| n == "memory_updates" || n == "state_updates"),
         "updates are events of the action: {:?}",
         tool.events
     );
     for s in spans.iter().filter(|s| s.trace == root.trace) {
-        assert_eq!(s.str("langfuse.session.id"), "conv-traced", "{} lacks the session", s.name);
+        assert_eq!(
+            s.str("langfuse.session.id"),
+            "conv-traced",
+            "{} lacks the session",
+            s.name
+        );
         assert_eq!(s.str("langfuse.trace.name"), "vt");
     }
 
@@ -306,7 +405,10 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
         .iter()
         .find(|s| s.parent.is_empty() && s.name == "vt_fluxo")
         .expect("the flow's root span");
-    let flow_run = children(&spans, flow_root).into_iter().find(|s| s.name == "run").expect("run");
+    let flow_run = children(&spans, flow_root)
+        .into_iter()
+        .find(|s| s.name == "run")
+        .expect("run");
     let stages: Vec<&str> = children(&spans, flow_run)
         .iter()
         .filter(|s| s.str("langfuse.observation.type") == "tool")
@@ -322,35 +424,65 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
     for s in &spans {
         for (key, (ty, value)) in &s.attrs {
             if let Some(allowed) = types.get(key) {
-                assert!(allowed.contains(ty), "{key} sent as {ty}, Langfuse maps {allowed:?}");
+                assert!(
+                    allowed.contains(ty),
+                    "{key} sent as {ty}, Langfuse maps {allowed:?}"
+                );
                 checked.insert(key.clone());
             }
             if key == "langfuse.observation.type" {
-                assert!(observation_types.contains(value.as_str().unwrap_or_default()), "{value}");
+                assert!(
+                    observation_types.contains(value.as_str().unwrap_or_default()),
+                    "{value}"
+                );
             }
-            if key.starts_with("langfuse.observation.") && (key.ends_with(".input") || key.ends_with(".output")) {
-                assert!(serde_json::from_str::<Value>(value.as_str().unwrap_or("x")).is_ok(), "{key} is JSON");
+            if key.starts_with("langfuse.observation.")
+                && (key.ends_with(".input") || key.ends_with(".output"))
+            {
+                assert!(
+                    serde_json::from_str::<Value>(value.as_str().unwrap_or("x")).is_ok(),
+                    "{key} is JSON"
+                );
             }
         }
         assert_eq!(s.resource["service.name"].1, "vt-agent");
     }
-    for key in ["gen_ai.request.model", "gen_ai.usage.input_tokens", "langfuse.session.id", "langfuse.user.id"] {
+    for key in [
+        "gen_ai.request.model",
+        "gen_ai.usage.input_tokens",
+        "langfuse.session.id",
+        "langfuse.user.id",
+    ] {
         assert!(checked.contains(key), "{key} never checked against the table");
     }
 
     // Nothing to hide anywhere.
     let text = all_text(&spans);
-    for secret in [CHAT_CARD, "1111111111", "1111 1111-11", LLM_KEY, SECRET_KEY, basic.as_str()] {
+    for secret in [
+        CHAT_CARD,
+        "1111111111",
+        "1111 1111-11",
+        LLM_KEY,
+        SECRET_KEY,
+        basic.as_str(),
+    ] {
         assert!(!text.contains(secret), "{secret} reached the collector");
     }
 }
 
 /// A serve process exporting to `receiver`; its address.
-fn serve(data: &tempfile::TempDir, sim: &RunningSimulator, receiver: &Receiver) -> (std::process::Child, String) {
+fn serve(
+    data: &tempfile::TempDir,
+    sim: &RunningSimulator,
+    receiver: &Receiver,
+) -> (std::process::Child, String) {
     let mut cmd = vt_agent_in(data);
     cmd.env("VT_SYSTEMS_URL", &sim.url)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url)
-        .env("OTEL_EXPORTER_OTLP_HEADERS", format!("Authorization=Bearer {SECRET_KEY}"))
+        .env(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            format!("Authorization=Bearer {SECRET_KEY}"),
+        )
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
@@ -360,7 +492,10 @@ fn serve(data: &tempfile::TempDir, sim: &RunningSimulator, receiver: &Receiver) 
     let mut line = String::new();
     while !line.contains("http://") {
         line.clear();
-        assert!(std::io::BufRead::read_line(&mut stderr, &mut line).expect("line") > 0, "serve ended");
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).expect("line") > 0,
+            "serve ended"
+        );
     }
     let url = line
         .split_whitespace()
@@ -382,7 +517,8 @@ fn serve(data: &tempfile::TempDir, sim: &RunningSimulator, receiver: &Receiver) 
     (child, url)
 }
 
-static LOGS: std::sync::LazyLock<Mutex<HashMap<u32, Arc<Mutex<String>>>>> = std::sync::LazyLock::new(Default::default);
+static LOGS: std::sync::LazyLock<Mutex<HashMap<u32, Arc<Mutex<String>>>>> =
+    std::sync::LazyLock::new(Default::default);
 
 async fn turn(client: &reqwest::Client, url: &str, conv: &str, text: &str) -> Value {
     let r = client
@@ -412,7 +548,9 @@ async fn dropped(client: &reqwest::Client, url: &str) -> u64 {
 }
 
 fn stop(mut child: std::process::Child) -> String {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(200));
     let log = LOGS.lock().expect("lock").remove(&child.id()).expect("log");
@@ -442,7 +580,12 @@ async fn a_collector_that_refuses_costs_no_turn_and_its_drops_are_counted_and_wa
         }
         assert!(n > 0, "refused spans are counted ({status})");
         turn(&client, &url, "after", "saldo 1234567890").await;
-        assert!(receiver.exports().iter().all(|e| e.path == "/v1/traces" || e.path == "/v1/metrics"));
+        assert!(
+            receiver
+                .exports()
+                .iter()
+                .all(|e| e.path == "/v1/traces" || e.path == "/v1/metrics")
+        );
         let log = tokio::task::block_in_place(|| stop(child));
         assert_eq!(
             log.matches("traces are being dropped").count(),
@@ -494,8 +637,14 @@ async fn metrics_go_out_as_otlp_beside_the_traces() {
     // A graceful stop flushes both exporters.
     tokio::task::block_in_place(|| stop(child));
     let exports = receiver.exports();
-    let metrics = exports.iter().find(|e| e.path == "/v1/metrics").expect("metrics at {base}/v1/metrics");
-    assert_eq!(metrics.headers["authorization"], format!("Bearer {SECRET_KEY}").as_str());
+    let metrics = exports
+        .iter()
+        .find(|e| e.path == "/v1/metrics")
+        .expect("metrics at {base}/v1/metrics");
+    assert_eq!(
+        metrics.headers["authorization"],
+        format!("Bearer {SECRET_KEY}").as_str()
+    );
     let req = ExportMetricsServiceRequest::decode(metrics.body.clone()).expect("protobuf metrics");
     let mut sums = BTreeMap::new();
     for rm in &req.resource_metrics {
@@ -524,8 +673,16 @@ async fn metrics_go_out_as_otlp_beside_the_traces() {
     assert_eq!(sums.get("vt.turn_latency"), Some(&2), "{sums:?}");
     assert!(sums.contains_key("vt.outbox_depth"), "{sums:?}");
     // The HTTP turns are traced too, each its own trace.
-    let roots: Vec<_> = receiver.spans().into_iter().filter(|s| s.parent.is_empty() && s.name == "vt").collect();
+    let roots: Vec<_> = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| s.parent.is_empty() && s.name == "vt")
+        .collect();
     assert_eq!(roots.len(), 2);
     assert_ne!(roots[0].trace, roots[1].trace);
-    assert!(roots.iter().all(|r| r.attrs["langfuse.trace.metadata.channel"].1 == "http"));
+    assert!(
+        roots
+            .iter()
+            .all(|r| r.attrs["langfuse.trace.metadata.channel"].1 == "http")
+    );
 }
