@@ -77,7 +77,8 @@ pub fn init(default_filter: &str, otlp: Option<&otlp::OtlpTarget>) -> Telemetry 
             }
         }
     });
-    // Only the product's own spans and events: not hyper's, sqlx's or tower's.
+    // Only the product's own spans (and its warnings, such as a model call's retries, as their
+    // events): not hyper's, sqlx's or tower's, nor every info line.
     let otel = traces.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("vt-agent"))
@@ -85,7 +86,11 @@ pub fn init(default_filter: &str, otlp: Option<&otlp::OtlpTarget>) -> Telemetry 
             .with_threads(false)
             .with_target(false)
             .with_tracked_inactivity(false)
-            .with_filter(Targets::new().with_target("vt_agent", tracing::Level::INFO))
+            .with_filter(
+                Targets::new()
+                    .with_target("vt_agent::trace", tracing::Level::INFO)
+                    .with_target("vt_agent", tracing::Level::WARN),
+            )
     });
     tracing_subscriber::registry().with(logs).with(otel).init();
     Telemetry { traces, metrics }

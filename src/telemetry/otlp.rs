@@ -2,27 +2,25 @@
 //! `[otlp]` in the file, or Langfuse's own `LANGFUSE_*` convention), and the two wrappers that make the
 //! export safe for the product:
 //!
-//! - [`BoundedProcessor`] in front of the SDK's batch processor: a span that would not fit in the queue
-//!   is dropped and counted, never waited for, so a turn never waits on the exporter;
-//! - [`MaskingExporter`] around the OTLP exporter: every string it sends (span names, attributes,
-//!   events, status messages) has card numbers masked and secrets removed — one place, under every
-//!   span, so no call site can leak by forgetting — and a failed export counts its spans as dropped.
+//! - [`QueueProcessor`]: a bounded queue and one exporter thread; a span that would not fit is dropped
+//!   and counted, never waited for, so a turn never waits on the exporter;
+//! - on that thread, every string sent (span names, attributes, events, status messages) has card
+//!   numbers masked and secrets removed ([`mask_span`]) — one place, under every span, so no call site
+//!   can leak by forgetting — and a failed export counts its spans as dropped.
 //!
 //! Drops are counted in [`spans_dropped`] (served as `vt_otlp_spans_dropped` by `/metrics`) and
 //! warned about once per process, not once per span.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanExporter, SpanProcessor,
-};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter, SpanProcessor};
 use prometheus_client::metrics::counter::Counter;
 use serde::Deserialize;
 
@@ -225,7 +223,7 @@ fn count_dropped(n: usize, why: &str) {
 }
 
 /// Builds the span exporter and the processor that feeds it.
-pub fn span_processor(target: &OtlpTarget) -> Result<BoundedProcessor, String> {
+pub fn span_processor(target: &OtlpTarget) -> Result<QueueProcessor, String> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -233,23 +231,7 @@ pub fn span_processor(target: &OtlpTarget) -> Result<BoundedProcessor, String> {
         .with_headers(target.headers.clone().into_iter().collect())
         .build()
         .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())?;
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let exporter = MaskingExporter {
-        inner: exporter,
-        in_flight: in_flight.clone(),
-    };
-    let config = BatchConfigBuilder::default()
-        // Room for more than the bound, so the SDK's own queue never drops behind our count.
-        .with_max_queue_size(MAX_QUEUED_SPANS * 2)
-        .with_scheduled_delay(Duration::from_secs(1))
-        .build();
-    Ok(BoundedProcessor {
-        inner: BatchSpanProcessor::builder(exporter)
-            .with_batch_config(config)
-            .build(),
-        in_flight,
-        cap: MAX_QUEUED_SPANS,
-    })
+    Ok(QueueProcessor::start(exporter))
 }
 
 /// Builds the OTLP metric exporter, for the periodic reader.
@@ -266,75 +248,162 @@ pub fn metric_exporter(
         .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())
 }
 
-/// The batch processor behind a bound: spans beyond [`MAX_QUEUED_SPANS`] waiting for export are
-/// dropped at once and counted.
+/// Spans sent in one export at most; a full batch wakes the exporter early.
+const BATCH: usize = 512;
+/// How long a span waits for its batch at most.
+const EXPORT_EVERY: Duration = Duration::from_secs(1);
+/// How long shutdown waits for the last export (a collector that does not answer).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// A bounded queue of finished spans and one exporter thread.
+///
+/// The SDK's `BatchSpanProcessor` wakes its thread for every span (a channel send per span end):
+/// measured, that cost a turn's thread switches more than the spans themselves. Here a span end is a
+/// push under a mutex; the thread wakes once a second or when a batch is full. A span that finds the
+/// queue full is dropped and counted, never waited for. The exporter masks every string
+/// ([`mask_span`]) off the turn's thread and counts a failed batch as dropped.
 #[derive(Debug)]
-pub struct BoundedProcessor {
-    inner: BatchSpanProcessor,
-    in_flight: Arc<AtomicUsize>,
-    cap: usize,
+pub struct QueueProcessor {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
-impl SpanProcessor for BoundedProcessor {
-    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
-        self.inner.on_start(span, cx);
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<Vec<SpanData>>,
+    wake: Condvar,
+    stop: AtomicBool,
+    exporter: Mutex<Box<dyn ExportOnce>>,
+}
+
+/// The exporter behind a trait object, run to completion on the calling thread.
+trait ExportOnce: Send + std::fmt::Debug {
+    fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult;
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource);
+    fn shutdown(&self) -> OTelSdkResult;
+}
+
+impl<E: SpanExporter + 'static> ExportOnce for E {
+    fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        futures::executor::block_on(SpanExporter::export(self, batch))
     }
 
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        SpanExporter::set_resource(self, resource);
+    }
+
+    fn shutdown(&self) -> OTelSdkResult {
+        SpanExporter::shutdown(self)
+    }
+}
+
+impl QueueProcessor {
+    fn start<E: SpanExporter + 'static>(exporter: E) -> Self {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Vec::with_capacity(BATCH)),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            exporter: Mutex::new(Box::new(exporter)),
+        });
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("otlp-export".into())
+            .spawn({
+                let shared = shared.clone();
+                move || {
+                    shared.run();
+                    let _ = done_tx.send(());
+                }
+            })
+            .ok();
+        Self {
+            shared,
+            worker: Mutex::new(worker),
+            done: Mutex::new(Some(done_rx)),
+        }
+    }
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn run(&self) {
+        loop {
+            let batch = {
+                let mut queue = locked(&self.queue);
+                if queue.len() < BATCH && !self.stop.load(Ordering::Acquire) {
+                    queue = self
+                        .wake
+                        .wait_timeout(queue, EXPORT_EVERY)
+                        .map_or_else(|e| e.into_inner().0, |(q, _)| q);
+                }
+                std::mem::take(&mut *queue)
+            };
+            self.export(batch);
+            if self.stop.load(Ordering::Acquire) && locked(&self.queue).is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Exports `batch` in chunks of [`BATCH`].
+    fn export(&self, mut batch: Vec<SpanData>) {
+        while !batch.is_empty() {
+            let rest = batch.split_off(batch.len().min(BATCH));
+            let n = batch.len();
+            batch.iter_mut().for_each(mask_span);
+            if locked(&self.exporter).export(batch).is_err() {
+                count_dropped(n, "export failed");
+            }
+            batch = rest;
+        }
+    }
+}
+
+impl SpanProcessor for QueueProcessor {
+    fn on_start(&self, _span: &mut opentelemetry_sdk::trace::Span, _cx: &opentelemetry::Context) {}
+
     fn on_end(&self, span: SpanData) {
-        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.cap {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let mut queue = locked(&self.shared.queue);
+        if queue.len() >= MAX_QUEUED_SPANS {
+            drop(queue);
             count_dropped(1, "queue full");
             return;
         }
-        self.inner.on_end(span);
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
-/// The OTLP exporter with every string masked on the way out and failed batches counted as dropped.
-#[derive(Debug)]
-struct MaskingExporter<E> {
-    inner: E,
-    in_flight: Arc<AtomicUsize>,
-}
-
-impl<E: SpanExporter> SpanExporter for MaskingExporter<E> {
-    async fn export(&self, mut batch: Vec<SpanData>) -> OTelSdkResult {
-        let n = batch.len();
-        batch.iter_mut().for_each(mask_span);
-        let result = self.inner.export(batch).await;
-        let _ = self
-            .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
-                Some(q.saturating_sub(n))
-            });
-        if result.is_err() {
-            count_dropped(n, "export failed");
+        queue.push(span);
+        if queue.len() == BATCH {
+            self.shared.wake.notify_one();
         }
-        result
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
+        let batch = std::mem::take(&mut *locked(&self.shared.queue));
+        self.shared.export(batch);
+        Ok(())
+    }
+
+    /// Stops the thread after it has sent what is queued, waiting at most [`SHUTDOWN_WAIT`] (a
+    /// collector that does not answer must not hold the process).
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+        let finished = locked(&self.done)
+            .take()
+            .is_some_and(|rx| rx.recv_timeout(timeout.min(SHUTDOWN_WAIT)).is_ok());
+        if finished {
+            if let Some(worker) = locked(&self.worker).take() {
+                let _ = worker.join();
+            }
+            let _ = locked(&self.shared.exporter).shutdown();
+        }
+        Ok(())
     }
 
     fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.inner.set_resource(resource);
+        locked(&self.shared.exporter).set_resource(resource);
     }
 }
 
