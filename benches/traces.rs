@@ -67,9 +67,10 @@ fn parent() {
         (url_sim, url)
     });
     let exe = std::env::current_exe().expect("exe");
-    let mut figures = Vec::new();
-    // `VT_BENCH_TRACES_MODES=on` runs one side alone (to profile it).
-    let modes = std::env::var("VT_BENCH_TRACES_MODES").unwrap_or_else(|_| "off,on".into());
+    // Alternating runs, three of each, compared by their medians: one run's CPU moves by ±10 % with
+    // the disk's fsyncs, more than what is measured.
+    let modes = std::env::var("VT_BENCH_TRACES_MODES").unwrap_or_else(|_| "off,on,off,on,off,on".into());
+    let mut figures: std::collections::BTreeMap<String, Vec<Vec<f64>>> = Default::default();
     for mode in modes.split(',') {
         let out = Command::new(&exe)
             .env("VT_BENCH_TRACES_CHILD", mode)
@@ -91,15 +92,19 @@ fn parent() {
                     .find_map(|w| w.strip_prefix("cpu_ms=")?.parse().ok())
             })
             .collect();
-        figures.push(nums);
+        figures.entry(mode.to_owned()).or_default().push(nums);
     }
-    if figures.len() < 2 {
-        return;
-    }
+    let median = |mode: &str, i: usize| {
+        let mut v: Vec<f64> = figures.get(mode)?.iter().map(|n| n[i]).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
     for (i, what) in ["chat turn", "ten-stage flow"].iter().enumerate() {
-        let (off, on) = (figures[0][i], figures[1][i]);
+        let (Some(off), Some(on)) = (median("off", i), median("on", i)) else {
+            return;
+        };
         println!(
-            "{what:<16} traces on costs {:+.1} % CPU ({off:.3} → {on:.3} ms)",
+            "{what:<16} median CPU: off {off:.3} ms, on {on:.3} ms: traces on cost {:+.1} %",
             (on / off - 1.0) * 100.0
         );
     }
