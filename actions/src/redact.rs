@@ -139,6 +139,16 @@ mod tests {
     }
 
     #[test]
+    fn keys_in_accented_text_are_removed_too() {
+        // ASCII word boundaries: an accented letter next to a key is a boundary, so it still goes.
+        let text = "Atenção: chave=xyz, ésk-proj-ABCDEFGHIJKLMNOP e Autorização Bearer abcdefgh12345678";
+        let clean = secrets(text);
+        assert!(!clean.contains("sk-proj-ABCDEFGHIJKLMNOP"), "{clean}");
+        assert!(!clean.contains("abcdefgh12345678"), "{clean}");
+        assert!(clean.starts_with("Atenção"), "{clean}");
+    }
+
+    #[test]
     fn configured_and_key_shaped_secrets_are_removed() {
         register_secret("meu-segredo-configurado-42");
         register_secret("abc");
