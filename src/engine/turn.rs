@@ -533,7 +533,7 @@ impl Turn<'_> {
                 arguments: call.arguments.clone(),
                 deterministic: false,
             });
-            match self.dispatch_traced(skill, call).await {
+            match self.dispatch_traced(skill, call, None).await {
                 Err(e) => self.tool_error(call, &e),
                 Ok(ActionResponse::ToUser(r)) => {
                     let reply = self.answer_user(call, r);
@@ -593,7 +593,10 @@ impl Turn<'_> {
             content: None,
             tool_calls: vec![call.clone()],
         });
-        match self.dispatch_traced(skill, &call).await {
+        // A stage's input is the previous stage's output, already on that stage's span: said by
+        // reference, the trace carries each stage's JSON once (half the bytes of a flow's trace).
+        let from = self.conv.handoff.as_ref().map(|h| h.from_skill.clone());
+        match self.dispatch_traced(skill, &call, from).await {
             Err(e) => {
                 self.tool_error(&call, &e);
                 let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
@@ -637,8 +640,12 @@ impl Turn<'_> {
         &mut self,
         skill: &SkillDef,
         call: &ToolCall,
+        output_of: Option<String>,
     ) -> Result<ActionResponse, ActionError> {
-        let span = spans::tool(&Scope::of(self.conv), &call.name, &call.arguments);
+        let span = spans::tool(&Scope::of(self.conv), &call.name, || match output_of {
+            Some(stage) => serde_json::json!({"saida_de": stage}).to_string(),
+            None => call.arguments.clone(),
+        });
         let result = self
             .dispatch(skill, &call.name, &call.arguments)
             .instrument(span.clone())

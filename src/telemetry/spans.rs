@@ -144,14 +144,15 @@ pub fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOn
     span.set_attribute("langfuse.observation.output", output().to_string());
 }
 
-/// One action or flow stage; `arguments` is the raw JSON the action was given.
-pub fn tool(scope: &Scope<'_>, name: &str, arguments: &str) -> Span {
+/// One action or flow stage; `input` gives the JSON the action was given (or, for a stage, a pointer
+/// to the previous stage's output), built only when traced.
+pub fn tool(scope: &Scope<'_>, name: &str, input: impl FnOnce() -> String) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "tool", "otel.name" = name);
     if span.is_disabled() {
         return span;
     }
     scoped(&span, "tool", scope);
-    span.set_attribute("langfuse.observation.input", arguments.to_owned());
+    span.set_attribute("langfuse.observation.input", input());
     span
 }
 
