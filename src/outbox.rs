@@ -175,23 +175,18 @@ impl Worker {
 
 /// Step 5's span for one item, in the trace of the turn that wrote it.
 fn deliver_span(item: &OutboxItem) -> tracing::Span {
-    let field = |k: &str| {
-        item.payload
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-    };
     let trace = item.payload.get("trace");
     let scope = Scope {
-        agent: trace
-            .and_then(|t| t.get("agent"))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default(),
+        agent: text(trace.and_then(|t| t.get("agent"))),
         session: item.conversation_id.as_deref().unwrap_or_default(),
-        user: field("user_id"),
+        user: text(item.payload.get("user_id")),
     };
-    let parent = trace
-        .and_then(|t| t.get("traceparent"))
-        .and_then(serde_json::Value::as_str);
-    spans::deliver(&scope, parent, &item.destination)
+    let context = trace
+        .and_then(|t| t.get("context"))
+        .and_then(|c| serde_json::from_value(c.clone()).ok());
+    spans::deliver(&scope, context.as_ref(), &item.destination)
+}
+
+fn text(v: Option<&serde_json::Value>) -> &str {
+    v.and_then(serde_json::Value::as_str).unwrap_or_default()
 }

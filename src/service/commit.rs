@@ -186,9 +186,9 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
     let pending = vt_actions::tools::RecargaPendente::id_in(&conv.state);
     // The worker's `deliver` span joins this turn's trace.
     let trace = (status == OutboxStatus::Pending)
-        .then(crate::telemetry::spans::traceparent)
+        .then(crate::telemetry::spans::trace_context)
         .flatten()
-        .map(|tp| json!({"traceparent": tp, "agent": conv.agent_id}));
+        .map(|context| json!({"context": context, "agent": conv.agent_id}));
     let last = outcome.replies.len().saturating_sub(1);
     outcome
         .replies

@@ -18,8 +18,11 @@
 //! ([`super::otlp`]), so nothing here needs to remember to. When no trace is exported the spans are
 //! disabled and every helper returns before building a value.
 
+use std::collections::HashMap;
+
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::{Map, Value};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -193,43 +196,30 @@ pub fn json_text(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
 }
 
-/// The current span as a W3C `traceparent`, for work that continues the trace later (the outbox's
-/// deliveries); `None` when nothing is traced.
-pub fn traceparent() -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
+/// The current span's W3C trace context (`traceparent`), for work that continues the trace later
+/// (the outbox's deliveries); `None` when nothing is traced.
+pub fn trace_context() -> Option<HashMap<String, String>> {
+    use opentelemetry::propagation::TextMapPropagator as _;
     let span = Span::current();
     if span.is_disabled() {
         return None;
     }
-    let cx = span.context();
-    let sc = cx.span().span_context().clone();
-    sc.is_valid()
-        .then(|| format!("00-{}-{}-01", sc.trace_id(), sc.span_id()))
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
+    (!carrier.is_empty()).then_some(carrier)
 }
 
 /// The `deliver` step of a reply sent by the outbox worker, in the trace of the turn that wrote it
-/// (`traceparent` from [`traceparent`]); a span of its own when the turn was not traced.
-pub fn deliver(scope: &Scope<'_>, traceparent: Option<&str>, destination: &str) -> Span {
-    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
+/// (`context` from [`trace_context`]); a trace of its own when the turn was not traced.
+pub fn deliver(scope: &Scope<'_>, context: Option<&HashMap<String, String>>, destination: &str) -> Span {
+    use opentelemetry::propagation::TextMapPropagator as _;
     let span =
         tracing::info_span!(target: "vt_agent::trace", parent: None, "deliver", "otel.name" = "deliver");
     if span.is_disabled() {
         return span;
     }
-    let parent = traceparent.and_then(|tp| {
-        let mut parts = tp.split('-');
-        let (_, trace, id) = (parts.next()?, parts.next()?, parts.next()?);
-        let sc = SpanContext::new(
-            TraceId::from_hex(trace).ok()?,
-            SpanId::from_hex(id).ok()?,
-            TraceFlags::SAMPLED,
-            true,
-            TraceState::default(),
-        );
-        sc.is_valid().then_some(sc)
-    });
-    if let Some(sc) = parent {
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc));
+    if let Some(carrier) = context {
+        let _ = span.set_parent(TraceContextPropagator::new().extract(carrier));
     }
     scoped(&span, "span", scope);
     span.set_attribute("langfuse.observation.metadata.channel", destination.to_owned());

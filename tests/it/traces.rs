@@ -686,3 +686,74 @@ async fn metrics_go_out_as_otlp_beside_the_traces() {
             .all(|r| r.attrs["langfuse.trace.metadata.channel"].1 == "http")
     );
 }
+
+/// Records every sent item; the channel the outbox hands WhatsApp-like replies to.
+struct Recorder;
+
+#[async_trait::async_trait]
+impl vt_agent::outbox::ChannelSender for Recorder {
+    fn channel(&self) -> &str {
+        "whatsapp"
+    }
+
+    async fn send(
+        &self,
+        _item: &vt_agent::store::OutboxItem,
+    ) -> Result<Option<String>, vt_agent::outbox::SendError> {
+        Ok(Some("wamid.1".into()))
+    }
+}
+
+/// In process, with the OTel layer as this thread's subscriber (the test runtime is single-threaded):
+/// a reply sent later by the outbox worker is a `deliver` span in the trace of the turn that wrote it.
+#[tokio::test]
+async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let h = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let mut user = crate::support::user();
+    user.channel = "whatsapp".into();
+    let msg = vt_agent::service::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some("wa-traced".into()),
+        user,
+        text: "saldo 1234567890".into(),
+        channel_message_id: Some("wamid.in.1".into()),
+        delivery: vt_agent::service::Delivery::Outbox,
+        ..Default::default()
+    };
+    h.service.handle(msg).await.expect("turn");
+    let worker = vt_agent::outbox::Worker::new(h.store.clone(), vt_agent::engine::RetryPolicy::new(1, 1))
+        .with_sender(Arc::new(Recorder));
+    assert_eq!(worker.pass().await.sent, 1);
+
+    let spans = exporter.get_finished_spans().expect("spans");
+    let root = spans
+        .iter()
+        .find(|s| s.name == "vt" && s.parent_span_id == opentelemetry::trace::SpanId::INVALID)
+        .expect("the turn's root");
+    let deliver = spans
+        .iter()
+        .find(|s| s.name == "deliver")
+        .expect("the worker's deliver span");
+    assert_eq!(
+        deliver.span_context.trace_id(),
+        root.span_context.trace_id(),
+        "same trace"
+    );
+    assert_ne!(deliver.parent_span_id, opentelemetry::trace::SpanId::INVALID);
+    let session = deliver
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "langfuse.session.id")
+        .map(|kv| kv.value.to_string());
+    assert_eq!(session.as_deref(), Some("wa-traced"));
+}
