@@ -390,11 +390,6 @@ impl SpanProcessor for QueueProcessor {
     }
 }
 
-/// What may leave the process of one text: card numbers masked, secrets removed.
-pub fn mask_text(text: &str) -> String {
-    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
-}
-
 fn mask_span(span: &mut SpanData) {
     if let Some(clean) = changed(&span.name) {
         span.name = clean.into();
@@ -431,10 +426,18 @@ fn mask_attribute(kv: &mut KeyValue) {
     }
 }
 
-/// The masked text when masking changes it (most strings have nothing to mask: no copy then).
+/// The text with cards masked and secrets removed, when that changes it. Runs on every string a
+/// collector receives, so the common case allocates nothing: a card needs eight digits, and most
+/// strings have fewer.
 fn changed(text: &str) -> Option<String> {
-    let clean = mask_text(text);
-    (clean != text).then_some(clean)
+    let may_hold_card = text.chars().filter(|c| c.is_numeric()).nth(7).is_some();
+    let masked: std::borrow::Cow<'_, str> = if may_hold_card {
+        vt_actions::vt::card::mask_cards_in(text).into()
+    } else {
+        text.into()
+    };
+    let clean = vt_actions::redact::secrets(&masked);
+    (clean != text).then(|| clean.into_owned())
 }
 
 #[cfg(test)]
@@ -538,6 +541,13 @@ mod tests {
         mask_attribute(&mut kv);
         assert!(!kv.value.as_str().contains("4111111111111111"));
         assert!(kv.value.as_str().contains("1111"));
+        // The eight-digit shortcut counts digits of every script, as the card rule reads them.
+        let mut wide = KeyValue::new("x", "cartão １２３４５６７８９０ ok");
+        mask_attribute(&mut wide);
+        assert_eq!(wide.value.as_str(), "cartão ****7890 ok");
+        let mut plain = KeyValue::new("x", "nada 1234567 aqui");
+        mask_attribute(&mut plain);
+        assert_eq!(plain.value.as_str(), "nada 1234567 aqui");
         let mut ints = KeyValue::new("gen_ai.usage.input_tokens", 4111111111111111_i64);
         mask_attribute(&mut ints);
         assert_eq!(ints.value, Value::I64(4111111111111111));
