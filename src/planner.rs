@@ -11,7 +11,6 @@ use vt_actions::ActionResponse;
 use crate::engine::{Conversation, Engine};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
 use crate::store::{IntentRecord, TaskRun, TaskStatus};
-use crate::telemetry::spans::Scope;
 
 /// Actions a plan may use: they read, they never charge.
 pub const PLAN_ACTIONS: &[(&str, &str)] = &[(
@@ -115,7 +114,7 @@ pub async fn run(
             tools: Vec::new(),
             max_tokens: Some(max_tokens),
         };
-        match crate::telemetry::spans::complete(&Scope::of(conv), "planejar", llm, &request).await {
+        match crate::telemetry::spans::complete("planejar", llm, &request).await {
             Ok(c) => {
                 tokens.0 += c.usage.input_tokens;
                 tokens.1 += c.usage.output_tokens;
@@ -184,9 +183,7 @@ pub async fn run(
                     max_tokens: Some(max_tokens),
                 };
                 let (result, used) =
-                    match crate::telemetry::spans::complete(&Scope::of(conv), "raciocinar", llm, &request)
-                        .await
-                    {
+                    match crate::telemetry::spans::complete("raciocinar", llm, &request).await {
                         Ok(c) => (
                             c.text.unwrap_or_default(),
                             (c.usage.input_tokens, c.usage.output_tokens),

@@ -20,7 +20,7 @@ use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
 use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
 use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
-use crate::telemetry::spans::{self, Scope};
+use crate::telemetry::spans;
 use tracing::Instrument as _;
 
 /// Told to the user when the model stays down after every retry.
@@ -159,7 +159,7 @@ impl Engine {
         start: TurnStart,
         execucao_id: String,
     ) -> Result<TurnOutcome, EngineError> {
-        let span = spans::step("run", &Scope::of(conv));
+        let span = spans::step("run");
         let outcome = self
             .run_turn_traced(conv, text, start, execucao_id)
             .instrument(span.clone())
@@ -427,7 +427,6 @@ impl Turn<'_> {
             return Step::Done;
         };
         let span = spans::generation(
-            &Scope::of(self.conv),
             &skill.name,
             llm.model(),
             || serde_json::json!({"system": request.system, "messages": request.messages}),
@@ -642,7 +641,7 @@ impl Turn<'_> {
         call: &ToolCall,
         output_of: Option<String>,
     ) -> Result<ActionResponse, ActionError> {
-        let span = spans::tool(&Scope::of(self.conv), &call.name, || match output_of {
+        let span = spans::tool(&call.name, || match output_of {
             Some(stage) => serde_json::json!({"saida_de": stage}).to_string(),
             None => call.arguments.clone(),
         });

@@ -150,7 +150,7 @@ impl Router {
                 },
             );
         };
-        let (intent, tokens, called) = self.level2(llm.as_ref(), text, conv).await;
+        let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;
         let mut d = match self.resolve(&intent, text, conv) {
             Some(route) => self.decision(&intent, route),
             None => self.decision("general_chat", Route::Model),
@@ -369,12 +369,7 @@ impl Router {
     }
 
     /// Level 2: one micro call, cached by the normalised message's hash.
-    async fn level2(
-        &self,
-        llm: &dyn LlmProvider,
-        text: &str,
-        conv: &Conversation,
-    ) -> (String, (u64, u64), bool) {
+    async fn level2(&self, llm: &dyn LlmProvider, text: &str) -> (String, (u64, u64), bool) {
         let key = hex::encode(Sha256::digest(normalize(text).as_bytes()));
         if let Some((intent, at)) = self
             .cache
@@ -401,8 +396,7 @@ impl Router {
             tools: Vec::new(),
             max_tokens: Some(16),
         };
-        let scope = crate::telemetry::spans::Scope::of(conv);
-        match crate::telemetry::spans::complete(&scope, "classificar_intencao", llm, &request).await {
+        match crate::telemetry::spans::complete("classificar_intencao", llm, &request).await {
             Ok(c) => {
                 let answer = c.text.unwrap_or_default();
                 let key_found = answer

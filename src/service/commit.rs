@@ -139,9 +139,7 @@ impl ConversationService {
                 tools: Vec::new(),
                 max_tokens: Some(150),
             };
-            let scope = crate::telemetry::spans::Scope::of(conv);
-            match crate::telemetry::spans::complete(&scope, "resumir_contexto", llm.as_ref(), &request).await
-            {
+            match crate::telemetry::spans::complete("resumir_contexto", llm.as_ref(), &request).await {
                 Ok(c) => {
                     ctx.summary = c.text.map(|t| mask_cards_in(&t));
                     tokens = (c.usage.input_tokens, c.usage.output_tokens);

@@ -236,14 +236,9 @@ impl ConversationService {
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
-        let scope = Scope {
-            agent: &msg.agent_id,
-            session: &id,
-            user: &msg.user.user_id,
-        };
         let accepted = self
             .accept(&id, msg, now)
-            .instrument(spans::step("accept", &scope))
+            .instrument(spans::step("accept"))
             .await?;
         let Some((conv, message_id)) = accepted else {
             return Ok(Handled::duplicate(id));
@@ -282,7 +277,7 @@ impl ConversationService {
                 serde_json::json!({"resumo": c.summary, "fatos": c.key_facts}),
             );
         }
-        let route = spans::step("route", &Scope::of(&conv));
+        let route = spans::step("route");
         let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
         routing.trace(&route);
         let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
@@ -305,10 +300,10 @@ impl ConversationService {
         ran: Ran,
         deliver: bool,
     ) -> Handled {
-        let span = spans::step("commit", &Scope::of(conv));
+        let span = spans::step("commit");
         let handled = self.commit(conv, msg, ran).instrument(span).await;
         if deliver {
-            let span = spans::step("deliver", &Scope::of(conv));
+            let span = spans::step("deliver");
             spans::output(&span, || serde_json::json!({"replies": handled.replies.len()}));
         }
         handled
@@ -482,7 +477,7 @@ impl ConversationService {
                 .await?;
             self.store.begin_flow_run(&execucao_id, &sanitized, now).await
         }
-        .instrument(spans::step("accept", &Scope::of(&conv)))
+        .instrument(spans::step("accept"))
         .await
         .map_err(ServiceError::NotRecorded)?;
         let started = Instant::now();
@@ -510,7 +505,7 @@ impl ConversationService {
             outbox: &[],
             accepted_message: None,
         };
-        let commit = spans::step("commit", &Scope::of(&conv));
+        let commit = spans::step("commit");
         let persisted = self.persist(record).instrument(commit).await;
         Ok((output, persisted))
     }

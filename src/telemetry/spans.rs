@@ -59,19 +59,26 @@ tokio::task_local! {
     static TRACE_SCOPE: TraceScope;
 }
 
-fn scoped(span: &Span, kind: &'static str, scope: &Scope<'_>) {
+/// The observation type, and the trace's scope on a root span.
+fn rooted(span: &Span, kind: &'static str, scope: &Scope<'_>) {
     span.set_attribute("langfuse.observation.type", kind);
-    let set = |agent: &str, session: &str, user: &str| {
-        span.set_attribute("langfuse.trace.name", agent.to_owned());
-        span.set_attribute("langfuse.session.id", session.to_owned());
-        span.set_attribute("langfuse.user.id", user.to_owned());
-    };
-    if TRACE_SCOPE
-        .try_with(|t| set(&t.agent, &t.session, &t.user))
-        .is_err()
-    {
-        set(scope.agent, scope.session, scope.user);
-    }
+    span.set_attribute("langfuse.trace.name", scope.agent.to_owned());
+    span.set_attribute("langfuse.session.id", scope.session.to_owned());
+    span.set_attribute("langfuse.user.id", scope.user.to_owned());
+}
+
+/// The observation type, and the scope of the trace it runs in (none outside [`in_trace`]: the
+/// engine run on its own, as in benches).
+fn scoped(span: &Span, kind: &'static str) {
+    span.set_attribute("langfuse.observation.type", kind);
+    let _ = TRACE_SCOPE.try_with(|t| {
+        let scope = Scope {
+            agent: &t.agent,
+            session: &t.session,
+            user: &t.user,
+        };
+        rooted(span, kind, &scope);
+    });
 }
 
 /// Runs `work` as the trace `root` (from [`turn`]) of `scope`: every span inside carries its scope.
@@ -96,17 +103,17 @@ pub fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
     if span.is_disabled() {
         return span;
     }
-    scoped(&span, "agent", scope);
+    rooted(&span, "agent", scope);
     span.set_attribute("langfuse.trace.metadata.channel", channel.to_owned());
     span.set_attribute("langfuse.observation.input", json_text(input));
     span
 }
 
 /// A step of the pipeline (`accept`, `route`, `run`, `commit`, `deliver`), child of the current span.
-pub fn step(name: &'static str, scope: &Scope<'_>) -> Span {
+pub fn step(name: &'static str) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "step", "otel.name" = name);
     if !span.is_disabled() {
-        scoped(&span, "span", scope);
+        scoped(&span, "span");
     }
     span
 }
@@ -124,12 +131,12 @@ pub fn routed(span: &Span, intent: &str, level: &str, by: &str, tokens: (u64, u6
 }
 
 /// One model call, named after the skill that made it; `input` is built only when traced.
-pub fn generation(scope: &Scope<'_>, skill: &str, model: &str, input: impl FnOnce() -> Value) -> Span {
+pub fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "generation", "otel.name" = skill);
     if span.is_disabled() {
         return span;
     }
-    scoped(&span, "generation", scope);
+    scoped(&span, "generation");
     span.set_attribute("gen_ai.operation.name", "chat");
     span.set_attribute("gen_ai.request.model", model.to_owned());
     span.set_attribute("langfuse.observation.input", input().to_string());
@@ -149,12 +156,12 @@ pub fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOn
 
 /// One action or flow stage; `input` gives the JSON the action was given (or, for a stage, a pointer
 /// to the previous stage's output), built only when traced.
-pub fn tool(scope: &Scope<'_>, name: &str, input: impl FnOnce() -> String) -> Span {
+pub fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "tool", "otel.name" = name);
     if span.is_disabled() {
         return span;
     }
-    scoped(&span, "tool", scope);
+    scoped(&span, "tool");
     span.set_attribute("langfuse.observation.input", input());
     span
 }
@@ -221,7 +228,7 @@ pub fn deliver(scope: &Scope<'_>, context: Option<&HashMap<String, String>>, des
     if let Some(carrier) = context {
         let _ = span.set_parent(TraceContextPropagator::new().extract(carrier));
     }
-    scoped(&span, "span", scope);
+    rooted(&span, "span", scope);
     span.set_attribute("langfuse.observation.metadata.channel", destination.to_owned());
     span
 }
@@ -229,14 +236,12 @@ pub fn deliver(scope: &Scope<'_>, context: Option<&HashMap<String, String>>, des
 /// One model call outside the engine's loop (the router's classification, the planner, the context
 /// summary) in its `generation` span.
 pub async fn complete(
-    scope: &Scope<'_>,
     name: &str,
     llm: &dyn crate::llm::LlmProvider,
     request: &crate::llm::CompletionRequest,
 ) -> Result<crate::llm::Completion, crate::llm::LlmError> {
     use tracing::Instrument as _;
     let span = generation(
-        scope,
         name,
         llm.model(),
         || serde_json::json!({"system": request.system, "messages": request.messages}),
