@@ -13,35 +13,22 @@
 //!
 //! `cargo bench --bench serve`
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_actions::systems::{RunningSimulator, SystemsConfig, VtSystems};
 use vt_agent::config::Config;
 use vt_agent::engine::Participant;
 use vt_agent::service::{ConversationService, Inbound};
 use vt_agent::store::Store;
 
-/// User plus system CPU time of this process so far.
-fn cpu() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let t = |tv: nix::sys::time::TimeVal| {
-        Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64)
-    };
-    t(usage.user_time()) + t(usage.system_time())
-}
+use common::{cpu, simulator};
 
 async fn service(store: Arc<dyn Store>) -> (Arc<ConversationService>, RunningSimulator) {
-    // The simulated notification rate limit would otherwise be what this measures.
-    let sim = Simulator::new(SimulatorConfig {
-        notifications_per_second: u32::MAX,
-        ..SimulatorConfig::default()
-    })
-    .spawn(0)
-    .await
-    .expect("simulator");
+    let sim = simulator().await;
     let config = Config::default();
     let ext = Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"));
     let engine = vt_agent::flow::share(

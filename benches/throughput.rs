@@ -3,11 +3,13 @@
 //!
 //! `cargo bench --bench throughput` — prints one line per figure.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
-use vt_actions::systems::{Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_actions::systems::{SystemsConfig, VtSystems};
 use vt_agent::config::Config;
 use vt_agent::engine::{Conversation, Participant};
 use vt_agent::router::Router;
@@ -50,12 +52,7 @@ async fn main() {
     }
     report("router level 1 (decision + parameters)", n, start.elapsed());
 
-    // The simulated notification rate limit would otherwise be what this measures.
-    let sim = Simulator::new(SimulatorConfig {
-        notifications_per_second: u32::MAX,
-        ..SimulatorConfig::default()
-    });
-    let running = sim.spawn(0).await.expect("simulator");
+    let running = common::simulator().await;
     let ext =
         Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));

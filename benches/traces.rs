@@ -8,29 +8,24 @@
 //!
 //! `cargo bench --bench traces`
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
-use vt_actions::systems::{Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_actions::systems::{SystemsConfig, VtSystems};
 use vt_agent::config::Config;
 use vt_agent::engine::Participant;
 use vt_agent::service::Inbound;
 use vt_agent::store::{SqliteStore, Store};
 
+use common::{cpu, simulator};
+
 const TURNS: u32 = 2_000;
 const FLOWS: u32 = 500;
-
-fn cpu() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let t = |tv: nix::sys::time::TimeVal| {
-        Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64)
-    };
-    t(usage.user_time()) + t(usage.system_time())
-}
 
 fn main() {
     match std::env::var("VT_BENCH_TRACES_CHILD").as_deref() {
@@ -43,14 +38,8 @@ fn main() {
 fn parent() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let received = Arc::new(AtomicUsize::new(0));
-    let (sim_url, collector) = rt.block_on(async {
-        let sim = Simulator::new(SimulatorConfig {
-            notifications_per_second: u32::MAX,
-            ..SimulatorConfig::default()
-        })
-        .spawn(0)
-        .await
-        .expect("simulator");
+    let (sim, collector) = rt.block_on(async {
+        let sim = simulator().await;
         let seen = received.clone();
         let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
             let seen = seen.clone();
@@ -62,10 +51,9 @@ fn parent() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let url_sim = sim.url.clone();
-        std::mem::forget(sim);
-        (url_sim, url)
+        (sim, url)
     });
+    let sim_url = sim.url.clone();
     let exe = std::env::current_exe().expect("exe");
     // Alternating runs, three of each, compared by their medians: one run's CPU moves by ±10 % with
     // the disk's fsyncs, more than what is measured.
