@@ -199,7 +199,7 @@ pub fn failed(span: &Span, message: &str) {
 }
 
 /// A plain text as the JSON string Langfuse shows as input or output.
-pub fn json_text(text: &str) -> String {
+fn json_text(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
 }
 
