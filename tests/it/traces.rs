@@ -704,19 +704,38 @@ impl vt_agent::outbox::ChannelSender for Recorder {
     }
 }
 
-/// In process, with the OTel layer as this thread's subscriber (the test runtime is single-threaded):
-/// a reply sent later by the outbox worker is a `deliver` span in the trace of the turn that wrote it.
+const OWN_PROCESS: &str = "VT_TEST_TRACES_OWN_PROCESS";
+
+/// A reply sent later by the outbox worker is a `deliver` span in the trace of the turn that wrote
+/// it. In process with an in-memory exporter, but in a process of its own (this test binary, run
+/// again for this test alone): the subscriber must be the process's global one, since a
+/// thread-scoped subscriber races with the other tests over `tracing`'s cached callsite interest.
 #[tokio::test]
 async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
     use opentelemetry::trace::TracerProvider as _;
     use tracing_subscriber::layer::SubscriberExt as _;
+    const NAME: &str = "traces::a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace";
+    if std::env::var_os(OWN_PROCESS).is_none() {
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(OWN_PROCESS, "1")
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
     let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
     let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this process");
 
     let h = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
     let mut user = crate::support::user();
@@ -739,7 +758,10 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
     let root = spans
         .iter()
         .find(|s| s.name == "vt" && s.parent_span_id == opentelemetry::trace::SpanId::INVALID)
-        .expect("the turn's root");
+        .unwrap_or_else(|| {
+            let names: Vec<_> = spans.iter().map(|s| (s.name.clone(), s.parent_span_id)).collect();
+            panic!("the turn's root is missing: {names:?}")
+        });
     let deliver = spans
         .iter()
         .find(|s| s.name == "deliver")
