@@ -42,6 +42,19 @@ pub enum Command {
     /// the outcome and the exit code follows it: 0 `concluido`; 3 `pendente` or `falhou` (the JSON is
     /// still printed); 2 invalid input (one line on stderr, nothing run); 1 internal error.
     RunFlow(RunFlowArgs),
+    /// Run the ten-stage flow for every line of a file: JSON Lines (one flow input a line) or CSV.
+    ///
+    /// Results go out as JSON Lines (one per input line, in any order: line, execucao_id, status,
+    /// resultado — or error for a bad line, which never stops the batch). A CSV has a header with
+    /// `cartao` and any of valor, moeda, meio_pagamento, token, idempotency_key, tenant_id, origem,
+    /// canais (separated by |), idioma, destinatario_tipo, destinatario_id; its line numbers count rows
+    /// after the header. Lines without `politicas` get --politicas, else [vt.politicas] of the config.
+    ///
+    /// The batch is a job (--job, default derived from the file's content): running it again skips the
+    /// lines already done, and a line that was running when it stopped reuses its recharge key — never
+    /// charged twice. Ctrl-C stops after the flows in flight. Exit code: 0 every line `concluido`; 3
+    /// otherwise (or stopped early); 2 unreadable file, no lines, or a job id used with other input.
+    Batch(BatchArgs),
     /// Serve the HTTP API: conversations, the flow, health, metrics and OpenAPI.
     ///
     /// Listens on 127.0.0.1:8080 unless --addr (or VT_HTTP_ADDR, or [http] addr) says otherwise. With
@@ -115,6 +128,34 @@ pub struct RunFlowArgs {
     /// Print the JSON on one line.
     #[arg(long)]
     pub compact: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BatchArgs {
+    /// JSON Lines or CSV file, or - for standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: String,
+    /// The input's format; default from the file name, else from its first character (`{`: JSON Lines).
+    #[arg(long, value_enum)]
+    pub format: Option<crate::batch::Format>,
+    /// Write the results here (rewritten whole, earlier runs' lines included) instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Flows running at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+    /// Flows started per second at most (the balance, recharge and notification systems have limits).
+    #[arg(long, value_name = "N")]
+    pub rate: Option<std::num::NonZeroU32>,
+    /// Run RF1–RF6 only: balances read and recharges prepared and checked, nothing charged.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The job's id (letters, digits, - and _): rerun with it to continue an interrupted batch.
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// Policies for lines that bring none, as the flow input's `politicas` JSON object.
+    #[arg(long, value_name = "JSON")]
+    pub politicas: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -196,6 +237,7 @@ async fn command(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     match command {
         Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, args).await,
+        Command::Batch(args) => batch(&config, args).await,
         Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
         Command::Outbox(args) => outbox(&config, args).await,
         Command::Serve(args) => serve(config, args).await,
@@ -263,6 +305,134 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
     } else {
         ExitCode::from(EXIT_NOT_CONCLUDED)
     })
+}
+
+/// Reads a whole input file, or standard input for `-`.
+async fn read_input(path: &str) -> std::io::Result<Vec<u8>> {
+    if path == "-" {
+        let mut bytes = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut bytes).await?;
+        Ok(bytes)
+    } else {
+        tokio::fs::read(path).await
+    }
+}
+
+async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
+    use crate::batch::{self, BatchError, LineDefaults, Options, progress};
+    let refuse = |message: String| {
+        eprintln!("erro: {message}");
+        Ok(ExitCode::from(EXIT_INPUT))
+    };
+    let bytes = match read_input(&args.input).await {
+        Ok(b) => b,
+        Err(e) => return refuse(format!("não foi possível ler {}: {e}", args.input)),
+    };
+    let politicas = match &args.politicas {
+        None => config.vt.politicas.clone(),
+        Some(text) => match parse_politicas(text) {
+            Ok(p) => p,
+            Err(e) => return refuse(e),
+        },
+    };
+    let mode = if args.dry_run {
+        crate::flow::FlowMode::DryRun
+    } else {
+        crate::flow::FlowMode::Full
+    };
+    let job_id = match args.job {
+        Some(id) if !batch::valid_id(&id) => {
+            return refuse("--job: use de 1 a 64 letras, dígitos, - ou _".into());
+        }
+        Some(id) => id,
+        None => batch::derived_id(None, &bytes, mode),
+    };
+    let path = (args.input != "-").then(|| std::path::Path::new(&args.input));
+    let format = args
+        .format
+        .unwrap_or_else(|| batch::Format::detect(path, &bytes));
+    if format == batch::Format::Csv {
+        let unknown = batch::source::unknown_columns(&bytes);
+        if !unknown.is_empty() {
+            eprintln!("aviso: colunas ignoradas: {}", unknown.join(", "));
+        }
+    }
+    let defaults = LineDefaults {
+        job_id: job_id.clone(),
+        politicas,
+    };
+    let lines = match batch::source::read(&bytes, format, &defaults) {
+        Ok(lines) => lines,
+        Err(e) => return refuse(e.to_string()),
+    };
+    let mut out: Box<dyn std::io::Write> = match &args.output {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => return refuse(format!("não foi possível criar {}: {e}", path.display())),
+        },
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let app = App::start(config, None).await?;
+    let service = std::sync::Arc::new(app.service);
+    let job = batch::Job::new(job_id.clone(), &config.vt.tenant_id, &bytes, lines, mode);
+    drop(bytes);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("parando: nenhum fluxo novo começa; esperando os que estão em andamento…");
+        let _ = stop_tx.send(true);
+    });
+    let options = Options {
+        concurrency: usize::from(args.concurrency),
+        rate: args.rate,
+        mode,
+    };
+    let mut progress = progress::Progress::new(&job_id, job.lines.len(), std::io::stderr().is_terminal());
+    let mut write_error = None;
+    let result = batch::run(&service, &job, options, stop_rx, |line, took| {
+        progress.line(&line.status, took.is_some());
+        if write_error.is_none()
+            && let Err(e) = serde_json::to_writer(&mut out, &line.result)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        {
+            write_error = Some(e);
+        }
+    })
+    .await;
+    progress.finish();
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(e @ (BatchError::OtherInput(_) | BatchError::OtherMode { .. })) => return refuse(e.to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(e) = write_error {
+        anyhow::bail!("writing the results: {e}");
+    }
+    out.flush().context("writing the results")?;
+    eprintln!("{}", progress::summary(&job_id, &summary));
+    Ok(if summary.all_concluded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_CONCLUDED)
+    })
+}
+
+/// `--politicas`: the flow input's `politicas` object, checked as the flow input checks it. The error
+/// names the field, never its value.
+fn parse_politicas(text: &str) -> Result<vt_actions::vt::input::Politicas, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let politicas: vt_actions::vt::input::Politicas = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        format!(
+            "--politicas: campo inválido {}: {}",
+            e.path(),
+            vt_actions::redact::serde_message(&e.inner().to_string())
+        )
+    })?;
+    politicas
+        .validate()
+        .map_err(|(field, why)| format!("--politicas: campo inválido {field}: {why}"))?;
+    Ok(politicas)
 }
 
 async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {

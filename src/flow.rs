@@ -18,12 +18,36 @@ use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
 use vt_actions::vt::texts::RecargaStatus;
 
 use crate::engine::{
-    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnEvent, TurnOutcome,
+    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnEvent, TurnOutcome, TurnStart,
 };
 use crate::store::{FlowRunRecord, Store, StoreJournal};
 
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
+
+/// The last stage of a dry run: the recharge is prepared (and checked against the policies), never sent.
+pub const DRY_RUN_LAST_STAGE: &str = "rf06_preparar_recarga";
+
+/// How far a flow run goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowMode {
+    /// All ten stages.
+    #[default]
+    Full,
+    /// RF1–RF6: the balance is read and the recharge prepared; nothing is charged.
+    DryRun,
+}
+
+impl FlowMode {
+    pub fn start(self) -> TurnStart {
+        match self {
+            Self::Full => TurnStart::Model,
+            Self::DryRun => TurnStart::ChainUntil {
+                last: DRY_RUN_LAST_STAGE.to_owned(),
+            },
+        }
+    }
+}
 
 /// How a flow run ended, as its caller needs to know: did it reach its outcome?
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -167,6 +191,14 @@ fn status_of(execution: ExecutionStatus, etapas: &[Etapa]) -> FlowStatus {
         return FlowStatus::Falhou;
     }
     let saida = |id: &str| etapas.iter().find(|e| e.etapa == id).map(|e| &e.saida);
+    // A recharge the policies refuse is not sent: the run failed (in a dry run there is no RF8 to
+    // say so).
+    if saida(DRY_RUN_LAST_STAGE)
+        .and_then(|rf06| rf06.pointer("/headers/x-validation-error"))
+        .is_some()
+    {
+        return FlowStatus::Falhou;
+    }
     if let Some(rf08) = saida("rf08_conciliar_recarga") {
         let status = rf08.get("status_recarga").and_then(Value::as_str);
         return match status.and_then(RecargaStatus::parse) {

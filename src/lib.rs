@@ -16,6 +16,7 @@ pub mod planner;
 pub mod engine;
 pub mod llm;
 pub mod flow;
+pub mod batch;
 pub mod store;
 pub mod outbox;
 

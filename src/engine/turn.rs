@@ -213,6 +213,7 @@ impl Engine {
             error: None,
             deadline: Instant::now() + Duration::from_millis(self.config.turn_timeout_ms),
             tool_span: tracing::Span::none(),
+            stop_after: None,
         };
         turn.run(start).await;
         let status = if turn.error.is_some() {
@@ -254,6 +255,9 @@ pub enum TurnStart {
     Action { name: String, arguments: Value },
     /// The router already knows the answer (asking for a missing parameter, help).
     Reply(String),
+    /// The active deterministic chain runs as with `Model`, and the turn ends after skill `last` (a
+    /// batch's dry run stops before the recharge is sent).
+    ChainUntil { last: String },
 }
 
 struct Turn<'a> {
@@ -271,12 +275,15 @@ struct Turn<'a> {
     deadline: Instant,
     /// The span of the action running now: its updates are recorded as its events.
     tool_span: tracing::Span,
+    /// The deterministic skill after which the turn ends ([`TurnStart::ChainUntil`]).
+    stop_after: Option<String>,
 }
 
 impl Turn<'_> {
     async fn run(&mut self, start: TurnStart) {
         match start {
             TurnStart::Model => {}
+            TurnStart::ChainUntil { last } => self.stop_after = Some(last),
             TurnStart::Reply(text) => {
                 self.answer(text);
                 return;
@@ -614,6 +621,9 @@ impl Turn<'_> {
                     .or_else(|| skill.next.clone().map(|n| (n, "próxima etapa".to_owned())));
                 let instruction = r.instruction.clone();
                 self.answer_agent(&call, r);
+                if self.stop_after.as_deref() == Some(skill.name.as_str()) {
+                    return Step::Done;
+                }
                 let Some((to, reason)) = target else {
                     let error = format!(
                         "skill determinística {:?} respondeu ao agente sem próxima etapa",

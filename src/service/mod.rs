@@ -26,9 +26,9 @@ use tracing::Instrument as _;
 
 use crate::engine::{
     CONTEXT_MEMORY_KEY, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
-    Participant, Reply, TurnOutcome, TurnStart,
+    Participant, Reply, TurnOutcome,
 };
-use crate::flow::{FlowError, FlowOutput, PreparedFlow, flow_output};
+use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
 use crate::store::{Store, StoreError, TurnRecord, UsageRecord};
@@ -441,11 +441,16 @@ impl ConversationService {
     /// come back before anything is written.
     /// One trace: accept (the run on record), run (the ten stages), commit.
     pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
+        self.run_flow_as(text, FlowMode::Full).await
+    }
+
+    /// [`Self::run_flow`], all ten stages or a dry run.
+    pub async fn run_flow_as(&self, text: &str, mode: FlowMode) -> Result<(FlowOutput, bool), ServiceError> {
         let prepared = crate::flow::prepare(&self.engine, text)?;
         let conv = prepared.conversation.clone();
         let scope = Scope::of(&conv);
         let span = spans::turn(&scope, "flow", &prepared.text);
-        let result = spans::in_trace(&span, &scope, self.run_prepared_flow(prepared)).await;
+        let result = spans::in_trace(&span, &scope, self.run_prepared_flow(prepared, mode)).await;
         match &result {
             Ok((output, _)) => {
                 spans::output(
@@ -461,7 +466,11 @@ impl ConversationService {
         result
     }
 
-    async fn run_prepared_flow(&self, prepared: PreparedFlow) -> Result<(FlowOutput, bool), ServiceError> {
+    async fn run_prepared_flow(
+        &self,
+        prepared: PreparedFlow,
+        mode: FlowMode,
+    ) -> Result<(FlowOutput, bool), ServiceError> {
         let PreparedFlow {
             conversation: mut conv,
             input: sanitized,
@@ -483,7 +492,7 @@ impl ConversationService {
         let started = Instant::now();
         let outcome = self
             .engine
-            .run_turn_as(&mut conv, &text, TurnStart::Model, execucao_id)
+            .run_turn_as(&mut conv, &text, mode.start(), execucao_id)
             .await?;
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(

@@ -307,6 +307,31 @@ pub struct AuditRecord {
     pub outcome: String,
 }
 
+/// A batch job: its id, whose it is, what it read (the digest and line count of its input) and whether
+/// it charges.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchJob {
+    pub id: String,
+    pub tenant_id: String,
+    /// SHA-256 of the input bytes.
+    pub digest: String,
+    pub total: i64,
+    pub dry_run: bool,
+    /// The input, for a job sent over HTTP (so `serve` can resume it after a restart).
+    #[serde(skip)]
+    pub source: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One input line of a batch that ended: its status and its result line, as output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchLine {
+    pub line: i64,
+    pub status: String,
+    pub result: Value,
+}
+
 /// A message accepted from a channel and not yet processed (its process stopped in between).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnprocessedMessage {
@@ -464,6 +489,21 @@ pub trait Store: Send + Sync {
     async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
     /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
     async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Puts a batch job on record unless a job with its id is there; returns the job as stored (the
+    /// caller checks that a rerun is of the same input).
+    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError>;
+    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError>;
+    /// Records lines that ended, in one transaction (a line recorded again is replaced).
+    async fn save_batch_lines(&self, job_id: &str, lines: &[BatchLine], now: DateTime<Utc>)
+    -> Result<(), StoreError>;
+    /// The job's recorded lines, by line number.
+    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
+    /// How many recorded lines the job has per status.
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError>;
+    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Jobs sent over HTTP that have not finished, oldest first.
+    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError>;
 
     async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
     /// The newest `limit` support lookups, newest first.

@@ -19,7 +19,7 @@ use vt_actions::journal::RechargeAttempt;
 use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
-    AuditRecord, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
+    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
     IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store,
     StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES,
     UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
@@ -30,6 +30,19 @@ use crate::llm::ChatMessage;
 pub struct PgStore {
     pool: PgPool,
     locks: LocalLocks,
+}
+
+fn batch_job(row: &PgRow) -> Result<BatchJob, StoreError> {
+    Ok(BatchJob {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        digest: row.try_get("digest")?,
+        total: row.try_get("total")?,
+        dry_run: row.try_get("dry_run")?,
+        source: row.try_get("source")?,
+        created_at: row.try_get("created_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
 }
 
 fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
@@ -1009,6 +1022,106 @@ impl Store for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError> {
+        sqlx::query(
+            "INSERT INTO batch_jobs (id, tenant_id, digest, total, dry_run, source, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&job.id)
+        .bind(&job.tenant_id)
+        .bind(&job.digest)
+        .bind(job.total)
+        .bind(job.dry_run)
+        .bind(&job.source)
+        .bind(job.created_at)
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = $1")
+            .bind(&job.id)
+            .fetch_one(&self.pool)
+            .await?;
+        batch_job(&row)
+    }
+
+    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError> {
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(batch_job).transpose()
+    }
+
+    async fn save_batch_lines(
+        &self,
+        job_id: &str,
+        lines: &[BatchLine],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for l in lines {
+            sqlx::query(
+                "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
+                 finished_at = excluded.finished_at",
+            )
+            .bind(job_id)
+            .bind(l.line)
+            .bind(&l.status)
+            .bind(value(&l.result)?)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError> {
+        let rows = sqlx::query("SELECT line, status, result FROM batch_lines WHERE job_id = $1 ORDER BY line")
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(BatchLine {
+                    line: row.try_get("line")?,
+                    status: row.try_get("status")?,
+                    result: parse(row, "result")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM batch_lines WHERE job_id = $1 GROUP BY status ORDER BY status",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
+            .collect()
+    }
+
+    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE batch_jobs SET finished_at = $1 WHERE id = $2 AND finished_at IS NULL")
+            .bind(now)
+            .bind(job_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM batch_jobs WHERE finished_at IS NULL AND source IS NOT NULL ORDER BY created_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(batch_job).collect()
     }
 
     async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {

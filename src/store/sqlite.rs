@@ -18,7 +18,7 @@ use vt_actions::journal::RechargeAttempt;
 use super::Existing;
 use super::locks::FileLocks;
 use super::{
-    AuditRecord, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
+    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
     IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store,
     StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES,
     UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
@@ -53,6 +53,19 @@ fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
 fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
     let text: String = row.try_get(col)?;
     Ok(serde_json::from_str(&text)?)
+}
+
+fn batch_job(row: &SqliteRow) -> Result<BatchJob, StoreError> {
+    Ok(BatchJob {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        digest: row.try_get("digest")?,
+        total: row.try_get("total")?,
+        dry_run: row.try_get("dry_run")?,
+        source: row.try_get("source")?,
+        created_at: at(row.try_get("created_at")?),
+        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(at),
+    })
 }
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
@@ -1047,6 +1060,107 @@ impl Store for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError> {
+        sqlx::query(
+            "INSERT INTO batch_jobs (id, tenant_id, digest, total, dry_run, source, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&job.id)
+        .bind(&job.tenant_id)
+        .bind(&job.digest)
+        .bind(job.total)
+        .bind(job.dry_run)
+        .bind(&job.source)
+        .bind(ms(job.created_at))
+        .execute(&self.writer)
+        .await?;
+        // Read on the writer: a reader connection may not see the row just written yet.
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = ?")
+            .bind(&job.id)
+            .fetch_one(&self.writer)
+            .await?;
+        batch_job(&row)
+    }
+
+    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError> {
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(batch_job).transpose()
+    }
+
+    async fn save_batch_lines(
+        &self,
+        job_id: &str,
+        lines: &[BatchLine],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        for l in lines {
+            sqlx::query(
+                "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
+                 finished_at = excluded.finished_at",
+            )
+            .bind(job_id)
+            .bind(l.line)
+            .bind(&l.status)
+            .bind(json(&l.result)?)
+            .bind(ms(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError> {
+        let rows = sqlx::query("SELECT line, status, result FROM batch_lines WHERE job_id = ? ORDER BY line")
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(BatchLine {
+                    line: row.try_get("line")?,
+                    status: row.try_get("status")?,
+                    result: parse(row, "result")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM batch_lines WHERE job_id = ? GROUP BY status ORDER BY status",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
+            .collect()
+    }
+
+    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE batch_jobs SET finished_at = ? WHERE id = ? AND finished_at IS NULL")
+            .bind(ms(now))
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM batch_jobs WHERE finished_at IS NULL AND source IS NOT NULL ORDER BY created_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(batch_job).collect()
     }
 
     async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {

@@ -474,6 +474,32 @@ impl Store for Flaky {
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await
     }
+    async fn open_batch(&self, j: &vt_agent::store::BatchJob) -> Result<vt_agent::store::BatchJob, StoreError> {
+        self.inner.open_batch(j).await
+    }
+    async fn batch(&self, id: &str) -> Result<Option<vt_agent::store::BatchJob>, StoreError> {
+        self.inner.batch(id).await
+    }
+    async fn save_batch_lines(
+        &self,
+        j: &str,
+        l: &[vt_agent::store::BatchLine],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.save_batch_lines(j, l, now).await
+    }
+    async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::store::BatchLine>, StoreError> {
+        self.inner.batch_lines(j).await
+    }
+    async fn batch_counts(&self, j: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        self.inner.batch_counts(j).await
+    }
+    async fn finish_batch(&self, j: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.finish_batch(j, now).await
+    }
+    async fn unfinished_batches(&self) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
+        self.inner.unfinished_batches().await
+    }
     async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }

@@ -1,0 +1,335 @@
+//! Batch jobs: the ten-stage flow for every line of an input (`vt-agent batch`, `POST /v1/batches`).
+//!
+//! A job has an id (given, or derived from its input). Each line that ends is recorded under the job, so
+//! a rerun of the same job skips it; a line in flight when the job stopped runs again with the same
+//! recharge key (`lote:{job}:{line}`), which the recharge system answers from its idempotency store
+//! instead of charging again. A rerun of an id with another input is refused: its keys would name other
+//! requests.
+
+pub mod progress;
+pub mod source;
+
+use std::collections::{BTreeMap, HashSet};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+
+use crate::flow::{FlowError, FlowMode};
+use crate::service::{ConversationService, ServiceError};
+use crate::store::{BatchJob, BatchLine, StoreError};
+pub use source::{Format, LineDefaults, SourceLine};
+
+/// The status of a line that is not a flow input (it never ran).
+pub const INVALID: &str = "invalida";
+/// The status of a line whose flow could not run for a reason of ours (the store, say); it is not
+/// recorded, so a rerun runs it.
+pub const ERROR: &str = "erro";
+
+/// How a job runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Flows at once.
+    pub concurrency: usize,
+    /// Flows started per second at most (the external systems have limits).
+    pub rate: Option<NonZeroU32>,
+    pub mode: FlowMode,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            rate: None,
+            mode: FlowMode::Full,
+        }
+    }
+}
+
+/// A job to run: its record and its lines.
+pub struct Job {
+    pub record: BatchJob,
+    pub lines: Vec<SourceLine>,
+}
+
+impl Job {
+    /// A job over `lines` read from `bytes`.
+    pub fn new(id: String, tenant_id: &str, bytes: &[u8], lines: Vec<SourceLine>, mode: FlowMode) -> Self {
+        Self {
+            record: BatchJob {
+                id,
+                tenant_id: tenant_id.to_owned(),
+                digest: source::digest(bytes),
+                total: lines.len() as i64,
+                dry_run: mode == FlowMode::DryRun,
+                source: None,
+                created_at: Utc::now(),
+                finished_at: None,
+            },
+            lines,
+        }
+    }
+}
+
+/// The id of a job that was given none: from its input (and whose it is, and whether it charges), so
+/// running the same file again continues it instead of charging it again.
+pub fn derived_id(tenant: Option<&str>, bytes: &[u8], mode: FlowMode) -> String {
+    let mut material = Vec::with_capacity(bytes.len() + 64);
+    if let Some(tenant) = tenant {
+        material.extend_from_slice(tenant.as_bytes());
+        material.push(0);
+    }
+    material.extend_from_slice(bytes);
+    let hash = source::digest(&material);
+    match mode {
+        FlowMode::Full => format!("lote-{}", &hash[..16]),
+        FlowMode::DryRun => format!("simulacao-{}", &hash[..16]),
+    }
+}
+
+/// Whether a job id is usable: it goes into recharge keys and URLs.
+pub fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error(
+        "o lote {0} já existe com outra entrada: rodar de novo um lote reusa as chaves de recarga de cada linha, \
+         então só a mesma entrada pode continuar (use outro --job para uma entrada nova)"
+    )]
+    OtherInput(String),
+    #[error("o lote {id} foi iniciado {}; rode-o do mesmo jeito ou use outro --job", if *.dry_run { "com --dry-run" } else { "sem --dry-run" })]
+    OtherMode { id: String, dry_run: bool },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a job did: counts by status over all its lines (those of earlier runs included), how long each
+/// flow of this run took, and whether it stopped before the end.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub total: usize,
+    pub counts: BTreeMap<String, usize>,
+    /// Lines recorded by an earlier run of the job.
+    pub skipped: usize,
+    /// Per flow run now.
+    pub durations: Vec<Duration>,
+    pub elapsed: Duration,
+    /// Lines that did not run because the job was stopped.
+    pub not_run: usize,
+    /// Results that could not be recorded (a rerun runs those lines again, with the same keys).
+    pub unrecorded: usize,
+}
+
+impl Summary {
+    /// Every line ended `concluido`.
+    pub fn all_concluded(&self) -> bool {
+        self.not_run == 0 && self.counts.get("concluido").copied().unwrap_or(0) == self.total
+    }
+
+    pub fn ended(&self) -> usize {
+        self.counts.values().sum()
+    }
+
+    /// Flows per second of this run.
+    pub fn rate(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.durations.len() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// The `q` quantile (0..=1) of this run's flow durations.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let mut d = self.durations.clone();
+        d.sort_unstable();
+        let last = d.len().checked_sub(1)?;
+        Some(d[((last as f64) * q).round() as usize])
+    }
+}
+
+/// Runs `job` on `service`: lines recorded by an earlier run are handed to `on_line` first (from the
+/// store), then each line as it ends, in any order. `stop` turning true starts no more flows; those in
+/// flight finish and are recorded.
+pub async fn run(
+    service: &Arc<ConversationService>,
+    job: &Job,
+    options: Options,
+    stop: watch::Receiver<bool>,
+    mut on_line: impl FnMut(&BatchLine, Option<Duration>),
+) -> Result<Summary, BatchError> {
+    let store = service.store().clone();
+    let id = &job.record.id;
+    let stored = store.open_batch(&job.record).await?;
+    if stored.digest != job.record.digest {
+        return Err(BatchError::OtherInput(id.clone()));
+    }
+    if stored.dry_run != job.record.dry_run {
+        return Err(BatchError::OtherMode {
+            id: id.clone(),
+            dry_run: stored.dry_run,
+        });
+    }
+    let mut summary = Summary {
+        total: job.lines.len(),
+        ..Summary::default()
+    };
+    let earlier = store.batch_lines(id).await?;
+    let done: HashSet<i64> = earlier.iter().map(|l| l.line).collect();
+    for line in &earlier {
+        *summary.counts.entry(line.status.clone()).or_default() += 1;
+        on_line(line, None);
+    }
+    summary.skipped = earlier.len();
+    drop(earlier);
+
+    // Results are recorded by one task, as many per transaction as have ended meanwhile.
+    let (tx, rx) = mpsc::channel::<BatchLine>(1024);
+    let recorder = tokio::spawn(record(store.clone(), id.clone(), rx));
+    let limiter = options
+        .rate
+        .map(|r| governor::RateLimiter::direct(governor::Quota::per_second(r)));
+    let started = Instant::now();
+    let todo = job.lines.iter().filter(|l| !done.contains(&l.line));
+    let mut results = futures::stream::iter(todo)
+        .map(|line| {
+            let (limiter, stop) = (limiter.as_ref(), stop.clone());
+            async move {
+                if let Some(limiter) = limiter {
+                    limiter.until_ready().await;
+                }
+                if *stop.borrow() {
+                    return None;
+                }
+                let t = Instant::now();
+                let result = run_line(service, line, options.mode).await;
+                Some((result, t.elapsed()))
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1));
+    // A line reads the flag when its turn to start comes: after a stop the rest end at once, unrun.
+    while let Some(next) = results.next().await {
+        let Some((line, took)) = next else {
+            summary.not_run += 1;
+            continue;
+        };
+        *summary.counts.entry(line.status.clone()).or_default() += 1;
+        if line.status != INVALID {
+            summary.durations.push(took);
+        }
+        on_line(&line, Some(took));
+        if line.status != ERROR {
+            // The recorder only stops when the channel closes.
+            let _ = tx.send(line).await;
+        }
+    }
+    summary.elapsed = started.elapsed();
+    drop(tx);
+    summary.unrecorded = recorder.await.unwrap_or(0);
+    if summary.not_run == 0 && summary.unrecorded == 0 && !summary.counts.contains_key(ERROR) {
+        store.finish_batch(id, Utc::now()).await?;
+    }
+    Ok(summary)
+}
+
+/// Records ended lines in groups; returns how many could not be recorded.
+async fn record(store: Arc<dyn crate::store::Store>, id: String, mut rx: mpsc::Receiver<BatchLine>) -> usize {
+    let mut lost = 0;
+    let mut buf = Vec::with_capacity(512);
+    while rx.recv_many(&mut buf, 512).await > 0 {
+        if let Err(e) = store.save_batch_lines(&id, &buf, Utc::now()).await {
+            tracing::error!(job = %id, lines = buf.len(), error = %e, "batch results could not be recorded");
+            lost += buf.len();
+        }
+        buf.clear();
+    }
+    lost
+}
+
+/// One line: its flow run, or why it did not run.
+async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMode) -> BatchLine {
+    let text = match &line.input {
+        Ok(text) => text,
+        Err(why) => return invalid(line.line, why),
+    };
+    match service.run_flow_as(text, mode).await {
+        Ok((output, _)) => {
+            let status = output.status.as_str();
+            let resultado = scrub(output.resultado);
+            BatchLine {
+                line: line.line,
+                status: status.to_owned(),
+                result: json!({"line": line.line, "execucao_id": output.execucao_id, "status": status, "resultado": resultado}),
+            }
+        }
+        Err(ServiceError::Flow(FlowError::Input(e))) => invalid(line.line, &e.to_string()),
+        Err(e) => {
+            tracing::error!(line = line.line, error = %e, "batch line could not run");
+            BatchLine {
+                line: line.line,
+                status: ERROR.into(),
+                result: json!({"line": line.line, "status": ERROR, "error": format!("a linha não pôde rodar: {e}")}),
+            }
+        }
+    }
+}
+
+fn invalid(line: i64, why: &str) -> BatchLine {
+    BatchLine {
+        line,
+        status: INVALID.into(),
+        result: json!({"line": line, "status": INVALID, "error": why}),
+    }
+}
+
+/// A dry run's last stage is the prepared recharge, whose body holds the payment token: results leave
+/// the process, the token does not.
+fn scrub(mut resultado: Value) -> Value {
+    if let Some(token) = resultado.pointer_mut("/body/meio_pagamento/token")
+        && token.is_string()
+    {
+        *token = json!("[redigido]");
+    }
+    resultado
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_derive_from_the_input_tenant_and_mode() {
+        let a = derived_id(None, b"x", FlowMode::Full);
+        assert_eq!(a, derived_id(None, b"x", FlowMode::Full));
+        assert!(a.starts_with("lote-") && valid_id(&a));
+        assert_ne!(a, derived_id(None, b"y", FlowMode::Full));
+        assert_ne!(a, derived_id(Some("t"), b"x", FlowMode::Full));
+        assert!(derived_id(None, b"x", FlowMode::DryRun).starts_with("simulacao-"));
+        assert!(!valid_id("a:b") && !valid_id("") && !valid_id(&"a".repeat(65)));
+    }
+
+    #[test]
+    fn quantiles_of_durations() {
+        let s = Summary {
+            durations: (1..=100).map(Duration::from_millis).collect(),
+            ..Summary::default()
+        };
+        assert_eq!(s.quantile(0.5), Some(Duration::from_millis(51)));
+        assert_eq!(s.quantile(0.99), Some(Duration::from_millis(99)));
+        assert_eq!(Summary::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn the_token_of_a_dry_run_result_is_scrubbed() {
+        let r = scrub(json!({"body": {"meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}));
+        assert_eq!(r["body"]["meio_pagamento"]["token"], "[redigido]");
+    }
+}
