@@ -485,6 +485,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
             }
         });
     }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -495,8 +496,23 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         "chaves de API exigidas"
     };
     eprintln!("vt-agent serve em http://{bound} ({access}). Ctrl-C ou SIGTERM para parar.");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    // Messages acknowledged before a stop and never processed get their turn now.
+    // Messages acknowledged before a stop and never processed get their turn now; batch jobs a stop
+    // interrupted go on.
+    let batches = crate::batch::background::Background::new(
+        service.clone(),
+        config.vt.politicas.clone(),
+        stop_rx.clone(),
+    );
+    state = state.with_batches(batches.clone());
+    tokio::spawn({
+        let batches = batches.clone();
+        async move {
+            let resumed = batches.resume().await;
+            if resumed > 0 {
+                eprintln!("{resumed} lote(s) interrompido(s) retomado(s)");
+            }
+        }
+    });
     tokio::spawn({
         let service = service.clone();
         async move { service.recover().await }
@@ -522,6 +538,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     if let Some(worker) = worker {
         let _ = worker.await;
     }
+    batches.wait().await;
     if let Some(bot) = bot {
         let _ = bot.await;
     }

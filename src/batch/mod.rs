@@ -6,6 +6,7 @@
 //! instead of charging again. A rerun of an id with another input is refused: its keys would name other
 //! requests.
 
+pub mod background;
 pub mod progress;
 pub mod source;
 
@@ -198,9 +199,15 @@ pub async fn run(
         .rate
         .map(|r| governor::RateLimiter::direct(governor::Quota::per_second(r)));
     let started = Instant::now();
-    let todo = job.lines.iter().filter(|l| !done.contains(&l.line));
+    // Owned lines: a stream over borrowed ones makes the future not provably `Send` to `tokio::spawn`.
+    let todo: Vec<SourceLine> = job
+        .lines
+        .iter()
+        .filter(|l| !done.contains(&l.line))
+        .cloned()
+        .collect();
     let mut results = futures::stream::iter(todo)
-        .map(|line| {
+        .map(|line: SourceLine| {
             let (limiter, stop) = (limiter.as_ref(), stop.clone());
             async move {
                 if let Some(limiter) = limiter {
@@ -210,7 +217,7 @@ pub async fn run(
                     return None;
                 }
                 let t = Instant::now();
-                let result = run_line(service, line, options.mode).await;
+                let result = run_line(service, &line, options.mode).await;
                 Some((result, t.elapsed()))
             }
         })

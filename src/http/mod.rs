@@ -8,6 +8,7 @@
 //! the conversation shows it.
 
 mod auth;
+mod batches;
 mod conversations;
 mod error;
 mod flows;
@@ -49,6 +50,8 @@ pub struct HttpConfig {
     pub request_timeout_ms: u64,
     /// Turns and flows running at once before 503.
     pub max_turns_in_flight: usize,
+    /// Larger `POST /v1/batches` bodies get 413.
+    pub batch_body_limit_bytes: usize,
     pub api_keys: Vec<ApiKeyConfig>,
 }
 
@@ -60,6 +63,7 @@ impl Default for HttpConfig {
             rate_per_minute: 600,
             request_timeout_ms: 30_000,
             max_turns_in_flight: 256,
+            batch_body_limit_bytes: 16 * 1024 * 1024,
             api_keys: Vec::new(),
         }
     }
@@ -76,6 +80,7 @@ impl HttpConfig {
             ("http.rate_per_minute", self.rate_per_minute == 0),
             ("http.request_timeout_ms", self.request_timeout_ms == 0),
             ("http.max_turns_in_flight", self.max_turns_in_flight == 0),
+            ("http.batch_body_limit_bytes", self.batch_body_limit_bytes == 0),
         ] {
             if zero {
                 return Err((field.into(), "must be at least 1"));
@@ -113,6 +118,8 @@ pub struct AppState {
     whatsapp: Option<Arc<crate::channels::whatsapp::WhatsAppConfig>>,
     /// The Mattermost channel's routes and the tenant its support agents look cards up in.
     mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
+    /// Batch jobs in the background (`/v1/batches`).
+    batches: Option<Arc<crate::batch::background::Background>>,
 }
 
 impl AppState {
@@ -127,6 +134,7 @@ impl AppState {
             config: Arc::new(config),
             whatsapp: None,
             mattermost: None,
+            batches: None,
         }
     }
 
@@ -137,6 +145,12 @@ impl AppState {
         tenant: &str,
     ) -> Self {
         self.mattermost = Some((Arc::new(config), tenant.to_owned()));
+        self
+    }
+
+    /// Runs batch jobs (`/v1/batches`) on `background`.
+    pub fn with_batches(mut self, background: Arc<crate::batch::background::Background>) -> Self {
+        self.batches = Some(background);
         self
     }
 
@@ -213,6 +227,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/conversations/{id}", get(conversations::show))
         .route("/v1/conversations/{id}/messages", post(conversations::message))
         .route("/v1/flows/vt", post(flows::run))
+        .route("/v1/batches", post(batches::create))
+        .route("/v1/batches/{id}", get(batches::show))
+        .route("/v1/batches/{id}/results", get(batches::results))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

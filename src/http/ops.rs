@@ -68,13 +68,17 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<im
         super::conversations::message,
         super::conversations::show,
         super::flows::run,
+        super::batches::create,
+        super::batches::show,
+        super::batches::results,
         healthz,
         readyz,
         metrics
     ),
     components(schemas(
         NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, Button, ConversationView,
-        MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus
+        MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus,
+        super::batches::BatchAccepted, super::batches::BatchView
     )),
     modifiers(&BearerAuth)
 )]

@@ -1,0 +1,166 @@
+//! Batch jobs running inside `serve` (`POST /v1/batches`): started in the background, one task per
+//! job, stopped with the server (flows in flight finish and are recorded), and resumed when `serve`
+//! starts again — the job's input is stored with it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::{BatchError, Format, Job, LineDefaults, Options, source};
+use crate::flow::FlowMode;
+use crate::service::ConversationService;
+use crate::store::BatchJob;
+
+pub struct Background {
+    service: Arc<ConversationService>,
+    /// Policies for lines that bring none (`[vt.politicas]`).
+    politicas: vt_actions::vt::input::Politicas,
+    running: Mutex<HashSet<String>>,
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
+    stop: watch::Receiver<bool>,
+}
+
+/// A job as a request described it.
+pub struct Submission {
+    pub tenant_id: String,
+    pub text: String,
+    pub options: Options,
+}
+
+impl Background {
+    pub fn new(
+        service: Arc<ConversationService>,
+        politicas: vt_actions::vt::input::Politicas,
+        stop: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            service,
+            politicas,
+            running: Mutex::default(),
+            tasks: tokio::sync::Mutex::new(JoinSet::new()),
+            stop,
+        })
+    }
+
+    /// Puts the job on record and starts it unless it is running here already or has finished; the
+    /// job's id is derived from its tenant and input, so sending the same input again names the same
+    /// job. Returns the job as stored.
+    pub async fn submit(self: &Arc<Self>, s: Submission) -> Result<BatchJob, SubmitError> {
+        let id = super::derived_id(Some(&s.tenant_id), s.text.as_bytes(), s.options.mode);
+        let job = self.job(id, &s.tenant_id, s.text, s.options.mode)?;
+        let stored = self.service.store().open_batch(&job.record).await?;
+        if stored.digest != job.record.digest || stored.dry_run != job.record.dry_run {
+            return Err(SubmitError::Batch(BatchError::OtherInput(stored.id)));
+        }
+        if stored.finished_at.is_none() {
+            self.spawn(job, s.options).await;
+        }
+        Ok(stored)
+    }
+
+    /// Whether the job runs in this process now.
+    pub fn is_running(&self, id: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(id)
+    }
+
+    /// Starts again the jobs a stop interrupted (their input is stored with them).
+    pub async fn resume(self: &Arc<Self>) -> usize {
+        let jobs = match self.service.store().unfinished_batches().await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::error!(error = %e, "unfinished batches could not be read");
+                return 0;
+            }
+        };
+        let mut resumed = 0;
+        for stored in jobs {
+            let Some(text) = stored.source.clone() else { continue };
+            let mode = if stored.dry_run {
+                FlowMode::DryRun
+            } else {
+                FlowMode::Full
+            };
+            match self.job(stored.id.clone(), &stored.tenant_id, text, mode) {
+                Ok(job) => {
+                    let options = Options {
+                        mode,
+                        ..Options::default()
+                    };
+                    self.spawn(job, options).await;
+                    resumed += 1;
+                }
+                Err(e) => tracing::error!(job = %stored.id, error = %e, "stored batch could not be read"),
+            }
+        }
+        resumed
+    }
+
+    /// Waits for the jobs to stop (after the stop signal, each finishes its flows in flight).
+    pub async fn wait(&self) {
+        let mut tasks = self.tasks.lock().await;
+        while tasks.join_next().await.is_some() {}
+    }
+
+    fn job(&self, id: String, tenant: &str, text: String, mode: FlowMode) -> Result<Job, SubmitError> {
+        let defaults = LineDefaults {
+            job_id: id.clone(),
+            politicas: self.politicas.clone(),
+        };
+        let lines = source::read(text.as_bytes(), Format::Jsonl, &defaults)?;
+        let mut job = Job::new(id, tenant, text.as_bytes(), lines, mode);
+        job.record.source = Some(text);
+        Ok(job)
+    }
+
+    async fn spawn(self: &Arc<Self>, job: Job, options: Options) {
+        let id = job.record.id.clone();
+        if !self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone())
+        {
+            return;
+        }
+        let this = self.clone();
+        let mut tasks = self.tasks.lock().await;
+        // Finished jobs' handles go.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
+            let result = super::run(&this.service, &job, options, this.stop.clone(), |_, _| {}).await;
+            match result {
+                Ok(summary) => tracing::info!(
+                    job = %id,
+                    ended = summary.ended(),
+                    total = summary.total,
+                    not_run = summary.not_run,
+                    "batch stopped"
+                ),
+                Err(e) => tracing::error!(job = %id, error = %e, "batch failed"),
+            }
+            this.running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        });
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Source(#[from] source::SourceError),
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+}
+
+impl From<crate::store::StoreError> for SubmitError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Batch(BatchError::Store(e))
+    }
+}
