@@ -1,6 +1,7 @@
 //! The one integration-test binary: the engine's acceptance paths, the providers against wire fakes,
 //! and the shipped skills. Shared helpers live in `support`.
 
+mod batch;
 mod cli;
 mod conversation;
 mod engine;
