@@ -1,0 +1,230 @@
+//! The agent loop's own cost, by the peer benchmark contract shared with LangGraph, the OpenAI Agents
+//! SDK and Rig: against one fake OpenAI-compatible server, each conversation is "user message → the
+//! model calls the single tool `consultar_saldo(cartao: string)` three times, one call per model turn →
+//! final answer". W conversations warm up untimed, then M are timed, C at once. One JSON line at the
+//! end: peer, conversations, llm_calls, wall_s, turns_per_s, ms_per_turn, cpu_ms_per_turn, peak_rss_mb,
+//! ok (every conversation ended with the model's final text, the tool ran 3×M times, 4×M model calls).
+//! CPU and peak RSS come from getrusage, for this process only (the server is another process).
+//!
+//! ```text
+//! cargo build --release --example fake_openai --example peer_bench
+//! target/release/examples/fake_openai --port 8765 &
+//! target/release/examples/peer_bench --base-url http://127.0.0.1:8765/v1 --conversations 2000 --concurrency 1 --warmup 200
+//! ```
+//!
+//! Without `--base-url` it starts `fake_openai` (built beside it) on a free port itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
+use vt_agent::engine::{Catalog, Engine, EngineConfig, Participant, Prompts, Reply, SkillDef};
+use vt_agent::llm::{LlmProvider, OpenAiProvider, ProviderSettings, RedactedProvider};
+
+const FINAL_TEXT: &str = "O saldo do cartão é R$ 50,00.";
+const TOOL_CALLS: usize = 3;
+
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// O número do cartão.
+    cartao: String,
+}
+
+/// The trivial tool: counts its calls and answers a fixed balance.
+struct ConsultarSaldo(Arc<AtomicUsize>);
+
+#[async_trait]
+impl Action for ConsultarSaldo {
+    type Args = Args;
+    fn name(&self) -> &'static str {
+        "consultar_saldo"
+    }
+    fn description(&self) -> &'static str {
+        "Consulta o saldo de um cartão."
+    }
+    async fn call(&self, _ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(ResponseToAgent::new(format!("saldo do cartão {}: R$ 50,00", args.cartao.len())).into())
+    }
+}
+
+struct Options {
+    base_url: Option<String>,
+    conversations: usize,
+    concurrency: usize,
+    warmup: usize,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        base_url: None,
+        conversations: 1000,
+        concurrency: 1,
+        warmup: 100,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage(&format!("{flag} sem valor")));
+        let number = || value.parse::<usize>().unwrap_or_else(|_| usage(&format!("{flag}: um número")));
+        match flag.as_str() {
+            "--base-url" => o.base_url = Some(value.clone()),
+            "--conversations" => o.conversations = number(),
+            "--concurrency" => o.concurrency = number().max(1),
+            "--warmup" => o.warmup = number(),
+            _ => usage(&format!("opção desconhecida {flag}")),
+        }
+    }
+    o
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W]");
+    std::process::exit(2)
+}
+
+fn engine(base_url: &str, calls: Arc<AtomicUsize>) -> Engine {
+    let prompts = Prompts::from_sources([(
+        "saldo.md".to_owned(),
+        "Você consulta saldos de vale-transporte com a ferramenta consultar_saldo.".to_owned(),
+    )])
+    .expect("prompt");
+    let mut registry = ActionRegistry::new();
+    registry.register(ConsultarSaldo(calls)).expect("register");
+    let skill = SkillDef {
+        agent: "peer".into(),
+        name: "saldo".into(),
+        order: 1,
+        description: "consulta saldos".into(),
+        prompt: "saldo.md".into(),
+        actions: vec!["consultar_saldo".into()],
+        deterministic: false,
+        next: None,
+    };
+    let catalog = Catalog::from_defs(vec![skill], &prompts, &registry).expect("catalog");
+    let provider = OpenAiProvider::new(ProviderSettings {
+        base_url: base_url.to_owned(),
+        model: "fake".into(),
+        api_key: Some("sk-peer-bench".into()),
+        temperature: None,
+        max_tokens: 256,
+        timeout: Duration::from_secs(30),
+    })
+    .expect("provider");
+    // As the product runs it: every request passes the card masking first.
+    let llm = RedactedProvider::wrap(Arc::new(provider), vt_actions::vt::card::mask_cards_in);
+    Engine::new(catalog, prompts, registry, EngineConfig::default()).with_llm(Some(llm as Arc<dyn LlmProvider>))
+}
+
+/// One conversation: (model calls, ended with the final text).
+async fn conversation(engine: &Engine, i: usize) -> (usize, bool) {
+    let who = Participant {
+        user_id: format!("u{i}"),
+        user_login: format!("u{i}"),
+        channel: "bench".into(),
+    };
+    let Ok(mut conv) = engine.start_conversation("peer", who) else {
+        return (0, false);
+    };
+    match engine.run_turn(&mut conv, "Qual é o saldo do meu cartão 1234567890?").await {
+        Ok(outcome) => (
+            outcome.execution.model_calls.len(),
+            Reply::join(&outcome.replies) == FINAL_TEXT,
+        ),
+        Err(_) => (0, false),
+    }
+}
+
+async fn run(engine: &Engine, n: usize, concurrency: usize) -> (usize, usize) {
+    futures::stream::iter(0..n)
+        .map(|i| conversation(engine, i))
+        .buffer_unordered(concurrency)
+        .fold((0, 0), |(calls, ok), (c, good)| async move { (calls + c, ok + usize::from(good)) })
+        .await
+}
+
+fn rusage() -> (Duration, f64) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64);
+    // Linux reports ru_maxrss in KiB.
+    (t(u.user_time()) + t(u.system_time()), u.max_rss() as f64 / 1024.0)
+}
+
+/// Starts `fake_openai` from beside this binary on a free port.
+fn own_server() -> (std::process::Child, String) {
+    let exe = std::env::current_exe().expect("exe");
+    let server = exe.with_file_name("fake_openai");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = std::process::Command::new(&server)
+        .args(["--port", &port.to_string()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            usage(&format!(
+                "{} não pôde ser iniciado ({e}): cargo build --release --example fake_openai",
+                server.display()
+            ))
+        });
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "fake_openai did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (child, format!("http://127.0.0.1:{port}/v1"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let o = options();
+    let (server, base_url) = match o.base_url.clone() {
+        Some(url) => (None, url),
+        None => {
+            let (child, url) = own_server();
+            (Some(child), url)
+        }
+    };
+    let tools = Arc::new(AtomicUsize::new(0));
+    let engine = engine(&base_url, tools.clone());
+    run(&engine, o.warmup, o.concurrency).await;
+    tools.store(0, Ordering::Relaxed);
+    let (cpu0, _) = rusage();
+    let started = Instant::now();
+    let (llm_calls, finished) = run(&engine, o.conversations, o.concurrency).await;
+    let wall = started.elapsed().as_secs_f64();
+    let (cpu1, peak_rss_mb) = rusage();
+    if let Some(mut server) = server {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    let m = o.conversations;
+    let turns = llm_calls.max(1) as f64;
+    let ok = finished == m && tools.load(Ordering::Relaxed) == TOOL_CALLS * m && llm_calls == (TOOL_CALLS + 1) * m;
+    let line = serde_json::json!({
+        "peer": "vt-agent",
+        "conversations": m,
+        "llm_calls": llm_calls,
+        "wall_s": round(wall, 4),
+        "turns_per_s": round(llm_calls as f64 / wall, 1),
+        "ms_per_turn": round(wall * 1e3 / turns, 4),
+        "cpu_ms_per_turn": round((cpu1 - cpu0).as_secs_f64() * 1e3 / turns, 4),
+        "peak_rss_mb": round(peak_rss_mb, 1),
+        "ok": ok,
+    });
+    println!("{line}");
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
