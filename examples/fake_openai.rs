@@ -23,12 +23,12 @@ pub const TOOL_CALLS: usize = 3;
 
 async fn completion(State(calls): State<Arc<AtomicU64>>, Json(request): Json<Value>) -> Json<Value> {
     let n = calls.fetch_add(1, Ordering::Relaxed);
-    let messages = request["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let messages = request["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let tool_results = messages.iter().filter(|m| m["role"] == "tool").count();
-    let prompt_tokens: usize = messages
-        .iter()
-        .map(|m| m.to_string().len().div_ceil(4))
-        .sum();
+    let prompt_tokens: usize = messages.iter().map(|m| m.to_string().len().div_ceil(4)).sum();
     let message = if tool_results < TOOL_CALLS {
         json!({"role": "assistant", "content": null, "tool_calls": [{
             "id": format!("call_{n}"), "type": "function",
@@ -37,7 +37,11 @@ async fn completion(State(calls): State<Arc<AtomicU64>>, Json(request): Json<Val
     } else {
         json!({"role": "assistant", "content": FINAL_TEXT})
     };
-    let finish = if tool_results < TOOL_CALLS { "tool_calls" } else { "stop" };
+    let finish = if tool_results < TOOL_CALLS {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     Json(json!({
         "id": format!("chatcmpl-{n}"),
         "object": "chat.completion",
@@ -67,7 +71,9 @@ async fn main() -> std::io::Result<()> {
         .route("/chat/completions", post(completion))
         .route(
             "/stats",
-            get(|State(c): State<Arc<AtomicU64>>| async move { Json(json!({"calls": c.load(Ordering::Relaxed)})) }),
+            get(|State(c): State<Arc<AtomicU64>>| async move {
+                Json(json!({"calls": c.load(Ordering::Relaxed)}))
+            }),
         )
         .with_state(calls);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;

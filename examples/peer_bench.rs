@@ -70,7 +70,11 @@ fn options() -> Options {
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_else(|| usage(&format!("{flag} sem valor")));
-        let number = || value.parse::<usize>().unwrap_or_else(|_| usage(&format!("{flag}: um número")));
+        let number = || {
+            value
+                .parse::<usize>()
+                .unwrap_or_else(|_| usage(&format!("{flag}: um número")))
+        };
         match flag.as_str() {
             "--base-url" => o.base_url = Some(value.clone()),
             "--conversations" => o.conversations = number(),
@@ -83,7 +87,9 @@ fn options() -> Options {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W]");
+    eprintln!(
+        "erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W]"
+    );
     std::process::exit(2)
 }
 
@@ -117,7 +123,8 @@ fn engine(base_url: &str, calls: Arc<AtomicUsize>) -> Engine {
     .expect("provider");
     // As the product runs it: every request passes the card masking first.
     let llm = RedactedProvider::wrap(Arc::new(provider), vt_actions::vt::card::mask_cards_in);
-    Engine::new(catalog, prompts, registry, EngineConfig::default()).with_llm(Some(llm as Arc<dyn LlmProvider>))
+    Engine::new(catalog, prompts, registry, EngineConfig::default())
+        .with_llm(Some(llm as Arc<dyn LlmProvider>))
 }
 
 /// One conversation: (model calls, ended with the final text).
@@ -130,7 +137,10 @@ async fn conversation(engine: &Engine, i: usize) -> (usize, bool) {
     let Ok(mut conv) = engine.start_conversation("peer", who) else {
         return (0, false);
     };
-    match engine.run_turn(&mut conv, "Qual é o saldo do meu cartão 1234567890?").await {
+    match engine
+        .run_turn(&mut conv, "Qual é o saldo do meu cartão 1234567890?")
+        .await
+    {
         Ok(outcome) => (
             outcome.execution.model_calls.len(),
             Reply::join(&outcome.replies) == FINAL_TEXT,
@@ -143,14 +153,18 @@ async fn run(engine: &Engine, n: usize, concurrency: usize) -> (usize, usize) {
     futures::stream::iter(0..n)
         .map(|i| conversation(engine, i))
         .buffer_unordered(concurrency)
-        .fold((0, 0), |(calls, ok), (c, good)| async move { (calls + c, ok + usize::from(good)) })
+        .fold((0, 0), |(calls, ok), (c, good)| async move {
+            (calls + c, ok + usize::from(good))
+        })
         .await
 }
 
 fn rusage() -> (Duration, f64) {
     use nix::sys::resource::{UsageWho, getrusage};
     let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let t = |tv: nix::sys::time::TimeVal| Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64);
+    let t = |tv: nix::sys::time::TimeVal| {
+        Duration::from_micros(tv.tv_sec() as u64 * 1_000_000 + tv.tv_usec() as u64)
+    };
     // Linux reports ru_maxrss in KiB.
     (t(u.user_time()) + t(u.system_time()), u.max_rss() as f64 / 1024.0)
 }
@@ -175,7 +189,10 @@ fn own_server() -> (std::process::Child, String) {
         });
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "fake_openai did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "fake_openai did not start"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     (child, format!("http://127.0.0.1:{port}/v1"))
@@ -206,7 +223,8 @@ async fn main() {
     }
     let m = o.conversations;
     let turns = llm_calls.max(1) as f64;
-    let ok = finished == m && tools.load(Ordering::Relaxed) == TOOL_CALLS * m && llm_calls == (TOOL_CALLS + 1) * m;
+    let ok =
+        finished == m && tools.load(Ordering::Relaxed) == TOOL_CALLS * m && llm_calls == (TOOL_CALLS + 1) * m;
     let line = serde_json::json!({
         "peer": "vt-agent",
         "conversations": m,

@@ -72,10 +72,14 @@ pub async fn service(
 }
 
 /// The simulator with the magic cards, or with a fixture file applied to them.
-pub fn simulator(fixture: Option<&std::path::Path>) -> anyhow::Result<Simulator> {
-    Ok(match fixture {
-        Some(path) => Simulator::with_fixture(SimulatorConfig::default(), path)?,
-        None => Simulator::new(SimulatorConfig::default()),
+pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
+    let mut config = SimulatorConfig::default();
+    if let Some(n) = settings.notifications_per_second {
+        config.notifications_per_second = n;
+    }
+    Ok(match &settings.fixture {
+        Some(path) => Simulator::with_fixture(config, path)?,
+        None => Simulator::new(config),
     })
 }
 
@@ -92,7 +96,7 @@ impl App {
         let (systems, simulator) = match &config.systems {
             Some(s) => (s.clone(), None),
             None => {
-                let sim = simulator(config.simulator.fixture.as_deref())?;
+                let sim = simulator(&config.simulator)?;
                 let running = sim.spawn(0).await.context("starting the embedded simulator")?;
                 tracing::info!(url = %running.url, "embedded simulator started");
                 (SystemsConfig::single(&running.url), Some(running))

@@ -348,9 +348,7 @@ async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
         None => batch::derived_id(None, &bytes, mode),
     };
     let path = (args.input != "-").then(|| std::path::Path::new(&args.input));
-    let format = args
-        .format
-        .unwrap_or_else(|| batch::Format::detect(path, &bytes));
+    let format = args.format.unwrap_or_else(|| batch::Format::detect(path, &bytes));
     if format == batch::Format::Csv {
         let unknown = batch::source::unknown_columns(&bytes);
         if !unknown.is_empty() {
@@ -422,13 +420,14 @@ async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
 /// names the field, never its value.
 fn parse_politicas(text: &str) -> Result<vt_actions::vt::input::Politicas, String> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let politicas: vt_actions::vt::input::Politicas = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        format!(
-            "--politicas: campo inválido {}: {}",
-            e.path(),
-            vt_actions::redact::serde_message(&e.inner().to_string())
-        )
-    })?;
+    let politicas: vt_actions::vt::input::Politicas =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            format!(
+                "--politicas: campo inválido {}: {}",
+                e.path(),
+                vt_actions::redact::serde_message(&e.inner().to_string())
+            )
+        })?;
     politicas
         .validate()
         .map_err(|(field, why)| format!("--politicas: campo inválido {field}: {why}"))?;
@@ -602,7 +601,10 @@ async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {
 }
 
 async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
-    let sim = crate::app::simulator(args.fixture.as_deref())?;
+    let sim = crate::app::simulator(&crate::config::SimulatorSettings {
+        fixture: args.fixture,
+        ..crate::config::SimulatorSettings::default()
+    })?;
     let running = sim.spawn(args.port).await?;
     eprintln!("simulador de VT em {} (Ctrl-C para parar)", running.url);
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;

@@ -77,6 +77,9 @@ pub struct Config {
 pub struct SimulatorSettings {
     /// A JSON file that replaces or extends the magic card table.
     pub fixture: Option<PathBuf>,
+    /// Notifications it accepts per second before answering 429, as a real notification system would
+    /// (default 50). Raise it to measure the product rather than the limit.
+    pub notifications_per_second: Option<u32>,
 }
 
 impl Default for Config {
@@ -284,6 +287,10 @@ impl Config {
         if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
             config.simulator.fixture = Some(PathBuf::from(v));
         }
+        if let Some(v) = get("VT_SIMULATOR_NOTIFICATIONS_PER_SECOND") {
+            config.simulator.notifications_per_second =
+                Some(parse("VT_SIMULATOR_NOTIFICATIONS_PER_SECOND", v)?);
+        }
         if let Some(v) = get("VT_MAX_MODEL_CALLS") {
             config.engine.max_model_calls = parse("VT_MAX_MODEL_CALLS", v)?;
         }
@@ -355,6 +362,9 @@ impl Config {
                 message: message.to_owned(),
             })
         };
+        if self.simulator.notifications_per_second == Some(0) {
+            return invalid("simulator.notifications_per_second", "must be at least 1");
+        }
         if let Err((field, message)) = self.vt.politicas.validate() {
             return invalid(&format!("vt.politicas.{field}"), message);
         }

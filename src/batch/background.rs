@@ -79,7 +79,9 @@ impl Background {
         };
         let mut resumed = 0;
         for stored in jobs {
-            let Some(text) = stored.source.clone() else { continue };
+            let Some(text) = stored.source.clone() else {
+                continue;
+            };
             let mode = if stored.dry_run {
                 FlowMode::DryRun
             } else {

@@ -20,10 +20,9 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-
 use crate::flow::{FlowError, FlowMode};
 use crate::service::{ConversationService, ServiceError};
-use crate::store::{BatchJob, BatchLine, StoreError};
+use crate::store::{BatchJob, BatchLine, FlowRunRecord, StoreError};
 pub use source::{Format, LineDefaults, SourceLine};
 
 /// The status of a line that is not a flow input (it never ran).
@@ -95,7 +94,10 @@ pub fn derived_id(tenant: Option<&str>, bytes: &[u8], mode: FlowMode) -> String 
 
 /// Whether a job id is usable: it goes into recharge keys and URLs.
 pub fn valid_id(id: &str) -> bool {
-    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -193,7 +195,7 @@ pub async fn run(
     drop(earlier);
 
     // Results are recorded by one task, as many per transaction as have ended meanwhile.
-    let (tx, rx) = mpsc::channel::<BatchLine>(1024);
+    let (tx, rx) = mpsc::channel::<Ended>(1024);
     let recorder = tokio::spawn(record(store.clone(), id.clone(), rx));
     let limiter = options
         .rate
@@ -224,7 +226,7 @@ pub async fn run(
         .buffer_unordered(options.concurrency.max(1));
     // A line reads the flag when its turn to start comes: after a stop the rest end at once, unrun.
     while let Some(next) = results.next().await {
-        let Some((line, took)) = next else {
+        let Some((Ended { line, run }, took)) = next else {
             summary.not_run += 1;
             continue;
         };
@@ -235,7 +237,7 @@ pub async fn run(
         on_line(&line, Some(took));
         if line.status != ERROR {
             // The recorder only stops when the channel closes.
-            let _ = tx.send(line).await;
+            let _ = tx.send(Ended { line, run }).await;
         }
     }
     summary.elapsed = started.elapsed();
@@ -247,53 +249,72 @@ pub async fn run(
     Ok(summary)
 }
 
-/// Records ended lines in groups; returns how many could not be recorded.
-async fn record(store: Arc<dyn crate::store::Store>, id: String, mut rx: mpsc::Receiver<BatchLine>) -> usize {
+/// A line that ended, with its flow run when it ran one.
+struct Ended {
+    line: BatchLine,
+    run: Option<FlowRunRecord>,
+}
+
+/// Records ended lines with their runs, as many per transaction as ended meanwhile (one commit for
+/// many flows: a commit per flow would make the disk's sync the batch's pace). Returns how many lines
+/// could not be recorded.
+async fn record(store: Arc<dyn crate::store::Store>, id: String, mut rx: mpsc::Receiver<Ended>) -> usize {
     let mut lost = 0;
     let mut buf = Vec::with_capacity(512);
     while rx.recv_many(&mut buf, 512).await > 0 {
-        if let Err(e) = store.save_batch_lines(&id, &buf, Utc::now()).await {
-            tracing::error!(job = %id, lines = buf.len(), error = %e, "batch results could not be recorded");
-            lost += buf.len();
+        let (lines, runs): (Vec<BatchLine>, Vec<Option<FlowRunRecord>>) =
+            buf.drain(..).map(|e| (e.line, e.run)).unzip();
+        let runs: Vec<FlowRunRecord> = runs.into_iter().flatten().collect();
+        if let Err(e) = store.save_batch_lines(&id, &lines, &runs, Utc::now()).await {
+            tracing::error!(job = %id, lines = lines.len(), error = %e, "batch results could not be recorded");
+            lost += lines.len();
         }
-        buf.clear();
     }
     lost
 }
 
 /// One line: its flow run, or why it did not run.
-async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMode) -> BatchLine {
+async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMode) -> Ended {
     let text = match &line.input {
         Ok(text) => text,
         Err(why) => return invalid(line.line, why),
     };
-    match service.run_flow_as(text, mode).await {
-        Ok((output, _)) => {
+    match service.run_flow_unrecorded(text, mode).await {
+        Ok((output, run)) => {
             let status = output.status.as_str();
             let resultado = scrub(output.resultado);
-            BatchLine {
-                line: line.line,
-                status: status.to_owned(),
-                result: json!({"line": line.line, "execucao_id": output.execucao_id, "status": status, "resultado": resultado}),
+            Ended {
+                line: BatchLine {
+                    line: line.line,
+                    status: status.to_owned(),
+                    result: json!({"line": line.line, "execucao_id": output.execucao_id, "status": status, "resultado": resultado}),
+                },
+                run: Some(run),
             }
         }
         Err(ServiceError::Flow(FlowError::Input(e))) => invalid(line.line, &e.to_string()),
         Err(e) => {
             tracing::error!(line = line.line, error = %e, "batch line could not run");
-            BatchLine {
-                line: line.line,
-                status: ERROR.into(),
-                result: json!({"line": line.line, "status": ERROR, "error": format!("a linha não pôde rodar: {e}")}),
+            Ended {
+                line: BatchLine {
+                    line: line.line,
+                    status: ERROR.into(),
+                    result: json!({"line": line.line, "status": ERROR, "error": format!("a linha não pôde rodar: {e}")}),
+                },
+                run: None,
             }
         }
     }
 }
 
-fn invalid(line: i64, why: &str) -> BatchLine {
-    BatchLine {
-        line,
-        status: INVALID.into(),
-        result: json!({"line": line, "status": INVALID, "error": why}),
+fn invalid(line: i64, why: &str) -> Ended {
+    Ended {
+        line: BatchLine {
+            line,
+            status: INVALID.into(),
+            result: json!({"line": line, "status": INVALID, "error": why}),
+        },
+        run: None,
     }
 }
 

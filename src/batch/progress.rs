@@ -158,6 +158,9 @@ mod tests {
         assert!(text.contains("7 de 10 linhas"), "{text}");
         assert!(text.contains("concluido 6 · falhou 1"), "{text}");
         assert!(text.contains("50 fluxos/s"), "{text}");
-        assert!(text.contains("interrompido: 3 linhas") && text.contains("--job j"), "{text}");
+        assert!(
+            text.contains("interrompido: 3 linhas") && text.contains("--job j"),
+            "{text}"
+        );
     }
 }

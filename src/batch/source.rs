@@ -124,10 +124,11 @@ fn jsonl(bytes: &[u8], defaults: &LineDefaults) -> Vec<SourceLine> {
                 .and_then(|text| {
                     let chars = text.chars().count();
                     if chars > MAX_INPUT_CHARS {
-                        return Err(format!("linha com {chars} caracteres: o limite é {MAX_INPUT_CHARS}"));
+                        return Err(format!(
+                            "linha com {chars} caracteres: o limite é {MAX_INPUT_CHARS}"
+                        ));
                     }
-                    serde_json::from_str::<Value>(text)
-                        .map_err(|e| format!("a linha não é JSON válido: {e}"))
+                    serde_json::from_str::<Value>(text).map_err(|e| format!("a linha não é JSON válido: {e}"))
                 })
                 .and_then(|value| finish(value, line, defaults));
             SourceLine { line, input }
@@ -184,21 +185,25 @@ fn csv_error(e: &::csv::Error) -> String {
 fn row(headers: &[String], record: &::csv::ByteRecord) -> Result<Value, String> {
     let mut get = std::collections::HashMap::new();
     for (name, raw) in headers.iter().zip(record.iter()) {
-        let text = std::str::from_utf8(raw)
-            .map_err(|_| format!("o campo {name} não é texto UTF-8 válido"))?;
+        let text =
+            std::str::from_utf8(raw).map_err(|_| format!("o campo {name} não é texto UTF-8 válido"))?;
         if !text.is_empty() {
             get.insert(name.as_str(), text);
         }
     }
     let mut input = Map::new();
-    input.insert("cartao".into(), json!(get.get("cartao").copied().unwrap_or_default()));
+    input.insert(
+        "cartao".into(),
+        json!(get.get("cartao").copied().unwrap_or_default()),
+    );
     for field in ["tenant_id", "origem"] {
         if let Some(v) = get.get(field) {
             input.insert(field.into(), json!(v));
         }
     }
     if let Some(raw) = get.get("valor") {
-        let valor = parse_money(raw).ok_or_else(|| "campo inválido valor: não é um valor em dinheiro".to_owned())?;
+        let valor =
+            parse_money(raw).ok_or_else(|| "campo inválido valor: não é um valor em dinheiro".to_owned())?;
         let mut meio = json!({"tipo": get.get("meio_pagamento").copied().unwrap_or_default()});
         if let Some(token) = get.get("token") {
             meio["token"] = json!(token);
@@ -266,7 +271,10 @@ mod tests {
     #[test]
     fn format_from_name_then_content() {
         assert_eq!(Format::detect(Some(Path::new("a.CSV")), b"{"), Format::Csv);
-        assert_eq!(Format::detect(Some(Path::new("a.jsonl")), b"cartao"), Format::Jsonl);
+        assert_eq!(
+            Format::detect(Some(Path::new("a.jsonl")), b"cartao"),
+            Format::Jsonl
+        );
         assert_eq!(Format::detect(None, b"\n  {\"cartao\": 1}"), Format::Jsonl);
         assert_eq!(Format::detect(None, b"cartao,valor\n"), Format::Csv);
     }
@@ -305,9 +313,15 @@ mod tests {
         let v: Value = serde_json::from_str(lines[0].input.as_ref().expect("ok")).expect("json");
         assert_eq!(v["cartao"], "1111 1111-11");
         assert_eq!(v["recarga"]["valor"], 50.0);
-        assert_eq!(v["recarga"]["meio_pagamento"], json!({"tipo": "pix", "token": "tok_1"}));
+        assert_eq!(
+            v["recarga"]["meio_pagamento"],
+            json!({"tipo": "pix", "token": "tok_1"})
+        );
         assert_eq!(v["recarga"]["idempotency_key"], "lote:j1:1");
-        assert_eq!(v["preferencias"], json!({"canais": ["whatsapp", "app"], "idioma": "en"}));
+        assert_eq!(
+            v["preferencias"],
+            json!({"canais": ["whatsapp", "app"], "idioma": "en"})
+        );
         assert_eq!(v["destinatario"]["id"], "u-1");
         assert!(v.get("cpf").is_none());
         let balance_only: Value = serde_json::from_str(lines[1].input.as_ref().expect("ok")).expect("json");

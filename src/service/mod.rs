@@ -31,7 +31,7 @@ use crate::engine::{
 use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
-use crate::store::{Store, StoreError, TurnRecord, UsageRecord};
+use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
@@ -447,23 +447,36 @@ impl ConversationService {
     /// [`Self::run_flow`], all ten stages or a dry run.
     pub async fn run_flow_as(&self, text: &str, mode: FlowMode) -> Result<(FlowOutput, bool), ServiceError> {
         let prepared = crate::flow::prepare(&self.engine, text)?;
-        let conv = prepared.conversation.clone();
-        let scope = Scope::of(&conv);
-        let span = spans::turn(&scope, "flow", &prepared.text);
-        let result = spans::in_trace(&span, &scope, self.run_prepared_flow(prepared, mode)).await;
-        match &result {
-            Ok((output, _)) => {
-                spans::output(
-                    &span,
-                    || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}),
-                );
-                if output.status == crate::flow::FlowStatus::Falhou {
-                    spans::failed(&span, "o fluxo falhou");
-                }
-            }
-            Err(e) => spans::failed(&span, &e.to_string()),
-        }
-        result
+        let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
+        flow_traced(&conv, &text, self.run_prepared_flow(prepared, mode), |(o, _)| o).await
+    }
+
+    /// A batch line's flow: run and traced as [`Self::run_flow_as`], stored by the caller — a batch
+    /// records its ended lines with their runs in groups, one transaction for many flows, and its
+    /// lines' recharge keys are fixed by job and line, so no per-flow record is needed before the run.
+    pub async fn run_flow_unrecorded(
+        &self,
+        text: &str,
+        mode: FlowMode,
+    ) -> Result<(FlowOutput, FlowRunRecord), ServiceError> {
+        let PreparedFlow {
+            mut conversation,
+            input,
+            text,
+        } = crate::flow::prepare(&self.engine, text)?;
+        let conv = conversation.clone();
+        let run = async {
+            let execucao_id = self.engine.next_id("exec");
+            let now = self.engine.now();
+            let outcome = self
+                .engine
+                .run_turn_as(&mut conversation, &text, mode.start(), execucao_id)
+                .await?;
+            let output = flow_output(&outcome);
+            let record = crate::flow::record(&output, input, None, now);
+            Ok((output, record))
+        };
+        flow_traced(&conv, &text, run, |(o, _)| o).await
     }
 
     async fn run_prepared_flow(
@@ -518,6 +531,33 @@ impl ConversationService {
         let persisted = self.persist(record).instrument(commit).await;
         Ok((output, persisted))
     }
+}
+
+/// Runs a flow as its own trace: accept, run (the stages), commit; the status and result are the
+/// trace's output, a failed flow its status.
+async fn flow_traced<T>(
+    conv: &Conversation,
+    text: &str,
+    run: impl std::future::Future<Output = Result<T, ServiceError>>,
+    output_of: impl Fn(&T) -> &FlowOutput,
+) -> Result<T, ServiceError> {
+    let scope = Scope::of(conv);
+    let span = spans::turn(&scope, "flow", text);
+    let result = spans::in_trace(&span, &scope, run).await;
+    match &result {
+        Ok(t) => {
+            let output = output_of(t);
+            spans::output(
+                &span,
+                || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}),
+            );
+            if output.status == crate::flow::FlowStatus::Falhou {
+                spans::failed(&span, "o fluxo falhou");
+            }
+        }
+        Err(e) => spans::failed(&span, &e.to_string()),
+    }
+    result
 }
 
 /// Runs a message's turn as its own trace; the replies become the trace's output, an error its

@@ -494,9 +494,15 @@ pub trait Store: Send + Sync {
     /// caller checks that a rerun is of the same input).
     async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError>;
     async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError>;
-    /// Records lines that ended, in one transaction (a line recorded again is replaced).
-    async fn save_batch_lines(&self, job_id: &str, lines: &[BatchLine], now: DateTime<Utc>)
-    -> Result<(), StoreError>;
+    /// Records lines that ended with their flow runs, in one transaction (a line recorded again is
+    /// replaced).
+    async fn save_batch_lines(
+        &self,
+        job_id: &str,
+        lines: &[BatchLine],
+        runs: &[FlowRunRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
     /// The job's recorded lines, by line number.
     async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
     /// How many recorded lines the job has per status.

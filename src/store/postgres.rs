@@ -19,10 +19,10 @@ use vt_actions::journal::RechargeAttempt;
 use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
-    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
-    IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store,
-    StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES,
-    UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut,
+    IdempotencyRecord, IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus,
+    RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord,
+    UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -1057,9 +1057,13 @@ impl Store for PgStore {
         &self,
         job_id: &str,
         lines: &[BatchLine],
+        runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
+        for run in runs {
+            Self::insert_flow_run(&mut tx, run, now).await?;
+        }
         for l in lines {
             sqlx::query(
                 "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES ($1, $2, $3, $4, $5) \
@@ -1079,10 +1083,11 @@ impl Store for PgStore {
     }
 
     async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError> {
-        let rows = sqlx::query("SELECT line, status, result FROM batch_lines WHERE job_id = $1 ORDER BY line")
-            .bind(job_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT line, status, result FROM batch_lines WHERE job_id = $1 ORDER BY line")
+                .bind(job_id)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|row| {
                 Ok(BatchLine {

@@ -18,10 +18,10 @@ use vt_actions::journal::RechargeAttempt;
 use super::Existing;
 use super::locks::FileLocks;
 use super::{
-    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord,
-    IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store,
-    StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES,
-    UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut,
+    IdempotencyRecord, IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus,
+    RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord,
+    UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -1096,9 +1096,13 @@ impl Store for SqliteStore {
         &self,
         job_id: &str,
         lines: &[BatchLine],
+        runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
+        for run in runs {
+            Self::insert_flow_run(&mut tx, run, now).await?;
+        }
         for l in lines {
             sqlx::query(
                 "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES (?, ?, ?, ?, ?) \

@@ -45,7 +45,9 @@ fn results(stdout: &[u8]) -> BTreeMap<i64, Value> {
 }
 
 fn recharge(card: &str) -> String {
-    format!(r#"{{"cartao": "{card}", "recarga": {{"valor": 50, "meio_pagamento": {{"tipo": "pix", "token": "tok_segredo"}}}}}}"#)
+    format!(
+        r#"{{"cartao": "{card}", "recarga": {{"valor": 50, "meio_pagamento": {{"tipo": "pix", "token": "tok_segredo"}}}}}}"#
+    )
 }
 
 /// Recharges actually charged per card.
@@ -60,14 +62,14 @@ async fn every_line_gets_a_result_and_a_bad_line_never_stops_the_batch() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("lote.jsonl");
     let input = [
-        recharge("2000000001"),                                 // 1 concluido
-        r#"{"cartao": "1111111111"}"#.into(),                   // 2 balance only, low: concluido
-        "{\"cartao\": ".into(),                                 // 3 not JSON
-        String::new(),                                          // 4 blank: skipped
-        recharge("6666666666"),                                 // 5 recharge pending
+        recharge("2000000001"),               // 1 concluido
+        r#"{"cartao": "1111111111"}"#.into(), // 2 balance only, low: concluido
+        "{\"cartao\": ".into(),               // 3 not JSON
+        String::new(),                        // 4 blank: skipped
+        recharge("6666666666"),               // 5 recharge pending
         r#"{"cartao": "2000000002", "recarga": {"valor": 5000, "meio_pagamento": {"tipo": "pix"}}}"#.into(), // 6 over the limit
-        r#"{"cartao": {"x": 1}}"#.into(),                       // 7 wrong type
-        recharge("7777777777"),                                 // 8 denied
+        r#"{"cartao": {"x": 1}}"#.into(), // 7 wrong type
+        recharge("7777777777"),           // 8 denied
     ]
     .join("\n");
     std::fs::write(&file, &input).expect("write");
@@ -88,8 +90,17 @@ async fn every_line_gets_a_result_and_a_bad_line_never_stops_the_batch() {
     assert_eq!(status(7), "invalida");
     assert_eq!(status(8), "falhou");
     assert!(by_line[&3]["error"].as_str().unwrap_or_default().contains("JSON"));
-    assert!(by_line[&7]["error"].as_str().unwrap_or_default().contains("cartao"));
-    assert!(by_line[&1]["execucao_id"].as_str().is_some_and(|id| id.starts_with("exec")));
+    assert!(
+        by_line[&7]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cartao")
+    );
+    assert!(
+        by_line[&1]["execucao_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("exec"))
+    );
     assert!(by_line[&1]["resultado"].is_object());
     assert!(
         stderr.contains("7 de 7 linhas") && stderr.contains("concluido 2") && stderr.contains("invalida 2"),
@@ -98,10 +109,17 @@ async fn every_line_gets_a_result_and_a_bad_line_never_stops_the_batch() {
     assert!(stderr.contains("fluxos/s") && stderr.contains("p99"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     for secret in ["2000000001", "6666666666", "tok_segredo"] {
-        assert!(!stdout.contains(secret) && !stderr.contains(secret), "{secret} leaked");
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{secret} leaked"
+        );
     }
     assert_eq!(sim.simulator.charges("2000000001"), 1);
-    assert_eq!(sim.simulator.charges("2000000002"), 0, "over the limit: never sent");
+    assert_eq!(
+        sim.simulator.charges("2000000002"),
+        0,
+        "over the limit: never sent"
+    );
 
     // The same file again is the same job: nothing runs, every result comes back from the store.
     let before = sim.simulator.ledger().len();
@@ -111,7 +129,11 @@ async fn every_line_gets_a_result_and_a_bad_line_never_stops_the_batch() {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(results(&out.stdout).keys().copied().collect::<Vec<_>>(), lines);
     assert!(String::from_utf8_lossy(&out.stderr).contains("7 já estavam"));
-    assert_eq!(sim.simulator.ledger().len(), before, "no request reached the systems");
+    assert_eq!(
+        sim.simulator.ledger().len(),
+        before,
+        "no request reached the systems"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +155,10 @@ async fn a_batch_killed_mid_way_finishes_on_rerun_and_charges_each_line_once() {
         .expect("spawn");
     let started = Instant::now();
     while charged(&sim, &cards).iter().sum::<usize>() < 15 {
-        assert!(started.elapsed() < Duration::from_secs(30), "the batch never got going");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the batch never got going"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     child.kill().expect("kill -9");
@@ -150,7 +175,11 @@ async fn a_batch_killed_mid_way_finishes_on_rerun_and_charges_each_line_once() {
     let by_line = results(&out.stdout);
     assert_eq!(by_line.len(), 60, "every line once, earlier ones included");
     assert!(by_line.values().all(|v| v["status"] == "concluido"));
-    assert_eq!(charged(&sim, &cards), vec![1; 60], "each card charged exactly once");
+    assert_eq!(
+        charged(&sim, &cards),
+        vec![1; 60],
+        "each card charged exactly once"
+    );
     // Lines that were in flight at the kill were sent again with the same key, and answered from the
     // recharge system's idempotency store.
     let mut keys = HashSet::new();
@@ -186,14 +215,27 @@ async fn csv_rows_map_to_flow_inputs_and_a_dry_run_charges_nothing() {
     assert_eq!(by_line.len(), 2);
     // Line 1 stops at RF6 with the prepared recharge; line 2 asked no recharge.
     assert_eq!(by_line[&1]["resultado"]["body"]["valor"], 50.0, "{}", by_line[&1]);
-    assert_eq!(sim.simulator.charges("2000000003"), 0, "a dry run charges nothing");
+    assert_eq!(
+        sim.simulator.charges("2000000003"),
+        0,
+        "a dry run charges nothing"
+    );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("123.456.789-00"));
 
     let mut real = vt_agent(&data, &sim);
     real.arg("batch").arg(&file);
     let out = output(real).await;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(results(&out.stdout).len(), 2, "a dry run is another job: every line runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        results(&out.stdout).len(),
+        2,
+        "a dry run is another job: every line runs"
+    );
     assert_eq!(sim.simulator.charges("2000000003"), 1);
     assert_eq!(sim.simulator.charges("2000000004"), 0);
 }
@@ -218,12 +260,23 @@ async fn unreadable_input_and_a_job_id_reused_for_other_input_exit_2() {
     let first = run(vec!["batch".into(), "--job".into(), "mensal".into(), s(&a)]).await;
     assert_eq!(first.status.code(), Some(0));
     for (args, says) in [
-        (vec!["batch".into(), "--job".into(), "mensal".into(), s(&b)], "outra entrada"),
-        (vec!["batch".into(), s(&dir.path().join("nao-existe.jsonl"))], "não foi possível ler"),
+        (
+            vec!["batch".into(), "--job".into(), "mensal".into(), s(&b)],
+            "outra entrada",
+        ),
+        (
+            vec!["batch".into(), s(&dir.path().join("nao-existe.jsonl"))],
+            "não foi possível ler",
+        ),
         (vec!["batch".into(), s(&empty)], "vazia"),
         (vec!["batch".into(), "--job".into(), "a:b".into(), s(&a)], "--job"),
         (
-            vec!["batch".into(), "--politicas".into(), r#"{"valor_min": "x"}"#.into(), s(&a)],
+            vec![
+                "batch".into(),
+                "--politicas".into(),
+                r#"{"valor_min": "x"}"#.into(),
+                s(&a),
+            ],
             "valor_min",
         ),
     ] {
@@ -233,7 +286,11 @@ async fn unreadable_input_and_a_job_id_reused_for_other_input_exit_2() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty());
     }
-    assert_eq!(sim.simulator.charges("2000000006"), 0, "the refused job ran nothing");
+    assert_eq!(
+        sim.simulator.charges("2000000006"),
+        0,
+        "the refused job ran nothing"
+    );
 }
 
 const CLIENT_A: &str = "chave-cliente-a-123456";
@@ -270,7 +327,12 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
     );
     let state = vt_agent::http::AppState::new(chat.service.clone(), config()).with_batches(background);
     let s = crate::support::serve_state(chat.clone(), state).await;
-    let body = [recharge("2000000007"), "nao e json".into(), r#"{"cartao": "1111111111"}"#.into()].join("\n");
+    let body = [
+        recharge("2000000007"),
+        "nao e json".into(),
+        r#"{"cartao": "1111111111"}"#.into(),
+    ]
+    .join("\n");
     let post = |key: Option<&'static str>, query: &'static str, body: String| {
         let mut r = s.client.post(format!("{}/v1/batches{query}", s.url)).body(body);
         if let Some(k) = key {
@@ -319,8 +381,16 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
     assert_eq!(chat.sim.charges("2000000007"), 1);
 
     // Another tenant does not see it; bad requests say what is wrong.
-    assert_eq!(s.get(&format!("/v1/batches/{id}"), Some(CLIENT_B)).await.status(), 404);
-    assert_eq!(s.get(&format!("/v1/batches/{id}/results"), Some(CLIENT_B)).await.status(), 404);
+    assert_eq!(
+        s.get(&format!("/v1/batches/{id}"), Some(CLIENT_B)).await.status(),
+        404
+    );
+    assert_eq!(
+        s.get(&format!("/v1/batches/{id}/results"), Some(CLIENT_B))
+            .await
+            .status(),
+        404
+    );
     assert_eq!(s.get("/v1/batches/nada", Some(CLIENT_A)).await.status(), 404);
     assert_eq!(post(None, "", body.clone()).await.expect("post").status(), 401);
     let empty = post(Some(CLIENT_A), "", "\n".into()).await.expect("post");

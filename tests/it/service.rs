@@ -474,7 +474,10 @@ impl Store for Flaky {
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await
     }
-    async fn open_batch(&self, j: &vt_agent::store::BatchJob) -> Result<vt_agent::store::BatchJob, StoreError> {
+    async fn open_batch(
+        &self,
+        j: &vt_agent::store::BatchJob,
+    ) -> Result<vt_agent::store::BatchJob, StoreError> {
         self.inner.open_batch(j).await
     }
     async fn batch(&self, id: &str) -> Result<Option<vt_agent::store::BatchJob>, StoreError> {
@@ -484,9 +487,10 @@ impl Store for Flaky {
         &self,
         j: &str,
         l: &[vt_agent::store::BatchLine],
+        r: &[vt_agent::store::FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.inner.save_batch_lines(j, l, now).await
+        self.inner.save_batch_lines(j, l, r, now).await
     }
     async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::store::BatchLine>, StoreError> {
         self.inner.batch_lines(j).await
