@@ -199,19 +199,20 @@ pub async fn run(
     let recorder = tokio::spawn(record(store.clone(), id.clone(), rx));
     let limiter = options
         .rate
-        .map(|r| governor::RateLimiter::direct(governor::Quota::per_second(r)));
+        .map(|r| Arc::new(governor::RateLimiter::direct(governor::Quota::per_second(r))));
     let started = Instant::now();
-    // Owned lines: a stream over borrowed ones makes the future not provably `Send` to `tokio::spawn`.
     let todo: Vec<SourceLine> = job
         .lines
         .iter()
         .filter(|l| !done.contains(&l.line))
         .cloned()
         .collect();
+    // Each line is a task of its own, so the runtime spreads the flows over its threads (in one
+    // stream they would all be polled by the task running the job).
     let mut results = futures::stream::iter(todo)
         .map(|line: SourceLine| {
-            let (limiter, stop) = (limiter.as_ref(), stop.clone());
-            async move {
+            let (service, limiter, stop) = (service.clone(), limiter.clone(), stop.clone());
+            tokio::spawn(async move {
                 if let Some(limiter) = limiter {
                     limiter.until_ready().await;
                 }
@@ -219,11 +220,12 @@ pub async fn run(
                     return None;
                 }
                 let t = Instant::now();
-                let result = run_line(service, &line, options.mode).await;
+                let result = run_line(&service, &line, options.mode).await;
                 Some((result, t.elapsed()))
-            }
+            })
         })
-        .buffer_unordered(options.concurrency.max(1));
+        .buffer_unordered(options.concurrency.max(1))
+        .map(|joined| joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())));
     // A line reads the flag when its turn to start comes: after a stop the rest end at once, unrun.
     while let Some(next) = results.next().await {
         let Some((Ended { line, run }, took)) = next else {

@@ -16,6 +16,7 @@ use serde_json::Value;
 use vt_actions::journal::RechargeAttempt;
 
 use super::Existing;
+use super::attempts::{Attempts, Write};
 use super::locks::FileLocks;
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut,
@@ -36,6 +37,8 @@ pub struct SqliteStore {
     locks: LocalLocks,
     /// Cross-process turn locks; `None` in memory (one process by definition).
     files: Option<FileLocks>,
+    /// Recharge attempts, committed in groups on `writer`.
+    attempts: Attempts,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -117,6 +120,7 @@ impl SqliteStore {
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
         let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
         Ok(Self {
+            attempts: Attempts::start(writer.clone()),
             pool,
             writer,
             locks: LocalLocks::default(),
@@ -976,26 +980,7 @@ impl Store for SqliteStore {
     }
 
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
-                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
-             ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
-                 execucao_id = excluded.execucao_id, updated_at = excluded.updated_at",
-        )
-        .bind(&a.idempotency_key)
-        .bind(&a.fingerprint)
-        .bind(&a.scope)
-        .bind(&a.origin)
-        .bind(&a.execucao_id)
-        .bind(&a.cartao_mascarado)
-        .bind(a.valor.to_string())
-        .bind(&a.moeda)
-        .bind(UNKNOWN_RECHARGE_STATUSES[0])
-        .bind(ms(now))
-        .bind(ms(now))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.attempts.write(Write::Begin(Box::new(a.clone()), now)).await
     }
 
     async fn resolve_recharge(
@@ -1004,13 +989,13 @@ impl Store for SqliteStore {
         status: &str,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE recharge_attempts SET status = ?, updated_at = ? WHERE idempotency_key = ?")
-            .bind(status)
-            .bind(ms(now))
-            .bind(idempotency_key)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        self.attempts
+            .write(Write::Resolve {
+                key: idempotency_key.to_owned(),
+                status: status.to_owned(),
+                now,
+            })
+            .await
     }
 
     async fn unresolved_recharge(

@@ -1,0 +1,105 @@
+//! Group commit of recharge attempts on SQLite. Each attempt must be on disk before its recharge is
+//! sent, and SQLite has one writing connection per process: one transaction (one sync of the WAL) per
+//! attempt made the disk's sync time the pace of every flow in the process. Here the writes that wait
+//! while a transaction commits go together in the next one; each caller still returns only after the
+//! transaction holding its write has committed. A group that fails is retried write by write, so one
+//! bad write fails alone.
+
+use chrono::{DateTime, Utc};
+use sqlx::SqlitePool;
+use tokio::sync::{mpsc, oneshot};
+use vt_actions::journal::RechargeAttempt;
+
+use super::{StoreError, UNKNOWN_RECHARGE_STATUSES};
+
+/// Writes waiting at most, per transaction.
+const GROUP: usize = 256;
+
+pub(super) enum Write {
+    Begin(Box<RechargeAttempt>, DateTime<Utc>),
+    Resolve {
+        key: String,
+        status: String,
+        now: DateTime<Utc>,
+    },
+}
+
+type Request = (Write, oneshot::Sender<Result<(), StoreError>>);
+
+/// The handle writers use; the committing task ends when the last handle goes.
+#[derive(Clone)]
+pub(super) struct Attempts {
+    tx: mpsc::Sender<Request>,
+}
+
+impl Attempts {
+    pub(super) fn start(writer: SqlitePool) -> Self {
+        let (tx, rx) = mpsc::channel(4 * GROUP);
+        tokio::spawn(commit_loop(writer, rx));
+        Self { tx }
+    }
+
+    /// Returns once `write` is committed.
+    pub(super) async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let (done, committed) = oneshot::channel();
+        let gone = || StoreError::Invalid("the recharge-attempt writer stopped".into());
+        self.tx.send((write, done)).await.map_err(|_| gone())?;
+        committed.await.map_err(|_| gone())?
+    }
+}
+
+async fn commit_loop(writer: SqlitePool, mut rx: mpsc::Receiver<Request>) {
+    let mut group: Vec<Request> = Vec::with_capacity(GROUP);
+    while rx.recv_many(&mut group, GROUP).await > 0 {
+        if commit(&writer, group.iter().map(|(w, _)| w)).await.is_ok() {
+            for (_, done) in group.drain(..) {
+                let _ = done.send(Ok(()));
+            }
+        } else {
+            for (write, done) in group.drain(..) {
+                let _ = done.send(commit(&writer, std::iter::once(&write)).await);
+            }
+        }
+    }
+}
+
+async fn commit(writer: &SqlitePool, writes: impl Iterator<Item = &Write>) -> Result<(), StoreError> {
+    let mut tx = writer.begin().await?;
+    for write in writes {
+        match write {
+            Write::Begin(a, now) => {
+                sqlx::query(
+                    "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                         valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+                     ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
+                         execucao_id = excluded.execucao_id, updated_at = excluded.updated_at",
+                )
+                .bind(&a.idempotency_key)
+                .bind(&a.fingerprint)
+                .bind(&a.scope)
+                .bind(&a.origin)
+                .bind(&a.execucao_id)
+                .bind(&a.cartao_mascarado)
+                .bind(a.valor.to_string())
+                .bind(&a.moeda)
+                .bind(UNKNOWN_RECHARGE_STATUSES[0])
+                .bind(now.timestamp_millis())
+                .bind(now.timestamp_millis())
+                .execute(&mut *tx)
+                .await?;
+            }
+            Write::Resolve { key, status, now } => {
+                sqlx::query(
+                    "UPDATE recharge_attempts SET status = ?, updated_at = ? WHERE idempotency_key = ?",
+                )
+                .bind(status)
+                .bind(now.timestamp_millis())
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
