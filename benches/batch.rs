@@ -27,9 +27,14 @@ async fn main() {
     let lines = env("VT_BENCH_BATCH_LINES", 4000);
     let concurrency = env("VT_BENCH_BATCH_CONCURRENCY", 64);
     let data = tempfile::tempdir().expect("tmp");
-    let mut config = Config::default();
-    config.data_dir = data.path().to_owned();
-    config.simulator.notifications_per_second = Some(u32::MAX);
+    let config = Config {
+        data_dir: data.path().to_owned(),
+        simulator: vt_agent::config::SimulatorSettings {
+            notifications_per_second: Some(u32::MAX),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let input: String = (0..lines)
         .map(|i| {
             format!(

@@ -19,6 +19,10 @@ pub fn cpu() -> Duration {
 }
 
 /// The simulator on loopback, without its notification rate limit (it would be what gets measured).
+#[allow(
+    dead_code,
+    reason = "each bench compiles this module and not every one serves its own simulator"
+)]
 pub async fn simulator() -> RunningSimulator {
     Simulator::new(SimulatorConfig {
         notifications_per_second: u32::MAX,
