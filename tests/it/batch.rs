@@ -400,3 +400,125 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
     let err: Value = bad.json().await.expect("json");
     assert_eq!(err["error"]["field"], "concurrency", "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_after_the_flows_in_flight_and_the_rerun_finishes_the_job() {
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("lote.jsonl");
+    let cards: Vec<String> = (0..60).map(|i| format!("20000002{i:02}")).collect();
+    let input: Vec<String> = cards.iter().map(|c| recharge(c)).collect();
+    std::fs::write(&file, input.join("\n")).expect("write");
+    let child = vt_agent(&data, &sim)
+        .args(["batch", "--concurrency", "4", "--rate", "30"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    while charged(&sim, &cards).iter().sum::<usize>() < 10 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the batch never got going"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let interrupt = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupt.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "stopped early: {stderr}");
+    assert!(
+        stderr.contains("parando") && stderr.contains("interrompido"),
+        "{stderr}"
+    );
+    let first = results(&out.stdout);
+    assert!(first.len() < 60, "stopped before the end");
+    // Every flow that was sent before the stop ended and was reported: none was cut in half.
+    let charged_now = charged(&sim, &cards).iter().sum::<usize>();
+    assert_eq!(first.len(), charged_now, "each charged line has its result");
+
+    let mut rerun = vt_agent(&data, &sim);
+    rerun.arg("batch").arg(&file);
+    let out = output(rerun).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(results(&out.stdout).len(), 60);
+    assert_eq!(
+        charged(&sim, &cards),
+        vec![1; 60],
+        "each card charged exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_resumes_a_batch_a_stop_interrupted() {
+    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let chat = Arc::new(
+        crate::support::chat_harness_on(store.clone(), None, vt_actions::tools::VtSettings::default()).await,
+    );
+    let body = (0..5)
+        .map(|i| recharge(&format!("20000003{i:02}")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    // A job as a stopped server left it: on record with its input, its first two lines ended.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let first = vt_agent::batch::background::Background::new(
+        chat.service.clone(),
+        vt_actions::vt::input::Politicas::default(),
+        stop_rx,
+    );
+    stop_tx.send(true).expect("stop");
+    let job = first
+        .submit(vt_agent::batch::background::Submission {
+            tenant_id: "empresa-a".into(),
+            text: body.clone(),
+            options: vt_agent::batch::Options::default(),
+        })
+        .await
+        .expect("submit");
+    first.wait().await;
+    assert!(
+        store.batch_lines(&job.id).await.expect("lines").is_empty(),
+        "a stopped job starts no line"
+    );
+    assert_eq!(store.unfinished_batches().await.expect("unfinished").len(), 1);
+
+    let (_go, running) = tokio::sync::watch::channel(false);
+    let second = vt_agent::batch::background::Background::new(
+        chat.service.clone(),
+        vt_actions::vt::input::Politicas::default(),
+        running,
+    );
+    assert_eq!(second.resume().await, 1);
+    second.wait().await;
+    let lines = store.batch_lines(&job.id).await.expect("lines");
+    assert_eq!(lines.len(), 5);
+    assert!(lines.iter().all(|l| l.status == "concluido"));
+    assert!(
+        store
+            .batch(&job.id)
+            .await
+            .expect("job")
+            .expect("there")
+            .finished_at
+            .is_some()
+    );
+    assert!(store.unfinished_batches().await.expect("unfinished").is_empty());
+    assert_eq!(chat.sim.charges("2000000300"), 1);
+}
