@@ -15,6 +15,10 @@ use vt_agent::batch::{self, LineDefaults, Options};
 use vt_agent::config::Config;
 use vt_agent::flow::FlowMode;
 
+// The allocator the binary uses (`src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()

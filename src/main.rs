@@ -2,6 +2,11 @@
 
 use clap::Parser as _;
 
+// mimalloc instead of glibc's allocator: a third less CPU per flow in a batch (`cargo bench --bench
+// batch`: 2.56 → 1.73 ms), where glibc spent ~15 % of the time in malloc/free and consolidation.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = vt_agent::cli::Cli::parse();
