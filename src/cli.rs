@@ -454,7 +454,8 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     }
     let app = App::start(&config, None).await?;
     let service = std::sync::Arc::new(app.service);
-    let mut state = crate::http::AppState::new(service.clone(), config.http.clone());
+    let mut state =
+        crate::http::AppState::new(service.clone(), config.http.clone()).with_console(&config.console);
     let mut worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
     if let Some(sender) = crate::channels::whatsapp::Sender::new(&config.whatsapp) {
         state = state.with_whatsapp(config.whatsapp.clone());
@@ -495,6 +496,14 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         "chaves de API exigidas"
     };
     eprintln!("vt-agent serve em http://{bound} ({access}). Ctrl-C ou SIGTERM para parar.");
+    eprintln!(
+        "console web em http://{bound}/console{}",
+        if config.console.secret.is_none() {
+            " (sem console.secret: as sessões terminam quando o serve parar)"
+        } else {
+            ""
+        }
+    );
     // Messages acknowledged before a stop and never processed get their turn now; batch jobs a stop
     // interrupted go on.
     let batches = crate::batch::background::Background::new(

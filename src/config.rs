@@ -64,6 +64,8 @@ pub struct Config {
     pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
     /// The Mattermost channel (on when a slash or webhook token is set).
     pub mattermost: crate::channels::mattermost::MattermostConfig,
+    /// The web console at `/console` (session secret, session length).
+    pub console: crate::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
     pub otlp: crate::telemetry::otlp::OtlpConfig,
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
@@ -98,6 +100,7 @@ impl Default for Config {
             http: crate::http::HttpConfig::default(),
             whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
+            console: crate::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
             otlp_target: None,
         }
@@ -328,6 +331,9 @@ impl Config {
                 *field = Some(v);
             }
         }
+        if let Some(v) = get("VT_CONSOLE_SECRET") {
+            config.console.secret = Some(v);
+        }
         if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
             config.whatsapp.graph_url = v;
         }
@@ -350,6 +356,7 @@ impl Config {
         }
         config.whatsapp.register_secrets();
         config.mattermost.register_secrets();
+        config.console.register_secrets();
         Ok(config)
     }
 
@@ -400,6 +407,9 @@ impl Config {
             return invalid(field, message);
         }
         if let Err((field, message)) = self.mattermost.validate() {
+            return invalid(field, message);
+        }
+        if let Err((field, message)) = self.console.validate() {
             return invalid(field, message);
         }
         Ok(())

@@ -29,3 +29,4 @@ pub mod telemetry;
 pub mod runs;
 pub mod transcript;
 pub mod usage;
+pub mod console;

@@ -46,6 +46,18 @@ pub struct Caller {
     pub role: Role,
 }
 
+/// The caller's name in open mode.
+const LOCAL: &str = "local";
+
+/// Everyone is this administrator when no key is configured (and `serve` listens on loopback only).
+fn local() -> Caller {
+    Caller {
+        name: LOCAL.into(),
+        tenant: DEFAULT_TENANT.into(),
+        role: Role::Admin,
+    }
+}
+
 /// The configured keys, by hash.
 #[derive(Debug, Clone, Default)]
 pub struct ApiKeys {
@@ -79,14 +91,23 @@ impl ApiKeys {
         self.by_hash.is_empty()
     }
 
+    /// The caller of the key named `name` (the console's sessions name their key); `local` in open mode.
+    pub fn by_name(&self, name: &str) -> Option<Caller> {
+        if self.is_open() {
+            return (name == LOCAL).then(local);
+        }
+        self.by_hash.values().find(|c| c.name == name).cloned()
+    }
+
+    /// The caller of an API key typed into the console's sign-in form.
+    pub fn by_key(&self, key: &str) -> Result<Caller, ApiError> {
+        self.caller(Some(&format!("Bearer {}", key.trim())))
+    }
+
     /// The caller a request's `Authorization` header stands for.
     pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
         if self.is_open() {
-            return Ok(Caller {
-                name: "local".into(),
-                tenant: DEFAULT_TENANT.into(),
-                role: Role::Admin,
-            });
+            return Ok(local());
         }
         let key = authorization
             .and_then(|h| h.strip_prefix("Bearer "))

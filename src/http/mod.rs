@@ -120,6 +120,8 @@ pub struct AppState {
     mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
     /// Batch jobs in the background (`/v1/batches`).
     batches: Option<Arc<crate::batch::background::Background>>,
+    /// The web console's keys.
+    pub(crate) console: Arc<crate::console::Console>,
 }
 
 impl AppState {
@@ -135,7 +137,26 @@ impl AppState {
             whatsapp: None,
             mattermost: None,
             batches: None,
+            console: Arc::new(crate::console::Console::new(
+                &crate::console::ConsoleConfig::default(),
+            )),
         }
+    }
+
+    /// The console signs its sessions with `config`'s secret (else a random one of this process's).
+    pub fn with_console(mut self, config: &crate::console::ConsoleConfig) -> Self {
+        self.console = Arc::new(crate::console::Console::new(config));
+        self
+    }
+
+    /// The caller of the configured key named `name`.
+    pub(crate) fn caller_named(&self, name: &str) -> Option<Caller> {
+        self.keys.by_name(name)
+    }
+
+    /// The caller of an API key typed into the console's sign-in form.
+    pub(crate) fn caller_of_key(&self, key: &str) -> Result<Caller, ApiError> {
+        self.keys.by_key(key)
     }
 
     /// Serves the Mattermost routes too; `tenant` is where its users' conversations belong.
@@ -167,7 +188,12 @@ impl AppState {
 
     /// Counts a request against its key's rate.
     fn limit(&self, caller: &Caller) -> Result<(), ApiError> {
-        self.limiter.check_key(&caller.name).map_err(|not_until| {
+        self.limit_named(&caller.name)
+    }
+
+    /// Counts a request against the rate of `name` (a key's name, or the console's sign-in form).
+    pub(crate) fn limit_named(&self, name: &str) -> Result<(), ApiError> {
+        self.limiter.check_key(&name.to_owned()).map_err(|not_until| {
             let wait = not_until.wait_time_from(governor::clock::Clock::now(
                 &governor::clock::DefaultClock::default(),
             ));
@@ -234,6 +260,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/v1/openapi.json", get(ops::openapi))
+        .merge(crate::console::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), log_request))

@@ -15,6 +15,7 @@
 //! so messages are stored in the order they are processed.
 
 mod accept;
+pub mod audit;
 mod commit;
 mod route;
 

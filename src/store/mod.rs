@@ -333,6 +333,35 @@ pub struct BatchLine {
     pub result: Value,
 }
 
+/// What the console's conversation list asks for.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationQuery {
+    /// Only this tenant's conversations (a support agent's); `None`: every tenant's.
+    pub tenant_id: Option<String>,
+    /// Only this channel's (`terminal`, `http`, `mattermost`, `whatsapp`, `console`…).
+    pub channel: Option<String>,
+    /// Part of the conversation's id, of its user's id or login, or of any of its messages
+    /// (case-insensitive).
+    pub text: Option<String>,
+    pub limit: i64,
+}
+
+/// A conversation as the console lists it, most recent first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationListing {
+    pub id: String,
+    pub tenant_id: String,
+    pub channel: String,
+    pub user_id: String,
+    pub user_login: String,
+    pub last_message: Option<ChatMessage>,
+    /// The router's intent of its last turn, from the compressed context.
+    pub last_intent: Option<String>,
+    pub ended: bool,
+    pub handed_over: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
 /// A message accepted from a channel and not yet processed (its process stopped in between).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnprocessedMessage {
@@ -511,6 +540,18 @@ pub trait Store: Send + Sync {
     async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
     /// Jobs sent over HTTP that have not finished, oldest first.
     async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError>;
+
+    /// Batch jobs, newest first; only `tenant_id`'s when given.
+    async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError>;
+    /// Conversations matching `query`, most recently updated first.
+    async fn conversation_list(
+        &self,
+        query: &ConversationQuery,
+    ) -> Result<Vec<ConversationListing>, StoreError>;
+    /// Every turn's usage record since `since`, oldest first (the console's dashboard).
+    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError>;
+    /// Flow runs started since `since`, counted by status (`em_andamento` for one never finished).
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
 
     async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
     /// The newest `limit` support lookups, newest first.

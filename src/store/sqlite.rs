@@ -19,10 +19,11 @@ use super::Existing;
 use super::attempts::{Attempts, Write};
 use super::locks::FileLocks;
 use super::{
-    AuditRecord, BatchJob, BatchLine, ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut,
-    IdempotencyRecord, IntentRecord, LocalLocks, NewOutboxItem, OutboxItem, OutboxStatus,
-    RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TaskStatus, TurnLock, TurnRecord,
-    UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+    AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
+    FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
+    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
+    TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
+    UsageSummaryRow, role,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
@@ -1150,6 +1151,94 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(batch_job).collect()
+    }
+
+    async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM batch_jobs WHERE (?1 IS NULL OR tenant_id = ?1)
+             ORDER BY created_at DESC, id DESC LIMIT ?2",
+        )
+        .bind(tenant_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(batch_job).collect()
+    }
+
+    async fn conversation_list(
+        &self,
+        query: &ConversationQuery,
+    ) -> Result<Vec<ConversationListing>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.tenant_id, c.channel, c.user_id, c.user_login, c.ended,
+                    c.handoff IS NOT NULL AS handed_over, c.updated_at, x.last_intent,
+                    (SELECT m.body FROM messages m WHERE m.conversation_id = c.id
+                     ORDER BY m.id DESC LIMIT 1) AS last_body
+             FROM conversations c LEFT JOIN conversation_context x ON x.conversation_id = c.id
+             WHERE (?1 IS NULL OR c.tenant_id = ?1)
+               AND (?2 IS NULL OR c.channel = ?2)
+               AND (?3 IS NULL OR instr(lower(c.id), lower(?3)) > 0
+                    OR instr(lower(c.user_id), lower(?3)) > 0
+                    OR instr(lower(c.user_login), lower(?3)) > 0
+                    OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
+                               AND instr(lower(m.body), lower(?3)) > 0))
+             ORDER BY c.updated_at DESC, c.id LIMIT ?4",
+        )
+        .bind(&query.tenant_id)
+        .bind(&query.channel)
+        .bind(&query.text)
+        .bind(query.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ConversationListing {
+                    id: r.try_get("id")?,
+                    tenant_id: r.try_get("tenant_id")?,
+                    channel: r.try_get("channel")?,
+                    user_id: r.try_get("user_id")?,
+                    user_login: r.try_get("user_login")?,
+                    last_message: parse_opt(r, "last_body")?,
+                    last_intent: r.try_get("last_intent")?,
+                    ended: r.try_get("ended")?,
+                    handed_over: r.try_get("handed_over")?,
+                    updated_at: at(r.try_get("updated_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM usage_metrics WHERE created_at >= ? ORDER BY created_at, id")
+            .bind(ms(since))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UsageRecord {
+                    conversation_id: r.try_get("conversation_id")?,
+                    intent_key: r.try_get("intent_key")?,
+                    action_type: r.try_get("action_type")?,
+                    tokens_input: r.try_get("tokens_input")?,
+                    tokens_output: r.try_get("tokens_output")?,
+                    execution_time_ms: r.try_get("execution_time_ms")?,
+                    was_keyword_matched: r.try_get("was_keyword_matched")?,
+                    created_at: at(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM flow_runs WHERE created_at >= ? GROUP BY status ORDER BY status",
+        )
+        .bind(ms(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("n")?)))
+            .collect()
     }
 
     async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {

@@ -504,6 +504,28 @@ impl Store for Flaky {
     async fn unfinished_batches(&self) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
         self.inner.unfinished_batches().await
     }
+    async fn batches(
+        &self,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
+        self.inner.batches(tenant, limit).await
+    }
+    async fn conversation_list(
+        &self,
+        q: &vt_agent::store::ConversationQuery,
+    ) -> Result<Vec<vt_agent::store::ConversationListing>, StoreError> {
+        self.inner.conversation_list(q).await
+    }
+    async fn usage_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::UsageRecord>, StoreError> {
+        self.inner.usage_since(since).await
+    }
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        self.inner.flow_outcomes_since(since).await
+    }
     async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }

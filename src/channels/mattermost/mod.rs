@@ -196,8 +196,7 @@ pub fn router(state: MattermostState) -> Router {
         .with_state(state)
 }
 
-/// A support agent's balance lookup goes to the audit table: who, when, the masked card, a keyed hash
-/// of it, and how it went. Other turns write nothing here.
+/// A support agent's balance lookup goes to the audit table, its card hashed with `actions_secret`.
 async fn audit(
     service: &ConversationService,
     config: &MattermostConfig,
@@ -206,28 +205,10 @@ async fn audit(
     text: &str,
     handled: &crate::service::Handled,
 ) {
-    if handled.intent.as_deref() != Some("consultar_saldo") {
-        return;
-    }
-    let Some(card) = vt_actions::vt::parse::cards(text).into_iter().next() else {
-        return;
+    let who = crate::service::audit::Lookup {
+        support_user,
+        tenant,
+        channel: CHANNEL,
     };
-    let reply = handled.reply_text();
-    let record = crate::store::AuditRecord {
-        at: chrono::Utc::now(),
-        support_user: support_user.to_owned(),
-        tenant_id: tenant.to_owned(),
-        channel: CHANNEL.into(),
-        cartao: vt_actions::vt::mask_card(&card),
-        cartao_hash: config.card_hash(&card),
-        outcome: if reply.contains("O saldo do cartão") {
-            "saldo_informado"
-        } else {
-            "sem_saldo"
-        }
-        .into(),
-    };
-    if let Err(e) = service.store().record_audit(&record).await {
-        tracing::error!(error = %e, "support lookup could not be audited");
-    }
+    crate::service::audit::record_lookup(service, who, text, handled, |card| config.card_hash(card)).await;
 }

@@ -1,0 +1,181 @@
+//! The usage dashboard's numbers, from the turns' usage records and the flow runs of a period: turns
+//! per day (per hour over one day), the share answered with zero tokens, tokens by intent, latency
+//! p50/p99 and flows by outcome. Pure: the page renders them as tables and hands them to the charts.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use serde::Serialize;
+
+use crate::store::UsageRecord;
+
+/// The periods the dashboard offers, in days.
+pub const PERIODS: [u32; 3] = [1, 7, 30];
+
+/// One bucket of time (an hour over one day, else a day).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bucket {
+    /// `22/11` or `14h` (UTC).
+    pub label: String,
+    pub turns: i64,
+    pub zero_token_turns: i64,
+    /// Share of the turns answered with zero tokens, in percent (0 without turns).
+    pub zero_token_pct: f64,
+    pub p50_ms: i64,
+    pub p99_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dashboard {
+    pub days: u32,
+    pub buckets: Vec<Bucket>,
+    pub turns: i64,
+    pub zero_token_pct: f64,
+    pub p50_ms: i64,
+    pub p99_ms: i64,
+    /// `(intent, tokens in + out)`, most first.
+    pub tokens_by_intent: Vec<(String, i64)>,
+    /// `(status, flows)`.
+    pub flows_by_outcome: Vec<(String, i64)>,
+}
+
+impl Dashboard {
+    /// The dashboard of the `days` up to `now` (records outside the period are ignored).
+    pub fn build(
+        days: u32,
+        now: DateTime<Utc>,
+        usage: &[UsageRecord],
+        flows_by_outcome: Vec<(String, i64)>,
+    ) -> Self {
+        let (step, count, format) = if days <= 1 {
+            (Duration::hours(1), 24, "%Hh")
+        } else {
+            (Duration::days(1), i64::from(days), "%d/%m")
+        };
+        let last = now.duration_trunc(step).unwrap_or(now);
+        let first = last - step * (count as i32 - 1);
+        let mut per_bucket: Vec<Vec<&UsageRecord>> = vec![Vec::new(); count as usize];
+        let mut tokens: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut all_ms = Vec::new();
+        let mut zero = 0;
+        for r in usage {
+            if r.created_at < first || r.created_at > now {
+                continue;
+            }
+            let i = ((r.created_at - first).num_seconds() / step.num_seconds()) as usize;
+            if let Some(b) = per_bucket.get_mut(i) {
+                b.push(r);
+            }
+            *tokens.entry(&r.intent_key).or_default() += r.tokens_input + r.tokens_output;
+            all_ms.push(r.execution_time_ms);
+            zero += i64::from(r.tokens_input + r.tokens_output == 0);
+        }
+        let buckets = per_bucket
+            .iter()
+            .enumerate()
+            .map(|(i, records)| {
+                let mut ms: Vec<i64> = records.iter().map(|r| r.execution_time_ms).collect();
+                let zero = records
+                    .iter()
+                    .filter(|r| r.tokens_input + r.tokens_output == 0)
+                    .count() as i64;
+                Bucket {
+                    label: (first + step * i as i32).format(format).to_string(),
+                    turns: records.len() as i64,
+                    zero_token_turns: zero,
+                    zero_token_pct: pct(zero, records.len() as i64),
+                    p50_ms: percentile(&mut ms, 50),
+                    p99_ms: percentile(&mut ms, 99),
+                }
+            })
+            .collect();
+        let mut tokens_by_intent: Vec<(String, i64)> =
+            tokens.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        tokens_by_intent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let turns = all_ms.len() as i64;
+        Self {
+            days,
+            buckets,
+            turns,
+            zero_token_pct: pct(zero, turns),
+            p50_ms: percentile(&mut all_ms, 50),
+            p99_ms: percentile(&mut all_ms, 99),
+            tokens_by_intent,
+            flows_by_outcome,
+        }
+    }
+}
+
+fn pct(part: i64, whole: i64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 * 1000.0 / whole as f64).round() / 10.0
+    }
+}
+
+/// The nearest-rank percentile `p` of `values` (0 when empty).
+fn percentile(values: &mut [i64], p: usize) -> i64 {
+    if values.is_empty() {
+        return 0;
+    }
+    values.sort_unstable();
+    let rank = (p * values.len()).div_ceil(100).max(1);
+    values[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(at: DateTime<Utc>, intent: &str, tokens: i64, ms: i64) -> UsageRecord {
+        UsageRecord {
+            conversation_id: "c".into(),
+            intent_key: intent.into(),
+            action_type: "deterministic".into(),
+            tokens_input: tokens,
+            tokens_output: 0,
+            execution_time_ms: ms,
+            was_keyword_matched: tokens == 0,
+            created_at: at,
+        }
+    }
+
+    #[test]
+    fn turns_fall_in_their_day_and_old_ones_are_left_out() {
+        let now: DateTime<Utc> = "2026-11-22T15:30:00Z".parse().expect("t");
+        let usage = [
+            turn(now - Duration::days(9), "saudacao", 0, 1),
+            turn(now - Duration::days(2), "consultar_saldo", 0, 10),
+            turn(now - Duration::hours(1), "consultar_saldo", 0, 20),
+            turn(now, "fora_do_escopo", 300, 900),
+        ];
+        let d = Dashboard::build(7, now, &usage, vec![("concluido".into(), 3)]);
+        assert_eq!(d.buckets.len(), 7);
+        assert_eq!(d.buckets[6].label, "22/11");
+        assert_eq!(
+            d.buckets.iter().map(|b| b.turns).collect::<Vec<_>>(),
+            [0, 0, 0, 0, 1, 0, 2]
+        );
+        assert_eq!(d.turns, 3);
+        assert_eq!(d.zero_token_pct, 66.7);
+        assert_eq!(d.buckets[6].zero_token_pct, 50.0);
+        assert_eq!((d.p50_ms, d.p99_ms), (20, 900));
+        assert_eq!(
+            d.tokens_by_intent,
+            [("fora_do_escopo".into(), 300), ("consultar_saldo".into(), 0)]
+        );
+        let day = Dashboard::build(1, now, &usage, Vec::new());
+        assert_eq!(day.buckets.len(), 24);
+        assert_eq!(day.buckets[23].label, "15h");
+        assert_eq!(day.turns, 2);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<i64> = (1..=100).rev().collect();
+        assert_eq!((percentile(&mut v, 50), percentile(&mut v, 99)), (50, 99));
+        assert_eq!(percentile(&mut [7], 99), 7);
+        assert_eq!(percentile(&mut [], 50), 0);
+    }
+}

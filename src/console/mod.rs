@@ -1,0 +1,255 @@
+//! The web console at `/console` on `vt-agent serve`, for support agents (role `support`) and
+//! operators (role `admin`): card lookup, conversations with their events, flow runs and batches, the
+//! outbox and a usage dashboard. Server-rendered HTML (minijinja, as the prompts) in pt-BR that works
+//! with JavaScript off; only the dashboard's charts need it, drawn by Chart.js, vendored into the
+//! binary with the stylesheet (no CDN, no build step).
+//!
+//! What it reads comes from the store and what it does goes through the same paths as every other way
+//! in: a lookup is a chat turn of the `vt` agent (and is audited), a retry is the outbox's requeue.
+//! Card numbers are masked in everything it renders. It never sees an API key after the sign-in form:
+//! the session cookie names the key ([`session`]).
+
+mod dashboard;
+mod pages;
+mod session;
+
+pub use dashboard::Dashboard;
+pub use session::{Keys, SESSION_COOKIE, SIGN_IN_COOKIE};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::http::AppState;
+
+/// `[console]` in the configuration file.
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// Signs the sessions and the forms, and keys the audit hash of the console's lookups
+    /// (`VT_CONSOLE_SECRET`, at least 32 characters). Unset: a random secret of this process, so
+    /// sessions end when `serve` stops and are not shared between instances.
+    pub secret: Option<String>,
+    /// How long a sign-in lasts.
+    pub session_minutes: u32,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            secret: None,
+            session_minutes: 8 * 60,
+        }
+    }
+}
+
+impl std::fmt::Debug for ConsoleConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleConfig")
+            .field("secret", &self.secret.as_ref().map(|_| "<set>"))
+            .field("session_minutes", &self.session_minutes)
+            .finish()
+    }
+}
+
+impl ConsoleConfig {
+    /// The error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.secret.as_ref().is_some_and(|s| s.len() < 32) {
+            return Err(("console.secret", "needs at least 32 characters"));
+        }
+        if !(1..=7 * 24 * 60).contains(&self.session_minutes) {
+            return Err((
+                "console.session_minutes",
+                "must be from 1 minute to 10080 (7 days)",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn register_secrets(&self) {
+        if let Some(s) = &self.secret {
+            vt_actions::redact::register_secret(s);
+        }
+    }
+}
+
+/// The console's state inside [`AppState`].
+#[derive(Debug)]
+pub struct Console {
+    pub keys: Keys,
+}
+
+impl Console {
+    pub fn new(config: &ConsoleConfig) -> Self {
+        let secret = match &config.secret {
+            Some(s) => s.as_bytes().to_vec(),
+            None => [session::nonce(), session::nonce()].concat().into_bytes(),
+        };
+        Self {
+            keys: Keys::new(&secret, i64::from(config.session_minutes) * 60),
+        }
+    }
+}
+
+/// The console's routes (state: the API's).
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/console", get(pages::sign_in_page))
+        .route("/console/entrar", post(pages::sign_in))
+        .route("/console/sair", post(pages::sign_out))
+        .route("/console/lookup", get(pages::lookup_page).post(pages::lookup))
+        .route("/console/conversations", get(pages::conversations))
+        .route("/console/conversations/{id}", get(pages::conversation))
+        .route(
+            "/console/conversations/{id}/transcript.yaml",
+            get(pages::transcript),
+        )
+        .route("/console/flows", get(pages::flows))
+        .route("/console/flows/{id}", get(pages::flow))
+        .route("/console/batches/{id}", get(pages::batch))
+        .route("/console/outbox", get(pages::outbox))
+        .route("/console/outbox/{id}/retry", post(pages::retry))
+        .route("/console/usage", get(pages::usage))
+        .route("/console/assets/{name}", get(asset))
+        .layer(middleware::from_fn(security_headers))
+}
+
+/// No framing, no script or style from anywhere but here, no caching of pages that show customer data.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let h = response.headers_mut();
+    h.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    if !h.contains_key(CACHE_CONTROL) {
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// The files the pages use, built into the binary.
+async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+    let (body, kind): (&'static str, &'static str) = match name.as_str() {
+        "console.css" => (include_str!("assets/console.css"), "text/css; charset=utf-8"),
+        "chart.umd.min.js" => (
+            include_str!("assets/chart.umd.min.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "graficos.js" => (
+            include_str!("assets/graficos.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [(CONTENT_TYPE, kind), (CACHE_CONTROL, "public, max-age=3600")],
+        body,
+    )
+        .into_response()
+}
+
+/// The templates, parsed once.
+fn templates() -> &'static minijinja::Environment<'static> {
+    static ENV: std::sync::OnceLock<minijinja::Environment<'static>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        for (name, source) in [
+            ("base.html", include_str!("templates/base.html")),
+            ("entrar.html", include_str!("templates/entrar.html")),
+            ("aviso.html", include_str!("templates/aviso.html")),
+            ("consulta.html", include_str!("templates/consulta.html")),
+            ("conversas.html", include_str!("templates/conversas.html")),
+            ("conversa.html", include_str!("templates/conversa.html")),
+            ("fluxos.html", include_str!("templates/fluxos.html")),
+            ("fluxo.html", include_str!("templates/fluxo.html")),
+            ("lote.html", include_str!("templates/lote.html")),
+            ("outbox.html", include_str!("templates/outbox.html")),
+            ("uso.html", include_str!("templates/uso.html")),
+        ] {
+            // The templates are part of the binary: one that does not parse fails every test.
+            if let Err(e) = env.add_template(name, source) {
+                tracing::error!(template = name, error = %e, "console template does not parse");
+            }
+        }
+        env
+    })
+}
+
+/// `template` rendered with `context` (which names the signed-in user, the form token and the page).
+fn render(status: StatusCode, template: &str, context: minijinja::Value) -> Response {
+    match templates().get_template(template).and_then(|t| t.render(context)) {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(template, error = %e, "console page could not be rendered");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Html("<!doctype html><title>Erro</title><p>Erro interno ao montar a página.</p>"),
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_parses() {
+        let env = templates();
+        for name in [
+            "base.html",
+            "entrar.html",
+            "aviso.html",
+            "consulta.html",
+            "conversas.html",
+            "conversa.html",
+            "fluxos.html",
+            "fluxo.html",
+            "lote.html",
+            "outbox.html",
+            "uso.html",
+        ] {
+            assert!(env.get_template(name).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_short_or_missing_secret_is_refused_when_loaded() {
+        let short = ConsoleConfig {
+            secret: Some("curto".into()),
+            ..ConsoleConfig::default()
+        };
+        assert_eq!(short.validate().map_err(|e| e.0), Err("console.secret"));
+        let zero = ConsoleConfig {
+            session_minutes: 0,
+            ..ConsoleConfig::default()
+        };
+        assert_eq!(zero.validate().map_err(|e| e.0), Err("console.session_minutes"));
+        assert!(ConsoleConfig::default().validate().is_ok());
+        assert!(
+            !format!(
+                "{:?}",
+                ConsoleConfig {
+                    secret: Some("x".repeat(40)),
+                    ..ConsoleConfig::default()
+                }
+            )
+            .contains("xxxx")
+        );
+    }
+}

@@ -1,0 +1,837 @@
+//! The console's pages: each handler reads the store (or runs a turn), builds a view of plain values
+//! — every text from the database masked on the way ([`masked`]) — and renders its template. Forms are
+//! posted with the session's CSRF token; a missing or wrong token gets 403 and changes nothing.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, LOCATION, SET_COOKIE};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Duration, Utc};
+use minijinja::{Value, context};
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use super::dashboard::{Dashboard, PERIODS};
+use super::render;
+use super::session::{self, SESSION_COOKIE, SIGN_IN_COOKIE, Staff};
+use crate::engine::{Participant, TurnEvent};
+use crate::http::{AppState, Role};
+use crate::llm::ChatMessage;
+use crate::service::{Delivery, Inbound};
+use crate::store::{ConversationQuery, OutboxStatus, StoredMessage};
+
+/// The channel of the console's own conversations (its lookups).
+const CHANNEL: &str = "console";
+/// Rows a list shows.
+const LIST_LIMIT: i64 = 100;
+
+/// Free text from the store as the console shows it: card numbers masked, configured secrets out.
+fn masked(text: &str) -> String {
+    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
+}
+
+/// At most `max` characters of `text`, with an ellipsis when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+fn when(t: DateTime<Utc>) -> String {
+    t.format("%d/%m/%Y %H:%M:%S UTC").to_string()
+}
+
+/// What every page's frame needs: the title, the page's place in the menu and who is signed in.
+fn frame(staff: Option<&Staff>, page: &str, title: &str) -> Value {
+    context! {
+        titulo => title,
+        pagina => page,
+        usuario => staff.map(|s| s.caller.name.clone()),
+        papel => staff.map(|s| match s.caller.role {
+            Role::Admin => "admin",
+            Role::Support => "support",
+            Role::Client => "client",
+        }),
+        admin => staff.is_some_and(Staff::is_admin),
+        csrf => staff.map(|s| s.csrf.clone()).unwrap_or_default(),
+    }
+}
+
+/// A page with only a message (refusals, errors, things not found).
+fn notice(status: StatusCode, staff: Option<&Staff>, title: &str, message: &str) -> Response {
+    render(
+        status,
+        "aviso.html",
+        context! { mensagem => message, ..frame(staff, "", title) },
+    )
+}
+
+fn bad_form(staff: &Staff) -> Response {
+    notice(
+        StatusCode::FORBIDDEN,
+        Some(staff),
+        "Formulário recusado",
+        "O formulário veio sem um token válido (proteção contra CSRF). Recarregue a página e tente de novo.",
+    )
+}
+
+fn admins_only(staff: &Staff) -> Response {
+    notice(
+        StatusCode::FORBIDDEN,
+        Some(staff),
+        "Acesso negado",
+        "Esta página é só para administradores (chaves de papel admin).",
+    )
+}
+
+fn not_found(staff: &Staff, what: &str) -> Response {
+    notice(
+        StatusCode::NOT_FOUND,
+        Some(staff),
+        "Não encontrado",
+        &format!("{what} não foi encontrado(a)."),
+    )
+}
+
+fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "console could not read the store");
+    notice(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some(staff),
+        "Erro",
+        "Não foi possível ler os dados agora. Tente de novo em instantes.",
+    )
+}
+
+fn see_other(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(LOCATION, to)]).into_response()
+}
+
+// ---- sign-in ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct SignInForm {
+    chave: String,
+    csrf: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct CsrfForm {
+    csrf: String,
+}
+
+/// The sign-in form, with a fresh form nonce in its own cookie; a signed-in user goes on to the lookup.
+pub(super) async fn sign_in_page(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    if session::staff_of(&headers, &state).is_some() {
+        return see_other("/console/lookup");
+    }
+    sign_in_form(&state, StatusCode::OK, None)
+}
+
+fn sign_in_form(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
+    let nonce = session::nonce();
+    let mut page = render(
+        status,
+        "entrar.html",
+        context! {
+            erro => error,
+            aberto => state.is_open(),
+            csrf_entrada => state.console.keys.sign_in_csrf(&nonce),
+            ..frame(None, "entrar", "Entrar no console")
+        },
+    );
+    if let Ok(cookie) = session::set_cookie(SIGN_IN_COOKIE, &nonce, 600).parse() {
+        page.headers_mut().append(SET_COOKIE, cookie);
+    }
+    page
+}
+
+pub(super) async fn sign_in(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let keys = &state.console.keys;
+    let nonce = session::cookie(&headers, SIGN_IN_COOKIE).unwrap_or_default();
+    if !keys.sign_in_csrf_ok(nonce, &form.csrf) {
+        return sign_in_form(
+            &state,
+            StatusCode::FORBIDDEN,
+            Some("O formulário expirou ou veio sem token (CSRF). Tente de novo."),
+        );
+    }
+    if state.limit_named("console:entrada").is_err() {
+        return sign_in_form(
+            &state,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Muitas tentativas. Espere um minuto e tente de novo."),
+        );
+    }
+    let caller = match state.caller_of_key(&form.chave) {
+        Ok(c) => c,
+        Err(_) => {
+            tracing::info!("console sign-in refused: unknown key");
+            return sign_in_form(&state, StatusCode::UNAUTHORIZED, Some("Chave de API inválida."));
+        }
+    };
+    if caller.role < Role::Support {
+        tracing::info!(key = %caller.name, "console sign-in refused: role client");
+        return sign_in_form(
+            &state,
+            StatusCode::FORBIDDEN,
+            Some(
+                "Esta chave é de um sistema cliente e não dá acesso ao console: use uma chave de suporte ou de administração.",
+            ),
+        );
+    }
+    tracing::info!(key = %caller.name, "console sign-in");
+    let expires = Utc::now().timestamp() + keys.session_secs;
+    let value = keys.session_value(&caller.name, expires, &session::nonce());
+    let mut response = see_other("/console/lookup");
+    for cookie in [
+        session::set_cookie(SESSION_COOKIE, &value, keys.session_secs),
+        session::set_cookie(SIGN_IN_COOKIE, "", 0),
+    ] {
+        if let Ok(c) = cookie.parse() {
+            response.headers_mut().append(SET_COOKIE, c);
+        }
+    }
+    response
+}
+
+pub(super) async fn sign_out(staff: Staff, Form(form): Form<CsrfForm>) -> Response {
+    if !staff.csrf_ok(&form.csrf) {
+        return bad_form(&staff);
+    }
+    let mut response = see_other("/console");
+    if let Ok(c) = session::set_cookie(SESSION_COOKIE, "", 0).parse() {
+        response.headers_mut().append(SET_COOKIE, c);
+    }
+    response
+}
+
+// ---- card lookup ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct LookupForm {
+    cartao: String,
+    csrf: String,
+}
+
+pub(super) async fn lookup_page(staff: Staff) -> Response {
+    lookup_view(&staff, StatusCode::OK, None, None)
+}
+
+fn lookup_view(staff: &Staff, status: StatusCode, answer: Option<String>, error: Option<&str>) -> Response {
+    render(
+        status,
+        "consulta.html",
+        context! { resposta => answer, erro => error, ..frame(Some(staff), "lookup", "Consulta de cartão") },
+    )
+}
+
+/// A balance lookup is a chat turn of the `vt` agent in the agent's own console conversation — the
+/// same router, tool and stages as any user's — and goes to the audit table.
+pub(super) async fn lookup(
+    State(state): State<AppState>,
+    staff: Staff,
+    Form(form): Form<LookupForm>,
+) -> Response {
+    if !staff.csrf_ok(&form.csrf) {
+        return bad_form(&staff);
+    }
+    let Some(card) = vt_actions::vt::parse::cards(&form.cartao).into_iter().next() else {
+        return lookup_view(
+            &staff,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            None,
+            Some("Informe um número de cartão válido (de 8 a 19 dígitos)."),
+        );
+    };
+    let text = format!("saldo do cartão {card}");
+    let msg = Inbound {
+        agent_id: crate::app::CHAT_AGENT.into(),
+        conversation_id: Some(format!("console:{}", staff.caller.name)),
+        tenant_id: Some(staff.caller.tenant.clone()),
+        user: Participant {
+            user_id: staff.caller.name.clone(),
+            user_login: staff.caller.name.clone(),
+            channel: CHANNEL.into(),
+        },
+        text: text.clone(),
+        channel_message_id: None,
+        delivery: Delivery::Inline,
+        unsupported: None,
+        thread: None,
+    };
+    // The turn runs in a task of its own: a browser that goes away does not cut it in half.
+    let service = state.service.clone();
+    let console = state.console.clone();
+    let (user, tenant) = (staff.caller.name.clone(), staff.caller.tenant.clone());
+    let turn = tokio::spawn(async move {
+        let handled = service.handle(msg).await?;
+        let who = crate::service::audit::Lookup {
+            support_user: &user,
+            tenant: &tenant,
+            channel: CHANNEL,
+        };
+        crate::service::audit::record_lookup(&service, who, &text, &handled, |c| console.keys.card_hash(c))
+            .await;
+        Ok::<_, crate::service::ServiceError>(handled)
+    });
+    match turn.await {
+        Ok(Ok(handled)) => lookup_view(&staff, StatusCode::OK, Some(masked(&handled.reply_text())), None),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "console lookup failed");
+            lookup_view(
+                &staff,
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                Some("Não foi possível consultar agora. Tente de novo em instantes."),
+            )
+        }
+        Err(e) => store_failed(&staff, &e),
+    }
+}
+
+// ---- conversations ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ConversationFilter {
+    q: String,
+    canal: String,
+}
+
+/// The tenant a user sees: an administrator every tenant, a support agent only theirs.
+fn tenant_filter(staff: &Staff) -> Option<String> {
+    (!staff.is_admin()).then(|| staff.caller.tenant.clone())
+}
+
+fn message_text(m: &ChatMessage) -> String {
+    match m {
+        ChatMessage::User { content } => content.clone(),
+        ChatMessage::Assistant { content, tool_calls } => match content {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => tool_calls
+                .iter()
+                .map(|c| format!("[{}]", c.name))
+                .collect::<Vec<_>>()
+                .join(" "),
+        },
+        ChatMessage::Tool { name, .. } => format!("[resultado de {name}]"),
+    }
+}
+
+pub(super) async fn conversations(
+    State(state): State<AppState>,
+    staff: Staff,
+    Query(filter): Query<ConversationFilter>,
+) -> Response {
+    let query = ConversationQuery {
+        tenant_id: tenant_filter(&staff),
+        channel: Some(filter.canal.trim().to_owned()).filter(|c| !c.is_empty()),
+        text: Some(filter.q.trim().to_owned()).filter(|q| !q.is_empty()),
+        limit: LIST_LIMIT,
+    };
+    let rows = match state.service.store().conversation_list(&query).await {
+        Ok(rows) => rows,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|c| {
+            context! {
+                id => c.id.clone(),
+                canal => c.channel.clone(),
+                usuario => masked(if c.user_login.is_empty() { &c.user_id } else { &c.user_login }),
+                ultima => c.last_message.as_ref().map(|m| cut(&masked(&message_text(m)), 120)),
+                intencao => c.last_intent.clone(),
+                situacao => if c.handed_over { "transferida" } else if c.ended { "encerrada" } else { "aberta" },
+                atualizada => when(c.updated_at),
+            }
+        })
+        .collect();
+    render(
+        StatusCode::OK,
+        "conversas.html",
+        context! {
+            conversas => rows,
+            q => filter.q,
+            canal => filter.canal,
+            canais => ["terminal", "http", "mattermost", "whatsapp", "console"],
+            ..frame(Some(&staff), "conversations", "Conversas")
+        },
+    )
+}
+
+/// One line of a turn's events, as the transcript shows it.
+fn event_line(event: &TurnEvent) -> Option<(&'static str, String)> {
+    Some(match event {
+        TurnEvent::Routed {
+            intent,
+            keyword_matched,
+            classified,
+        } => {
+            let level = if *keyword_matched {
+                "nível 1, palavras-chave"
+            } else if *classified {
+                "nível 2, classificação"
+            } else {
+                "sem regra: o modelo decide"
+            };
+            ("roteador", format!("intenção {intent} ({level})"))
+        }
+        TurnEvent::ModelCall(c) => (
+            "modelo",
+            format!(
+                "{} na habilidade {}: {} tokens de entrada, {} de saída, {} ms{}",
+                c.model,
+                c.skill,
+                c.tokens_input,
+                c.tokens_output,
+                c.latencia_ms,
+                c.error
+                    .as_deref()
+                    .map(|e| format!(" — erro: {e}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        TurnEvent::ToolCall {
+            skill,
+            name,
+            arguments,
+            deterministic,
+            ..
+        } => (
+            "ferramenta",
+            format!(
+                "{name}({}) na habilidade {skill}{}",
+                cut(arguments, 300),
+                if *deterministic { ", por código" } else { "" }
+            ),
+        ),
+        TurnEvent::ToolResult {
+            name,
+            status,
+            content,
+            to_user,
+            ..
+        } => (
+            "resultado",
+            format!(
+                "{name}: {}{} — {}",
+                match status {
+                    vt_actions::response::ResponseStatus::Success => "sucesso",
+                    vt_actions::response::ResponseStatus::Error => "erro",
+                },
+                if *to_user {
+                    ", resposta direta ao usuário"
+                } else {
+                    ""
+                },
+                cut(content, 400)
+            ),
+        ),
+        TurnEvent::ToolSkipped { name, .. } => ("ferramenta", format!("{name} não executada")),
+        TurnEvent::SkillChanged { from, to, reason } => ("habilidade", format!("{from} → {to} ({reason})")),
+        TurnEvent::StateUpdated { updates } => {
+            ("estado", format!("atualizado: {}", Json::Object(updates.clone())))
+        }
+        TurnEvent::MemoryUpdated { updates } => (
+            "memória",
+            format!("atualizada: {}", Json::Object(updates.clone())),
+        ),
+        TurnEvent::EndChat(e) => ("sistema", format!("atendimento encerrado ({})", e.reason)),
+        TurnEvent::TransferToHuman(t) => ("sistema", format!("transferido para humano ({})", t.reason)),
+        TurnEvent::Error { message } => ("erro", message.clone()),
+        TurnEvent::Reply(_) => return None,
+    })
+}
+
+/// Loads conversation `id` if `staff` may see it.
+async fn visible_conversation(
+    state: &AppState,
+    staff: &Staff,
+    id: &str,
+) -> Result<crate::engine::Conversation, Response> {
+    match state.service.store().conversation(id).await {
+        Ok(Some(c)) if staff.is_admin() || c.tenant_id == staff.caller.tenant => Ok(c),
+        Ok(_) => Err(not_found(staff, "A conversa")),
+        Err(e) => Err(store_failed(staff, &e)),
+    }
+}
+
+pub(super) async fn conversation(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+) -> Response {
+    let conv = match visible_conversation(&state, &staff, &id).await {
+        Ok(c) => c,
+        Err(page) => return page,
+    };
+    let store = state.service.store();
+    let messages = match store.messages(&id).await {
+        Ok(m) => m,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let mut turns = Vec::new();
+    for turn in split_turns(&messages) {
+        let user = turn.first().map(|m| masked(&message_text(&m.message)));
+        let replies: Vec<String> = turn[1..]
+            .iter()
+            .filter(|m| matches!(&m.message, ChatMessage::Assistant { content: Some(_), tool_calls } if tool_calls.is_empty()))
+            .map(|m| masked(&message_text(&m.message)))
+            .collect();
+        let exec_id = turn.iter().find_map(|m| m.execucao_id.clone());
+        let mut events = Vec::new();
+        let (mut tokens, mut ms, mut status) = ((0, 0), None, None);
+        if let Some(exec_id) = &exec_id {
+            match store.execution(exec_id).await {
+                Ok(Some((execution, evs))) => {
+                    tokens = execution.tokens();
+                    ms = Some((execution.finished_at - execution.started_at).num_milliseconds());
+                    status = Some(match execution.status {
+                        crate::engine::ExecutionStatus::Concluido => "concluído",
+                        crate::engine::ExecutionStatus::Falhou => "falhou",
+                    });
+                    events = evs
+                        .iter()
+                        .filter_map(event_line)
+                        .map(|(kind, text)| context! { tipo => kind, texto => masked(&text) })
+                        .collect();
+                }
+                Ok(None) => {}
+                Err(e) => return store_failed(&staff, &e),
+            }
+        }
+        turns.push(context! {
+            quando => turn.first().map(|m| when(m.created_at)),
+            usuario => user,
+            respostas => replies,
+            eventos => events,
+            execucao => exec_id,
+            tokens_entrada => tokens.0,
+            tokens_saida => tokens.1,
+            latencia_ms => ms,
+            situacao => status,
+        });
+    }
+    render(
+        StatusCode::OK,
+        "conversa.html",
+        context! {
+            id => conv.id.clone(),
+            canal => conv.channel,
+            usuario => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
+            habilidade => conv.active_skill,
+            encerrada => conv.ended,
+            transferida => conv.handoff.is_some(),
+            turnos => turns,
+            ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
+        },
+    )
+}
+
+/// Messages in turns: each user message with what followed it up to the next one.
+fn split_turns(messages: &[StoredMessage]) -> Vec<&[StoredMessage]> {
+    let starts: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m.message, ChatMessage::User { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| &messages[i..starts.get(k + 1).copied().unwrap_or(messages.len())])
+        .collect()
+}
+
+/// The conversation as a regression transcript (`vt-agent transcript export`'s format), as a file.
+pub(super) async fn transcript(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(page) = visible_conversation(&state, &staff, &id).await {
+        return page;
+    }
+    let yaml = match crate::transcript::export::export(state.service.store().as_ref(), &id).await {
+        Ok(t) => serde_yaml::to_string(&t).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match yaml {
+        Ok(yaml) => {
+            let file: String = id
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            (
+                [
+                    (CONTENT_TYPE, "application/yaml; charset=utf-8".to_owned()),
+                    (
+                        CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"conversa-{file}.yaml\""),
+                    ),
+                ],
+                yaml,
+            )
+                .into_response()
+        }
+        Err(e) => store_failed(&staff, &e),
+    }
+}
+
+// ---- flows and batches ----
+
+fn flow_tenant(input: &Json) -> &str {
+    input
+        .get("tenant_id")
+        .and_then(Json::as_str)
+        .unwrap_or(crate::engine::DEFAULT_TENANT)
+}
+
+fn status_label(status: &str) -> String {
+    match status {
+        "em_andamento" => "em andamento ou interrompido".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Response {
+    let store = state.service.store();
+    let (runs, jobs) = match (
+        store.flow_runs(LIST_LIMIT).await,
+        store.batches(tenant_filter(&staff).as_deref(), 20).await,
+    ) {
+        (Ok(r), Ok(j)) => (r, j),
+        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
+    };
+    let runs: Vec<Value> = runs
+        .iter()
+        .filter(|r| staff.is_admin() || flow_tenant(&r.input) == staff.caller.tenant)
+        .map(|r| {
+            context! {
+                id => r.execucao_id.clone(),
+                situacao => status_label(&r.status),
+                interrompido => r.status == "em_andamento",
+                cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_actions::vt::mask_card),
+                valor => r.input.get("valor_recarga").map(|v| masked(&v.to_string())),
+                inicio => when(r.created_at),
+                fim => r.finished_at.map(when),
+            }
+        })
+        .collect();
+    let mut batches = Vec::new();
+    for job in &jobs {
+        let counts = match store.batch_counts(&job.id).await {
+            Ok(c) => c,
+            Err(e) => return store_failed(&staff, &e),
+        };
+        batches.push(batch_view(job, &counts));
+    }
+    render(
+        StatusCode::OK,
+        "fluxos.html",
+        context! { execucoes => runs, lotes => batches, ..frame(Some(&staff), "flows", "Fluxos e lotes") },
+    )
+}
+
+fn batch_view(job: &crate::store::BatchJob, counts: &[(String, i64)]) -> Value {
+    let done: i64 = counts.iter().map(|(_, n)| n).sum();
+    context! {
+        id => job.id.clone(),
+        total => job.total,
+        feitas => done,
+        pct => if job.total > 0 { done * 100 / job.total } else { 100 },
+        contagens => counts.iter().map(|(s, n)| context! { situacao => status_label(s), n => n }).collect::<Vec<_>>(),
+        simulacao => job.dry_run,
+        inicio => when(job.created_at),
+        fim => job.finished_at.map(when),
+    }
+}
+
+fn pretty(v: &Json) -> String {
+    masked(&serde_json::to_string_pretty(v).unwrap_or_default())
+}
+
+pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
+    let run = match state.service.store().flow_run(&id).await {
+        Ok(Some(r)) if staff.is_admin() || flow_tenant(&r.input) == staff.caller.tenant => r,
+        Ok(_) => return not_found(&staff, "A execução"),
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let stages: Vec<Value> = run
+        .stages
+        .iter()
+        .map(|(etapa, saida)| context! { etapa => etapa, saida => pretty(saida) })
+        .collect();
+    render(
+        StatusCode::OK,
+        "fluxo.html",
+        context! {
+            id => run.execucao_id.clone(),
+            situacao => status_label(&run.status),
+            entrada => pretty(&run.input),
+            resultado => run.output.get("resultado").map(pretty),
+            etapas => stages,
+            inicio => when(run.created_at),
+            ..frame(Some(&staff), "flows", &format!("Execução {id}"))
+        },
+    )
+}
+
+pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
+    let store = state.service.store();
+    let job = match store.batch(&id).await {
+        Ok(Some(j)) if staff.is_admin() || j.tenant_id == staff.caller.tenant => j,
+        Ok(_) => return not_found(&staff, "O lote"),
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let (counts, lines) = match (store.batch_counts(&id).await, store.batch_lines(&id).await) {
+        (Ok(c), Ok(l)) => (c, l),
+        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
+    };
+    let lines: Vec<Value> = lines
+        .iter()
+        .take(500)
+        .map(|l| context! { linha => l.line, situacao => status_label(&l.status), resultado => cut(&masked(&l.result.to_string()), 400) })
+        .collect();
+    render(
+        StatusCode::OK,
+        "lote.html",
+        context! { lote => batch_view(&job, &counts), linhas => lines, ..frame(Some(&staff), "flows", &format!("Lote {id}")) },
+    )
+}
+
+// ---- outbox ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct OutboxNotice {
+    ok: Option<i64>,
+    falhou: Option<i64>,
+}
+
+pub(super) async fn outbox(
+    State(state): State<AppState>,
+    staff: Staff,
+    Query(flash): Query<OutboxNotice>,
+) -> Response {
+    if !staff.is_admin() {
+        return admins_only(&staff);
+    }
+    let store = state.service.store();
+    let mut sections = Vec::new();
+    for (status, title) in [
+        (OutboxStatus::Failed, "Mortas (dead letters)"),
+        (OutboxStatus::Pending, "Pendentes"),
+        (OutboxStatus::InFlight, "Em envio"),
+    ] {
+        let items = match store.outbox_items(status, LIST_LIMIT).await {
+            Ok(i) => i,
+            Err(e) => return store_failed(&staff, &e),
+        };
+        let items: Vec<Value> = items
+            .iter()
+            .map(|i| {
+                context! {
+                    id => i.id,
+                    tipo => i.kind.clone(),
+                    destino => masked(&i.destination),
+                    conversa => i.conversation_id.clone(),
+                    tentativas => format!("{}/{}", i.attempts, i.max_attempts),
+                    proxima => when(i.next_attempt_at),
+                    motivo => i.last_error.as_deref().map(|e| cut(&masked(e), 300)),
+                    pode_reenviar => status == OutboxStatus::Failed,
+                }
+            })
+            .collect();
+        sections.push(context! { titulo => title, situacao => status.as_str(), itens => items });
+    }
+    render(
+        StatusCode::OK,
+        "outbox.html",
+        context! {
+            secoes => sections,
+            reenviado => flash.ok,
+            falhou => flash.falhou,
+            ..frame(Some(&staff), "outbox", "Outbox")
+        },
+    )
+}
+
+/// An administrator puts a dead letter back in the queue: the worker sends it again from attempt one.
+pub(super) async fn retry(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<i64>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !staff.is_admin() {
+        return admins_only(&staff);
+    }
+    if !staff.csrf_ok(&form.csrf) {
+        return bad_form(&staff);
+    }
+    match state.service.store().requeue(id, Utc::now()).await {
+        Ok(true) => {
+            tracing::info!(item = id, by = %staff.caller.name, "outbox item requeued from the console");
+            see_other(&format!("/console/outbox?ok={id}"))
+        }
+        Ok(false) => see_other(&format!("/console/outbox?falhou={id}")),
+        Err(e) => store_failed(&staff, &e),
+    }
+}
+
+// ---- usage ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Period {
+    dias: Option<u32>,
+}
+
+pub(super) async fn usage(
+    State(state): State<AppState>,
+    staff: Staff,
+    Query(period): Query<Period>,
+) -> Response {
+    if !staff.is_admin() {
+        return admins_only(&staff);
+    }
+    let days = period.dias.filter(|d| PERIODS.contains(d)).unwrap_or(7);
+    let now = Utc::now();
+    let since = now - Duration::days(i64::from(days));
+    let store = state.service.store();
+    let (usage, flows) = match (
+        store.usage_since(since).await,
+        store.flow_outcomes_since(since).await,
+    ) {
+        (Ok(u), Ok(f)) => (u, f),
+        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
+    };
+    let dashboard = Dashboard::build(days, now, &usage, flows);
+    render(
+        StatusCode::OK,
+        "uso.html",
+        context! {
+            painel => Value::from(minijinja::value::Serde(&dashboard)),
+            periodos => PERIODS,
+            ..frame(Some(&staff), "usage", "Uso")
+        },
+    )
+}
