@@ -529,7 +529,7 @@ pub(super) async fn conversation(
         context! {
             id => conv.id.clone(),
             canal => conv.channel,
-            usuario => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
+            pessoa => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
             habilidade => conv.active_skill,
             encerrada => conv.ended,
             transferida => conv.handoff.is_some(),
@@ -607,6 +607,7 @@ fn flow_tenant(input: &Json) -> &str {
 fn status_label(status: &str) -> String {
     match status {
         "em_andamento" => "em andamento ou interrompido".into(),
+        "concluido" => "concluído".into(),
         other => other.replace('_', " "),
     }
 }
@@ -629,7 +630,10 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
                 situacao => status_label(&r.status),
                 interrompido => r.status == "em_andamento",
                 cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_actions::vt::mask_card),
-                valor => r.input.get("valor_recarga").map(|v| masked(&v.to_string())),
+                valor => r.input.pointer("/recarga/valor").map(|v| match v {
+                    Json::String(s) => masked(s),
+                    other => masked(&other.to_string()),
+                }),
                 inicio => when(r.created_at),
                 fim => r.finished_at.map(when),
             }

@@ -3,6 +3,7 @@
 
 mod batch;
 mod cli;
+mod console;
 mod conversation;
 mod engine;
 mod flow;

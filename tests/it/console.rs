@@ -1,0 +1,639 @@
+//! The web console: its auth over real HTTP on loopback (no cookie, forged and expired cookies, CSRF,
+//! roles), and a support agent's and an operator's journey through a real headless Chromium driven over
+//! WebDriver (Debian's `chromium` + `chromium-driver`, which `.ci/run` installs). Screenshots of each
+//! step go to `target/tmp/console/`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use vt_agent::console::{ConsoleConfig, Keys};
+use vt_agent::http::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
+use vt_agent::store::{NewOutboxItem, OutboxStatus, UsageRecord};
+
+use crate::support::{ChatHarness, Served, chat_harness, serve_state};
+
+const SECRET: &str = "segredo-do-console-de-teste-com-32+";
+const SUPPORT: &str = "chave-suporte-123456";
+const ADMIN: &str = "chave-admin-123456";
+const CLIENT: &str = "chave-cliente-123456";
+const CARD: &str = "2345678901";
+
+fn config() -> HttpConfig {
+    let key = |name: &str, secret: &str, role| ApiKeyConfig {
+        name: name.into(),
+        sha256: key_hash(secret),
+        tenant: "default".into(),
+        role,
+    };
+    HttpConfig {
+        api_keys: vec![
+            key("suporte", SUPPORT, Role::Support),
+            key("operacao", ADMIN, Role::Admin),
+            key("empresa", CLIENT, Role::Client),
+        ],
+        ..HttpConfig::default()
+    }
+}
+
+async fn serve() -> Served {
+    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    serve_with(chat).await
+}
+
+async fn serve_with(chat: Arc<ChatHarness>) -> Served {
+    let state = AppState::new(chat.service.clone(), config()).with_console(&ConsoleConfig {
+        secret: Some(SECRET.into()),
+        ..ConsoleConfig::default()
+    });
+    serve_state(chat, state).await
+}
+
+/// A client that shows redirects instead of following them.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+fn session(name: &str, expires_in_secs: i64, secret: &str) -> String {
+    let value = Keys::new(secret.as_bytes(), 3600).session_value(
+        name,
+        Utc::now().timestamp() + expires_in_secs,
+        "nonce-de-teste",
+    );
+    format!("{}={value}", vt_agent::console::SESSION_COOKIE)
+}
+
+fn csrf_of(html: &str) -> String {
+    let start = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    html[start..start + 64].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_good_session_cookie_every_page_sends_to_the_sign_in_page() {
+    let s = serve().await;
+    let http = no_redirects();
+    let get = |path: &str, cookie: Option<String>| {
+        let mut r = http.get(format!("{}{path}", s.url));
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        r.send()
+    };
+    for path in [
+        "/console/lookup",
+        "/console/conversations",
+        "/console/flows",
+        "/console/usage",
+    ] {
+        let r = get(path, None).await.expect("request");
+        assert_eq!(r.status(), 303, "{path}");
+        assert_eq!(r.headers()["location"], "/console");
+    }
+    let page = get("/console", None).await.expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("action=\"/console/entrar\"") && html.contains("<label for=\"chave\">"));
+
+    let good = session("suporte", 600, SECRET);
+    let r = get("/console/conversations", Some(good.clone()))
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 200, "a good cookie opens the page");
+    for (why, cookie) in [
+        (
+            "forged",
+            session("suporte", 600, "outro-segredo-que-ninguem-configurou"),
+        ),
+        ("expired", session("suporte", -5, SECRET)),
+        ("a key no longer configured", session("antiga", 600, SECRET)),
+        ("a client key's name", session("empresa", 600, SECRET)),
+        (
+            "garbage",
+            format!("{}=abc.def", vt_agent::console::SESSION_COOKIE),
+        ),
+    ] {
+        let r = get("/console/conversations", Some(cookie))
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 303, "{why}");
+    }
+    // A support agent is no operator.
+    let r = get("/console/outbox", Some(good)).await.expect("request");
+    assert_eq!(r.status(), 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
+    let s = serve().await;
+    let http = no_redirects();
+    let post = |path: &str, cookie: &str, body: &str| {
+        http.post(format!("{}{path}", s.url))
+            .header("cookie", cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned())
+            .send()
+    };
+    let support = session("suporte", 600, SECRET);
+    let r = post("/console/lookup", &support, &format!("cartao={CARD}"))
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 403);
+    let r = post(
+        "/console/lookup",
+        &support,
+        &format!("cartao={CARD}&csrf={}", "0".repeat(64)),
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status(), 403, "a wrong token");
+    assert!(s.chat.sim.ledger().is_empty(), "no lookup ran");
+    assert!(s.chat.store.audit_records(10).await.expect("audit").is_empty());
+
+    let store = &s.chat.store;
+    let id = dead_letter(store.as_ref()).await;
+    let admin = session("operacao", 600, SECRET);
+    let r = post(&format!("/console/outbox/{id}/retry"), &admin, "")
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 403);
+    let item = store.outbox_item(id).await.expect("item").expect("there");
+    assert_eq!(item.status, OutboxStatus::Failed, "still dead");
+
+    // The sign-in form has its own token, bound to its own cookie.
+    let r = post("/console/entrar", "", &format!("chave={ADMIN}"))
+        .await
+        .expect("request");
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get_all("set-cookie").iter().all(|c| {
+        !c.to_str()
+            .unwrap_or_default()
+            .starts_with(&format!("{}=", vt_agent::console::SESSION_COOKIE))
+    }));
+
+    // With the token, the same lookup runs, masked, and is audited.
+    let page = http
+        .get(format!("{}/console/lookup", s.url))
+        .header("cookie", &support)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let r = post(
+        "/console/lookup",
+        &support,
+        &format!("cartao={CARD}&csrf={}", csrf_of(&page)),
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.expect("html");
+    assert!(html.contains("****8901") && !html.contains(CARD), "{html}");
+    let audit = store.audit_records(10).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (
+            audit[0].support_user.as_str(),
+            audit[0].channel.as_str(),
+            audit[0].cartao.as_str()
+        ),
+        ("suporte", "console", "****8901")
+    );
+    assert!(!audit[0].cartao_hash.is_empty() && !audit[0].cartao_hash.contains(CARD));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_key_is_refused_at_sign_in() {
+    let s = serve().await;
+    let http = no_redirects();
+    let form = http.get(format!("{}/console", s.url)).send().await.expect("page");
+    let cookie = form.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    let token = csrf_of(&form.text().await.expect("html"));
+    let sign_in = |key: &str| {
+        http.post(format!("{}/console/entrar", s.url))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string([("chave", key), ("csrf", token.as_str())]).expect("form"))
+            .send()
+    };
+    let r = sign_in(CLIENT).await.expect("request");
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.expect("html").contains("não dá acesso ao console"));
+    assert_eq!(
+        sign_in("chave-que-nao-existe").await.expect("request").status(),
+        401
+    );
+    let r = sign_in(SUPPORT).await.expect("request");
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/console/lookup");
+    let set: Vec<&str> = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let session = set
+        .iter()
+        .find(|c| c.starts_with("vt_console="))
+        .expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(session.contains(attribute), "{session}");
+    }
+    assert!(!session.contains(SUPPORT), "the key itself never travels back");
+}
+
+async fn dead_letter(store: &dyn vt_agent::store::Store) -> i64 {
+    let now = Utc::now();
+    let id = store
+        .enqueue(
+            &NewOutboxItem {
+                kind: "whatsapp".into(),
+                destination: "5511999990000".into(),
+                payload: json!({"texto": "Seu saldo é BRL 50,00"}),
+                max_attempts: 5,
+                next_attempt_at: now,
+                conversation_id: Some("conversa-1".into()),
+                status: OutboxStatus::Pending,
+            },
+            now,
+        )
+        .await
+        .expect("enqueue");
+    store
+        .dead_letter(id, "131047: fora da janela de 24 h")
+        .await
+        .expect("dead letter");
+    id
+}
+
+// ---- the browser ----
+
+/// chromedriver on a free loopback port, and a WebDriver session of headless Chromium on it.
+struct Browser {
+    driver: std::process::Child,
+    client: Client,
+    shots: PathBuf,
+    downloads: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn installed(candidates: &[&str]) -> Option<String> {
+    candidates
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .map(|p| (*p).to_owned())
+}
+
+impl Browser {
+    async fn start() -> Self {
+        let driver_path = installed(&["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]).expect(
+            "chromium-driver is not installed: `.ci/run` installs it (apt-get install chromium chromium-driver)",
+        );
+        let chromium = installed(&["/usr/bin/chromium", "/usr/lib/chromium/chromium"]).expect(
+            "chromium is not installed: `.ci/run` installs it (apt-get install chromium chromium-driver)",
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let driver = std::process::Command::new(driver_path)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let url = format!("http://127.0.0.1:{port}");
+        let mut ready = false;
+        for _ in 0..100 {
+            if reqwest::get(format!("{url}/status"))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(ready, "chromedriver did not answer on {url}");
+        let downloads = tempfile::tempdir().expect("downloads");
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                         "--window-size=1280,1000", "--lang=pt-BR"],
+                "prefs": {
+                    "download.default_directory": downloads.path(),
+                    "download.prompt_for_download": false,
+                },
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&url)
+            .await
+            .expect("a WebDriver session of headless Chromium");
+        let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");
+        std::fs::create_dir_all(&shots).expect("screenshot folder");
+        Self {
+            driver,
+            client,
+            shots,
+            downloads,
+        }
+    }
+
+    async fn shot(&self, name: &str) {
+        let png = self.client.screenshot().await.expect("screenshot");
+        std::fs::write(self.shots.join(format!("{name}.png")), png).expect("write screenshot");
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let field = self.client.find(Locator::Css(css)).await.expect(css);
+        field.clear().await.expect("clear");
+        field.send_keys(text).await.expect("type");
+    }
+
+    async fn path(&self) -> String {
+        self.client.current_url().await.expect("url").path().to_owned()
+    }
+
+    async fn sign_in(&self, base: &str, key: &str) {
+        self.client
+            .goto(&format!("{base}/console"))
+            .await
+            .expect("sign-in page");
+        self.type_into("#chave", key).await;
+        self.click("form[action='/console/entrar'] button").await;
+    }
+
+    async fn sign_out(&self) {
+        self.click("form.sair button").await;
+    }
+
+    async fn source(&self) -> String {
+        self.client.source().await.expect("source")
+    }
+}
+
+/// What the console needs to show: a conversation with tool calls and a recharge, flows, a dead letter,
+/// turns that cost tokens.
+async fn seed(chat: &ChatHarness) -> i64 {
+    chat.say("conversa-1", &format!("qual o saldo do cartão {CARD}?"))
+        .await;
+    chat.say("conversa-1", &format!("recarrega 50 no {CARD} via pix"))
+        .await;
+    chat.say("conversa-1", "sim").await;
+    assert_eq!(chat.recharges(), 1);
+    chat.store
+        .record_usage(&UsageRecord {
+            conversation_id: "conversa-2".into(),
+            intent_key: "fora_do_escopo".into(),
+            action_type: "reasoning".into(),
+            tokens_input: 420,
+            tokens_output: 60,
+            execution_time_ms: 900,
+            was_keyword_matched: false,
+            created_at: Utc::now(),
+        })
+        .await
+        .expect("usage");
+    dead_letter(chat.store.as_ref()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn support_and_operators_use_the_console_in_a_real_browser() {
+    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let dead = seed(&chat).await;
+    let s = serve_with(chat.clone()).await;
+    let b = Browser::start().await;
+    let base = s.url.as_str();
+
+    // No session: the sign-in page. A client key is refused there.
+    b.client
+        .goto(&format!("{base}/console/conversations"))
+        .await
+        .expect("goto");
+    assert_eq!(b.path().await, "/console");
+    b.shot("01-entrar").await;
+    b.sign_in(base, CLIENT).await;
+    assert!(b.text("#erro").await.contains("não dá acesso ao console"));
+    b.shot("02-chave-de-cliente-recusada").await;
+    b.client
+        .goto(&format!("{base}/console/lookup"))
+        .await
+        .expect("goto");
+    assert_eq!(b.path().await, "/console", "still signed out");
+
+    // A support agent signs in and looks a card up: masked on screen, audited.
+    b.sign_in(base, SUPPORT).await;
+    assert_eq!(b.path().await, "/console/lookup");
+    let unlabelled: Value = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('input:not([type=hidden]), select, button')]
+                .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+                .map(e => e.outerHTML)",
+            vec![],
+        )
+        .await
+        .expect("labels");
+    assert_eq!(unlabelled, json!([]), "every control has a label");
+    let mut order = Vec::new();
+    for _ in 0..9 {
+        b.client
+            .active_element()
+            .await
+            .expect("focus")
+            .send_keys("\u{E004}")
+            .await
+            .expect("tab");
+        let focused: Value = b
+            .client
+            .execute(
+                "const e = document.activeElement; return e.id || e.getAttribute('href') || e.textContent.trim()",
+                vec![],
+            )
+            .await
+            .expect("focused");
+        order.push(focused.as_str().unwrap_or_default().to_owned());
+    }
+    let at = |what: &str| {
+        order
+            .iter()
+            .position(|o| o == what)
+            .unwrap_or_else(|| panic!("{what} in {order:?}"))
+    };
+    assert_eq!(order[0], "#conteudo", "the skip link comes first: {order:?}");
+    assert!(
+        at("/console/lookup") < at("/console/conversations")
+            && at("/console/conversations") < at("Sair")
+            && at("Sair") < at("cartao")
+            && at("cartao") < at("Consultar"),
+        "{order:?}"
+    );
+    b.type_into("#cartao", CARD).await;
+    b.click("form[action='/console/lookup'] button").await;
+    let answer = b.text("#resposta").await;
+    assert!(answer.contains("****8901"), "{answer}");
+    assert!(!b.source().await.contains(CARD), "no card in clear on the page");
+    b.shot("03-consulta").await;
+    let audit = chat.store.audit_records(10).await.expect("audit");
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.support_user == "suporte" && a.channel == "console")
+    );
+
+    // The conversation, its tool calls, and its transcript as a file.
+    b.click("nav a[href='/console/conversations']").await;
+    b.click("a[href='/console/conversations/conversa-1']").await;
+    b.text("ol.eventos").await;
+    let tools: Value = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('li.evento-ferramenta')].map(e => e.innerText).join('\\n')",
+            vec![],
+        )
+        .await
+        .expect("events");
+    let tools = tools.as_str().unwrap_or_default();
+    for tool in ["consultar_saldo", "preparar_recarga", "confirmar_recarga"] {
+        assert!(tools.contains(tool), "{tool} in {tools}");
+    }
+    let page = b.source().await;
+    assert!(!page.contains(CARD));
+    assert!(
+        page.contains("suporte (support)"),
+        "the frame names who is signed in"
+    );
+    b.shot("04-conversa").await;
+    b.click("#baixar-transcricao").await;
+    let file = b.downloads.path().join("conversa-conversa-1.yaml");
+    let mut yaml = String::new();
+    for _ in 0..100 {
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && !text.is_empty()
+        {
+            yaml = text;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let transcript: vt_agent::transcript::Transcript =
+        serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("a transcript was downloaded: {e}: {yaml}"));
+    assert_eq!(transcript.turns.len(), 3);
+
+    // Flows: the recharge's run with its ten stages.
+    b.click("nav a[href='/console/flows']").await;
+    b.shot("05-fluxos").await;
+    b.click("table a[href^='/console/flows/']").await;
+    let stages = b.text("ol.etapas").await;
+    assert!(
+        stages.contains("rf01_preparar_consulta") && stages.contains("rf05"),
+        "{stages}"
+    );
+
+    // Support sees no operator pages.
+    assert!(!b.source().await.contains("href=\"/console/outbox\""));
+    b.sign_out().await;
+    assert_eq!(b.path().await, "/console");
+
+    // An operator retries the dead letter.
+    b.sign_in(base, ADMIN).await;
+    b.click("nav a[href='/console/outbox']").await;
+    assert!(b.text(&format!("#item-{dead}")).await.contains("131047"));
+    b.shot("06-outbox").await;
+    b.click(&format!("#item-{dead} button")).await;
+    assert!(
+        b.text("p.ok")
+            .await
+            .contains(&format!("item {dead} voltou para a fila"))
+    );
+    let item = chat.store.outbox_item(dead).await.expect("item").expect("there");
+    assert_eq!((item.status, item.attempts), (OutboxStatus::Pending, 0));
+    b.shot("07-outbox-reenviado").await;
+
+    // Every chart of the dashboard is drawn, with data.
+    b.click("nav a[href='/console/usage']").await;
+    b.client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#grafico-fluxos[data-desenhado='sim']"))
+        .await
+        .expect("the charts are drawn");
+    for id in [
+        "grafico-turnos",
+        "grafico-zero",
+        "grafico-intencao",
+        "grafico-latencia",
+        "grafico-fluxos",
+    ] {
+        let drawn: Value = b
+            .client
+            .execute(
+                "const c = document.getElementById(arguments[0]);
+                 const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                 let ink = 0; for (let i = 3; i < px.length; i += 4) { if (px[i] > 0) ink++; }
+                 return {desenhado: c.dataset.desenhado, pontos: Number(c.dataset.pontos), largura: c.width, tinta: ink};",
+                vec![json!(id)],
+            )
+            .await
+            .expect("canvas");
+        assert_eq!(drawn["desenhado"], "sim", "{id}: {drawn}");
+        assert!(drawn["pontos"].as_i64() > Some(0), "{id} has data: {drawn}");
+        assert!(
+            drawn["tinta"].as_i64() > Some(500),
+            "{id} is not an empty box: {drawn}"
+        );
+    }
+    let page = b.source().await;
+    assert!(page.contains("fora_do_escopo"), "tokens by intent");
+    b.shot("08-uso").await;
+    b.client.clone().close().await.expect("close the session");
+}
