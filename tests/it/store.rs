@@ -730,6 +730,189 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
     );
 }
 
+/// What the web console reads: conversations by tenant, channel and text; batch jobs; usage since a
+/// time; flow runs counted by status.
+pub async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    let mut a = conversation("c-lista-a");
+    a.tenant_id = "empresa-a".into();
+    a.handoff = None;
+    let mut b = conversation("c-lista-b");
+    b.tenant_id = "empresa-b".into();
+    b.channel = "whatsapp".into();
+    b.user_login = "joana".into();
+    b.ended = true;
+    store
+        .save_conversation(&a, now - chrono::Duration::seconds(5))
+        .await
+        .expect("save");
+    store.save_conversation(&b, now).await.expect("save");
+    for (conv, text) in [
+        ("c-lista-a", "qual o saldo do cartão 2345678901?"),
+        ("c-lista-b", "Oi, tudo bem?"),
+    ] {
+        store
+            .append_message(conv, None, &ChatMessage::user(text), now)
+            .await
+            .expect("append");
+    }
+    store
+        .save_context(&ConversationContext {
+            conversation_id: "c-lista-a".into(),
+            user_id: "u-1".into(),
+            summary: None,
+            key_facts: Vec::new(),
+            last_intent: Some("consultar_saldo".into()),
+            turn_count: 1,
+            updated_at: now,
+        })
+        .await
+        .expect("context");
+    let list = |tenant: Option<&str>, channel: Option<&str>, text: Option<&str>| {
+        let store = store.clone();
+        let query = vt_agent::store::ConversationQuery {
+            tenant_id: tenant.map(Into::into),
+            channel: channel.map(Into::into),
+            text: text.map(Into::into),
+            limit: 10,
+        };
+        async move {
+            store
+                .conversation_list(&query)
+                .await
+                .expect("list")
+                .into_iter()
+                .map(|c| c.id)
+                .filter(|id| id.starts_with("c-lista"))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        list(None, None, None).await,
+        ["c-lista-b", "c-lista-a"],
+        "newest first"
+    );
+    assert_eq!(list(Some("empresa-a"), None, None).await, ["c-lista-a"]);
+    assert_eq!(list(None, Some("whatsapp"), None).await, ["c-lista-b"]);
+    assert_eq!(
+        list(None, None, Some("JOANA")).await,
+        ["c-lista-b"],
+        "by login, any case"
+    );
+    assert_eq!(
+        list(None, None, Some("2345678901")).await,
+        ["c-lista-a"],
+        "by message text"
+    );
+    assert_eq!(
+        list(None, None, Some("100%_")).await,
+        Vec::<String>::new(),
+        "no wildcards"
+    );
+    let rows = store
+        .conversation_list(&vt_agent::store::ConversationQuery {
+            tenant_id: Some("empresa-a".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(rows[0].last_intent.as_deref(), Some("consultar_saldo"));
+    assert_eq!(
+        rows[0].last_message,
+        Some(ChatMessage::user("qual o saldo do cartão 2345678901?"))
+    );
+    assert!(!rows[0].ended && !rows[0].handed_over);
+
+    for (id, tenant) in [("lote-1", "empresa-a"), ("lote-2", "empresa-b")] {
+        store
+            .open_batch(&vt_agent::store::BatchJob {
+                id: id.into(),
+                tenant_id: tenant.into(),
+                digest: "d".into(),
+                total: 3,
+                dry_run: false,
+                source: None,
+                created_at: now,
+                finished_at: None,
+            })
+            .await
+            .expect("batch");
+    }
+    let ids = |jobs: Vec<vt_agent::store::BatchJob>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.batches(Some("empresa-b"), 10).await.expect("batches")),
+        ["lote-2"]
+    );
+    assert_eq!(store.batches(None, 10).await.expect("batches").len(), 2);
+
+    let usage = |days_ago: i64| UsageRecord {
+        conversation_id: "c-lista-a".into(),
+        intent_key: "consultar_saldo".into(),
+        action_type: "deterministic".into(),
+        tokens_input: 0,
+        tokens_output: 0,
+        execution_time_ms: 12,
+        was_keyword_matched: true,
+        created_at: now - chrono::Duration::days(days_ago),
+    };
+    for d in [40, 3, 0] {
+        store.record_usage(&usage(d)).await.expect("usage");
+    }
+    let since = store
+        .usage_since(now - chrono::Duration::days(30))
+        .await
+        .expect("usage");
+    assert_eq!(since.len(), 2);
+    assert!(since[0].created_at < since[1].created_at && since[0].was_keyword_matched);
+
+    store
+        .begin_flow_run("exec-console-1", &json!({"cartao": "1"}), now)
+        .await
+        .expect("begin");
+    for (id, status) in [
+        ("exec-console-2", "concluido"),
+        ("exec-console-3", "concluido"),
+        ("exec-console-4", "falhou"),
+    ] {
+        store
+            .save_flow_run(&FlowRunRecord {
+                parent_execucao_id: None,
+                execucao_id: id.into(),
+                status: status.into(),
+                input: json!({}),
+                output: json!({}),
+                stages: Vec::new(),
+                created_at: now,
+            })
+            .await
+            .expect("flow");
+    }
+    store
+        .save_flow_run(&FlowRunRecord {
+            parent_execucao_id: None,
+            execucao_id: "exec-console-old".into(),
+            status: "concluido".into(),
+            input: json!({}),
+            output: json!({}),
+            stages: Vec::new(),
+            created_at: now - chrono::Duration::days(60),
+        })
+        .await
+        .expect("flow");
+    assert_eq!(
+        store
+            .flow_outcomes_since(now - chrono::Duration::days(1))
+            .await
+            .expect("outcomes"),
+        [
+            ("concluido".to_owned(), 2),
+            ("em_andamento".to_owned(), 1),
+            ("falhou".to_owned(), 1)
+        ]
+    );
+}
+
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("sqlite"))
 }
@@ -822,6 +1005,7 @@ conformance!(
     recharge_attempts_are_on_record_before_they_are_sent,
     a_flow_run_is_on_record_before_it_finishes,
     a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
+    the_console_reads_lists_and_counts,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
