@@ -443,6 +443,34 @@ async fn seed(chat: &ChatHarness) -> i64 {
         })
         .await
         .expect("usage");
+    let now = Utc::now();
+    chat.store
+        .open_batch(&vt_agent::store::BatchJob {
+            id: "lote-da-empresa".into(),
+            tenant_id: "default".into(),
+            digest: "d".into(),
+            total: 3,
+            dry_run: false,
+            source: None,
+            created_at: now,
+            finished_at: None,
+        })
+        .await
+        .expect("batch");
+    let line = |n: i64, status: &str| vt_agent::store::BatchLine {
+        line: n,
+        status: status.into(),
+        result: json!({"line": n, "status": status, "cartao": "****8901"}),
+    };
+    chat.store
+        .save_batch_lines(
+            "lote-da-empresa",
+            &[line(1, "concluido"), line(2, "invalida")],
+            &[],
+            now,
+        )
+        .await
+        .expect("lines");
     dead_letter(chat.store.as_ref()).await
 }
 
@@ -571,6 +599,21 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
 
     // Flows: the recharge's run with its ten stages.
     b.click("nav a[href='/console/flows']").await;
+    let progress = b.text("a[href='/console/batches/lote-da-empresa']").await;
+    assert_eq!(progress, "lote-da-empresa");
+    let row: Value = b
+        .client
+        .execute(
+            "return document.querySelector(\"a[href='/console/batches/lote-da-empresa']\").closest('tr').innerText",
+            vec![],
+        )
+        .await
+        .expect("batch row");
+    let row = row.as_str().unwrap_or_default();
+    assert!(
+        row.contains("2/3") && row.contains("concluído: 1") && row.contains("invalida: 1"),
+        "{row}"
+    );
     b.shot("05-fluxos").await;
     b.click("table a[href^='/console/flows/']").await;
     let stages = b.text("ol.etapas").await;
