@@ -269,22 +269,27 @@ pub(super) async fn lookup(
         unsupported: None,
         thread: None,
     };
-    // The turn runs in a task of its own: a browser that goes away does not cut it in half.
+    // The turn runs in a task of its own, within the API's bound of turns in flight and its request
+    // time: a browser that goes away, or a slow answer, does not cut it in half.
     let service = state.service.clone();
     let console = state.console.clone();
     let (user, tenant) = (staff.caller.name.clone(), staff.caller.tenant.clone());
-    let turn = tokio::spawn(async move {
-        let handled = service.handle(msg).await?;
-        let who = crate::service::audit::Lookup {
-            support_user: &user,
-            tenant: &tenant,
-            channel: CHANNEL,
-        };
-        crate::service::audit::record_lookup(&service, who, &text, &handled, |c| console.keys.card_hash(c))
+    let turn = state
+        .run(async move {
+            let handled = service.handle(msg).await?;
+            let who = crate::service::audit::Lookup {
+                support_user: &user,
+                tenant: &tenant,
+                channel: CHANNEL,
+            };
+            crate::service::audit::record_lookup(&service, who, &text, &handled, |c| {
+                console.keys.card_hash(c)
+            })
             .await;
-        Ok::<_, crate::service::ServiceError>(handled)
-    });
-    match turn.await {
+            Ok::<_, crate::service::ServiceError>(handled)
+        })
+        .await;
+    match turn {
         Ok(Ok(handled)) => lookup_view(&staff, StatusCode::OK, Some(masked(&handled.reply_text())), None),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "console lookup failed");
@@ -295,7 +300,14 @@ pub(super) async fn lookup(
                 Some("Não foi possível consultar agora. Tente de novo em instantes."),
             )
         }
-        Err(e) => store_failed(&staff, &e),
+        Err(busy_or_late) => lookup_view(
+            &staff,
+            busy_or_late.status,
+            None,
+            Some(
+                "O serviço está ocupado ou a consulta demorou demais. Se ela terminar, aparece na sua conversa do console; tente de novo em instantes.",
+            ),
+        ),
     }
 }
 

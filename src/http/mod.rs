@@ -203,7 +203,7 @@ impl AppState {
 
     /// Runs `work` (a turn or a flow) in its own task, within the bound of work in flight and the
     /// request timeout. The task is not cancelled when the caller goes away or time runs out.
-    async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         work: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<T, ApiError> {
