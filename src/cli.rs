@@ -92,6 +92,21 @@ pub enum Command {
     Transcript(TranscriptCommand),
 }
 
+impl Command {
+    /// Commands that do one thing and exit, with no concurrency of their own to speak of.
+    pub fn is_one_shot(&self) -> bool {
+        matches!(
+            self,
+            Self::RunFlow(_)
+                | Self::Flows(_)
+                | Self::Outbox(_)
+                | Self::Audit(_)
+                | Self::Usage
+                | Self::Transcript(_)
+        )
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// Transcript files or folders.

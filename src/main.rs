@@ -7,9 +7,26 @@ use clap::Parser as _;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = vt_agent::cli::Cli::parse();
+    // A one-shot command runs on the thread that started it: the multi-threaded runtime's workers cost
+    // more to start, and to hand each step between, than such a command's own work (`run-flow`'s
+    // start-up was mostly thread wake-ups and fresh stacks).
+    let mut runtime = if cli.command.is_one_shot() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    match runtime.enable_all().build() {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(e) => {
+            eprintln!("erro: não foi possível iniciar o runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: vt_agent::cli::Cli) -> std::process::ExitCode {
     // Transcripts provoke failures on purpose; their warnings would drown the report.
     let default_filter = if matches!(cli.command, vt_agent::cli::Command::Test(_)) {
         "error"
