@@ -55,7 +55,8 @@ pub enum Command {
     /// charged twice. Ctrl-C stops after the flows in flight. Exit code: 0 every line `concluido`; 3
     /// otherwise (or stopped early); 2 unreadable file, no lines, or a job id used with other input.
     Batch(BatchArgs),
-    /// Serve the HTTP API: conversations, the flow, health, metrics and OpenAPI.
+    /// Serve the HTTP API: conversations, the flow, health, metrics and OpenAPI; the web console at
+    /// /console (sign in with a support or admin API key).
     ///
     /// Listens on 127.0.0.1:8080 unless --addr (or VT_HTTP_ADDR, or [http] addr) says otherwise. With
     /// no API key configured ([[http.api_keys]]) it serves loopback only. Ctrl-C or SIGTERM stops it
