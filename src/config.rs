@@ -517,6 +517,23 @@ mod tests {
     }
 
     #[test]
+    fn the_console_secret_comes_from_the_environment_and_is_checked() {
+        let c =
+            Config::from_sources(None, "", &env(&[("VT_CONSOLE_SECRET", &"s".repeat(40))])).expect("valid");
+        assert_eq!(c.console.secret.as_deref().map(str::len), Some(40));
+        let err =
+            Config::from_sources(None, "", &env(&[("VT_CONSOLE_SECRET", "curtinho")])).expect_err("short");
+        let shown = err.to_string();
+        assert!(
+            shown.contains("console.secret") && !shown.contains("curtinho"),
+            "{shown}"
+        );
+        let err = Config::from_sources(Some("[console]\nsession_minutes = 0\n"), "", &HashMap::new())
+            .expect_err("zero");
+        assert!(err.to_string().contains("console.session_minutes"), "{err}");
+    }
+
+    #[test]
     fn a_toml_error_never_prints_the_line_it_is_on() {
         let text =
             "[llm]\napi_key = \"sk-live-abcdefghijklmnop\"\nmax_tokens = \"sk-live-abcdefghijklmnop\"\n";
