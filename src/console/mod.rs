@@ -161,25 +161,28 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
         .into_response()
 }
 
+/// The pages' templates, built into the binary.
+const TEMPLATES: [(&str, &str); 11] = [
+    ("base.html", include_str!("templates/base.html")),
+    ("entrar.html", include_str!("templates/entrar.html")),
+    ("aviso.html", include_str!("templates/aviso.html")),
+    ("consulta.html", include_str!("templates/consulta.html")),
+    ("conversas.html", include_str!("templates/conversas.html")),
+    ("conversa.html", include_str!("templates/conversa.html")),
+    ("fluxos.html", include_str!("templates/fluxos.html")),
+    ("fluxo.html", include_str!("templates/fluxo.html")),
+    ("lote.html", include_str!("templates/lote.html")),
+    ("outbox.html", include_str!("templates/outbox.html")),
+    ("uso.html", include_str!("templates/uso.html")),
+];
+
 /// The templates, parsed once.
 fn templates() -> &'static minijinja::Environment<'static> {
     static ENV: std::sync::OnceLock<minijinja::Environment<'static>> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        for (name, source) in [
-            ("base.html", include_str!("templates/base.html")),
-            ("entrar.html", include_str!("templates/entrar.html")),
-            ("aviso.html", include_str!("templates/aviso.html")),
-            ("consulta.html", include_str!("templates/consulta.html")),
-            ("conversas.html", include_str!("templates/conversas.html")),
-            ("conversa.html", include_str!("templates/conversa.html")),
-            ("fluxos.html", include_str!("templates/fluxos.html")),
-            ("fluxo.html", include_str!("templates/fluxo.html")),
-            ("lote.html", include_str!("templates/lote.html")),
-            ("outbox.html", include_str!("templates/outbox.html")),
-            ("uso.html", include_str!("templates/uso.html")),
-        ] {
+        for (name, source) in TEMPLATES {
             // The templates are part of the binary: one that does not parse fails every test.
             if let Err(e) = env.add_template(name, source) {
                 tracing::error!(template = name, error = %e, "console template does not parse");
@@ -211,19 +214,7 @@ mod tests {
     #[test]
     fn every_template_parses() {
         let env = templates();
-        for name in [
-            "base.html",
-            "entrar.html",
-            "aviso.html",
-            "consulta.html",
-            "conversas.html",
-            "conversa.html",
-            "fluxos.html",
-            "fluxo.html",
-            "lote.html",
-            "outbox.html",
-            "uso.html",
-        ] {
+        for (name, _) in TEMPLATES {
             assert!(env.get_template(name).is_ok(), "{name}");
         }
     }

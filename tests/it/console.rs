@@ -369,25 +369,23 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).expect("write screenshot");
     }
 
-    async fn text(&self, css: &str) -> String {
+    /// The element `css` selects, once it is there (up to 10 s).
+    async fn element(&self, css: &str) -> fantoccini::elements::Element {
         self.client
             .wait()
             .at_most(Duration::from_secs(10))
             .for_element(Locator::Css(css))
             .await
             .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .text()
-            .await
-            .expect("text")
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.element(css).await.text().await.expect("text")
     }
 
     async fn click(&self, css: &str) {
-        self.client
-            .wait()
-            .at_most(Duration::from_secs(10))
-            .for_element(Locator::Css(css))
+        self.element(css)
             .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
             .click()
             .await
             .unwrap_or_else(|e| panic!("click {css}: {e}"));
