@@ -401,6 +401,18 @@ impl Browser {
         self.client.current_url().await.expect("url").path().to_owned()
     }
 
+    /// Waits (up to 10 s) for the browser to be on `path`: a click that submits a form returns before
+    /// the next page has loaded.
+    async fn wait_path(&self, path: &str) {
+        for _ in 0..100 {
+            if self.path().await == path {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(self.path().await, path);
+    }
+
     async fn sign_in(&self, base: &str, key: &str) {
         self.client
             .goto(&format!("{base}/console"))
@@ -498,7 +510,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
 
     // A support agent signs in and looks a card up: masked on screen, audited.
     b.sign_in(base, SUPPORT).await;
-    assert_eq!(b.path().await, "/console/lookup");
+    b.wait_path("/console/lookup").await;
     let unlabelled: Value = b
         .client
         .execute(
@@ -623,7 +635,8 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     // Support sees no operator pages.
     assert!(!b.source().await.contains("href=\"/console/outbox\""));
     b.sign_out().await;
-    assert_eq!(b.path().await, "/console");
+    b.wait_path("/console").await;
+    b.element("#chave").await;
 
     // An operator retries the dead letter.
     b.sign_in(base, ADMIN).await;
