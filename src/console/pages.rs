@@ -489,10 +489,14 @@ pub(super) async fn conversation(
         Err(page) => return page,
     };
     let store = state.service.store();
-    let messages = match store.messages(&id).await {
-        Ok(m) => m,
-        Err(e) => return store_failed(&staff, &e),
+    let (messages, executions) = match (store.messages(&id).await, store.executions(&id).await) {
+        (Ok(m), Ok(e)) => (m, e),
+        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
+    let executions: std::collections::HashMap<&str, _> = executions
+        .iter()
+        .map(|(execution, events)| (execution.execucao_id.as_str(), (execution, events)))
+        .collect();
     let mut turns = Vec::new();
     for turn in split_turns(&messages) {
         let user = turn.first().map(|m| masked(&message_text(&m.message)));
@@ -504,24 +508,18 @@ pub(super) async fn conversation(
         let exec_id = turn.iter().find_map(|m| m.execucao_id.clone());
         let mut events = Vec::new();
         let (mut tokens, mut ms, mut status) = ((0, 0), None, None);
-        if let Some(exec_id) = &exec_id {
-            match store.execution(exec_id).await {
-                Ok(Some((execution, evs))) => {
-                    tokens = execution.tokens();
-                    ms = Some((execution.finished_at - execution.started_at).num_milliseconds());
-                    status = Some(match execution.status {
-                        crate::engine::ExecutionStatus::Concluido => "concluído",
-                        crate::engine::ExecutionStatus::Falhou => "falhou",
-                    });
-                    events = evs
-                        .iter()
-                        .filter_map(event_line)
-                        .map(|(kind, text)| context! { tipo => kind, texto => masked(&text) })
-                        .collect();
-                }
-                Ok(None) => {}
-                Err(e) => return store_failed(&staff, &e),
-            }
+        if let Some((execution, evs)) = exec_id.as_deref().and_then(|id| executions.get(id)) {
+            tokens = execution.tokens();
+            ms = Some((execution.finished_at - execution.started_at).num_milliseconds());
+            status = Some(match execution.status {
+                crate::engine::ExecutionStatus::Concluido => "concluído",
+                crate::engine::ExecutionStatus::Falhou => "falhou",
+            });
+            events = evs
+                .iter()
+                .filter_map(event_line)
+                .map(|(kind, text)| context! { tipo => kind, texto => masked(&text) })
+                .collect();
         }
         turns.push(context! {
             quando => turn.first().map(|m| when(m.created_at)),

@@ -414,7 +414,11 @@ pub trait Store: Send + Sync {
         &self,
         execucao_id: &str,
     ) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError>;
-    async fn executions(&self, conversation_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
+    /// Every execution of a conversation with its events, in order (one query for a whole transcript).
+    async fn executions(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError>;
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError>;
     async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;

@@ -485,14 +485,19 @@ impl Store for PgStore {
             .transpose()
     }
 
-    async fn executions(&self, conversation_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+    async fn executions(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
         let rows = sqlx::query(
             "SELECT * FROM executions WHERE conversation_id = $1 ORDER BY started_at, execucao_id",
         )
         .bind(conversation_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(execution_from).collect()
+        rows.iter()
+            .map(|r| Ok((execution_from(r)?, parse(r, "events")?)))
+            .collect()
     }
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {

@@ -526,13 +526,18 @@ impl Store for SqliteStore {
             .transpose()
     }
 
-    async fn executions(&self, conversation_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+    async fn executions(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
         let rows =
             sqlx::query("SELECT * FROM executions WHERE conversation_id = ? ORDER BY started_at, rowid")
                 .bind(conversation_id)
                 .fetch_all(&self.pool)
                 .await?;
-        rows.iter().map(execution_from).collect()
+        rows.iter()
+            .map(|r| Ok((execution_from(r)?, parse(r, "events")?)))
+            .collect()
     }
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {

@@ -73,6 +73,11 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
         .await?
         .ok_or_else(|| ExportError::NotFound(conversation_id.to_owned()))?;
     let messages = store.messages(conversation_id).await?;
+    let executions = store.executions(conversation_id).await?;
+    let executions: std::collections::HashMap<&str, _> = executions
+        .iter()
+        .map(|(execution, events)| (execution.execucao_id.as_str(), (execution, events)))
+        .collect();
     let mut turns = Vec::new();
     let mut first_at = None;
     let mut idx = 0;
@@ -104,9 +109,7 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
             ..Turn::default()
         };
         turn.expect.reply = Some(replies.join("\n"));
-        if let Some(id) = exec_id
-            && let Some((execution, events)) = store.execution(&id).await?
-        {
+        if let Some((execution, events)) = exec_id.as_deref().and_then(|id| executions.get(id)) {
             if let Some(TurnEvent::Routed {
                 intent, classified, ..
             }) = events.first()
@@ -116,7 +119,7 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
                     turn.classify = Some(intent.clone());
                 }
             }
-            turn.model = model_replies(&events);
+            turn.model = model_replies(events);
             turn.expect.model_calls = Some(execution.model_calls.len());
             turn.expect.status = Some(execution.status.as_str().to_owned());
             turn.expect.tool_calls = Some(

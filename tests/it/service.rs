@@ -364,7 +364,7 @@ impl Store for Flaky {
     async fn execution(&self, id: &str) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
         self.inner.execution(id).await
     }
-    async fn executions(&self, c: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+    async fn executions(&self, c: &str) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
         self.inner.executions(c).await
     }
     async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {

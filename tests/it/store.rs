@@ -180,7 +180,7 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     assert_eq!(loaded_events, events);
     assert_eq!(
         store.executions("c-turn").await.expect("list"),
-        vec![exec.clone()]
+        vec![(exec.clone(), events.clone())]
     );
     let stored: Vec<ChatMessage> = store
         .messages("c-turn")
