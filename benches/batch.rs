@@ -3,7 +3,7 @@
 //! is measured), every flow stored — over N recharge lines of distinct cards.
 //!
 //! `cargo bench --bench batch` (VT_BENCH_BATCH_LINES, default 4000; VT_BENCH_BATCH_CONCURRENCY,
-//! default 64). Prints flows/s, CPU per flow (the whole process: product, store and simulator) and the
+//! default 256). Prints flows/s, CPU per flow (the whole process: product, store and simulator) and the
 //! run's p50/p99 per flow.
 
 mod common;
@@ -29,7 +29,7 @@ fn env(name: &str, default: usize) -> usize {
 #[tokio::main]
 async fn main() {
     let lines = env("VT_BENCH_BATCH_LINES", 4000);
-    let concurrency = env("VT_BENCH_BATCH_CONCURRENCY", 64);
+    let concurrency = env("VT_BENCH_BATCH_CONCURRENCY", 256);
     let data = tempfile::tempdir().expect("tmp");
     let config = Config {
         data_dir: data.path().to_owned(),

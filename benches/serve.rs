@@ -177,9 +177,13 @@ async fn load(
 async fn main() {
     let dir = tempfile::tempdir().expect("tmp");
     let sqlite = || async {
-        vt_agent::store::open(None, &dir.path().join(uuid::Uuid::new_v4().simple().to_string()))
-            .await
-            .expect("sqlite")
+        vt_agent::store::open(
+            None,
+            &dir.path().join(uuid::Uuid::new_v4().simple().to_string()),
+            vt_agent::store::Usage::Service,
+        )
+        .await
+        .expect("sqlite")
     };
     flat("SQLite", sqlite().await).await;
     http("SQLite", sqlite().await).await;
@@ -190,7 +194,7 @@ async fn main() {
     match pg {
         Some(url) => {
             let store = || async {
-                vt_agent::store::open(Some(&url), dir.path())
+                vt_agent::store::open(Some(&url), dir.path(), vt_agent::store::Usage::Service)
                     .await
                     .expect("postgres")
             };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use vt_actions::ActionRegistry;
 use vt_actions::context::Extensions;
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_actions::systems::{Simulator, SimulatorConfig, VtSystems};
 
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
@@ -84,29 +84,33 @@ pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<
 }
 
 /// A running product: the conversation service (engine + store) and, when no external systems are
-/// configured, the embedded simulator it talks to (kept alive as long as this value).
+/// configured, the embedded simulator it talks to in this process.
 pub struct App {
     pub service: ConversationService,
-    pub simulator: Option<RunningSimulator>,
+    pub simulator: Option<Simulator>,
 }
 
 impl App {
     /// Starts what `config` describes; `llm` overrides the configured model.
     pub async fn start(config: &Config, llm: Option<Arc<dyn LlmProvider>>) -> anyhow::Result<Self> {
         let (systems, simulator) = match &config.systems {
-            Some(s) => (s.clone(), None),
+            Some(s) => (
+                VtSystems::new(s.clone()).context("building the external-systems client")?,
+                None,
+            ),
             None => {
                 let sim = simulator(&config.simulator)?;
-                let running = sim.spawn(0).await.context("starting the embedded simulator")?;
-                tracing::info!(url = %running.url, "embedded simulator started");
-                (SystemsConfig::single(&running.url), Some(running))
+                (VtSystems::in_process(&sim), Some(sim))
             }
         };
-        let systems = VtSystems::new(systems).context("building the external-systems client")?;
         let extensions = Extensions::default().with(systems).with(config.vt.clone());
-        let store = crate::store::open(config.database_url.as_deref(), &config.data_dir)
-            .await
-            .context("opening the database")?;
+        let store = crate::store::open(
+            config.database_url.as_deref(),
+            &config.data_dir,
+            config.store_usage,
+        )
+        .await
+        .context("opening the database")?;
         let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {
             service: service(config, engine, store).await?,

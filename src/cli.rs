@@ -240,12 +240,17 @@ pub const EXIT_NOT_CONCLUDED: u8 = 3;
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
 /// configured, flushed before returning) and runs the command.
 pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
-    let config = Config::load(cli.config.as_deref())?;
+    let mut config = Config::load(cli.config.as_deref())?;
+    if cli.command.is_one_shot() {
+        config.store_usage = crate::store::Usage::OneShot;
+    }
     let telemetry = crate::telemetry::init(log_filter, config.otlp_target.as_ref());
     let result = command(cli.command, config).await;
     // Flushed on a blocking thread: the exporters block, and a one-shot command must not lose its
-    // trace.
-    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    // trace. (No thread when nothing is exported.)
+    if telemetry.exports() {
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
     result
 }
 
@@ -277,7 +282,8 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
             .context("reading the flow input from standard input")?;
         bytes
     } else {
-        match tokio::fs::read(&args.input).await {
+        // Read on this thread: one small file, and `tokio::fs` would start a blocking thread for it.
+        match std::fs::read(&args.input) {
             Ok(b) => b,
             Err(e) => {
                 eprintln!("erro: não foi possível ler {}: {e}", args.input);
@@ -595,7 +601,12 @@ async fn shutdown_signal() {
 
 async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     use crate::store::OutboxStatus;
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await?;
     if let Some(id) = args.retry {
         if store.requeue(id, chrono::Utc::now()).await? {
             println!("item {id} volta para a fila com novas tentativas");
@@ -611,14 +622,24 @@ async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await?;
     let records = store.audit_records(args.limit).await?;
     print!("{}", crate::runs::audit_report(&records));
     Ok(())
 }
 
 async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await?;
     let runs = store.flow_runs(args.limit).await?;
     let attempts = store.recharge_attempts(args.limit).await?;
     print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
@@ -681,7 +702,12 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await?;
     let transcript = crate::transcript::export::export(store.as_ref(), conversation).await?;
     let text = serde_yaml::to_string(&transcript)?;
     match output {
@@ -692,7 +718,12 @@ async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) ->
 }
 
 async fn usage(config: &Config) -> anyhow::Result<()> {
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir).await?;
+    let store = crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await?;
     let rows = store.usage_summary().await?;
     if rows.is_empty() {
         println!("Nenhum turno registrado nos últimos 7 dias.");

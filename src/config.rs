@@ -71,6 +71,9 @@ pub struct Config {
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
     pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
+    /// What the command will do with the store (set by the command line, not a setting).
+    #[serde(skip)]
+    pub store_usage: crate::store::Usage,
 }
 
 /// The embedded simulator, when it is used.
@@ -103,6 +106,7 @@ impl Default for Config {
             console: crate::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
             otlp_target: None,
+            store_usage: crate::store::Usage::default(),
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::action::ActionError;
 
-/// The turn an action runs in. Cheap to clone: extensions are shared.
+/// The turn an action runs in. Cheap to clone: extensions, state and memory are shared.
 #[derive(Clone, Debug)]
 pub struct ActionContext {
     pub agent_id: String,
@@ -30,10 +30,11 @@ pub struct ActionContext {
     pub turn_id: String,
     /// The engine's clock for this turn (fixed in tests).
     pub now: DateTime<Utc>,
-    /// Conversation state as it was when the action was called.
-    pub state: Map<String, Value>,
-    /// Conversation memory as it was when the action was called.
-    pub memory: Map<String, Value>,
+    /// Conversation state as it was when the action was called. Shared: a turn's actions see one copy
+    /// until an update changes it (each of a flow's ten stages copied state and memory before).
+    pub state: Arc<Map<String, Value>>,
+    /// Conversation memory as it was when the action was called (shared as `state` is).
+    pub memory: Arc<Map<String, Value>>,
     extensions: Extensions,
 }
 
@@ -49,8 +50,8 @@ impl ActionContext {
             user_message: String::new(),
             turn_id: String::new(),
             now,
-            state: Map::new(),
-            memory: Map::new(),
+            state: Arc::default(),
+            memory: Arc::default(),
             extensions: Extensions::default(),
         }
     }

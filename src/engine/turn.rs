@@ -2,6 +2,7 @@
 //! `tool_use` runs tools → model again; deterministic skills run their action without a model.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -39,14 +40,23 @@ enum Step {
     Done,
 }
 
+/// A conversation's state and memory as its actions see them, shared until an update.
+type SharedMaps = (Arc<Map<String, Value>>, Arc<Map<String, Value>>);
+
+fn shared_maps(conv: &Conversation) -> SharedMaps {
+    (Arc::new(conv.state.clone()), Arc::new(conv.memory.clone()))
+}
+
 impl Engine {
-    /// What an action may know about `conv` during a turn.
+    /// What an action may know about `conv` during a turn; `maps` is the turn's shared copy of its
+    /// state and memory (`None`: copied here).
     pub(crate) fn action_context(
         &self,
         conv: &Conversation,
         skill: &str,
         user_message: &str,
         turn_id: &str,
+        maps: Option<SharedMaps>,
     ) -> ActionContext {
         let mut ctx = ActionContext::new(&conv.agent_id, &conv.id, self.clock.now())
             .with_extensions(self.extensions.clone());
@@ -56,8 +66,9 @@ impl Engine {
         ctx.skill = skill.to_owned();
         ctx.user_message = user_message.to_owned();
         ctx.turn_id = turn_id.to_owned();
-        ctx.state = conv.state.clone();
-        ctx.memory = conv.memory.clone();
+        let (state, memory) = maps.unwrap_or_else(|| shared_maps(conv));
+        ctx.state = state;
+        ctx.memory = memory;
         ctx
     }
 
@@ -127,7 +138,13 @@ impl Engine {
                     format!("{name} is not exposed by {}", conv.active_skill),
                 )
             })?;
-        let ctx = self.action_context(conv, &conv.active_skill, user_message, &self.ids.next("plan"));
+        let ctx = self.action_context(
+            conv,
+            &conv.active_skill,
+            user_message,
+            &self.ids.next("plan"),
+            None,
+        );
         self.invoke(action, &ctx, name, args).await
     }
 
@@ -213,6 +230,7 @@ impl Engine {
             error: None,
             deadline: Instant::now() + Duration::from_millis(self.config.turn_timeout_ms),
             tool_span: tracing::Span::none(),
+            maps: std::sync::Mutex::default(),
             stop_after: None,
         };
         turn.run(start).await;
@@ -275,6 +293,9 @@ struct Turn<'a> {
     deadline: Instant,
     /// The span of the action running now: its updates are recorded as its events.
     tool_span: tracing::Span,
+    /// The conversation's state and memory shared with this turn's actions; dropped on an update.
+    /// (A mutex only to be `Sync`: the turn is borrowed across awaits.)
+    maps: std::sync::Mutex<Option<SharedMaps>>,
     /// The deterministic skill after which the turn ends ([`TurnStart::ChainUntil`]).
     stop_after: Option<String>,
 }
@@ -289,7 +310,8 @@ impl Turn<'_> {
                 return;
             }
             TurnStart::Action { name, arguments } => {
-                let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
+                let agent = self.agent;
+                let Some(skill) = agent.skill(&self.conv.active_skill) else {
                     self.fail(
                         STEP_FAILED_REPLY,
                         format!("skill {:?} não existe", self.conv.active_skill),
@@ -305,14 +327,15 @@ impl Turn<'_> {
                     content: None,
                     tool_calls: vec![call.clone()],
                 });
-                if let Step::Done = self.tool_batch(&skill, &[call]).await {
+                if let Step::Done = self.tool_batch(skill, &[call]).await {
                     return;
                 }
             }
         }
         let mut deterministic_steps = 0;
         loop {
-            let Some(skill) = self.agent.skill(&self.conv.active_skill).cloned() else {
+            let agent = self.agent;
+            let Some(skill) = agent.skill(&self.conv.active_skill) else {
                 let message = format!(
                     "skill {:?} não existe no agente {:?}",
                     self.conv.active_skill, self.agent.id
@@ -330,7 +353,7 @@ impl Turn<'_> {
                     );
                     return;
                 }
-                self.deterministic_step(&skill).await
+                self.deterministic_step(skill).await
             } else if self.engine.llm.is_none() {
                 self.answer(self.engine.no_model_reply.clone());
                 Step::Done
@@ -342,7 +365,7 @@ impl Turn<'_> {
                 );
                 Step::Done
             } else {
-                self.model_step(&skill).await
+                self.model_step(skill).await
             };
             if let Step::Done = step {
                 return;
@@ -710,8 +733,11 @@ impl Turn<'_> {
     }
 
     fn action_context(&self, skill: &SkillDef) -> ActionContext {
+        let maps = locked(&self.maps)
+            .get_or_insert_with(|| shared_maps(self.conv))
+            .clone();
         self.engine
-            .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id)
+            .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id, Some(maps))
     }
 
     fn tool_result(&mut self, call: &ToolCall, status: ResponseStatus, content: String, to_user: bool) {
@@ -808,6 +834,12 @@ impl Turn<'_> {
                 }
             }
         }
+        if !state.is_empty() || !memory.is_empty() {
+            *self
+                .maps
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
         spans::updates(&self.tool_span, "state_updates", &state);
         spans::updates(&self.tool_span, "memory_updates", &memory);
         if !state.is_empty() {
@@ -847,6 +879,10 @@ impl Turn<'_> {
 
 /// The last `max` messages of a window, starting at a user message so no tool result is left without
 /// the call it answers. Older messages are represented by the compressed context instead.
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn recent(window: &[ChatMessage], max: usize) -> Vec<ChatMessage> {
     if window.len() <= max {
         return window.to_vec();

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
@@ -16,6 +16,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct OpenAiProvider {
     settings: ProviderSettings,
     client: reqwest::Client,
+    /// `{base_url}/chat/completions`, parsed once (it was parsed again on every call).
+    endpoint: reqwest::Url,
     /// OpenAI's own API wants `max_completion_tokens`; compatible servers still read `max_tokens`.
     use_max_completion_tokens: bool,
 }
@@ -24,53 +26,69 @@ impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
         settings.register_secret();
         let client = http_client(settings.timeout)?;
+        let endpoint = reqwest::Url::parse(&format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        ))
+        .map_err(|e| LlmError::Malformed(format!("base_url: {e}")))?;
         let use_max_completion_tokens = settings.base_url.contains("api.openai.com");
         Ok(Self {
             settings,
             client,
+            endpoint,
             use_max_completion_tokens,
         })
     }
 
-    fn body(&self, request: &CompletionRequest) -> WireRequest {
+    /// The request body, borrowing the request's texts: nothing is copied into JSON values first.
+    fn body<'a>(&'a self, request: &'a CompletionRequest) -> WireRequest<'a> {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
-        }
-        for m in &request.messages {
-            messages.push(match m {
-                ChatMessage::User { content } => json!({"role": "user", "content": content}),
-                ChatMessage::Assistant { content, tool_calls } => {
-                    let mut v = json!({"role": "assistant", "content": content});
-                    if !tool_calls.is_empty() {
-                        v["tool_calls"] = tool_calls
-                            .iter()
-                            .map(|c| {
-                                json!({"id": c.id, "type": "function",
-                                       "function": {"name": c.name, "arguments": c.arguments}})
-                            })
-                            .collect();
-                    }
-                    v
-                }
-                ChatMessage::Tool { call_id, content, .. } => {
-                    json!({"role": "tool", "tool_call_id": call_id, "content": content})
-                }
+            messages.push(WireMessageOut::System {
+                content: &request.system,
             });
         }
-        let tools: Vec<Value> = request
+        messages.extend(request.messages.iter().map(|m| {
+            match m {
+                ChatMessage::User { content } => WireMessageOut::User { content },
+                ChatMessage::Assistant { content, tool_calls } => WireMessageOut::Assistant {
+                    content: content.as_deref(),
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|c| WireToolCallOut {
+                            id: &c.id,
+                            kind: "function",
+                            function: WireFunctionOut {
+                                name: &c.name,
+                                arguments: &c.arguments,
+                            },
+                        })
+                        .collect(),
+                },
+                ChatMessage::Tool { call_id, content, .. } => WireMessageOut::Tool {
+                    tool_call_id: call_id,
+                    content,
+                },
+            }
+        }));
+        let tools: Vec<WireTool<'a>> = request
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters, "strict": true}})
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireToolFunction {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                    strict: true,
+                },
             })
             .collect();
         let max = request.max_tokens.unwrap_or(self.settings.max_tokens);
         WireRequest {
-            model: self.settings.model.clone(),
+            model: &self.settings.model,
             messages,
-            tool_choice: (!tools.is_empty()).then(|| "auto".to_owned()),
+            tool_choice: (!tools.is_empty()).then_some("auto"),
             tools,
             temperature: self.settings.temperature,
             max_tokens: (!self.use_max_completion_tokens).then_some(max),
@@ -80,19 +98,68 @@ impl OpenAiProvider {
 }
 
 #[derive(Serialize)]
-struct WireRequest {
-    model: String,
-    messages: Vec<Value>,
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessageOut<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Value>,
+    tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<String>,
+    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessageOut<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCallOut<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolCallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionOut<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionOut<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    strict: bool,
 }
 
 #[derive(Deserialize)]
@@ -147,11 +214,7 @@ impl LlmProvider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
-        let url = format!(
-            "{}/chat/completions",
-            self.settings.base_url.trim_end_matches('/')
-        );
-        let mut builder = self.client.post(url);
+        let mut builder = self.client.post(self.endpoint.clone());
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -205,4 +268,78 @@ pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
         stop_reason,
         usage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn the_request_body_has_the_chat_completions_shape() {
+        let provider = OpenAiProvider::new(ProviderSettings {
+            base_url: "http://127.0.0.1:1/v1/".into(),
+            model: "m".into(),
+            api_key: None,
+            temperature: None,
+            max_tokens: 100,
+            timeout: std::time::Duration::from_secs(1),
+        })
+        .expect("provider");
+        assert_eq!(
+            provider.endpoint.as_str(),
+            "http://127.0.0.1:1/v1/chat/completions"
+        );
+        let request = CompletionRequest {
+            system: "sys".into(),
+            messages: vec![
+                ChatMessage::user("oi"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "consultar_saldo".into(),
+                        arguments: "{\"cartao\":\"1\"}".into(),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "c1".into(),
+                    name: "consultar_saldo".into(),
+                    content: "R$ 50,00".into(),
+                    is_error: false,
+                },
+                ChatMessage::Assistant {
+                    content: Some("pronto".into()),
+                    tool_calls: vec![],
+                },
+            ],
+            tools: vec![vt_actions::ToolSpec {
+                name: "consultar_saldo".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            max_tokens: None,
+        };
+        let body = serde_json::to_value(provider.body(&request)).expect("json");
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "oi"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "consultar_saldo", "arguments": "{\"cartao\":\"1\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "R$ 50,00"},
+                    {"role": "assistant", "content": "pronto"}
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "consultar_saldo", "description": "d", "parameters": {"type": "object"}, "strict": true}}],
+                "tool_choice": "auto",
+                "max_tokens": 100
+            })
+        );
+    }
 }

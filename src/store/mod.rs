@@ -571,12 +571,16 @@ pub const UNKNOWN_RECHARGE_STATUSES: [&str; 2] = [vt_actions::journal::STATUS_EN
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in
 /// `data_dir` (created on first use). `sqlite::memory:` opens an in-memory database.
-pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
+pub async fn open(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    usage: Usage,
+) -> Result<Arc<dyn Store>, StoreError> {
     match database_url {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Ok(Arc::new(PgStore::connect(url).await?))
         }
-        Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(SqliteStore::connect(url).await?)),
+        Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(SqliteStore::connect_for(url, usage).await?)),
         Some(other) => Err(StoreError::Invalid(format!(
             "database_url {:?} is not supported: use postgres://… or sqlite:…",
             other.split('@').next_back().unwrap_or_default()
@@ -588,10 +592,49 @@ pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn
             })?;
             let path = data_dir.join("vt-agent.db");
             Ok(Arc::new(
-                SqliteStore::connect(&format!("sqlite://{}", path.display())).await?,
+                SqliteStore::connect_for(&format!("sqlite://{}", path.display()), usage).await?,
             ))
         }
     }
+}
+
+/// Rows to one multi-row INSERT: well under SQLite's limit of 32,766 parameters (PostgreSQL's is 65,535).
+const ROWS_PER_INSERT: usize = 500;
+
+/// `head VALUES (…), (…) tail` for `rows`, [`ROWS_PER_INSERT`] to a statement, on either backend: every
+/// statement is a round trip (to sqlx's SQLite worker thread, or over the network to PostgreSQL), and a
+/// turn or a batch group writes many rows of a kind. Not kept in the statement cache (each row count
+/// is another text).
+pub(crate) async fn insert_rows<DB, T>(
+    conn: &mut DB::Connection,
+    head: &str,
+    rows: &[T],
+    tail: &str,
+    mut bind: impl FnMut(&mut sqlx::query_builder::Separated<'_, DB, &'static str>, &T),
+) -> Result<(), StoreError>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    StoreError: From<sqlx::Error>,
+{
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut q = sqlx::QueryBuilder::<DB>::new(head);
+        q.push_values(chunk, |mut b, row| bind(&mut b, row));
+        q.push(tail);
+        q.build().persistent(false).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// What the process opening the store will do with it, which decides how many connections it opens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Usage {
+    /// Serve many at once (`serve`, `chat`, `batch`, tests): on SQLite a writer and a pool of readers.
+    #[default]
+    Service,
+    /// One command that does one thing and exits: on SQLite one connection reads and writes.
+    OneShot,
 }
 
 /// What writing a conversation's row does to a row that is already there.

@@ -16,7 +16,6 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 use rust_decimal::Decimal;
 use vt_actions::journal::RechargeAttempt;
 
-use super::Existing;
 use super::locks::{Leases, acquire};
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
@@ -25,6 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
+use super::{Existing, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -167,39 +167,53 @@ impl PgStore {
         Ok(row.try_get("id")?)
     }
 
-    /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
-    async fn insert_flow_run(
+    /// Inserts the runs, or completes the rows [`Store::begin_flow_run`] left, with their stages, many
+    /// rows to a statement ([`insert_rows`]).
+    async fn insert_flow_runs(
         tx: &mut Transaction<'static, Postgres>,
-        run: &FlowRunRecord,
+        runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                 finished_at = excluded.finished_at",
-        )
-        .bind(&run.execucao_id)
-        .bind(&run.status)
-        .bind(value(&run.input)?)
-        .bind(value(&run.output)?)
-        .bind(run.created_at)
-        .bind(now)
-        .bind(&run.parent_execucao_id)
-        .execute(&mut **tx)
-        .await?;
-        for (i, (etapa, saida)) in run.stages.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO flow_stages (execucao_id, position, etapa, saida) VALUES ($1, $2, $3, $4)",
-            )
-            .bind(&run.execucao_id)
-            .bind(i as i32)
-            .bind(etapa)
-            .bind(value(saida)?)
-            .execute(&mut **tx)
-            .await?;
+        let mut rows = Vec::with_capacity(runs.len());
+        for run in runs {
+            rows.push((run, value(&run.input)?, value(&run.output)?));
         }
-        Ok(())
+        insert_rows::<Postgres, _>(
+            tx,
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id) ",
+            &rows,
+            " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                 finished_at = excluded.finished_at",
+            |b, (run, input, output)| {
+                b.push_bind(run.execucao_id.clone())
+                    .push_bind(run.status.clone())
+                    .push_bind(input.clone())
+                    .push_bind(output.clone())
+                    .push_bind(run.created_at)
+                    .push_bind(now)
+                    .push_bind(run.parent_execucao_id.clone());
+            },
+        )
+        .await?;
+        let mut stages = Vec::new();
+        for run in runs {
+            for (i, (etapa, saida)) in run.stages.iter().enumerate() {
+                stages.push((&run.execucao_id, i as i32, etapa, value(saida)?));
+            }
+        }
+        insert_rows::<Postgres, _>(
+            tx,
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida) ",
+            &stages,
+            "",
+            |b, (id, position, etapa, saida)| {
+                b.push_bind((*id).clone())
+                    .push_bind(*position)
+                    .push_bind((*etapa).clone())
+                    .push_bind(saida.clone());
+            },
+        )
+        .await
     }
 
     async fn insert_usage(
@@ -424,16 +438,24 @@ impl Store for PgStore {
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
         Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
-            sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES ($1, $2, $3, $4, $5)")
-                .bind(&turn.conversation.id)
-                .bind(&e.execucao_id)
-                .bind(role(m))
-                .bind(value(m)?)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            messages.push((role(m), value(m)?));
         }
+        insert_rows::<Postgres, _>(
+            &mut tx,
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) ",
+            &messages,
+            "",
+            |b, (role, body)| {
+                b.push_bind(turn.conversation.id.clone())
+                    .push_bind(e.execucao_id.clone())
+                    .push_bind(*role)
+                    .push_bind(body.clone())
+                    .push_bind(now);
+            },
+        )
+        .await?;
         sqlx::query(
             "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
                  tokens_input, tokens_output, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -460,9 +482,7 @@ impl Store for PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        for run in turn.flow_runs {
-            Self::insert_flow_run(&mut tx, run, now).await?;
-        }
+        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -502,7 +522,7 @@ impl Store for PgStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::insert_flow_run(&mut tx, run, run.created_at).await?;
+        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1067,23 +1087,26 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        for run in runs {
-            Self::insert_flow_run(&mut tx, run, now).await?;
-        }
+        Self::insert_flow_runs(&mut tx, runs, now).await?;
+        let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
-            sqlx::query(
-                "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
-                 finished_at = excluded.finished_at",
-            )
-            .bind(job_id)
-            .bind(l.line)
-            .bind(&l.status)
-            .bind(value(&l.result)?)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            rows.push((l, value(&l.result)?));
         }
+        insert_rows::<Postgres, _>(
+            &mut tx,
+            "INSERT INTO batch_lines (job_id, line, status, result, finished_at) ",
+            &rows,
+            " ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
+             finished_at = excluded.finished_at",
+            |b, (l, result)| {
+                b.push_bind(job_id.to_owned())
+                    .push_bind(l.line)
+                    .push_bind(l.status.clone())
+                    .push_bind(result.clone())
+                    .push_bind(now);
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }

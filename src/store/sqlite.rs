@@ -15,7 +15,6 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 use vt_actions::journal::RechargeAttempt;
 
-use super::Existing;
 use super::attempts::{Attempts, Write};
 use super::locks::FileLocks;
 use super::{
@@ -25,6 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
+use super::{Existing, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -78,8 +78,13 @@ fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T
 }
 
 impl SqliteStore {
-    /// `sqlite://path/to/file.db` (created if missing) or `sqlite::memory:`.
+    /// `sqlite://path/to/file.db` (created if missing) or `sqlite::memory:`, for a service.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_for(url, Usage::Service).await
+    }
+
+    /// [`Self::connect`], with the connections `usage` needs.
+    pub async fn connect_for(url: &str, usage: Usage) -> Result<Self, StoreError> {
         let memory = url.contains(":memory:");
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -112,10 +117,17 @@ impl SqliteStore {
                 .max_connections(1)
                 .connect_with(options.clone())
                 .await?;
-            let pool = SqlitePoolOptions::new()
-                .max_connections(4)
-                .connect_with(options)
-                .await?;
+            let pool = match usage {
+                // One command, no concurrency to speak of: the writer reads too. A second connection
+                // was another thread, file set-up and schema read in every one-shot command.
+                Usage::OneShot => writer.clone(),
+                Usage::Service => {
+                    SqlitePoolOptions::new()
+                        .max_connections(4)
+                        .connect_with(options)
+                        .await?
+                }
+            };
             (pool, writer)
         };
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
@@ -211,37 +223,54 @@ impl SqliteStore {
         Ok(row.try_get("id")?)
     }
 
-    /// Inserts the run, or completes the row [`Store::begin_flow_run`] left.
-    async fn insert_flow_run(
+    /// Inserts the runs, or completes the rows [`Store::begin_flow_run`] left, with their stages — many
+    /// rows to a statement: every statement is a round trip to sqlx's SQLite worker thread, and a batch
+    /// group's runs have hundreds of stages.
+    async fn insert_flow_runs(
         tx: &mut Transaction<'static, Sqlite>,
-        run: &FlowRunRecord,
+        runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                 finished_at = excluded.finished_at",
-        )
-        .bind(&run.execucao_id)
-        .bind(&run.status)
-        .bind(json(&run.input)?)
-        .bind(json(&run.output)?)
-        .bind(ms(run.created_at))
-        .bind(ms(now))
-        .bind(&run.parent_execucao_id)
-        .execute(&mut **tx)
-        .await?;
-        for (i, (etapa, saida)) in run.stages.iter().enumerate() {
-            sqlx::query("INSERT INTO flow_stages (execucao_id, position, etapa, saida) VALUES (?, ?, ?, ?)")
-                .bind(&run.execucao_id)
-                .bind(i as i64)
-                .bind(etapa)
-                .bind(json(saida)?)
-                .execute(&mut **tx)
-                .await?;
+        let mut rows = Vec::with_capacity(runs.len());
+        for run in runs {
+            rows.push((run, json(&run.input)?, json(&run.output)?));
         }
-        Ok(())
+        insert_rows::<Sqlite, _>(
+            tx,
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id) ",
+            &rows,
+            " ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                 finished_at = excluded.finished_at",
+            |b, (run, input, output)| {
+                b.push_bind(run.execucao_id.clone())
+                    .push_bind(run.status.clone())
+                    .push_bind(input.clone())
+                    .push_bind(output.clone())
+                    .push_bind(ms(run.created_at))
+                    .push_bind(ms(now))
+                    .push_bind(run.parent_execucao_id.clone());
+            },
+        )
+        .await?;
+        let mut stages = Vec::new();
+        for run in runs {
+            for (i, (etapa, saida)) in run.stages.iter().enumerate() {
+                stages.push((&run.execucao_id, i as i64, etapa, json(saida)?));
+            }
+        }
+        insert_rows::<Sqlite, _>(
+            tx,
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida) ",
+            &stages,
+            "",
+            |b, (id, position, etapa, saida)| {
+                b.push_bind((*id).clone())
+                    .push_bind(*position)
+                    .push_bind((*etapa).clone())
+                    .push_bind(saida.clone());
+            },
+        )
+        .await
     }
 
     async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
@@ -465,16 +494,24 @@ impl Store for SqliteStore {
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
-            sqlx::query("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)")
-                .bind(&turn.conversation.id)
-                .bind(&e.execucao_id)
-                .bind(role(m))
-                .bind(json(m)?)
-                .bind(ms(now))
-                .execute(&mut *tx)
-                .await?;
+            messages.push((role(m), json(m)?));
         }
+        insert_rows::<Sqlite, _>(
+            &mut tx,
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) ",
+            &messages,
+            "",
+            |b, (role, body)| {
+                b.push_bind(turn.conversation.id.clone())
+                    .push_bind(e.execucao_id.clone())
+                    .push_bind(*role)
+                    .push_bind(body.clone())
+                    .push_bind(ms(now));
+            },
+        )
+        .await?;
         sqlx::query(
             "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
                  tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -501,9 +538,7 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        for run in turn.flow_runs {
-            Self::insert_flow_run(&mut tx, run, now).await?;
-        }
+        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -542,7 +577,7 @@ impl Store for SqliteStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        Self::insert_flow_run(&mut tx, run, run.created_at).await?;
+        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1091,23 +1126,26 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        for run in runs {
-            Self::insert_flow_run(&mut tx, run, now).await?;
-        }
+        Self::insert_flow_runs(&mut tx, runs, now).await?;
+        let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
-            sqlx::query(
-                "INSERT INTO batch_lines (job_id, line, status, result, finished_at) VALUES (?, ?, ?, ?, ?) \
-                 ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
-                 finished_at = excluded.finished_at",
-            )
-            .bind(job_id)
-            .bind(l.line)
-            .bind(&l.status)
-            .bind(json(&l.result)?)
-            .bind(ms(now))
-            .execute(&mut *tx)
-            .await?;
+            rows.push((l, json(&l.result)?));
         }
+        insert_rows::<Sqlite, _>(
+            &mut tx,
+            "INSERT INTO batch_lines (job_id, line, status, result, finished_at) ",
+            &rows,
+            " ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
+             finished_at = excluded.finished_at",
+            |b, (l, result)| {
+                b.push_bind(job_id.to_owned())
+                    .push_bind(l.line)
+                    .push_bind(l.status.clone())
+                    .push_bind(result.clone())
+                    .push_bind(ms(now));
+            },
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1307,19 +1345,24 @@ fn migration_lock_path(url: &str) -> Option<std::path::PathBuf> {
 /// An exclusive lock on `path` (created if missing), held until the file is dropped; the kernel drops
 /// it if the process dies.
 async fn lock_file(path: std::path::PathBuf) -> Result<std::fs::File, StoreError> {
-    tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        file.lock()?;
-        Ok::<_, std::io::Error>(file)
-    })
-    .await
-    .map_err(|e| StoreError::Invalid(format!("migration lock task failed: {e}")))?
-    .map_err(|source| StoreError::DataDir {
+    let failed = |source| StoreError::DataDir {
         path: "migration lock".into(),
         source,
-    })
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed)?;
+    // Usually free: taken here, with no blocking thread started for it (a one-shot command's only one).
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
+    }
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|e| StoreError::Invalid(format!("migration lock task failed: {e}")))?
+        .map_err(failed)
 }

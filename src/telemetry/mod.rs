@@ -102,6 +102,11 @@ impl Telemetry {
         self.traces.is_some()
     }
 
+    /// Whether anything is exported (and so needs [`Self::shutdown`] to flush it).
+    pub fn exports(&self) -> bool {
+        self.traces.is_some() || self.metrics.is_some()
+    }
+
     /// Sends what is queued and stops the exporters (a collector that is away costs about a second).
     pub fn shutdown(self) {
         if let Some(p) = self.traces

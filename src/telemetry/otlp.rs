@@ -371,7 +371,13 @@ impl SpanProcessor for QueueProcessor {
     /// Stops the thread after it has sent what is queued, waiting at most [`SHUTDOWN_WAIT`] (a
     /// collector that does not answer must not hold the process).
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.shared.stop.store(true, Ordering::Release);
+        {
+            // Under the queue's lock: the worker either sees `stop` before it waits or is waiting when
+            // woken. (Stored without it, the wake-up could fall between its check and its wait, and
+            // the last spans waited a full `EXPORT_EVERY` of the shutdown's budget.)
+            let _queue = locked(&self.shared.queue);
+            self.shared.stop.store(true, Ordering::Release);
+        }
         self.shared.wake.notify_one();
         let finished = locked(&self.done)
             .take()

@@ -305,7 +305,9 @@ fn the_outbox_command_lists_dead_letters_and_retries_one() {
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let id = rt.block_on(async {
-        let store = vt_agent::store::open(None, data.path()).await.expect("store");
+        let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+            .await
+            .expect("store");
         let now = chrono::Utc::now();
         let id = store
             .enqueue(
@@ -360,7 +362,9 @@ fn the_audit_command_lists_lookups_masked() {
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let store = vt_agent::store::open(None, data.path()).await.expect("store");
+        let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+            .await
+            .expect("store");
         store
             .record_audit(&vt_agent::store::AuditRecord {
                 at: chrono::Utc::now(),

@@ -15,7 +15,7 @@ use vt_agent::engine::{
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
-    OutboxStatus, PgStore, SqliteStore, Store, TaskRun, TurnRecord, UsageRecord,
+    OutboxStatus, PgStore, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -244,6 +244,63 @@ pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
     store.save_flow_run(&run).await.expect("save");
     assert_eq!(store.flow_run("exec-flow").await.expect("load"), Some(run));
     assert_eq!(store.flow_run("nope").await.expect("load"), None);
+}
+
+/// A batch group: many runs, their stages and lines in one call (multi-row statements), then a rerun of
+/// a line that replaces its result.
+pub async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T10:00:00Z");
+    store
+        .open_batch(&vt_agent::store::BatchJob {
+            id: "lote-grupo".into(),
+            tenant_id: "empresa-a".into(),
+            digest: "d".into(),
+            total: 3,
+            dry_run: false,
+            source: None,
+            created_at: now,
+            finished_at: None,
+        })
+        .await
+        .expect("batch");
+    let run = |id: &str, stages: usize| FlowRunRecord {
+        parent_execucao_id: None,
+        execucao_id: id.into(),
+        status: "concluido".into(),
+        input: json!({"cartao": id}),
+        output: json!({"execucao_id": id}),
+        stages: (0..stages)
+            .map(|i| (format!("rf{:02}", i + 1), json!({"etapa": i, "de": id})))
+            .collect(),
+        created_at: now,
+    };
+    let runs = vec![run("exec-g1", 10), run("exec-g2", 3)];
+    let line = |n: i64, status: &str| vt_agent::store::BatchLine {
+        line: n,
+        status: status.into(),
+        result: json!({"line": n, "status": status}),
+    };
+    let lines = vec![line(1, "concluido"), line(2, "concluido"), line(3, "erro")];
+    store
+        .save_batch_lines("lote-grupo", &lines, &runs, now)
+        .await
+        .expect("group");
+    for r in &runs {
+        assert_eq!(
+            store.flow_run(&r.execucao_id).await.expect("run").as_ref(),
+            Some(r)
+        );
+    }
+    assert_eq!(store.batch_lines("lote-grupo").await.expect("lines"), lines);
+    // The line that failed, run again.
+    store
+        .save_batch_lines("lote-grupo", &[line(3, "concluido")], &[], now)
+        .await
+        .expect("rerun");
+    assert_eq!(
+        store.batch_lines("lote-grupo").await.expect("lines"),
+        [line(1, "concluido"), line(2, "concluido"), line(3, "concluido")]
+    );
 }
 
 pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
@@ -993,6 +1050,7 @@ conformance!(
     messages_keep_their_order,
     a_turn_is_written_at_once,
     flow_runs_keep_their_stages,
+    a_batch_group_stores_every_run_stage_and_line,
     task_runs_round_trip,
     usage_summary_covers_seven_days,
     context_round_trip,
@@ -1012,15 +1070,25 @@ conformance!(
 async fn a_sqlite_file_is_created_and_reopened() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("data");
-    let store = vt_agent::store::open(None, &data).await.expect("open");
+    let store = vt_agent::store::open(None, &data, Usage::Service)
+        .await
+        .expect("open");
     store
         .save_conversation(&conversation("c-file"), Utc::now())
         .await
         .expect("save");
     drop(store);
     assert!(data.join("vt-agent.db").exists());
-    let again = vt_agent::store::open(None, &data).await.expect("reopen");
+    // A one-shot command's store: one connection reads and writes.
+    let again = vt_agent::store::open(None, &data, Usage::OneShot)
+        .await
+        .expect("reopen");
     assert!(again.conversation("c-file").await.expect("load").is_some());
+    again
+        .save_conversation(&conversation("c-again"), Utc::now())
+        .await
+        .expect("save through the one connection");
+    assert!(again.conversation("c-again").await.expect("load").is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1073,6 +1141,7 @@ fn an_unknown_database_url_is_refused_by_name() {
         .block_on(vt_agent::store::open(
             Some("mysql://root@host/db"),
             std::path::Path::new("data"),
+            Usage::Service,
         ))
         .err()
         .expect("refused");

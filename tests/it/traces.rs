@@ -404,7 +404,17 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
     let flow_root = spans
         .iter()
         .find(|s| s.parent.is_empty() && s.name == "vt_fluxo")
-        .expect("the flow's root span");
+        .unwrap_or_else(|| {
+            let roots: Vec<&str> = spans
+                .iter()
+                .filter(|s| s.parent.is_empty())
+                .map(|s| s.name.as_str())
+                .collect();
+            panic!(
+                "the flow's root span is missing: {} spans, roots {roots:?}",
+                spans.len()
+            )
+        });
     let flow_run = children(&spans, flow_root)
         .into_iter()
         .find(|s| s.name == "run")

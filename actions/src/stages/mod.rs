@@ -64,7 +64,7 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
 
 /// The flow input RF1 stored in memory.
 pub(crate) fn entrada(ctx: &ActionContext) -> Result<FlowInput, ActionError> {
-    let value = ctx.memory.get(MEMORY_ENTRADA).cloned().ok_or_else(|| {
+    let value = ctx.memory.get(MEMORY_ENTRADA).ok_or_else(|| {
         ActionError::failed(
             "entrada do fluxo ausente",
             "memory has no flow input: RF1 must run first",

@@ -91,8 +91,63 @@ impl SystemsConfig {
 /// The client the stages take from their context.
 #[derive(Debug, Clone)]
 pub struct VtSystems {
-    client: reqwest::Client,
+    transport: Transport,
     config: SystemsConfig,
+}
+
+/// How a request reaches the systems.
+#[derive(Debug, Clone)]
+enum Transport {
+    Http(reqwest::Client),
+    /// The embedded simulator, called through its router in this process: the same requests, headers
+    /// and answers as over HTTP, without the socket. Loopback HTTP to a simulator in the same process
+    /// cost both ends of every exchange (three a flow) in system calls and thread wake-ups.
+    InProcess(axum::Router),
+}
+
+/// The base URL the in-process simulator's requests are built against (only path and query are used).
+const IN_PROCESS_BASE: &str = "http://simulador.embutido";
+
+/// An exchange's answer, whichever way it travelled.
+struct Answer {
+    status: u16,
+    /// `Idempotent-Replayed: true`.
+    replayed: bool,
+    retry_after: Option<Duration>,
+    /// Why the body could not be read, when it could not.
+    body: Result<axum::body::Bytes, Failure>,
+}
+
+impl Answer {
+    /// Reads the two headers the client acts on, so neither transport keeps or copies the rest; the
+    /// body is read next.
+    fn new(status: u16, headers: &reqwest::header::HeaderMap) -> Self {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        Self {
+            status,
+            replayed: header(REPLAYED_HEADER).is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            retry_after: header(reqwest::header::RETRY_AFTER.as_str())
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(Duration::from_secs),
+            body: Ok(axum::body::Bytes::new()),
+        }
+    }
+}
+
+/// Why an exchange has no answer (or no whole body).
+enum Failure {
+    Timeout,
+    Connection,
+}
+
+impl Failure {
+    fn of(e: &reqwest::Error) -> Self {
+        if e.is_timeout() {
+            Self::Timeout
+        } else {
+            Self::Connection
+        }
+    }
 }
 
 impl VtSystems {
@@ -105,9 +160,17 @@ impl VtSystems {
             builder = builder.tls_certs_only([]);
         }
         Ok(Self {
-            client: builder.build()?,
+            transport: Transport::Http(builder.build()?),
             config,
         })
+    }
+
+    /// The client of an embedded simulator, which it calls in this process (see [`Transport`]).
+    pub fn in_process(simulator: &super::Simulator) -> Self {
+        Self {
+            transport: Transport::InProcess(simulator.router()),
+            config: SystemsConfig::single(IN_PROCESS_BASE),
+        }
     }
 
     pub fn config(&self) -> &SystemsConfig {
@@ -205,55 +268,58 @@ impl VtSystems {
         backoff_ms: u64,
     ) -> HttpResult {
         let path = url.path().to_owned();
+        let timeout = self.timeout(timeout_ms);
+        let body = match body.map(serde_json::to_vec).transpose() {
+            Ok(b) => b.map(axum::body::Bytes::from),
+            Err(e) => return HttpResult::not_sent("validacao", None, format!("corpo inválido: {e}")),
+        };
         let attempts = attempts.max(1);
         let mut attempt = 1;
         loop {
-            let mut request = self
-                .client
-                .request(method.clone(), url.clone())
-                .timeout(self.timeout(timeout_ms));
-            for (k, v) in headers {
-                request = request.header(k, v);
-            }
-            if let Some(b) = body {
-                request = request.json(b);
-            }
-            let response = match request.send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    let (tipo, mensagem) = if e.is_timeout() {
-                        (
-                            "timeout",
-                            format!("sem resposta em {} ms", self.timeout(timeout_ms).as_millis()),
-                        )
-                    } else {
-                        ("conexao", "falha de conexão".to_owned())
+            let answer = match &self.transport {
+                Transport::Http(client) => {
+                    over_http(
+                        client,
+                        method.clone(),
+                        url.clone(),
+                        headers,
+                        body.clone(),
+                        timeout,
+                    )
+                    .await
+                }
+                Transport::InProcess(router) => {
+                    in_process(router, method.clone(), &url, headers, body.clone(), timeout).await
+                }
+            };
+            let answer = match answer {
+                Ok(a) => a,
+                Err(failure) => {
+                    let (tipo, mensagem) = match failure {
+                        Failure::Timeout => {
+                            ("timeout", format!("sem resposta em {} ms", timeout.as_millis()))
+                        }
+                        Failure::Connection => ("conexao", "falha de conexão".to_owned()),
                     };
                     tracing::warn!(%path, tipo, attempt, "external system unreachable");
                     return HttpResult::not_sent(tipo, None, mensagem);
                 }
             };
-            let status = response.status().as_u16();
-            let replayed = response
-                .headers()
-                .get(REPLAYED_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let body = match response.text().await {
-                Ok(text) if text.is_empty() => None,
-                Ok(text) => Some(
-                    serde_json::from_str(&text).unwrap_or(Value::String(text.chars().take(500).collect())),
-                ),
-                Err(e) if e.is_timeout() => {
+            let Answer {
+                status,
+                replayed,
+                retry_after,
+                body,
+            } = answer;
+            let body = match body {
+                Ok(bytes) if bytes.is_empty() => None,
+                Ok(bytes) => Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                    Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
+                })),
+                Err(Failure::Timeout) => {
                     return HttpResult::not_sent("timeout", None, "a resposta não chegou completa a tempo");
                 }
-                Err(_) => None,
+                Err(Failure::Connection) => None,
             };
             tracing::info!(%path, status, attempt, "external system answered");
             let retryable = status == 429 || status >= 500;
@@ -270,6 +336,164 @@ impl VtSystems {
                 erro: None,
                 replayed,
             };
+        }
+    }
+}
+
+async fn over_http(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: reqwest::Url,
+    headers: &BTreeMap<String, String>,
+    body: Option<axum::body::Bytes>,
+    timeout: Duration,
+) -> Result<Answer, Failure> {
+    let mut request = client.request(method, url).timeout(timeout);
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    if let Some(b) = body {
+        request = request
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(b);
+    }
+    let response = request.send().await.map_err(|e| Failure::of(&e))?;
+    let mut answer = Answer::new(response.status().as_u16(), response.headers());
+    answer.body = response.bytes().await.map_err(|e| Failure::of(&e));
+    Ok(answer)
+}
+
+async fn in_process(
+    router: &axum::Router,
+    method: reqwest::Method,
+    url: &reqwest::Url,
+    headers: &BTreeMap<String, String>,
+    body: Option<axum::body::Bytes>,
+    timeout: Duration,
+) -> Result<Answer, Failure> {
+    use tower::ServiceExt as _;
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let mut request = axum::http::Request::builder().method(method).uri(target);
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    if body.is_some() {
+        request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+    }
+    // A header the HTTP client would refuse is refused here too, as a connection failure.
+    let request = request
+        .body(body.map_or_else(axum::body::Body::empty, axum::body::Body::from))
+        .map_err(|_| Failure::Connection)?;
+    let exchange = async {
+        let response = router.clone().oneshot(request).await.map_err(|e| match e {})?;
+        let (parts, body) = response.into_parts();
+        let mut answer = Answer::new(parts.status.as_u16(), &parts.headers);
+        answer.body = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map_err(|_| Failure::Connection);
+        Ok(answer)
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| Failure::Timeout)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::systems::{Simulator, SimulatorConfig};
+    use serde_json::json;
+
+    fn simulator() -> Simulator {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
+            .expect("time")
+            .to_utc();
+        Simulator::new(SimulatorConfig {
+            slow: Duration::from_millis(400),
+            notifications_per_second: 1,
+            now: Some(std::sync::Arc::new(move || at)),
+            ..SimulatorConfig::default()
+        })
+    }
+
+    /// The same calls, in the same order, against a fresh simulator.
+    async fn exchanges(client: &VtSystems) -> Vec<HttpResult> {
+        let key = |k: &str| BTreeMap::from([("x-idempotency-key".to_owned(), k.to_owned())]);
+        let none = BTreeMap::new();
+        let recharge = |card: &str| json!({"cartao": card, "valor": 30.0, "moeda": "BRL", "meio_pagamento": {"tipo": "pix"}});
+        let notice = json!({"canal": "email", "destinatario": "a@b.c", "mensagem": "oi", "metadados": {"cartao": "1234567890"}});
+        let mut out = Vec::new();
+        for card in ["1111111111", "2222222222", "3333333333", "5555555555", "123"] {
+            out.push(client.consultar_saldo(card, &none, 1_000, 2, 1).await);
+        }
+        // Never answers: the client's timeout, not the server's.
+        out.push(client.consultar_saldo("4444444444", &none, 50, 1, 0).await);
+        for card in ["1234567890", "6666666666", "7777777777", "8888888888"] {
+            out.push(client.recarregar(&recharge(card), &key(card), 1_000).await);
+        }
+        // Charged, then never answers: the client gives up; the charge stays on the ledger.
+        out.push(
+            client
+                .recarregar(&recharge("9999999999"), &key("9999999999"), 50)
+                .await,
+        );
+        // The same key and body again: the stored answer, marked replayed.
+        out.push(
+            client
+                .recarregar(&recharge("1234567890"), &key("1234567890"), 1_000)
+                .await,
+        );
+        // One notification a second: the second gets a 429 (with Retry-After, not waited for here).
+        out.push(client.notificar(&notice, &key("n1"), 1_000, 1, 0).await);
+        out.push(client.notificar(&notice, &key("n2"), 1_000, 1, 0).await);
+        out
+    }
+
+    #[tokio::test]
+    async fn the_embedded_simulator_answers_in_process_as_it_does_over_http() {
+        // Each simulator is made just before its calls: its notification window starts then.
+        let over_http = simulator().spawn(0).await.expect("simulator");
+        let http = VtSystems::new(SystemsConfig::single(&over_http.url)).expect("client");
+        let a = exchanges(&http).await;
+        let embedded = simulator();
+        let in_process = VtSystems::in_process(&embedded);
+        let b = exchanges(&in_process).await;
+        assert_eq!(a.len(), b.len());
+        for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(a, b, "exchange {i}");
+        }
+        // What the comparison covers: answers, server errors, timeouts, replays and limits.
+        let statuses: Vec<Option<u16>> = b.iter().map(|r| r.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                Some(200),
+                Some(200),
+                Some(500),
+                Some(200),
+                Some(400),
+                None,
+                Some(201),
+                Some(202),
+                Some(402),
+                Some(500),
+                None,
+                Some(201),
+                Some(202),
+                Some(429)
+            ]
+        );
+        assert_eq!(b[5].erro.as_ref().map(|e| e.tipo.as_str()), Some("timeout"));
+        assert_eq!(b[10].erro.as_ref().map(|e| e.tipo.as_str()), Some("timeout"));
+        assert!(b[11].replayed && !b[6].replayed);
+        // A call the client gave up on still did what it did before: both simulators charged the card
+        // that times out after charging, once.
+        for card in ["9999999999", "1234567890"] {
+            assert_eq!(over_http.simulator.charges(card), 1, "{card} over HTTP");
+            assert_eq!(embedded.charges(card), 1, "{card} in process");
         }
     }
 }

@@ -93,7 +93,7 @@ mod tests {
     fn ctx(user_message: &str, remembered: &[&str]) -> ActionContext {
         let mut ctx = ActionContext::new("vt", "c1", Utc::now());
         ctx.user_message = user_message.into();
-        ctx.memory.insert(MEMORY_CARTOES.into(), json!(remembered));
+        std::sync::Arc::make_mut(&mut ctx.memory).insert(MEMORY_CARTOES.into(), json!(remembered));
         ctx
     }
 
@@ -119,7 +119,7 @@ mod tests {
         let mut c = ctx("", &[]);
         for card in ["1", "2", "3", "4", "5", "6", "2"] {
             let v = remember(&c, card);
-            c.memory.insert(MEMORY_CARTOES.into(), v);
+            std::sync::Arc::make_mut(&mut c.memory).insert(MEMORY_CARTOES.into(), v);
         }
         assert_eq!(c.memory[MEMORY_CARTOES], json!(["3", "4", "5", "6", "2"]));
     }

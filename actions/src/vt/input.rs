@@ -197,12 +197,13 @@ impl FlowInput {
             return Err(InputError::TooLong(chars));
         }
         let value: Value = serde_json::from_str(text).map_err(|e| InputError::NotJson(e.to_string()))?;
-        Self::from_value(value)
+        Self::from_value(&value)
     }
 
-    pub fn from_value(value: Value) -> Result<Self, InputError> {
+    /// Reads a flow input from JSON already parsed (borrowed: every stage reads it from memory).
+    pub fn from_value(value: &Value) -> Result<Self, InputError> {
         if !value.is_object() {
-            return Err(InputError::NotObject(json_kind(&value)));
+            return Err(InputError::NotObject(json_kind(value)));
         }
         let input: FlowInput = serde_path_to_error::deserialize(value).map_err(|e| InputError::Field {
             path: e.path().to_string(),
