@@ -291,6 +291,7 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
     flow.args(["run-flow", "examples/recarga-saldo-baixo.json"]);
     let out = output(flow).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let flow_stderr = out.stderr;
 
     // Both one-shot processes flushed on exit: everything is already here.
     let exports = receiver.exports();
@@ -405,14 +406,15 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
         .iter()
         .find(|s| s.parent.is_empty() && s.name == "vt_fluxo")
         .unwrap_or_else(|| {
-            let roots: Vec<&str> = spans
+            let all: Vec<String> = spans
                 .iter()
-                .filter(|s| s.parent.is_empty())
-                .map(|s| s.name.as_str())
+                .map(|s| format!("{} trace {} id {} parent {}", s.name, s.trace, s.id, s.parent))
                 .collect();
             panic!(
-                "the flow's root span is missing: {} spans, roots {roots:?}",
-                spans.len()
+                "the flow's root span is missing: {} spans\n{}\nrun-flow's stderr: {}",
+                spans.len(),
+                all.join("\n"),
+                String::from_utf8_lossy(&flow_stderr)
             )
         });
     let flow_run = children(&spans, flow_root)
@@ -763,6 +765,9 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
     let worker = vt_agent::outbox::Worker::new(h.store.clone(), vt_agent::engine::RetryPolicy::new(1, 1))
         .with_sender(Arc::new(Recorder));
     assert_eq!(worker.pass().await.sent, 1);
+    // SQLite's worker thread holds each statement's span until it takes the next command: closed,
+    // it has let go of all of them, and the deliver span has ended.
+    h.store.close().await;
 
     let spans = exporter.get_finished_spans().expect("spans");
     let root = spans
