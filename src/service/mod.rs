@@ -493,16 +493,12 @@ impl ConversationService {
         let now = self.engine.now();
         // On record as started before the first external call: a killed run stays visible.
         let execucao_id = self.engine.next_id("exec");
-        async {
-            // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
-            self.store
-                .accept_message(&conv, true, None, &ChatMessage::user(&text), now)
-                .await?;
-            self.store.begin_flow_run(&execucao_id, &sanitized, now).await
-        }
-        .instrument(spans::step("accept"))
-        .await
-        .map_err(ServiceError::NotRecorded)?;
+        // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
+        self.store
+            .begin_flow_run(&conv, &ChatMessage::user(&text), &execucao_id, &sanitized, now)
+            .instrument(spans::step("accept"))
+            .await
+            .map_err(ServiceError::NotRecorded)?;
         let started = Instant::now();
         let outcome = self
             .engine

@@ -428,10 +428,13 @@ pub trait Store: Send + Sync {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError>;
     async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;
-    /// Puts a flow run on record as `em_andamento` before it makes its first external call; the turn's
-    /// record later completes the same row.
+    /// Puts a flow run on record as `em_andamento` before it makes its first external call, in one
+    /// transaction with its conversation (new: a flow's conversation is its own) and the input
+    /// `message`; the turn's record later completes the same row.
     async fn begin_flow_run(
         &self,
+        conversation: &Conversation,
+        message: &ChatMessage,
         execucao_id: &str,
         input: &Value,
         now: DateTime<Utc>,

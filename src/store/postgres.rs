@@ -33,6 +33,26 @@ pub struct PgStore {
     locks: LocalLocks,
 }
 
+/// The insert of an accepted inbound message (returning its id; nothing for a redelivered
+/// `channel_message_id`), unprocessed until its turn commits when it has a channel id.
+fn accepted<'q>(
+    conversation: &'q Conversation,
+    channel_message_id: Option<&'q str>,
+    message: &ChatMessage,
+    now: DateTime<Utc>,
+) -> Result<sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
+         VALUES ($1, NULL, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
+    )
+    .bind(&conversation.id)
+    .bind(role(message))
+    .bind(value(message)?)
+    .bind(now)
+    .bind(channel_message_id)
+    .bind(channel_message_id.is_none()))
+}
+
 fn batch_job(row: &PgRow) -> Result<BatchJob, StoreError> {
     Ok(BatchJob {
         id: row.try_get("id")?,
@@ -344,16 +364,7 @@ impl Store for PgStore {
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
-        let insert = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
-             VALUES ($1, NULL, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(&conversation.id)
-        .bind(role(message))
-        .bind(value(message)?)
-        .bind(now)
-        .bind(channel_message_id)
-        .bind(channel_message_id.is_none());
+        let insert = accepted(conversation, channel_message_id, message, now)?;
         let row = if new_conversation {
             let mut tx = self.pool.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
@@ -913,18 +924,26 @@ impl Store for PgStore {
 
     async fn begin_flow_run(
         &self,
+        conversation: &Conversation,
+        message: &ChatMessage,
         execucao_id: &str,
         input: &Value,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+        accepted(conversation, None, message, now)?
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES ($1, 'em_andamento', $2, 'null', $3)",
         )
         .bind(execucao_id)
         .bind(value(input)?)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 

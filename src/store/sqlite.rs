@@ -72,6 +72,26 @@ fn batch_job(row: &SqliteRow) -> Result<BatchJob, StoreError> {
     })
 }
 
+/// The insert of an accepted inbound message (returning its id; nothing for a redelivered
+/// `channel_message_id`), unprocessed until its turn commits when it has a channel id.
+fn accepted<'q>(
+    conversation: &'q Conversation,
+    channel_message_id: Option<&'q str>,
+    message: &ChatMessage,
+    now: DateTime<Utc>,
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
+         VALUES (?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+    )
+    .bind(&conversation.id)
+    .bind(role(message))
+    .bind(json(message)?)
+    .bind(ms(now))
+    .bind(channel_message_id)
+    .bind(channel_message_id.is_none()))
+}
+
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
     Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
@@ -401,16 +421,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<i64>, StoreError> {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
-        let insert = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
-             VALUES (?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(&conversation.id)
-        .bind(role(message))
-        .bind(json(message)?)
-        .bind(ms(now))
-        .bind(channel_message_id)
-        .bind(channel_message_id.is_none());
+        let insert = accepted(conversation, channel_message_id, message, now)?;
         let row = if new_conversation {
             let mut tx = self.writer.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
@@ -971,18 +982,26 @@ impl Store for SqliteStore {
 
     async fn begin_flow_run(
         &self,
+        conversation: &Conversation,
+        message: &ChatMessage,
         execucao_id: &str,
         input: &Value,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+        accepted(conversation, None, message, now)?
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES (?, 'em_andamento', ?, 'null', ?)",
         )
         .bind(execucao_id)
         .bind(json(input)?)
         .bind(ms(now))
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 

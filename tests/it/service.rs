@@ -540,11 +540,13 @@ impl Store for Flaky {
     }
     async fn begin_flow_run(
         &self,
+        c: &Conversation,
+        m: &ChatMessage,
         id: &str,
         input: &serde_json::Value,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.inner.begin_flow_run(id, input, now).await
+        self.inner.begin_flow_run(c, m, id, input, now).await
     }
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
         self.inner.flow_runs(limit).await

@@ -735,8 +735,15 @@ pub async fn recharge_attempts_are_on_record_before_they_are_sent(store: Arc<dyn
 
 pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
     let started = t("2026-11-22T12:00:00Z");
+    let conv = conversation("c-flow");
     store
-        .begin_flow_run("exec-f", &json!({"cartao": "1234567890"}), started)
+        .begin_flow_run(
+            &conv,
+            &ChatMessage::user("{\"cartao\":\"****7890\"}"),
+            "exec-f",
+            &json!({"cartao": "1234567890"}),
+            started,
+        )
         .await
         .expect("begin");
     let runs = store.flow_runs(10).await.expect("list");
@@ -745,7 +752,14 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
         (runs[0].status.as_str(), runs[0].finished_at),
         ("em_andamento", None)
     );
-    let conv = conversation("c-flow");
+    // With it, in the same transaction: the flow's conversation and its input message.
+    assert!(store.conversation("c-flow").await.expect("read").is_some());
+    let messages = store.messages("c-flow").await.expect("read");
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        messages[0].message,
+        ChatMessage::user("{\"cartao\":\"****7890\"}")
+    );
     let exec = execution("exec-f", "c-flow");
     let run = FlowRunRecord {
         parent_execucao_id: None,
@@ -924,7 +938,13 @@ pub async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
     assert!(since[0].created_at < since[1].created_at && since[0].was_keyword_matched);
 
     store
-        .begin_flow_run("exec-console-1", &json!({"cartao": "1"}), now)
+        .begin_flow_run(
+            &conversation("c-console-fluxo"),
+            &ChatMessage::user("{}"),
+            "exec-console-1",
+            &json!({"cartao": "1"}),
+            now,
+        )
         .await
         .expect("begin");
     for (id, status) in [
