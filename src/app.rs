@@ -121,9 +121,4 @@ impl App {
     pub fn engine(&self) -> &Engine {
         self.service.engine()
     }
-
-    /// Closes the store; a command calls it before the process ends (see [`crate::store::Store::close`]).
-    pub async fn close(&self) {
-        self.service.store().close().await;
-    }
 }

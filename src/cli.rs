@@ -12,7 +12,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::engine::Participant;
 use crate::flow::FlowError;
-use crate::service::{ConversationService, Inbound, ServiceError};
+use crate::service::{Inbound, ServiceError};
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -302,9 +302,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let app = App::start(config, None).await?;
-    let run = app.service.run_flow(&text).await;
-    app.close().await;
-    let (output, persisted) = match run {
+    let (output, persisted) = match app.service.run_flow(&text).await {
         Ok(run) => run,
         Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
@@ -423,7 +421,6 @@ async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
     })
     .await;
     progress.finish();
-    service.store().close().await;
     let summary = match result {
         Ok(summary) => summary,
         Err(e @ (BatchError::OtherInput(_) | BatchError::OtherMode { .. })) => return refuse(e.to_string()),
@@ -575,7 +572,6 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     if let Some(bot) = bot {
         let _ = bot.await;
     }
-    service.store().close().await;
     eprintln!("vt-agent serve parou: pedidos em andamento concluídos.");
     drop(app.simulator);
     Ok(ExitCode::SUCCESS)
@@ -739,13 +735,7 @@ async fn usage(config: &Config) -> anyhow::Result<()> {
 
 async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
     let app = App::start(config, None).await?;
-    let result = converse(&app.service, args).await;
-    app.close().await;
-    result
-}
-
-/// `chat` with its service: one message (`-m`) or a conversation on standard input.
-async fn converse(service: &ConversationService, args: ChatArgs) -> anyhow::Result<()> {
+    let service = &app.service;
     let who = Participant {
         user_id: args.user.clone(),
         user_login: args.user.clone(),

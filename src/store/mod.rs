@@ -376,12 +376,6 @@ pub trait Store: Send + Sync {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
-    /// Closes the connections and waits until they are closed. A process that exits calls it
-    /// first: SQLite's worker threads let go of what they hold (the WAL checkpoint at close, and the
-    /// tracing span of each statement they ran, which would otherwise keep a trace's root open past
-    /// the exporter's last flush) before the process ends.
-    async fn close(&self);
-
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError>;
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
 

@@ -321,10 +321,6 @@ impl Store for PgStore {
         "postgres"
     }
 
-    async fn close(&self) {
-        self.pool.close().await;
-    }
-
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;

@@ -375,11 +375,6 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    async fn close(&self) {
-        self.writer.close().await;
-        self.pool.close().await;
-    }
-
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;

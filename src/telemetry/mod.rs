@@ -21,6 +21,10 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+/// How long the last flush waits for trace roots still open (a moment's work of another thread, or a
+/// span leaked by a task that never ends: then the root is lost, not the shutdown held up).
+const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The installed exporters; [`Self::shutdown`] flushes them.
 #[derive(Default)]
 pub struct Telemetry {
@@ -92,7 +96,15 @@ pub fn init(default_filter: &str, otlp: Option<&otlp::OtlpTarget>) -> Telemetry 
                     .with_target("vt_agent", tracing::Level::WARN),
             )
     });
-    tracing_subscriber::registry().with(logs).with(otel).init();
+    // Filtered as the spans it counts are: unfiltered, it would bring every library's spans to life.
+    let open_roots = traces.as_ref().map(|_| {
+        spans::OpenRoots.with_filter(Targets::new().with_target("vt_agent::trace", tracing::Level::INFO))
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(otel)
+        .with(open_roots)
+        .init();
     Telemetry { traces, metrics }
 }
 
@@ -109,10 +121,14 @@ impl Telemetry {
 
     /// Sends what is queued and stops the exporters (a collector that is away costs about a second).
     pub fn shutdown(self) {
-        if let Some(p) = self.traces
-            && let Err(e) = p.shutdown()
-        {
-            tracing::debug!(error = %e, "trace exporter shutdown");
+        if let Some(p) = self.traces {
+            // A trace whose root has not ended yet would lose its root (see [`spans::OpenRoots`]).
+            if !spans::wait_for_open_roots(ROOTS_WAIT) {
+                tracing::debug!("trace roots still open at shutdown");
+            }
+            if let Err(e) = p.shutdown() {
+                tracing::debug!(error = %e, "trace exporter shutdown");
+            }
         }
         if let Some(p) = self.metrics
             && let Err(e) = p.shutdown()

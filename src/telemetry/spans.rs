@@ -258,3 +258,55 @@ pub async fn complete(
     }
     result
 }
+
+/// Root spans ([`turn`], [`deliver`]) begun and not yet ended.
+static OPEN_ROOTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Marks a span counted in [`OPEN_ROOTS`].
+struct Root;
+
+/// Counts the open root spans, so the last flush can wait for them: a span ends when its last handle
+/// goes, and a library may hold one a moment after the work is done (SQLite's worker thread keeps the
+/// span current at each statement until it takes its next command) — in a one-shot command, past the
+/// exporter's shutdown, losing the trace's root.
+pub(super) struct OpenRoots;
+
+impl<S> tracing_subscriber::Layer<S> for OpenRoots
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.is_root()
+            && let Some(span) = ctx.span(id)
+        {
+            span.extensions_mut().insert(Root);
+            OPEN_ROOTS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if ctx
+            .span(&id)
+            .is_some_and(|span| span.extensions().get::<Root>().is_some())
+        {
+            OPEN_ROOTS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
+/// Waits until every root span has ended, at most `limit`; `true` when they all did.
+pub(super) fn wait_for_open_roots(limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while OPEN_ROOTS.load(std::sync::atomic::Ordering::Acquire) > 0 {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}

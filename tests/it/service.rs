@@ -327,9 +327,6 @@ impl Store for Flaky {
     fn backend(&self) -> &'static str {
         "flaky"
     }
-    async fn close(&self) {
-        self.inner.close().await;
-    }
     async fn save_conversation(&self, c: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.save_conversation(c, now).await
     }

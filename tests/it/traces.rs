@@ -765,11 +765,16 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
     let worker = vt_agent::outbox::Worker::new(h.store.clone(), vt_agent::engine::RetryPolicy::new(1, 1))
         .with_sender(Arc::new(Recorder));
     assert_eq!(worker.pass().await.sent, 1);
-    // SQLite's worker thread holds each statement's span until it takes the next command: closed,
-    // it has let go of all of them, and the deliver span has ended.
-    h.store.close().await;
-
-    let spans = exporter.get_finished_spans().expect("spans");
+    // The deliver span ends when its last handle goes: SQLite's worker thread keeps the span of the
+    // statement it ran until it takes its next command, a moment after the pass has returned.
+    let mut spans = exporter.get_finished_spans().expect("spans");
+    for _ in 0..500 {
+        if spans.iter().any(|s| s.name == "deliver") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        spans = exporter.get_finished_spans().expect("spans");
+    }
     let root = spans
         .iter()
         .find(|s| s.name == "vt" && s.parent_span_id == opentelemetry::trace::SpanId::INVALID)
