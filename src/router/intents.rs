@@ -88,10 +88,15 @@ pub fn load_file(path: &Path) -> Result<Vec<IntentRecord>, IntentError> {
 /// Writes the file's intents that the database does not have yet, then returns the database's set.
 pub async fn sync(store: &dyn Store, defaults: &[IntentRecord]) -> Result<Vec<IntentRecord>, IntentError> {
     let existing = store.intents().await?;
-    for intent in defaults {
-        if existing.iter().all(|e| e.intent_key != intent.intent_key) {
-            store.upsert_intent(intent, Utc::now()).await?;
-        }
+    let missing: Vec<&IntentRecord> = defaults
+        .iter()
+        .filter(|d| existing.iter().all(|e| e.intent_key != d.intent_key))
+        .collect();
+    if missing.is_empty() {
+        return Ok(existing);
+    }
+    for intent in missing {
+        store.upsert_intent(intent, Utc::now()).await?;
     }
     Ok(store.intents().await?)
 }
