@@ -121,4 +121,13 @@ impl App {
     pub fn engine(&self) -> &Engine {
         self.service.engine()
     }
+
+    /// Ends a one-shot command's use of the app without closing anything: the process is about to
+    /// exit. Closing SQLite's last connection starts a WAL checkpoint on its worker thread, which the
+    /// exit then cuts short (safe, and wasted: `run-flow` interleaved, 15.0 → 13.3 ms median); left
+    /// open, the next process recovers the WAL instead, which `wal_autocheckpoint` keeps short.
+    /// Everything is committed by then: each write was awaited.
+    pub fn leave(self) {
+        std::mem::forget(self);
+    }
 }

@@ -322,6 +322,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         serde_json::to_string_pretty(&output)?
     };
     println!("{json}");
+    app.leave();
     Ok(if output.status == crate::flow::FlowStatus::Concluido {
         ExitCode::SUCCESS
     } else {
