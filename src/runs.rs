@@ -148,7 +148,8 @@ fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
 }
 
 fn local(t: DateTime<Utc>) -> String {
-    t.with_timezone(&chrono_tz::America::Sao_Paulo)
+    vt_actions::vt::timezone::Timezone::sao_paulo()
+        .local(t)
         .format("%d/%m/%Y %H:%M:%S")
         .to_string()
 }

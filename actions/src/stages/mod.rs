@@ -21,8 +21,8 @@ pub mod rf10_enviar_notificacao_recarga;
 
 pub use notificacao::{DecisaoNotificacao, EnvioNotificacao, NotificacaoPayload};
 
+use crate::vt::timezone::Timezone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use serde::Serialize;
 
 use crate::action::{ActionError, ActionRegistry, DuplicateAction};
@@ -85,7 +85,6 @@ pub(crate) fn pass<T: Serialize>(out: &T) -> Result<ResponseToAgent, ActionError
 }
 
 /// ISO 8601 with the policy timezone's offset, to the second.
-pub fn iso_local(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz)
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+pub fn iso_local(t: DateTime<Utc>, tz: &Timezone) -> String {
+    tz.local(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
 }

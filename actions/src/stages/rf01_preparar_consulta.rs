@@ -50,10 +50,7 @@ pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPaylo
     let policy = &input.politicas;
     let v = policy.validacoes_cartao;
     let card = CardNumber::parse(&input.cartao, v.tamanho_min, v.tamanho_max);
-    let hour = now
-        .with_timezone(&policy.timezone)
-        .format("%Y%m%d-%H")
-        .to_string();
+    let hour = policy.timezone.local(now).format("%Y%m%d-%H").to_string();
     let key_card = card
         .as_ref()
         .map(|c| c.digits().to_owned())

@@ -68,13 +68,13 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
 
     let data_verificacao = match get("data_servidor").and_then(Value::as_str) {
         Some(s) => match DateTime::parse_from_rfc3339(s) {
-            Ok(t) => iso_local(t.with_timezone(&Utc), policy.timezone),
+            Ok(t) => iso_local(t.with_timezone(&Utc), &policy.timezone),
             Err(_) => {
                 observacoes.push("data_servidor_invalida".to_owned());
-                iso_local(now, policy.timezone)
+                iso_local(now, &policy.timezone)
             }
         },
-        None => iso_local(now, policy.timezone),
+        None => iso_local(now, &policy.timezone),
     };
     let fonte = get("fonte")
         .and_then(Value::as_str)

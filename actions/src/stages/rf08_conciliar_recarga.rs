@@ -74,7 +74,7 @@ pub fn conciliar(
     saldo_anterior: Option<Decimal>,
     now: DateTime<Utc>,
 ) -> Conciliacao {
-    let tz = input.politicas.timezone;
+    let tz = &input.politicas.timezone;
     let recarga = input.recarga.as_ref();
     let valor = recarga.and_then(|r| r.valor).map(round_half_up);
     let moeda = moeda_iso(recarga.and_then(|r| r.moeda.as_deref()))

@@ -393,7 +393,8 @@ impl Simulator {
             .now
             .as_ref()
             .map_or_else(chrono::Utc::now, |f| f());
-        now.with_timezone(&chrono_tz::America::Sao_Paulo)
+        crate::vt::timezone::Timezone::sao_paulo()
+            .local(now)
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
     }
 }

@@ -178,7 +178,11 @@ mod tests {
             let zero = c as u32 - u32::from(value);
             for d in 0..10 {
                 let digit = char::from_u32(zero + d).expect("a char");
-                assert_eq!(decimal_value(digit), Some(d as u8), "{digit:?} in the set of {c:?}");
+                assert_eq!(
+                    decimal_value(digit),
+                    Some(d as u8),
+                    "{digit:?} in the set of {c:?}"
+                );
             }
         }
         assert!(digits >= 680, "Unicode 16 has 680 Nd digits, read {digits}");

@@ -1,7 +1,6 @@
 //! The flow input (SPEC §7) with its defaults. Unknown fields (CPF, name, e-mail...) are dropped by
 //! parsing, so they can never be copied into a payload, header, message or trace.
 
-use chrono_tz::Tz;
 use rust_decimal::Decimal;
 use rust_decimal::dec;
 use schemars::JsonSchema;
@@ -9,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::money::{decimal_from_json, round_half_up};
+use super::timezone::Timezone;
 use crate::redact::serde_message;
 
 /// Inputs longer than this are refused before anything runs (PRD RF1: up to 5,000 characters).
@@ -52,7 +52,7 @@ pub struct Politicas {
     pub moeda_padrao: String,
     #[serde(with = "tz_serde")]
     #[schemars(with = "String")]
-    pub timezone: Tz,
+    pub timezone: Timezone,
     #[serde(with = "money_serde")]
     #[schemars(with = "f64")]
     pub valor_min: Decimal,
@@ -67,7 +67,7 @@ impl Default for Politicas {
             validacoes_cartao: ValidacoesCartao::default(),
             limite_saldo_baixo: dec!(20.00),
             moeda_padrao: "BRL".into(),
-            timezone: chrono_tz::America::Sao_Paulo,
+            timezone: Timezone::sao_paulo(),
             valor_min: dec!(1.00),
             valor_max: dec!(1000.00),
         }
@@ -323,13 +323,13 @@ pub mod lenient_money {
 mod tz_serde {
     use super::*;
 
-    pub fn serialize<S: Serializer>(tz: &Tz, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(tz: &Timezone, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(tz.name())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Tz, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timezone, D::Error> {
         let name = String::deserialize(d)?;
-        name.parse::<Tz>().map_err(|_| {
+        Timezone::named(&name).ok_or_else(|| {
             serde::de::Error::custom(
                 "fuso horário desconhecido: use um nome da base IANA, como America/Sao_Paulo",
             )
@@ -351,7 +351,7 @@ mod tests {
         );
         assert_eq!(p.limite_saldo_baixo, dec!(20.00));
         assert_eq!(p.moeda_padrao, "BRL");
-        assert_eq!(p.timezone, chrono_tz::America::Sao_Paulo);
+        assert_eq!(p.timezone, Timezone::sao_paulo());
         assert_eq!((p.valor_min, p.valor_max), (dec!(1.00), dec!(1000.00)));
         assert_eq!(input.preferencias.canal(), "app");
         assert_eq!(input.preferencias.idioma(), Idioma::PtBr);

@@ -8,6 +8,7 @@ pub mod keys;
 pub mod money;
 pub mod parse;
 pub mod texts;
+pub mod timezone;
 
 #[cfg(test)]
 mod proptests;
