@@ -100,6 +100,13 @@ mod tests {
     }
 
     #[test]
+    fn names_are_read_as_the_database_spells_them() {
+        let sp = Timezone::named("america/sao_paulo").expect("IANA names are case-insensitive");
+        assert_eq!(sp.name(), "America/Sao_Paulo");
+        assert_eq!(sp, Timezone::sao_paulo());
+    }
+
+    #[test]
     fn unknown_names_are_refused() {
         assert!(Timezone::named("Marte/Base").is_none());
         assert!(Timezone::named("").is_none());
