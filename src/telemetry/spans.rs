@@ -266,9 +266,9 @@ static OPEN_ROOTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 struct Root;
 
 /// Counts the open root spans, so the last flush can wait for them: a span ends when its last handle
-/// goes, and a library may hold one a moment after the work is done (SQLite's worker thread keeps the
-/// span current at each statement until it takes its next command) — in a one-shot command, past the
-/// exporter's shutdown, losing the trace's root.
+/// goes, and a library may hold one a moment after the work is done (sqlx's SQLite worker thread keeps
+/// the span current at each statement until the end of that command's loop turn, after it has answered)
+/// — in a one-shot command, past the exporter's shutdown, losing the trace's root.
 pub(super) struct OpenRoots;
 
 impl<S> tracing_subscriber::Layer<S> for OpenRoots
