@@ -137,7 +137,10 @@ pub struct ToolSpec {
 /// Every action the product knows, by name.
 #[derive(Clone, Default)]
 pub struct ActionRegistry {
-    actions: BTreeMap<String, (Arc<dyn DynAction>, ToolSpec)>,
+    /// Each action with its spec, built at the first [`Self::spec`]: the JSON Schema of the arguments
+    /// is generated then, not at registration — a process that calls no model (`run-flow`, a batch)
+    /// never needs one, and generating the ~20 schemas was a tenth of `run-flow`'s set-up.
+    actions: BTreeMap<String, (Arc<dyn DynAction>, std::sync::OnceLock<ToolSpec>)>,
 }
 
 /// Registering two actions under one name is a programming error worth a clear message.
@@ -159,12 +162,7 @@ impl ActionRegistry {
         if self.actions.contains_key(&name) {
             return Err(DuplicateAction(name));
         }
-        let spec = ToolSpec {
-            name: name.clone(),
-            description: action.description().to_owned(),
-            parameters: action.parameters(),
-        };
-        self.actions.insert(name, (action, spec));
+        self.actions.insert(name, (action, std::sync::OnceLock::new()));
         Ok(())
     }
 
@@ -173,7 +171,13 @@ impl ActionRegistry {
     }
 
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
-        self.actions.get(name).map(|(_, s)| s)
+        self.actions.get_key_value(name).map(|(name, (action, spec))| {
+            spec.get_or_init(|| ToolSpec {
+                name: name.clone(),
+                description: action.description().to_owned(),
+                parameters: action.parameters(),
+            })
+        })
     }
 
     pub fn contains(&self, name: &str) -> bool {
