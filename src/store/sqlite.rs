@@ -121,9 +121,9 @@ impl SqliteStore {
                 SqliteJournalMode::Wal
             })
             .busy_timeout(Duration::from_secs(10));
-        // A one-shot command's process ends with its connection open (closing checkpoints the WAL and
-        // deletes it: ~1.7 ms of `run-flow`), so the next one starts by recovering the WAL, reading
-        // every frame since its last checkpoint: checkpointing every 256 pages instead of SQLite's
+        // A one-shot process may end with its connection open (`run-flow` does, `App::leave`: closing
+        // checkpoints the WAL and deletes it, ~1.7 ms), so the next one starts by recovering the WAL,
+        // reading every frame since its last checkpoint: checkpointing every 256 pages instead of SQLite's
         // 1,000 keeps that short (`run-flow`, interleaved runs: 11.1 → 10.4 ms median).
         let options = match usage {
             Usage::OneShot => options.pragma("wal_autocheckpoint", "256"),
