@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{
     ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
-    ToolCall, Usage, http_client, post_json,
+    ToolCall, Usage, post_json,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -23,7 +23,7 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
         settings.register_secret();
-        let client = http_client(settings.timeout)?;
+        let client = settings.http_client()?;
         Ok(Self { settings, client })
     }
 

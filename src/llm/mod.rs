@@ -293,11 +293,17 @@ impl ProviderSettings {
             vt_actions::redact::register_secret(key);
         }
     }
-}
 
-pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .build()
-        .map_err(|e| LlmError::Malformed(format!("http client: {e}")))
+    /// The HTTP client for this provider's API.
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, LlmError> {
+        let mut builder = reqwest::Client::builder().timeout(self.timeout);
+        // A plain-HTTP endpoint (a local model server, a fake in tests and benches) needs no root
+        // certificates: reading the system's CA bundle opened some 150 files at every start.
+        if self.base_url.starts_with("http://") {
+            builder = builder.tls_certs_only([]);
+        }
+        builder
+            .build()
+            .map_err(|e| LlmError::Malformed(format!("http client: {e}")))
+    }
 }

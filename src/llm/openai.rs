@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{
     ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
-    ToolCall, Usage, http_client, post_json,
+    ToolCall, Usage, post_json,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -25,7 +25,7 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Result<Self, LlmError> {
         settings.register_secret();
-        let client = http_client(settings.timeout)?;
+        let client = settings.http_client()?;
         let endpoint = reqwest::Url::parse(&format!(
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')

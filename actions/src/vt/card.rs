@@ -122,8 +122,14 @@ static CARD_LIKE: LazyLock<Regex> =
 /// Replaces every run of 8 or more digits (a card number, with or without separators, in any script's
 /// digits) by its masked form. For free text that may carry a card: messages, facts, notifications.
 pub fn mask_cards_in(text: &str) -> String {
+    let text = ascii_digits(text);
+    // Fewer than eight digits in all can hold no card: most texts a model is sent (every earlier
+    // message again on each call) skip the regex search.
+    if text.bytes().filter(u8::is_ascii_digit).nth(7).is_none() {
+        return text.into_owned();
+    }
     CARD_LIKE
-        .replace_all(&ascii_digits(text), |c: &regex::Captures<'_>| {
+        .replace_all(&text, |c: &regex::Captures<'_>| {
             let digits = c[0].chars().filter(char::is_ascii_digit).count();
             // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card.
             if digits >= 8 && !ISO_DATE.is_match(&c[0]) {
@@ -215,6 +221,15 @@ mod tests {
             "Agora é 2026-11-22T09:54:00-03:00; cartão ****2233",
             "a date stays a date"
         );
+    }
+
+    #[test]
+    fn texts_with_fewer_than_eight_digits_come_back_with_ascii_digits_only() {
+        assert_eq!(mask_cards_in("saldo: R$ 50,00"), "saldo: R$ 50,00");
+        assert_eq!(mask_cards_in("cartão ١٢٣٤"), "cartão 1234", "as for longer texts");
+        assert_eq!(mask_cards_in("1234567"), "1234567");
+        assert_eq!(mask_cards_in("12345678"), "****5678", "eight digits can be a card");
+        assert_eq!(mask_cards_in("1234 ٥٦٧٨"), "****5678", "in any script");
     }
 
     #[test]
