@@ -66,7 +66,7 @@ fn json_len<T: serde::Serialize>(v: &T) -> usize {
     serde_json::to_string(v).map_or(0, |s| s.len())
 }
 
-fn tools_len(tools: &[vt_actions::ToolSpec]) -> usize {
+fn tools_len(tools: &[std::sync::Arc<vt_actions::ToolSpec>]) -> usize {
     tools
         .iter()
         .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
@@ -146,7 +146,7 @@ fn skill_context(engine: &Engine, agent: &str, skill: &str) -> (usize, usize) {
         return (0, 0);
     };
     let prompt = std::fs::read_to_string(format!("prompts/{}", def.prompt)).map_or(0, |p| p.len());
-    let specs: Vec<vt_actions::ToolSpec> = def
+    let specs: Vec<_> = def
         .actions
         .iter()
         .filter_map(|a| engine.registry().spec(a).cloned())

@@ -13,6 +13,18 @@
 //! ```
 //!
 //! Without `--base-url` it starts `fake_openai` (built beside it) on a free port itself.
+//!
+//! `--floor` measures the machine instead of the engine: the same 4×M round trips to the same server
+//! by one blocking socket that writes a fixed request and reads the reply, with no HTTP client, JSON or
+//! agent loop. What it costs is what every peer pays before its own work (its line says
+//! `"peer": "raw-socket"`).
+//!
+//! On a virtual machine most of that floor is waking a process on the other virtual CPU; pinning the
+//! bench and its server to one CPU takes it away, for any peer alike (`fake_openai` inherits it):
+//!
+//! ```text
+//! taskset -c 1 target/release/examples/peer_bench --conversations 2000 --concurrency 1 --warmup 200
+//! ```
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,6 +67,7 @@ impl Action for ConsultarSaldo {
 
 struct Options {
     base_url: Option<String>,
+    floor: bool,
     conversations: usize,
     concurrency: usize,
     warmup: usize,
@@ -63,12 +76,17 @@ struct Options {
 fn options() -> Options {
     let mut o = Options {
         base_url: None,
+        floor: false,
         conversations: 1000,
         concurrency: 1,
         warmup: 100,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--floor" {
+            o.floor = true;
+            continue;
+        }
         let value = args.next().unwrap_or_else(|| usage(&format!("{flag} sem valor")));
         let number = || {
             value
@@ -88,7 +106,7 @@ fn options() -> Options {
 
 fn usage(why: &str) -> ! {
     eprintln!(
-        "erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W]"
+        "erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W] [--floor]"
     );
     std::process::exit(2)
 }
@@ -208,25 +226,42 @@ async fn main() {
             (Some(child), url)
         }
     };
+    let m = o.conversations;
     let tools = Arc::new(AtomicUsize::new(0));
     let engine = engine(&base_url, tools.clone());
-    run(&engine, o.warmup, o.concurrency).await;
+    let mut raw = o.floor.then(|| RawClient::connect(&base_url));
+    match &mut raw {
+        Some(raw) => (0..(TOOL_CALLS + 1) * o.warmup).for_each(|_| raw.round_trip()),
+        None => {
+            run(&engine, o.warmup, o.concurrency).await;
+        }
+    }
     tools.store(0, Ordering::Relaxed);
     let (cpu0, _) = rusage();
     let started = Instant::now();
-    let (llm_calls, finished) = run(&engine, o.conversations, o.concurrency).await;
+    let (llm_calls, ok) = match &mut raw {
+        Some(raw) => {
+            let calls = (TOOL_CALLS + 1) * m;
+            (0..calls).for_each(|_| raw.round_trip());
+            (calls, true)
+        }
+        None => {
+            let (llm_calls, finished) = run(&engine, m, o.concurrency).await;
+            let ok = finished == m
+                && tools.load(Ordering::Relaxed) == TOOL_CALLS * m
+                && llm_calls == (TOOL_CALLS + 1) * m;
+            (llm_calls, ok)
+        }
+    };
     let wall = started.elapsed().as_secs_f64();
     let (cpu1, peak_rss_mb) = rusage();
     if let Some(mut server) = server {
         let _ = server.kill();
         let _ = server.wait();
     }
-    let m = o.conversations;
     let turns = llm_calls.max(1) as f64;
-    let ok =
-        finished == m && tools.load(Ordering::Relaxed) == TOOL_CALLS * m && llm_calls == (TOOL_CALLS + 1) * m;
     let line = serde_json::json!({
-        "peer": "vt-agent",
+        "peer": if o.floor { "raw-socket" } else { "vt-agent" },
         "conversations": m,
         "llm_calls": llm_calls,
         "wall_s": round(wall, 4),
@@ -245,4 +280,73 @@ async fn main() {
 fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
+}
+
+/// `--floor`: one blocking connection sending the same request again and again.
+struct RawClient {
+    stream: std::net::TcpStream,
+    request: Vec<u8>,
+    buffer: Vec<u8>,
+}
+
+impl RawClient {
+    fn connect(base_url: &str) -> Self {
+        let url = reqwest::Url::parse(base_url).unwrap_or_else(|_| usage("--base-url: uma URL http://"));
+        let (host, port) = (url.host_str().unwrap_or("127.0.0.1"), url.port().unwrap_or(80));
+        let stream = std::net::TcpStream::connect((host, port)).expect("connect to the fake server");
+        stream.set_nodelay(true).expect("nodelay");
+        // A first model call of the contract's conversation, as the engine sends it.
+        let body = serde_json::json!({
+            "model": "fake",
+            "messages": [
+                {"role": "system", "content": "Você consulta saldos de vale-transporte com a ferramenta consultar_saldo."},
+                {"role": "user", "content": "Qual é o saldo do meu cartão ****7890?"}
+            ],
+            "tools": [{"type": "function", "function": {"name": "consultar_saldo",
+                "description": "Consulta o saldo de um cartão.", "strict": true,
+                "parameters": {"type": "object", "properties": {"cartao": {"type": "string"}},
+                    "required": ["cartao"], "additionalProperties": false}}}],
+            "tool_choice": "auto",
+            "max_tokens": 256
+        })
+        .to_string();
+        let path = format!("{}/chat/completions", url.path().trim_end_matches('/'));
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n\
+             authorization: Bearer sk-peer-bench\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body.as_bytes());
+        Self {
+            stream,
+            request,
+            buffer: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Writes the request and reads one whole response (headers, then `content-length` bytes).
+    fn round_trip(&mut self) {
+        use std::io::{Read, Write};
+        self.stream.write_all(&self.request).expect("write");
+        self.buffer.clear();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "the fake server closed the connection");
+            self.buffer.extend_from_slice(&chunk[..n]);
+            let Some(head_end) = self.buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&self.buffer[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("a content-length");
+            if self.buffer.len() >= head_end + 4 + length {
+                return;
+            }
+        }
+    }
 }

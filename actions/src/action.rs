@@ -140,7 +140,7 @@ pub struct ActionRegistry {
     /// Each action with its spec, built at the first [`Self::spec`]: the JSON Schema of the arguments
     /// is generated then, not at registration — a process that calls no model (`run-flow`, a batch)
     /// never needs one, and generating the ~20 schemas was a tenth of `run-flow`'s set-up.
-    actions: BTreeMap<String, (Arc<dyn DynAction>, std::sync::OnceLock<ToolSpec>)>,
+    actions: BTreeMap<String, (Arc<dyn DynAction>, std::sync::OnceLock<Arc<ToolSpec>>)>,
 }
 
 /// Registering two actions under one name is a programming error worth a clear message.
@@ -170,12 +170,14 @@ impl ActionRegistry {
         self.actions.get(name).map(|(a, _)| a)
     }
 
-    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+    pub fn spec(&self, name: &str) -> Option<&Arc<ToolSpec>> {
         self.actions.get_key_value(name).map(|(name, (action, spec))| {
-            spec.get_or_init(|| ToolSpec {
-                name: name.clone(),
-                description: action.description().to_owned(),
-                parameters: action.parameters(),
+            spec.get_or_init(|| {
+                Arc::new(ToolSpec {
+                    name: name.clone(),
+                    description: action.description().to_owned(),
+                    parameters: action.parameters(),
+                })
             })
         })
     }

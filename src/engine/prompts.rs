@@ -17,34 +17,37 @@ pub enum PromptError {
     Missing(String),
 }
 
-/// The variables every skill prompt may use.
+/// The variables every skill prompt may use, borrowed from the turn: a prompt is rendered at every
+/// model call, and copying the conversation's state and memory for it each time was for nothing.
 #[derive(Debug, Clone, Serialize)]
-pub struct PromptVars {
-    pub agent: String,
-    pub skill: String,
-    pub skill_description: String,
-    pub user_id: String,
-    pub user_login: String,
-    pub channel: String,
+pub struct PromptVars<'a> {
+    pub agent: &'a str,
+    pub skill: &'a str,
+    pub skill_description: &'a str,
+    pub user_id: &'a str,
+    pub user_login: &'a str,
+    pub channel: &'a str,
     /// Local date and time of the turn, ISO 8601.
     pub now: String,
-    pub state: serde_json::Map<String, serde_json::Value>,
-    pub memory: serde_json::Map<String, serde_json::Value>,
+    pub state: &'a serde_json::Map<String, serde_json::Value>,
+    pub memory: &'a serde_json::Map<String, serde_json::Value>,
 }
 
-impl PromptVars {
+impl PromptVars<'static> {
     /// Plausible values, used to check every template when it is loaded.
     pub fn sample() -> Self {
+        static EMPTY: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> =
+            std::sync::LazyLock::new(serde_json::Map::new);
         Self {
-            agent: "agente".into(),
-            skill: "skill".into(),
-            skill_description: "descrição".into(),
-            user_id: "u-1".into(),
-            user_login: "usuario".into(),
-            channel: "terminal".into(),
+            agent: "agente",
+            skill: "skill",
+            skill_description: "descrição",
+            user_id: "u-1",
+            user_login: "usuario",
+            channel: "terminal",
             now: "2026-01-01T12:00:00-03:00".into(),
-            state: serde_json::Map::new(),
-            memory: serde_json::Map::new(),
+            state: &EMPTY,
+            memory: &EMPTY,
         }
     }
 }

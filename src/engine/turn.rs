@@ -401,19 +401,19 @@ impl Turn<'_> {
 
     fn request(&self, skill: &SkillDef) -> Result<CompletionRequest, String> {
         let vars = PromptVars {
-            agent: self.agent.id.clone(),
-            skill: skill.name.clone(),
-            skill_description: skill.description.clone(),
-            user_id: self.conv.user_id.clone(),
-            user_login: self.conv.user_login.clone(),
-            channel: self.conv.channel.clone(),
+            agent: &self.agent.id,
+            skill: &skill.name,
+            skill_description: &skill.description,
+            user_id: &self.conv.user_id,
+            user_login: &self.conv.user_login,
+            channel: &self.conv.channel,
             now: self
                 .engine
                 .clock
                 .now()
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
-            state: self.conv.state.clone(),
-            memory: self.conv.memory.clone(),
+            state: &self.conv.state,
+            memory: &self.conv.memory,
         };
         let mut system = self
             .engine

@@ -18,6 +18,7 @@ pub use openai::{
 pub use redacted::RedactedProvider;
 pub use scripted::{Scripted, ScriptedProvider};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -83,7 +84,8 @@ pub struct ToolCall {
 pub struct CompletionRequest {
     pub system: String,
     pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with the registry: a model call copies no schema.
+    pub tools: Vec<Arc<ToolSpec>>,
     /// Overrides the provider's configured maximum (the router's micro calls use a small one).
     pub max_tokens: Option<u32>,
 }

@@ -314,11 +314,11 @@ mod tests {
                     tool_calls: vec![],
                 },
             ],
-            tools: vec![vt_actions::ToolSpec {
+            tools: vec![std::sync::Arc::new(vt_actions::ToolSpec {
                 name: "consultar_saldo".into(),
                 description: "d".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            })],
             max_tokens: None,
         };
         let body = serde_json::to_value(provider.body(&request)).expect("json");

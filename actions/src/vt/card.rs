@@ -319,7 +319,11 @@ mod tests {
         assert_eq!(mask_cards_in("saldo: R$ 50,00"), "saldo: R$ 50,00");
         assert_eq!(mask_cards_in("cartão ١٢٣٤"), "cartão 1234", "as for longer texts");
         assert_eq!(mask_cards_in("1234567"), "1234567");
-        assert_eq!(mask_cards_in("12345678"), "****5678", "eight digits can be a card");
+        assert_eq!(
+            mask_cards_in("12345678"),
+            "****5678",
+            "eight digits can be a card"
+        );
         assert_eq!(mask_cards_in("1234 ٥٦٧٨"), "****5678", "in any script");
     }
 
