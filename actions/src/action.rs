@@ -140,8 +140,11 @@ pub struct ActionRegistry {
     /// Each action with its spec, built at the first [`Self::spec`]: the JSON Schema of the arguments
     /// is generated then, not at registration — a process that calls no model (`run-flow`, a batch)
     /// never needs one, and generating the ~20 schemas was a tenth of `run-flow`'s set-up.
-    actions: BTreeMap<String, (Arc<dyn DynAction>, std::sync::OnceLock<Arc<ToolSpec>>)>,
+    actions: BTreeMap<String, (Arc<dyn DynAction>, LazySpec)>,
 }
+
+/// An action's tool spec, made at the first call that needs it, then shared.
+type LazySpec = std::sync::OnceLock<Arc<ToolSpec>>;
 
 /// Registering two actions under one name is a programming error worth a clear message.
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +165,7 @@ impl ActionRegistry {
         if self.actions.contains_key(&name) {
             return Err(DuplicateAction(name));
         }
-        self.actions.insert(name, (action, std::sync::OnceLock::new()));
+        self.actions.insert(name, (action, LazySpec::new()));
         Ok(())
     }
 
