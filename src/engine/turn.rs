@@ -877,12 +877,13 @@ impl Turn<'_> {
     }
 }
 
-/// The last `max` messages of a window, starting at a user message so no tool result is left without
-/// the call it answers. Older messages are represented by the compressed context instead.
+/// The mutex's value, also after a panic elsewhere left it poisoned (the maps it guards are copies).
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The last `max` messages of a window, starting at a user message so no tool result is left without
+/// the call it answers. Older messages are represented by the compressed context instead.
 fn recent(window: &[ChatMessage], max: usize) -> Vec<ChatMessage> {
     if window.len() <= max {
         return window.to_vec();
