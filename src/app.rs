@@ -71,6 +71,16 @@ pub async fn service(
     Ok(ConversationService::new(engine, store).with_router(router))
 }
 
+/// The configured store, opened for what this process does with it ([`Config::store_usage`]).
+pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
+    crate::store::open(
+        config.database_url.as_deref(),
+        &config.data_dir,
+        config.store_usage,
+    )
+    .await
+}
+
 /// The simulator with the magic cards, or with a fixture file applied to them.
 pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
     let mut config = SimulatorConfig::default();
@@ -104,13 +114,7 @@ impl App {
             }
         };
         let extensions = Extensions::default().with(systems).with(config.vt.clone());
-        let store = crate::store::open(
-            config.database_url.as_deref(),
-            &config.data_dir,
-            config.store_usage,
-        )
-        .await
-        .context("opening the database")?;
+        let store = store(config).await.context("opening the database")?;
         let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {
             service: service(config, engine, store).await?,

@@ -602,12 +602,7 @@ async fn shutdown_signal() {
 
 async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     use crate::store::OutboxStatus;
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::app::store(config).await?;
     if let Some(id) = args.retry {
         if store.requeue(id, chrono::Utc::now()).await? {
             println!("item {id} volta para a fila com novas tentativas");
@@ -623,24 +618,14 @@ async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::app::store(config).await?;
     let records = store.audit_records(args.limit).await?;
     print!("{}", crate::runs::audit_report(&records));
     Ok(())
 }
 
 async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::app::store(config).await?;
     let runs = store.flow_runs(args.limit).await?;
     let attempts = store.recharge_attempts(args.limit).await?;
     print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
@@ -703,12 +688,7 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::app::store(config).await?;
     let transcript = crate::transcript::export::export(store.as_ref(), conversation).await?;
     let text = serde_yaml::to_string(&transcript)?;
     match output {
@@ -719,12 +699,7 @@ async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) ->
 }
 
 async fn usage(config: &Config) -> anyhow::Result<()> {
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::app::store(config).await?;
     let rows = store.usage_summary().await?;
     if rows.is_empty() {
         println!("Nenhum turno registrado nos últimos 7 dias.");
