@@ -455,16 +455,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
         .expect("usage");
     let now = Utc::now();
     chat.store
-        .open_batch(&vt_agent::store::BatchJob {
-            id: "lote-da-empresa".into(),
-            tenant_id: "default".into(),
-            digest: "d".into(),
-            total: 3,
-            dry_run: false,
-            source: None,
-            created_at: now,
-            finished_at: None,
-        })
+        .open_batch(&crate::support::batch_job("lote-da-empresa", "default", now))
         .await
         .expect("batch");
     let line = |n: i64, status: &str| vt_agent::store::BatchLine {

@@ -251,16 +251,7 @@ pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
 pub async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     store
-        .open_batch(&vt_agent::store::BatchJob {
-            id: "lote-grupo".into(),
-            tenant_id: "empresa-a".into(),
-            digest: "d".into(),
-            total: 3,
-            dry_run: false,
-            source: None,
-            created_at: now,
-            finished_at: None,
-        })
+        .open_batch(&crate::support::batch_job("lote-grupo", "empresa-a", now))
         .await
         .expect("batch");
     let run = |id: &str, stages: usize| FlowRunRecord {
@@ -897,16 +888,7 @@ pub async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
 
     for (id, tenant) in [("lote-1", "empresa-a"), ("lote-2", "empresa-b")] {
         store
-            .open_batch(&vt_agent::store::BatchJob {
-                id: id.into(),
-                tenant_id: tenant.into(),
-                digest: "d".into(),
-                total: 3,
-                dry_run: false,
-                source: None,
-                created_at: now,
-                finished_at: None,
-            })
+            .open_batch(&crate::support::batch_job(id, tenant, now))
             .await
             .expect("batch");
     }

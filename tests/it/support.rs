@@ -236,6 +236,20 @@ pub fn user() -> Participant {
     }
 }
 
+/// A batch job of three lines, not finished, as the store tests and the console open them.
+pub fn batch_job(id: &str, tenant: &str, now: chrono::DateTime<chrono::Utc>) -> vt_agent::store::BatchJob {
+    vt_agent::store::BatchJob {
+        id: id.into(),
+        tenant_id: tenant.into(),
+        digest: "d".into(),
+        total: 3,
+        dry_run: false,
+        source: None,
+        created_at: now,
+        finished_at: None,
+    }
+}
+
 /// One request a fake server received.
 #[derive(Debug, Clone)]
 pub struct Received {
