@@ -53,6 +53,7 @@ async fn main() {
     let defaults = LineDefaults {
         job_id: id.clone(),
         politicas: config.vt.politicas.clone(),
+        tenant: None,
     };
     let source = batch::source::read(input.as_bytes(), batch::Format::Jsonl, &defaults).expect("lines");
     let job = batch::Job::new(id, "bench", input.as_bytes(), source, FlowMode::Full);

@@ -180,7 +180,7 @@ async fn main() {
         model.take();
         let (conversation, flow) = match &s.flow {
             Some(input) => {
-                let (output, _) = service.run_flow(input).await.expect("flow");
+                let (output, _) = service.run_flow(input, None).await.expect("flow");
                 let (record, _) = store
                     .execution(&output.execucao_id)
                     .await

@@ -302,7 +302,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let app = App::start(config, None).await?;
-    let (output, persisted) = match app.service.run_flow(&text).await {
+    let (output, persisted) = match app.service.run_flow(&text, None).await {
         Ok(run) => run,
         Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
@@ -381,6 +381,7 @@ async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
     let defaults = LineDefaults {
         job_id: job_id.clone(),
         politicas,
+        tenant: None,
     };
     let lines = match batch::source::read(&bytes, format, &defaults) {
         Ok(lines) => lines,

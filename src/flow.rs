@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use vt_actions::journal::SharedJournal;
-use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner};
+use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner, VtSettings};
 use vt_actions::vt::FlowInput;
-use vt_actions::vt::input::InputError;
+use vt_actions::vt::input::{InputDefaults, InputError};
 use vt_actions::{ActionContext, ActionError};
 
 use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
@@ -115,9 +115,24 @@ pub struct PreparedFlow {
     pub text: String,
 }
 
-/// Parses and checks the input and opens the conversation; nothing runs yet.
-pub fn prepare(engine: &Engine, text: &str) -> Result<PreparedFlow, FlowError> {
-    let parsed = FlowInput::parse(text)?;
+/// Parses and checks a flow input as every way in does: the configured policies where it has none,
+/// the caller's tenant (`None` for the operator's own commands) and no other.
+pub fn parse_input(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<FlowInput, InputError> {
+    let settings = engine.extensions().get::<VtSettings>();
+    let builtin;
+    let politicas = match settings {
+        Some(s) => &s.politicas,
+        None => {
+            builtin = vt_actions::vt::Politicas::default();
+            &builtin
+        }
+    };
+    FlowInput::parse_with(text, InputDefaults { politicas, tenant })
+}
+
+/// Parses and checks the input and opens the conversation, in the input's tenant; nothing runs yet.
+pub fn prepare(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<PreparedFlow, FlowError> {
+    let parsed = parse_input(engine, text, tenant)?;
     let input = serde_json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
     let user = if parsed.destinatario.id.is_empty() {
         "api".to_owned()
@@ -129,7 +144,8 @@ pub fn prepare(engine: &Engine, text: &str) -> Result<PreparedFlow, FlowError> {
         user_login: user,
         channel: "api".into(),
     };
-    let conversation = engine.start_conversation(FLOW_AGENT, who)?;
+    let mut conversation = engine.start_conversation(FLOW_AGENT, who)?;
+    conversation.tenant_id = parsed.tenant_id.clone();
     Ok(PreparedFlow {
         conversation,
         text: input.to_string(),
@@ -143,7 +159,7 @@ pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError>
         mut conversation,
         text,
         ..
-    } = prepare(engine, text)?;
+    } = prepare(engine, text, None)?;
     let outcome = engine.run_turn(&mut conversation, &text).await?;
     let output = flow_output(&outcome);
     Ok(FlowRun {

@@ -112,6 +112,7 @@ impl Background {
         let defaults = LineDefaults {
             job_id: id.clone(),
             politicas: self.politicas.clone(),
+            tenant: Some(tenant.to_owned()),
         };
         let lines = source::read(text.as_bytes(), Format::Jsonl, &defaults)?;
         let mut job = Job::new(id, tenant, text.as_bytes(), lines, mode);

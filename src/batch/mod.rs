@@ -281,7 +281,7 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
         Ok(text) => text,
         Err(why) => return invalid(line.line, why),
     };
-    match service.run_flow_unrecorded(text, mode).await {
+    match service.run_flow_unrecorded(text, mode, None).await {
         Ok((output, run)) => {
             let status = output.status.as_str();
             let resultado = scrub(output.resultado);

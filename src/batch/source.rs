@@ -81,6 +81,9 @@ pub struct LineDefaults {
     pub job_id: String,
     /// For lines with no `politicas` (CSV rows never have them): from the command's flags or the config.
     pub politicas: Politicas,
+    /// The tenant of the key that sent the job (`POST /v1/batches`): every line is that tenant's, and a
+    /// line naming another is invalid. `None` for the operator's `vt-agent batch`.
+    pub tenant: Option<String>,
 }
 
 /// The SHA-256 of the input, hex.
@@ -204,11 +207,16 @@ fn row(headers: &[String], record: &::csv::ByteRecord) -> Result<Value, String> 
     if let Some(raw) = get.get("valor") {
         let valor =
             parse_money(raw).ok_or_else(|| "campo inválido valor: não é um valor em dinheiro".to_owned())?;
-        let mut meio = json!({"tipo": get.get("meio_pagamento").copied().unwrap_or_default()});
-        if let Some(token) = get.get("token") {
-            meio["token"] = json!(token);
+        let mut recarga = json!({"valor": money_json(valor)});
+        // An empty column is no payment type at all: the flow input's own check then refuses the row
+        // as it refuses a JSON line without one.
+        if let Some(tipo) = get.get("meio_pagamento") {
+            let mut meio = json!({"tipo": tipo});
+            if let Some(token) = get.get("token") {
+                meio["token"] = json!(token);
+            }
+            recarga["meio_pagamento"] = meio;
         }
-        let mut recarga = json!({"valor": money_json(valor), "meio_pagamento": meio});
         for field in ["moeda", "idempotency_key"] {
             if let Some(v) = get.get(field) {
                 recarga[field] = json!(v);
@@ -244,6 +252,12 @@ fn finish(mut value: Value, line: i64, defaults: &LineDefaults) -> Result<String
         let politicas = serde_json::to_value(&defaults.politicas).map_err(|e| e.to_string())?;
         object.insert("politicas".into(), politicas);
     }
+    if let Some(tenant) = &defaults.tenant {
+        if object.get("tenant_id").is_some_and(|t| t.as_str() != Some(tenant)) {
+            return Err("campo inválido tenant_id: é de outro cliente (use a chave de API desse cliente)".into());
+        }
+        object.insert("tenant_id".into(), json!(tenant));
+    }
     if let Some(recarga) = object.get_mut("recarga").and_then(Value::as_object_mut)
         && !recarga.contains_key("idempotency_key")
     {
@@ -265,6 +279,7 @@ mod tests {
         LineDefaults {
             job_id: "j1".into(),
             politicas: Politicas::default(),
+            tenant: None,
         }
     }
 
@@ -329,6 +344,38 @@ mod tests {
         let bad = lines[2].input.as_ref().expect_err("valor");
         assert!(bad.contains("valor") && !bad.contains("cinquenta"), "{bad}");
         assert!(lines[3].input.as_ref().expect_err("short").contains("campos"));
+    }
+
+    #[test]
+    fn a_recharge_without_a_payment_type_is_invalid_in_both_formats() {
+        let csv = read(b"cartao;valor;meio_pagamento\n1234567890;50,00;\n", Format::Csv, &defaults())
+            .expect("read");
+        let jsonl = read(
+            br#"{"cartao": "1234567890", "recarga": {"valor": 50}}"#,
+            Format::Jsonl,
+            &defaults(),
+        )
+        .expect("read");
+        for lines in [csv, jsonl] {
+            let why = lines[0].input.as_ref().expect_err("no payment type");
+            assert!(why.contains("recarga.meio_pagamento"), "{why}");
+        }
+    }
+
+    #[test]
+    fn a_job_sent_with_a_key_keeps_every_line_in_its_tenant() {
+        let of_a = LineDefaults {
+            tenant: Some("empresa-a".into()),
+            ..defaults()
+        };
+        let text = "{\"cartao\": \"1234567890\"}\n{\"cartao\": \"1234567890\", \"tenant_id\": \"empresa-a\"}\n{\"cartao\": \"1234567890\", \"tenant_id\": \"empresa-b\"}\n";
+        let lines = read(text.as_bytes(), Format::Jsonl, &of_a).expect("read");
+        for line in &lines[..2] {
+            let v: Value = serde_json::from_str(line.input.as_ref().expect("ok")).expect("json");
+            assert_eq!(v["tenant_id"], "empresa-a");
+        }
+        let why = lines[2].input.as_ref().expect_err("another tenant");
+        assert!(why.contains("tenant_id") && !why.contains("empresa-b"), "{why}");
     }
 
     #[test]

@@ -678,6 +678,21 @@ fn batch_view(job: &crate::store::BatchJob, counts: &[(String, i64)]) -> Value {
     }
 }
 
+/// The policy a run used, in one line (the same default reaches every way in, so it says which).
+fn policy_line(input: &Json) -> Option<String> {
+    let p: vt_actions::vt::Politicas = serde_json::from_value(input.get("politicas")?.clone()).ok()?;
+    let money = |v| vt_actions::vt::format_money(&p.moeda_padrao, v, vt_actions::vt::Idioma::PtBr);
+    Some(format!(
+        "recarga de {} a {}; saldo baixo até {}; cartão de {} a {} dígitos; fuso {}",
+        money(p.valor_min),
+        money(p.valor_max),
+        money(p.limite_saldo_baixo),
+        p.validacoes_cartao.tamanho_min,
+        p.validacoes_cartao.tamanho_max,
+        p.timezone.name(),
+    ))
+}
+
 fn pretty(v: &Json) -> String {
     masked(&serde_json::to_string_pretty(v).unwrap_or_default())
 }
@@ -700,6 +715,7 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
             id => run.execucao_id.clone(),
             situacao => status_label(&run.status),
             entrada => pretty(&run.input),
+            politica => policy_line(&run.input),
             resultado => run.output.get("resultado").map(pretty),
             etapas => stages,
             inicio => when(run.created_at),

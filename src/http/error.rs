@@ -27,7 +27,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// Stable, for programs: `invalid_request`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
+    /// Stable, for programs: `invalid_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `conflict`,
     /// `payload_too_large`, `rate_limited`, `busy`, `timeout`, `internal`.
     pub code: String,
     /// For people, in pt-BR; never echoes a value that was sent.
@@ -69,6 +69,15 @@ impl ApiError {
 
     pub fn not_found(what: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} não existe"))
+    }
+
+    /// The route exists, the method does not (axum adds the `Allow` header).
+    pub fn method_not_allowed(method: &axum::http::Method) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("o método {method} não é aceito nesta rota; veja o cabeçalho Allow"),
+        )
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {

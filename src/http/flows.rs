@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde_json::{Value, json};
-use vt_actions::vt::FlowInput;
 use vt_actions::vt::input::MAX_IDEMPOTENCY_KEY_CHARS;
 
 use super::AppState;
@@ -70,11 +69,11 @@ pub async fn run(
     Body(text): Body,
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
-    // Invalid input is refused before anything is stored, naming the field.
-    FlowInput::parse(&text)?;
+    // Invalid input (or another tenant's) is refused before anything is stored, naming the field.
+    crate::flow::parse_input(state.service.engine(), &text, Some(&caller.tenant))?;
     let input = with_request_key(&text, key.as_deref())?;
     let Some(key) = key else {
-        let output = execute(&state, input).await?;
+        let output = execute(&state, input, caller.tenant).await?;
         return Ok(Json(output).into_response());
     };
     let store = state.service.store().clone();
@@ -105,7 +104,7 @@ pub async fn run(
                 .insert("idempotent-replayed", HeaderValue::from_static("true"));
             Ok(response)
         }
-        IdempotencyPut::Inserted => match execute(&state, input).await {
+        IdempotencyPut::Inserted => match execute(&state, input, caller.tenant.clone()).await {
             Ok(output) => {
                 let value = serde_json::to_value(&output).unwrap_or(Value::Null);
                 if let Err(e) = store.settle_idempotency(&record.key, Some(&value)).await {
@@ -124,10 +123,10 @@ pub async fn run(
     }
 }
 
-async fn execute(state: &AppState, input: String) -> Result<FlowOutput, ApiError> {
+async fn execute(state: &AppState, input: String, tenant: String) -> Result<FlowOutput, ApiError> {
     let service = state.service.clone();
     let (output, persisted) = state
-        .run(async move { service.run_flow(&input).await })
+        .run(async move { service.run_flow(&input, Some(&tenant)).await })
         .await?
         .map_err(ApiError::from)?;
     if !persisted {

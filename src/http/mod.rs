@@ -266,10 +266,16 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), log_request))
         .with_state(state)
         .merge(channels)
+        // Last, so that it reaches every route merged above: axum keeps its `Allow` header.
+        .method_not_allowed_fallback(method_not_allowed)
 }
 
 async fn not_found() -> ApiError {
     ApiError::not_found("esta rota")
+}
+
+async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::method_not_allowed(&method)
 }
 
 /// One line per request at debug, one at warn for a 5xx; never the body.

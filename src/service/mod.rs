@@ -439,15 +439,21 @@ impl ConversationService {
     }
 
     /// Runs the ten-stage flow for one input and stores the run with its stage outputs. Input errors
-    /// come back before anything is written.
+    /// come back before anything is written. `tenant` is the caller's (an API key's), `None` for the
+    /// operator's own commands.
     /// One trace: accept (the run on record), run (the ten stages), commit.
-    pub async fn run_flow(&self, text: &str) -> Result<(FlowOutput, bool), ServiceError> {
-        self.run_flow_as(text, FlowMode::Full).await
+    pub async fn run_flow(&self, text: &str, tenant: Option<&str>) -> Result<(FlowOutput, bool), ServiceError> {
+        self.run_flow_as(text, FlowMode::Full, tenant).await
     }
 
     /// [`Self::run_flow`], all ten stages or a dry run.
-    pub async fn run_flow_as(&self, text: &str, mode: FlowMode) -> Result<(FlowOutput, bool), ServiceError> {
-        let prepared = crate::flow::prepare(&self.engine, text)?;
+    pub async fn run_flow_as(
+        &self,
+        text: &str,
+        mode: FlowMode,
+        tenant: Option<&str>,
+    ) -> Result<(FlowOutput, bool), ServiceError> {
+        let prepared = crate::flow::prepare(&self.engine, text, tenant)?;
         let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
         flow_traced(&conv, &text, self.run_prepared_flow(prepared, mode), |(o, _)| o).await
     }
@@ -459,12 +465,13 @@ impl ConversationService {
         &self,
         text: &str,
         mode: FlowMode,
+        tenant: Option<&str>,
     ) -> Result<(FlowOutput, FlowRunRecord), ServiceError> {
         let PreparedFlow {
             mut conversation,
             input,
             text,
-        } = crate::flow::prepare(&self.engine, text)?;
+        } = crate::flow::prepare(&self.engine, text, tenant)?;
         let conv = conversation.clone();
         let run = async {
             let execucao_id = self.engine.next_id("exec");

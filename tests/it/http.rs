@@ -189,6 +189,35 @@ async fn bad_bodies_get_clear_json_errors_naming_the_field() {
     assert_eq!((status, error["field"].as_str()), (400, Some("id")));
     let (status, error) = error_of(s.get("/v2/nada", None).await).await;
     assert_eq!((status, error["code"].as_str()), (404, Some("not_found")));
+    // A known route with a method it does not take: the same JSON error, with `Allow`.
+    for (method, route, allow) in [
+        ("DELETE", "/v1/conversations/c-1", "GET"),
+        ("GET", "/v1/flows/vt", "POST"),
+        ("PUT", "/v1/flows/vt", "POST"),
+        ("PATCH", "/v1/batches/b-1", "GET"),
+        ("OPTIONS", "/v1/conversations", "POST"),
+        ("TRACE", "/healthz", "GET"),
+    ] {
+        let r = s
+            .client
+            .request(method.parse().expect("method"), format!("{}{route}", s.url))
+            .send()
+            .await
+            .expect("sent");
+        let allowed = r
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(allowed.contains(allow), "{method} {route}: Allow {allowed:?}");
+        let (status, error) = error_of(r).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (405, Some("method_not_allowed")),
+            "{method} {route}: {error}"
+        );
+    }
     // Over-long text gets the same answer as in the terminal.
     let long: Value = s
         .post(path, None, says(&"a".repeat(5_000)))
@@ -494,4 +523,70 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
     );
     assert_eq!(sim.charges("3456789012"), 1);
     pg.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
+    let vt = vt_actions::tools::VtSettings {
+        politicas: vt_actions::vt::Politicas {
+            valor_max: rust_decimal::dec!(200),
+            ..vt_actions::vt::Politicas::default()
+        },
+        ..vt_actions::tools::VtSettings::default()
+    };
+    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let chat = std::sync::Arc::new(crate::support::chat_harness_on(store.clone(), None, vt).await);
+    let s = crate::support::serve_chat(chat, with_keys()).await;
+    let flow = |body: Value| {
+        s.client
+            .post(format!("{}/v1/flows/vt", s.url))
+            .bearer_auth(CLIENT_A)
+            .json(&body)
+            .send()
+    };
+    let output: Value = flow(json!({"cartao": "1234567890", "recarga": {"valor": 150, "meio_pagamento": {"tipo": "pix"}}}))
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(output["status"], "concluido", "{output}");
+    let run = store
+        .flow_run(output["execucao_id"].as_str().expect("id"))
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(run.input["tenant_id"], "empresa-a");
+    assert_eq!(run.input["politicas"]["valor_max"], 200.0);
+    let of = |tenant: &str| vt_agent::store::ConversationQuery {
+        tenant_id: Some(tenant.into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let mine = store.conversation_list(&of("empresa-a")).await.expect("list");
+    assert_eq!(mine.len(), 1, "the flow's conversation is the key's tenant's");
+    assert!(store.conversation_list(&of("default")).await.expect("list").is_empty());
+    // The configured policy, not the built-in one, refuses 300 (the built-in maximum is 1,000).
+    let over: Value = flow(json!({"cartao": "1234567890", "recarga": {"valor": 300, "meio_pagamento": {"tipo": "pix"}}}))
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(over["status"], "falhou", "{over}");
+    // Another tenant named in the body is refused, not used, and nothing runs.
+    let (status, error) = error_of(
+        flow(json!({"cartao": "1234567890", "tenant_id": "empresa-b"}))
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_eq!((status, error["field"].as_str()), (400, Some("tenant_id")), "{error}");
+    assert!(!error.to_string().contains("empresa-b"));
+    assert_eq!(store.conversation_list(&of("empresa-a")).await.expect("list").len(), 2);
+    assert_eq!(s.chat.sim.charges("1234567890"), 1);
 }

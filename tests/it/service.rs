@@ -626,7 +626,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let engine = Arc::new(h.engine);
     let service = ConversationService::new(engine, store.clone());
     let (output, persisted) = service
-        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#)
+        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, None)
         .await
         .expect("flow");
     assert!(persisted);
@@ -647,6 +647,6 @@ async fn run_flow_stores_the_run_and_its_stages() {
         .expect("load")
         .expect("stored");
     assert_eq!(execution.model_calls.len(), 0);
-    let err = service.run_flow("{").await.expect_err("invalid");
+    let err = service.run_flow("{", None).await.expect_err("invalid");
     assert!(matches!(err, ServiceError::Flow(_)));
 }

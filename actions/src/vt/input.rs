@@ -189,15 +189,49 @@ pub enum InputError {
     Field { path: String, message: String },
 }
 
+/// What a flow input gets where it says nothing, the same for every way in (`run-flow`, the HTTP flow,
+/// batch lines, chat): the configured policies (`[vt.politicas]`) and, when a caller is known, the
+/// caller's tenant — which an input may repeat but never replace.
+#[derive(Debug, Clone, Copy)]
+pub struct InputDefaults<'a> {
+    pub politicas: &'a Politicas,
+    /// The tenant of the caller's key; `None` where the operator runs the command (the input's own
+    /// `tenant_id` is then taken as it is).
+    pub tenant: Option<&'a str>,
+}
+
 impl FlowInput {
-    /// Parses and checks a flow input text.
+    /// Parses and checks a flow input text, with the built-in policies where it has none.
     pub fn parse(text: &str) -> Result<Self, InputError> {
+        Self::from_value(&Self::json(text)?)
+    }
+
+    /// Parses and checks a flow input text, filling what it leaves out from `defaults`; an input that
+    /// names another tenant than the caller's is refused.
+    pub fn parse_with(text: &str, defaults: InputDefaults<'_>) -> Result<Self, InputError> {
+        let value = Self::json(text)?;
+        let mut input = Self::from_value(&value)?;
+        if value.get("politicas").is_none() {
+            input.politicas = defaults.politicas.clone();
+        }
+        if let Some(tenant) = defaults.tenant {
+            if value.get("tenant_id").is_some() && input.tenant_id != tenant {
+                return Err(InputError::Field {
+                    path: "tenant_id".into(),
+                    message: "é de outro cliente: use a chave de API desse cliente".into(),
+                });
+            }
+            tenant.clone_into(&mut input.tenant_id);
+        }
+        Ok(input)
+    }
+
+    fn json(text: &str) -> Result<Value, InputError> {
         let chars = text.chars().count();
         if chars > MAX_INPUT_CHARS {
             return Err(InputError::TooLong(chars));
         }
-        let value: Value = serde_json::from_str(text).map_err(|e| InputError::NotJson(e.to_string()))?;
-        Self::from_value(&value)
+        serde_json::from_str(text).map_err(|e| InputError::NotJson(e.to_string()))
     }
 
     /// Reads a flow input from JSON already parsed (borrowed: every stage reads it from memory).
@@ -448,6 +482,36 @@ mod tests {
             assert!(err.contains(&format!("{field}:")), "{politicas} → {err}");
         }
         assert!(with(r#"{"valor_min": 0.01, "valor_max": 0.01, "moeda_padrao": "USD"}"#).is_ok());
+    }
+
+    #[test]
+    fn defaults_fill_what_the_input_leaves_out_and_the_tenant_is_the_callers() {
+        let configured = Politicas {
+            valor_max: dec!(200.00),
+            ..Politicas::default()
+        };
+        let caller = InputDefaults {
+            politicas: &configured,
+            tenant: Some("empresa-a"),
+        };
+        let input = FlowInput::parse_with(r#"{"cartao": "1234567890"}"#, caller).expect("valid");
+        assert_eq!((input.politicas.valor_max, input.tenant_id.as_str()), (dec!(200.00), "empresa-a"));
+        let own = FlowInput::parse_with(
+            r#"{"cartao": "1234567890", "tenant_id": "empresa-a", "politicas": {"valor_max": 50}}"#,
+            caller,
+        )
+        .expect("valid");
+        assert_eq!(own.politicas.valor_max, dec!(50));
+        let err = FlowInput::parse_with(r#"{"cartao": "1234567890", "tenant_id": "empresa-b"}"#, caller)
+            .expect_err("another tenant");
+        assert!(err.to_string().contains("tenant_id") && !err.to_string().contains("empresa-b"), "{err}");
+        let operator = InputDefaults {
+            politicas: &configured,
+            tenant: None,
+        };
+        let input = FlowInput::parse_with(r#"{"cartao": "1234567890", "tenant_id": "empresa-b"}"#, operator)
+            .expect("valid");
+        assert_eq!(input.tenant_id, "empresa-b");
     }
 
     #[test]
