@@ -14,4 +14,6 @@ fn main() {
         println!("cargo:rustc-link-arg-examples=-Wl,-z,pack-relative-relocs");
     }
     println!("cargo:rerun-if-changed=build.rs");
+    // `sqlx::migrate!` embeds the migrations: a new file must rebuild the crate.
+    println!("cargo:rerun-if-changed=migrations");
 }

@@ -28,6 +28,9 @@ pub struct ActionContext {
     pub user_message: String,
     /// The turn's id (its `execucao_id`): lets a rule tell "asked in this turn" from "asked before".
     pub turn_id: String,
+    /// The stored id of the user's message this turn processes, when the service stored one: unlike
+    /// `turn_id`, the same when a message is processed again after its process died.
+    pub message_id: Option<String>,
     /// The engine's clock for this turn (fixed in tests).
     pub now: DateTime<Utc>,
     /// Conversation state as it was when the action was called. Shared: a turn's actions see one copy
@@ -49,6 +52,7 @@ impl ActionContext {
             skill: String::new(),
             user_message: String::new(),
             turn_id: String::new(),
+            message_id: None,
             now,
             state: Arc::default(),
             memory: Arc::default(),

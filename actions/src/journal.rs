@@ -4,7 +4,10 @@
 //!
 //! Three promises rest on it:
 //! - **a confirmation is consumed once** ([`RechargeJournal::consume_confirmation`]): an atomic write in
-//!   the store, so of several processes answering "sim" to one pending recharge exactly one charges;
+//!   the store, so of several processes answering "sim" to one pending recharge exactly one charges. The
+//!   same transaction puts the recharge attempt on record, under the message that confirmed it: a
+//!   process killed right after leaves an attempt the same message carries on when it is processed
+//!   again, never a consumed confirmation with nothing behind it;
 //! - **a recharge attempt is on record before it is sent** ([`RechargeJournal::begin`]): after a kill -9
 //!   an operator sees the key, the masked card and the value of what may have been charged;
 //! - **a request whose twin has an unknown outcome reuses the twin's key**
@@ -43,6 +46,27 @@ pub struct RechargeAttempt {
     pub moeda: String,
 }
 
+/// A confirmation being consumed: the pending recharge, the conversation, and the stored user message
+/// that confirms it (the same when that message is processed again after a crash).
+#[derive(Debug, Clone, Copy)]
+pub struct Confirmation<'a> {
+    pub pending_id: &'a str,
+    pub origin: &'a str,
+    pub consumer: &'a str,
+}
+
+/// What consuming a confirmation found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumption {
+    /// This call consumed it, and put the attempt on record with it.
+    Now,
+    /// This very message consumed it before, and its turn never finished (the process died): the
+    /// attempt on record is carried on under the same key, so the recharge system answers it once.
+    Resumed,
+    /// Another message consumed it: nothing is to be done here.
+    ByAnother,
+}
+
 /// The journal could not be written or read; the operator's text.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("recharge journal: {0}")]
@@ -50,9 +74,16 @@ pub struct JournalError(pub String);
 
 #[async_trait]
 pub trait RechargeJournal: Send + Sync {
-    /// Marks the pending confirmation `pending_id` as used. `true` for the one caller that consumed
-    /// it, `false` for every later one (in this process or another).
-    async fn consume_confirmation(&self, pending_id: &str, origin: &str) -> Result<bool, JournalError>;
+    /// Marks the confirmation as used and, in the same transaction, records `attempt` as `enviando`
+    /// (not yet sent: `sends` stays 0 until RF7 sends it). Exactly one message consumes a
+    /// confirmation, in this process or another; see [`Consumption`] for what the others learn.
+    async fn consume_confirmation(
+        &self,
+        confirmation: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
+    ) -> Result<Consumption, JournalError>;
+    /// The message that consumed the confirmation `pending_id`, if one did.
+    async fn consumer_of(&self, pending_id: &str) -> Result<Option<String>, JournalError>;
     /// Records an attempt as `enviando` before it is sent (again `enviando` when the same key is sent
     /// again).
     async fn begin(&self, attempt: &RechargeAttempt) -> Result<(), JournalError>;

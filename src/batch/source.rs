@@ -253,8 +253,13 @@ fn finish(mut value: Value, line: i64, defaults: &LineDefaults) -> Result<String
         object.insert("politicas".into(), politicas);
     }
     if let Some(tenant) = &defaults.tenant {
-        if object.get("tenant_id").is_some_and(|t| t.as_str() != Some(tenant)) {
-            return Err("campo inválido tenant_id: é de outro cliente (use a chave de API desse cliente)".into());
+        if object
+            .get("tenant_id")
+            .is_some_and(|t| t.as_str() != Some(tenant))
+        {
+            return Err(
+                "campo inválido tenant_id: é de outro cliente (use a chave de API desse cliente)".into(),
+            );
         }
         object.insert("tenant_id".into(), json!(tenant));
     }
@@ -348,8 +353,12 @@ mod tests {
 
     #[test]
     fn a_recharge_without_a_payment_type_is_invalid_in_both_formats() {
-        let csv = read(b"cartao;valor;meio_pagamento\n1234567890;50,00;\n", Format::Csv, &defaults())
-            .expect("read");
+        let csv = read(
+            b"cartao;valor;meio_pagamento\n1234567890;50,00;\n",
+            Format::Csv,
+            &defaults(),
+        )
+        .expect("read");
         let jsonl = read(
             br#"{"cartao": "1234567890", "recarga": {"valor": 50}}"#,
             Format::Jsonl,
@@ -358,7 +367,7 @@ mod tests {
         .expect("read");
         for lines in [csv, jsonl] {
             let why = lines[0].input.as_ref().expect_err("no payment type");
-            assert!(why.contains("recarga.meio_pagamento"), "{why}");
+            assert!(why.contains("recarga") && why.contains("meio_pagamento"), "{why}");
         }
     }
 

@@ -151,19 +151,27 @@ impl Engine {
     /// Runs one turn of `conv` with the user's `text`. The conversation is changed in place (active
     /// skill, window, state, memory); the outcome says what to store and what to send.
     pub async fn run_turn(&self, conv: &mut Conversation, text: &str) -> Result<TurnOutcome, EngineError> {
-        self.run_turn_from(conv, text, TurnStart::Model).await
+        self.run_turn_from(conv, text, TurnStart::Model, None).await
     }
 
     /// Runs one turn that starts as `start` says: with the model, with an action the router chose
-    /// (no model call unless the action hands back to the model), or with a fixed reply.
+    /// (no model call unless the action hands back to the model), or with a fixed reply. `message_id`
+    /// is the stored id of the user's message, which actions see ([`ActionContext::message_id`]).
     pub async fn run_turn_from(
         &self,
         conv: &mut Conversation,
         text: &str,
         start: TurnStart,
+        message_id: Option<String>,
     ) -> Result<TurnOutcome, EngineError> {
         let execucao_id = self.ids.next("exec");
-        self.run_turn_as(conv, text, start, execucao_id).await
+        let span = spans::step("run");
+        let outcome = self
+            .run_turn_traced(conv, text, start, execucao_id, message_id)
+            .instrument(span.clone())
+            .await;
+        run_span_status(&span, &outcome);
+        outcome
     }
 
     /// [`Self::run_turn_from`] under an `execucao_id` the caller chose: a flow run is put on record as
@@ -178,16 +186,10 @@ impl Engine {
     ) -> Result<TurnOutcome, EngineError> {
         let span = spans::step("run");
         let outcome = self
-            .run_turn_traced(conv, text, start, execucao_id)
+            .run_turn_traced(conv, text, start, execucao_id, None)
             .instrument(span.clone())
             .await;
-        match &outcome {
-            Ok(o) if o.execution.error.is_some() => {
-                spans::failed(&span, o.execution.error.as_deref().unwrap_or_default());
-            }
-            Ok(_) => {}
-            Err(e) => spans::failed(&span, &e.to_string()),
-        }
+        run_span_status(&span, &outcome);
         outcome
     }
 
@@ -197,6 +199,7 @@ impl Engine {
         text: &str,
         start: TurnStart,
         execucao_id: String,
+        message_id: Option<String>,
     ) -> Result<TurnOutcome, EngineError> {
         let agent = self
             .catalog
@@ -222,6 +225,7 @@ impl Engine {
             agent,
             conv,
             turn_id: execucao_id.clone(),
+            message_id,
             user_text: text.to_owned(),
             events: Vec::new(),
             messages: vec![ChatMessage::user(text)],
@@ -278,11 +282,24 @@ pub enum TurnStart {
     ChainUntil { last: String },
 }
 
+/// The `run` span's status: the turn's recorded error, or the engine's.
+fn run_span_status(span: &tracing::Span, outcome: &Result<TurnOutcome, EngineError>) {
+    match outcome {
+        Ok(o) if o.execution.error.is_some() => {
+            spans::failed(span, o.execution.error.as_deref().unwrap_or_default());
+        }
+        Ok(_) => {}
+        Err(e) => spans::failed(span, &e.to_string()),
+    }
+}
+
 struct Turn<'a> {
     engine: &'a Engine,
     agent: &'a AgentDef,
     conv: &'a mut Conversation,
     turn_id: String,
+    /// The stored id of the user's message ([`vt_actions::ActionContext::message_id`]).
+    message_id: Option<String>,
     user_text: String,
     events: Vec<TurnEvent>,
     messages: Vec<ChatMessage>,
@@ -736,8 +753,11 @@ impl Turn<'_> {
         let maps = locked(&self.maps)
             .get_or_insert_with(|| shared_maps(self.conv))
             .clone();
-        self.engine
-            .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id, Some(maps))
+        let mut ctx =
+            self.engine
+                .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id, Some(maps));
+        ctx.message_id.clone_from(&self.message_id);
+        ctx
     }
 
     fn tool_result(&mut self, call: &ToolCall, status: ResponseStatus, content: String, to_user: bool) {

@@ -281,7 +281,10 @@ impl ConversationService {
         let route = spans::step("route");
         let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
         routing.trace(&route);
-        let outcome = self.engine.run_turn_from(&mut conv, &msg.text, start).await?;
+        let outcome = self
+            .engine
+            .run_turn_from(&mut conv, &msg.text, start, Some(accepted_message.to_string()))
+            .await?;
         let ran = Ran {
             outcome,
             routing,
@@ -442,7 +445,11 @@ impl ConversationService {
     /// come back before anything is written. `tenant` is the caller's (an API key's), `None` for the
     /// operator's own commands.
     /// One trace: accept (the run on record), run (the ten stages), commit.
-    pub async fn run_flow(&self, text: &str, tenant: Option<&str>) -> Result<(FlowOutput, bool), ServiceError> {
+    pub async fn run_flow(
+        &self,
+        text: &str,
+        tenant: Option<&str>,
+    ) -> Result<(FlowOutput, bool), ServiceError> {
         self.run_flow_as(text, FlowMode::Full, tenant).await
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use vt_actions::journal::{JournalError, RechargeAttempt, RechargeJournal};
+use vt_actions::journal::{Confirmation, Consumption, JournalError, RechargeAttempt, RechargeJournal};
 use vt_actions::vt::texts::RecargaStatus;
 
 use super::{Store, StoreError};
@@ -27,11 +27,19 @@ fn err(e: StoreError) -> JournalError {
 
 #[async_trait]
 impl RechargeJournal for StoreJournal {
-    async fn consume_confirmation(&self, pending_id: &str, origin: &str) -> Result<bool, JournalError> {
+    async fn consume_confirmation(
+        &self,
+        confirmation: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
+    ) -> Result<Consumption, JournalError> {
         self.store
-            .consume_confirmation(pending_id, origin, Utc::now())
+            .consume_confirmation(confirmation, attempt, Utc::now())
             .await
             .map_err(err)
+    }
+
+    async fn consumer_of(&self, pending_id: &str) -> Result<Option<String>, JournalError> {
+        self.store.confirmation_consumer(pending_id).await.map_err(err)
     }
 
     async fn begin(&self, attempt: &RechargeAttempt) -> Result<(), JournalError> {

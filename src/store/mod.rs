@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
@@ -436,13 +436,18 @@ pub trait Store: Send + Sync {
     /// The newest `limit` flow runs, newest first.
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
 
-    /// Marks a pending confirmation used: `true` for the one caller that did it.
+    /// Marks a pending confirmation used by `confirmation.consumer` and, in the same transaction, puts
+    /// `attempt` on record as `enviando` with no send yet (an attempt already on record under its key
+    /// is left as it is). A confirmation already used says whether by the same consumer.
     async fn consume_confirmation(
         &self,
-        pending_id: &str,
-        origin: &str,
+        confirmation: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Consumption, StoreError>;
+    /// Who consumed the confirmation `pending_id` (`Some("")` for one consumed before consumers were
+    /// recorded).
+    async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError>;
     /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before).
     async fn begin_recharge(&self, attempt: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError>;
     async fn resolve_recharge(
@@ -655,5 +660,14 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
         ChatMessage::User { .. } => "user",
         ChatMessage::Assistant { .. } => "assistant",
         ChatMessage::Tool { .. } => "tool",
+    }
+}
+
+/// What a second consumption of a confirmation learns from the consumer on record.
+fn consumption_by(recorded: Option<&str>, consumer: &str) -> Consumption {
+    if recorded == Some(consumer) {
+        Consumption::Resumed
+    } else {
+        Consumption::ByAnother
     }
 }

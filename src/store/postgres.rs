@@ -14,7 +14,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use rust_decimal::Decimal;
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::{Leases, acquire};
 use super::{
@@ -966,20 +966,60 @@ impl Store for PgStore {
 
     async fn consume_confirmation(
         &self,
-        pending_id: &str,
-        origin: &str,
+        c: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Consumption, StoreError> {
+        let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
-            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES ($1, $2, $3)
+            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at, consumer) VALUES ($1, $2, $3, $4)
              ON CONFLICT (pending_id) DO NOTHING",
         )
-        .bind(pending_id)
-        .bind(origin)
+        .bind(c.pending_id)
+        .bind(c.origin)
         .bind(now)
-        .execute(&self.pool)
+        .bind(c.consumer)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() == 0 {
+            let by: Option<String> =
+                sqlx::query_scalar("SELECT consumer FROM consumed_confirmations WHERE pending_id = $1")
+                    .bind(c.pending_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            tx.commit().await?;
+            return Ok(super::consumption_by(by.as_deref(), c.consumer));
+        }
+        if let Some(a) = attempt {
+            sqlx::query(
+                "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                     valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $10)
+                 ON CONFLICT (idempotency_key) DO NOTHING",
+            )
+            .bind(&a.idempotency_key)
+            .bind(&a.fingerprint)
+            .bind(&a.scope)
+            .bind(&a.origin)
+            .bind(&a.execucao_id)
+            .bind(&a.cartao_mascarado)
+            .bind(a.valor.to_string())
+            .bind(&a.moeda)
+            .bind(vt_actions::journal::STATUS_ENVIANDO)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Consumption::Now)
+    }
+
+    async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError> {
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT consumer FROM consumed_confirmations WHERE pending_id = $1")
+                .bind(pending_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(by,)| by.unwrap_or_default()))
     }
 
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {

@@ -13,7 +13,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use rust_decimal::Decimal;
 use serde_json::Value;
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 
 use super::attempts::{Attempts, Write};
 use super::locks::FileLocks;
@@ -1033,20 +1033,62 @@ impl Store for SqliteStore {
 
     async fn consume_confirmation(
         &self,
-        pending_id: &str,
-        origin: &str,
+        c: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Consumption, StoreError> {
+        let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
-            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES (?, ?, ?)
+            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at, consumer) VALUES (?, ?, ?, ?)
              ON CONFLICT(pending_id) DO NOTHING",
         )
-        .bind(pending_id)
-        .bind(origin)
+        .bind(c.pending_id)
+        .bind(c.origin)
         .bind(ms(now))
-        .execute(&self.writer)
+        .bind(c.consumer)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() == 0 {
+            let by: Option<String> =
+                sqlx::query_scalar("SELECT consumer FROM consumed_confirmations WHERE pending_id = ?")
+                    .bind(c.pending_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            tx.commit().await?;
+            return Ok(super::consumption_by(by.as_deref(), c.consumer));
+        }
+        if let Some(a) = attempt {
+            sqlx::query(
+                "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                     valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+                 ON CONFLICT(idempotency_key) DO NOTHING",
+            )
+            .bind(&a.idempotency_key)
+            .bind(&a.fingerprint)
+            .bind(&a.scope)
+            .bind(&a.origin)
+            .bind(&a.execucao_id)
+            .bind(&a.cartao_mascarado)
+            .bind(a.valor.to_string())
+            .bind(&a.moeda)
+            .bind(vt_actions::journal::STATUS_ENVIANDO)
+            .bind(ms(now))
+            .bind(ms(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Consumption::Now)
+    }
+
+    async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError> {
+        // On the writer: a reader may not see a consumption this process just committed yet.
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT consumer FROM consumed_confirmations WHERE pending_id = ?")
+                .bind(pending_id)
+                .fetch_optional(&self.writer)
+                .await?;
+        Ok(row.map(|(by,)| by.unwrap_or_default()))
     }
 
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {

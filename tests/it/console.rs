@@ -623,7 +623,10 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         "{stages}"
     );
     let facts = b.text("dl.ficha").await;
-    assert!(facts.contains("Política") && facts.contains("BRL 1.000,00"), "{facts}");
+    assert!(
+        facts.contains("Política") && facts.contains("BRL 1.000,00"),
+        "{facts}"
+    );
 
     // Support sees no operator pages.
     assert!(!b.source().await.contains("href=\"/console/outbox\""));

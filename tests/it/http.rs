@@ -548,12 +548,13 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
             .json(&body)
             .send()
     };
-    let output: Value = flow(json!({"cartao": "1234567890", "recarga": {"valor": 150, "meio_pagamento": {"tipo": "pix"}}}))
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let output: Value =
+        flow(json!({"cartao": "1234567890", "recarga": {"valor": 150, "meio_pagamento": {"tipo": "pix"}}}))
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
     assert_eq!(output["status"], "concluido", "{output}");
     let run = store
         .flow_run(output["execucao_id"].as_str().expect("id"))
@@ -569,14 +570,21 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
     };
     let mine = store.conversation_list(&of("empresa-a")).await.expect("list");
     assert_eq!(mine.len(), 1, "the flow's conversation is the key's tenant's");
-    assert!(store.conversation_list(&of("default")).await.expect("list").is_empty());
+    assert!(
+        store
+            .conversation_list(&of("default"))
+            .await
+            .expect("list")
+            .is_empty()
+    );
     // The configured policy, not the built-in one, refuses 300 (the built-in maximum is 1,000).
-    let over: Value = flow(json!({"cartao": "1234567890", "recarga": {"valor": 300, "meio_pagamento": {"tipo": "pix"}}}))
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let over: Value =
+        flow(json!({"cartao": "1234567890", "recarga": {"valor": 300, "meio_pagamento": {"tipo": "pix"}}}))
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
     assert_eq!(over["status"], "falhou", "{over}");
     // Another tenant named in the body is refused, not used, and nothing runs.
     let (status, error) = error_of(
@@ -585,8 +593,19 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
             .expect("sent"),
     )
     .await;
-    assert_eq!((status, error["field"].as_str()), (400, Some("tenant_id")), "{error}");
+    assert_eq!(
+        (status, error["field"].as_str()),
+        (400, Some("tenant_id")),
+        "{error}"
+    );
     assert!(!error.to_string().contains("empresa-b"));
-    assert_eq!(store.conversation_list(&of("empresa-a")).await.expect("list").len(), 2);
+    assert_eq!(
+        store
+            .conversation_list(&of("empresa-a"))
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
     assert_eq!(s.chat.sim.charges("1234567890"), 1);
 }

@@ -4,6 +4,7 @@
 //! times money really moved.
 
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
@@ -243,5 +244,216 @@ async fn a_provider_that_echoes_the_key_leaves_it_in_no_log_and_no_record() {
                 path.display()
             );
         }
+    }
+}
+
+/// Where the proxy in front of the recharge system kills the `serve` process.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum KillAt {
+    /// Right after the webhook's 200 for "sim" (from the test, not the proxy).
+    Acknowledged,
+    /// When the recharge request arrives: the confirmation is consumed and the attempt on record,
+    /// nothing charged.
+    RequestArrived,
+    /// After the recharge system charged and answered, before `serve` read the answer.
+    Charged,
+    /// Never: the process runs to the end.
+    Nowhere,
+}
+
+/// A proxy for the external systems that passes everything to `sim` and, when armed, kills the
+/// process `pid` at its recharge request.
+#[derive(Clone)]
+struct Killer {
+    armed: Arc<Mutex<Option<(KillAt, u32)>>>,
+    url: String,
+}
+
+impl Killer {
+    async fn start(sim: &RunningSimulator) -> Self {
+        let armed: Arc<Mutex<Option<(KillAt, u32)>>> = Arc::default();
+        let (to, client) = (sim.url.clone(), reqwest::Client::new());
+        let state = armed.clone();
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let (to, client, armed) = (to.clone(), client.clone(), state.clone());
+            async move {
+                let recharge = req.uri().path().ends_with("/recargas");
+                let at = armed.lock().expect("lock").filter(|_| recharge);
+                if let Some((KillAt::RequestArrived, pid)) = at {
+                    kill(pid);
+                }
+                let (parts, body) = req.into_parts();
+                let body = axum::body::to_bytes(body, 1 << 20).await.expect("body");
+                let url = format!("{to}{}", parts.uri.path_and_query().map_or("", |p| p.as_str()));
+                let mut forward = client.request(parts.method, url).body(body);
+                for (k, v) in &parts.headers {
+                    if k != "host" && k != "content-length" {
+                        forward = forward.header(k, v);
+                    }
+                }
+                let answer = forward.send().await.expect("simulator");
+                let status = answer.status().as_u16();
+                let headers = answer.headers().clone();
+                let bytes = answer.bytes().await.expect("answer");
+                if let Some((KillAt::Charged, pid)) = at {
+                    kill(pid);
+                }
+                let mut response = axum::response::Response::new(axum::body::Body::from(bytes));
+                *response.status_mut() = axum::http::StatusCode::from_u16(status).expect("status");
+                *response.headers_mut() = headers;
+                response
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { armed, url }
+    }
+
+    fn arm(&self, at: KillAt, pid: u32) {
+        *self.armed.lock().expect("lock") = Some((at, pid));
+    }
+}
+
+fn kill(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -9 {pid}");
+}
+
+/// `serve` with the WhatsApp channel on `graph`, the external systems behind `systems`.
+fn serve_whatsapp(data: &tempfile::TempDir, systems: &str, graph: &str) -> (std::process::Child, String) {
+    let mut cmd = vt_agent_in(data);
+    cmd.env("VT_SYSTEMS_URL", systems)
+        .env("VT_WHATSAPP_GRAPH_URL", graph)
+        .env("VT_WHATSAPP_PHONE_NUMBER_ID", "106540352242922")
+        .env("VT_WHATSAPP_ACCESS_TOKEN", "EAAtesttokenvalue0123456789")
+        .env("VT_WHATSAPP_APP_SECRET", crate::whatsapp::SECRET)
+        .env("VT_WHATSAPP_VERIFY_TOKEN", "vibecoding")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("http://") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).expect("line") > 0,
+            "serve ended before listening"
+        );
+    }
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("address")
+        .to_owned();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}
+
+/// The texts the Graph fake was asked to send, in order.
+fn sent_texts(graph: &crate::support::FakeServer) -> Vec<String> {
+    graph
+        .received()
+        .into_iter()
+        .filter_map(|r| {
+            let b = r.body;
+            b.pointer("/text/body")
+                .or_else(|| b.pointer("/interactive/body/text"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+async fn wait_for_texts(graph: &crate::support::FakeServer, n: usize) -> Vec<String> {
+    for _ in 0..300 {
+        let texts = sent_texts(graph);
+        if texts.len() >= n {
+            return texts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {n} replies were sent: {:?}", sent_texts(graph));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthfully() {
+    let sim = simulator().await;
+    let killer = Killer::start(&sim).await;
+    let client = reqwest::Client::new();
+    let webhook = |url: &str, text: &str, wamid: &str| {
+        let body = crate::whatsapp::text_notification(text, wamid);
+        client
+            .post(format!("{url}/channels/whatsapp/webhook"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", crate::whatsapp::sign(&body))
+            .body(body)
+            .send()
+    };
+    for (round, at) in [
+        KillAt::Acknowledged,
+        KillAt::RequestArrived,
+        KillAt::Charged,
+        KillAt::Nowhere,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A card per round, so that each round's ledger is its own.
+        let card = format!("12345678{round:02}");
+        let data = tempfile::tempdir().expect("tmp");
+        let graph = crate::support::FakeServer::start(vec![crate::whatsapp::sent(); 20]).await;
+        let (mut child, url) = serve_whatsapp(&data, &killer.url, &graph.url);
+        let asked = webhook(
+            &url,
+            &format!("recarrega 50 no {card} via pix"),
+            &format!("wamid.ask{round}"),
+        )
+        .await
+        .expect("sent");
+        assert_eq!(asked.status(), 200);
+        let question = wait_for_texts(&graph, 1).await;
+        assert!(question[0].contains("Confirma"), "{question:?}");
+        killer.arm(at, child.id());
+        let yes = webhook(&url, "sim", &format!("wamid.yes{round}"))
+            .await
+            .expect("sent");
+        assert_eq!(yes.status(), 200, "{at:?}: the yes is acknowledged");
+        if at == KillAt::Acknowledged {
+            kill(child.id());
+        }
+        if at == KillAt::Nowhere {
+            wait_for_texts(&graph, 2).await;
+            kill(child.id());
+        }
+        tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+            .await
+            .expect("join");
+        *killer.armed.lock().expect("lock") = None;
+
+        // The next start processes what was acknowledged and not answered.
+        let (mut child, _) = serve_whatsapp(&data, &killer.url, &graph.url);
+        let texts = wait_for_texts(&graph, 2).await;
+        let answer = texts.last().expect("an answer").clone();
+        kill(child.id());
+        let _ = child.wait();
+        assert_eq!(
+            sim.simulator.charges(&card),
+            1,
+            "{at:?}: one charge; told {texts:?}"
+        );
+        assert!(
+            answer.contains("aprovada") || answer.contains("já tinha sido feita"),
+            "{at:?}: the answer tells the charge: {texts:?}"
+        );
+        assert!(
+            !answer.contains("não será cobrado de novo") && !answer.contains("Não há nenhuma recarga"),
+            "{at:?}: never told that nothing is pending: {texts:?}"
+        );
+        assert_eq!(texts.len(), 2, "{at:?}: one answer to the yes: {texts:?}");
     }
 }

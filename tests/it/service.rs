@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use vt_actions::context::Extensions;
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 use vt_agent::engine::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
@@ -548,8 +548,16 @@ impl Store for Flaky {
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
         self.inner.flow_runs(limit).await
     }
-    async fn consume_confirmation(&self, p: &str, o: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.inner.consume_confirmation(p, o, now).await
+    async fn consume_confirmation(
+        &self,
+        c: Confirmation<'_>,
+        a: Option<&RechargeAttempt>,
+        now: DateTime<Utc>,
+    ) -> Result<Consumption, StoreError> {
+        self.inner.consume_confirmation(c, a, now).await
+    }
+    async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
+        self.inner.confirmation_consumer(p).await
     }
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.begin_recharge(a, now).await

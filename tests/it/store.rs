@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 use vt_agent::engine::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
 };
@@ -651,26 +651,80 @@ pub async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
 }
 
 pub async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
+    let attempt = |key: &str| RechargeAttempt {
+        idempotency_key: key.into(),
+        fingerprint: "f-c".into(),
+        scope: "t|u".into(),
+        origin: "conv-0".into(),
+        execucao_id: "exec-c".into(),
+        cartao_mascarado: "****7890".into(),
+        valor: rust_decimal::Decimal::new(5000, 2),
+        moeda: "BRL".into(),
+    };
     let tries = (0..10).map(|i| {
         let store = store.clone();
+        let attempt = attempt(&format!("k-c{i}"));
         tokio::spawn(async move {
-            store
-                .consume_confirmation("p-1", &format!("conv-{i}"), Utc::now())
+            let consumer = format!("msg-{i}");
+            let c = Confirmation {
+                pending_id: "p-1",
+                origin: "conv-0",
+                consumer: &consumer,
+            };
+            let got = store
+                .consume_confirmation(c, Some(&attempt), Utc::now())
                 .await
-                .expect("consume")
+                .expect("consume");
+            (consumer, got)
         })
     });
-    let won: usize = futures::future::join_all(tries)
+    let results: Vec<(String, Consumption)> = futures::future::join_all(tries)
         .await
         .into_iter()
-        .map(|r| usize::from(r.expect("join")))
-        .sum();
-    assert_eq!(won, 1, "exactly one consumer");
-    assert!(
+        .map(|r| r.expect("join"))
+        .collect();
+    let winners: Vec<&String> = results
+        .iter()
+        .filter(|(_, got)| *got == Consumption::Now)
+        .map(|(who, _)| who)
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one consumer: {results:?}");
+    assert!(results.iter().all(|(_, got)| *got != Consumption::Resumed));
+    // The winner's attempt went on record with the consumption, not yet sent; the others' did not.
+    let listed = store.recharge_attempts(20).await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let winner = winners[0].trim_start_matches("msg-");
+    assert_eq!(listed[0].attempt.idempotency_key, format!("k-c{winner}"));
+    assert_eq!((listed[0].status.as_str(), listed[0].sends), ("enviando", 0));
+    // The same message again (its process died before its turn was stored) carries on.
+    let again = Confirmation {
+        pending_id: "p-1",
+        origin: "conv-0",
+        consumer: winners[0],
+    };
+    assert_eq!(
         store
-            .consume_confirmation("p-2", "c", Utc::now())
+            .consume_confirmation(again, None, Utc::now())
             .await
-            .expect("other")
+            .expect("again"),
+        Consumption::Resumed
+    );
+    assert_eq!(
+        store.confirmation_consumer("p-1").await.expect("read").as_deref(),
+        Some(winners[0].as_str())
+    );
+    assert_eq!(store.confirmation_consumer("p-2").await.expect("read"), None);
+    let other = Confirmation {
+        pending_id: "p-2",
+        origin: "c",
+        consumer: "m",
+    };
+    assert_eq!(
+        store
+            .consume_confirmation(other, None, Utc::now())
+            .await
+            .expect("other"),
+        Consumption::Now
     );
 }
 

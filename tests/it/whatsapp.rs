@@ -14,7 +14,7 @@ use vt_agent::store::OutboxStatus;
 
 use crate::support::{Canned, FakeServer, Served};
 
-const SECRET: &str = "TEST_APP_SECRET";
+pub(crate) const SECRET: &str = "TEST_APP_SECRET";
 const PHONE: &str = "106540352242922";
 const USER: &str = "16505551234";
 const OUR_WAMID: &str = "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUFERjg0NDEzNDdFODU3MUMxMAA=";
@@ -26,7 +26,7 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(path).expect("fixture")
 }
 
-fn sign(body: &[u8]) -> String {
+pub(crate) fn sign(body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("key");
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
@@ -34,7 +34,7 @@ fn sign(body: &[u8]) -> String {
 
 /// What the Graph API answers to a send: Meta's documented response, with the id a later status
 /// names.
-fn sent() -> Canned<'static> {
+pub(crate) fn sent() -> Canned<'static> {
     (
         200,
         vec![],
@@ -115,7 +115,7 @@ impl Wa {
 }
 
 /// A text notification like Meta's, with another text and message id.
-fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
+pub(crate) fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
     v["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = json!(text);
     v["entry"][0]["changes"][0]["value"]["messages"][0]["id"] = json!(wamid);

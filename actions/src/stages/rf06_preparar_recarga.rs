@@ -214,20 +214,31 @@ impl Action for Rf06 {
         _rf05: super::EnvioNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let mut payload = preparar_recarga(&input);
-        if let (Some(journal), Some(fingerprint)) = (ctx.get::<SharedJournal>(), impressao(&payload))
-            && payload.validation_errors().is_empty()
-        {
-            let anterior = journal
-                .unresolved(&escopo(&input), &fingerprint)
-                .await
-                .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?;
-            if let Some(k) = anterior {
-                reutilizar_chave(&mut payload, k);
-            }
-        }
+        let payload = preparar_com_registro(&input, ctx.get::<SharedJournal>()).await?;
         Ok(super::pass(&payload)?.into())
     }
+}
+
+/// The rule function, then the journal's word: an identical request of the same user whose outcome is
+/// unknown lends its key. Shared by RF6 and by the confirmation, which puts the attempt on record
+/// with the key RF6 will send.
+pub async fn preparar_com_registro(
+    input: &FlowInput,
+    journal: Option<&SharedJournal>,
+) -> Result<RecargaPayload, ActionError> {
+    let mut payload = preparar_recarga(input);
+    if let (Some(journal), Some(fingerprint)) = (journal, impressao(&payload))
+        && payload.validation_errors().is_empty()
+    {
+        let anterior = journal
+            .unresolved(&escopo(input), &fingerprint)
+            .await
+            .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?;
+        if let Some(k) = anterior {
+            reutilizar_chave(&mut payload, k);
+        }
+    }
+    Ok(payload)
 }
 
 #[cfg(test)]

@@ -20,15 +20,23 @@ pub const MEMORY_CHAVE: &str = "recarga_chave";
 /// Memory key: RF6's observations about the key, carried into RF8's.
 pub const MEMORY_OBSERVACOES_RF6: &str = "recarga_observacoes";
 
-/// What the journal records of a valid payload.
-fn tentativa(payload: &RecargaPayload, input: &FlowInput, ctx: &ActionContext) -> Option<RechargeAttempt> {
+/// What the journal records of a valid payload sent from conversation `origin` by run `execucao_id`.
+pub fn tentativa(
+    payload: &RecargaPayload,
+    input: &FlowInput,
+    origin: &str,
+    execucao_id: &str,
+) -> Option<RechargeAttempt> {
+    if !payload.validation_errors().is_empty() {
+        return None;
+    }
     let body = payload.body.as_object()?;
     Some(RechargeAttempt {
         idempotency_key: payload.idempotency_key().to_owned(),
         fingerprint: impressao(payload)?,
         scope: escopo(input),
-        origin: ctx.conversation_id.clone(),
-        execucao_id: ctx.turn_id.clone(),
+        origin: origin.to_owned(),
+        execucao_id: execucao_id.to_owned(),
         cartao_mascarado: mask_card(body.get("cartao")?.as_str()?),
         valor: body.get("valor").and_then(decimal_from_json)?,
         moeda: body.get("moeda")?.as_str()?.to_owned(),
@@ -81,7 +89,7 @@ impl Action for Rf07 {
             && sendable
         {
             let input = super::entrada(ctx)?;
-            let attempt = tentativa(&payload, &input, ctx);
+            let attempt = tentativa(&payload, &input, &ctx.conversation_id, &ctx.turn_id);
             let recorded = match &attempt {
                 Some(a) => journal.begin(a).await.map_err(|e| e.to_string()),
                 None => Err("payload without card, value or currency".to_owned()),

@@ -16,14 +16,15 @@ use super::runner::SharedFlowRunner;
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
-use crate::journal::SharedJournal;
+use crate::journal::{Confirmation, Consumption, JournalError, SharedJournal};
 use crate::response::{ActionResponse, ResponseToUser};
-use crate::stages::rf06_preparar_recarga::CHAVE_REUTILIZADA;
+use crate::stages::rf06_preparar_recarga::{CHAVE_REUTILIZADA, preparar_com_registro};
+use crate::stages::rf07_executar_recarga::tentativa;
 use crate::stages::rf08_conciliar_recarga::Conciliacao;
 use crate::stages::{DecisaoNotificacao, EnvioNotificacao};
 use crate::vt::parse::{amounts, cards, is_confirmation, normalize, payment_type};
-use crate::vt::round_half_up;
 use crate::vt::texts::RecargaStatus;
+use crate::vt::{FlowInput, round_half_up};
 
 pub struct ConfirmarRecarga;
 
@@ -69,14 +70,6 @@ impl Action for ConfirmarRecarga {
             )
             .into());
         };
-        if ctx.now > p.expira_em {
-            return Ok(ResponseToUser::new(
-                format!("O pedido de recarga de {} expirou sem confirmação, e nada foi cobrado. Se ainda quiser, é só pedir de novo.", p.describe()),
-                format!("Recarga pendente {} expirou; foi descartada sem cobrança.", p.id),
-            )
-            .with_state(STATE_PENDENTE, Value::Null)
-            .into());
-        }
         if p.criada_no_turno == ctx.turn_id || !user_confirms(&ctx.user_message, &p) {
             return Ok(ResponseToUser::new(
                 format!("Para fazer a recarga de {}, preciso que você confirme respondendo *sim* (ou *não* para cancelar).", p.describe()),
@@ -88,30 +81,22 @@ impl Action for ConfirmarRecarga {
             .error()
             .into());
         }
-        if let Some(journal) = ctx.get::<SharedJournal>() {
-            let consumed = journal
-                .consume_confirmation(&p.id, &ctx.conversation_id)
-                .await
-                .map_err(|e| {
-                    ActionError::failed(
-                        "não foi possível registrar a confirmação agora; nada foi cobrado",
-                        e.to_string(),
-                    )
-                })?;
-            if !consumed {
+        let settings = VtSettings::of(ctx);
+        let input = settings.flow_input(ctx, &p.cartao, Some(p.recarga()));
+        match consume(ctx, &p, &input).await? {
+            None => return Ok(expired(&p)),
+            Some(Consumption::Now | Consumption::Resumed) => {}
+            Some(Consumption::ByAnother) => {
                 return Ok(ResponseToUser::new(
-                    format!("Não há nenhuma recarga esperando confirmação: o pedido de {} já foi confirmado uma vez e não será cobrado de novo.", p.describe()),
-                    format!("Confirmação {} já consumida por outro turno: nada foi feito.", p.id),
+                    format!("Não há nenhuma recarga esperando confirmação: o pedido de {} já foi confirmado por outra mensagem e não será cobrado de novo.", p.describe()),
+                    format!("Confirmação {} já consumida por outra mensagem: nada foi feito.", p.id),
                 )
                 .with_state(STATE_PENDENTE, Value::Null)
                 .into());
             }
         }
-        let settings = VtSettings::of(ctx);
         let runner = ctx.require::<SharedFlowRunner>()?;
-        let result = runner
-            .run(ctx, &settings.flow_input(ctx, &p.cartao, Some(p.recarga())))
-            .await?;
+        let result = runner.run(ctx, &input).await?;
         let conciliacao: Option<Conciliacao> = result.stage("rf08_conciliar_recarga");
         let aviso: Option<DecisaoNotificacao> = result.stage("rf09_preparar_notificacao_recarga");
         let envio: Option<EnvioNotificacao> = result.stage("rf10_enviar_notificacao_recarga");
@@ -158,6 +143,58 @@ impl Action for ConfirmarRecarga {
             .into(),
         )
     }
+}
+
+fn expired(p: &RecargaPendente) -> ActionResponse {
+    ResponseToUser::new(
+        format!("O pedido de recarga de {} expirou sem confirmação, e nada foi cobrado. Se ainda quiser, é só pedir de novo.", p.describe()),
+        format!("Recarga pendente {} expirou; foi descartada sem cobrança.", p.id),
+    )
+    .with_state(STATE_PENDENTE, Value::Null)
+    .into()
+}
+
+/// Consumes the confirmation and puts the attempt on record with it, in one write of the journal. The
+/// message that consumed it before — its process died before the turn was stored — carries on, even
+/// past the expiry (the attempt may have been sent); an expired confirmation nobody consumed is not
+/// consumed now (`None`). Without a journal (unit tests) a confirmation in time is this one's.
+async fn consume(
+    ctx: &ActionContext,
+    p: &RecargaPendente,
+    input: &FlowInput,
+) -> Result<Option<Consumption>, ActionError> {
+    let Some(journal) = ctx.get::<SharedJournal>() else {
+        return Ok((ctx.now <= p.expira_em).then_some(Consumption::Now));
+    };
+    let failed = |e: JournalError| {
+        ActionError::failed(
+            "não foi possível registrar a confirmação agora; nada foi cobrado",
+            e.to_string(),
+        )
+    };
+    let consumer = ctx.message_id.as_deref().unwrap_or(&ctx.turn_id);
+    if ctx.now > p.expira_em {
+        let by = journal.consumer_of(&p.id).await.map_err(failed)?;
+        return Ok(by.map(|by| {
+            if by == consumer {
+                Consumption::Resumed
+            } else {
+                Consumption::ByAnother
+            }
+        }));
+    }
+    let payload = preparar_com_registro(input, Some(journal)).await?;
+    let attempt = tentativa(&payload, input, &ctx.conversation_id, &ctx.turn_id);
+    let confirmation = Confirmation {
+        pending_id: &p.id,
+        origin: &ctx.conversation_id,
+        consumer,
+    };
+    journal
+        .consume_confirmation(confirmation, attempt.as_ref())
+        .await
+        .map(Some)
+        .map_err(failed)
 }
 
 #[cfg(test)]

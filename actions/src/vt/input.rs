@@ -495,7 +495,10 @@ mod tests {
             tenant: Some("empresa-a"),
         };
         let input = FlowInput::parse_with(r#"{"cartao": "1234567890"}"#, caller).expect("valid");
-        assert_eq!((input.politicas.valor_max, input.tenant_id.as_str()), (dec!(200.00), "empresa-a"));
+        assert_eq!(
+            (input.politicas.valor_max, input.tenant_id.as_str()),
+            (dec!(200.00), "empresa-a")
+        );
         let own = FlowInput::parse_with(
             r#"{"cartao": "1234567890", "tenant_id": "empresa-a", "politicas": {"valor_max": 50}}"#,
             caller,
@@ -504,7 +507,10 @@ mod tests {
         assert_eq!(own.politicas.valor_max, dec!(50));
         let err = FlowInput::parse_with(r#"{"cartao": "1234567890", "tenant_id": "empresa-b"}"#, caller)
             .expect_err("another tenant");
-        assert!(err.to_string().contains("tenant_id") && !err.to_string().contains("empresa-b"), "{err}");
+        assert!(
+            err.to_string().contains("tenant_id") && !err.to_string().contains("empresa-b"),
+            "{err}"
+        );
         let operator = InputDefaults {
             politicas: &configured,
             tenant: None,
