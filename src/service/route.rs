@@ -59,6 +59,8 @@ impl ConversationService {
             };
             return (TurnStart::Model, routing);
         };
+        // A card the user writes is theirs from now on: the tools reach no other.
+        vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
         let decision = router.route(text, conv).await;
         let mut tokens = decision.tokens;
         let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);

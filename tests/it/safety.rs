@@ -299,3 +299,62 @@ async fn a_model_that_is_down_gets_the_user_an_answer_within_the_turn_bound() {
         outcome.execution.error
     );
 }
+
+#[tokio::test]
+async fn a_model_never_reaches_a_card_the_user_did_not_give() {
+    let llm = Arc::new(ScriptedProvider::new([]));
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let recharge = |cartao: &str| json!({"cartao": cartao, "valor": 50, "meio_pagamento": "pix"});
+    for (i, (tool, args, refused)) in [
+        ("consultar_saldo", json!({"cartao": "1234567890"}), true),
+        ("preparar_recarga", recharge("1234 5678-90"), true),
+        ("consultar_saldo", json!({"cartao": "****7890"}), false),
+        ("preparar_recarga", recharge("****7890"), false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        llm.push([Scripted::text("general_chat"), Scripted::tool(tool, args.clone())]);
+        if refused {
+            llm.push([Scripted::text(
+                "Lá vai uma: por que o ônibus foi ao médico? Estava cansado da rota.",
+            )]);
+        }
+        // Each a new text: the classification of a text is cached.
+        let asks = [
+            "me conta uma piada",
+            "conta outra piada",
+            "uma piada curta",
+            "quero ouvir uma piada",
+        ];
+        let r = h.say(&format!("alheio-{i}"), asks[i]).await;
+        let reply = r.reply_text();
+        assert!(
+            !reply.contains("saldo") && !reply.contains("Confirma") && !reply.contains("1234567890"),
+            "{tool} {args}: {reply}"
+        );
+        if refused {
+            // The model was told why, and answered the user itself.
+            assert!(reply.contains("piada") || reply.contains("ônibus"), "{reply}");
+            let told = format!("{:?}", llm.requests().last().expect("a request").messages);
+            assert!(told.contains("Recusado"), "{told}");
+        } else {
+            assert!(reply.contains("número completo"), "{reply}");
+        }
+        let conv = h
+            .store
+            .conversation(&format!("alheio-{i}"))
+            .await
+            .expect("read")
+            .expect("stored");
+        assert!(
+            conv.state.get("recarga_pendente").is_none(),
+            "{tool}: nothing prepared"
+        );
+    }
+    assert!(
+        h.sim.ledger().is_empty(),
+        "no external call for a card the user never gave: {:?}",
+        h.sim.ledger()
+    );
+}

@@ -47,8 +47,9 @@ impl Action for PrepararRecarga {
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);
         let p = &settings.politicas;
-        let Some(raw) = cartao::resolve(ctx, &args.cartao) else {
-            return Ok(cartao::ask_full_number(&args.cartao));
+        let raw = match cartao::resolve(ctx, &args.cartao) {
+            Ok(raw) => raw,
+            Err(answer) => return Ok(answer),
         };
         let card = match CardNumber::parse(
             &raw,
