@@ -47,17 +47,17 @@ fn users_cards(ctx: &ActionContext) -> Vec<String> {
 /// parser to say what is wrong with it. Otherwise the answer the tool gives instead: a number the user
 /// never gave is refused to the model (it must ask the user, never pick a card), a mask no single card
 /// matches asks the user for the full number.
-pub fn resolve(ctx: &ActionContext, raw: &str) -> Result<String, ActionResponse> {
+pub fn resolve(ctx: &ActionContext, raw: &str) -> Result<String, Box<ActionResponse>> {
     if !raw.contains('*') {
         let known = users_cards(ctx);
         return match cards(raw).as_slice() {
             [one] if known.contains(one) => Ok(raw.to_owned()),
             [] if !raw.trim().is_empty() && ctx.user_message.contains(raw.trim()) => Ok(raw.to_owned()),
-            [] => Err(ask_full_number(raw)),
-            _ => Err(not_given()),
+            [] => Err(Box::new(ask_full_number(raw))),
+            _ => Err(Box::new(not_given())),
         };
     }
-    lookup_masked(ctx, raw).ok_or_else(|| ask_full_number(raw))
+    lookup_masked(ctx, raw).ok_or_else(|| Box::new(ask_full_number(raw)))
 }
 
 /// The model named a full card the user never gave in this conversation.

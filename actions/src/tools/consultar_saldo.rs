@@ -52,7 +52,7 @@ impl Action for ConsultarSaldo {
         let v = settings.politicas.validacoes_cartao;
         let raw = match cartao::resolve(ctx, &args.cartao) {
             Ok(raw) => raw,
-            Err(answer) => return Ok(answer),
+            Err(answer) => return Ok(*answer),
         };
         let card = match CardNumber::parse(&raw, v.tamanho_min, v.tamanho_max) {
             Ok(c) => c,

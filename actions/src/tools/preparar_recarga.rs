@@ -49,7 +49,7 @@ impl Action for PrepararRecarga {
         let p = &settings.politicas;
         let raw = match cartao::resolve(ctx, &args.cartao) {
             Ok(raw) => raw,
-            Err(answer) => return Ok(answer),
+            Err(answer) => return Ok(*answer),
         };
         let card = match CardNumber::parse(
             &raw,
