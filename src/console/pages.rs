@@ -564,19 +564,58 @@ fn split_turns(messages: &[StoredMessage]) -> Vec<&[StoredMessage]> {
         .collect()
 }
 
-/// The conversation as a regression transcript (`vt-agent transcript export`'s format), as a file.
+/// The header of a transcript handed out in clear: it replays against the real cards.
+const CLEAR_HEADER: &str = "# Transcrição com os números completos dos cartões: reproduz as consultas e recargas \
+contra os cartões reais. É dado pessoal do titular: guarde e apague como tal.\n";
+/// The header of a masked transcript.
+const MASKED_HEADER: &str =
+    "# Transcrição com os cartões mascarados: serve para ler, não reproduz consultas a cartões reais.\n";
+
+/// The conversation as a regression transcript (`vt-agent transcript export`'s format), as a file: in
+/// clear (it replays against the real cards) for an administrator, masked for a support agent. Every
+/// download is on record.
 pub(super) async fn transcript(
     State(state): State<AppState>,
     staff: Staff,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(page) = visible_conversation(&state, &staff, &id).await {
-        return page;
-    }
+    let conversation = match visible_conversation(&state, &staff, &id).await {
+        Ok(c) => c,
+        Err(page) => return page,
+    };
     let yaml = match crate::transcript::export::export(state.service.store().as_ref(), &id).await {
         Ok(t) => serde_yaml::to_string(&t).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
+    let clear = staff.is_admin();
+    let yaml = yaml.map(|yaml| {
+        if clear {
+            format!("{CLEAR_HEADER}{yaml}")
+        } else {
+            format!("{MASKED_HEADER}{}", masked(&yaml))
+        }
+    });
+    if yaml.is_ok() {
+        let record = crate::store::AuditRecord {
+            at: Utc::now(),
+            support_user: staff.caller.name.clone(),
+            tenant_id: conversation.tenant_id.clone(),
+            channel: "console".into(),
+            cartao: String::new(),
+            cartao_hash: String::new(),
+            outcome: if clear {
+                "transcricao_completa"
+            } else {
+                "transcricao_mascarada"
+            }
+            .into(),
+            conversation_id: Some(id.clone()),
+        };
+        // Nothing is handed out that is not on record.
+        if let Err(e) = state.service.store().record_audit(&record).await {
+            return store_failed(&staff, &e);
+        }
+    }
     match yaml {
         Ok(yaml) => {
             let file: String = id

@@ -39,6 +39,7 @@ pub async fn record_lookup(
         cartao: vt_actions::vt::mask_card(&card),
         cartao_hash: hash(&card),
         outcome: outcome.into(),
+        conversation_id: Some(handled.conversation_id.clone()),
     };
     if let Err(e) = service.store().record_audit(&record).await {
         tracing::error!(error = %e, "support lookup could not be audited");

@@ -294,7 +294,8 @@ pub struct TurnRecord<'a> {
     pub accepted_message: Option<i64>,
 }
 
-/// One card a support agent looked up.
+/// What a support agent did that is kept on record: a card looked up, or a conversation's transcript
+/// downloaded from the console (no card then: `cartao` and `cartao_hash` are empty).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRecord {
     pub at: DateTime<Utc>,
@@ -306,6 +307,8 @@ pub struct AuditRecord {
     /// A keyed hash of the full number: every lookup of one card, without keeping the number.
     pub cartao_hash: String,
     pub outcome: String,
+    /// The conversation it is about.
+    pub conversation_id: Option<String>,
 }
 
 /// A batch job: its id, whose it is, what it read (the digest and line count of its input) and whether

@@ -1309,7 +1309,7 @@ impl Store for PgStore {
     }
 
     async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO support_audit (at, support_user, tenant_id, channel, cartao, cartao_hash, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+        sqlx::query("INSERT INTO support_audit (at, support_user, tenant_id, channel, cartao, cartao_hash, outcome, conversation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(r.at)
             .bind(&r.support_user)
             .bind(&r.tenant_id)
@@ -1317,6 +1317,7 @@ impl Store for PgStore {
             .bind(&r.cartao)
             .bind(&r.cartao_hash)
             .bind(&r.outcome)
+            .bind(&r.conversation_id)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -1337,6 +1338,7 @@ impl Store for PgStore {
                     cartao: row.try_get("cartao")?,
                     cartao_hash: row.try_get("cartao_hash")?,
                     outcome: row.try_get("outcome")?,
+                    conversation_id: row.try_get("conversation_id")?,
                 })
             })
             .collect()

@@ -1356,7 +1356,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_audit(&self, r: &AuditRecord) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO support_audit (at, support_user, tenant_id, channel, cartao, cartao_hash, outcome) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO support_audit (at, support_user, tenant_id, channel, cartao, cartao_hash, outcome, conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(ms(r.at))
             .bind(&r.support_user)
             .bind(&r.tenant_id)
@@ -1364,6 +1364,7 @@ impl Store for SqliteStore {
             .bind(&r.cartao)
             .bind(&r.cartao_hash)
             .bind(&r.outcome)
+            .bind(&r.conversation_id)
             .execute(&self.writer)
             .await?;
         Ok(())
@@ -1384,6 +1385,7 @@ impl Store for SqliteStore {
                     cartao: row.try_get("cartao")?,
                     cartao_hash: row.try_get("cartao_hash")?,
                     outcome: row.try_get("outcome")?,
+                    conversation_id: row.try_get("conversation_id")?,
                 })
             })
             .collect()

@@ -374,6 +374,7 @@ fn the_audit_command_lists_lookups_masked() {
                 cartao: "****7890".into(),
                 cartao_hash: "ab".repeat(32),
                 outcome: "saldo_informado".into(),
+                conversation_id: None,
             })
             .await
             .expect("audit");

@@ -364,6 +364,23 @@ impl Browser {
         }
     }
 
+    /// Clicks the conversation page's download link and reads the file (the last download of it
+    /// replaced first).
+    async fn download_transcript(&self, id: &str) -> String {
+        let file = self.downloads.path().join(format!("conversa-{id}.yaml"));
+        let _ = std::fs::remove_file(&file);
+        self.click("#baixar-transcricao").await;
+        for _ in 0..100 {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && !text.is_empty()
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no transcript was downloaded");
+    }
+
     async fn shot(&self, name: &str) {
         let png = self.client.screenshot().await.expect("screenshot");
         std::fs::write(self.shots.join(format!("{name}.png")), png).expect("write screenshot");
@@ -582,21 +599,29 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         "the frame names who is signed in"
     );
     b.shot("04-conversa").await;
-    b.click("#baixar-transcricao").await;
-    let file = b.downloads.path().join("conversa-conversa-1.yaml");
-    let mut yaml = String::new();
-    for _ in 0..100 {
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && !text.is_empty()
-        {
-            yaml = text;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let yaml = b.download_transcript("conversa-1").await;
     let transcript: vt_agent::transcript::Transcript =
         serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("a transcript was downloaded: {e}: {yaml}"));
     assert_eq!(transcript.turns.len(), 3);
+    // A support agent gets it masked, and the download is on record.
+    assert!(!yaml.contains(CARD) && yaml.contains("****"), "{yaml}");
+    assert!(
+        yaml.starts_with("# Transcrição com os cartões mascarados"),
+        "{yaml}"
+    );
+    let downloads = |outcome: &'static str| {
+        let store = chat.store.clone();
+        async move {
+            store
+                .audit_records(50)
+                .await
+                .expect("audit")
+                .into_iter()
+                .filter(|a| a.outcome == outcome && a.conversation_id.as_deref() == Some("conversa-1"))
+                .count()
+        }
+    };
+    assert_eq!(downloads("transcricao_mascarada").await, 1);
 
     // Flows: the recharge's run with its ten stages.
     b.click("nav a[href='/console/flows']").await;
@@ -648,6 +673,19 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     let item = chat.store.outbox_item(dead).await.expect("item").expect("there");
     assert_eq!((item.status, item.attempts), (OutboxStatus::Pending, 0));
     b.shot("07-outbox-reenviado").await;
+
+    // An operator's transcript replays against the real cards: in clear, said so, and on record.
+    b.client
+        .goto(&format!("{base}/console/conversations/conversa-1"))
+        .await
+        .expect("conversation");
+    let yaml = b.download_transcript("conversa-1").await;
+    assert!(yaml.contains(CARD), "{yaml}");
+    assert!(
+        yaml.starts_with("# Transcrição com os números completos"),
+        "{yaml}"
+    );
+    assert_eq!(downloads("transcricao_completa").await, 1);
 
     // Every chart of the dashboard is drawn, with data.
     b.click("nav a[href='/console/usage']").await;
