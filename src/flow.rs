@@ -113,6 +113,11 @@ pub struct PreparedFlow {
     pub conversation: Conversation,
     pub input: Value,
     pub text: String,
+    /// The parsed input, kept while the flow runs: it holds the payment token's value, which the
+    /// stages only see as its fingerprint and RF7 finds again for the request ([`PaymentToken`]).
+    ///
+    /// [`PaymentToken`]: vt_actions::vt::PaymentToken
+    pub parsed: FlowInput,
 }
 
 /// Parses and checks a flow input as every way in does: the configured policies where it has none,
@@ -150,6 +155,7 @@ pub fn prepare(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<Prep
         conversation,
         text: input.to_string(),
         input,
+        parsed,
     })
 }
 
@@ -158,6 +164,7 @@ pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError>
     let PreparedFlow {
         mut conversation,
         text,
+        parsed: _token_alive,
         ..
     } = prepare(engine, text, None)?;
     let outcome = engine.run_turn(&mut conversation, &text).await?;

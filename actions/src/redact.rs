@@ -56,10 +56,12 @@ static KEY_SHAPED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static ASSIGNED: LazyLock<Regex> = LazyLock::new(|| {
+    // The quotes may come escaped (`\"token\":\"…\"`, JSON nested in a JSON string, as a stage's
+    // output inside a span's attribute), once or more.
     Regex::new(
         r#"(?ix)
-        ((?-u:\b)[a-z_\-]*(?:api[_\-]?key|token|secret|password|senha)["']?\s*[:=]\s*["']?)
-        ([^"'\s,}&]+)
+        ((?-u:\b)[a-z_\-]*(?:api[_\-]?key|token|secret|password|senha)(?:\\*["'])?\s*[:=]\s*(?:\\*["'])?)
+        ([^"'\\\s,}&]+)
         "#,
     )
     .expect("assignment regex")
@@ -83,7 +85,8 @@ pub fn secrets(text: &str) -> Cow<'_, str> {
         out = Cow::Owned(
             ASSIGNED
                 .replace_all(&out, |c: &regex::Captures<'_>| {
-                    if &c[2] == REDACTED {
+                    // A payment token's fingerprint is what stands for it: it stays.
+                    if &c[2] == REDACTED || crate::vt::PaymentToken::is_fingerprint(&c[2]) {
                         c[0].to_owned()
                     } else {
                         format!("{}{REDACTED}", &c[1])
@@ -165,6 +168,17 @@ mod tests {
         }
         assert!(clean.contains("abc"), "too short to be a secret: {clean}");
         assert!(clean.contains("api_key = \"[redigido]"), "{clean}");
+        // JSON nested in a JSON string (a stage's output inside a span): the quotes come escaped.
+        let nested = r#"{"saida": "{\"meio_pagamento\":{\"tipo\":\"pix\",\"token\":\"tok-secret-9\"}}"}"#;
+        let clean = secrets(nested);
+        assert!(!clean.contains("tok-secret-9"), "{clean}");
+        let twice = r#"\\\"token\\\":\\\"tok-secret-9\\\""#;
+        assert!(!secrets(twice).contains("tok-secret-9"), "{}", secrets(twice));
+        let fingerprint = crate::vt::PaymentToken::new("tok-secret-9")
+            .fingerprint()
+            .to_owned();
+        let kept = format!(r#"{{"token": "{fingerprint}"}}"#);
+        assert_eq!(secrets(&kept), kept, "a fingerprint is no secret");
         assert_eq!(secrets("saldo de BRL 12,50"), "saldo de BRL 12,50");
     }
 }

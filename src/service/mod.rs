@@ -478,6 +478,7 @@ impl ConversationService {
             mut conversation,
             input,
             text,
+            parsed: _token_alive,
         } = crate::flow::prepare(&self.engine, text, tenant)?;
         let conv = conversation.clone();
         let run = async {
@@ -503,6 +504,7 @@ impl ConversationService {
             conversation: mut conv,
             input: sanitized,
             text,
+            parsed: _token_alive,
         } = prepared;
         let now = self.engine.now();
         // On record as started before the first external call: a killed run stays visible.

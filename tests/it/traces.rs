@@ -799,3 +799,105 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
         .map(|kv| kv.value.to_string());
     assert_eq!(session.as_deref(), Some("wa-traced"));
 }
+
+/// Every file under `dir`, as bytes read whole (the SQLite database, its WAL, lock files…).
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_token_reaches_the_recharge_system_and_nothing_else() {
+    const TOKEN: &str = "tok-secret-9";
+    let receiver = Receiver::start(Answer::Ok).await;
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let inputs = tempfile::tempdir().expect("inputs");
+    let flow = inputs.path().join("fluxo.json");
+    std::fs::write(
+        &flow,
+        format!(
+            r#"{{"cartao": "2345678901", "recarga": {{"valor": 50, "meio_pagamento": {{"tipo": "pix", "token": "{TOKEN}"}}}}}}"#
+        ),
+    )
+    .expect("write");
+    let batch = inputs.path().join("lote.csv");
+    std::fs::write(
+        &batch,
+        format!("cartao;valor;meio_pagamento;token\n3456789012;20,00;pix;{TOKEN}\n"),
+    )
+    .expect("write");
+    let mut run = traced(&data, &sim, &receiver);
+    run.args(["run-flow"]).arg(&flow);
+    let flow_out = output(run).await;
+    assert!(
+        flow_out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flow_out.stderr)
+    );
+    let output_json: Value = serde_json::from_slice(&flow_out.stdout).expect("the flow output");
+    let rf06 = output_json["etapas"][5]["saida"]["body"]["meio_pagamento"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        rf06.starts_with("tok…-9#"),
+        "the caller gets the fingerprint: {rf06}"
+    );
+    let mut run = traced(&data, &sim, &receiver);
+    run.args(["batch"]).arg(&batch);
+    let batch_out = output(run).await;
+    assert!(
+        batch_out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&batch_out.stderr)
+    );
+
+    // The recharge system got the value, twice (the flow and the batch line).
+    let sent: Vec<Value> = sim
+        .simulator
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "recarga")
+        .filter_map(|e| e.body)
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent.iter().all(|b| b["meio_pagamento"]["token"] == TOKEN),
+        "{sent:?}"
+    );
+    // Nothing else did: not the output, the logs, any file of the data directory, nor a span.
+    for (what, bytes) in [
+        ("run-flow stdout", &flow_out.stdout),
+        ("run-flow stderr", &flow_out.stderr),
+        ("batch stdout", &batch_out.stdout),
+        ("batch stderr", &batch_out.stderr),
+    ] {
+        assert!(
+            !contains(bytes, TOKEN),
+            "{what}: {}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    for (path, bytes) in files_under(data.path()) {
+        assert!(!contains(&bytes, TOKEN), "{} holds the token", path.display());
+    }
+    let spans = all_text(&receiver.spans());
+    assert!(spans.contains("tok…-9#"), "the spans carry the fingerprint");
+    assert!(!spans.contains(TOKEN), "a span holds the token");
+}

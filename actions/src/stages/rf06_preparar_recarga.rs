@@ -255,13 +255,22 @@ mod tests {
 
     #[test]
     fn builds_the_prd_shape() {
-        let p =
-            run(r#"{"valor": 100.00, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}"#);
+        let p = run(
+            r#"{"valor": 100.00, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": "tok_secreto_42"}}"#,
+        );
         assert_eq!(p.endpoint, "/api/v1/recargas");
         assert_eq!(p.method, "POST");
+        let token = p.body["meio_pagamento"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            token.starts_with("tok…42#"),
+            "the fingerprint, never the value: {token}"
+        );
         assert_eq!(
             p.body,
-            json!({"cartao": "1234567890", "valor": 100.0, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": "tok_x"}})
+            json!({"cartao": "1234567890", "valor": 100.0, "moeda": "BRL", "meio_pagamento": {"tipo": "pix", "token": token}})
         );
         assert_eq!(p.headers["x-tenant-id"], "T");
         assert_eq!(p.headers["x-origin"], "PORTAL");

@@ -13,7 +13,7 @@ use crate::context::ActionContext;
 use crate::journal::{RechargeAttempt, SharedJournal};
 use crate::response::ActionResponse;
 use crate::systems::{HttpResult, VtSystems};
-use crate::vt::{FlowInput, decimal_from_json, mask_card};
+use crate::vt::{FlowInput, PaymentToken, decimal_from_json, mask_card};
 
 /// Memory key: the idempotency key of the attempt RF7 sent, for RF8.
 pub const MEMORY_CHAVE: &str = "recarga_chave";
@@ -60,8 +60,17 @@ pub async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> 
             "payload vazio: a recarga não foi enviada",
         );
     }
+    // The payload carries the token's fingerprint; the request alone carries its value.
+    let mut body = payload.body.clone();
+    if PaymentToken::reveal_in(&mut body).is_err() {
+        return HttpResult::not_sent(
+            "validacao",
+            Some("token_indisponivel"),
+            "o token de pagamento não está disponível: a recarga não foi enviada",
+        );
+    }
     systems
-        .recarregar(&payload.body, &payload.headers, payload.timeout_ms)
+        .recarregar(&body, &payload.headers, payload.timeout_ms)
         .await
 }
 

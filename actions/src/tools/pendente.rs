@@ -20,7 +20,7 @@ pub struct RecargaPendente {
     pub moeda: String,
     pub meio_pagamento: String,
     #[serde(default)]
-    pub token: Option<String>,
+    pub token: Option<crate::vt::PaymentToken>,
     /// The idempotency key the recharge will carry: derived from this confirmation ([`Self::request_key`]),
     /// so confirming it twice is one charge and a new confirmed request is a new charge.
     pub idempotency_key: String,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::money::{decimal_from_json, round_half_up};
+use super::secret::PaymentToken;
 use super::timezone::Timezone;
 use crate::redact::serde_message;
 
@@ -112,8 +113,9 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeioPagamento {
     pub tipo: String,
+    /// Written out as its fingerprint, never its value ([`PaymentToken`]).
     #[serde(default)]
-    pub token: Option<String>,
+    pub token: Option<PaymentToken>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

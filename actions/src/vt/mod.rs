@@ -7,6 +7,7 @@ pub mod input;
 pub mod keys;
 pub mod money;
 pub mod parse;
+pub mod secret;
 pub mod texts;
 pub mod timezone;
 
@@ -18,3 +19,4 @@ pub use input::{
     Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao,
 };
 pub use money::{decimal_from_json, format_money, money_json, round_half_up};
+pub use secret::PaymentToken;
