@@ -71,14 +71,33 @@ pub async fn service(
     Ok(ConversationService::new(engine, store).with_router(router))
 }
 
-/// The configured store, opened for what this process does with it ([`Config::store_usage`]).
+/// The configured store, opened for what this process does with it ([`Config::store_usage`]), with
+/// the data keys installed first (the configured ones, else the key file, made at the first run and
+/// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
 pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
-    crate::store::open(
+    install_keys(config)?;
+    let store = crate::store::open(
         config.database_url.as_deref(),
         &config.data_dir,
         config.store_usage,
     )
-    .await
+    .await?;
+    crate::store::prepare_sealing(store.as_ref()).await?;
+    Ok(store)
+}
+
+/// Installs the data keys of `config` for this process; returns where they came from.
+pub fn install_keys(config: &Config) -> Result<crate::store::seal::KeySource, crate::store::StoreError> {
+    use crate::store::seal::{KeyRing, KeySource};
+    let (ring, source) = KeyRing::load(&config.storage, &config.data_dir)?;
+    if let KeySource::File { path, created: true } = &source {
+        eprintln!(
+            "vt-agent: chave de dados criada em {}: ela abre os dados guardados cifrados; guarde-a fora dos backups do banco",
+            path.display()
+        );
+    }
+    crate::store::seal::install(ring);
+    Ok(source)
 }
 
 /// The simulator with the magic cards, or with a fixture file applied to them.

@@ -68,6 +68,8 @@ pub struct Config {
     pub console: crate::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
     pub otlp: crate::telemetry::otlp::OtlpConfig,
+    /// The data keys of what is sealed at rest (else the key file beside the database).
+    pub storage: crate::store::seal::StorageConfig,
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
     pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
@@ -105,6 +107,7 @@ impl Default for Config {
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
             console: crate::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
+            storage: crate::store::seal::StorageConfig::default(),
             otlp_target: None,
             store_usage: crate::store::Usage::default(),
         }
@@ -338,6 +341,9 @@ impl Config {
         if let Some(v) = get("VT_CONSOLE_SECRET") {
             config.console.secret = Some(v);
         }
+        if let Some(v) = get("VT_ENCRYPTION_KEY") {
+            config.storage.encryption_key = Some(v);
+        }
         if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
             config.whatsapp.graph_url = v;
         }
@@ -361,6 +367,7 @@ impl Config {
         config.whatsapp.register_secrets();
         config.mattermost.register_secrets();
         config.console.register_secrets();
+        config.storage.register_secrets();
         Ok(config)
     }
 
@@ -373,6 +380,9 @@ impl Config {
                 message: message.to_owned(),
             })
         };
+        if let Err((field, message)) = self.storage.validate() {
+            return invalid(&field, message);
+        }
         if self.simulator.notifications_per_second == Some(0) {
             return invalid("simulator.notifications_per_second", "must be at least 1");
         }

@@ -10,6 +10,7 @@ mod attempts;
 mod journal;
 mod locks;
 mod postgres;
+pub mod seal;
 mod sqlite;
 
 pub use journal::StoreJournal;
@@ -17,6 +18,7 @@ pub use locks::{LocalLocks, TurnLock};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -40,6 +42,8 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("cannot create the data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Sealed(#[from] seal::SealError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -439,6 +443,19 @@ pub trait Store: Send + Sync {
     /// The newest `limit` flow runs, newest first.
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
 
+    /// The store's own secrets by name, opened (the index key; the mark that older rows are sealed).
+    async fn store_secrets(&self) -> Result<HashMap<String, String>, StoreError>;
+    /// Keeps `value` sealed under `name` unless a value is there already; returns the value kept.
+    async fn put_store_secret(&self, name: &str, value: &str) -> Result<String, StoreError>;
+    /// Seals every value of the [`SEALED`] columns that is not sealed under the current key: values
+    /// written in clear before sealing existed, and values under an older key (a rotation). A batch at a
+    /// time, each its own transaction, so it can be stopped anywhere and run again; `progress` is told
+    /// each batch (`table.column`, values so far). Returns how many values it sealed.
+    async fn reseal(
+        &self,
+        progress: &(dyn for<'p> Fn(&'p str, u64) + Send + Sync),
+    ) -> Result<u64, StoreError>;
+
     /// Marks a pending confirmation used by `confirmation.consumer` and, in the same transaction, puts
     /// `attempt` on record as `enviando` with no send yet (an attempt already on record under its key
     /// is left as it is). A confirmation already used says whether by the same consumer.
@@ -609,6 +626,65 @@ pub async fn open(
     }
 }
 
+/// The sealed columns: `(table, column, JSON)`; a JSON column holds a sealed JSON text, a text column
+/// a sealed text ([`seal`]). Everything a person said or that was done for them; the ids, statuses,
+/// times, masked cards and hashes beside them stay clear for lookups.
+pub const SEALED: &[(&str, &str, bool)] = &[
+    ("conversations", "state", true),
+    ("conversations", "memory", true),
+    ("conversations", "skill_window", true),
+    ("conversations", "handoff", true),
+    ("messages", "body", true),
+    ("executions", "model_calls", true),
+    ("executions", "events", true),
+    ("flow_runs", "input", true),
+    ("flow_runs", "output", true),
+    ("flow_stages", "saida", true),
+    ("task_runs", "plan", true),
+    ("task_runs", "steps", true),
+    ("task_runs", "final_result", false),
+    ("conversation_context", "summary", false),
+    ("conversation_context", "key_facts", true),
+    ("outbox", "payload", true),
+    ("idempotency_records", "response", true),
+    ("batch_lines", "result", true),
+    ("batch_jobs", "source", false),
+    ("store_secrets", "value", false),
+];
+
+/// Rows a [`Store::reseal`] batch handles in one transaction.
+const RESEAL_BATCH: i64 = 500;
+
+/// Names in `store_secrets`.
+const SECRET_INDEX_KEY: &str = "chave_indice";
+const SECRET_SEALED: &str = "selado";
+
+/// Seals what an older version wrote in clear (once: the store remembers it did), then hands the
+/// payment tokens' fingerprints the store's index key — random, made at the first start, kept sealed in
+/// the store: stable across key rotations, useless without the data key. Every command that opens
+/// the store calls it.
+pub async fn prepare_sealing(store: &dyn Store) -> Result<(), StoreError> {
+    let secrets = store.store_secrets().await?;
+    if !secrets.contains_key(SECRET_SEALED) {
+        let sealed = store.reseal(&|_, _| {}).await?;
+        if sealed > 0 {
+            tracing::info!(values = sealed, "values written before sealing are now sealed");
+        }
+        store.put_store_secret(SECRET_SEALED, "1").await?;
+    }
+    let index = match secrets.get(SECRET_INDEX_KEY) {
+        Some(k) => k.clone(),
+        None => {
+            let key = seal::DataKey::generate();
+            store.put_store_secret(SECRET_INDEX_KEY, &key.to_base64()).await?
+        }
+    };
+    let key = seal::decode_key(&index)
+        .ok_or_else(|| StoreError::Invalid("the stored index key is damaged".into()))?;
+    vt_actions::vt::secret::set_fingerprint_key(key);
+    Ok(())
+}
+
 /// Rows to one multi-row INSERT: well under SQLite's limit of 32,766 parameters (PostgreSQL's is 65,535).
 const ROWS_PER_INSERT: usize = 500;
 
@@ -664,6 +740,13 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
         ChatMessage::Assistant { .. } => "assistant",
         ChatMessage::Tool { .. } => "tool",
     }
+}
+
+/// What the console's search reads of a message: its text with cards masked and secrets out (the
+/// body itself is sealed).
+fn search_text(message: &ChatMessage) -> String {
+    let text = serde_json::to_string(message).unwrap_or_default();
+    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(&text)).into_owned()
 }
 
 /// What a second consumption of a confirmation learns from the consumer on record.

@@ -42,15 +42,16 @@ fn accepted<'q>(
     now: DateTime<Utc>,
 ) -> Result<sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>, StoreError> {
     Ok(sqlx::query(
-        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
-         VALUES ($1, NULL, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text)
+         VALUES ($1, NULL, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&conversation.id)
     .bind(role(message))
     .bind(value(message)?)
     .bind(now)
     .bind(channel_message_id)
-    .bind(channel_message_id.is_none()))
+    .bind(channel_message_id.is_none())
+    .bind(super::search_text(message)))
 }
 
 fn batch_job(row: &PgRow) -> Result<BatchJob, StoreError> {
@@ -60,24 +61,39 @@ fn batch_job(row: &PgRow) -> Result<BatchJob, StoreError> {
         digest: row.try_get("digest")?,
         total: row.try_get("total")?,
         dry_run: row.try_get("dry_run")?,
-        source: row.try_get("source")?,
+        source: super::seal::open_opt(row.try_get("source")?)?,
         created_at: row.try_get("created_at")?,
         finished_at: row.try_get("finished_at")?,
     })
 }
 
+/// `v` sealed ([`super::seal`]), kept in its JSONB column as a JSON string: every JSON column but the
+/// intents' holds what people said or what was done for them.
 fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
+    Ok(Json(Value::String(super::seal::seal(&serde_json::to_string(v)?))))
+}
+
+/// `v` as JSON, in clear: the router's intents (data, not anyone's).
+fn plain<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
     Ok(Json(serde_json::to_value(v)?))
+}
+
+/// A JSONB value as written: sealed (a string), or clear from before sealing.
+fn opened<T: DeserializeOwned>(v: Value) -> Result<T, StoreError> {
+    match v {
+        Value::String(s) if super::seal::is_sealed(&s) => Ok(serde_json::from_str(&super::seal::open(&s)?)?),
+        v => Ok(serde_json::from_value(v)?),
+    }
 }
 
 fn parse<T: DeserializeOwned>(row: &PgRow, col: &str) -> Result<T, StoreError> {
     let Json(v): Json<Value> = row.try_get(col)?;
-    Ok(serde_json::from_value(v)?)
+    opened(v)
 }
 
 fn parse_opt<T: DeserializeOwned>(row: &PgRow, col: &str) -> Result<Option<T>, StoreError> {
     let v: Option<Json<Value>> = row.try_get(col)?;
-    Ok(v.map(|Json(v)| serde_json::from_value(v)).transpose()?)
+    v.map(|Json(v)| opened(v)).transpose()
 }
 
 impl PgStore {
@@ -155,7 +171,7 @@ impl PgStore {
         )
         .bind(&c.conversation_id)
         .bind(&c.user_id)
-        .bind(&c.summary)
+        .bind(c.summary.as_deref().map(super::seal::seal))
         .bind(value(&c.key_facts)?)
         .bind(&c.last_intent)
         .bind(c.turn_count as i32)
@@ -296,7 +312,7 @@ fn task_from(row: &PgRow) -> Result<TaskRun, StoreError> {
         status: TaskStatus::parse(&row.try_get::<String, _>("status")?)?,
         plan: parse_opt(row, "plan")?,
         steps: parse(row, "steps")?,
-        final_result: row.try_get("final_result")?,
+        final_result: super::seal::open_opt(row.try_get("final_result")?)?,
         tokens_used: row.try_get("tokens_used")?,
         error_message: row.try_get("error_message")?,
         created_at: row.try_get("created_at")?,
@@ -381,13 +397,14 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(conversation_id)
         .bind(execucao_id)
         .bind(role(message))
         .bind(value(message)?)
         .bind(now)
+        .bind(super::search_text(message))
         .fetch_one(&self.pool)
         .await?;
         Ok(row.try_get("id")?)
@@ -451,19 +468,20 @@ impl Store for PgStore {
         Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
-            messages.push((role(m), value(m)?));
+            messages.push((role(m), value(m)?, super::search_text(m)));
         }
         insert_rows::<Postgres, _>(
             &mut tx,
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) ",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
             &messages,
             "",
-            |b, (role, body)| {
+            |b, (role, body, search)| {
                 b.push_bind(turn.conversation.id.clone())
                     .push_bind(e.execucao_id.clone())
                     .push_bind(*role)
                     .push_bind(body.clone())
-                    .push_bind(now);
+                    .push_bind(now)
+                    .push_bind(search.clone());
             },
         )
         .await?;
@@ -580,7 +598,7 @@ impl Store for PgStore {
         .bind(t.status.as_str())
         .bind(t.plan.as_ref().map(value).transpose()?)
         .bind(value(&t.steps)?)
-        .bind(&t.final_result)
+        .bind(t.final_result.as_deref().map(super::seal::seal))
         .bind(t.tokens_used)
         .bind(&t.error_message)
         .bind(t.created_at)
@@ -639,7 +657,7 @@ impl Store for PgStore {
             Ok(ConversationContext {
                 conversation_id: r.try_get("conversation_id")?,
                 user_id: r.try_get("user_id")?,
-                summary: r.try_get("summary")?,
+                summary: super::seal::open_opt(r.try_get("summary")?)?,
                 key_facts: parse(&r, "key_facts")?,
                 last_intent: r.try_get("last_intent")?,
                 turn_count: i64::from(r.try_get::<i32, _>("turn_count")?),
@@ -660,8 +678,8 @@ impl Store for PgStore {
         .bind(&i.intent_key)
         .bind(&i.description)
         .bind(&i.action_type)
-        .bind(value(&i.required_params)?)
-        .bind(value(&i.optional_params)?)
+        .bind(plain(&i.required_params)?)
+        .bind(plain(&i.optional_params)?)
         .bind(&i.prompt_template)
         .bind(i.max_tokens as i32)
         .bind(i.is_active)
@@ -1119,7 +1137,7 @@ impl Store for PgStore {
         .bind(&job.digest)
         .bind(job.total)
         .bind(job.dry_run)
-        .bind(&job.source)
+        .bind(job.source.as_deref().map(super::seal::seal))
         .bind(job.created_at)
         .execute(&self.pool)
         .await?;
@@ -1245,7 +1263,7 @@ impl Store for PgStore {
                     OR strpos(lower(c.user_id), lower($3)) > 0
                     OR strpos(lower(c.user_login), lower($3)) > 0
                     OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
-                               AND strpos(lower(m.body::text), lower($3)) > 0))
+                               AND strpos(lower(m.search_text), lower($3)) > 0))
              ORDER BY c.updated_at DESC, c.id LIMIT $4",
         )
         .bind(&query.tenant_id)
@@ -1342,6 +1360,105 @@ impl Store for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, value FROM store_secrets")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|(name, value)| Ok((name, super::seal::open(&value)?)))
+            .collect()
+    }
+
+    async fn put_store_secret(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        sqlx::query("INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .bind(super::seal::seal(value))
+            .execute(&self.pool)
+            .await?;
+        let kept: String = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(super::seal::open(&kept)?)
+    }
+
+    async fn reseal(
+        &self,
+        progress: &(dyn for<'p> Fn(&'p str, u64) + Send + Sync),
+    ) -> Result<u64, StoreError> {
+        let ring = super::seal::ring();
+        let pattern = ring.current_pattern();
+        let mut total = 0;
+        for (table, column, is_json) in super::SEALED {
+            // A JSONB column keeps a sealed value as a JSON string; its text is `#>> '{}'`.
+            // The table and column names are this module's constants, never input.
+            let select = if *is_json {
+                format!(
+                    "SELECT ctid::text AS rid, {column}::text AS v, jsonb_typeof({column}) = 'string' AS s FROM {table}
+                     WHERE {column} IS NOT NULL AND NOT (jsonb_typeof({column}) = 'string' AND {column} #>> '{{}}' LIKE $1)
+                     LIMIT $2"
+                )
+            } else {
+                format!(
+                    "SELECT ctid::text AS rid, {column} AS v, TRUE AS s FROM {table}
+                     WHERE {column} IS NOT NULL AND {column} NOT LIKE $1 LIMIT $2"
+                )
+            };
+            let update = format!("UPDATE {table} SET {column} = $1 WHERE ctid = $2::tid");
+            loop {
+                let mut tx = self.pool.begin().await?;
+                let rows: Vec<(String, String, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(select.as_str()))
+                    .bind(&pattern)
+                    .bind(super::RESEAL_BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for (rid, v, is_string) in &rows {
+                    // A JSON string holds the sealed text; any other JSON is a value from before sealing.
+                    let stored = if *is_json && *is_string {
+                        serde_json::from_str::<String>(v)?
+                    } else {
+                        v.clone()
+                    };
+                    let sealed = ring.seal(&ring.open(&stored)?);
+                    let q = sqlx::query(sqlx::AssertSqlSafe(update.as_str()));
+                    let q = if *is_json {
+                        q.bind(Json(Value::String(sealed)))
+                    } else {
+                        q.bind(sealed)
+                    };
+                    q.bind(rid).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                total += rows.len() as u64;
+                progress(&format!("{table}.{column}"), total);
+            }
+        }
+        loop {
+            let mut tx = self.pool.begin().await?;
+            let rows: Vec<(i64, Json<Value>)> =
+                sqlx::query_as("SELECT id, body FROM messages WHERE search_text IS NULL LIMIT $1")
+                    .bind(super::RESEAL_BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            if rows.is_empty() {
+                break;
+            }
+            for (id, Json(body)) in rows.iter().cloned() {
+                let message: ChatMessage = opened(body)?;
+                sqlx::query("UPDATE messages SET search_text = $1 WHERE id = $2")
+                    .bind(super::search_text(&message))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(total)
     }
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {

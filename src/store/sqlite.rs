@@ -50,13 +50,20 @@ fn at(v: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 
+/// `v` as JSON, sealed ([`super::seal`]): every JSON column but the intents' holds what people said
+/// or what was done for them.
 fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+    Ok(super::seal::seal(&serde_json::to_string(v)?))
+}
+
+/// `v` as JSON, in clear: the router's intents (data, not anyone's).
+fn plain<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
     Ok(serde_json::to_string(v)?)
 }
 
 fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
     let text: String = row.try_get(col)?;
-    Ok(serde_json::from_str(&text)?)
+    Ok(serde_json::from_str(&super::seal::open(&text)?)?)
 }
 
 fn batch_job(row: &SqliteRow) -> Result<BatchJob, StoreError> {
@@ -66,7 +73,7 @@ fn batch_job(row: &SqliteRow) -> Result<BatchJob, StoreError> {
         digest: row.try_get("digest")?,
         total: row.try_get("total")?,
         dry_run: row.try_get("dry_run")?,
-        source: row.try_get("source")?,
+        source: super::seal::open_opt(row.try_get("source")?)?,
         created_at: at(row.try_get("created_at")?),
         finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(at),
     })
@@ -81,15 +88,16 @@ fn accepted<'q>(
     now: DateTime<Utc>,
 ) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>, StoreError> {
     Ok(sqlx::query(
-        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed)
-         VALUES (?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text)
+         VALUES (?, NULL, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&conversation.id)
     .bind(role(message))
     .bind(json(message)?)
     .bind(ms(now))
     .bind(channel_message_id)
-    .bind(channel_message_id.is_none()))
+    .bind(channel_message_id.is_none())
+    .bind(super::search_text(message)))
 }
 
 /// The pools' shared options. No ping before handing out a connection (sqlx's default): the
@@ -101,7 +109,8 @@ fn pool_options() -> SqlitePoolOptions {
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
-    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+    text.map(|t| Ok(serde_json::from_str(&super::seal::open(&t)?)?))
+        .transpose()
 }
 
 impl SqliteStore {
@@ -221,7 +230,7 @@ impl SqliteStore {
         )
         .bind(&c.conversation_id)
         .bind(&c.user_id)
-        .bind(&c.summary)
+        .bind(c.summary.as_deref().map(super::seal::seal))
         .bind(json(&c.key_facts)?)
         .bind(&c.last_intent)
         .bind(c.turn_count)
@@ -360,7 +369,7 @@ fn task_from(row: &SqliteRow) -> Result<TaskRun, StoreError> {
         status: TaskStatus::parse(&row.try_get::<String, _>("status")?)?,
         plan: parse_opt(row, "plan")?,
         steps: parse(row, "steps")?,
-        final_result: row.try_get("final_result")?,
+        final_result: super::seal::open_opt(row.try_get("final_result")?)?,
         tokens_used: row.try_get("tokens_used")?,
         error_message: row.try_get("error_message")?,
         created_at: at(row.try_get("created_at")?),
@@ -447,13 +456,14 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(conversation_id)
         .bind(execucao_id)
         .bind(role(message))
         .bind(json(message)?)
         .bind(ms(now))
+        .bind(super::search_text(message))
         .fetch_one(&self.writer)
         .await?;
         Ok(row.try_get("id")?)
@@ -517,19 +527,20 @@ impl Store for SqliteStore {
         Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
-            messages.push((role(m), json(m)?));
+            messages.push((role(m), json(m)?, super::search_text(m)));
         }
         insert_rows::<Sqlite, _>(
             &mut tx,
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at) ",
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
             &messages,
             "",
-            |b, (role, body)| {
+            |b, (role, body, search)| {
                 b.push_bind(turn.conversation.id.clone())
                     .push_bind(e.execucao_id.clone())
                     .push_bind(*role)
                     .push_bind(body.clone())
-                    .push_bind(ms(now));
+                    .push_bind(ms(now))
+                    .push_bind(search.clone());
             },
         )
         .await?;
@@ -645,7 +656,7 @@ impl Store for SqliteStore {
         .bind(t.status.as_str())
         .bind(t.plan.as_ref().map(json).transpose()?)
         .bind(json(&t.steps)?)
-        .bind(&t.final_result)
+        .bind(t.final_result.as_deref().map(super::seal::seal))
         .bind(t.tokens_used)
         .bind(&t.error_message)
         .bind(ms(t.created_at))
@@ -705,7 +716,7 @@ impl Store for SqliteStore {
             Ok(ConversationContext {
                 conversation_id: r.try_get("conversation_id")?,
                 user_id: r.try_get("user_id")?,
-                summary: r.try_get("summary")?,
+                summary: super::seal::open_opt(r.try_get("summary")?)?,
                 key_facts: parse(&r, "key_facts")?,
                 last_intent: r.try_get("last_intent")?,
                 turn_count: r.try_get("turn_count")?,
@@ -726,8 +737,8 @@ impl Store for SqliteStore {
         .bind(&i.intent_key)
         .bind(&i.description)
         .bind(&i.action_type)
-        .bind(json(&i.required_params)?)
-        .bind(json(&i.optional_params)?)
+        .bind(plain(&i.required_params)?)
+        .bind(plain(&i.optional_params)?)
         .bind(&i.prompt_template)
         .bind(i.max_tokens)
         .bind(i.is_active)
@@ -1169,7 +1180,7 @@ impl Store for SqliteStore {
         .bind(&job.digest)
         .bind(job.total)
         .bind(job.dry_run)
-        .bind(&job.source)
+        .bind(job.source.as_deref().map(super::seal::seal))
         .bind(ms(job.created_at))
         .execute(&self.writer)
         .await?;
@@ -1295,7 +1306,7 @@ impl Store for SqliteStore {
                     OR instr(lower(c.user_id), lower(?3)) > 0
                     OR instr(lower(c.user_login), lower(?3)) > 0
                     OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
-                               AND instr(lower(m.body), lower(?3)) > 0))
+                               AND instr(lower(m.search_text), lower(?3)) > 0))
              ORDER BY c.updated_at DESC, c.id LIMIT ?4",
         )
         .bind(&query.tenant_id)
@@ -1389,6 +1400,88 @@ impl Store for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, value FROM store_secrets")
+            .fetch_all(&self.writer)
+            .await?;
+        rows.into_iter()
+            .map(|(name, value)| Ok((name, super::seal::open(&value)?)))
+            .collect()
+    }
+
+    async fn put_store_secret(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        sqlx::query("INSERT INTO store_secrets (name, value) VALUES (?, ?) ON CONFLICT(name) DO NOTHING")
+            .bind(name)
+            .bind(super::seal::seal(value))
+            .execute(&self.writer)
+            .await?;
+        let kept: String = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = ?")
+            .bind(name)
+            .fetch_one(&self.writer)
+            .await?;
+        Ok(super::seal::open(&kept)?)
+    }
+
+    async fn reseal(
+        &self,
+        progress: &(dyn for<'p> Fn(&'p str, u64) + Send + Sync),
+    ) -> Result<u64, StoreError> {
+        let ring = super::seal::ring();
+        let pattern = ring.current_pattern();
+        let mut total = 0;
+        for (table, column, _) in super::SEALED {
+            // The table and column names are this module's constants, never input.
+            let select = format!(
+                "SELECT rowid AS rid, {column} AS v FROM {table} WHERE {column} IS NOT NULL AND {column} NOT LIKE ? LIMIT ?"
+            );
+            let update = format!("UPDATE {table} SET {column} = ? WHERE rowid = ?");
+            loop {
+                let mut tx = self.writer.begin().await?;
+                let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(select.as_str()))
+                    .bind(&pattern)
+                    .bind(super::RESEAL_BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for (rid, v) in &rows {
+                    let clear = ring.open(v)?;
+                    sqlx::query(sqlx::AssertSqlSafe(update.as_str()))
+                        .bind(ring.seal(&clear))
+                        .bind(rid)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                total += rows.len() as u64;
+                progress(&format!("{table}.{column}"), total);
+            }
+        }
+        // Messages from before sealing have no masked copy to search yet.
+        loop {
+            let mut tx = self.writer.begin().await?;
+            let rows: Vec<(i64, String)> =
+                sqlx::query_as("SELECT id, body FROM messages WHERE search_text IS NULL LIMIT ?")
+                    .bind(super::RESEAL_BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            if rows.is_empty() {
+                break;
+            }
+            for (id, body) in &rows {
+                let message: ChatMessage = serde_json::from_str(&ring.open(body)?)?;
+                sqlx::query("UPDATE messages SET search_text = ? WHERE id = ?")
+                    .bind(super::search_text(&message))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(total)
     }
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {

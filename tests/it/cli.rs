@@ -13,6 +13,10 @@ pub(crate) fn vt_agent_in(data: &tempfile::TempDir) -> Command {
         cmd.env_remove(k);
     }
     cmd.env("VT_DATA_DIR", data.path());
+    // One data key for this test process and the binaries it runs, so a test can read what they
+    // stored; the key file's own path is tested where this variable is removed.
+    crate::support::test_keys();
+    cmd.env("VT_ENCRYPTION_KEY", crate::support::TEST_KEY);
     cmd
 }
 
@@ -281,7 +285,12 @@ fn serve_refuses_an_open_public_address_and_stops_cleanly_on_sigterm() {
         .expect("spawn");
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut line).expect("first line");
+    while !line.contains("http://") {
+        line.clear();
+        if std::io::BufRead::read_line(&mut stderr, &mut line).expect("a line") == 0 {
+            break;
+        }
+    }
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -305,6 +314,7 @@ fn the_outbox_command_lists_dead_letters_and_retries_one() {
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let id = rt.block_on(async {
+        crate::support::test_keys();
         let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
             .await
             .expect("store");
@@ -362,6 +372,7 @@ fn the_audit_command_lists_lookups_masked() {
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
+        crate::support::test_keys();
         let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
             .await
             .expect("store");

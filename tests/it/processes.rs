@@ -113,6 +113,8 @@ async fn ten_first_runs_at_once_on_a_new_data_directory_all_succeed() {
         (0..10)
             .map(|_| {
                 let mut c = vt_agent(&data, &sim);
+                // No configured key: the first runs make the key file, one of them wins.
+                c.env_remove("VT_ENCRYPTION_KEY");
                 c.args(["run-flow", "--compact", "examples/recarga-saldo-baixo.json"]);
                 c
             })
@@ -122,6 +124,11 @@ async fn ten_first_runs_at_once_on_a_new_data_directory_all_succeed() {
     for r in &runs {
         assert!(r.status.success(), "{}", text(&r.stderr));
     }
+    let told = runs
+        .iter()
+        .filter(|r| text(&r.stderr).contains("chave de dados criada"))
+        .count();
+    assert_eq!(told, 1, "the key file is made, and said, once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

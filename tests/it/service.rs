@@ -559,6 +559,18 @@ impl Store for Flaky {
     async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
         self.inner.confirmation_consumer(p).await
     }
+    async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.inner.store_secrets().await
+    }
+    async fn put_store_secret(&self, name: &str, value: &str) -> Result<String, StoreError> {
+        self.inner.put_store_secret(name, value).await
+    }
+    async fn reseal(
+        &self,
+        progress: &(dyn for<'p> Fn(&'p str, u64) + Send + Sync),
+    ) -> Result<u64, StoreError> {
+        self.inner.reseal(progress).await
+    }
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.begin_recharge(a, now).await
     }

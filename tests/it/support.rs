@@ -572,3 +572,18 @@ pub async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript)
         report.failure.map(|m| m.to_string()).unwrap_or_default()
     );
 }
+
+/// The data key of this test process and of the binaries its tests run (`VT_ENCRYPTION_KEY`).
+pub const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE=";
+
+/// Installs [`TEST_KEY`] for this process (once; the keys installed before stay readable).
+pub fn test_keys() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let key = vt_agent::store::seal::decode_key(TEST_KEY).expect("a 32-byte key");
+        vt_agent::store::seal::install(vt_agent::store::seal::KeyRing::new(
+            vt_agent::store::seal::DataKey::new(key),
+            Vec::new(),
+        ));
+    });
+}
