@@ -91,6 +91,21 @@ pub enum Command {
     /// Work with transcripts of stored conversations.
     #[command(subcommand)]
     Transcript(TranscriptCommand),
+    /// The data keys of what the store keeps sealed (messages, conversation state, flow inputs…).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum KeysCommand {
+    /// Seal every stored value again under a new data key.
+    ///
+    /// With the key file (data/vt-agent.key): a new key goes first in the file, every value is sealed
+    /// again under it, then the old key leaves the file. Stopped half-way, run it again: it goes on
+    /// with the same new key. With [storage] encryption_key (VT_ENCRYPTION_KEY): put the new key there
+    /// and the old one in previous_keys, run this, then remove previous_keys. Run it with `serve`
+    /// stopped (or, with several instances, configure previous_keys on all of them first).
+    Rotate,
 }
 
 impl Command {
@@ -104,6 +119,7 @@ impl Command {
                 | Self::Audit(_)
                 | Self::Usage
                 | Self::Transcript(_)
+                | Self::Keys(_)
         )
     }
 }
@@ -266,6 +282,7 @@ async fn command(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
+        Command::Keys(KeysCommand::Rotate) => rotate_keys(&config).await,
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
             export(&config, &conversation, output)
                 .await
@@ -615,6 +632,49 @@ async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     let pending = store.outbox_items(OutboxStatus::Pending, args.limit).await?;
     let failed = store.outbox_items(OutboxStatus::Failed, args.limit).await?;
     print!("{}", crate::runs::outbox_report(&pending, &failed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent keys rotate`: see [`KeysCommand::Rotate`].
+async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
+    use crate::store::seal::{DataKey, KEY_FILE, KeyRing, read_key_file, write_key_file};
+    let file = config.data_dir.join(KEY_FILE);
+    let from_file = config.storage.encryption_key.is_none();
+    if from_file {
+        let Some(ring) = read_key_file(&file)? else {
+            eprintln!(
+                "erro: não há arquivo de chave em {}: nada foi selado ainda",
+                file.display()
+            );
+            return Ok(ExitCode::from(EXIT_INPUT));
+        };
+        // One key: a new rotation. More: one that stopped half-way goes on with the same new key.
+        if ring.ids().len() == 1 {
+            write_key_file(
+                &file,
+                &KeyRing::new(DataKey::generate(), vec![ring.current_key().clone()]),
+            )?;
+        }
+    }
+    let store = crate::app::store(config).await?;
+    let ring = crate::store::seal::ring();
+    eprintln!("selando de novo sob a chave {}", ring.current_id());
+    let sealed = store
+        .reseal(&|column, n| eprintln!("  {column}: {n} valores"))
+        .await?;
+    if from_file {
+        write_key_file(&file, &KeyRing::new(ring.current_key().clone(), Vec::new()))?;
+        println!(
+            "{sealed} valores selados de novo sob a chave {}; as chaves antigas saíram de {}",
+            ring.current_id(),
+            file.display()
+        );
+    } else {
+        println!(
+            "{sealed} valores selados de novo sob a chave {}; agora remova [storage] previous_keys",
+            ring.current_id()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

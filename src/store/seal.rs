@@ -172,6 +172,10 @@ impl KeyRing {
         self.current.id()
     }
 
+    pub fn current_key(&self) -> &DataKey {
+        &self.current
+    }
+
     /// Every key id the ring holds, the current one first.
     pub fn ids(&self) -> Vec<String> {
         std::iter::once(&self.current)

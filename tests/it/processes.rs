@@ -464,3 +464,98 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         assert_eq!(texts.len(), 2, "{at:?}: one answer to the yes: {texts:?}");
     }
 }
+
+/// The data key ids of the key file under `data`, current first.
+fn key_ids(data: &tempfile::TempDir) -> Vec<String> {
+    vt_agent::store::seal::read_key_file(&data.path().join(vt_agent::store::seal::KEY_FILE))
+        .expect("read")
+        .expect("a key file")
+        .ids()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named() {
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let inputs = tempfile::tempdir().expect("inputs");
+    let lines: String = (0..150)
+        .map(|i| {
+            format!(
+                "{{\"cartao\": \"{}\", \"recarga\": {{\"valor\": 10, \"meio_pagamento\": {{\"tipo\": \"pix\", \"token\": \"tok-lote-{i}\"}}}}}}\n",
+                4_000_000_000u64 + i
+            )
+        })
+        .collect();
+    std::fs::write(inputs.path().join("lote.jsonl"), lines).expect("write");
+    let binary = |args: &[&str]| {
+        let mut c = vt_agent(&data, &sim);
+        c.env_remove("VT_ENCRYPTION_KEY").args(args);
+        c
+    };
+    let lote = inputs.path().join("lote.jsonl");
+    let out = race(vec![binary(&["batch", lote.to_str().expect("path")])]).await;
+    assert!(out[0].status.success(), "{}", text(&out[0].stderr));
+    let first = key_ids(&data);
+    assert_eq!(first.len(), 1);
+
+    // Killed after its first batch of values: the file holds the new key and the old one.
+    let mut child = binary(&["keys", "rotate"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("valores") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).expect("line") > 0,
+            "the rotation ended before it could be killed"
+        );
+    }
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let halfway = key_ids(&data);
+    assert_eq!(halfway.len(), 2, "{halfway:?}");
+    assert_eq!(halfway[1], first[0]);
+
+    // The rerun goes on with the same new key and ends with it alone.
+    let out = race(vec![binary(&["keys", "rotate"])]).await;
+    assert!(out[0].status.success(), "{}", text(&out[0].stderr));
+    assert_eq!(key_ids(&data), vec![halfway[0].clone()]);
+    let flows = race(vec![binary(&["flows", "--limit", "200"])]).await;
+    assert!(flows[0].status.success(), "{}", text(&flows[0].stderr));
+
+    // Every sealed value opens under the new key alone (read raw, opened with that ring only).
+    let ring = vt_agent::store::seal::read_key_file(&data.path().join(vt_agent::store::seal::KEY_FILE))
+        .expect("read")
+        .expect("file");
+    let url = format!("sqlite://{}", data.path().join("vt-agent.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.expect("open");
+    let mut opened = 0;
+    for (table, column, _) in vt_agent::store::SEALED {
+        let values: Vec<Option<String>> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {column} FROM {table}")))
+                .fetch_all(&pool)
+                .await
+                .expect("read");
+        for v in values.into_iter().flatten() {
+            assert!(vt_agent::store::seal::is_sealed(&v), "{table}.{column} in clear");
+            let clear = ring.open(&v).unwrap_or_else(|e| panic!("{table}.{column}: {e}"));
+            assert!(!clear.contains("tok-lote"), "{table}.{column} keeps a token");
+            opened += 1;
+        }
+    }
+    assert!(opened > 1_500, "{opened} values");
+
+    // A key that is not the one: a clear error naming the key the values need, never a panic.
+    std::fs::write(
+        data.path().join(vt_agent::store::seal::KEY_FILE),
+        format!("{}\n", vt_agent::store::seal::DataKey::generate().to_base64()),
+    )
+    .expect("write");
+    let wrong = race(vec![binary(&["flows"])]).await;
+    let said = text(&wrong[0].stderr);
+    assert_eq!(wrong[0].status.code(), Some(1), "{said}");
+    assert!(said.contains(&halfway[0]) && !said.contains("panicked"), "{said}");
+}
