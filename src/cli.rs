@@ -333,6 +333,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
             output.execucao_id
         );
     }
+    let output = output.for_caller();
     let json = if args.compact {
         serde_json::to_string(&output)?
     } else {
@@ -751,7 +752,11 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
 async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
     let store = crate::app::store(config).await?;
     let transcript = crate::transcript::export::export(store.as_ref(), conversation).await?;
-    let text = serde_yaml::to_string(&transcript)?;
+    let text = format!(
+        "{}{}",
+        crate::transcript::export::CLEAR_HEADER,
+        serde_yaml::to_string(&transcript)?
+    );
     match output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
         None => print!("{text}"),

@@ -82,6 +82,30 @@ pub struct FlowOutput {
     pub resultado: Value,
 }
 
+impl FlowOutput {
+    /// The output as it leaves the process (`run-flow`'s stdout, the HTTP answer, a batch's results):
+    /// every card number in it masked (`****7890`), as in every text the product shows. The stored
+    /// run keeps the full one, sealed ([`crate::store::seal`]); the payment token is its fingerprint
+    /// everywhere already.
+    pub fn for_caller(mut self) -> Self {
+        for etapa in &mut self.etapas {
+            mask_strings(&mut etapa.saida);
+        }
+        mask_strings(&mut self.resultado);
+        self
+    }
+}
+
+/// Masks the card numbers of every string in `value`.
+pub fn mask_strings(value: &mut Value) {
+    match value {
+        Value::String(s) => *s = vt_actions::vt::card::mask_cards_in(s),
+        Value::Array(items) => items.iter_mut().for_each(mask_strings),
+        Value::Object(fields) => fields.values_mut().for_each(mask_strings),
+        _ => {}
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Etapa {
     /// The stage id (`rf01_preparar_consulta` … `rf10_enviar_notificacao_recarga`).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::StreamExt as _;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::flow::{FlowError, FlowMode};
@@ -283,8 +283,9 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
     };
     match service.run_flow_unrecorded(text, mode, None).await {
         Ok((output, run)) => {
+            let output = output.for_caller();
             let status = output.status.as_str();
-            let resultado = scrub(output.resultado);
+            let resultado = output.resultado;
             Ended {
                 line: BatchLine {
                     line: line.line,
@@ -320,17 +321,6 @@ fn invalid(line: i64, why: &str) -> Ended {
     }
 }
 
-/// A dry run's last stage is the prepared recharge, whose body holds the payment token: results leave
-/// the process, the token does not.
-fn scrub(mut resultado: Value) -> Value {
-    if let Some(token) = resultado.pointer_mut("/body/meio_pagamento/token")
-        && token.is_string()
-    {
-        *token = json!("[redigido]");
-    }
-    resultado
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,11 +345,5 @@ mod tests {
         assert_eq!(s.quantile(0.5), Some(Duration::from_millis(51)));
         assert_eq!(s.quantile(0.99), Some(Duration::from_millis(99)));
         assert_eq!(Summary::default().quantile(0.5), None);
-    }
-
-    #[test]
-    fn the_token_of_a_dry_run_result_is_scrubbed() {
-        let r = scrub(json!({"body": {"meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}));
-        assert_eq!(r["body"]["meio_pagamento"]["token"], "[redigido]");
     }
 }

@@ -564,9 +564,6 @@ fn split_turns(messages: &[StoredMessage]) -> Vec<&[StoredMessage]> {
         .collect()
 }
 
-/// The header of a transcript handed out in clear: it replays against the real cards.
-const CLEAR_HEADER: &str = "# Transcrição com os números completos dos cartões: reproduz as consultas e recargas \
-contra os cartões reais. É dado pessoal do titular: guarde e apague como tal.\n";
 /// The header of a masked transcript.
 const MASKED_HEADER: &str =
     "# Transcrição com os cartões mascarados: serve para ler, não reproduz consultas a cartões reais.\n";
@@ -590,7 +587,7 @@ pub(super) async fn transcript(
     let clear = staff.is_admin();
     let yaml = yaml.map(|yaml| {
         if clear {
-            format!("{CLEAR_HEADER}{yaml}")
+            format!("{}{yaml}", crate::transcript::export::CLEAR_HEADER)
         } else {
             format!("{MASKED_HEADER}{}", masked(&yaml))
         }

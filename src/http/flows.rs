@@ -133,5 +133,5 @@ async fn execute(state: &AppState, input: String, tenant: String) -> Result<Flow
         tracing::warn!(execucao_id = %output.execucao_id, "flow run could not be stored");
     }
     state.metrics.flow(output.status);
-    Ok(output)
+    Ok(output.for_caller())
 }

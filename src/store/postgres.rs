@@ -1282,7 +1282,7 @@ impl Store for PgStore {
                     user_login: r.try_get("user_login")?,
                     last_message: r
                         .try_get::<Option<Json<Value>>, _>("last_body")?
-                        .map(|Json(v)| serde_json::from_value(v))
+                        .map(|Json(v)| opened(v))
                         .transpose()?,
                     last_intent: r.try_get("last_intent")?,
                     ended: r.try_get("ended")?,

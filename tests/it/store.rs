@@ -1239,3 +1239,178 @@ async fn two_hundred_conversations_at_once_complete_on_postgresql() {
     }
     pg.cleanup().await;
 }
+
+/// Every row of every table of `schema` (PostgreSQL) as text, the way a dump would show them.
+async fn pg_dump(url: &str, schema: &str) -> String {
+    let pool = sqlx::PgPool::connect(url).await.expect("connect");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
+    )
+    .bind(schema)
+    .fetch_all(&pool)
+    .await
+    .expect("tables");
+    let mut dump = String::new();
+    for table in tables {
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT to_jsonb(t)::text FROM {schema}.{table} t"
+        )))
+        .fetch_all(&pool)
+        .await
+        .expect("rows");
+        dump.push_str(&rows.join("\n"));
+    }
+    dump
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_rows_hold_no_card_and_no_token() {
+    let Some(pg) = PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    vt_agent::store::prepare_sealing(pg.store.as_ref())
+        .await
+        .expect("sealing");
+    let chat =
+        crate::support::chat_harness_on(pg.store.clone(), None, vt_actions::tools::VtSettings::default())
+            .await;
+    let ask = chat.say("c-pg", "recarrega 50 no 2345678901 via pix").await;
+    assert!(ask.reply_text().starts_with("Confirma"), "{}", ask.reply_text());
+    chat.say("c-pg", "sim").await;
+    let (output, _) = chat
+        .service
+        .run_flow(
+            r#"{"cartao": "3456789012", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok-pg-secreto"}}}"#,
+            None,
+        )
+        .await
+        .expect("flow");
+    assert_eq!(output.status, vt_agent::flow::FlowStatus::Concluido);
+    assert_eq!(chat.sim.charges("2345678901"), 1);
+    let dump = pg_dump(&pg.url, &pg.schema).await;
+    assert!(
+        dump.contains("****8901"),
+        "the dump was read: {} bytes",
+        dump.len()
+    );
+    for secret in ["2345678901", "3456789012", "tok-pg-secreto"] {
+        assert!(!dump.contains(secret), "{secret} is in a PostgreSQL row");
+    }
+    // And the product reads it all back.
+    let conv = chat
+        .store
+        .conversation("c-pg")
+        .await
+        .expect("read")
+        .expect("there");
+    assert!(
+        serde_json::Value::Object(conv.memory)
+            .to_string()
+            .contains("2345678901"),
+        "sealed, not lost"
+    );
+    pg.cleanup().await;
+}
+
+/// Rows an older version wrote in clear are sealed at the first start, and still read the same.
+pub async fn values_written_before_sealing_are_sealed_at_the_first_start(
+    store: Arc<dyn Store>,
+    raw: impl AsyncFn(&str) -> Vec<String>,
+    write_clear: impl AsyncFn(),
+) {
+    write_clear().await;
+    assert!(
+        raw("SELECT CAST(state AS TEXT) FROM conversations WHERE id = 'c-antiga'").await[0]
+            .contains("1234567890"),
+        "in clear before"
+    );
+    vt_agent::store::prepare_sealing(store.as_ref())
+        .await
+        .expect("sealed");
+    let after = raw("SELECT CAST(state AS TEXT) FROM conversations WHERE id = 'c-antiga'").await;
+    assert!(
+        !after[0].contains("1234567890") && after[0].contains("v1:"),
+        "{after:?}"
+    );
+    let conv = store
+        .conversation("c-antiga")
+        .await
+        .expect("opens")
+        .expect("there");
+    assert_eq!(conv.state["pendente"]["cartao"], "1234567890");
+    let search = store
+        .conversation_list(&vt_agent::store::ConversationQuery {
+            text: Some("7890".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("search");
+    assert_eq!(search.len(), 1, "the old message got its masked copy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_rows_from_before_sealing_are_sealed_at_the_first_start() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("antigo.db").display());
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("open"));
+    let pool = sqlx::SqlitePool::connect(&url).await.expect("raw");
+    let raw = async |sql: &str| -> Vec<String> {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(&pool)
+            .await
+            .expect("raw")
+    };
+    let write_clear = async || {
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, created_at, updated_at)
+             VALUES ('c-antiga', 'vt', 'u', 'u', 'terminal', 'atendimento', '{\"pendente\": {\"cartao\": \"1234567890\"}}', 0, 0)",
+        )
+        .execute(&pool)
+        .await
+        .expect("old row");
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, role, body, created_at) VALUES ('c-antiga', 'user', '{\"role\": \"user\", \"content\": \"saldo do 1234567890\"}', 0)",
+        )
+        .execute(&pool)
+        .await
+        .expect("old message");
+    };
+    values_written_before_sealing_are_sealed_at_the_first_start(store, raw, write_clear).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_rows_from_before_sealing_are_sealed_at_the_first_start() {
+    let Some(pg) = PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let options = PgConnectOptions::from_str(&pg.url)
+        .expect("url")
+        .options([("search_path", pg.schema.as_str())]);
+    let pool = sqlx::PgPool::connect_with(options).await.expect("raw");
+    let raw = async |sql: &str| -> Vec<String> {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(&pool)
+            .await
+            .expect("raw")
+    };
+    let write_clear = async || {
+        sqlx::query(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, created_at, updated_at)
+             VALUES ('c-antiga', 'vt', 'u', 'u', 'terminal', 'atendimento', '{\"pendente\": {\"cartao\": \"1234567890\"}}', now(), now())",
+        )
+        .execute(&pool)
+        .await
+        .expect("old row");
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, role, body, created_at) VALUES ('c-antiga', 'user', '{\"role\": \"user\", \"content\": \"saldo do 1234567890\"}', now())",
+        )
+        .execute(&pool)
+        .await
+        .expect("old message");
+    };
+    values_written_before_sealing_are_sealed_at_the_first_start(pg.store.clone(), raw, write_clear).await;
+    pg.cleanup().await;
+}

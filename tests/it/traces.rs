@@ -909,3 +909,127 @@ async fn a_payment_token_reaches_the_recharge_system_and_nothing_else() {
     assert!(spans.contains("tok…-9#"), "the spans carry the fingerprint");
     assert!(!spans.contains(TOKEN), "a span holds the token");
 }
+
+/// Every place a flow with a token, a batch with tokens and a chat recharge leave bytes — stdout,
+/// stderr, every file under the data directory (the database, its WAL, the key file), the spans — holds
+/// no payment token and no full card: the cards are in sealed columns only. The transcript export is
+/// the one place a card is in clear, by design (it replays), and says so: it is also this test's proof
+/// that the search would see a card if one were there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_and_no_full_card_is_kept_or_sent_anywhere_but_the_sealed_columns() {
+    const TOKEN: &str = "tok-guardado-7";
+    let cards = ["2345678901", "3456789012", "4567890123"];
+    let receiver = Receiver::start(Answer::Ok).await;
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let inputs = tempfile::tempdir().expect("inputs");
+    let flow = inputs.path().join("fluxo.json");
+    std::fs::write(
+        &flow,
+        format!(
+            r#"{{"cartao": "{}", "recarga": {{"valor": 50, "meio_pagamento": {{"tipo": "pix", "token": "{TOKEN}"}}}}}}"#,
+            cards[0]
+        ),
+    )
+    .expect("write");
+    let batch = inputs.path().join("lote.csv");
+    std::fs::write(
+        &batch,
+        format!(
+            "cartao;valor;meio_pagamento;token\n{};20,00;pix;{TOKEN}\n",
+            cards[1]
+        ),
+    )
+    .expect("write");
+    let results = inputs.path().join("resultados.jsonl");
+    // The key file's path, as a new user runs it (no configured key).
+    let run = |args: Vec<String>| {
+        let mut c = traced(&data, &sim, &receiver);
+        c.env_remove("VT_ENCRYPTION_KEY").args(args);
+        c
+    };
+    let s = |v: &str| v.to_owned();
+    let mut outputs = Vec::new();
+    for args in [
+        vec![s("run-flow"), flow.display().to_string()],
+        vec![
+            s("batch"),
+            batch.display().to_string(),
+            s("--output"),
+            results.display().to_string(),
+        ],
+        vec![
+            s("chat"),
+            s("--conversation"),
+            s("conv-guardada"),
+            s("-m"),
+            format!("recarrega 50 no {} via pix", cards[2]),
+        ],
+        vec![
+            s("chat"),
+            s("--conversation"),
+            s("conv-guardada"),
+            s("-m"),
+            s("sim"),
+        ],
+    ] {
+        let out = output(run(args.clone())).await;
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        outputs.push((format!("{args:?}"), out));
+    }
+    assert_eq!(
+        sim.simulator.charges(cards[2]),
+        1,
+        "the chat recharge went through"
+    );
+    let mut leaks = Vec::new();
+    let mut look = |what: String, bytes: &[u8]| {
+        for secret in [TOKEN].iter().chain(&cards) {
+            if contains(bytes, secret) {
+                leaks.push(format!("{secret} in {what}"));
+            }
+        }
+    };
+    for (args, out) in &outputs {
+        look(format!("{args} stdout"), &out.stdout);
+        look(format!("{args} stderr"), &out.stderr);
+    }
+    look(
+        "the batch results".into(),
+        &std::fs::read(&results).expect("results"),
+    );
+    for (path, bytes) in files_under(data.path()) {
+        look(path.display().to_string(), &bytes);
+    }
+    let mut spans = String::new();
+    for _ in 0..50 {
+        spans = all_text(&receiver.spans());
+        if spans.contains("rf10") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        spans.contains("****8901"),
+        "the spans were searched: {} bytes",
+        spans.len()
+    );
+    look("the spans".into(), spans.as_bytes());
+    assert!(leaks.is_empty(), "{leaks:#?}");
+
+    // The export replays against the real card, and says so first.
+    let out = output(run(vec![s("transcript"), s("export"), s("conv-guardada")])).await;
+    let export = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        export.starts_with("# Transcrição com os números completos"),
+        "{export}"
+    );
+    assert!(
+        contains(&out.stdout, cards[2]),
+        "the search sees a card in clear: {export}"
+    );
+}
