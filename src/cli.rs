@@ -94,6 +94,48 @@ pub enum Command {
     /// The data keys of what the store keeps sealed (messages, conversation state, flow inputs…).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Retention: delete what is older than [retencao] dias (default 180). `serve` does it every hour.
+    #[command(subcommand)]
+    Retencao(RetencaoCommand),
+    /// A data subject's rights (LGPD): everything kept about a person, or its erasure.
+    #[command(subcommand)]
+    Titular(TitularCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RetencaoCommand {
+    /// Delete conversations untouched and flow runs started more than [retencao] dias ago (usage
+    /// figures and the recharge attempts' money trail stay). For cron, where `serve` does not run.
+    Aplicar,
+}
+
+/// Who: one of --usuario or --cartao.
+#[derive(Debug, clap::Args)]
+pub struct SubjectArgs {
+    /// The person's user id (a WhatsApp number, a Mattermost user id, an API user id…).
+    #[arg(long, value_name = "ID")]
+    pub usuario: Option<String>,
+    /// A card of the person (digits, spaces and dashes allowed).
+    #[arg(long, value_name = "NÚMERO")]
+    pub cartao: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TitularCommand {
+    /// Write everything kept about a person as JSON, in clear (it is for the person): conversations,
+    /// messages, state, flow runs, recharges.
+    Exportar {
+        #[command(flatten)]
+        who: SubjectArgs,
+        /// Write here instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Erase everything kept about a person; the audit keeps that an erasure happened (not what).
+    Apagar {
+        #[command(flatten)]
+        who: SubjectArgs,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -120,6 +162,8 @@ impl Command {
                 | Self::Usage
                 | Self::Transcript(_)
                 | Self::Keys(_)
+                | Self::Retencao(_)
+                | Self::Titular(_)
         )
     }
 }
@@ -283,6 +327,8 @@ async fn command(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
         Command::Keys(KeysCommand::Rotate) => rotate_keys(&config).await,
+        Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config).await,
+        Command::Titular(command) => data_subject(&config, command).await,
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
             export(&config, &conversation, output)
                 .await
@@ -574,6 +620,11 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
             let _ = rx.wait_for(|stop| *stop).await;
         }))
     });
+    let retention = tokio::spawn(crate::retention::run(
+        service.store().clone(),
+        config.retencao.clone(),
+        stop_rx.clone(),
+    ));
     let worker = worker.has_senders().then(|| {
         let mut rx = stop_rx.clone();
         tokio::spawn(worker.run(async move {
@@ -589,6 +640,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         let _ = worker.await;
     }
     batches.wait().await;
+    let _ = retention.await;
     if let Some(bot) = bot {
         let _ = bot.await;
     }
@@ -675,6 +727,57 @@ async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
             "{sealed} valores selados de novo sob a chave {}; agora remova [storage] previous_keys",
             ring.current_id()
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent retencao aplicar`.
+async fn apply_retention(config: &Config) -> anyhow::Result<ExitCode> {
+    let store = crate::app::store(config).await?;
+    let gone = crate::retention::apply(store.as_ref(), &config.retencao, chrono::Utc::now()).await?;
+    println!(
+        "retenção de {} dias: {} conversa(s) e {} execução(ões) de fluxo apagadas",
+        config.retencao.dias,
+        gone.conversations.len(),
+        gone.flow_runs.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent titular exportar|apagar`.
+async fn data_subject(config: &Config, command: TitularCommand) -> anyhow::Result<ExitCode> {
+    let who = match &command {
+        TitularCommand::Exportar { who, .. } | TitularCommand::Apagar { who } => who,
+    };
+    let subject = match crate::retention::subject(who.usuario.as_deref(), who.cartao.as_deref()) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("erro: {why}");
+            return Ok(ExitCode::from(EXIT_INPUT));
+        }
+    };
+    let store = crate::app::store(config).await?;
+    match command {
+        TitularCommand::Exportar { output, .. } => {
+            let export = crate::retention::export(store.as_ref(), &subject).await?;
+            let text = serde_json::to_string_pretty(&export)?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
+                }
+                None => println!("{text}"),
+            }
+        }
+        TitularCommand::Apagar { .. } => {
+            let operator = std::env::var("USER").unwrap_or_else(|_| "operador".into());
+            let gone =
+                crate::retention::erase(store.as_ref(), &subject, &operator, &config.vt.tenant_id).await?;
+            println!(
+                "apagadas {} conversa(s) e {} execução(ões) de fluxo; a auditoria registra que houve um apagamento",
+                gone.conversations.len(),
+                gone.flow_runs.len()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

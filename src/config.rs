@@ -70,6 +70,8 @@ pub struct Config {
     pub otlp: crate::telemetry::otlp::OtlpConfig,
     /// The data keys of what is sealed at rest (else the key file beside the database).
     pub storage: crate::store::seal::StorageConfig,
+    /// How long conversations and flow runs are kept.
+    pub retencao: crate::retention::RetentionConfig,
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
     pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
@@ -108,6 +110,7 @@ impl Default for Config {
             console: crate::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
             storage: crate::store::seal::StorageConfig::default(),
+            retencao: crate::retention::RetentionConfig::default(),
             otlp_target: None,
             store_usage: crate::store::Usage::default(),
         }
@@ -382,6 +385,9 @@ impl Config {
         };
         if let Err((field, message)) = self.storage.validate() {
             return invalid(&field, message);
+        }
+        if let Err((field, message)) = self.retencao.validate() {
+            return invalid(field, message);
         }
         if self.simulator.notifications_per_second == Some(0) {
             return invalid("simulator.notifications_per_second", "must be at least 1");

@@ -19,6 +19,7 @@ pub mod flow;
 pub mod batch;
 pub mod store;
 pub mod outbox;
+pub mod retention;
 
 // Wiring, configuration, logging.
 pub mod app;

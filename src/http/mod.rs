@@ -15,6 +15,7 @@ mod flows;
 mod json;
 mod metrics;
 mod ops;
+mod subjects;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -256,6 +257,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/batches", post(batches::create))
         .route("/v1/batches/{id}", get(batches::show))
         .route("/v1/batches/{id}/results", get(batches::results))
+        .route("/v1/titulares/exportar", post(subjects::export))
+        .route("/v1/titulares/apagar", post(subjects::erase))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

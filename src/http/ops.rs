@@ -71,6 +71,8 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<im
         super::batches::create,
         super::batches::show,
         super::batches::results,
+        super::subjects::export,
+        super::subjects::erase,
         healthz,
         readyz,
         metrics
@@ -78,7 +80,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<im
     components(schemas(
         NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, Button, ConversationView,
         MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus,
-        super::batches::BatchAccepted, super::batches::BatchView
+        super::batches::BatchAccepted, super::batches::BatchView, super::subjects::SubjectRequest
     )),
     modifiers(&BearerAuth)
 )]

@@ -456,6 +456,13 @@ pub trait Store: Send + Sync {
         progress: &(dyn for<'p> Fn(&'p str, u64) + Send + Sync),
     ) -> Result<u64, StoreError>;
 
+    /// The conversations and flow runs of `subject`: a user's (by user id), a card's (by its blind
+    /// index), or everything not touched since a date (retention). A conversation's flow runs come
+    /// with it.
+    async fn subject_records(&self, subject: &Subject) -> Result<Records, StoreError>;
+    /// Deletes `records` and everything that hangs on them, in one transaction ([`forget`]).
+    async fn forget(&self, records: &Records) -> Result<(), StoreError>;
+
     /// Marks a pending confirmation used by `confirmation.consumer` and, in the same transaction, puts
     /// `attempt` on record as `enviando` with no send yet (an attempt already on record under its key
     /// is left as it is). A confirmation already used says whether by the same consumer.
@@ -569,6 +576,7 @@ pub trait Store: Send + Sync {
     async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
     /// How many recorded lines the job has per status.
     async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError>;
+    /// Marks the job finished; its input, kept only to resume it, is not kept any longer.
     async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
     /// Jobs sent over HTTP that have not finished, oldest first.
     async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError>;
@@ -682,6 +690,133 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<(), StoreError> {
     let key = seal::decode_key(&index)
         .ok_or_else(|| StoreError::Invalid("the stored index key is damaged".into()))?;
     vt_actions::vt::secret::set_fingerprint_key(key);
+    seal::set_index_key(key);
+    Ok(())
+}
+
+/// Whose records: a data subject (by user id or card) or, for retention, everything older than a date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    User(String),
+    /// A card's digits (the store looks it up by its blind index).
+    Card(String),
+    OlderThan(DateTime<Utc>),
+}
+
+/// The records a [`Subject`] has: conversations (with their messages, executions, context, tasks,
+/// outbox items) and flow runs (with their stages).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    pub conversations: Vec<String>,
+    pub flow_runs: Vec<String>,
+}
+
+impl Records {
+    pub fn is_empty(&self) -> bool {
+        self.conversations.is_empty() && self.flow_runs.is_empty()
+    }
+}
+
+/// A blind-index row: the card's keyed hash, what holds it (`conversa`, `fluxo`), its id.
+type CardRef = (String, &'static str, String);
+
+/// The blind-index rows of the cards a conversation's state and memory hold (every card its user
+/// wrote is remembered there as it arrives).
+fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
+    let text = format!(
+        "{} {}",
+        Value::Object(c.state.clone()),
+        Value::Object(c.memory.clone())
+    );
+    vt_actions::vt::parse::cards(&text)
+        .into_iter()
+        .map(|card| (seal::card_index(&card), "conversa", c.id.clone()))
+        .collect()
+}
+
+/// The blind-index row of a flow run's card.
+fn flow_card_refs(execucao_id: &str, input: &Value) -> Vec<CardRef> {
+    let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
+    vt_actions::vt::parse::cards(card)
+        .into_iter()
+        .map(|digits| (seal::card_index(&digits), "fluxo", execucao_id.to_owned()))
+        .collect()
+}
+
+/// Writes blind-index rows (a card once indexed stays indexed).
+pub(crate) async fn insert_card_refs<DB>(
+    conn: &mut DB::Connection,
+    refs: &[CardRef],
+) -> Result<(), StoreError>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'static str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    StoreError: From<sqlx::Error>,
+{
+    if refs.is_empty() {
+        return Ok(());
+    }
+    insert_rows::<DB, _>(
+        conn,
+        "INSERT INTO card_refs (card_hash, kind, ref_id) ",
+        refs,
+        " ON CONFLICT DO NOTHING",
+        |b, (hash, kind, id)| {
+            b.push_bind(hash.clone()).push_bind(*kind).push_bind(id.clone());
+        },
+    )
+    .await
+}
+
+/// Deletes `records` with everything that hangs on them, in the caller's transaction. The usage
+/// figures and the recharge attempts (masked card, value, key, outcome: the trail of money movements)
+/// stay, no longer tied to the conversation or its user.
+pub(crate) async fn forget<DB>(conn: &mut DB::Connection, records: &Records) -> Result<(), StoreError>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    StoreError: From<sqlx::Error>,
+{
+    const OF_FLOWS: &[&str] = &[
+        "DELETE FROM flow_stages WHERE execucao_id IN (",
+        "DELETE FROM flow_runs WHERE execucao_id IN (",
+        "DELETE FROM card_refs WHERE ref_id IN (",
+        "UPDATE recharge_attempts SET scope = 'apagado', origin = 'apagada' WHERE execucao_id IN (",
+    ];
+    const OF_CONVERSATIONS: &[&str] = &[
+        "DELETE FROM messages WHERE conversation_id IN (",
+        "DELETE FROM executions WHERE conversation_id IN (",
+        "DELETE FROM conversation_context WHERE conversation_id IN (",
+        "DELETE FROM task_runs WHERE conversation_id IN (",
+        "DELETE FROM outbox WHERE conversation_id IN (",
+        "DELETE FROM conversation_leases WHERE conversation_id IN (",
+        "DELETE FROM consumed_confirmations WHERE origin IN (",
+        "DELETE FROM card_refs WHERE ref_id IN (",
+        "UPDATE usage_metrics SET conversation_id = 'apagada' WHERE conversation_id IN (",
+        "UPDATE recharge_attempts SET scope = 'apagado', origin = 'apagada' WHERE origin IN (",
+        "DELETE FROM conversations WHERE id IN (",
+    ];
+    for (ids, statements) in [
+        (&records.flow_runs, OF_FLOWS),
+        (&records.conversations, OF_CONVERSATIONS),
+    ] {
+        for chunk in ids.chunks(ROWS_PER_INSERT) {
+            for head in statements {
+                let mut q = sqlx::QueryBuilder::<DB>::new(*head);
+                let mut list = q.separated(", ");
+                for id in chunk {
+                    list.push_bind(id.clone());
+                }
+                q.push(")");
+                q.build().persistent(false).execute(&mut *conn).await?;
+            }
+        }
+    }
     Ok(())
 }
 

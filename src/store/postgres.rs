@@ -159,6 +159,7 @@ impl PgStore {
             .bind(&c.tenant_id)
             .execute(&mut **tx)
             .await?;
+        super::insert_card_refs::<Postgres>(tx, &super::conversation_card_refs(c)).await?;
         Ok(())
     }
 
@@ -249,7 +250,13 @@ impl PgStore {
                     .push_bind(saida.clone());
             },
         )
-        .await
+        .await?;
+        let refs: Vec<_> = runs
+            .iter()
+            .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
+            .collect();
+        super::insert_card_refs::<Postgres>(tx, &refs).await?;
+        Ok(())
     }
 
     async fn insert_usage(
@@ -957,6 +964,7 @@ impl Store for PgStore {
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        super::insert_card_refs::<Postgres>(&mut tx, &super::flow_card_refs(execucao_id, input)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1218,11 +1226,13 @@ impl Store for PgStore {
     }
 
     async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE batch_jobs SET finished_at = $1 WHERE id = $2 AND finished_at IS NULL")
-            .bind(now)
-            .bind(job_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE batch_jobs SET finished_at = $1, source = NULL WHERE id = $2 AND finished_at IS NULL",
+        )
+        .bind(now)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -1459,6 +1469,73 @@ impl Store for PgStore {
             tx.commit().await?;
         }
         Ok(total)
+    }
+
+    async fn subject_records(&self, subject: &super::Subject) -> Result<super::Records, StoreError> {
+        use super::Subject;
+        let conversations: Vec<String> = match subject {
+            Subject::User(id) => {
+                sqlx::query_scalar("SELECT id FROM conversations WHERE user_id = $1")
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Subject::Card(digits) => {
+                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = $1 AND kind = 'conversa'")
+                    .bind(super::seal::card_index(digits))
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Subject::OlderThan(before) => {
+                sqlx::query_scalar("SELECT id FROM conversations WHERE updated_at < $1")
+                    .bind(*before)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        // The flow runs: the subject's own (a card's, or older ones), and those its conversations ran.
+        let mut flow_runs: Vec<String> = match subject {
+            Subject::User(_) => Vec::new(),
+            Subject::Card(digits) => {
+                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = $1 AND kind = 'fluxo'")
+                    .bind(super::seal::card_index(digits))
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Subject::OlderThan(before) => {
+                sqlx::query_scalar("SELECT execucao_id FROM flow_runs WHERE created_at < $1")
+                    .bind(*before)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        for chunk in conversations.chunks(super::ROWS_PER_INSERT) {
+            let mut q = sqlx::QueryBuilder::<Postgres>::new(
+                "SELECT f.execucao_id FROM flow_runs f JOIN executions e
+                   ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
+                 WHERE e.conversation_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(id.clone());
+            }
+            q.push(")");
+            let ids: Vec<String> = q.build_query_scalar().fetch_all(&self.pool).await?;
+            flow_runs.extend(ids);
+        }
+        flow_runs.sort();
+        flow_runs.dedup();
+        Ok(super::Records {
+            conversations,
+            flow_runs,
+        })
+    }
+
+    async fn forget(&self, records: &super::Records) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        super::forget::<Postgres>(&mut tx, records).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {

@@ -366,6 +366,26 @@ fn write_whole(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
     file.sync_all().map_err(failed)
 }
 
+/// The key of the blind indexes: the store's own ([`super::prepare_sealing`]), else a random one.
+static INDEX_KEY: LazyLock<RwLock<[u8; 32]>> = LazyLock::new(|| RwLock::new(DataKey::generate().bytes));
+
+/// Keys the blind indexes with the store's index key.
+pub fn set_index_key(key: [u8; 32]) {
+    *INDEX_KEY.write().unwrap_or_else(PoisonError::into_inner) = key;
+}
+
+/// The blind index of a card (its digits): a keyed hash, the same for the same card in every process
+/// of one store, useless without the store's index key.
+pub fn card_index(digits: &str) -> String {
+    use hmac::Mac as _;
+    let key = *INDEX_KEY.read().unwrap_or_else(PoisonError::into_inner);
+    let mut mac =
+        <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(&key).expect("HMAC takes a key of any length");
+    mac.update(b"vt-agent/cartao\0");
+    mac.update(digits.as_bytes());
+    hex::encode(&mac.finalize().into_bytes()[..16])
+}
+
 static RING: LazyLock<RwLock<Arc<KeyRing>>> =
     LazyLock::new(|| RwLock::new(Arc::new(KeyRing::new(DataKey::generate(), Vec::new()))));
 

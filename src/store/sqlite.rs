@@ -218,6 +218,7 @@ impl SqliteStore {
             .bind(&c.tenant_id)
             .execute(&mut **tx)
             .await?;
+        super::insert_card_refs::<Sqlite>(tx, &super::conversation_card_refs(c)).await?;
         Ok(())
     }
 
@@ -309,7 +310,13 @@ impl SqliteStore {
                     .push_bind(saida.clone());
             },
         )
-        .await
+        .await?;
+        let refs: Vec<_> = runs
+            .iter()
+            .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
+            .collect();
+        super::insert_card_refs::<Sqlite>(tx, &refs).await?;
+        Ok(())
     }
 
     async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
@@ -1017,6 +1024,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .execute(&mut *tx)
         .await?;
+        super::insert_card_refs::<Sqlite>(&mut tx, &super::flow_card_refs(execucao_id, input)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1261,11 +1269,13 @@ impl Store for SqliteStore {
     }
 
     async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE batch_jobs SET finished_at = ? WHERE id = ? AND finished_at IS NULL")
-            .bind(ms(now))
-            .bind(job_id)
-            .execute(&self.writer)
-            .await?;
+        sqlx::query(
+            "UPDATE batch_jobs SET finished_at = ?, source = NULL WHERE id = ? AND finished_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(job_id)
+        .execute(&self.writer)
+        .await?;
         Ok(())
     }
 
@@ -1482,6 +1492,73 @@ impl Store for SqliteStore {
             tx.commit().await?;
         }
         Ok(total)
+    }
+
+    async fn subject_records(&self, subject: &super::Subject) -> Result<super::Records, StoreError> {
+        use super::Subject;
+        let conversations: Vec<String> = match subject {
+            Subject::User(id) => {
+                sqlx::query_scalar("SELECT id FROM conversations WHERE user_id = ?")
+                    .bind(id)
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+            Subject::Card(digits) => {
+                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = ? AND kind = 'conversa'")
+                    .bind(super::seal::card_index(digits))
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+            Subject::OlderThan(before) => {
+                sqlx::query_scalar("SELECT id FROM conversations WHERE updated_at < ?")
+                    .bind(ms(*before))
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+        };
+        // The flow runs: the subject's own (a card's, or older ones), and those its conversations ran.
+        let mut flow_runs: Vec<String> = match subject {
+            Subject::User(_) => Vec::new(),
+            Subject::Card(digits) => {
+                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = ? AND kind = 'fluxo'")
+                    .bind(super::seal::card_index(digits))
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+            Subject::OlderThan(before) => {
+                sqlx::query_scalar("SELECT execucao_id FROM flow_runs WHERE created_at < ?")
+                    .bind(ms(*before))
+                    .fetch_all(&self.writer)
+                    .await?
+            }
+        };
+        for chunk in conversations.chunks(super::ROWS_PER_INSERT) {
+            let mut q = sqlx::QueryBuilder::<Sqlite>::new(
+                "SELECT f.execucao_id FROM flow_runs f JOIN executions e
+                   ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
+                 WHERE e.conversation_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(id.clone());
+            }
+            q.push(")");
+            let ids: Vec<String> = q.build_query_scalar().fetch_all(&self.writer).await?;
+            flow_runs.extend(ids);
+        }
+        flow_runs.sort();
+        flow_runs.dedup();
+        Ok(super::Records {
+            conversations,
+            flow_runs,
+        })
+    }
+
+    async fn forget(&self, records: &super::Records) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        super::forget::<Sqlite>(&mut tx, records).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {

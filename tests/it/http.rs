@@ -609,3 +609,53 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
     );
     assert_eq!(s.chat.sim.charges("1234567890"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrator_exports_and_erases_a_persons_data() {
+    let s = Served::serve(with_keys()).await;
+    let said = json!({"text": "saldo do cartão 2345678901", "user": {"id": "u-titular"}});
+    let r = s
+        .post("/v1/conversations/c-titular/messages", Some(CLIENT_A), said)
+        .await;
+    assert_eq!(r.status(), 200);
+    let (status, error) = error_of(
+        s.post(
+            "/v1/titulares/exportar",
+            Some(CLIENT_A),
+            json!({"usuario": "u-titular"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, error["code"].as_str()), (403, Some("forbidden")));
+    let (status, error) = error_of(s.post("/v1/titulares/exportar", Some(ADMIN), json!({})).await).await;
+    assert_eq!((status, error["field"].as_str()), (400, Some("corpo")));
+    let export: Value = s
+        .post(
+            "/v1/titulares/exportar",
+            Some(ADMIN),
+            json!({"cartao": "2345 6789-01"}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(export["conversas"][0]["id"], "c-titular", "{export}");
+    let erased: Value = s
+        .post(
+            "/v1/titulares/apagar",
+            Some(ADMIN),
+            json!({"usuario": "u-titular"}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(erased["conversas_apagadas"], 1, "{erased}");
+    assert_eq!(
+        s.get("/v1/conversations/c-titular", Some(CLIENT_A))
+            .await
+            .status(),
+        404
+    );
+}

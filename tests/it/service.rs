@@ -559,6 +559,15 @@ impl Store for Flaky {
     async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
         self.inner.confirmation_consumer(p).await
     }
+    async fn subject_records(
+        &self,
+        s: &vt_agent::store::Subject,
+    ) -> Result<vt_agent::store::Records, StoreError> {
+        self.inner.subject_records(s).await
+    }
+    async fn forget(&self, r: &vt_agent::store::Records) -> Result<(), StoreError> {
+        self.inner.forget(r).await
+    }
     async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
         self.inner.store_secrets().await
     }

@@ -1083,6 +1083,159 @@ impl PgFixture {
     }
 }
 
+/// A conversation of `user` whose memory holds `card`, last touched at `at`, with one turn (a usage
+/// record) and a recharge attempt made in it.
+async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &str, at: DateTime<Utc>) {
+    let mut conv = conversation(id);
+    conv.user_id = user.into();
+    conv.memory.insert("cartoes_informados".into(), json!([card]));
+    let messages = vec![ChatMessage::assistant(format!(
+        "saldo do cartão ****{}",
+        &card[6..]
+    ))];
+    let exec = execution(&format!("exec-{id}"), id);
+    let usage = UsageRecord {
+        conversation_id: id.into(),
+        intent_key: "consultar_saldo".into(),
+        action_type: "deterministic".into(),
+        tokens_input: 10,
+        tokens_output: 5,
+        execution_time_ms: 12,
+        was_keyword_matched: true,
+        created_at: at,
+    };
+    let record = TurnRecord {
+        conversation: &conv,
+        messages: &messages,
+        execution: &exec,
+        events: &[],
+        usage: Some(&usage),
+        flow_runs: &[],
+        context: None,
+        outbox: &[],
+        accepted_message: None,
+    };
+    store.save_turn(record, at).await.expect("turn");
+    let attempt = RechargeAttempt {
+        idempotency_key: format!("k-{id}"),
+        fingerprint: "f".into(),
+        scope: format!("t|{user}"),
+        origin: id.into(),
+        execucao_id: format!("exec-{id}"),
+        cartao_mascarado: vt_actions::vt::mask_card(card),
+        valor: rust_decimal::Decimal::new(5000, 2),
+        moeda: "BRL".into(),
+    };
+    store.begin_recharge(&attempt, at).await.expect("attempt");
+}
+
+pub async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
+    use vt_agent::retention::{RetentionConfig, apply, erase, export};
+    use vt_agent::store::Subject;
+    let now = t("2026-11-22T12:00:00Z");
+    let old = now - chrono::Duration::days(200);
+    kept_conversation(&store, "c-velha", "u-1", "2345678901", old).await;
+    kept_conversation(&store, "c-nova", "u-2", "3456789012", now).await;
+    kept_conversation(&store, "c-titular", "u-9", "5678901234", now).await;
+    for (id, card, at) in [
+        ("exec-fluxo-velho", "4567890123", old),
+        ("exec-fluxo-novo", "3456789012", now),
+    ] {
+        let conv = conversation(&format!("c-{id}"));
+        store
+            .begin_flow_run(&conv, &ChatMessage::user("{}"), id, &json!({"cartao": card}), at)
+            .await
+            .expect("flow");
+    }
+    let usage_before = store
+        .usage_since(old - chrono::Duration::days(1))
+        .await
+        .expect("usage");
+    let money_before: Vec<_> = store
+        .recharge_attempts(50)
+        .await
+        .expect("attempts")
+        .into_iter()
+        .map(|a| (a.attempt.idempotency_key, a.attempt.valor, a.status))
+        .collect();
+
+    // Retention of 180 days: the old conversation and flow run go, the recent ones stay.
+    let gone = apply(store.as_ref(), &RetentionConfig { dias: 180 }, now)
+        .await
+        .expect("retention");
+    assert!(gone.conversations.contains(&"c-velha".to_owned()), "{gone:?}");
+    assert!(!gone.conversations.contains(&"c-nova".to_owned()), "{gone:?}");
+    assert!(
+        gone.flow_runs.contains(&"exec-fluxo-velho".to_owned()),
+        "{gone:?}"
+    );
+    assert!(store.conversation("c-velha").await.expect("read").is_none());
+    assert!(store.messages("c-velha").await.expect("read").is_empty());
+    assert!(store.flow_run("exec-fluxo-velho").await.expect("read").is_none());
+    assert!(store.conversation("c-nova").await.expect("read").is_some());
+    assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_some());
+
+    // Access: everything about a card, in clear, from its blind index.
+    let card = export(store.as_ref(), &Subject::Card("3456789012".into()))
+        .await
+        .expect("export");
+    let text = card.to_string();
+    assert!(
+        text.contains("c-nova") && text.contains("exec-fluxo-novo") && text.contains("3456789012"),
+        "{text}"
+    );
+    assert!(!text.contains("c-titular"), "another person's: {text}");
+
+    // Erasure by card and by user: nothing of them is left, an audit line says it happened.
+    erase(
+        store.as_ref(),
+        &Subject::Card("3456789012".into()),
+        "operador",
+        "t",
+    )
+    .await
+    .expect("erase card");
+    erase(store.as_ref(), &Subject::User("u-9".into()), "operador", "t")
+        .await
+        .expect("erase user");
+    for id in ["c-nova", "c-titular"] {
+        assert!(store.conversation(id).await.expect("read").is_none(), "{id}");
+        assert!(store.messages(id).await.expect("read").is_empty(), "{id}");
+    }
+    assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_none());
+    let after = export(store.as_ref(), &Subject::Card("3456789012".into()))
+        .await
+        .expect("export");
+    assert_eq!(after["conversas"], json!([]), "{after}");
+    assert_eq!(after["execucoes"], json!([]), "{after}");
+    let audit = store.audit_records(10).await.expect("audit");
+    assert_eq!(audit.iter().filter(|a| a.outcome == "titular_apagado").count(), 2);
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.cartao.is_empty() || a.cartao.starts_with("****"))
+    );
+
+    // The money trail and the usage figures are what they were.
+    let usage_after = store
+        .usage_since(old - chrono::Duration::days(1))
+        .await
+        .expect("usage");
+    let totals = |u: &[UsageRecord]| u.iter().map(|r| r.tokens_input + r.tokens_output).sum::<i64>();
+    assert_eq!(
+        (usage_after.len(), totals(&usage_after)),
+        (usage_before.len(), totals(&usage_before))
+    );
+    let money_after: Vec<_> = store
+        .recharge_attempts(50)
+        .await
+        .expect("attempts")
+        .into_iter()
+        .map(|a| (a.attempt.idempotency_key, a.attempt.valor, a.status))
+        .collect();
+    assert_eq!(money_after, money_before);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite_suite {
@@ -1124,6 +1277,7 @@ conformance!(
     a_flow_run_is_on_record_before_it_finishes,
     a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
     the_console_reads_lists_and_counts,
+    retention_and_erasure_keep_the_money_trail_and_the_usage_figures,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

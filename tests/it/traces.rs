@@ -1032,4 +1032,24 @@ async fn no_token_and_no_full_card_is_kept_or_sent_anywhere_but_the_sealed_colum
         contains(&out.stdout, cards[2]),
         "the search sees a card in clear: {export}"
     );
+
+    // The person asks for their data, then for its erasure: afterwards the card is nowhere, not even
+    // where it was in clear by design.
+    let out = output(run(vec![s("titular"), s("exportar"), s("--cartao"), s(cards[2])])).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Value = serde_json::from_slice(&out.stdout).expect("the export is JSON");
+    assert!(theirs["conversas"][0]["id"] == "conv-guardada", "{theirs}");
+    let out = output(run(vec![s("titular"), s("apagar"), s("--cartao"), s(cards[2])])).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = output(run(vec![s("transcript"), s("export"), s("conv-guardada")])).await;
+    assert!(
+        !out.status.success() && !contains(&out.stdout, cards[2]),
+        "erased"
+    );
+    let out = output(run(vec![s("titular"), s("exportar"), s("--cartao"), s(cards[2])])).await;
+    let theirs: Value = serde_json::from_slice(&out.stdout).expect("the export is JSON");
+    assert_eq!(theirs["conversas"], json!([]), "{theirs}");
+    let out = output(run(vec![s("audit")])).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("titular_apagado"));
+    assert_eq!(sim.simulator.charges(cards[2]), 1, "money figures stay");
 }

@@ -1,0 +1,184 @@
+//! How long the product keeps what people said, and the data subject's rights (LGPD): access to
+//! everything kept about a person ([`export`]) and its erasure ([`erase`]).
+//!
+//! Retention (`[retencao] dias`, 180 by default) deletes conversations untouched for that long — with
+//! their messages, executions, context, tasks and outbox items — and flow runs started that long ago.
+//! What stays is what no person can be found in and what the money trail needs: the usage figures and
+//! the recharge attempts (masked card, value, key, outcome), no longer tied to a conversation or user.
+//! `serve` applies it at start and every hour; `vt-agent retencao aplicar` is the same for cron.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::store::{AuditRecord, Records, Store, StoreError, Subject};
+
+/// How often `serve` applies retention.
+const EVERY: Duration = Duration::from_secs(3600);
+
+/// `[retencao]` in the configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Conversations untouched and flow runs started this many days ago are deleted.
+    pub dias: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { dias: 180 }
+    }
+}
+
+impl RetentionConfig {
+    /// Checks the value when loaded; the error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if !(1..=36_500).contains(&self.dias) {
+            return Err(("retencao.dias", "must be from 1 to 36500 days"));
+        }
+        Ok(())
+    }
+
+    /// The moment before which records go, at `now`.
+    pub fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now - chrono::Duration::days(i64::from(self.dias))
+    }
+}
+
+/// Deletes what is older than the retention period allows; returns what went.
+pub async fn apply(
+    store: &dyn Store,
+    config: &RetentionConfig,
+    now: DateTime<Utc>,
+) -> Result<Records, StoreError> {
+    let records = store
+        .subject_records(&Subject::OlderThan(config.cutoff(now)))
+        .await?;
+    if !records.is_empty() {
+        store.forget(&records).await?;
+    }
+    Ok(records)
+}
+
+/// Applies retention at once and then every hour, until `stop` says so.
+pub async fn run(
+    store: std::sync::Arc<dyn Store>,
+    config: RetentionConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        match apply(store.as_ref(), &config, Utc::now()).await {
+            Ok(gone) if !gone.is_empty() => tracing::info!(
+                conversations = gone.conversations.len(),
+                flow_runs = gone.flow_runs.len(),
+                "retention applied"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "retention could not be applied"),
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(EVERY) => {}
+        }
+    }
+}
+
+/// Everything the product keeps about `subject`, in clear (it is for the person): conversations with
+/// their messages, state and memory, flow runs with their input and stages, and the recharge attempts
+/// made in them.
+pub async fn export(store: &dyn Store, subject: &Subject) -> Result<Value, StoreError> {
+    let records = store.subject_records(subject).await?;
+    let mut conversations = Vec::new();
+    for id in &records.conversations {
+        let Some(c) = store.conversation(id).await? else {
+            continue;
+        };
+        let messages: Vec<Value> = store
+            .messages(id)
+            .await?
+            .into_iter()
+            .map(|m| json!({"em": m.created_at, "mensagem": m.message}))
+            .collect();
+        conversations.push(json!({
+            "id": c.id, "agente": c.agent_id, "canal": c.channel, "usuario": c.user_id,
+            "estado": c.state, "memoria": c.memory, "mensagens": messages,
+        }));
+    }
+    let mut flows = Vec::new();
+    for id in &records.flow_runs {
+        if let Some(run) = store.flow_run(id).await? {
+            flows.push(json!({
+                "execucao_id": run.execucao_id, "status": run.status, "entrada": run.input,
+                "etapas": run.stages.iter().map(|(etapa, saida)| json!({"etapa": etapa, "saida": saida})).collect::<Vec<_>>(),
+                "em": run.created_at,
+            }));
+        }
+    }
+    let origins: Vec<&String> = records.conversations.iter().collect();
+    let attempts: Vec<Value> = store
+        .recharge_attempts(10_000)
+        .await?
+        .into_iter()
+        .filter(|a| {
+            origins.contains(&&a.attempt.origin) || records.flow_runs.contains(&a.attempt.execucao_id)
+        })
+        .map(|a| {
+            json!({"chave": a.attempt.idempotency_key, "cartao": a.attempt.cartao_mascarado,
+            "valor": a.attempt.valor, "moeda": a.attempt.moeda, "status": a.status})
+        })
+        .collect();
+    Ok(json!({
+        "titular": describe(subject),
+        "conversas": conversations,
+        "execucoes": flows,
+        "recargas": attempts,
+    }))
+}
+
+/// Erases everything kept about `subject` and puts on record that an erasure happened (who asked, when
+/// — not what was erased). Returns what went.
+pub async fn erase(
+    store: &dyn Store,
+    subject: &Subject,
+    by: &str,
+    tenant: &str,
+) -> Result<Records, StoreError> {
+    let records = store.subject_records(subject).await?;
+    store.forget(&records).await?;
+    store
+        .record_audit(&AuditRecord {
+            at: Utc::now(),
+            support_user: by.to_owned(),
+            tenant_id: tenant.to_owned(),
+            channel: "titular".into(),
+            cartao: String::new(),
+            cartao_hash: String::new(),
+            outcome: "titular_apagado".into(),
+            conversation_id: None,
+        })
+        .await?;
+    Ok(records)
+}
+
+/// The subject as the export names it: a user id as it is, a card masked.
+fn describe(subject: &Subject) -> Value {
+    match subject {
+        Subject::User(id) => json!({"usuario": id}),
+        Subject::Card(card) => json!({"cartao": vt_actions::vt::mask_card(card)}),
+        Subject::OlderThan(t) => json!({"antes_de": t}),
+    }
+}
+
+/// A subject from what an operator typed: a user id, or a card (its digits, any separators).
+pub fn subject(usuario: Option<&str>, cartao: Option<&str>) -> Result<Subject, &'static str> {
+    match (usuario.map(str::trim), cartao) {
+        (Some(u), None) if !u.is_empty() => Ok(Subject::User(u.to_owned())),
+        (None, Some(c)) => match vt_actions::vt::parse::cards(c).as_slice() {
+            [one] => Ok(Subject::Card(one.clone())),
+            _ => Err("cartao: informe um número de cartão (8 a 19 dígitos)"),
+        },
+        _ => Err("informe --usuario ID ou --cartao NÚMERO (um dos dois)"),
+    }
+}
