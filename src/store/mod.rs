@@ -771,6 +771,38 @@ where
     .await
 }
 
+/// The flow runs the executions of `conversations` ran (their own, and the sub-runs of their tools).
+pub(crate) async fn flow_runs_of<DB>(
+    conn: &mut DB::Connection,
+    conversations: &[String],
+) -> Result<Vec<String>, StoreError>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+    (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    StoreError: From<sqlx::Error>,
+{
+    let mut runs = Vec::new();
+    for chunk in conversations.chunks(ROWS_PER_INSERT) {
+        let mut q = sqlx::QueryBuilder::<DB>::new(
+            "SELECT f.execucao_id FROM flow_runs f JOIN executions e
+               ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
+             WHERE e.conversation_id IN (",
+        );
+        let mut list = q.separated(", ");
+        for id in chunk {
+            list.push_bind(id.clone());
+        }
+        q.push(")");
+        let ids: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await?;
+        runs.extend(ids);
+    }
+    Ok(runs)
+}
+
 /// Deletes `records` with everything that hangs on them, in the caller's transaction. The usage
 /// figures and the recharge attempts (masked card, value, key, outcome: the trail of money movements)
 /// stay, no longer tied to the conversation or its user.

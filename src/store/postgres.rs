@@ -1509,20 +1509,8 @@ impl Store for PgStore {
                     .await?
             }
         };
-        for chunk in conversations.chunks(super::ROWS_PER_INSERT) {
-            let mut q = sqlx::QueryBuilder::<Postgres>::new(
-                "SELECT f.execucao_id FROM flow_runs f JOIN executions e
-                   ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
-                 WHERE e.conversation_id IN (",
-            );
-            let mut list = q.separated(", ");
-            for id in chunk {
-                list.push_bind(id.clone());
-            }
-            q.push(")");
-            let ids: Vec<String> = q.build_query_scalar().fetch_all(&self.pool).await?;
-            flow_runs.extend(ids);
-        }
+        let mut conn = self.pool.acquire().await?;
+        flow_runs.extend(super::flow_runs_of::<Postgres>(&mut conn, &conversations).await?);
         flow_runs.sort();
         flow_runs.dedup();
         Ok(super::Records {

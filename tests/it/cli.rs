@@ -284,18 +284,7 @@ fn serve_refuses_an_open_public_address_and_stops_cleanly_on_sigterm() {
         .spawn()
         .expect("spawn");
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    while !line.contains("http://") {
-        line.clear();
-        if std::io::BufRead::read_line(&mut stderr, &mut line).expect("a line") == 0 {
-            break;
-        }
-    }
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the address is told")
-        .to_owned();
+    let url = crate::support::listening_on(&mut stderr);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let health = rt.block_on(async { reqwest::get(format!("{url}/healthz")).await.map(|r| r.status()) });
     assert_eq!(health.expect("answered").as_u16(), 200);

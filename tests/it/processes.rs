@@ -344,19 +344,7 @@ fn serve_whatsapp(data: &tempfile::TempDir, systems: &str, graph: &str) -> (std:
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    while !line.contains("http://") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut stderr, &mut line).expect("line") > 0,
-            "serve ended before listening"
-        );
-    }
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("address")
-        .to_owned();
+    let url = crate::support::listening_on(&mut stderr);
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (child, url)
 }

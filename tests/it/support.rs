@@ -587,3 +587,19 @@ pub fn test_keys() {
         ));
     });
 }
+
+/// Reads a `serve` process's stderr up to the line that tells where it listens; its address.
+pub fn listening_on(stderr: &mut impl std::io::BufRead) -> String {
+    let mut line = String::new();
+    while !line.contains("http://") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).expect("a line") > 0,
+            "serve ended before listening"
+        );
+    }
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("address")
+        .to_owned()
+}
