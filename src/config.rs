@@ -583,12 +583,38 @@ mod tests {
             ("[llm]\ntemperature = 9.0\n", "llm.temperature"),
             ("[engine]\nmax_model_calls = 0\n", "engine.max_model_calls"),
             ("[engine]\nturn_timeout_ms = 0\n", "engine.turn_timeout_ms"),
+            ("[retencao]\ndias = 0\n", "retencao.dias"),
+            (
+                "[storage]\nencryption_key = \"curta-demais\"\n",
+                "storage.encryption_key",
+            ),
         ] {
             let err = Config::from_sources(Some(toml), "f", &HashMap::new()).expect_err(toml);
             assert!(err.to_string().contains(field), "{toml} → {err}");
         }
         let ok = Config::from_sources(Some("[vt]\nconfirmation_ttl_secs = 90\n"), "f", &HashMap::new());
         assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn a_bad_data_key_from_the_environment_is_named_never_echoed() {
+        let err = Config::from_sources(None, "", &env(&[("VT_ENCRYPTION_KEY", "nao-e-base64-de-32")]))
+            .expect_err("bad key");
+        assert!(err.to_string().contains("storage.encryption_key"), "{err}");
+        assert!(!err.to_string().contains("nao-e-base64-de-32"), "{err}");
+        let c = Config::from_sources(
+            None,
+            "",
+            &env(&[(
+                "VT_ENCRYPTION_KEY",
+                "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE=",
+            )]),
+        )
+        .expect("valid");
+        assert!(
+            !format!("{c:?}").contains("dGVzdGVz"),
+            "the key stays out of Debug"
+        );
     }
 
     #[test]
