@@ -728,7 +728,7 @@ fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
         Value::Object(c.state.clone()),
         Value::Object(c.memory.clone())
     );
-    vt_actions::vt::parse::cards(&text)
+    vt_actions::vt::card::card_numbers_in(&text)
         .into_iter()
         .map(|card| (seal::card_index(&card), "conversa", c.id.clone()))
         .collect()
@@ -737,7 +737,7 @@ fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
 /// The blind-index row of a flow run's card.
 fn flow_card_refs(execucao_id: &str, input: &Value) -> Vec<CardRef> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
-    vt_actions::vt::parse::cards(card)
+    vt_actions::vt::card::card_numbers_in(card)
         .into_iter()
         .map(|digits| (seal::card_index(&digits), "fluxo", execucao_id.to_owned()))
         .collect()

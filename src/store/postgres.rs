@@ -126,7 +126,7 @@ impl PgStore {
         c: &Conversation,
         now: DateTime<Utc>,
         existing: Existing,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<super::CardRef>, StoreError> {
         let sql = match existing {
             Existing::Update => {
                 "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
@@ -159,8 +159,11 @@ impl PgStore {
             .bind(&c.tenant_id)
             .execute(&mut **tx)
             .await?;
-        super::insert_card_refs::<Postgres>(tx, &super::conversation_card_refs(c)).await?;
-        Ok(())
+        // A new conversation (accepting its first message, a flow's start) holds no card yet.
+        Ok(match existing {
+            Existing::Update => super::conversation_card_refs(c),
+            Existing::Keep => Vec::new(),
+        })
     }
 
     async fn upsert_context(conn: &mut PgConnection, c: &ConversationContext) -> Result<(), StoreError> {
@@ -210,7 +213,7 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<super::CardRef>, StoreError> {
         let mut rows = Vec::with_capacity(runs.len());
         for run in runs {
             rows.push((run, value(&run.input)?, value(&run.output)?));
@@ -251,12 +254,10 @@ impl PgStore {
             },
         )
         .await?;
-        let refs: Vec<_> = runs
+        Ok(runs
             .iter()
             .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
-            .collect();
-        super::insert_card_refs::<Postgres>(tx, &refs).await?;
-        Ok(())
+            .collect())
     }
 
     async fn insert_usage(
@@ -346,7 +347,8 @@ impl Store for PgStore {
 
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
+        let refs = Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
+        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -472,7 +474,7 @@ impl Store for PgStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
-        Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let mut refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), value(m)?, super::search_text(m)));
@@ -518,7 +520,9 @@ impl Store for PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+        refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
+        // One statement for the cards of the whole turn.
+        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -558,7 +562,8 @@ impl Store for PgStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
+        let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
+        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1172,7 +1177,8 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        Self::insert_flow_runs(&mut tx, runs, now).await?;
+        let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
+        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, value(&l.result)?));

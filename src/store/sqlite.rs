@@ -185,7 +185,7 @@ impl SqliteStore {
         c: &Conversation,
         now: DateTime<Utc>,
         existing: Existing,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<super::CardRef>, StoreError> {
         let sql = match existing {
             Existing::Update => {
                 "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
@@ -218,8 +218,11 @@ impl SqliteStore {
             .bind(&c.tenant_id)
             .execute(&mut **tx)
             .await?;
-        super::insert_card_refs::<Sqlite>(tx, &super::conversation_card_refs(c)).await?;
-        Ok(())
+        // A new conversation (accepting its first message, a flow's start) holds no card yet.
+        Ok(match existing {
+            Existing::Update => super::conversation_card_refs(c),
+            Existing::Keep => Vec::new(),
+        })
     }
 
     async fn upsert_context(conn: &mut SqliteConnection, c: &ConversationContext) -> Result<(), StoreError> {
@@ -270,7 +273,7 @@ impl SqliteStore {
         tx: &mut Transaction<'static, Sqlite>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<super::CardRef>, StoreError> {
         let mut rows = Vec::with_capacity(runs.len());
         for run in runs {
             rows.push((run, json(&run.input)?, json(&run.output)?));
@@ -311,12 +314,10 @@ impl SqliteStore {
             },
         )
         .await?;
-        let refs: Vec<_> = runs
+        Ok(runs
             .iter()
             .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
-            .collect();
-        super::insert_card_refs::<Sqlite>(tx, &refs).await?;
-        Ok(())
+            .collect())
     }
 
     async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
@@ -403,7 +404,8 @@ impl Store for SqliteStore {
 
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
+        let refs = Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
+        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -531,7 +533,7 @@ impl Store for SqliteStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.writer.begin().await?;
-        Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let mut refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), json(m)?, super::search_text(m)));
@@ -577,7 +579,9 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+        refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
+        // One statement for the cards of the whole turn.
+        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -616,7 +620,8 @@ impl Store for SqliteStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
+        let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
+        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1216,7 +1221,8 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        Self::insert_flow_runs(&mut tx, runs, now).await?;
+        let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
+        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, json(&l.result)?));
