@@ -75,19 +75,30 @@ pub async fn service(
 /// the data keys installed first (the configured ones, else the key file, made at the first run and
 /// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
 pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
-    install_keys(config)?;
+    let (keys, source) = install_keys(config)?;
     let store = crate::store::open(
         config.database_url.as_deref(),
         &config.data_dir,
         config.store_usage,
     )
     .await?;
-    crate::store::prepare_sealing(store.as_ref()).await?;
+    match keys.index() {
+        // The key file keeps the index key once the store's values were sealed: nothing to ask.
+        Some(index) => crate::store::use_index_key(index),
+        None => {
+            let index = crate::store::prepare_sealing(store.as_ref()).await?;
+            if let crate::store::seal::KeySource::File { path, .. } = &source {
+                crate::store::seal::write_key_file(path, &keys.with_index(index))?;
+            }
+        }
+    }
     Ok(store)
 }
 
-/// Installs the data keys of `config` for this process; returns where they came from.
-pub fn install_keys(config: &Config) -> Result<crate::store::seal::KeySource, crate::store::StoreError> {
+/// Installs the data keys of `config` for this process; returns them and where they came from.
+pub fn install_keys(
+    config: &Config,
+) -> Result<(crate::store::seal::KeyRing, crate::store::seal::KeySource), crate::store::StoreError> {
     use crate::store::seal::{KeyRing, KeySource};
     let (ring, source) = KeyRing::load(&config.storage, &config.data_dir)?;
     if let KeySource::File { path, created: true } = &source {
@@ -96,8 +107,8 @@ pub fn install_keys(config: &Config) -> Result<crate::store::seal::KeySource, cr
             path.display()
         );
     }
-    crate::store::seal::install(ring);
-    Ok(source)
+    crate::store::seal::install(ring.clone());
+    Ok((ring, source))
 }
 
 /// The simulator with the magic cards, or with a fixture file applied to them.

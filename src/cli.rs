@@ -703,10 +703,11 @@ async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
         };
         // One key: a new rotation. More: one that stopped half-way goes on with the same new key.
         if ring.ids().len() == 1 {
-            write_key_file(
-                &file,
-                &KeyRing::new(DataKey::generate(), vec![ring.current_key().clone()]),
-            )?;
+            let mut next = KeyRing::new(DataKey::generate(), vec![ring.current_key().clone()]);
+            if let Some(index) = ring.index() {
+                next = next.with_index(index);
+            }
+            write_key_file(&file, &next)?;
         }
     }
     let store = crate::app::store(config).await?;
@@ -716,7 +717,15 @@ async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
         .reseal(&|column, n| eprintln!("  {column}: {n} valores"))
         .await?;
     if from_file {
-        write_key_file(&file, &KeyRing::new(ring.current_key().clone(), Vec::new()))?;
+        // The file's own ring (the process's holds keys of its own too), less the old key.
+        let Some(kept) = read_key_file(&file)? else {
+            anyhow::bail!("the key file {} went away during the rotation", file.display());
+        };
+        let mut last = KeyRing::new(kept.current_key().clone(), Vec::new());
+        if let Some(index) = kept.index() {
+            last = last.with_index(index);
+        }
+        write_key_file(&file, &last)?;
         println!(
             "{sealed} valores selados de novo sob a chave {}; as chaves antigas saíram de {}",
             ring.current_id(),

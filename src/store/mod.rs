@@ -668,10 +668,11 @@ const SECRET_INDEX_KEY: &str = "chave_indice";
 const SECRET_SEALED: &str = "selado";
 
 /// Seals what an older version wrote in clear (once: the store remembers it did), then hands the
-/// payment tokens' fingerprints the store's index key — random, made at the first start, kept sealed in
-/// the store: stable across key rotations, useless without the data key. Every command that opens
-/// the store calls it.
-pub async fn prepare_sealing(store: &dyn Store) -> Result<(), StoreError> {
+/// payment tokens' fingerprints and the blind indexes the store's index key — random, made at the
+/// first start, kept sealed in the store: stable across key rotations, useless without the data key.
+/// Returns the index key, which the key file keeps once this has run, so later starts need not ask
+/// the store ([`use_index_key`]).
+pub async fn prepare_sealing(store: &dyn Store) -> Result<[u8; 32], StoreError> {
     let secrets = store.store_secrets().await?;
     if !secrets.contains_key(SECRET_SEALED) {
         let sealed = store.reseal(&|_, _| {}).await?;
@@ -689,9 +690,14 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<(), StoreError> {
     };
     let key = seal::decode_key(&index)
         .ok_or_else(|| StoreError::Invalid("the stored index key is damaged".into()))?;
+    use_index_key(key);
+    Ok(key)
+}
+
+/// Keys the payment tokens' fingerprints and the blind indexes with the store's index key.
+pub fn use_index_key(key: [u8; 32]) {
     vt_actions::vt::secret::set_fingerprint_key(key);
     seal::set_index_key(key);
-    Ok(())
 }
 
 /// Whose records: a data subject (by user id or card) or, for retention, everything older than a date.
@@ -734,6 +740,18 @@ fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
         .collect()
 }
 
+/// The blind-index rows of a flow run starting: its card, in the run and in its new conversation —
+/// the turn's commit then finds them written.
+fn flow_start_card_refs(conversation_id: &str, execucao_id: &str, input: &Value) -> Vec<CardRef> {
+    let mut refs = flow_card_refs(execucao_id, input);
+    let conversa: Vec<CardRef> = refs
+        .iter()
+        .map(|(hash, _, _)| (hash.clone(), "conversa", conversation_id.to_owned()))
+        .collect();
+    refs.extend(conversa);
+    refs
+}
+
 /// The blind-index row of a flow run's card.
 fn flow_card_refs(execucao_id: &str, input: &Value) -> Vec<CardRef> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
@@ -743,11 +761,39 @@ fn flow_card_refs(execucao_id: &str, input: &Value) -> Vec<CardRef> {
         .collect()
 }
 
-/// Writes blind-index rows (a card once indexed stays indexed).
+/// The blind-index rows a store wrote, once their transaction committed: a conversation holds the same
+/// cards turn after turn, and its rows need writing once. Bounded; [`forget`] empties it.
+#[derive(Debug, Default)]
+pub(crate) struct Indexed(std::sync::Mutex<std::collections::HashSet<CardRef>>);
+
+const INDEXED_AT_MOST: usize = 100_000;
+
+impl Indexed {
+    fn known(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<CardRef>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps `refs` as written, once their transaction committed.
+    pub(crate) fn committed(&self, refs: Vec<CardRef>) {
+        let mut known = self.known();
+        if known.len() + refs.len() > INDEXED_AT_MOST {
+            known.clear();
+        }
+        known.extend(refs);
+    }
+
+    pub(crate) fn clear(&self) {
+        self.known().clear();
+    }
+}
+
+/// Writes the blind-index rows the store has not written yet (a card once indexed stays indexed);
+/// returns them, for [`Indexed::committed`] once the transaction commits.
 pub(crate) async fn insert_card_refs<DB>(
     conn: &mut DB::Connection,
+    indexed: &Indexed,
     refs: &[CardRef],
-) -> Result<(), StoreError>
+) -> Result<Vec<CardRef>, StoreError>
 where
     DB: sqlx::Database + sqlx::database::HasStatementCache,
     DB::Arguments: sqlx::IntoArguments<DB>,
@@ -756,19 +802,26 @@ where
     for<'q> &'static str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     StoreError: From<sqlx::Error>,
 {
-    if refs.is_empty() {
-        return Ok(());
+    let new: Vec<CardRef> = {
+        let known = indexed.known();
+        let mut new: Vec<CardRef> = refs.iter().filter(|r| !known.contains(*r)).cloned().collect();
+        new.sort();
+        new.dedup();
+        new
+    };
+    if !new.is_empty() {
+        insert_rows::<DB, _>(
+            conn,
+            "INSERT INTO card_refs (card_hash, kind, ref_id) ",
+            &new,
+            " ON CONFLICT DO NOTHING",
+            |b, (hash, kind, id)| {
+                b.push_bind(hash.clone()).push_bind(*kind).push_bind(id.clone());
+            },
+        )
+        .await?;
     }
-    insert_rows::<DB, _>(
-        conn,
-        "INSERT INTO card_refs (card_hash, kind, ref_id) ",
-        refs,
-        " ON CONFLICT DO NOTHING",
-        |b, (hash, kind, id)| {
-            b.push_bind(hash.clone()).push_bind(*kind).push_bind(id.clone());
-        },
-    )
-    .await
+    Ok(new)
 }
 
 /// The flow runs the executions of `conversations` ran (their own, and the sub-runs of their tools).
@@ -806,7 +859,11 @@ where
 /// Deletes `records` with everything that hangs on them, in the caller's transaction. The usage
 /// figures and the recharge attempts (masked card, value, key, outcome: the trail of money movements)
 /// stay, no longer tied to the conversation or its user.
-pub(crate) async fn forget<DB>(conn: &mut DB::Connection, records: &Records) -> Result<(), StoreError>
+pub(crate) async fn forget<DB>(
+    conn: &mut DB::Connection,
+    indexed: &Indexed,
+    records: &Records,
+) -> Result<(), StoreError>
 where
     DB: sqlx::Database + sqlx::database::HasStatementCache,
     DB::Arguments: sqlx::IntoArguments<DB>,
@@ -833,6 +890,7 @@ where
         "UPDATE recharge_attempts SET scope = 'apagado', origin = 'apagada' WHERE origin IN (",
         "DELETE FROM conversations WHERE id IN (",
     ];
+    indexed.clear();
     for (ids, statements) in [
         (&records.flow_runs, OF_FLOWS),
         (&records.conversations, OF_CONVERSATIONS),

@@ -31,6 +31,10 @@ use crate::llm::ChatMessage;
 pub struct PgStore {
     pool: PgPool,
     locks: LocalLocks,
+    /// The blind-index rows this instance already wrote. Another instance's erasure does not empty
+    /// it: a conversation erased there and written again here keeps its rows only if this instance
+    /// writes them again, so an erasure on PostgreSQL is best run with the instances restarted after.
+    indexed: super::Indexed,
 }
 
 /// The insert of an accepted inbound message (returning its id; nothing for a redelivered
@@ -118,6 +122,7 @@ impl PgStore {
         Ok(Self {
             pool,
             locks: LocalLocks::default(),
+            indexed: super::Indexed::default(),
         })
     }
 
@@ -348,8 +353,9 @@ impl Store for PgStore {
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let refs = Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
-        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -522,7 +528,7 @@ impl Store for PgStore {
         }
         refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
         // One statement for the cards of the whole turn.
-        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -530,6 +536,7 @@ impl Store for PgStore {
             Self::insert_outbox(&mut tx, item, now).await?;
         }
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -563,8 +570,9 @@ impl Store for PgStore {
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
-        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -969,8 +977,14 @@ impl Store for PgStore {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        super::insert_card_refs::<Postgres>(&mut tx, &super::flow_card_refs(execucao_id, input)).await?;
+        let indexed = super::insert_card_refs::<Postgres>(
+            &mut tx,
+            &self.indexed,
+            &super::flow_start_card_refs(&conversation.id, execucao_id, input),
+        )
+        .await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1178,7 +1192,7 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
-        super::insert_card_refs::<Postgres>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, value(&l.result)?));
@@ -1199,6 +1213,7 @@ impl Store for PgStore {
         )
         .await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1527,7 +1542,7 @@ impl Store for PgStore {
 
     async fn forget(&self, records: &super::Records) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        super::forget::<Postgres>(&mut tx, records).await?;
+        super::forget::<Postgres>(&mut tx, &self.indexed, records).await?;
         tx.commit().await?;
         Ok(())
     }

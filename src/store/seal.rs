@@ -150,7 +150,12 @@ pub fn decode_key(text: &str) -> Option<[u8; 32]> {
 pub struct KeyRing {
     current: DataKey,
     others: Vec<DataKey>,
+    /// The store's index key, once the key file has it (see [`super::prepare_sealing`]).
+    index: Option<[u8; 32]>,
 }
+
+/// The key file's line that holds the store's index key.
+const INDEX_LINE: &str = "indice ";
 
 /// Where the ring came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +170,22 @@ pub enum KeySource {
 
 impl KeyRing {
     pub fn new(current: DataKey, others: Vec<DataKey>) -> Self {
-        Self { current, others }
+        Self {
+            current,
+            others,
+            index: None,
+        }
+    }
+
+    /// The ring with the store's index key, to keep in the key file.
+    pub fn with_index(mut self, index: [u8; 32]) -> Self {
+        self.index = Some(index);
+        self
+    }
+
+    /// The store's index key, when the key file holds it: the store need not be asked.
+    pub fn index(&self) -> Option<[u8; 32]> {
+        self.index
     }
 
     pub fn current_id(&self) -> &str {
@@ -297,18 +317,29 @@ pub fn read_key_file(path: &Path) -> Result<Option<KeyRing>, SealError> {
             });
         }
     };
-    let keys: Vec<DataKey> = text
+    let bad = || SealError::BadKeyFile(path.display().to_string());
+    let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let index = match lines.iter().find_map(|l| l.strip_prefix(INDEX_LINE)) {
+        Some(k) => Some(decode_key(k).ok_or_else(bad)?),
+        None => None,
+    };
+    let keys: Vec<DataKey> = lines
+        .iter()
+        .filter(|l| !l.starts_with(INDEX_LINE))
         .map(|l| decode_key(l).map(DataKey::new))
         .collect::<Option<_>>()
-        .ok_or_else(|| SealError::BadKeyFile(path.display().to_string()))?;
+        .ok_or_else(bad)?;
     let mut keys = keys.into_iter();
-    let current = keys
-        .next()
-        .ok_or_else(|| SealError::BadKeyFile(path.display().to_string()))?;
-    Ok(Some(KeyRing::new(current, keys.collect())))
+    let current = keys.next().ok_or_else(bad)?;
+    let ring = KeyRing::new(current, keys.collect());
+    Ok(Some(match index {
+        Some(i) => ring.with_index(i),
+        None => ring,
+    }))
 }
 
 /// Writes the ring as a new key file unless one is there already (a hard link: it never replaces, and
@@ -351,6 +382,12 @@ fn write_whole(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
     );
     for key in std::iter::once(&ring.current).chain(&ring.others) {
         text.push_str(&key.to_base64());
+        text.push('\n');
+    }
+    if let Some(index) = ring.index {
+        text.push_str("# The store's index key (blind indexes, token fingerprints), written once its values are sealed:\n");
+        text.push_str(INDEX_LINE);
+        text.push_str(&B64.encode(index));
         text.push('\n');
     }
     if let Some(dir) = path.parent() {
@@ -468,6 +505,10 @@ mod tests {
         let (again, source) = KeyRing::load(&StorageConfig::default(), dir.path()).expect("read");
         assert_eq!(again.current_id(), ring.current_id());
         assert!(matches!(source, KeySource::File { created: false, .. }));
+        assert_eq!(again.index(), None, "no index key until the store's values are sealed");
+        write_key_file(&path, &again.clone().with_index([9u8; 32])).expect("write");
+        let kept = read_key_file(&path).expect("read").expect("there");
+        assert_eq!((kept.index(), kept.ids()), (Some([9u8; 32]), again.ids()));
         std::fs::write(&path, "não é uma chave\n").expect("write");
         assert!(KeyRing::load(&StorageConfig::default(), dir.path()).is_err());
     }

@@ -40,6 +40,8 @@ pub struct SqliteStore {
     files: Option<FileLocks>,
     /// Recharge attempts, committed in groups on `writer`.
     attempts: Attempts,
+    /// The blind-index rows already written.
+    indexed: super::Indexed,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -177,6 +179,7 @@ impl SqliteStore {
             writer,
             locks: LocalLocks::default(),
             files,
+            indexed: super::Indexed::default(),
         })
     }
 
@@ -405,8 +408,9 @@ impl Store for SqliteStore {
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         let refs = Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
-        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -581,7 +585,7 @@ impl Store for SqliteStore {
         }
         refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
         // One statement for the cards of the whole turn.
-        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
         if let Some(c) = turn.context {
             Self::upsert_context(&mut tx, c).await?;
         }
@@ -589,6 +593,7 @@ impl Store for SqliteStore {
             Self::insert_outbox(&mut tx, item, now).await?;
         }
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -621,8 +626,9 @@ impl Store for SqliteStore {
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
-        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1029,8 +1035,14 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .execute(&mut *tx)
         .await?;
-        super::insert_card_refs::<Sqlite>(&mut tx, &super::flow_card_refs(execucao_id, input)).await?;
+        let indexed = super::insert_card_refs::<Sqlite>(
+            &mut tx,
+            &self.indexed,
+            &super::flow_start_card_refs(&conversation.id, execucao_id, input),
+        )
+        .await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1222,7 +1234,7 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
-        super::insert_card_refs::<Sqlite>(&mut tx, &refs).await?;
+        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, json(&l.result)?));
@@ -1243,6 +1255,7 @@ impl Store for SqliteStore {
         )
         .await?;
         tx.commit().await?;
+        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1550,7 +1563,7 @@ impl Store for SqliteStore {
 
     async fn forget(&self, records: &super::Records) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        super::forget::<Sqlite>(&mut tx, records).await?;
+        super::forget::<Sqlite>(&mut tx, &self.indexed, records).await?;
         tx.commit().await?;
         Ok(())
     }
