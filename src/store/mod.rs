@@ -726,15 +726,9 @@ impl Records {
 /// A blind-index row: the card's keyed hash, what holds it (`conversa`, `fluxo`), its id.
 type CardRef = (String, &'static str, String);
 
-/// The blind-index rows of the cards a conversation's state and memory hold (every card its user
-/// wrote is remembered there as it arrives).
+/// The blind-index rows of the cards a conversation holds ([`vt_actions::tools::cartao::cards_held`]).
 fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
-    let text = format!(
-        "{} {}",
-        Value::Object(c.state.clone()),
-        Value::Object(c.memory.clone())
-    );
-    vt_actions::vt::card::card_numbers_in(&text)
+    vt_actions::tools::cartao::cards_held(&c.state, &c.memory)
         .into_iter()
         .map(|card| (seal::card_index(&card), "conversa", c.id.clone()))
         .collect()

@@ -239,7 +239,9 @@ impl KeyRing {
     pub fn seal(&self, text: &str) -> String {
         let key = &self.current;
         let aad = format!("{PREFIX}{}", key.id);
-        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        // A fresh random nonce per value, from the thread's CSPRNG (seeded from the system once, not a
+        // system call per value: a turn seals dozens).
+        let nonce = Aes256Gcm::generate_nonce(&mut rand::thread_rng());
         // Encryption fails only for messages over 64 GiB.
         let sealed = key
             .cipher
@@ -345,7 +347,7 @@ pub fn read_key_file(path: &Path) -> Result<Option<KeyRing>, SealError> {
 /// Writes the ring as a new key file unless one is there already (a hard link: it never replaces, and
 /// the file appears whole). `true` when this call made it.
 fn create_key_file(path: &Path, ring: &KeyRing) -> Result<bool, SealError> {
-    let tmp = path.with_extension(format!("key.{}.tmp", std::process::id()));
+    let tmp = path.with_extension(format!("key.{}.new", std::process::id()));
     write_whole(&tmp, ring)?;
     let made = match std::fs::hard_link(&tmp, path) {
         Ok(()) => Ok(true),
@@ -362,7 +364,8 @@ fn create_key_file(path: &Path, ring: &KeyRing) -> Result<bool, SealError> {
 /// Writes the ring as the key file, readable by its owner only, replacing the old one at once (a
 /// rename), so a process killed meanwhile leaves the old file or the new one, never half of one.
 pub fn write_key_file(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
-    let tmp = path.with_extension("key.tmp");
+    // A name of this process's own: several first runs may each write the same file at once.
+    let tmp = path.with_extension(format!("key.{}.tmp", std::process::id()));
     write_whole(&tmp, ring)?;
     std::fs::rename(&tmp, path).map_err(|source| SealError::KeyFile {
         path: path.display().to_string(),
@@ -505,7 +508,11 @@ mod tests {
         let (again, source) = KeyRing::load(&StorageConfig::default(), dir.path()).expect("read");
         assert_eq!(again.current_id(), ring.current_id());
         assert!(matches!(source, KeySource::File { created: false, .. }));
-        assert_eq!(again.index(), None, "no index key until the store's values are sealed");
+        assert_eq!(
+            again.index(),
+            None,
+            "no index key until the store's values are sealed"
+        );
         write_key_file(&path, &again.clone().with_index([9u8; 32])).expect("write");
         let kept = read_key_file(&path).expect("read").expect("there");
         assert_eq!((kept.index(), kept.ids()), (Some([9u8; 32]), again.ids()));

@@ -113,6 +113,33 @@ fn ask_full_number(raw: &str) -> ActionResponse {
     .into()
 }
 
+/// The cards a conversation holds, for the store's blind index: the ones its user wrote (remembered
+/// as they arrived), its pending recharge's, and a flow's input card. Only these: other numbers in
+/// state and memory (keys, ids, times) are no one's card.
+pub fn cards_held(state: &Map<String, Value>, memory: &Map<String, Value>) -> Vec<String> {
+    let mut held = remembered_in(memory);
+    let pending = state
+        .get(super::pendente::STATE_PENDENTE)
+        .and_then(|p| p.get("cartao"));
+    let entrada = memory
+        .get(crate::stages::MEMORY_ENTRADA)
+        .and_then(|e| e.get("cartao"));
+    held.extend(
+        pending
+            .into_iter()
+            .chain(entrada)
+            .filter_map(Value::as_str)
+            .map(str::to_owned),
+    );
+    let mut digits: Vec<String> = held
+        .iter()
+        .flat_map(|c| crate::vt::card::card_numbers_in(c))
+        .collect();
+    digits.sort();
+    digits.dedup();
+    digits
+}
+
 /// The memory value that remembers `card` among the user's cards.
 pub fn remember(ctx: &ActionContext, card: &str) -> Value {
     json!(with_card(remembered(ctx), card))
@@ -202,6 +229,26 @@ mod tests {
         remember_written(&mut memory, "o 1234 5678-90 e o 1111111111");
         remember_written(&mut memory, "de novo o 1234567890");
         assert_eq!(memory[MEMORY_CARTOES], json!(["1111111111", "1234567890"]));
+    }
+
+    #[test]
+    fn the_cards_held_are_the_users_the_pending_ones_and_a_flows() {
+        let mut memory = Map::new();
+        remember_written(&mut memory, "o 1234 5678-90");
+        memory.insert(
+            crate::stages::MEMORY_ENTRADA.into(),
+            json!({"cartao": "2222 2222-22", "idempotency": "12345678-1234-1234"}),
+        );
+        memory.insert("chave".into(), json!("99999999-9999"));
+        let mut state = Map::new();
+        state.insert(
+            super::super::pendente::STATE_PENDENTE.into(),
+            json!({"cartao": "3333333333", "valor": 50}),
+        );
+        assert_eq!(
+            cards_held(&state, &memory),
+            ["1234567890", "2222222222", "3333333333"]
+        );
     }
 
     #[test]
