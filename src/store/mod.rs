@@ -734,25 +734,12 @@ fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
         .collect()
 }
 
-/// The blind-index rows of a flow run starting: its card, in the run and in its new conversation —
-/// the turn's commit then finds them written.
-fn flow_start_card_refs(conversation_id: &str, execucao_id: &str, input: &Value) -> Vec<CardRef> {
-    let mut refs = flow_card_refs(execucao_id, input);
-    let conversa: Vec<CardRef> = refs
-        .iter()
-        .map(|(hash, _, _)| (hash.clone(), "conversa", conversation_id.to_owned()))
-        .collect();
-    refs.extend(conversa);
-    refs
-}
-
-/// The blind-index row of a flow run's card.
-fn flow_card_refs(execucao_id: &str, input: &Value) -> Vec<CardRef> {
+/// The keyed hash of a flow run's card, kept on its row (`flow_runs.card_hash`) from its start.
+fn flow_card_hash(input: &Value) -> Option<String> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
     vt_actions::vt::card::card_numbers_in(card)
-        .into_iter()
-        .map(|digits| (seal::card_index(&digits), "fluxo", execucao_id.to_owned()))
-        .collect()
+        .first()
+        .map(|digits| seal::card_index(digits))
 }
 
 /// The blind-index rows a store wrote, once their transaction committed: a conversation holds the same
@@ -839,6 +826,16 @@ where
                ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
              WHERE e.conversation_id IN (",
         );
+        let mut list = q.separated(", ");
+        for id in chunk {
+            list.push_bind(id.clone());
+        }
+        q.push(")");
+        let ids: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await?;
+        runs.extend(ids);
+        // A run a kill interrupted has no execution: its row names its conversation.
+        let mut q =
+            sqlx::QueryBuilder::<DB>::new("SELECT execucao_id FROM flow_runs WHERE conversation_id IN (");
         let mut list = q.separated(", ");
         for id in chunk {
             list.push_bind(id.clone());

@@ -218,14 +218,14 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
-    ) -> Result<Vec<super::CardRef>, StoreError> {
+    ) -> Result<(), StoreError> {
         let mut rows = Vec::with_capacity(runs.len());
         for run in runs {
             rows.push((run, value(&run.input)?, value(&run.output)?));
         }
         insert_rows::<Postgres, _>(
             tx,
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id) ",
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ",
             &rows,
             " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
                  finished_at = excluded.finished_at",
@@ -236,7 +236,8 @@ impl PgStore {
                     .push_bind(output.clone())
                     .push_bind(run.created_at)
                     .push_bind(now)
-                    .push_bind(run.parent_execucao_id.clone());
+                    .push_bind(run.parent_execucao_id.clone())
+                    .push_bind(super::flow_card_hash(&run.input));
             },
         )
         .await?;
@@ -259,10 +260,7 @@ impl PgStore {
             },
         )
         .await?;
-        Ok(runs
-            .iter()
-            .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
-            .collect())
+        Ok(())
     }
 
     async fn insert_usage(
@@ -480,7 +478,7 @@ impl Store for PgStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
-        let mut refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), value(m)?, super::search_text(m)));
@@ -526,7 +524,7 @@ impl Store for PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
+        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
         // One statement for the cards of the whole turn.
         let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
         if let Some(c) = turn.context {
@@ -569,10 +567,8 @@ impl Store for PgStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
-        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
+        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -970,21 +966,17 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES ($1, 'em_andamento', $2, 'null', $3)",
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
+             VALUES ($1, 'em_andamento', $2, 'null', $3, $4, $5)",
         )
         .bind(execucao_id)
         .bind(value(input)?)
         .bind(now)
+        .bind(super::flow_card_hash(input))
+        .bind(&conversation.id)
         .execute(&mut *tx)
         .await?;
-        let indexed = super::insert_card_refs::<Postgres>(
-            &mut tx,
-            &self.indexed,
-            &super::flow_start_card_refs(&conversation.id, execucao_id, input),
-        )
-        .await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1191,8 +1183,7 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
-        let indexed = super::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
+        Self::insert_flow_runs(&mut tx, runs, now).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, value(&l.result)?));
@@ -1213,7 +1204,6 @@ impl Store for PgStore {
         )
         .await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1502,7 +1492,10 @@ impl Store for PgStore {
                     .await?
             }
             Subject::Card(digits) => {
-                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = $1 AND kind = 'conversa'")
+                sqlx::query_scalar(
+                    "SELECT ref_id FROM card_refs WHERE card_hash = $1 AND kind = 'conversa'
+                     UNION SELECT conversation_id FROM flow_runs WHERE card_hash = $1 AND conversation_id IS NOT NULL",
+                )
                     .bind(super::seal::card_index(digits))
                     .fetch_all(&self.pool)
                     .await?
@@ -1518,7 +1511,7 @@ impl Store for PgStore {
         let mut flow_runs: Vec<String> = match subject {
             Subject::User(_) => Vec::new(),
             Subject::Card(digits) => {
-                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = $1 AND kind = 'fluxo'")
+                sqlx::query_scalar("SELECT execucao_id FROM flow_runs WHERE card_hash = $1")
                     .bind(super::seal::card_index(digits))
                     .fetch_all(&self.pool)
                     .await?

@@ -276,14 +276,14 @@ impl SqliteStore {
         tx: &mut Transaction<'static, Sqlite>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
-    ) -> Result<Vec<super::CardRef>, StoreError> {
+    ) -> Result<(), StoreError> {
         let mut rows = Vec::with_capacity(runs.len());
         for run in runs {
             rows.push((run, json(&run.input)?, json(&run.output)?));
         }
         insert_rows::<Sqlite, _>(
             tx,
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id) ",
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ",
             &rows,
             " ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
                  finished_at = excluded.finished_at",
@@ -294,7 +294,8 @@ impl SqliteStore {
                     .push_bind(output.clone())
                     .push_bind(ms(run.created_at))
                     .push_bind(ms(now))
-                    .push_bind(run.parent_execucao_id.clone());
+                    .push_bind(run.parent_execucao_id.clone())
+                    .push_bind(super::flow_card_hash(&run.input));
             },
         )
         .await?;
@@ -317,10 +318,7 @@ impl SqliteStore {
             },
         )
         .await?;
-        Ok(runs
-            .iter()
-            .flat_map(|run| super::flow_card_refs(&run.execucao_id, &run.input))
-            .collect())
+        Ok(())
     }
 
     async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
@@ -537,7 +535,7 @@ impl Store for SqliteStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.writer.begin().await?;
-        let mut refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), json(m)?, super::search_text(m)));
@@ -583,7 +581,7 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        refs.extend(Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?);
+        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
         // One statement for the cards of the whole turn.
         let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
         if let Some(c) = turn.context {
@@ -625,10 +623,8 @@ impl Store for SqliteStore {
 
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        let refs = Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
-        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
+        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1028,21 +1024,17 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at) VALUES (?, 'em_andamento', ?, 'null', ?)",
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
+             VALUES (?, 'em_andamento', ?, 'null', ?, ?, ?)",
         )
         .bind(execucao_id)
         .bind(json(input)?)
         .bind(ms(now))
+        .bind(super::flow_card_hash(input))
+        .bind(&conversation.id)
         .execute(&mut *tx)
         .await?;
-        let indexed = super::insert_card_refs::<Sqlite>(
-            &mut tx,
-            &self.indexed,
-            &super::flow_start_card_refs(&conversation.id, execucao_id, input),
-        )
-        .await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1233,8 +1225,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        let refs = Self::insert_flow_runs(&mut tx, runs, now).await?;
-        let indexed = super::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
+        Self::insert_flow_runs(&mut tx, runs, now).await?;
         let mut rows = Vec::with_capacity(lines.len());
         for l in lines {
             rows.push((l, json(&l.result)?));
@@ -1255,7 +1246,6 @@ impl Store for SqliteStore {
         )
         .await?;
         tx.commit().await?;
-        self.indexed.committed(indexed);
         Ok(())
     }
 
@@ -1523,7 +1513,10 @@ impl Store for SqliteStore {
                     .await?
             }
             Subject::Card(digits) => {
-                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = ? AND kind = 'conversa'")
+                sqlx::query_scalar(
+                    "SELECT ref_id FROM card_refs WHERE card_hash = ? AND kind = 'conversa'
+                     UNION SELECT conversation_id FROM flow_runs WHERE card_hash = ? AND conversation_id IS NOT NULL",
+                )
                     .bind(super::seal::card_index(digits))
                     .fetch_all(&self.writer)
                     .await?
@@ -1539,7 +1532,7 @@ impl Store for SqliteStore {
         let mut flow_runs: Vec<String> = match subject {
             Subject::User(_) => Vec::new(),
             Subject::Card(digits) => {
-                sqlx::query_scalar("SELECT ref_id FROM card_refs WHERE card_hash = ? AND kind = 'fluxo'")
+                sqlx::query_scalar("SELECT execucao_id FROM flow_runs WHERE card_hash = ?")
                     .bind(super::seal::card_index(digits))
                     .fetch_all(&self.writer)
                     .await?

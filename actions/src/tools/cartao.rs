@@ -114,23 +114,14 @@ fn ask_full_number(raw: &str) -> ActionResponse {
 }
 
 /// The cards a conversation holds, for the store's blind index: the ones its user wrote (remembered
-/// as they arrived), its pending recharge's, and a flow's input card. Only these: other numbers in
-/// state and memory (keys, ids, times) are no one's card.
+/// as they arrived) and its pending recharge's. Only these: other numbers in state and memory (keys,
+/// ids, times) are no one's card, and a flow's card is on its run's row.
 pub fn cards_held(state: &Map<String, Value>, memory: &Map<String, Value>) -> Vec<String> {
     let mut held = remembered_in(memory);
     let pending = state
         .get(super::pendente::STATE_PENDENTE)
         .and_then(|p| p.get("cartao"));
-    let entrada = memory
-        .get(crate::stages::MEMORY_ENTRADA)
-        .and_then(|e| e.get("cartao"));
-    held.extend(
-        pending
-            .into_iter()
-            .chain(entrada)
-            .filter_map(Value::as_str)
-            .map(str::to_owned),
-    );
+    held.extend(pending.and_then(Value::as_str).map(str::to_owned));
     let mut digits: Vec<String> = held
         .iter()
         .flat_map(|c| crate::vt::card::card_numbers_in(c))
@@ -232,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cards_held_are_the_users_the_pending_ones_and_a_flows() {
+    fn the_cards_held_are_the_users_and_the_pending_ones() {
         let mut memory = Map::new();
         remember_written(&mut memory, "o 1234 5678-90");
         memory.insert(
@@ -245,10 +236,7 @@ mod tests {
             super::super::pendente::STATE_PENDENTE.into(),
             json!({"cartao": "3333333333", "valor": 50}),
         );
-        assert_eq!(
-            cards_held(&state, &memory),
-            ["1234567890", "2222222222", "3333333333"]
-        );
+        assert_eq!(cards_held(&state, &memory), ["1234567890", "3333333333"]);
     }
 
     #[test]
