@@ -960,9 +960,18 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
 
 /// What the console's search reads of a message: its text with cards masked and secrets out (the
 /// body itself is sealed).
+/// What people read is searched — the user's words and the assistant's answers; a tool's traffic is
+/// not (empty), which also keeps a flow's stage-by-stage messages from being written twice.
 fn search_text(message: &ChatMessage) -> String {
-    let text = serde_json::to_string(message).unwrap_or_default();
-    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(&text)).into_owned()
+    let text = match message {
+        ChatMessage::User { content } => content.as_str(),
+        ChatMessage::Assistant {
+            content: Some(content),
+            ..
+        } => content.as_str(),
+        ChatMessage::Assistant { content: None, .. } | ChatMessage::Tool { .. } => return String::new(),
+    };
+    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
 }
 
 /// What a second consumption of a confirmation learns from the consumer on record.
