@@ -76,6 +76,16 @@ pub async fn service(
 /// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
 pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
     let (keys, source) = install_keys(config)?;
+    let shared = config
+        .database_url
+        .as_deref()
+        .is_some_and(|url| url.starts_with("postgres"));
+    if shared && matches!(source, crate::store::seal::KeySource::File { .. }) {
+        eprintln!(
+            "vt-agent: aviso: PostgreSQL com a chave de dados do arquivo local; instâncias que compartilham o banco \
+             precisam da mesma chave: configure [storage] encryption_key (VT_ENCRYPTION_KEY)"
+        );
+    }
     let store = crate::store::open(
         config.database_url.as_deref(),
         &config.data_dir,
