@@ -809,101 +809,6 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_payment_token_reaches_the_recharge_system_and_nothing_else() {
-    const TOKEN: &str = "tok-secret-9";
-    let receiver = Receiver::start(Answer::Ok).await;
-    let sim = simulator().await;
-    let data = tempfile::tempdir().expect("tmp");
-    let inputs = tempfile::tempdir().expect("inputs");
-    let flow = inputs.path().join("fluxo.json");
-    std::fs::write(
-        &flow,
-        format!(
-            r#"{{"cartao": "2345678901", "recarga": {{"valor": 50, "meio_pagamento": {{"tipo": "pix", "token": "{TOKEN}"}}}}}}"#
-        ),
-    )
-    .expect("write");
-    let batch = inputs.path().join("lote.csv");
-    std::fs::write(
-        &batch,
-        format!("cartao;valor;meio_pagamento;token\n3456789012;20,00;pix;{TOKEN}\n"),
-    )
-    .expect("write");
-    let mut run = traced(&data, &sim, &receiver);
-    run.args(["run-flow"]).arg(&flow);
-    let flow_out = output(run).await;
-    assert!(
-        flow_out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&flow_out.stderr)
-    );
-    let output_json: Value = serde_json::from_slice(&flow_out.stdout).expect("the flow output");
-    let rf06 = output_json["etapas"][5]["saida"]["body"]["meio_pagamento"]["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        rf06.starts_with("tok…-9#"),
-        "the caller gets the fingerprint: {rf06}"
-    );
-    let mut run = traced(&data, &sim, &receiver);
-    run.args(["batch"]).arg(&batch);
-    let batch_out = output(run).await;
-    assert!(
-        batch_out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&batch_out.stderr)
-    );
-
-    // The recharge system got the value, twice (the flow and the batch line).
-    let sent: Vec<Value> = sim
-        .simulator
-        .ledger()
-        .into_iter()
-        .filter(|e| e.sistema == "recarga")
-        .filter_map(|e| e.body)
-        .collect();
-    assert_eq!(sent.len(), 2, "{sent:?}");
-    assert!(
-        sent.iter().all(|b| b["meio_pagamento"]["token"] == TOKEN),
-        "{sent:?}"
-    );
-    // Nothing else did: not the output, the logs, any file of the data directory, nor a span.
-    for (what, bytes) in [
-        ("run-flow stdout", &flow_out.stdout),
-        ("run-flow stderr", &flow_out.stderr),
-        ("batch stdout", &batch_out.stdout),
-        ("batch stderr", &batch_out.stderr),
-    ] {
-        assert!(
-            !contains(bytes, TOKEN),
-            "{what}: {}",
-            String::from_utf8_lossy(bytes)
-        );
-    }
-    for (path, bytes) in files_under(data.path()) {
-        assert!(!contains(&bytes, TOKEN), "{} holds the token", path.display());
-    }
-    // Both processes flushed before they exited; under load the receiver may still be decoding.
-    let mut spans = String::new();
-    for _ in 0..50 {
-        spans = all_text(&receiver.spans());
-        if spans.contains("tok…-9#") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // A process exports what it can within its shutdown wait: on a loaded machine a span may be
-    // dropped (and counted). What arrived must be clean, and RF6's span, when it came, shows how the
-    // token is written.
-    assert!(!spans.is_empty(), "no span arrived");
-    if spans.contains("rf06_preparar_recarga") {
-        assert!(spans.contains("tok…-9#"), "RF6's span carries the fingerprint");
-    }
-    assert!(!spans.contains(TOKEN), "a span holds the token");
-}
-
 /// Every place a flow with a token, a batch with tokens and a chat recharge leave bytes — stdout,
 /// stderr, every file under the data directory (the database, its WAL, the key file), the spans — holds
 /// no payment token and no full card: the cards are in sealed columns only. The transcript export is
@@ -979,6 +884,30 @@ async fn no_token_and_no_full_card_is_kept_or_sent_anywhere_but_the_sealed_colum
         sim.simulator.charges(cards[2]),
         1,
         "the chat recharge went through"
+    );
+    // The recharge system got the token's value (the flow's and the batch line's); the caller, its
+    // fingerprint.
+    let sent: Vec<Value> = sim
+        .simulator
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "recarga")
+        .filter_map(|e| e.body)
+        .filter(|b| b["meio_pagamento"].get("token").is_some())
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent.iter().all(|b| b["meio_pagamento"]["token"] == TOKEN),
+        "{sent:?}"
+    );
+    let flow_output: Value = serde_json::from_slice(&outputs[0].1.stdout).expect("the flow output");
+    let rf06 = flow_output["etapas"][5]["saida"]["body"]["meio_pagamento"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        rf06.starts_with("tok…-7#"),
+        "the caller gets the fingerprint: {rf06}"
     );
     let mut leaks = Vec::new();
     let mut look = |what: String, bytes: &[u8]| {
