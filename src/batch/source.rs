@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use vt_actions::vt::FlowInput;
-use vt_actions::vt::input::{MAX_INPUT_CHARS, Politicas};
+use vt_actions::vt::input::{InputDefaults, MAX_INPUT_CHARS, Politicas};
 use vt_actions::vt::money::money_json;
 use vt_actions::vt::parse::parse_money;
 
@@ -252,15 +252,11 @@ fn finish(mut value: Value, line: i64, defaults: &LineDefaults) -> Result<String
         let politicas = serde_json::to_value(&defaults.politicas).map_err(|e| e.to_string())?;
         object.insert("politicas".into(), politicas);
     }
-    if let Some(tenant) = &defaults.tenant {
-        if object
-            .get("tenant_id")
-            .is_some_and(|t| t.as_str() != Some(tenant))
-        {
-            return Err(
-                "campo inválido tenant_id: é de outro cliente (use a chave de API desse cliente)".into(),
-            );
-        }
+    // The line runs as the key's tenant: written into the line, which may name it but no other
+    // (the flow input's own rule, checked below).
+    if let Some(tenant) = &defaults.tenant
+        && !object.contains_key("tenant_id")
+    {
         object.insert("tenant_id".into(), json!(tenant));
     }
     if let Some(recarga) = object.get_mut("recarga").and_then(Value::as_object_mut)
@@ -272,7 +268,11 @@ fn finish(mut value: Value, line: i64, defaults: &LineDefaults) -> Result<String
         );
     }
     let text = value.to_string();
-    FlowInput::parse(&text).map_err(|e| e.to_string())?;
+    let defaults = InputDefaults {
+        politicas: &defaults.politicas,
+        tenant: defaults.tenant.as_deref(),
+    };
+    FlowInput::parse_with(&text, defaults).map_err(|e| e.to_string())?;
     Ok(text)
 }
 
