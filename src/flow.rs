@@ -97,7 +97,7 @@ impl FlowOutput {
 }
 
 /// Masks the card numbers of every string in `value`.
-pub fn mask_strings(value: &mut Value) {
+fn mask_strings(value: &mut Value) {
     match value {
         Value::String(s) => *s = vt_actions::vt::card::mask_cards_in(s),
         Value::Array(items) => items.iter_mut().for_each(mask_strings),
