@@ -67,6 +67,18 @@ pub enum Consumption {
     ByAnother,
 }
 
+impl Consumption {
+    /// What a message learns of a confirmation `recorded` consumed before: its own (`Resumed`) or
+    /// another's.
+    pub fn before(recorded: &str, consumer: &str) -> Self {
+        if recorded == consumer {
+            Self::Resumed
+        } else {
+            Self::ByAnother
+        }
+    }
+}
+
 /// The journal could not be written or read; the operator's text.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("recharge journal: {0}")]

@@ -973,12 +973,3 @@ fn search_text(message: &ChatMessage) -> String {
     };
     vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
 }
-
-/// What a second consumption of a confirmation learns from the consumer on record.
-fn consumption_by(recorded: Option<&str>, consumer: &str) -> Consumption {
-    if recorded == Some(consumer) {
-        Consumption::Resumed
-    } else {
-        Consumption::ByAnother
-    }
-}

@@ -1083,7 +1083,7 @@ impl Store for SqliteStore {
                     .fetch_one(&mut *tx)
                     .await?;
             tx.commit().await?;
-            return Ok(super::consumption_by(by.as_deref(), c.consumer));
+            return Ok(Consumption::before(by.as_deref().unwrap_or_default(), c.consumer));
         }
         if let Some(a) = attempt {
             sqlx::query(

@@ -175,13 +175,7 @@ async fn consume(
     let consumer = ctx.message_id.as_deref().unwrap_or(&ctx.turn_id);
     if ctx.now > p.expira_em {
         let by = journal.consumer_of(&p.id).await.map_err(failed)?;
-        return Ok(by.map(|by| {
-            if by == consumer {
-                Consumption::Resumed
-            } else {
-                Consumption::ByAnother
-            }
-        }));
+        return Ok(by.map(|by| Consumption::before(&by, consumer)));
     }
     let payload = preparar_com_registro(input, Some(journal)).await?;
     let attempt = tentativa(&payload, input, &ctx.conversation_id, &ctx.turn_id);
