@@ -696,8 +696,7 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<[u8; 32], StoreError> 
 
 /// Keys the payment tokens' fingerprints and the blind indexes with the store's index key.
 pub fn use_index_key(key: [u8; 32]) {
-    vt_actions::vt::secret::set_fingerprint_key(key);
-    seal::set_index_key(key);
+    vt_actions::vt::secret::set_index_key(key);
 }
 
 /// Whose records: a data subject (by user id or card) or, for retention, everything older than a date.
@@ -805,6 +804,21 @@ where
     Ok(new)
 }
 
+/// `head` (ending in `IN (`) with `ids` bound as the list, closed.
+fn in_list<DB>(head: &str, ids: &[String]) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut q = sqlx::QueryBuilder::<DB>::new(head);
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(id.clone());
+    }
+    q.push(")");
+    q
+}
+
 /// The flow runs the executions of `conversations` ran (their own, and the sub-runs of their tools).
 pub(crate) async fn flow_runs_of<DB>(
     conn: &mut DB::Connection,
@@ -821,28 +835,19 @@ where
 {
     let mut runs = Vec::new();
     for chunk in conversations.chunks(ROWS_PER_INSERT) {
-        let mut q = sqlx::QueryBuilder::<DB>::new(
+        // A run a kill interrupted has no execution: its row names its conversation.
+        for head in [
             "SELECT f.execucao_id FROM flow_runs f JOIN executions e
                ON f.execucao_id = e.execucao_id OR f.parent_execucao_id = e.execucao_id
              WHERE e.conversation_id IN (",
-        );
-        let mut list = q.separated(", ");
-        for id in chunk {
-            list.push_bind(id.clone());
+            "SELECT execucao_id FROM flow_runs WHERE conversation_id IN (",
+        ] {
+            let ids: Vec<String> = in_list::<DB>(head, chunk)
+                .build_query_scalar()
+                .fetch_all(&mut *conn)
+                .await?;
+            runs.extend(ids);
         }
-        q.push(")");
-        let ids: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await?;
-        runs.extend(ids);
-        // A run a kill interrupted has no execution: its row names its conversation.
-        let mut q =
-            sqlx::QueryBuilder::<DB>::new("SELECT execucao_id FROM flow_runs WHERE conversation_id IN (");
-        let mut list = q.separated(", ");
-        for id in chunk {
-            list.push_bind(id.clone());
-        }
-        q.push(")");
-        let ids: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await?;
-        runs.extend(ids);
     }
     Ok(runs)
 }
@@ -888,13 +893,11 @@ where
     ] {
         for chunk in ids.chunks(ROWS_PER_INSERT) {
             for head in statements {
-                let mut q = sqlx::QueryBuilder::<DB>::new(*head);
-                let mut list = q.separated(", ");
-                for id in chunk {
-                    list.push_bind(id.clone());
-                }
-                q.push(")");
-                q.build().persistent(false).execute(&mut *conn).await?;
+                in_list::<DB>(head, chunk)
+                    .build()
+                    .persistent(false)
+                    .execute(&mut *conn)
+                    .await?;
             }
         }
     }

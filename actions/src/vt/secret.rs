@@ -26,8 +26,9 @@ const HASH_HEX: usize = 12;
 const HASH_MARK: char = '#';
 const ELLIPSIS: char = '…';
 
-/// The key of the fingerprints' hash: the product's index key once [`set_fingerprint_key`] ran, else a
-/// random one for this process (unit tests, tools that keep nothing).
+/// The key of the product's keyed hashes ([`keyed_hash`]: token fingerprints, the store's blind
+/// indexes): the store's index key once [`set_index_key`] ran, else a random one for this process
+/// (unit tests, tools that keep nothing).
 static KEY: LazyLock<RwLock<[u8; 32]>> = LazyLock::new(|| {
     let mut key = [0u8; 32];
     key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
@@ -38,10 +39,23 @@ static KEY: LazyLock<RwLock<[u8; 32]>> = LazyLock::new(|| {
 /// The values of the tokens alive in this process, by fingerprint.
 static LIVE: LazyLock<Mutex<HashMap<String, Weak<str>>>> = LazyLock::new(Mutex::default);
 
-/// Keys the fingerprints' hash with the product's index key (a stable key: fingerprints stored by one
-/// process compare with another's).
-pub fn set_fingerprint_key(key: [u8; 32]) {
+/// Keys the product's keyed hashes with the store's index key (a stable key: what one process stored
+/// compares with another's).
+pub fn set_index_key(key: [u8; 32]) {
     *KEY.write().unwrap_or_else(PoisonError::into_inner) = key;
+}
+
+/// HMAC-SHA256 of `value` under the index key, in `domain` (so one value hashes apart in each use),
+/// as `hex_digits` hex digits.
+pub fn keyed_hash(domain: &str, value: &str, hex_digits: usize) -> String {
+    let key = *KEY.read().unwrap_or_else(PoisonError::into_inner);
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).expect("HMAC takes a key of any length");
+    mac.update(domain.as_bytes());
+    mac.update(b"\0");
+    mac.update(value.as_bytes());
+    let mut hash = hex::encode(mac.finalize().into_bytes());
+    hash.truncate(hex_digits);
+    hash
 }
 
 /// A payment token. See the module's documentation.
@@ -130,12 +144,8 @@ fn fingerprint(value: &str) -> String {
         n if n >= 6 => format!("{ELLIPSIS}{}", chars[n - 2..].iter().collect::<String>()),
         _ => ELLIPSIS.to_string(),
     };
-    let key = *KEY.read().unwrap_or_else(PoisonError::into_inner);
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).expect("HMAC takes a key of any length");
-    mac.update(b"vt-agent/payment-token\0");
-    mac.update(value.as_bytes());
-    let hash = hex::encode(mac.finalize().into_bytes());
-    format!("{shown}{HASH_MARK}{}", &hash[..HASH_HEX])
+    let hash = keyed_hash("vt-agent/payment-token", value, HASH_HEX);
+    format!("{shown}{HASH_MARK}{hash}")
 }
 
 impl fmt::Debug for PaymentToken {
