@@ -11,12 +11,17 @@
 //!    are written as delivered); channels that send on their own are served by the outbox worker
 //!    ([`crate::outbox`]).
 //!
-//! Turns of one conversation run one at a time (the store's turn lock, held from accept to commit),
-//! so messages are stored in the order they are processed.
+//! Turns of one conversation run one at a time, under the store's turn lock, in the order their
+//! messages were stored. [`ConversationService::handle`] (terminal, HTTP) holds the lock from accept
+//! to commit. Webhooks must acknowledge fast, so [`ConversationService::receive`] accepts outside the
+//! lock and a task per message calls [`ConversationService::process`]; those tasks may take the lock
+//! in any order, so the holder first processes the conversation's earlier unprocessed messages (by
+//! stored id), then its own ([`inbox`] carries the channel's details and outcomes between tasks).
 
 mod accept;
 pub mod audit;
 mod commit;
+mod inbox;
 mod route;
 
 use std::sync::Arc;
@@ -32,7 +37,7 @@ use crate::engine::{
 use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
-use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UsageRecord};
+use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
@@ -181,6 +186,7 @@ pub struct ConversationService {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     router: Option<Router>,
+    inbox: inbox::Inbox,
 }
 
 impl ConversationService {
@@ -189,6 +195,7 @@ impl ConversationService {
             engine,
             store,
             router: None,
+            inbox: inbox::Inbox::default(),
         }
     }
 
@@ -325,14 +332,22 @@ impl ConversationService {
             .clone()
             .unwrap_or_else(|| self.engine.next_id("conv"));
         let accepted = self.accept(&id, msg, self.engine.now()).await?;
-        Ok(accepted.map(|(_, message_id)| Received {
-            conversation_id: id,
-            message_id,
+        Ok(accepted.map(|(_, message_id)| {
+            self.inbox.hold(message_id, msg.clone());
+            Received {
+                conversation_id: id,
+                message_id,
+            }
         }))
     }
 
     /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
     /// trace.
+    ///
+    /// Messages are processed in the order they were stored, whichever task gets the lock first: the
+    /// holder processes the conversation's earlier unprocessed messages before its own and leaves
+    /// their outcomes for their own tasks (or, for a message this process did not receive, for
+    /// nobody: its replies go out through the outbox all the same).
     pub async fn process(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
         let scope = Scope {
             agent: &msg.agent_id,
@@ -343,39 +358,82 @@ impl ConversationService {
     }
 
     async fn process_locked(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
-        let lock = self
+        let lock = self.store.lock_conversation(&received.conversation_id).await;
+        let result = match lock {
+            Ok(lock) => {
+                let result = self.process_in_order(msg, &received).await;
+                lock.release().await;
+                result
+            }
+            Err(e) => Err(ServiceError::NotRecorded(e)),
+        };
+        let left = self.inbox.release(received.message_id);
+        match result {
+            Ok(Some(handled)) => Ok(handled),
+            // Processed while this task waited for the lock: by the task of a later message (the
+            // outcome it left), or by another instance or a recovery.
+            Ok(None) => left.unwrap_or_else(|| Ok(Handled::duplicate(received.conversation_id.clone()))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Under the turn lock: the conversation's unprocessed messages up to `received`, oldest first.
+    /// `None` when `received` itself was processed before.
+    async fn process_in_order(
+        &self,
+        msg: &Inbound,
+        received: &Received,
+    ) -> Result<Option<Handled>, ServiceError> {
+        let through = (received.conversation_id.as_str(), received.message_id);
+        let pending = self
             .store
-            .lock_conversation(&received.conversation_id)
+            .unprocessed_messages(Some(through), i64::MAX)
             .await
             .map_err(ServiceError::NotRecorded)?;
-        let result = async {
-            // Another instance's recovery (or this one's) may have processed it while we waited.
-            if self
-                .store
-                .message_processed(received.message_id)
-                .await
-                .map_err(ServiceError::NotRecorded)?
-            {
-                return Ok(Handled::duplicate(received.conversation_id.clone()));
-            }
-            let conv = self
-                .store
-                .conversation(&received.conversation_id)
-                .await
-                .map_err(ServiceError::NotRecorded)?
-                .ok_or_else(|| ServiceError::NotFound(received.conversation_id.clone()))?;
-            self.run_accepted(conv, msg, received.message_id, self.engine.now())
+        let Some((own, earlier)) = pending.split_last().filter(|(m, _)| m.id == received.message_id) else {
+            return Ok(None);
+        };
+        for m in earlier {
+            self.process_earlier(m).await;
+        }
+        let conv = self.stored_conversation(&own.conversation_id).await?;
+        self.run_accepted(conv, msg, own.id, self.engine.now())
+            .await
+            .map(Some)
+    }
+
+    /// A message stored before the one a task processes, ahead of its own task: with what its channel
+    /// said of it when this process received it (the outcome is left for its task), else with what
+    /// the store kept.
+    async fn process_earlier(&self, earlier: &UnprocessedMessage) {
+        let own_task = self.inbox.take_received(earlier.id);
+        let outcome = async {
+            let conv = self.stored_conversation(&earlier.conversation_id).await?;
+            let msg = own_task.clone().unwrap_or_else(|| inbound_of(&conv, earlier));
+            self.run_accepted(conv, &msg, earlier.id, self.engine.now())
                 .await
         }
         .await;
-        lock.release().await;
-        result
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e, conversation = %earlier.conversation_id, "an earlier message failed");
+        }
+        if own_task.is_some() {
+            self.inbox.leave(earlier.id, outcome);
+        }
+    }
+
+    async fn stored_conversation(&self, id: &str) -> Result<Conversation, ServiceError> {
+        self.store
+            .conversation(id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+            .ok_or_else(|| ServiceError::NotFound(id.to_owned()))
     }
 
     /// Processes what channels delivered, was acknowledged, and never got its turn (the process
     /// stopped in between). Called at start by `serve`; the replies go out through the outbox.
     pub async fn recover(&self) -> usize {
-        let pending = match self.store.unprocessed_messages(1_000).await {
+        let pending = match self.store.unprocessed_messages(None, 1_000).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(error = %e, "unprocessed messages could not be read");
@@ -387,27 +445,13 @@ impl ConversationService {
             let Ok(Some(conv)) = self.store.conversation(&m.conversation_id).await else {
                 continue;
             };
-            let msg = Inbound {
-                agent_id: conv.agent_id.clone(),
-                conversation_id: Some(conv.id.clone()),
-                tenant_id: Some(conv.tenant_id.clone()),
-                user: Participant {
-                    user_id: conv.user_id.clone(),
-                    user_login: conv.user_login.clone(),
-                    channel: conv.channel.clone(),
-                },
-                text: m.text.clone(),
-                channel_message_id: Some(m.channel_message_id.clone()),
-                delivery: Delivery::Outbox,
-                unsupported: None,
-                thread: None,
-            };
             let received = Received {
                 conversation_id: conv.id.clone(),
                 message_id: m.id,
             };
-            match self.process(&msg, received).await {
-                Ok(_) => done += 1,
+            match self.process(&inbound_of(&conv, &m), received).await {
+                Ok(h) if !h.duplicate => done += 1,
+                Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, conversation = %conv.id, "recovered message failed"),
             }
         }
@@ -615,6 +659,26 @@ fn refusal(msg: &Inbound) -> Option<String> {
             "Sua mensagem tem {chars} caracteres e o limite é {MAX_MESSAGE_CHARS}. Pode resumir o que precisa em uma mensagem mais curta?"
         )
     })
+}
+
+/// A message the store kept, as its channel would have handed it: what `recover` and the turn of a
+/// later message process when the task that received it is gone.
+fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
+    Inbound {
+        agent_id: conv.agent_id.clone(),
+        conversation_id: Some(conv.id.clone()),
+        tenant_id: Some(conv.tenant_id.clone()),
+        user: Participant {
+            user_id: conv.user_id.clone(),
+            user_login: conv.user_login.clone(),
+            channel: conv.channel.clone(),
+        },
+        text: m.text.clone(),
+        channel_message_id: Some(m.channel_message_id.clone()),
+        delivery: Delivery::Outbox,
+        unsupported: None,
+        thread: None,
+    }
 }
 
 /// The tenant of a new conversation.

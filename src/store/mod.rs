@@ -409,10 +409,13 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError>;
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
-    /// Whether the turn that handles message `id` has committed.
-    async fn message_processed(&self, id: i64) -> Result<bool, StoreError>;
-    /// Accepted channel messages whose turn never committed, oldest first.
-    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError>;
+    /// Accepted channel messages whose turn never committed, oldest first: every conversation's, or
+    /// with `through = Some((conversation, id))` that conversation's up to message `id` included.
+    async fn unprocessed_messages(
+        &self,
+        through: Option<(&str, i64)>,
+        limit: i64,
+    ) -> Result<Vec<UnprocessedMessage>, StoreError>;
 
     /// Conversation state, messages, execution, events, usage, context, flow runs and outbox items of a
     /// turn, in one transaction.

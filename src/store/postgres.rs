@@ -423,21 +423,18 @@ impl Store for PgStore {
         Ok(row.try_get("id")?)
     }
 
-    async fn message_processed(&self, id: i64) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT processed FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row
-            .map(|r| r.try_get::<bool, _>("processed"))
-            .transpose()?
-            .unwrap_or(true))
-    }
-
-    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError> {
+    async fn unprocessed_messages(
+        &self,
+        through: Option<(&str, i64)>,
+        limit: i64,
+    ) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        let (conversation, last) = through.unzip();
         let rows = sqlx::query(
-            "SELECT id, conversation_id, channel_message_id, body FROM messages WHERE NOT processed ORDER BY id LIMIT $1",
+            "SELECT id, conversation_id, channel_message_id, body FROM messages
+             WHERE NOT processed AND ($1::text IS NULL OR (conversation_id = $1 AND id <= $2)) ORDER BY id LIMIT $3",
         )
+        .bind(conversation)
+        .bind(last)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;

@@ -261,9 +261,9 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
         h.service.receive(&msg).await.expect("stored").is_none(),
         "a redelivery is known"
     );
-    assert_eq!(h.store.unprocessed_messages(10).await.expect("read").len(), 1);
+    assert_eq!(h.store.unprocessed_messages(None, 10).await.expect("read").len(), 1);
     assert_eq!(h.service.recover().await, 1);
-    assert!(h.store.unprocessed_messages(10).await.expect("read").is_empty());
+    assert!(h.store.unprocessed_messages(None, 10).await.expect("read").is_empty());
     // The webhook's own task gets its turn after the recovery did the work: nothing runs twice.
     let late = h.service.process(&msg, received.clone()).await.expect("handled");
     assert!(late.duplicate && late.replies.is_empty());
@@ -281,4 +281,64 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
             .contains("****7890")
     );
     assert_eq!(received.conversation_id, "wa-1");
+}
+
+/// Two webhook messages stored in order, whose tasks reach the turn lock in the other order: the
+/// later one's task processes the earlier message first, and the earlier one's task gets its own
+/// outcome, not a "duplicate".
+#[tokio::test]
+async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_runs_first() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    let channel = |text: &str, wamid: &str| {
+        let mut msg = inbound("wa-order", text);
+        msg.delivery = Delivery::Outbox;
+        msg.channel_message_id = Some(wamid.into());
+        msg
+    };
+    let ask = channel("recarrega 50 no cartão 2345678901 via pix", "wamid.1");
+    let yes = channel("sim", "wamid.2");
+    let first = h.service.receive(&ask).await.expect("stored").expect("new");
+    let second = h.service.receive(&yes).await.expect("stored").expect("new");
+
+    let later = h.service.process(&yes, second).await.expect("handled");
+    assert!(
+        later.reply_text().contains("aprovada"),
+        "the yes answered the recharge asked before it: {}",
+        later.reply_text()
+    );
+    assert_eq!(h.recharges(), 1);
+    let earlier = h.service.process(&ask, first).await.expect("handled");
+    assert!(!earlier.duplicate, "the ask's own task gets the ask's outcome");
+    assert!(
+        earlier.awaiting_confirmation.is_some() && earlier.reply_text().contains("****8901"),
+        "{}",
+        earlier.reply_text()
+    );
+
+    let users: Vec<String> = h
+        .store
+        .messages("wa-order")
+        .await
+        .expect("read")
+        .into_iter()
+        .filter_map(|m| match m.message {
+            vt_agent::llm::ChatMessage::User { .. } => m.message.text().map(str::to_owned),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, [ask.text.clone(), yes.text.clone()]);
+    let replies: Vec<String> = h
+        .store
+        .outbox_items(OutboxStatus::Pending, 10)
+        .await
+        .expect("pending")
+        .into_iter()
+        .map(|i| i.payload["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(
+        replies[0].contains("****8901") && replies[1].contains("aprovada"),
+        "answered in order: {replies:?}"
+    );
+    assert!(h.store.unprocessed_messages(None, 10).await.expect("read").is_empty());
 }

@@ -345,11 +345,12 @@ impl Store for Flaky {
         }
         self.inner.append_message(c, e, m, now).await
     }
-    async fn message_processed(&self, id: i64) -> Result<bool, StoreError> {
-        self.inner.message_processed(id).await
-    }
-    async fn unprocessed_messages(&self, limit: i64) -> Result<Vec<UnprocessedMessage>, StoreError> {
-        self.inner.unprocessed_messages(limit).await
+    async fn unprocessed_messages(
+        &self,
+        through: Option<(&str, i64)>,
+        limit: i64,
+    ) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        self.inner.unprocessed_messages(through, limit).await
     }
     async fn messages(&self, c: &str) -> Result<Vec<StoredMessage>, StoreError> {
         self.inner.messages(c).await

@@ -50,6 +50,12 @@ struct Wa {
 }
 
 async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
+    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    whatsapp_on(chat, graph_answers).await
+}
+
+async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canned<'static>>) -> Wa {
+    let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers).await;
     let config = WhatsAppConfig {
         graph_url: graph.url.clone(),
@@ -59,7 +65,6 @@ async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
         app_secret: Some(SECRET.into()),
         verify_token: Some("vibecoding".into()),
     };
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
     let state =
         vt_agent::http::AppState::new(chat.service.clone(), Default::default()).with_whatsapp(config.clone());
     let served = crate::support::serve_state(chat.clone(), state).await;
@@ -384,4 +389,93 @@ async fn a_whole_recharge_over_whatsapp_charges_once() {
             .unwrap_or_default()
             .contains("aprovada")
     );
+}
+
+/// Meta's text notification from another number.
+fn text_from(wa_id: &str, text: &str, wamid: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&text_notification(text, wamid)).expect("json");
+    let value = &mut v["entry"][0]["changes"][0]["value"];
+    value["contacts"][0]["wa_id"] = json!(wa_id);
+    value["messages"][0]["from"] = json!(wa_id);
+    serde_json::to_vec(&v).expect("bytes")
+}
+
+/// Bursts: several people each send several messages at once (Meta delivers them in parallel),
+/// to one instance or, on PostgreSQL, alternately to two. Whichever order the webhooks stored them
+/// in, every conversation's messages are processed, and answered, in that order — whichever of the
+/// tasks started after each 200 reaches the turn lock first. Turns commit their replies under the
+/// lock, so the outbox's order is the order they were processed in.
+async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<Wa>]) {
+    const PEOPLE: usize = 4;
+    const BURST: usize = 8;
+    let person = |p: usize| format!("55119900000{p:02}");
+    // Each message names its own card; a reply names it masked (`****89kk`).
+    let card = |k: usize| format!("23456789{k:02}");
+    let mut sends = Vec::new();
+    for p in 0..PEOPLE {
+        for k in 0..BURST {
+            let wa = instances[(p + k) % instances.len()].clone();
+            let body = text_from(
+                &person(p),
+                &format!("saldo do cartão {}", card(k)),
+                &format!("wamid.burst.{p}.{k}"),
+            );
+            sends.push(tokio::spawn(async move { wa.deliver(&body).await }));
+        }
+    }
+    for s in sends {
+        assert_eq!(s.await.expect("sent"), 200);
+    }
+    let wa = &instances[0];
+    let replies = wa.queued(PEOPLE * BURST).await;
+    let last4 = |text: &str| text.split("****").nth(1).map(|r| r[..4].to_owned());
+    for p in 0..PEOPLE {
+        let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, &person(p));
+        let stored: Vec<Option<String>> = wa
+            .served
+            .chat
+            .store
+            .messages(&conversation)
+            .await
+            .expect("read")
+            .into_iter()
+            .filter(|m| matches!(m.message, vt_agent::llm::ChatMessage::User { .. }))
+            .map(|m| m.message.text().map(|t| t[t.len() - 4..].to_owned()))
+            .collect();
+        let answered: Vec<Option<String>> = replies
+            .iter()
+            .filter(|i| i.conversation_id.as_deref() == Some(conversation.as_str()))
+            .map(|i| last4(i.payload["text"].as_str().unwrap_or_default()))
+            .collect();
+        assert_eq!(stored.len(), BURST);
+        assert_eq!(answered, stored, "person {p}: answered in the order stored");
+    }
+    let left = wa.served.chat.store.unprocessed_messages(None, 10).await.expect("read");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bursts_over_the_webhook_are_processed_and_answered_in_the_order_stored() {
+    bursts_are_processed_and_answered_in_the_order_stored(&[Arc::new(whatsapp(vec![]).await)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stored() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let mut instances = Vec::new();
+    for store in [pg.store.clone(), pg.second.clone()] {
+        let chat = crate::support::chat_harness_with(
+            store,
+            None,
+            vt_actions::tools::VtSettings::default(),
+            Some(sim.clone()),
+        )
+        .await;
+        instances.push(Arc::new(whatsapp_on(chat, vec![]).await));
+    }
+    bursts_are_processed_and_answered_in_the_order_stored(&instances).await;
 }

@@ -1,0 +1,56 @@
+//! What this process's channels said of the messages they received, from `receive` until their turns
+//! ran: the task that holds a conversation's turn lock may process a message another task received
+//! (it came earlier), and takes that message's channel details (its thread, its kind) from here, and
+//! leaves the outcome here for the task that received it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use super::{Handled, Inbound, ServiceError};
+
+enum Held {
+    Received(Box<Inbound>),
+    Processed(Result<Handled, ServiceError>),
+}
+
+#[derive(Default)]
+pub(super) struct Inbox {
+    held: Mutex<HashMap<i64, Held>>,
+}
+
+impl Inbox {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<i64, Held>) -> R) -> R {
+        f(&mut self.held.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Message `id` was stored by `receive`; its task will call `process`.
+    pub(super) fn hold(&self, id: i64, msg: Inbound) {
+        self.with(|held| held.insert(id, Held::Received(Box::new(msg))));
+    }
+
+    /// The channel's message `id`, for the task that processes it ahead of its own task. `None` for a
+    /// message this process did not receive (another instance's, or one from before a restart).
+    pub(super) fn take_received(&self, id: i64) -> Option<Inbound> {
+        self.with(|held| match held.remove(&id) {
+            Some(Held::Received(msg)) => Some(*msg),
+            Some(other) => {
+                held.insert(id, other);
+                None
+            }
+            None => None,
+        })
+    }
+
+    /// The outcome of message `id`, processed ahead of its own task, left for that task.
+    pub(super) fn leave(&self, id: i64, outcome: Result<Handled, ServiceError>) {
+        self.with(|held| held.insert(id, Held::Processed(outcome)));
+    }
+
+    /// Message `id`'s task is done with it: what another task left for it, if anything.
+    pub(super) fn release(&self, id: i64) -> Option<Result<Handled, ServiceError>> {
+        self.with(|held| match held.remove(&id) {
+            Some(Held::Processed(outcome)) => Some(outcome),
+            _ => None,
+        })
+    }
+}
