@@ -410,8 +410,7 @@ impl ConversationService {
         let outcome = async {
             let conv = self.stored_conversation(&earlier.conversation_id).await?;
             let msg = own_task.clone().unwrap_or_else(|| inbound_of(&conv, earlier));
-            self.run_accepted(conv, &msg, earlier.id, self.engine.now())
-                .await
+            self.run_accepted(conv, &msg, earlier.id, self.engine.now()).await
         }
         .await;
         if let Err(e) = &outcome {

@@ -279,7 +279,12 @@ impl KeyRing {
         let nonce: [u8; NONCE_LEN] = (*nonce).try_into().map_err(|_| SealError::Malformed)?;
         let tag: [u8; TAG_LEN] = (*tag).try_into().map_err(|_| SealError::Malformed)?;
         key.cipher
-            .decrypt_in_place_detached(&Nonce::from(nonce), key.label.as_bytes(), ciphertext, &Tag::from(tag))
+            .decrypt_in_place_detached(
+                &Nonce::from(nonce),
+                key.label.as_bytes(),
+                ciphertext,
+                &Tag::from(tag),
+            )
             .map_err(|_| SealError::Damaged(id.to_owned()))?;
         bytes.truncate(bytes.len() - TAG_LEN);
         bytes.drain(..NONCE_LEN);

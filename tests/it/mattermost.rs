@@ -234,10 +234,60 @@ fn posted(seq: i64, channel_type: &str, mentions: &[&str], post: Value) -> Strin
     frame.to_string()
 }
 
-async fn fake_mattermost() -> FakeMattermost {
+/// What the fake sends over each websocket connection, in order: the frames, then whether it drops
+/// the connection (else it stays open). Connections past the script get nothing and stay open.
+type Script = Vec<(Vec<String>, bool)>;
+
+/// The first connection: the bot's own post, a system post and a DM, then a drop; the second: a
+/// mention in a channel.
+fn dropped_then_resumed() -> Script {
+    let post = |id: &str, user: &str, channel: &str, message: &str, kind: &str| {
+        json!({"id": id, "user_id": user, "channel_id": channel, "root_id": "",
+               "message": message, "type": kind, "props": {}})
+    };
+    vec![
+        (
+            vec![
+                posted(
+                    2,
+                    "D",
+                    &[],
+                    post("p-own", "bot-id", "dm-ana", "resposta antiga", ""),
+                ),
+                posted(
+                    3,
+                    "O",
+                    &[],
+                    post("p-sys", "u-ana", "geral", "ana entrou", "system_join_channel"),
+                ),
+                posted(
+                    4,
+                    "D",
+                    &["bot-id"],
+                    post("p-ana", "u-ana", "dm-ana", "saldo 1234567890", ""),
+                ),
+            ],
+            true,
+        ),
+        (
+            vec![posted(
+                5,
+                "O",
+                &["bot-id"],
+                post("p-bia", "u-bia", "geral", "@vt saldo 1111111111", ""),
+            )],
+            false,
+        ),
+    ]
+}
+
+/// A Mattermost server: `/users/me`, the websocket playing `script`, and `/posts` (answering its
+/// first call with a 429 when `throttle_first_post`).
+async fn fake_mattermost(script: Script, throttle_first_post: bool) -> FakeMattermost {
     use axum::extract::RawQuery;
     use axum::extract::ws::{Message, WebSocketUpgrade};
     use axum::routing::{get, post};
+    let script = Arc::new(script);
     let posts = Arc::new(std::sync::Mutex::new(Vec::new()));
     let post_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let connections = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -250,7 +300,7 @@ async fn fake_mattermost() -> FakeMattermost {
         .route(
             "/api/v4/websocket",
             get(move |ws: WebSocketUpgrade, RawQuery(query): RawQuery| {
-                let conns = conns.clone();
+                let (conns, script) = (conns.clone(), script.clone());
                 async move {
                     let n = {
                         let mut c = conns.lock().expect("lock");
@@ -271,43 +321,11 @@ async fn fake_mattermost() -> FakeMattermost {
                         let hello = fixture("mm-ws-hello.mmctl-pr25545.json");
                         let _ = socket.send(Message::text(ok)).await;
                         let _ = socket.send(Message::text(hello)).await;
-                        let post = |id: &str, user: &str, channel: &str, message: &str, kind: &str| {
-                            json!({"id": id, "user_id": user, "channel_id": channel, "root_id": "",
-                                   "message": message, "type": kind, "props": {}})
-                        };
-                        let frames = if n == 1 {
-                            vec![
-                                posted(
-                                    2,
-                                    "D",
-                                    &[],
-                                    post("p-own", "bot-id", "dm-ana", "resposta antiga", ""),
-                                ),
-                                posted(
-                                    3,
-                                    "O",
-                                    &[],
-                                    post("p-sys", "u-ana", "geral", "ana entrou", "system_join_channel"),
-                                ),
-                                posted(
-                                    4,
-                                    "D",
-                                    &["bot-id"],
-                                    post("p-ana", "u-ana", "dm-ana", "saldo 1234567890", ""),
-                                ),
-                            ]
-                        } else {
-                            vec![posted(
-                                5,
-                                "O",
-                                &["bot-id"],
-                                post("p-bia", "u-bia", "geral", "@vt saldo 1111111111", ""),
-                            )]
-                        };
+                        let (frames, drop) = script.get(n - 1).cloned().unwrap_or_default();
                         for f in frames {
                             let _ = socket.send(Message::text(f)).await;
                         }
-                        if n == 1 {
+                        if drop {
                             // The connection drops: the bot must reconnect and resume.
                             let _ = socket.send(Message::Close(None)).await;
                             return;
@@ -330,7 +348,7 @@ async fn fake_mattermost() -> FakeMattermost {
                         {
                             return axum::http::StatusCode::UNAUTHORIZED.into_response();
                         }
-                        if n == 0 {
+                        if n == 0 && throttle_first_post {
                             return (
                                 axum::http::StatusCode::TOO_MANY_REQUESTS,
                                 [("x-ratelimit-reset", "1")],
@@ -361,7 +379,7 @@ async fn fake_mattermost() -> FakeMattermost {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
-    let mm = fake_mattermost().await;
+    let mm = fake_mattermost(dropped_then_resumed(), true).await;
     let config = Arc::new(MattermostConfig {
         url: Some(mm.url.clone()),
         bot_token: Some("token-do-bot".into()),
@@ -435,4 +453,105 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         connections[1], "connection_id=beysw7hhzp8f3ffjnpzze3jg9o&sequence_number=4",
         "resumed"
     );
+}
+
+/// A burst of DMs from several people, read off the websocket one after the other, each turn run by
+/// its own task — by one instance, or on PostgreSQL by two bots that both read every post (the one
+/// that stores a post first runs it). Every conversation is processed and answered in the order its
+/// posts came.
+async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate::support::ChatHarness>) {
+    const PEOPLE: usize = 4;
+    const BURST: usize = 8;
+    let card = |k: usize| format!("23456789{k:02}");
+    let mut frames = Vec::new();
+    for k in 0..BURST {
+        for p in 0..PEOPLE {
+            let post = json!({"id": format!("p-{p}-{k}"), "user_id": format!("u-{p}"),
+                              "channel_id": format!("dm-{p}"), "root_id": "",
+                              "message": format!("saldo do cartão {}", card(k)), "type": "", "props": {}});
+            frames.push(posted((k * PEOPLE + p + 2) as i64, "D", &["bot-id"], post));
+        }
+    }
+    let script = chats.iter().map(|_| (frames.clone(), false)).collect();
+    let mm = fake_mattermost(script, false).await;
+    let config = Arc::new(MattermostConfig {
+        url: Some(mm.url.clone()),
+        bot_token: Some("token-do-bot".into()),
+        ..MattermostConfig::default()
+    });
+    let store = chats[0].store.clone();
+    let mut running = Vec::new();
+    for chat in chats {
+        let bot = vt_agent::channels::mattermost::Bot::new(
+            Arc::new(chat).service.clone(),
+            config.clone(),
+            "empresa-a",
+        )
+        .expect("bot");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(bot.run(async move {
+            let _ = stopped.await;
+        }));
+        running.push((stop, task));
+    }
+    let started = std::time::Instant::now();
+    let replies = loop {
+        let items = store
+            .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+            .await
+            .expect("read");
+        if items.len() >= PEOPLE * BURST {
+            break items;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{} of {} replies",
+            items.len(),
+            PEOPLE * BURST
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    for (stop, task) in running {
+        let _ = stop.send(());
+        tokio::time::timeout(std::time::Duration::from_secs(5), task)
+            .await
+            .expect("the bot stops")
+            .expect("join");
+    }
+    assert_eq!(replies.len(), PEOPLE * BURST, "each post once");
+    for p in 0..PEOPLE {
+        let conversation =
+            vt_agent::channels::mattermost::conversation_id(&format!("dm-{p}"), &format!("u-{p}"));
+        let answered: Vec<String> = replies
+            .iter()
+            .filter(|i| i.conversation_id.as_deref() == Some(conversation.as_str()))
+            .filter_map(|i| {
+                let text = i.payload["text"].as_str()?;
+                text.split("****").nth(1).map(|r| r[..4].to_owned())
+            })
+            .collect();
+        let posted: Vec<String> = (0..BURST).map(|k| card(k)[6..].to_owned()).collect();
+        assert_eq!(answered, posted, "person {p}: answered in the order posted");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_bots_bursts_are_processed_and_answered_in_the_order_posted() {
+    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    bursts_are_processed_and_answered_in_the_order_posted(vec![chat]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let mut chats = Vec::new();
+    for store in [pg.store.clone(), pg.second.clone()] {
+        let vt = vt_actions::tools::VtSettings::default();
+        chats.push(crate::support::chat_harness_with(store, None, vt, Some(sim.clone())).await);
+    }
+    bursts_are_processed_and_answered_in_the_order_posted(chats).await;
 }

@@ -261,9 +261,18 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
         h.service.receive(&msg).await.expect("stored").is_none(),
         "a redelivery is known"
     );
-    assert_eq!(h.store.unprocessed_messages(None, 10).await.expect("read").len(), 1);
+    assert_eq!(
+        h.store.unprocessed_messages(None, 10).await.expect("read").len(),
+        1
+    );
     assert_eq!(h.service.recover().await, 1);
-    assert!(h.store.unprocessed_messages(None, 10).await.expect("read").is_empty());
+    assert!(
+        h.store
+            .unprocessed_messages(None, 10)
+            .await
+            .expect("read")
+            .is_empty()
+    );
     // The webhook's own task gets its turn after the recovery did the work: nothing runs twice.
     let late = h.service.process(&msg, received.clone()).await.expect("handled");
     assert!(late.duplicate && late.replies.is_empty());
@@ -340,5 +349,11 @@ async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_run
         replies[0].contains("****8901") && replies[1].contains("aprovada"),
         "answered in order: {replies:?}"
     );
-    assert!(h.store.unprocessed_messages(None, 10).await.expect("read").is_empty());
+    assert!(
+        h.store
+            .unprocessed_messages(None, 10)
+            .await
+            .expect("read")
+            .is_empty()
+    );
 }

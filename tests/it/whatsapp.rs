@@ -450,7 +450,13 @@ async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<
         assert_eq!(stored.len(), BURST);
         assert_eq!(answered, stored, "person {p}: answered in the order stored");
     }
-    let left = wa.served.chat.store.unprocessed_messages(None, 10).await.expect("read");
+    let left = wa
+        .served
+        .chat
+        .store
+        .unprocessed_messages(None, 10)
+        .await
+        .expect("read");
     assert!(left.is_empty(), "{left:?}");
 }
 
