@@ -79,6 +79,7 @@ async fn http(label: &str, store: Arc<dyn Store>) {
     let (service, _sim) = service(store).await;
     let state = vt_agent::http::AppState::new(
         service,
+        vt_agent::app::CHAT_AGENT,
         vt_agent::http::HttpConfig {
             rate_per_minute: u32::MAX,
             max_turns_in_flight: 1_000,

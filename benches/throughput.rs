@@ -52,6 +52,16 @@ async fn main() {
     }
     report("router level 1 (decision + parameters)", n, start.elapsed());
 
+    // What sealing at rest costs per value (a turn seals about twenty, most under 400 bytes).
+    let value = "x".repeat(300);
+    let n = 100_000u32;
+    let start = Instant::now();
+    for _ in 0..n {
+        let sealed = vt_agent::store::seal::seal(std::hint::black_box(&value));
+        std::hint::black_box(vt_agent::store::seal::open(&sealed).expect("opens"));
+    }
+    report("seal + open, a 300-byte value", n, start.elapsed());
+
     let running = common::simulator().await;
     let ext =
         Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));

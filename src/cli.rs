@@ -542,8 +542,8 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     }
     let app = App::start(&config, None).await?;
     let service = std::sync::Arc::new(app.service);
-    let mut state =
-        crate::http::AppState::new(service.clone(), config.http.clone()).with_console(&config.console);
+    let mut state = crate::http::AppState::new(service.clone(), crate::app::CHAT_AGENT, config.http.clone())
+        .with_console(&config.console);
     let mut worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
     if let Some(sender) = crate::channels::whatsapp::Sender::new(&config.whatsapp) {
         state = state.with_whatsapp(config.whatsapp.clone());
@@ -558,7 +558,12 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     if let Some(sender) = crate::channels::mattermost::PostSender::new(mattermost.clone()) {
         worker = worker.with_sender(std::sync::Arc::new(sender));
     }
-    let bot = crate::channels::mattermost::Bot::new(service.clone(), mattermost, &config.vt.tenant_id);
+    let bot = crate::channels::mattermost::Bot::new(
+        service.clone(),
+        crate::app::CHAT_AGENT,
+        mattermost,
+        &config.vt.tenant_id,
+    );
     // Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
     if config
         .otlp_target
@@ -823,14 +828,14 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     if files.is_empty() {
         anyhow::bail!("no transcripts (*.yaml) found in the given paths");
     }
-    let options = crate::transcript::RunOptions {
+    let options = crate::app::transcripts::RunOptions {
         config: config.clone(),
         record: args.record,
         record_with: None,
     };
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = crate::transcript::run_file(file, &options).await;
+        let report = crate::app::transcripts::run_file(file, &options).await;
         match &report.failure {
             None => println!(
                 "ok    {} ({}, {} ms)",
@@ -846,14 +851,17 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
         reports.push(report);
     }
     if let Some(path) = &args.junit {
-        std::fs::write(path, crate::transcript::junit_xml(&reports))
+        std::fs::write(path, crate::app::transcripts::junit_xml(&reports))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&reports)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("\ntranscripts: {}", crate::transcript::summary_line(&reports));
+    println!(
+        "\ntranscripts: {}",
+        crate::app::transcripts::summary_line(&reports)
+    );
     Ok(if reports.iter().all(|r| r.passed) {
         ExitCode::SUCCESS
     } else {

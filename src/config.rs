@@ -65,7 +65,7 @@ pub struct Config {
     /// The Mattermost channel (on when a slash or webhook token is set).
     pub mattermost: crate::channels::mattermost::MattermostConfig,
     /// The web console at `/console` (session secret, session length).
-    pub console: crate::console::ConsoleConfig,
+    pub console: crate::http::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
     pub otlp: crate::telemetry::otlp::OtlpConfig,
     /// The data keys of what is sealed at rest (else the key file beside the database).
@@ -107,7 +107,7 @@ impl Default for Config {
             http: crate::http::HttpConfig::default(),
             whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
-            console: crate::console::ConsoleConfig::default(),
+            console: crate::http::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
             storage: crate::store::seal::StorageConfig::default(),
             retencao: crate::retention::RetentionConfig::default(),

@@ -30,4 +30,3 @@ pub mod telemetry;
 pub mod runs;
 pub mod transcript;
 pub mod usage;
-pub mod console;

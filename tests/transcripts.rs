@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use vt_agent::transcript::{RunOptions, collect, run_file};
+use vt_agent::app::transcripts::{RunOptions, run_file};
+use vt_agent::transcript::collect;
 
 fn main() {
     let args = Arguments::from_args();

@@ -44,6 +44,15 @@ pub struct Handoff {
 }
 
 impl Conversation {
+    /// Who a trace of this conversation is about.
+    pub fn scope(&self) -> crate::telemetry::spans::Scope<'_> {
+        crate::telemetry::spans::Scope {
+            agent: &self.agent_id,
+            session: &self.id,
+            user: &self.user_id,
+        }
+    }
+
     pub fn new(id: String, agent_id: &str, entry_skill: String, who: Participant) -> Self {
         Self {
             id,

@@ -7,35 +7,12 @@ use std::collections::HashMap;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::AppState;
+use super::config::{ApiKeyConfig, Role};
 use super::error::ApiError;
+use super::state::AppState;
 use crate::engine::DEFAULT_TENANT;
-
-/// What a key may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A company's system: its own tenant's conversations and flows.
-    Client,
-    /// A support agent: besides the client's, looks cards up (next steps).
-    Support,
-    /// An operator: everything, the outbox and the console included.
-    Admin,
-}
-
-/// A key as configured: `[[http.api_keys]] name = "…", sha256 = "…", tenant = "…", role = "…"`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiKeyConfig {
-    pub name: String,
-    /// Hex SHA-256 of the key: `printf %s "$KEY" | sha256sum`.
-    pub sha256: String,
-    pub tenant: String,
-    pub role: Role,
-}
 
 /// The caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

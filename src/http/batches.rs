@@ -16,9 +16,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
+use super::state::AppState;
 use crate::batch::Options;
 use crate::batch::background::{Submission, SubmitError};
 use crate::batch::source::SourceError;

@@ -8,11 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use vt_actions::vt::card::mask_cards_in;
 
-use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::ApiJson;
-use crate::app::CHAT_AGENT;
+use super::state::AppState;
 use crate::engine::Participant;
 use crate::llm::ChatMessage;
 use crate::service::{Delivery, Inbound};
@@ -126,7 +125,7 @@ pub async fn create(
     let service = &state.service;
     let mut conv = service
         .engine()
-        .start_conversation(CHAT_AGENT, participant(body.user.as_ref()))
+        .start_conversation(&state.agent, participant(body.user.as_ref()))
         .map_err(|e| ApiError::internal("conversation could not start", &e))?;
     conv.tenant_id = caller.tenant;
     service
@@ -157,7 +156,7 @@ pub async fn message(
 ) -> Result<Json<MessageResponse>, ApiError> {
     check_id(&id)?;
     let msg = Inbound {
-        agent_id: CHAT_AGENT.into(),
+        agent_id: state.agent.clone(),
         conversation_id: Some(id),
         tenant_id: Some(caller.tenant),
         user: participant(Some(&body.user)),

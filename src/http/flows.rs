@@ -13,10 +13,10 @@ use chrono::Utc;
 use serde_json::{Value, json};
 use vt_actions::vt::input::MAX_IDEMPOTENCY_KEY_CHARS;
 
-use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::{Body, digest};
+use super::state::AppState;
 use crate::flow::FlowOutput;
 use crate::store::{IdempotencyPut, IdempotencyRecord};
 

@@ -5,8 +5,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 
 /// A JSON body of type `T`.
 pub struct ApiJson<T>(pub T);

@@ -9,13 +9,14 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use utoipa::OpenApi;
 
-use super::AppState;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
+use super::config::Role;
 use super::conversations::{
     Button, ConversationView, Created, MessageRequest, MessageResponse, MessageView, NewConversation,
     ReplyOut, User,
 };
 use super::error::{ApiError, ErrorBody, ErrorDetail};
+use super::state::AppState;
 use crate::flow::{Etapa, FlowOutput, FlowStatus};
 
 /// Alive.

@@ -8,10 +8,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
+use super::config::Role;
 use super::error::{ApiError, ErrorBody};
 use super::json::ApiJson;
+use super::state::AppState;
 
 /// Whose data: one of `usuario` or `cartao`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -1,6 +1,6 @@
 //! A provider that redacts every request before the model sees it: the system prompt (with the
 //! conversation state it renders), every message, every earlier tool call's arguments. The product
-//! wraps whatever model is configured in it ([`crate::app::engine`]) with its card masking, so no call
+//! wraps whatever model is configured in it (`app::engine`) with its card masking, so no call
 //! site — turn, router, planner, summary — can send a full card number to a model by forgetting to.
 
 use std::sync::Arc;

@@ -597,7 +597,7 @@ async fn flow_traced<T>(
     run: impl std::future::Future<Output = Result<T, ServiceError>>,
     output_of: impl Fn(&T) -> &FlowOutput,
 ) -> Result<T, ServiceError> {
-    let scope = Scope::of(conv);
+    let scope = conv.scope();
     let span = spans::turn(&scope, "flow", text);
     let result = spans::in_trace(&span, &scope, run).await;
     match &result {

@@ -35,16 +35,6 @@ pub struct Scope<'a> {
     pub user: &'a str,
 }
 
-impl<'a> Scope<'a> {
-    pub fn of(conv: &'a crate::engine::Conversation) -> Self {
-        Self {
-            agent: &conv.agent_id,
-            session: &conv.id,
-            user: &conv.user_id,
-        }
-    }
-}
-
 /// A trace's scope, held for everything its turn runs: a flow the turn's tools start runs on a
 /// conversation of its own, yet its spans belong to the turn's session (Langfuse takes a trace's
 /// session from any of its spans).

@@ -1,17 +1,14 @@
 //! Transcript regression tests (SPEC §13): conversations as YAML files with scripted (or recorded)
-//! model replies and expectations on what the agent did. `vt-agent test PATH...` runs them with a
-//! readable report, JUnit XML and a JSON report; `cargo test` runs every file under
-//! `tests/transcripts/`; `vt-agent transcript export` turns a stored conversation into one.
+//! model replies and expectations on what the agent did — the format, loading, the model cassettes
+//! and the export of a stored conversation (`vt-agent transcript export`). The runner, which composes
+//! the product, is `app::transcripts`: `vt-agent test PATH...` runs them with a readable
+//! report, JUnit XML and a JSON report; `cargo test` runs every file under `tests/transcripts/`.
 
 pub mod cassette;
 pub mod export;
 pub mod format;
-mod report;
-mod run;
 
 pub use format::Transcript;
-pub use report::{junit_xml, summary_line};
-pub use run::{Mismatch, RunOptions, TranscriptReport, TurnReport, run_file, run_transcript};
 
 use std::path::{Path, PathBuf};
 

@@ -325,7 +325,7 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
         vt_actions::vt::input::Politicas::default(),
         stop_rx,
     );
-    let state = vt_agent::http::AppState::new(chat.service.clone(), config()).with_batches(background);
+    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", config()).with_batches(background);
     let s = crate::support::serve_state(chat.clone(), state).await;
     let body = [
         recharge("2000000007"),

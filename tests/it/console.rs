@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use vt_agent::console::{ConsoleConfig, Keys};
+use vt_agent::http::console::{ConsoleConfig, Keys};
 use vt_agent::http::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
 use vt_agent::store::{NewOutboxItem, OutboxStatus, UsageRecord};
 
@@ -45,7 +45,7 @@ async fn serve() -> Served {
 }
 
 async fn serve_with(chat: Arc<ChatHarness>) -> Served {
-    let state = AppState::new(chat.service.clone(), config()).with_console(&ConsoleConfig {
+    let state = AppState::new(chat.service.clone(), "vt", config()).with_console(&ConsoleConfig {
         secret: Some(SECRET.into()),
         ..ConsoleConfig::default()
     });
@@ -66,7 +66,7 @@ fn session(name: &str, expires_in_secs: i64, secret: &str) -> String {
         Utc::now().timestamp() + expires_in_secs,
         "nonce-de-teste",
     );
-    format!("{}={value}", vt_agent::console::SESSION_COOKIE)
+    format!("{}={value}", vt_agent::http::console::SESSION_COOKIE)
 }
 
 fn csrf_of(html: &str) -> String {
@@ -115,7 +115,7 @@ async fn without_a_good_session_cookie_every_page_sends_to_the_sign_in_page() {
         ("a client key's name", session("empresa", 600, SECRET)),
         (
             "garbage",
-            format!("{}=abc.def", vt_agent::console::SESSION_COOKIE),
+            format!("{}=abc.def", vt_agent::http::console::SESSION_COOKIE),
         ),
     ] {
         let r = get("/console/conversations", Some(cookie))
@@ -173,7 +173,7 @@ async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
     assert!(r.headers().get_all("set-cookie").iter().all(|c| {
         !c.to_str()
             .unwrap_or_default()
-            .starts_with(&format!("{}=", vt_agent::console::SESSION_COOKIE))
+            .starts_with(&format!("{}=", vt_agent::http::console::SESSION_COOKIE))
     }));
 
     // With the token, the same lookup runs, masked, and is audited.

@@ -8,6 +8,7 @@ mod conversation;
 mod engine;
 mod flow;
 mod http;
+mod layers;
 mod mattermost;
 mod pipeline;
 mod processes;

@@ -29,7 +29,7 @@ async fn mattermost(support_users: &[&str]) -> Served {
         ..MattermostConfig::default()
     };
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let state = vt_agent::http::AppState::new(chat.service.clone(), Default::default())
+    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
         .with_mattermost(config, "empresa-a");
     crate::support::serve_state(chat, state).await
 }
@@ -389,9 +389,10 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         ..MattermostConfig::default()
     });
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let bot = vt_agent::channels::mattermost::Bot::new(chat.service.clone(), config.clone(), "empresa-a")
-        .expect("bot")
-        .with_backoff(std::time::Duration::from_millis(50));
+    let bot =
+        vt_agent::channels::mattermost::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
+            .expect("bot")
+            .with_backoff(std::time::Duration::from_millis(50));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(bot.run(async move {
         let _ = stopped.await;
@@ -484,6 +485,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     for chat in chats {
         let bot = vt_agent::channels::mattermost::Bot::new(
             Arc::new(chat).service.clone(),
+            "vt",
             config.clone(),
             "empresa-a",
         )

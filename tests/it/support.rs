@@ -505,7 +505,7 @@ pub async fn serve_on(store: Arc<dyn vt_agent::store::Store>, config: vt_agent::
 }
 
 pub async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
-    let state = vt_agent::http::AppState::new(chat.service.clone(), config);
+    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", config);
     serve_state(chat, state).await
 }
 
@@ -565,7 +565,8 @@ pub async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript)
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("exportada.yaml");
     std::fs::write(&path, serde_yaml::to_string(transcript).expect("yaml")).expect("write");
-    let report = vt_agent::transcript::run_file(&path, &vt_agent::transcript::RunOptions::default()).await;
+    let report =
+        vt_agent::app::transcripts::run_file(&path, &vt_agent::app::transcripts::RunOptions::default()).await;
     assert!(
         report.passed,
         "{}",

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vt_actions::tools::VtSettings;
+use vt_agent::app::transcripts::{RunOptions, run_transcript};
 use vt_agent::llm::{LlmProvider, OpenAiProvider, ProviderSettings, Scripted, ScriptedProvider};
+use vt_agent::transcript::Transcript;
 use vt_agent::transcript::format::{Expect, Setup, Turn};
-use vt_agent::transcript::{RunOptions, Transcript, run_transcript};
 
 use crate::support::{FakeServer, chat_harness};
 

@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{CHANNEL, MattermostState};
-use crate::app::CHAT_AGENT;
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound};
 
@@ -55,7 +54,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
     }
     let text = if c.acao == "confirmar" { "sim" } else { "não" };
     let msg = Inbound {
-        agent_id: CHAT_AGENT.into(),
+        agent_id: state.agent.clone(),
         conversation_id: Some(c.conversa.clone()),
         tenant_id: Some(conv.tenant_id.clone()),
         user: Participant {

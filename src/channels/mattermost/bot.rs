@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{CHANNEL, MattermostConfig, audit, conversation_id};
-use crate::app::CHAT_AGENT;
 use crate::engine::Participant;
 use crate::outbox::{ChannelSender, SendError};
 use crate::service::{ConversationService, Delivery, Inbound};
@@ -28,6 +27,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct Bot {
     service: Arc<ConversationService>,
+    agent: String,
     config: Arc<MattermostConfig>,
     tenant: String,
     client: reqwest::Client,
@@ -66,13 +66,16 @@ struct Session {
 
 impl Bot {
     /// `None` when no bot token or URL is configured.
+    /// `agent` is who the posts talk to; `tenant`, where its conversations belong.
     pub fn new(
         service: Arc<ConversationService>,
+        agent: &str,
         config: Arc<MattermostConfig>,
         tenant: &str,
     ) -> Option<Self> {
         (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
             service,
+            agent: agent.to_owned(),
             config,
             tenant: tenant.to_owned(),
             client: reqwest::Client::new(),
@@ -229,7 +232,7 @@ impl Bot {
             .to_owned();
         let support = self.config.is_support(&post.user_id, &sender);
         let msg = Inbound {
-            agent_id: CHAT_AGENT.into(),
+            agent_id: self.agent.clone(),
             conversation_id: Some(conversation_id(&post.channel_id, &post.user_id)),
             tenant_id: Some(self.tenant.clone()),
             user: Participant {

@@ -181,6 +181,8 @@ pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
 #[derive(Clone)]
 pub struct MattermostState {
     pub service: Arc<ConversationService>,
+    /// The agent this channel's people talk to.
+    pub agent: String,
     pub config: Arc<MattermostConfig>,
     /// The tenant support agents look cards up in.
     pub tenant: String,

@@ -12,7 +12,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{CHANNEL, MattermostState, audit, conversation_id};
-use crate::app::CHAT_AGENT;
 use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Handled, Inbound};
@@ -58,7 +57,7 @@ pub(super) async fn command(
     let text = as_message(&form.text);
     let support = state.config.is_support(&form.user_id, &form.user_name);
     let msg = Inbound {
-        agent_id: CHAT_AGENT.into(),
+        agent_id: state.agent.clone(),
         conversation_id: Some(conversation.clone()),
         tenant_id: Some(state.tenant.clone()),
         user: Participant {

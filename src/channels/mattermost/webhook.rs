@@ -10,7 +10,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{CHANNEL, MattermostState, conversation_id};
-use crate::app::CHAT_AGENT;
 use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound};
@@ -59,7 +58,7 @@ pub(super) async fn outgoing(
         .trim()
         .to_owned();
     let msg = Inbound {
-        agent_id: CHAT_AGENT.into(),
+        agent_id: state.agent.clone(),
         conversation_id: Some(conversation_id(&hook.channel_id, &hook.user_id)),
         tenant_id: Some(state.tenant.clone()),
         user: Participant {

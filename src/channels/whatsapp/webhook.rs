@@ -13,7 +13,6 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
-use crate::app::CHAT_AGENT;
 use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{ConversationService, Delivery, Inbound};
@@ -24,6 +23,8 @@ const BODY_LIMIT: usize = 3 * 1024 * 1024;
 #[derive(Clone)]
 pub struct WebhookState {
     pub service: Arc<ConversationService>,
+    /// The agent this channel's people talk to.
+    pub agent: String,
     pub config: Arc<WhatsAppConfig>,
 }
 
@@ -124,7 +125,7 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
             };
             let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
             let mut msg = Inbound {
-                agent_id: CHAT_AGENT.into(),
+                agent_id: state.agent.clone(),
                 conversation_id: Some(conversation.clone()),
                 tenant_id: None,
                 user: Participant {

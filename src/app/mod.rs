@@ -1,6 +1,8 @@
 //! Wiring: builds the engine (actions, prompts, skills, model) from a [`Config`]. The one place that
 //! knows every part; commands and tests start here.
 
+pub mod transcripts;
+
 use std::sync::Arc;
 
 use anyhow::Context as _;

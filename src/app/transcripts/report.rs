@@ -1,6 +1,6 @@
 //! Reports: the closing line, and JUnit XML for CI dashboards.
 
-use super::run::TranscriptReport;
+use super::TranscriptReport;
 
 /// `N passed, M failed` — the line CI reads.
 pub fn summary_line(reports: &[TranscriptReport]) -> String {

@@ -1,46 +1,80 @@
-//! Who is using the console: a sign-in with an API key of role `support` or `admin` becomes a signed
-//! session cookie (HttpOnly, SameSite=Strict, path `/console`) that names the key — never the key
-//! itself — with an expiry and a random nonce. Every form carries a CSRF token derived from that nonce,
-//! so a page of another site cannot post on a signed-in agent's behalf; the sign-in form has its own,
-//! bound to a short-lived cookie of its own.
-//!
-//! The cookie is checked on every request: its MAC, its expiry, and that its key is still configured
-//! with a console role (a key removed from the configuration ends its sessions at once).
+//! The console's configuration and the keys it signs with: one secret, domain-separated for sessions,
+//! forms and the audit hash.
 
-use axum::extract::FromRequestParts;
-use axum::http::header::{COOKIE, LOCATION};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::Utc;
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use sha2::Sha256;
 
-use crate::http::{AppState, Caller, Role};
-
-/// The session cookie.
-pub const SESSION_COOKIE: &str = "vt_console";
-/// The sign-in form's own cookie (its CSRF nonce).
-pub const SIGN_IN_COOKIE: &str = "vt_console_entrada";
-
-/// A signed-in support agent or operator.
-#[derive(Debug, Clone)]
-pub struct Staff {
-    pub caller: Caller,
-    /// The form token of this session.
-    pub csrf: String,
+/// `[console]` in the configuration file.
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// Signs the sessions and the forms, and keys the audit hash of the console's lookups
+    /// (`VT_CONSOLE_SECRET`, at least 32 characters). Unset: a random secret of this process, so
+    /// sessions end when `serve` stops and are not shared between instances.
+    pub secret: Option<String>,
+    /// How long a sign-in lasts.
+    pub session_minutes: u32,
 }
 
-impl Staff {
-    pub fn is_admin(&self) -> bool {
-        self.caller.role == Role::Admin
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            secret: None,
+            session_minutes: 8 * 60,
+        }
+    }
+}
+
+impl std::fmt::Debug for ConsoleConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleConfig")
+            .field("secret", &self.secret.as_ref().map(|_| "<set>"))
+            .field("session_minutes", &self.session_minutes)
+            .finish()
+    }
+}
+
+impl ConsoleConfig {
+    /// The error is `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.secret.as_ref().is_some_and(|s| s.len() < 32) {
+            return Err(("console.secret", "needs at least 32 characters"));
+        }
+        if !(1..=7 * 24 * 60).contains(&self.session_minutes) {
+            return Err((
+                "console.session_minutes",
+                "must be from 1 minute to 10080 (7 days)",
+            ));
+        }
+        Ok(())
     }
 
-    /// Whether a form's token is this session's (compared in constant time).
-    pub fn csrf_ok(&self, token: &str) -> bool {
-        crate::channels::same_secret(token, &self.csrf)
+    pub fn register_secrets(&self) {
+        if let Some(s) = &self.secret {
+            vt_actions::redact::register_secret(s);
+        }
+    }
+}
+
+/// The console's state inside the API's (`AppState`).
+#[derive(Debug)]
+pub struct Console {
+    pub keys: Keys,
+}
+
+impl Console {
+    pub fn new(config: &ConsoleConfig) -> Self {
+        let secret = match &config.secret {
+            Some(s) => s.as_bytes().to_vec(),
+            None => [nonce(), nonce()].concat().into_bytes(),
+        };
+        Self {
+            keys: Keys::new(&secret, i64::from(config.session_minutes) * 60),
+        }
     }
 }
 
@@ -95,7 +129,7 @@ impl Keys {
     }
 
     /// The key name and nonce of a genuine, unexpired session cookie.
-    fn open_session(&self, value: &str) -> Option<(String, String)> {
+    pub(super) fn open_session(&self, value: &str) -> Option<(String, String)> {
         let mut it = value.split('.');
         let (name, expires, nonce, mac) = (it.next()?, it.next()?, it.next()?, it.next()?);
         if it.next().is_some() || !self.verify("sessao", &[name, expires, nonce], mac) {
@@ -109,7 +143,7 @@ impl Keys {
     }
 
     /// The forms' token of the session with `nonce`.
-    fn csrf(&self, nonce: &str) -> String {
+    pub(super) fn csrf(&self, nonce: &str) -> String {
         self.sign("formulario", &[nonce])
     }
 
@@ -131,52 +165,6 @@ impl Keys {
 /// A fresh random nonce (128 bits).
 pub fn nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// `name=value` for the console's path, HttpOnly and SameSite=Strict; `max_age` 0 removes it.
-pub fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
-    format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}")
-}
-
-/// The value of cookie `name` in a request's headers.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
-/// A session cookie that is missing, forged, expired, or names a key without a console role sends the
-/// browser to the sign-in page.
-pub struct SignInFirst;
-
-impl IntoResponse for SignInFirst {
-    fn into_response(self) -> Response {
-        (StatusCode::SEE_OTHER, [(LOCATION, "/console")]).into_response()
-    }
-}
-
-/// The signed-in user of a request, if its session cookie is good.
-pub fn staff_of(headers: &HeaderMap, state: &AppState) -> Option<Staff> {
-    let keys = &state.console.keys;
-    let (name, nonce) = cookie(headers, SESSION_COOKIE).and_then(|v| keys.open_session(v))?;
-    let caller = state.caller_named(&name)?;
-    (caller.role >= Role::Support).then(|| Staff {
-        caller,
-        csrf: keys.csrf(&nonce),
-    })
-}
-
-impl FromRequestParts<AppState> for Staff {
-    type Rejection = SignInFirst;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        staff_of(&parts.headers, state).ok_or(SignInFirst)
-    }
 }
 
 #[cfg(test)]
@@ -203,17 +191,5 @@ mod tests {
         assert_ne!(keys.csrf("abc"), keys.sign_in_csrf("abc"), "domains are separate");
         assert!(keys.sign_in_csrf_ok("n", &keys.sign_in_csrf("n")));
         assert!(!keys.sign_in_csrf_ok("", &keys.sign_in_csrf("")));
-    }
-
-    #[test]
-    fn cookies_are_read_by_exact_name() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            COOKIE,
-            "a=1; vt_console_entrada=x; vt_console=y".parse().expect("header"),
-        );
-        assert_eq!(cookie(&h, SESSION_COOKIE), Some("y"));
-        assert_eq!(cookie(&h, SIGN_IN_COOKIE), Some("x"));
-        assert_eq!(cookie(&h, "b"), None);
     }
 }

@@ -16,7 +16,8 @@ use super::dashboard::{Dashboard, PERIODS};
 use super::render;
 use super::session::{self, SESSION_COOKIE, SIGN_IN_COOKIE, Staff};
 use crate::engine::{Participant, TurnEvent};
-use crate::http::{AppState, Role};
+use crate::http::config::Role;
+use crate::http::state::AppState;
 use crate::llm::ChatMessage;
 use crate::service::{Delivery, Inbound};
 use crate::store::{ConversationQuery, OutboxStatus, StoredMessage};
@@ -133,7 +134,7 @@ pub(super) async fn sign_in_page(State(state): State<AppState>, headers: axum::h
 }
 
 fn sign_in_form(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
-    let nonce = session::nonce();
+    let nonce = super::keys::nonce();
     let mut page = render(
         status,
         "entrar.html",
@@ -190,7 +191,7 @@ pub(super) async fn sign_in(
     }
     tracing::info!(key = %caller.name, "console sign-in");
     let expires = Utc::now().timestamp() + keys.session_secs;
-    let value = keys.session_value(&caller.name, expires, &session::nonce());
+    let value = keys.session_value(&caller.name, expires, &super::keys::nonce());
     let mut response = see_other("/console/lookup");
     for cookie in [
         session::set_cookie(SESSION_COOKIE, &value, keys.session_secs),
@@ -255,7 +256,7 @@ pub(super) async fn lookup(
     };
     let text = format!("saldo do cartão {card}");
     let msg = Inbound {
-        agent_id: crate::app::CHAT_AGENT.into(),
+        agent_id: state.agent.clone(),
         conversation_id: Some(format!("console:{}", staff.caller.name)),
         tenant_id: Some(staff.caller.tenant.clone()),
         user: Participant {

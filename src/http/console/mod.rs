@@ -10,11 +10,13 @@
 //! the session cookie names the key ([`session`]).
 
 mod dashboard;
+pub(super) mod keys;
 mod pages;
 mod session;
 
 pub use dashboard::Dashboard;
-pub use session::{Keys, SESSION_COOKIE, SIGN_IN_COOKIE};
+pub use keys::{Console, ConsoleConfig, Keys};
+pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
 
 use axum::Router;
 use axum::extract::Request;
@@ -23,79 +25,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 
-use crate::http::AppState;
-
-/// `[console]` in the configuration file.
-#[derive(Clone, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct ConsoleConfig {
-    /// Signs the sessions and the forms, and keys the audit hash of the console's lookups
-    /// (`VT_CONSOLE_SECRET`, at least 32 characters). Unset: a random secret of this process, so
-    /// sessions end when `serve` stops and are not shared between instances.
-    pub secret: Option<String>,
-    /// How long a sign-in lasts.
-    pub session_minutes: u32,
-}
-
-impl Default for ConsoleConfig {
-    fn default() -> Self {
-        Self {
-            secret: None,
-            session_minutes: 8 * 60,
-        }
-    }
-}
-
-impl std::fmt::Debug for ConsoleConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsoleConfig")
-            .field("secret", &self.secret.as_ref().map(|_| "<set>"))
-            .field("session_minutes", &self.session_minutes)
-            .finish()
-    }
-}
-
-impl ConsoleConfig {
-    /// The error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
-        if self.secret.as_ref().is_some_and(|s| s.len() < 32) {
-            return Err(("console.secret", "needs at least 32 characters"));
-        }
-        if !(1..=7 * 24 * 60).contains(&self.session_minutes) {
-            return Err((
-                "console.session_minutes",
-                "must be from 1 minute to 10080 (7 days)",
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn register_secrets(&self) {
-        if let Some(s) = &self.secret {
-            vt_actions::redact::register_secret(s);
-        }
-    }
-}
-
-/// The console's state inside [`AppState`].
-#[derive(Debug)]
-pub struct Console {
-    pub keys: Keys,
-}
-
-impl Console {
-    pub fn new(config: &ConsoleConfig) -> Self {
-        let secret = match &config.secret {
-            Some(s) => s.as_bytes().to_vec(),
-            None => [session::nonce(), session::nonce()].concat().into_bytes(),
-        };
-        Self {
-            keys: Keys::new(&secret, i64::from(config.session_minutes) * 60),
-        }
-    }
-}
+use super::state::AppState;
 
 /// The console's routes (state: the API's).
 pub(crate) fn router() -> Router<AppState> {

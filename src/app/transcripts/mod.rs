@@ -1,7 +1,14 @@
+//! The transcript runner (SPEC §13; the files' format is [`crate::transcript`]'s). It composes the
+//! product as `serve` does, so it lives with the wiring.
+//!
 //! Runs one transcript: builds a hermetic world (in-memory SQLite, in-process simulator on loopback
 //! with a pinned clock, scripted or recorded model, seeded ids), plays the user turns through the real
 //! conversation service, and checks every expectation and `never` rule after each turn. The first
 //! mismatch ends the transcript and is reported with what was expected and what happened.
+
+mod report;
+
+pub use report::{junit_xml, summary_line};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,13 +23,13 @@ use vt_actions::systems::{LedgerEntry, Simulator, SimulatorConfig, SystemsConfig
 use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, VtSettings, user_confirms};
 use vt_actions::vt::card::mask_cards_in;
 
-use super::cassette::{Cassette, RecordingProvider, ReplayProvider};
-use super::format::{Expect, ExpectCall, Fault, ModelReply, Never, Transcript};
 use crate::config::Config;
 use crate::engine::{Clock, EngineConfig, IdSource, ManualClock, Participant, RetryPolicy, TurnEvent};
 use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
 use crate::service::Inbound;
 use crate::store::{SqliteStore, Store};
+use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
+use crate::transcript::format::{Expect, ExpectCall, Fault, ModelReply, Never, Transcript};
 
 /// How transcripts run.
 #[derive(Clone, Default)]
@@ -101,7 +108,7 @@ pub struct TranscriptReport {
 pub async fn run_file(path: &Path, options: &RunOptions) -> TranscriptReport {
     let started = Instant::now();
     let file = path.display().to_string();
-    match super::load(path) {
+    match crate::transcript::load(path) {
         Ok(t) => run_transcript(&t, path, options).await,
         Err(e) => TranscriptReport {
             name: file.clone(),
@@ -197,7 +204,7 @@ fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
     })
 }
 
-fn call_args(c: &super::format::ScriptedCall) -> String {
+fn call_args(c: &crate::transcript::format::ScriptedCall) -> String {
     c.raw_arguments.clone().unwrap_or_else(|| {
         c.arguments
             .clone()
@@ -336,7 +343,7 @@ async fn play(
     let ext = Extensions::default()
         .with(VtSystems::new(systems).map_err(|e| setup_error("client", e))?)
         .with(vt);
-    let engine = crate::app::engine(&config, model.provider(), ext)
+    let engine = super::engine(&config, model.provider(), ext)
         .map_err(|e| setup_error("engine", format!("{e:#}")))?
         .with_clock(Clock::Manual(clock.clone()))
         .with_ids(IdSource::seeded(setup.seed));
@@ -346,7 +353,7 @@ async fn play(
             .map_err(|e| setup_error("store", e))?,
     );
     let engine = crate::flow::share(engine, Some(store.clone()));
-    let service = crate::app::service(&config, engine.clone(), store.clone())
+    let service = super::service(&config, engine.clone(), store.clone())
         .await
         .map_err(|e| setup_error("service", format!("{e:#}")))?;
 

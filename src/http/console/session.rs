@@ -1,0 +1,105 @@
+//! Who is using the console: a sign-in with an API key of role `support` or `admin` becomes a signed
+//! session cookie (HttpOnly, SameSite=Strict, path `/console`) that names the key — never the key
+//! itself — with an expiry and a random nonce. Every form carries a CSRF token derived from that nonce,
+//! so a page of another site cannot post on a signed-in agent's behalf; the sign-in form has its own,
+//! bound to a short-lived cookie of its own.
+//!
+//! The cookie is checked on every request: its MAC, its expiry, and that its key is still configured
+//! with a console role (a key removed from the configuration ends its sessions at once).
+
+use axum::extract::FromRequestParts;
+use axum::http::header::{COOKIE, LOCATION};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::http::auth::Caller;
+use crate::http::config::Role;
+use crate::http::state::AppState;
+
+/// The session cookie.
+pub const SESSION_COOKIE: &str = "vt_console";
+/// The sign-in form's own cookie (its CSRF nonce).
+pub const SIGN_IN_COOKIE: &str = "vt_console_entrada";
+
+/// A signed-in support agent or operator.
+#[derive(Debug, Clone)]
+pub struct Staff {
+    pub caller: Caller,
+    /// The form token of this session.
+    pub csrf: String,
+}
+
+impl Staff {
+    pub fn is_admin(&self) -> bool {
+        self.caller.role == Role::Admin
+    }
+
+    /// Whether a form's token is this session's (compared in constant time).
+    pub fn csrf_ok(&self, token: &str) -> bool {
+        crate::channels::same_secret(token, &self.csrf)
+    }
+}
+
+/// `name=value` for the console's path, HttpOnly and SameSite=Strict; `max_age` 0 removes it.
+pub fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
+    format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+}
+
+/// The value of cookie `name` in a request's headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A session cookie that is missing, forged, expired, or names a key without a console role sends the
+/// browser to the sign-in page.
+pub struct SignInFirst;
+
+impl IntoResponse for SignInFirst {
+    fn into_response(self) -> Response {
+        (StatusCode::SEE_OTHER, [(LOCATION, "/console")]).into_response()
+    }
+}
+
+/// The signed-in user of a request, if its session cookie is good.
+pub fn staff_of(headers: &HeaderMap, state: &AppState) -> Option<Staff> {
+    let keys = &state.console.keys;
+    let (name, nonce) = cookie(headers, SESSION_COOKIE).and_then(|v| keys.open_session(v))?;
+    let caller = state.caller_named(&name)?;
+    (caller.role >= Role::Support).then(|| Staff {
+        caller,
+        csrf: keys.csrf(&nonce),
+    })
+}
+
+impl FromRequestParts<AppState> for Staff {
+    type Rejection = SignInFirst;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        staff_of(&parts.headers, state).ok_or(SignInFirst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_read_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            COOKIE,
+            "a=1; vt_console_entrada=x; vt_console=y".parse().expect("header"),
+        );
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("y"));
+        assert_eq!(cookie(&h, SIGN_IN_COOKIE), Some("x"));
+        assert_eq!(cookie(&h, "b"), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! What every handler may use: the service and its agent, the keys, the limits, the metrics, and the
+//! parts that are on (channels, batches, the console's keys).
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tokio::sync::Semaphore;
+
+use super::auth::{self, Caller};
+use super::config::HttpConfig;
+use super::console::keys::{Console, ConsoleConfig};
+use super::error::ApiError;
+use super::metrics::Metrics;
+use crate::service::ConversationService;
+
+/// Everything a handler may use; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Arc<ConversationService>,
+    /// The agent the conversations API, the console's lookups and the channels talk to.
+    pub agent: String,
+    pub config: Arc<HttpConfig>,
+    pub(super) keys: Arc<auth::ApiKeys>,
+    limiter: Arc<DefaultKeyedRateLimiter<String>>,
+    turns: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+    /// The WhatsApp channel's webhook, when the channel is on.
+    pub(super) whatsapp: Option<Arc<crate::channels::whatsapp::WhatsAppConfig>>,
+    /// The Mattermost channel's routes and the tenant its support agents look cards up in.
+    pub(super) mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
+    /// Batch jobs in the background (`/v1/batches`).
+    pub(super) batches: Option<Arc<crate::batch::background::Background>>,
+    /// The web console's keys.
+    pub(crate) console: Arc<Console>,
+}
+
+impl AppState {
+    /// The API of `service`'s agent `agent`.
+    pub fn new(service: Arc<ConversationService>, agent: &str, config: HttpConfig) -> Self {
+        let per_minute = NonZeroU32::new(config.rate_per_minute).unwrap_or(NonZeroU32::MIN);
+        Self {
+            service,
+            agent: agent.to_owned(),
+            keys: Arc::new(auth::ApiKeys::new(&config.api_keys)),
+            limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(per_minute))),
+            turns: Arc::new(Semaphore::new(config.max_turns_in_flight)),
+            metrics: Arc::new(Metrics::default()),
+            config: Arc::new(config),
+            whatsapp: None,
+            mattermost: None,
+            batches: None,
+            console: Arc::new(Console::new(&ConsoleConfig::default())),
+        }
+    }
+
+    /// The console signs its sessions with `config`'s secret (else a random one of this process's).
+    pub fn with_console(mut self, config: &ConsoleConfig) -> Self {
+        self.console = Arc::new(Console::new(config));
+        self
+    }
+
+    /// The caller of the configured key named `name`.
+    pub(crate) fn caller_named(&self, name: &str) -> Option<Caller> {
+        self.keys.by_name(name)
+    }
+
+    /// The caller of an API key typed into the console's sign-in form.
+    pub(crate) fn caller_of_key(&self, key: &str) -> Result<Caller, ApiError> {
+        self.keys.by_key(key)
+    }
+
+    /// Serves the Mattermost routes too; `tenant` is where its users' conversations belong.
+    pub fn with_mattermost(
+        mut self,
+        config: crate::channels::mattermost::MattermostConfig,
+        tenant: &str,
+    ) -> Self {
+        self.mattermost = Some((Arc::new(config), tenant.to_owned()));
+        self
+    }
+
+    /// Runs batch jobs (`/v1/batches`) on `background`.
+    pub fn with_batches(mut self, background: Arc<crate::batch::background::Background>) -> Self {
+        self.batches = Some(background);
+        self
+    }
+
+    /// Serves the WhatsApp webhook too.
+    pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig) -> Self {
+        self.whatsapp = Some(Arc::new(config));
+        self
+    }
+
+    /// Whether the service is open (no API key configured).
+    pub fn is_open(&self) -> bool {
+        self.keys.is_open()
+    }
+
+    /// Counts a request against its key's rate.
+    pub(super) fn limit(&self, caller: &Caller) -> Result<(), ApiError> {
+        self.limit_named(&caller.name)
+    }
+
+    /// Counts a request against the rate of `name` (a key's name, or the console's sign-in form).
+    pub(crate) fn limit_named(&self, name: &str) -> Result<(), ApiError> {
+        self.limiter.check_key(&name.to_owned()).map_err(|not_until| {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            ApiError::rate_limited(wait.as_secs() + 1)
+        })
+    }
+
+    /// Runs `work` (a turn or a flow) in its own task, within the bound of work in flight and the
+    /// request timeout. The task is not cancelled when the caller goes away or time runs out.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self
+            .turns
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::busy())?;
+        let task = tokio::spawn(async move {
+            let out = work.await;
+            drop(permit);
+            out
+        });
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(join)) => Err(ApiError::internal("request task failed", &join)),
+            Err(_) => Err(ApiError::timeout()),
+        }
+    }
+}

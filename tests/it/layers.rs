@@ -1,0 +1,230 @@
+//! The crate's shape, read from its source: the modules form a strict stack (an import only ever
+//! reaches a module on a lower floor), and inside a module no import cycle ties more than two files.
+//! `cargo test --test it layers` is how a reader checks it; ARCHITECTURE.md draws the same floors.
+//!
+//! Imports are read as text: every `crate::…` path (in `use` lines, in code and in intra-doc links)
+//! and every `super::…` path, resolved to the file that defines the module it names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The floors, top first. A module may import only modules on lower floors; modules on one floor never
+/// import each other.
+const FLOORS: &[&[&str]] = &[
+    &["main"],
+    &["cli"],
+    &["app"],
+    &["config"],
+    &["http"],
+    &["channels", "batch"],
+    &["service"],
+    &[
+        "router",
+        "planner",
+        "flow",
+        "outbox",
+        "retention",
+        "runs",
+        "usage",
+        "transcript",
+    ],
+    &["store"],
+    &["engine"],
+    &["telemetry"],
+    &["llm"],
+];
+
+fn floor_of(module: &str) -> usize {
+    FLOORS
+        .iter()
+        .position(|f| f.contains(&module))
+        .unwrap_or_else(|| panic!("module {module} is on no floor: add it to FLOORS and to ARCHITECTURE.md"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src").filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A file's module path: `src/http/console/pages.rs` → `["http", "console", "pages"]`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src").with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The file that defines the longest prefix of `path` that is a module of this crate.
+fn file_of(modules: &BTreeMap<Vec<String>, PathBuf>, path: &[String]) -> Option<PathBuf> {
+    (1..=path.len())
+        .rev()
+        .find_map(|n| modules.get(&path[..n]).cloned())
+}
+
+/// The `crate::…` and `super::…` paths a file names, as module paths.
+fn named_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (start, _) in text.match_indices("crate::").chain(text.match_indices("super::")) {
+        if text[..start].ends_with(|c: char| ident(c) || c == ':') {
+            continue;
+        }
+        let rest = &text[start..];
+        // Segments up to the first that does not end at a `::` (`seal(y)`, `CHAT_AGENT;`).
+        let mut segments = Vec::new();
+        for segment in rest.split("::") {
+            let name = segment.split(|c: char| !ident(c)).next().unwrap_or("");
+            if name.is_empty() {
+                break;
+            }
+            segments.push(name);
+            if name.len() != segment.len() {
+                break;
+            }
+        }
+        let mut path: Vec<String> = if segments[0] == "crate" {
+            Vec::new()
+        } else {
+            // `super` in `a/b.rs` and in `a/b/mod.rs` (both module a::b) is `a`.
+            own[..own.len().saturating_sub(1)].to_vec()
+        };
+        let mut rest = segments[1..].iter().peekable();
+        while rest.peek() == Some(&&"super") {
+            path.pop();
+            rest.next();
+        }
+        path.extend(rest.map(|s| (*s).to_owned()));
+        found.push(path);
+    }
+    found
+}
+
+struct Graph {
+    src: PathBuf,
+    /// File → the files it imports (other than itself).
+    edges: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeMap<Vec<String>, PathBuf> =
+        files.iter().map(|f| (module_of(&src, f), f.clone())).collect();
+    let mut edges = BTreeMap::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read");
+        // A file's unit tests (its last item, by the house style) import what they test.
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let own = module_of(&src, file);
+        let targets: BTreeSet<PathBuf> = named_paths(text, &own)
+            .iter()
+            .filter_map(|p| file_of(&modules, p))
+            .filter(|t| t != file)
+            .collect();
+        edges.insert(file.clone(), targets);
+    }
+    Graph { src, edges }
+}
+
+fn top_module(src: &Path, file: &Path) -> String {
+    module_of(src, file)
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "lib".into())
+}
+
+#[test]
+fn every_import_reaches_a_lower_floor() {
+    let g = graph();
+    let mut up = Vec::new();
+    for (from, targets) in &g.edges {
+        let from_top = top_module(&g.src, from);
+        if from_top == "lib" {
+            continue;
+        }
+        for to in targets {
+            let to_top = top_module(&g.src, to);
+            if to_top == from_top || to_top == "lib" {
+                continue;
+            }
+            if floor_of(&to_top) <= floor_of(&from_top) {
+                up.push(format!("{} -> {}", from.display(), to.display()));
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports that do not go down the stack:\n{}",
+        up.join("\n")
+    );
+}
+
+#[test]
+fn no_import_cycle_ties_more_than_two_files() {
+    let g = graph();
+    let files: Vec<&PathBuf> = g.edges.keys().collect();
+    // Reachability by depth-first search from each file (the crate has ~120 files).
+    let reach = |start: &PathBuf| -> BTreeSet<PathBuf> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start.clone()];
+        while let Some(f) = stack.pop() {
+            for t in g.edges.get(&f).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    stack.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&PathBuf, BTreeSet<PathBuf>> = files.iter().map(|f| (*f, reach(f))).collect();
+    let mut cycles = BTreeSet::new();
+    for f in &files {
+        let circle: BTreeSet<&PathBuf> = files
+            .iter()
+            .copied()
+            .filter(|o| reachable[f].contains(*o) && reachable[o].contains(*f))
+            .collect();
+        if circle.len() > 2 {
+            cycles.insert(
+                circle
+                    .iter()
+                    .map(|p| p.strip_prefix(&g.src).unwrap_or(p).display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "import cycles of more than two files:\n{}",
+        cycles.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// The check itself sees what it must: an import that runs back up is found.
+#[test]
+fn the_reader_finds_paths_in_use_lines_code_and_docs() {
+    let own = vec!["http".to_owned(), "console".to_owned(), "pages".to_owned()];
+    let text = "use crate::app::CHAT_AGENT;\nlet x = crate::store::seal::seal(y);\n/// [`crate::engine::Engine`]\nuse super::render;\nuse super::super::state::AppState;";
+    let found = named_paths(text, &own);
+    assert_eq!(
+        found,
+        vec![
+            vec!["app".to_owned(), "CHAT_AGENT".to_owned()],
+            vec!["store".to_owned(), "seal".to_owned(), "seal".to_owned()],
+            vec!["engine".to_owned(), "Engine".to_owned()],
+            vec!["http".to_owned(), "console".to_owned(), "render".to_owned()],
+            vec!["http".to_owned(), "state".to_owned(), "AppState".to_owned()],
+        ]
+    );
+    assert!(floor_of("app") < floor_of("http"), "app is above http");
+}
