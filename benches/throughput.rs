@@ -52,7 +52,9 @@ async fn main() {
     }
     report("router level 1 (decision + parameters)", n, start.elapsed());
 
-    // What sealing at rest costs per value (a turn seals about twenty, most under 400 bytes).
+    // What sealing at rest costs: per value, and for the values a stored balance turn seals (18, 6.7 KB
+    // in all) and opens (4, 2.6 KB), sizes as counted on that turn. Measured apart from the turn, whose
+    // wall time on a shared VM varies by more than sealing costs; the chat turn below gives the ratio.
     let value = "x".repeat(300);
     let n = 100_000u32;
     let start = Instant::now();
@@ -61,6 +63,26 @@ async fn main() {
         std::hint::black_box(vt_agent::store::seal::open(&sealed).expect("opens"));
     }
     report("seal + open, a 300-byte value", n, start.elapsed());
+    const TURN_SEALS: [usize; 18] = [
+        55, 94, 272, 1987, 150, 341, 112, 2, 953, 351, 1114, 268, 138, 210, 76, 50, 298, 205,
+    ];
+    const TURN_OPENS: [usize; 4] = [176, 280, 1816, 316];
+    let seals: Vec<String> = TURN_SEALS.iter().map(|n| "x".repeat(*n)).collect();
+    let opens: Vec<String> = TURN_OPENS
+        .iter()
+        .map(|n| vt_agent::store::seal::seal(&"x".repeat(*n)))
+        .collect();
+    let n = 20_000u32;
+    let start = Instant::now();
+    for _ in 0..n {
+        for v in &seals {
+            std::hint::black_box(vt_agent::store::seal::seal(std::hint::black_box(v)));
+        }
+        for v in &opens {
+            std::hint::black_box(vt_agent::store::seal::open(std::hint::black_box(v)).expect("opens"));
+        }
+    }
+    report("sealing of one stored balance turn (18 + 4)", n, start.elapsed());
 
     let running = common::simulator().await;
     let ext =

@@ -1,5 +1,5 @@
 //! Step 5 of the pipeline, **deliver**: the outbox worker sends what turns committed for channels that
-//! deliver on their own (Mattermost, WhatsApp). A channel is a port: it turns its input into an
+//! deliver on their own (Mattermost, WhatsApp). A channel is a port: it turns its input into
 //! a `service::Inbound` and sends one outbox item ([`ChannelSender`]).
 //!
 //! Each item is tried up to its `max_attempts` (the BPMN's channel send: 5×) with a growing backoff (or
