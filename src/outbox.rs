@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use vt_actions::FileContent;
 
 use crate::engine::RetryPolicy;
 use crate::store::{OutboxItem, OutboxStatus, Store};
@@ -29,14 +31,59 @@ pub enum SendError {
     Permanent(String),
 }
 
+/// What a reply item carries, whatever the channel: written by a turn's commit, read once by the
+/// worker and handed to the channel's sender.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyPayload {
+    pub conversation_id: String,
+    /// Who the reply goes to, in the channel's own terms (a WhatsApp number, a Mattermost user id).
+    pub user_id: String,
+    pub text: String,
+    #[serde(default)]
+    pub files: Vec<FileContent>,
+    /// The channel's id of the message this answers.
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    /// Where the channel puts the reply (a thread's root).
+    #[serde(default)]
+    pub thread: Option<String>,
+    /// The recharge waiting for this user's confirmation: channels offer confirm / cancel buttons.
+    #[serde(default)]
+    pub confirmation: Option<String>,
+    /// The turn's trace, which the worker's `deliver` span joins.
+    #[serde(default)]
+    pub trace: Option<DeliveryTrace>,
+}
+
+/// The trace a reply was written in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryTrace {
+    /// W3C trace context (`traceparent`…).
+    pub context: HashMap<String, String>,
+    pub agent: String,
+}
+
+impl ReplyPayload {
+    /// The reply an item carries.
+    pub fn of(item: &OutboxItem) -> Result<Self, serde_json::Error> {
+        Self::deserialize(&item.payload)
+    }
+
+    /// As the store keeps it.
+    pub fn to_value(&self) -> serde_json::Value {
+        // A struct of strings, string maps and files: serializing it cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// One channel's sending half.
 #[async_trait]
 pub trait ChannelSender: Send + Sync {
     /// The channel items are addressed to (`destination`).
     fn channel(&self) -> &str;
-    /// Sends the item; `Ok(Some(id))` when the channel gave the message an id of its own (statuses it
-    /// reports later name it).
-    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError>;
+    /// Sends `reply`, the payload of `item`; `Ok(Some(id))` when the channel gave the message an id
+    /// of its own (statuses it reports later name it).
+    async fn send(&self, item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError>;
 }
 
 /// Sends due outbox items through the channels' senders.
@@ -98,14 +145,16 @@ impl Worker {
         };
         let mut pass = Pass::default();
         for item in items {
-            let span = deliver_span(&item);
+            let reply = ReplyPayload::of(&item);
+            let span = deliver_span(&item, reply.as_ref().ok());
             async {
-                let outcome = match self.senders.get(&item.destination) {
-                    Some(sender) => sender.send(&item).await,
-                    None => Err(SendError::Permanent(format!(
+                let outcome = match (self.senders.get(&item.destination), &reply) {
+                    (Some(sender), Ok(reply)) => sender.send(&item, reply).await,
+                    (None, _) => Err(SendError::Permanent(format!(
                         "no channel {:?} is configured to send it",
                         item.destination
                     ))),
+                    (_, Err(e)) => Err(SendError::Permanent(format!("not a reply: {e}"))),
                 };
                 if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. }) = &outcome {
                     spans::failed(&tracing::Span::current(), reason);
@@ -174,19 +223,12 @@ impl Worker {
 }
 
 /// Step 5's span for one item, in the trace of the turn that wrote it.
-fn deliver_span(item: &OutboxItem) -> tracing::Span {
-    let trace = item.payload.get("trace");
+fn deliver_span(item: &OutboxItem, reply: Option<&ReplyPayload>) -> tracing::Span {
+    let trace = reply.and_then(|r| r.trace.as_ref());
     let scope = Scope {
-        agent: text(trace.and_then(|t| t.get("agent"))),
+        agent: trace.map_or("", |t| t.agent.as_str()),
         session: item.conversation_id.as_deref().unwrap_or_default(),
-        user: text(item.payload.get("user_id")),
+        user: reply.map_or("", |r| r.user_id.as_str()),
     };
-    let context = trace
-        .and_then(|t| t.get("context"))
-        .and_then(|c| serde_json::from_value(c.clone()).ok());
-    spans::deliver(&scope, context.as_ref(), &item.destination)
-}
-
-fn text(v: Option<&serde_json::Value>) -> &str {
-    v.and_then(serde_json::Value::as_str).unwrap_or_default()
+    spans::deliver(&scope, trace.map(|t| &t.context), &item.destination)
 }

@@ -111,8 +111,10 @@ pub fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
             "texto",
         ]);
         for i in items {
-            let text = i.payload.get("text").and_then(Value::as_str).unwrap_or_default();
-            let text: String = vt_actions::vt::card::mask_cards_in(text)
+            let text = crate::outbox::ReplyPayload::of(&i)
+                .map(|r| r.text)
+                .unwrap_or_default();
+            let text: String = vt_actions::vt::card::mask_cards_in(&text)
                 .chars()
                 .take(60)
                 .collect();

@@ -6,13 +6,13 @@
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use vt_actions::vt::card::mask_cards_in;
 
 use super::{ConversationService, Delivery, Handled, Inbound, IntentTag, Routing};
 use crate::engine::retry::retry;
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::llm::{ChatMessage, CompletionRequest};
+use crate::outbox::{DeliveryTrace, ReplyPayload};
 use crate::store::{ConversationContext, FlowRunRecord, NewOutboxItem, OutboxStatus, StoreError, TurnRecord};
 
 /// Facts kept in the compressed context.
@@ -186,7 +186,10 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
     let trace = (status == OutboxStatus::Pending)
         .then(crate::telemetry::spans::trace_context)
         .flatten()
-        .map(|context| json!({"context": context, "agent": conv.agent_id}));
+        .map(|context| DeliveryTrace {
+            context,
+            agent: conv.agent_id.clone(),
+        });
     let last = outcome.replies.len().saturating_sub(1);
     outcome
         .replies
@@ -195,16 +198,17 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
         .map(|(i, r)| NewOutboxItem {
             kind: "reply".into(),
             destination: msg.user.channel.clone(),
-            payload: json!({
-                "conversation_id": conv.id,
-                "user_id": msg.user.user_id,
-                "text": r.text,
-                "files": r.files,
-                "reply_to": msg.channel_message_id,
-                "thread": msg.thread,
-                "confirmation": if i == last { pending.clone() } else { None },
-                "trace": trace,
-            }),
+            payload: ReplyPayload {
+                conversation_id: conv.id.clone(),
+                user_id: msg.user.user_id.clone(),
+                text: r.text.clone(),
+                files: r.files.clone(),
+                reply_to: msg.channel_message_id.clone(),
+                thread: msg.thread.clone(),
+                confirmation: if i == last { pending.clone() } else { None },
+                trace: trace.clone(),
+            }
+            .to_value(),
             max_attempts: REPLY_ATTEMPTS,
             // Due at once by the worker's clock, the wall clock (a test's engine clock may be elsewhere).
             next_attempt_at: chrono::Utc::now(),

@@ -131,13 +131,14 @@ impl vt_agent::outbox::ChannelSender for HttpChannel {
 
     async fn send(
         &self,
-        item: &vt_agent::store::OutboxItem,
+        _item: &vt_agent::store::OutboxItem,
+        reply: &vt_agent::outbox::ReplyPayload,
     ) -> Result<Option<String>, vt_agent::outbox::SendError> {
         use vt_agent::outbox::SendError;
         let r = self
             .client
             .post(&self.url)
-            .json(&item.payload)
+            .json(reply)
             .send()
             .await
             .map_err(|e| SendError::Retry {

@@ -699,6 +699,7 @@ impl vt_agent::outbox::ChannelSender for Recorder {
     async fn send(
         &self,
         _item: &vt_agent::store::OutboxItem,
+        _reply: &vt_agent::outbox::ReplyPayload,
     ) -> Result<Option<String>, vt_agent::outbox::SendError> {
         Ok(Some("wamid.1".into()))
     }

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::{CHANNEL, MattermostConfig, audit, conversation_id};
 use crate::engine::Participant;
-use crate::outbox::{ChannelSender, SendError};
+use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::service::{ConversationService, Delivery, Inbound};
 use crate::store::OutboxItem;
 
@@ -298,8 +298,7 @@ impl ChannelSender for PostSender {
         CHANNEL
     }
 
-    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError> {
-        let field = |k: &str| item.payload.get(k).and_then(Value::as_str);
+    async fn send(&self, item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
         // `mm:{channel}:{user}`.
         let channel_id = item
             .conversation_id
@@ -307,12 +306,13 @@ impl ChannelSender for PostSender {
             .and_then(|c| c.strip_prefix("mm:"))
             .and_then(|c| c.split(':').next())
             .ok_or_else(|| SendError::Permanent("item without a Mattermost channel".into()))?;
-        let text = field("text").unwrap_or_default();
+        let text = reply.text.as_str();
         let mut body = json!({"channel_id": channel_id, "message": text});
-        if let Some(root) = field("thread") {
+        if let Some(root) = &reply.thread {
             body["root_id"] = json!(root);
         }
-        if let (Some(pending), Some(conversation)) = (field("confirmation"), item.conversation_id.as_deref())
+        if let (Some(pending), Some(conversation)) =
+            (reply.confirmation.as_deref(), item.conversation_id.as_deref())
         {
             body["message"] = json!("");
             body["props"] = json!({"attachments": self.config.buttons(text, pending, conversation)});

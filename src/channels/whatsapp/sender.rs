@@ -3,10 +3,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
-use crate::outbox::{ChannelSender, SendError};
+use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::store::OutboxItem;
 
 /// The longest text message WhatsApp takes.
@@ -163,11 +162,12 @@ impl ChannelSender for Sender {
         CHANNEL
     }
 
-    async fn send(&self, item: &OutboxItem) -> Result<Option<String>, SendError> {
-        let field = |k: &str| item.payload.get(k).and_then(Value::as_str);
-        let to = field("user_id").ok_or_else(|| SendError::Permanent("item without a recipient".into()))?;
-        let text = field("text").unwrap_or_default();
-        if let Some(inbound) = field("reply_to") {
+    async fn send(&self, _item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
+        let (to, text) = (reply.user_id.as_str(), reply.text.as_str());
+        if to.is_empty() {
+            return Err(SendError::Permanent("item without a recipient".into()));
+        }
+        if let Some(inbound) = reply.reply_to.as_deref() {
             // Best effort: a message not marked read is no reason to withhold the reply.
             let read = wire::MarkRead {
                 messaging_product: "whatsapp",
@@ -178,7 +178,7 @@ impl ChannelSender for Sender {
                 tracing::info!(error = ?e, "whatsapp message could not be marked read");
             }
         }
-        match field("confirmation") {
+        match reply.confirmation.as_deref() {
             Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {
                 self.post(&buttons(to, text, pending)).await
             }
