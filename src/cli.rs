@@ -540,50 +540,15 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
         );
         return Ok(ExitCode::from(EXIT_INPUT));
     }
-    let app = App::start(&config, None).await?;
-    let service = std::sync::Arc::new(app.service);
-    let mut state = crate::http::AppState::new(service.clone(), crate::app::CHAT_AGENT, config.http.clone())
-        .with_console(&config.console);
-    let mut worker = crate::outbox::Worker::new(service.store().clone(), config.engine.channel_retry);
-    if let Some(sender) = crate::channels::whatsapp::Sender::new(&config.whatsapp) {
-        state = state.with_whatsapp(config.whatsapp.clone());
-        worker = worker.with_sender(std::sync::Arc::new(sender));
-        eprintln!("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook");
+    let server = crate::app::serve::Server::compose(&config).await?;
+    for notice in &server.notices {
+        eprintln!("{notice}");
     }
-    let mattermost = std::sync::Arc::new(config.mattermost.clone());
-    if config.mattermost.is_on() {
-        state = state.with_mattermost(config.mattermost.clone(), &config.vt.tenant_id);
-        eprintln!("canal Mattermost ligado: /channels/mattermost/{{slash,webhook,actions}}");
-    }
-    if let Some(sender) = crate::channels::mattermost::PostSender::new(mattermost.clone()) {
-        worker = worker.with_sender(std::sync::Arc::new(sender));
-    }
-    let bot = crate::channels::mattermost::Bot::new(
-        service.clone(),
-        crate::app::CHAT_AGENT,
-        mattermost,
-        &config.vt.tenant_id,
-    );
-    // Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
-    if config
-        .otlp_target
-        .as_ref()
-        .is_some_and(|t| t.metrics_endpoint.is_some())
-    {
-        let (metrics, service) = (state.metrics.clone(), service.clone());
-        tokio::spawn(async move {
-            loop {
-                metrics.refresh_outbox(service.store().as_ref()).await;
-                tokio::time::sleep(std::time::Duration::from_secs(15)).await;
-            }
-        });
-    }
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr()?;
-    let access = if state.is_open() {
+    let access = if server.is_open() {
         "sem chaves de API: aberto, só em loopback"
     } else {
         "chaves de API exigidas"
@@ -597,60 +562,8 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
             ""
         }
     );
-    // Messages acknowledged before a stop and never processed get their turn now; batch jobs a stop
-    // interrupted go on.
-    let batches = crate::batch::background::Background::new(
-        service.clone(),
-        config.vt.politicas.clone(),
-        stop_rx.clone(),
-    );
-    state = state.with_batches(batches.clone());
-    tokio::spawn({
-        let batches = batches.clone();
-        async move {
-            let resumed = batches.resume().await;
-            if resumed > 0 {
-                eprintln!("{resumed} lote(s) interrompido(s) retomado(s)");
-            }
-        }
-    });
-    tokio::spawn({
-        let service = service.clone();
-        async move { service.recover().await }
-    });
-    let bot = bot.map(|bot| {
-        eprintln!("bot do Mattermost conectando pelo websocket");
-        let mut rx = stop_rx.clone();
-        tokio::spawn(bot.run(async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }))
-    });
-    let retention = tokio::spawn(crate::retention::run(
-        service.store().clone(),
-        config.retencao.clone(),
-        stop_rx.clone(),
-    ));
-    let worker = worker.has_senders().then(|| {
-        let mut rx = stop_rx.clone();
-        tokio::spawn(worker.run(async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }))
-    });
-    crate::http::serve(listener, state, async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    })
-    .await?;
-    if let Some(worker) = worker {
-        let _ = worker.await;
-    }
-    batches.wait().await;
-    let _ = retention.await;
-    if let Some(bot) = bot {
-        let _ = bot.await;
-    }
+    server.run(listener, shutdown_signal()).await?;
     eprintln!("vt-agent serve parou: pedidos em andamento concluídos.");
-    drop(app.simulator);
     Ok(ExitCode::SUCCESS)
 }
 

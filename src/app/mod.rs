@@ -1,6 +1,7 @@
 //! Wiring: builds the engine (actions, prompts, skills, model) from a [`Config`]. The one place that
 //! knows every part; commands and tests start here.
 
+pub mod serve;
 pub mod transcripts;
 
 use std::sync::Arc;

@@ -121,6 +121,23 @@ pub struct Received {
     pub message_id: i64,
 }
 
+/// A conversation as a channel's confirm / cancel buttons see it ([`ConversationService::awaiting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Awaiting {
+    pub user_id: String,
+    pub tenant_id: String,
+    /// The id of the recharge waiting for the user's confirmation, if one is.
+    pub recharge: Option<String>,
+}
+
+impl Awaiting {
+    /// The words a tap on a button of recharge `pending` stands for — only while that recharge is
+    /// the one waiting: an old, foreign or forged id stands for nothing.
+    pub fn words(&self, pending: &str, confirm: bool) -> Option<&'static str> {
+        (self.recharge.as_deref() == Some(pending)).then_some(if confirm { "sim" } else { "não" })
+    }
+}
+
 /// What the channel sends back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handled {
@@ -318,6 +335,18 @@ impl ConversationService {
             spans::output(&span, || serde_json::json!({"replies": handled.replies.len()}));
         }
         handled
+    }
+
+    /// Whose conversation `id` is and which recharge waits there for confirmation (`None`: no such
+    /// conversation, or it could not be read). What channels ask before a tap on a button becomes a
+    /// message.
+    pub async fn awaiting(&self, id: &str) -> Option<Awaiting> {
+        let conv = self.store.conversation(id).await.ok().flatten()?;
+        Some(Awaiting {
+            recharge: vt_actions::tools::RecargaPendente::id_in(&conv.state),
+            user_id: conv.user_id,
+            tenant_id: conv.tenant_id,
+        })
     }
 
     /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must

@@ -42,17 +42,16 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         return StatusCode::FORBIDDEN.into_response();
     }
     // The button belongs to one person's conversation: another user's click does nothing.
-    let Ok(Some(conv)) = state.service.store().conversation(&c.conversa).await else {
+    let Some(conv) = state.service.awaiting(&c.conversa).await else {
         return Json(json!({"ephemeral_text": "Este pedido não existe mais."})).into_response();
     };
-    let waiting = vt_actions::tools::RecargaPendente::id_in(&conv.state);
-    if conv.user_id != click.user_id || waiting.as_deref() != Some(c.pendente.as_str()) {
+    let words = conv.words(&c.pendente, c.acao == "confirmar");
+    let Some(text) = words.filter(|_| conv.user_id == click.user_id) else {
         return Json(
             json!({"ephemeral_text": "Este pedido já foi respondido ou não é seu: nada foi feito."}),
         )
         .into_response();
-    }
-    let text = if c.acao == "confirmar" { "sim" } else { "não" };
+    };
     let msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(c.conversa.clone()),

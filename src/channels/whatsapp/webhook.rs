@@ -170,24 +170,22 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
 /// A tap on one of our buttons, as the words it stands for — only for the recharge still waiting in
 /// the conversation; an old or foreign id confirms nothing.
 async fn button_text(service: &ConversationService, conversation: &str, id: &str) -> String {
-    let pending = service
-        .store()
-        .conversation(conversation)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|c| vt_actions::tools::RecargaPendente::id_in(&c.state));
-    let names = |prefix: &str| {
-        id.strip_prefix(prefix)
-            .is_some_and(|p| pending.as_deref() == Some(p))
+    let tapped = match (id.strip_prefix(CONFIRM_PREFIX), id.strip_prefix(CANCEL_PREFIX)) {
+        (Some(pending), _) => Some((pending, true)),
+        (_, Some(pending)) => Some((pending, false)),
+        _ => None,
     };
-    if names(CONFIRM_PREFIX) {
-        "sim".into()
-    } else if names(CANCEL_PREFIX) {
-        "não".into()
-    } else {
-        "(toque em um botão de um pedido que não está mais esperando confirmação)".into()
-    }
+    let words = match tapped {
+        Some((pending, confirm)) => service
+            .awaiting(conversation)
+            .await
+            .and_then(|a| a.words(pending, confirm)),
+        None => None,
+    };
+    words.map_or_else(
+        || "(toque em um botão de um pedido que não está mais esperando confirmação)".into(),
+        str::to_owned,
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,163 @@
+//! `vt-agent serve`, composed: the API with the console and the channels that are configured, the
+//! outbox worker, the Mattermost bot, batch jobs in the background, the recovery of messages a stop
+//! left unprocessed, retention, and the outbox gauges for exported metrics. Every task it starts is
+//! told to stop when the server stops, and joined before [`Server::run`] returns.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use vt_actions::systems::Simulator;
+
+use super::{App, CHAT_AGENT};
+use crate::batch::background::Background;
+use crate::channels::mattermost::{Bot, PostSender};
+use crate::channels::whatsapp::Sender;
+use crate::config::Config;
+use crate::http::AppState;
+use crate::outbox::Worker;
+use crate::service::ConversationService;
+
+/// How often exported metrics refresh the outbox gauges (`/metrics` refreshes them when scraped).
+const GAUGES_EVERY: Duration = Duration::from_secs(15);
+
+/// Everything `serve` runs, composed and not started yet.
+pub struct Server {
+    service: Arc<ConversationService>,
+    /// The embedded simulator, when no external systems are configured: it lives as long as the server.
+    simulator: Option<Simulator>,
+    state: AppState,
+    worker: Worker,
+    bot: Option<Bot>,
+    batches: Arc<Background>,
+    config: Config,
+    stop: watch::Sender<bool>,
+    /// What is on, for the operator: one line each.
+    pub notices: Vec<String>,
+}
+
+impl Server {
+    pub async fn compose(config: &Config) -> anyhow::Result<Self> {
+        let App { service, simulator } = App::start(config, None).await?;
+        let service = Arc::new(service);
+        let mut notices = Vec::new();
+        let mut state =
+            AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
+        let mut worker = Worker::new(service.store().clone(), config.engine.channel_retry);
+        if let Some(sender) = Sender::new(&config.whatsapp) {
+            state = state.with_whatsapp(config.whatsapp.clone());
+            worker = worker.with_sender(Arc::new(sender));
+            notices.push("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into());
+        }
+        let mattermost = Arc::new(config.mattermost.clone());
+        if config.mattermost.is_on() {
+            state = state.with_mattermost(config.mattermost.clone(), &config.vt.tenant_id);
+            notices.push("canal Mattermost ligado: /channels/mattermost/{slash,webhook,actions}".into());
+        }
+        if let Some(sender) = PostSender::new(mattermost.clone()) {
+            worker = worker.with_sender(Arc::new(sender));
+        }
+        let bot = Bot::new(service.clone(), CHAT_AGENT, mattermost, &config.vt.tenant_id);
+        if bot.is_some() {
+            notices.push("bot do Mattermost conectando pelo websocket".into());
+        }
+        let (stop, stopped) = watch::channel(false);
+        let batches = Background::new(service.clone(), config.vt.politicas.clone(), stopped);
+        let state = state.with_batches(batches.clone());
+        Ok(Self {
+            service,
+            simulator,
+            state,
+            worker,
+            bot,
+            batches,
+            config: config.clone(),
+            stop,
+            notices,
+        })
+    }
+
+    /// Whether the API is open (no API key configured).
+    pub fn is_open(&self) -> bool {
+        self.state.is_open()
+    }
+
+    /// Serves on `listener` until `shutdown` resolves; then stops every task and waits for each (requests
+    /// in flight, turns, batch lines and sends end first).
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let mut tasks = JoinSet::new();
+        let stopped = |stop: &watch::Sender<bool>| {
+            let mut rx = stop.subscribe();
+            async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            }
+        };
+        // Batch jobs a stop interrupted go on; messages acknowledged and never processed get their turn.
+        let batches = self.batches.clone();
+        tasks.spawn(async move {
+            let resumed = batches.resume().await;
+            if resumed > 0 {
+                tracing::info!(resumed, "interrupted batch jobs resumed");
+            }
+        });
+        let service = self.service.clone();
+        tasks.spawn(async move {
+            service.recover().await;
+        });
+        if let Some(bot) = self.bot {
+            tasks.spawn(bot.run(stopped(&self.stop)));
+        }
+        if self.worker.has_senders() {
+            tasks.spawn(self.worker.run(stopped(&self.stop)));
+        }
+        tasks.spawn(crate::retention::run(
+            self.service.store().clone(),
+            self.config.retencao.clone(),
+            self.stop.subscribe(),
+        ));
+        if self
+            .config
+            .otlp_target
+            .as_ref()
+            .is_some_and(|t| t.metrics_endpoint.is_some())
+        {
+            let (metrics, service, stop) = (
+                self.state.metrics.clone(),
+                self.service.clone(),
+                stopped(&self.stop),
+            );
+            tasks.spawn(async move {
+                tokio::pin!(stop);
+                loop {
+                    metrics.refresh_outbox(service.store().as_ref()).await;
+                    tokio::select! {
+                        () = &mut stop => return,
+                        () = tokio::time::sleep(GAUGES_EVERY) => {}
+                    }
+                }
+            });
+        }
+        let stop = self.stop.clone();
+        let served = crate::http::serve(listener, self.state, async move {
+            shutdown.await;
+            let _ = stop.send(true);
+        })
+        .await;
+        // Whatever ended the serving, every task is told to stop.
+        let _ = self.stop.send(true);
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(e) = joined {
+                tracing::error!(error = %e, "a serve task failed");
+            }
+        }
+        self.batches.wait().await;
+        drop(self.simulator);
+        Ok(served?)
+    }
+}
