@@ -111,7 +111,7 @@ pub fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
             "texto",
         ]);
         for i in items {
-            let text = crate::outbox::ReplyPayload::of(&i)
+            let text = crate::outbox::ReplyPayload::of(i)
                 .map(|r| r.text)
                 .unwrap_or_default();
             let text: String = vt_actions::vt::card::mask_cards_in(&text)

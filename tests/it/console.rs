@@ -260,9 +260,19 @@ async fn dead_letter(store: &dyn vt_agent::store::Store) -> i64 {
     let id = store
         .enqueue(
             &NewOutboxItem {
-                kind: "whatsapp".into(),
-                destination: "5511999990000".into(),
-                payload: json!({"texto": "Seu saldo é BRL 50,00"}),
+                kind: "reply".into(),
+                destination: "whatsapp".into(),
+                payload: vt_agent::outbox::ReplyPayload {
+                    conversation_id: "conversa-1".into(),
+                    user_id: "5511999990000".into(),
+                    text: "Seu saldo é BRL 50,00".into(),
+                    files: Vec::new(),
+                    reply_to: None,
+                    thread: None,
+                    confirmation: None,
+                    trace: None,
+                }
+                .to_value(),
                 max_attempts: 5,
                 next_attempt_at: now,
                 conversation_id: Some("conversa-1".into()),

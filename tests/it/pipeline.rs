@@ -160,7 +160,17 @@ fn queued(conv: &str, n: i32) -> vt_agent::store::NewOutboxItem {
     vt_agent::store::NewOutboxItem {
         kind: "reply".into(),
         destination: "loopback".into(),
-        payload: serde_json::json!({"text": format!("resposta {n}")}),
+        payload: vt_agent::outbox::ReplyPayload {
+            conversation_id: conv.into(),
+            user_id: "u".into(),
+            text: format!("resposta {n}"),
+            files: Vec::new(),
+            reply_to: None,
+            thread: None,
+            confirmation: None,
+            trace: None,
+        }
+        .to_value(),
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         conversation_id: Some(conv.into()),
