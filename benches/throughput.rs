@@ -130,7 +130,7 @@ async fn main() {
     let n = 300u32;
     let start = Instant::now();
     for _ in 0..n {
-        service.run_flow(input, None).await.expect("flow");
+        service.run_flow(input, Default::default()).await.expect("flow");
     }
     report(
         "run-flow through the service, stored (SQLite)",

@@ -180,7 +180,11 @@ async fn main() {
         model.take();
         let (conversation, flow) = match &s.flow {
             Some(input) => {
-                let (output, _) = service.run_flow(input, None).await.expect("flow");
+                let output = service
+                    .run_flow(input, Default::default())
+                    .await
+                    .expect("flow")
+                    .output;
                 let (record, _) = store
                     .execution(&output.execucao_id)
                     .await

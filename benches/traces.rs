@@ -143,7 +143,7 @@ fn child(on: bool) {
             r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
         let before = cpu();
         for _ in 0..FLOWS {
-            service.run_flow(input, None).await.expect("flow");
+            service.run_flow(input, Default::default()).await.expect("flow");
         }
         (turns, cpu() - before)
     });

@@ -1,5 +1,9 @@
 //! The command line: argument parsing and the commands themselves, kept thin over the library.
 
+// The command docs below are `--help` text, where `[llm]`, `[http]`… name sections of vt-agent.toml,
+// not items to link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
@@ -12,7 +16,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::engine::Participant;
 use crate::flow::FlowError;
-use crate::service::{Inbound, ServiceError};
+use crate::service::{FlowOptions, Inbound, ServiceError};
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -365,8 +369,8 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let app = App::start(config, None).await?;
-    let (output, persisted) = match app.service.run_flow(&text, None).await {
-        Ok(run) => run,
+    let (output, persisted) = match app.service.run_flow(&text, FlowOptions::default()).await {
+        Ok(ran) => (ran.output, ran.persisted),
         Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
             return Ok(ExitCode::from(EXIT_INPUT));

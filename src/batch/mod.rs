@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::flow::{FlowError, FlowMode};
-use crate::service::{ConversationService, ServiceError};
+use crate::service::{ConversationService, FlowOptions, FlowRan, Recording, ServiceError};
 use crate::store::{BatchJob, BatchLine, FlowRunRecord, StoreError};
 pub use source::{Format, LineDefaults, SourceLine};
 
@@ -281,8 +281,13 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
         Ok(text) => text,
         Err(why) => return invalid(line.line, why),
     };
-    match service.run_flow_unrecorded(text, mode, None).await {
-        Ok((output, run)) => {
+    let options = FlowOptions {
+        mode,
+        tenant: None,
+        recording: Recording::ByCaller,
+    };
+    match service.run_flow(text, options).await {
+        Ok(FlowRan { output, record, .. }) => {
             let output = output.for_caller();
             let status = output.status.as_str();
             let resultado = output.resultado;
@@ -292,7 +297,7 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
                     status: status.to_owned(),
                     result: json!({"line": line.line, "execucao_id": output.execucao_id, "status": status, "resultado": resultado}),
                 },
-                run: Some(run),
+                run: record,
             }
         }
         Err(ServiceError::Flow(FlowError::Input(e))) => invalid(line.line, &e.to_string()),

@@ -12,7 +12,7 @@ pub mod retry;
 pub mod skills;
 mod turn;
 
-pub use turn::{LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnStart};
+pub use turn::{LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnInput, TurnStart};
 
 /// Conversation memory key of the compressed context (`{"resumo": ..., "fatos": [...]}`), which the
 /// engine adds to every prompt in place of the older history.

@@ -148,45 +148,19 @@ impl Engine {
         self.invoke(action, &ctx, name, args).await
     }
 
-    /// Runs one turn of `conv` with the user's `text`. The conversation is changed in place (active
-    /// skill, window, state, memory); the outcome says what to store and what to send.
-    pub async fn run_turn(&self, conv: &mut Conversation, text: &str) -> Result<TurnOutcome, EngineError> {
-        self.run_turn_from(conv, text, TurnStart::Model, None).await
-    }
-
-    /// Runs one turn that starts as `start` says: with the model, with an action the router chose
-    /// (no model call unless the action hands back to the model), or with a fixed reply. `message_id`
-    /// is the stored id of the user's message, which actions see ([`ActionContext::message_id`]).
-    pub async fn run_turn_from(
+    /// Runs one turn of `conv`: the user's text, started as `input` says. The conversation is changed
+    /// in place (active skill, window, state, memory); the outcome says what to store and what to send.
+    /// The turn's `run` span holds its model calls and actions.
+    pub async fn run_turn<'a>(
         &self,
         conv: &mut Conversation,
-        text: &str,
-        start: TurnStart,
-        message_id: Option<String>,
+        input: impl Into<TurnInput<'a>>,
     ) -> Result<TurnOutcome, EngineError> {
-        let execucao_id = self.ids.next("exec");
+        let input = input.into();
+        let execucao_id = input.execucao_id.clone().unwrap_or_else(|| self.ids.next("exec"));
         let span = spans::step("run");
         let outcome = self
-            .run_turn_traced(conv, text, start, execucao_id, message_id)
-            .instrument(span.clone())
-            .await;
-        run_span_status(&span, &outcome);
-        outcome
-    }
-
-    /// [`Self::run_turn_from`] under an `execucao_id` the caller chose: a flow run is put on record as
-    /// started under its id before anything runs. The turn's `run` span holds its model calls and
-    /// actions.
-    pub async fn run_turn_as(
-        &self,
-        conv: &mut Conversation,
-        text: &str,
-        start: TurnStart,
-        execucao_id: String,
-    ) -> Result<TurnOutcome, EngineError> {
-        let span = spans::step("run");
-        let outcome = self
-            .run_turn_traced(conv, text, start, execucao_id, None)
+            .run_turn_traced(conv, input, execucao_id)
             .instrument(span.clone())
             .await;
         run_span_status(&span, &outcome);
@@ -196,11 +170,15 @@ impl Engine {
     async fn run_turn_traced(
         &self,
         conv: &mut Conversation,
-        text: &str,
-        start: TurnStart,
+        input: TurnInput<'_>,
         execucao_id: String,
-        message_id: Option<String>,
     ) -> Result<TurnOutcome, EngineError> {
+        let TurnInput {
+            text,
+            start,
+            message_id,
+            ..
+        } = input;
         let agent = self
             .catalog
             .agent(&conv.agent_id)
@@ -265,6 +243,55 @@ impl Engine {
             events: turn.events,
             messages: turn.messages,
         })
+    }
+}
+
+/// What a turn runs on: the user's text and how the turn begins, with the ids the caller already has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInput<'a> {
+    pub text: &'a str,
+    pub start: TurnStart,
+    /// The execution id to run under (a flow run is put on record under its id before it runs);
+    /// `None`: a new one.
+    pub execucao_id: Option<String>,
+    /// The stored id of the user's message, which actions see ([`ActionContext::message_id`]).
+    pub message_id: Option<String>,
+}
+
+impl<'a> TurnInput<'a> {
+    /// `text`, begun as `start` says.
+    pub fn new(text: &'a str, start: TurnStart) -> Self {
+        Self {
+            text,
+            start,
+            execucao_id: None,
+            message_id: None,
+        }
+    }
+
+    /// Under the execution id `id`.
+    pub fn under(mut self, id: String) -> Self {
+        self.execucao_id = Some(id);
+        self
+    }
+
+    /// Answering the stored message `id`.
+    pub fn answering(mut self, id: String) -> Self {
+        self.message_id = Some(id);
+        self
+    }
+}
+
+/// The user's text, for the model (or the active deterministic skill) to decide.
+impl<'a> From<&'a str> for TurnInput<'a> {
+    fn from(text: &'a str) -> Self {
+        Self::new(text, TurnStart::Model)
+    }
+}
+
+impl<'a> From<&'a String> for TurnInput<'a> {
+    fn from(text: &'a String) -> Self {
+        Self::new(text, TurnStart::Model)
     }
 }
 

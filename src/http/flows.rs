@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::json::{Body, digest};
 use super::state::AppState;
 use crate::flow::FlowOutput;
+use crate::service::{FlowOptions, FlowRan};
 use crate::store::{IdempotencyPut, IdempotencyRecord};
 
 /// How long a key keeps its response.
@@ -125,8 +126,20 @@ pub async fn run(
 
 async fn execute(state: &AppState, input: String, tenant: String) -> Result<FlowOutput, ApiError> {
     let service = state.service.clone();
-    let (output, persisted) = state
-        .run(async move { service.run_flow(&input, Some(&tenant)).await })
+    let FlowRan {
+        output, persisted, ..
+    } = state
+        .run(async move {
+            service
+                .run_flow(
+                    &input,
+                    FlowOptions {
+                        tenant: Some(&tenant),
+                        ..FlowOptions::default()
+                    },
+                )
+                .await
+        })
         .await?
         .map_err(ApiError::from)?;
     if !persisted {

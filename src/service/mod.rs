@@ -4,7 +4,7 @@
 //! 1. **accept** ([`accept`]) — the channel's message id is checked for a redelivery and the message is
 //!    stored *before* anything acts on it (the conversation's row too, when it is new);
 //! 2. **route** ([`route`]) — the router (zero tokens, or a micro call) decides how the turn starts;
-//! 3. **run** — [`Engine::run_turn_from`];
+//! 3. **run** — [`Engine::run_turn`];
 //! 4. **commit** ([`commit`]) — one transaction: conversation, messages, execution, events, usage,
 //!    compressed context, the flow runs the turn's tools started, and one outbox item per reply;
 //! 5. **deliver** — replies to the terminal and HTTP go back in the answer itself (their outbox items
@@ -32,7 +32,7 @@ use tracing::Instrument as _;
 
 use crate::engine::{
     CONTEXT_MEMORY_KEY, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
-    Participant, Reply, TurnOutcome,
+    Participant, Reply, TurnInput, TurnOutcome,
 };
 use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
@@ -136,6 +136,36 @@ impl Awaiting {
     pub fn words(&self, pending: &str, confirm: bool) -> Option<&'static str> {
         (self.recharge.as_deref() == Some(pending)).then_some(if confirm { "sim" } else { "não" })
     }
+}
+
+/// How [`ConversationService::run_flow`] runs a flow.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlowOptions<'a> {
+    pub mode: FlowMode,
+    /// The caller's tenant (an API key's); `None` for the operator's own commands.
+    pub tenant: Option<&'a str>,
+    pub recording: Recording,
+}
+
+/// Who puts a flow run on record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Recording {
+    /// The service: on record as started before the first external call, completed at the end.
+    #[default]
+    Here,
+    /// The caller, from [`FlowRan::record`] (a batch, many runs to a transaction).
+    ByCaller,
+}
+
+/// A flow that ran.
+#[derive(Debug, Clone)]
+pub struct FlowRan {
+    pub output: FlowOutput,
+    /// Whether the service stored the run (`false` when its record could not be written, already
+    /// logged, or when the caller records it).
+    pub persisted: bool,
+    /// The run's record, for a caller that records it ([`Recording::ByCaller`]).
+    pub record: Option<FlowRunRecord>,
 }
 
 /// What the channel sends back.
@@ -307,7 +337,10 @@ impl ConversationService {
         routing.trace(&route);
         let outcome = self
             .engine
-            .run_turn_from(&mut conv, &msg.text, start, Some(accepted_message.to_string()))
+            .run_turn(
+                &mut conv,
+                TurnInput::new(&msg.text, start).answering(accepted_message.to_string()),
+            )
             .await?;
         let ran = Ran {
             outcome,
@@ -513,65 +546,58 @@ impl ConversationService {
         }
     }
 
-    /// Runs the ten-stage flow for one input and stores the run with its stage outputs. Input errors
-    /// come back before anything is written. `tenant` is the caller's (an API key's), `None` for the
-    /// operator's own commands.
-    /// One trace: accept (the run on record), run (the ten stages), commit.
-    pub async fn run_flow(
-        &self,
-        text: &str,
-        tenant: Option<&str>,
-    ) -> Result<(FlowOutput, bool), ServiceError> {
-        self.run_flow_as(text, FlowMode::Full, tenant).await
-    }
-
-    /// [`Self::run_flow`], all ten stages or a dry run.
-    pub async fn run_flow_as(
-        &self,
-        text: &str,
-        mode: FlowMode,
-        tenant: Option<&str>,
-    ) -> Result<(FlowOutput, bool), ServiceError> {
-        let prepared = crate::flow::prepare(&self.engine, text, tenant)?;
+    /// Runs the ten-stage flow for one input (all ten stages or a dry run, as `options` say) and, unless
+    /// the caller records it itself, stores the run with its stage outputs. Input errors come back
+    /// before anything is written. One trace: accept (the run on record), run (the stages), commit.
+    pub async fn run_flow(&self, text: &str, options: FlowOptions<'_>) -> Result<FlowRan, ServiceError> {
+        let prepared = crate::flow::prepare(&self.engine, text, options.tenant)?;
         let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
-        flow_traced(&conv, &text, self.run_prepared_flow(prepared, mode), |(o, _)| o).await
+        let run = async {
+            match options.recording {
+                Recording::Here => self.run_prepared_flow(prepared, options.mode).await,
+                Recording::ByCaller => self.run_unrecorded_flow(prepared, options.mode).await,
+            }
+        };
+        flow_traced(&conv, &text, run).await
     }
 
-    /// A batch line's flow: run and traced as [`Self::run_flow_as`], stored by the caller — a batch
-    /// records its ended lines with their runs in groups, one transaction for many flows, and its
-    /// lines' recharge keys are fixed by job and line, so no per-flow record is needed before the run.
-    pub async fn run_flow_unrecorded(
+    /// A batch line's flow: stored by the caller — a batch records its ended lines with their runs in
+    /// groups, one transaction for many flows, and its lines' recharge keys are fixed by job and line,
+    /// so no per-flow record is needed before the run.
+    async fn run_unrecorded_flow(
         &self,
-        text: &str,
+        prepared: PreparedFlow,
         mode: FlowMode,
-        tenant: Option<&str>,
-    ) -> Result<(FlowOutput, FlowRunRecord), ServiceError> {
+    ) -> Result<FlowRan, ServiceError> {
         let PreparedFlow {
             mut conversation,
             input,
             text,
             parsed: _token_alive,
-        } = crate::flow::prepare(&self.engine, text, tenant)?;
-        let conv = conversation.clone();
-        let run = async {
-            let execucao_id = self.engine.next_id("exec");
-            let now = self.engine.now();
-            let outcome = self
-                .engine
-                .run_turn_as(&mut conversation, &text, mode.start(), execucao_id)
-                .await?;
-            let output = flow_output(&outcome);
-            let record = crate::flow::record(&output, input, None, now);
-            Ok((output, record))
-        };
-        flow_traced(&conv, &text, run, |(o, _)| o).await
+        } = prepared;
+        let now = self.engine.now();
+        let execucao_id = self.engine.next_id("exec");
+        let outcome = self
+            .engine
+            .run_turn(
+                &mut conversation,
+                TurnInput::new(&text, mode.start()).under(execucao_id),
+            )
+            .await?;
+        let output = flow_output(&outcome);
+        let record = crate::flow::record(&output, input, None, now);
+        Ok(FlowRan {
+            output,
+            persisted: false,
+            record: Some(record),
+        })
     }
 
     async fn run_prepared_flow(
         &self,
         prepared: PreparedFlow,
         mode: FlowMode,
-    ) -> Result<(FlowOutput, bool), ServiceError> {
+    ) -> Result<FlowRan, ServiceError> {
         let PreparedFlow {
             conversation: mut conv,
             input: sanitized,
@@ -590,7 +616,7 @@ impl ConversationService {
         let started = Instant::now();
         let outcome = self
             .engine
-            .run_turn_as(&mut conv, &text, mode.start(), execucao_id)
+            .run_turn(&mut conv, TurnInput::new(&text, mode.start()).under(execucao_id))
             .await?;
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
@@ -614,24 +640,27 @@ impl ConversationService {
         };
         let commit = spans::step("commit");
         let persisted = self.persist(record).instrument(commit).await;
-        Ok((output, persisted))
+        Ok(FlowRan {
+            output,
+            persisted,
+            record: None,
+        })
     }
 }
 
 /// Runs a flow as its own trace: accept, run (the stages), commit; the status and result are the
 /// trace's output, a failed flow its status.
-async fn flow_traced<T>(
+async fn flow_traced(
     conv: &Conversation,
     text: &str,
-    run: impl std::future::Future<Output = Result<T, ServiceError>>,
-    output_of: impl Fn(&T) -> &FlowOutput,
-) -> Result<T, ServiceError> {
+    run: impl std::future::Future<Output = Result<FlowRan, ServiceError>>,
+) -> Result<FlowRan, ServiceError> {
     let scope = conv.scope();
     let span = spans::turn(&scope, "flow", text);
     let result = spans::in_trace(&span, &scope, run).await;
     match &result {
-        Ok(t) => {
-            let output = output_of(t);
+        Ok(ran) => {
+            let output = &ran.output;
             spans::output(
                 &span,
                 || serde_json::json!({"status": output.status.as_str(), "resultado": output.resultado}),

@@ -655,8 +655,8 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let store = memory_store().await;
     let engine = Arc::new(h.engine);
     let service = ConversationService::new(engine, store.clone());
-    let (output, persisted) = service
-        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, None)
+    let vt_agent::service::FlowRan { output, persisted, .. } = service
+        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
         .await
         .expect("flow");
     assert!(persisted);
@@ -677,6 +677,9 @@ async fn run_flow_stores_the_run_and_its_stages() {
         .expect("load")
         .expect("stored");
     assert_eq!(execution.model_calls.len(), 0);
-    let err = service.run_flow("{", None).await.expect_err("invalid");
+    let err = service
+        .run_flow("{", Default::default())
+        .await
+        .expect_err("invalid");
     assert!(matches!(err, ServiceError::Flow(_)));
 }

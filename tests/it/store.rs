@@ -1432,14 +1432,15 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
     let ask = chat.say("c-pg", "recarrega 50 no 2345678901 via pix").await;
     assert!(ask.reply_text().starts_with("Confirma"), "{}", ask.reply_text());
     chat.say("c-pg", "sim").await;
-    let (output, _) = chat
+    let output = chat
         .service
         .run_flow(
             r#"{"cartao": "3456789012", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok-pg-secreto"}}}"#,
-            None,
+            vt_agent::service::FlowOptions::default(),
         )
         .await
-        .expect("flow");
+        .expect("flow")
+        .output;
     assert_eq!(output.status, vt_agent::flow::FlowStatus::Concluido);
     assert_eq!(chat.sim.charges("2345678901"), 1);
     let dump = pg_dump(&pg.url, &pg.schema).await;

@@ -165,7 +165,7 @@ impl VtSystems {
         })
     }
 
-    /// The client of an embedded simulator, which it calls in this process (see [`Transport`]).
+    /// The client of an embedded simulator, which it calls in this process (see `Transport`).
     pub fn in_process(simulator: &super::Simulator) -> Self {
         Self {
             transport: Transport::InProcess(simulator.router()),
