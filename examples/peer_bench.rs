@@ -211,6 +211,8 @@ fn own_server() -> (std::process::Child, String) {
             started.elapsed() < Duration::from_secs(10),
             "fake_openai did not start"
         );
+        // A plain program waiting for a server, outside any runtime.
+        #[allow(clippy::disallowed_methods)]
         std::thread::sleep(Duration::from_millis(10));
     }
     (child, format!("http://127.0.0.1:{port}/v1"))

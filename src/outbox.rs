@@ -7,6 +7,7 @@
 //! dead-lettered at once. Items of one conversation go out in order (the store's claim never hands out
 //! an item while an earlier one of its conversation is unfinished). Several workers — several
 //! instances — never send the same item: claims are leased.
+#![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 use std::collections::HashMap;
 use std::sync::Arc;

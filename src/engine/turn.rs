@@ -1,5 +1,6 @@
 //! The turn loop (BPMN `bpmn_ms_agente`): build context → call the model → `end_turn` answers,
 //! `tool_use` runs tools → model again; deterministic skills run their action without a model.
+#![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use super::prompts::PromptVars;
 use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
 use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
-use crate::llm::{ChatMessage, CompletionRequest, LlmError, ToolCall};
+use crate::llm::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ToolCall};
 use crate::telemetry::spans;
 use tracing::Instrument as _;
 
@@ -38,6 +39,13 @@ const EMPTY_ANSWER_REPLY: &str = "Desculpe, não consegui formular uma resposta.
 enum Step {
     Continue,
     Done,
+}
+
+/// What a model call took: its time and its attempts.
+#[derive(Debug, Clone, Copy)]
+struct CallTook {
+    latencia_ms: u64,
+    attempts: u32,
 }
 
 /// A conversation's state and memory as its actions see them, shared until an update.
@@ -173,12 +181,17 @@ impl Engine {
         input: TurnInput<'_>,
         execucao_id: String,
     ) -> Result<TurnOutcome, EngineError> {
-        let TurnInput {
-            text,
-            start,
-            message_id,
-            ..
-        } = input;
+        let agent = self.agent_for(conv)?;
+        let started_at = self.clock.now();
+        conv.window.push(ChatMessage::user(input.text));
+        let mut turn = Turn::new(self, agent, conv, &input, execucao_id);
+        turn.run(input.start).await;
+        Ok(turn.finish(started_at))
+    }
+
+    /// The conversation's agent, with the conversation set to start over from its entry skill when
+    /// the active skill is deterministic (those never hold a conversation between turns).
+    fn agent_for(&self, conv: &mut Conversation) -> Result<&AgentDef, EngineError> {
         let agent = self
             .catalog
             .agent(&conv.agent_id)
@@ -189,60 +202,12 @@ impl Engine {
                 agent: agent.id.clone(),
                 skill: conv.active_skill.clone(),
             })?;
-        // Deterministic skills never hold a conversation between turns: a new message starts over from
-        // the agent's entry skill.
         if active.deterministic {
             conv.active_skill = agent.entry().name.clone();
             conv.handoff = None;
             conv.window.clear();
         }
-        let started_at = self.clock.now();
-        conv.window.push(ChatMessage::user(text));
-        let mut turn = Turn {
-            engine: self,
-            agent,
-            conv,
-            turn_id: execucao_id.clone(),
-            message_id,
-            user_text: text.to_owned(),
-            events: Vec::new(),
-            messages: vec![ChatMessage::user(text)],
-            replies: Vec::new(),
-            model_calls: Vec::new(),
-            error: None,
-            deadline: Instant::now() + Duration::from_millis(self.config.turn_timeout_ms),
-            tool_span: tracing::Span::none(),
-            maps: std::sync::Mutex::default(),
-            stop_after: None,
-        };
-        turn.run(start).await;
-        let status = if turn.error.is_some() {
-            ExecutionStatus::Falhou
-        } else {
-            ExecutionStatus::Concluido
-        };
-        let execution = ExecutionRecord {
-            execucao_id,
-            conversation_id: turn.conv.id.clone(),
-            agent_id: turn.conv.agent_id.clone(),
-            status,
-            error: turn.error,
-            model_calls: turn.model_calls,
-            started_at,
-            finished_at: self.clock.now(),
-        };
-        tracing::info!(execucao_id = %execution.execucao_id, status = status.as_str(), "turn finished");
-        // The window is what the model is shown, and it is shown only the last `context_messages`: the
-        // rest is in the stored log and the compressed context. Kept whole, it grew with every turn and
-        // made each turn's write cost grow with the conversation.
-        let window = std::mem::take(&mut turn.conv.window);
-        turn.conv.window = recent(&window, self.config.context_messages);
-        Ok(TurnOutcome {
-            execution,
-            replies: turn.replies,
-            events: turn.events,
-            messages: turn.messages,
-        })
+        Ok(agent)
     }
 }
 
@@ -344,37 +309,69 @@ struct Turn<'a> {
     stop_after: Option<String>,
 }
 
-impl Turn<'_> {
+impl<'a> Turn<'a> {
+    fn new(
+        engine: &'a Engine,
+        agent: &'a AgentDef,
+        conv: &'a mut Conversation,
+        input: &TurnInput<'_>,
+        turn_id: String,
+    ) -> Self {
+        Self {
+            engine,
+            agent,
+            conv,
+            turn_id,
+            message_id: input.message_id.clone(),
+            user_text: input.text.to_owned(),
+            events: Vec::new(),
+            messages: vec![ChatMessage::user(input.text)],
+            replies: Vec::new(),
+            model_calls: Vec::new(),
+            error: None,
+            deadline: Instant::now() + Duration::from_millis(engine.config.turn_timeout_ms),
+            tool_span: tracing::Span::none(),
+            maps: std::sync::Mutex::default(),
+            stop_after: None,
+        }
+    }
+
+    /// What the turn did, as the engine hands it back; the window trimmed to what the model is shown.
+    fn finish(self, started_at: chrono::DateTime<chrono::Utc>) -> TurnOutcome {
+        let status = if self.error.is_some() {
+            ExecutionStatus::Falhou
+        } else {
+            ExecutionStatus::Concluido
+        };
+        let execution = ExecutionRecord {
+            execucao_id: self.turn_id,
+            conversation_id: self.conv.id.clone(),
+            agent_id: self.conv.agent_id.clone(),
+            status,
+            error: self.error,
+            model_calls: self.model_calls,
+            started_at,
+            finished_at: self.engine.clock.now(),
+        };
+        tracing::info!(execucao_id = %execution.execucao_id, status = status.as_str(), "turn finished");
+        // The window is what the model is shown, and it is shown only the last `context_messages`: the
+        // rest is in the stored log and the compressed context. Kept whole, it grew with every turn and
+        // made each turn's write cost grow with the conversation.
+        let window = std::mem::take(&mut self.conv.window);
+        self.conv.window = recent(&window, self.engine.config.context_messages);
+        TurnOutcome {
+            execution,
+            replies: self.replies,
+            events: self.events,
+            messages: self.messages,
+        }
+    }
+
+    /// The turn's loop: how it begins, then a step at a time (a deterministic skill, or a model call
+    /// with its tools) until one ends the turn.
     async fn run(&mut self, start: TurnStart) {
-        match start {
-            TurnStart::Model => {}
-            TurnStart::ChainUntil { last } => self.stop_after = Some(last),
-            TurnStart::Reply(text) => {
-                self.answer(text);
-                return;
-            }
-            TurnStart::Action { name, arguments } => {
-                let agent = self.agent;
-                let Some(skill) = agent.skill(&self.conv.active_skill) else {
-                    self.fail(
-                        STEP_FAILED_REPLY,
-                        format!("skill {:?} não existe", self.conv.active_skill),
-                    );
-                    return;
-                };
-                let call = ToolCall {
-                    id: self.engine.ids.next("route"),
-                    name,
-                    arguments: arguments.to_string(),
-                };
-                self.push(ChatMessage::Assistant {
-                    content: None,
-                    tool_calls: vec![call.clone()],
-                });
-                if let Step::Done = self.tool_batch(skill, &[call]).await {
-                    return;
-                }
-            }
+        if let Step::Done = self.begin(start).await {
+            return;
         }
         let mut deterministic_steps = 0;
         loop {
@@ -389,32 +386,80 @@ impl Turn<'_> {
             };
             let step = if skill.deterministic {
                 deterministic_steps += 1;
-                if deterministic_steps > self.engine.config.max_deterministic_steps {
-                    let limit = self.engine.config.max_deterministic_steps;
-                    self.fail(
-                        STEP_FAILED_REPLY,
-                        format!("limite de {limit} etapas determinísticas por turno atingido"),
-                    );
-                    return;
-                }
-                self.deterministic_step(skill).await
-            } else if self.engine.llm.is_none() {
-                self.answer(self.engine.no_model_reply.clone());
-                Step::Done
-            } else if self.model_calls.len() >= self.engine.config.max_model_calls as usize {
-                let limit = self.engine.config.max_model_calls;
-                self.fail(
-                    LOOP_BOUND_REPLY,
-                    format!("limite de {limit} chamadas ao modelo por turno atingido"),
-                );
-                Step::Done
+                self.bounded_deterministic_step(skill, deterministic_steps).await
             } else {
-                self.model_step(skill).await
+                self.bounded_model_step(skill).await
             };
             if let Step::Done = step {
                 return;
             }
         }
+    }
+
+    /// What the turn does before its loop: nothing (the model decides), a fixed answer, or the action
+    /// the router chose.
+    async fn begin(&mut self, start: TurnStart) -> Step {
+        match start {
+            TurnStart::Model => Step::Continue,
+            TurnStart::ChainUntil { last } => {
+                self.stop_after = Some(last);
+                Step::Continue
+            }
+            TurnStart::Reply(text) => {
+                self.answer(text);
+                Step::Done
+            }
+            TurnStart::Action { name, arguments } => {
+                let agent = self.agent;
+                let Some(skill) = agent.skill(&self.conv.active_skill) else {
+                    self.fail(
+                        STEP_FAILED_REPLY,
+                        format!("skill {:?} não existe", self.conv.active_skill),
+                    );
+                    return Step::Done;
+                };
+                let call = ToolCall {
+                    id: self.engine.ids.next("route"),
+                    name,
+                    arguments: arguments.to_string(),
+                };
+                self.push(ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call.clone()],
+                });
+                self.tool_batch(skill, &[call]).await
+            }
+        }
+    }
+
+    /// The `n`th deterministic step of the turn, within the engine's bound.
+    async fn bounded_deterministic_step(&mut self, skill: &SkillDef, n: u32) -> Step {
+        let limit = self.engine.config.max_deterministic_steps;
+        if n > limit {
+            self.fail(
+                STEP_FAILED_REPLY,
+                format!("limite de {limit} etapas determinísticas por turno atingido"),
+            );
+            return Step::Done;
+        }
+        self.deterministic_step(skill).await
+    }
+
+    /// A model step, when there is a model and the turn has calls left.
+    async fn bounded_model_step(&mut self, skill: &SkillDef) -> Step {
+        if self.engine.llm.is_none() {
+            self.answer(self.engine.no_model_reply.clone());
+            return Step::Done;
+        }
+        let limit = self.engine.config.max_model_calls;
+        if self.model_calls.len() >= limit as usize {
+            self.fail(
+                LOOP_BOUND_REPLY,
+                format!("limite de {limit} chamadas ao modelo por turno atingido"),
+            );
+            return Step::Done;
+        }
+        self.model_step(skill).await
     }
 
     fn push(&mut self, message: ChatMessage) {
@@ -506,18 +551,51 @@ impl Turn<'_> {
             || serde_json::json!({"system": request.system, "messages": request.messages}),
         );
         let started = Instant::now();
-        let remaining = self.deadline.saturating_duration_since(started);
-        let retried = tokio::time::timeout(
+        let retried = self
+            .complete(llm.as_ref(), &request)
+            .instrument(span.clone())
+            .await;
+        let took = CallTook {
+            latencia_ms: started.elapsed().as_millis() as u64,
+            attempts: retried.attempts,
+        };
+        let completion = match retried.result {
+            Ok(c) => c,
+            Err(e) => {
+                self.model_failed(skill, llm.model(), took, &e, &span);
+                return Step::Done;
+            }
+        };
+        self.model_answered(skill, &completion, took, &span);
+        if completion.tool_calls.is_empty() {
+            let text = completion.text.filter(|t| !t.trim().is_empty());
+            self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
+            return Step::Done;
+        }
+        self.push(ChatMessage::Assistant {
+            content: completion.text,
+            tool_calls: completion.tool_calls.clone(),
+        });
+        self.tool_batch(skill, &completion.tool_calls).await
+    }
+
+    /// One completion, retried while the error is transient, within the turn's deadline.
+    async fn complete(
+        &self,
+        llm: &dyn LlmProvider,
+        request: &CompletionRequest,
+    ) -> Retried<Completion, LlmError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(
             remaining,
             retry(
                 self.engine.config.llm_retry,
                 LlmError::is_transient,
                 LlmError::retry_after,
-                // Each retry is an event of this span: the helper's warning, emitted inside it.
-                |_| llm.complete(&request),
+                // Each retry is an event of the generation span: the helper's warning, emitted inside it.
+                |_| llm.complete(request),
             ),
         )
-        .instrument(span.clone())
         .await
         .unwrap_or_else(|_| Retried {
             result: Err(LlmError::Transient {
@@ -529,33 +607,53 @@ impl Turn<'_> {
                 retry_after: None,
             }),
             attempts: 0,
-        });
-        let latencia_ms = started.elapsed().as_millis() as u64;
-        let completion = match retried.result {
-            Ok(c) => c,
-            Err(e) => {
-                let record = ModelCallRecord {
-                    skill: skill.name.clone(),
-                    model: llm.model().to_owned(),
-                    tokens_input: 0,
-                    tokens_output: 0,
-                    latencia_ms,
-                    stop_reason: "error".into(),
-                    attempts: retried.attempts,
-                    error: Some(e.to_string()),
-                };
-                spans::failed(&span, &e.to_string());
-                self.events.push(TurnEvent::ModelCall(record.clone()));
-                self.model_calls.push(record);
-                let error = if retried.attempts == 0 {
-                    format!("modelo sem resposta dentro do limite do turno: {e}")
-                } else {
-                    format!("modelo indisponível após {} tentativa(s): {e}", retried.attempts)
-                };
-                self.fail(LLM_DOWN_REPLY, error);
-                return Step::Done;
-            }
+        })
+    }
+
+    /// A model call that gave no completion: on record, and the turn ends with the "model down" reply.
+    fn model_failed(
+        &mut self,
+        skill: &SkillDef,
+        model: &str,
+        CallTook {
+            latencia_ms,
+            attempts,
+        }: CallTook,
+        e: &LlmError,
+        span: &tracing::Span,
+    ) {
+        let record = ModelCallRecord {
+            skill: skill.name.clone(),
+            model: model.to_owned(),
+            tokens_input: 0,
+            tokens_output: 0,
+            latencia_ms,
+            stop_reason: "error".into(),
+            attempts,
+            error: Some(e.to_string()),
         };
+        spans::failed(span, &e.to_string());
+        self.events.push(TurnEvent::ModelCall(record.clone()));
+        self.model_calls.push(record);
+        let error = if attempts == 0 {
+            format!("modelo sem resposta dentro do limite do turno: {e}")
+        } else {
+            format!("modelo indisponível após {attempts} tentativa(s): {e}")
+        };
+        self.fail(LLM_DOWN_REPLY, error);
+    }
+
+    /// A completion, on record: the turn's events, its log line and its generation span.
+    fn model_answered(
+        &mut self,
+        skill: &SkillDef,
+        completion: &Completion,
+        CallTook {
+            latencia_ms,
+            attempts,
+        }: CallTook,
+        span: &tracing::Span,
+    ) {
         let record = ModelCallRecord {
             skill: skill.name.clone(),
             model: completion.model.clone(),
@@ -563,7 +661,7 @@ impl Turn<'_> {
             tokens_output: completion.usage.output_tokens,
             latencia_ms,
             stop_reason: completion.stop_reason.as_str().to_owned(),
-            attempts: retried.attempts,
+            attempts,
             error: None,
         };
         tracing::info!(
@@ -575,24 +673,13 @@ impl Turn<'_> {
             "model call"
         );
         spans::generated(
-            &span,
+            span,
             &record.model,
             (record.tokens_input, record.tokens_output),
             || serde_json::json!({"content": completion.text, "tool_calls": completion.tool_calls}),
         );
         self.events.push(TurnEvent::ModelCall(record.clone()));
         self.model_calls.push(record);
-
-        if completion.tool_calls.is_empty() {
-            let text = completion.text.filter(|t| !t.trim().is_empty());
-            self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
-            return Step::Done;
-        }
-        self.push(ChatMessage::Assistant {
-            content: completion.text,
-            tool_calls: completion.tool_calls.clone(),
-        });
-        self.tool_batch(skill, &completion.tool_calls).await
     }
 
     /// Runs the tool calls of one completion in order. A `ResponseToUser` or a skill switch ends the
@@ -638,13 +725,35 @@ impl Turn<'_> {
     /// Runs a deterministic skill's one action with the previous skill's response (or, on the entry
     /// skill, the user's message) as its JSON arguments. No model is called.
     async fn deterministic_step(&mut self, skill: &SkillDef) -> Step {
-        let Some(action) = skill.actions.first() else {
+        let Some(call) = self.deterministic_call(skill) else {
             self.fail(
                 STEP_FAILED_REPLY,
                 format!("skill determinística {:?} sem ação", skill.name),
             );
             return Step::Done;
         };
+        // A stage's input is the previous stage's output, already on that stage's span: said by
+        // reference, the trace carries each stage's JSON once (half the bytes of a flow's trace).
+        let from = self.conv.handoff.as_ref().map(|h| h.from_skill.clone());
+        match self.dispatch_traced(skill, &call, from).await {
+            Err(e) => {
+                self.tool_error(&call, &e);
+                let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
+                self.fail(STEP_FAILED_REPLY, error);
+                Step::Done
+            }
+            Ok(ActionResponse::ToUser(r)) => {
+                let reply = self.answer_user(&call, r);
+                self.send(reply);
+                Step::Done
+            }
+            Ok(ActionResponse::ToAgent(r)) => self.next_stage(skill, &call, r),
+        }
+    }
+
+    /// The call of a deterministic skill's action, on record in the turn (`None`: it has none).
+    fn deterministic_call(&mut self, skill: &SkillDef) -> Option<ToolCall> {
+        let action = skill.actions.first()?;
         let input = self
             .conv
             .handoff
@@ -666,46 +775,33 @@ impl Turn<'_> {
             content: None,
             tool_calls: vec![call.clone()],
         });
-        // A stage's input is the previous stage's output, already on that stage's span: said by
-        // reference, the trace carries each stage's JSON once (half the bytes of a flow's trace).
-        let from = self.conv.handoff.as_ref().map(|h| h.from_skill.clone());
-        match self.dispatch_traced(skill, &call, from).await {
+        Some(call)
+    }
+
+    /// After a deterministic skill answered the agent: on to the skill it names, or to its `next`.
+    fn next_stage(&mut self, skill: &SkillDef, call: &ToolCall, r: ResponseToAgent) -> Step {
+        let target = r
+            .redirect()
+            .map(|t| (t.skill_name.clone(), t.reason.clone()))
+            .or_else(|| skill.next.clone().map(|n| (n, "próxima etapa".to_owned())));
+        let instruction = r.instruction.clone();
+        self.answer_agent(call, r);
+        if self.stop_after.as_deref() == Some(skill.name.as_str()) {
+            return Step::Done;
+        }
+        let Some((to, reason)) = target else {
+            let error = format!(
+                "skill determinística {:?} respondeu ao agente sem próxima etapa",
+                skill.name
+            );
+            self.fail(STEP_FAILED_REPLY, error);
+            return Step::Done;
+        };
+        match self.switch_skill(&to, &reason, instruction) {
+            Ok(()) => Step::Continue,
             Err(e) => {
-                self.tool_error(&call, &e);
-                let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
-                self.fail(STEP_FAILED_REPLY, error);
+                self.fail(STEP_FAILED_REPLY, e);
                 Step::Done
-            }
-            Ok(ActionResponse::ToUser(r)) => {
-                let reply = self.answer_user(&call, r);
-                self.send(reply);
-                Step::Done
-            }
-            Ok(ActionResponse::ToAgent(r)) => {
-                let target = r
-                    .redirect()
-                    .map(|t| (t.skill_name.clone(), t.reason.clone()))
-                    .or_else(|| skill.next.clone().map(|n| (n, "próxima etapa".to_owned())));
-                let instruction = r.instruction.clone();
-                self.answer_agent(&call, r);
-                if self.stop_after.as_deref() == Some(skill.name.as_str()) {
-                    return Step::Done;
-                }
-                let Some((to, reason)) = target else {
-                    let error = format!(
-                        "skill determinística {:?} respondeu ao agente sem próxima etapa",
-                        skill.name
-                    );
-                    self.fail(STEP_FAILED_REPLY, error);
-                    return Step::Done;
-                };
-                match self.switch_skill(&to, &reason, instruction) {
-                    Ok(()) => Step::Continue,
-                    Err(e) => {
-                        self.fail(STEP_FAILED_REPLY, e);
-                        Step::Done
-                    }
-                }
             }
         }
     }

@@ -5,6 +5,7 @@
 //! configured, is a micro classification call (tiny prompt, small `max_tokens`) into the intent list,
 //! cached by the normalised message's hash for 24 h; an answer outside the list is `general_chat`.
 //! Without a model, whatever level 1 does not recognise gets the help text.
+#![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 pub mod intents;
 pub mod keywords;
@@ -176,83 +177,49 @@ impl Router {
         let n = normalize(text);
         let pending = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
         let active = |k: &str| self.intent(k).is_some();
+        let act = |action: &str, arguments: Value| {
+            let route = Route::Action {
+                action: action.into(),
+                arguments,
+            };
+            Some((action.to_owned(), route))
+        };
+        let reply = |text: &str| Some(("ajuda".to_owned(), Route::Reply { text: text.into() }));
+        let with_params = |intent: &str| Some((intent.to_owned(), self.params_route(intent, text, conv)));
         // A plain yes, or — with a recharge waiting — a yes with details: the action itself checks that
         // every detail matches the pending recharge.
         let yes_with_details = pending && ["sim", "confirmo", "pode"].iter().any(|w| n.starts_with(w));
         if (is_confirmation(text) || yes_with_details) && active("confirmar_recarga") {
-            return Some((
-                "confirmar_recarga".into(),
-                Route::Action {
-                    action: "confirmar_recarga".into(),
-                    arguments: json!({}),
-                },
-            ));
+            return act("confirmar_recarga", json!({}));
         }
         if is_refusal(text) {
             if (pending || keywords::says_cancel(&n)) && active("cancelar_recarga") {
-                return Some((
-                    "cancelar_recarga".into(),
-                    Route::Action {
-                        action: "cancelar_recarga".into(),
-                        arguments: json!({}),
-                    },
-                ));
+                return act("cancelar_recarga", json!({}));
             }
-            return Some((
-                "ajuda".into(),
-                Route::Reply {
-                    text: "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.".into(),
-                },
-            ));
+            return reply("Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.");
         }
         if keywords::is_handoff(&n) && active("transferir_para_humano") {
-            let arguments = json!({"motivo": "o usuário pediu para falar com um atendente"});
-            return Some((
-                "transferir_para_humano".into(),
-                Route::Action {
-                    action: "transferir_para_humano".into(),
-                    arguments,
-                },
-            ));
+            let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
+            return act("transferir_para_humano", motivo);
         }
         if keywords::is_goodbye(&n) && active("encerrar_atendimento") {
-            return Some((
-                "encerrar_atendimento".into(),
-                Route::Action {
-                    action: "encerrar_atendimento".into(),
-                    arguments: json!({"motivo": null}),
-                },
-            ));
+            return act("encerrar_atendimento", json!({"motivo": null}));
         }
         if keywords::is_recharge(&n) && active("preparar_recarga") {
-            return Some((
-                "preparar_recarga".into(),
-                self.params_route("preparar_recarga", text, conv),
-            ));
+            return with_params("preparar_recarga");
         }
         if keywords::is_balance(&n) && active("consultar_saldo") {
-            return Some((
-                "consultar_saldo".into(),
-                self.params_route("consultar_saldo", text, conv),
-            ));
+            return with_params("consultar_saldo");
         }
         // A reply to a question the router asked: the parameters it brings complete the request.
         if let Some(awaiting) = awaiting(conv)
             && Found::of(text).answers(&awaiting.intent)
             && active(&awaiting.intent)
         {
-            return Some((
-                awaiting.intent.clone(),
-                self.params_route(&awaiting.intent, text, conv),
-            ));
+            return with_params(&awaiting.intent);
         }
         if keywords::is_greeting(&n) {
-            return Some((
-                "ajuda".into(),
-                Route::Reply {
-                    text: HELP_TEXT.into(),
-                },
-            ));
+            return reply(HELP_TEXT);
         }
         None
     }
@@ -284,40 +251,11 @@ impl Router {
 
     /// The action with its parameters when they are all known without doubt, else the question.
     fn params_route(&self, intent: &str, text: &str, conv: &Conversation) -> Route {
-        let found = Found::of(text);
         let mut params = awaiting(conv)
             .filter(|a| a.intent == intent)
             .map(|a| a.params)
             .unwrap_or_default();
-        let mut doubts = Vec::new();
-        match found.cards.as_slice() {
-            [] => {}
-            [one] => {
-                params.insert("cartao".into(), json!(one));
-            }
-            many => doubts.push(format!(
-                "Você mencionou mais de um cartão ({}). Qual deles?",
-                many.iter().map(|c| mask_card(c)).collect::<Vec<_>>().join(", ")
-            )),
-        }
-        if intent == "preparar_recarga" {
-            match found.amounts.as_slice() {
-                [] => {}
-                [one] => {
-                    params.insert("valor".into(), json!(one.to_string()));
-                }
-                many => doubts.push(format!(
-                    "Você mencionou mais de um valor ({}). Quanto quer recarregar?",
-                    many.iter()
-                        .map(|v| format_money("BRL", *v, Idioma::PtBr))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-            }
-            if let Some(meio) = found.meio {
-                params.insert("meio_pagamento".into(), json!(meio));
-            }
-        }
+        let doubts = gather_params(intent, &Found::of(text), &mut params);
         let required: &[&str] = if intent == "preparar_recarga" {
             &["cartao", "valor", "meio_pagamento"]
         } else {
@@ -334,33 +272,8 @@ impl Router {
                 arguments: Value::Object(params),
             };
         }
-        let mut question = doubts.join(" ");
-        if !missing.is_empty() {
-            let parts: Vec<&str> = missing
-                .iter()
-                .map(|m| match *m {
-                    "cartao" => "o número do cartão de VT",
-                    "valor" => "o valor da recarga",
-                    _ => "o meio de pagamento (PIX, boleto ou cartão de crédito)",
-                })
-                .collect();
-            let list = match parts.as_slice() {
-                [one] => (*one).to_owned(),
-                [init @ .., last] => format!("{} e {last}", init.join(", ")),
-                [] => String::new(),
-            };
-            if !question.is_empty() {
-                question.push(' ');
-            }
-            let what = if intent == "preparar_recarga" {
-                "Para a recarga"
-            } else {
-                "Para consultar o saldo"
-            };
-            question.push_str(&format!("{what}, me diga {list}."));
-        }
         Route::Ask {
-            question,
+            question: question(intent, &doubts, &missing),
             awaiting: Awaiting {
                 intent: intent.into(),
                 params,
@@ -422,4 +335,70 @@ fn awaiting(conv: &Conversation) -> Option<Awaiting> {
         .get(STATE_AGUARDANDO)
         .cloned()
         .and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// Puts what `found` holds for `intent` into `params` when it is one value; says the doubt when it is
+/// several.
+fn gather_params(intent: &str, found: &Found, params: &mut Map<String, Value>) -> Vec<String> {
+    let mut doubts = Vec::new();
+    match found.cards.as_slice() {
+        [] => {}
+        [one] => {
+            params.insert("cartao".into(), json!(one));
+        }
+        many => doubts.push(format!(
+            "Você mencionou mais de um cartão ({}). Qual deles?",
+            many.iter().map(|c| mask_card(c)).collect::<Vec<_>>().join(", ")
+        )),
+    }
+    if intent == "preparar_recarga" {
+        match found.amounts.as_slice() {
+            [] => {}
+            [one] => {
+                params.insert("valor".into(), json!(one.to_string()));
+            }
+            many => doubts.push(format!(
+                "Você mencionou mais de um valor ({}). Quanto quer recarregar?",
+                many.iter()
+                    .map(|v| format_money("BRL", *v, Idioma::PtBr))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+        if let Some(meio) = found.meio {
+            params.insert("meio_pagamento".into(), json!(meio));
+        }
+    }
+    doubts
+}
+
+/// The question that asks for what is `missing`, after the `doubts`.
+fn question(intent: &str, doubts: &[String], missing: &[&str]) -> String {
+    let mut question = doubts.join(" ");
+    if missing.is_empty() {
+        return question;
+    }
+    let parts: Vec<&str> = missing
+        .iter()
+        .map(|m| match *m {
+            "cartao" => "o número do cartão de VT",
+            "valor" => "o valor da recarga",
+            _ => "o meio de pagamento (PIX, boleto ou cartão de crédito)",
+        })
+        .collect();
+    let list = match parts.as_slice() {
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} e {last}", init.join(", ")),
+        [] => String::new(),
+    };
+    if !question.is_empty() {
+        question.push(' ');
+    }
+    let what = if intent == "preparar_recarga" {
+        "Para a recarga"
+    } else {
+        "Para consultar o saldo"
+    };
+    question.push_str(&format!("{what}, me diga {list}."));
+    question
 }

@@ -552,6 +552,8 @@ fn stop(mut child: std::process::Child) -> String {
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
+    // Called inside `block_in_place`: the runtime moved its work off this thread first.
+    #[allow(clippy::disallowed_methods)]
     std::thread::sleep(Duration::from_millis(200));
     let log = LOGS.lock().expect("lock").remove(&child.id()).expect("log");
     log.lock().expect("lock").clone()

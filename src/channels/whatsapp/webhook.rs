@@ -65,28 +65,13 @@ pub(super) fn signature_ok(app_secret: &str, body: &[u8], header: Option<&str>) 
     mac.verify_slice(&sig).is_ok()
 }
 
-/// What one inbound message becomes.
-enum Kind {
-    Text(String),
-    Button(String),
-    Unsupported(String),
-}
-
+/// A notification: every status and message in it stored (the 200 says so), then each message's
+/// turn run in a task of its own. Anything not stored is a 503, so Meta delivers it again.
 async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: Bytes) -> Response {
-    let secret = state.config.app_secret.as_deref().unwrap_or_default();
-    let header = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
-    if secret.is_empty() || !signature_ok(secret, &body, header) {
-        tracing::warn!("whatsapp webhook with a missing or wrong signature refused");
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let notification: wire::Notification = match serde_json::from_slice(&body) {
+    let notification = match verified(&state, &headers, &body) {
         Ok(n) => n,
-        Err(e) => {
-            tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
-            return StatusCode::BAD_REQUEST.into_response();
-        }
+        Err(status) => return status.into_response(),
     };
-    let store = state.service.store().clone();
     let mut accepted = Vec::new();
     for value in notification
         .entry
@@ -94,61 +79,15 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
         .flat_map(|e| e.changes)
         .map(|c| c.value)
     {
-        for s in &value.statuses {
-            let code = s.errors.first().map(|e| e.code.to_string());
-            match store
-                .record_delivery_status(&s.id, &s.status, code.as_deref(), chrono::Utc::now())
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => tracing::info!(status = %s.status, "status for a message that is not ours"),
-                Err(e) => {
-                    tracing::error!(error = %e, "whatsapp status could not be stored");
-                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
-                }
-            }
+        if let Err(status) = record_statuses(&state, &value.statuses).await {
+            return status.into_response();
         }
-        for m in value.messages {
-            let name = value
-                .contacts
-                .iter()
-                .find(|c| c.wa_id == m.from)
-                .and_then(|c| c.profile.as_ref())
-                .and_then(|p| p.name.clone());
-            let kind = match (m.kind.as_str(), m.text, m.interactive) {
-                ("text", Some(t), _) => Kind::Text(t.body),
-                ("interactive", _, Some(i)) => match i.button_reply.or(i.list_reply) {
-                    Some(r) => Kind::Button(r.id),
-                    None => Kind::Unsupported(m.kind.clone()),
-                },
-                (other, ..) => Kind::Unsupported(other.to_owned()),
-            };
-            let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
-            let mut msg = Inbound {
-                agent_id: state.agent.clone(),
-                conversation_id: Some(conversation.clone()),
-                tenant_id: None,
-                user: Participant {
-                    user_id: m.from.clone(),
-                    user_login: name.unwrap_or_else(|| m.from.clone()),
-                    channel: CHANNEL.into(),
-                },
-                text: String::new(),
-                channel_message_id: Some(m.id.clone()),
-                delivery: Delivery::Outbox,
-                unsupported: None,
-                thread: None,
-            };
-            match kind {
-                Kind::Text(t) => msg.text = t,
-                Kind::Button(id) => msg.text = button_text(&state.service, &conversation, &id).await,
-                Kind::Unsupported(k) => msg.unsupported = Some(k),
-            }
+        for m in &value.messages {
+            let msg = inbound(&state, &value, m).await;
             match state.service.receive(&msg).await {
                 Ok(Some(received)) => accepted.push((msg, received)),
                 Ok(None) => {}
                 Err(e) => {
-                    // Not stored: not acknowledged, so Meta delivers it again.
                     tracing::error!(error = %e, "whatsapp message could not be stored");
                     return StatusCode::SERVICE_UNAVAILABLE.into_response();
                 }
@@ -165,6 +104,82 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
         });
     }
     StatusCode::OK.into_response()
+}
+
+/// The notification, when its signature is Meta's (over the raw bytes) and its body is one.
+fn verified(
+    state: &WebhookState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<wire::Notification, StatusCode> {
+    let secret = state.config.app_secret.as_deref().unwrap_or_default();
+    let header = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
+    if secret.is_empty() || !signature_ok(secret, body, header) {
+        tracing::warn!("whatsapp webhook with a missing or wrong signature refused");
+        return Err(StatusCode::UNAUTHORIZED);
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
+        StatusCode::BAD_REQUEST
+    })
+}
+
+/// What Meta reports of the messages we sent, on record.
+async fn record_statuses(state: &WebhookState, statuses: &[wire::Status]) -> Result<(), StatusCode> {
+    for s in statuses {
+        let code = s.errors.first().map(|e| e.code.to_string());
+        match state
+            .service
+            .store()
+            .record_delivery_status(&s.id, &s.status, code.as_deref(), chrono::Utc::now())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::info!(status = %s.status, "status for a message that is not ours"),
+            Err(e) => {
+                tracing::error!(error = %e, "whatsapp status could not be stored");
+                return Err(StatusCode::SERVICE_UNAVAILABLE);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One WhatsApp message as the service's [`Inbound`]: a text as it is, a tap on a button as the
+/// words it stands for, anything else named as unsupported.
+async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbound {
+    let name = value
+        .contacts
+        .iter()
+        .find(|c| c.wa_id == m.from)
+        .and_then(|c| c.profile.as_ref())
+        .and_then(|p| p.name.clone());
+    let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
+    let mut msg = Inbound {
+        agent_id: state.agent.clone(),
+        conversation_id: Some(conversation.clone()),
+        tenant_id: None,
+        user: Participant {
+            user_id: m.from.clone(),
+            user_login: name.unwrap_or_else(|| m.from.clone()),
+            channel: CHANNEL.into(),
+        },
+        text: String::new(),
+        channel_message_id: Some(m.id.clone()),
+        delivery: Delivery::Outbox,
+        unsupported: None,
+        thread: None,
+    };
+    let tapped = m
+        .interactive
+        .as_ref()
+        .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()));
+    match (m.kind.as_str(), &m.text, tapped) {
+        ("text", Some(t), _) => msg.text = t.body.clone(),
+        ("interactive", _, Some(r)) => msg.text = button_text(&state.service, &conversation, &r.id).await,
+        (other, ..) => msg.unsupported = Some(other.to_owned()),
+    }
+    msg
 }
 
 /// A tap on one of our buttons, as the words it stands for — only for the recharge still waiting in
