@@ -9,7 +9,7 @@ use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
     dead_code,
     reason = "each bench compiles this module and not every one reads CPU time"
 )]
-pub fn cpu() -> Duration {
+pub(crate) fn cpu() -> Duration {
     use nix::sys::resource::{UsageWho, getrusage};
     let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
     let t = |tv: nix::sys::time::TimeVal| {
@@ -23,7 +23,7 @@ pub fn cpu() -> Duration {
     dead_code,
     reason = "each bench compiles this module and not every one serves its own simulator"
 )]
-pub async fn simulator() -> RunningSimulator {
+pub(crate) async fn simulator() -> RunningSimulator {
     Simulator::new(SimulatorConfig {
         notifications_per_second: u32::MAX,
         ..SimulatorConfig::default()

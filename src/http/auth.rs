@@ -37,7 +37,7 @@ fn local() -> Caller {
 
 /// The configured keys, by hash.
 #[derive(Debug, Clone, Default)]
-pub struct ApiKeys {
+pub(super) struct ApiKeys {
     by_hash: HashMap<String, Caller>,
 }
 
@@ -47,7 +47,7 @@ pub fn hash(key: &str) -> String {
 }
 
 impl ApiKeys {
-    pub fn new(keys: &[ApiKeyConfig]) -> Self {
+    pub(super) fn new(keys: &[ApiKeyConfig]) -> Self {
         Self {
             by_hash: keys
                 .iter()
@@ -64,12 +64,12 @@ impl ApiKeys {
     }
 
     /// No key configured: the service is open (and bound to loopback only).
-    pub fn is_open(&self) -> bool {
+    pub(super) fn is_open(&self) -> bool {
         self.by_hash.is_empty()
     }
 
     /// The caller of the key named `name` (the console's sessions name their key); `local` in open mode.
-    pub fn by_name(&self, name: &str) -> Option<Caller> {
+    pub(super) fn by_name(&self, name: &str) -> Option<Caller> {
         if self.is_open() {
             return (name == LOCAL).then(local);
         }
@@ -78,7 +78,7 @@ impl ApiKeys {
 
     /// The caller of an API key (the `Bearer` value, or what was typed into the console's sign-in
     /// form).
-    pub fn by_key(&self, key: &str) -> Result<Caller, ApiError> {
+    pub(super) fn by_key(&self, key: &str) -> Result<Caller, ApiError> {
         if self.is_open() {
             return Ok(local());
         }
@@ -94,7 +94,7 @@ impl ApiKeys {
     }
 
     /// The caller a request's `Authorization` header stands for.
-    pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
+    pub(super) fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
         match authorization.and_then(|h| h.strip_prefix("Bearer ")) {
             Some(key) => self.by_key(key),
             None if self.is_open() => Ok(local()),

@@ -28,7 +28,7 @@ use crate::store::BatchJob;
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct BatchParams {
+pub(super) struct BatchParams {
     /// RF1–RF6 only: nothing charged.
     #[serde(default)]
     pub dry_run: bool,
@@ -42,7 +42,7 @@ pub struct BatchParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct BatchAccepted {
+pub(super) struct BatchAccepted {
     pub id: String,
     /// Lines read from the body.
     pub total: i64,
@@ -52,7 +52,7 @@ pub struct BatchAccepted {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct BatchView {
+pub(super) struct BatchView {
     pub id: String,
     /// `em_andamento`, `concluido` (every line ended) or `interrompido` (stopped with the server; it
     /// resumes when the server starts again).
@@ -73,7 +73,7 @@ pub struct BatchView {
     responses((status = 202, body = BatchAccepted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     caller: Caller,
     query: Result<Query<BatchParams>, axum::extract::rejection::QueryRejection>,
@@ -132,7 +132,7 @@ pub async fn create(
 #[utoipa::path(get, path = "/v1/batches/{id}",
     responses((status = 200, body = BatchView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn show(
+pub(super) async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -170,7 +170,7 @@ pub async fn show(
     responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn results(
+pub(super) async fn results(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,

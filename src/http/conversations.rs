@@ -23,7 +23,7 @@ const MAX_ID_CHARS: usize = 128;
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewConversation {
+pub(super) struct NewConversation {
     /// Who is talking; optional.
     #[serde(default)]
     pub user: Option<User>,
@@ -31,7 +31,7 @@ pub struct NewConversation {
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct User {
+pub(super) struct User {
     /// The caller's id for the person.
     pub id: String,
     #[serde(default)]
@@ -39,20 +39,20 @@ pub struct User {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Created {
+pub(super) struct Created {
     pub conversation_id: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MessageRequest {
+pub(super) struct MessageRequest {
     /// What the person wrote.
     pub text: String,
     pub user: User,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct MessageResponse {
+pub(super) struct MessageResponse {
     pub conversation_id: String,
     pub replies: Vec<ReplyOut>,
     /// The conversation ended with this turn.
@@ -60,20 +60,20 @@ pub struct MessageResponse {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReplyOut {
+pub(super) struct ReplyOut {
     pub text: String,
     /// Quick answers to offer (a recharge's confirm / cancel): send the `id` back as the next text.
     pub buttons: Vec<Button>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Button {
+pub(super) struct Button {
     pub id: String,
     pub title: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ConversationView {
+pub(super) struct ConversationView {
     pub conversation_id: String,
     pub ended: bool,
     /// The person's messages and the agent's replies, in order; cards masked.
@@ -81,7 +81,7 @@ pub struct ConversationView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct MessageView {
+pub(super) struct MessageView {
     /// `user` or `assistant`.
     pub role: String,
     pub text: String,
@@ -117,7 +117,7 @@ fn participant(user: Option<&User>) -> Participant {
 #[utoipa::path(post, path = "/v1/conversations", request_body(content = Option<NewConversation>),
     responses((status = 201, body = Created), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<NewConversation>,
@@ -148,7 +148,7 @@ pub async fn create(
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody), (status = 503, body = ErrorBody), (status = 504, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn message(
+pub(super) async fn message(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -213,7 +213,7 @@ pub async fn message(
     params(("id" = String, Path, description = "The conversation")),
     responses((status = 200, body = ConversationView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn show(
+pub(super) async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,

@@ -21,12 +21,12 @@ pub struct ApiError {
 
 /// The body of every error.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
+pub(super) struct ErrorDetail {
     /// Stable, for programs: `invalid_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`, `conflict`,
     /// `payload_too_large`, `rate_limited`, `busy`, `timeout`, `internal`.
     pub code: String,

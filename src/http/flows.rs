@@ -63,7 +63,7 @@ fn with_request_key(text: &str, key: Option<&str>) -> Result<String, ApiError> {
     responses((status = 200, body = FlowOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 429, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn run(
+pub(super) async fn run(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,

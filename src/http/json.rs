@@ -9,10 +9,10 @@ use super::error::ApiError;
 use super::state::AppState;
 
 /// A JSON body of type `T`.
-pub struct ApiJson<T>(pub T);
+pub(super) struct ApiJson<T>(pub T);
 
 /// The raw body, read within the limit and checked to be UTF-8.
-pub struct Body(pub String);
+pub(super) struct Body(pub String);
 
 impl FromRequest<AppState> for Body {
     type Rejection = ApiError;
@@ -38,7 +38,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 }
 
 /// Parses `text` as `T`, an empty body as `{}`.
-pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
+pub(super) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     let text = if text.trim().is_empty() { "{}" } else { text };
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -53,7 +53,7 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
 }
 
 /// The bytes of a body as sent (for the idempotency hash).
-pub fn digest(text: &str) -> String {
+pub(super) fn digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(Bytes::copy_from_slice(text.as_bytes())))
 }

@@ -21,13 +21,13 @@ use crate::flow::{Etapa, FlowOutput, FlowStatus};
 
 /// Alive.
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "The process answers")))]
-pub async fn healthz() -> Json<Value> {
+pub(super) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready: the store answers and its schema is migrated.
 #[utoipa::path(get, path = "/readyz", responses((status = 200), (status = 503, body = ErrorBody)))]
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     // A table of the newest migration: reachable *and* migrated.
     match state.service.store().flow_runs(1).await {
         Ok(_) => Ok(Json(
@@ -50,7 +50,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 /// Prometheus text (an `admin` key when keys are configured).
 #[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain"), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+pub(super) async fn metrics(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
     if caller.role != Role::Admin {
         return Err(ApiError::forbidden("as métricas exigem uma chave de papel admin"));
     }
@@ -102,7 +105,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// The document: utoipa's, with the flow input's schema (JSON Schema 2020-12, which OpenAPI 3.1 uses)
 /// from the very type `run-flow` parses.
-pub fn document() -> Value {
+pub(super) fn document() -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
     let input = serde_json::to_value(schemars::schema_for!(vt_actions::vt::FlowInput)).unwrap_or(Value::Null);
     if let Some(schemas) = doc
@@ -116,6 +119,6 @@ pub fn document() -> Value {
 
 /// OpenAPI 3.1.
 #[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200)))]
-pub async fn openapi() -> Json<Value> {
+pub(super) async fn openapi() -> Json<Value> {
     Json(document())
 }

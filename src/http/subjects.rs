@@ -17,7 +17,7 @@ use super::state::AppState;
 /// Whose data: one of `usuario` or `cartao`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SubjectRequest {
+pub(super) struct SubjectRequest {
     pub usuario: Option<String>,
     pub cartao: Option<String>,
 }
@@ -36,7 +36,7 @@ fn subject(caller: &Caller, body: &SubjectRequest) -> Result<crate::store::Subje
 #[utoipa::path(post, path = "/v1/titulares/exportar", request_body = SubjectRequest,
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn export(
+pub(super) async fn export(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<SubjectRequest>,
@@ -52,7 +52,7 @@ pub async fn export(
 #[utoipa::path(post, path = "/v1/titulares/apagar", request_body = SubjectRequest,
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn erase(
+pub(super) async fn erase(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<SubjectRequest>,

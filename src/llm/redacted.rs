@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider};
 
 /// How text is redacted.
-pub type Redact = fn(&str) -> String;
+pub(super) type Redact = fn(&str) -> String;
 
 pub struct RedactedProvider {
     inner: Arc<dyn LlmProvider>,

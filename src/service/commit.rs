@@ -20,7 +20,7 @@ const MAX_FACTS: usize = 10;
 /// A model-written summary every this many turns (when a model is configured).
 const SUMMARY_EVERY: i64 = 5;
 /// Attempts the outbox worker makes for a reply (BPMN: channel send 5×).
-pub const REPLY_ATTEMPTS: i32 = 5;
+pub(super) const REPLY_ATTEMPTS: i32 = 5;
 
 /// A turn that ran: what commit writes besides the conversation and the message.
 pub(super) struct Ran {

@@ -24,7 +24,7 @@ use super::StoreError;
 
 /// How long a lease lives without renewal: the longest a conversation stays blocked after its
 /// process was killed mid-turn.
-pub const LEASE: Duration = Duration::from_secs(30);
+pub(super) const LEASE: Duration = Duration::from_secs(30);
 /// How long a turn waits for another process's turn of the same conversation before giving up.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -183,7 +183,7 @@ pub(crate) async fn acquire<L: Leases>(
 
 /// Conversations share this many lock files (two conversations in one bucket wait for each other's
 /// turns; with a thousand buckets that is rare and short).
-pub const BUCKETS: u64 = 1024;
+pub(super) const BUCKETS: u64 = 1024;
 
 /// The cross-process half on SQLite: `<database>.locks/<bucket>.lock`, locked exclusively.
 #[derive(Debug, Clone)]

@@ -66,7 +66,7 @@ fn execution(id: &str, conv: &str) -> ExecutionRecord {
     }
 }
 
-pub async fn conversation_round_trip(store: Arc<dyn Store>) {
+pub(crate) async fn conversation_round_trip(store: Arc<dyn Store>) {
     let mut c = conversation("c-round");
     store.save_conversation(&c, Utc::now()).await.expect("save");
     assert_eq!(
@@ -82,7 +82,7 @@ pub async fn conversation_round_trip(store: Arc<dyn Store>) {
     assert_eq!(store.conversation("nao-existe").await.expect("load"), None);
 }
 
-pub async fn messages_keep_their_order(store: Arc<dyn Store>) {
+pub(crate) async fn messages_keep_their_order(store: Arc<dyn Store>) {
     for i in 0..30 {
         let conv = if i % 2 == 0 { "c-even" } else { "c-odd" };
         store
@@ -119,7 +119,7 @@ pub async fn messages_keep_their_order(store: Arc<dyn Store>) {
     assert!(even.windows(2).all(|w| w[0].id < w[1].id));
 }
 
-pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
+pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     let conv = conversation("c-turn");
     store.save_conversation(&conv, Utc::now()).await.expect("save");
     let messages = vec![
@@ -228,7 +228,7 @@ pub async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
+pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
     let run = FlowRunRecord {
         parent_execucao_id: None,
         execucao_id: "exec-flow".into(),
@@ -248,7 +248,7 @@ pub async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
 
 /// A batch group: many runs, their stages and lines in one call (multi-row statements), then a rerun of
 /// a line that replaces its result.
-pub async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>) {
+pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     store
         .open_batch(&crate::support::batch_job("lote-grupo", "empresa-a", now))
@@ -294,7 +294,7 @@ pub async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>
     );
 }
 
-pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
+pub(crate) async fn task_runs_round_trip(store: Arc<dyn Store>) {
     let mut task = TaskRun {
         id: "task-1".into(),
         conversation_id: "c-task".into(),
@@ -319,7 +319,7 @@ pub async fn task_runs_round_trip(store: Arc<dyn Store>) {
     assert_eq!(store.task_runs("c-task").await.expect("list"), vec![task]);
 }
 
-pub async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
+pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
     let now = Utc::now();
     let usage = |intent: &str, tokens: i64, ms: i64, keyword: bool, days_ago: i64| UsageRecord {
         conversation_id: "c-usage".into(),
@@ -357,7 +357,7 @@ pub async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn context_round_trip(store: Arc<dyn Store>) {
+pub(crate) async fn context_round_trip(store: Arc<dyn Store>) {
     let mut ctx = ConversationContext {
         conversation_id: "c-ctx".into(),
         user_id: "u-1".into(),
@@ -375,7 +375,7 @@ pub async fn context_round_trip(store: Arc<dyn Store>) {
     assert_eq!(store.context("c-ctx").await.expect("load"), Some(ctx));
 }
 
-pub async fn intents_round_trip(store: Arc<dyn Store>) {
+pub(crate) async fn intents_round_trip(store: Arc<dyn Store>) {
     let mut intent = IntentRecord {
         intent_key: "consultar_saldo_x".into(),
         description: "Consulta saldo".into(),
@@ -397,7 +397,7 @@ pub async fn intents_round_trip(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn idempotency_records_hold_until_they_expire(store: Arc<dyn Store>) {
+pub(crate) async fn idempotency_records_hold_until_they_expire(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     let record = |hash: &str, at: DateTime<Utc>| IdempotencyRecord {
         key: "idem-1".into(),
@@ -440,7 +440,7 @@ pub async fn idempotency_records_hold_until_they_expire(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
+pub(crate) async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     let lease = chrono::Duration::seconds(30);
     let item = |n: i32, max: i32| NewOutboxItem {
@@ -539,7 +539,7 @@ pub async fn outbox_claim_ack_retry(store: Arc<dyn Store>) {
     assert_eq!((b_again.status, b_again.attempts), (OutboxStatus::Pending, 0));
 }
 
-pub async fn a_conversations_items_go_out_in_order_and_accepting_twice_is_once(store: Arc<dyn Store>) {
+pub(crate) async fn a_conversations_items_go_out_in_order_and_accepting_twice_is_once(store: Arc<dyn Store>) {
     let now = t("2026-11-22T12:00:00Z");
     let lease = chrono::Duration::seconds(30);
     let item = |conv: &str, n: i32| NewOutboxItem {
@@ -589,7 +589,7 @@ pub async fn a_conversations_items_go_out_in_order_and_accepting_twice_is_once(s
     assert!(store.conversation("c-accept").await.expect("read").is_some());
 }
 
-pub async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
+pub(crate) async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     let mut ids = Vec::new();
     for n in 0..40 {
@@ -631,7 +631,7 @@ pub async fn concurrent_claims_never_share_an_item(store: Arc<dyn Store>) {
     assert_eq!(all, expected, "every item claimed exactly once");
 }
 
-pub async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
+pub(crate) async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
     let held = store.lock_conversation("c-lock").await.expect("lock");
     let other = store.clone();
     let waiter = tokio::spawn(async move { other.lock_conversation("c-lock").await.map(|_| ()) });
@@ -650,7 +650,7 @@ pub async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>) {
         .expect("locked");
 }
 
-pub async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
+pub(crate) async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
     let attempt = |key: &str| RechargeAttempt {
         idempotency_key: key.into(),
         fingerprint: "f-c".into(),
@@ -728,7 +728,7 @@ pub async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
     );
 }
 
-pub async fn recharge_attempts_are_on_record_before_they_are_sent(store: Arc<dyn Store>) {
+pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: Arc<dyn Store>) {
     let attempt = RechargeAttempt {
         idempotency_key: "k-1".into(),
         fingerprint: "f-1".into(),
@@ -778,7 +778,7 @@ pub async fn recharge_attempts_are_on_record_before_they_are_sent(store: Arc<dyn
     assert_eq!((listed[0].status.as_str(), listed[0].sends), ("aprovada", 2));
 }
 
-pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
+pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
     let started = t("2026-11-22T12:00:00Z");
     let conv = conversation("c-flow");
     store
@@ -848,7 +848,7 @@ pub async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
 
 /// What the web console reads: conversations by tenant, channel and text; batch jobs; usage since a
 /// time; flow runs counted by status.
-pub async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
+pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
     let now = Utc::now();
     let mut a = conversation("c-lista-a");
     a.tenant_id = "empresa-a".into();
@@ -1035,7 +1035,7 @@ async fn sqlite() -> Arc<dyn Store> {
 }
 
 /// Two handles (two pools, as two instances would have) on a private schema.
-pub struct PgFixture {
+pub(crate) struct PgFixture {
     pub store: Arc<PgStore>,
     pub second: Arc<PgStore>,
     url: String,
@@ -1043,7 +1043,7 @@ pub struct PgFixture {
 }
 
 impl PgFixture {
-    pub async fn start() -> Option<Self> {
+    pub(crate) async fn start() -> Option<Self> {
         let url = std::env::var("VT_TEST_POSTGRES_URL")
             .ok()
             .filter(|u| !u.is_empty())?;
@@ -1071,7 +1071,7 @@ impl PgFixture {
         })
     }
 
-    pub async fn cleanup(self) {
+    pub(crate) async fn cleanup(self) {
         if let Ok(admin) = sqlx::PgPool::connect(&self.url).await {
             let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA {} CASCADE",
@@ -1129,7 +1129,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
     store.begin_recharge(&attempt, at).await.expect("attempt");
 }
 
-pub async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
+pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
     use vt_agent::retention::{RetentionConfig, apply, erase, export};
     use vt_agent::store::Subject;
     let now = t("2026-11-22T12:00:00Z");
@@ -1469,7 +1469,7 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
 }
 
 /// Rows an older version wrote in clear are sealed at the first start, and still read the same.
-pub async fn values_written_before_sealing_are_sealed_at_the_first_start(
+pub(crate) async fn values_written_before_sealing_are_sealed_at_the_first_start(
     store: Arc<dyn Store>,
     raw: impl AsyncFn(&str) -> Vec<String>,
     write_clear: impl AsyncFn(),

@@ -21,13 +21,13 @@ use vt_agent::engine::{
 use vt_agent::llm::{LlmProvider, Scripted, ScriptedProvider};
 
 #[derive(Deserialize, JsonSchema)]
-pub struct CardArgs {
+pub(crate) struct CardArgs {
     /// Número do cartão.
     pub cartao: String,
 }
 
 /// Answers the agent with a fact about the card.
-pub struct Lookup;
+pub(crate) struct Lookup;
 
 #[async_trait]
 impl Action for Lookup {
@@ -51,10 +51,10 @@ impl Action for Lookup {
 }
 
 #[derive(Deserialize, JsonSchema)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// Answers the user directly.
-pub struct Answer;
+pub(crate) struct Answer;
 
 #[async_trait]
 impl Action for Answer {
@@ -75,7 +75,7 @@ impl Action for Answer {
 }
 
 /// Switches to skill `b`.
-pub struct Redirect;
+pub(crate) struct Redirect;
 
 #[async_trait]
 impl Action for Redirect {
@@ -94,7 +94,7 @@ impl Action for Redirect {
 }
 
 /// Panics, to show the engine survives it.
-pub struct Boom;
+pub(crate) struct Boom;
 
 #[async_trait]
 impl Action for Boom {
@@ -111,12 +111,12 @@ impl Action for Boom {
 }
 
 #[derive(Deserialize, JsonSchema)]
-pub struct StepArgs {
+pub(crate) struct StepArgs {
     pub valor: i64,
 }
 
 /// A deterministic step: adds one and hands over; at 3 it answers the user.
-pub struct Increment(pub &'static str);
+pub(crate) struct Increment(pub &'static str);
 
 #[async_trait]
 impl Action for Increment {
@@ -157,7 +157,7 @@ fn skill(
     }
 }
 
-pub fn test_registry() -> ActionRegistry {
+pub(crate) fn test_registry() -> ActionRegistry {
     let mut r = ActionRegistry::new();
     r.register(Lookup).expect("register");
     r.register(Answer).expect("register");
@@ -170,7 +170,7 @@ pub fn test_registry() -> ActionRegistry {
 }
 
 /// Agent `genesis` (skills `a` → `b`) and agent `calc` (three deterministic steps).
-pub fn test_engine(llm: Option<Arc<dyn LlmProvider>>, config: EngineConfig) -> Engine {
+pub(crate) fn test_engine(llm: Option<Arc<dyn LlmProvider>>, config: EngineConfig) -> Engine {
     let prompts = Prompts::from_sources([
         (
             "a.md".to_owned(),
@@ -214,7 +214,7 @@ pub fn test_engine(llm: Option<Arc<dyn LlmProvider>>, config: EngineConfig) -> E
 }
 
 /// Engine limits with millisecond backoffs.
-pub fn fast_config() -> EngineConfig {
+pub(crate) fn fast_config() -> EngineConfig {
     EngineConfig {
         llm_retry: RetryPolicy::new(3, 1),
         tool_retry: RetryPolicy::new(2, 1),
@@ -223,12 +223,12 @@ pub fn fast_config() -> EngineConfig {
     }
 }
 
-pub fn scripted(script: Vec<Scripted>) -> (Engine, Arc<ScriptedProvider>) {
+pub(crate) fn scripted(script: Vec<Scripted>) -> (Engine, Arc<ScriptedProvider>) {
     let llm = Arc::new(ScriptedProvider::new(script));
     (test_engine(Some(llm.clone()), fast_config()), llm)
 }
 
-pub fn user() -> Participant {
+pub(crate) fn user() -> Participant {
     Participant {
         user_id: "u-1".into(),
         user_login: "maria".into(),
@@ -237,7 +237,11 @@ pub fn user() -> Participant {
 }
 
 /// A batch job of three lines, not finished, as the store tests and the console open them.
-pub fn batch_job(id: &str, tenant: &str, now: chrono::DateTime<chrono::Utc>) -> vt_agent::store::BatchJob {
+pub(crate) fn batch_job(
+    id: &str,
+    tenant: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> vt_agent::store::BatchJob {
     vt_agent::store::BatchJob {
         id: id.into(),
         tenant_id: tenant.into(),
@@ -252,7 +256,7 @@ pub fn batch_job(id: &str, tenant: &str, now: chrono::DateTime<chrono::Utc>) -> 
 
 /// One request a fake server received.
 #[derive(Debug, Clone)]
-pub struct Received {
+pub(crate) struct Received {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
@@ -260,18 +264,18 @@ pub struct Received {
 
 /// A loopback HTTP server that answers queued responses in order and records every request.
 #[derive(Clone)]
-pub struct FakeServer {
+pub(crate) struct FakeServer {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<(String, String)>, String)>>>;
 /// A canned response: status, extra headers, JSON body.
-pub type Canned<'a> = (u16, Vec<(&'a str, &'a str)>, Value);
+pub(crate) type Canned<'a> = (u16, Vec<(&'a str, &'a str)>, Value);
 
 impl FakeServer {
     /// `responses`: status, extra headers and body, served in order (then 500s).
-    pub async fn start(responses: Vec<Canned<'_>>) -> Self {
+    pub(crate) async fn start(responses: Vec<Canned<'_>>) -> Self {
         let queue: Queue = Arc::new(Mutex::new(
             responses
                 .into_iter()
@@ -319,24 +323,24 @@ impl FakeServer {
         Self { url, received }
     }
 
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().expect("lock").clone()
     }
 }
 
 /// The real skills and stages against an in-process simulator with short timeouts.
-pub struct FlowHarness {
+pub(crate) struct FlowHarness {
     pub engine: Engine,
     pub sim: vt_actions::systems::Simulator,
     _running: vt_actions::systems::RunningSimulator,
 }
 
-pub async fn flow_harness(config: vt_actions::systems::SimulatorConfig) -> FlowHarness {
+pub(crate) async fn flow_harness(config: vt_actions::systems::SimulatorConfig) -> FlowHarness {
     flow_harness_with(vt_actions::systems::Simulator::new(config)).await
 }
 
 /// The magic cards plus `1111111112`, a second low-balance card.
-pub fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_actions::systems::Simulator {
+pub(crate) fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_actions::systems::Simulator {
     use vt_actions::systems::simulator::{CardBehavior, magic_cards};
     let mut cards = magic_cards();
     cards.insert(
@@ -349,7 +353,7 @@ pub fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_actions
     vt_actions::systems::Simulator::with_cards(config, cards)
 }
 
-pub async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> FlowHarness {
+pub(crate) async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> FlowHarness {
     use vt_actions::systems::{SystemsConfig, VtSystems};
     let running = sim.clone().spawn(0).await.expect("simulator");
     let systems = SystemsConfig {
@@ -374,7 +378,7 @@ pub async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> FlowHarne
 }
 
 /// A simulator whose slow cards answer after 2 s (the client gives up after 300 ms).
-pub fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
+pub(crate) fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
     vt_actions::systems::SimulatorConfig {
         slow: std::time::Duration::from_secs(2),
         ..Default::default()
@@ -382,7 +386,7 @@ pub fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
 }
 
 /// The real VT agent (router, tools, stages, store) against an in-process simulator.
-pub struct ChatHarness {
+pub(crate) struct ChatHarness {
     /// The engine's and the simulator's clock: tests move it instead of sleeping.
     pub clock: vt_agent::engine::ManualClock,
     pub service: Arc<vt_agent::service::ConversationService>,
@@ -391,7 +395,7 @@ pub struct ChatHarness {
     _running: vt_actions::systems::RunningSimulator,
 }
 
-pub async fn chat_harness(
+pub(crate) async fn chat_harness(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
@@ -404,7 +408,7 @@ pub async fn chat_harness(
 }
 
 /// [`chat_harness`] on a given store (PostgreSQL tests).
-pub async fn chat_harness_on(
+pub(crate) async fn chat_harness_on(
     store: Arc<dyn vt_agent::store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
@@ -414,7 +418,7 @@ pub async fn chat_harness_on(
 
 /// [`chat_harness_on`] with a simulator shared with another harness (two instances, one set of
 /// external systems).
-pub async fn chat_harness_with(
+pub(crate) async fn chat_harness_with(
     store: Arc<dyn vt_agent::store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
@@ -469,7 +473,7 @@ pub async fn chat_harness_with(
 
 impl ChatHarness {
     /// Sends `text` as the user of conversation `conv` and returns the reply.
-    pub async fn say(&self, conv: &str, text: &str) -> vt_agent::service::Handled {
+    pub(crate) async fn say(&self, conv: &str, text: &str) -> vt_agent::service::Handled {
         let msg = vt_agent::service::Inbound {
             agent_id: "vt".into(),
             conversation_id: Some(conv.into()),
@@ -480,7 +484,7 @@ impl ChatHarness {
         self.service.handle(msg).await.expect("handled")
     }
 
-    pub fn recharges(&self) -> usize {
+    pub(crate) fn recharges(&self) -> usize {
         self.sim
             .ledger()
             .iter()
@@ -491,7 +495,7 @@ impl ChatHarness {
 
 /// `vt-agent serve` in process on `127.0.0.1:0` over a [`chat_harness_on`] world: real HTTP, a real
 /// store, the simulator on loopback. Dropping it does not stop the server; `stop` does, gracefully.
-pub struct Served {
+pub(crate) struct Served {
     pub url: String,
     pub chat: Arc<ChatHarness>,
     pub client: reqwest::Client,
@@ -499,17 +503,20 @@ pub struct Served {
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-pub async fn serve_on(store: Arc<dyn vt_agent::store::Store>, config: vt_agent::http::HttpConfig) -> Served {
+pub(crate) async fn serve_on(
+    store: Arc<dyn vt_agent::store::Store>,
+    config: vt_agent::http::HttpConfig,
+) -> Served {
     let chat = Arc::new(chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await);
     serve_chat(chat, config).await
 }
 
-pub async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
+pub(crate) async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
     let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", config);
     serve_state(chat, state).await
 }
 
-pub async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::AppState) -> Served {
+pub(crate) async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::AppState) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -526,7 +533,7 @@ pub async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::AppState
 }
 
 impl Served {
-    pub async fn serve(config: vt_agent::http::HttpConfig) -> Self {
+    pub(crate) async fn serve(config: vt_agent::http::HttpConfig) -> Self {
         let store: Arc<dyn vt_agent::store::Store> = Arc::new(
             vt_agent::store::SqliteStore::connect("sqlite::memory:")
                 .await
@@ -536,14 +543,19 @@ impl Served {
     }
 
     /// Asks for a graceful stop.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
     }
 
     /// POSTs `body` to `path` with `key` as the bearer, if any.
-    pub async fn post(&self, path: &str, key: Option<&str>, body: serde_json::Value) -> reqwest::Response {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        body: serde_json::Value,
+    ) -> reqwest::Response {
         let mut r = self.client.post(format!("{}{path}", self.url)).json(&body);
         if let Some(k) = key {
             r = r.bearer_auth(k);
@@ -551,7 +563,7 @@ impl Served {
         r.send().await.expect("request")
     }
 
-    pub async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
+    pub(crate) async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
         let mut r = self.client.get(format!("{}{path}", self.url));
         if let Some(k) = key {
             r = r.bearer_auth(k);
@@ -561,7 +573,7 @@ impl Served {
 }
 
 /// Writes `transcript` to a file and replays it; panics with the first mismatch when it fails.
-pub async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript) {
+pub(crate) async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript) {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("exportada.yaml");
     std::fs::write(&path, serde_yaml::to_string(transcript).expect("yaml")).expect("write");
@@ -575,10 +587,10 @@ pub async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript)
 }
 
 /// The data key of this test process and of the binaries its tests run (`VT_ENCRYPTION_KEY`).
-pub const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE=";
+pub(crate) const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE=";
 
 /// Installs [`TEST_KEY`] for this process (once; the keys installed before stay readable).
-pub fn test_keys() {
+pub(crate) fn test_keys() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let key = vt_agent::store::seal::decode_key(TEST_KEY).expect("a 32-byte key");
@@ -590,7 +602,7 @@ pub fn test_keys() {
 }
 
 /// Reads a `serve` process's stderr up to the line that tells where it listens; its address.
-pub fn listening_on(stderr: &mut impl std::io::BufRead) -> String {
+pub(crate) fn listening_on(stderr: &mut impl std::io::BufRead) -> String {
     let mut line = String::new();
     while !line.contains("http://") {
         line.clear();

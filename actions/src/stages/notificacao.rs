@@ -94,7 +94,7 @@ impl EnvioNotificacao {
 }
 
 /// Sends `decisao`'s payload (if it asks for one) with the dedup key `key`.
-pub async fn enviar(
+pub(super) async fn enviar(
     systems: &VtSystems,
     decisao: &DecisaoNotificacao,
     key: &str,

@@ -359,11 +359,11 @@ pub mod lenient_money {
 mod tz_serde {
     use super::*;
 
-    pub fn serialize<S: Serializer>(tz: &Timezone, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(tz: &Timezone, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(tz.name())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timezone, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timezone, D::Error> {
         let name = String::deserialize(d)?;
         Timezone::named(&name).ok_or_else(|| {
             serde::de::Error::custom(

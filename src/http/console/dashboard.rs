@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::store::UsageRecord;
 
 /// The periods the dashboard offers, in days.
-pub const PERIODS: [u32; 3] = [1, 7, 30];
+pub(super) const PERIODS: [u32; 3] = [1, 7, 30];
 
 /// One bucket of time (an hour over one day, else a day).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -163,7 +163,7 @@ impl Keys {
 }
 
 /// A fresh random nonce (128 bits).
-pub fn nonce() -> String {
+pub(crate) fn nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 

@@ -24,30 +24,30 @@ pub const SIGN_IN_COOKIE: &str = "vt_console_entrada";
 
 /// A signed-in support agent or operator.
 #[derive(Debug, Clone)]
-pub struct Staff {
+pub(super) struct Staff {
     pub caller: Caller,
     /// The form token of this session.
     pub csrf: String,
 }
 
 impl Staff {
-    pub fn is_admin(&self) -> bool {
+    pub(super) fn is_admin(&self) -> bool {
         self.caller.role == Role::Admin
     }
 
     /// Whether a form's token is this session's (compared in constant time).
-    pub fn csrf_ok(&self, token: &str) -> bool {
+    pub(super) fn csrf_ok(&self, token: &str) -> bool {
         crate::channels::same_secret(token, &self.csrf)
     }
 }
 
 /// `name=value` for the console's path, HttpOnly and SameSite=Strict; `max_age` 0 removes it.
-pub fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
+pub(super) fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
     format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}")
 }
 
 /// The value of cookie `name` in a request's headers.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(COOKIE)
         .iter()
@@ -60,7 +60,7 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// A session cookie that is missing, forged, expired, or names a key without a console role sends the
 /// browser to the sign-in page.
-pub struct SignInFirst;
+pub(super) struct SignInFirst;
 
 impl IntoResponse for SignInFirst {
     fn into_response(self) -> Response {
@@ -69,7 +69,7 @@ impl IntoResponse for SignInFirst {
 }
 
 /// The signed-in user of a request, if its session cookie is good.
-pub fn staff_of(headers: &HeaderMap, state: &AppState) -> Option<Staff> {
+pub(super) fn staff_of(headers: &HeaderMap, state: &AppState) -> Option<Staff> {
     let keys = &state.console.keys;
     let (name, nonce) = cookie(headers, SESSION_COOKIE).and_then(|v| keys.open_session(v))?;
     let caller = state.caller_named(&name)?;
