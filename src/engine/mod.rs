@@ -12,11 +12,13 @@ pub mod retry;
 pub mod skills;
 mod turn;
 
-pub use turn::{LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnInput, TurnStart};
+pub use turn::{
+    CompressedContext, LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnInput, TurnStart,
+};
 
-/// Conversation memory key of the compressed context (`{"resumo": ..., "fatos": [...]}`), which the
-/// engine adds to every prompt in place of the older history.
-pub const CONTEXT_MEMORY_KEY: &str = "contexto";
+/// Where conversations stored before the compressed context became a turn input kept a copy of it in
+/// memory; the service drops that copy when it loads one.
+pub const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
     Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply,
     TurnEvent, TurnOutcome,

@@ -20,7 +20,7 @@ use super::conversation::{
 use super::prompts::PromptVars;
 use super::retry::{Retried, RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
-use super::{CONTEXT_MEMORY_KEY, Engine, EngineError};
+use super::{Engine, EngineError};
 use crate::llm::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, ToolCall};
 use crate::telemetry::spans;
 use tracing::Instrument as _;
@@ -221,6 +221,29 @@ pub struct TurnInput<'a> {
     pub execucao_id: Option<String>,
     /// The stored id of the user's message, which actions see ([`ActionContext::message_id`]).
     pub message_id: Option<String>,
+    /// The conversation's compressed context, shown to the model in place of the older history.
+    pub context: Option<CompressedContext>,
+}
+
+/// A conversation's compressed context: a summary and the turns' facts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompressedContext {
+    pub summary: Option<String>,
+    pub facts: Vec<String>,
+}
+
+impl CompressedContext {
+    /// As the system prompt shows it.
+    fn render(&self) -> String {
+        let mut out = String::from("\n\n## Contexto da conversa");
+        if let Some(resumo) = self.summary.as_deref().filter(|r| !r.is_empty()) {
+            out.push_str(&format!("\nResumo: {resumo}"));
+        }
+        for f in &self.facts {
+            out.push_str(&format!("\n- {f}"));
+        }
+        out
+    }
 }
 
 impl<'a> TurnInput<'a> {
@@ -231,7 +254,14 @@ impl<'a> TurnInput<'a> {
             start,
             execucao_id: None,
             message_id: None,
+            context: None,
         }
+    }
+
+    /// With the conversation's compressed context.
+    pub fn with_context(mut self, context: Option<CompressedContext>) -> Self {
+        self.context = context;
+        self
     }
 
     /// Under the execution id `id`.
@@ -307,6 +337,8 @@ struct Turn<'a> {
     maps: std::sync::Mutex<Option<SharedMaps>>,
     /// The deterministic skill after which the turn ends ([`TurnStart::ChainUntil`]).
     stop_after: Option<String>,
+    /// Shown to the model after the skill's prompt ([`TurnInput::context`]).
+    context: Option<CompressedContext>,
 }
 
 impl<'a> Turn<'a> {
@@ -333,6 +365,7 @@ impl<'a> Turn<'a> {
             tool_span: tracing::Span::none(),
             maps: std::sync::Mutex::default(),
             stop_after: None,
+            context: input.context.clone(),
         }
     }
 
@@ -515,8 +548,8 @@ impl<'a> Turn<'a> {
                 h.from_skill, h.response
             ));
         }
-        if let Some(ctx) = self.conv.memory.get(CONTEXT_MEMORY_KEY) {
-            system.push_str(&compressed_context(ctx));
+        if let Some(ctx) = &self.context {
+            system.push_str(&ctx.render());
         }
         let tools = skill
             .actions
@@ -1043,23 +1076,6 @@ fn recent(window: &[ChatMessage], max: usize) -> Vec<ChatMessage> {
 }
 
 /// The compressed context (`{"resumo": ..., "fatos": [...]}`) as a prompt section.
-fn compressed_context(ctx: &Value) -> String {
-    let mut out = String::from("\n\n## Contexto da conversa");
-    if let Some(resumo) = ctx
-        .get("resumo")
-        .and_then(Value::as_str)
-        .filter(|r| !r.is_empty())
-    {
-        out.push_str(&format!("\nResumo: {resumo}"));
-    }
-    if let Some(fatos) = ctx.get("fatos").and_then(Value::as_array) {
-        for f in fatos.iter().filter_map(Value::as_str) {
-            out.push_str(&format!("\n- {f}"));
-        }
-    }
-    out
-}
-
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<&str>()

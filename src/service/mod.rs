@@ -32,8 +32,8 @@ use chrono::{DateTime, Utc};
 use tracing::Instrument as _;
 
 use crate::engine::{
-    CONTEXT_MEMORY_KEY, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
-    Participant, Reply, TurnInput, TurnOutcome,
+    CompressedContext, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
+    OLD_CONTEXT_MEMORY_KEY, Participant, Reply, TurnInput, TurnOutcome,
 };
 use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
@@ -327,12 +327,11 @@ impl ConversationService {
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
         // The compressed context stands in for the older history in the prompt.
-        if let Some(c) = &context {
-            conv.memory.insert(
-                CONTEXT_MEMORY_KEY.into(),
-                serde_json::json!({"resumo": c.summary, "fatos": c.key_facts}),
-            );
-        }
+        conv.memory.remove(OLD_CONTEXT_MEMORY_KEY);
+        let compressed = context.as_ref().map(|c| CompressedContext {
+            summary: c.summary.clone(),
+            facts: c.key_facts.clone(),
+        });
         let route = spans::step("route");
         let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
         routing.trace(&route);
@@ -340,7 +339,9 @@ impl ConversationService {
             .engine
             .run_turn(
                 &mut conv,
-                TurnInput::new(&msg.text, start).answering(accepted_message.to_string()),
+                TurnInput::new(&msg.text, start)
+                    .answering(accepted_message.to_string())
+                    .with_context(compressed),
             )
             .await?;
         let ran = Ran {

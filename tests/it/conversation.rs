@@ -450,6 +450,9 @@ async fn compressed_context_replaces_the_full_history() {
         "{}",
         last.system
     );
+    // Kept once, in the context table: the conversation's memory holds no copy of it.
+    let conv = h.store.conversation("m5").await.expect("load").expect("stored");
+    assert!(!conv.memory.contains_key("contexto"), "{:?}", conv.memory);
 }
 
 /// Collects what the logs say, to check no card number gets into a log line.
