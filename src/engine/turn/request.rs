@@ -1,0 +1,218 @@
+//! A turn's model step: the request built from the active skill (its prompt, the previous skill's
+//! response, the compressed context, its tools, the recent window), the call with its retries within
+//! the turn's deadline, and the call on record.
+
+use std::time::Instant;
+
+use tracing::Instrument as _;
+
+use super::{EMPTY_ANSWER_REPLY, LLM_DOWN_REPLY, STEP_FAILED_REPLY, Step, Turn, recent};
+use crate::engine::conversation::{ModelCallRecord, TurnEvent};
+use crate::engine::prompts::PromptVars;
+use crate::engine::retry::{Retried, retry};
+use crate::engine::skills::SkillDef;
+use crate::llm::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider};
+use crate::telemetry::spans;
+
+/// What a model call took: its time and its attempts.
+#[derive(Debug, Clone, Copy)]
+struct CallTook {
+    latencia_ms: u64,
+    attempts: u32,
+}
+
+impl Turn<'_> {
+    fn request(&self, skill: &SkillDef) -> Result<CompletionRequest, String> {
+        let vars = PromptVars {
+            agent: &self.agent.id,
+            skill: &skill.name,
+            skill_description: &skill.description,
+            user_id: &self.conv.user_id,
+            user_login: &self.conv.user_login,
+            channel: &self.conv.channel,
+            now: self
+                .engine
+                .clock
+                .now()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+            state: &self.conv.state,
+            memory: &self.conv.memory,
+        };
+        let mut system = self
+            .engine
+            .prompts
+            .render(&skill.prompt, &vars)
+            .map_err(|e| e.to_string())?;
+        if let Some(h) = &self.conv.handoff {
+            system.push_str(&format!(
+                "\n\n## Resposta da etapa anterior ({})\n{}",
+                h.from_skill, h.response
+            ));
+        }
+        if let Some(ctx) = &self.context {
+            system.push_str(&ctx.render());
+        }
+        let tools = skill
+            .actions
+            .iter()
+            .filter_map(|a| self.engine.registry.spec(a))
+            .cloned()
+            .collect();
+        let messages = recent(&self.conv.window, self.engine.config.context_messages);
+        Ok(CompletionRequest {
+            system,
+            messages,
+            tools,
+            max_tokens: None,
+        })
+    }
+
+    pub(super) async fn model_step(&mut self, skill: &SkillDef) -> Step {
+        let request = match self.request(skill) {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail(STEP_FAILED_REPLY, format!("falha ao montar o contexto: {e}"));
+                return Step::Done;
+            }
+        };
+        let Some(llm) = self.engine.llm.clone() else {
+            self.answer(self.engine.no_model_reply.clone());
+            return Step::Done;
+        };
+        let span = spans::generation(
+            &skill.name,
+            llm.model(),
+            || serde_json::json!({"system": request.system, "messages": request.messages}),
+        );
+        let started = Instant::now();
+        let retried = self
+            .complete(llm.as_ref(), &request)
+            .instrument(span.clone())
+            .await;
+        let took = CallTook {
+            latencia_ms: started.elapsed().as_millis() as u64,
+            attempts: retried.attempts,
+        };
+        let completion = match retried.result {
+            Ok(c) => c,
+            Err(e) => {
+                self.model_failed(skill, llm.model(), took, &e, &span);
+                return Step::Done;
+            }
+        };
+        self.model_answered(skill, &completion, took, &span);
+        if completion.tool_calls.is_empty() {
+            let text = completion.text.filter(|t| !t.trim().is_empty());
+            self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
+            return Step::Done;
+        }
+        self.push(ChatMessage::Assistant {
+            content: completion.text,
+            tool_calls: completion.tool_calls.clone(),
+        });
+        self.tool_batch(skill, &completion.tool_calls).await
+    }
+
+    /// One completion, retried while the error is transient, within the turn's deadline.
+    async fn complete(
+        &self,
+        llm: &dyn LlmProvider,
+        request: &CompletionRequest,
+    ) -> Retried<Completion, LlmError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(
+            remaining,
+            retry(
+                self.engine.config.llm_retry,
+                LlmError::is_transient,
+                LlmError::retry_after,
+                // Each retry is an event of the generation span: the helper's warning, emitted inside it.
+                |_| llm.complete(request),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| Retried {
+            result: Err(LlmError::Transient {
+                status: None,
+                message: format!(
+                    "turn deadline of {} ms reached",
+                    self.engine.config.turn_timeout_ms
+                ),
+                retry_after: None,
+            }),
+            attempts: 0,
+        })
+    }
+
+    /// A model call that gave no completion: on record, and the turn ends with the "model down" reply.
+    fn model_failed(
+        &mut self,
+        skill: &SkillDef,
+        model: &str,
+        CallTook {
+            latencia_ms,
+            attempts,
+        }: CallTook,
+        e: &LlmError,
+        span: &tracing::Span,
+    ) {
+        let record = ModelCallRecord {
+            skill: skill.name.clone(),
+            model: model.to_owned(),
+            tokens_input: 0,
+            tokens_output: 0,
+            latencia_ms,
+            stop_reason: "error".into(),
+            attempts,
+            error: Some(e.to_string()),
+        };
+        spans::failed(span, &e.to_string());
+        self.events.push(TurnEvent::ModelCall(record.clone()));
+        self.model_calls.push(record);
+        let error = if attempts == 0 {
+            format!("modelo sem resposta dentro do limite do turno: {e}")
+        } else {
+            format!("modelo indisponível após {attempts} tentativa(s): {e}")
+        };
+        self.fail(LLM_DOWN_REPLY, error);
+    }
+
+    /// A completion, on record: the turn's events, its log line and its generation span.
+    fn model_answered(
+        &mut self,
+        skill: &SkillDef,
+        completion: &Completion,
+        CallTook {
+            latencia_ms,
+            attempts,
+        }: CallTook,
+        span: &tracing::Span,
+    ) {
+        let record = ModelCallRecord {
+            skill: skill.name.clone(),
+            model: completion.model.clone(),
+            tokens_input: completion.usage.input_tokens,
+            tokens_output: completion.usage.output_tokens,
+            latencia_ms,
+            stop_reason: completion.stop_reason.as_str().to_owned(),
+            attempts,
+            error: None,
+        };
+        tracing::info!(
+            "gen_ai.request.model" = %record.model,
+            "gen_ai.usage.input_tokens" = record.tokens_input,
+            "gen_ai.usage.output_tokens" = record.tokens_output,
+            latencia_ms,
+            stop_reason = %record.stop_reason,
+            "model call"
+        );
+        spans::generated(
+            span,
+            &record.model,
+            (record.tokens_input, record.tokens_output),
+            || serde_json::json!({"content": completion.text, "tool_calls": completion.tool_calls}),
+        );
+        self.events.push(TurnEvent::ModelCall(record.clone()));
+        self.model_calls.push(record);
+    }
+}
