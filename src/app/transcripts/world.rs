@@ -1,0 +1,347 @@
+//! A transcript's hermetic world: the pinned clock, the simulated systems on loopback with the
+//! transcript's cards, the model (none, scripted per turn, or a cassette), the product composed as
+//! `serve` composes it over an in-memory store, and the conversation as the setup leaves it. A turn
+//! played in it gives what the checks look at ([`Observed`]).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use vt_actions::context::Extensions;
+use vt_actions::systems::simulator::{CardBehavior, magic_cards};
+use vt_actions::systems::{
+    LedgerEntry, RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems,
+};
+use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, VtSettings};
+
+use super::{Mismatch, RunOptions, overridden, parse_time, setup_error};
+use crate::config::Config;
+use crate::engine::{
+    Clock, Conversation, EngineConfig, ExecutionRecord, IdSource, ManualClock, Participant, RetryPolicy,
+    TurnEvent,
+};
+use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
+use crate::service::{ConversationService, Handled, Inbound, ServiceError};
+use crate::store::{SqliteStore, Store};
+use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
+use crate::transcript::format::{Fault, ModelReply, Setup, Transcript, Turn};
+
+pub(super) enum Model {
+    None,
+    Scripted(Arc<ScriptedProvider>),
+    Replay(Arc<ReplayProvider>),
+    Record(Arc<RecordingProvider>),
+}
+
+impl Model {
+    pub(super) fn provider(&self) -> Option<Arc<dyn LlmProvider>> {
+        match self {
+            Self::None => None,
+            Self::Scripted(p) => Some(p.clone()),
+            Self::Replay(p) => Some(p.clone()),
+            Self::Record(p) => Some(p.clone()),
+        }
+    }
+}
+
+fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
+    Ok(match reply {
+        ModelReply::Text(t) => Scripted::text(t.clone()),
+        ModelReply::ToolCall(c) => Scripted::raw_tools(vec![(c.name.as_str(), call_args(c))]),
+        ModelReply::ToolCalls(cs) => {
+            Scripted::raw_tools(cs.iter().map(|c| (c.name.as_str(), call_args(c))).collect())
+        }
+        ModelReply::RawOpenai(v) => {
+            Scripted::Reply(crate::llm::parse_openai(&v.to_string(), "openai").map_err(|e| e.to_string())?)
+        }
+        ModelReply::RawAnthropic(v) => Scripted::Reply(
+            crate::llm::parse_anthropic(&v.to_string(), "anthropic").map_err(|e| e.to_string())?,
+        ),
+        ModelReply::Fault(f) => Scripted::fail(match f {
+            Fault::Status(s) => LlmError::from_status(*s, format!("HTTP {s}"), None),
+            Fault::Detailed { status, retry_after } => LlmError::from_status(
+                *status,
+                format!("HTTP {status}"),
+                retry_after.map(Duration::from_secs),
+            ),
+            Fault::Named(n) if n == "timeout" => LlmError::Transient {
+                status: None,
+                message: "timeout".into(),
+                retry_after: None,
+            },
+            Fault::Named(n) if n == "malformed" => LlmError::Malformed("resposta ilegível".into()),
+            Fault::Named(other) => {
+                return Err(format!(
+                    "unknown fault {other:?}: use a status, timeout or malformed"
+                ));
+            }
+        }),
+    })
+}
+
+fn call_args(c: &crate::transcript::format::ScriptedCall) -> String {
+    c.raw_arguments.clone().unwrap_or_else(|| {
+        c.arguments
+            .clone()
+            .unwrap_or(Value::Object(Map::new()))
+            .to_string()
+    })
+}
+
+/// Everything one transcript runs in.
+pub(super) struct World {
+    pub(super) clock: ManualClock,
+    pub(super) sim: Simulator,
+    _running: RunningSimulator,
+    pub(super) model: Model,
+    store: Arc<dyn Store>,
+    service: Arc<ConversationService>,
+    who: Participant,
+    conversation: String,
+    agent: String,
+}
+
+/// What one turn did, as the checks see it.
+pub(super) struct Observed {
+    pub(super) handled: Handled,
+    pub(super) replies: Vec<String>,
+    pub(super) reply: String,
+    pub(super) events: Vec<TurnEvent>,
+    pub(super) execution: Option<ExecutionRecord>,
+    pub(super) conversation: Option<Conversation>,
+    /// What the simulated systems received during the turn.
+    pub(super) ledger: Vec<LedgerEntry>,
+    pub(super) model_calls: usize,
+    /// The recharge waiting for confirmation when the turn began.
+    pub(super) pending_before: Option<RecargaPendente>,
+    pub(super) latency_ms: u64,
+}
+
+impl World {
+    pub(super) async fn build(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Self, Mismatch> {
+        let setup = &t.setup;
+        let start = parse_time(setup.clock.as_deref().unwrap_or("2026-11-22T12:00:00Z"))
+            .map_err(|e| setup_error("clock", e))?;
+        let clock = ManualClock::new(start);
+        let (sim, running) = simulator(setup, &clock).await?;
+        let model = model(t, path, options)?;
+        let service = product(setup, options, &clock, &running, &model).await?;
+        let world = Self {
+            clock,
+            sim,
+            _running: running,
+            model,
+            store: service.store().clone(),
+            service: Arc::new(service),
+            who: Participant {
+                user_id: setup.user.clone(),
+                user_login: setup.user.clone(),
+                channel: setup.channel.clone(),
+            },
+            conversation: setup.conversation.clone().unwrap_or_else(|| "transcript".into()),
+            agent: setup.agent.clone(),
+        };
+        world.seed_conversation(setup).await?;
+        Ok(world)
+    }
+
+    /// The conversation as the setup describes it (a skill, state, memory), when it describes one.
+    async fn seed_conversation(&self, setup: &Setup) -> Result<(), Mismatch> {
+        if setup.skill.is_none() && setup.state.is_empty() && setup.memory.is_empty() {
+            return Ok(());
+        }
+        let mut conv = self
+            .service
+            .engine()
+            .start_conversation(&setup.agent, self.who.clone())
+            .map_err(|e| setup_error("agent", e))?;
+        conv.id = self.conversation.clone();
+        if let Some(skill) = &setup.skill {
+            conv.active_skill = skill.clone();
+        }
+        conv.state = setup.state.clone();
+        conv.memory = setup.memory.clone();
+        self.store
+            .save_conversation(&conv, self.clock.now())
+            .await
+            .map_err(|e| setup_error("conversation", e))
+    }
+
+    /// The turn's scripted model replies, queued (a scripted model only).
+    pub(super) fn script(&self, turn: &Turn) -> Result<(), String> {
+        if let Model::Scripted(p) = &self.model {
+            let mut replies = Vec::new();
+            if let Some(intent) = &turn.classify {
+                replies.push(Scripted::text(intent.clone()));
+            }
+            for r in &turn.model {
+                replies.push(scripted(r)?);
+            }
+            p.push(replies);
+        }
+        Ok(())
+    }
+
+    /// Plays the user's message of `turn` through the service: what it did, or the service's error.
+    pub(super) async fn play(&self, turn: &Turn) -> Result<Observed, ServiceError> {
+        let before = self.store.conversation(&self.conversation).await.ok().flatten();
+        let pending_before: Option<RecargaPendente> = before
+            .as_ref()
+            .and_then(|c| c.state.get(STATE_PENDENTE).cloned())
+            .and_then(|v| serde_json::from_value(v).ok());
+        let ledger_before = self.sim.ledger().len();
+        let started = Instant::now();
+        let msg = Inbound {
+            agent_id: self.agent.clone(),
+            conversation_id: Some(self.conversation.clone()),
+            user: self.who.clone(),
+            text: turn.user.repeat(turn.repeat.unwrap_or(1)),
+            ..Default::default()
+        };
+        let handled = self.service.handle(msg).await?;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        let (execution, events) = match &handled.execucao_id {
+            Some(id) => self
+                .store
+                .execution(id)
+                .await
+                .ok()
+                .flatten()
+                .map_or((None, Vec::new()), |(e, ev)| (Some(e), ev)),
+            None => (None, Vec::new()),
+        };
+        let replies: Vec<String> = handled.replies.iter().map(|r| r.text.clone()).collect();
+        Ok(Observed {
+            reply: handled.reply_text(),
+            model_calls: execution.as_ref().map_or(0, |e| e.model_calls.len()),
+            conversation: self.store.conversation(&self.conversation).await.ok().flatten(),
+            ledger: self.sim.ledger().into_iter().skip(ledger_before).collect(),
+            handled,
+            replies,
+            events,
+            execution,
+            pending_before,
+            latency_ms,
+        })
+    }
+}
+
+/// The simulated systems, on loopback, with the transcript's cards and the pinned clock.
+async fn simulator(setup: &Setup, clock: &ManualClock) -> Result<(Simulator, RunningSimulator), Mismatch> {
+    let mut cards = if setup.simulator.replace_cards {
+        Default::default()
+    } else {
+        magic_cards()
+    };
+    for (card, behaviour) in &setup.simulator.cards {
+        let b: CardBehavior = serde_json::from_value(behaviour.clone())
+            .map_err(|e| setup_error(&format!("simulator card {card}"), e))?;
+        cards.insert(card.clone(), b);
+    }
+    let sim_clock = clock.clone();
+    let sim_config = SimulatorConfig {
+        slow: Duration::from_secs(2),
+        notifications_per_second: setup.simulator.notifications_per_second.unwrap_or(50),
+        now: Some(Arc::new(move || sim_clock.now())),
+        ..SimulatorConfig::default()
+    };
+    let sim = Simulator::with_cards(sim_config, cards);
+    let running = sim
+        .clone()
+        .spawn(0)
+        .await
+        .map_err(|e| setup_error("simulator", e))?;
+    Ok((sim, running))
+}
+
+/// The model: none, scripted per turn, or a cassette (replayed, or recorded with `--record`).
+fn model(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Model, Mismatch> {
+    let setup = &t.setup;
+    let scripts = t
+        .turns
+        .iter()
+        .any(|turn| !turn.model.is_empty() || turn.classify.is_some());
+    let mode = setup
+        .model
+        .clone()
+        .unwrap_or_else(|| if scripts { "scripted".into() } else { "none".into() });
+    let cassette = setup
+        .cassette
+        .as_ref()
+        .map(|c| path.parent().unwrap_or(Path::new(".")).join(c));
+    match mode.as_str() {
+        "none" => Ok(Model::None),
+        "scripted" => Ok(Model::Scripted(Arc::new(ScriptedProvider::new([])))),
+        "cassette" => {
+            let path =
+                cassette.ok_or_else(|| setup_error("cassette", "model: cassette needs `cassette: FILE`"))?;
+            if !options.record {
+                let cassette = Cassette::load(&path).map_err(|e| setup_error("cassette", e))?;
+                return Ok(Model::Replay(Arc::new(ReplayProvider::new(cassette))));
+            }
+            let inner = match &options.record_with {
+                Some(p) => p.clone(),
+                None => options
+                    .config
+                    .llm
+                    .provider()
+                    .map_err(|e| setup_error("model", e))?
+                    .ok_or_else(|| {
+                        setup_error(
+                            "model",
+                            "--record needs a model: set VT_LLM_API_KEY (or [llm] in the config)",
+                        )
+                    })?,
+            };
+            Ok(Model::Record(Arc::new(RecordingProvider::new(inner, path))))
+        }
+        other => Err(setup_error(
+            "model",
+            format!("unknown model mode {other:?}: none, scripted or cassette"),
+        )),
+    }
+}
+
+/// The product as `serve` composes it, over an in-memory store, with the world's clock, seeded ids
+/// and fast retries.
+async fn product(
+    setup: &Setup,
+    options: &RunOptions,
+    clock: &ManualClock,
+    running: &RunningSimulator,
+    model: &Model,
+) -> Result<ConversationService, Mismatch> {
+    let systems = SystemsConfig {
+        timeout_cap_ms: Some(300),
+        max_retry_wait_ms: 20,
+        ..SystemsConfig::single(&running.url)
+    };
+    let vt: VtSettings = overridden(&options.config.vt, &setup.vt).map_err(|e| setup_error("vt", e))?;
+    let fast = EngineConfig {
+        llm_retry: RetryPolicy::new(3, 1),
+        tool_retry: RetryPolicy::new(2, 1),
+        persist_retry: RetryPolicy::new(3, 1),
+        ..options.config.engine.clone()
+    };
+    let config = Config {
+        engine: overridden(&fast, &setup.engine).map_err(|e| setup_error("engine", e))?,
+        ..options.config.clone()
+    };
+    let ext = Extensions::default()
+        .with(VtSystems::new(systems).map_err(|e| setup_error("client", e))?)
+        .with(vt);
+    let engine = crate::app::engine(&config, model.provider(), ext)
+        .map_err(|e| setup_error("engine", format!("{e:#}")))?
+        .with_clock(Clock::Manual(clock.clone()))
+        .with_ids(IdSource::seeded(setup.seed));
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::connect("sqlite::memory:")
+            .await
+            .map_err(|e| setup_error("store", e))?,
+    );
+    let engine = crate::flow::share(engine, Some(store.clone()));
+    crate::app::service(&config, engine, store)
+        .await
+        .map_err(|e| setup_error("service", format!("{e:#}")))
+}
