@@ -19,6 +19,7 @@ use crate::response::ActionResponse;
 use crate::systems::HttpResult;
 use crate::vt::card::clean;
 use crate::vt::input::{lenient_money, money_serde};
+use crate::vt::timezone::Timezone;
 use crate::vt::{FlowInput, decimal_from_json, round_half_up};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -65,29 +66,14 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
     let body = resp.body.as_ref().filter(|b| b.is_object());
     let get = |k: &str| body.and_then(|b| b.get(k));
     let mut observacoes = Vec::new();
-
-    let data_verificacao = match get("data_servidor").and_then(Value::as_str) {
-        Some(s) => match DateTime::parse_from_rfc3339(s) {
-            Ok(t) => iso_local(t.with_timezone(&Utc), &policy.timezone),
-            Err(_) => {
-                observacoes.push("data_servidor_invalida".to_owned());
-                iso_local(now, &policy.timezone)
-            }
-        },
-        None => iso_local(now, &policy.timezone),
-    };
+    let data_verificacao = data_verificacao(get("data_servidor"), now, &policy.timezone, &mut observacoes);
     let fonte = get("fonte")
         .and_then(Value::as_str)
         .unwrap_or("SISTEMA_VT")
         .to_owned();
-
-    let status_ok = matches!(resp.status, Some(200 | 201));
-    if !status_ok {
-        match (&resp.status, &resp.erro) {
-            (Some(s), _) => observacoes.push(format!("http_{s}")),
-            (None, Some(e)) => observacoes.push(e.codigo.clone().unwrap_or_else(|| e.tipo.clone())),
-            (None, None) => observacoes.push("sem_resposta".to_owned()),
-        }
+    let limite = round_half_up(policy.limite_saldo_baixo);
+    if !matches!(resp.status, Some(200 | 201)) {
+        observacoes.push(why_not_ok(resp));
         return SaldoNormalizado {
             cartao: consultado,
             saldo: None,
@@ -96,36 +82,26 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
             fonte,
             status_consulta: "erro".into(),
             saldo_baixo: false,
-            limite_saldo_baixo: round_half_up(policy.limite_saldo_baixo),
+            limite_saldo_baixo: limite,
             observacoes,
         };
     }
-
     let saldo = get("saldo").and_then(decimal_from_json).map(round_half_up);
     if saldo.is_none() {
         observacoes.push("saldo_informado_nulo".to_owned());
     }
-    let moeda = match get("moeda").and_then(Value::as_str) {
-        Some(m) => moeda_iso(m).unwrap_or_else(|| {
-            observacoes.push("moeda_invalida".to_owned());
-            policy.moeda_padrao.clone()
-        }),
-        None => {
-            observacoes.push("moeda_ausente".to_owned());
-            policy.moeda_padrao.clone()
-        }
-    };
-    let cartao = match get("cartao").and_then(Value::as_str).map(clean) {
-        Some(fonte_cartao) if fonte_cartao != consultado => {
-            observacoes.push(CARTAO_DIVERGENTE.to_owned());
-            consultado
-        }
-        _ => consultado,
-    };
-    let limite = round_half_up(policy.limite_saldo_baixo);
+    let moeda = moeda(get("moeda"), &policy.moeda_padrao, &mut observacoes);
+    // The card is always the one asked about; another one in the answer is only observed.
+    if get("cartao")
+        .and_then(Value::as_str)
+        .map(clean)
+        .is_some_and(|fonte_cartao| fonte_cartao != consultado)
+    {
+        observacoes.push(CARTAO_DIVERGENTE.to_owned());
+    }
     let valor = saldo.unwrap_or(Decimal::ZERO);
     SaldoNormalizado {
-        cartao,
+        cartao: consultado,
         saldo: Some(valor),
         moeda,
         data_verificacao,
@@ -134,6 +110,48 @@ pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>
         saldo_baixo: valor <= limite,
         limite_saldo_baixo: limite,
         observacoes,
+    }
+}
+
+/// The server's time in the policy's timezone, else now (an unreadable one is observed).
+fn data_verificacao(
+    servidor: Option<&Value>,
+    now: DateTime<Utc>,
+    timezone: &Timezone,
+    observacoes: &mut Vec<String>,
+) -> String {
+    match servidor.and_then(Value::as_str) {
+        Some(s) => match DateTime::parse_from_rfc3339(s) {
+            Ok(t) => iso_local(t.with_timezone(&Utc), timezone),
+            Err(_) => {
+                observacoes.push("data_servidor_invalida".to_owned());
+                iso_local(now, timezone)
+            }
+        },
+        None => iso_local(now, timezone),
+    }
+}
+
+/// Why a balance answer is not a success, as an observation.
+fn why_not_ok(resp: &HttpResult) -> String {
+    match (&resp.status, &resp.erro) {
+        (Some(s), _) => format!("http_{s}"),
+        (None, Some(e)) => e.codigo.clone().unwrap_or_else(|| e.tipo.clone()),
+        (None, None) => "sem_resposta".to_owned(),
+    }
+}
+
+/// The answer's ISO currency, else the policy's (a missing or invalid one is observed).
+fn moeda(raw: Option<&Value>, padrao: &str, observacoes: &mut Vec<String>) -> String {
+    match raw.and_then(Value::as_str) {
+        Some(m) => moeda_iso(m).unwrap_or_else(|| {
+            observacoes.push("moeda_invalida".to_owned());
+            padrao.to_owned()
+        }),
+        None => {
+            observacoes.push("moeda_ausente".to_owned());
+            padrao.to_owned()
+        }
     }
 }
 

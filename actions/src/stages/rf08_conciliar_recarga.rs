@@ -67,23 +67,11 @@ fn text(body: Option<&Value>, keys: &[&str]) -> Option<String> {
     })
 }
 
-/// The rule function. `saldo_anterior` is RF3's balance when that query succeeded.
-pub fn conciliar(
-    resp: &HttpResult,
-    input: &FlowInput,
-    saldo_anterior: Option<Decimal>,
-    now: DateTime<Utc>,
-) -> Conciliacao {
-    let tz = &input.politicas.timezone;
-    let recarga = input.recarga.as_ref();
-    let valor = recarga.and_then(|r| r.valor).map(round_half_up);
-    let moeda = moeda_iso(recarga.and_then(|r| r.moeda.as_deref()))
-        .unwrap_or_else(|| input.politicas.moeda_padrao.clone());
-    let body = resp.body.as_ref().filter(|b| b.is_object());
+/// What the recharge API's answer says of the recharge; anything unclear is `Pendente`, never a failure
+/// that could lead to a second charge.
+fn recharge_status(resp: &HttpResult, body: Option<&Value>, observacoes: &mut Vec<String>) -> RecargaStatus {
     let body_status = text(body, &["status"]).map(|s| s.to_ascii_lowercase());
-    let mut observacoes = Vec::new();
-
-    let status = match (resp.status, &resp.erro) {
+    match (resp.status, &resp.erro) {
         (None, Some(e)) if e.tipo == "validacao" || e.tipo == "nao_enviado" => {
             observacoes.extend(e.codigo.iter().flat_map(|c| c.split(',').map(str::to_owned)));
             RecargaStatus::Erro
@@ -108,7 +96,25 @@ pub fn conciliar(
                 RecargaStatus::Erro
             }
         },
-    };
+    }
+}
+
+/// The rule function. `saldo_anterior` is RF3's balance when that query succeeded.
+pub fn conciliar(
+    resp: &HttpResult,
+    input: &FlowInput,
+    saldo_anterior: Option<Decimal>,
+    now: DateTime<Utc>,
+) -> Conciliacao {
+    let tz = &input.politicas.timezone;
+    let recarga = input.recarga.as_ref();
+    let valor = recarga.and_then(|r| r.valor).map(round_half_up);
+    let moeda = moeda_iso(recarga.and_then(|r| r.moeda.as_deref()))
+        .unwrap_or_else(|| input.politicas.moeda_padrao.clone());
+    let body = resp.body.as_ref().filter(|b| b.is_object());
+    let mut observacoes = Vec::new();
+
+    let status = recharge_status(resp, body, &mut observacoes);
 
     if resp.replayed {
         observacoes.push(REPLAY.into());

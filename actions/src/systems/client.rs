@@ -276,22 +276,7 @@ impl VtSystems {
         let attempts = attempts.max(1);
         let mut attempt = 1;
         loop {
-            let answer = match &self.transport {
-                Transport::Http(client) => {
-                    over_http(
-                        client,
-                        method.clone(),
-                        url.clone(),
-                        headers,
-                        body.clone(),
-                        timeout,
-                    )
-                    .await
-                }
-                Transport::InProcess(router) => {
-                    in_process(router, method.clone(), &url, headers, body.clone(), timeout).await
-                }
-            };
+            let answer = self.transmit(&method, &url, headers, body.clone(), timeout).await;
             let answer = match answer {
                 Ok(a) => a,
                 Err(failure) => {
@@ -311,15 +296,8 @@ impl VtSystems {
                 retry_after,
                 body,
             } = answer;
-            let body = match body {
-                Ok(bytes) if bytes.is_empty() => None,
-                Ok(bytes) => Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                    Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
-                })),
-                Err(Failure::Timeout) => {
-                    return HttpResult::not_sent("timeout", None, "a resposta não chegou completa a tempo");
-                }
-                Err(Failure::Connection) => None,
+            let Ok(body) = read_body(body) else {
+                return HttpResult::not_sent("timeout", None, "a resposta não chegou completa a tempo");
             };
             tracing::info!(%path, status, attempt, "external system answered");
             let retryable = status == 429 || status >= 500;
@@ -336,6 +314,25 @@ impl VtSystems {
                 erro: None,
                 replayed,
             };
+        }
+    }
+
+    /// One attempt, over HTTP or to the embedded simulator in this process.
+    async fn transmit(
+        &self,
+        method: &reqwest::Method,
+        url: &reqwest::Url,
+        headers: &BTreeMap<String, String>,
+        body: Option<axum::body::Bytes>,
+        timeout: Duration,
+    ) -> Result<Answer, Failure> {
+        match &self.transport {
+            Transport::Http(client) => {
+                over_http(client, method.clone(), url.clone(), headers, body, timeout).await
+            }
+            Transport::InProcess(router) => {
+                in_process(router, method.clone(), url, headers, body, timeout).await
+            }
         }
     }
 }
@@ -399,6 +396,19 @@ async fn in_process(
     tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| Failure::Timeout)?
+}
+
+/// An answer's body as JSON (or its first 500 characters as text); `Err` when the timeout cut it
+/// short.
+fn read_body(body: Result<axum::body::Bytes, Failure>) -> Result<Option<Value>, Failure> {
+    match body {
+        Ok(bytes) if bytes.is_empty() => Ok(None),
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
+        }))),
+        Err(Failure::Timeout) => Err(Failure::Timeout),
+        Err(Failure::Connection) => Ok(None),
+    }
 }
 
 #[cfg(test)]

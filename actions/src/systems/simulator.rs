@@ -521,18 +521,16 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         efeito: None,
         body: Some(body.clone()),
     };
+    let refused = |entry: LedgerEntry, answer: Value| {
+        sim.record(LedgerEntry { status: 400, ..entry });
+        reply(400, answer)
+    };
     let (cartao, valor, moeda) = match check_recharge(&body) {
         Ok(v) => v,
-        Err(field) => {
-            entry.status = 400;
-            sim.record(entry);
-            return reply(400, json!({"motivo": "payload_invalido", "campo": field}));
-        }
+        Err(field) => return refused(entry, json!({"motivo": "payload_invalido", "campo": field})),
     };
     let Some(key) = key else {
-        entry.status = 400;
-        sim.record(entry);
-        return reply(400, json!({"motivo": "idempotency_key_ausente"}));
+        return refused(entry, json!({"motivo": "idempotency_key_ausente"}));
     };
     let body_hash = hash(&body);
     if let Some(stored) = sim.answer_stored(&key, &body_hash, &entry) {
@@ -540,32 +538,13 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
     }
     let card = sim.card(&cartao);
     let approve = |with_balance: bool, with_ids: bool| {
-        let novo = {
-            let mut balances = lock(&sim.inner.balances);
-            let b = balances.entry(cartao.clone()).or_insert(card.saldo);
-            *b += valor;
-            *b
-        };
-        let mut r = json!({"status": "aprovada", "valor": money_json(valor), "moeda": moeda, "data_processamento": sim.now_sp()});
-        if with_ids {
-            r["transacao_id"] = json!(sim.next_id("tx"));
-            r["autorizacao"] = json!(format!("A{:05}", sim.inner.seq.load(Ordering::Relaxed)));
-            r["nsu"] = json!(format!("{:06}", sim.inner.seq.load(Ordering::Relaxed)));
-        }
-        if with_balance {
-            r["saldo_atualizado"] = money_json(novo);
-        }
-        r
+        sim.approve(&cartao, card.saldo, valor, &moeda, (with_balance, with_ids))
     };
     let (status, response, charged) = match card.recarga {
         RechargeMode::Aprovada => (201, approve(true, true), true),
         RechargeMode::AprovadaSemSaldo => (201, approve(false, true), true),
         RechargeMode::AprovadaSemIds => (201, approve(true, false), true),
-        RechargeMode::Pendente => (
-            202,
-            json!({"status": "pendente", "transacao_id": sim.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": sim.now_sp()}),
-            false,
-        ),
+        RechargeMode::Pendente => (202, sim.pending(valor, &moeda), false),
         RechargeMode::Negada => (402, json!({"motivo": "pagamento_negado"}), false),
         RechargeMode::Erro500 => (500, json!({"erro": "falha_interna"}), false),
         RechargeMode::TimeoutAposCobranca => {
@@ -587,6 +566,42 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
     entry.efeito = charged.then_some(Efeito::RecargaEfetivada);
     sim.record(entry);
     reply(status, response)
+}
+
+impl Simulator {
+    /// A recharge still being processed.
+    fn pending(&self, valor: Decimal, moeda: &str) -> Value {
+        json!({"status": "pendente", "transacao_id": self.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": self.now_sp()})
+    }
+
+    /// An approved recharge: the card's balance credited, the answer with the new balance and the
+    /// transaction's ids as `(with_balance, with_ids)` say.
+    fn approve(
+        &self,
+        cartao: &str,
+        saldo_inicial: Decimal,
+        valor: Decimal,
+        moeda: &str,
+        parts: (bool, bool),
+    ) -> Value {
+        let (with_balance, with_ids) = parts;
+        let novo = {
+            let mut balances = lock(&self.inner.balances);
+            let b = balances.entry(cartao.to_owned()).or_insert(saldo_inicial);
+            *b += valor;
+            *b
+        };
+        let mut r = json!({"status": "aprovada", "valor": money_json(valor), "moeda": moeda, "data_processamento": self.now_sp()});
+        if with_ids {
+            r["transacao_id"] = json!(self.next_id("tx"));
+            r["autorizacao"] = json!(format!("A{:05}", self.inner.seq.load(Ordering::Relaxed)));
+            r["nsu"] = json!(format!("{:06}", self.inner.seq.load(Ordering::Relaxed)));
+        }
+        if with_balance {
+            r["saldo_atualizado"] = money_json(novo);
+        }
+        r
+    }
 }
 
 async fn notificacao(
