@@ -6,6 +6,7 @@
 //! The flow input the later stages need travels in conversation memory under [`MEMORY_ENTRADA`],
 //! written by RF1 after parsing (so unknown fields are already gone); RF3's normalised balance travels
 //! under [`MEMORY_SALDO`] for RF5's summary and RF8's `saldo_anterior`.
+#![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
 mod notificacao;
 pub mod rf01_preparar_consulta;
