@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::pendente::{RecargaPendente, STATE_PENDENTE};
-use super::runner::SharedFlowRunner;
+use super::runner::{FlowResult, SharedFlowRunner};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
@@ -97,52 +97,54 @@ impl Action for ConfirmarRecarga {
         }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
-        let conciliacao: Option<Conciliacao> = result.stage("rf08_conciliar_recarga");
-        let aviso: Option<DecisaoNotificacao> = result.stage("rf09_preparar_notificacao_recarga");
-        let envio: Option<EnvioNotificacao> = result.stage("rf10_enviar_notificacao_recarga");
-        let status = conciliacao
-            .as_ref()
-            .and_then(|c| RecargaStatus::parse(&c.status_recarga))
-            .unwrap_or(RecargaStatus::Erro);
-        let mut message = aviso
-            .and_then(|a| a.payload.map(|p| p.mensagem))
-            .unwrap_or_else(|| format!("Não foi possível concluir a recarga de {} agora.", p.describe()));
-        if conciliacao.as_ref().is_some_and(|c| c.reconsulta_necessaria) && status == RecargaStatus::Pendente
-        {
-            message.push_str(" Vou acompanhar: consulte o saldo em alguns minutos.");
-        }
-        if conciliacao
-            .as_ref()
-            .is_some_and(|c| c.observacoes.iter().any(|o| o == CHAVE_REUTILIZADA))
-        {
-            message.push_str(" Ela foi enviada com a mesma identificação da tentativa igual que ficou sem resultado, então você não é cobrado duas vezes.");
-        }
-        let instruction = format!(
-            "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): status {}; aviso enviado: {}. O usuário já recebeu o resultado.",
-            result.execucao_id,
-            p.idempotency_key,
-            status.as_str(),
-            if envio.is_some_and(|e| e.enviado) {
-                "sim"
-            } else {
-                "não"
-            },
-        );
-        let response = ResponseToUser::new(message, instruction)
-            .with_state(STATE_PENDENTE, Value::Null)
-            .with_state(
-                "ultima_recarga",
-                json!({"id": p.id, "status": status.as_str(), "descricao": p.describe()}),
-            );
-        Ok(
-            if matches!(status, RecargaStatus::Aprovada | RecargaStatus::Pendente) {
-                response
-            } else {
-                response.error()
-            }
-            .into(),
-        )
+        Ok(told(&p, &result))
     }
+}
+
+/// What the user is told of the recharge the flow ran, and what the model keeps of it.
+fn told(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
+    let conciliacao: Option<Conciliacao> = result.stage("rf08_conciliar_recarga");
+    let aviso: Option<DecisaoNotificacao> = result.stage("rf09_preparar_notificacao_recarga");
+    let envio: Option<EnvioNotificacao> = result.stage("rf10_enviar_notificacao_recarga");
+    let status = conciliacao
+        .as_ref()
+        .and_then(|c| RecargaStatus::parse(&c.status_recarga))
+        .unwrap_or(RecargaStatus::Erro);
+    let mut message = aviso
+        .and_then(|a| a.payload.map(|p| p.mensagem))
+        .unwrap_or_else(|| format!("Não foi possível concluir a recarga de {} agora.", p.describe()));
+    if conciliacao.as_ref().is_some_and(|c| c.reconsulta_necessaria) && status == RecargaStatus::Pendente {
+        message.push_str(" Vou acompanhar: consulte o saldo em alguns minutos.");
+    }
+    if conciliacao
+        .as_ref()
+        .is_some_and(|c| c.observacoes.iter().any(|o| o == CHAVE_REUTILIZADA))
+    {
+        message.push_str(" Ela foi enviada com a mesma identificação da tentativa igual que ficou sem resultado, então você não é cobrado duas vezes.");
+    }
+    let instruction = format!(
+        "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): status {}; aviso enviado: {}. O usuário já recebeu o resultado.",
+        result.execucao_id,
+        p.idempotency_key,
+        status.as_str(),
+        if envio.is_some_and(|e| e.enviado) {
+            "sim"
+        } else {
+            "não"
+        },
+    );
+    let response = ResponseToUser::new(message, instruction)
+        .with_state(STATE_PENDENTE, Value::Null)
+        .with_state(
+            "ultima_recarga",
+            json!({"id": p.id, "status": status.as_str(), "descricao": p.describe()}),
+        );
+    if matches!(status, RecargaStatus::Aprovada | RecargaStatus::Pendente) {
+        response
+    } else {
+        response.error()
+    }
+    .into()
 }
 
 fn expired(p: &RecargaPendente) -> ActionResponse {

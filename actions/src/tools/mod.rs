@@ -2,6 +2,7 @@
 //! they share: the settings of the conversation ([`VtSettings`]), the flow runner they use to go
 //! through the stage chain ([`FlowRunner`], implemented by the engine's side), and the pending-recharge
 //! record behind the confirmation rule ([`RecargaPendente`]).
+#![warn(clippy::too_many_lines)] // on a message's path: see clippy.toml
 
 mod cancelar_recarga;
 pub mod cartao;

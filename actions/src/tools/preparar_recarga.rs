@@ -14,10 +14,10 @@ use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::journal::SharedJournal;
 use crate::response::{ActionResponse, ResponseToUser};
-use crate::stages::rf06_preparar_recarga::{escopo, impressao, preparar_recarga};
+use crate::stages::rf06_preparar_recarga::{RecargaPayload, escopo, impressao, preparar_recarga};
 use crate::vt::money::MoneyArg;
 use crate::vt::texts::duracao;
-use crate::vt::{CardNumber, Idioma, MeioPagamento, Recarga, format_money};
+use crate::vt::{CardNumber, FlowInput, Idioma, MeioPagamento, Recarga, format_money};
 
 pub struct PrepararRecarga;
 
@@ -73,39 +73,11 @@ impl Action for PrepararRecarga {
         let payload = preparar_recarga(&input);
         let errors = payload.validation_errors();
         if !errors.is_empty() {
-            let reasons: Vec<String> = errors
-                .iter()
-                .map(|code| match *code {
-                    "valor_recarga_invalido" => format!(
-                        "o valor precisa estar entre {} e {}",
-                        format_money(&p.moeda_padrao, p.valor_min, Idioma::PtBr),
-                        format_money(&p.moeda_padrao, p.valor_max, Idioma::PtBr)
-                    ),
-                    "meio_pagamento_invalido" => {
-                        "os meios de pagamento aceitos são PIX, boleto e cartão de crédito".into()
-                    }
-                    other => other.replace('_', " "),
-                })
-                .collect();
-            return Ok(ResponseToUser::new(
-                format!("Não consigo preparar essa recarga: {}.", reasons.join("; ")),
-                format!(
-                    "Recarga não preparada ({}); nada foi cobrado. Peça ao usuário um pedido válido.",
-                    errors.join(",")
-                ),
-            )
-            .error()
-            .into());
+            return Ok(not_prepared(&errors, p));
         }
         let body = &payload.body;
         // A twin with an unknown outcome will lend its key at confirmation (RF6): say so now.
-        let gemea = match (ctx.get::<SharedJournal>(), impressao(&payload)) {
-            (Some(journal), Some(fingerprint)) => journal
-                .unresolved(&escopo(&input), &fingerprint)
-                .await
-                .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?,
-            _ => None,
-        };
+        let gemea = twin_key(ctx, &input, &payload).await?;
         let pendente = RecargaPendente {
             id,
             cartao: card.digits().to_owned(),
@@ -122,26 +94,76 @@ impl Action for PrepararRecarga {
             criada_no_turno: ctx.turn_id.clone(),
             expira_em: ctx.now + Duration::seconds(settings.confirmation_ttl_secs),
         };
-        let validade = duracao(settings.confirmation_ttl_secs);
-        let aviso = if gemea.is_some() {
-            " Uma recarga igual a esta ainda está sem resultado confirmado: se você confirmar, ela será reenviada com a mesma identificação, e você não será cobrado duas vezes."
-        } else {
-            ""
-        };
-        Ok(ResponseToUser::new(
-            format!(
-                "Confirma a recarga de {}?{aviso} Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {validade}.",
-                pendente.describe()
-            ),
-            format!(
-                "Recarga de {} aguardando confirmação do usuário (pedido {}). Nada foi cobrado. A recarga só será feita se o \
-                 próprio usuário confirmar na próxima mensagem dele; não chame confirmar_recarga sem isso.",
-                pendente.describe(),
-                pendente.id
-            ),
-        )
-        .with_state(STATE_PENDENTE, pendente.to_value())
-        .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
-        .into())
+        let twin = gemea.is_some();
+        let ask = ask(&pendente, twin, settings.confirmation_ttl_secs);
+        Ok(ask
+            .with_state(STATE_PENDENTE, pendente.to_value())
+            .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
+            .into())
     }
+}
+
+/// The question that asks the user to confirm `pendente` (and says when an identical recharge's key
+/// will be reused), and what the model keeps of it.
+fn ask(pendente: &RecargaPendente, twin: bool, ttl_secs: i64) -> ResponseToUser {
+    let validade = duracao(ttl_secs);
+    let aviso = if twin {
+        " Uma recarga igual a esta ainda está sem resultado confirmado: se você confirmar, ela será reenviada com a mesma identificação, e você não será cobrado duas vezes."
+    } else {
+        ""
+    };
+    ResponseToUser::new(
+        format!(
+            "Confirma a recarga de {}?{aviso} Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {validade}.",
+            pendente.describe()
+        ),
+        format!(
+            "Recarga de {} aguardando confirmação do usuário (pedido {}). Nada foi cobrado. A recarga só será feita se o \
+             próprio usuário confirmar na próxima mensagem dele; não chame confirmar_recarga sem isso.",
+            pendente.describe(),
+            pendente.id
+        ),
+    )
+}
+
+/// A recharge RF6 would refuse, told to the user in words (the limits, the accepted means of payment).
+fn not_prepared(errors: &[&str], p: &crate::vt::Politicas) -> ActionResponse {
+    let reasons: Vec<String> = errors
+        .iter()
+        .map(|code| match *code {
+            "valor_recarga_invalido" => format!(
+                "o valor precisa estar entre {} e {}",
+                format_money(&p.moeda_padrao, p.valor_min, Idioma::PtBr),
+                format_money(&p.moeda_padrao, p.valor_max, Idioma::PtBr)
+            ),
+            "meio_pagamento_invalido" => {
+                "os meios de pagamento aceitos são PIX, boleto e cartão de crédito".into()
+            }
+            other => other.replace('_', " "),
+        })
+        .collect();
+    ResponseToUser::new(
+        format!("Não consigo preparar essa recarga: {}.", reasons.join("; ")),
+        format!(
+            "Recarga não preparada ({}); nada foi cobrado. Peça ao usuário um pedido válido.",
+            errors.join(",")
+        ),
+    )
+    .error()
+    .into()
+}
+
+/// The key of an identical recharge whose outcome is still unknown, if there is one.
+async fn twin_key(
+    ctx: &ActionContext,
+    input: &FlowInput,
+    payload: &RecargaPayload,
+) -> Result<Option<String>, ActionError> {
+    Ok(match (ctx.get::<SharedJournal>(), impressao(payload)) {
+        (Some(journal), Some(fingerprint)) => journal
+            .unresolved(&escopo(input), &fingerprint)
+            .await
+            .map_err(|e| ActionError::failed("registro de recargas indisponível", e.to_string()))?,
+        _ => None,
+    })
 }
