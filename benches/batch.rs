@@ -47,7 +47,9 @@ async fn main() {
             )
         })
         .collect();
-    let app = App::start(&config, None).await.expect("app");
+    let app = App::start(&config, None, vt_agent::store::Usage::Service)
+        .await
+        .expect("app");
     let service = Arc::new(app.service);
     let id = batch::derived_id(None, input.as_bytes(), FlowMode::Full);
     let defaults = LineDefaults {

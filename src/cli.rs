@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::engine::Participant;
 use crate::flow::FlowError;
 use crate::service::{FlowOptions, Inbound, ServiceError};
+use crate::store::Usage;
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -304,12 +305,14 @@ pub const EXIT_NOT_CONCLUDED: u8 = 3;
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
 /// configured, flushed before returning) and runs the command.
 pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(cli.config.as_deref())?;
-    if cli.command.is_one_shot() {
-        config.store_usage = crate::store::Usage::OneShot;
-    }
+    let config = Config::load(cli.config.as_deref())?;
+    let store_usage = if cli.command.is_one_shot() {
+        Usage::OneShot
+    } else {
+        Usage::Service
+    };
     let telemetry = crate::telemetry::init(log_filter, config.otlp_target.as_ref());
-    let result = command(cli.command, config).await;
+    let result = command(cli.command, config, store_usage).await;
     // Flushed on a blocking thread: the exporters block, and a one-shot command must not lose its
     // trace. (No thread when nothing is exported.)
     if telemetry.exports() {
@@ -318,30 +321,32 @@ pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
     result
 }
 
-async fn command(command: Command, config: Config) -> anyhow::Result<ExitCode> {
+/// Runs `command`; `store_usage` says what it will do with the store (one-shot commands open it lighter).
+async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow::Result<ExitCode> {
+    let u = store_usage;
     match command {
-        Command::Chat(args) => chat(&config, args).await.map(|()| ExitCode::SUCCESS),
-        Command::RunFlow(args) => run_flow(&config, args).await,
-        Command::Batch(args) => batch(&config, args).await,
-        Command::Flows(args) => flows(&config, args).await.map(|()| ExitCode::SUCCESS),
-        Command::Outbox(args) => outbox(&config, args).await,
+        Command::Chat(args) => chat(&config, u, args).await.map(|()| ExitCode::SUCCESS),
+        Command::RunFlow(args) => run_flow(&config, u, args).await,
+        Command::Batch(args) => batch(&config, u, args).await,
+        Command::Flows(args) => flows(&config, u, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Outbox(args) => outbox(&config, u, args).await,
         Command::Serve(args) => serve(config, args).await,
-        Command::Audit(args) => audit(&config, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Audit(args) => audit(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Usage => usage(&config).await.map(|()| ExitCode::SUCCESS),
+        Command::Usage => usage(&config, u).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
-        Command::Keys(KeysCommand::Rotate) => rotate_keys(&config).await,
-        Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config).await,
-        Command::Titular(command) => data_subject(&config, command).await,
+        Command::Keys(KeysCommand::Rotate) => rotate_keys(&config, u).await,
+        Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config, u).await,
+        Command::Titular(command) => data_subject(&config, u, command).await,
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
-            export(&config, &conversation, output)
+            export(&config, u, &conversation, output)
                 .await
                 .map(|()| ExitCode::SUCCESS)
         }
     }
 }
 
-async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode> {
+async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> anyhow::Result<ExitCode> {
     let bytes = if args.input == "-" {
         let mut bytes = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut bytes)
@@ -368,7 +373,7 @@ async fn run_flow(config: &Config, args: RunFlowArgs) -> anyhow::Result<ExitCode
         eprintln!("erro: {e}");
         return Ok(ExitCode::from(EXIT_INPUT));
     }
-    let app = App::start(config, None).await?;
+    let app = App::start(config, None, store_usage).await?;
     let (output, persisted) = match app.service.run_flow(&text, FlowOptions::default()).await {
         Ok(ran) => (ran.output, ran.persisted),
         Err(ServiceError::Flow(FlowError::Input(e))) => {
@@ -409,7 +414,7 @@ async fn read_input(path: &str) -> std::io::Result<Vec<u8>> {
     }
 }
 
-async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
+async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::Result<ExitCode> {
     use crate::batch::{self, BatchError, LineDefaults, Options, progress};
     let refuse = |message: String| {
         eprintln!("erro: {message}");
@@ -462,7 +467,7 @@ async fn batch(config: &Config, args: BatchArgs) -> anyhow::Result<ExitCode> {
         },
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let app = App::start(config, None).await?;
+    let app = App::start(config, None, store_usage).await?;
     let service = std::sync::Arc::new(app.service);
     let job = batch::Job::new(job_id.clone(), &config.vt.tenant_id, &bytes, lines, mode);
     drop(bytes);
@@ -593,9 +598,9 @@ async fn shutdown_signal() {
     }
 }
 
-async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
+async fn outbox(config: &Config, store_usage: Usage, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     use crate::store::OutboxStatus;
-    let store = crate::app::store(config).await?;
+    let store = crate::app::store(config, store_usage).await?;
     if let Some(id) = args.retry {
         if store.requeue(id, chrono::Utc::now()).await? {
             println!("item {id} volta para a fila com novas tentativas");
@@ -611,7 +616,7 @@ async fn outbox(config: &Config, args: OutboxArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `vt-agent keys rotate`: see [`KeysCommand::Rotate`].
-async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
+async fn rotate_keys(config: &Config, store_usage: Usage) -> anyhow::Result<ExitCode> {
     use crate::store::seal::{DataKey, KEY_FILE, KeyRing, read_key_file, write_key_file};
     let file = config.data_dir.join(KEY_FILE);
     let from_file = config.storage.encryption_key.is_none();
@@ -632,7 +637,7 @@ async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
             write_key_file(&file, &next)?;
         }
     }
-    let store = crate::app::store(config).await?;
+    let store = crate::app::store(config, store_usage).await?;
     let ring = crate::store::seal::ring();
     eprintln!("selando de novo sob a chave {}", ring.current_id());
     let sealed = store
@@ -663,8 +668,8 @@ async fn rotate_keys(config: &Config) -> anyhow::Result<ExitCode> {
 }
 
 /// `vt-agent retencao aplicar`.
-async fn apply_retention(config: &Config) -> anyhow::Result<ExitCode> {
-    let store = crate::app::store(config).await?;
+async fn apply_retention(config: &Config, store_usage: Usage) -> anyhow::Result<ExitCode> {
+    let store = crate::app::store(config, store_usage).await?;
     let gone = crate::retention::apply(store.as_ref(), &config.retencao, chrono::Utc::now()).await?;
     println!(
         "retenção de {} dias: {} conversa(s) e {} execução(ões) de fluxo apagadas",
@@ -676,7 +681,11 @@ async fn apply_retention(config: &Config) -> anyhow::Result<ExitCode> {
 }
 
 /// `vt-agent titular exportar|apagar`.
-async fn data_subject(config: &Config, command: TitularCommand) -> anyhow::Result<ExitCode> {
+async fn data_subject(
+    config: &Config,
+    store_usage: Usage,
+    command: TitularCommand,
+) -> anyhow::Result<ExitCode> {
     let who = match &command {
         TitularCommand::Exportar { who, .. } | TitularCommand::Apagar { who } => who,
     };
@@ -687,7 +696,7 @@ async fn data_subject(config: &Config, command: TitularCommand) -> anyhow::Resul
             return Ok(ExitCode::from(EXIT_INPUT));
         }
     };
-    let store = crate::app::store(config).await?;
+    let store = crate::app::store(config, store_usage).await?;
     match command {
         TitularCommand::Exportar { output, .. } => {
             let export = crate::retention::export(store.as_ref(), &subject).await?;
@@ -713,15 +722,15 @@ async fn data_subject(config: &Config, command: TitularCommand) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
-async fn audit(config: &Config, args: AuditArgs) -> anyhow::Result<()> {
-    let store = crate::app::store(config).await?;
+async fn audit(config: &Config, store_usage: Usage, args: AuditArgs) -> anyhow::Result<()> {
+    let store = crate::app::store(config, store_usage).await?;
     let records = store.audit_records(args.limit).await?;
     print!("{}", crate::runs::audit_report(&records));
     Ok(())
 }
 
-async fn flows(config: &Config, args: FlowsArgs) -> anyhow::Result<()> {
-    let store = crate::app::store(config).await?;
+async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::Result<()> {
+    let store = crate::app::store(config, store_usage).await?;
     let runs = store.flow_runs(args.limit).await?;
     let attempts = store.recharge_attempts(args.limit).await?;
     print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
@@ -786,8 +795,13 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
-    let store = crate::app::store(config).await?;
+async fn export(
+    config: &Config,
+    store_usage: Usage,
+    conversation: &str,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let store = crate::app::store(config, store_usage).await?;
     let transcript = crate::transcript::export::export(store.as_ref(), conversation).await?;
     let text = format!(
         "{}{}",
@@ -801,8 +815,8 @@ async fn export(config: &Config, conversation: &str, output: Option<PathBuf>) ->
     Ok(())
 }
 
-async fn usage(config: &Config) -> anyhow::Result<()> {
-    let store = crate::app::store(config).await?;
+async fn usage(config: &Config, store_usage: Usage) -> anyhow::Result<()> {
+    let store = crate::app::store(config, store_usage).await?;
     let rows = store.usage_summary().await?;
     if rows.is_empty() {
         println!("Nenhum turno registrado nos últimos 7 dias.");
@@ -812,8 +826,8 @@ async fn usage(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn chat(config: &Config, args: ChatArgs) -> anyhow::Result<()> {
-    let app = App::start(config, None).await?;
+async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Result<()> {
+    let app = App::start(config, None, store_usage).await?;
     let service = &app.service;
     let who = Participant {
         user_id: args.user.clone(),

@@ -75,9 +75,6 @@ pub struct Config {
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
     pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
-    /// What the command will do with the store (set by the command line, not a setting).
-    #[serde(skip)]
-    pub store_usage: crate::store::Usage,
 }
 
 /// The embedded simulator, when it is used.
@@ -112,7 +109,6 @@ impl Default for Config {
             storage: crate::store::seal::StorageConfig::default(),
             retencao: crate::retention::RetentionConfig::default(),
             otlp_target: None,
-            store_usage: crate::store::Usage::default(),
         }
     }
 }

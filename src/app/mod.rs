@@ -74,10 +74,13 @@ pub async fn service(
     Ok(ConversationService::new(engine, store).with_router(router))
 }
 
-/// The configured store, opened for what this process does with it ([`Config::store_usage`]), with
+/// The configured store, opened for what this process does with it (`usage`), with
 /// the data keys installed first (the configured ones, else the key file, made at the first run and
 /// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
-pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
+pub async fn store(
+    config: &Config,
+    usage: crate::store::Usage,
+) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
     let (keys, source) = install_keys(config)?;
     let shared = config
         .database_url
@@ -89,12 +92,7 @@ pub async fn store(config: &Config) -> Result<Arc<dyn crate::store::Store>, crat
              precisam da mesma chave: configure [storage] encryption_key (VT_ENCRYPTION_KEY)"
         );
     }
-    let store = crate::store::open(
-        config.database_url.as_deref(),
-        &config.data_dir,
-        config.store_usage,
-    )
-    .await?;
+    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir, usage).await?;
     match keys.index() {
         // The key file keeps the index key once the store's values were sealed: nothing to ask.
         Some(index) => crate::store::use_index_key(index),
@@ -144,8 +142,13 @@ pub struct App {
 }
 
 impl App {
-    /// Starts what `config` describes; `llm` overrides the configured model.
-    pub async fn start(config: &Config, llm: Option<Arc<dyn LlmProvider>>) -> anyhow::Result<Self> {
+    /// Starts what `config` describes; `llm` overrides the configured model; `usage` is what the
+    /// process will do with the store.
+    pub async fn start(
+        config: &Config,
+        llm: Option<Arc<dyn LlmProvider>>,
+        usage: crate::store::Usage,
+    ) -> anyhow::Result<Self> {
         let (systems, simulator) = match &config.systems {
             Some(s) => (
                 VtSystems::new(s.clone()).context("building the external-systems client")?,
@@ -157,7 +160,7 @@ impl App {
             }
         };
         let extensions = Extensions::default().with(systems).with(config.vt.clone());
-        let store = store(config).await.context("opening the database")?;
+        let store = store(config, usage).await.context("opening the database")?;
         let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {
             service: service(config, engine, store).await?,

@@ -40,7 +40,7 @@ pub struct Server {
 
 impl Server {
     pub async fn compose(config: &Config) -> anyhow::Result<Self> {
-        let App { service, simulator } = App::start(config, None).await?;
+        let App { service, simulator } = App::start(config, None, crate::store::Usage::Service).await?;
         let service = Arc::new(service);
         let mut notices = Vec::new();
         let mut state =
