@@ -39,6 +39,26 @@ fn report(what: &str, n: u32, elapsed: Duration) {
     );
 }
 
+/// The time `n` rounds take of sealing values of the sizes `seals` and opening sealed values of the
+/// sizes `opens`.
+fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
+    let seals: Vec<String> = seals.iter().map(|n| "x".repeat(*n)).collect();
+    let opens: Vec<String> = opens
+        .iter()
+        .map(|n| vt_agent::store::seal::seal(&"x".repeat(*n)))
+        .collect();
+    let start = Instant::now();
+    for _ in 0..n {
+        for v in &seals {
+            std::hint::black_box(vt_agent::store::seal::seal(std::hint::black_box(v)));
+        }
+        for v in &opens {
+            std::hint::black_box(vt_agent::store::seal::open(std::hint::black_box(v)).expect("opens"));
+        }
+    }
+    start.elapsed()
+}
+
 #[tokio::main]
 async fn main() {
     let config = Config::default();
@@ -67,22 +87,11 @@ async fn main() {
         55, 94, 272, 1987, 150, 341, 112, 2, 953, 351, 1114, 268, 138, 210, 76, 50, 298, 205,
     ];
     const TURN_OPENS: [usize; 4] = [176, 280, 1816, 316];
-    let seals: Vec<String> = TURN_SEALS.iter().map(|n| "x".repeat(*n)).collect();
-    let opens: Vec<String> = TURN_OPENS
-        .iter()
-        .map(|n| vt_agent::store::seal::seal(&"x".repeat(*n)))
-        .collect();
-    let n = 20_000u32;
-    let start = Instant::now();
-    for _ in 0..n {
-        for v in &seals {
-            std::hint::black_box(vt_agent::store::seal::seal(std::hint::black_box(v)));
-        }
-        for v in &opens {
-            std::hint::black_box(vt_agent::store::seal::open(std::hint::black_box(v)).expect("opens"));
-        }
-    }
-    report("sealing of one stored balance turn (18 + 4)", n, start.elapsed());
+    report(
+        "sealing of one stored balance turn (18 + 4)",
+        20_000,
+        sealing(&TURN_SEALS, &TURN_OPENS, 20_000),
+    );
     // A stored `run-flow` (input, output, stage outputs, the turn that carries it): 46 values, 29.9 KB,
     // sealed; 20 small ones opened.
     const FLOW_SEALS: [usize; 46] = [
@@ -91,22 +100,11 @@ async fn main() {
         210, 269, 410, 97,
     ];
     const FLOW_OPENS: [usize; 20] = [52, 108, 2, 2, 2, 2, 2, 2, 10, 2, 2, 2, 2, 2, 35, 2, 2, 2, 2, 10];
-    let seals: Vec<String> = FLOW_SEALS.iter().map(|n| "x".repeat(*n)).collect();
-    let opens: Vec<String> = FLOW_OPENS
-        .iter()
-        .map(|n| vt_agent::store::seal::seal(&"x".repeat(*n)))
-        .collect();
-    let n = 5_000u32;
-    let start = Instant::now();
-    for _ in 0..n {
-        for v in &seals {
-            std::hint::black_box(vt_agent::store::seal::seal(std::hint::black_box(v)));
-        }
-        for v in &opens {
-            std::hint::black_box(vt_agent::store::seal::open(std::hint::black_box(v)).expect("opens"));
-        }
-    }
-    report("sealing of one stored run-flow (46 + 20)", n, start.elapsed());
+    report(
+        "sealing of one stored run-flow (46 + 20)",
+        5_000,
+        sealing(&FLOW_SEALS, &FLOW_OPENS, 5_000),
+    );
 
     let running = common::simulator().await;
     let ext =

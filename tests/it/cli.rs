@@ -313,17 +313,11 @@ fn the_outbox_command_lists_dead_letters_and_retries_one() {
                 &NewOutboxItem {
                     kind: "reply".into(),
                     destination: "whatsapp".into(),
-                    payload: vt_agent::outbox::ReplyPayload {
-                        conversation_id: "c-1".into(),
-                        user_id: "5511999990000".into(),
-                        text: "Saldo do cartão 1234567890".into(),
-                        files: Vec::new(),
-                        reply_to: None,
-                        thread: None,
-                        confirmation: None,
-                        trace: None,
-                    }
-                    .to_value(),
+                    payload: crate::support::reply_payload(
+                        "c-1",
+                        "5511999990000",
+                        "Saldo do cartão 1234567890",
+                    ),
                     max_attempts: 5,
                     next_attempt_at: now,
                     conversation_id: Some("c-1".into()),

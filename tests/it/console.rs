@@ -262,17 +262,11 @@ async fn dead_letter(store: &dyn vt_agent::store::Store) -> i64 {
             &NewOutboxItem {
                 kind: "reply".into(),
                 destination: "whatsapp".into(),
-                payload: vt_agent::outbox::ReplyPayload {
-                    conversation_id: "conversa-1".into(),
-                    user_id: "5511999990000".into(),
-                    text: "Seu saldo é BRL 50,00".into(),
-                    files: Vec::new(),
-                    reply_to: None,
-                    thread: None,
-                    confirmation: None,
-                    trace: None,
-                }
-                .to_value(),
+                payload: crate::support::reply_payload(
+                    "conversa-1",
+                    "5511999990000",
+                    "Seu saldo é BRL 50,00",
+                ),
                 max_attempts: 5,
                 next_attempt_at: now,
                 conversation_id: Some("conversa-1".into()),

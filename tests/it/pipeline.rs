@@ -160,17 +160,7 @@ fn queued(conv: &str, n: i32) -> vt_agent::store::NewOutboxItem {
     vt_agent::store::NewOutboxItem {
         kind: "reply".into(),
         destination: "loopback".into(),
-        payload: vt_agent::outbox::ReplyPayload {
-            conversation_id: conv.into(),
-            user_id: "u".into(),
-            text: format!("resposta {n}"),
-            files: Vec::new(),
-            reply_to: None,
-            thread: None,
-            confirmation: None,
-            trace: None,
-        }
-        .to_value(),
+        payload: crate::support::reply_payload(conv, "u", &format!("resposta {n}")),
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         conversation_id: Some(conv.into()),

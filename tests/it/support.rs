@@ -616,3 +616,18 @@ pub(crate) fn listening_on(stderr: &mut impl std::io::BufRead) -> String {
         .expect("address")
         .to_owned()
 }
+
+/// A reply item's payload with only a text, as a turn's commit writes it.
+pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde_json::Value {
+    vt_agent::outbox::ReplyPayload {
+        conversation_id: conversation.into(),
+        user_id: user.into(),
+        text: text.into(),
+        files: Vec::new(),
+        reply_to: None,
+        thread: None,
+        confirmation: None,
+        trace: None,
+    }
+    .to_value()
+}
