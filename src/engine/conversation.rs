@@ -208,6 +208,19 @@ impl TurnEvent {
             _ => None,
         }
     }
+
+    /// The name and raw JSON arguments of a tool call the model made (a deterministic step's is not).
+    pub fn model_tool_call(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::ToolCall {
+                name,
+                arguments,
+                deterministic: false,
+                ..
+            } => Some((name, arguments)),
+            _ => None,
+        }
+    }
 }
 
 /// Everything a turn produced. The caller stores `messages` (the full log of the turn, user message

@@ -130,19 +130,12 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
             turn.expect.tool_calls = Some(
                 events
                     .iter()
-                    .filter_map(|e| match e {
-                        TurnEvent::ToolCall {
-                            name,
-                            arguments,
-                            deterministic: false,
-                            ..
-                        } => Some(ExpectCall {
-                            name: name.clone(),
-                            arguments: serde_json::from_str::<Value>(arguments).ok(),
-                            arguments_exact: None,
-                            ignore: Vec::new(),
-                        }),
-                        _ => None,
+                    .filter_map(TurnEvent::model_tool_call)
+                    .map(|(name, arguments)| ExpectCall {
+                        name: name.to_owned(),
+                        arguments: serde_json::from_str::<Value>(arguments).ok(),
+                        arguments_exact: None,
+                        ignore: Vec::new(),
                     })
                     .collect(),
             );

@@ -76,17 +76,10 @@ pub(super) fn check(expect: &Expect, seen: &Observed) -> Result<(), Failure> {
 fn model_calls(events: &[TurnEvent]) -> Vec<(String, Value)> {
     events
         .iter()
-        .filter_map(|e| match e {
-            TurnEvent::ToolCall {
-                name,
-                arguments,
-                deterministic: false,
-                ..
-            } => Some((
-                name.clone(),
-                serde_json::from_str(arguments).unwrap_or(Value::String(arguments.clone())),
-            )),
-            _ => None,
+        .filter_map(TurnEvent::model_tool_call)
+        .map(|(name, arguments)| {
+            let parsed = serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()));
+            (name.to_owned(), parsed)
         })
         .collect()
 }
