@@ -63,6 +63,17 @@ pub enum FlowStatus {
     Falhou,
 }
 
+/// A flow that ended, as its run is put on record.
+impl From<FlowStatus> for crate::store::RunStatus {
+    fn from(status: FlowStatus) -> Self {
+        match status {
+            FlowStatus::Concluido => Self::Concluido,
+            FlowStatus::Pendente => Self::Pendente,
+            FlowStatus::Falhou => Self::Falhou,
+        }
+    }
+}
+
 impl FlowStatus {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -273,7 +284,7 @@ pub fn record(
     FlowRunRecord {
         execucao_id: output.execucao_id.clone(),
         parent_execucao_id,
-        status: output.status.as_str().to_owned(),
+        status: output.status.into(),
         input,
         output: serde_json::to_value(output).unwrap_or(Value::Null),
         stages: output

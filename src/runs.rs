@@ -8,7 +8,7 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_actions::vt::mask_card;
 
-use crate::store::{AuditRecord, FlowRunSummary, OutboxItem, RechargeAttemptRecord};
+use crate::store::{AuditRecord, FlowRunSummary, OutboxItem, RechargeAttemptRecord, RunStatus};
 
 /// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
 const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
@@ -142,10 +142,10 @@ fn table<const N: usize>(header: [&str; N]) -> Table {
 }
 
 fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
-    if r.status == "em_andamento" && now - r.created_at > INTERRUPTED_AFTER {
+    if r.status == RunStatus::EmAndamento && now - r.created_at > INTERRUPTED_AFTER {
         "interrompida".into()
     } else {
-        r.status.clone()
+        r.status.as_str().to_owned()
     }
 }
 
@@ -164,14 +164,18 @@ mod tests {
     #[test]
     fn an_old_unfinished_run_shows_as_interrupted_and_cards_are_masked() {
         let now = Utc::now();
-        let run = |status: &str, age: i64| FlowRunSummary {
-            execucao_id: format!("exec-{status}-{age}"),
-            status: status.into(),
+        let run = |status: RunStatus, age: i64| FlowRunSummary {
+            execucao_id: format!("exec-{}-{age}", status.as_str()),
+            status,
             input: json!({"cartao": "9999999999"}),
             created_at: now - chrono::Duration::minutes(age),
             finished_at: None,
         };
-        let text = report(&[run("em_andamento", 10), run("em_andamento", 0)], &[], now);
+        let text = report(
+            &[run(RunStatus::EmAndamento, 10), run(RunStatus::EmAndamento, 0)],
+            &[],
+            now,
+        );
         assert!(
             text.contains("interrompida") && text.contains("em_andamento"),
             "{text}"

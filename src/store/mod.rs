@@ -58,6 +58,36 @@ pub struct StoredMessage {
     pub created_at: DateTime<Utc>,
 }
 
+/// Where a flow run stands on record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Started and not finished: still running, or its process was killed.
+    EmAndamento,
+    Concluido,
+    Pendente,
+    Falhou,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EmAndamento => "em_andamento",
+            Self::Concluido => "concluido",
+            Self::Pendente => "pendente",
+            Self::Falhou => "falhou",
+        }
+    }
+
+    /// A status as a row holds it.
+    pub fn from_row(text: &str) -> Result<Self, StoreError> {
+        [Self::EmAndamento, Self::Concluido, Self::Pendente, Self::Falhou]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| StoreError::Invalid(format!("a flow run's status is unknown: {text:?}")))
+    }
+}
+
 /// A flow execution and the output of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRunRecord {
@@ -65,7 +95,7 @@ pub struct FlowRunRecord {
     /// The chat turn whose tool started it; `None` for a `run-flow`.
     #[serde(default)]
     pub parent_execucao_id: Option<String>,
-    pub status: String,
+    pub status: RunStatus,
     pub input: Value,
     pub output: Value,
     /// `(etapa, saida)` in order.
@@ -78,7 +108,7 @@ pub struct FlowRunRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowRunSummary {
     pub execucao_id: String,
-    pub status: String,
+    pub status: RunStatus,
     pub input: Value,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,

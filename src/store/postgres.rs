@@ -24,7 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
-use super::{Existing, insert_rows};
+use super::{Existing, RunStatus, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -231,7 +231,7 @@ impl PgStore {
                  finished_at = excluded.finished_at",
             |b, (run, input, output)| {
                 b.push_bind(run.execucao_id.clone())
-                    .push_bind(run.status.clone())
+                    .push_bind(run.status.as_str())
                     .push_bind(input.clone())
                     .push_bind(output.clone())
                     .push_bind(run.created_at)
@@ -588,7 +588,7 @@ impl Store for PgStore {
         Ok(Some(FlowRunRecord {
             execucao_id: row.try_get("execucao_id")?,
             parent_execucao_id: row.try_get("parent_execucao_id")?,
-            status: row.try_get("status")?,
+            status: RunStatus::from_row(&row.try_get::<String, _>("status")?)?,
             input: parse(&row, "input")?,
             output: parse(&row, "output")?,
             stages,
@@ -964,9 +964,10 @@ impl Store for PgStore {
             .await?;
         sqlx::query(
             "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
-             VALUES ($1, 'em_andamento', $2, 'null', $3, $4, $5)",
+             VALUES ($1, $2, $3, 'null', $4, $5, $6)",
         )
         .bind(execucao_id)
+        .bind(RunStatus::EmAndamento.as_str())
         .bind(value(input)?)
         .bind(now)
         .bind(super::flow_card_hash(input))
@@ -989,7 +990,7 @@ impl Store for PgStore {
             .map(|r| {
                 Ok(FlowRunSummary {
                     execucao_id: r.try_get("execucao_id")?,
-                    status: r.try_get("status")?,
+                    status: RunStatus::from_row(&r.try_get::<String, _>("status")?)?,
                     input: parse(r, "input")?,
                     created_at: r.try_get("created_at")?,
                     finished_at: r.try_get("finished_at")?,

@@ -24,7 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
-use super::{Existing, Usage, insert_rows};
+use super::{Existing, RunStatus, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -289,7 +289,7 @@ impl SqliteStore {
                  finished_at = excluded.finished_at",
             |b, (run, input, output)| {
                 b.push_bind(run.execucao_id.clone())
-                    .push_bind(run.status.clone())
+                    .push_bind(run.status.as_str())
                     .push_bind(input.clone())
                     .push_bind(output.clone())
                     .push_bind(ms(run.created_at))
@@ -644,7 +644,7 @@ impl Store for SqliteStore {
         Ok(Some(FlowRunRecord {
             execucao_id: row.try_get("execucao_id")?,
             parent_execucao_id: row.try_get("parent_execucao_id")?,
-            status: row.try_get("status")?,
+            status: RunStatus::from_row(&row.try_get::<String, _>("status")?)?,
             input: parse(&row, "input")?,
             output: parse(&row, "output")?,
             stages,
@@ -1022,9 +1022,10 @@ impl Store for SqliteStore {
             .await?;
         sqlx::query(
             "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
-             VALUES (?, 'em_andamento', ?, 'null', ?, ?, ?)",
+             VALUES (?, ?, ?, 'null', ?, ?, ?)",
         )
         .bind(execucao_id)
+        .bind(RunStatus::EmAndamento.as_str())
         .bind(json(input)?)
         .bind(ms(now))
         .bind(super::flow_card_hash(input))
@@ -1047,7 +1048,7 @@ impl Store for SqliteStore {
             .map(|r| {
                 Ok(FlowRunSummary {
                     execucao_id: r.try_get("execucao_id")?,
-                    status: r.try_get("status")?,
+                    status: RunStatus::from_row(&r.try_get::<String, _>("status")?)?,
                     input: parse(r, "input")?,
                     created_at: at(r.try_get("created_at")?),
                     finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(at),

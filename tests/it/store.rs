@@ -15,7 +15,7 @@ use vt_agent::engine::{
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
-    OutboxStatus, PgStore, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
+    OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -232,7 +232,7 @@ pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
     let run = FlowRunRecord {
         parent_execucao_id: None,
         execucao_id: "exec-flow".into(),
-        status: "concluido".into(),
+        status: RunStatus::Concluido,
         input: json!({"cartao": "1111111111"}),
         output: json!({"execucao_id": "exec-flow", "etapas": []}),
         stages: vec![
@@ -257,7 +257,7 @@ pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn
     let run = |id: &str, stages: usize| FlowRunRecord {
         parent_execucao_id: None,
         execucao_id: id.into(),
-        status: "concluido".into(),
+        status: RunStatus::Concluido,
         input: json!({"cartao": id}),
         output: json!({"execucao_id": id}),
         stages: (0..stages)
@@ -809,7 +809,7 @@ pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn St
     let run = FlowRunRecord {
         parent_execucao_id: None,
         execucao_id: "exec-f".into(),
-        status: "concluido".into(),
+        status: RunStatus::Concluido,
         input: json!({"cartao": "1234567890"}),
         output: json!({"status": "concluido"}),
         stages: vec![("rf01_preparar_consulta".into(), json!({"ok": true}))],
@@ -832,7 +832,7 @@ pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn St
         .expect("finish");
     let runs = store.flow_runs(10).await.expect("list");
     assert_eq!(runs.len(), 1, "the same row, completed");
-    assert_eq!(runs[0].status, "concluido");
+    assert_eq!(runs[0].status, RunStatus::Concluido);
     assert_eq!(runs[0].finished_at, Some(t("2026-11-22T12:00:01Z")));
     assert_eq!(
         store
@@ -988,15 +988,15 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         .await
         .expect("begin");
     for (id, status) in [
-        ("exec-console-2", "concluido"),
-        ("exec-console-3", "concluido"),
-        ("exec-console-4", "falhou"),
+        ("exec-console-2", RunStatus::Concluido),
+        ("exec-console-3", RunStatus::Concluido),
+        ("exec-console-4", RunStatus::Falhou),
     ] {
         store
             .save_flow_run(&FlowRunRecord {
                 parent_execucao_id: None,
                 execucao_id: id.into(),
-                status: status.into(),
+                status,
                 input: json!({}),
                 output: json!({}),
                 stages: Vec::new(),
@@ -1009,7 +1009,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         .save_flow_run(&FlowRunRecord {
             parent_execucao_id: None,
             execucao_id: "exec-console-old".into(),
-            status: "concluido".into(),
+            status: RunStatus::Concluido,
             input: json!({}),
             output: json!({}),
             stages: Vec::new(),

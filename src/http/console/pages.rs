@@ -20,7 +20,7 @@ use crate::http::config::Role;
 use crate::http::state::AppState;
 use crate::llm::ChatMessage;
 use crate::service::{Delivery, Inbound};
-use crate::store::{ConversationQuery, OutboxStatus, StoredMessage};
+use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
 /// The channel of the console's own conversations (its lookups).
 const CHANNEL: &str = "console";
@@ -651,6 +651,7 @@ fn flow_tenant(input: &Json) -> &str {
         .unwrap_or(crate::engine::DEFAULT_TENANT)
 }
 
+/// A run's or a batch line's status, as people read it.
 fn status_label(status: &str) -> String {
     match status {
         "em_andamento" => "em andamento ou interrompido".into(),
@@ -674,8 +675,8 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
         .map(|r| {
             context! {
                 id => r.execucao_id.clone(),
-                situacao => status_label(&r.status),
-                interrompido => r.status == "em_andamento",
+                situacao => status_label(r.status.as_str()),
+                interrompido => r.status == RunStatus::EmAndamento,
                 cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_actions::vt::mask_card),
                 valor => r.input.pointer("/recarga/valor").map(|v| match v {
                     Json::String(s) => masked(s),
@@ -750,7 +751,7 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
         "fluxo.html",
         context! {
             id => run.execucao_id.clone(),
-            situacao => status_label(&run.status),
+            situacao => status_label(run.status.as_str()),
             entrada => pretty(&run.input),
             politica => policy_line(&run.input),
             resultado => run.output.get("resultado").map(pretty),
