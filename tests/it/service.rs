@@ -311,11 +311,13 @@ async fn an_unknown_agent_writes_nothing() {
 }
 
 /// A store that fails the writes it is told to fail.
-struct Flaky {
-    inner: Arc<dyn Store>,
-    fail_append: bool,
-    fail_turn: bool,
-    turn_attempts: AtomicU32,
+pub(crate) struct Flaky {
+    pub(crate) inner: Arc<dyn Store>,
+    pub(crate) fail_append: bool,
+    pub(crate) fail_turn: bool,
+    /// Accepting a message with this text fails.
+    pub(crate) fail_accepting: Option<&'static str>,
+    pub(crate) turn_attempts: AtomicU32,
 }
 
 fn broken() -> StoreError {
@@ -467,7 +469,7 @@ impl Store for Flaky {
         m: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
-        if self.fail_append {
+        if self.fail_append || self.fail_accepting.is_some_and(|t| m.text() == Some(t)) {
             return Err(broken());
         }
         self.inner.accept_message(c, new, id, m, now).await
@@ -602,6 +604,7 @@ async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told()
         inner: memory_store().await,
         fail_append: true,
         fail_turn: false,
+        fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
     let service = ConversationService::new(engine(llm.clone(), Extensions::default()), flaky);
@@ -629,6 +632,7 @@ async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
         inner: inner.clone(),
         fail_append: false,
         fail_turn: true,
+        fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
     let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone());

@@ -485,3 +485,41 @@ async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stor
     }
     bursts_are_processed_and_answered_in_the_order_stored(&instances).await;
 }
+
+/// A notification with two messages, the second of which cannot be stored: the 503 makes Meta deliver
+/// it again, and the first — stored, so a redelivery of it is a duplicate — still gets its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_stored_before_a_failed_one_is_still_answered() {
+    let store = Arc::new(crate::service::Flaky {
+        inner: Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        ),
+        fail_append: false,
+        fail_turn: false,
+        fail_accepting: Some("não dá para guardar"),
+        turn_attempts: std::sync::atomic::AtomicU32::new(0),
+    });
+    let chat = crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await;
+    let wa = whatsapp_on(chat, vec![]).await;
+    let mut v: Value =
+        serde_json::from_slice(&text_notification("saldo do cartão 1234567890", "wamid.A")).expect("json");
+    let mut second = v["entry"][0]["changes"][0]["value"]["messages"][0].clone();
+    second["id"] = json!("wamid.B");
+    second["text"]["body"] = json!("não dá para guardar");
+    v["entry"][0]["changes"][0]["value"]["messages"]
+        .as_array_mut()
+        .expect("messages")
+        .push(second);
+    let body = serde_json::to_vec(&v).expect("bytes");
+    assert_eq!(wa.deliver(&body).await, 503, "not everything was stored");
+    let replies = wa.queued(1).await;
+    assert!(
+        replies[0].payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****7890"),
+        "{replies:?}"
+    );
+}

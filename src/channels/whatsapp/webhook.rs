@@ -15,7 +15,7 @@ use sha2::Sha256;
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::channels::same_secret;
 use crate::engine::Participant;
-use crate::service::{ConversationService, Delivery, Inbound};
+use crate::service::{ConversationService, Delivery, Inbound, Received};
 
 /// Meta sends notifications of up to 3 MB.
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -73,28 +73,9 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
         Err(status) => return status.into_response(),
     };
     let mut accepted = Vec::new();
-    for value in notification
-        .entry
-        .into_iter()
-        .flat_map(|e| e.changes)
-        .map(|c| c.value)
-    {
-        if let Err(status) = record_statuses(&state, &value.statuses).await {
-            return status.into_response();
-        }
-        for m in &value.messages {
-            let msg = inbound(&state, &value, m).await;
-            match state.service.receive(&msg).await {
-                Ok(Some(received)) => accepted.push((msg, received)),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, "whatsapp message could not be stored");
-                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
-                }
-            }
-        }
-    }
-    // Everything is stored: answer now, run the turns after.
+    let answer = store_all(&state, notification, &mut accepted).await;
+    // What was stored runs even when a later message was not (and the 503 makes Meta deliver the
+    // notification again): the stored ones are redeliveries then, never processed otherwise.
     for (msg, received) in accepted {
         let service = state.service.clone();
         tokio::spawn(async move {
@@ -103,7 +84,38 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
             }
         });
     }
-    StatusCode::OK.into_response()
+    answer.into_response()
+}
+
+/// Stores every status and message of the notification, the messages into `accepted`: 200 when
+/// everything is stored, 503 at the first that is not.
+async fn store_all(
+    state: &WebhookState,
+    notification: wire::Notification,
+    accepted: &mut Vec<(Inbound, Received)>,
+) -> StatusCode {
+    for value in notification
+        .entry
+        .into_iter()
+        .flat_map(|e| e.changes)
+        .map(|c| c.value)
+    {
+        if let Err(status) = record_statuses(state, &value.statuses).await {
+            return status;
+        }
+        for m in &value.messages {
+            let msg = inbound(state, &value, m).await;
+            match state.service.receive(&msg).await {
+                Ok(Some(received)) => accepted.push((msg, received)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "whatsapp message could not be stored");
+                    return StatusCode::SERVICE_UNAVAILABLE;
+                }
+            }
+        }
+    }
+    StatusCode::OK
 }
 
 /// The notification, when its signature is Meta's (over the raw bytes) and its body is one.
