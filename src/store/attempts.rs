@@ -10,7 +10,8 @@ use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 use vt_actions::journal::RechargeAttempt;
 
-use super::{StoreError, UNKNOWN_RECHARGE_STATUSES};
+use super::sqlite::insert_attempt;
+use super::{Sent, StoreError};
 
 /// Writes waiting at most, per transaction.
 const GROUP: usize = 256;
@@ -68,25 +69,7 @@ async fn commit(writer: &SqlitePool, writes: impl Iterator<Item = &Write>) -> Re
     for write in writes {
         match write {
             Write::Begin(a, now) => {
-                sqlx::query(
-                    "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
-                         valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
-                     ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
-                         execucao_id = excluded.execucao_id, updated_at = excluded.updated_at",
-                )
-                .bind(&a.idempotency_key)
-                .bind(&a.fingerprint)
-                .bind(&a.scope)
-                .bind(&a.origin)
-                .bind(&a.execucao_id)
-                .bind(&a.cartao_mascarado)
-                .bind(a.valor.to_string())
-                .bind(&a.moeda)
-                .bind(UNKNOWN_RECHARGE_STATUSES[0])
-                .bind(now.timestamp_millis())
-                .bind(now.timestamp_millis())
-                .execute(&mut *tx)
-                .await?;
+                insert_attempt(a, *now, Sent::Now).execute(&mut *tx).await?;
             }
             Write::Resolve { key, status, now } => {
                 sqlx::query(

@@ -88,6 +88,15 @@ impl RunStatus {
     }
 }
 
+/// Whether an attempt put on record has been sent.
+#[derive(Clone, Copy)]
+enum Sent {
+    /// Not yet (a consumed confirmation): a row already there under the key is left as it is.
+    NotYet,
+    /// It is being sent now: once more when a row is already there.
+    Now,
+}
+
 /// A flow execution and the output of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRunRecord {

@@ -24,7 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
-use super::{Existing, RunStatus, insert_rows};
+use super::{Existing, RunStatus, Sent, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -1026,23 +1026,7 @@ impl Store for PgStore {
             return Ok(Consumption::before(by.as_deref().unwrap_or_default(), c.consumer));
         }
         if let Some(a) = attempt {
-            sqlx::query(
-                "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
-                     valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $10)
-                 ON CONFLICT (idempotency_key) DO NOTHING",
-            )
-            .bind(&a.idempotency_key)
-            .bind(&a.fingerprint)
-            .bind(&a.scope)
-            .bind(&a.origin)
-            .bind(&a.execucao_id)
-            .bind(&a.cartao_mascarado)
-            .bind(a.valor.to_string())
-            .bind(&a.moeda)
-            .bind(vt_actions::journal::STATUS_ENVIANDO)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            insert_attempt(a, now, Sent::NotYet).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(Consumption::Now)
@@ -1058,25 +1042,7 @@ impl Store for PgStore {
     }
 
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
-                 valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $10)
-             ON CONFLICT (idempotency_key) DO UPDATE SET status = excluded.status,
-                 sends = recharge_attempts.sends + 1, execucao_id = excluded.execucao_id,
-                 updated_at = excluded.updated_at",
-        )
-        .bind(&a.idempotency_key)
-        .bind(&a.fingerprint)
-        .bind(&a.scope)
-        .bind(&a.origin)
-        .bind(&a.execucao_id)
-        .bind(&a.cartao_mascarado)
-        .bind(a.valor.to_string())
-        .bind(&a.moeda)
-        .bind(UNKNOWN_RECHARGE_STATUSES[0])
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
+        insert_attempt(a, now, Sent::Now).execute(&self.pool).await?;
         Ok(())
     }
 
@@ -1550,6 +1516,36 @@ fn is_loopback(host: &str) -> bool {
             .trim_matches(['[', ']'])
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The insert that puts attempt `a` on record as `enviando`.
+fn insert_attempt(
+    a: &RechargeAttempt,
+    now: DateTime<Utc>,
+    sent: Sent,
+) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
+    let sql = if matches!(sent, Sent::Now) {
+        "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+             valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $10)
+         ON CONFLICT (idempotency_key) DO UPDATE SET status = excluded.status,
+             sends = recharge_attempts.sends + 1, execucao_id = excluded.execucao_id,
+             updated_at = excluded.updated_at"
+    } else {
+        "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+             valor, moeda, status, sends, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $10)
+         ON CONFLICT (idempotency_key) DO NOTHING"
+    };
+    sqlx::query(sql)
+        .bind(&a.idempotency_key)
+        .bind(&a.fingerprint)
+        .bind(&a.scope)
+        .bind(&a.origin)
+        .bind(&a.execucao_id)
+        .bind(&a.cartao_mascarado)
+        .bind(a.valor.to_string())
+        .bind(&a.moeda)
+        .bind(vt_actions::journal::STATUS_ENVIANDO)
+        .bind(now)
 }
 
 /// The lease half of the turn lock, on this database.

@@ -24,7 +24,7 @@ use super::{
     TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
     UsageSummaryRow, role,
 };
-use super::{Existing, RunStatus, Usage, insert_rows};
+use super::{Existing, RunStatus, Sent, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -100,6 +100,39 @@ fn accepted<'q>(
     .bind(channel_message_id)
     .bind(channel_message_id.is_none())
     .bind(super::search_text(message)))
+}
+
+/// The insert that puts attempt `a` on record as `enviando`.
+pub(super) fn insert_attempt(
+    a: &RechargeAttempt,
+    now: DateTime<Utc>,
+    sent: Sent,
+) -> sqlx::query::Query<'_, Sqlite, sqlx::sqlite::SqliteArguments> {
+    let sql = match sent {
+        Sent::NotYet => {
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+             ON CONFLICT(idempotency_key) DO NOTHING"
+        }
+        Sent::Now => {
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+             ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
+                 execucao_id = excluded.execucao_id, updated_at = excluded.updated_at"
+        }
+    };
+    sqlx::query(sql)
+        .bind(&a.idempotency_key)
+        .bind(&a.fingerprint)
+        .bind(&a.scope)
+        .bind(&a.origin)
+        .bind(&a.execucao_id)
+        .bind(&a.cartao_mascarado)
+        .bind(a.valor.to_string())
+        .bind(&a.moeda)
+        .bind(vt_actions::journal::STATUS_ENVIANDO)
+        .bind(ms(now))
+        .bind(ms(now))
 }
 
 /// The pools' shared options. No ping before handing out a connection (sqlx's default): the
@@ -1084,24 +1117,7 @@ impl Store for SqliteStore {
             return Ok(Consumption::before(by.as_deref().unwrap_or_default(), c.consumer));
         }
         if let Some(a) = attempt {
-            sqlx::query(
-                "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
-                     valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
-                 ON CONFLICT(idempotency_key) DO NOTHING",
-            )
-            .bind(&a.idempotency_key)
-            .bind(&a.fingerprint)
-            .bind(&a.scope)
-            .bind(&a.origin)
-            .bind(&a.execucao_id)
-            .bind(&a.cartao_mascarado)
-            .bind(a.valor.to_string())
-            .bind(&a.moeda)
-            .bind(vt_actions::journal::STATUS_ENVIANDO)
-            .bind(ms(now))
-            .bind(ms(now))
-            .execute(&mut *tx)
-            .await?;
+            insert_attempt(a, now, Sent::NotYet).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(Consumption::Now)
