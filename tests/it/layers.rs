@@ -68,42 +68,74 @@ fn file_of(modules: &BTreeMap<Vec<String>, PathBuf>, path: &[String]) -> Option<
         .find_map(|n| modules.get(&path[..n]).cloned())
 }
 
-/// The `crate::…` and `super::…` paths a file names, as module paths.
+/// The `crate::…` and `super::…` paths a file names, as module paths; a group (`crate::{a, b::c}`)
+/// names each of its paths.
 fn named_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut found = Vec::new();
     for (start, _) in text.match_indices("crate::").chain(text.match_indices("super::")) {
-        if text[..start].ends_with(|c: char| ident(c) || c == ':') {
+        if text[..start].ends_with(|c: char| is_ident(c) || c == ':') {
             continue;
         }
-        let rest = &text[start..];
-        // Segments up to the first that does not end at a `::` (`seal(y)`, `CHAT_AGENT;`).
-        let mut segments = Vec::new();
-        for segment in rest.split("::") {
-            let name = segment.split(|c: char| !ident(c)).next().unwrap_or("");
-            if name.is_empty() {
-                break;
+        for segments in paths_at(&text[start..]) {
+            let mut segments = segments.into_iter().peekable();
+            let mut path: Vec<String> = if segments.next().as_deref() == Some("crate") {
+                Vec::new()
+            } else {
+                // `super` in `a/b.rs` and in `a/b/mod.rs` (both module a::b) is `a`.
+                own[..own.len().saturating_sub(1)].to_vec()
+            };
+            while segments.peek().map(String::as_str) == Some("super") {
+                path.pop();
+                segments.next();
             }
-            segments.push(name);
-            if name.len() != segment.len() {
-                break;
-            }
+            path.extend(segments);
+            found.push(path);
         }
-        let mut path: Vec<String> = if segments[0] == "crate" {
-            Vec::new()
-        } else {
-            // `super` in `a/b.rs` and in `a/b/mod.rs` (both module a::b) is `a`.
-            own[..own.len().saturating_sub(1)].to_vec()
-        };
-        let mut rest = segments[1..].iter().peekable();
-        while rest.peek() == Some(&&"super") {
-            path.pop();
-            rest.next();
-        }
-        path.extend(rest.map(|s| (*s).to_owned()));
-        found.push(path);
     }
     found
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths written at the start of `text`: `a::b::c` is one, `a::{b, c::d}` two.
+fn paths_at(text: &str) -> Vec<Vec<String>> {
+    if let Some(group) = text.strip_prefix('{') {
+        let mut depth = 0;
+        let mut items = Vec::new();
+        let mut from = 0;
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    items.push(&group[from..i]);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&group[from..i]);
+                    from = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return items.iter().flat_map(|item| paths_at(item.trim())).collect();
+    }
+    let name: String = text.chars().take_while(|c| is_ident(*c)).collect();
+    if name.is_empty() {
+        return vec![Vec::new()];
+    }
+    match text[name.len()..].strip_prefix("::") {
+        Some(rest) => paths_at(rest)
+            .into_iter()
+            .map(|mut tail| {
+                tail.insert(0, name.clone());
+                tail
+            })
+            .collect(),
+        None => vec![vec![name]],
+    }
 }
 
 struct Graph {
@@ -213,7 +245,7 @@ fn no_import_cycle_ties_more_than_two_files() {
 #[test]
 fn the_reader_finds_paths_in_use_lines_code_and_docs() {
     let own = vec!["http".to_owned(), "console".to_owned(), "pages".to_owned()];
-    let text = "use crate::app::CHAT_AGENT;\nlet x = crate::store::seal::seal(y);\n/// [`crate::engine::Engine`]\nuse super::render;\nuse super::super::state::AppState;";
+    let text = "use crate::app::CHAT_AGENT;\nlet x = crate::store::seal::seal(y);\n/// [`crate::engine::Engine`]\nuse crate::{llm::ChatMessage, service::{self, Inbound}};\nuse super::render;\nuse super::super::state::AppState;";
     let found = named_paths(text, &own);
     assert_eq!(
         found,
@@ -221,6 +253,9 @@ fn the_reader_finds_paths_in_use_lines_code_and_docs() {
             vec!["app".to_owned(), "CHAT_AGENT".to_owned()],
             vec!["store".to_owned(), "seal".to_owned(), "seal".to_owned()],
             vec!["engine".to_owned(), "Engine".to_owned()],
+            vec!["llm".to_owned(), "ChatMessage".to_owned()],
+            vec!["service".to_owned(), "self".to_owned()],
+            vec!["service".to_owned(), "Inbound".to_owned()],
             vec!["http".to_owned(), "console".to_owned(), "render".to_owned()],
             vec!["http".to_owned(), "state".to_owned(), "AppState".to_owned()],
         ]
