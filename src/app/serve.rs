@@ -32,7 +32,9 @@ pub struct Server {
     worker: Worker,
     bot: Option<Bot>,
     batches: Arc<Background>,
-    config: Config,
+    retention: crate::retention::RetentionConfig,
+    /// Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
+    refresh_gauges: bool,
     stop: watch::Sender<bool>,
     /// What is on, for the operator: one line each.
     pub notices: Vec<String>,
@@ -73,7 +75,11 @@ impl Server {
             worker,
             bot,
             batches,
-            config: config.clone(),
+            retention: config.retencao.clone(),
+            refresh_gauges: config
+                .otlp_target
+                .as_ref()
+                .is_some_and(|t| t.metrics_endpoint.is_some()),
             stop,
             notices,
         })
@@ -118,15 +124,10 @@ impl Server {
         }
         tasks.spawn(crate::retention::run(
             self.service.store().clone(),
-            self.config.retencao.clone(),
+            self.retention,
             self.stop.subscribe(),
         ));
-        if self
-            .config
-            .otlp_target
-            .as_ref()
-            .is_some_and(|t| t.metrics_endpoint.is_some())
-        {
+        if self.refresh_gauges {
             let (metrics, service, stop) = (
                 self.state.metrics.clone(),
                 self.service.clone(),
