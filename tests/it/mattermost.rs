@@ -482,14 +482,11 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     });
     let store = chats[0].store.clone();
     let mut running = Vec::new();
-    for chat in chats {
-        let bot = vt_agent::channels::mattermost::Bot::new(
-            Arc::new(chat).service.clone(),
-            "vt",
-            config.clone(),
-            "empresa-a",
-        )
-        .expect("bot");
+    // Each bot's instance, kept until the end: its simulator and clock serve its turns.
+    for chat in &chats {
+        let bot =
+            vt_agent::channels::mattermost::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
+                .expect("bot");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bot.run(async move {
             let _ = stopped.await;
