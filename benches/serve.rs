@@ -12,6 +12,7 @@
 //! `VT_TEST_POSTGRES_URL` is set — on PostgreSQL.
 //!
 //! `cargo bench --bench serve`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod common;
 

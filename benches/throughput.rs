@@ -2,6 +2,7 @@
 //! zero-token conversation turn, all in process with the simulator on loopback.
 //!
 //! `cargo bench --bench throughput` — prints one line per figure.
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod common;
 

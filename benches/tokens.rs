@@ -11,6 +11,7 @@
 //!   same work.
 //!
 //! `cargo bench --bench tokens` — prints a table per scenario class and the total.
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod common;
 

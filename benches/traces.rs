@@ -7,6 +7,7 @@
 //! exporter's shutdown flush is inside the measured span: every span is paid for.
 //!
 //! `cargo bench --bench traces`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod common;
 

@@ -25,6 +25,7 @@
 //! ```text
 //! taskset -c 1 target/release/examples/peer_bench --conversations 2000 --concurrency 1 --warmup 200
 //! ```
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -368,13 +368,20 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
         eprintln!("erro: a entrada não é texto UTF-8 válido");
         return Ok(ExitCode::from(EXIT_INPUT));
     };
-    // Bad input is refused before anything starts or is written.
-    if let Err(e) = vt_actions::vt::FlowInput::parse(&text) {
-        eprintln!("erro: {e}");
-        return Ok(ExitCode::from(EXIT_INPUT));
-    }
+    // Parsed once, here: bad input is refused before anything starts or is written.
+    let defaults = vt_actions::vt::input::InputDefaults {
+        politicas: &config.vt.politicas,
+        tenant: None,
+    };
+    let input = match vt_actions::vt::FlowInput::parse_with(&text, defaults) {
+        Ok(input) => input,
+        Err(e) => {
+            eprintln!("erro: {e}");
+            return Ok(ExitCode::from(EXIT_INPUT));
+        }
+    };
     let app = App::start(config, None, store_usage).await?;
-    let (output, persisted) = match app.service.run_flow(&text, FlowOptions::default()).await {
+    let (output, persisted) = match app.service.run_flow(input, FlowOptions::default()).await {
         Ok(ran) => (ran.output, ran.persisted),
         Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
@@ -390,9 +397,9 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
     }
     let output = output.for_caller();
     let json = if args.compact {
-        serde_json::to_string(&output)?
+        vt_actions::json::to_text(&output)?
     } else {
-        serde_json::to_string_pretty(&output)?
+        vt_actions::json::to_pretty(&output)?
     };
     println!("{json}");
     app.leave();
@@ -516,6 +523,7 @@ async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::
 /// `--politicas`: the flow input's `politicas` object, checked as the flow input checks it. The error
 /// names the field, never its value.
 fn parse_politicas(text: &str) -> Result<vt_actions::vt::input::Politicas, String> {
+    vt_actions::json::counted_here();
     let mut de = serde_json::Deserializer::from_str(text);
     let politicas: vt_actions::vt::input::Politicas =
         serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -700,7 +708,7 @@ async fn data_subject(
     match command {
         TitularCommand::Exportar { output, .. } => {
             let export = crate::retention::export(store.as_ref(), &subject).await?;
-            let text = serde_json::to_string_pretty(&export)?;
+            let text = vt_actions::json::to_pretty(&export)?;
             match output {
                 Some(path) => {
                     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
@@ -781,7 +789,7 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&reports)?)
+        std::fs::write(path, vt_actions::json::to_pretty(&reports)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     println!(

@@ -19,7 +19,7 @@ use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
 use vt_actions::vt::texts::RecargaStatus;
 
 use crate::engine::{
-    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnEvent, TurnOutcome, TurnStart,
+    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnInput, TurnOutcome, TurnStart,
 };
 use crate::store::{FlowRunRecord, Store, StoreJournal};
 
@@ -141,19 +141,54 @@ pub struct FlowRun {
     pub output: FlowOutput,
     pub outcome: TurnOutcome,
     pub conversation: Conversation,
+    /// The sanitised input, as stored.
+    pub input: Value,
 }
 
-/// A parsed flow input, ready to run: a new `vt_fluxo` conversation and the sanitised input text
-/// (unknown fields are gone from here on) that becomes its user message.
+/// A flow's input as its caller has it: a text to parse and check, or an input parsed and checked
+/// already (where it entered: `run-flow` before it opens the store, the HTTP handler before it keeps
+/// an idempotency record, a chat tool that built it).
+pub enum FlowRequest<'a> {
+    Text(&'a str),
+    Parsed(Box<FlowInput>),
+}
+
+impl<'a> From<&'a str> for FlowRequest<'a> {
+    fn from(text: &'a str) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl<'a> From<&'a String> for FlowRequest<'a> {
+    fn from(text: &'a String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<FlowInput> for FlowRequest<'_> {
+    fn from(input: FlowInput) -> Self {
+        Self::Parsed(Box::new(input))
+    }
+}
+
+/// A parsed flow input, ready to run: a new `vt_fluxo` conversation, the sanitised input (unknown
+/// fields are gone from here on) as stored and as the text of its user message, and the typed input
+/// the stages read.
 pub struct PreparedFlow {
     pub conversation: Conversation,
     pub input: Value,
     pub text: String,
-    /// The parsed input, kept while the flow runs: it holds the payment token's value, which the
-    /// stages only see as its fingerprint and RF7 finds again for the request ([`PaymentToken`]).
+    /// The parsed input, which the turn carries typed to every stage ([`TurnInput::with_data`]). It
+    /// also holds the payment token's value, which the stages only see as its fingerprint and RF7
+    /// finds again for the request while the input lives ([`PaymentToken`]).
     ///
     /// [`PaymentToken`]: vt_actions::vt::PaymentToken
     pub parsed: FlowInput,
+}
+
+/// A flow's turn: its input text, begun as `mode` says, carrying the parsed input.
+pub fn turn(text: &str, parsed: FlowInput, mode: FlowMode) -> TurnInput<'_> {
+    TurnInput::new(text, mode.start()).with_data(parsed)
 }
 
 /// Parses and checks a flow input as every way in does: the configured policies where it has none,
@@ -171,10 +206,18 @@ pub fn parse_input(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<
     FlowInput::parse_with(text, InputDefaults { politicas, tenant })
 }
 
-/// Parses and checks the input and opens the conversation, in the input's tenant; nothing runs yet.
-pub fn prepare(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<PreparedFlow, FlowError> {
-    let parsed = parse_input(engine, text, tenant)?;
-    let input = serde_json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
+/// Parses and checks the input (unless it comes parsed) and opens the conversation, in the input's
+/// tenant; nothing runs yet.
+pub fn prepare(
+    engine: &Engine,
+    request: FlowRequest<'_>,
+    tenant: Option<&str>,
+) -> Result<PreparedFlow, FlowError> {
+    let parsed = match request {
+        FlowRequest::Text(text) => parse_input(engine, text, tenant)?,
+        FlowRequest::Parsed(input) => *input,
+    };
+    let input = vt_actions::json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
     let user = if parsed.destinatario.id.is_empty() {
         "api".to_owned()
     } else {
@@ -189,52 +232,42 @@ pub fn prepare(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<Prep
     conversation.tenant_id = parsed.tenant_id.clone();
     Ok(PreparedFlow {
         conversation,
-        text: input.to_string(),
+        text: vt_actions::json::text(&input),
         input,
         parsed,
     })
 }
 
-/// Runs the flow for one input text, without storing anything (the service stores).
-pub async fn run_flow(engine: &Engine, text: &str) -> Result<FlowRun, FlowError> {
+/// Runs the flow for one input, without storing anything (the service stores).
+pub async fn run_flow(engine: &Engine, request: impl Into<FlowRequest<'_>>) -> Result<FlowRun, FlowError> {
     let PreparedFlow {
         mut conversation,
+        input,
         text,
-        parsed: _token_alive,
-        ..
-    } = prepare(engine, text, None)?;
-    let outcome = engine.run_turn(&mut conversation, &text).await?;
+        parsed,
+    } = prepare(engine, request.into(), None)?;
+    let outcome = engine
+        .run_turn(&mut conversation, turn(&text, parsed, FlowMode::Full))
+        .await?;
     let output = flow_output(&outcome);
     Ok(FlowRun {
         output,
         outcome,
         conversation,
+        input,
     })
 }
 
-/// Pairs each deterministic call with its result: one `etapa` per stage that ran, in order.
+/// One `etapa` per stage that ran, in order, from the values the stages handed on.
 pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
-    let mut pending: Vec<(String, String)> = Vec::new();
-    let mut etapas = Vec::new();
-    for event in &outcome.events {
-        match event {
-            TurnEvent::ToolCall {
-                call_id,
-                skill,
-                deterministic: true,
-                ..
-            } => pending.push((call_id.clone(), skill.clone())),
-            TurnEvent::ToolResult { call_id, content, .. } => {
-                if let Some(pos) = pending.iter().position(|(id, _)| id == call_id) {
-                    let (_, skill) = pending.remove(pos);
-                    let saida =
-                        serde_json::from_str(content).unwrap_or_else(|_| Value::String(content.clone()));
-                    etapas.push(Etapa { etapa: skill, saida });
-                }
-            }
-            _ => {}
-        }
-    }
+    let etapas: Vec<Etapa> = outcome
+        .stages
+        .iter()
+        .map(|s| Etapa {
+            etapa: s.skill.clone(),
+            saida: s.output.clone(),
+        })
+        .collect();
     FlowOutput {
         execucao_id: outcome.execution.execucao_id.clone(),
         status: status_of(outcome.execution.status, &etapas),
@@ -266,8 +299,7 @@ fn status_of(execution: ExecutionStatus, etapas: &[Etapa]) -> FlowStatus {
             _ => FlowStatus::Falhou,
         };
     }
-    match saida("rf03_normalizar_saldo")
-        .and_then(|v| serde_json::from_value::<SaldoNormalizado>(v.clone()).ok())
+    match saida("rf03_normalizar_saldo").and_then(|v| vt_actions::json::from_ref::<SaldoNormalizado>(v).ok())
     {
         Some(s) if s.sucesso() && !s.divergente() => FlowStatus::Concluido,
         _ => FlowStatus::Falhou,
@@ -286,7 +318,7 @@ pub fn record(
         parent_execucao_id,
         status: output.status.into(),
         input,
-        output: serde_json::to_value(output).unwrap_or(Value::Null),
+        output: vt_actions::json::to_value(output).unwrap_or(Value::Null),
         stages: output
             .etapas
             .iter()
@@ -331,12 +363,14 @@ impl FlowRunner for EngineFlowRunner {
                 "flow runner used before the engine was shared",
             )
         })?;
-        let text = serde_json::to_string(input)
-            .map_err(|e| ActionError::failed("entrada inválida", e.to_string()))?;
-        let FlowRun { output, outcome, .. } = run_flow(&engine, &text)
+        let FlowRun {
+            output,
+            outcome,
+            input,
+            ..
+        } = run_flow(&engine, input.clone())
             .await
             .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
-        let input = serde_json::to_value(input).unwrap_or(Value::Null);
         self.log
             .0
             .lock()

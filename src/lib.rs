@@ -3,6 +3,7 @@
 //! [`cli::run`].
 //!
 //! Modules in the order a message meets them.
+#![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `vt_actions::json`
 
 // The ways in: the command line and the HTTP API turn their input into an `Inbound`.
 pub mod cli;

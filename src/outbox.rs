@@ -67,13 +67,13 @@ pub struct DeliveryTrace {
 impl ReplyPayload {
     /// The reply an item carries.
     pub fn of(item: &OutboxItem) -> Result<Self, serde_json::Error> {
-        Self::deserialize(&item.payload)
+        vt_actions::json::from_ref(&item.payload)
     }
 
     /// As the store keeps it.
     pub fn to_value(&self) -> serde_json::Value {
         // A struct of strings, string maps and files: serializing it cannot fail.
-        serde_json::to_value(self).unwrap_or_default()
+        vt_actions::json::to_value(self).unwrap_or_default()
     }
 }
 

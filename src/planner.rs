@@ -50,7 +50,7 @@ pub fn parse_plan(text: &str) -> Result<Plan, String> {
         .trim_start_matches("```")
         .trim_end_matches("```")
         .trim();
-    let plan: Plan = serde_json::from_str(trimmed).map_err(|e| format!("JSON inválido: {e}"))?;
+    let plan: Plan = vt_actions::json::from_text(trimmed).map_err(|e| format!("JSON inválido: {e}"))?;
     if plan.passos.is_empty() || plan.passos.len() > MAX_STEPS {
         return Err(format!("o plano deve ter de 1 a {MAX_STEPS} passos"));
     }
@@ -150,7 +150,7 @@ pub async fn run(
             tokens,
         };
     };
-    task.plan = serde_json::to_value(&plan).ok();
+    task.plan = vt_actions::json::to_value(&plan).ok();
 
     let mut results: Vec<String> = Vec::new();
     let mut steps = Vec::new();

@@ -119,7 +119,7 @@ impl<A: Action> DynAction for A {
     }
 
     async fn call_json(&self, ctx: &ActionContext, args: Value) -> Result<ActionResponse, ActionError> {
-        let args: A::Args = serde_json::from_value(args)
+        let args: A::Args = crate::json::from_value(args)
             .map_err(|e| ActionError::InvalidArguments(crate::redact::serde_message(&e.to_string())))?;
         self.call(ctx, args).await
     }

@@ -65,6 +65,12 @@ impl ActionContext {
         self
     }
 
+    /// With `more` services besides (a turn's own data: a flow's parsed input).
+    pub fn with_more(mut self, more: &Extensions) -> Self {
+        self.extensions.extend(more);
+        self
+    }
+
     /// A service the engine was given for actions, by type.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.extensions.get::<T>()
@@ -95,6 +101,12 @@ impl Extensions {
     pub fn with<T: Any + Send + Sync>(mut self, value: T) -> Self {
         self.insert(value);
         self
+    }
+
+    /// Adds `other`'s services (replacing those of the same type).
+    pub fn extend(&mut self, other: &Self) {
+        self.map
+            .extend(other.map.iter().map(|(k, v)| (*k, Arc::clone(v))));
     }
 
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {

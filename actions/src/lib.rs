@@ -7,10 +7,12 @@
 //! Reading order: [`response`] (what an action answers), [`action`] (the typed and erased traits, the
 //! registry and the tool schemas), [`context`] (what an action may know about the turn), then the
 //! domain: [`tools`] (what the conversational agent may call).
+#![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `json`
 
 pub mod action;
 pub mod context;
 pub mod journal;
+pub mod json;
 pub mod redact;
 pub mod response;
 pub mod stages;

@@ -190,18 +190,18 @@ mod tests {
 
     #[test]
     fn serde_messages_lose_their_values() {
-        let e = serde_json::from_str::<Vec<String>>(r#""9876543210""#).expect_err("type");
+        let e = crate::json::from_text::<Vec<String>>(r#""9876543210""#).expect_err("type");
         let m = serde_message(&e.to_string());
         assert!(!m.contains("9876543210"), "{m}");
         assert!(m.contains("expected a sequence"), "{m}");
-        let e = serde_json::from_value::<u32>(serde_json::json!(12345678901_u64)).expect_err("range");
+        let e = crate::json::from_value::<u32>(serde_json::json!(12345678901_u64)).expect_err("range");
         assert!(!serde_message(&e.to_string()).contains("12345678901"));
         #[derive(Debug, serde::Deserialize)]
         #[allow(dead_code)]
         enum Tipo {
             Pix,
         }
-        let e = serde_json::from_str::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
+        let e = crate::json::from_text::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
         let m = serde_message(&e.to_string());
         assert!(!m.contains("123.456.789-00") && m.contains("expected"), "{m}");
         assert_eq!(

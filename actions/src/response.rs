@@ -175,6 +175,11 @@ pub struct ResponseToUser {
     pub memory_updates: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// The result as a value, for code that reads it: the next deterministic skill gets it as its
+    /// arguments and a flow keeps it as the stage's output, with no text in between. The model reads
+    /// `instruction` (the same value as text, when [`Self::with_output`] set both). In process only.
+    #[serde(skip)]
+    pub output: Option<Value>,
 }
 
 /// An instruction back to the model; the loop asks for a new completion.
@@ -193,6 +198,11 @@ pub struct ResponseToAgent {
     pub memory_updates: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// The result as a value, for code that reads it: the next deterministic skill gets it as its
+    /// arguments and a flow keeps it as the stage's output, with no text in between. The model reads
+    /// `instruction` (the same value as text, when [`Self::with_output`] set both). In process only.
+    #[serde(skip)]
+    pub output: Option<Value>,
 }
 
 macro_rules! common_builders {
@@ -223,6 +233,12 @@ macro_rules! common_builders {
                 self.metadata.insert(key.into(), value.into());
                 self
             }
+            /// `output` as the result code reads, and as its JSON text the instruction the model reads.
+            pub fn with_output(mut self, output: Value) -> Self {
+                self.instruction = crate::json::text(&output);
+                self.output = Some(output);
+                self
+            }
         }
     };
 }
@@ -240,6 +256,7 @@ impl ResponseToUser {
             state_updates: Map::new(),
             memory_updates: Map::new(),
             metadata: Map::new(),
+            output: None,
         }
     }
 
@@ -259,6 +276,7 @@ impl ResponseToAgent {
             state_updates: Map::new(),
             memory_updates: Map::new(),
             metadata: Map::new(),
+            output: None,
         }
     }
 
@@ -332,7 +350,7 @@ mod tests {
     fn status_defaults_to_success_and_serializes_lowercase() {
         let r = ResponseToAgent::new("ok");
         assert_eq!(r.status, ResponseStatus::Success);
-        let v = serde_json::to_value(r.error()).expect("serializes");
+        let v = crate::json::to_value(r.error()).expect("serializes");
         assert_eq!(v["status"], "error");
     }
 }

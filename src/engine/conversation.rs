@@ -231,6 +231,16 @@ pub struct TurnOutcome {
     pub replies: Vec<Reply>,
     pub events: Vec<TurnEvent>,
     pub messages: Vec<ChatMessage>,
+    /// What each deterministic skill answered, in order, as a value (a flow's `etapas`).
+    pub stages: Vec<StageOutput>,
+}
+
+/// One deterministic skill's answer: the value it handed on, or its text read as JSON when it gave
+/// no value (a string when it is not JSON, as an error result is).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageOutput {
+    pub skill: String,
+    pub output: Value,
 }
 
 impl TurnOutcome {

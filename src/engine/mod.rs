@@ -21,7 +21,7 @@ pub use turn::{
 pub const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
     Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply,
-    TurnEvent, TurnOutcome,
+    StageOutput, TurnEvent, TurnOutcome,
 };
 pub use prompts::{PromptError, PromptVars, Prompts};
 pub use retry::RetryPolicy;

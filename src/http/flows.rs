@@ -44,18 +44,6 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_owned()))
 }
 
-/// The input with the header's key as the recharge's own, unless the body brings one.
-fn with_request_key(text: &str, key: Option<&str>) -> Result<String, ApiError> {
-    let mut value: Value =
-        serde_json::from_str(text).map_err(|_| ApiError::invalid("corpo", "JSON inválido"))?;
-    if let (Some(key), Some(recarga)) = (key, value.get_mut("recarga").and_then(Value::as_object_mut))
-        && !recarga.contains_key("idempotency_key")
-    {
-        recarga.insert("idempotency_key".into(), json!(key));
-    }
-    Ok(value.to_string())
-}
-
 /// Run the ten-stage VT flow.
 #[utoipa::path(post, path = "/v1/flows/vt",
     request_body(content = Object, description = "The flow input (components.schemas.FlowInput)"),
@@ -71,8 +59,10 @@ pub(super) async fn run(
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
     // Invalid input (or another tenant's) is refused before anything is stored, naming the field.
-    crate::flow::parse_input(state.service.engine(), &text, Some(&caller.tenant))?;
-    let input = with_request_key(&text, key.as_deref())?;
+    let mut input = crate::flow::parse_input(state.service.engine(), &text, Some(&caller.tenant))?;
+    if let Some(key) = key.as_deref() {
+        input = input.with_request_key(key)?;
+    }
     let Some(key) = key else {
         let output = execute(&state, input, caller.tenant).await?;
         return Ok(Json(output).into_response());
@@ -107,7 +97,7 @@ pub(super) async fn run(
         }
         IdempotencyPut::Inserted => match execute(&state, input, caller.tenant.clone()).await {
             Ok(output) => {
-                let value = serde_json::to_value(&output).unwrap_or(Value::Null);
+                let value = vt_actions::json::to_value(&output).unwrap_or(Value::Null);
                 if let Err(e) = store.settle_idempotency(&record.key, Some(&value)).await {
                     tracing::error!(error = %e, "idempotency response could not be stored");
                 }
@@ -124,7 +114,11 @@ pub(super) async fn run(
     }
 }
 
-async fn execute(state: &AppState, input: String, tenant: String) -> Result<FlowOutput, ApiError> {
+async fn execute(
+    state: &AppState,
+    input: vt_actions::vt::FlowInput,
+    tenant: String,
+) -> Result<FlowOutput, ApiError> {
     let service = state.service.clone();
     let FlowRan {
         output, persisted, ..
@@ -132,7 +126,7 @@ async fn execute(state: &AppState, input: String, tenant: String) -> Result<Flow
         .run(async move {
             service
                 .run_flow(
-                    &input,
+                    input,
                     FlowOptions {
                         tenant: Some(&tenant),
                         ..FlowOptions::default()

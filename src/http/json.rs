@@ -40,6 +40,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 /// Parses `text` as `T`, an empty body as `{}`.
 pub(super) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     let text = if text.trim().is_empty() { "{}" } else { text };
+    vt_actions::json::counted_here();
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

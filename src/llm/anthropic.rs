@@ -43,7 +43,7 @@ impl AnthropicProvider {
                     for c in tool_calls {
                         // Anthropic wants an object; arguments that are not one are sent as an empty
                         // object (the engine has already answered such a call with an error result).
-                        let input = serde_json::from_str::<Value>(&c.arguments)
+                        let input = vt_actions::json::from_text::<Value>(&c.arguments)
                             .ok()
                             .filter(Value::is_object)
                             .unwrap_or_else(|| json!({}));
@@ -149,7 +149,7 @@ impl LlmProvider for AnthropicProvider {
 /// Reads a response body of this API (also used to script replies from real provider JSON).
 pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
     let wire: WireResponse =
-        serde_json::from_str(text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
+        vt_actions::json::from_text(text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
     let mut texts = Vec::new();
     let mut tool_calls = Vec::new();
     for block in wire.content {

@@ -231,7 +231,7 @@ pub(crate) async fn post_json(
 
 /// The provider's own error message, from the `{"error": {"message": ...}}` shape both APIs use.
 fn error_message(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
+    vt_actions::json::from_text::<serde_json::Value>(body)
         .ok()
         .and_then(|v| {
             v.pointer("/error/message")

@@ -225,8 +225,8 @@ impl LlmProvider for OpenAiProvider {
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
 pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
-    let wire: WireResponse =
-        serde_json::from_str(text).map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
+    let wire: WireResponse = vt_actions::json::from_text(text)
+        .map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
     let choice = wire
         .choices
         .into_iter()
@@ -321,7 +321,7 @@ mod tests {
             })],
             max_tokens: None,
         };
-        let body = serde_json::to_value(provider.body(&request)).expect("json");
+        let body = vt_actions::json::to_value(provider.body(&request)).expect("json");
         assert_eq!(
             body,
             json!({

@@ -334,7 +334,7 @@ fn awaiting(conv: &Conversation) -> Option<Awaiting> {
     conv.state
         .get(STATE_AGUARDANDO)
         .cloned()
-        .and_then(|v| serde_json::from_value(v).ok())
+        .and_then(|v| vt_actions::json::from_value(v).ok())
 }
 
 /// Puts what `found` holds for `intent` into `params` when it is one value; says the doubt when it is

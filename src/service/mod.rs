@@ -35,7 +35,7 @@ use crate::engine::{
     CompressedContext, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
     OLD_CONTEXT_MEMORY_KEY, Participant, Reply, TurnInput, TurnOutcome,
 };
-use crate::flow::{FlowError, FlowMode, FlowOutput, PreparedFlow, flow_output};
+use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
 use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
@@ -545,14 +545,19 @@ impl ConversationService {
             }],
             events: Vec::new(),
             messages: vec![ChatMessage::user(user_text), ChatMessage::assistant(text)],
+            stages: Vec::new(),
         }
     }
 
     /// Runs the ten-stage flow for one input (all ten stages or a dry run, as `options` say) and, unless
     /// the caller records it itself, stores the run with its stage outputs. Input errors come back
     /// before anything is written. One trace: accept (the run on record), run (the stages), commit.
-    pub async fn run_flow(&self, text: &str, options: FlowOptions<'_>) -> Result<FlowRan, ServiceError> {
-        let prepared = crate::flow::prepare(&self.engine, text, options.tenant)?;
+    pub async fn run_flow(
+        &self,
+        request: impl Into<FlowRequest<'_>>,
+        options: FlowOptions<'_>,
+    ) -> Result<FlowRan, ServiceError> {
+        let prepared = crate::flow::prepare(&self.engine, request.into(), options.tenant)?;
         let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
         let run = async {
             match options.recording {
@@ -575,17 +580,12 @@ impl ConversationService {
             mut conversation,
             input,
             text,
-            parsed: _token_alive,
+            parsed,
         } = prepared;
         let now = self.engine.now();
         let execucao_id = self.engine.next_id("exec");
-        let outcome = self
-            .engine
-            .run_turn(
-                &mut conversation,
-                TurnInput::new(&text, mode.start()).under(execucao_id),
-            )
-            .await?;
+        let turn = crate::flow::turn(&text, parsed, mode).under(execucao_id);
+        let outcome = self.engine.run_turn(&mut conversation, turn).await?;
         let output = flow_output(&outcome);
         let record = crate::flow::record(&output, input, None, now);
         Ok(FlowRan {
@@ -604,7 +604,7 @@ impl ConversationService {
             conversation: mut conv,
             input: sanitized,
             text,
-            parsed: _token_alive,
+            parsed,
         } = prepared;
         let now = self.engine.now();
         // On record as started before the first external call: a killed run stays visible.
@@ -618,7 +618,10 @@ impl ConversationService {
         let started = Instant::now();
         let outcome = self
             .engine
-            .run_turn(&mut conv, TurnInput::new(&text, mode.start()).under(execucao_id))
+            .run_turn(
+                &mut conv,
+                crate::flow::turn(&text, parsed, mode).under(execucao_id),
+            )
             .await?;
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(

@@ -68,7 +68,7 @@ impl ConversationService {
             Route::Ask { question, awaiting } => {
                 conv.state.insert(
                     STATE_AGUARDANDO.into(),
-                    serde_json::to_value(awaiting).unwrap_or(Value::Null),
+                    vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
                 );
                 TurnStart::Reply(question)
             }

@@ -74,19 +74,23 @@ fn batch_job(row: &PgRow) -> Result<BatchJob, StoreError> {
 /// `v` sealed ([`super::seal`]), kept in its JSONB column as a JSON string: every JSON column but the
 /// intents' holds what people said or what was done for them.
 fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
-    Ok(Json(Value::String(super::seal::seal(&serde_json::to_string(v)?))))
+    Ok(Json(Value::String(super::seal::seal(
+        &vt_actions::json::to_text(v)?,
+    ))))
 }
 
 /// `v` as JSON, in clear: the router's intents (data, not anyone's).
 fn plain<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
-    Ok(Json(serde_json::to_value(v)?))
+    Ok(Json(vt_actions::json::to_value(v)?))
 }
 
 /// A JSONB value as written: sealed (a string), or clear from before sealing.
 fn opened<T: DeserializeOwned>(v: Value) -> Result<T, StoreError> {
     match v {
-        Value::String(s) if super::seal::is_sealed(&s) => Ok(serde_json::from_str(&super::seal::open(&s)?)?),
-        v => Ok(serde_json::from_value(v)?),
+        Value::String(s) if super::seal::is_sealed(&s) => {
+            Ok(vt_actions::json::from_text(&super::seal::open(&s)?)?)
+        }
+        v => Ok(vt_actions::json::from_value(v)?),
     }
 }
 
@@ -1405,7 +1409,7 @@ impl Store for PgStore {
                 for (rid, v, is_string) in &rows {
                     // A JSON string holds the sealed text; any other JSON is a value from before sealing.
                     let stored = if *is_json && *is_string {
-                        serde_json::from_str::<String>(v)?
+                        vt_actions::json::from_text::<String>(v)?
                     } else {
                         v.clone()
                     };

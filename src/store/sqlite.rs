@@ -55,17 +55,17 @@ fn at(v: i64) -> DateTime<Utc> {
 /// `v` as JSON, sealed ([`super::seal`]): every JSON column but the intents' holds what people said
 /// or what was done for them.
 fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
-    Ok(super::seal::seal(&serde_json::to_string(v)?))
+    Ok(super::seal::seal(&vt_actions::json::to_text(v)?))
 }
 
 /// `v` as JSON, in clear: the router's intents (data, not anyone's).
 fn plain<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
-    Ok(serde_json::to_string(v)?)
+    Ok(vt_actions::json::to_text(v)?)
 }
 
 fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
     let text: String = row.try_get(col)?;
-    Ok(serde_json::from_str(&super::seal::open(&text)?)?)
+    Ok(vt_actions::json::from_text(&super::seal::open(&text)?)?)
 }
 
 fn batch_job(row: &SqliteRow) -> Result<BatchJob, StoreError> {
@@ -144,7 +144,7 @@ fn pool_options() -> SqlitePoolOptions {
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
-    text.map(|t| Ok(serde_json::from_str(&super::seal::open(&t)?)?))
+    text.map(|t| Ok(vt_actions::json::from_text(&super::seal::open(&t)?)?))
         .transpose()
 }
 
@@ -1505,7 +1505,7 @@ impl Store for SqliteStore {
                 break;
             }
             for (id, body) in &rows {
-                let message: ChatMessage = serde_json::from_str(&ring.open(body)?)?;
+                let message: ChatMessage = vt_actions::json::from_text(&ring.open(body)?)?;
                 sqlx::query("UPDATE messages SET search_text = ? WHERE id = ?")
                     .bind(super::search_text(&message))
                     .bind(id)

@@ -129,7 +129,7 @@ pub fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Sp
     scoped(&span, "generation");
     span.set_attribute("gen_ai.operation.name", "chat");
     span.set_attribute("gen_ai.request.model", model.to_owned());
-    span.set_attribute("langfuse.observation.input", input().to_string());
+    span.set_attribute("langfuse.observation.input", vt_actions::json::text(&input()));
     span
 }
 
@@ -141,7 +141,7 @@ pub fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOn
     span.set_attribute("gen_ai.response.model", model.to_owned());
     span.set_attribute("gen_ai.usage.input_tokens", tokens.0 as i64);
     span.set_attribute("gen_ai.usage.output_tokens", tokens.1 as i64);
-    span.set_attribute("langfuse.observation.output", output().to_string());
+    span.set_attribute("langfuse.observation.output", vt_actions::json::text(&output()));
 }
 
 /// One action or flow stage; `input` gives the JSON the action was given (or, for a stage, a pointer
@@ -159,7 +159,7 @@ pub fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
 /// The observation's output (a tool's result, the turn's replies), as JSON text.
 pub fn output(span: &Span, value: impl FnOnce() -> Value) {
     if !span.is_disabled() {
-        span.set_attribute("langfuse.observation.output", value().to_string());
+        span.set_attribute("langfuse.observation.output", vt_actions::json::text(&value()));
     }
 }
 
@@ -173,7 +173,7 @@ pub fn updates(span: &Span, name: &'static str, updates: &Map<String, Value>) {
         name,
         vec![
             KeyValue::new("keys", keys.join(",")),
-            KeyValue::new("updates", Value::Object(updates.clone()).to_string()),
+            KeyValue::new("updates", vt_actions::json::to_text(updates).unwrap_or_default()),
         ],
     );
 }
@@ -190,7 +190,7 @@ pub fn failed(span: &Span, message: &str) {
 
 /// A plain text as the JSON string Langfuse shows as input or output.
 fn json_text(text: &str) -> String {
-    Value::String(text.to_owned()).to_string()
+    vt_actions::json::to_text(text).unwrap_or_default()
 }
 
 /// The current span's W3C trace context (`traceparent`), for work that continues the trace later

@@ -59,10 +59,10 @@ pub fn redact(text: &str) -> String {
 
 /// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted.
 pub fn summary(request: &CompletionRequest) -> Value {
-    let messages = serde_json::to_value(&request.messages).unwrap_or(Value::Null);
+    let messages = vt_actions::json::to_value(&request.messages).unwrap_or(Value::Null);
     json!({
         "system": redact(&request.system),
-        "messages": serde_json::from_str::<Value>(&redact(&messages.to_string())).unwrap_or(Value::Null),
+        "messages": vt_actions::json::from_text::<Value>(&redact(&messages.to_string())).unwrap_or(Value::Null),
         "tools": request.tools.iter().map(|t| json!({"name": t.name, "parameters": t.parameters})).collect::<Vec<_>>(),
         "max_tokens": request.max_tokens,
     })

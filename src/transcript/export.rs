@@ -49,7 +49,7 @@ fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
                     } if text.is_none() => {
                         calls.push(ScriptedCall {
                             name: name.clone(),
-                            arguments: serde_json::from_str(arguments).ok(),
+                            arguments: vt_actions::json::from_text(arguments).ok(),
                             raw_arguments: None,
                         });
                     }
@@ -133,7 +133,7 @@ pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcri
                     .filter_map(TurnEvent::model_tool_call)
                     .map(|(name, arguments)| ExpectCall {
                         name: name.to_owned(),
-                        arguments: serde_json::from_str::<Value>(arguments).ok(),
+                        arguments: vt_actions::json::from_text::<Value>(arguments).ok(),
                         arguments_exact: None,
                         ignore: Vec::new(),
                     })

@@ -687,3 +687,36 @@ async fn run_flow_stores_the_run_and_its_stages() {
         .expect_err("invalid");
     assert!(matches!(err, ServiceError::Flow(_)));
 }
+
+/// `run-flow` parses its input once where it enters and hands values on typed: this counts the JSON
+/// conversions of one stored ten-stage run (`vt_actions::json`), from the input text to the output
+/// as the caller prints it. The simulator's own, on its server, are not the product's.
+///
+/// 109 when stages handed text on (each parsed again by the engine, re-read by the flow output) and
+/// 8 stages re-read the input from memory; 92 now: 44 of them are the store sealing what it keeps
+/// (one per column value), 30 the stages' outputs (typed → value → the model's text, value → the
+/// next stage's type). A change that adds one fails here: say why in the bound.
+#[tokio::test]
+async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
+    let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
+    let store = memory_store().await;
+    let service = ConversationService::new(Arc::new(h.engine), store.clone());
+    let input = include_str!("../../examples/recarga-saldo-baixo.json");
+    // Traced, each span adds its input and output as text: counted here untraced, as it runs by
+    // default (another test may have installed a global subscriber).
+    let _untraced = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
+    let (output, conversions) = vt_actions::json::counted(async {
+        let ran = service.run_flow(input, Default::default()).await.expect("flow");
+        vt_actions::json::to_pretty(&ran.output.for_caller()).expect("printed")
+    })
+    .await;
+    assert!(
+        output.contains("rf10_enviar_notificacao_recarga"),
+        "all ten stages ran"
+    );
+    eprintln!("run-flow JSON conversions: {conversions}");
+    assert!(
+        conversions <= 92,
+        "{conversions} conversions (92 before this change)"
+    );
+}

@@ -1,11 +1,11 @@
 //! The ten stages of the VT flow (PRD §6, RF1..RF10), one file each. Every stage is a pure rule
 //! function (unit-tested rule by rule) plus a thin [`Action`](crate::Action) that the engine runs as a
 //! deterministic skill: it receives the previous stage's output as its arguments and answers with its
-//! own output as the instruction (JSON text), which is all the next stage sees.
+//! own output as a value ([`ResponseToAgent::with_output`]), which is all the next stage sees.
 //!
-//! The flow input the later stages need travels in conversation memory under [`MEMORY_ENTRADA`],
-//! written by RF1 after parsing (so unknown fields are already gone); RF3's normalised balance travels
-//! under [`MEMORY_SALDO`] for RF5's summary and RF8's `saldo_anterior`.
+//! The flow input is parsed once where it enters and travels typed with the turn ([`entrada`]); RF3's
+//! normalised balance travels in memory under [`MEMORY_SALDO`] for RF5's summary and RF8's
+//! `saldo_anterior`.
 #![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
 mod notificacao;
@@ -25,6 +25,7 @@ pub use notificacao::{DecisaoNotificacao, EnvioNotificacao, NotificacaoPayload};
 use crate::vt::timezone::Timezone;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::action::{ActionError, ActionRegistry, DuplicateAction};
 use crate::context::ActionContext;
@@ -45,7 +46,6 @@ pub const STAGES: [&str; 10] = [
     "rf10_enviar_notificacao_recarga",
 ];
 
-pub const MEMORY_ENTRADA: &str = "entrada";
 pub const MEMORY_SALDO: &str = "saldo";
 
 /// Registers the ten stage actions.
@@ -63,26 +63,26 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     Ok(())
 }
 
-/// The flow input RF1 stored in memory.
-pub(crate) fn entrada(ctx: &ActionContext) -> Result<FlowInput, ActionError> {
-    let value = ctx.memory.get(MEMORY_ENTRADA).ok_or_else(|| {
+/// The flow input, parsed and checked once where it entered: the flow's turn carries it typed
+/// (`TurnInput::with_data` in the engine), and every stage reads it here.
+pub(crate) fn entrada(ctx: &ActionContext) -> Result<&FlowInput, ActionError> {
+    ctx.get::<FlowInput>().ok_or_else(|| {
         ActionError::failed(
             "entrada do fluxo ausente",
-            "memory has no flow input: RF1 must run first",
+            "the turn carries no flow input: a flow runs through the service or flow::run_flow",
         )
-    })?;
-    FlowInput::from_value(value).map_err(|e| ActionError::failed("entrada do fluxo inválida", e.to_string()))
+    })
 }
 
-/// A stage's output as the JSON text handed to the next stage.
-pub(crate) fn json_text<T: Serialize>(out: &T) -> Result<String, ActionError> {
-    serde_json::to_string(out)
+/// A stage's output as the value handed to the next stage.
+pub(crate) fn saida<T: Serialize>(out: &T) -> Result<Value, ActionError> {
+    crate::json::to_value(out)
         .map_err(|e| ActionError::failed("falha ao serializar a saída da etapa", e.to_string()))
 }
 
-/// Hands `out` to the next stage (the skill's `next`).
+/// Hands `out` to the next stage (the skill's `next`), as a value.
 pub(crate) fn pass<T: Serialize>(out: &T) -> Result<ResponseToAgent, ActionError> {
-    Ok(ResponseToAgent::new(json_text(out)?))
+    Ok(ResponseToAgent::new(String::new()).with_output(saida(out)?))
 }
 
 /// ISO 8601 with the policy timezone's offset, to the second.

@@ -108,7 +108,7 @@ pub(super) async fn enviar(
             );
         }
     };
-    let body = match serde_json::to_value(payload) {
+    let body = match crate::json::to_value(payload) {
         Ok(b) => b,
         Err(e) => return EnvioNotificacao::not_sent(format!("payload_invalido: {e}")),
     };

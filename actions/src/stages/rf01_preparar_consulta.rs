@@ -83,9 +83,13 @@ pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPaylo
 
 pub struct Rf01;
 
+/// RF1 takes nothing from its arguments: the flow input comes typed with the turn ([`super::entrada`]).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SemArgumentos {}
+
 #[async_trait]
 impl Action for Rf01 {
-    type Args = FlowInput;
+    type Args = SemArgumentos;
 
     fn name(&self) -> &'static str {
         "rf01_preparar_consulta"
@@ -95,13 +99,9 @@ impl Action for Rf01 {
         "RF1: prepara o payload padronizado de consulta de saldo a partir do cartão e das políticas."
     }
 
-    async fn call(&self, ctx: &ActionContext, input: FlowInput) -> Result<ActionResponse, ActionError> {
-        let out = preparar_consulta(&input, ctx.now);
-        let entrada = serde_json::to_value(&input)
-            .map_err(|e| ActionError::failed("entrada do fluxo inválida", e.to_string()))?;
-        Ok(super::pass(&out)?
-            .with_memory(super::MEMORY_ENTRADA, entrada)
-            .into())
+    async fn call(&self, ctx: &ActionContext, _: SemArgumentos) -> Result<ActionResponse, ActionError> {
+        let out = preparar_consulta(super::entrada(ctx)?, ctx.now);
+        Ok(super::pass(&out)?.into())
     }
 }
 
@@ -203,7 +203,7 @@ mod tests {
             &input(r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana"}"#),
             Utc::now(),
         );
-        let text = serde_json::to_string(&out).expect("json");
+        let text = crate::json::to_text(&out).expect("json");
         assert!(!text.contains("123.456.789-00") && !text.contains("Ana"));
     }
 }

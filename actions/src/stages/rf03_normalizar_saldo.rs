@@ -171,9 +171,9 @@ impl Action for Rf03 {
 
     async fn call(&self, ctx: &ActionContext, resp: HttpResult) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let out = normalizar_saldo(&resp, &input, ctx.now);
+        let out = normalizar_saldo(&resp, input, ctx.now);
         let memory =
-            serde_json::to_value(&out).map_err(|e| ActionError::failed("saída inválida", e.to_string()))?;
+            crate::json::to_value(&out).map_err(|e| ActionError::failed("saída inválida", e.to_string()))?;
         Ok(super::pass(&out)?.with_memory(super::MEMORY_SALDO, memory).into())
     }
 }
@@ -217,7 +217,7 @@ mod tests {
         assert_eq!(out.status_consulta, "sucesso");
         assert!(!out.saldo_baixo);
         assert!(out.observacoes.is_empty());
-        let text = serde_json::to_value(&out).expect("json");
+        let text = crate::json::to_value(&out).expect("json");
         assert_eq!(text["saldo"], json!(50.0));
         assert_eq!(text["limite_saldo_baixo"], json!(20.0));
     }

@@ -71,7 +71,7 @@ impl Action for Rf04 {
         saldo: SaldoNormalizado,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        Ok(super::pass(&decidir_notificacao(&saldo, &input))?.into())
+        Ok(super::pass(&decidir_notificacao(&saldo, input))?.into())
     }
 }
 
@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn nothing_to_send_has_the_spec_shape() {
         let d = decidir_notificacao(&saldo(Some(dec!(50)), "sucesso", false), &input(""));
-        let v = serde_json::to_value(&d).expect("json");
+        let v = crate::json::to_value(&d).expect("json");
         assert_eq!(
             v,
             json!({"enviar_notificacao": false, "payload": null, "motivo": "saldo_acima_do_limite"})

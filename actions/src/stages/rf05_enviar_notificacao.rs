@@ -2,7 +2,6 @@
 //! recharge was requested, ends the run with a summary for the user.
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 use super::notificacao::{DecisaoNotificacao, EnvioNotificacao, enviar};
 use super::rf03_normalizar_saldo::SaldoNormalizado;
@@ -93,9 +92,10 @@ impl Action for Rf05 {
         let saldo: Option<SaldoNormalizado> = ctx
             .memory
             .get(super::MEMORY_SALDO)
-            .cloned()
-            .and_then(|v: Value| serde_json::from_value(v).ok());
-        Ok(ResponseToUser::new(resumo(saldo.as_ref(), &out), super::json_text(&out)?).into())
+            .and_then(|v| crate::json::from_ref(v).ok());
+        Ok(ResponseToUser::new(resumo(saldo.as_ref(), &out), String::new())
+            .with_output(super::saida(&out)?)
+            .into())
     }
 }
 

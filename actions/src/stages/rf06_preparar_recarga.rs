@@ -214,7 +214,7 @@ impl Action for Rf06 {
         _rf05: super::EnvioNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let payload = preparar_com_registro(&input, ctx.get::<SharedJournal>()).await?;
+        let payload = preparar_com_registro(input, ctx.get::<SharedJournal>()).await?;
         Ok(super::pass(&payload)?.into())
     }
 }

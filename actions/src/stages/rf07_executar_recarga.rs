@@ -98,7 +98,7 @@ impl Action for Rf07 {
             && sendable
         {
             let input = super::entrada(ctx)?;
-            let attempt = tentativa(&payload, &input, &ctx.conversation_id, &ctx.turn_id);
+            let attempt = tentativa(&payload, input, &ctx.conversation_id, &ctx.turn_id);
             let recorded = match &attempt {
                 Some(a) => journal.begin(a).await.map_err(|e| e.to_string()),
                 None => Err("payload without card, value or currency".to_owned()),

@@ -189,10 +189,10 @@ impl Action for Rf08 {
             .memory
             .get(super::MEMORY_SALDO)
             .cloned()
-            .and_then(|v| serde_json::from_value::<SaldoNormalizado>(v).ok())
+            .and_then(|v| crate::json::from_value::<SaldoNormalizado>(v).ok())
             .filter(SaldoNormalizado::sucesso)
             .and_then(|s| s.saldo);
-        let mut out = conciliar(&resp, &input, anterior, ctx.now);
+        let mut out = conciliar(&resp, input, anterior, ctx.now);
         let chave = ctx.memory.get(MEMORY_CHAVE).and_then(Value::as_str);
         if let (Some(journal), Some(chave)) = (ctx.get::<SharedJournal>(), chave) {
             let status = RecargaStatus::parse(&out.status_recarga).unwrap_or(RecargaStatus::Erro);

@@ -56,7 +56,7 @@ impl Action for Rf09 {
 
     async fn call(&self, ctx: &ActionContext, c: Conciliacao) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        Ok(super::pass(&preparar_notificacao_recarga(&c, &input))?.into())
+        Ok(super::pass(&preparar_notificacao_recarga(&c, input))?.into())
     }
 }
 

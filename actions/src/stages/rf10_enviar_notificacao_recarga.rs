@@ -64,8 +64,8 @@ impl Action for Rf10 {
         if !out.enviado {
             message.push_str(" (Não consegui enviar a notificação da recarga agora.)");
         }
-        let instruction = super::json_text(&out)?;
-        Ok(ResponseToUser::new(message.trim().to_owned(), instruction)
+        Ok(ResponseToUser::new(message.trim().to_owned(), String::new())
+            .with_output(super::saida(&out)?)
             .with_metadata("enviado", Value::Bool(out.enviado))
             .into())
     }

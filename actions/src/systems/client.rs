@@ -269,7 +269,7 @@ impl VtSystems {
     ) -> HttpResult {
         let path = url.path().to_owned();
         let timeout = self.timeout(timeout_ms);
-        let body = match body.map(serde_json::to_vec).transpose() {
+        let body = match body.map(crate::json::to_bytes).transpose() {
             Ok(b) => b.map(axum::body::Bytes::from),
             Err(e) => return HttpResult::not_sent("validacao", None, format!("corpo inválido: {e}")),
         };
@@ -403,7 +403,7 @@ async fn in_process(
 fn read_body(body: Result<axum::body::Bytes, Failure>) -> Result<Option<Value>, Failure> {
     match body {
         Ok(bytes) if bytes.is_empty() => Ok(None),
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        Ok(bytes) => Ok(Some(crate::json::from_bytes(&bytes).unwrap_or_else(|_| {
             Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
         }))),
         Err(Failure::Timeout) => Err(Failure::Timeout),

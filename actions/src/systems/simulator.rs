@@ -244,7 +244,7 @@ impl Simulator {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let fixture: Fixture = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let fixture: Fixture = crate::json::from_text(&text).map_err(|e| err(e.to_string()))?;
         let mut cards = if fixture.replace {
             HashMap::new()
         } else {

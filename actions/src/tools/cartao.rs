@@ -227,7 +227,7 @@ mod tests {
         let mut memory = Map::new();
         remember_written(&mut memory, "o 1234 5678-90");
         memory.insert(
-            crate::stages::MEMORY_ENTRADA.into(),
+            "entrada".into(),
             json!({"cartao": "2222 2222-22", "idempotency": "12345678-1234-1234"}),
         );
         memory.insert("chave".into(), json!("99999999-9999"));

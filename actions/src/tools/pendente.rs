@@ -34,7 +34,7 @@ impl RecargaPendente {
         ctx.state
             .get(STATE_PENDENTE)
             .cloned()
-            .and_then(|v| serde_json::from_value(v).ok())
+            .and_then(|v| crate::json::from_value(v).ok())
     }
 
     /// The id of the recharge waiting in a conversation's `state`, if one is.
@@ -47,7 +47,7 @@ impl RecargaPendente {
     }
 
     pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+        crate::json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// The request key RF6 derives the idempotency key from: this confirmation's id.

@@ -25,7 +25,7 @@ impl FlowResult {
         self.etapas
             .iter()
             .find(|(e, _)| e == id)
-            .and_then(|(_, v)| serde_json::from_value(v.clone()).ok())
+            .and_then(|(_, v)| crate::json::from_value(v.clone()).ok())
     }
 }
 

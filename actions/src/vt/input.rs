@@ -233,7 +233,7 @@ impl FlowInput {
         if chars > MAX_INPUT_CHARS {
             return Err(InputError::TooLong(chars));
         }
-        serde_json::from_str(text).map_err(|e| InputError::NotJson(e.to_string()))
+        crate::json::from_text(text).map_err(|e| InputError::NotJson(e.to_string()))
     }
 
     /// Reads a flow input from JSON already parsed (borrowed: every stage reads it from memory).
@@ -241,6 +241,7 @@ impl FlowInput {
         if !value.is_object() {
             return Err(InputError::NotObject(json_kind(value)));
         }
+        crate::json::counted_here();
         let input: FlowInput = serde_path_to_error::deserialize(value).map_err(|e| InputError::Field {
             path: e.path().to_string(),
             message: serde_message(&e.inner().to_string()),
@@ -253,18 +254,35 @@ impl FlowInput {
                 message: message.into(),
             })?;
         if let Some(key) = input.recarga.as_ref().and_then(|r| r.idempotency_key.as_deref()) {
-            let len = key.chars().count();
-            if len == 0 || len > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {
-                return Err(InputError::Field {
-                    path: "recarga.idempotency_key".into(),
-                    message: format!(
-                        "deve ter de 1 a {MAX_IDEMPOTENCY_KEY_CHARS} caracteres, sem caracteres de controle"
-                    ),
-                });
-            }
+            check_idempotency_key(key)?;
         }
         Ok(input)
     }
+
+    /// The recharge's idempotency key set to the request's `key` (an HTTP `Idempotency-Key`), unless
+    /// the input names its own; checked as a key in the input is.
+    pub fn with_request_key(mut self, key: &str) -> Result<Self, InputError> {
+        if let Some(recarga) = self.recarga.as_mut()
+            && recarga.idempotency_key.is_none()
+        {
+            check_idempotency_key(key)?;
+            recarga.idempotency_key = Some(key.to_owned());
+        }
+        Ok(self)
+    }
+}
+
+fn check_idempotency_key(key: &str) -> Result<(), InputError> {
+    let len = key.chars().count();
+    if len == 0 || len > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {
+        return Err(InputError::Field {
+            path: "recarga.idempotency_key".into(),
+            message: format!(
+                "deve ter de 1 a {MAX_IDEMPOTENCY_KEY_CHARS} caracteres, sem caracteres de controle"
+            ),
+        });
+    }
+    Ok(())
 }
 
 impl Politicas {
@@ -400,7 +418,7 @@ mod tests {
             r#"{"cartao": "1234567890", "cpf": "123.456.789-00", "nome": "Ana", "email": "a@b.c"}"#,
         )
         .expect("valid");
-        let back = serde_json::to_string(&input).expect("json");
+        let back = crate::json::to_text(&input).expect("json");
         assert!(
             !back.contains("123.456.789-00") && !back.contains("Ana") && !back.contains("a@b.c"),
             "{back}"

@@ -196,7 +196,7 @@ mod tests {
     fn the_value_is_never_written_out() {
         let token = PaymentToken::new("tok-secret-9");
         let shown = [
-            serde_json::to_string(&token).expect("json"),
+            crate::json::to_text(&token).expect("json"),
             format!("{token}"),
             format!("{token:?}"),
         ];
@@ -223,7 +223,7 @@ mod tests {
         let token = PaymentToken::new("tok-vivo-123");
         let mut body = serde_json::json!({"meio_pagamento": {"tipo": "pix", "token": token}});
         let read: PaymentToken =
-            serde_json::from_value(body["meio_pagamento"]["token"].clone()).expect("read back");
+            crate::json::from_value(body["meio_pagamento"]["token"].clone()).expect("read back");
         assert_eq!(read, token, "read back between stages, the value is found");
         PaymentToken::reveal_in(&mut body).expect("alive");
         assert_eq!(body["meio_pagamento"]["token"], "tok-vivo-123");

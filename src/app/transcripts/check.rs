@@ -78,7 +78,8 @@ fn model_calls(events: &[TurnEvent]) -> Vec<(String, Value)> {
         .iter()
         .filter_map(TurnEvent::model_tool_call)
         .map(|(name, arguments)| {
-            let parsed = serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()));
+            let parsed =
+                vt_actions::json::from_text(arguments).unwrap_or(Value::String(arguments.to_owned()));
             (name.to_owned(), parsed)
         })
         .collect()

@@ -138,13 +138,13 @@ fn overridden<T: Serialize + serde::de::DeserializeOwned>(
     base: &T,
     overrides: &Map<String, Value>,
 ) -> Result<T, String> {
-    let mut v = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let mut v = vt_actions::json::to_value(base).map_err(|e| e.to_string())?;
     if let Some(obj) = v.as_object_mut() {
         for (k, val) in overrides {
             obj.insert(k.clone(), val.clone());
         }
     }
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    vt_actions::json::from_value(v).map_err(|e| e.to_string())
 }
 
 fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {

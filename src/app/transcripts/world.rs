@@ -189,7 +189,7 @@ impl World {
         let pending_before: Option<RecargaPendente> = before
             .as_ref()
             .and_then(|c| c.state.get(STATE_PENDENTE).cloned())
-            .and_then(|v| serde_json::from_value(v).ok());
+            .and_then(|v| vt_actions::json::from_value(v).ok());
         let ledger_before = self.sim.ledger().len();
         let started = Instant::now();
         let msg = Inbound {
@@ -235,7 +235,7 @@ async fn simulator(setup: &Setup, clock: &ManualClock) -> Result<(Simulator, Run
         magic_cards()
     };
     for (card, behaviour) in &setup.simulator.cards {
-        let b: CardBehavior = serde_json::from_value(behaviour.clone())
+        let b: CardBehavior = vt_actions::json::from_value(behaviour.clone())
             .map_err(|e| setup_error(&format!("simulator card {card}"), e))?;
         cards.insert(card.clone(), b);
     }

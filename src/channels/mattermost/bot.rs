@@ -181,7 +181,7 @@ impl Bot {
                 Message::Close(_) => break,
                 _ => continue,
             };
-            let Ok(event) = serde_json::from_str::<Event>(&text) else {
+            let Ok(event) = vt_actions::json::from_text::<Event>(&text) else {
                 continue;
             };
             if let Some(seq) = event.seq {
@@ -202,7 +202,7 @@ impl Bot {
     async fn posted(&self, me: &str, data: &Value) {
         let Some(post) = data["post"]
             .as_str()
-            .and_then(|p| serde_json::from_str::<Post>(p).ok())
+            .and_then(|p| vt_actions::json::from_text::<Post>(p).ok())
         else {
             return;
         };
@@ -212,7 +212,7 @@ impl Bot {
         let direct = data["channel_type"].as_str() == Some("D");
         let mentioned = data["mentions"]
             .as_str()
-            .and_then(|m| serde_json::from_str::<Vec<String>>(m).ok())
+            .and_then(|m| vt_actions::json::from_text::<Vec<String>>(m).ok())
             .is_some_and(|m| m.iter().any(|u| u == me));
         if !direct && !mentioned {
             return;
@@ -346,7 +346,7 @@ impl ChannelSender for PostSender {
             .map(Duration::from_secs);
         let text = r.text().await.unwrap_or_default();
         match status {
-            200..=299 => Ok(serde_json::from_str::<Value>(&text)
+            200..=299 => Ok(vt_actions::json::from_text::<Value>(&text)
                 .ok()
                 .and_then(|v| v["id"].as_str().map(str::to_owned))),
             429 => Err(SendError::Retry {

@@ -64,7 +64,7 @@ impl Sender {
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if (200..300).contains(&status) {
-            let sent: Option<wire::Sent> = serde_json::from_str(&text).ok();
+            let sent: Option<wire::Sent> = vt_actions::json::from_text(&text).ok();
             return Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id));
         }
         Err(classify(status, &text))
@@ -73,7 +73,7 @@ impl Sender {
 
 /// By `error.code` first (a rate limit comes as HTTP 400), then by status.
 fn classify(status: u16, body: &str) -> SendError {
-    let error = serde_json::from_str::<wire::ErrorEnvelope>(body)
+    let error = vt_actions::json::from_text::<wire::ErrorEnvelope>(body)
         .ok()
         .map(|e| e.error);
     let what = match &error {

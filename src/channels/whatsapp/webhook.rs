@@ -130,7 +130,7 @@ fn verified(
         tracing::warn!("whatsapp webhook with a missing or wrong signature refused");
         return Err(StatusCode::UNAUTHORIZED);
     }
-    serde_json::from_slice(body).map_err(|e| {
+    vt_actions::json::from_bytes(body).map_err(|e| {
         tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
         StatusCode::BAD_REQUEST
     })

@@ -10,54 +10,97 @@ use vt_actions::{
 };
 
 use super::{STEP_FAILED_REPLY, Step, Turn, locked, shared_maps};
-use crate::engine::conversation::{Handoff, Reply, TurnEvent};
+use crate::engine::conversation::{Handoff, Reply, StageOutput, TurnEvent};
 use crate::engine::skills::SkillDef;
 use crate::llm::{ChatMessage, ToolCall};
 use crate::telemetry::spans;
+
+/// A call's arguments: the model's text, parsed at dispatch, or a value code already has (the
+/// router's choice, the previous deterministic skill's output).
+pub(super) enum Arguments<'a> {
+    Text(&'a str),
+    Value(Value),
+}
+
+impl Arguments<'_> {
+    fn parse(self) -> Result<Value, ActionError> {
+        match self {
+            Self::Value(v) => Ok(v),
+            Self::Text(raw) if raw.trim().is_empty() => Ok(Value::Object(Map::new())),
+            Self::Text(raw) => vt_actions::json::from_text(raw).map_err(|e| {
+                ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})"))
+            }),
+        }
+    }
+}
+
+/// After one call of a batch: on to the next, or the batch (and the step) ends here.
+pub(super) enum AfterCall {
+    Next,
+    Ends(Step),
+}
 
 impl Turn<'_> {
     /// Runs the tool calls of one completion in order. A `ResponseToUser` or a skill switch ends the
     /// batch: later calls are answered as skipped, never run.
     pub(super) async fn tool_batch(&mut self, skill: &SkillDef, calls: &[ToolCall]) -> Step {
         for (i, call) in calls.iter().enumerate() {
-            self.events.push(TurnEvent::ToolCall {
-                call_id: call.id.clone(),
-                skill: skill.name.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                deterministic: false,
-            });
-            match self.dispatch_traced(skill, call, None).await {
-                Err(e) => self.tool_error(call, &e),
-                Ok(ActionResponse::ToUser(r)) => {
-                    let reply = self.answer_user(call, r);
-                    self.skip(&calls[i + 1..]);
-                    // The assistant message comes after every tool result of the batch.
-                    self.send(reply);
-                    return Step::Done;
-                }
-                Ok(ActionResponse::ToAgent(r)) => {
-                    let redirect = r.redirect().cloned();
-                    let instruction = r.instruction.clone();
-                    self.answer_agent(call, r);
-                    if let Some(target) = redirect {
-                        match self.switch_skill(&target.skill_name, &target.reason, instruction) {
-                            Ok(()) => {
-                                self.skip(&calls[i + 1..]);
-                                return Step::Continue;
-                            }
-                            // The model has the instruction; it may still answer the user itself.
-                            Err(e) => self.events.push(TurnEvent::Error { message: e }),
-                        }
-                    }
-                }
+            let args = Arguments::Text(&call.arguments);
+            if let AfterCall::Ends(step) = self.tool_call(skill, call, args).await {
+                self.close_batch(&calls[i + 1..]);
+                return step;
             }
         }
         Step::Continue
     }
 
-    /// Runs a deterministic skill's one action with the previous skill's response (or, on the entry
-    /// skill, the user's message) as its JSON arguments. No model is called.
+    /// Ends a batch early: the calls left are answered as skipped, then the reply a tool gave is sent
+    /// (the assistant message comes after every tool result of the batch).
+    pub(super) fn close_batch(&mut self, rest: &[ToolCall]) {
+        self.skip(rest);
+        if let Some(reply) = self.held_reply.take() {
+            self.send(reply);
+        }
+    }
+
+    /// Runs one tool call of the active (model) skill and applies its response.
+    pub(super) async fn tool_call(
+        &mut self,
+        skill: &SkillDef,
+        call: &ToolCall,
+        args: Arguments<'_>,
+    ) -> AfterCall {
+        self.events.push(TurnEvent::ToolCall {
+            call_id: call.id.clone(),
+            skill: skill.name.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            deterministic: false,
+        });
+        match self.dispatch_traced(skill, call, None, args).await {
+            Err(e) => self.tool_error(call, &e),
+            Ok(ActionResponse::ToUser(r)) => {
+                self.held_reply = Some(self.answer_user(call, r));
+                return AfterCall::Ends(Step::Done);
+            }
+            Ok(ActionResponse::ToAgent(r)) => {
+                let redirect = r.redirect().cloned();
+                let instruction = r.instruction.clone();
+                self.answer_agent(call, r);
+                if let Some(target) = redirect {
+                    match self.switch_skill(&target.skill_name, &target.reason, instruction) {
+                        Ok(()) => return AfterCall::Ends(Step::Continue),
+                        // The model has the instruction; it may still answer the user itself.
+                        Err(e) => self.events.push(TurnEvent::Error { message: e }),
+                    }
+                }
+            }
+        }
+        AfterCall::Next
+    }
+
+    /// Runs a deterministic skill's one action with the previous skill's output (or, on the entry
+    /// skill, the user's message) as its arguments. No model is called.
     pub(super) async fn deterministic_step(&mut self, skill: &SkillDef) -> Step {
         let Some(call) = self.deterministic_call(skill) else {
             self.fail(
@@ -69,20 +112,42 @@ impl Turn<'_> {
         // A stage's input is the previous stage's output, already on that stage's span: said by
         // reference, the trace carries each stage's JSON once (half the bytes of a flow's trace).
         let from = self.conv.handoff.as_ref().map(|h| h.from_skill.clone());
-        match self.dispatch_traced(skill, &call, from).await {
+        let args = match self.handed_on.take() {
+            Some(value) => Arguments::Value(value),
+            None => Arguments::Text(&call.arguments),
+        };
+        match self.dispatch_traced(skill, &call, from, args).await {
             Err(e) => {
                 self.tool_error(&call, &e);
+                self.stage_output(skill, None, &format!("erro: {}", e.model_message()));
                 let error = format!("etapa {} falhou: {}", skill.name, e.operator_message());
                 self.fail(STEP_FAILED_REPLY, error);
                 Step::Done
             }
-            Ok(ActionResponse::ToUser(r)) => {
+            Ok(ActionResponse::ToUser(mut r)) => {
+                self.stage_output(skill, r.output.take(), &r.instruction);
                 let reply = self.answer_user(&call, r);
                 self.send(reply);
                 Step::Done
             }
-            Ok(ActionResponse::ToAgent(r)) => self.next_stage(skill, &call, r),
+            Ok(ActionResponse::ToAgent(mut r)) => {
+                let output = self.stage_output(skill, r.output.take(), &r.instruction);
+                self.next_stage(skill, &call, r, output)
+            }
         }
+    }
+
+    /// Keeps a deterministic skill's answer with the turn's outcome and returns it: its value, or its
+    /// text read as JSON (a string when it is not JSON).
+    fn stage_output(&mut self, skill: &SkillDef, output: Option<Value>, text: &str) -> Value {
+        let output = output.unwrap_or_else(|| {
+            vt_actions::json::from_text(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+        });
+        self.stages.push(StageOutput {
+            skill: skill.name.clone(),
+            output: output.clone(),
+        });
+        output
     }
 
     /// The call of a deterministic skill's action, on record in the turn (`None`: it has none).
@@ -112,8 +177,9 @@ impl Turn<'_> {
         Some(call)
     }
 
-    /// After a deterministic skill answered the agent: on to the skill it names, or to its `next`.
-    fn next_stage(&mut self, skill: &SkillDef, call: &ToolCall, r: ResponseToAgent) -> Step {
+    /// After a deterministic skill answered the agent: on to the skill it names, or to its `next`,
+    /// which gets `output` as its arguments.
+    fn next_stage(&mut self, skill: &SkillDef, call: &ToolCall, r: ResponseToAgent, output: Value) -> Step {
         let target = r
             .redirect()
             .map(|t| (t.skill_name.clone(), t.reason.clone()))
@@ -132,7 +198,10 @@ impl Turn<'_> {
             return Step::Done;
         };
         match self.switch_skill(&to, &reason, instruction) {
-            Ok(()) => Step::Continue,
+            Ok(()) => {
+                self.handed_on = Some(output);
+                Step::Continue
+            }
             Err(e) => {
                 self.fail(STEP_FAILED_REPLY, e);
                 Step::Done
@@ -147,13 +216,14 @@ impl Turn<'_> {
         skill: &SkillDef,
         call: &ToolCall,
         output_of: Option<String>,
+        args: Arguments<'_>,
     ) -> Result<ActionResponse, ActionError> {
         let span = spans::tool(&call.name, || match output_of {
-            Some(stage) => serde_json::json!({"saida_de": stage}).to_string(),
+            Some(stage) => vt_actions::json::text(&serde_json::json!({"saida_de": stage})),
             None => call.arguments.clone(),
         });
         let result = self
-            .dispatch(skill, &call.name, &call.arguments)
+            .dispatch(skill, &call.name, args)
             .instrument(span.clone())
             .await;
         match &result {
@@ -177,7 +247,7 @@ impl Turn<'_> {
         &self,
         skill: &SkillDef,
         name: &str,
-        raw_args: &str,
+        args: Arguments<'_>,
     ) -> Result<ActionResponse, ActionError> {
         // Only the active skill's actions exist for the model, whatever else is registered.
         let action = skill
@@ -195,13 +265,7 @@ impl Turn<'_> {
                     format!("unknown tool {name:?} in skill {:?}", skill.name),
                 )
             })?;
-        let args: Value = if raw_args.trim().is_empty() {
-            Value::Object(Map::new())
-        } else {
-            serde_json::from_str(raw_args).map_err(|e| {
-                ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})"))
-            })?
-        };
+        let args = args.parse()?;
         let ctx = self.action_context(skill);
         self.engine.invoke(action, &ctx, name, args).await
     }
@@ -210,9 +274,10 @@ impl Turn<'_> {
         let maps = locked(&self.maps)
             .get_or_insert_with(|| shared_maps(self.conv))
             .clone();
-        let mut ctx =
-            self.engine
-                .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id, Some(maps));
+        let mut ctx = self
+            .engine
+            .action_context(self.conv, &skill.name, &self.user_text, &self.turn_id, Some(maps))
+            .with_more(&self.data);
         ctx.message_id.clone_from(&self.message_id);
         ctx
     }

@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::{Map, Value};
+use vt_actions::context::Extensions;
 use vt_actions::vt::card::mask_cards_in;
 use vt_actions::{ActionContext, ActionError, ActionResponse};
 
 use super::conversation::{
-    Conversation, ExecutionRecord, ExecutionStatus, ModelCallRecord, Reply, TurnEvent, TurnOutcome,
+    Conversation, ExecutionRecord, ExecutionStatus, ModelCallRecord, Reply, StageOutput, TurnEvent,
+    TurnOutcome,
 };
 use super::retry::{RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
@@ -22,7 +24,7 @@ use crate::telemetry::spans;
 use tracing::Instrument as _;
 
 mod dispatch;
-use dispatch::panic_message;
+use dispatch::{AfterCall, Arguments, panic_message};
 mod request;
 
 /// Told to the user when the model stays down after every retry.
@@ -205,7 +207,7 @@ impl Engine {
 }
 
 /// What a turn runs on: the user's text and how the turn begins, with the ids the caller already has.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TurnInput<'a> {
     pub text: &'a str,
     pub start: TurnStart,
@@ -216,6 +218,9 @@ pub struct TurnInput<'a> {
     pub message_id: Option<String>,
     /// The conversation's compressed context, shown to the model in place of the older history.
     pub context: Option<CompressedContext>,
+    /// Typed values the caller parsed already, which the turn's actions read by type (a flow's input:
+    /// parsed once where it entered, never re-read from text).
+    pub data: Extensions,
 }
 
 /// A conversation's compressed context: a summary and the turns' facts.
@@ -248,7 +253,14 @@ impl<'a> TurnInput<'a> {
             execucao_id: None,
             message_id: None,
             context: None,
+            data: Extensions::default(),
         }
+    }
+
+    /// With `value` for the turn's actions to read by type ([`Self::data`]).
+    pub fn with_data<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        self.data.insert(value);
+        self
     }
 
     /// With the conversation's compressed context.
@@ -332,6 +344,14 @@ struct Turn<'a> {
     stop_after: Option<String>,
     /// Shown to the model after the skill's prompt ([`TurnInput::context`]).
     context: Option<CompressedContext>,
+    /// What the turn's actions read by type ([`TurnInput::data`]).
+    data: Extensions,
+    /// The last deterministic skill's output, the next one's arguments: handed on as a value.
+    handed_on: Option<Value>,
+    /// The deterministic skills' outputs, in the order they ran ([`TurnOutcome::stages`]).
+    stages: Vec<StageOutput>,
+    /// A tool's reply to the user, sent once the rest of its batch is answered as skipped.
+    held_reply: Option<Reply>,
 }
 
 impl<'a> Turn<'a> {
@@ -359,6 +379,10 @@ impl<'a> Turn<'a> {
             maps: std::sync::Mutex::default(),
             stop_after: None,
             context: input.context.clone(),
+            data: input.data.clone(),
+            handed_on: None,
+            stages: Vec::new(),
+            held_reply: None,
         }
     }
 
@@ -390,6 +414,7 @@ impl<'a> Turn<'a> {
             replies: self.replies,
             events: self.events,
             messages: self.messages,
+            stages: self.stages,
         }
     }
 
@@ -447,13 +472,20 @@ impl<'a> Turn<'a> {
                 let call = ToolCall {
                     id: self.engine.ids.next("route"),
                     name,
-                    arguments: arguments.to_string(),
+                    arguments: vt_actions::json::text(&arguments),
                 };
                 self.push(ChatMessage::Assistant {
                     content: None,
                     tool_calls: vec![call.clone()],
                 });
-                self.tool_batch(skill, &[call]).await
+                // The router's arguments go to the action as they are; the text is the record.
+                match self.tool_call(skill, &call, Arguments::Value(arguments)).await {
+                    AfterCall::Next => Step::Continue,
+                    AfterCall::Ends(step) => {
+                        self.close_batch(&[]);
+                        step
+                    }
+                }
             }
         }
     }

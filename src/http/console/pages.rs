@@ -718,7 +718,7 @@ fn batch_view(job: &crate::store::BatchJob, counts: &[(String, i64)]) -> Value {
 
 /// The policy a run used, in one line (the same default reaches every way in, so it says which).
 fn policy_line(input: &Json) -> Option<String> {
-    let p: vt_actions::vt::Politicas = serde_json::from_value(input.get("politicas")?.clone()).ok()?;
+    let p: vt_actions::vt::Politicas = vt_actions::json::from_value(input.get("politicas")?.clone()).ok()?;
     let money = |v| vt_actions::vt::format_money(&p.moeda_padrao, v, vt_actions::vt::Idioma::PtBr);
     Some(format!(
         "recarga de {} a {}; saldo baixo até {}; cartão de {} a {} dígitos; fuso {}",
@@ -732,7 +732,7 @@ fn policy_line(input: &Json) -> Option<String> {
 }
 
 fn pretty(v: &Json) -> String {
-    masked(&serde_json::to_string_pretty(v).unwrap_or_default())
+    masked(&vt_actions::json::to_pretty(v).unwrap_or_default())
 }
 
 pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {

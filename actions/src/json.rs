@@ -1,0 +1,124 @@
+//! Every JSON conversion the product makes in its own code goes through here, so that a caller can
+//! count them: values are parsed once where they enter and travel typed, and [`counted`] is how a test
+//! holds a path to that (`clippy.toml` refuses the `serde_json` functions themselves outside tests).
+//!
+//! A conversion is one walk of a value between two of its forms: text or bytes ⇄ [`Value`] ⇄ a typed
+//! value. Printing a `Value` is one ([`text`]). `json!` converts the values it interpolates without
+//! being counted (clippy cannot refuse it), so a counted path builds whole values with [`to_value`].
+
+use std::cell::Cell;
+use std::future::Future;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use serde_json::Error;
+
+tokio::task_local! {
+    static CONVERSIONS: Cell<u64>;
+}
+
+/// Runs `work` and says how many conversions it made on its own task (spawned tasks are not counted).
+pub async fn counted<F: Future>(work: F) -> (F::Output, u64) {
+    CONVERSIONS
+        .scope(Cell::new(0), async move {
+            let out = work.await;
+            (out, CONVERSIONS.with(Cell::get))
+        })
+        .await
+}
+
+fn tick() {
+    // Outside `counted` there is nothing to count: the lookup fails and costs a thread-local read.
+    let _ = CONVERSIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+/// A typed value as a [`Value`].
+pub fn to_value<T: Serialize>(value: T) -> Result<Value, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)] // the one place that calls it
+    serde_json::to_value(value)
+}
+
+/// A [`Value`] as a typed value.
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::from_value(value)
+}
+
+/// A typed value read from a borrowed [`Value`] (no copy of the value first).
+pub fn from_ref<T: DeserializeOwned>(value: &Value) -> Result<T, Error> {
+    tick();
+    T::deserialize(value)
+}
+
+/// A typed value as compact JSON text.
+pub fn to_text<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::to_string(value)
+}
+
+/// A typed value as indented JSON text, for people.
+pub fn to_pretty<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::to_string_pretty(value)
+}
+
+/// A typed value as compact JSON bytes (a request body).
+pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::to_vec(value)
+}
+
+/// JSON text as a typed value (or a [`Value`]).
+pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::from_str(text)
+}
+
+/// JSON bytes as a typed value (or a [`Value`]).
+pub fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    tick();
+    #[allow(clippy::disallowed_methods)]
+    serde_json::from_slice(bytes)
+}
+
+/// A [`Value`] printed as compact JSON text (what `value.to_string()` does, counted).
+pub fn text(value: &Value) -> String {
+    tick();
+    value.to_string()
+}
+
+/// Counts a conversion made by a deserializer the caller drives itself (one that reports the path of
+/// a bad field, say).
+pub fn counted_here() {
+    tick();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn counts_the_conversions_of_its_own_task_only() {
+        let ((), n) = counted(async {
+            let v = to_value([1, 2]).expect("value");
+            let _: Vec<u8> = from_value(v).expect("typed");
+            let _ = text(&Value::Null);
+            // Another task's conversions are its own.
+            tokio::spawn(async { to_text(&1).expect("text") })
+                .await
+                .expect("join");
+        })
+        .await;
+        assert_eq!(n, 3);
+        // Outside a count nothing is counted, and nothing fails.
+        assert_eq!(to_text(&1).expect("text"), "1");
+    }
+}
