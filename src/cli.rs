@@ -492,7 +492,7 @@ async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::
     let mut progress = progress::Progress::new(&job_id, job.lines.len(), std::io::stderr().is_terminal());
     let mut write_error = None;
     let result = batch::run(&service, &job, options, stop_rx, |line, took| {
-        progress.line(&line.status, took.is_some());
+        progress.line(line.status.as_str(), took.is_some());
         if write_error.is_none()
             && let Err(e) = serde_json::to_writer(&mut out, &line.result)
                 .map_err(std::io::Error::from)

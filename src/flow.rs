@@ -74,6 +74,17 @@ impl From<FlowStatus> for crate::store::RunStatus {
     }
 }
 
+/// A batch line whose flow ran.
+impl From<FlowStatus> for crate::store::LineStatus {
+    fn from(status: FlowStatus) -> Self {
+        match status {
+            FlowStatus::Concluido => Self::Concluido,
+            FlowStatus::Pendente => Self::Pendente,
+            FlowStatus::Falhou => Self::Falhou,
+        }
+    }
+}
+
 impl FlowStatus {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -44,7 +44,7 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
         for a in attempts {
             t.add_row([
                 a.attempt.idempotency_key.clone(),
-                a.status.clone(),
+                a.status.as_str().to_owned(),
                 a.attempt.cartao_mascarado.clone(),
                 format!("{} {}", a.attempt.moeda, a.attempt.valor),
                 a.sends.to_string(),
@@ -52,10 +52,7 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
             ]);
         }
         out.push_str(&format!("\nTentativas de recarga:\n{t}\n"));
-        if attempts
-            .iter()
-            .any(|a| a.status == "enviando" || a.status == "pendente")
-        {
+        if attempts.iter().any(|a| a.status.is_unknown()) {
             out.push_str(
                 "\nTentativas `enviando` ou `pendente` têm resultado desconhecido: rodar de novo a mesma entrada \
                  (ou pedir a mesma recarga) reusa a mesma chave, e o sistema de recarga não cobra duas vezes.\n",

@@ -24,9 +24,60 @@ use serde::{Deserialize, Serialize};
 
 use crate::vt::texts::RecargaStatus;
 
-/// The status of an attempt on record that has no answer yet: a process that died while sending leaves
-/// it so. It and `pendente` are the unknown outcomes.
-pub const STATUS_ENVIANDO: &str = "enviando";
+/// Where a recharge attempt on record stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    /// On record and (being) sent, with no answer yet: a process that died while sending leaves it so.
+    Enviando,
+    /// Answered: RF8's reconciliation of the answer.
+    Pendente,
+    Aprovada,
+    Negada,
+    Erro,
+}
+
+impl AttemptStatus {
+    const ALL: [Self; 5] = [
+        Self::Enviando,
+        Self::Pendente,
+        Self::Aprovada,
+        Self::Negada,
+        Self::Erro,
+    ];
+    /// The outcomes not known yet: the money may or may not have moved.
+    pub const UNKNOWN: [Self; 2] = [Self::Enviando, Self::Pendente];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enviando => "enviando",
+            Self::Pendente => "pendente",
+            Self::Aprovada => "aprovada",
+            Self::Negada => "negada",
+            Self::Erro => "erro",
+        }
+    }
+
+    /// A status as text holds it (`None`: not one).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    pub fn is_unknown(self) -> bool {
+        Self::UNKNOWN.contains(&self)
+    }
+}
+
+impl From<RecargaStatus> for AttemptStatus {
+    fn from(status: RecargaStatus) -> Self {
+        match status {
+            RecargaStatus::Aprovada => Self::Aprovada,
+            RecargaStatus::Pendente => Self::Pendente,
+            RecargaStatus::Negada => Self::Negada,
+            RecargaStatus::Erro => Self::Erro,
+        }
+    }
+}
 
 /// A recharge about to be sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -22,14 +22,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::flow::{FlowError, FlowMode};
 use crate::service::{ConversationService, FlowOptions, FlowRan, Recording, ServiceError};
-use crate::store::{BatchJob, BatchLine, FlowRunRecord, StoreError};
+use crate::store::{BatchJob, BatchLine, FlowRunRecord, LineStatus, StoreError};
 pub use source::{Format, LineDefaults, SourceLine};
-
-/// The status of a line that is not a flow input (it never ran).
-pub const INVALID: &str = "invalida";
-/// The status of a line whose flow could not run for a reason of ours (the store, say); it is not
-/// recorded, so a rerun runs it.
-pub const ERROR: &str = "erro";
 
 /// How a job runs.
 #[derive(Debug, Clone, Copy)]
@@ -188,7 +182,7 @@ pub async fn run(
     let earlier = store.batch_lines(id).await?;
     let done: HashSet<i64> = earlier.iter().map(|l| l.line).collect();
     for line in &earlier {
-        *summary.counts.entry(line.status.clone()).or_default() += 1;
+        *summary.counts.entry(line.status.as_str().to_owned()).or_default() += 1;
         on_line(line, None);
     }
     summary.skipped = earlier.len();
@@ -232,12 +226,12 @@ pub async fn run(
             summary.not_run += 1;
             continue;
         };
-        *summary.counts.entry(line.status.clone()).or_default() += 1;
-        if line.status != INVALID {
+        *summary.counts.entry(line.status.as_str().to_owned()).or_default() += 1;
+        if line.status != LineStatus::Invalida {
             summary.durations.push(took);
         }
         on_line(&line, Some(took));
-        if line.status != ERROR {
+        if line.status != LineStatus::Erro {
             // The recorder only stops when the channel closes.
             let _ = tx.send(Ended { line, run }).await;
         }
@@ -245,7 +239,10 @@ pub async fn run(
     summary.elapsed = started.elapsed();
     drop(tx);
     summary.unrecorded = recorder.await.unwrap_or(0);
-    if summary.not_run == 0 && summary.unrecorded == 0 && !summary.counts.contains_key(ERROR) {
+    if summary.not_run == 0
+        && summary.unrecorded == 0
+        && !summary.counts.contains_key(LineStatus::Erro.as_str())
+    {
         store.finish_batch(id, Utc::now()).await?;
     }
     Ok(summary)
@@ -289,12 +286,12 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
     match service.run_flow(text, options).await {
         Ok(FlowRan { output, record, .. }) => {
             let output = output.for_caller();
-            let status = output.status.as_str();
+            let status = LineStatus::from(output.status).as_str();
             let resultado = output.resultado;
             Ended {
                 line: BatchLine {
                     line: line.line,
-                    status: status.to_owned(),
+                    status: output.status.into(),
                     result: json!({"line": line.line, "execucao_id": output.execucao_id, "status": status, "resultado": resultado}),
                 },
                 run: record,
@@ -306,8 +303,8 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
             Ended {
                 line: BatchLine {
                     line: line.line,
-                    status: ERROR.into(),
-                    result: json!({"line": line.line, "status": ERROR, "error": format!("a linha não pôde rodar: {e}")}),
+                    status: LineStatus::Erro,
+                    result: json!({"line": line.line, "status": LineStatus::Erro.as_str(), "error": format!("a linha não pôde rodar: {e}")}),
                 },
                 run: None,
             }
@@ -319,8 +316,8 @@ fn invalid(line: i64, why: &str) -> Ended {
     Ended {
         line: BatchLine {
             line,
-            status: INVALID.into(),
-            result: json!({"line": line, "status": INVALID, "error": why}),
+            status: LineStatus::Invalida,
+            result: json!({"line": line, "status": LineStatus::Invalida.as_str(), "error": why}),
         },
         run: None,
     }

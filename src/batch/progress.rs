@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Summary;
+use crate::store::LineStatus;
 
 /// How often plain progress lines are written.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
@@ -127,13 +128,13 @@ pub fn summary(job: &str, s: &Summary) -> String {
             s.not_run
         );
     }
-    if s.unrecorded > 0 || s.counts.contains_key(super::ERROR) {
+    if s.unrecorded > 0 || s.counts.contains_key(LineStatus::Erro.as_str()) {
         let _ = write!(
             out,
             "\n  {} resultados não puderam ser gravados e {} linhas não puderam rodar (veja o log): \
              rodar o lote de novo as roda com as mesmas chaves.",
             s.unrecorded,
-            s.counts.get(super::ERROR).copied().unwrap_or(0)
+            s.counts.get(LineStatus::Erro.as_str()).copied().unwrap_or(0)
         );
     }
     out

@@ -145,6 +145,7 @@ pub(super) async fn show(
         .await
         .map_err(|e| ApiError::internal("batch counts could not be read", &e))?
         .into_iter()
+        .map(|(status, n)| (status.as_str().to_owned(), n))
         .collect();
     let running = state.batches.as_ref().is_some_and(|b| b.is_running(&id));
     let status = match (job.finished_at, running) {

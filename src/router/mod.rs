@@ -9,6 +9,9 @@
 
 pub mod intents;
 pub mod keywords;
+mod known;
+
+use known::{Known, WithParams};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -99,10 +102,10 @@ impl Found {
     }
 
     /// Whether this brings something the waiting request asked for.
-    fn answers(&self, intent: &str) -> bool {
+    fn answers(&self, intent: WithParams) -> bool {
         match intent {
-            "preparar_recarga" => !(self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()),
-            _ => !self.cards.is_empty(),
+            WithParams::Recarga => !(self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()),
+            WithParams::Saldo => !self.cards.is_empty(),
         }
     }
 }
@@ -176,47 +179,52 @@ impl Router {
     fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
         let n = normalize(text);
         let pending = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
-        let active = |k: &str| self.intent(k).is_some();
-        let act = |action: &str, arguments: Value| {
+        let active = |k: Known| self.intent(k.key()).is_some();
+        let act = |intent: Known, arguments: Value| {
             let route = Route::Action {
-                action: action.into(),
+                action: intent.key().into(),
                 arguments,
             };
-            Some((action.to_owned(), route))
+            Some((intent.key().to_owned(), route))
         };
-        let reply = |text: &str| Some(("ajuda".to_owned(), Route::Reply { text: text.into() }));
-        let with_params = |intent: &str| Some((intent.to_owned(), self.params_route(intent, text, conv)));
+        let reply = |text: &str| Some((Known::Ajuda.key().to_owned(), Route::Reply { text: text.into() }));
+        let with_params = |intent: WithParams| {
+            let route = self.params_route(intent, text, conv);
+            Some((intent.intent().key().to_owned(), route))
+        };
         // A plain yes, or — with a recharge waiting — a yes with details: the action itself checks that
         // every detail matches the pending recharge.
         let yes_with_details = pending && ["sim", "confirmo", "pode"].iter().any(|w| n.starts_with(w));
-        if (is_confirmation(text) || yes_with_details) && active("confirmar_recarga") {
-            return act("confirmar_recarga", json!({}));
+        if (is_confirmation(text) || yes_with_details) && active(Known::ConfirmarRecarga) {
+            return act(Known::ConfirmarRecarga, json!({}));
         }
         if is_refusal(text) {
-            if (pending || keywords::says_cancel(&n)) && active("cancelar_recarga") {
-                return act("cancelar_recarga", json!({}));
+            if (pending || keywords::says_cancel(&n)) && active(Known::CancelarRecarga) {
+                return act(Known::CancelarRecarga, json!({}));
             }
             return reply("Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.");
         }
-        if keywords::is_handoff(&n) && active("transferir_para_humano") {
+        if keywords::is_handoff(&n) && active(Known::TransferirParaHumano) {
             let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
-            return act("transferir_para_humano", motivo);
+            return act(Known::TransferirParaHumano, motivo);
         }
-        if keywords::is_goodbye(&n) && active("encerrar_atendimento") {
-            return act("encerrar_atendimento", json!({"motivo": null}));
+        if keywords::is_goodbye(&n) && active(Known::EncerrarAtendimento) {
+            return act(Known::EncerrarAtendimento, json!({"motivo": null}));
         }
-        if keywords::is_recharge(&n) && active("preparar_recarga") {
-            return with_params("preparar_recarga");
+        if keywords::is_recharge(&n) && active(Known::PrepararRecarga) {
+            return with_params(WithParams::Recarga);
         }
-        if keywords::is_balance(&n) && active("consultar_saldo") {
-            return with_params("consultar_saldo");
+        if keywords::is_balance(&n) && active(Known::ConsultarSaldo) {
+            return with_params(WithParams::Saldo);
         }
         // A reply to a question the router asked: the parameters it brings complete the request.
-        if let Some(awaiting) = awaiting(conv)
-            && Found::of(text).answers(&awaiting.intent)
-            && active(&awaiting.intent)
+        if let Some(waiting) = awaiting(conv)
+            .and_then(|a| Known::of(&a.intent))
+            .and_then(WithParams::of)
+            && Found::of(text).answers(waiting)
+            && active(waiting.intent())
         {
-            return with_params(&awaiting.intent);
+            return with_params(waiting);
         }
         if keywords::is_greeting(&n) {
             return reply(HELP_TEXT);
@@ -227,55 +235,50 @@ impl Router {
     /// Turns an intent level 2 chose into a route (`None` for anything that is not an intent here).
     fn resolve(&self, intent: &str, text: &str, conv: &Conversation) -> Option<Route> {
         self.intent(intent)?;
-        Some(match intent {
-            "consultar_saldo" | "preparar_recarga" => self.params_route(intent, text, conv),
-            "confirmar_recarga" | "cancelar_recarga" => Route::Action {
-                action: intent.into(),
-                arguments: json!({}),
-            },
-            "transferir_para_humano" => Route::Action {
-                action: intent.into(),
-                arguments: json!({"motivo": "pedido do usuário"}),
-            },
-            "encerrar_atendimento" => Route::Action {
-                action: intent.into(),
-                arguments: json!({"motivo": null}),
-            },
-            "ajuda" => Route::Reply {
+        let Some(known) = Known::of(intent) else {
+            return Some(Route::Model);
+        };
+        let action = |arguments: Value| Route::Action {
+            action: intent.into(),
+            arguments,
+        };
+        Some(match known {
+            Known::ConsultarSaldo => self.params_route(WithParams::Saldo, text, conv),
+            Known::PrepararRecarga => self.params_route(WithParams::Recarga, text, conv),
+            Known::ConfirmarRecarga | Known::CancelarRecarga => action(json!({})),
+            Known::TransferirParaHumano => action(json!({"motivo": "pedido do usuário"})),
+            Known::EncerrarAtendimento => action(json!({"motivo": null})),
+            Known::Ajuda => Route::Reply {
                 text: HELP_TEXT.into(),
             },
-            "tarefa_composta" => Route::Plan,
-            _ => Route::Model,
+            Known::TarefaComposta => Route::Plan,
         })
     }
 
     /// The action with its parameters when they are all known without doubt, else the question.
-    fn params_route(&self, intent: &str, text: &str, conv: &Conversation) -> Route {
+    fn params_route(&self, intent: WithParams, text: &str, conv: &Conversation) -> Route {
+        let key = intent.intent().key();
         let mut params = awaiting(conv)
-            .filter(|a| a.intent == intent)
+            .filter(|a| a.intent == key)
             .map(|a| a.params)
             .unwrap_or_default();
         let doubts = gather_params(intent, &Found::of(text), &mut params);
-        let required: &[&str] = if intent == "preparar_recarga" {
-            &["cartao", "valor", "meio_pagamento"]
-        } else {
-            &["cartao"]
-        };
-        let missing: Vec<&str> = required
+        let missing: Vec<&str> = intent
+            .required()
             .iter()
             .copied()
             .filter(|k| !params.contains_key(*k))
             .collect();
         if doubts.is_empty() && missing.is_empty() {
             return Route::Action {
-                action: intent.into(),
+                action: key.into(),
                 arguments: Value::Object(params),
             };
         }
         Route::Ask {
             question: question(intent, &doubts, &missing),
             awaiting: Awaiting {
-                intent: intent.into(),
+                intent: key.into(),
                 params,
             },
         }
@@ -339,7 +342,7 @@ fn awaiting(conv: &Conversation) -> Option<Awaiting> {
 
 /// Puts what `found` holds for `intent` into `params` when it is one value; says the doubt when it is
 /// several.
-fn gather_params(intent: &str, found: &Found, params: &mut Map<String, Value>) -> Vec<String> {
+fn gather_params(intent: WithParams, found: &Found, params: &mut Map<String, Value>) -> Vec<String> {
     let mut doubts = Vec::new();
     match found.cards.as_slice() {
         [] => {}
@@ -351,7 +354,7 @@ fn gather_params(intent: &str, found: &Found, params: &mut Map<String, Value>) -
             many.iter().map(|c| mask_card(c)).collect::<Vec<_>>().join(", ")
         )),
     }
-    if intent == "preparar_recarga" {
+    if intent == WithParams::Recarga {
         match found.amounts.as_slice() {
             [] => {}
             [one] => {
@@ -373,7 +376,7 @@ fn gather_params(intent: &str, found: &Found, params: &mut Map<String, Value>) -
 }
 
 /// The question that asks for what is `missing`, after the `doubts`.
-fn question(intent: &str, doubts: &[String], missing: &[&str]) -> String {
+fn question(intent: WithParams, doubts: &[String], missing: &[&str]) -> String {
     let mut question = doubts.join(" ");
     if missing.is_empty() {
         return question;
@@ -394,11 +397,6 @@ fn question(intent: &str, doubts: &[String], missing: &[&str]) -> String {
     if !question.is_empty() {
         question.push(' ');
     }
-    let what = if intent == "preparar_recarga" {
-        "Para a recarga"
-    } else {
-        "Para consultar o saldo"
-    };
-    question.push_str(&format!("{what}, me diga {list}."));
+    question.push_str(&format!("{}, me diga {list}.", intent.purpose()));
     question
 }

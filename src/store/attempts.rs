@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
-use vt_actions::journal::RechargeAttempt;
+use vt_actions::journal::{AttemptStatus, RechargeAttempt};
 
 use super::sqlite::insert_attempt;
 use super::{Sent, StoreError};
@@ -20,7 +20,7 @@ pub(super) enum Write {
     Begin(Box<RechargeAttempt>, DateTime<Utc>),
     Resolve {
         key: String,
-        status: String,
+        status: AttemptStatus,
         now: DateTime<Utc>,
     },
 }
@@ -75,7 +75,7 @@ async fn commit(writer: &SqlitePool, writes: impl Iterator<Item = &Write>) -> Re
                 sqlx::query(
                     "UPDATE recharge_attempts SET status = ?, updated_at = ? WHERE idempotency_key = ?",
                 )
-                .bind(status)
+                .bind(status.as_str())
                 .bind(now.timestamp_millis())
                 .bind(key)
                 .execute(&mut *tx)

@@ -48,7 +48,7 @@ impl RechargeJournal for StoreJournal {
 
     async fn resolve(&self, idempotency_key: &str, status: RecargaStatus) -> Result<(), JournalError> {
         self.store
-            .resolve_recharge(idempotency_key, status.as_str(), Utc::now())
+            .resolve_recharge(idempotency_key, status.into(), Utc::now())
             .await
             .map_err(err)
     }

@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
+use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
@@ -88,6 +88,52 @@ impl RunStatus {
     }
 }
 
+/// Where a batch line ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineStatus {
+    Concluido,
+    Pendente,
+    Falhou,
+    /// The line is not a valid flow input: nothing ran.
+    Invalida,
+    /// The line could not run (the engine failed): rerunning the job runs it again.
+    Erro,
+}
+
+impl LineStatus {
+    pub const ALL: [Self; 5] = [
+        Self::Concluido,
+        Self::Pendente,
+        Self::Falhou,
+        Self::Invalida,
+        Self::Erro,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Concluido => "concluido",
+            Self::Pendente => "pendente",
+            Self::Falhou => "falhou",
+            Self::Invalida => "invalida",
+            Self::Erro => "erro",
+        }
+    }
+
+    /// A status as a row holds it.
+    pub fn from_row(text: &str) -> Result<Self, StoreError> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| StoreError::Invalid(format!("a batch line's status is unknown: {text:?}")))
+    }
+}
+
+/// An attempt's status as a row holds it.
+fn attempt_status(text: &str) -> Result<AttemptStatus, StoreError> {
+    AttemptStatus::parse(text)
+        .ok_or_else(|| StoreError::Invalid(format!("a recharge attempt's status is unknown: {text:?}")))
+}
+
 /// Whether an attempt put on record has been sent.
 #[derive(Clone, Copy)]
 enum Sent {
@@ -127,8 +173,7 @@ pub struct FlowRunSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RechargeAttemptRecord {
     pub attempt: RechargeAttempt,
-    /// `enviando`, `pendente`, `aprovada`, `negada` or `erro`.
-    pub status: String,
+    pub status: AttemptStatus,
     /// How many times it was sent with this key.
     pub sends: i64,
     pub created_at: DateTime<Utc>,
@@ -375,7 +420,7 @@ pub struct BatchJob {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchLine {
     pub line: i64,
-    pub status: String,
+    pub status: LineStatus,
     pub result: Value,
 }
 
@@ -522,7 +567,7 @@ pub trait Store: Send + Sync {
     async fn resolve_recharge(
         &self,
         idempotency_key: &str,
-        status: &str,
+        status: AttemptStatus,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
     /// The key of the newest attempt of `scope` with `fingerprint` whose outcome is unknown.
@@ -617,7 +662,7 @@ pub trait Store: Send + Sync {
     /// The job's recorded lines, by line number.
     async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
     /// How many recorded lines the job has per status.
-    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError>;
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError>;
     /// Marks the job finished; its input, kept only to resume it, is not kept any longer.
     async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
     /// Jobs sent over HTTP that have not finished, oldest first.
@@ -643,9 +688,6 @@ pub trait Store: Send + Sync {
     /// through a lease row in the database ([`locks`]).
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
 }
-
-/// Unknown outcomes: an attempt in one of these states makes an identical request reuse its key.
-pub const UNKNOWN_RECHARGE_STATUSES: [&str; 2] = [vt_actions::journal::STATUS_ENVIANDO, "pendente"];
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in
 /// `data_dir` (created on first use). `sqlite::memory:` opens an in-memory database.

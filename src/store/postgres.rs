@@ -14,17 +14,16 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use rust_decimal::Decimal;
-use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
+use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::{Leases, acquire};
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
     FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
-    TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
-    UsageSummaryRow, role,
+    TaskRun, TaskStatus, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, RunStatus, Sent, insert_rows};
+use super::{Existing, LineStatus, RunStatus, Sent, attempt_status, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -1053,11 +1052,11 @@ impl Store for PgStore {
     async fn resolve_recharge(
         &self,
         idempotency_key: &str,
-        status: &str,
+        status: AttemptStatus,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         sqlx::query("UPDATE recharge_attempts SET status = $1, updated_at = $2 WHERE idempotency_key = $3")
-            .bind(status)
+            .bind(status.as_str())
             .bind(now)
             .bind(idempotency_key)
             .execute(&self.pool)
@@ -1077,7 +1076,7 @@ impl Store for PgStore {
         )
         .bind(scope)
         .bind(fingerprint)
-        .bind(&UNKNOWN_RECHARGE_STATUSES[..])
+        .bind(AttemptStatus::UNKNOWN.map(AttemptStatus::as_str).to_vec())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| r.try_get("idempotency_key")).transpose()?)
@@ -1105,7 +1104,7 @@ impl Store for PgStore {
                             .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
                         moeda: r.try_get("moeda")?,
                     },
-                    status: r.try_get("status")?,
+                    status: attempt_status(r.try_get("status")?)?,
                     sends: r.try_get::<i32, _>("sends")?.into(),
                     created_at: r.try_get("created_at")?,
                     updated_at: r.try_get("updated_at")?,
@@ -1165,7 +1164,7 @@ impl Store for PgStore {
             |b, (l, result)| {
                 b.push_bind(job_id.to_owned())
                     .push_bind(l.line)
-                    .push_bind(l.status.clone())
+                    .push_bind(l.status.as_str())
                     .push_bind(result.clone())
                     .push_bind(now);
             },
@@ -1185,14 +1184,14 @@ impl Store for PgStore {
             .map(|row| {
                 Ok(BatchLine {
                     line: row.try_get("line")?,
-                    status: row.try_get("status")?,
+                    status: LineStatus::from_row(row.try_get("status")?)?,
                     result: parse(row, "result")?,
                 })
             })
             .collect()
     }
 
-    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError> {
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError> {
         let rows = sqlx::query(
             "SELECT status, COUNT(*) AS n FROM batch_lines WHERE job_id = $1 GROUP BY status ORDER BY status",
         )
@@ -1200,7 +1199,7 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
+            .map(|row| Ok((LineStatus::from_row(row.try_get("status")?)?, row.try_get("n")?)))
             .collect()
     }
 
@@ -1548,7 +1547,7 @@ fn insert_attempt(
         .bind(&a.cartao_mascarado)
         .bind(a.valor.to_string())
         .bind(&a.moeda)
-        .bind(vt_actions::journal::STATUS_ENVIANDO)
+        .bind(AttemptStatus::Enviando.as_str())
         .bind(now)
 }
 

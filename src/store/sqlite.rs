@@ -13,7 +13,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use rust_decimal::Decimal;
 use serde_json::Value;
-use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
+use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::attempts::{Attempts, Write};
 use super::locks::FileLocks;
@@ -21,10 +21,9 @@ use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
     FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
-    TaskRun, TaskStatus, TurnLock, TurnRecord, UNKNOWN_RECHARGE_STATUSES, UnprocessedMessage, UsageRecord,
-    UsageSummaryRow, role,
+    TaskRun, TaskStatus, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, RunStatus, Sent, Usage, insert_rows};
+use super::{Existing, LineStatus, RunStatus, Sent, Usage, attempt_status, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -130,7 +129,7 @@ pub(super) fn insert_attempt(
         .bind(&a.cartao_mascarado)
         .bind(a.valor.to_string())
         .bind(&a.moeda)
-        .bind(vt_actions::journal::STATUS_ENVIANDO)
+        .bind(AttemptStatus::Enviando.as_str())
         .bind(ms(now))
         .bind(ms(now))
 }
@@ -1140,13 +1139,13 @@ impl Store for SqliteStore {
     async fn resolve_recharge(
         &self,
         idempotency_key: &str,
-        status: &str,
+        status: AttemptStatus,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.attempts
             .write(Write::Resolve {
                 key: idempotency_key.to_owned(),
-                status: status.to_owned(),
+                status,
                 now,
             })
             .await
@@ -1164,8 +1163,8 @@ impl Store for SqliteStore {
         )
         .bind(scope)
         .bind(fingerprint)
-        .bind(UNKNOWN_RECHARGE_STATUSES[0])
-        .bind(UNKNOWN_RECHARGE_STATUSES[1])
+        .bind(AttemptStatus::UNKNOWN[0].as_str())
+        .bind(AttemptStatus::UNKNOWN[1].as_str())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| r.try_get("idempotency_key")).transpose()?)
@@ -1192,7 +1191,7 @@ impl Store for SqliteStore {
                             .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
                         moeda: r.try_get("moeda")?,
                     },
-                    status: r.try_get("status")?,
+                    status: attempt_status(r.try_get("status")?)?,
                     sends: r.try_get("sends")?,
                     created_at: at(r.try_get("created_at")?),
                     updated_at: at(r.try_get("updated_at")?),
@@ -1253,7 +1252,7 @@ impl Store for SqliteStore {
             |b, (l, result)| {
                 b.push_bind(job_id.to_owned())
                     .push_bind(l.line)
-                    .push_bind(l.status.clone())
+                    .push_bind(l.status.as_str())
                     .push_bind(result.clone())
                     .push_bind(ms(now));
             },
@@ -1272,14 +1271,14 @@ impl Store for SqliteStore {
             .map(|row| {
                 Ok(BatchLine {
                     line: row.try_get("line")?,
-                    status: row.try_get("status")?,
+                    status: LineStatus::from_row(row.try_get("status")?)?,
                     result: parse(row, "result")?,
                 })
             })
             .collect()
     }
 
-    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(String, i64)>, StoreError> {
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError> {
         let rows = sqlx::query(
             "SELECT status, COUNT(*) AS n FROM batch_lines WHERE job_id = ? GROUP BY status ORDER BY status",
         )
@@ -1287,7 +1286,7 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
+            .map(|row| Ok((LineStatus::from_row(row.try_get("status")?)?, row.try_get("n")?)))
             .collect()
     }
 

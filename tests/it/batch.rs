@@ -510,7 +510,11 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     second.wait().await;
     let lines = store.batch_lines(&job.id).await.expect("lines");
     assert_eq!(lines.len(), 5);
-    assert!(lines.iter().all(|l| l.status == "concluido"));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.status == vt_agent::store::LineStatus::Concluido)
+    );
     assert!(
         store
             .batch(&job.id)

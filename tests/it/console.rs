@@ -481,7 +481,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
         .expect("batch");
     let line = |n: i64, status: &str| vt_agent::store::BatchLine {
         line: n,
-        status: status.into(),
+        status: vt_agent::store::LineStatus::from_row(status).expect("a line status"),
         result: json!({"line": n, "status": status, "cartao": "****8901"}),
     };
     chat.store

@@ -498,7 +498,7 @@ impl Store for Flaky {
     async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::store::BatchLine>, StoreError> {
         self.inner.batch_lines(j).await
     }
-    async fn batch_counts(&self, j: &str) -> Result<Vec<(String, i64)>, StoreError> {
+    async fn batch_counts(&self, j: &str) -> Result<Vec<(vt_agent::store::LineStatus, i64)>, StoreError> {
         self.inner.batch_counts(j).await
     }
     async fn finish_batch(&self, j: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
@@ -586,7 +586,12 @@ impl Store for Flaky {
     async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.begin_recharge(a, now).await
     }
-    async fn resolve_recharge(&self, k: &str, s: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn resolve_recharge(
+        &self,
+        k: &str,
+        s: vt_actions::journal::AttemptStatus,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         self.inner.resolve_recharge(k, s, now).await
     }
     async fn unresolved_recharge(&self, s: &str, f: &str) -> Result<Option<String>, StoreError> {

@@ -14,8 +14,9 @@ use vt_agent::engine::{
 };
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
-    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, NewOutboxItem,
-    OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
+    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, LineStatus,
+    NewOutboxItem, OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage,
+    UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -266,12 +267,16 @@ pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn
         created_at: now,
     };
     let runs = vec![run("exec-g1", 10), run("exec-g2", 3)];
-    let line = |n: i64, status: &str| vt_agent::store::BatchLine {
+    let line = |n: i64, status: LineStatus| vt_agent::store::BatchLine {
         line: n,
-        status: status.into(),
-        result: json!({"line": n, "status": status}),
+        status,
+        result: json!({"line": n, "status": status.as_str()}),
     };
-    let lines = vec![line(1, "concluido"), line(2, "concluido"), line(3, "erro")];
+    let lines = vec![
+        line(1, LineStatus::Concluido),
+        line(2, LineStatus::Concluido),
+        line(3, LineStatus::Erro),
+    ];
     store
         .save_batch_lines("lote-grupo", &lines, &runs, now)
         .await
@@ -285,12 +290,16 @@ pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn
     assert_eq!(store.batch_lines("lote-grupo").await.expect("lines"), lines);
     // The line that failed, run again.
     store
-        .save_batch_lines("lote-grupo", &[line(3, "concluido")], &[], now)
+        .save_batch_lines("lote-grupo", &[line(3, LineStatus::Concluido)], &[], now)
         .await
         .expect("rerun");
     assert_eq!(
         store.batch_lines("lote-grupo").await.expect("lines"),
-        [line(1, "concluido"), line(2, "concluido"), line(3, "concluido")]
+        [
+            line(1, LineStatus::Concluido),
+            line(2, LineStatus::Concluido),
+            line(3, LineStatus::Concluido)
+        ]
     );
 }
 
@@ -756,7 +765,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
         "another user's"
     );
     store
-        .resolve_recharge("k-1", "pendente", now)
+        .resolve_recharge("k-1", vt_actions::journal::AttemptStatus::Pendente, now)
         .await
         .expect("resolve");
     assert!(
@@ -768,7 +777,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
     );
     store.begin_recharge(&attempt, now).await.expect("sent again");
     store
-        .resolve_recharge("k-1", "aprovada", now)
+        .resolve_recharge("k-1", vt_actions::journal::AttemptStatus::Aprovada, now)
         .await
         .expect("resolve");
     assert_eq!(store.unresolved_recharge("t|u", "f-1").await.expect("read"), None);

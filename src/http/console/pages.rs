@@ -702,14 +702,14 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
     )
 }
 
-fn batch_view(job: &crate::store::BatchJob, counts: &[(String, i64)]) -> Value {
+fn batch_view(job: &crate::store::BatchJob, counts: &[(crate::store::LineStatus, i64)]) -> Value {
     let done: i64 = counts.iter().map(|(_, n)| n).sum();
     context! {
         id => job.id.clone(),
         total => job.total,
         feitas => done,
         pct => if job.total > 0 { done * 100 / job.total } else { 100 },
-        contagens => counts.iter().map(|(s, n)| context! { situacao => status_label(s), n => n }).collect::<Vec<_>>(),
+        contagens => counts.iter().map(|(s, n)| context! { situacao => status_label(s.as_str()), n => n }).collect::<Vec<_>>(),
         simulacao => job.dry_run,
         inicio => when(job.created_at),
         fim => job.finished_at.map(when),
@@ -776,7 +776,7 @@ pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id):
     let lines: Vec<Value> = lines
         .iter()
         .take(500)
-        .map(|l| context! { linha => l.line, situacao => status_label(&l.status), resultado => cut(&masked(&l.result.to_string()), 400) })
+        .map(|l| context! { linha => l.line, situacao => status_label(l.status.as_str()), resultado => cut(&masked(&l.result.to_string()), 400) })
         .collect();
     render(
         StatusCode::OK,

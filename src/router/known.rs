@@ -1,0 +1,99 @@
+//! The intents the router knows by name. The intents file (data) may list others: those the model
+//! handles; these the router routes itself, with zero tokens where it can.
+
+/// An intent the router routes itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Known {
+    ConsultarSaldo,
+    PrepararRecarga,
+    ConfirmarRecarga,
+    CancelarRecarga,
+    TransferirParaHumano,
+    EncerrarAtendimento,
+    Ajuda,
+    TarefaComposta,
+}
+
+impl Known {
+    const ALL: [Self; 8] = [
+        Self::ConsultarSaldo,
+        Self::PrepararRecarga,
+        Self::ConfirmarRecarga,
+        Self::CancelarRecarga,
+        Self::TransferirParaHumano,
+        Self::EncerrarAtendimento,
+        Self::Ajuda,
+        Self::TarefaComposta,
+    ];
+
+    /// Its key in the intents file (and the name of the action it runs, where it runs one).
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Self::ConsultarSaldo => "consultar_saldo",
+            Self::PrepararRecarga => "preparar_recarga",
+            Self::ConfirmarRecarga => "confirmar_recarga",
+            Self::CancelarRecarga => "cancelar_recarga",
+            Self::TransferirParaHumano => "transferir_para_humano",
+            Self::EncerrarAtendimento => "encerrar_atendimento",
+            Self::Ajuda => "ajuda",
+            Self::TarefaComposta => "tarefa_composta",
+        }
+    }
+
+    pub(crate) fn of(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.key() == key)
+    }
+}
+
+/// An intent whose parameters the router gathers from the messages, asking for what is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WithParams {
+    Saldo,
+    Recarga,
+}
+
+impl WithParams {
+    pub(crate) fn of(intent: Known) -> Option<Self> {
+        match intent {
+            Known::ConsultarSaldo => Some(Self::Saldo),
+            Known::PrepararRecarga => Some(Self::Recarga),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn intent(self) -> Known {
+        match self {
+            Self::Saldo => Known::ConsultarSaldo,
+            Self::Recarga => Known::PrepararRecarga,
+        }
+    }
+
+    /// The parameters its action needs.
+    pub(crate) fn required(self) -> &'static [&'static str] {
+        match self {
+            Self::Saldo => &["cartao"],
+            Self::Recarga => &["cartao", "valor", "meio_pagamento"],
+        }
+    }
+
+    /// How its question begins.
+    pub(crate) fn purpose(self) -> &'static str {
+        match self {
+            Self::Saldo => "Para consultar o saldo",
+            Self::Recarga => "Para a recarga",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_intent_is_found_by_its_key() {
+        for k in Known::ALL {
+            assert_eq!(Known::of(k.key()), Some(k));
+        }
+        assert_eq!(Known::of("general_chat"), None);
+    }
+}
