@@ -10,6 +10,7 @@ mod attempts;
 mod journal;
 mod locks;
 mod postgres;
+mod rows;
 pub mod seal;
 mod sqlite;
 
@@ -462,12 +463,13 @@ pub struct UnprocessedMessage {
     pub text: String,
 }
 
+/// Conversations and what a turn writes: the conversation row, its messages (accepted once per
+/// channel id, processed in stored order), its executions, its compressed context, its planner
+/// tasks, the console's list and the per-conversation turn lock.
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// `sqlite` or `postgres`.
-    fn backend(&self) -> &'static str;
-
+pub trait ConversationStore: Send + Sync {
     async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError>;
+
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
 
     /// Accepts an inbound message in one transaction: the conversation's row when it is new, then the
@@ -492,7 +494,9 @@ pub trait Store: Send + Sync {
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError>;
+
     async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+
     /// Accepted channel messages whose turn never committed, oldest first: every conversation's, or
     /// with `through = Some((conversation, id))` that conversation's up to message `id` included.
     async fn unprocessed_messages(
@@ -504,18 +508,44 @@ pub trait Store: Send + Sync {
     /// Conversation state, messages, execution, events, usage, context, flow runs and outbox items of a
     /// turn, in one transaction.
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError>;
+
     async fn execution(
         &self,
         execucao_id: &str,
     ) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError>;
+
     /// Every execution of a conversation with its events, in order (one query for a whole transcript).
     async fn executions(
         &self,
         conversation_id: &str,
     ) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError>;
 
+    async fn save_task_run(&self, task: &TaskRun) -> Result<(), StoreError>;
+
+    async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError>;
+
+    async fn save_context(&self, context: &ConversationContext) -> Result<(), StoreError>;
+
+    async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError>;
+
+    /// Conversations matching `query`, most recently updated first.
+    async fn conversation_list(
+        &self,
+        query: &ConversationQuery,
+    ) -> Result<Vec<ConversationListing>, StoreError>;
+
+    /// Serialises turns of one conversation: in this process, and across processes and instances
+    /// through a lease row in the database ([`locks`]).
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
+}
+
+/// Flow runs: on record before they run, with their input, output and stages.
+#[async_trait]
+pub trait FlowStore: Send + Sync {
     async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError>;
+
     async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;
+
     /// Puts a flow run on record as `em_andamento` before it makes its first external call, in one
     /// transaction with its conversation (new: a flow's conversation is its own) and the input
     /// `message`; the turn's record later completes the same row.
@@ -527,13 +557,192 @@ pub trait Store: Send + Sync {
         input: &Value,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
+
     /// The newest `limit` flow runs, newest first.
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
 
+    /// Flow runs started since `since`, counted by status (`em_andamento` for one never finished).
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
+}
+
+/// The money trail: confirmations consumed once, recharge attempts on record before they are sent
+/// and resolved when answered.
+#[async_trait]
+pub trait RechargeStore: Send + Sync {
+    /// Marks a pending confirmation used by `confirmation.consumer` and, in the same transaction, puts
+    /// `attempt` on record as `enviando` with no send yet (an attempt already on record under its key
+    /// is left as it is). A confirmation already used says whether by the same consumer.
+    async fn consume_confirmation(
+        &self,
+        confirmation: Confirmation<'_>,
+        attempt: Option<&RechargeAttempt>,
+        now: DateTime<Utc>,
+    ) -> Result<Consumption, StoreError>;
+
+    /// Who consumed the confirmation `pending_id` (`Some("")` for one consumed before consumers were
+    /// recorded).
+    async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before).
+    async fn begin_recharge(&self, attempt: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError>;
+
+    async fn resolve_recharge(
+        &self,
+        idempotency_key: &str,
+        status: AttemptStatus,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// The key of the newest attempt of `scope` with `fingerprint` whose outcome is unknown.
+    async fn unresolved_recharge(&self, scope: &str, fingerprint: &str)
+    -> Result<Option<String>, StoreError>;
+
+    /// The newest `limit` recharge attempts, newest first.
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError>;
+}
+
+/// The outbox: replies and notices waiting to go out, claimed by one sender at a time, with their
+/// delivery statuses.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError>;
+
+    /// Takes up to `limit` due items (pending, or in flight past their lease) and leases them until
+    /// `now + lease`. Two callers never get the same item.
+    async fn claim(
+        &self,
+        limit: i64,
+        now: DateTime<Utc>,
+        lease: chrono::Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
+
+    async fn ack(&self, id: i64) -> Result<(), StoreError>;
+
+    /// Gives the item back for another attempt at `next_attempt_at`, or marks it `failed` when its
+    /// attempts are spent. Returns the new status.
+    async fn retry_later(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> Result<OutboxStatus, StoreError>;
+
+    /// Remembers the id the channel gave a sent item, for the statuses it reports later.
+    async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError>;
+
+    /// Records a status the channel reported for one of our messages (once per status); `false` when
+    /// the message is not ours.
+    async fn record_delivery_status(
+        &self,
+        external_id: &str,
+        status: &str,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// The statuses reported for one of our messages, in the order they came.
+    async fn delivery_statuses(&self, external_id: &str)
+    -> Result<Vec<(String, Option<String>)>, StoreError>;
+
+    /// Dead-letters an item at once (an error no retry can fix).
+    async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
+
+    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
+
+    /// How many items are in `status`.
+    async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError>;
+
+    /// Items in `status`, oldest first.
+    async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
+
+    /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
+    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
+}
+
+/// Batch jobs and their ended lines (with the lines' flow runs, a group per transaction).
+#[async_trait]
+pub trait BatchStore: Send + Sync {
+    /// Puts a batch job on record unless a job with its id is there; returns the job as stored (the
+    /// caller checks that a rerun is of the same input).
+    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError>;
+
+    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError>;
+
+    /// Records lines that ended with their flow runs, in one transaction (a line recorded again is
+    /// replaced).
+    async fn save_batch_lines(
+        &self,
+        job_id: &str,
+        lines: &[BatchLine],
+        runs: &[FlowRunRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// The job's recorded lines, by line number.
+    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
+
+    /// How many recorded lines the job has per status.
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError>;
+
+    /// Marks the job finished; its input, kept only to resume it, is not kept any longer.
+    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Jobs sent over HTTP that have not finished, oldest first.
+    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError>;
+
+    /// Batch jobs, newest first; only `tenant_id`'s when given.
+    async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError>;
+}
+
+/// What operators read and the router's data: token usage, the audit trail, the intents, HTTP
+/// idempotency records.
+#[async_trait]
+pub trait ReportStore: Send + Sync {
+    async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError>;
+
+    /// The last 7 days, per intent and action type.
+    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError>;
+
+    async fn upsert_intent(&self, intent: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError>;
+
+    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError>;
+
+    /// Inserts unless a live (unexpired at `now`) record holds the key.
+    async fn put_idempotency(
+        &self,
+        record: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError>;
+
+    async fn idempotency(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Settles a record put as "in progress": stores the final response, or (`None`) removes the
+    /// record so the request can be made again.
+    async fn settle_idempotency(&self, key: &str, response: Option<&Value>) -> Result<(), StoreError>;
+
+    /// Every turn's usage record since `since`, oldest first (the console's dashboard).
+    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError>;
+
+    async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
+
+    /// The newest `limit` support lookups, newest first.
+    async fn audit_records(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError>;
+}
+
+/// What the product keeps and forgets: the sealing keys' secrets, re-sealing under a new key, a
+/// data subject's records and their erasure.
+#[async_trait]
+pub trait KeepingStore: Send + Sync {
     /// The store's own secrets by name, opened (the index key; the mark that older rows are sealed).
     async fn store_secrets(&self) -> Result<HashMap<String, String>, StoreError>;
+
     /// Keeps `value` sealed under `name` unless a value is there already; returns the value kept.
     async fn put_store_secret(&self, name: &str, value: &str) -> Result<String, StoreError>;
+
     /// Seals every value of the [`SEALED`] columns that is not sealed under the current key: values
     /// written in clear before sealing existed, and values under an older key (a rotation). A batch at a
     /// time, each its own transaction, so it can be stopped anywhere and run again; `progress` is told
@@ -547,146 +756,18 @@ pub trait Store: Send + Sync {
     /// index), or everything not touched since a date (retention). A conversation's flow runs come
     /// with it.
     async fn subject_records(&self, subject: &Subject) -> Result<Records, StoreError>;
+
     /// Deletes `records` and everything that hangs on them, in one transaction ([`forget`]).
     async fn forget(&self, records: &Records) -> Result<(), StoreError>;
+}
 
-    /// Marks a pending confirmation used by `confirmation.consumer` and, in the same transaction, puts
-    /// `attempt` on record as `enviando` with no send yet (an attempt already on record under its key
-    /// is left as it is). A confirmation already used says whether by the same consumer.
-    async fn consume_confirmation(
-        &self,
-        confirmation: Confirmation<'_>,
-        attempt: Option<&RechargeAttempt>,
-        now: DateTime<Utc>,
-    ) -> Result<Consumption, StoreError>;
-    /// Who consumed the confirmation `pending_id` (`Some("")` for one consumed before consumers were
-    /// recorded).
-    async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError>;
-    /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before).
-    async fn begin_recharge(&self, attempt: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError>;
-    async fn resolve_recharge(
-        &self,
-        idempotency_key: &str,
-        status: AttemptStatus,
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError>;
-    /// The key of the newest attempt of `scope` with `fingerprint` whose outcome is unknown.
-    async fn unresolved_recharge(&self, scope: &str, fingerprint: &str)
-    -> Result<Option<String>, StoreError>;
-    /// The newest `limit` recharge attempts, newest first.
-    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError>;
-
-    async fn save_task_run(&self, task: &TaskRun) -> Result<(), StoreError>;
-    async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError>;
-
-    async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError>;
-    /// The last 7 days, per intent and action type.
-    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError>;
-
-    async fn save_context(&self, context: &ConversationContext) -> Result<(), StoreError>;
-    async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError>;
-
-    async fn upsert_intent(&self, intent: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError>;
-    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError>;
-
-    /// Inserts unless a live (unexpired at `now`) record holds the key.
-    async fn put_idempotency(
-        &self,
-        record: &IdempotencyRecord,
-        now: DateTime<Utc>,
-    ) -> Result<IdempotencyPut, StoreError>;
-    async fn idempotency(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotencyRecord>, StoreError>;
-    /// Settles a record put as "in progress": stores the final response, or (`None`) removes the
-    /// record so the request can be made again.
-    async fn settle_idempotency(&self, key: &str, response: Option<&Value>) -> Result<(), StoreError>;
-
-    async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError>;
-    /// Takes up to `limit` due items (pending, or in flight past their lease) and leases them until
-    /// `now + lease`. Two callers never get the same item.
-    async fn claim(
-        &self,
-        limit: i64,
-        now: DateTime<Utc>,
-        lease: chrono::Duration,
-    ) -> Result<Vec<OutboxItem>, StoreError>;
-    async fn ack(&self, id: i64) -> Result<(), StoreError>;
-    /// Gives the item back for another attempt at `next_attempt_at`, or marks it `failed` when its
-    /// attempts are spent. Returns the new status.
-    async fn retry_later(
-        &self,
-        id: i64,
-        error: &str,
-        next_attempt_at: DateTime<Utc>,
-    ) -> Result<OutboxStatus, StoreError>;
-    /// Remembers the id the channel gave a sent item, for the statuses it reports later.
-    async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError>;
-    /// Records a status the channel reported for one of our messages (once per status); `false` when
-    /// the message is not ours.
-    async fn record_delivery_status(
-        &self,
-        external_id: &str,
-        status: &str,
-        error_code: Option<&str>,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
-    /// The statuses reported for one of our messages, in the order they came.
-    async fn delivery_statuses(&self, external_id: &str)
-    -> Result<Vec<(String, Option<String>)>, StoreError>;
-    /// Dead-letters an item at once (an error no retry can fix).
-    async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
-    async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
-    /// How many items are in `status`.
-    async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError>;
-    /// Items in `status`, oldest first.
-    async fn outbox_items(&self, status: OutboxStatus, limit: i64) -> Result<Vec<OutboxItem>, StoreError>;
-    /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
-    async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
-
-    /// Puts a batch job on record unless a job with its id is there; returns the job as stored (the
-    /// caller checks that a rerun is of the same input).
-    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError>;
-    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError>;
-    /// Records lines that ended with their flow runs, in one transaction (a line recorded again is
-    /// replaced).
-    async fn save_batch_lines(
-        &self,
-        job_id: &str,
-        lines: &[BatchLine],
-        runs: &[FlowRunRecord],
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError>;
-    /// The job's recorded lines, by line number.
-    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError>;
-    /// How many recorded lines the job has per status.
-    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError>;
-    /// Marks the job finished; its input, kept only to resume it, is not kept any longer.
-    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
-    /// Jobs sent over HTTP that have not finished, oldest first.
-    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError>;
-
-    /// Batch jobs, newest first; only `tenant_id`'s when given.
-    async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError>;
-    /// Conversations matching `query`, most recently updated first.
-    async fn conversation_list(
-        &self,
-        query: &ConversationQuery,
-    ) -> Result<Vec<ConversationListing>, StoreError>;
-    /// Every turn's usage record since `since`, oldest first (the console's dashboard).
-    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError>;
-    /// Flow runs started since `since`, counted by status (`em_andamento` for one never finished).
-    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
-
-    async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
-    /// The newest `limit` support lookups, newest first.
-    async fn audit_records(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError>;
-
-    /// Serialises turns of one conversation: in this process, and across processes and instances
-    /// through a lease row in the database ([`locks`]).
-    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
+/// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
+/// A `dyn Store` reaches every concern's methods; a test double implements the concerns one by one.
+pub trait Store:
+    ConversationStore + FlowStore + RechargeStore + OutboxStore + BatchStore + ReportStore + KeepingStore
+{
+    /// `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
 }
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in

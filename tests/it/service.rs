@@ -325,10 +325,7 @@ fn broken() -> StoreError {
 }
 
 #[async_trait]
-impl Store for Flaky {
-    fn backend(&self) -> &'static str {
-        "flaky"
-    }
+impl vt_agent::store::ConversationStore for Flaky {
     async fn save_conversation(&self, c: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.save_conversation(c, now).await
     }
@@ -370,23 +367,11 @@ impl Store for Flaky {
     async fn executions(&self, c: &str) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
         self.inner.executions(c).await
     }
-    async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {
-        self.inner.save_flow_run(r).await
-    }
-    async fn flow_run(&self, id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
-        self.inner.flow_run(id).await
-    }
     async fn save_task_run(&self, t: &TaskRun) -> Result<(), StoreError> {
         self.inner.save_task_run(t).await
     }
     async fn task_runs(&self, c: &str) -> Result<Vec<TaskRun>, StoreError> {
         self.inner.task_runs(c).await
-    }
-    async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
-        self.inner.record_usage(u).await
-    }
-    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
-        self.inner.usage_summary().await
     }
     async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
         self.inner.save_context(c).await
@@ -394,29 +379,90 @@ impl Store for Flaky {
     async fn context(&self, c: &str) -> Result<Option<ConversationContext>, StoreError> {
         self.inner.context(c).await
     }
-    async fn upsert_intent(&self, i: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.inner.upsert_intent(i, now).await
-    }
-    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError> {
-        self.inner.intents().await
-    }
-    async fn put_idempotency(
+    async fn accept_message(
         &self,
-        r: &IdempotencyRecord,
+        c: &Conversation,
+        new: bool,
+        id: Option<&str>,
+        m: &ChatMessage,
         now: DateTime<Utc>,
-    ) -> Result<IdempotencyPut, StoreError> {
-        self.inner.put_idempotency(r, now).await
+    ) -> Result<Option<i64>, StoreError> {
+        if self.fail_append || self.fail_accepting.is_some_and(|t| m.text() == Some(t)) {
+            return Err(broken());
+        }
+        self.inner.accept_message(c, new, id, m, now).await
     }
-    async fn idempotency(
+    async fn conversation_list(
+        &self,
+        q: &vt_agent::store::ConversationQuery,
+    ) -> Result<Vec<vt_agent::store::ConversationListing>, StoreError> {
+        self.inner.conversation_list(q).await
+    }
+    async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
+        self.inner.lock_conversation(c).await
+    }
+}
+
+#[async_trait]
+impl vt_agent::store::FlowStore for Flaky {
+    async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {
+        self.inner.save_flow_run(r).await
+    }
+    async fn flow_run(&self, id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
+        self.inner.flow_run(id).await
+    }
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        self.inner.flow_outcomes_since(since).await
+    }
+    async fn begin_flow_run(
+        &self,
+        c: &Conversation,
+        m: &ChatMessage,
+        id: &str,
+        input: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.begin_flow_run(c, m, id, input, now).await
+    }
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        self.inner.flow_runs(limit).await
+    }
+}
+
+#[async_trait]
+impl vt_agent::store::RechargeStore for Flaky {
+    async fn consume_confirmation(
+        &self,
+        c: Confirmation<'_>,
+        a: Option<&RechargeAttempt>,
+        now: DateTime<Utc>,
+    ) -> Result<Consumption, StoreError> {
+        self.inner.consume_confirmation(c, a, now).await
+    }
+    async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
+        self.inner.confirmation_consumer(p).await
+    }
+    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.begin_recharge(a, now).await
+    }
+    async fn resolve_recharge(
         &self,
         k: &str,
+        s: vt_actions::journal::AttemptStatus,
         now: DateTime<Utc>,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.idempotency(k, now).await
+    ) -> Result<(), StoreError> {
+        self.inner.resolve_recharge(k, s, now).await
     }
-    async fn settle_idempotency(&self, k: &str, r: Option<&serde_json::Value>) -> Result<(), StoreError> {
-        self.inner.settle_idempotency(k, r).await
+    async fn unresolved_recharge(&self, s: &str, f: &str) -> Result<Option<String>, StoreError> {
+        self.inner.unresolved_recharge(s, f).await
     }
+    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
+        self.inner.recharge_attempts(limit).await
+    }
+}
+
+#[async_trait]
+impl vt_agent::store::OutboxStore for Flaky {
     async fn enqueue(&self, i: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         self.inner.enqueue(i, now).await
     }
@@ -461,22 +507,13 @@ impl Store for Flaky {
     async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
         self.inner.requeue(id, now).await
     }
-    async fn accept_message(
-        &self,
-        c: &Conversation,
-        new: bool,
-        id: Option<&str>,
-        m: &ChatMessage,
-        now: DateTime<Utc>,
-    ) -> Result<Option<i64>, StoreError> {
-        if self.fail_append || self.fail_accepting.is_some_and(|t| m.text() == Some(t)) {
-            return Err(broken());
-        }
-        self.inner.accept_message(c, new, id, m, now).await
-    }
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
         self.inner.outbox_item(id).await
     }
+}
+
+#[async_trait]
+impl vt_agent::store::BatchStore for Flaky {
     async fn open_batch(
         &self,
         j: &vt_agent::store::BatchJob,
@@ -514,11 +551,38 @@ impl Store for Flaky {
     ) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
         self.inner.batches(tenant, limit).await
     }
-    async fn conversation_list(
+}
+
+#[async_trait]
+impl vt_agent::store::ReportStore for Flaky {
+    async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.inner.record_usage(u).await
+    }
+    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
+        self.inner.usage_summary().await
+    }
+    async fn upsert_intent(&self, i: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.upsert_intent(i, now).await
+    }
+    async fn intents(&self) -> Result<Vec<IntentRecord>, StoreError> {
+        self.inner.intents().await
+    }
+    async fn put_idempotency(
         &self,
-        q: &vt_agent::store::ConversationQuery,
-    ) -> Result<Vec<vt_agent::store::ConversationListing>, StoreError> {
-        self.inner.conversation_list(q).await
+        r: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError> {
+        self.inner.put_idempotency(r, now).await
+    }
+    async fn idempotency(
+        &self,
+        k: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.idempotency(k, now).await
+    }
+    async fn settle_idempotency(&self, k: &str, r: Option<&serde_json::Value>) -> Result<(), StoreError> {
+        self.inner.settle_idempotency(k, r).await
     }
     async fn usage_since(
         &self,
@@ -526,42 +590,16 @@ impl Store for Flaky {
     ) -> Result<Vec<vt_agent::store::UsageRecord>, StoreError> {
         self.inner.usage_since(since).await
     }
-    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
-        self.inner.flow_outcomes_since(since).await
-    }
     async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }
     async fn audit_records(&self, l: i64) -> Result<Vec<vt_agent::store::AuditRecord>, StoreError> {
         self.inner.audit_records(l).await
     }
-    async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
-        self.inner.lock_conversation(c).await
-    }
-    async fn begin_flow_run(
-        &self,
-        c: &Conversation,
-        m: &ChatMessage,
-        id: &str,
-        input: &serde_json::Value,
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        self.inner.begin_flow_run(c, m, id, input, now).await
-    }
-    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
-        self.inner.flow_runs(limit).await
-    }
-    async fn consume_confirmation(
-        &self,
-        c: Confirmation<'_>,
-        a: Option<&RechargeAttempt>,
-        now: DateTime<Utc>,
-    ) -> Result<Consumption, StoreError> {
-        self.inner.consume_confirmation(c, a, now).await
-    }
-    async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
-        self.inner.confirmation_consumer(p).await
-    }
+}
+
+#[async_trait]
+impl vt_agent::store::KeepingStore for Flaky {
     async fn subject_records(
         &self,
         s: &vt_agent::store::Subject,
@@ -583,22 +621,11 @@ impl Store for Flaky {
     ) -> Result<u64, StoreError> {
         self.inner.reseal(progress).await
     }
-    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.inner.begin_recharge(a, now).await
-    }
-    async fn resolve_recharge(
-        &self,
-        k: &str,
-        s: vt_actions::journal::AttemptStatus,
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        self.inner.resolve_recharge(k, s, now).await
-    }
-    async fn unresolved_recharge(&self, s: &str, f: &str) -> Result<Option<String>, StoreError> {
-        self.inner.unresolved_recharge(s, f).await
-    }
-    async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
-        self.inner.recharge_attempts(limit).await
+}
+
+impl Store for Flaky {
+    fn backend(&self) -> &'static str {
+        "flaky"
     }
 }
 

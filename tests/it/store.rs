@@ -14,9 +14,9 @@ use vt_agent::engine::{
 };
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
-    ConversationContext, FlowRunRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, LineStatus,
-    NewOutboxItem, OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage,
-    UsageRecord,
+    ConversationContext, ConversationStore as _, FlowRunRecord, IdempotencyPut, IdempotencyRecord,
+    IntentRecord, LineStatus, NewOutboxItem, OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun,
+    TurnRecord, Usage, UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -1245,48 +1245,61 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     assert_eq!(money_after, money_before);
 }
 
+/// Each test runs on both backends, grouped by the store's concern (its trait):
+/// `store::sqlite_suite::outbox::…`, `store::postgres_suite::outbox::…`.
 macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
+    ($($concern:ident: [$($name:ident),* $(,)?]),* $(,)?) => {
         mod sqlite_suite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::sqlite().await).await;
+            $(mod $concern {
+                $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::super::$name(super::super::sqlite().await).await;
+                })*
             })*
         }
         mod postgres_suite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let Some(pg) = super::PgFixture::start().await else {
-                    eprintln!("VT_TEST_POSTGRES_URL is not set: PostgreSQL half skipped");
-                    return;
-                };
-                super::$name(pg.store.clone()).await;
-                pg.cleanup().await;
+            $(mod $concern {
+                $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(pg) = super::super::PgFixture::start().await else {
+                        eprintln!("VT_TEST_POSTGRES_URL is not set: PostgreSQL half skipped");
+                        return;
+                    };
+                    super::super::$name(pg.store.clone()).await;
+                    pg.cleanup().await;
+                })*
             })*
         }
     };
 }
 
 conformance!(
-    conversation_round_trip,
-    messages_keep_their_order,
-    a_turn_is_written_at_once,
-    flow_runs_keep_their_stages,
-    a_batch_group_stores_every_run_stage_and_line,
-    task_runs_round_trip,
-    usage_summary_covers_seven_days,
-    context_round_trip,
-    intents_round_trip,
-    idempotency_records_hold_until_they_expire,
-    outbox_claim_ack_retry,
-    concurrent_claims_never_share_an_item,
-    turn_locks_serialize_one_conversation,
-    confirmations_are_consumed_once,
-    recharge_attempts_are_on_record_before_they_are_sent,
-    a_flow_run_is_on_record_before_it_finishes,
-    a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
-    the_console_reads_lists_and_counts,
-    retention_and_erasure_keep_the_money_trail_and_the_usage_figures,
+    conversations: [
+        conversation_round_trip,
+        messages_keep_their_order,
+        a_turn_is_written_at_once,
+        task_runs_round_trip,
+        context_round_trip,
+        turn_locks_serialize_one_conversation,
+    ],
+    flows: [flow_runs_keep_their_stages, a_flow_run_is_on_record_before_it_finishes],
+    recharges: [
+        confirmations_are_consumed_once,
+        recharge_attempts_are_on_record_before_they_are_sent,
+    ],
+    outbox: [
+        outbox_claim_ack_retry,
+        concurrent_claims_never_share_an_item,
+        a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
+    ],
+    batches: [a_batch_group_stores_every_run_stage_and_line],
+    reports: [
+        usage_summary_covers_seven_days,
+        intents_round_trip,
+        idempotency_records_hold_until_they_expire,
+        the_console_reads_lists_and_counts,
+    ],
+    keeping: [retention_and_erasure_keep_the_money_trail_and_the_usage_figures],
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

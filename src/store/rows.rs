@@ -1,0 +1,111 @@
+//! Row mapping both backends share: a row is read through [`Columns`], which each backend implements
+//! for its own row type (SQLite keeps times as epoch milliseconds and JSON as text, PostgreSQL as
+//! `timestamptz` and `jsonb`), so a record is mapped from its columns once.
+
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use sqlx::{Postgres, Sqlite};
+
+use super::{BatchJob, IdempotencyRecord, OutboxItem, OutboxStatus, StoreError, TaskRun, TaskStatus};
+use crate::engine::{ExecutionRecord, ExecutionStatus};
+
+/// A column type both backends decode.
+pub(crate) trait Both:
+    for<'r> sqlx::Decode<'r, Sqlite>
+    + sqlx::Type<Sqlite>
+    + for<'r> sqlx::Decode<'r, Postgres>
+    + sqlx::Type<Postgres>
+{
+}
+
+impl<T> Both for T where
+    T: for<'r> sqlx::Decode<'r, Sqlite>
+        + sqlx::Type<Sqlite>
+        + for<'r> sqlx::Decode<'r, Postgres>
+        + sqlx::Type<Postgres>
+{
+}
+
+/// How a record's mapping reads a row's columns, whichever the backend.
+pub(crate) trait Columns {
+    /// A plain column (text, integer, boolean, or an optional one).
+    fn value<T: Both>(&self, col: &str) -> Result<T, StoreError>;
+    fn time(&self, col: &str) -> Result<DateTime<Utc>, StoreError>;
+    fn opt_time(&self, col: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// A JSON column, opened ([`super::seal`]) and parsed.
+    fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError>;
+    fn opt_json<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError>;
+    /// A sealed text column.
+    fn opt_sealed_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(super::seal::open_opt(self.value(col)?)?)
+    }
+}
+
+pub(crate) fn batch_job(row: &impl Columns) -> Result<BatchJob, StoreError> {
+    Ok(BatchJob {
+        id: row.value("id")?,
+        tenant_id: row.value("tenant_id")?,
+        digest: row.value("digest")?,
+        total: row.value("total")?,
+        dry_run: row.value("dry_run")?,
+        source: row.opt_sealed_text("source")?,
+        created_at: row.time("created_at")?,
+        finished_at: row.opt_time("finished_at")?,
+    })
+}
+
+pub(crate) fn execution(row: &impl Columns) -> Result<ExecutionRecord, StoreError> {
+    Ok(ExecutionRecord {
+        execucao_id: row.value("execucao_id")?,
+        conversation_id: row.value("conversation_id")?,
+        agent_id: row.value("agent_id")?,
+        status: ExecutionStatus::parse(&row.value::<String>("status")?),
+        error: row.value("error")?,
+        model_calls: row.json("model_calls")?,
+        started_at: row.time("started_at")?,
+        finished_at: row.time("finished_at")?,
+    })
+}
+
+pub(crate) fn outbox_item(row: &impl Columns) -> Result<OutboxItem, StoreError> {
+    Ok(OutboxItem {
+        id: row.value("id")?,
+        kind: row.value("kind")?,
+        destination: row.value("destination")?,
+        payload: row.json("payload")?,
+        conversation_id: row.value("conversation_id")?,
+        status: OutboxStatus::parse(&row.value::<String>("status")?)?,
+        attempts: row.value("attempts")?,
+        max_attempts: row.value("max_attempts")?,
+        next_attempt_at: row.time("next_attempt_at")?,
+        last_error: row.value("last_error")?,
+    })
+}
+
+pub(crate) fn task_run(row: &impl Columns) -> Result<TaskRun, StoreError> {
+    Ok(TaskRun {
+        id: row.value("id")?,
+        conversation_id: row.value("conversation_id")?,
+        user_id: row.value("user_id")?,
+        intent_key: row.value("intent_key")?,
+        status: TaskStatus::parse(&row.value::<String>("status")?)?,
+        plan: row.opt_json("plan")?,
+        steps: row.json("steps")?,
+        final_result: row.opt_sealed_text("final_result")?,
+        tokens_used: row.value("tokens_used")?,
+        error_message: row.value("error_message")?,
+        created_at: row.time("created_at")?,
+        completed_at: row.opt_time("completed_at")?,
+    })
+}
+
+pub(crate) fn idempotency_record(row: &impl Columns) -> Result<IdempotencyRecord, StoreError> {
+    Ok(IdempotencyRecord {
+        key: row.value("key")?,
+        scope: row.value("scope")?,
+        request_hash: row.value("request_hash")?,
+        response: row.json("response")?,
+        created_at: row.time("created_at")?,
+        expires_at: row.time("expires_at")?,
+    })
+}

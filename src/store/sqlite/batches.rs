@@ -1,0 +1,129 @@
+//! [`BatchStore`] on SQLite.
+
+use super::*;
+use crate::store::BatchStore;
+
+#[async_trait]
+impl BatchStore for SqliteStore {
+    async fn open_batch(&self, job: &BatchJob) -> Result<BatchJob, StoreError> {
+        sqlx::query(
+            "INSERT INTO batch_jobs (id, tenant_id, digest, total, dry_run, source, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&job.id)
+        .bind(&job.tenant_id)
+        .bind(&job.digest)
+        .bind(job.total)
+        .bind(job.dry_run)
+        .bind(job.source.as_deref().map(crate::store::seal::seal))
+        .bind(ms(job.created_at))
+        .execute(&self.writer)
+        .await?;
+        // Read on the writer: a reader connection may not see the row just written yet.
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = ?")
+            .bind(&job.id)
+            .fetch_one(&self.writer)
+            .await?;
+        rows::batch_job(&row)
+    }
+
+    async fn batch(&self, id: &str) -> Result<Option<BatchJob>, StoreError> {
+        let row = sqlx::query("SELECT * FROM batch_jobs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::batch_job).transpose()
+    }
+
+    async fn save_batch_lines(
+        &self,
+        job_id: &str,
+        lines: &[BatchLine],
+        runs: &[FlowRunRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        Self::insert_flow_runs(&mut tx, runs, now).await?;
+        let mut rows = Vec::with_capacity(lines.len());
+        for l in lines {
+            rows.push((l, json(&l.result)?));
+        }
+        insert_rows::<Sqlite, _>(
+            &mut tx,
+            "INSERT INTO batch_lines (job_id, line, status, result, finished_at) ",
+            &rows,
+            " ON CONFLICT (job_id, line) DO UPDATE SET status = excluded.status, result = excluded.result, \
+             finished_at = excluded.finished_at",
+            |b, (l, result)| {
+                b.push_bind(job_id.to_owned())
+                    .push_bind(l.line)
+                    .push_bind(l.status.as_str())
+                    .push_bind(result.clone())
+                    .push_bind(ms(now));
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn batch_lines(&self, job_id: &str) -> Result<Vec<BatchLine>, StoreError> {
+        let rows = sqlx::query("SELECT line, status, result FROM batch_lines WHERE job_id = ? ORDER BY line")
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(BatchLine {
+                    line: row.try_get("line")?,
+                    status: LineStatus::from_row(row.try_get("status")?)?,
+                    result: parse(row, "result")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn batch_counts(&self, job_id: &str) -> Result<Vec<(LineStatus, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM batch_lines WHERE job_id = ? GROUP BY status ORDER BY status",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((LineStatus::from_row(row.try_get("status")?)?, row.try_get("n")?)))
+            .collect()
+    }
+
+    async fn finish_batch(&self, job_id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE batch_jobs SET finished_at = ?, source = NULL WHERE id = ? AND finished_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(job_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn unfinished_batches(&self) -> Result<Vec<BatchJob>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM batch_jobs WHERE finished_at IS NULL AND source IS NOT NULL ORDER BY created_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::batch_job).collect()
+    }
+
+    async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM batch_jobs WHERE (?1 IS NULL OR tenant_id = ?1)
+             ORDER BY created_at DESC, id DESC LIMIT ?2",
+        )
+        .bind(tenant_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(rows::batch_job).collect()
+    }
+}

@@ -1,0 +1,330 @@
+//! [`ConversationStore`] on SQLite.
+
+use super::*;
+use crate::store::ConversationStore;
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn save_conversation(&self, conv: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let refs = Self::upsert_conversation(&mut tx, conv, now, Existing::Update).await?;
+        let indexed = crate::store::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
+        tx.commit().await?;
+        self.indexed.committed(indexed);
+        Ok(())
+    }
+
+    async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        let Some(row) = sqlx::query("SELECT * FROM conversations WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Conversation {
+            id: row.try_get("id")?,
+            agent_id: row.try_get("agent_id")?,
+            tenant_id: row.try_get("tenant_id")?,
+            user_id: row.try_get("user_id")?,
+            user_login: row.try_get("user_login")?,
+            channel: row.try_get("channel")?,
+            active_skill: row.try_get("active_skill")?,
+            state: parse(&row, "state")?,
+            memory: parse(&row, "memory")?,
+            window: parse(&row, "skill_window")?,
+            handoff: parse_opt(&row, "handoff")?,
+            ended: row.try_get("ended")?,
+        }))
+    }
+
+    async fn accept_message(
+        &self,
+        conversation: &Conversation,
+        new_conversation: bool,
+        channel_message_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        // Writes only, no read first: a deferred transaction that reads and then writes fails at once
+        // (SQLITE_BUSY, no busy wait) when another process wrote in between.
+        let insert = accepted(conversation, channel_message_id, message, now)?;
+        let row = if new_conversation {
+            let mut tx = self.writer.begin().await?;
+            Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            let row = insert.fetch_optional(&mut *tx).await?;
+            tx.commit().await?;
+            row
+        } else {
+            insert.fetch_optional(&self.writer).await?
+        };
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
+    }
+
+    async fn append_message(
+        &self,
+        conversation_id: &str,
+        execucao_id: Option<&str>,
+        message: &ChatMessage,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(conversation_id)
+        .bind(execucao_id)
+        .bind(role(message))
+        .bind(json(message)?)
+        .bind(ms(now))
+        .bind(crate::store::search_text(message))
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    async fn unprocessed_messages(
+        &self,
+        through: Option<(&str, i64)>,
+        limit: i64,
+    ) -> Result<Vec<UnprocessedMessage>, StoreError> {
+        let (conversation, last) = through.unzip();
+        let rows = sqlx::query(
+            "SELECT id, conversation_id, channel_message_id, body FROM messages
+             WHERE processed = 0 AND (?1 IS NULL OR (conversation_id = ?1 AND id <= ?2)) ORDER BY id LIMIT ?3",
+        )
+        .bind(conversation)
+        .bind(last)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let message: ChatMessage = parse(r, "body")?;
+                Ok(UnprocessedMessage {
+                    id: r.try_get("id")?,
+                    conversation_id: r.try_get("conversation_id")?,
+                    channel_message_id: r
+                        .try_get::<Option<String>, _>("channel_message_id")?
+                        .unwrap_or_default(),
+                    text: message.text().unwrap_or_default().to_owned(),
+                })
+            })
+            .collect()
+    }
+
+    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id")
+            .bind(conversation_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoredMessage {
+                    id: r.try_get("id")?,
+                    conversation_id: r.try_get("conversation_id")?,
+                    execucao_id: r.try_get("execucao_id")?,
+                    message: parse(r, "body")?,
+                    created_at: at(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let e = turn.execution;
+        let (tokens_in, tokens_out) = e.tokens();
+        let mut tx = self.writer.begin().await?;
+        let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        let mut messages = Vec::with_capacity(turn.messages.len());
+        for m in turn.messages {
+            messages.push((role(m), json(m)?, crate::store::search_text(m)));
+        }
+        insert_rows::<Sqlite, _>(
+            &mut tx,
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
+            &messages,
+            "",
+            |b, (role, body, search)| {
+                b.push_bind(turn.conversation.id.clone())
+                    .push_bind(e.execucao_id.clone())
+                    .push_bind(*role)
+                    .push_bind(body.clone())
+                    .push_bind(ms(now))
+                    .push_bind(search.clone());
+            },
+        )
+        .await?;
+        sqlx::query(
+            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
+                 tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&e.execucao_id)
+        .bind(&e.conversation_id)
+        .bind(&e.agent_id)
+        .bind(e.status.as_str())
+        .bind(&e.error)
+        .bind(json(&e.model_calls)?)
+        .bind(json(turn.events)?)
+        .bind(tokens_in as i64)
+        .bind(tokens_out as i64)
+        .bind(ms(e.started_at))
+        .bind(ms(e.finished_at))
+        .execute(&mut *tx)
+        .await?;
+        if let Some(u) = turn.usage {
+            Self::insert_usage(&mut tx, u).await?;
+        }
+        if let Some(id) = turn.accepted_message {
+            sqlx::query("UPDATE messages SET processed = 1 WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+        // One statement for the cards of the whole turn.
+        let indexed = crate::store::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
+        if let Some(c) = turn.context {
+            Self::upsert_context(&mut tx, c).await?;
+        }
+        for item in turn.outbox {
+            Self::insert_outbox(&mut tx, item, now).await?;
+        }
+        tx.commit().await?;
+        self.indexed.committed(indexed);
+        Ok(())
+    }
+
+    async fn execution(
+        &self,
+        execucao_id: &str,
+    ) -> Result<Option<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
+        let row = sqlx::query("SELECT * FROM executions WHERE execucao_id = ?")
+            .bind(execucao_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((rows::execution(&r)?, parse(&r, "events")?)))
+            .transpose()
+    }
+
+    async fn executions(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Vec<(ExecutionRecord, Vec<TurnEvent>)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT * FROM executions WHERE conversation_id = ? ORDER BY started_at, rowid")
+                .bind(conversation_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| Ok((rows::execution(r)?, parse(r, "events")?)))
+            .collect()
+    }
+
+    async fn save_task_run(&self, t: &TaskRun) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO task_runs (id, conversation_id, user_id, intent_key, status, plan, steps, final_result,
+                 tokens_used, error_message, created_at, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status, plan = excluded.plan, steps = excluded.steps,
+                 final_result = excluded.final_result, tokens_used = excluded.tokens_used,
+                 error_message = excluded.error_message, completed_at = excluded.completed_at",
+        )
+        .bind(&t.id)
+        .bind(&t.conversation_id)
+        .bind(&t.user_id)
+        .bind(&t.intent_key)
+        .bind(t.status.as_str())
+        .bind(t.plan.as_ref().map(json).transpose()?)
+        .bind(json(&t.steps)?)
+        .bind(t.final_result.as_deref().map(crate::store::seal::seal))
+        .bind(t.tokens_used)
+        .bind(&t.error_message)
+        .bind(ms(t.created_at))
+        .bind(t.completed_at.map(ms))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn task_runs(&self, conversation_id: &str) -> Result<Vec<TaskRun>, StoreError> {
+        let rows =
+            sqlx::query("SELECT * FROM task_runs WHERE conversation_id = ? ORDER BY created_at, rowid")
+                .bind(conversation_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(rows::task_run).collect()
+    }
+
+    async fn save_context(&self, c: &ConversationContext) -> Result<(), StoreError> {
+        let mut conn = self.writer.acquire().await?;
+        Self::upsert_context(&mut conn, c).await
+    }
+
+    async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError> {
+        let row = sqlx::query("SELECT * FROM conversation_context WHERE conversation_id = ?")
+            .bind(conversation_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(ConversationContext {
+                conversation_id: r.try_get("conversation_id")?,
+                user_id: r.try_get("user_id")?,
+                summary: crate::store::seal::open_opt(r.try_get("summary")?)?,
+                key_facts: parse(&r, "key_facts")?,
+                last_intent: r.try_get("last_intent")?,
+                turn_count: r.try_get("turn_count")?,
+                updated_at: at(r.try_get("updated_at")?),
+            })
+        })
+        .transpose()
+    }
+
+    async fn conversation_list(
+        &self,
+        query: &ConversationQuery,
+    ) -> Result<Vec<ConversationListing>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.tenant_id, c.channel, c.user_id, c.user_login, c.ended,
+                    c.handoff IS NOT NULL AS handed_over, c.updated_at, x.last_intent,
+                    (SELECT m.body FROM messages m WHERE m.conversation_id = c.id
+                     ORDER BY m.id DESC LIMIT 1) AS last_body
+             FROM conversations c LEFT JOIN conversation_context x ON x.conversation_id = c.id
+             WHERE (?1 IS NULL OR c.tenant_id = ?1)
+               AND (?2 IS NULL OR c.channel = ?2)
+               AND (?3 IS NULL OR instr(lower(c.id), lower(?3)) > 0
+                    OR instr(lower(c.user_id), lower(?3)) > 0
+                    OR instr(lower(c.user_login), lower(?3)) > 0
+                    OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
+                               AND instr(lower(m.search_text), lower(?3)) > 0))
+             ORDER BY c.updated_at DESC, c.id LIMIT ?4",
+        )
+        .bind(&query.tenant_id)
+        .bind(&query.channel)
+        .bind(&query.text)
+        .bind(query.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ConversationListing {
+                    id: r.try_get("id")?,
+                    tenant_id: r.try_get("tenant_id")?,
+                    channel: r.try_get("channel")?,
+                    user_id: r.try_get("user_id")?,
+                    user_login: r.try_get("user_login")?,
+                    last_message: parse_opt(r, "last_body")?,
+                    last_intent: r.try_get("last_intent")?,
+                    ended: r.try_get("ended")?,
+                    handed_over: r.try_get("handed_over")?,
+                    updated_at: at(r.try_get("updated_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
+        match &self.files {
+            Some(files) => files.acquire(&self.locks, conversation_id).await,
+            None => Ok(TurnLock::local(self.locks.lock(conversation_id).await)),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! [`FlowStore`] on SQLite.
+
+use super::*;
+use crate::store::FlowStore;
+
+#[async_trait]
+impl FlowStore for SqliteStore {
+    async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        Self::insert_flow_runs(&mut tx, std::slice::from_ref(run), run.created_at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
+        let Some(row) = sqlx::query("SELECT * FROM flow_runs WHERE execucao_id = ?")
+            .bind(execucao_id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let stages =
+            sqlx::query("SELECT etapa, saida FROM flow_stages WHERE execucao_id = ? ORDER BY position")
+                .bind(execucao_id)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get("etapa")?, parse(r, "saida")?)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Some(FlowRunRecord {
+            execucao_id: row.try_get("execucao_id")?,
+            parent_execucao_id: row.try_get("parent_execucao_id")?,
+            status: RunStatus::from_row(&row.try_get::<String, _>("status")?)?,
+            input: parse(&row, "input")?,
+            output: parse(&row, "output")?,
+            stages,
+            created_at: at(row.try_get("created_at")?),
+        }))
+    }
+
+    async fn begin_flow_run(
+        &self,
+        conversation: &Conversation,
+        message: &ChatMessage,
+        execucao_id: &str,
+        input: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+        accepted(conversation, None, message, now)?
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
+             VALUES (?, ?, ?, 'null', ?, ?, ?)",
+        )
+        .bind(execucao_id)
+        .bind(RunStatus::EmAndamento.as_str())
+        .bind(json(input)?)
+        .bind(ms(now))
+        .bind(crate::store::flow_card_hash(input))
+        .bind(&conversation.id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
+             ORDER BY created_at DESC, rowid DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRunSummary {
+                    execucao_id: r.try_get("execucao_id")?,
+                    status: RunStatus::from_row(&r.try_get::<String, _>("status")?)?,
+                    input: parse(r, "input")?,
+                    created_at: at(r.try_get("created_at")?),
+                    finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(at),
+                })
+            })
+            .collect()
+    }
+
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM flow_runs WHERE created_at >= ? GROUP BY status ORDER BY status",
+        )
+        .bind(ms(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("n")?)))
+            .collect()
+    }
+}

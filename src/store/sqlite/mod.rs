@@ -1,0 +1,434 @@
+//! The SQLite store: the default, a file under the data directory. Times are epoch milliseconds and
+//! JSON is text, so the schema needs nothing SQLite lacks.
+
+mod conversations;
+mod flows;
+mod recharges;
+mod outbox;
+mod batches;
+mod reports;
+mod keeping;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+
+use rust_decimal::Decimal;
+use serde_json::Value;
+use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
+
+use super::attempts::{Attempts, Write};
+use super::locks::FileLocks;
+use super::rows::{self, Both, Columns};
+use super::{
+    AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
+    FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
+    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
+    TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+};
+use super::{Existing, LineStatus, RunStatus, Sent, Usage, attempt_status, insert_rows};
+use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
+use crate::llm::ChatMessage;
+
+pub struct SqliteStore {
+    /// Readers.
+    pool: SqlitePool,
+    /// The one writing connection: writers of this process queue for it in order instead of meeting
+    /// in SQLite's busy handler, whose growing sleeps gave a few turns seconds of latency under load.
+    /// (Other processes still meet in the busy handler, with `busy_timeout`.)
+    writer: SqlitePool,
+    locks: LocalLocks,
+    /// Cross-process turn locks; `None` in memory (one process by definition).
+    files: Option<FileLocks>,
+    /// Recharge attempts, committed in groups on `writer`.
+    attempts: Attempts,
+    /// The blind-index rows already written.
+    indexed: super::Indexed,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn at(v: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(v).unwrap_or_default()
+}
+
+/// `v` as JSON, sealed ([`super::seal`]): every JSON column but the intents' holds what people said
+/// or what was done for them.
+fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+    Ok(super::seal::seal(&vt_actions::json::to_text(v)?))
+}
+
+/// `v` as JSON, in clear: the router's intents (data, not anyone's).
+fn plain<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+    Ok(vt_actions::json::to_text(v)?)
+}
+
+fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
+    let text: String = row.try_get(col)?;
+    Ok(vt_actions::json::from_text(&super::seal::open(&text)?)?)
+}
+
+/// The insert of an accepted inbound message (returning its id; nothing for a redelivered
+/// `channel_message_id`), unprocessed until its turn commits when it has a channel id.
+fn accepted<'q>(
+    conversation: &'q Conversation,
+    channel_message_id: Option<&'q str>,
+    message: &ChatMessage,
+    now: DateTime<Utc>,
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text)
+         VALUES (?, NULL, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+    )
+    .bind(&conversation.id)
+    .bind(role(message))
+    .bind(json(message)?)
+    .bind(ms(now))
+    .bind(channel_message_id)
+    .bind(channel_message_id.is_none())
+    .bind(super::search_text(message)))
+}
+
+/// The insert that puts attempt `a` on record as `enviando`.
+pub(super) fn insert_attempt(
+    a: &RechargeAttempt,
+    now: DateTime<Utc>,
+    sent: Sent,
+) -> sqlx::query::Query<'_, Sqlite, sqlx::sqlite::SqliteArguments> {
+    let sql = match sent {
+        Sent::NotYet => {
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+             ON CONFLICT(idempotency_key) DO NOTHING"
+        }
+        Sent::Now => {
+            "INSERT INTO recharge_attempts (idempotency_key, fingerprint, scope, origin, execucao_id, cartao_mascarado,
+                 valor, moeda, status, sends, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+             ON CONFLICT(idempotency_key) DO UPDATE SET status = excluded.status, sends = sends + 1,
+                 execucao_id = excluded.execucao_id, updated_at = excluded.updated_at"
+        }
+    };
+    sqlx::query(sql)
+        .bind(&a.idempotency_key)
+        .bind(&a.fingerprint)
+        .bind(&a.scope)
+        .bind(&a.origin)
+        .bind(&a.execucao_id)
+        .bind(&a.cartao_mascarado)
+        .bind(a.valor.to_string())
+        .bind(&a.moeda)
+        .bind(AttemptStatus::Enviando.as_str())
+        .bind(ms(now))
+        .bind(ms(now))
+}
+
+/// The pools' shared options. No ping before handing out a connection (sqlx's default): the
+/// "connection" is a thread of this process, so the ping checks nothing a statement would not, and it
+/// cost a hop to that thread and back before every statement — half the hops of a turn.
+fn pool_options() -> SqlitePoolOptions {
+    SqlitePoolOptions::new().test_before_acquire(false)
+}
+
+fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(col)?;
+    text.map(|t| Ok(vt_actions::json::from_text(&super::seal::open(&t)?)?))
+        .transpose()
+}
+
+impl SqliteStore {
+    /// `sqlite://path/to/file.db` (created if missing) or `sqlite::memory:`, for a service.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_for(url, Usage::Service).await
+    }
+
+    /// [`Self::connect`], with the connections `usage` needs.
+    pub async fn connect_for(url: &str, usage: Usage) -> Result<Self, StoreError> {
+        let memory = url.contains(":memory:");
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(if memory {
+                SqliteJournalMode::Memory
+            } else {
+                SqliteJournalMode::Wal
+            })
+            .busy_timeout(Duration::from_secs(10));
+        // A one-shot process may end with its connection open (`run-flow` does, `App::leave`: closing
+        // checkpoints the WAL and deletes it, ~1.7 ms), so the next one starts by recovering the WAL,
+        // reading every frame since its last checkpoint: checkpointing every 256 pages instead of SQLite's
+        // 1,000 keeps that short (`run-flow`, interleaved runs: 11.1 → 10.4 ms median).
+        let options = match usage {
+            Usage::OneShot => options.pragma("wal_autocheckpoint", "256"),
+            Usage::Service => options,
+        };
+        // sqlx takes no lock around SQLite migrations (nor around switching a new file to WAL): processes
+        // starting together on a new file would each try to create the tables. A file lock beside the
+        // database serialises setting it up.
+        let _setting_up = match migration_lock_path(url) {
+            Some(path) => Some(lock_file(path).await?),
+            None => None,
+        };
+        // An in-memory database lives in its one connection: keep exactly one, forever, for reading and
+        // writing alike.
+        let (pool, writer) = if memory {
+            let pool = pool_options()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await?;
+            (pool.clone(), pool)
+        } else {
+            let writer = pool_options()
+                .max_connections(1)
+                .connect_with(options.clone())
+                .await?;
+            let pool = match usage {
+                // One command, no concurrency to speak of: the writer reads too. A second connection
+                // was another thread, file set-up and schema read in every one-shot command.
+                Usage::OneShot => writer.clone(),
+                Usage::Service => pool_options().max_connections(4).connect_with(options).await?,
+            };
+            (pool, writer)
+        };
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
+        Ok(Self {
+            attempts: Attempts::start(writer.clone()),
+            pool,
+            writer,
+            locks: LocalLocks::default(),
+            files,
+            indexed: super::Indexed::default(),
+        })
+    }
+
+    async fn upsert_conversation(
+        tx: &mut Transaction<'static, Sqlite>,
+        c: &Conversation,
+        now: DateTime<Utc>,
+        existing: Existing,
+    ) -> Result<Vec<super::CardRef>, StoreError> {
+        let sql = match existing {
+            Existing::Update => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT(id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
+                     memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
+                     ended = excluded.ended, updated_at = excluded.updated_at"
+            }
+            Existing::Keep => {
+                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING"
+            }
+        };
+        sqlx::query(sql)
+            .bind(&c.id)
+            .bind(&c.agent_id)
+            .bind(&c.user_id)
+            .bind(&c.user_login)
+            .bind(&c.channel)
+            .bind(&c.active_skill)
+            .bind(json(&c.state)?)
+            .bind(json(&c.memory)?)
+            .bind(json(&c.window)?)
+            .bind(c.handoff.as_ref().map(json).transpose()?)
+            .bind(c.ended)
+            .bind(ms(now))
+            .bind(ms(now))
+            .bind(&c.tenant_id)
+            .execute(&mut **tx)
+            .await?;
+        // A new conversation (accepting its first message, a flow's start) holds no card yet.
+        Ok(match existing {
+            Existing::Update => super::conversation_card_refs(c),
+            Existing::Keep => Vec::new(),
+        })
+    }
+
+    async fn upsert_context(conn: &mut SqliteConnection, c: &ConversationContext) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
+                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
+        )
+        .bind(&c.conversation_id)
+        .bind(&c.user_id)
+        .bind(c.summary.as_deref().map(super::seal::seal))
+        .bind(json(&c.key_facts)?)
+        .bind(&c.last_intent)
+        .bind(c.turn_count)
+        .bind(ms(c.updated_at))
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_outbox(
+        conn: &mut SqliteConnection,
+        item: &NewOutboxItem,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(&item.kind)
+        .bind(&item.destination)
+        .bind(json(&item.payload)?)
+        .bind(item.max_attempts)
+        .bind(ms(item.next_attempt_at))
+        .bind(ms(now))
+        .bind(&item.conversation_id)
+        .bind(item.status.as_str())
+        .fetch_one(conn)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// Inserts the runs, or completes the rows [`Store::begin_flow_run`] left, with their stages — many
+    /// rows to a statement: every statement is a round trip to sqlx's SQLite worker thread, and a batch
+    /// group's runs have hundreds of stages.
+    async fn insert_flow_runs(
+        tx: &mut Transaction<'static, Sqlite>,
+        runs: &[FlowRunRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut rows = Vec::with_capacity(runs.len());
+        for run in runs {
+            rows.push((run, json(&run.input)?, json(&run.output)?));
+        }
+        insert_rows::<Sqlite, _>(
+            tx,
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ",
+            &rows,
+            " ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                 finished_at = excluded.finished_at",
+            |b, (run, input, output)| {
+                b.push_bind(run.execucao_id.clone())
+                    .push_bind(run.status.as_str())
+                    .push_bind(input.clone())
+                    .push_bind(output.clone())
+                    .push_bind(ms(run.created_at))
+                    .push_bind(ms(now))
+                    .push_bind(run.parent_execucao_id.clone())
+                    .push_bind(super::flow_card_hash(&run.input));
+            },
+        )
+        .await?;
+        let mut stages = Vec::new();
+        for run in runs {
+            for (i, (etapa, saida)) in run.stages.iter().enumerate() {
+                stages.push((&run.execucao_id, i as i64, etapa, json(saida)?));
+            }
+        }
+        insert_rows::<Sqlite, _>(
+            tx,
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida) ",
+            &stages,
+            "",
+            |b, (id, position, etapa, saida)| {
+                b.push_bind((*id).clone())
+                    .push_bind(*position)
+                    .push_bind((*etapa).clone())
+                    .push_bind(saida.clone());
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_usage(tx: &mut Transaction<'static, Sqlite>, u: &UsageRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
+                 execution_time_ms, was_keyword_matched, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&u.conversation_id)
+        .bind(&u.intent_key)
+        .bind(&u.action_type)
+        .bind(u.tokens_input)
+        .bind(u.tokens_output)
+        .bind(u.execution_time_ms)
+        .bind(u.was_keyword_matched)
+        .bind(ms(u.created_at))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+impl Columns for SqliteRow {
+    fn value<T: Both>(&self, col: &str) -> Result<T, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn time(&self, col: &str) -> Result<DateTime<Utc>, StoreError> {
+        Ok(at(self.try_get(col)?))
+    }
+    fn opt_time(&self, col: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.try_get::<Option<i64>, _>(col)?.map(at))
+    }
+    fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
+        parse(self, col)
+    }
+    fn opt_json<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
+        parse_opt(self, col)
+    }
+}
+
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+/// The database file of a `sqlite:` URL; `None` in memory.
+fn database_path(url: &str) -> Option<std::path::PathBuf> {
+    if url.contains(":memory:") {
+        return None;
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    Some(std::path::PathBuf::from(path.split('?').next().unwrap_or(path)))
+}
+
+/// `<database file>.migrate.lock` for a file database; `None` in memory.
+fn migration_lock_path(url: &str) -> Option<std::path::PathBuf> {
+    database_path(url).map(|p| std::path::PathBuf::from(format!("{}.migrate.lock", p.display())))
+}
+
+/// An exclusive lock on `path` (created if missing), held until the file is dropped; the kernel drops
+/// it if the process dies.
+async fn lock_file(path: std::path::PathBuf) -> Result<std::fs::File, StoreError> {
+    let failed = |source| StoreError::DataDir {
+        path: "migration lock".into(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed)?;
+    // Usually free: taken here, with no blocking thread started for it (a one-shot command's only one).
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
+    }
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|e| StoreError::Invalid(format!("migration lock task failed: {e}")))?
+        .map_err(failed)
+}
