@@ -298,9 +298,9 @@ pub struct ChatArgs {
 }
 
 /// Exit code for input the command refuses (as with a usage error).
-pub const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 /// Exit code of a flow run that did not reach its outcome (`pendente` or `falhou`).
-pub const EXIT_NOT_CONCLUDED: u8 = 3;
+pub(crate) const EXIT_NOT_CONCLUDED: u8 = 3;
 
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
 /// configured, flushed before returning) and runs the command.

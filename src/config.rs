@@ -15,7 +15,7 @@ use crate::engine::EngineConfig;
 use crate::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
 
 /// The file read when neither `--config` nor `VT_CONFIG` names one (only if it exists).
-pub const DEFAULT_CONFIG_FILE: &str = "vt-agent.toml";
+pub(crate) const DEFAULT_CONFIG_FILE: &str = "vt-agent.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -163,7 +163,7 @@ impl std::fmt::Debug for LlmConfig {
 }
 
 impl LlmConfig {
-    pub fn is_configured(&self) -> bool {
+    pub(crate) fn is_configured(&self) -> bool {
         self.provider.is_some() || self.base_url.is_some() || self.api_key.is_some()
     }
 
@@ -372,7 +372,7 @@ impl Config {
 
     /// Checks values that parse but make no sense, so a bad one is refused when loaded instead of
     /// misbehaving later (a negative confirmation time, a policy that allows a zero recharge…).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field: &str, message: &str| {
             Err(ConfigError::Invalid {
                 field: field.to_owned(),
@@ -431,11 +431,11 @@ impl Config {
         Ok(())
     }
 
-    pub fn skills_dir(&self) -> PathBuf {
+    pub(crate) fn skills_dir(&self) -> PathBuf {
         resolve(self.skills_dir.as_deref(), "skills")
     }
 
-    pub fn prompts_dir(&self) -> PathBuf {
+    pub(crate) fn prompts_dir(&self) -> PathBuf {
         resolve(self.prompts_dir.as_deref(), "prompts")
     }
 

@@ -27,7 +27,7 @@ use crate::store::{FlowRunRecord, Store, StoreJournal};
 pub const FLOW_AGENT: &str = "vt_fluxo";
 
 /// The last stage of a dry run: the recharge is prepared (and checked against the policies), never sent.
-pub const DRY_RUN_LAST_STAGE: &str = "rf06_preparar_recarga";
+pub(crate) const DRY_RUN_LAST_STAGE: &str = "rf06_preparar_recarga";
 
 /// How far a flow run goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -204,7 +204,11 @@ pub fn turn(text: &str, parsed: FlowInput, mode: FlowMode) -> TurnInput<'_> {
 
 /// Parses and checks a flow input as every way in does: the configured policies where it has none,
 /// the caller's tenant (`None` for the operator's own commands) and no other.
-pub fn parse_input(engine: &Engine, text: &str, tenant: Option<&str>) -> Result<FlowInput, InputError> {
+pub(crate) fn parse_input(
+    engine: &Engine,
+    text: &str,
+    tenant: Option<&str>,
+) -> Result<FlowInput, InputError> {
     let settings = engine.extensions().get::<VtSettings>();
     let builtin;
     let politicas = match settings {
@@ -344,7 +348,7 @@ pub fn record(
 struct FlowRunLog(Mutex<HashMap<String, Vec<FlowRunRecord>>>);
 
 /// Takes the flow runs the tools of turn `execucao_id` started (the service stores them with the turn).
-pub fn take_runs(engine: &Engine, execucao_id: &str) -> Vec<FlowRunRecord> {
+pub(crate) fn take_runs(engine: &Engine, execucao_id: &str) -> Vec<FlowRunRecord> {
     engine
         .extensions()
         .get::<Arc<FlowRunLog>>()

@@ -123,14 +123,8 @@ impl Worker {
         self
     }
 
-    /// How long the worker sleeps when nothing is due.
-    pub fn with_idle(mut self, idle: Duration) -> Self {
-        self.idle = idle;
-        self
-    }
-
     /// Whether any channel sends through this worker.
-    pub fn has_senders(&self) -> bool {
+    pub(crate) fn has_senders(&self) -> bool {
         !self.senders.is_empty()
     }
 

@@ -13,24 +13,24 @@ use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
 use crate::store::{IntentRecord, TaskRun, TaskStatus};
 
 /// Actions a plan may use: they read, they never charge.
-pub const PLAN_ACTIONS: &[(&str, &str)] = &[(
+pub(crate) const PLAN_ACTIONS: &[(&str, &str)] = &[(
     "consultar_saldo",
     "consulta o saldo de um cartão; argumentos {\"cartao\": \"...\"}",
 )];
 const MAX_STEPS: usize = 6;
 
 /// Told to the user when no valid plan comes out of the model.
-pub const PLAN_FAILED_REPLY: &str =
+pub(crate) const PLAN_FAILED_REPLY: &str =
     "Não consegui organizar esse pedido em etapas. Pode me pedir uma coisa de cada vez?";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub passos: Vec<Passo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "tipo", rename_all = "snake_case")]
-pub enum Passo {
+pub(crate) enum Passo {
     Deterministico { acao: String, argumentos: Value },
     Raciocinio { instrucao: String },
 }
@@ -43,7 +43,7 @@ pub struct PlanOutcome {
 }
 
 /// Parses and checks a plan; the error says what is wrong, for the repair attempt.
-pub fn parse_plan(text: &str) -> Result<Plan, String> {
+pub(crate) fn parse_plan(text: &str) -> Result<Plan, String> {
     let trimmed = text
         .trim()
         .trim_start_matches("```json")

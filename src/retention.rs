@@ -34,7 +34,7 @@ impl Default for RetentionConfig {
 
 impl RetentionConfig {
     /// Checks the value when loaded; the error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if !(1..=36_500).contains(&self.dias) {
             return Err(("retencao.dias", "must be from 1 to 36500 days"));
         }
@@ -42,7 +42,7 @@ impl RetentionConfig {
     }
 
     /// The moment before which records go, at `now`.
-    pub fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         now - chrono::Duration::days(i64::from(self.dias))
     }
 }
@@ -172,7 +172,7 @@ fn describe(subject: &Subject) -> Value {
 }
 
 /// A subject from what an operator typed: a user id, or a card (its digits, any separators).
-pub fn subject(usuario: Option<&str>, cartao: Option<&str>) -> Result<Subject, &'static str> {
+pub(crate) fn subject(usuario: Option<&str>, cartao: Option<&str>) -> Result<Subject, &'static str> {
     match (usuario.map(str::trim), cartao) {
         (Some(u), None) if !u.is_empty() => Ok(Subject::User(u.to_owned())),
         (None, Some(c)) => match vt_actions::vt::parse::cards(c).as_slice() {

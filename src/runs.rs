@@ -63,7 +63,7 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
 }
 
 /// Support agents' card lookups.
-pub fn audit_report(records: &[AuditRecord]) -> String {
+pub(crate) fn audit_report(records: &[AuditRecord]) -> String {
     if records.is_empty() {
         return "Nenhuma consulta de atendente registrada.\n".into();
     }
@@ -91,7 +91,7 @@ pub fn audit_report(records: &[AuditRecord]) -> String {
 }
 
 /// Pending and dead-lettered outbox items.
-pub fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
+pub(crate) fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
     let mut out = String::new();
     for (title, items) in [("Na fila", pending), ("Mortos (dead letters)", failed)] {
         if items.is_empty() {

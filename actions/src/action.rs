@@ -160,7 +160,7 @@ impl ActionRegistry {
         self.register_arc(Arc::new(action))
     }
 
-    pub fn register_arc(&mut self, action: Arc<dyn DynAction>) -> Result<(), DuplicateAction> {
+    pub(crate) fn register_arc(&mut self, action: Arc<dyn DynAction>) -> Result<(), DuplicateAction> {
         let name = action.name().to_owned();
         if self.actions.contains_key(&name) {
             return Err(DuplicateAction(name));
@@ -201,7 +201,7 @@ impl std::fmt::Debug for ActionRegistry {
 }
 
 /// The JSON Schema of `T`, with every subschema inlined (no `$ref`, which some providers reject).
-pub fn schema_value<T: JsonSchema>() -> Value {
+pub(crate) fn schema_value<T: JsonSchema>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .into_generator();
@@ -211,7 +211,7 @@ pub fn schema_value<T: JsonSchema>() -> Value {
 /// Normalises a schema for strict function calling: every object closed (`additionalProperties:
 /// false`) with all its properties required (optional ones stay nullable), and the keywords strict mode
 /// rejects (`format`, `$schema`, `title`, `default`) removed.
-pub fn strict_schema(mut schema: Value) -> Value {
+pub(crate) fn strict_schema(mut schema: Value) -> Value {
     fn walk(v: &mut Value) {
         match v {
             Value::Object(map) => {

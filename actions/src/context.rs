@@ -77,7 +77,7 @@ impl ActionContext {
     }
 
     /// Like [`get`](Self::get), but a missing service is an action error naming the type.
-    pub fn require<T: Any + Send + Sync>(&self) -> Result<&T, ActionError> {
+    pub(crate) fn require<T: Any + Send + Sync>(&self) -> Result<&T, ActionError> {
         self.get::<T>().ok_or_else(|| {
             ActionError::failed(
                 "serviço interno indisponível",

@@ -17,7 +17,7 @@ use std::sync::{LazyLock, RwLock};
 use regex::Regex;
 
 /// What replaces a secret.
-pub const REDACTED: &str = "[redigido]";
+pub(crate) const REDACTED: &str = "[redigido]";
 
 /// Shorter "secrets" are not registered: replacing every `abc` in every log line would hide more than
 /// it protects, and no real key is that short.

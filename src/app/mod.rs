@@ -107,7 +107,7 @@ pub async fn store(
 }
 
 /// Installs the data keys of `config` for this process; returns them and where they came from.
-pub fn install_keys(
+pub(crate) fn install_keys(
     config: &Config,
 ) -> Result<(crate::store::seal::KeyRing, crate::store::seal::KeySource), crate::store::StoreError> {
     use crate::store::seal::{KeyRing, KeySource};

@@ -24,7 +24,7 @@ use crate::service::ConversationService;
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
 
 /// Everything `serve` runs, composed and not started yet.
-pub struct Server {
+pub(crate) struct Server {
     service: Arc<ConversationService>,
     /// The embedded simulator, when no external systems are configured: it lives as long as the server.
     simulator: Option<Simulator>,
@@ -41,7 +41,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub async fn compose(config: &Config) -> anyhow::Result<Self> {
+    pub(crate) async fn compose(config: &Config) -> anyhow::Result<Self> {
         let App { service, simulator } = App::start(config, None, crate::store::Usage::Service).await?;
         let service = Arc::new(service);
         let mut notices = Vec::new();
@@ -86,13 +86,13 @@ impl Server {
     }
 
     /// Whether the API is open (no API key configured).
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.state.is_open()
     }
 
     /// Serves on `listener` until `shutdown` resolves; then stops every task and waits for each (requests
     /// in flight, turns, batch lines and sends end first).
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,

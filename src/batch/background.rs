@@ -61,7 +61,7 @@ impl Background {
     }
 
     /// Whether the job runs in this process now.
-    pub fn is_running(&self, id: &str) -> bool {
+    pub(crate) fn is_running(&self, id: &str) -> bool {
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -87,7 +87,7 @@ pub fn derived_id(tenant: Option<&str>, bytes: &[u8], mode: FlowMode) -> String 
 }
 
 /// Whether a job id is usable: it goes into recharge keys and URLs.
-pub fn valid_id(id: &str) -> bool {
+pub(crate) fn valid_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id
             .bytes()
@@ -126,7 +126,7 @@ pub struct Summary {
 
 impl Summary {
     /// Every line ended `concluido`.
-    pub fn all_concluded(&self) -> bool {
+    pub(crate) fn all_concluded(&self) -> bool {
         self.not_run == 0 && self.counts.get("concluido").copied().unwrap_or(0) == self.total
     }
 

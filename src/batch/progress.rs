@@ -13,7 +13,7 @@ use crate::store::LineStatus;
 /// How often plain progress lines are written.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
-pub struct Progress {
+pub(crate) struct Progress {
     job: String,
     total: usize,
     done: usize,
@@ -26,7 +26,7 @@ pub struct Progress {
 
 impl Progress {
     /// A bar when `terminal`, else plain lines.
-    pub fn new(job: &str, total: usize, terminal: bool) -> Self {
+    pub(crate) fn new(job: &str, total: usize, terminal: bool) -> Self {
         let bar = terminal.then(|| {
             let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
@@ -51,7 +51,7 @@ impl Progress {
     }
 
     /// A line ended: `ran` now, or recorded by an earlier run of the job.
-    pub fn line(&mut self, status: &str, ran: bool) {
+    pub(crate) fn line(&mut self, status: &str, ran: bool) {
         self.done += 1;
         self.ran += usize::from(ran);
         *self.counts.entry(status.to_owned()).or_default() += 1;
@@ -89,7 +89,7 @@ impl Progress {
     }
 
     /// Clears the bar (the summary follows).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

@@ -23,7 +23,7 @@ pub enum Format {
 impl Format {
     /// From the file name (`.csv`; `.jsonl`, `.ndjson`, `.json`), else from the first character that
     /// is not blank: `{` is JSON Lines.
-    pub fn detect(path: Option<&Path>, bytes: &[u8]) -> Self {
+    pub(crate) fn detect(path: Option<&Path>, bytes: &[u8]) -> Self {
         let ext = path
             .and_then(Path::extension)
             .and_then(|e| e.to_str())
@@ -92,7 +92,7 @@ pub fn digest(bytes: &[u8]) -> String {
 }
 
 /// Column names of the header that are not mapped (they are ignored; the caller warns).
-pub fn unknown_columns(bytes: &[u8]) -> Vec<String> {
+pub(crate) fn unknown_columns(bytes: &[u8]) -> Vec<String> {
     let Ok(headers) = csv_reader(bytes).byte_headers().cloned() else {
         return Vec::new();
     };

@@ -201,7 +201,7 @@ pub enum TurnEvent {
 
 impl TurnEvent {
     /// `transfer_to_human` or `end_chat` for a system function, as transcripts name them.
-    pub fn system_function(&self) -> Option<&'static str> {
+    pub(crate) fn system_function(&self) -> Option<&'static str> {
         match self {
             Self::TransferToHuman(_) => Some("transfer_to_human"),
             Self::EndChat(_) => Some("end_chat"),
@@ -210,7 +210,7 @@ impl TurnEvent {
     }
 
     /// The name and raw JSON arguments of a tool call the model made (a deterministic step's is not).
-    pub fn model_tool_call(&self) -> Option<(&str, &str)> {
+    pub(crate) fn model_tool_call(&self) -> Option<(&str, &str)> {
         match self {
             Self::ToolCall {
                 name,

@@ -18,7 +18,7 @@ pub use turn::{
 
 /// Where conversations stored before the compressed context became a turn input kept a copy of it in
 /// memory; the service drops that copy when it loads one.
-pub const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
+pub(crate) const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
     Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply,
     StageOutput, TurnEvent, TurnOutcome,
@@ -198,12 +198,12 @@ impl Engine {
     }
 
     /// Adds one service for actions (used to hand actions a handle back to this engine).
-    pub fn extensions_mut(&mut self) -> &mut Extensions {
+    pub(crate) fn extensions_mut(&mut self) -> &mut Extensions {
         &mut self.extensions
     }
 
     /// The services actions are given.
-    pub fn extensions(&self) -> &Extensions {
+    pub(crate) fn extensions(&self) -> &Extensions {
         &self.extensions
     }
 
@@ -231,7 +231,7 @@ impl Engine {
         self
     }
 
-    pub fn has_model(&self) -> bool {
+    pub(crate) fn has_model(&self) -> bool {
         self.llm.is_some()
     }
 
@@ -251,7 +251,7 @@ impl Engine {
         self.clock.now()
     }
 
-    pub fn next_id(&self, prefix: &str) -> String {
+    pub(crate) fn next_id(&self, prefix: &str) -> String {
         self.ids.next(prefix)
     }
 

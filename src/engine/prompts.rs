@@ -35,7 +35,7 @@ pub struct PromptVars<'a> {
 
 impl PromptVars<'static> {
     /// Plausible values, used to check every template when it is loaded.
-    pub fn sample() -> Self {
+    pub(crate) fn sample() -> Self {
         static EMPTY: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> =
             std::sync::LazyLock::new(serde_json::Map::new);
         Self {

@@ -146,8 +146,4 @@ impl Catalog {
     pub fn agent(&self, id: &str) -> Option<&AgentDef> {
         self.agents.get(id)
     }
-
-    pub fn agents(&self) -> impl Iterator<Item = &AgentDef> {
-        self.agents.values()
-    }
 }

@@ -39,7 +39,7 @@ impl Default for HttpConfig {
 
 impl HttpConfig {
     /// Checks what parsing cannot; the error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (String, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
         if self.addr.parse::<SocketAddr>().is_err() {
             return Err(("http.addr".into(), "must be an address like 127.0.0.1:8080"));
         }

@@ -84,7 +84,7 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
-    pub fn too_large(limit: usize) -> Self {
+    pub(crate) fn too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
@@ -103,7 +103,7 @@ impl ApiError {
         }
     }
 
-    pub fn busy() -> Self {
+    pub(crate) fn busy() -> Self {
         Self {
             retry_after: Some(1),
             ..Self::new(
@@ -123,7 +123,7 @@ impl ApiError {
     }
 
     /// A failure inside: logged here, once, and not described to the caller.
-    pub fn internal(what: &str, error: &dyn std::fmt::Display) -> Self {
+    pub(crate) fn internal(what: &str, error: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %error, "{what}");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

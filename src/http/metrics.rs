@@ -180,7 +180,7 @@ impl Metrics {
     }
 
     /// Reads the outbox's depth and dead letters from the store.
-    pub async fn refresh_outbox(&self, store: &dyn crate::store::Store) {
+    pub(crate) async fn refresh_outbox(&self, store: &dyn crate::store::Store) {
         use crate::store::OutboxStatus;
         if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
             self.outbox_depth.set(n);

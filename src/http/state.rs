@@ -94,7 +94,7 @@ impl AppState {
     }
 
     /// Whether the service is open (no API key configured).
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.keys.is_open()
     }
 

@@ -37,27 +37,27 @@ static GREETING: LazyLock<Regex> = LazyLock::new(|| {
 });
 static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"\b(cancel\w*|desisto)\b"));
 
-pub fn is_handoff(n: &str) -> bool {
+pub(crate) fn is_handoff(n: &str) -> bool {
     HANDOFF.is_match(n)
 }
 
-pub fn is_goodbye(n: &str) -> bool {
+pub(crate) fn is_goodbye(n: &str) -> bool {
     GOODBYE.is_match(n)
 }
 
 /// A recharge request: a recharge verb, or the noun without a balance question around it.
-pub fn is_recharge(n: &str) -> bool {
+pub(crate) fn is_recharge(n: &str) -> bool {
     RECHARGE_VERB.is_match(n) || (RECHARGE_NOUN.is_match(n) && !BALANCE.is_match(n))
 }
 
-pub fn is_balance(n: &str) -> bool {
+pub(crate) fn is_balance(n: &str) -> bool {
     BALANCE.is_match(n)
 }
 
-pub fn is_greeting(n: &str) -> bool {
+pub(crate) fn is_greeting(n: &str) -> bool {
     GREETING.is_match(n)
 }
 
-pub fn says_cancel(n: &str) -> bool {
+pub(crate) fn says_cancel(n: &str) -> bool {
     CANCEL_WORD.is_match(n)
 }

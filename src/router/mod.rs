@@ -30,11 +30,11 @@ use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
 use crate::store::IntentRecord;
 
 /// State key of a request waiting for a missing parameter.
-pub const STATE_AGUARDANDO: &str = "aguardando";
+pub(crate) const STATE_AGUARDANDO: &str = "aguardando";
 
 /// What the router answers when it knows nothing better (and no model is configured). Its examples
 /// hold no card number: the product's own texts follow the rule that no full card reaches a reply.
-pub const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
+pub(crate) const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
 • consultar o saldo — \"saldo do cartão\" e o número do cartão\n\
 • recarregar, sempre com a sua confirmação — \"recarregar 50 reais via pix\" e o número do cartão\n\
 • avisar quando o saldo estiver baixo\n\

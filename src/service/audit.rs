@@ -15,7 +15,7 @@ pub struct Lookup<'a> {
 
 /// The audit line of the turn that handled `text`, if it was a balance lookup of a card; `hash` keys
 /// the card's hash. Returns the outcome written.
-pub async fn record_lookup(
+pub(crate) async fn record_lookup(
     service: &ConversationService,
     who: Lookup<'_>,
     text: &str,

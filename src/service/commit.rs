@@ -75,7 +75,7 @@ impl ConversationService {
             flow_runs: &flow_runs,
             context: Some(&context),
             outbox: &outbox,
-            // Only a channel's message is stored unprocessed (see `Store::accept_message`).
+            // Only a channel's message is stored unprocessed (see `ConversationStore::accept_message`).
             accepted_message: msg.channel_message_id.is_some().then_some(accepted_message),
         };
         let persisted = self.persist(record).await;

@@ -45,7 +45,7 @@ use commit::Ran;
 pub use route::Routing;
 
 /// Longer messages are answered with a clear refusal instead of being processed.
-pub const MAX_MESSAGE_CHARS: usize = 4_000;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 4_000;
 
 /// How a channel gets its replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -248,7 +248,7 @@ impl ConversationService {
     }
 
     /// Routes the router's agent's messages before any model.
-    pub fn with_router(mut self, router: Router) -> Self {
+    pub(crate) fn with_router(mut self, router: Router) -> Self {
         self.router = Some(router);
         self
     }

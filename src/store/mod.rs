@@ -3,7 +3,7 @@
 //! backend has its own migrations, run at connect; there is no `sqlx::Any`. Both pass one conformance
 //! suite (`tests/it/store.rs`).
 //!
-//! A turn is written in one transaction ([`Store::save_turn`]), so a crash leaves either the whole turn
+//! A turn is written in one transaction ([`ConversationStore::save_turn`]), so a crash leaves either the whole turn
 //! or none of it — except the user's message, which is written on its own *before* the turn runs.
 
 mod attempts;
@@ -102,7 +102,7 @@ pub enum LineStatus {
 }
 
 impl LineStatus {
-    pub const ALL: [Self; 5] = [
+    pub(crate) const ALL: [Self; 5] = [
         Self::Concluido,
         Self::Pendente,
         Self::Falhou,
@@ -825,7 +825,7 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("store_secrets", "value", false),
 ];
 
-/// Rows a [`Store::reseal`] batch handles in one transaction.
+/// Rows a [`KeepingStore::reseal`] batch handles in one transaction.
 const RESEAL_BATCH: i64 = 500;
 
 /// Names in `store_secrets`.
@@ -860,7 +860,7 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<[u8; 32], StoreError> 
 }
 
 /// Keys the payment tokens' fingerprints and the blind indexes with the store's index key.
-pub fn use_index_key(key: [u8; 32]) {
+pub(crate) fn use_index_key(key: [u8; 32]) {
     vt_actions::vt::secret::set_index_key(key);
 }
 

@@ -8,7 +8,7 @@
 //! A sealed value is text: `v1:{key id}:{base64 of nonce ‖ ciphertext}`, the key id bound into the
 //! ciphertext as associated data. The key id is derived from the key itself, so a value names the key
 //! it needs, and a missing key is an error that names it (never garbage). Values written before sealing
-//! existed read as they are, and [`super::Store::reseal`] seals them (at start, once) or moves every
+//! existed read as they are, and [`super::KeepingStore::reseal`] seals them (at start, once) or moves every
 //! value to the current key (`vt-agent keys rotate`).
 //!
 //! The keys come from `[storage] encryption_key` / `VT_ENCRYPTION_KEY` (plus `previous_keys` while a
@@ -61,7 +61,7 @@ impl std::fmt::Debug for StorageConfig {
 
 impl StorageConfig {
     /// Checks the keys when the configuration is loaded; the error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (String, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
         let why = "must be 32 bytes in base64 (e.g. `openssl rand -base64 32`)";
         if let Some(k) = &self.encryption_key
             && decode_key(k).is_none()
@@ -77,7 +77,7 @@ impl StorageConfig {
     }
 
     /// Registers the keys as secrets: no log line or error ever shows them.
-    pub fn register_secrets(&self) {
+    pub(crate) fn register_secrets(&self) {
         for k in self.encryption_key.iter().chain(&self.previous_keys) {
             vt_actions::redact::register_secret(k);
         }
@@ -182,7 +182,7 @@ impl KeyRing {
     }
 
     /// The ring with the store's index key, to keep in the key file.
-    pub fn with_index(mut self, index: [u8; 32]) -> Self {
+    pub(crate) fn with_index(mut self, index: [u8; 32]) -> Self {
         self.index = Some(index);
         self
     }
@@ -192,11 +192,11 @@ impl KeyRing {
         self.index
     }
 
-    pub fn current_id(&self) -> &str {
+    pub(crate) fn current_id(&self) -> &str {
         self.current.id()
     }
 
-    pub fn current_key(&self) -> &DataKey {
+    pub(crate) fn current_key(&self) -> &DataKey {
         &self.current
     }
 
@@ -294,7 +294,7 @@ impl KeyRing {
     }
 
     /// A `LIKE` pattern for values sealed under the current key.
-    pub fn current_pattern(&self) -> String {
+    pub(crate) fn current_pattern(&self) -> String {
         format!("{PREFIX}{}:%", self.current.id)
     }
 }
@@ -361,7 +361,7 @@ fn create_key_file(path: &Path, ring: &KeyRing) -> Result<bool, SealError> {
 
 /// Writes the ring as the key file, readable by its owner only, replacing the old one at once (a
 /// rename), so a process killed meanwhile leaves the old file or the new one, never half of one.
-pub fn write_key_file(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
+pub(crate) fn write_key_file(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
     // A name of this process's own: several first runs may each write the same file at once.
     let tmp = path.with_extension(format!("key.{}.tmp", std::process::id()));
     write_whole(&tmp, ring)?;
@@ -406,7 +406,7 @@ fn write_whole(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
 
 /// The blind index of a card (its digits): a keyed hash, the same for the same card in every process
 /// of one store, useless without the store's index key.
-pub fn card_index(digits: &str) -> String {
+pub(crate) fn card_index(digits: &str) -> String {
     vt_actions::vt::secret::keyed_hash("vt-agent/cartao", digits, 32)
 }
 
@@ -442,7 +442,7 @@ pub fn open(text: &str) -> Result<String, SealError> {
 }
 
 /// [`open`] for a column that may be NULL.
-pub fn open_opt(text: Option<String>) -> Result<Option<String>, SealError> {
+pub(crate) fn open_opt(text: Option<String>) -> Result<Option<String>, SealError> {
     text.map(|t| open(&t)).transpose()
 }
 

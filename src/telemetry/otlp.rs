@@ -25,7 +25,7 @@ use prometheus_client::metrics::counter::Counter;
 use serde::Deserialize;
 
 /// The service name when neither `OTEL_SERVICE_NAME` nor `[otlp] service_name` gives one.
-pub const DEFAULT_SERVICE_NAME: &str = "vt-agent";
+pub(crate) const DEFAULT_SERVICE_NAME: &str = "vt-agent";
 
 /// Spans waiting to be exported at most; beyond that they are dropped (and counted).
 const MAX_QUEUED_SPANS: usize = 4096;
@@ -67,7 +67,7 @@ impl std::fmt::Debug for OtlpTarget {
 }
 
 /// Why the OTLP settings were refused: `(the variable or key, what is wrong)`, never the value.
-pub type OtlpError = (String, &'static str);
+pub(crate) type OtlpError = (String, &'static str);
 
 impl OtlpConfig {
     /// Resolves the export target; `None` when nothing asks for one (export is off by default).
@@ -185,7 +185,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Spans that were not exported (queue full, or the collector refused or did not answer), since the
 /// process started. The same counter `/metrics` serves.
-pub fn spans_dropped() -> Counter {
+pub(crate) fn spans_dropped() -> Counter {
     DROPPED.clone()
 }
 
@@ -206,7 +206,7 @@ fn count_dropped(n: usize, why: &str) {
 }
 
 /// Builds the span exporter and the processor that feeds it.
-pub fn span_processor(target: &OtlpTarget) -> Result<QueueProcessor, String> {
+pub(crate) fn span_processor(target: &OtlpTarget) -> Result<QueueProcessor, String> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -218,7 +218,7 @@ pub fn span_processor(target: &OtlpTarget) -> Result<QueueProcessor, String> {
 }
 
 /// Builds the OTLP metric exporter, for the periodic reader.
-pub fn metric_exporter(
+pub(crate) fn metric_exporter(
     target: &OtlpTarget,
     endpoint: &str,
 ) -> Result<opentelemetry_otlp::MetricExporter, String> {
@@ -246,7 +246,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// queue full is dropped and counted, never waited for. The exporter masks every string
 /// ([`mask_span`]) off the turn's thread and counts a failed batch as dropped.
 #[derive(Debug)]
-pub struct QueueProcessor {
+pub(crate) struct QueueProcessor {
     shared: Arc<Shared>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,

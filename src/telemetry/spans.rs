@@ -72,7 +72,7 @@ fn scoped(span: &Span, kind: &'static str) {
 }
 
 /// Runs `work` as the trace `root` (from [`turn`]) of `scope`: every span inside carries its scope.
-pub async fn in_trace<F: std::future::Future>(root: &Span, scope: &Scope<'_>, work: F) -> F::Output {
+pub(crate) async fn in_trace<F: std::future::Future>(root: &Span, scope: &Scope<'_>, work: F) -> F::Output {
     use tracing::Instrument as _;
     if root.is_disabled() {
         return work.await;
@@ -134,7 +134,7 @@ pub fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Sp
 }
 
 /// What the model answered: usage and output.
-pub fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOnce() -> Value) {
+pub(crate) fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOnce() -> Value) {
     if span.is_disabled() {
         return;
     }
@@ -195,7 +195,7 @@ fn json_text(text: &str) -> String {
 
 /// The current span's W3C trace context (`traceparent`), for work that continues the trace later
 /// (the outbox's deliveries); `None` when nothing is traced.
-pub fn trace_context() -> Option<HashMap<String, String>> {
+pub(crate) fn trace_context() -> Option<HashMap<String, String>> {
     use opentelemetry::propagation::TextMapPropagator as _;
     let span = Span::current();
     if span.is_disabled() {

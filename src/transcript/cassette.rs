@@ -16,7 +16,7 @@ use vt_actions::vt::card::mask_cards_in;
 use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, StopReason, ToolCall, Usage};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Cassette {
+pub(crate) struct Cassette {
     pub entries: Vec<Entry>,
 }
 
@@ -116,13 +116,13 @@ impl Recorded {
 }
 
 impl Cassette {
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub(crate) fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
         serde_yaml::from_str(&text).map_err(|e| format!("cassette {} is invalid: {e}", path.display()))
     }
 
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub(crate) fn save(&self, path: &Path) -> Result<(), String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
@@ -132,14 +132,14 @@ impl Cassette {
 }
 
 /// Replays a cassette; misses are kept so the runner can fail the turn with the explanation.
-pub struct ReplayProvider {
+pub(crate) struct ReplayProvider {
     cassette: Cassette,
     next: Mutex<usize>,
     misses: Mutex<Vec<String>>,
 }
 
 impl ReplayProvider {
-    pub fn new(cassette: Cassette) -> Self {
+    pub(crate) fn new(cassette: Cassette) -> Self {
         Self {
             cassette,
             next: Mutex::new(0),
@@ -148,7 +148,7 @@ impl ReplayProvider {
     }
 
     /// Misses since the last call.
-    pub fn take_misses(&self) -> Vec<String> {
+    pub(crate) fn take_misses(&self) -> Vec<String> {
         std::mem::take(
             &mut *self
                 .misses
@@ -247,14 +247,14 @@ impl LlmProvider for ReplayProvider {
 }
 
 /// Passes requests to a real provider and records its replies.
-pub struct RecordingProvider {
+pub(crate) struct RecordingProvider {
     inner: Arc<dyn LlmProvider>,
     path: PathBuf,
     recorded: Mutex<Cassette>,
 }
 
 impl RecordingProvider {
-    pub fn new(inner: Arc<dyn LlmProvider>, path: PathBuf) -> Self {
+    pub(crate) fn new(inner: Arc<dyn LlmProvider>, path: PathBuf) -> Self {
         Self {
             inner,
             path,
@@ -262,7 +262,7 @@ impl RecordingProvider {
         }
     }
 
-    pub fn save(&self) -> Result<(), String> {
+    pub(crate) fn save(&self) -> Result<(), String> {
         self.recorded
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -13,7 +13,7 @@ use crate::store::{Store, StoreError};
 
 /// The first line of a transcript with the cards in clear (`transcript export`, the console's
 /// administrators): it replays against the real cards, so it is the person's data.
-pub const CLEAR_HEADER: &str = "# Transcrição com os números completos dos cartões: reproduz as consultas e recargas \
+pub(crate) const CLEAR_HEADER: &str = "# Transcrição com os números completos dos cartões: reproduz as consultas e recargas \
 contra os cartões reais. É dado pessoal do titular: guarde e apague como tal.\n";
 
 #[derive(Debug, thiserror::Error)]

@@ -134,7 +134,7 @@ pub enum ModelReply {
 /// The map form of [`ModelReply`] in YAML: exactly one key.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReplyRepr {
+pub(crate) struct ReplyRepr {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,7 +342,7 @@ pub enum Never {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum NeverRepr {
+pub(crate) enum NeverRepr {
     Named(String),
     ReplyContains { reply_contains: String },
     ModelCallsAbove { model_calls_above: usize },

@@ -46,7 +46,7 @@ pub const STAGES: [&str; 10] = [
     "rf10_enviar_notificacao_recarga",
 ];
 
-pub const MEMORY_SALDO: &str = "saldo";
+pub(crate) const MEMORY_SALDO: &str = "saldo";
 
 /// Registers the ten stage actions.
 pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
@@ -86,6 +86,6 @@ pub(crate) fn pass<T: Serialize>(out: &T) -> Result<ResponseToAgent, ActionError
 }
 
 /// ISO 8601 with the policy timezone's offset, to the second.
-pub fn iso_local(t: DateTime<Utc>, tz: &Timezone) -> String {
+pub(crate) fn iso_local(t: DateTime<Utc>, tz: &Timezone) -> String {
     tz.local(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
 }

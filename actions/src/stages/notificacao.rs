@@ -36,7 +36,7 @@ pub struct NotificacaoPayload {
 
 impl DecisaoNotificacao {
     /// A notice to send, on the preferred channel, to the flow's recipient.
-    pub fn enviar(
+    pub(crate) fn enviar(
         input: &FlowInput,
         assunto: String,
         mensagem: String,
@@ -56,7 +56,7 @@ impl DecisaoNotificacao {
     }
 
     /// A metadata field as text (empty when absent or null), for dedup keys.
-    pub fn meta_text(&self, key: &str) -> String {
+    pub(crate) fn meta_text(&self, key: &str) -> String {
         self.payload
             .as_ref()
             .and_then(|p| p.metadados.get(key))
@@ -82,7 +82,7 @@ pub struct EnvioNotificacao {
 }
 
 impl EnvioNotificacao {
-    pub fn not_sent(motivo: impl Into<String>) -> Self {
+    pub(crate) fn not_sent(motivo: impl Into<String>) -> Self {
         Self {
             enviado: false,
             status: None,

@@ -19,12 +19,12 @@ use crate::systems::SALDO_ENDPOINT;
 use crate::vt::card::clean;
 use crate::vt::{CardNumber, FlowInput, keys};
 
-pub const TIMEOUT_MS: u64 = 8_000;
-pub const MAX_ATTEMPTS: u32 = 2;
-pub const BACKOFF_MS: u64 = 300;
+pub(crate) const TIMEOUT_MS: u64 = 8_000;
+pub(crate) const MAX_ATTEMPTS: u32 = 2;
+pub(crate) const BACKOFF_MS: u64 = 300;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ConsultaPayload {
+pub(crate) struct ConsultaPayload {
     pub endpoint: String,
     pub method: String,
     pub query: ConsultaQuery,
@@ -34,7 +34,7 @@ pub struct ConsultaPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ConsultaQuery {
+pub(crate) struct ConsultaQuery {
     pub cartao: Option<String>,
 }
 
@@ -46,7 +46,7 @@ pub struct RetryPolicyOut {
 }
 
 /// The rule function.
-pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPayload {
+pub(crate) fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPayload {
     let policy = &input.politicas;
     let v = policy.validacoes_cartao;
     let card = CardNumber::parse(&input.cartao, v.tamanho_min, v.tamanho_max);
@@ -81,11 +81,11 @@ pub fn preparar_consulta(input: &FlowInput, now: DateTime<Utc>) -> ConsultaPaylo
     }
 }
 
-pub struct Rf01;
+pub(crate) struct Rf01;
 
 /// RF1 takes nothing from its arguments: the flow input comes typed with the turn ([`super::entrada`]).
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SemArgumentos {}
+pub(crate) struct SemArgumentos {}
 
 #[async_trait]
 impl Action for Rf01 {

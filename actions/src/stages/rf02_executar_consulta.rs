@@ -11,7 +11,7 @@ use crate::response::ActionResponse;
 use crate::systems::{HttpResult, VtSystems};
 
 /// The rule function (with the one I/O it needs).
-pub async fn executar_consulta(systems: &VtSystems, payload: &ConsultaPayload) -> HttpResult {
+pub(crate) async fn executar_consulta(systems: &VtSystems, payload: &ConsultaPayload) -> HttpResult {
     let invalid = payload.headers.get("x-validation-error");
     let cartao = match (&payload.query.cartao, invalid) {
         (Some(c), None) => c,
@@ -37,7 +37,7 @@ pub async fn executar_consulta(systems: &VtSystems, payload: &ConsultaPayload) -
         .await
 }
 
-pub struct Rf02;
+pub(crate) struct Rf02;
 
 #[async_trait]
 impl Action for Rf02 {

@@ -52,7 +52,7 @@ impl SaldoNormalizado {
 }
 
 /// The observation when the balance body carries another card number.
-pub const CARTAO_DIVERGENTE: &str = "cartao_divergente_na_fonte";
+pub(crate) const CARTAO_DIVERGENTE: &str = "cartao_divergente_na_fonte";
 
 fn moeda_iso(raw: &str) -> Option<String> {
     let m = raw.trim().to_ascii_uppercase();
@@ -60,7 +60,7 @@ fn moeda_iso(raw: &str) -> Option<String> {
 }
 
 /// The rule function.
-pub fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>) -> SaldoNormalizado {
+pub(crate) fn normalizar_saldo(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>) -> SaldoNormalizado {
     let policy = &input.politicas;
     let consultado = clean(&input.cartao);
     let body = resp.body.as_ref().filter(|b| b.is_object());
@@ -155,7 +155,7 @@ fn moeda(raw: Option<&Value>, padrao: &str, observacoes: &mut Vec<String>) -> St
     }
 }
 
-pub struct Rf03;
+pub(crate) struct Rf03;
 
 #[async_trait]
 impl Action for Rf03 {

@@ -16,7 +16,7 @@ use crate::response::ActionResponse;
 use crate::vt::{FlowInput, mask_card, money_json, texts};
 
 /// The rule function.
-pub fn decidir_notificacao(saldo: &SaldoNormalizado, input: &FlowInput) -> DecisaoNotificacao {
+pub(crate) fn decidir_notificacao(saldo: &SaldoNormalizado, input: &FlowInput) -> DecisaoNotificacao {
     let valor = match (saldo.sucesso(), saldo.saldo_baixo, saldo.saldo) {
         (false, _, _) | (_, _, None) => {
             return DecisaoNotificacao {
@@ -51,7 +51,7 @@ pub fn decidir_notificacao(saldo: &SaldoNormalizado, input: &FlowInput) -> Decis
     DecisaoNotificacao::enviar(input, assunto, mensagem, metadados)
 }
 
-pub struct Rf04;
+pub(crate) struct Rf04;
 
 #[async_trait]
 impl Action for Rf04 {

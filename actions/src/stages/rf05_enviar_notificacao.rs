@@ -12,7 +12,7 @@ use crate::systems::VtSystems;
 use crate::vt::{Idioma, format_money, keys, mask_card};
 
 /// One notice per card, balance and hour: a repeated run never notifies twice.
-pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
+pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
     let field = |k: &str| decisao.meta_text(k);
     let data = field("data");
     let hour = data.get(..13).unwrap_or(&data);
@@ -59,7 +59,7 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
     }
 }
 
-pub struct Rf05;
+pub(crate) struct Rf05;
 
 #[async_trait]
 impl Action for Rf05 {

@@ -30,7 +30,7 @@ use crate::systems::RECARGA_ENDPOINT;
 use crate::vt::card::clean;
 use crate::vt::{CardNumber, FlowInput, keys, money_json, round_half_up};
 
-pub const TIMEOUT_MS: u64 = 12_000;
+pub(crate) const TIMEOUT_MS: u64 = 12_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecargaPayload {
@@ -47,7 +47,7 @@ pub struct RecargaPayload {
 }
 
 /// The observation when a request reuses the key of an identical one with an unknown outcome.
-pub const CHAVE_REUTILIZADA: &str = "chave_reutilizada_resultado_indeterminado";
+pub(crate) const CHAVE_REUTILIZADA: &str = "chave_reutilizada_resultado_indeterminado";
 
 impl RecargaPayload {
     pub fn idempotency_key(&self) -> &str {
@@ -55,7 +55,7 @@ impl RecargaPayload {
     }
 
     /// The validation codes, if any.
-    pub fn validation_errors(&self) -> Vec<&str> {
+    pub(crate) fn validation_errors(&self) -> Vec<&str> {
         self.headers
             .get("x-validation-error")
             .map(|h| h.split(',').collect())
@@ -64,7 +64,7 @@ impl RecargaPayload {
 }
 
 /// `cartao_credito | boleto | pix`, whatever the case, accents or separators people use.
-pub fn normalizar_meio(tipo: &str) -> Option<&'static str> {
+pub(crate) fn normalizar_meio(tipo: &str) -> Option<&'static str> {
     let folded: String = tipo
         .trim()
         .to_lowercase()
@@ -91,13 +91,13 @@ pub fn normalizar_meio(tipo: &str) -> Option<&'static str> {
 }
 
 /// A known ISO 4217 code, upper-cased (BRL when absent).
-pub fn moeda_iso(raw: Option<&str>) -> Option<String> {
+pub(crate) fn moeda_iso(raw: Option<&str>) -> Option<String> {
     let m = raw.unwrap_or("BRL").trim().to_ascii_uppercase();
     crate::vt::input::known_currency(&m).then_some(m)
 }
 
 /// Whose request it is, for the journal: tenant and user.
-pub fn escopo(input: &FlowInput) -> String {
+pub(crate) fn escopo(input: &FlowInput) -> String {
     format!("{}|{}", input.tenant_id, input.destinatario.id)
 }
 
@@ -175,7 +175,7 @@ fn payload(body: Value, input: &FlowInput, key: String, errors: &[&str]) -> Reca
 
 /// The journal's fingerprint of a valid payload: the PRD key of its (card, value, currency), the same
 /// for identical requests whatever their own keys.
-pub fn impressao(payload: &RecargaPayload) -> Option<String> {
+pub(crate) fn impressao(payload: &RecargaPayload) -> Option<String> {
     let b = payload.body.as_object()?;
     let valor = b.get("valor").and_then(crate::vt::decimal_from_json)?;
     Some(keys::recarga(
@@ -193,7 +193,7 @@ fn reutilizar_chave(payload: &mut RecargaPayload, anterior: String) {
     }
 }
 
-pub struct Rf06;
+pub(crate) struct Rf06;
 
 #[async_trait]
 impl Action for Rf06 {
@@ -222,7 +222,7 @@ impl Action for Rf06 {
 /// The rule function, then the journal's word: an identical request of the same user whose outcome is
 /// unknown lends its key. Shared by RF6 and by the confirmation, which puts the attempt on record
 /// with the key RF6 will send.
-pub async fn preparar_com_registro(
+pub(crate) async fn preparar_com_registro(
     input: &FlowInput,
     journal: Option<&SharedJournal>,
 ) -> Result<RecargaPayload, ActionError> {

@@ -16,9 +16,9 @@ use crate::systems::{HttpResult, VtSystems};
 use crate::vt::{FlowInput, PaymentToken, decimal_from_json, mask_card};
 
 /// Memory key: the idempotency key of the attempt RF7 sent, for RF8.
-pub const MEMORY_CHAVE: &str = "recarga_chave";
+pub(crate) const MEMORY_CHAVE: &str = "recarga_chave";
 /// Memory key: RF6's observations about the key, carried into RF8's.
-pub const MEMORY_OBSERVACOES_RF6: &str = "recarga_observacoes";
+pub(crate) const MEMORY_OBSERVACOES_RF6: &str = "recarga_observacoes";
 
 /// What the journal records of a valid payload sent from conversation `origin` by run `execucao_id`.
 pub fn tentativa(
@@ -44,7 +44,7 @@ pub fn tentativa(
 }
 
 /// The rule function (with the one I/O it needs).
-pub async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> HttpResult {
+pub(crate) async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> HttpResult {
     let errors = payload.validation_errors();
     if !errors.is_empty() {
         return HttpResult::not_sent(
@@ -74,7 +74,7 @@ pub async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> 
         .await
 }
 
-pub struct Rf07;
+pub(crate) struct Rf07;
 
 #[async_trait]
 impl Action for Rf07 {

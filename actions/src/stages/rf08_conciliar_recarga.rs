@@ -34,7 +34,7 @@ use crate::vt::texts::RecargaStatus;
 use crate::vt::{FlowInput, decimal_from_json, round_half_up};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Conciliacao {
+pub(crate) struct Conciliacao {
     pub cartao: String,
     /// `aprovada`, `pendente`, `negada` or `erro`.
     pub status_recarga: String,
@@ -52,7 +52,7 @@ pub struct Conciliacao {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Transacao {
+pub(crate) struct Transacao {
     pub id: Option<String>,
     pub nsu: Option<String>,
     pub autorizacao: Option<String>,
@@ -100,7 +100,7 @@ fn recharge_status(resp: &HttpResult, body: Option<&Value>, observacoes: &mut Ve
 }
 
 /// The rule function. `saldo_anterior` is RF3's balance when that query succeeded.
-pub fn conciliar(
+pub(crate) fn conciliar(
     resp: &HttpResult,
     input: &FlowInput,
     saldo_anterior: Option<Decimal>,
@@ -160,16 +160,16 @@ pub fn conciliar(
 }
 
 /// The observation for an answer replayed from the system's idempotency store.
-pub const REPLAY: &str = "replay_idempotente";
+pub(crate) const REPLAY: &str = "replay_idempotente";
 
 impl Conciliacao {
     /// The answer was replayed: the recharge had already been made by an earlier request.
-    pub fn replay(&self) -> bool {
+    pub(crate) fn replay(&self) -> bool {
         self.observacoes.iter().any(|o| o == REPLAY)
     }
 }
 
-pub struct Rf08;
+pub(crate) struct Rf08;
 
 #[async_trait]
 impl Action for Rf08 {

@@ -14,7 +14,7 @@ use crate::vt::texts::{self, RecargaStatus};
 use crate::vt::{FlowInput, mask_card, money_json};
 
 /// The rule function.
-pub fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
+pub(crate) fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
     let status = RecargaStatus::parse(&c.status_recarga).unwrap_or(RecargaStatus::Erro);
     let texto = if c.replay() && status == RecargaStatus::Aprovada {
         texts::recarga_ja_feita
@@ -40,7 +40,7 @@ pub fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> Decis
     DecisaoNotificacao::enviar(input, assunto, mensagem, metadados)
 }
 
-pub struct Rf09;
+pub(crate) struct Rf09;
 
 #[async_trait]
 impl Action for Rf09 {

@@ -12,7 +12,7 @@ use crate::systems::VtSystems;
 use crate::vt::keys;
 
 /// One notice per recharge outcome: a repeated run never notifies twice.
-pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
+pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
     let field = |k: &str| decisao.meta_text(k);
     // Without a transaction id, the day stands in for it.
     let id = match field("transacao_id") {
@@ -29,7 +29,7 @@ pub fn dedup_key(decisao: &DecisaoNotificacao) -> String {
     ])
 }
 
-pub struct Rf10;
+pub(crate) struct Rf10;
 
 #[async_trait]
 impl Action for Rf10 {

@@ -23,7 +23,7 @@ pub struct HttpResult {
 }
 
 /// The header payment APIs use to mark an answer replayed from their idempotency store.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Why a call has no HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -37,7 +37,7 @@ pub struct Erro {
 }
 
 impl HttpResult {
-    pub fn not_sent(tipo: &str, codigo: Option<&str>, mensagem: impl Into<String>) -> Self {
+    pub(crate) fn not_sent(tipo: &str, codigo: Option<&str>, mensagem: impl Into<String>) -> Self {
         Self {
             status: None,
             body: None,

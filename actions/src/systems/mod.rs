@@ -9,6 +9,6 @@ pub use client::{Erro, HttpResult, SystemsConfig, VtSystems};
 pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
 /// Endpoints, as the PRD names them.
-pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
-pub const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
-pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";
+pub(crate) const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
+pub(crate) const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
+pub(crate) const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";

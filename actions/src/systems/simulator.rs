@@ -112,7 +112,7 @@ struct Fixture {
 }
 
 /// Where the simulator's server time comes from (a test can pin it).
-pub type NowFn = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+pub(crate) type NowFn = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct SimulatorConfig {

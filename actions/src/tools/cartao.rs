@@ -13,7 +13,7 @@ use crate::vt::parse::cards;
 
 /// Memory key: the cards the user wrote, most recent last (full numbers: memory is never shown to the
 /// model, and the conversation's messages hold them anyway).
-pub const MEMORY_CARTOES: &str = "cartoes_informados";
+pub(crate) const MEMORY_CARTOES: &str = "cartoes_informados";
 /// How many cards are remembered.
 const REMEMBERED: usize = 5;
 

@@ -30,7 +30,7 @@ pub struct RecargaPendente {
 }
 
 impl RecargaPendente {
-    pub fn from_state(ctx: &ActionContext) -> Option<Self> {
+    pub(crate) fn from_state(ctx: &ActionContext) -> Option<Self> {
         ctx.state
             .get(STATE_PENDENTE)
             .cloned()
@@ -51,7 +51,7 @@ impl RecargaPendente {
     }
 
     /// The request key RF6 derives the idempotency key from: this confirmation's id.
-    pub fn request_key(id: &str) -> String {
+    pub(crate) fn request_key(id: &str) -> String {
         format!("confirmacao:{id}")
     }
 

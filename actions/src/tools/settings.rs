@@ -39,7 +39,12 @@ impl VtSettings {
     }
 
     /// A flow input for `cartao` on behalf of the conversation's user.
-    pub fn flow_input(&self, ctx: &ActionContext, cartao: &str, recarga: Option<Recarga>) -> FlowInput {
+    pub(crate) fn flow_input(
+        &self,
+        ctx: &ActionContext,
+        cartao: &str,
+        recarga: Option<Recarga>,
+    ) -> FlowInput {
         FlowInput {
             cartao: cartao.to_owned(),
             tenant_id: self.tenant_id.clone(),

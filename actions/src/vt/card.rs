@@ -38,7 +38,7 @@ static DECIMAL_DIGITS: LazyLock<Vec<(char, char)>> = LazyLock::new(|| {
 });
 
 /// The value of a Unicode decimal digit (`Nd`), `None` for anything else.
-pub fn decimal_value(c: char) -> Option<u8> {
+pub(crate) fn decimal_value(c: char) -> Option<u8> {
     if c.is_ascii() {
         return c.is_ascii_digit().then(|| c as u8 - b'0');
     }

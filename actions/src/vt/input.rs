@@ -318,7 +318,7 @@ impl Politicas {
 }
 
 /// An ISO 4217 code (`BRL`, `USD`…), upper case.
-pub fn known_currency(code: &str) -> bool {
+pub(crate) fn known_currency(code: &str) -> bool {
     iso_currency::Currency::from_code(code).is_some()
 }
 
@@ -334,7 +334,7 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
 }
 
 /// What kind of JSON value `v` is, in words, for errors that must not show the value itself.
-pub fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "um booleano",
@@ -349,7 +349,7 @@ pub fn json_kind(v: &Value) -> &'static str {
 pub mod money_serde {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
         crate::vt::money::money_json(*d).serialize(s)
     }
 
@@ -365,7 +365,7 @@ pub mod money_serde {
 pub mod lenient_money {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
         d.map(crate::vt::money::money_json).serialize(s)
     }
 

@@ -23,7 +23,7 @@ pub fn recarga(cartao: &str, valor: &str, moeda: &str) -> String {
 /// RF6 for a request that carries its own key (the caller's, or a chat's pending confirmation): one key
 /// per (tenant, that key), so one request is one charge however often it is sent, and a new request is a
 /// new charge even for the same card and value.
-pub fn recarga_pedido(tenant: &str, request_key: &str) -> String {
+pub(crate) fn recarga_pedido(tenant: &str, request_key: &str) -> String {
     key(&["recarga-pedido", tenant, request_key])
 }
 

@@ -89,7 +89,7 @@ impl PaymentToken {
     }
 
     /// Whether `text` is a fingerprint, not a token's value.
-    pub fn is_fingerprint(text: &str) -> bool {
+    pub(crate) fn is_fingerprint(text: &str) -> bool {
         text.split_once(HASH_MARK).is_some_and(|(shown, hash)| {
             shown.contains(ELLIPSIS) && hash.len() == HASH_HEX && hash.chars().all(|c| c.is_ascii_hexdigit())
         })
@@ -111,7 +111,7 @@ impl PaymentToken {
     /// Replaces the fingerprint at `body.meio_pagamento.token` by the token's value: the one place the
     /// value is written, the body of the request to the recharge system. `Err` when the value is no
     /// longer known (the request must not be sent with a fingerprint in its place).
-    pub fn reveal_in(body: &mut Value) -> Result<(), TokenUnavailable> {
+    pub(crate) fn reveal_in(body: &mut Value) -> Result<(), TokenUnavailable> {
         let Some(slot) = body.pointer_mut("/meio_pagamento/token") else {
             return Ok(());
         };
@@ -130,7 +130,7 @@ impl PaymentToken {
 /// The value of a token is no longer known in this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("o token de pagamento não está mais disponível")]
-pub struct TokenUnavailable;
+pub(crate) struct TokenUnavailable;
 
 /// `tok…-9#3f2a9c01b7de`: a few characters of the value (none of a short one) and the keyed hash.
 fn fingerprint(value: &str) -> String {

@@ -233,7 +233,7 @@ mod tests {
 /// Subject and body when the system answered from its idempotency store: the recharge had already been
 /// made by an earlier request with the same key, and nothing was charged now. (`status` is taken for
 /// the signature shared with [`recarga`]; a replay is only told this way when it was approved.)
-pub fn recarga_ja_feita(
+pub(crate) fn recarga_ja_feita(
     idioma: Idioma,
     _status: RecargaStatus,
     cartao_mascarado: &str,
@@ -280,7 +280,7 @@ pub fn recarga_ja_feita(
 
 /// A duration as people say it in pt-BR: `30 segundos`, `1 minuto e 30 segundos`, `10 minutos`,
 /// `1 hora e 5 minutos`.
-pub fn duracao(secs: i64) -> String {
+pub(crate) fn duracao(secs: i64) -> String {
     let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
     let parts: Vec<String> = [

@@ -50,7 +50,7 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
-    pub fn headline(&self) -> String {
+    pub(crate) fn headline(&self) -> String {
         match (self.turn, &self.user) {
             (Some(t), Some(u)) => format!("turn {t} ({:?}): {}", truncate(u, 60), self.what),
             _ => self.what.clone(),

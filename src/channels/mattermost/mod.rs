@@ -32,7 +32,7 @@ use sha2::Sha256;
 use crate::service::ConversationService;
 
 /// The channel name on conversations.
-pub const CHANNEL: &str = "mattermost";
+pub(crate) const CHANNEL: &str = "mattermost";
 
 /// `[mattermost]` in the configuration file (`VT_MATTERMOST_*` in the environment).
 #[derive(Clone, Default, Deserialize, PartialEq)]
@@ -66,12 +66,12 @@ impl std::fmt::Debug for MattermostConfig {
 
 impl MattermostConfig {
     /// Some way in is configured.
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.slash_token.is_some() || self.webhook_token.is_some() || self.bot_token.is_some()
     }
 
     /// What a way in needs; the error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if !self.is_on() {
             return Ok(());
         }
@@ -102,7 +102,7 @@ impl MattermostConfig {
         Ok(())
     }
 
-    pub fn register_secrets(&self) {
+    pub(crate) fn register_secrets(&self) {
         for s in [
             &self.bot_token,
             &self.slash_token,

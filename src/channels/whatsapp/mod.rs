@@ -25,7 +25,7 @@ pub use sender::Sender;
 pub use webhook::{WebhookState, router};
 
 /// The channel name on conversations and outbox items.
-pub const CHANNEL: &str = "whatsapp";
+pub(crate) const CHANNEL: &str = "whatsapp";
 /// Ids of our confirmation buttons.
 const CONFIRM_PREFIX: &str = "confirmar:";
 const CANCEL_PREFIX: &str = "cancelar:";
@@ -71,12 +71,12 @@ impl std::fmt::Debug for WhatsAppConfig {
 
 impl WhatsAppConfig {
     /// The channel is on when it can send.
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.phone_number_id.is_some() && self.access_token.is_some()
     }
 
     /// A channel that is on must be able to check what it receives; the error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if !self.is_on() {
             return Ok(());
         }
@@ -99,7 +99,7 @@ impl WhatsAppConfig {
     }
 
     /// Its secrets join the set every log line and record is scrubbed of.
-    pub fn register_secrets(&self) {
+    pub(crate) fn register_secrets(&self) {
         for s in [&self.access_token, &self.app_secret, &self.verify_token]
             .into_iter()
             .flatten()

@@ -120,7 +120,7 @@ impl Engine {
 
     /// Calls an action of `conv`'s active skill outside a turn (the planner's deterministic steps).
     /// Its state and memory updates are not applied: the caller decides what to keep.
-    pub async fn call_action(
+    pub(crate) async fn call_action(
         &self,
         conv: &Conversation,
         name: &str,
@@ -258,13 +258,13 @@ impl<'a> TurnInput<'a> {
     }
 
     /// With `value` for the turn's actions to read by type ([`Self::data`]).
-    pub fn with_data<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+    pub(crate) fn with_data<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
         self.data.insert(value);
         self
     }
 
     /// With the conversation's compressed context.
-    pub fn with_context(mut self, context: Option<CompressedContext>) -> Self {
+    pub(crate) fn with_context(mut self, context: Option<CompressedContext>) -> Self {
         self.context = context;
         self
     }

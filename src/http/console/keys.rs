@@ -40,7 +40,7 @@ impl std::fmt::Debug for ConsoleConfig {
 
 impl ConsoleConfig {
     /// The error is `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if self.secret.as_ref().is_some_and(|s| s.len() < 32) {
             return Err(("console.secret", "needs at least 32 characters"));
         }
@@ -53,7 +53,7 @@ impl ConsoleConfig {
         Ok(())
     }
 
-    pub fn register_secrets(&self) {
+    pub(crate) fn register_secrets(&self) {
         if let Some(s) = &self.secret {
             vt_actions::redact::register_secret(s);
         }
@@ -148,16 +148,16 @@ impl Keys {
     }
 
     /// The sign-in form's token for the sign-in cookie `nonce`.
-    pub fn sign_in_csrf(&self, nonce: &str) -> String {
+    pub(crate) fn sign_in_csrf(&self, nonce: &str) -> String {
         self.sign("entrada", &[nonce])
     }
 
-    pub fn sign_in_csrf_ok(&self, nonce: &str, token: &str) -> bool {
+    pub(crate) fn sign_in_csrf_ok(&self, nonce: &str, token: &str) -> bool {
         !nonce.is_empty() && self.verify("entrada", &[nonce], token)
     }
 
     /// A keyed hash of a card for the audit table.
-    pub fn card_hash(&self, card: &str) -> String {
+    pub(crate) fn card_hash(&self, card: &str) -> String {
         self.sign("auditoria", &[card])
     }
 }

@@ -211,7 +211,7 @@ impl PgStore {
         Ok(row.try_get("id")?)
     }
 
-    /// Inserts the runs, or completes the rows [`Store::begin_flow_run`] left, with their stages, many
+    /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages, many
     /// rows to a statement ([`insert_rows`]).
     async fn insert_flow_runs(
         tx: &mut Transaction<'static, Postgres>,

@@ -150,7 +150,7 @@ impl SqliteStore {
     }
 
     /// [`Self::connect`], with the connections `usage` needs.
-    pub async fn connect_for(url: &str, usage: Usage) -> Result<Self, StoreError> {
+    pub(crate) async fn connect_for(url: &str, usage: Usage) -> Result<Self, StoreError> {
         let memory = url.contains(":memory:");
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -297,7 +297,7 @@ impl SqliteStore {
         Ok(row.try_get("id")?)
     }
 
-    /// Inserts the runs, or completes the rows [`Store::begin_flow_run`] left, with their stages — many
+    /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages — many
     /// rows to a statement: every statement is a round trip to sqlx's SQLite worker thread, and a batch
     /// group's runs have hundreds of stages.
     async fn insert_flow_runs(
