@@ -53,6 +53,10 @@ pub struct Config {
     pub intents_file: Option<PathBuf>,
     pub llm: LlmConfig,
     pub engine: EngineConfig,
+    /// How a turn's commit is retried.
+    pub service: crate::service::ServiceConfig,
+    /// How a failed send is retried.
+    pub outbox: crate::outbox::OutboxConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     pub simulator: SimulatorSettings,
@@ -98,6 +102,8 @@ impl Default for Config {
             intents_file: None,
             llm: LlmConfig::default(),
             engine: EngineConfig::default(),
+            service: crate::service::ServiceConfig::default(),
+            outbox: crate::outbox::OutboxConfig::default(),
             systems: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
@@ -231,7 +237,7 @@ impl Config {
         env: &HashMap<String, String>,
     ) -> Result<Self, ConfigError> {
         let mut config: Config = match toml_text {
-            Some(t) => toml::from_str(t).map_err(|e| parse_error(label, t, &e))?,
+            Some(t) => parse_toml(t, label)?,
             None => Config::default(),
         };
         let get = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
@@ -452,6 +458,44 @@ const MAX_CONFIRMATION_TTL_SECS: i64 = 86_400;
 
 /// A TOML error as the line and column plus what was wrong, without the file's text (which toml's own
 /// message quotes, and which can be a secret) and without the values serde quotes.
+/// Keys that moved to another section, read where they were as well: (old section, old key, new
+/// section, new key).
+const MOVED: [(&str, &str, &str, &str); 2] = [
+    ("engine", "channel_retry", "outbox", "retry"),
+    ("engine", "persist_retry", "service", "persist_retry"),
+];
+
+/// The TOML text as a configuration, with [`MOVED`] keys taken to their sections (said once on
+/// stderr; the new place wins when both are set).
+fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
+    let mut table: toml::Table = text.parse().map_err(|e| parse_error(label, text, &e))?;
+    let mut moved = false;
+    for (section, key, to_section, to_key) in MOVED {
+        let Some(value) = table
+            .get_mut(section)
+            .and_then(toml::Value::as_table_mut)
+            .and_then(|s| s.remove(key))
+        else {
+            continue;
+        };
+        moved = true;
+        eprintln!("aviso: {label}: [{section}] {key} mudou para [{to_section}] {to_key}");
+        let target = table
+            .entry(to_section)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(target) = target.as_table_mut() {
+            target.entry(to_key).or_insert(value);
+        }
+    }
+    if !moved {
+        // Parsed from the text, errors keep their line and column.
+        return toml::from_str(text).map_err(|e| parse_error(label, text, &e));
+    }
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e| parse_error(label, text, &e))
+}
+
 fn parse_error(path: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     let at = e
         .span()
@@ -486,6 +530,7 @@ fn resolve(configured: Option<&Path>, name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::RetryPolicy;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
@@ -501,6 +546,24 @@ mod tests {
         assert!(c.llm.provider().expect("ok").is_none());
         assert_eq!(c.engine.max_model_calls, 10);
         assert_eq!(c.data_dir, PathBuf::from("data"));
+    }
+
+    #[test]
+    fn retries_that_moved_out_of_engine_are_still_read_there() {
+        let old = "[engine]\nmax_model_calls = 4\npersist_retry = { attempts = 2, backoff_ms = 10 }\n\
+                   channel_retry = { attempts = 7, backoff_ms = 20 }\n";
+        let c = Config::from_sources(Some(old), "f", &HashMap::new()).expect("valid");
+        assert_eq!(c.service.persist_retry, RetryPolicy::new(2, 10));
+        assert_eq!(c.outbox.retry, RetryPolicy::new(7, 20));
+        assert_eq!(c.engine.max_model_calls, 4);
+        // The new place wins when both are set; a bad key in it is still named.
+        let both = "[engine]\npersist_retry = { attempts = 2, backoff_ms = 10 }\n\
+                    [service]\npersist_retry = { attempts = 4, backoff_ms = 1 }\n";
+        let c = Config::from_sources(Some(both), "f", &HashMap::new()).expect("valid");
+        assert_eq!(c.service.persist_retry, RetryPolicy::new(4, 1));
+        let bad = "[engine]\npersist_retry = { attempts = 2, backoff_ms = 10 }\n[outbox]\nretri = 3\n";
+        let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err("unknown key");
+        assert!(err.to_string().contains("retri"), "{err}");
     }
 
     #[test]

@@ -88,6 +88,23 @@ pub trait ChannelSender: Send + Sync {
 }
 
 /// Sends due outbox items through the channels' senders.
+/// `[outbox]`: how the worker retries a send that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboxConfig {
+    /// Tries of one item before it is dead-lettered (the BPMN's channel row: 5 tries, 5 s apart,
+    /// doubling).
+    pub retry: RetryPolicy,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::new(5, 5_000),
+        }
+    }
+}
+
 pub struct Worker {
     store: Arc<dyn Store>,
     senders: HashMap<String, Arc<dyn ChannelSender>>,

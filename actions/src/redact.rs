@@ -171,13 +171,23 @@ static QUOTED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"\s*("(?:[^"\\]|\\.)*"|`[^`]*`)"#).expect("quoted regex"));
 static MISSING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^missing field `([A-Za-z0-9_]+)`").expect("missing regex"));
+static UNKNOWN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^unknown field `([A-Za-z_][A-Za-z0-9_]{0,40})`, expected (.*)$").expect("unknown regex")
+});
 
 /// A serde error message without the values it quotes: `invalid type: string "9876543210", expected a
 /// sequence` → `invalid type: string, expected a sequence`. A missing field keeps its name (ours, from
-/// the type, never the caller's data).
+/// the type, never the caller's data); an unknown field keeps its name when it is a name (letters,
+/// digits and `_`, starting with a letter: no card or token is one) and the names expected.
 pub fn serde_message(message: &str) -> String {
     if let Some(c) = MISSING.captures(message) {
         return format!("campo obrigatório ausente: {}", &c[1]);
+    }
+    if let Some(c) = UNKNOWN.captures(message)
+        && !c[1].chars().any(|ch| ch.is_ascii_digit())
+    {
+        let expected = c[2].replace('`', "");
+        return format!("campo desconhecido: {} (esperado: {expected})", &c[1]);
     }
     let without = QUOTED.replace_all(message, "");
     // serde_json appends the position, which is harmless and useful.
@@ -204,6 +214,12 @@ mod tests {
         let e = crate::json::from_text::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
         let m = serde_message(&e.to_string());
         assert!(!m.contains("123.456.789-00") && m.contains("expected"), "{m}");
+        assert_eq!(
+            serde_message("unknown field `retri`, expected `retry`"),
+            "campo desconhecido: retri (esperado: retry)"
+        );
+        let m = serde_message("unknown field `c1234567890`, expected one of `a`, `b`");
+        assert!(!m.contains("1234567890"), "{m}");
         assert_eq!(
             serde_message("missing field `cartao`"),
             "campo obrigatório ausente: cartao"

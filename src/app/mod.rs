@@ -71,7 +71,9 @@ pub async fn service(
         .await
         .context("loading intents")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
-    Ok(ConversationService::new(engine, store).with_router(router))
+    Ok(ConversationService::new(engine, store)
+        .with_router(router)
+        .with_config(config.service))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

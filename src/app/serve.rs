@@ -47,7 +47,7 @@ impl Server {
         let mut notices = Vec::new();
         let mut state =
             AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
-        let mut worker = Worker::new(service.store().clone(), config.engine.channel_retry);
+        let mut worker = Worker::new(service.store().clone(), config.outbox.retry);
         if let Some(sender) = Sender::new(&config.whatsapp) {
             state = state.with_whatsapp(config.whatsapp.clone());
             worker = worker.with_sender(Arc::new(sender));

@@ -54,8 +54,6 @@ pub struct EngineConfig {
     /// context.
     pub context_messages: usize,
     pub context_retry: RetryPolicy,
-    pub channel_retry: RetryPolicy,
-    pub persist_retry: RetryPolicy,
     /// The model calls of one turn, retries and their backoffs included, end by this deadline and the
     /// user gets an apology: a person waiting in a chat is not kept in silence for a background task's
     /// 30 s backoffs. Actions are never cut by it (a recharge being sent runs to its own timeout).
@@ -72,8 +70,6 @@ impl Default for EngineConfig {
             tool_timeout_ms: 60_000,
             context_messages: 12,
             context_retry: RetryPolicy::new(3, 60_000),
-            channel_retry: RetryPolicy::new(5, 5_000),
-            persist_retry: RetryPolicy::new(3, 5_000),
             turn_timeout_ms: 15_000,
         }
     }

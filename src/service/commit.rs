@@ -152,7 +152,7 @@ impl ConversationService {
 
     /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
     pub(super) async fn persist(&self, record: TurnRecord<'_>) -> bool {
-        let policy = self.engine.config().persist_retry;
+        let policy = self.config.persist_retry;
         let now = self.engine.now();
         let out = retry(
             policy,

@@ -33,7 +33,7 @@ use tracing::Instrument as _;
 
 use crate::engine::{
     CompressedContext, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
-    OLD_CONTEXT_MEMORY_KEY, Participant, Reply, TurnInput, TurnOutcome,
+    OLD_CONTEXT_MEMORY_KEY, Participant, Reply, RetryPolicy, TurnInput, TurnOutcome,
 };
 use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
@@ -230,11 +230,28 @@ pub enum ServiceError {
     NotFound(String),
 }
 
+/// `[service]`: how the service writes what a turn did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Tries of a turn's commit (the BPMN's persistence row: 3 tries, 5 s apart).
+    pub persist_retry: RetryPolicy,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            persist_retry: RetryPolicy::new(3, 5_000),
+        }
+    }
+}
+
 pub struct ConversationService {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     router: Option<Router>,
     inbox: inbox::Inbox,
+    config: ServiceConfig,
 }
 
 impl ConversationService {
@@ -244,7 +261,14 @@ impl ConversationService {
             store,
             router: None,
             inbox: inbox::Inbox::default(),
+            config: ServiceConfig::default(),
         }
+    }
+
+    /// With `config` in place of the defaults.
+    pub fn with_config(mut self, config: ServiceConfig) -> Self {
+        self.config = config;
+        self
     }
 
     /// Routes the router's agent's messages before any model.

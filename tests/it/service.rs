@@ -667,7 +667,8 @@ async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone());
+    let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone())
+        .with_config(crate::support::fast_service());
     let handled = service
         .handle(msg(Some("c-turnfail"), "oi"))
         .await

@@ -218,8 +218,14 @@ pub(crate) fn fast_config() -> EngineConfig {
     EngineConfig {
         llm_retry: RetryPolicy::new(3, 1),
         tool_retry: RetryPolicy::new(2, 1),
-        persist_retry: RetryPolicy::new(3, 1),
         ..EngineConfig::default()
+    }
+}
+
+/// The service's retries with millisecond backoffs.
+pub(crate) fn fast_service() -> vt_agent::service::ServiceConfig {
+    vt_agent::service::ServiceConfig {
+        persist_retry: RetryPolicy::new(3, 1),
     }
 }
 

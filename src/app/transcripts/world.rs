@@ -321,11 +321,13 @@ async fn product(
     let fast = EngineConfig {
         llm_retry: RetryPolicy::new(3, 1),
         tool_retry: RetryPolicy::new(2, 1),
-        persist_retry: RetryPolicy::new(3, 1),
         ..options.config.engine.clone()
     };
     let config = Config {
         engine: overridden(&fast, &setup.engine).map_err(|e| setup_error("engine", e))?,
+        service: crate::service::ServiceConfig {
+            persist_retry: RetryPolicy::new(3, 1),
+        },
         ..options.config.clone()
     };
     let ext = Extensions::default()
