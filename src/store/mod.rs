@@ -6,7 +6,6 @@
 //! A turn is written in one transaction ([`ConversationStore::save_turn`]), so a crash leaves either the whole turn
 //! or none of it — except the user's message, which is written on its own *before* the turn runs.
 
-mod attempts;
 mod journal;
 mod locks;
 mod postgres;

@@ -1,6 +1,7 @@
 //! The SQLite store: the default, a file under the data directory. Times are epoch milliseconds and
 //! JSON is text, so the schema needs nothing SQLite lacks.
 
+mod attempts;
 mod conversations;
 mod flows;
 mod recharges;
@@ -23,7 +24,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
-use super::attempts::{Attempts, Write};
+use attempts::{Attempts, Write};
 use super::locks::FileLocks;
 use super::rows::{self, Both, Columns};
 use super::{
@@ -98,7 +99,7 @@ fn accepted<'q>(
 }
 
 /// The insert that puts attempt `a` on record as `enviando`.
-pub(super) fn insert_attempt(
+fn insert_attempt(
     a: &RechargeAttempt,
     now: DateTime<Utc>,
     sent: Sent,

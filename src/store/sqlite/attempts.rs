@@ -10,8 +10,8 @@ use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 use vt_actions::journal::{AttemptStatus, RechargeAttempt};
 
-use super::sqlite::insert_attempt;
-use super::{Sent, StoreError};
+use super::insert_attempt;
+use crate::store::{Sent, StoreError};
 
 /// Writes waiting at most, per transaction.
 const GROUP: usize = 256;
