@@ -88,6 +88,115 @@ impl RunStatus {
     }
 }
 
+/// Where a case stands ([`CaseStore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseState {
+    /// Opened, waiting for someone to claim it.
+    Aguardando,
+    /// Claimed by one support agent, its owner.
+    EmAtendimento,
+    /// Handed back to the bot.
+    Devolvido,
+    /// Closed with the conversation.
+    Encerrado,
+}
+
+impl CaseState {
+    const ALL: [Self; 4] = [
+        Self::Aguardando,
+        Self::EmAtendimento,
+        Self::Devolvido,
+        Self::Encerrado,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aguardando => "aguardando",
+            Self::EmAtendimento => "em_atendimento",
+            Self::Devolvido => "devolvido",
+            Self::Encerrado => "encerrado",
+        }
+    }
+
+    /// A state as a row holds it.
+    pub fn from_row(text: &str) -> Result<Self, StoreError> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| StoreError::Invalid(format!("a case's state is unknown: {text:?}")))
+    }
+
+    /// A person has the conversation (or is about to): the bot stays silent.
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Aguardando | Self::EmAtendimento)
+    }
+}
+
+/// A case to open for a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCase {
+    pub id: String,
+    pub conversation_id: String,
+    pub tenant_id: String,
+    pub channel: String,
+    pub reason: String,
+    /// Built by code when the case opens: what a support agent needs to pick the conversation up.
+    pub case_file: Value,
+}
+
+/// A case on record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Case {
+    pub id: String,
+    pub conversation_id: String,
+    pub tenant_id: String,
+    pub channel: String,
+    pub reason: String,
+    pub state: CaseState,
+    /// The support agent who claimed it.
+    pub owner: Option<String>,
+    pub opened_at: DateTime<Utc>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    /// Whether the card holder was told, once, that their messages are passed on.
+    pub acknowledged: bool,
+    pub case_file: Value,
+}
+
+/// What opening a case did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaseOpened {
+    Opened(Case),
+    /// The conversation has an open case already: that one.
+    AlreadyOpen(Case),
+}
+
+/// What a claim did: one conditional update, so of two agents claiming at once exactly one wins.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    Claimed(Box<Case>),
+    /// Someone has it: who.
+    TakenBy(String),
+    /// It is closed.
+    Closed(CaseState),
+    NotFound,
+}
+
+/// One line of a case's log: who did what, when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseEvent {
+    pub case_id: String,
+    pub conversation_id: String,
+    pub at: DateTime<Utc>,
+    /// A support agent's login, `cliente`, or `sistema`.
+    pub who: String,
+    /// `aberto`, `assumido`, `devolvido`, `encerrado`, `mensagem_cliente`, `mensagem_atendente`, …
+    pub what: String,
+    /// A note, or the text relayed (sealed at rest).
+    pub detail: Option<String>,
+}
+
 /// Where a batch line ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LineStatus {
@@ -760,10 +869,56 @@ pub trait KeepingStore: Send + Sync {
     async fn forget(&self, records: &Records) -> Result<(), StoreError>;
 }
 
+/// Cases: a conversation handed to a person — opened once, claimed by one support agent, handed back
+/// or closed — every transition one conditional update, written with its line in the case's log.
+#[async_trait]
+pub trait CaseStore: Send + Sync {
+    /// Opens `case` unless its conversation has an open case (then that one comes back).
+    async fn open_case(&self, case: &NewCase, now: DateTime<Utc>) -> Result<CaseOpened, StoreError>;
+
+    async fn case(&self, id: &str) -> Result<Option<Case>, StoreError>;
+
+    /// The conversation's open case, if any.
+    async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError>;
+
+    /// Cases, `tenant`'s only when given: open ones first (waiting, then claimed; oldest first), then
+    /// the closed ones, newest first.
+    async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError>;
+
+    /// `owner` claims a waiting case.
+    async fn claim_case(&self, id: &str, owner: &str, now: DateTime<Utc>) -> Result<Claim, StoreError>;
+
+    /// Closes an open case as `to` (`Devolvido` or `Encerrado`) for `who`, with an optional note;
+    /// `None` when it was not open.
+    async fn close_case(
+        &self,
+        id: &str,
+        who: &str,
+        to: CaseState,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Case>, StoreError>;
+
+    /// Marks the case's one acknowledgement sent; `false` when it was already.
+    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError>;
+
+    async fn record_case_event(&self, event: &CaseEvent) -> Result<(), StoreError>;
+
+    /// The case's log, oldest first.
+    async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError>;
+}
+
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
 /// A `dyn Store` reaches every concern's methods; a test double implements the concerns one by one.
 pub trait Store:
-    ConversationStore + FlowStore + RechargeStore + OutboxStore + BatchStore + ReportStore + KeepingStore
+    ConversationStore
+    + FlowStore
+    + RechargeStore
+    + OutboxStore
+    + BatchStore
+    + ReportStore
+    + KeepingStore
+    + CaseStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -822,6 +977,9 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("batch_lines", "result", true),
     ("batch_jobs", "source", false),
     ("store_secrets", "value", false),
+    ("cases", "reason", false),
+    ("cases", "case_file", true),
+    ("case_events", "detail", false),
 ];
 
 /// Rows a [`KeepingStore::reseal`] batch handles in one transaction.
@@ -1044,6 +1202,8 @@ where
         "DELETE FROM task_runs WHERE conversation_id IN (",
         "DELETE FROM outbox WHERE conversation_id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
+        "DELETE FROM case_events WHERE conversation_id IN (",
+        "DELETE FROM cases WHERE conversation_id IN (",
         "DELETE FROM consumed_confirmations WHERE origin IN (",
         "DELETE FROM card_refs WHERE ref_id IN (",
         "UPDATE usage_metrics SET conversation_id = 'apagada' WHERE conversation_id IN (",

@@ -6,7 +6,10 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use sqlx::{Postgres, Sqlite};
 
-use super::{BatchJob, IdempotencyRecord, OutboxItem, OutboxStatus, StoreError, TaskRun, TaskStatus};
+use super::{
+    BatchJob, Case, CaseEvent, CaseState, IdempotencyRecord, OutboxItem, OutboxStatus, StoreError, TaskRun,
+    TaskStatus,
+};
 use crate::engine::{ExecutionRecord, ExecutionStatus};
 
 /// A column type both backends decode.
@@ -107,5 +110,33 @@ pub(crate) fn idempotency_record(row: &impl Columns) -> Result<IdempotencyRecord
         response: row.json("response")?,
         created_at: row.time("created_at")?,
         expires_at: row.time("expires_at")?,
+    })
+}
+
+pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
+    Ok(Case {
+        id: row.value("id")?,
+        conversation_id: row.value("conversation_id")?,
+        tenant_id: row.value("tenant_id")?,
+        channel: row.value("channel")?,
+        reason: row.opt_sealed_text("reason")?.unwrap_or_default(),
+        state: CaseState::from_row(&row.value::<String>("state")?)?,
+        owner: row.value("owner")?,
+        opened_at: row.time("opened_at")?,
+        claimed_at: row.opt_time("claimed_at")?,
+        closed_at: row.opt_time("closed_at")?,
+        acknowledged: row.value("acknowledged")?,
+        case_file: row.json("case_file")?,
+    })
+}
+
+pub(crate) fn case_event(row: &impl Columns) -> Result<CaseEvent, StoreError> {
+    Ok(CaseEvent {
+        case_id: row.value("case_id")?,
+        conversation_id: row.value("conversation_id")?,
+        at: row.time("at")?,
+        who: row.value("who")?,
+        what: row.value("what")?,
+        detail: row.opt_sealed_text("detail")?,
     })
 }

@@ -623,6 +623,53 @@ impl vt_agent::store::KeepingStore for Flaky {
     }
 }
 
+#[async_trait]
+impl vt_agent::store::CaseStore for Flaky {
+    async fn open_case(
+        &self,
+        c: &vt_agent::store::NewCase,
+        now: DateTime<Utc>,
+    ) -> Result<vt_agent::store::CaseOpened, StoreError> {
+        self.inner.open_case(c, now).await
+    }
+    async fn case(&self, id: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+        self.inner.case(id).await
+    }
+    async fn open_case_of(&self, c: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+        self.inner.open_case_of(c).await
+    }
+    async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::store::Case>, StoreError> {
+        self.inner.cases(t, limit).await
+    }
+    async fn claim_case(
+        &self,
+        id: &str,
+        o: &str,
+        now: DateTime<Utc>,
+    ) -> Result<vt_agent::store::Claim, StoreError> {
+        self.inner.claim_case(id, o, now).await
+    }
+    async fn close_case(
+        &self,
+        id: &str,
+        who: &str,
+        to: vt_agent::store::CaseState,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<vt_agent::store::Case>, StoreError> {
+        self.inner.close_case(id, who, to, note, now).await
+    }
+    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.acknowledge_case(id).await
+    }
+    async fn record_case_event(&self, e: &vt_agent::store::CaseEvent) -> Result<(), StoreError> {
+        self.inner.record_case_event(e).await
+    }
+    async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::store::CaseEvent>, StoreError> {
+        self.inner.case_events(id).await
+    }
+}
+
 impl Store for Flaky {
     fn backend(&self) -> &'static str {
         "flaky"

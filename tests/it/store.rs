@@ -14,9 +14,9 @@ use vt_agent::engine::{
 };
 use vt_agent::llm::{ChatMessage, ToolCall};
 use vt_agent::store::{
-    ConversationContext, ConversationStore as _, FlowRunRecord, IdempotencyPut, IdempotencyRecord,
-    IntentRecord, LineStatus, NewOutboxItem, OutboxStatus, PgStore, RunStatus, SqliteStore, Store, TaskRun,
-    TurnRecord, Usage, UsageRecord,
+    Case, CaseOpened, CaseState, Claim, ConversationContext, ConversationStore as _, FlowRunRecord,
+    IdempotencyPut, IdempotencyRecord, IntentRecord, LineStatus, NewCase, NewOutboxItem, OutboxStatus,
+    PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -1245,6 +1245,138 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     assert_eq!(money_after, money_before);
 }
 
+async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Arc<dyn Store>) {
+    let now = t("2026-11-23T10:00:00Z");
+    let new = |id: &str, conv: &str, tenant: &str| NewCase {
+        id: id.into(),
+        conversation_id: conv.into(),
+        tenant_id: tenant.into(),
+        channel: "whatsapp".into(),
+        reason: "pediu um atendente; cartão 1234567890".into(),
+        case_file: json!({"cartoes": ["****7890"]}),
+    };
+    let CaseOpened::Opened(first) = store
+        .open_case(&new("caso-1", "c-1", "A"), now)
+        .await
+        .expect("open")
+    else {
+        panic!("the first case opens");
+    };
+    assert_eq!(
+        (first.state, first.owner.as_deref()),
+        (CaseState::Aguardando, None)
+    );
+    assert_eq!(first.case_file["cartoes"][0], "****7890");
+    // Asked again while one is open: that one, not another.
+    match store
+        .open_case(&new("caso-2", "c-1", "A"), now)
+        .await
+        .expect("again")
+    {
+        CaseOpened::AlreadyOpen(c) => assert_eq!(c.id, "caso-1"),
+        other => panic!("a second open case: {other:?}"),
+    }
+    store
+        .open_case(&new("caso-b", "c-b", "B"), now)
+        .await
+        .expect("tenant B");
+    // Two agents claim at once: exactly one wins, the other is told who has it.
+    let (a, b) = tokio::join!(
+        store.claim_case("caso-1", "fulana", now),
+        store.claim_case("caso-1", "beltrano", now)
+    );
+    let outcomes = [a.expect("claim a"), b.expect("claim b")];
+    let winners: Vec<&Case> = outcomes
+        .iter()
+        .filter_map(|c| match c {
+            Claim::Claimed(case) => Some(case.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    let owner = winners[0].owner.clone().expect("owner");
+    assert!(outcomes.contains(&Claim::TakenBy(owner.clone())), "{outcomes:?}");
+    assert_eq!(
+        store.open_case_of("c-1").await.expect("read").map(|c| c.state),
+        Some(CaseState::EmAtendimento)
+    );
+    // The acknowledgement goes once.
+    assert!(store.acknowledge_case("caso-1").await.expect("ack"));
+    assert!(!store.acknowledge_case("caso-1").await.expect("ack again"));
+    // Tenant A lists its own; the waiting case comes before the claimed one.
+    let listed: Vec<String> = store
+        .cases(None, 10)
+        .await
+        .expect("all")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(listed, ["caso-b", "caso-1"]);
+    let of_a: Vec<String> = store
+        .cases(Some("A"), 10)
+        .await
+        .expect("A")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(of_a, ["caso-1"]);
+    // Handed back, once; then the conversation may open a new case.
+    let back = store
+        .close_case(
+            "caso-1",
+            &owner,
+            CaseState::Devolvido,
+            Some("cliente orientado"),
+            now,
+        )
+        .await
+        .expect("close")
+        .expect("was open");
+    assert_eq!(back.state, CaseState::Devolvido);
+    assert!(
+        store
+            .close_case("caso-1", &owner, CaseState::Encerrado, None, now)
+            .await
+            .expect("close again")
+            .is_none()
+    );
+    assert_eq!(
+        store.claim_case("caso-1", "outra", now).await.expect("late"),
+        Claim::Closed(CaseState::Devolvido)
+    );
+    assert!(matches!(
+        store
+            .open_case(&new("caso-3", "c-1", "A"), now)
+            .await
+            .expect("reopen"),
+        CaseOpened::Opened(_)
+    ));
+    let log: Vec<(String, String, Option<String>)> = store
+        .case_events("caso-1")
+        .await
+        .expect("log")
+        .into_iter()
+        .map(|e| (e.who, e.what, e.detail))
+        .collect();
+    assert_eq!(
+        log,
+        [
+            ("sistema".to_owned(), "aberto".to_owned(), None),
+            (owner.clone(), "assumido".to_owned(), None),
+            (
+                owner,
+                "devolvido".to_owned(),
+                Some("cliente orientado".to_owned())
+            ),
+        ]
+    );
+    assert_eq!(store.case("nenhum").await.expect("read"), None);
+    assert_eq!(
+        store.claim_case("nenhum", "x", now).await.expect("claim"),
+        Claim::NotFound
+    );
+}
+
 /// Each test runs on both backends, grouped by the store's concern (its trait):
 /// `store::sqlite_suite::outbox::…`, `store::postgres_suite::outbox::…`.
 macro_rules! conformance {
@@ -1300,6 +1432,7 @@ conformance!(
         the_console_reads_lists_and_counts,
     ],
     keeping: [retention_and_erasure_keep_the_money_trail_and_the_usage_figures],
+    cases: [cases_open_once_one_claim_wins_and_every_transition_is_logged],
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

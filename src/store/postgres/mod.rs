@@ -9,6 +9,7 @@ mod outbox;
 mod batches;
 mod reports;
 mod keeping;
+mod cases;
 
 use std::str::FromStr;
 

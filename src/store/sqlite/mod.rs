@@ -9,6 +9,7 @@ mod outbox;
 mod batches;
 mod reports;
 mod keeping;
+mod cases;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -24,7 +25,6 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
-use attempts::{Attempts, Write};
 use super::locks::FileLocks;
 use super::rows::{self, Both, Columns};
 use super::{
@@ -36,6 +36,7 @@ use super::{
 use super::{Existing, LineStatus, RunStatus, Sent, Usage, attempt_status, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
+use attempts::{Attempts, Write};
 
 pub struct SqliteStore {
     /// Readers.

@@ -1,0 +1,196 @@
+//! [`CaseStore`] on PostgreSQL.
+
+use super::*;
+use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase};
+
+/// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
+const LISTED: &str = "ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
+                      CASE WHEN state IN ('aguardando', 'em_atendimento') THEN EXTRACT(EPOCH FROM opened_at) ELSE -EXTRACT(EPOCH FROM opened_at) END";
+
+async fn event(conn: &mut PgConnection, e: &CaseEvent) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO case_events (case_id, conversation_id, at, who, what, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&e.case_id)
+    .bind(&e.conversation_id)
+    .bind(e.at)
+    .bind(&e.who)
+    .bind(&e.what)
+    .bind(e.detail.as_deref().map(crate::store::seal::seal))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn case_in(conn: &mut PgConnection, id: &str) -> Result<Option<Case>, StoreError> {
+    let row = sqlx::query("SELECT * FROM cases WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(rows::case).transpose()
+}
+
+#[async_trait]
+impl CaseStore for PgStore {
+    async fn open_case(&self, case: &NewCase, now: DateTime<Utc>) -> Result<CaseOpened, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file) \
+             VALUES ($1, $2, $3, $4, $5, 'aguardando', $6, $7) ON CONFLICT DO NOTHING",
+        )
+        .bind(&case.id)
+        .bind(&case.conversation_id)
+        .bind(&case.tenant_id)
+        .bind(&case.channel)
+        .bind(crate::store::seal::seal(&case.reason))
+        .bind(now)
+        .bind(value(&case.case_file)?)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let opened = if inserted == 1 {
+            let e = CaseEvent {
+                case_id: case.id.clone(),
+                conversation_id: case.conversation_id.clone(),
+                at: now,
+                who: "sistema".into(),
+                what: "aberto".into(),
+                detail: None,
+            };
+            event(&mut tx, &e).await?;
+            case_in(&mut tx, &case.id).await?.map(CaseOpened::Opened)
+        } else {
+            let row = sqlx::query(
+                "SELECT * FROM cases WHERE conversation_id = $1 AND state IN ('aguardando', 'em_atendimento')",
+            )
+            .bind(&case.conversation_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            row.as_ref()
+                .map(rows::case)
+                .transpose()?
+                .map(CaseOpened::AlreadyOpen)
+        };
+        tx.commit().await?;
+        opened.ok_or_else(|| StoreError::Invalid(format!("case {} was neither opened nor open", case.id)))
+    }
+
+    async fn case(&self, id: &str) -> Result<Option<Case>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        case_in(&mut conn, id).await
+    }
+
+    async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError> {
+        let row = sqlx::query(
+            "SELECT * FROM cases WHERE conversation_id = $1 AND state IN ('aguardando', 'em_atendimento')",
+        )
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::case).transpose()
+    }
+
+    async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError> {
+        let sql = format!("SELECT * FROM cases WHERE ($1::text IS NULL OR tenant_id = $1) {LISTED} LIMIT $2");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::case).collect()
+    }
+
+    async fn claim_case(&self, id: &str, owner: &str, now: DateTime<Utc>) -> Result<Claim, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let claimed = sqlx::query(
+            "UPDATE cases SET state = 'em_atendimento', owner = $1, claimed_at = $2 WHERE id = $3 AND state = 'aguardando'",
+        )
+        .bind(owner)
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        let Some(case) = case_in(&mut tx, id).await? else {
+            return Ok(Claim::NotFound);
+        };
+        let claim = if claimed {
+            let e = CaseEvent {
+                case_id: case.id.clone(),
+                conversation_id: case.conversation_id.clone(),
+                at: now,
+                who: owner.to_owned(),
+                what: "assumido".into(),
+                detail: None,
+            };
+            event(&mut tx, &e).await?;
+            Claim::Claimed(Box::new(case))
+        } else if case.state == CaseState::EmAtendimento {
+            Claim::TakenBy(case.owner.unwrap_or_default())
+        } else {
+            Claim::Closed(case.state)
+        };
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    async fn close_case(
+        &self,
+        id: &str,
+        who: &str,
+        to: CaseState,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Case>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let closed = sqlx::query(
+            "UPDATE cases SET state = $1, closed_at = $2 WHERE id = $3 AND state IN ('aguardando', 'em_atendimento')",
+        )
+        .bind(to.as_str())
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !closed {
+            return Ok(None);
+        }
+        let case = case_in(&mut tx, id).await?;
+        if let Some(case) = &case {
+            let e = CaseEvent {
+                case_id: case.id.clone(),
+                conversation_id: case.conversation_id.clone(),
+                at: now,
+                who: who.to_owned(),
+                what: to.as_str().to_owned(),
+                detail: note.map(str::to_owned),
+            };
+            event(&mut tx, &e).await?;
+        }
+        tx.commit().await?;
+        Ok(case)
+    }
+
+    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE cases SET acknowledged = TRUE WHERE id = $1 AND NOT acknowledged")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn record_case_event(&self, e: &CaseEvent) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        event(&mut conn, e).await
+    }
+
+    async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM case_events WHERE case_id = $1 ORDER BY seq")
+            .bind(case_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::case_event).collect()
+    }
+}
