@@ -66,6 +66,7 @@ impl ConversationService {
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
         let flow_runs = self.inner_flow_runs(&outcome);
         let outbox = replies_outbox(conv, msg, &outcome);
+        let case = self.case_to_open(conv, &outcome, &context);
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],
@@ -77,6 +78,7 @@ impl ConversationService {
             outbox: &outbox,
             // Only a channel's message is stored unprocessed (see `ConversationStore::accept_message`).
             accepted_message: msg.channel_message_id.is_some().then_some(accepted_message),
+            case: case.as_ref(),
         };
         let persisted = self.persist(record).await;
         Handled {
@@ -116,6 +118,10 @@ impl ConversationService {
             turn_count: 0,
             updated_at: self.engine.now(),
         });
+        // A turn that said nothing (a message held for a person) adds nothing to remember.
+        if outcome.replies.is_empty() {
+            return (ctx, (0, 0));
+        }
         let reply: String = mask_cards_in(&outcome.reply_text()).chars().take(160).collect();
         ctx.key_facts.push(format!("{intent}: {reply}"));
         let excess = ctx.key_facts.len().saturating_sub(MAX_FACTS);

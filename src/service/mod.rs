@@ -21,6 +21,7 @@
 
 mod accept;
 pub mod audit;
+mod cases;
 mod commit;
 mod inbox;
 mod route;
@@ -350,6 +351,16 @@ impl ConversationService {
             };
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
+        // A person has the conversation: the bot stays silent.
+        if let Some(case) = self
+            .store
+            .open_case_of(&conv.id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+        {
+            let ran_at = (now, started, accepted_message);
+            return self.held_for_case(&mut conv, msg, case, ran_at, context).await;
+        }
         // The compressed context stands in for the older history in the prompt.
         conv.memory.remove(OLD_CONTEXT_MEMORY_KEY);
         let compressed = context.as_ref().map(|c| CompressedContext {
@@ -666,6 +677,7 @@ impl ConversationService {
             context: None,
             outbox: &[],
             accepted_message: None,
+            case: None,
         };
         let commit = spans::step("commit");
         let persisted = self.persist(record).instrument(commit).await;

@@ -489,6 +489,8 @@ pub struct TurnRecord<'a> {
     pub outbox: &'a [NewOutboxItem],
     /// The stored id of the user's message this turn handled: marked processed.
     pub accepted_message: Option<i64>,
+    /// The case the turn opened (a transfer to a person), unless the conversation has one open.
+    pub case: Option<&'a NewCase>,
 }
 
 /// What a support agent did that is kept on record: a card looked up, or a conversation's transcript
@@ -558,6 +560,7 @@ pub struct ConversationListing {
     /// The router's intent of its last turn, from the compressed context.
     pub last_intent: Option<String>,
     pub ended: bool,
+    /// A person has it: the conversation has an open case (not a skill redirect).
     pub handed_over: bool,
     pub updated_at: DateTime<Utc>,
 }

@@ -203,11 +203,13 @@ async fn handoff_and_goodbye() {
         .expect("load")
         .expect("stored");
     assert!(events.iter().any(|e| matches!(e, TurnEvent::TransferToHuman(_))));
-    let r = h.say("c7", "tchau").await;
+    // A person has that conversation now (`cases.rs`); a goodbye elsewhere ends its conversation.
+    assert!(h.store.open_case_of("c7").await.expect("read").is_some());
+    let r = h.say("c8", "tchau").await;
     assert!(r.ended && r.reply_text().contains("Até logo"));
     assert!(
         h.store
-            .conversation("c7")
+            .conversation("c8")
             .await
             .expect("load")
             .expect("stored")

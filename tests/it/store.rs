@@ -174,6 +174,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         context: None,
         outbox: &[],
         accepted_message: None,
+        case: None,
     };
     store.save_turn(record, Utc::now()).await.expect("save turn");
     let (loaded, loaded_events) = store.execution("exec-turn").await.expect("load").expect("exists");
@@ -211,6 +212,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         context: None,
         outbox: &[],
         accepted_message: None,
+        case: None,
     };
     assert!(store.save_turn(again, Utc::now()).await.is_err());
     assert_eq!(
@@ -834,6 +836,7 @@ pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn St
         context: None,
         outbox: &[],
         accepted_message: None,
+        case: None,
     };
     store
         .save_turn(turn, t("2026-11-22T12:00:01Z"))
@@ -1123,6 +1126,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         context: None,
         outbox: &[],
         accepted_message: None,
+        case: None,
     };
     store.save_turn(record, at).await.expect("turn");
     let attempt = RechargeAttempt {

@@ -494,6 +494,11 @@ pub(super) async fn conversation(
         (Ok(m), Ok(e)) => (m, e),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
+    // Transferred: a person has it (an open case), not a skill redirect.
+    let with_person = match store.open_case_of(&id).await {
+        Ok(case) => case.is_some(),
+        Err(e) => return store_failed(&staff, &e),
+    };
     let executions: std::collections::HashMap<&str, _> = executions
         .iter()
         .map(|(execution, events)| (execution.execucao_id.as_str(), (execution, events)))
@@ -543,7 +548,7 @@ pub(super) async fn conversation(
             pessoa => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
             habilidade => conv.active_skill,
             encerrada => conv.ended,
-            transferida => conv.handoff.is_some(),
+            transferida => with_person,
             turnos => turns,
             ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
         },

@@ -133,6 +133,9 @@ impl ConversationStore for PgStore {
         let (tokens_in, tokens_out) = e.tokens();
         let mut tx = self.pool.begin().await?;
         let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
+        if let Some(case) = turn.case {
+            super::cases::insert_case(&mut tx, case, now).await?;
+        }
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), value(m)?, crate::store::search_text(m)));
@@ -282,7 +285,8 @@ impl ConversationStore for PgStore {
     ) -> Result<Vec<ConversationListing>, StoreError> {
         let rows = sqlx::query(
             "SELECT c.id, c.tenant_id, c.channel, c.user_id, c.user_login, c.ended,
-                    c.handoff IS NOT NULL AS handed_over, c.updated_at, x.last_intent,
+                    EXISTS (SELECT 1 FROM cases k WHERE k.conversation_id = c.id \
+                    AND k.state IN ('aguardando', 'em_atendimento')) AS handed_over, c.updated_at, x.last_intent,
                     (SELECT m.body FROM messages m WHERE m.conversation_id = c.id
                      ORDER BY m.id DESC LIMIT 1) AS last_body
              FROM conversations c LEFT JOIN conversation_context x ON x.conversation_id = c.id

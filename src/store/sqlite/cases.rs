@@ -30,34 +30,47 @@ async fn case_in(conn: &mut SqliteConnection, id: &str) -> Result<Option<Case>, 
     row.as_ref().map(rows::case).transpose()
 }
 
+/// Inserts `case` (with its `aberto` line) unless its conversation has an open case; whether it did.
+pub(super) async fn insert_case(
+    conn: &mut SqliteConnection,
+    case: &NewCase,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file) \
+         VALUES (?, ?, ?, ?, ?, 'aguardando', ?, ?) ON CONFLICT DO NOTHING",
+    )
+    .bind(&case.id)
+    .bind(&case.conversation_id)
+    .bind(&case.tenant_id)
+    .bind(&case.channel)
+    .bind(crate::store::seal::seal(&case.reason))
+    .bind(ms(now))
+    .bind(json(&case.case_file)?)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted != 1 {
+        return Ok(false);
+    }
+    let e = CaseEvent {
+        case_id: case.id.clone(),
+        conversation_id: case.conversation_id.clone(),
+        at: now,
+        who: "sistema".into(),
+        what: "aberto".into(),
+        detail: None,
+    };
+    event(&mut *conn, &e).await?;
+    Ok(true)
+}
+
 #[async_trait]
 impl CaseStore for SqliteStore {
     async fn open_case(&self, case: &NewCase, now: DateTime<Utc>) -> Result<CaseOpened, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file) \
-             VALUES (?, ?, ?, ?, ?, 'aguardando', ?, ?) ON CONFLICT DO NOTHING",
-        )
-        .bind(&case.id)
-        .bind(&case.conversation_id)
-        .bind(&case.tenant_id)
-        .bind(&case.channel)
-        .bind(crate::store::seal::seal(&case.reason))
-        .bind(ms(now))
-        .bind(json(&case.case_file)?)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let opened = if inserted == 1 {
-            let e = CaseEvent {
-                case_id: case.id.clone(),
-                conversation_id: case.conversation_id.clone(),
-                at: now,
-                who: "sistema".into(),
-                what: "aberto".into(),
-                detail: None,
-            };
-            event(&mut tx, &e).await?;
+        let inserted = insert_case(&mut tx, case, now).await?;
+        let opened = if inserted {
             case_in(&mut tx, &case.id).await?.map(CaseOpened::Opened)
         } else {
             let row = sqlx::query(

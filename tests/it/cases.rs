@@ -1,0 +1,105 @@
+//! A transfer to a person, at the service: the case it opens, the bot's silence while a person has
+//! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
+
+use vt_actions::tools::VtSettings;
+use vt_agent::store::{CaseState, Claim};
+
+use crate::support::chat_harness;
+
+#[tokio::test]
+async fn a_transfer_opens_a_case_and_the_bot_is_silent_until_the_case_is_handed_back() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    h.say("c-humano", "saldo do cartão 1234567890").await;
+    let transfer = h.say("c-humano", "quero falar com um atendente").await;
+    assert!(
+        transfer.reply_text().contains("atendente"),
+        "{}",
+        transfer.reply_text()
+    );
+    let case = h
+        .store
+        .open_case_of("c-humano")
+        .await
+        .expect("read")
+        .expect("the transfer opened a case");
+    assert_eq!(case.state, CaseState::Aguardando);
+    assert_eq!(case.channel, "terminal");
+    let file = case.case_file.to_string();
+    assert!(file.contains("****7890"), "{file}");
+    assert!(
+        !file.contains("1234567890"),
+        "no full card in the case file: {file}"
+    );
+
+    // While it waits: the first message is acknowledged once, the next ones get nothing.
+    let first = h
+        .say("c-humano", "alô? meu cartão 1234567890 não recarrega")
+        .await;
+    assert_eq!(first.replies.len(), 1);
+    assert!(
+        first.reply_text().contains("encaminhada"),
+        "{}",
+        first.reply_text()
+    );
+    let second = h.say("c-humano", "saldo do cartão 1234567890").await;
+    assert!(
+        second.replies.is_empty(),
+        "the bot is silent: {:?}",
+        second.replies
+    );
+    // Asking again while the case is open opens no other case.
+    let again = h.say("c-humano", "quero falar com um atendente").await;
+    assert!(again.replies.is_empty());
+    assert_eq!(h.store.cases(None, 10).await.expect("cases").len(), 1);
+
+    // Claimed: still silent, no acknowledgement either.
+    let Claim::Claimed(claimed) = h
+        .store
+        .claim_case(&case.id, "fulana", chrono::Utc::now())
+        .await
+        .expect("claim")
+    else {
+        panic!("the only claim wins");
+    };
+    assert_eq!(claimed.owner.as_deref(), Some("fulana"));
+    assert!(h.say("c-humano", "oi?").await.replies.is_empty());
+    let relayed: Vec<String> = h
+        .store
+        .case_events(&case.id)
+        .await
+        .expect("log")
+        .into_iter()
+        .filter(|e| e.what == "mensagem_cliente")
+        .filter_map(|e| e.detail)
+        .collect();
+    assert_eq!(
+        relayed.len(),
+        4,
+        "every message is kept for the agent: {relayed:?}"
+    );
+
+    // Handed back: the next message is the bot's again.
+    h.store
+        .close_case(
+            &case.id,
+            "fulana",
+            CaseState::Devolvido,
+            Some("orientado"),
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("close")
+        .expect("was open");
+    let back = h.say("c-humano", "saldo do cartão 1111111111").await;
+    assert!(back.reply_text().contains("****1111"), "{}", back.reply_text());
+    // The silent turns left nothing in the compressed context.
+    let context = h.store.context("c-humano").await.expect("read").expect("context");
+    assert!(
+        !context
+            .key_facts
+            .iter()
+            .any(|f| f.starts_with("atendimento_humano: ") && f.len() <= 20),
+        "{:?}",
+        context.key_facts
+    );
+}
