@@ -79,6 +79,9 @@ pub enum Command {
     /// channels that send on their own. A dead-lettered item was tried 5 times (or failed with an error
     /// no retry fixes): --retry gives it a fresh set of attempts.
     Outbox(OutboxArgs),
+    /// List the cases: conversations handed to a person, open ones first (waiting, then claimed),
+    /// with their state, owner, reason and ages.
+    Cases(CasesArgs),
     /// List support agents' card lookups: who, when, the masked card, its keyed hash, the outcome.
     Audit(AuditArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
@@ -163,6 +166,7 @@ impl Command {
             Self::RunFlow(_)
                 | Self::Flows(_)
                 | Self::Outbox(_)
+                | Self::Cases(_)
                 | Self::Audit(_)
                 | Self::Usage
                 | Self::Transcript(_)
@@ -264,6 +268,16 @@ pub struct OutboxArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct CasesArgs {
+    /// Only this tenant's cases.
+    #[arg(long, value_name = "ID")]
+    pub tenant: Option<String>,
+    /// How many cases to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct FlowsArgs {
     /// How many runs and attempts to show.
     #[arg(long, default_value_t = 20)]
@@ -330,6 +344,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Batch(args) => batch(&config, u, args).await,
         Command::Flows(args) => flows(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Outbox(args) => outbox(&config, u, args).await,
+        Command::Cases(args) => cases(&config, u, args).await,
         Command::Serve(args) => serve(config, args).await,
         Command::Audit(args) => audit(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
@@ -620,6 +635,14 @@ async fn outbox(config: &Config, store_usage: Usage, args: OutboxArgs) -> anyhow
     let pending = store.outbox_items(OutboxStatus::Pending, args.limit).await?;
     let failed = store.outbox_items(OutboxStatus::Failed, args.limit).await?;
     print!("{}", crate::runs::outbox_report(&pending, &failed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent cases`: see [`Command::Cases`].
+async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::Result<ExitCode> {
+    let store = crate::app::store(config, store_usage).await?;
+    let cases = store.cases(args.tenant.as_deref(), args.limit).await?;
+    print!("{}", crate::runs::cases_report(&cases, chrono::Utc::now()));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -91,6 +91,49 @@ pub(crate) fn audit_report(records: &[AuditRecord]) -> String {
 }
 
 /// Pending and dead-lettered outbox items.
+/// `vt-agent cases`: open cases first, with how long they have waited or been claimed.
+pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> String {
+    if cases.is_empty() {
+        return "Nenhum atendimento registrado.\n".into();
+    }
+    let mut t = table([
+        "caso",
+        "situação",
+        "atendente",
+        "canal",
+        "conversa",
+        "aberto há",
+        "motivo",
+    ]);
+    for c in cases {
+        let since = c.closed_at.unwrap_or(now);
+        t.add_row([
+            c.id.clone(),
+            c.state.as_str().to_owned(),
+            c.owner.clone().unwrap_or_else(|| "—".into()),
+            c.channel.clone(),
+            c.conversation_id.clone(),
+            age(since - c.opened_at),
+            vt_actions::vt::card::mask_cards_in(&c.reason)
+                .chars()
+                .take(60)
+                .collect(),
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// A duration as people say it: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`.
+fn age(d: chrono::Duration) -> String {
+    let s = d.num_seconds().max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3_600 => format!("{} min", s / 60),
+        3_600..86_400 => format!("{} h {:02} min", s / 3_600, s % 3_600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
 pub(crate) fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
     let mut out = String::new();
     for (title, items) in [("Na fila", pending), ("Mortos (dead letters)", failed)] {

@@ -218,6 +218,7 @@ fn help_lists_every_command() {
         "flows",
         "serve",
         "outbox",
+        "cases",
         "audit",
         "simulator",
     ] {
@@ -390,4 +391,29 @@ fn the_audit_command_lists_lookups_masked() {
         text.contains("maria") && text.contains("****7890") && text.contains("saldo_informado"),
         "{text}"
     );
+}
+
+/// `vt-agent cases` after a transfer in the terminal: the case waits, with its reason; no full card.
+#[test]
+fn a_transfer_in_the_terminal_is_a_case_the_cases_command_lists() {
+    let (_, data) = vt_agent();
+    let chat = vt_agent_in(&data)
+        .args([
+            "chat",
+            "-m",
+            "quero falar com um atendente sobre o cartão 1234567890",
+        ])
+        .output()
+        .expect("run");
+    assert!(chat.status.success(), "{}", String::from_utf8_lossy(&chat.stderr));
+    let list = vt_agent_in(&data).arg("cases").output().expect("run");
+    assert!(list.status.success());
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("aguardando") && text.contains("terminal"), "{text}");
+    assert!(!text.contains("1234567890"), "{text}");
+    let none = vt_agent_in(&data)
+        .args(["cases", "--tenant", "outro"])
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&none.stdout).contains("Nenhum atendimento"));
 }
