@@ -129,6 +129,8 @@ fn per_stage(messages: &[ChatMessage], context: impl Fn(usize) -> (usize, usize)
     for (i, m) in messages.iter().enumerate() {
         let len = json_len(m);
         match m {
+            // A support agent's words are output the model did not have to write: free.
+            ChatMessage::HumanAgent { .. } => {}
             ChatMessage::Assistant { .. } => cost.output += tokens(len),
             ChatMessage::User { .. } | ChatMessage::Tool { .. } => {
                 let (system, tools) = context(i);

@@ -36,6 +36,10 @@ impl AnthropicProvider {
         for m in &request.messages {
             match m {
                 ChatMessage::User { content } => push("user", json!({"type": "text", "text": content})),
+                // The model reads a support agent's words as the assistant side of the conversation.
+                ChatMessage::HumanAgent { content, .. } => {
+                    push("assistant", json!({"type": "text", "text": content}));
+                }
                 ChatMessage::Assistant { content, tool_calls } => {
                     if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
                         push("assistant", json!({"type": "text", "text": text}));

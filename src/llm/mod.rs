@@ -45,6 +45,12 @@ pub enum ChatMessage {
         #[serde(default)]
         is_error: bool,
     },
+    /// What a support agent wrote to the card holder while they had the conversation (a case).
+    HumanAgent {
+        /// The support agent's display name.
+        name: String,
+        content: String,
+    },
 }
 
 impl ChatMessage {
@@ -64,7 +70,9 @@ impl ChatMessage {
     /// The message's text, if it has one.
     pub fn text(&self) -> Option<&str> {
         match self {
-            Self::User { content } | Self::Tool { content, .. } => Some(content),
+            Self::User { content } | Self::Tool { content, .. } | Self::HumanAgent { content, .. } => {
+                Some(content)
+            }
             Self::Assistant { content, .. } => content.as_deref(),
         }
     }

@@ -65,6 +65,11 @@ impl OpenAiProvider {
                         })
                         .collect(),
                 },
+                // The model reads a support agent's words as the assistant side of the conversation.
+                ChatMessage::HumanAgent { content, .. } => WireMessageOut::Assistant {
+                    content: Some(content),
+                    tool_calls: Vec::new(),
+                },
                 ChatMessage::Tool { call_id, content, .. } => WireMessageOut::Tool {
                     tool_call_id: call_id,
                     content,

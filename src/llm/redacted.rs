@@ -26,6 +26,10 @@ impl RedactedProvider {
         let r = self.redact;
         match m {
             ChatMessage::User { content } => ChatMessage::User { content: r(content) },
+            ChatMessage::HumanAgent { name, content } => ChatMessage::HumanAgent {
+                name: name.clone(),
+                content: r(content),
+            },
             ChatMessage::Assistant { content, tool_calls } => ChatMessage::Assistant {
                 content: content.as_deref().map(r),
                 tool_calls: tool_calls

@@ -14,7 +14,7 @@ use super::commit::Ran;
 use super::{ConversationService, Handled, Inbound, IntentTag, Routing, ServiceError};
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, Reply, TurnEvent, TurnOutcome};
 use crate::llm::ChatMessage;
-use crate::store::{Case, CaseEvent, CaseState, ConversationContext, NewCase};
+use crate::store::{Case, CaseEvent, CaseState, Claim, ConversationContext, NewCase};
 
 /// The one acknowledgement of a message that waits for a person.
 pub(crate) const ACK_TEXT: &str = "Sua mensagem foi encaminhada a um atendente. Assim que alguém assumir o \
@@ -179,4 +179,208 @@ fn case_file(conv: &Conversation, reason: &str, context: &ConversationContext, n
         file["janela_whatsapp_ate"] = json!(now + Duration::hours(WHATSAPP_WINDOW_HOURS));
     }
     file
+}
+
+/// A support agent acting on a case, as the surface that signed them in names them.
+#[derive(Debug, Clone, Copy)]
+pub struct SupportAgent<'a> {
+    pub login: &'a str,
+    /// What the card holder reads beside the agent's words.
+    pub name: &'a str,
+    /// The tenant whose cases they may see (`None`: an administrator, every tenant).
+    pub tenant: Option<&'a str>,
+}
+
+/// Why a support agent's action on a case was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// No such case — or another tenant's, said the same way.
+    #[error("o atendimento {0} não existe")]
+    NotFound(String),
+    #[error("o atendimento está com {0}")]
+    NotOwner(String),
+    #[error("o atendimento não está em andamento")]
+    NotClaimed,
+    #[error("o atendimento já foi encerrado")]
+    Closed,
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// What the card holder reads when a support agent closes the conversation.
+pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo contato! Se precisar de algo sobre o seu vale-transporte, é só chamar.";
+
+impl ConversationService {
+    /// The case `id`, when `agent` may see it.
+    async fn visible_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        match self.store.case(id).await? {
+            Some(case) if agent.tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
+            _ => Err(CaseError::NotFound(id.to_owned())),
+        }
+    }
+
+    /// `agent` claims a waiting case: of two at once, exactly one wins.
+    pub async fn claim_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Claim, CaseError> {
+        self.visible_case(id, agent).await?;
+        Ok(self.store.claim_case(id, agent.login, self.engine.now()).await?)
+    }
+
+    /// The case's owner writes to the card holder: stored in the conversation as the agent's message
+    /// and sent on the conversation's own channel, after everything already on its way.
+    pub async fn agent_reply(&self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
+        let case = self.owned_case(id, agent).await?;
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let sent = self
+            .say_to_card_holder(
+                &case,
+                ChatMessage::HumanAgent {
+                    name: agent.name.to_owned(),
+                    content: text.to_owned(),
+                },
+            )
+            .await;
+        lock.release().await;
+        sent?;
+        let relayed = CaseEvent {
+            case_id: case.id.clone(),
+            conversation_id: case.conversation_id.clone(),
+            at: self.engine.now(),
+            who: agent.login.to_owned(),
+            what: "mensagem_atendente".into(),
+            detail: Some(text.to_owned()),
+        };
+        Ok(self.store.record_case_event(&relayed).await?)
+    }
+
+    /// Hands the conversation back to the bot, with an optional note: the note and a line on the human
+    /// part go into the compressed context, which the model reads from the next turn on.
+    pub async fn hand_back(
+        &self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        note: Option<&str>,
+    ) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        let now = self.engine.now();
+        let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
+        let closed = self
+            .store
+            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), now)
+            .await?
+            .ok_or(CaseError::Closed)?;
+        let log = self.store.case_events(&case.id).await?;
+        let count = |what: &str| log.iter().filter(|e| e.what == what).count();
+        let mut context = self
+            .store
+            .context(&case.conversation_id)
+            .await?
+            .unwrap_or_else(|| ConversationContext {
+                conversation_id: case.conversation_id.clone(),
+                user_id: String::new(),
+                summary: None,
+                key_facts: Vec::new(),
+                last_intent: None,
+                turn_count: 0,
+                updated_at: now,
+            });
+        context.key_facts.push(format!(
+            "atendimento humano ({}): {} mensagens do cliente, {} do atendente; devolvido ao bot",
+            agent.name,
+            count("mensagem_cliente"),
+            count("mensagem_atendente"),
+        ));
+        if let Some(note) = note {
+            context.key_facts.push(format!("nota do atendente: {note}"));
+        }
+        context.updated_at = now;
+        self.store.save_context(&context).await?;
+        Ok(closed)
+    }
+
+    /// Closes the case and the conversation, with a polite closing message to the card holder.
+    pub async fn close_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        let now = self.engine.now();
+        let closed = self
+            .store
+            .close_case(&case.id, agent.login, CaseState::Encerrado, None, now)
+            .await?
+            .ok_or(CaseError::Closed)?;
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let ended = async {
+            if let Some(mut conv) = self.store.conversation(&case.conversation_id).await? {
+                conv.ended = true;
+                self.store.save_conversation(&conv, now).await?;
+            }
+            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT))
+                .await
+        }
+        .await;
+        lock.release().await;
+        ended?;
+        Ok(closed)
+    }
+
+    /// A case `agent` may act on now: open, and — once claimed — theirs.
+    async fn open_case_for(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        let case = self.visible_case(id, agent).await?;
+        match (case.state, case.owner.as_deref()) {
+            (s, _) if !s.is_open() => Err(CaseError::Closed),
+            (CaseState::EmAtendimento, Some(owner)) if owner != agent.login => {
+                Err(CaseError::NotOwner(owner.to_owned()))
+            }
+            _ => Ok(case),
+        }
+    }
+
+    /// A case `agent` owns: claimed by them.
+    async fn owned_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        if case.state != CaseState::EmAtendimento {
+            return Err(CaseError::NotClaimed);
+        }
+        Ok(case)
+    }
+
+    /// Stores `message` in the case's conversation and puts it in the outbox for its channel (sent by
+    /// the channel's worker; the terminal and HTTP read it from the conversation).
+    async fn say_to_card_holder(&self, case: &Case, message: ChatMessage) -> Result<(), CaseError> {
+        let now = self.engine.now();
+        let conv = self
+            .store
+            .conversation(&case.conversation_id)
+            .await?
+            .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
+        self.store.append_message(&conv.id, None, &message, now).await?;
+        let text = match &message {
+            ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
+            other => other.text().unwrap_or_default().to_owned(),
+        };
+        let sends_itself = !matches!(conv.channel.as_str(), "http" | "terminal" | "api");
+        let item = crate::store::NewOutboxItem {
+            kind: "reply".into(),
+            destination: conv.channel.clone(),
+            payload: crate::outbox::ReplyPayload {
+                conversation_id: conv.id.clone(),
+                user_id: conv.user_id.clone(),
+                text,
+                files: Vec::new(),
+                reply_to: None,
+                thread: None,
+                confirmation: None,
+                trace: None,
+            }
+            .to_value(),
+            max_attempts: super::commit::REPLY_ATTEMPTS,
+            next_attempt_at: chrono::Utc::now(),
+            conversation_id: Some(conv.id.clone()),
+            status: if sends_itself {
+                crate::store::OutboxStatus::Pending
+            } else {
+                crate::store::OutboxStatus::Done
+            },
+        };
+        self.store.enqueue(&item, now).await?;
+        Ok(())
+    }
 }

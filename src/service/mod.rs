@@ -22,6 +22,7 @@
 mod accept;
 pub mod audit;
 mod cases;
+pub use cases::{CaseError, SupportAgent};
 mod commit;
 mod inbox;
 mod route;

@@ -1285,6 +1285,7 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
         ChatMessage::User { .. } => "user",
         ChatMessage::Assistant { .. } => "assistant",
         ChatMessage::Tool { .. } => "tool",
+        ChatMessage::HumanAgent { .. } => "human_agent",
     }
 }
 
@@ -1294,7 +1295,7 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
 /// not (empty), which also keeps a flow's stage-by-stage messages from being written twice.
 fn search_text(message: &ChatMessage) -> String {
     let text = match message {
-        ChatMessage::User { content } => content.as_str(),
+        ChatMessage::User { content } | ChatMessage::HumanAgent { content, .. } => content.as_str(),
         ChatMessage::Assistant {
             content: Some(content),
             ..

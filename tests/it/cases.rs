@@ -2,6 +2,8 @@
 //! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
 
 use vt_actions::tools::VtSettings;
+use vt_agent::llm::ChatMessage;
+use vt_agent::service::{CaseError, SupportAgent};
 use vt_agent::store::{CaseState, Claim};
 
 use crate::support::chat_harness;
@@ -102,4 +104,129 @@ async fn a_transfer_opens_a_case_and_the_bot_is_silent_until_the_case_is_handed_
         "{:?}",
         context.key_facts
     );
+}
+
+fn agent<'a>(login: &'a str, tenant: Option<&'a str>) -> SupportAgent<'a> {
+    SupportAgent {
+        login,
+        name: "Fulana",
+        tenant,
+    }
+}
+
+#[tokio::test]
+async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_then_reads() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    h.say("c-agente", "quero falar com um atendente").await;
+    let case = h
+        .store
+        .open_case_of("c-agente")
+        .await
+        .expect("read")
+        .expect("case");
+    let service = &h.service;
+    // Another tenant's agent does not see it; nobody answers before claiming.
+    let other = service
+        .claim_case(&case.id, agent("beltrano", Some("outra")))
+        .await;
+    assert!(matches!(other, Err(CaseError::NotFound(_))), "{other:?}");
+    let early = service.agent_reply(&case.id, agent("fulana", None), "oi").await;
+    assert!(matches!(early, Err(CaseError::NotClaimed)), "{early:?}");
+    // Two agents of the tenant claim at once: one owner.
+    let (a, b) = tokio::join!(
+        service.claim_case(&case.id, agent("fulana", Some("default"))),
+        service.claim_case(&case.id, agent("ciclana", Some("default")))
+    );
+    let claims = [a.expect("a"), b.expect("b")];
+    let owner = claims
+        .iter()
+        .find_map(|c| match c {
+            Claim::Claimed(case) => case.owner.clone(),
+            _ => None,
+        })
+        .expect("one wins");
+    let other_one = if owner == "fulana" { "ciclana" } else { "fulana" };
+    assert!(claims.contains(&Claim::TakenBy(owner.clone())), "{claims:?}");
+    let refused = service
+        .agent_reply(&case.id, agent(other_one, Some("default")), "eu também")
+        .await;
+    assert!(
+        matches!(refused, Err(CaseError::NotOwner(ref o)) if *o == owner),
+        "{refused:?}"
+    );
+
+    // The owner's words reach the conversation, as a support agent's message.
+    service
+        .agent_reply(
+            &case.id,
+            agent(&owner, Some("default")),
+            "Olá! Já vejo o seu cartão.",
+        )
+        .await
+        .expect("reply");
+    let messages = h.store.messages("c-agente").await.expect("messages");
+    let last = &messages.last().expect("a message").message;
+    assert_eq!(
+        last,
+        &ChatMessage::HumanAgent {
+            name: "Fulana".into(),
+            content: "Olá! Já vejo o seu cartão.".into()
+        }
+    );
+
+    // Handed back with a note: the bot answers again, and its context holds the note.
+    service
+        .hand_back(
+            &case.id,
+            agent(&owner, Some("default")),
+            Some("cliente pediu 2ª via do cartão"),
+        )
+        .await
+        .expect("hand back");
+    assert!(h.store.open_case_of("c-agente").await.expect("read").is_none());
+    let back = h.say("c-agente", "saldo do cartão 1111111111").await;
+    assert!(back.reply_text().contains("****1111"), "{}", back.reply_text());
+    let context = h.store.context("c-agente").await.expect("read").expect("context");
+    assert!(
+        context
+            .key_facts
+            .iter()
+            .any(|f| f.contains("cliente pediu 2ª via do cartão")),
+        "{:?}",
+        context.key_facts
+    );
+    assert!(
+        context
+            .key_facts
+            .iter()
+            .any(|f| f.contains("atendimento humano (Fulana)")),
+        "{:?}",
+        context.key_facts
+    );
+    let late = service.hand_back(&case.id, agent(&owner, None), None).await;
+    assert!(matches!(late, Err(CaseError::Closed)), "{late:?}");
+}
+
+#[tokio::test]
+async fn closing_a_case_ends_the_conversation_with_a_polite_message() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    h.say("c-fim", "quero falar com um atendente").await;
+    let case = h.store.open_case_of("c-fim").await.expect("read").expect("case");
+    let closed = h
+        .service
+        .close_case(&case.id, agent("fulana", None))
+        .await
+        .expect("close");
+    assert_eq!(closed.state, CaseState::Encerrado);
+    let conv = h.store.conversation("c-fim").await.expect("read").expect("conv");
+    assert!(conv.ended);
+    let messages = h.store.messages("c-fim").await.expect("messages");
+    let last = messages
+        .last()
+        .expect("message")
+        .message
+        .text()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(last.contains("Atendimento encerrado"), "{last}");
 }

@@ -124,6 +124,7 @@ fn texts(messages: &[StoredMessage]) -> Vec<String> {
             }
             ChatMessage::Assistant { tool_calls, .. } => format!("call:{}", tool_calls[0].name),
             ChatMessage::Tool { content, .. } => format!("tool:{content}"),
+            ChatMessage::HumanAgent { name, content } => format!("{name}:{content}"),
         })
         .collect()
 }

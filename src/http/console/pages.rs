@@ -338,6 +338,7 @@ fn message_text(m: &ChatMessage) -> String {
                 .join(" "),
         },
         ChatMessage::Tool { name, .. } => format!("[resultado de {name}]"),
+        ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
     }
 }
 
