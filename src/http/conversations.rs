@@ -82,8 +82,11 @@ pub(super) struct ConversationView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct MessageView {
-    /// `user` or `assistant`.
+    /// `user`, `assistant`, or `human_agent` (a support agent who had the conversation).
     pub role: String,
+    /// The support agent's name, for their messages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub text: String,
     pub at: DateTime<Utc>,
 }
@@ -232,16 +235,18 @@ pub(super) async fn show(
         .map_err(|e| ApiError::internal("messages could not be read", &e))?
         .into_iter()
         .filter_map(|m| {
-            let (role, text) = match m.message {
-                ChatMessage::User { content } => ("user", content),
+            let (role, name, text) = match m.message {
+                ChatMessage::User { content } => ("user", None, content),
                 ChatMessage::Assistant {
                     content: Some(content),
                     ..
-                } if !content.trim().is_empty() => ("assistant", content),
+                } if !content.trim().is_empty() => ("assistant", None, content),
+                ChatMessage::HumanAgent { name, content } => ("human_agent", Some(name), content),
                 _ => return None,
             };
             Some(MessageView {
                 role: role.into(),
+                name,
                 text: mask_cards_in(&text),
                 at: m.created_at,
             })

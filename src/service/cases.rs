@@ -229,19 +229,7 @@ impl ConversationService {
     /// and sent on the conversation's own channel, after everything already on its way.
     pub async fn agent_reply(&self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
         let case = self.owned_case(id, agent).await?;
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
-        let sent = self
-            .say_to_card_holder(
-                &case,
-                ChatMessage::HumanAgent {
-                    name: agent.name.to_owned(),
-                    content: text.to_owned(),
-                },
-            )
-            .await;
-        lock.release().await;
-        sent?;
-        let relayed = CaseEvent {
+        let said = CaseEvent {
             case_id: case.id.clone(),
             conversation_id: case.conversation_id.clone(),
             at: self.engine.now(),
@@ -249,7 +237,14 @@ impl ConversationService {
             what: "mensagem_atendente".into(),
             detail: Some(text.to_owned()),
         };
-        Ok(self.store.record_case_event(&relayed).await?)
+        let message = ChatMessage::HumanAgent {
+            name: agent.name.to_owned(),
+            content: text.to_owned(),
+        };
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let sent = self.say_to_card_holder(&case, message, Some(&said)).await;
+        lock.release().await;
+        sent
     }
 
     /// Hands the conversation back to the bot, with an optional note: the note and a line on the human
@@ -312,7 +307,7 @@ impl ConversationService {
                 conv.ended = true;
                 self.store.save_conversation(&conv, now).await?;
             }
-            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT))
+            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None)
                 .await
         }
         .await;
@@ -342,16 +337,21 @@ impl ConversationService {
         Ok(case)
     }
 
-    /// Stores `message` in the case's conversation and puts it in the outbox for its channel (sent by
-    /// the channel's worker; the terminal and HTTP read it from the conversation).
-    async fn say_to_card_holder(&self, case: &Case, message: ChatMessage) -> Result<(), CaseError> {
+    /// Stores `message` in the case's conversation with its outbox item for the conversation's channel
+    /// (sent by the channel's worker; the terminal and HTTP read it from the conversation) and `said`
+    /// in the case's log — one transaction.
+    async fn say_to_card_holder(
+        &self,
+        case: &Case,
+        message: ChatMessage,
+        said: Option<&CaseEvent>,
+    ) -> Result<(), CaseError> {
         let now = self.engine.now();
         let conv = self
             .store
             .conversation(&case.conversation_id)
             .await?
             .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
-        self.store.append_message(&conv.id, None, &message, now).await?;
         let text = match &message {
             ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
             other => other.text().unwrap_or_default().to_owned(),
@@ -380,7 +380,6 @@ impl ConversationService {
                 crate::store::OutboxStatus::Done
             },
         };
-        self.store.enqueue(&item, now).await?;
-        Ok(())
+        Ok(self.store.say_in_case(&message, &item, said, now).await?)
     }
 }

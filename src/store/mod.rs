@@ -909,6 +909,16 @@ pub trait CaseStore: Send + Sync {
 
     /// The case's log, oldest first.
     async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError>;
+
+    /// What a person says to the card holder in a case, in one transaction: the message in the
+    /// conversation, its outbox item and, when given, its line in the case's log.
+    async fn say_in_case(
+        &self,
+        message: &ChatMessage,
+        outbox: &NewOutboxItem,
+        event: Option<&CaseEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
 }
 
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.

@@ -659,3 +659,93 @@ async fn an_administrator_exports_and_erases_a_persons_data() {
         404
     );
 }
+
+/// The report, over HTTP: a recharge whose payment method is asked for, then "pix", then "sim".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_payment_method_answered_over_http_completes_the_recharge() {
+    let s = Served::serve(with_keys()).await;
+    let path = "/v1/conversations/c-pix/messages";
+    let mut replies = Vec::new();
+    for text in ["quero recarregar 20 reais no cartão 1111111111", "pix", "sim"] {
+        let r: Value = s
+            .post(path, Some(CLIENT_A), says(text))
+            .await
+            .json()
+            .await
+            .expect("json");
+        replies.push(r["replies"][0]["text"].as_str().unwrap_or_default().to_owned());
+    }
+    assert!(replies[0].contains("meio de pagamento"), "{replies:?}");
+    assert!(replies[1].starts_with("Confirma"), "{replies:?}");
+    assert!(replies[2].contains("aprovada"), "{replies:?}");
+    assert_eq!(s.chat.recharges(), 1);
+}
+
+/// A transfer over HTTP: the bot goes silent, the support agent's answer shows in the conversation
+/// with their name, and after the hand-back the bot answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
+    use vt_agent::service::SupportAgent;
+    let s = Served::serve(with_keys()).await;
+    let path = "/v1/conversations/c-pessoa/messages";
+    s.post(path, Some(CLIENT_A), says("quero falar com um atendente"))
+        .await;
+    let case = s
+        .chat
+        .store
+        .open_case_of("c-pessoa")
+        .await
+        .expect("read")
+        .expect("a case");
+    assert_eq!(case.tenant_id, "empresa-a");
+    let agent = SupportAgent {
+        login: "fulana",
+        name: "Fulana",
+        tenant: Some("empresa-a"),
+    };
+    s.chat.service.claim_case(&case.id, agent).await.expect("claim");
+    let held: Value = s
+        .post(path, Some(CLIENT_A), says("oi?"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(held["replies"], json!([]), "the bot is silent: {held}");
+    s.chat
+        .service
+        .agent_reply(&case.id, agent, "Olá, sou a Fulana. Qual o cartão?")
+        .await
+        .expect("reply");
+    let view: Value = s
+        .get("/v1/conversations/c-pessoa", Some(CLIENT_A))
+        .await
+        .json()
+        .await
+        .expect("json");
+    let last = view["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["role"], "human_agent", "{view}");
+    assert_eq!(last["name"], "Fulana");
+    assert_eq!(last["text"], "Olá, sou a Fulana. Qual o cartão?");
+    s.chat
+        .service
+        .hand_back(&case.id, agent, None)
+        .await
+        .expect("hand back");
+    let back: Value = s
+        .post(path, Some(CLIENT_A), says("saldo do cartão 1111111111"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        back["replies"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("****1111"),
+        "{back}"
+    );
+}

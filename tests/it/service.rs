@@ -669,6 +669,15 @@ impl vt_agent::store::CaseStore for Flaky {
     async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::store::CaseEvent>, StoreError> {
         self.inner.case_events(id).await
     }
+    async fn say_in_case(
+        &self,
+        m: &ChatMessage,
+        o: &NewOutboxItem,
+        e: Option<&vt_agent::store::CaseEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.say_in_case(m, o, e, now).await
+    }
 }
 
 impl Store for Flaky {

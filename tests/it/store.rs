@@ -1379,6 +1379,48 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         store.claim_case("nenhum", "x", now).await.expect("claim"),
         Claim::NotFound
     );
+
+    // What an agent says: the message, its outbox item and its log line, together.
+    store
+        .save_conversation(&conversation("c-dito"), now)
+        .await
+        .expect("conversation");
+    let said = ChatMessage::HumanAgent {
+        name: "Fulana".into(),
+        content: "Olá!".into(),
+    };
+    let item = NewOutboxItem {
+        kind: "reply".into(),
+        destination: "whatsapp".into(),
+        payload: json!({"text": "Fulana: Olá!"}),
+        max_attempts: 5,
+        next_attempt_at: now,
+        conversation_id: Some("c-dito".into()),
+        status: OutboxStatus::Pending,
+    };
+    let line = vt_agent::store::CaseEvent {
+        case_id: "caso-3".into(),
+        conversation_id: "c-dito".into(),
+        at: now,
+        who: "fulana".into(),
+        what: "mensagem_atendente".into(),
+        detail: Some("Olá!".into()),
+    };
+    store
+        .say_in_case(&said, &item, Some(&line), now)
+        .await
+        .expect("said");
+    let messages = store.messages("c-dito").await.expect("messages");
+    assert_eq!(messages.last().map(|m| &m.message), Some(&said));
+    assert_eq!(store.outbox_count(OutboxStatus::Pending).await.expect("count"), 1);
+    assert!(
+        store
+            .case_events("caso-3")
+            .await
+            .expect("log")
+            .iter()
+            .any(|e| e.what == "mensagem_atendente")
+    );
 }
 
 /// Each test runs on both backends, grouped by the store's concern (its trait):

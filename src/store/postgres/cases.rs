@@ -1,7 +1,8 @@
 //! [`CaseStore`] on PostgreSQL.
 
 use super::*;
-use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase};
+use crate::llm::ChatMessage;
+use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase, NewOutboxItem};
 
 /// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
 const LISTED: &str = "ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
@@ -205,5 +206,33 @@ impl CaseStore for PgStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::case_event).collect()
+    }
+
+    async fn say_in_case(
+        &self,
+        message: &ChatMessage,
+        outbox: &NewOutboxItem,
+        said: Option<&CaseEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let conversation = outbox.conversation_id.as_deref().unwrap_or_default();
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
+             VALUES ($1, NULL, $2, $3, $4, $5)",
+        )
+        .bind(conversation)
+        .bind(role(message))
+        .bind(value(message)?)
+        .bind(now)
+        .bind(crate::store::search_text(message))
+        .execute(&mut *tx)
+        .await?;
+        Self::insert_outbox(&mut tx, outbox, now).await?;
+        if let Some(e) = said {
+            event(&mut tx, e).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }

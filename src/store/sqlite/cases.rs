@@ -1,7 +1,8 @@
 //! [`CaseStore`] on SQLite.
 
 use super::*;
-use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase};
+use crate::llm::ChatMessage;
+use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase, NewOutboxItem};
 
 /// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
 const LISTED: &str = "ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
@@ -206,5 +207,33 @@ impl CaseStore for SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::case_event).collect()
+    }
+
+    async fn say_in_case(
+        &self,
+        message: &ChatMessage,
+        outbox: &NewOutboxItem,
+        said: Option<&CaseEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let conversation = outbox.conversation_id.as_deref().unwrap_or_default();
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
+             VALUES (?, NULL, ?, ?, ?, ?)",
+        )
+        .bind(conversation)
+        .bind(role(message))
+        .bind(json(message)?)
+        .bind(ms(now))
+        .bind(crate::store::search_text(message))
+        .execute(&mut *tx)
+        .await?;
+        Self::insert_outbox(&mut tx, outbox, now).await?;
+        if let Some(e) = said {
+            event(&mut tx, e).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }
