@@ -554,3 +554,93 @@ async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
     }
     bursts_are_processed_and_answered_in_the_order_posted(chats).await;
 }
+
+/// The case commands of the slash command: support users only, in the deployment's tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() {
+    let s = mattermost(&["alan"]).await;
+    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conversation.into()),
+        tenant_id: Some(tenant.into()),
+        user: crate::support::user(),
+        text: "quero falar com um atendente".into(),
+        ..Default::default()
+    };
+    s.chat
+        .service
+        .handle(transfer("c-a", "empresa-a"))
+        .await
+        .expect("a");
+    s.chat
+        .service
+        .handle(transfer("c-b", "empresa-b"))
+        .await
+        .expect("b");
+    let case_of = |conversation: &'static str| {
+        let store = s.chat.store.clone();
+        async move {
+            store
+                .open_case_of(conversation)
+                .await
+                .expect("read")
+                .expect("a case")
+                .id
+        }
+    };
+    let (a, b) = (case_of("c-a").await, case_of("c-b").await);
+
+    let (_, listed) = slash(&s, SLASH_TOKEN, slash_body("casos")).await;
+    let text = listed["text"].as_str().unwrap_or_default();
+    assert!(text.contains(&a) && !text.contains(&b), "{text}");
+    let (_, other) = slash(&s, SLASH_TOKEN, slash_body(&format!("assumir {b}"))).await;
+    assert!(
+        other["text"].as_str().unwrap_or_default().contains("não existe"),
+        "{other}"
+    );
+    let (_, claimed) = slash(&s, SLASH_TOKEN, slash_body(&format!("assumir {a}"))).await;
+    assert!(
+        claimed["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("assumido por @alan"),
+        "{claimed}"
+    );
+    let (_, sent) = slash(
+        &s,
+        SLASH_TOKEN,
+        slash_body(&format!("responder {a} Olá, aqui é o Alan")),
+    )
+    .await;
+    assert_eq!(sent["text"], "Enviado.", "{sent}");
+    let messages = s.chat.store.messages("c-a").await.expect("messages");
+    assert_eq!(
+        messages.last().map(|m| &m.message),
+        Some(&vt_agent::llm::ChatMessage::HumanAgent {
+            name: "alan".into(),
+            content: "Olá, aqui é o Alan".into()
+        })
+    );
+    let (_, back) = slash(
+        &s,
+        SLASH_TOKEN,
+        slash_body(&format!("devolver {a} cliente orientado")),
+    )
+    .await;
+    assert!(
+        back["text"].as_str().unwrap_or_default().contains("devolvido"),
+        "{back}"
+    );
+    assert!(s.chat.store.open_case_of("c-a").await.expect("read").is_none());
+
+    // Anyone else is told it is for support agents, and nothing changes.
+    let plain = mattermost(&[]).await;
+    let (_, refused) = slash(&plain, SLASH_TOKEN, slash_body("casos")).await;
+    assert!(
+        refused["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Só atendentes"),
+        "{refused}"
+    );
+}

@@ -15,6 +15,7 @@
 
 mod actions;
 mod bot;
+mod cases;
 mod slash;
 mod webhook;
 

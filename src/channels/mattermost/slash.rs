@@ -1,4 +1,5 @@
-//! `POST /channels/mattermost/slash`: `/vt saldo <cartão>`, `/vt recarga …`, `/vt ajuda`. Answered
+//! `POST /channels/mattermost/slash`: `/vt saldo <cartão>`, `/vt recarga …`, `/vt ajuda`, and for
+//! support users the case commands ([`super::cases`]). Answered
 //! ephemerally within Mattermost's 3 s; a slower turn answers "um momento" at once and its result goes
 //! to the command's `response_url`.
 
@@ -53,9 +54,17 @@ pub(super) async fn command(
     if !same_secret(token, state.config.slash_token.as_deref().unwrap_or_default()) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
+    let support = state.config.is_support(&form.user_id, &form.user_name);
+    if let Some(case_command) = super::cases::CaseCommand::parse(&form.text) {
+        if !support {
+            let refused =
+                json!({"response_type": "ephemeral", "text": "Só atendentes cuidam de atendimentos."});
+            return Json(refused).into_response();
+        }
+        return Json(super::cases::run(&state, &form.user_name, case_command).await).into_response();
+    }
     let conversation = conversation_id(&form.channel_id, &form.user_id);
     let text = as_message(&form.text);
-    let support = state.config.is_support(&form.user_id, &form.user_name);
     let msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(conversation.clone()),
