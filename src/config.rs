@@ -57,6 +57,8 @@ pub struct Config {
     pub service: crate::service::ServiceConfig,
     /// How a failed send is retried.
     pub outbox: crate::outbox::OutboxConfig,
+    /// A transfer to a person: how long a case waits before the card holder is told.
+    pub handoff: crate::service::HandoffConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     pub simulator: SimulatorSettings,
@@ -104,6 +106,7 @@ impl Default for Config {
             engine: EngineConfig::default(),
             service: crate::service::ServiceConfig::default(),
             outbox: crate::outbox::OutboxConfig::default(),
+            handoff: crate::service::HandoffConfig::default(),
             systems: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
@@ -418,6 +421,9 @@ impl Config {
         }
         if self.engine.max_model_calls == 0 {
             return invalid("engine.max_model_calls", "must be at least 1");
+        }
+        if self.handoff.claim_timeout_minutes == 0 {
+            return invalid("handoff.claim_timeout_minutes", "must be at least 1");
         }
         if self.engine.turn_timeout_ms == 0 {
             return invalid("engine.turn_timeout_ms", "must be at least 1");

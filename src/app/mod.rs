@@ -73,7 +73,8 @@ pub async fn service(
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
     Ok(ConversationService::new(engine, store)
         .with_router(router)
-        .with_config(config.service))
+        .with_config(config.service)
+        .with_handoff(config.handoff))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

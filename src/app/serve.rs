@@ -22,6 +22,8 @@ use crate::service::ConversationService;
 
 /// How often exported metrics refresh the outbox gauges (`/metrics` refreshes them when scraped).
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
+/// How often `serve` looks for cases whose claim time ran out.
+const CASE_NOTICES_EVERY: Duration = Duration::from_secs(15);
 
 /// Everything `serve` runs, composed and not started yet.
 pub(crate) struct Server {
@@ -122,6 +124,21 @@ impl Server {
         if self.worker.has_senders() {
             tasks.spawn(self.worker.run(stopped(&self.stop)));
         }
+        // Cases nobody claimed in time: the due time is in the store, so a restart loses none.
+        let (service, stop) = (self.service.clone(), stopped(&self.stop));
+        tasks.spawn(async move {
+            tokio::pin!(stop);
+            loop {
+                let sent = service.send_due_case_notices().await;
+                if sent > 0 {
+                    tracing::info!(sent, "unclaimed-case notices sent");
+                }
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(CASE_NOTICES_EVERY) => {}
+                }
+            }
+        });
         tasks.spawn(crate::retention::run(
             self.service.store().clone(),
             self.retention,

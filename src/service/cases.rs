@@ -20,6 +20,26 @@ use crate::store::{Case, CaseEvent, CaseState, Claim, ConversationContext, NewCa
 pub(crate) const ACK_TEXT: &str = "Sua mensagem foi encaminhada a um atendente. Assim que alguém assumir o \
                                    atendimento, a conversa continua por aqui.";
 
+/// What the card holder reads when nobody has claimed their case in time.
+pub(crate) const UNCLAIMED_TEXT: &str = "Ainda não há um atendente disponível. Sua mensagem está guardada e \
+                                         alguém vai responder assim que possível; não é preciso repetir.";
+
+/// `[handoff]`: a transfer to a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoffConfig {
+    /// Minutes a case may wait unclaimed before the card holder is told, once (default 10).
+    pub claim_timeout_minutes: u32,
+}
+
+impl Default for HandoffConfig {
+    fn default() -> Self {
+        Self {
+            claim_timeout_minutes: 10,
+        }
+    }
+}
+
 /// How far back the case file quotes the conversation.
 const LAST_MESSAGES: usize = 6;
 
@@ -39,6 +59,7 @@ impl ConversationService {
             _ => None,
         })?;
         let now = self.engine.now();
+        let timeout = Duration::minutes(i64::from(self.handoff.claim_timeout_minutes));
         Some(NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conv.id.clone(),
@@ -46,6 +67,7 @@ impl ConversationService {
             channel: conv.channel.clone(),
             case_file: case_file(conv, &reason, context, now),
             reason,
+            notice_due_at: Some(now + timeout),
         })
     }
 
@@ -290,6 +312,36 @@ impl ConversationService {
         context.updated_at = now;
         self.store.save_context(&context).await?;
         Ok(closed)
+    }
+
+    /// Tells the card holders of the waiting cases whose claim time ran out that nobody has it yet, once
+    /// per case (whichever instance gets to it). Returns how many were told.
+    pub async fn send_due_case_notices(&self) -> usize {
+        let mut sent = 0;
+        loop {
+            let now = self.engine.now();
+            let case = match self.store.take_due_notice(now).await {
+                Ok(Some(case)) => case,
+                Ok(None) => return sent,
+                Err(e) => {
+                    tracing::error!(error = %e, "due case notices could not be read");
+                    return sent;
+                }
+            };
+            let line = CaseEvent {
+                case_id: case.id.clone(),
+                conversation_id: case.conversation_id.clone(),
+                at: now,
+                who: "sistema".into(),
+                what: "aviso_sem_atendente".into(),
+                detail: None,
+            };
+            let message = ChatMessage::assistant(UNCLAIMED_TEXT);
+            match self.say_to_card_holder(&case, message, Some(&line)).await {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::error!(case = %case.id, error = %e, "unclaimed-case notice not sent"),
+            }
+        }
     }
 
     /// Closes the case and the conversation, with a polite closing message to the card holder.

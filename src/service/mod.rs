@@ -22,7 +22,7 @@
 mod accept;
 pub mod audit;
 mod cases;
-pub use cases::{CaseError, SupportAgent};
+pub use cases::{CaseError, HandoffConfig, SupportAgent};
 mod commit;
 mod inbox;
 mod route;
@@ -254,6 +254,7 @@ pub struct ConversationService {
     router: Option<Router>,
     inbox: inbox::Inbox,
     config: ServiceConfig,
+    handoff: HandoffConfig,
 }
 
 impl ConversationService {
@@ -264,7 +265,14 @@ impl ConversationService {
             router: None,
             inbox: inbox::Inbox::default(),
             config: ServiceConfig::default(),
+            handoff: HandoffConfig::default(),
         }
+    }
+
+    /// With `handoff`'s rules for cases in place of the defaults.
+    pub fn with_handoff(mut self, handoff: HandoffConfig) -> Self {
+        self.handoff = handoff;
+        self
     }
 
     /// With `config` in place of the defaults.

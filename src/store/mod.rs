@@ -143,6 +143,8 @@ pub struct NewCase {
     pub reason: String,
     /// Built by code when the case opens: what a support agent needs to pick the conversation up.
     pub case_file: Value,
+    /// When the card holder is told nobody has claimed it yet, unless someone has.
+    pub notice_due_at: Option<DateTime<Utc>>,
 }
 
 /// A case on record.
@@ -162,6 +164,9 @@ pub struct Case {
     /// Whether the card holder was told, once, that their messages are passed on.
     pub acknowledged: bool,
     pub case_file: Value,
+    pub notice_due_at: Option<DateTime<Utc>>,
+    /// Whether the unclaimed-case notice went.
+    pub noticed: bool,
 }
 
 /// What opening a case did.
@@ -909,6 +914,10 @@ pub trait CaseStore: Send + Sync {
 
     /// The case's log, oldest first.
     async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError>;
+
+    /// Takes one waiting case whose notice is due by `now` and marks its notice sent: one conditional
+    /// update, so among several processes each notice is taken once.
+    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<Case>, StoreError>;
 
     /// What a person says to the card holder in a case, in one transaction: the message in the
     /// conversation, its outbox item and, when given, its line in the case's log.

@@ -127,6 +127,8 @@ pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
         closed_at: row.opt_time("closed_at")?,
         acknowledged: row.value("acknowledged")?,
         case_file: row.json("case_file")?,
+        notice_due_at: row.opt_time("notice_due_at")?,
+        noticed: row.value("noticed")?,
     })
 }
 

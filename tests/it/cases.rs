@@ -230,3 +230,62 @@ async fn closing_a_case_ends_the_conversation_with_a_polite_message() {
         .to_owned();
     assert!(last.contains("Atendimento encerrado"), "{last}");
 }
+
+#[tokio::test]
+async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    let at = |minutes: i64| {
+        chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
+            .expect("t")
+            .with_timezone(&chrono::Utc)
+            + chrono::Duration::minutes(minutes)
+    };
+    h.say("c-espera", "quero falar com um atendente").await;
+    h.say("c-assumido", "quero falar com um atendente").await;
+    let claimed = h
+        .store
+        .open_case_of("c-assumido")
+        .await
+        .expect("read")
+        .expect("case");
+    h.service
+        .claim_case(&claimed.id, agent("fulana", None))
+        .await
+        .expect("claim");
+    h.clock.set(at(9));
+    assert_eq!(
+        h.service.send_due_case_notices().await,
+        0,
+        "not yet: 10 minutes by default"
+    );
+    h.clock.set(at(11));
+    assert_eq!(
+        h.service.send_due_case_notices().await,
+        1,
+        "the waiting one, not the claimed one"
+    );
+    assert_eq!(h.service.send_due_case_notices().await, 0, "once");
+    let messages = h.store.messages("c-espera").await.expect("messages");
+    let last = messages
+        .last()
+        .expect("message")
+        .message
+        .text()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(last.contains("Ainda não há um atendente"), "{last}");
+    assert!(
+        h.store
+            .messages("c-assumido")
+            .await
+            .expect("messages")
+            .iter()
+            .all(|m| !m.message.text().unwrap_or_default().contains("Ainda não há"))
+    );
+    // Another process on the same store (a restart) finds nothing left to send.
+    let again = vt_agent::service::ConversationService::new(
+        std::sync::Arc::new(crate::support::test_engine(None, crate::support::fast_config())),
+        h.store.clone(),
+    );
+    assert_eq!(again.send_due_case_notices().await, 0);
+}

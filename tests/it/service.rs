@@ -669,6 +669,9 @@ impl vt_agent::store::CaseStore for Flaky {
     async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::store::CaseEvent>, StoreError> {
         self.inner.case_events(id).await
     }
+    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<vt_agent::store::Case>, StoreError> {
+        self.inner.take_due_notice(now).await
+    }
     async fn say_in_case(
         &self,
         m: &ChatMessage,

@@ -1258,6 +1258,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         channel: "whatsapp".into(),
         reason: "pediu um atendente; cartão 1234567890".into(),
         case_file: json!({"cartoes": ["****7890"]}),
+        notice_due_at: Some(now),
     };
     let CaseOpened::Opened(first) = store
         .open_case(&new("caso-1", "c-1", "A"), now)
@@ -1379,6 +1380,20 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         store.claim_case("nenhum", "x", now).await.expect("claim"),
         Claim::NotFound
     );
+
+    // Each due notice is taken once, however many take at once: the two waiting cases, then none.
+    let (x, y) = tokio::join!(store.take_due_notice(now), store.take_due_notice(now));
+    let mut taken: Vec<String> = [x.expect("x"), y.expect("y")]
+        .into_iter()
+        .flatten()
+        .map(|c| c.id)
+        .collect();
+    if taken.len() < 2 {
+        taken.extend(store.take_due_notice(now).await.expect("third").map(|c| c.id));
+    }
+    taken.sort();
+    assert_eq!(taken, ["caso-3", "caso-b"]);
+    assert_eq!(store.take_due_notice(now).await.expect("none left"), None);
 
     // What an agent says: the message, its outbox item and its log line, together.
     store

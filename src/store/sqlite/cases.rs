@@ -38,8 +38,8 @@ pub(super) async fn insert_case(
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let inserted = sqlx::query(
-        "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file) \
-         VALUES (?, ?, ?, ?, ?, 'aguardando', ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file, notice_due_at) \
+         VALUES (?, ?, ?, ?, ?, 'aguardando', ?, ?, ?) ON CONFLICT DO NOTHING",
     )
     .bind(&case.id)
     .bind(&case.conversation_id)
@@ -48,6 +48,7 @@ pub(super) async fn insert_case(
     .bind(crate::store::seal::seal(&case.reason))
     .bind(ms(now))
     .bind(json(&case.case_file)?)
+    .bind(case.notice_due_at.map(ms))
     .execute(&mut *conn)
     .await?
     .rows_affected();
@@ -207,6 +208,18 @@ impl CaseStore for SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::case_event).collect()
+    }
+
+    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<Case>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE cases SET noticed = TRUE WHERE NOT noticed AND id = (SELECT id FROM cases \
+             WHERE state = 'aguardando' AND NOT noticed AND notice_due_at <= ? ORDER BY notice_due_at LIMIT 1) \
+             RETURNING *",
+        )
+        .bind(ms(now))
+        .fetch_optional(&self.writer)
+        .await?;
+        row.as_ref().map(rows::case).transpose()
     }
 
     async fn say_in_case(
