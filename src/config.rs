@@ -573,6 +573,20 @@ mod tests {
     }
 
     #[test]
+    fn handoff_hours_are_checked_when_loaded() {
+        let ok = "[handoff]\nclaim_timeout_minutes = 5\nhours = \"seg-sex 08:00-18:00\"\n";
+        let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");
+        assert_eq!(c.handoff.claim_timeout_minutes, 5);
+        assert!(c.handoff.hours.is_some());
+        let bad = "[handoff]\nhours = \"sempre\"\n";
+        let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err("bad hours");
+        assert!(err.to_string().contains("handoff.hours"), "{err}");
+        let zero = "[handoff]\nclaim_timeout_minutes = 0\n";
+        let err = Config::from_sources(Some(zero), "f", &HashMap::new()).expect_err("zero");
+        assert!(err.to_string().contains("handoff.claim_timeout_minutes"), "{err}");
+    }
+
+    #[test]
     fn environment_overrides_the_file() {
         let toml = "[llm]\nprovider = \"openai\"\nmodel = \"from-file\"\nmax_tokens = 200\n[engine]\nmax_model_calls = 4\n";
         let c = Config::from_sources(

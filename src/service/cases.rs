@@ -25,17 +25,21 @@ pub(crate) const UNCLAIMED_TEXT: &str = "Ainda não há um atendente disponível
                                          alguém vai responder assim que possível; não é preciso repetir.";
 
 /// `[handoff]`: a transfer to a person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HandoffConfig {
     /// Minutes a case may wait unclaimed before the card holder is told, once (default 10).
     pub claim_timeout_minutes: u32,
+    /// When people answer cases (`"seg-sex 08:00-18:00"`, in the policy's time zone); a case opened
+    /// outside them says at once when to expect an answer. None: always.
+    pub hours: Option<super::Hours>,
 }
 
 impl Default for HandoffConfig {
     fn default() -> Self {
         Self {
             claim_timeout_minutes: 10,
+            hours: None,
         }
     }
 }
@@ -69,6 +73,37 @@ impl ConversationService {
             reason,
             notice_due_at: Some(now + timeout),
         })
+    }
+
+    /// A case opened outside `[handoff] hours`: the transfer's answer says when to expect a person, and
+    /// that stands for the unclaimed-case notice.
+    pub(super) fn out_of_hours(&self, case: &mut NewCase, outcome: &mut TurnOutcome) {
+        let Some(hours) = &self.handoff.hours else {
+            return;
+        };
+        let tz = self
+            .engine
+            .extensions()
+            .get::<vt_actions::tools::VtSettings>()
+            .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
+                s.politicas.timezone.clone()
+            });
+        let Some(opening) = hours.next_opening(self.engine.now(), &tz) else {
+            return;
+        };
+        let local = tz.local(opening);
+        let text = format!(
+            "Nosso atendimento humano funciona {}. Um atendente responde a partir de {} às {}.",
+            hours.text(),
+            local.format("%d/%m"),
+            local.format("%H:%M")
+        );
+        outcome.messages.push(ChatMessage::assistant(text.clone()));
+        outcome.replies.push(Reply {
+            text,
+            files: Vec::new(),
+        });
+        case.notice_due_at = None;
     }
 
     /// A message that arrived while `case` is open: kept in the case's log and committed as a turn

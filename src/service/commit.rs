@@ -65,8 +65,11 @@ impl ConversationService {
         );
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
         let flow_runs = self.inner_flow_runs(&outcome);
+        let mut case = self.case_to_open(conv, &outcome, &context);
+        if let Some(case) = case.as_mut() {
+            self.out_of_hours(case, &mut outcome);
+        }
         let outbox = replies_outbox(conv, msg, &outcome);
-        let case = self.case_to_open(conv, &outcome, &context);
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],

@@ -22,7 +22,9 @@
 mod accept;
 pub mod audit;
 mod cases;
+mod hours;
 pub use cases::{CaseError, HandoffConfig, SupportAgent};
+pub use hours::Hours;
 mod commit;
 mod inbox;
 mod route;

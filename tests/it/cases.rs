@@ -289,3 +289,42 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
     );
     assert_eq!(again.send_due_case_notices().await, 0);
 }
+
+#[tokio::test]
+async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
+    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let handoff = vt_agent::service::HandoffConfig {
+        hours: Some(vt_agent::service::Hours::try_from("seg-sex 08:00-18:00".to_owned()).expect("hours")),
+        ..Default::default()
+    };
+    // The harness's clock: Sunday 2026-11-22, 09:00 in São Paulo.
+    let h = crate::support::chat_harness_handing_off(store, None, VtSettings::default(), None, handoff).await;
+    let transfer = h.say("c-domingo", "quero falar com um atendente").await;
+    assert_eq!(transfer.replies.len(), 2, "{:?}", transfer.replies);
+    assert!(
+        transfer.replies[1].text.contains("seg-sex 08:00-18:00")
+            && transfer.replies[1].text.contains("a partir de 23/11 às 08:00"),
+        "{}",
+        transfer.replies[1].text
+    );
+    let case = h
+        .store
+        .open_case_of("c-domingo")
+        .await
+        .expect("read")
+        .expect("case");
+    assert_eq!(
+        case.notice_due_at, None,
+        "the answer stands for the unclaimed notice"
+    );
+    h.clock.set(
+        chrono::DateTime::parse_from_rfc3339("2026-11-22T18:00:00Z")
+            .expect("t")
+            .with_timezone(&chrono::Utc),
+    );
+    assert_eq!(h.service.send_due_case_notices().await, 0);
+}

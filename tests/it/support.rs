@@ -430,6 +430,17 @@ pub(crate) async fn chat_harness_with(
     vt: vt_actions::tools::VtSettings,
     shared: Option<vt_actions::systems::Simulator>,
 ) -> ChatHarness {
+    chat_harness_handing_off(store, llm, vt, shared, Default::default()).await
+}
+
+/// [`chat_harness_with`] with `[handoff]` rules of its own.
+pub(crate) async fn chat_harness_handing_off(
+    store: Arc<dyn vt_agent::store::Store>,
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+    shared: Option<vt_actions::systems::Simulator>,
+    handoff: vt_agent::service::HandoffConfig,
+) -> ChatHarness {
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
@@ -454,6 +465,7 @@ pub(crate) async fn chat_harness_with(
         .with(vt);
     let config = vt_agent::config::Config {
         engine: fast_config(),
+        handoff,
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
