@@ -112,8 +112,30 @@ pub struct Turn {
     /// The model's replies during this turn, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<ModelReply>,
+    /// What a support agent does in the conversation's open case before the user's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub support: Option<SupportStep>,
     #[serde(default)]
     pub expect: Expect,
+}
+
+/// A support agent's actions on the conversation's open case, in this order: claim, say, hand back
+/// or close.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupportStep {
+    /// The support agent's login (also the name the card holder reads).
+    pub agent: String,
+    #[serde(default)]
+    pub claim: bool,
+    /// What the agent writes to the card holder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub says: Option<String>,
+    /// Hands the conversation back to the bot with this note (empty: no note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hand_back: Option<String>,
+    #[serde(default)]
+    pub close: bool,
 }
 
 /// A scripted model reply. Written as a one-key map (`text: ...`, `tool_call: {...}`, `fault: 500`).

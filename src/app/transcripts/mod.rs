@@ -192,6 +192,12 @@ async fn play(
                 .clock
                 .set(parse_time(at).map_err(|e| mismatch("at", "an ISO 8601 time".into(), e))?);
         }
+        if let Some(step) = &turn.support {
+            world
+                .support(step)
+                .await
+                .map_err(|e| mismatch("support", "the support agent's step done".into(), e))?;
+        }
         world
             .script(turn)
             .map_err(|e| mismatch("model script", "a valid scripted reply".into(), e))?;

@@ -22,10 +22,10 @@ use crate::engine::{
     TurnEvent,
 };
 use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
-use crate::service::{ConversationService, Handled, Inbound, ServiceError};
-use crate::store::{SqliteStore, Store};
+use crate::service::{ConversationService, Handled, Inbound, ServiceError, SupportAgent};
+use crate::store::{Claim, SqliteStore, Store};
 use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
-use crate::transcript::format::{Fault, ModelReply, Setup, Transcript, Turn};
+use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcript, Turn};
 
 pub(super) enum Model {
     None,
@@ -184,6 +184,45 @@ impl World {
     }
 
     /// Plays the user's message of `turn` through the service: what it did, or the service's error.
+    /// A support agent's `step` on the conversation's open case.
+    pub(super) async fn support(&self, step: &SupportStep) -> Result<(), String> {
+        let case = self
+            .store
+            .open_case_of(&self.conversation)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the conversation has no open case")?;
+        let agent = SupportAgent {
+            login: &step.agent,
+            name: &step.agent,
+            tenant: None,
+        };
+        let refused = |e: crate::service::CaseError| e.to_string();
+        if step.claim {
+            match self.service.claim_case(&case.id, agent).await.map_err(refused)? {
+                Claim::Claimed(_) => {}
+                other => return Err(format!("claim: {other:?}")),
+            }
+        }
+        if let Some(text) = &step.says {
+            self.service
+                .agent_reply(&case.id, agent, text)
+                .await
+                .map_err(refused)?;
+        }
+        if let Some(note) = &step.hand_back {
+            let note = Some(note.as_str()).filter(|n| !n.is_empty());
+            self.service
+                .hand_back(&case.id, agent, note)
+                .await
+                .map_err(refused)?;
+        }
+        if step.close {
+            self.service.close_case(&case.id, agent).await.map_err(refused)?;
+        }
+        Ok(())
+    }
+
     pub(super) async fn play(&self, turn: &Turn) -> Result<Observed, ServiceError> {
         let before = self.store.conversation(&self.conversation).await.ok().flatten();
         let pending_before: Option<RecargaPendente> = before
