@@ -33,6 +33,8 @@ pub struct Metrics {
     flows: Family<Status, Counter>,
     pub outbox_depth: Gauge,
     pub dead_letters: Gauge,
+    /// Conversations a person has or is about to have (open cases).
+    pub cases_open: Gauge,
     otel: Otel,
 }
 
@@ -48,7 +50,7 @@ struct Otel {
 }
 
 impl Otel {
-    fn new(outbox_depth: &Gauge, dead_letters: &Gauge) -> Self {
+    fn new(outbox_depth: &Gauge, dead_letters: &Gauge, cases_open: &Gauge) -> Self {
         let meter = opentelemetry::global::meter("vt-agent");
         let gauge = |name: &'static str, help: &'static str, g: &Gauge| {
             let g = g.clone();
@@ -87,6 +89,11 @@ impl Otel {
                     "Outbox items dead-lettered",
                     dead_letters,
                 ),
+                gauge(
+                    "vt.cases_open",
+                    "Cases open: conversations waiting for or with a support agent",
+                    cases_open,
+                ),
             ],
             _dropped: meter
                 .u64_observable_counter("vt.otlp_spans_dropped")
@@ -110,6 +117,7 @@ impl Default for Metrics {
         let flows = Family::<Status, Counter>::default();
         let outbox_depth = Gauge::default();
         let dead_letters = Gauge::default();
+        let cases_open = Gauge::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -134,11 +142,16 @@ impl Default for Metrics {
             dead_letters.clone(),
         );
         registry.register(
+            "cases_open",
+            "Cases open: conversations waiting for or with a support agent",
+            cases_open.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
         );
-        let otel = Otel::new(&outbox_depth, &dead_letters);
+        let otel = Otel::new(&outbox_depth, &dead_letters, &cases_open);
         Self {
             registry,
             turns,
@@ -148,6 +161,7 @@ impl Default for Metrics {
             flows,
             outbox_depth,
             dead_letters,
+            cases_open,
             otel,
         }
     }
@@ -187,6 +201,9 @@ impl Metrics {
         }
         if let Ok(n) = store.outbox_count(OutboxStatus::Failed).await {
             self.dead_letters.set(n);
+        }
+        if let Ok(n) = store.open_case_count().await {
+            self.cases_open.set(n);
         }
     }
 

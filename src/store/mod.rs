@@ -889,6 +889,9 @@ pub trait CaseStore: Send + Sync {
     /// The conversation's open case, if any.
     async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError>;
 
+    /// How many cases are open (waiting or claimed), every tenant's.
+    async fn open_case_count(&self) -> Result<i64, StoreError>;
+
     /// Cases, `tenant`'s only when given: open ones first (waiting, then claimed; oldest first), then
     /// the closed ones, newest first.
     async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError>;

@@ -143,6 +143,7 @@ async fn keys_are_checked_and_reach_only_their_tenant() {
     assert!(metrics.contains("vt_turns_total 1"), "{metrics}");
     assert!(metrics.contains("vt_zero_token_turns_total 1"), "{metrics}");
     assert!(metrics.contains("vt_outbox_depth 0") && metrics.contains("vt_outbox_dead_letters 0"));
+    assert!(metrics.contains("vt_cases_open 0"), "{metrics}");
     assert!(metrics.contains("vt_turn_latency_seconds_bucket"));
 }
 
@@ -698,6 +699,8 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
         .expect("read")
         .expect("a case");
     assert_eq!(case.tenant_id, "empresa-a");
+    let metrics = s.get("/metrics", Some(ADMIN)).await.text().await.expect("text");
+    assert!(metrics.contains("vt_cases_open 1"), "{metrics}");
     let agent = SupportAgent {
         login: "fulana",
         name: "Fulana",

@@ -639,6 +639,9 @@ impl vt_agent::store::CaseStore for Flaky {
     async fn open_case_of(&self, c: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
         self.inner.open_case_of(c).await
     }
+    async fn open_case_count(&self) -> Result<i64, StoreError> {
+        self.inner.open_case_count().await
+    }
     async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::store::Case>, StoreError> {
         self.inner.cases(t, limit).await
     }

@@ -1325,6 +1325,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         .map(|c| c.id)
         .collect();
     assert_eq!(of_a, ["caso-1"]);
+    assert_eq!(store.open_case_count().await.expect("count"), 2);
     // Handed back, once; then the conversation may open a new case.
     let back = store
         .close_case(

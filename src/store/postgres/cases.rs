@@ -105,6 +105,14 @@ impl CaseStore for PgStore {
         row.as_ref().map(rows::case).transpose()
     }
 
+    async fn open_case_count(&self) -> Result<i64, StoreError> {
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM cases WHERE state IN ('aguardando', 'em_atendimento')")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(n)
+    }
+
     async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError> {
         let sql = format!("SELECT * FROM cases WHERE ($1::text IS NULL OR tenant_id = $1) {LISTED} LIMIT $2");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
