@@ -12,9 +12,9 @@ use vt_actions::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
 use super::{ConversationService, Handled, Inbound, IntentTag, Routing, ServiceError};
-use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus, Reply, TurnEvent, TurnOutcome};
+use crate::engine::{Conversation, Reply, TurnEvent, TurnOutcome};
 use crate::llm::ChatMessage;
-use crate::store::{Case, CaseEvent, CaseState, Claim, ConversationContext, NewCase};
+use crate::store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
 
 /// The one acknowledgement of a message that waits for a person.
 pub(crate) const ACK_TEXT: &str = "Sua mensagem foi encaminhada a um atendente. Assim que alguém assumir o \
@@ -51,20 +51,21 @@ const LAST_MESSAGES: usize = 6;
 const WHATSAPP_WINDOW_HOURS: i64 = 24;
 
 impl ConversationService {
-    /// The case a turn opens: the first `TransferToHuman` among its events, with its case file.
+    /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,
+    /// out of hours, the answer's line saying when a person answers).
     pub(super) fn case_to_open(
         &self,
         conv: &Conversation,
-        outcome: &TurnOutcome,
+        outcome: &mut TurnOutcome,
         context: &ConversationContext,
-    ) -> Option<NewCase> {
+    ) -> Option<CaseWrite> {
         let reason = outcome.events.iter().find_map(|e| match e {
             TurnEvent::TransferToHuman(t) => Some(mask_cards_in(&t.reason)),
             _ => None,
         })?;
         let now = self.engine.now();
         let timeout = Duration::minutes(i64::from(self.handoff.claim_timeout_minutes));
-        Some(NewCase {
+        let mut case = NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conv.id.clone(),
             tenant_id: conv.tenant_id.clone(),
@@ -72,12 +73,14 @@ impl ConversationService {
             case_file: case_file(conv, &reason, context, now),
             reason,
             notice_due_at: Some(now + timeout),
-        })
+        };
+        self.out_of_hours(&mut case, outcome);
+        Some(CaseWrite::Open(case))
     }
 
     /// A case opened outside `[handoff] hours`: the transfer's answer says when to expect a person, and
     /// that stands for the unclaimed-case notice.
-    pub(super) fn out_of_hours(&self, case: &mut NewCase, outcome: &mut TurnOutcome) {
+    fn out_of_hours(&self, case: &mut NewCase, outcome: &mut TurnOutcome) {
         let Some(hours) = &self.handoff.hours else {
             return;
         };
@@ -118,25 +121,10 @@ impl ConversationService {
         context: Option<ConversationContext>,
     ) -> Result<Handled, ServiceError> {
         let (now, started, accepted_message) = ran_at;
-        let relayed = CaseEvent {
-            case_id: case.id.clone(),
-            conversation_id: conv.id.clone(),
-            at: now,
-            who: "cliente".into(),
-            what: "mensagem_cliente".into(),
-            detail: Some(msg.text.clone()),
-        };
-        self.store
-            .record_case_event(&relayed)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
-        let acknowledge = case.state == CaseState::Aguardando
-            && self
-                .store
-                .acknowledge_case(&case.id)
-                .await
-                .map_err(ServiceError::NotRecorded)?;
-        let outcome = self.held_outcome(conv, &msg.text, acknowledge.then(|| ACK_TEXT.to_owned()));
+        let line = case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone()));
+        // Under the turn lock: no other turn of the conversation reads the flag before this commit.
+        let acknowledge = case.state == CaseState::Aguardando && !case.acknowledged;
+        let outcome = self.without_engine(conv, &msg.text, acknowledge.then(|| ACK_TEXT.to_owned()));
         let ran = Ran {
             outcome,
             routing: Routing {
@@ -148,38 +136,13 @@ impl ConversationService {
             started,
             now,
             accepted_message,
+            held: Some(CaseWrite::Held {
+                line,
+                acknowledged: acknowledge,
+            }),
         };
         let deliver = msg.delivery == super::Delivery::Inline;
         Ok(self.commit_traced(conv, msg, ran, deliver).await)
-    }
-
-    /// A turn that ran no model and no action: the user's message and, when there is one, the reply.
-    fn held_outcome(&self, conv: &Conversation, user_text: &str, reply: Option<String>) -> TurnOutcome {
-        let now = self.engine.now();
-        let mut messages = vec![ChatMessage::user(user_text)];
-        messages.extend(reply.iter().map(ChatMessage::assistant));
-        TurnOutcome {
-            execution: ExecutionRecord {
-                execucao_id: self.engine.next_id("exec"),
-                conversation_id: conv.id.clone(),
-                agent_id: conv.agent_id.clone(),
-                status: ExecutionStatus::Concluido,
-                error: None,
-                model_calls: Vec::new(),
-                started_at: now,
-                finished_at: now,
-            },
-            replies: reply
-                .into_iter()
-                .map(|text| Reply {
-                    text,
-                    files: Vec::new(),
-                })
-                .collect(),
-            events: Vec::new(),
-            messages,
-            stages: Vec::new(),
-        }
     }
 }
 
@@ -192,8 +155,7 @@ fn case_file(conv: &Conversation, reason: &str, context: &ConversationContext, n
     let pending = conv
         .state
         .get(STATE_PENDENTE)
-        .cloned()
-        .and_then(|v| vt_actions::json::from_value::<RecargaPendente>(v).ok())
+        .and_then(|v| vt_actions::json::from_ref::<RecargaPendente>(v).ok())
         .map(|p| {
             json!({
                 "cartao": mask_card(&p.cartao),
@@ -286,14 +248,12 @@ impl ConversationService {
     /// and sent on the conversation's own channel, after everything already on its way.
     pub async fn agent_reply(&self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
         let case = self.owned_case(id, agent).await?;
-        let said = CaseEvent {
-            case_id: case.id.clone(),
-            conversation_id: case.conversation_id.clone(),
-            at: self.engine.now(),
-            who: agent.login.to_owned(),
-            what: "mensagem_atendente".into(),
-            detail: Some(text.to_owned()),
-        };
+        let said = case.event(
+            self.engine.now(),
+            agent.login,
+            "mensagem_atendente",
+            Some(text.to_owned()),
+        );
         let message = ChatMessage::HumanAgent {
             name: agent.name.to_owned(),
             content: text.to_owned(),
@@ -326,15 +286,7 @@ impl ConversationService {
             .store
             .context(&case.conversation_id)
             .await?
-            .unwrap_or_else(|| ConversationContext {
-                conversation_id: case.conversation_id.clone(),
-                user_id: String::new(),
-                summary: None,
-                key_facts: Vec::new(),
-                last_intent: None,
-                turn_count: 0,
-                updated_at: now,
-            });
+            .unwrap_or_else(|| ConversationContext::empty(&case.conversation_id, "", now));
         context.key_facts.push(format!(
             "atendimento humano ({}): {} mensagens do cliente, {} do atendente; devolvido ao bot",
             agent.name,
@@ -363,14 +315,7 @@ impl ConversationService {
                     return sent;
                 }
             };
-            let line = CaseEvent {
-                case_id: case.id.clone(),
-                conversation_id: case.conversation_id.clone(),
-                at: now,
-                who: "sistema".into(),
-                what: "aviso_sem_atendente".into(),
-                detail: None,
-            };
+            let line = case.event(now, "sistema", "aviso_sem_atendente", None);
             let message = ChatMessage::assistant(UNCLAIMED_TEXT);
             match self.say_to_card_holder(&case, message, Some(&line)).await {
                 Ok(()) => sent += 1,

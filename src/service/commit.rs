@@ -13,7 +13,9 @@ use crate::engine::retry::retry;
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::llm::{ChatMessage, CompletionRequest};
 use crate::outbox::{DeliveryTrace, ReplyPayload};
-use crate::store::{ConversationContext, FlowRunRecord, NewOutboxItem, OutboxStatus, StoreError, TurnRecord};
+use crate::store::{
+    CaseWrite, ConversationContext, FlowRunRecord, NewOutboxItem, OutboxStatus, StoreError, TurnRecord,
+};
 
 /// Facts kept in the compressed context.
 const MAX_FACTS: usize = 10;
@@ -32,6 +34,8 @@ pub(super) struct Ran {
     pub now: DateTime<Utc>,
     /// The stored user message the turn handled.
     pub accepted_message: i64,
+    /// The turn's message was held for a person: what it writes in the open case.
+    pub held: Option<CaseWrite>,
 }
 
 impl ConversationService {
@@ -44,6 +48,7 @@ impl ConversationService {
             started,
             now,
             accepted_message,
+            held,
         } = ran;
         if let Some(t) = &routing.tag {
             outcome.events.insert(
@@ -65,10 +70,7 @@ impl ConversationService {
         );
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
         let flow_runs = self.inner_flow_runs(&outcome);
-        let mut case = self.case_to_open(conv, &outcome, &context);
-        if let Some(case) = case.as_mut() {
-            self.out_of_hours(case, &mut outcome);
-        }
+        let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let outbox = replies_outbox(conv, msg, &outcome);
         let record = TurnRecord {
             conversation: conv,
@@ -112,15 +114,8 @@ impl ConversationService {
         intent: &str,
         outcome: &TurnOutcome,
     ) -> (ConversationContext, (u64, u64)) {
-        let mut ctx = previous.unwrap_or_else(|| ConversationContext {
-            conversation_id: conv.id.clone(),
-            user_id: conv.user_id.clone(),
-            summary: None,
-            key_facts: Vec::new(),
-            last_intent: None,
-            turn_count: 0,
-            updated_at: self.engine.now(),
-        });
+        let mut ctx = previous
+            .unwrap_or_else(|| ConversationContext::empty(&conv.id, &conv.user_id, self.engine.now()));
         // A turn that said nothing (a message held for a person) adds nothing to remember.
         if outcome.replies.is_empty() {
             return (ctx, (0, 0));

@@ -351,7 +351,7 @@ impl ConversationService {
         let deliver = msg.delivery == Delivery::Inline;
         if let Some(text) = refusal(msg) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
-            let outcome = self.refused(&conv, &msg.text, text);
+            let outcome = self.without_engine(&conv, &msg.text, Some(text));
             let ran = Ran {
                 outcome,
                 routing: Routing::refusal(),
@@ -359,6 +359,7 @@ impl ConversationService {
                 started,
                 now,
                 accepted_message,
+                held: None,
             };
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
@@ -397,6 +398,7 @@ impl ConversationService {
             started,
             now,
             accepted_message,
+            held: None,
         };
         Ok(self.commit_traced(&mut conv, msg, ran, deliver).await)
     }
@@ -570,10 +572,17 @@ impl ConversationService {
         done
     }
 
-    /// The outcome of a message that is answered without being processed. Its first message is the
-    /// user's (already stored by accept), as in every outcome.
-    fn refused(&self, conv: &Conversation, user_text: &str, text: String) -> TurnOutcome {
+    /// A turn the engine never ran (a refused message, one held for a person): the user's message and,
+    /// when there is one, the reply.
+    pub(super) fn without_engine(
+        &self,
+        conv: &Conversation,
+        user_text: &str,
+        reply: Option<String>,
+    ) -> TurnOutcome {
         let now = self.engine.now();
+        let mut messages = vec![ChatMessage::user(user_text)];
+        messages.extend(reply.iter().map(ChatMessage::assistant));
         TurnOutcome {
             execution: ExecutionRecord {
                 execucao_id: self.engine.next_id("exec"),
@@ -585,12 +594,15 @@ impl ConversationService {
                 started_at: now,
                 finished_at: now,
             },
-            replies: vec![Reply {
-                text: text.clone(),
-                files: Vec::new(),
-            }],
+            replies: reply
+                .into_iter()
+                .map(|text| Reply {
+                    text,
+                    files: Vec::new(),
+                })
+                .collect(),
             events: Vec::new(),
-            messages: vec![ChatMessage::user(user_text), ChatMessage::assistant(text)],
+            messages,
             stages: Vec::new(),
         }
     }

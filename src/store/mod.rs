@@ -169,6 +169,46 @@ pub struct Case {
     pub noticed: bool,
 }
 
+impl CaseEvent {
+    fn of(case_id: &str, conversation_id: &str, at: DateTime<Utc>, who: &str, what: &str) -> Self {
+        Self {
+            case_id: case_id.to_owned(),
+            conversation_id: conversation_id.to_owned(),
+            at,
+            who: who.to_owned(),
+            what: what.to_owned(),
+            detail: None,
+        }
+    }
+}
+
+impl Case {
+    /// A line of this case's log.
+    pub fn event(&self, at: DateTime<Utc>, who: &str, what: &str, detail: Option<String>) -> CaseEvent {
+        CaseEvent {
+            detail,
+            ..CaseEvent::of(&self.id, &self.conversation_id, at, who, what)
+        }
+    }
+}
+
+impl NewCase {
+    /// The `aberto` line of its log.
+    pub(crate) fn opened(&self, at: DateTime<Utc>) -> CaseEvent {
+        CaseEvent::of(&self.id, &self.conversation_id, at, "sistema", "aberto")
+    }
+}
+
+/// What a turn writes about a case, in its own commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaseWrite {
+    /// The turn's transfer opens this case (unless the conversation has one open).
+    Open(NewCase),
+    /// The turn's message arrived while a case is open: its line in the case's log and, for the first
+    /// one while the case waits, the mark that the acknowledgement went.
+    Held { line: CaseEvent, acknowledged: bool },
+}
+
 /// What opening a case did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaseOpened {
@@ -381,6 +421,21 @@ pub struct ConversationContext {
     pub updated_at: DateTime<Utc>,
 }
 
+impl ConversationContext {
+    /// A conversation's context before its first turn.
+    pub fn empty(conversation_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            conversation_id: conversation_id.to_owned(),
+            user_id: user_id.to_owned(),
+            summary: None,
+            key_facts: Vec::new(),
+            last_intent: None,
+            turn_count: 0,
+            updated_at: now,
+        }
+    }
+}
+
 /// An intent of the router, as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntentRecord {
@@ -494,8 +549,9 @@ pub struct TurnRecord<'a> {
     pub outbox: &'a [NewOutboxItem],
     /// The stored id of the user's message this turn handled: marked processed.
     pub accepted_message: Option<i64>,
-    /// The case the turn opened (a transfer to a person), unless the conversation has one open.
-    pub case: Option<&'a NewCase>,
+    /// What the turn writes about a case: the one its transfer opens, or its message's line in the
+    /// open one.
+    pub case: Option<&'a CaseWrite>,
 }
 
 /// What a support agent did that is kept on record: a card looked up, or a conversation's transcript
@@ -909,11 +965,6 @@ pub trait CaseStore: Send + Sync {
         note: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<Case>, StoreError>;
-
-    /// Marks the case's one acknowledgement sent; `false` when it was already.
-    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError>;
-
-    async fn record_case_event(&self, event: &CaseEvent) -> Result<(), StoreError>;
 
     /// The case's log, oldest first.
     async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError>;

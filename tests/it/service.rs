@@ -663,12 +663,6 @@ impl vt_agent::store::CaseStore for Flaky {
     ) -> Result<Option<vt_agent::store::Case>, StoreError> {
         self.inner.close_case(id, who, to, note, now).await
     }
-    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.acknowledge_case(id).await
-    }
-    async fn record_case_event(&self, e: &vt_agent::store::CaseEvent) -> Result<(), StoreError> {
-        self.inner.record_case_event(e).await
-    }
     async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::store::CaseEvent>, StoreError> {
         self.inner.case_events(id).await
     }

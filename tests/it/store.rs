@@ -1305,9 +1305,6 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         store.open_case_of("c-1").await.expect("read").map(|c| c.state),
         Some(CaseState::EmAtendimento)
     );
-    // The acknowledgement goes once.
-    assert!(store.acknowledge_case("caso-1").await.expect("ack"));
-    assert!(!store.acknowledge_case("caso-1").await.expect("ack again"));
     // Tenant A lists its own; the waiting case comes before the claimed one.
     let listed: Vec<String> = store
         .cases(None, 10)
@@ -1395,6 +1392,51 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
     taken.sort();
     assert_eq!(taken, ["caso-3", "caso-b"]);
     assert_eq!(store.take_due_notice(now).await.expect("none left"), None);
+
+    // A message held for a person: its line and the acknowledgement's mark go in the turn's commit.
+    store
+        .save_conversation(&conversation("c-1"), now)
+        .await
+        .expect("conversation");
+    let caso_3 = store.case("caso-3").await.expect("read").expect("caso-3");
+    assert!(!caso_3.acknowledged);
+    let held = vt_agent::store::CaseWrite::Held {
+        line: caso_3.event(now, "cliente", "mensagem_cliente", Some("alô?".into())),
+        acknowledged: true,
+    };
+    let exec = ExecutionRecord {
+        execucao_id: "exec-held".into(),
+        conversation_id: "c-1".into(),
+        agent_id: "vt".into(),
+        status: ExecutionStatus::Concluido,
+        error: None,
+        model_calls: vec![],
+        started_at: now,
+        finished_at: now,
+    };
+    let turn = TurnRecord {
+        conversation: &conversation("c-1"),
+        messages: &[],
+        execution: &exec,
+        events: &[],
+        usage: None,
+        flow_runs: &[],
+        context: None,
+        outbox: &[],
+        accepted_message: None,
+        case: Some(&held),
+    };
+    store.save_turn(turn, now).await.expect("held turn");
+    assert!(
+        store
+            .case("caso-3")
+            .await
+            .expect("read")
+            .expect("caso-3")
+            .acknowledged
+    );
+    let lines = store.case_events("caso-3").await.expect("log");
+    assert_eq!(lines.last().map(|e| e.detail.as_deref()), Some(Some("alô?")));
 
     // What an agent says: the message, its outbox item and its log line, together.
     store

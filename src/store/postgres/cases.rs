@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::llm::ChatMessage;
-use crate::store::{Case, CaseEvent, CaseOpened, CaseState, CaseStore, Claim, NewCase, NewOutboxItem};
+use crate::store::{
+    Case, CaseEvent, CaseOpened, CaseState, CaseStore, CaseWrite, Claim, NewCase, NewOutboxItem,
+};
 
 /// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
 const LISTED: &str = "ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
@@ -31,6 +33,29 @@ async fn case_in(conn: &mut PgConnection, id: &str) -> Result<Option<Case>, Stor
     row.as_ref().map(rows::case).transpose()
 }
 
+/// What a turn writes about a case ([`CaseWrite`]), in the turn's transaction.
+pub(super) async fn write_case(
+    conn: &mut PgConnection,
+    write: &CaseWrite,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    match write {
+        CaseWrite::Open(case) => {
+            insert_case(&mut *conn, case, now).await?;
+        }
+        CaseWrite::Held { line, acknowledged } => {
+            event(&mut *conn, line).await?;
+            if *acknowledged {
+                sqlx::query("UPDATE cases SET acknowledged = TRUE WHERE id = $1")
+                    .bind(&line.case_id)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Inserts `case` (with its `aberto` line) unless its conversation has an open case; whether it did.
 pub(super) async fn insert_case(
     conn: &mut PgConnection,
@@ -55,14 +80,7 @@ pub(super) async fn insert_case(
     if inserted != 1 {
         return Ok(false);
     }
-    let e = CaseEvent {
-        case_id: case.id.clone(),
-        conversation_id: case.conversation_id.clone(),
-        at: now,
-        who: "sistema".into(),
-        what: "aberto".into(),
-        detail: None,
-    };
+    let e = case.opened(now);
     event(&mut *conn, &e).await?;
     Ok(true)
 }
@@ -139,14 +157,7 @@ impl CaseStore for PgStore {
             return Ok(Claim::NotFound);
         };
         let claim = if claimed {
-            let e = CaseEvent {
-                case_id: case.id.clone(),
-                conversation_id: case.conversation_id.clone(),
-                at: now,
-                who: owner.to_owned(),
-                what: "assumido".into(),
-                detail: None,
-            };
+            let e = case.event(now, owner, "assumido", None);
             event(&mut tx, &e).await?;
             Claim::Claimed(Box::new(case))
         } else if case.state == CaseState::EmAtendimento {
@@ -182,31 +193,11 @@ impl CaseStore for PgStore {
         }
         let case = case_in(&mut tx, id).await?;
         if let Some(case) = &case {
-            let e = CaseEvent {
-                case_id: case.id.clone(),
-                conversation_id: case.conversation_id.clone(),
-                at: now,
-                who: who.to_owned(),
-                what: to.as_str().to_owned(),
-                detail: note.map(str::to_owned),
-            };
+            let e = case.event(now, who, to.as_str(), note.map(str::to_owned));
             event(&mut tx, &e).await?;
         }
         tx.commit().await?;
         Ok(case)
-    }
-
-    async fn acknowledge_case(&self, id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE cases SET acknowledged = TRUE WHERE id = $1 AND NOT acknowledged")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn record_case_event(&self, e: &CaseEvent) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        event(&mut conn, e).await
     }
 
     async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError> {

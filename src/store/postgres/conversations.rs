@@ -134,7 +134,7 @@ impl ConversationStore for PgStore {
         let mut tx = self.pool.begin().await?;
         let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         if let Some(case) = turn.case {
-            super::cases::insert_case(&mut tx, case, now).await?;
+            super::cases::write_case(&mut tx, case, now).await?;
         }
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {

@@ -136,7 +136,7 @@ impl ConversationStore for SqliteStore {
         let mut tx = self.writer.begin().await?;
         let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
         if let Some(case) = turn.case {
-            super::cases::insert_case(&mut tx, case, now).await?;
+            super::cases::write_case(&mut tx, case, now).await?;
         }
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
