@@ -15,10 +15,15 @@ CREATE TABLE cases (
     -- The first message while the case waits got its one acknowledgement.
     acknowledged BOOLEAN NOT NULL DEFAULT FALSE,
     -- Sealed JSON: the case file built by code when the case opened.
-    case_file TEXT NOT NULL
+    case_file TEXT NOT NULL,
+    -- A case nobody claims in time gets one notice: when it is due (in the row, so a restart loses no
+    -- deadline), and whether it went.
+    notice_due_at INTEGER,
+    noticed BOOLEAN NOT NULL DEFAULT FALSE
 );
 CREATE UNIQUE INDEX cases_one_open ON cases (conversation_id) WHERE state IN ('aguardando', 'em_atendimento');
 CREATE INDEX cases_by_tenant ON cases (tenant_id, state);
+CREATE INDEX cases_due_notices ON cases (notice_due_at) WHERE state = 'aguardando' AND NOT noticed;
 
 -- Who did what to a case, and when.
 CREATE TABLE case_events (
