@@ -44,6 +44,10 @@ impl Default for HandoffConfig {
     }
 }
 
+/// Channels whose people read replies in the answer or the stored conversation (HTTP, the terminal, a
+/// flow's `api`): no worker sends for them, so what an agent says there is on record as delivered.
+const READ_IN_THE_CONVERSATION: [&str; 3] = ["http", "terminal", "api"];
+
 /// How far back the case file quotes the conversation.
 const LAST_MESSAGES: usize = 6;
 
@@ -388,7 +392,7 @@ impl ConversationService {
             ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
             other => other.text().unwrap_or_default().to_owned(),
         };
-        let sends_itself = !matches!(conv.channel.as_str(), "http" | "terminal" | "api");
+        let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
         let item = crate::store::NewOutboxItem {
             kind: "reply".into(),
             destination: conv.channel.clone(),
