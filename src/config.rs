@@ -425,6 +425,14 @@ impl Config {
         if self.handoff.claim_timeout_minutes == 0 {
             return invalid("handoff.claim_timeout_minutes", "must be at least 1");
         }
+        if self.handoff.mattermost_channel_id.is_some()
+            && (self.mattermost.bot_token.is_none() || self.mattermost.url.is_none())
+        {
+            return invalid(
+                "handoff.mattermost_channel_id",
+                "needs the Mattermost bot ([mattermost] url and bot_token) to post cases",
+            );
+        }
         if self.engine.turn_timeout_ms == 0 {
             return invalid("engine.turn_timeout_ms", "must be at least 1");
         }

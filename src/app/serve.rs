@@ -13,7 +13,7 @@ use vt_actions::systems::Simulator;
 
 use super::{App, CHAT_AGENT};
 use crate::batch::background::Background;
-use crate::channels::mattermost::{Bot, PostSender};
+use crate::channels::mattermost::{Bot, PostSender, BoardSender};
 use crate::channels::whatsapp::Sender;
 use crate::config::Config;
 use crate::http::AppState;
@@ -51,7 +51,7 @@ impl Server {
             AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
         let mut worker = Worker::new(service.store().clone(), config.outbox.retry);
         if let Some(sender) = Sender::new(&config.whatsapp) {
-            state = state.with_whatsapp(config.whatsapp.clone());
+            state = state.with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id);
             worker = worker.with_sender(Arc::new(sender));
             notices.push("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into());
         }
@@ -62,6 +62,11 @@ impl Server {
         }
         if let Some(sender) = PostSender::new(mattermost.clone()) {
             worker = worker.with_sender(Arc::new(sender));
+        }
+        let channel = config.handoff.mattermost_channel_id.as_deref();
+        if let Some(board) = BoardSender::new(mattermost.clone(), service.clone(), channel) {
+            worker = worker.with_sender(Arc::new(board));
+            notices.push("atendimentos publicados no canal de suporte do Mattermost".into());
         }
         let bot = Bot::new(service.clone(), CHAT_AGENT, mattermost, &config.vt.tenant_id);
         if bot.is_some() {

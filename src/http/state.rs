@@ -27,7 +27,8 @@ pub struct AppState {
     turns: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     /// The WhatsApp channel's webhook, when the channel is on.
-    pub(super) whatsapp: Option<Arc<crate::channels::whatsapp::WhatsAppConfig>>,
+    /// The WhatsApp channel and the tenant its conversations belong to (the deployment's).
+    pub(super) whatsapp: Option<(Arc<crate::channels::whatsapp::WhatsAppConfig>, String)>,
     /// The Mattermost channel's routes and the tenant its support agents look cards up in.
     pub(super) mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
     /// Batch jobs in the background (`/v1/batches`).
@@ -88,8 +89,10 @@ impl AppState {
     }
 
     /// Serves the WhatsApp webhook too.
-    pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig) -> Self {
-        self.whatsapp = Some(Arc::new(config));
+    /// With the WhatsApp webhook, whose conversations belong to `tenant` (where the deployment's
+    /// support agents work their cases).
+    pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig, tenant: &str) -> Self {
+        self.whatsapp = Some((Arc::new(config), tenant.to_owned()));
         self
     }
 

@@ -33,6 +33,9 @@ pub struct HandoffConfig {
     /// When people answer cases (`"seg-sex 08:00-18:00"`, in the policy's time zone); a case opened
     /// outside them says at once when to expect an answer. None: always.
     pub hours: Option<super::Hours>,
+    /// The Mattermost channel support agents watch cases in (the bot must be a member); `None`: no
+    /// support board (cases are worked from the console and the slash command).
+    pub mattermost_channel_id: Option<String>,
 }
 
 impl Default for HandoffConfig {
@@ -40,6 +43,7 @@ impl Default for HandoffConfig {
         Self {
             claim_timeout_minutes: 10,
             hours: None,
+            mattermost_channel_id: None,
         }
     }
 }
@@ -88,13 +92,7 @@ impl ConversationService {
         let Some(hours) = &self.handoff.hours else {
             return;
         };
-        let tz = self
-            .engine
-            .extensions()
-            .get::<vt_actions::tools::VtSettings>()
-            .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
-                s.politicas.timezone.clone()
-            });
+        let tz = self.policy_timezone();
         let Some(opening) = hours.next_opening(self.engine.now(), &tz) else {
             return;
         };
@@ -204,6 +202,15 @@ fn case_file(conv: &Conversation, reason: &str, context: &ConversationContext, n
     file
 }
 
+/// What became of a post in a case's thread on the support board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// The owner's words, sent to the card holder.
+    ToCardHolder,
+    /// Someone else's: kept in the case's log only.
+    InternalNote,
+}
+
 /// A support agent acting on a case, as the surface that signed them in names them.
 #[derive(Debug, Clone, Copy)]
 pub struct SupportAgent<'a> {
@@ -226,6 +233,9 @@ pub enum CaseError {
     NotClaimed,
     #[error("o atendimento já foi encerrado")]
     Closed,
+    /// The action could not be done, and why (for the support agent).
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -245,13 +255,52 @@ impl ConversationService {
     /// `agent` claims a waiting case: of two at once, exactly one wins.
     pub async fn claim_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Claim, CaseError> {
         self.visible_case(id, agent).await?;
-        Ok(self.store.claim_case(id, agent.login, self.engine.now()).await?)
+        let claim = self.store.claim_case(id, agent.login, self.engine.now()).await?;
+        if let Claim::Claimed(case) = &claim {
+            self.post_to_board(self.board_state(case)).await;
+        }
+        Ok(claim)
     }
 
     /// The case's owner writes to the card holder: stored in the conversation as the agent's message
     /// and sent on the conversation's own channel, after everything already on its way.
     pub async fn agent_reply(&self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
         let case = self.owned_case(id, agent).await?;
+        self.relay_agent_words(&case, agent, text, true).await
+    }
+
+    /// What the owner of the case whose thread root is `post` wrote in that thread: relayed to the card
+    /// holder (it is on the board already). Anyone else's post there is an internal note, kept in the
+    /// case's log and never relayed. `None`: no case has that thread.
+    pub async fn board_thread_post(
+        &self,
+        post: &str,
+        agent: SupportAgent<'_>,
+        text: &str,
+    ) -> Result<Option<Relayed>, CaseError> {
+        let Some(case) = self.store.case_of_board_post(post).await? else {
+            return Ok(None);
+        };
+        if agent.tenant.is_some_and(|t| t != case.tenant_id) {
+            return Ok(None);
+        }
+        if case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(agent.login) {
+            self.relay_agent_words(&case, agent, text, false).await?;
+            return Ok(Some(Relayed::ToCardHolder));
+        }
+        let note = case.event(self.engine.now(), agent.login, "nota_interna", Some(text.to_owned()));
+        self.store.note_case(&note, &[], self.engine.now()).await?;
+        Ok(Some(Relayed::InternalNote))
+    }
+
+    /// The agent's words to the card holder, shown on the board too unless they were written there.
+    async fn relay_agent_words(
+        &self,
+        case: &Case,
+        agent: SupportAgent<'_>,
+        text: &str,
+        show_on_board: bool,
+    ) -> Result<(), CaseError> {
         let said = case.event(
             self.engine.now(),
             agent.login,
@@ -263,7 +312,9 @@ impl ConversationService {
             content: text.to_owned(),
         };
         let lock = self.store.lock_conversation(&case.conversation_id).await?;
-        let sent = self.say_to_card_holder(&case, message, Some(&said)).await;
+        let sent = self
+            .say_to_card_holder(case, message, Some(&said), show_on_board)
+            .await;
         lock.release().await;
         sent
     }
@@ -302,6 +353,7 @@ impl ConversationService {
         }
         context.updated_at = now;
         self.store.save_context(&context).await?;
+        self.post_to_board(self.board_state(&closed)).await;
         Ok(closed)
     }
 
@@ -321,7 +373,7 @@ impl ConversationService {
             };
             let line = case.event(now, "sistema", "aviso_sem_atendente", None);
             let message = ChatMessage::assistant(UNCLAIMED_TEXT);
-            match self.say_to_card_holder(&case, message, Some(&line)).await {
+            match self.say_to_card_holder(&case, message, Some(&line), true).await {
                 Ok(()) => sent += 1,
                 Err(e) => tracing::error!(case = %case.id, error = %e, "unclaimed-case notice not sent"),
             }
@@ -343,12 +395,13 @@ impl ConversationService {
                 conv.ended = true;
                 self.store.save_conversation(&conv, now).await?;
             }
-            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None)
+            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None, false)
                 .await
         }
         .await;
         lock.release().await;
         ended?;
+        self.post_to_board(self.board_state(&closed)).await;
         Ok(closed)
     }
 
@@ -375,12 +428,14 @@ impl ConversationService {
 
     /// Stores `message` in the case's conversation with its outbox item for the conversation's channel
     /// (sent by the channel's worker; the terminal and HTTP read it from the conversation) and `said`
-    /// in the case's log — one transaction.
+    /// in the case's log — one transaction; with `show_on_board`, the log's line goes to the case's
+    /// thread on the support board in it too.
     async fn say_to_card_holder(
         &self,
         case: &Case,
         message: ChatMessage,
         said: Option<&CaseEvent>,
+        show_on_board: bool,
     ) -> Result<(), CaseError> {
         let now = self.engine.now();
         let conv = self
@@ -416,6 +471,193 @@ impl ConversationService {
                 crate::store::OutboxStatus::Done
             },
         };
-        Ok(self.store.say_in_case(&message, &item, said, now).await?)
+        let mut items = vec![item];
+        if show_on_board && self.board_on() {
+            items.extend(
+                said.and_then(super::board::thread_line)
+                    .map(|text| super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)),
+            );
+        }
+        Ok(self
+            .store
+            .say_in_case(&conv.id, &message, &items, said, now)
+            .await?)
+    }
+}
+
+/// Whether `text` answers the recharge waiting for the card holder's confirmation (yes or no): the one
+/// thing the bot still answers while a person has the conversation.
+pub(super) fn answers_pending_recharge(conv: &Conversation, text: &str) -> bool {
+    use vt_actions::vt::parse::{is_confirmation, is_refusal};
+    RecargaPendente::id_in(&conv.state).is_some() && (is_confirmation(text) || is_refusal(text))
+}
+
+/// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card
+/// (one the card holder gave in the conversation), and how to pay (`pix`, `boleto`, `cartao`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    pub valor: String,
+    pub cartao: String,
+    pub meio_pagamento: String,
+}
+
+impl Proposal {
+    /// `<valor> <cartão> <pix|boleto|cartao>` as a support agent types it; the error says what is
+    /// missing (never echoing the card).
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let [valor, cartao, meio] = words[..] else {
+            return Err("escreva: <valor> <cartão> <pix|boleto|cartao>");
+        };
+        if vt_actions::vt::parse::parse_money(valor).is_none_or(|v| v <= rust_decimal::Decimal::ZERO) {
+            return Err("o valor deve ser um número maior que zero, por exemplo 20 ou 20,50");
+        }
+        if !cartao.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-')
+            || vt_actions::vt::parse::cards(cartao).len() != 1
+        {
+            return Err("o cartão deve ser o número do cartão de VT (8 a 19 dígitos)");
+        }
+        let meio = match meio.to_lowercase().as_str() {
+            "pix" => "pix",
+            "boleto" => "boleto",
+            "cartao" | "cartão" | "credito" | "crédito" | "cartao_credito" => "cartao_credito",
+            _ => return Err("o meio de pagamento deve ser pix, boleto ou cartao"),
+        };
+        Ok(Self {
+            valor: valor.to_owned(),
+            cartao: vt_actions::vt::parse::cards(cartao).remove(0),
+            meio_pagamento: meio.to_owned(),
+        })
+    }
+
+    /// What the card holder and the case's log read of it (card masked).
+    fn describe(&self) -> String {
+        let meio = match self.meio_pagamento.as_str() {
+            "cartao_credito" => "cartão de crédito",
+            other => other,
+        };
+        format!(
+            "recarga de {} reais no cartão {} via {meio}",
+            self.valor,
+            mask_card(&self.cartao)
+        )
+    }
+}
+
+impl ConversationService {
+    /// The case's owner proposes a recharge: the card holder gets the usual confirmation (with buttons
+    /// where the channel has them), and only their own "sim" or tap confirms it. Nothing here moves
+    /// money. Returns what was proposed, masked.
+    pub async fn propose_recharge(
+        &self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        proposal: &Proposal,
+    ) -> Result<String, CaseError> {
+        let case = self.owned_case(id, agent).await?;
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let proposed = self.proposal_turn(&case, agent, proposal).await;
+        lock.release().await;
+        proposed
+    }
+
+    /// The proposal as a turn of the card holder's conversation that begins with `preparar_recarga` —
+    /// the same checks and confirmation as when the card holder asks — opened by the agent's message.
+    async fn proposal_turn(
+        &self,
+        case: &Case,
+        agent: SupportAgent<'_>,
+        proposal: &Proposal,
+    ) -> Result<String, CaseError> {
+        let mut conv = self
+            .store
+            .conversation(&case.conversation_id)
+            .await?
+            .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
+        // An agent reaches only the cards the card holder gave in this conversation.
+        let held = vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory);
+        if !held.iter().any(|c| *c == proposal.cartao) {
+            return Err(CaseError::Refused(
+                "o cliente não informou esse cartão nesta conversa".into(),
+            ));
+        }
+        let now = self.engine.now();
+        let started = Instant::now();
+        let described = proposal.describe();
+        let opening = ChatMessage::HumanAgent {
+            name: agent.name.to_owned(),
+            content: format!("Proposta: {described}."),
+        };
+        let before = RecargaPendente::id_in(&conv.state);
+        let start = crate::engine::TurnStart::Action {
+            name: "preparar_recarga".into(),
+            arguments: json!({
+                "cartao": proposal.cartao,
+                "valor": proposal.valor,
+                "meio_pagamento": proposal.meio_pagamento,
+            }),
+        };
+        let text = format!("recarga de {} via {}", proposal.valor, proposal.meio_pagamento);
+        let outcome = self
+            .engine
+            .run_turn(
+                &mut conv,
+                crate::engine::TurnInput::new(&text, start).opened_by(opening.clone()),
+            )
+            .await
+            .map_err(|e| CaseError::Refused(e.to_string()))?;
+        let after = RecargaPendente::id_in(&conv.state);
+        if after.is_none() || after == before {
+            // Not prepared (a limit, a card the system refuses): the agent reads why; the card holder
+            // hears nothing of it.
+            return Err(CaseError::Refused(mask_cards_in(&outcome.reply_text())));
+        }
+        // Stored before its turn commits, as every message that opens a turn is.
+        let accepted_message = self
+            .store
+            .accept_message(&conv, false, None, &opening, now)
+            .await?
+            .unwrap_or_default();
+        let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+        let msg = Inbound {
+            agent_id: conv.agent_id.clone(),
+            conversation_id: Some(conv.id.clone()),
+            tenant_id: Some(conv.tenant_id.clone()),
+            user: crate::engine::Participant {
+                user_id: conv.user_id.clone(),
+                user_login: conv.user_login.clone(),
+                channel: conv.channel.clone(),
+            },
+            text,
+            channel_message_id: None,
+            delivery: if sends_itself {
+                super::Delivery::Outbox
+            } else {
+                super::Delivery::Inline
+            },
+            unsupported: None,
+            thread: None,
+        };
+        let ran = Ran {
+            outcome,
+            routing: Routing {
+                tag: Some(IntentTag::new("proposta_recarga", "deterministic", false)),
+                classified: false,
+                tokens: (0, 0),
+            },
+            context: self.store.context(&conv.id).await?,
+            started,
+            now,
+            accepted_message,
+            held: Some(CaseWrite::Held {
+                line: case.event(now, agent.login, "proposta_recarga", Some(described.clone())),
+                acknowledged: false,
+            }),
+        };
+        let handled = self.commit_traced(&mut conv, &msg, ran, false).await;
+        if !handled.persisted {
+            return Err(CaseError::Refused("a proposta não foi registrada; tente de novo".into()));
+        }
+        Ok(described)
     }
 }

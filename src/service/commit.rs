@@ -34,7 +34,8 @@ pub(super) struct Ran {
     pub now: DateTime<Utc>,
     /// The stored user message the turn handled.
     pub accepted_message: i64,
-    /// The turn's message was held for a person: what it writes in the open case.
+    /// The turn happened in an open case (a message held for a person, the card holder's answer to a
+    /// recharge, an agent's proposal): what it writes in the case.
     pub held: Option<CaseWrite>,
 }
 
@@ -71,7 +72,8 @@ impl ConversationService {
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
         let flow_runs = self.inner_flow_runs(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
-        let outbox = replies_outbox(conv, msg, &outcome);
+        let mut outbox = replies_outbox(conv, msg, &outcome);
+        outbox.extend(self.board_items(case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],

@@ -21,9 +21,11 @@
 
 mod accept;
 pub mod audit;
+mod board;
 mod cases;
 mod hours;
-pub use cases::{CaseError, HandoffConfig, SupportAgent};
+pub use board::{BOARD, BoardKind, state_line};
+pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use hours::Hours;
 mod commit;
 mod inbox;
@@ -42,7 +44,7 @@ use crate::engine::{
 use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
-use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
+use crate::store::{CaseWrite, FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
@@ -293,6 +295,11 @@ impl ConversationService {
         &self.engine
     }
 
+    /// The rules for cases (`[handoff]`).
+    pub fn handoff(&self) -> &HandoffConfig {
+        &self.handoff
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
@@ -363,15 +370,23 @@ impl ConversationService {
             };
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
-        // A person has the conversation: the bot stays silent.
+        // A person has the conversation: the bot stays silent — but for the card holder's answer to a
+        // recharge waiting for their confirmation, which only they can give.
+        let mut in_case = None;
         if let Some(case) = self
             .store
             .open_case_of(&conv.id)
             .await
             .map_err(ServiceError::NotRecorded)?
         {
-            let ran_at = (now, started, accepted_message);
-            return self.held_for_case(&mut conv, msg, case, ran_at, context).await;
+            if !cases::answers_pending_recharge(&conv, &msg.text) {
+                let ran_at = (now, started, accepted_message);
+                return self.held_for_case(&mut conv, msg, case, ran_at, context).await;
+            }
+            in_case = Some(CaseWrite::Held {
+                line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
+                acknowledged: false,
+            });
         }
         // The compressed context stands in for the older history in the prompt.
         conv.memory.remove(OLD_CONTEXT_MEMORY_KEY);
@@ -398,7 +413,7 @@ impl ConversationService {
             started,
             now,
             accepted_message,
-            held: None,
+            held: in_case,
         };
         Ok(self.commit_traced(&mut conv, msg, ran, deliver).await)
     }
@@ -418,6 +433,16 @@ impl ConversationService {
             spans::output(&span, || serde_json::json!({"replies": handled.replies.len()}));
         }
         handled
+    }
+
+    /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
+    pub fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
+        self.engine
+            .extensions()
+            .get::<vt_actions::tools::VtSettings>()
+            .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
+                s.politicas.timezone.clone()
+            })
     }
 
     /// Whose conversation `id` is and which recharge waits there for confirmation (`None`: no such

@@ -167,6 +167,8 @@ pub struct Case {
     pub notice_due_at: Option<DateTime<Utc>>,
     /// Whether the unclaimed-case notice went.
     pub noticed: bool,
+    /// The case's root post on the support board, once posted.
+    pub board_post: Option<String>,
 }
 
 impl CaseEvent {
@@ -974,14 +976,27 @@ pub trait CaseStore: Send + Sync {
     async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<Case>, StoreError>;
 
     /// What a person says to the card holder in a case, in one transaction: the message in the
-    /// conversation, its outbox item and, when given, its line in the case's log.
+    /// conversation, its outbox items (to the card holder, to the support board) and, when given, its
+    /// line in the case's log.
     async fn say_in_case(
         &self,
+        conversation_id: &str,
         message: &ChatMessage,
-        outbox: &NewOutboxItem,
+        outbox: &[NewOutboxItem],
         event: Option<&CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;
+
+    /// A line in a case's log that says nothing to the card holder (an internal note), with the board
+    /// items that show it — one transaction.
+    async fn note_case(&self, event: &CaseEvent, outbox: &[NewOutboxItem], now: DateTime<Utc>)
+    -> Result<(), StoreError>;
+
+    /// The case's root post on the support board is `post`.
+    async fn set_board_post(&self, case_id: &str, post: &str) -> Result<(), StoreError>;
+
+    /// The case whose root post on the support board is `post`.
+    async fn case_of_board_post(&self, post: &str) -> Result<Option<Case>, StoreError>;
 }
 
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
@@ -1213,7 +1228,8 @@ where
     for id in ids {
         list.push_bind(id.clone());
     }
-    q.push(")");
+    // Every parenthesis the head opened (a subquery's too) is closed.
+    q.push(")".repeat(head.matches('(').count() - head.matches(')').count()));
     q
 }
 
@@ -1277,6 +1293,8 @@ where
         "DELETE FROM conversation_context WHERE conversation_id IN (",
         "DELETE FROM task_runs WHERE conversation_id IN (",
         "DELETE FROM outbox WHERE conversation_id IN (",
+        // The support board's items are keyed by their case (`caso:ID`, see `service::cases`).
+        "DELETE FROM outbox WHERE conversation_id IN (SELECT 'caso:' || id FROM cases WHERE conversation_id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
         "DELETE FROM case_events WHERE conversation_id IN (",
         "DELETE FROM cases WHERE conversation_id IN (",

@@ -129,6 +129,7 @@ pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
         case_file: row.json("case_file")?,
         notice_due_at: row.opt_time("notice_due_at")?,
         noticed: row.value("noticed")?,
+        board_post: row.value("board_post")?,
     })
 }
 

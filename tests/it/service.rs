@@ -671,12 +671,27 @@ impl vt_agent::store::CaseStore for Flaky {
     }
     async fn say_in_case(
         &self,
+        c: &str,
         m: &ChatMessage,
-        o: &NewOutboxItem,
+        o: &[NewOutboxItem],
         e: Option<&vt_agent::store::CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.inner.say_in_case(m, o, e, now).await
+        self.inner.say_in_case(c, m, o, e, now).await
+    }
+    async fn note_case(
+        &self,
+        e: &vt_agent::store::CaseEvent,
+        o: &[NewOutboxItem],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.note_case(e, o, now).await
+    }
+    async fn set_board_post(&self, c: &str, p: &str) -> Result<(), StoreError> {
+        self.inner.set_board_post(c, p).await
+    }
+    async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+        self.inner.case_of_board_post(p).await
     }
 }
 

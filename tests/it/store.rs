@@ -1465,7 +1465,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         detail: Some("Olá!".into()),
     };
     store
-        .say_in_case(&said, &item, Some(&line), now)
+        .say_in_case("c-dito", &said, &[item], Some(&line), now)
         .await
         .expect("said");
     let messages = store.messages("c-dito").await.expect("messages");

@@ -66,7 +66,7 @@ async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canne
         verify_token: Some("vibecoding".into()),
     };
     let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-        .with_whatsapp(config.clone());
+        .with_whatsapp(config.clone(), vt_agent::engine::DEFAULT_TENANT);
     let served = crate::support::serve_state(chat.clone(), state).await;
     let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(Sender::new(&config).expect("on")));

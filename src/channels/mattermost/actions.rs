@@ -2,6 +2,10 @@
 //! auth header; its `context` carries the HMAC we made, binding the button to one conversation and one
 //! pending recharge. A valid click on the recharge still waiting confirms or cancels it exactly like
 //! "sim" / "não" and updates the post without its buttons; anything else moves no money.
+//!
+//! The support board's buttons (**Assumir**, **Devolver ao bot**, **Propor recarga**, **Encerrar**)
+//! come here too, signed the same way over the case and its conversation; only support users may
+//! press them, in the deployment's tenant. The post itself is brought up to date by the board.
 
 use axum::Json;
 use axum::extract::State;
@@ -10,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::cases::CaseCommand;
 use super::{CHANNEL, MattermostState};
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound};
@@ -27,19 +32,24 @@ pub(super) struct Click {
 #[serde(default)]
 struct Context {
     acao: String,
+    /// The recharge a confirmation button answers.
     pendente: String,
+    /// The case a board button acts on.
+    caso: String,
     conversa: String,
     assinatura: String,
 }
 
 pub(super) async fn click(State(state): State<MattermostState>, Json(click): Json<Click>) -> Response {
     let c = &click.context;
-    if !state
-        .config
-        .verify(&c.acao, &c.pendente, &c.conversa, &c.assinatura)
-    {
+    let case_button = !c.caso.is_empty();
+    let bound = if case_button { &c.caso } else { &c.pendente };
+    if !state.config.verify(&c.acao, bound, &c.conversa, &c.assinatura) {
         tracing::warn!("mattermost click with a forged context refused");
         return StatusCode::FORBIDDEN.into_response();
+    }
+    if case_button {
+        return case_click(&state, &click).await;
     }
     // The button belongs to one person's conversation: another user's click does nothing.
     let Some(conv) = state.service.awaiting(&c.conversa).await else {
@@ -76,4 +86,27 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
                 .into_response()
         }
     }
+}
+
+/// A click on a case's button on the support board, by a support user.
+async fn case_click(state: &MattermostState, click: &Click) -> Response {
+    let login = click.user_name.as_deref().unwrap_or(&click.user_id);
+    if !state.config.is_support(&click.user_id, login) {
+        return Json(json!({"ephemeral_text": "Só a equipe de atendimento usa estes botões."})).into_response();
+    }
+    let id = click.context.caso.clone();
+    let command = match click.context.acao.as_str() {
+        "assumir" => CaseCommand::Claim(id),
+        "devolver" => CaseCommand::HandBack(id, None),
+        "encerrar" => CaseCommand::Close(id),
+        "propor" => {
+            let how = format!(
+                "Digite `/vt propor {id} <valor> <cartão> <pix|boleto|cartao>`: o cliente recebe a confirmação e só ele confirma."
+            );
+            return Json(json!({"ephemeral_text": how})).into_response();
+        }
+        _ => return StatusCode::BAD_REQUEST.into_response(),
+    };
+    let answer = super::cases::run(state, login, command).await;
+    Json(json!({"ephemeral_text": answer["text"]})).into_response()
 }

@@ -6,6 +6,9 @@
 //! `?connection_id=…&sequence_number=…` so the server replays what was missed. `posted` events carry
 //! the post as a JSON *string* inside the JSON; the bot's own posts and system posts are ignored, and
 //! in channels only posts that mention the bot are turns.
+//!
+//! In the support channel (`[handoff] mattermost_channel_id`) a post in a case's thread is the support
+//! side of the case: the owner's words go to the card holder, anyone else's stay an internal note.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,6 +212,18 @@ impl Bot {
         if post.user_id == me || post.kind.starts_with("system_") || post.message.trim().is_empty() {
             return;
         }
+        let sender = data["sender_name"]
+            .as_str()
+            .unwrap_or(&post.user_id)
+            .trim_start_matches('@')
+            .to_owned();
+        let board = self.service.handoff().mattermost_channel_id.as_deref();
+        if board == Some(post.channel_id.as_str()) {
+            if !post.root_id.is_empty() {
+                self.board_thread(&post, &sender).await;
+            }
+            return;
+        }
         let direct = data["channel_type"].as_str() == Some("D");
         let mentioned = data["mentions"]
             .as_str()
@@ -225,11 +240,6 @@ impl Bot {
                 post.root_id.clone()
             }
         });
-        let sender = data["sender_name"]
-            .as_str()
-            .unwrap_or(&post.user_id)
-            .trim_start_matches('@')
-            .to_owned();
         let support = self.config.is_support(&post.user_id, &sender);
         let msg = Inbound {
             agent_id: self.agent.clone(),
@@ -260,6 +270,34 @@ impl Bot {
             }
             Ok(None) => {}
             Err(e) => tracing::error!(error = %e, "mattermost post could not be stored"),
+        }
+    }
+}
+
+impl Bot {
+    /// A post in a case's thread on the support board, by `sender` (a username).
+    async fn board_thread(&self, post: &Post, sender: &str) {
+        let store = self.service.store();
+        // Mattermost names the owner by username where it can, else by id (a click without a name).
+        let login = match store.case_of_board_post(&post.root_id).await {
+            Ok(Some(case)) if case.owner.as_deref() == Some(post.user_id.as_str()) => post.user_id.as_str(),
+            Ok(Some(_)) => sender,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(error = %e, "support thread post could not be matched to a case");
+                return;
+            }
+        };
+        let agent = crate::service::SupportAgent {
+            login,
+            name: sender,
+            tenant: Some(&self.tenant),
+        };
+        let text = strip_mention(&post.message);
+        match self.service.board_thread_post(&post.root_id, agent, &text).await {
+            Ok(Some(relayed)) => tracing::info!(?relayed, "support thread post"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "support thread post not relayed"),
         }
     }
 }

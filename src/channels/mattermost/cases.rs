@@ -1,6 +1,7 @@
 //! The support side of a case from Mattermost's slash command, for support users only:
 //! `/vt casos`, `/vt assumir ID`, `/vt responder ID texto`, `/vt devolver ID [nota]`,
-//! `/vt encerrar ID` — answered ephemerally, in the Mattermost deployment's tenant.
+//! `/vt encerrar ID`, `/vt propor ID <valor> <cartão> <pix|boleto|cartao>` — answered ephemerally,
+//! in the Mattermost deployment's tenant.
 
 use serde_json::{Value, json};
 
@@ -16,6 +17,7 @@ pub(super) enum CaseCommand {
     Reply(String, String),
     HandBack(String, Option<String>),
     Close(String),
+    Propose(String, String),
 }
 
 impl CaseCommand {
@@ -35,6 +37,7 @@ impl CaseCommand {
             ("responder", Some(id)) => Self::Reply(id, rest.unwrap_or_default()),
             ("devolver", Some(id)) => Self::HandBack(id, rest),
             ("encerrar", Some(id)) => Self::Close(id),
+            ("propor", Some(id)) => Self::Propose(id, rest.unwrap_or_default()),
             _ => return None,
         })
     }
@@ -68,6 +71,13 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
             .hand_back(&id, agent, note.as_deref())
             .await
             .map(|_| format!("Atendimento {id} devolvido ao bot.")),
+        CaseCommand::Propose(id, rest) => match crate::service::Proposal::parse(&rest) {
+            Err(why) => Ok(format!("Proposta não enviada: {why}.")),
+            Ok(proposal) => service
+                .propose_recharge(&id, agent, &proposal)
+                .await
+                .map(|what| format!("Proposta enviada ao cliente: {what}. Só o cliente confirma.")),
+        },
         CaseCommand::Close(id) => service
             .close_case(&id, agent)
             .await
@@ -123,6 +133,10 @@ mod tests {
         assert_eq!(
             CaseCommand::parse("devolver caso_1"),
             Some(CaseCommand::HandBack("caso_1".into(), None))
+        );
+        assert_eq!(
+            CaseCommand::parse("propor caso_1 20 1111111111 pix"),
+            Some(CaseCommand::Propose("caso_1".into(), "20 1111111111 pix".into()))
         );
         assert_eq!(CaseCommand::parse("assumir"), None);
         assert_eq!(CaseCommand::parse("saldo 1234567890"), None);

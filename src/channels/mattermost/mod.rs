@@ -14,11 +14,13 @@
 //!   the outbox and `POST /api/v4/posts` ([`PostSender`]), threaded outside DMs.
 
 mod actions;
+mod board;
 mod bot;
 mod cases;
 mod slash;
 mod webhook;
 
+pub use board::BoardSender;
 pub use bot::{Bot, PostSender};
 
 use std::sync::Arc;
@@ -171,6 +173,30 @@ impl MattermostConfig {
                 "assinatura": self.sign(id, pending, conversation)}}})
         };
         json!([{"text": text, "actions": [action("confirmar", "Confirmar"), action("cancelar", "Cancelar")]}])
+    }
+
+    /// A case's buttons (`(action, label)`), signed like the recharge's: the context binds each to the
+    /// case and its conversation.
+    fn case_buttons(&self, case: &crate::store::Case, actions: &[(&str, &str)]) -> Value {
+        if actions.is_empty() {
+            return json!([]);
+        }
+        let url = format!(
+            "{}/channels/mattermost/actions",
+            self.public_url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        );
+        let actions: Vec<Value> = actions
+            .iter()
+            .map(|(id, name)| {
+                json!({"id": id, "name": name, "type": "button", "integration": {"url": url, "context": {
+                    "acao": id, "caso": case.id, "conversa": case.conversation_id,
+                    "assinatura": self.sign(id, &case.id, &case.conversation_id)}}})
+            })
+            .collect();
+        json!([{"text": "", "actions": actions}])
     }
 }
 

@@ -26,6 +26,8 @@ pub struct WebhookState {
     /// The agent this channel's people talk to.
     pub agent: String,
     pub config: Arc<WhatsAppConfig>,
+    /// The tenant the channel's conversations belong to.
+    pub tenant: String,
 }
 
 /// The webhook's routes, with their own body limit.
@@ -170,7 +172,7 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
     let mut msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(conversation.clone()),
-        tenant_id: None,
+        tenant_id: Some(state.tenant.clone()),
         user: Participant {
             user_id: m.from.clone(),
             user_login: name.unwrap_or_else(|| m.from.clone()),

@@ -178,7 +178,7 @@ impl Engine {
     ) -> Result<TurnOutcome, EngineError> {
         let agent = self.agent_for(conv)?;
         let started_at = self.clock.now();
-        conv.window.push(ChatMessage::user(input.text));
+        conv.window.push(input.opening_message());
         let mut turn = Turn::new(self, agent, conv, &input, execucao_id);
         turn.run(input.start).await;
         Ok(turn.finish(started_at))
@@ -221,6 +221,9 @@ pub struct TurnInput<'a> {
     /// Typed values the caller parsed already, which the turn's actions read by type (a flow's input:
     /// parsed once where it entered, never re-read from text).
     pub data: Extensions,
+    /// The message that opens the turn when it is not the user's (a support agent's proposal); `None`:
+    /// the user's `text`.
+    pub opening: Option<ChatMessage>,
 }
 
 /// A conversation's compressed context: a summary and the turns' facts.
@@ -254,7 +257,21 @@ impl<'a> TurnInput<'a> {
             message_id: None,
             context: None,
             data: Extensions::default(),
+            opening: None,
         }
+    }
+
+    /// Opened by `message` instead of the user's text (which the actions still read).
+    pub(crate) fn opened_by(mut self, message: ChatMessage) -> Self {
+        self.opening = Some(message);
+        self
+    }
+
+    /// The message the turn's history starts with.
+    fn opening_message(&self) -> ChatMessage {
+        self.opening
+            .clone()
+            .unwrap_or_else(|| ChatMessage::user(self.text))
     }
 
     /// With `value` for the turn's actions to read by type ([`Self::data`]).
@@ -370,7 +387,7 @@ impl<'a> Turn<'a> {
             message_id: input.message_id.clone(),
             user_text: input.text.to_owned(),
             events: Vec::new(),
-            messages: vec![ChatMessage::user(input.text)],
+            messages: vec![input.opening_message()],
             replies: Vec::new(),
             model_calls: Vec::new(),
             error: None,

@@ -222,29 +222,63 @@ impl CaseStore for SqliteStore {
 
     async fn say_in_case(
         &self,
+        conversation_id: &str,
         message: &ChatMessage,
-        outbox: &NewOutboxItem,
+        outbox: &[NewOutboxItem],
         said: Option<&CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
-        let conversation = outbox.conversation_id.as_deref().unwrap_or_default();
         sqlx::query(
             "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
              VALUES (?, NULL, ?, ?, ?, ?)",
         )
-        .bind(conversation)
+        .bind(conversation_id)
         .bind(role(message))
         .bind(json(message)?)
         .bind(ms(now))
         .bind(crate::store::search_text(message))
         .execute(&mut *tx)
         .await?;
-        Self::insert_outbox(&mut tx, outbox, now).await?;
+        for item in outbox {
+            Self::insert_outbox(&mut tx, item, now).await?;
+        }
         if let Some(e) = said {
             event(&mut tx, e).await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn note_case(
+        &self,
+        line: &CaseEvent,
+        outbox: &[NewOutboxItem],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        event(&mut tx, line).await?;
+        for item in outbox {
+            Self::insert_outbox(&mut tx, item, now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_board_post(&self, case_id: &str, post: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE cases SET board_post = ? WHERE id = ?")
+            .bind(post)
+            .bind(case_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn case_of_board_post(&self, post: &str) -> Result<Option<Case>, StoreError> {
+        let row = sqlx::query("SELECT * FROM cases WHERE board_post = ?")
+            .bind(post)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::case).transpose()
     }
 }

@@ -1,0 +1,151 @@
+//! The support board on Mattermost (`[handoff] mattermost_channel_id`): a new case is a root post in
+//! the support channel — its case file and **Assumir** / **Encerrar** — and everything after is in its
+//! thread. A change of state edits the root (`PUT /api/v4/posts/{id}/patch`) with the buttons the new
+//! state offers. Posts are rendered from the case as it is when sent.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::MattermostConfig;
+use crate::outbox::{ChannelSender, ReplyPayload, SendError};
+use crate::service::{BOARD, BoardKind, ConversationService};
+use crate::store::{Case, CaseState, OutboxItem};
+
+/// Sends the support board's items to the support channel.
+pub struct BoardSender {
+    client: reqwest::Client,
+    config: Arc<MattermostConfig>,
+    service: Arc<ConversationService>,
+    channel_id: String,
+}
+
+impl BoardSender {
+    /// `None` without a bot to post as, or without a support channel.
+    pub fn new(
+        config: Arc<MattermostConfig>,
+        service: Arc<ConversationService>,
+        channel_id: Option<&str>,
+    ) -> Option<Self> {
+        let channel_id = channel_id?.to_owned();
+        (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
+            client: reqwest::Client::new(),
+            config,
+            service,
+            channel_id,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!(
+            "{}/api/v4/{path}",
+            self.config
+                .url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        )
+    }
+
+    /// The root post's message and buttons for `case` now.
+    fn root(&self, case: &Case) -> Value {
+        let actions: &[(&str, &str)] = match case.state {
+            CaseState::Aguardando => &[("assumir", "Assumir"), ("encerrar", "Encerrar")],
+            CaseState::EmAtendimento => &[
+                ("devolver", "Devolver ao bot"),
+                ("propor", "Propor recarga"),
+                ("encerrar", "Encerrar"),
+            ],
+            CaseState::Devolvido | CaseState::Encerrado => &[],
+        };
+        json!({
+            "message": self.service.case_text(case),
+            "props": {"attachments": self.config.case_buttons(case, actions)},
+        })
+    }
+
+    async fn call(&self, request: reqwest::RequestBuilder, body: &Value) -> Result<Value, SendError> {
+        let r = request
+            .bearer_auth(self.config.bot_token.as_deref().unwrap_or_default())
+            .json(body)
+            .send()
+            .await
+            .map_err(|_| SendError::Retry {
+                reason: "mattermost unreachable".into(),
+                after: None,
+            })?;
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        match status {
+            200..=299 => Ok(vt_actions::json::from_text(&text).unwrap_or_default()),
+            429 => Err(SendError::Retry {
+                reason: "mattermost 429".into(),
+                after: None,
+            }),
+            s if s >= 500 => Err(SendError::Retry {
+                reason: format!("mattermost {s}"),
+                after: None,
+            }),
+            s => Err(SendError::Permanent(format!("mattermost {s}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl ChannelSender for BoardSender {
+    fn channel(&self) -> &str {
+        BOARD
+    }
+
+    async fn send(&self, item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
+        let kind = BoardKind::parse(&item.kind)
+            .ok_or_else(|| SendError::Permanent(format!("not a board item: {}", item.kind)))?;
+        // A board item names its case where a reply names its user.
+        let case = match self.service.store().case(&reply.user_id).await {
+            Ok(Some(case)) => case,
+            Ok(None) => return Err(SendError::Permanent("the case no longer exists".into())),
+            Err(_) => {
+                return Err(SendError::Retry {
+                    reason: "store unavailable".into(),
+                    after: None,
+                });
+            }
+        };
+        let root = case.board_post.clone();
+        match (kind, root) {
+            (BoardKind::Opened, Some(post)) => Ok(Some(post)),
+            (BoardKind::Opened, None) => {
+                let mut body = self.root(&case);
+                body["channel_id"] = json!(self.channel_id);
+                let posted = self.call(self.client.post(self.url("posts")), &body).await?;
+                let post = posted["id"].as_str().unwrap_or_default().to_owned();
+                if post.is_empty() {
+                    return Err(SendError::Permanent("mattermost answered without a post id".into()));
+                }
+                self.service
+                    .store()
+                    .set_board_post(&case.id, &post)
+                    .await
+                    .map_err(|_| SendError::Retry {
+                        reason: "store unavailable".into(),
+                        after: None,
+                    })?;
+                Ok(Some(post))
+            }
+            // Items of a case go out in order: the root is posted before anything under it.
+            (_, None) => Err(SendError::Permanent("the case has no post on the board".into())),
+            (BoardKind::Line, Some(root)) => {
+                let body = json!({"channel_id": self.channel_id, "root_id": root, "message": reply.text});
+                let posted = self.call(self.client.post(self.url("posts")), &body).await?;
+                Ok(posted["id"].as_str().map(str::to_owned))
+            }
+            (BoardKind::State, Some(root)) => {
+                let body = self.root(&case);
+                self.call(self.client.put(self.url(&format!("posts/{root}/patch"))), &body)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The support board: where support agents watch cases — a Mattermost channel
+//! (`[handoff] mattermost_channel_id`), one thread per case. The service writes what the board shows
+//! as outbox items to [`BOARD`], in the same transaction as what they show; the board's sender renders
+//! a case's root post from the case *as it is when sent*, so a late or lost update is healed by the
+//! next one.
+//!
+//! Board items are ordered by their case (`caso:ID`), not by the card holder's conversation: a board
+//! that is down never holds up the replies to the card holder.
+
+use chrono::{DateTime, Utc};
+use vt_actions::vt::card::mask_cards_in;
+
+use super::ConversationService;
+use crate::engine::TurnOutcome;
+use crate::outbox::ReplyPayload;
+use crate::store::{Case, CaseEvent, CaseState, CaseWrite, NewOutboxItem, OutboxStatus};
+
+/// The outbox destination of the support board.
+pub const BOARD: &str = "suporte";
+
+/// What a board item asks of the board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoardKind {
+    /// Post the case's root (its case file and buttons).
+    Opened,
+    /// Post a line in the case's thread.
+    Line,
+    /// Bring the root post up to the case's state.
+    State,
+}
+
+impl BoardKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Opened => "caso_aberto",
+            Self::Line => "caso_linha",
+            Self::State => "caso_estado",
+        }
+    }
+
+    pub fn parse(kind: &str) -> Option<Self> {
+        [Self::Opened, Self::Line, Self::State]
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+    }
+}
+
+/// Attempts for a board item: as many as a reply gets.
+const BOARD_ATTEMPTS: i32 = super::commit::REPLY_ATTEMPTS;
+
+/// A board item for case `case_id` (of conversation `conversation_id`). The payload names the case
+/// where a reply names its user.
+pub(crate) fn board_item(case_id: &str, conversation_id: &str, kind: BoardKind, text: String) -> NewOutboxItem {
+    NewOutboxItem {
+        kind: kind.as_str().into(),
+        destination: BOARD.into(),
+        payload: ReplyPayload {
+            conversation_id: conversation_id.to_owned(),
+            user_id: case_id.to_owned(),
+            text,
+            files: Vec::new(),
+            reply_to: None,
+            thread: None,
+            confirmation: None,
+            trace: None,
+        }
+        .to_value(),
+        max_attempts: BOARD_ATTEMPTS,
+        next_attempt_at: Utc::now(),
+        conversation_id: Some(format!("caso:{case_id}")),
+        status: OutboxStatus::Pending,
+    }
+}
+
+/// How a line of the case's log reads in its thread (masked); `None`: not shown there.
+pub(crate) fn thread_line(line: &CaseEvent) -> Option<String> {
+    let detail = mask_cards_in(line.detail.as_deref().unwrap_or_default());
+    Some(match line.what.as_str() {
+        "mensagem_cliente" => format!("**Cliente:** {detail}"),
+        "mensagem_atendente" => format!("**@{}:** {detail}", line.who),
+        "proposta_recarga" => format!("**@{} propôs:** {detail}", line.who),
+        "aviso_sem_atendente" => "_O cliente foi avisado de que ainda não há atendente._".into(),
+        _ => return None,
+    })
+}
+
+impl ConversationService {
+    /// Whether cases are shown on a support board.
+    pub(crate) fn board_on(&self) -> bool {
+        self.handoff.mattermost_channel_id.is_some()
+    }
+
+    /// What a turn's case write shows on the board: a new case's root post, or the held message's
+    /// line and what the bot answered in the case.
+    pub(super) fn board_items(&self, write: Option<&CaseWrite>, outcome: &TurnOutcome) -> Vec<NewOutboxItem> {
+        if !self.board_on() {
+            return Vec::new();
+        }
+        match write {
+            Some(CaseWrite::Open(case)) => vec![board_item(
+                &case.id,
+                &case.conversation_id,
+                BoardKind::Opened,
+                String::new(),
+            )],
+            Some(CaseWrite::Held { line, .. }) => thread_line(line)
+                .into_iter()
+                .chain(
+                    outcome
+                        .replies
+                        .iter()
+                        .map(|r| format!("**Bot:** {}", mask_cards_in(&r.text))),
+                )
+                .map(|text| board_item(&line.case_id, &line.conversation_id, BoardKind::Line, text))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The board item that brings `case`'s root post up to date, when there is a board.
+    pub(super) fn board_state(&self, case: &Case) -> Vec<NewOutboxItem> {
+        if !self.board_on() {
+            return Vec::new();
+        }
+        vec![board_item(
+            &case.id,
+            &case.conversation_id,
+            BoardKind::State,
+            String::new(),
+        )]
+    }
+
+    /// Writes `items` for the board now (a case's state changed).
+    pub(super) async fn post_to_board(&self, items: Vec<NewOutboxItem>) {
+        for item in items {
+            if let Err(e) = self.store.enqueue(&item, self.engine.now()).await {
+                // The next change of the case brings its post up to date.
+                tracing::warn!(error = %e, "support board item not written");
+            }
+        }
+    }
+
+    /// A case as support agents read it (board post, console): state, reason, the case file — every
+    /// card masked, times in the policy's time zone.
+    pub fn case_text(&self, case: &Case) -> String {
+        let tz = self.policy_timezone();
+        let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
+        let file = &case.case_file;
+        let mut out = format!(
+            "**Atendimento `{}`** · {} · aberto em {}\n**Estado:** {}\n**Motivo:** {}",
+            case.id,
+            case.channel,
+            when(case.opened_at),
+            state_line(case),
+            mask_cards_in(&case.reason),
+        );
+        let cards: Vec<&str> = file["cartoes"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        if !cards.is_empty() {
+            out.push_str(&format!("\n**Cartões:** {}", cards.join(", ")));
+        }
+        if let Some(p) = file["recarga_pendente"].as_object() {
+            out.push_str(&format!(
+                "\n**Recarga aguardando confirmação:** {} {} no cartão {} ({})",
+                p["moeda"].as_str().unwrap_or("BRL"),
+                p["valor"].as_str().unwrap_or_default(),
+                p["cartao"].as_str().unwrap_or_default(),
+                p["meio_pagamento"].as_str().unwrap_or_default(),
+            ));
+        }
+        if let Some(until) = file["janela_whatsapp_ate"]
+            .as_str()
+            .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+        {
+            out.push_str(&format!("\n**Janela do WhatsApp até:** {}", when(until)));
+        }
+        if let Some(summary) = file["contexto"]["resumo"].as_str() {
+            out.push_str(&format!("\n**Resumo:** {}", mask_cards_in(summary)));
+        }
+        let facts: Vec<&str> = file["contexto"]["fatos"]
+            .as_array()
+            .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        for fact in facts.iter().rev().take(3).rev() {
+            out.push_str(&format!("\n- {}", mask_cards_in(fact)));
+        }
+        if let Some(last) = file["ultimas_mensagens"].as_array().filter(|l| !l.is_empty()) {
+            out.push_str("\n**Últimas mensagens:**");
+            for m in last {
+                out.push_str(&format!(
+                    "\n> {}: {}",
+                    m["de"].as_str().unwrap_or_default(),
+                    mask_cards_in(m["texto"].as_str().unwrap_or_default())
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Where the case is, in a few words.
+pub fn state_line(case: &Case) -> String {
+    let owner = case.owner.as_deref().unwrap_or_default();
+    match case.state {
+        CaseState::Aguardando => "aguardando um atendente".into(),
+        CaseState::EmAtendimento => format!("assumido por @{owner}"),
+        CaseState::Devolvido if owner.is_empty() => "devolvido ao bot".into(),
+        CaseState::Devolvido => format!("devolvido ao bot por @{owner}"),
+        CaseState::Encerrado => "encerrado".into(),
+    }
+}
