@@ -3,6 +3,7 @@
 #![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod batch;
+mod board;
 mod cases;
 mod cli;
 mod console;
