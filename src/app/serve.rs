@@ -13,7 +13,7 @@ use vt_actions::systems::Simulator;
 
 use super::{App, CHAT_AGENT};
 use crate::batch::background::Background;
-use crate::channels::mattermost::{Bot, PostSender, BoardSender};
+use crate::channels::mattermost::{BoardSender, Bot, PostSender};
 use crate::channels::whatsapp::Sender;
 use crate::config::Config;
 use crate::http::AppState;

@@ -37,12 +37,14 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;
     let channels = match &state.whatsapp {
         // The webhooks have their own auth (signatures) and body limits.
-        Some((config, tenant)) => crate::channels::whatsapp::router(crate::channels::whatsapp::WebhookState {
-            service: state.service.clone(),
-            agent: state.agent.clone(),
-            config: config.clone(),
-            tenant: tenant.clone(),
-        }),
+        Some((config, tenant)) => {
+            crate::channels::whatsapp::router(crate::channels::whatsapp::WebhookState {
+                service: state.service.clone(),
+                agent: state.agent.clone(),
+                config: config.clone(),
+                tenant: tenant.clone(),
+            })
+        }
         None => Router::new(),
     };
     let channels = match &state.mattermost {

@@ -50,7 +50,12 @@ const BOARD_ATTEMPTS: i32 = super::commit::REPLY_ATTEMPTS;
 
 /// A board item for case `case_id` (of conversation `conversation_id`). The payload names the case
 /// where a reply names its user.
-pub(crate) fn board_item(case_id: &str, conversation_id: &str, kind: BoardKind, text: String) -> NewOutboxItem {
+pub(crate) fn board_item(
+    case_id: &str,
+    conversation_id: &str,
+    kind: BoardKind,
+    text: String,
+) -> NewOutboxItem {
     NewOutboxItem {
         kind: kind.as_str().into(),
         destination: BOARD.into(),
@@ -140,61 +145,69 @@ impl ConversationService {
         }
     }
 
-    /// A case as support agents read it (board post, console): state, reason, the case file — every
-    /// card masked, times in the policy's time zone.
-    pub fn case_text(&self, case: &Case) -> String {
+    /// A case as support agents read it, as `(label, value)` lines: state, reason, the case file —
+    /// every card masked, times in the policy's time zone. The board and the console lay them out.
+    pub fn case_fields(&self, case: &Case) -> Vec<(String, String)> {
         let tz = self.policy_timezone();
         let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
         let file = &case.case_file;
-        let mut out = format!(
-            "**Atendimento `{}`** · {} · aberto em {}\n**Estado:** {}\n**Motivo:** {}",
-            case.id,
-            case.channel,
-            when(case.opened_at),
-            state_line(case),
-            mask_cards_in(&case.reason),
-        );
-        let cards: Vec<&str> = file["cartoes"]
-            .as_array()
-            .map(|c| c.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
+        let mut out = vec![
+            ("Canal".to_owned(), case.channel.clone()),
+            ("Aberto em".to_owned(), when(case.opened_at)),
+            ("Estado".to_owned(), state_line(case)),
+            ("Motivo".to_owned(), mask_cards_in(&case.reason)),
+        ];
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(mask_cards_in).collect())
+                .unwrap_or_default()
+        };
+        let cards = strings(&file["cartoes"]);
         if !cards.is_empty() {
-            out.push_str(&format!("\n**Cartões:** {}", cards.join(", ")));
+            out.push(("Cartões".into(), cards.join(", ")));
         }
         if let Some(p) = file["recarga_pendente"].as_object() {
-            out.push_str(&format!(
-                "\n**Recarga aguardando confirmação:** {} {} no cartão {} ({})",
-                p["moeda"].as_str().unwrap_or("BRL"),
-                p["valor"].as_str().unwrap_or_default(),
-                p["cartao"].as_str().unwrap_or_default(),
-                p["meio_pagamento"].as_str().unwrap_or_default(),
+            let text = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            out.push((
+                "Recarga aguardando confirmação".into(),
+                format!(
+                    "{} {} no cartão {} ({})",
+                    text("moeda"),
+                    text("valor"),
+                    mask_cards_in(&text("cartao")),
+                    text("meio_pagamento")
+                ),
             ));
         }
         if let Some(until) = file["janela_whatsapp_ate"]
             .as_str()
             .and_then(|t| t.parse::<DateTime<Utc>>().ok())
         {
-            out.push_str(&format!("\n**Janela do WhatsApp até:** {}", when(until)));
+            out.push(("Janela do WhatsApp até".into(), when(until)));
         }
         if let Some(summary) = file["contexto"]["resumo"].as_str() {
-            out.push_str(&format!("\n**Resumo:** {}", mask_cards_in(summary)));
+            out.push(("Resumo".into(), mask_cards_in(summary)));
         }
-        let facts: Vec<&str> = file["contexto"]["fatos"]
-            .as_array()
-            .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
+        let facts = strings(&file["contexto"]["fatos"]);
         for fact in facts.iter().rev().take(3).rev() {
-            out.push_str(&format!("\n- {}", mask_cards_in(fact)));
+            out.push(("Fato".into(), fact.clone()));
         }
-        if let Some(last) = file["ultimas_mensagens"].as_array().filter(|l| !l.is_empty()) {
-            out.push_str("\n**Últimas mensagens:**");
+        if let Some(last) = file["ultimas_mensagens"].as_array() {
             for m in last {
-                out.push_str(&format!(
-                    "\n> {}: {}",
-                    m["de"].as_str().unwrap_or_default(),
-                    mask_cards_in(m["texto"].as_str().unwrap_or_default())
+                out.push((
+                    format!("Mensagem ({})", m["de"].as_str().unwrap_or_default()),
+                    mask_cards_in(m["texto"].as_str().unwrap_or_default()),
                 ));
             }
+        }
+        out
+    }
+
+    /// [`Self::case_fields`] as a Markdown message (the board's root post).
+    pub fn case_text(&self, case: &Case) -> String {
+        let mut out = format!("#### Atendimento `{}`", case.id);
+        for (label, value) in self.case_fields(case) {
+            out.push_str(&format!("\n**{label}:** {value}"));
         }
         out
     }

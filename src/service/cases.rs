@@ -240,6 +240,31 @@ pub enum CaseError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// A turn the card holder did not start (a support agent's proposal), addressed as their own turns
+/// are: on the conversation's channel, sent by its worker where it has one.
+fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
+    let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+    Inbound {
+        agent_id: conv.agent_id.clone(),
+        conversation_id: Some(conv.id.clone()),
+        tenant_id: Some(conv.tenant_id.clone()),
+        user: crate::engine::Participant {
+            user_id: conv.user_id.clone(),
+            user_login: conv.user_login.clone(),
+            channel: conv.channel.clone(),
+        },
+        text,
+        channel_message_id: None,
+        delivery: if sends_itself {
+            super::Delivery::Outbox
+        } else {
+            super::Delivery::Inline
+        },
+        unsupported: None,
+        thread: None,
+    }
+}
+
 /// What the card holder reads when a support agent closes the conversation.
 pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo contato! Se precisar de algo sobre o seu vale-transporte, é só chamar.";
 
@@ -288,7 +313,12 @@ impl ConversationService {
             self.relay_agent_words(&case, agent, text, false).await?;
             return Ok(Some(Relayed::ToCardHolder));
         }
-        let note = case.event(self.engine.now(), agent.login, "nota_interna", Some(text.to_owned()));
+        let note = case.event(
+            self.engine.now(),
+            agent.login,
+            "nota_interna",
+            Some(text.to_owned()),
+        );
         self.store.note_case(&note, &[], self.engine.now()).await?;
         Ok(Some(Relayed::InternalNote))
     }
@@ -473,10 +503,9 @@ impl ConversationService {
         };
         let mut items = vec![item];
         if show_on_board && self.board_on() {
-            items.extend(
-                said.and_then(super::board::thread_line)
-                    .map(|text| super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)),
-            );
+            items.extend(said.and_then(super::board::thread_line).map(|text| {
+                super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)
+            }));
         }
         Ok(self
             .store
@@ -487,9 +516,46 @@ impl ConversationService {
 
 /// Whether `text` answers the recharge waiting for the card holder's confirmation (yes or no): the one
 /// thing the bot still answers while a person has the conversation.
-pub(super) fn answers_pending_recharge(conv: &Conversation, text: &str) -> bool {
+fn answers_pending_recharge(conv: &Conversation, text: &str) -> bool {
     use vt_actions::vt::parse::{is_confirmation, is_refusal};
     RecargaPendente::id_in(&conv.state).is_some() && (is_confirmation(text) || is_refusal(text))
+}
+
+/// What an open case makes of a turn.
+pub(super) enum InCase {
+    /// No case is open: the turn runs as always.
+    NoCase,
+    /// A person has the conversation: the message is held for them.
+    Held(Box<Case>),
+    /// The card holder answers a recharge waiting for them: the turn runs, and its line is written in
+    /// the case.
+    Answered(CaseWrite),
+}
+
+impl ConversationService {
+    /// Whether a case is open for `conv` and what it makes of `msg`.
+    pub(super) async fn open_case_for_turn(
+        &self,
+        conv: &Conversation,
+        msg: &Inbound,
+        now: DateTime<Utc>,
+    ) -> Result<InCase, ServiceError> {
+        let Some(case) = self
+            .store
+            .open_case_of(&conv.id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+        else {
+            return Ok(InCase::NoCase);
+        };
+        if !answers_pending_recharge(conv, &msg.text) {
+            return Ok(InCase::Held(Box::new(case)));
+        }
+        Ok(InCase::Answered(CaseWrite::Held {
+            line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
+            acknowledged: false,
+        }))
+    }
 }
 
 /// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card
@@ -528,6 +594,18 @@ impl Proposal {
             cartao: vt_actions::vt::parse::cards(cartao).remove(0),
             meio_pagamento: meio.to_owned(),
         })
+    }
+
+    /// The turn that prepares it: `preparar_recarga` with these arguments, as the router starts it.
+    fn start(&self) -> crate::engine::TurnStart {
+        crate::engine::TurnStart::Action {
+            name: "preparar_recarga".into(),
+            arguments: json!({
+                "cartao": self.cartao,
+                "valor": self.valor,
+                "meio_pagamento": self.meio_pagamento,
+            }),
+        }
     }
 
     /// What the card holder and the case's log read of it (card masked).
@@ -575,8 +653,7 @@ impl ConversationService {
             .await?
             .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
         // An agent reaches only the cards the card holder gave in this conversation.
-        let held = vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory);
-        if !held.iter().any(|c| *c == proposal.cartao) {
+        if !vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory).contains(&proposal.cartao) {
             return Err(CaseError::Refused(
                 "o cliente não informou esse cartão nesta conversa".into(),
             ));
@@ -589,21 +666,11 @@ impl ConversationService {
             content: format!("Proposta: {described}."),
         };
         let before = RecargaPendente::id_in(&conv.state);
-        let start = crate::engine::TurnStart::Action {
-            name: "preparar_recarga".into(),
-            arguments: json!({
-                "cartao": proposal.cartao,
-                "valor": proposal.valor,
-                "meio_pagamento": proposal.meio_pagamento,
-            }),
-        };
         let text = format!("recarga de {} via {}", proposal.valor, proposal.meio_pagamento);
+        let input = crate::engine::TurnInput::new(&text, proposal.start()).opened_by(opening.clone());
         let outcome = self
             .engine
-            .run_turn(
-                &mut conv,
-                crate::engine::TurnInput::new(&text, start).opened_by(opening.clone()),
-            )
+            .run_turn(&mut conv, input)
             .await
             .map_err(|e| CaseError::Refused(e.to_string()))?;
         let after = RecargaPendente::id_in(&conv.state);
@@ -618,26 +685,7 @@ impl ConversationService {
             .accept_message(&conv, false, None, &opening, now)
             .await?
             .unwrap_or_default();
-        let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
-        let msg = Inbound {
-            agent_id: conv.agent_id.clone(),
-            conversation_id: Some(conv.id.clone()),
-            tenant_id: Some(conv.tenant_id.clone()),
-            user: crate::engine::Participant {
-                user_id: conv.user_id.clone(),
-                user_login: conv.user_login.clone(),
-                channel: conv.channel.clone(),
-            },
-            text,
-            channel_message_id: None,
-            delivery: if sends_itself {
-                super::Delivery::Outbox
-            } else {
-                super::Delivery::Inline
-            },
-            unsupported: None,
-            thread: None,
-        };
+        let msg = addressed_to_card_holder(&conv, text);
         let ran = Ran {
             outcome,
             routing: Routing {
@@ -656,7 +704,9 @@ impl ConversationService {
         };
         let handled = self.commit_traced(&mut conv, &msg, ran, false).await;
         if !handled.persisted {
-            return Err(CaseError::Refused("a proposta não foi registrada; tente de novo".into()));
+            return Err(CaseError::Refused(
+                "a proposta não foi registrada; tente de novo".into(),
+            ));
         }
         Ok(described)
     }

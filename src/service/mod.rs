@@ -44,7 +44,7 @@ use crate::engine::{
 use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
-use crate::store::{CaseWrite, FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
+use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
@@ -372,22 +372,14 @@ impl ConversationService {
         }
         // A person has the conversation: the bot stays silent — but for the card holder's answer to a
         // recharge waiting for their confirmation, which only they can give.
-        let mut in_case = None;
-        if let Some(case) = self
-            .store
-            .open_case_of(&conv.id)
-            .await
-            .map_err(ServiceError::NotRecorded)?
-        {
-            if !cases::answers_pending_recharge(&conv, &msg.text) {
+        let in_case = match self.open_case_for_turn(&conv, msg, now).await? {
+            cases::InCase::Held(case) => {
                 let ran_at = (now, started, accepted_message);
-                return self.held_for_case(&mut conv, msg, case, ran_at, context).await;
+                return self.held_for_case(&mut conv, msg, *case, ran_at, context).await;
             }
-            in_case = Some(CaseWrite::Held {
-                line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
-                acknowledged: false,
-            });
-        }
+            cases::InCase::Answered(write) => Some(write),
+            cases::InCase::NoCase => None,
+        };
         // The compressed context stands in for the older history in the prompt.
         conv.memory.remove(OLD_CONTEXT_MEMORY_KEY);
         let compressed = context.as_ref().map(|c| CompressedContext {

@@ -989,8 +989,12 @@ pub trait CaseStore: Send + Sync {
 
     /// A line in a case's log that says nothing to the card holder (an internal note), with the board
     /// items that show it — one transaction.
-    async fn note_case(&self, event: &CaseEvent, outbox: &[NewOutboxItem], now: DateTime<Utc>)
-    -> Result<(), StoreError>;
+    async fn note_case(
+        &self,
+        event: &CaseEvent,
+        outbox: &[NewOutboxItem],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
 
     /// The case's root post on the support board is `post`.
     async fn set_board_post(&self, case_id: &str, post: &str) -> Result<(), StoreError>;

@@ -60,7 +60,9 @@ async fn fake_mattermost() -> FakeMattermost {
                         let Some(Ok(Message::Text(_auth))) = socket.recv().await else {
                             return;
                         };
-                        let _ = socket.send(Message::text(fixture("mm-ws-response-ok.json"))).await;
+                        let _ = socket
+                            .send(Message::text(fixture("mm-ws-response-ok.json")))
+                            .await;
                         let _ = socket
                             .send(Message::text(fixture("mm-ws-hello.mmctl-pr25545.json")))
                             .await;
@@ -90,16 +92,15 @@ async fn fake_mattermost() -> FakeMattermost {
         )
         .route(
             "/api/v4/posts/{id}/patch",
-            put(move |Path(id): Path<String>, axum::Json(body): axum::Json<Value>| {
-                let patches = patches.clone();
-                async move {
-                    patches
-                        .lock()
-                        .expect("lock")
-                        .push((format!("patch/{id}"), body));
-                    axum::Json(json!({"id": id}))
-                }
-            }),
+            put(
+                move |Path(id): Path<String>, axum::Json(body): axum::Json<Value>| {
+                    let patches = patches.clone();
+                    async move {
+                        patches.lock().expect("lock").push((format!("patch/{id}"), body));
+                        axum::Json(json!({"id": id}))
+                    }
+                },
+            ),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -204,12 +205,13 @@ impl Journey {
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));
-        let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-            .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
-            .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
-            .with_sender(Arc::new(
-                BoardSender::new(mattermost, chat.service.clone(), Some(SUPPORT_CHANNEL)).expect("board"),
-            ));
+        let worker =
+            vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+                .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
+                .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
+                .with_sender(Arc::new(
+                    BoardSender::new(mattermost, chat.service.clone(), Some(SUPPORT_CHANNEL)).expect("board"),
+                ));
         let served = crate::support::serve_state(chat, state).await;
         Self {
             served,
@@ -294,7 +296,10 @@ impl Journey {
     async fn slash(&self, user_id: &str, user_name: &str, text: &str) -> Value {
         let body = fixture("mm-slash-command.request.body.txt")
             .replace("text=toronto+week", &format!("text={}", text.replace(' ', "+")))
-            .replace("user_id=erj6qck3rfgtujs86w5r6rckzh", &format!("user_id={user_id}"))
+            .replace(
+                "user_id=erj6qck3rfgtujs86w5r6rckzh",
+                &format!("user_id={user_id}"),
+            )
             .replace("user_name=alan", &format!("user_name={user_name}"));
         self.served
             .client
@@ -338,7 +343,8 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
     j.customer(&wa(&format!("saldo {CARD}"), "wamid.A1")).await;
     j.customer(&wa("quero falar com um atendente", "wamid.A2")).await;
     j.until("the case's root post", |mm, _| {
-        mm.iter().any(|(p, b)| p == "posts" && b["channel_id"] == SUPPORT_CHANNEL)
+        mm.iter()
+            .any(|(p, b)| p == "posts" && b["channel_id"] == SUPPORT_CHANNEL)
     })
     .await;
     let root = j
@@ -348,7 +354,10 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         .map(|(_, b)| b)
         .expect("root");
     let text = root["message"].as_str().unwrap_or_default();
-    assert!(text.contains("****8901"), "the case file names the card masked: {text}");
+    assert!(
+        text.contains("****8901"),
+        "the case file names the card masked: {text}"
+    );
     assert!(!text.contains(CARD), "never the full card: {text}");
     assert!(text.contains("aguardando"), "{text}");
     let ids: Vec<Value> = buttons(&root).iter().map(|b| b["id"].clone()).collect();
@@ -380,7 +389,11 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         1,
         "{answers:?}"
     );
-    assert_eq!(answers.iter().filter(|t| t.contains("já está com")).count(), 1, "{answers:?}");
+    assert_eq!(
+        answers.iter().filter(|t| t.contains("já está com")).count(),
+        1,
+        "{answers:?}"
+    );
     let owner = chat
         .store
         .case(&case.id)
@@ -395,7 +408,12 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
     };
     // A stranger's press does nothing.
     let stranger = j.click(&button(&root, "encerrar"), "u-zed", "zed").await;
-    assert!(stranger["ephemeral_text"].as_str().unwrap_or_default().contains("Só a equipe"));
+    assert!(
+        stranger["ephemeral_text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Só a equipe")
+    );
     j.until("the root post patched", |mm, _| {
         mm.iter().any(|(p, b)| {
             p == &format!("patch/{root_id}")
@@ -417,7 +435,8 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
     j.customer(&wa("oi, alguém aí?", "wamid.A3")).await;
     j.until("the message in the thread", |mm, _| {
         mm.iter().any(|(_, b)| {
-            b["root_id"] == root_id.as_str() && b["message"].as_str().unwrap_or_default().contains("alguém aí")
+            b["root_id"] == root_id.as_str()
+                && b["message"].as_str().unwrap_or_default().contains("alguém aí")
         })
     })
     .await;
@@ -426,10 +445,24 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
     // The owner answers in the thread: the card holder reads it with the owner's name. A colleague's
     // post in the thread stays internal.
     j.mm.feed
-        .send(thread_post(10, "p-1", &root_id, owner_id, &owner, "Olá! Vou verificar seu cartão."))
+        .send(thread_post(
+            10,
+            "p-1",
+            &root_id,
+            owner_id,
+            &owner,
+            "Olá! Vou verificar seu cartão.",
+        ))
         .expect("feed");
     j.mm.feed
-        .send(thread_post(11, "p-2", &root_id, other_id, other, "nota: cliente antigo"))
+        .send(thread_post(
+            11,
+            "p-2",
+            &root_id,
+            other_id,
+            other,
+            "nota: cliente antigo",
+        ))
         .expect("feed");
     j.mm.feed
         .send(thread_post(12, "p-3", &root_id, "bot-id", "vt", "eco do bot"))
@@ -449,23 +482,43 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        log.iter()
-            .any(|e| e.what == "nota_interna" && e.who == other && e.detail.as_deref() == Some("nota: cliente antigo")),
+        log.iter().any(|e| e.what == "nota_interna"
+            && e.who == other
+            && e.detail.as_deref() == Some("nota: cliente antigo")),
         "{log:?}"
     );
-    assert!(!j.to_customer().iter().any(|t| t.contains("cliente antigo") || t.contains("eco do bot")));
+    assert!(
+        !j.to_customer()
+            .iter()
+            .any(|t| t.contains("cliente antigo") || t.contains("eco do bot"))
+    );
 
     // A colleague cannot propose; the owner proposes a recharge: the card holder gets the buttons.
-    let refused = j.slash(other_id, other, &format!("propor {} 20 {CARD} pix", case.id)).await;
-    assert!(refused["text"].as_str().unwrap_or_default().contains("está com"), "{refused}");
-    let unknown = j.slash(owner_id, &owner, &format!("propor {} 20 1111111111 pix", case.id)).await;
+    let refused = j
+        .slash(other_id, other, &format!("propor {} 20 {CARD} pix", case.id))
+        .await;
     assert!(
-        unknown["text"].as_str().unwrap_or_default().contains("não informou"),
+        refused["text"].as_str().unwrap_or_default().contains("está com"),
+        "{refused}"
+    );
+    let unknown = j
+        .slash(owner_id, &owner, &format!("propor {} 20 1111111111 pix", case.id))
+        .await;
+    assert!(
+        unknown["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("não informou"),
         "only a card the card holder gave: {unknown}"
     );
-    let proposed = j.slash(owner_id, &owner, &format!("propor {} 20 {CARD} pix", case.id)).await;
+    let proposed = j
+        .slash(owner_id, &owner, &format!("propor {} 20 {CARD} pix", case.id))
+        .await;
     let answer = proposed["text"].as_str().unwrap_or_default();
-    assert!(answer.contains("Proposta enviada") && answer.contains("****8901"), "{answer}");
+    assert!(
+        answer.contains("Proposta enviada") && answer.contains("****8901"),
+        "{answer}"
+    );
     assert!(!answer.contains(CARD), "{answer}");
     j.until("the confirmation buttons on WhatsApp", |_, graph| {
         graph.iter().any(|(_, b)| b["type"] == "interactive")
@@ -489,7 +542,8 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         "wa-webhook-interactive-button-reply.reply-buttons-page.json",
     ))
     .expect("json");
-    tap["entry"][0]["changes"][0]["value"]["messages"][0]["interactive"]["button_reply"]["id"] = json!(tap_id);
+    tap["entry"][0]["changes"][0]["value"]["messages"][0]["interactive"]["button_reply"]["id"] =
+        json!(tap_id);
     tap["entry"][0]["changes"][0]["value"]["messages"][0]["id"] = json!("wamid.TAP");
     let tap = serde_json::to_vec(&tap).expect("bytes");
     j.customer(&tap).await;
@@ -502,16 +556,28 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
 
     // Hand back with a note: the next message is the bot's again, and its context has the note.
     let back = j
-        .slash(owner_id, &owner, &format!("devolver {} cliente quer avisos de saldo", case.id))
+        .slash(
+            owner_id,
+            &owner,
+            &format!("devolver {} cliente quer avisos de saldo", case.id),
+        )
         .await;
-    assert!(back["text"].as_str().unwrap_or_default().contains("devolvido"), "{back}");
+    assert!(
+        back["text"].as_str().unwrap_or_default().contains("devolvido"),
+        "{back}"
+    );
     j.customer(&wa(&format!("saldo {CARD}"), "wamid.A4")).await;
     j.until("the bot's answer", |_, _| {
         j.to_customer().iter().filter(|t| t.contains("****8901")).count() >= 2
     })
     .await;
     let conversation = case.conversation_id.clone();
-    let context = chat.store.context(&conversation).await.expect("read").expect("context");
+    let context = chat
+        .store
+        .context(&conversation)
+        .await
+        .expect("read")
+        .expect("context");
     assert!(
         context
             .key_facts
@@ -523,7 +589,10 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
     j.until("the root post closed", |mm, _| {
         mm.iter().any(|(p, b)| {
             p == &format!("patch/{root_id}")
-                && b["message"].as_str().unwrap_or_default().contains("devolvido ao bot")
+                && b["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("devolvido ao bot")
         })
     })
     .await;

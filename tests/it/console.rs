@@ -412,6 +412,30 @@ impl Browser {
             .unwrap_or_else(|e| panic!("click {css}: {e}"));
     }
 
+    /// Clicks `css`, a form's button, and waits for the page the form leads to.
+    async fn submit(&self, css: &str) {
+        self.client
+            .execute("window.__antes = true", vec![])
+            .await
+            .expect("mark");
+        self.click(css).await;
+        for _ in 0..100 {
+            let fresh: Value = self
+                .client
+                .execute(
+                    "return window.__antes === undefined && document.readyState === 'complete'",
+                    vec![],
+                )
+                .await
+                .unwrap_or(Value::Bool(false));
+            if fresh == Value::Bool(true) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("submitting {css} led nowhere");
+    }
+
     async fn type_into(&self, css: &str, text: &str) {
         let field = self.client.find(Locator::Css(css)).await.expect(css);
         field.clear().await.expect("clear");
@@ -445,6 +469,23 @@ impl Browser {
 
     async fn sign_out(&self) {
         self.click("form.sair button").await;
+    }
+
+    /// At a phone's width (390 px), whether the page fits: the elements that reach past it, if any.
+    async fn past_a_phone(&self) -> Vec<String> {
+        let wide: Value = self
+            .client
+            .execute(
+                "if (document.documentElement.scrollWidth <= 390) { return []; }
+                 return [...document.querySelectorAll('body *')]
+                    .filter(e => e.getBoundingClientRect().right > 391)
+                    .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > 391))
+                    .map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right) + 'px: ' + e.outerHTML.slice(0, 80))",
+                vec![],
+            )
+            .await
+            .expect("widths");
+        serde_json::from_value(wide).unwrap_or_default()
     }
 
     async fn source(&self) -> String {
@@ -727,5 +768,167 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     let page = b.source().await;
     assert!(page.contains("fora_do_escopo"), "tokens by intent");
     b.shot("08-uso").await;
+
+    // Support agents answer from phones: every page fits 390 px.
+    b.client.set_window_size(390, 844).await.expect("resize");
+    for page in [
+        "/console/lookup".to_owned(),
+        "/console/conversations".to_owned(),
+        "/console/conversations/conversa-1".to_owned(),
+        "/console/flows".to_owned(),
+        "/console/batches/lote-da-empresa".to_owned(),
+        "/console/outbox".to_owned(),
+        "/console/usage".to_owned(),
+        "/console/cases".to_owned(),
+    ] {
+        b.client.goto(&format!("{base}{page}")).await.expect("goto");
+        assert_eq!(b.past_a_phone().await, Vec::<String>::new(), "{page} fits 390 px");
+    }
+    b.shot("09-conversa-celular").await;
     b.client.clone().close().await.expect("close the session");
+}
+
+/// A transfer worked from the console's Atendimentos page in Chromium while the card holder talks
+/// over the HTTP API: claim, a customer message appearing without a reload, a reply the card holder
+/// reads with the agent's name, a proposed recharge only the card holder's "sim" confirms (one
+/// charge), and the hand back after which the bot answers again. Every page fits a phone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
+    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let s = serve_with(chat.clone()).await;
+    let base = s.url.as_str();
+    let path = "/v1/conversations/c-web/messages";
+    let says = |text: &str| json!({"text": text, "user": {"id": "u-web", "name": "Cliente"}});
+    let reply = |r: Value| r["replies"][0]["text"].as_str().unwrap_or_default().to_owned();
+    s.post(path, Some(CLIENT), says(&format!("saldo {CARD}"))).await;
+    s.post(path, Some(CLIENT), says("quero falar com um atendente"))
+        .await;
+    let case = chat
+        .store
+        .open_case_of("c-web")
+        .await
+        .expect("read")
+        .expect("a case");
+
+    let b = Browser::start().await;
+    b.sign_in(base, SUPPORT).await;
+    b.wait_path("/console/lookup").await;
+    b.click("a[href='/console/cases']").await;
+    b.wait_path("/console/cases").await;
+    let row = b.text(".caso").await;
+    assert!(row.contains(&case.id) && row.contains("aguardando"), "{row}");
+    b.shot("20-atendimentos").await;
+    b.submit(".caso button.assumir").await;
+    let page = format!("/console/cases/{}", case.id);
+    b.wait_path(&page).await;
+    assert!(b.text(".aviso.ok").await.contains("assumido"));
+    assert!(b.text("#situacao").await.contains("assumido por @suporte"));
+    let file = b.text(".ficha-caso").await;
+    assert!(file.contains("****8901"), "{file}");
+
+    // The card holder writes: the bot is silent, and the page shows it without a reload.
+    let held: Value = s
+        .post(path, Some(CLIENT), says("oi, pode me ajudar?"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(held["replies"], json!([]), "{held}");
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = b.text("#mensagens").await;
+        if seen.contains("pode me ajudar") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen.contains("pode me ajudar"), "polled in: {seen}");
+
+    // The reply reaches the card holder with the agent's name.
+    b.type_into("#texto", "Olá! Posso sim.").await;
+    b.submit("#enviar").await;
+    assert!(b.text(".aviso.ok").await.contains("enviada"));
+    let view: Value = s
+        .get("/v1/conversations/c-web", Some(CLIENT))
+        .await
+        .json()
+        .await
+        .expect("json");
+    let last = view["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["role"], "human_agent", "{view}");
+    assert_eq!(last["name"], "suporte");
+
+    // A proposal: the card holder reads the confirmation; only their "sim" charges, once.
+    b.type_into("#valor", "20").await;
+    b.type_into("#cartao", CARD).await;
+    b.submit("#propor").await;
+    let proposed = b.text(".aviso.ok").await;
+    assert!(proposed.contains("****8901"), "{proposed}");
+    assert!(!b.source().await.contains(CARD), "no card in clear on the page");
+    assert_eq!(chat.recharges(), 0, "a proposal moves no money");
+    b.shot("21-atendimento-proposta").await;
+    let confirmed = reply(
+        s.post(path, Some(CLIENT), says("sim"))
+            .await
+            .json()
+            .await
+            .expect("json"),
+    );
+    assert!(confirmed.contains("aprovada"), "{confirmed}");
+    let again = reply(
+        s.post(path, Some(CLIENT), says("sim"))
+            .await
+            .json()
+            .await
+            .expect("json"),
+    );
+    assert!(!again.contains("aprovada"), "{again}");
+    assert_eq!(chat.recharges(), 1, "one charge");
+
+    // A phone fits the case page.
+    b.client.set_window_size(390, 844).await.expect("resize");
+    for page in [page.as_str(), "/console/cases"] {
+        b.client.goto(&format!("{base}{page}")).await.expect("goto");
+        assert_eq!(b.past_a_phone().await, Vec::<String>::new(), "{page} fits 390 px");
+    }
+    b.client
+        .goto(&format!("{base}/console/cases/{}", case.id))
+        .await
+        .expect("goto");
+    b.shot("22-atendimento-celular").await;
+    b.client.set_window_size(1280, 800).await.expect("resize");
+
+    // Hand back with a note: the bot answers the next message.
+    b.type_into("#nota", "cliente orientado sobre a recarga").await;
+    b.submit("#devolver").await;
+    assert!(b.text(".aviso.ok").await.contains("devolvido"));
+    assert!(b.text("#situacao").await.contains("devolvido ao bot"));
+    let back = reply(
+        s.post(path, Some(CLIENT), says(&format!("saldo {CARD}")))
+            .await
+            .json()
+            .await
+            .expect("json"),
+    );
+    assert!(back.contains("****8901"), "{back}");
+    let context = chat.store.context("c-web").await.expect("read").expect("context");
+    assert!(
+        context.key_facts.iter().any(|f| f.contains("cliente orientado")),
+        "{:?}",
+        context.key_facts
+    );
+    let log = chat.store.case_events(&case.id).await.expect("log");
+    let whats: Vec<&str> = log.iter().map(|e| e.what.as_str()).collect();
+    for what in ["assumido", "mensagem_atendente", "proposta_recarga", "devolvido"] {
+        assert!(whats.contains(&what), "{what} on record: {whats:?}");
+    }
+    assert!(
+        log.iter()
+            .filter(|e| e.what != "aberto" && e.what != "mensagem_cliente")
+            .all(|e| e.who == "suporte")
+    );
 }

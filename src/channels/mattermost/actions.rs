@@ -92,7 +92,8 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
 async fn case_click(state: &MattermostState, click: &Click) -> Response {
     let login = click.user_name.as_deref().unwrap_or(&click.user_id);
     if !state.config.is_support(&click.user_id, login) {
-        return Json(json!({"ephemeral_text": "Só a equipe de atendimento usa estes botões."})).into_response();
+        return Json(json!({"ephemeral_text": "Só a equipe de atendimento usa estes botões."}))
+            .into_response();
     }
     let id = click.context.caso.clone();
     let command = match click.context.acao.as_str() {

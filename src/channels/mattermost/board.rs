@@ -121,7 +121,9 @@ impl ChannelSender for BoardSender {
                 let posted = self.call(self.client.post(self.url("posts")), &body).await?;
                 let post = posted["id"].as_str().unwrap_or_default().to_owned();
                 if post.is_empty() {
-                    return Err(SendError::Permanent("mattermost answered without a post id".into()));
+                    return Err(SendError::Permanent(
+                        "mattermost answered without a post id".into(),
+                    ));
                 }
                 self.service
                     .store()

@@ -9,6 +9,7 @@
 //! Card numbers are masked in everything it renders. It never sees an API key after the sign-in form:
 //! the session cookie names the key ([`session`]).
 
+mod cases;
 mod dashboard;
 pub(super) mod keys;
 mod pages;
@@ -41,6 +42,14 @@ pub(crate) fn router() -> Router<AppState> {
             "/console/conversations/{id}/transcript.yaml",
             get(pages::transcript),
         )
+        .route("/console/cases", get(cases::list))
+        .route("/console/cases/{id}", get(cases::page))
+        .route("/console/cases/{id}/mensagens", get(cases::messages_fragment))
+        .route("/console/cases/{id}/assumir", post(cases::claim))
+        .route("/console/cases/{id}/responder", post(cases::reply))
+        .route("/console/cases/{id}/propor", post(cases::propose))
+        .route("/console/cases/{id}/devolver", post(cases::hand_back))
+        .route("/console/cases/{id}/encerrar", post(cases::close))
         .route("/console/flows", get(pages::flows))
         .route("/console/flows/{id}", get(pages::flow))
         .route("/console/batches/{id}", get(pages::batch))
@@ -79,6 +88,10 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
             include_str!("assets/chart.umd.min.js"),
             "text/javascript; charset=utf-8",
         ),
+        "atendimento.js" => (
+            include_str!("assets/atendimento.js"),
+            "text/javascript; charset=utf-8",
+        ),
         "graficos.js" => (
             include_str!("assets/graficos.js"),
             "text/javascript; charset=utf-8",
@@ -93,8 +106,14 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 11] = [
+const TEMPLATES: [(&str, &str); 14] = [
     ("base.html", include_str!("templates/base.html")),
+    ("atendimentos.html", include_str!("templates/atendimentos.html")),
+    ("atendimento.html", include_str!("templates/atendimento.html")),
+    (
+        "atendimento_mensagens.html",
+        include_str!("templates/atendimento_mensagens.html"),
+    ),
     ("entrar.html", include_str!("templates/entrar.html")),
     ("aviso.html", include_str!("templates/aviso.html")),
     ("consulta.html", include_str!("templates/consulta.html")),

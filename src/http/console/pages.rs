@@ -28,7 +28,7 @@ const CHANNEL: &str = "console";
 const LIST_LIMIT: i64 = 100;
 
 /// Free text from the store as the console shows it: card numbers masked, configured secrets out.
-fn masked(text: &str) -> String {
+pub(super) fn masked(text: &str) -> String {
     vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
 }
 
@@ -40,12 +40,18 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-fn when(t: DateTime<Utc>) -> String {
-    t.format("%d/%m/%Y %H:%M:%S UTC").to_string()
+/// A time as people read it: in the policy's time zone (the same as the messages quote).
+pub(super) fn when(state: &AppState, t: DateTime<Utc>) -> String {
+    state
+        .service
+        .policy_timezone()
+        .local(t)
+        .format("%d/%m/%Y %H:%M:%S")
+        .to_string()
 }
 
 /// What every page's frame needs: the title, the page's place in the menu and who is signed in.
-fn frame(staff: Option<&Staff>, page: &str, title: &str) -> Value {
+pub(super) fn frame(staff: Option<&Staff>, page: &str, title: &str) -> Value {
     context! {
         titulo => title,
         pagina => page,
@@ -69,7 +75,7 @@ fn notice(status: StatusCode, staff: Option<&Staff>, title: &str, message: &str)
     )
 }
 
-fn bad_form(staff: &Staff) -> Response {
+pub(super) fn bad_form(staff: &Staff) -> Response {
     notice(
         StatusCode::FORBIDDEN,
         Some(staff),
@@ -87,7 +93,7 @@ fn admins_only(staff: &Staff) -> Response {
     )
 }
 
-fn not_found(staff: &Staff, what: &str) -> Response {
+pub(super) fn not_found(staff: &Staff, what: &str) -> Response {
     notice(
         StatusCode::NOT_FOUND,
         Some(staff),
@@ -96,7 +102,7 @@ fn not_found(staff: &Staff, what: &str) -> Response {
     )
 }
 
-fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response {
+pub(super) fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response {
     tracing::error!(error = %e, "console could not read the store");
     notice(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -106,7 +112,7 @@ fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response {
     )
 }
 
-fn see_other(to: &str) -> Response {
+pub(super) fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to)]).into_response()
 }
 
@@ -326,7 +332,7 @@ fn tenant_filter(staff: &Staff) -> Option<String> {
     (!staff.is_admin()).then(|| staff.caller.tenant.clone())
 }
 
-fn message_text(m: &ChatMessage) -> String {
+pub(super) fn message_text(m: &ChatMessage) -> String {
     match m {
         ChatMessage::User { content } => content.clone(),
         ChatMessage::Assistant { content, tool_calls } => match content {
@@ -367,7 +373,7 @@ pub(super) async fn conversations(
                 ultima => c.last_message.as_ref().map(|m| cut(&masked(&message_text(m)), 120)),
                 intencao => c.last_intent.clone(),
                 situacao => if c.handed_over { "transferida" } else if c.ended { "encerrada" } else { "aberta" },
-                atualizada => when(c.updated_at),
+                atualizada => when(&state, c.updated_at),
             }
         })
         .collect();
@@ -529,7 +535,7 @@ pub(super) async fn conversation(
                 .collect();
         }
         turns.push(context! {
-            quando => turn.first().map(|m| when(m.created_at)),
+            quando => turn.first().map(|m| when(&state, m.created_at)),
             usuario => user,
             respostas => replies,
             eventos => events,
@@ -688,8 +694,8 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
                     Json::String(s) => masked(s),
                     other => masked(&other.to_string()),
                 }),
-                inicio => when(r.created_at),
-                fim => r.finished_at.map(when),
+                inicio => when(&state, r.created_at),
+                fim => r.finished_at.map(|t| when(&state, t)),
             }
         })
         .collect();
@@ -699,7 +705,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
             Ok(c) => c,
             Err(e) => return store_failed(&staff, &e),
         };
-        batches.push(batch_view(job, &counts));
+        batches.push(batch_view(&state, job, &counts));
     }
     render(
         StatusCode::OK,
@@ -708,7 +714,11 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
     )
 }
 
-fn batch_view(job: &crate::store::BatchJob, counts: &[(crate::store::LineStatus, i64)]) -> Value {
+fn batch_view(
+    state: &AppState,
+    job: &crate::store::BatchJob,
+    counts: &[(crate::store::LineStatus, i64)],
+) -> Value {
     let done: i64 = counts.iter().map(|(_, n)| n).sum();
     context! {
         id => job.id.clone(),
@@ -717,8 +727,8 @@ fn batch_view(job: &crate::store::BatchJob, counts: &[(crate::store::LineStatus,
         pct => if job.total > 0 { done * 100 / job.total } else { 100 },
         contagens => counts.iter().map(|(s, n)| context! { situacao => status_label(s.as_str()), n => n }).collect::<Vec<_>>(),
         simulacao => job.dry_run,
-        inicio => when(job.created_at),
-        fim => job.finished_at.map(when),
+        inicio => when(state, job.created_at),
+        fim => job.finished_at.map(|t| when(state, t)),
     }
 }
 
@@ -762,7 +772,7 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
             politica => policy_line(&run.input),
             resultado => run.output.get("resultado").map(pretty),
             etapas => stages,
-            inicio => when(run.created_at),
+            inicio => when(&state, run.created_at),
             ..frame(Some(&staff), "flows", &format!("Execução {id}"))
         },
     )
@@ -787,7 +797,7 @@ pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id):
     render(
         StatusCode::OK,
         "lote.html",
-        context! { lote => batch_view(&job, &counts), linhas => lines, ..frame(Some(&staff), "flows", &format!("Lote {id}")) },
+        context! { lote => batch_view(&state, &job, &counts), linhas => lines, ..frame(Some(&staff), "flows", &format!("Lote {id}")) },
     )
 }
 
@@ -828,7 +838,7 @@ pub(super) async fn outbox(
                     destino => masked(&i.destination),
                     conversa => i.conversation_id.clone(),
                     tentativas => format!("{}/{}", i.attempts, i.max_attempts),
-                    proxima => when(i.next_attempt_at),
+                    proxima => when(&state, i.next_attempt_at),
                     motivo => i.last_error.as_deref().map(|e| cut(&masked(e), 300)),
                     pode_reenviar => status == OutboxStatus::Failed,
                 }

@@ -1,0 +1,337 @@
+//! Atendimentos: the support side of cases in the console. The list (waiting first, oldest first), a
+//! case's page — its file, the conversation so far, a reply box, **Propor recarga**, **Devolver ao
+//! bot**, **Encerrar** — and the messages' fragment the page polls for. Every action is a form with the
+//! session's CSRF token and goes through the same service calls as the Mattermost side, which write
+//! who did what in the case's log; a support agent sees and acts on their tenant's cases only.
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use minijinja::context;
+use serde::Deserialize;
+
+use super::pages::{bad_form, frame, masked, message_text, not_found, see_other, store_failed, when};
+use super::render;
+use super::session::Staff;
+use crate::http::state::AppState;
+use crate::service::{CaseError, Proposal, SupportAgent};
+use crate::store::{Case, CaseState, Claim};
+
+/// Cases the list shows.
+const LISTED: i64 = 100;
+
+/// The signed-in user as a support agent: an administrator sees every tenant.
+fn agent(staff: &Staff) -> SupportAgent<'_> {
+    SupportAgent {
+        login: &staff.caller.name,
+        name: &staff.caller.name,
+        tenant: (!staff.is_admin()).then_some(staff.caller.tenant.as_str()),
+    }
+}
+
+/// How long ago, in words a person reads at a glance.
+fn age(since: chrono::DateTime<Utc>) -> String {
+    let minutes = (Utc::now() - since).num_minutes().max(0);
+    match minutes {
+        0 => "agora".into(),
+        m if m < 60 => format!("há {m} min"),
+        m if m < 24 * 60 => format!("há {} h {} min", m / 60, m % 60),
+        m => format!("há {} dias", m / (24 * 60)),
+    }
+}
+
+fn state_label(state: CaseState) -> &'static str {
+    match state {
+        CaseState::Aguardando => "aguardando",
+        CaseState::EmAtendimento => "em atendimento",
+        CaseState::Devolvido => "devolvido ao bot",
+        CaseState::Encerrado => "encerrado",
+    }
+}
+
+pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Response {
+    let tenant = agent(&staff).tenant;
+    let cases = match state.service.store().cases(tenant, LISTED).await {
+        Ok(c) => c,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let rows: Vec<_> = cases
+        .iter()
+        .map(|c| {
+            context! {
+                id => c.id.clone(),
+                canal => c.channel.clone(),
+                motivo => masked(&c.reason),
+                idade => age(c.opened_at),
+                aberto_em => when(&state, c.opened_at),
+                situacao => state_label(c.state),
+                aguardando => c.state == CaseState::Aguardando,
+                dono => c.owner.clone(),
+            }
+        })
+        .collect();
+    render(
+        StatusCode::OK,
+        "atendimentos.html",
+        context! { casos => rows, ..frame(Some(&staff), "cases", "Atendimentos") },
+    )
+}
+
+/// The case `id` when the user may see it.
+async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Response> {
+    match state.service.store().case(id).await {
+        Ok(Some(case)) if agent(staff).tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
+        Ok(_) => Err(not_found(staff, "O atendimento")),
+        Err(e) => Err(store_failed(staff, &e)),
+    }
+}
+
+/// The conversation's messages as the case page shows them (masked), oldest first.
+async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+    let stored = state.service.store().messages(&case.conversation_id).await?;
+    Ok(stored
+        .iter()
+        .filter_map(|m| {
+            use crate::llm::ChatMessage::*;
+            let who = match &m.message {
+                User { .. } => "cliente",
+                Assistant { content: Some(c), .. } if !c.is_empty() => "bot",
+                HumanAgent { .. } => "atendente",
+                _ => return None,
+            };
+            Some(context! {
+                de => who,
+                texto => masked(&message_text(&m.message)),
+                quando => when(state, m.created_at),
+            })
+        })
+        .collect())
+}
+
+/// What the last action said (after its redirect).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Said {
+    ok: Option<String>,
+    erro: Option<String>,
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Query(said): Query<Said>,
+) -> Response {
+    let case = match visible(&state, &staff, &id).await {
+        Ok(c) => c,
+        Err(page) => return page,
+    };
+    let msgs = match messages(&state, &case).await {
+        Ok(m) => m,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let mine =
+        case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(staff.caller.name.as_str());
+    let title = format!("Atendimento {}", case.id);
+    let file: Vec<_> = state
+        .service
+        .case_fields(&case)
+        .into_iter()
+        .map(|(label, value)| context! { rotulo => label, valor => masked(&value) })
+        .collect();
+    render(
+        StatusCode::OK,
+        "atendimento.html",
+        context! {
+            id => case.id.clone(),
+            conversa => case.conversation_id.clone(),
+            ok => said.ok.as_deref().map(masked),
+            erro => said.erro.as_deref().map(masked),
+            ficha => file,
+            situacao => crate::service::state_line(&case),
+            aguardando => case.state == CaseState::Aguardando,
+            aberto => case.state.is_open(),
+            meu => mine,
+            mensagens => msgs,
+            ..frame(Some(&staff), "cases", &title)
+        },
+    )
+}
+
+/// The messages alone, for the case page to refresh without a reload.
+pub(super) async fn messages_fragment(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+) -> Response {
+    let case = match visible(&state, &staff, &id).await {
+        Ok(c) => c,
+        Err(page) => return page,
+    };
+    match messages(&state, &case).await {
+        Ok(msgs) => render(
+            StatusCode::OK,
+            "atendimento_mensagens.html",
+            context! { mensagens => msgs },
+        ),
+        Err(e) => store_failed(&staff, &e),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ActionForm {
+    csrf: String,
+    texto: String,
+    nota: String,
+    valor: String,
+    cartao: String,
+    meio: String,
+}
+
+/// What a case action on the case page does; the answer is shown on the case's page.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Claim,
+    Reply,
+    Propose,
+    HandBack,
+    Close,
+}
+
+async fn act(
+    state: &AppState,
+    staff: &Staff,
+    id: &str,
+    action: Action,
+    form: &ActionForm,
+) -> Result<String, String> {
+    let service = &state.service;
+    let who = agent(staff);
+    let outcome = match action {
+        Action::Claim => match service.claim_case(id, who).await {
+            Ok(Claim::Claimed(_)) => Ok("Atendimento assumido.".to_owned()),
+            Ok(Claim::TakenBy(owner)) => Err(format!("O atendimento já está com {owner}.")),
+            Ok(Claim::Closed(_)) => Err("O atendimento já foi encerrado.".to_owned()),
+            Ok(Claim::NotFound) => Err("O atendimento não existe.".to_owned()),
+            Err(e) => Err(said(e)),
+        },
+        Action::Reply if form.texto.trim().is_empty() => Err("Escreva a mensagem.".to_owned()),
+        Action::Reply => service
+            .agent_reply(id, who, form.texto.trim())
+            .await
+            .map(|()| "Mensagem enviada.".to_owned())
+            .map_err(said),
+        Action::Propose => {
+            let typed = format!(
+                "{} {} {}",
+                form.valor.trim(),
+                form.cartao.trim(),
+                form.meio.trim()
+            );
+            match Proposal::parse(&typed) {
+                Err(why) => Err(format!("Proposta não enviada: {why}.")),
+                Ok(p) => service
+                    .propose_recharge(id, who, &p)
+                    .await
+                    .map(|what| format!("Proposta enviada: {what}. Só o cliente confirma."))
+                    .map_err(said),
+            }
+        }
+        Action::HandBack => service
+            .hand_back(id, who, Some(form.nota.as_str()))
+            .await
+            .map(|_| "Atendimento devolvido ao bot.".to_owned())
+            .map_err(said),
+        Action::Close => service
+            .close_case(id, who)
+            .await
+            .map(|_| "Atendimento encerrado.".to_owned())
+            .map_err(said),
+    };
+    tracing::info!(case = %id, by = %staff.caller.name, ?action, ok = outcome.is_ok(), "case action from the console");
+    outcome
+}
+
+fn said(e: CaseError) -> String {
+    match e {
+        CaseError::Store(e) => {
+            tracing::error!(error = %e, "case action failed");
+            "Não foi possível agora. Tente de novo em instantes.".into()
+        }
+        refused => {
+            let text = refused.to_string();
+            let mut chars = text.chars();
+            chars
+                .next()
+                .map(|c| format!("{}{}.", c.to_uppercase(), chars.as_str()))
+                .unwrap_or_default()
+        }
+    }
+}
+
+async fn run(state: AppState, staff: Staff, id: String, action: Action, form: ActionForm) -> Response {
+    if !staff.csrf_ok(&form.csrf) {
+        return bad_form(&staff);
+    }
+    if let Err(page) = visible(&state, &staff, &id).await {
+        return page;
+    }
+    let (key, text) = match act(&state, &staff, &id, action, &form).await {
+        Ok(t) => ("ok", t),
+        Err(t) => ("erro", t),
+    };
+    let query = serde_urlencoded::to_string([(key, text)]).unwrap_or_default();
+    let path: String = serde_urlencoded::to_string([("", id.as_str())])
+        .unwrap_or_default()
+        .trim_start_matches('=')
+        .to_owned();
+    see_other(&format!("/console/cases/{path}?{query}")).into_response()
+}
+
+pub(super) async fn claim(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Claim, form).await
+}
+
+pub(super) async fn reply(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Reply, form).await
+}
+
+pub(super) async fn propose(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Propose, form).await
+}
+
+pub(super) async fn hand_back(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::HandBack, form).await
+}
+
+pub(super) async fn close(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Close, form).await
+}
