@@ -158,7 +158,7 @@ impl Server {
             tasks.spawn(async move {
                 tokio::pin!(stop);
                 loop {
-                    metrics.refresh_outbox(service.store().as_ref()).await;
+                    metrics.refresh_outbox(&service).await;
                     tokio::select! {
                         () = &mut stop => return,
                         () = tokio::time::sleep(GAUGES_EVERY) => {}

@@ -1,6 +1,8 @@
 //! The figures `/metrics` serves in Prometheus text: turns, zero-token turns, tokens, turn latency,
 //! flows by status, spans dropped by the trace exporter, and — read from the store — the outbox's
-//! depth and dead letters.
+//! depth and dead letters, the open and waiting cases, and the time cases waited to be claimed over
+//! the last 24 hours (`vt_case_claim_seconds{quantile="0.5"|"0.9"}`: the same for every instance, as
+//! it is the store's).
 //!
 //! The same figures are recorded on OpenTelemetry instruments of the global meter: when an OTLP
 //! endpoint is configured ([`crate::telemetry`]) they are exported as OTLP metrics too; otherwise the
@@ -14,9 +16,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// Cases read for the figures (see the console's dashboard).
+const CASES_READ: i64 = 1_000;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct Direction {
     pub direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct Quantile {
+    pub quantile: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,6 +45,10 @@ pub struct Metrics {
     pub dead_letters: Gauge,
     /// Conversations a person has or is about to have (open cases).
     pub cases_open: Gauge,
+    /// Cases nobody has claimed yet.
+    cases_waiting: Gauge,
+    /// Seconds from opened to claimed, of the cases claimed in the last 24 hours, by quantile.
+    case_claim_seconds: Family<Quantile, Gauge>,
     otel: Otel,
 }
 
@@ -118,6 +132,8 @@ impl Default for Metrics {
         let outbox_depth = Gauge::default();
         let dead_letters = Gauge::default();
         let cases_open = Gauge::default();
+        let cases_waiting = Gauge::default();
+        let case_claim_seconds = Family::<Quantile, Gauge>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -147,6 +163,16 @@ impl Default for Metrics {
             cases_open.clone(),
         );
         registry.register(
+            "cases_waiting",
+            "Cases waiting for a support agent to claim them",
+            cases_waiting.clone(),
+        );
+        registry.register(
+            "case_claim_seconds",
+            "Seconds cases waited to be claimed, over the last 24 hours (nearest-rank quantiles)",
+            case_claim_seconds.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -162,6 +188,8 @@ impl Default for Metrics {
             outbox_depth,
             dead_letters,
             cases_open,
+            cases_waiting,
+            case_claim_seconds,
             otel,
         }
     }
@@ -193,8 +221,10 @@ impl Metrics {
         self.otel.turn_seconds.record(seconds, &[]);
     }
 
-    /// Reads the outbox's depth and dead letters from the store.
-    pub(crate) async fn refresh_outbox(&self, store: &dyn crate::store::Store) {
+    /// Reads the outbox's depth and dead letters and the case figures from the store (the last 24
+    /// hours by the service's clock).
+    pub(crate) async fn refresh_outbox(&self, service: &crate::service::ConversationService) {
+        let store = service.store().as_ref();
         use crate::store::OutboxStatus;
         if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
             self.outbox_depth.set(n);
@@ -204,6 +234,15 @@ impl Metrics {
         }
         if let Ok(n) = store.open_case_count().await {
             self.cases_open.set(n);
+        }
+        let day = service.engine().now() - chrono::Duration::hours(24);
+        if let Ok(cases) = store.cases(None, CASES_READ).await {
+            let figures = crate::http::console::CaseFigures::of(&cases, day);
+            self.cases_waiting.set(figures.waiting_now);
+            for (quantile, value) in [("0.5", figures.claim_p50_s), ("0.9", figures.claim_p90_s)] {
+                let g = self.case_claim_seconds.get_or_create(&Quantile { quantile });
+                g.set(value.unwrap_or(0));
+            }
         }
     }
 

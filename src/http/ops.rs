@@ -57,7 +57,7 @@ pub(super) async fn metrics(
     if caller.role != Role::Admin {
         return Err(ApiError::forbidden("as métricas exigem uma chave de papel admin"));
     }
-    state.metrics.refresh_outbox(state.service.store().as_ref()).await;
+    state.metrics.refresh_outbox(&state.service).await;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(),

@@ -707,6 +707,12 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
         tenant: Some("empresa-a"),
     };
     s.chat.service.claim_case(&case.id, agent).await.expect("claim");
+    let metrics = s.get("/metrics", Some(ADMIN)).await.text().await.expect("text");
+    assert!(metrics.contains("vt_cases_waiting 0"), "{metrics}");
+    assert!(
+        metrics.contains("vt_case_claim_seconds{quantile=\"0.5\"} 0"),
+        "claimed at once: {metrics}"
+    );
     let held: Value = s
         .post(path, Some(CLIENT_A), says("oi?"))
         .await

@@ -12,7 +12,7 @@ use minijinja::{Value, context};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use super::dashboard::{Dashboard, PERIODS};
+use super::dashboard::{CaseFigures, Dashboard, PERIODS};
 use super::render;
 use super::session::{self, SESSION_COOKIE, SIGN_IN_COOKIE, Staff};
 use crate::engine::{Participant, TurnEvent};
@@ -24,6 +24,9 @@ use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
 /// The channel of the console's own conversations (its lookups).
 const CHANNEL: &str = "console";
+/// Cases the figures are read from: the open ones and the newest closed ones, far more than a month
+/// of a deployment's cases.
+const CASES_READ: i64 = 10_000;
 /// Rows a list shows.
 const LIST_LIMIT: i64 = 100;
 
@@ -908,7 +911,11 @@ pub(super) async fn usage(
         (Ok(u), Ok(f)) => (u, f),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
-    let dashboard = Dashboard::build(days, now, &usage, flows);
+    let cases = match store.cases(None, CASES_READ).await {
+        Ok(c) => CaseFigures::of(&c, since),
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let dashboard = Dashboard::build(days, now, &usage, flows, cases);
     render(
         StatusCode::OK,
         "uso.html",

@@ -7,6 +7,7 @@
   if (!fonte || typeof Chart === "undefined") { return; }
   var painel = JSON.parse(fonte.textContent);
   var rotulos = painel.buckets.map(function (b) { return b.label; });
+  // A period without turns is null: Chart.js leaves a gap there instead of a false fall to zero.
   var cores = ["#1f5fa8", "#d9822b", "#2e8b57", "#a23b72", "#6c757d", "#c0392b", "#17a2b8"];
   Chart.defaults.animation = false;
   Chart.defaults.maintainAspectRatio = false;
