@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
                 agent: state.agent.clone(),
                 config: config.clone(),
                 tenant: tenant.clone(),
+                graph: crate::channels::whatsapp::Sender::new(config).map(std::sync::Arc::new),
             })
         }
         None => Router::new(),

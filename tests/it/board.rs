@@ -45,7 +45,7 @@ async fn fake_mattermost() -> FakeMattermost {
     let (feed, frames) = tokio::sync::mpsc::unbounded_channel::<String>();
     let frames = Arc::new(tokio::sync::Mutex::new(frames));
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let (posts, patches) = (calls.clone(), calls.clone());
+    let (posts, patches, sockets) = (calls.clone(), calls.clone(), calls.clone());
     let app = axum::Router::new()
         .route(
             "/api/v4/users/me",
@@ -54,9 +54,10 @@ async fn fake_mattermost() -> FakeMattermost {
         .route(
             "/api/v4/websocket",
             get(move |ws: WebSocketUpgrade| {
-                let frames = frames.clone();
+                let (frames, sockets) = (frames.clone(), sockets.clone());
                 async move {
                     ws.on_upgrade(move |mut socket| async move {
+                        use futures::{SinkExt, StreamExt};
                         let Some(Ok(Message::Text(_auth))) = socket.recv().await else {
                             return;
                         };
@@ -66,9 +67,19 @@ async fn fake_mattermost() -> FakeMattermost {
                         let _ = socket
                             .send(Message::text(fixture("mm-ws-hello.mmctl-pr25545.json")))
                             .await;
+                        let (mut out, mut inbound) = socket.split();
+                        // What the bot sends over the socket (its actions) is recorded too.
+                        tokio::spawn(async move {
+                            while let Some(Ok(frame)) = inbound.next().await {
+                                if let Message::Text(text) = frame {
+                                    let action = serde_json::from_str(&text).unwrap_or_default();
+                                    sockets.lock().expect("lock").push(("ws".into(), action));
+                                }
+                            }
+                        });
                         let mut frames = frames.lock().await;
                         while let Some(frame) = frames.recv().await {
-                            if socket.send(Message::text(frame)).await.is_err() {
+                            if out.send(Message::text(frame)).await.is_err() {
                                 return;
                             }
                         }
@@ -596,6 +607,33 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         })
     })
     .await;
+    // While the product works on a message, the person sees "typing…": on WhatsApp with the read
+    // receipt, on Mattermost over the websocket.
+    assert!(
+        j.graph_calls().iter().any(|(_, b)| b
+            == &json!({"messaging_product": "whatsapp", "status": "read", "message_id": "wamid.A1",
+                       "typing_indicator": {"type": "text"}})),
+        "{:?}",
+        j.graph_calls()
+    );
+    let mut dm: Value =
+        serde_json::from_str(&thread_post(20, "p-dm", "", "u-cli", "cli", "ajuda")).expect("json");
+    dm["data"]["channel_type"] = json!("D");
+    dm["data"]["post"] = json!(
+        json!({"id": "p-dm", "user_id": "u-cli", "channel_id": "dm-cli", "root_id": "",
+               "message": "ajuda", "type": "", "props": {}})
+        .to_string()
+    );
+    j.mm.feed.send(dm.to_string()).expect("feed");
+    j.until("typing in the DM and its answer", |mm, _| {
+        mm.iter()
+            .any(|(p, b)| p == "ws" && b["action"] == "user_typing" && b["data"]["channel_id"] == "dm-cli")
+            && mm
+                .iter()
+                .any(|(p, b)| p == "posts" && b["channel_id"] == "dm-cli")
+    })
+    .await;
+
     // Nothing the support side saw held a full card.
     for (_, body) in j.mm_calls() {
         assert!(!body.to_string().contains(CARD), "{body}");

@@ -273,6 +273,9 @@ pub(crate) struct Received {
 pub(crate) struct FakeServer {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Answers the Graph API's read receipts (`"status": "read"`) itself, leaving the queue to the
+    /// sends: the receipt goes out beside a turn, in no fixed order with its reply.
+    read_receipts: Arc<std::sync::atomic::AtomicBool>,
 }
 
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<(String, String)>, String)>>>;
@@ -295,16 +298,26 @@ impl FakeServer {
                 .collect(),
         ));
         let received = Arc::new(Mutex::new(Vec::new()));
-        let (q, r) = (queue.clone(), received.clone());
+        let read_receipts = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (q, r, receipts) = (queue.clone(), received.clone(), read_receipts.clone());
         let app = Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
-            let (q, r) = (q.clone(), r.clone());
+            let (q, r, receipts) = (q.clone(), r.clone(), receipts.clone());
             async move {
-                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let receipt = body["status"] == "read" && receipts.load(std::sync::atomic::Ordering::SeqCst);
                 r.lock().expect("lock").push(Received {
                     path: uri.path().to_owned(),
                     headers,
                     body,
                 });
+                if receipt {
+                    return (
+                        StatusCode::OK,
+                        [("content-type", "application/json")],
+                        r#"{"success":true}"#.to_owned(),
+                    )
+                        .into_response();
+                }
                 let next = q.lock().expect("lock").pop_front();
                 let (status, extra, body) =
                     next.unwrap_or((500, Vec::new(), r#"{"error":{"message":"no more"}}"#.into()));
@@ -326,7 +339,18 @@ impl FakeServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { url, received }
+        Self {
+            url,
+            received,
+            read_receipts,
+        }
+    }
+
+    /// With read receipts answered apart from the queue.
+    pub(crate) fn answering_read_receipts(self) -> Self {
+        self.read_receipts
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self
     }
 
     pub(crate) fn received(&self) -> Vec<Received> {

@@ -178,6 +178,8 @@ impl Bot {
             .send(Message::text(challenge.to_string()))
             .await
             .map_err(|e| format!("websocket auth: {e}"))?;
+        // Our own actions' sequence (1 was the authentication).
+        let mut seq = 1;
         while let Some(frame) = socket.next().await {
             let text = match frame.map_err(|e| format!("websocket read: {e}"))? {
                 Message::Text(t) => t.to_string(),
@@ -194,23 +196,31 @@ impl Bot {
                 Some("hello") => {
                     session.connection_id = event.data["connection_id"].as_str().map(str::to_owned);
                 }
-                Some("posted") => self.posted(me, &event.data).await,
+                Some("posted") => {
+                    if let Some((channel_id, parent_id)) = self.posted(me, &event.data).await {
+                        // "typing…" while the turn runs: best effort, never waited on by the reply.
+                        seq += 1;
+                        let typing = json!({"action": "user_typing", "seq": seq,
+                            "data": {"channel_id": channel_id, "parent_id": parent_id}});
+                        if let Err(e) = socket.send(Message::text(typing.to_string())).await {
+                            tracing::info!(error = %e, "mattermost typing indicator not sent");
+                        }
+                    }
+                }
                 _ => {}
             }
         }
         Err("websocket closed".into())
     }
 
-    /// A post the bot can see: a turn when it is a DM to the bot or mentions it.
-    async fn posted(&self, me: &str, data: &Value) {
-        let Some(post) = data["post"]
+    /// A post the bot can see: a turn when it is a DM to the bot or mentions it. Returns where to show
+    /// "typing…" (channel, thread root) when a turn started.
+    async fn posted(&self, me: &str, data: &Value) -> Option<(String, String)> {
+        let post = data["post"]
             .as_str()
-            .and_then(|p| vt_actions::json::from_text::<Post>(p).ok())
-        else {
-            return;
-        };
+            .and_then(|p| vt_actions::json::from_text::<Post>(p).ok())?;
         if post.user_id == me || post.kind.starts_with("system_") || post.message.trim().is_empty() {
-            return;
+            return None;
         }
         let sender = data["sender_name"]
             .as_str()
@@ -222,7 +232,7 @@ impl Bot {
             if !post.root_id.is_empty() {
                 self.board_thread(&post, &sender).await;
             }
-            return;
+            return None;
         }
         let direct = data["channel_type"].as_str() == Some("D");
         let mentioned = data["mentions"]
@@ -230,7 +240,7 @@ impl Bot {
             .and_then(|m| vt_actions::json::from_text::<Vec<String>>(m).ok())
             .is_some_and(|m| m.iter().any(|u| u == me));
         if !direct && !mentioned {
-            return;
+            return None;
         }
         // Outside DMs the reply goes in the post's thread.
         let thread = (!direct).then(|| {
@@ -256,6 +266,7 @@ impl Bot {
             unsupported: None,
             thread,
         };
+        let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());
         match self.service.receive(&msg).await {
             Ok(Some(received)) => {
                 let (service, config, tenant) =
@@ -267,9 +278,13 @@ impl Bot {
                         Err(e) => tracing::error!(error = %e, "mattermost turn failed"),
                     }
                 });
+                Some(typing_at)
             }
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "mattermost post could not be stored"),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "mattermost post could not be stored");
+                None
+            }
         }
     }
 }

@@ -156,6 +156,28 @@ fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> 
     }
 }
 
+impl Sender {
+    /// Marks the user's message read and shows them "typing…" while the product works on it (Meta's
+    /// typing indicator, dismissed by our reply). Best effort, bounded: a failure is logged and
+    /// nothing waits for it.
+    pub async fn read_and_typing(&self, message_id: &str) {
+        let read = wire::MarkRead {
+            messaging_product: "whatsapp",
+            status: "read",
+            message_id,
+            typing_indicator: Some(wire::TypingIndicator { kind: "text" }),
+        };
+        match tokio::time::timeout(TYPING_WAIT, self.post(&read)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::info!(error = ?e, "whatsapp typing indicator not shown"),
+            Err(_) => tracing::info!("whatsapp typing indicator timed out"),
+        }
+    }
+}
+
+/// The longest the typing indicator's call may take (it never holds up the reply).
+const TYPING_WAIT: Duration = Duration::from_secs(5);
+
 #[async_trait]
 impl ChannelSender for Sender {
     fn channel(&self) -> &str {
@@ -166,17 +188,6 @@ impl ChannelSender for Sender {
         let (to, text) = (reply.user_id.as_str(), reply.text.as_str());
         if to.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
-        }
-        if let Some(inbound) = reply.reply_to.as_deref() {
-            // Best effort: a message not marked read is no reason to withhold the reply.
-            let read = wire::MarkRead {
-                messaging_product: "whatsapp",
-                status: "read",
-                message_id: inbound,
-            };
-            if let Err(e) = self.post(&read).await {
-                tracing::info!(error = ?e, "whatsapp message could not be marked read");
-            }
         }
         match reply.confirmation.as_deref() {
             Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {

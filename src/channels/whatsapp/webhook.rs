@@ -28,6 +28,8 @@ pub struct WebhookState {
     pub config: Arc<WhatsAppConfig>,
     /// The tenant the channel's conversations belong to.
     pub tenant: String,
+    /// The Graph API, for the read receipt and typing indicator of a message being worked on.
+    pub graph: Option<Arc<super::Sender>>,
 }
 
 /// The webhook's routes, with their own body limit.
@@ -79,9 +81,16 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
     // What was stored runs even when a later message was not (and the 503 makes Meta deliver the
     // notification again): the stored ones are redeliveries then, never processed otherwise.
     for (msg, received) in accepted {
-        let service = state.service.clone();
+        let (service, graph) = (state.service.clone(), state.graph.clone());
         tokio::spawn(async move {
-            if let Err(e) = service.process(&msg, received).await {
+            // "typing…" goes out beside the turn, never before it.
+            let typing = async {
+                if let (Some(graph), Some(id)) = (&graph, msg.channel_message_id.as_deref()) {
+                    graph.read_and_typing(id).await;
+                }
+            };
+            let (_, turn) = tokio::join!(typing, service.process(&msg, received));
+            if let Err(e) = turn {
                 tracing::error!(error = %e, "whatsapp turn failed");
             }
         });

@@ -150,6 +150,15 @@ pub(super) struct MarkRead<'a> {
     pub messaging_product: &'static str,
     pub status: &'static str,
     pub message_id: &'a str,
+    /// Shows "typing…" until we reply (or 25 s pass).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub typing_indicator: Option<TypingIndicator>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct TypingIndicator {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 /// The answer to a send.

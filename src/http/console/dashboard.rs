@@ -194,7 +194,13 @@ mod tests {
             turn(now - Duration::hours(1), "consultar_saldo", 0, 20),
             turn(now, "fora_do_escopo", 300, 900),
         ];
-        let d = Dashboard::build(7, now, &usage, vec![("concluido".into(), 3)], CaseFigures::default());
+        let d = Dashboard::build(
+            7,
+            now,
+            &usage,
+            vec![("concluido".into(), 3)],
+            CaseFigures::default(),
+        );
         assert_eq!(d.buckets.len(), 7);
         assert_eq!(d.buckets[6].label, "22/11");
         assert_eq!(
