@@ -156,7 +156,7 @@ async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
     assert!(s.chat.store.audit_records(10).await.expect("audit").is_empty());
 
     let store = &s.chat.store;
-    let id = dead_letter(store.as_ref()).await;
+    let id = dead_letter(store.as_ref(), "graph api 503").await;
     let admin = session("operacao", 600, SECRET);
     let r = post(&format!("/console/outbox/{id}/retry"), &admin, "")
         .await
@@ -255,7 +255,7 @@ async fn a_client_key_is_refused_at_sign_in() {
     assert!(!session.contains(SUPPORT), "the key itself never travels back");
 }
 
-async fn dead_letter(store: &dyn vt_agent::store::Store) -> i64 {
+async fn dead_letter(store: &dyn vt_agent::store::Store, reason: &str) -> i64 {
     let now = Utc::now();
     let id = store
         .enqueue(
@@ -277,7 +277,7 @@ async fn dead_letter(store: &dyn vt_agent::store::Store) -> i64 {
         .await
         .expect("enqueue");
     store
-        .dead_letter(id, "131047: fora da janela de 24 h")
+        .dead_letter(id, reason)
         .await
         .expect("dead letter");
     id
@@ -534,7 +534,9 @@ async fn seed(chat: &ChatHarness) -> i64 {
         )
         .await
         .expect("lines");
-    dead_letter(chat.store.as_ref()).await
+    // Outside the 24-hour window: a retry cannot help, so none is offered.
+    dead_letter(chat.store.as_ref(), "131047: fora da janela de 24 h").await;
+    dead_letter(chat.store.as_ref(), "graph api 503, error 1: unknown").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -682,7 +684,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         .expect("batch row");
     let row = row.as_str().unwrap_or_default();
     assert!(
-        row.contains("2/3") && row.contains("concluído: 1") && row.contains("invalida: 1"),
+        row.contains("2/3") && row.contains("concluído: 1") && row.contains("inválida: 1"),
         "{row}"
     );
     b.shot("05-fluxos").await;
@@ -707,7 +709,26 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     // An operator retries the dead letter.
     b.sign_in(base, ADMIN).await;
     b.click("nav a[href='/console/outbox']").await;
-    assert!(b.text(&format!("#item-{dead}")).await.contains("131047"));
+    let row = b.text(&format!("#item-{dead}")).await;
+    assert!(row.contains("503") && row.contains("Seu saldo é BRL 50,00"), "{row}");
+    let window = b.text("#tabela-failed tbody tr:first-child").await;
+    assert!(
+        window.contains("131047") && window.contains("reenviar não adiantaria"),
+        "{window}"
+    );
+    assert_eq!(
+        b.client
+            .find_all(Locator::Css("#tabela-failed button"))
+            .await
+            .expect("buttons")
+            .len(),
+        1,
+        "only the item a retry can help offers one"
+    );
+    b.click(&format!("#item-{dead} a[href='/console/conversations/conversa-1']"))
+        .await;
+    b.wait_path("/console/conversations/conversa-1").await;
+    b.client.back().await.expect("back");
     b.shot("06-outbox").await;
     b.click(&format!("#item-{dead} button")).await;
     assert!(

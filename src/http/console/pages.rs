@@ -96,13 +96,9 @@ fn admins_only(staff: &Staff) -> Response {
     )
 }
 
-pub(super) fn not_found(staff: &Staff, what: &str) -> Response {
-    notice(
-        StatusCode::NOT_FOUND,
-        Some(staff),
-        "Não encontrado",
-        &format!("{what} não foi encontrado(a)."),
-    )
+/// `message`: what was not found, in a sentence ("Conversa não encontrada.").
+pub(super) fn not_found(staff: &Staff, message: &str) -> Response {
+    notice(StatusCode::NOT_FOUND, Some(staff), "Não encontrado", message)
 }
 
 pub(super) fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response {
@@ -485,7 +481,7 @@ async fn visible_conversation(
 ) -> Result<crate::engine::Conversation, Response> {
     match state.service.store().conversation(id).await {
         Ok(Some(c)) if staff.is_admin() || c.tenant_id == staff.caller.tenant => Ok(c),
-        Ok(_) => Err(not_found(staff, "A conversa")),
+        Ok(_) => Err(not_found(staff, "Conversa não encontrada.")),
         Err(e) => Err(store_failed(staff, &e)),
     }
 }
@@ -667,12 +663,28 @@ fn flow_tenant(input: &Json) -> &str {
 }
 
 /// A run's or a batch line's status, as people read it.
+/// A status as a label people read (the stored words are unaccented keys).
 fn status_label(status: &str) -> String {
     match status {
         "em_andamento" => "em andamento ou interrompido".into(),
         "concluido" => "concluído".into(),
+        "invalida" => "inválida".into(),
+        "nao_enviado" => "não enviado".into(),
         other => other.replace('_', " "),
     }
+}
+
+/// An amount from a flow's input as pt-BR money (`BRL 900,00`); anything else as it came, masked.
+fn money_of(v: &Json) -> String {
+    let amount = match v {
+        Json::String(s) => vt_actions::vt::parse::parse_money(s),
+        Json::Number(n) => n.to_string().parse().ok(),
+        _ => None,
+    };
+    amount.map_or_else(
+        || masked(&v.to_string()),
+        |a| vt_actions::vt::format_money("BRL", a, vt_actions::vt::Idioma::PtBr),
+    )
 }
 
 pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Response {
@@ -693,10 +705,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
                 situacao => status_label(r.status.as_str()),
                 interrompido => r.status == RunStatus::EmAndamento,
                 cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_actions::vt::mask_card),
-                valor => r.input.pointer("/recarga/valor").map(|v| match v {
-                    Json::String(s) => masked(s),
-                    other => masked(&other.to_string()),
-                }),
+                valor => r.input.pointer("/recarga/valor").map(money_of),
                 inicio => when(&state, r.created_at),
                 fim => r.finished_at.map(|t| when(&state, t)),
             }
@@ -751,13 +760,53 @@ fn policy_line(input: &Json) -> Option<String> {
 }
 
 fn pretty(v: &Json) -> String {
-    masked(&vt_actions::json::to_pretty(v).unwrap_or_default())
+    vt_actions::json::to_pretty(&masked_json(v)).unwrap_or_default()
+}
+
+/// A stored JSON value as the console shows it: card numbers masked wherever they are, but ids,
+/// keys and times left whole (a long run of digits in an id is not a card, and a copied id must
+/// exist).
+fn masked_json(v: &Json) -> Json {
+    fn walk(key: &str, v: &Json) -> Json {
+        match v {
+            Json::Object(map) => Json::Object(map.iter().map(|(k, v)| (k.clone(), walk(k, v))).collect()),
+            Json::Array(items) => Json::Array(items.iter().map(|v| walk(key, v)).collect()),
+            Json::String(s) if names_an_id_or_time(key) => {
+                Json::String(vt_actions::redact::secrets(s).into_owned())
+            }
+            Json::String(s) => Json::String(masked(s)),
+            Json::Number(n) if key.contains("cartao") => Json::String(vt_actions::vt::mask_card(&n.to_string())),
+            // A card written as a number: masked like one.
+            Json::Number(n) if !names_an_id_or_time(key) => {
+                let text = n.to_string();
+                let shown = masked(&text);
+                if shown == text { v.clone() } else { Json::String(shown) }
+            }
+            other => other.clone(),
+        }
+    }
+    walk("", v)
+}
+
+/// Keys whose values are ids, keys or times, never a card.
+fn names_an_id_or_time(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    !key.contains("cartao")
+        && (key == "id"
+            || key.ends_with("_id")
+            || key.ends_with("key")
+            || key.starts_with("chave")
+            || key.ends_with("_em")
+            || key.ends_with("_at")
+            || key.ends_with("_ms")
+            || key.contains("timestamp")
+            || key.contains("data_hora"))
 }
 
 pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
     let run = match state.service.store().flow_run(&id).await {
         Ok(Some(r)) if staff.is_admin() || flow_tenant(&r.input) == staff.caller.tenant => r,
-        Ok(_) => return not_found(&staff, "A execução"),
+        Ok(_) => return not_found(&staff, "Execução não encontrada."),
         Err(e) => return store_failed(&staff, &e),
     };
     let stages: Vec<Value> = run
@@ -785,7 +834,7 @@ pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id):
     let store = state.service.store();
     let job = match store.batch(&id).await {
         Ok(Some(j)) if staff.is_admin() || j.tenant_id == staff.caller.tenant => j,
-        Ok(_) => return not_found(&staff, "O lote"),
+        Ok(_) => return not_found(&staff, "Lote não encontrado."),
         Err(e) => return store_failed(&staff, &e),
     };
     let (counts, lines) = match (store.batch_counts(&id).await, store.batch_lines(&id).await) {
@@ -795,7 +844,7 @@ pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id):
     let lines: Vec<Value> = lines
         .iter()
         .take(500)
-        .map(|l| context! { linha => l.line, situacao => status_label(l.status.as_str()), resultado => cut(&masked(&l.result.to_string()), 400) })
+        .map(|l| context! { linha => l.line, situacao => status_label(l.status.as_str()), resultado => cut(&masked_json(&l.result).to_string(), 400) })
         .collect();
     render(
         StatusCode::OK,
@@ -824,8 +873,8 @@ pub(super) async fn outbox(
     let store = state.service.store();
     let mut sections = Vec::new();
     for (status, title) in [
-        (OutboxStatus::Failed, "Mortas (dead letters)"),
-        (OutboxStatus::Pending, "Pendentes"),
+        (OutboxStatus::Failed, "Não entregues"),
+        (OutboxStatus::Pending, "Na fila"),
         (OutboxStatus::InFlight, "Em envio"),
     ] {
         let items = match store.outbox_items(status, LIST_LIMIT).await {
@@ -835,15 +884,23 @@ pub(super) async fn outbox(
         let items: Vec<Value> = items
             .iter()
             .map(|i| {
+                let text = i.payload["text"].as_str().unwrap_or_default();
+                let conversation = i
+                    .conversation_id
+                    .as_deref()
+                    .filter(|c| !c.starts_with("caso:"))
+                    .map(str::to_owned);
                 context! {
                     id => i.id,
-                    tipo => i.kind.clone(),
+                    tipo => kind_label(&i.kind),
                     destino => masked(&i.destination),
-                    conversa => i.conversation_id.clone(),
+                    mensagem => (!text.is_empty()).then(|| cut(&masked(text), 200)),
+                    conversa => conversation,
+                    caso => i.conversation_id.as_deref().and_then(|c| c.strip_prefix("caso:")).map(str::to_owned),
                     tentativas => format!("{}/{}", i.attempts, i.max_attempts),
                     proxima => when(&state, i.next_attempt_at),
                     motivo => i.last_error.as_deref().map(|e| cut(&masked(e), 300)),
-                    pode_reenviar => status == OutboxStatus::Failed,
+                    pode_reenviar => status == OutboxStatus::Failed && retry_can_help(i.last_error.as_deref()),
                 }
             })
             .collect();
@@ -856,9 +913,30 @@ pub(super) async fn outbox(
             secoes => sections,
             reenviado => flash.ok,
             falhou => flash.falhou,
-            ..frame(Some(&staff), "outbox", "Outbox")
+            ..frame(Some(&staff), "outbox", "Fila de envio")
         },
     )
+}
+
+/// What an outbox item is, in words.
+fn kind_label(kind: &str) -> String {
+    match kind {
+        "reply" => "resposta".into(),
+        "caso_aberto" => "atendimento aberto (suporte)".into(),
+        "caso_linha" => "linha do atendimento (suporte)".into(),
+        "caso_estado" => "estado do atendimento (suporte)".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// Whether sending a dead letter again could go through: not when the channel said it never will
+/// (WhatsApp's 131047, a user outside the 24-hour window, stays so until they write) or the item is
+/// unreadable.
+fn retry_can_help(reason: Option<&str>) -> bool {
+    let reason = reason.unwrap_or_default();
+    !["131047", "fora da janela", "not a reply", "no longer exists"]
+        .iter()
+        .any(|r| reason.contains(r))
 }
 
 /// An administrator puts a dead letter back in the queue: the worker sends it again from attempt one.
@@ -925,4 +1003,39 @@ pub(super) async fn usage(
             ..frame(Some(&staff), "usage", "Uso")
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_json_masks_cards_and_leaves_ids_keys_and_times_whole() {
+        let stored = serde_json::json!({
+            "execucao_id": "exec_4f1e9988776655443322",
+            "idempotency_key": "recarga-99887766554433",
+            "cartao": "2345678901",
+            "numero": 2345678901u64,
+            "consultado_em": "1732262400000",
+            "mensagem": "saldo do cartão 2345678901",
+            "linhas": [{"cartao": 11112222333u64, "pedido_id": "p-11112222333"}],
+        });
+        let shown = masked_json(&stored);
+        assert_eq!(shown["execucao_id"], "exec_4f1e9988776655443322");
+        assert_eq!(shown["idempotency_key"], "recarga-99887766554433");
+        assert_eq!(shown["consultado_em"], "1732262400000");
+        assert_eq!(shown["cartao"], "****8901");
+        assert_eq!(shown["mensagem"], "saldo do cartão ****8901");
+        assert_eq!(shown["linhas"][0]["cartao"], "****2333");
+        assert_eq!(shown["linhas"][0]["pedido_id"], "p-11112222333");
+        assert!(!shown.to_string().contains("2345678901"), "{shown}");
+    }
+
+    #[test]
+    fn a_retry_is_offered_only_where_it_can_help() {
+        assert!(retry_can_help(Some("graph api 503")));
+        assert!(!retry_can_help(Some(
+            "graph api 400, error 131047: Re-engagement message (fora da janela de 24 h)"
+        )));
+    }
 }
