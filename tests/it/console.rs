@@ -276,10 +276,7 @@ async fn dead_letter(store: &dyn vt_agent::store::Store, reason: &str) -> i64 {
         )
         .await
         .expect("enqueue");
-    store
-        .dead_letter(id, reason)
-        .await
-        .expect("dead letter");
+    store.dead_letter(id, reason).await.expect("dead letter");
     id
 }
 
@@ -616,6 +613,24 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     assert!(answer.contains("****8901"), "{answer}");
     assert!(!b.source().await.contains(CARD), "no card in clear on the page");
     b.shot("03-consulta").await;
+
+    // The card's history, reached from the lookup: runs, conversations and this lookup, masked.
+    b.type_into("#cartao", CARD).await;
+    b.submit("#historico").await;
+    assert_eq!(b.path().await, "/console/cards", "the card is in no URL");
+    let runs = b.text("#execucoes").await;
+    assert!(
+        runs.contains("recarga") && runs.contains("BRL 50,00") && runs.contains("consulta de saldo"),
+        "{runs}"
+    );
+    assert!(b.text("#conversas").await.contains("conversa-1"));
+    assert!(b.text("#consultas").await.contains("suporte"));
+    assert!(!b.source().await.contains(CARD), "no card in clear on the page");
+    b.shot("03b-historico-do-cartao").await;
+    b.client
+        .goto(&format!("{base}/console/lookup"))
+        .await
+        .expect("lookup");
     let audit = chat.store.audit_records(10).await.expect("audit");
     assert!(
         audit
@@ -710,7 +725,10 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     b.sign_in(base, ADMIN).await;
     b.click("nav a[href='/console/outbox']").await;
     let row = b.text(&format!("#item-{dead}")).await;
-    assert!(row.contains("503") && row.contains("Seu saldo é BRL 50,00"), "{row}");
+    assert!(
+        row.contains("503") && row.contains("Seu saldo é BRL 50,00"),
+        "{row}"
+    );
     let window = b.text("#tabela-failed tbody tr:first-child").await;
     assert!(
         window.contains("131047") && window.contains("reenviar não adiantaria"),
@@ -725,8 +743,10 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         1,
         "only the item a retry can help offers one"
     );
-    b.click(&format!("#item-{dead} a[href='/console/conversations/conversa-1']"))
-        .await;
+    b.click(&format!(
+        "#item-{dead} a[href='/console/conversations/conversa-1']"
+    ))
+    .await;
     b.wait_path("/console/conversations/conversa-1").await;
     b.client.back().await.expect("back");
     b.shot("06-outbox").await;

@@ -9,6 +9,7 @@
 //! Card numbers are masked in everything it renders. It never sees an API key after the sign-in form:
 //! the session cookie names the key ([`session`]).
 
+mod cards;
 mod cases;
 mod dashboard;
 pub(super) mod keys;
@@ -42,6 +43,7 @@ pub(crate) fn router() -> Router<AppState> {
             "/console/conversations/{id}/transcript.yaml",
             get(pages::transcript),
         )
+        .route("/console/cards", post(cards::history))
         .route("/console/cases", get(cases::list))
         .route("/console/cases/{id}", get(cases::page))
         .route("/console/cases/{id}/mensagens", get(cases::messages_fragment))
@@ -106,8 +108,9 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 14] = [
+const TEMPLATES: [(&str, &str); 15] = [
     ("base.html", include_str!("templates/base.html")),
+    ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
     ("atendimento.html", include_str!("templates/atendimento.html")),
     (

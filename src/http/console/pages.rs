@@ -225,15 +225,20 @@ pub(super) async fn sign_out(staff: Staff, Form(form): Form<CsrfForm>) -> Respon
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct LookupForm {
-    cartao: String,
-    csrf: String,
+    pub(super) cartao: String,
+    pub(super) csrf: String,
 }
 
 pub(super) async fn lookup_page(staff: Staff) -> Response {
     lookup_view(&staff, StatusCode::OK, None, None)
 }
 
-fn lookup_view(staff: &Staff, status: StatusCode, answer: Option<String>, error: Option<&str>) -> Response {
+pub(super) fn lookup_view(
+    staff: &Staff,
+    status: StatusCode,
+    answer: Option<String>,
+    error: Option<&str>,
+) -> Response {
     render(
         status,
         "consulta.html",
@@ -655,16 +660,15 @@ pub(super) async fn transcript(
 
 // ---- flows and batches ----
 
-fn flow_tenant(input: &Json) -> &str {
+pub(super) fn flow_tenant(input: &Json) -> &str {
     input
         .get("tenant_id")
         .and_then(Json::as_str)
         .unwrap_or(crate::engine::DEFAULT_TENANT)
 }
 
-/// A run's or a batch line's status, as people read it.
-/// A status as a label people read (the stored words are unaccented keys).
-fn status_label(status: &str) -> String {
+/// A run's or a batch line's status, as people read it (the stored words are unaccented keys).
+pub(super) fn status_label(status: &str) -> String {
     match status {
         "em_andamento" => "em andamento ou interrompido".into(),
         "concluido" => "concluído".into(),
@@ -675,7 +679,7 @@ fn status_label(status: &str) -> String {
 }
 
 /// An amount from a flow's input as pt-BR money (`BRL 900,00`); anything else as it came, masked.
-fn money_of(v: &Json) -> String {
+pub(super) fn money_of(v: &Json) -> String {
     let amount = match v {
         Json::String(s) => vt_actions::vt::parse::parse_money(s),
         Json::Number(n) => n.to_string().parse().ok(),
@@ -775,12 +779,18 @@ fn masked_json(v: &Json) -> Json {
                 Json::String(vt_actions::redact::secrets(s).into_owned())
             }
             Json::String(s) => Json::String(masked(s)),
-            Json::Number(n) if key.contains("cartao") => Json::String(vt_actions::vt::mask_card(&n.to_string())),
+            Json::Number(n) if key.contains("cartao") => {
+                Json::String(vt_actions::vt::mask_card(&n.to_string()))
+            }
             // A card written as a number: masked like one.
             Json::Number(n) if !names_an_id_or_time(key) => {
                 let text = n.to_string();
                 let shown = masked(&text);
-                if shown == text { v.clone() } else { Json::String(shown) }
+                if shown == text {
+                    v.clone()
+                } else {
+                    Json::String(shown)
+                }
             }
             other => other.clone(),
         }
