@@ -51,7 +51,7 @@ pub(super) async fn history(
             Err(e) => return store_failed(&staff, &e),
         }
     }
-    runs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    runs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
     let mut conversations = Vec::new();
     for id in records.conversations.iter().take(SHOWN) {
         match store.conversation(id).await {
