@@ -332,7 +332,11 @@ fn kill(pid: u32) {
 
 /// `serve` with the WhatsApp channel on `graph`, the external systems behind `systems`.
 fn serve_whatsapp(data: &tempfile::TempDir, systems: &str, graph: &str) -> (std::process::Child, String) {
-    let mut cmd = vt_agent_in(data);
+    serve_whatsapp_with(vt_agent_in(data), systems, graph)
+}
+
+/// [`serve_whatsapp`] from a command set up already (a database, say).
+fn serve_whatsapp_with(mut cmd: Command, systems: &str, graph: &str) -> (std::process::Child, String) {
     cmd.env("VT_SYSTEMS_URL", systems)
         .env("VT_WHATSAPP_GRAPH_URL", graph)
         .env("VT_WHATSAPP_PHONE_NUMBER_ID", "106540352242922")
@@ -546,4 +550,74 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
     let said = text(&wrong[0].stderr);
     assert_eq!(wrong[0].status.code(), Some(1), "{said}");
     assert!(said.contains(&halfway[0]) && !said.contains("panicked"), "{said}");
+}
+
+/// A case nobody claimed, on one PostgreSQL: the `serve` that opened it is killed before the deadline,
+/// and two new `serve` processes start together after it — the card holder is told once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    let sim = simulator().await;
+    let graph = crate::support::FakeServer::start(vec![crate::whatsapp::sent(); 20])
+        .await
+        .answering_read_receipts();
+    let serve = || {
+        let data = tempfile::tempdir().expect("tmp");
+        let mut cmd = vt_agent_in(&data);
+        cmd.env("VT_DATABASE_URL", pg.process_url());
+        let child = serve_whatsapp_with(cmd, &sim.url, &graph.url);
+        (data, child)
+    };
+    let (_a_data, (mut a, url)) = serve();
+    let body = crate::whatsapp::text_notification("quero falar com um atendente", "wamid.H1");
+    let r = reqwest::Client::new()
+        .post(format!("{url}/channels/whatsapp/webhook"))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", crate::whatsapp::sign(&body))
+        .body(body)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(r.status(), 200);
+    let said = wait_for_texts(&graph, 1).await;
+    assert!(said[0].contains("atendente"), "{said:?}");
+    // Killed before the deadline; the deadline then passes while no instance runs.
+    a.kill().expect("kill -9");
+    a.wait().expect("reaped");
+    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
+    let moved = sqlx::query(
+        "UPDATE cases SET notice_due_at = now() - interval '1 minute' WHERE state = 'aguardando'",
+    )
+    .execute(&pool)
+    .await
+    .expect("deadline passed")
+    .rows_affected();
+    assert_eq!(moved, 1);
+
+    let ((_b_data, (mut b, _)), (_c_data, (mut c, _))) = (serve(), serve());
+    let notices = |texts: &[String]| {
+        texts
+            .iter()
+            .filter(|t| t.contains("Ainda não há um atendente"))
+            .count()
+    };
+    let told = wait_for_texts(&graph, 2).await;
+    assert_eq!(notices(&told), 1, "{told:?}");
+    // Both instances have run their first pass by now: still one.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(notices(&sent_texts(&graph)), 1, "{:?}", sent_texts(&graph));
+    let noticed: bool = sqlx::query_scalar("SELECT noticed FROM cases")
+        .fetch_one(&pool)
+        .await
+        .expect("case");
+    assert!(noticed);
+    for child in [&mut b, &mut c] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    pool.close().await;
+    pg.cleanup().await;
 }

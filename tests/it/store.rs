@@ -1083,6 +1083,12 @@ impl PgFixture {
         })
     }
 
+    /// The URL a `vt-agent` process reaches this fixture's schema at.
+    pub(crate) fn process_url(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.url, self.schema)
+    }
+
     pub(crate) async fn cleanup(self) {
         if let Ok(admin) = sqlx::PgPool::connect(&self.url).await {
             let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
