@@ -237,7 +237,7 @@ impl Metrics {
         }
         let day = service.engine().now() - chrono::Duration::hours(24);
         if let Ok(cases) = store.cases(None, CASES_READ).await {
-            let figures = crate::http::console::CaseFigures::of(&cases, day);
+            let figures = crate::service::CaseFigures::of(&cases, day);
             self.cases_waiting.set(figures.waiting_now);
             for (quantile, value) in [("0.5", figures.claim_p50_s), ("0.9", figures.claim_p90_s)] {
                 let g = self.case_claim_seconds.get_or_create(&Quantile { quantile });

@@ -16,7 +16,7 @@ pub(super) mod keys;
 mod pages;
 mod session;
 
-pub use dashboard::{CaseFigures, Dashboard};
+pub use dashboard::Dashboard;
 pub use keys::{Console, ConsoleConfig, Keys};
 pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
 

@@ -12,13 +12,14 @@ use minijinja::{Value, context};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use super::dashboard::{CaseFigures, Dashboard, PERIODS};
+use super::dashboard::{Dashboard, PERIODS};
 use super::render;
 use super::session::{self, SESSION_COOKIE, SIGN_IN_COOKIE, Staff};
 use crate::engine::{Participant, TurnEvent};
 use crate::http::config::Role;
 use crate::http::state::AppState;
 use crate::llm::ChatMessage;
+use crate::service::CaseFigures;
 use crate::service::{Delivery, Inbound};
 use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
