@@ -973,3 +973,77 @@ async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
             .all(|e| e.who == "suporte")
     );
 }
+
+/// A support agent sees and acts on their own tenant's cases only: another tenant's is not listed,
+/// its page is not found, and a claim posted for it changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
+    let s = serve().await;
+    let http = no_redirects();
+    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conversation.into()),
+        tenant_id: Some(tenant.into()),
+        user: crate::support::user(),
+        text: "quero falar com um atendente".into(),
+        ..Default::default()
+    };
+    for (conversation, tenant) in [("c-nosso", "default"), ("c-deles", "outra-empresa")] {
+        s.chat
+            .service
+            .handle(transfer(conversation, tenant))
+            .await
+            .expect("transfer");
+    }
+    let case_of = |c: &'static str| {
+        let store = s.chat.store.clone();
+        async move { store.open_case_of(c).await.expect("read").expect("case").id }
+    };
+    let (ours, theirs) = (case_of("c-nosso").await, case_of("c-deles").await);
+    let support = session("suporte", 600, SECRET);
+    let get = |path: String| {
+        http.get(format!("{}{path}", s.url))
+            .header("cookie", &support)
+            .send()
+    };
+    let list = get("/console/cases".into()).await.expect("list");
+    let html = list.text().await.expect("html");
+    assert!(html.contains(&ours) && !html.contains(&theirs), "{html}");
+    let page = get(format!("/console/cases/{theirs}")).await.expect("page");
+    assert_eq!(page.status(), 404);
+    let csrf = csrf_of(
+        &get(format!("/console/cases/{ours}"))
+            .await
+            .expect("page")
+            .text()
+            .await
+            .expect("html"),
+    );
+    let r = http
+        .post(format!("{}/console/cases/{theirs}/assumir", s.url))
+        .header("cookie", &support)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .expect("claim");
+    assert_eq!(r.status(), 404);
+    let case = s.chat.store.case(&theirs).await.expect("read").expect("case");
+    assert_eq!(
+        case.state,
+        vt_agent::store::CaseState::Aguardando,
+        "nothing changed"
+    );
+    // An administrator sees every tenant's.
+    let admin = session("operacao", 600, SECRET);
+    let all = http
+        .get(format!("{}/console/cases", s.url))
+        .header("cookie", admin)
+        .send()
+        .await
+        .expect("list")
+        .text()
+        .await
+        .expect("html");
+    assert!(all.contains(&ours) && all.contains(&theirs));
+}
