@@ -30,6 +30,9 @@ pub enum SendError {
     Retry { reason: String, after: Option<Duration> },
     /// No retry can fix it (a 4xx, a user outside the messaging window): dead-lettered at once.
     Permanent(String),
+    /// Not sent yet, by rule: the channel sent what it may (a template asking the user to come back),
+    /// and the item waits — with every later item of its conversation — until the user writes.
+    Held(String),
 }
 
 /// What a reply item carries, whatever the channel: written by a turn's commit, read once by the
@@ -54,6 +57,17 @@ pub struct ReplyPayload {
     /// The turn's trace, which the worker's `deliver` span joins.
     #[serde(default)]
     pub trace: Option<DeliveryTrace>,
+    /// What to send instead when the channel's window for free text is closed (WhatsApp's 24 hours):
+    /// the template of this purpose, with these parameters. `None`: nothing fits (dead-lettered then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplateUse>,
+}
+
+/// A template to send in a reply's place: its purpose and its parameters by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateUse {
+    pub purpose: String,
+    pub parameters: std::collections::BTreeMap<String, String>,
 }
 
 /// The trace a reply was written in.
@@ -120,6 +134,8 @@ pub struct Pass {
     pub sent: usize,
     pub retried: usize,
     pub dead: usize,
+    /// Held until their user writes.
+    pub held: usize,
 }
 
 impl Worker {
@@ -168,7 +184,9 @@ impl Worker {
                     ))),
                     (_, Err(e)) => Err(SendError::Permanent(format!("not a reply: {e}"))),
                 };
-                if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. }) = &outcome {
+                if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. } | SendError::Held(reason)) =
+                    &outcome
+                {
                     spans::failed(&tracing::Span::current(), reason);
                 }
                 if let Err(e) = self.settle(&item, outcome, &mut pass).await {
@@ -200,6 +218,11 @@ impl Worker {
                 tracing::warn!(item = item.id, %reason, "outbox item dead-lettered");
                 self.store.dead_letter(item.id, &reason).await?;
                 pass.dead += 1;
+            }
+            Err(SendError::Held(reason)) => {
+                tracing::info!(item = item.id, %reason, "outbox item held until its user writes");
+                self.store.hold(item.id, &reason).await?;
+                pass.held += 1;
             }
             Err(SendError::Retry { reason, after }) => {
                 let reason = vt_actions::redact::secrets(&reason).into_owned();

@@ -68,6 +68,7 @@ pub(crate) fn board_item(
             thread: None,
             confirmation: None,
             trace: None,
+            template: None,
         }
         .to_value(),
         max_attempts: BOARD_ATTEMPTS,

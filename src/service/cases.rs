@@ -490,6 +490,7 @@ impl ConversationService {
                 thread: None,
                 confirmation: None,
                 trace: None,
+                template: None,
             }
             .to_value(),
             max_attempts: super::commit::REPLY_ATTEMPTS,

@@ -213,6 +213,7 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
                 thread: msg.thread.clone(),
                 confirmation: if i == last { pending.clone() } else { None },
                 trace: trace.clone(),
+                template: None,
             }
             .to_value(),
             max_attempts: REPLY_ATTEMPTS,

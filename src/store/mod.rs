@@ -482,6 +482,9 @@ pub enum OutboxStatus {
     Done,
     /// Dead-lettered: its attempts are spent or its error is final; `last_error` says why.
     Failed,
+    /// Waiting, by rule, for its user to write (outside a messaging window); it holds back every later
+    /// item of its conversation, and goes out when released.
+    Held,
 }
 
 impl OutboxStatus {
@@ -491,6 +494,7 @@ impl OutboxStatus {
             Self::InFlight => "in_flight",
             Self::Done => "done",
             Self::Failed => "failed",
+            Self::Held => "held",
         }
     }
 
@@ -499,6 +503,7 @@ impl OutboxStatus {
             "pending" => Self::Pending,
             "in_flight" => Self::InFlight,
             "done" => Self::Done,
+            "held" => Self::Held,
             "failed" => Self::Failed,
             other => return Err(StoreError::Invalid(format!("unknown outbox status {other:?}"))),
         })
@@ -821,6 +826,13 @@ pub trait OutboxStore: Send + Sync {
     /// Dead-letters an item at once (an error no retry can fix).
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError>;
 
+    /// Holds an item until its conversation's user writes ([`OutboxStatus::Held`]), saying why.
+    async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError>;
+
+    /// The user of `conversation_id` wrote: its held items are due now, with fresh attempts. Returns
+    /// how many.
+    async fn release_held(&self, conversation_id: &str, now: DateTime<Utc>) -> Result<u64, StoreError>;
+
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
 
     /// How many items are in `status`.
@@ -1003,6 +1015,34 @@ pub trait CaseStore: Send + Sync {
     async fn case_of_board_post(&self, post: &str) -> Result<Option<Case>, StoreError>;
 }
 
+/// A WhatsApp template's state as Meta last reported it (its lifecycle webhooks, or a send's error).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TemplateState {
+    pub name: String,
+    pub language: String,
+    /// `None`: not reported (a category change alone).
+    pub status: Option<String>,
+    pub category: Option<String>,
+    pub reason: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// WhatsApp's contacts and templates: when each user last wrote (the 24-hour window is counted from
+/// it) and what Meta said of each template.
+#[async_trait]
+pub trait ContactStore: Send + Sync {
+    /// `wa_id` wrote at `at` (kept when later than what is on record).
+    async fn touch_contact(&self, wa_id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// When `wa_id` last wrote.
+    async fn last_inbound(&self, wa_id: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Records what Meta said of a template: a status, a category, or both (what is `None` stays).
+    async fn set_template_state(&self, state: &TemplateState) -> Result<(), StoreError>;
+
+    async fn template_states(&self) -> Result<Vec<TemplateState>, StoreError>;
+}
+
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
 /// A `dyn Store` reaches every concern's methods; a test double implements the concerns one by one.
 pub trait Store:
@@ -1014,6 +1054,7 @@ pub trait Store:
     + ReportStore
     + KeepingStore
     + CaseStore
+    + ContactStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -1299,6 +1340,8 @@ where
         "DELETE FROM outbox WHERE conversation_id IN (",
         // The support board's items are keyed by their case (`caso:ID`, see `service::cases`).
         "DELETE FROM outbox WHERE conversation_id IN (SELECT 'caso:' || id FROM cases WHERE conversation_id IN (",
+        // A WhatsApp user's last-message time goes with their conversation.
+        "DELETE FROM whatsapp_contacts WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
         "DELETE FROM case_events WHERE conversation_id IN (",
         "DELETE FROM cases WHERE conversation_id IN (",

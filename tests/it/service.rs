@@ -464,6 +464,12 @@ impl vt_agent::store::RechargeStore for Flaky {
 
 #[async_trait]
 impl vt_agent::store::OutboxStore for Flaky {
+    async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
+        self.inner.hold(id, why).await
+    }
+    async fn release_held(&self, c: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.inner.release_held(c, now).await
+    }
     async fn enqueue(&self, i: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         self.inner.enqueue(i, now).await
     }
@@ -692,6 +698,22 @@ impl vt_agent::store::CaseStore for Flaky {
     }
     async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
         self.inner.case_of_board_post(p).await
+    }
+}
+
+#[async_trait::async_trait]
+impl vt_agent::store::ContactStore for Flaky {
+    async fn touch_contact(&self, w: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.touch_contact(w, at).await
+    }
+    async fn last_inbound(&self, w: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.inner.last_inbound(w).await
+    }
+    async fn set_template_state(&self, t: &vt_agent::store::TemplateState) -> Result<(), StoreError> {
+        self.inner.set_template_state(t).await
+    }
+    async fn template_states(&self) -> Result<Vec<vt_agent::store::TemplateState>, StoreError> {
+        self.inner.template_states().await
     }
 }
 

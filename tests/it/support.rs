@@ -670,6 +670,7 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
         thread: None,
         confirmation: None,
         trace: None,
+        template: None,
     }
     .to_value()
 }

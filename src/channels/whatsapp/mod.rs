@@ -16,12 +16,15 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod sender;
+mod templates;
 mod webhook;
+mod window;
 mod wire;
 
 use serde::Deserialize;
 
 pub use sender::Sender;
+pub use templates::{Template, TemplateError, Templates};
 pub use webhook::{WebhookState, router};
 
 /// The channel name on conversations and outbox items.

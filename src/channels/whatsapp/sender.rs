@@ -4,9 +4,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use std::sync::Arc;
+
+use super::templates::{Template, Templates};
+use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::OutboxItem;
+use crate::store::{OutboxItem, Store};
 
 /// The longest text message WhatsApp takes.
 const MAX_TEXT: usize = 4096;
@@ -21,6 +25,8 @@ pub struct Sender {
     client: reqwest::Client,
     url: String,
     token: String,
+    /// The 24-hour window's rules; `None`: every reply as free text (Meta refuses it outside).
+    window: Option<Window>,
 }
 
 impl Sender {
@@ -42,7 +48,38 @@ impl Sender {
                 phone
             ),
             token: token.clone(),
+            window: None,
         })
+    }
+
+    /// Deciding every send by the user's 24-hour window (times in `store`), with `templates` outside it.
+    pub fn with_window(mut self, store: Arc<dyn Store>, templates: Arc<Templates>) -> Self {
+        self.window = Some(Window { store, templates });
+        self
+    }
+
+    /// Outside the window: the template in the reply's place. A template that stands in for a message
+    /// (a support agent's late reply) holds the item until the user answers.
+    async fn send_template(&self, window: &Window, to: &str, template: &Template, body: serde_json::Value) -> Result<Option<String>, SendError> {
+        let message = serde_json::json!({
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "template",
+            "template": body,
+        });
+        let sent = self.post(&message).await;
+        if let Err(SendError::Permanent(reason)) = &sent {
+            window.template_refused(template, reason).await;
+        }
+        let id = sent?;
+        if template.purpose == HOLDS_THE_MESSAGE {
+            return Err(SendError::Held(format!(
+                "fora da janela de 24 h: modelo '{}' enviado; a mensagem segue quando o cliente responder",
+                template.name
+            )));
+        }
+        Ok(id)
     }
 
     async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, SendError> {
@@ -188,6 +225,11 @@ impl ChannelSender for Sender {
         let (to, text) = (reply.user_id.as_str(), reply.text.as_str());
         if to.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
+        }
+        if let Some(window) = &self.window
+            && let Decision::Template { template, body } = window.decide(to, reply, chrono::Utc::now()).await?
+        {
+            return self.send_template(window, to, &template, body).await;
         }
         match reply.confirmation.as_deref() {
             Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {

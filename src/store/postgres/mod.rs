@@ -10,6 +10,7 @@ mod batches;
 mod reports;
 mod keeping;
 mod cases;
+mod contacts;
 
 use std::str::FromStr;
 

@@ -24,7 +24,7 @@ impl OutboxStore for PgStore {
                             AND NOT EXISTS (SELECT 1 FROM outbox e
                                             WHERE o.conversation_id IS NOT NULL
                                               AND e.conversation_id = o.conversation_id AND e.id < o.id
-                                              AND e.status IN ('pending', 'in_flight'))
+                                              AND e.status IN ('pending', 'in_flight', 'held'))
                           ORDER BY o.id LIMIT $3
                           FOR UPDATE SKIP LOCKED)
              RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
@@ -131,6 +131,28 @@ impl OutboxStore for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET status = 'held', last_error = $1, claimed_until = NULL WHERE id = $2")
+            .bind(why)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn release_held(&self, conversation_id: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let released = sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1 \
+             WHERE conversation_id = $2 AND status = 'held'",
+        )
+        .bind(now)
+        .bind(conversation_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(released)
     }
 
     async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError> {

@@ -26,7 +26,7 @@ impl OutboxStore for SqliteStore {
                             AND NOT EXISTS (SELECT 1 FROM outbox e
                                             WHERE o.conversation_id IS NOT NULL
                                               AND e.conversation_id = o.conversation_id AND e.id < o.id
-                                              AND e.status IN ('pending', 'in_flight'))
+                                              AND e.status IN ('pending', 'in_flight', 'held'))
                           ORDER BY o.id LIMIT ?)
              RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
                  next_attempt_at, last_error",
@@ -131,6 +131,28 @@ impl OutboxStore for SqliteStore {
             .execute(&self.writer)
             .await?;
         Ok(())
+    }
+
+    async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET status = 'held', last_error = ?, claimed_until = NULL WHERE id = ?")
+            .bind(why)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn release_held(&self, conversation_id: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let released = sqlx::query(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ? \
+             WHERE conversation_id = ? AND status = 'held'",
+        )
+        .bind(ms(now))
+        .bind(conversation_id)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(released)
     }
 
     async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError> {
