@@ -47,6 +47,9 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Skill files; defaults to `./skills`, else the folder shipped with the source.
     pub skills_dir: Option<PathBuf>,
+    /// WhatsApp templates (one TOML file each); defaults to `./templates`, else the folder shipped with
+    /// the source.
+    pub templates_dir: Option<PathBuf>,
     /// Prompt templates; defaults to `./prompts`, else the folder shipped with the source.
     pub prompts_dir: Option<PathBuf>,
     /// The router's default intents (copied into the database when missing there).
@@ -100,6 +103,7 @@ impl Default for Config {
             data_dir: PathBuf::from("data"),
             database_url: None,
             skills_dir: None,
+            templates_dir: None,
             prompts_dir: None,
             intents_file: None,
             llm: LlmConfig::default(),
@@ -258,6 +262,9 @@ impl Config {
         }
         if let Some(v) = get("VT_DATABASE_URL") {
             config.database_url = Some(v);
+        }
+        if let Some(v) = get("VT_TEMPLATES_DIR") {
+            config.templates_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("VT_SKILLS_DIR") {
             config.skills_dir = Some(PathBuf::from(v));
@@ -449,6 +456,10 @@ impl Config {
             return invalid(field, message);
         }
         Ok(())
+    }
+
+    pub(crate) fn templates_dir(&self) -> PathBuf {
+        resolve(self.templates_dir.as_deref(), "templates")
     }
 
     pub(crate) fn skills_dir(&self) -> PathBuf {

@@ -51,8 +51,22 @@ impl Server {
             AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
         let mut worker = Worker::new(service.store().clone(), config.outbox.retry);
         if let Some(sender) = Sender::new(&config.whatsapp) {
+            // Checked now: a bad template file stops the start, naming its field.
+            let templates = Arc::new(crate::channels::whatsapp::Templates::load(
+                &config.templates_dir(),
+            )?);
+            let sender = sender.with_window(service.store().clone(), templates.clone());
             state = state.with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id);
             worker = worker.with_sender(Arc::new(sender));
+            notices.push(format!(
+                "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",
+                templates.all().count(),
+                templates
+                    .all()
+                    .map(|t| t.purpose.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
             notices.push("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into());
         }
         let mattermost = Arc::new(config.mattermost.clone());

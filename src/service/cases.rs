@@ -477,6 +477,17 @@ impl ConversationService {
             ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
             other => other.text().unwrap_or_default().to_owned(),
         };
+        // An agent's words reach a WhatsApp user whose window closed through the template that asks
+        // them to come back; the words follow when they answer.
+        let template = match &message {
+            ChatMessage::HumanAgent { name, .. } if conv.channel == "whatsapp" => {
+                Some(crate::outbox::TemplateUse {
+                    purpose: "retomar_atendimento".into(),
+                    parameters: [("atendente".to_owned(), name.clone())].into(),
+                })
+            }
+            _ => None,
+        };
         let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
         let item = crate::store::NewOutboxItem {
             kind: "reply".into(),
@@ -490,7 +501,7 @@ impl ConversationService {
                 thread: None,
                 confirmation: None,
                 trace: None,
-                template: None,
+                template,
             }
             .to_value(),
             max_attempts: super::commit::REPLY_ATTEMPTS,

@@ -417,3 +417,33 @@ fn a_transfer_in_the_terminal_is_a_case_the_cases_command_lists() {
         .expect("run");
     assert!(String::from_utf8_lossy(&none.stdout).contains("Nenhum atendimento"));
 }
+
+/// A WhatsApp template file that cannot be used stops `serve` at once, naming the file and the field.
+#[test]
+fn serve_refuses_a_bad_template_file_naming_its_field() {
+    let data = tempfile::tempdir().expect("tmp");
+    let templates = data.path().join("modelos");
+    std::fs::create_dir_all(&templates).expect("dir");
+    std::fs::write(
+        templates.join("saldo.toml"),
+        "name = \"saldo_baixo_v1\"\nlanguage = \"pt_BR\"\ncategory = \"UTILITY\"\npurpose = \"promocao\"\n\
+         parameters = [\"saldo\"]\npreview = \"Saldo {{saldo}}\"\n",
+    )
+    .expect("write");
+    let out = vt_agent_in(&data)
+        .env("VT_TEMPLATES_DIR", &templates)
+        .env("VT_WHATSAPP_PHONE_NUMBER_ID", "106540352242922")
+        .env("VT_WHATSAPP_ACCESS_TOKEN", "EAAtesttokenvalue0123456789")
+        .env("VT_WHATSAPP_APP_SECRET", "segredo-do-app")
+        .env("VT_WHATSAPP_VERIFY_TOKEN", "vibecoding")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("saldo.toml") && err.contains("campo purpose"),
+        "{err}"
+    );
+    assert!(!err.contains("EAAtest"), "no token in the error: {err}");
+}

@@ -24,3 +24,4 @@ mod support;
 mod traces;
 mod transcripts;
 mod whatsapp;
+mod window;

@@ -60,7 +60,13 @@ impl Sender {
 
     /// Outside the window: the template in the reply's place. A template that stands in for a message
     /// (a support agent's late reply) holds the item until the user answers.
-    async fn send_template(&self, window: &Window, to: &str, template: &Template, body: serde_json::Value) -> Result<Option<String>, SendError> {
+    async fn send_template(
+        &self,
+        window: &Window,
+        to: &str,
+        template: &Template,
+        body: serde_json::Value,
+    ) -> Result<Option<String>, SendError> {
         let message = serde_json::json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -227,7 +233,8 @@ impl ChannelSender for Sender {
             return Err(SendError::Permanent("item without a recipient".into()));
         }
         if let Some(window) = &self.window
-            && let Decision::Template { template, body } = window.decide(to, reply, chrono::Utc::now()).await?
+            && let Decision::Template { template, body } =
+                window.decide(to, reply, chrono::Utc::now()).await?
         {
             return self.send_template(window, to, &template, body).await;
         }

@@ -42,6 +42,90 @@ struct File {
     buttons: Vec<Button>,
 }
 
+/// Lowercase letters, digits and `_`.
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+type Refusal = (&'static str, String);
+
+impl File {
+    fn check_names(&self) -> Result<(), Refusal> {
+        if !name_ok(&self.name) {
+            return Err(("name", "letras minúsculas, dígitos e _".into()));
+        }
+        let lang_ok =
+            self.language.len() >= 2 && self.language.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
+        if !lang_ok {
+            return Err(("language", "um código de idioma, como pt_BR".into()));
+        }
+        if !CATEGORIES.contains(&self.category.as_str()) {
+            return Err(("category", format!("um de {}", CATEGORIES.join(", "))));
+        }
+        if !PURPOSES.contains(&self.purpose.as_str()) {
+            return Err(("purpose", format!("um de {}", PURPOSES.join(", "))));
+        }
+        Ok(())
+    }
+
+    fn check_parameters(&self) -> Result<(), Refusal> {
+        let p = &self.parameters;
+        let positional = p.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()));
+        let named = p
+            .iter()
+            .all(|p| name_ok(p) && p.starts_with(|c: char| c.is_ascii_lowercase()));
+        let unique: BTreeSet<&String> = p.iter().collect();
+        if !(positional || named) || unique.len() != p.len() {
+            return Err((
+                "parameters",
+                "todos nomeados (minúsculas, dígitos e _) ou todos posicionais (1, 2, …), sem repetição"
+                    .into(),
+            ));
+        }
+        let in_order: Vec<String> = (1..=p.len()).map(|n| n.to_string()).collect();
+        if positional && *p != in_order {
+            return Err(("parameters", "posicionais em ordem: 1, 2, 3…".into()));
+        }
+        Ok(())
+    }
+
+    fn check_preview(&self) -> Result<(), Refusal> {
+        let used: BTreeSet<String> = placeholders(&self.preview).into_iter().collect();
+        let declared: BTreeSet<String> = self.parameters.iter().cloned().collect();
+        if used != declared {
+            return Err((
+                "preview",
+                format!(
+                    "os marcadores ({}) devem ser os parâmetros ({})",
+                    used.into_iter().collect::<Vec<_>>().join(", "),
+                    self.parameters.join(", ")
+                ),
+            ));
+        }
+        if self.preview.chars().count() > MAX_BODY {
+            return Err(("preview", format!("no máximo {MAX_BODY} caracteres")));
+        }
+        Ok(())
+    }
+
+    fn check_buttons(&self) -> Result<(), Refusal> {
+        let bad = |b: &Button| {
+            b.text.is_empty() || b.text.chars().count() > MAX_BUTTON_TEXT || b.payload.is_empty()
+        };
+        if self.buttons.len() > MAX_BUTTONS || self.buttons.iter().any(bad) {
+            return Err((
+                "buttons",
+                format!(
+                    "até {MAX_BUTTONS} botões, cada um com texto (até {MAX_BUTTON_TEXT} caracteres) e payload"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A quick-reply button: its text, and the payload that comes back to us when tapped.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,68 +225,25 @@ impl Template {
     /// A template file's text, checked; the error names the field.
     pub fn parse(text: &str) -> Result<Self, (&'static str, String)> {
         let f: File = toml::from_str(text).map_err(|e| {
-            let field = ["name", "language", "category", "purpose", "parameters", "preview", "buttons"]
-                .into_iter()
-                .find(|f| e.message().contains(f))
-                .unwrap_or("-");
+            let field = [
+                "name",
+                "language",
+                "category",
+                "purpose",
+                "parameters",
+                "preview",
+                "buttons",
+            ]
+            .into_iter()
+            // "missing field `language`" names the field; an unknown one is named in the message.
+            .find(|f| e.message().starts_with("missing field") && e.message().split('`').nth(1) == Some(*f))
+            .unwrap_or("-");
             (field, e.message().to_owned())
         })?;
-        let name_ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !name_ok(&f.name) {
-            return Err(("name", "letras minúsculas, dígitos e _".into()));
-        }
-        let lang_ok = f.language.len() >= 2
-            && f.language.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
-        if !lang_ok {
-            return Err(("language", "um código de idioma, como pt_BR".into()));
-        }
-        if !CATEGORIES.contains(&f.category.as_str()) {
-            return Err(("category", format!("um de {}", CATEGORIES.join(", "))));
-        }
-        if !PURPOSES.contains(&f.purpose.as_str()) {
-            return Err(("purpose", format!("um de {}", PURPOSES.join(", "))));
-        }
-        let positional = f.parameters.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()));
-        let named = f.parameters.iter().all(|p| name_ok(p) && p.starts_with(|c: char| c.is_ascii_lowercase()));
-        let unique: BTreeSet<&String> = f.parameters.iter().collect();
-        if !(positional || named) || unique.len() != f.parameters.len() {
-            return Err((
-                "parameters",
-                "todos nomeados (minúsculas, dígitos e _) ou todos posicionais (1, 2, …), sem repetição".into(),
-            ));
-        }
-        if positional {
-            let expected: Vec<String> = (1..=f.parameters.len()).map(|n| n.to_string()).collect();
-            if f.parameters != expected {
-                return Err(("parameters", "posicionais em ordem: 1, 2, 3…".into()));
-            }
-        }
-        let used: BTreeSet<String> = placeholders(&f.preview).into_iter().collect();
-        let declared: BTreeSet<String> = f.parameters.iter().cloned().collect();
-        if used != declared {
-            return Err((
-                "preview",
-                format!(
-                    "os marcadores ({}) devem ser os parâmetros ({})",
-                    used.into_iter().collect::<Vec<_>>().join(", "),
-                    f.parameters.join(", ")
-                ),
-            ));
-        }
-        if f.preview.chars().count() > MAX_BODY {
-            return Err(("preview", format!("no máximo {MAX_BODY} caracteres")));
-        }
-        if f.buttons.len() > MAX_BUTTONS
-            || f
-                .buttons
-                .iter()
-                .any(|b| b.text.is_empty() || b.text.chars().count() > MAX_BUTTON_TEXT || b.payload.is_empty())
-        {
-            return Err((
-                "buttons",
-                format!("até {MAX_BUTTONS} botões, cada um com texto (até {MAX_BUTTON_TEXT} caracteres) e payload"),
-            ));
-        }
+        f.check_names()?;
+        f.check_parameters()?;
+        f.check_preview()?;
+        f.check_buttons()?;
         Ok(Self {
             name: f.name,
             language: f.language,
@@ -215,7 +256,9 @@ impl Template {
     }
 
     fn positional(&self) -> bool {
-        self.parameters.first().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+        self.parameters
+            .first()
+            .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
     }
 
     /// The preview with `values` in place (what the user will read).
@@ -232,9 +275,7 @@ impl Template {
     pub fn message(&self, values: &BTreeMap<String, String>) -> Result<Value, (String, &'static str)> {
         let mut parameters = Vec::new();
         for name in &self.parameters {
-            let raw = values
-                .get(name)
-                .ok_or_else(|| (name.clone(), "falta o valor"))?;
+            let raw = values.get(name).ok_or_else(|| (name.clone(), "falta o valor"))?;
             let text = clean(raw).map_err(|why| (name.clone(), why))?;
             let mut p = json!({"type": "text", "text": text});
             if !self.positional() {
@@ -247,8 +288,10 @@ impl Template {
         }
         let mut components = vec![json!({"type": "body", "parameters": parameters})];
         for (i, b) in self.buttons.iter().enumerate() {
-            components.push(json!({"type": "button", "sub_type": "quick_reply", "index": i.to_string(),
-                "parameters": [{"type": "payload", "payload": b.payload}]}));
+            components.push(
+                json!({"type": "button", "sub_type": "quick_reply", "index": i.to_string(),
+                "parameters": [{"type": "payload", "payload": b.payload}]}),
+            );
         }
         Ok(json!({"name": self.name, "language": {"code": self.language}, "components": components}))
     }
@@ -259,7 +302,13 @@ impl Template {
 pub(super) fn clean(raw: &str) -> Result<String, &'static str> {
     let flat: String = raw
         .chars()
-        .map(|c| if c == '\n' || c == '\r' || c == '\t' { ' ' } else { c })
+        .map(|c| {
+            if c == '\n' || c == '\r' || c == '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect();
     let words: Vec<&str> = flat.split(' ').filter(|w| !w.is_empty()).collect();
     let text = words.join(" ");
@@ -313,14 +362,23 @@ buttons = [{ text = "Recarregar", payload = "recarregar" }]
         assert_eq!(bad("\"UTILITY\"", "\"PROMO\""), "category");
         assert_eq!(bad("\"saldo_baixo\"\n", "\"outro\"\n"), "purpose");
         assert_eq!(bad("{{saldo}}.", "{{valor}}."), "preview");
-        assert_eq!(bad("[\"cartao_final\", \"saldo\"]", "[\"cartao_final\", \"2\"]"), "parameters");
+        assert_eq!(
+            bad("[\"cartao_final\", \"saldo\"]", "[\"cartao_final\", \"2\"]"),
+            "parameters"
+        );
         assert_eq!(bad("name = \"saldo_baixo_v1\"", "name = \"Saldo Baixo\""), "name");
-        assert_eq!(bad("language = \"pt_BR\"", "lingua = \"pt_BR\""), "-");
+        let unknown =
+            Template::parse(&GOOD.replace("language = \"pt_BR\"", "lingua = \"pt_BR\"")).expect_err("bad");
+        assert!(unknown.1.contains("lingua"), "{unknown:?}");
+        assert_eq!(bad("category = \"UTILITY\"\n", ""), "category");
     }
 
     #[test]
     fn parameters_are_cleaned_where_safe_and_refused_where_not() {
-        assert_eq!(clean("linha 1\nlinha\t2     fim").as_deref(), Ok("linha 1 linha 2 fim"));
+        assert_eq!(
+            clean("linha 1\nlinha\t2     fim").as_deref(),
+            Ok("linha 1 linha 2 fim")
+        );
         assert_eq!(clean("  \n "), Err("vazio"));
         let t = Template::parse(GOOD).expect("good");
         let missing = BTreeMap::from([("saldo".to_owned(), "R$ 1,00".to_owned())]);
@@ -340,8 +398,15 @@ buttons = [{ text = "Recarregar", payload = "recarregar" }]
         )
         .expect("positional");
         let m = t
-            .message(&BTreeMap::from([("1".into(), "7890".into()), ("2".into(), "R$ 1".into())]))
+            .message(&BTreeMap::from([
+                ("1".into(), "7890".into()),
+                ("2".into(), "R$ 1".into()),
+            ]))
             .expect("message");
-        assert!(m["components"][0]["parameters"][0].get("parameter_name").is_none());
+        assert!(
+            m["components"][0]["parameters"][0]
+                .get("parameter_name")
+                .is_none()
+        );
     }
 }

@@ -105,16 +105,30 @@ async fn store_all(
     notification: wire::Notification,
     accepted: &mut Vec<(Inbound, Received)>,
 ) -> StatusCode {
-    for value in notification
-        .entry
-        .into_iter()
-        .flat_map(|e| e.changes)
-        .map(|c| c.value)
-    {
+    for change in notification.entry.into_iter().flat_map(|e| e.changes) {
+        let value = match change.field.as_str() {
+            "" | "messages" => match vt_actions::json::from_value::<wire::Value>(change.value) {
+                Ok(v) => v,
+                Err(_) => return StatusCode::BAD_REQUEST,
+            },
+            "message_template_status_update" | "template_category_update" => {
+                if let Err(status) = record_template(state, &change.field, change.value).await {
+                    return status;
+                }
+                continue;
+            }
+            other => {
+                tracing::info!(field = other, "whatsapp webhook change of a kind we do not use");
+                continue;
+            }
+        };
         if let Err(status) = record_statuses(state, &value.statuses).await {
             return status;
         }
         for m in &value.messages {
+            if let Err(status) = reopen_window(state, &value, m).await {
+                return status;
+            }
             let msg = inbound(state, &value, m).await;
             match state.service.receive(&msg).await {
                 Ok(Some(received)) => accepted.push((msg, received)),
@@ -145,6 +159,82 @@ fn verified(
         tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
         StatusCode::BAD_REQUEST
     })
+}
+
+/// The user wrote: their 24-hour window counts from this message, and what waited for them goes out.
+async fn reopen_window(
+    state: &WebhookState,
+    value: &wire::Value,
+    m: &wire::Message,
+) -> Result<(), StatusCode> {
+    let now = chrono::Utc::now();
+    let at = m
+        .timestamp
+        .as_deref()
+        .and_then(|t| t.parse::<i64>().ok())
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        // A clock ahead of ours counts from now.
+        .map_or(now, |t| t.min(now));
+    let store = state.service.store();
+    let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
+    let reopened = async {
+        store.touch_contact(&m.from, at).await?;
+        store.release_held(&conversation, now).await
+    };
+    match reopened.await {
+        Ok(0) => Ok(()),
+        Ok(released) => {
+            tracing::info!(released, "held messages released: the user wrote");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "whatsapp window could not be recorded");
+            Err(StatusCode::SERVICE_UNAVAILABLE)
+        }
+    }
+}
+
+/// A template's lifecycle as Meta reports it, on record: a paused, disabled, rejected or
+/// re-categorised template is not used until approved again.
+async fn record_template(
+    state: &WebhookState,
+    field: &str,
+    value: serde_json::Value,
+) -> Result<(), StatusCode> {
+    let now = chrono::Utc::now();
+    let template_state = if field == "message_template_status_update" {
+        let u: wire::TemplateStatusUpdate =
+            vt_actions::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
+        crate::store::TemplateState {
+            name: u.message_template_name,
+            language: u.message_template_language,
+            status: Some(u.event),
+            category: None,
+            reason: u.reason,
+            updated_at: now,
+        }
+    } else {
+        let u: wire::TemplateCategoryUpdate =
+            vt_actions::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
+        crate::store::TemplateState {
+            name: u.message_template_name,
+            language: u.message_template_language,
+            status: None,
+            category: Some(u.new_category),
+            reason: None,
+            updated_at: now,
+        }
+    };
+    tracing::info!(template = %template_state.name, status = ?template_state.status, category = ?template_state.category, "whatsapp template update");
+    state
+        .service
+        .store()
+        .set_template_state(&template_state)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "whatsapp template update could not be stored");
+            StatusCode::SERVICE_UNAVAILABLE
+        })
 }
 
 /// What Meta reports of the messages we sent, on record.
@@ -200,6 +290,10 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
     match (m.kind.as_str(), &m.text, tapped) {
         ("text", Some(t), _) => msg.text = t.body.clone(),
         ("interactive", _, Some(r)) => msg.text = button_text(&state.service, &conversation, &r.id).await,
+        // A template's quick reply ("Continuar"): the words on it.
+        ("button", ..) if m.button.as_ref().is_some_and(|b| !b.text.is_empty()) => {
+            msg.text = m.button.as_ref().map(|b| b.text.clone()).unwrap_or_default();
+        }
         (other, ..) => msg.unsupported = Some(other.to_owned()),
     }
     msg

@@ -32,7 +32,7 @@ pub(super) struct Window {
 /// How a reply goes out.
 pub(super) enum Decision {
     FreeForm,
-    Template { template: Template, body: Value },
+    Template { template: Box<Template>, body: Value },
 }
 
 fn unavailable() -> SendError {
@@ -55,7 +55,8 @@ impl Window {
             return Ok(Decision::FreeForm);
         }
         let purpose = reply.template.as_ref().map_or("resposta", |t| t.purpose.as_str());
-        let no_template = || SendError::Permanent(format!("fora da janela de 24 h e sem modelo para '{purpose}'"));
+        let no_template =
+            || SendError::Permanent(format!("fora da janela de 24 h e sem modelo para '{purpose}'"));
         let (Some(wanted), Some(template)) = (&reply.template, self.templates.for_purpose(purpose)) else {
             return Err(no_template());
         };
@@ -77,7 +78,7 @@ impl Window {
             ))
         })?;
         Ok(Decision::Template {
-            template: template.clone(),
+            template: Box::new(template.clone()),
             body,
         })
     }
@@ -96,7 +97,10 @@ impl Window {
             language: template.language.clone(),
             status: Some(status.into()),
             category: None,
-            reason: Some(format!("erro no envio: {}", reason.chars().take(120).collect::<String>())),
+            reason: Some(format!(
+                "erro no envio: {}",
+                reason.chars().take(120).collect::<String>()
+            )),
             updated_at: Utc::now(),
         };
         if let Err(e) = self.store.set_template_state(&state).await {

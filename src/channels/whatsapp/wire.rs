@@ -15,9 +15,31 @@ pub(super) struct Entry {
     pub changes: Vec<Change>,
 }
 
+/// One change of an entry: messages and statuses (`field` "messages"), or a template's lifecycle
+/// (`message_template_status_update`, `template_category_update`), each with its own `value`.
 #[derive(Debug, Deserialize)]
 pub(super) struct Change {
-    pub value: Value,
+    #[serde(default)]
+    pub field: String,
+    pub value: serde_json::Value,
+}
+
+/// `message_template_status_update`'s value.
+#[derive(Debug, Deserialize)]
+pub(super) struct TemplateStatusUpdate {
+    pub event: String,
+    pub message_template_name: String,
+    pub message_template_language: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `template_category_update`'s value.
+#[derive(Debug, Deserialize)]
+pub(super) struct TemplateCategoryUpdate {
+    pub message_template_name: String,
+    pub message_template_language: String,
+    pub new_category: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,12 +75,24 @@ pub(super) struct Profile {
 pub(super) struct Message {
     pub from: String,
     pub id: String,
+    /// When the user sent it, in Unix seconds (a string, as Meta sends it).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// A tap on a template's quick-reply button.
+    #[serde(default)]
+    pub button: Option<TemplateButton>,
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
     pub text: Option<Text>,
     #[serde(default)]
     pub interactive: Option<Interactive>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct TemplateButton {
+    #[serde(default)]
+    pub text: String,
 }
 
 #[derive(Debug, Deserialize)]

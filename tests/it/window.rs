@@ -1,0 +1,346 @@
+//! WhatsApp's 24-hour window against the Graph API fake, in Meta's payloads: free text inside it, the
+//! purpose's template outside (named parameters, cleaned), a dead letter with its reason — before
+//! anything is sent — when no template fits or a parameter cannot be, a template stopped by its
+//! lifecycle webhook and resumed by the next, and a support agent's late reply: the template that asks
+//! the card holder back, the agent's words held and delivered when they answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use serde_json::{Value, json};
+use vt_agent::channels::whatsapp::{Sender, Templates, WhatsAppConfig};
+use vt_agent::outbox::{ReplyPayload, TemplateUse};
+use vt_agent::store::{NewOutboxItem, OutboxStatus};
+
+use crate::support::{FakeServer, Served};
+
+const PHONE: &str = "106540352242922";
+
+struct Wa {
+    served: Served,
+    graph: FakeServer,
+    worker: vt_agent::outbox::Worker,
+}
+
+fn config(graph: &str) -> WhatsAppConfig {
+    WhatsAppConfig {
+        graph_url: graph.into(),
+        api_version: "v23.0".into(),
+        phone_number_id: Some(PHONE.into()),
+        access_token: Some("EAAtesttokenvalue0123456789".into()),
+        app_secret: Some(crate::whatsapp::SECRET.into()),
+        verify_token: Some("vibecoding".into()),
+    }
+}
+
+/// The shipped templates (`templates/`).
+fn templates() -> Arc<Templates> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+    Arc::new(Templates::load(&dir).expect("the shipped templates load"))
+}
+
+async fn whatsapp(graph_answers: Vec<crate::support::Canned<'static>>) -> Wa {
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
+    let config = config(&graph.url);
+    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
+        .with_whatsapp(config.clone(), vt_agent::engine::DEFAULT_TENANT);
+    let sender = Sender::new(&config)
+        .expect("on")
+        .with_window(chat.store.clone(), templates());
+    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(sender));
+    let served = crate::support::serve_state(chat, state).await;
+    Wa {
+        served,
+        graph,
+        worker,
+    }
+}
+
+impl Wa {
+    /// What the Graph fake was asked to send (read receipts apart).
+    fn sends(&self) -> Vec<Value> {
+        self.graph
+            .received()
+            .into_iter()
+            .map(|r| r.body)
+            .filter(|b| b["status"] != "read")
+            .collect()
+    }
+
+    async fn enqueue(&self, to: &str, text: &str, template: Option<TemplateUse>) -> i64 {
+        let store = &self.served.chat.store;
+        let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, to);
+        store
+            .enqueue(
+                &NewOutboxItem {
+                    kind: "reply".into(),
+                    destination: "whatsapp".into(),
+                    payload: ReplyPayload {
+                        conversation_id: conversation.clone(),
+                        user_id: to.into(),
+                        text: text.into(),
+                        files: Vec::new(),
+                        reply_to: None,
+                        thread: None,
+                        confirmation: None,
+                        trace: None,
+                        template,
+                    }
+                    .to_value(),
+                    max_attempts: 5,
+                    next_attempt_at: Utc::now(),
+                    conversation_id: Some(conversation),
+                    status: OutboxStatus::Pending,
+                },
+                Utc::now(),
+            )
+            .await
+            .expect("enqueue")
+    }
+
+    async fn item(&self, id: i64) -> vt_agent::store::OutboxItem {
+        self.served
+            .chat
+            .store
+            .outbox_item(id)
+            .await
+            .expect("read")
+            .expect("item")
+    }
+
+    async fn deliver(&self, body: &[u8]) -> u16 {
+        self.served
+            .client
+            .post(format!("{}/channels/whatsapp/webhook", self.served.url))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", crate::whatsapp::sign(body))
+            .body(body.to_vec())
+            .send()
+            .await
+            .expect("sent")
+            .status()
+            .as_u16()
+    }
+}
+
+fn low_balance(card_end: &str, balance: &str) -> Option<TemplateUse> {
+    Some(TemplateUse {
+        purpose: "saldo_baixo".into(),
+        parameters: BTreeMap::from([
+            ("cartao_final".to_owned(), card_end.to_owned()),
+            ("saldo".to_owned(), balance.to_owned()),
+        ]),
+    })
+}
+
+/// A template's lifecycle webhook as Meta documents it.
+fn template_event(event: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"entry": [{"id": "102290129340398", "time": 1763900000, "changes": [{
+        "field": "message_template_status_update",
+        "value": {"event": event, "message_template_id": 1234567890, "message_template_name": "saldo_baixo_v1",
+                  "message_template_language": "pt_BR", "reason": "NONE", "message_template_category": "UTILITY"}}]}],
+        "object": "whatsapp_business_account"}))
+    .expect("bytes")
+}
+
+/// A user's text as Meta delivers it, sent at `sent_at`.
+fn text_at(from: &str, text: &str, wamid: &str, sent_at: chrono::DateTime<Utc>) -> Vec<u8> {
+    let mut v: Value =
+        serde_json::from_slice(&crate::whatsapp::text_notification(text, wamid)).expect("json");
+    let value = &mut v["entry"][0]["changes"][0]["value"];
+    value["contacts"][0]["wa_id"] = json!(from);
+    value["messages"][0]["from"] = json!(from);
+    value["messages"][0]["timestamp"] = json!(sent_at.timestamp().to_string());
+    serde_json::to_vec(&v).expect("bytes")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_sending() {
+    let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
+    let store = wa.served.chat.store.clone();
+    let (recent, quiet) = ("5511900000023", "5511900000025");
+    store
+        .touch_contact(recent, Utc::now() - Duration::hours(23))
+        .await
+        .expect("touch");
+    store
+        .touch_contact(quiet, Utc::now() - Duration::hours(25))
+        .await
+        .expect("touch");
+
+    // 23 h after the user wrote: the text itself.
+    wa.enqueue(
+        recent,
+        "Seu saldo está baixo: R$ 12,50.",
+        low_balance("7890", "R$ 12,50"),
+    )
+    .await;
+    assert_eq!(wa.worker.pass().await.sent, 1);
+    assert_eq!(wa.sends()[0]["type"], "text");
+
+    // 25 h: the template, with its named parameters (a newline cleaned away) and its quick reply.
+    wa.enqueue(
+        quiet,
+        "Seu saldo está baixo: R$ 12,50.",
+        low_balance("7890", "R$\n12,50"),
+    )
+    .await;
+    assert_eq!(wa.worker.pass().await.sent, 1);
+    let template = wa.sends()[1].clone();
+    assert_eq!(template["type"], "template", "{template}");
+    assert_eq!(template["to"], quiet);
+    assert_eq!(template["template"]["name"], "saldo_baixo_v1");
+    assert_eq!(template["template"]["language"]["code"], "pt_BR");
+    assert_eq!(
+        template["template"]["components"][0]["parameters"],
+        json!([{"type": "text", "parameter_name": "cartao_final", "text": "7890"},
+               {"type": "text", "parameter_name": "saldo", "text": "R$ 12,50"}])
+    );
+    assert_eq!(template["template"]["components"][1]["sub_type"], "quick_reply");
+
+    // No template for a plain reply, or a parameter that cannot be cleaned: dead-lettered with the
+    // reason, and the fake never asked.
+    let plain = wa.enqueue(quiet, "Olá de novo", None).await;
+    let empty = wa
+        .enqueue(quiet, "Seu saldo está baixo", low_balance("7890", " \n "))
+        .await;
+    wa.worker.pass().await;
+    wa.worker.pass().await;
+    assert_eq!(wa.sends().len(), 2, "nothing else reached Meta");
+    let plain = wa.item(plain).await;
+    assert_eq!(plain.status, OutboxStatus::Failed);
+    assert_eq!(
+        plain.last_error.as_deref(),
+        Some("fora da janela de 24 h e sem modelo para 'resposta'")
+    );
+    let empty = wa.item(empty).await;
+    assert_eq!(empty.status, OutboxStatus::Failed);
+    assert!(
+        empty
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("parâmetro 'saldo'"),
+        "{empty:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_template_is_not_used_until_approved_again() {
+    let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
+    let quiet = "5511900000025";
+    wa.served
+        .chat
+        .store
+        .touch_contact(quiet, Utc::now() - Duration::hours(30))
+        .await
+        .expect("touch");
+    assert_eq!(wa.deliver(&template_event("PAUSED")).await, 200);
+    let paused = wa
+        .enqueue(quiet, "Saldo baixo", low_balance("7890", "R$ 1,00"))
+        .await;
+    wa.worker.pass().await;
+    let paused = wa.item(paused).await;
+    assert_eq!(paused.status, OutboxStatus::Failed);
+    assert!(
+        paused
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("PAUSED"),
+        "{paused:?}"
+    );
+    assert!(wa.sends().is_empty());
+    assert_eq!(wa.deliver(&template_event("APPROVED")).await, 200);
+    wa.enqueue(quiet, "Saldo baixo", low_balance("7890", "R$ 1,00"))
+        .await;
+    assert_eq!(wa.worker.pass().await.sent, 1);
+    assert_eq!(wa.sends()[0]["type"], "template");
+    let states = wa.served.chat.store.template_states().await.expect("states");
+    assert_eq!(states[0].status.as_deref(), Some("APPROVED"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their_answer() {
+    use vt_agent::service::SupportAgent;
+    let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
+    let user = "5511988887777";
+    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, user);
+    // The card holder asked for a person 25 hours ago.
+    let asked = text_at(
+        user,
+        "quero falar com um atendente",
+        "wamid.L1",
+        Utc::now() - Duration::hours(25),
+    );
+    assert_eq!(wa.deliver(&asked).await, 200);
+    let chat = wa.served.chat.clone();
+    let mut case = None;
+    for _ in 0..100 {
+        case = chat.store.open_case_of(&conversation).await.expect("read");
+        if case.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let case = case.expect("a case");
+    // The transfer's own answer, a plain reply, finds the window closed and has no template: it is
+    // dead-lettered with that reason (the test's clock put the message 25 hours back).
+    let _ = wa.worker.pass().await;
+    let before = wa.sends().len();
+    let agent = SupportAgent {
+        login: "ana",
+        name: "Ana",
+        tenant: None,
+    };
+    chat.service.claim_case(&case.id, agent).await.expect("claim");
+    chat.service
+        .agent_reply(&case.id, agent, "Olá! Seu cartão foi desbloqueado.")
+        .await
+        .expect("reply");
+    chat.service
+        .agent_reply(&case.id, agent, "Posso ajudar em algo mais?")
+        .await
+        .expect("reply");
+    let pass = wa.worker.pass().await;
+    assert_eq!(pass.held, 1, "{pass:?}");
+    let sent: Vec<Value> = wa.sends()[before..].to_vec();
+    assert_eq!(sent.len(), 1, "only the template: {sent:?}");
+    assert_eq!(sent[0]["template"]["name"], "retomar_atendimento_v1");
+    assert_eq!(
+        sent[0]["template"]["components"][0]["parameters"][0]["text"],
+        "Ana"
+    );
+    assert_eq!(wa.worker.pass().await.sent, 0, "the words wait for the answer");
+
+    // The card holder taps Continuar (a template's quick reply comes as a `button` message).
+    let mut tap: Value = serde_json::from_slice(&text_at(user, "-", "wamid.L2", Utc::now())).expect("json");
+    let m = &mut tap["entry"][0]["changes"][0]["value"]["messages"][0];
+    m["type"] = json!("button");
+    m["button"] = json!({"text": "Continuar", "payload": "continuar"});
+    m.as_object_mut().map(|o| o.remove("text"));
+    assert_eq!(wa.deliver(&serde_json::to_vec(&tap).expect("bytes")).await, 200);
+    let mut texts = Vec::new();
+    for _ in 0..100 {
+        wa.worker.pass().await;
+        texts = wa.sends()[before + 1..]
+            .iter()
+            .filter_map(|b| b["text"]["body"].as_str().map(str::to_owned))
+            .collect();
+        if texts.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        texts,
+        [
+            "Ana: Olá! Seu cartão foi desbloqueado.",
+            "Ana: Posso ajudar em algo mais?"
+        ],
+        "in order, once the card holder answered"
+    );
+}
