@@ -14,3 +14,21 @@ CREATE TABLE whatsapp_templates (
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (name, language)
 );
+
+-- Consent to business-initiated messages (notices, templates): each user's current answer, and every
+-- change with who made it, when and through what ("PARAR" in a chat, a company's import…).
+CREATE TABLE whatsapp_consent (
+    wa_id TEXT PRIMARY KEY,
+    opted_in BOOLEAN NOT NULL,
+    source TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE TABLE whatsapp_consent_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    wa_id TEXT NOT NULL,
+    opted_in BOOLEAN NOT NULL,
+    source TEXT NOT NULL,
+    who TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX whatsapp_consent_events_by_user ON whatsapp_consent_events (wa_id, seq);

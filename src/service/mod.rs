@@ -23,6 +23,7 @@ mod accept;
 pub mod audit;
 mod board;
 mod cases;
+mod consent;
 mod figures;
 mod hours;
 pub use board::{BOARD, BoardKind, state_line};
@@ -371,6 +372,11 @@ impl ConversationService {
                 held: None,
             };
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
+        }
+        // "PARAR" / "VOLTAR": consent to notices, whoever has the conversation.
+        if let Some(opted_in) = consent::consent_words(&conv, &msg.text) {
+            let ran_at = (now, started, accepted_message);
+            return self.consent_turn(&mut conv, msg, opted_in, ran_at, context).await;
         }
         // A person has the conversation: the bot stays silent — but for the card holder's answer to a
         // recharge waiting for their confirmation, which only they can give.

@@ -1041,6 +1041,28 @@ pub trait ContactStore: Send + Sync {
     async fn set_template_state(&self, state: &TemplateState) -> Result<(), StoreError>;
 
     async fn template_states(&self) -> Result<Vec<TemplateState>, StoreError>;
+
+    /// A user's answer on business-initiated messages changes: their current answer and the change's
+    /// line, in one transaction.
+    async fn record_consent(&self, change: &ConsentChange) -> Result<(), StoreError>;
+
+    /// A user's current answer (`None`: never given).
+    async fn consent(&self, wa_id: &str) -> Result<Option<ConsentChange>, StoreError>;
+
+    /// Every change of a user's answer, oldest first.
+    async fn consent_events(&self, wa_id: &str) -> Result<Vec<ConsentChange>, StoreError>;
+}
+
+/// A change of a user's consent to business-initiated messages: who made it, when, through what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsentChange {
+    pub wa_id: String,
+    pub opted_in: bool,
+    /// Through what: `chat` (the user's own words), `importacao`, `api`…
+    pub source: String,
+    /// Who made it: the user, or the key or command that imported it.
+    pub who: String,
+    pub at: DateTime<Utc>,
 }
 
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
@@ -1340,8 +1362,10 @@ where
         "DELETE FROM outbox WHERE conversation_id IN (",
         // The support board's items are keyed by their case (`caso:ID`, see `service::cases`).
         "DELETE FROM outbox WHERE conversation_id IN (SELECT 'caso:' || id FROM cases WHERE conversation_id IN (",
-        // A WhatsApp user's last-message time goes with their conversation.
+        // A WhatsApp user's last-message time and consent go with their conversation.
         "DELETE FROM whatsapp_contacts WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
+        "DELETE FROM whatsapp_consent WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
+        "DELETE FROM whatsapp_consent_events WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
         "DELETE FROM case_events WHERE conversation_id IN (",
         "DELETE FROM cases WHERE conversation_id IN (",

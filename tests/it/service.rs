@@ -715,6 +715,15 @@ impl vt_agent::store::ContactStore for Flaky {
     async fn template_states(&self) -> Result<Vec<vt_agent::store::TemplateState>, StoreError> {
         self.inner.template_states().await
     }
+    async fn record_consent(&self, c: &vt_agent::store::ConsentChange) -> Result<(), StoreError> {
+        self.inner.record_consent(c).await
+    }
+    async fn consent(&self, w: &str) -> Result<Option<vt_agent::store::ConsentChange>, StoreError> {
+        self.inner.consent(w).await
+    }
+    async fn consent_events(&self, w: &str) -> Result<Vec<vt_agent::store::ConsentChange>, StoreError> {
+        self.inner.consent_events(w).await
+    }
 }
 
 impl Store for Flaky {

@@ -126,6 +126,22 @@ impl Wa {
     }
 }
 
+/// The company's import says `wa_id` agreed to notices.
+async fn opt_in(wa: &Wa, wa_id: &str) {
+    wa.served
+        .chat
+        .store
+        .record_consent(&vt_agent::store::ConsentChange {
+            wa_id: wa_id.into(),
+            opted_in: true,
+            source: "importacao".into(),
+            who: "teste".into(),
+            at: Utc::now() - Duration::days(30),
+        })
+        .await
+        .expect("opt-in");
+}
+
 fn low_balance(card_end: &str, balance: &str) -> Option<TemplateUse> {
     Some(TemplateUse {
         purpose: "saldo_baixo".into(),
@@ -170,6 +186,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
         .touch_contact(quiet, Utc::now() - Duration::hours(25))
         .await
         .expect("touch");
+    opt_in(&wa, quiet).await;
 
     // 23 h after the user wrote: the text itself.
     wa.enqueue(
@@ -238,6 +255,7 @@ async fn a_paused_template_is_not_used_until_approved_again() {
         .touch_contact(quiet, Utc::now() - Duration::hours(30))
         .await
         .expect("touch");
+    opt_in(&wa, quiet).await;
     assert_eq!(wa.deliver(&template_event("PAUSED")).await, 200);
     let paused = wa
         .enqueue(quiet, "Saldo baixo", low_balance("7890", "R$ 1,00"))
@@ -287,6 +305,7 @@ async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let case = case.expect("a case");
+    opt_in(&wa, user).await;
     // The transfer's own answer, a plain reply, finds the window closed and has no template: it is
     // dead-lettered with that reason (the test's clock put the message 25 hours back).
     let _ = wa.worker.pass().await;
@@ -343,4 +362,116 @@ async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their
         ],
         "in order, once the card holder answered"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in_gets_a_template() {
+    let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
+    let store = wa.served.chat.store.clone();
+    let (user, never) = ("5511977776666", "5511955554444");
+    // Never opted in: a notice outside the window is not sent.
+    store
+        .touch_contact(never, Utc::now() - Duration::hours(30))
+        .await
+        .expect("touch");
+    let refused = wa
+        .enqueue(never, "Saldo baixo", low_balance("7890", "R$ 1,00"))
+        .await;
+    wa.worker.pass().await;
+    assert!(
+        wa.item(refused)
+            .await
+            .last_error
+            .unwrap_or_default()
+            .contains("sem opt-in"),
+        "never asked"
+    );
+    assert!(wa.sends().is_empty());
+
+    // PARAR: out at once, said in one line, with no model.
+    opt_in(&wa, user).await;
+    assert_eq!(
+        wa.deliver(&text_at(user, "PARAR", "wamid.P1", Utc::now())).await,
+        200
+    );
+    let mut said = Vec::new();
+    for _ in 0..100 {
+        wa.worker.pass().await;
+        said = wa
+            .sends()
+            .iter()
+            .filter_map(|b| b["text"]["body"].as_str().map(str::to_owned))
+            .collect();
+        if !said.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(said.len(), 1, "one line: {said:?}");
+    assert!(said[0].contains("não vai mais receber avisos"), "{said:?}");
+    assert!(
+        !store
+            .consent(user)
+            .await
+            .expect("read")
+            .expect("on record")
+            .opted_in
+    );
+    let usage = store
+        .usage_since(Utc::now() - Duration::days(3650))
+        .await
+        .expect("usage");
+    assert!(
+        usage
+            .iter()
+            .any(|u| u.intent_key == "consentimento" && u.tokens_input + u.tokens_output == 0),
+        "zero tokens"
+    );
+    // Opted out: a notice after the window closed is refused with that reason.
+    let stopped_user = "5511933332222";
+    store
+        .touch_contact(stopped_user, Utc::now() - Duration::hours(30))
+        .await
+        .expect("touch");
+    store
+        .record_consent(&vt_agent::store::ConsentChange {
+            wa_id: stopped_user.into(),
+            opted_in: false,
+            source: "chat".into(),
+            who: stopped_user.into(),
+            at: Utc::now(),
+        })
+        .await
+        .expect("out");
+    let out = wa
+        .enqueue(stopped_user, "Saldo baixo", low_balance("1111", "R$ 1,00"))
+        .await;
+    wa.worker.pass().await;
+    assert!(
+        wa.item(out)
+            .await
+            .last_error
+            .unwrap_or_default()
+            .contains("PARAR")
+    );
+
+    // VOLTAR: back in; every change on record with its source.
+    assert_eq!(
+        wa.deliver(&text_at(user, "voltar", "wamid.P2", Utc::now())).await,
+        200
+    );
+    for _ in 0..100 {
+        if store
+            .consent(user)
+            .await
+            .expect("read")
+            .is_some_and(|c| c.opted_in)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let events = store.consent_events(user).await.expect("events");
+    let trail: Vec<(bool, &str)> = events.iter().map(|e| (e.opted_in, e.source.as_str())).collect();
+    assert_eq!(trail, [(true, "importacao"), (false, "chat"), (true, "chat")]);
 }

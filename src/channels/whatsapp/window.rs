@@ -60,6 +60,20 @@ impl Window {
         let (Some(wanted), Some(template)) = (&reply.template, self.templates.for_purpose(purpose)) else {
             return Err(no_template());
         };
+        // Anything sent as a template is business-initiated: only with the user's recorded opt-in.
+        match self.store.consent(to).await.map_err(|_| unavailable())? {
+            Some(c) if c.opted_in => {}
+            Some(_) => {
+                return Err(SendError::Permanent(
+                    "fora da janela de 24 h e o cliente pediu para não receber avisos (PARAR)".into(),
+                ));
+            }
+            None => {
+                return Err(SendError::Permanent(
+                    "fora da janela de 24 h e sem opt-in registrado para avisos".into(),
+                ));
+            }
+        }
         let states = self.store.template_states().await.map_err(|_| unavailable())?;
         if let Some(why) = states
             .iter()

@@ -1,7 +1,7 @@
 //! [`ContactStore`] on PostgreSQL.
 
 use super::*;
-use crate::store::{ContactStore, TemplateState};
+use crate::store::{ConsentChange, ContactStore, TemplateState};
 
 #[async_trait]
 impl ContactStore for PgStore {
@@ -57,6 +57,68 @@ impl ContactStore for PgStore {
                     category: r.value("category")?,
                     reason: r.value("reason")?,
                     updated_at: r.time("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_consent(&self, change: &ConsentChange) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO whatsapp_consent (wa_id, opted_in, source, at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (wa_id) DO UPDATE SET opted_in = excluded.opted_in, source = excluded.source, at = excluded.at",
+        )
+        .bind(&change.wa_id)
+        .bind(change.opted_in)
+        .bind(&change.source)
+        .bind(change.at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO whatsapp_consent_events (wa_id, opted_in, source, who, at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&change.wa_id)
+        .bind(change.opted_in)
+        .bind(&change.source)
+        .bind(&change.who)
+        .bind(change.at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn consent(&self, wa_id: &str) -> Result<Option<ConsentChange>, StoreError> {
+        let row = sqlx::query("SELECT * FROM whatsapp_consent WHERE wa_id = $1")
+            .bind(wa_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(|r| {
+                Ok(ConsentChange {
+                    wa_id: r.value("wa_id")?,
+                    opted_in: r.value("opted_in")?,
+                    source: r.value("source")?,
+                    who: String::new(),
+                    at: r.time("at")?,
+                })
+            })
+            .transpose()
+    }
+
+    async fn consent_events(&self, wa_id: &str) -> Result<Vec<ConsentChange>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM whatsapp_consent_events WHERE wa_id = $1 ORDER BY seq")
+            .bind(wa_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ConsentChange {
+                    wa_id: r.value("wa_id")?,
+                    opted_in: r.value("opted_in")?,
+                    source: r.value("source")?,
+                    who: r.value("who")?,
+                    at: r.time("at")?,
                 })
             })
             .collect()
