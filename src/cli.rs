@@ -108,6 +108,20 @@ pub enum Command {
     /// A data subject's rights (LGPD): everything kept about a person, or its erasure.
     #[command(subcommand)]
     Titular(TitularCommand),
+    /// Consent to notices on WhatsApp: a company's import of the people who agreed to them.
+    #[command(subcommand)]
+    Optins(OptinsCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum OptinsCommand {
+    /// Record the opt-ins of a CSV file with the header `telefone,origem,em` (the WhatsApp number with
+    /// its country code, where the person agreed, when — RFC 3339). Every row is checked before any is
+    /// recorded; a person's own PARAR given after the row's date wins.
+    Import {
+        /// The CSV file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -353,6 +367,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Keys(KeysCommand::Rotate) => rotate_keys(&config, u).await,
         Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config, u).await,
         Command::Titular(command) => data_subject(&config, u, command).await,
+        Command::Optins(OptinsCommand::Import { file }) => import_opt_ins(&config, u, &file).await,
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
             export(&config, u, &conversation, output)
                 .await
@@ -709,6 +724,76 @@ async fn apply_retention(config: &Config, store_usage: Usage) -> anyhow::Result<
         gone.flow_runs.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent optins import FILE`: see [`OptinsCommand::Import`].
+async fn import_opt_ins(
+    config: &Config,
+    store_usage: Usage,
+    file: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let rows = match read_opt_ins(file) {
+        Ok(rows) => rows,
+        Err(why) => {
+            eprintln!("vt-agent: {}: {why}", file.display());
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let changes = match crate::service::OptIn::changes(&rows, "cli:optins import", chrono::Utc::now()) {
+        Ok(c) => c,
+        Err(e) => {
+            // `optins[3].telefone` is the CSV's line 5 (after the header).
+            let (index, field) = e
+                .field
+                .strip_prefix("optins[")
+                .and_then(|r| r.split_once("]."))
+                .map_or((None, e.field.as_str()), |(i, f)| (i.parse::<usize>().ok(), f));
+            match index {
+                Some(i) => eprintln!(
+                    "vt-agent: {}: linha {}, {field}: {}",
+                    file.display(),
+                    i + 2,
+                    e.why
+                ),
+                None => eprintln!("vt-agent: {}: {}", file.display(), e.why),
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let app = crate::app::App::start(config, None, store_usage).await?;
+    let recorded = app.service.import_opt_ins(&changes).await?;
+    println!(
+        "{recorded} opt-in(s) registrado(s) de {} linha(s).",
+        changes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rows of an opt-in CSV; the error names the line and the column, never a value.
+fn read_opt_ins(file: &std::path::Path) -> Result<Vec<crate::service::OptIn>, String> {
+    let mut reader = csv::Reader::from_path(file).map_err(|e| format!("não foi possível ler: {e}"))?;
+    let headers = reader
+        .headers()
+        .map_err(|_| "sem cabeçalho: telefone,origem,em".to_owned())?
+        .clone();
+    let mut rows = Vec::new();
+    for (i, row) in reader.deserialize::<crate::service::OptIn>().enumerate() {
+        rows.push(row.map_err(|e| {
+            let line = e.position().map_or(i as u64 + 2, |p| p.line());
+            let why = match e.kind() {
+                csv::ErrorKind::Deserialize { err, .. } => {
+                    match err.field().and_then(|f| headers.get(f as usize)) {
+                        Some(column) => format!("{column} inválido"),
+                        // A column we do not know, or one missing: serde's words name it.
+                        None => err.kind().to_string(),
+                    }
+                }
+                _ => "linha ilegível".to_owned(),
+            };
+            format!("linha {line}: {why}")
+        })?);
+    }
+    Ok(rows)
 }
 
 /// `vt-agent titular exportar|apagar`.

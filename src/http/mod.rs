@@ -17,6 +17,7 @@ mod flows;
 mod json;
 mod metrics;
 mod ops;
+mod optins;
 mod state;
 mod subjects;
 
@@ -68,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/batches", post(batches::create))
         .route("/v1/batches/{id}", get(batches::show))
         .route("/v1/batches/{id}/results", get(batches::results))
+        .route("/v1/optins", post(optins::import))
         .route("/v1/titulares/exportar", post(subjects::export))
         .route("/v1/titulares/apagar", post(subjects::erase))
         .route("/healthz", get(ops::healthz))

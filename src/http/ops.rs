@@ -77,6 +77,7 @@ pub(super) async fn metrics(
         super::batches::results,
         super::subjects::export,
         super::subjects::erase,
+        super::optins::import,
         healthz,
         readyz,
         metrics
@@ -84,7 +85,8 @@ pub(super) async fn metrics(
     components(schemas(
         NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, Button, ConversationView,
         MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus,
-        super::batches::BatchAccepted, super::batches::BatchView, super::subjects::SubjectRequest
+        super::batches::BatchAccepted, super::batches::BatchView, super::subjects::SubjectRequest,
+        super::optins::OptInsRequest, crate::service::OptIn
     )),
     modifiers(&BearerAuth)
 )]

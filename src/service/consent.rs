@@ -76,3 +76,90 @@ impl ConversationService {
         Ok(self.commit_traced(conv, msg, ran, deliver).await)
     }
 }
+
+/// One opt-in a company imports (`POST /v1/optins`, `vt-agent optins import`): whose WhatsApp number,
+/// through what it was given, and when.
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OptIn {
+    /// The WhatsApp number (wa_id): digits, country code first, e.g. 5511999990000.
+    pub telefone: String,
+    /// Where the person agreed: a form, a contract, a call…
+    pub origem: String,
+    /// When they agreed (RFC 3339), never in the future.
+    pub em: DateTime<Utc>,
+}
+
+/// Why an import was refused: the field (`optins[3].telefone`) and what is wrong — never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {why}")]
+pub struct OptInError {
+    pub field: String,
+    pub why: &'static str,
+}
+
+/// Most opt-ins one import takes.
+const MAX_OPT_INS: usize = 10_000;
+
+impl OptIn {
+    /// The import as consent changes by `who`, every row checked first (nothing is recorded from a
+    /// file with a bad row).
+    pub fn changes(rows: &[Self], who: &str, now: DateTime<Utc>) -> Result<Vec<ConsentChange>, OptInError> {
+        if rows.is_empty() || rows.len() > MAX_OPT_INS {
+            return Err(OptInError {
+                field: "optins".into(),
+                why: "de 1 a 10.000 registros",
+            });
+        }
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let field = |name: &str| format!("optins[{i}].{name}");
+                let digits = r.telefone.trim().trim_start_matches('+');
+                if !(10..=15).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(OptInError {
+                        field: field("telefone"),
+                        why: "o número do WhatsApp com o código do país, só dígitos (10 a 15)",
+                    });
+                }
+                let origem = r.origem.trim();
+                if origem.is_empty() || origem.chars().count() > 100 {
+                    return Err(OptInError {
+                        field: field("origem"),
+                        why: "onde a pessoa autorizou, em até 100 caracteres",
+                    });
+                }
+                if r.em > now {
+                    return Err(OptInError {
+                        field: field("em"),
+                        why: "no futuro",
+                    });
+                }
+                Ok(ConsentChange {
+                    wa_id: digits.to_owned(),
+                    opted_in: true,
+                    source: origem.to_owned(),
+                    who: who.to_owned(),
+                    at: r.em,
+                })
+            })
+            .collect()
+    }
+}
+
+impl ConversationService {
+    /// Records imported opt-ins, except where the person said PARAR later than the import's date (their
+    /// own word wins). Returns how many were recorded.
+    pub async fn import_opt_ins(&self, changes: &[ConsentChange]) -> Result<usize, crate::store::StoreError> {
+        let mut recorded = 0;
+        for change in changes {
+            let current = self.store.consent(&change.wa_id).await?;
+            if current.is_some_and(|c| !c.opted_in && c.at > change.at) {
+                continue;
+            }
+            self.store.record_consent(change).await?;
+            recorded += 1;
+        }
+        Ok(recorded)
+    }
+}

@@ -28,6 +28,7 @@ mod figures;
 mod hours;
 pub use board::{BOARD, BoardKind, state_line};
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
+pub use consent::{OptIn, OptInError};
 pub use figures::{CaseFigures, percentile};
 pub use hours::Hours;
 mod commit;

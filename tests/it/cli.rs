@@ -447,3 +447,36 @@ fn serve_refuses_a_bad_template_file_naming_its_field() {
     );
     assert!(!err.contains("EAAtest"), "no token in the error: {err}");
 }
+
+/// `vt-agent optins import FILE`: a bad row names its line and column and records nothing; a good file
+/// records every row.
+#[test]
+fn optins_import_checks_every_row_first() {
+    let data = tempfile::tempdir().expect("tmp");
+    let file = data.path().join("optins.csv");
+    std::fs::write(
+        &file,
+        "telefone,origem,em\n5511999990000,site,2026-11-01T10:00:00Z\n5511999990001,,2026-11-01T10:00:00Z\n",
+    )
+    .expect("write");
+    let out = vt_agent_in(&data)
+        .args(["optins", "import"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("linha 3, origem"), "{err}");
+    std::fs::write(
+        &file,
+        "telefone,origem,em\n5511999990000,site,2026-11-01T10:00:00Z\n5511999990001,loja,2026-11-02T10:00:00Z\n",
+    )
+    .expect("write");
+    let out = vt_agent_in(&data)
+        .args(["optins", "import"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 opt-in(s) registrado(s)"));
+}

@@ -758,3 +758,67 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
         "{back}"
     );
 }
+
+/// A company imports its opt-ins: every row checked before any is recorded (the error names the field,
+/// never the value), each on record with the key that imported it; a person's later PARAR wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_companys_opt_ins_are_checked_whole_and_recorded_with_the_key() {
+    let s = Served::serve(with_keys()).await;
+    let store = s.chat.store.clone();
+    let bad = s
+        .post(
+            "/v1/optins",
+            Some(CLIENT_A),
+            json!({"optins": [
+                {"telefone": "5511999990000", "origem": "site", "em": "2026-11-01T10:00:00Z"},
+                {"telefone": "11-abc", "origem": "site", "em": "2026-11-01T10:00:00Z"}]}),
+        )
+        .await;
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.expect("json");
+    assert_eq!(body["error"]["field"], "optins[1].telefone", "{body}");
+    assert!(!body.to_string().contains("11-abc"), "never the value: {body}");
+    assert!(
+        store.consent("5511999990000").await.expect("read").is_none(),
+        "nothing recorded"
+    );
+
+    // The person said PARAR after the date the company gives: their word stands.
+    store
+        .record_consent(&vt_agent::store::ConsentChange {
+            wa_id: "5511988880000".into(),
+            opted_in: false,
+            source: "chat".into(),
+            who: "5511988880000".into(),
+            at: "2026-11-10T10:00:00Z".parse().expect("t"),
+        })
+        .await
+        .expect("out");
+    let ok: Value = s
+        .post(
+            "/v1/optins",
+            Some(CLIENT_A),
+            json!({"optins": [
+                {"telefone": "+5511999990000", "origem": "contrato", "em": "2026-11-01T10:00:00Z"},
+                {"telefone": "5511988880000", "origem": "contrato", "em": "2026-11-01T10:00:00Z"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ok, json!({"registrados": 1, "recebidos": 2}));
+    let events = store.consent_events("5511999990000").await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].source.as_str(), events[0].who.as_str()),
+        ("contrato", "api:a")
+    );
+    assert!(
+        !store
+            .consent("5511988880000")
+            .await
+            .expect("read")
+            .expect("on record")
+            .opted_in
+    );
+}
