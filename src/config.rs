@@ -62,6 +62,8 @@ pub struct Config {
     pub outbox: crate::outbox::OutboxConfig,
     /// A transfer to a person: how long a case waits before the card holder is told.
     pub handoff: crate::service::HandoffConfig,
+    /// `[notificacoes]`: restraint in the notices the product sends itself.
+    pub notificacoes: crate::channels::whatsapp::NoticesConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     pub simulator: SimulatorSettings,
@@ -111,6 +113,7 @@ impl Default for Config {
             service: crate::service::ServiceConfig::default(),
             outbox: crate::outbox::OutboxConfig::default(),
             handoff: crate::service::HandoffConfig::default(),
+            notificacoes: crate::channels::whatsapp::NoticesConfig::default(),
             systems: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),

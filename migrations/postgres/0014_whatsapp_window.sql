@@ -32,3 +32,12 @@ CREATE TABLE whatsapp_consent_events (
     at TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX whatsapp_consent_events_by_user ON whatsapp_consent_events (wa_id, seq);
+
+-- Low-balance notices the product sends itself: one per card per crossing of the limit ("below" until
+-- a reading above it), and at most one per [notificacoes] intervalo_minimo_horas. By the card's keyed
+-- hash, never the card.
+CREATE TABLE low_balance_notices (
+    card_hash TEXT PRIMARY KEY,
+    below BOOLEAN NOT NULL,
+    last_notice_at TIMESTAMPTZ
+);

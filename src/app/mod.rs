@@ -162,8 +162,18 @@ impl App {
                 (VtSystems::in_process(&sim), Some(sim))
             }
         };
-        let extensions = Extensions::default().with(systems).with(config.vt.clone());
         let store = store(config, usage).await.context("opening the database")?;
+        let mut extensions = Extensions::default().with(systems).with(config.vt.clone());
+        // WhatsApp recipients of a flow's notices are told by the product itself.
+        if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {
+            let notices = crate::channels::whatsapp::WhatsAppNotices::new(
+                store.clone(),
+                phone,
+                config.notificacoes.clone(),
+                config.vt.politicas.timezone.clone(),
+            );
+            extensions = extensions.with(vt_actions::notices::ChannelNoticesPort(Arc::new(notices)));
+        }
         let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {
             service: service(config, engine, store).await?,

@@ -1051,6 +1051,19 @@ pub trait ContactStore: Send + Sync {
 
     /// Every change of a user's answer, oldest first.
     async fn consent_events(&self, wa_id: &str) -> Result<Vec<ConsentChange>, StoreError>;
+
+    /// Takes the low-balance notice of the card `card_hash` if one is due: it is not below the limit
+    /// since its last notice, and none went since `not_before`. One conditional write, so of several
+    /// flows at once one takes it. Returns whether this call took it.
+    async fn take_low_balance_notice(
+        &self,
+        card_hash: &str,
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// The card's balance was read above the limit: its next low balance is a new crossing.
+    async fn balance_recovered(&self, card_hash: &str) -> Result<(), StoreError>;
 }
 
 /// A change of a user's consent to business-initiated messages: who made it, when, through what.

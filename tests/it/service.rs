@@ -724,6 +724,17 @@ impl vt_agent::store::ContactStore for Flaky {
     async fn consent_events(&self, w: &str) -> Result<Vec<vt_agent::store::ConsentChange>, StoreError> {
         self.inner.consent_events(w).await
     }
+    async fn take_low_balance_notice(
+        &self,
+        c: &str,
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.take_low_balance_notice(c, not_before, now).await
+    }
+    async fn balance_recovered(&self, c: &str) -> Result<(), StoreError> {
+        self.inner.balance_recovered(c).await
+    }
 }
 
 impl Store for Flaky {

@@ -465,6 +465,35 @@ pub(crate) async fn chat_harness_handing_off(
     shared: Option<vt_actions::systems::Simulator>,
     handoff: vt_agent::service::HandoffConfig,
 ) -> ChatHarness {
+    chat_harness_built(store, llm, vt, shared, handoff, None).await
+}
+
+/// [`chat_harness`] whose flows tell WhatsApp recipients themselves (WhatsApp number `phone`), under
+/// `notices`, on the harness's clock.
+pub(crate) async fn chat_harness_notifying(
+    store: Arc<dyn vt_agent::store::Store>,
+    phone: &str,
+    notices: vt_agent::channels::whatsapp::NoticesConfig,
+) -> ChatHarness {
+    chat_harness_built(
+        store,
+        None,
+        vt_actions::tools::VtSettings::default(),
+        None,
+        Default::default(),
+        Some((phone.to_owned(), notices)),
+    )
+    .await
+}
+
+async fn chat_harness_built(
+    store: Arc<dyn vt_agent::store::Store>,
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+    shared: Option<vt_actions::systems::Simulator>,
+    handoff: vt_agent::service::HandoffConfig,
+    notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
+) -> ChatHarness {
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
@@ -484,9 +513,20 @@ pub(crate) async fn chat_harness_handing_off(
         max_retry_wait_ms: 20,
         ..SystemsConfig::single(&running.url)
     };
-    let ext = vt_actions::context::Extensions::default()
+    let mut ext = vt_actions::context::Extensions::default()
         .with(VtSystems::new(systems).expect("client"))
         .with(vt);
+    if let Some((phone, config)) = notices {
+        let now = clock.clone();
+        let port = vt_agent::channels::whatsapp::WhatsAppNotices::new(
+            store.clone(),
+            &phone,
+            config,
+            vt_actions::vt::timezone::Timezone::sao_paulo(),
+        )
+        .with_clock(Arc::new(move || now.now()));
+        ext = ext.with(vt_actions::notices::ChannelNoticesPort(Arc::new(port)));
+    }
     let config = vt_agent::config::Config {
         engine: fast_config(),
         handoff,

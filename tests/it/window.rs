@@ -475,3 +475,200 @@ async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in
     let trail: Vec<(bool, &str)> = events.iter().map(|e| (e.opted_in, e.source.as_str())).collect();
     assert_eq!(trail, [(true, "importacao"), (false, "chat"), (true, "chat")]);
 }
+
+/// A flow whose recipient is a WhatsApp user: the product tells them itself — once per crossing of the
+/// limit, never without an opt-in, never in the quiet hours (the item is due at their end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_outside_quiet_hours() {
+    use vt_agent::channels::whatsapp::NoticesConfig;
+    let memory = || async {
+        std::sync::Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        ) as std::sync::Arc<dyn vt_agent::store::Store>
+    };
+    let flow = |wa: &str, recharge: bool| {
+        let recarga = if recharge {
+            r#", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"cartao": "1111111111", "destinatario": {{"tipo": "whatsapp", "id": "{wa}"}}, "cpf": "123.456.789-00"{recarga}}}"#
+        )
+    };
+    let notices = |store: &std::sync::Arc<dyn vt_agent::store::Store>| {
+        let store = store.clone();
+        async move {
+            store
+                .outbox_items(OutboxStatus::Pending, 100)
+                .await
+                .expect("outbox")
+                .into_iter()
+                .filter(|i| i.kind == "aviso_saldo_baixo")
+                .collect::<Vec<_>>()
+        }
+    };
+    let consent = |store: &std::sync::Arc<dyn vt_agent::store::Store>, wa: &str, opted_in: bool| {
+        let (store, wa) = (store.clone(), wa.to_owned());
+        async move {
+            store
+                .record_consent(&vt_agent::store::ConsentChange {
+                    wa_id: wa.clone(),
+                    opted_in,
+                    source: "importacao".into(),
+                    who: "teste".into(),
+                    at: "2026-11-01T00:00:00Z".parse().expect("t"),
+                })
+                .await
+                .expect("consent");
+        }
+    };
+
+    // 09:00 in São Paulo: sent now, once.
+    let store = memory().await;
+    let h = crate::support::chat_harness_notifying(store.clone(), PHONE, NoticesConfig::default()).await;
+    let (user, out) = ("5511912345678", "5511987654321");
+    consent(&store, user, true).await;
+    let ran = h
+        .service
+        .run_flow(flow(user, false).as_str(), Default::default())
+        .await
+        .expect("flow");
+    assert!(
+        serde_json::to_string(&ran.output)
+            .expect("json")
+            .contains("\"enviado\":true")
+    );
+    let sent = notices(&store).await;
+    assert_eq!(sent.len(), 1);
+    let payload = &sent[0].payload;
+    assert_eq!(payload["user_id"], user);
+    assert_eq!(payload["template"]["purpose"], "saldo_baixo");
+    assert_eq!(payload["template"]["parameters"]["cartao_final"], "1111");
+    assert_eq!(payload["template"]["parameters"]["saldo"], "BRL 12,50");
+    assert!(!payload.to_string().contains("1111111111"), "no card in clear");
+    assert_eq!(sent[0].next_attempt_at, h.clock.now(), "due now");
+    // The same card again, still low: nothing more.
+    let again = h
+        .service
+        .run_flow(flow(user, false).as_str(), Default::default())
+        .await
+        .expect("flow");
+    assert!(
+        serde_json::to_string(&again.output)
+            .expect("json")
+            .contains("ja_avisado")
+    );
+    assert_eq!(notices(&store).await.len(), 1);
+    // Opted out: nothing, and the flow says why.
+    consent(&store, out, false).await;
+    let refused = h
+        .service
+        .run_flow(flow(out, false).as_str(), Default::default())
+        .await
+        .expect("flow");
+    assert!(
+        serde_json::to_string(&refused.output)
+            .expect("json")
+            .contains("cliente_pediu_parar")
+    );
+    assert_eq!(notices(&store).await.len(), 1);
+    // A recharge lifts the balance above the limit: the next low balance is a new crossing.
+    h.service
+        .run_flow(flow(user, true).as_str(), Default::default())
+        .await
+        .expect("recharge");
+    let high = h
+        .service
+        .run_flow(flow(user, false).as_str(), Default::default())
+        .await
+        .expect("lookup");
+    assert!(
+        serde_json::to_string(&high.output)
+            .expect("json")
+            .contains("saldo_acima_do_limite")
+    );
+
+    // 00:00 in São Paulo (03:00 UTC): deferred to 08:00 local, 11:00 UTC — a row, so a restart keeps it.
+    let night_store = memory().await;
+    let night =
+        crate::support::chat_harness_notifying(night_store.clone(), PHONE, NoticesConfig::default()).await;
+    night.clock.set("2026-11-23T03:00:00Z".parse().expect("t"));
+    consent(&night_store, user, true).await;
+    let deferred = night
+        .service
+        .run_flow(flow(user, false).as_str(), Default::default())
+        .await
+        .expect("flow");
+    assert!(
+        serde_json::to_string(&deferred.output)
+            .expect("json")
+            .contains("adiado_para_o_fim_do_silencio")
+    );
+    let items = notices(&night_store).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0].next_attempt_at,
+        "2026-11-23T11:00:00Z"
+            .parse::<chrono::DateTime<Utc>>()
+            .expect("t")
+    );
+}
+
+/// One notice per crossing and per interval, on both backends: a card below the limit is told once;
+/// after a reading above it, again — but not within the interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval() {
+    let sqlite: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let pg = crate::store::PgFixture::start().await;
+    let mut stores = vec![sqlite];
+    if let Some(pg) = &pg {
+        stores.push(pg.store.clone());
+    }
+    let t = |h: i64| {
+        "2026-11-22T12:00:00Z"
+            .parse::<chrono::DateTime<Utc>>()
+            .expect("t")
+            + Duration::hours(h)
+    };
+    for store in stores {
+        let day = Duration::hours(24);
+        assert!(
+            store
+                .take_low_balance_notice("cartao-h", t(0) - day, t(0))
+                .await
+                .expect("take")
+        );
+        assert!(
+            !store
+                .take_low_balance_notice("cartao-h", t(30) - day, t(30))
+                .await
+                .expect("take"),
+            "still below"
+        );
+        store.balance_recovered("cartao-h").await.expect("recovered");
+        assert!(
+            !store
+                .take_low_balance_notice("cartao-h", t(10) - day, t(10))
+                .await
+                .expect("take"),
+            "within the interval"
+        );
+        assert!(
+            store
+                .take_low_balance_notice("cartao-h", t(30) - day, t(30))
+                .await
+                .expect("take"),
+            "a new crossing"
+        );
+    }
+    if let Some(pg) = pg {
+        pg.cleanup().await;
+    }
+}

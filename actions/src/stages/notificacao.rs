@@ -82,7 +82,7 @@ pub struct EnvioNotificacao {
 }
 
 impl EnvioNotificacao {
-    pub(crate) fn not_sent(motivo: impl Into<String>) -> Self {
+    pub fn not_sent(motivo: impl Into<String>) -> Self {
         Self {
             enviado: false,
             status: None,

@@ -59,6 +59,23 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
     }
 }
 
+/// RF4's decision as the notice a channel port sends (`None`: nothing to tell — the balance is above
+/// the limit, or the lookup failed).
+fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::notices::LowBalance> {
+    let payload = decisao.payload.as_ref().filter(|_| decisao.enviar_notificacao)?;
+    let moeda = decisao.meta_text("moeda");
+    let saldo = decisao
+        .meta_text("saldo")
+        .parse::<rust_decimal::Decimal>()
+        .map(|v| format_money(if moeda.is_empty() { "BRL" } else { &moeda }, v, Idioma::PtBr))
+        .unwrap_or_else(|_| decisao.meta_text("saldo"));
+    Some(crate::notices::LowBalance {
+        cartao: decisao.meta_text("cartao"),
+        saldo,
+        mensagem: payload.mensagem.clone(),
+    })
+}
+
 pub(crate) struct Rf05;
 
 #[async_trait]
@@ -79,13 +96,27 @@ impl Action for Rf05 {
         decisao: DecisaoNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let out = enviar(
-            ctx.require::<VtSystems>()?,
-            &decisao,
-            &dedup_key(&decisao),
-            &input.tenant_id,
-        )
-        .await;
+        let port = ctx
+            .get::<crate::notices::ChannelNoticesPort>()
+            .filter(|p| p.0.delivers_to(&input.destinatario));
+        let out = match port {
+            // A recipient on a channel the product serves: the product tells them itself.
+            Some(port) => {
+                let notice = low_balance(&decisao);
+                port.0
+                    .low_balance(&input.destinatario, &input.cartao, notice.as_ref())
+                    .await
+            }
+            None => {
+                enviar(
+                    ctx.require::<VtSystems>()?,
+                    &decisao,
+                    &dedup_key(&decisao),
+                    &input.tenant_id,
+                )
+                .await
+            }
+        };
         if input.recarga.is_some() {
             return Ok(super::pass(&out)?.into());
         }

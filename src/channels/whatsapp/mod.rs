@@ -15,6 +15,7 @@
 //!   sent as HTTP 400) and 5xx are retried; 131047 (outside the 24 h window) and other 4xx are final.
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
+mod notices;
 mod sender;
 mod templates;
 mod webhook;
@@ -23,6 +24,7 @@ mod wire;
 
 use serde::Deserialize;
 
+pub use notices::{NoticesConfig, QuietHours, WhatsAppNotices};
 pub use sender::Sender;
 pub use templates::{Template, TemplateError, Templates};
 pub use webhook::{WebhookState, router};

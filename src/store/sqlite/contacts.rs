@@ -123,4 +123,35 @@ impl ContactStore for SqliteStore {
             })
             .collect()
     }
+
+    async fn take_low_balance_notice(
+        &self,
+        card_hash: &str,
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        // Inserted, or updated only when the card is not below since its last notice and that notice
+        // is older than the interval.
+        let taken = sqlx::query(
+            "INSERT INTO low_balance_notices (card_hash, below, last_notice_at) VALUES (?, TRUE, ?) \
+             ON CONFLICT (card_hash) DO UPDATE SET below = TRUE, last_notice_at = excluded.last_notice_at \
+             WHERE NOT low_balance_notices.below \
+               AND (low_balance_notices.last_notice_at IS NULL OR low_balance_notices.last_notice_at <= ?)",
+        )
+        .bind(card_hash)
+        .bind(ms(now))
+        .bind(ms(not_before))
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(taken == 1)
+    }
+
+    async fn balance_recovered(&self, card_hash: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE low_balance_notices SET below = FALSE WHERE card_hash = ? AND below")
+            .bind(card_hash)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
 }

@@ -1,0 +1,41 @@
+//! Notices the product delivers itself, on a channel it serves (WhatsApp), instead of handing them to
+//! the notification system: a port the application fills (`ChannelNoticesPort` in the extensions).
+//! RF5 asks it for a recipient it delivers to; everything else goes to the notification system as the
+//! PRD says.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use crate::stages::EnvioNotificacao;
+use crate::vt::Destinatario;
+
+/// A low balance to tell a card holder about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowBalance {
+    /// The card's digits (the port keeps only a keyed hash of it).
+    pub cartao: String,
+    /// The balance as people read it (`BRL 12,50`).
+    pub saldo: String,
+    /// The notice's text, as the notification system would get it.
+    pub mensagem: String,
+}
+
+#[async_trait]
+pub trait ChannelNotices: Send + Sync {
+    /// Whether this port delivers to `destinatario`.
+    fn delivers_to(&self, destinatario: &Destinatario) -> bool;
+
+    /// RF5 for `destinatario`: `card`'s balance is low (`Some`) — send or schedule the notice, or say
+    /// why not — or back above the limit (`None`), which arms the next notice.
+    async fn low_balance(
+        &self,
+        destinatario: &Destinatario,
+        card: &str,
+        notice: Option<&LowBalance>,
+    ) -> EnvioNotificacao;
+}
+
+/// The port as the extensions carry it.
+#[derive(Clone)]
+pub struct ChannelNoticesPort(pub Arc<dyn ChannelNotices>);

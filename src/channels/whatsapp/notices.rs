@@ -1,0 +1,257 @@
+//! Low-balance notices to WhatsApp recipients, sent by the product itself (RF5 for a `destinatario` of
+//! `tipo: "whatsapp"`): only to a user with a recorded opt-in, one per card per crossing of the limit
+//! and at most one per `[notificacoes] intervalo_minimo_horas`, never in the quiet hours
+//! (`[notificacoes] silencio`, deferred to their end by the outbox item's due time — durable, so a
+//! restart loses none). The item carries the text and the `saldo_baixo` template: the sender picks by
+//! the 24-hour window when it goes.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, NaiveTime, Utc};
+use serde::Deserialize;
+use vt_actions::notices::{ChannelNotices, EnvioNotificacao, LowBalance};
+use vt_actions::vt::Destinatario;
+use vt_actions::vt::timezone::Timezone;
+
+use super::{CHANNEL, conversation_id};
+use crate::outbox::{ReplyPayload, TemplateUse};
+use crate::store::{NewOutboxItem, OutboxStatus, Store};
+
+/// `[notificacoes]`: restraint in what the product sends on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NoticesConfig {
+    /// At most one low-balance notice per card in this many hours (default 24).
+    pub intervalo_minimo_horas: u32,
+    /// When nothing is sent, in the policy's time zone (default `"21:00-08:00"`; `""`: never quiet).
+    pub silencio: QuietHours,
+}
+
+impl Default for NoticesConfig {
+    fn default() -> Self {
+        Self {
+            intervalo_minimo_horas: 24,
+            silencio: QuietHours::parse("21:00-08:00").unwrap_or(QuietHours(None)),
+        }
+    }
+}
+
+/// A daily quiet period `HH:MM-HH:MM` (it may cross midnight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuietHours(Option<(NaiveTime, NaiveTime)>);
+
+impl QuietHours {
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        if text.trim().is_empty() {
+            return Ok(Self(None));
+        }
+        let (from, to) = text
+            .trim()
+            .split_once('-')
+            .ok_or("use HH:MM-HH:MM, e.g. 21:00-08:00")?;
+        let time = |t: &str| {
+            NaiveTime::parse_from_str(t.trim(), "%H:%M").map_err(|_| "use HH:MM-HH:MM, e.g. 21:00-08:00")
+        };
+        let (from, to) = (time(from)?, time(to)?);
+        if from == to {
+            return Err("the start and the end must differ");
+        }
+        Ok(Self(Some((from, to))))
+    }
+
+    /// When a notice due at `now` may go: `now`, or the end of the quiet period `now` falls in.
+    pub fn release(&self, now: DateTime<Utc>, tz: &Timezone) -> DateTime<Utc> {
+        let Some((from, to)) = self.0 else { return now };
+        let local = tz.local(now);
+        let t = local.time();
+        let quiet = if from < to {
+            t >= from && t < to
+        } else {
+            t >= from || t < to
+        };
+        if !quiet {
+            return now;
+        }
+        let mut end = local.date_naive().and_time(to);
+        if end <= local.naive_local() {
+            end += Duration::days(1);
+        }
+        end.and_local_timezone(*local.offset())
+            .single()
+            .map_or(now, |e| e.with_timezone(&Utc))
+    }
+}
+
+impl<'de> Deserialize<'de> for QuietHours {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The WhatsApp side of [`ChannelNotices`].
+pub struct WhatsAppNotices {
+    store: Arc<dyn Store>,
+    phone_number_id: String,
+    config: NoticesConfig,
+    tz: Timezone,
+    clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>,
+}
+
+impl WhatsAppNotices {
+    pub fn new(store: Arc<dyn Store>, phone_number_id: &str, config: NoticesConfig, tz: Timezone) -> Self {
+        Self {
+            store,
+            phone_number_id: phone_number_id.to_owned(),
+            config,
+            tz,
+            clock: Arc::new(Utc::now),
+        }
+    }
+
+    /// With another clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    async fn send(
+        &self,
+        wa_id: &str,
+        card: &str,
+        notice: &LowBalance,
+    ) -> Result<EnvioNotificacao, crate::store::StoreError> {
+        match self.store.consent(wa_id).await? {
+            Some(c) if c.opted_in => {}
+            Some(_) => return Ok(EnvioNotificacao::not_sent("cliente_pediu_parar")),
+            None => return Ok(EnvioNotificacao::not_sent("sem_opt_in")),
+        }
+        let now = (self.clock)();
+        let interval = Duration::hours(i64::from(self.config.intervalo_minimo_horas));
+        let hash = crate::store::seal::card_index(card);
+        if !self
+            .store
+            .take_low_balance_notice(&hash, now - interval, now)
+            .await?
+        {
+            return Ok(EnvioNotificacao::not_sent(
+                "ja_avisado_nesta_queda_ou_no_intervalo",
+            ));
+        }
+        let due = self.config.silencio.release(now, &self.tz);
+        let item = self.item(wa_id, card, notice, due);
+        self.store.enqueue(&item, now).await?;
+        let mut out = EnvioNotificacao {
+            enviado: true,
+            status: None,
+            body: None,
+            motivo: None,
+            erro: None,
+        };
+        if due > now {
+            out.motivo = Some(format!("adiado_para_o_fim_do_silencio:{}", due.to_rfc3339()));
+        }
+        Ok(out)
+    }
+}
+
+impl WhatsAppNotices {
+    /// The notice as an outbox item due at `due`: its text (cards masked) and, for outside the
+    /// window, the `saldo_baixo` template with the card's last four digits and the balance.
+    fn item(&self, wa_id: &str, card: &str, notice: &LowBalance, due: DateTime<Utc>) -> NewOutboxItem {
+        let conversation = conversation_id(&self.phone_number_id, wa_id);
+        let tail: String = card
+            .chars()
+            .skip(card.chars().count().saturating_sub(4))
+            .collect();
+        NewOutboxItem {
+            kind: "aviso_saldo_baixo".into(),
+            destination: CHANNEL.into(),
+            payload: ReplyPayload {
+                conversation_id: conversation.clone(),
+                user_id: wa_id.to_owned(),
+                text: vt_actions::vt::card::mask_cards_in(&notice.mensagem),
+                files: Vec::new(),
+                reply_to: None,
+                thread: None,
+                confirmation: None,
+                trace: None,
+                template: Some(TemplateUse {
+                    purpose: "saldo_baixo".into(),
+                    parameters: [
+                        ("cartao_final".to_owned(), tail),
+                        ("saldo".to_owned(), notice.saldo.clone()),
+                    ]
+                    .into(),
+                }),
+            }
+            .to_value(),
+            max_attempts: 5,
+            next_attempt_at: due,
+            conversation_id: Some(conversation),
+            status: OutboxStatus::Pending,
+        }
+    }
+}
+
+#[async_trait]
+impl ChannelNotices for WhatsAppNotices {
+    fn delivers_to(&self, destinatario: &Destinatario) -> bool {
+        destinatario.tipo == CHANNEL && !destinatario.id.trim().is_empty()
+    }
+
+    async fn low_balance(
+        &self,
+        to: &Destinatario,
+        card: &str,
+        notice: Option<&LowBalance>,
+    ) -> EnvioNotificacao {
+        let digits: String = card.chars().filter(char::is_ascii_digit).collect();
+        let Some(notice) = notice else {
+            if let Err(e) = self
+                .store
+                .balance_recovered(&crate::store::seal::card_index(&digits))
+                .await
+            {
+                tracing::warn!(error = %e, "a card's recovered balance could not be recorded");
+            }
+            return EnvioNotificacao::not_sent("saldo_acima_do_limite");
+        };
+        let wa_id: String = to.id.chars().filter(char::is_ascii_digit).collect();
+        match self.send(&wa_id, &digits, notice).await {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::error!(error = %e, "a WhatsApp notice could not be recorded");
+                EnvioNotificacao::not_sent("falha_ao_registrar")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_hours_defer_to_their_end_in_the_policys_time_zone() {
+        let q = QuietHours::parse("21:00-08:00").expect("quiet");
+        let tz = Timezone::sao_paulo();
+        // 03:00 in São Paulo (UTC-3) is 06:00 UTC: released at 08:00 local, 11:00 UTC.
+        let night: DateTime<Utc> = "2026-11-24T06:00:00Z".parse().expect("t");
+        assert_eq!(
+            q.release(night, &tz),
+            "2026-11-24T11:00:00Z".parse::<DateTime<Utc>>().expect("t")
+        );
+        // 22:00 local the day before: the same morning's end.
+        let evening: DateTime<Utc> = "2026-11-24T01:00:00Z".parse().expect("t");
+        assert_eq!(
+            q.release(evening, &tz),
+            "2026-11-24T11:00:00Z".parse::<DateTime<Utc>>().expect("t")
+        );
+        let noon: DateTime<Utc> = "2026-11-24T15:00:00Z".parse().expect("t");
+        assert_eq!(q.release(noon, &tz), noon);
+        assert_eq!(QuietHours::parse("").expect("off").release(night, &tz), night);
+        assert!(QuietHours::parse("21h-8h").is_err());
+    }
+}
