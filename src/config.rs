@@ -609,6 +609,17 @@ mod tests {
     }
 
     #[test]
+    fn notices_restraint_is_checked_when_loaded() {
+        let ok = "[notificacoes]\nintervalo_minimo_horas = 12\nsilencio = \"22:00-07:00\"\n";
+        let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");
+        assert_eq!(c.notificacoes.intervalo_minimo_horas, 12);
+        let bad = "[notificacoes]\nsilencio = \"de noite\"\n";
+        let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err("bad quiet hours");
+        assert!(err.to_string().contains("notificacoes.silencio"), "{err}");
+        assert!(!err.to_string().contains("de noite"), "never the value: {err}");
+    }
+
+    #[test]
     fn environment_overrides_the_file() {
         let toml = "[llm]\nprovider = \"openai\"\nmodel = \"from-file\"\nmax_tokens = 200\n[engine]\nmax_model_calls = 4\n";
         let c = Config::from_sources(

@@ -56,7 +56,9 @@ impl Server {
                 &config.templates_dir(),
             )?);
             let sender = sender.with_window(service.store().clone(), templates.clone());
-            state = state.with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id);
+            state = state
+                .with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id)
+                .with_templates(templates.clone());
             worker = worker.with_sender(Arc::new(sender));
             notices.push(format!(
                 "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",

@@ -26,13 +26,14 @@ pub struct AppState {
     limiter: Arc<DefaultKeyedRateLimiter<String>>,
     turns: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
-    /// The WhatsApp channel's webhook, when the channel is on.
     /// The WhatsApp channel and the tenant its conversations belong to (the deployment's).
     pub(super) whatsapp: Option<(Arc<crate::channels::whatsapp::WhatsAppConfig>, String)>,
     /// The Mattermost channel's routes and the tenant its support agents look cards up in.
     pub(super) mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
     /// Batch jobs in the background (`/v1/batches`).
     pub(super) batches: Option<Arc<crate::batch::background::Background>>,
+    /// The WhatsApp templates in use, for the console.
+    pub(crate) templates: Option<Arc<crate::channels::whatsapp::Templates>>,
     /// The web console's keys.
     pub(crate) console: Arc<Console>,
 }
@@ -52,6 +53,7 @@ impl AppState {
             whatsapp: None,
             mattermost: None,
             batches: None,
+            templates: None,
             console: Arc::new(Console::new(&ConsoleConfig::default())),
         }
     }
@@ -93,6 +95,12 @@ impl AppState {
     /// support agents work their cases).
     pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig, tenant: &str) -> Self {
         self.whatsapp = Some((Arc::new(config), tenant.to_owned()));
+        self
+    }
+
+    /// The WhatsApp templates the sender uses, shown in the console with their state.
+    pub fn with_templates(mut self, templates: Arc<crate::channels::whatsapp::Templates>) -> Self {
+        self.templates = Some(templates);
         self
     }
 

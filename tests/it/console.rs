@@ -1047,3 +1047,43 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
         .expect("html");
     assert!(all.contains(&ours) && all.contains(&theirs));
 }
+
+/// The Fila de envio lists the WhatsApp templates in use with what Meta last said of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
+    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+    let templates = Arc::new(vt_agent::channels::whatsapp::Templates::load(&dir).expect("templates"));
+    chat.store
+        .set_template_state(&vt_agent::store::TemplateState {
+            name: "saldo_baixo_v1".into(),
+            language: "pt_BR".into(),
+            status: Some("PAUSED".into()),
+            category: None,
+            reason: None,
+            updated_at: Utc::now(),
+        })
+        .await
+        .expect("state");
+    let state = AppState::new(chat.service.clone(), "vt", config())
+        .with_console(&ConsoleConfig {
+            secret: Some(SECRET.into()),
+            ..ConsoleConfig::default()
+        })
+        .with_templates(templates);
+    let s = serve_state(chat, state).await;
+    let html = no_redirects()
+        .get(format!("{}/console/outbox", s.url))
+        .header("cookie", session("operacao", 600, SECRET))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let table = &html[html.find("tabela-modelos").expect("the templates' table")..];
+    let row = &table[table.find("saldo_baixo_v1").expect("the template")..];
+    let row = &row[..row.find("</tr>").expect("row")];
+    assert!(row.contains("PAUSED") && row.contains("UTILITY"), "{row}");
+    assert!(table.contains("retomar_atendimento_v1") && table.contains("sem notícia da Meta"));
+}

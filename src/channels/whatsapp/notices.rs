@@ -86,7 +86,8 @@ impl QuietHours {
 impl<'de> Deserialize<'de> for QuietHours {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
+        // The error names the field: serde's own would not, for a value read from a string.
+        Self::parse(&text).map_err(|why| serde::de::Error::custom(format!("notificacoes.silencio: {why}")))
     }
 }
 

@@ -917,11 +917,16 @@ pub(super) async fn outbox(
             .collect();
         sections.push(context! { titulo => title, situacao => status.as_str(), itens => items });
     }
+    let templates = match templates_view(&state).await {
+        Ok(t) => t,
+        Err(e) => return store_failed(&staff, &e),
+    };
     render(
         StatusCode::OK,
         "outbox.html",
         context! {
             secoes => sections,
+            modelos => templates,
             reenviado => flash.ok,
             falhou => flash.falhou,
             ..frame(Some(&staff), "outbox", "Fila de envio")
@@ -929,10 +934,35 @@ pub(super) async fn outbox(
     )
 }
 
+/// The WhatsApp templates in use with their state as Meta last reported it.
+async fn templates_view(state: &AppState) -> Result<Vec<Value>, crate::store::StoreError> {
+    let Some(templates) = &state.templates else {
+        return Ok(Vec::new());
+    };
+    let states = state.service.store().template_states().await?;
+    Ok(templates
+        .all()
+        .map(|t| {
+            let reported = states
+                .iter()
+                .find(|s| s.name == t.name && s.language == t.language);
+            context! {
+                nome => t.name.clone(),
+                finalidade => t.purpose.clone(),
+                idioma => t.language.clone(),
+                categoria => reported.and_then(|s| s.category.clone()).unwrap_or_else(|| t.category.clone()),
+                situacao => reported.and_then(|s| s.status.clone()).unwrap_or_else(|| "sem notícia da Meta".into()),
+                previa => t.preview.clone(),
+            }
+        })
+        .collect())
+}
+
 /// What an outbox item is, in words.
 fn kind_label(kind: &str) -> String {
     match kind {
         "reply" => "resposta".into(),
+        "aviso_saldo_baixo" => "aviso de saldo baixo".into(),
         "caso_aberto" => "atendimento aberto (suporte)".into(),
         "caso_linha" => "linha do atendimento (suporte)".into(),
         "caso_estado" => "estado do atendimento (suporte)".into(),
