@@ -139,6 +139,9 @@ pub(crate) fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
     v["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = json!(text);
     v["entry"][0]["changes"][0]["value"]["messages"][0]["id"] = json!(wamid);
+    // Sent now, as a live user's message is: its 24-hour window is open.
+    v["entry"][0]["changes"][0]["value"]["messages"][0]["timestamp"] =
+        json!(chrono::Utc::now().timestamp().to_string());
     serde_json::to_vec(&v).expect("bytes")
 }
 
@@ -150,6 +153,7 @@ fn tap_notification(button_id: &str, wamid: &str) -> Vec<u8> {
     let m = &mut v["entry"][0]["changes"][0]["value"]["messages"][0];
     m["interactive"]["button_reply"]["id"] = json!(button_id);
     m["id"] = json!(wamid);
+    m["timestamp"] = json!(chrono::Utc::now().timestamp().to_string());
     serde_json::to_vec(&v).expect("bytes")
 }
 
