@@ -21,6 +21,19 @@ pub struct LowBalance {
     pub mensagem: String,
 }
 
+/// A recharge's outcome to tell a card holder about (RF10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RechargeResult {
+    /// The card's digits.
+    pub cartao: String,
+    /// The amount as people read it (`BRL 50,00`).
+    pub valor: String,
+    /// What became of it, in a few words (`aprovada`, `negada`…).
+    pub resultado: String,
+    /// The notice's text, as the notification system would get it.
+    pub mensagem: String,
+}
+
 #[async_trait]
 pub trait ChannelNotices: Send + Sync {
     /// Whether this port delivers to `destinatario`.
@@ -34,6 +47,10 @@ pub trait ChannelNotices: Send + Sync {
         card: &str,
         notice: Option<&LowBalance>,
     ) -> EnvioNotificacao;
+
+    /// RF10 for `destinatario`: send or schedule the recharge's outcome, or say why not.
+    async fn recharge_result(&self, destinatario: &Destinatario, notice: &RechargeResult)
+    -> EnvioNotificacao;
 }
 
 /// The port as the extensions carry it.

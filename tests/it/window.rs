@@ -580,6 +580,25 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
         .run_flow(flow(user, true).as_str(), Default::default())
         .await
         .expect("recharge");
+    // Its result reaches the WhatsApp user the same way (RF10), with the resultado_recarga template.
+    let results: Vec<_> = store
+        .outbox_items(OutboxStatus::Pending, 100)
+        .await
+        .expect("outbox")
+        .into_iter()
+        .filter(|i| i.kind == "aviso_recarga")
+        .collect();
+    assert_eq!(results.len(), 1);
+    let parameters = &results[0].payload["template"]["parameters"];
+    assert_eq!(results[0].payload["template"]["purpose"], "resultado_recarga");
+    assert_eq!(
+        (
+            &parameters["cartao_final"],
+            &parameters["valor"],
+            &parameters["resultado"]
+        ),
+        (&json!("1111"), &json!("BRL 50,00"), &json!("aprovada"))
+    );
     let high = h
         .service
         .run_flow(flow(user, false).as_str(), Default::default())

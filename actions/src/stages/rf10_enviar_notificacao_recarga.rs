@@ -29,6 +29,29 @@ pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
     ])
 }
 
+/// RF9's notice as a channel port sends it (`None`: nothing to tell).
+fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::notices::RechargeResult> {
+    let payload = decisao.payload.as_ref().filter(|_| decisao.enviar_notificacao)?;
+    let moeda = decisao.meta_text("moeda");
+    let valor = decisao
+        .meta_text("valor")
+        .parse::<rust_decimal::Decimal>()
+        .map(|v| {
+            crate::vt::format_money(
+                if moeda.is_empty() { "BRL" } else { &moeda },
+                v,
+                crate::vt::Idioma::PtBr,
+            )
+        })
+        .unwrap_or_else(|_| decisao.meta_text("valor"));
+    Some(crate::notices::RechargeResult {
+        cartao: decisao.meta_text("cartao"),
+        valor,
+        resultado: decisao.meta_text("status_recarga").replace('_', " "),
+        mensagem: payload.mensagem.clone(),
+    })
+}
+
 pub(crate) struct Rf10;
 
 #[async_trait]
@@ -49,13 +72,22 @@ impl Action for Rf10 {
         decisao: DecisaoNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let out = enviar(
-            ctx.require::<VtSystems>()?,
-            &decisao,
-            &dedup_key(&decisao),
-            &input.tenant_id,
-        )
-        .await;
+        let port = ctx
+            .get::<crate::notices::ChannelNoticesPort>()
+            .filter(|p| p.0.delivers_to(&input.destinatario));
+        let out = match (port, recharge_result(&decisao)) {
+            // A recipient on a channel the product serves: the product tells them itself.
+            (Some(port), Some(notice)) => port.0.recharge_result(&input.destinatario, &notice).await,
+            _ => {
+                enviar(
+                    ctx.require::<VtSystems>()?,
+                    &decisao,
+                    &dedup_key(&decisao),
+                    &input.tenant_id,
+                )
+                .await
+            }
+        };
         let mut message = decisao
             .payload
             .as_ref()

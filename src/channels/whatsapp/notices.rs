@@ -1,5 +1,5 @@
 //! Low-balance notices to WhatsApp recipients, sent by the product itself (RF5 for a `destinatario` of
-//! `tipo: "whatsapp"`): only to a user with a recorded opt-in, one per card per crossing of the limit
+//! `tipo: "whatsapp"`) — and recharge results (RF10), under the same consent and quiet hours: only to a user with a recorded opt-in, one per card per crossing of the limit
 //! and at most one per `[notificacoes] intervalo_minimo_horas`, never in the quiet hours
 //! (`[notificacoes] silencio`, deferred to their end by the outbox item's due time — durable, so a
 //! restart loses none). The item carries the text and the `saldo_baixo` template: the sender picks by
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 use serde::Deserialize;
-use vt_actions::notices::{ChannelNotices, EnvioNotificacao, LowBalance};
+use vt_actions::notices::{ChannelNotices, EnvioNotificacao, LowBalance, RechargeResult};
 use vt_actions::vt::Destinatario;
 use vt_actions::vt::timezone::Timezone;
 
@@ -123,10 +123,8 @@ impl WhatsAppNotices {
         card: &str,
         notice: &LowBalance,
     ) -> Result<EnvioNotificacao, crate::store::StoreError> {
-        match self.store.consent(wa_id).await? {
-            Some(c) if c.opted_in => {}
-            Some(_) => return Ok(EnvioNotificacao::not_sent("cliente_pediu_parar")),
-            None => return Ok(EnvioNotificacao::not_sent("sem_opt_in")),
+        if let Some(refused) = self.without_consent(wa_id).await? {
+            return Ok(refused);
         }
         let now = (self.clock)();
         let interval = Duration::hours(i64::from(self.config.intervalo_minimo_horas));
@@ -141,51 +139,45 @@ impl WhatsAppNotices {
             ));
         }
         let due = self.config.silencio.release(now, &self.tz);
-        let item = self.item(wa_id, card, notice, due);
-        self.store.enqueue(&item, now).await?;
-        let mut out = EnvioNotificacao {
-            enviado: true,
-            status: None,
-            body: None,
-            motivo: None,
-            erro: None,
+        let template = TemplateUse {
+            purpose: "saldo_baixo".into(),
+            parameters: [
+                ("cartao_final".to_owned(), last_four(card)),
+                ("saldo".to_owned(), notice.saldo.clone()),
+            ]
+            .into(),
         };
-        if due > now {
-            out.motivo = Some(format!("adiado_para_o_fim_do_silencio:{}", due.to_rfc3339()));
-        }
-        Ok(out)
+        let item = self.item(wa_id, "aviso_saldo_baixo", &notice.mensagem, template, due);
+        self.store.enqueue(&item, now).await?;
+        Ok(queued(now, due))
     }
 }
 
 impl WhatsAppNotices {
-    /// The notice as an outbox item due at `due`: its text (cards masked) and, for outside the
-    /// window, the `saldo_baixo` template with the card's last four digits and the balance.
-    fn item(&self, wa_id: &str, card: &str, notice: &LowBalance, due: DateTime<Utc>) -> NewOutboxItem {
+    /// A notice as an outbox item due at `due`: its text (cards masked) and, for outside the window,
+    /// its template.
+    fn item(
+        &self,
+        wa_id: &str,
+        kind: &str,
+        text: &str,
+        template: TemplateUse,
+        due: DateTime<Utc>,
+    ) -> NewOutboxItem {
         let conversation = conversation_id(&self.phone_number_id, wa_id);
-        let tail: String = card
-            .chars()
-            .skip(card.chars().count().saturating_sub(4))
-            .collect();
         NewOutboxItem {
-            kind: "aviso_saldo_baixo".into(),
+            kind: kind.into(),
             destination: CHANNEL.into(),
             payload: ReplyPayload {
                 conversation_id: conversation.clone(),
                 user_id: wa_id.to_owned(),
-                text: vt_actions::vt::card::mask_cards_in(&notice.mensagem),
+                text: vt_actions::vt::card::mask_cards_in(text),
                 files: Vec::new(),
                 reply_to: None,
                 thread: None,
                 confirmation: None,
                 trace: None,
-                template: Some(TemplateUse {
-                    purpose: "saldo_baixo".into(),
-                    parameters: [
-                        ("cartao_final".to_owned(), tail),
-                        ("saldo".to_owned(), notice.saldo.clone()),
-                    ]
-                    .into(),
-                }),
+                template: Some(template),
             }
             .to_value(),
             max_attempts: 5,
@@ -193,6 +185,61 @@ impl WhatsAppNotices {
             conversation_id: Some(conversation),
             status: OutboxStatus::Pending,
         }
+    }
+}
+
+impl WhatsAppNotices {
+    /// Why nothing may be sent to `wa_id` on the business's initiative, if so.
+    async fn without_consent(
+        &self,
+        wa_id: &str,
+    ) -> Result<Option<EnvioNotificacao>, crate::store::StoreError> {
+        Ok(match self.store.consent(wa_id).await? {
+            Some(c) if c.opted_in => None,
+            Some(_) => Some(EnvioNotificacao::not_sent("cliente_pediu_parar")),
+            None => Some(EnvioNotificacao::not_sent("sem_opt_in")),
+        })
+    }
+
+    async fn send_result(
+        &self,
+        wa_id: &str,
+        notice: &RechargeResult,
+    ) -> Result<EnvioNotificacao, crate::store::StoreError> {
+        if let Some(refused) = self.without_consent(wa_id).await? {
+            return Ok(refused);
+        }
+        let now = (self.clock)();
+        let due = self.config.silencio.release(now, &self.tz);
+        let template = TemplateUse {
+            purpose: "resultado_recarga".into(),
+            parameters: [
+                ("cartao_final".to_owned(), last_four(&notice.cartao)),
+                ("valor".to_owned(), notice.valor.clone()),
+                ("resultado".to_owned(), notice.resultado.clone()),
+            ]
+            .into(),
+        };
+        let item = self.item(wa_id, "aviso_recarga", &notice.mensagem, template, due);
+        self.store.enqueue(&item, now).await?;
+        Ok(queued(now, due))
+    }
+}
+
+/// The last four digits of a card (what a template may show).
+fn last_four(card: &str) -> String {
+    let digits: Vec<char> = card.chars().filter(char::is_ascii_digit).collect();
+    digits[digits.len().saturating_sub(4)..].iter().collect()
+}
+
+/// What RF5/RF10 report of a notice put in the outbox, due at `due`.
+fn queued(now: DateTime<Utc>, due: DateTime<Utc>) -> EnvioNotificacao {
+    EnvioNotificacao {
+        enviado: true,
+        status: None,
+        body: None,
+        motivo: (due > now).then(|| format!("adiado_para_o_fim_do_silencio:{}", due.to_rfc3339())),
+        erro: None,
     }
 }
 
@@ -221,6 +268,17 @@ impl ChannelNotices for WhatsAppNotices {
         };
         let wa_id: String = to.id.chars().filter(char::is_ascii_digit).collect();
         match self.send(&wa_id, &digits, notice).await {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::error!(error = %e, "a WhatsApp notice could not be recorded");
+                EnvioNotificacao::not_sent("falha_ao_registrar")
+            }
+        }
+    }
+
+    async fn recharge_result(&self, to: &Destinatario, notice: &RechargeResult) -> EnvioNotificacao {
+        let wa_id: String = to.id.chars().filter(char::is_ascii_digit).collect();
+        match self.send_result(&wa_id, notice).await {
             Ok(out) => out,
             Err(e) => {
                 tracing::error!(error = %e, "a WhatsApp notice could not be recorded");

@@ -963,6 +963,7 @@ fn kind_label(kind: &str) -> String {
     match kind {
         "reply" => "resposta".into(),
         "aviso_saldo_baixo" => "aviso de saldo baixo".into(),
+        "aviso_recarga" => "aviso de recarga".into(),
         "caso_aberto" => "atendimento aberto (suporte)".into(),
         "caso_linha" => "linha do atendimento (suporte)".into(),
         "caso_estado" => "estado do atendimento (suporte)".into(),
