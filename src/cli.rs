@@ -648,8 +648,9 @@ async fn outbox(config: &Config, store_usage: Usage, args: OutboxArgs) -> anyhow
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let pending = store.outbox_items(OutboxStatus::Pending, args.limit).await?;
+    let held = store.outbox_items(OutboxStatus::Held, args.limit).await?;
     let failed = store.outbox_items(OutboxStatus::Failed, args.limit).await?;
-    print!("{}", crate::runs::outbox_report(&pending, &failed));
+    print!("{}", crate::runs::outbox_report(&pending, &held, &failed));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -134,9 +134,13 @@ fn age(d: chrono::Duration) -> String {
     }
 }
 
-pub(crate) fn outbox_report(pending: &[OutboxItem], failed: &[OutboxItem]) -> String {
+pub(crate) fn outbox_report(pending: &[OutboxItem], held: &[OutboxItem], failed: &[OutboxItem]) -> String {
     let mut out = String::new();
-    for (title, items) in [("Na fila", pending), ("Mortos (dead letters)", failed)] {
+    for (title, items) in [
+        ("Na fila", pending),
+        ("Aguardando o cliente escrever (fora da janela de 24 h)", held),
+        ("Não entregues", failed),
+    ] {
         if items.is_empty() {
             out.push_str(&format!("{title}: nenhum.\n"));
             continue;

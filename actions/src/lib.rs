@@ -13,7 +13,6 @@ pub mod action;
 pub mod context;
 pub mod journal;
 pub mod json;
-pub mod notices;
 pub mod redact;
 pub mod response;
 pub mod stages;

@@ -172,7 +172,9 @@ impl App {
                 config.notificacoes.clone(),
                 config.vt.politicas.timezone.clone(),
             );
-            extensions = extensions.with(vt_actions::notices::ChannelNoticesPort(Arc::new(notices)));
+            extensions = extensions.with(vt_actions::stages::channel_notices::ChannelNoticesPort(Arc::new(
+                notices,
+            )));
         }
         let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
         Ok(Self {

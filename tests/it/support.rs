@@ -525,7 +525,9 @@ async fn chat_harness_built(
             vt_actions::vt::timezone::Timezone::sao_paulo(),
         )
         .with_clock(Arc::new(move || now.now()));
-        ext = ext.with(vt_actions::notices::ChannelNoticesPort(Arc::new(port)));
+        ext = ext.with(vt_actions::stages::channel_notices::ChannelNoticesPort(Arc::new(
+            port,
+        )));
     }
     let config = vt_agent::config::Config {
         engine: fast_config(),

@@ -326,6 +326,11 @@ async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their
         .expect("reply");
     let pass = wa.worker.pass().await;
     assert_eq!(pass.held, 1, "{pass:?}");
+    assert_eq!(
+        chat.store.outbox_count(OutboxStatus::Held).await.expect("count"),
+        1,
+        "the first of the agent's messages waits; the second waits behind it"
+    );
     let sent: Vec<Value> = wa.sends()[before..].to_vec();
     assert_eq!(sent.len(), 1, "only the template: {sent:?}");
     assert_eq!(sent[0]["template"]["name"], "retomar_atendimento_v1");

@@ -61,7 +61,7 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
 
 /// RF4's decision as the notice a channel port sends (`None`: nothing to tell — the balance is above
 /// the limit, or the lookup failed).
-fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::notices::LowBalance> {
+fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::stages::channel_notices::LowBalance> {
     let payload = decisao.payload.as_ref().filter(|_| decisao.enviar_notificacao)?;
     let moeda = decisao.meta_text("moeda");
     let saldo = decisao
@@ -69,7 +69,7 @@ fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::notices::LowBalanc
         .parse::<rust_decimal::Decimal>()
         .map(|v| format_money(if moeda.is_empty() { "BRL" } else { &moeda }, v, Idioma::PtBr))
         .unwrap_or_else(|_| decisao.meta_text("saldo"));
-    Some(crate::notices::LowBalance {
+    Some(crate::stages::channel_notices::LowBalance {
         cartao: decisao.meta_text("cartao"),
         saldo,
         mensagem: payload.mensagem.clone(),
@@ -97,7 +97,7 @@ impl Action for Rf05 {
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         let port = ctx
-            .get::<crate::notices::ChannelNoticesPort>()
+            .get::<crate::stages::channel_notices::ChannelNoticesPort>()
             .filter(|p| p.0.delivers_to(&input.destinatario));
         let out = match port {
             // A recipient on a channel the product serves: the product tells them itself.

@@ -30,7 +30,7 @@ pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
 }
 
 /// RF9's notice as a channel port sends it (`None`: nothing to tell).
-fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::notices::RechargeResult> {
+fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::stages::channel_notices::RechargeResult> {
     let payload = decisao.payload.as_ref().filter(|_| decisao.enviar_notificacao)?;
     let moeda = decisao.meta_text("moeda");
     let valor = decisao
@@ -44,7 +44,7 @@ fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::notices::Recha
             )
         })
         .unwrap_or_else(|_| decisao.meta_text("valor"));
-    Some(crate::notices::RechargeResult {
+    Some(crate::stages::channel_notices::RechargeResult {
         cartao: decisao.meta_text("cartao"),
         valor,
         resultado: decisao.meta_text("status_recarga").replace('_', " "),
@@ -73,7 +73,7 @@ impl Action for Rf10 {
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         let port = ctx
-            .get::<crate::notices::ChannelNoticesPort>()
+            .get::<crate::stages::channel_notices::ChannelNoticesPort>()
             .filter(|p| p.0.delivers_to(&input.destinatario));
         let out = match (port, recharge_result(&decisao)) {
             // A recipient on a channel the product serves: the product tells them itself.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 use serde::Deserialize;
-use vt_actions::notices::{ChannelNotices, EnvioNotificacao, LowBalance, RechargeResult};
+use vt_actions::stages::channel_notices::{ChannelNotices, EnvioNotificacao, LowBalance, RechargeResult};
 use vt_actions::vt::Destinatario;
 use vt_actions::vt::timezone::Timezone;
 

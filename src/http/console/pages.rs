@@ -886,6 +886,10 @@ pub(super) async fn outbox(
     for (status, title) in [
         (OutboxStatus::Failed, "Não entregues"),
         (OutboxStatus::Pending, "Na fila"),
+        (
+            OutboxStatus::Held,
+            "Aguardando o cliente escrever (fora da janela de 24 h)",
+        ),
         (OutboxStatus::InFlight, "Em envio"),
     ] {
         let items = match store.outbox_items(status, LIST_LIMIT).await {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use crate::stages::EnvioNotificacao;
+pub use super::EnvioNotificacao;
 use crate::vt::Destinatario;
 
 /// A low balance to tell a card holder about.
