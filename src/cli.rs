@@ -296,6 +296,10 @@ pub struct FlowsArgs {
     /// How many runs and attempts to show.
     #[arg(long, default_value_t = 20)]
     pub limit: i64,
+    /// One run whole instead: its input and every stage's output (cards masked) — why a batch line
+    /// `falhou`, say.
+    #[arg(long, value_name = "EXECUCAO_ID")]
+    pub id: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -356,7 +360,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Chat(args) => chat(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, u, args).await,
         Command::Batch(args) => batch(&config, u, args).await,
-        Command::Flows(args) => flows(&config, u, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Flows(args) => flows(&config, u, args).await,
         Command::Outbox(args) => outbox(&config, u, args).await,
         Command::Cases(args) => cases(&config, u, args).await,
         Command::Serve(args) => serve(config, args).await,
@@ -846,12 +850,20 @@ async fn audit(config: &Config, store_usage: Usage, args: AuditArgs) -> anyhow::
     Ok(())
 }
 
-async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::Result<()> {
+async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::Result<ExitCode> {
     let store = crate::app::store(config, store_usage).await?;
+    if let Some(id) = &args.id {
+        let Some(run) = store.flow_run(id).await? else {
+            eprintln!("vt-agent: nenhuma execução com esse id (veja `vt-agent flows`)");
+            return Ok(ExitCode::from(EXIT_INPUT));
+        };
+        print!("{}", crate::runs::flow_report(&run));
+        return Ok(ExitCode::SUCCESS);
+    }
     let runs = store.flow_runs(args.limit).await?;
     let attempts = store.recharge_attempts(args.limit).await?;
     print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {

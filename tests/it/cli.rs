@@ -150,6 +150,26 @@ fn an_interrupted_run_is_listed_and_cards_stay_masked() {
         "{text}"
     );
     assert!(!text.contains("1234567890"), "{text}");
+
+    // One run whole: its stages, cards masked, its id whole.
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let id = v["execucao_id"].as_str().expect("an id").to_owned();
+    let one = vt_agent_in(&data)
+        .args(["flows", "--id", &id])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&one.stdout);
+    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+    assert!(
+        text.contains(&id) && text.contains("rf07_executar_recarga") && text.contains("****7890"),
+        "{text}"
+    );
+    assert!(!text.contains("1234567890"), "{text}");
+    let missing = vt_agent_in(&data)
+        .args(["flows", "--id", "exec_que_nao_existe"])
+        .output()
+        .expect("run");
+    assert_eq!(missing.status.code(), Some(2));
 }
 
 #[test]

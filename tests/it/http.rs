@@ -418,7 +418,6 @@ async fn a_graceful_stop_answers_the_turn_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_charge_once() {
     let Some(pg) = crate::store::PgFixture::start().await else {
-        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
         return;
     };
     let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());

@@ -543,7 +543,6 @@ async fn the_bots_bursts_are_processed_and_answered_in_the_order_posted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
     let Some(pg) = crate::store::PgFixture::start().await else {
-        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
         return;
     };
     let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());

@@ -557,7 +557,6 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once() {
     let Some(pg) = crate::store::PgFixture::start().await else {
-        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
         return;
     };
     let sim = simulator().await;

@@ -475,7 +475,6 @@ async fn bursts_over_the_webhook_are_processed_and_answered_in_the_order_stored(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stored() {
     let Some(pg) = crate::store::PgFixture::start().await else {
-        eprintln!("VT_TEST_POSTGRES_URL is not set: skipped");
         return;
     };
     let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());

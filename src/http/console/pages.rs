@@ -768,50 +768,9 @@ fn pretty(v: &Json) -> String {
     vt_actions::json::to_pretty(&masked_json(v)).unwrap_or_default()
 }
 
-/// A stored JSON value as the console shows it: card numbers masked wherever they are, but ids,
-/// keys and times left whole (a long run of digits in an id is not a card, and a copied id must
-/// exist).
+/// A stored JSON value as people read it ([`crate::runs::masked_json`]), with configured secrets out.
 fn masked_json(v: &Json) -> Json {
-    fn walk(key: &str, v: &Json) -> Json {
-        match v {
-            Json::Object(map) => Json::Object(map.iter().map(|(k, v)| (k.clone(), walk(k, v))).collect()),
-            Json::Array(items) => Json::Array(items.iter().map(|v| walk(key, v)).collect()),
-            Json::String(s) if names_an_id_or_time(key) => {
-                Json::String(vt_actions::redact::secrets(s).into_owned())
-            }
-            Json::String(s) => Json::String(masked(s)),
-            Json::Number(n) if key.contains("cartao") => {
-                Json::String(vt_actions::vt::mask_card(&n.to_string()))
-            }
-            // A card written as a number: masked like one.
-            Json::Number(n) if !names_an_id_or_time(key) => {
-                let text = n.to_string();
-                let shown = masked(&text);
-                if shown == text {
-                    v.clone()
-                } else {
-                    Json::String(shown)
-                }
-            }
-            other => other.clone(),
-        }
-    }
-    walk("", v)
-}
-
-/// Keys whose values are ids, keys or times, never a card.
-fn names_an_id_or_time(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    !key.contains("cartao")
-        && (key == "id"
-            || key.ends_with("_id")
-            || key.ends_with("key")
-            || key.starts_with("chave")
-            || key.ends_with("_em")
-            || key.ends_with("_at")
-            || key.ends_with("_ms")
-            || key.contains("timestamp")
-            || key.contains("data_hora"))
+    crate::runs::masked_json(v, masked)
 }
 
 pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
