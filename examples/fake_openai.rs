@@ -17,8 +17,9 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-/// The final answer every conversation ends with.
+/// The final answer every conversation ends with (unless `--final-text` says another).
 pub const FINAL_TEXT: &str = "O saldo do cartão é R$ 50,00.";
+static FINAL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Tool calls per conversation before the final answer.
 pub const TOOL_CALLS: usize = 3;
 
@@ -36,7 +37,7 @@ async fn completion(State(calls): State<Arc<AtomicU64>>, Json(request): Json<Val
             "function": {"name": "consultar_saldo", "arguments": "{\"cartao\":\"1234567890\"}"}
         }]})
     } else {
-        json!({"role": "assistant", "content": FINAL_TEXT})
+        json!({"role": "assistant", "content": FINAL.get().map_or(FINAL_TEXT, String::as_str)})
     };
     let finish = if tool_results < TOOL_CALLS {
         "tool_calls"
@@ -60,8 +61,11 @@ async fn main() -> std::io::Result<()> {
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
             ("--port", Some(p)) => port = p.parse().map_err(std::io::Error::other)?,
+            ("--final-text", Some(t)) => {
+                let _ = FINAL.set(t);
+            }
             _ => {
-                eprintln!("uso: fake_openai [--port PORTA]");
+                eprintln!("uso: fake_openai [--port PORTA] [--final-text TEXTO]");
                 std::process::exit(2);
             }
         }
