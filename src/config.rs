@@ -609,6 +609,26 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_loads_and_says_the_defaults() {
+        let text = include_str!("../examples/vt-agent.toml");
+        let c =
+            Config::from_sources(Some(text), "examples/vt-agent.toml", &HashMap::new()).expect("it loads");
+        let d = Config::default();
+        assert_eq!(c.data_dir, d.data_dir);
+        assert_eq!(c.llm.max_tokens, d.llm.max_tokens);
+        assert_eq!(c.engine.max_model_calls, d.engine.max_model_calls);
+        assert_eq!(c.engine.turn_timeout_ms, d.engine.turn_timeout_ms);
+        assert_eq!(c.outbox, d.outbox);
+        assert_eq!(c.handoff, d.handoff);
+        assert_eq!(c.notificacoes, d.notificacoes);
+        assert_eq!(c.http.addr, d.http.addr);
+        assert_eq!(c.http.rate_per_minute, d.http.rate_per_minute);
+        assert_eq!(c.whatsapp, d.whatsapp);
+        assert_eq!(c.vt.politicas, d.vt.politicas);
+        assert_eq!(c.retencao.dias, d.retencao.dias);
+    }
+
+    #[test]
     fn notices_restraint_is_checked_when_loaded() {
         let ok = "[notificacoes]\nintervalo_minimo_horas = 12\nsilencio = \"22:00-07:00\"\n";
         let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");

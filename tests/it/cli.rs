@@ -500,3 +500,25 @@ fn optins_import_checks_every_row_first() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 opt-in(s) registrado(s)"));
 }
+
+/// The shipped example batch runs as it is: three lines, each `concluido`.
+#[test]
+fn the_example_batch_file_runs() {
+    let data = tempfile::tempdir().expect("tmp");
+    let out = vt_agent_in(&data)
+        .args(["batch", "examples/lote.csv"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines.iter().all(|l| l["status"] == "concluido"), "{lines:?}");
+}
