@@ -1004,10 +1004,11 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
             "sem modelo: só os comandos de VT"
         };
         out.write_all(
-            format!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n\nvocê> ").as_bytes(),
+            format!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n\n").as_bytes(),
         )
         .await?;
         out.flush().await?;
+        return edit_lines(send).await;
     }
     let mut input = BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
@@ -1023,26 +1024,45 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
         }
         // A line that is not UTF-8 is still a message: stored as read, answered with what is wrong.
         let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() && interactive {
-            out.write_all("você> ".as_bytes()).await?;
-            out.flush().await?;
-            continue;
-        }
-        let (reply, ended) = send(text).await?;
-        let block = if interactive {
-            format!("vt> {reply}\n\nvocê> ")
-        } else {
-            format!("{reply}\n\n")
-        };
-        out.write_all(block.as_bytes()).await?;
+        let (reply, ended) = send(text.trim()).await?;
+        out.write_all(format!("{reply}\n\n").as_bytes()).await?;
         out.flush().await?;
         if ended {
             break;
         }
     }
-    if interactive {
-        out.write_all(b"\n").await?;
+    Ok(())
+}
+
+/// The terminal's conversation: a line editor (arrows, Home/End, history of this session with ↑/↓ —
+/// kept in memory only, as it holds the cards typed) reading on a blocking thread, one turn a line.
+async fn edit_lines(mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>) -> anyhow::Result<()> {
+    use rustyline::error::ReadlineError;
+    let mut editor = rustyline::DefaultEditor::new().context("opening the terminal's line editor")?;
+    loop {
+        let (back, read) = tokio::task::spawn_blocking(move || {
+            let read = editor.readline("você> ");
+            (editor, read)
+        })
+        .await
+        .context("reading the terminal")?;
+        editor = back;
+        let line = match read {
+            Ok(line) => line,
+            Err(ReadlineError::Eof | ReadlineError::Interrupted) => break,
+            Err(e) => return Err(e).context("reading the terminal"),
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(text);
+        let (reply, ended) = send(text).await?;
+        println!("vt> {reply}\n");
+        if ended {
+            break;
+        }
     }
+    println!();
     Ok(())
 }

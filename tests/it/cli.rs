@@ -522,3 +522,56 @@ fn the_example_batch_file_runs() {
     assert_eq!(lines.len(), 3);
     assert!(lines.iter().all(|l| l["status"] == "concluido"), "{lines:?}");
 }
+
+/// In a terminal, `chat` edits the line: the Home key moves the cursor (no `^[[H` in the message),
+/// typed through a pseudo-terminal by `script` (util-linux).
+#[test]
+fn chat_in_a_terminal_edits_the_line() {
+    use std::io::Read as _;
+    let data = tempfile::tempdir().expect("tmp");
+    let cmd = vt_agent_in(&data);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = Command::new("script")
+        .args(["-qfec", &format!("{program} chat"), "/dev/null"])
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux runs the chat in a pseudo-terminal");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+    // "aldo 1111111111", Home, "s", Enter: the line reads "saldo 1111111111".
+    stdin.write_all(b"aldo 1111111111\x1b[Hs\r").expect("type");
+    stdin.flush().expect("flush");
+    let started = std::time::Instant::now();
+    while !seen.lock().expect("lock").contains("vt> ")
+        && started.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stdin.write_all(b"\x04").expect("Ctrl-D");
+    drop(stdin);
+    child.wait().expect("ran");
+    reader.join().expect("reader");
+    let text = seen.lock().expect("lock").clone();
+    assert!(text.contains("vt> O saldo do cartão ****1111"), "{text}");
+}
