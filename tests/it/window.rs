@@ -696,3 +696,41 @@ async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval() {
         pg.cleanup().await;
     }
 }
+
+/// A template Meta refuses at send time as paused (132015) is stopped as its webhook would stop it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_refused_as_paused_stops_the_template() {
+    let paused = json!({"error": {"code": 132015, "message": "Template is paused"}});
+    let wa = whatsapp(vec![(400, vec![], paused), crate::whatsapp::sent()]).await;
+    let quiet = "5511900000025";
+    wa.served
+        .chat
+        .store
+        .touch_contact(quiet, Utc::now() - Duration::hours(30))
+        .await
+        .expect("touch");
+    opt_in(&wa, quiet).await;
+    let first = wa
+        .enqueue(quiet, "Saldo baixo", low_balance("7890", "R$ 1,00"))
+        .await;
+    wa.worker.pass().await;
+    assert_eq!(wa.item(first).await.status, OutboxStatus::Failed);
+    let states = wa.served.chat.store.template_states().await.expect("states");
+    assert_eq!(
+        (states[0].name.as_str(), states[0].status.as_deref()),
+        ("saldo_baixo_v1", Some("PAUSED"))
+    );
+    // The next one is not even tried.
+    let second = wa
+        .enqueue(quiet, "Saldo baixo", low_balance("7890", "R$ 1,00"))
+        .await;
+    wa.worker.pass().await;
+    assert!(
+        wa.item(second)
+            .await
+            .last_error
+            .unwrap_or_default()
+            .contains("PAUSED")
+    );
+    assert_eq!(wa.graph.received().len(), 1, "one call reached Meta");
+}

@@ -74,11 +74,13 @@ impl Sender {
             "type": "template",
             "template": body,
         });
-        let sent = self.post(&message).await;
-        if let Err(SendError::Permanent(reason)) = &sent {
-            window.template_refused(template, reason).await;
-        }
-        let id = sent?;
+        let id = match self.post(&message).await {
+            Ok(id) => id,
+            Err(failure) => {
+                window.template_refused(template, &failure).await;
+                return Err(failure.error);
+            }
+        };
         if template.purpose == HOLDS_THE_MESSAGE {
             return Err(SendError::Held(format!(
                 "fora da janela de 24 h: modelo '{}' enviado; a mensagem segue quando o cliente responder",
@@ -88,7 +90,7 @@ impl Sender {
         Ok(id)
     }
 
-    async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, SendError> {
+    async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, GraphFailure> {
         let response = self
             .client
             .post(&self.url)
@@ -103,14 +105,35 @@ impl Sender {
                     "graph api: connection failed".into()
                 },
                 after: None,
-            })?;
+            })
+            .map_err(|error| GraphFailure { error, code: None })?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if (200..300).contains(&status) {
             let sent: Option<wire::Sent> = vt_actions::json::from_text(&text).ok();
             return Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id));
         }
-        Err(classify(status, &text))
+        let code = vt_actions::json::from_text::<wire::ErrorEnvelope>(&text)
+            .ok()
+            .map(|e| e.error.code);
+        Err(GraphFailure {
+            error: classify(status, &text),
+            code,
+        })
+    }
+}
+
+/// A send the Graph API refused: how the outbox treats it, and Meta's `error.code` when it gave one
+/// (a template's own errors stop the template).
+#[derive(Debug)]
+pub(super) struct GraphFailure {
+    pub error: SendError,
+    pub code: Option<i64>,
+}
+
+impl From<GraphFailure> for SendError {
+    fn from(failure: GraphFailure) -> Self {
+        failure.error
     }
 }
 
@@ -240,13 +263,13 @@ impl ChannelSender for Sender {
         }
         match reply.confirmation.as_deref() {
             Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {
-                self.post(&buttons(to, text, pending)).await
+                Ok(self.post(&buttons(to, text, pending)).await?)
             }
             Some(pending) => {
                 for part in split(text, MAX_TEXT) {
                     self.post(&text_message(to, &part)).await?;
                 }
-                self.post(&buttons(to, "Confirma?", pending)).await
+                Ok(self.post(&buttons(to, "Confirma?", pending)).await?)
             }
             None => {
                 let mut first = None;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
+use super::sender::GraphFailure;
 use super::templates::{Template, Templates};
 use crate::outbox::{ReplyPayload, SendError};
 use crate::store::{Store, TemplateState};
@@ -97,10 +98,10 @@ impl Window {
         })
     }
 
-    /// A send of `template` failed with `reason`: Meta's template errors stop it until it is approved
-    /// again (132001 no such template in that language, 132015 paused, 132016 disabled).
-    pub(super) async fn template_refused(&self, template: &Template, reason: &str) {
-        let status = match error_code(reason) {
+    /// A send of `template` failed: Meta's template errors stop it until it is approved again (132001
+    /// no such template in that language, 132015 paused, 132016 disabled).
+    pub(super) async fn template_refused(&self, template: &Template, failure: &GraphFailure) {
+        let status = match failure.code {
             Some(132_001) => "INEXISTENTE",
             Some(132_015) => "PAUSED",
             Some(132_016) => "DISABLED",
@@ -111,10 +112,7 @@ impl Window {
             language: template.language.clone(),
             status: Some(status.into()),
             category: None,
-            reason: Some(format!(
-                "erro no envio: {}",
-                reason.chars().take(120).collect::<String>()
-            )),
+            reason: failure.code.map(|code| format!("erro {code} no envio")),
             updated_at: Utc::now(),
         };
         if let Err(e) = self.store.set_template_state(&state).await {
@@ -133,24 +131,4 @@ fn stopped(state: &TemplateState, template: &Template) -> Option<String> {
         .as_deref()
         .filter(|c| *c != template.category)
         .map(|c| format!("passou para a categoria {c}: não é usado até ser revisto"))
-}
-
-/// The Graph API's `error.code` in a send's failure reason (`graph api 400, error 132015: …`).
-fn error_code(reason: &str) -> Option<i64> {
-    let after = reason.split("error ").nth(1)?;
-    after
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|d| d.parse().ok())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_error_code_is_read_from_the_reason() {
-        assert_eq!(error_code("graph api 400, error 132015: Paused"), Some(132_015));
-        assert_eq!(error_code("graph api 503"), None);
-    }
 }
