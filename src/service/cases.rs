@@ -297,10 +297,14 @@ impl ConversationService {
     /// What the owner of the case whose thread root is `post` wrote in that thread: relayed to the card
     /// holder (it is on the board already). Anyone else's post there is an internal note, kept in the
     /// case's log and never relayed. `None`: no case has that thread.
+    ///
+    /// The board may name its author two ways (a claim by a click without a username kept the user
+    /// id): `author_id` is the other.
     pub async fn board_thread_post(
         &self,
         post: &str,
         agent: SupportAgent<'_>,
+        author_id: &str,
         text: &str,
     ) -> Result<Option<Relayed>, CaseError> {
         let Some(case) = self.store.case_of_board_post(post).await? else {
@@ -309,7 +313,15 @@ impl ConversationService {
         if agent.tenant.is_some_and(|t| t != case.tenant_id) {
             return Ok(None);
         }
-        if case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(agent.login) {
+        let owner = case
+            .owner
+            .as_deref()
+            .filter(|o| *o == agent.login || *o == author_id);
+        if let (CaseState::EmAtendimento, Some(owner)) = (case.state, owner) {
+            let agent = SupportAgent {
+                login: owner,
+                ..agent
+            };
             self.relay_agent_words(&case, agent, text, false).await?;
             return Ok(Some(Relayed::ToCardHolder));
         }

@@ -292,24 +292,17 @@ impl Bot {
 impl Bot {
     /// A post in a case's thread on the support board, by `sender` (a username).
     async fn board_thread(&self, post: &Post, sender: &str) {
-        let store = self.service.store();
-        // Mattermost names the owner by username where it can, else by id (a click without a name).
-        let login = match store.case_of_board_post(&post.root_id).await {
-            Ok(Some(case)) if case.owner.as_deref() == Some(post.user_id.as_str()) => post.user_id.as_str(),
-            Ok(Some(_)) => sender,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!(error = %e, "support thread post could not be matched to a case");
-                return;
-            }
-        };
         let agent = crate::service::SupportAgent {
-            login,
+            login: sender,
             name: sender,
             tenant: Some(&self.tenant),
         };
         let text = strip_mention(&post.message);
-        match self.service.board_thread_post(&post.root_id, agent, &text).await {
+        let relayed = self
+            .service
+            .board_thread_post(&post.root_id, agent, &post.user_id, &text)
+            .await;
+        match relayed {
             Ok(Some(relayed)) => tracing::info!(?relayed, "support thread post"),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "support thread post not relayed"),
