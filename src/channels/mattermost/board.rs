@@ -37,17 +37,6 @@ impl BoardSender {
         })
     }
 
-    fn url(&self, path: &str) -> String {
-        format!(
-            "{}/api/v4/{path}",
-            self.config
-                .url
-                .as_deref()
-                .unwrap_or_default()
-                .trim_end_matches('/')
-        )
-    }
-
     /// The root post's message and buttons for `case` now.
     fn root(&self, case: &Case) -> Value {
         let actions: &[(&str, &str)] = match case.state {
@@ -63,32 +52,6 @@ impl BoardSender {
             "message": self.service.case_text(case),
             "props": {"attachments": self.config.case_buttons(case, actions)},
         })
-    }
-
-    async fn call(&self, request: reqwest::RequestBuilder, body: &Value) -> Result<Value, SendError> {
-        let r = request
-            .bearer_auth(self.config.bot_token.as_deref().unwrap_or_default())
-            .json(body)
-            .send()
-            .await
-            .map_err(|_| SendError::Retry {
-                reason: "mattermost unreachable".into(),
-                after: None,
-            })?;
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap_or_default();
-        match status {
-            200..=299 => Ok(vt_actions::json::from_text(&text).unwrap_or_default()),
-            429 => Err(SendError::Retry {
-                reason: "mattermost 429".into(),
-                after: None,
-            }),
-            s if s >= 500 => Err(SendError::Retry {
-                reason: format!("mattermost {s}"),
-                after: None,
-            }),
-            s => Err(SendError::Permanent(format!("mattermost {s}"))),
-        }
     }
 }
 
@@ -118,7 +81,12 @@ impl ChannelSender for BoardSender {
             (BoardKind::Opened, None) => {
                 let mut body = self.root(&case);
                 body["channel_id"] = json!(self.channel_id);
-                let posted = self.call(self.client.post(self.url("posts")), &body).await?;
+                let posted = super::api(
+                    &self.config,
+                    self.client.post(self.config.api_url("posts")),
+                    &body,
+                )
+                .await?;
                 let post = posted["id"].as_str().unwrap_or_default().to_owned();
                 if post.is_empty() {
                     return Err(SendError::Permanent(
@@ -139,13 +107,23 @@ impl ChannelSender for BoardSender {
             (_, None) => Err(SendError::Permanent("the case has no post on the board".into())),
             (BoardKind::Line, Some(root)) => {
                 let body = json!({"channel_id": self.channel_id, "root_id": root, "message": reply.text});
-                let posted = self.call(self.client.post(self.url("posts")), &body).await?;
+                let posted = super::api(
+                    &self.config,
+                    self.client.post(self.config.api_url("posts")),
+                    &body,
+                )
+                .await?;
                 Ok(posted["id"].as_str().map(str::to_owned))
             }
             (BoardKind::State, Some(root)) => {
                 let body = self.root(&case);
-                self.call(self.client.put(self.url(&format!("posts/{root}/patch"))), &body)
-                    .await?;
+                super::api(
+                    &self.config,
+                    self.client
+                        .put(self.config.api_url(&format!("posts/{root}/patch"))),
+                    &body,
+                )
+                .await?;
                 Ok(None)
             }
         }

@@ -363,48 +363,13 @@ impl ChannelSender for PostSender {
             body["message"] = json!("");
             body["props"] = json!({"attachments": self.config.buttons(text, pending, conversation)});
         }
-        let url = format!(
-            "{}/api/v4/posts",
-            self.config
-                .url
-                .as_deref()
-                .unwrap_or_default()
-                .trim_end_matches('/')
-        );
-        let r = self
-            .client
-            .post(url)
-            .bearer_auth(self.config.bot_token.as_deref().unwrap_or_default())
-            .json(&body)
-            .send()
-            .await
-            .map_err(|_| SendError::Retry {
-                reason: "mattermost unreachable".into(),
-                after: None,
-            })?;
-        let status = r.status().as_u16();
-        // Mattermost's 429 has a plain-text body and the wait in X-Ratelimit-Reset (seconds).
-        let reset = r
-            .headers()
-            .get("x-ratelimit-reset")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = r.text().await.unwrap_or_default();
-        match status {
-            200..=299 => Ok(vt_actions::json::from_text::<Value>(&text)
-                .ok()
-                .and_then(|v| v["id"].as_str().map(str::to_owned))),
-            429 => Err(SendError::Retry {
-                reason: "mattermost 429".into(),
-                after: reset,
-            }),
-            s if s >= 500 => Err(SendError::Retry {
-                reason: format!("mattermost {s}"),
-                after: None,
-            }),
-            s => Err(SendError::Permanent(format!("mattermost {s}"))),
-        }
+        let posted = super::api(
+            &self.config,
+            self.client.post(self.config.api_url("posts")),
+            &body,
+        )
+        .await?;
+        Ok(posted["id"].as_str().map(str::to_owned))
     }
 }
 

@@ -200,6 +200,56 @@ impl MattermostConfig {
     }
 }
 
+impl MattermostConfig {
+    /// `{url}/api/v4/{path}`.
+    fn api_url(&self, path: &str) -> String {
+        format!(
+            "{}/api/v4/{path}",
+            self.url.as_deref().unwrap_or_default().trim_end_matches('/')
+        )
+    }
+}
+
+/// One call of Mattermost's REST API as the bot, classified for the outbox: 2xx its JSON; 429 retried
+/// after `X-Ratelimit-Reset` (seconds; the body is plain text); 5xx and a connection failure retried;
+/// any other status final.
+async fn api(
+    config: &MattermostConfig,
+    request: reqwest::RequestBuilder,
+    body: &Value,
+) -> Result<Value, crate::outbox::SendError> {
+    use crate::outbox::SendError;
+    let r = request
+        .bearer_auth(config.bot_token.as_deref().unwrap_or_default())
+        .json(body)
+        .send()
+        .await
+        .map_err(|_| SendError::Retry {
+            reason: "mattermost unreachable".into(),
+            after: None,
+        })?;
+    let status = r.status().as_u16();
+    let reset = r
+        .headers()
+        .get("x-ratelimit-reset")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_secs);
+    let text = r.text().await.unwrap_or_default();
+    match status {
+        200..=299 => Ok(vt_actions::json::from_text(&text).unwrap_or_default()),
+        429 => Err(SendError::Retry {
+            reason: "mattermost 429".into(),
+            after: reset,
+        }),
+        s if s >= 500 => Err(SendError::Retry {
+            reason: format!("mattermost {s}"),
+            after: None,
+        }),
+        s => Err(SendError::Permanent(format!("mattermost {s}"))),
+    }
+}
+
 /// The conversation of `user_id` in the Mattermost channel `channel_id`.
 pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
     format!("mm:{channel_id}:{user_id}")
