@@ -16,9 +16,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Cases read for the figures (see the console's dashboard).
-const CASES_READ: i64 = 1_000;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct Direction {
     pub direction: &'static str,
@@ -236,7 +233,7 @@ impl Metrics {
             self.cases_open.set(n);
         }
         let day = service.engine().now() - chrono::Duration::hours(24);
-        if let Ok(cases) = store.cases(None, CASES_READ).await {
+        if let Ok(cases) = store.case_times(None, day).await {
             let figures = crate::service::CaseFigures::of(&cases, day);
             self.cases_waiting.set(figures.waiting_now);
             for (quantile, value) in [("0.5", figures.claim_p50_s), ("0.9", figures.claim_p90_s)] {

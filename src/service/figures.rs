@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::store::{Case, CaseState};
+use crate::store::{CaseState, CaseTimes};
 
 /// The cases of a period: how many people asked for a person, how long they waited for one, how long
 /// a case lasted, and how many wait now.
@@ -20,8 +20,8 @@ pub struct CaseFigures {
 
 impl CaseFigures {
     /// The figures of `cases` opened since `since` (the waiting count is of every case given).
-    pub fn of(cases: &[Case], since: DateTime<Utc>) -> Self {
-        let recent: Vec<&Case> = cases.iter().filter(|c| c.opened_at >= since).collect();
+    pub fn of(cases: &[CaseTimes], since: DateTime<Utc>) -> Self {
+        let recent: Vec<&CaseTimes> = cases.iter().filter(|c| c.opened_at >= since).collect();
         let mut claim: Vec<i64> = recent
             .iter()
             .filter_map(|c| c.claimed_at.map(|t| (t - c.opened_at).num_seconds()))
@@ -61,26 +61,15 @@ mod tests {
         let now: DateTime<Utc> = "2026-11-22T15:30:00Z".parse().expect("t");
         let case = |opened_min_ago: i64, claimed_after_s: Option<i64>, closed_after_s: Option<i64>| {
             let opened_at = now - Duration::minutes(opened_min_ago);
-            Case {
-                id: "caso".into(),
-                conversation_id: "c".into(),
-                tenant_id: "t".into(),
-                channel: "whatsapp".into(),
-                reason: String::new(),
+            CaseTimes {
                 state: match (claimed_after_s, closed_after_s) {
                     (_, Some(_)) => CaseState::Devolvido,
                     (Some(_), None) => CaseState::EmAtendimento,
                     (None, None) => CaseState::Aguardando,
                 },
-                owner: None,
                 opened_at,
                 claimed_at: claimed_after_s.map(|s| opened_at + Duration::seconds(s)),
                 closed_at: closed_after_s.map(|s| opened_at + Duration::seconds(s)),
-                acknowledged: false,
-                case_file: serde_json::Value::Null,
-                notice_due_at: None,
-                noticed: false,
-                board_post: None,
             }
         };
         let cases = [

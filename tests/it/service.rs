@@ -648,6 +648,13 @@ impl vt_agent::store::CaseStore for Flaky {
     async fn open_case_count(&self) -> Result<i64, StoreError> {
         self.inner.open_case_count().await
     }
+    async fn case_times(
+        &self,
+        t: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::CaseTimes>, StoreError> {
+        self.inner.case_times(t, since).await
+    }
     async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::store::Case>, StoreError> {
         self.inner.cases(t, limit).await
     }

@@ -1328,6 +1328,25 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         store.open_case_of("c-1").await.expect("read").map(|c| c.state),
         Some(CaseState::EmAtendimento)
     );
+    // The figures' times: the claimed one in A's; in every tenant's, B's waiting one too.
+    let times = store
+        .case_times(Some("A"), now - chrono::Duration::hours(1))
+        .await
+        .expect("times");
+    assert_eq!(times.len(), 1);
+    assert_eq!(
+        (times[0].state, times[0].claimed_at),
+        (CaseState::EmAtendimento, Some(now))
+    );
+    let all = store
+        .case_times(None, now + chrono::Duration::hours(1))
+        .await
+        .expect("times");
+    assert_eq!(
+        all.iter().map(|c| c.state).collect::<Vec<_>>(),
+        [CaseState::Aguardando],
+        "before the period: only what still waits"
+    );
     // Tenant A lists its own; the waiting case comes before the claimed one.
     let listed: Vec<String> = store
         .cases(None, 10)

@@ -25,9 +25,6 @@ use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
 /// The channel of the console's own conversations (its lookups).
 const CHANNEL: &str = "console";
-/// Cases the figures are read from: the open ones and the newest closed ones, far more than a month
-/// of a deployment's cases.
-const CASES_READ: i64 = 10_000;
 /// Rows a list shows.
 const LIST_LIMIT: i64 = 100;
 
@@ -994,7 +991,7 @@ pub(super) async fn usage(
         (Ok(u), Ok(f)) => (u, f),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
-    let cases = match store.cases(None, CASES_READ).await {
+    let cases = match store.case_times(tenant_filter(&staff).as_deref(), since).await {
         Ok(c) => CaseFigures::of(&c, since),
         Err(e) => return store_failed(&staff, &e),
     };

@@ -3,7 +3,7 @@
 use super::*;
 use crate::llm::ChatMessage;
 use crate::store::{
-    Case, CaseEvent, CaseOpened, CaseState, CaseStore, CaseWrite, Claim, NewCase, NewOutboxItem,
+    Case, CaseEvent, CaseOpened, CaseState, CaseStore, CaseTimes, CaseWrite, Claim, NewCase, NewOutboxItem,
 };
 
 /// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
@@ -129,6 +129,31 @@ impl CaseStore for SqliteStore {
                 .fetch_one(&self.pool)
                 .await?;
         Ok(n)
+    }
+
+    async fn case_times(
+        &self,
+        tenant: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<CaseTimes>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT state, opened_at, claimed_at, closed_at FROM cases \
+             WHERE (?1 IS NULL OR tenant_id = ?1) AND (opened_at >= ?2 OR state = 'aguardando')",
+        )
+        .bind(tenant)
+        .bind(ms(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(CaseTimes {
+                    state: CaseState::from_row(&r.value::<String>("state")?)?,
+                    opened_at: r.time("opened_at")?,
+                    claimed_at: r.opt_time("claimed_at")?,
+                    closed_at: r.opt_time("closed_at")?,
+                })
+            })
+            .collect()
     }
 
     async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError> {
