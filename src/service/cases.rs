@@ -11,7 +11,7 @@ use vt_actions::tools::{RecargaPendente, STATE_PENDENTE};
 use vt_actions::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
-use super::{ConversationService, Handled, Inbound, IntentTag, Routing, ServiceError};
+use super::{ConversationService, Handled, Inbound, Routing, ServiceError};
 use crate::engine::{Conversation, Reply, TurnEvent, TurnOutcome};
 use crate::llm::ChatMessage;
 use crate::store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
@@ -129,11 +129,7 @@ impl ConversationService {
         let outcome = self.without_engine(conv, &msg.text, acknowledge.then(|| ACK_TEXT.to_owned()));
         let ran = Ran {
             outcome,
-            routing: Routing {
-                tag: Some(IntentTag::new("atendimento_humano", "deterministic", false)),
-                classified: false,
-                tokens: (0, 0),
-            },
+            routing: Routing::deterministic("atendimento_humano", false),
             context,
             started,
             now,
@@ -712,11 +708,7 @@ impl ConversationService {
         let msg = addressed_to_card_holder(&conv, text);
         let ran = Ran {
             outcome,
-            routing: Routing {
-                tag: Some(IntentTag::new("proposta_recarga", "deterministic", false)),
-                classified: false,
-                tokens: (0, 0),
-            },
+            routing: Routing::deterministic("proposta_recarga", false),
             context: self.store.context(&conv.id).await?,
             started,
             now,

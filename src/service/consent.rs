@@ -7,7 +7,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::commit::Ran;
-use super::{ConversationService, Handled, Inbound, IntentTag, Routing, ServiceError};
+use super::{ConversationService, Handled, Inbound, Routing, ServiceError};
 use crate::engine::Conversation;
 use crate::store::{ConsentChange, ConversationContext};
 
@@ -61,11 +61,7 @@ impl ConversationService {
         let reply = if opted_in { OPTED_IN } else { OPTED_OUT };
         let ran = Ran {
             outcome: self.without_engine(conv, &msg.text, Some(reply.to_owned())),
-            routing: Routing {
-                tag: Some(IntentTag::new("consentimento", "deterministic", true)),
-                classified: false,
-                tokens: (0, 0),
-            },
+            routing: Routing::deterministic("consentimento", true),
             context,
             started,
             now,

@@ -40,8 +40,14 @@ impl Routing {
 
     /// A message that was refused before routing.
     pub(super) fn refusal() -> Self {
+        Self::deterministic("recusa", false)
+    }
+
+    /// A turn the service answered itself, with no router and no model (zero tokens): held for a
+    /// person, a consent, a support agent's proposal.
+    pub(super) fn deterministic(intent: &str, keyword_matched: bool) -> Self {
         Self {
-            tag: Some(IntentTag::new("recusa", "deterministic", false)),
+            tag: Some(IntentTag::new(intent, "deterministic", keyword_matched)),
             classified: false,
             tokens: (0, 0),
         }
