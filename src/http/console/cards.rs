@@ -10,9 +10,7 @@ use axum::response::Response;
 use minijinja::context;
 use serde_json::Value as Json;
 
-use super::pages::{
-    LookupForm, bad_form, flow_tenant, frame, lookup_view, money_of, status_label, store_failed, when,
-};
+use super::pages::{LookupForm, flow_tenant, frame, money_of, status_label, store_failed, when};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
@@ -26,16 +24,9 @@ pub(super) async fn history(
     staff: Staff,
     Form(form): Form<LookupForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    let Some(card) = vt_actions::vt::parse::cards(&form.cartao).into_iter().next() else {
-        return lookup_view(
-            &staff,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            None,
-            Some("Informe um número de cartão válido (de 8 a 19 dígitos)."),
-        );
+    let card = match form.card(&staff) {
+        Ok(card) => card,
+        Err(refused) => return refused,
     };
     let store = state.service.store();
     let records = match store.subject_records(&Subject::Card(card.clone())).await {

@@ -223,8 +223,29 @@ pub(super) async fn sign_out(staff: Staff, Form(form): Form<CsrfForm>) -> Respon
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct LookupForm {
-    pub(super) cartao: String,
-    pub(super) csrf: String,
+    cartao: String,
+    csrf: String,
+}
+
+impl LookupForm {
+    /// The form's card, when it carries its CSRF token and a card; else the page that says why.
+    #[allow(clippy::result_large_err)] // the error is the page itself, built once per request
+    pub(super) fn card(&self, staff: &Staff) -> Result<String, Response> {
+        if !staff.csrf_ok(&self.csrf) {
+            return Err(bad_form(staff));
+        }
+        vt_actions::vt::parse::cards(&self.cartao)
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                lookup_view(
+                    staff,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    None,
+                    Some("Informe um número de cartão válido (de 8 a 19 dígitos)."),
+                )
+            })
+    }
 }
 
 pub(super) async fn lookup_page(staff: Staff) -> Response {
@@ -251,16 +272,9 @@ pub(super) async fn lookup(
     staff: Staff,
     Form(form): Form<LookupForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    let Some(card) = vt_actions::vt::parse::cards(&form.cartao).into_iter().next() else {
-        return lookup_view(
-            &staff,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            None,
-            Some("Informe um número de cartão válido (de 8 a 19 dígitos)."),
-        );
+    let card = match form.card(&staff) {
+        Ok(card) => card,
+        Err(refused) => return refused,
     };
     let text = format!("saldo do cartão {card}");
     let msg = Inbound {
