@@ -35,6 +35,7 @@ async fn service(store: Arc<dyn Store>) -> (Arc<ConversationService>, RunningSim
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, None, ext).expect("engine"),
         Some(store.clone()),
+        config.recargas.clone(),
     );
     let service = vt_agent::app::service(&config, engine, store)
         .await

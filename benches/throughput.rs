@@ -114,6 +114,7 @@ async fn main() {
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, None, ext).expect("engine"),
         Some(store.clone()),
+        config.recargas.clone(),
     );
     let input = r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
     let n = 300u32;

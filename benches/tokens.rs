@@ -172,6 +172,7 @@ async fn main() {
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, Some(llm), ext).expect("engine"),
         Some(store.clone()),
+        config.recargas.clone(),
     );
     let service = vt_agent::app::service(&config, engine.clone(), store.clone())
         .await

@@ -127,6 +127,7 @@ fn child(on: bool) {
         let engine = vt_agent::flow::share(
             vt_agent::app::engine(&config, None, ext).expect("engine"),
             Some(store.clone()),
+            config.recargas.clone(),
         );
         let service = vt_agent::app::service(&config, engine, store)
             .await

@@ -64,6 +64,8 @@ pub struct Config {
     pub handoff: crate::service::HandoffConfig,
     /// `[notificacoes]`: restraint in the notices the product sends itself.
     pub notificacoes: crate::channels::whatsapp::NoticesConfig,
+    /// `[recargas]`: how recharges whose outcome came late are followed up.
+    pub recargas: crate::store::RecargasConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     pub simulator: SimulatorSettings,
@@ -114,6 +116,7 @@ impl Default for Config {
             outbox: crate::outbox::OutboxConfig::default(),
             handoff: crate::service::HandoffConfig::default(),
             notificacoes: crate::channels::whatsapp::NoticesConfig::default(),
+            recargas: crate::store::RecargasConfig::default(),
             systems: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
@@ -319,6 +322,13 @@ impl Config {
             config.simulator.notifications_per_second =
                 Some(parse("VT_SIMULATOR_NOTIFICATIONS_PER_SECOND", v)?);
         }
+        if let Some(v) = get("VT_RECARGAS_RESOLVER_EM_MINUTOS") {
+            config.recargas.resolver_em_minutos = parse("VT_RECARGAS_RESOLVER_EM_MINUTOS", v)?;
+        }
+        if let Some(v) = get("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS") {
+            config.recargas.primeira_verificacao_segundos =
+                parse("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", v)?;
+        }
         if let Some(v) = get("VT_MAX_MODEL_CALLS") {
             config.engine.max_model_calls = parse("VT_MAX_MODEL_CALLS", v)?;
         }
@@ -403,6 +413,9 @@ impl Config {
         }
         if let Err((field, message)) = self.retencao.validate() {
             return invalid(field, message);
+        }
+        if let Err((field, message)) = self.recargas.validate() {
+            return invalid(&field, message);
         }
         if self.simulator.notifications_per_second == Some(0) {
             return invalid("simulator.notifications_per_second", "must be at least 1");

@@ -409,7 +409,11 @@ impl FlowRunner for EngineFlowRunner {
 /// Shares the engine and gives its actions the stage chain ([`FlowRunner`]) running on it and, with a
 /// store, the recharge journal written in it ([`StoreJournal`]): confirmations consumed once, recharge
 /// attempts on record before they are sent.
-pub fn share(mut engine: Engine, store: Option<Arc<dyn Store>>) -> Arc<Engine> {
+pub fn share(
+    mut engine: Engine,
+    store: Option<Arc<dyn Store>>,
+    recargas: crate::store::RecargasConfig,
+) -> Arc<Engine> {
     let slot = Arc::new(OnceLock::new());
     let log = Arc::new(FlowRunLog::default());
     let runner: SharedFlowRunner = Arc::new(EngineFlowRunner {
@@ -419,7 +423,7 @@ pub fn share(mut engine: Engine, store: Option<Arc<dyn Store>>) -> Arc<Engine> {
     engine.extensions_mut().insert(runner);
     engine.extensions_mut().insert(log);
     if let Some(store) = store {
-        let journal: SharedJournal = Arc::new(StoreJournal::new(store));
+        let journal: SharedJournal = Arc::new(StoreJournal::new(store, engine.clock().clone(), recargas));
         engine.extensions_mut().insert(journal);
     }
     let engine = Arc::new(engine);

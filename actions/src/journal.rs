@@ -16,11 +16,14 @@
 //! Without a journal (unit tests of a stage) the stages still run; with one, a failure to write it
 //! stops the recharge before anything is sent.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::vt::texts::RecargaStatus;
 
@@ -97,6 +100,32 @@ pub struct RechargeAttempt {
     pub moeda: String,
 }
 
+/// A recharge request exactly as it goes to the recharge system — the body with the payment token's
+/// value, the headers with the idempotency key — so that a recharge whose outcome is unknown can be
+/// sent again, the same bytes under the same key, until the recharge system says what became of it.
+/// The store keeps it sealed, and only while the outcome is unknown. `Debug` shows none of it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct RechargeRequest {
+    pub body: Value,
+    pub headers: BTreeMap<String, String>,
+    pub timeout_ms: u64,
+}
+
+impl fmt::Debug for RechargeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RechargeRequest")
+            .field("timeout_ms", &self.timeout_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RechargeRequest {
+    /// The `x-idempotency-key` it is sent with.
+    pub fn idempotency_key(&self) -> &str {
+        self.headers.get("x-idempotency-key").map_or("", String::as_str)
+    }
+}
+
 /// A confirmation being consumed: the pending recharge, the conversation, and the stored user message
 /// that confirms it (the same when that message is processed again after a crash).
 #[derive(Debug, Clone, Copy)]
@@ -148,8 +177,9 @@ pub trait RechargeJournal: Send + Sync {
     /// The message that consumed the confirmation `pending_id`, if one did.
     async fn consumer_of(&self, pending_id: &str) -> Result<Option<String>, JournalError>;
     /// Records an attempt as `enviando` before it is sent (again `enviando` when the same key is sent
-    /// again).
-    async fn begin(&self, attempt: &RechargeAttempt) -> Result<(), JournalError>;
+    /// again), with the request itself: kept until the outcome is known, it is what a follow-up sends
+    /// again when the outcome stays unknown (an answer that came late, a process that died).
+    async fn begin(&self, attempt: &RechargeAttempt, request: &RechargeRequest) -> Result<(), JournalError>;
     /// Records how the attempt with `idempotency_key` ended.
     async fn resolve(&self, idempotency_key: &str, status: RecargaStatus) -> Result<(), JournalError>;
     /// The key of an identical attempt of the same scope whose outcome is still unknown (`enviando` or

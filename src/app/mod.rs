@@ -176,7 +176,11 @@ impl App {
                 notices,
             )));
         }
-        let engine = crate::flow::share(engine(config, llm, extensions)?, Some(store.clone()));
+        let engine = crate::flow::share(
+            engine(config, llm, extensions)?,
+            Some(store.clone()),
+            config.recargas.clone(),
+        );
         Ok(Self {
             service: service(config, engine, store).await?,
             simulator,

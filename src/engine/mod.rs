@@ -243,6 +243,11 @@ impl Engine {
         &self.config
     }
 
+    /// Where the engine's time comes from (shared: a manual clock's clone moves with it).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }

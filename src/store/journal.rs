@@ -4,20 +4,29 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::Utc;
-use vt_actions::journal::{Confirmation, Consumption, JournalError, RechargeAttempt, RechargeJournal};
+use vt_actions::journal::{
+    Confirmation, Consumption, JournalError, RechargeAttempt, RechargeJournal, RechargeRequest,
+};
 use vt_actions::vt::texts::RecargaStatus;
 
-use super::{Store, StoreError};
+use super::{RecargasConfig, Store, StoreError};
+use crate::engine::Clock;
 
-/// The journal on top of a [`Store`].
+/// The journal on top of a [`Store`], in the engine's time; `[recargas]` times each attempt's
+/// follow-up.
 pub struct StoreJournal {
     store: Arc<dyn Store>,
+    clock: Clock,
+    recargas: RecargasConfig,
 }
 
 impl StoreJournal {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn Store>, clock: Clock, recargas: RecargasConfig) -> Self {
+        Self {
+            store,
+            clock,
+            recargas,
+        }
     }
 }
 
@@ -33,7 +42,7 @@ impl RechargeJournal for StoreJournal {
         attempt: Option<&RechargeAttempt>,
     ) -> Result<Consumption, JournalError> {
         self.store
-            .consume_confirmation(confirmation, attempt, Utc::now())
+            .consume_confirmation(confirmation, attempt, self.clock.now())
             .await
             .map_err(err)
     }
@@ -42,13 +51,18 @@ impl RechargeJournal for StoreJournal {
         self.store.confirmation_consumer(pending_id).await.map_err(err)
     }
 
-    async fn begin(&self, attempt: &RechargeAttempt) -> Result<(), JournalError> {
-        self.store.begin_recharge(attempt, Utc::now()).await.map_err(err)
+    async fn begin(&self, attempt: &RechargeAttempt, request: &RechargeRequest) -> Result<(), JournalError> {
+        let now = self.clock.now();
+        let follow_up = self.recargas.follow_up(request.clone(), now);
+        self.store
+            .begin_recharge(attempt, Some(&follow_up), now)
+            .await
+            .map_err(err)
     }
 
     async fn resolve(&self, idempotency_key: &str, status: RecargaStatus) -> Result<(), JournalError> {
         self.store
-            .resolve_recharge(idempotency_key, status.into(), Utc::now())
+            .resolve_recharge(idempotency_key, status.into(), self.clock.now())
             .await
             .map_err(err)
     }

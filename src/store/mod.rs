@@ -6,6 +6,7 @@
 //! A turn is written in one transaction ([`ConversationStore::save_turn`]), so a crash leaves either the whole turn
 //! or none of it — except the user's message, which is written on its own *before* the turn runs.
 
+mod followup;
 mod journal;
 mod locks;
 mod postgres;
@@ -13,6 +14,7 @@ mod rows;
 pub mod seal;
 mod sqlite;
 
+pub use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, RecargasConfig};
 pub use journal::StoreJournal;
 pub use locks::{LocalLocks, TurnLock};
 pub use postgres::PgStore;
@@ -771,9 +773,17 @@ pub trait RechargeStore: Send + Sync {
     /// recorded).
     async fn confirmation_consumer(&self, pending_id: &str) -> Result<Option<String>, StoreError>;
 
-    /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before).
-    async fn begin_recharge(&self, attempt: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Records a recharge attempt as `enviando` (again, with one more send, for a key sent before) and,
+    /// the first time, its follow-up: the request kept sealed while the outcome is unknown.
+    async fn begin_recharge(
+        &self,
+        attempt: &RechargeAttempt,
+        follow_up: Option<&NewFollowUp>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
 
+    /// Records how the attempt ended; an outcome that is known settles its follow-up (its request is
+    /// dropped).
     async fn resolve_recharge(
         &self,
         idempotency_key: &str,
@@ -787,6 +797,28 @@ pub trait RechargeStore: Send + Sync {
 
     /// The newest `limit` recharge attempts, newest first.
     async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError>;
+
+    /// Takes up to `limit` follow-ups due by `now` (unknown outcome, not leased) and leases them until
+    /// `lease_until`: among several processes and instances each is taken by one (on PostgreSQL with
+    /// `FOR UPDATE SKIP LOCKED`), and one whose process died is taken again once its lease ran out.
+    async fn claim_followups(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<FollowUp>, StoreError>;
+
+    /// What the check of `idempotency_key`'s follow-up left (the lease is released).
+    async fn followup_checked(
+        &self,
+        idempotency_key: &str,
+        checked: &Checked,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// Follow-ups, those still unknown first (soonest check first), then the settled ones, newest
+    /// first; only the unknown ones with `pending_only`.
+    async fn followups(&self, pending_only: bool, limit: i64) -> Result<Vec<FollowUpView>, StoreError>;
 }
 
 /// The outbox: replies and notices waiting to go out, claimed by one sender at a time, with their
@@ -1168,6 +1200,7 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("cases", "reason", false),
     ("cases", "case_file", true),
     ("case_events", "detail", false),
+    ("recharge_followups", "request", false),
 ];
 
 /// Rows a [`KeepingStore::reseal`] batch handles in one transaction.

@@ -443,8 +443,13 @@ impl vt_agent::store::RechargeStore for Flaky {
     async fn confirmation_consumer(&self, p: &str) -> Result<Option<String>, StoreError> {
         self.inner.confirmation_consumer(p).await
     }
-    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.inner.begin_recharge(a, now).await
+    async fn begin_recharge(
+        &self,
+        a: &RechargeAttempt,
+        f: Option<&vt_agent::store::NewFollowUp>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.begin_recharge(a, f, now).await
     }
     async fn resolve_recharge(
         &self,
@@ -459,6 +464,29 @@ impl vt_agent::store::RechargeStore for Flaky {
     }
     async fn recharge_attempts(&self, limit: i64) -> Result<Vec<RechargeAttemptRecord>, StoreError> {
         self.inner.recharge_attempts(limit).await
+    }
+    async fn claim_followups(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::store::FollowUp>, StoreError> {
+        self.inner.claim_followups(now, lease_until, limit).await
+    }
+    async fn followup_checked(
+        &self,
+        k: &str,
+        c: &vt_agent::store::Checked,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.followup_checked(k, c, now).await
+    }
+    async fn followups(
+        &self,
+        pending_only: bool,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::store::FollowUpView>, StoreError> {
+        self.inner.followups(pending_only, limit).await
     }
 }
 

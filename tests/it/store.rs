@@ -751,7 +751,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
         moeda: "BRL".into(),
     };
     let now = t("2026-11-22T12:00:00Z");
-    store.begin_recharge(&attempt, now).await.expect("begin");
+    store.begin_recharge(&attempt, None, now).await.expect("begin");
     assert_eq!(
         store
             .unresolved_recharge("t|u", "f-1")
@@ -777,7 +777,10 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
             .expect("read")
             .is_some()
     );
-    store.begin_recharge(&attempt, now).await.expect("sent again");
+    store
+        .begin_recharge(&attempt, None, now)
+        .await
+        .expect("sent again");
     store
         .resolve_recharge("k-1", vt_actions::journal::AttemptStatus::Aprovada, now)
         .await
@@ -787,6 +790,139 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].attempt, attempt);
     assert_eq!((listed[0].status.as_str(), listed[0].sends), ("aprovada", 2));
+}
+
+pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_request_dropped(
+    store: Arc<dyn Store>,
+) {
+    use vt_agent::store::{Checked, RecargasConfig};
+    let attempt = |key: &str| RechargeAttempt {
+        idempotency_key: key.into(),
+        fingerprint: format!("f-{key}"),
+        scope: "t|u".into(),
+        origin: "conv-1".into(),
+        execucao_id: "exec-1".into(),
+        cartao_mascarado: "****6666".into(),
+        valor: rust_decimal::Decimal::new(5000, 2),
+        moeda: "BRL".into(),
+    };
+    let request = |key: &str| vt_actions::journal::RechargeRequest {
+        body: json!({"cartao": "6666666666", "valor": 50.0, "meio_pagamento": {"tipo": "pix", "token": "tok_segredo_123"}}),
+        headers: [("x-idempotency-key".to_owned(), key.to_owned())].into(),
+        timeout_ms: 12_000,
+    };
+    let config = RecargasConfig::default();
+    let sent = t("2026-11-22T12:00:00Z");
+    for key in ["k-a", "k-b"] {
+        let follow_up = config.follow_up(request(key), sent);
+        store
+            .begin_recharge(&attempt(key), Some(&follow_up), sent)
+            .await
+            .expect("begin");
+    }
+    // A second send of the same key (a follow-up's) keeps the first timing.
+    let later = config.follow_up(request("k-a"), t("2026-11-22T12:30:00Z"));
+    store
+        .begin_recharge(&attempt("k-a"), Some(&later), sent)
+        .await
+        .expect("again");
+    let lease = |at: chrono::DateTime<Utc>| at + chrono::Duration::minutes(2);
+    let early = t("2026-11-22T12:00:30Z");
+    assert!(
+        store
+            .claim_followups(early, lease(early), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the first check is a minute after the send"
+    );
+    let due = t("2026-11-22T12:01:00Z");
+    let (one, two) = tokio::join!(
+        store.claim_followups(due, lease(due), 1),
+        store.claim_followups(due, lease(due), 10)
+    );
+    let mut keys: Vec<String> = one
+        .expect("claim")
+        .into_iter()
+        .chain(two.expect("claim"))
+        .map(|f| {
+            assert_eq!(
+                f.request,
+                request(&f.attempt.attempt.idempotency_key),
+                "the request as sent"
+            );
+            assert_eq!(f.deadline_at, t("2026-11-22T13:00:00Z"));
+            f.attempt.attempt.idempotency_key
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["k-a", "k-b"], "each claimed once");
+    assert!(
+        store
+            .claim_followups(due, lease(due), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "leased"
+    );
+    // k-a: still unknown, checked again later; k-b: its outcome came (RF8 or the follow-up).
+    let next = config.next_check(1, due, t("2026-11-22T13:00:00Z"));
+    assert_eq!(next, t("2026-11-22T12:03:00Z"), "twice the first wait");
+    store
+        .followup_checked("k-a", &Checked::Again(next), due)
+        .await
+        .expect("checked");
+    store
+        .resolve_recharge("k-b", vt_actions::journal::AttemptStatus::Aprovada, due)
+        .await
+        .expect("resolved");
+    let pending = store.followups(true, 10).await.expect("list");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (
+            pending[0].attempt.attempt.idempotency_key.as_str(),
+            pending[0].checks,
+            pending[0].next_check_at
+        ),
+        ("k-a", 1, next)
+    );
+    let all = store.followups(false, 10).await.expect("list");
+    let settled = all
+        .iter()
+        .find(|f| f.attempt.attempt.idempotency_key == "k-b")
+        .expect("k-b");
+    assert_eq!(
+        (settled.outcome.as_deref(), settled.settled_at),
+        (Some("aprovada"), Some(due))
+    );
+    assert!(
+        store
+            .claim_followups(t("2026-11-22T12:02:00Z"), lease(t("2026-11-22T12:02:00Z")), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not due yet"
+    );
+    let claimed = store.claim_followups(next, lease(next), 10).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].checks, 1);
+    store
+        .followup_checked(
+            "k-a",
+            &Checked::Settled(vt_agent::store::OUTCOME_CASE.into()),
+            next,
+        )
+        .await
+        .expect("to a person");
+    assert!(store.followups(true, 10).await.expect("list").is_empty());
+    assert!(
+        store
+            .claim_followups(t("2026-11-22T14:00:00Z"), lease(t("2026-11-22T14:00:00Z")), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "nothing is checked once settled"
+    );
 }
 
 pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn Store>) {
@@ -1162,7 +1298,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         valor: rust_decimal::Decimal::new(5000, 2),
         moeda: "BRL".into(),
     };
-    store.begin_recharge(&attempt, at).await.expect("attempt");
+    store.begin_recharge(&attempt, None, at).await.expect("attempt");
 }
 
 pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
@@ -1563,6 +1699,7 @@ conformance!(
     recharges: [
         confirmations_are_consumed_once,
         recharge_attempts_are_on_record_before_they_are_sent,
+        a_recharge_follow_up_is_claimed_once_and_settled_with_its_request_dropped,
     ],
     outbox: [
         outbox_claim_ack_retry,

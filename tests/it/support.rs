@@ -540,6 +540,7 @@ async fn chat_harness_built(
             .expect("engine")
             .with_clock(Clock::Manual(clock.clone())),
         Some(store.clone()),
+        config.recargas.clone(),
     );
     let service = Arc::new(
         vt_agent::app::service(&config, engine, store.clone())

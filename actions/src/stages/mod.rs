@@ -8,6 +8,7 @@
 //! `saldo_anterior`.
 #![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
+pub mod acompanhamento;
 pub mod channel_notices;
 mod notificacao;
 pub mod rf01_preparar_consulta;

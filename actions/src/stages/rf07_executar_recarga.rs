@@ -1,8 +1,10 @@
 //! RF7 — posts the recharge, exactly once. An invalid payload is never sent; a transport error or
-//! timeout is recorded and never re-sent (the charge may have happened: RF8 treats it as unknown).
+//! timeout is recorded and never re-sent here (the charge may have happened: RF8 treats it as unknown).
 //!
-//! Before sending, the attempt (key, masked card, value) is put in the recharge journal, so a process
-//! killed mid-request leaves a trace an operator can see; if it cannot be put there, nothing is sent.
+//! Before sending, the attempt (key, masked card, value) and the request itself are put in the
+//! recharge journal, so a process killed mid-request leaves a trace an operator can see, and a
+//! follow-up (`stages::acompanhamento`, run by `serve`) can send the same request under the same key
+//! until the recharge system says what became of it; if they cannot be put there, nothing is sent.
 //! The key goes to memory for RF8, which records how the attempt ended.
 
 use async_trait::async_trait;
@@ -10,7 +12,7 @@ use async_trait::async_trait;
 use super::rf06_preparar_recarga::{RecargaPayload, escopo, impressao};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
-use crate::journal::{RechargeAttempt, SharedJournal};
+use crate::journal::{RechargeAttempt, RechargeRequest, SharedJournal};
 use crate::response::ActionResponse;
 use crate::systems::{HttpResult, VtSystems};
 use crate::vt::{FlowInput, PaymentToken, decimal_from_json, mask_card};
@@ -43,35 +45,66 @@ pub fn tentativa(
     })
 }
 
-/// The rule function (with the one I/O it needs).
-pub(crate) async fn executar_recarga(systems: &VtSystems, payload: &RecargaPayload) -> HttpResult {
+/// The request RF7 sends for `payload`, the payment token's value in its body; `Err` with what RF8
+/// reads when nothing may be sent.
+pub(crate) fn pedido(payload: &RecargaPayload) -> Result<RechargeRequest, HttpResult> {
     let errors = payload.validation_errors();
     if !errors.is_empty() {
-        return HttpResult::not_sent(
+        return Err(HttpResult::not_sent(
             "validacao",
             Some(&errors.join(",")),
             "payload inválido: a recarga não foi enviada",
-        );
+        ));
     }
     if payload.body.as_object().is_none_or(|b| b.is_empty()) {
-        return HttpResult::not_sent(
+        return Err(HttpResult::not_sent(
             "validacao",
             Some("payload_vazio"),
             "payload vazio: a recarga não foi enviada",
-        );
+        ));
     }
     // The payload carries the token's fingerprint; the request alone carries its value.
     let mut body = payload.body.clone();
     if PaymentToken::reveal_in(&mut body).is_err() {
-        return HttpResult::not_sent(
+        return Err(HttpResult::not_sent(
             "validacao",
             Some("token_indisponivel"),
             "o token de pagamento não está disponível: a recarga não foi enviada",
-        );
+        ));
     }
+    Ok(RechargeRequest {
+        body,
+        headers: payload.headers.clone(),
+        timeout_ms: payload.timeout_ms,
+    })
+}
+
+/// Sends `request`, once (a follow-up sends the same request again, under the same key).
+pub(crate) async fn enviar(systems: &VtSystems, request: &RechargeRequest) -> HttpResult {
     systems
-        .recarregar(&body, &payload.headers, payload.timeout_ms)
+        .recarregar(&request.body, &request.headers, request.timeout_ms)
         .await
+}
+
+/// Puts the attempt and its request on record, when there is a journal: `Err` with what RF8 reads
+/// when it could not be (then nothing is sent).
+async fn on_record(
+    ctx: &ActionContext,
+    payload: &RecargaPayload,
+    request: &RechargeRequest,
+) -> Result<(), ActionError> {
+    let Some(journal) = ctx.get::<SharedJournal>() else {
+        return Ok(());
+    };
+    let input = super::entrada(ctx)?;
+    let recorded = match tentativa(payload, input, &ctx.conversation_id, &ctx.turn_id) {
+        Some(a) => journal.begin(&a, request).await.map_err(|e| e.to_string()),
+        None => Err("payload without card, value or currency".to_owned()),
+    };
+    recorded.map_err(|why| {
+        tracing::error!(error = %why, "recharge attempt could not be recorded; not sent");
+        ActionError::failed("registro_indisponivel", why)
+    })
 }
 
 pub(crate) struct Rf07;
@@ -93,27 +126,17 @@ impl Action for Rf07 {
         ctx: &ActionContext,
         payload: RecargaPayload,
     ) -> Result<ActionResponse, ActionError> {
-        let sendable = payload.validation_errors().is_empty();
-        if let Some(journal) = ctx.get::<SharedJournal>()
-            && sendable
-        {
-            let input = super::entrada(ctx)?;
-            let attempt = tentativa(&payload, input, &ctx.conversation_id, &ctx.turn_id);
-            let recorded = match &attempt {
-                Some(a) => journal.begin(a).await.map_err(|e| e.to_string()),
-                None => Err("payload without card, value or currency".to_owned()),
-            };
-            if let Err(why) = recorded {
-                tracing::error!(error = %why, "recharge attempt could not be recorded; not sent");
-                let out = HttpResult::not_sent(
+        let out = match pedido(&payload) {
+            Err(not_sent) => not_sent,
+            Ok(request) => match on_record(ctx, &payload, &request).await {
+                Ok(()) => enviar(ctx.require::<VtSystems>()?, &request).await,
+                Err(_) => HttpResult::not_sent(
                     "nao_enviado",
                     Some("registro_indisponivel"),
                     "a tentativa não pôde ser registrada: a recarga não foi enviada",
-                );
-                return Ok(super::pass(&out)?.into());
-            }
-        }
-        let out = executar_recarga(ctx.require::<VtSystems>()?, &payload).await;
+                ),
+            },
+        };
         Ok(super::pass(&out)?
             .with_memory(MEMORY_CHAVE, payload.idempotency_key())
             .with_memory(MEMORY_OBSERVACOES_RF6, serde_json::json!(payload.observacoes))

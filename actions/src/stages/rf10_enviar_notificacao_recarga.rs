@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::notificacao::{DecisaoNotificacao, enviar};
+use super::notificacao::{DecisaoNotificacao, EnvioNotificacao, enviar};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::response::{ActionResponse, ResponseToUser};
@@ -30,7 +30,9 @@ pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
 }
 
 /// RF9's notice as a channel port sends it (`None`: nothing to tell).
-fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::stages::channel_notices::RechargeResult> {
+pub(crate) fn recharge_result(
+    decisao: &DecisaoNotificacao,
+) -> Option<crate::stages::channel_notices::RechargeResult> {
     let payload = decisao.payload.as_ref().filter(|_| decisao.enviar_notificacao)?;
     let moeda = decisao.meta_text("moeda");
     let valor = decisao
@@ -47,9 +49,37 @@ fn recharge_result(decisao: &DecisaoNotificacao) -> Option<crate::stages::channe
     Some(crate::stages::channel_notices::RechargeResult {
         cartao: decisao.meta_text("cartao"),
         valor,
-        resultado: decisao.meta_text("status_recarga").replace('_', " "),
+        resultado: resultado_em_palavras(&decisao.meta_text("status_recarga")),
         mensagem: payload.mensagem.clone(),
     })
+}
+
+/// Sends RF9's notice: through the channel port when the recipient is on a channel the product serves
+/// itself, else to the notification system.
+pub(crate) async fn avisar(
+    systems: &VtSystems,
+    port: Option<&crate::stages::channel_notices::ChannelNoticesPort>,
+    input: &crate::vt::FlowInput,
+    decisao: &DecisaoNotificacao,
+) -> EnvioNotificacao {
+    let port = port.filter(|p| p.0.delivers_to(&input.destinatario));
+    match (port, recharge_result(decisao)) {
+        // A recipient on a channel the product serves: the product tells them itself.
+        (Some(port), Some(notice)) => port.0.recharge_result(&input.destinatario, &notice).await,
+        _ => enviar(systems, decisao, &dedup_key(decisao), &input.tenant_id).await,
+    }
+}
+
+/// What became of a recharge, in the few pt-BR words a template's parameter carries.
+fn resultado_em_palavras(status: &str) -> String {
+    match status {
+        "aprovada" => "aprovada".into(),
+        "pendente" => "em processamento".into(),
+        "negada" => "não aprovada pelo meio de pagamento".into(),
+        "erro" => "não concluída, sem cobrança confirmada".into(),
+        crate::stages::acompanhamento::EM_VERIFICACAO => "em verificação por um atendente".into(),
+        other => other.replace('_', " "),
+    }
 }
 
 pub(crate) struct Rf10;
@@ -72,22 +102,8 @@ impl Action for Rf10 {
         decisao: DecisaoNotificacao,
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
-        let port = ctx
-            .get::<crate::stages::channel_notices::ChannelNoticesPort>()
-            .filter(|p| p.0.delivers_to(&input.destinatario));
-        let out = match (port, recharge_result(&decisao)) {
-            // A recipient on a channel the product serves: the product tells them itself.
-            (Some(port), Some(notice)) => port.0.recharge_result(&input.destinatario, &notice).await,
-            _ => {
-                enviar(
-                    ctx.require::<VtSystems>()?,
-                    &decisao,
-                    &dedup_key(&decisao),
-                    &input.tenant_id,
-                )
-                .await
-            }
-        };
+        let port = ctx.get::<crate::stages::channel_notices::ChannelNoticesPort>();
+        let out = avisar(ctx.require::<VtSystems>()?, port, input, &decisao).await;
         let mut message = decisao
             .payload
             .as_ref()

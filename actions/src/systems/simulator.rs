@@ -44,6 +44,9 @@ pub enum BalanceMode {
 pub enum RechargeMode {
     Aprovada,
     Pendente,
+    /// 202 `pendente` first; the same request sent again (same key, same body) finds it approved: the
+    /// charge happens then, once.
+    PendenteDepoisAprovada,
     Negada,
     Erro500,
     TimeoutAposCobranca,
@@ -93,6 +96,7 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         ("4444444444".into(), b(B::SemResposta, R::Aprovada)),
         ("5555555555".into(), b(B::OutroCartao, R::Aprovada)),
         ("6666666666".into(), b(B::Ok, R::Pendente)),
+        ("6161616161".into(), b(B::Ok, R::PendenteDepoisAprovada)),
         ("7777777777".into(), b(B::Ok, R::Negada)),
         ("8888888888".into(), b(B::Ok, R::Erro500)),
         ("9999999999".into(), b(B::Ok, R::TimeoutAposCobranca)),
@@ -533,10 +537,21 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         return refused(entry, json!({"motivo": "idempotency_key_ausente"}));
     };
     let body_hash = hash(&body);
+    let card = sim.card(&cartao);
+    if card.recarga == RechargeMode::PendenteDepoisAprovada
+        && let Ok(Some((202, _))) = sim.replay(&key, &body_hash)
+    {
+        // Processed since the 202: the approval is this answer's news, not a replay.
+        let response = sim.approve(&cartao, card.saldo, valor, &moeda, (true, true));
+        sim.store(&key, body_hash, 201, response.clone());
+        entry.status = 201;
+        entry.efeito = Some(Efeito::RecargaEfetivada);
+        sim.record(entry);
+        return reply(201, response);
+    }
     if let Some(stored) = sim.answer_stored(&key, &body_hash, &entry) {
         return stored;
     }
-    let card = sim.card(&cartao);
     let approve = |with_balance: bool, with_ids: bool| {
         sim.approve(&cartao, card.saldo, valor, &moeda, (with_balance, with_ids))
     };
@@ -544,7 +559,9 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
         RechargeMode::Aprovada => (201, approve(true, true), true),
         RechargeMode::AprovadaSemSaldo => (201, approve(false, true), true),
         RechargeMode::AprovadaSemIds => (201, approve(true, false), true),
-        RechargeMode::Pendente => (202, sim.pending(valor, &moeda), false),
+        RechargeMode::Pendente | RechargeMode::PendenteDepoisAprovada => {
+            (202, sim.pending(valor, &moeda), false)
+        }
         RechargeMode::Negada => (402, json!({"motivo": "pagamento_negado"}), false),
         RechargeMode::Erro500 => (500, json!({"erro": "falha_interna"}), false),
         RechargeMode::TimeoutAposCobranca => {

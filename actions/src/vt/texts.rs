@@ -182,6 +182,47 @@ pub fn recarga(
     }
 }
 
+/// A recharge whose outcome is still unknown when the follow-ups give up: a person checks it, nothing
+/// is sent again.
+pub fn recarga_em_verificacao(
+    idioma: Idioma,
+    cartao_mascarado: &str,
+    moeda: &str,
+    valor: Option<Decimal>,
+) -> (String, String) {
+    let valor = valor.map(|v| format_money(moeda, v, idioma));
+    let c = cartao_mascarado;
+    match idioma {
+        Idioma::PtBr => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Recarga de VT em verificação".into(),
+                format!(
+                    "Ainda não tivemos a confirmação da sua recarga{de} no cartão {c}. Um atendente vai verificar e falar com você; não faça a recarga de novo, para não pagar duas vezes."
+                ),
+            )
+        }
+        Idioma::En => {
+            let of = valor.map(|v| format!(" of {v}")).unwrap_or_default();
+            (
+                "Transit pass top-up under review".into(),
+                format!(
+                    "We still have no confirmation of your top-up{of} on card {c}. A support agent will check it and get back to you; please do not top up again, so you are not charged twice."
+                ),
+            )
+        }
+        Idioma::Es => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Recarga de VT en verificación".into(),
+                format!(
+                    "Aún no tenemos la confirmación de tu recarga{de} en la tarjeta {c}. Un agente la revisará y te contactará; no repitas la recarga, para no pagar dos veces."
+                ),
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,7 +381,11 @@ async fn product(
             .await
             .map_err(|e| setup_error("store", e))?,
     );
-    let engine = crate::flow::share(engine, Some(store.clone()));
+    let engine = crate::flow::share(
+        engine,
+        Some(store.clone()),
+        crate::store::RecargasConfig::default(),
+    );
     crate::app::service(&config, engine, store)
         .await
         .map_err(|e| setup_error("service", format!("{e:#}")))

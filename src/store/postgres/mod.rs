@@ -34,7 +34,7 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, RunStatus, Sent, attempt_status, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, attempt_status, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 

@@ -1,7 +1,8 @@
 //! [`RechargeStore`] on PostgreSQL.
 
 use super::*;
-use crate::store::RechargeStore;
+use crate::store::{Checked, FollowUp, FollowUpView, RechargeStore};
+use vt_actions::journal::RechargeRequest;
 
 #[async_trait]
 impl RechargeStore for PgStore {
@@ -47,8 +48,30 @@ impl RechargeStore for PgStore {
         Ok(row.map(|(by,)| by.unwrap_or_default()))
     }
 
-    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        insert_attempt(a, now, Sent::Now).execute(&self.pool).await?;
+    async fn begin_recharge(
+        &self,
+        a: &RechargeAttempt,
+        follow_up: Option<&NewFollowUp>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let Some(f) = follow_up else {
+            insert_attempt(a, now, Sent::Now).execute(&self.pool).await?;
+            return Ok(());
+        };
+        let mut tx = self.pool.begin().await?;
+        insert_attempt(a, now, Sent::Now).execute(&mut *tx).await?;
+        sqlx::query(
+            "INSERT INTO recharge_followups (idempotency_key, request, checks, next_check_at, deadline_at, created_at)
+             VALUES ($1, $2, 0, $3, $4, $5) ON CONFLICT (idempotency_key) DO NOTHING",
+        )
+        .bind(&a.idempotency_key)
+        .bind(crate::store::seal::seal(&vt_actions::json::to_text(&f.request)?))
+        .bind(f.next_check_at)
+        .bind(f.deadline_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -58,12 +81,26 @@ impl RechargeStore for PgStore {
         status: AttemptStatus,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE recharge_attempts SET status = $1, updated_at = $2 WHERE idempotency_key = $3")
+        if status.is_unknown() {
+            sqlx::query(
+                "UPDATE recharge_attempts SET status = $1, updated_at = $2 WHERE idempotency_key = $3",
+            )
             .bind(status.as_str())
             .bind(now)
             .bind(idempotency_key)
             .execute(&self.pool)
             .await?;
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE recharge_attempts SET status = $1, updated_at = $2 WHERE idempotency_key = $3")
+            .bind(status.as_str())
+            .bind(now)
+            .bind(idempotency_key)
+            .execute(&mut *tx)
+            .await?;
+        settle_followup(&mut tx, idempotency_key, status.as_str(), now).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -92,27 +129,141 @@ impl RechargeStore for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
+        rows.iter().map(attempt_record).collect()
+    }
+
+    async fn claim_followups(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<FollowUp>, StoreError> {
+        // Instances skip the rows another is taking: each due follow-up goes to one.
+        let rows = sqlx::query(
+            "WITH due AS (
+                 SELECT idempotency_key FROM recharge_followups
+                 WHERE settled_at IS NULL AND next_check_at <= $1 AND (leased_until IS NULL OR leased_until <= $1)
+                 ORDER BY next_check_at LIMIT $3 FOR UPDATE SKIP LOCKED),
+             taken AS (
+                 UPDATE recharge_followups f SET leased_until = $2 FROM due
+                 WHERE f.idempotency_key = due.idempotency_key
+                 RETURNING f.idempotency_key, f.request, f.checks, f.deadline_at)
+             SELECT a.*, taken.request, taken.checks, taken.deadline_at
+             FROM taken JOIN recharge_attempts a ON a.idempotency_key = taken.idempotency_key",
+        )
+        .bind(now)
+        .bind(lease_until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let request: Option<String> = row.try_get("request")?;
+            let Some(request) = request else { continue };
+            let request: RechargeRequest = vt_actions::json::from_text(&crate::store::seal::open(&request)?)?;
+            claimed.push(FollowUp {
+                attempt: attempt_record(row)?,
+                request,
+                checks: row.try_get::<i32, _>("checks")?.into(),
+                deadline_at: row.try_get("deadline_at")?,
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn followup_checked(
+        &self,
+        key: &str,
+        checked: &Checked,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        match checked {
+            Checked::Again(next) => {
+                sqlx::query(
+                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = $1, leased_until = NULL
+                     WHERE idempotency_key = $2 AND settled_at IS NULL",
+                )
+                .bind(*next)
+                .bind(key)
+                .execute(&self.pool)
+                .await?;
+            }
+            Checked::Settled(outcome) => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query("UPDATE recharge_followups SET checks = checks + 1 WHERE idempotency_key = $1")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                settle_followup(&mut tx, key, outcome, now).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn followups(&self, pending_only: bool, limit: i64) -> Result<Vec<FollowUpView>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT a.*, f.checks, f.next_check_at, f.deadline_at, f.outcome, f.settled_at
+             FROM recharge_followups f JOIN recharge_attempts a ON a.idempotency_key = f.idempotency_key
+             WHERE f.settled_at IS NULL OR NOT $1
+             ORDER BY f.settled_at IS NOT NULL, f.next_check_at, f.settled_at DESC LIMIT $2",
+        )
+        .bind(pending_only)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
-                let valor: String = r.try_get("valor")?;
-                Ok(RechargeAttemptRecord {
-                    attempt: RechargeAttempt {
-                        idempotency_key: r.try_get("idempotency_key")?,
-                        fingerprint: r.try_get("fingerprint")?,
-                        scope: r.try_get("scope")?,
-                        origin: r.try_get("origin")?,
-                        execucao_id: r.try_get("execucao_id")?,
-                        cartao_mascarado: r.try_get("cartao_mascarado")?,
-                        valor: Decimal::from_str(&valor)
-                            .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
-                        moeda: r.try_get("moeda")?,
-                    },
-                    status: attempt_status(r.try_get("status")?)?,
-                    sends: r.try_get::<i32, _>("sends")?.into(),
-                    created_at: r.try_get("created_at")?,
-                    updated_at: r.try_get("updated_at")?,
+                Ok(FollowUpView {
+                    attempt: attempt_record(r)?,
+                    checks: r.try_get::<i32, _>("checks")?.into(),
+                    next_check_at: r.try_get("next_check_at")?,
+                    deadline_at: r.try_get("deadline_at")?,
+                    outcome: r.try_get("outcome")?,
+                    settled_at: r.try_get("settled_at")?,
                 })
             })
             .collect()
     }
+}
+
+/// Settles a follow-up still open as `outcome`, dropping its request.
+async fn settle_followup(
+    tx: &mut Transaction<'_, Postgres>,
+    key: &str,
+    outcome: &str,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE recharge_followups SET request = NULL, outcome = $1, settled_at = $2, leased_until = NULL
+         WHERE idempotency_key = $3 AND settled_at IS NULL",
+    )
+    .bind(outcome)
+    .bind(now)
+    .bind(key)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A `recharge_attempts` row (and any row holding its columns).
+fn attempt_record(r: &PgRow) -> Result<RechargeAttemptRecord, StoreError> {
+    let valor: String = r.try_get("valor")?;
+    Ok(RechargeAttemptRecord {
+        attempt: RechargeAttempt {
+            idempotency_key: r.try_get("idempotency_key")?,
+            fingerprint: r.try_get("fingerprint")?,
+            scope: r.try_get("scope")?,
+            origin: r.try_get("origin")?,
+            execucao_id: r.try_get("execucao_id")?,
+            cartao_mascarado: r.try_get("cartao_mascarado")?,
+            valor: Decimal::from_str(&valor)
+                .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
+            moeda: r.try_get("moeda")?,
+        },
+        status: attempt_status(r.try_get("status")?)?,
+        sends: r.try_get::<i32, _>("sends")?.into(),
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
 }

@@ -10,14 +10,14 @@ use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 use vt_actions::journal::{AttemptStatus, RechargeAttempt};
 
-use super::insert_attempt;
-use crate::store::{Sent, StoreError};
+use super::{insert_attempt, insert_followup, settle_followup};
+use crate::store::{NewFollowUp, Sent, StoreError};
 
 /// Writes waiting at most, per transaction.
 const GROUP: usize = 256;
 
 pub(super) enum Write {
-    Begin(Box<RechargeAttempt>, DateTime<Utc>),
+    Begin(Box<(RechargeAttempt, Option<NewFollowUp>)>, DateTime<Utc>),
     Resolve {
         key: String,
         status: AttemptStatus,
@@ -68,8 +68,14 @@ async fn commit(writer: &SqlitePool, writes: impl Iterator<Item = &Write>) -> Re
     let mut tx = writer.begin().await?;
     for write in writes {
         match write {
-            Write::Begin(a, now) => {
+            Write::Begin(begun, now) => {
+                let (a, follow_up) = &**begun;
                 insert_attempt(a, *now, Sent::Now).execute(&mut *tx).await?;
+                if let Some(f) = follow_up {
+                    insert_followup(&a.idempotency_key, f, *now)?
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
             Write::Resolve { key, status, now } => {
                 sqlx::query(
@@ -80,6 +86,11 @@ async fn commit(writer: &SqlitePool, writes: impl Iterator<Item = &Write>) -> Re
                 .bind(key)
                 .execute(&mut *tx)
                 .await?;
+                if !status.is_unknown() {
+                    settle_followup(key, status.as_str(), *now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
         }
     }

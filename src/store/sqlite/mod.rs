@@ -34,7 +34,7 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, RunStatus, Sent, Usage, attempt_status, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, Usage, attempt_status, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 use attempts::{Attempts, Write};
@@ -131,6 +131,38 @@ fn insert_attempt(
         .bind(AttemptStatus::Enviando.as_str())
         .bind(ms(now))
         .bind(ms(now))
+}
+
+/// The insert of an attempt's follow-up, its request sealed; a key followed up already keeps its own.
+fn insert_followup<'q>(
+    key: &'q str,
+    f: &NewFollowUp,
+    now: DateTime<Utc>,
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO recharge_followups (idempotency_key, request, checks, next_check_at, deadline_at, created_at)
+         VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT(idempotency_key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(json(&f.request)?)
+    .bind(ms(f.next_check_at))
+    .bind(ms(f.deadline_at))
+    .bind(ms(now)))
+}
+
+/// Settles a follow-up still open as `outcome`, dropping its request.
+fn settle_followup<'q>(
+    key: &'q str,
+    outcome: &'q str,
+    now: DateTime<Utc>,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    sqlx::query(
+        "UPDATE recharge_followups SET request = NULL, outcome = ?, settled_at = ?, leased_until = NULL
+         WHERE idempotency_key = ? AND settled_at IS NULL",
+    )
+    .bind(outcome)
+    .bind(ms(now))
+    .bind(key)
 }
 
 /// The pools' shared options. No ping before handing out a connection (sqlx's default): the

@@ -1,7 +1,8 @@
 //! [`RechargeStore`] on SQLite.
 
 use super::*;
-use crate::store::RechargeStore;
+use crate::store::{Checked, FollowUp, FollowUpView, RechargeStore};
+use vt_actions::journal::RechargeRequest;
 
 #[async_trait]
 impl RechargeStore for SqliteStore {
@@ -48,8 +49,15 @@ impl RechargeStore for SqliteStore {
         Ok(row.map(|(by,)| by.unwrap_or_default()))
     }
 
-    async fn begin_recharge(&self, a: &RechargeAttempt, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.attempts.write(Write::Begin(Box::new(a.clone()), now)).await
+    async fn begin_recharge(
+        &self,
+        a: &RechargeAttempt,
+        follow_up: Option<&NewFollowUp>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.attempts
+            .write(Write::Begin(Box::new((a.clone(), follow_up.cloned())), now))
+            .await
     }
 
     async fn resolve_recharge(
@@ -92,27 +100,125 @@ impl RechargeStore for SqliteStore {
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
+        rows.iter().map(attempt_record).collect()
+    }
+
+    async fn claim_followups(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<FollowUp>, StoreError> {
+        // One statement on the one writer: of several processes on the file, one takes each.
+        let keys: Vec<String> = sqlx::query_scalar(
+            "UPDATE recharge_followups SET leased_until = ?
+             WHERE idempotency_key IN (
+                 SELECT idempotency_key FROM recharge_followups
+                 WHERE settled_at IS NULL AND next_check_at <= ? AND (leased_until IS NULL OR leased_until <= ?)
+                 ORDER BY next_check_at LIMIT ?)
+             RETURNING idempotency_key",
+        )
+        .bind(ms(lease_until))
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(limit)
+        .fetch_all(&self.writer)
+        .await?;
+        let mut claimed = Vec::with_capacity(keys.len());
+        for key in keys {
+            let row = sqlx::query(
+                "SELECT a.*, f.request, f.checks, f.deadline_at FROM recharge_followups f
+                 JOIN recharge_attempts a ON a.idempotency_key = f.idempotency_key WHERE f.idempotency_key = ?",
+            )
+            .bind(&key)
+            .fetch_one(&self.writer)
+            .await?;
+            let request: Option<RechargeRequest> = parse_opt(&row, "request")?;
+            let Some(request) = request else { continue };
+            claimed.push(FollowUp {
+                attempt: attempt_record(&row)?,
+                request,
+                checks: row.try_get("checks")?,
+                deadline_at: at(row.try_get("deadline_at")?),
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn followup_checked(
+        &self,
+        key: &str,
+        checked: &Checked,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        match checked {
+            Checked::Again(next) => {
+                sqlx::query(
+                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = ?, leased_until = NULL
+                     WHERE idempotency_key = ? AND settled_at IS NULL",
+                )
+                .bind(ms(*next))
+                .bind(key)
+                .execute(&self.writer)
+                .await?;
+            }
+            Checked::Settled(outcome) => {
+                let mut tx = self.writer.begin().await?;
+                sqlx::query("UPDATE recharge_followups SET checks = checks + 1 WHERE idempotency_key = ?")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                settle_followup(key, outcome, now).execute(&mut *tx).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn followups(&self, pending_only: bool, limit: i64) -> Result<Vec<FollowUpView>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT a.*, f.checks, f.next_check_at, f.deadline_at, f.outcome, f.settled_at
+             FROM recharge_followups f JOIN recharge_attempts a ON a.idempotency_key = f.idempotency_key
+             WHERE f.settled_at IS NULL OR NOT ?
+             ORDER BY f.settled_at IS NOT NULL, f.next_check_at, f.settled_at DESC LIMIT ?",
+        )
+        .bind(pending_only)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
-                let valor: String = r.try_get("valor")?;
-                Ok(RechargeAttemptRecord {
-                    attempt: RechargeAttempt {
-                        idempotency_key: r.try_get("idempotency_key")?,
-                        fingerprint: r.try_get("fingerprint")?,
-                        scope: r.try_get("scope")?,
-                        origin: r.try_get("origin")?,
-                        execucao_id: r.try_get("execucao_id")?,
-                        cartao_mascarado: r.try_get("cartao_mascarado")?,
-                        valor: Decimal::from_str(&valor)
-                            .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
-                        moeda: r.try_get("moeda")?,
-                    },
-                    status: attempt_status(r.try_get("status")?)?,
-                    sends: r.try_get("sends")?,
-                    created_at: at(r.try_get("created_at")?),
-                    updated_at: at(r.try_get("updated_at")?),
+                Ok(FollowUpView {
+                    attempt: attempt_record(r)?,
+                    checks: r.try_get("checks")?,
+                    next_check_at: at(r.try_get("next_check_at")?),
+                    deadline_at: at(r.try_get("deadline_at")?),
+                    outcome: r.try_get("outcome")?,
+                    settled_at: r.try_get::<Option<i64>, _>("settled_at")?.map(at),
                 })
             })
             .collect()
     }
+}
+
+/// A `recharge_attempts` row (and any row holding its columns).
+fn attempt_record(r: &SqliteRow) -> Result<RechargeAttemptRecord, StoreError> {
+    let valor: String = r.try_get("valor")?;
+    Ok(RechargeAttemptRecord {
+        attempt: RechargeAttempt {
+            idempotency_key: r.try_get("idempotency_key")?,
+            fingerprint: r.try_get("fingerprint")?,
+            scope: r.try_get("scope")?,
+            origin: r.try_get("origin")?,
+            execucao_id: r.try_get("execucao_id")?,
+            cartao_mascarado: r.try_get("cartao_mascarado")?,
+            valor: Decimal::from_str(&valor)
+                .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
+            moeda: r.try_get("moeda")?,
+        },
+        status: attempt_status(r.try_get("status")?)?,
+        sends: r.try_get("sends")?,
+        created_at: at(r.try_get("created_at")?),
+        updated_at: at(r.try_get("updated_at")?),
+    })
 }
