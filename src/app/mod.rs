@@ -74,7 +74,8 @@ pub async fn service(
     Ok(ConversationService::new(engine, store)
         .with_router(router)
         .with_config(config.service)
-        .with_handoff(config.handoff.clone()))
+        .with_handoff(config.handoff.clone())
+        .with_recargas(config.recargas.clone()))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

@@ -160,6 +160,23 @@ impl Server {
                 }
             }
         });
+        // Recharges whose outcome came late: the follow-ups are in the store, so a restart loses none,
+        // and each is checked by one instance.
+        let (service, stop) = (self.service.clone(), stopped(&self.stop));
+        tasks.spawn(async move {
+            tokio::pin!(stop);
+            let every = service.recargas().poll_every();
+            loop {
+                let checked = service.run_due_followups().await;
+                if checked > 0 {
+                    tracing::info!(checked, "recharge follow-ups checked");
+                }
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        });
         tasks.spawn(crate::retention::run(
             self.service.store().clone(),
             self.retention,

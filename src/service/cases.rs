@@ -496,31 +496,7 @@ impl ConversationService {
             }
             _ => None,
         };
-        let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
-        let item = crate::store::NewOutboxItem {
-            kind: "reply".into(),
-            destination: conv.channel.clone(),
-            payload: crate::outbox::ReplyPayload {
-                conversation_id: conv.id.clone(),
-                user_id: conv.user_id.clone(),
-                text,
-                files: Vec::new(),
-                reply_to: None,
-                thread: None,
-                confirmation: None,
-                trace: None,
-                template,
-            }
-            .to_value(),
-            max_attempts: super::commit::REPLY_ATTEMPTS,
-            next_attempt_at: chrono::Utc::now(),
-            conversation_id: Some(conv.id.clone()),
-            status: if sends_itself {
-                crate::store::OutboxStatus::Pending
-            } else {
-                crate::store::OutboxStatus::Done
-            },
-        };
+        let item = reply_item(&conv, text, template);
         let mut items = vec![item];
         if show_on_board && self.board_on() {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
@@ -531,6 +507,41 @@ impl ConversationService {
             .store
             .say_in_case(&conv.id, &message, &items, said, now)
             .await?)
+    }
+}
+
+/// The outbox item that carries `text` to the conversation's card holder on its channel (sent by the
+/// channel's worker — on WhatsApp as `template` outside the 24-hour window; the terminal and HTTP read
+/// it from the conversation, so there it is on record as delivered).
+pub(super) fn reply_item(
+    conv: &Conversation,
+    text: String,
+    template: Option<crate::outbox::TemplateUse>,
+) -> crate::store::NewOutboxItem {
+    let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+    crate::store::NewOutboxItem {
+        kind: "reply".into(),
+        destination: conv.channel.clone(),
+        payload: crate::outbox::ReplyPayload {
+            conversation_id: conv.id.clone(),
+            user_id: conv.user_id.clone(),
+            text,
+            files: Vec::new(),
+            reply_to: None,
+            thread: None,
+            confirmation: None,
+            trace: None,
+            template,
+        }
+        .to_value(),
+        max_attempts: super::commit::REPLY_ATTEMPTS,
+        next_attempt_at: chrono::Utc::now(),
+        conversation_id: Some(conv.id.clone()),
+        status: if sends_itself {
+            crate::store::OutboxStatus::Pending
+        } else {
+            crate::store::OutboxStatus::Done
+        },
     }
 }
 

@@ -25,11 +25,13 @@ mod board;
 mod cases;
 mod consent;
 mod figures;
+mod followups;
 mod hours;
 pub use board::{BOARD, BoardKind, state_line};
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
 pub use figures::{CaseFigures, percentile};
+pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hours::Hours;
 mod commit;
 mod inbox;
@@ -263,6 +265,7 @@ pub struct ConversationService {
     inbox: inbox::Inbox,
     config: ServiceConfig,
     handoff: HandoffConfig,
+    recargas: crate::store::RecargasConfig,
 }
 
 impl ConversationService {
@@ -274,7 +277,19 @@ impl ConversationService {
             inbox: inbox::Inbox::default(),
             config: ServiceConfig::default(),
             handoff: HandoffConfig::default(),
+            recargas: crate::store::RecargasConfig::default(),
         }
+    }
+
+    /// With `[recargas]`: how recharges whose outcome came late are followed up.
+    pub fn with_recargas(mut self, recargas: crate::store::RecargasConfig) -> Self {
+        self.recargas = recargas;
+        self
+    }
+
+    /// `[recargas]` as this service follows recharges up.
+    pub fn recargas(&self) -> &crate::store::RecargasConfig {
+        &self.recargas
     }
 
     /// With `handoff`'s rules for cases in place of the defaults.

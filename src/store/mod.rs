@@ -751,6 +751,17 @@ pub trait FlowStore: Send + Sync {
     /// The newest `limit` flow runs, newest first.
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
 
+    /// A run's outcome learnt after it ended (a recharge's follow-up): its status and output, and one
+    /// more stage after the last, in one transaction.
+    async fn settle_flow_run(
+        &self,
+        execucao_id: &str,
+        status: RunStatus,
+        output: &Value,
+        stage: (&str, &Value),
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
     /// Flow runs started since `since`, counted by status (`em_andamento` for one never finished).
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
 }

@@ -10,6 +10,7 @@ mod console;
 mod conversation;
 mod engine;
 mod flow;
+mod followups;
 mod http;
 mod layers;
 mod mattermost;

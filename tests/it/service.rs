@@ -428,6 +428,16 @@ impl vt_agent::store::FlowStore for Flaky {
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
         self.inner.flow_runs(limit).await
     }
+    async fn settle_flow_run(
+        &self,
+        id: &str,
+        status: vt_agent::store::RunStatus,
+        output: &serde_json::Value,
+        stage: (&str, &serde_json::Value),
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.settle_flow_run(id, status, output, stage, now).await
+    }
 }
 
 #[async_trait]

@@ -26,6 +26,11 @@ pub async fn reenviar(systems: &VtSystems, request: &RechargeRequest) -> HttpRes
     super::rf07_executar_recarga::enviar(systems, request).await
 }
 
+/// `now` in the input's time zone, as the stages write times.
+pub fn hora_local(now: DateTime<Utc>, input: &FlowInput) -> String {
+    super::iso_local(now, &input.politicas.timezone)
+}
+
 /// What a follow-up learnt: RF8's reconciliation of the answer.
 #[derive(Debug, Clone)]
 pub struct Desfecho {

@@ -68,6 +68,35 @@ impl FlowStore for PgStore {
         Ok(())
     }
 
+    async fn settle_flow_run(
+        &self,
+        execucao_id: &str,
+        status: RunStatus,
+        output: &Value,
+        (etapa, saida): (&str, &Value),
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE flow_runs SET status = $1, output = $2, finished_at = $3 WHERE execucao_id = $4")
+            .bind(status.as_str())
+            .bind(value(output)?)
+            .bind(now)
+            .bind(execucao_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida)
+             SELECT $1, COALESCE(MAX(position) + 1, 0), $2, $3 FROM flow_stages WHERE execucao_id = $1",
+        )
+        .bind(execucao_id)
+        .bind(etapa)
+        .bind(value(saida)?)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
         let rows = sqlx::query(
             "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs

@@ -68,6 +68,36 @@ impl FlowStore for SqliteStore {
         Ok(())
     }
 
+    async fn settle_flow_run(
+        &self,
+        execucao_id: &str,
+        status: RunStatus,
+        output: &Value,
+        (etapa, saida): (&str, &Value),
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("UPDATE flow_runs SET status = ?, output = ?, finished_at = ? WHERE execucao_id = ?")
+            .bind(status.as_str())
+            .bind(json(output)?)
+            .bind(ms(now))
+            .bind(execucao_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida)
+             SELECT ?, COALESCE(MAX(position) + 1, 0), ?, ? FROM flow_stages WHERE execucao_id = ?",
+        )
+        .bind(execucao_id)
+        .bind(etapa)
+        .bind(json(saida)?)
+        .bind(execucao_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
         let rows = sqlx::query(
             "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs

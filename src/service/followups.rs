@@ -1,0 +1,290 @@
+//! Recharges whose outcome came late (`pendente`: the recharge system answered 202; `enviando`: a
+//! timeout, or a process that died while sending). Each has a follow-up in the store, written with its
+//! attempt before it was sent; `serve` runs the due ones (`run_due_followups`):
+//! - the same request goes again under the same idempotency key (the recharge system answers from its
+//!   idempotency store, or processes it once if it never arrived — the user confirmed it);
+//! - an outcome settles the attempt, the follow-up (its request dropped) and the flow run (one more
+//!   stage, `acompanhamento_recarga`: when and how), and the card holder is told — on a chat's channel
+//!   (WhatsApp's `resultado_recarga` template outside the window), or a flow's recipient as RF10 would;
+//! - still unknown: the next check waits twice as long, never past `[recargas] resolver_em_minutos`;
+//! - at that deadline a case is opened for a person, with the attempt in its case file, the card
+//!   holder is told a person will check, and nothing is sent again.
+//!
+//! A follow-up is claimed with a lease (on PostgreSQL `FOR UPDATE SKIP LOCKED`): of several instances
+//! one checks it; a process that dies mid-check leaves it to the next once the lease runs out. The card
+//! holder is told before the follow-up is settled: a crash in between tells them again (RF10's notice
+//! is deduplicated by its key) rather than never.
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+use vt_actions::journal::AttemptStatus;
+use vt_actions::stages::acompanhamento::{self, Aviso, Desfecho};
+use vt_actions::stages::channel_notices::ChannelNoticesPort;
+use vt_actions::systems::VtSystems;
+use vt_actions::vt::FlowInput;
+use vt_actions::vt::texts::RecargaStatus;
+
+use super::ConversationService;
+use crate::engine::Conversation;
+use crate::llm::ChatMessage;
+use crate::store::{Checked, FlowRunRecord, FollowUp, NewCase, OUTCOME_CASE, RunStatus, StoreError};
+
+/// How long a claimed follow-up is this process's: longer than a recharge request may take.
+const LEASE_MINUTES: i64 = 2;
+/// Follow-ups claimed at a time.
+const CLAIM: i64 = 16;
+/// The stage a follow-up adds to its flow run.
+pub const STAGE: &str = "acompanhamento_recarga";
+
+/// A follow-up could not be carried through; its lease runs out and it is checked again.
+#[derive(Debug, thiserror::Error)]
+enum FollowUpError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Missing(&'static str),
+}
+
+/// Who hears of the recharge: a chat's card holder on the conversation's channel, or a flow's
+/// recipient as RF10 tells them.
+enum Audience {
+    Chat(Box<Conversation>),
+    Recipient,
+}
+
+impl ConversationService {
+    /// Checks every follow-up due now, once each among all processes and instances. Returns how many
+    /// were checked.
+    pub async fn run_due_followups(&self) -> usize {
+        let mut checked = 0;
+        loop {
+            let now = self.engine.now();
+            let lease = now + Duration::minutes(LEASE_MINUTES);
+            let due = match self.store.claim_followups(now, lease, CLAIM).await {
+                Ok(due) if !due.is_empty() => due,
+                Ok(_) => return checked,
+                Err(e) => {
+                    tracing::error!(error = %e, "due recharge follow-ups could not be read");
+                    return checked;
+                }
+            };
+            for follow_up in due {
+                let key = follow_up.attempt.attempt.idempotency_key.clone();
+                match self.follow_up(follow_up).await {
+                    Ok(()) => checked += 1,
+                    Err(e) => {
+                        tracing::error!(key = %key, error = %e, "recharge follow-up not carried through")
+                    }
+                }
+            }
+        }
+    }
+
+    /// One check: the request again, then what its answer says.
+    async fn follow_up(&self, f: FollowUp) -> Result<(), FollowUpError> {
+        let systems = self
+            .engine
+            .extensions()
+            .get::<VtSystems>()
+            .ok_or(FollowUpError::Missing("no recharge system is configured"))?;
+        let key = f.attempt.attempt.idempotency_key.clone();
+        let run = self.store.flow_run(&f.attempt.attempt.execucao_id).await?;
+        let input = flow_input(run.as_ref(), &f)?;
+        // On record as sent again before it goes, as RF7 does.
+        self.store
+            .begin_recharge(&f.attempt.attempt, None, self.engine.now())
+            .await?;
+        let answer = acompanhamento::reenviar(systems, &f.request).await;
+        let now = self.engine.now();
+        let desfecho = acompanhamento::conciliar(&answer, &input, now);
+        if desfecho.resolvido() {
+            return self.resolved(&f, run, &input, &desfecho, now).await;
+        }
+        self.store
+            .resolve_recharge(&key, AttemptStatus::Pendente, now)
+            .await?;
+        if now >= f.deadline_at {
+            return self.to_a_person(&f, &input, now).await;
+        }
+        let next = self.recargas.next_check(f.checks + 1, now, f.deadline_at);
+        self.store
+            .followup_checked(&key, &Checked::Again(next), now)
+            .await?;
+        Ok(())
+    }
+
+    /// The recharge system said what became of it: the card holder is told, then the attempt, the
+    /// follow-up and the flow run are settled.
+    async fn resolved(
+        &self,
+        f: &FollowUp,
+        run: Option<FlowRunRecord>,
+        input: &FlowInput,
+        desfecho: &Desfecho,
+        now: DateTime<Utc>,
+    ) -> Result<(), FollowUpError> {
+        let key = &f.attempt.attempt.idempotency_key;
+        let status = desfecho.status.as_str();
+        self.tell(f, input, &desfecho.aviso(input)).await?;
+        self.store
+            .followup_checked(key, &Checked::Settled(status.to_owned()), now)
+            .await?;
+        self.store
+            .resolve_recharge(key, AttemptStatus::from(desfecho.status), now)
+            .await?;
+        if let Some(run) = run {
+            let stage = json!({
+                "status_recarga": status,
+                "quando": acompanhamento::hora_local(now, input),
+                "como": "reenvio da mesma requisição com a mesma chave de idempotência",
+                "verificacoes": f.checks + 1,
+                "conciliacao": desfecho.saida,
+            });
+            let status = match desfecho.status {
+                RecargaStatus::Aprovada => RunStatus::Concluido,
+                RecargaStatus::Pendente => RunStatus::Pendente,
+                RecargaStatus::Negada | RecargaStatus::Erro => RunStatus::Falhou,
+            };
+            let output = settled_output(run.output, status, &stage);
+            self.store
+                .settle_flow_run(&run.execucao_id, status, &output, (STAGE, &stage), now)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The deadline passed with the outcome still unknown: a case for a person, with the attempt in its
+    /// case file; the card holder is told a person will check. Nothing is sent again.
+    async fn to_a_person(
+        &self,
+        f: &FollowUp,
+        input: &FlowInput,
+        now: DateTime<Utc>,
+    ) -> Result<(), FollowUpError> {
+        let a = &f.attempt.attempt;
+        let valor = vt_actions::vt::format_money(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr);
+        let reason = format!(
+            "Recarga de {valor} no cartão {} sem resultado após {} min: verificar com o sistema de recarga",
+            a.cartao_mascarado, self.recargas.resolver_em_minutos
+        );
+        let conv = self.store.conversation(&a.origin).await?;
+        let (tenant, channel) = conv.as_ref().map_or_else(
+            || (input.tenant_id.clone(), "api".to_owned()),
+            |c| (c.tenant_id.clone(), c.channel.clone()),
+        );
+        let case = NewCase {
+            id: self.engine.next_id("caso"),
+            conversation_id: a.origin.clone(),
+            tenant_id: tenant,
+            channel,
+            reason,
+            case_file: json!({
+                "motivo": "recarga_sem_resultado",
+                "recarga": {
+                    "chave_idempotencia": a.idempotency_key,
+                    "execucao_id": a.execucao_id,
+                    "cartao": a.cartao_mascarado,
+                    "valor": vt_actions::vt::money_json(a.valor),
+                    "moeda": a.moeda,
+                    "status": f.attempt.status.as_str(),
+                    "envios": f.attempt.sends,
+                    "verificacoes": f.checks + 1,
+                    "enviada_em": f.attempt.created_at,
+                },
+            }),
+            notice_due_at: Some(now + Duration::minutes(i64::from(self.handoff.claim_timeout_minutes))),
+        };
+        let opened = match self.store.open_case(&case, now).await? {
+            crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
+        };
+        if self.board_on() {
+            let root = super::board::board_item(
+                &opened.id,
+                &opened.conversation_id,
+                super::BoardKind::Opened,
+                String::new(),
+            );
+            self.post_to_board(vec![root]).await;
+        }
+        self.tell(f, input, &acompanhamento::aviso_verificacao(input))
+            .await?;
+        self.store
+            .followup_checked(&a.idempotency_key, &Checked::Settled(OUTCOME_CASE.into()), now)
+            .await?;
+        Ok(())
+    }
+
+    /// Tells the card holder `aviso`: in their chat, or as the flow's recipient.
+    async fn tell(&self, f: &FollowUp, input: &FlowInput, aviso: &Aviso) -> Result<(), FollowUpError> {
+        match self.audience(&f.attempt.attempt.origin).await? {
+            Audience::Chat(conv) => {
+                let template = (conv.channel == "whatsapp").then(|| crate::outbox::TemplateUse {
+                    purpose: "resultado_recarga".into(),
+                    parameters: aviso.parametros().into_iter().collect(),
+                });
+                let text = aviso.mensagem();
+                let item = super::cases::reply_item(&conv, text.clone(), template);
+                self.store
+                    .say_in_case(
+                        &conv.id,
+                        &ChatMessage::assistant(text),
+                        &[item],
+                        None,
+                        self.engine.now(),
+                    )
+                    .await?;
+            }
+            Audience::Recipient => {
+                let systems = self
+                    .engine
+                    .extensions()
+                    .get::<VtSystems>()
+                    .ok_or(FollowUpError::Missing("no notification system is configured"))?;
+                let port = self.engine.extensions().get::<ChannelNoticesPort>();
+                let sent = acompanhamento::avisar_destinatario(systems, port, input, aviso).await;
+                if !sent.enviado {
+                    tracing::warn!(key = %f.attempt.attempt.idempotency_key, "a late recharge outcome's notice was not sent");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn audience(&self, origin: &str) -> Result<Audience, StoreError> {
+        Ok(match self.store.conversation(origin).await? {
+            Some(conv) if conv.agent_id != crate::flow::FLOW_AGENT => Audience::Chat(Box::new(conv)),
+            _ => Audience::Recipient,
+        })
+    }
+}
+
+/// The flow input the recharge was made for: the run's, else (a run killed before it was recorded)
+/// what the request itself says — card, value, currency.
+fn flow_input(run: Option<&FlowRunRecord>, f: &FollowUp) -> Result<FlowInput, FollowUpError> {
+    if let Some(input) = run.and_then(|r| FlowInput::from_value(&r.input).ok()) {
+        return Ok(input);
+    }
+    let body = &f.request.body;
+    let value = json!({
+        "cartao": body.get("cartao").cloned().unwrap_or(Value::Null),
+        "recarga": {
+            "valor": body.get("valor").cloned().unwrap_or(Value::Null),
+            "moeda": body.get("moeda").cloned().unwrap_or(Value::Null),
+        },
+    });
+    FlowInput::from_value(&value)
+        .map_err(|_| FollowUpError::Missing("the recharge's request has no card or value"))
+}
+
+/// The run's output once its outcome is known: its status, and the follow-up as its last stage and
+/// result.
+fn settled_output(mut output: Value, status: RunStatus, stage: &Value) -> Value {
+    if let Some(out) = output.as_object_mut() {
+        out.insert("status".into(), json!(status.as_str()));
+        out.insert("resultado".into(), stage.clone());
+        if let Some(Value::Array(etapas)) = out.get_mut("etapas") {
+            etapas.push(json!({"etapa": STAGE, "saida": stage}));
+        }
+    }
+    output
+}
