@@ -298,8 +298,12 @@ pub struct FlowsArgs {
     pub limit: i64,
     /// One run whole instead: its input and every stage's output (cards masked) — why a batch line
     /// `falhou`, say.
-    #[arg(long, value_name = "EXECUCAO_ID")]
+    #[arg(long, value_name = "EXECUCAO_ID", conflicts_with = "pendentes")]
     pub id: Option<String>,
+    /// Recharges whose outcome is unknown (`pendente`, `enviando`) instead: what `serve` is following
+    /// up, with the next check and the deadline past which a person checks it.
+    #[arg(long)]
+    pub pendentes: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -858,6 +862,14 @@ async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::
             return Ok(ExitCode::from(EXIT_INPUT));
         };
         print!("{}", crate::runs::flow_report(&run));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.pendentes {
+        let followups = store.followups(true, args.limit).await?;
+        print!(
+            "{}",
+            crate::runs::followups_report(&followups, chrono::Utc::now())
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let runs = store.flow_runs(args.limit).await?;

@@ -8,7 +8,7 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_actions::vt::mask_card;
 
-use crate::store::{AuditRecord, FlowRunSummary, OutboxItem, RechargeAttemptRecord, RunStatus};
+use crate::store::{AuditRecord, FlowRunSummary, FollowUpView, OutboxItem, RechargeAttemptRecord, RunStatus};
 
 /// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
 const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
@@ -60,6 +60,44 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
         }
     }
     out
+}
+
+/// Recharges whose outcome is unknown, as `serve` follows them up: the next check and the deadline.
+pub(crate) fn followups_report(followups: &[FollowUpView], now: DateTime<Utc>) -> String {
+    if followups.is_empty() {
+        return "Nenhuma recarga com resultado desconhecido.\n".into();
+    }
+    let mut t = table([
+        "chave de idempotência",
+        "status",
+        "cartão",
+        "valor",
+        "verificações",
+        "próxima verificação",
+        "prazo",
+        "execução",
+    ]);
+    for f in followups {
+        let next = if f.next_check_at <= now {
+            "agora (o `serve` verifica)".to_owned()
+        } else {
+            local(f.next_check_at)
+        };
+        t.add_row([
+            f.attempt.attempt.idempotency_key.clone(),
+            f.attempt.status.as_str().to_owned(),
+            f.attempt.attempt.cartao_mascarado.clone(),
+            format!("{} {}", f.attempt.attempt.moeda, f.attempt.attempt.valor),
+            f.checks.to_string(),
+            next,
+            local(f.deadline_at),
+            f.attempt.attempt.execucao_id.clone(),
+        ]);
+    }
+    format!(
+        "Recargas com resultado desconhecido (a próxima verificação primeiro):\n{t}\n\
+         O `serve` envia de novo a mesma requisição com a mesma chave até o prazo; depois, um atendente verifica.\n"
+    )
 }
 
 /// Support agents' card lookups.

@@ -638,3 +638,186 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
     pool.close().await;
     pg.cleanup().await;
 }
+
+/// `serve` on `cmd`'s store, the external systems at `systems`, checking recharge follow-ups every
+/// second (the first one second after a send).
+fn serve_following_up(mut cmd: Command, systems: &str) -> (std::process::Child, String) {
+    cmd.env("VT_SYSTEMS_URL", systems)
+        .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}
+
+/// The recharge requests the simulator received for `card`, by key.
+fn recharge_keys(sim: &RunningSimulator, card: &str) -> Vec<String> {
+    sim.simulator
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "recarga" && e.cartao.as_deref() == Some(card))
+        .filter_map(|e| e.idempotency_key)
+        .collect()
+}
+
+async fn post_flow(url: &str, body: String) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/flows/vt"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("flow")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recharge_left_enviando_by_kill_9_is_followed_up_after_restart_with_the_same_key_and_charged_once()
+{
+    // Card 9999999999: charged at once, answered after 30 s; `serve` is killed while it waits.
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let (mut first, url) = serve_following_up(vt_agent_in(&data), &sim.url);
+    let body = r#"{"cartao": "9999999999", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix", "token": "tok_kill_77"}}}"#;
+    // Its answer never comes: the connection dies with the process.
+    let request = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/flows/vt"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+    });
+    let started = Instant::now();
+    while sim.simulator.charges("9999999999") == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the charge never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(first.id());
+    first.wait().expect("reaped");
+    let _ = request.await;
+    let flows = |args: &[&str]| {
+        let mut c = vt_agent(&data, &sim);
+        c.arg("flows").args(args);
+        c
+    };
+    let listed = text(&race(vec![flows(&["--pendentes"])]).await[0].stdout);
+    assert!(
+        listed.contains("enviando") && listed.contains("****9999") && !listed.contains("9999999999"),
+        "the attempt waits for its follow-up: {listed}"
+    );
+
+    let (mut second, _) = serve_following_up(vt_agent_in(&data), &sim.url);
+    let started = Instant::now();
+    while recharge_keys(&sim, "9999999999").len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no follow-up after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut settled = String::new();
+    for _ in 0..100 {
+        settled = text(&race(vec![flows(&[])]).await[0].stdout);
+        if settled.contains("aprovada") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        settled.contains("aprovada") && settled.contains("concluido"),
+        "{settled}"
+    );
+    let keys = recharge_keys(&sim, "9999999999");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1], "the follow-up used the attempt's key");
+    assert_eq!(sim.simulator.charges("9999999999"), 1, "charged once");
+    let pending = text(&race(vec![flows(&["--pendentes"])]).await[0].stdout);
+    assert!(
+        pending.contains("Nenhuma recarga com resultado desconhecido"),
+        "{pending}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
+    // The request kept for the follow-up (with the token) was sealed, and dropped once settled.
+    for entry in std::fs::read_dir(data.path()).expect("data dir") {
+        let bytes = std::fs::read(entry.expect("entry").path()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("tok_kill_77"),
+            "the payment token is never in clear on disk"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_on_postgresql_follow_each_late_recharge_up_once() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        return;
+    };
+    let sim = simulator().await;
+    let serve = || {
+        let data = tempfile::tempdir().expect("tmp");
+        let mut cmd = vt_agent_in(&data);
+        cmd.env("VT_DATABASE_URL", pg.process_url());
+        let child = serve_following_up(cmd, &sim.url);
+        (data, child)
+    };
+    let ((_a_data, (mut a, url)), (_b_data, (mut b, _))) = (serve(), serve());
+    // Six recharges answered 202 (card 6161616161: approved when the same request comes again).
+    const N: usize = 6;
+    for valor in 10..10 + N {
+        let body = format!(
+            r#"{{"cartao": "6161616161", "recarga": {{"valor": {valor}, "meio_pagamento": {{"tipo": "pix"}}}}}}"#
+        );
+        let r = post_flow(&url, body).await;
+        assert_eq!(r.status(), 200);
+        let out: serde_json::Value = r.json().await.expect("json");
+        assert_eq!(out["status"], "pendente", "{out}");
+    }
+    let started = Instant::now();
+    while sim.simulator.charges("6161616161") < N {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "follow-ups did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Both instances have had several passes by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let keys = recharge_keys(&sim, "6161616161");
+    let mut per_key = std::collections::BTreeMap::<String, usize>::new();
+    for k in &keys {
+        *per_key.entry(k.clone()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), N, "{per_key:?}");
+    assert!(
+        per_key.values().all(|n| *n == 2),
+        "each sent once and followed up once: {per_key:?}"
+    );
+    assert_eq!(sim.simulator.charges("6161616161"), N, "one charge per recharge");
+    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
+    let settled: Vec<(String, Option<String>, i32)> =
+        sqlx::query_as("SELECT idempotency_key, outcome, checks FROM recharge_followups")
+            .fetch_all(&pool)
+            .await
+            .expect("followups");
+    assert_eq!(settled.len(), N);
+    assert!(
+        settled
+            .iter()
+            .all(|(_, outcome, checks)| outcome.as_deref() == Some("aprovada") && *checks == 1),
+        "{settled:?}"
+    );
+    for child in [&mut a, &mut b] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    pool.close().await;
+    pg.cleanup().await;
+}

@@ -705,13 +705,33 @@ pub(super) fn money_of(v: &Json) -> String {
 
 pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Response {
     let store = state.service.store();
-    let (runs, jobs) = match (
+    let (runs, jobs, followups) = match (
         store.flow_runs(LIST_LIMIT).await,
         store.batches(tenant_filter(&staff).as_deref(), 20).await,
+        store.followups(true, LIST_LIMIT).await,
     ) {
-        (Ok(r), Ok(j)) => (r, j),
-        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
+        (Ok(r), Ok(j), Ok(f)) => (r, j, f),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return store_failed(&staff, &e),
     };
+    let now = state.service.engine().now();
+    // A recharge's scope is `tenant|user`.
+    let pending: Vec<Value> = followups
+        .iter()
+        .filter(|f| staff.is_admin() || f.attempt.attempt.scope.split('|').next() == Some(staff.caller.tenant.as_str()))
+        .map(|f| {
+            let a = &f.attempt.attempt;
+            context! {
+                chave => a.idempotency_key.clone(),
+                execucao => a.execucao_id.clone(),
+                situacao => f.attempt.status.as_str(),
+                cartao => a.cartao_mascarado.clone(),
+                valor => vt_actions::vt::format_money(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr),
+                verificacoes => f.checks,
+                proxima => if f.next_check_at <= now { "agora".to_owned() } else { when(&state, f.next_check_at) },
+                prazo => when(&state, f.deadline_at),
+            }
+        })
+        .collect();
     let runs: Vec<Value> = runs
         .iter()
         .filter(|r| staff.is_admin() || flow_tenant(&r.input) == staff.caller.tenant)
@@ -738,7 +758,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
     render(
         StatusCode::OK,
         "fluxos.html",
-        context! { execucoes => runs, lotes => batches, ..frame(Some(&staff), "flows", "Fluxos e lotes") },
+        context! { execucoes => runs, lotes => batches, pendentes => pending, ..frame(Some(&staff), "flows", "Fluxos e lotes") },
     )
 }
 
