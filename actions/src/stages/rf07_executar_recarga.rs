@@ -47,30 +47,30 @@ pub fn tentativa(
 
 /// The request RF7 sends for `payload`, the payment token's value in its body; `Err` with what RF8
 /// reads when nothing may be sent.
-pub(crate) fn pedido(payload: &RecargaPayload) -> Result<RechargeRequest, HttpResult> {
+pub(crate) fn pedido(payload: &RecargaPayload) -> Result<RechargeRequest, Box<HttpResult>> {
     let errors = payload.validation_errors();
     if !errors.is_empty() {
-        return Err(HttpResult::not_sent(
+        return Err(Box::new(HttpResult::not_sent(
             "validacao",
             Some(&errors.join(",")),
             "payload inválido: a recarga não foi enviada",
-        ));
+        )));
     }
     if payload.body.as_object().is_none_or(|b| b.is_empty()) {
-        return Err(HttpResult::not_sent(
+        return Err(Box::new(HttpResult::not_sent(
             "validacao",
             Some("payload_vazio"),
             "payload vazio: a recarga não foi enviada",
-        ));
+        )));
     }
     // The payload carries the token's fingerprint; the request alone carries its value.
     let mut body = payload.body.clone();
     if PaymentToken::reveal_in(&mut body).is_err() {
-        return Err(HttpResult::not_sent(
+        return Err(Box::new(HttpResult::not_sent(
             "validacao",
             Some("token_indisponivel"),
             "o token de pagamento não está disponível: a recarga não foi enviada",
-        ));
+        )));
     }
     Ok(RechargeRequest {
         body,
@@ -127,7 +127,7 @@ impl Action for Rf07 {
         payload: RecargaPayload,
     ) -> Result<ActionResponse, ActionError> {
         let out = match pedido(&payload) {
-            Err(not_sent) => not_sent,
+            Err(not_sent) => *not_sent,
             Ok(request) => match on_record(ctx, &payload, &request).await {
                 Ok(()) => enviar(ctx.require::<VtSystems>()?, &request).await,
                 Err(_) => HttpResult::not_sent(

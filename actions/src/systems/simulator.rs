@@ -511,20 +511,25 @@ fn check_recharge(body: &Value) -> Result<(String, Decimal, String), String> {
     Ok((cartao.to_owned(), valor, moeda.to_owned()))
 }
 
-async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<Json<Value>>) -> Response {
-    let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
-    let key = idempotency_key(&headers);
-    let mut entry = LedgerEntry {
+/// The ledger's line of a recharge request, before it is answered.
+fn recharge_entry(key: Option<String>, body: &Value) -> LedgerEntry {
+    LedgerEntry {
         seq: 0,
         sistema: "recarga".into(),
         method: "POST".into(),
         path: super::RECARGA_ENDPOINT.into(),
-        idempotency_key: key.clone(),
+        idempotency_key: key,
         cartao: body.get("cartao").and_then(Value::as_str).map(str::to_owned),
         status: 0,
         efeito: None,
         body: Some(body.clone()),
-    };
+    }
+}
+
+async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<Json<Value>>) -> Response {
+    let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
+    let key = idempotency_key(&headers);
+    let mut entry = recharge_entry(key.clone(), &body);
     let refused = |entry: LedgerEntry, answer: Value| {
         sim.record(LedgerEntry { status: 400, ..entry });
         reply(400, answer)
@@ -541,13 +546,7 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
     if card.recarga == RechargeMode::PendenteDepoisAprovada
         && let Ok(Some((202, _))) = sim.replay(&key, &body_hash)
     {
-        // Processed since the 202: the approval is this answer's news, not a replay.
-        let response = sim.approve(&cartao, card.saldo, valor, &moeda, (true, true));
-        sim.store(&key, body_hash, 201, response.clone());
-        entry.status = 201;
-        entry.efeito = Some(Efeito::RecargaEfetivada);
-        sim.record(entry);
-        return reply(201, response);
+        return sim.approve_pending(&key, body_hash, &card, (valor, &moeda), entry);
     }
     if let Some(stored) = sim.answer_stored(&key, &body_hash, &entry) {
         return stored;
@@ -586,6 +585,25 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
 }
 
 impl Simulator {
+    /// The same request again for a recharge answered 202 before (`PendenteDepoisAprovada`): processed
+    /// since, so the approval is this answer's news, not a replay — the charge happens now, once.
+    fn approve_pending(
+        &self,
+        key: &str,
+        body_hash: String,
+        card: &CardBehavior,
+        (valor, moeda): (Decimal, &str),
+        mut entry: LedgerEntry,
+    ) -> Response {
+        let cartao = entry.cartao.clone().unwrap_or_default();
+        let response = self.approve(&cartao, card.saldo, valor, moeda, (true, true));
+        self.store(key, body_hash, 201, response.clone());
+        entry.status = 201;
+        entry.efeito = Some(Efeito::RecargaEfetivada);
+        self.record(entry);
+        reply(201, response)
+    }
+
     /// A recharge still being processed.
     fn pending(&self, valor: Decimal, moeda: &str) -> Value {
         json!({"status": "pendente", "transacao_id": self.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": self.now_sp()})
