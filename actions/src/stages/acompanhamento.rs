@@ -85,14 +85,17 @@ impl Aviso {
             .unwrap_or_default()
     }
 
-    /// The parameters of the `resultado_recarga` WhatsApp template: `cartao_final`, `valor`,
-    /// `resultado`.
+    /// The parameters of the `resultado_recarga` WhatsApp template: `cartao_final` (the last four
+    /// digits), `valor`, `resultado`.
     pub fn parametros(&self) -> Vec<(String, String)> {
         let Some(r) = super::rf10_enviar_notificacao_recarga::recharge_result(&self.decisao) else {
             return Vec::new();
         };
         vec![
-            ("cartao_final".into(), mask_card(&r.cartao)),
+            (
+                "cartao_final".into(),
+                mask_card(&r.cartao).trim_start_matches('*').to_owned(),
+            ),
             ("valor".into(), r.valor),
             ("resultado".into(), r.resultado),
         ]
@@ -128,4 +131,65 @@ pub async fn avisar_destinatario(
     aviso: &Aviso,
 ) -> EnvioNotificacao {
     super::rf10_enviar_notificacao_recarga::avisar(systems, port, input, &aviso.decisao).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> FlowInput {
+        FlowInput::parse(
+            r#"{"cartao": "6161616161", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#,
+        )
+        .expect("input")
+    }
+
+    fn answer(status: u16, body: Value, replayed: bool) -> HttpResult {
+        HttpResult {
+            status: Some(status),
+            body: Some(body),
+            erro: None,
+            replayed,
+        }
+    }
+
+    #[test]
+    fn a_replayed_approval_is_told_as_the_news_it_is_to_the_card_holder() {
+        let body = json!({"status": "aprovada", "transacao_id": "tx_1", "saldo_atualizado": 100.0});
+        let d = conciliar(&answer(201, body, true), &input(), Utc::now());
+        assert!(d.resolvido());
+        assert_eq!(d.status, RecargaStatus::Aprovada);
+        assert!(
+            d.saida["observacoes"].to_string().contains(REPLAY),
+            "kept for the record"
+        );
+        let aviso = d.aviso(&input());
+        assert!(aviso.mensagem().contains("foi aprovada"), "{}", aviso.mensagem());
+        assert!(!aviso.mensagem().contains("6161616161"));
+        assert_eq!(
+            aviso.parametros(),
+            [
+                ("cartao_final".to_owned(), "6161".to_owned()),
+                ("valor".to_owned(), "BRL 50,00".to_owned()),
+                ("resultado".to_owned(), "aprovada".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_202_again_is_not_resolved_and_the_person_notice_says_not_to_pay_again() {
+        let d = conciliar(
+            &answer(202, json!({"status": "pendente"}), true),
+            &input(),
+            Utc::now(),
+        );
+        assert!(!d.resolvido());
+        let aviso = aviso_verificacao(&input());
+        assert!(
+            aviso.mensagem().contains("Um atendente vai verificar"),
+            "{}",
+            aviso.mensagem()
+        );
+        assert_eq!(aviso.parametros()[2].1, "em verificação por um atendente");
+    }
 }
