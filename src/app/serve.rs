@@ -24,6 +24,9 @@ use crate::service::ConversationService;
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
 /// How often `serve` looks for cases whose claim time ran out.
 const CASE_NOTICES_EVERY: Duration = Duration::from_secs(15);
+/// How often an instance looks for batch work it could share (another instance's job, a chunk whose
+/// instance died).
+const BATCHES_EVERY: Duration = Duration::from_secs(2);
 
 /// Everything `serve` runs, composed and not started yet.
 pub(crate) struct Server {
@@ -127,12 +130,20 @@ impl Server {
                 let _ = rx.wait_for(|stop| *stop).await;
             }
         };
-        // Batch jobs a stop interrupted go on; messages acknowledged and never processed get their turn.
-        let batches = self.batches.clone();
+        // Batch jobs a stop interrupted go on, and every instance joins the jobs the others run;
+        // messages acknowledged and never processed get their turn.
+        let (batches, stop) = (self.batches.clone(), stopped(&self.stop));
         tasks.spawn(async move {
-            let resumed = batches.resume().await;
-            if resumed > 0 {
-                tracing::info!(resumed, "interrupted batch jobs resumed");
+            tokio::pin!(stop);
+            loop {
+                let joined = batches.join().await;
+                if joined > 0 {
+                    tracing::info!(joined, "batch jobs joined");
+                }
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(BATCHES_EVERY) => {}
+                }
             }
         });
         let service = self.service.clone();

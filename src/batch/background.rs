@@ -1,6 +1,8 @@
 //! Batch jobs running inside `serve` (`POST /v1/batches`): started in the background, one task per
-//! job, stopped with the server (flows in flight finish and are recorded), and resumed when `serve`
-//! starts again — the job's input is stored with it.
+//! job, stopped with the server (flows in flight finish and are recorded). Every instance on the store
+//! joins every unfinished job (`join`, at start and every few seconds): the job's input is stored with
+//! it, and its lines are shared out in chunks (`shared`), so N instances share a job without running a
+//! line twice, and a job interrupted on one instance is finished by another or at the next start.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +22,8 @@ pub struct Background {
     running: Mutex<HashSet<String>>,
     tasks: tokio::sync::Mutex<JoinSet<()>>,
     stop: watch::Receiver<bool>,
+    /// This instance, as the owner of the chunks it takes.
+    owner: String,
 }
 
 /// A job as a request described it.
@@ -41,6 +45,7 @@ impl Background {
             running: Mutex::default(),
             tasks: tokio::sync::Mutex::new(JoinSet::new()),
             stop,
+            owner: uuid::Uuid::new_v4().to_string(),
         })
     }
 
@@ -68,17 +73,27 @@ impl Background {
             .contains(id)
     }
 
-    /// Starts again the jobs a stop interrupted (their input is stored with them).
-    pub async fn resume(self: &Arc<Self>) -> usize {
-        let jobs = match self.service.store().unfinished_batches().await {
-            Ok(jobs) => jobs,
+    /// Joins the unfinished jobs with work this instance could take now — interrupted by a stop, or
+    /// running on another instance — unless they run here already. Returns how many it joined.
+    pub async fn join(self: &Arc<Self>) -> usize {
+        let store = self.service.store();
+        let ids = match store.claimable_batches(chrono::Utc::now()).await {
+            Ok(ids) => ids,
             Err(e) => {
                 tracing::error!(error = %e, "unfinished batches could not be read");
                 return 0;
             }
         };
-        let mut resumed = 0;
-        for stored in jobs {
+        let mut joined = 0;
+        for id in ids.into_iter().filter(|id| !self.is_running(id)) {
+            let stored = match store.batch(&id).await {
+                Ok(Some(stored)) => stored,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(job = %id, error = %e, "stored batch could not be read");
+                    continue;
+                }
+            };
             let Some(text) = stored.source.clone() else {
                 continue;
             };
@@ -94,12 +109,12 @@ impl Background {
                         ..Options::default()
                     };
                     self.spawn(job, options).await;
-                    resumed += 1;
+                    joined += 1;
                 }
                 Err(e) => tracing::error!(job = %stored.id, error = %e, "stored batch could not be read"),
             }
         }
-        resumed
+        joined
     }
 
     /// Waits for the jobs to stop (after the stop signal, each finishes its flows in flight).
@@ -135,7 +150,7 @@ impl Background {
         // Finished jobs' handles go.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move {
-            let result = super::run(&this.service, &job, options, this.stop.clone(), |_, _| {}).await;
+            let result = super::shared::run(&this.service, &job, options, this.stop.clone(), &this.owner).await;
             match result {
                 Ok(summary) => tracing::info!(
                     job = %id,

@@ -8,6 +8,7 @@
 
 pub mod background;
 pub mod progress;
+mod shared;
 pub mod source;
 
 use std::collections::{BTreeMap, HashSet};
@@ -165,16 +166,7 @@ pub async fn run(
 ) -> Result<Summary, BatchError> {
     let store = service.store().clone();
     let id = &job.record.id;
-    let stored = store.open_batch(&job.record).await?;
-    if stored.digest != job.record.digest {
-        return Err(BatchError::OtherInput(id.clone()));
-    }
-    if stored.dry_run != job.record.dry_run {
-        return Err(BatchError::OtherMode {
-            id: id.clone(),
-            dry_run: stored.dry_run,
-        });
-    }
+    open(store.as_ref(), job).await?;
     let mut summary = Summary {
         total: job.lines.len(),
         ..Summary::default()
@@ -191,9 +183,6 @@ pub async fn run(
     // Results are recorded by one task, as many per transaction as have ended meanwhile.
     let (tx, rx) = mpsc::channel::<Ended>(1024);
     let recorder = tokio::spawn(record(store.clone(), id.clone(), rx));
-    let limiter = options
-        .rate
-        .map(|r| Arc::new(governor::RateLimiter::direct(governor::Quota::per_second(r))));
     let started = Instant::now();
     let todo: Vec<SourceLine> = job
         .lines
@@ -201,26 +190,7 @@ pub async fn run(
         .filter(|l| !done.contains(&l.line))
         .cloned()
         .collect();
-    // Each line is a task of its own, so the runtime spreads the flows over its threads (in one
-    // stream they would all be polled by the task running the job).
-    let mut results = futures::stream::iter(todo)
-        .map(|line: SourceLine| {
-            let (service, limiter, stop) = (service.clone(), limiter.clone(), stop.clone());
-            tokio::spawn(async move {
-                if let Some(limiter) = limiter {
-                    limiter.until_ready().await;
-                }
-                if *stop.borrow() {
-                    return None;
-                }
-                let t = Instant::now();
-                let result = run_line(&service, &line, options.mode).await;
-                Some((result, t.elapsed()))
-            })
-        })
-        .buffer_unordered(options.concurrency.max(1))
-        .map(|joined| joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())));
-    // A line reads the flag when its turn to start comes: after a stop the rest end at once, unrun.
+    let mut results = flows(service, todo, options, stop);
     while let Some(next) = results.next().await {
         let Some((Ended { line, run }, took)) = next else {
             summary.not_run += 1;
@@ -246,6 +216,57 @@ pub async fn run(
         store.finish_batch(id, Utc::now()).await?;
     }
     Ok(summary)
+}
+
+/// Puts the job on record unless it is there, and checks that a job already there is of the same input
+/// and mode.
+async fn open(store: &dyn crate::store::Store, job: &Job) -> Result<(), BatchError> {
+    let id = &job.record.id;
+    let stored = store.open_batch(&job.record).await?;
+    if stored.digest != job.record.digest {
+        return Err(BatchError::OtherInput(id.clone()));
+    }
+    if stored.dry_run != job.record.dry_run {
+        return Err(BatchError::OtherMode {
+            id: id.clone(),
+            dry_run: stored.dry_run,
+        });
+    }
+    Ok(())
+}
+
+/// The flows of `todo`, each line a task of its own (so the runtime spreads them over its threads),
+/// at most `options.concurrency` at once and `options.rate` started a second: each line's result with
+/// how long it took, or `None` for a line not started because `stop` turned true.
+fn flows(
+    service: &Arc<ConversationService>,
+    todo: Vec<SourceLine>,
+    options: Options,
+    stop: watch::Receiver<bool>,
+) -> impl futures::Stream<Item = Option<(Ended, Duration)>> + Send + 'static {
+    let limiter = options
+        .rate
+        .map(|r| Arc::new(governor::RateLimiter::direct(governor::Quota::per_second(r))));
+    let service = service.clone();
+    futures::stream::iter(todo)
+        .map(move |line: SourceLine| {
+            let (service, limiter, stop) = (service.clone(), limiter.clone(), stop.clone());
+            tokio::spawn(async move {
+                if let Some(limiter) = limiter {
+                    limiter.until_ready().await;
+                }
+                // A line reads the flag when its turn to start comes: after a stop the rest end at
+                // once, unrun.
+                if *stop.borrow() {
+                    return None;
+                }
+                let t = Instant::now();
+                let result = run_line(&service, &line, options.mode).await;
+                Some((result, t.elapsed()))
+            })
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .map(|joined| joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())))
 }
 
 /// A line that ended, with its flow run when it ran one.

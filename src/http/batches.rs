@@ -147,7 +147,14 @@ pub(super) async fn show(
         .into_iter()
         .map(|(status, n)| (status.as_str().to_owned(), n))
         .collect();
-    let running = state.batches.as_ref().is_some_and(|b| b.is_running(&id));
+    // Running here, or a chunk leased by another instance.
+    let running = state.batches.as_ref().is_some_and(|b| b.is_running(&id))
+        || state
+            .service
+            .store()
+            .batch_chunks_open(&id, Utc::now())
+            .await
+            .is_ok_and(|(_, leased)| leased > 0);
     let status = match (job.finished_at, running) {
         (Some(_), _) => "concluido",
         (None, true) => "em_andamento",

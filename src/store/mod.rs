@@ -930,6 +930,50 @@ pub trait BatchStore: Send + Sync {
 
     /// Batch jobs, newest first; only `tenant_id`'s when given.
     async fn batches(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<BatchJob>, StoreError>;
+
+    /// Splits the job into `chunks` chunks that `serve` instances share (the first call does; later
+    /// ones change nothing).
+    async fn share_batch(&self, job_id: &str, chunks: i64) -> Result<(), StoreError>;
+
+    /// Takes one chunk of the job that is not done and not leased (or whose lease ran out) for `owner`
+    /// until `lease_until`: of several instances each chunk goes to one (on PostgreSQL `FOR UPDATE
+    /// SKIP LOCKED`).
+    async fn claim_batch_chunk(
+        &self,
+        job_id: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// Keeps `owner`'s lease on the chunk until `lease_until`; `false` when it is no longer theirs.
+    async fn renew_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// `owner` gives the chunk back: done, or to be taken again from `not_before`.
+    async fn release_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        done: bool,
+        not_before: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// The job's chunks not done, and of those, how many are leased past `now`.
+    async fn batch_chunks_open(&self, job_id: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError>;
+
+    /// Unfinished jobs sent over HTTP with work an instance could take now (not split yet, or a chunk
+    /// free), oldest first.
+    async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError>;
+
+    /// The numbers of the job's recorded lines in `from..=to`.
+    async fn ended_lines(&self, job_id: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError>;
 }
 
 /// What operators read and the router's data: token usage, the audit trail, the intents, HTTP

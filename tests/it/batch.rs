@@ -508,7 +508,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
         vt_actions::vt::input::Politicas::default(),
         running,
     );
-    assert_eq!(second.resume().await, 1);
+    assert_eq!(second.join().await, 1);
     second.wait().await;
     let lines = store.batch_lines(&job.id).await.expect("lines");
     assert_eq!(lines.len(), 5);

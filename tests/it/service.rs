@@ -596,6 +596,46 @@ impl vt_agent::store::BatchStore for Flaky {
     ) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
         self.inner.batches(tenant, limit).await
     }
+    async fn share_batch(&self, j: &str, chunks: i64) -> Result<(), StoreError> {
+        self.inner.share_batch(j, chunks).await
+    }
+    async fn claim_batch_chunk(
+        &self,
+        j: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.claim_batch_chunk(j, owner, now, until).await
+    }
+    async fn renew_batch_chunk(
+        &self,
+        j: &str,
+        chunk: i64,
+        owner: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew_batch_chunk(j, chunk, owner, until).await
+    }
+    async fn release_batch_chunk(
+        &self,
+        j: &str,
+        chunk: i64,
+        owner: &str,
+        done: bool,
+        not_before: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.release_batch_chunk(j, chunk, owner, done, not_before).await
+    }
+    async fn batch_chunks_open(&self, j: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError> {
+        self.inner.batch_chunks_open(j, now).await
+    }
+    async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        self.inner.claimable_batches(now).await
+    }
+    async fn ended_lines(&self, j: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError> {
+        self.inner.ended_lines(j, from, to).await
+    }
 }
 
 #[async_trait]

@@ -2002,3 +2002,4 @@ async fn postgresql_rows_from_before_sealing_are_sealed_at_the_first_start() {
     values_written_before_sealing_are_sealed_at_the_first_start(pg.store.clone(), raw, write_clear).await;
     pg.cleanup().await;
 }
+

@@ -103,6 +103,10 @@ impl BatchStore for PgStore {
         .bind(job_id)
         .execute(&self.pool)
         .await?;
+        sqlx::query("DELETE FROM batch_chunks WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -125,5 +129,122 @@ impl BatchStore for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::batch_job).collect()
+    }
+
+    async fn share_batch(&self, job_id: &str, chunks: i64) -> Result<(), StoreError> {
+        let chunks: Vec<i64> = (0..chunks).collect();
+        let mut tx = self.pool.begin().await?;
+        insert_rows::<Postgres, _>(
+            &mut tx,
+            "INSERT INTO batch_chunks (job_id, chunk) ",
+            &chunks,
+            " ON CONFLICT DO NOTHING",
+            |b, chunk| {
+                b.push_bind(job_id.to_owned()).push_bind(*chunk as i32);
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn claim_batch_chunk(
+        &self,
+        job_id: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        let chunk: Option<i32> = sqlx::query_scalar(
+            "UPDATE batch_chunks c SET owner = $2, leased_until = $4
+             FROM (SELECT chunk FROM batch_chunks
+                   WHERE job_id = $1 AND NOT done AND (leased_until IS NULL OR leased_until <= $3)
+                   ORDER BY chunk LIMIT 1 FOR UPDATE SKIP LOCKED) d
+             WHERE c.job_id = $1 AND c.chunk = d.chunk RETURNING c.chunk",
+        )
+        .bind(job_id)
+        .bind(owner)
+        .bind(now)
+        .bind(lease_until)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(chunk.map(i64::from))
+    }
+
+    async fn renew_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE batch_chunks SET leased_until = $1 WHERE job_id = $2 AND chunk = $3 AND owner = $4 AND NOT done",
+        )
+        .bind(lease_until)
+        .bind(job_id)
+        .bind(chunk as i32)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        done: bool,
+        not_before: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE batch_chunks SET done = $1, leased_until = $2, owner = NULL
+             WHERE job_id = $3 AND chunk = $4 AND owner = $5",
+        )
+        .bind(done)
+        .bind(not_before)
+        .bind(job_id)
+        .bind(chunk as i32)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn batch_chunks_open(&self, job_id: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS open, COUNT(*) FILTER (WHERE leased_until > $2) AS leased
+             FROM batch_chunks WHERE job_id = $1 AND NOT done",
+        )
+        .bind(job_id)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("open")?, row.try_get("leased")?))
+    }
+
+    async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM batch_jobs j WHERE finished_at IS NULL AND source IS NOT NULL
+             AND (NOT EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id)
+                  OR EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id AND NOT c.done
+                             AND (c.leased_until IS NULL OR c.leased_until <= $1)))
+             ORDER BY created_at",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn ended_lines(&self, job_id: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT line FROM batch_lines WHERE job_id = $1 AND line BETWEEN $2 AND $3",
+        )
+        .bind(job_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?)
     }
 }

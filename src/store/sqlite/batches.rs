@@ -103,6 +103,10 @@ impl BatchStore for SqliteStore {
         .bind(job_id)
         .execute(&self.writer)
         .await?;
+        sqlx::query("DELETE FROM batch_chunks WHERE job_id = ?")
+            .bind(job_id)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
@@ -125,5 +129,124 @@ impl BatchStore for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::batch_job).collect()
+    }
+
+    async fn share_batch(&self, job_id: &str, chunks: i64) -> Result<(), StoreError> {
+        let chunks: Vec<i64> = (0..chunks).collect();
+        let mut tx = self.writer.begin().await?;
+        insert_rows::<Sqlite, _>(
+            &mut tx,
+            "INSERT INTO batch_chunks (job_id, chunk) ",
+            &chunks,
+            " ON CONFLICT DO NOTHING",
+            |b, chunk| {
+                b.push_bind(job_id.to_owned()).push_bind(*chunk);
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn claim_batch_chunk(
+        &self,
+        job_id: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        let chunk: Option<i64> = sqlx::query_scalar(
+            "UPDATE batch_chunks SET owner = ?, leased_until = ?
+             WHERE job_id = ? AND chunk = (
+                 SELECT chunk FROM batch_chunks
+                 WHERE job_id = ? AND NOT done AND (leased_until IS NULL OR leased_until <= ?)
+                 ORDER BY chunk LIMIT 1)
+             RETURNING chunk",
+        )
+        .bind(owner)
+        .bind(ms(lease_until))
+        .bind(job_id)
+        .bind(job_id)
+        .bind(ms(now))
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(chunk.map(i64::from))
+    }
+
+    async fn renew_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE batch_chunks SET leased_until = ? WHERE job_id = ? AND chunk = ? AND owner = ? AND NOT done",
+        )
+        .bind(ms(lease_until))
+        .bind(job_id)
+        .bind(chunk)
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_batch_chunk(
+        &self,
+        job_id: &str,
+        chunk: i64,
+        owner: &str,
+        done: bool,
+        not_before: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE batch_chunks SET done = ?, leased_until = ?, owner = NULL
+             WHERE job_id = ? AND chunk = ? AND owner = ?",
+        )
+        .bind(done)
+        .bind(ms(not_before))
+        .bind(job_id)
+        .bind(chunk)
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn batch_chunks_open(&self, job_id: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS open, COUNT(*) FILTER (WHERE leased_until > ?) AS leased
+             FROM batch_chunks WHERE job_id = ? AND NOT done",
+        )
+        .bind(ms(now))
+        .bind(job_id)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok((row.try_get("open")?, row.try_get("leased")?))
+    }
+
+    async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM batch_jobs j WHERE finished_at IS NULL AND source IS NOT NULL
+             AND (NOT EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id)
+                  OR EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id AND NOT c.done
+                             AND (c.leased_until IS NULL OR c.leased_until <= ?)))
+             ORDER BY created_at",
+        )
+        .bind(ms(now))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn ended_lines(&self, job_id: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT line FROM batch_lines WHERE job_id = ? AND line BETWEEN ? AND ?",
+        )
+        .bind(job_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.writer)
+        .await?)
     }
 }
