@@ -150,7 +150,8 @@ impl Background {
         // Finished jobs' handles go.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move {
-            let result = super::shared::run(&this.service, &job, options, this.stop.clone(), &this.owner).await;
+            let result =
+                super::shared::run(&this.service, &job, options, this.stop.clone(), &this.owner).await;
             match result {
                 Ok(summary) => tracing::info!(
                     job = %id,

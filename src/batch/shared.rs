@@ -52,11 +52,21 @@ pub(super) async fn run(
         let Some(chunk) = store.claim_batch_chunk(id, owner, now, now + LEASE).await? else {
             break;
         };
-        let from = usize::try_from(chunk).unwrap_or(usize::MAX).saturating_mul(CHUNK_LINES);
-        let lines = job.lines.get(from..(from + CHUNK_LINES).min(job.lines.len())).unwrap_or_default();
-        let ran = Chunk { store: &store, id, chunk, owner }
-            .run(service, lines, options, stop.clone(), &mut summary)
-            .await;
+        let from = usize::try_from(chunk)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(CHUNK_LINES);
+        let lines = job
+            .lines
+            .get(from..(from + CHUNK_LINES).min(job.lines.len()))
+            .unwrap_or_default();
+        let ran = Chunk {
+            store: &store,
+            id,
+            chunk,
+            owner,
+        }
+        .run(service, lines, options, stop.clone(), &mut summary)
+        .await;
         let not_before = match ran {
             Ran::Complete | Ran::Stopped => Utc::now(),
             Ran::Unfinished => Utc::now() + RETRY_AFTER,
@@ -113,7 +123,11 @@ impl Chunk<'_> {
             }
         };
         summary.skipped += ended.len();
-        let todo: Vec<SourceLine> = lines.iter().filter(|l| !ended.contains(&l.line)).cloned().collect();
+        let todo: Vec<SourceLine> = lines
+            .iter()
+            .filter(|l| !ended.contains(&l.line))
+            .cloned()
+            .collect();
         let renewing = tokio::spawn(self.renewal());
         let mut flows = super::flows(service, todo, options, stop);
         let mut ran = Ran::Complete;
@@ -124,7 +138,10 @@ impl Chunk<'_> {
                 ran = Ran::Stopped;
                 continue;
             };
-            *summary.counts.entry(ended.line.status.as_str().to_owned()).or_default() += 1;
+            *summary
+                .counts
+                .entry(ended.line.status.as_str().to_owned())
+                .or_default() += 1;
             summary.durations.push(took);
             if ended.line.status == LineStatus::Erro {
                 ran = Ran::Unfinished;
@@ -141,11 +158,19 @@ impl Chunk<'_> {
 
     /// Renews the lease until aborted (or until the chunk is no longer this instance's).
     fn renewal(&self) -> impl Future<Output = ()> + Send + 'static {
-        let (store, id, chunk, owner) = (self.store.clone(), self.id.to_owned(), self.chunk, self.owner.to_owned());
+        let (store, id, chunk, owner) = (
+            self.store.clone(),
+            self.id.to_owned(),
+            self.chunk,
+            self.owner.to_owned(),
+        );
         async move {
             loop {
                 tokio::time::sleep(RENEW_EVERY).await;
-                match store.renew_batch_chunk(&id, chunk, &owner, Utc::now() + LEASE).await {
+                match store
+                    .renew_batch_chunk(&id, chunk, &owner, Utc::now() + LEASE)
+                    .await
+                {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(job = %id, chunk, "batch chunk lease lost: another instance may run its lines (same keys)");

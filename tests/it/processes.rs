@@ -821,3 +821,109 @@ async fn two_serve_processes_on_postgresql_follow_each_late_recharge_up_once() {
     pool.close().await;
     pg.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_one_is_killed_mid_job() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        return;
+    };
+    let sim = simulator().await;
+    let serve = || {
+        let data = tempfile::tempdir().expect("tmp");
+        let mut cmd = vt_agent_in(&data);
+        cmd.env("VT_DATABASE_URL", pg.process_url());
+        let child = serve_following_up(cmd, &sim.url);
+        (data, child)
+    };
+    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url)), (_c_data, (mut c, _))) =
+        (serve(), serve(), serve());
+    // Five chunks of 32 lines. The instance it is sent to runs its first chunk at 10 lines a second;
+    // the other two join the job and take the other chunks at full speed.
+    const N: usize = 160;
+    let cards: Vec<String> = (0..N).map(|i| format!("30000{i:05}")).collect();
+    let body = cards
+        .iter()
+        .map(|card| {
+            format!(r#"{{"cartao": "{card}", "recarga": {{"valor": 10, "meio_pagamento": {{"tipo": "pix", "token": "tok_lote_3"}}}}}}"#)
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let client = reqwest::Client::new();
+    let accepted: serde_json::Value = client
+        .post(format!("{a_url}/v1/batches?rate=10"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("accepted");
+    let id = accepted["id"].as_str().expect("id").to_owned();
+    // Killed in the middle of its chunk: some of its lines charged, none recorded.
+    let first_chunk = &cards[..32];
+    let charged = |cards: &[String]| cards.iter().filter(|c| sim.simulator.charges(c) > 0).count();
+    let started = Instant::now();
+    while charged(first_chunk) < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the first chunk never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(a.id());
+    a.wait().expect("reaped");
+    let at_kill = charged(first_chunk);
+    assert!(at_kill < 32, "killed mid-chunk ({at_kill} of 32 charged)");
+
+    // The other two finish the job, the dead instance's chunk once its lease ran out.
+    let mut status = serde_json::Value::Null;
+    let started = Instant::now();
+    while status["status"] != "concluido" {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the job never finished: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        status = client
+            .get(format!("{b_url}/v1/batches/{id}"))
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("json");
+    }
+    assert_eq!(status["done"], N, "{status}");
+    assert_eq!(status["counts"]["concluido"], N, "{status}");
+    let charges: Vec<usize> = cards.iter().map(|c| sim.simulator.charges(c)).collect();
+    assert!(
+        charges.iter().all(|n| *n == 1),
+        "one charge per line: {charges:?}"
+    );
+    // The lines the killed instance had charged were sent again with their keys and answered from the
+    // recharge system's idempotency store.
+    let replays = sim
+        .simulator
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "recarga" && e.efeito == Some(vt_actions::systems::Efeito::Replay))
+        .count();
+    assert!(
+        replays >= at_kill,
+        "{replays} replays for {at_kill} lines charged before the kill"
+    );
+    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
+    let lines: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM batch_lines WHERE job_id = $1")
+        .bind(&id)
+        .fetch_one(&pool)
+        .await
+        .expect("lines");
+    assert_eq!(lines, N as i64, "every line recorded once");
+    for child in [&mut b, &mut c] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    pool.close().await;
+    pg.cleanup().await;
+}

@@ -625,7 +625,9 @@ impl vt_agent::store::BatchStore for Flaky {
         done: bool,
         not_before: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.inner.release_batch_chunk(j, chunk, owner, done, not_before).await
+        self.inner
+            .release_batch_chunk(j, chunk, owner, done, not_before)
+            .await
     }
     async fn batch_chunks_open(&self, j: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError> {
         self.inner.batch_chunks_open(j, now).await

@@ -251,6 +251,145 @@ pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
 
 /// A batch group: many runs, their stages and lines in one call (multi-row statements), then a rerun of
 /// a line that replaces its result.
+pub(crate) async fn a_shared_batchs_chunks_go_to_one_instance_each_and_a_dead_ones_come_back(
+    store: Arc<dyn Store>,
+) {
+    let now = t("2026-11-22T10:00:00Z");
+    let mut job = crate::support::batch_job("lote-partilhado", "empresa-a", now);
+    job.source = Some("{}".into());
+    store.open_batch(&job).await.expect("batch");
+    assert_eq!(
+        store.claimable_batches(now).await.expect("claimable"),
+        ["lote-partilhado"],
+        "not split yet: anyone may start it"
+    );
+    store.share_batch("lote-partilhado", 3).await.expect("share");
+    store
+        .share_batch("lote-partilhado", 3)
+        .await
+        .expect("again: nothing changes");
+    let lease = now + chrono::Duration::seconds(15);
+    let (a, b) = tokio::join!(
+        store.claim_batch_chunk("lote-partilhado", "a", now, lease),
+        store.claim_batch_chunk("lote-partilhado", "b", now, lease)
+    );
+    let (a, b) = (a.expect("a").expect("a chunk"), b.expect("b").expect("b chunk"));
+    assert_ne!(a, b, "one chunk each");
+    let c = store
+        .claim_batch_chunk("lote-partilhado", "c", now, lease)
+        .await
+        .expect("c")
+        .expect("the third");
+    assert!(
+        store
+            .claim_batch_chunk("lote-partilhado", "d", now, lease)
+            .await
+            .expect("d")
+            .is_none(),
+        "all leased"
+    );
+    assert!(store.claimable_batches(now).await.expect("claimable").is_empty());
+    assert_eq!(
+        store
+            .batch_chunks_open("lote-partilhado", now)
+            .await
+            .expect("open"),
+        (3, 3)
+    );
+    assert!(
+        !store
+            .renew_batch_chunk("lote-partilhado", a, "b", lease)
+            .await
+            .expect("renew")
+    );
+    // a is done; b gives its chunk back unfinished, to retry in a minute; c dies (its lease runs out).
+    store
+        .release_batch_chunk("lote-partilhado", a, "a", true, now)
+        .await
+        .expect("done");
+    let retry = now + chrono::Duration::minutes(1);
+    store
+        .release_batch_chunk("lote-partilhado", b, "b", false, retry)
+        .await
+        .expect("back");
+    let later = lease + chrono::Duration::seconds(1);
+    assert_eq!(
+        store
+            .claim_batch_chunk(
+                "lote-partilhado",
+                "d",
+                later,
+                later + chrono::Duration::seconds(15)
+            )
+            .await
+            .expect("d"),
+        Some(c),
+        "the dead instance's chunk, not the one waiting to be retried"
+    );
+    assert_eq!(
+        store
+            .claim_batch_chunk(
+                "lote-partilhado",
+                "d",
+                retry,
+                retry + chrono::Duration::seconds(15)
+            )
+            .await
+            .expect("d"),
+        Some(b)
+    );
+    assert_eq!(
+        store
+            .batch_chunks_open("lote-partilhado", retry)
+            .await
+            .expect("open"),
+        (2, 1),
+        "b's and c's open; c's new lease has run out by then too"
+    );
+    store
+        .save_batch_lines(
+            "lote-partilhado",
+            &[
+                vt_agent::store::BatchLine {
+                    line: 4,
+                    status: LineStatus::Concluido,
+                    result: json!({}),
+                },
+                vt_agent::store::BatchLine {
+                    line: 40,
+                    status: LineStatus::Concluido,
+                    result: json!({}),
+                },
+            ],
+            &[],
+            now,
+        )
+        .await
+        .expect("lines");
+    assert_eq!(
+        store.ended_lines("lote-partilhado", 1, 32).await.expect("ended"),
+        [4]
+    );
+    store
+        .finish_batch("lote-partilhado", retry)
+        .await
+        .expect("finish");
+    assert_eq!(
+        store
+            .batch_chunks_open("lote-partilhado", retry)
+            .await
+            .expect("open"),
+        (0, 0)
+    );
+    assert!(
+        store
+            .claimable_batches(retry)
+            .await
+            .expect("claimable")
+            .is_empty()
+    );
+}
+
 pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
     store
@@ -1706,7 +1845,10 @@ conformance!(
         concurrent_claims_never_share_an_item,
         a_conversations_items_go_out_in_order_and_accepting_twice_is_once,
     ],
-    batches: [a_batch_group_stores_every_run_stage_and_line],
+    batches: [
+        a_batch_group_stores_every_run_stage_and_line,
+        a_shared_batchs_chunks_go_to_one_instance_each_and_a_dead_ones_come_back,
+    ],
     reports: [
         usage_summary_covers_seven_days,
         intents_round_trip,
@@ -2002,4 +2144,3 @@ async fn postgresql_rows_from_before_sealing_are_sealed_at_the_first_start() {
     values_written_before_sealing_are_sealed_at_the_first_start(pg.store.clone(), raw, write_clear).await;
     pg.cleanup().await;
 }
-

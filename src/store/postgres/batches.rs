@@ -238,13 +238,13 @@ impl BatchStore for PgStore {
     }
 
     async fn ended_lines(&self, job_id: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT line FROM batch_lines WHERE job_id = $1 AND line BETWEEN $2 AND $3",
+        Ok(
+            sqlx::query_scalar("SELECT line FROM batch_lines WHERE job_id = $1 AND line BETWEEN $2 AND $3")
+                .bind(job_id)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&self.pool)
+                .await?,
         )
-        .bind(job_id)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?)
     }
 }

@@ -240,13 +240,13 @@ impl BatchStore for SqliteStore {
     }
 
     async fn ended_lines(&self, job_id: &str, from: i64, to: i64) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT line FROM batch_lines WHERE job_id = ? AND line BETWEEN ? AND ?",
+        Ok(
+            sqlx::query_scalar("SELECT line FROM batch_lines WHERE job_id = ? AND line BETWEEN ? AND ?")
+                .bind(job_id)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&self.writer)
+                .await?,
         )
-        .bind(job_id)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.writer)
-        .await?)
     }
 }
