@@ -151,6 +151,10 @@ pub struct LlmConfig {
     pub temperature: Option<f32>,
     pub max_tokens: u32,
     pub timeout_secs: u64,
+    /// Failures in a row after which calls fail fast (the circuit opens), default 5.
+    pub circuit_failures: u32,
+    /// Seconds the circuit stays open before one call probes the provider, default 30.
+    pub circuit_open_secs: u64,
 }
 
 impl Default for LlmConfig {
@@ -163,6 +167,8 @@ impl Default for LlmConfig {
             temperature: None,
             max_tokens: 1024,
             timeout_secs: 60,
+            circuit_failures: 5,
+            circuit_open_secs: 30,
         }
     }
 }
@@ -177,6 +183,8 @@ impl std::fmt::Debug for LlmConfig {
             .field("temperature", &self.temperature)
             .field("max_tokens", &self.max_tokens)
             .field("timeout_secs", &self.timeout_secs)
+            .field("circuit_failures", &self.circuit_failures)
+            .field("circuit_open_secs", &self.circuit_open_secs)
             .finish()
     }
 }
@@ -212,7 +220,11 @@ impl LlmConfig {
                 Arc::new(AnthropicProvider::new(settings).map_err(|e| ConfigError::Provider(e.to_string()))?)
             }
         };
-        Ok(Some(provider))
+        let breaker = crate::llm::BreakerConfig {
+            failures: self.circuit_failures.max(1),
+            open_for: Duration::from_secs(self.circuit_open_secs),
+        };
+        Ok(Some(crate::llm::CircuitBreaker::wrap(provider, breaker)))
     }
 }
 
@@ -431,6 +443,9 @@ impl Config {
         }
         if self.llm.max_tokens == 0 {
             return invalid("llm.max_tokens", "must be at least 1");
+        }
+        if self.llm.circuit_failures == 0 {
+            return invalid("llm.circuit_failures", "must be at least 1");
         }
         if self.llm.timeout_secs == 0 {
             return invalid("llm.timeout_secs", "must be at least 1");

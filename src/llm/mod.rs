@@ -5,6 +5,7 @@
 //! are not done here: the engine owns the retry policy so that it is the same for every provider.
 
 mod anthropic;
+mod breaker;
 mod openai;
 mod redacted;
 mod scripted;
@@ -12,6 +13,7 @@ mod scripted;
 pub use anthropic::{
     AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL, parse_response as parse_anthropic,
 };
+pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use openai::{
     DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider, parse_response as parse_openai,
 };
@@ -151,6 +153,9 @@ pub enum LlmError {
     /// The provider answered something we could not read.
     #[error("unreadable provider response: {0}")]
     Malformed(String),
+    /// Not called: the provider failed too often just now (its circuit is open). Not retried.
+    #[error("model provider unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl LlmError {

@@ -234,3 +234,80 @@ async fn anthropic_overload_is_transient() {
     assert!(err.is_transient());
     assert!(err.to_string().contains("Overloaded"));
 }
+
+#[tokio::test]
+async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_what_works_without_it() {
+    // Every call answered 500.
+    let model = crate::support::FakeServer::start(vec![]).await;
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.api_key = Some("sk-circuito-0123456789".into());
+    config.llm.circuit_failures = 3;
+    config.engine = crate::support::fast_config();
+    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let sim = vt_actions::systems::Simulator::new(vt_actions::systems::SimulatorConfig::default())
+        .spawn(0)
+        .await
+        .expect("simulator");
+    let systems = vt_actions::systems::VtSystems::new(vt_actions::systems::SystemsConfig::single(&sim.url))
+        .expect("systems");
+    let ext = vt_actions::context::Extensions::default()
+        .with(systems)
+        .with(vt_actions::tools::VtSettings::default());
+    let engine = vt_agent::flow::share(
+        vt_agent::app::engine(&config, None, ext).expect("engine"),
+        Some(store.clone()),
+        config.recargas.clone(),
+    );
+    let service = vt_agent::app::service(&config, engine, store)
+        .await
+        .expect("service");
+    let say = |text: &str| {
+        service.handle(vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some("c-circuito".into()),
+            user: crate::support::user(),
+            text: text.into(),
+            ..Default::default()
+        })
+    };
+    let questions = [
+        "qual a previsão do tempo para amanhã?",
+        "me conta uma piada",
+        "quem ganhou o jogo ontem?",
+        "você gosta de música?",
+        "qual é a capital da Austrália?",
+    ];
+    let mut calls = Vec::new();
+    let mut replies = Vec::new();
+    for q in questions {
+        replies.push(say(q).await.expect("turn").reply_text());
+        calls.push(model.received().len());
+    }
+    let opened = calls
+        .iter()
+        .position(|n| *n >= 3)
+        .unwrap_or_else(|| panic!("three failures reach the provider: {calls:?}"));
+    assert!(opened + 2 < calls.len(), "{calls:?}");
+    assert!(
+        calls[opened..].iter().all(|n| *n == calls[opened]),
+        "open: the provider is not called: {calls:?}"
+    );
+    for reply in &replies[opened + 1..] {
+        assert!(
+            reply.contains("consultar o saldo"),
+            "the router's help at once: {reply}"
+        );
+    }
+    // What works without a model still works.
+    let balance = say("saldo do cartão 1234567890").await.expect("turn");
+    assert!(
+        balance.reply_text().contains("****7890"),
+        "{}",
+        balance.reply_text()
+    );
+}

@@ -169,6 +169,12 @@ impl Turn<'_> {
         spans::failed(span, &e.to_string());
         self.events.push(TurnEvent::ModelCall(record.clone()));
         self.model_calls.push(record);
+        if matches!(e, LlmError::Unavailable(_)) {
+            // The provider is known to be down: at once, what works without a model.
+            let reply = format!("{LLM_DOWN_REPLY}\n\n{}", self.engine.no_model_reply);
+            self.fail(&reply, format!("modelo não chamado: {e}"));
+            return;
+        }
         let error = if attempts == 0 {
             format!("modelo sem resposta dentro do limite do turno: {e}")
         } else {

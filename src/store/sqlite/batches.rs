@@ -170,7 +170,7 @@ impl BatchStore for SqliteStore {
         .bind(ms(now))
         .fetch_optional(&self.writer)
         .await?;
-        Ok(chunk.map(i64::from))
+        Ok(chunk)
     }
 
     async fn renew_batch_chunk(
