@@ -56,6 +56,29 @@ fn turn(conversation: &str) -> Inbound {
 async fn flat(label: &str, store: Arc<dyn Store>) {
     let (service, _sim) = service(store).await;
     let conversation = format!("bench-flat-{}", uuid::Uuid::new_v4().simple());
+    // What a turn asks of the store, counted over 100 turns before anything is timed: statements, and
+    // commits — on SQLite each a sync of the WAL (`synchronous = FULL`).
+    let (statements, commits) = (common::statements::count(), vt_agent::store::sqlite_commits());
+    common::statements::counting(true);
+    for _ in 0..100 {
+        service
+            .handle(turn(&format!("{conversation}-contada")))
+            .await
+            .expect("turn");
+    }
+    common::statements::counting(false);
+    let per_turn = |n: u64| n as f64 / 100.0;
+    let asks = format!(
+        "{:.1} statements/turn, {}",
+        per_turn(common::statements::count() - statements),
+        match label {
+            "SQLite" => format!(
+                "{:.1} WAL syncs/turn",
+                per_turn(vt_agent::store::sqlite_commits() - commits)
+            ),
+            _ => "commits on the server".to_owned(),
+        }
+    );
     let windows = [(10, 110), (1_000, 1_100), (4_900, 5_000)];
     let mut marks = Vec::new();
     for i in 0..5_000 {
@@ -70,7 +93,7 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
         let (a, b) = (at(from), at(to));
         let n = f64::from(to - from);
         println!(
-            "{label:<10} turns {from:>5}–{to:<5}  {:>6.3} ms CPU/turn  {:>6.3} ms wall/turn",
+            "{label:<10} turns {from:>5}–{to:<5}  {:>6.3} ms CPU/turn  {:>6.3} ms wall/turn  {asks}",
             (b.1 - a.1).as_secs_f64() * 1e3 / n,
             (b.2 - a.2).as_secs_f64() * 1e3 / n
         );

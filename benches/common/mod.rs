@@ -32,3 +32,52 @@ pub(crate) async fn simulator() -> RunningSimulator {
     .await
     .expect("simulator")
 }
+
+/// Counts the SQL statements sqlx runs (its `sqlx::query` events) while switched on — off while CPU
+/// is timed, since building each event costs what it counts.
+#[allow(
+    dead_code,
+    reason = "each bench compiles this module and not every one counts statements"
+)]
+pub(crate) mod statements {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::{Context, SubscriberExt as _};
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer, Registry, reload};
+
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    static SWITCH: OnceLock<reload::Handle<Targets, Registry>> = OnceLock::new();
+
+    struct Counter;
+
+    impl<S: tracing::Subscriber> Layer<S> for Counter {
+        fn on_event(&self, _event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Switches counting on or off (the first call installs the counter as the global subscriber).
+    pub(crate) fn counting(on: bool) {
+        let switch = SWITCH.get_or_init(|| {
+            let (filter, handle) = reload::Layer::new(Targets::new());
+            tracing_subscriber::registry()
+                .with(Counter.with_filter(filter))
+                .init();
+            handle
+        });
+        let targets = if on {
+            Targets::new().with_target("sqlx::query", tracing::Level::TRACE)
+        } else {
+            Targets::new()
+        };
+        switch.reload(targets).expect("reload the statement counter");
+    }
+
+    /// Statements counted so far.
+    pub(crate) fn count() -> u64 {
+        COUNT.load(Ordering::Relaxed)
+    }
+}

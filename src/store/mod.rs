@@ -18,7 +18,7 @@ pub use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, R
 pub use journal::StoreJournal;
 pub use locks::{LocalLocks, TurnLock};
 pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, commits as sqlite_commits};
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -168,8 +168,29 @@ fn settle_followup<'q>(
 /// The pools' shared options. No ping before handing out a connection (sqlx's default): the
 /// "connection" is a thread of this process, so the ping checks nothing a statement would not, and it
 /// cost a hop to that thread and back before every statement — half the hops of a turn.
+///
+/// Every connection counts its commits ([`commits`]): with `synchronous = FULL` in WAL mode each is one
+/// sync of the WAL, the figure `cargo bench --bench serve` prints beside a turn's CPU.
 fn pool_options() -> SqlitePoolOptions {
-    SqlitePoolOptions::new().test_before_acquire(false)
+    SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.lock_handle().await?.set_commit_hook(|| {
+                    COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    true
+                });
+                Ok(())
+            })
+        })
+}
+
+/// Transactions committed on SQLite by this process (write transactions: one WAL sync each).
+static COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Transactions this process committed on SQLite so far — each one a sync of the WAL. For the benches.
+pub fn commits() -> u64 {
+    COMMITS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
