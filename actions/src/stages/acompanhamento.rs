@@ -21,6 +21,9 @@ use crate::systems::{HttpResult, VtSystems};
 use crate::vt::texts::{self, RecargaStatus};
 use crate::vt::{FlowInput, mask_card, money_json, round_half_up};
 
+/// The `status_recarga` of the notice that a person checks the recharge.
+pub use super::rf10_enviar_notificacao_recarga::EM_VERIFICACAO;
+
 /// Sends `request` again: the same body under the same key.
 pub async fn reenviar(systems: &VtSystems, request: &RechargeRequest) -> HttpResult {
     super::rf07_executar_recarga::enviar(systems, request).await
@@ -118,9 +121,6 @@ pub fn aviso_verificacao(input: &FlowInput) -> Aviso {
     metadados.insert("status_recarga".into(), json!(EM_VERIFICACAO));
     Aviso::from_decisao(DecisaoNotificacao::enviar(input, assunto, mensagem, metadados))
 }
-
-/// The `status_recarga` of the notice that a person checks the recharge.
-pub const EM_VERIFICACAO: &str = "em_verificacao";
 
 /// Tells the flow's recipient as RF10 would: through the channel the product serves itself, else the
 /// notification system (deduplicated by the notice's key).

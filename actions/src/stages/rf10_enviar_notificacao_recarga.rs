@@ -70,6 +70,10 @@ pub(crate) async fn avisar(
     }
 }
 
+/// The `status_recarga` of the notice that a person checks a recharge whose outcome stayed unknown
+/// (`stages::acompanhamento`).
+pub const EM_VERIFICACAO: &str = "em_verificacao";
+
 /// What became of a recharge, in the few pt-BR words a template's parameter carries.
 fn resultado_em_palavras(status: &str) -> String {
     match status {
@@ -77,7 +81,7 @@ fn resultado_em_palavras(status: &str) -> String {
         "pendente" => "em processamento".into(),
         "negada" => "não aprovada pelo meio de pagamento".into(),
         "erro" => "não concluída, sem cobrança confirmada".into(),
-        crate::stages::acompanhamento::EM_VERIFICACAO => "em verificação por um atendente".into(),
+        EM_VERIFICACAO => "em verificação por um atendente".into(),
         other => other.replace('_', " "),
     }
 }
