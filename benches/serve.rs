@@ -54,11 +54,11 @@ fn turn(conversation: &str) -> Inbound {
 }
 
 async fn flat(label: &str, store: Arc<dyn Store>) {
-    let (service, _sim) = service(store).await;
+    let (service, _sim) = service(store.clone()).await;
     let conversation = format!("bench-flat-{}", uuid::Uuid::new_v4().simple());
-    // What a turn asks of the store, counted over 100 turns before anything is timed: statements, and
-    // commits — on SQLite each a sync of the WAL (`synchronous = FULL`).
-    let (statements, commits) = (common::statements::count(), vt_agent::store::sqlite_commits());
+    // What a turn asks of the store, counted over 100 turns (one after the other) before anything is
+    // timed: statements, and commits — on SQLite each a sync of the WAL (`synchronous = FULL`).
+    let (statements, commits) = (common::statements::count(), store.commits());
     common::statements::counting(true);
     for _ in 0..100 {
         service
@@ -71,11 +71,8 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
     let asks = format!(
         "{:.1} statements/turn, {}",
         per_turn(common::statements::count() - statements),
-        match label {
-            "SQLite" => format!(
-                "{:.1} WAL syncs/turn",
-                per_turn(vt_agent::store::sqlite_commits() - commits)
-            ),
+        match (commits, store.commits()) {
+            (Some(before), Some(after)) => format!("{:.1} WAL syncs/turn", per_turn(after - before)),
             _ => "commits on the server".to_owned(),
         }
     );
@@ -101,7 +98,7 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
 }
 
 async fn http(label: &str, store: Arc<dyn Store>) {
-    let (service, _sim) = service(store).await;
+    let (service, _sim) = service(store.clone()).await;
     let state = vt_agent::http::AppState::new(
         service,
         vt_agent::app::CHAT_AGENT,
@@ -121,12 +118,18 @@ async fn http(label: &str, store: Arc<dyn Store>) {
     let body = serde_json::json!({"text": "saldo do cartão 1234567890", "user": {"id": "u"}});
     for conversations in [1usize, 50, 200] {
         let turns = (2_000 / conversations).max(10);
+        let before = store.commits();
         let m = load(&client, &url, &body, conversations, turns, None).await;
-        m.print(label, &format!("{conversations:>3} at once"));
+        m.print(
+            label,
+            &format!("{conversations:>3} at once"),
+            syncs(before, store.as_ref()),
+        );
     }
     // Open loop: 200 conversations, one turn a second each, phases spread over the second.
+    let before = store.commits();
     let m = load(&client, &url, &body, 200, 10, Some(Duration::from_secs(1))).await;
-    m.print(label, "200 people, 1 turn/s each");
+    m.print(label, "200 people, 1 turn/s each", syncs(before, store.as_ref()));
     server.abort();
 }
 
@@ -138,18 +141,26 @@ struct Measured {
 }
 
 impl Measured {
-    fn print(mut self, label: &str, what: &str) {
+    fn print(mut self, label: &str, what: &str, syncs: Option<u64>) {
         self.latencies.sort();
         let n = self.latencies.len();
         let pct = |p: f64| self.latencies[((n as f64 * p) as usize).min(n - 1)].as_secs_f64() * 1e3;
+        let syncs = syncs.map_or_else(String::new, |s| {
+            format!("  {:.2} WAL syncs/turn", s as f64 / n as f64)
+        });
         println!(
-            "{label:<10} HTTP {what}  {n:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn",
+            "{label:<10} HTTP {what}  {n:>5} turns  p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7.0} turns/s  {:>6.3} ms CPU/turn{syncs}",
             pct(0.50),
             pct(0.99),
             n as f64 / self.wall.as_secs_f64(),
             self.cpu.as_secs_f64() * 1e3 / n as f64,
         );
     }
+}
+
+/// The commits since `before`, where the store counts them.
+fn syncs(before: Option<u64>, store: &dyn Store) -> Option<u64> {
+    Some(store.commits()? - before?)
 }
 
 /// `conversations` conversations sending `turns` turns each: back to back (`pace: None`, closed loop)

@@ -18,7 +18,7 @@ pub use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, R
 pub use journal::StoreJournal;
 pub use locks::{LocalLocks, TurnLock};
 pub use postgres::PgStore;
-pub use sqlite::{SqliteStore, commits as sqlite_commits};
+pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -1197,6 +1197,12 @@ pub trait Store:
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+
+    /// Write transactions committed through this handle, where the backend counts them (SQLite: each
+    /// one a sync of the WAL). For the benches.
+    fn commits(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in

@@ -954,3 +954,50 @@ async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
         "{conversions} conversions (92 before this change)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answered() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("grupo.db").display());
+    let sqlite = Arc::new(vt_agent::store::SqliteStore::connect(&url).await.expect("store"));
+    let store: Arc<dyn vt_agent::store::Store> = sqlite.clone();
+    let h = Arc::new(
+        crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await,
+    );
+    // One turn each first, so the conversations exist; then one more each, all at once.
+    const N: usize = 60;
+    for i in 0..N {
+        h.say(&format!("c-grupo-{i}"), "oi").await;
+    }
+    let before = sqlite.commits();
+    let turns: Vec<_> = (0..N)
+        .map(|i| {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let conv = format!("c-grupo-{i}");
+                h.say(&conv, "saldo do cartão 1234567890").await.reply_text()
+            })
+        })
+        .collect();
+    for t in turns {
+        assert!(t.await.expect("join").contains("****7890"));
+    }
+    let commits = sqlite.commits() - before;
+    println!("{commits} commits for {N} concurrent turns");
+    // Alone, each turn is two commits (its message accepted, then the turn).
+    assert!(
+        commits < 2 * N as u64,
+        "{commits} commits for {N} concurrent turns: writes that came together shared commits"
+    );
+    // Every answered turn is on disk: another handle on the file reads them all.
+    use vt_agent::store::ConversationStore as _;
+    let fresh = vt_agent::store::SqliteStore::connect(&url).await.expect("reopen");
+    for i in 0..N {
+        let stored = fresh.messages(&format!("c-grupo-{i}")).await.expect("messages");
+        let last = stored.last().and_then(|m| m.message.text()).unwrap_or_default();
+        assert!(
+            last.contains("****7890"),
+            "c-grupo-{i}'s second turn is stored: {last}"
+        );
+    }
+}

@@ -2144,3 +2144,70 @@ async fn postgresql_rows_from_before_sealing_are_sealed_at_the_first_start() {
     values_written_before_sealing_are_sealed_at_the_first_start(pg.store.clone(), raw, write_clear).await;
     pg.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_fails_in_a_group_commit_fails_alone_and_the_others_are_stored() {
+    // Twenty turns written at once on a SQLite file (one group or a few); one of them reuses an
+    // execution id already stored, so its INSERT fails inside the group.
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("grupo.db").display());
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
+    let write = |i: usize, exec_id: String| {
+        let store = store.clone();
+        async move {
+            let conv = conversation(&format!("c-{i}"));
+            let exec = execution(&exec_id, &conv.id);
+            let messages = vec![ChatMessage::assistant(format!("resposta {i}"))];
+            store
+                .save_conversation(&conv, Utc::now())
+                .await
+                .expect("conversation");
+            let record = TurnRecord {
+                conversation: &conv,
+                messages: &messages,
+                execution: &exec,
+                events: &[],
+                usage: None,
+                flow_runs: &[],
+                context: None,
+                outbox: &[],
+                accepted_message: None,
+                case: None,
+            };
+            store.save_turn(record, Utc::now()).await
+        }
+    };
+    write(999, "exec-repetida".into()).await.expect("the first");
+    let writes: Vec<_> = (0..20)
+        .map(|i| {
+            let id = if i == 7 {
+                "exec-repetida".to_owned()
+            } else {
+                format!("exec-{i}")
+            };
+            tokio::spawn(write(i, id))
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for (i, w) in writes.into_iter().enumerate() {
+        if w.await.expect("join").is_err() {
+            failed.push(i);
+        }
+    }
+    assert_eq!(failed, [7], "only the bad turn fails");
+    for i in (0..20).filter(|i| *i != 7) {
+        let messages = store.messages(&format!("c-{i}")).await.expect("messages");
+        assert_eq!(messages.len(), 1, "c-{i}'s turn is stored once");
+        assert!(
+            store
+                .execution(&format!("exec-{i}"))
+                .await
+                .expect("read")
+                .is_some()
+        );
+    }
+    assert!(
+        store.messages("c-7").await.expect("messages").is_empty(),
+        "nothing of the bad turn"
+    );
+}

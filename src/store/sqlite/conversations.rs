@@ -48,6 +48,25 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Option<i64>, StoreError> {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
+        if let Some(group) = &self.group
+            && let Some(mut member) = group.enter().await
+        {
+            let written = async {
+                if new_conversation {
+                    Self::upsert_conversation(member.tx(), conversation, now, Existing::Keep).await?;
+                }
+                let row = accepted(conversation, channel_message_id, message, now)?
+                    .fetch_optional(&mut **member.tx())
+                    .await?;
+                Ok::<_, StoreError>(row.map(|r| r.try_get::<i64, _>("id")).transpose()?)
+            }
+            .await;
+            if let Ok(id) = written
+                && member.written().committed().await
+            {
+                return Ok(id);
+            }
+        }
         let insert = accepted(conversation, channel_message_id, message, now)?;
         let row = if new_conversation {
             let mut tx = self.writer.begin().await?;
@@ -131,67 +150,16 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let e = turn.execution;
-        let (tokens_in, tokens_out) = e.tokens();
+        if let Some(group) = &self.group
+            && let Some(mut member) = group.enter().await
+            && let Ok(indexed) = self.write_turn(member.tx(), &turn, now).await
+            && member.written().committed().await
+        {
+            self.indexed.committed(indexed);
+            return Ok(());
+        }
         let mut tx = self.writer.begin().await?;
-        let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
-        if let Some(case) = turn.case {
-            super::cases::write_case(&mut tx, case, now).await?;
-        }
-        let mut messages = Vec::with_capacity(turn.messages.len());
-        for m in turn.messages {
-            messages.push((role(m), json(m)?, crate::store::search_text(m)));
-        }
-        insert_rows::<Sqlite, _>(
-            &mut tx,
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
-            &messages,
-            "",
-            |b, (role, body, search)| {
-                b.push_bind(turn.conversation.id.clone())
-                    .push_bind(e.execucao_id.clone())
-                    .push_bind(*role)
-                    .push_bind(body.clone())
-                    .push_bind(ms(now))
-                    .push_bind(search.clone());
-            },
-        )
-        .await?;
-        sqlx::query(
-            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
-                 tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&e.execucao_id)
-        .bind(&e.conversation_id)
-        .bind(&e.agent_id)
-        .bind(e.status.as_str())
-        .bind(&e.error)
-        .bind(json(&e.model_calls)?)
-        .bind(json(turn.events)?)
-        .bind(tokens_in as i64)
-        .bind(tokens_out as i64)
-        .bind(ms(e.started_at))
-        .bind(ms(e.finished_at))
-        .execute(&mut *tx)
-        .await?;
-        if let Some(u) = turn.usage {
-            Self::insert_usage(&mut tx, u).await?;
-        }
-        if let Some(id) = turn.accepted_message {
-            sqlx::query("UPDATE messages SET processed = 1 WHERE id = ?")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
-        // One statement for the cards of the whole turn.
-        let indexed = crate::store::insert_card_refs::<Sqlite>(&mut tx, &self.indexed, &refs).await?;
-        if let Some(c) = turn.context {
-            Self::upsert_context(&mut tx, c).await?;
-        }
-        for item in turn.outbox {
-            Self::insert_outbox(&mut tx, item, now).await?;
-        }
+        let indexed = self.write_turn(&mut tx, &turn, now).await?;
         tx.commit().await?;
         self.indexed.committed(indexed);
         Ok(())
@@ -330,5 +298,78 @@ impl ConversationStore for SqliteStore {
             Some(files) => files.acquire(&self.locks, conversation_id).await,
             None => Ok(TurnLock::local(self.locks.lock(conversation_id).await)),
         }
+    }
+}
+
+impl SqliteStore {
+    /// A turn's writes on `tx` (committed by the caller); returns the blind-index rows it wrote, which
+    /// count as written once the commit is done.
+    async fn write_turn(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        turn: &TurnRecord<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::store::CardRef>, StoreError> {
+        let e = turn.execution;
+        let (tokens_in, tokens_out) = e.tokens();
+        let refs = Self::upsert_conversation(tx, turn.conversation, now, Existing::Update).await?;
+        if let Some(case) = turn.case {
+            super::cases::write_case(tx, case, now).await?;
+        }
+        let mut messages = Vec::with_capacity(turn.messages.len());
+        for m in turn.messages {
+            messages.push((role(m), json(m)?, crate::store::search_text(m)));
+        }
+        insert_rows::<Sqlite, _>(
+            tx,
+            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
+            &messages,
+            "",
+            |b, (role, body, search)| {
+                b.push_bind(turn.conversation.id.clone())
+                    .push_bind(e.execucao_id.clone())
+                    .push_bind(*role)
+                    .push_bind(body.clone())
+                    .push_bind(ms(now))
+                    .push_bind(search.clone());
+            },
+        )
+        .await?;
+        sqlx::query(
+            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
+                 tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&e.execucao_id)
+        .bind(&e.conversation_id)
+        .bind(&e.agent_id)
+        .bind(e.status.as_str())
+        .bind(&e.error)
+        .bind(json(&e.model_calls)?)
+        .bind(json(turn.events)?)
+        .bind(tokens_in as i64)
+        .bind(tokens_out as i64)
+        .bind(ms(e.started_at))
+        .bind(ms(e.finished_at))
+        .execute(&mut **tx)
+        .await?;
+        if let Some(u) = turn.usage {
+            Self::insert_usage(tx, u).await?;
+        }
+        if let Some(id) = turn.accepted_message {
+            sqlx::query("UPDATE messages SET processed = 1 WHERE id = ?")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
+        // One statement for the cards of the whole turn.
+        let indexed = crate::store::insert_card_refs::<Sqlite>(tx, &self.indexed, &refs).await?;
+        if let Some(c) = turn.context {
+            Self::upsert_context(tx, c).await?;
+        }
+        for item in turn.outbox {
+            Self::insert_outbox(tx, item, now).await?;
+        }
+        Ok(indexed)
     }
 }

@@ -2,6 +2,7 @@
 //! JSON is text, so the schema needs nothing SQLite lacks.
 
 mod attempts;
+mod group;
 mod conversations;
 mod flows;
 mod recharges;
@@ -21,6 +22,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -51,8 +55,13 @@ pub struct SqliteStore {
     files: Option<FileLocks>,
     /// Recharge attempts, committed in groups on `writer`.
     attempts: Attempts,
+    /// A service's accepted messages and turns, committed in groups on `writer`; `None` for a one-shot
+    /// command (nothing to group with).
+    group: Option<group::Group>,
     /// The blind-index rows already written.
     indexed: super::Indexed,
+    /// Transactions committed through this store's connections.
+    commits: Arc<AtomicU64>,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -169,28 +178,23 @@ fn settle_followup<'q>(
 /// "connection" is a thread of this process, so the ping checks nothing a statement would not, and it
 /// cost a hop to that thread and back before every statement — half the hops of a turn.
 ///
-/// Every connection counts its commits ([`commits`]): with `synchronous = FULL` in WAL mode each is one
-/// sync of the WAL, the figure `cargo bench --bench serve` prints beside a turn's CPU.
-fn pool_options() -> SqlitePoolOptions {
+/// Every connection counts its commits in `commits` ([`SqliteStore::commits`]): with `synchronous =
+/// FULL` in WAL mode each is one sync of the WAL, the figure `cargo bench --bench serve` prints beside
+/// a turn's CPU.
+fn pool_options(commits: &Arc<AtomicU64>) -> SqlitePoolOptions {
+    let commits = commits.clone();
     SqlitePoolOptions::new()
         .test_before_acquire(false)
-        .after_connect(|conn, _| {
+        .after_connect(move |conn, _| {
+            let commits = commits.clone();
             Box::pin(async move {
-                conn.lock_handle().await?.set_commit_hook(|| {
-                    COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                conn.lock_handle().await?.set_commit_hook(move || {
+                    commits.fetch_add(1, Ordering::Relaxed);
                     true
                 });
                 Ok(())
             })
         })
-}
-
-/// Transactions committed on SQLite by this process (write transactions: one WAL sync each).
-static COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Transactions this process committed on SQLite so far — each one a sync of the WAL. For the benches.
-pub fn commits() -> u64 {
-    COMMITS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
@@ -200,6 +204,12 @@ fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T
 }
 
 impl SqliteStore {
+    /// Write transactions committed through this store so far — each one a sync of the WAL
+    /// (`synchronous = FULL`). What `cargo bench --bench serve` reports per turn.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
     /// `sqlite://path/to/file.db` (created if missing) or `sqlite::memory:`, for a service.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::connect_for(url, Usage::Service).await
@@ -231,10 +241,11 @@ impl SqliteStore {
             Some(path) => Some(lock_file(path).await?),
             None => None,
         };
+        let commits = Arc::new(AtomicU64::new(0));
         // An in-memory database lives in its one connection: keep exactly one, forever, for reading and
         // writing alike.
         let (pool, writer) = if memory {
-            let pool = pool_options()
+            let pool = pool_options(&commits)
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -243,7 +254,7 @@ impl SqliteStore {
                 .await?;
             (pool.clone(), pool)
         } else {
-            let writer = pool_options()
+            let writer = pool_options(&commits)
                 .max_connections(1)
                 .connect_with(options.clone())
                 .await?;
@@ -251,7 +262,12 @@ impl SqliteStore {
                 // One command, no concurrency to speak of: the writer reads too. A second connection
                 // was another thread, file set-up and schema read in every one-shot command.
                 Usage::OneShot => writer.clone(),
-                Usage::Service => pool_options().max_connections(4).connect_with(options).await?,
+                Usage::Service => {
+                    pool_options(&commits)
+                        .max_connections(4)
+                        .connect_with(options)
+                        .await?
+                }
             };
             (pool, writer)
         };
@@ -259,6 +275,8 @@ impl SqliteStore {
         let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
         Ok(Self {
             attempts: Attempts::start(writer.clone()),
+            group: (usage == Usage::Service).then(|| group::Group::start(writer.clone())),
+            commits,
             pool,
             writer,
             locks: LocalLocks::default(),
@@ -445,6 +463,10 @@ impl Columns for SqliteRow {
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn commits(&self) -> Option<u64> {
+        Some(SqliteStore::commits(self))
     }
 }
 
