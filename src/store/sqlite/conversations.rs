@@ -62,7 +62,7 @@ impl ConversationStore for SqliteStore {
             }
             .await;
             if let Ok(id) = written
-                && member.written().committed().await
+                && member.committed().await
             {
                 return Ok(id);
             }
@@ -153,7 +153,7 @@ impl ConversationStore for SqliteStore {
         if let Some(group) = &self.group
             && let Some(mut member) = group.enter().await
             && let Ok(indexed) = self.write_turn(member.tx(), &turn, now).await
-            && member.written().committed().await
+            && member.committed().await
         {
             self.indexed.committed(indexed);
             return Ok(());

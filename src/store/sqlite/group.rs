@@ -4,14 +4,16 @@
 //! come while a group transaction is open run inside it, and one commit — one sync — carries them all:
 //!
 //! - a writer runs its statements in its own task, on the open transaction (opening one if none is);
-//! - the committer, woken by the first of them, waits its turn for the same lock — behind the writers
-//!   that queued meanwhile, which therefore join the group — and commits;
+//! - with no other writer waiting for the lock, it commits at once (one conversation pays nothing for
+//!   the grouping); else it leaves the commit to the committer, which waits its turn for the same lock
+//!   — behind the writers that queued meanwhile, which therefore join the group — and commits;
 //! - each writer is answered only after the commit that holds its write: nothing is acknowledged
 //!   before it is on disk, as before.
 //!
 //! A write that fails (or whose task is dropped half-way) spoils the group: the committer rolls it
 //! back and every writer of it writes again on its own, so one bad write fails alone.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use sqlx::{Sqlite, SqlitePool, Transaction};
@@ -25,6 +27,9 @@ struct Inner {
     writer: SqlitePool,
     state: Mutex<State>,
     wake: Arc<Notify>,
+    /// Writers waiting for the lock: none, and the one holding it commits at once (one conversation
+    /// pays no hand-over to the committer).
+    wanting: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -42,7 +47,7 @@ struct State {
 /// is free again.
 pub(super) struct Member<'a> {
     state: MutexGuard<'a, State>,
-    wake: &'a Notify,
+    inner: &'a Inner,
     written: bool,
 }
 
@@ -54,13 +59,26 @@ impl Member<'_> {
             .expect("a member exists only while its group's transaction is open")
     }
 
-    /// The write is done: the lock goes to the next writer, and the answer waits for the commit.
-    pub(super) fn written(mut self) -> Written {
+    /// The write is done. With no other writer waiting for the lock the group commits now; else the
+    /// lock goes to the next writer and the committer commits after them. Whether the transaction
+    /// holding the write committed (else the caller writes on its own).
+    pub(super) async fn committed(mut self) -> bool {
+        self.written = true;
+        if self.inner.wanting.load(Ordering::Acquire) == 0
+            && let Some(tx) = self.state.tx.take()
+        {
+            let waiting = std::mem::take(&mut self.state.waiting);
+            let committed = commit(tx).await;
+            for writer in waiting {
+                let _ = writer.send(committed);
+            }
+            return committed;
+        }
         let (told, committed) = oneshot::channel();
         self.state.waiting.push(told);
-        self.written = true;
-        self.wake.notify_one();
-        Written(committed)
+        self.inner.wake.notify_one();
+        drop(self);
+        committed.await.unwrap_or(false)
     }
 }
 
@@ -68,18 +86,19 @@ impl Drop for Member<'_> {
     fn drop(&mut self) {
         if !self.written {
             self.state.spoilt = true;
-            self.wake.notify_one();
+            self.inner.wake.notify_one();
         }
     }
 }
 
-/// A write waiting for its group's commit.
-pub(super) struct Written(oneshot::Receiver<bool>);
-
-impl Written {
-    /// Whether the transaction holding the write committed (else the caller writes on its own).
-    pub(super) async fn committed(self) -> bool {
-        self.0.await.unwrap_or(false)
+/// Commits a group's transaction: whether it is on disk.
+async fn commit(tx: Transaction<'static, Sqlite>) -> bool {
+    match tx.commit().await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "a group of turns could not be committed; each is written alone");
+            false
+        }
     }
 }
 
@@ -90,6 +109,7 @@ impl Group {
             writer,
             state: Mutex::new(State::default()),
             wake: wake.clone(),
+            wanting: AtomicUsize::new(0),
         });
         tokio::spawn(commit_loop(Arc::downgrade(&inner), wake));
         Self { inner }
@@ -98,7 +118,9 @@ impl Group {
     /// Joins the open group transaction (opening one if none is); `None` when the open group is being
     /// rolled back or no transaction could be opened — then the caller writes on its own.
     pub(super) async fn enter(&self) -> Option<Member<'_>> {
+        self.inner.wanting.fetch_add(1, Ordering::AcqRel);
         let mut state = self.inner.state.lock().await;
+        self.inner.wanting.fetch_sub(1, Ordering::AcqRel);
         if state.spoilt {
             return None;
         }
@@ -107,7 +129,7 @@ impl Group {
         }
         Some(Member {
             state,
-            wake: &self.inner.wake,
+            inner: &self.inner,
             written: false,
         })
     }
@@ -130,13 +152,7 @@ async fn commit_loop(inner: Weak<Inner>, wake: Arc<Notify>) {
             let _ = tx.rollback().await;
             false
         } else {
-            match tx.commit().await {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "a group of turns could not be committed; each is written alone");
-                    false
-                }
-            }
+            commit(tx).await
         };
         drop(state);
         for writer in waiting {
