@@ -48,7 +48,9 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Option<i64>, StoreError> {
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
-        if let Some(group) = &self.group
+        // A new conversation's row and message are two statements: a transaction either way, so they
+        // join a group; an existing conversation's message is one statement, grouped only under load.
+        if let Some(group) = self.group.as_ref().filter(|g| new_conversation || g.busy())
             && let Some(mut member) = group.enter().await
         {
             let written = async {
@@ -67,6 +69,7 @@ impl ConversationStore for SqliteStore {
                 return Ok(id);
             }
         }
+        let _alone = self.group.as_ref().map(super::group::Group::alone);
         let insert = accepted(conversation, channel_message_id, message, now)?;
         let row = if new_conversation {
             let mut tx = self.writer.begin().await?;

@@ -13,7 +13,7 @@
 //! A write that fails (or whose task is dropped half-way) spoils the group: the committer rolls it
 //! back and every writer of it writes again on its own, so one bad write fails alone.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use sqlx::{Sqlite, SqlitePool, Transaction};
@@ -30,6 +30,10 @@ struct Inner {
     /// Writers waiting for the lock: none, and the one holding it commits at once (one conversation
     /// pays no hand-over to the committer).
     wanting: AtomicUsize,
+    /// A group transaction is open.
+    open: AtomicBool,
+    /// Single statements running outside any group ([`Group::alone`]).
+    alone: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -67,6 +71,7 @@ impl Member<'_> {
         if self.inner.wanting.load(Ordering::Acquire) == 0
             && let Some(tx) = self.state.tx.take()
         {
+            self.inner.open.store(false, Ordering::Release);
             let waiting = std::mem::take(&mut self.state.waiting);
             let committed = commit(tx).await;
             for writer in waiting {
@@ -91,6 +96,15 @@ impl Drop for Member<'_> {
     }
 }
 
+/// A single statement running outside the group ([`Group::alone`]).
+pub(super) struct Alone<'a>(&'a AtomicUsize);
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Commits a group's transaction: whether it is on disk.
 async fn commit(tx: Transaction<'static, Sqlite>) -> bool {
     match tx.commit().await {
@@ -110,9 +124,27 @@ impl Group {
             state: Mutex::new(State::default()),
             wake: wake.clone(),
             wanting: AtomicUsize::new(0),
+            open: AtomicBool::new(false),
+            alone: AtomicUsize::new(0),
         });
         tokio::spawn(commit_loop(Arc::downgrade(&inner), wake));
         Self { inner }
+    }
+
+    /// Whether other writes are under way (a group open, or writers waiting for it): a write that is a
+    /// single statement joins the group only then, and alone runs as one statement (a transaction of
+    /// its own would cost two more hops to SQLite's thread).
+    pub(super) fn busy(&self) -> bool {
+        self.inner.open.load(Ordering::Acquire)
+            || self.inner.wanting.load(Ordering::Acquire) > 0
+            || self.inner.alone.load(Ordering::Acquire) > 0
+    }
+
+    /// Marks a single statement running outside the group until the guard goes: writes that come
+    /// meanwhile see the store busy and group.
+    pub(super) fn alone(&self) -> Alone<'_> {
+        self.inner.alone.fetch_add(1, Ordering::AcqRel);
+        Alone(&self.inner.alone)
     }
 
     /// Joins the open group transaction (opening one if none is); `None` when the open group is being
@@ -126,6 +158,7 @@ impl Group {
         }
         if state.tx.is_none() {
             state.tx = Some(self.inner.writer.begin().await.ok()?);
+            self.inner.open.store(true, Ordering::Release);
         }
         Some(Member {
             state,
@@ -147,6 +180,7 @@ async fn commit_loop(inner: Weak<Inner>, wake: Arc<Notify>) {
         let Some(tx) = state.tx.take() else {
             continue;
         };
+        inner.open.store(false, Ordering::Release);
         let waiting = std::mem::take(&mut state.waiting);
         let committed = if std::mem::take(&mut state.spoilt) {
             let _ = tx.rollback().await;
