@@ -7,8 +7,8 @@ use serde::de::DeserializeOwned;
 use sqlx::{Postgres, Sqlite};
 
 use super::{
-    BatchJob, Case, CaseEvent, CaseState, IdempotencyRecord, OutboxItem, OutboxStatus, StoreError, TaskRun,
-    TaskStatus,
+    BatchJob, Case, CaseEvent, CaseState, FollowUp, FollowUpView, IdempotencyRecord, OutboxItem,
+    OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
 };
 use crate::engine::{ExecutionRecord, ExecutionStatus};
 
@@ -54,6 +54,55 @@ pub(crate) fn batch_job(row: &impl Columns) -> Result<BatchJob, StoreError> {
         source: row.opt_sealed_text("source")?,
         created_at: row.time("created_at")?,
         finished_at: row.opt_time("finished_at")?,
+    })
+}
+
+/// A `recharge_attempts` row (and any row holding its columns).
+pub(crate) fn recharge_attempt(row: &impl Columns) -> Result<RechargeAttemptRecord, StoreError> {
+    let valor: String = row.value("valor")?;
+    Ok(RechargeAttemptRecord {
+        attempt: vt_actions::journal::RechargeAttempt {
+            idempotency_key: row.value("idempotency_key")?,
+            fingerprint: row.value("fingerprint")?,
+            scope: row.value("scope")?,
+            origin: row.value("origin")?,
+            execucao_id: row.value("execucao_id")?,
+            cartao_mascarado: row.value("cartao_mascarado")?,
+            valor: valor
+                .parse()
+                .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
+            moeda: row.value("moeda")?,
+        },
+        status: super::attempt_status(&row.value::<String>("status")?)?,
+        sends: row.value::<i32>("sends")?.into(),
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
+    })
+}
+
+/// A claimed follow-up: its attempt's columns with the follow-up's `request`, `checks` and
+/// `deadline_at`; `None` when its request was dropped (settled meanwhile).
+pub(crate) fn followup(row: &impl Columns) -> Result<Option<FollowUp>, StoreError> {
+    let Some(request) = row.opt_sealed_text("request")? else {
+        return Ok(None);
+    };
+    Ok(Some(FollowUp {
+        attempt: recharge_attempt(row)?,
+        request: vt_actions::json::from_text(&request)?,
+        checks: row.value::<i32>("checks")?.into(),
+        deadline_at: row.time("deadline_at")?,
+    }))
+}
+
+/// A follow-up as listed: its attempt's columns with the follow-up's.
+pub(crate) fn followup_view(row: &impl Columns) -> Result<FollowUpView, StoreError> {
+    Ok(FollowUpView {
+        attempt: recharge_attempt(row)?,
+        checks: row.value::<i32>("checks")?.into(),
+        next_check_at: row.time("next_check_at")?,
+        deadline_at: row.time("deadline_at")?,
+        outcome: row.value("outcome")?,
+        settled_at: row.opt_time("settled_at")?,
     })
 }
 

@@ -23,7 +23,6 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
-use rust_decimal::Decimal;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::{Leases, acquire};
@@ -34,7 +33,7 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, attempt_status, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 

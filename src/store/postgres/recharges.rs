@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::store::{Checked, FollowUp, FollowUpView, RechargeStore};
-use vt_actions::journal::RechargeRequest;
 
 #[async_trait]
 impl RechargeStore for PgStore {
@@ -129,7 +128,7 @@ impl RechargeStore for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(attempt_record).collect()
+        rows.iter().map(rows::recharge_attempt).collect()
     }
 
     async fn claim_followups(
@@ -156,19 +155,13 @@ impl RechargeStore for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let mut claimed = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let request: Option<String> = row.try_get("request")?;
-            let Some(request) = request else { continue };
-            let request: RechargeRequest = vt_actions::json::from_text(&crate::store::seal::open(&request)?)?;
-            claimed.push(FollowUp {
-                attempt: attempt_record(row)?,
-                request,
-                checks: row.try_get::<i32, _>("checks")?.into(),
-                deadline_at: row.try_get("deadline_at")?,
-            });
-        }
-        Ok(claimed)
+        Ok(rows
+            .iter()
+            .map(rows::followup)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     async fn followup_checked(
@@ -212,18 +205,7 @@ impl RechargeStore for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(FollowUpView {
-                    attempt: attempt_record(r)?,
-                    checks: r.try_get::<i32, _>("checks")?.into(),
-                    next_check_at: r.try_get("next_check_at")?,
-                    deadline_at: r.try_get("deadline_at")?,
-                    outcome: r.try_get("outcome")?,
-                    settled_at: r.try_get("settled_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(rows::followup_view).collect()
     }
 }
 
@@ -244,26 +226,4 @@ async fn settle_followup(
     .execute(&mut **tx)
     .await?;
     Ok(())
-}
-
-/// A `recharge_attempts` row (and any row holding its columns).
-fn attempt_record(r: &PgRow) -> Result<RechargeAttemptRecord, StoreError> {
-    let valor: String = r.try_get("valor")?;
-    Ok(RechargeAttemptRecord {
-        attempt: RechargeAttempt {
-            idempotency_key: r.try_get("idempotency_key")?,
-            fingerprint: r.try_get("fingerprint")?,
-            scope: r.try_get("scope")?,
-            origin: r.try_get("origin")?,
-            execucao_id: r.try_get("execucao_id")?,
-            cartao_mascarado: r.try_get("cartao_mascarado")?,
-            valor: Decimal::from_str(&valor)
-                .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
-            moeda: r.try_get("moeda")?,
-        },
-        status: attempt_status(r.try_get("status")?)?,
-        sends: r.try_get::<i32, _>("sends")?.into(),
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
 }

@@ -26,7 +26,6 @@ use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rust_decimal::Decimal;
 use serde_json::Value;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
@@ -38,7 +37,7 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, Usage, attempt_status, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 use attempts::{Attempts, Write};

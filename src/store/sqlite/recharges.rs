@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::store::{Checked, FollowUp, FollowUpView, RechargeStore};
-use vt_actions::journal::RechargeRequest;
 
 #[async_trait]
 impl RechargeStore for SqliteStore {
@@ -100,7 +99,7 @@ impl RechargeStore for SqliteStore {
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
-        rows.iter().map(attempt_record).collect()
+        rows.iter().map(rows::recharge_attempt).collect()
     }
 
     async fn claim_followups(
@@ -124,25 +123,22 @@ impl RechargeStore for SqliteStore {
         .bind(limit)
         .fetch_all(&self.writer)
         .await?;
-        let mut claimed = Vec::with_capacity(keys.len());
-        for key in keys {
-            let row = sqlx::query(
-                "SELECT a.*, f.request, f.checks, f.deadline_at FROM recharge_followups f
-                 JOIN recharge_attempts a ON a.idempotency_key = f.idempotency_key WHERE f.idempotency_key = ?",
-            )
-            .bind(&key)
-            .fetch_one(&self.writer)
-            .await?;
-            let request: Option<RechargeRequest> = parse_opt(&row, "request")?;
-            let Some(request) = request else { continue };
-            claimed.push(FollowUp {
-                attempt: attempt_record(&row)?,
-                request,
-                checks: row.try_get("checks")?,
-                deadline_at: at(row.try_get("deadline_at")?),
-            });
-        }
-        Ok(claimed)
+        // The claimed rows in one read (the keys as a JSON array), not one per key.
+        let rows = sqlx::query(
+            "SELECT a.*, f.request, f.checks, f.deadline_at FROM recharge_followups f
+             JOIN recharge_attempts a ON a.idempotency_key = f.idempotency_key
+             WHERE f.idempotency_key IN (SELECT value FROM json_each(?))",
+        )
+        .bind(plain(&keys)?)
+        .fetch_all(&self.writer)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(rows::followup)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     async fn followup_checked(
@@ -186,39 +182,6 @@ impl RechargeStore for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(FollowUpView {
-                    attempt: attempt_record(r)?,
-                    checks: r.try_get("checks")?,
-                    next_check_at: at(r.try_get("next_check_at")?),
-                    deadline_at: at(r.try_get("deadline_at")?),
-                    outcome: r.try_get("outcome")?,
-                    settled_at: r.try_get::<Option<i64>, _>("settled_at")?.map(at),
-                })
-            })
-            .collect()
+        rows.iter().map(rows::followup_view).collect()
     }
-}
-
-/// A `recharge_attempts` row (and any row holding its columns).
-fn attempt_record(r: &SqliteRow) -> Result<RechargeAttemptRecord, StoreError> {
-    let valor: String = r.try_get("valor")?;
-    Ok(RechargeAttemptRecord {
-        attempt: RechargeAttempt {
-            idempotency_key: r.try_get("idempotency_key")?,
-            fingerprint: r.try_get("fingerprint")?,
-            scope: r.try_get("scope")?,
-            origin: r.try_get("origin")?,
-            execucao_id: r.try_get("execucao_id")?,
-            cartao_mascarado: r.try_get("cartao_mascarado")?,
-            valor: Decimal::from_str(&valor)
-                .map_err(|e| StoreError::Invalid(format!("stored recharge value: {e}")))?,
-            moeda: r.try_get("moeda")?,
-        },
-        status: attempt_status(r.try_get("status")?)?,
-        sends: r.try_get("sends")?,
-        created_at: at(r.try_get("created_at")?),
-        updated_at: at(r.try_get("updated_at")?),
-    })
 }
