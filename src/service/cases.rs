@@ -55,8 +55,9 @@ const READ_IN_THE_CONVERSATION: [&str; 3] = ["http", "terminal", "api"];
 /// How far back the case file quotes the conversation.
 const LAST_MESSAGES: usize = 6;
 
-/// How long WhatsApp lets a business answer freely after the user's last message.
-const WHATSAPP_WINDOW_HOURS: i64 = 24;
+/// How long WhatsApp lets a business answer freely after the user's last message (the window the
+/// WhatsApp sender decides by, and the case file's `janela_whatsapp_ate`).
+pub(crate) const WHATSAPP_WINDOW_HOURS: i64 = 24;
 
 impl ConversationService {
     /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,

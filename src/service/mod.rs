@@ -28,6 +28,7 @@ mod figures;
 mod followups;
 mod hours;
 pub use board::{BOARD, BoardKind, state_line};
+pub(crate) use cases::WHATSAPP_WINDOW_HOURS;
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
 pub use figures::{CaseFigures, percentile};

@@ -110,9 +110,14 @@ impl std::fmt::Debug for CardNumber {
 
 /// Masks any card-like text to its last four digits.
 pub fn mask_card(raw: &str) -> String {
+    format!("****{}", last_four(raw))
+}
+
+/// The last four digits of a card (any script's digits read as ASCII): what a masked card or a
+/// template's `cartao_final` shows.
+pub fn last_four(raw: &str) -> String {
     let digits: Vec<char> = ascii_digits(raw).chars().filter(char::is_ascii_digit).collect();
-    let tail: String = digits[digits.len().saturating_sub(4)..].iter().collect();
-    format!("****{tail}")
+    digits[digits.len().saturating_sub(4)..].iter().collect()
 }
 
 /// Replaces every run of 8 or more digits (a card number, with or without separators, in any script's

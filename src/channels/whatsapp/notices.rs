@@ -142,7 +142,7 @@ impl WhatsAppNotices {
         let template = TemplateUse {
             purpose: "saldo_baixo".into(),
             parameters: [
-                ("cartao_final".to_owned(), last_four(card)),
+                ("cartao_final".to_owned(), vt_actions::vt::card::last_four(card)),
                 ("saldo".to_owned(), notice.saldo.clone()),
             ]
             .into(),
@@ -214,7 +214,10 @@ impl WhatsAppNotices {
         let template = TemplateUse {
             purpose: "resultado_recarga".into(),
             parameters: [
-                ("cartao_final".to_owned(), last_four(&notice.cartao)),
+                (
+                    "cartao_final".to_owned(),
+                    vt_actions::vt::card::last_four(&notice.cartao),
+                ),
                 ("valor".to_owned(), notice.valor.clone()),
                 ("resultado".to_owned(), notice.resultado.clone()),
             ]
@@ -224,12 +227,6 @@ impl WhatsAppNotices {
         self.store.enqueue(&item, now).await?;
         Ok(queued(now, due))
     }
-}
-
-/// The last four digits of a card (what a template may show).
-fn last_four(card: &str) -> String {
-    let digits: Vec<char> = card.chars().filter(char::is_ascii_digit).collect();
-    digits[digits.len().saturating_sub(4)..].iter().collect()
 }
 
 /// What RF5/RF10 report of a notice put in the outbox, due at `due`.

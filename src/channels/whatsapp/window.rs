@@ -15,9 +15,6 @@ use super::templates::{Template, Templates};
 use crate::outbox::{ReplyPayload, SendError};
 use crate::store::{Store, TemplateState};
 
-/// How long a user's message keeps the window open.
-pub(super) const WINDOW_HOURS: i64 = 24;
-
 /// Template states that stop its sends until Meta approves it again.
 const STOPPED: [&str; 4] = ["PAUSED", "DISABLED", "REJECTED", "INEXISTENTE"];
 
@@ -52,7 +49,7 @@ impl Window {
         now: DateTime<Utc>,
     ) -> Result<Decision, SendError> {
         let last = self.store.last_inbound(to).await.map_err(|_| unavailable())?;
-        if last.is_some_and(|t| now - t < Duration::hours(WINDOW_HOURS)) {
+        if last.is_some_and(|t| now - t < Duration::hours(crate::service::WHATSAPP_WINDOW_HOURS)) {
             return Ok(Decision::FreeForm);
         }
         let purpose = reply.template.as_ref().map_or("resposta", |t| t.purpose.as_str());
