@@ -142,7 +142,9 @@ impl Chunk<'_> {
                 .counts
                 .entry(ended.line.status.as_str().to_owned())
                 .or_default() += 1;
-            summary.durations.push(took);
+            if ended.line.status != LineStatus::Invalida {
+                summary.durations.push(took);
+            }
             if ended.line.status == LineStatus::Erro {
                 ran = Ran::Unfinished;
             } else {

@@ -968,8 +968,9 @@ pub trait BatchStore: Send + Sync {
     /// The job's chunks not done, and of those, how many are leased past `now`.
     async fn batch_chunks_open(&self, job_id: &str, now: DateTime<Utc>) -> Result<(i64, i64), StoreError>;
 
-    /// Unfinished jobs sent over HTTP with work an instance could take now (not split yet, or a chunk
-    /// free), oldest first.
+    /// Unfinished jobs sent over HTTP with work an instance could take now — not split yet, a chunk
+    /// free, or every chunk done and the job not marked finished (its last instance died in between) —
+    /// oldest first.
     async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError>;
 
     /// The numbers of the job's recorded lines in `from..=to`.

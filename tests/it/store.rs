@@ -370,6 +370,25 @@ pub(crate) async fn a_shared_batchs_chunks_go_to_one_instance_each_and_a_dead_on
         store.ended_lines("lote-partilhado", 1, 32).await.expect("ended"),
         [4]
     );
+    // Every chunk done, the job not marked finished (its last instance died in between): an instance
+    // joins it, to finish it.
+    for (chunk, owner) in [(b, "d"), (c, "d")] {
+        store
+            .release_batch_chunk("lote-partilhado", chunk, owner, true, retry)
+            .await
+            .expect("done");
+    }
+    assert_eq!(
+        store
+            .batch_chunks_open("lote-partilhado", retry)
+            .await
+            .expect("open"),
+        (0, 0)
+    );
+    assert_eq!(
+        store.claimable_batches(retry).await.expect("claimable"),
+        ["lote-partilhado"]
+    );
     store
         .finish_batch("lote-partilhado", retry)
         .await

@@ -229,7 +229,7 @@ impl BatchStore for SqliteStore {
     async fn claimable_batches(&self, now: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM batch_jobs j WHERE finished_at IS NULL AND source IS NOT NULL
-             AND (NOT EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id)
+             AND (NOT EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id AND NOT c.done)
                   OR EXISTS (SELECT 1 FROM batch_chunks c WHERE c.job_id = j.id AND NOT c.done
                              AND (c.leased_until IS NULL OR c.leased_until <= ?)))
              ORDER BY created_at",
