@@ -13,6 +13,7 @@ mod postgres;
 mod rows;
 pub mod seal;
 mod sqlite;
+mod writes;
 
 pub use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, RecargasConfig};
 pub use journal::StoreJournal;
@@ -1328,7 +1329,7 @@ impl Records {
 }
 
 /// A blind-index row: the card's keyed hash, what holds it (`conversa`, `fluxo`), its id.
-type CardRef = (String, &'static str, String);
+pub(crate) type CardRef = (String, &'static str, String);
 
 /// The blind-index rows of the cards a conversation holds ([`vt_actions::tools::cartao::cards_held`]).
 fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
@@ -1370,6 +1371,15 @@ impl Indexed {
     pub(crate) fn clear(&self) {
         self.known().clear();
     }
+
+    /// Those of `refs` not known to be written, each once.
+    pub(crate) fn unknown(&self, refs: &[CardRef]) -> Vec<CardRef> {
+        let known = self.known();
+        let mut new: Vec<CardRef> = refs.iter().filter(|r| !known.contains(*r)).cloned().collect();
+        new.sort();
+        new.dedup();
+        new
+    }
 }
 
 /// Writes the blind-index rows the store has not written yet (a card once indexed stays indexed);
@@ -1383,30 +1393,33 @@ where
     DB: sqlx::Database + sqlx::database::HasStatementCache,
     DB::Arguments: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> &'static str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     StoreError: From<sqlx::Error>,
 {
-    let new: Vec<CardRef> = {
-        let known = indexed.known();
-        let mut new: Vec<CardRef> = refs.iter().filter(|r| !known.contains(*r)).cloned().collect();
-        new.sort();
-        new.dedup();
-        new
-    };
+    let new = indexed.unknown(refs);
     if !new.is_empty() {
-        insert_rows::<DB, _>(
-            conn,
-            "INSERT INTO card_refs (card_hash, kind, ref_id) ",
-            &new,
-            " ON CONFLICT DO NOTHING",
-            |b, (hash, kind, id)| {
-                b.push_bind(hash.clone()).push_bind(*kind).push_bind(id.clone());
-            },
-        )
-        .await?;
+        for chunk in new.chunks(ROWS_PER_INSERT) {
+            let mut q = sqlx::QueryBuilder::<DB>::new("");
+            card_ref_rows(&mut q, chunk);
+            q.build().persistent(false).execute(&mut *conn).await?;
+        }
     }
     Ok(new)
+}
+
+/// The blind-index rows `refs`, in one insert that skips those already there.
+pub(crate) fn card_ref_rows<DB>(q: &mut sqlx::QueryBuilder<DB>, refs: &[CardRef])
+where
+    DB: sqlx::Database,
+    for<'q> &'q String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'static str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    q.push("INSERT INTO card_refs (card_hash, kind, ref_id) ");
+    q.push_values(refs, |mut b, (hash, kind, id)| {
+        b.push_bind(hash).push_bind(*kind).push_bind(id);
+    });
+    q.push(" ON CONFLICT DO NOTHING");
 }
 
 /// `head` (ending in `IN (`) with `ids` bound as the list, closed.

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::ConversationStore;
+use crate::store::writes::Writes;
 
 #[async_trait]
 impl ConversationStore for PgStore {
@@ -129,68 +130,25 @@ impl ConversationStore for PgStore {
     }
 
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let e = turn.execution;
-        let (tokens_in, tokens_out) = e.tokens();
-        let mut tx = self.pool.begin().await?;
-        let refs = Self::upsert_conversation(&mut tx, turn.conversation, now, Existing::Update).await?;
-        if let Some(case) = turn.case {
-            super::cases::write_case(&mut tx, case, now).await?;
+        let mut writes = Writes::<Postgres>::new();
+        let refs = Self::turn_rows(&mut writes, &turn, now)?;
+        // The cards of the whole turn in one statement.
+        let indexed = self.indexed.unknown(&refs);
+        if !indexed.is_empty() {
+            writes.add(|q| crate::store::card_ref_rows(q, &indexed));
         }
-        let mut messages = Vec::with_capacity(turn.messages.len());
-        for m in turn.messages {
-            messages.push((role(m), value(m)?, crate::store::search_text(m)));
+        if turn.case.is_none() && turn.flow_runs.is_empty() {
+            // One statement, its own transaction: one round trip.
+            writes.execute(&self.pool).await?;
+        } else {
+            let mut tx = self.pool.begin().await?;
+            if let Some(case) = turn.case {
+                super::cases::write_case(&mut tx, case, now).await?;
+            }
+            Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+            writes.execute(&mut *tx).await?;
+            tx.commit().await?;
         }
-        insert_rows::<Postgres, _>(
-            &mut tx,
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
-            &messages,
-            "",
-            |b, (role, body, search)| {
-                b.push_bind(turn.conversation.id.clone())
-                    .push_bind(e.execucao_id.clone())
-                    .push_bind(*role)
-                    .push_bind(body.clone())
-                    .push_bind(now)
-                    .push_bind(search.clone());
-            },
-        )
-        .await?;
-        sqlx::query(
-            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
-                 tokens_input, tokens_output, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(&e.execucao_id)
-        .bind(&e.conversation_id)
-        .bind(&e.agent_id)
-        .bind(e.status.as_str())
-        .bind(&e.error)
-        .bind(value(&e.model_calls)?)
-        .bind(value(turn.events)?)
-        .bind(tokens_in as i64)
-        .bind(tokens_out as i64)
-        .bind(e.started_at)
-        .bind(e.finished_at)
-        .execute(&mut *tx)
-        .await?;
-        if let Some(u) = turn.usage {
-            Self::insert_usage(&mut tx, u).await?;
-        }
-        if let Some(id) = turn.accepted_message {
-            sqlx::query("UPDATE messages SET processed = TRUE WHERE id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
-        // One statement for the cards of the whole turn.
-        let indexed = crate::store::insert_card_refs::<Postgres>(&mut tx, &self.indexed, &refs).await?;
-        if let Some(c) = turn.context {
-            Self::upsert_context(&mut tx, c).await?;
-        }
-        for item in turn.outbox {
-            Self::insert_outbox(&mut tx, item, now).await?;
-        }
-        tx.commit().await?;
         self.indexed.committed(indexed);
         Ok(())
     }
@@ -328,5 +286,72 @@ impl ConversationStore for PgStore {
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
         acquire(&PgLeases(self.pool.clone()), &self.locks, conversation_id).await
+    }
+}
+
+impl PgStore {
+    /// A turn's rows but its case's and its flow runs': the conversation, the messages, the execution,
+    /// usage, the accepted message marked processed, the compressed context and the outbox items.
+    /// Returns the blind-index rows the conversation's cards need.
+    fn turn_rows(
+        writes: &mut Writes<Postgres>,
+        turn: &TurnRecord<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::store::CardRef>, StoreError> {
+        let e = turn.execution;
+        let (tokens_in, tokens_out) = e.tokens();
+        let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
+        let mut messages = Vec::with_capacity(turn.messages.len());
+        for m in turn.messages {
+            messages.push((role(m), value(m)?, crate::store::search_text(m)));
+        }
+        if !messages.is_empty() {
+            writes.add(|q| {
+                q.push("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ");
+                q.push_values(messages, |mut b, (role, body, search)| {
+                    b.push_bind(&turn.conversation.id)
+                        .push_bind(&e.execucao_id)
+                        .push_bind(role)
+                        .push_bind(body)
+                        .push_bind(now)
+                        .push_bind(search);
+                });
+            });
+        }
+        let (model_calls, events) = (value(&e.model_calls)?, value(turn.events)?);
+        writes.add(|q| {
+            q.push(
+                "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
+                     tokens_input, tokens_output, started_at, finished_at) ",
+            );
+            q.push_values([()], |mut b, ()| {
+                b.push_bind(&e.execucao_id)
+                    .push_bind(&e.conversation_id)
+                    .push_bind(&e.agent_id)
+                    .push_bind(e.status.as_str())
+                    .push_bind(&e.error)
+                    .push_bind(&model_calls)
+                    .push_bind(&events)
+                    .push_bind(tokens_in as i64)
+                    .push_bind(tokens_out as i64)
+                    .push_bind(e.started_at)
+                    .push_bind(e.finished_at);
+            });
+        });
+        if let Some(u) = turn.usage {
+            writes.add(|q| Self::usage_row(q, u));
+        }
+        if let Some(id) = turn.accepted_message {
+            writes.add(|q| {
+                q.push("UPDATE messages SET processed = TRUE WHERE id = ").push_bind(id);
+            });
+        }
+        if let Some(c) = turn.context {
+            writes.add(|q| Self::context_row(q, c))?;
+        }
+        if !turn.outbox.is_empty() {
+            writes.add(|q| Self::outbox_rows(q, turn.outbox, now))?;
+        }
+        Ok(refs)
     }
 }

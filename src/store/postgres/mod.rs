@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
-use sqlx::{PgConnection, Postgres, Row, Transaction};
+use sqlx::{PgConnection, Postgres, QueryBuilder, Row, Transaction};
 
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
@@ -132,38 +132,50 @@ impl PgStore {
         now: DateTime<Utc>,
         existing: Existing,
     ) -> Result<Vec<super::CardRef>, StoreError> {
-        let sql = match existing {
+        let mut q = QueryBuilder::new("");
+        let refs = Self::conversation_row(&mut q, c, now, existing)?;
+        q.build().execute(&mut **tx).await?;
+        Ok(refs)
+    }
+
+    /// The conversation's row, inserted or (`Existing::Update`) updated; returns the blind-index rows its
+    /// cards need.
+    fn conversation_row(
+        q: &mut QueryBuilder<Postgres>,
+        c: &Conversation,
+        now: DateTime<Utc>,
+        existing: Existing,
+    ) -> Result<Vec<super::CardRef>, StoreError> {
+        q.push(
+            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
+                 skill_window, handoff, ended, created_at, updated_at, tenant_id) ",
+        );
+        let (state, memory, window) = (value(&c.state)?, value(&c.memory)?, value(&c.window)?);
+        let handoff = c.handoff.as_ref().map(value).transpose()?;
+        q.push_values([()], |mut b, ()| {
+            b.push_bind(&c.id)
+                .push_bind(&c.agent_id)
+                .push_bind(&c.user_id)
+                .push_bind(&c.user_login)
+                .push_bind(&c.channel)
+                .push_bind(&c.active_skill)
+                .push_bind(&state)
+                .push_bind(&memory)
+                .push_bind(&window)
+                .push_bind(&handoff)
+                .push_bind(c.ended)
+                .push_bind(now)
+                .push_bind(now)
+                .push_bind(&c.tenant_id);
+        });
+        q.push(match existing {
             Existing::Update => {
-                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
-                 ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
+                " ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
                      memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
                      ended = excluded.ended, updated_at = excluded.updated_at"
             }
-            Existing::Keep => {
-                "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                     skill_window, handoff, ended, created_at, updated_at, tenant_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
-                 ON CONFLICT (id) DO NOTHING"
-            }
-        };
-        sqlx::query(sql)
-            .bind(&c.id)
-            .bind(&c.agent_id)
-            .bind(&c.user_id)
-            .bind(&c.user_login)
-            .bind(&c.channel)
-            .bind(&c.active_skill)
-            .bind(value(&c.state)?)
-            .bind(value(&c.memory)?)
-            .bind(value(&c.window)?)
-            .bind(c.handoff.as_ref().map(value).transpose()?)
-            .bind(c.ended)
-            .bind(now)
-            .bind(&c.tenant_id)
-            .execute(&mut **tx)
-            .await?;
+            Existing::Keep => " ON CONFLICT (id) DO NOTHING",
+        });
         // A new conversation (accepting its first message, a flow's start) holds no card yet.
         Ok(match existing {
             Existing::Update => super::conversation_card_refs(c),
@@ -172,21 +184,28 @@ impl PgStore {
     }
 
     async fn upsert_context(conn: &mut PgConnection, c: &ConversationContext) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
+        let mut q = QueryBuilder::new("");
+        Self::context_row(&mut q, c)?;
+        q.build().execute(conn).await?;
+        Ok(())
+    }
+
+    fn context_row(q: &mut QueryBuilder<Postgres>, c: &ConversationContext) -> Result<(), StoreError> {
+        q.push("INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at) ");
+        let (summary, facts) = (c.summary.as_deref().map(super::seal::seal), value(&c.key_facts)?);
+        q.push_values([()], |mut b, ()| {
+            b.push_bind(&c.conversation_id)
+                .push_bind(&c.user_id)
+                .push_bind(&summary)
+                .push_bind(&facts)
+                .push_bind(&c.last_intent)
+                .push_bind(c.turn_count as i32)
+                .push_bind(c.updated_at);
+        });
+        q.push(
+            " ON CONFLICT (conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
                  last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
-        )
-        .bind(&c.conversation_id)
-        .bind(&c.user_id)
-        .bind(c.summary.as_deref().map(super::seal::seal))
-        .bind(value(&c.key_facts)?)
-        .bind(&c.last_intent)
-        .bind(c.turn_count as i32)
-        .bind(c.updated_at)
-        .execute(conn)
-        .await?;
+        );
         Ok(())
     }
 
@@ -195,21 +214,28 @@ impl PgStore {
         item: &NewOutboxItem,
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-        )
-        .bind(&item.kind)
-        .bind(&item.destination)
-        .bind(value(&item.payload)?)
-        .bind(item.max_attempts)
-        .bind(item.next_attempt_at)
-        .bind(now)
-        .bind(&item.conversation_id)
-        .bind(item.status.as_str())
-        .fetch_one(conn)
-        .await?;
+        let mut q = QueryBuilder::new("");
+        Self::outbox_rows(&mut q, std::slice::from_ref(item), now)?;
+        let row = q.build().fetch_one(conn).await?;
         Ok(row.try_get("id")?)
+    }
+
+    /// `items` in one multi-row insert, returning their ids.
+    fn outbox_rows(q: &mut QueryBuilder<Postgres>, items: &[NewOutboxItem], now: DateTime<Utc>) -> Result<(), StoreError> {
+        let payloads = items.iter().map(|i| value(&i.payload)).collect::<Result<Vec<_>, _>>()?;
+        q.push("INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status) ");
+        q.push_values(items.iter().zip(payloads), |mut b, (item, payload)| {
+            b.push_bind(&item.kind)
+                .push_bind(&item.destination)
+                .push_bind(payload)
+                .push_bind(item.max_attempts)
+                .push_bind(item.next_attempt_at)
+                .push_bind(now)
+                .push_bind(&item.conversation_id)
+                .push_bind(item.status.as_str());
+        });
+        q.push(" RETURNING id");
+        Ok(())
     }
 
     /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages, many
@@ -267,21 +293,27 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         u: &UsageRecord,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
-                 execution_time_ms, was_keyword_matched, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&u.conversation_id)
-        .bind(&u.intent_key)
-        .bind(&u.action_type)
-        .bind(u.tokens_input)
-        .bind(u.tokens_output)
-        .bind(u.execution_time_ms)
-        .bind(u.was_keyword_matched)
-        .bind(u.created_at)
-        .execute(&mut **tx)
-        .await?;
+        let mut q = QueryBuilder::new("");
+        Self::usage_row(&mut q, u);
+        q.build().execute(&mut **tx).await?;
         Ok(())
+    }
+
+    fn usage_row(q: &mut QueryBuilder<Postgres>, u: &UsageRecord) {
+        q.push(
+            "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
+                 execution_time_ms, was_keyword_matched, created_at) ",
+        );
+        q.push_values([()], |mut b, ()| {
+            b.push_bind(&u.conversation_id)
+                .push_bind(&u.intent_key)
+                .push_bind(&u.action_type)
+                .push_bind(u.tokens_input)
+                .push_bind(u.tokens_output)
+                .push_bind(u.execution_time_ms)
+                .push_bind(u.was_keyword_matched)
+                .push_bind(u.created_at);
+        });
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::ConversationStore;
+use crate::store::writes::Writes;
 
 #[async_trait]
 impl ConversationStore for SqliteStore {
@@ -315,64 +316,70 @@ impl SqliteStore {
     ) -> Result<Vec<crate::store::CardRef>, StoreError> {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
-        let refs = Self::upsert_conversation(tx, turn.conversation, now, Existing::Update).await?;
         if let Some(case) = turn.case {
             super::cases::write_case(tx, case, now).await?;
         }
+        // The flow runs first: a batch of stages may need several statements of its own.
+        Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
+        let mut writes = Writes::<Sqlite>::new();
+        let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
             messages.push((role(m), json(m)?, crate::store::search_text(m)));
         }
-        insert_rows::<Sqlite, _>(
-            tx,
-            "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ",
-            &messages,
-            "",
-            |b, (role, body, search)| {
-                b.push_bind(turn.conversation.id.clone())
-                    .push_bind(e.execucao_id.clone())
-                    .push_bind(*role)
-                    .push_bind(body.clone())
-                    .push_bind(ms(now))
-                    .push_bind(search.clone());
-            },
-        )
-        .await?;
-        sqlx::query(
-            "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
-                 tokens_input, tokens_output, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&e.execucao_id)
-        .bind(&e.conversation_id)
-        .bind(&e.agent_id)
-        .bind(e.status.as_str())
-        .bind(&e.error)
-        .bind(json(&e.model_calls)?)
-        .bind(json(turn.events)?)
-        .bind(tokens_in as i64)
-        .bind(tokens_out as i64)
-        .bind(ms(e.started_at))
-        .bind(ms(e.finished_at))
-        .execute(&mut **tx)
-        .await?;
+        if !messages.is_empty() {
+            writes.add(|q| {
+                q.push("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ");
+                q.push_values(messages, |mut b, (role, body, search)| {
+                    b.push_bind(&turn.conversation.id)
+                        .push_bind(&e.execucao_id)
+                        .push_bind(role)
+                        .push_bind(body)
+                        .push_bind(ms(now))
+                        .push_bind(search);
+                });
+            });
+        }
+        let (model_calls, events) = (json(&e.model_calls)?, json(turn.events)?);
+        writes.add(|q| {
+            q.push(
+                "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
+                     tokens_input, tokens_output, started_at, finished_at) ",
+            );
+            q.push_values([()], |mut b, ()| {
+                b.push_bind(&e.execucao_id)
+                    .push_bind(&e.conversation_id)
+                    .push_bind(&e.agent_id)
+                    .push_bind(e.status.as_str())
+                    .push_bind(&e.error)
+                    .push_bind(&model_calls)
+                    .push_bind(&events)
+                    .push_bind(tokens_in as i64)
+                    .push_bind(tokens_out as i64)
+                    .push_bind(ms(e.started_at))
+                    .push_bind(ms(e.finished_at));
+            });
+        });
         if let Some(u) = turn.usage {
-            Self::insert_usage(tx, u).await?;
+            writes.add(|q| Self::usage_row(q, u));
         }
         if let Some(id) = turn.accepted_message {
-            sqlx::query("UPDATE messages SET processed = 1 WHERE id = ?")
-                .bind(id)
-                .execute(&mut **tx)
-                .await?;
+            writes.add(|q| {
+                q.push("UPDATE messages SET processed = 1 WHERE id = ").push_bind(id);
+            });
         }
-        Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
-        // One statement for the cards of the whole turn.
-        let indexed = crate::store::insert_card_refs::<Sqlite>(tx, &self.indexed, &refs).await?;
+        // The cards of the whole turn in one statement.
+        let indexed = self.indexed.unknown(&refs);
+        if !indexed.is_empty() {
+            writes.add(|q| crate::store::card_ref_rows(q, &indexed));
+        }
         if let Some(c) = turn.context {
-            Self::upsert_context(tx, c).await?;
+            writes.add(|q| Self::context_row(q, c))?;
         }
-        for item in turn.outbox {
-            Self::insert_outbox(tx, item, now).await?;
+        if !turn.outbox.is_empty() {
+            writes.add(|q| Self::outbox_rows(q, turn.outbox, now))?;
         }
+        writes.execute(&mut **tx).await?;
         Ok(indexed)
     }
 }
