@@ -1532,7 +1532,11 @@ where
 }
 
 /// Rows to one multi-row INSERT: well under SQLite's limit of 32,766 parameters (PostgreSQL's is 65,535).
-const ROWS_PER_INSERT: usize = 500;
+pub(crate) const ROWS_PER_INSERT: usize = 500;
+
+/// Flow runs to one query of [`writes::Writes`]: with their stages (a dozen at most each) well under
+/// [`ROWS_PER_INSERT`] rows, and PostgreSQL's 65,535 parameters for the whole query.
+pub(crate) const RUNS_PER_QUERY: usize = 40;
 
 /// `head VALUES (…), (…) tail` for `rows`, [`ROWS_PER_INSERT`] to a statement, on either backend: every
 /// statement is a round trip (to sqlx's SQLite worker thread, or over the network to PostgreSQL), and a

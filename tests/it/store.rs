@@ -164,19 +164,53 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     };
     let mut changed = conv.clone();
     changed.state.insert("ultimo_saldo".into(), json!(50.0));
+    let now = t("2026-11-22T10:00:02Z");
+    // Every part of a turn, written as one query (one hop on SQLite, one statement on PostgreSQL).
+    let run = |id: &str| FlowRunRecord {
+        parent_execucao_id: Some("exec-turn".into()),
+        execucao_id: id.into(),
+        status: RunStatus::Concluido,
+        input: json!({"cartao": "1111111111"}),
+        output: json!({"saldo": 50}),
+        stages: vec![
+            ("rf01_preparar_consulta".into(), json!({"a": 1})),
+            ("rf02_executar_consulta".into(), json!({"status": 200})),
+        ],
+        created_at: now,
+    };
+    let context = |facts: &[&str]| ConversationContext {
+        key_facts: facts.iter().map(|f| (*f).to_owned()).collect(),
+        turn_count: facts.len() as i64,
+        last_intent: Some("consultar_saldo".into()),
+        ..ConversationContext::empty("c-turn", "u-1", now)
+    };
+    let reply = |n: i32| NewOutboxItem {
+        kind: "channel_reply".into(),
+        destination: "whatsapp".into(),
+        payload: json!({"texto": n}),
+        max_attempts: 5,
+        next_attempt_at: now,
+        conversation_id: Some("c-turn".into()),
+        status: OutboxStatus::Pending,
+    };
+    let (runs, first_context, replies) = (
+        [run("exec-turn-run")],
+        context(&["saldo: 50"]),
+        [reply(1), reply(2)],
+    );
     let record = TurnRecord {
         conversation: &changed,
         messages: &messages,
         execution: &exec,
         events: &events,
         usage: Some(&usage),
-        flow_runs: &[],
-        context: None,
-        outbox: &[],
+        flow_runs: &runs,
+        context: Some(&first_context),
+        outbox: &replies,
         accepted_message: None,
         case: None,
     };
-    store.save_turn(record, Utc::now()).await.expect("save turn");
+    store.save_turn(record, now).await.expect("save turn");
     let (loaded, loaded_events) = store.execution("exec-turn").await.expect("load").expect("exists");
     assert_eq!(loaded, exec);
     assert_eq!(loaded_events, events);
@@ -201,20 +235,42 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
             .state["ultimo_saldo"],
         json!(50.0)
     );
-    // A second write of the same execution fails as a whole: nothing of it is added.
+    assert_eq!(
+        store.flow_run("exec-turn-run").await.expect("run"),
+        Some(run("exec-turn-run"))
+    );
+    assert_eq!(
+        store.context("c-turn").await.expect("context"),
+        Some(first_context.clone())
+    );
+    let queued = store
+        .outbox_items(OutboxStatus::Pending, 10)
+        .await
+        .expect("outbox");
+    let payloads: Vec<_> = queued.iter().map(|i| i.payload.clone()).collect();
+    assert_eq!(payloads, [json!({"texto": 1}), json!({"texto": 2})]);
+    // A second write of the same execution fails as a whole: nothing of it is added — not its
+    // messages, usage, conversation state, flow run, context nor replies.
+    let mut changed_again = changed.clone();
+    changed_again.state.insert("ultimo_saldo".into(), json!(10.0));
+    let (runs_again, context_again, replies_again) = (
+        [run("exec-turn-run-2")],
+        context(&["saldo: 50", "saldo: 10"]),
+        [reply(3)],
+    );
     let again = TurnRecord {
-        conversation: &changed,
+        conversation: &changed_again,
         messages: &messages,
         execution: &exec,
         events: &events,
         usage: Some(&usage),
-        flow_runs: &[],
-        context: None,
-        outbox: &[],
+        flow_runs: &runs_again,
+        context: Some(&context_again),
+        outbox: &replies_again,
         accepted_message: None,
         case: None,
     };
-    assert!(store.save_turn(again, Utc::now()).await.is_err());
+    assert!(store.save_turn(again, now).await.is_err());
     assert_eq!(
         store.messages("c-turn").await.expect("messages").len(),
         3,
@@ -229,6 +285,21 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
             .sum::<i64>(),
         1
     );
+    assert_eq!(
+        store
+            .conversation("c-turn")
+            .await
+            .expect("load")
+            .expect("exists")
+            .state["ultimo_saldo"],
+        json!(50.0)
+    );
+    assert_eq!(store.flow_run("exec-turn-run-2").await.expect("run"), None);
+    assert_eq!(
+        store.context("c-turn").await.expect("context"),
+        Some(first_context)
+    );
+    assert_eq!(store.outbox_count(OutboxStatus::Pending).await.expect("count"), 2);
 }
 
 pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {

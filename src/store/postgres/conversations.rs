@@ -137,7 +137,11 @@ impl ConversationStore for PgStore {
         if !indexed.is_empty() {
             writes.add(|q| crate::store::card_ref_rows(q, &indexed));
         }
-        if turn.case.is_none() && turn.flow_runs.is_empty() {
+        let few_runs = turn.flow_runs.len() <= RUNS_PER_QUERY;
+        if few_runs {
+            Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
+        }
+        if turn.case.is_none() && few_runs {
             // One statement, its own transaction: one round trip.
             writes.execute(&self.pool).await?;
         } else {
@@ -145,7 +149,9 @@ impl ConversationStore for PgStore {
             if let Some(case) = turn.case {
                 super::cases::write_case(&mut tx, case, now).await?;
             }
-            Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+            if !few_runs {
+                Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;
+            }
             writes.execute(&mut *tx).await?;
             tx.commit().await?;
         }
@@ -343,7 +349,8 @@ impl PgStore {
         }
         if let Some(id) = turn.accepted_message {
             writes.add(|q| {
-                q.push("UPDATE messages SET processed = TRUE WHERE id = ").push_bind(id);
+                q.push("UPDATE messages SET processed = TRUE WHERE id = ")
+                    .push_bind(id);
             });
         }
         if let Some(c) = turn.context {

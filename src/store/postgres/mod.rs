@@ -27,13 +27,14 @@ use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAtte
 
 use super::locks::{Leases, acquire};
 use super::rows::{self, Both, Columns};
+use super::writes::Writes;
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
     FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RunStatus, Sent, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, RUNS_PER_QUERY, RunStatus, Sent, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -221,8 +222,15 @@ impl PgStore {
     }
 
     /// `items` in one multi-row insert, returning their ids.
-    fn outbox_rows(q: &mut QueryBuilder<Postgres>, items: &[NewOutboxItem], now: DateTime<Utc>) -> Result<(), StoreError> {
-        let payloads = items.iter().map(|i| value(&i.payload)).collect::<Result<Vec<_>, _>>()?;
+    fn outbox_rows(
+        q: &mut QueryBuilder<Postgres>,
+        items: &[NewOutboxItem],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let payloads = items
+            .iter()
+            .map(|i| value(&i.payload))
+            .collect::<Result<Vec<_>, _>>()?;
         q.push("INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status) ");
         q.push_values(items.iter().zip(payloads), |mut b, (item, payload)| {
             b.push_bind(&item.kind)
@@ -238,54 +246,67 @@ impl PgStore {
         Ok(())
     }
 
-    /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages, many
-    /// rows to a statement ([`insert_rows`]).
+    /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages —
+    /// [`RUNS_PER_QUERY`] runs to a query (a batch group's runs have hundreds of stages).
     async fn insert_flow_runs(
         tx: &mut Transaction<'static, Postgres>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut rows = Vec::with_capacity(runs.len());
-        for run in runs {
-            rows.push((run, value(&run.input)?, value(&run.output)?));
+        for chunk in runs.chunks(RUNS_PER_QUERY) {
+            let mut writes = Writes::<Postgres>::new();
+            Self::flow_run_rows(&mut writes, chunk, now)?;
+            writes.execute(&mut **tx).await?;
         }
-        insert_rows::<Postgres, _>(
-            tx,
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ",
-            &rows,
-            " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                 finished_at = excluded.finished_at",
-            |b, (run, input, output)| {
-                b.push_bind(run.execucao_id.clone())
-                    .push_bind(run.status.as_str())
-                    .push_bind(input.clone())
-                    .push_bind(output.clone())
-                    .push_bind(run.created_at)
-                    .push_bind(now)
-                    .push_bind(run.parent_execucao_id.clone())
-                    .push_bind(super::flow_card_hash(&run.input));
-            },
-        )
-        .await?;
+        Ok(())
+    }
+
+    /// The runs and their stages as parts of `writes`: one statement for the runs, one for the stages
+    /// ([`RUNS_PER_QUERY`] at most, which the callers keep to).
+    fn flow_run_rows(
+        writes: &mut Writes<Postgres>,
+        runs: &[FlowRunRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let mut rows = Vec::with_capacity(runs.len());
         let mut stages = Vec::new();
         for run in runs {
+            rows.push((run, value(&run.input)?, value(&run.output)?));
             for (i, (etapa, saida)) in run.stages.iter().enumerate() {
                 stages.push((&run.execucao_id, i as i32, etapa, value(saida)?));
             }
         }
-        insert_rows::<Postgres, _>(
-            tx,
-            "INSERT INTO flow_stages (execucao_id, position, etapa, saida) ",
-            &stages,
-            "",
-            |b, (id, position, etapa, saida)| {
-                b.push_bind((*id).clone())
-                    .push_bind(*position)
-                    .push_bind((*etapa).clone())
-                    .push_bind(saida.clone());
-            },
-        )
-        .await?;
+        writes.add(|q| {
+            q.push("INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ");
+            q.push_values(rows, |mut b, (run, input, output)| {
+                b.push_bind(&run.execucao_id)
+                    .push_bind(run.status.as_str())
+                    .push_bind(input)
+                    .push_bind(output)
+                    .push_bind(run.created_at)
+                    .push_bind(now)
+                    .push_bind(&run.parent_execucao_id)
+                    .push_bind(super::flow_card_hash(&run.input));
+            });
+            q.push(
+                " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                     finished_at = excluded.finished_at",
+            );
+        });
+        if !stages.is_empty() {
+            writes.add(|q| {
+                q.push("INSERT INTO flow_stages (execucao_id, position, etapa, saida) ");
+                q.push_values(stages, |mut b, (id, position, etapa, saida)| {
+                    b.push_bind(id)
+                        .push_bind(position)
+                        .push_bind(etapa)
+                        .push_bind(saida);
+                });
+            });
+        }
         Ok(())
     }
 

@@ -319,9 +319,12 @@ impl SqliteStore {
         if let Some(case) = turn.case {
             super::cases::write_case(tx, case, now).await?;
         }
-        // The flow runs first: a batch of stages may need several statements of its own.
-        Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
         let mut writes = Writes::<Sqlite>::new();
+        if turn.flow_runs.len() <= RUNS_PER_QUERY {
+            Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
+        } else {
+            Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
+        }
         let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {
@@ -365,7 +368,8 @@ impl SqliteStore {
         }
         if let Some(id) = turn.accepted_message {
             writes.add(|q| {
-                q.push("UPDATE messages SET processed = 1 WHERE id = ").push_bind(id);
+                q.push("UPDATE messages SET processed = 1 WHERE id = ")
+                    .push_bind(id);
             });
         }
         // The cards of the whole turn in one statement.
