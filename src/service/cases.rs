@@ -564,30 +564,18 @@ pub(super) enum InCase {
     Answered(CaseWrite),
 }
 
-impl ConversationService {
-    /// Whether a case is open for `conv` and what it makes of `msg`.
-    pub(super) async fn open_case_for_turn(
-        &self,
-        conv: &Conversation,
-        msg: &Inbound,
-        now: DateTime<Utc>,
-    ) -> Result<InCase, ServiceError> {
-        let Some(case) = self
-            .store
-            .open_case_of(&conv.id)
-            .await
-            .map_err(ServiceError::NotRecorded)?
-        else {
-            return Ok(InCase::NoCase);
-        };
-        if !answers_pending_recharge(conv, &msg.text) {
-            return Ok(InCase::Held(Box::new(case)));
-        }
-        Ok(InCase::Answered(CaseWrite::Held {
-            line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
-            acknowledged: false,
-        }))
+/// What the case open for `conv` (if any) makes of `msg`.
+pub(super) fn in_case(open: Option<Case>, conv: &Conversation, msg: &Inbound, now: DateTime<Utc>) -> InCase {
+    let Some(case) = open else {
+        return InCase::NoCase;
+    };
+    if !answers_pending_recharge(conv, &msg.text) {
+        return InCase::Held(Box::new(case));
     }
+    InCase::Answered(CaseWrite::Held {
+        line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
+        acknowledged: false,
+    })
 }
 
 /// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card

@@ -374,7 +374,12 @@ impl ConversationService {
         now: DateTime<Utc>,
     ) -> Result<Handled, ServiceError> {
         let started = Instant::now();
-        let context = self.store.context(&conv.id).await.ok().flatten();
+        let reads = self
+            .store
+            .turn_reads(&conv.id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let context = reads.context;
         let deliver = msg.delivery == Delivery::Inline;
         if let Some(text) = refusal(msg) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
@@ -397,7 +402,7 @@ impl ConversationService {
         }
         // A person has the conversation: the bot stays silent — but for the card holder's answer to a
         // recharge waiting for their confirmation, which only they can give.
-        let in_case = match self.open_case_for_turn(&conv, msg, now).await? {
+        let in_case = match cases::in_case(reads.open_case, &conv, msg, now) {
             cases::InCase::Held(case) => {
                 let ran_at = (now, started, accepted_message);
                 return self.held_for_case(&mut conv, msg, *case, ran_at, context).await;

@@ -1186,6 +1186,7 @@ pub struct ConsentChange {
 
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.
 /// A `dyn Store` reaches every concern's methods; a test double implements the concerns one by one.
+#[async_trait]
 pub trait Store:
     ConversationStore
     + FlowStore
@@ -1205,6 +1206,26 @@ pub trait Store:
     fn commits(&self) -> Option<u64> {
         None
     }
+
+    /// What a turn reads besides the conversation, at once: both concurrently (one round trip of
+    /// waiting), or — on SQLite — in one query (one hop to a reader thread).
+    async fn turn_reads(&self, conversation_id: &str) -> Result<TurnReads, StoreError> {
+        let (context, open_case) =
+            tokio::join!(self.context(conversation_id), self.open_case_of(conversation_id));
+        Ok(TurnReads {
+            context: context?,
+            open_case: open_case?,
+        })
+    }
+}
+
+/// What a turn reads of its conversation besides the conversation itself.
+#[derive(Debug, Default)]
+pub struct TurnReads {
+    /// The compressed context: it stands in for the older history in the prompt.
+    pub context: Option<ConversationContext>,
+    /// The case open for the conversation ([`CaseStore::open_case_of`]).
+    pub open_case: Option<Case>,
 }
 
 /// Opens the configured store: PostgreSQL when `database_url` is `postgres://…`, else SQLite in

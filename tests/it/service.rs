@@ -824,6 +824,7 @@ impl vt_agent::store::ContactStore for Flaky {
     }
 }
 
+#[async_trait::async_trait]
 impl Store for Flaky {
     fn backend(&self) -> &'static str {
         "flaky"

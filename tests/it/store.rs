@@ -302,6 +302,62 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     assert_eq!(store.outbox_count(OutboxStatus::Pending).await.expect("count"), 2);
 }
 
+/// What a turn reads besides its conversation — the compressed context and the open case — comes in
+/// one call, each part only when there is one.
+pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn Store>) {
+    let now = t("2026-11-22T10:00:00Z");
+    for id in ["c-lido", "c-outro"] {
+        store
+            .save_conversation(&conversation(id), now)
+            .await
+            .expect("save");
+    }
+    let empty = store.turn_reads("c-lido").await.expect("reads");
+    assert!(empty.context.is_none() && empty.open_case.is_none());
+    let context = ConversationContext {
+        key_facts: vec!["saldo: 50".into()],
+        turn_count: 1,
+        ..ConversationContext::empty("c-lido", "u-1", now)
+    };
+    store.save_context(&context).await.expect("context");
+    let reads = store.turn_reads("c-lido").await.expect("reads");
+    assert_eq!(reads.context.as_ref(), Some(&context));
+    assert!(reads.open_case.is_none());
+    let case = |id: &str, conv: &str| NewCase {
+        id: id.into(),
+        conversation_id: conv.into(),
+        tenant_id: "A".into(),
+        channel: "whatsapp".into(),
+        reason: "pediu um atendente".into(),
+        case_file: json!({}),
+        notice_due_at: None,
+    };
+    store
+        .open_case(&case("caso-lido", "c-lido"), now)
+        .await
+        .expect("open");
+    store
+        .open_case(&case("caso-outro", "c-outro"), now)
+        .await
+        .expect("open");
+    let reads = store.turn_reads("c-lido").await.expect("reads");
+    assert_eq!(reads.context.as_ref(), Some(&context));
+    assert_eq!(reads.open_case.map(|c| c.id), Some("caso-lido".to_owned()));
+    let other = store.turn_reads("c-outro").await.expect("reads");
+    assert!(
+        other.context.is_none(),
+        "another conversation's context is not read"
+    );
+    assert_eq!(other.open_case.map(|c| c.id), Some("caso-outro".to_owned()));
+    store
+        .close_case("caso-lido", "ana", CaseState::Encerrado, None, now)
+        .await
+        .expect("close");
+    let reads = store.turn_reads("c-lido").await.expect("reads");
+    assert!(reads.open_case.is_none(), "a closed case is not open");
+    assert_eq!(reads.context, Some(context));
+}
+
 pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
     let run = FlowRunRecord {
         parent_execucao_id: None,
@@ -1920,6 +1976,7 @@ conformance!(
         conversation_round_trip,
         messages_keep_their_order,
         a_turn_is_written_at_once,
+        a_turns_reads_bring_its_context_and_open_case,
         task_runs_round_trip,
         context_round_trip,
         turn_locks_serialize_one_conversation,

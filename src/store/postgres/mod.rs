@@ -356,6 +356,7 @@ impl Columns for PgRow {
     }
 }
 
+#[async_trait]
 impl Store for PgStore {
     fn backend(&self) -> &'static str {
         "postgres"

@@ -239,18 +239,7 @@ impl ConversationStore for SqliteStore {
             .bind(conversation_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| {
-            Ok(ConversationContext {
-                conversation_id: r.try_get("conversation_id")?,
-                user_id: r.try_get("user_id")?,
-                summary: crate::store::seal::open_opt(r.try_get("summary")?)?,
-                key_facts: parse(&r, "key_facts")?,
-                last_intent: r.try_get("last_intent")?,
-                turn_count: r.try_get("turn_count")?,
-                updated_at: at(r.try_get("updated_at")?),
-            })
-        })
-        .transpose()
+        row.as_ref().map(context_of).transpose()
     }
 
     async fn conversation_list(
@@ -386,4 +375,17 @@ impl SqliteStore {
         writes.execute(&mut **tx).await?;
         Ok(indexed)
     }
+}
+
+/// A `conversation_context` row.
+pub(super) fn context_of(r: &SqliteRow) -> Result<ConversationContext, StoreError> {
+    Ok(ConversationContext {
+        conversation_id: r.try_get("conversation_id")?,
+        user_id: r.try_get("user_id")?,
+        summary: crate::store::seal::open_opt(r.try_get("summary")?)?,
+        key_facts: parse(r, "key_facts")?,
+        last_intent: r.try_get("last_intent")?,
+        turn_count: r.try_get("turn_count")?,
+        updated_at: at(r.try_get("updated_at")?),
+    })
 }
