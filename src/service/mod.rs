@@ -51,7 +51,9 @@ use crate::engine::{
 use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
 use crate::llm::ChatMessage;
 use crate::router::Router;
-use crate::store::{FlowRunRecord, Store, StoreError, TurnRecord, UnprocessedMessage, UsageRecord};
+use crate::store::{
+    FlowRunRecord, Store, StoreError, TurnReads, TurnRecord, UnprocessedMessage, UsageRecord,
+};
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
@@ -355,30 +357,33 @@ impl ConversationService {
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
-        let accepted = self
-            .accept(&id, msg, now)
-            .instrument(spans::step("accept"))
-            .await?;
-        let Some((conv, message_id)) = accepted else {
+        // What the turn reads is read while the message is stored (under the turn lock, nothing else
+        // changes it): one wait for both.
+        let (accepted, reads) = tokio::join!(
+            self.accept(&id, msg, now).instrument(spans::step("accept")),
+            self.turn_reads(&id)
+        );
+        let Some((conv, message_id)) = accepted? else {
             return Ok(Handled::duplicate(id));
         };
-        self.run_accepted(conv, msg, message_id, now).await
+        self.run_accepted(conv, msg, (message_id, reads?), now).await
     }
 
-    /// Steps 2–4 for a message already stored.
+    /// The compressed context and the open case of conversation `id` ([`Store::turn_reads`]).
+    async fn turn_reads(&self, id: &str) -> Result<TurnReads, ServiceError> {
+        self.store.turn_reads(id).await.map_err(ServiceError::NotRecorded)
+    }
+
+    /// Steps 2–4 for a message already stored (`accepted`: its id, and what the turn read).
     async fn run_accepted(
         &self,
         mut conv: Conversation,
         msg: &Inbound,
-        accepted_message: i64,
+        accepted: (i64, TurnReads),
         now: DateTime<Utc>,
     ) -> Result<Handled, ServiceError> {
         let started = Instant::now();
-        let reads = self
-            .store
-            .turn_reads(&conv.id)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
+        let (accepted_message, reads) = accepted;
         let context = reads.context;
         let deliver = msg.delivery == Delivery::Inline;
         if let Some(text) = refusal(msg) {
@@ -556,7 +561,8 @@ impl ConversationService {
             self.process_earlier(m).await;
         }
         let conv = self.stored_conversation(&own.conversation_id).await?;
-        self.run_accepted(conv, msg, own.id, self.engine.now())
+        let reads = self.turn_reads(&conv.id).await?;
+        self.run_accepted(conv, msg, (own.id, reads), self.engine.now())
             .await
             .map(Some)
     }
@@ -569,7 +575,9 @@ impl ConversationService {
         let outcome = async {
             let conv = self.stored_conversation(&earlier.conversation_id).await?;
             let msg = own_task.clone().unwrap_or_else(|| inbound_of(&conv, earlier));
-            self.run_accepted(conv, &msg, earlier.id, self.engine.now()).await
+            let reads = self.turn_reads(&conv.id).await?;
+            self.run_accepted(conv, &msg, (earlier.id, reads), self.engine.now())
+                .await
         }
         .await;
         if let Err(e) = &outcome {

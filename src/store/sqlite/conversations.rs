@@ -288,7 +288,7 @@ impl ConversationStore for SqliteStore {
 
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
         match &self.files {
-            Some(files) => files.acquire(&self.locks, conversation_id).await,
+            Some(files) => files.acquire(conversation_id).await,
             None => Ok(TurnLock::local(self.locks.lock(conversation_id).await)),
         }
     }
