@@ -57,20 +57,22 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
     let (service, _sim) = service(store.clone()).await;
     let conversation = format!("bench-flat-{}", uuid::Uuid::new_v4().simple());
     // What a turn asks of the store, counted over 100 turns (one after the other) before anything is
-    // timed: statements, and commits — on SQLite each a sync of the WAL (`synchronous = FULL`).
-    let (statements, commits) = (common::statements::count(), store.commits());
-    common::statements::counting(true);
+    // timed: queries — each a round trip (a hop to sqlx's SQLite worker thread, or to PostgreSQL),
+    // however many statements it holds; `BEGIN` and `COMMIT` are not counted — and commits, on SQLite
+    // each a sync of the WAL (`synchronous = FULL`).
+    let (queries, commits) = (common::queries::count(), store.commits());
+    common::queries::counting(true);
     for _ in 0..100 {
         service
             .handle(turn(&format!("{conversation}-contada")))
             .await
             .expect("turn");
     }
-    common::statements::counting(false);
+    common::queries::counting(false);
     let per_turn = |n: u64| n as f64 / 100.0;
     let asks = format!(
-        "{:.1} statements/turn, {}",
-        per_turn(common::statements::count() - statements),
+        "{:.1} queries/turn, {}",
+        per_turn(common::queries::count() - queries),
         match (commits, store.commits()) {
             (Some(before), Some(after)) => format!("{:.1} WAL syncs/turn", per_turn(after - before)),
             _ => "commits on the server".to_owned(),

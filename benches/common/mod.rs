@@ -33,13 +33,13 @@ pub(crate) async fn simulator() -> RunningSimulator {
     .expect("simulator")
 }
 
-/// Counts the SQL statements sqlx runs (its `sqlx::query` events) while switched on — off while CPU
-/// is timed, since building each event costs what it counts.
+/// Counts the queries sqlx runs (its `sqlx::query` events: one per query, however many statements it
+/// holds) while switched on — off while CPU is timed, since building each event costs what it counts.
 #[allow(
     dead_code,
-    reason = "each bench compiles this module and not every one counts statements"
+    reason = "each bench compiles this module and not every one counts queries"
 )]
-pub(crate) mod statements {
+pub(crate) mod queries {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
 
