@@ -299,9 +299,9 @@ impl SqliteStore {
 
     /// The conversation's row, inserted or (`Existing::Update`) updated; returns the blind-index rows its
     /// cards need.
-    fn conversation_row<'a>(
+    fn conversation_row(
         q: &mut QueryBuilder<Sqlite>,
-        c: &'a Conversation,
+        c: &Conversation,
         now: DateTime<Utc>,
         existing: Existing,
     ) -> Result<Vec<super::CardRef>, StoreError> {
@@ -349,7 +349,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn context_row<'a>(q: &mut QueryBuilder<Sqlite>, c: &'a ConversationContext) -> Result<(), StoreError> {
+    fn context_row(q: &mut QueryBuilder<Sqlite>, c: &ConversationContext) -> Result<(), StoreError> {
         q.push("INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at) ");
         let (summary, facts) = (c.summary.as_deref().map(super::seal::seal), json(&c.key_facts)?);
         q.push_values([()], |mut b, ()| {
@@ -380,9 +380,9 @@ impl SqliteStore {
     }
 
     /// `items` in one multi-row insert, returning their ids.
-    fn outbox_rows<'a>(
+    fn outbox_rows(
         q: &mut QueryBuilder<Sqlite>,
-        items: &'a [NewOutboxItem],
+        items: &[NewOutboxItem],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let payloads = items
@@ -475,7 +475,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn usage_row<'a>(q: &mut QueryBuilder<Sqlite>, u: &'a UsageRecord) {
+    fn usage_row(q: &mut QueryBuilder<Sqlite>, u: &UsageRecord) {
         q.push(
             "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
                  execution_time_ms, was_keyword_matched, created_at) ",
