@@ -28,6 +28,10 @@ use vt_agent::store::Store;
 
 use common::{cpu, simulator};
 
+// The allocator the binary uses (`src/main.rs`): what a turn costs is what `serve` pays.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 async fn service(store: Arc<dyn Store>) -> (Arc<ConversationService>, RunningSimulator) {
     let sim = simulator().await;
     let config = Config::default();

@@ -1555,8 +1555,9 @@ where
 /// Rows to one multi-row INSERT: well under SQLite's limit of 32,766 parameters (PostgreSQL's is 65,535).
 pub(crate) const ROWS_PER_INSERT: usize = 500;
 
-/// Flow runs to one query of [`writes::Writes`]: with their stages (a dozen at most each) well under
-/// [`ROWS_PER_INSERT`] rows, and PostgreSQL's 65,535 parameters for the whole query.
+/// Flow runs to one PostgreSQL query of [`writes::Writes`]: with their stages (a dozen at most each)
+/// well under PostgreSQL's 65,535 parameters for the whole statement (SQLite's limit is per statement:
+/// a group's runs go in one query there).
 pub(crate) const RUNS_PER_QUERY: usize = 40;
 
 /// `head VALUES (…), (…) tail` for `rows`, [`ROWS_PER_INSERT`] to a statement, on either backend: every

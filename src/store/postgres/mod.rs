@@ -34,7 +34,9 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RUNS_PER_QUERY, RunStatus, Sent, insert_rows};
+use super::{
+    Existing, LineStatus, NewFollowUp, ROWS_PER_INSERT, RUNS_PER_QUERY, RunStatus, Sent, insert_rows,
+};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -261,8 +263,7 @@ impl PgStore {
         Ok(())
     }
 
-    /// The runs and their stages as parts of `writes`: one statement for the runs, one for the stages
-    /// ([`RUNS_PER_QUERY`] at most, which the callers keep to).
+    /// The runs and their stages as parts of `writes`, [`ROWS_PER_INSERT`] rows to a statement.
     fn flow_run_rows(
         writes: &mut Writes<Postgres>,
         runs: &[FlowRunRecord],
@@ -279,9 +280,10 @@ impl PgStore {
                 stages.push((&run.execucao_id, i as i32, etapa, value(saida)?));
             }
         }
-        writes.add(|q| {
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            writes.add(|q| {
             q.push("INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ");
-            q.push_values(rows, |mut b, (run, input, output)| {
+            q.push_values(chunk, |mut b, (run, input, output)| {
                 b.push_bind(&run.execucao_id)
                     .push_bind(run.status.as_str())
                     .push_bind(input)
@@ -296,10 +298,11 @@ impl PgStore {
                      finished_at = excluded.finished_at",
             );
         });
-        if !stages.is_empty() {
+        }
+        for chunk in stages.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {
                 q.push("INSERT INTO flow_stages (execucao_id, position, etapa, saida) ");
-                q.push_values(stages, |mut b, (id, position, etapa, saida)| {
+                q.push_values(chunk, |mut b, (id, position, etapa, saida)| {
                     b.push_bind(id)
                         .push_bind(position)
                         .push_bind(etapa)

@@ -309,11 +309,7 @@ impl SqliteStore {
             super::cases::write_case(tx, case, now).await?;
         }
         let mut writes = Writes::<Sqlite>::new();
-        if turn.flow_runs.len() <= RUNS_PER_QUERY {
-            Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
-        } else {
-            Self::insert_flow_runs(tx, turn.flow_runs, now).await?;
-        }
+        Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
         let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
         let mut messages = Vec::with_capacity(turn.messages.len());
         for m in turn.messages {

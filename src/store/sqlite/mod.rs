@@ -38,7 +38,7 @@ use super::{
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
     TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RUNS_PER_QUERY, RunStatus, Sent, Usage, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, ROWS_PER_INSERT, RunStatus, Sent, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 use attempts::{Attempts, Write};
@@ -405,22 +405,18 @@ impl SqliteStore {
     }
 
     /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages —
-    /// [`RUNS_PER_QUERY`] runs to a query (a batch group's runs have hundreds of stages).
+    /// all in one query, one hop (a batch group's runs have thousands of stages).
     async fn insert_flow_runs(
         tx: &mut Transaction<'static, Sqlite>,
         runs: &[FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        for chunk in runs.chunks(RUNS_PER_QUERY) {
-            let mut writes = Writes::<Sqlite>::new();
-            Self::flow_run_rows(&mut writes, chunk, now)?;
-            writes.execute(&mut **tx).await?;
-        }
-        Ok(())
+        let mut writes = Writes::<Sqlite>::new();
+        Self::flow_run_rows(&mut writes, runs, now)?;
+        writes.execute(&mut **tx).await
     }
 
-    /// The runs and their stages as parts of `writes`: one statement for the runs, one for the stages
-    /// ([`RUNS_PER_QUERY`] at most, which the callers keep to).
+    /// The runs and their stages as parts of `writes`, [`ROWS_PER_INSERT`] rows to a statement.
     fn flow_run_rows(
         writes: &mut Writes<Sqlite>,
         runs: &[FlowRunRecord],
@@ -437,9 +433,10 @@ impl SqliteStore {
                 stages.push((&run.execucao_id, i as i64, etapa, json(saida)?));
             }
         }
-        writes.add(|q| {
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            writes.add(|q| {
             q.push("INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ");
-            q.push_values(rows, |mut b, (run, input, output)| {
+            q.push_values(chunk, |mut b, (run, input, output)| {
                 b.push_bind(&run.execucao_id)
                     .push_bind(run.status.as_str())
                     .push_bind(input)
@@ -454,10 +451,11 @@ impl SqliteStore {
                      finished_at = excluded.finished_at",
             );
         });
-        if !stages.is_empty() {
+        }
+        for chunk in stages.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {
                 q.push("INSERT INTO flow_stages (execucao_id, position, etapa, saida) ");
-                q.push_values(stages, |mut b, (id, position, etapa, saida)| {
+                q.push_values(chunk, |mut b, (id, position, etapa, saida)| {
                     b.push_bind(id)
                         .push_bind(position)
                         .push_bind(etapa)
