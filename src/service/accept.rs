@@ -9,21 +9,18 @@ use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 
 impl ConversationService {
-    /// The conversation the message belongs to and the stored message's id; `None` when the channel
-    /// delivered this message before (it was not stored again and must not be processed again).
+    /// The conversation the message belongs to (`stored`: as read, `None` when there is none yet) and
+    /// the stored message's id; `None` when the channel delivered this message before (it was not
+    /// stored again and must not be processed again).
     pub(super) async fn accept(
         &self,
         id: &str,
+        stored: Option<Conversation>,
         msg: &Inbound,
         now: DateTime<Utc>,
     ) -> Result<Option<(Conversation, i64)>, ServiceError> {
         let mut new = false;
-        let conv = match self
-            .store
-            .conversation(id)
-            .await
-            .map_err(ServiceError::NotRecorded)?
-        {
+        let conv = match stored {
             Some(c) if c.agent_id != msg.agent_id => {
                 return Err(ServiceError::AgentMismatch {
                     id: id.to_owned(),

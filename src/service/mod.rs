@@ -357,19 +357,20 @@ impl ConversationService {
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
-        // What the turn reads is read while the message is stored (under the turn lock, nothing else
-        // changes it): one wait for both.
-        let (accepted, reads) = tokio::join!(
-            self.accept(&id, msg, now).instrument(spans::step("accept")),
-            self.turn_reads(&id)
-        );
-        let Some((conv, message_id)) = accepted? else {
+        // Everything the turn reads, read at once, before the message is stored (under the turn lock,
+        // nothing else changes it).
+        let mut reads = self.turn_reads(&id).await?;
+        let accepted = self
+            .accept(&id, reads.conversation.take(), msg, now)
+            .instrument(spans::step("accept"))
+            .await?;
+        let Some((conv, message_id)) = accepted else {
             return Ok(Handled::duplicate(id));
         };
-        self.run_accepted(conv, msg, (message_id, reads?), now).await
+        self.run_accepted(conv, msg, (message_id, reads), now).await
     }
 
-    /// The compressed context and the open case of conversation `id` ([`Store::turn_reads`]).
+    /// The conversation `id`, its compressed context and its open case ([`Store::turn_reads`]).
     async fn turn_reads(&self, id: &str) -> Result<TurnReads, ServiceError> {
         self.store.turn_reads(id).await.map_err(ServiceError::NotRecorded)
     }
@@ -495,7 +496,12 @@ impl ConversationService {
             .conversation_id
             .clone()
             .unwrap_or_else(|| self.engine.next_id("conv"));
-        let accepted = self.accept(&id, msg, self.engine.now()).await?;
+        let stored = self
+            .store
+            .conversation(&id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let accepted = self.accept(&id, stored, msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
             self.inbox.hold(message_id, msg.clone());
             Received {
@@ -560,8 +566,7 @@ impl ConversationService {
         for m in earlier {
             self.process_earlier(m).await;
         }
-        let conv = self.stored_conversation(&own.conversation_id).await?;
-        let reads = self.turn_reads(&conv.id).await?;
+        let (conv, reads) = self.stored_conversation(&own.conversation_id).await?;
         self.run_accepted(conv, msg, (own.id, reads), self.engine.now())
             .await
             .map(Some)
@@ -573,9 +578,8 @@ impl ConversationService {
     async fn process_earlier(&self, earlier: &UnprocessedMessage) {
         let own_task = self.inbox.take_received(earlier.id);
         let outcome = async {
-            let conv = self.stored_conversation(&earlier.conversation_id).await?;
+            let (conv, reads) = self.stored_conversation(&earlier.conversation_id).await?;
             let msg = own_task.clone().unwrap_or_else(|| inbound_of(&conv, earlier));
-            let reads = self.turn_reads(&conv.id).await?;
             self.run_accepted(conv, &msg, (earlier.id, reads), self.engine.now())
                 .await
         }
@@ -588,12 +592,14 @@ impl ConversationService {
         }
     }
 
-    async fn stored_conversation(&self, id: &str) -> Result<Conversation, ServiceError> {
-        self.store
-            .conversation(id)
-            .await
-            .map_err(ServiceError::NotRecorded)?
-            .ok_or_else(|| ServiceError::NotFound(id.to_owned()))
+    /// A stored conversation, with what its turn reads.
+    async fn stored_conversation(&self, id: &str) -> Result<(Conversation, TurnReads), ServiceError> {
+        let mut reads = self.turn_reads(id).await?;
+        let conv = reads
+            .conversation
+            .take()
+            .ok_or_else(|| ServiceError::NotFound(id.to_owned()))?;
+        Ok((conv, reads))
     }
 
     /// Processes what channels delivered, was acknowledged, and never got its turn (the process

@@ -1207,21 +1207,27 @@ pub trait Store:
         None
     }
 
-    /// What a turn reads besides the conversation, at once: both concurrently (one round trip of
-    /// waiting), or — on SQLite — in one query (one hop to a reader thread).
+    /// What a turn reads before it runs, at once: concurrently (one round trip of waiting), or — on
+    /// SQLite — in one query (one hop to a reader thread).
     async fn turn_reads(&self, conversation_id: &str) -> Result<TurnReads, StoreError> {
-        let (context, open_case) =
-            tokio::join!(self.context(conversation_id), self.open_case_of(conversation_id));
+        let (conversation, context, open_case) = tokio::join!(
+            self.conversation(conversation_id),
+            self.context(conversation_id),
+            self.open_case_of(conversation_id)
+        );
         Ok(TurnReads {
+            conversation: conversation?,
             context: context?,
             open_case: open_case?,
         })
     }
 }
 
-/// What a turn reads of its conversation besides the conversation itself.
+/// What a turn reads of its conversation before it runs.
 #[derive(Debug, Default)]
 pub struct TurnReads {
+    /// The conversation (`None`: a new one).
+    pub conversation: Option<Conversation>,
     /// The compressed context: it stands in for the older history in the prompt.
     pub context: Option<ConversationContext>,
     /// The case open for the conversation ([`CaseStore::open_case_of`]).

@@ -302,10 +302,12 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
     assert_eq!(store.outbox_count(OutboxStatus::Pending).await.expect("count"), 2);
 }
 
-/// What a turn reads besides its conversation — the compressed context and the open case — comes in
-/// one call, each part only when there is one.
+/// What a turn reads before it runs — the conversation, its compressed context and its open case —
+/// comes in one call, each part only when there is one.
 pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn Store>) {
     let now = t("2026-11-22T10:00:00Z");
+    let none = store.turn_reads("c-lido").await.expect("reads");
+    assert!(none.conversation.is_none() && none.context.is_none() && none.open_case.is_none());
     for id in ["c-lido", "c-outro"] {
         store
             .save_conversation(&conversation(id), now)
@@ -313,6 +315,7 @@ pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn
             .expect("save");
     }
     let empty = store.turn_reads("c-lido").await.expect("reads");
+    assert_eq!(empty.conversation, Some(conversation("c-lido")));
     assert!(empty.context.is_none() && empty.open_case.is_none());
     let context = ConversationContext {
         key_facts: vec!["saldo: 50".into()],
@@ -356,6 +359,7 @@ pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn
     let reads = store.turn_reads("c-lido").await.expect("reads");
     assert!(reads.open_case.is_none(), "a closed case is not open");
     assert_eq!(reads.context, Some(context));
+    assert_eq!(reads.conversation.map(|c| c.id), Some("c-lido".to_owned()));
 }
 
 pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {

@@ -520,18 +520,22 @@ impl Store for SqliteStore {
     }
 
     async fn turn_reads(&self, conversation_id: &str) -> Result<super::TurnReads, StoreError> {
-        // Two statements, one query: their rows come back together, told apart by their columns.
+        // Three statements, one query: their rows come back together, told apart by their columns.
         let rows = sqlx::query(
-            "SELECT * FROM conversation_context WHERE conversation_id = ?;
+            "SELECT * FROM conversations WHERE id = ?;
+             SELECT * FROM conversation_context WHERE conversation_id = ?;
              SELECT * FROM cases WHERE conversation_id = ? AND state IN ('aguardando', 'em_atendimento')",
         )
+        .bind(conversation_id)
         .bind(conversation_id)
         .bind(conversation_id)
         .fetch_all(&self.pool)
         .await?;
         let mut reads = super::TurnReads::default();
         for row in &rows {
-            if row.try_column("key_facts").is_ok() {
+            if row.try_column("skill_window").is_ok() {
+                reads.conversation = Some(conversations::conversation_of(row)?);
+            } else if row.try_column("key_facts").is_ok() {
                 reads.context = Some(conversations::context_of(row)?);
             } else {
                 reads.open_case = Some(rows::case(row)?);
