@@ -10,7 +10,7 @@ use super::{
     BatchJob, Case, CaseEvent, CaseState, FollowUp, FollowUpView, IdempotencyRecord, OutboxItem,
     OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
 };
-use crate::engine::{ExecutionRecord, ExecutionStatus};
+use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus};
 
 /// A column type both backends decode.
 pub(crate) trait Both:
@@ -42,6 +42,24 @@ pub(crate) trait Columns {
     fn opt_sealed_text(&self, col: &str) -> Result<Option<String>, StoreError> {
         Ok(super::seal::open_opt(self.value(col)?)?)
     }
+}
+
+/// A `conversations` row.
+pub(crate) fn conversation(row: &impl Columns) -> Result<Conversation, StoreError> {
+    Ok(Conversation {
+        id: row.value("id")?,
+        agent_id: row.value("agent_id")?,
+        tenant_id: row.value("tenant_id")?,
+        user_id: row.value("user_id")?,
+        user_login: row.value("user_login")?,
+        channel: row.value("channel")?,
+        active_skill: row.value("active_skill")?,
+        state: row.json("state")?,
+        memory: row.json("memory")?,
+        window: row.json("skill_window")?,
+        handoff: row.opt_json("handoff")?,
+        ended: row.value("ended")?,
+    })
 }
 
 pub(crate) fn batch_job(row: &impl Columns) -> Result<BatchJob, StoreError> {

@@ -16,27 +16,11 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
-        let Some(row) = sqlx::query("SELECT * FROM conversations WHERE id = $1")
+        let row = sqlx::query("SELECT * FROM conversations WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Conversation {
-            id: row.try_get("id")?,
-            agent_id: row.try_get("agent_id")?,
-            tenant_id: row.try_get("tenant_id")?,
-            user_id: row.try_get("user_id")?,
-            user_login: row.try_get("user_login")?,
-            channel: row.try_get("channel")?,
-            active_skill: row.try_get("active_skill")?,
-            state: parse(&row, "state")?,
-            memory: parse(&row, "memory")?,
-            window: parse(&row, "skill_window")?,
-            handoff: parse_opt(&row, "handoff")?,
-            ended: row.try_get("ended")?,
-        }))
+            .await?;
+        row.as_ref().map(rows::conversation).transpose()
     }
 
     async fn accept_message(

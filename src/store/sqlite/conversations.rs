@@ -20,7 +20,7 @@ impl ConversationStore for SqliteStore {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(conversation_of).transpose()
+        row.as_ref().map(rows::conversation).transpose()
     }
 
     async fn accept_message(
@@ -367,23 +367,5 @@ pub(super) fn context_of(r: &SqliteRow) -> Result<ConversationContext, StoreErro
         last_intent: r.try_get("last_intent")?,
         turn_count: r.try_get("turn_count")?,
         updated_at: at(r.try_get("updated_at")?),
-    })
-}
-
-/// A `conversations` row.
-pub(super) fn conversation_of(row: &SqliteRow) -> Result<Conversation, StoreError> {
-    Ok(Conversation {
-        id: row.try_get("id")?,
-        agent_id: row.try_get("agent_id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        user_id: row.try_get("user_id")?,
-        user_login: row.try_get("user_login")?,
-        channel: row.try_get("channel")?,
-        active_skill: row.try_get("active_skill")?,
-        state: parse(row, "state")?,
-        memory: parse(row, "memory")?,
-        window: parse(row, "skill_window")?,
-        handoff: parse_opt(row, "handoff")?,
-        ended: row.try_get("ended")?,
     })
 }

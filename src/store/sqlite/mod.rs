@@ -534,7 +534,7 @@ impl Store for SqliteStore {
         let mut reads = super::TurnReads::default();
         for row in &rows {
             if row.try_column("skill_window").is_ok() {
-                reads.conversation = Some(conversations::conversation_of(row)?);
+                reads.conversation = Some(rows::conversation(row)?);
             } else if row.try_column("key_facts").is_ok() {
                 reads.context = Some(conversations::context_of(row)?);
             } else {
