@@ -7,8 +7,8 @@ use serde::de::DeserializeOwned;
 use sqlx::{Postgres, Sqlite};
 
 use super::{
-    BatchJob, Case, CaseEvent, CaseState, FollowUp, FollowUpView, IdempotencyRecord, OutboxItem,
-    OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
+    BatchJob, Case, CaseEvent, CaseState, ConversationContext, FollowUp, FollowUpView, IdempotencyRecord,
+    OutboxItem, OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
 };
 use crate::engine::{Conversation, ExecutionRecord, ExecutionStatus};
 
@@ -62,6 +62,19 @@ pub(crate) fn conversation(row: &impl Columns) -> Result<Conversation, StoreErro
     })
 }
 
+/// A `conversation_context` row.
+pub(crate) fn context(row: &impl Columns) -> Result<ConversationContext, StoreError> {
+    Ok(ConversationContext {
+        conversation_id: row.value("conversation_id")?,
+        user_id: row.value("user_id")?,
+        summary: row.opt_sealed_text("summary")?,
+        key_facts: row.json("key_facts")?,
+        last_intent: row.value("last_intent")?,
+        turn_count: row.value::<i32>("turn_count")?.into(),
+        updated_at: row.time("updated_at")?,
+    })
+}
+
 pub(crate) fn batch_job(row: &impl Columns) -> Result<BatchJob, StoreError> {
     Ok(BatchJob {
         id: row.value("id")?,
@@ -110,6 +123,15 @@ pub(crate) fn followup(row: &impl Columns) -> Result<Option<FollowUp>, StoreErro
         checks: row.value::<i32>("checks")?.into(),
         deadline_at: row.time("deadline_at")?,
     }))
+}
+
+/// The follow-ups of claimed rows (a row whose request is gone has none).
+pub(crate) fn followups(rows: &[impl Columns]) -> Result<Vec<FollowUp>, StoreError> {
+    let mut all = Vec::with_capacity(rows.len());
+    for row in rows {
+        all.extend(followup(row)?);
+    }
+    Ok(all)
 }
 
 /// A follow-up as listed: its attempt's columns with the follow-up's.

@@ -213,18 +213,7 @@ impl ConversationStore for PgStore {
             .bind(conversation_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| {
-            Ok(ConversationContext {
-                conversation_id: r.try_get("conversation_id")?,
-                user_id: r.try_get("user_id")?,
-                summary: crate::store::seal::open_opt(r.try_get("summary")?)?,
-                key_facts: parse(&r, "key_facts")?,
-                last_intent: r.try_get("last_intent")?,
-                turn_count: i64::from(r.try_get::<i32, _>("turn_count")?),
-                updated_at: r.try_get("updated_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::context).transpose()
     }
 
     async fn conversation_list(

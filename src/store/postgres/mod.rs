@@ -282,22 +282,25 @@ impl PgStore {
         }
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {
-            q.push("INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ");
-            q.push_values(chunk, |mut b, (run, input, output)| {
-                b.push_bind(&run.execucao_id)
-                    .push_bind(run.status.as_str())
-                    .push_bind(input)
-                    .push_bind(output)
-                    .push_bind(run.created_at)
-                    .push_bind(now)
-                    .push_bind(&run.parent_execucao_id)
-                    .push_bind(super::flow_card_hash(&run.input));
+                q.push(
+                    "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at,
+                     parent_execucao_id, card_hash) ",
+                );
+                q.push_values(chunk, |mut b, (run, input, output)| {
+                    b.push_bind(&run.execucao_id)
+                        .push_bind(run.status.as_str())
+                        .push_bind(input)
+                        .push_bind(output)
+                        .push_bind(run.created_at)
+                        .push_bind(now)
+                        .push_bind(&run.parent_execucao_id)
+                        .push_bind(super::flow_card_hash(&run.input));
+                });
+                q.push(
+                    " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                         finished_at = excluded.finished_at",
+                );
             });
-            q.push(
-                " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                     finished_at = excluded.finished_at",
-            );
-        });
         }
         for chunk in stages.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {

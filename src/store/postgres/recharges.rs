@@ -155,13 +155,7 @@ impl RechargeStore for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(rows::followup)
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect())
+        rows::followups(&rows)
     }
 
     async fn followup_checked(

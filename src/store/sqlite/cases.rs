@@ -93,12 +93,10 @@ impl CaseStore for SqliteStore {
         let opened = if inserted {
             case_in(&mut tx, &case.id).await?.map(CaseOpened::Opened)
         } else {
-            let row = sqlx::query(
-                "SELECT * FROM cases WHERE conversation_id = ? AND state IN ('aguardando', 'em_atendimento')",
-            )
-            .bind(&case.conversation_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let row = sqlx::query(OPEN_CASE_OF)
+                .bind(&case.conversation_id)
+                .fetch_optional(&mut *tx)
+                .await?;
             row.as_ref()
                 .map(rows::case)
                 .transpose()?
@@ -114,12 +112,10 @@ impl CaseStore for SqliteStore {
     }
 
     async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError> {
-        let row = sqlx::query(
-            "SELECT * FROM cases WHERE conversation_id = ? AND state IN ('aguardando', 'em_atendimento')",
-        )
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query(OPEN_CASE_OF)
+            .bind(conversation_id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(rows::case).transpose()
     }
 

@@ -16,7 +16,7 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
-        let row = sqlx::query("SELECT * FROM conversations WHERE id = ?")
+        let row = sqlx::query(CONVERSATION)
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -219,11 +219,11 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn context(&self, conversation_id: &str) -> Result<Option<ConversationContext>, StoreError> {
-        let row = sqlx::query("SELECT * FROM conversation_context WHERE conversation_id = ?")
+        let row = sqlx::query(CONTEXT)
             .bind(conversation_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(context_of).transpose()
+        row.as_ref().map(rows::context).transpose()
     }
 
     async fn conversation_list(
@@ -355,17 +355,4 @@ impl SqliteStore {
         writes.execute(&mut **tx).await?;
         Ok(indexed)
     }
-}
-
-/// A `conversation_context` row.
-pub(super) fn context_of(r: &SqliteRow) -> Result<ConversationContext, StoreError> {
-    Ok(ConversationContext {
-        conversation_id: r.try_get("conversation_id")?,
-        user_id: r.try_get("user_id")?,
-        summary: crate::store::seal::open_opt(r.try_get("summary")?)?,
-        key_facts: parse(r, "key_facts")?,
-        last_intent: r.try_get("last_intent")?,
-        turn_count: r.try_get("turn_count")?,
-        updated_at: at(r.try_get("updated_at")?),
-    })
 }

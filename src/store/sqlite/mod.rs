@@ -23,8 +23,8 @@ use serde::de::DeserializeOwned;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
@@ -63,6 +63,14 @@ pub struct SqliteStore {
     /// Transactions committed through this store's connections.
     commits: Arc<AtomicU64>,
 }
+
+/// A conversation's row.
+const CONVERSATION: &str = "SELECT * FROM conversations WHERE id = ?";
+/// A conversation's compressed context.
+const CONTEXT: &str = "SELECT * FROM conversation_context WHERE conversation_id = ?";
+/// The case open for a conversation, if any.
+const OPEN_CASE_OF: &str =
+    "SELECT * FROM cases WHERE conversation_id = ? AND state IN ('aguardando', 'em_atendimento')";
 
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -435,22 +443,25 @@ impl SqliteStore {
         }
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {
-            q.push("INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at, parent_execucao_id, card_hash) ");
-            q.push_values(chunk, |mut b, (run, input, output)| {
-                b.push_bind(&run.execucao_id)
-                    .push_bind(run.status.as_str())
-                    .push_bind(input)
-                    .push_bind(output)
-                    .push_bind(ms(run.created_at))
-                    .push_bind(ms(now))
-                    .push_bind(&run.parent_execucao_id)
-                    .push_bind(super::flow_card_hash(&run.input));
+                q.push(
+                    "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at,
+                     parent_execucao_id, card_hash) ",
+                );
+                q.push_values(chunk, |mut b, (run, input, output)| {
+                    b.push_bind(&run.execucao_id)
+                        .push_bind(run.status.as_str())
+                        .push_bind(input)
+                        .push_bind(output)
+                        .push_bind(ms(run.created_at))
+                        .push_bind(ms(now))
+                        .push_bind(&run.parent_execucao_id)
+                        .push_bind(super::flow_card_hash(&run.input));
+                });
+                q.push(
+                    " ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+                         finished_at = excluded.finished_at",
+                );
             });
-            q.push(
-                " ON CONFLICT(execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                     finished_at = excluded.finished_at",
-            );
-        });
         }
         for chunk in stages.chunks(ROWS_PER_INSERT) {
             writes.add(|q| {
@@ -521,22 +532,20 @@ impl Store for SqliteStore {
 
     async fn turn_reads(&self, conversation_id: &str) -> Result<super::TurnReads, StoreError> {
         // Three statements, one query: their rows come back together, told apart by their columns.
-        let rows = sqlx::query(
-            "SELECT * FROM conversations WHERE id = ?;
-             SELECT * FROM conversation_context WHERE conversation_id = ?;
-             SELECT * FROM cases WHERE conversation_id = ? AND state IN ('aguardando', 'em_atendimento')",
-        )
-        .bind(conversation_id)
-        .bind(conversation_id)
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
+        static TURN_READS: LazyLock<String> =
+            LazyLock::new(|| [CONVERSATION, CONTEXT, OPEN_CASE_OF].join(";\n"));
+        let rows = sqlx::query(TURN_READS.as_str())
+            .bind(conversation_id)
+            .bind(conversation_id)
+            .bind(conversation_id)
+            .fetch_all(&self.pool)
+            .await?;
         let mut reads = super::TurnReads::default();
         for row in &rows {
             if row.try_column("skill_window").is_ok() {
                 reads.conversation = Some(rows::conversation(row)?);
             } else if row.try_column("key_facts").is_ok() {
-                reads.context = Some(conversations::context_of(row)?);
+                reads.context = Some(rows::context(row)?);
             } else {
                 reads.open_case = Some(rows::case(row)?);
             }

@@ -132,13 +132,7 @@ impl RechargeStore for SqliteStore {
         .bind(plain(&keys)?)
         .fetch_all(&self.writer)
         .await?;
-        Ok(rows
-            .iter()
-            .map(rows::followup)
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect())
+        rows::followups(&rows)
     }
 
     async fn followup_checked(
