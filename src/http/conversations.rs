@@ -168,6 +168,7 @@ pub(super) async fn message(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
+        tapped: None,
     };
     let service = state.service.clone();
     let started = std::time::Instant::now();

@@ -1,5 +1,7 @@
-//! Level 1 of the router: how people really write these requests in pt-BR, as patterns over the
-//! normalised text (lowercase, no accents). Zero tokens.
+//! Level 1 of the router: how people really write these requests — pt-BR as typed on WhatsApp (no
+//! accents, abbreviations, slang), and the basics of English and Spanish — as patterns over the
+//! normalised text (lowercase, no accents). Zero tokens. The patterns are grown from the corpus in
+//! `tests/fixtures/router/corpus.yaml` and measured on it (`router::corpus`), never from one phrase.
 
 use std::sync::LazyLock;
 
@@ -11,31 +13,78 @@ fn re(pattern: &str) -> Regex {
 
 static HANDOFF: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(atendente|humano|operador|pessoa de verdade|pessoa real|falar com (alguem|uma pessoa|o suporte|gente)|atendimento humano|suporte humano|chama (alguem|um atendente))\b",
+        r"\b(atendente|humano|operador|pessoa de verdade|pessoa real|uma pessoa|alguem de verdade|falar com (alguem|uma pessoa|o suporte|gente|voces|um atendente)|atendimento humano|suporte humano|chama (alguem|um atendente|o atendente)|quero (o )?suporte|sac|human|real person|talk to (someone|a person|an agent)|agente humano|hablar con (alguien|una persona))\b",
     )
 });
 static GOODBYE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(tchau|adeus|ate (logo|mais|breve|a proxima)|falou|flw|fui|valeu,? (tchau|ate mais|falou)|obrigad[oa],? (tchau|ate mais|era so isso|e so isso|ate logo)|era so isso|e so isso|so isso,? obrigad[oa]|encerrar( (o )?atendimento)?|sair|pode encerrar|encerra)\b",
+        r"^(tchau|tchauzinho|adeus|ate (logo|mais|breve|a proxima|amanha)|falou|flw|fui|xau|bye|adios|valeu,? (tchau|ate mais|falou|flw)|obrigad[oa],? (tchau|ate mais|era so isso|e so isso|ate logo)|era so isso|e so isso|so isso,? obrigad[oa]|encerrar( (o )?atendimento)?|sair|pode encerrar|encerra)\b",
+    )
+});
+static THANKS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^(muito )?(obrigad[oa]|obg|obgd|brigad[oa]|valeu|vlw|agradecid[oa]|thanks|thank you|thx|gracias)( (mesmo|demais|viu|pela ajuda|moco|moca|amigo))*[.! ]*$",
     )
 });
 static RECHARGE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(recarreg\w*|coloc\w*|poe|por \d|bot[ae]\w*|adicion\w*|deposit\w*|carreg\w*|inser\w*|quero (recarga|credito)|fazer (uma )?recarga|faz (uma )?recarga)\b",
+        r"\b(recarreg\w*|recargu\w*|coloc\w*|coloqu\w*|poe|ponha|por( mais)? \d+|bot[ae]\w*|adicion\w*|add|deposit\w*|carreg\w*|credit(a|ar|e|em)|inser\w*|quero (recarga|credito|recarregar|colocar)|quero( mais)? \d+|fazer (uma )?recarga|faz (uma )?recarga|top ?up|recharge|reload|add (money|credit)|recargar?|cargar|poner|manda \d+)\b",
     )
 });
 static RECHARGE_NOUN: LazyLock<Regex> = LazyLock::new(|| re(r"\brecarga\b"));
 static BALANCE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(saldo|extrato|quanto (tem|tenho|resta|sobrou|ainda tem|ainda tenho|falta|ta)|quanto de credito|consulta\w*( o| do| meu)? (vt|cartao|vale)|ver (o )?(meu )?vt)\b",
+        r"\b(saldo|sld|extrato|(qto|qnto|qnt|quanto|qual o valor que)( (eu|ainda|que|de credito|de saldo))* (tem|tenho|tinha|ta|to|esta|resta|restou|sobrou|sobra|ficou|fica|falta|vale|possuo|tem de credito|tenho de credito)|quanto de credito|credito (disponivel|restante|que (tem|tenho|resta))|consult\w*( o| do| meu| de)? (vt|cartao|vale|bilhete|credito)|ver (o )?(meu )?(vt|vale)|como (ta|esta) (o )?(meu )?(vt|vale|cartao)|balance|how much (do i have|is (on|in|left))|cuanto (tengo|tiene|hay|queda|me queda))\b",
     )
 });
 static GREETING: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(oi+|ola|ole|bom dia|boa tarde|boa noite|e ai|eai|hello|hi|hey|ajuda|menu|help|inicio|comecar|opcoes)\b|\bo que (voce )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b",
+        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia|boa tarde|boa noite|hello|hi|hey|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|\b(me ajuda|preciso de ajuda|pode me ajudar)\b",
     )
 });
-static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"\b(cancel\w*|desisto)\b"));
+static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(cancel\w*|desist\w*|nao quero mais|esquece (isso|a recarga|essa recarga)|deixa pra la|nao precisa mais)\b",
+    )
+});
+/// Requests the product cannot serve: a lost or stolen card, blocking, a new card, refunds.
+static UNSUPPORTED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(perdi|perdido|perdeu|roubad\w*|roubaram|furtad\w*|furtaram|extravi\w*|bloque\w*|desbloque\w*|segunda via|2a via|2 via|2ª via|via nova|cartao novo|novo cartao|outro cartao fisico|estorn\w*|reembols\w*|devolu\w*|devolv\w*|cobrad[oa] (duas|2) vezes|cobranca indevida|lost|stolen|robaron|perdi mi)\b",
+    )
+});
+static LIST_CARDS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(meus cartoes|quais (sao )?(os )?(meus )?cartoes|que cartoes|cartoes (cadastrados|salvos|guardados|que (voce|vc) (tem|sabe|guardou|conhece|lembra)))\b",
+    )
+});
+static FORGET_CARDS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(esquec\w*|apag\w*|remov\w*|exclu\w*|delet\w*|limp\w*|tira\w*|forget)\b.*\b(cart(ao|oes)|cards?|numeros?)\b",
+    )
+});
+/// A card meant without its number: "nele", "no mesmo", "esse cartão".
+static SAME_CARD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(nele|nela|dele|desse|deste|nesse|neste|no mesmo|do mesmo|o mesmo|mesmo cartao|esse cartao|este cartao|esse vt|esse ai|nele ai|meu cartao|meu vt|meu vale|my card|that card|same card|mi tarjeta)\b",
+    )
+});
+static ENGLISH: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(hi|hello|hey|what|whats|my|balance|card|please|how|top up|recharge|can you|i want|i need|thanks|is|the)\b",
+    )
+});
+static SPANISH: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(hola|tarjeta|cuanto|tengo|quiero|recargar|buenas|buenos|gracias|por favor|necesito|mi|puedo|cual es)\b",
+    )
+});
+/// Words only Portuguese uses, which rule English and Spanish out.
+static PORTUGUESE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(oi|ola|voce|vc|cartao|meu|minha|quero|qual|quanto|obrigad[oa]|nao|sim|tenho|recarrega\w*|pra|pro|reais|ajuda)\b",
+    )
+});
 
 pub(crate) fn is_handoff(n: &str) -> bool {
     HANDOFF.is_match(n)
@@ -43,6 +92,10 @@ pub(crate) fn is_handoff(n: &str) -> bool {
 
 pub(crate) fn is_goodbye(n: &str) -> bool {
     GOODBYE.is_match(n)
+}
+
+pub(crate) fn is_thanks(n: &str) -> bool {
+    THANKS.is_match(n)
 }
 
 /// A recharge request: a recharge verb, or the noun without a balance question around it.
@@ -60,4 +113,62 @@ pub(crate) fn is_greeting(n: &str) -> bool {
 
 pub(crate) fn says_cancel(n: &str) -> bool {
     CANCEL_WORD.is_match(n)
+}
+
+pub(crate) fn is_unsupported(n: &str) -> bool {
+    UNSUPPORTED.is_match(n)
+}
+
+pub(crate) fn lists_cards(n: &str) -> bool {
+    LIST_CARDS.is_match(n)
+}
+
+pub(crate) fn forgets_cards(n: &str) -> bool {
+    FORGET_CARDS.is_match(n)
+}
+
+pub(crate) fn means_same_card(n: &str) -> bool {
+    SAME_CARD.is_match(n)
+}
+
+/// The language of a message, when it is clearly not Portuguese: two English (or Spanish) words and
+/// none that only Portuguese uses.
+pub(crate) fn language(n: &str) -> super::texts::Lang {
+    use super::texts::Lang;
+    if PORTUGUESE.is_match(n) {
+        return Lang::Pt;
+    }
+    let count = |r: &Regex| r.find_iter(n).count();
+    let (en, es) = (count(&ENGLISH), count(&SPANISH));
+    if en >= 2 && en > es {
+        Lang::En
+    } else if es >= 2 && es >= en {
+        Lang::Es
+    } else if en == 1 && es == 0 && n.split_whitespace().count() <= 2 {
+        // "hi", "hello", "balance": one word, and it is English.
+        Lang::En
+    } else if es == 1 && en == 0 && n.split_whitespace().count() <= 2 {
+        Lang::Es
+    } else {
+        Lang::Pt
+    }
+}
+
+static HELLO: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^(oi+e?|ola|ole|opa|e ai|eai|eae|salve|fala|alo|hello|hi|hey|hola|buenas)\b"));
+
+/// The greeting a message opens with, answered in kind ("Boa tarde!").
+pub(crate) fn greeting_back(n: &str) -> Option<&'static str> {
+    let has = |w: &str| n.contains(w);
+    if has("bom dia") || has("buenos dias") {
+        Some("Bom dia!")
+    } else if has("boa tarde") || has("buenas tardes") {
+        Some("Boa tarde!")
+    } else if has("boa noite") || has("buenas noches") {
+        Some("Boa noite!")
+    } else if HELLO.is_match(n) {
+        Some("Olá!")
+    } else {
+        None
+    }
 }

@@ -11,11 +11,13 @@ pub(crate) enum Known {
     TransferirParaHumano,
     EncerrarAtendimento,
     Ajuda,
+    MeusCartoes,
+    EsquecerCartoes,
     TarefaComposta,
 }
 
 impl Known {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 10] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -23,6 +25,8 @@ impl Known {
         Self::TransferirParaHumano,
         Self::EncerrarAtendimento,
         Self::Ajuda,
+        Self::MeusCartoes,
+        Self::EsquecerCartoes,
         Self::TarefaComposta,
     ];
 
@@ -36,6 +40,8 @@ impl Known {
             Self::TransferirParaHumano => "transferir_para_humano",
             Self::EncerrarAtendimento => "encerrar_atendimento",
             Self::Ajuda => "ajuda",
+            Self::MeusCartoes => "meus_cartoes",
+            Self::EsquecerCartoes => "esquecer_cartoes",
             Self::TarefaComposta => "tarefa_composta",
         }
     }

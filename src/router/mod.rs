@@ -7,9 +7,11 @@
 //! Without a model, whatever level 1 does not recognise gets the help text.
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
+mod cards;
 pub mod intents;
 pub mod keywords;
 mod known;
+mod texts;
 
 use known::{Known, WithParams};
 
@@ -21,9 +23,15 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use vt_actions::tools::STATE_PENDENTE;
-use vt_actions::vt::parse::{amounts, cards, is_confirmation, is_refusal, normalize, payment_type};
+use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
+use vt_actions::vt::parse::{
+    amounts, cards, final_digits, is_confirmation, is_refusal, normalize, odd_card_lengths, payment_type,
+};
 use vt_actions::vt::{Idioma, format_money, mask_card};
+
+use cards::Pick;
+pub(crate) use texts::HELP_TEXT;
+use texts::Lang;
 
 use crate::engine::Conversation;
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
@@ -31,14 +39,6 @@ use crate::store::IntentRecord;
 
 /// State key of a request waiting for a missing parameter.
 pub(crate) const STATE_AGUARDANDO: &str = "aguardando";
-
-/// What the router answers when it knows nothing better (and no model is configured). Its examples
-/// hold no card number: the product's own texts follow the rule that no full card reaches a reply.
-pub(crate) const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
-• consultar o saldo — \"saldo do cartão\" e o número do cartão\n\
-• recarregar, sempre com a sua confirmação — \"recarregar 50 reais via pix\" e o número do cartão\n\
-• avisar quando o saldo estiver baixo\n\
-• chamar um atendente — \"falar com atendente\"";
 
 /// A request waiting for parameters, kept in conversation state between turns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,6 +56,11 @@ pub enum Route {
     Ask { question: String, awaiting: Awaiting },
     /// Answer with this text.
     Reply { text: String },
+    /// Answer with this text, which asks again to confirm the recharge `pending` (a "sim" after it
+    /// confirms that recharge).
+    Restate { text: String, pending: String },
+    /// Forget the cards the conversation remembers, and answer with this text.
+    ForgetCards { text: String },
     /// Let the model handle it (the active skill's tools, compressed context).
     Model,
     /// Plan it with the model, execute the plan with code (hybrid intent).
@@ -90,6 +95,10 @@ struct Found {
     cards: Vec<String>,
     amounts: Vec<Decimal>,
     meio: Option<&'static str>,
+    /// "o final 7890": a card named by its last digits.
+    final_digits: Option<String>,
+    /// Numbers typed as a card that cannot be one (their lengths).
+    odd_cards: Vec<usize>,
 }
 
 impl Found {
@@ -98,16 +107,44 @@ impl Found {
             cards: cards(text),
             amounts: amounts(text),
             meio: payment_type(text),
+            final_digits: final_digits(text),
+            odd_cards: odd_card_lengths(text),
         }
     }
 
     /// Whether this brings something the waiting request asked for.
     fn answers(&self, intent: WithParams) -> bool {
+        let card = !self.cards.is_empty() || self.final_digits.is_some() || !self.odd_cards.is_empty();
         match intent {
-            WithParams::Recarga => !(self.cards.is_empty() && self.amounts.is_empty() && self.meio.is_none()),
-            WithParams::Saldo => !self.cards.is_empty(),
+            WithParams::Recarga => card || !self.amounts.is_empty() || self.meio.is_some(),
+            WithParams::Saldo => card,
         }
     }
+
+    /// Whether this changes something of a recharge: a value, a card, a means of payment.
+    fn changes_recharge(&self) -> bool {
+        self.answers(WithParams::Recarga)
+    }
+}
+
+/// Words that may stand around a card number sent alone ("meu cartão é 1234567890").
+const CARD_ALONE_WORDS: [&str; 19] = [
+    "cartao", "meu", "o", "numero", "n", "no", "vt", "e", "eh", "do", "bilhete", "vale", "segue", "aqui",
+    "ta", "esta", "ai", "esse", "card",
+];
+
+/// The message is a card number and nothing else worth reading.
+fn only_a_card(n: &str) -> bool {
+    n.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty() && !w.bytes().all(|b| b.is_ascii_digit()))
+        .all(|w| CARD_ALONE_WORDS.contains(&w))
+}
+
+fn pending_of(conv: &Conversation) -> Option<RecargaPendente> {
+    conv.state
+        .get(STATE_PENDENTE)
+        .filter(|v| !v.is_null())
+        .and_then(|v| vt_actions::json::from_ref(v).ok())
 }
 
 impl Router {
@@ -147,12 +184,17 @@ impl Router {
             };
         }
         let Some(llm) = &self.llm else {
-            return self.decision(
-                "ajuda",
-                Route::Reply {
-                    text: HELP_TEXT.into(),
-                },
-            );
+            // Without a model, a recharge waiting is what the person is most likely answering.
+            if let Some(p) = pending_of(conv) {
+                let route = Route::Restate {
+                    text: p.restated(),
+                    pending: p.id,
+                };
+                return self.decision(Known::ConfirmarRecarga.key(), route);
+            }
+            let n = normalize(text);
+            let help = texts::help(keywords::language(&n), keywords::greeting_back(&n));
+            return self.decision("ajuda", Route::Reply { text: help });
         };
         let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;
         let mut d = match self.resolve(&intent, text, conv) {
@@ -178,7 +220,8 @@ impl Router {
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
         let n = normalize(text);
-        let pending = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
+        let pending = pending_of(conv);
+        let found = Found::of(text);
         let active = |k: Known| self.intent(k.key()).is_some();
         let act = |intent: Known, arguments: Value| {
             let route = Route::Action {
@@ -187,29 +230,58 @@ impl Router {
             };
             Some((intent.key().to_owned(), route))
         };
-        let reply = |text: &str| Some((Known::Ajuda.key().to_owned(), Route::Reply { text: text.into() }));
+        let reply = |intent: Known, text: String| Some((intent.key().to_owned(), Route::Reply { text }));
         let with_params = |intent: WithParams| {
             let route = self.params_route(intent, text, conv);
             Some((intent.intent().key().to_owned(), route))
         };
-        // A plain yes, or — with a recharge waiting — a yes with details: the action itself checks that
-        // every detail matches the pending recharge.
-        let yes_with_details = pending && ["sim", "confirmo", "pode"].iter().any(|w| n.starts_with(w));
-        if (is_confirmation(text) || yes_with_details) && active(Known::ConfirmarRecarga) {
+        let lang = keywords::language(&n);
+        // A yes that changes something of the waiting recharge ("sim, mas 60") is a correction.
+        let starts_yes = ["sim", "confirmo", "pode", "ok"].iter().any(|w| n.starts_with(w));
+        let correction = pending.as_ref().is_some_and(|p| {
+            found.changes_recharge() && !keywords::is_balance(&n) && !user_confirms(text, p)
+        });
+        // A plain yes, or — with a recharge waiting — a yes whose details match it (the action itself
+        // checks them again, and that the question was the last thing we said).
+        if !correction
+            && (is_confirmation(text) || (pending.is_some() && starts_yes))
+            && active(Known::ConfirmarRecarga)
+        {
             return act(Known::ConfirmarRecarga, json!({}));
         }
-        if is_refusal(text) {
-            if (pending || keywords::says_cancel(&n)) && active(Known::CancelarRecarga) {
+        let cancels = keywords::says_cancel(&n) && !found.changes_recharge();
+        if is_refusal(text) || cancels {
+            if (pending.is_some() || cancels) && active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
-            return reply("Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.");
+            return reply(Known::Ajuda, texts::NOTHING_TO_DO.into());
         }
         if keywords::is_handoff(&n) && active(Known::TransferirParaHumano) {
             let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
             return act(Known::TransferirParaHumano, motivo);
         }
+        if keywords::is_unsupported(&n) {
+            return reply(Known::Ajuda, texts::unsupported(lang).into());
+        }
+        if keywords::forgets_cards(&n) {
+            let count = remembered_in(&conv.memory).len();
+            let route = Route::ForgetCards {
+                text: texts::cards_forgotten(count),
+            };
+            return Some((Known::EsquecerCartoes.key().to_owned(), route));
+        }
+        if keywords::lists_cards(&n) {
+            let text = texts::cards_list(&remembered_in(&conv.memory));
+            return reply(Known::MeusCartoes, text);
+        }
         if keywords::is_goodbye(&n) && active(Known::EncerrarAtendimento) {
             return act(Known::EncerrarAtendimento, json!({"motivo": null}));
+        }
+        if keywords::is_thanks(&n) {
+            return reply(Known::Ajuda, texts::THANKS.into());
+        }
+        if correction && active(Known::PrepararRecarga) {
+            return with_params(WithParams::Recarga);
         }
         if keywords::is_recharge(&n) && active(Known::PrepararRecarga) {
             return with_params(WithParams::Recarga);
@@ -221,13 +293,25 @@ impl Router {
         if let Some(waiting) = awaiting(conv)
             .and_then(|a| Known::of(&a.intent))
             .and_then(WithParams::of)
-            && Found::of(text).answers(waiting)
+            && found.answers(waiting)
             && active(waiting.intent())
         {
             return with_params(waiting);
         }
-        if keywords::is_greeting(&n) {
-            return reply(HELP_TEXT);
+        // A card number sent alone (or one typed too short or too long): its balance is asked for.
+        let card_alone = !found.cards.is_empty() || !found.odd_cards.is_empty();
+        if card_alone && only_a_card(&n) && active(Known::ConsultarSaldo) {
+            return with_params(WithParams::Saldo);
+        }
+        if let Some(p) = pending {
+            let route = Route::Restate {
+                text: p.restated(),
+                pending: p.id,
+            };
+            return Some((Known::ConfirmarRecarga.key().to_owned(), route));
+        }
+        if keywords::is_greeting(&n) || lang != Lang::Pt {
+            return reply(Known::Ajuda, texts::help(lang, keywords::greeting_back(&n)));
         }
         None
     }
@@ -251,6 +335,12 @@ impl Router {
             Known::Ajuda => Route::Reply {
                 text: HELP_TEXT.into(),
             },
+            Known::MeusCartoes => Route::Reply {
+                text: texts::cards_list(&remembered_in(&conv.memory)),
+            },
+            Known::EsquecerCartoes => Route::ForgetCards {
+                text: texts::cards_forgotten(remembered_in(&conv.memory).len()),
+            },
             Known::TarefaComposta => Route::Plan,
         })
     }
@@ -262,12 +352,25 @@ impl Router {
             .filter(|a| a.intent == key)
             .map(|a| a.params)
             .unwrap_or_default();
-        let doubts = gather_params(intent, &Found::of(text), &mut params);
+        let found = Found::of(text);
+        // A correction starts from the waiting recharge: what the message brings replaces its part.
+        if intent == WithParams::Recarga
+            && let Some(p) = pending_of(conv)
+        {
+            params.insert("cartao".into(), json!(p.cartao));
+            params.insert("valor".into(), json!(p.valor.to_string()));
+            params.insert("meio_pagamento".into(), json!(p.meio_pagamento));
+        }
+        let mut doubts = gather_params(intent, &found, &mut params);
+        // Asked which of the known cards: the question need not ask for a number too.
+        let card_asked = !params.contains_key("cartao")
+            && doubts.is_empty()
+            && self.known_card(text, conv, &found, &mut params, &mut doubts);
         let missing: Vec<&str> = intent
             .required()
             .iter()
             .copied()
-            .filter(|k| !params.contains_key(*k))
+            .filter(|k| !params.contains_key(*k) && !(card_asked && *k == "cartao"))
             .collect();
         if doubts.is_empty() && missing.is_empty() {
             return Route::Action {
@@ -281,6 +384,47 @@ impl Router {
                 intent: key.into(),
                 params,
             },
+        }
+    }
+
+    /// The card a request without one means, from the cards the conversation remembers — or why
+    /// none can be taken (a number of the wrong length, several cards, no card ending so). `true`
+    /// when the doubt it adds already asks for the card.
+    fn known_card(
+        &self,
+        text: &str,
+        conv: &Conversation,
+        found: &Found,
+        params: &mut Map<String, Value>,
+        doubts: &mut Vec<String>,
+    ) -> bool {
+        if let Some(len) = found.odd_cards.first() {
+            doubts.push(texts::odd_length(*len));
+            return false;
+        }
+        let n = normalize(text);
+        match cards::pick(text, &n, &remembered_in(&conv.memory)) {
+            Pick::One(card) => {
+                params.insert("cartao".into(), json!(card));
+                false
+            }
+            Pick::Choose(many) => {
+                doubts.push(format!(
+                    "De qual cartão: {}? Pode responder com o final (\"o final {}\") ou com outro número.",
+                    texts::masked_list(&many, "ou"),
+                    many.last()
+                        .map(|c| &c[c.len().saturating_sub(4)..])
+                        .unwrap_or_default()
+                ));
+                true
+            }
+            Pick::NoSuchFinal(tail) => {
+                doubts.push(format!(
+                    "Não tenho nenhum cartão seu com final {tail}; me diga o número completo."
+                ));
+                true
+            }
+            Pick::None => false,
         }
     }
 

@@ -5,6 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{ConversationService, Inbound, ServiceError, tenant_of};
+use vt_actions::tools::cartao::MEMORY_CARTOES;
+
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 
@@ -37,6 +39,7 @@ impl ConversationService {
                 let mut c = self.engine.start_conversation(&msg.agent_id, msg.user.clone())?;
                 c.id = id.to_owned();
                 c.tenant_id = tenant_of(msg);
+                self.carry_cards(&mut c).await;
                 c
             }
         };
@@ -55,6 +58,28 @@ impl ConversationService {
             tracing::info!(conversation = %id, "redelivered message ignored");
         }
         Ok(stored.map(|message_id| (conv, message_id)))
+    }
+}
+
+impl ConversationService {
+    /// A new conversation of a routed agent starts with the cards its user gave in their last one on
+    /// the same channel and tenant, so tomorrow's "saldo" just works. Unreadable, it starts with none
+    /// (logged): the person is asked for the card, as before.
+    async fn carry_cards(&self, conv: &mut Conversation) {
+        if !self.router.as_ref().is_some_and(|r| r.agent() == conv.agent_id) {
+            return;
+        }
+        match self.store.previous_conversation(conv).await {
+            Ok(Some(previous)) => {
+                if let Some(cards) = previous.memory.get(MEMORY_CARTOES).filter(|v| !v.is_null()) {
+                    conv.memory.insert(MEMORY_CARTOES.into(), cards.clone());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the previous conversation could not be read; no card carried over")
+            }
+        }
     }
 }
 

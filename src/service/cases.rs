@@ -259,6 +259,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
         },
         unsupported: None,
         thread: None,
+        tapped: None,
     }
 }
 

@@ -35,6 +35,7 @@ pub use figures::{CaseFigures, percentile};
 pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hours::Hours;
 mod commit;
+mod question;
 mod inbox;
 mod route;
 
@@ -90,6 +91,10 @@ pub struct Inbound {
     pub unsupported: Option<String>,
     /// Where the channel should put the replies (a thread's root), if anywhere in particular.
     pub thread: Option<String>,
+    /// The recharge a tap on its own confirm button names (the text is then "sim"): the tap answers
+    /// that request even when other answers of ours came after its question. Checked against the
+    /// recharge waiting when the turn runs; any other id names nothing.
+    pub tapped: Option<String>,
 }
 
 /// How the router classified a turn, for the usage metrics.
@@ -422,6 +427,7 @@ impl ConversationService {
             summary: c.summary.clone(),
             facts: c.key_facts.clone(),
         });
+        question::tapped(&mut conv, msg.tapped.as_deref());
         let route = spans::step("route");
         let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
         routing.trace(&route);
@@ -434,6 +440,9 @@ impl ConversationService {
                     .with_context(compressed),
             )
             .await?;
+        if let Some(pending) = &routing.restated {
+            question::asked(&mut conv, pending, &outcome.execution.execucao_id);
+        }
         let ran = Ran {
             outcome,
             routing,
@@ -860,6 +869,7 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         delivery: Delivery::Outbox,
         unsupported: None,
         thread: None,
+        tapped: None,
     }
 }
 

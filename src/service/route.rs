@@ -18,6 +18,9 @@ pub struct Routing {
     pub classified: bool,
     /// Tokens spent routing and planning: `(input, output)`.
     pub tokens: (u64, u64),
+    /// The reply restates the question of this waiting recharge (the router did not understand the
+    /// message): a "sim" after it confirms that recharge.
+    pub restated: Option<String>,
 }
 
 impl Routing {
@@ -50,6 +53,7 @@ impl Routing {
             tag: Some(IntentTag::new(intent, "deterministic", keyword_matched)),
             classified: false,
             tokens: (0, 0),
+            restated: None,
         }
     }
 }
@@ -62,6 +66,7 @@ impl ConversationService {
                 tag: None,
                 classified: false,
                 tokens: (0, 0),
+                restated: None,
             };
             return (TurnStart::Model, routing);
         };
@@ -69,6 +74,7 @@ impl ConversationService {
         vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
         let decision = router.route(text, conv).await;
         let mut tokens = decision.tokens;
+        let mut restated = None;
         let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
         let start = match decision.route {
             Route::Ask { question, awaiting } => {
@@ -86,6 +92,14 @@ impl ConversationService {
                         arguments,
                     },
                     Route::Reply { text } => TurnStart::Reply(text),
+                    Route::Restate { text, pending } => {
+                        restated = Some(pending);
+                        TurnStart::Reply(text)
+                    }
+                    Route::ForgetCards { text } => {
+                        conv.memory.remove(vt_actions::tools::cartao::MEMORY_CARTOES);
+                        TurnStart::Reply(text)
+                    }
                     Route::Plan => {
                         let (reply, used) = self.plan(conv, text, &decision.intent).await;
                         tokens = (tokens.0 + used.0, tokens.1 + used.1);
@@ -99,6 +113,7 @@ impl ConversationService {
             tag: Some(tag),
             classified: decision.classified,
             tokens,
+            restated,
         };
         (start, routing)
     }

@@ -663,6 +663,10 @@ pub trait ConversationStore: Send + Sync {
 
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
 
+    /// The last conversation (most recently updated) of `conv`'s user with the same agent, on the
+    /// same channel and tenant, other than `conv` itself: where what they told us before is found.
+    async fn previous_conversation(&self, conv: &Conversation) -> Result<Option<Conversation>, StoreError>;
+
     /// Accepts an inbound message in one transaction: the conversation's row when it is new, then the
     /// message — unless `channel_message_id` was accepted before in this conversation (a channel's
     /// redelivery), in which case nothing is written and `None` comes back. A message with a channel id

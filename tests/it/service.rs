@@ -333,6 +333,9 @@ impl vt_agent::store::ConversationStore for Flaky {
     async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
         self.inner.conversation(id).await
     }
+    async fn previous_conversation(&self, c: &Conversation) -> Result<Option<Conversation>, StoreError> {
+        self.inner.previous_conversation(c).await
+    }
     async fn append_message(
         &self,
         c: &str,

@@ -13,7 +13,7 @@ use crate::vt::parse::cards;
 
 /// Memory key: the cards the user wrote, most recent last (full numbers: memory is never shown to the
 /// model, and the conversation's messages hold them anyway).
-pub(crate) const MEMORY_CARTOES: &str = "cartoes_informados";
+pub const MEMORY_CARTOES: &str = "cartoes_informados";
 /// How many cards are remembered.
 const REMEMBERED: usize = 5;
 
@@ -21,7 +21,8 @@ fn remembered(ctx: &ActionContext) -> Vec<String> {
     remembered_in(&ctx.memory)
 }
 
-fn remembered_in(memory: &Map<String, Value>) -> Vec<String> {
+/// The cards the user gave in this conversation (or an earlier one of theirs), oldest first.
+pub fn remembered_in(memory: &Map<String, Value>) -> Vec<String> {
     memory
         .get(MEMORY_CARTOES)
         .and_then(Value::as_array)

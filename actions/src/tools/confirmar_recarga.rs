@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::pendente::{RecargaPendente, STATE_PENDENTE};
+use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 use super::runner::{FlowResult, SharedFlowRunner};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
@@ -78,7 +78,21 @@ impl Action for ConfirmarRecarga {
                     p.id
                 ),
             )
+            .with_state(STATE_PERGUNTADA, Perguntada::mark(&p.id, &ctx.turn_id))
             .error()
+            .into());
+        }
+        // A "sim" answers the last thing we said: when that was not this recharge's question (another
+        // answer came after it), the question is asked again and nothing moves.
+        if !p.was_asked_last(ctx) {
+            return Ok(ResponseToUser::new(
+                p.restated(),
+                format!(
+                    "Recarga NÃO realizada: a pergunta da recarga pendente {} não foi a última coisa dita ao usuário; ela foi feita de novo e espera um novo *sim*.",
+                    p.id
+                ),
+            )
+            .with_state(STATE_PERGUNTADA, Perguntada::mark(&p.id, &ctx.turn_id))
             .into());
         }
         let settings = VtSettings::of(ctx);

@@ -21,7 +21,7 @@ pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
 pub use notificar::Notificar;
-pub use pendente::{RecargaPendente, STATE_PENDENTE};
+pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;

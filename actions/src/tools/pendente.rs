@@ -10,6 +10,48 @@ use crate::vt::{Idioma, MeioPagamento, Recarga, format_money, mask_card};
 
 /// The state key.
 pub const STATE_PENDENTE: &str = "recarga_pendente";
+/// State key: the recharge whose question was the last thing said to the user, with the turn that
+/// said it. A typed "sim" confirms only this recharge: the service clears the mark after every turn
+/// that did not set it (`Perguntada::stands_after`), so a question followed by any other answer of
+/// ours no longer stands, and "sim" then gets the question again instead of a charge.
+pub const STATE_PERGUNTADA: &str = "recarga_perguntada";
+
+/// Which recharge was asked last, and in which turn ([`STATE_PERGUNTADA`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Perguntada {
+    /// The pending recharge's id.
+    pub id: String,
+    /// The turn that asked (a tap on a button of the request says [`Perguntada::TAP`]).
+    pub turno: String,
+}
+
+impl Perguntada {
+    /// The turn of a mark a tap on the request's own button leaves: the tap names its request.
+    pub const TAP: &'static str = "botao";
+
+    /// The mark that recharge `id` was asked in turn `turno`, as the state holds it.
+    pub fn mark(id: &str, turno: &str) -> Value {
+        crate::json::to_value(Self {
+            id: id.to_owned(),
+            turno: turno.to_owned(),
+        })
+        .unwrap_or(Value::Null)
+    }
+
+    /// The mark in a conversation's `state`, if one is.
+    pub fn in_state(state: &serde_json::Map<String, Value>) -> Option<Self> {
+        state
+            .get(STATE_PERGUNTADA)
+            .and_then(|v| crate::json::from_ref(v).ok())
+    }
+
+    /// Whether the mark still stands once turn `turn_id` has answered: only when that turn said the
+    /// question (again) and the recharge it names is still the one waiting.
+    pub fn stands_after(state: &serde_json::Map<String, Value>, turn_id: &str) -> bool {
+        let pending = RecargaPendente::id_in(state);
+        Self::in_state(state).is_some_and(|a| a.turno == turn_id && pending.as_deref() == Some(a.id.as_str()))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecargaPendente {
@@ -65,6 +107,19 @@ impl RecargaPendente {
             },
             idempotency_key: Some(Self::request_key(&self.id)),
         }
+    }
+
+    /// Whether the user's last sight of us was this recharge's question ([`STATE_PERGUNTADA`]).
+    pub(crate) fn was_asked_last(&self, ctx: &ActionContext) -> bool {
+        Perguntada::in_state(&ctx.state).is_some_and(|a| a.id == self.id)
+    }
+
+    /// The question again, when the user answers something else or a "sim" that no longer follows it.
+    pub fn restated(&self) -> String {
+        format!(
+            "A recarga de {} ainda espera a sua confirmação. Responda *sim* para confirmar ou *não* para cancelar.",
+            self.describe()
+        )
     }
 
     /// `BRL 50,00 no cartão ****7890 via PIX`, for messages.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::cartao;
 use super::consultar_saldo::invalid_card;
-use super::pendente::{RecargaPendente, STATE_PENDENTE};
+use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
@@ -97,6 +97,7 @@ impl Action for PrepararRecarga {
         let twin = gemea.is_some();
         let ask = ask(&pendente, twin, settings.confirmation_ttl_secs);
         Ok(ask
+            .with_state(STATE_PERGUNTADA, Perguntada::mark(&pendente.id, &ctx.turn_id))
             .with_state(STATE_PENDENTE, pendente.to_value())
             .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
             .into())

@@ -29,6 +29,12 @@ pub fn normalize(text: &str) -> String {
     folded.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// "final 7890", "terminado em 7890": the last digits of a card.
+static FINAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:final|finais|terminad[oa] em|termina em|que termina (?:em|com)|com final|ending in|terminada en)\s*(?:e |é |eh )?(\d{4})\b")
+        .expect("final regex")
+});
+static LONG_NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b\d{5,}\b").expect("long number regex"));
 static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9][0-9 \-.]{6,}[0-9]").expect("card regex"));
 static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -45,24 +51,72 @@ static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     .expect("money regex")
 });
 
+/// The card-like digit runs of `text` (already in ASCII digits): their byte ranges and digits. A run
+/// is digits with spaces, dashes or dots between; a short number typed before or after a card with a
+/// space between (`recarga 50 1234567890`) is no part of it — it is the amount — when the card is one
+/// group of digits of its own (a card written in groups, `1234 5678 90`, stays whole).
+fn digit_runs(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
+    let mut runs = Vec::new();
+    for m in CARD.find_iter(text) {
+        let glued = text[..m.start()]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+            || text[m.end()..].chars().next().is_some_and(char::is_alphanumeric);
+        if glued {
+            continue;
+        }
+        let run = m.as_str();
+        let groups: Vec<&str> = run.split(' ').collect();
+        let digits_of = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
+        let plain = |s: &str| s.len() >= 8 && s.bytes().all(|b| b.is_ascii_digit());
+        let range = match groups.as_slice() {
+            [first, card] if first.len() <= 3 && plain(card) => m.end() - card.len()..m.end(),
+            [card, last] if last.len() <= 3 && plain(card) => m.start()..m.start() + card.len(),
+            _ => m.range(),
+        };
+        runs.push((range.clone(), digits_of(&text[range])));
+    }
+    runs
+}
+
 /// Card numbers in the text: digit runs (spaces, dashes, dots allowed between) of 8 to 19 digits,
 /// distinct, in order. Digits of any script count as digits; a run glued to a letter (`98765432O10`)
 /// is not a card at all, so a card is never read with a character missing.
 pub fn cards(text: &str) -> Vec<String> {
     let text = ascii_digits(text);
     let mut found: Vec<String> = Vec::new();
-    for m in CARD.find_iter(&text) {
-        let glued = text[..m.start()]
-            .chars()
-            .next_back()
-            .is_some_and(char::is_alphanumeric)
-            || text[m.end()..].chars().next().is_some_and(char::is_alphanumeric);
-        let digits: String = m.as_str().chars().filter(char::is_ascii_digit).collect();
-        if !glued && (8..=19).contains(&digits.len()) && !found.contains(&digits) {
+    for (_, digits) in digit_runs(&text) {
+        if (8..=19).contains(&digits.len()) && !found.contains(&digits) {
             found.push(digits);
         }
     }
     found
+}
+
+/// The lengths of digit runs that look typed as a card but cannot be one: 5 to 7 digits, or more
+/// than 19 (no amount is written so, and a card has 8 to 19). The router names the length instead of
+/// asking for a card as if nothing had been typed.
+pub fn odd_card_lengths(text: &str) -> Vec<usize> {
+    let text = ascii_digits(text);
+    let mut lengths: Vec<usize> = digit_runs(&text)
+        .into_iter()
+        .map(|(_, digits)| digits.len())
+        .filter(|n| *n > 19)
+        .collect();
+    for word in text.split(|c: char| !(c.is_ascii_digit() || c == '-' || c == '.')) {
+        let digits = word.bytes().filter(u8::is_ascii_digit).count();
+        if (5..=7).contains(&digits) && !word.contains(',') && word.matches('.').count() != 1 {
+            lengths.push(digits);
+        }
+    }
+    lengths
+}
+
+/// The last four digits a message names a card by ("o final 7890"), if it does.
+pub fn final_digits(text: &str) -> Option<String> {
+    let text = ascii_digits(text);
+    FINAL.captures(&text).map(|c| c[1].to_owned())
 }
 
 /// Parses one money amount as written in pt-BR (`50`, `50,00`, `R$ 50`, `50 reais`, `1.234,56`,
@@ -102,14 +156,16 @@ pub fn parse_money(raw: &str) -> Option<Decimal> {
 /// Money amounts in the text, ignoring digits that belong to card numbers.
 pub fn amounts(text: &str) -> Vec<Decimal> {
     let lower = ascii_digits(text).to_lowercase();
-    let without_cards = CARD.replace_all(&lower, |c: &regex::Captures<'_>| {
-        let digits = c[0].chars().filter(char::is_ascii_digit).count();
-        if digits >= 8 {
-            " ".repeat(c[0].len())
-        } else {
-            c[0].to_owned()
+    let mut without_cards = lower.clone();
+    for (range, digits) in digit_runs(&lower) {
+        if digits.len() >= 8 {
+            without_cards.replace_range(range.clone(), &" ".repeat(range.len()));
         }
-    });
+    }
+    // "o final 7890" names a card's last digits, and a run of five digits or more is a card typed
+    // short or long: neither is money.
+    let without_cards = FINAL.replace_all(&without_cards, " ");
+    let without_cards = LONG_NUMBER.replace_all(&without_cards, " ");
     let mut found = Vec::new();
     for c in MONEY.captures_iter(&without_cards) {
         let negative = c.get(1).is_some();
@@ -147,11 +203,11 @@ pub fn payment_type(text: &str) -> Option<&'static str> {
 }
 
 static YES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(sim|s|confirmo|confirmado|confirma|confirmar|pode|pode sim|pode fazer|pode confirmar|isso|isso mesmo|ok|okay|certo|correto|claro|com certeza|manda|manda ver|fechado|positivo|quero|quero sim|sim,? (confirmo|pode|quero|por favor|obrigad[oa])|confirmo,? pode fazer)[.! ]*$")
+    Regex::new(r"^(sim+|s|ss|sim sim|yes|si|confirmo|confirmado|confirma|confirmar|pode|pode sim|pode ser|pode fazer|pode confirmar|pode mandar|pode seguir|pode ir|isso|isso mesmo|isso ai|ok|okay|certo|correto|claro|com certeza|manda|manda ver|fechado|positivo|bora|beleza|blz|perfeito|quero|quero sim|(sim|ok),? (confirmo|pode|pode ser|pode fazer|quero|por favor|pfv|pf|obrigad[oa]|isso mesmo|certo|confirma)|confirmo,? pode fazer|👍)[.!👍 ]*$")
         .expect("yes regex")
 });
 static NO: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(nao|n|cancela|cancelar|cancele|desisto|deixa|deixa pra la|nao quero|negativo|melhor nao|nao,? (obrigad[oa]|cancela|quero))[.! ]*$")
+    Regex::new(r"^(nao+|n|no|nope|cancela|cancelar|cancele|cancelo|desisto|deixa|deixa pra la|deixa quieto|esquece|nao quero|nao quero mais|nao precisa|agora nao|negativo|melhor nao|nao,? (obrigad[oa]|cancela|quero|precisa|quero mais))[.! ]*$")
         .expect("no regex")
 });
 

@@ -76,6 +76,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
+        tapped: (c.acao == "confirmar").then(|| c.pendente.clone()),
     };
     match state.service.handle(msg).await {
         // The post loses its buttons: a second click has nothing to press.

@@ -265,6 +265,7 @@ impl Bot {
             delivery: Delivery::Outbox,
             unsupported: None,
             thread,
+            tapped: None,
         };
         let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());
         match self.service.receive(&msg).await {

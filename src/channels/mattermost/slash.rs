@@ -79,6 +79,7 @@ pub(super) async fn command(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
+        tapped: None,
     };
     let mut work = {
         let state = state.clone();

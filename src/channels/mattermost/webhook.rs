@@ -72,6 +72,7 @@ pub(super) async fn outgoing(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
+        tapped: None,
     };
     match state.service.handle(msg).await {
         Ok(h) if h.duplicate => StatusCode::OK.into_response(),

@@ -282,6 +282,7 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
         delivery: Delivery::Outbox,
         unsupported: None,
         thread: None,
+        tapped: None,
     };
     let tapped = m
         .interactive
@@ -289,7 +290,10 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
         .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()));
     match (m.kind.as_str(), &m.text, tapped) {
         ("text", Some(t), _) => msg.text = t.body.clone(),
-        ("interactive", _, Some(r)) => msg.text = button_text(&state.service, &conversation, &r.id).await,
+        ("interactive", _, Some(r)) => {
+            msg.text = button_text(&state.service, &conversation, &r.id).await;
+            msg.tapped = r.id.strip_prefix(CONFIRM_PREFIX).map(str::to_owned);
+        }
         // A template's quick reply ("Continuar"): the words on it.
         ("button", ..) if m.button.as_ref().is_some_and(|b| !b.text.is_empty()) => {
             msg.text = m.button.as_ref().map(|b| b.text.clone()).unwrap_or_default();

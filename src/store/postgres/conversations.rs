@@ -23,6 +23,20 @@ impl ConversationStore for PgStore {
         row.as_ref().map(rows::conversation).transpose()
     }
 
+    async fn previous_conversation(&self, conv: &Conversation) -> Result<Option<Conversation>, StoreError> {
+        let row = sqlx::query(
+            "SELECT * FROM conversations WHERE tenant_id = $1 AND channel = $2 AND user_id = $3 AND agent_id = $4 AND id <> $5 ORDER BY updated_at DESC LIMIT 1",
+        )
+        .bind(&conv.tenant_id)
+        .bind(&conv.channel)
+        .bind(&conv.user_id)
+        .bind(&conv.agent_id)
+        .bind(&conv.id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(rows::conversation).transpose()
+    }
+
     async fn accept_message(
         &self,
         conversation: &Conversation,

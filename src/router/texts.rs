@@ -1,0 +1,101 @@
+//! What the router says by itself, with zero tokens: the help (in pt-BR, and short in English and
+//! Spanish for people who write in them), the answer to a request the product cannot serve, the
+//! thanks, and the cards a conversation remembers.
+
+use vt_actions::vt::mask_card;
+
+/// The language a message was written in, as far as the router can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lang {
+    Pt,
+    En,
+    Es,
+}
+
+/// What the router answers when it knows nothing better (and no model is configured). Its examples
+/// hold no card number: the product's own texts follow the rule that no full card reaches a reply.
+pub(crate) const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
+• consultar o saldo — \"saldo do cartão\" e o número do cartão\n\
+• recarregar, sempre com a sua confirmação — \"recarregar 50 reais via pix\" e o número do cartão\n\
+• avisar quando o saldo estiver baixo\n\
+• chamar um atendente — \"falar com atendente\"";
+
+const HELP_EN: &str = "I can help with your transit pass (vale-transporte) card:\n\
+• check the balance — \"balance card\" and the card number\n\
+• top it up, always after you confirm — \"recharge 50 via pix\" and the card number\n\
+• call a person — \"atendente\"\n\
+This service speaks Portuguese: the answers about your card come in Portuguese.";
+
+const HELP_ES: &str = "Puedo ayudar con su tarjeta de vale-transporte:\n\
+• consultar el saldo — \"saldo tarjeta\" y el número de la tarjeta\n\
+• recargarla, siempre con su confirmación — \"recargar 50 via pix\" y el número de la tarjeta\n\
+• llamar a una persona — \"atendente\"\n\
+Este servicio habla portugués: las respuestas sobre su tarjeta llegan en portugués.";
+
+/// The help in `lang`, after the greeting the message opened with.
+pub(crate) fn help(lang: Lang, greeting: Option<&str>) -> String {
+    match lang {
+        Lang::En => format!("Hello! {HELP_EN}"),
+        Lang::Es => format!("¡Hola! {HELP_ES}"),
+        Lang::Pt => match greeting {
+            Some(g) => format!("{g} {HELP_TEXT}"),
+            None => HELP_TEXT.to_owned(),
+        },
+    }
+}
+
+/// A request the product cannot serve (a lost card, blocking, a new card, a refund): said honestly,
+/// with a person offered.
+pub(crate) fn unsupported(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => {
+            "I can't do that here (lost or blocked cards, a new card, refunds). A person from our team can: reply *atendente* and I'll call one."
+        }
+        Lang::Es => {
+            "No puedo hacer eso por aquí (tarjeta perdida o bloqueada, una tarjeta nueva, reembolsos). Una persona del equipo sí: responda *atendente* y la llamo."
+        }
+        Lang::Pt => {
+            "Isso eu não consigo fazer por aqui: cartão perdido, roubado ou bloqueado, segunda via e estornos são com a equipe de atendimento. Quer que eu chame uma pessoa? É só responder *atendente*."
+        }
+    }
+}
+
+pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
+pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
+
+/// The cards a conversation remembers, masked.
+pub(crate) fn cards_list(cards: &[String]) -> String {
+    match cards {
+        [] => "Não tenho nenhum cartão seu guardado. Quando você me disser o número de um, eu lembro dele nas próximas conversas.".into(),
+        [one] => format!(
+            "Tenho um cartão seu guardado: {}. Para eu esquecê-lo, diga \"esquecer meus cartões\".",
+            mask_card(one)
+        ),
+        many => format!(
+            "Tenho estes cartões seus guardados: {}. Para eu esquecê-los, diga \"esquecer meus cartões\".",
+            masked_list(many, "e")
+        ),
+    }
+}
+
+pub(crate) fn cards_forgotten(count: usize) -> String {
+    match count {
+        0 => "Não havia nenhum cartão seu guardado.".into(),
+        1 => "Pronto, esqueci o seu cartão. Da próxima vez, me diga o número de novo.".into(),
+        n => format!("Pronto, esqueci os seus {n} cartões. Da próxima vez, me diga o número de novo."),
+    }
+}
+
+/// `****1111, ****2222 ou ****7890` (with `and_or` "ou" or "e").
+pub(crate) fn masked_list(cards: &[String], and_or: &str) -> String {
+    let masked: Vec<String> = cards.iter().map(|c| mask_card(c)).collect();
+    match masked.as_slice() {
+        [init @ .., last] if !init.is_empty() => format!("{} {and_or} {last}", init.join(", ")),
+        _ => masked.join(""),
+    }
+}
+
+/// A number typed as a card that cannot be one.
+pub(crate) fn odd_length(digits: usize) -> String {
+    format!("O número do cartão que você digitou tem {digits} dígitos; ele deve ter de 8 a 19.")
+}
