@@ -8,6 +8,7 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod cards;
+pub mod corpus;
 pub mod intents;
 pub mod keywords;
 mod known;
@@ -173,7 +174,13 @@ impl Router {
 
     /// Decides what to do with `text` in `conv`.
     pub async fn route(&self, text: &str, conv: &Conversation) -> Decision {
-        if let Some((intent, route)) = self.level1(text, conv) {
+        if let Some((intent, mut route)) = self.level1(text, conv) {
+            // "oi, quero recarregar": the greeting is answered before the question.
+            if let Route::Ask { question, .. } = &mut route
+                && let Some(hello) = keywords::greeting_back(&normalize(text))
+            {
+                *question = format!("{hello} {question}");
+            }
             return Decision {
                 action_type: self.action_type(&intent),
                 intent,
@@ -221,6 +228,7 @@ impl Router {
     fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
         let n = normalize(text);
         let pending = pending_of(conv);
+        let waiting = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
         let found = Found::of(text);
         let active = |k: Known| self.intent(k.key()).is_some();
         let act = |intent: Known, arguments: Value| {
@@ -244,14 +252,14 @@ impl Router {
         // A plain yes, or — with a recharge waiting — a yes whose details match it (the action itself
         // checks them again, and that the question was the last thing we said).
         if !correction
-            && (is_confirmation(text) || (pending.is_some() && starts_yes))
+            && (is_confirmation(text) || (waiting && starts_yes))
             && active(Known::ConfirmarRecarga)
         {
             return act(Known::ConfirmarRecarga, json!({}));
         }
         let cancels = keywords::says_cancel(&n) && !found.changes_recharge();
         if is_refusal(text) || cancels {
-            if (pending.is_some() || cancels) && active(Known::CancelarRecarga) {
+            if (waiting || cancels) && active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
             return reply(Known::Ajuda, texts::NOTHING_TO_DO.into());
@@ -358,7 +366,7 @@ impl Router {
             && let Some(p) = pending_of(conv)
         {
             params.insert("cartao".into(), json!(p.cartao));
-            params.insert("valor".into(), json!(p.valor.to_string()));
+            params.insert("valor".into(), json!(format!("{:.2}", p.valor)));
             params.insert("meio_pagamento".into(), json!(p.meio_pagamento));
         }
         let mut doubts = gather_params(intent, &found, &mut params);

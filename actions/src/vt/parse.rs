@@ -166,6 +166,7 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
     // short or long: neither is money.
     let without_cards = FINAL.replace_all(&without_cards, " ");
     let without_cards = LONG_NUMBER.replace_all(&without_cards, " ");
+    let without_cards = number_words_to_digits(&without_cards);
     let mut found = Vec::new();
     for c in MONEY.captures_iter(&without_cards) {
         let negative = c.get(1).is_some();
@@ -179,6 +180,80 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
         }
     }
     found
+}
+
+/// The value of a number word as people write amounts ("cinquenta", "cem"); units only count after
+/// a ten or a hundred ("vinte e cinco"): alone, "um" or "dois" are rarely money.
+fn number_word(word: &str) -> Option<(u32, bool)> {
+    let tens = match word {
+        "dez" => 10,
+        "onze" => 11,
+        "doze" => 12,
+        "quinze" => 15,
+        "vinte" => 20,
+        "trinta" => 30,
+        "quarenta" => 40,
+        "cinquenta" | "cinqüenta" => 50,
+        "sessenta" => 60,
+        "setenta" => 70,
+        "oitenta" => 80,
+        "noventa" => 90,
+        "cem" | "cento" => 100,
+        "duzentos" => 200,
+        "trezentos" => 300,
+        "quatrocentos" => 400,
+        "quinhentos" => 500,
+        _ => 0,
+    };
+    if tens > 0 {
+        return Some((tens, true));
+    }
+    let unit = match word {
+        "um" | "uma" => 1,
+        "dois" | "duas" => 2,
+        "tres" | "três" => 3,
+        "quatro" => 4,
+        "cinco" => 5,
+        "seis" => 6,
+        "sete" => 7,
+        "oito" => 8,
+        "nove" => 9,
+        _ => return None,
+    };
+    Some((unit, false))
+}
+
+/// `text` with amounts written in words ("vinte e cinco reais") turned into digits ("25 reais").
+fn number_words_to_digits(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let bare = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned();
+        match number_word(&bare(words[i])) {
+            Some((first, true)) => {
+                let mut total = first;
+                let mut j = i + 1;
+                // "vinte e cinco", "cento e vinte e cinco"
+                while j + 1 < words.len() && words[j] == "e" {
+                    match number_word(&bare(words[j + 1])) {
+                        Some((n, _)) if n < total => {
+                            total += n;
+                            j += 2;
+                        }
+                        _ => break,
+                    }
+                }
+                out.push(total.to_string());
+                i = j;
+            }
+            _ => {
+                out.push(words[i].to_owned());
+                i += 1;
+            }
+        }
+    }
+    out.join(" ")
 }
 
 /// The payment type named in the text, if exactly one is.
@@ -203,7 +278,7 @@ pub fn payment_type(text: &str) -> Option<&'static str> {
 }
 
 static YES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(sim+|s|ss|sim sim|yes|si|confirmo|confirmado|confirma|confirmar|pode|pode sim|pode ser|pode fazer|pode confirmar|pode mandar|pode seguir|pode ir|isso|isso mesmo|isso ai|ok|okay|certo|correto|claro|com certeza|manda|manda ver|fechado|positivo|bora|beleza|blz|perfeito|quero|quero sim|(sim|ok),? (confirmo|pode|pode ser|pode fazer|quero|por favor|pfv|pf|obrigad[oa]|isso mesmo|certo|confirma)|confirmo,? pode fazer|👍)[.!👍 ]*$")
+    Regex::new(r"^(sim+|s|ss|sim sim|yes|si|confirmo|confirmado|confirma|confirmar|pode|pode sim|pode ser|pode fazer|pode confirmar|pode mandar|pode seguir|pode ir|isso|isso mesmo|isso ai|ok|okay|certo|correto|claro|com certeza|manda|manda ver|fechado|positivo|bora|beleza|blz|perfeito|ta bom|ta certo|fechou|aham|uhum|exato|exatamente|e isso|e isso mesmo|quero|quero sim|(sim|ok),? (confirmo|pode|pode ser|pode fazer|quero|por favor|pfv|pf|obrigad[oa]|isso mesmo|certo|confirma)|confirmo,? pode fazer|👍)[.!👍 ]*$")
         .expect("yes regex")
 });
 static NO: LazyLock<Regex> = LazyLock::new(|| {
