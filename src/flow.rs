@@ -119,15 +119,62 @@ impl FlowOutput {
     }
 }
 
-/// Masks the card numbers of every string in `value`.
+/// Masks the card numbers of every string in `value`, leaving ids, keys and times whole: a digit run
+/// inside an idempotency key is no card, and a key a caller copies must exist.
 fn mask_strings(value: &mut Value) {
-    match value {
-        Value::String(s) => *s = vt_actions::vt::card::mask_cards_in(s),
-        Value::Array(items) => items.iter_mut().for_each(mask_strings),
-        Value::Object(fields) => fields.values_mut().for_each(mask_strings),
-        _ => {}
-    }
+    *value = masked_json(value, |s| vt_actions::vt::card::mask_cards_in(s));
 }
+
+/// A stored JSON value as people read it (the console, `vt-agent flows --id`): card numbers masked wherever they are, but ids,
+/// keys and times left whole (a long run of digits in an id is not a card, and a copied id must
+/// exist).
+pub(crate) fn masked_json(v: &Value, mask: impl Fn(&str) -> String + Copy) -> Value {
+    fn walk(key: &str, v: &Value, mask: &dyn Fn(&str) -> String) -> Value {
+        match v {
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), walk(k, v, mask))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(|v| walk(key, v, mask)).collect()),
+            Value::String(s) if names_an_id_or_time(key) => {
+                Value::String(vt_actions::redact::secrets(s).into_owned())
+            }
+            Value::String(s) => Value::String(mask(s)),
+            Value::Number(n) if key.contains("cartao") => {
+                Value::String(vt_actions::vt::mask_card(&n.to_string()))
+            }
+            // A card written as a number: masked like one.
+            Value::Number(n) if !names_an_id_or_time(key) => {
+                let text = n.to_string();
+                let shown = mask(&text);
+                if shown == text {
+                    v.clone()
+                } else {
+                    Value::String(shown)
+                }
+            }
+            other => other.clone(),
+        }
+    }
+    walk("", v, &mask)
+}
+
+/// Keys whose values are ids, keys or times, never a card.
+fn names_an_id_or_time(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    !key.contains("cartao")
+        && (key == "id"
+            || key.ends_with("_id")
+            || key == "nsu"
+            || key.contains("autorizacao")
+            || key.ends_with("key")
+            || key.starts_with("chave")
+            || key.ends_with("_em")
+            || key.ends_with("_at")
+            || key.ends_with("_ms")
+            || key.contains("timestamp")
+            || key.contains("data_hora"))
+}
+
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Etapa {

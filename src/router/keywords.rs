@@ -28,7 +28,7 @@ static THANKS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static RECHARGE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(recarreg\w*|recargu\w*|coloc\w*|coloqu\w*|poe|ponha|por( mais)? \d+|bot[ae]\w*|adicion\w*|add|deposit\w*|carreg\w*|credit(a|ar|e|em)|inser\w*|quero (recarga|credito|recarregar|colocar)|quero( mais)? \d+|fazer (uma )?recarga|faz (uma )?recarga|top ?up|recharge|reload|add (money|credit)|recargar?|cargar|poner|manda \d+)\b",
+        r"\b(recarreg\w*|recargu\w*|coloc\w*|coloqu\w*|poe|ponha|por( mais)? \d+|bota|bote|botar|botei|botem|boto|adicion\w*|add|deposit\w*|carreg\w*|credit(a|ar|e|em)|inser\w*|quero (recarga|credito|recarregar|colocar)|quero( mais)? \d+|fazer (uma )?recarga|faz (uma )?recarga|top ?up|recharge|reload|add (money|credit)|recargar?|cargar|poner|manda \d+)\b",
     )
 });
 static RECHARGE_NOUN: LazyLock<Regex> = LazyLock::new(|| re(r"\brecarga\b"));
@@ -39,7 +39,7 @@ static BALANCE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static GREETING: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia|boa tarde|boa noite|hello|hi|hey|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|\b(me ajuda|preciso de ajuda|pode me ajudar)\b",
+        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia|boa tarde|boa noite|hello|hi|hey|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|^(me ajuda|preciso de ajuda|pode me ajudar)[?!. ]*$",
     )
 });
 static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| {

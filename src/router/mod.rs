@@ -32,7 +32,6 @@ use vt_actions::vt::{Idioma, format_money, mask_card};
 
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
-use texts::Lang;
 
 use crate::engine::Conversation;
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
@@ -193,11 +192,8 @@ impl Router {
         let Some(llm) = &self.llm else {
             // Without a model, a recharge waiting is what the person is most likely answering.
             if let Some(p) = pending_of(conv) {
-                let route = Route::Restate {
-                    text: p.restated(),
-                    pending: p.id,
-                };
-                return self.decision(Known::ConfirmarRecarga.key(), route);
+                let (intent, route) = restate(&p);
+                return self.decision(&intent, route);
             }
             let n = normalize(text);
             let help = texts::help(keywords::language(&n), keywords::greeting_back(&n));
@@ -292,6 +288,10 @@ impl Router {
             return with_params(WithParams::Recarga);
         }
         if keywords::is_recharge(&n) && active(Known::PrepararRecarga) {
+            // With a recharge waiting, a request that changes nothing of it is not a new one.
+            if let Some(p) = pending.as_ref().filter(|_| !found.changes_recharge()) {
+                return Some(restate(p));
+            }
             return with_params(WithParams::Recarga);
         }
         if keywords::is_balance(&n) && active(Known::ConsultarSaldo) {
@@ -311,14 +311,9 @@ impl Router {
         if card_alone && only_a_card(&n) && active(Known::ConsultarSaldo) {
             return with_params(WithParams::Saldo);
         }
-        if let Some(p) = pending {
-            let route = Route::Restate {
-                text: p.restated(),
-                pending: p.id,
-            };
-            return Some((Known::ConfirmarRecarga.key().to_owned(), route));
-        }
-        if keywords::is_greeting(&n) || lang != Lang::Pt {
+        // Greetings are answered here; a message in English or Spanish, or anything else, is left to
+        // the model when there is one (without one, `route` answers it).
+        if keywords::is_greeting(&n) && pending.is_none() {
             return reply(Known::Ajuda, texts::help(lang, keywords::greeting_back(&n)));
         }
         None
@@ -483,6 +478,15 @@ impl Router {
             }
         }
     }
+}
+
+/// The waiting recharge's question, asked again.
+fn restate(p: &RecargaPendente) -> (String, Route) {
+    let route = Route::Restate {
+        text: p.restated(),
+        pending: p.id.clone(),
+    };
+    (Known::ConfirmarRecarga.key().to_owned(), route)
 }
 
 fn awaiting(conv: &Conversation) -> Option<Awaiting> {

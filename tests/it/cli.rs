@@ -73,6 +73,11 @@ fn bad_input_exits_2_with_one_clear_line() {
             &format!("{{\"cartao\": \"1\", \"x\": \"{}\"}}", "a".repeat(5_000)),
             "limite é 5000",
         ),
+        // A value that is no number breaks the schema: refused by name, nothing runs.
+        (
+            "{\"cartao\": \"1234567890\", \"recarga\": {\"valor\": \"abc\", \"meio_pagamento\": {\"tipo\": \"pix\"}}}",
+            "recarga.valor",
+        ),
     ] {
         let (mut cmd, _data) = vt_agent();
         cmd.args(["run-flow", "-"]);
@@ -81,6 +86,7 @@ fn bad_input_exits_2_with_one_clear_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(expected), "{err}");
+        assert!(!err.contains("abc"), "the value is never echoed: {err}");
         assert!(out.stdout.is_empty());
     }
     let (mut cmd, _data) = vt_agent();

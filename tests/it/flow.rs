@@ -299,7 +299,7 @@ async fn invalid_payloads_are_never_sent() {
     );
     assert_eq!(
         stage(&out, "rf08_conciliar_recarga")["observacoes"],
-        json!(["valor_recarga_invalido"])
+        json!(["valor_recarga_invalido", "recarga_nao_enviada"])
     );
     let out = run(
         &h,
@@ -420,4 +420,23 @@ async fn the_client_waits_as_long_as_retry_after_asks_and_never_retries_a_4xx() 
         .await;
     assert_eq!(refused.status, Some(400));
     assert_eq!(fake.received().len(), 3, "the 400 was not retried");
+}
+
+/// A value outside the policy (`-5`) is RF6's `valor_recarga_invalido`: the run fails, and nobody is
+/// told of a "recarga de BRL -5,00" that never existed — no notice prepared, none sent.
+#[tokio::test]
+async fn a_value_outside_the_policy_notifies_nobody_of_a_recharge_that_never_existed() {
+    let h = flow_harness(quick_simulator()).await;
+    let out = run(&h, "1234567890", pix(-5.0)).await;
+    assert_eq!(out.status, FlowStatus::Falhou);
+    assert_eq!(
+        stage(&out, "rf07_executar_recarga")["erro"]["codigo"],
+        "valor_recarga_invalido"
+    );
+    let rf09 = stage(&out, "rf09_preparar_notificacao_recarga");
+    assert_eq!(rf09["enviar_notificacao"], false, "{rf09}");
+    assert_eq!(rf09["motivo"], "recarga_nao_enviada");
+    assert!(!out.resultado.to_string().contains("-5,00"), "{}", out.resultado);
+    assert_eq!(requests(&h, "recarga"), 0);
+    assert_eq!(requests(&h, "notificacao"), 0, "nobody was notified");
 }

@@ -142,7 +142,7 @@ async fn the_model_sees_masked_cards_only_and_the_tools_find_the_real_one() {
             json!({"cartao": "****7890", "valor": 60, "meio_pagamento": "pix"}),
         ),
     ]);
-    let r = h.say("m1", "mudei de ideia: prefiro sessenta, no mesmo").await;
+    let r = h.say("m1", "mudei de ideia: prefiro o dobro, no mesmo").await;
     assert!(
         r.reply_text().contains("BRL 60,00 no cartão ****7890"),
         "the tool took the real card from what the user wrote: {}",

@@ -120,7 +120,7 @@ async fn cassettes_record_redacted_and_replay_by_fingerprint() {
 
     // A changed request finds no recording and says what changed.
     let mut changed = t.clone();
-    changed.turns[0].user = "meu cartão 1234567890 está bloqueado?".into();
+    changed.turns[0].user = "meu cartão 1234567890 vale no metrô?".into();
     let missed = run_transcript(&changed, &path, &RunOptions::default()).await;
     let m = missed.failure.expect("a cassette miss");
     assert_eq!(m.what, "cassette miss");

@@ -317,7 +317,7 @@ mod tests {
             vec!["valor_recarga_invalido"]
         );
         assert_eq!(
-            run(&format!(r#"{{"valor": "abc", {meio}}}"#)).validation_errors(),
+            run(&format!(r#"{{"valor": null, {meio}}}"#)).validation_errors(),
             vec!["valor_recarga_invalido"]
         );
         let rounded = run(&format!(r#"{{"valor": 100.005, {meio}}}"#));

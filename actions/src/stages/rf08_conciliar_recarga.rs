@@ -58,6 +58,9 @@ pub(crate) struct Transacao {
     pub autorizacao: Option<String>,
 }
 
+/// Observation: the recharge request never left (an invalid payload, or no record before sending).
+pub(crate) const NAO_ENVIADA: &str = "recarga_nao_enviada";
+
 fn text(body: Option<&Value>, keys: &[&str]) -> Option<String> {
     let b = body?;
     keys.iter().find_map(|k| match b.get(*k)? {
@@ -74,6 +77,7 @@ fn recharge_status(resp: &HttpResult, body: Option<&Value>, observacoes: &mut Ve
     match (resp.status, &resp.erro) {
         (None, Some(e)) if e.tipo == "validacao" || e.tipo == "nao_enviado" => {
             observacoes.extend(e.codigo.iter().flat_map(|c| c.split(',').map(str::to_owned)));
+            observacoes.push(NAO_ENVIADA.into());
             RecargaStatus::Erro
         }
         (None, _) => {
@@ -166,6 +170,12 @@ impl Conciliacao {
     /// The answer was replayed: the recharge had already been made by an earlier request.
     pub(crate) fn replay(&self) -> bool {
         self.observacoes.iter().any(|o| o == REPLAY)
+    }
+
+    /// The recharge was never sent (its payload was invalid, or it could not be put on record): there
+    /// is no recharge to tell anybody about.
+    pub(crate) fn nunca_enviada(&self) -> bool {
+        self.observacoes.iter().any(|o| o == NAO_ENVIADA)
     }
 }
 
@@ -358,8 +368,9 @@ mod tests {
         assert_eq!(c.status_recarga, "erro");
         assert_eq!(
             c.observacoes,
-            vec!["valor_recarga_invalido", "meio_pagamento_invalido"]
+            vec!["valor_recarga_invalido", "meio_pagamento_invalido", NAO_ENVIADA]
         );
+        assert!(c.nunca_enviada());
         assert!(!c.reconsulta_necessaria);
     }
 

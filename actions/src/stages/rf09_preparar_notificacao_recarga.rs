@@ -1,5 +1,5 @@
-//! RF9 — prepares the notice about the recharge: always sent (success, processing, or failure with
-//! what to do), in the preferred language and channel (`app` when none), money formatted in the text
+//! RF9 — prepares the notice about the recharge: sent for every recharge that was sent (success,
+//! processing, or failure with what to do) — none for one whose payload never left — in the preferred language and channel (`app` when none), money formatted in the text
 //! and numeric in the metadata, the card masked in the text.
 
 use async_trait::async_trait;
@@ -15,6 +15,15 @@ use crate::vt::{FlowInput, mask_card, money_json};
 
 /// The rule function.
 pub(crate) fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
+    // Nobody is told of a recharge that never existed (a value outside the policy, say): the flow's
+    // output says why.
+    if c.nunca_enviada() {
+        return DecisaoNotificacao {
+            enviar_notificacao: false,
+            payload: None,
+            motivo: Some(super::rf08_conciliar_recarga::NAO_ENVIADA.into()),
+        };
+    }
     let status = RecargaStatus::parse(&c.status_recarga).unwrap_or(RecargaStatus::Erro);
     let texto = if c.replay() && status == RecargaStatus::Aprovada {
         texts::recarga_ja_feita

@@ -93,8 +93,8 @@ impl Default for ValidacoesCartao {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Recarga {
-    /// `None` when the value is not a number at all; RF6 reports it as invalid.
-    #[serde(default, with = "lenient_money")]
+    /// `None` when absent or `null`; RF6 reports it as invalid.
+    #[serde(default, with = "optional_money")]
     #[schemars(with = "Option<f64>")]
     pub valor: Option<Decimal>,
     #[serde(default)]
@@ -361,7 +361,8 @@ pub mod money_serde {
     }
 }
 
-/// Optional money that never fails to parse: anything that is not a number becomes `None`.
+/// Optional money that never fails to parse: anything that is not a number becomes `None` (what an
+/// external system answers, which the stages report on).
 pub mod lenient_money {
     use super::*;
 
@@ -371,6 +372,27 @@ pub mod lenient_money {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
         Ok(decimal_from_json(&Value::deserialize(d)?))
+    }
+}
+
+/// Optional money: absent or `null` is `None` (RF6 reports the value missing); anything else must be
+/// a number (or a numeric string) — `"abc"` breaks the input's schema and is refused where the input
+/// enters, naming the field, before any stage runs or anybody is notified.
+pub mod optional_money {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(crate::vt::money::money_json).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
+        let v = Value::deserialize(d)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        decimal_from_json(&v).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("esperado um valor numérico, veio {}", json_kind(&v)))
+        })
     }
 }
 
@@ -573,12 +595,18 @@ mod tests {
     }
 
     #[test]
-    fn a_numeric_card_and_a_non_numeric_value_are_tolerated() {
+    fn a_numeric_card_is_tolerated_and_a_non_numeric_value_refused_by_name() {
         let input = FlowInput::parse(
-            r#"{"cartao": 1234567890, "recarga": {"valor": "muito", "meio_pagamento": {"tipo": "pix"}}}"#,
+            r#"{"cartao": 1234567890, "recarga": {"valor": null, "meio_pagamento": {"tipo": "pix"}}}"#,
         )
         .expect("valid");
         assert_eq!(input.cartao, "1234567890");
         assert_eq!(input.recarga.expect("recarga").valor, None);
+        let refused = FlowInput::parse(
+            r#"{"cartao": "1234567890", "recarga": {"valor": "abc", "meio_pagamento": {"tipo": "pix"}}}"#,
+        )
+        .expect_err("not a number");
+        let said = refused.to_string();
+        assert!(said.contains("recarga.valor") && !said.contains("abc"), "{said}");
     }
 }

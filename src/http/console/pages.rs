@@ -800,9 +800,9 @@ fn pretty(v: &Json) -> String {
     vt_actions::json::to_pretty(&masked_json(v)).unwrap_or_default()
 }
 
-/// A stored JSON value as people read it ([`crate::runs::masked_json`]), with configured secrets out.
+/// A stored JSON value as people read it ([`crate::flow::masked_json`]), with configured secrets out.
 fn masked_json(v: &Json) -> Json {
-    crate::runs::masked_json(v, masked)
+    crate::flow::masked_json(v, masked)
 }
 
 pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
