@@ -440,3 +440,31 @@ async fn a_value_outside_the_policy_notifies_nobody_of_a_recharge_that_never_exi
     assert_eq!(requests(&h, "recarga"), 0);
     assert_eq!(requests(&h, "notificacao"), 0, "nobody was notified");
 }
+
+/// What leaves the process masks cards, never ids: an idempotency key whose groups hold a run of
+/// digits long enough to look like a card stays whole (it is what `vt-agent flows` shows), while
+/// every card is masked.
+#[test]
+fn a_callers_output_masks_cards_and_leaves_keys_whole() {
+    let key = "c6cc2358-960e-599c-8d12-345678902841";
+    assert_ne!(
+        vt_actions::vt::card::mask_cards_in(key),
+        key,
+        "a key free text masking would mangle"
+    );
+    let out = FlowOutput {
+        execucao_id: "exec-1".into(),
+        status: FlowStatus::Concluido,
+        etapas: vec![vt_agent::flow::Etapa {
+            etapa: "rf06_preparar_recarga".into(),
+            saida: json!({"headers": {"x-idempotency-key": key}, "body": {"cartao": "1234567890"}}),
+        }],
+        resultado: json!({"cartao": "1234567890", "idempotency_key": key, "mensagem": "cartão 1234567890"}),
+    }
+    .for_caller();
+    assert_eq!(stage(&out, "rf06_preparar_recarga")["headers"]["x-idempotency-key"], key);
+    assert_eq!(out.resultado["idempotency_key"], key);
+    let text = serde_json::to_string(&out).expect("json");
+    assert!(!text.contains("1234567890"), "cards are masked: {text}");
+    assert!(text.contains("****7890"));
+}
