@@ -175,7 +175,6 @@ fn names_an_id_or_time(key: &str) -> bool {
             || key.contains("data_hora"))
 }
 
-
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Etapa {
     /// The stage id (`rf01_preparar_consulta` … `rf10_enviar_notificacao_recarga`).

@@ -235,7 +235,8 @@ fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
 /// whole).
 pub(crate) fn flow_report(run: &crate::store::FlowRunRecord) -> String {
     let mask = |s: &str| vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(s)).into_owned();
-    let pretty = |v: &Value| vt_actions::json::to_pretty(&crate::flow::masked_json(v, mask)).unwrap_or_default();
+    let pretty =
+        |v: &Value| vt_actions::json::to_pretty(&crate::flow::masked_json(v, mask)).unwrap_or_default();
     let mut out = format!(
         "execução {} · {} · iniciada {}\n\nentrada:\n{}\n",
         run.execucao_id,

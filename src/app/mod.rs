@@ -126,6 +126,9 @@ pub(crate) fn install_keys(
     Ok((ring, source))
 }
 
+/// The embedded simulator's book, in the data directory.
+pub const SIMULATOR_BOOK: &str = "simulador.jsonl";
+
 /// The simulator with the magic cards, or with a fixture file applied to them.
 pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
     let mut config = SimulatorConfig::default();
@@ -159,7 +162,10 @@ impl App {
                 None,
             ),
             None => {
-                let sim = simulator(&config.simulator)?;
+                // The simulated world outlives the process: the next command on this data directory
+                // sees the balances this one credited.
+                let book = config.data_dir.join(SIMULATOR_BOOK);
+                let sim = simulator(&config.simulator)?.with_book(&book);
                 (VtSystems::in_process(&sim), Some(sim))
             }
         };

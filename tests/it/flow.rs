@@ -462,7 +462,10 @@ fn a_callers_output_masks_cards_and_leaves_keys_whole() {
         resultado: json!({"cartao": "1234567890", "idempotency_key": key, "mensagem": "cartão 1234567890"}),
     }
     .for_caller();
-    assert_eq!(stage(&out, "rf06_preparar_recarga")["headers"]["x-idempotency-key"], key);
+    assert_eq!(
+        stage(&out, "rf06_preparar_recarga")["headers"]["x-idempotency-key"],
+        key
+    );
     assert_eq!(out.resultado["idempotency_key"], key);
     let text = serde_json::to_string(&out).expect("json");
     assert!(!text.contains("1234567890"), "cards are masked: {text}");

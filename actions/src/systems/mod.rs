@@ -2,6 +2,7 @@
 //! stages use, and the embedded simulator that stands in for them on a fresh machine and in tests.
 #![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
+mod book;
 pub mod client;
 pub mod simulator;
 

@@ -197,6 +197,8 @@ struct Stored {
 
 struct Inner {
     config: SimulatorConfig,
+    /// The book in the data directory, for the embedded simulator of the product's own commands.
+    book: std::sync::OnceLock<super::book::Book>,
     cards: HashMap<String, CardBehavior>,
     balances: Mutex<HashMap<String, Decimal>>,
     idempotency: Mutex<HashMap<String, Stored>>,
@@ -231,6 +233,7 @@ impl Simulator {
         Self {
             inner: Arc::new(Inner {
                 config,
+                book: std::sync::OnceLock::new(),
                 cards,
                 balances: Mutex::new(HashMap::new()),
                 idempotency: Mutex::new(HashMap::new()),
@@ -256,6 +259,15 @@ impl Simulator {
         };
         cards.extend(fixture.cards);
         Ok(Self::with_cards(config, cards))
+    }
+
+    /// Keeps the simulated world in the book at `path` (JSON Lines, appended): balances credited and
+    /// answers under idempotency keys outlive this process, for the next one on the same data
+    /// directory ([`super::book`]).
+    #[must_use]
+    pub fn with_book(self, path: &Path) -> Self {
+        let _ = self.inner.book.set(super::book::Book::at(path));
+        self
     }
 
     pub fn router(&self) -> Router {
@@ -309,6 +321,9 @@ impl Simulator {
     }
 
     fn balance(&self, cartao: &str) -> Decimal {
+        if let Some(book) = self.inner.book.get() {
+            return self.card(cartao).saldo + book.credited(cartao);
+        }
         *lock(&self.inner.balances)
             .entry(cartao.to_owned())
             .or_insert_with(|| self.card(cartao).saldo)
@@ -325,6 +340,15 @@ impl Simulator {
 
     /// The stored response for `key`: `Ok(Some)` to replay, `Err` when the key was used for another body.
     fn replay(&self, key: &str, body_hash: &str) -> Result<Option<(u16, Value)>, ()> {
+        if let Some(book) = self.inner.book.get() {
+            let ttl = chrono::Duration::from_std(self.inner.config.idempotency_ttl)
+                .unwrap_or(chrono::Duration::MAX);
+            return match book.answer(key).filter(|a| chrono::Utc::now() - a.at < ttl) {
+                Some(a) if a.hash == body_hash => Ok(Some((a.status, a.response))),
+                Some(_) => Err(()),
+                None => Ok(None),
+            };
+        }
         let mut store = lock(&self.inner.idempotency);
         // Expired keys are dropped when looked up: sweeping the whole store on every request made each
         // request cost grow with the number of keys (a batch of thousands of recharges).
@@ -367,6 +391,16 @@ impl Simulator {
     }
 
     fn store(&self, key: &str, body_hash: String, status: u16, response: Value) {
+        if let Some(book) = self.inner.book.get() {
+            let answer = super::book::Answer {
+                hash: body_hash,
+                status,
+                response,
+                at: chrono::Utc::now(),
+            };
+            book.keep(key, answer);
+            return;
+        }
         lock(&self.inner.idempotency).insert(
             key.to_owned(),
             Stored {
@@ -620,7 +654,9 @@ impl Simulator {
         parts: (bool, bool),
     ) -> Value {
         let (with_balance, with_ids) = parts;
-        let novo = {
+        let novo = if let Some(book) = self.inner.book.get() {
+            saldo_inicial + book.credit(cartao, valor)
+        } else {
             let mut balances = lock(&self.inner.balances);
             let b = balances.entry(cartao.to_owned()).or_insert(saldo_inicial);
             *b += valor;
