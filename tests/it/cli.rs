@@ -581,3 +581,49 @@ fn chat_in_a_terminal_edits_the_line() {
     let text = seen.lock().expect("lock").clone();
     assert!(text.contains("vt> O saldo do cartão ****1111"), "{text}");
 }
+
+/// The way a person does it, one process per command on one data directory: prepare 40, correct to
+/// 60, "sim" — 60 is charged, never 40. The next conversation (a new `chat --message`) knows the card
+/// ("qto tem?" needs no number), and the simulated world remembers the recharge (the balance counts
+/// it in the next process).
+#[test]
+fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_over() {
+    let data = tempfile::tempdir().expect("tmp");
+    let mut chat = vt_agent_in(&data);
+    chat.arg("chat");
+    let out = with_stdin(
+        chat,
+        "quero colocar 40 no cartao 1111111111 pix\npera, muda pra 60\nsim\n",
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("Confirma a recarga de BRL 60,00 no cartão ****1111"),
+        "{said}"
+    );
+    assert!(
+        said.contains("Sua recarga de BRL 60,00 no cartão ****1111 foi aprovada"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("BRL 40,00 no cartão ****1111 foi aprovada"),
+        "{said}"
+    );
+    let flows = vt_agent_in(&data).arg("flows").output().expect("flows");
+    let table = String::from_utf8_lossy(&flows.stdout);
+    let attempts: Vec<&str> = table
+        .split("Tentativas de recarga")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("****1111"))
+        .collect();
+    assert_eq!(attempts.len(), 1, "one recharge attempt: {table}");
+    assert!(attempts[0].contains("60"), "of 60: {table}");
+    let next = vt_agent_in(&data)
+        .args(["chat", "--message", "qto tem?"])
+        .output()
+        .expect("chat");
+    let said = String::from_utf8_lossy(&next.stdout);
+    // 12,50 (card 1111111111's starting balance) + 60,00 recharged in the earlier process.
+    assert!(said.contains("O saldo do cartão ****1111 é BRL 72,50"), "{said}");
+}

@@ -498,3 +498,44 @@ async fn no_card_number_reaches_a_log_line() {
         "a card number reached the logs:\n{text}"
     );
 }
+
+/// With a model, the rule that a "sim" confirms only the question said last is still code: the model
+/// answers something else in between (its own words, no tool), and the next "sim" gets the question
+/// again — even when the model itself then calls `confirmar_recarga` in that turn. Only a "sim" right
+/// after the question charges, once.
+#[tokio::test]
+async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
+    let llm = scripted(vec![]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h.say("q1", "recarrega 50 no 1234567890 via pix").await;
+    assert!(
+        r.reply_text().starts_with("Confirma a recarga de BRL 50,00"),
+        "{}",
+        r.reply_text()
+    );
+    llm.push([
+        Scripted::text("general_chat"),
+        Scripted::text("Cai na hora, em geral."),
+    ]);
+    let r = h.say("q1", "demora pra cair?").await;
+    assert_eq!(r.reply_text(), "Cai na hora, em geral.");
+    // Level 1 routes the "sim" to the tool, which finds the question was not the last thing said.
+    let r = h.say("q1", "sim").await;
+    assert!(
+        r.reply_text().contains("ainda espera a sua confirmação"),
+        "{}",
+        r.reply_text()
+    );
+    assert_eq!(h.recharges(), 0);
+    // The model answers again and then tries to confirm on its own: still not the user's yes to the
+    // question said last.
+    llm.push([
+        Scripted::text("general_chat"),
+        Scripted::tool("confirmar_recarga", json!({})),
+    ]);
+    let r = h.say("q1", "e se eu mudar de ideia depois?").await;
+    assert_eq!(h.recharges(), 0, "{}", r.reply_text());
+    let r = h.say("q1", "sim").await;
+    assert!(r.reply_text().contains("foi aprovada"), "{}", r.reply_text());
+    assert_eq!(h.recharges(), 1);
+}

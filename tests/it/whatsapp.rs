@@ -398,6 +398,79 @@ async fn a_whole_recharge_over_whatsapp_charges_once() {
     );
 }
 
+/// A "sim" answers the last thing we said, but a tap names its own request: after the question, a
+/// balance question comes in between — the typed "sim" then gets the question again (no money), and
+/// the tap on the waiting request's button confirms it. A correction replaces the request: the old
+/// question's button moves no money, the new one's charges the corrected value once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tap_names_its_request_and_a_replaced_requests_button_moves_no_money() {
+    let wa = whatsapp([sent(), sent(), sent(), sent(), sent(), sent(), sent()].into()).await;
+    wa.deliver(&text_notification(
+        "recarrega 50 no 2345678901 via pix",
+        "wamid.Q1",
+    ))
+    .await;
+    let first = wa.queued(1).await.remove(0).payload["confirmation"]
+        .as_str()
+        .expect("a recharge waits")
+        .to_owned();
+    wa.worker.pass().await;
+    wa.deliver(&text_notification("muda pra 60", "wamid.Q2")).await;
+    let second = wa.queued(1).await.remove(0).payload["confirmation"]
+        .as_str()
+        .expect("the corrected recharge waits")
+        .to_owned();
+    assert_ne!(first, second, "a correction is a new request");
+    wa.worker.pass().await;
+    wa.deliver(&tap_notification(&format!("confirmar:{first}"), "wamid.Q3"))
+        .await;
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    assert_eq!(
+        wa.served.chat.recharges(),
+        0,
+        "the replaced request's button moves no money"
+    );
+    wa.deliver(&text_notification(
+        "qual o saldo do cartão 1234567890?",
+        "wamid.Q4",
+    ))
+    .await;
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    wa.deliver(&text_notification("sim", "wamid.Q5")).await;
+    let again = wa.queued(1).await.remove(0);
+    assert!(
+        again.payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("BRL 60,00 no cartão ****8901 via PIX ainda espera a sua confirmação"),
+        "{again:?}"
+    );
+    wa.worker.pass().await;
+    assert_eq!(
+        wa.served.chat.recharges(),
+        0,
+        "a typed sim after another answer moves no money"
+    );
+    // Another answer again: the question is no longer the last thing said, but the tap names it.
+    wa.deliver(&text_notification("saldo do 1234567890", "wamid.Q5b"))
+        .await;
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    wa.deliver(&tap_notification(&format!("confirmar:{second}"), "wamid.Q6"))
+        .await;
+    let done = wa.queued(1).await.remove(0);
+    assert!(
+        done.payload["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Sua recarga de BRL 60,00 no cartão ****8901 foi aprovada"),
+        "{done:?}"
+    );
+    assert_eq!(wa.served.chat.recharges(), 1);
+}
+
 /// Meta's text notification from another number.
 fn text_from(wa_id: &str, text: &str, wamid: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&text_notification(text, wamid)).expect("json");
