@@ -190,8 +190,76 @@ pub fn serde_message(message: &str) -> String {
         return format!("campo desconhecido: {} (esperado: {expected})", &c[1]);
     }
     let without = QUOTED.replace_all(message, "");
-    // serde_json appends the position, which is harmless and useful.
-    without.trim().to_owned()
+    in_portuguese(without.trim())
+}
+
+static POSITION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(.*) at line (\d+) column (\d+)$").expect("position regex"));
+static INVALID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^invalid (type|value|length)(?: \d+)?: ?([^,]*), expected (.*)$").expect("invalid regex")
+});
+
+/// serde's English, in the words the product speaks to people (pt-BR): what came, what was expected,
+/// and where (line and column, harmless and useful). Messages already in Portuguese (the product's
+/// own) pass as they are.
+fn in_portuguese(message: &str) -> String {
+    let (body, position) = match POSITION.captures(message) {
+        Some(c) => (
+            c.get(1).map_or("", |m| m.as_str()).to_owned(),
+            format!(" (linha {}, coluna {})", &c[2], &c[3]),
+        ),
+        None => (message.to_owned(), String::new()),
+    };
+    let said = if let Some(c) = INVALID.captures(&body) {
+        let got = kind(c[2].trim());
+        let expected = kind(c[3].trim());
+        match &c[1] {
+            "type" => format!("tipo inválido: veio {got}, esperado {expected}"),
+            "length" => format!("tamanho inválido: esperado {expected}"),
+            _ => format!("valor inválido: esperado {expected}"),
+        }
+    } else if let Some(what) = body.strip_prefix("EOF while parsing") {
+        format!("o JSON acaba antes do fim ({})", kind(what.trim()))
+    } else if body.starts_with("unknown variant") {
+        // The accepted names were quoted, and went with the value.
+        "valor desconhecido: não é um dos valores aceitos".to_owned()
+    } else if body.starts_with("expected")
+        || body.starts_with("trailing")
+        || body.starts_with("key must be")
+        || body.starts_with("invalid escape")
+        || body.starts_with("invalid number")
+        || body.starts_with("control character")
+        || body.starts_with("lone leading surrogate")
+        || body.starts_with("invalid unicode")
+    {
+        "JSON malformado".to_owned()
+    } else if body.starts_with("number out of range") {
+        "número fora do intervalo aceito".to_owned()
+    } else if body.starts_with("recursion limit exceeded") {
+        "JSON aninhado demais".to_owned()
+    } else {
+        body
+    };
+    format!("{said}{position}")
+}
+
+/// A serde kind of value ("a string", "struct User", "u32", "integer"), in words.
+fn kind(k: &str) -> String {
+    let k = k.trim_start_matches("a ").trim_start_matches("an ");
+    let word = match k {
+        "string" | "str" | "char" | "string or number" => "um texto",
+        "integer" | "floating point" | "number" | "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16"
+        | "i32" | "i64" | "isize" | "f32" | "f64" => "um número",
+        "boolean" | "bool" => "verdadeiro ou falso",
+        "null" | "unit value" | "unit" => "nulo",
+        "map" | "object" | "value" => "um objeto",
+        "sequence" | "list" | "tuple" => "uma lista",
+        _ if k.starts_with("struct ") || k.starts_with("map") => "um objeto",
+        _ if k.starts_with("sequence") || k.starts_with("tuple") => "uma lista",
+        _ if k.starts_with("enum ") || k.starts_with("variant") => "um dos valores aceitos",
+        other => return other.to_owned(),
+    };
+    word.to_owned()
 }
 
 #[cfg(test)]
@@ -203,7 +271,7 @@ mod tests {
         let e = crate::json::from_text::<Vec<String>>(r#""9876543210""#).expect_err("type");
         let m = serde_message(&e.to_string());
         assert!(!m.contains("9876543210"), "{m}");
-        assert!(m.contains("expected a sequence"), "{m}");
+        assert!(m.contains("esperado uma lista"), "{m}");
         let e = crate::json::from_value::<u32>(serde_json::json!(12345678901_u64)).expect_err("range");
         assert!(!serde_message(&e.to_string()).contains("12345678901"));
         #[derive(Debug, serde::Deserialize)]
@@ -213,7 +281,16 @@ mod tests {
         }
         let e = crate::json::from_text::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
         let m = serde_message(&e.to_string());
-        assert!(!m.contains("123.456.789-00") && m.contains("expected"), "{m}");
+        assert!(!m.contains("123.456.789-00") && m.contains("valor desconhecido"), "{m}");
+        let e = crate::json::from_text::<std::collections::HashMap<String, u32>>("{\"a\": ").expect_err("eof");
+        assert_eq!(serde_message(&e.to_string()), "o JSON acaba antes do fim (um objeto) (linha 1, coluna 6)");
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct User {
+            id: String,
+        }
+        let e = crate::json::from_text::<User>("5").expect_err("type");
+        assert_eq!(serde_message(&e.to_string()), "tipo inválido: veio um número, esperado um objeto (linha 1, coluna 1)");
         assert_eq!(
             serde_message("unknown field `retri`, expected `retry`"),
             "campo desconhecido: retri (esperado: retry)"

@@ -37,18 +37,39 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// Parses `text` as `T`, an empty body as `{}`.
+/// Parses `text` as `T`, an empty body as `{}`. An error names the field as the client sent it
+/// (`user.id` for a missing `id` inside `user`), or `corpo` when the body itself is at fault (not
+/// JSON, not an object), in pt-BR.
 pub(super) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     let text = if text.trim().is_empty() { "{}" } else { text };
+    if !text.trim_start().starts_with('{') {
+        return Err(ApiError::invalid("corpo", "o corpo deve ser um objeto JSON"));
+    }
     vt_actions::json::counted_here();
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
         let message = vt_actions::redact::serde_message(&e.inner().to_string());
-        if path == "." {
-            ApiError::invalid("corpo", format!("JSON inválido: {message}"))
+        // Segments serde could not name ("?": inside a broken key, say) are left out.
+        let known: Vec<String> = e
+            .path()
+            .iter()
+            .map(ToString::to_string)
+            .filter(|s| s != "?" && !s.is_empty())
+            .collect();
+        // A body that is not JSON at all (cut short, malformed) is the body's fault, not a field's.
+        let syntax = !matches!(e.inner().classify(), serde_json::error::Category::Data);
+        let parent = if syntax { String::new() } else { known.join(".") };
+        let missing = message.strip_prefix("campo obrigatório ausente: ");
+        let field = match (missing, parent.is_empty()) {
+            (Some(name), true) => name.to_owned(),
+            (Some(name), false) => format!("{parent}.{name}"),
+            (None, false) => parent,
+            (None, true) => "corpo".to_owned(),
+        };
+        if field == "corpo" {
+            ApiError::invalid(field, format!("JSON inválido: {message}"))
         } else {
-            ApiError::invalid(path, message)
+            ApiError::invalid(field, message)
         }
     })
 }

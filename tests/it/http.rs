@@ -167,7 +167,22 @@ async fn bad_bodies_get_clear_json_errors_naming_the_field() {
     let (status, error) = error_of(send(b"{\"text\": \"a\xff\"}".to_vec()).await.expect("sent")).await;
     assert_eq!((status, error["field"].as_str()), (400, Some("corpo")), "{error}");
     let (status, error) = error_of(send(b"{\"text\": ".to_vec()).await.expect("sent")).await;
-    assert_eq!(status, 400, "{error}");
+    assert_eq!((status, error["field"].as_str()), (400, Some("corpo")), "{error}");
+    // In the API's language, naming the field as the client sent it: never serde's English.
+    let said = error["message"].as_str().unwrap_or_default();
+    assert!(said.contains("o JSON acaba antes do fim") && !said.contains("EOF"), "{error}");
+    for (body, field, words) in [
+        (&br#"{"user": 5, "text": "oi"}"#[..], "user", "tipo inválido: veio um número, esperado um objeto"),
+        (br#"{"user": {"name": "u"}, "text": "oi"}"#, "user.id", "campo obrigatório ausente: id"),
+        (br#"{"text": "oi"}"#, "user", "campo obrigatório ausente: user"),
+        (br#"[1]"#, "corpo", "o corpo deve ser um objeto JSON"),
+    ] {
+        let (status, error) = error_of(send(body.to_vec()).await.expect("sent")).await;
+        assert_eq!((status, error["field"].as_str()), (400, Some(field)), "{error}");
+        let said = error["message"].as_str().unwrap_or_default();
+        assert!(said.contains(words), "{error}");
+        assert!(!said.contains("expected") && !said.contains("struct"), "{error}");
+    }
     let (status, error) = error_of(
         send(br#"{"text": ["9876543210"], "user": {"id": "u"}}"#.to_vec())
             .await
@@ -820,4 +835,33 @@ async fn a_companys_opt_ins_are_checked_whole_and_recorded_with_the_key() {
             .expect("on record")
             .opted_in
     );
+}
+
+/// The README's `POST /v1/flows/vt` example, with an API key configured: the example made for the API
+/// (`examples/recarga-api.json`, no `tenant_id`: the key's tenant is the run's) runs; the `run-flow`
+/// example names its own tenant, which a key of another tenant is refused, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_flow_example_runs_with_a_key() {
+    let s = Served::serve(with_keys()).await;
+    let read = |name: &str| {
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))
+            .expect("example")
+    };
+    let post = |body: Vec<u8>| {
+        s.client
+            .post(format!("{}/v1/flows/vt", s.url))
+            .bearer_auth(CLIENT_A)
+            .header("Idempotency-Key", "pedido-42")
+            .body(body)
+            .send()
+    };
+    let output: Value = post(read("recarga-api.json"))
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(output["status"], "concluido", "{output}");
+    let (status, error) = error_of(post(read("recarga-saldo-baixo.json")).await.expect("sent")).await;
+    assert_eq!((status, error["field"].as_str()), (400, Some("tenant_id")), "{error}");
 }

@@ -54,7 +54,7 @@ static MONEY: LazyLock<Regex> = LazyLock::new(|| {
 /// The card-like digit runs of `text` (already in ASCII digits): their byte ranges and digits. A run
 /// is digits with spaces, dashes or dots between; a short number typed before or after a card with a
 /// space between (`recarga 50 1234567890`) is no part of it — it is the amount — when the card is one
-/// group of digits of its own (a card written in groups, `1234 5678 90`, stays whole).
+/// group of ten digits or more of its own (a card written in groups, `1234 5678 90`, stays whole).
 fn digit_runs(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
     let mut runs = Vec::new();
     for m in CARD.find_iter(text) {
@@ -69,7 +69,7 @@ fn digit_runs(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
         let run = m.as_str();
         let groups: Vec<&str> = run.split(' ').collect();
         let digits_of = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
-        let plain = |s: &str| s.len() >= 8 && s.bytes().all(|b| b.is_ascii_digit());
+        let plain = |s: &str| s.len() >= 10 && s.bytes().all(|b| b.is_ascii_digit());
         let range = match groups.as_slice() {
             [first, card] if first.len() <= 3 && plain(card) => m.end() - card.len()..m.end(),
             [card, last] if last.len() <= 3 && plain(card) => m.start()..m.start() + card.len(),
