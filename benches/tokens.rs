@@ -10,7 +10,11 @@
 //!   assistant message. Counted over the messages the product's own run stored, so both designs do the
 //!   same work.
 //!
-//! `cargo bench --bench tokens` — prints a table per scenario class and the total.
+//! Then level 1 of the router on the corpus of how card holders write
+//! (`tests/fixtures/router/corpus.yaml`): intent accuracy, parameters exact, bare menus — the share of
+//! messages answered with zero tokens as meant.
+//!
+//! `cargo bench --bench tokens` — prints a table per scenario class and the total, then the corpus.
 #![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
 mod common;
@@ -263,6 +267,21 @@ async fn main() {
         total.2.add(*stage);
     }
     row("total", total.0, &total.1, &total.2);
+    corpus(&config).await;
+}
+
+/// The router (level 1, no model) on the corpus of how card holders write.
+async fn corpus(config: &Config) {
+    let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
+    let router = vt_agent::router::Router::new("vt", intents, None);
+    let entries = vt_agent::router::corpus::load(std::path::Path::new("tests/fixtures/router/corpus.yaml"))
+        .expect("corpus");
+    let score = vt_agent::router::corpus::score(&router, &entries).await;
+    println!();
+    println!("router corpus ({} messages): {}", entries.len(), score.summary());
+    for miss in &score.misses {
+        println!("  miss: {miss}");
+    }
 }
 
 fn row(class: &str, n: usize, product: &Cost, stage: &Cost) {
