@@ -122,7 +122,7 @@ impl FlowOutput {
 /// Masks the card numbers of every string in `value`, leaving ids, keys and times whole: a digit run
 /// inside an idempotency key is no card, and a key a caller copies must exist.
 fn mask_strings(value: &mut Value) {
-    *value = masked_json(value, |s| vt_actions::vt::card::mask_cards_in(s));
+    *value = masked_json(value, vt_actions::vt::card::mask_cards_in);
 }
 
 /// A stored JSON value as people read it (the console, `vt-agent flows --id`): card numbers masked wherever they are, but ids,

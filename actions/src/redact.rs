@@ -281,16 +281,26 @@ mod tests {
         }
         let e = crate::json::from_text::<Tipo>(r#""123.456.789-00""#).expect_err("variant");
         let m = serde_message(&e.to_string());
-        assert!(!m.contains("123.456.789-00") && m.contains("valor desconhecido"), "{m}");
-        let e = crate::json::from_text::<std::collections::HashMap<String, u32>>("{\"a\": ").expect_err("eof");
-        assert_eq!(serde_message(&e.to_string()), "o JSON acaba antes do fim (um objeto) (linha 1, coluna 6)");
+        assert!(
+            !m.contains("123.456.789-00") && m.contains("valor desconhecido"),
+            "{m}"
+        );
+        let e =
+            crate::json::from_text::<std::collections::HashMap<String, u32>>("{\"a\": ").expect_err("eof");
+        assert_eq!(
+            serde_message(&e.to_string()),
+            "o JSON acaba antes do fim (um objeto) (linha 1, coluna 6)"
+        );
         #[derive(Debug, serde::Deserialize)]
         #[allow(dead_code)]
         struct User {
             id: String,
         }
         let e = crate::json::from_text::<User>("5").expect_err("type");
-        assert_eq!(serde_message(&e.to_string()), "tipo inválido: veio um número, esperado um objeto (linha 1, coluna 1)");
+        assert_eq!(
+            serde_message(&e.to_string()),
+            "tipo inválido: veio um número, esperado um objeto (linha 1, coluna 1)"
+        );
         assert_eq!(
             serde_message("unknown field `retri`, expected `retry`"),
             "campo desconhecido: retri (esperado: retry)"

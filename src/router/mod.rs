@@ -32,6 +32,7 @@ use vt_actions::vt::{Idioma, format_money, mask_card};
 
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
+use texts::Lang;
 
 use crate::engine::Conversation;
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
@@ -140,6 +141,52 @@ fn only_a_card(n: &str) -> bool {
         .all(|w| CARD_ALONE_WORDS.contains(&w))
 }
 
+/// A message as level 1 reads it, with what waits in its conversation.
+struct Read<'a> {
+    text: &'a str,
+    /// The text normalised (lowercase, no accents).
+    n: String,
+    pending: Option<RecargaPendente>,
+    /// A recharge waits (even one whose record this version cannot read).
+    waiting: bool,
+    found: Found,
+    lang: Lang,
+}
+
+impl<'a> Read<'a> {
+    fn of(text: &'a str, conv: &Conversation) -> Self {
+        let n = normalize(text);
+        Self {
+            text,
+            pending: pending_of(conv),
+            waiting: conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null()),
+            found: Found::of(text),
+            lang: keywords::language(&n),
+            n,
+        }
+    }
+
+    /// The message changes something of the recharge waiting (another value, card or means of
+    /// payment — "sim, mas 60" too): it replaces that recharge.
+    fn correction(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| {
+            self.found.changes_recharge() && !keywords::is_balance(&self.n) && !user_confirms(self.text, p)
+        })
+    }
+}
+
+fn act(intent: Known, arguments: Value) -> Option<(String, Route)> {
+    let route = Route::Action {
+        action: intent.key().into(),
+        arguments,
+    };
+    Some((intent.key().to_owned(), route))
+}
+
+fn reply(intent: Known, text: String) -> Option<(String, Route)> {
+    Some((intent.key().to_owned(), Route::Reply { text }))
+}
+
 fn pending_of(conv: &Conversation) -> Option<RecargaPendente> {
     conv.state
         .get(STATE_PENDENTE)
@@ -222,99 +269,110 @@ impl Router {
 
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
-        let n = normalize(text);
-        let pending = pending_of(conv);
-        let waiting = conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null());
-        let found = Found::of(text);
-        let active = |k: Known| self.intent(k.key()).is_some();
-        let act = |intent: Known, arguments: Value| {
-            let route = Route::Action {
-                action: intent.key().into(),
-                arguments,
-            };
-            Some((intent.key().to_owned(), route))
-        };
-        let reply = |intent: Known, text: String| Some((intent.key().to_owned(), Route::Reply { text }));
-        let with_params = |intent: WithParams| {
-            let route = self.params_route(intent, text, conv);
-            Some((intent.intent().key().to_owned(), route))
-        };
-        let lang = keywords::language(&n);
-        // A yes that changes something of the waiting recharge ("sim, mas 60") is a correction.
-        let starts_yes = ["sim", "confirmo", "pode", "ok"].iter().any(|w| n.starts_with(w));
-        let correction = pending.as_ref().is_some_and(|p| {
-            found.changes_recharge() && !keywords::is_balance(&n) && !user_confirms(text, p)
-        });
+        let m = Read::of(text, conv);
+        self.yes_or_no(&m)
+            .or_else(|| self.fixed(&m, conv))
+            .or_else(|| self.request(&m, conv))
+    }
+
+    fn active(&self, k: Known) -> bool {
+        self.intent(k.key()).is_some()
+    }
+
+    /// A yes, a no, a cancel — to the recharge waiting, if one is.
+    fn yes_or_no(&self, m: &Read<'_>) -> Option<(String, Route)> {
         // A plain yes, or — with a recharge waiting — a yes whose details match it (the action itself
         // checks them again, and that the question was the last thing we said).
-        if !correction
-            && (is_confirmation(text) || (waiting && starts_yes))
-            && active(Known::ConfirmarRecarga)
+        let starts_yes = ["sim", "confirmo", "pode", "ok"]
+            .iter()
+            .any(|w| m.n.starts_with(w));
+        if !m.correction()
+            && (is_confirmation(m.text) || (m.waiting && starts_yes))
+            && self.active(Known::ConfirmarRecarga)
         {
             return act(Known::ConfirmarRecarga, json!({}));
         }
-        let cancels = keywords::says_cancel(&n) && !found.changes_recharge();
-        if is_refusal(text) || cancels {
-            if (waiting || cancels) && active(Known::CancelarRecarga) {
+        let cancels = keywords::says_cancel(&m.n) && !m.found.changes_recharge();
+        if is_refusal(m.text) || cancels {
+            if (m.waiting || cancels) && self.active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
             return reply(Known::Ajuda, texts::NOTHING_TO_DO.into());
         }
-        if keywords::is_handoff(&n) && active(Known::TransferirParaHumano) {
+        None
+    }
+
+    /// What has a fixed answer: a person, what the product cannot do, the cards kept, goodbye, thanks.
+    fn fixed(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        let n = m.n.as_str();
+        if keywords::is_handoff(n) && self.active(Known::TransferirParaHumano) {
             let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
             return act(Known::TransferirParaHumano, motivo);
         }
-        if keywords::is_unsupported(&n) {
-            return reply(Known::Ajuda, texts::unsupported(lang).into());
+        if keywords::is_unsupported(n) {
+            return reply(Known::Ajuda, texts::unsupported(m.lang).into());
         }
-        if keywords::forgets_cards(&n) {
+        if keywords::forgets_cards(n) {
             let count = remembered_in(&conv.memory).len();
             let route = Route::ForgetCards {
                 text: texts::cards_forgotten(count),
             };
             return Some((Known::EsquecerCartoes.key().to_owned(), route));
         }
-        if keywords::lists_cards(&n) {
-            let text = texts::cards_list(&remembered_in(&conv.memory));
-            return reply(Known::MeusCartoes, text);
+        if keywords::lists_cards(n) {
+            return reply(
+                Known::MeusCartoes,
+                texts::cards_list(&remembered_in(&conv.memory)),
+            );
         }
-        if keywords::is_goodbye(&n) && active(Known::EncerrarAtendimento) {
+        if keywords::is_goodbye(n) && self.active(Known::EncerrarAtendimento) {
             return act(Known::EncerrarAtendimento, json!({"motivo": null}));
         }
-        if keywords::is_thanks(&n) {
+        if keywords::is_thanks(n) {
             return reply(Known::Ajuda, texts::THANKS.into());
         }
-        if correction && active(Known::PrepararRecarga) {
+        None
+    }
+
+    /// A balance or a recharge — a correction of the one waiting, a new request, an answer to the
+    /// router's question, a card alone — or a greeting.
+    fn request(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        let n = m.n.as_str();
+        let with_params = |intent: WithParams| {
+            let route = self.params_route(intent, m.text, conv);
+            Some((intent.intent().key().to_owned(), route))
+        };
+        if m.correction() && self.active(Known::PrepararRecarga) {
             return with_params(WithParams::Recarga);
         }
-        if keywords::is_recharge(&n) && active(Known::PrepararRecarga) {
+        if keywords::is_recharge(n) && self.active(Known::PrepararRecarga) {
             // With a recharge waiting, a request that changes nothing of it is not a new one.
-            if let Some(p) = pending.as_ref().filter(|_| !found.changes_recharge()) {
+            if let Some(p) = m.pending.as_ref().filter(|_| !m.found.changes_recharge()) {
                 return Some(restate(p));
             }
             return with_params(WithParams::Recarga);
         }
-        if keywords::is_balance(&n) && active(Known::ConsultarSaldo) {
+        if keywords::is_balance(n) && self.active(Known::ConsultarSaldo) {
             return with_params(WithParams::Saldo);
         }
         // A reply to a question the router asked: the parameters it brings complete the request.
         if let Some(waiting) = awaiting(conv)
             .and_then(|a| Known::of(&a.intent))
             .and_then(WithParams::of)
-            && found.answers(waiting)
-            && active(waiting.intent())
+            && m.found.answers(waiting)
+            && self.active(waiting.intent())
         {
             return with_params(waiting);
         }
         // A card number sent alone (or one typed too short or too long): its balance is asked for.
-        let card_alone = !found.cards.is_empty() || !found.odd_cards.is_empty();
-        if card_alone && only_a_card(&n) && active(Known::ConsultarSaldo) {
+        let card_alone = !m.found.cards.is_empty() || !m.found.odd_cards.is_empty();
+        if card_alone && only_a_card(n) && self.active(Known::ConsultarSaldo) {
             return with_params(WithParams::Saldo);
         }
         // Greetings are answered here; a message in English or Spanish, or anything else, is left to
         // the model when there is one (without one, `route` answers it).
-        if keywords::is_greeting(&n) && pending.is_none() {
-            return reply(Known::Ajuda, texts::help(lang, keywords::greeting_back(&n)));
+        if keywords::is_greeting(n) && m.pending.is_none() {
+            return reply(Known::Ajuda, texts::help(m.lang, keywords::greeting_back(n)));
         }
         None
     }
@@ -373,7 +431,7 @@ impl Router {
             .required()
             .iter()
             .copied()
-            .filter(|k| !params.contains_key(*k) && !(card_asked && *k == "cartao"))
+            .filter(|k| !(params.contains_key(*k) || (card_asked && *k == "cartao")))
             .collect();
         if doubts.is_empty() && missing.is_empty() {
             return Route::Action {

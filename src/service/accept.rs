@@ -66,7 +66,7 @@ impl ConversationService {
     /// the same channel and tenant, so tomorrow's "saldo" just works. Unreadable, it starts with none
     /// (logged): the person is asked for the card, as before.
     async fn carry_cards(&self, conv: &mut Conversation) {
-        if !self.router.as_ref().is_some_and(|r| r.agent() == conv.agent_id) {
+        if self.router.as_ref().is_none_or(|r| r.agent() != conv.agent_id) {
             return;
         }
         match self.store.previous_conversation(conv).await {

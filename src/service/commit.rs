@@ -61,7 +61,7 @@ impl ConversationService {
                 },
             );
         }
-        super::question::settle(conv, &outcome.execution.execucao_id);
+        super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;

@@ -427,9 +427,8 @@ impl ConversationService {
             summary: c.summary.clone(),
             facts: c.key_facts.clone(),
         });
-        question::tapped(&mut conv, msg.tapped.as_deref());
         let route = spans::step("route");
-        let (start, routing) = self.route(&mut conv, &msg.text).instrument(route.clone()).await;
+        let (start, routing) = self.route(&mut conv, msg).instrument(route.clone()).await;
         routing.trace(&route);
         let outcome = self
             .engine
@@ -440,9 +439,6 @@ impl ConversationService {
                     .with_context(compressed),
             )
             .await?;
-        if let Some(pending) = &routing.restated {
-            question::asked(&mut conv, pending, &outcome.execution.execucao_id);
-        }
         let ran = Ran {
             outcome,
             routing,

@@ -18,14 +18,13 @@ pub(super) fn tapped(conv: &mut Conversation, tapped: Option<&str>) {
     }
 }
 
-/// Turn `turn` said the question of recharge `pending` again.
-pub(super) fn asked(conv: &mut Conversation, pending: &str, turn: &str) {
-    conv.state
-        .insert(STATE_PERGUNTADA.into(), Perguntada::mark(pending, turn));
-}
-
-/// After turn `turn`: the mark stands only if that turn asked the waiting recharge's question.
-pub(super) fn settle(conv: &mut Conversation, turn: &str) {
+/// After turn `turn` (which, when `restated` names a recharge, said its question again in the
+/// router's words): the mark stands only if that turn asked the waiting recharge's question.
+pub(super) fn settle(conv: &mut Conversation, turn: &str, restated: Option<&str>) {
+    if let Some(pending) = restated {
+        conv.state
+            .insert(STATE_PERGUNTADA.into(), Perguntada::mark(pending, turn));
+    }
     if conv.state.contains_key(STATE_PERGUNTADA) && !Perguntada::stands_after(&conv.state, turn) {
         conv.state.remove(STATE_PERGUNTADA);
     }

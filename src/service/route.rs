@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{ConversationService, IntentTag};
+use super::{ConversationService, Inbound, IntentTag};
 use crate::engine::{Conversation, TurnStart};
 use crate::router::{Route, STATE_AGUARDANDO};
 
@@ -59,8 +59,11 @@ impl Routing {
 }
 
 impl ConversationService {
-    /// Routes `text` in `conv`; a question for a missing parameter is remembered in its state.
-    pub(super) async fn route(&self, conv: &mut Conversation, text: &str) -> (TurnStart, Routing) {
+    /// Routes `msg` in `conv`; a question for a missing parameter is remembered in its state, and a
+    /// tap on the waiting recharge's own button names it (`question::tapped`).
+    pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {
+        let text = msg.text.as_str();
+        super::question::tapped(conv, msg.tapped.as_deref());
         let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
             let routing = Routing {
                 tag: None,

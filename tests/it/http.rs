@@ -170,10 +170,21 @@ async fn bad_bodies_get_clear_json_errors_naming_the_field() {
     assert_eq!((status, error["field"].as_str()), (400, Some("corpo")), "{error}");
     // In the API's language, naming the field as the client sent it: never serde's English.
     let said = error["message"].as_str().unwrap_or_default();
-    assert!(said.contains("o JSON acaba antes do fim") && !said.contains("EOF"), "{error}");
+    assert!(
+        said.contains("o JSON acaba antes do fim") && !said.contains("EOF"),
+        "{error}"
+    );
     for (body, field, words) in [
-        (&br#"{"user": 5, "text": "oi"}"#[..], "user", "tipo inválido: veio um número, esperado um objeto"),
-        (br#"{"user": {"name": "u"}, "text": "oi"}"#, "user.id", "campo obrigatório ausente: id"),
+        (
+            &br#"{"user": 5, "text": "oi"}"#[..],
+            "user",
+            "tipo inválido: veio um número, esperado um objeto",
+        ),
+        (
+            br#"{"user": {"name": "u"}, "text": "oi"}"#,
+            "user.id",
+            "campo obrigatório ausente: id",
+        ),
         (br#"{"text": "oi"}"#, "user", "campo obrigatório ausente: user"),
         (br#"[1]"#, "corpo", "o corpo deve ser um objeto JSON"),
     ] {
@@ -844,8 +855,12 @@ async fn a_companys_opt_ins_are_checked_whole_and_recorded_with_the_key() {
 async fn the_readmes_flow_example_runs_with_a_key() {
     let s = Served::serve(with_keys()).await;
     let read = |name: &str| {
-        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))
-            .expect("example")
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(name),
+        )
+        .expect("example")
     };
     let post = |body: Vec<u8>| {
         s.client
@@ -863,5 +878,9 @@ async fn the_readmes_flow_example_runs_with_a_key() {
         .expect("json");
     assert_eq!(output["status"], "concluido", "{output}");
     let (status, error) = error_of(post(read("recarga-saldo-baixo.json")).await.expect("sent")).await;
-    assert_eq!((status, error["field"].as_str()), (400, Some("tenant_id")), "{error}");
+    assert_eq!(
+        (status, error["field"].as_str()),
+        (400, Some("tenant_id")),
+        "{error}"
+    );
 }
