@@ -539,3 +539,42 @@ async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
     assert!(r.reply_text().contains("foi aprovada"), "{}", r.reply_text());
     assert_eq!(h.recharges(), 1);
 }
+
+/// A person's cards carry over to their next conversation on the same channel and tenant — and to no
+/// one else's: another user, another tenant or another channel starts with none. Forgotten, they are
+/// gone from the next conversation too.
+#[tokio::test]
+async fn cards_carry_to_the_same_persons_next_conversation_only() {
+    let h = chat_harness(None, VtSettings::default()).await;
+    let as_user =
+        |conv: &str, user: &str, tenant: &str, channel: &str, text: &str| vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some(conv.into()),
+            tenant_id: Some(tenant.into()),
+            user: vt_agent::engine::Participant {
+                user_id: user.into(),
+                user_login: user.into(),
+                channel: channel.into(),
+            },
+            text: text.into(),
+            ..Default::default()
+        };
+    let say = async |msg| h.service.handle(msg).await.expect("handled").reply_text();
+    say(as_user("hoje", "ana", "t1", "http", "saldo 1234567890")).await;
+    let tomorrow = say(as_user("amanha", "ana", "t1", "http", "saldo")).await;
+    assert!(tomorrow.contains("O saldo do cartão ****7890"), "{tomorrow}");
+    for (conv, user, tenant, channel) in [
+        ("bia", "bia", "t1", "http"),
+        ("outra-empresa", "ana", "t2", "http"),
+        ("outro-canal", "ana", "t1", "terminal"),
+    ] {
+        let reply = say(as_user(conv, user, tenant, channel, "saldo")).await;
+        assert!(reply.contains("me diga o número do cartão"), "{conv}: {reply}");
+        assert!(!reply.contains("7890"), "{conv}: {reply}");
+    }
+    let forgot = say(as_user("amanha", "ana", "t1", "http", "esquecer meus cartões")).await;
+    assert!(forgot.contains("esqueci o seu cartão"), "{forgot}");
+    let later = say(as_user("depois", "ana", "t1", "http", "saldo")).await;
+    assert!(later.contains("me diga o número do cartão"), "{later}");
+    assert_eq!(h.recharges(), 0);
+}

@@ -883,4 +883,13 @@ async fn the_readmes_flow_example_runs_with_a_key() {
         (400, Some("tenant_id")),
         "{error}"
     );
+    // A value that is no number breaks the schema: 400 naming it, nothing runs, nobody is notified.
+    let abc = br#"{"cartao": "1234567890", "recarga": {"valor": "abc", "meio_pagamento": {"tipo": "pix"}}}"#;
+    let (status, error) = error_of(post(abc.to_vec()).await.expect("sent")).await;
+    assert_eq!(
+        (status, error["field"].as_str()),
+        (400, Some("recarga.valor")),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("abc"), "{error}");
 }
