@@ -83,6 +83,42 @@ pub(crate) async fn conversation_round_trip(store: Arc<dyn Store>) {
     assert_eq!(store.conversation("nao-existe").await.expect("load"), None);
 }
 
+/// A person's previous conversation: the most recently updated one of the same user, agent, channel
+/// and tenant, never the conversation asking, nor another person's, tenant's or channel's.
+pub(crate) async fn a_persons_previous_conversation_is_their_last_on_the_channel(store: Arc<dyn Store>) {
+    let at = |s: &str| t(&format!("2026-11-2{s}Z"));
+    let saved = |id: &str, user: &str, tenant: &str, channel: &str, when: &str| {
+        let mut c = conversation(id);
+        c.user_id = user.into();
+        c.tenant_id = tenant.into();
+        c.channel = channel.into();
+        c.memory
+            .insert("cartoes_informados".into(), json!([format!("cartao-de-{id}")]));
+        let store = store.clone();
+        let when = at(when);
+        async move {
+            store.save_conversation(&c, when).await.expect("save");
+            c
+        }
+    };
+    saved("p-old", "ana", "t1", "http", "1T10:00:00").await;
+    saved("p-last", "ana", "t1", "http", "2T10:00:00").await;
+    saved("p-bia", "bia", "t1", "http", "3T10:00:00").await;
+    saved("p-t2", "ana", "t2", "http", "3T11:00:00").await;
+    saved("p-term", "ana", "t1", "terminal", "3T12:00:00").await;
+    let asking = saved("p-new", "ana", "t1", "http", "4T10:00:00").await;
+    let previous = store
+        .previous_conversation(&asking)
+        .await
+        .expect("read")
+        .expect("one");
+    assert_eq!(previous.id, "p-last");
+    assert_eq!(previous.memory["cartoes_informados"], json!(["cartao-de-p-last"]));
+    let mut stranger = asking.clone();
+    stranger.user_id = "carla".into();
+    assert_eq!(store.previous_conversation(&stranger).await.expect("read"), None);
+}
+
 pub(crate) async fn messages_keep_their_order(store: Arc<dyn Store>) {
     for i in 0..30 {
         let conv = if i % 2 == 0 { "c-even" } else { "c-odd" };
@@ -1978,6 +2014,7 @@ macro_rules! conformance {
 conformance!(
     conversations: [
         conversation_round_trip,
+        a_persons_previous_conversation_is_their_last_on_the_channel,
         messages_keep_their_order,
         a_turn_is_written_at_once,
         a_turns_reads_bring_its_context_and_open_case,
