@@ -13,7 +13,7 @@ fn re(pattern: &str) -> Regex {
 
 static HANDOFF: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(atendente|humano|operador|pessoa de verdade|pessoa real|uma pessoa|alguem de verdade|falar com (alguem|uma pessoa|o suporte|gente|voces|um atendente)|atendimento humano|suporte humano|chama (alguem|um atendente|o atendente)|quero (o )?suporte|sac|human|real person|talk to (someone|a person|an agent)|agente humano|hablar con (alguien|una persona))\b",
+        r"\b(atendente|humano|operador|pessoa de verdade|pessoa real|uma pessoa|alguem de verdade|falar com (alguem|uma pessoa|o suporte|gente|voces|um atendente)|atendimento humano|suporte humano|chama (alguem|um atendente|o atendente)|quero (o )?suporte|sac|reclam\w*|ouvidoria|human|real person|talk to (someone|a person|an agent)|agente humano|hablar con (alguien|una persona))\b",
     )
 });
 static GOODBYE: LazyLock<Regex> = LazyLock::new(|| {
@@ -34,17 +34,17 @@ static RECHARGE_VERB: LazyLock<Regex> = LazyLock::new(|| {
 static RECHARGE_NOUN: LazyLock<Regex> = LazyLock::new(|| re(r"\brecarga\b"));
 static BALANCE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(saldo|sld|extrato|(qto|qnto|qnt|quanto|qual o valor que)( (eu|ainda|que|de credito|de saldo))* (tem|tenho|tinha|ta|to|esta|resta|restou|sobrou|sobra|ficou|fica|falta|vale|possuo|tem de credito|tenho de credito)|quanto de credito|credito (disponivel|restante|que (tem|tenho|resta))|consult\w*( o| do| meu| de)? (vt|cartao|vale|bilhete|credito)|ver (o )?(meu )?(vt|vale)|como (ta|esta) (o )?(meu )?(vt|vale|cartao)|balance|how much (do i have|is (on|in|left))|cuanto (tengo|tiene|hay|queda|me queda))\b",
+        r"\b(saldo|sld|extrato|(qual|quanto|qto|qnto|qnt)( e)?( o)? (valor|credito|dinheiro)( que)?( eu)? (tem|tenho|ha|resta|sobrou|disponivel)|(qto|qnto|qnt|quanto|qual o valor que)( (eu|ainda|que|de credito|de saldo))* (tem|tenho|tinha|ta|to|esta|resta|restou|sobrou|sobra|ficou|fica|falta|vale|possuo|tem de credito|tenho de credito)|quanto de credito|credito (disponivel|restante|que (tem|tenho|resta))|consult\w*( o| do| meu| de)? (vt|cartao|vale|bilhete|credito)|ver (o )?(meu )?(vt|vale)|como (ta|esta) (o )?(meu )?(vt|vale|cartao)|balance|how much (do i have|is (on|in|left))|cuanto (tengo|tiene|hay|queda|me queda))\b",
     )
 });
 static GREETING: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia|boa tarde|boa noite|hello|hi|hey|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|^(me ajuda|preciso de ajuda|pode me ajudar)[?!. ]*$",
+        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia+|boa tarde|boa noite|hello|hi|hey|good (morning|afternoon|evening)|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|^(me ajuda|preciso de ajuda|pode me ajudar)[?!. ]*$",
     )
 });
 static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(cancel\w*|desist\w*|nao quero mais|esquece (isso|a recarga|essa recarga)|deixa pra la|nao precisa mais)\b",
+        r"\b(cancel\w*|desist\w*|nao quero mais|esquece (isso|a recarga|essa recarga)|deixa pra la|nao precisa mais)\b|\bnao quero[.! ]*$",
     )
 });
 /// Requests the product cannot serve: a lost or stolen card, blocking, a new card, refunds.
@@ -71,12 +71,12 @@ static SAME_CARD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ENGLISH: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(hi|hello|hey|what|whats|my|balance|card|please|how|top up|recharge|can you|i want|i need|thanks|is|the)\b",
+        r"\b(hi|hello|hey|good (morning|afternoon|evening)|what|whats|my|balance|card|please|how|top up|recharge|can|you|i|want|need|help|thanks|thank|is|the|check|much)\b",
     )
 });
 static SPANISH: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(hola|tarjeta|cuanto|tengo|quiero|recargar|buenas|buenos|gracias|por favor|necesito|mi|puedo|cual es)\b",
+        r"\b(hola|tarjeta|cuanto|tengo|quiero|recargar|buenas|buenos|gracias|por favor|necesito|mi|puedo|cual es|ayuda|usted)\b",
     )
 });
 /// Words only Portuguese uses, which rule English and Spanish out.

@@ -26,7 +26,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
 use vt_actions::vt::parse::{
-    amounts, cards, final_digits, is_confirmation, is_refusal, normalize, odd_card_lengths, payment_type,
+    amounts, cards, final_digits, is_confirmation, is_refusal, is_yes_with_details, normalize,
+    odd_card_lengths, payment_type,
 };
 use vt_actions::vt::{Idioma, format_money, mask_card};
 
@@ -279,25 +280,23 @@ impl Router {
         self.intent(k.key()).is_some()
     }
 
-    /// A yes, a no, a cancel — to the recharge waiting, if one is.
+    /// A yes, a no, a cancel — to the recharge waiting, if one is. A no is read first: a message that
+    /// says both ("pode cancelar") moves no money.
     fn yes_or_no(&self, m: &Read<'_>) -> Option<(String, Route)> {
-        // A plain yes, or — with a recharge waiting — a yes whose details match it (the action itself
-        // checks them again, and that the question was the last thing we said).
-        let starts_yes = ["sim", "confirmo", "pode", "ok"]
-            .iter()
-            .any(|w| m.n.starts_with(w));
-        if !m.correction()
-            && (is_confirmation(m.text) || (m.waiting && starts_yes))
-            && self.active(Known::ConfirmarRecarga)
-        {
-            return act(Known::ConfirmarRecarga, json!({}));
-        }
         let cancels = keywords::says_cancel(&m.n) && !m.found.changes_recharge();
         if is_refusal(m.text) || cancels {
             if (m.waiting || cancels) && self.active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
             return reply(Known::Ajuda, texts::NOTHING_TO_DO.into());
+        }
+        // A plain yes, or — with a recharge waiting — a yes whose details match it (the action itself
+        // checks them again, and that the question was the last thing we said).
+        if !m.correction()
+            && (is_confirmation(m.text) || (m.waiting && is_yes_with_details(m.text)))
+            && self.active(Known::ConfirmarRecarga)
+        {
+            return act(Known::ConfirmarRecarga, json!({}));
         }
         None
     }

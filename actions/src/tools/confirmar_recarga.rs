@@ -22,7 +22,7 @@ use crate::stages::rf06_preparar_recarga::{CHAVE_REUTILIZADA, preparar_com_regis
 use crate::stages::rf07_executar_recarga::tentativa;
 use crate::stages::rf08_conciliar_recarga::Conciliacao;
 use crate::stages::{DecisaoNotificacao, EnvioNotificacao};
-use crate::vt::parse::{amounts, cards, is_confirmation, normalize, payment_type};
+use crate::vt::parse::{amounts, cards, is_confirmation, is_yes_with_details, payment_type};
 use crate::vt::texts::RecargaStatus;
 use crate::vt::{FlowInput, round_half_up};
 
@@ -37,13 +37,9 @@ pub fn user_confirms(text: &str, p: &RecargaPendente) -> bool {
     if is_confirmation(text) {
         return true;
     }
-    let t = normalize(text);
-    let starts_yes = ["sim", "confirmo", "pode", "ok"].iter().any(|w| t.starts_with(w));
     let values = amounts(text);
     let named_cards = cards(text);
-    starts_yes
-        && !t.contains("mas")
-        && !t.contains("nao")
+    is_yes_with_details(text)
         && values.iter().all(|v| round_half_up(*v) == p.valor)
         && named_cards.iter().all(|c| *c == p.cartao)
         && payment_type(text).is_none_or(|m| m == p.meio_pagamento)
@@ -237,6 +233,9 @@ mod tests {
             "sim, 50 reais no pix",
             "sim 1234567890",
             "ok",
+            "siim",
+            "ta bom",
+            "👍",
         ] {
             assert!(user_confirms(yes, &p), "{yes}");
         }
@@ -249,6 +248,10 @@ mod tests {
             "confirmar_recarga",
             "não",
             "qual meu saldo?",
+            "pode cancelar",
+            "sim, quero cancelar",
+            "ok mas no boleto",
+            "sim nao",
         ] {
             assert!(!user_confirms(no, &p), "{no}");
         }

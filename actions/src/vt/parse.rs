@@ -277,19 +277,102 @@ pub fn payment_type(text: &str) -> Option<&'static str> {
     (found.len() == 1).then(|| found[0])
 }
 
-static YES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(sim+|s|ss|sim sim|yes|si|confirmo|confirmado|confirma|confirmar|pode|pode sim|pode ser|pode fazer|pode confirmar|pode mandar|pode seguir|pode ir|isso|isso mesmo|isso ai|ok|okay|certo|correto|claro|com certeza|manda|manda ver|fechado|positivo|bora|beleza|blz|perfeito|ta bom|ta certo|fechou|aham|uhum|exato|exatamente|e isso|e isso mesmo|quero|quero sim|(sim|ok),? (confirmo|pode|pode ser|pode fazer|quero|por favor|pfv|pf|obrigad[oa]|isso mesmo|certo|confirma)|confirmo,? pode fazer|👍)[.!👍 ]*$")
-        .expect("yes regex")
-});
+/// Words that say yes on their own.
+const YES_CORE: &[&str] = &[
+    "sim",
+    "s",
+    "ss",
+    "yes",
+    "si",
+    "isso",
+    "pode",
+    "ok",
+    "okay",
+    "okk",
+    "okey",
+    "confirmo",
+    "confirma",
+    "confirmar",
+    "confirmado",
+    "certo",
+    "claro",
+    "manda",
+    "fechado",
+    "fechou",
+    "beleza",
+    "blz",
+    "perfeito",
+    "exato",
+    "exatamente",
+    "correto",
+    "bora",
+    "aham",
+    "uhum",
+    "quero",
+    "positivo",
+    "bom",
+    "certeza",
+];
+/// Words that may stand around a yes without changing it ("sim, pode ser, por favor").
+const YES_FILLER: &[&str] = &[
+    "por", "favor", "pfv", "pf", "pfvr", "please", "obrigado", "obrigada", "obg", "mesmo", "ai", "ser",
+    "fazer", "faz", "seguir", "ir", "mandar", "ver", "senhor", "senhora", "ta", "e", "com", "que", "tudo",
+    "la", "entao", "agora",
+];
+/// Words a yes may carry about the recharge it confirms ("sim, 50 reais no pix").
+const YES_DETAIL: &[&str] = &[
+    "reais", "real", "conto", "contos", "pila", "r", "no", "na", "do", "da", "de", "via", "pelo", "pela",
+    "em", "o", "a", "pix", "boleto", "cartao", "credito", "vt", "valor", "brl", "recarga", "essa", "esta",
+];
+
+/// "sim", "siim", "simmm".
+static SIM_LIKE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^s+i+m+$").expect("sim regex"));
+
+fn yes_word(word: &str) -> bool {
+    YES_CORE.contains(&word) || SIM_LIKE.is_match(word)
+}
+
+/// The words of a normalised text (letters and digits; punctuation and emoji between). An underscore
+/// joins: `confirmar_recarga` is a tool's name, not the person's "confirmar".
+fn words(n: &str) -> Vec<&str> {
+    n.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// A message that does nothing but say yes (`sim`, `siim`, `confirmo`, `pode fazer`, `ta bom`, 👍...):
+/// every word a yes or a word that goes with one, and no other word at all — a "não", a "mas", a
+/// "cancelar" makes it no plain yes.
+pub fn is_confirmation(text: &str) -> bool {
+    let n = normalize(text);
+    let words = words(&n);
+    if words.is_empty() {
+        return n.contains('👍');
+    }
+    words.len() <= 6
+        && (words.iter().any(|w| yes_word(w)) || n.contains('👍'))
+        && words.iter().all(|w| yes_word(w) || YES_FILLER.contains(w))
+}
+
+/// A yes that names details of what it confirms ("sim, 50 reais no pix", "ok no 1234567890"): it
+/// starts with a yes, and every other word is a yes, a word that goes with one, a number or a word
+/// about a recharge. Whether the details match is the confirmation rule's to check.
+pub fn is_yes_with_details(text: &str) -> bool {
+    let n = normalize(text);
+    let words = words(&n);
+    words.first().is_some_and(|w| yes_word(w))
+        && words.iter().all(|w| {
+            yes_word(w)
+                || YES_FILLER.contains(w)
+                || YES_DETAIL.contains(w)
+                || w.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
 static NO: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(nao+|n|no|nope|cancela|cancelar|cancele|cancelo|desisto|deixa|deixa pra la|deixa quieto|esquece|nao quero|nao quero mais|nao precisa|agora nao|negativo|melhor nao|nao,? (obrigad[oa]|cancela|quero|precisa|quero mais))[.! ]*$")
         .expect("no regex")
 });
-
-/// A message that does nothing but say yes (`sim`, `confirmo`, `pode fazer`...).
-pub fn is_confirmation(text: &str) -> bool {
-    YES.is_match(&normalize(text))
-}
 
 /// A message that does nothing but say no or cancel.
 pub fn is_refusal(text: &str) -> bool {

@@ -134,3 +134,23 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Yes words in any order and number are a yes; one word that is no yes — a "não", a "mas", a
+    /// "cancela", a tool's name — anywhere among them makes the message no confirmation at all.
+    #[test]
+    fn a_yes_with_a_no_in_it_is_no_yes(
+        core in prop::sample::select(vec!["sim", "pode", "ok", "isso", "confirmo", "ta bom", "siim", "👍"]),
+        more in prop::collection::vec(prop::sample::select(vec!["sim", "pode", "por favor", "isso mesmo", "pode ser"]), 0..3),
+        no in prop::sample::select(vec!["não", "nao", "mas", "cancela", "cancelar", "desisto", "espera", "confirmar_recarga", "outro"]),
+        at in 0usize..4,
+    ) {
+        let yes: Vec<&str> = std::iter::once(core).chain(more).collect();
+        let plain = yes.join(" ");
+        prop_assert!(is_confirmation(&plain), "{}", plain);
+        let mut words = yes.clone();
+        words.insert(at.min(words.len()), no);
+        let mixed = words.join(", ");
+        prop_assert!(!is_confirmation(&mixed), "{}", mixed);
+    }
+}
