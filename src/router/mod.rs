@@ -80,6 +80,9 @@ pub struct Decision {
     pub classified: bool,
     /// Tokens spent deciding (level 2), `(input, output)`.
     pub tokens: (u64, u64),
+    /// A line to add to the action's answer: the message was in English or Spanish, and the answer
+    /// comes in Portuguese.
+    pub note: Option<&'static str>,
 }
 
 pub struct Router {
@@ -223,10 +226,24 @@ impl Router {
     pub async fn route(&self, text: &str, conv: &Conversation) -> Decision {
         if let Some((intent, mut route)) = self.level1(text, conv) {
             // "oi, quero recarregar": the greeting is answered before the question.
+            let n = normalize(text);
             if let Route::Ask { question, .. } = &mut route
-                && let Some(hello) = keywords::greeting_back(&normalize(text))
+                && let Some(hello) = keywords::greeting_back(&n)
             {
                 *question = format!("{hello} {question}");
+            }
+            // Written in English or Spanish: what is answered in Portuguese says so.
+            let note = texts::portuguese_note(keywords::language(&n));
+            let mut action_note = None;
+            match &mut route {
+                Route::Ask { question: t, .. } | Route::Restate { text: t, .. } => {
+                    if let Some(line) = note {
+                        t.push('\n');
+                        t.push_str(line);
+                    }
+                }
+                Route::Action { .. } => action_note = note,
+                _ => {}
             }
             return Decision {
                 action_type: self.action_type(&intent),
@@ -235,6 +252,7 @@ impl Router {
                 keyword_matched: true,
                 classified: false,
                 tokens: (0, 0),
+                note: action_note,
             };
         }
         let Some(llm) = &self.llm else {
@@ -265,6 +283,7 @@ impl Router {
             keyword_matched: false,
             classified: false,
             tokens: (0, 0),
+            note: None,
         }
     }
 

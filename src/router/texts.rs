@@ -60,6 +60,17 @@ pub(crate) fn unsupported(lang: Lang) -> &'static str {
     }
 }
 
+/// The line that tells someone who wrote in English or Spanish that the answer is in Portuguese.
+pub(crate) fn portuguese_note(lang: Lang) -> Option<&'static str> {
+    match lang {
+        Lang::Pt => None,
+        Lang::En => Some("(This service answers in Portuguese; reply \"help\" for what it can do.)"),
+        Lang::Es => {
+            Some("(Este servicio responde en portugués; escriba \"ayuda\" para ver qué puede hacer.)")
+        }
+    }
+}
+
 pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
 pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
 

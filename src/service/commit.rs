@@ -39,6 +39,31 @@ pub(super) struct Ran {
     pub held: Option<CaseWrite>,
 }
 
+/// What the service settles once a turn has answered: which question a "sim" answers now, and the
+/// line the answer ends with for someone who wrote in English or Spanish (in what is sent and in what
+/// is kept of it alike).
+fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Routing) {
+    super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
+    let Some(note) = routing.note else {
+        return;
+    };
+    let Some(last) = outcome.replies.last_mut() else {
+        return;
+    };
+    let said = last.text.clone();
+    last.text = format!("{said}\n{note}");
+    let kept = outcome.messages.iter_mut().rev().find_map(|m| match m {
+        ChatMessage::Assistant {
+            content: Some(text), ..
+        } if *text == said => Some(text),
+        _ => None,
+    });
+    if let Some(text) = kept {
+        text.push('\n');
+        text.push_str(note);
+    }
+}
+
 impl ConversationService {
     /// Writes the turn and says what the channel sends back.
     pub(super) async fn commit(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran) -> Handled {
@@ -61,7 +86,7 @@ impl ConversationService {
                 },
             );
         }
-        super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
+        after_turn(conv, &mut outcome, &routing);
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;

@@ -21,6 +21,8 @@ pub struct Routing {
     /// The reply restates the question of this waiting recharge (the router did not understand the
     /// message): a "sim" after it confirms that recharge.
     pub restated: Option<String>,
+    /// A line the turn's answer ends with (the message was in English or Spanish).
+    pub note: Option<&'static str>,
 }
 
 impl Routing {
@@ -54,6 +56,7 @@ impl Routing {
             classified: false,
             tokens: (0, 0),
             restated: None,
+            note: None,
         }
     }
 }
@@ -70,6 +73,7 @@ impl ConversationService {
                 classified: false,
                 tokens: (0, 0),
                 restated: None,
+                note: None,
             };
             return (TurnStart::Model, routing);
         };
@@ -117,6 +121,7 @@ impl ConversationService {
             classified: decision.classified,
             tokens,
             restated,
+            note: decision.note,
         };
         (start, routing)
     }
