@@ -95,7 +95,9 @@ impl Action for PrepararRecarga {
             expira_em: ctx.now + Duration::seconds(settings.confirmation_ttl_secs),
         };
         let twin = gemea.is_some();
-        let ask = ask(&pendente, twin, settings.confirmation_ttl_secs);
+        // A recharge already waiting is replaced by this one: the person is told it is gone.
+        let replaced = RecargaPendente::from_state(ctx).filter(|old| old.id != pendente.id);
+        let ask = ask(&pendente, twin, replaced.as_ref(), settings.confirmation_ttl_secs);
         Ok(ask
             .with_state(STATE_PERGUNTADA, Perguntada::mark(&pendente.id, &ctx.turn_id))
             .with_state(STATE_PENDENTE, pendente.to_value())
@@ -106,13 +108,23 @@ impl Action for PrepararRecarga {
 
 /// The question that asks the user to confirm `pendente` (and says when an identical recharge's key
 /// will be reused), and what the model keeps of it.
-fn ask(pendente: &RecargaPendente, twin: bool, ttl_secs: i64) -> ResponseToUser {
+fn ask(
+    pendente: &RecargaPendente,
+    twin: bool,
+    replaced: Option<&RecargaPendente>,
+    ttl_secs: i64,
+) -> ResponseToUser {
     let validade = duracao(ttl_secs);
-    let aviso = if twin {
-        " Uma recarga igual a esta ainda está sem resultado confirmado: se você confirmar, ela será reenviada com a mesma identificação, e você não será cobrado duas vezes."
-    } else {
-        ""
+    let mut aviso = match replaced {
+        Some(old) => format!(
+            " Ela substitui o pedido de {}, que foi cancelado.",
+            old.describe()
+        ),
+        None => String::new(),
     };
+    if twin {
+        aviso.push_str(" Uma recarga igual a esta ainda está sem resultado confirmado: se você confirmar, ela será reenviada com a mesma identificação, e você não será cobrado duas vezes.");
+    }
     ResponseToUser::new(
         format!(
             "Confirma a recarga de {}?{aviso} Responda *sim* para confirmar ou *não* para cancelar. O pedido vale por {validade}.",
