@@ -115,6 +115,12 @@ pub(crate) fn says_cancel(n: &str) -> bool {
     CANCEL_WORD.is_match(n)
 }
 
+/// A message whose first word is a no ("não confirmo", "nao, tá errado").
+pub(crate) fn starts_with_no(n: &str) -> bool {
+    let first = n.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty());
+    matches!(first, Some("nao" | "naao" | "n" | "nope" | "negativo"))
+}
+
 pub(crate) fn is_unsupported(n: &str) -> bool {
     UNSUPPORTED.is_match(n)
 }

@@ -130,6 +130,19 @@ impl Found {
     fn changes_recharge(&self) -> bool {
         self.answers(WithParams::Recarga)
     }
+
+    /// Whether this names something of recharge `p` other than what it is.
+    fn differs_from(&self, p: &RecargaPendente) -> bool {
+        let valor = |v: &Decimal| vt_actions::vt::round_half_up(*v) != p.valor;
+        self.amounts.iter().any(valor)
+            || self.cards.iter().any(|c| *c != p.cartao)
+            || self.meio.is_some_and(|m| m != p.meio_pagamento)
+            || self
+                .final_digits
+                .as_ref()
+                .is_some_and(|f| !p.cartao.ends_with(f.as_str()))
+            || !self.odd_cards.is_empty()
+    }
 }
 
 /// Words that may stand around a card number sent alone ("meu cartão é 1234567890").
@@ -171,10 +184,11 @@ impl<'a> Read<'a> {
     }
 
     /// The message changes something of the recharge waiting (another value, card or means of
-    /// payment — "sim, mas 60" too): it replaces that recharge.
+    /// payment — "sim, mas 60" too): it replaces that recharge. Naming what it already is ("40 reais,
+    /// tá certo") changes nothing.
     fn correction(&self) -> bool {
         self.pending.as_ref().is_some_and(|p| {
-            self.found.changes_recharge() && !keywords::is_balance(&self.n) && !user_confirms(self.text, p)
+            self.found.differs_from(p) && !keywords::is_balance(&self.n) && !user_confirms(self.text, p)
         })
     }
 }
@@ -303,7 +317,9 @@ impl Router {
     /// says both ("pode cancelar") moves no money.
     fn yes_or_no(&self, m: &Read<'_>) -> Option<(String, Route)> {
         let cancels = keywords::says_cancel(&m.n) && !m.found.changes_recharge();
-        if is_refusal(m.text) || cancels {
+        // "não", "não confirmo", "nao, tá errado" — but "não, coloca 60" is a correction.
+        let refuses = is_refusal(m.text) || (keywords::starts_with_no(&m.n) && !m.found.changes_recharge());
+        if refuses || cancels {
             if (m.waiting || cancels) && self.active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
