@@ -74,7 +74,11 @@ pub async fn service(
     Ok(ConversationService::new(engine, store)
         .with_router(router)
         .with_config(config.service)
-        .with_handoff(config.handoff.clone())
+        .with_handoff(crate::service::HandoffConfig {
+            // The board is the channel's, and the channel serves `[vt] tenant_id`.
+            board_tenant: config.vt.tenant_id.clone(),
+            ..config.handoff.clone()
+        })
         .with_recargas(config.recargas.clone()))
 }
 

@@ -91,15 +91,20 @@ pub(crate) fn thread_line(line: &CaseEvent) -> Option<String> {
 }
 
 impl ConversationService {
-    /// Whether cases are shown on a support board.
-    pub(crate) fn board_on(&self) -> bool {
-        self.handoff.mattermost_channel_id.is_some()
+    /// Whether `tenant`'s cases are shown on a support board: there is one, and it is that tenant's.
+    pub(crate) fn board_on(&self, tenant: &str) -> bool {
+        self.handoff.mattermost_channel_id.is_some() && self.handoff.board_tenant == tenant
     }
 
     /// What a turn's case write shows on the board: a new case's root post, or the held message's
     /// line and what the bot answered in the case.
-    pub(super) fn board_items(&self, write: Option<&CaseWrite>, outcome: &TurnOutcome) -> Vec<NewOutboxItem> {
-        if !self.board_on() {
+    pub(super) fn board_items(
+        &self,
+        tenant: &str,
+        write: Option<&CaseWrite>,
+        outcome: &TurnOutcome,
+    ) -> Vec<NewOutboxItem> {
+        if !self.board_on(tenant) {
             return Vec::new();
         }
         match write {
@@ -125,7 +130,7 @@ impl ConversationService {
 
     /// The board item that brings `case`'s root post up to date, when there is a board.
     pub(super) fn board_state(&self, case: &Case) -> Vec<NewOutboxItem> {
-        if !self.board_on() {
+        if !self.board_on(&case.tenant_id) {
             return Vec::new();
         }
         vec![board_item(

@@ -36,6 +36,10 @@ pub struct HandoffConfig {
     /// The Mattermost channel support agents watch cases in (the bot must be a member); `None`: no
     /// support board (cases are worked from the console and the slash command).
     pub mattermost_channel_id: Option<String>,
+    /// The tenant whose board that channel is (the Mattermost bot's, `[vt] tenant_id`): only its
+    /// cases are posted there; other tenants' cases stay in their console and `vt-agent cases`.
+    #[serde(skip)]
+    pub board_tenant: String,
 }
 
 impl Default for HandoffConfig {
@@ -44,6 +48,7 @@ impl Default for HandoffConfig {
             claim_timeout_minutes: 10,
             hours: None,
             mattermost_channel_id: None,
+            board_tenant: crate::engine::DEFAULT_TENANT.to_owned(),
         }
     }
 }
@@ -500,7 +505,7 @@ impl ConversationService {
         };
         let item = reply_item(&conv, text, template);
         let mut items = vec![item];
-        if show_on_board && self.board_on() {
+        if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
                 super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)
             }));

@@ -99,7 +99,7 @@ impl ConversationService {
         let flow_runs = self.inner_flow_runs(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome);
-        outbox.extend(self.board_items(case.as_ref(), &outcome));
+        outbox.extend(self.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],

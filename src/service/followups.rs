@@ -197,7 +197,7 @@ impl ConversationService {
         let opened = match self.store.open_case(&case, now).await? {
             crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
         };
-        if self.board_on() {
+        if self.board_on(&opened.tenant_id) {
             let root = super::board::board_item(
                 &opened.id,
                 &opened.conversation_id,

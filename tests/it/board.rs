@@ -639,3 +639,67 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
         assert!(!body.to_string().contains(CARD), "{body}");
     }
 }
+
+/// The board belongs to one tenant (the Mattermost bot's, `[vt] tenant_id`): a case of another tenant
+/// — a conversation over an API key of `beta` — is never posted there; it stays in that tenant's
+/// console and `vt-agent cases`. The board's own tenant's cases are posted as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_case_is_posted_only_on_its_own_tenants_board() {
+    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let handoff = vt_agent::service::HandoffConfig {
+        mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
+        ..Default::default()
+    };
+    // The bot, and so its board, serves `[vt] tenant_id`.
+    let vt = vt_actions::tools::VtSettings {
+        tenant_id: "acme".into(),
+        ..Default::default()
+    };
+    let chat = crate::support::chat_harness_handing_off(store.clone(), None, vt, None, handoff).await;
+    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conversation.into()),
+        tenant_id: Some(tenant.into()),
+        user: crate::support::user(),
+        text: "quero falar com um atendente".into(),
+        ..Default::default()
+    };
+    chat.service
+        .handle(transfer("c-beta", "beta"))
+        .await
+        .expect("beta");
+    chat.service
+        .handle(transfer("c-acme", "acme"))
+        .await
+        .expect("acme");
+    let cases = store.cases(None, 10).await.expect("cases");
+    assert_eq!(cases.len(), 2, "both cases are open: {cases:?}");
+    let board: Vec<_> = store
+        .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+        .await
+        .expect("outbox")
+        .into_iter()
+        .filter(|i| i.destination == "suporte")
+        .collect();
+    let on_board: Vec<&str> = board
+        .iter()
+        .filter_map(|i| i.conversation_id.as_deref())
+        .collect();
+    assert!(
+        on_board.iter().all(|c| *c != "c-beta"),
+        "beta's case is not on acme's board: {board:?}"
+    );
+    assert!(
+        board.iter().any(|i| i
+            .payload
+            .to_string()
+            .contains(&cases.iter().find(|c| c.tenant_id == "acme").expect("acme's").id)),
+        "acme's case is: {board:?}"
+    );
+    let betas = store.cases(Some("beta"), 10).await.expect("beta's");
+    assert_eq!(betas.len(), 1, "beta's case is in beta's list");
+}

@@ -515,7 +515,7 @@ async fn chat_harness_built(
     };
     let mut ext = vt_actions::context::Extensions::default()
         .with(VtSystems::new(systems).expect("client"))
-        .with(vt);
+        .with(vt.clone());
     if let Some((phone, config)) = notices {
         let now = clock.clone();
         let port = vt_agent::channels::whatsapp::WhatsAppNotices::new(
@@ -532,6 +532,7 @@ async fn chat_harness_built(
     let config = vt_agent::config::Config {
         engine: fast_config(),
         handoff,
+        vt,
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
