@@ -321,11 +321,21 @@ impl Config {
             config.llm.timeout_secs = parse("VT_LLM_TIMEOUT_SECS", v)?;
         }
         if let Some(v) = get("VT_SYSTEMS_URL") {
-            let cap = config.systems.as_ref().and_then(|s| s.timeout_cap_ms);
+            // The base URL moves; how the systems are reached (caps, auth) stays as the file says.
+            let file = config.systems.take().unwrap_or_default();
+            let base = SystemsConfig::single(&v);
             config.systems = Some(SystemsConfig {
-                timeout_cap_ms: cap,
-                ..SystemsConfig::single(&v)
+                saldo_url: base.saldo_url,
+                recarga_url: base.recarga_url,
+                notificacao_url: base.notificacao_url,
+                ..file
             });
+        }
+        if let Some(systems) = config.systems.take() {
+            // Secrets may come from the environment only, never written in the file.
+            let token = get("VT_SYSTEMS_TOKEN");
+            let secret = get("VT_SYSTEMS_CLIENT_SECRET");
+            config.systems = Some(systems.with_secrets(token.as_deref(), secret.as_deref()));
         }
         if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
             config.simulator.fixture = Some(PathBuf::from(v));
@@ -421,6 +431,9 @@ impl Config {
             })
         };
         if let Err((field, message)) = self.storage.validate() {
+            return invalid(&field, message);
+        }
+        if let Some((field, message)) = self.systems.as_ref().and_then(SystemsConfig::problem) {
             return invalid(&field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {
@@ -634,6 +647,42 @@ mod tests {
         let zero = "[handoff]\nclaim_timeout_minutes = 0\n";
         let err = Config::from_sources(Some(zero), "f", &HashMap::new()).expect_err("zero");
         assert!(err.to_string().contains("handoff.claim_timeout_minutes"), "{err}");
+    }
+
+    #[test]
+    fn the_systems_auth_is_checked_when_loaded_and_its_secrets_come_from_the_environment() {
+        use vt_actions::systems::AuthConfig;
+        let oauth2 = "[systems]\nsaldo_url = \"https://vt.example.com\"\nrecarga_url = \"https://pag.example.com\"\nnotificacao_url = \"https://msg.example.com\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"https://auth.example.com/oauth/token\"\nclient_id = \"vt-agent\"\n";
+        let err = Config::from_sources(Some(oauth2), "f", &HashMap::new()).expect_err("no secret");
+        assert!(err.to_string().contains("systems.auth.client_secret"), "{err}");
+        let env: HashMap<String, String> = [(
+            "VT_SYSTEMS_CLIENT_SECRET".to_owned(),
+            "segredo-do-cliente-123".to_owned(),
+        )]
+        .into();
+        let c = Config::from_sources(Some(oauth2), "f", &env).expect("the secret from the environment");
+        let systems = c.systems.expect("systems");
+        assert!(
+            matches!(&systems.auth, AuthConfig::Oauth2 { client_secret, .. } if client_secret == "segredo-do-cliente-123")
+        );
+        assert!(
+            !format!("{systems:?}").contains("segredo-do-cliente-123"),
+            "Debug hides it"
+        );
+        let plain = oauth2.replace("https://auth.example.com", "http://auth.example.com");
+        let err = Config::from_sources(Some(&plain), "f", &env).expect_err("http token endpoint");
+        assert!(err.to_string().contains("systems.auth.token_url"), "{err}");
+        let loopback = oauth2.replace("https://auth.example.com", "http://127.0.0.1:9");
+        assert!(
+            Config::from_sources(Some(&loopback), "f", &env).is_ok(),
+            "loopback may be http"
+        );
+        let own = "[systems]\nsaldo_url = \"https://vt.example.com\"\n[systems.recarga.auth]\nkind = \"header\"\nheader = \"x-api-key\"\n";
+        let err = Config::from_sources(Some(own), "f", &HashMap::new()).expect_err("no token");
+        assert!(err.to_string().contains("systems.recarga.auth.token"), "{err}");
+        let unknown = "[systems.auth]\nkind = \"kerberos\"\n";
+        let err = Config::from_sources(Some(unknown), "f", &HashMap::new()).expect_err("unknown kind");
+        assert!(!err.to_string().contains("kerberos"), "{err}");
     }
 
     #[test]

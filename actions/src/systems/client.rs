@@ -9,6 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use reqwest::header::{HeaderName, HeaderValue};
+
+use super::auth::{AuthConfig, AuthError, Credentials, CredentialsBuilder};
+
 /// What a call to an external system gave: the HTTP status and body, or why there is none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HttpResult {
@@ -66,6 +70,33 @@ pub struct SystemsConfig {
     pub timeout_cap_ms: Option<u64>,
     /// Caps any wait between retries, `Retry-After` included.
     pub max_retry_wait_ms: u64,
+    /// How the three systems are authenticated (`[systems.auth]`).
+    pub auth: AuthConfig,
+    /// The balance system's own settings, where they differ (`[systems.saldo.auth]`).
+    pub saldo: SystemSettings,
+    /// The recharge system's own settings (`[systems.recarga.auth]`).
+    pub recarga: SystemSettings,
+    /// The notification system's own settings (`[systems.notificacao.auth]`).
+    pub notificacao: SystemSettings,
+}
+
+/// What one system sets for itself instead of the `[systems]` defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SystemSettings {
+    pub auth: Option<AuthConfig>,
+}
+
+/// One of the three systems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum System {
+    Saldo,
+    Recarga,
+    Notificacao,
+}
+
+impl System {
+    const ALL: [Self; 3] = [Self::Saldo, Self::Recarga, Self::Notificacao];
 }
 
 impl Default for SystemsConfig {
@@ -84,7 +115,47 @@ impl SystemsConfig {
             notificacao_url: base,
             timeout_cap_ms: None,
             max_retry_wait_ms: 5_000,
+            auth: AuthConfig::None,
+            saldo: SystemSettings::default(),
+            recarga: SystemSettings::default(),
+            notificacao: SystemSettings::default(),
         }
+    }
+
+    /// How `system` is authenticated: its own `auth`, else the shared one.
+    pub(crate) fn auth_of(&self, system: System) -> &AuthConfig {
+        let own = match system {
+            System::Saldo => &self.saldo,
+            System::Recarga => &self.recarga,
+            System::Notificacao => &self.notificacao,
+        };
+        own.auth.as_ref().unwrap_or(&self.auth)
+    }
+
+    /// Each system's auth with its secrets filled from the environment's (`VT_SYSTEMS_TOKEN`,
+    /// `VT_SYSTEMS_CLIENT_SECRET`) where the file leaves them empty.
+    #[must_use]
+    pub fn with_secrets(mut self, token: Option<&str>, client_secret: Option<&str>) -> Self {
+        self.auth = self.auth.with_secrets(token, client_secret);
+        for own in [&mut self.saldo, &mut self.recarga, &mut self.notificacao] {
+            own.auth = own.auth.take().map(|a| a.with_secrets(token, client_secret));
+        }
+        self
+    }
+
+    /// The first problem of the systems' auth, as `(field, reason)` with the field's whole path
+    /// (`systems.recarga.auth.client_secret`).
+    pub fn problem(&self) -> Option<(String, &'static str)> {
+        let sections = [
+            ("systems.auth", Some(&self.auth)),
+            ("systems.saldo.auth", self.saldo.auth.as_ref()),
+            ("systems.recarga.auth", self.recarga.auth.as_ref()),
+            ("systems.notificacao.auth", self.notificacao.auth.as_ref()),
+        ];
+        sections.into_iter().find_map(|(path, auth)| {
+            auth.and_then(AuthConfig::problem)
+                .map(|(field, why)| (format!("{path}.{field}"), why))
+        })
     }
 }
 
@@ -93,6 +164,17 @@ impl SystemsConfig {
 pub struct VtSystems {
     transport: Transport,
     config: SystemsConfig,
+    /// Each system's credentials, in [`System::ALL`]'s order.
+    credentials: [Credentials; 3],
+}
+
+/// Why the systems' client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SystemsError {
+    #[error("building the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("{0}")]
+    Auth(#[from] AuthError),
 }
 
 /// How a request reaches the systems.
@@ -103,6 +185,18 @@ enum Transport {
     /// and answers as over HTTP, without the socket. Loopback HTTP to a simulator in the same process
     /// cost both ends of every exchange (three a flow) in system calls and thread wake-ups.
     InProcess(axum::Router),
+}
+
+/// One request to a system, as a stage asks for it.
+struct Call<'a> {
+    system: System,
+    method: reqwest::Method,
+    url: reqwest::Url,
+    headers: &'a BTreeMap<String, String>,
+    body: Option<&'a Value>,
+    timeout_ms: u64,
+    attempts: u32,
+    backoff_ms: u64,
 }
 
 /// The base URL the in-process simulator's requests are built against (only path and query are used).
@@ -138,6 +232,9 @@ impl Answer {
 enum Failure {
     Timeout,
     Connection,
+    /// The system's credentials could not be had (a token endpoint refused or unreachable): the
+    /// request was not sent.
+    Unauthenticated(AuthError),
 }
 
 impl Failure {
@@ -151,7 +248,7 @@ impl Failure {
 }
 
 impl VtSystems {
-    pub fn new(config: SystemsConfig) -> Result<Self, reqwest::Error> {
+    pub fn new(config: SystemsConfig) -> Result<Self, SystemsError> {
         let mut builder = reqwest::Client::builder();
         // Plain HTTP only (the simulator): no root certificates to load. Reading the system's CA bundle
         // and every file of its certificate directory was about a tenth of a one-shot `run-flow`'s CPU.
@@ -159,9 +256,18 @@ impl VtSystems {
         if urls.iter().all(|u| u.starts_with("http://")) {
             builder = builder.tls_certs_only([]);
         }
+        let http = builder.build()?;
+        let mut credentials = CredentialsBuilder::default();
+        let [saldo, recarga, notificacao] = System::ALL;
+        let credentials = [
+            credentials.build(config.auth_of(saldo), &http)?,
+            credentials.build(config.auth_of(recarga), &http)?,
+            credentials.build(config.auth_of(notificacao), &http)?,
+        ];
         Ok(Self {
-            transport: Transport::Http(builder.build()?),
+            transport: Transport::Http(http),
             config,
+            credentials,
         })
     }
 
@@ -170,6 +276,7 @@ impl VtSystems {
         Self {
             transport: Transport::InProcess(simulator.router()),
             config: SystemsConfig::single(IN_PROCESS_BASE),
+            credentials: [Credentials::None, Credentials::None, Credentials::None],
         }
     }
 
@@ -199,15 +306,16 @@ impl VtSystems {
             Ok(u) => u,
             Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
         };
-        self.send(
-            reqwest::Method::GET,
+        self.send(Call {
+            system: System::Saldo,
+            method: reqwest::Method::GET,
             url,
             headers,
-            None,
+            body: None,
             timeout_ms,
             attempts,
             backoff_ms,
-        )
+        })
         .await
     }
 
@@ -223,8 +331,17 @@ impl VtSystems {
                 Ok(u) => u,
                 Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
             };
-        self.send(reqwest::Method::POST, url, headers, Some(body), timeout_ms, 1, 0)
-            .await
+        self.send(Call {
+            system: System::Recarga,
+            method: reqwest::Method::POST,
+            url,
+            headers,
+            body: Some(body),
+            timeout_ms,
+            attempts: 1,
+            backoff_ms: 0,
+        })
+        .await
     }
 
     /// `POST {notificacao}/api/v1/notificacoes`, retried on 5xx/429 (the dedup key makes it safe).
@@ -244,29 +361,30 @@ impl VtSystems {
             Ok(u) => u,
             Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
         };
-        self.send(
-            reqwest::Method::POST,
+        self.send(Call {
+            system: System::Notificacao,
+            method: reqwest::Method::POST,
             url,
             headers,
-            Some(body),
+            body: Some(body),
             timeout_ms,
             attempts,
             backoff_ms,
-        )
+        })
         .await
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        url: reqwest::Url,
-        headers: &BTreeMap<String, String>,
-        body: Option<&Value>,
-        timeout_ms: u64,
-        attempts: u32,
-        backoff_ms: u64,
-    ) -> HttpResult {
+    async fn send(&self, call: Call<'_>) -> HttpResult {
+        let Call {
+            system,
+            method,
+            url,
+            headers,
+            body,
+            timeout_ms,
+            attempts,
+            backoff_ms,
+        } = call;
         let path = url.path().to_owned();
         let timeout = self.timeout(timeout_ms);
         let body = match body.map(crate::json::to_bytes).transpose() {
@@ -276,7 +394,9 @@ impl VtSystems {
         let attempts = attempts.max(1);
         let mut attempt = 1;
         loop {
-            let answer = self.transmit(&method, &url, headers, body.clone(), timeout).await;
+            let answer = self
+                .authorized(system, &method, &url, headers, body.clone(), timeout)
+                .await;
             let answer = match answer {
                 Ok(a) => a,
                 Err(failure) => {
@@ -285,6 +405,11 @@ impl VtSystems {
                             ("timeout", format!("sem resposta em {} ms", timeout.as_millis()))
                         }
                         Failure::Connection => ("conexao", "falha de conexão".to_owned()),
+                        // Nothing was sent: the request could not carry its credentials.
+                        Failure::Unauthenticated(e) => {
+                            tracing::warn!(%path, "external system not authenticated");
+                            return HttpResult::not_sent("nao_enviado", Some("autenticacao"), e.to_string());
+                        }
                     };
                     tracing::warn!(%path, tipo, attempt, "external system unreachable");
                     return HttpResult::not_sent(tipo, None, mensagem);
@@ -317,18 +442,54 @@ impl VtSystems {
         }
     }
 
-    /// One attempt, over HTTP or to the embedded simulator in this process.
-    async fn transmit(
+    /// One attempt with `system`'s credentials. A 401 to a fetched token drops it, and the request
+    /// goes once more with a new one: the refused request was not processed, so even a recharge is
+    /// sent at most once in effect, under its same idempotency key.
+    async fn authorized(
         &self,
+        system: System,
         method: &reqwest::Method,
         url: &reqwest::Url,
         headers: &BTreeMap<String, String>,
         body: Option<axum::body::Bytes>,
         timeout: Duration,
     ) -> Result<Answer, Failure> {
+        let credentials = &self.credentials[system as usize];
+        let mut renewed = false;
+        loop {
+            let auth = credentials.header().await.map_err(Failure::Unauthenticated)?;
+            let answer = self
+                .transmit(method, url, headers, auth.as_ref(), body.clone(), timeout)
+                .await?;
+            if answer.status == 401
+                && !renewed
+                && let Some((_, sent)) = &auth
+                && credentials.refused(sent).await
+            {
+                renewed = true;
+                continue;
+            }
+            return Ok(answer);
+        }
+    }
+
+    /// One attempt, over HTTP or to the embedded simulator in this process.
+    async fn transmit(
+        &self,
+        method: &reqwest::Method,
+        url: &reqwest::Url,
+        headers: &BTreeMap<String, String>,
+        auth: Option<&(HeaderName, HeaderValue)>,
+        body: Option<axum::body::Bytes>,
+        timeout: Duration,
+    ) -> Result<Answer, Failure> {
         match &self.transport {
             Transport::Http(client) => {
-                over_http(client, method.clone(), url.clone(), headers, body, timeout).await
+                let mut request = client.request(method.clone(), url.clone());
+                if let Some((name, value)) = auth {
+                    request = request.header(name, value);
+                }
+                over_http(request, headers, body, timeout).await
             }
             Transport::InProcess(router) => {
                 in_process(router, method.clone(), url, headers, body, timeout).await
@@ -338,14 +499,12 @@ impl VtSystems {
 }
 
 async fn over_http(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: reqwest::Url,
+    request: reqwest::RequestBuilder,
     headers: &BTreeMap<String, String>,
     body: Option<axum::body::Bytes>,
     timeout: Duration,
 ) -> Result<Answer, Failure> {
-    let mut request = client.request(method, url).timeout(timeout);
+    let mut request = request.timeout(timeout);
     for (k, v) in headers {
         request = request.header(k, v);
     }
@@ -407,7 +566,7 @@ fn read_body(body: Result<axum::body::Bytes, Failure>) -> Result<Option<Value>, 
             Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
         }))),
         Err(Failure::Timeout) => Err(Failure::Timeout),
-        Err(Failure::Connection) => Ok(None),
+        Err(Failure::Connection | Failure::Unauthenticated(_)) => Ok(None),
     }
 }
 

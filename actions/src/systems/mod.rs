@@ -2,11 +2,13 @@
 //! stages use, and the embedded simulator that stands in for them on a fresh machine and in tests.
 #![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
+pub mod auth;
 mod book;
 pub mod client;
 pub mod simulator;
 
-pub use client::{Erro, HttpResult, SystemsConfig, VtSystems};
+pub use auth::{AuthConfig, AuthMethod};
+pub use client::{Erro, HttpResult, SystemSettings, SystemsConfig, SystemsError, VtSystems};
 pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
 /// Endpoints, as the PRD names them.
