@@ -229,7 +229,6 @@ impl CredentialsBuilder {
                         auth_method: *auth_method,
                         http: http.clone(),
                         slot: tokio::sync::Mutex::new(None),
-                        fetches: std::sync::atomic::AtomicU64::new(0),
                     })
                 });
                 Credentials::Oauth2(source.clone())
@@ -260,8 +259,6 @@ pub(crate) struct TokenSource {
     http: reqwest::Client,
     /// Held while a token is fetched: the tasks that need it meanwhile wait for that one fetch.
     slot: tokio::sync::Mutex<Option<(HeaderValue, Instant)>>,
-    /// Tokens fetched so far.
-    fetches: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for TokenSource {
@@ -299,7 +296,6 @@ impl TokenSource {
     /// One token request (RFC 6749 §4.4), through the `oauth2` crate over our HTTP client.
     async fn fetch(&self) -> Result<(HeaderValue, Duration), AuthError> {
         use oauth2::TokenResponse as _;
-        self.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let token_url = oauth2::TokenUrl::new(self.token_url.clone())
             .map_err(|_| AuthError("token_url inválida".into()))?;
         let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new(self.client_id.clone()))
@@ -324,12 +320,6 @@ impl TokenSource {
         crate::redact::register_secret(secret);
         let lifetime = answer.expires_in().unwrap_or(UNSTATED_LIFETIME);
         Ok((header_value(&format!("Bearer {secret}"))?, lifetime))
-    }
-
-    /// Tokens fetched so far (tests hold a burst of turns to one fetch).
-    #[cfg(test)]
-    pub(crate) fn fetches(&self) -> u64 {
-        self.fetches.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -375,45 +375,18 @@ impl VtSystems {
     }
 
     async fn send(&self, call: Call<'_>) -> HttpResult {
-        let Call {
-            system,
-            method,
-            url,
-            headers,
-            body,
-            timeout_ms,
-            attempts,
-            backoff_ms,
-        } = call;
-        let path = url.path().to_owned();
-        let timeout = self.timeout(timeout_ms);
-        let body = match body.map(crate::json::to_bytes).transpose() {
+        let path = call.url.path().to_owned();
+        let timeout = self.timeout(call.timeout_ms);
+        let body = match call.body.map(crate::json::to_bytes).transpose() {
             Ok(b) => b.map(axum::body::Bytes::from),
             Err(e) => return HttpResult::not_sent("validacao", None, format!("corpo inválido: {e}")),
         };
-        let attempts = attempts.max(1);
+        let attempts = call.attempts.max(1);
         let mut attempt = 1;
         loop {
-            let answer = self
-                .authorized(system, &method, &url, headers, body.clone(), timeout)
-                .await;
-            let answer = match answer {
+            let answer = match self.authorized(&call, body.clone(), timeout).await {
                 Ok(a) => a,
-                Err(failure) => {
-                    let (tipo, mensagem) = match failure {
-                        Failure::Timeout => {
-                            ("timeout", format!("sem resposta em {} ms", timeout.as_millis()))
-                        }
-                        Failure::Connection => ("conexao", "falha de conexão".to_owned()),
-                        // Nothing was sent: the request could not carry its credentials.
-                        Failure::Unauthenticated(e) => {
-                            tracing::warn!(%path, "external system not authenticated");
-                            return HttpResult::not_sent("nao_enviado", Some("autenticacao"), e.to_string());
-                        }
-                    };
-                    tracing::warn!(%path, tipo, attempt, "external system unreachable");
-                    return HttpResult::not_sent(tipo, None, mensagem);
-                }
+                Err(failure) => return unanswered(failure, &path, attempt, timeout),
             };
             let Answer {
                 status,
@@ -427,7 +400,7 @@ impl VtSystems {
             tracing::info!(%path, status, attempt, "external system answered");
             let retryable = status == 429 || status >= 500;
             if retryable && attempt < attempts {
-                let base = Duration::from_millis(backoff_ms);
+                let base = Duration::from_millis(call.backoff_ms);
                 let wait = retry_after.map_or(base, |ra| ra.max(base));
                 tokio::time::sleep(wait.min(Duration::from_millis(self.config.max_retry_wait_ms))).await;
                 attempt += 1;
@@ -442,25 +415,20 @@ impl VtSystems {
         }
     }
 
-    /// One attempt with `system`'s credentials. A 401 to a fetched token drops it, and the request
-    /// goes once more with a new one: the refused request was not processed, so even a recharge is
-    /// sent at most once in effect, under its same idempotency key.
+    /// One attempt with the call's system's credentials. A 401 to a fetched token drops it, and the
+    /// request goes once more with a new one: the refused request was not processed, so even a
+    /// recharge is sent at most once in effect, under its same idempotency key.
     async fn authorized(
         &self,
-        system: System,
-        method: &reqwest::Method,
-        url: &reqwest::Url,
-        headers: &BTreeMap<String, String>,
+        call: &Call<'_>,
         body: Option<axum::body::Bytes>,
         timeout: Duration,
     ) -> Result<Answer, Failure> {
-        let credentials = &self.credentials[system as usize];
+        let credentials = &self.credentials[call.system as usize];
         let mut renewed = false;
         loop {
             let auth = credentials.header().await.map_err(Failure::Unauthenticated)?;
-            let answer = self
-                .transmit(method, url, headers, auth.as_ref(), body.clone(), timeout)
-                .await?;
+            let answer = self.transmit(call, auth.as_ref(), body.clone(), timeout).await?;
             if answer.status == 401
                 && !renewed
                 && let Some((_, sent)) = &auth
@@ -476,26 +444,47 @@ impl VtSystems {
     /// One attempt, over HTTP or to the embedded simulator in this process.
     async fn transmit(
         &self,
-        method: &reqwest::Method,
-        url: &reqwest::Url,
-        headers: &BTreeMap<String, String>,
+        call: &Call<'_>,
         auth: Option<&(HeaderName, HeaderValue)>,
         body: Option<axum::body::Bytes>,
         timeout: Duration,
     ) -> Result<Answer, Failure> {
         match &self.transport {
             Transport::Http(client) => {
-                let mut request = client.request(method.clone(), url.clone());
+                let mut request = client.request(call.method.clone(), call.url.clone());
                 if let Some((name, value)) = auth {
                     request = request.header(name, value);
                 }
-                over_http(request, headers, body, timeout).await
+                over_http(request, call.headers, body, timeout).await
             }
             Transport::InProcess(router) => {
-                in_process(router, method.clone(), url, headers, body, timeout).await
+                in_process(
+                    router,
+                    call.method.clone(),
+                    &call.url,
+                    call.headers,
+                    body,
+                    timeout,
+                )
+                .await
             }
         }
     }
+}
+
+/// What a call that got no answer reports: a timeout or a connection failure (the request may have
+/// reached the system), or credentials that could not be had (nothing was sent).
+fn unanswered(failure: Failure, path: &str, attempt: u32, timeout: Duration) -> HttpResult {
+    let (tipo, mensagem) = match failure {
+        Failure::Timeout => ("timeout", format!("sem resposta em {} ms", timeout.as_millis())),
+        Failure::Connection => ("conexao", "falha de conexão".to_owned()),
+        Failure::Unauthenticated(e) => {
+            tracing::warn!(%path, "external system not authenticated");
+            return HttpResult::not_sent("nao_enviado", Some("autenticacao"), e.to_string());
+        }
+    };
+    tracing::warn!(%path, tipo, attempt, "external system unreachable");
+    HttpResult::not_sent(tipo, None, mensagem)
 }
 
 async fn over_http(
