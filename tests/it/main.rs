@@ -22,6 +22,7 @@ mod safety;
 mod service;
 mod store;
 mod support;
+mod systems_auth;
 mod traces;
 mod transcripts;
 mod whatsapp;

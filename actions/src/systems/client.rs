@@ -551,9 +551,15 @@ async fn in_process(
 fn read_body(body: Result<axum::body::Bytes, Failure>) -> Result<Option<Value>, Failure> {
     match body {
         Ok(bytes) if bytes.is_empty() => Ok(None),
-        Ok(bytes) => Ok(Some(crate::json::from_bytes(&bytes).unwrap_or_else(|_| {
-            Value::String(String::from_utf8_lossy(&bytes).chars().take(500).collect())
-        }))),
+        // A server may echo a credential it refused: what it says is scrubbed of secrets before it
+        // becomes part of any output or record.
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let clean = crate::redact::secrets(&text);
+            Ok(Some(crate::json::from_text(&clean).unwrap_or_else(|_| {
+                Value::String(clean.chars().take(500).collect())
+            })))
+        }
         Err(Failure::Timeout) => Err(Failure::Timeout),
         Err(Failure::Connection | Failure::Unauthenticated(_)) => Ok(None),
     }

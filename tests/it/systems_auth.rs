@@ -1,0 +1,317 @@
+//! The external systems behind authentication, as an operator's are: the simulator guarded on
+//! loopback by a real OAuth2 token endpoint (client credentials, Basic or in the body), a bearer token
+//! or an API key in a header. A flow runs with each kind; one token serves a burst of calls; a token
+//! that expires is renewed; a 401 is answered once with a new token and charges once; a wrong secret
+//! is an error that names nothing secret, even when the server echoes it back.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde_json::json;
+use vt_actions::systems::{AuthConfig, AuthMethod, Simulator, SystemsConfig, VtSystems};
+
+use crate::support::quick_simulator;
+
+const CLIENT_ID: &str = "vt-agent";
+const CLIENT_SECRET: &str = "segredo-do-cliente-0123456789";
+const API_KEY: &str = "chave-da-api-0123456789";
+const STATIC_TOKEN: &str = "token-estatico-0123456789";
+
+/// What the fake authorization server and systems know and saw.
+#[derive(Default)]
+struct Auth {
+    /// Tokens issued and still honoured.
+    valid: Mutex<HashSet<String>>,
+    fetches: AtomicUsize,
+    expires_in: u64,
+}
+
+struct Guarded {
+    url: String,
+    auth: Arc<Auth>,
+    sim: Simulator,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Guarded {
+    async fn start(expires_in: u64) -> Self {
+        let sim = Simulator::new(quick_simulator());
+        let auth = Arc::new(Auth {
+            expires_in,
+            ..Auth::default()
+        });
+        let systems = sim
+            .router()
+            .layer(axum::middleware::from_fn_with_state(auth.clone(), require));
+        let app = Router::new()
+            .route("/oauth/token", axum::routing::post(token))
+            .with_state(auth.clone())
+            .merge(systems);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            url,
+            auth,
+            sim,
+            _task: task,
+        }
+    }
+
+    fn systems(&self, auth: AuthConfig) -> SystemsConfig {
+        SystemsConfig {
+            timeout_cap_ms: Some(2_000),
+            max_retry_wait_ms: 20,
+            auth,
+            ..SystemsConfig::single(&self.url)
+        }
+    }
+
+    fn oauth2(&self, method: AuthMethod, secret: &str) -> AuthConfig {
+        AuthConfig::Oauth2 {
+            token_url: format!("{}/oauth/token", self.url),
+            client_id: CLIENT_ID.into(),
+            client_secret: secret.into(),
+            scope: Some("saldo recarga notificacao".into()),
+            auth_method: method,
+        }
+    }
+
+    fn fetches(&self) -> usize {
+        self.auth.fetches.load(Ordering::SeqCst)
+    }
+
+    /// The server revokes every token it issued (a rotation on their side).
+    fn revoke_all(&self) {
+        self.auth.valid.lock().expect("lock").clear();
+    }
+}
+
+/// The token endpoint (RFC 6749 §4.4): the client's credentials in Basic auth or in the body.
+async fn token(
+    State(auth): State<Arc<Auth>>,
+    headers: HeaderMap,
+    axum::Form(form): axum::Form<std::collections::HashMap<String, String>>,
+) -> Response {
+    use base64::Engine as _;
+    let basic = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    let field = |k: &str| form.get(k).cloned();
+    let by_basic = basic.as_deref() == Some(&format!("{CLIENT_ID}:{CLIENT_SECRET}"));
+    let by_body = field("client_id").as_deref() == Some(CLIENT_ID)
+        && field("client_secret").as_deref() == Some(CLIENT_SECRET);
+    if field("grant_type").as_deref() != Some("client_credentials") || !(by_basic || by_body) {
+        // Echoes what it was sent, as careless servers do: nothing of it may reach our records.
+        let echo = basic.or_else(|| field("client_secret")).unwrap_or_default();
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "invalid_client", "error_description": format!("recebido: {echo}")})),
+        )
+            .into_response();
+    }
+    let n = auth.fetches.fetch_add(1, Ordering::SeqCst) + 1;
+    let token = format!("tok-{n}-0123456789abcdef");
+    auth.valid.lock().expect("lock").insert(token.clone());
+    Json(json!({"access_token": token, "token_type": "Bearer", "expires_in": auth.expires_in}))
+        .into_response()
+}
+
+/// The systems accept a valid issued token, the static bearer token or the API key; anything else is
+/// a 401 that echoes the credential it got.
+async fn require(State(auth): State<Arc<Auth>>, request: Request, next: Next) -> Response {
+    match refusal(&auth, request.headers()) {
+        None => next.run(request).await,
+        Some(echo) => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"erro": "nao_autorizado", "recebido": echo})),
+        )
+            .into_response(),
+    }
+}
+
+/// `None` when the credential is good; else what the request carried.
+fn refusal(auth: &Auth, headers: &HeaderMap) -> Option<String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned));
+    let issued = bearer
+        .as_deref()
+        .is_some_and(|t| t == STATIC_TOKEN || auth.valid.lock().expect("lock").contains(t));
+    if issued || header("x-api-key").as_deref() == Some(API_KEY) {
+        return None;
+    }
+    Some(bearer.or_else(|| header("x-api-key")).unwrap_or_default())
+}
+
+async fn engine(systems: SystemsConfig) -> vt_agent::engine::Engine {
+    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
+    vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext).expect("engine")
+}
+
+fn flow_input(card: &str, key: &str) -> String {
+    json!({
+        "cartao": card,
+        "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}, "idempotency_key": key},
+    })
+    .to_string()
+}
+
+/// A flow runs through every kind of authentication; the systems saw the credential each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_runs_with_oauth2_a_bearer_token_or_a_header() {
+    let g = Guarded::start(3600).await;
+    for (i, auth) in [
+        g.oauth2(AuthMethod::Basic, CLIENT_SECRET),
+        g.oauth2(AuthMethod::Post, CLIENT_SECRET),
+        AuthConfig::Bearer {
+            token: STATIC_TOKEN.into(),
+        },
+        AuthConfig::Header {
+            header: "x-api-key".into(),
+            token: API_KEY.into(),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let engine = engine(g.systems(auth.clone())).await;
+        let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", &format!("pedido-{i}")))
+            .await
+            .expect("flow runs");
+        assert_eq!(
+            ran.output.status,
+            vt_agent::flow::FlowStatus::Concluido,
+            "{auth:?}: {:?}",
+            ran.output
+        );
+    }
+    assert_eq!(g.sim.charges("1234567890"), 4, "one charge a flow");
+    assert_eq!(
+        g.fetches(),
+        2,
+        "one token for each OAuth2 client (Basic, then in the body)"
+    );
+}
+
+/// Two hundred calls at once, on a client with no token yet: one token request; a token that expires
+/// is renewed before the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_token_serves_a_burst_and_an_expired_one_is_renewed() {
+    let g = Guarded::start(2).await;
+    let client = VtSystems::new(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET))).expect("client");
+    let calls = (0..200).map(|_| {
+        let client = client.clone();
+        async move {
+            client
+                .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 1, 0)
+                .await
+        }
+    });
+    let answers = futures::future::join_all(calls).await;
+    assert!(
+        answers.iter().all(|a| a.status == Some(200)),
+        "{:?}",
+        answers.iter().find(|a| a.status != Some(200))
+    );
+    assert_eq!(g.fetches(), 1, "one token for 200 concurrent calls");
+    // 2 s of life, renewed in its second half.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let again = client
+        .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 1, 0)
+        .await;
+    assert_eq!(again.status, Some(200));
+    assert_eq!(g.fetches(), 2, "the expiring token was renewed");
+}
+
+/// The server revokes the token between the balance and the recharge: the recharge's 401 drops it,
+/// the request goes once more — the same body under the same key — with a new token and is charged
+/// once. A flow after the revocation runs too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_is_answered_once_with_a_new_token_and_charges_once() {
+    let g = Guarded::start(3600).await;
+    let systems = g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET));
+    let client = VtSystems::new(systems.clone()).expect("client");
+    let read = client
+        .consultar_saldo("2345678901", &BTreeMap::new(), 2_000, 1, 0)
+        .await;
+    assert_eq!((read.status, g.fetches()), (Some(200), 1));
+    g.revoke_all();
+    let headers: BTreeMap<String, String> = [("x-idempotency-key".to_owned(), "chave-401".to_owned())].into();
+    let body =
+        json!({"cartao": "2345678901", "valor": 50.0, "moeda": "BRL", "meio_pagamento": {"tipo": "pix"}});
+    let charged = client.recarregar(&body, &headers, 2_000).await;
+    assert_eq!(charged.status, Some(201), "{charged:?}");
+    assert_eq!(g.fetches(), 2, "one new token after the 401");
+    assert_eq!(g.sim.charges("2345678901"), 1, "charged once");
+    let received = g.sim.ledger().iter().filter(|e| e.sistema == "recarga").count();
+    assert_eq!(
+        received, 1,
+        "the refused request stopped at the guard: the system saw one recharge"
+    );
+    // Refused again after the new token too: reported, not retried a second time.
+    g.revoke_all();
+    let twice = VtSystems::new(SystemsConfig {
+        auth: AuthConfig::Bearer {
+            token: "token-recusado-0123456789".into(),
+        },
+        ..systems
+    })
+    .expect("client")
+    .recarregar(&body, &headers, 2_000)
+    .await;
+    assert_eq!(twice.status, Some(401));
+    let engine = engine(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET))).await;
+    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-b"))
+        .await
+        .expect("flow");
+    assert_eq!(
+        ran.output.status,
+        vt_agent::flow::FlowStatus::Concluido,
+        "{:?}",
+        ran.output
+    );
+}
+
+/// A wrong client secret: the token endpoint refuses (and echoes it); the balance is not read and the
+/// recharge not sent, with an error that names the cause and carries no secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_secret_is_a_clear_error_with_no_secret_in_it() {
+    let g = Guarded::start(3600).await;
+    let wrong = "segredo-errado-9876543210";
+    let engine = engine(g.systems(g.oauth2(AuthMethod::Post, wrong))).await;
+    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-x"))
+        .await
+        .expect("flow");
+    assert_eq!(ran.output.status, vt_agent::flow::FlowStatus::Falhou);
+    let text = serde_json::to_string(&ran.output).expect("json");
+    assert!(text.contains("autentica"), "the cause is named: {text}");
+    assert!(!text.contains(wrong), "no secret: {text}");
+    assert_eq!(g.sim.charges("1234567890"), 0);
+    assert!(g.sim.ledger().is_empty(), "nothing reached the systems");
+    // A static credential the system refuses: its 401 (which echoes it) is reported, never retried
+    // with the same credential, and the echo is scrubbed.
+    let engine = engine_refused(&g).await;
+    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-y"))
+        .await
+        .expect("flow");
+    let text = serde_json::to_string(&ran.output).expect("json");
+    assert!(!text.contains("token-recusado-0123456789"), "{text}");
+}
+
+async fn engine_refused(g: &Guarded) -> vt_agent::engine::Engine {
+    engine(g.systems(AuthConfig::Bearer {
+        token: "token-recusado-0123456789".into(),
+    }))
+    .await
+}
