@@ -111,6 +111,23 @@ pub enum Command {
     /// Consent to notices on WhatsApp: a company's import of the people who agreed to them.
     #[command(subcommand)]
     Optins(OptinsCommand),
+    /// The external systems (balance, recharge, notification) as configured in [systems].
+    #[command(subcommand)]
+    Systems(SystemsCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SystemsCommand {
+    /// Call the configured systems the way a turn would, moving no money: the credentials are
+    /// obtained (an OAuth2 token, if so configured), a balance is read, and the recharge and
+    /// notification endpoints are asked with OPTIONS (no charge, no message). One line per system:
+    /// URL, auth, HTTP status, latency, and what was found. Exit 0 when all pass, 1 otherwise.
+    /// With no [systems] configured, the embedded simulator is checked.
+    Check {
+        /// The card whose balance is read: one your balance system knows (a test card).
+        #[arg(long, value_name = "N", default_value = vt_actions::systems::CHECK_CARD)]
+        cartao: String,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -376,6 +393,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config, u).await,
         Command::Titular(command) => data_subject(&config, u, command).await,
         Command::Optins(OptinsCommand::Import { file }) => import_opt_ins(&config, u, &file).await,
+        Command::Systems(SystemsCommand::Check { cartao }) => check_systems(&config, &cartao).await,
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
             export(&config, u, &conversation, output)
                 .await
@@ -668,6 +686,20 @@ async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::
     let cases = store.cases(args.tenant.as_deref(), args.limit).await?;
     print!("{}", crate::runs::cases_report(&cases, chrono::Utc::now()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent systems check`: see [`SystemsCommand::Check`].
+async fn check_systems(config: &Config, cartao: &str) -> anyhow::Result<ExitCode> {
+    let (systems, _simulator) = crate::app::systems(config)?;
+    let found = systems.check(cartao).await;
+    for check in &found {
+        println!("{}", check.line());
+    }
+    Ok(if found.iter().all(|c| c.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `vt-agent keys rotate`: see [`KeysCommand::Rotate`].

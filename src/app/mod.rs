@@ -145,6 +145,24 @@ pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<
     })
 }
 
+/// The client of the external systems `config` names, or of the embedded simulator (returned too)
+/// when it names none.
+pub fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simulator>)> {
+    Ok(match &config.systems {
+        Some(s) => (
+            VtSystems::new(s.clone()).context("building the external-systems client")?,
+            None,
+        ),
+        None => {
+            // The simulated world outlives the process: the next command on this data directory
+            // sees the balances this one credited.
+            let book = config.data_dir.join(SIMULATOR_BOOK);
+            let sim = simulator(&config.simulator)?.with_book(&book);
+            (VtSystems::in_process(&sim), Some(sim))
+        }
+    })
+}
+
 /// A running product: the conversation service (engine + store) and, when no external systems are
 /// configured, the embedded simulator it talks to in this process.
 pub struct App {
@@ -160,19 +178,7 @@ impl App {
         llm: Option<Arc<dyn LlmProvider>>,
         usage: crate::store::Usage,
     ) -> anyhow::Result<Self> {
-        let (systems, simulator) = match &config.systems {
-            Some(s) => (
-                VtSystems::new(s.clone()).context("building the external-systems client")?,
-                None,
-            ),
-            None => {
-                // The simulated world outlives the process: the next command on this data directory
-                // sees the balances this one credited.
-                let book = config.data_dir.join(SIMULATOR_BOOK);
-                let sim = simulator(&config.simulator)?.with_book(&book);
-                (VtSystems::in_process(&sim), Some(sim))
-            }
-        };
+        let (systems, simulator) = systems(config)?;
         let store = store(config, usage).await.context("opening the database")?;
         let mut extensions = Extensions::default().with(systems).with(config.vt.clone());
         // WhatsApp recipients of a flow's notices are told by the product itself.

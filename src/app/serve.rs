@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use vt_actions::systems::Simulator;
+use vt_actions::systems::{Simulator, VtSystems};
 
 use super::{App, CHAT_AGENT};
 use crate::batch::background::Background;
@@ -124,6 +124,19 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let mut tasks = JoinSet::new();
+        // The systems checked as `vt-agent systems check` checks them: logged, never fatal (a system
+        // down at start may be up by the first turn).
+        if let Some(systems) = self.service.engine().extensions().get::<VtSystems>().cloned() {
+            tasks.spawn(async move {
+                for check in systems.check(vt_actions::systems::CHECK_CARD).await {
+                    if check.ok {
+                        tracing::info!(system = check.system, "{}", check.line());
+                    } else {
+                        tracing::warn!(system = check.system, "{}", check.line());
+                    }
+                }
+            });
+        }
         let stopped = |stop: &watch::Sender<bool>| {
             let mut rx = stop.subscribe();
             async move {

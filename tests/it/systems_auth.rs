@@ -315,3 +315,100 @@ async fn engine_refused(g: &Guarded) -> vt_agent::engine::Engine {
     }))
     .await
 }
+
+/// `systems check` against the guarded systems: all pass with good credentials; a wrong secret, a
+/// refused token or a system that is not there each fail with a line that says why (and no secret).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_passes_with_good_credentials_and_names_each_failure() {
+    let g = Guarded::start(3600).await;
+    let good = VtSystems::new(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET)))
+        .expect("client")
+        .check("1234567890")
+        .await;
+    assert!(good.iter().all(|c| c.ok), "{good:?}");
+    assert_eq!(good.len(), 3);
+    assert_eq!(g.sim.charges("1234567890"), 0, "the check charges nothing");
+    assert_eq!(g.sim.deliveries(), 0, "and notifies nobody");
+
+    let wrong = "segredo-errado-9876543210";
+    let bad = VtSystems::new(g.systems(g.oauth2(AuthMethod::Basic, wrong)))
+        .expect("client")
+        .check("1234567890")
+        .await;
+    assert!(bad.iter().all(|c| !c.ok), "{bad:?}");
+    let lines: Vec<String> = bad.iter().map(vt_actions::systems::SystemCheck::line).collect();
+    assert!(
+        lines[0].contains("FALHA") && lines[0].contains("recusou as credenciais"),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains(wrong)), "{lines:?}");
+
+    let refused = VtSystems::new(g.systems(AuthConfig::Bearer {
+        token: "token-recusado-0123456789".into(),
+    }))
+    .expect("client")
+    .check("1234567890")
+    .await;
+    assert!(
+        refused.iter().all(|c| !c.ok && c.status == Some(401)),
+        "{refused:?}"
+    );
+    assert!(refused[0].detail.contains("credenciais recusadas"), "{refused:?}");
+
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let url = format!("http://{}", gone.local_addr().expect("addr"));
+    drop(gone);
+    let unreachable = VtSystems::new(SystemsConfig::single(&url))
+        .expect("client")
+        .check("1234567890")
+        .await;
+    assert!(
+        unreachable
+            .iter()
+            .all(|c| !c.ok && c.detail.contains("inalcançável")),
+        "{unreachable:?}"
+    );
+}
+
+/// The binary, as an operator runs it: the configuration file names the systems and OAuth2, the
+/// secret comes from the environment; exit 0 when all pass, 1 naming the failure otherwise, and the
+/// secret in no byte of what it prints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_command_exits_by_what_it_found() {
+    let g = Guarded::start(3600).await;
+    let data = tempfile::tempdir().expect("tmp");
+    let file = data.path().join("vt-agent.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[systems]\nsaldo_url = \"{u}\"\nrecarga_url = \"{u}\"\nnotificacao_url = \"{u}\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"{u}/oauth/token\"\nclient_id = \"{CLIENT_ID}\"\n",
+            u = g.url
+        ),
+    )
+    .expect("config");
+    let run = |secret: &str| {
+        let mut cmd = crate::cli::vt_agent_in(&data);
+        cmd.env("VT_SYSTEMS_CLIENT_SECRET", secret)
+            .arg("--config")
+            .arg(&file)
+            .args(["systems", "check"]);
+        cmd
+    };
+    let mut good = run(CLIENT_SECRET);
+    let out = tokio::task::spawn_blocking(move || good.output().expect("run"))
+        .await
+        .expect("join");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("ok")).count(), 3, "{said}");
+    assert!(!said.contains(CLIENT_SECRET), "{said}");
+    let wrong = "segredo-errado-9876543210";
+    let mut bad = run(wrong);
+    let out = tokio::task::spawn_blocking(move || bad.output().expect("run"))
+        .await
+        .expect("join");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("FALHA") && said.contains("saldo"), "{said}");
+    assert!(!said.contains(wrong), "{said}");
+}

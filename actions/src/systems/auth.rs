@@ -128,6 +128,16 @@ impl AuthConfig {
         }
     }
 
+    /// Its kind, as the configuration names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Bearer { .. } => "bearer",
+            Self::Header { .. } => "header",
+            Self::Oauth2 { .. } => "oauth2",
+        }
+    }
+
     /// The secrets it holds, for `redact` to take out of every text.
     fn secrets(&self) -> Vec<&str> {
         match self {

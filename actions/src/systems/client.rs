@@ -96,7 +96,15 @@ pub(crate) enum System {
 }
 
 impl System {
-    const ALL: [Self; 3] = [Self::Saldo, Self::Recarga, Self::Notificacao];
+    pub(crate) const ALL: [Self; 3] = [Self::Saldo, Self::Recarga, Self::Notificacao];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Saldo => "saldo",
+            Self::Recarga => "recarga",
+            Self::Notificacao => "notificacao",
+        }
+    }
 }
 
 impl Default for SystemsConfig {
@@ -187,29 +195,35 @@ enum Transport {
     InProcess(axum::Router),
 }
 
+mod url_error {
+    /// A configured base URL that makes no URL.
+    #[derive(Debug)]
+    pub(crate) struct Invalid;
+}
+
 /// One request to a system, as a stage asks for it.
-struct Call<'a> {
-    system: System,
-    method: reqwest::Method,
-    url: reqwest::Url,
-    headers: &'a BTreeMap<String, String>,
-    body: Option<&'a Value>,
-    timeout_ms: u64,
-    attempts: u32,
-    backoff_ms: u64,
+pub(crate) struct Call<'a> {
+    pub(crate) system: System,
+    pub(crate) method: reqwest::Method,
+    pub(crate) url: reqwest::Url,
+    pub(crate) headers: &'a BTreeMap<String, String>,
+    pub(crate) body: Option<&'a Value>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) attempts: u32,
+    pub(crate) backoff_ms: u64,
 }
 
 /// The base URL the in-process simulator's requests are built against (only path and query are used).
 const IN_PROCESS_BASE: &str = "http://simulador.embutido";
 
 /// An exchange's answer, whichever way it travelled.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     /// `Idempotent-Replayed: true`.
     replayed: bool,
     retry_after: Option<Duration>,
     /// Why the body could not be read, when it could not.
-    body: Result<axum::body::Bytes, Failure>,
+    pub(crate) body: Result<axum::body::Bytes, Failure>,
 }
 
 impl Answer {
@@ -229,7 +243,7 @@ impl Answer {
 }
 
 /// Why an exchange has no answer (or no whole body).
-enum Failure {
+pub(crate) enum Failure {
     Timeout,
     Connection,
     /// The system's credentials could not be had (a token endpoint refused or unreachable): the
@@ -284,7 +298,26 @@ impl VtSystems {
         &self.config
     }
 
-    fn timeout(&self, timeout_ms: u64) -> Duration {
+    /// The endpoint of `system` (with the balance's `cartao` query).
+    pub(crate) fn url_of(
+        &self,
+        system: System,
+        cartao: Option<&str>,
+    ) -> Result<reqwest::Url, url_error::Invalid> {
+        let (base, path) = match system {
+            System::Saldo => (&self.config.saldo_url, super::SALDO_ENDPOINT),
+            System::Recarga => (&self.config.recarga_url, super::RECARGA_ENDPOINT),
+            System::Notificacao => (&self.config.notificacao_url, super::NOTIFICACAO_ENDPOINT),
+        };
+        let url = format!("{base}{path}");
+        match cartao {
+            Some(c) => reqwest::Url::parse_with_params(&url, &[("cartao", c)]),
+            None => reqwest::Url::parse(&url),
+        }
+        .map_err(|_| url_error::Invalid)
+    }
+
+    pub(crate) fn timeout(&self, timeout_ms: u64) -> Duration {
         let ms = self
             .config
             .timeout_cap_ms
@@ -418,7 +451,7 @@ impl VtSystems {
     /// One attempt with the call's system's credentials. A 401 to a fetched token drops it, and the
     /// request goes once more with a new one: the refused request was not processed, so even a
     /// recharge is sent at most once in effect, under its same idempotency key.
-    async fn authorized(
+    pub(crate) async fn authorized(
         &self,
         call: &Call<'_>,
         body: Option<axum::body::Bytes>,

@@ -4,10 +4,12 @@
 
 pub mod auth;
 mod book;
+mod check;
 pub mod client;
 pub mod simulator;
 
 pub use auth::{AuthConfig, AuthMethod};
+pub use check::{CHECK_CARD, SystemCheck};
 pub use client::{Erro, HttpResult, SystemSettings, SystemsConfig, SystemsError, VtSystems};
 pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
