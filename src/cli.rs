@@ -331,6 +331,49 @@ pub struct SimulatorArgs {
     /// JSON file that replaces or extends the magic card table.
     #[arg(long, value_name = "FILE")]
     pub fixture: Option<PathBuf>,
+    /// Ask callers for credentials, as real systems do: `bearer` or `header` (the token in
+    /// VT_SIMULATOR_TOKEN), or `oauth2` (a token endpoint at /oauth/token for --client-id with the
+    /// secret in VT_SIMULATOR_CLIENT_SECRET; its tokens live --token-ttl-secs).
+    #[arg(long, value_name = "KIND", default_value = "none", value_parser = ["none", "bearer", "header", "oauth2"])]
+    pub auth: String,
+    /// The header `--auth header` reads the token from.
+    #[arg(long, value_name = "NAME", default_value = "x-api-key")]
+    pub header: String,
+    /// The OAuth2 client `--auth oauth2` accepts.
+    #[arg(long, value_name = "ID", default_value = "vt-agent")]
+    pub client_id: String,
+    /// How long the tokens of `--auth oauth2` live.
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    pub token_ttl_secs: u64,
+}
+
+impl SimulatorArgs {
+    /// What the simulator asks of callers; a kind whose secret is not in the environment is refused,
+    /// naming the variable.
+    fn auth(&self) -> anyhow::Result<vt_actions::systems::SimulatorAuth> {
+        use vt_actions::systems::SimulatorAuth;
+        let secret = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .with_context(|| format!("--auth {} needs {name}", self.auth))
+        };
+        Ok(match self.auth.as_str() {
+            "bearer" => SimulatorAuth::Bearer {
+                token: secret("VT_SIMULATOR_TOKEN")?,
+            },
+            "header" => SimulatorAuth::Header {
+                header: self.header.clone(),
+                token: secret("VT_SIMULATOR_TOKEN")?,
+            },
+            "oauth2" => SimulatorAuth::Oauth2 {
+                client_id: self.client_id.clone(),
+                client_secret: secret("VT_SIMULATOR_CLIENT_SECRET")?,
+                token_ttl: std::time::Duration::from_secs(self.token_ttl_secs.max(1)),
+            },
+            _ => SimulatorAuth::None,
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -911,12 +954,16 @@ async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::
 }
 
 async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
+    let auth = args.auth()?;
     let sim = crate::app::simulator(&crate::config::SimulatorSettings {
         fixture: args.fixture,
         ..crate::config::SimulatorSettings::default()
     })?;
-    let running = sim.spawn(args.port).await?;
-    eprintln!("simulador de VT em {} (Ctrl-C para parar)", running.url);
+    let running = sim.spawn_behind(args.port, auth).await?;
+    eprintln!(
+        "simulador de VT em {} (autenticação: {}; Ctrl-C para parar)",
+        running.url, args.auth
+    );
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
     running.task.abort();
     Ok(())

@@ -412,3 +412,102 @@ async fn the_check_command_exits_by_what_it_found() {
     assert!(said.contains("FALHA") && said.contains("saldo"), "{said}");
     assert!(!said.contains(wrong), "{said}");
 }
+
+/// The whole path offline, as processes: `vt-agent simulator --auth oauth2` asks for a token, and
+/// `run-flow` and `systems check` get one with the secret from the environment. Then every byte they
+/// left — stdout, stderr, the data directory (database, WAL, the simulator's book) — holds neither the
+/// client secret nor any token the simulator issued.
+#[test]
+fn the_simulator_asks_for_oauth2_and_no_secret_or_token_is_left_anywhere() {
+    let secret = "segredo-do-simulador-0123456789";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let data = tempfile::tempdir().expect("tmp");
+    let mut simulator = crate::cli::vt_agent_in(&data)
+        .env("VT_SIMULATOR_CLIENT_SECRET", secret)
+        .args(["simulator", "--port", &port.to_string(), "--auth", "oauth2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("simulator");
+    let up = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the simulator listens");
+    let url = format!("http://127.0.0.1:{port}");
+    let file = data.path().join("vt-agent.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[systems]\nsaldo_url = \"{url}\"\nrecarga_url = \"{url}\"\nnotificacao_url = \"{url}\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"{url}/oauth/token\"\nclient_id = \"vt-agent\"\n"
+        ),
+    )
+    .expect("config");
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let mut cmd = crate::cli::vt_agent_in(&data);
+        cmd.env("VT_SYSTEMS_CLIENT_SECRET", secret)
+            .arg("--config")
+            .arg(&file)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("run");
+        if let Some(text) = stdin {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write");
+        }
+        child.wait_with_output().expect("wait")
+    };
+    let input = r#"{"cartao": "1234567890", "recarga": {"valor": 30, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#;
+    let flow = run(&["run-flow", "-"], Some(input));
+    let check = run(&["systems", "check"], None);
+    let _ = simulator.kill();
+    let sim_out = simulator.wait_with_output().expect("simulator output");
+    let printed = [
+        &flow.stdout,
+        &flow.stderr,
+        &check.stdout,
+        &check.stderr,
+        &sim_out.stdout,
+        &sim_out.stderr,
+    ];
+    let text = |b: &Vec<u8>| String::from_utf8_lossy(b).into_owned();
+    assert_eq!(
+        flow.status.code(),
+        Some(0),
+        "{}{}",
+        text(&flow.stdout),
+        text(&flow.stderr)
+    );
+    assert!(
+        text(&flow.stdout).contains("\"concluido\""),
+        "{}",
+        text(&flow.stdout)
+    );
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
+    let mut every_byte: Vec<(String, Vec<u8>)> = printed
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("output {i}"), (*b).clone()))
+        .collect();
+    for entry in std::fs::read_dir(data.path()).expect("data dir") {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            every_byte.push((path.display().to_string(), std::fs::read(&path).expect("read")));
+        }
+    }
+    for (what, bytes) in &every_byte {
+        let haystack = String::from_utf8_lossy(bytes);
+        assert!(!haystack.contains(secret), "the client secret is in {what}");
+        assert!(!haystack.contains("simulador-"), "an issued token is in {what}");
+    }
+}

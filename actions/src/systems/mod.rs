@@ -6,11 +6,13 @@ pub mod auth;
 mod book;
 mod check;
 pub mod client;
+mod guard;
 pub mod simulator;
 
 pub use auth::{AuthConfig, AuthMethod};
 pub use check::{CHECK_CARD, SystemCheck};
 pub use client::{Erro, HttpResult, SystemSettings, SystemsConfig, SystemsError, VtSystems};
+pub use guard::SimulatorAuth;
 pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
 /// Endpoints, as the PRD names them.

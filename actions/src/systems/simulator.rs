@@ -281,9 +281,18 @@ impl Simulator {
 
     /// Serves on `127.0.0.1:port` (0 picks a free port) until the task is dropped or aborted.
     pub async fn spawn(self, port: u16) -> Result<RunningSimulator, SimulatorError> {
+        self.spawn_behind(port, super::SimulatorAuth::None).await
+    }
+
+    /// Serves as [`Self::spawn`] does, asking callers for `auth` ([`super::guard`]).
+    pub async fn spawn_behind(
+        self,
+        port: u16,
+        auth: super::SimulatorAuth,
+    ) -> Result<RunningSimulator, SimulatorError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = self.router();
+        let app = super::guard::guarded(self.router(), auth);
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "simulator stopped");
