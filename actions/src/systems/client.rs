@@ -12,6 +12,7 @@ use serde_json::Value;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::auth::{AuthConfig, AuthError, Credentials, CredentialsBuilder};
+use super::tls::{TlsConfig, TlsError};
 
 /// What a call to an external system gave: the HTTP status and body, or why there is none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -72,6 +73,8 @@ pub struct SystemsConfig {
     pub max_retry_wait_ms: u64,
     /// How the three systems are authenticated (`[systems.auth]`).
     pub auth: AuthConfig,
+    /// Client certificate and extra CA for the three systems (`[systems.tls]`).
+    pub tls: TlsConfig,
     /// The balance system's own settings, where they differ (`[systems.saldo.auth]`).
     pub saldo: SystemSettings,
     /// The recharge system's own settings (`[systems.recarga.auth]`).
@@ -85,6 +88,7 @@ pub struct SystemsConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct SystemSettings {
     pub auth: Option<AuthConfig>,
+    pub tls: Option<TlsConfig>,
 }
 
 /// One of the three systems.
@@ -124,6 +128,7 @@ impl SystemsConfig {
             timeout_cap_ms: None,
             max_retry_wait_ms: 5_000,
             auth: AuthConfig::None,
+            tls: TlsConfig::default(),
             saldo: SystemSettings::default(),
             recarga: SystemSettings::default(),
             notificacao: SystemSettings::default(),
@@ -138,6 +143,16 @@ impl SystemsConfig {
             System::Notificacao => &self.notificacao,
         };
         own.auth.as_ref().unwrap_or(&self.auth)
+    }
+
+    /// `system`'s TLS settings: its own `tls`, else the shared one.
+    pub(crate) fn tls_of(&self, system: System) -> &TlsConfig {
+        let own = match system {
+            System::Saldo => &self.saldo,
+            System::Recarga => &self.recarga,
+            System::Notificacao => &self.notificacao,
+        };
+        own.tls.as_ref().unwrap_or(&self.tls)
     }
 
     /// Each system's auth with its secrets filled from the environment's (`VT_SYSTEMS_TOKEN`,
@@ -183,12 +198,15 @@ pub enum SystemsError {
     Http(#[from] reqwest::Error),
     #[error("{0}")]
     Auth(#[from] AuthError),
+    #[error("the {system} system's TLS: {error}")]
+    Tls { system: &'static str, error: TlsError },
 }
 
 /// How a request reaches the systems.
 #[derive(Debug, Clone)]
 enum Transport {
-    Http(reqwest::Client),
+    /// A client per system, in [`System::ALL`]'s order (the same one where their TLS is the same).
+    Http([reqwest::Client; 3]),
     /// The embedded simulator, called through its router in this process: the same requests, headers
     /// and answers as over HTTP, without the socket. Loopback HTTP to a simulator in the same process
     /// cost both ends of every exchange (three a flow) in system calls and thread wake-ups.
@@ -199,6 +217,11 @@ mod url_error {
     /// A configured base URL that makes no URL.
     #[derive(Debug)]
     pub(crate) struct Invalid;
+}
+
+/// Three systems make three of anything built per system; a different count is a bug of ours.
+fn three<T>(built: Vec<T>) -> Result<[T; 3], SystemsError> {
+    <[T; 3]>::try_from(built).map_err(|_| SystemsError::Auth(AuthError::internal("a client per system")))
 }
 
 /// One request to a system, as a stage asks for it.
@@ -263,26 +286,55 @@ impl Failure {
 
 impl VtSystems {
     pub fn new(config: SystemsConfig) -> Result<Self, SystemsError> {
+        // One HTTP client per distinct TLS setting: the systems that share one share a client (its
+        // connections and, for OAuth2 on the same host, the token endpoint's).
+        let mut clients: Vec<(TlsConfig, reqwest::Client)> = Vec::new();
+        let mut credentials = CredentialsBuilder::default();
+        let mut by_system = Vec::with_capacity(3);
+        let mut creds = Vec::with_capacity(3);
+        for system in System::ALL {
+            let tls = config.tls_of(system);
+            let client = match clients.iter().find(|(t, _)| t == tls) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let tls_error = |error| SystemsError::Tls {
+                        system: system.name(),
+                        error,
+                    };
+                    let c = Self::client(&config, tls)
+                        .map_err(tls_error)?
+                        .build()
+                        .map_err(|e| {
+                            // With an identity, what the TLS library refuses is the pair.
+                            match &tls.client_key {
+                                Some(key) => tls_error(super::tls::mismatch(key)),
+                                None => SystemsError::Http(e),
+                            }
+                        })?;
+                    clients.push((tls.clone(), c.clone()));
+                    c
+                }
+            };
+            creds.push(credentials.build(config.auth_of(system), &client)?);
+            by_system.push(client);
+        }
+        Ok(Self {
+            transport: Transport::Http(three(by_system)?),
+            config,
+            credentials: three(creds)?,
+        })
+    }
+
+    /// The HTTP client builder for a system with `tls`.
+    fn client(config: &SystemsConfig, tls: &TlsConfig) -> Result<reqwest::ClientBuilder, TlsError> {
         let mut builder = reqwest::Client::builder();
         // Plain HTTP only (the simulator): no root certificates to load. Reading the system's CA bundle
         // and every file of its certificate directory was about a tenth of a one-shot `run-flow`'s CPU.
         let urls = [&config.saldo_url, &config.recarga_url, &config.notificacao_url];
-        if urls.iter().all(|u| u.starts_with("http://")) {
+        if urls.iter().all(|u| u.starts_with("http://")) && !tls.is_set() {
             builder = builder.tls_certs_only([]);
         }
-        let http = builder.build()?;
-        let mut credentials = CredentialsBuilder::default();
-        let [saldo, recarga, notificacao] = System::ALL;
-        let credentials = [
-            credentials.build(config.auth_of(saldo), &http)?,
-            credentials.build(config.auth_of(recarga), &http)?,
-            credentials.build(config.auth_of(notificacao), &http)?,
-        ];
-        Ok(Self {
-            transport: Transport::Http(http),
-            config,
-            credentials,
-        })
+        super::tls::apply(builder, tls)
     }
 
     /// The client of an embedded simulator, which it calls in this process (see `Transport`).
@@ -483,7 +535,8 @@ impl VtSystems {
         timeout: Duration,
     ) -> Result<Answer, Failure> {
         match &self.transport {
-            Transport::Http(client) => {
+            Transport::Http(clients) => {
+                let client = &clients[call.system as usize];
                 let mut request = client.request(call.method.clone(), call.url.clone());
                 if let Some((name, value)) = auth {
                     request = request.header(name, value);

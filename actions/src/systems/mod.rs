@@ -7,6 +7,7 @@ mod book;
 mod check;
 pub mod client;
 mod guard;
+pub mod tls;
 pub mod simulator;
 
 pub use auth::{AuthConfig, AuthMethod};
@@ -14,6 +15,7 @@ pub use check::{CHECK_CARD, SystemCheck};
 pub use client::{Erro, HttpResult, SystemSettings, SystemsConfig, SystemsError, VtSystems};
 pub use guard::SimulatorAuth;
 pub use simulator::{Efeito, LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
+pub use tls::{TlsConfig, TlsError};
 
 /// Endpoints, as the PRD names them.
 pub(crate) const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";

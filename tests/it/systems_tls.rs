@@ -1,0 +1,195 @@
+//! Mutual TLS to the external systems: certificates made at test time (a private CA, the server's, a
+//! good client's, an expired one), the simulator served over TLS on loopback asking for a client
+//! certificate. With the right identity and the CA trusted, a flow runs; without a certificate the
+//! system refuses and the check says so; an expired certificate or a key of another certificate stops
+//! the client from being built, naming the file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
+use vt_actions::systems::{Simulator, SystemsConfig, TlsConfig, VtSystems};
+
+use crate::support::quick_simulator;
+
+/// The certificates of one test, written as PEM files.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca_der: rustls::pki_types::CertificateDer<'static>,
+    server: (
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+}
+
+impl Pki {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).expect("write");
+        let server_key = KeyPair::generate().expect("key");
+        let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("params")
+            .signed_by(&server_key, &ca)
+            .expect("server cert");
+        let write_client = |name: &str, params: CertificateParams| {
+            let key = KeyPair::generate().expect("key");
+            let cert = params.signed_by(&key, &ca).expect("client cert");
+            std::fs::write(dir.path().join(format!("{name}.pem")), cert.pem()).expect("write");
+            std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).expect("write");
+        };
+        write_client(
+            "cliente",
+            CertificateParams::new(Vec::<String>::new()).expect("params"),
+        );
+        let mut expired = CertificateParams::new(Vec::<String>::new()).expect("params");
+        expired.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        expired.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        write_client("vencido", expired);
+        write_client(
+            "outro",
+            CertificateParams::new(Vec::<String>::new()).expect("params"),
+        );
+        Self {
+            ca_der: ca.der().clone(),
+            server: (
+                server.der().clone(),
+                rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+            ),
+            dir,
+        }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn tls(&self, cert: Option<&str>, key: Option<&str>) -> TlsConfig {
+        TlsConfig {
+            client_cert: cert.map(|c| self.file(c)),
+            client_key: key.map(|k| self.file(k)),
+            ca_cert: Some(self.file("ca.pem")),
+        }
+    }
+}
+
+/// The simulator over TLS on loopback, asking every client for a certificate of the CA.
+async fn serve_tls(pki: &Pki, sim: &Simulator) -> String {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca_der.clone()).expect("root");
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .expect("verifier");
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![pki.server.0.clone()], pki.server.1.clone_key())
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let router = sim.router();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                // A client without a good certificate fails the handshake: nothing is served.
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(router);
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+fn systems(url: &str, tls: TlsConfig) -> SystemsConfig {
+    SystemsConfig {
+        timeout_cap_ms: Some(3_000),
+        max_retry_wait_ms: 20,
+        tls,
+        ..SystemsConfig::single(url)
+    }
+}
+
+fn built_error(config: SystemsConfig) -> String {
+    match VtSystems::new(config) {
+        Ok(_) => panic!("the client was built"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
+    let pki = Pki::new();
+    let sim = Simulator::new(quick_simulator());
+    let url = serve_tls(&pki, &sim).await;
+
+    // The right identity and the CA trusted: the check passes and a flow with a recharge runs.
+    let good = systems(&url, pki.tls(Some("cliente.pem"), Some("cliente.key")));
+    let checks = VtSystems::new(good.clone())
+        .expect("client")
+        .check("1234567890")
+        .await;
+    assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(good).expect("client"));
+    let engine = vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext).expect("engine");
+    let input = r#"{"cartao": "1234567890", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#;
+    let ran = vt_agent::flow::run_flow(&engine, input).await.expect("flow");
+    assert_eq!(
+        ran.output.status,
+        vt_agent::flow::FlowStatus::Concluido,
+        "{:?}",
+        ran.output
+    );
+    assert_eq!(sim.charges("1234567890"), 1);
+
+    // No client certificate: the server refuses the handshake; the check names the system.
+    let none = VtSystems::new(systems(&url, pki.tls(None, None)))
+        .expect("client")
+        .check("1234567890")
+        .await;
+    assert!(none.iter().all(|c| !c.ok && c.detail.contains("TLS")), "{none:?}");
+
+    // Files that cannot serve stop the start, naming the file and why.
+    let expired = built_error(systems(&url, pki.tls(Some("vencido.pem"), Some("vencido.key"))));
+    assert!(
+        expired.contains("vencido.pem") && expired.contains("expired"),
+        "{expired}"
+    );
+    let missing = built_error(systems(
+        &url,
+        pki.tls(Some("nao-existe.pem"), Some("cliente.key")),
+    ));
+    assert!(
+        missing.contains("nao-existe.pem") && missing.contains("cannot be read"),
+        "{missing}"
+    );
+    let lone = built_error(systems(&url, pki.tls(Some("cliente.pem"), None)));
+    assert!(
+        lone.contains("cliente.pem") && lone.contains("client_key"),
+        "{lone}"
+    );
+    let mismatched = built_error(systems(&url, pki.tls(Some("cliente.pem"), Some("outro.key"))));
+    assert!(
+        mismatched.contains("outro.key") && mismatched.contains("does not match"),
+        "{mismatched}"
+    );
+    assert_eq!(sim.charges("1234567890"), 1, "nothing else was charged");
+}
