@@ -979,3 +979,77 @@ async fn no_token_and_no_full_card_is_kept_or_sent_anywhere_but_the_sealed_colum
     assert!(String::from_utf8_lossy(&out.stdout).contains("titular_apagado"));
     assert_eq!(sim.simulator.charges(cards[2]), 1, "money figures stay");
 }
+
+/// The systems behind OAuth2, as an operator runs them: a flow with a recharge through the binary
+/// with traces to a collector. Neither the client secret nor any token the token endpoint issued is in
+/// a byte the collector received, nor in what the command printed, nor in the data directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_through_oauth2_leaves_no_secret_or_token_in_traces_outputs_or_data() {
+    const CLIENT_SECRET: &str = "segredo-do-cliente-traces-0123";
+    let receiver = Receiver::start(Answer::Ok).await;
+    let sim = Simulator::new(SimulatorConfig::default())
+        .spawn_behind(
+            0,
+            vt_actions::systems::SimulatorAuth::Oauth2 {
+                client_id: "vt-agent".into(),
+                client_secret: CLIENT_SECRET.into(),
+                token_ttl: std::time::Duration::from_secs(3600),
+            },
+        )
+        .await
+        .expect("simulator");
+    let data = tempfile::tempdir().expect("tmp");
+    let config = data.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[systems]\nsaldo_url = \"{u}\"\nrecarga_url = \"{u}\"\nnotificacao_url = \"{u}\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"{u}/oauth/token\"\nclient_id = \"vt-agent\"\n",
+            u = sim.url
+        ),
+    )
+    .expect("config");
+    let input = data.path().join("fluxo.json");
+    std::fs::write(
+        &input,
+        r#"{"cartao": "2345678901", "recarga": {"valor": 30, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#,
+    )
+    .expect("input");
+    let mut cmd = traced(&data, &sim, &receiver);
+    // The file names the systems; the environment's base URL would replace them with the same one.
+    cmd.env_remove("VT_SYSTEMS_URL")
+        .env("VT_SYSTEMS_CLIENT_SECRET", CLIENT_SECRET)
+        .arg("--config")
+        .arg(&config)
+        .arg("run-flow")
+        .arg(&input);
+    let out = output(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sim.simulator.charges("2345678901"), 1);
+    let exported: Vec<u8> = receiver
+        .exports
+        .lock()
+        .expect("lock")
+        .iter()
+        .flat_map(|e| e.body.to_vec())
+        .collect();
+    assert!(!exported.is_empty(), "the collector received the traces");
+    let mut every: Vec<(String, Vec<u8>)> = vec![
+        ("exports".into(), exported),
+        ("stdout".into(), out.stdout.clone()),
+        ("stderr".into(), out.stderr.clone()),
+    ];
+    every.extend(
+        files_under(data.path())
+            .into_iter()
+            .map(|(p, b)| (p.display().to_string(), b)),
+    );
+    for (what, bytes) in &every {
+        assert!(!contains(bytes, CLIENT_SECRET), "the client secret is in {what}");
+        assert!(!contains(bytes, "simulador-"), "an issued token is in {what}");
+    }
+}
