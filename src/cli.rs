@@ -128,6 +128,11 @@ pub enum SystemsCommand {
         #[arg(long, value_name = "N", default_value = vt_actions::systems::CHECK_CARD)]
         cartao: String,
     },
+    /// Print the contract of the three systems as the product calls them: an OpenAPI 3.1 document
+    /// (paths, methods, headers such as x-idempotency-key, bodies, and every status and body the
+    /// product understands), generated from the types the client is held to. Build a thin facade
+    /// over an existing API from it.
+    Contract,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -437,6 +442,11 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Titular(command) => data_subject(&config, u, command).await,
         Command::Optins(OptinsCommand::Import { file }) => import_opt_ins(&config, u, &file).await,
         Command::Systems(SystemsCommand::Check { cartao }) => check_systems(&config, &cartao).await,
+        Command::Systems(SystemsCommand::Contract) => {
+            let document = vt_actions::systems::contract::openapi();
+            println!("{}", vt_actions::json::to_pretty(&document)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {
             export(&config, u, &conversation, output)
                 .await

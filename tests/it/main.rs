@@ -23,6 +23,7 @@ mod service;
 mod store;
 mod support;
 mod systems_auth;
+mod systems_contract;
 mod systems_tls;
 mod traces;
 mod transcripts;

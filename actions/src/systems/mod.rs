@@ -6,6 +6,7 @@ pub mod auth;
 mod book;
 mod check;
 pub mod client;
+pub mod contract;
 mod guard;
 pub mod tls;
 pub mod simulator;
