@@ -511,3 +511,58 @@ fn the_simulator_asks_for_oauth2_and_no_secret_or_token_is_left_anywhere() {
         assert!(!haystack.contains("simulador-"), "an issued token is in {what}");
     }
 }
+
+/// A chat turn — a balance, then a recharge confirmed — runs through each kind of authentication, and
+/// charges once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
+    let g = Guarded::start(3600).await;
+    for (i, auth) in [
+        g.oauth2(AuthMethod::Basic, CLIENT_SECRET),
+        AuthConfig::Bearer {
+            token: STATIC_TOKEN.into(),
+        },
+        AuthConfig::Header {
+            header: "x-api-key".into(),
+            token: API_KEY.into(),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = vt_agent::config::Config::default();
+        let ext = vt_actions::context::Extensions::default()
+            .with(VtSystems::new(g.systems(auth.clone())).expect("client"))
+            .with(config.vt.clone());
+        let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        );
+        let engine = vt_agent::flow::share(
+            vt_agent::app::engine(&config, None, ext).expect("engine"),
+            Some(store.clone()),
+            config.recargas.clone(),
+        );
+        let service = vt_agent::app::service(&config, engine, store)
+            .await
+            .expect("service");
+        let card = format!("23456789{i:02}");
+        let say = async |text: &str| {
+            let msg = vt_agent::service::Inbound {
+                agent_id: "vt".into(),
+                conversation_id: Some(format!("c-{i}")),
+                user: crate::support::user(),
+                text: text.into(),
+                ..Default::default()
+            };
+            service.handle(msg).await.expect("turn").reply_text()
+        };
+        let balance = say(&format!("saldo {card}")).await;
+        assert!(balance.contains("BRL 50,00"), "{auth:?}: {balance}");
+        say(&format!("recarrega 20 no {card} via pix")).await;
+        let done = say("sim").await;
+        assert!(done.contains("foi aprovada"), "{auth:?}: {done}");
+        assert_eq!(g.sim.charges(&card), 1, "{auth:?}");
+    }
+}
