@@ -350,6 +350,11 @@ pub struct SimulatorArgs {
     /// How long the tokens of `--auth oauth2` live.
     #[arg(long, value_name = "SECS", default_value_t = 3600)]
     pub token_ttl_secs: u64,
+    /// Serve over TLS asking every client for a certificate (mutual TLS): a private CA and the
+    /// certificates are made at start, and a client's files written into DIR (ca.pem, cliente.pem,
+    /// cliente.key) for [systems.tls].
+    #[arg(long, value_name = "DIR")]
+    pub tls: Option<PathBuf>,
 }
 
 impl SimulatorArgs {
@@ -969,6 +974,19 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
         fixture: args.fixture,
         ..crate::config::SimulatorSettings::default()
     })?;
+    if let Some(dir) = &args.tls {
+        let (url, written) =
+            crate::app::tls_simulator::serve(sim.router_behind(auth), args.port, dir).await?;
+        eprintln!(
+            "simulador de VT em {url} (TLS com certificado de cliente; autenticação: {}); para o cliente: ca_cert = {}, client_cert = {}, client_key = {} (Ctrl-C para parar)",
+            args.auth,
+            written.ca.display(),
+            written.client_cert.display(),
+            written.client_key.display()
+        );
+        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        return Ok(());
+    }
     let running = sim.spawn_behind(args.port, auth).await?;
     eprintln!(
         "simulador de VT em {} (autenticação: {}; Ctrl-C para parar)",

@@ -2,6 +2,7 @@
 //! knows every part; commands and tests start here.
 
 pub mod serve;
+pub mod tls_simulator;
 pub mod transcripts;
 
 use std::sync::Arc;

@@ -193,3 +193,85 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
     );
     assert_eq!(sim.charges("1234567890"), 1, "nothing else was charged");
 }
+
+/// `vt-agent simulator --tls DIR --auth oauth2` makes its certificates and serves over mutual TLS:
+/// `systems check` with the files it wrote passes (token over TLS too); without the client
+/// certificate it fails, naming each system.
+#[test]
+fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
+    let secret = "segredo-do-simulador-tls-0123";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let data = tempfile::tempdir().expect("tmp");
+    let pki = data.path().join("pki");
+    let mut simulator = crate::cli::vt_agent_in(&data)
+        .env("VT_SIMULATOR_CLIENT_SECRET", secret)
+        .args([
+            "simulator",
+            "--port",
+            &port.to_string(),
+            "--auth",
+            "oauth2",
+            "--tls",
+        ])
+        .arg(&pki)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("simulator");
+    let up = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        pki.join("cliente.key").exists() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the simulator listens and wrote the client's files");
+    let url = format!("https://127.0.0.1:{port}");
+    let config = |with_identity: bool| {
+        let identity = if with_identity {
+            format!(
+                "client_cert = \"{}\"\nclient_key = \"{}\"\n",
+                pki.join("cliente.pem").display(),
+                pki.join("cliente.key").display()
+            )
+        } else {
+            String::new()
+        };
+        let file = data.path().join(format!("vt-agent-{with_identity}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[systems]\nsaldo_url = \"{url}\"\nrecarga_url = \"{url}\"\nnotificacao_url = \"{url}\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"{url}/oauth/token\"\nclient_id = \"vt-agent\"\n[systems.tls]\nca_cert = \"{}\"\n{identity}",
+                pki.join("ca.pem").display()
+            ),
+        )
+        .expect("config");
+        file
+    };
+    let check = |file: PathBuf| {
+        crate::cli::vt_agent_in(&data)
+            .env("VT_SYSTEMS_CLIENT_SECRET", secret)
+            .arg("--config")
+            .arg(file)
+            .args(["systems", "check"])
+            .output()
+            .expect("check")
+    };
+    let good = check(config(true));
+    let bad = check(config(false));
+    let _ = simulator.kill();
+    let _ = simulator.wait();
+    let said = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    assert_eq!(good.status.code(), Some(0), "{}", said(&good));
+    assert_eq!(
+        said(&good).lines().filter(|l| l.starts_with("ok")).count(),
+        3,
+        "{}",
+        said(&good)
+    );
+    assert_eq!(bad.status.code(), Some(1), "{}", said(&bad));
+    assert!(said(&bad).contains("FALHA saldo"), "{}", said(&bad));
+    assert!(!said(&good).contains(secret) && !said(&bad).contains(secret));
+}

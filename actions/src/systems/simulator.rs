@@ -284,6 +284,11 @@ impl Simulator {
         self.spawn_behind(port, super::SimulatorAuth::None).await
     }
 
+    /// The simulator's routes behind `auth` ([`super::guard`]), for a server of the caller's own (TLS).
+    pub fn router_behind(&self, auth: super::SimulatorAuth) -> Router {
+        super::guard::guarded(self.router(), auth)
+    }
+
     /// Serves as [`Self::spawn`] does, asking callers for `auth` ([`super::guard`]).
     pub async fn spawn_behind(
         self,
