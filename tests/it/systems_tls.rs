@@ -273,5 +273,11 @@ fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
     );
     assert_eq!(bad.status.code(), Some(1), "{}", said(&bad));
     assert!(said(&bad).contains("FALHA saldo"), "{}", said(&bad));
+    assert_eq!(
+        said(&good).matches("tls: certificado de cliente aceito").count(),
+        3,
+        "{}",
+        said(&good)
+    );
     assert!(!said(&good).contains(secret) && !said(&bad).contains(secret));
 }

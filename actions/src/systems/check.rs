@@ -20,6 +20,9 @@ pub struct SystemCheck {
     pub url: String,
     /// The kind of authentication configured.
     pub auth: &'static str,
+    /// What TLS did: `não` (plain HTTP), `servidor verificado`, or `certificado de cliente aceito`
+    /// (mutual TLS) — only once the system answered; `—` when it did not.
+    pub tls: &'static str,
     pub ok: bool,
     pub status: Option<u16>,
     pub latency_ms: u128,
@@ -34,11 +37,12 @@ impl SystemCheck {
             .status
             .map_or_else(|| "sem resposta".to_owned(), |s| format!("HTTP {s}"));
         format!(
-            "{} {:<11} {}  auth: {}  {status}  {} ms  {}",
+            "{} {:<11} {}  auth: {}  tls: {}  {status}  {} ms  {}",
             if self.ok { "ok   " } else { "FALHA" },
             self.system,
             self.url,
             self.auth,
+            self.tls,
             self.latency_ms,
             self.detail
         )
@@ -61,18 +65,11 @@ impl VtSystems {
             System::Saldo => (reqwest::Method::GET, self.url_of(system, Some(cartao))),
             _ => (reqwest::Method::OPTIONS, self.url_of(system, None)),
         };
-        let shown = url.as_ref().map_or_else(
-            |_| "(URL inválida)".to_owned(),
-            |u| {
-                let mut u = u.clone();
-                u.set_query(None);
-                u.to_string()
-            },
-        );
         let mut check = SystemCheck {
             system: system.name(),
-            url: shown,
+            url: shown(url.as_ref().ok()),
             auth: self.config().auth_of(system).kind(),
+            tls: "—",
             ok: false,
             status: None,
             latency_ms: 0,
@@ -102,6 +99,7 @@ impl VtSystems {
                 check.detail = "inalcançável (conexão recusada ou TLS recusado)".into()
             }
             Ok(answer) => {
+                check.tls = self.tls_shown(system, &check.url);
                 check.status = Some(answer.status);
                 let body = answer
                     .body
@@ -112,6 +110,30 @@ impl VtSystems {
         }
         check
     }
+}
+
+impl VtSystems {
+    /// What TLS did for a system that answered.
+    fn tls_shown(&self, system: System, url: &str) -> &'static str {
+        let https = url.starts_with("https://");
+        match (https, self.config().tls_of(system).client_cert.is_some()) {
+            (false, _) => "não",
+            (true, false) => "servidor verificado",
+            (true, true) => "certificado de cliente aceito",
+        }
+    }
+}
+
+/// The endpoint as the line shows it: no query (the card stays out of it).
+fn shown(url: Option<&reqwest::Url>) -> String {
+    url.map_or_else(
+        || "(URL inválida)".to_owned(),
+        |u| {
+            let mut u = u.clone();
+            u.set_query(None);
+            u.to_string()
+        },
+    )
 }
 
 /// Whether an answer passes, and what it says.
