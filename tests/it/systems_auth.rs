@@ -204,33 +204,37 @@ async fn a_flow_runs_with_oauth2_a_bearer_token_or_a_header() {
     );
 }
 
-/// Two hundred calls at once, on a client with no token yet: one token request; a token that expires
-/// is renewed before the next call.
+/// Two hundred flows at once (a balance each, with its notice), on a client with no token yet: one
+/// token request; a token that expires is renewed before the next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_token_serves_a_burst_and_an_expired_one_is_renewed() {
     let g = Guarded::start(2).await;
-    let client = VtSystems::new(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET))).expect("client");
-    let calls = (0..200).map(|_| {
-        let client = client.clone();
+    let engine = Arc::new(engine(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET))).await);
+    let flows = (0..200).map(|i| {
+        let engine = engine.clone();
         async move {
-            client
-                .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 1, 0)
+            let input = json!({"cartao": format!("20000{i:05}")}).to_string();
+            vt_agent::flow::run_flow(&engine, &input)
                 .await
+                .expect("flow")
+                .output
+                .status
         }
     });
-    let answers = futures::future::join_all(calls).await;
+    let statuses = futures::future::join_all(flows).await;
     assert!(
-        answers.iter().all(|a| a.status == Some(200)),
-        "{:?}",
-        answers.iter().find(|a| a.status != Some(200))
+        statuses
+            .iter()
+            .all(|s| *s == vt_agent::flow::FlowStatus::Concluido),
+        "{statuses:?}"
     );
-    assert_eq!(g.fetches(), 1, "one token for 200 concurrent calls");
+    assert_eq!(g.fetches(), 1, "one token for 200 concurrent flows");
     // 2 s of life, renewed in its second half.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let again = client
-        .consultar_saldo("1234567890", &BTreeMap::new(), 2_000, 1, 0)
-        .await;
-    assert_eq!(again.status, Some(200));
+    let again = vt_agent::flow::run_flow(&engine, r#"{"cartao": "1234567890"}"#)
+        .await
+        .expect("flow");
+    assert_eq!(again.output.status, vt_agent::flow::FlowStatus::Concluido);
     assert_eq!(g.fetches(), 2, "the expiring token was renewed");
 }
 
