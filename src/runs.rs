@@ -46,7 +46,7 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
                 a.attempt.idempotency_key.clone(),
                 a.status.as_str().to_owned(),
                 a.attempt.cartao_mascarado.clone(),
-                format!("{} {}", a.attempt.moeda, a.attempt.valor),
+                money(&a.attempt.moeda, a.attempt.valor),
                 a.sends.to_string(),
                 a.attempt.execucao_id.clone(),
             ]);
@@ -87,7 +87,7 @@ pub(crate) fn followups_report(followups: &[FollowUpView], now: DateTime<Utc>) -
             f.attempt.attempt.idempotency_key.clone(),
             f.attempt.status.as_str().to_owned(),
             f.attempt.attempt.cartao_mascarado.clone(),
-            format!("{} {}", f.attempt.attempt.moeda, f.attempt.attempt.valor),
+            money(&f.attempt.attempt.moeda, f.attempt.attempt.valor),
             f.checks.to_string(),
             next,
             local(f.deadline_at),
@@ -221,6 +221,11 @@ fn table<const N: usize>(header: [&str; N]) -> Table {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header);
     t
+}
+
+/// A recharge's value as people read it (`BRL 60,00`).
+fn money(moeda: &str, valor: rust_decimal::Decimal) -> String {
+    vt_actions::vt::format_money(moeda, valor, vt_actions::vt::Idioma::PtBr)
 }
 
 fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {

@@ -618,7 +618,7 @@ fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_ov
         .filter(|l| l.contains("****1111"))
         .collect();
     assert_eq!(attempts.len(), 1, "one recharge attempt: {table}");
-    assert!(attempts[0].contains("60"), "of 60: {table}");
+    assert!(attempts[0].contains("BRL 60,00"), "of 60: {table}");
     let next = vt_agent_in(&data)
         .args(["chat", "--message", "qto tem?"])
         .output()
