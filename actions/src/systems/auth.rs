@@ -163,12 +163,6 @@ fn is_loopback(url: &reqwest::Url) -> bool {
 #[error("autenticação no sistema falhou: {0}")]
 pub struct AuthError(String);
 
-impl AuthError {
-    pub(crate) fn internal(what: &str) -> Self {
-        Self(format!("erro interno ({what})"))
-    }
-}
-
 /// A system's credentials, ready to go on a request.
 #[derive(Debug, Clone)]
 pub(crate) enum Credentials {

@@ -135,24 +135,23 @@ impl SystemsConfig {
         }
     }
 
-    /// How `system` is authenticated: its own `auth`, else the shared one.
-    pub(crate) fn auth_of(&self, system: System) -> &AuthConfig {
-        let own = match system {
+    /// What `system` sets for itself.
+    fn own(&self, system: System) -> &SystemSettings {
+        match system {
             System::Saldo => &self.saldo,
             System::Recarga => &self.recarga,
             System::Notificacao => &self.notificacao,
-        };
-        own.auth.as_ref().unwrap_or(&self.auth)
+        }
+    }
+
+    /// How `system` is authenticated: its own `auth`, else the shared one.
+    pub(crate) fn auth_of(&self, system: System) -> &AuthConfig {
+        self.own(system).auth.as_ref().unwrap_or(&self.auth)
     }
 
     /// `system`'s TLS settings: its own `tls`, else the shared one.
     pub(crate) fn tls_of(&self, system: System) -> &TlsConfig {
-        let own = match system {
-            System::Saldo => &self.saldo,
-            System::Recarga => &self.recarga,
-            System::Notificacao => &self.notificacao,
-        };
-        own.tls.as_ref().unwrap_or(&self.tls)
+        self.own(system).tls.as_ref().unwrap_or(&self.tls)
     }
 
     /// Each system's auth with its secrets filled from the environment's (`VT_SYSTEMS_TOKEN`,
@@ -194,8 +193,6 @@ pub struct VtSystems {
 /// Why the systems' client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum SystemsError {
-    #[error("building the HTTP client: {0}")]
-    Http(#[from] reqwest::Error),
     #[error("{0}")]
     Auth(#[from] AuthError),
     #[error("the {system} system's TLS: {error}")]
@@ -211,17 +208,6 @@ enum Transport {
     /// and answers as over HTTP, without the socket. Loopback HTTP to a simulator in the same process
     /// cost both ends of every exchange (three a flow) in system calls and thread wake-ups.
     InProcess(axum::Router),
-}
-
-mod url_error {
-    /// A configured base URL that makes no URL.
-    #[derive(Debug)]
-    pub(crate) struct Invalid;
-}
-
-/// Three systems make three of anything built per system; a different count is a bug of ours.
-fn three<T>(built: Vec<T>) -> Result<[T; 3], SystemsError> {
-    <[T; 3]>::try_from(built).map_err(|_| SystemsError::Auth(AuthError::internal("a client per system")))
 }
 
 /// One request to a system, as a stage asks for it.
@@ -287,46 +273,38 @@ impl Failure {
 impl VtSystems {
     pub fn new(config: SystemsConfig) -> Result<Self, SystemsError> {
         // One HTTP client per distinct TLS setting: the systems that share one share a client (its
-        // connections and, for OAuth2 on the same host, the token endpoint's).
+        // connections and, for OAuth2 on the same host, the token endpoint's); one token source per
+        // OAuth2 client likewise.
         let mut clients: Vec<(TlsConfig, reqwest::Client)> = Vec::new();
         let mut credentials = CredentialsBuilder::default();
-        let mut by_system = Vec::with_capacity(3);
-        let mut creds = Vec::with_capacity(3);
-        for system in System::ALL {
+        let mut part = |system: System| -> Result<(reqwest::Client, Credentials), SystemsError> {
             let tls = config.tls_of(system);
             let client = match clients.iter().find(|(t, _)| t == tls) {
                 Some((_, c)) => c.clone(),
                 None => {
-                    let tls_error = |error| SystemsError::Tls {
+                    let c = Self::client(&config, tls).map_err(|error| SystemsError::Tls {
                         system: system.name(),
                         error,
-                    };
-                    let c = Self::client(&config, tls)
-                        .map_err(tls_error)?
-                        .build()
-                        .map_err(|e| {
-                            // With an identity, what the TLS library refuses is the pair.
-                            match &tls.client_key {
-                                Some(key) => tls_error(super::tls::mismatch(key)),
-                                None => SystemsError::Http(e),
-                            }
-                        })?;
+                    })?;
                     clients.push((tls.clone(), c.clone()));
                     c
                 }
             };
-            creds.push(credentials.build(config.auth_of(system), &client)?);
-            by_system.push(client);
-        }
+            let creds = credentials.build(config.auth_of(system), &client)?;
+            Ok((client, creds))
+        };
+        let (saldo, saldo_creds) = part(System::Saldo)?;
+        let (recarga, recarga_creds) = part(System::Recarga)?;
+        let (notificacao, notificacao_creds) = part(System::Notificacao)?;
         Ok(Self {
-            transport: Transport::Http(three(by_system)?),
+            transport: Transport::Http([saldo, recarga, notificacao]),
+            credentials: [saldo_creds, recarga_creds, notificacao_creds],
             config,
-            credentials: three(creds)?,
         })
     }
 
-    /// The HTTP client builder for a system with `tls`.
-    fn client(config: &SystemsConfig, tls: &TlsConfig) -> Result<reqwest::ClientBuilder, TlsError> {
+    /// The HTTP client of a system with `tls`.
+    fn client(config: &SystemsConfig, tls: &TlsConfig) -> Result<reqwest::Client, TlsError> {
         let mut builder = reqwest::Client::builder();
         // Plain HTTP only (the simulator): no root certificates to load. Reading the system's CA bundle
         // and every file of its certificate directory was about a tenth of a one-shot `run-flow`'s CPU.
@@ -334,7 +312,7 @@ impl VtSystems {
         if urls.iter().all(|u| u.starts_with("http://")) && !tls.is_set() {
             builder = builder.tls_certs_only([]);
         }
-        super::tls::apply(builder, tls)
+        super::tls::client(builder, tls)
     }
 
     /// The client of an embedded simulator, which it calls in this process (see `Transport`).
@@ -350,12 +328,9 @@ impl VtSystems {
         &self.config
     }
 
-    /// The endpoint of `system` (with the balance's `cartao` query).
-    pub(crate) fn url_of(
-        &self,
-        system: System,
-        cartao: Option<&str>,
-    ) -> Result<reqwest::Url, url_error::Invalid> {
+    /// The endpoint of `system` (with the balance's `cartao` query); why not, when a base URL makes
+    /// no URL.
+    pub(crate) fn url_of(&self, system: System, cartao: Option<&str>) -> Result<reqwest::Url, String> {
         let (base, path) = match system {
             System::Saldo => (&self.config.saldo_url, super::SALDO_ENDPOINT),
             System::Recarga => (&self.config.recarga_url, super::RECARGA_ENDPOINT),
@@ -366,7 +341,7 @@ impl VtSystems {
             Some(c) => reqwest::Url::parse_with_params(&url, &[("cartao", c)]),
             None => reqwest::Url::parse(&url),
         }
-        .map_err(|_| url_error::Invalid)
+        .map_err(|e| format!("URL inválida: {e}"))
     }
 
     pub(crate) fn timeout(&self, timeout_ms: u64) -> Duration {
@@ -386,10 +361,9 @@ impl VtSystems {
         attempts: u32,
         backoff_ms: u64,
     ) -> HttpResult {
-        let base = format!("{}{}", self.config.saldo_url, super::SALDO_ENDPOINT);
-        let url = match reqwest::Url::parse_with_params(&base, &[("cartao", cartao)]) {
+        let url = match self.url_of(System::Saldo, Some(cartao)) {
             Ok(u) => u,
-            Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
+            Err(why) => return HttpResult::not_sent("conexao", None, why),
         };
         self.send(Call {
             system: System::Saldo,
@@ -411,11 +385,10 @@ impl VtSystems {
         headers: &BTreeMap<String, String>,
         timeout_ms: u64,
     ) -> HttpResult {
-        let url =
-            match reqwest::Url::parse(&format!("{}{}", self.config.recarga_url, super::RECARGA_ENDPOINT)) {
-                Ok(u) => u,
-                Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
-            };
+        let url = match self.url_of(System::Recarga, None) {
+            Ok(u) => u,
+            Err(why) => return HttpResult::not_sent("conexao", None, why),
+        };
         self.send(Call {
             system: System::Recarga,
             method: reqwest::Method::POST,
@@ -438,13 +411,9 @@ impl VtSystems {
         attempts: u32,
         backoff_ms: u64,
     ) -> HttpResult {
-        let url = match reqwest::Url::parse(&format!(
-            "{}{}",
-            self.config.notificacao_url,
-            super::NOTIFICACAO_ENDPOINT
-        )) {
+        let url = match self.url_of(System::Notificacao, None) {
             Ok(u) => u,
-            Err(e) => return HttpResult::not_sent("conexao", None, format!("URL inválida: {e}")),
+            Err(why) => return HttpResult::not_sent("conexao", None, why),
         };
         self.send(Call {
             system: System::Notificacao,

@@ -42,23 +42,23 @@ fn error(file: &Path, reason: impl Into<String>) -> TlsError {
     }
 }
 
-/// The client key the TLS library refused with its certificate.
-pub(crate) fn mismatch(key: &Path) -> TlsError {
-    error(
-        key,
-        "does not match client_cert (the TLS library refused the pair)",
-    )
-}
-
 fn read(file: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(file).map_err(|e| error(file, format!("cannot be read ({})", e.kind())))
 }
 
-/// `builder` with `tls`'s identity and CA, every file checked first.
-pub(crate) fn apply(
-    mut builder: reqwest::ClientBuilder,
-    tls: &TlsConfig,
-) -> Result<reqwest::ClientBuilder, TlsError> {
+/// The client `builder` makes with `tls`'s identity and CA, every file checked first.
+pub(crate) fn client(builder: reqwest::ClientBuilder, tls: &TlsConfig) -> Result<reqwest::Client, TlsError> {
+    apply(builder, tls)?.build().map_err(|_| match &tls.client_key {
+        // With an identity, what the TLS library refuses is the pair.
+        Some(key) => error(
+            key,
+            "does not match client_cert (the TLS library refused the pair)",
+        ),
+        None => error(Path::new("systems.tls"), "the TLS client could not be built"),
+    })
+}
+
+fn apply(mut builder: reqwest::ClientBuilder, tls: &TlsConfig) -> Result<reqwest::ClientBuilder, TlsError> {
     match (&tls.client_cert, &tls.client_key) {
         (Some(cert), Some(key)) => {
             let cert_pem = read(cert)?;
