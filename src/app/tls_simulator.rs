@@ -60,6 +60,16 @@ fn pki(dir: &Path) -> anyhow::Result<(rustls::ServerConfig, Written)> {
 /// the client's files go into `dir`. Returns the URL and what was written.
 pub async fn serve(router: axum::Router, port: u16, dir: &Path) -> anyhow::Result<(String, Written)> {
     let (config, written) = pki(dir)?;
+    Ok((serve_with(router, config, port).await?, written))
+}
+
+/// Serves `router` on `127.0.0.1:port` with `config` (which says what it asks of clients); a client
+/// that fails the handshake is served nothing. Returns the URL.
+pub async fn serve_with(
+    router: axum::Router,
+    config: rustls::ServerConfig,
+    port: u16,
+) -> std::io::Result<String> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let url = format!("https://127.0.0.1:{}", listener.local_addr()?.port());
@@ -70,7 +80,6 @@ pub async fn serve(router: axum::Router, port: u16, dir: &Path) -> anyhow::Resul
             };
             let (acceptor, router) = (acceptor.clone(), router.clone());
             tokio::spawn(async move {
-                // A client without a good certificate fails the handshake: nothing is served.
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
@@ -81,5 +90,5 @@ pub async fn serve(router: axum::Router, port: u16, dir: &Path) -> anyhow::Resul
             });
         }
     });
-    Ok((url, written))
+    Ok(url)
 }

@@ -91,32 +91,9 @@ async fn serve_tls(pki: &Pki, sim: &Simulator) -> String {
         .with_client_cert_verifier(verifier)
         .with_single_cert(vec![pki.server.0.clone()], pki.server.1.clone_key())
         .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().expect("addr").port()
-    );
-    let router = sim.router();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, router) = (acceptor.clone(), router.clone());
-            tokio::spawn(async move {
-                // A client without a good certificate fails the handshake: nothing is served.
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper_util::service::TowerToHyperService::new(router);
-                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
-    url
+    vt_agent::app::tls_simulator::serve_with(sim.router(), config, 0)
+        .await
+        .expect("serve")
 }
 
 fn systems(url: &str, tls: TlsConfig) -> SystemsConfig {
