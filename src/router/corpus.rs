@@ -92,7 +92,7 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, String> {
 fn conversation(entry: &Entry) -> Conversation {
     let mut c = Conversation::new(
         "corpus".into(),
-        router_agent(),
+        "vt",
         "atendimento".into(),
         Participant::default(),
     );
@@ -130,17 +130,12 @@ fn conversation(entry: &Entry) -> Conversation {
     c
 }
 
-fn router_agent() -> &'static str {
-    "vt"
-}
-
 /// Scores `router` (level 1, and the answer without a model) on `entries`.
 pub async fn score(router: &Router, entries: &[Entry]) -> Score {
     let mut score = Score::default();
     for entry in entries {
-        let conv = conversation(entry);
         // The service remembers a card as the message arrives, before routing.
-        let mut conv = conv;
+        let mut conv = conversation(entry);
         vt_actions::tools::cartao::remember_written(&mut conv.memory, &entry.texto);
         let d = router.route(&entry.texto, &conv).await;
         score.messages += 1;

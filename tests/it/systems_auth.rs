@@ -85,6 +85,20 @@ impl Guarded {
         }
     }
 
+    /// Each kind of authentication the systems accept: OAuth2 (Basic), the bearer token, the key.
+    fn kinds(&self) -> [AuthConfig; 3] {
+        [
+            self.oauth2(AuthMethod::Basic, CLIENT_SECRET),
+            AuthConfig::Bearer {
+                token: STATIC_TOKEN.into(),
+            },
+            AuthConfig::Header {
+                header: "x-api-key".into(),
+                token: API_KEY.into(),
+            },
+        ]
+    }
+
     fn fetches(&self) -> usize {
         self.auth.fetches.load(Ordering::SeqCst)
     }
@@ -171,20 +185,8 @@ fn flow_input(card: &str, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_runs_with_oauth2_a_bearer_token_or_a_header() {
     let g = Guarded::start(3600).await;
-    for (i, auth) in [
-        g.oauth2(AuthMethod::Basic, CLIENT_SECRET),
-        g.oauth2(AuthMethod::Post, CLIENT_SECRET),
-        AuthConfig::Bearer {
-            token: STATIC_TOKEN.into(),
-        },
-        AuthConfig::Header {
-            header: "x-api-key".into(),
-            token: API_KEY.into(),
-        },
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    let every = std::iter::once(g.oauth2(AuthMethod::Post, CLIENT_SECRET)).chain(g.kinds());
+    for (i, auth) in every.enumerate() {
         let engine = engine(g.systems(auth.clone())).await;
         let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", &format!("pedido-{i}")))
             .await
@@ -521,19 +523,7 @@ fn the_simulator_asks_for_oauth2_and_no_secret_or_token_is_left_anywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
     let g = Guarded::start(3600).await;
-    for (i, auth) in [
-        g.oauth2(AuthMethod::Basic, CLIENT_SECRET),
-        AuthConfig::Bearer {
-            token: STATIC_TOKEN.into(),
-        },
-        AuthConfig::Header {
-            header: "x-api-key".into(),
-            token: API_KEY.into(),
-        },
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, auth) in g.kinds().into_iter().enumerate() {
         let config = vt_agent::config::Config::default();
         let ext = vt_actions::context::Extensions::default()
             .with(VtSystems::new(g.systems(auth.clone())).expect("client"))
