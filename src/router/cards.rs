@@ -3,8 +3,6 @@
 //! "esse cartão" mean the last one given; "o final 7890" the one that ends so; with no word at all,
 //! the only one — and with several, the person is asked which, never guessed for.
 
-use vt_actions::vt::parse::final_digits;
-
 use super::keywords::means_same_card;
 
 /// The card a message means among the `known` ones (oldest first).
@@ -19,11 +17,13 @@ pub(crate) enum Pick {
     None,
 }
 
-pub(crate) fn pick(text: &str, n: &str, known: &[String]) -> Pick {
-    if let Some(tail) = final_digits(text) {
-        let matching: Vec<String> = known.iter().filter(|c| c.ends_with(&tail)).cloned().collect();
+/// The card meant among the `known` ones, the message naming `last_digits` ("o final 7890") if it
+/// does (`n`: its normalised text).
+pub(crate) fn pick(last_digits: Option<&str>, n: &str, known: &[String]) -> Pick {
+    if let Some(tail) = last_digits {
+        let matching: Vec<String> = known.iter().filter(|c| c.ends_with(tail)).cloned().collect();
         return match matching.as_slice() {
-            [] => Pick::NoSuchFinal(tail),
+            [] => Pick::NoSuchFinal(tail.to_owned()),
             [one] => Pick::One(one.clone()),
             _ => Pick::Choose(matching),
         };
@@ -48,20 +48,20 @@ mod tests {
     fn a_card_is_picked_only_without_doubt() {
         let one = known(&["1234567890"]);
         let two = known(&["1111111111", "1234567890"]);
-        assert_eq!(pick("saldo", "saldo", &one), Pick::One("1234567890".into()));
-        assert_eq!(pick("saldo", "saldo", &[]), Pick::None);
-        assert_eq!(pick("saldo", "saldo", &two), Pick::Choose(two.clone()));
+        assert_eq!(pick(None, "saldo", &one), Pick::One("1234567890".into()));
+        assert_eq!(pick(None, "saldo", &[]), Pick::None);
+        assert_eq!(pick(None, "saldo", &two), Pick::Choose(two.clone()));
         assert_eq!(
-            pick("recarrega 50 nele", "recarrega 50 nele", &two),
+            pick(None, "recarrega 50 nele", &two),
             Pick::One("1234567890".into()),
             "the last one given"
         );
         assert_eq!(
-            pick("o final 1111", "o final 1111", &two),
+            pick(Some("1111"), "o final 1111", &two),
             Pick::One("1111111111".into())
         );
         assert_eq!(
-            pick("o final 0000", "o final 0000", &two),
+            pick(Some("0000"), "o final 0000", &two),
             Pick::NoSuchFinal("0000".into())
         );
     }

@@ -238,16 +238,17 @@ impl Router {
 
     /// Decides what to do with `text` in `conv`.
     pub async fn route(&self, text: &str, conv: &Conversation) -> Decision {
-        if let Some((intent, mut route)) = self.level1(text, conv) {
+        // The message is read once; every reader below works from it.
+        let m = Read::of(text, conv);
+        if let Some((intent, mut route)) = self.level1(&m, conv) {
             // "oi, quero recarregar": the greeting is answered before the question.
-            let n = normalize(text);
             if let Route::Ask { question, .. } = &mut route
-                && let Some(hello) = keywords::greeting_back(&n)
+                && let Some(hello) = keywords::greeting_back(&m.n)
             {
                 *question = format!("{hello} {question}");
             }
             // Written in English or Spanish: what is answered in Portuguese says so.
-            let note = texts::portuguese_note(keywords::language(&n));
+            let note = texts::portuguese_note(m.lang);
             let mut action_note = None;
             match &mut route {
                 Route::Ask { question: t, .. } | Route::Restate { text: t, .. } => {
@@ -271,16 +272,15 @@ impl Router {
         }
         let Some(llm) = &self.llm else {
             // Without a model, a recharge waiting is what the person is most likely answering.
-            if let Some(p) = pending_of(conv) {
-                let (intent, route) = restate(&p);
+            if let Some(p) = &m.pending {
+                let (intent, route) = restate(p);
                 return self.decision(&intent, route);
             }
-            let n = normalize(text);
-            let help = texts::help(keywords::language(&n), keywords::greeting_back(&n));
+            let help = texts::help(m.lang, keywords::greeting_back(&m.n));
             return self.decision("ajuda", Route::Reply { text: help });
         };
         let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;
-        let mut d = match self.resolve(&intent, text, conv) {
+        let mut d = match self.resolve(&intent, &m, conv) {
             Some(route) => self.decision(&intent, route),
             None => self.decision("general_chat", Route::Model),
         };
@@ -302,11 +302,10 @@ impl Router {
     }
 
     /// Level 1: patterns and parameters, zero tokens.
-    fn level1(&self, text: &str, conv: &Conversation) -> Option<(String, Route)> {
-        let m = Read::of(text, conv);
-        self.yes_or_no(&m)
-            .or_else(|| self.fixed(&m, conv))
-            .or_else(|| self.request(&m, conv))
+    fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        self.yes_or_no(m)
+            .or_else(|| self.fixed(m, conv))
+            .or_else(|| self.request(m, conv))
     }
 
     fn active(&self, k: Known) -> bool {
@@ -373,7 +372,7 @@ impl Router {
     fn request(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let n = m.n.as_str();
         let with_params = |intent: WithParams| {
-            let route = self.params_route(intent, m.text, conv);
+            let route = self.params_route(intent, m, conv);
             Some((intent.intent().key().to_owned(), route))
         };
         if m.correction() && self.active(Known::PrepararRecarga) {
@@ -412,7 +411,7 @@ impl Router {
     }
 
     /// Turns an intent level 2 chose into a route (`None` for anything that is not an intent here).
-    fn resolve(&self, intent: &str, text: &str, conv: &Conversation) -> Option<Route> {
+    fn resolve(&self, intent: &str, m: &Read<'_>, conv: &Conversation) -> Option<Route> {
         self.intent(intent)?;
         let Some(known) = Known::of(intent) else {
             return Some(Route::Model);
@@ -422,8 +421,8 @@ impl Router {
             arguments,
         };
         Some(match known {
-            Known::ConsultarSaldo => self.params_route(WithParams::Saldo, text, conv),
-            Known::PrepararRecarga => self.params_route(WithParams::Recarga, text, conv),
+            Known::ConsultarSaldo => self.params_route(WithParams::Saldo, m, conv),
+            Known::PrepararRecarga => self.params_route(WithParams::Recarga, m, conv),
             Known::ConfirmarRecarga | Known::CancelarRecarga => action(json!({})),
             Known::TransferirParaHumano => action(json!({"motivo": "pedido do usuário"})),
             Known::EncerrarAtendimento => action(json!({"motivo": null})),
@@ -441,26 +440,25 @@ impl Router {
     }
 
     /// The action with its parameters when they are all known without doubt, else the question.
-    fn params_route(&self, intent: WithParams, text: &str, conv: &Conversation) -> Route {
+    fn params_route(&self, intent: WithParams, m: &Read<'_>, conv: &Conversation) -> Route {
         let key = intent.intent().key();
         let mut params = awaiting(conv)
             .filter(|a| a.intent == key)
             .map(|a| a.params)
             .unwrap_or_default();
-        let found = Found::of(text);
         // A correction starts from the waiting recharge: what the message brings replaces its part.
         if intent == WithParams::Recarga
-            && let Some(p) = pending_of(conv)
+            && let Some(p) = &m.pending
         {
             params.insert("cartao".into(), json!(p.cartao));
             params.insert("valor".into(), json!(format!("{:.2}", p.valor)));
             params.insert("meio_pagamento".into(), json!(p.meio_pagamento));
         }
-        let mut doubts = gather_params(intent, &found, &mut params);
+        let mut doubts = gather_params(intent, &m.found, &mut params);
         // Asked which of the known cards: the question need not ask for a number too.
         let card_asked = !params.contains_key("cartao")
             && doubts.is_empty()
-            && self.known_card(text, conv, &found, &mut params, &mut doubts);
+            && known_card(m, conv, &mut params, &mut doubts);
         let missing: Vec<&str> = intent
             .required()
             .iter()
@@ -479,47 +477,6 @@ impl Router {
                 intent: key.into(),
                 params,
             },
-        }
-    }
-
-    /// The card a request without one means, from the cards the conversation remembers — or why
-    /// none can be taken (a number of the wrong length, several cards, no card ending so). `true`
-    /// when the doubt it adds already asks for the card.
-    fn known_card(
-        &self,
-        text: &str,
-        conv: &Conversation,
-        found: &Found,
-        params: &mut Map<String, Value>,
-        doubts: &mut Vec<String>,
-    ) -> bool {
-        if let Some(len) = found.odd_cards.first() {
-            doubts.push(texts::odd_length(*len));
-            return false;
-        }
-        let n = normalize(text);
-        match cards::pick(text, &n, &remembered_in(&conv.memory)) {
-            Pick::One(card) => {
-                params.insert("cartao".into(), json!(card));
-                false
-            }
-            Pick::Choose(many) => {
-                doubts.push(format!(
-                    "De qual cartão: {}? Pode responder com o final (\"o final {}\") ou com outro número.",
-                    texts::masked_list(&many, "ou"),
-                    many.last()
-                        .map(|c| &c[c.len().saturating_sub(4)..])
-                        .unwrap_or_default()
-                ));
-                true
-            }
-            Pick::NoSuchFinal(tail) => {
-                doubts.push(format!(
-                    "Não tenho nenhum cartão seu com final {tail}; me diga o número completo."
-                ));
-                true
-            }
-            Pick::None => false,
         }
     }
 
@@ -579,6 +536,45 @@ fn restate(p: &RecargaPendente) -> (String, Route) {
         pending: p.id.clone(),
     };
     (Known::ConfirmarRecarga.key().to_owned(), route)
+}
+
+/// The card a request without one means, from the cards the conversation remembers — or why
+/// none can be taken (a number of the wrong length, several cards, no card ending so). `true`
+/// when the doubt it adds already asks for the card.
+fn known_card(
+    m: &Read<'_>,
+    conv: &Conversation,
+    params: &mut Map<String, Value>,
+    doubts: &mut Vec<String>,
+) -> bool {
+    if let Some(len) = m.found.odd_cards.first() {
+        doubts.push(texts::odd_length(*len));
+        return false;
+    }
+    let known = remembered_in(&conv.memory);
+    match cards::pick(m.found.final_digits.as_deref(), &m.n, &known) {
+        Pick::One(card) => {
+            params.insert("cartao".into(), json!(card));
+            false
+        }
+        Pick::Choose(many) => {
+            doubts.push(format!(
+                "De qual cartão: {}? Pode responder com o final (\"o final {}\") ou com outro número.",
+                texts::masked_list(&many, "ou"),
+                many.last()
+                    .map(|c| &c[c.len().saturating_sub(4)..])
+                    .unwrap_or_default()
+            ));
+            true
+        }
+        Pick::NoSuchFinal(tail) => {
+            doubts.push(format!(
+                "Não tenho nenhum cartão seu com final {tail}; me diga o número completo."
+            ));
+            true
+        }
+        Pick::None => false,
+    }
 }
 
 fn awaiting(conv: &Conversation) -> Option<Awaiting> {
