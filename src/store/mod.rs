@@ -11,6 +11,7 @@ mod journal;
 mod locks;
 mod postgres;
 mod rows;
+mod sql;
 pub mod seal;
 mod sqlite;
 mod writes;

@@ -10,7 +10,6 @@ mod batches;
 mod reports;
 mod keeping;
 mod cases;
-mod contacts;
 
 use std::str::FromStr;
 
@@ -27,6 +26,7 @@ use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAtte
 
 use super::locks::{Leases, acquire};
 use super::rows::{self, Both, Columns};
+use super::sql::{Stmt, pg_query};
 use super::writes::Writes;
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
@@ -459,5 +459,45 @@ impl Leases for PgLeases {
             .execute(&self.0)
             .await?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl super::sql::Sql for PgStore {
+    type Row = PgRow;
+    type Tx = Transaction<'static, Postgres>;
+
+    fn dialect(&self) -> super::sql::Dialect {
+        super::sql::Dialect::Postgres
+    }
+    async fn read_all(&self, s: Stmt) -> Result<Vec<PgRow>, StoreError> {
+        Ok(pg_query(s).fetch_all(&self.pool).await?)
+    }
+    async fn read_one(&self, s: Stmt) -> Result<Option<PgRow>, StoreError> {
+        Ok(pg_query(s).fetch_optional(&self.pool).await?)
+    }
+    async fn write(&self, s: Stmt) -> Result<u64, StoreError> {
+        Ok(pg_query(s).execute(&self.pool).await?.rows_affected())
+    }
+    async fn write_returning(&self, s: Stmt) -> Result<Vec<PgRow>, StoreError> {
+        Ok(pg_query(s).fetch_all(&self.pool).await?)
+    }
+    async fn begin(&self) -> Result<Self::Tx, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+}
+
+#[async_trait]
+impl super::sql::Tx for Transaction<'static, Postgres> {
+    type Row = PgRow;
+
+    async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError> {
+        Ok(pg_query(s).execute(&mut **self).await?.rows_affected())
+    }
+    async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<PgRow>, StoreError> {
+        Ok(pg_query(s).fetch_all(&mut **self).await?)
+    }
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(Transaction::commit(self).await?)
     }
 }

@@ -11,7 +11,6 @@ mod batches;
 mod reports;
 mod keeping;
 mod cases;
-mod contacts;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -31,6 +30,7 @@ use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAtte
 
 use super::locks::FileLocks;
 use super::rows::{self, Both, Columns};
+use super::sql::{Stmt, sqlite_query};
 use super::writes::Writes;
 use super::{
     AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
@@ -593,4 +593,44 @@ async fn lock_file(path: std::path::PathBuf) -> Result<std::fs::File, StoreError
         .await
         .map_err(|e| StoreError::Invalid(format!("migration lock task failed: {e}")))?
         .map_err(failed)
+}
+
+#[async_trait]
+impl super::sql::Sql for SqliteStore {
+    type Row = SqliteRow;
+    type Tx = Transaction<'static, Sqlite>;
+
+    fn dialect(&self) -> super::sql::Dialect {
+        super::sql::Dialect::Sqlite
+    }
+    async fn read_all(&self, s: Stmt) -> Result<Vec<SqliteRow>, StoreError> {
+        Ok(sqlite_query(s).fetch_all(&self.pool).await?)
+    }
+    async fn read_one(&self, s: Stmt) -> Result<Option<SqliteRow>, StoreError> {
+        Ok(sqlite_query(s).fetch_optional(&self.pool).await?)
+    }
+    async fn write(&self, s: Stmt) -> Result<u64, StoreError> {
+        Ok(sqlite_query(s).execute(&self.writer).await?.rows_affected())
+    }
+    async fn write_returning(&self, s: Stmt) -> Result<Vec<SqliteRow>, StoreError> {
+        Ok(sqlite_query(s).fetch_all(&self.writer).await?)
+    }
+    async fn begin(&self) -> Result<Self::Tx, StoreError> {
+        Ok(self.writer.begin().await?)
+    }
+}
+
+#[async_trait]
+impl super::sql::Tx for Transaction<'static, Sqlite> {
+    type Row = SqliteRow;
+
+    async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError> {
+        Ok(sqlite_query(s).execute(&mut **self).await?.rows_affected())
+    }
+    async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<SqliteRow>, StoreError> {
+        Ok(sqlite_query(s).fetch_all(&mut **self).await?)
+    }
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(Transaction::commit(self).await?)
+    }
 }

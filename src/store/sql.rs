@@ -1,0 +1,245 @@
+//! SQL written once for both backends. A statement is its text with `$1`, `$2`… placeholders (which
+//! sqlx takes on SQLite as on PostgreSQL) and its values as [`Arg`]s; each backend implements [`Sql`]
+//! to bind them its own way (SQLite keeps times as epoch milliseconds and JSON as text, PostgreSQL as
+//! `timestamptz` and `jsonb`) and to run statements on its pools. The concerns whose SQL is the same on
+//! both are implemented once, over [`Sql`], in this module's children; what truly differs (a turn's
+//! writes, outbox claims, locks, erasure) stays in `sqlite/` and `postgres/`.
+
+mod contacts;
+
+use std::borrow::Cow;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::StoreError;
+use super::rows::Columns;
+
+/// A value bound to a statement, whichever the backend.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Float(Option<f64>),
+    Bool(Option<bool>),
+    Time(Option<DateTime<Utc>>),
+    /// A sealed JSON text ([`super::seal`]): text on SQLite, a JSON string in `jsonb` on PostgreSQL.
+    Sealed(Option<String>),
+    /// JSON in clear (data, not anyone's): text on SQLite, `jsonb` on PostgreSQL.
+    Json(Value),
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<&Option<String>> for Arg {
+    fn from(v: &Option<String>) -> Self {
+        Arg::Text(v.clone())
+    }
+}
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<i32> for Arg {
+    fn from(v: i32) -> Self {
+        Arg::Int(Some(v.into()))
+    }
+}
+impl From<f64> for Arg {
+    fn from(v: f64) -> Self {
+        Arg::Float(Some(v))
+    }
+}
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(Some(v))
+    }
+}
+impl From<DateTime<Utc>> for Arg {
+    fn from(v: DateTime<Utc>) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+impl From<Option<DateTime<Utc>>> for Arg {
+    fn from(v: Option<DateTime<Utc>>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+/// One statement: its text and its values, in placeholder order.
+#[derive(Debug, Clone)]
+pub(crate) struct Stmt {
+    pub(crate) sql: Cow<'static, str>,
+    pub(crate) args: Vec<Arg>,
+}
+
+impl Stmt {
+    /// A statement of fixed text (kept in the backend's statement cache).
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Self {
+            sql: Cow::Borrowed(sql),
+            args: Vec::new(),
+        }
+    }
+
+    /// A statement whose text was built for this call (not cached: each text is another statement).
+    pub(crate) fn built(sql: String) -> Self {
+        Self {
+            sql: Cow::Owned(sql),
+            args: Vec::new(),
+        }
+    }
+
+    /// With `v` as the next placeholder's value.
+    pub(crate) fn bind(mut self, v: impl Into<Arg>) -> Self {
+        self.args.push(v.into());
+        self
+    }
+
+    /// With `v` as JSON, sealed: every JSON column but the intents' holds what people said or what was
+    /// done for them.
+    pub(crate) fn sealed<T: Serialize + ?Sized>(self, v: &T) -> Result<Self, StoreError> {
+        let text = super::seal::seal(&vt_actions::json::to_text(v)?);
+        Ok(self.bind(Arg::Sealed(Some(text))))
+    }
+
+    /// With `v` as JSON in clear.
+    pub(crate) fn json<T: Serialize + ?Sized>(self, v: &T) -> Result<Self, StoreError> {
+        Ok(self.bind(Arg::Json(vt_actions::json::to_value(v)?)))
+    }
+
+    /// The next placeholder's number, for text built around values still to bind.
+    pub(crate) fn next(&self) -> usize {
+        self.args.len() + 1
+    }
+
+    /// Whether the backend may keep the statement prepared.
+    pub(crate) fn persistent(&self) -> bool {
+        matches!(self.sql, Cow::Borrowed(_))
+    }
+}
+
+/// Where a backend differs in a statement that is otherwise the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The larger of two values (`MAX(a, b)` on SQLite, `GREATEST(a, b)` on PostgreSQL).
+    pub(crate) fn greatest(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "MAX",
+            Dialect::Postgres => "GREATEST",
+        }
+    }
+}
+
+/// A backend running [`Stmt`]s: reads on its readers, writes on its writer, and transactions.
+#[async_trait]
+pub(crate) trait Sql: Send + Sync {
+    type Row: Columns + Send + Sync;
+    type Tx: Tx<Row = Self::Row>;
+
+    fn dialect(&self) -> Dialect;
+
+    async fn read_all(&self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
+    async fn read_one(&self, s: Stmt) -> Result<Option<Self::Row>, StoreError>;
+    /// A write; the rows it changed.
+    async fn write(&self, s: Stmt) -> Result<u64, StoreError>;
+    /// A write that returns rows (`RETURNING …`).
+    async fn write_returning(&self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
+    /// A write transaction.
+    async fn begin(&self) -> Result<Self::Tx, StoreError>;
+
+    /// `statements` in one transaction, in order.
+    async fn write_all(&self, statements: Vec<Stmt>) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        for s in statements {
+            tx.execute(s).await?;
+        }
+        tx.commit().await
+    }
+}
+
+/// A write transaction of a [`Sql`] backend.
+#[async_trait]
+pub(crate) trait Tx: Send {
+    type Row: Columns + Send + Sync;
+
+    async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError>;
+    async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
+    async fn fetch_optional(&mut self, s: Stmt) -> Result<Option<Self::Row>, StoreError> {
+        Ok(self.fetch_all(s).await?.into_iter().next())
+    }
+    async fn commit(self) -> Result<(), StoreError>;
+}
+
+/// Binds a statement's values on SQLite.
+pub(crate) fn sqlite_query(
+    s: Stmt,
+) -> sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    let persistent = s.persistent();
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(s.sql)).persistent(persistent);
+    for a in s.args {
+        q = match a {
+            Arg::Text(v) | Arg::Sealed(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v.map(|t| t.timestamp_millis())),
+            Arg::Json(v) => q.bind(v.to_string()),
+        };
+    }
+    q
+}
+
+/// Binds a statement's values on PostgreSQL.
+pub(crate) fn pg_query(s: Stmt) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let persistent = s.persistent();
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(s.sql)).persistent(persistent);
+    for a in s.args {
+        q = match a {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Float(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Time(v) => q.bind(v),
+            Arg::Sealed(v) => q.bind(v.map(|s| sqlx::types::Json(Value::String(s)))),
+            Arg::Json(v) => q.bind(sqlx::types::Json(v)),
+        };
+    }
+    q
+}
