@@ -1630,7 +1630,7 @@ pub(crate) fn role(m: &ChatMessage) -> &'static str {
 /// body itself is sealed).
 /// What people read is searched — the user's words and the assistant's answers; a tool's traffic is
 /// not (empty), which also keeps a flow's stage-by-stage messages from being written twice.
-fn search_text(message: &ChatMessage) -> String {
+pub(crate) fn search_text(message: &ChatMessage) -> String {
     let text = match message {
         ChatMessage::User { content } | ChatMessage::HumanAgent { content, .. } => content.as_str(),
         ChatMessage::Assistant {

@@ -5,7 +5,9 @@
 //! both are implemented once, over [`Sql`], in this module's children; what truly differs (a turn's
 //! writes, outbox claims, locks, erasure) stays in `sqlite/` and `postgres/`.
 
+pub(crate) mod cases;
 mod contacts;
+pub(crate) mod outbox;
 
 use std::borrow::Cow;
 

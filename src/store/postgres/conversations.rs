@@ -145,7 +145,7 @@ impl ConversationStore for PgStore {
         } else {
             let mut tx = self.pool.begin().await?;
             if let Some(case) = turn.case {
-                super::cases::write_case(&mut tx, case, now).await?;
+                crate::store::sql::cases::write_case(&mut tx, case, now).await?;
             }
             if !few_runs {
                 Self::insert_flow_runs(&mut tx, turn.flow_runs, now).await?;

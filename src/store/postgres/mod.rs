@@ -5,11 +5,9 @@
 mod conversations;
 mod flows;
 mod recharges;
-mod outbox;
 mod batches;
 mod reports;
 mod keeping;
-mod cases;
 
 use std::str::FromStr;
 

@@ -304,7 +304,7 @@ impl SqliteStore {
         let e = turn.execution;
         let (tokens_in, tokens_out) = e.tokens();
         if let Some(case) = turn.case {
-            super::cases::write_case(tx, case, now).await?;
+            crate::store::sql::cases::write_case(tx, case, now).await?;
         }
         let mut writes = Writes::<Sqlite>::new();
         Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;

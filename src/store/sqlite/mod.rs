@@ -6,11 +6,9 @@ mod group;
 mod conversations;
 mod flows;
 mod recharges;
-mod outbox;
 mod batches;
 mod reports;
 mod keeping;
-mod cases;
 
 use std::str::FromStr;
 use std::time::Duration;

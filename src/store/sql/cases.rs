@@ -1,0 +1,268 @@
+//! [`CaseStore`], once for both backends; only the list's order differs (how a time becomes a number).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{Dialect, Sql, Stmt, Tx};
+use crate::llm::ChatMessage;
+use crate::store::rows::{self, Columns};
+use crate::store::{
+    Case, CaseEvent, CaseOpened, CaseState, CaseStore, CaseTimes, CaseWrite, Claim, NewCase, NewOutboxItem,
+    StoreError,
+};
+
+/// The case open for a conversation, if any.
+pub(crate) const OPEN_CASE_OF: &str =
+    "SELECT * FROM cases WHERE conversation_id = $1 AND state IN ('aguardando', 'em_atendimento')";
+
+/// Open states first (waiting, then claimed), oldest first; then the closed, newest first.
+const LISTED_SQLITE: &str = "SELECT * FROM cases WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) \
+     ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
+     CASE WHEN state IN ('aguardando', 'em_atendimento') THEN opened_at ELSE -opened_at END LIMIT $2";
+const LISTED_POSTGRES: &str = "SELECT * FROM cases WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) \
+     ORDER BY CASE state WHEN 'aguardando' THEN 0 WHEN 'em_atendimento' THEN 1 ELSE 2 END, \
+     CASE WHEN state IN ('aguardando', 'em_atendimento') THEN EXTRACT(EPOCH FROM opened_at) \
+     ELSE -EXTRACT(EPOCH FROM opened_at) END LIMIT $2";
+
+fn event(e: &CaseEvent) -> Stmt {
+    Stmt::new(
+        "INSERT INTO case_events (case_id, conversation_id, at, who, what, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&e.case_id)
+    .bind(&e.conversation_id)
+    .bind(e.at)
+    .bind(&e.who)
+    .bind(&e.what)
+    .bind(e.detail.as_deref().map(crate::store::seal::seal))
+}
+
+fn case_by_id(id: &str) -> Stmt {
+    Stmt::new("SELECT * FROM cases WHERE id = $1").bind(id)
+}
+
+async fn case_in(tx: &mut impl Tx, id: &str) -> Result<Option<Case>, StoreError> {
+    let row = tx.fetch_optional(case_by_id(id)).await?;
+    row.as_ref().map(rows::case).transpose()
+}
+
+/// What a turn writes about a case ([`CaseWrite`]), in the turn's transaction.
+pub(crate) async fn write_case(tx: &mut impl Tx, write: &CaseWrite, now: DateTime<Utc>) -> Result<(), StoreError> {
+    match write {
+        CaseWrite::Open(case) => {
+            insert_case(tx, case, now).await?;
+        }
+        CaseWrite::Held { line, acknowledged } => {
+            tx.execute(event(line)).await?;
+            if *acknowledged {
+                tx.execute(Stmt::new("UPDATE cases SET acknowledged = TRUE WHERE id = $1").bind(&line.case_id))
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inserts `case` (with its `aberto` line) unless its conversation has an open case; whether it did.
+async fn insert_case(tx: &mut impl Tx, case: &NewCase, now: DateTime<Utc>) -> Result<bool, StoreError> {
+    let insert = Stmt::new(
+        "INSERT INTO cases (id, conversation_id, tenant_id, channel, reason, state, opened_at, case_file, notice_due_at) \
+         VALUES ($1, $2, $3, $4, $5, 'aguardando', $6, $7, $8) ON CONFLICT DO NOTHING",
+    )
+    .bind(&case.id)
+    .bind(&case.conversation_id)
+    .bind(&case.tenant_id)
+    .bind(&case.channel)
+    .bind(crate::store::seal::seal(&case.reason))
+    .bind(now)
+    .sealed(&case.case_file)?
+    .bind(case.notice_due_at);
+    if tx.execute(insert).await? != 1 {
+        return Ok(false);
+    }
+    tx.execute(event(&case.opened(now))).await?;
+    Ok(true)
+}
+
+#[async_trait]
+impl<S: Sql> CaseStore for S {
+    async fn open_case(&self, case: &NewCase, now: DateTime<Utc>) -> Result<CaseOpened, StoreError> {
+        let mut tx = self.begin().await?;
+        let opened = if insert_case(&mut tx, case, now).await? {
+            case_in(&mut tx, &case.id).await?.map(CaseOpened::Opened)
+        } else {
+            let row = tx
+                .fetch_optional(Stmt::new(OPEN_CASE_OF).bind(&case.conversation_id))
+                .await?;
+            row.as_ref()
+                .map(rows::case)
+                .transpose()?
+                .map(CaseOpened::AlreadyOpen)
+        };
+        tx.commit().await?;
+        opened.ok_or_else(|| StoreError::Invalid(format!("case {} was neither opened nor open", case.id)))
+    }
+
+    async fn case(&self, id: &str) -> Result<Option<Case>, StoreError> {
+        let row = self.read_one(case_by_id(id)).await?;
+        row.as_ref().map(rows::case).transpose()
+    }
+
+    async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError> {
+        let row = self.read_one(Stmt::new(OPEN_CASE_OF).bind(conversation_id)).await?;
+        row.as_ref().map(rows::case).transpose()
+    }
+
+    async fn open_case_count(&self) -> Result<i64, StoreError> {
+        let row = self
+            .read_one(Stmt::new(
+                "SELECT COUNT(*) AS n FROM cases WHERE state IN ('aguardando', 'em_atendimento')",
+            ))
+            .await?;
+        row.map_or(Ok(0), |r| r.value("n"))
+    }
+
+    async fn case_times(&self, tenant: Option<&str>, since: DateTime<Utc>) -> Result<Vec<CaseTimes>, StoreError> {
+        let s = Stmt::new(
+            "SELECT state, opened_at, claimed_at, closed_at FROM cases \
+             WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) AND (opened_at >= $2 OR state = 'aguardando')",
+        )
+        .bind(tenant)
+        .bind(since);
+        let rows = self.read_all(s).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(CaseTimes {
+                    state: CaseState::from_row(&r.value::<String>("state")?)?,
+                    opened_at: r.time("opened_at")?,
+                    claimed_at: r.opt_time("claimed_at")?,
+                    closed_at: r.opt_time("closed_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn cases(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<Case>, StoreError> {
+        let sql = match self.dialect() {
+            Dialect::Sqlite => LISTED_SQLITE,
+            Dialect::Postgres => LISTED_POSTGRES,
+        };
+        let rows = self.read_all(Stmt::new(sql).bind(tenant).bind(limit)).await?;
+        rows.iter().map(rows::case).collect()
+    }
+
+    async fn claim_case(&self, id: &str, owner: &str, now: DateTime<Utc>) -> Result<Claim, StoreError> {
+        let mut tx = self.begin().await?;
+        let claim = Stmt::new(
+            "UPDATE cases SET state = 'em_atendimento', owner = $1, claimed_at = $2 WHERE id = $3 AND state = 'aguardando'",
+        )
+        .bind(owner)
+        .bind(now)
+        .bind(id);
+        let claimed = tx.execute(claim).await? == 1;
+        let Some(case) = case_in(&mut tx, id).await? else {
+            return Ok(Claim::NotFound);
+        };
+        let claim = if claimed {
+            tx.execute(event(&case.event(now, owner, "assumido", None))).await?;
+            Claim::Claimed(Box::new(case))
+        } else if case.state == CaseState::EmAtendimento {
+            Claim::TakenBy(case.owner.unwrap_or_default())
+        } else {
+            Claim::Closed(case.state)
+        };
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    async fn close_case(
+        &self,
+        id: &str,
+        who: &str,
+        to: CaseState,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Case>, StoreError> {
+        let mut tx = self.begin().await?;
+        let close = Stmt::new(
+            "UPDATE cases SET state = $1, closed_at = $2 WHERE id = $3 AND state IN ('aguardando', 'em_atendimento')",
+        )
+        .bind(to.as_str())
+        .bind(now)
+        .bind(id);
+        if tx.execute(close).await? != 1 {
+            return Ok(None);
+        }
+        let case = case_in(&mut tx, id).await?;
+        if let Some(case) = &case {
+            tx.execute(event(&case.event(now, who, to.as_str(), note.map(str::to_owned))))
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(case)
+    }
+
+    async fn case_events(&self, case_id: &str) -> Result<Vec<CaseEvent>, StoreError> {
+        let rows = self
+            .read_all(Stmt::new("SELECT * FROM case_events WHERE case_id = $1 ORDER BY seq").bind(case_id))
+            .await?;
+        rows.iter().map(rows::case_event).collect()
+    }
+
+    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<Case>, StoreError> {
+        let s = Stmt::new(
+            "UPDATE cases SET noticed = TRUE WHERE NOT noticed AND id = (SELECT id FROM cases \
+             WHERE state = 'aguardando' AND NOT noticed AND notice_due_at <= $1 ORDER BY notice_due_at LIMIT 1) \
+             RETURNING *",
+        )
+        .bind(now);
+        let rows = self.write_returning(s).await?;
+        rows.first().map(rows::case).transpose()
+    }
+
+    async fn say_in_case(
+        &self,
+        conversation_id: &str,
+        message: &ChatMessage,
+        outbox: &[NewOutboxItem],
+        said: Option<&CaseEvent>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut statements = vec![
+            Stmt::new(
+                "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
+                 VALUES ($1, NULL, $2, $3, $4, $5)",
+            )
+            .bind(conversation_id)
+            .bind(crate::store::role(message))
+            .sealed(message)?
+            .bind(now)
+            .bind(crate::store::search_text(message)),
+        ];
+        for item in outbox {
+            statements.push(super::outbox::insert(item, now)?);
+        }
+        statements.extend(said.map(event));
+        self.write_all(statements).await
+    }
+
+    async fn note_case(&self, line: &CaseEvent, outbox: &[NewOutboxItem], now: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut statements = vec![event(line)];
+        for item in outbox {
+            statements.push(super::outbox::insert(item, now)?);
+        }
+        self.write_all(statements).await
+    }
+
+    async fn set_board_post(&self, case_id: &str, post: &str) -> Result<(), StoreError> {
+        self.write(Stmt::new("UPDATE cases SET board_post = $1 WHERE id = $2").bind(post).bind(case_id))
+            .await?;
+        Ok(())
+    }
+
+    async fn case_of_board_post(&self, post: &str) -> Result<Option<Case>, StoreError> {
+        let row = self
+            .read_one(Stmt::new("SELECT * FROM cases WHERE board_post = $1").bind(post))
+            .await?;
+        row.as_ref().map(rows::case).transpose()
+    }
+}
