@@ -1364,7 +1364,7 @@ impl Records {
 pub(crate) type CardRef = (String, &'static str, String);
 
 /// The blind-index rows of the cards a conversation holds ([`vt_actions::tools::cartao::cards_held`]).
-fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
+pub(crate) fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
     vt_actions::tools::cartao::cards_held(&c.state, &c.memory)
         .into_iter()
         .map(|card| (seal::card_index(&card), "conversa", c.id.clone()))
@@ -1372,7 +1372,7 @@ fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
 }
 
 /// The keyed hash of a flow run's card, kept on its row (`flow_runs.card_hash`) from its start.
-fn flow_card_hash(input: &Value) -> Option<String> {
+pub(crate) fn flow_card_hash(input: &Value) -> Option<String> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
     vt_actions::vt::card::card_numbers_in(card)
         .first()

@@ -7,7 +7,10 @@
 
 pub(crate) mod cases;
 mod contacts;
+mod flows;
+mod reports;
 pub(crate) mod outbox;
+pub(crate) mod write;
 
 use std::borrow::Cow;
 
@@ -244,4 +247,85 @@ pub(crate) fn pg_query(s: Stmt) -> sqlx::query::Query<'static, sqlx::Postgres, s
         };
     }
     q
+}
+
+impl Stmt {
+    /// `head VALUES (…), (…) tail` for `rows` (each a row's values in column order), numbered from
+    /// `$1`: a multi-row insert (callers keep a statement to [`super::ROWS_PER_INSERT`] rows).
+    pub(crate) fn values(head: &str, rows: Vec<Vec<Arg>>, tail: &str) -> Self {
+        let mut sql = String::with_capacity(head.len() + tail.len() + rows.len() * 48);
+        sql.push_str(head);
+        sql.push_str(" VALUES ");
+        let mut args = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+        for (r, row) in rows.into_iter().enumerate() {
+            sql.push_str(if r == 0 { "(" } else { ", (" });
+            for i in 0..row.len() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('$');
+                sql.push_str(&(args.len() + i + 1).to_string());
+            }
+            sql.push(')');
+            args.extend(row);
+        }
+        sql.push_str(tail);
+        Self {
+            sql: Cow::Owned(sql),
+            args,
+        }
+    }
+
+    /// Pushes the statement on `q`, its placeholders bound where they stand: a part of a
+    /// [`super::writes::Writes`] query, whose placeholders number on across its statements.
+    pub(crate) fn push_on<DB: BindArg>(self, q: &mut sqlx::QueryBuilder<DB>) {
+        let mut rest: &str = &self.sql;
+        while let Some(at) = rest.find('$') {
+            let digits = rest[at + 1..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                q.push(&rest[..=at]);
+                rest = &rest[at + 1..];
+                continue;
+            }
+            q.push(&rest[..at]);
+            let n: usize = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
+            if let Some(arg) = n.checked_sub(1).and_then(|i| self.args.get(i)) {
+                DB::push_arg(q, arg.clone());
+            }
+            rest = &rest[at + 1 + digits..];
+        }
+        q.push(rest);
+    }
+}
+
+/// How a backend binds an [`Arg`] on a query it builds.
+pub(crate) trait BindArg: sqlx::Database {
+    fn push_arg(q: &mut sqlx::QueryBuilder<Self>, a: Arg);
+}
+
+impl BindArg for sqlx::Sqlite {
+    fn push_arg(q: &mut sqlx::QueryBuilder<Self>, a: Arg) {
+        match a {
+            Arg::Text(v) | Arg::Sealed(v) => q.push_bind(v),
+            Arg::Int(v) => q.push_bind(v),
+            Arg::Float(v) => q.push_bind(v),
+            Arg::Bool(v) => q.push_bind(v),
+            Arg::Time(v) => q.push_bind(v.map(|t| t.timestamp_millis())),
+            Arg::Json(v) => q.push_bind(v.to_string()),
+        };
+    }
+}
+
+impl BindArg for sqlx::Postgres {
+    fn push_arg(q: &mut sqlx::QueryBuilder<Self>, a: Arg) {
+        match a {
+            Arg::Text(v) => q.push_bind(v),
+            Arg::Int(v) => q.push_bind(v),
+            Arg::Float(v) => q.push_bind(v),
+            Arg::Bool(v) => q.push_bind(v),
+            Arg::Time(v) => q.push_bind(v),
+            Arg::Sealed(v) => q.push_bind(v.map(|s| sqlx::types::Json(Value::String(s)))),
+            Arg::Json(v) => q.push_bind(sqlx::types::Json(v)),
+        };
+    }
 }

@@ -15,6 +15,7 @@
 use sqlx::{Database, Postgres, QueryBuilder, Sqlite};
 
 use super::StoreError;
+use super::sql::{BindArg, Stmt};
 
 /// How a backend chains statements into one query.
 pub(crate) trait Chain: Database {
@@ -66,6 +67,14 @@ impl<DB: Chain> Writes<DB> {
         self.q.push(DB::CLOSE);
         self.count += 1;
         out
+    }
+
+    /// Adds `s` ([`Stmt::push_on`]).
+    pub(crate) fn push(&mut self, s: Stmt)
+    where
+        DB: BindArg,
+    {
+        self.add(|q| s.push_on(q));
     }
 
     /// Sends the writes, if there are any.

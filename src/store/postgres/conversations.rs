@@ -45,7 +45,7 @@ impl ConversationStore for PgStore {
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
-        let insert = accepted(conversation, channel_message_id, message, now)?;
+        let insert = pg_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?);
         let row = if new_conversation {
             let mut tx = self.pool.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
@@ -129,7 +129,10 @@ impl ConversationStore for PgStore {
 
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut writes = Writes::<Postgres>::new();
-        let refs = Self::turn_rows(&mut writes, &turn, now)?;
+        let (rows, refs) = crate::store::sql::write::turn(&turn, now)?;
+        for s in rows {
+            writes.push(s);
+        }
         // The cards of the whole turn in one statement.
         let indexed = self.indexed.unknown(&refs);
         if !indexed.is_empty() {
@@ -137,7 +140,9 @@ impl ConversationStore for PgStore {
         }
         let few_runs = turn.flow_runs.len() <= RUNS_PER_QUERY;
         if few_runs {
-            Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
+            for s in crate::store::sql::write::flow_runs(turn.flow_runs, now)? {
+                writes.push(s);
+            }
         }
         if turn.case.is_none() && few_runs {
             // One statement, its own transaction: one round trip.
@@ -283,69 +288,4 @@ impl ConversationStore for PgStore {
 }
 
 impl PgStore {
-    /// A turn's rows but its case's and its flow runs': the conversation, the messages, the execution,
-    /// usage, the accepted message marked processed, the compressed context and the outbox items.
-    /// Returns the blind-index rows the conversation's cards need.
-    fn turn_rows(
-        writes: &mut Writes<Postgres>,
-        turn: &TurnRecord<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<crate::store::CardRef>, StoreError> {
-        let e = turn.execution;
-        let (tokens_in, tokens_out) = e.tokens();
-        let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
-        let mut messages = Vec::with_capacity(turn.messages.len());
-        for m in turn.messages {
-            messages.push((role(m), value(m)?, crate::store::search_text(m)));
-        }
-        if !messages.is_empty() {
-            writes.add(|q| {
-                q.push("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ");
-                q.push_values(messages, |mut b, (role, body, search)| {
-                    b.push_bind(&turn.conversation.id)
-                        .push_bind(&e.execucao_id)
-                        .push_bind(role)
-                        .push_bind(body)
-                        .push_bind(now)
-                        .push_bind(search);
-                });
-            });
-        }
-        let (model_calls, events) = (value(&e.model_calls)?, value(turn.events)?);
-        writes.add(|q| {
-            q.push(
-                "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
-                     tokens_input, tokens_output, started_at, finished_at) ",
-            );
-            q.push_values([()], |mut b, ()| {
-                b.push_bind(&e.execucao_id)
-                    .push_bind(&e.conversation_id)
-                    .push_bind(&e.agent_id)
-                    .push_bind(e.status.as_str())
-                    .push_bind(&e.error)
-                    .push_bind(&model_calls)
-                    .push_bind(&events)
-                    .push_bind(tokens_in as i64)
-                    .push_bind(tokens_out as i64)
-                    .push_bind(e.started_at)
-                    .push_bind(e.finished_at);
-            });
-        });
-        if let Some(u) = turn.usage {
-            writes.add(|q| Self::usage_row(q, u));
-        }
-        if let Some(id) = turn.accepted_message {
-            writes.add(|q| {
-                q.push("UPDATE messages SET processed = TRUE WHERE id = ")
-                    .push_bind(id);
-            });
-        }
-        if let Some(c) = turn.context {
-            writes.add(|q| Self::context_row(q, c))?;
-        }
-        if !turn.outbox.is_empty() {
-            writes.add(|q| Self::outbox_rows(q, turn.outbox, now))?;
-        }
-        Ok(refs)
-    }
 }

@@ -3,10 +3,8 @@
 //! conversation at the same time and no connection is held while a turn runs.
 
 mod conversations;
-mod flows;
 mod recharges;
 mod batches;
-mod reports;
 mod keeping;
 
 use std::str::FromStr;
@@ -45,27 +43,6 @@ pub struct PgStore {
     /// it: a conversation erased there and written again here keeps its rows only if this instance
     /// writes them again, so an erasure on PostgreSQL is best run with the instances restarted after.
     indexed: super::Indexed,
-}
-
-/// The insert of an accepted inbound message (returning its id; nothing for a redelivered
-/// `channel_message_id`), unprocessed until its turn commits when it has a channel id.
-fn accepted<'q>(
-    conversation: &'q Conversation,
-    channel_message_id: Option<&'q str>,
-    message: &ChatMessage,
-    now: DateTime<Utc>,
-) -> Result<sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>, StoreError> {
-    Ok(sqlx::query(
-        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text)
-         VALUES ($1, NULL, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id",
-    )
-    .bind(&conversation.id)
-    .bind(role(message))
-    .bind(value(message)?)
-    .bind(now)
-    .bind(channel_message_id)
-    .bind(channel_message_id.is_none())
-    .bind(super::search_text(message)))
 }
 
 /// `v` sealed ([`super::seal`]), kept in its JSONB column as a JSON string: every JSON column but the
@@ -133,116 +110,13 @@ impl PgStore {
         now: DateTime<Utc>,
         existing: Existing,
     ) -> Result<Vec<super::CardRef>, StoreError> {
-        let mut q = QueryBuilder::new("");
-        let refs = Self::conversation_row(&mut q, c, now, existing)?;
-        q.build().execute(&mut **tx).await?;
+        let (row, refs) = super::sql::write::conversation(c, now, existing)?;
+        pg_query(row).execute(&mut **tx).await?;
         Ok(refs)
     }
 
-    /// The conversation's row, inserted or (`Existing::Update`) updated; returns the blind-index rows its
-    /// cards need.
-    fn conversation_row(
-        q: &mut QueryBuilder<Postgres>,
-        c: &Conversation,
-        now: DateTime<Utc>,
-        existing: Existing,
-    ) -> Result<Vec<super::CardRef>, StoreError> {
-        q.push(
-            "INSERT INTO conversations (id, agent_id, user_id, user_login, channel, active_skill, state, memory,
-                 skill_window, handoff, ended, created_at, updated_at, tenant_id) ",
-        );
-        let (state, memory, window) = (value(&c.state)?, value(&c.memory)?, value(&c.window)?);
-        let handoff = c.handoff.as_ref().map(value).transpose()?;
-        q.push_values([()], |mut b, ()| {
-            b.push_bind(&c.id)
-                .push_bind(&c.agent_id)
-                .push_bind(&c.user_id)
-                .push_bind(&c.user_login)
-                .push_bind(&c.channel)
-                .push_bind(&c.active_skill)
-                .push_bind(&state)
-                .push_bind(&memory)
-                .push_bind(&window)
-                .push_bind(&handoff)
-                .push_bind(c.ended)
-                .push_bind(now)
-                .push_bind(now)
-                .push_bind(&c.tenant_id);
-        });
-        q.push(match existing {
-            Existing::Update => {
-                " ON CONFLICT (id) DO UPDATE SET active_skill = excluded.active_skill, state = excluded.state,
-                     memory = excluded.memory, skill_window = excluded.skill_window, handoff = excluded.handoff,
-                     ended = excluded.ended, updated_at = excluded.updated_at"
-            }
-            Existing::Keep => " ON CONFLICT (id) DO NOTHING",
-        });
-        // A new conversation (accepting its first message, a flow's start) holds no card yet.
-        Ok(match existing {
-            Existing::Update => super::conversation_card_refs(c),
-            Existing::Keep => Vec::new(),
-        })
-    }
-
     async fn upsert_context(conn: &mut PgConnection, c: &ConversationContext) -> Result<(), StoreError> {
-        let mut q = QueryBuilder::new("");
-        Self::context_row(&mut q, c)?;
-        q.build().execute(conn).await?;
-        Ok(())
-    }
-
-    fn context_row(q: &mut QueryBuilder<Postgres>, c: &ConversationContext) -> Result<(), StoreError> {
-        q.push("INSERT INTO conversation_context (conversation_id, user_id, summary, key_facts, last_intent, turn_count, updated_at) ");
-        let (summary, facts) = (c.summary.as_deref().map(super::seal::seal), value(&c.key_facts)?);
-        q.push_values([()], |mut b, ()| {
-            b.push_bind(&c.conversation_id)
-                .push_bind(&c.user_id)
-                .push_bind(&summary)
-                .push_bind(&facts)
-                .push_bind(&c.last_intent)
-                .push_bind(c.turn_count as i32)
-                .push_bind(c.updated_at);
-        });
-        q.push(
-            " ON CONFLICT (conversation_id) DO UPDATE SET summary = excluded.summary, key_facts = excluded.key_facts,
-                 last_intent = excluded.last_intent, turn_count = excluded.turn_count, updated_at = excluded.updated_at",
-        );
-        Ok(())
-    }
-
-    async fn insert_outbox(
-        conn: &mut PgConnection,
-        item: &NewOutboxItem,
-        now: DateTime<Utc>,
-    ) -> Result<i64, StoreError> {
-        let mut q = QueryBuilder::new("");
-        Self::outbox_rows(&mut q, std::slice::from_ref(item), now)?;
-        let row = q.build().fetch_one(conn).await?;
-        Ok(row.try_get("id")?)
-    }
-
-    /// `items` in one multi-row insert, returning their ids.
-    fn outbox_rows(
-        q: &mut QueryBuilder<Postgres>,
-        items: &[NewOutboxItem],
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        let payloads = items
-            .iter()
-            .map(|i| value(&i.payload))
-            .collect::<Result<Vec<_>, _>>()?;
-        q.push("INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status) ");
-        q.push_values(items.iter().zip(payloads), |mut b, (item, payload)| {
-            b.push_bind(&item.kind)
-                .push_bind(&item.destination)
-                .push_bind(payload)
-                .push_bind(item.max_attempts)
-                .push_bind(item.next_attempt_at)
-                .push_bind(now)
-                .push_bind(&item.conversation_id)
-                .push_bind(item.status.as_str());
-        });
-        q.push(" RETURNING id");
+        pg_query(super::sql::write::context(c)?).execute(conn).await?;
         Ok(())
     }
 
@@ -255,91 +129,14 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         for chunk in runs.chunks(RUNS_PER_QUERY) {
             let mut writes = Writes::<Postgres>::new();
-            Self::flow_run_rows(&mut writes, chunk, now)?;
+            for s in super::sql::write::flow_runs(chunk, now)? {
+                writes.push(s);
+            }
             writes.execute(&mut **tx).await?;
         }
         Ok(())
     }
 
-    /// The runs and their stages as parts of `writes`, [`ROWS_PER_INSERT`] rows to a statement.
-    fn flow_run_rows(
-        writes: &mut Writes<Postgres>,
-        runs: &[FlowRunRecord],
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        if runs.is_empty() {
-            return Ok(());
-        }
-        let mut rows = Vec::with_capacity(runs.len());
-        let mut stages = Vec::new();
-        for run in runs {
-            rows.push((run, value(&run.input)?, value(&run.output)?));
-            for (i, (etapa, saida)) in run.stages.iter().enumerate() {
-                stages.push((&run.execucao_id, i as i32, etapa, value(saida)?));
-            }
-        }
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            writes.add(|q| {
-                q.push(
-                    "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at,
-                     parent_execucao_id, card_hash) ",
-                );
-                q.push_values(chunk, |mut b, (run, input, output)| {
-                    b.push_bind(&run.execucao_id)
-                        .push_bind(run.status.as_str())
-                        .push_bind(input)
-                        .push_bind(output)
-                        .push_bind(run.created_at)
-                        .push_bind(now)
-                        .push_bind(&run.parent_execucao_id)
-                        .push_bind(super::flow_card_hash(&run.input));
-                });
-                q.push(
-                    " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                         finished_at = excluded.finished_at",
-                );
-            });
-        }
-        for chunk in stages.chunks(ROWS_PER_INSERT) {
-            writes.add(|q| {
-                q.push("INSERT INTO flow_stages (execucao_id, position, etapa, saida) ");
-                q.push_values(chunk, |mut b, (id, position, etapa, saida)| {
-                    b.push_bind(id)
-                        .push_bind(position)
-                        .push_bind(etapa)
-                        .push_bind(saida);
-                });
-            });
-        }
-        Ok(())
-    }
-
-    async fn insert_usage(
-        tx: &mut Transaction<'static, Postgres>,
-        u: &UsageRecord,
-    ) -> Result<(), StoreError> {
-        let mut q = QueryBuilder::new("");
-        Self::usage_row(&mut q, u);
-        q.build().execute(&mut **tx).await?;
-        Ok(())
-    }
-
-    fn usage_row(q: &mut QueryBuilder<Postgres>, u: &UsageRecord) {
-        q.push(
-            "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
-                 execution_time_ms, was_keyword_matched, created_at) ",
-        );
-        q.push_values([()], |mut b, ()| {
-            b.push_bind(&u.conversation_id)
-                .push_bind(&u.intent_key)
-                .push_bind(&u.action_type)
-                .push_bind(u.tokens_input)
-                .push_bind(u.tokens_output)
-                .push_bind(u.execution_time_ms)
-                .push_bind(u.was_keyword_matched)
-                .push_bind(u.created_at);
-        });
-    }
 }
 
 impl Columns for PgRow {

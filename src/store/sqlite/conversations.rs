@@ -56,7 +56,7 @@ impl ConversationStore for SqliteStore {
                 if new_conversation {
                     Self::upsert_conversation(member.tx(), conversation, now, Existing::Keep).await?;
                 }
-                let row = accepted(conversation, channel_message_id, message, now)?
+                let row = sqlite_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?)
                     .fetch_optional(&mut **member.tx())
                     .await?;
                 Ok::<_, StoreError>(row.map(|r| r.try_get::<i64, _>("id")).transpose()?)
@@ -69,7 +69,7 @@ impl ConversationStore for SqliteStore {
             }
         }
         let _alone = self.group.as_ref().map(super::group::Group::alone);
-        let insert = accepted(conversation, channel_message_id, message, now)?;
+        let insert = sqlite_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?);
         let row = if new_conversation {
             let mut tx = self.writer.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
@@ -301,70 +301,21 @@ impl SqliteStore {
         turn: &TurnRecord<'_>,
         now: DateTime<Utc>,
     ) -> Result<Vec<crate::store::CardRef>, StoreError> {
-        let e = turn.execution;
-        let (tokens_in, tokens_out) = e.tokens();
         if let Some(case) = turn.case {
             crate::store::sql::cases::write_case(tx, case, now).await?;
         }
         let mut writes = Writes::<Sqlite>::new();
-        Self::flow_run_rows(&mut writes, turn.flow_runs, now)?;
-        let refs = writes.add(|q| Self::conversation_row(q, turn.conversation, now, Existing::Update))?;
-        let mut messages = Vec::with_capacity(turn.messages.len());
-        for m in turn.messages {
-            messages.push((role(m), json(m)?, crate::store::search_text(m)));
+        for s in crate::store::sql::write::flow_runs(turn.flow_runs, now)? {
+            writes.push(s);
         }
-        if !messages.is_empty() {
-            writes.add(|q| {
-                q.push("INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) ");
-                q.push_values(messages, |mut b, (role, body, search)| {
-                    b.push_bind(&turn.conversation.id)
-                        .push_bind(&e.execucao_id)
-                        .push_bind(role)
-                        .push_bind(body)
-                        .push_bind(ms(now))
-                        .push_bind(search);
-                });
-            });
-        }
-        let (model_calls, events) = (json(&e.model_calls)?, json(turn.events)?);
-        writes.add(|q| {
-            q.push(
-                "INSERT INTO executions (execucao_id, conversation_id, agent_id, status, error, model_calls, events,
-                     tokens_input, tokens_output, started_at, finished_at) ",
-            );
-            q.push_values([()], |mut b, ()| {
-                b.push_bind(&e.execucao_id)
-                    .push_bind(&e.conversation_id)
-                    .push_bind(&e.agent_id)
-                    .push_bind(e.status.as_str())
-                    .push_bind(&e.error)
-                    .push_bind(&model_calls)
-                    .push_bind(&events)
-                    .push_bind(tokens_in as i64)
-                    .push_bind(tokens_out as i64)
-                    .push_bind(ms(e.started_at))
-                    .push_bind(ms(e.finished_at));
-            });
-        });
-        if let Some(u) = turn.usage {
-            writes.add(|q| Self::usage_row(q, u));
-        }
-        if let Some(id) = turn.accepted_message {
-            writes.add(|q| {
-                q.push("UPDATE messages SET processed = 1 WHERE id = ")
-                    .push_bind(id);
-            });
-        }
+        let (rows, refs) = crate::store::sql::write::turn(turn, now)?;
         // The cards of the whole turn in one statement.
         let indexed = self.indexed.unknown(&refs);
         if !indexed.is_empty() {
             writes.add(|q| crate::store::card_ref_rows(q, &indexed));
         }
-        if let Some(c) = turn.context {
-            writes.add(|q| Self::context_row(q, c))?;
-        }
-        if !turn.outbox.is_empty() {
-            writes.add(|q| Self::outbox_rows(q, turn.outbox, now))?;
+        for s in rows {
+            writes.push(s);
         }
         writes.execute(&mut **tx).await?;
         Ok(indexed)

@@ -1,0 +1,133 @@
+//! [`FlowStore`], once for both backends; only the list's tie-break differs (SQLite's row order).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{Dialect, Sql, Stmt, Tx as _, write};
+use crate::engine::Conversation;
+use crate::llm::ChatMessage;
+use crate::store::rows::Columns;
+use crate::store::{Existing, FlowRunRecord, FlowRunSummary, FlowStore, RunStatus, StoreError};
+
+const LISTED_SQLITE: &str = "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
+     ORDER BY created_at DESC, rowid DESC LIMIT $1";
+const LISTED_POSTGRES: &str = "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
+     ORDER BY created_at DESC, execucao_id DESC LIMIT $1";
+
+#[async_trait]
+impl<S: Sql> FlowStore for S {
+    async fn save_flow_run(&self, run: &FlowRunRecord) -> Result<(), StoreError> {
+        self.write_all(write::flow_runs(std::slice::from_ref(run), run.created_at)?)
+            .await
+    }
+
+    async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
+        let Some(row) = self
+            .read_one(Stmt::new("SELECT * FROM flow_runs WHERE execucao_id = $1").bind(execucao_id))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let stages = self
+            .read_all(
+                Stmt::new("SELECT etapa, saida FROM flow_stages WHERE execucao_id = $1 ORDER BY position")
+                    .bind(execucao_id),
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.value("etapa")?, r.json("saida")?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Some(FlowRunRecord {
+            execucao_id: row.value("execucao_id")?,
+            parent_execucao_id: row.value("parent_execucao_id")?,
+            status: RunStatus::from_row(&row.value::<String>("status")?)?,
+            input: row.json("input")?,
+            output: row.json("output")?,
+            stages,
+            created_at: row.time("created_at")?,
+        }))
+    }
+
+    async fn begin_flow_run(
+        &self,
+        conversation: &Conversation,
+        message: &ChatMessage,
+        execucao_id: &str,
+        input: &Value,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let (row, _) = write::conversation(conversation, now, Existing::Keep)?;
+        let run = Stmt::new(
+            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
+             VALUES ($1, $2, $3, 'null', $4, $5, $6)",
+        )
+        .bind(execucao_id)
+        .bind(RunStatus::EmAndamento.as_str())
+        .sealed(input)?
+        .bind(now)
+        .bind(crate::store::flow_card_hash(input))
+        .bind(&conversation.id);
+        let mut tx = self.begin().await?;
+        tx.execute(row).await?;
+        tx.fetch_all(write::accepted(conversation, None, message, now)?).await?;
+        tx.execute(run).await?;
+        tx.commit().await
+    }
+
+    async fn settle_flow_run(
+        &self,
+        execucao_id: &str,
+        status: RunStatus,
+        output: &Value,
+        (etapa, saida): (&str, &Value),
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let run = Stmt::new("UPDATE flow_runs SET status = $1, output = $2, finished_at = $3 WHERE execucao_id = $4")
+            .bind(status.as_str())
+            .sealed(output)?
+            .bind(now)
+            .bind(execucao_id);
+        let stage = Stmt::new(
+            "INSERT INTO flow_stages (execucao_id, position, etapa, saida)
+             SELECT $1, COALESCE(MAX(position) + 1, 0), $2, $3 FROM flow_stages WHERE execucao_id = $1",
+        )
+        .bind(execucao_id)
+        .bind(etapa)
+        .sealed(saida)?;
+        self.write_all(vec![run, stage]).await
+    }
+
+    async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError> {
+        let sql = match self.dialect() {
+            Dialect::Sqlite => LISTED_SQLITE,
+            Dialect::Postgres => LISTED_POSTGRES,
+        };
+        let rows = self.read_all(Stmt::new(sql).bind(limit)).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRunSummary {
+                    execucao_id: r.value("execucao_id")?,
+                    status: RunStatus::from_row(&r.value::<String>("status")?)?,
+                    input: r.json("input")?,
+                    created_at: r.time("created_at")?,
+                    finished_at: r.opt_time("finished_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new(
+                    "SELECT status, COUNT(*) AS n FROM flow_runs WHERE created_at >= $1 GROUP BY status ORDER BY status",
+                )
+                .bind(since),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.value("status")?, r.value("n")?)))
+            .collect()
+    }
+}
