@@ -118,14 +118,6 @@ impl Stmt {
         }
     }
 
-    /// A statement whose text was built for this call (not cached: each text is another statement).
-    pub(crate) fn built(sql: String) -> Self {
-        Self {
-            sql: Cow::Owned(sql),
-            args: Vec::new(),
-        }
-    }
-
     /// With `v` as the next placeholder's value.
     pub(crate) fn bind(mut self, v: impl Into<Arg>) -> Self {
         self.args.push(v.into());
@@ -144,11 +136,6 @@ impl Stmt {
         Ok(self.bind(Arg::Json(vt_actions::json::to_value(v)?)))
     }
 
-    /// The next placeholder's number, for text built around values still to bind.
-    pub(crate) fn next(&self) -> usize {
-        self.args.len() + 1
-    }
-
     /// Whether the backend may keep the statement prepared.
     pub(crate) fn persistent(&self) -> bool {
         matches!(self.sql, Cow::Borrowed(_))
@@ -160,16 +147,6 @@ impl Stmt {
 pub(crate) enum Dialect {
     Sqlite,
     Postgres,
-}
-
-impl Dialect {
-    /// The larger of two values (`MAX(a, b)` on SQLite, `GREATEST(a, b)` on PostgreSQL).
-    pub(crate) fn greatest(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "MAX",
-            Dialect::Postgres => "GREATEST",
-        }
-    }
 }
 
 /// A backend running [`Stmt`]s: reads on its readers, writes on its writer, and transactions.

@@ -45,7 +45,12 @@ impl ConversationStore for PgStore {
         message: &ChatMessage,
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, StoreError> {
-        let insert = pg_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?);
+        let insert = pg_query(crate::store::sql::write::accepted(
+            conversation,
+            channel_message_id,
+            message,
+            now,
+        )?);
         let row = if new_conversation {
             let mut tx = self.pool.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
@@ -287,5 +292,4 @@ impl ConversationStore for PgStore {
     }
 }
 
-impl PgStore {
-}
+impl PgStore {}

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
-use sqlx::{PgConnection, Postgres, QueryBuilder, Row, Transaction};
+use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
@@ -25,14 +25,11 @@ use super::rows::{self, Both, Columns};
 use super::sql::{Stmt, pg_query};
 use super::writes::Writes;
 use super::{
-    AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
-    FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
-    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
-    TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+    BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery, FlowRunRecord,
+    LocalLocks, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord,
+    UnprocessedMessage, role,
 };
-use super::{
-    Existing, LineStatus, NewFollowUp, ROWS_PER_INSERT, RUNS_PER_QUERY, RunStatus, Sent, insert_rows,
-};
+use super::{Existing, LineStatus, NewFollowUp, RUNS_PER_QUERY, Sent, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -51,11 +48,6 @@ fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
     Ok(Json(Value::String(super::seal::seal(
         &vt_actions::json::to_text(v)?,
     ))))
-}
-
-/// `v` as JSON, in clear: the router's intents (data, not anyone's).
-fn plain<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
-    Ok(Json(vt_actions::json::to_value(v)?))
 }
 
 /// A JSONB value as written: sealed (a string), or clear from before sealing.
@@ -136,7 +128,6 @@ impl PgStore {
         }
         Ok(())
     }
-
 }
 
 impl Columns for PgRow {

@@ -46,7 +46,11 @@ async fn case_in(tx: &mut impl Tx, id: &str) -> Result<Option<Case>, StoreError>
 }
 
 /// What a turn writes about a case ([`CaseWrite`]), in the turn's transaction.
-pub(crate) async fn write_case(tx: &mut impl Tx, write: &CaseWrite, now: DateTime<Utc>) -> Result<(), StoreError> {
+pub(crate) async fn write_case(
+    tx: &mut impl Tx,
+    write: &CaseWrite,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
     match write {
         CaseWrite::Open(case) => {
             insert_case(tx, case, now).await?;
@@ -54,8 +58,10 @@ pub(crate) async fn write_case(tx: &mut impl Tx, write: &CaseWrite, now: DateTim
         CaseWrite::Held { line, acknowledged } => {
             tx.execute(event(line)).await?;
             if *acknowledged {
-                tx.execute(Stmt::new("UPDATE cases SET acknowledged = TRUE WHERE id = $1").bind(&line.case_id))
-                    .await?;
+                tx.execute(
+                    Stmt::new("UPDATE cases SET acknowledged = TRUE WHERE id = $1").bind(&line.case_id),
+                )
+                .await?;
             }
         }
     }
@@ -108,7 +114,9 @@ impl<S: Sql> CaseStore for S {
     }
 
     async fn open_case_of(&self, conversation_id: &str) -> Result<Option<Case>, StoreError> {
-        let row = self.read_one(Stmt::new(OPEN_CASE_OF).bind(conversation_id)).await?;
+        let row = self
+            .read_one(Stmt::new(OPEN_CASE_OF).bind(conversation_id))
+            .await?;
         row.as_ref().map(rows::case).transpose()
     }
 
@@ -121,7 +129,11 @@ impl<S: Sql> CaseStore for S {
         row.map_or(Ok(0), |r| r.value("n"))
     }
 
-    async fn case_times(&self, tenant: Option<&str>, since: DateTime<Utc>) -> Result<Vec<CaseTimes>, StoreError> {
+    async fn case_times(
+        &self,
+        tenant: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<CaseTimes>, StoreError> {
         let s = Stmt::new(
             "SELECT state, opened_at, claimed_at, closed_at FROM cases \
              WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) AND (opened_at >= $2 OR state = 'aguardando')",
@@ -163,7 +175,8 @@ impl<S: Sql> CaseStore for S {
             return Ok(Claim::NotFound);
         };
         let claim = if claimed {
-            tx.execute(event(&case.event(now, owner, "assumido", None))).await?;
+            tx.execute(event(&case.event(now, owner, "assumido", None)))
+                .await?;
             Claim::Claimed(Box::new(case))
         } else if case.state == CaseState::EmAtendimento {
             Claim::TakenBy(case.owner.unwrap_or_default())
@@ -245,7 +258,12 @@ impl<S: Sql> CaseStore for S {
         self.write_all(statements).await
     }
 
-    async fn note_case(&self, line: &CaseEvent, outbox: &[NewOutboxItem], now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn note_case(
+        &self,
+        line: &CaseEvent,
+        outbox: &[NewOutboxItem],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let mut statements = vec![event(line)];
         for item in outbox {
             statements.push(super::outbox::insert(item, now)?);
@@ -254,8 +272,12 @@ impl<S: Sql> CaseStore for S {
     }
 
     async fn set_board_post(&self, case_id: &str, post: &str) -> Result<(), StoreError> {
-        self.write(Stmt::new("UPDATE cases SET board_post = $1 WHERE id = $2").bind(post).bind(case_id))
-            .await?;
+        self.write(
+            Stmt::new("UPDATE cases SET board_post = $1 WHERE id = $2")
+                .bind(post)
+                .bind(case_id),
+        )
+        .await?;
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Sql, Stmt, Tx as _};
+use super::{Sql, Stmt};
 use crate::store::rows::Columns;
 use crate::store::{ConsentChange, ContactStore, StoreError, TemplateState};
 
@@ -45,7 +45,9 @@ impl<S: Sql> ContactStore for S {
 
     async fn template_states(&self) -> Result<Vec<TemplateState>, StoreError> {
         let rows = self
-            .read_all(Stmt::new("SELECT * FROM whatsapp_templates ORDER BY name, language"))
+            .read_all(Stmt::new(
+                "SELECT * FROM whatsapp_templates ORDER BY name, language",
+            ))
             .await?;
         rows.iter()
             .map(|r| {
@@ -90,7 +92,9 @@ impl<S: Sql> ContactStore for S {
 
     async fn consent_events(&self, wa_id: &str) -> Result<Vec<ConsentChange>, StoreError> {
         let rows = self
-            .read_all(Stmt::new("SELECT * FROM whatsapp_consent_events WHERE wa_id = $1 ORDER BY seq").bind(wa_id))
+            .read_all(
+                Stmt::new("SELECT * FROM whatsapp_consent_events WHERE wa_id = $1 ORDER BY seq").bind(wa_id),
+            )
             .await?;
         rows.iter().map(|r| consent_change(r, true)).collect()
     }
@@ -121,7 +125,8 @@ impl<S: Sql> ContactStore for S {
 
     async fn balance_recovered(&self, card_hash: &str) -> Result<(), StoreError> {
         self.write(
-            Stmt::new("UPDATE low_balance_notices SET below = FALSE WHERE card_hash = $1 AND below").bind(card_hash),
+            Stmt::new("UPDATE low_balance_notices SET below = FALSE WHERE card_hash = $1 AND below")
+                .bind(card_hash),
         )
         .await?;
         Ok(())

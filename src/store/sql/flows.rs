@@ -70,7 +70,8 @@ impl<S: Sql> FlowStore for S {
         .bind(&conversation.id);
         let mut tx = self.begin().await?;
         tx.execute(row).await?;
-        tx.fetch_all(write::accepted(conversation, None, message, now)?).await?;
+        tx.fetch_all(write::accepted(conversation, None, message, now)?)
+            .await?;
         tx.execute(run).await?;
         tx.commit().await
     }
@@ -83,11 +84,13 @@ impl<S: Sql> FlowStore for S {
         (etapa, saida): (&str, &Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let run = Stmt::new("UPDATE flow_runs SET status = $1, output = $2, finished_at = $3 WHERE execucao_id = $4")
-            .bind(status.as_str())
-            .sealed(output)?
-            .bind(now)
-            .bind(execucao_id);
+        let run = Stmt::new(
+            "UPDATE flow_runs SET status = $1, output = $2, finished_at = $3 WHERE execucao_id = $4",
+        )
+        .bind(status.as_str())
+        .sealed(output)?
+        .bind(now)
+        .bind(execucao_id);
         let stage = Stmt::new(
             "INSERT INTO flow_stages (execucao_id, position, etapa, saida)
              SELECT $1, COALESCE(MAX(position) + 1, 0), $2, $3 FROM flow_stages WHERE execucao_id = $1",

@@ -11,7 +11,8 @@ use crate::store::{NewOutboxItem, OutboxItem, OutboxStatus, OutboxStore, StoreEr
 /// One UPDATE: on SQLite a single writer means the select-and-mark cannot interleave; on PostgreSQL
 /// the rows another instance claims are skipped. An item waits while an earlier one of its
 /// conversation is unfinished: replies go out in order.
-const CLAIM_SQLITE: &str = "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
+const CLAIM_SQLITE: &str =
+    "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
      WHERE id IN (SELECT o.id FROM outbox o
                   WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2)
                          OR (o.status = 'in_flight' AND o.claimed_until < $2))
@@ -22,7 +23,8 @@ const CLAIM_SQLITE: &str = "UPDATE outbox SET status = 'in_flight', attempts = a
                   ORDER BY o.id LIMIT $3)
      RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
          next_attempt_at, last_error";
-const CLAIM_POSTGRES: &str = "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
+const CLAIM_POSTGRES: &str =
+    "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
      WHERE id IN (SELECT o.id FROM outbox o
                   WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2)
                          OR (o.status = 'in_flight' AND o.claimed_until < $2))
@@ -64,7 +66,9 @@ pub(crate) fn insert(item: &NewOutboxItem, now: DateTime<Utc>) -> Result<Stmt, S
 impl<S: Sql> OutboxStore for S {
     async fn enqueue(&self, item: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         let rows = self.write_returning(insert(item, now)?).await?;
-        let row = rows.first().ok_or_else(|| StoreError::Invalid("the outbox insert returned no id".into()))?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Invalid("the outbox insert returned no id".into()))?;
         row.value("id")
     }
 
@@ -90,8 +94,10 @@ impl<S: Sql> OutboxStore for S {
     }
 
     async fn ack(&self, id: i64) -> Result<(), StoreError> {
-        self.write(Stmt::new("UPDATE outbox SET status = 'done', claimed_until = NULL WHERE id = $1").bind(id))
-            .await?;
+        self.write(
+            Stmt::new("UPDATE outbox SET status = 'done', claimed_until = NULL WHERE id = $1").bind(id),
+        )
+        .await?;
         Ok(())
     }
 
@@ -117,8 +123,12 @@ impl<S: Sql> OutboxStore for S {
     }
 
     async fn record_sent(&self, id: i64, external_id: &str) -> Result<(), StoreError> {
-        self.write(Stmt::new("UPDATE outbox SET external_id = $1 WHERE id = $2").bind(external_id).bind(id))
-            .await?;
+        self.write(
+            Stmt::new("UPDATE outbox SET external_id = $1 WHERE id = $2")
+                .bind(external_id)
+                .bind(id),
+        )
+        .await?;
         Ok(())
     }
 
@@ -147,7 +157,10 @@ impl<S: Sql> OutboxStore for S {
         Ok(ours)
     }
 
-    async fn delivery_statuses(&self, external_id: &str) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    async fn delivery_statuses(
+        &self,
+        external_id: &str,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
         let sql = match self.dialect() {
             Dialect::Sqlite => STATUSES_SQLITE,
             Dialect::Postgres => STATUSES_POSTGRES,
@@ -160,9 +173,11 @@ impl<S: Sql> OutboxStore for S {
 
     async fn dead_letter(&self, id: i64, error: &str) -> Result<(), StoreError> {
         self.write(
-            Stmt::new("UPDATE outbox SET status = 'failed', last_error = $1, claimed_until = NULL WHERE id = $2")
-                .bind(error)
-                .bind(id),
+            Stmt::new(
+                "UPDATE outbox SET status = 'failed', last_error = $1, claimed_until = NULL WHERE id = $2",
+            )
+            .bind(error)
+            .bind(id),
         )
         .await?;
         Ok(())
@@ -170,9 +185,11 @@ impl<S: Sql> OutboxStore for S {
 
     async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
         self.write(
-            Stmt::new("UPDATE outbox SET status = 'held', last_error = $1, claimed_until = NULL WHERE id = $2")
-                .bind(why)
-                .bind(id),
+            Stmt::new(
+                "UPDATE outbox SET status = 'held', last_error = $1, claimed_until = NULL WHERE id = $2",
+            )
+            .bind(why)
+            .bind(id),
         )
         .await?;
         Ok(())
@@ -223,7 +240,9 @@ impl<S: Sql> OutboxStore for S {
     }
 
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError> {
-        let row = self.read_one(Stmt::new("SELECT * FROM outbox WHERE id = $1").bind(id)).await?;
+        let row = self
+            .read_one(Stmt::new("SELECT * FROM outbox WHERE id = $1").bind(id))
+            .await?;
         row.map(|r| rows::outbox_item(&r)).transpose()
     }
 }

@@ -20,7 +20,9 @@ impl<S: Sql> ReportStore for S {
 
     async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
         let rows = self
-            .read_all(Stmt::new("SELECT * FROM usage_summary_7d ORDER BY turns DESC, intent_key"))
+            .read_all(Stmt::new(
+                "SELECT * FROM usage_summary_7d ORDER BY turns DESC, intent_key",
+            ))
             .await?;
         rows.iter()
             .map(|r| {
@@ -79,7 +81,11 @@ impl<S: Sql> ReportStore for S {
             .collect()
     }
 
-    async fn put_idempotency(&self, r: &IdempotencyRecord, now: DateTime<Utc>) -> Result<IdempotencyPut, StoreError> {
+    async fn put_idempotency(
+        &self,
+        r: &IdempotencyRecord,
+        now: DateTime<Utc>,
+    ) -> Result<IdempotencyPut, StoreError> {
         // One statement: insert, or take over an expired record; a live one is left alone.
         let s = Stmt::new(
             "INSERT INTO idempotency_records (key, scope, request_hash, response, created_at, expires_at)
@@ -107,7 +113,11 @@ impl<S: Sql> ReportStore for S {
         }
     }
 
-    async fn idempotency(&self, key: &str, now: DateTime<Utc>) -> Result<Option<IdempotencyRecord>, StoreError> {
+    async fn idempotency(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let s = Stmt::new("SELECT * FROM idempotency_records WHERE key = $1 AND expires_at > $2")
             .bind(key)
             .bind(now);
@@ -129,7 +139,8 @@ impl<S: Sql> ReportStore for S {
     async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError> {
         let rows = self
             .read_all(
-                Stmt::new("SELECT * FROM usage_metrics WHERE created_at >= $1 ORDER BY created_at, id").bind(since),
+                Stmt::new("SELECT * FROM usage_metrics WHERE created_at >= $1 ORDER BY created_at, id")
+                    .bind(since),
             )
             .await?;
         rows.iter()

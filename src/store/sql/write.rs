@@ -9,7 +9,7 @@ use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 use crate::store::{
     CardRef, ConversationContext, Existing, FlowRunRecord, NewOutboxItem, ROWS_PER_INSERT, StoreError,
-    TurnRecord, UsageRecord, role, search_text, seal,
+    TurnRecord, UsageRecord, role, seal, search_text,
 };
 
 /// `v` as JSON, sealed.
@@ -200,7 +200,10 @@ pub(crate) fn flow_runs(runs: &[FlowRunRecord], now: DateTime<Utc>) -> Result<Ve
 /// A turn's rows but its case's, its flow runs' and its cards': the conversation, the messages, the
 /// execution, usage, the accepted message marked processed, the compressed context and the outbox
 /// items, in that order. With the blind-index rows the conversation's cards need.
-pub(crate) fn turn(turn: &TurnRecord<'_>, now: DateTime<Utc>) -> Result<(Vec<Stmt>, Vec<CardRef>), StoreError> {
+pub(crate) fn turn(
+    turn: &TurnRecord<'_>,
+    now: DateTime<Utc>,
+) -> Result<(Vec<Stmt>, Vec<CardRef>), StoreError> {
     let e = turn.execution;
     let (tokens_in, tokens_out) = e.tokens();
     let (conversation, refs) = conversation(turn.conversation, now, Existing::Update)?;

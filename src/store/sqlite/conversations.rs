@@ -56,9 +56,14 @@ impl ConversationStore for SqliteStore {
                 if new_conversation {
                     Self::upsert_conversation(member.tx(), conversation, now, Existing::Keep).await?;
                 }
-                let row = sqlite_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?)
-                    .fetch_optional(&mut **member.tx())
-                    .await?;
+                let row = sqlite_query(crate::store::sql::write::accepted(
+                    conversation,
+                    channel_message_id,
+                    message,
+                    now,
+                )?)
+                .fetch_optional(&mut **member.tx())
+                .await?;
                 Ok::<_, StoreError>(row.map(|r| r.try_get::<i64, _>("id")).transpose()?)
             }
             .await;
@@ -69,7 +74,12 @@ impl ConversationStore for SqliteStore {
             }
         }
         let _alone = self.group.as_ref().map(super::group::Group::alone);
-        let insert = sqlite_query(crate::store::sql::write::accepted(conversation, channel_message_id, message, now)?);
+        let insert = sqlite_query(crate::store::sql::write::accepted(
+            conversation,
+            channel_message_id,
+            message,
+            now,
+        )?);
         let row = if new_conversation {
             let mut tx = self.writer.begin().await?;
             Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;

@@ -16,12 +16,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
-use serde_json::Value;
 use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::FileLocks;
@@ -29,12 +28,11 @@ use super::rows::{self, Both, Columns};
 use super::sql::{Stmt, sqlite_query};
 use super::writes::Writes;
 use super::{
-    AuditRecord, BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery,
-    FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord, LocalLocks,
-    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, Store, StoreError, StoredMessage,
-    TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow, role,
+    BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery, FlowRunRecord,
+    LocalLocks, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord,
+    UnprocessedMessage, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, ROWS_PER_INSERT, RunStatus, Sent, Usage, insert_rows};
+use super::{Existing, LineStatus, NewFollowUp, Sent, Usage, insert_rows};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 use attempts::{Attempts, Write};
@@ -297,7 +295,6 @@ impl SqliteStore {
         }
         writes.execute(&mut **tx).await
     }
-
 }
 
 impl Columns for SqliteRow {
