@@ -262,3 +262,58 @@ fn the_reader_finds_paths_in_use_lines_code_and_docs() {
     );
     assert!(floor_of("app") < floor_of("http"), "app is above http");
 }
+
+/// Whether ARCHITECTURE.md names `name` (a file as `x.rs`, a folder as `x/`), standing on its own or
+/// at the end of a path (`sqlite/group.rs`).
+fn named_in(doc: &str, name: &str) -> bool {
+    doc.match_indices(name).any(|(at, _)| {
+        let before = doc[..at].chars().next_back();
+        let after = doc[at + name.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn the_codemap_names_every_module_and_every_test_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let mut missing = Vec::new();
+    for dir in ["src", "actions/src"] {
+        let src = root.join(dir);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&src).expect("under src");
+            let name = match rel.file_name().and_then(|n| n.to_str()) {
+                Some("main.rs" | "lib.rs") if rel.parent() == Some(Path::new("")) => continue,
+                Some("mod.rs") => format!(
+                    "{}/",
+                    rel.parent()
+                        .and_then(Path::file_name)
+                        .expect("a folder")
+                        .to_string_lossy()
+                ),
+                Some(n) => n.to_owned(),
+                None => continue,
+            };
+            if !named_in(&doc, &name) {
+                missing.push(format!("{dir}/{}", rel.display()));
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("tests/it"))
+        .expect("tests/it")
+        .filter_map(Result::ok)
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "main.rs" && !named_in(&doc, &name) {
+            missing.push(format!("tests/it/{name}"));
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's codemap does not name: {missing:#?}"
+    );
+}
