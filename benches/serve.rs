@@ -23,7 +23,7 @@ use vt_actions::context::Extensions;
 use vt_actions::systems::{RunningSimulator, SystemsConfig, VtSystems};
 use vt_agent::config::Config;
 use vt_agent::engine::Participant;
-use vt_agent::service::{ConversationService, Inbound};
+use vt_agent::service::{Inbound, Services};
 use vt_agent::store::Store;
 
 use common::{cpu, simulator};
@@ -32,7 +32,7 @@ use common::{cpu, simulator};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-async fn service(store: Arc<dyn Store>) -> (Arc<ConversationService>, RunningSimulator) {
+async fn service(store: Arc<dyn Store>) -> (Arc<Services>, RunningSimulator) {
     let sim = simulator().await;
     let config = Config::default();
     let ext = Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"));
@@ -68,6 +68,7 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
     common::queries::counting(true);
     for _ in 0..100 {
         service
+            .messages()
             .handle(turn(&format!("{conversation}-contada")))
             .await
             .expect("turn");
@@ -88,7 +89,11 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
         if windows.iter().any(|(from, to)| i == *from || i == *to) {
             marks.push((i, cpu(), Instant::now()));
         }
-        service.handle(turn(&conversation)).await.expect("turn");
+        service
+            .messages()
+            .handle(turn(&conversation))
+            .await
+            .expect("turn");
     }
     marks.push((5_000, cpu(), Instant::now()));
     for (from, to) in windows {

@@ -130,7 +130,11 @@ async fn main() {
     let n = 300u32;
     let start = Instant::now();
     for _ in 0..n {
-        service.run_flow(input, Default::default()).await.expect("flow");
+        service
+            .flows()
+            .run_flow(input, Default::default())
+            .await
+            .expect("flow");
     }
     report(
         "run-flow through the service, stored (SQLite)",
@@ -147,7 +151,7 @@ async fn main() {
             text: "saldo do cartão 1234567890".into(),
             ..Default::default()
         };
-        service.handle(msg).await.expect("turn");
+        service.messages().handle(msg).await.expect("turn");
     }
     report(
         "chat turn: balance, zero tokens, stored (SQLite)",

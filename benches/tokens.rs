@@ -189,6 +189,7 @@ async fn main() {
         let (conversation, flow) = match &s.flow {
             Some(input) => {
                 let output = service
+                    .flows()
                     .run_flow(input, Default::default())
                     .await
                     .expect("flow")
@@ -213,7 +214,7 @@ async fn main() {
                         text: turn.clone(),
                         ..Default::default()
                     };
-                    service.handle(msg).await.expect("turn");
+                    service.messages().handle(msg).await.expect("turn");
                 }
                 (s.name.clone(), false)
             }

@@ -134,18 +134,22 @@ fn child(on: bool) {
             .expect("service");
         // Warm up: connections, caches, the first spans.
         for i in 0..50 {
-            service.handle(turn(i)).await.expect("turn");
+            service.messages().handle(turn(i)).await.expect("turn");
         }
         let before = cpu();
         for i in 0..TURNS {
-            service.handle(turn(i)).await.expect("turn");
+            service.messages().handle(turn(i)).await.expect("turn");
         }
         let turns = cpu() - before;
         let input =
             r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}}"#;
         let before = cpu();
         for _ in 0..FLOWS {
-            service.run_flow(input, Default::default()).await.expect("flow");
+            service
+                .flows()
+                .run_flow(input, Default::default())
+                .await
+                .expect("flow");
         }
         (turns, cpu() - before)
     });

@@ -495,7 +495,7 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
         }
     };
     let app = App::start(config, None, store_usage).await?;
-    let (output, persisted) = match app.service.run_flow(input, FlowOptions::default()).await {
+    let (output, persisted) = match app.service.flows().run_flow(input, FlowOptions::default()).await {
         Ok(ran) => (ran.output, ran.persisted),
         Err(ServiceError::Flow(FlowError::Input(e))) => {
             eprintln!("erro: {e}");
@@ -860,7 +860,7 @@ async fn import_opt_ins(
         }
     };
     let app = crate::app::App::start(config, None, store_usage).await?;
-    let recorded = app.service.import_opt_ins(&changes).await?;
+    let recorded = app.service.contacts().import_opt_ins(&changes).await?;
     println!(
         "{recorded} opt-in(s) registrado(s) de {} linha(s).",
         changes.len()
@@ -1102,7 +1102,7 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
             text: text.to_owned(),
             ..Default::default()
         };
-        let handled = service.handle(msg).await?;
+        let handled = service.messages().handle(msg).await?;
         Ok((handled.reply_text(), handled.ended))
     };
     if let Some(message) = &args.message {

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
 use crate::llm::{LlmProvider, RedactedProvider};
 use crate::router::Router;
-use crate::service::ConversationService;
+use crate::service::Services;
 
 /// The conversational agent, whose messages go through the router.
 pub const CHAT_AGENT: &str = "vt";
@@ -66,13 +66,13 @@ pub async fn service(
     config: &Config,
     engine: Arc<Engine>,
     store: Arc<dyn crate::store::Store>,
-) -> anyhow::Result<ConversationService> {
+) -> anyhow::Result<Services> {
     let defaults = crate::router::intents::load_file(&config.intents_file())?;
     let intents = crate::router::intents::sync(store.as_ref(), &defaults)
         .await
         .context("loading intents")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
-    Ok(ConversationService::new(engine, store)
+    Ok(Services::new(engine, store)
         .with_router(router)
         .with_config(config.service)
         .with_handoff(crate::service::HandoffConfig {
@@ -167,7 +167,7 @@ pub fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simulator>)
 /// A running product: the conversation service (engine + store) and, when no external systems are
 /// configured, the embedded simulator it talks to in this process.
 pub struct App {
-    pub service: ConversationService,
+    pub service: Services,
     pub simulator: Option<Simulator>,
 }
 

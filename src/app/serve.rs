@@ -18,7 +18,7 @@ use crate::channels::whatsapp::Sender;
 use crate::config::Config;
 use crate::http::AppState;
 use crate::outbox::Worker;
-use crate::service::ConversationService;
+use crate::service::Services;
 
 /// How often exported metrics refresh the outbox gauges (`/metrics` refreshes them when scraped).
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
@@ -30,7 +30,7 @@ const BATCHES_EVERY: Duration = Duration::from_secs(2);
 
 /// Everything `serve` runs, composed and not started yet.
 pub(crate) struct Server {
-    service: Arc<ConversationService>,
+    service: Arc<Services>,
     /// The embedded simulator, when no external systems are configured: it lives as long as the server.
     simulator: Option<Simulator>,
     state: AppState,
@@ -161,7 +161,7 @@ impl Server {
         });
         let service = self.service.clone();
         tasks.spawn(async move {
-            service.recover().await;
+            service.messages().recover().await;
         });
         if let Some(bot) = self.bot {
             tasks.spawn(bot.run(stopped(&self.stop)));
@@ -174,7 +174,7 @@ impl Server {
         tasks.spawn(async move {
             tokio::pin!(stop);
             loop {
-                let sent = service.send_due_case_notices().await;
+                let sent = service.cases().send_due_case_notices().await;
                 if sent > 0 {
                     tracing::info!(sent, "unclaimed-case notices sent");
                 }
@@ -191,7 +191,7 @@ impl Server {
             tokio::pin!(stop);
             let every = service.recargas().poll_every();
             loop {
-                let checked = service.run_due_followups().await;
+                let checked = service.followups().run_due_followups().await;
                 if checked > 0 {
                     tracing::info!(checked, "recharge follow-ups checked");
                 }

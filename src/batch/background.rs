@@ -12,11 +12,11 @@ use tokio::task::JoinSet;
 
 use super::{BatchError, Format, Job, LineDefaults, Options, source};
 use crate::flow::FlowMode;
-use crate::service::ConversationService;
+use crate::service::Services;
 use crate::store::BatchJob;
 
 pub struct Background {
-    service: Arc<ConversationService>,
+    service: Arc<Services>,
     /// Policies for lines that bring none (`[vt.politicas]`).
     politicas: vt_actions::vt::input::Politicas,
     running: Mutex<HashSet<String>>,
@@ -35,7 +35,7 @@ pub struct Submission {
 
 impl Background {
     pub fn new(
-        service: Arc<ConversationService>,
+        service: Arc<Services>,
         politicas: vt_actions::vt::input::Politicas,
         stop: watch::Receiver<bool>,
     ) -> Arc<Self> {

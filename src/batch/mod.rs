@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::flow::{FlowError, FlowMode};
-use crate::service::{ConversationService, FlowOptions, FlowRan, Recording, ServiceError};
+use crate::service::{FlowOptions, FlowRan, Recording, ServiceError, Services};
 use crate::store::{BatchJob, BatchLine, FlowRunRecord, LineStatus, StoreError};
 pub use source::{Format, LineDefaults, SourceLine};
 
@@ -158,7 +158,7 @@ impl Summary {
 /// store), then each line as it ends, in any order. `stop` turning true starts no more flows; those in
 /// flight finish and are recorded.
 pub async fn run(
-    service: &Arc<ConversationService>,
+    service: &Arc<Services>,
     job: &Job,
     options: Options,
     stop: watch::Receiver<bool>,
@@ -239,7 +239,7 @@ async fn open(store: &dyn crate::store::Store, job: &Job) -> Result<(), BatchErr
 /// at most `options.concurrency` at once and `options.rate` started a second: each line's result with
 /// how long it took, or `None` for a line not started because `stop` turned true.
 fn flows(
-    service: &Arc<ConversationService>,
+    service: &Arc<Services>,
     todo: Vec<SourceLine>,
     options: Options,
     stop: watch::Receiver<bool>,
@@ -294,7 +294,7 @@ async fn record(store: Arc<dyn crate::store::Store>, id: String, mut rx: mpsc::R
 }
 
 /// One line: its flow run, or why it did not run.
-async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMode) -> Ended {
+async fn run_line(service: &Services, line: &SourceLine, mode: FlowMode) -> Ended {
     let text = match &line.input {
         Ok(text) => text,
         Err(why) => return invalid(line.line, why),
@@ -304,7 +304,7 @@ async fn run_line(service: &ConversationService, line: &SourceLine, mode: FlowMo
         tenant: None,
         recording: Recording::ByCaller,
     };
-    match service.run_flow(text, options).await {
+    match service.flows().run_flow(text, options).await {
         Ok(FlowRan { output, record, .. }) => {
             let output = output.for_caller();
             let status = LineStatus::from(output.status).as_str();

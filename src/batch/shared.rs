@@ -15,7 +15,7 @@ use futures::StreamExt as _;
 use tokio::sync::watch;
 
 use super::{BatchError, Ended, Job, Options, SourceLine, Summary};
-use crate::service::ConversationService;
+use crate::service::Services;
 use crate::store::{LineStatus, Store};
 
 /// Lines per chunk: what one instance takes at a time (and records in one transaction).
@@ -30,7 +30,7 @@ const RETRY_AFTER: chrono::Duration = chrono::Duration::seconds(60);
 /// Runs the chunks of `job` this instance (`owner`) can take until none is left or `stop`; the last
 /// instance to find every chunk done marks the job finished.
 pub(super) async fn run(
-    service: &Arc<ConversationService>,
+    service: &Arc<Services>,
     job: &Job,
     options: Options,
     stop: watch::Receiver<bool>,
@@ -106,7 +106,7 @@ impl Chunk<'_> {
     /// meanwhile.
     async fn run(
         &self,
-        service: &Arc<ConversationService>,
+        service: &Arc<Services>,
         lines: &[SourceLine],
         options: Options,
         stop: watch::Receiver<bool>,

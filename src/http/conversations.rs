@@ -173,7 +173,7 @@ pub(super) async fn message(
     let service = state.service.clone();
     let started = std::time::Instant::now();
     let handled = state
-        .run(async move { service.handle(msg).await })
+        .run(async move { service.messages().handle(msg).await })
         .await?
         .map_err(ApiError::from)?;
     state

@@ -125,6 +125,7 @@ async fn execute(
     } = state
         .run(async move {
             service
+                .flows()
                 .run_flow(
                     input,
                     FlowOptions {

@@ -220,7 +220,7 @@ impl Metrics {
 
     /// Reads the outbox's depth and dead letters and the case figures from the store (the last 24
     /// hours by the service's clock).
-    pub(crate) async fn refresh_outbox(&self, service: &crate::service::ConversationService) {
+    pub(crate) async fn refresh_outbox(&self, service: &crate::service::Services) {
         let store = service.store().as_ref();
         use crate::store::OutboxStatus;
         if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {

@@ -33,6 +33,7 @@ pub(super) async fn import(
         .map_err(|e| ApiError::invalid(&e.field, e.why))?;
     let recorded = state
         .service
+        .contacts()
         .import_opt_ins(&changes)
         .await
         .map_err(|e| ApiError::internal("opt-ins could not be recorded", &e))?;

@@ -13,12 +13,12 @@ use super::config::HttpConfig;
 use super::console::keys::{Console, ConsoleConfig};
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::service::ConversationService;
+use crate::service::Services;
 
 /// Everything a handler may use; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    pub service: Arc<ConversationService>,
+    pub service: Arc<Services>,
     /// The agent the conversations API, the console's lookups and the channels talk to.
     pub agent: String,
     pub config: Arc<HttpConfig>,
@@ -40,7 +40,7 @@ pub struct AppState {
 
 impl AppState {
     /// The API of `service`'s agent `agent`.
-    pub fn new(service: Arc<ConversationService>, agent: &str, config: HttpConfig) -> Self {
+    pub fn new(service: Arc<Services>, agent: &str, config: HttpConfig) -> Self {
         let per_minute = NonZeroU32::new(config.rate_per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
             service,

@@ -3,7 +3,7 @@
 //! it (every lookup of one card can be found without keeping the number) and how it went go to the
 //! audit table. Other turns write nothing here.
 
-use super::{ConversationService, Handled};
+use super::{Handled, Services};
 use crate::store::AuditRecord;
 
 /// Who looked a card up, and where.
@@ -16,7 +16,7 @@ pub struct Lookup<'a> {
 /// The audit line of the turn that handled `text`, if it was a balance lookup of a card; `hash` keys
 /// the card's hash. Returns the outcome written.
 pub(crate) async fn record_lookup(
-    service: &ConversationService,
+    service: &Services,
     who: Lookup<'_>,
     text: &str,
     handled: &Handled,

@@ -7,10 +7,11 @@
 //! Board items are ordered by their case (`caso:ID`), not by the card holder's conversation: a board
 //! that is down never holds up the replies to the card holder.
 
+use super::Cases;
 use chrono::{DateTime, Utc};
 use vt_actions::vt::card::mask_cards_in;
 
-use super::ConversationService;
+use super::Services;
 use crate::engine::TurnOutcome;
 use crate::outbox::ReplyPayload;
 use crate::store::{Case, CaseEvent, CaseState, CaseWrite, NewOutboxItem, OutboxStatus};
@@ -90,7 +91,7 @@ pub(crate) fn thread_line(line: &CaseEvent) -> Option<String> {
     })
 }
 
-impl ConversationService {
+impl Services {
     /// Whether `tenant`'s cases are shown on a support board: there is one, and it is that tenant's.
     pub(crate) fn board_on(&self, tenant: &str) -> bool {
         self.handoff.mattermost_channel_id.is_some() && self.handoff.board_tenant == tenant
@@ -150,10 +151,24 @@ impl ConversationService {
             }
         }
     }
+}
 
+/// Where the case is, in a few words.
+pub fn state_line(case: &Case) -> String {
+    let owner = case.owner.as_deref().unwrap_or_default();
+    match case.state {
+        CaseState::Aguardando => "aguardando um atendente".into(),
+        CaseState::EmAtendimento => format!("assumido por @{owner}"),
+        CaseState::Devolvido if owner.is_empty() => "devolvido ao bot".into(),
+        CaseState::Devolvido => format!("devolvido ao bot por @{owner}"),
+        CaseState::Encerrado => "encerrado".into(),
+    }
+}
+
+impl Cases<'_> {
     /// A case as support agents read it, as `(label, value)` lines: state, reason, the case file —
     /// every card masked, times in the policy's time zone. The board and the console lay them out.
-    pub fn case_fields(&self, case: &Case) -> Vec<(String, String)> {
+    pub fn case_fields(self, case: &Case) -> Vec<(String, String)> {
         let tz = self.policy_timezone();
         let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
         let file = &case.case_file;
@@ -210,23 +225,11 @@ impl ConversationService {
     }
 
     /// [`Self::case_fields`] as a Markdown message (the board's root post).
-    pub fn case_text(&self, case: &Case) -> String {
+    pub fn case_text(self, case: &Case) -> String {
         let mut out = format!("#### Atendimento `{}`", case.id);
         for (label, value) in self.case_fields(case) {
             out.push_str(&format!("\n**{label}:** {value}"));
         }
         out
-    }
-}
-
-/// Where the case is, in a few words.
-pub fn state_line(case: &Case) -> String {
-    let owner = case.owner.as_deref().unwrap_or_default();
-    match case.state {
-        CaseState::Aguardando => "aguardando um atendente".into(),
-        CaseState::EmAtendimento => format!("assumido por @{owner}"),
-        CaseState::Devolvido if owner.is_empty() => "devolvido ao bot".into(),
-        CaseState::Devolvido => format!("devolvido ao bot por @{owner}"),
-        CaseState::Encerrado => "encerrado".into(),
     }
 }

@@ -3,6 +3,7 @@
 //! every message is, kept in the case's log, never answered by the router or the model; the first one
 //! while the case waits gets one short acknowledgement.
 
+use super::Cases;
 use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
@@ -11,7 +12,7 @@ use vt_actions::tools::{RecargaPendente, STATE_PENDENTE};
 use vt_actions::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
-use super::{ConversationService, Handled, Inbound, Routing, ServiceError};
+use super::{Handled, Inbound, Routing, ServiceError, Services};
 use crate::engine::{Conversation, Reply, TurnEvent, TurnOutcome};
 use crate::llm::ChatMessage;
 use crate::store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
@@ -64,7 +65,7 @@ const LAST_MESSAGES: usize = 6;
 /// WhatsApp sender decides by, and the case file's `janela_whatsapp_ate`).
 pub(crate) const WHATSAPP_WINDOW_HOURS: i64 = 24;
 
-impl ConversationService {
+impl Services {
     /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,
     /// out of hours, the answer's line saying when a person answers).
     pub(super) fn case_to_open(
@@ -271,71 +272,13 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
 /// What the card holder reads when a support agent closes the conversation.
 pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo contato! Se precisar de algo sobre o seu vale-transporte, é só chamar.";
 
-impl ConversationService {
+impl Services {
     /// The case `id`, when `agent` may see it.
     async fn visible_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
         match self.store.case(id).await? {
             Some(case) if agent.tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
             _ => Err(CaseError::NotFound(id.to_owned())),
         }
-    }
-
-    /// `agent` claims a waiting case: of two at once, exactly one wins.
-    pub async fn claim_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Claim, CaseError> {
-        self.visible_case(id, agent).await?;
-        let claim = self.store.claim_case(id, agent.login, self.engine.now()).await?;
-        if let Claim::Claimed(case) = &claim {
-            self.post_to_board(self.board_state(case)).await;
-        }
-        Ok(claim)
-    }
-
-    /// The case's owner writes to the card holder: stored in the conversation as the agent's message
-    /// and sent on the conversation's own channel, after everything already on its way.
-    pub async fn agent_reply(&self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
-        let case = self.owned_case(id, agent).await?;
-        self.relay_agent_words(&case, agent, text, true).await
-    }
-
-    /// What the owner of the case whose thread root is `post` wrote in that thread: relayed to the card
-    /// holder (it is on the board already). Anyone else's post there is an internal note, kept in the
-    /// case's log and never relayed. `None`: no case has that thread.
-    ///
-    /// The board may name its author two ways (a claim by a click without a username kept the user
-    /// id): `author_id` is the other.
-    pub async fn board_thread_post(
-        &self,
-        post: &str,
-        agent: SupportAgent<'_>,
-        author_id: &str,
-        text: &str,
-    ) -> Result<Option<Relayed>, CaseError> {
-        let Some(case) = self.store.case_of_board_post(post).await? else {
-            return Ok(None);
-        };
-        if agent.tenant.is_some_and(|t| t != case.tenant_id) {
-            return Ok(None);
-        }
-        let owner = case
-            .owner
-            .as_deref()
-            .filter(|o| *o == agent.login || *o == author_id);
-        if let (CaseState::EmAtendimento, Some(owner)) = (case.state, owner) {
-            let agent = SupportAgent {
-                login: owner,
-                ..agent
-            };
-            self.relay_agent_words(&case, agent, text, false).await?;
-            return Ok(Some(Relayed::ToCardHolder));
-        }
-        let note = case.event(
-            self.engine.now(),
-            agent.login,
-            "nota_interna",
-            Some(text.to_owned()),
-        );
-        self.store.note_case(&note, &[], self.engine.now()).await?;
-        Ok(Some(Relayed::InternalNote))
     }
 
     /// The agent's words to the card holder, shown on the board too unless they were written there.
@@ -362,92 +305,6 @@ impl ConversationService {
             .await;
         lock.release().await;
         sent
-    }
-
-    /// Hands the conversation back to the bot, with an optional note: the note and a line on the human
-    /// part go into the compressed context, which the model reads from the next turn on.
-    pub async fn hand_back(
-        &self,
-        id: &str,
-        agent: SupportAgent<'_>,
-        note: Option<&str>,
-    ) -> Result<Case, CaseError> {
-        let case = self.open_case_for(id, agent).await?;
-        let now = self.engine.now();
-        let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
-        let closed = self
-            .store
-            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), now)
-            .await?
-            .ok_or(CaseError::Closed)?;
-        let log = self.store.case_events(&case.id).await?;
-        let count = |what: &str| log.iter().filter(|e| e.what == what).count();
-        let mut context = self
-            .store
-            .context(&case.conversation_id)
-            .await?
-            .unwrap_or_else(|| ConversationContext::empty(&case.conversation_id, "", now));
-        context.key_facts.push(format!(
-            "atendimento humano ({}): {} mensagens do cliente, {} do atendente; devolvido ao bot",
-            agent.name,
-            count("mensagem_cliente"),
-            count("mensagem_atendente"),
-        ));
-        if let Some(note) = note {
-            context.key_facts.push(format!("nota do atendente: {note}"));
-        }
-        context.updated_at = now;
-        self.store.save_context(&context).await?;
-        self.post_to_board(self.board_state(&closed)).await;
-        Ok(closed)
-    }
-
-    /// Tells the card holders of the waiting cases whose claim time ran out that nobody has it yet, once
-    /// per case (whichever instance gets to it). Returns how many were told.
-    pub async fn send_due_case_notices(&self) -> usize {
-        let mut sent = 0;
-        loop {
-            let now = self.engine.now();
-            let case = match self.store.take_due_notice(now).await {
-                Ok(Some(case)) => case,
-                Ok(None) => return sent,
-                Err(e) => {
-                    tracing::error!(error = %e, "due case notices could not be read");
-                    return sent;
-                }
-            };
-            let line = case.event(now, "sistema", "aviso_sem_atendente", None);
-            let message = ChatMessage::assistant(UNCLAIMED_TEXT);
-            match self.say_to_card_holder(&case, message, Some(&line), true).await {
-                Ok(()) => sent += 1,
-                Err(e) => tracing::error!(case = %case.id, error = %e, "unclaimed-case notice not sent"),
-            }
-        }
-    }
-
-    /// Closes the case and the conversation, with a polite closing message to the card holder.
-    pub async fn close_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
-        let case = self.open_case_for(id, agent).await?;
-        let now = self.engine.now();
-        let closed = self
-            .store
-            .close_case(&case.id, agent.login, CaseState::Encerrado, None, now)
-            .await?
-            .ok_or(CaseError::Closed)?;
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
-        let ended = async {
-            if let Some(mut conv) = self.store.conversation(&case.conversation_id).await? {
-                conv.ended = true;
-                self.store.save_conversation(&conv, now).await?;
-            }
-            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None, false)
-                .await
-        }
-        .await;
-        lock.release().await;
-        ended?;
-        self.post_to_board(self.board_state(&closed)).await;
-        Ok(closed)
     }
 
     /// A case `agent` may act on now: open, and — once claimed — theirs.
@@ -648,23 +505,7 @@ impl Proposal {
     }
 }
 
-impl ConversationService {
-    /// The case's owner proposes a recharge: the card holder gets the usual confirmation (with buttons
-    /// where the channel has them), and only their own "sim" or tap confirms it. Nothing here moves
-    /// money. Returns what was proposed, masked.
-    pub async fn propose_recharge(
-        &self,
-        id: &str,
-        agent: SupportAgent<'_>,
-        proposal: &Proposal,
-    ) -> Result<String, CaseError> {
-        let case = self.owned_case(id, agent).await?;
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
-        let proposed = self.proposal_turn(&case, agent, proposal).await;
-        lock.release().await;
-        proposed
-    }
-
+impl Services {
     /// The proposal as a turn of the card holder's conversation that begins with `preparar_recarga` —
     /// the same checks and confirmation as when the card holder asks — opened by the agent's message.
     async fn proposal_turn(
@@ -731,5 +572,167 @@ impl ConversationService {
             ));
         }
         Ok(described)
+    }
+}
+
+impl Cases<'_> {
+    /// `agent` claims a waiting case: of two at once, exactly one wins.
+    pub async fn claim_case(self, id: &str, agent: SupportAgent<'_>) -> Result<Claim, CaseError> {
+        self.visible_case(id, agent).await?;
+        let claim = self.store.claim_case(id, agent.login, self.engine.now()).await?;
+        if let Claim::Claimed(case) = &claim {
+            self.post_to_board(self.board_state(case)).await;
+        }
+        Ok(claim)
+    }
+
+    /// The case's owner writes to the card holder: stored in the conversation as the agent's message
+    /// and sent on the conversation's own channel, after everything already on its way.
+    pub async fn agent_reply(self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
+        let case = self.owned_case(id, agent).await?;
+        self.relay_agent_words(&case, agent, text, true).await
+    }
+
+    /// What the owner of the case whose thread root is `post` wrote in that thread: relayed to the card
+    /// holder (it is on the board already). Anyone else's post there is an internal note, kept in the
+    /// case's log and never relayed. `None`: no case has that thread.
+    ///
+    /// The board may name its author two ways (a claim by a click without a username kept the user
+    /// id): `author_id` is the other.
+    pub async fn board_thread_post(
+        self,
+        post: &str,
+        agent: SupportAgent<'_>,
+        author_id: &str,
+        text: &str,
+    ) -> Result<Option<Relayed>, CaseError> {
+        let Some(case) = self.store.case_of_board_post(post).await? else {
+            return Ok(None);
+        };
+        if agent.tenant.is_some_and(|t| t != case.tenant_id) {
+            return Ok(None);
+        }
+        let owner = case
+            .owner
+            .as_deref()
+            .filter(|o| *o == agent.login || *o == author_id);
+        if let (CaseState::EmAtendimento, Some(owner)) = (case.state, owner) {
+            let agent = SupportAgent {
+                login: owner,
+                ..agent
+            };
+            self.relay_agent_words(&case, agent, text, false).await?;
+            return Ok(Some(Relayed::ToCardHolder));
+        }
+        let note = case.event(
+            self.engine.now(),
+            agent.login,
+            "nota_interna",
+            Some(text.to_owned()),
+        );
+        self.store.note_case(&note, &[], self.engine.now()).await?;
+        Ok(Some(Relayed::InternalNote))
+    }
+
+    /// Hands the conversation back to the bot, with an optional note: the note and a line on the human
+    /// part go into the compressed context, which the model reads from the next turn on.
+    pub async fn hand_back(
+        self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        note: Option<&str>,
+    ) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        let now = self.engine.now();
+        let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
+        let closed = self
+            .store
+            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), now)
+            .await?
+            .ok_or(CaseError::Closed)?;
+        let log = self.store.case_events(&case.id).await?;
+        let count = |what: &str| log.iter().filter(|e| e.what == what).count();
+        let mut context = self
+            .store
+            .context(&case.conversation_id)
+            .await?
+            .unwrap_or_else(|| ConversationContext::empty(&case.conversation_id, "", now));
+        context.key_facts.push(format!(
+            "atendimento humano ({}): {} mensagens do cliente, {} do atendente; devolvido ao bot",
+            agent.name,
+            count("mensagem_cliente"),
+            count("mensagem_atendente"),
+        ));
+        if let Some(note) = note {
+            context.key_facts.push(format!("nota do atendente: {note}"));
+        }
+        context.updated_at = now;
+        self.store.save_context(&context).await?;
+        self.post_to_board(self.board_state(&closed)).await;
+        Ok(closed)
+    }
+
+    /// Tells the card holders of the waiting cases whose claim time ran out that nobody has it yet, once
+    /// per case (whichever instance gets to it). Returns how many were told.
+    pub async fn send_due_case_notices(self) -> usize {
+        let mut sent = 0;
+        loop {
+            let now = self.engine.now();
+            let case = match self.store.take_due_notice(now).await {
+                Ok(Some(case)) => case,
+                Ok(None) => return sent,
+                Err(e) => {
+                    tracing::error!(error = %e, "due case notices could not be read");
+                    return sent;
+                }
+            };
+            let line = case.event(now, "sistema", "aviso_sem_atendente", None);
+            let message = ChatMessage::assistant(UNCLAIMED_TEXT);
+            match self.say_to_card_holder(&case, message, Some(&line), true).await {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::error!(case = %case.id, error = %e, "unclaimed-case notice not sent"),
+            }
+        }
+    }
+
+    /// Closes the case and the conversation, with a polite closing message to the card holder.
+    pub async fn close_case(self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        let now = self.engine.now();
+        let closed = self
+            .store
+            .close_case(&case.id, agent.login, CaseState::Encerrado, None, now)
+            .await?
+            .ok_or(CaseError::Closed)?;
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let ended = async {
+            if let Some(mut conv) = self.store.conversation(&case.conversation_id).await? {
+                conv.ended = true;
+                self.store.save_conversation(&conv, now).await?;
+            }
+            self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None, false)
+                .await
+        }
+        .await;
+        lock.release().await;
+        ended?;
+        self.post_to_board(self.board_state(&closed)).await;
+        Ok(closed)
+    }
+
+    /// The case's owner proposes a recharge: the card holder gets the usual confirmation (with buttons
+    /// where the channel has them), and only their own "sim" or tap confirms it. Nothing here moves
+    /// money. Returns what was proposed, masked.
+    pub async fn propose_recharge(
+        self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        proposal: &Proposal,
+    ) -> Result<String, CaseError> {
+        let case = self.owned_case(id, agent).await?;
+        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let proposed = self.proposal_turn(&case, agent, proposal).await;
+        lock.release().await;
+        proposed
     }
 }

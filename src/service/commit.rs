@@ -8,7 +8,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use vt_actions::vt::card::mask_cards_in;
 
-use super::{ConversationService, Delivery, Handled, Inbound, IntentTag, Routing};
+use super::{Delivery, Handled, Inbound, IntentTag, Routing, Services};
 use crate::engine::retry::retry;
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::llm::{ChatMessage, CompletionRequest};
@@ -64,7 +64,7 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     }
 }
 
-impl ConversationService {
+impl Services {
     /// Writes the turn and says what the channel sends back.
     pub(super) async fn commit(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran) -> Handled {
         let Ran {

@@ -2,12 +2,13 @@
 //! "PARAR" or "SAIR" opts out at once, "VOLTAR" or "quero receber avisos" opts (back) in. Answered in
 //! one line with no router and no model (zero tokens), and recorded with who, when and through what.
 
+use super::Contacts;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
 use super::commit::Ran;
-use super::{ConversationService, Handled, Inbound, Routing, ServiceError};
+use super::{Handled, Inbound, Routing, ServiceError, Services};
 use crate::engine::Conversation;
 use crate::store::{ConsentChange, ConversationContext};
 
@@ -35,7 +36,7 @@ pub(super) fn consent_words(conv: &Conversation, text: &str) -> Option<bool> {
     }
 }
 
-impl ConversationService {
+impl Services {
     /// Records the user's answer and confirms it in one line.
     pub(super) async fn consent_turn(
         &self,
@@ -143,10 +144,12 @@ impl OptIn {
     }
 }
 
-impl ConversationService {
+impl Services {}
+
+impl Contacts<'_> {
     /// Records imported opt-ins, except where the person said PARAR later than the import's date (their
     /// own word wins). Returns how many were recorded.
-    pub async fn import_opt_ins(&self, changes: &[ConsentChange]) -> Result<usize, crate::store::StoreError> {
+    pub async fn import_opt_ins(self, changes: &[ConsentChange]) -> Result<usize, crate::store::StoreError> {
         let mut recorded = 0;
         for change in changes {
             let current = self.store.consent(&change.wa_id).await?;

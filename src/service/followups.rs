@@ -15,6 +15,7 @@
 //! holder is told before the follow-up is settled: a crash in between tells them again (RF10's notice
 //! is deduplicated by its key) rather than never.
 
+use super::FollowUps;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use vt_actions::journal::AttemptStatus;
@@ -24,7 +25,7 @@ use vt_actions::systems::VtSystems;
 use vt_actions::vt::FlowInput;
 use vt_actions::vt::texts::RecargaStatus;
 
-use super::ConversationService;
+use super::Services;
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 use crate::store::{Checked, FlowRunRecord, FollowUp, NewCase, OUTCOME_CASE, RunStatus, StoreError};
@@ -52,34 +53,7 @@ enum Audience {
     Recipient,
 }
 
-impl ConversationService {
-    /// Checks every follow-up due now, once each among all processes and instances. Returns how many
-    /// were checked.
-    pub async fn run_due_followups(&self) -> usize {
-        let mut checked = 0;
-        loop {
-            let now = self.engine.now();
-            let lease = now + Duration::minutes(LEASE_MINUTES);
-            let due = match self.store.claim_followups(now, lease, CLAIM).await {
-                Ok(due) if !due.is_empty() => due,
-                Ok(_) => return checked,
-                Err(e) => {
-                    tracing::error!(error = %e, "due recharge follow-ups could not be read");
-                    return checked;
-                }
-            };
-            for follow_up in due {
-                let key = follow_up.attempt.attempt.idempotency_key.clone();
-                match self.follow_up(follow_up).await {
-                    Ok(()) => checked += 1,
-                    Err(e) => {
-                        tracing::error!(key = %key, error = %e, "recharge follow-up not carried through")
-                    }
-                }
-            }
-        }
-    }
-
+impl Services {
     /// One check: the request again, then what its answer says.
     async fn follow_up(&self, f: FollowUp) -> Result<(), FollowUpError> {
         let systems = self
@@ -287,4 +261,33 @@ fn settled_output(mut output: Value, status: RunStatus, stage: &Value) -> Value 
         }
     }
     output
+}
+
+impl FollowUps<'_> {
+    /// Checks every follow-up due now, once each among all processes and instances. Returns how many
+    /// were checked.
+    pub async fn run_due_followups(self) -> usize {
+        let mut checked = 0;
+        loop {
+            let now = self.engine.now();
+            let lease = now + Duration::minutes(LEASE_MINUTES);
+            let due = match self.store.claim_followups(now, lease, CLAIM).await {
+                Ok(due) if !due.is_empty() => due,
+                Ok(_) => return checked,
+                Err(e) => {
+                    tracing::error!(error = %e, "due recharge follow-ups could not be read");
+                    return checked;
+                }
+            };
+            for follow_up in due {
+                let key = follow_up.attempt.attempt.idempotency_key.clone();
+                match self.follow_up(follow_up).await {
+                    Ok(()) => checked += 1,
+                    Err(e) => {
+                        tracing::error!(key = %key, error = %e, "recharge follow-up not carried through")
+                    }
+                }
+            }
+        }
+    }
 }

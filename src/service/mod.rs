@@ -12,9 +12,9 @@
 //!    ([`crate::outbox`]).
 //!
 //! Turns of one conversation run one at a time, under the store's turn lock, in the order their
-//! messages were stored. [`ConversationService::handle`] (terminal, HTTP) holds the lock from accept
-//! to commit. Webhooks must acknowledge fast, so [`ConversationService::receive`] accepts outside the
-//! lock and a task per message calls [`ConversationService::process`]; those tasks may take the lock
+//! messages were stored. [`Services::handle`] (terminal, HTTP) holds the lock from accept
+//! to commit. Webhooks must acknowledge fast, so [`Services::receive`] accepts outside the
+//! lock and a task per message calls [`Services::process`]; those tasks may take the lock
 //! in any order, so the holder first processes the conversation's earlier unprocessed messages (by
 //! stored id), then its own ([`inbox`] carries the channel's details and outcomes between tasks).
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
@@ -35,6 +35,8 @@ pub use figures::{CaseFigures, percentile};
 pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hours::Hours;
 mod commit;
+mod jobs;
+pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages};
 mod question;
 mod inbox;
 mod route;
@@ -135,14 +137,14 @@ impl IntentTag {
     }
 }
 
-/// A message [`ConversationService::receive`] stored, waiting for [`ConversationService::process`].
+/// A message [`Services::receive`] stored, waiting for [`Services::process`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Received {
     pub conversation_id: String,
     pub message_id: i64,
 }
 
-/// A conversation as a channel's confirm / cancel buttons see it ([`ConversationService::awaiting`]).
+/// A conversation as a channel's confirm / cancel buttons see it ([`Services::awaiting`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Awaiting {
     pub user_id: String,
@@ -159,7 +161,7 @@ impl Awaiting {
     }
 }
 
-/// How [`ConversationService::run_flow`] runs a flow.
+/// How [`Services::run_flow`] runs a flow.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FlowOptions<'a> {
     pub mode: FlowMode,
@@ -266,7 +268,7 @@ impl Default for ServiceConfig {
     }
 }
 
-pub struct ConversationService {
+pub struct Services {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     router: Option<Router>,
@@ -276,7 +278,7 @@ pub struct ConversationService {
     recargas: crate::store::RecargasConfig,
 }
 
-impl ConversationService {
+impl Services {
     pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
         Self {
             engine,
@@ -329,35 +331,6 @@ impl ConversationService {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
-    }
-
-    /// Handles one user message end to end: accept → route → run → commit, under the conversation's
-    /// turn lock. One trace.
-    pub async fn handle(&self, msg: Inbound) -> Result<Handled, ServiceError> {
-        if self.engine.catalog().agent(&msg.agent_id).is_none() {
-            return Err(EngineError::UnknownAgent(msg.agent_id).into());
-        }
-        let id = msg
-            .conversation_id
-            .clone()
-            .unwrap_or_else(|| self.engine.next_id("conv"));
-        let scope = Scope {
-            agent: &msg.agent_id,
-            session: &id,
-            user: &msg.user.user_id,
-        };
-        traced(&scope, &msg, async {
-            let lock = self
-                .store
-                .lock_conversation(&id)
-                .await
-                .map_err(ServiceError::NotRecorded)?;
-            let result = self.turn(id.clone(), &msg).await;
-            // Released here on every path, errors included, so the next turn never waits for a lease.
-            lock.release().await;
-            result
-        })
-        .await
     }
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
@@ -478,60 +451,6 @@ impl ConversationService {
             })
     }
 
-    /// Whose conversation `id` is and which recharge waits there for confirmation (`None`: no such
-    /// conversation, or it could not be read). What channels ask before a tap on a button becomes a
-    /// message.
-    pub async fn awaiting(&self, id: &str) -> Option<Awaiting> {
-        let conv = self.store.conversation(id).await.ok().flatten()?;
-        Some(Awaiting {
-            recharge: vt_actions::tools::RecargaPendente::id_in(&conv.state),
-            user_id: conv.user_id,
-            tenant_id: conv.tenant_id,
-        })
-    }
-
-    /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must
-    /// answer fast): the message is stored — or recognised as a redelivery (`None`) — and nothing
-    /// else happens yet. [`Self::process`] runs the rest.
-    pub async fn receive(&self, msg: &Inbound) -> Result<Option<Received>, ServiceError> {
-        if self.engine.catalog().agent(&msg.agent_id).is_none() {
-            return Err(EngineError::UnknownAgent(msg.agent_id.clone()).into());
-        }
-        let id = msg
-            .conversation_id
-            .clone()
-            .unwrap_or_else(|| self.engine.next_id("conv"));
-        let stored = self
-            .store
-            .conversation(&id)
-            .await
-            .map_err(ServiceError::NotRecorded)?;
-        let accepted = self.accept(&id, stored, msg, self.engine.now()).await?;
-        Ok(accepted.map(|(_, message_id)| {
-            self.inbox.hold(message_id, msg.clone());
-            Received {
-                conversation_id: id,
-                message_id,
-            }
-        }))
-    }
-
-    /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
-    /// trace.
-    ///
-    /// Messages are processed in the order they were stored, whichever task gets the lock first: the
-    /// holder processes the conversation's earlier unprocessed messages before its own and leaves
-    /// their outcomes for their own tasks (or, for a message this process did not receive, for
-    /// nobody: its replies go out through the outbox all the same).
-    pub async fn process(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
-        let scope = Scope {
-            agent: &msg.agent_id,
-            session: &received.conversation_id,
-            user: &msg.user.user_id,
-        };
-        traced(&scope, msg, self.process_locked(msg, received.clone())).await
-    }
-
     async fn process_locked(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
         let lock = self.store.lock_conversation(&received.conversation_id).await;
         let result = match lock {
@@ -607,37 +526,6 @@ impl ConversationService {
         Ok((conv, reads))
     }
 
-    /// Processes what channels delivered, was acknowledged, and never got its turn (the process
-    /// stopped in between). Called at start by `serve`; the replies go out through the outbox.
-    pub async fn recover(&self) -> usize {
-        let pending = match self.store.unprocessed_messages(None, 1_000).await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::error!(error = %e, "unprocessed messages could not be read");
-                return 0;
-            }
-        };
-        let mut done = 0;
-        for m in pending {
-            let Ok(Some(conv)) = self.store.conversation(&m.conversation_id).await else {
-                continue;
-            };
-            let received = Received {
-                conversation_id: conv.id.clone(),
-                message_id: m.id,
-            };
-            match self.process(&inbound_of(&conv, &m), received).await {
-                Ok(h) if !h.duplicate => done += 1,
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, conversation = %conv.id, "recovered message failed"),
-            }
-        }
-        if done > 0 {
-            tracing::info!(done, "messages accepted before a stop were processed");
-        }
-        done
-    }
-
     /// A turn the engine never ran (a refused message, one held for a person): the user's message and,
     /// when there is one, the reply.
     pub(super) fn without_engine(
@@ -671,25 +559,6 @@ impl ConversationService {
             messages,
             stages: Vec::new(),
         }
-    }
-
-    /// Runs the ten-stage flow for one input (all ten stages or a dry run, as `options` say) and, unless
-    /// the caller records it itself, stores the run with its stage outputs. Input errors come back
-    /// before anything is written. One trace: accept (the run on record), run (the stages), commit.
-    pub async fn run_flow(
-        &self,
-        request: impl Into<FlowRequest<'_>>,
-        options: FlowOptions<'_>,
-    ) -> Result<FlowRan, ServiceError> {
-        let prepared = crate::flow::prepare(&self.engine, request.into(), options.tenant)?;
-        let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
-        let run = async {
-            match options.recording {
-                Recording::Here => self.run_prepared_flow(prepared, options.mode).await,
-                Recording::ByCaller => self.run_unrecorded_flow(prepared, options.mode).await,
-            }
-        };
-        flow_traced(&conv, &text, run).await
     }
 
     /// A batch line's flow: stored by the caller — a batch records its ended lines with their runs in
@@ -775,6 +644,143 @@ impl ConversationService {
             persisted,
             record: None,
         })
+    }
+}
+
+impl Messages<'_> {
+    /// Handles one user message end to end: accept → route → run → commit, under the conversation's
+    /// turn lock. One trace.
+    pub async fn handle(self, msg: Inbound) -> Result<Handled, ServiceError> {
+        if self.engine.catalog().agent(&msg.agent_id).is_none() {
+            return Err(EngineError::UnknownAgent(msg.agent_id).into());
+        }
+        let id = msg
+            .conversation_id
+            .clone()
+            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let scope = Scope {
+            agent: &msg.agent_id,
+            session: &id,
+            user: &msg.user.user_id,
+        };
+        traced(&scope, &msg, async {
+            let lock = self
+                .store
+                .lock_conversation(&id)
+                .await
+                .map_err(ServiceError::NotRecorded)?;
+            let result = self.turn(id.clone(), &msg).await;
+            // Released here on every path, errors included, so the next turn never waits for a lease.
+            lock.release().await;
+            result
+        })
+        .await
+    }
+
+    /// Whose conversation `id` is and which recharge waits there for confirmation (`None`: no such
+    /// conversation, or it could not be read). What channels ask before a tap on a button becomes a
+    /// message.
+    pub async fn awaiting(self, id: &str) -> Option<Awaiting> {
+        let conv = self.store.conversation(id).await.ok().flatten()?;
+        Some(Awaiting {
+            recharge: vt_actions::tools::RecargaPendente::id_in(&conv.state),
+            user_id: conv.user_id,
+            tenant_id: conv.tenant_id,
+        })
+    }
+
+    /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must
+    /// answer fast): the message is stored — or recognised as a redelivery (`None`) — and nothing
+    /// else happens yet. [`Self::process`] runs the rest.
+    pub async fn receive(self, msg: &Inbound) -> Result<Option<Received>, ServiceError> {
+        if self.engine.catalog().agent(&msg.agent_id).is_none() {
+            return Err(EngineError::UnknownAgent(msg.agent_id.clone()).into());
+        }
+        let id = msg
+            .conversation_id
+            .clone()
+            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let stored = self
+            .store
+            .conversation(&id)
+            .await
+            .map_err(ServiceError::NotRecorded)?;
+        let accepted = self.accept(&id, stored, msg, self.engine.now()).await?;
+        Ok(accepted.map(|(_, message_id)| {
+            self.inbox.hold(message_id, msg.clone());
+            Received {
+                conversation_id: id,
+                message_id,
+            }
+        }))
+    }
+
+    /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
+    /// trace.
+    ///
+    /// Messages are processed in the order they were stored, whichever task gets the lock first: the
+    /// holder processes the conversation's earlier unprocessed messages before its own and leaves
+    /// their outcomes for their own tasks (or, for a message this process did not receive, for
+    /// nobody: its replies go out through the outbox all the same).
+    pub async fn process(self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
+        let scope = Scope {
+            agent: &msg.agent_id,
+            session: &received.conversation_id,
+            user: &msg.user.user_id,
+        };
+        traced(&scope, msg, self.process_locked(msg, received.clone())).await
+    }
+
+    /// Processes what channels delivered, was acknowledged, and never got its turn (the process
+    /// stopped in between). Called at start by `serve`; the replies go out through the outbox.
+    pub async fn recover(self) -> usize {
+        let pending = match self.store.unprocessed_messages(None, 1_000).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "unprocessed messages could not be read");
+                return 0;
+            }
+        };
+        let mut done = 0;
+        for m in pending {
+            let Ok(Some(conv)) = self.store.conversation(&m.conversation_id).await else {
+                continue;
+            };
+            let received = Received {
+                conversation_id: conv.id.clone(),
+                message_id: m.id,
+            };
+            match self.process(&inbound_of(&conv, &m), received).await {
+                Ok(h) if !h.duplicate => done += 1,
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, conversation = %conv.id, "recovered message failed"),
+            }
+        }
+        if done > 0 {
+            tracing::info!(done, "messages accepted before a stop were processed");
+        }
+        done
+    }
+}
+
+impl Flows<'_> {
+    /// Runs the ten-stage flow for one input (all ten stages or a dry run, as `options` say) and, unless
+    /// the caller records it itself, stores the run with its stage outputs. Input errors come back
+    /// before anything is written. One trace: accept (the run on record), run (the stages), commit.
+    pub async fn run_flow(
+        self,
+        request: impl Into<FlowRequest<'_>>,
+        options: FlowOptions<'_>,
+    ) -> Result<FlowRan, ServiceError> {
+        let prepared = crate::flow::prepare(&self.engine, request.into(), options.tenant)?;
+        let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
+        let run = async {
+            match options.recording {
+                Recording::Here => self.run_prepared_flow(prepared, options.mode).await,
+                Recording::ByCaller => self.run_unrecorded_flow(prepared, options.mode).await,
+            }
+        };
+        flow_traced(&conv, &text, run).await
     }
 }
 

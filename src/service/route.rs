@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{ConversationService, Inbound, IntentTag};
+use super::{Inbound, IntentTag, Services};
 use crate::engine::{Conversation, TurnStart};
 use crate::router::{Route, STATE_AGUARDANDO};
 
@@ -61,7 +61,7 @@ impl Routing {
     }
 }
 
-impl ConversationService {
+impl Services {
     /// Routes `msg` in `conv`; a question for a missing parameter is remembered in its state, and a
     /// tap on the waiting recharge's own button names it (`question::tapped`).
     pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {

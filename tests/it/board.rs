@@ -669,10 +669,12 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
         ..Default::default()
     };
     chat.service
+        .messages()
         .handle(transfer("c-beta", "beta"))
         .await
         .expect("beta");
     chat.service
+        .messages()
         .handle(transfer("c-acme", "acme"))
         .await
         .expect("acme");

@@ -127,15 +127,23 @@ async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_th
     let service = &h.service;
     // Another tenant's agent does not see it; nobody answers before claiming.
     let other = service
+        .cases()
         .claim_case(&case.id, agent("beltrano", Some("outra")))
         .await;
     assert!(matches!(other, Err(CaseError::NotFound(_))), "{other:?}");
-    let early = service.agent_reply(&case.id, agent("fulana", None), "oi").await;
+    let early = service
+        .cases()
+        .agent_reply(&case.id, agent("fulana", None), "oi")
+        .await;
     assert!(matches!(early, Err(CaseError::NotClaimed)), "{early:?}");
     // Two agents of the tenant claim at once: one owner.
     let (a, b) = tokio::join!(
-        service.claim_case(&case.id, agent("fulana", Some("default"))),
-        service.claim_case(&case.id, agent("ciclana", Some("default")))
+        service
+            .cases()
+            .claim_case(&case.id, agent("fulana", Some("default"))),
+        service
+            .cases()
+            .claim_case(&case.id, agent("ciclana", Some("default")))
     );
     let claims = [a.expect("a"), b.expect("b")];
     let owner = claims
@@ -148,6 +156,7 @@ async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_th
     let other_one = if owner == "fulana" { "ciclana" } else { "fulana" };
     assert!(claims.contains(&Claim::TakenBy(owner.clone())), "{claims:?}");
     let refused = service
+        .cases()
         .agent_reply(&case.id, agent(other_one, Some("default")), "eu também")
         .await;
     assert!(
@@ -157,6 +166,7 @@ async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_th
 
     // The owner's words reach the conversation, as a support agent's message.
     service
+        .cases()
         .agent_reply(
             &case.id,
             agent(&owner, Some("default")),
@@ -176,6 +186,7 @@ async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_th
 
     // Handed back with a note: the bot answers again, and its context holds the note.
     service
+        .cases()
         .hand_back(
             &case.id,
             agent(&owner, Some("default")),
@@ -203,7 +214,10 @@ async fn the_owner_answers_the_card_holder_and_hands_back_with_a_note_the_bot_th
         "{:?}",
         context.key_facts
     );
-    let late = service.hand_back(&case.id, agent(&owner, None), None).await;
+    let late = service
+        .cases()
+        .hand_back(&case.id, agent(&owner, None), None)
+        .await;
     assert!(matches!(late, Err(CaseError::Closed)), "{late:?}");
 }
 
@@ -214,6 +228,7 @@ async fn closing_a_case_ends_the_conversation_with_a_polite_message() {
     let case = h.store.open_case_of("c-fim").await.expect("read").expect("case");
     let closed = h
         .service
+        .cases()
         .close_case(&case.id, agent("fulana", None))
         .await
         .expect("close");
@@ -249,22 +264,23 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
         .expect("read")
         .expect("case");
     h.service
+        .cases()
         .claim_case(&claimed.id, agent("fulana", None))
         .await
         .expect("claim");
     h.clock.set(at(9));
     assert_eq!(
-        h.service.send_due_case_notices().await,
+        h.service.cases().send_due_case_notices().await,
         0,
         "not yet: 10 minutes by default"
     );
     h.clock.set(at(11));
     assert_eq!(
-        h.service.send_due_case_notices().await,
+        h.service.cases().send_due_case_notices().await,
         1,
         "the waiting one, not the claimed one"
     );
-    assert_eq!(h.service.send_due_case_notices().await, 0, "once");
+    assert_eq!(h.service.cases().send_due_case_notices().await, 0, "once");
     let messages = h.store.messages("c-espera").await.expect("messages");
     let last = messages
         .last()
@@ -283,11 +299,11 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
             .all(|m| !m.message.text().unwrap_or_default().contains("Ainda não há"))
     );
     // Another process on the same store (a restart) finds nothing left to send.
-    let again = vt_agent::service::ConversationService::new(
+    let again = vt_agent::service::Services::new(
         std::sync::Arc::new(crate::support::test_engine(None, crate::support::fast_config())),
         h.store.clone(),
     );
-    assert_eq!(again.send_due_case_notices().await, 0);
+    assert_eq!(again.cases().send_due_case_notices().await, 0);
 }
 
 #[tokio::test]
@@ -326,5 +342,5 @@ async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
             .expect("t")
             .with_timezone(&chrono::Utc),
     );
-    assert_eq!(h.service.send_due_case_notices().await, 0);
+    assert_eq!(h.service.cases().send_due_case_notices().await, 0);
 }

@@ -1016,6 +1016,7 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
     for (conversation, tenant) in [("c-nosso", "default"), ("c-deles", "outra-empresa")] {
         s.chat
             .service
+            .messages()
             .handle(transfer(conversation, tenant))
             .await
             .expect("transfer");

@@ -559,7 +559,14 @@ async fn cards_carry_to_the_same_persons_next_conversation_only() {
             text: text.into(),
             ..Default::default()
         };
-    let say = async |msg| h.service.handle(msg).await.expect("handled").reply_text();
+    let say = async |msg| {
+        h.service
+            .messages()
+            .handle(msg)
+            .await
+            .expect("handled")
+            .reply_text()
+    };
     say(as_user("hoje", "ana", "t1", "http", "saldo 1234567890")).await;
     let tomorrow = say(as_user("amanha", "ana", "t1", "http", "saldo")).await;
     assert!(tomorrow.contains("O saldo do cartão ****7890"), "{tomorrow}");

@@ -55,12 +55,12 @@ async fn a_recharge_answered_202_resolves_on_its_follow_up_charged_once_and_the_
 
     later(&h, Duration::seconds(30));
     assert_eq!(
-        h.service.run_due_followups().await,
+        h.service.followups().run_due_followups().await,
         0,
         "the first check is a minute after the send"
     );
     later(&h, Duration::seconds(31));
-    assert_eq!(h.service.run_due_followups().await, 1);
+    assert_eq!(h.service.followups().run_due_followups().await, 1);
 
     let requests = recharge_requests(&h, "6161616161");
     assert_eq!(requests.len(), 2, "{requests:?}");
@@ -90,7 +90,7 @@ async fn a_recharge_answered_202_resolves_on_its_follow_up_charged_once_and_the_
 
     // Nothing more to do, however late.
     later(&h, Duration::hours(3));
-    assert_eq!(h.service.run_due_followups().await, 0);
+    assert_eq!(h.service.followups().run_due_followups().await, 0);
     assert_eq!(recharge_requests(&h, "6161616161").len(), 2);
 }
 
@@ -105,7 +105,7 @@ async fn a_recharge_that_never_resolves_is_checked_with_backoff_then_goes_to_a_p
         let Some(next) = pending.first() else { break };
         waits.push((next.next_check_at - sent_at).num_minutes());
         h.clock.set(next.next_check_at);
-        assert_eq!(h.service.run_due_followups().await, 1);
+        assert_eq!(h.service.followups().run_due_followups().await, 1);
         assert!(waits.len() < 20, "the follow-ups end: {waits:?}");
     }
     assert_eq!(
@@ -143,7 +143,11 @@ async fn a_recharge_that_never_resolves_is_checked_with_backoff_then_goes_to_a_p
     assert_eq!(settled.outcome.as_deref(), Some(vt_agent::store::OUTCOME_CASE));
 
     later(&h, Duration::hours(5));
-    assert_eq!(h.service.run_due_followups().await, 0, "nothing is sent again");
+    assert_eq!(
+        h.service.followups().run_due_followups().await,
+        0,
+        "nothing is sent again"
+    );
     assert_eq!(recharge_requests(&h, "6666666666").len(), 1 + waits.len());
 }
 
@@ -156,6 +160,7 @@ async fn a_flows_late_outcome_settles_its_run_and_notifies_its_recipient_as_rf10
         "recarga": {"valor": 30, "meio_pagamento": {"tipo": "pix", "token": "tok_flow_9"}}}"#;
     let ran = h
         .service
+        .flows()
         .run_flow(input, vt_agent::service::FlowOptions::default())
         .await
         .expect("ran");
@@ -163,7 +168,7 @@ async fn a_flows_late_outcome_settles_its_run_and_notifies_its_recipient_as_rf10
     let notices_before = h.sim.deliveries();
 
     later(&h, Duration::minutes(1));
-    assert_eq!(h.service.run_due_followups().await, 1);
+    assert_eq!(h.service.followups().run_due_followups().await, 1);
     assert_eq!(h.recharges(), 1);
     assert_eq!(
         h.sim.deliveries(),

@@ -731,7 +731,12 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
         name: "Fulana",
         tenant: Some("empresa-a"),
     };
-    s.chat.service.claim_case(&case.id, agent).await.expect("claim");
+    s.chat
+        .service
+        .cases()
+        .claim_case(&case.id, agent)
+        .await
+        .expect("claim");
     let metrics = s.get("/metrics", Some(ADMIN)).await.text().await.expect("text");
     assert!(metrics.contains("vt_cases_waiting 0"), "{metrics}");
     assert!(
@@ -747,6 +752,7 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
     assert_eq!(held["replies"], json!([]), "the bot is silent: {held}");
     s.chat
         .service
+        .cases()
         .agent_reply(&case.id, agent, "Olá, sou a Fulana. Qual o cartão?")
         .await
         .expect("reply");
@@ -766,6 +772,7 @@ async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
     assert_eq!(last["text"], "Olá, sou a Fulana. Qual o cartão?");
     s.chat
         .service
+        .cases()
         .hand_back(&case.id, agent, None)
         .await
         .expect("hand back");

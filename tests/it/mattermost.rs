@@ -568,11 +568,13 @@ async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() 
     };
     s.chat
         .service
+        .messages()
         .handle(transfer("c-a", "empresa-a"))
         .await
         .expect("a");
     s.chat
         .service
+        .messages()
         .handle(transfer("c-b", "empresa-b"))
         .await
         .expect("b");

@@ -76,7 +76,7 @@ async fn every_reply_is_an_outbox_item_delivered_inline_or_queued_for_the_worker
     let mut msg = inbound("o2", "saldo 1111111111");
     msg.delivery = Delivery::Outbox;
     msg.channel_message_id = Some("wamid.A".into());
-    let first = h.service.handle(msg.clone()).await.expect("handled");
+    let first = h.service.messages().handle(msg.clone()).await.expect("handled");
     let queued = h
         .store
         .outbox_items(OutboxStatus::Pending, 10)
@@ -86,7 +86,7 @@ async fn every_reply_is_an_outbox_item_delivered_inline_or_queued_for_the_worker
     assert_eq!(queued[0].conversation_id.as_deref(), Some("o2"));
     assert_eq!(queued[0].payload["text"], first.reply_text());
     // The channel delivers the same message again: it is not processed again.
-    let again = h.service.handle(msg).await.expect("handled");
+    let again = h.service.messages().handle(msg).await.expect("handled");
     assert!(again.duplicate && again.replies.is_empty());
     assert_eq!(
         h.store.messages("o2").await.expect("messages").len(),
@@ -105,9 +105,14 @@ async fn a_conversation_of_another_tenant_is_not_found() {
     let h = chat_harness(None, VtSettings::default()).await;
     let mut msg = inbound("t1", "saldo 1234567890");
     msg.tenant_id = Some("empresa-a".into());
-    h.service.handle(msg.clone()).await.expect("handled");
+    h.service.messages().handle(msg.clone()).await.expect("handled");
     msg.tenant_id = Some("empresa-b".into());
-    let err = h.service.handle(msg).await.expect_err("another tenant");
+    let err = h
+        .service
+        .messages()
+        .handle(msg)
+        .await
+        .expect_err("another tenant");
     assert!(
         matches!(err, vt_agent::service::ServiceError::NotFound(_)),
         "{err}"
@@ -257,16 +262,27 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
     msg.delivery = Delivery::Outbox;
     msg.channel_message_id = Some("wamid.X".into());
     // The webhook stored it and answered 200; the process stopped before the turn.
-    let received = h.service.receive(&msg).await.expect("stored").expect("new");
+    let received = h
+        .service
+        .messages()
+        .receive(&msg)
+        .await
+        .expect("stored")
+        .expect("new");
     assert!(
-        h.service.receive(&msg).await.expect("stored").is_none(),
+        h.service
+            .messages()
+            .receive(&msg)
+            .await
+            .expect("stored")
+            .is_none(),
         "a redelivery is known"
     );
     assert_eq!(
         h.store.unprocessed_messages(None, 10).await.expect("read").len(),
         1
     );
-    assert_eq!(h.service.recover().await, 1);
+    assert_eq!(h.service.messages().recover().await, 1);
     assert!(
         h.store
             .unprocessed_messages(None, 10)
@@ -275,9 +291,14 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
             .is_empty()
     );
     // The webhook's own task gets its turn after the recovery did the work: nothing runs twice.
-    let late = h.service.process(&msg, received.clone()).await.expect("handled");
+    let late = h
+        .service
+        .messages()
+        .process(&msg, received.clone())
+        .await
+        .expect("handled");
     assert!(late.duplicate && late.replies.is_empty());
-    assert_eq!(h.service.recover().await, 0, "never twice");
+    assert_eq!(h.service.messages().recover().await, 0, "never twice");
     let queued = h
         .store
         .outbox_items(OutboxStatus::Pending, 10)
@@ -307,17 +328,29 @@ async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_run
     };
     let ask = channel("recarrega 50 no cartão 2345678901 via pix", "wamid.1");
     let yes = channel("sim", "wamid.2");
-    let first = h.service.receive(&ask).await.expect("stored").expect("new");
-    let second = h.service.receive(&yes).await.expect("stored").expect("new");
+    let first = h
+        .service
+        .messages()
+        .receive(&ask)
+        .await
+        .expect("stored")
+        .expect("new");
+    let second = h
+        .service
+        .messages()
+        .receive(&yes)
+        .await
+        .expect("stored")
+        .expect("new");
 
-    let later = h.service.process(&yes, second).await.expect("handled");
+    let later = h.service.messages().process(&yes, second).await.expect("handled");
     assert!(
         later.reply_text().contains("aprovada"),
         "the yes answered the recharge asked before it: {}",
         later.reply_text()
     );
     assert_eq!(h.recharges(), 1);
-    let earlier = h.service.process(&ask, first).await.expect("handled");
+    let earlier = h.service.messages().process(&ask, first).await.expect("handled");
     assert!(!earlier.duplicate, "the ask's own task gets the ask's outcome");
     assert!(
         earlier.awaiting_confirmation.is_some() && earlier.reply_text().contains("****8901"),

@@ -267,7 +267,7 @@ async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_wha
         .await
         .expect("service");
     let say = |text: &str| {
-        service.handle(vt_agent::service::Inbound {
+        service.messages().handle(vt_agent::service::Inbound {
             agent_id: "vt".into(),
             conversation_id: Some("c-circuito".into()),
             user: crate::support::user(),

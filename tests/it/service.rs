@@ -18,7 +18,7 @@ use vt_agent::engine::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
 };
 use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
-use vt_agent::service::{ConversationService, Inbound, ServiceError};
+use vt_agent::service::{Inbound, ServiceError, Services};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
@@ -136,8 +136,12 @@ async fn a_turn_is_stored_whole() {
         Scripted::text("feito"),
     ]));
     let store = memory_store().await;
-    let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
-    let handled = service.handle(msg(Some("c1"), "faça")).await.expect("handled");
+    let service = Services::new(engine(llm, Extensions::default()), store.clone());
+    let handled = service
+        .messages()
+        .handle(msg(Some("c1"), "faça"))
+        .await
+        .expect("handled");
     assert_eq!(handled.reply_text(), "feito");
     assert!(handled.persisted);
     let messages = store.messages("c1").await.expect("messages");
@@ -181,13 +185,18 @@ async fn a_conversation_resumes_after_a_restart() {
             Scripted::text("primeira"),
         ]));
         let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
-        let service = ConversationService::new(engine(llm, Extensions::default()), store);
-        service.handle(msg(Some("c-resume"), "um")).await.expect("turn 1");
+        let service = Services::new(engine(llm, Extensions::default()), store);
+        service
+            .messages()
+            .handle(msg(Some("c-resume"), "um"))
+            .await
+            .expect("turn 1");
     }
     let llm = Arc::new(ScriptedProvider::new([Scripted::text("segunda")]));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("reopen"));
-    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let service = Services::new(engine(llm.clone(), Extensions::default()), store.clone());
     let handled = service
+        .messages()
         .handle(msg(Some("c-resume"), "dois"))
         .await
         .expect("turn 2");
@@ -218,13 +227,13 @@ async fn a_conversation_resumes_after_a_restart() {
 async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
     let llm = Arc::new(ScriptedProvider::new([Scripted::tool("travar", json!({}))]));
     let store = memory_store().await;
-    let service = Arc::new(ConversationService::new(
+    let service = Arc::new(Services::new(
         engine(llm.clone(), Extensions::default()),
         store.clone(),
     ));
     let running = {
         let service = service.clone();
-        tokio::spawn(async move { service.handle(msg(Some("c-kill"), "primeira")).await })
+        tokio::spawn(async move { service.messages().handle(msg(Some("c-kill"), "primeira")).await })
     };
     // Wait until the turn is inside the action, then kill it.
     for _ in 0..200 {
@@ -242,6 +251,7 @@ async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
 
     llm.push([Scripted::text("estou aqui")]);
     let handled = service
+        .messages()
         .handle(msg(Some("c-kill"), "segunda"))
         .await
         .expect("the lock was released");
@@ -260,14 +270,14 @@ async fn turns_of_one_conversation_never_overlap() {
         Scripted::text("b"),
     ];
     let llm = Arc::new(ScriptedProvider::new(script));
-    let service = Arc::new(ConversationService::new(
+    let service = Arc::new(Services::new(
         engine(llm, Extensions::default().with(timeline.clone())),
         memory_store().await,
     ));
     let (s1, s2) = (service.clone(), service.clone());
     let (a, b) = tokio::join!(
-        tokio::spawn(async move { s1.handle(msg(Some("c-same"), "x")).await }),
-        tokio::spawn(async move { s2.handle(msg(Some("c-same"), "y")).await })
+        tokio::spawn(async move { s1.messages().handle(msg(Some("c-same"), "x")).await }),
+        tokio::spawn(async move { s2.messages().handle(msg(Some("c-same"), "y")).await })
     );
     a.expect("join").expect("turn a");
     b.expect("join").expect("turn b");
@@ -284,15 +294,23 @@ async fn turns_of_one_conversation_never_overlap() {
 async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let service = Services::new(engine(llm.clone(), Extensions::default()), store.clone());
     let long = "a".repeat(6_000);
-    let handled = service.handle(msg(Some("c-big"), &long)).await.expect("handled");
+    let handled = service
+        .messages()
+        .handle(msg(Some("c-big"), &long))
+        .await
+        .expect("handled");
     assert!(
         handled.reply_text().contains("6000 caracteres"),
         "{}",
         handled.reply_text()
     );
-    let handled = service.handle(msg(Some("c-big"), "   ")).await.expect("handled");
+    let handled = service
+        .messages()
+        .handle(msg(Some("c-big"), "   "))
+        .await
+        .expect("handled");
     assert!(handled.reply_text().contains("Não recebi"));
     assert!(llm.requests().is_empty());
     assert_eq!(store.messages("c-big").await.expect("messages").len(), 4);
@@ -302,10 +320,10 @@ async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() 
 async fn an_unknown_agent_writes_nothing() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = ConversationService::new(engine(llm, Extensions::default()), store.clone());
+    let service = Services::new(engine(llm, Extensions::default()), store.clone());
     let mut m = msg(Some("c-x"), "oi");
     m.agent_id = "inexistente".into();
-    let err = service.handle(m).await.expect_err("unknown agent");
+    let err = service.messages().handle(m).await.expect_err("unknown agent");
     assert_eq!(err.to_string(), "agente não encontrado: inexistente");
     assert!(store.conversation("c-x").await.expect("load").is_none());
     assert!(store.messages("c-x").await.expect("messages").is_empty());
@@ -844,8 +862,9 @@ async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told()
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = ConversationService::new(engine(llm.clone(), Extensions::default()), flaky);
+    let service = Services::new(engine(llm.clone(), Extensions::default()), flaky);
     let err = service
+        .messages()
         .handle(msg(Some("c-flaky"), "recarrega"))
         .await
         .expect_err("not recorded");
@@ -872,9 +891,10 @@ async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = ConversationService::new(engine(llm, Extensions::default()), flaky.clone())
+    let service = Services::new(engine(llm, Extensions::default()), flaky.clone())
         .with_config(crate::support::fast_service());
     let handled = service
+        .messages()
         .handle(msg(Some("c-turnfail"), "oi"))
         .await
         .expect("the reply still goes out");
@@ -896,9 +916,9 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
     let engine = Arc::new(h.engine);
-    let service = ConversationService::new(engine, store.clone());
+    let service = Services::new(engine, store.clone());
     let vt_agent::service::FlowRan { output, persisted, .. } = service
-        .run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
+        .flows().run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
         .await
         .expect("flow");
     assert!(persisted);
@@ -920,6 +940,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
         .expect("stored");
     assert_eq!(execution.model_calls.len(), 0);
     let err = service
+        .flows()
         .run_flow("{", Default::default())
         .await
         .expect_err("invalid");
@@ -938,13 +959,17 @@ async fn run_flow_stores_the_run_and_its_stages() {
 async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
-    let service = ConversationService::new(Arc::new(h.engine), store.clone());
+    let service = Services::new(Arc::new(h.engine), store.clone());
     let input = include_str!("../../examples/recarga-saldo-baixo.json");
     // Traced, each span adds its input and output as text: counted here untraced, as it runs by
     // default (another test may have installed a global subscriber).
     let _untraced = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
     let (output, conversions) = vt_actions::json::counted(async {
-        let ran = service.run_flow(input, Default::default()).await.expect("flow");
+        let ran = service
+            .flows()
+            .run_flow(input, Default::default())
+            .await
+            .expect("flow");
         vt_actions::json::to_pretty(&ran.output.for_caller()).expect("printed")
     })
     .await;

@@ -2198,7 +2198,7 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
     chat.say("c-pg", "sim").await;
     let output = chat
         .service
-        .run_flow(
+        .flows().run_flow(
             r#"{"cartao": "3456789012", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok-pg-secreto"}}}"#,
             vt_agent::service::FlowOptions::default(),
         )

@@ -419,7 +419,7 @@ pub(crate) fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
 pub(crate) struct ChatHarness {
     /// The engine's and the simulator's clock: tests move it instead of sleeping.
     pub clock: vt_agent::engine::ManualClock,
-    pub service: Arc<vt_agent::service::ConversationService>,
+    pub service: Arc<vt_agent::service::Services>,
     pub sim: vt_actions::systems::Simulator,
     pub store: Arc<dyn vt_agent::store::Store>,
     _running: vt_actions::systems::RunningSimulator,
@@ -567,7 +567,7 @@ impl ChatHarness {
             text: text.into(),
             ..Default::default()
         };
-        self.service.handle(msg).await.expect("handled")
+        self.service.messages().handle(msg).await.expect("handled")
     }
 
     pub(crate) fn recharges(&self) -> usize {

@@ -550,7 +550,7 @@ async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
                 text: text.into(),
                 ..Default::default()
             };
-            service.handle(msg).await.expect("turn").reply_text()
+            service.messages().handle(msg).await.expect("turn").reply_text()
         };
         let balance = say(&format!("saldo {card}")).await;
         assert!(balance.contains("BRL 50,00"), "{auth:?}: {balance}");

@@ -752,7 +752,7 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
         delivery: vt_agent::service::Delivery::Outbox,
         ..Default::default()
     };
-    h.service.handle(msg).await.expect("turn");
+    h.service.messages().handle(msg).await.expect("turn");
     let worker = vt_agent::outbox::Worker::new(h.store.clone(), vt_agent::engine::RetryPolicy::new(1, 1))
         .with_sender(Arc::new(Recorder));
     assert_eq!(worker.pass().await.sent, 1);

@@ -315,12 +315,18 @@ async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their
         name: "Ana",
         tenant: None,
     };
-    chat.service.claim_case(&case.id, agent).await.expect("claim");
     chat.service
+        .cases()
+        .claim_case(&case.id, agent)
+        .await
+        .expect("claim");
+    chat.service
+        .cases()
         .agent_reply(&case.id, agent, "Olá! Seu cartão foi desbloqueado.")
         .await
         .expect("reply");
     chat.service
+        .cases()
         .agent_reply(&case.id, agent, "Posso ajudar em algo mais?")
         .await
         .expect("reply");
@@ -538,6 +544,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     consent(&store, user, true).await;
     let ran = h
         .service
+        .flows()
         .run_flow(flow(user, false).as_str(), Default::default())
         .await
         .expect("flow");
@@ -558,6 +565,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     // The same card again, still low: nothing more.
     let again = h
         .service
+        .flows()
         .run_flow(flow(user, false).as_str(), Default::default())
         .await
         .expect("flow");
@@ -571,6 +579,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     consent(&store, out, false).await;
     let refused = h
         .service
+        .flows()
         .run_flow(flow(out, false).as_str(), Default::default())
         .await
         .expect("flow");
@@ -582,6 +591,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     assert_eq!(notices(&store).await.len(), 1);
     // A recharge lifts the balance above the limit: the next low balance is a new crossing.
     h.service
+        .flows()
         .run_flow(flow(user, true).as_str(), Default::default())
         .await
         .expect("recharge");
@@ -606,6 +616,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     );
     let high = h
         .service
+        .flows()
         .run_flow(flow(user, false).as_str(), Default::default())
         .await
         .expect("lookup");
@@ -623,6 +634,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     consent(&night_store, user, true).await;
     let deferred = night
         .service
+        .flows()
         .run_flow(flow(user, false).as_str(), Default::default())
         .await
         .expect("flow");

@@ -22,7 +22,7 @@ use crate::engine::{
     TurnEvent,
 };
 use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
-use crate::service::{ConversationService, Handled, Inbound, ServiceError, SupportAgent};
+use crate::service::{Handled, Inbound, ServiceError, Services, SupportAgent};
 use crate::store::{Claim, SqliteStore, Store};
 use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
 use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcript, Turn};
@@ -96,7 +96,7 @@ pub(super) struct World {
     _running: RunningSimulator,
     pub(super) model: Model,
     store: Arc<dyn Store>,
-    service: Arc<ConversationService>,
+    service: Arc<Services>,
     who: Participant,
     conversation: String,
     agent: String,
@@ -199,13 +199,20 @@ impl World {
         };
         let refused = |e: crate::service::CaseError| e.to_string();
         if step.claim {
-            match self.service.claim_case(&case.id, agent).await.map_err(refused)? {
+            match self
+                .service
+                .cases()
+                .claim_case(&case.id, agent)
+                .await
+                .map_err(refused)?
+            {
                 Claim::Claimed(_) => {}
                 other => return Err(format!("claim: {other:?}")),
             }
         }
         if let Some(text) = &step.says {
             self.service
+                .cases()
                 .agent_reply(&case.id, agent, text)
                 .await
                 .map_err(refused)?;
@@ -213,12 +220,17 @@ impl World {
         if let Some(note) = &step.hand_back {
             let note = Some(note.as_str()).filter(|n| !n.is_empty());
             self.service
+                .cases()
                 .hand_back(&case.id, agent, note)
                 .await
                 .map_err(refused)?;
         }
         if step.close {
-            self.service.close_case(&case.id, agent).await.map_err(refused)?;
+            self.service
+                .cases()
+                .close_case(&case.id, agent)
+                .await
+                .map_err(refused)?;
         }
         Ok(())
     }
@@ -238,7 +250,7 @@ impl World {
             text: turn.user.repeat(turn.repeat.unwrap_or(1)),
             ..Default::default()
         };
-        let handled = self.service.handle(msg).await?;
+        let handled = self.service.messages().handle(msg).await?;
         let latency_ms = started.elapsed().as_millis() as u64;
         let (execution, events) = match &handled.execucao_id {
             Some(id) => self
@@ -350,7 +362,7 @@ async fn product(
     clock: &ManualClock,
     running: &RunningSimulator,
     model: &Model,
-) -> Result<ConversationService, Mismatch> {
+) -> Result<Services, Mismatch> {
     let systems = SystemsConfig {
         timeout_cap_ms: Some(300),
         max_retry_wait_ms: 20,

@@ -52,7 +52,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         return case_click(&state, &click).await;
     }
     // The button belongs to one person's conversation: another user's click does nothing.
-    let Some(conv) = state.service.awaiting(&c.conversa).await else {
+    let Some(conv) = state.service.messages().awaiting(&c.conversa).await else {
         return Json(json!({"ephemeral_text": "Este pedido não existe mais."})).into_response();
     };
     let words = conv.words(&c.pendente, c.acao == "confirmar");
@@ -78,7 +78,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         thread: None,
         tapped: (c.acao == "confirmar").then(|| c.pendente.clone()),
     };
-    match state.service.handle(msg).await {
+    match state.service.messages().handle(msg).await {
         // The post loses its buttons: a second click has nothing to press.
         Ok(h) => Json(json!({"update": {"message": h.reply_text(), "props": {}}})).into_response(),
         Err(e) => {

@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 
 use super::MattermostConfig;
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::service::{BOARD, BoardKind, ConversationService};
+use crate::service::{BOARD, BoardKind, Services};
 use crate::store::{Case, CaseState, OutboxItem};
 
 /// Sends the support board's items to the support channel.
 pub struct BoardSender {
     client: reqwest::Client,
     config: Arc<MattermostConfig>,
-    service: Arc<ConversationService>,
+    service: Arc<Services>,
     channel_id: String,
 }
 
@@ -25,7 +25,7 @@ impl BoardSender {
     /// `None` without a bot to post as, or without a support channel.
     pub fn new(
         config: Arc<MattermostConfig>,
-        service: Arc<ConversationService>,
+        service: Arc<Services>,
         channel_id: Option<&str>,
     ) -> Option<Self> {
         let channel_id = channel_id?.to_owned();
@@ -49,7 +49,7 @@ impl BoardSender {
             CaseState::Devolvido | CaseState::Encerrado => &[],
         };
         json!({
-            "message": self.service.case_text(case),
+            "message": self.service.cases().case_text(case),
             "props": {"attachments": self.config.case_buttons(case, actions)},
         })
     }

@@ -22,14 +22,14 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{CHANNEL, MattermostConfig, audit, conversation_id};
 use crate::engine::Participant;
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::service::{ConversationService, Delivery, Inbound};
+use crate::service::{Delivery, Inbound, Services};
 use crate::store::OutboxItem;
 
 /// The longest wait between two reconnections.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct Bot {
-    service: Arc<ConversationService>,
+    service: Arc<Services>,
     agent: String,
     config: Arc<MattermostConfig>,
     tenant: String,
@@ -71,7 +71,7 @@ impl Bot {
     /// `None` when no bot token or URL is configured.
     /// `agent` is who the posts talk to; `tenant`, where its conversations belong.
     pub fn new(
-        service: Arc<ConversationService>,
+        service: Arc<Services>,
         agent: &str,
         config: Arc<MattermostConfig>,
         tenant: &str,
@@ -268,12 +268,12 @@ impl Bot {
             tapped: None,
         };
         let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());
-        match self.service.receive(&msg).await {
+        match self.service.messages().receive(&msg).await {
             Ok(Some(received)) => {
                 let (service, config, tenant) =
                     (self.service.clone(), self.config.clone(), self.tenant.clone());
                 tokio::spawn(async move {
-                    match service.process(&msg, received).await {
+                    match service.messages().process(&msg, received).await {
                         Ok(h) if support => audit(&service, &config, &tenant, &sender, &msg.text, &h).await,
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "mattermost turn failed"),
@@ -301,6 +301,7 @@ impl Bot {
         let text = strip_mention(&post.message);
         let relayed = self
             .service
+            .cases()
             .board_thread_post(&post.root_id, agent, &post.user_id, &text)
             .await;
         match relayed {

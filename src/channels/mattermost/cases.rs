@@ -53,7 +53,7 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
     let service = &state.service;
     let text = match command {
         CaseCommand::List => list(state).await,
-        CaseCommand::Claim(id) => match service.claim_case(&id, agent).await {
+        CaseCommand::Claim(id) => match service.cases().claim_case(&id, agent).await {
             Ok(Claim::Claimed(_)) => Ok(format!("Atendimento {id} assumido por @{login}.")),
             Ok(Claim::TakenBy(owner)) => Ok(format!("O atendimento {id} já está com @{owner}.")),
             Ok(Claim::Closed(_)) => Ok(format!("O atendimento {id} já foi encerrado.")),
@@ -64,21 +64,25 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
             Ok("Diga o texto: `/vt responder ID texto`.".into())
         }
         CaseCommand::Reply(id, text) => service
+            .cases()
             .agent_reply(&id, agent, &text)
             .await
             .map(|()| "Enviado.".into()),
         CaseCommand::HandBack(id, note) => service
+            .cases()
             .hand_back(&id, agent, note.as_deref())
             .await
             .map(|_| format!("Atendimento {id} devolvido ao bot.")),
         CaseCommand::Propose(id, rest) => match crate::service::Proposal::parse(&rest) {
             Err(why) => Ok(format!("Proposta não enviada: {why}.")),
             Ok(proposal) => service
+                .cases()
                 .propose_recharge(&id, agent, &proposal)
                 .await
                 .map(|what| format!("Proposta enviada ao cliente: {what}. Só o cliente confirma.")),
         },
         CaseCommand::Close(id) => service
+            .cases()
             .close_case(&id, agent)
             .await
             .map(|_| format!("Atendimento {id} encerrado.")),

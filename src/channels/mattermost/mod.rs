@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::service::ConversationService;
+use crate::service::Services;
 
 /// The channel name on conversations.
 pub(crate) const CHANNEL: &str = "mattermost";
@@ -257,7 +257,7 @@ pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
 
 #[derive(Clone)]
 pub struct MattermostState {
-    pub service: Arc<ConversationService>,
+    pub service: Arc<Services>,
     /// The agent this channel's people talk to.
     pub agent: String,
     pub config: Arc<MattermostConfig>,
@@ -277,7 +277,7 @@ pub fn router(state: MattermostState) -> Router {
 
 /// A support agent's balance lookup goes to the audit table, its card hashed with `actions_secret`.
 async fn audit(
-    service: &ConversationService,
+    service: &Services,
     config: &MattermostConfig,
     tenant: &str,
     support_user: &str,

@@ -85,7 +85,7 @@ pub(super) async fn command(
         let state = state.clone();
         let support_user = form.user_name.clone();
         tokio::spawn(async move {
-            let handled = state.service.handle(msg).await;
+            let handled = state.service.messages().handle(msg).await;
             if support && let Ok(h) = &handled {
                 audit(
                     &state.service,

@@ -74,7 +74,7 @@ pub(super) async fn outgoing(
         thread: None,
         tapped: None,
     };
-    match state.service.handle(msg).await {
+    match state.service.messages().handle(msg).await {
         Ok(h) if h.duplicate => StatusCode::OK.into_response(),
         Ok(h) => Json(json!({"text": h.reply_text(), "response_type": "comment"})).into_response(),
         Err(e) => {

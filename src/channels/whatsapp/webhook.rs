@@ -15,14 +15,14 @@ use sha2::Sha256;
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::channels::same_secret;
 use crate::engine::Participant;
-use crate::service::{ConversationService, Delivery, Inbound, Received};
+use crate::service::{Delivery, Inbound, Received, Services};
 
 /// Meta sends notifications of up to 3 MB.
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
 
 #[derive(Clone)]
 pub struct WebhookState {
-    pub service: Arc<ConversationService>,
+    pub service: Arc<Services>,
     /// The agent this channel's people talk to.
     pub agent: String,
     pub config: Arc<WhatsAppConfig>,
@@ -89,7 +89,8 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
                     graph.read_and_typing(id).await;
                 }
             };
-            let (_, turn) = tokio::join!(typing, service.process(&msg, received));
+            let messages = service.messages();
+            let (_, turn) = tokio::join!(typing, messages.process(&msg, received));
             if let Err(e) = turn {
                 tracing::error!(error = %e, "whatsapp turn failed");
             }
@@ -130,7 +131,7 @@ async fn store_all(
                 return status;
             }
             let msg = inbound(state, &value, m).await;
-            match state.service.receive(&msg).await {
+            match state.service.messages().receive(&msg).await {
                 Ok(Some(received)) => accepted.push((msg, received)),
                 Ok(None) => {}
                 Err(e) => {
@@ -305,7 +306,7 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
 
 /// A tap on one of our buttons, as the words it stands for — only for the recharge still waiting in
 /// the conversation; an old or foreign id confirms nothing.
-async fn button_text(service: &ConversationService, conversation: &str, id: &str) -> String {
+async fn button_text(service: &Services, conversation: &str, id: &str) -> String {
     let tapped = match (id.strip_prefix(CONFIRM_PREFIX), id.strip_prefix(CANCEL_PREFIX)) {
         (Some(pending), _) => Some((pending, true)),
         (_, Some(pending)) => Some((pending, false)),
@@ -313,6 +314,7 @@ async fn button_text(service: &ConversationService, conversation: &str, id: &str
     };
     let words = match tapped {
         Some((pending, confirm)) => service
+            .messages()
             .awaiting(conversation)
             .await
             .and_then(|a| a.words(pending, confirm)),

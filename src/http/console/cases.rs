@@ -137,6 +137,7 @@ pub(super) async fn page(
     let title = format!("Atendimento {}", case.id);
     let file: Vec<_> = state
         .service
+        .cases()
         .case_fields(&case)
         .into_iter()
         .map(|(label, value)| context! { rotulo => label, valor => masked(&value) })
@@ -211,7 +212,7 @@ async fn act(
     let service = &state.service;
     let who = agent(staff);
     let outcome = match action {
-        Action::Claim => match service.claim_case(id, who).await {
+        Action::Claim => match service.cases().claim_case(id, who).await {
             Ok(Claim::Claimed(_)) => Ok("Atendimento assumido.".to_owned()),
             Ok(Claim::TakenBy(owner)) => Err(format!("O atendimento já está com {owner}.")),
             Ok(Claim::Closed(_)) => Err("O atendimento já foi encerrado.".to_owned()),
@@ -220,6 +221,7 @@ async fn act(
         },
         Action::Reply if form.texto.trim().is_empty() => Err("Escreva a mensagem.".to_owned()),
         Action::Reply => service
+            .cases()
             .agent_reply(id, who, form.texto.trim())
             .await
             .map(|()| "Mensagem enviada.".to_owned())
@@ -234,6 +236,7 @@ async fn act(
             match Proposal::parse(&typed) {
                 Err(why) => Err(format!("Proposta não enviada: {why}.")),
                 Ok(p) => service
+                    .cases()
                     .propose_recharge(id, who, &p)
                     .await
                     .map(|what| format!("Proposta enviada: {what}. Só o cliente confirma."))
@@ -241,11 +244,13 @@ async fn act(
             }
         }
         Action::HandBack => service
+            .cases()
             .hand_back(id, who, Some(form.nota.as_str()))
             .await
             .map(|_| "Atendimento devolvido ao bot.".to_owned())
             .map_err(said),
         Action::Close => service
+            .cases()
             .close_case(id, who)
             .await
             .map(|_| "Atendimento encerrado.".to_owned())

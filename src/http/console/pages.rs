@@ -300,7 +300,7 @@ pub(super) async fn lookup(
     let (user, tenant) = (staff.caller.name.clone(), staff.caller.tenant.clone());
     let turn = state
         .run(async move {
-            let handled = service.handle(msg).await?;
+            let handled = service.messages().handle(msg).await?;
             let who = crate::service::audit::Lookup {
                 support_user: &user,
                 tenant: &tenant,
