@@ -914,7 +914,7 @@ async fn data_subject(
     let store = crate::app::store(config, store_usage).await?;
     match command {
         TitularCommand::Exportar { output, .. } => {
-            let export = crate::retention::export(store.as_ref(), &subject).await?;
+            let export = crate::retention::export(&crate::store::Stores::of(&store), &subject).await?;
             let text = vt_actions::json::to_pretty(&export)?;
             match output {
                 Some(path) => {
@@ -925,8 +925,13 @@ async fn data_subject(
         }
         TitularCommand::Apagar { .. } => {
             let operator = std::env::var("USER").unwrap_or_else(|_| "operador".into());
-            let gone =
-                crate::retention::erase(store.as_ref(), &subject, &operator, &config.vt.tenant_id).await?;
+            let gone = crate::retention::erase(
+                &crate::store::Stores::of(&store),
+                &subject,
+                &operator,
+                &config.vt.tenant_id,
+            )
+            .await?;
             println!(
                 "apagadas {} conversa(s) e {} execução(ões) de fluxo; a auditoria registra que houve um apagamento",
                 gone.conversations.len(),
@@ -1090,7 +1095,7 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
         .clone()
         .unwrap_or_else(|| service.engine().next_id("conv"));
     if let Some(id) = &args.conversation
-        && service.store().conversation(id).await?.is_none()
+        && service.stores().conversations.conversation(id).await?.is_none()
     {
         eprintln!("conversa {id} não existe: começando uma nova com esse id");
     }

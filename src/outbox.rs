@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use vt_actions::FileContent;
 
 use crate::engine::RetryPolicy;
-use crate::store::{OutboxItem, OutboxStatus, Store};
+use crate::store::{OutboxItem, OutboxStatus, OutboxStore};
 use crate::telemetry::spans::{self, Scope};
 use tracing::Instrument as _;
 
@@ -120,7 +120,7 @@ impl Default for OutboxConfig {
 }
 
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn OutboxStore>,
     senders: HashMap<String, Arc<dyn ChannelSender>>,
     policy: RetryPolicy,
     lease: chrono::Duration,
@@ -140,7 +140,7 @@ pub struct Pass {
 
 impl Worker {
     /// `policy.backoff_ms` is the first wait; it doubles with every attempt.
-    pub fn new(store: Arc<dyn Store>, policy: RetryPolicy) -> Self {
+    pub fn new(store: Arc<dyn OutboxStore>, policy: RetryPolicy) -> Self {
         Self {
             store,
             senders: HashMap::new(),

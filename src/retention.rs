@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::store::{AuditRecord, Records, Store, StoreError, Subject};
+use crate::store::{AuditRecord, Records, StoreError, Subject};
 
 /// How often `serve` applies retention.
 const EVERY: Duration = Duration::from_secs(3600);
@@ -49,7 +49,7 @@ impl RetentionConfig {
 
 /// Deletes what is older than the retention period allows; returns what went.
 pub async fn apply(
-    store: &dyn Store,
+    store: &dyn crate::store::KeepingStore,
     config: &RetentionConfig,
     now: DateTime<Utc>,
 ) -> Result<Records, StoreError> {
@@ -64,7 +64,7 @@ pub async fn apply(
 
 /// Applies retention at once and then every hour, until `stop` says so.
 pub async fn run(
-    store: std::sync::Arc<dyn Store>,
+    store: std::sync::Arc<dyn crate::store::KeepingStore>,
     config: RetentionConfig,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -88,14 +88,15 @@ pub async fn run(
 /// Everything the product keeps about `subject`, in clear (it is for the person): conversations with
 /// their messages, state and memory, flow runs with their input and stages, and the recharge attempts
 /// made in them.
-pub async fn export(store: &dyn Store, subject: &Subject) -> Result<Value, StoreError> {
-    let records = store.subject_records(subject).await?;
+pub async fn export(store: &crate::store::Stores, subject: &Subject) -> Result<Value, StoreError> {
+    let records = store.keeping.subject_records(subject).await?;
     let mut conversations = Vec::new();
     for id in &records.conversations {
-        let Some(c) = store.conversation(id).await? else {
+        let Some(c) = store.conversations.conversation(id).await? else {
             continue;
         };
         let messages: Vec<Value> = store
+            .conversations
             .messages(id)
             .await?
             .into_iter()
@@ -108,7 +109,7 @@ pub async fn export(store: &dyn Store, subject: &Subject) -> Result<Value, Store
     }
     let mut flows = Vec::new();
     for id in &records.flow_runs {
-        if let Some(run) = store.flow_run(id).await? {
+        if let Some(run) = store.flows.flow_run(id).await? {
             flows.push(json!({
                 "execucao_id": run.execucao_id, "status": run.status, "entrada": run.input,
                 "etapas": run.stages.iter().map(|(etapa, saida)| json!({"etapa": etapa, "saida": saida})).collect::<Vec<_>>(),
@@ -118,6 +119,7 @@ pub async fn export(store: &dyn Store, subject: &Subject) -> Result<Value, Store
     }
     let origins: Vec<&String> = records.conversations.iter().collect();
     let attempts: Vec<Value> = store
+        .recharges
         .recharge_attempts(10_000)
         .await?
         .into_iter()
@@ -140,14 +142,15 @@ pub async fn export(store: &dyn Store, subject: &Subject) -> Result<Value, Store
 /// Erases everything kept about `subject` and puts on record that an erasure happened (who asked, when
 /// — not what was erased). Returns what went.
 pub async fn erase(
-    store: &dyn Store,
+    store: &crate::store::Stores,
     subject: &Subject,
     by: &str,
     tenant: &str,
 ) -> Result<Records, StoreError> {
-    let records = store.subject_records(subject).await?;
-    store.forget(&records).await?;
+    let records = store.keeping.subject_records(subject).await?;
+    store.keeping.forget(&records).await?;
     store
+        .reports
         .record_audit(&AuditRecord {
             at: Utc::now(),
             support_user: by.to_owned(),

@@ -52,13 +52,13 @@ impl Server {
         let mut notices = Vec::new();
         let mut state =
             AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
-        let mut worker = Worker::new(service.store().clone(), config.outbox.retry);
+        let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry);
         if let Some(sender) = Sender::new(&config.whatsapp) {
             // Checked now: a bad template file stops the start, naming its field.
             let templates = Arc::new(crate::channels::whatsapp::Templates::load(
                 &config.templates_dir(),
             )?);
-            let sender = sender.with_window(service.store().clone(), templates.clone());
+            let sender = sender.with_window(service.stores().contacts.clone(), templates.clone());
             state = state
                 .with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id)
                 .with_templates(templates.clone());
@@ -202,7 +202,7 @@ impl Server {
             }
         });
         tasks.spawn(crate::retention::run(
-            self.service.store().clone(),
+            self.service.stores().keeping.clone(),
             self.retention,
             self.stop.subscribe(),
         ));

@@ -55,7 +55,7 @@ impl Background {
     pub async fn submit(self: &Arc<Self>, s: Submission) -> Result<BatchJob, SubmitError> {
         let id = super::derived_id(Some(&s.tenant_id), s.text.as_bytes(), s.options.mode);
         let job = self.job(id, &s.tenant_id, s.text, s.options.mode)?;
-        let stored = self.service.store().open_batch(&job.record).await?;
+        let stored = self.service.stores().batches.open_batch(&job.record).await?;
         if stored.digest != job.record.digest || stored.dry_run != job.record.dry_run {
             return Err(SubmitError::Batch(BatchError::OtherInput(stored.id)));
         }
@@ -76,7 +76,7 @@ impl Background {
     /// Joins the unfinished jobs with work this instance could take now — interrupted by a stop, or
     /// running on another instance — unless they run here already. Returns how many it joined.
     pub async fn join(self: &Arc<Self>) -> usize {
-        let store = self.service.store();
+        let store = &self.service.stores().batches;
         let ids = match store.claimable_batches(chrono::Utc::now()).await {
             Ok(ids) => ids,
             Err(e) => {

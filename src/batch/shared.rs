@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::{BatchError, Ended, Job, Options, SourceLine, Summary};
 use crate::service::Services;
-use crate::store::{LineStatus, Store};
+use crate::store::{BatchStore, LineStatus};
 
 /// Lines per chunk: what one instance takes at a time (and records in one transaction).
 pub(crate) const CHUNK_LINES: usize = 32;
@@ -36,7 +36,7 @@ pub(super) async fn run(
     stop: watch::Receiver<bool>,
     owner: &str,
 ) -> Result<Summary, BatchError> {
-    let store = service.store().clone();
+    let store = service.stores().batches.clone();
     let id = &job.record.id;
     super::open(store.as_ref(), job).await?;
     store
@@ -95,7 +95,7 @@ enum Ran {
 
 /// One chunk this instance holds.
 struct Chunk<'a> {
-    store: &'a Arc<dyn Store>,
+    store: &'a Arc<dyn BatchStore>,
     id: &'a str,
     chunk: i64,
     owner: &'a str,

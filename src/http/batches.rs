@@ -139,8 +139,8 @@ pub(super) async fn show(
 ) -> Result<Json<BatchView>, ApiError> {
     let job = owned_job(&state, &caller, &id).await?;
     let counts: BTreeMap<String, i64> = state
-        .service
-        .store()
+        .stores
+        .batches
         .batch_counts(&id)
         .await
         .map_err(|e| ApiError::internal("batch counts could not be read", &e))?
@@ -150,8 +150,8 @@ pub(super) async fn show(
     // Running here, or a chunk leased by another instance.
     let running = state.batches.as_ref().is_some_and(|b| b.is_running(&id))
         || state
-            .service
-            .store()
+            .stores
+            .batches
             .batch_chunks_open(&id, Utc::now())
             .await
             .is_ok_and(|(_, leased)| leased > 0);
@@ -185,8 +185,8 @@ pub(super) async fn results(
 ) -> Result<Response, ApiError> {
     owned_job(&state, &caller, &id).await?;
     let lines = state
-        .service
-        .store()
+        .stores
+        .batches
         .batch_lines(&id)
         .await
         .map_err(|e| ApiError::internal("batch results could not be read", &e))?;
@@ -202,8 +202,8 @@ pub(super) async fn results(
 async fn owned_job(state: &AppState, caller: &Caller, id: &str) -> Result<BatchJob, ApiError> {
     let job = if crate::batch::valid_id(id) {
         state
-            .service
-            .store()
+            .stores
+            .batches
             .batch(id)
             .await
             .map_err(|e| ApiError::internal("batch could not be read", &e))?

@@ -132,8 +132,8 @@ pub(super) async fn create(
         .map_err(|e| ApiError::internal("conversation could not start", &e))?;
     conv.tenant_id = caller.tenant;
     service
-        .store()
-        .save_conversation(&conv, service.engine().now())
+        .messages()
+        .open(&conv)
         .await
         .map_err(|e| ApiError::internal("conversation could not be stored", &e))?;
     Ok((
@@ -223,7 +223,7 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<ConversationView>, ApiError> {
     check_id(&id)?;
-    let store = state.service.store();
+    let store = &state.stores.conversations;
     let conv = store
         .conversation(&id)
         .await

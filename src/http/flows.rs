@@ -67,7 +67,7 @@ pub(super) async fn run(
         let output = execute(&state, input, caller.tenant).await?;
         return Ok(Json(output).into_response());
     };
-    let store = state.service.store().clone();
+    let store = state.stores.reports.clone();
     let now = Utc::now();
     let record = IdempotencyRecord {
         key: format!("flow:{}:{key}", caller.tenant),

@@ -221,19 +221,19 @@ impl Metrics {
     /// Reads the outbox's depth and dead letters and the case figures from the store (the last 24
     /// hours by the service's clock).
     pub(crate) async fn refresh_outbox(&self, service: &crate::service::Services) {
-        let store = service.store().as_ref();
+        let store = service.stores();
         use crate::store::OutboxStatus;
-        if let Ok(n) = store.outbox_count(OutboxStatus::Pending).await {
+        if let Ok(n) = store.outbox.outbox_count(OutboxStatus::Pending).await {
             self.outbox_depth.set(n);
         }
-        if let Ok(n) = store.outbox_count(OutboxStatus::Failed).await {
+        if let Ok(n) = store.outbox.outbox_count(OutboxStatus::Failed).await {
             self.dead_letters.set(n);
         }
-        if let Ok(n) = store.open_case_count().await {
+        if let Ok(n) = store.cases.open_case_count().await {
             self.cases_open.set(n);
         }
         let day = service.engine().now() - chrono::Duration::hours(24);
-        if let Ok(cases) = store.case_times(None, day).await {
+        if let Ok(cases) = store.cases.case_times(None, day).await {
             let figures = crate::service::CaseFigures::of(&cases, day);
             self.cases_waiting.set(figures.waiting_now);
             for (quantile, value) in [("0.5", figures.claim_p50_s), ("0.9", figures.claim_p90_s)] {

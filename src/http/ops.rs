@@ -29,10 +29,8 @@ pub(super) async fn healthz() -> Json<Value> {
 #[utoipa::path(get, path = "/readyz", responses((status = 200), (status = 503, body = ErrorBody)))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     // A table of the newest migration: reachable *and* migrated.
-    match state.service.store().flow_runs(1).await {
-        Ok(_) => Ok(Json(
-            json!({"status": "ready", "store": state.service.store().backend()}),
-        )),
+    match state.stores.flows.flow_runs(1).await {
+        Ok(_) => Ok(Json(json!({"status": "ready", "store": state.stores.backend}))),
         Err(e) => {
             tracing::warn!(error = %e, "store not ready");
             Err(ApiError {

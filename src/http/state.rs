@@ -19,6 +19,8 @@ use crate::service::Services;
 #[derive(Clone)]
 pub struct AppState {
     pub service: Arc<Services>,
+    /// What handlers read, each concern as its narrow trait.
+    pub(crate) stores: crate::store::Stores,
     /// The agent the conversations API, the console's lookups and the channels talk to.
     pub agent: String,
     pub config: Arc<HttpConfig>,
@@ -43,6 +45,7 @@ impl AppState {
     pub fn new(service: Arc<Services>, agent: &str, config: HttpConfig) -> Self {
         let per_minute = NonZeroU32::new(config.rate_per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
+            stores: service.stores().clone(),
             service,
             agent: agent.to_owned(),
             keys: Arc::new(auth::ApiKeys::new(&config.api_keys)),

@@ -42,7 +42,7 @@ pub(super) async fn export(
     ApiJson(body): ApiJson<SubjectRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let subject = subject(&caller, &body)?;
-    crate::retention::export(state.service.store().as_ref(), &subject)
+    crate::retention::export(&state.stores, &subject)
         .await
         .map(Json)
         .map_err(|e| ApiError::internal("data subject export failed", &e))
@@ -58,14 +58,9 @@ pub(super) async fn erase(
     ApiJson(body): ApiJson<SubjectRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let subject = subject(&caller, &body)?;
-    let gone = crate::retention::erase(
-        state.service.store().as_ref(),
-        &subject,
-        &caller.name,
-        &caller.tenant,
-    )
-    .await
-    .map_err(|e| ApiError::internal("data subject erasure failed", &e))?;
+    let gone = crate::retention::erase(&state.stores, &subject, &caller.name, &caller.tenant)
+        .await
+        .map_err(|e| ApiError::internal("data subject erasure failed", &e))?;
     Ok(Json(json!({
         "conversas_apagadas": gone.conversations.len(),
         "execucoes_apagadas": gone.flow_runs.len(),

@@ -41,7 +41,7 @@ pub(crate) async fn record_lookup(
         outcome: outcome.into(),
         conversation_id: Some(handled.conversation_id.clone()),
     };
-    if let Err(e) = service.store().record_audit(&record).await {
+    if let Err(e) = service.store.record_audit(&record).await {
         tracing::error!(error = %e, "support lookup could not be audited");
     }
     Some(outcome)

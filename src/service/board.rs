@@ -233,3 +233,16 @@ impl Cases<'_> {
         out
     }
 }
+
+impl Cases<'_> {
+    /// The support board's root post of case `case_id`, kept to thread its lines under it.
+    pub async fn board_posted(self, case_id: &str, post: &str) -> Result<(), crate::store::StoreError> {
+        self.store.set_board_post(case_id, post).await
+    }
+
+    /// The record of a support agent handing out what only staff see (a transcript): nothing is handed
+    /// out that is not on record.
+    pub async fn audited(self, record: &crate::store::AuditRecord) -> Result<(), crate::store::StoreError> {
+        self.store.record_audit(record).await
+    }
+}

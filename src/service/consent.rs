@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::commit::Ran;
 use super::{Handled, Inbound, Routing, ServiceError, Services};
 use crate::engine::Conversation;
-use crate::store::{ConsentChange, ConversationContext};
+use crate::store::{ConsentChange, ConversationContext, StoreError};
 
 /// The only channel whose business-initiated messages need a recorded consent.
 const CHANNEL: &str = "whatsapp";
@@ -160,5 +160,40 @@ impl Contacts<'_> {
             recorded += 1;
         }
         Ok(recorded)
+    }
+}
+
+impl Contacts<'_> {
+    /// A WhatsApp user wrote at `at`: the 24-hour window is open again from then, and replies held
+    /// for want of a window go out. Returns how many were released.
+    pub async fn seen(
+        self,
+        wa_id: &str,
+        conversation_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        self.store.touch_contact(wa_id, at).await?;
+        self.store
+            .release_held(conversation_id, self.engine().now())
+            .await
+    }
+
+    /// A template's lifecycle as Meta reports it: a paused, disabled, rejected or re-categorised
+    /// template is not used until approved again.
+    pub async fn template_changed(self, state: &crate::store::TemplateState) -> Result<(), StoreError> {
+        self.store.set_template_state(state).await
+    }
+
+    /// What the platform reports of a message we sent; `false` when the message is not ours.
+    pub async fn delivery_status(
+        self,
+        external_id: &str,
+        status: &str,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.store
+            .record_delivery_status(external_id, status, error_code, at)
+            .await
     }
 }

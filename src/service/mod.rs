@@ -271,6 +271,7 @@ impl Default for ServiceConfig {
 pub struct Services {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
+    stores: crate::store::Stores,
     router: Option<Router>,
     inbox: inbox::Inbox,
     config: ServiceConfig,
@@ -282,6 +283,7 @@ impl Services {
     pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
         Self {
             engine,
+            stores: crate::store::Stores::of(&store),
             store,
             router: None,
             inbox: inbox::Inbox::default(),
@@ -329,8 +331,9 @@ impl Services {
         &self.handoff
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// The store's concerns as narrow traits, for the composition to hand to what reads them.
+    pub(crate) fn stores(&self) -> &crate::store::Stores {
+        &self.stores
     }
 
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
@@ -648,6 +651,11 @@ impl Services {
 }
 
 impl Messages<'_> {
+    /// Starts conversation `conv` on record, before its first message (HTTP's `POST /v1/conversations`).
+    pub async fn open(self, conv: &Conversation) -> Result<(), StoreError> {
+        self.store.save_conversation(conv, self.engine.now()).await
+    }
+
     /// Handles one user message end to end: accept → route → run → commit, under the conversation's
     /// turn lock. One trace.
     pub async fn handle(self, msg: Inbound) -> Result<Handled, ServiceError> {

@@ -78,6 +78,41 @@ pub trait Store:
     }
 }
 
+/// The store's concerns, each as the narrow trait its reader reads: what the composition hands to
+/// HTTP, the console, batch, retention and the outbox worker in place of the whole store. Writes with
+/// a rule go through the job service that owns the rule (`service::jobs`).
+#[derive(Clone)]
+pub struct Stores {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    pub conversations: Arc<dyn ConversationStore>,
+    pub flows: Arc<dyn FlowStore>,
+    pub recharges: Arc<dyn RechargeStore>,
+    pub outbox: Arc<dyn OutboxStore>,
+    pub batches: Arc<dyn BatchStore>,
+    pub reports: Arc<dyn ReportStore>,
+    pub keeping: Arc<dyn KeepingStore>,
+    pub cases: Arc<dyn CaseStore>,
+    pub contacts: Arc<dyn ContactStore>,
+}
+
+impl Stores {
+    pub fn of(store: &Arc<dyn Store>) -> Self {
+        Self {
+            backend: store.backend(),
+            conversations: store.clone(),
+            flows: store.clone(),
+            recharges: store.clone(),
+            outbox: store.clone(),
+            batches: store.clone(),
+            reports: store.clone(),
+            keeping: store.clone(),
+            cases: store.clone(),
+            contacts: store.clone(),
+        }
+    }
+}
+
 /// What a turn reads of its conversation before it runs.
 #[derive(Debug, Default)]
 pub struct TurnReads {

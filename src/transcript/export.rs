@@ -9,7 +9,7 @@ use super::format::{
 };
 use crate::engine::TurnEvent;
 use crate::llm::ChatMessage;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// The first line of a transcript with the cards in clear (`transcript export`, the console's
 /// administrators): it replays against the real cards, so it is the person's data.
@@ -72,7 +72,10 @@ fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
     out
 }
 
-pub async fn export(store: &dyn Store, conversation_id: &str) -> Result<Transcript, ExportError> {
+pub async fn export(
+    store: &dyn crate::store::ConversationStore,
+    conversation_id: &str,
+) -> Result<Transcript, ExportError> {
     let conv = store
         .conversation(conversation_id)
         .await?

@@ -317,3 +317,22 @@ fn the_codemap_names_every_module_and_every_test_file() {
         "ARCHITECTURE.md's codemap does not name: {missing:#?}"
     );
 }
+
+/// A service hands out no store: readers are given the narrow trait they read (`store::Stores`), and
+/// every write with a rule goes through the job service that keeps it.
+#[test]
+fn no_service_hands_out_its_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/service");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let handing_out: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("read")
+                .lines()
+                .any(|l| l.trim_start().starts_with("pub fn store(") || l.contains("pub fn store(&self)"))
+        })
+        .collect();
+    assert!(handing_out.is_empty(), "a public store() in {handing_out:?}");
+}

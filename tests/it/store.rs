@@ -1673,9 +1673,12 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_some());
 
     // Access: everything about a card, in clear, from its blind index.
-    let card = export(store.as_ref(), &Subject::Card("3456789012".into()))
-        .await
-        .expect("export");
+    let card = export(
+        &vt_agent::store::Stores::of(&store),
+        &Subject::Card("3456789012".into()),
+    )
+    .await
+    .expect("export");
     let text = card.to_string();
     assert!(
         text.contains("c-nova") && text.contains("exec-fluxo-novo") && text.contains("3456789012"),
@@ -1685,24 +1688,32 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
 
     // Erasure by card and by user: nothing of them is left, an audit line says it happened.
     erase(
-        store.as_ref(),
+        &vt_agent::store::Stores::of(&store),
         &Subject::Card("3456789012".into()),
         "operador",
         "t",
     )
     .await
     .expect("erase card");
-    erase(store.as_ref(), &Subject::User("u-9".into()), "operador", "t")
-        .await
-        .expect("erase user");
+    erase(
+        &vt_agent::store::Stores::of(&store),
+        &Subject::User("u-9".into()),
+        "operador",
+        "t",
+    )
+    .await
+    .expect("erase user");
     for id in ["c-nova", "c-titular"] {
         assert!(store.conversation(id).await.expect("read").is_none(), "{id}");
         assert!(store.messages(id).await.expect("read").is_empty(), "{id}");
     }
     assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_none());
-    let after = export(store.as_ref(), &Subject::Card("3456789012".into()))
-        .await
-        .expect("export");
+    let after = export(
+        &vt_agent::store::Stores::of(&store),
+        &Subject::Card("3456789012".into()),
+    )
+    .await
+    .expect("export");
     assert_eq!(after["conversas"], json!([]), "{after}");
     assert_eq!(after["execucoes"], json!([]), "{after}");
     let audit = store.audit_records(10).await.expect("audit");

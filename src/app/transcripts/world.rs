@@ -126,13 +126,13 @@ impl World {
         let clock = ManualClock::new(start);
         let (sim, running) = simulator(setup, &clock).await?;
         let model = model(t, path, options)?;
-        let service = product(setup, options, &clock, &running, &model).await?;
+        let (service, store) = product(setup, options, &clock, &running, &model).await?;
         let world = Self {
             clock,
             sim,
             _running: running,
             model,
-            store: service.store().clone(),
+            store,
             service: Arc::new(service),
             who: Participant {
                 user_id: setup.user.clone(),
@@ -362,7 +362,7 @@ async fn product(
     clock: &ManualClock,
     running: &RunningSimulator,
     model: &Model,
-) -> Result<Services, Mismatch> {
+) -> Result<(Services, Arc<dyn Store>), Mismatch> {
     let systems = SystemsConfig {
         timeout_cap_ms: Some(300),
         max_retry_wait_ms: 20,
@@ -398,7 +398,8 @@ async fn product(
         Some(store.clone()),
         crate::store::RecargasConfig::default(),
     );
-    crate::app::service(&config, engine, store)
+    let service = crate::app::service(&config, engine, store.clone())
         .await
-        .map_err(|e| setup_error("service", format!("{e:#}")))
+        .map_err(|e| setup_error("service", format!("{e:#}")))?;
+    Ok((service, store))
 }

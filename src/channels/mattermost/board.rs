@@ -65,7 +65,7 @@ impl ChannelSender for BoardSender {
         let kind = BoardKind::parse(&item.kind)
             .ok_or_else(|| SendError::Permanent(format!("not a board item: {}", item.kind)))?;
         // A board item names its case where a reply names its user.
-        let case = match self.service.store().case(&reply.user_id).await {
+        let case = match self.service.stores().cases.case(&reply.user_id).await {
             Ok(Some(case)) => case,
             Ok(None) => return Err(SendError::Permanent("the case no longer exists".into())),
             Err(_) => {
@@ -94,8 +94,8 @@ impl ChannelSender for BoardSender {
                     ));
                 }
                 self.service
-                    .store()
-                    .set_board_post(&case.id, &post)
+                    .cases()
+                    .board_posted(&case.id, &post)
                     .await
                     .map_err(|_| SendError::Retry {
                         reason: "store unavailable".into(),

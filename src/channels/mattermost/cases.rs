@@ -99,7 +99,12 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
 
 /// The tenant's open cases, waiting first.
 async fn list(state: &MattermostState) -> Result<String, CaseError> {
-    let cases = state.service.store().cases(Some(&state.tenant), 50).await?;
+    let cases = state
+        .service
+        .stores()
+        .cases
+        .cases(Some(&state.tenant), 50)
+        .await?;
     let open: Vec<String> = cases
         .iter()
         .filter(|c| c.state.is_open())

@@ -10,7 +10,7 @@ use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::{OutboxItem, Store};
+use crate::store::{ContactStore, OutboxItem};
 
 /// The longest text message WhatsApp takes.
 const MAX_TEXT: usize = 4096;
@@ -53,7 +53,7 @@ impl Sender {
     }
 
     /// Deciding every send by the user's 24-hour window (times in `store`), with `templates` outside it.
-    pub fn with_window(mut self, store: Arc<dyn Store>, templates: Arc<Templates>) -> Self {
+    pub fn with_window(mut self, store: Arc<dyn ContactStore>, templates: Arc<Templates>) -> Self {
         self.window = Some(Window { store, templates });
         self
     }

@@ -176,13 +176,8 @@ async fn reopen_window(
         .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
         // A clock ahead of ours counts from now.
         .map_or(now, |t| t.min(now));
-    let store = state.service.store();
     let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
-    let reopened = async {
-        store.touch_contact(&m.from, at).await?;
-        store.release_held(&conversation, now).await
-    };
-    match reopened.await {
+    match state.service.contacts().seen(&m.from, &conversation, at).await {
         Ok(0) => Ok(()),
         Ok(released) => {
             tracing::info!(released, "held messages released: the user wrote");
@@ -229,8 +224,8 @@ async fn record_template(
     tracing::info!(template = %template_state.name, status = ?template_state.status, category = ?template_state.category, "whatsapp template update");
     state
         .service
-        .store()
-        .set_template_state(&template_state)
+        .contacts()
+        .template_changed(&template_state)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "whatsapp template update could not be stored");
@@ -244,8 +239,8 @@ async fn record_statuses(state: &WebhookState, statuses: &[wire::Status]) -> Res
         let code = s.errors.first().map(|e| e.code.to_string());
         match state
             .service
-            .store()
-            .record_delivery_status(&s.id, &s.status, code.as_deref(), chrono::Utc::now())
+            .contacts()
+            .delivery_status(&s.id, &s.status, code.as_deref(), chrono::Utc::now())
             .await
         {
             Ok(true) => {}

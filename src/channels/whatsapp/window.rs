@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::sender::GraphFailure;
 use super::templates::{Template, Templates};
 use crate::outbox::{ReplyPayload, SendError};
-use crate::store::{Store, TemplateState};
+use crate::store::{ContactStore, TemplateState};
 
 /// Template states that stop its sends until Meta approves it again.
 const STOPPED: [&str; 4] = ["PAUSED", "DISABLED", "REJECTED", "INEXISTENTE"];
@@ -23,7 +23,7 @@ const STOPPED: [&str; 4] = ["PAUSED", "DISABLED", "REJECTED", "INEXISTENTE"];
 pub(super) const HOLDS_THE_MESSAGE: &str = "retomar_atendimento";
 
 pub(super) struct Window {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn ContactStore>,
     pub templates: Arc<Templates>,
 }
 

@@ -28,15 +28,15 @@ pub(super) async fn history(
         Ok(card) => card,
         Err(refused) => return refused,
     };
-    let store = state.service.store();
-    let records = match store.subject_records(&Subject::Card(card.clone())).await {
+    let store = &state.stores;
+    let records = match store.keeping.subject_records(&Subject::Card(card.clone())).await {
         Ok(r) => r,
         Err(e) => return store_failed(&staff, &e),
     };
     let tenant = (!staff.is_admin()).then(|| staff.caller.tenant.clone());
     let mut runs = Vec::new();
     for id in records.flow_runs.iter().take(SHOWN) {
-        match store.flow_run(id).await {
+        match store.flows.flow_run(id).await {
             Ok(Some(run)) if tenant.as_deref().is_none_or(|t| flow_tenant(&run.input) == t) => runs.push(run),
             Ok(_) => {}
             Err(e) => return store_failed(&staff, &e),
@@ -45,14 +45,14 @@ pub(super) async fn history(
     runs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
     let mut conversations = Vec::new();
     for id in records.conversations.iter().take(SHOWN) {
-        match store.conversation(id).await {
+        match store.conversations.conversation(id).await {
             Ok(Some(c)) if tenant.as_deref().is_none_or(|t| c.tenant_id == t) => conversations.push(c.id),
             Ok(_) => {}
             Err(e) => return store_failed(&staff, &e),
         }
     }
     let hash = state.console.keys.card_hash(&card);
-    let lookups = match store.audit_records(1_000).await {
+    let lookups = match store.reports.audit_records(1_000).await {
         Ok(all) => all
             .into_iter()
             .filter(|a| a.cartao_hash == hash && tenant.as_deref().is_none_or(|t| a.tenant_id == t))

@@ -53,7 +53,7 @@ fn state_label(state: CaseState) -> &'static str {
 
 pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Response {
     let tenant = agent(&staff).tenant;
-    let cases = match state.service.store().cases(tenant, LISTED).await {
+    let cases = match state.stores.cases.cases(tenant, LISTED).await {
         Ok(c) => c,
         Err(e) => return store_failed(&staff, &e),
     };
@@ -81,7 +81,7 @@ pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Respons
 
 /// The case `id` when the user may see it.
 async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Response> {
-    match state.service.store().case(id).await {
+    match state.stores.cases.case(id).await {
         Ok(Some(case)) if agent(staff).tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
         Ok(_) => Err(not_found(staff, "O atendimento")),
         Err(e) => Err(store_failed(staff, &e)),
@@ -90,7 +90,7 @@ async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Resp
 
 /// The conversation's messages as the case page shows them (masked), oldest first.
 async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
-    let stored = state.service.store().messages(&case.conversation_id).await?;
+    let stored = state.stores.conversations.messages(&case.conversation_id).await?;
     Ok(stored
         .iter()
         .filter_map(|m| {

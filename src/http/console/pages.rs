@@ -376,7 +376,7 @@ pub(super) async fn conversations(
         text: Some(filter.q.trim().to_owned()).filter(|q| !q.is_empty()),
         limit: LIST_LIMIT,
     };
-    let rows = match state.service.store().conversation_list(&query).await {
+    let rows = match state.stores.conversations.conversation_list(&query).await {
         Ok(rows) => rows,
         Err(e) => return store_failed(&staff, &e),
     };
@@ -497,7 +497,7 @@ async fn visible_conversation(
     staff: &Staff,
     id: &str,
 ) -> Result<crate::engine::Conversation, Response> {
-    match state.service.store().conversation(id).await {
+    match state.stores.conversations.conversation(id).await {
         Ok(Some(c)) if staff.is_admin() || c.tenant_id == staff.caller.tenant => Ok(c),
         Ok(_) => Err(not_found(staff, "Conversa não encontrada.")),
         Err(e) => Err(store_failed(staff, &e)),
@@ -513,13 +513,16 @@ pub(super) async fn conversation(
         Ok(c) => c,
         Err(page) => return page,
     };
-    let store = state.service.store();
-    let (messages, executions) = match (store.messages(&id).await, store.executions(&id).await) {
+    let store = &state.stores;
+    let (messages, executions) = match (
+        store.conversations.messages(&id).await,
+        store.conversations.executions(&id).await,
+    ) {
         (Ok(m), Ok(e)) => (m, e),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
     // Transferred: a person has it (an open case), not a skill redirect.
-    let with_person = match store.open_case_of(&id).await {
+    let with_person = match store.cases.open_case_of(&id).await {
         Ok(case) => case.is_some(),
         Err(e) => return store_failed(&staff, &e),
     };
@@ -610,7 +613,7 @@ pub(super) async fn transcript(
         Ok(c) => c,
         Err(page) => return page,
     };
-    let yaml = match crate::transcript::export::export(state.service.store().as_ref(), &id).await {
+    let yaml = match crate::transcript::export::export(state.stores.conversations.as_ref(), &id).await {
         Ok(t) => serde_yaml::to_string(&t).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
@@ -639,7 +642,7 @@ pub(super) async fn transcript(
             conversation_id: Some(id.clone()),
         };
         // Nothing is handed out that is not on record.
-        if let Err(e) = state.service.store().record_audit(&record).await {
+        if let Err(e) = state.service.cases().audited(&record).await {
             return store_failed(&staff, &e);
         }
     }
@@ -705,11 +708,11 @@ pub(super) fn money_of(v: &Json) -> String {
 }
 
 pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Response {
-    let store = state.service.store();
+    let store = &state.stores;
     let (runs, jobs, followups) = match (
-        store.flow_runs(LIST_LIMIT).await,
-        store.batches(tenant_filter(&staff).as_deref(), 20).await,
-        store.followups(true, LIST_LIMIT).await,
+        store.flows.flow_runs(LIST_LIMIT).await,
+        store.batches.batches(tenant_filter(&staff).as_deref(), 20).await,
+        store.recharges.followups(true, LIST_LIMIT).await,
     ) {
         (Ok(r), Ok(j), Ok(f)) => (r, j, f),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return store_failed(&staff, &e),
@@ -750,7 +753,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
         .collect();
     let mut batches = Vec::new();
     for job in &jobs {
-        let counts = match store.batch_counts(&job.id).await {
+        let counts = match store.batches.batch_counts(&job.id).await {
             Ok(c) => c,
             Err(e) => return store_failed(&staff, &e),
         };
@@ -806,7 +809,7 @@ fn masked_json(v: &Json) -> Json {
 }
 
 pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
-    let run = match state.service.store().flow_run(&id).await {
+    let run = match state.stores.flows.flow_run(&id).await {
         Ok(Some(r)) if staff.is_admin() || flow_tenant(&r.input) == staff.caller.tenant => r,
         Ok(_) => return not_found(&staff, "Execução não encontrada."),
         Err(e) => return store_failed(&staff, &e),
@@ -833,13 +836,16 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
 }
 
 pub(super) async fn batch(State(state): State<AppState>, staff: Staff, Path(id): Path<String>) -> Response {
-    let store = state.service.store();
-    let job = match store.batch(&id).await {
+    let store = &state.stores;
+    let job = match store.batches.batch(&id).await {
         Ok(Some(j)) if staff.is_admin() || j.tenant_id == staff.caller.tenant => j,
         Ok(_) => return not_found(&staff, "Lote não encontrado."),
         Err(e) => return store_failed(&staff, &e),
     };
-    let (counts, lines) = match (store.batch_counts(&id).await, store.batch_lines(&id).await) {
+    let (counts, lines) = match (
+        store.batches.batch_counts(&id).await,
+        store.batches.batch_lines(&id).await,
+    ) {
         (Ok(c), Ok(l)) => (c, l),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
@@ -872,7 +878,7 @@ pub(super) async fn outbox(
     if !staff.is_admin() {
         return admins_only(&staff);
     }
-    let store = state.service.store();
+    let store = &state.stores;
     let mut sections = Vec::new();
     for (status, title) in [
         (OutboxStatus::Failed, "Não entregues"),
@@ -883,7 +889,7 @@ pub(super) async fn outbox(
         ),
         (OutboxStatus::InFlight, "Em envio"),
     ] {
-        let items = match store.outbox_items(status, LIST_LIMIT).await {
+        let items = match store.outbox.outbox_items(status, LIST_LIMIT).await {
             Ok(i) => i,
             Err(e) => return store_failed(&staff, &e),
         };
@@ -934,7 +940,7 @@ async fn templates_view(state: &AppState) -> Result<Vec<Value>, crate::store::St
     let Some(templates) = &state.templates else {
         return Ok(Vec::new());
     };
-    let states = state.service.store().template_states().await?;
+    let states = state.stores.contacts.template_states().await?;
     Ok(templates
         .all()
         .map(|t| {
@@ -989,7 +995,7 @@ pub(super) async fn retry(
     if !staff.csrf_ok(&form.csrf) {
         return bad_form(&staff);
     }
-    match state.service.store().requeue(id, Utc::now()).await {
+    match state.stores.outbox.requeue(id, Utc::now()).await {
         Ok(true) => {
             tracing::info!(item = id, by = %staff.caller.name, "outbox item requeued from the console");
             see_other(&format!("/console/outbox?ok={id}"))
@@ -1018,15 +1024,19 @@ pub(super) async fn usage(
     let days = period.dias.filter(|d| PERIODS.contains(d)).unwrap_or(7);
     let now = Utc::now();
     let since = now - Duration::days(i64::from(days));
-    let store = state.service.store();
+    let store = &state.stores;
     let (usage, flows) = match (
-        store.usage_since(since).await,
-        store.flow_outcomes_since(since).await,
+        store.reports.usage_since(since).await,
+        store.flows.flow_outcomes_since(since).await,
     ) {
         (Ok(u), Ok(f)) => (u, f),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
-    let cases = match store.case_times(tenant_filter(&staff).as_deref(), since).await {
+    let cases = match store
+        .cases
+        .case_times(tenant_filter(&staff).as_deref(), since)
+        .await
+    {
         Ok(c) => CaseFigures::of(&c, since),
         Err(e) => return store_failed(&staff, &e),
     };
