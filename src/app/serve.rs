@@ -13,8 +13,7 @@ use vt_actions::systems::{Simulator, VtSystems};
 
 use super::{App, CHAT_AGENT};
 use crate::batch::background::Background;
-use crate::channels::mattermost::{BoardSender, Bot, PostSender};
-use crate::channels::whatsapp::Sender;
+use crate::channels::Wiring;
 use crate::config::Config;
 use crate::http::AppState;
 use crate::outbox::Worker;
@@ -35,7 +34,8 @@ pub(crate) struct Server {
     simulator: Option<Simulator>,
     state: AppState,
     worker: Worker,
-    bot: Option<Bot>,
+    /// The channels' background jobs (Mattermost's websocket bot).
+    jobs: Vec<crate::channels::Job>,
     batches: Arc<Background>,
     retention: crate::retention::RetentionConfig,
     /// Exported metrics read the outbox gauges, which `/metrics` refreshes only when scraped.
@@ -53,43 +53,40 @@ impl Server {
         let mut state =
             AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
         let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry);
-        if let Some(sender) = Sender::new(&config.whatsapp) {
-            // Checked now: a bad template file stops the start, naming its field.
-            let templates = Arc::new(crate::channels::whatsapp::Templates::load(
+        let wiring = Wiring {
+            service: service.clone(),
+            agent: CHAT_AGENT.to_owned(),
+            tenant: config.vt.tenant_id.clone(),
+        };
+        // Checked now, when WhatsApp is on: a bad template file stops the start, naming its field.
+        let templates = match config.whatsapp.is_on() {
+            true => Some(Arc::new(crate::channels::whatsapp::Templates::load(
                 &config.templates_dir(),
-            )?);
-            let sender = sender.with_window(service.stores().contacts.clone(), templates.clone());
-            state = state
-                .with_whatsapp(config.whatsapp.clone(), &config.vt.tenant_id)
-                .with_templates(templates.clone());
-            worker = worker.with_sender(Arc::new(sender));
-            notices.push(format!(
-                "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",
-                templates.all().count(),
-                templates
-                    .all()
-                    .map(|t| t.purpose.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            notices.push("canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into());
+            )?)),
+            false => None,
+        };
+        // The channels `serve` runs, one line each.
+        let channels = [
+            templates.as_ref().map_or_else(Default::default, |templates| {
+                crate::channels::whatsapp::channel(&config.whatsapp, templates, &wiring)
+            }),
+            crate::channels::mattermost::channel(
+                &config.mattermost,
+                config.handoff.mattermost_channel_id.as_deref(),
+                &wiring,
+            ),
+        ];
+        let mut jobs = Vec::new();
+        for channel in channels.into_iter().filter(crate::channels::Channel::is_on) {
+            state = state.with_channel(&channel);
+            for sender in channel.senders {
+                worker = worker.with_sender(sender);
+            }
+            jobs.extend(channel.jobs);
+            notices.extend(channel.notices);
         }
-        let mattermost = Arc::new(config.mattermost.clone());
-        if config.mattermost.is_on() {
-            state = state.with_mattermost(config.mattermost.clone(), &config.vt.tenant_id);
-            notices.push("canal Mattermost ligado: /channels/mattermost/{slash,webhook,actions}".into());
-        }
-        if let Some(sender) = PostSender::new(mattermost.clone()) {
-            worker = worker.with_sender(Arc::new(sender));
-        }
-        let channel = config.handoff.mattermost_channel_id.as_deref();
-        if let Some(board) = BoardSender::new(mattermost.clone(), service.clone(), channel) {
-            worker = worker.with_sender(Arc::new(board));
-            notices.push("atendimentos publicados no canal de suporte do Mattermost".into());
-        }
-        let bot = Bot::new(service.clone(), CHAT_AGENT, mattermost, &config.vt.tenant_id);
-        if bot.is_some() {
-            notices.push("bot do Mattermost conectando pelo websocket".into());
+        if let Some(templates) = templates {
+            state = state.with_templates(templates);
         }
         let (stop, stopped) = watch::channel(false);
         let batches = Background::new(service.clone(), config.vt.politicas.clone(), stopped);
@@ -99,7 +96,7 @@ impl Server {
             simulator,
             state,
             worker,
-            bot,
+            jobs,
             batches,
             retention: config.retencao.clone(),
             refresh_gauges: config
@@ -163,8 +160,8 @@ impl Server {
         tasks.spawn(async move {
             service.messages().recover().await;
         });
-        if let Some(bot) = self.bot {
-            tasks.spawn(bot.run(stopped(&self.stop)));
+        for job in self.jobs {
+            tasks.spawn(job(Box::pin(stopped(&self.stop))));
         }
         if self.worker.has_senders() {
             tasks.spawn(self.worker.run(stopped(&self.stop)));

@@ -1,9 +1,60 @@
 //! The channels of the next ways in: each is a port that turns its platform's wire format into an
 //! [`crate::service::Inbound`] and sends outbox items through a [`crate::outbox::ChannelSender`].
 //! Platform JSON stops in its channel's module.
+//!
+//! A channel is one value, [`Channel`]: its routes, its outbox senders, its background jobs and what
+//! it says at start. Each channel's module builds its own from its configuration section (`channel`);
+//! `serve`'s composition lists them in one place and iterates them, so adding a channel (or a
+//! payment provider's webhook) touches its folder and that list.
 
 pub mod mattermost;
 pub mod whatsapp;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::routing::MethodRouter;
+
+use crate::outbox::ChannelSender;
+use crate::service::Services;
+
+/// A background job of a channel: run until the future it is given resolves (the server's stop).
+pub type Job = Box<
+    dyn FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send,
+>;
+
+/// What a channel brings to `serve`.
+#[derive(Default)]
+pub struct Channel {
+    /// Its name on conversations and outbox items (`whatsapp`, `mattermost`).
+    pub name: &'static str,
+    /// Its routes, each a path with its handlers (state applied): webhooks with their own auth and
+    /// body limits.
+    pub routes: Vec<(&'static str, MethodRouter)>,
+    /// Its outbox senders.
+    pub senders: Vec<Arc<dyn ChannelSender>>,
+    /// Its background jobs (a websocket bot).
+    pub jobs: Vec<Job>,
+    /// What is on, for the operator: one line each.
+    pub notices: Vec<String>,
+}
+
+impl Channel {
+    /// Whether the configuration turned any part of it on.
+    pub fn is_on(&self) -> bool {
+        !(self.routes.is_empty() && self.senders.is_empty() && self.jobs.is_empty())
+    }
+}
+
+/// What every channel is built with: the service it hands messages to, the agent its people talk to,
+/// the tenant its conversations belong to (the deployment's).
+#[derive(Clone)]
+pub struct Wiring {
+    pub service: Arc<Services>,
+    pub agent: String,
+    pub tenant: String,
+}
 
 /// Whether `given` is the configured secret `expected`, in constant time: the digests are compared, so
 /// neither where the two differ nor their lengths show in the time taken. An empty `expected` (not

@@ -36,31 +36,11 @@ pub use state::AppState;
 /// The API's routes.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;
-    let channels = match &state.whatsapp {
-        // The webhooks have their own auth (signatures) and body limits.
-        Some((config, tenant)) => {
-            crate::channels::whatsapp::router(crate::channels::whatsapp::WebhookState {
-                service: state.service.clone(),
-                agent: state.agent.clone(),
-                config: config.clone(),
-                tenant: tenant.clone(),
-                graph: crate::channels::whatsapp::Sender::new(config).map(std::sync::Arc::new),
-            })
-        }
-        None => Router::new(),
-    };
-    let channels = match &state.mattermost {
-        Some((config, tenant)) => channels.merge(crate::channels::mattermost::router(
-            crate::channels::mattermost::MattermostState {
-                service: state.service.clone(),
-                agent: state.agent.clone(),
-                config: config.clone(),
-                tenant: tenant.clone(),
-                client: reqwest::Client::new(),
-            },
-        )),
-        None => channels,
-    };
+    // The channels' webhooks have their own auth (signatures) and body limits.
+    let mut channels = Router::new();
+    for (_, path, handlers) in &state.channel_routes {
+        channels = channels.route(path, handlers.clone());
+    }
     Router::new()
         .route("/v1/conversations", post(conversations::create))
         .route("/v1/conversations/{id}", get(conversations::show))

@@ -28,10 +28,8 @@ pub struct AppState {
     limiter: Arc<DefaultKeyedRateLimiter<String>>,
     turns: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
-    /// The WhatsApp channel and the tenant its conversations belong to (the deployment's).
-    pub(super) whatsapp: Option<(Arc<crate::channels::whatsapp::WhatsAppConfig>, String)>,
-    /// The Mattermost channel's routes and the tenant its support agents look cards up in.
-    pub(super) mattermost: Option<(Arc<crate::channels::mattermost::MattermostConfig>, String)>,
+    /// The channels' routes: `(channel, path, handlers)`, merged into the API's router.
+    pub(super) channel_routes: Vec<(&'static str, &'static str, axum::routing::MethodRouter)>,
     /// Batch jobs in the background (`/v1/batches`).
     pub(super) batches: Option<Arc<crate::batch::background::Background>>,
     /// The WhatsApp templates in use, for the console.
@@ -53,8 +51,7 @@ impl AppState {
             turns: Arc::new(Semaphore::new(config.max_turns_in_flight)),
             metrics: Arc::new(Metrics::default()),
             config: Arc::new(config),
-            whatsapp: None,
-            mattermost: None,
+            channel_routes: Vec::new(),
             batches: None,
             templates: None,
             console: Arc::new(Console::new(&ConsoleConfig::default())),
@@ -77,28 +74,23 @@ impl AppState {
         self.keys.by_key(key)
     }
 
-    /// Serves the Mattermost routes too; `tenant` is where its users' conversations belong.
-    pub fn with_mattermost(
-        mut self,
-        config: crate::channels::mattermost::MattermostConfig,
-        tenant: &str,
-    ) -> Self {
-        self.mattermost = Some((Arc::new(config), tenant.to_owned()));
-        self
-    }
-
     /// Runs batch jobs (`/v1/batches`) on `background`.
     pub fn with_batches(mut self, background: Arc<crate::batch::background::Background>) -> Self {
         self.batches = Some(background);
         self
     }
 
-    /// Serves the WhatsApp webhook too.
-    /// With the WhatsApp webhook, whose conversations belong to `tenant` (where the deployment's
-    /// support agents work their cases).
-    pub fn with_whatsapp(mut self, config: crate::channels::whatsapp::WhatsAppConfig, tenant: &str) -> Self {
-        self.whatsapp = Some((Arc::new(config), tenant.to_owned()));
+    /// Serves `channel`'s routes too (its senders and jobs are the outbox worker's and the server's).
+    pub fn with_channel(mut self, channel: &crate::channels::Channel) -> Self {
+        for (path, handlers) in &channel.routes {
+            self.channel_routes.push((channel.name, path, handlers.clone()));
+        }
         self
+    }
+
+    /// The channels' routes this state serves: `(channel, path)`.
+    pub fn channel_routes(&self) -> Vec<(&'static str, &'static str)> {
+        self.channel_routes.iter().map(|(c, p, _)| (*c, *p)).collect()
     }
 
     /// The WhatsApp templates the sender uses, shown in the console with their state.

@@ -13,6 +13,7 @@ pub(crate) mod outbox;
 pub(crate) mod write;
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -240,8 +241,8 @@ impl Stmt {
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                sql.push('$');
-                sql.push_str(&(args.len() + i + 1).to_string());
+                // Writing to a String cannot fail.
+                let _ = write!(sql, "${}", args.len() + i + 1);
             }
             sql.push(')');
             args.extend(row);
@@ -256,20 +257,42 @@ impl Stmt {
     /// Pushes the statement on `q`, its placeholders bound where they stand: a part of a
     /// [`super::writes::Writes`] query, whose placeholders number on across its statements.
     pub(crate) fn push_on<DB: BindArg>(self, q: &mut sqlx::QueryBuilder<DB>) {
+        // The text between placeholders, and each placeholder's value index.
+        let mut parts = Vec::with_capacity(self.args.len() + 1);
         let mut rest: &str = &self.sql;
-        while let Some(at) = rest.find('$') {
+        let mut from = 0;
+        while let Some(at) = rest[from..].find('$').map(|at| from + at) {
             let digits = rest[at + 1..].bytes().take_while(u8::is_ascii_digit).count();
             if digits == 0 {
-                q.push(&rest[..=at]);
-                rest = &rest[at + 1..];
+                from = at + 1;
                 continue;
             }
-            q.push(&rest[..at]);
             let n: usize = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
-            if let Some(arg) = n.checked_sub(1).and_then(|i| self.args.get(i)) {
-                DB::push_arg(q, arg.clone());
-            }
+            parts.push((&rest[..at], n.checked_sub(1)));
             rest = &rest[at + 1 + digits..];
+            from = 0;
+        }
+        // Each value is moved to its last placeholder (a sealed stage output is kilobytes); one that
+        // stands more than once is copied to the others.
+        let mut uses = vec![0usize; self.args.len()];
+        for i in parts.iter().filter_map(|(_, i)| *i) {
+            if let Some(n) = uses.get_mut(i) {
+                *n += 1;
+            }
+        }
+        let mut args: Vec<Option<Arg>> = self.args.into_iter().map(Some).collect();
+        for (text, i) in parts {
+            q.push(text);
+            let Some(i) = i.filter(|i| *i < args.len()) else {
+                continue;
+            };
+            uses[i] -= 1;
+            let arg = if uses[i] == 0 {
+                args[i].take()
+            } else {
+                args[i].clone()
+            };
+            DB::push_arg(q, arg.unwrap_or(Arg::Text(None)));
         }
         q.push(rest);
     }

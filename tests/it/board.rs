@@ -210,9 +210,21 @@ impl Journey {
             verify_token: Some("vibecoding".into()),
         };
         let tenant = vt_agent::engine::DEFAULT_TENANT;
+        let wiring = vt_agent::channels::Wiring {
+            service: chat.service.clone(),
+            agent: "vt".into(),
+            tenant: tenant.into(),
+        };
+        let templates = Arc::new(vt_agent::channels::whatsapp::Templates::default());
         let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-            .with_whatsapp(whatsapp.clone(), tenant)
-            .with_mattermost(mattermost.clone(), tenant);
+            .with_channel(&vt_agent::channels::whatsapp::channel(
+                &whatsapp, &templates, &wiring,
+            ))
+            .with_channel(&vt_agent::channels::mattermost::channel(
+                &mattermost,
+                None,
+                &wiring,
+            ));
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));

@@ -900,3 +900,71 @@ async fn the_readmes_flow_example_runs_with_a_key() {
     );
     assert!(!error.to_string().contains("abc"), "{error}");
 }
+
+/// Every channel is registered through its value: the routes `serve` answers are the ones each
+/// channel's value lists, its senders are the outbox worker's, and a channel with no configuration
+/// brings nothing.
+#[tokio::test]
+async fn every_channel_is_registered_through_its_value() {
+    use std::sync::Arc;
+    use vt_agent::channels::{Wiring, mattermost, whatsapp};
+
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let wiring = Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: "default".into(),
+    };
+    let templates = Arc::new(whatsapp::Templates::default());
+    let wa = whatsapp::WhatsAppConfig {
+        phone_number_id: Some("123456123".into()),
+        access_token: Some("EAAtesttokenvalue0123456789".into()),
+        app_secret: Some("segredo-do-app".into()),
+        verify_token: Some("vibecoding".into()),
+        ..Default::default()
+    };
+    let mm = mattermost::MattermostConfig {
+        url: Some("http://127.0.0.1:9".into()),
+        bot_token: Some("token-do-bot-0123456789".into()),
+        slash_token: Some("token-do-slash".into()),
+        ..Default::default()
+    };
+    let channels = [
+        whatsapp::channel(&wa, &templates, &wiring),
+        mattermost::channel(&mm, Some("suporte"), &wiring),
+    ];
+    let mut state = vt_agent::http::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
+    for channel in &channels {
+        state = state.with_channel(channel);
+    }
+    assert_eq!(
+        state.channel_routes(),
+        [
+            ("whatsapp", "/channels/whatsapp/webhook"),
+            ("mattermost", "/channels/mattermost/slash"),
+            ("mattermost", "/channels/mattermost/webhook"),
+            ("mattermost", "/channels/mattermost/actions"),
+        ]
+    );
+    let senders: Vec<_> = channels
+        .iter()
+        .flat_map(|c| c.senders.iter().map(|s| s.channel().to_owned()))
+        .collect();
+    assert_eq!(senders, ["whatsapp", "mattermost", vt_agent::service::BOARD]);
+    assert_eq!(channels[1].jobs.len(), 1, "the websocket bot");
+    // The routes listed are served: Meta's subscription check with a wrong token is refused, not 404.
+    let served = crate::support::serve_state(chat.clone(), state).await;
+    let verify = served
+        .client
+        .get(format!(
+            "{}/channels/whatsapp/webhook?hub.mode=subscribe&hub.verify_token=outro&hub.challenge=1",
+            served.url
+        ))
+        .send()
+        .await
+        .expect("verify");
+    assert_eq!(verify.status(), 403);
+    // Without configuration a channel brings nothing.
+    assert!(!whatsapp::channel(&Default::default(), &templates, &wiring).is_on());
+    assert!(!mattermost::channel(&Default::default(), None, &wiring).is_on());
+}

@@ -29,8 +29,14 @@ async fn mattermost(support_users: &[&str]) -> Served {
         ..MattermostConfig::default()
     };
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-        .with_mattermost(config, "empresa-a");
+    let wiring = vt_agent::channels::Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: "empresa-a".into(),
+    };
+    let channel = vt_agent::channels::mattermost::channel(&config, None, &wiring);
+    let state =
+        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     crate::support::serve_state(chat, state).await
 }
 

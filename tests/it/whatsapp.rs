@@ -65,8 +65,15 @@ async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canne
         app_secret: Some(SECRET.into()),
         verify_token: Some("vibecoding".into()),
     };
-    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-        .with_whatsapp(config.clone(), vt_agent::engine::DEFAULT_TENANT);
+    let wiring = vt_agent::channels::Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+    };
+    let templates = Arc::new(vt_agent::channels::whatsapp::Templates::default());
+    let channel = vt_agent::channels::whatsapp::channel(&config, &templates, &wiring);
+    let state =
+        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(chat.clone(), state).await;
     let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(Sender::new(&config).expect("on")));

@@ -44,8 +44,14 @@ async fn whatsapp(graph_answers: Vec<crate::support::Canned<'static>>) -> Wa {
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
     let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
     let config = config(&graph.url);
-    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-        .with_whatsapp(config.clone(), vt_agent::engine::DEFAULT_TENANT);
+    let wiring = vt_agent::channels::Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+    };
+    let channel = vt_agent::channels::whatsapp::channel(&config, &templates(), &wiring);
+    let state =
+        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let sender = Sender::new(&config)
         .expect("on")
         .with_window(chat.store.clone(), templates());

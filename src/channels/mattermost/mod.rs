@@ -25,7 +25,6 @@ pub use bot::{Bot, PostSender};
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::routing::post;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -267,12 +266,64 @@ pub struct MattermostState {
 }
 
 /// The channel's routes.
-pub fn router(state: MattermostState) -> Router {
-    Router::new()
-        .route("/channels/mattermost/slash", post(slash::command))
-        .route("/channels/mattermost/webhook", post(webhook::outgoing))
-        .route("/channels/mattermost/actions", post(actions::click))
-        .with_state(state)
+fn routes(state: MattermostState) -> Vec<(&'static str, axum::routing::MethodRouter)> {
+    vec![
+        (
+            "/channels/mattermost/slash",
+            post(slash::command).with_state(state.clone()),
+        ),
+        (
+            "/channels/mattermost/webhook",
+            post(webhook::outgoing).with_state(state.clone()),
+        ),
+        (
+            "/channels/mattermost/actions",
+            post(actions::click).with_state(state),
+        ),
+    ]
+}
+
+/// The Mattermost channel as `serve` runs it, each part on when `config` has what it needs: the
+/// slash command, outgoing webhook and button routes; the bot's posts as a sender and its websocket as
+/// a job; the support board (`board_channel`, `[handoff] mattermost_channel_id`) as a sender.
+pub fn channel(
+    config: &MattermostConfig,
+    board_channel: Option<&str>,
+    wiring: &crate::channels::Wiring,
+) -> crate::channels::Channel {
+    let config = Arc::new(config.clone());
+    let mut channel = crate::channels::Channel {
+        name: CHANNEL,
+        ..crate::channels::Channel::default()
+    };
+    if config.is_on() {
+        channel.routes = routes(MattermostState {
+            service: wiring.service.clone(),
+            agent: wiring.agent.clone(),
+            config: config.clone(),
+            tenant: wiring.tenant.clone(),
+            client: reqwest::Client::new(),
+        });
+        channel
+            .notices
+            .push("canal Mattermost ligado: /channels/mattermost/{slash,webhook,actions}".into());
+    }
+    if let Some(sender) = PostSender::new(config.clone()) {
+        channel.senders.push(Arc::new(sender));
+    }
+    if let Some(board) = BoardSender::new(config.clone(), wiring.service.clone(), board_channel) {
+        channel.senders.push(Arc::new(board));
+        channel
+            .notices
+            .push("atendimentos publicados no canal de suporte do Mattermost".into());
+    }
+    if let Some(bot) = Bot::new(wiring.service.clone(), &wiring.agent, config, &wiring.tenant) {
+        channel.jobs.push(Box::new(|stop| Box::pin(bot.run(stop))));
+        channel
+            .notices
+            .push("bot do Mattermost conectando pelo websocket".into());
+    }
+    channel
 }
 
 /// A support agent's balance lookup goes to the audit table, its card hashed with `actions_secret`.

@@ -22,12 +22,14 @@ mod webhook;
 mod window;
 mod wire;
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 pub use notices::{NoticesConfig, QuietHours, WhatsAppNotices};
 pub use sender::Sender;
 pub use templates::{Template, TemplateError, Templates};
-pub use webhook::{WebhookState, router};
+pub use webhook::WebhookState;
 
 /// The channel name on conversations and outbox items.
 pub(crate) const CHANNEL: &str = "whatsapp";
@@ -117,4 +119,43 @@ impl WhatsAppConfig {
 /// The conversation of `wa_id` on `phone_number_id`.
 pub fn conversation_id(phone_number_id: &str, wa_id: &str) -> String {
     format!("wa:{phone_number_id}:{wa_id}")
+}
+
+/// The WhatsApp channel as `serve` runs it: off (an empty [`super::Channel`]) unless `config` has a
+/// phone number id and an access token; then the webhook, the sender (text inside the 24-hour
+/// window, `templates` outside it) and what it says at start.
+pub fn channel(
+    config: &WhatsAppConfig,
+    templates: &Arc<Templates>,
+    wiring: &super::Wiring,
+) -> super::Channel {
+    let Some(sender) = Sender::new(config) else {
+        return super::Channel::default();
+    };
+    let sender = sender.with_window(wiring.service.stores().contacts.clone(), templates.clone());
+    let webhook = WebhookState {
+        service: wiring.service.clone(),
+        agent: wiring.agent.clone(),
+        config: Arc::new(config.clone()),
+        tenant: wiring.tenant.clone(),
+        graph: Sender::new(config).map(Arc::new),
+    };
+    super::Channel {
+        name: CHANNEL,
+        routes: webhook::routes(webhook),
+        senders: vec![Arc::new(sender)],
+        jobs: Vec::new(),
+        notices: vec![
+            format!(
+                "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",
+                templates.all().count(),
+                templates
+                    .all()
+                    .map(|t| t.purpose.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into(),
+        ],
+    }
 }

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -33,11 +32,14 @@ pub struct WebhookState {
 }
 
 /// The webhook's routes, with their own body limit.
-pub fn router(state: WebhookState) -> Router {
-    Router::new()
-        .route("/channels/whatsapp/webhook", get(verify).post(receive))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(state)
+pub(super) fn routes(state: WebhookState) -> Vec<(&'static str, axum::routing::MethodRouter)> {
+    vec![(
+        "/channels/whatsapp/webhook",
+        get(verify)
+            .post(receive)
+            .layer(DefaultBodyLimit::max(BODY_LIMIT))
+            .with_state(state),
+    )]
 }
 
 /// Meta's subscription check: the right token gets the challenge back verbatim, as plain text.
