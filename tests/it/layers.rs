@@ -275,9 +275,12 @@ fn named_in(doc: &str, name: &str) -> bool {
 }
 
 #[test]
-fn the_codemap_names_every_module_and_every_test_file() {
+fn the_codemap_is_short_and_names_every_module_and_every_test_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    // Short enough to be read whole and kept true: figures go to BENCHMARKS.md, details to the modules.
+    let lines = doc.lines().count();
+    assert!(lines <= 300, "ARCHITECTURE.md has {lines} lines; keep it to 300");
     let mut missing = Vec::new();
     for dir in ["src", "actions/src"] {
         let src = root.join(dir);
@@ -297,7 +300,10 @@ fn the_codemap_names_every_module_and_every_test_file() {
                 Some(n) => n.to_owned(),
                 None => continue,
             };
-            if !named_in(&doc, &name) {
+            // A folder's `mod.rs` is named as the folder (`engine/`) or as itself (`turn/mod.rs`).
+            let named =
+                named_in(&doc, &name) || name.ends_with('/') && named_in(&doc, &format!("{name}mod.rs"));
+            if !named {
                 missing.push(format!("{dir}/{}", rel.display()));
             }
         }
