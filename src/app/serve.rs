@@ -226,8 +226,9 @@ impl Server {
             let _ = stop.send(true);
         })
         .await;
-        // Whatever ended the serving, every task is told to stop.
+        // Whatever ended the serving, every task is told to stop; the turns in flight end first.
         let _ = self.stop.send(true);
+        self.service.stopped().await;
         while let Some(joined) = tasks.join_next().await {
             if let Err(e) = joined {
                 tracing::error!(error = %e, "a serve task failed");

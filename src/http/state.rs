@@ -130,7 +130,7 @@ impl AppState {
             .clone()
             .try_acquire_owned()
             .map_err(|_| ApiError::busy())?;
-        let task = tokio::spawn(async move {
+        let task = self.service.messages().spawn(async move {
             let out = work.await;
             drop(permit);
             out

@@ -272,6 +272,9 @@ pub struct Services {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     stores: crate::store::Stores,
+    /// The turns run in tasks of their own (a webhook's, a timed-out request's): the server waits for
+    /// them before it stops, so none is cut short or left detached.
+    turns: tokio_util::task::TaskTracker,
     router: Option<Router>,
     inbox: inbox::Inbox,
     config: ServiceConfig,
@@ -284,6 +287,7 @@ impl Services {
         Self {
             engine,
             stores: crate::store::Stores::of(&store),
+            turns: tokio_util::task::TaskTracker::new(),
             store,
             router: None,
             inbox: inbox::Inbox::default(),
@@ -324,6 +328,12 @@ impl Services {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Waits for every turn [`Messages::spawn`] started; none is started after.
+    pub async fn stopped(&self) {
+        self.turns.close();
+        self.turns.wait().await;
     }
 
     /// The rules for cases (`[handoff]`).
@@ -651,6 +661,16 @@ impl Services {
 }
 
 impl Messages<'_> {
+    /// Runs `turn` in a task of its own, tracked: what a webhook does after it answers, or a request
+    /// whose caller stopped waiting. [`Services::stopped`] waits for every one.
+    pub fn spawn<F>(self, turn: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.turns.spawn(turn)
+    }
+
     /// Starts conversation `conv` on record, before its first message (HTTP's `POST /v1/conversations`).
     pub async fn open(self, conv: &Conversation) -> Result<(), StoreError> {
         self.store.save_conversation(conv, self.engine.now()).await

@@ -609,3 +609,32 @@ async fn a_message_stored_before_a_failed_one_is_still_answered() {
         "{replies:?}"
     );
 }
+
+/// The turns a webhook runs after its 200 are the service's, not detached: `stopped` returns only
+/// once each has committed, so a server that stops after acknowledging messages loses none of their
+/// replies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turns_a_webhook_started_end_before_the_service_stops() {
+    let wa = whatsapp(vec![sent(), sent(), sent()]).await;
+    for (i, text) in ["oi", "saldo do cartão 1111 1111-11", "ajuda"].iter().enumerate() {
+        assert_eq!(
+            wa.deliver(&text_notification(text, &format!("wamid.parar{i}")))
+                .await,
+            200
+        );
+    }
+    // No waiting for the replies: the service's stop is what waits.
+    wa.served.chat.service.stopped().await;
+    let queued = wa
+        .served
+        .chat
+        .store
+        .outbox_items(OutboxStatus::Pending, 100)
+        .await
+        .expect("read");
+    assert_eq!(
+        queued.len(),
+        3,
+        "every acknowledged message was answered before the stop returned"
+    );
+}

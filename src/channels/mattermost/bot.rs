@@ -272,7 +272,7 @@ impl Bot {
             Ok(Some(received)) => {
                 let (service, config, tenant) =
                     (self.service.clone(), self.config.clone(), self.tenant.clone());
-                tokio::spawn(async move {
+                self.service.messages().spawn(async move {
                     match service.messages().process(&msg, received).await {
                         Ok(h) if support => audit(&service, &config, &tenant, &sender, &msg.text, &h).await,
                         Ok(_) => {}

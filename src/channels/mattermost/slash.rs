@@ -84,7 +84,8 @@ pub(super) async fn command(
     let mut work = {
         let state = state.clone();
         let support_user = form.user_name.clone();
-        tokio::spawn(async move {
+        let turns = state.service.clone();
+        turns.messages().spawn(async move {
             let handled = state.service.messages().handle(msg).await;
             if support && let Ok(h) = &handled {
                 audit(

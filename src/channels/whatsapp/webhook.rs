@@ -84,7 +84,7 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
     // notification again): the stored ones are redeliveries then, never processed otherwise.
     for (msg, received) in accepted {
         let (service, graph) = (state.service.clone(), state.graph.clone());
-        tokio::spawn(async move {
+        state.service.messages().spawn(async move {
             // "typing…" goes out beside the turn, never before it.
             let typing = async {
                 if let (Some(graph), Some(id)) = (&graph, msg.channel_message_id.as_deref()) {
