@@ -168,7 +168,8 @@ pub(super) async fn message(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     };
     let service = state.service.clone();
     let started = std::time::Instant::now();

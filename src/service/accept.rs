@@ -9,6 +9,7 @@ use vt_actions::tools::cartao::MEMORY_CARTOES;
 
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
+use crate::store::Accepting;
 
 impl Services {
     /// The conversation the message belongs to (`stored`: as read, `None` when there is none yet) and
@@ -45,13 +46,14 @@ impl Services {
         };
         let stored = self
             .store
-            .accept_message(
-                &conv,
-                new,
-                msg.channel_message_id.as_deref(),
-                &ChatMessage::user(stored_text(msg)),
+            .accept_message(Accepting {
+                conversation: &conv,
+                new_conversation: new,
+                channel_message_id: msg.channel_message_id.as_deref(),
+                message: &ChatMessage::user(stored_text(msg)),
+                contact_seen: msg.contact_seen_at.map(|at| (msg.user.user_id.as_str(), at)),
                 now,
-            )
+            })
             .await
             .map_err(ServiceError::NotRecorded)?;
         if stored.is_none() {

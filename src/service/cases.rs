@@ -265,7 +265,8 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
         },
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     }
 }
 
@@ -549,7 +550,7 @@ impl Services {
         // Stored before its turn commits, as every message that opens a turn is.
         let accepted_message = self
             .store
-            .accept_message(&conv, false, None, &opening, now)
+            .accept_message(crate::store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
         let msg = addressed_to_card_holder(&conv, text);

@@ -164,15 +164,10 @@ impl Contacts<'_> {
 }
 
 impl Contacts<'_> {
-    /// A WhatsApp user wrote at `at`: the 24-hour window is open again from then, and replies held
-    /// for want of a window go out. Returns how many were released.
-    pub async fn seen(
-        self,
-        wa_id: &str,
-        conversation_id: &str,
-        at: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
-        self.store.touch_contact(wa_id, at).await?;
+    /// The user of `conversation_id` wrote (the time is stored with their message,
+    /// [`super::Inbound::contact_seen_at`]): replies held for want of an open 24-hour window go out.
+    /// Returns how many were released.
+    pub async fn wrote(self, conversation_id: &str) -> Result<u64, StoreError> {
         self.store
             .release_held(conversation_id, self.engine().now())
             .await

@@ -93,10 +93,34 @@ pub struct Inbound {
     pub unsupported: Option<String>,
     /// Where the channel should put the replies (a thread's root), if anywhere in particular.
     pub thread: Option<String>,
-    /// The recharge a tap on its own confirm button names (the text is then "sim"): the tap answers
-    /// that request even when other answers of ours came after its question. Checked against the
-    /// recharge waiting when the turn runs; any other id names nothing.
-    pub tapped: Option<String>,
+    /// A tap on one of our confirm / cancel buttons (`text` is then left to the service): the
+    /// service reads, with the conversation it reads for the turn, whether the recharge it names is
+    /// the one waiting for this user, and makes it "sim" / "não" — a confirm tap also names that
+    /// request as the question answered, even when other answers of ours came after it.
+    pub tap: Option<Tap>,
+    /// When the person wrote, for a channel that keeps each contact's last message (WhatsApp's
+    /// 24-hour window): written with the message, in accept's transaction.
+    pub contact_seen_at: Option<DateTime<Utc>>,
+}
+
+/// A tap on a recharge's confirm or cancel button.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tap {
+    /// The recharge the button belongs to.
+    pub recharge: String,
+    pub confirm: bool,
+    /// What a tap that names nothing waiting (an old, foreign or forged button) becomes.
+    pub otherwise: NotWaiting,
+}
+
+/// What a channel makes of a tap on a button whose request is not the one waiting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotWaiting {
+    /// Nothing is stored; the tap is refused ([`ServiceError::TapNotWaiting`]): the clicker alone is
+    /// told (Mattermost).
+    Refuse,
+    /// The tap is a message of the chat, stored and answered as these words (WhatsApp).
+    Say(String),
 }
 
 /// How the router classified a turn, for the usage metrics.
@@ -137,28 +161,13 @@ impl IntentTag {
     }
 }
 
-/// A message [`Services::receive`] stored, waiting for [`Services::process`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A message [`Messages::receive`] stored, waiting for [`Messages::process`].
+#[derive(Debug, Clone)]
 pub struct Received {
     pub conversation_id: String,
     pub message_id: i64,
-}
-
-/// A conversation as a channel's confirm / cancel buttons see it ([`Services::awaiting`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Awaiting {
-    pub user_id: String,
-    pub tenant_id: String,
-    /// The id of the recharge waiting for the user's confirmation, if one is.
-    pub recharge: Option<String>,
-}
-
-impl Awaiting {
-    /// The words a tap on a button of recharge `pending` stands for — only while that recharge is
-    /// the one waiting: an old, foreign or forged id stands for nothing.
-    pub fn words(&self, pending: &str, confirm: bool) -> Option<&'static str> {
-        (self.recharge.as_deref() == Some(pending)).then_some(if confirm { "sim" } else { "não" })
-    }
+    /// The message as stored (a tap made the words it stands for).
+    pub message: Inbound,
 }
 
 /// How [`Services::run_flow`] runs a flow.
@@ -250,6 +259,9 @@ pub enum ServiceError {
     /// The conversation belongs to another tenant (said as "not found" by the HTTP layer).
     #[error("a conversa {0} não existe")]
     NotFound(String),
+    /// A tap on a button whose request is not the one waiting for this user ([`NotWaiting::Refuse`]).
+    #[error("este pedido já foi respondido ou não é seu: nada foi feito")]
+    TapNotWaiting,
 }
 
 /// `[service]`: how the service writes what a turn did.
@@ -351,6 +363,7 @@ impl Services {
         // Everything the turn reads, read at once, before the message is stored (under the turn lock,
         // nothing else changes it).
         let mut reads = self.turn_reads(&id).await?;
+        let msg = &question::resolve_tap(msg, reads.conversation.as_ref())?;
         let accepted = self
             .accept(&id, reads.conversation.take(), msg, now)
             .instrument(spans::step("accept"))
@@ -705,18 +718,6 @@ impl Messages<'_> {
         .await
     }
 
-    /// Whose conversation `id` is and which recharge waits there for confirmation (`None`: no such
-    /// conversation, or it could not be read). What channels ask before a tap on a button becomes a
-    /// message.
-    pub async fn awaiting(self, id: &str) -> Option<Awaiting> {
-        let conv = self.store.conversation(id).await.ok().flatten()?;
-        Some(Awaiting {
-            recharge: vt_actions::tools::RecargaPendente::id_in(&conv.state),
-            user_id: conv.user_id,
-            tenant_id: conv.tenant_id,
-        })
-    }
-
     /// Step 1 alone, for channels that acknowledge a message before processing it (webhooks must
     /// answer fast): the message is stored — or recognised as a redelivery (`None`) — and nothing
     /// else happens yet. [`Self::process`] runs the rest.
@@ -733,12 +734,14 @@ impl Messages<'_> {
             .conversation(&id)
             .await
             .map_err(ServiceError::NotRecorded)?;
-        let accepted = self.accept(&id, stored, msg, self.engine.now()).await?;
+        let msg = question::resolve_tap(msg, stored.as_ref())?.into_owned();
+        let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
             self.inbox.hold(message_id, msg.clone());
             Received {
                 conversation_id: id,
                 message_id,
+                message: msg,
             }
         }))
     }
@@ -750,7 +753,8 @@ impl Messages<'_> {
     /// holder processes the conversation's earlier unprocessed messages before its own and leaves
     /// their outcomes for their own tasks (or, for a message this process did not receive, for
     /// nobody: its replies go out through the outbox all the same).
-    pub async fn process(self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
+    pub async fn process(self, received: Received) -> Result<Handled, ServiceError> {
+        let msg = &received.message;
         let scope = Scope {
             agent: &msg.agent_id,
             session: &received.conversation_id,
@@ -777,8 +781,9 @@ impl Messages<'_> {
             let received = Received {
                 conversation_id: conv.id.clone(),
                 message_id: m.id,
+                message: inbound_of(&conv, &m),
             };
-            match self.process(&inbound_of(&conv, &m), received).await {
+            match self.process(received).await {
                 Ok(h) if !h.duplicate => done += 1,
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, conversation = %conv.id, "recovered message failed"),
@@ -899,7 +904,8 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         delivery: Delivery::Outbox,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     }
 }
 

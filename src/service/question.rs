@@ -6,13 +6,48 @@
 
 use vt_actions::tools::{Perguntada, RecargaPendente, STATE_PERGUNTADA};
 
+use std::borrow::Cow;
+
+use super::{Inbound, NotWaiting, ServiceError, Tap};
 use crate::engine::Conversation;
 
-/// A tap on the confirm button of `tapped`: when that recharge is the one waiting, the tap names it,
-/// as if its question had just been asked. Any other id names nothing.
-pub(super) fn tapped(conv: &mut Conversation, tapped: Option<&str>) {
+/// `msg` as the turn reads it: a tap becomes the words it stands for — "sim" or "não" when the
+/// recharge it names is the one waiting in `conv` for this very user; otherwise what the channel said
+/// such a tap becomes ([`NotWaiting`]). Read with the conversation the turn reads anyway: no read of
+/// its own. Under the turn lock the confirm tap is checked again ([`tapped`]), and the confirmation
+/// tool checks the mark it sets: a tap read here before another turn changed the request moves no
+/// money.
+pub(super) fn resolve_tap<'m>(
+    msg: &'m Inbound,
+    conv: Option<&Conversation>,
+) -> Result<Cow<'m, Inbound>, ServiceError> {
+    let Some(tap) = &msg.tap else {
+        return Ok(Cow::Borrowed(msg));
+    };
+    let waiting = conv
+        .filter(|c| c.user_id == msg.user.user_id)
+        .and_then(|c| RecargaPendente::id_in(&c.state));
+    let mut resolved = msg.clone();
+    if waiting.as_deref() == Some(tap.recharge.as_str()) {
+        resolved.text = if tap.confirm { "sim" } else { "não" }.into();
+        return Ok(Cow::Owned(resolved));
+    }
+    match &tap.otherwise {
+        NotWaiting::Refuse => Err(ServiceError::TapNotWaiting),
+        NotWaiting::Say(text) => {
+            resolved.text.clone_from(text);
+            resolved.tap = None;
+            Ok(Cow::Owned(resolved))
+        }
+    }
+}
+
+/// A tap on the confirm button of the recharge waiting names it, as if its question had just been
+/// asked. A cancel tap, or a tap on any other request, names nothing.
+pub(super) fn tapped(conv: &mut Conversation, tap: Option<&Tap>) {
     let waiting = RecargaPendente::id_in(&conv.state);
-    if let Some(id) = tapped.filter(|id| waiting.as_deref() == Some(*id)) {
+    let confirmed = tap.filter(|t| t.confirm).map(|t| t.recharge.as_str());
+    if let Some(id) = confirmed.filter(|id| waiting.as_deref() == Some(*id)) {
         conv.state
             .insert(STATE_PERGUNTADA.into(), Perguntada::mark(id, Perguntada::TAP));
     }

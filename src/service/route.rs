@@ -66,7 +66,7 @@ impl Services {
     /// tap on the waiting recharge's own button names it (`question::tapped`).
     pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {
         let text = msg.text.as_str();
-        super::question::tapped(conv, msg.tapped.as_deref());
+        super::question::tapped(conv, msg.tap.as_ref());
         let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
             let routing = Routing {
                 tag: None,

@@ -32,15 +32,9 @@ pub trait ConversationStore: Send + Sync {
     /// message — unless `channel_message_id` was accepted before in this conversation (a channel's
     /// redelivery), in which case nothing is written and `None` comes back. A message with a channel id
     /// is stored as not yet processed until its turn commits (see [`TurnRecord::accepted_message`]).
-    /// `new_conversation`: the row is written too (else one statement, no transaction: the hot path).
-    async fn accept_message(
-        &self,
-        conversation: &Conversation,
-        new_conversation: bool,
-        channel_message_id: Option<&str>,
-        message: &ChatMessage,
-        now: DateTime<Utc>,
-    ) -> Result<Option<i64>, StoreError>;
+    /// A new conversation's row, or a contact's last-message time, make it a transaction; else it is
+    /// one statement (the hot path).
+    async fn accept_message(&self, a: Accepting<'_>) -> Result<Option<i64>, StoreError>;
 
     /// Stores one message on its own.
     async fn append_message(

@@ -27,6 +27,35 @@ pub enum StoreError {
     Invalid(String),
 }
 
+/// An inbound message to accept ([`ConversationStore::accept_message`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Accepting<'a> {
+    pub conversation: &'a Conversation,
+    /// The conversation's row is written too (a new conversation).
+    pub new_conversation: bool,
+    /// The channel's id of the message: a redelivery is not stored again.
+    pub channel_message_id: Option<&'a str>,
+    pub message: &'a ChatMessage,
+    /// For a channel that keeps each contact's last message (WhatsApp's 24-hour window): whose, and
+    /// when they wrote — written with the message.
+    pub contact_seen: Option<(&'a str, DateTime<Utc>)>,
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> Accepting<'a> {
+    /// `message` in an existing conversation, with no channel id and no contact to note.
+    pub fn plain(conversation: &'a Conversation, message: &'a ChatMessage, now: DateTime<Utc>) -> Self {
+        Self {
+            conversation,
+            new_conversation: false,
+            channel_message_id: None,
+            message,
+            contact_seen: None,
+            now,
+        }
+    }
+}
+
 /// A message as stored, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMessage {

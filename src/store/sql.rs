@@ -6,7 +6,7 @@
 //! writes, outbox claims, locks, erasure) stays in `sqlite/` and `postgres/`.
 
 pub(crate) mod cases;
-mod contacts;
+pub(crate) mod contacts;
 mod flows;
 mod reports;
 pub(crate) mod outbox;

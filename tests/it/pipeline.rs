@@ -294,7 +294,7 @@ async fn a_message_acknowledged_before_a_stop_is_processed_at_start_once() {
     let late = h
         .service
         .messages()
-        .process(&msg, received.clone())
+        .process(received.clone())
         .await
         .expect("handled");
     assert!(late.duplicate && late.replies.is_empty());
@@ -343,14 +343,14 @@ async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_run
         .expect("stored")
         .expect("new");
 
-    let later = h.service.messages().process(&yes, second).await.expect("handled");
+    let later = h.service.messages().process(second).await.expect("handled");
     assert!(
         later.reply_text().contains("aprovada"),
         "the yes answered the recharge asked before it: {}",
         later.reply_text()
     );
     assert_eq!(h.recharges(), 1);
-    let earlier = h.service.messages().process(&ask, first).await.expect("handled");
+    let earlier = h.service.messages().process(first).await.expect("handled");
     assert!(!earlier.duplicate, "the ask's own task gets the ask's outcome");
     assert!(
         earlier.awaiting_confirmation.is_some() && earlier.reply_text().contains("****8901"),

@@ -401,18 +401,11 @@ impl vt_agent::store::ConversationStore for Flaky {
     async fn context(&self, c: &str) -> Result<Option<ConversationContext>, StoreError> {
         self.inner.context(c).await
     }
-    async fn accept_message(
-        &self,
-        c: &Conversation,
-        new: bool,
-        id: Option<&str>,
-        m: &ChatMessage,
-        now: DateTime<Utc>,
-    ) -> Result<Option<i64>, StoreError> {
-        if self.fail_append || self.fail_accepting.is_some_and(|t| m.text() == Some(t)) {
+    async fn accept_message(&self, a: vt_agent::store::Accepting<'_>) -> Result<Option<i64>, StoreError> {
+        if self.fail_append || self.fail_accepting.is_some_and(|t| a.message.text() == Some(t)) {
             return Err(broken());
         }
-        self.inner.accept_message(c, new, id, m, now).await
+        self.inner.accept_message(a).await
     }
     async fn conversation_list(
         &self,

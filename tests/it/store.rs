@@ -908,20 +908,52 @@ pub(crate) async fn a_conversations_items_go_out_in_order_and_accepting_twice_is
     assert_eq!(next.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a2]);
 
     let conv = conversation("c-accept");
+    let oi = ChatMessage::user("oi");
+    let accepting = |new_conversation, channel_message_id, contact_seen| vt_agent::store::Accepting {
+        conversation: &conv,
+        new_conversation,
+        channel_message_id,
+        message: &oi,
+        contact_seen,
+        now,
+    };
     let first = store
-        .accept_message(&conv, true, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .accept_message(accepting(true, Some("wamid.1"), None))
         .await
         .expect("accept");
     let again = store
-        .accept_message(&conv, false, Some("wamid.1"), &ChatMessage::user("oi"), now)
+        .accept_message(accepting(false, Some("wamid.1"), None))
         .await
         .expect("accept again");
     let other = store
-        .accept_message(&conv, false, None, &ChatMessage::user("oi"), now)
+        .accept_message(accepting(false, None, None))
         .await
         .expect("no id");
     assert!(first.is_some() && again.is_none() && other.is_some());
     assert_eq!(store.messages("c-accept").await.expect("messages").len(), 2);
+    // A contact's last message is written with the message, and never moves back.
+    let wrote = now - chrono::Duration::minutes(3);
+    let seen = store
+        .accept_message(accepting(false, Some("wamid.2"), Some(("5511999990000", wrote))))
+        .await
+        .expect("accept with the contact");
+    assert!(seen.is_some());
+    assert_eq!(
+        store.last_inbound("5511999990000").await.expect("read"),
+        Some(wrote)
+    );
+    store
+        .accept_message(accepting(
+            false,
+            Some("wamid.3"),
+            Some(("5511999990000", wrote - chrono::Duration::hours(1))),
+        ))
+        .await
+        .expect("an older message");
+    assert_eq!(
+        store.last_inbound("5511999990000").await.expect("read"),
+        Some(wrote)
+    );
     assert!(store.conversation("c-accept").await.expect("read").is_some());
 }
 

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::cases::CaseCommand;
 use super::{CHANNEL, MattermostState};
 use crate::engine::Participant;
-use crate::service::{Delivery, Inbound};
+use crate::service::{Delivery, Inbound, NotWaiting, ServiceError, Tap};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Click {
@@ -51,36 +51,36 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
     if case_button {
         return case_click(&state, &click).await;
     }
-    // The button belongs to one person's conversation: another user's click does nothing.
-    let Some(conv) = state.service.messages().awaiting(&c.conversa).await else {
-        return Json(json!({"ephemeral_text": "Este pedido não existe mais."})).into_response();
-    };
-    let words = conv.words(&c.pendente, c.acao == "confirmar");
-    let Some(text) = words.filter(|_| conv.user_id == click.user_id) else {
-        return Json(
-            json!({"ephemeral_text": "Este pedido já foi respondido ou não é seu: nada foi feito."}),
-        )
-        .into_response();
-    };
+    // The button belongs to one person's conversation and one request: the service makes the click
+    // "sim" or "não" only for that person and the request still waiting; any other click does nothing.
     let msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(c.conversa.clone()),
-        tenant_id: Some(conv.tenant_id.clone()),
+        tenant_id: None,
         user: Participant {
             user_id: click.user_id.clone(),
             user_login: click.user_name.clone().unwrap_or_else(|| click.user_id.clone()),
             channel: CHANNEL.into(),
         },
-        text: text.into(),
+        text: String::new(),
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
-        tapped: (c.acao == "confirmar").then(|| c.pendente.clone()),
+        tap: Some(Tap {
+            recharge: c.pendente.clone(),
+            confirm: c.acao == "confirmar",
+            otherwise: NotWaiting::Refuse,
+        }),
+        contact_seen_at: None,
     };
     match state.service.messages().handle(msg).await {
         // The post loses its buttons: a second click has nothing to press.
         Ok(h) => Json(json!({"update": {"message": h.reply_text(), "props": {}}})).into_response(),
+        Err(ServiceError::TapNotWaiting) => {
+            Json(json!({"ephemeral_text": "Este pedido já foi respondido ou não é seu: nada foi feito."}))
+                .into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "mattermost click failed");
             Json(json!({"ephemeral_text": "Não consegui concluir agora; nada foi cobrado. Tente de novo."}))

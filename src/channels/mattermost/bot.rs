@@ -265,7 +265,8 @@ impl Bot {
             delivery: Delivery::Outbox,
             unsupported: None,
             thread,
-            tapped: None,
+            tap: None,
+            contact_seen_at: None,
         };
         let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());
         match self.service.messages().receive(&msg).await {
@@ -273,7 +274,7 @@ impl Bot {
                 let (service, config, tenant) =
                     (self.service.clone(), self.config.clone(), self.tenant.clone());
                 self.service.messages().spawn(async move {
-                    match service.messages().process(&msg, received).await {
+                    match service.messages().process(received).await {
                         Ok(h) if support => audit(&service, &config, &tenant, &sender, &msg.text, &h).await,
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "mattermost turn failed"),

@@ -79,7 +79,8 @@ pub(super) async fn command(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     };
     let mut work = {
         let state = state.clone();

@@ -72,7 +72,8 @@ pub(super) async fn outgoing(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     };
     match state.service.messages().handle(msg).await {
         Ok(h) if h.duplicate => StatusCode::OK.into_response(),

@@ -14,7 +14,7 @@ use sha2::Sha256;
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::channels::same_secret;
 use crate::engine::Participant;
-use crate::service::{Delivery, Inbound, Received, Services};
+use crate::service::{Delivery, Inbound, NotWaiting, Received, Services, Tap};
 
 /// Meta sends notifications of up to 3 MB.
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -82,17 +82,18 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
     let answer = store_all(&state, notification, &mut accepted).await;
     // What was stored runs even when a later message was not (and the 503 makes Meta deliver the
     // notification again): the stored ones are redeliveries then, never processed otherwise.
-    for (msg, received) in accepted {
+    for received in accepted {
         let (service, graph) = (state.service.clone(), state.graph.clone());
+        let wamid = received.message.channel_message_id.clone();
         state.service.messages().spawn(async move {
             // "typing…" goes out beside the turn, never before it.
             let typing = async {
-                if let (Some(graph), Some(id)) = (&graph, msg.channel_message_id.as_deref()) {
+                if let (Some(graph), Some(id)) = (&graph, wamid.as_deref()) {
                     graph.read_and_typing(id).await;
                 }
             };
             let messages = service.messages();
-            let (_, turn) = tokio::join!(typing, messages.process(&msg, received));
+            let (_, turn) = tokio::join!(typing, messages.process(received));
             if let Err(e) = turn {
                 tracing::error!(error = %e, "whatsapp turn failed");
             }
@@ -106,7 +107,7 @@ async fn receive(State(state): State<WebhookState>, headers: HeaderMap, body: By
 async fn store_all(
     state: &WebhookState,
     notification: wire::Notification,
-    accepted: &mut Vec<(Inbound, Received)>,
+    accepted: &mut Vec<Received>,
 ) -> StatusCode {
     for change in notification.entry.into_iter().flat_map(|e| e.changes) {
         let value = match change.field.as_str() {
@@ -129,17 +130,18 @@ async fn store_all(
             return status;
         }
         for m in &value.messages {
-            if let Err(status) = reopen_window(state, &value, m).await {
-                return status;
-            }
-            let msg = inbound(state, &value, m).await;
+            // Stored with the message: when the user wrote, from which their 24-hour window counts.
+            let msg = inbound(state, &value, m);
             match state.service.messages().receive(&msg).await {
-                Ok(Some(received)) => accepted.push((msg, received)),
+                Ok(Some(received)) => accepted.push(received),
                 Ok(None) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "whatsapp message could not be stored");
                     return StatusCode::SERVICE_UNAVAILABLE;
                 }
+            }
+            if let Err(status) = release_held(state, &msg).await {
+                return status;
             }
         }
     }
@@ -164,22 +166,20 @@ fn verified(
     })
 }
 
-/// The user wrote: their 24-hour window counts from this message, and what waited for them goes out.
-async fn reopen_window(
-    state: &WebhookState,
-    value: &wire::Value,
-    m: &wire::Message,
-) -> Result<(), StatusCode> {
+/// When the user wrote `m`, by Meta's timestamp: a clock ahead of ours counts from now.
+fn wrote_at(m: &wire::Message) -> chrono::DateTime<chrono::Utc> {
     let now = chrono::Utc::now();
-    let at = m
-        .timestamp
+    m.timestamp
         .as_deref()
         .and_then(|t| t.parse::<i64>().ok())
         .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
-        // A clock ahead of ours counts from now.
-        .map_or(now, |t| t.min(now));
-    let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
-    match state.service.contacts().seen(&m.from, &conversation, at).await {
+        .map_or(now, |t| t.min(now))
+}
+
+/// The user wrote: what waited for their window to open goes out.
+async fn release_held(state: &WebhookState, msg: &Inbound) -> Result<(), StatusCode> {
+    let conversation = msg.conversation_id.as_deref().unwrap_or_default();
+    match state.service.contacts().wrote(conversation).await {
         Ok(0) => Ok(()),
         Ok(released) => {
             tracing::info!(released, "held messages released: the user wrote");
@@ -258,7 +258,7 @@ async fn record_statuses(state: &WebhookState, statuses: &[wire::Status]) -> Res
 
 /// One WhatsApp message as the service's [`Inbound`]: a text as it is, a tap on a button as the
 /// words it stands for, anything else named as unsupported.
-async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbound {
+fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbound {
     let name = value
         .contacts
         .iter()
@@ -280,7 +280,8 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
         delivery: Delivery::Outbox,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: Some(wrote_at(m)),
     };
     let tapped = m
         .interactive
@@ -288,10 +289,7 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
         .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()));
     match (m.kind.as_str(), &m.text, tapped) {
         ("text", Some(t), _) => msg.text = t.body.clone(),
-        ("interactive", _, Some(r)) => {
-            msg.text = button_text(&state.service, &conversation, &r.id).await;
-            msg.tapped = r.id.strip_prefix(CONFIRM_PREFIX).map(str::to_owned);
-        }
+        ("interactive", _, Some(r)) => msg.tap = Some(tap(&r.id)),
         // A template's quick reply ("Continuar"): the words on it.
         ("button", ..) if m.button.as_ref().is_some_and(|b| !b.text.is_empty()) => {
             msg.text = m.button.as_ref().map(|b| b.text.clone()).unwrap_or_default();
@@ -301,26 +299,21 @@ async fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -
     msg
 }
 
-/// A tap on one of our buttons, as the words it stands for — only for the recharge still waiting in
-/// the conversation; an old or foreign id confirms nothing.
-async fn button_text(service: &Services, conversation: &str, id: &str) -> String {
-    let tapped = match (id.strip_prefix(CONFIRM_PREFIX), id.strip_prefix(CANCEL_PREFIX)) {
-        (Some(pending), _) => Some((pending, true)),
-        (_, Some(pending)) => Some((pending, false)),
-        _ => None,
+/// A tap on one of our buttons: the service makes it "sim" or "não" only for the recharge still
+/// waiting in the conversation; an old or foreign id confirms nothing and is said as such.
+fn tap(id: &str) -> Tap {
+    let (recharge, confirm) = match (id.strip_prefix(CONFIRM_PREFIX), id.strip_prefix(CANCEL_PREFIX)) {
+        (Some(pending), _) => (pending, true),
+        (_, Some(pending)) => (pending, false),
+        _ => ("", false),
     };
-    let words = match tapped {
-        Some((pending, confirm)) => service
-            .messages()
-            .awaiting(conversation)
-            .await
-            .and_then(|a| a.words(pending, confirm)),
-        None => None,
-    };
-    words.map_or_else(
-        || "(toque em um botão de um pedido que não está mais esperando confirmação)".into(),
-        str::to_owned,
-    )
+    Tap {
+        recharge: recharge.to_owned(),
+        confirm,
+        otherwise: NotWaiting::Say(
+            "(toque em um botão de um pedido que não está mais esperando confirmação)".into(),
+        ),
+    }
 }
 
 #[cfg(test)]

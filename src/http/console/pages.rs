@@ -291,7 +291,8 @@ pub(super) async fn lookup(
         delivery: Delivery::Inline,
         unsupported: None,
         thread: None,
-        tapped: None,
+        tap: None,
+        contact_seen_at: None,
     };
     // The turn runs in a task of its own, within the API's bound of turns in flight and its request
     // time: a browser that goes away, or a slow answer, does not cut it in half.

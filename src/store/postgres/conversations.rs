@@ -1,7 +1,9 @@
 //! [`ConversationStore`] on PostgreSQL.
 
 use super::*;
-use crate::store::ConversationStore;
+use crate::store::{Accepting, ConversationStore};
+
+const DIALECT: crate::store::sql::Dialect = crate::store::sql::Dialect::Postgres;
 use crate::store::writes::Writes;
 
 #[async_trait]
@@ -37,23 +39,30 @@ impl ConversationStore for PgStore {
         row.as_ref().map(rows::conversation).transpose()
     }
 
-    async fn accept_message(
-        &self,
-        conversation: &Conversation,
-        new_conversation: bool,
-        channel_message_id: Option<&str>,
-        message: &ChatMessage,
-        now: DateTime<Utc>,
-    ) -> Result<Option<i64>, StoreError> {
+    async fn accept_message(&self, a: Accepting<'_>) -> Result<Option<i64>, StoreError> {
+        let Accepting {
+            conversation,
+            new_conversation,
+            channel_message_id,
+            message,
+            contact_seen,
+            now,
+        } = a;
+        let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
         let insert = pg_query(crate::store::sql::write::accepted(
             conversation,
             channel_message_id,
             message,
             now,
         )?);
-        let row = if new_conversation {
+        let row = if new_conversation || touch.is_some() {
             let mut tx = self.pool.begin().await?;
-            Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            if new_conversation {
+                Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            }
+            if let Some(touch) = touch {
+                pg_query(touch).execute(&mut *tx).await?;
+            }
             let row = insert.fetch_optional(&mut *tx).await?;
             tx.commit().await?;
             row

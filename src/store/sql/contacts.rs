@@ -7,14 +7,19 @@ use super::{Sql, Stmt};
 use crate::store::rows::Columns;
 use crate::store::{ConsentChange, ContactStore, StoreError, TemplateState};
 
+/// A contact wrote at `at`: their last message's time, never moved back.
+pub(crate) fn touch(dialect: super::Dialect, wa_id: &str, at: DateTime<Utc>) -> Stmt {
+    let sql = match dialect {
+        super::Dialect::Sqlite => TOUCH_SQLITE,
+        super::Dialect::Postgres => TOUCH_POSTGRES,
+    };
+    Stmt::new(sql).bind(wa_id).bind(at)
+}
+
 #[async_trait]
 impl<S: Sql> ContactStore for S {
     async fn touch_contact(&self, wa_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let sql = match self.dialect() {
-            super::Dialect::Sqlite => TOUCH_SQLITE,
-            super::Dialect::Postgres => TOUCH_POSTGRES,
-        };
-        self.write(Stmt::new(sql).bind(wa_id).bind(at)).await?;
+        self.write(touch(self.dialect(), wa_id, at)).await?;
         Ok(())
     }
 

@@ -1,7 +1,9 @@
 //! [`ConversationStore`] on SQLite.
 
 use super::*;
-use crate::store::ConversationStore;
+use crate::store::{Accepting, ConversationStore};
+
+const DIALECT: crate::store::sql::Dialect = crate::store::sql::Dialect::Sqlite;
 use crate::store::writes::Writes;
 
 #[async_trait]
@@ -37,24 +39,32 @@ impl ConversationStore for SqliteStore {
         row.as_ref().map(rows::conversation).transpose()
     }
 
-    async fn accept_message(
-        &self,
-        conversation: &Conversation,
-        new_conversation: bool,
-        channel_message_id: Option<&str>,
-        message: &ChatMessage,
-        now: DateTime<Utc>,
-    ) -> Result<Option<i64>, StoreError> {
+    async fn accept_message(&self, a: Accepting<'_>) -> Result<Option<i64>, StoreError> {
+        let Accepting {
+            conversation,
+            new_conversation,
+            channel_message_id,
+            message,
+            contact_seen,
+            now,
+        } = a;
+        let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
         // A new conversation's row and message are two statements: a transaction either way, so they
         // join a group; an existing conversation's message is one statement, grouped only under load.
-        if let Some(group) = self.group.as_ref().filter(|g| new_conversation || g.busy())
+        if let Some(group) = self
+            .group
+            .as_ref()
+            .filter(|g| new_conversation || touch.is_some() || g.busy())
             && let Some(mut member) = group.enter().await
         {
             let written = async {
                 if new_conversation {
                     Self::upsert_conversation(member.tx(), conversation, now, Existing::Keep).await?;
+                }
+                if let Some(touch) = touch.clone() {
+                    sqlite_query(touch).execute(&mut **member.tx()).await?;
                 }
                 let row = sqlite_query(crate::store::sql::write::accepted(
                     conversation,
@@ -80,9 +90,14 @@ impl ConversationStore for SqliteStore {
             message,
             now,
         )?);
-        let row = if new_conversation {
+        let row = if new_conversation || touch.is_some() {
             let mut tx = self.writer.begin().await?;
-            Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            if new_conversation {
+                Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
+            }
+            if let Some(touch) = touch {
+                sqlite_query(touch).execute(&mut *tx).await?;
+            }
             let row = insert.fetch_optional(&mut *tx).await?;
             tx.commit().await?;
             row
