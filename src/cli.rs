@@ -366,7 +366,7 @@ impl SimulatorArgs {
             std::env::var(name)
                 .ok()
                 .filter(|v| !v.is_empty())
-                .with_context(|| format!("--auth {} needs {name}", self.auth))
+                .with_context(|| format!("--auth {} precisa de {name}", self.auth))
         };
         Ok(match self.auth.as_str() {
             "bearer" => SimulatorAuth::Bearer {
@@ -465,7 +465,7 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
         let mut bytes = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut bytes)
             .await
-            .context("reading the flow input from standard input")?;
+            .context("lendo a entrada do fluxo da entrada padrão")?;
         bytes
     } else {
         // Read on this thread: one small file, and `tokio::fs` would start a blocking thread for it.
@@ -623,9 +623,9 @@ async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::
         Err(e) => return Err(e.into()),
     };
     if let Some(e) = write_error {
-        anyhow::bail!("writing the results: {e}");
+        anyhow::bail!("gravando os resultados: {e}");
     }
-    out.flush().context("writing the results")?;
+    out.flush().context("gravando os resultados")?;
     eprintln!("{}", progress::summary(&job_id, &summary));
     Ok(if summary.all_concluded() {
         ExitCode::SUCCESS
@@ -677,7 +677,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> 
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding {addr}"))?;
+        .with_context(|| format!("abrindo {addr}"))?;
     let bound = listener.local_addr()?;
     let access = if server.is_open() {
         "sem chaves de API: aberto, só em loopback"
@@ -791,7 +791,7 @@ async fn rotate_keys(config: &Config, store_usage: Usage) -> anyhow::Result<Exit
     if from_file {
         // The file's own ring (the process's holds keys of its own too), less the old key.
         let Some(kept) = read_key_file(&file)? else {
-            anyhow::bail!("the key file {} went away during the rotation", file.display());
+            anyhow::bail!("o arquivo de chaves {} sumiu durante a rotação", file.display());
         };
         let mut last = KeyRing::new(kept.current_key().clone(), Vec::new());
         if let Some(index) = kept.index() {
@@ -918,7 +918,7 @@ async fn data_subject(
             let text = vt_actions::json::to_pretty(&export)?;
             match output {
                 Some(path) => {
-                    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
+                    std::fs::write(&path, text).with_context(|| format!("gravando {}", path.display()))?
                 }
                 None => println!("{text}"),
             }
@@ -989,7 +989,7 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
             written.client_cert.display(),
             written.client_key.display()
         );
-        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        tokio::signal::ctrl_c().await.context("esperando o Ctrl-C")?;
         return Ok(());
     }
     let running = sim.spawn_behind(args.port, auth).await?;
@@ -997,7 +997,7 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
         "simulador de VT em {} (autenticação: {}; Ctrl-C para parar)",
         running.url, args.auth
     );
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c().await.context("esperando o Ctrl-C")?;
     running.task.abort();
     Ok(())
 }
@@ -1005,7 +1005,7 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
 async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     let files = crate::transcript::collect(&args.paths).map_err(anyhow::Error::msg)?;
     if files.is_empty() {
-        anyhow::bail!("no transcripts (*.yaml) found in the given paths");
+        anyhow::bail!("nenhuma transcrição (*.yaml) nos caminhos dados");
     }
     let options = crate::app::transcripts::RunOptions {
         config: config.clone(),
@@ -1031,11 +1031,11 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.junit {
         std::fs::write(path, crate::app::transcripts::junit_xml(&reports))
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("gravando {}", path.display()))?;
     }
     if let Some(path) = &args.json {
         std::fs::write(path, vt_actions::json::to_pretty(&reports)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("gravando {}", path.display()))?;
     }
     println!(
         "\ntranscripts: {}",
@@ -1062,7 +1062,7 @@ async fn export(
         serde_yaml::to_string(&transcript)?
     );
     match output {
-        Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => std::fs::write(&path, text).with_context(|| format!("gravando {}", path.display()))?,
         None => print!("{text}"),
     }
     Ok(())
@@ -1141,7 +1141,7 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
         if input
             .read_until(b'\n', &mut line)
             .await
-            .context("reading standard input")?
+            .context("lendo a entrada padrão")?
             == 0
         {
             break;
@@ -1162,19 +1162,19 @@ async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Re
 /// kept in memory only, as it holds the cards typed) reading on a blocking thread, one turn a line.
 async fn edit_lines(mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>) -> anyhow::Result<()> {
     use rustyline::error::ReadlineError;
-    let mut editor = rustyline::DefaultEditor::new().context("opening the terminal's line editor")?;
+    let mut editor = rustyline::DefaultEditor::new().context("abrindo o editor de linha do terminal")?;
     loop {
         let (back, read) = tokio::task::spawn_blocking(move || {
             let read = editor.readline("você> ");
             (editor, read)
         })
         .await
-        .context("reading the terminal")?;
+        .context("lendo o terminal")?;
         editor = back;
         let line = match read {
             Ok(line) => line,
             Err(ReadlineError::Eof | ReadlineError::Interrupted) => break,
-            Err(e) => return Err(e).context("reading the terminal"),
+            Err(e) => return Err(e).context("lendo o terminal"),
         };
         let text = line.trim();
         if text.is_empty() {

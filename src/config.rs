@@ -19,22 +19,22 @@ pub(crate) const DEFAULT_CONFIG_FILE: &str = "vt-agent.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("não foi possível ler o arquivo de configuração {path}")]
     Read { path: String, source: std::io::Error },
     /// The message never quotes the file's text: the offending line could be `api_key = "…"`.
-    #[error("config file {path} is invalid{at}: {message}")]
+    #[error("o arquivo de configuração {path} é inválido{at}: {message}")]
     Parse {
         path: String,
         at: String,
         message: String,
     },
     /// Names the variable, never its value.
-    #[error("environment variable {name} is invalid: {message}")]
+    #[error("a variável de ambiente {name} é inválida: {message}")]
     Env { name: String, message: String },
     /// A value that parsed but makes no sense; names the key, never the value.
-    #[error("configuration value {field} is invalid: {message}")]
+    #[error("o valor de configuração {field} é inválido: {message}")]
     Invalid { field: String, message: String },
-    #[error("model provider could not be set up: {0}")]
+    #[error("o provedor do modelo não pôde ser configurado: {0}")]
     Provider(String),
 }
 
@@ -443,7 +443,7 @@ impl Config {
             return invalid(&field, message);
         }
         if self.simulator.notifications_per_second == Some(0) {
-            return invalid("simulator.notifications_per_second", "must be at least 1");
+            return invalid("simulator.notifications_per_second", "deve ser pelo menos 1");
         }
         if let Err((field, message)) = self.vt.politicas.validate() {
             return invalid(&format!("vt.politicas.{field}"), message);
@@ -451,41 +451,41 @@ impl Config {
         if !(1..=MAX_CONFIRMATION_TTL_SECS).contains(&self.vt.confirmation_ttl_secs) {
             return invalid(
                 "vt.confirmation_ttl_secs",
-                "must be from 1 second to 86400 (24 hours)",
+                "deve ser de 1 segundo a 86400 (24 horas)",
             );
         }
         if self.llm.max_tokens == 0 {
-            return invalid("llm.max_tokens", "must be at least 1");
+            return invalid("llm.max_tokens", "deve ser pelo menos 1");
         }
         if self.llm.circuit_failures == 0 {
-            return invalid("llm.circuit_failures", "must be at least 1");
+            return invalid("llm.circuit_failures", "deve ser pelo menos 1");
         }
         if self.llm.timeout_secs == 0 {
-            return invalid("llm.timeout_secs", "must be at least 1");
+            return invalid("llm.timeout_secs", "deve ser pelo menos 1");
         }
         if self
             .llm
             .temperature
             .is_some_and(|t| !t.is_finite() || !(0.0..=2.0).contains(&t))
         {
-            return invalid("llm.temperature", "must be between 0 and 2");
+            return invalid("llm.temperature", "deve estar entre 0 e 2");
         }
         if self.engine.max_model_calls == 0 {
-            return invalid("engine.max_model_calls", "must be at least 1");
+            return invalid("engine.max_model_calls", "deve ser pelo menos 1");
         }
         if self.handoff.claim_timeout_minutes == 0 {
-            return invalid("handoff.claim_timeout_minutes", "must be at least 1");
+            return invalid("handoff.claim_timeout_minutes", "deve ser pelo menos 1");
         }
         if self.handoff.mattermost_channel_id.is_some()
             && (self.mattermost.bot_token.is_none() || self.mattermost.url.is_none())
         {
             return invalid(
                 "handoff.mattermost_channel_id",
-                "needs the Mattermost bot ([mattermost] url and bot_token) to post cases",
+                "precisa do bot do Mattermost ([mattermost] url e bot_token) para publicar os atendimentos",
             );
         }
         if self.engine.turn_timeout_ms == 0 {
-            return invalid("engine.turn_timeout_ms", "must be at least 1");
+            return invalid("engine.turn_timeout_ms", "deve ser pelo menos 1");
         }
         if let Err((field, message)) = self.http.validate() {
             return invalid(&field, message);

@@ -179,10 +179,10 @@ impl Worker {
                 let outcome = match (self.senders.get(&item.destination), &reply) {
                     (Some(sender), Ok(reply)) => sender.send(&item, reply).await,
                     (None, _) => Err(SendError::Permanent(format!(
-                        "no channel {:?} is configured to send it",
+                        "nenhum canal {:?} está configurado para enviá-lo",
                         item.destination
                     ))),
-                    (_, Err(e)) => Err(SendError::Permanent(format!("not a reply: {e}"))),
+                    (_, Err(e)) => Err(SendError::Permanent(format!("não é uma resposta: {e}"))),
                 };
                 if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. } | SendError::Held(reason)) =
                     &outcome

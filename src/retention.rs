@@ -36,7 +36,7 @@ impl RetentionConfig {
     /// Checks the value when loaded; the error is `(field, why)`.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if !(1..=36_500).contains(&self.dias) {
-            return Err(("retencao.dias", "must be from 1 to 36500 days"));
+            return Err(("retencao.dias", "deve ser de 1 a 36500 dias"));
         }
         Ok(())
     }

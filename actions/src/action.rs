@@ -57,7 +57,7 @@ impl ActionError {
     /// The text for logs and the execution record.
     pub fn operator_message(&self) -> String {
         match self {
-            Self::InvalidArguments(e) => format!("invalid arguments: {e}"),
+            Self::InvalidArguments(e) => format!("argumentos inválidos: {e}"),
             Self::Failed { internal, .. } => internal.clone(),
         }
     }
@@ -148,7 +148,7 @@ type LazySpec = std::sync::OnceLock<Arc<ToolSpec>>;
 
 /// Registering two actions under one name is a programming error worth a clear message.
 #[derive(Debug, thiserror::Error)]
-#[error("action {0:?} is registered twice")]
+#[error("a ação {0:?} foi registrada duas vezes")]
 pub struct DuplicateAction(pub String);
 
 impl ActionRegistry {

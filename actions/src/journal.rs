@@ -161,7 +161,7 @@ impl Consumption {
 
 /// The journal could not be written or read; the operator's text.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("recharge journal: {0}")]
+#[error("registro de recargas: {0}")]
 pub struct JournalError(pub String);
 
 #[async_trait]

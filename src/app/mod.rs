@@ -32,10 +32,10 @@ pub fn registry() -> anyhow::Result<ActionRegistry> {
 pub fn catalog(config: &Config, registry: &ActionRegistry) -> anyhow::Result<(Catalog, Prompts)> {
     let prompts_dir = config.prompts_dir();
     let prompts = Prompts::load(&prompts_dir)
-        .with_context(|| format!("loading prompts from {}", prompts_dir.display()))?;
+        .with_context(|| format!("carregando os prompts de {}", prompts_dir.display()))?;
     let skills_dir = config.skills_dir();
     let catalog = Catalog::load(&skills_dir, &prompts, registry)
-        .with_context(|| format!("loading skills from {}", skills_dir.display()))?;
+        .with_context(|| format!("carregando as skills de {}", skills_dir.display()))?;
     Ok((catalog, prompts))
 }
 
@@ -70,7 +70,7 @@ pub async fn service(
     let defaults = crate::router::intents::load_file(&config.intents_file())?;
     let intents = crate::router::intents::sync(store.as_ref(), &defaults)
         .await
-        .context("loading intents")?;
+        .context("carregando as intenções")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
     Ok(Services::new(engine, store)
         .with_router(router)
@@ -151,7 +151,7 @@ pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<
 pub fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simulator>)> {
     Ok(match &config.systems {
         Some(s) => (
-            VtSystems::new(s.clone()).context("building the external-systems client")?,
+            VtSystems::new(s.clone()).context("montando o cliente dos sistemas externos")?,
             None,
         ),
         None => {
@@ -180,7 +180,7 @@ impl App {
         usage: crate::store::Usage,
     ) -> anyhow::Result<Self> {
         let (systems, simulator) = systems(config)?;
-        let store = store(config, usage).await.context("opening the database")?;
+        let store = store(config, usage).await.context("abrindo o banco de dados")?;
         let mut extensions = Extensions::default().with(systems).with(config.vt.clone());
         // WhatsApp recipients of a flow's notices are told by the product itself.
         if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {

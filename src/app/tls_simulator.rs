@@ -19,7 +19,7 @@ pub struct Written {
 
 /// Makes the CA and certificates, writes the client's files into `dir`, and the server's TLS config.
 fn pki(dir: &Path) -> anyhow::Result<(rustls::ServerConfig, Written)> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("criando {}", dir.display()))?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
@@ -35,7 +35,7 @@ fn pki(dir: &Path) -> anyhow::Result<(rustls::ServerConfig, Written)> {
         client_key: dir.join("cliente.key"),
     };
     let write = |path: &Path, text: String| {
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        std::fs::write(path, text).with_context(|| format!("gravando {}", path.display()))
     };
     write(&written.ca, ca.pem())?;
     write(&written.client_cert, client.pem())?;

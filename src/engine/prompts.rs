@@ -9,11 +9,11 @@ use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    #[error("cannot read prompts folder {path}: {source}")]
+    #[error("não foi possível ler a pasta de prompts {path}")]
     Read { path: String, source: std::io::Error },
-    #[error("prompt template {name:?} is invalid: {source}")]
+    #[error("o modelo de prompt {name:?} é inválido")]
     Template { name: String, source: minijinja::Error },
-    #[error("prompt template {0:?} does not exist")]
+    #[error("o modelo de prompt {0:?} não existe")]
     Missing(String),
 }
 

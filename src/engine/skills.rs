@@ -54,7 +54,7 @@ impl AgentDef {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("cannot read skills from {path}: {message}")]
+    #[error("não foi possível ler as skills de {path}: {message}")]
     Read { path: String, message: String },
     #[error("skill {skill:?}: {problem}")]
     Invalid { skill: String, problem: String },
@@ -104,17 +104,20 @@ impl Catalog {
                 problem,
             };
             if def.name.trim().is_empty() || def.agent.trim().is_empty() {
-                return Err(invalid("name and agent must not be empty".into()));
+                return Err(invalid("name e agent não podem ser vazios".into()));
             }
             if !prompts.contains(&def.prompt) {
-                return Err(invalid(format!("prompt template {:?} not found", def.prompt)));
+                return Err(invalid(format!(
+                    "modelo de prompt {:?} não encontrado",
+                    def.prompt
+                )));
             }
             if let Some(missing) = def.actions.iter().find(|a| !registry.contains(a)) {
-                return Err(invalid(format!("action {missing:?} is not registered")));
+                return Err(invalid(format!("a ação {missing:?} não está registrada")));
             }
             if def.deterministic && def.actions.len() != 1 {
                 return Err(invalid(format!(
-                    "a deterministic skill needs exactly one action, found {}",
+                    "uma skill determinística precisa de exatamente uma ação; tem {}",
                     def.actions.len()
                 )));
             }
@@ -135,7 +138,7 @@ impl Catalog {
                 {
                     return Err(CatalogError::Invalid {
                         skill: s.name.clone(),
-                        problem: format!("next skill {next:?} is not a skill of agent {:?}", agent.id),
+                        problem: format!("a próxima skill {next:?} não é do agente {:?}", agent.id),
                     });
                 }
             }

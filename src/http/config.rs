@@ -41,7 +41,7 @@ impl HttpConfig {
     /// Checks what parsing cannot; the error is `(field, why)`.
     pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
         if self.addr.parse::<SocketAddr>().is_err() {
-            return Err(("http.addr".into(), "must be an address like 127.0.0.1:8080"));
+            return Err(("http.addr".into(), "deve ser um endereço como 127.0.0.1:8080"));
         }
         for (field, zero) in [
             ("http.body_limit_bytes", self.body_limit_bytes == 0),
@@ -51,7 +51,7 @@ impl HttpConfig {
             ("http.batch_body_limit_bytes", self.batch_body_limit_bytes == 0),
         ] {
             if zero {
-                return Err((field.into(), "must be at least 1"));
+                return Err((field.into(), "deve ser pelo menos 1"));
             }
         }
         let mut names = std::collections::HashSet::new();
@@ -59,14 +59,17 @@ impl HttpConfig {
             if k.sha256.len() != 64 || !k.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err((
                     format!("http.api_keys[{i}].sha256"),
-                    "must be 64 hex digits (a SHA-256)",
+                    "deve ter 64 dígitos hexadecimais (um SHA-256)",
                 ));
             }
             if k.name.trim().is_empty() || !names.insert(k.name.clone()) {
-                return Err((format!("http.api_keys[{i}].name"), "must be present and unique"));
+                return Err((
+                    format!("http.api_keys[{i}].name"),
+                    "deve estar presente e ser único",
+                ));
             }
             if k.tenant.trim().is_empty() {
-                return Err((format!("http.api_keys[{i}].tenant"), "must be present"));
+                return Err((format!("http.api_keys[{i}].tenant"), "deve estar presente"));
             }
         }
         Ok(())

@@ -141,20 +141,20 @@ pub struct Completion {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
     /// Worth retrying: 429, 5xx, timeouts, refused connections.
-    #[error("transient provider error: {message}")]
+    #[error("erro passageiro do provedor do modelo: {message}")]
     Transient {
         status: Option<u16>,
         message: String,
         retry_after: Option<Duration>,
     },
     /// Not worth retrying: bad request, bad key, unknown model.
-    #[error("provider rejected the request (status {status}): {message}")]
+    #[error("o provedor do modelo recusou o pedido (status {status}): {message}")]
     Rejected { status: u16, message: String },
     /// The provider answered something we could not read.
-    #[error("unreadable provider response: {0}")]
+    #[error("resposta ilegível do provedor do modelo: {0}")]
     Malformed(String),
     /// Not called: the provider failed too often just now (its circuit is open). Not retried.
-    #[error("model provider unavailable: {0}")]
+    #[error("provedor do modelo indisponível: {0}")]
     Unavailable(String),
 }
 
@@ -191,7 +191,7 @@ impl LlmError {
         } else if e.is_connect() {
             "connection failed"
         } else if e.is_decode() {
-            "response body could not be decoded"
+            "o corpo da resposta não pôde ser decodificado"
         } else {
             "request failed"
         };

@@ -42,9 +42,9 @@ fn default_active() -> bool {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IntentError {
-    #[error("cannot read intents file {path}: {message}")]
+    #[error("não foi possível ler o arquivo de intenções {path}: {message}")]
     File { path: String, message: String },
-    #[error("intent {0:?}: action_type must be deterministic, reasoning or hybrid")]
+    #[error("intenção {0:?}: action_type deve ser deterministic, reasoning ou hybrid")]
     ActionType(String),
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -60,7 +60,9 @@ impl Services {
             .engine
             .extensions()
             .get::<VtSystems>()
-            .ok_or(FollowUpError::Missing("no recharge system is configured"))?;
+            .ok_or(FollowUpError::Missing(
+                "nenhum sistema de recarga está configurado",
+            ))?;
         let key = f.attempt.attempt.idempotency_key.clone();
         let run = self.store.flow_run(&f.attempt.attempt.execucao_id).await?;
         let input = flow_input(run.as_ref(), &f)?;
@@ -213,7 +215,9 @@ impl Services {
                     .engine
                     .extensions()
                     .get::<VtSystems>()
-                    .ok_or(FollowUpError::Missing("no notification system is configured"))?;
+                    .ok_or(FollowUpError::Missing(
+                        "nenhum sistema de notificação está configurado",
+                    ))?;
                 let port = self.engine.extensions().get::<ChannelNoticesPort>();
                 let sent = acompanhamento::avisar_destinatario(systems, port, input, aviso).await;
                 if !sent.enviado {
@@ -247,7 +251,7 @@ fn flow_input(run: Option<&FlowRunRecord>, f: &FollowUp) -> Result<FlowInput, Fo
         },
     });
     FlowInput::from_value(&value)
-        .map_err(|_| FollowUpError::Missing("the recharge's request has no card or value"))
+        .map_err(|_| FollowUpError::Missing("o pedido da recarga não tem cartão ou valor"))
 }
 
 /// The run's output once its outcome is known: its status, and the follow-up as its last stage and

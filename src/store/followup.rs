@@ -31,18 +31,18 @@ impl RecargasConfig {
     /// `Err((field, why))` for a value that cannot work.
     pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
         if self.resolver_em_minutos == 0 {
-            return Err(("recargas.resolver_em_minutos".into(), "must be at least 1"));
+            return Err(("recargas.resolver_em_minutos".into(), "deve ser pelo menos 1"));
         }
         if self.primeira_verificacao_segundos == 0 {
             return Err((
                 "recargas.primeira_verificacao_segundos".into(),
-                "must be at least 1",
+                "deve ser pelo menos 1",
             ));
         }
         if i64::from(self.primeira_verificacao_segundos) > 60 * i64::from(self.resolver_em_minutos) {
             return Err((
                 "recargas.primeira_verificacao_segundos".into(),
-                "must not be longer than recargas.resolver_em_minutos",
+                "não pode passar de recargas.resolver_em_minutos",
             ));
         }
         Ok(())

@@ -128,7 +128,7 @@ where
     while !take().await? {
         if started.elapsed() > ACQUIRE_TIMEOUT {
             return Err(StoreError::Invalid(format!(
-                "conversation {conversation_id} is busy in another process"
+                "a conversa {conversation_id} está ocupada em outro processo"
             )));
         }
         // Jitter keeps processes that wait for the same conversation from polling in step.

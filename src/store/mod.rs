@@ -137,7 +137,7 @@ pub async fn open(
         }
         Some(url) if url.starts_with("sqlite:") => Ok(Arc::new(SqliteStore::connect_for(url, usage).await?)),
         Some(other) => Err(StoreError::Invalid(format!(
-            "database_url {:?} is not supported: use postgres://… or sqlite:…",
+            "database_url {:?} não é suportada: use postgres://… ou sqlite:…",
             other.split('@').next_back().unwrap_or_default()
         ))),
         None => {
@@ -212,7 +212,7 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<[u8; 32], StoreError> 
         }
     };
     let key = seal::decode_key(&index)
-        .ok_or_else(|| StoreError::Invalid("the stored index key is damaged".into()))?;
+        .ok_or_else(|| StoreError::Invalid("a chave de índice guardada está danificada".into()))?;
     use_index_key(key);
     Ok(key)
 }

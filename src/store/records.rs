@@ -13,13 +13,13 @@ use super::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database error: {0}")]
+    #[error("erro do banco de dados: {0}")]
     Database(#[from] sqlx::Error),
-    #[error("migration failed: {0}")]
+    #[error("a migração falhou: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("stored JSON is invalid: {0}")]
+    #[error("um JSON guardado é inválido: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("cannot create the data directory {path}: {source}")]
+    #[error("não foi possível criar a pasta de dados {path}")]
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Sealed(#[from] seal::SealError),
@@ -92,7 +92,7 @@ impl RunStatus {
         [Self::EmAndamento, Self::Concluido, Self::Pendente, Self::Falhou]
             .into_iter()
             .find(|s| s.as_str() == text)
-            .ok_or_else(|| StoreError::Invalid(format!("a flow run's status is unknown: {text:?}")))
+            .ok_or_else(|| StoreError::Invalid(format!("status de execução de fluxo desconhecido: {text:?}")))
     }
 }
 
@@ -132,7 +132,7 @@ impl CaseState {
         Self::ALL
             .into_iter()
             .find(|s| s.as_str() == text)
-            .ok_or_else(|| StoreError::Invalid(format!("a case's state is unknown: {text:?}")))
+            .ok_or_else(|| StoreError::Invalid(format!("estado de atendimento desconhecido: {text:?}")))
     }
 
     /// A person has the conversation (or is about to): the bot stays silent.
@@ -297,14 +297,14 @@ impl LineStatus {
         Self::ALL
             .into_iter()
             .find(|s| s.as_str() == text)
-            .ok_or_else(|| StoreError::Invalid(format!("a batch line's status is unknown: {text:?}")))
+            .ok_or_else(|| StoreError::Invalid(format!("status de linha de lote desconhecido: {text:?}")))
     }
 }
 
 /// An attempt's status as a row holds it.
 pub(crate) fn attempt_status(text: &str) -> Result<AttemptStatus, StoreError> {
     AttemptStatus::parse(text)
-        .ok_or_else(|| StoreError::Invalid(format!("a recharge attempt's status is unknown: {text:?}")))
+        .ok_or_else(|| StoreError::Invalid(format!("status de tentativa de recarga desconhecido: {text:?}")))
 }
 
 /// Whether an attempt put on record has been sent.
@@ -379,7 +379,11 @@ impl TaskStatus {
             "running" => Self::Running,
             "completed" => Self::Completed,
             "failed" => Self::Failed,
-            other => return Err(StoreError::Invalid(format!("unknown task status {other:?}"))),
+            other => {
+                return Err(StoreError::Invalid(format!(
+                    "status de tarefa desconhecido {other:?}"
+                )));
+            }
         })
     }
 }
@@ -522,7 +526,11 @@ impl OutboxStatus {
             "done" => Self::Done,
             "held" => Self::Held,
             "failed" => Self::Failed,
-            other => return Err(StoreError::Invalid(format!("unknown outbox status {other:?}"))),
+            other => {
+                return Err(StoreError::Invalid(format!(
+                    "status de saída desconhecido {other:?}"
+                )));
+            }
         })
     }
 }

@@ -62,7 +62,7 @@ impl std::fmt::Debug for StorageConfig {
 impl StorageConfig {
     /// Checks the keys when the configuration is loaded; the error is `(field, why)`.
     pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
-        let why = "must be 32 bytes in base64 (e.g. `openssl rand -base64 32`)";
+        let why = "deve ter 32 bytes em base64 (ex.: `openssl rand -base64 32`)";
         if let Some(k) = &self.encryption_key
             && decode_key(k).is_none()
         {
@@ -87,21 +87,23 @@ impl StorageConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
     #[error(
-        "a stored value is sealed with key {0}, which is not configured: set [storage] encryption_key or \
-         previous_keys, or restore the key file"
+        "um valor guardado está selado com a chave {0}, que não está configurada: defina [storage] encryption_key \
+         ou previous_keys, ou restaure o arquivo de chaves"
     )]
     UnknownKey(String),
-    #[error("a stored value sealed with key {0} could not be opened: the key is wrong or the value damaged")]
+    #[error(
+        "um valor guardado, selado com a chave {0}, não pôde ser aberto: a chave está errada ou o valor danificado"
+    )]
     Damaged(String),
-    #[error("a stored value is not a sealed value")]
+    #[error("um valor guardado não está selado")]
     Malformed,
-    #[error("the key file {path}: {source}")]
+    #[error("o arquivo de chaves {path}")]
     KeyFile {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("the key file {0} holds a line that is not a 32-byte key in base64")]
+    #[error("o arquivo de chaves {0} tem uma linha que não é uma chave de 32 bytes em base64")]
     BadKeyFile(String),
 }
 

@@ -113,10 +113,16 @@ impl OtlpConfig {
         }
         let keys = (get("LANGFUSE_PUBLIC_KEY"), get("LANGFUSE_SECRET_KEY"));
         if langfuse_host.is_some() && keys.0.is_none() {
-            return Err(("LANGFUSE_PUBLIC_KEY".to_owned(), "is required with LANGFUSE_HOST"));
+            return Err((
+                "LANGFUSE_PUBLIC_KEY".to_owned(),
+                "é obrigatório com LANGFUSE_HOST",
+            ));
         }
         if langfuse_host.is_some() && keys.1.is_none() {
-            return Err(("LANGFUSE_SECRET_KEY".to_owned(), "is required with LANGFUSE_HOST"));
+            return Err((
+                "LANGFUSE_SECRET_KEY".to_owned(),
+                "é obrigatório com LANGFUSE_HOST",
+            ));
         }
         let has_auth = headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
         if let (Some(public), Some(secret), false) = (keys.0, keys.1, has_auth) {
@@ -156,7 +162,7 @@ impl OtlpTarget {
 fn check_url(name: &str, url: &str) -> Result<(), OtlpError> {
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
-        _ => Err((name.to_owned(), "must be an http:// or https:// URL")),
+        _ => Err((name.to_owned(), "deve ser uma URL http:// ou https://")),
     }
 }
 
@@ -529,7 +535,7 @@ mod tests {
             bad_url,
             Err((
                 "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
-                "must be an http:// or https:// URL"
+                "deve ser uma URL http:// ou https://"
             ))
         );
         let no_keys = OtlpConfig::default().resolve(&env(&[("LANGFUSE_HOST", "http://localhost:3000")]));

@@ -184,7 +184,10 @@ async fn invalid_arguments_from_the_model_are_named_never_echoed() {
     let execucao = r.execucao_id.expect("execution");
     let (_, events) = h.store.execution(&execucao).await.expect("read").expect("stored");
     let stored = serde_json::to_string(&events).expect("json");
-    assert!(stored.contains("invalid"), "the error is recorded: {stored}");
+    assert!(
+        stored.contains("argumentos inválidos"),
+        "the error is recorded: {stored}"
+    );
     let results: Vec<String> = events
         .iter()
         .filter_map(|e| match e {

@@ -149,7 +149,7 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
     // Files that cannot serve stop the start, naming the file and why.
     let expired = built_error(systems(&url, pki.tls(Some("vencido.pem"), Some("vencido.key"))));
     assert!(
-        expired.contains("vencido.pem") && expired.contains("expired"),
+        expired.contains("vencido.pem") && expired.contains("venceu"),
         "{expired}"
     );
     let missing = built_error(systems(
@@ -157,7 +157,7 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
         pki.tls(Some("nao-existe.pem"), Some("cliente.key")),
     ));
     assert!(
-        missing.contains("nao-existe.pem") && missing.contains("cannot be read"),
+        missing.contains("nao-existe.pem") && missing.contains("não pôde ser lido"),
         "{missing}"
     );
     let lone = built_error(systems(&url, pki.tls(Some("cliente.pem"), None)));
@@ -167,7 +167,7 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
     );
     let mismatched = built_error(systems(&url, pki.tls(Some("cliente.pem"), Some("outro.key"))));
     assert!(
-        mismatched.contains("outro.key") && mismatched.contains("does not match"),
+        mismatched.contains("outro.key") && mismatched.contains("não corresponde"),
         "{mismatched}"
     );
     assert_eq!(sim.charges("1234567890"), 1, "nothing else was charged");

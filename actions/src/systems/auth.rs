@@ -104,25 +104,26 @@ impl AuthConfig {
         match self {
             Self::None => None,
             Self::Bearer { token } if token.is_empty() => {
-                Some(("token", "is missing (or set VT_SYSTEMS_TOKEN)"))
+                Some(("token", "está faltando (ou defina VT_SYSTEMS_TOKEN)"))
             }
             Self::Header { token, .. } if token.is_empty() => {
-                Some(("token", "is missing (or set VT_SYSTEMS_TOKEN)"))
+                Some(("token", "está faltando (ou defina VT_SYSTEMS_TOKEN)"))
             }
             Self::Header { header, .. } if HeaderName::from_bytes(header.as_bytes()).is_err() => {
-                Some(("header", "is not a valid HTTP header name"))
+                Some(("header", "não é um nome de cabeçalho HTTP válido"))
             }
             Self::Bearer { token } | Self::Header { token, .. } if HeaderValue::from_str(token).is_err() => {
-                Some(("token", "has characters an HTTP header cannot carry"))
+                Some(("token", "tem caracteres que um cabeçalho HTTP não aceita"))
             }
-            Self::Oauth2 { client_secret, .. } if client_secret.is_empty() => {
-                Some(("client_secret", "is missing (or set VT_SYSTEMS_CLIENT_SECRET)"))
-            }
-            Self::Oauth2 { client_id, .. } if client_id.is_empty() => Some(("client_id", "is missing")),
+            Self::Oauth2 { client_secret, .. } if client_secret.is_empty() => Some((
+                "client_secret",
+                "está faltando (ou defina VT_SYSTEMS_CLIENT_SECRET)",
+            )),
+            Self::Oauth2 { client_id, .. } if client_id.is_empty() => Some(("client_id", "está faltando")),
             Self::Oauth2 { token_url, .. } => match reqwest::Url::parse(token_url) {
-                Err(_) => Some(("token_url", "is not a URL")),
+                Err(_) => Some(("token_url", "não é uma URL")),
                 Ok(u) if u.scheme() == "https" || is_loopback(&u) => None,
-                Ok(_) => Some(("token_url", "must be https (http only on loopback)")),
+                Ok(_) => Some(("token_url", "deve ser https (http só em loopback)")),
             },
             _ => None,
         }

@@ -195,7 +195,7 @@ pub struct VtSystems {
 pub enum SystemsError {
     #[error("{0}")]
     Auth(#[from] AuthError),
-    #[error("the {system} system's TLS: {error}")]
+    #[error("TLS do sistema {system}: {error}")]
     Tls { system: &'static str, error: TlsError },
 }
 

@@ -154,9 +154,9 @@ impl std::fmt::Debug for SimulatorConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimulatorError {
-    #[error("cannot read simulator fixture {path}: {message}")]
+    #[error("não foi possível ler o arquivo do simulador {path}: {message}")]
     Fixture { path: String, message: String },
-    #[error("cannot bind the simulator: {0}")]
+    #[error("não foi possível abrir a porta do simulador: {0}")]
     Bind(#[from] std::io::Error),
 }
 

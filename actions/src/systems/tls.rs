@@ -43,7 +43,7 @@ fn error(file: &Path, reason: impl Into<String>) -> TlsError {
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(file).map_err(|e| error(file, format!("cannot be read ({})", e.kind())))
+    std::fs::read(file).map_err(|e| error(file, format!("não pôde ser lido ({})", e.kind())))
 }
 
 /// The client `builder` makes with `tls`'s identity and CA, every file checked first.
@@ -52,9 +52,9 @@ pub(crate) fn client(builder: reqwest::ClientBuilder, tls: &TlsConfig) -> Result
         // With an identity, what the TLS library refuses is the pair.
         Some(key) => error(
             key,
-            "does not match client_cert (the TLS library refused the pair)",
+            "não corresponde a client_cert (a biblioteca de TLS recusou o par)",
         ),
-        None => error(Path::new("systems.tls"), "the TLS client could not be built"),
+        None => error(Path::new("systems.tls"), "o cliente TLS não pôde ser montado"),
     })
 }
 
@@ -68,18 +68,18 @@ fn apply(mut builder: reqwest::ClientBuilder, tls: &TlsConfig) -> Result<reqwest
             both.push(b'\n');
             both.extend_from_slice(&key_pem);
             let identity = reqwest::Identity::from_pem(&both)
-                .map_err(|_| error(key, "is not a PEM private key for this certificate"))?;
+                .map_err(|_| error(key, "não é uma chave privada PEM deste certificado"))?;
             builder = builder.identity(identity);
         }
-        (Some(cert), None) => return Err(error(cert, "has no client_key beside it")),
-        (None, Some(key)) => return Err(error(key, "has no client_cert beside it")),
+        (Some(cert), None) => return Err(error(cert, "não tem client_key ao lado")),
+        (None, Some(key)) => return Err(error(key, "não tem client_cert ao lado")),
         (None, None) => {}
     }
     if let Some(ca) = &tls.ca_cert {
         let pem = read(ca)?;
         check_certificate(ca, &pem)?;
         let certs =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| error(ca, "is not a PEM certificate"))?;
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| error(ca, "não é um certificado PEM"))?;
         builder = builder.tls_certs_merge(certs);
     }
     Ok(builder)
@@ -88,19 +88,19 @@ fn apply(mut builder: reqwest::ClientBuilder, tls: &TlsConfig) -> Result<reqwest
 /// The first certificate of `pem` parses and is valid now.
 fn check_certificate(file: &Path, pem: &[u8]) -> Result<(), TlsError> {
     let (_, block) =
-        x509_parser::pem::parse_x509_pem(pem).map_err(|_| error(file, "is not a PEM certificate"))?;
+        x509_parser::pem::parse_x509_pem(pem).map_err(|_| error(file, "não é um certificado PEM"))?;
     let cert = block
         .parse_x509()
-        .map_err(|_| error(file, "holds no readable X.509 certificate"))?;
+        .map_err(|_| error(file, "não contém um certificado X.509 legível"))?;
     let validity = cert.validity();
     let now = x509_parser::time::ASN1Time::now();
     if now > validity.not_after {
-        return Err(error(file, format!("expired on {}", validity.not_after)));
+        return Err(error(file, format!("venceu em {}", validity.not_after)));
     }
     if now < validity.not_before {
         return Err(error(
             file,
-            format!("is not valid before {}", validity.not_before),
+            format!("só vale a partir de {}", validity.not_before),
         ));
     }
     Ok(())

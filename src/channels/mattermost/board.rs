@@ -63,11 +63,11 @@ impl ChannelSender for BoardSender {
 
     async fn send(&self, item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
         let kind = BoardKind::parse(&item.kind)
-            .ok_or_else(|| SendError::Permanent(format!("not a board item: {}", item.kind)))?;
+            .ok_or_else(|| SendError::Permanent(format!("não é um item do quadro: {}", item.kind)))?;
         // A board item names its case where a reply names its user.
         let case = match self.service.stores().cases.case(&reply.user_id).await {
             Ok(Some(case)) => case,
-            Ok(None) => return Err(SendError::Permanent("the case no longer exists".into())),
+            Ok(None) => return Err(SendError::Permanent("o atendimento não existe mais".into())),
             Err(_) => {
                 return Err(SendError::Retry {
                     reason: "store unavailable".into(),
@@ -104,7 +104,9 @@ impl ChannelSender for BoardSender {
                 Ok(Some(post))
             }
             // Items of a case go out in order: the root is posted before anything under it.
-            (_, None) => Err(SendError::Permanent("the case has no post on the board".into())),
+            (_, None) => Err(SendError::Permanent(
+                "o atendimento não tem publicação no quadro".into(),
+            )),
             (BoardKind::Line, Some(root)) => {
                 let body = json!({"channel_id": self.channel_id, "root_id": root, "message": reply.text});
                 let posted = super::api(

@@ -80,7 +80,7 @@ impl MattermostConfig {
         if self.actions_secret.as_deref().is_none_or(|s| s.len() < 16) {
             return Err((
                 "mattermost.actions_secret",
-                "needs at least 16 characters: it signs the confirmation buttons and keys the audit hash",
+                "precisa de pelo menos 16 caracteres: assina os botões de confirmação e é a chave do hash da auditoria",
             ));
         }
         if self.bot_token.is_some()
@@ -89,7 +89,7 @@ impl MattermostConfig {
                 .as_deref()
                 .is_none_or(|u| reqwest::Url::parse(u).is_err())
         {
-            return Err(("mattermost.url", "the bot needs the Mattermost server's URL"));
+            return Err(("mattermost.url", "o bot precisa da URL do servidor do Mattermost"));
         }
         if self
             .public_url
@@ -98,7 +98,7 @@ impl MattermostConfig {
         {
             return Err((
                 "mattermost.public_url",
-                "must be the URL Mattermost reaches this service at",
+                "deve ser a URL pela qual o Mattermost chega a este serviço",
             ));
         }
         Ok(())

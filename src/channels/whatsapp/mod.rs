@@ -90,17 +90,17 @@ impl WhatsAppConfig {
         if self.app_secret.as_deref().is_none_or(str::is_empty) {
             return Err((
                 "whatsapp.app_secret",
-                "is needed to check the webhook's signatures",
+                "é necessário para conferir as assinaturas do webhook",
             ));
         }
         if self.verify_token.as_deref().is_none_or(str::is_empty) {
             return Err((
                 "whatsapp.verify_token",
-                "is needed to answer the webhook verification",
+                "é necessário para responder à verificação do webhook",
             ));
         }
         if reqwest::Url::parse(&self.graph_url).is_err() {
-            return Err(("whatsapp.graph_url", "must be a URL"));
+            return Err(("whatsapp.graph_url", "deve ser uma URL"));
         }
         Ok(())
     }

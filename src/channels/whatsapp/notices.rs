@@ -55,7 +55,7 @@ impl QuietHours {
         };
         let (from, to) = (time(from)?, time(to)?);
         if from == to {
-            return Err("the start and the end must differ");
+            return Err("o início e o fim devem ser diferentes");
         }
         Ok(Self(Some((from, to))))
     }

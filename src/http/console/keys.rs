@@ -42,13 +42,10 @@ impl ConsoleConfig {
     /// The error is `(field, why)`.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
         if self.secret.as_ref().is_some_and(|s| s.len() < 32) {
-            return Err(("console.secret", "needs at least 32 characters"));
+            return Err(("console.secret", "precisa de pelo menos 32 caracteres"));
         }
         if !(1..=7 * 24 * 60).contains(&self.session_minutes) {
-            return Err((
-                "console.session_minutes",
-                "must be from 1 minute to 10080 (7 days)",
-            ));
+            return Err(("console.session_minutes", "deve ser de 1 minuto a 10080 (7 dias)"));
         }
         Ok(())
     }

@@ -978,9 +978,14 @@ fn kind_label(kind: &str) -> String {
 /// unreadable.
 fn retry_can_help(reason: Option<&str>) -> bool {
     let reason = reason.unwrap_or_default();
-    !["131047", "fora da janela", "not a reply", "no longer exists"]
-        .iter()
-        .any(|r| reason.contains(r))
+    ![
+        "131047",
+        "fora da janela",
+        "não é uma resposta",
+        "no longer exists",
+    ]
+    .iter()
+    .any(|r| reason.contains(r))
 }
 
 /// An administrator puts a dead letter back in the queue: the worker sends it again from attempt one.

@@ -68,7 +68,7 @@ impl<S: Sql> OutboxStore for S {
         let rows = self.write_returning(insert(item, now)?).await?;
         let row = rows
             .first()
-            .ok_or_else(|| StoreError::Invalid("the outbox insert returned no id".into()))?;
+            .ok_or_else(|| StoreError::Invalid("a inclusão na saída não devolveu id".into()))?;
         row.value("id")
     }
 
@@ -118,7 +118,7 @@ impl<S: Sql> OutboxStore for S {
         let rows = self.write_returning(s).await?;
         let row = rows
             .first()
-            .ok_or_else(|| StoreError::Invalid(format!("outbox item {id} does not exist")))?;
+            .ok_or_else(|| StoreError::Invalid(format!("o item de saída {id} não existe")))?;
         OutboxStatus::parse(&row.value::<String>("status")?)
     }
 
