@@ -9,7 +9,7 @@
 //!
 //! Each is a view of the core (`services.cases().claim_case(…)`): the call site names the job whose
 //! rules a write obeys. The store stays inside: readers outside the service are given the narrow
-//! store trait they read ([`super::Stores`]).
+//! store trait they read ([`crate::store::Stores`]).
 
 use std::ops::Deref;
 

@@ -12,9 +12,9 @@
 //!    ([`crate::outbox`]).
 //!
 //! Turns of one conversation run one at a time, under the store's turn lock, in the order their
-//! messages were stored. [`Services::handle`] (terminal, HTTP) holds the lock from accept
-//! to commit. Webhooks must acknowledge fast, so [`Services::receive`] accepts outside the
-//! lock and a task per message calls [`Services::process`]; those tasks may take the lock
+//! messages were stored. [`Messages::handle`] (terminal, HTTP) holds the lock from accept
+//! to commit. Webhooks must acknowledge fast, so [`Messages::receive`] accepts outside the
+//! lock and a task per message calls [`Messages::process`]; those tasks may take the lock
 //! in any order, so the holder first processes the conversation's earlier unprocessed messages (by
 //! stored id), then its own ([`inbox`] carries the channel's details and outcomes between tasks).
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
@@ -170,7 +170,7 @@ pub struct Received {
     pub message: Inbound,
 }
 
-/// How [`Services::run_flow`] runs a flow.
+/// How [`Flows::run_flow`] runs a flow.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FlowOptions<'a> {
     pub mode: FlowMode,
