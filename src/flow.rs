@@ -2,8 +2,7 @@
 //! skill chain through the engine, and shape the result as the flow output (SPEC §7).
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use chrono::{DateTime, Utc};
 
@@ -15,13 +14,13 @@ use vt_actions::vt::FlowInput;
 use vt_actions::vt::input::{InputDefaults, InputError};
 use vt_actions::{ActionContext, ActionError};
 
-use vt_actions::stages::rf03_normalizar_saldo::SaldoNormalizado;
-use vt_actions::vt::texts::RecargaStatus;
+use vt_actions::stages::Conclusao;
 
 use crate::engine::{
-    Conversation, Engine, EngineError, ExecutionStatus, Participant, TurnInput, TurnOutcome, TurnStart,
+    Conversation, Engine, EngineError, ExecutionStatus, InnerRun, InnerRuns, Participant, TurnInput,
+    TurnOutcome, TurnStart,
 };
-use crate::store::{FlowRunRecord, Store, StoreJournal};
+use crate::store::{FlowRunRecord, RunStatus, Store, StoreJournal};
 
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
@@ -321,7 +320,7 @@ pub async fn run_flow(engine: &Engine, request: impl Into<FlowRequest<'_>>) -> R
 
 /// One `etapa` per stage that ran, in order, from the values the stages handed on.
 pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
-    let etapas: Vec<Etapa> = outcome
+    let etapas = outcome
         .stages
         .iter()
         .map(|s| Etapa {
@@ -329,45 +328,54 @@ pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
             saida: s.output.clone(),
         })
         .collect();
-    FlowOutput {
-        execucao_id: outcome.execution.execucao_id.clone(),
-        status: status_of(outcome.execution.status, &etapas),
-        resultado: etapas.last().map_or(Value::Null, |e| e.saida.clone()),
-        etapas,
-    }
+    FlowOutput::new(outcome.execution.execucao_id.clone(), status_of(outcome), etapas)
 }
 
-/// The run's status from what its stages said: RF8's reconciliation when a recharge was asked, else
-/// RF3's balance query.
-fn status_of(execution: ExecutionStatus, etapas: &[Etapa]) -> FlowStatus {
-    if execution != ExecutionStatus::Concluido {
-        return FlowStatus::Falhou;
+impl FlowOutput {
+    fn new(execucao_id: String, status: FlowStatus, etapas: Vec<Etapa>) -> Self {
+        Self {
+            execucao_id,
+            status,
+            resultado: etapas.last().map_or(Value::Null, |e| e.saida.clone()),
+            etapas,
+        }
     }
-    let saida = |id: &str| etapas.iter().find(|e| e.etapa == id).map(|e| &e.saida);
-    // A recharge the policies refuse is not sent: the run failed (in a dry run there is no RF8 to
-    // say so).
-    if saida(DRY_RUN_LAST_STAGE)
-        .and_then(|rf06| rf06.pointer("/headers/x-validation-error"))
-        .is_some()
-    {
-        return FlowStatus::Falhou;
-    }
-    if let Some(rf08) = saida("rf08_conciliar_recarga") {
-        let status = rf08.get("status_recarga").and_then(Value::as_str);
-        return match status.and_then(RecargaStatus::parse) {
-            Some(RecargaStatus::Aprovada) => FlowStatus::Concluido,
-            Some(RecargaStatus::Pendente) => FlowStatus::Pendente,
-            _ => FlowStatus::Falhou,
+
+    /// A stored run's output, built from its stages (where the output is kept) and its status (a
+    /// run still on record as running shows as pending: its outcome is not known).
+    pub fn of_run(run: &FlowRunRecord) -> Self {
+        let status = match run.status {
+            RunStatus::Concluido => FlowStatus::Concluido,
+            RunStatus::Pendente | RunStatus::EmAndamento => FlowStatus::Pendente,
+            RunStatus::Falhou => FlowStatus::Falhou,
         };
-    }
-    match saida("rf03_normalizar_saldo").and_then(|v| vt_actions::json::from_ref::<SaldoNormalizado>(v).ok())
-    {
-        Some(s) if s.sucesso() && !s.divergente() => FlowStatus::Concluido,
-        _ => FlowStatus::Falhou,
+        let etapas = run
+            .stages
+            .iter()
+            .map(|(etapa, saida)| Etapa {
+                etapa: etapa.clone(),
+                saida: saida.clone(),
+            })
+            .collect();
+        Self::new(run.execucao_id.clone(), status, etapas)
     }
 }
 
-/// A finished flow run as stored.
+/// The run's status: failed when its chain could not run, else what its stages' typed outputs say
+/// ([`vt_actions::stages::conclusao`]).
+fn status_of(outcome: &TurnOutcome) -> FlowStatus {
+    if outcome.execution.status != ExecutionStatus::Concluido {
+        return FlowStatus::Falhou;
+    }
+    let etapas = outcome.stages.iter().map(|s| (s.skill.as_str(), &s.output));
+    match vt_actions::stages::conclusao(etapas) {
+        Conclusao::Concluido => FlowStatus::Concluido,
+        Conclusao::Pendente => FlowStatus::Pendente,
+        Conclusao::Falhou => FlowStatus::Falhou,
+    }
+}
+
+/// A finished flow run as stored: its stages are where its output is kept.
 pub fn record(
     output: &FlowOutput,
     input: Value,
@@ -379,7 +387,6 @@ pub fn record(
         parent_execucao_id,
         status: output.status.into(),
         input,
-        output: vt_actions::json::to_value(output).unwrap_or(Value::Null),
         stages: output
             .etapas
             .iter()
@@ -389,22 +396,21 @@ pub fn record(
     }
 }
 
-/// The flow runs chat tools started, by the turn that started them, until that turn is committed.
-#[derive(Default)]
-struct FlowRunLog(Mutex<HashMap<String, Vec<FlowRunRecord>>>);
-
-/// Takes the flow runs the tools of turn `execucao_id` started (the service stores them with the turn).
-pub(crate) fn take_runs(engine: &Engine, execucao_id: &str) -> Vec<FlowRunRecord> {
-    engine
-        .extensions()
-        .get::<Arc<FlowRunLog>>()
-        .and_then(|log| {
-            log.0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(execucao_id)
+/// The flow runs a chat turn's tools started, as stored with the turn.
+pub(crate) fn inner_records(outcome: &TurnOutcome) -> Vec<FlowRunRecord> {
+    let parent = &outcome.execution.execucao_id;
+    outcome
+        .inner_runs
+        .iter()
+        .map(|run| {
+            record(
+                &flow_output(&run.outcome),
+                run.input.clone(),
+                Some(parent.clone()),
+                run.at,
+            )
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// The stage chain as the conversational tools see it: a sub-run of the `vt_fluxo` agent on the same
@@ -412,7 +418,6 @@ pub(crate) fn take_runs(engine: &Engine, execucao_id: &str) -> Vec<FlowRunRecord
 /// keep itself alive.
 struct EngineFlowRunner {
     engine: Arc<OnceLock<Weak<Engine>>>,
-    log: Arc<FlowRunLog>,
 }
 
 #[async_trait::async_trait]
@@ -432,17 +437,22 @@ impl FlowRunner for EngineFlowRunner {
         } = run_flow(&engine, input.clone())
             .await
             .map_err(|e| ActionError::failed("fluxo de VT indisponível", e.to_string()))?;
-        self.log
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(ctx.turn_id.clone())
-            .or_default()
-            .push(record(&output, input, Some(ctx.turn_id.clone()), engine.now()));
+        let failed = (outcome.execution.status != ExecutionStatus::Concluido)
+            .then(|| outcome.execution.error.clone().unwrap_or_default());
+        // The run goes back with the turn whose tool started it, which stores both.
+        match ctx.get::<InnerRuns>() {
+            Some(runs) => runs.push(InnerRun {
+                input,
+                outcome,
+                at: engine.now(),
+            }),
+            None => {
+                tracing::warn!(execucao_id = %output.execucao_id, "a flow run outside a turn is not kept")
+            }
+        }
         // A denied recharge or a failed balance query is an outcome the tool tells the user; only a
         // chain that could not run at all is an error.
-        if outcome.execution.status != ExecutionStatus::Concluido {
-            let why = outcome.execution.error.unwrap_or_default();
+        if let Some(why) = failed {
             return Err(ActionError::failed("o fluxo de VT não pôde ser concluído", why));
         }
         Ok(FlowResult {
@@ -461,13 +471,8 @@ pub fn share(
     recargas: crate::store::RecargasConfig,
 ) -> Arc<Engine> {
     let slot = Arc::new(OnceLock::new());
-    let log = Arc::new(FlowRunLog::default());
-    let runner: SharedFlowRunner = Arc::new(EngineFlowRunner {
-        engine: slot.clone(),
-        log: log.clone(),
-    });
+    let runner: SharedFlowRunner = Arc::new(EngineFlowRunner { engine: slot.clone() });
     engine.extensions_mut().insert(runner);
-    engine.extensions_mut().insert(log);
     if let Some(store) = store {
         let journal: SharedJournal = Arc::new(StoreJournal::new(store, engine.clock().clone(), recargas));
         engine.extensions_mut().insert(journal);

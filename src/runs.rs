@@ -249,11 +249,9 @@ pub(crate) fn flow_report(run: &crate::store::FlowRunRecord) -> String {
         local(run.created_at),
         pretty(&run.input)
     );
+    // The stages are the run's output: its `resultado` is the last one.
     for (stage, output) in &run.stages {
         out.push_str(&format!("\n{stage}:\n{}\n", pretty(output)));
-    }
-    if !run.output.is_null() {
-        out.push_str(&format!("\nsaída:\n{}\n", pretty(&run.output)));
     }
     out
 }

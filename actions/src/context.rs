@@ -109,6 +109,10 @@ impl Extensions {
             .extend(other.map.iter().map(|(k, v)| (*k, Arc::clone(v))));
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.map
             .get(&TypeId::of::<T>())

@@ -233,6 +233,37 @@ pub struct TurnOutcome {
     pub messages: Vec<ChatMessage>,
     /// What each deterministic skill answered, in order, as a value (a flow's `etapas`).
     pub stages: Vec<StageOutput>,
+    /// The turns the actions ran on the same engine (a chat tool's flow run), in the order they
+    /// ran: the caller stores them with this turn.
+    pub inner_runs: Vec<InnerRun>,
+}
+
+/// A turn an action ran on the same engine, handed back with the turn whose action ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InnerRun {
+    /// Its input as stored (sanitised).
+    pub input: Value,
+    pub outcome: TurnOutcome,
+    pub at: DateTime<Utc>,
+}
+
+/// Where a turn's actions put the runs they start: one per turn, in its actions' context
+/// ([`vt_actions::ActionContext::get`]), emptied into [`TurnOutcome::inner_runs`] when the turn ends.
+#[derive(Debug, Clone, Default)]
+pub struct InnerRuns(std::sync::Arc<std::sync::Mutex<Vec<InnerRun>>>);
+
+impl InnerRuns {
+    pub fn push(&self, run: InnerRun) {
+        self.lock().push(run);
+    }
+
+    pub(crate) fn take(&self) -> Vec<InnerRun> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<InnerRun>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// One deterministic skill's answer: the value it handed on, or its text read as JSON when it gave

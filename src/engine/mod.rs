@@ -20,8 +20,8 @@ pub use turn::{
 /// memory; the service drops that copy when it loads one.
 pub(crate) const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
-    Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Reply,
-    StageOutput, TurnEvent, TurnOutcome,
+    Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, InnerRun, InnerRuns,
+    ModelCallRecord, Reply, StageOutput, TurnEvent, TurnOutcome,
 };
 pub use prompts::{PromptError, PromptVars, Prompts};
 pub use retry::RetryPolicy;

@@ -50,6 +50,11 @@ impl AgentDef {
     pub fn skill(&self, name: &str) -> Option<&SkillDef> {
         self.skills.iter().find(|s| s.name == name)
     }
+
+    /// Every skill is deterministic: no model ever reads this agent's history (a flow's chain).
+    pub fn is_chain(&self) -> bool {
+        self.skills.iter().all(|s| s.deterministic)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

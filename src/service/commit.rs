@@ -13,9 +13,7 @@ use crate::engine::retry::retry;
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::llm::{ChatMessage, CompletionRequest};
 use crate::outbox::{DeliveryTrace, ReplyPayload};
-use crate::store::{
-    CaseWrite, ConversationContext, FlowRunRecord, NewOutboxItem, OutboxStatus, StoreError, TurnRecord,
-};
+use crate::store::{CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, StoreError, TurnRecord};
 
 /// Facts kept in the compressed context.
 const MAX_FACTS: usize = 10;
@@ -96,7 +94,7 @@ impl Services {
             tokens_out + routing.tokens.1 + summary_tokens.1,
         );
         let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
-        let flow_runs = self.inner_flow_runs(&outcome);
+        let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome);
         outbox.extend(self.board_items(&conv.tenant_id, case.as_ref(), &outcome));
@@ -125,12 +123,6 @@ impl Services {
             duplicate: false,
             awaiting_confirmation: vt_actions::tools::RecargaPendente::id_in(&conv.state),
         }
-    }
-
-    /// The flow runs the turn's tools started (chat tools run the stage chain), drained from the log
-    /// the engine's flow runner keeps.
-    pub(super) fn inner_flow_runs(&self, outcome: &TurnOutcome) -> Vec<FlowRunRecord> {
-        crate::flow::take_runs(&self.engine, &outcome.execution.execucao_id)
     }
 
     /// This turn's fact appended to the compressed context (no model) and, every few turns with a

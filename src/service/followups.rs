@@ -121,9 +121,8 @@ impl Services {
                 RecargaStatus::Pendente => RunStatus::Pendente,
                 RecargaStatus::Negada | RecargaStatus::Erro => RunStatus::Falhou,
             };
-            let output = settled_output(run.output, status, &stage);
             self.store
-                .settle_flow_run(&run.execucao_id, status, &output, (STAGE, &stage), now)
+                .settle_flow_run(&run.execucao_id, status, (STAGE, &stage), now)
                 .await?;
         }
         Ok(())
@@ -252,19 +251,6 @@ fn flow_input(run: Option<&FlowRunRecord>, f: &FollowUp) -> Result<FlowInput, Fo
     });
     FlowInput::from_value(&value)
         .map_err(|_| FollowUpError::Missing("o pedido da recarga não tem cartão ou valor"))
-}
-
-/// The run's output once its outcome is known: its status, and the follow-up as its last stage and
-/// result.
-fn settled_output(mut output: Value, status: RunStatus, stage: &Value) -> Value {
-    if let Some(out) = output.as_object_mut() {
-        out.insert("status".into(), json!(status.as_str()));
-        out.insert("resultado".into(), stage.clone());
-        if let Some(Value::Array(etapas)) = out.get_mut("etapas") {
-            etapas.push(json!({"etapa": STAGE, "saida": stage}));
-        }
-    }
-    output
 }
 
 impl FollowUps<'_> {

@@ -584,6 +584,7 @@ impl Services {
             events: Vec::new(),
             messages,
             stages: Vec::new(),
+            inner_runs: Vec::new(),
         }
     }
 
@@ -650,7 +651,7 @@ impl Services {
             now,
         );
         let mut runs = vec![crate::flow::record(&output, sanitized, None, now)];
-        runs.extend(self.inner_flow_runs(&outcome));
+        runs.extend(crate::flow::inner_records(&outcome));
         let record = TurnRecord {
             conversation: &conv,
             messages: &outcome.messages[1..],

@@ -111,13 +111,12 @@ pub trait FlowStore: Send + Sync {
     /// The newest `limit` flow runs, newest first.
     async fn flow_runs(&self, limit: i64) -> Result<Vec<FlowRunSummary>, StoreError>;
 
-    /// A run's outcome learnt after it ended (a recharge's follow-up): its status and output, and one
-    /// more stage after the last, in one transaction.
+    /// A run's outcome learnt after it ended (a recharge's follow-up): its status, and one more stage
+    /// after the last (its output's `resultado` from then on), in one transaction.
     async fn settle_flow_run(
         &self,
         execucao_id: &str,
         status: RunStatus,
-        output: &Value,
         stage: (&str, &Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError>;

@@ -165,7 +165,6 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("executions", "model_calls", true),
     ("executions", "events", true),
     ("flow_runs", "input", true),
-    ("flow_runs", "output", true),
     ("flow_stages", "saida", true),
     ("task_runs", "plan", true),
     ("task_runs", "steps", true),

@@ -316,7 +316,8 @@ pub(crate) enum Sent {
     Now,
 }
 
-/// A flow execution and the output of each stage.
+/// A flow execution and the output of each stage: the one place a stage's output is kept (the
+/// flow's output is built from it, [`crate::flow::FlowOutput::of_run`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRunRecord {
     pub execucao_id: String,
@@ -325,7 +326,6 @@ pub struct FlowRunRecord {
     pub parent_execucao_id: Option<String>,
     pub status: RunStatus,
     pub input: Value,
-    pub output: Value,
     /// `(etapa, saida)` in order.
     pub stages: Vec<(String, Value)>,
     pub created_at: DateTime<Utc>,

@@ -86,7 +86,10 @@ async fn a_recharge_answered_202_resolves_on_its_follow_up_charged_once_and_the_
     let (etapa, saida) = run.stages.last().expect("stages");
     assert_eq!(etapa, vt_agent::service::FOLLOW_UP_STAGE);
     assert_eq!(saida["status_recarga"], "aprovada");
-    assert_eq!(run.output["status"], "concluido");
+    // The run's output is built from its stages: the follow-up is its result now.
+    let output = vt_agent::flow::FlowOutput::of_run(&run);
+    assert_eq!(output.status, vt_agent::flow::FlowStatus::Concluido);
+    assert_eq!(output.resultado["status_recarga"], "aprovada");
 
     // Nothing more to do, however late.
     later(&h, Duration::hours(3));

@@ -446,11 +446,10 @@ impl vt_agent::store::FlowStore for Flaky {
         &self,
         id: &str,
         status: vt_agent::store::RunStatus,
-        output: &serde_json::Value,
         stage: (&str, &serde_json::Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.inner.settle_flow_run(id, status, output, stage, now).await
+        self.inner.settle_flow_run(id, status, stage, now).await
     }
 }
 
@@ -926,12 +925,59 @@ async fn run_flow_stores_the_run_and_its_stages() {
         !run.input.to_string().contains("123.456.789-00"),
         "unknown fields are not stored"
     );
-    let (execution, _) = store
+    // The stages are where the output is kept: the output read back is built from them, whole.
+    assert_eq!(vt_agent::flow::FlowOutput::of_run(&run), output);
+    let (execution, events) = store
         .execution(&output.execucao_id)
         .await
         .expect("load")
         .expect("stored");
     assert_eq!(execution.model_calls.len(), 0);
+    // RF1 gets its input typed with the turn: its call carries no copy of the input to parse again.
+    let rf01 = events
+        .iter()
+        .find_map(|e| match e {
+            vt_agent::engine::TurnEvent::ToolCall { name, arguments, .. }
+                if name == "rf01_preparar_consulta" =>
+            {
+                Some(arguments.clone())
+            }
+            _ => None,
+        })
+        .expect("RF1's call");
+    assert_eq!(rf01, "{}");
+    // Each stage's output is kept once, in its stage: the chain's history (calls, results, events)
+    // points at it. The card is in the output of every stage but one, and in no history line.
+    let mut history: Vec<String> = store
+        .messages(&execution.conversation_id)
+        .await
+        .expect("messages")
+        .iter()
+        .skip(1) // the user's message: the input, as it came
+        .map(|m| serde_json::to_string(&m.message).expect("json"))
+        .collect();
+    // RF3's balance is also the memory RF5 and RF8 read (its own concern, kept with the conversation).
+    history.extend(
+        events
+            .iter()
+            .filter(|e| !matches!(e, vt_agent::engine::TurnEvent::MemoryUpdated { .. }))
+            .map(|e| serde_json::to_string(e).expect("json")),
+    );
+    assert_eq!(
+        history.iter().filter(|h| h.contains("\"tool_calls\"")).count(),
+        10,
+        "a call per stage"
+    );
+    assert!(
+        history.iter().all(|h| !h.contains("1111111111")),
+        "no history line holds a stage's output: {history:?}"
+    );
+    assert!(
+        history
+            .iter()
+            .any(|h| h.contains(r#"{\"$etapa\":\"rf02_executar_consulta\"}"#)),
+        "{history:?}"
+    );
     let err = service
         .flows()
         .run_flow("{", Default::default())

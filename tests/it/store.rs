@@ -207,7 +207,6 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         execucao_id: id.into(),
         status: RunStatus::Concluido,
         input: json!({"cartao": "1111111111"}),
-        output: json!({"saldo": 50}),
         stages: vec![
             ("rf01_preparar_consulta".into(), json!({"a": 1})),
             ("rf02_executar_consulta".into(), json!({"status": 200})),
@@ -404,7 +403,6 @@ pub(crate) async fn flow_runs_keep_their_stages(store: Arc<dyn Store>) {
         execucao_id: "exec-flow".into(),
         status: RunStatus::Concluido,
         input: json!({"cartao": "1111111111"}),
-        output: json!({"execucao_id": "exec-flow", "etapas": []}),
         stages: vec![
             ("rf01_preparar_consulta".into(), json!({"a": 1})),
             ("rf02_executar_consulta".into(), json!({"status": 200})),
@@ -587,7 +585,6 @@ pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn
         execucao_id: id.into(),
         status: RunStatus::Concluido,
         input: json!({"cartao": id}),
-        output: json!({"execucao_id": id}),
         stages: (0..stages)
             .map(|i| (format!("rf{:02}", i + 1), json!({"etapa": i, "de": id})))
             .collect(),
@@ -1315,7 +1312,6 @@ pub(crate) async fn a_flow_run_is_on_record_before_it_finishes(store: Arc<dyn St
         execucao_id: "exec-f".into(),
         status: RunStatus::Concluido,
         input: json!({"cartao": "1234567890"}),
-        output: json!({"status": "concluido"}),
         stages: vec![("rf01_preparar_consulta".into(), json!({"ok": true}))],
         created_at: started,
     };
@@ -1503,7 +1499,6 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
                 execucao_id: id.into(),
                 status,
                 input: json!({}),
-                output: json!({}),
                 stages: Vec::new(),
                 created_at: now,
             })
@@ -1516,7 +1511,6 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
             execucao_id: "exec-console-old".into(),
             status: RunStatus::Concluido,
             input: json!({}),
-            output: json!({}),
             stages: Vec::new(),
             created_at: now - chrono::Duration::days(60),
         })

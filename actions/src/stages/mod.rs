@@ -10,6 +10,7 @@
 
 pub mod acompanhamento;
 pub mod channel_notices;
+mod conclusao;
 mod notificacao;
 pub mod rf01_preparar_consulta;
 pub mod rf02_executar_consulta;
@@ -22,6 +23,7 @@ pub mod rf08_conciliar_recarga;
 pub mod rf09_preparar_notificacao_recarga;
 pub mod rf10_enviar_notificacao_recarga;
 
+pub use conclusao::{Conclusao, conclusao};
 pub use notificacao::{DecisaoNotificacao, EnvioNotificacao, NotificacaoPayload};
 
 use crate::vt::timezone::Timezone;

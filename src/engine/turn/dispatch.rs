@@ -100,7 +100,7 @@ impl Turn<'_> {
     }
 
     /// Runs a deterministic skill's one action with the previous skill's output (or, on the entry
-    /// skill, the user's message) as its arguments. No model is called.
+    /// skill, the user's message unless the input came typed) as its arguments. No model is called.
     pub(super) async fn deterministic_step(&mut self, skill: &SkillDef) -> Step {
         let Some(call) = self.deterministic_call(skill) else {
             self.fail(
@@ -125,13 +125,17 @@ impl Turn<'_> {
                 Step::Done
             }
             Ok(ActionResponse::ToUser(mut r)) => {
+                let given = r.output.is_some();
                 self.stage_output(skill, r.output.take(), &r.instruction);
+                self.keep_once(skill, given, &mut r.instruction);
                 let reply = self.answer_user(&call, r);
                 self.send(reply);
                 Step::Done
             }
             Ok(ActionResponse::ToAgent(mut r)) => {
+                let given = r.output.is_some();
                 let output = self.stage_output(skill, r.output.take(), &r.instruction);
+                self.keep_once(skill, given, &mut r.instruction);
                 self.next_stage(skill, &call, r, output)
             }
         }
@@ -150,14 +154,26 @@ impl Turn<'_> {
         output
     }
 
+    /// A chain's stage output is kept once, in [`TurnOutcome::stages`](crate::engine::TurnOutcome):
+    /// where no model reads the history, its instruction (the output's JSON text) and the next
+    /// stage's arguments become a reference to it (`{"$etapa": "<skill>"}`). The value still goes on
+    /// to the next stage, handed on.
+    fn keep_once(&self, skill: &SkillDef, given: bool, instruction: &mut String) {
+        if given && self.agent.is_chain() {
+            *instruction = stage_reference(&skill.name);
+        }
+    }
+
     /// The call of a deterministic skill's action, on record in the turn (`None`: it has none).
     fn deterministic_call(&mut self, skill: &SkillDef) -> Option<ToolCall> {
         let action = skill.actions.first()?;
-        let input = self
-            .conv
-            .handoff
-            .as_ref()
-            .map_or_else(|| self.user_text.clone(), |h| h.response.clone());
+        // The chain's first skill reads the user's text as its arguments, unless the turn carries its
+        // input typed (a flow's, parsed where it entered): then there is no text to parse again.
+        let input = match &self.conv.handoff {
+            Some(h) => h.response.clone(),
+            None if self.typed_input => "{}".to_owned(),
+            None => self.user_text.clone(),
+        };
         let call = ToolCall {
             id: self.engine.ids.next("det"),
             name: action.clone(),
@@ -417,6 +433,11 @@ impl Turn<'_> {
         self.conv.window = vec![ChatMessage::user(self.user_text.clone())];
         Ok(())
     }
+}
+
+/// Where a chain's history points at a stage's output instead of copying it.
+fn stage_reference(skill: &str) -> String {
+    vt_actions::json::text(&serde_json::json!({ "$etapa": skill }))
 }
 
 pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -13,8 +13,8 @@ use vt_actions::vt::card::mask_cards_in;
 use vt_actions::{ActionContext, ActionError, ActionResponse};
 
 use super::conversation::{
-    Conversation, ExecutionRecord, ExecutionStatus, ModelCallRecord, Reply, StageOutput, TurnEvent,
-    TurnOutcome,
+    Conversation, ExecutionRecord, ExecutionStatus, InnerRuns, ModelCallRecord, Reply, StageOutput,
+    TurnEvent, TurnOutcome,
 };
 use super::retry::{RetryPolicy, retry};
 use super::skills::{AgentDef, SkillDef};
@@ -363,10 +363,15 @@ struct Turn<'a> {
     context: Option<CompressedContext>,
     /// What the turn's actions read by type ([`TurnInput::data`]).
     data: Extensions,
+    /// The caller handed the turn's input typed ([`TurnInput::with_data`]): the first deterministic
+    /// skill reads it by type and gets no text to parse.
+    typed_input: bool,
     /// The last deterministic skill's output, the next one's arguments: handed on as a value.
     handed_on: Option<Value>,
     /// The deterministic skills' outputs, in the order they ran ([`TurnOutcome::stages`]).
     stages: Vec<StageOutput>,
+    /// The runs this turn's actions started, also in [`Self::data`] for them to reach.
+    inner_runs: InnerRuns,
     /// A tool's reply to the user, sent once the rest of its batch is answered as skipped.
     held_reply: Option<Reply>,
 }
@@ -379,6 +384,7 @@ impl<'a> Turn<'a> {
         input: &TurnInput<'_>,
         turn_id: String,
     ) -> Self {
+        let inner_runs = InnerRuns::default();
         Self {
             engine,
             agent,
@@ -396,9 +402,11 @@ impl<'a> Turn<'a> {
             maps: std::sync::Mutex::default(),
             stop_after: None,
             context: input.context.clone(),
-            data: input.data.clone(),
+            data: input.data.clone().with(inner_runs.clone()),
+            typed_input: !input.data.is_empty(),
             handed_on: None,
             stages: Vec::new(),
+            inner_runs,
             held_reply: None,
         }
     }
@@ -432,6 +440,7 @@ impl<'a> Turn<'a> {
             events: self.events,
             messages: self.messages,
             stages: self.stages,
+            inner_runs: self.inner_runs.take(),
         }
     }
 

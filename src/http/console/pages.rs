@@ -828,7 +828,7 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
             situacao => status_label(run.status.as_str()),
             entrada => pretty(&run.input),
             politica => policy_line(&run.input),
-            resultado => run.output.get("resultado").map(pretty),
+            resultado => run.stages.last().map(|(_, saida)| pretty(saida)),
             etapas => stages,
             inicio => when(&state, run.created_at),
             ..frame(Some(&staff), "flows", &format!("Execução {id}"))

@@ -43,7 +43,6 @@ impl<S: Sql> FlowStore for S {
             parent_execucao_id: row.value("parent_execucao_id")?,
             status: RunStatus::from_row(&row.value::<String>("status")?)?,
             input: row.json("input")?,
-            output: row.json("output")?,
             stages,
             created_at: row.time("created_at")?,
         }))
@@ -59,8 +58,8 @@ impl<S: Sql> FlowStore for S {
     ) -> Result<(), StoreError> {
         let (row, _) = write::conversation(conversation, now, Existing::Keep)?;
         let run = Stmt::new(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, card_hash, conversation_id)
-             VALUES ($1, $2, $3, 'null', $4, $5, $6)",
+            "INSERT INTO flow_runs (execucao_id, status, input, created_at, card_hash, conversation_id)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(execucao_id)
         .bind(RunStatus::EmAndamento.as_str())
@@ -80,17 +79,13 @@ impl<S: Sql> FlowStore for S {
         &self,
         execucao_id: &str,
         status: RunStatus,
-        output: &Value,
         (etapa, saida): (&str, &Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let run = Stmt::new(
-            "UPDATE flow_runs SET status = $1, output = $2, finished_at = $3 WHERE execucao_id = $4",
-        )
-        .bind(status.as_str())
-        .sealed(output)?
-        .bind(now)
-        .bind(execucao_id);
+        let run = Stmt::new("UPDATE flow_runs SET status = $1, finished_at = $2 WHERE execucao_id = $3")
+            .bind(status.as_str())
+            .bind(now)
+            .bind(execucao_id);
         let stage = Stmt::new(
             "INSERT INTO flow_stages (execucao_id, position, etapa, saida)
              SELECT $1, COALESCE(MAX(position) + 1, 0), $2, $3 FROM flow_stages WHERE execucao_id = $1",

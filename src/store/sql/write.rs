@@ -160,7 +160,6 @@ pub(crate) fn flow_runs(runs: &[FlowRunRecord], now: DateTime<Utc>) -> Result<Ve
             run.execucao_id.as_str().into(),
             run.status.as_str().into(),
             sealed(&run.input)?,
-            sealed(&run.output)?,
             run.created_at.into(),
             now.into(),
             run.parent_execucao_id.as_deref().into(),
@@ -179,11 +178,10 @@ pub(crate) fn flow_runs(runs: &[FlowRunRecord], now: DateTime<Utc>) -> Result<Ve
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         statements.push(Stmt::values(
-            "INSERT INTO flow_runs (execucao_id, status, input, output, created_at, finished_at,
-                 parent_execucao_id, card_hash)",
+            "INSERT INTO flow_runs (execucao_id, status, input, created_at, finished_at, parent_execucao_id,
+                 card_hash)",
             rows.by_ref().take(ROWS_PER_INSERT).collect(),
-            " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-                 finished_at = excluded.finished_at",
+            " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, finished_at = excluded.finished_at",
         ));
     }
     let mut stages = stages.into_iter().peekable();
