@@ -111,6 +111,16 @@ impl Catalog {
             if def.name.trim().is_empty() || def.agent.trim().is_empty() {
                 return Err(invalid("name e agent não podem ser vazios".into()));
             }
+            // A skill's name is written into traces, events and references as it is.
+            if !def
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(invalid(
+                    "name só pode ter letras sem acento, dígitos, _ e -".into(),
+                ));
+            }
             if !prompts.contains(&def.prompt) {
                 return Err(invalid(format!(
                     "modelo de prompt {:?} não encontrado",

@@ -690,16 +690,24 @@ impl Messages<'_> {
         self.store.save_conversation(conv, self.engine.now()).await
     }
 
-    /// Handles one user message end to end: accept → route → run → commit, under the conversation's
-    /// turn lock. One trace.
-    pub async fn handle(self, msg: Inbound) -> Result<Handled, ServiceError> {
+    /// The conversation a message goes to (a new id when it names none), once its agent is known to
+    /// exist: the check both ways in make before anything is stored.
+    fn conversation_of(&self, msg: &Inbound) -> Result<String, ServiceError> {
         if self.engine.catalog().agent(&msg.agent_id).is_none() {
-            return Err(EngineError::UnknownAgent(msg.agent_id).into());
+            return Err(EngineError::UnknownAgent(msg.agent_id.clone()).into());
         }
-        let id = msg
+        Ok(msg
             .conversation_id
             .clone()
-            .unwrap_or_else(|| self.engine.next_id("conv"));
+            .unwrap_or_else(|| self.engine.next_id("conv")))
+    }
+
+    /// Handles one user message end to end: accept → route → run → commit, under the conversation's
+    /// turn lock. One trace. The way in for a caller that waits for the answer (the terminal, HTTP, a
+    /// slash command): [`Self::receive`] and [`Self::process`] fused under one lock, so the
+    /// conversation is read once. A channel that must acknowledge first uses those two.
+    pub async fn handle(self, msg: Inbound) -> Result<Handled, ServiceError> {
+        let id = self.conversation_of(&msg)?;
         let scope = Scope {
             agent: &msg.agent_id,
             session: &id,
@@ -723,13 +731,7 @@ impl Messages<'_> {
     /// answer fast): the message is stored — or recognised as a redelivery (`None`) — and nothing
     /// else happens yet. [`Self::process`] runs the rest.
     pub async fn receive(self, msg: &Inbound) -> Result<Option<Received>, ServiceError> {
-        if self.engine.catalog().agent(&msg.agent_id).is_none() {
-            return Err(EngineError::UnknownAgent(msg.agent_id.clone()).into());
-        }
-        let id = msg
-            .conversation_id
-            .clone()
-            .unwrap_or_else(|| self.engine.next_id("conv"));
+        let id = self.conversation_of(msg)?;
         let stored = self
             .store
             .conversation(&id)

@@ -317,7 +317,7 @@ pub(crate) enum Sent {
 }
 
 /// A flow execution and the output of each stage: the one place a stage's output is kept (the
-/// flow's output is built from it, [`crate::flow::FlowOutput::of_run`]).
+/// flow's output is built from it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowRunRecord {
     pub execucao_id: String,

@@ -435,9 +435,10 @@ impl Turn<'_> {
     }
 }
 
-/// Where a chain's history points at a stage's output instead of copying it.
+/// Where a chain's history points at a stage's output instead of copying it. A skill's name is an
+/// identifier (`[A-Za-z0-9_-]`, checked when the catalog loads): written as is, no JSON conversion.
 fn stage_reference(skill: &str) -> String {
-    vt_actions::json::text(&serde_json::json!({ "$etapa": skill }))
+    format!(r#"{{"$etapa":"{skill}"}}"#)
 }
 
 pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
