@@ -13,6 +13,7 @@ pub mod action;
 pub mod context;
 pub mod journal;
 pub mod json;
+pub mod pix;
 pub mod redact;
 pub mod response;
 pub mod stages;

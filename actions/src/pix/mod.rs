@@ -1,0 +1,36 @@
+//! Pix, the way card holders pay in Brazil: the API Pix every receiving PSP exposes (Banco Central,
+//! `../shared/reference/pix/`), the BR Code a payer copies or scans, and the charge ids derived from a
+//! recharge's key so that a retry or a restart issues the same charge.
+
+pub mod api;
+mod brcode;
+
+pub use brcode::{BrCode, BrCodeError, dynamic};
+
+use sha2::{Digest, Sha256};
+
+/// The charge id (`txid`, 26–35 of `[a-zA-Z0-9]`) of a recharge's `n`-th code (0: the first; each
+/// "novo código" the next): the same key and `n` are always the same charge, so a retry or a
+/// crash-and-restart re-issues it instead of charging twice.
+pub fn txid(recharge_key: &str, n: u32) -> String {
+    let digest = Sha256::digest(format!("{recharge_key}:{n}").as_bytes());
+    format!("vt{}", &hex::encode(digest)[..32])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_txid_is_the_same_for_the_same_code_of_the_same_recharge() {
+        let key = "c1e19a3e-7315-5050-8582-266afc37a1dc";
+        let first = txid(key, 0);
+        assert_eq!(first, txid(key, 0));
+        assert_ne!(first, txid(key, 1), "a new code is a new charge");
+        assert_ne!(first, txid("b2ebf279-4290-53cf-a3bc-2e06c4dd4bb9", 0));
+        for id in [first, txid(key, 3), txid("", 0)] {
+            assert!((26..=35).contains(&id.len()), "{id}");
+            assert!(id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+        }
+    }
+}
