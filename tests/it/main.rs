@@ -15,6 +15,7 @@ mod http;
 mod layers;
 mod mattermost;
 mod pipeline;
+mod pix;
 mod processes;
 mod providers;
 mod router;

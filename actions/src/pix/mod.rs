@@ -4,8 +4,12 @@
 
 pub mod api;
 mod brcode;
+mod client;
+mod simulado;
 
 pub use brcode::{BrCode, BrCodeError, dynamic};
+pub use client::{PixConfig, PixError, Psp};
+pub use simulado::PspSimulado;
 
 use sha2::{Digest, Sha256};
 

@@ -205,6 +205,8 @@ struct Inner {
     ledger: Mutex<Vec<LedgerEntry>>,
     rate: Mutex<(Instant, u32)>,
     seq: AtomicU64,
+    /// The operator's payment provider, simulated ([`crate::pix::PspSimulado`]).
+    pix: crate::pix::PspSimulado,
 }
 
 /// The simulator's state; cheap to clone.
@@ -232,7 +234,6 @@ impl Simulator {
     pub fn with_cards(config: SimulatorConfig, cards: HashMap<String, CardBehavior>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                config,
                 book: std::sync::OnceLock::new(),
                 cards,
                 balances: Mutex::new(HashMap::new()),
@@ -240,6 +241,8 @@ impl Simulator {
                 ledger: Mutex::new(Vec::new()),
                 rate: Mutex::new((Instant::now(), 0)),
                 seq: AtomicU64::new(1),
+                pix: crate::pix::PspSimulado::new(config.now.clone()),
+                config,
             }),
         }
     }
@@ -277,6 +280,13 @@ impl Simulator {
             .route(super::NOTIFICACAO_ENDPOINT, post(notificacao))
             .route("/_simulador/ledger", get(ledger))
             .with_state(self.clone())
+            .nest("/pix/v2", self.inner.pix.router())
+            .merge(self.inner.pix.payer_router())
+    }
+
+    /// The payment provider it also is (the API Pix under `/pix/v2`).
+    pub fn pix(&self) -> &crate::pix::PspSimulado {
+        &self.inner.pix
     }
 
     /// Serves on `127.0.0.1:port` (0 picks a free port) until the task is dropped or aborted.

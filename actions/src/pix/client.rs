@@ -1,0 +1,271 @@
+//! The operator's payment provider, through the API Pix: create, read and withdraw an immediate
+//! charge, ask for a refund. Authenticated as `[pix.auth]` says (OAuth2 client credentials at every
+//! PSP) over `[pix.tls]`'s client certificate. Every call here is idempotent by the API's own rules
+//! (`PUT` with the caller's txid or refund id, `GET`, `PATCH` to a status), so one that got no answer
+//! may be sent again; a refused token is renewed once.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use reqwest::header::{HeaderName, HeaderValue};
+use rust_decimal::Decimal;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::api::{Cob, CobPedido, Devolucao, DevolucaoPedido};
+use crate::systems::auth::{AuthError, Credentials, CredentialsBuilder};
+use crate::systems::{AuthConfig, TlsConfig, TlsError};
+
+/// `[pix]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PixConfig {
+    /// The provider's API Pix base (`https://pix.banco.example.com/api/v2`).
+    pub api_url: String,
+    /// The operator's Pix key, where payments land.
+    pub chave: String,
+    /// How long a code can be paid for.
+    pub expiracao_minutos: u32,
+    /// How many new codes a card holder may ask for one recharge.
+    pub novos_codigos_max: u32,
+    /// Send WhatsApp's native `order_details` (accounts Meta enabled for payments).
+    pub whatsapp_order_details: bool,
+    /// The longest a call to the provider may take.
+    pub timeout_ms: u64,
+    pub auth: AuthConfig,
+    pub tls: TlsConfig,
+}
+
+impl Default for PixConfig {
+    fn default() -> Self {
+        Self {
+            api_url: String::new(),
+            chave: String::new(),
+            expiracao_minutos: 15,
+            novos_codigos_max: 3,
+            whatsapp_order_details: false,
+            timeout_ms: 10_000,
+            auth: AuthConfig::None,
+            tls: TlsConfig::default(),
+        }
+    }
+}
+
+impl PixConfig {
+    /// The first field that cannot serve, and why (checked when the configuration loads).
+    pub fn problem(&self) -> Option<(&'static str, &'static str)> {
+        let url = reqwest::Url::parse(&self.api_url).ok();
+        if url
+            .as_ref()
+            .is_none_or(|u| !matches!(u.scheme(), "http" | "https"))
+        {
+            return Some(("pix.api_url", "precisa ser uma URL http(s)"));
+        }
+        if self.chave.trim().is_empty() {
+            return Some(("pix.chave", "não pode ser vazia"));
+        }
+        if !(1..=24 * 60).contains(&self.expiracao_minutos) {
+            return Some(("pix.expiracao_minutos", "precisa estar entre 1 e 1440"));
+        }
+        if self.novos_codigos_max > 10 {
+            return Some(("pix.novos_codigos_max", "precisa estar entre 0 e 10"));
+        }
+        if !(1_000..=60_000).contains(&self.timeout_ms) {
+            return Some(("pix.timeout_ms", "precisa estar entre 1000 e 60000"));
+        }
+        self.auth.problem()
+    }
+}
+
+/// Why a call to the provider did not give its answer. No secret and no body is in the text.
+#[derive(Debug, thiserror::Error)]
+pub enum PixError {
+    #[error("configuração do provedor Pix inválida: {0} {1}")]
+    Config(&'static str, &'static str),
+    #[error("certificado do provedor Pix: {0}")]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Unauthenticated(#[from] AuthError),
+    /// No answer: the request may or may not have reached the provider (it may be sent again).
+    #[error("o provedor Pix não respondeu ({0})")]
+    Unanswered(&'static str),
+    /// The provider answered with an error: its status and the problem's `title` (scrubbed).
+    #[error("o provedor Pix recusou a chamada ({status}: {title})")]
+    Refused { status: u16, title: String },
+    /// A 2xx whose body is not what the API says.
+    #[error("resposta do provedor Pix fora do padrão da API Pix: {0}")]
+    Body(String),
+}
+
+impl PixError {
+    /// Not found (a charge the provider does not know).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Refused { status: 404, .. })
+    }
+}
+
+/// How many times a call that got no answer (or a 5xx/429) is sent in all.
+const ATTEMPTS: u32 = 3;
+
+/// The provider's API Pix.
+#[derive(Debug, Clone)]
+pub struct Psp {
+    base: String,
+    http: reqwest::Client,
+    credentials: Credentials,
+    timeout: Duration,
+}
+
+#[derive(Serialize)]
+struct Remocao {
+    status: super::api::CobStatus,
+}
+
+impl Psp {
+    pub fn new(config: &PixConfig) -> Result<Self, PixError> {
+        if let Some((field, why)) = config.problem() {
+            return Err(PixError::Config(field, why));
+        }
+        let http = crate::systems::tls::client(reqwest::Client::builder(), &config.tls)?;
+        let credentials = CredentialsBuilder::default().build(&config.auth, &http)?;
+        Ok(Self {
+            base: config.api_url.trim_end_matches('/').to_owned(),
+            http,
+            credentials,
+            timeout: Duration::from_millis(config.timeout_ms),
+        })
+    }
+
+    /// `PUT /cob/{txid}`: the charge, created — or, for a txid the provider knows already, as it is.
+    pub async fn criar_cob(&self, txid: &str, pedido: &CobPedido) -> Result<Cob, PixError> {
+        self.call(Method::PUT, &format!("/cob/{txid}"), Some(pedido))
+            .await
+    }
+
+    /// `GET /cob/{txid}`: the charge as the provider has it, with the payments it received.
+    pub async fn cob(&self, txid: &str) -> Result<Cob, PixError> {
+        self.call::<(), _>(Method::GET, &format!("/cob/{txid}"), None)
+            .await
+    }
+
+    /// `PATCH /cob/{txid}`: an unpaid charge withdrawn (`REMOVIDA_PELO_USUARIO_RECEBEDOR`).
+    pub async fn remover_cob(&self, txid: &str) -> Result<Cob, PixError> {
+        let body = Remocao {
+            status: super::api::CobStatus::RemovidaPeloUsuarioRecebedor,
+        };
+        self.call(Method::PATCH, &format!("/cob/{txid}"), Some(&body))
+            .await
+    }
+
+    /// `PUT /pix/{e2eid}/devolucao/{id}`: `valor` of payment `e2eid` returned to its payer; the same
+    /// `id` is the same refund.
+    pub async fn devolver(&self, e2eid: &str, id: &str, valor: Decimal) -> Result<Devolucao, PixError> {
+        let body = DevolucaoPedido {
+            valor,
+            descricao: Some("Recarga de vale-transporte não creditada".into()),
+        };
+        self.call(Method::PUT, &format!("/pix/{e2eid}/devolucao/{id}"), Some(&body))
+            .await
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, PixError> {
+        let body = body
+            .map(|b| crate::json::to_bytes(b).map_err(|e| PixError::Body(e.to_string())))
+            .transpose()?;
+        let url = format!("{}{path}", self.base);
+        let mut attempt = 1;
+        loop {
+            let outcome = self.authorized(&method, &url, body.clone()).await;
+            let again = match &outcome {
+                Err(PixError::Unanswered(_)) => true,
+                Err(PixError::Refused { status, .. }) => *status == 429 || *status >= 500,
+                _ => false,
+            };
+            if !again || attempt >= ATTEMPTS {
+                let answer = outcome?;
+                return crate::json::from_bytes(&answer)
+                    .map_err(|e| PixError::Body(crate::redact::serde_message(&e.to_string())));
+            }
+            tracing::warn!(path, attempt, "payment provider call to be sent again");
+            tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            attempt += 1;
+        }
+    }
+
+    /// One exchange; a 401 to a fetched token renews it once.
+    async fn authorized(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, PixError> {
+        let mut renewed = false;
+        loop {
+            let auth = self.credentials.header().await?;
+            let (status, bytes) = self.send(method, url, auth.as_ref(), body.clone()).await?;
+            if status == 401
+                && !renewed
+                && let Some((_, sent)) = &auth
+                && self.credentials.refused(sent).await
+            {
+                renewed = true;
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                return Err(PixError::Refused {
+                    status,
+                    title: problem_title(&bytes),
+                });
+            }
+            return Ok(bytes);
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &Method,
+        url: &str,
+        auth: Option<&(HeaderName, HeaderValue)>,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), PixError> {
+        let mut request = self.http.request(method.clone(), url).timeout(self.timeout);
+        if let Some((name, value)) = auth {
+            request = request.header(name, value);
+        }
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let unanswered = |e: reqwest::Error| {
+            PixError::Unanswered(if e.is_timeout() {
+                "tempo esgotado"
+            } else {
+                "falha de conexão"
+            })
+        };
+        let response = request.send().await.map_err(unanswered)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(unanswered)?;
+        Ok((status, bytes.to_vec()))
+    }
+}
+
+/// The problem's `title` (RFC 7807, as the API Pix answers errors), scrubbed of secrets and cut short;
+/// nothing else of the body.
+fn problem_title(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Problem {
+        title: Option<String>,
+    }
+    let title = crate::json::from_bytes::<Problem>(body)
+        .ok()
+        .and_then(|p| p.title)
+        .unwrap_or_else(|| "sem detalhe".to_owned());
+    crate::redact::secrets(&title).chars().take(120).collect()
+}
