@@ -68,6 +68,9 @@ pub struct Config {
     pub recargas: crate::store::RecargasConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
+    /// The operator's payment provider (API Pix). Absent: the embedded simulator is the provider
+    /// where it runs the systems too.
+    pub pix: Option<vt_actions::pix::PixConfig>,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -118,6 +121,7 @@ impl Default for Config {
             notificacoes: crate::channels::whatsapp::NoticesConfig::default(),
             recargas: crate::store::RecargasConfig::default(),
             systems: None,
+            pix: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -337,6 +341,11 @@ impl Config {
             let secret = get("VT_SYSTEMS_CLIENT_SECRET");
             config.systems = Some(systems.with_secrets(token.as_deref(), secret.as_deref()));
         }
+        if let Some(pix) = config.pix.take() {
+            let token = get("VT_PIX_TOKEN");
+            let secret = get("VT_PIX_CLIENT_SECRET");
+            config.pix = Some(pix.with_secrets(token.as_deref(), secret.as_deref()));
+        }
         if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
             config.simulator.fixture = Some(PathBuf::from(v));
         }
@@ -434,6 +443,9 @@ impl Config {
             return invalid(&field, message);
         }
         if let Some((field, message)) = self.systems.as_ref().and_then(SystemsConfig::problem) {
+            return invalid(&field, message);
+        }
+        if let Some((field, message)) = self.pix.as_ref().and_then(vt_actions::pix::PixConfig::problem) {
             return invalid(&field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {
@@ -650,6 +662,36 @@ mod tests {
     }
 
     #[test]
+    fn the_pix_provider_is_checked_when_loaded_and_its_secret_comes_from_the_environment() {
+        let pix = "[pix]\napi_url = \"https://pix.banco.example.com/api/v2\"\nchave = \"recargas@operadora.example.com.br\"\n[pix.auth]\nkind = \"oauth2\"\ntoken_url = \"https://pix.banco.example.com/oauth/token\"\nclient_id = \"vt-agent\"\n[pix.tls]\nclient_cert = \"certs/vt.pem\"\nclient_key = \"certs/vt.key\"\n";
+        let err = Config::from_sources(Some(pix), "f", &HashMap::new()).expect_err("no secret");
+        assert!(err.to_string().contains("pix.auth.client_secret"), "{err}");
+        assert!(err.to_string().contains("VT_PIX_CLIENT_SECRET"), "{err}");
+        let env: HashMap<String, String> =
+            [("VT_PIX_CLIENT_SECRET".to_owned(), "segredo-pix-456".to_owned())].into();
+        let c = Config::from_sources(Some(pix), "f", &env).expect("the secret from the environment");
+        let loaded = c.pix.expect("pix");
+        assert_eq!(
+            (loaded.expiracao_minutos, loaded.novos_codigos_max),
+            (15, 3),
+            "the defaults"
+        );
+        assert!(
+            !format!("{loaded:?}").contains("segredo-pix-456"),
+            "Debug hides it"
+        );
+        let plain = pix.replace("https://pix.banco", "http://pix.banco");
+        let err = Config::from_sources(Some(&plain), "f", &env).expect_err("http provider");
+        assert!(err.to_string().contains("pix.api_url"), "{err}");
+        let zero = pix.replace("[pix.auth]", "expiracao_minutos = 0\n[pix.auth]");
+        let err = Config::from_sources(Some(&zero), "f", &env).expect_err("zero minutes");
+        assert!(err.to_string().contains("pix.expiracao_minutos"), "{err}");
+        let unknown = pix.replace("[pix.auth]", "chave_pix = \"x\"\n[pix.auth]");
+        let err = Config::from_sources(Some(&unknown), "f", &env).expect_err("unknown field");
+        assert!(err.to_string().contains("chave_pix"), "{err}");
+    }
+
+    #[test]
     fn the_systems_auth_is_checked_when_loaded_and_its_secrets_come_from_the_environment() {
         use vt_actions::systems::AuthConfig;
         let oauth2 = "[systems]\nsaldo_url = \"https://vt.example.com\"\nrecarga_url = \"https://pag.example.com\"\nnotificacao_url = \"https://msg.example.com\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"https://auth.example.com/oauth/token\"\nclient_id = \"vt-agent\"\n";
@@ -703,6 +745,34 @@ mod tests {
         assert_eq!(c.whatsapp, d.whatsapp);
         assert_eq!(c.vt.politicas, d.vt.politicas);
         assert_eq!(c.retencao.dias, d.retencao.dias);
+        // The commented [pix] section, uncommented, loads and says its defaults.
+        let pix: String = text
+            [text.find("# [pix]").expect("[pix]")..text.find("[simulator]").expect("after")]
+            .lines()
+            .map(|l| l.trim_start_matches('#').trim_start())
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let env: HashMap<String, String> = [("VT_PIX_CLIENT_SECRET".to_owned(), "s".to_owned())].into();
+        let pix = Config::from_sources(Some(&pix), "pix", &env)
+            .expect("[pix] loads")
+            .pix
+            .expect("pix");
+        let defaults = vt_actions::pix::PixConfig::default();
+        assert_eq!(
+            (
+                pix.expiracao_minutos,
+                pix.novos_codigos_max,
+                pix.whatsapp_order_details,
+                pix.timeout_ms
+            ),
+            (
+                defaults.expiracao_minutos,
+                defaults.novos_codigos_max,
+                defaults.whatsapp_order_details,
+                defaults.timeout_ms
+            )
+        );
     }
 
     #[test]

@@ -307,7 +307,7 @@ async fn a_pix_configuration_names_the_field_that_cannot_serve() {
         ),
     ];
     for (config, field) in cases {
-        assert_eq!(config.problem().map(|(f, _)| f), Some(field));
+        assert_eq!(config.problem().map(|(f, _)| f).as_deref(), Some(field));
         let err = Psp::new(&config).expect_err("refused").to_string();
         assert!(err.contains(field), "{err}");
     }

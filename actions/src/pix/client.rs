@@ -52,28 +52,48 @@ impl Default for PixConfig {
 }
 
 impl PixConfig {
-    /// The first field that cannot serve, and why (checked when the configuration loads).
-    pub fn problem(&self) -> Option<(&'static str, &'static str)> {
-        let url = reqwest::Url::parse(&self.api_url).ok();
-        if url
-            .as_ref()
-            .is_none_or(|u| !matches!(u.scheme(), "http" | "https"))
-        {
-            return Some(("pix.api_url", "precisa ser uma URL http(s)"));
+    /// The first field that cannot serve, with its whole path (`pix.auth.client_secret`), and why
+    /// (checked when the configuration loads).
+    pub fn problem(&self) -> Option<(String, &'static str)> {
+        let field = |f: &str| Some(format!("pix.{f}"));
+        match reqwest::Url::parse(&self.api_url) {
+            Ok(u) if u.scheme() == "https" || crate::systems::auth::is_loopback(&u) => {}
+            Ok(_) => return field("api_url").map(|f| (f, "deve ser https (http só em loopback)")),
+            Err(_) => return field("api_url").map(|f| (f, "precisa ser uma URL")),
         }
-        if self.chave.trim().is_empty() {
-            return Some(("pix.chave", "não pode ser vazia"));
+        let problem = if self.chave.trim().is_empty() {
+            Some(("chave", "não pode ser vazia"))
+        } else if !(1..=24 * 60).contains(&self.expiracao_minutos) {
+            Some(("expiracao_minutos", "precisa estar entre 1 e 1440"))
+        } else if self.novos_codigos_max > 10 {
+            Some(("novos_codigos_max", "precisa estar entre 0 e 10"))
+        } else if !(1_000..=60_000).contains(&self.timeout_ms) {
+            Some(("timeout_ms", "precisa estar entre 1000 e 60000"))
+        } else {
+            None
+        };
+        if let Some((f, why)) = problem {
+            return field(f).map(|f| (f, why));
         }
-        if !(1..=24 * 60).contains(&self.expiracao_minutos) {
-            return Some(("pix.expiracao_minutos", "precisa estar entre 1 e 1440"));
-        }
-        if self.novos_codigos_max > 10 {
-            return Some(("pix.novos_codigos_max", "precisa estar entre 0 e 10"));
-        }
-        if !(1_000..=60_000).contains(&self.timeout_ms) {
-            return Some(("pix.timeout_ms", "precisa estar entre 1000 e 60000"));
-        }
-        self.auth.problem()
+        self.auth.problem().map(|(f, why)| match f {
+            "client_secret" => (
+                "pix.auth.client_secret".to_owned(),
+                "está faltando (ou defina VT_PIX_CLIENT_SECRET)",
+            ),
+            "token" => (
+                "pix.auth.token".to_owned(),
+                "está faltando (ou defina VT_PIX_TOKEN)",
+            ),
+            other => (format!("pix.auth.{other}"), why),
+        })
+    }
+
+    /// With the secrets the environment gives (`VT_PIX_TOKEN`, `VT_PIX_CLIENT_SECRET`), never written
+    /// in the file.
+    #[must_use]
+    pub fn with_secrets(mut self, token: Option<&str>, client_secret: Option<&str>) -> Self {
+        self.auth = self.auth.with_secrets(token, client_secret);
+        self
     }
 }
 
@@ -81,7 +101,7 @@ impl PixConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum PixError {
     #[error("configuração do provedor Pix inválida: {0} {1}")]
-    Config(&'static str, &'static str),
+    Config(String, &'static str),
     #[error("certificado do provedor Pix: {0}")]
     Tls(#[from] TlsError),
     #[error(transparent)]

@@ -149,7 +149,7 @@ impl AuthConfig {
     }
 }
 
-fn is_loopback(url: &reqwest::Url) -> bool {
+pub(crate) fn is_loopback(url: &reqwest::Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     host == "localhost"
         || host
