@@ -541,3 +541,36 @@ pub struct ConsentChange {
     pub who: String,
     pub at: DateTime<Utc>,
 }
+
+/// The Pix charges of chat recharges (step 20).
+#[async_trait]
+pub trait PixStore: Send + Sync {
+    /// Puts `charge` on record, or finds the one already there under its txid (a retry, a restart):
+    /// the stored one is returned either way.
+    async fn open_charge(&self, charge: &PixCharge) -> Result<PixCharge, StoreError>;
+
+    async fn pix_charge(&self, txid: &str) -> Result<Option<PixCharge>, StoreError>;
+
+    /// Every code issued for one recharge, oldest first.
+    async fn recharge_charges(&self, recharge_key: &str) -> Result<Vec<PixCharge>, StoreError>;
+
+    /// The gate a payment passes before its recharge is sent: claimed once, whatever reports it
+    /// (webhooks, follow-ups, several processes), and at most one paid code per recharge.
+    async fn claim_payment(
+        &self,
+        txid: &str,
+        end_to_end_id: &str,
+        paid_at: DateTime<Utc>,
+    ) -> Result<PaymentClaim, StoreError>;
+
+    /// Moves a charge from `from` to `to`; `false` when it was not in `from` (someone else moved it).
+    async fn settle_charge(
+        &self,
+        txid: &str,
+        from: ChargeStatus,
+        to: ChargeStatus,
+    ) -> Result<bool, StoreError>;
+
+    /// The charges in `status`, soonest to expire first.
+    async fn charges_in(&self, status: ChargeStatus, limit: i64) -> Result<Vec<PixCharge>, StoreError>;
+}

@@ -52,6 +52,7 @@ pub trait Store:
     + KeepingStore
     + CaseStore
     + ContactStore
+    + PixStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -94,6 +95,7 @@ pub struct Stores {
     pub keeping: Arc<dyn KeepingStore>,
     pub cases: Arc<dyn CaseStore>,
     pub contacts: Arc<dyn ContactStore>,
+    pub pix: Arc<dyn PixStore>,
 }
 
 impl Stores {
@@ -109,6 +111,7 @@ impl Stores {
             keeping: store.clone(),
             cases: store.clone(),
             contacts: store.clone(),
+            pix: store.clone(),
         }
     }
 }
@@ -180,6 +183,7 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("cases", "case_file", true),
     ("case_events", "detail", false),
     ("recharge_followups", "request", false),
+    ("pix_charges", "request", true),
 ];
 
 /// Rows a [`KeepingStore::reseal`] batch handles in one transaction.

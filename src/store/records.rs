@@ -666,3 +666,84 @@ pub struct UnprocessedMessage {
     pub channel_message_id: String,
     pub text: String,
 }
+
+/// Where a Pix charge stands ([`PixStore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChargeStatus {
+    /// Issued, waiting to be paid.
+    Ativa,
+    /// Paid (its payment claimed): the recharge is on its way.
+    Paga,
+    /// Paid and credited: the receipt was sent.
+    Creditada,
+    /// Paid, not credited (the recharge system refused it): the money goes back.
+    Devolvida,
+    /// Expired unpaid and withdrawn at the provider.
+    Expirada,
+}
+
+impl ChargeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ativa => "ativa",
+            Self::Paga => "paga",
+            Self::Creditada => "creditada",
+            Self::Devolvida => "devolvida",
+            Self::Expirada => "expirada",
+        }
+    }
+
+    /// A status as a row holds it.
+    pub fn from_row(text: &str) -> Result<Self, StoreError> {
+        [
+            Self::Ativa,
+            Self::Paga,
+            Self::Creditada,
+            Self::Devolvida,
+            Self::Expirada,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| StoreError::Invalid(format!("status de cobrança Pix desconhecido: {text:?}")))
+    }
+}
+
+/// A charge issued at the payment provider for a confirmed chat recharge: the code the card holder
+/// pays, and the recharge to send once they have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PixCharge {
+    /// The provider's charge id, derived from the recharge's key and `n` ([`vt_actions::pix::txid`]).
+    pub txid: String,
+    /// The recharge it pays (its idempotency key): every code of one recharge shares it.
+    pub recharge_key: String,
+    /// Which of the recharge's codes this is (0, then one more per "novo código").
+    pub n: i64,
+    pub conversation_id: String,
+    /// The recharge to send once paid (card, amount, tenant…), sealed.
+    pub request: Value,
+    pub amount: rust_decimal::Decimal,
+    /// The BR Code the card holder copies (checked before it was stored).
+    pub copia_e_cola: String,
+    pub status: ChargeStatus,
+    pub expires_at: DateTime<Utc>,
+    /// The payment that paid it (its Banco Central id), once claimed.
+    pub end_to_end_id: Option<String>,
+    pub paid_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What claiming a payment found ([`PixStore::claim_payment`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentClaim {
+    /// This call claimed it: its recharge is to be sent, by this caller alone.
+    First,
+    /// The same payment was claimed before (a second webhook, a follow-up, another process).
+    Again,
+    /// Another code of the same recharge was paid and claimed first: this payment goes back.
+    OtherCodePaid,
+    /// The charge was claimed by another payment (a provider that reports two for one charge).
+    OtherPayment,
+    /// No such charge on record.
+    Unknown,
+}

@@ -838,6 +838,45 @@ impl vt_agent::store::ContactStore for Flaky {
 }
 
 #[async_trait::async_trait]
+impl vt_agent::store::PixStore for Flaky {
+    async fn open_charge(
+        &self,
+        c: &vt_agent::store::PixCharge,
+    ) -> Result<vt_agent::store::PixCharge, StoreError> {
+        self.inner.open_charge(c).await
+    }
+    async fn pix_charge(&self, t: &str) -> Result<Option<vt_agent::store::PixCharge>, StoreError> {
+        self.inner.pix_charge(t).await
+    }
+    async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+        self.inner.recharge_charges(k).await
+    }
+    async fn claim_payment(
+        &self,
+        t: &str,
+        e2e: &str,
+        at: DateTime<Utc>,
+    ) -> Result<vt_agent::store::PaymentClaim, StoreError> {
+        self.inner.claim_payment(t, e2e, at).await
+    }
+    async fn settle_charge(
+        &self,
+        t: &str,
+        from: vt_agent::store::ChargeStatus,
+        to: vt_agent::store::ChargeStatus,
+    ) -> Result<bool, StoreError> {
+        self.inner.settle_charge(t, from, to).await
+    }
+    async fn charges_in(
+        &self,
+        s: vt_agent::store::ChargeStatus,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+        self.inner.charges_in(s, limit).await
+    }
+}
+
+#[async_trait::async_trait]
 impl Store for Flaky {
     fn backend(&self) -> &'static str {
         "flaky"

@@ -1015,6 +1015,150 @@ pub(crate) async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>)
         .expect("locked");
 }
 
+fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::PixCharge {
+    vt_agent::store::PixCharge {
+        txid: vt_actions::pix::txid(recharge, u32::try_from(n).expect("n")),
+        recharge_key: recharge.into(),
+        n,
+        conversation_id: "conv-pix".into(),
+        request: json!({"cartao": "1234567890", "recarga": {"valor": 20}}),
+        amount: rust_decimal::Decimal::new(2000, 2),
+        copia_e_cola: "000201…6304ABCD".into(),
+        status: vt_agent::store::ChargeStatus::Ativa,
+        expires_at: now + chrono::Duration::minutes(15),
+        end_to_end_id: None,
+        paid_at: None,
+        created_at: now,
+    }
+}
+
+/// A Pix charge is put on record once per txid; its payment is claimed once among racing callers,
+/// and a recharge holds at most one paid code: a second code paid too is told apart, to be refunded.
+pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_paid(store: Arc<dyn Store>) {
+    use vt_agent::store::{ChargeStatus, PaymentClaim};
+    let now = t("2026-11-24T12:00:00Z");
+    let first = pix_charge("k-pix-1", 0, now);
+    let stored = store.open_charge(&first).await.expect("open");
+    assert_eq!(stored, first, "what was stored, read back (the request unsealed)");
+    // A retry finds the charge already there, as it was.
+    let again = vt_agent::store::PixCharge {
+        copia_e_cola: "another".into(),
+        ..first.clone()
+    };
+    assert_eq!(store.open_charge(&again).await.expect("again"), first);
+    let second = store
+        .open_charge(&pix_charge("k-pix-1", 1, now))
+        .await
+        .expect("second code");
+    assert_eq!(
+        store.recharge_charges("k-pix-1").await.expect("codes").len(),
+        2,
+        "two codes of one recharge"
+    );
+
+    // Ten callers report the same payment at once: one claims it.
+    let claims = (0..10).map(|_| {
+        let store = store.clone();
+        let txid = first.txid.clone();
+        tokio::spawn(async move {
+            store
+                .claim_payment(&txid, "E0000000020261124120012345678901", now)
+                .await
+        })
+    });
+    let claims: Vec<PaymentClaim> = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task").expect("claim"))
+        .collect();
+    assert_eq!(
+        claims.iter().filter(|c| **c == PaymentClaim::First).count(),
+        1,
+        "{claims:?}"
+    );
+    assert!(
+        claims
+            .iter()
+            .all(|c| matches!(c, PaymentClaim::First | PaymentClaim::Again)),
+        "{claims:?}"
+    );
+    let paid = store.pix_charge(&first.txid).await.expect("read").expect("there");
+    assert_eq!(paid.status, ChargeStatus::Paga);
+    assert_eq!(
+        paid.end_to_end_id.as_deref(),
+        Some("E0000000020261124120012345678901")
+    );
+    assert_eq!(paid.paid_at, Some(now));
+
+    // The recharge's other code paid as well (a race at expiry): it cannot be claimed for the recharge.
+    let other = store
+        .claim_payment(&second.txid, "E0000000020261124120112345678902", now)
+        .await
+        .expect("claim");
+    assert_eq!(other, PaymentClaim::OtherCodePaid);
+    let second_read = store
+        .pix_charge(&second.txid)
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(
+        (second_read.status, second_read.end_to_end_id),
+        (ChargeStatus::Ativa, None)
+    );
+    // Another payment for a charge already paid, and a charge nobody issued.
+    assert_eq!(
+        store
+            .claim_payment(&first.txid, "E0000000020261124120212345678903", now)
+            .await
+            .expect("claim"),
+        PaymentClaim::OtherPayment
+    );
+    assert_eq!(
+        store
+            .claim_payment("vtdesconhecido0000000000000", "E1", now)
+            .await
+            .expect("claim"),
+        PaymentClaim::Unknown
+    );
+
+    // A status moves from the one it is in, once.
+    assert!(
+        store
+            .settle_charge(&first.txid, ChargeStatus::Paga, ChargeStatus::Creditada)
+            .await
+            .expect("settle")
+    );
+    assert!(
+        !store
+            .settle_charge(&first.txid, ChargeStatus::Paga, ChargeStatus::Creditada)
+            .await
+            .expect("again")
+    );
+    assert!(
+        store
+            .settle_charge(&second.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
+            .await
+            .expect("expire")
+    );
+    let active = store
+        .open_charge(&pix_charge("k-pix-2", 0, now - chrono::Duration::minutes(5)))
+        .await
+        .expect("open");
+    let listed = store.charges_in(ChargeStatus::Ativa, 10).await.expect("list");
+    assert_eq!(
+        listed.iter().map(|c| c.txid.as_str()).collect::<Vec<_>>(),
+        vec![active.txid.as_str()]
+    );
+    assert_eq!(
+        store
+            .charges_in(ChargeStatus::Creditada, 10)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+}
+
 pub(crate) async fn confirmations_are_consumed_once(store: Arc<dyn Store>) {
     let attempt = |key: &str| RechargeAttempt {
         idempotency_key: key.into(),
@@ -2065,6 +2209,7 @@ conformance!(
         recharge_attempts_are_on_record_before_they_are_sent,
         a_recharge_follow_up_is_claimed_once_and_settled_with_its_request_dropped,
     ],
+    pix: [a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_paid],
     outbox: [
         outbox_claim_ack_retry,
         concurrent_claims_never_share_an_item,
