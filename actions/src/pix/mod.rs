@@ -5,6 +5,7 @@
 pub mod api;
 mod brcode;
 mod client;
+pub mod qr;
 mod simulado;
 
 pub use brcode::{BrCode, BrCodeError, dynamic};
