@@ -72,7 +72,15 @@ pub async fn service(
         .await
         .context("carregando as intenções")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
-    Ok(Services::new(engine, store)
+    let mut services = Services::new(engine, store);
+    if let Some(pix) = &config.pix {
+        let psp = vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
+        services = services.with_pix(crate::service::PixSetup {
+            psp,
+            config: pix.clone(),
+        });
+    }
+    Ok(services
         .with_router(router)
         .with_config(config.service)
         .with_handoff(crate::service::HandoffConfig {

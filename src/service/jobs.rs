@@ -5,7 +5,8 @@
 //! - [`Cases`] — conversations handed to a person, the support board;
 //! - [`FollowUps`] — recharges whose outcome came late;
 //! - [`Contacts`] — WhatsApp contacts: last message, consent, templates, delivery statuses;
-//! - [`Flows`] — the ten-stage flow.
+//! - [`Flows`] — the ten-stage flow;
+//! - [`Payments`] — Pix charges of chat recharges: issued, read back, credited once, refunded.
 //!
 //! Each is a view of the core (`services.cases().claim_case(…)`): the call site names the job whose
 //! rules a write obeys. The store stays inside: readers outside the service are given the narrow
@@ -61,4 +62,9 @@ job!(
     /// The ten-stage flow, run for one input.
     Flows,
     flows
+);
+job!(
+    /// Pix charges of chat recharges: issued, read back from the provider, credited once, refunded.
+    Payments,
+    payments
 );

@@ -36,7 +36,9 @@ pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hours::Hours;
 mod commit;
 mod jobs;
-pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages};
+pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Payments};
+mod payments;
+pub use payments::{Cobranca, PaymentError, PixSetup, Settled};
 mod question;
 mod inbox;
 mod route;
@@ -292,6 +294,8 @@ pub struct Services {
     config: ServiceConfig,
     handoff: HandoffConfig,
     recargas: crate::store::RecargasConfig,
+    /// The payment provider, when chat recharges are paid by Pix.
+    pix: Option<payments::PixSetup>,
 }
 
 impl Services {
@@ -306,7 +310,14 @@ impl Services {
             config: ServiceConfig::default(),
             handoff: HandoffConfig::default(),
             recargas: crate::store::RecargasConfig::default(),
+            pix: None,
         }
+    }
+
+    /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
+    pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
+        self.pix = Some(pix);
+        self
     }
 
     /// With `[recargas]`: how recharges whose outcome came late are followed up.

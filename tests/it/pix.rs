@@ -312,3 +312,205 @@ async fn a_pix_configuration_names_the_field_that_cannot_serve() {
         assert!(err.contains(field), "{err}");
     }
 }
+
+// The service's payments job against the simulated provider, on a chat harness whose `[pix]` points at
+// it: a charge issued once, a payment read back and credited once, a refund when it cannot be credited.
+
+fn recharge(card: &str, valor: u32) -> vt_actions::vt::FlowInput {
+    vt_actions::vt::FlowInput::parse(&format!(
+        r#"{{"cartao": "{card}", "recarga": {{"valor": {valor}, "meio_pagamento": {{"tipo": "pix"}}}}}}"#
+    ))
+    .expect("input")
+}
+
+/// What the conversation was told after its last user message.
+async fn told(h: &crate::support::ChatHarness, conv: &str) -> Vec<String> {
+    h.store
+        .messages(conv)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| match m.message {
+            vt_agent::llm::ChatMessage::Assistant {
+                content: Some(text), ..
+            } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
+    use vt_agent::service::Settled;
+    use vt_agent::store::ChargeStatus;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-pix", "oi").await;
+    let card = "1234567890";
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-pix", &recharge(card, 20), "k-recarga-1", 0)
+        .await
+        .expect("issued");
+    BrCode::checked(&cobranca.copia_e_cola, reais("20")).expect("the code shown checks");
+    assert!(cobranca.qr_png.starts_with(b"\x89PNG"), "a PNG");
+    assert!(
+        cobranca.texto.contains("****7890") && !cobranca.texto.contains(card),
+        "{}",
+        cobranca.texto
+    );
+    let again = h
+        .service
+        .payments()
+        .issue("c-pix", &recharge(card, 20), "k-recarga-1", 0)
+        .await
+        .expect("again");
+    assert_eq!(
+        (again.txid.as_str(), again.copia_e_cola.as_str()),
+        (cobranca.txid.as_str(), cobranca.copia_e_cola.as_str())
+    );
+
+    // Not paid yet: a notice (forged, or early) changes nothing and sends nothing.
+    assert_eq!(
+        h.service.payments().settle(&cobranca.txid).await.expect("read"),
+        Settled::Nothing
+    );
+    assert_eq!(h.sim.charges(card), 0, "no recharge before the payment");
+
+    let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    // Five reports at once (webhooks twice, a follow-up, …): one credit.
+    let reports = (0..5).map(|_| {
+        let service = h.service.clone();
+        let txid = cobranca.txid.clone();
+        tokio::spawn(async move { service.payments().settle(&txid).await.expect("settle") })
+    });
+    let outcomes: Vec<Settled> = futures::future::join_all(reports)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == Settled::Credited).count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
+    assert_eq!(
+        h.service.payments().settle(&cobranca.txid).await.expect("later"),
+        Settled::Nothing
+    );
+    let charge = h
+        .store
+        .pix_charge(&cobranca.txid)
+        .await
+        .expect("read")
+        .expect("on record");
+    assert_eq!(charge.status, ChargeStatus::Creditada);
+    assert_eq!(charge.end_to_end_id.as_deref(), Some(paid.end_to_end_id.as_str()));
+    let receipt = told(&h, "c-pix").await.pop().expect("a receipt");
+    assert!(receipt.contains(&paid.end_to_end_id), "{receipt}");
+    assert!(
+        receipt.contains("BRL 20,00") && receipt.contains("****7890"),
+        "{receipt}"
+    );
+    assert!(receipt.contains("Novo saldo"), "{receipt}");
+    // The recharge went with the payment as its token, under a key of its own.
+    let sent = h
+        .sim
+        .ledger()
+        .into_iter()
+        .find(|e| e.sistema == "recarga")
+        .expect("the recharge request");
+    assert_eq!(
+        sent.body
+            .as_ref()
+            .and_then(|b| b.pointer("/meio_pagamento/tipo"))
+            .and_then(|v| v.as_str()),
+        Some("pix")
+    );
+    assert_eq!(
+        sent.body
+            .as_ref()
+            .and_then(|b| b.pointer("/meio_pagamento/token"))
+            .and_then(|v| v.as_str()),
+        Some(paid.end_to_end_id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_charge_nobody_issued_is_not_acted_on() {
+    let h = crate::support::chat_harness_paying().await;
+    let settled = h
+        .service
+        .payments()
+        .settle(&txid("forjado", 0))
+        .await
+        .expect("read");
+    assert_eq!(settled, vt_agent::service::Settled::Nothing);
+    assert!(h.sim.ledger().iter().all(|e| e.sistema != "recarga"));
+}
+
+#[tokio::test]
+async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
+    use vt_agent::service::Settled;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-negada", "oi").await;
+    // The recharge system denies recharges of this magic card.
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-negada", &recharge("7777777777", 30), "k-negada", 0)
+        .await
+        .expect("issued");
+    let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    assert_eq!(
+        h.service.payments().settle(&cobranca.txid).await.expect("settle"),
+        Settled::Refunded
+    );
+    let cob = h.sim.pix().charge(&cobranca.txid).expect("at the provider");
+    assert_eq!(cob.pix[0].end_to_end_id, paid.end_to_end_id);
+    assert_eq!(cob.pix[0].devolucoes.len(), 1, "one refund");
+    assert_eq!(cob.pix[0].devolucoes[0].valor, reais("30"));
+    let told = told(&h, "c-negada").await.pop().expect("told");
+    assert!(told.contains("devolvido"), "{told}");
+    assert_eq!(
+        h.store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        vt_agent::store::ChargeStatus::Devolvida
+    );
+}
+
+#[tokio::test]
+async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
+    use vt_agent::service::Settled;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-dois", "oi").await;
+    let card = "1234567890";
+    let payments = h.service.payments();
+    let first = payments
+        .issue("c-dois", &recharge(card, 20), "k-dois", 0)
+        .await
+        .expect("first");
+    let second = payments
+        .issue("c-dois", &recharge(card, 20), "k-dois", 1)
+        .await
+        .expect("second");
+    assert_ne!(first.txid, second.txid);
+    h.sim.pix().pay(&first.txid, false).expect("paid");
+    h.sim.pix().pay(&second.txid, false).expect("paid too");
+    assert_eq!(
+        payments.settle(&first.txid).await.expect("first"),
+        Settled::Credited
+    );
+    assert_eq!(
+        payments.settle(&second.txid).await.expect("second"),
+        Settled::RefundedDuplicate
+    );
+    assert_eq!(h.sim.charges(card), 1, "one recharge");
+    let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
+    assert_eq!(cob.pix[0].devolucoes.len(), 1);
+}

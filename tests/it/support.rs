@@ -494,6 +494,53 @@ async fn chat_harness_built(
     handoff: vt_agent::service::HandoffConfig,
     notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
 ) -> ChatHarness {
+    let parts = Parts {
+        store,
+        llm,
+        vt,
+        shared,
+        handoff,
+        notices,
+    };
+    chat_harness_paying_or_not(parts, false).await
+}
+
+/// What a chat harness is built of.
+struct Parts {
+    store: Arc<dyn vt_agent::store::Store>,
+    llm: Option<Arc<ScriptedProvider>>,
+    vt: vt_actions::tools::VtSettings,
+    shared: Option<vt_actions::systems::Simulator>,
+    handoff: vt_agent::service::HandoffConfig,
+    notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
+}
+
+/// A chat harness whose simulator is also the payment provider (`[pix]` pointed at it).
+pub(crate) async fn chat_harness_paying() -> ChatHarness {
+    let parts = Parts {
+        store: Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        ),
+        llm: None,
+        vt: vt_actions::tools::VtSettings::default(),
+        shared: None,
+        handoff: Default::default(),
+        notices: None,
+    };
+    chat_harness_paying_or_not(parts, true).await
+}
+
+async fn chat_harness_paying_or_not(parts: Parts, pix: bool) -> ChatHarness {
+    let Parts {
+        store,
+        llm,
+        vt,
+        shared,
+        handoff,
+        notices,
+    } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
@@ -533,6 +580,11 @@ async fn chat_harness_built(
         engine: fast_config(),
         handoff,
         vt,
+        pix: pix.then(|| vt_actions::pix::PixConfig {
+            api_url: format!("{}/pix/v2", running.url),
+            chave: "recargas@operadora.example.com.br".into(),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);

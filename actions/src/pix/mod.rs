@@ -7,6 +7,7 @@ mod brcode;
 mod client;
 pub mod qr;
 mod simulado;
+pub mod textos;
 
 pub use brcode::{BrCode, BrCodeError, dynamic};
 pub use client::{PixConfig, PixError, Psp};
@@ -20,6 +21,13 @@ use sha2::{Digest, Sha256};
 pub fn txid(recharge_key: &str, n: u32) -> String {
     let digest = Sha256::digest(format!("{recharge_key}:{n}").as_bytes());
     format!("vt{}", &hex::encode(digest)[..32])
+}
+
+/// The id of the refund of payment `end_to_end_id` (`[a-zA-Z0-9]{1,35}`): one payment, one refund,
+/// however many times it is asked.
+pub fn refund_id(end_to_end_id: &str) -> String {
+    let digest = Sha256::digest(format!("devolucao:{end_to_end_id}").as_bytes());
+    format!("vt{}", &hex::encode(digest)[..30])
 }
 
 #[cfg(test)]

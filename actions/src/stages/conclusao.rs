@@ -45,6 +45,14 @@ pub fn conclusao<'a>(etapas: impl IntoIterator<Item = (&'a str, &'a Value)> + Cl
     }
 }
 
+/// The balance RF8 reconciled after an approved recharge, read as its type.
+pub fn novo_saldo<'a>(
+    mut etapas: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> Option<rust_decimal::Decimal> {
+    let (_, rf08) = etapas.find(|(e, _)| *e == "rf08_conciliar_recarga")?;
+    typed::<Conciliacao>(rf08)?.novo_saldo
+}
+
 fn typed<T: DeserializeOwned>(v: &Value) -> Option<T> {
     crate::json::from_ref(v).ok()
 }

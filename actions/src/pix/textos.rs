@@ -1,0 +1,58 @@
+//! What the card holder reads about a Pix recharge (pt-BR): the charge, the receipt, a refund.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use crate::vt::input::Idioma;
+use crate::vt::money::format_money;
+use crate::vt::timezone::Timezone;
+
+fn brl(v: Decimal) -> String {
+    format_money("BRL", v, Idioma::PtBr)
+}
+
+fn hora(t: DateTime<Utc>, tz: &Timezone) -> String {
+    tz.local(t).format("%d/%m/%Y às %H:%M").to_string()
+}
+
+/// The line before the code: amount, masked card, until when it can be paid.
+pub fn cobranca(valor: Decimal, cartao: &str, expira: DateTime<Utc>, tz: &Timezone) -> String {
+    format!(
+        "Para recarregar {} no cartão {cartao}, pague o Pix abaixo até {} (copie o código da próxima mensagem ou leia o QR code).",
+        brl(valor),
+        hora(expira, tz)
+    )
+}
+
+/// The receipt once the recharge is credited.
+pub fn comprovante(
+    valor: Decimal,
+    cartao: &str,
+    novo_saldo: Option<Decimal>,
+    pago_em: DateTime<Utc>,
+    end_to_end_id: &str,
+    tz: &Timezone,
+) -> String {
+    let saldo = novo_saldo.map_or_else(String::new, |s| format!(" Novo saldo: {}.", brl(s)));
+    format!(
+        "Pagamento recebido e recarga feita: {} no cartão {cartao}.{saldo} Pago em {}. Identificador do Pix: {end_to_end_id}.",
+        brl(valor),
+        hora(pago_em, tz)
+    )
+}
+
+/// Paid, but the recharge system did not credit it: the money goes back and a person looks.
+pub fn devolvido(valor: Decimal, cartao: &str) -> String {
+    format!(
+        "Recebemos seu Pix de {}, mas a recarga no cartão {cartao} não pôde ser feita. O valor foi devolvido para a sua conta e uma pessoa da nossa equipe vai verificar.",
+        brl(valor)
+    )
+}
+
+/// Paid; the recharge system's answer is still to come.
+pub fn em_processamento(valor: Decimal, cartao: &str) -> String {
+    format!(
+        "Recebemos seu Pix de {}. A recarga no cartão {cartao} está em processamento; avisaremos quando for concluída.",
+        brl(valor)
+    )
+}

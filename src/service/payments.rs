@@ -1,0 +1,242 @@
+//! Pix charges of chat recharges (step 20): a charge issued at the operator's provider once the card
+//! holder confirmed, its code checked before anyone sees it; a payment credited once, whatever reports
+//! it. A webhook's body is a hint, never proof: the charge is read back from the provider, and only a
+//! `CONCLUIDA` charge with a payment of its amount goes on. The payment is claimed in the store (one
+//! claim wins among webhooks, follow-ups and processes), then the recharge is sent under a key of its
+//! own (`pix-<endToEndId>`), so even a second sender would be answered as a replay.
+
+use chrono::{DateTime, Duration, Utc};
+use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
+use vt_actions::pix::{BrCode, BrCodeError, PixConfig, PixError, Psp, textos};
+use vt_actions::vt::{FlowInput, PaymentToken};
+
+use super::jobs::Payments;
+use super::{FlowOptions, ServiceError};
+use crate::flow::FlowStatus;
+use crate::llm::ChatMessage;
+use crate::store::{ChargeStatus, PaymentClaim, PixCharge, StoreError};
+
+/// The provider and its settings, when the service takes Pix.
+#[derive(Debug, Clone)]
+pub struct PixSetup {
+    pub psp: Psp,
+    pub config: PixConfig,
+}
+
+/// A charge issued: what the card holder is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cobranca {
+    pub txid: String,
+    /// The line before the code.
+    pub texto: String,
+    pub copia_e_cola: String,
+    /// The code as a QR image.
+    pub qr_png: Vec<u8>,
+    pub expira_em: DateTime<Utc>,
+}
+
+/// What reading a charge back led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Paid, claimed here, recharged: the receipt went to the conversation.
+    Credited,
+    /// Paid, claimed here; the recharge system has not said yet (its follow-up goes on).
+    Processing,
+    /// Paid, claimed here, not credited: the money went back.
+    Refunded,
+    /// Another code of the same recharge was paid first: this payment went back.
+    RefundedDuplicate,
+    /// Nothing to do: not paid (yet), or handled before (by another webhook, follow-up or process).
+    Nothing,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PaymentError {
+    #[error("o pagamento por Pix não está configurado")]
+    NotConfigured,
+    #[error(transparent)]
+    Provider(#[from] PixError),
+    /// The provider's code failed its check: never shown.
+    #[error("o código Pix do provedor não confere: {0}")]
+    Code(#[from] BrCodeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Flow(#[from] ServiceError),
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+impl Payments<'_> {
+    fn setup(&self) -> Result<&PixSetup, PaymentError> {
+        self.pix.as_ref().ok_or(PaymentError::NotConfigured)
+    }
+
+    /// Issues code `n` of recharge `recharge_key` (0 first, one more per "novo código") for
+    /// `recharge`, in conversation `conversation_id`. The same key and `n` are the same charge at the
+    /// provider and on record: a retry or a restart shows the same code.
+    pub async fn issue(
+        self,
+        conversation_id: &str,
+        recharge: &FlowInput,
+        recharge_key: &str,
+        n: u32,
+    ) -> Result<Cobranca, PaymentError> {
+        let setup = self.setup()?;
+        let valor = recharge
+            .recarga
+            .as_ref()
+            .and_then(|r| r.valor)
+            .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
+        let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+        let txid = vt_actions::pix::txid(recharge_key, n);
+        let segundos = setup.config.expiracao_minutos * 60;
+        let pedido = CobPedido {
+            calendario: Calendario {
+                criacao: None,
+                expiracao: segundos,
+            },
+            valor: ValorOriginal { original: valor },
+            chave: setup.config.chave.clone(),
+            solicitacao_pagador: Some(format!("Recarga de vale-transporte, cartão {cartao}")),
+        };
+        let cob = setup.psp.criar_cob(&txid, &pedido).await?;
+        let code = cob.pix_copia_e_cola.as_deref().unwrap_or_default();
+        let code = BrCode::checked(code, valor)?.as_str().to_owned();
+        let now = self.engine.now();
+        let stored = self
+            .store
+            .open_charge(&PixCharge {
+                txid: txid.clone(),
+                recharge_key: recharge_key.to_owned(),
+                n: i64::from(n),
+                conversation_id: conversation_id.to_owned(),
+                request: vt_actions::json::to_value(recharge)
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                amount: valor,
+                copia_e_cola: code,
+                status: ChargeStatus::Ativa,
+                expires_at: now + Duration::seconds(i64::from(segundos)),
+                end_to_end_id: None,
+                paid_at: None,
+                created_at: now,
+            })
+            .await?;
+        let qr_png = vt_actions::pix::qr::png(&stored.copia_e_cola)
+            .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
+        Ok(Cobranca {
+            texto: textos::cobranca(valor, &cartao, stored.expires_at, &recharge.politicas.timezone),
+            txid,
+            copia_e_cola: stored.copia_e_cola,
+            qr_png,
+            expira_em: stored.expires_at,
+        })
+    }
+
+    /// Reads charge `txid` back from the provider and, when it is paid with its amount, credits its
+    /// recharge once. A txid this product never issued is not even read.
+    pub async fn settle(self, txid: &str) -> Result<Settled, PaymentError> {
+        let setup = self.setup()?;
+        let Some(charge) = self.store.pix_charge(txid).await? else {
+            tracing::warn!("a Pix notice for a charge not on record was ignored");
+            return Ok(Settled::Nothing);
+        };
+        if !matches!(charge.status, ChargeStatus::Ativa | ChargeStatus::Expirada) {
+            return Ok(Settled::Nothing);
+        }
+        let cob = setup.psp.cob(txid).await?;
+        let paid = (cob.status == CobStatus::Concluida)
+            .then(|| cob.pix.iter().find(|p| p.valor == charge.amount))
+            .flatten();
+        let Some(pix) = paid else {
+            return Ok(Settled::Nothing);
+        };
+        let paid_at =
+            DateTime::parse_from_rfc3339(&pix.horario).map_or_else(|_| self.engine.now(), Into::into);
+        match self
+            .store
+            .claim_payment(txid, &pix.end_to_end_id, paid_at)
+            .await?
+        {
+            PaymentClaim::First => self.credit(&charge, &pix.end_to_end_id, paid_at).await,
+            PaymentClaim::OtherCodePaid => {
+                self.refund(&charge, &pix.end_to_end_id).await?;
+                Ok(Settled::RefundedDuplicate)
+            }
+            PaymentClaim::Again | PaymentClaim::OtherPayment | PaymentClaim::Unknown => Ok(Settled::Nothing),
+        }
+    }
+
+    /// Sends the paid recharge, with the payment as its token, under the payment's own key.
+    async fn credit(
+        &self,
+        charge: &PixCharge,
+        e2e: &str,
+        paid_at: DateTime<Utc>,
+    ) -> Result<Settled, PaymentError> {
+        let mut input = FlowInput::from_value(&charge.request)
+            .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+        if let Some(recarga) = input.recarga.as_mut() {
+            recarga.meio_pagamento.tipo = "pix".into();
+            recarga.meio_pagamento.token = Some(PaymentToken::new(e2e));
+            recarga.idempotency_key = None;
+        }
+        let input = input
+            .with_request_key(&format!("pix-{e2e}"))
+            .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))?;
+        let cartao = vt_actions::vt::mask_card(&input.cartao);
+        let tz = input.politicas.timezone.clone();
+        let ran = self.flows().run_flow(input, FlowOptions::default()).await?;
+        let (settled, text) = match ran.output.status {
+            FlowStatus::Concluido => {
+                let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
+                let novo = vt_actions::stages::novo_saldo(etapas);
+                let text = textos::comprovante(charge.amount, &cartao, novo, paid_at, e2e, &tz);
+                self.store
+                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Creditada)
+                    .await?;
+                (Settled::Credited, text)
+            }
+            FlowStatus::Pendente => (
+                Settled::Processing,
+                textos::em_processamento(charge.amount, &cartao),
+            ),
+            FlowStatus::Falhou => {
+                self.refund(charge, e2e).await?;
+                self.store
+                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Devolvida)
+                    .await?;
+                (Settled::Refunded, textos::devolvido(charge.amount, &cartao))
+            }
+        };
+        self.tell(&charge.conversation_id, text).await?;
+        Ok(settled)
+    }
+
+    /// Payment `e2e` of `charge` returned to its payer (once: the refund's id comes from the payment).
+    async fn refund(&self, charge: &PixCharge, e2e: &str) -> Result<(), PaymentError> {
+        let setup = self.setup()?;
+        let id = vt_actions::pix::refund_id(e2e);
+        let devolucao = setup.psp.devolver(e2e, &id, charge.amount).await?;
+        tracing::warn!(txid = %charge.txid, status = ?devolucao.status, "a Pix payment was refunded");
+        Ok(())
+    }
+
+    /// A message to the card holder in their conversation, through the outbox.
+    async fn tell(&self, conversation_id: &str, text: String) -> Result<(), PaymentError> {
+        let Some(conv) = self.store.conversation(conversation_id).await? else {
+            return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
+        };
+        let item = super::cases::reply_item(&conv, text.clone(), None);
+        self.store
+            .say_in_case(
+                &conv.id,
+                &ChatMessage::assistant(text),
+                &[item],
+                None,
+                self.engine.now(),
+            )
+            .await?;
+        Ok(())
+    }
+}
