@@ -75,6 +75,7 @@ impl Server {
                 config.handoff.mattermost_channel_id.as_deref(),
                 &wiring,
             ),
+            crate::channels::pix::channel(&wiring),
         ];
         let mut jobs = Vec::new();
         for channel in channels.into_iter().filter(crate::channels::Channel::is_on) {

@@ -8,6 +8,7 @@
 //! payment provider's webhook) touches its folder and that list.
 
 pub mod mattermost;
+pub mod pix;
 pub mod whatsapp;
 
 use std::future::Future;

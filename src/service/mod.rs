@@ -314,6 +314,11 @@ impl Services {
         }
     }
 
+    /// Whether chat recharges are paid by Pix here (a provider is configured).
+    pub fn takes_pix(&self) -> bool {
+        self.pix.is_some()
+    }
+
     /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
     pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
         self.pix = Some(pix);

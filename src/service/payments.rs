@@ -46,9 +46,17 @@ pub enum Settled {
     Refunded,
     /// Another code of the same recharge was paid first: this payment went back.
     RefundedDuplicate,
+    /// Expired unpaid: withdrawn at the provider, the card holder told.
+    Expired,
     /// Nothing to do: not paid (yet), or handled before (by another webhook, follow-up or process).
     Nothing,
 }
+
+/// How many charges of each status one sweep reads.
+const SWEEP_BATCH: i64 = 200;
+/// How long after its payment a charge still not credited is taken for one whose credit a stop
+/// interrupted (a credit takes seconds).
+const RESUME_AFTER: Duration = Duration::minutes(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PaymentError {
@@ -165,6 +173,77 @@ impl Payments<'_> {
             }
             PaymentClaim::Again | PaymentClaim::OtherPayment | PaymentClaim::Unknown => Ok(Settled::Nothing),
         }
+    }
+
+    /// Reads back every open charge: an expired one is withdrawn at the provider and the card holder
+    /// told (unless it was paid meanwhile: then it is credited); an open one is credited if it was
+    /// paid and its notice never came; a paid one whose credit a stop interrupted
+    /// ([`RESUME_AFTER`] after its payment) is credited again under the same key, which the recharge
+    /// system answers as a replay if it got there. Returns how many charges changed.
+    pub async fn sweep(self) -> usize {
+        let mut changed = 0;
+        let now = self.engine.now();
+        let open = self.store.charges_in(ChargeStatus::Ativa, SWEEP_BATCH).await;
+        let stuck = self.store.charges_in(ChargeStatus::Paga, SWEEP_BATCH).await;
+        let (open, stuck) = match (open, stuck) {
+            (Ok(o), Ok(s)) => (o, s),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "open Pix charges could not be read");
+                return 0;
+            }
+        };
+        for charge in open {
+            let outcome = if now >= charge.expires_at {
+                self.expire(&charge).await
+            } else {
+                self.settle(&charge.txid).await
+            };
+            match outcome {
+                Ok(Settled::Nothing) => {}
+                Ok(_) => changed += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, txid = %charge.txid, "a Pix charge could not be read back")
+                }
+            }
+        }
+        for charge in stuck {
+            let resume = charge.paid_at.is_some_and(|at| now - at >= RESUME_AFTER);
+            let Some(e2e) = charge.end_to_end_id.as_deref().filter(|_| resume) else {
+                continue;
+            };
+            match self.credit(&charge, e2e, charge.paid_at.unwrap_or(now)).await {
+                Ok(_) => changed += 1,
+                Err(e) => {
+                    tracing::error!(error = %e, txid = %charge.txid, "a paid Pix charge could not be credited")
+                }
+            }
+        }
+        changed
+    }
+
+    /// An expired charge withdrawn at the provider, and the card holder told how to get a new code; a
+    /// charge the provider says was paid meanwhile is settled instead.
+    async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
+        let setup = self.setup()?;
+        match setup.psp.remover_cob(&charge.txid).await {
+            Ok(cob) if cob.status == CobStatus::RemovidaPeloUsuarioRecebedor => {}
+            // Paid before it could be withdrawn (a race at expiry): it still credits, once.
+            Ok(_) | Err(PixError::Refused { status: 400, .. }) => return self.settle(&charge.txid).await,
+            Err(e) => return Err(e.into()),
+        }
+        if !self
+            .store
+            .settle_charge(&charge.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
+            .await?
+        {
+            return Ok(Settled::Nothing);
+        }
+        let input = FlowInput::from_value(&charge.request)
+            .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+        let cartao = vt_actions::vt::mask_card(&input.cartao);
+        self.tell(&charge.conversation_id, textos::expirado(charge.amount, &cartao))
+            .await?;
+        Ok(Settled::Expired)
     }
 
     /// Sends the paid recharge, with the payment as its token, under the payment's own key.

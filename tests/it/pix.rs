@@ -514,3 +514,202 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
     assert_eq!(cob.pix[0].devolucoes.len(), 1);
 }
+
+/// `serve`'s Pix channel over loopback: the provider's notice (its real body) starts the read-back.
+#[tokio::test]
+async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_refused() {
+    let h = Arc::new(crate::support::chat_harness_paying().await);
+    h.say("c-hook", "oi").await;
+    let wiring = vt_agent::channels::Wiring {
+        service: h.service.clone(),
+        agent: "vt".into(),
+        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+    };
+    let channel = vt_agent::channels::pix::channel(&wiring);
+    assert_eq!(channel.name, "pix");
+    assert_eq!(channel.routes.len(), 1);
+    let state =
+        vt_agent::http::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
+    let served = crate::support::serve_state(h.clone(), state).await;
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-hook", &recharge("1234567890", 20), "k-hook", 0)
+        .await
+        .expect("issued");
+    let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    // As the provider writes it (the spec's webhook body), twice in one notice.
+    let notice = format!(
+        r#"{{"pix": [{{"endToEndId": "{e2e}", "txid": "{txid}", "valor": "20.00", "horario": "2026-11-22T12:01:00.000Z"}}, {{"endToEndId": "{e2e}", "txid": "{txid}", "valor": "20.00", "horario": "2026-11-22T12:01:00.000Z"}}]}}"#,
+        e2e = paid.end_to_end_id,
+        txid = cobranca.txid
+    );
+    let post = |body: String| {
+        served
+            .client
+            .post(format!("{}/channels/pix/webhook/pix", served.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(post(notice.clone()).await.expect("post").status(), 200);
+    assert_eq!(post(notice).await.expect("again").status(), 200);
+    for _ in 0..100 {
+        let charge = h
+            .store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there");
+        if charge.status == vt_agent::store::ChargeStatus::Creditada {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.service.stopped().await;
+    assert_eq!(
+        h.store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        vt_agent::store::ChargeStatus::Creditada
+    );
+    assert_eq!(h.sim.charges("1234567890"), 1, "two notices, one recharge");
+    assert_eq!(post("{\"pix\": 3}".into()).await.expect("bad").status(), 400);
+    assert_eq!(post("não é json".into()).await.expect("bad").status(), 400);
+}
+
+#[tokio::test]
+async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_expired_code() {
+    use vt_agent::service::Settled;
+    use vt_agent::store::ChargeStatus;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-sweep", "oi").await;
+    let payments = h.service.payments();
+    let paid = payments
+        .issue("c-sweep", &recharge("1234567890", 20), "k-sweep-pago", 0)
+        .await
+        .expect("issued");
+    let unpaid = payments
+        .issue("c-sweep", &recharge("1111111111", 15), "k-sweep-expira", 0)
+        .await
+        .expect("issued");
+    h.sim.pix().pay(&paid.txid, false).expect("paid, no notice");
+    assert_eq!(
+        payments.sweep().await,
+        1,
+        "the paid one, found by reading it back"
+    );
+    assert_eq!(h.sim.charges("1234567890"), 1);
+    assert_eq!(
+        h.store
+            .pix_charge(&unpaid.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        ChargeStatus::Ativa,
+        "not expired yet"
+    );
+
+    // Fifteen minutes later the unpaid one has expired: withdrawn, and the holder told.
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
+    assert_eq!(payments.sweep().await, 1);
+    assert_eq!(
+        h.store
+            .pix_charge(&unpaid.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        ChargeStatus::Expirada
+    );
+    assert_eq!(
+        h.sim.pix().charge(&unpaid.txid).expect("at the provider").status,
+        CobStatus::RemovidaPeloUsuarioRecebedor
+    );
+    assert!(
+        h.sim.pix().pay(&unpaid.txid, false).is_none(),
+        "a withdrawn code cannot be paid"
+    );
+    let last = told(&h, "c-sweep").await.pop().expect("told");
+    assert!(
+        last.contains("novo código") && last.contains("****1111"),
+        "{last}"
+    );
+    assert_eq!(payments.sweep().await, 0, "nothing left to do");
+    assert_eq!(
+        payments.settle(&unpaid.txid).await.expect("read"),
+        Settled::Nothing
+    );
+}
+
+#[tokio::test]
+async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
+    use vt_agent::store::ChargeStatus;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-corrida", "oi").await;
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-corrida", &recharge("1234567890", 20), "k-corrida", 0)
+        .await
+        .expect("issued");
+    h.sim
+        .pix()
+        .pay(&cobranca.txid, false)
+        .expect("paid at the last second");
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
+    assert_eq!(h.service.payments().sweep().await, 1);
+    assert_eq!(
+        h.store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        ChargeStatus::Creditada
+    );
+    assert_eq!(h.sim.charges("1234567890"), 1);
+}
+
+#[tokio::test]
+async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
+    use vt_agent::store::{ChargeStatus, PaymentClaim};
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-retoma", "oi").await;
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-retoma", &recharge("1234567890", 20), "k-retoma", 0)
+        .await
+        .expect("issued");
+    let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    // A process claimed the payment and stopped before it sent the recharge.
+    let claim = h
+        .store
+        .claim_payment(&cobranca.txid, &paid.end_to_end_id, h.clock.now())
+        .await
+        .expect("claim");
+    assert_eq!(claim, PaymentClaim::First);
+    assert_eq!(
+        h.service.payments().sweep().await,
+        0,
+        "too soon: it may still be on its way"
+    );
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(3));
+    assert_eq!(h.service.payments().sweep().await, 1);
+    assert_eq!(h.service.payments().sweep().await, 0);
+    assert_eq!(h.sim.charges("1234567890"), 1);
+    assert_eq!(
+        h.store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        ChargeStatus::Creditada
+    );
+}

@@ -56,3 +56,11 @@ pub fn em_processamento(valor: Decimal, cartao: &str) -> String {
         brl(valor)
     )
 }
+
+/// The code expired unpaid and was withdrawn.
+pub fn expirado(valor: Decimal, cartao: &str) -> String {
+    format!(
+        "O código Pix da recarga de {} no cartão {cartao} expirou sem pagamento. Responda *novo código* para gerar outro.",
+        brl(valor)
+    )
+}

@@ -1,0 +1,91 @@
+//! The payment provider's side of a Pix recharge, as a channel value: its webhook and the sweep of
+//! open charges. The provider `POST`s `{registered URL}/pix`: registered as `…/channels/pix/webhook`,
+//! it arrives at `/channels/pix/webhook/pix`. Its body only names charges; each is read back from the
+//! provider before anything happens ([`crate::service::Payments::settle`]), so a forged notice costs at
+//! most that read. A notice is not stored: the charge is, and the sweep reads every open one, so a
+//! notice lost (or never sent) delays a credit by one sweep, never loses it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use vt_actions::pix::api::AvisoWebhook;
+
+use super::{Channel, Wiring};
+use crate::service::Services;
+
+/// Where the provider's notices arrive.
+pub const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
+/// A notice names a few payments; anything bigger is not one.
+const BODY_LIMIT: usize = 256 * 1024;
+/// At most this many charges read back per notice.
+const MAX_TXIDS: usize = 100;
+/// How often open charges are read back (missed notices, expiry, a credit a crash interrupted).
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// The Pix channel, on when the service takes Pix (`[pix]`).
+pub fn channel(wiring: &Wiring) -> Channel {
+    if !wiring.service.takes_pix() {
+        return Channel::default();
+    }
+    let service = wiring.service.clone();
+    let sweeper = wiring.service.clone();
+    let mut channel = Channel {
+        name: "pix",
+        routes: vec![(
+            WEBHOOK_PATH,
+            post(webhook)
+                .with_state(service)
+                .layer(DefaultBodyLimit::max(BODY_LIMIT)),
+        )],
+        notices: vec![format!(
+            "Pix: avisos do provedor em {} (registre a URL sem o /pix final); cobranças abertas conferidas a cada {} s",
+            WEBHOOK_PATH,
+            SWEEP_EVERY.as_secs()
+        )],
+        ..Channel::default()
+    };
+    channel
+        .jobs
+        .push(Box::new(move |stop| Box::pin(sweep(sweeper, stop))));
+    channel
+}
+
+/// Reads back every charge the notice names (each once), in tasks the service tracks; answers at
+/// once. A body that is not a notice is refused, naming nothing of it.
+async fn webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
+    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoWebhook>(&body) else {
+        tracing::warn!("a Pix notice that is not the API Pix's was refused");
+        return StatusCode::BAD_REQUEST;
+    };
+    let txids: BTreeSet<String> = aviso.pix.into_iter().filter_map(|p| p.txid).collect();
+    for txid in txids.into_iter().take(MAX_TXIDS) {
+        let task = service.clone();
+        service.messages().spawn(async move {
+            if let Err(e) = task.payments().settle(&txid).await {
+                tracing::error!(error = %e, "a Pix notice's charge could not be settled; the sweep will read it again");
+            }
+        });
+    }
+    StatusCode::OK
+}
+
+/// Every [`SWEEP_EVERY`], the open charges read back, until `stop`.
+async fn sweep(
+    service: Arc<Services>,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) {
+    let mut stop = stop;
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {
+                service.payments().sweep().await;
+            }
+        }
+    }
+}
