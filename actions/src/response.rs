@@ -159,6 +159,9 @@ impl From<UserFunction> for AgentFunction {
 pub struct ResponseToUser {
     /// What the user reads.
     pub message: String,
+    /// Messages sent after `message`, each on its own (a code to copy, which must be alone to be).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<String>,
     /// What the model reads next time, as the tool result: it must say what happened.
     pub instruction: String,
     #[serde(default)]
@@ -248,6 +251,7 @@ impl ResponseToUser {
     pub fn new(message: impl Into<String>, instruction: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            then: Vec::new(),
             instruction: instruction.into(),
             status: ResponseStatus::Success,
             files: Vec::new(),
@@ -262,6 +266,12 @@ impl ResponseToUser {
 
     pub fn with_file(mut self, file: FileContent) -> Self {
         self.files.push(file);
+        self
+    }
+
+    /// With `text` sent after the message, as a message of its own.
+    pub fn then(mut self, text: impl Into<String>) -> Self {
+        self.then.push(text.into());
         self
     }
 }

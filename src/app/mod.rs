@@ -202,6 +202,14 @@ impl App {
                 notices,
             )));
         }
+        // A confirmed Pix recharge is charged at the provider, not sent unpaid.
+        if let Some(pix) = &config.pix {
+            let setup = crate::service::PixSetup {
+                psp: vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?,
+                config: pix.clone(),
+            };
+            extensions = extensions.with(crate::service::pix_port(store.clone(), setup));
+        }
         let engine = crate::flow::share(
             engine(config, llm, extensions)?,
             Some(store.clone()),

@@ -2,8 +2,9 @@
 //! holder confirmed, its code checked before anyone sees it; a payment credited once, whatever reports
 //! it. A webhook's body is a hint, never proof: the charge is read back from the provider, and only a
 //! `CONCLUIDA` charge with a payment of its amount goes on. The payment is claimed in the store (one
-//! claim wins among webhooks, follow-ups and processes), then the recharge is sent under a key of its
-//! own (`pix-<endToEndId>`), so even a second sender would be answered as a replay.
+//! claim wins among webhooks, follow-ups and processes), then the recharge is sent under its own key
+//! (the confirmation's; `pix-<endToEndId>` for one that came without), so even a second sender would be
+//! answered as a replay.
 
 use chrono::{DateTime, Duration, Utc};
 use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
@@ -14,7 +15,11 @@ use super::jobs::Payments;
 use super::{FlowOptions, ServiceError};
 use crate::flow::FlowStatus;
 use crate::llm::ChatMessage;
-use crate::store::{ChargeStatus, PaymentClaim, PixCharge, StoreError};
+use std::sync::Arc;
+
+use vt_actions::{ActionContext, ActionError};
+
+use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, Store, StoreError};
 
 /// The provider and its settings, when the service takes Pix.
 #[derive(Debug, Clone)]
@@ -91,54 +96,13 @@ impl Payments<'_> {
         n: u32,
     ) -> Result<Cobranca, PaymentError> {
         let setup = self.setup()?;
-        let valor = recharge
-            .recarga
-            .as_ref()
-            .and_then(|r| r.valor)
-            .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
-        let cartao = vt_actions::vt::mask_card(&recharge.cartao);
-        let txid = vt_actions::pix::txid(recharge_key, n);
-        let segundos = setup.config.expiracao_minutos * 60;
-        let pedido = CobPedido {
-            calendario: Calendario {
-                criacao: None,
-                expiracao: segundos,
-            },
-            valor: ValorOriginal { original: valor },
-            chave: setup.config.chave.clone(),
-            solicitacao_pagador: Some(format!("Recarga de vale-transporte, cartão {cartao}")),
+        let charge = Charge {
+            conversation_id,
+            recharge,
+            recharge_key,
+            n,
         };
-        let cob = setup.psp.criar_cob(&txid, &pedido).await?;
-        let code = cob.pix_copia_e_cola.as_deref().unwrap_or_default();
-        let code = BrCode::checked(code, valor)?.as_str().to_owned();
-        let now = self.engine.now();
-        let stored = self
-            .store
-            .open_charge(&PixCharge {
-                txid: txid.clone(),
-                recharge_key: recharge_key.to_owned(),
-                n: i64::from(n),
-                conversation_id: conversation_id.to_owned(),
-                request: vt_actions::json::to_value(recharge)
-                    .map_err(|e| StoreError::Invalid(e.to_string()))?,
-                amount: valor,
-                copia_e_cola: code,
-                status: ChargeStatus::Ativa,
-                expires_at: now + Duration::seconds(i64::from(segundos)),
-                end_to_end_id: None,
-                paid_at: None,
-                created_at: now,
-            })
-            .await?;
-        let qr_png = vt_actions::pix::qr::png(&stored.copia_e_cola)
-            .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
-        Ok(Cobranca {
-            texto: textos::cobranca(valor, &cartao, stored.expires_at, &recharge.politicas.timezone),
-            txid,
-            copia_e_cola: stored.copia_e_cola,
-            qr_png,
-            expira_em: stored.expires_at,
-        })
+        issue(self.store.as_ref(), setup, charge, self.engine.now()).await
     }
 
     /// Reads charge `txid` back from the provider and, when it is paid with its amount, credits its
@@ -258,8 +222,9 @@ impl Payments<'_> {
         if let Some(recarga) = input.recarga.as_mut() {
             recarga.meio_pagamento.tipo = "pix".into();
             recarga.meio_pagamento.token = Some(PaymentToken::new(e2e));
-            recarga.idempotency_key = None;
         }
+        // The recharge's own key (the confirmation's, in the chat), else one of the payment's: one
+        // paid code per recharge, so either way one payment is one key.
         let input = input
             .with_request_key(&format!("pix-{e2e}"))
             .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))?;
@@ -318,4 +283,112 @@ impl Payments<'_> {
             .await?;
         Ok(())
     }
+}
+
+/// A charge to issue.
+struct Charge<'a> {
+    conversation_id: &'a str,
+    recharge: &'a FlowInput,
+    recharge_key: &'a str,
+    n: u32,
+}
+
+/// The charge at the provider, its code checked, then on record; what the card holder is shown.
+async fn issue(
+    store: &dyn PixStore,
+    setup: &PixSetup,
+    charge: Charge<'_>,
+    now: DateTime<Utc>,
+) -> Result<Cobranca, PaymentError> {
+    let Charge {
+        conversation_id,
+        recharge,
+        recharge_key,
+        n,
+    } = charge;
+    let valor = recharge
+        .recarga
+        .as_ref()
+        .and_then(|r| r.valor)
+        .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
+    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    let txid = vt_actions::pix::txid(recharge_key, n);
+    let segundos = setup.config.expiracao_minutos * 60;
+    let pedido = CobPedido {
+        calendario: Calendario {
+            criacao: None,
+            expiracao: segundos,
+        },
+        valor: ValorOriginal { original: valor },
+        chave: setup.config.chave.clone(),
+        solicitacao_pagador: Some(format!("Recarga de vale-transporte, cartão {cartao}")),
+    };
+    let cob = setup.psp.criar_cob(&txid, &pedido).await?;
+    let code = cob.pix_copia_e_cola.as_deref().unwrap_or_default();
+    let code = BrCode::checked(code, valor)?.as_str().to_owned();
+    let stored = store
+        .open_charge(&PixCharge {
+            txid: txid.clone(),
+            recharge_key: recharge_key.to_owned(),
+            n: i64::from(n),
+            conversation_id: conversation_id.to_owned(),
+            request: vt_actions::json::to_value(recharge).map_err(|e| StoreError::Invalid(e.to_string()))?,
+            amount: valor,
+            copia_e_cola: code,
+            status: ChargeStatus::Ativa,
+            expires_at: now + Duration::seconds(i64::from(segundos)),
+            end_to_end_id: None,
+            paid_at: None,
+            created_at: now,
+        })
+        .await?;
+    let qr_png = vt_actions::pix::qr::png(&stored.copia_e_cola)
+        .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
+    Ok(Cobranca {
+        texto: textos::cobranca(valor, &cartao, stored.expires_at, &recharge.politicas.timezone),
+        txid,
+        copia_e_cola: stored.copia_e_cola,
+        qr_png,
+        expira_em: stored.expires_at,
+    })
+}
+
+/// The chat tools' way to charge a confirmed Pix recharge ([`vt_actions::tools::PixCharges`]): issues
+/// the charge in the calling turn's conversation, at the turn's time.
+struct PixPort {
+    store: Arc<dyn Store>,
+    setup: PixSetup,
+}
+
+#[async_trait::async_trait]
+impl vt_actions::tools::PixCharges for PixPort {
+    async fn issue(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        recharge_key: &str,
+        n: u32,
+    ) -> Result<vt_actions::tools::CodigoPix, ActionError> {
+        let charge = Charge {
+            conversation_id: &ctx.conversation_id,
+            recharge: input,
+            recharge_key,
+            n,
+        };
+        let c = issue(self.store.as_ref(), &self.setup, charge, ctx.now)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))?;
+        Ok(vt_actions::tools::CodigoPix {
+            txid: c.txid,
+            texto: c.texto,
+            copia_e_cola: c.copia_e_cola,
+            qr_png: c.qr_png,
+            expira_em: c.expira_em,
+        })
+    }
+}
+
+/// The port the chat tools charge Pix recharges through, for the engine's extensions.
+pub fn pix_port(store: Arc<dyn Store>, setup: PixSetup) -> vt_actions::tools::SharedPixCharges {
+    Arc::new(PixPort { store, setup })
 }

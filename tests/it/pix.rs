@@ -713,3 +713,62 @@ async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
         ChargeStatus::Creditada
     );
 }
+
+/// The card holder's journey with a provider configured: ask, confirm, get the code on its own; nothing
+/// is recharged until the provider says it was paid; then one recharge and the receipt.
+#[tokio::test]
+async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
+    let h = crate::support::chat_harness_paying().await;
+    let card = "1234567890";
+    let ask = h
+        .say("c-jornada", "recarregar 20 no cartão 1234567890 via pix")
+        .await;
+    assert!(
+        ask.replies.iter().any(|r| r.text.contains("Confirma")),
+        "{:?}",
+        ask.replies
+    );
+    let yes = h.say("c-jornada", "sim").await;
+    // The line, then the code alone, then (this user is in a terminal) the QR drawn in text.
+    assert_eq!(yes.replies.len(), 3, "{:?}", yes.replies);
+    assert!(yes.replies[2].text.lines().count() > 20 && yes.replies[2].text.contains('▀'));
+    assert!(yes.replies[0].text.contains("BRL 20,00") && yes.replies[0].text.contains("****7890"));
+    assert!(!yes.replies[0].text.contains(card));
+    let code = &yes.replies[1].text;
+    BrCode::checked(code, reais("20")).expect("the code sent checks");
+    assert_eq!(h.sim.charges(card), 0, "confirmed, not paid: nothing recharged");
+
+    let charges = h
+        .store
+        .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+        .await
+        .expect("open");
+    assert_eq!(charges.len(), 1);
+    assert_eq!(&charges[0].copia_e_cola, code);
+    // "sim" again charges nothing more.
+    h.say("c-jornada", "sim").await;
+    assert_eq!(
+        h.store
+            .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+            .await
+            .expect("open")
+            .len(),
+        1
+    );
+
+    h.sim.pix().pay(&charges[0].txid, false).expect("paid");
+    assert_eq!(
+        h.service
+            .payments()
+            .settle(&charges[0].txid)
+            .await
+            .expect("settle"),
+        vt_agent::service::Settled::Credited
+    );
+    assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
+    let receipt = told(&h, "c-jornada").await.pop().expect("receipt");
+    assert!(
+        receipt.contains("Pagamento recebido") && receipt.contains("BRL 20,00"),
+        "{receipt}"
+    );
+}

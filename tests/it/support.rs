@@ -587,6 +587,13 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: bool) -> ChatHarness {
         }),
         ..Default::default()
     };
+    if let Some(pix) = &config.pix {
+        let setup = vt_agent::service::PixSetup {
+            psp: vt_actions::pix::Psp::new(pix).expect("provider"),
+            config: pix.clone(),
+        };
+        ext = ext.with(vt_agent::service::pix_port(store.clone(), setup));
+    }
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, llm.clone(), ext)

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
+use super::pix::{CodigoPix, SharedPixCharges};
 use super::runner::{FlowResult, SharedFlowRunner};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
@@ -105,6 +106,17 @@ impl Action for ConfirmarRecarga {
                 .into());
             }
         }
+        // Paid by Pix where a provider takes it: the card holder gets a code, and the recharge goes
+        // when the provider says it was paid ([`super::PixCharges`]) — never before.
+        if p.meio_pagamento == "pix"
+            && let Some(port) = ctx.get::<SharedPixCharges>()
+        {
+            return Ok(charged(
+                ctx,
+                &p,
+                port.issue(ctx, &input, &p.idempotency_key, 0).await,
+            ));
+        }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
         Ok(told(&p, &result))
@@ -156,6 +168,53 @@ fn told(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
     }
     .into()
 }
+
+/// What the card holder is told of a Pix charge: the line, then the code on its own (and, in a
+/// terminal, the QR drawn in text); or, when no code could be issued, that nothing was charged and a
+/// person will look.
+fn charged(
+    ctx: &ActionContext,
+    p: &RecargaPendente,
+    issued: Result<CodigoPix, ActionError>,
+) -> ActionResponse {
+    let codigo = match issued {
+        Ok(c) => c,
+        Err(e) => {
+            return ResponseToUser::new(
+                format!("Não consegui gerar o código Pix da recarga de {} agora, e nada foi cobrado. Uma pessoa da nossa equipe vai verificar.", p.describe()),
+                format!("Recarga {} confirmada, mas a cobrança Pix falhou ({}): nada foi cobrado nem enviado; o atendimento foi passado a uma pessoa.", p.id, e.operator_message()),
+            )
+            .with_state(STATE_PENDENTE, Value::Null)
+            .with_function(crate::response::TransferToHuman::new("a cobrança Pix de uma recarga confirmada falhou"))
+            .error()
+            .into();
+        }
+    };
+    let mut response = ResponseToUser::new(
+        codigo.texto.clone(),
+        format!(
+            "Recarga {} confirmada pelo usuário; cobrança Pix {} emitida, válida até {}. A recarga só é enviada quando o provedor confirmar o pagamento; o usuário recebeu o código e receberá o comprovante.",
+            p.id,
+            codigo.txid,
+            codigo.expira_em.to_rfc3339()
+        ),
+    )
+    .then(codigo.copia_e_cola.clone())
+    .with_state(STATE_PENDENTE, Value::Null)
+    .with_state(
+        STATE_PIX,
+        json!({"recarga": p.idempotency_key, "codigo": 0, "txid": codigo.txid, "descricao": p.describe()}),
+    );
+    if ctx.channel == "terminal"
+        && let Ok(qr) = crate::pix::qr::text(&codigo.copia_e_cola)
+    {
+        response = response.then(qr);
+    }
+    response.into()
+}
+
+/// The conversation's Pix charge waiting for payment (for a new code on request).
+pub(crate) const STATE_PIX: &str = "pix_pendente";
 
 fn expired(p: &RecargaPendente) -> ActionResponse {
     ResponseToUser::new(

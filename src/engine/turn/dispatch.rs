@@ -58,7 +58,7 @@ impl Turn<'_> {
     /// (the assistant message comes after every tool result of the batch).
     pub(super) fn close_batch(&mut self, rest: &[ToolCall]) {
         self.skip(rest);
-        if let Some(reply) = self.held_reply.take() {
+        for reply in std::mem::take(&mut self.held_replies) {
             self.send(reply);
         }
     }
@@ -80,7 +80,7 @@ impl Turn<'_> {
         match self.dispatch_traced(skill, call, None, args).await {
             Err(e) => self.tool_error(call, &e),
             Ok(ActionResponse::ToUser(r)) => {
-                self.held_reply = Some(self.answer_user(call, r));
+                self.held_replies = self.answer_user(call, r);
                 return AfterCall::Ends(Step::Done);
             }
             Ok(ActionResponse::ToAgent(r)) => {
@@ -128,8 +128,9 @@ impl Turn<'_> {
                 let given = r.output.is_some();
                 self.stage_output(skill, r.output.take(), &r.instruction);
                 self.keep_once(skill, given, &mut r.instruction);
-                let reply = self.answer_user(&call, r);
-                self.send(reply);
+                for reply in self.answer_user(&call, r) {
+                    self.send(reply);
+                }
                 Step::Done
             }
             Ok(ActionResponse::ToAgent(mut r)) => {
@@ -326,18 +327,23 @@ impl Turn<'_> {
         );
     }
 
-    /// Writes the tool result with the instruction and applies the response; returns the reply that
-    /// ends the turn, to be sent once the batch is closed.
-    fn answer_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Reply {
+    /// Writes the tool result with the instruction and applies the response; returns the replies that
+    /// end the turn (the message, then each of `then` on its own), to be sent once the batch is closed.
+    fn answer_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Vec<Reply> {
         self.tool_result(call, r.status, r.instruction, true);
         self.apply_updates(r.state_updates, r.memory_updates);
         for f in r.functions {
             self.system_function(f.into());
         }
-        Reply {
+        let first = Reply {
             text: r.message,
             files: r.files,
-        }
+        };
+        let then = r.then.into_iter().map(|text| Reply {
+            text,
+            files: Vec::new(),
+        });
+        std::iter::once(first).chain(then).collect()
     }
 
     fn answer_agent(&mut self, call: &ToolCall, r: ResponseToAgent) {

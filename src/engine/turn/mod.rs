@@ -372,8 +372,8 @@ struct Turn<'a> {
     stages: Vec<StageOutput>,
     /// The runs this turn's actions started, also in [`Self::data`] for them to reach.
     inner_runs: InnerRuns,
-    /// A tool's reply to the user, sent once the rest of its batch is answered as skipped.
-    held_reply: Option<Reply>,
+    /// A tool's replies to the user, sent once the rest of its batch is answered as skipped.
+    held_replies: Vec<Reply>,
 }
 
 impl<'a> Turn<'a> {
@@ -407,7 +407,7 @@ impl<'a> Turn<'a> {
             handed_on: None,
             stages: Vec::new(),
             inner_runs,
-            held_reply: None,
+            held_replies: Vec::new(),
         }
     }
 

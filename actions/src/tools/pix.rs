@@ -1,0 +1,41 @@
+//! Paying a chat recharge by Pix, as the tools see it: a port the service implements (the charge at
+//! the provider, its code checked and put on record), so a confirmed Pix recharge is charged, not
+//! sent unpaid. Without the port (no provider), the recharge goes as before.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::action::ActionError;
+use crate::context::ActionContext;
+use crate::vt::FlowInput;
+
+/// A code the card holder pays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodigoPix {
+    pub txid: String,
+    /// The line before the code: amount, masked card, until when.
+    pub texto: String,
+    /// The BR Code to copy, checked.
+    pub copia_e_cola: String,
+    /// The code as a QR image (PNG).
+    pub qr_png: Vec<u8>,
+    pub expira_em: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait PixCharges: Send + Sync {
+    /// Issues code `n` of the recharge `input` under `recharge_key`, in the calling turn's conversation:
+    /// the same key and `n` are the same charge.
+    async fn issue(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        recharge_key: &str,
+        n: u32,
+    ) -> Result<CodigoPix, ActionError>;
+}
+
+/// How tools find the port in their context.
+pub type SharedPixCharges = Arc<dyn PixCharges>;
