@@ -202,7 +202,11 @@ impl App {
                 notices,
             )));
         }
-        // A confirmed Pix recharge is charged at the provider, not sent unpaid.
+        // A confirmed Pix recharge is charged at the provider, not sent unpaid; with real systems and
+        // no provider, it is not taken at all.
+        if config.systems.is_some() && config.pix.is_none() {
+            extensions = extensions.with(vt_actions::tools::PixIndisponivel);
+        }
         if let Some(pix) = &config.pix {
             let setup = crate::service::PixSetup {
                 psp: vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?,

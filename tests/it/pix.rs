@@ -772,3 +772,31 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
         "{receipt}"
     );
 }
+
+/// Real systems and no provider: a Pix recharge in the chat is refused before anything is prepared —
+/// it would be credited unpaid — and the other ways are offered; a boleto goes on as before.
+#[tokio::test]
+async fn without_a_provider_a_pix_recharge_is_refused_politely() {
+    let h = crate::support::chat_harness_pix(crate::support::Pix::Refused).await;
+    let ask = h
+        .say("c-sem-pix", "recarregar 20 no cartão 1234567890 via pix")
+        .await;
+    let text = ask
+        .replies
+        .iter()
+        .map(|r| r.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("Pix ainda não está disponível"), "{text}");
+    let yes = h.say("c-sem-pix", "sim").await;
+    assert!(
+        !yes.replies.iter().any(|r| r.text.contains("aprovada")),
+        "{:?}",
+        yes.replies
+    );
+    assert_eq!(h.sim.charges("1234567890"), 0, "nothing credited unpaid");
+    h.say("c-sem-pix", "recarregar 20 no cartão 1234567890 no boleto")
+        .await;
+    h.say("c-sem-pix", "sim").await;
+    assert_eq!(h.sim.charges("1234567890"), 1, "a boleto recharge goes as before");
+}

@@ -62,7 +62,7 @@ async fn ten_processes_answering_yes_to_one_recharge_charge_it_once() {
             "--conversation",
             "R",
             "-m",
-            "recarrega 50 no 2345678901 via pix",
+            "recarrega 50 no 2345678901 no boleto",
         ]);
         c
     }])
@@ -409,7 +409,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         let (mut child, url) = serve_whatsapp(&data, &killer.url, &graph.url);
         let asked = webhook(
             &url,
-            &format!("recarrega 50 no {card} via pix"),
+            &format!("recarrega 50 no {card} no boleto"),
             &format!("wamid.ask{round}"),
         )
         .await

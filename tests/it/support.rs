@@ -502,7 +502,18 @@ async fn chat_harness_built(
         handoff,
         notices,
     };
-    chat_harness_paying_or_not(parts, false).await
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// How a harness takes Pix.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Pix {
+    /// As before step 20: no provider, a Pix recharge goes to the recharge system.
+    Off,
+    /// `[pix]` pointed at the simulator.
+    Provider,
+    /// Real systems, no provider: Pix refused.
+    Refused,
 }
 
 /// What a chat harness is built of.
@@ -517,6 +528,11 @@ struct Parts {
 
 /// A chat harness whose simulator is also the payment provider (`[pix]` pointed at it).
 pub(crate) async fn chat_harness_paying() -> ChatHarness {
+    chat_harness_pix(Pix::Provider).await
+}
+
+/// A chat harness taking Pix as `pix` says.
+pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
     let parts = Parts {
         store: Arc::new(
             vt_agent::store::SqliteStore::connect("sqlite::memory:")
@@ -529,10 +545,10 @@ pub(crate) async fn chat_harness_paying() -> ChatHarness {
         handoff: Default::default(),
         notices: None,
     };
-    chat_harness_paying_or_not(parts, true).await
+    chat_harness_paying_or_not(parts, pix).await
 }
 
-async fn chat_harness_paying_or_not(parts: Parts, pix: bool) -> ChatHarness {
+async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     let Parts {
         store,
         llm,
@@ -580,13 +596,16 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: bool) -> ChatHarness {
         engine: fast_config(),
         handoff,
         vt,
-        pix: pix.then(|| vt_actions::pix::PixConfig {
+        pix: (pix == Pix::Provider).then(|| vt_actions::pix::PixConfig {
             api_url: format!("{}/pix/v2", running.url),
             chave: "recargas@operadora.example.com.br".into(),
             ..Default::default()
         }),
         ..Default::default()
     };
+    if pix == Pix::Refused {
+        ext = ext.with(vt_actions::tools::PixIndisponivel);
+    }
     if let Some(pix) = &config.pix {
         let setup = vt_agent::service::PixSetup {
             psp: vt_actions::pix::Psp::new(pix).expect("provider"),

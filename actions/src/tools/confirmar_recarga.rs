@@ -92,6 +92,9 @@ impl Action for ConfirmarRecarga {
             .with_state(STATE_PERGUNTADA, Perguntada::mark(&p.id, &ctx.turn_id))
             .into());
         }
+        if let Some(refused) = pix_refused(ctx, &p) {
+            return Ok(refused);
+        }
         let settings = VtSettings::of(ctx);
         let input = settings.flow_input(ctx, &p.cartao, Some(p.recarga()));
         match consume(ctx, &p, &input).await? {
@@ -111,11 +114,8 @@ impl Action for ConfirmarRecarga {
         if p.meio_pagamento == "pix"
             && let Some(port) = ctx.get::<SharedPixCharges>()
         {
-            return Ok(charged(
-                ctx,
-                &p,
-                port.issue(ctx, &input, &p.idempotency_key, 0).await,
-            ));
+            let issued = port.issue(ctx, &input, &p.idempotency_key, 0).await;
+            return Ok(charged(ctx, &p, issued));
         }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
@@ -211,6 +211,19 @@ fn charged(
         response = response.then(qr);
     }
     response.into()
+}
+
+/// A Pix recharge asked where no provider takes Pix (asked before the provider was removed): never
+/// sent unpaid.
+fn pix_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionResponse> {
+    (p.meio_pagamento == "pix"
+        && ctx.get::<SharedPixCharges>().is_none()
+        && ctx.get::<super::PixIndisponivel>().is_some())
+    .then(|| {
+        super::pix::indisponivel()
+            .with_state(STATE_PENDENTE, Value::Null)
+            .into()
+    })
 }
 
 /// The conversation's Pix charge waiting for payment (for a new code on request).

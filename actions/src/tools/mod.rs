@@ -23,7 +23,7 @@ pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
 pub use notificar::Notificar;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
-pub use pix::{CodigoPix, PixCharges, SharedPixCharges};
+pub use pix::{CodigoPix, PixCharges, PixIndisponivel, SharedPixCharges};
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;

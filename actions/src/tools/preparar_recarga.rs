@@ -76,6 +76,9 @@ impl Action for PrepararRecarga {
             return Ok(not_prepared(&errors, p));
         }
         let body = &payload.body;
+        if body["meio_pagamento"]["tipo"] == "pix" && ctx.get::<super::PixIndisponivel>().is_some() {
+            return Ok(super::pix::indisponivel().into());
+        }
         // A twin with an unknown outcome will lend its key at confirmation (RF6): say so now.
         let gemea = twin_key(ctx, &input, &payload).await?;
         let pendente = RecargaPendente {
