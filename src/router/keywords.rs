@@ -16,6 +16,12 @@ static HANDOFF: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(atendente|humano|operador|pessoa de verdade|pessoa real|uma pessoa|alguem de verdade|falar com (alguem|uma pessoa|o suporte|gente|voces|um atendente)|atendimento humano|suporte humano|chama (alguem|um atendente|o atendente)|quero (o )?suporte|sac|reclam\w*|ouvidoria|human|real person|talk to (someone|a person|an agent)|agente humano|hablar con (alguien|una persona))\b",
     )
 });
+/// A new Pix code for the recharge whose code expired.
+static NEW_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(nov[oa] (codigo|cod|pix|qr ?code|qr|chave)|(codigo|pix|qr ?code|qr) nov[oa]|outr[oa] (codigo|cod|pix|qr ?code|qr|chave)|(gera|gere|gerar|manda|mande|envia|envie|quero|preciso de) (outro|um novo|novo|outro novo) (codigo|pix|qr ?code|qr)|(o )?(codigo|pix|qr ?code|qr)( do pix)? (expirou|venceu|vencido|expirado|nao (funciona|funcionou|vale mais))|new (pix )?code)\b",
+    )
+});
 static GOODBYE: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"^(tchau|tchauzinho|adeus|ate (logo|mais|breve|a proxima|amanha)|falou|flw|fui|xau|bye|adios|valeu,? (tchau|ate mais|falou|flw)|obrigad[oa],? (tchau|ate mais|era so isso|e so isso|ate logo)|era so isso|e so isso|so isso,? obrigad[oa]|encerrar( (o )?atendimento)?|sair|pode encerrar|encerra)\b",
@@ -88,6 +94,10 @@ static PORTUGUESE: LazyLock<Regex> = LazyLock::new(|| {
 
 pub(crate) fn is_handoff(n: &str) -> bool {
     HANDOFF.is_match(n)
+}
+
+pub(crate) fn is_new_code(n: &str) -> bool {
+    NEW_CODE.is_match(n)
 }
 
 pub(crate) fn is_goodbye(n: &str) -> bool {

@@ -8,6 +8,7 @@ pub(crate) enum Known {
     PrepararRecarga,
     ConfirmarRecarga,
     CancelarRecarga,
+    NovoCodigoPix,
     TransferirParaHumano,
     EncerrarAtendimento,
     Ajuda,
@@ -17,11 +18,12 @@ pub(crate) enum Known {
 }
 
 impl Known {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
         Self::CancelarRecarga,
+        Self::NovoCodigoPix,
         Self::TransferirParaHumano,
         Self::EncerrarAtendimento,
         Self::Ajuda,
@@ -37,6 +39,7 @@ impl Known {
             Self::PrepararRecarga => "preparar_recarga",
             Self::ConfirmarRecarga => "confirmar_recarga",
             Self::CancelarRecarga => "cancelar_recarga",
+            Self::NovoCodigoPix => "novo_codigo_pix",
             Self::TransferirParaHumano => "transferir_para_humano",
             Self::EncerrarAtendimento => "encerrar_atendimento",
             Self::Ajuda => "ajuda",

@@ -335,9 +335,13 @@ impl Router {
         None
     }
 
-    /// What has a fixed answer: a person, what the product cannot do, the cards kept, goodbye, thanks.
+    /// What has a fixed answer: a new Pix code, a person, what the product cannot do, the cards kept,
+    /// goodbye, thanks.
     fn fixed(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let n = m.n.as_str();
+        if keywords::is_new_code(n) && self.active(Known::NovoCodigoPix) {
+            return act(Known::NovoCodigoPix, json!({}));
+        }
         if keywords::is_handoff(n) && self.active(Known::TransferirParaHumano) {
             let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
             return act(Known::TransferirParaHumano, motivo);
@@ -423,7 +427,7 @@ impl Router {
         Some(match known {
             Known::ConsultarSaldo => self.params_route(WithParams::Saldo, m, conv),
             Known::PrepararRecarga => self.params_route(WithParams::Recarga, m, conv),
-            Known::ConfirmarRecarga | Known::CancelarRecarga => action(json!({})),
+            Known::ConfirmarRecarga | Known::CancelarRecarga | Known::NovoCodigoPix => action(json!({})),
             Known::TransferirParaHumano => action(json!({"motivo": "pedido do usuário"})),
             Known::EncerrarAtendimento => action(json!({"motivo": null})),
             Known::Ajuda => Route::Reply {

@@ -17,6 +17,7 @@ use crate::flow::FlowStatus;
 use crate::llm::ChatMessage;
 use std::sync::Arc;
 
+use vt_actions::tools::NovoCodigo;
 use vt_actions::{ActionContext, ActionError};
 
 use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, Store, StoreError};
@@ -375,17 +376,87 @@ impl vt_actions::tools::PixCharges for PixPort {
             recharge_key,
             n,
         };
-        let c = issue(self.store.as_ref(), &self.setup, charge, ctx.now)
+        issue(self.store.as_ref(), &self.setup, charge, ctx.now)
             .await
-            .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))?;
-        Ok(vt_actions::tools::CodigoPix {
+            .map(Into::into)
+            .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))
+    }
+
+    async fn novo_codigo(&self, ctx: &ActionContext, recharge_key: &str) -> Result<NovoCodigo, ActionError> {
+        renew(self.store.as_ref(), &self.setup, recharge_key, ctx.now)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível gerar um novo código Pix", e.to_string()))
+    }
+}
+
+impl From<Cobranca> for vt_actions::tools::CodigoPix {
+    fn from(c: Cobranca) -> Self {
+        Self {
             txid: c.txid,
             texto: c.texto,
             copia_e_cola: c.copia_e_cola,
             qr_png: c.qr_png,
             expira_em: c.expira_em,
-        })
+        }
     }
+}
+
+/// A new code for recharge `recharge_key`: its last one again while it holds; after it expired, the
+/// next (withdrawing it first if the sweep has not), up to `[pix] novos_codigos_max`; none once paid.
+async fn renew(
+    store: &dyn PixStore,
+    setup: &PixSetup,
+    recharge_key: &str,
+    now: DateTime<Utc>,
+) -> Result<NovoCodigo, PaymentError> {
+    let charges = store.recharge_charges(recharge_key).await?;
+    let Some(last) = charges.last() else {
+        return Err(PaymentError::Invalid("a recarga não tem cobrança Pix"));
+    };
+    let paid = |c: &PixCharge| !matches!(c.status, ChargeStatus::Ativa | ChargeStatus::Expirada);
+    if charges.iter().any(paid) {
+        return Ok(NovoCodigo::JaPago);
+    }
+    let input = FlowInput::from_value(&last.request)
+        .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+    if last.status == ChargeStatus::Ativa && now < last.expires_at {
+        let qr_png = vt_actions::pix::qr::png(&last.copia_e_cola)
+            .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
+        let cartao = vt_actions::vt::mask_card(&input.cartao);
+        return Ok(NovoCodigo::AindaValido(vt_actions::tools::CodigoPix {
+            txid: last.txid.clone(),
+            texto: textos::cobranca(last.amount, &cartao, last.expires_at, &input.politicas.timezone),
+            copia_e_cola: last.copia_e_cola.clone(),
+            qr_png,
+            expira_em: last.expires_at,
+        }));
+    }
+    let n = u32::try_from(last.n).unwrap_or(u32::MAX).saturating_add(1);
+    if n > setup.config.novos_codigos_max {
+        return Ok(NovoCodigo::Limite);
+    }
+    if last.status == ChargeStatus::Ativa {
+        // Expired, and the sweep has not withdrawn it yet: withdrawn now, so that two codes of one
+        // recharge are never payable at once. Refused: it was paid meanwhile, and will be credited.
+        match setup.psp.remover_cob(&last.txid).await {
+            Ok(_) => {
+                store
+                    .settle_charge(&last.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
+                    .await?;
+            }
+            Err(PixError::Refused { status: 400, .. }) => return Ok(NovoCodigo::JaPago),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let charge = Charge {
+        conversation_id: &last.conversation_id,
+        recharge: &input,
+        recharge_key,
+        n,
+    };
+    Ok(NovoCodigo::Emitido(
+        issue(store, setup, charge, now).await?.into(),
+    ))
 }
 
 /// The port the chat tools charge Pix recharges through, for the engine's extensions.

@@ -261,6 +261,7 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
             "consultar_saldo",
             "encerrar_atendimento",
             "notificar",
+            "novo_codigo_pix",
             "preparar_recarga",
             "transferir_para_humano"
         ]

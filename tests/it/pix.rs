@@ -800,3 +800,87 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
     h.say("c-sem-pix", "sim").await;
     assert_eq!(h.sim.charges("1234567890"), 1, "a boleto recharge goes as before");
 }
+
+/// The code expired: "novo código" issues the recharge's next charge (the old one withdrawn), which is
+/// paid and credited once; while a code holds the same one is shown again; the limit is kept.
+#[tokio::test]
+async fn novo_codigo_issues_the_next_charge_of_the_same_recharge_up_to_the_limit() {
+    use vt_agent::store::ChargeStatus;
+    let h = crate::support::chat_harness_paying().await;
+    let conv = "c-novo";
+    let card = "1234567890";
+    let none = h.say(conv, "novo código").await;
+    assert!(
+        none.replies[0].text.contains("Não há nenhum código Pix"),
+        "{:?}",
+        none.replies
+    );
+    h.say(conv, "recarregar 20 no cartão 1234567890 via pix").await;
+    let first = h.say(conv, "sim").await.replies[1].text.clone();
+    // Still valid: the same code again, no new charge.
+    let again = h.say(conv, "manda outro código pix").await;
+    assert_eq!(again.replies[1].text, first);
+    assert_eq!(
+        h.store
+            .charges_in(ChargeStatus::Ativa, 10)
+            .await
+            .expect("open")
+            .len(),
+        1
+    );
+
+    // Sixteen minutes later (no sweep yet): a new code, the old one withdrawn first.
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
+    let renewed = h.say(conv, "o código expirou").await;
+    let second = renewed.replies[1].text.clone();
+    assert_ne!(second, first);
+    BrCode::checked(&second, reais("20")).expect("the new code checks");
+    let open = h.store.charges_in(ChargeStatus::Ativa, 10).await.expect("open");
+    assert_eq!(open.len(), 1, "one payable code at a time");
+    assert_eq!(open[0].n, 1);
+    assert_eq!(
+        h.store
+            .charges_in(ChargeStatus::Expirada, 10)
+            .await
+            .expect("expired")
+            .len(),
+        1
+    );
+
+    // Three new codes at most (the default): the fourth is refused.
+    for n in 2..=3 {
+        h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
+        let next = h.say(conv, "novo código").await;
+        assert!(
+            BrCode::checked(&next.replies[1].text, reais("20")).is_ok(),
+            "code {n}"
+        );
+    }
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
+    let limit = h.say(conv, "novo código").await;
+    assert!(
+        limit.replies[0].text.contains("todos os códigos"),
+        "{:?}",
+        limit.replies
+    );
+
+    assert_eq!(h.sim.charges(card), 0, "no code was paid: nothing recharged");
+}
+
+#[tokio::test]
+async fn a_paid_recharge_gets_no_new_code() {
+    let h = crate::support::chat_harness_paying().await;
+    let conv = "c-pago";
+    h.say(conv, "recarregar 20 no cartão 1234567890 via pix").await;
+    h.say(conv, "sim").await;
+    let open = h
+        .store
+        .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+        .await
+        .expect("open");
+    h.sim.pix().pay(&open[0].txid, false).expect("paid");
+    h.service.payments().settle(&open[0].txid).await.expect("settle");
+    let paid = h.say(conv, "novo código").await;
+    assert!(paid.replies[0].text.contains("já foi pago"), "{:?}", paid.replies);
+    assert_eq!(h.sim.charges("1234567890"), 1);
+}

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
-use super::pix::{CodigoPix, SharedPixCharges};
+use super::pix::{CodigoPix, STATE_PIX, SharedPixCharges, mostrar};
 use super::runner::{FlowResult, SharedFlowRunner};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
@@ -190,29 +190,20 @@ fn charged(
             .into();
         }
     };
-    let mut response = ResponseToUser::new(
-        codigo.texto.clone(),
-        format!(
-            "Recarga {} confirmada pelo usuário; cobrança Pix {} emitida, válida até {}. A recarga só é enviada quando o provedor confirmar o pagamento; o usuário recebeu o código e receberá o comprovante.",
-            p.id,
-            codigo.txid,
-            codigo.expira_em.to_rfc3339()
-        ),
-    )
-    .then(codigo.copia_e_cola.clone())
-    .with_state(STATE_PENDENTE, Value::Null)
-    .with_state(
-        STATE_PIX,
-        json!({"recarga": p.idempotency_key, "codigo": 0, "txid": codigo.txid, "descricao": p.describe()}),
+    let instruction = format!(
+        "Recarga {} confirmada pelo usuário; cobrança Pix {} emitida, válida até {}. A recarga só é enviada quando o provedor confirmar o pagamento; o usuário recebeu o código e receberá o comprovante.",
+        p.id,
+        codigo.txid,
+        codigo.expira_em.to_rfc3339()
     );
-    if ctx.channel == "terminal"
-        && let Ok(qr) = crate::pix::qr::text(&codigo.copia_e_cola)
-    {
-        response = response.then(qr);
-    }
-    response.into()
+    mostrar(ctx, &codigo, instruction)
+        .with_state(STATE_PENDENTE, Value::Null)
+        .with_state(
+            STATE_PIX,
+            json!({"recarga": p.idempotency_key, "codigo": 0, "txid": codigo.txid, "descricao": p.describe()}),
+        )
+        .into()
 }
-
 /// A Pix recharge asked where no provider takes Pix (asked before the provider was removed): never
 /// sent unpaid.
 fn pix_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionResponse> {
@@ -225,9 +216,6 @@ fn pix_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionRespons
             .into()
     })
 }
-
-/// The conversation's Pix charge waiting for payment (for a new code on request).
-pub(crate) const STATE_PIX: &str = "pix_pendente";
 
 fn expired(p: &RecargaPendente) -> ActionResponse {
     ResponseToUser::new(

@@ -35,6 +35,23 @@ pub trait PixCharges: Send + Sync {
         recharge_key: &str,
         n: u32,
     ) -> Result<CodigoPix, ActionError>;
+
+    /// A new code for the recharge `recharge_key`, whose last code expired (or the last one again,
+    /// while it holds).
+    async fn novo_codigo(&self, ctx: &ActionContext, recharge_key: &str) -> Result<NovoCodigo, ActionError>;
+}
+
+/// What asking for a new code found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NovoCodigo {
+    /// A new charge (the next code of the recharge).
+    Emitido(CodigoPix),
+    /// The last code still holds: shown again, no new charge.
+    AindaValido(CodigoPix),
+    /// `[pix] novos_codigos_max` new codes were issued already.
+    Limite,
+    /// The recharge was paid already.
+    JaPago,
 }
 
 /// How tools find the port in their context.
@@ -51,4 +68,25 @@ pub(crate) fn indisponivel() -> crate::response::ResponseToUser {
         "O pagamento por Pix ainda não está disponível por aqui. Posso fazer a recarga no boleto ou no cartão de crédito: é só dizer qual.",
         "Recarga por Pix recusada: não há provedor de pagamento configurado, e uma recarga por Pix não é enviada sem pagamento. Nada foi preparado nem cobrado.",
     )
+}
+
+/// The conversation's Pix charge waiting for payment: `{"recarga": <key>, "codigo": n, "txid", "descricao"}`
+/// (a new code is asked for it).
+pub(crate) const STATE_PIX: &str = "pix_pendente";
+
+/// A code as the card holder is shown it: the line, then the code on its own (easy to copy), and in a
+/// terminal the QR drawn in text.
+pub(crate) fn mostrar(
+    ctx: &ActionContext,
+    codigo: &CodigoPix,
+    instruction: String,
+) -> crate::response::ResponseToUser {
+    let mut response = crate::response::ResponseToUser::new(codigo.texto.clone(), instruction)
+        .then(codigo.copia_e_cola.clone());
+    if ctx.channel == "terminal"
+        && let Ok(qr) = crate::pix::qr::text(&codigo.copia_e_cola)
+    {
+        response = response.then(qr);
+    }
+    response
 }
