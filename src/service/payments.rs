@@ -134,6 +134,11 @@ impl Payments<'_> {
             PaymentClaim::First => self.credit(&charge, &pix.end_to_end_id, paid_at).await,
             PaymentClaim::OtherCodePaid => {
                 self.refund(&charge, &pix.end_to_end_id).await?;
+                let input = FlowInput::from_value(&charge.request)
+                    .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+                let cartao = vt_actions::vt::mask_card(&input.cartao);
+                self.tell(&charge.conversation_id, textos::duplicado(charge.amount, &cartao))
+                    .await?;
                 Ok(Settled::RefundedDuplicate)
             }
             PaymentClaim::Again | PaymentClaim::OtherPayment | PaymentClaim::Unknown => Ok(Settled::Nothing),
@@ -251,6 +256,8 @@ impl Payments<'_> {
                 self.store
                     .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Devolvida)
                     .await?;
+                self.to_a_person(charge, e2e, &cartao, &ran.output.execucao_id)
+                    .await?;
                 (Settled::Refunded, textos::devolvido(charge.amount, &cartao))
             }
         };
@@ -264,6 +271,56 @@ impl Payments<'_> {
         let id = vt_actions::pix::refund_id(e2e);
         let devolucao = setup.psp.devolver(e2e, &id, charge.amount).await?;
         tracing::warn!(txid = %charge.txid, status = ?devolucao.status, "a Pix payment was refunded");
+        Ok(())
+    }
+
+    /// A paid recharge that could not be credited (its money returned) goes to a person, with the
+    /// payment and the run in its case file.
+    async fn to_a_person(
+        &self,
+        charge: &PixCharge,
+        e2e: &str,
+        cartao: &str,
+        execucao_id: &str,
+    ) -> Result<(), PaymentError> {
+        let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
+            return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
+        };
+        let now = self.engine.now();
+        let valor = vt_actions::vt::format_money("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+        let case = crate::store::NewCase {
+            id: self.engine.next_id("caso"),
+            conversation_id: conv.id.clone(),
+            tenant_id: conv.tenant_id.clone(),
+            channel: conv.channel.clone(),
+            reason: format!(
+                "Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"
+            ),
+            case_file: serde_json::json!({
+                "motivo": "pix_pago_nao_creditado",
+                "cobranca": {
+                    "txid": charge.txid,
+                    "end_to_end_id": e2e,
+                    "valor": vt_actions::vt::money_json(charge.amount),
+                    "cartao": cartao,
+                    "devolucao": vt_actions::pix::refund_id(e2e),
+                    "execucao_id": execucao_id,
+                },
+            }),
+            notice_due_at: Some(now + Duration::minutes(i64::from(self.handoff.claim_timeout_minutes))),
+        };
+        let opened = match self.store.open_case(&case, now).await? {
+            crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
+        };
+        if self.board_on(&opened.tenant_id) {
+            let root = super::board::board_item(
+                &opened.id,
+                &opened.conversation_id,
+                super::BoardKind::Opened,
+                String::new(),
+            );
+            self.post_to_board(vec![root]).await;
+        }
         Ok(())
     }
 

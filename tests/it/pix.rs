@@ -473,6 +473,22 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     assert_eq!(cob.pix[0].devolucoes[0].valor, reais("30"));
     let told = told(&h, "c-negada").await.pop().expect("told");
     assert!(told.contains("devolvido"), "{told}");
+    // A person gets the case, with the payment in its file.
+    let case = h
+        .store
+        .open_case_of("c-negada")
+        .await
+        .expect("read")
+        .expect("a case");
+    assert_eq!(case.case_file["motivo"], "pix_pago_nao_creditado");
+    assert_eq!(
+        case.case_file["cobranca"]["end_to_end_id"],
+        paid.end_to_end_id.as_str()
+    );
+    assert!(
+        !case.case_file.to_string().contains("7777777777"),
+        "the card masked in the case file"
+    );
     assert_eq!(
         h.store
             .pix_charge(&cobranca.txid)
@@ -513,6 +529,11 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     assert_eq!(h.sim.charges(card), 1, "one recharge");
     let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
     assert_eq!(cob.pix[0].devolucoes.len(), 1);
+    let last = told(&h, "c-dois").await.pop().expect("told");
+    assert!(
+        last.contains("segundo Pix") && last.contains("devolvido"),
+        "{last}"
+    );
 }
 
 /// `serve`'s Pix channel over loopback: the provider's notice (its real body) starts the read-back.

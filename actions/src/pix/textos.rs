@@ -64,3 +64,11 @@ pub fn expirado(valor: Decimal, cartao: &str) -> String {
         brl(valor)
     )
 }
+
+/// A second code of the same recharge was paid too: that payment goes back.
+pub fn duplicado(valor: Decimal, cartao: &str) -> String {
+    format!(
+        "Recebemos um segundo Pix de {} para a mesma recarga no cartão {cartao}. A recarga é feita uma vez só: esse segundo pagamento foi devolvido para a sua conta.",
+        brl(valor)
+    )
+}
