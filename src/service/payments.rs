@@ -256,7 +256,7 @@ impl Payments<'_> {
                 self.store
                     .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Devolvida)
                     .await?;
-                self.to_a_person(charge, e2e, &cartao, &ran.output.execucao_id)
+                self.hand_to_a_person(charge, e2e, &cartao, &ran.output.execucao_id)
                     .await?;
                 (Settled::Refunded, textos::devolvido(charge.amount, &cartao))
             }
@@ -276,7 +276,7 @@ impl Payments<'_> {
 
     /// A paid recharge that could not be credited (its money returned) goes to a person, with the
     /// payment and the run in its case file.
-    async fn to_a_person(
+    async fn hand_to_a_person(
         &self,
         charge: &PixCharge,
         e2e: &str,
