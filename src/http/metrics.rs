@@ -46,6 +46,7 @@ pub struct Metrics {
     cases_waiting: Gauge,
     /// Seconds from opened to claimed, of the cases claimed in the last 24 hours, by quantile.
     case_claim_seconds: Family<Quantile, Gauge>,
+    pix_charges: Family<Status, Gauge>,
     otel: Otel,
 }
 
@@ -131,6 +132,7 @@ impl Default for Metrics {
         let cases_open = Gauge::default();
         let cases_waiting = Gauge::default();
         let case_claim_seconds = Family::<Quantile, Gauge>::default();
+        let pix_charges = Family::<Status, Gauge>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -170,6 +172,11 @@ impl Default for Metrics {
             case_claim_seconds.clone(),
         );
         registry.register(
+            "pix_charges",
+            "Pix charges of chat recharges, by status (ativa, paga, creditada, devolvida, expirada)",
+            pix_charges.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -187,6 +194,7 @@ impl Default for Metrics {
             cases_open,
             cases_waiting,
             case_claim_seconds,
+            pix_charges,
             otel,
         }
     }
@@ -239,6 +247,19 @@ impl Metrics {
             for (quantile, value) in [("0.5", figures.claim_p50_s), ("0.9", figures.claim_p90_s)] {
                 let g = self.case_claim_seconds.get_or_create(&Quantile { quantile });
                 g.set(value.unwrap_or(0));
+            }
+        }
+        if service.takes_pix()
+            && let Ok(counts) = store.pix.charge_counts().await
+        {
+            use crate::store::ChargeStatus as C;
+            for status in [C::Ativa, C::Paga, C::Creditada, C::Devolvida, C::Expirada] {
+                let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+                self.pix_charges
+                    .get_or_create(&Status {
+                        status: status.as_str(),
+                    })
+                    .set(n);
             }
         }
     }

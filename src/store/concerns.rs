@@ -573,4 +573,7 @@ pub trait PixStore: Send + Sync {
 
     /// The charges in `status`, soonest to expire first.
     async fn charges_in(&self, status: ChargeStatus, limit: i64) -> Result<Vec<PixCharge>, StoreError>;
+
+    /// How many charges are in each status (the ones with none are absent).
+    async fn charge_counts(&self) -> Result<Vec<(ChargeStatus, i64)>, StoreError>;
 }

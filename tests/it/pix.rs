@@ -598,6 +598,23 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
         vt_agent::store::ChargeStatus::Creditada
     );
     assert_eq!(h.sim.charges("1234567890"), 1, "two notices, one recharge");
+    let metrics = served
+        .client
+        .get(format!("{}/metrics", served.url))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains(r#"vt_pix_charges{status="creditada"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"vt_pix_charges{status="ativa"} 0"#),
+        "{metrics}"
+    );
     assert_eq!(post("{\"pix\": 3}".into()).await.expect("bad").status(), 400);
     assert_eq!(post("não é json".into()).await.expect("bad").status(), 400);
 }

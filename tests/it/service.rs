@@ -874,6 +874,9 @@ impl vt_agent::store::PixStore for Flaky {
     ) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
         self.inner.charges_in(s, limit).await
     }
+    async fn charge_counts(&self) -> Result<Vec<(vt_agent::store::ChargeStatus, i64)>, StoreError> {
+        self.inner.charge_counts().await
+    }
 }
 
 #[async_trait::async_trait]

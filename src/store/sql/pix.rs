@@ -104,6 +104,22 @@ impl<S: Sql> PixStore for S {
             .await?;
         rows.iter().map(charge).collect()
     }
+
+    async fn charge_counts(&self) -> Result<Vec<(ChargeStatus, i64)>, StoreError> {
+        let rows = self
+            .read_all(Stmt::new(
+                "SELECT status, COUNT(*) AS n FROM pix_charges GROUP BY status ORDER BY status",
+            ))
+            .await?;
+        rows.iter().map(count).collect()
+    }
+}
+
+fn count(r: &impl Columns) -> Result<(ChargeStatus, i64), StoreError> {
+    Ok((
+        ChargeStatus::from_row(&r.value::<String>("status")?)?,
+        r.value("n")?,
+    ))
 }
 
 fn charge(r: &impl Columns) -> Result<PixCharge, StoreError> {
