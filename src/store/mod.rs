@@ -392,8 +392,9 @@ where
 }
 
 /// Deletes `records` with everything that hangs on them, in the caller's transaction. The usage
-/// figures and the recharge attempts (masked card, value, key, outcome: the trail of money movements)
-/// stay, no longer tied to the conversation or its user.
+/// figures, the recharge attempts (masked card, value, key, outcome) and the Pix charges (txid,
+/// payment, amount, status) — the trail of money movements — stay, no longer tied to the conversation
+/// or its user.
 pub(crate) async fn forget<DB>(
     conn: &mut DB::Connection,
     indexed: &Indexed,
@@ -431,6 +432,9 @@ where
         "DELETE FROM card_refs WHERE ref_id IN (",
         "UPDATE usage_metrics SET conversation_id = 'apagada' WHERE conversation_id IN (",
         "UPDATE recharge_attempts SET scope = 'apagado', origin = 'apagada' WHERE origin IN (",
+        // A Pix charge is money trail too: its txid, payment, amount and status stay; the recharge it
+        // carried (the card) and its tie to the person go.
+        "UPDATE pix_charges SET request = 'null', conversation_id = 'apagada' WHERE conversation_id IN (",
         "DELETE FROM conversations WHERE id IN (",
     ];
     indexed.clear();

@@ -1856,6 +1856,18 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     );
     assert!(!text.contains("c-titular"), "another person's: {text}");
 
+    // A Pix charge of the person's conversation, paid.
+    let charge = vt_agent::store::PixCharge {
+        conversation_id: "c-titular".into(),
+        request: json!({"cartao": "5678901234", "recarga": {"valor": 20}}),
+        ..pix_charge("k-titular", 0, now)
+    };
+    store.open_charge(&charge).await.expect("charge");
+    store
+        .claim_payment(&charge.txid, "E0000000020261124120012345678999", now)
+        .await
+        .expect("paid");
+
     // Erasure by card and by user: nothing of them is left, an audit line says it happened.
     erase(
         &vt_agent::store::Stores::of(&store),
@@ -1912,6 +1924,18 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
         .map(|a| (a.attempt.idempotency_key, a.attempt.valor, a.status))
         .collect();
     assert_eq!(money_after, money_before);
+    // The Pix charge stays as money trail, without the card or the tie to the person.
+    let kept = store.pix_charge(&charge.txid).await.expect("read").expect("kept");
+    assert_eq!(
+        (kept.amount, kept.status, kept.end_to_end_id.as_deref()),
+        (
+            charge.amount,
+            vt_agent::store::ChargeStatus::Paga,
+            Some("E0000000020261124120012345678999")
+        )
+    );
+    assert_eq!(kept.conversation_id, "apagada");
+    assert_eq!(kept.request, serde_json::Value::Null);
 }
 
 async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Arc<dyn Store>) {
