@@ -323,7 +323,8 @@ pub struct FlowsArgs {
     #[arg(long, value_name = "EXECUCAO_ID", conflicts_with = "pendentes")]
     pub id: Option<String>,
     /// Recharges whose outcome is unknown (`pendente`, `enviando`) instead: what `serve` is following
-    /// up, with the next check and the deadline past which a person checks it.
+    /// up, with the next check and the deadline past which a person checks it; and the Pix charges
+    /// waiting for payment.
     #[arg(long)]
     pub pendentes: bool,
 }
@@ -961,10 +962,12 @@ async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::
     }
     if args.pendentes {
         let followups = store.followups(true, args.limit).await?;
-        print!(
-            "{}",
-            crate::runs::followups_report(&followups, chrono::Utc::now())
-        );
+        let charges = store
+            .charges_in(crate::store::ChargeStatus::Ativa, args.limit)
+            .await?;
+        let now = chrono::Utc::now();
+        print!("{}", crate::runs::followups_report(&followups, now));
+        print!("\n{}", crate::runs::pix_report(&charges, now));
         return Ok(ExitCode::SUCCESS);
     }
     let runs = store.flow_runs(args.limit).await?;

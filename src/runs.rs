@@ -100,6 +100,30 @@ pub(crate) fn followups_report(followups: &[FollowUpView], now: DateTime<Utc>) -
     )
 }
 
+/// Pix charges waiting for payment (the code the card holder has; no card in it).
+pub(crate) fn pix_report(charges: &[crate::store::PixCharge], now: DateTime<Utc>) -> String {
+    if charges.is_empty() {
+        return "Nenhuma cobrança Pix esperando pagamento.\n".into();
+    }
+    let mut t = table(["txid", "valor", "código", "criada", "expira", "conversa"]);
+    for c in charges {
+        let expira = if c.expires_at <= now {
+            format!("{} (expirou: o `serve` retira)", local(c.expires_at))
+        } else {
+            local(c.expires_at)
+        };
+        t.add_row([
+            c.txid.clone(),
+            money("BRL", c.amount),
+            c.n.to_string(),
+            local(c.created_at),
+            expira,
+            c.conversation_id.clone(),
+        ]);
+    }
+    format!("Cobranças Pix esperando pagamento (a que expira primeiro antes):\n{t}\n")
+}
+
 /// Support agents' card lookups.
 pub(crate) fn audit_report(records: &[AuditRecord]) -> String {
     if records.is_empty() {

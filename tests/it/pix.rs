@@ -922,3 +922,43 @@ async fn a_paid_recharge_gets_no_new_code() {
     assert!(paid.replies[0].text.contains("já foi pago"), "{:?}", paid.replies);
     assert_eq!(h.sim.charges("1234567890"), 1);
 }
+
+/// `vt-agent flows --pendentes` lists the charges waiting for payment beside the late recharges: the
+/// txid, the amount, which code, when it expires — no card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
+    let data = tempfile::tempdir().expect("tmp");
+    crate::support::test_keys();
+    let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+        .await
+        .expect("store");
+    let now = chrono::Utc::now();
+    let charge = vt_agent::store::PixCharge {
+        txid: txid("k-lista", 1),
+        recharge_key: "k-lista".into(),
+        n: 1,
+        conversation_id: "c-lista".into(),
+        request: serde_json::json!({"cartao": "1234567890", "recarga": {"valor": 20}}),
+        amount: reais("20"),
+        copia_e_cola: "000201…".into(),
+        status: vt_agent::store::ChargeStatus::Ativa,
+        expires_at: now + chrono::Duration::minutes(15),
+        end_to_end_id: None,
+        paid_at: None,
+        created_at: now,
+    };
+    store.open_charge(&charge).await.expect("charge");
+    drop(store);
+    let out = crate::cli::vt_agent_in(&data)
+        .args(["flows", "--pendentes"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Cobranças Pix esperando pagamento"), "{text}");
+    assert!(
+        text.contains(&charge.txid) && text.contains("BRL 20,00"),
+        "{text}"
+    );
+    assert!(!text.contains("1234567890"), "no card: {text}");
+}
