@@ -173,7 +173,7 @@ impl Default for Metrics {
         );
         registry.register(
             "pix_charges",
-            "Pix charges of chat recharges, by status (ativa, paga, creditada, devolvida, expirada)",
+            "Pix charges of chat recharges, by status (ativa, paga, creditada, enviada, devolvida, expirada)",
             pix_charges.clone(),
         );
         registry.register(
@@ -253,7 +253,14 @@ impl Metrics {
             && let Ok(counts) = store.pix.charge_counts().await
         {
             use crate::store::ChargeStatus as C;
-            for status in [C::Ativa, C::Paga, C::Creditada, C::Devolvida, C::Expirada] {
+            for status in [
+                C::Ativa,
+                C::Paga,
+                C::Creditada,
+                C::Enviada,
+                C::Devolvida,
+                C::Expirada,
+            ] {
                 let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
                 self.pix_charges
                     .get_or_create(&Status {

@@ -247,10 +247,16 @@ impl Payments<'_> {
                     .await?;
                 (Settled::Credited, text)
             }
-            FlowStatus::Pendente => (
-                Settled::Processing,
-                textos::em_processamento(charge.amount, &cartao),
-            ),
+            FlowStatus::Pendente => {
+                // Its late outcome is the recharge follow-up's (step 15), which tells the holder.
+                self.store
+                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Enviada)
+                    .await?;
+                (
+                    Settled::Processing,
+                    textos::em_processamento(charge.amount, &cartao),
+                )
+            }
             FlowStatus::Falhou => {
                 self.refund(charge, e2e).await?;
                 self.store

@@ -677,6 +677,9 @@ pub enum ChargeStatus {
     Paga,
     /// Paid and credited: the receipt was sent.
     Creditada,
+    /// Paid and sent; the recharge system has not said yet: its late outcome is followed up as any
+    /// recharge's is (`[recargas]`).
+    Enviada,
     /// Paid, not credited (the recharge system refused it): the money goes back.
     Devolvida,
     /// Expired unpaid and withdrawn at the provider.
@@ -689,6 +692,7 @@ impl ChargeStatus {
             Self::Ativa => "ativa",
             Self::Paga => "paga",
             Self::Creditada => "creditada",
+            Self::Enviada => "enviada",
             Self::Devolvida => "devolvida",
             Self::Expirada => "expirada",
         }
@@ -700,6 +704,7 @@ impl ChargeStatus {
             Self::Ativa,
             Self::Paga,
             Self::Creditada,
+            Self::Enviada,
             Self::Devolvida,
             Self::Expirada,
         ]

@@ -962,3 +962,42 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
     );
     assert!(!text.contains("1234567890"), "no card: {text}");
 }
+
+/// Paid, and the recharge system answers "pendente": the charge is handed to the recharge's follow-up
+/// (step 15) and the sweep leaves it — no second request, no message every sweep.
+#[tokio::test]
+async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
+    use vt_agent::service::Settled;
+    use vt_agent::store::ChargeStatus;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-pendente", "oi").await;
+    // The recharge system answers this magic card's recharges "pendente".
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-pendente", &recharge("6666666666", 20), "k-pendente", 0)
+        .await
+        .expect("issued");
+    h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    assert_eq!(
+        h.service.payments().settle(&cobranca.txid).await.expect("settle"),
+        Settled::Processing
+    );
+    let said = told(&h, "c-pendente").await.len();
+    let requests =
+        |h: &crate::support::ChatHarness| h.sim.ledger().iter().filter(|e| e.sistema == "recarga").count();
+    let sent = requests(&h);
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(5));
+    assert_eq!(h.service.payments().sweep().await, 0);
+    assert_eq!(requests(&h), sent, "not sent again by the sweep");
+    assert_eq!(told(&h, "c-pendente").await.len(), said, "nothing said again");
+    assert_eq!(
+        h.store
+            .pix_charge(&cobranca.txid)
+            .await
+            .expect("read")
+            .expect("there")
+            .status,
+        ChargeStatus::Enviada
+    );
+}
