@@ -4,7 +4,8 @@
 //! `CONCLUIDA` charge with a payment of its amount goes on. The payment is claimed in the store (one
 //! claim wins among webhooks, follow-ups and processes), then the recharge is sent under its own key
 //! (the confirmation's; `pix-<endToEndId>` for one that came without), so even a second sender would be
-//! answered as a replay.
+//! answered as a replay. Each call to the provider is a span of its own (`pix: …`) in the trace of
+//! what made it (a turn, a notice, the sweep).
 
 use chrono::{DateTime, Duration, Utc};
 use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
@@ -17,10 +18,13 @@ use crate::flow::FlowStatus;
 use crate::llm::ChatMessage;
 use std::sync::Arc;
 
+use tracing::Instrument as _;
+
 use vt_actions::tools::NovoCodigo;
 use vt_actions::{ActionContext, ActionError};
 
 use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, Store, StoreError};
+use crate::telemetry::spans;
 
 /// The provider and its settings, when the service takes Pix.
 #[derive(Debug, Clone)]
@@ -117,7 +121,11 @@ impl Payments<'_> {
         if !matches!(charge.status, ChargeStatus::Ativa | ChargeStatus::Expirada) {
             return Ok(Settled::Nothing);
         }
-        let cob = setup.psp.cob(txid).await?;
+        let cob = setup
+            .psp
+            .cob(txid)
+            .instrument(spans::step("pix: ler cobrança"))
+            .await?;
         let paid = (cob.status == CobStatus::Concluida)
             .then(|| cob.pix.iter().find(|p| p.valor == charge.amount))
             .flatten();
@@ -195,7 +203,12 @@ impl Payments<'_> {
     /// charge the provider says was paid meanwhile is settled instead.
     async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
         let setup = self.setup()?;
-        match setup.psp.remover_cob(&charge.txid).await {
+        match setup
+            .psp
+            .remover_cob(&charge.txid)
+            .instrument(spans::step("pix: retirar cobrança"))
+            .await
+        {
             Ok(cob) if cob.status == CobStatus::RemovidaPeloUsuarioRecebedor => {}
             // Paid before it could be withdrawn (a race at expiry): it still credits, once.
             Ok(_) | Err(PixError::Refused { status: 400, .. }) => return self.settle(&charge.txid).await,
@@ -275,7 +288,11 @@ impl Payments<'_> {
     async fn refund(&self, charge: &PixCharge, e2e: &str) -> Result<(), PaymentError> {
         let setup = self.setup()?;
         let id = vt_actions::pix::refund_id(e2e);
-        let devolucao = setup.psp.devolver(e2e, &id, charge.amount).await?;
+        let devolucao = setup
+            .psp
+            .devolver(e2e, &id, charge.amount)
+            .instrument(spans::step("pix: devolução"))
+            .await?;
         tracing::warn!(txid = %charge.txid, status = ?devolucao.status, "a Pix payment was refunded");
         Ok(())
     }
@@ -387,7 +404,11 @@ async fn issue(
         chave: setup.config.chave.clone(),
         solicitacao_pagador: Some(format!("Recarga de vale-transporte, cartão {cartao}")),
     };
-    let cob = setup.psp.criar_cob(&txid, &pedido).await?;
+    let cob = setup
+        .psp
+        .criar_cob(&txid, &pedido)
+        .instrument(spans::step("pix: criar cobrança"))
+        .await?;
     let code = cob.pix_copia_e_cola.as_deref().unwrap_or_default();
     let code = BrCode::checked(code, valor)?.as_str().to_owned();
     let stored = store
@@ -501,7 +522,12 @@ async fn renew(
     if last.status == ChargeStatus::Ativa {
         // Expired, and the sweep has not withdrawn it yet: withdrawn now, so that two codes of one
         // recharge are never payable at once. Refused: it was paid meanwhile, and will be credited.
-        match setup.psp.remover_cob(&last.txid).await {
+        match setup
+            .psp
+            .remover_cob(&last.txid)
+            .instrument(spans::step("pix: retirar cobrança"))
+            .await
+        {
             Ok(_) => {
                 store
                     .settle_charge(&last.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)

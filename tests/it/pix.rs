@@ -1001,3 +1001,57 @@ async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
         ChargeStatus::Enviada
     );
 }
+
+/// The names of the spans opened while it is the thread's subscriber.
+#[derive(Clone, Default)]
+struct SpanNames(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanNames {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Name(Option<String>);
+        impl tracing::field::Visit for Name {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "otel.name" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "otel.name" {
+                    self.0 = Some(format!("{value:?}").trim_matches('"').to_owned());
+                }
+            }
+        }
+        let mut name = Name(None);
+        attrs.record(&mut name);
+        if let Some(n) = name.0 {
+            self.0.lock().expect("lock").push(n);
+        }
+    }
+}
+
+/// Each call to the provider is a span of its own in the trace of what made it.
+#[tokio::test]
+async fn each_call_to_the_provider_is_a_span() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let h = crate::support::chat_harness_paying().await;
+    h.say("c-spans", "oi").await;
+    let names = SpanNames::default();
+    let _traced = tracing::subscriber::set_default(tracing_subscriber::registry().with(names.clone()));
+    let cobranca = h
+        .service
+        .payments()
+        .issue("c-spans", &recharge("7777777777", 20), "k-spans", 0)
+        .await
+        .expect("issued");
+    h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    h.service.payments().settle(&cobranca.txid).await.expect("settle");
+    let seen = names.0.lock().expect("lock").clone();
+    for call in ["pix: criar cobrança", "pix: ler cobrança", "pix: devolução"] {
+        assert!(seen.iter().any(|n| n == call), "{call} in {seen:?}");
+    }
+}
