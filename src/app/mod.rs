@@ -67,18 +67,41 @@ pub async fn service(
     engine: Arc<Engine>,
     store: Arc<dyn crate::store::Store>,
 ) -> anyhow::Result<Services> {
+    let pix = pix_setup(config)?;
+    service_paying(config, engine, store, pix).await
+}
+
+/// The payment provider `[pix]` describes, if any: one client, which the chat tools' port and the
+/// service share (one token for the process).
+pub fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSetup>> {
+    config
+        .pix
+        .as_ref()
+        .map(|pix| {
+            let psp = vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
+            Ok(crate::service::PixSetup {
+                psp,
+                config: pix.clone(),
+            })
+        })
+        .transpose()
+}
+
+/// [`service`] taking Pix through `pix` (the one the engine's port uses).
+async fn service_paying(
+    config: &Config,
+    engine: Arc<Engine>,
+    store: Arc<dyn crate::store::Store>,
+    pix: Option<crate::service::PixSetup>,
+) -> anyhow::Result<Services> {
     let defaults = crate::router::intents::load_file(&config.intents_file())?;
     let intents = crate::router::intents::sync(store.as_ref(), &defaults)
         .await
         .context("carregando as intenções")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
     let mut services = Services::new(engine, store);
-    if let Some(pix) = &config.pix {
-        let psp = vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
-        services = services.with_pix(crate::service::PixSetup {
-            psp,
-            config: pix.clone(),
-        });
+    if let Some(pix) = pix {
+        services = services.with_pix(pix);
     }
     Ok(services
         .with_router(router)
@@ -207,12 +230,9 @@ impl App {
         if config.systems.is_some() && config.pix.is_none() {
             extensions = extensions.with(vt_actions::tools::PixIndisponivel);
         }
-        if let Some(pix) = &config.pix {
-            let setup = crate::service::PixSetup {
-                psp: vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?,
-                config: pix.clone(),
-            };
-            extensions = extensions.with(crate::service::pix_port(store.clone(), setup));
+        let pix = pix_setup(config)?;
+        if let Some(setup) = &pix {
+            extensions = extensions.with(crate::service::pix_port(store.clone(), setup.clone()));
         }
         let engine = crate::flow::share(
             engine(config, llm, extensions)?,
@@ -220,7 +240,7 @@ impl App {
             config.recargas.clone(),
         );
         Ok(Self {
-            service: service(config, engine, store).await?,
+            service: service_paying(config, engine, store, pix).await?,
             simulator,
         })
     }
