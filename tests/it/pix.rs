@@ -1055,3 +1055,20 @@ async fn each_call_to_the_provider_is_a_span() {
         assert!(seen.iter().any(|n| n == call), "{call} in {seen:?}");
     }
 }
+
+/// The embedded simulator as the provider, called in this process (no network, no credentials): the
+/// same API Pix as over HTTP.
+#[tokio::test]
+async fn the_embedded_simulator_is_a_provider_in_process() {
+    let sim = Simulator::new(quick_simulator());
+    let psp = Psp::in_process(sim.router());
+    let id = txid("k-no-processo", 0);
+    let cob = psp.criar_cob(&id, &pedido("12.50")).await.expect("created");
+    BrCode::checked(cob.pix_copia_e_cola.as_deref().expect("code"), reais("12.50")).expect("checks");
+    assert_eq!(psp.cob(&id).await.expect("read").status, CobStatus::Ativa);
+    sim.pix().pay(&id, false).expect("paid");
+    let paid = psp.cob(&id).await.expect("read");
+    assert_eq!(paid.status, CobStatus::Concluida);
+    let missing = psp.cob(&txid("outra", 0)).await.expect_err("unknown");
+    assert!(missing.is_not_found(), "{missing}");
+}

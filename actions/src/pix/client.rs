@@ -131,10 +131,20 @@ const ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct Psp {
     base: String,
-    http: reqwest::Client,
+    transport: Transport,
     credentials: Credentials,
     timeout: Duration,
 }
+
+/// How calls reach the provider: over HTTP, or — the embedded simulator's — in this process.
+#[derive(Debug, Clone)]
+enum Transport {
+    Http(reqwest::Client),
+    InProcess(axum::Router),
+}
+
+/// The base a provider in this process is called at.
+const IN_PROCESS_BASE: &str = "http://simulador.local/pix/v2";
 
 #[derive(Serialize)]
 struct Remocao {
@@ -150,10 +160,21 @@ impl Psp {
         let credentials = CredentialsBuilder::default().build(&config.auth, &http)?;
         Ok(Self {
             base: config.api_url.trim_end_matches('/').to_owned(),
-            http,
+            transport: Transport::Http(http),
             credentials,
             timeout: Duration::from_millis(config.timeout_ms),
         })
+    }
+
+    /// The provider whose routes `router` serves (the embedded simulator's: `Simulator::router`),
+    /// called in this process with no network and no credentials.
+    pub fn in_process(router: axum::Router) -> Self {
+        Self {
+            base: IN_PROCESS_BASE.to_owned(),
+            transport: Transport::InProcess(router),
+            credentials: Credentials::None,
+            timeout: Duration::from_millis(PixConfig::default().timeout_ms),
+        }
     }
 
     /// `PUT /cob/{txid}`: the charge, created — or, for a txid the provider knows already, as it is.
@@ -253,7 +274,21 @@ impl Psp {
         auth: Option<&(HeaderName, HeaderValue)>,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Vec<u8>), PixError> {
-        let mut request = self.http.request(method.clone(), url).timeout(self.timeout);
+        match &self.transport {
+            Transport::Http(http) => self.over_http(http, method, url, auth, body).await,
+            Transport::InProcess(router) => self.in_this_process(router, method, url, body).await,
+        }
+    }
+
+    async fn over_http(
+        &self,
+        http: &reqwest::Client,
+        method: &Method,
+        url: &str,
+        auth: Option<&(HeaderName, HeaderValue)>,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), PixError> {
+        let mut request = http.request(method.clone(), url).timeout(self.timeout);
         if let Some((name, value)) = auth {
             request = request.header(name, value);
         }
@@ -273,6 +308,35 @@ impl Psp {
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(unanswered)?;
         Ok((status, bytes.to_vec()))
+    }
+
+    async fn in_this_process(
+        &self,
+        router: &axum::Router,
+        method: &Method,
+        url: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), PixError> {
+        use tower::ServiceExt as _;
+        let path = url.strip_prefix("http://simulador.local").unwrap_or(url);
+        let mut request = axum::http::Request::builder().method(method.clone()).uri(path);
+        if body.is_some() {
+            request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(body.map_or_else(axum::body::Body::empty, axum::body::Body::from))
+            .map_err(|_| PixError::Unanswered("falha de conexão"))?;
+        let exchange = async {
+            let Ok(response) = router.clone().oneshot(request).await;
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .map_err(|_| PixError::Unanswered("falha de conexão"))?;
+            Ok((status, bytes.to_vec()))
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| PixError::Unanswered("tempo esgotado"))?
     }
 }
 
