@@ -142,6 +142,28 @@ impl Services {
         )]
     }
 
+    /// Opens `case` (or finds the one already open on its conversation) outside any turn — a late
+    /// recharge, a paid Pix not credited — and posts it to the support board where it is on.
+    pub(super) async fn open_case_now(
+        &self,
+        case: &crate::store::NewCase,
+        now: DateTime<Utc>,
+    ) -> Result<Case, crate::store::StoreError> {
+        let opened = match self.store.open_case(case, now).await? {
+            crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
+        };
+        if self.board_on(&opened.tenant_id) {
+            let root = board_item(&opened.id, &opened.conversation_id, BoardKind::Opened, String::new());
+            self.post_to_board(vec![root]).await;
+        }
+        Ok(opened)
+    }
+
+    /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).
+    pub(super) fn claim_notice_due(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        Some(now + chrono::Duration::minutes(i64::from(self.handoff.claim_timeout_minutes)))
+    }
+
     /// Writes `items` for the board now (a case's state changed).
     pub(super) async fn post_to_board(&self, items: Vec<NewOutboxItem>) {
         for item in items {

@@ -167,20 +167,9 @@ impl Services {
                     "enviada_em": f.attempt.created_at,
                 },
             }),
-            notice_due_at: Some(now + Duration::minutes(i64::from(self.handoff.claim_timeout_minutes))),
+            notice_due_at: self.claim_notice_due(now),
         };
-        let opened = match self.store.open_case(&case, now).await? {
-            crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
-        };
-        if self.board_on(&opened.tenant_id) {
-            let root = super::board::board_item(
-                &opened.id,
-                &opened.conversation_id,
-                super::BoardKind::Opened,
-                String::new(),
-            );
-            self.post_to_board(vec![root]).await;
-        }
+        self.open_case_now(&case, now).await?;
         self.tell(f, input, &acompanhamento::aviso_verificacao(input))
             .await?;
         self.store
