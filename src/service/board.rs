@@ -153,7 +153,12 @@ impl Services {
             crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
         };
         if self.board_on(&opened.tenant_id) {
-            let root = board_item(&opened.id, &opened.conversation_id, BoardKind::Opened, String::new());
+            let root = board_item(
+                &opened.id,
+                &opened.conversation_id,
+                BoardKind::Opened,
+                String::new(),
+            );
             self.post_to_board(vec![root]).await;
         }
         Ok(opened)

@@ -38,7 +38,7 @@ mod commit;
 mod jobs;
 pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Payments};
 mod payments;
-pub use payments::{Cobranca, PaymentError, PixSetup, Settled, pix_port};
+pub use payments::{PaymentError, PixSetup, Settled, pix_port};
 mod question;
 mod inbox;
 mod route;

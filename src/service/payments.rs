@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use tracing::Instrument as _;
 
-use vt_actions::tools::NovoCodigo;
+use vt_actions::tools::{CodigoPix, NovoCodigo};
 use vt_actions::{ActionContext, ActionError};
 
 use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, Store, StoreError};
@@ -31,18 +31,6 @@ use crate::telemetry::spans;
 pub struct PixSetup {
     pub psp: Psp,
     pub config: PixConfig,
-}
-
-/// A charge issued: what the card holder is shown.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cobranca {
-    pub txid: String,
-    /// The line before the code.
-    pub texto: String,
-    pub copia_e_cola: String,
-    /// The code as a QR image.
-    pub qr_png: Vec<u8>,
-    pub expira_em: DateTime<Utc>,
 }
 
 /// What reading a charge back led to.
@@ -99,7 +87,7 @@ impl Payments<'_> {
         recharge: &FlowInput,
         recharge_key: &str,
         n: u32,
-    ) -> Result<Cobranca, PaymentError> {
+    ) -> Result<CodigoPix, PaymentError> {
         let setup = self.setup()?;
         let charge = Charge {
             conversation_id,
@@ -142,8 +130,7 @@ impl Payments<'_> {
             PaymentClaim::First => self.credit(&charge, &pix.end_to_end_id, paid_at).await,
             PaymentClaim::OtherCodePaid => {
                 self.refund(&charge, &pix.end_to_end_id).await?;
-                let input = FlowInput::from_value(&charge.request)
-                    .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+                let input = recharge_of(&charge)?;
                 let cartao = vt_actions::vt::mask_card(&input.cartao);
                 self.tell(&charge.conversation_id, textos::duplicado(charge.amount, &cartao))
                     .await?;
@@ -203,26 +190,13 @@ impl Payments<'_> {
     /// charge the provider says was paid meanwhile is settled instead.
     async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
         let setup = self.setup()?;
-        match setup
-            .psp
-            .remover_cob(&charge.txid)
-            .instrument(spans::step("pix: retirar cobrança"))
-            .await
-        {
-            Ok(cob) if cob.status == CobStatus::RemovidaPeloUsuarioRecebedor => {}
+        match withdraw(self.store.as_ref(), setup, charge).await? {
+            Withdrawal::Withdrawn => {}
             // Paid before it could be withdrawn (a race at expiry): it still credits, once.
-            Ok(_) | Err(PixError::Refused { status: 400, .. }) => return self.settle(&charge.txid).await,
-            Err(e) => return Err(e.into()),
+            Withdrawal::PaidMeanwhile => return self.settle(&charge.txid).await,
+            Withdrawal::AlreadyMoved => return Ok(Settled::Nothing),
         }
-        if !self
-            .store
-            .settle_charge(&charge.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
-            .await?
-        {
-            return Ok(Settled::Nothing);
-        }
-        let input = FlowInput::from_value(&charge.request)
-            .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+        let input = recharge_of(charge)?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
         self.tell(&charge.conversation_id, textos::expirado(charge.amount, &cartao))
             .await?;
@@ -236,8 +210,7 @@ impl Payments<'_> {
         e2e: &str,
         paid_at: DateTime<Utc>,
     ) -> Result<Settled, PaymentError> {
-        let mut input = FlowInput::from_value(&charge.request)
-            .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+        let mut input = recharge_of(charge)?;
         if let Some(recarga) = input.recarga.as_mut() {
             recarga.meio_pagamento.tipo = "pix".into();
             recarga.meio_pagamento.token = Some(PaymentToken::new(e2e));
@@ -369,7 +342,7 @@ async fn issue(
     setup: &PixSetup,
     charge: Charge<'_>,
     now: DateTime<Utc>,
-) -> Result<Cobranca, PaymentError> {
+) -> Result<CodigoPix, PaymentError> {
     let Charge {
         conversation_id,
         recharge,
@@ -416,15 +389,68 @@ async fn issue(
             created_at: now,
         })
         .await?;
-    let qr_png = vt_actions::pix::qr::png(&stored.copia_e_cola)
-        .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
-    Ok(Cobranca {
-        texto: textos::cobranca(valor, &cartao, stored.expires_at, &recharge.politicas.timezone),
-        txid,
-        copia_e_cola: stored.copia_e_cola,
-        qr_png,
-        expira_em: stored.expires_at,
+    shown(&stored, recharge)
+}
+
+/// What withdrawing an unpaid charge found.
+#[derive(Debug, PartialEq, Eq)]
+enum Withdrawal {
+    /// Withdrawn at the provider and moved to `expirada` here, by this call.
+    Withdrawn,
+    /// Withdrawn, but another caller (the sweep, a "novo código") moved it first.
+    AlreadyMoved,
+    /// The provider refused: it was paid meanwhile, and will be credited.
+    PaidMeanwhile,
+}
+
+/// Withdraws `charge` at the provider (`PATCH /cob/{txid}`), then on record.
+async fn withdraw(
+    store: &dyn PixStore,
+    setup: &PixSetup,
+    charge: &PixCharge,
+) -> Result<Withdrawal, PaymentError> {
+    match setup
+        .psp
+        .remover_cob(&charge.txid)
+        .instrument(spans::step("pix: retirar cobrança"))
+        .await
+    {
+        Ok(cob) if cob.status == CobStatus::RemovidaPeloUsuarioRecebedor => {}
+        Ok(_) | Err(PixError::Refused { status: 400, .. }) => return Ok(Withdrawal::PaidMeanwhile),
+        Err(e) => return Err(e.into()),
+    }
+    let moved = store
+        .settle_charge(&charge.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
+        .await?;
+    Ok(if moved {
+        Withdrawal::Withdrawn
+    } else {
+        Withdrawal::AlreadyMoved
     })
+}
+
+/// A charge on record as the card holder is shown it: the line, the code, its QR.
+fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentError> {
+    let qr_png = vt_actions::pix::qr::png(&charge.copia_e_cola)
+        .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
+    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    Ok(CodigoPix {
+        txid: charge.txid.clone(),
+        texto: textos::cobranca(
+            charge.amount,
+            &cartao,
+            charge.expires_at,
+            &recharge.politicas.timezone,
+        ),
+        copia_e_cola: charge.copia_e_cola.clone(),
+        qr_png,
+        expira_em: charge.expires_at,
+    })
+}
+
+/// The recharge a charge carries, as it was confirmed.
+fn recharge_of(charge: &PixCharge) -> Result<FlowInput, PaymentError> {
+    FlowInput::from_value(&charge.request).map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))
 }
 
 /// The chat tools' way to charge a confirmed Pix recharge ([`vt_actions::tools::PixCharges`]): issues
@@ -442,7 +468,7 @@ impl vt_actions::tools::PixCharges for PixPort {
         input: &FlowInput,
         recharge_key: &str,
         n: u32,
-    ) -> Result<vt_actions::tools::CodigoPix, ActionError> {
+    ) -> Result<CodigoPix, ActionError> {
         let charge = Charge {
             conversation_id: &ctx.conversation_id,
             recharge: input,
@@ -451,7 +477,6 @@ impl vt_actions::tools::PixCharges for PixPort {
         };
         issue(self.store.as_ref(), &self.setup, charge, ctx.now)
             .await
-            .map(Into::into)
             .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))
     }
 
@@ -459,18 +484,6 @@ impl vt_actions::tools::PixCharges for PixPort {
         renew(self.store.as_ref(), &self.setup, recharge_key, ctx.now)
             .await
             .map_err(|e| ActionError::failed("não foi possível gerar um novo código Pix", e.to_string()))
-    }
-}
-
-impl From<Cobranca> for vt_actions::tools::CodigoPix {
-    fn from(c: Cobranca) -> Self {
-        Self {
-            txid: c.txid,
-            texto: c.texto,
-            copia_e_cola: c.copia_e_cola,
-            qr_png: c.qr_png,
-            expira_em: c.expira_em,
-        }
     }
 }
 
@@ -490,19 +503,9 @@ async fn renew(
     if charges.iter().any(paid) {
         return Ok(NovoCodigo::JaPago);
     }
-    let input = FlowInput::from_value(&last.request)
-        .map_err(|_| PaymentError::Invalid("a recarga guardada é inválida"))?;
+    let input = recharge_of(last)?;
     if last.status == ChargeStatus::Ativa && now < last.expires_at {
-        let qr_png = vt_actions::pix::qr::png(&last.copia_e_cola)
-            .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
-        let cartao = vt_actions::vt::mask_card(&input.cartao);
-        return Ok(NovoCodigo::AindaValido(vt_actions::tools::CodigoPix {
-            txid: last.txid.clone(),
-            texto: textos::cobranca(last.amount, &cartao, last.expires_at, &input.politicas.timezone),
-            copia_e_cola: last.copia_e_cola.clone(),
-            qr_png,
-            expira_em: last.expires_at,
-        }));
+        return Ok(NovoCodigo::AindaValido(shown(last, &input)?));
     }
     let n = u32::try_from(last.n).unwrap_or(u32::MAX).saturating_add(1);
     if n > setup.config.novos_codigos_max {
@@ -511,19 +514,8 @@ async fn renew(
     if last.status == ChargeStatus::Ativa {
         // Expired, and the sweep has not withdrawn it yet: withdrawn now, so that two codes of one
         // recharge are never payable at once. Refused: it was paid meanwhile, and will be credited.
-        match setup
-            .psp
-            .remover_cob(&last.txid)
-            .instrument(spans::step("pix: retirar cobrança"))
-            .await
-        {
-            Ok(_) => {
-                store
-                    .settle_charge(&last.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
-                    .await?;
-            }
-            Err(PixError::Refused { status: 400, .. }) => return Ok(NovoCodigo::JaPago),
-            Err(e) => return Err(e.into()),
+        if withdraw(store, setup, last).await? == Withdrawal::PaidMeanwhile {
+            return Ok(NovoCodigo::JaPago);
         }
     }
     let charge = Charge {
