@@ -524,9 +524,7 @@ async fn renew(
         recharge_key,
         n,
     };
-    Ok(NovoCodigo::Emitido(
-        issue(store, setup, charge, now).await?.into(),
-    ))
+    Ok(NovoCodigo::Emitido(issue(store, setup, charge, now).await?))
 }
 
 /// The port the chat tools charge Pix recharges through, for the engine's extensions.
