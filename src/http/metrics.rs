@@ -253,14 +253,7 @@ impl Metrics {
             && let Ok(counts) = store.pix.charge_counts().await
         {
             use crate::store::ChargeStatus as C;
-            for status in [
-                C::Ativa,
-                C::Paga,
-                C::Creditada,
-                C::Enviada,
-                C::Devolvida,
-                C::Expirada,
-            ] {
+            for status in C::ALL {
                 let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
                 self.pix_charges
                     .get_or_create(&Status {

@@ -687,6 +687,15 @@ pub enum ChargeStatus {
 }
 
 impl ChargeStatus {
+    pub const ALL: [Self; 6] = [
+        Self::Ativa,
+        Self::Paga,
+        Self::Creditada,
+        Self::Enviada,
+        Self::Devolvida,
+        Self::Expirada,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ativa => "ativa",
@@ -700,17 +709,10 @@ impl ChargeStatus {
 
     /// A status as a row holds it.
     pub fn from_row(text: &str) -> Result<Self, StoreError> {
-        [
-            Self::Ativa,
-            Self::Paga,
-            Self::Creditada,
-            Self::Enviada,
-            Self::Devolvida,
-            Self::Expirada,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == text)
-        .ok_or_else(|| StoreError::Invalid(format!("status de cobrança Pix desconhecido: {text:?}")))
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| StoreError::Invalid(format!("status de cobrança Pix desconhecido: {text:?}")))
     }
 }
 

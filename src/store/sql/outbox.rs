@@ -9,10 +9,12 @@ use crate::store::rows::{self, Columns};
 use crate::store::{NewOutboxItem, OutboxItem, OutboxStatus, OutboxStore, StoreError};
 
 /// One UPDATE: on SQLite a single writer means the select-and-mark cannot interleave; on PostgreSQL
-/// the rows another instance claims are skipped. An item waits while an earlier one of its
+/// the rows another instance claims are skipped (`$lock`). An item waits while an earlier one of its
 /// conversation is unfinished: replies go out in order.
-const CLAIM_SQLITE: &str =
-    "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
+macro_rules! claim {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
      WHERE id IN (SELECT o.id FROM outbox o
                   WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2)
                          OR (o.status = 'in_flight' AND o.claimed_until < $2))
@@ -20,22 +22,16 @@ const CLAIM_SQLITE: &str =
                                     WHERE o.conversation_id IS NOT NULL
                                       AND e.conversation_id = o.conversation_id AND e.id < o.id
                                       AND e.status IN ('pending', 'in_flight', 'held'))
-                  ORDER BY o.id LIMIT $3)
+                  ORDER BY o.id LIMIT $3",
+            $lock,
+            ")
      RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
-         next_attempt_at, last_error";
-const CLAIM_POSTGRES: &str =
-    "UPDATE outbox SET status = 'in_flight', attempts = attempts + 1, claimed_until = $1
-     WHERE id IN (SELECT o.id FROM outbox o
-                  WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2)
-                         OR (o.status = 'in_flight' AND o.claimed_until < $2))
-                    AND NOT EXISTS (SELECT 1 FROM outbox e
-                                    WHERE o.conversation_id IS NOT NULL
-                                      AND e.conversation_id = o.conversation_id AND e.id < o.id
-                                      AND e.status IN ('pending', 'in_flight', 'held'))
-                  ORDER BY o.id LIMIT $3
-                  FOR UPDATE SKIP LOCKED)
-     RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
-         next_attempt_at, last_error";
+         next_attempt_at, last_error"
+        )
+    };
+}
+const CLAIM_SQLITE: &str = claim!("");
+const CLAIM_POSTGRES: &str = claim!(" FOR UPDATE SKIP LOCKED");
 
 /// A message's statuses in the order they came (SQLite keeps the row order; PostgreSQL has none).
 const STATUSES_SQLITE: &str =
