@@ -164,6 +164,21 @@ impl Services {
         Ok(opened)
     }
 
+    /// Says `text` in `conv` outside any turn (a late outcome, a receipt): kept in its history and sent
+    /// through the outbox (as `template` where the channel needs one).
+    pub(super) async fn say_now(
+        &self,
+        conv: &crate::engine::Conversation,
+        text: String,
+        template: Option<crate::outbox::TemplateUse>,
+    ) -> Result<(), crate::store::StoreError> {
+        let item = super::cases::reply_item(conv, text.clone(), template);
+        let message = crate::llm::ChatMessage::assistant(text);
+        self.store
+            .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
+            .await
+    }
+
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).
     pub(super) fn claim_notice_due(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         Some(now + chrono::Duration::minutes(i64::from(self.handoff.claim_timeout_minutes)))

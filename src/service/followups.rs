@@ -27,7 +27,6 @@ use vt_actions::vt::texts::RecargaStatus;
 
 use super::Services;
 use crate::engine::Conversation;
-use crate::llm::ChatMessage;
 use crate::store::{Checked, FlowRunRecord, FollowUp, NewCase, OUTCOME_CASE, RunStatus, StoreError};
 
 /// How long a claimed follow-up is this process's: longer than a recharge request may take.
@@ -187,16 +186,7 @@ impl Services {
                     parameters: aviso.parametros().into_iter().collect(),
                 });
                 let text = aviso.mensagem();
-                let item = super::cases::reply_item(&conv, text.clone(), template);
-                self.store
-                    .say_in_case(
-                        &conv.id,
-                        &ChatMessage::assistant(text),
-                        &[item],
-                        None,
-                        self.engine.now(),
-                    )
-                    .await?;
+                self.say_now(&conv, text, template).await?;
             }
             Audience::Recipient => {
                 let systems = self

@@ -15,7 +15,6 @@ use vt_actions::vt::{FlowInput, PaymentToken};
 use super::jobs::Payments;
 use super::{FlowOptions, ServiceError};
 use crate::flow::FlowStatus;
-use crate::llm::ChatMessage;
 use std::sync::Arc;
 
 use tracing::Instrument as _;
@@ -314,16 +313,7 @@ impl Payments<'_> {
         let Some(conv) = self.store.conversation(conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let item = super::cases::reply_item(&conv, text.clone(), None);
-        self.store
-            .say_in_case(
-                &conv.id,
-                &ChatMessage::assistant(text),
-                &[item],
-                None,
-                self.engine.now(),
-            )
-            .await?;
+        self.say_now(&conv, text, None).await?;
         Ok(())
     }
 }

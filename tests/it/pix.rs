@@ -323,6 +323,21 @@ fn recharge(card: &str, valor: u32) -> vt_actions::vt::FlowInput {
     .expect("input")
 }
 
+/// The first code of recharge `key` (`valor` reais on `card`) in conversation `conv`.
+async fn issued(
+    h: &crate::support::ChatHarness,
+    conv: &str,
+    card: &str,
+    valor: u32,
+    key: &str,
+) -> vt_actions::tools::CodigoPix {
+    h.service
+        .payments()
+        .issue(conv, &recharge(card, valor), key, 0)
+        .await
+        .expect("issued")
+}
+
 /// What the conversation was told after its last user message.
 async fn told(h: &crate::support::ChatHarness, conv: &str) -> Vec<String> {
     h.store
@@ -456,12 +471,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     let h = crate::support::chat_harness_paying().await;
     h.say("c-negada", "oi").await;
     // The recharge system denies recharges of this magic card.
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-negada", &recharge("7777777777", 30), "k-negada", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-negada", "7777777777", 30, "k-negada").await;
     let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     assert_eq!(
         h.service.payments().settle(&cobranca.txid).await.expect("settle"),
@@ -552,12 +562,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     let state =
         vt_agent::http::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(h.clone(), state).await;
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-hook", &recharge("1234567890", 20), "k-hook", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-hook", "1234567890", 20, "k-hook").await;
     let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     // As the provider writes it (the spec's webhook body), twice in one notice.
     let notice = format!(
@@ -689,12 +694,7 @@ async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
     use vt_agent::store::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-corrida", "oi").await;
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-corrida", &recharge("1234567890", 20), "k-corrida", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-corrida", "1234567890", 20, "k-corrida").await;
     h.sim
         .pix()
         .pay(&cobranca.txid, false)
@@ -718,12 +718,7 @@ async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
     use vt_agent::store::{ChargeStatus, PaymentClaim};
     let h = crate::support::chat_harness_paying().await;
     h.say("c-retoma", "oi").await;
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-retoma", &recharge("1234567890", 20), "k-retoma", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-retoma", "1234567890", 20, "k-retoma").await;
     let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     // A process claimed the payment and stopped before it sent the recharge.
     let claim = h
@@ -972,12 +967,7 @@ async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pendente", "oi").await;
     // The recharge system answers this magic card's recharges "pendente".
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-pendente", &recharge("6666666666", 20), "k-pendente", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-pendente", "6666666666", 20, "k-pendente").await;
     h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     assert_eq!(
         h.service.payments().settle(&cobranca.txid).await.expect("settle"),
@@ -1042,12 +1032,7 @@ async fn each_call_to_the_provider_is_a_span() {
     h.say("c-spans", "oi").await;
     let names = SpanNames::default();
     let _traced = tracing::subscriber::set_default(tracing_subscriber::registry().with(names.clone()));
-    let cobranca = h
-        .service
-        .payments()
-        .issue("c-spans", &recharge("7777777777", 20), "k-spans", 0)
-        .await
-        .expect("issued");
+    let cobranca = issued(&h, "c-spans", "7777777777", 20, "k-spans").await;
     h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     h.service.payments().settle(&cobranca.txid).await.expect("settle");
     let seen = names.0.lock().expect("lock").clone();
