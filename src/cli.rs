@@ -4,19 +4,19 @@
 // not items to link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod chat;
+
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
 use crate::app::App;
 use crate::config::Config;
-use crate::engine::Participant;
 use crate::flow::FlowError;
-use crate::service::{FlowOptions, Inbound, ServiceError};
+use crate::service::{FlowOptions, ServiceError};
 use crate::store::Usage;
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
@@ -432,7 +432,7 @@ pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
 async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow::Result<ExitCode> {
     let u = store_usage;
     match command {
-        Command::Chat(args) => chat(&config, u, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Chat(args) => chat::chat(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::RunFlow(args) => run_flow(&config, u, args).await,
         Command::Batch(args) => batch(&config, u, args).await,
         Command::Flows(args) => flows(&config, u, args).await,
@@ -980,6 +980,8 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
     let auth = args.auth()?;
     let sim = crate::app::simulator(&crate::config::SimulatorSettings {
         fixture: args.fixture,
+        // A system of its own: its Pix charges are paid through `POST /_simulador/pix/{txid}/pagar`.
+        pix_pagar_apos_segundos: Some(0),
         ..crate::config::SimulatorSettings::default()
     })?;
     if let Some(dir) = &args.tls {
@@ -1079,117 +1081,5 @@ async fn usage(config: &Config, store_usage: Usage) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("{}", crate::usage::table(&rows));
-    Ok(())
-}
-
-async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Result<()> {
-    let app = App::start(config, None, store_usage).await?;
-    let service = &app.service;
-    let who = Participant {
-        user_id: args.user.clone(),
-        user_login: args.user.clone(),
-        channel: "terminal".into(),
-    };
-    if service.engine().catalog().agent(&args.agent).is_none() {
-        anyhow::bail!("agente não encontrado: {}", args.agent);
-    }
-    let conversation = args
-        .conversation
-        .clone()
-        .unwrap_or_else(|| service.engine().next_id("conv"));
-    if let Some(id) = &args.conversation
-        && service.stores().conversations.conversation(id).await?.is_none()
-    {
-        eprintln!("conversa {id} não existe: começando uma nova com esse id");
-    }
-    let send = async |text: &str| -> anyhow::Result<(String, bool)> {
-        let msg = Inbound {
-            agent_id: args.agent.clone(),
-            conversation_id: Some(conversation.clone()),
-            user: who.clone(),
-            text: text.to_owned(),
-            ..Default::default()
-        };
-        let handled = service.messages().handle(msg).await?;
-        Ok((handled.reply_text(), handled.ended))
-    };
-    if let Some(message) = &args.message {
-        let (reply, _) = send(message).await?;
-        println!("{reply}");
-        if args.conversation.is_none() {
-            // The id goes to stderr so scripts reading the reply on stdout are not disturbed.
-            eprintln!("(conversa {conversation}: continue com --conversation {conversation})");
-        }
-        return Ok(());
-    }
-    let interactive = std::io::stdin().is_terminal();
-    let mut out = tokio::io::stdout();
-    if interactive {
-        let model = if service.engine().has_model() {
-            "com modelo"
-        } else {
-            "sem modelo: só os comandos de VT"
-        };
-        out.write_all(
-            format!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n\n").as_bytes(),
-        )
-        .await?;
-        out.flush().await?;
-        return edit_lines(send).await;
-    }
-    let mut input = BufReader::new(tokio::io::stdin());
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if input
-            .read_until(b'\n', &mut line)
-            .await
-            .context("lendo a entrada padrão")?
-            == 0
-        {
-            break;
-        }
-        // A line that is not UTF-8 is still a message: stored as read, answered with what is wrong.
-        let text = String::from_utf8_lossy(&line);
-        let (reply, ended) = send(text.trim()).await?;
-        out.write_all(format!("{reply}\n\n").as_bytes()).await?;
-        out.flush().await?;
-        if ended {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// The terminal's conversation: a line editor (arrows, Home/End, history of this session with ↑/↓ —
-/// kept in memory only, as it holds the cards typed) reading on a blocking thread, one turn a line.
-async fn edit_lines(mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>) -> anyhow::Result<()> {
-    use rustyline::error::ReadlineError;
-    let mut editor = rustyline::DefaultEditor::new().context("abrindo o editor de linha do terminal")?;
-    loop {
-        let (back, read) = tokio::task::spawn_blocking(move || {
-            let read = editor.readline("você> ");
-            (editor, read)
-        })
-        .await
-        .context("lendo o terminal")?;
-        editor = back;
-        let line = match read {
-            Ok(line) => line,
-            Err(ReadlineError::Eof | ReadlineError::Interrupted) => break,
-            Err(e) => return Err(e).context("lendo o terminal"),
-        };
-        let text = line.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let _ = editor.add_history_entry(text);
-        let (reply, ended) = send(text).await?;
-        println!("vt> {reply}\n");
-        if ended {
-            break;
-        }
-    }
-    println!();
     Ok(())
 }

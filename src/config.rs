@@ -102,6 +102,23 @@ pub struct SimulatorSettings {
     /// Notifications it accepts per second before answering 429, as a real notification system would
     /// (default 50). Raise it to measure the product rather than the limit.
     pub notifications_per_second: Option<u32>,
+    /// After how many seconds the simulated payment provider pays a Pix code by itself, as the card
+    /// holder would (default 5, so a newcomer sees the whole journey); 0: only
+    /// `POST /_simulador/pix/{txid}/pagar` pays.
+    pub pix_pagar_apos_segundos: Option<u64>,
+}
+
+impl SimulatorSettings {
+    /// Seconds before the simulated provider pays a code by itself, when nothing else is said.
+    pub const PIX_PAGAR_APOS_SEGUNDOS: u64 = 5;
+
+    /// After how long the simulated provider pays by itself; `None`: it does not.
+    pub fn pix_pagar_apos(&self) -> Option<std::time::Duration> {
+        let secs = self
+            .pix_pagar_apos_segundos
+            .unwrap_or(Self::PIX_PAGAR_APOS_SEGUNDOS);
+        (secs > 0).then(|| std::time::Duration::from_secs(secs))
+    }
 }
 
 impl Default for Config {
@@ -352,6 +369,10 @@ impl Config {
         if let Some(v) = get("VT_SIMULATOR_NOTIFICATIONS_PER_SECOND") {
             config.simulator.notifications_per_second =
                 Some(parse("VT_SIMULATOR_NOTIFICATIONS_PER_SECOND", v)?);
+        }
+        if let Some(v) = get("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS") {
+            config.simulator.pix_pagar_apos_segundos =
+                Some(parse("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", v)?);
         }
         if let Some(v) = get("VT_RECARGAS_RESOLVER_EM_MINUTOS") {
             config.recargas.resolver_em_minutos = parse("VT_RECARGAS_RESOLVER_EM_MINUTOS", v)?;

@@ -87,6 +87,20 @@ pub fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSe
         .transpose()
 }
 
+/// The operator's Pix key at the embedded simulator's provider.
+pub const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
+
+/// The embedded simulator as the payment provider, called in this process.
+fn simulated_pix(sim: &Simulator) -> crate::service::PixSetup {
+    crate::service::PixSetup {
+        psp: vt_actions::pix::Psp::in_process(sim.router()),
+        config: vt_actions::pix::PixConfig {
+            chave: SIMULATED_PIX_KEY.to_owned(),
+            ..vt_actions::pix::PixConfig::default()
+        },
+    }
+}
+
 /// [`service`] taking Pix through `pix` (the one the engine's port uses).
 async fn service_paying(
     config: &Config,
@@ -167,7 +181,10 @@ pub const SIMULATOR_BOOK: &str = "simulador.jsonl";
 
 /// The simulator with the magic cards, or with a fixture file applied to them.
 pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
-    let mut config = SimulatorConfig::default();
+    let mut config = SimulatorConfig {
+        pix_pagar_apos: settings.pix_pagar_apos(),
+        ..SimulatorConfig::default()
+    };
     if let Some(n) = settings.notifications_per_second {
         config.notifications_per_second = n;
     }
@@ -230,7 +247,12 @@ impl App {
         if config.systems.is_some() && config.pix.is_none() {
             extensions = extensions.with(vt_actions::tools::PixIndisponivel);
         }
-        let pix = pix_setup(config)?;
+        let pix = match (pix_setup(config)?, &simulator) {
+            (Some(setup), _) => Some(setup),
+            // With no provider configured, the embedded simulator is the provider too.
+            (None, Some(sim)) => Some(simulated_pix(sim)),
+            (None, None) => None,
+        };
         if let Some(setup) = &pix {
             extensions = extensions.with(crate::service::pix_port(store.clone(), setup.clone()));
         }

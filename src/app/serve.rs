@@ -75,7 +75,11 @@ impl Server {
                 config.handoff.mattermost_channel_id.as_deref(),
                 &wiring,
             ),
-            crate::channels::pix::channel(&wiring),
+            crate::channels::pix::channel(
+                &wiring,
+                simulator.as_ref().map(Simulator::pix),
+                crate::channels::pix::SWEEP_EVERY,
+            ),
         ];
         let mut jobs = Vec::new();
         for channel in channels.into_iter().filter(crate::channels::Channel::is_on) {

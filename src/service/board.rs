@@ -173,10 +173,16 @@ impl Services {
         template: Option<crate::outbox::TemplateUse>,
     ) -> Result<(), crate::store::StoreError> {
         let item = super::cases::reply_item(conv, text.clone(), template);
-        let message = crate::llm::ChatMessage::assistant(text);
+        let message = crate::llm::ChatMessage::assistant(text.clone());
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
-            .await
+            .await?;
+        // Nobody listening is the usual case (a server): the outbox sends it.
+        let _ = self.said.send(super::Said {
+            conversation_id: conv.id.clone(),
+            text,
+        });
+        Ok(())
     }
 
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).

@@ -296,6 +296,15 @@ pub struct Services {
     recargas: crate::store::RecargasConfig,
     /// The payment provider, when chat recharges are paid by Pix.
     pix: Option<payments::PixSetup>,
+    /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
+    said: tokio::sync::broadcast::Sender<Said>,
+}
+
+/// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    pub conversation_id: String,
+    pub text: String,
 }
 
 impl Services {
@@ -311,7 +320,14 @@ impl Services {
             handoff: HandoffConfig::default(),
             recargas: crate::store::RecargasConfig::default(),
             pix: None,
+            said: tokio::sync::broadcast::channel(64).0,
         }
+    }
+
+    /// What this process says from now on in conversations outside their turns (stored before it is
+    /// told here). Reading channels (the terminal) print it; the others get it from their outbox.
+    pub fn said(&self) -> tokio::sync::broadcast::Receiver<Said> {
+        self.said.subscribe()
     }
 
     /// Whether chat recharges are paid by Pix here (a provider is configured).

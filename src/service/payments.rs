@@ -139,6 +139,20 @@ impl Payments<'_> {
         }
     }
 
+    /// The charges of conversation `conversation_id` waiting for a payment or for its credit.
+    pub async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
+        let mut open = Vec::new();
+        for status in [ChargeStatus::Ativa, ChargeStatus::Paga] {
+            let charges = self.store.charges_in(status, SWEEP_BATCH).await?;
+            open.extend(
+                charges
+                    .into_iter()
+                    .filter(|c| c.conversation_id == conversation_id),
+            );
+        }
+        Ok(open)
+    }
+
     /// Reads back every open charge: an expired one is withdrawn at the provider and the card holder
     /// told (unless it was paid meanwhile: then it is credited); an open one is credited if it was
     /// paid and its notice never came; a paid one whose credit a stop interrupted

@@ -13,6 +13,8 @@ pub(crate) fn vt_agent_in(data: &tempfile::TempDir) -> Command {
         cmd.env_remove(k);
     }
     cmd.env("VT_DATA_DIR", data.path());
+    // The simulated Pix provider pays a code after a second, not the newcomer's five.
+    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "1");
     // One data key for this test process and the binaries it runs, so a test can read what they
     // stored; the key file's own path is tested where this variable is removed.
     crate::support::test_keys();
@@ -218,8 +220,22 @@ fn a_one_shot_chat_tells_its_conversation_id_so_a_later_message_can_answer() {
         .args(["chat", "--conversation", &id, "-m", "sim"])
         .output()
         .expect("run");
+    // With no configuration the embedded simulator is the Pix provider, and it pays by itself: the
+    // code (a valid BR Code of the amount, on its own line), then the receipt.
     let reply = String::from_utf8_lossy(&second.stdout);
-    assert!(reply.contains("aprovada"), "{reply}");
+    let code = reply
+        .lines()
+        .find(|l| l.starts_with("000201"))
+        .unwrap_or_else(|| panic!("the code on a line of its own: {reply}"));
+    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(50)).expect("a valid code of 50");
+    assert!(
+        reply.contains("Pagamento recebido e recarga feita: BRL 50,00 no cartão ****8901"),
+        "{reply}"
+    );
+    assert!(
+        reply.find("000201") < reply.find("Pagamento recebido"),
+        "the receipt after the code: {reply}"
+    );
 }
 
 #[test]
@@ -601,13 +617,14 @@ fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_ov
         "{said}"
     );
     assert!(
-        said.contains("Sua recarga de BRL 60,00 no cartão ****1111 foi aprovada"),
+        said.contains("Para recarregar BRL 60,00 no cartão ****1111, pague o Pix"),
         "{said}"
     );
     assert!(
-        !said.contains("BRL 40,00 no cartão ****1111 foi aprovada"),
+        said.contains("Pagamento recebido e recarga feita: BRL 60,00 no cartão ****1111"),
         "{said}"
     );
+    assert!(!said.contains("BRL 40,00 no cartão ****1111, pague"), "{said}");
     let flows = vt_agent_in(&data).arg("flows").output().expect("flows");
     let table = String::from_utf8_lossy(&flows.stdout);
     let attempts: Vec<&str> = table

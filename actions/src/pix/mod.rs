@@ -11,7 +11,7 @@ pub mod textos;
 
 pub use brcode::{BrCode, BrCodeError, dynamic};
 pub use client::{PixConfig, PixError, Psp};
-pub use simulado::PspSimulado;
+pub use simulado::{PAY_PATH, PspSimulado};
 
 use sha2::{Digest, Sha256};
 

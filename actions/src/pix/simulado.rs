@@ -2,7 +2,10 @@
 //! (`cob` create/read/withdraw, `devolucao`, the webhook's registration and call), served under
 //! `/pix/v2` beside the simulated VT systems and behind the same guard (OAuth2 token endpoint
 //! included). It issues valid BR Codes; `POST /_simulador/pix/{txid}/pagar` pays a charge as a
-//! payer's bank would, and tells the registered webhook.
+//! payer's bank would, and tells the registered webhook — and the product in this same process, when
+//! it listens ([`PspSimulado::notices`]): the embedded simulator has no URL to register. Set to pay by
+//! itself ([`PspSimulado::paying`]), it pays each charge it issues after a while, as the card's holder
+//! would (the magic cards say whether they pay at all, and whether the notice comes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,12 +19,17 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::systems::book::Book;
+use crate::systems::simulator::PixPayer;
+
 use super::api::{
     AvisoWebhook, Calendario, Cob, CobPedido, CobStatus, Devolucao, DevolucaoPedido, DevolucaoStatus, Pix,
 };
 
 /// Where the simulated provider's charges are found (`location`, inside each BR Code).
 const LOCATION: &str = "pix.simulador.vt/qr/v2";
+/// Where a charge is paid as a payer's bank would.
+pub const PAY_PATH: &str = "/_simulador/pix/{txid}/pagar";
 /// The receiver's name and city a payer's bank shows.
 const RECEBEDOR: (&str, &str) = ("VT SIMULADOR", "SAO PAULO");
 
@@ -32,7 +40,22 @@ struct Charges {
     cobs: HashMap<String, Cob>,
     /// The webhook URL registered per Pix key (`PUT /webhook/{chave}`).
     webhooks: HashMap<String, String>,
+    /// Products in this process told of every payment.
+    listeners: Vec<tokio::sync::mpsc::UnboundedSender<AvisoWebhook>>,
+    /// Charges it will pay by itself.
+    scheduled: std::collections::HashSet<String>,
     seq: u64,
+    /// Charge lines of the book read so far.
+    book_lines: u64,
+}
+
+/// How the simulated provider pays by itself: after `after`, each charge whose card (the last four
+/// digits of the masked card in `solicitacaoPagador`) is not in `payers` pays and is notified;
+/// `payers` says otherwise for some.
+#[derive(Debug, Clone)]
+struct AutoPay {
+    after: std::time::Duration,
+    payers: HashMap<String, PixPayer>,
 }
 
 /// The simulated provider; cheap to clone.
@@ -41,6 +64,9 @@ pub struct PspSimulado {
     state: Arc<Mutex<Charges>>,
     now: NowFn,
     http: reqwest::Client,
+    autopay: Option<Arc<AutoPay>>,
+    /// Where its charges outlive the process (the embedded simulator's book).
+    book: Arc<std::sync::OnceLock<Arc<Book>>>,
 }
 
 impl std::fmt::Debug for PspSimulado {
@@ -55,7 +81,79 @@ impl PspSimulado {
             state: Arc::default(),
             now: now.unwrap_or_else(|| Arc::new(Utc::now)),
             http: reqwest::Client::new(),
+            autopay: None,
+            book: Arc::default(),
         }
+    }
+
+    /// Keeps its charges in `book`, with the other processes' on the same data directory.
+    pub(crate) fn keep_in(&self, book: Arc<Book>) {
+        let _ = self.book.set(book);
+    }
+
+    /// Charge `cob` as it is now, for the next process.
+    fn keep(&self, cob: &Cob) {
+        if let Some(book) = self.book.get() {
+            book.keep_cob(cob);
+        }
+    }
+
+    /// Paying by itself `after` each charge is issued (`None`: never), as the holders of `cards` do.
+    #[must_use]
+    pub fn paying<'a>(
+        mut self,
+        after: Option<std::time::Duration>,
+        cards: impl Iterator<Item = (&'a str, PixPayer)>,
+    ) -> Self {
+        self.autopay = after.map(|after| {
+            let payers = cards
+                .filter(|(_, payer)| *payer != PixPayer::Paga)
+                .map(|(card, payer)| (crate::vt::card::last_four(card), payer))
+                .collect();
+            Arc::new(AutoPay { after, payers })
+        });
+        self
+    }
+
+    /// Every payment from now on, as the webhook would be told it: the embedded simulator's product
+    /// listens here, as it has no URL to register.
+    pub fn notices(&self) -> tokio::sync::mpsc::UnboundedReceiver<AvisoWebhook> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.lock().listeners.push(tx);
+        rx
+    }
+
+    /// Whether charge `txid` is paid, or will be by itself.
+    pub fn paid_or_paying(&self, txid: &str) -> bool {
+        let state = self.lock();
+        state.scheduled.contains(txid)
+            || state
+                .cobs
+                .get(txid)
+                .is_some_and(|c| c.status == CobStatus::Concluida)
+    }
+
+    /// After a new charge: its payment scheduled, if this provider pays by itself and its payer pays.
+    fn schedule(&self, cob: &Cob) {
+        let Some(autopay) = &self.autopay else {
+            return;
+        };
+        let card = cob
+            .solicitacao_pagador
+            .as_deref()
+            .map(crate::vt::card::last_four)
+            .unwrap_or_default();
+        let payer = autopay.payers.get(&card).copied().unwrap_or_default();
+        if payer == PixPayer::NuncaPaga {
+            return;
+        }
+        let (psp, txid, after) = (self.clone(), cob.txid.clone(), autopay.after);
+        self.lock().scheduled.insert(txid.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            psp.pay(&txid, payer == PixPayer::Paga);
+            psp.lock().scheduled.remove(&txid);
+        });
     }
 
     /// The API Pix routes, to be nested under `/pix/v2`.
@@ -69,9 +167,12 @@ impl PspSimulado {
 
     /// The simulator's own route: `POST /_simulador/pix/{txid}/pagar`.
     pub fn payer_router(&self) -> Router {
-        Router::new()
-            .route("/_simulador/pix/{txid}/pagar", post(pagar_http))
-            .with_state(self.clone())
+        Router::new().route(PAY_PATH, self.payer_route())
+    }
+
+    /// [`PAY_PATH`]'s handler, for a server of the product's own (`serve` with the embedded simulator).
+    pub fn payer_route(&self) -> axum::routing::MethodRouter {
+        post(pagar_http).with_state(self.clone())
     }
 
     /// The charge `txid` as the provider has it.
@@ -101,7 +202,14 @@ impl PspSimulado {
             };
             cob.status = CobStatus::Concluida;
             cob.pix.push(pix.clone());
+            self.keep(cob);
             let webhook = state.webhooks.get(&state.cobs[txid].chave).cloned();
+            if notify {
+                let aviso = AvisoWebhook {
+                    pix: vec![pix.clone()],
+                };
+                state.listeners.retain(|l| l.send(aviso.clone()).is_ok());
+            }
             (pix, webhook)
         };
         if notify && let Some(url) = webhook {
@@ -123,10 +231,18 @@ impl PspSimulado {
         Some(pix)
     }
 
+    /// The charges, caught up with what other processes wrote in the book.
     fn lock(&self) -> std::sync::MutexGuard<'_, Charges> {
-        self.state
+        let mut state = self
+            .state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(book) = self.book.get() {
+            let (lines, cobs) = book.cobs_since(state.book_lines);
+            state.cobs.extend(cobs.unwrap_or_default());
+            state.book_lines = lines;
+        }
+        state
     }
 }
 
@@ -205,6 +321,9 @@ async fn criar(
         pix: Vec::new(),
     };
     state.cobs.insert(txid, cob.clone());
+    psp.keep(&cob);
+    drop(state);
+    psp.schedule(&cob);
     (StatusCode::CREATED, Json(cob)).into_response()
 }
 
@@ -251,6 +370,7 @@ async fn remover(
         CobStatus::Ativa => {
             cob.status = CobStatus::RemovidaPeloUsuarioRecebedor;
             cob.revisao += 1;
+            psp.keep(cob);
             Json(cob.clone()).into_response()
         }
         CobStatus::RemovidaPeloUsuarioRecebedor => Json(cob.clone()).into_response(),
@@ -277,12 +397,14 @@ async fn devolver(
     let mut state = psp.lock();
     state.seq += 1;
     let seq = state.seq;
-    let Some(pix) = state
+    let Some(cob) = state
         .cobs
         .values_mut()
-        .flat_map(|c| c.pix.iter_mut())
-        .find(|p| p.end_to_end_id == e2eid)
+        .find(|c| c.pix.iter().any(|p| p.end_to_end_id == e2eid))
     else {
+        return problem(StatusCode::NOT_FOUND, "PixNaoEncontrado", "Pix não encontrado.");
+    };
+    let Some(pix) = cob.pix.iter_mut().find(|p| p.end_to_end_id == e2eid) else {
         return problem(StatusCode::NOT_FOUND, "PixNaoEncontrado", "Pix não encontrado.");
     };
     if let Some(existing) = pix.devolucoes.iter().find(|d| d.id == id) {
@@ -304,6 +426,7 @@ async fn devolver(
         motivo: None,
     };
     pix.devolucoes.push(devolucao.clone());
+    psp.keep(cob);
     (StatusCode::CREATED, Json(devolucao)).into_response()
 }
 

@@ -3,7 +3,8 @@
 //! file in the data directory. The simulator is the world a newcomer meets (`chat --message` turns,
 //! `serve` restarts, `run-flow` runs are processes of their own), so a recharge approved in one is
 //! still there in the next, and a request sent again under the same key is answered from the book,
-//! never charged twice.
+//! never charged twice. The simulated Pix provider keeps its charges here too (each change, the whole
+//! charge), so a code shown by one `chat --message` is paid, read or withdrawn by the next process.
 //!
 //! Appending is the one write: each line is written with one `write` on a file opened for appending,
 //! so lines of several processes never interleave, and nothing is rewritten (a batch of thousands of
@@ -31,6 +32,8 @@ enum Line {
         #[serde(with = "crate::vt::input::money_serde")]
         valor: Decimal,
     },
+    /// A Pix charge of the simulated provider, as it is after a change.
+    Cobranca { cob: Box<crate::pix::api::Cob> },
     /// The answer given under an idempotency key.
     Resposta {
         chave: String,
@@ -58,6 +61,10 @@ struct Seen {
     /// What was credited to each card, on top of its starting balance.
     credits: HashMap<String, Decimal>,
     answers: HashMap<String, Answer>,
+    /// The simulated provider's charges, as last written.
+    cobs: HashMap<String, crate::pix::api::Cob>,
+    /// How many charge lines were read: what changed since a reader last looked.
+    cob_lines: u64,
 }
 
 /// The book, kept in a file.
@@ -105,6 +112,19 @@ impl Book {
         });
     }
 
+    /// Keeps charge `cob` as it is now.
+    pub(crate) fn keep_cob(&self, cob: &crate::pix::api::Cob) {
+        self.append(&Line::Cobranca {
+            cob: Box::new(cob.clone()),
+        });
+    }
+
+    /// Every charge as last written, when any was written since `seen` charge lines; with the count
+    /// read so far.
+    pub(crate) fn cobs_since(&self, seen: u64) -> (u64, Option<HashMap<String, crate::pix::api::Cob>>) {
+        self.caught_up(|r| (r.cob_lines, (r.cob_lines != seen).then(|| r.cobs.clone())))
+    }
+
     fn append(&self, line: &Line) {
         let Ok(mut text) = crate::json::to_text(line) else {
             return;
@@ -150,6 +170,10 @@ fn catch_up(path: &Path, read: &mut Seen) -> std::io::Result<()> {
         };
         match crate::json::from_text::<Line>(text) {
             Ok(Line::Credito { cartao, valor }) => *read.credits.entry(cartao).or_default() += valor,
+            Ok(Line::Cobranca { cob }) => {
+                read.cob_lines += 1;
+                read.cobs.insert(cob.txid.clone(), *cob);
+            }
             Ok(Line::Resposta {
                 chave,
                 hash,

@@ -54,6 +54,20 @@ pub enum RechargeMode {
     AprovadaSemIds,
 }
 
+/// How the card's holder pays a Pix charge of the simulated provider, when it pays by itself
+/// ([`SimulatorConfig::pix_pagar_apos`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PixPayer {
+    /// Pays, and the provider tells the webhook.
+    #[default]
+    Paga,
+    /// Never pays: the charge expires.
+    NuncaPaga,
+    /// Pays, and the provider's notice never comes (the product's sweep finds the payment).
+    PagaSemAviso,
+}
+
 /// A card's behaviour (the magic table, or a fixture).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -62,6 +76,7 @@ pub struct CardBehavior {
     pub saldo: Decimal,
     pub saldo_api: BalanceMode,
     pub recarga: RechargeMode,
+    pub pix: PixPayer,
 }
 
 impl Default for CardBehavior {
@@ -70,6 +85,7 @@ impl Default for CardBehavior {
             saldo: dec!(50.00),
             saldo_api: BalanceMode::Ok,
             recarga: RechargeMode::Aprovada,
+            pix: PixPayer::Paga,
         }
     }
 }
@@ -80,6 +96,11 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         saldo: dec!(50.00),
         saldo_api,
         recarga,
+        pix: PixPayer::Paga,
+    };
+    let payer = |pix| CardBehavior {
+        pix,
+        ..CardBehavior::default()
     };
     use BalanceMode as B;
     use RechargeMode as R;
@@ -103,6 +124,8 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         ("1212121212".into(), b(B::Ok, R::AprovadaSemSaldo)),
         ("1313131313".into(), b(B::Ok, R::AprovadaSemIds)),
         ("1414141414".into(), b(B::SemMoedaData, R::Aprovada)),
+        ("1515151515".into(), payer(PixPayer::NuncaPaga)),
+        ("1616161616".into(), payer(PixPayer::PagaSemAviso)),
     ])
 }
 
@@ -128,6 +151,9 @@ pub struct SimulatorConfig {
     pub idempotency_ttl: Duration,
     /// Server time for `data_servidor` and `data_processamento`; the system clock when `None`.
     pub now: Option<NowFn>,
+    /// After how long the payment provider pays each charge it issues by itself, as the card's holder
+    /// would ([`CardBehavior::pix`]); `None`: only `POST /_simulador/pix/{txid}/pagar` pays.
+    pub pix_pagar_apos: Option<Duration>,
 }
 
 impl Default for SimulatorConfig {
@@ -137,6 +163,7 @@ impl Default for SimulatorConfig {
             notifications_per_second: 50,
             idempotency_ttl: Duration::from_secs(24 * 3600),
             now: None,
+            pix_pagar_apos: None,
         }
     }
 }
@@ -146,6 +173,7 @@ impl std::fmt::Debug for SimulatorConfig {
         f.debug_struct("SimulatorConfig")
             .field("slow", &self.slow)
             .field("notifications_per_second", &self.notifications_per_second)
+            .field("pix_pagar_apos", &self.pix_pagar_apos)
             .field("idempotency_ttl", &self.idempotency_ttl)
             .field("now", &self.now.as_ref().map(|_| "pinned"))
             .finish()
@@ -198,7 +226,7 @@ struct Stored {
 struct Inner {
     config: SimulatorConfig,
     /// The book in the data directory, for the embedded simulator of the product's own commands.
-    book: std::sync::OnceLock<super::book::Book>,
+    book: std::sync::OnceLock<Arc<super::book::Book>>,
     cards: HashMap<String, CardBehavior>,
     balances: Mutex<HashMap<String, Decimal>>,
     idempotency: Mutex<HashMap<String, Stored>>,
@@ -232,6 +260,10 @@ impl Simulator {
     }
 
     pub fn with_cards(config: SimulatorConfig, cards: HashMap<String, CardBehavior>) -> Self {
+        let pix = crate::pix::PspSimulado::new(config.now.clone()).paying(
+            config.pix_pagar_apos,
+            cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
+        );
         Self {
             inner: Arc::new(Inner {
                 book: std::sync::OnceLock::new(),
@@ -241,7 +273,7 @@ impl Simulator {
                 ledger: Mutex::new(Vec::new()),
                 rate: Mutex::new((Instant::now(), 0)),
                 seq: AtomicU64::new(1),
-                pix: crate::pix::PspSimulado::new(config.now.clone()),
+                pix,
                 config,
             }),
         }
@@ -265,11 +297,13 @@ impl Simulator {
     }
 
     /// Keeps the simulated world in the book at `path` (JSON Lines, appended): balances credited and
-    /// answers under idempotency keys outlive this process, for the next one on the same data
+    /// answers under idempotency keys, Pix charges outlive this process, for the next one on the same data
     /// directory ([`super::book`]).
     #[must_use]
     pub fn with_book(self, path: &Path) -> Self {
-        let _ = self.inner.book.set(super::book::Book::at(path));
+        let book = Arc::new(super::book::Book::at(path));
+        self.inner.pix.keep_in(book.clone());
+        let _ = self.inner.book.set(book);
         self
     }
 

@@ -4,6 +4,9 @@
 //! provider before anything happens ([`crate::service::Payments::settle`]), so a forged notice costs at
 //! most that read. A notice is not stored: the charge is, and the sweep reads every open one, so a
 //! notice lost (or never sent) delays a credit by one sweep, never loses it.
+//!
+//! With the embedded simulator as the provider, its notices come in process (there is no URL to
+//! register), and `POST /_simulador/pix/{txid}/pagar` pays a code as a payer's bank would.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::post;
+use vt_actions::pix::PspSimulado;
 use vt_actions::pix::api::AvisoWebhook;
 
 use super::{Channel, Wiring};
@@ -23,11 +27,12 @@ pub const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
 const BODY_LIMIT: usize = 256 * 1024;
 /// At most this many charges read back per notice.
 const MAX_TXIDS: usize = 100;
-/// How often open charges are read back (missed notices, expiry, a credit a crash interrupted).
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How often `serve` reads open charges back (missed notices, expiry, a credit a crash interrupted).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
-/// The Pix channel, on when the service takes Pix (`[pix]`).
-pub fn channel(wiring: &Wiring) -> Channel {
+/// The Pix channel, on when the service takes Pix (`[pix]`, or the embedded simulator `simulated`),
+/// reading open charges back every `sweep_every`.
+pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Duration) -> Channel {
     if !wiring.service.takes_pix() {
         return Channel::default();
     }
@@ -44,13 +49,26 @@ pub fn channel(wiring: &Wiring) -> Channel {
         notices: vec![format!(
             "Pix: avisos do provedor em {} (registre a URL sem o /pix final); cobranças abertas conferidas a cada {} s",
             WEBHOOK_PATH,
-            SWEEP_EVERY.as_secs()
+            sweep_every.as_secs()
         )],
         ..Channel::default()
     };
     channel
         .jobs
-        .push(Box::new(move |stop| Box::pin(sweep(sweeper, stop))));
+        .push(Box::new(move |stop| Box::pin(sweep(sweeper, sweep_every, stop))));
+    if let Some(psp) = simulated {
+        let (listener, notices) = (wiring.service.clone(), psp.notices());
+        channel
+            .jobs
+            .push(Box::new(move |stop| Box::pin(listen(listener, notices, stop))));
+        channel
+            .routes
+            .push((vt_actions::pix::PAY_PATH, psp.payer_route()));
+        channel.notices.push(format!(
+            "Pix: o simulador embutido é o provedor; POST {} paga um código",
+            vt_actions::pix::PAY_PATH
+        ));
+    }
     channel
 }
 
@@ -61,6 +79,13 @@ async fn webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) 
         tracing::warn!("a Pix notice that is not the API Pix's was refused");
         return StatusCode::BAD_REQUEST;
     };
+    settle_all(&service, aviso);
+    StatusCode::OK
+}
+
+/// Reads back every charge `aviso` names (each once, at most [`MAX_TXIDS`]), in tasks the service
+/// tracks.
+fn settle_all(service: &Arc<Services>, aviso: AvisoWebhook) {
     let txids: BTreeSet<String> = aviso.pix.into_iter().filter_map(|p| p.txid).collect();
     for txid in txids.into_iter().take(MAX_TXIDS) {
         let task = service.clone();
@@ -70,16 +95,34 @@ async fn webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) 
             }
         });
     }
-    StatusCode::OK
 }
 
-/// Every [`SWEEP_EVERY`], the open charges read back, until `stop`.
-async fn sweep(
+/// The embedded simulator's notices, taken as the webhook's until `stop`.
+async fn listen(
     service: Arc<Services>,
+    mut notices: tokio::sync::mpsc::UnboundedReceiver<AvisoWebhook>,
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 ) {
     let mut stop = stop;
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            aviso = notices.recv() => match aviso {
+                Some(aviso) => settle_all(&service, aviso),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Every `every`, the open charges read back, until `stop`.
+async fn sweep(
+    service: Arc<Services>,
+    every: Duration,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) {
+    let mut stop = stop;
+    let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
             () = &mut stop => return,

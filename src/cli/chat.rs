@@ -1,0 +1,282 @@
+//! `vt-agent chat`: the terminal's conversation — one message (`--message`), lines from a pipe, or a
+//! line editor. What the product says later in the conversation, outside a turn (a Pix receipt, a
+//! late recharge's outcome), is printed as it is said ([`crate::service::Services::said`]).
+//!
+//! With the embedded simulator as the Pix provider, the chat runs the provider's side itself while it
+//! lasts (its notices in process, open charges read back every [`SWEEP_EVERY`]); when the input ends
+//! with a code the simulator is paying, it waits for the receipt (at most [`WAIT_AT_MOST`]), so a
+//! newcomer sees the whole journey.
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::sync::broadcast;
+use vt_actions::pix::PspSimulado;
+use vt_actions::systems::Simulator;
+
+use super::ChatArgs;
+use crate::app::App;
+use crate::config::Config;
+use crate::engine::Participant;
+use crate::service::{Inbound, Said, Services};
+use crate::store::{ChargeStatus, Usage};
+
+/// How often the chat reads its open charges back at the embedded simulator (in process: free).
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// The longest the chat waits, at the end of its input, for the simulator to pay a code.
+const WAIT_AT_MOST: Duration = Duration::from_secs(60);
+
+pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Result<()> {
+    let App { service, simulator } = App::start(config, None, store_usage).await?;
+    let service = Arc::new(service);
+    let who = Participant {
+        user_id: args.user.clone(),
+        user_login: args.user.clone(),
+        channel: "terminal".into(),
+    };
+    if service.engine().catalog().agent(&args.agent).is_none() {
+        anyhow::bail!("agente não encontrado: {}", args.agent);
+    }
+    let conversation = args
+        .conversation
+        .clone()
+        .unwrap_or_else(|| service.engine().next_id("conv"));
+    if let Some(id) = &args.conversation
+        && service.stores().conversations.conversation(id).await?.is_none()
+    {
+        eprintln!("conversa {id} não existe: começando uma nova com esse id");
+    }
+    let psp = simulator.as_ref().map(Simulator::pix);
+    let (stop, jobs) = run_payments(&service, config, psp);
+    let mut said = Later {
+        said: service.said(),
+        conversation: conversation.clone(),
+    };
+    let send = async |text: &str| -> anyhow::Result<(String, bool)> {
+        let msg = Inbound {
+            agent_id: args.agent.clone(),
+            conversation_id: Some(conversation.clone()),
+            user: who.clone(),
+            text: text.to_owned(),
+            ..Default::default()
+        };
+        let handled = service.messages().handle(msg).await?;
+        Ok((handled.reply_text(), handled.ended))
+    };
+    let result = if let Some(message) = &args.message {
+        let (reply, _) = send(message).await?;
+        println!("{reply}");
+        wait_for_payments(&service, psp, &mut said, "").await;
+        if args.conversation.is_none() {
+            // The id goes to stderr so scripts reading the reply on stdout are not disturbed.
+            eprintln!("(conversa {conversation}: continue com --conversation {conversation})");
+        }
+        Ok(())
+    } else if std::io::stdin().is_terminal() {
+        let model = if service.engine().has_model() {
+            "com modelo"
+        } else {
+            "sem modelo: só os comandos de VT"
+        };
+        println!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n");
+        edit_lines(send, said).await
+    } else {
+        read_pipe(send, &service, psp, &mut said).await
+    };
+    let _ = stop.send(true);
+    for job in jobs {
+        let _ = job.await;
+    }
+    result
+}
+
+/// What is said later in one conversation.
+struct Later {
+    said: broadcast::Receiver<Said>,
+    conversation: String,
+}
+
+impl Later {
+    /// The next thing said in the conversation; `None` once nothing more can be.
+    async fn next(&mut self) -> Option<String> {
+        loop {
+            match self.said.recv().await {
+                Ok(s) if s.conversation_id == self.conversation => return Some(s.text),
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// What was said already, without waiting.
+    fn ready(&mut self) -> Vec<String> {
+        let mut texts = Vec::new();
+        while let Ok(s) = self.said.try_recv() {
+            if s.conversation_id == self.conversation {
+                texts.push(s.text);
+            }
+        }
+        texts
+    }
+}
+
+/// With the embedded simulator as the provider: its notices and the sweep, in tasks, until the
+/// returned sender says stop.
+fn run_payments(
+    service: &Arc<Services>,
+    config: &Config,
+    psp: Option<&PspSimulado>,
+) -> (tokio::sync::watch::Sender<bool>, Vec<tokio::task::JoinHandle<()>>) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let Some(psp) = psp else {
+        return (stop, Vec::new());
+    };
+    let wiring = crate::channels::Wiring {
+        service: service.clone(),
+        agent: crate::app::CHAT_AGENT.to_owned(),
+        tenant: config.vt.tenant_id.clone(),
+    };
+    let channel = crate::channels::pix::channel(&wiring, Some(psp), SWEEP_EVERY);
+    let jobs = channel
+        .jobs
+        .into_iter()
+        .map(|job| {
+            let mut stopped = stopped.clone();
+            let stop = Box::pin(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            });
+            tokio::spawn(job(stop))
+        })
+        .collect();
+    (stop, jobs)
+}
+
+/// Whether a charge of the conversation is still on its way to a receipt: paid and not credited yet,
+/// or open and being paid by the simulator.
+async fn paying(service: &Services, psp: &PspSimulado, conversation: &str) -> bool {
+    let Ok(open) = service.payments().open_in(conversation).await else {
+        return false;
+    };
+    open.iter()
+        .any(|c| c.status == ChargeStatus::Paga || psp.paid_or_paying(&c.txid))
+}
+
+/// Prints what is said in the conversation until no code of it is being paid by the simulator (at
+/// most [`WAIT_AT_MOST`]); `prefix` goes before each text.
+async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: &mut Later, prefix: &str) {
+    let Some(psp) = psp else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + WAIT_AT_MOST;
+    let mut told = false;
+    loop {
+        for text in said.ready() {
+            println!("{prefix}{text}\n");
+        }
+        if !paying(service, psp, &said.conversation).await {
+            return;
+        }
+        if !told {
+            eprintln!("(simulador: aguardando o pagamento do Pix…)");
+            told = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => return,
+            text = said.next() => match text {
+                Some(text) => println!("{prefix}{text}\n"),
+                None => return,
+            },
+            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+    }
+}
+
+/// One turn a line read from a pipe (a line that is not UTF-8 is still a message: stored as read,
+/// answered with what is wrong); at the end, the receipt of a code being paid.
+async fn read_pipe(
+    mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>,
+    service: &Services,
+    psp: Option<&PspSimulado>,
+    said: &mut Later,
+) -> anyhow::Result<()> {
+    let mut input = BufReader::new(tokio::io::stdin());
+    let mut out = tokio::io::stdout();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input
+            .read_until(b'\n', &mut line)
+            .await
+            .context("lendo a entrada padrão")?
+            == 0
+        {
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let (reply, ended) = send(text.trim()).await?;
+        let mut block = format!("{reply}\n\n");
+        for later in said.ready() {
+            block.push_str(&format!("{later}\n\n"));
+        }
+        out.write_all(block.as_bytes()).await?;
+        out.flush().await?;
+        if ended {
+            return Ok(());
+        }
+    }
+    wait_for_payments(service, psp, said, "").await;
+    Ok(())
+}
+
+/// The terminal's conversation: a line editor (arrows, Home/End, history of this session with ↑/↓ —
+/// kept in memory only, as it holds the cards typed) reading on a blocking thread, one turn a line;
+/// what is said later is printed above the prompt as it comes.
+async fn edit_lines(
+    mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>,
+    mut said: Later,
+) -> anyhow::Result<()> {
+    use rustyline::ExternalPrinter as _;
+    use rustyline::error::ReadlineError;
+    let mut editor = rustyline::DefaultEditor::new().context("abrindo o editor de linha do terminal")?;
+    let printer = editor.create_external_printer().ok().map(|mut printer| {
+        tokio::spawn(async move {
+            while let Some(text) = said.next().await {
+                if printer.print(format!("vt> {text}\n")).is_err() {
+                    return;
+                }
+            }
+        })
+    });
+    loop {
+        let (back, read) = tokio::task::spawn_blocking(move || {
+            let read = editor.readline("você> ");
+            (editor, read)
+        })
+        .await
+        .context("lendo o terminal")?;
+        editor = back;
+        let line = match read {
+            Ok(line) => line,
+            Err(ReadlineError::Eof | ReadlineError::Interrupted) => break,
+            Err(e) => return Err(e).context("lendo o terminal"),
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(text);
+        let (reply, ended) = send(text).await?;
+        println!("vt> {reply}\n");
+        if ended {
+            break;
+        }
+    }
+    if let Some(printer) = printer {
+        printer.abort();
+    }
+    println!();
+    Ok(())
+}
