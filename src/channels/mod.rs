@@ -57,6 +57,43 @@ pub struct Wiring {
     pub tenant: String,
 }
 
+/// A reply's file to upload: its name, its type and its bytes.
+pub(crate) struct Upload {
+    pub name: String,
+    pub mime: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The bytes of a reply's `file`. The files replies carry are Pix QR codes, drawn from the charge on
+/// record when they are sent (no image is kept); any other file, or a charge no longer on record, is
+/// refused for good.
+pub(crate) async fn upload_of(
+    pix: &dyn crate::store::PixStore,
+    file: &vt_actions::FileContent,
+) -> Result<Upload, crate::outbox::SendError> {
+    use crate::outbox::SendError;
+    let Some(txid) = vt_actions::tools::qr_of(file) else {
+        return Err(SendError::Permanent(
+            "a reply's file this product does not make".into(),
+        ));
+    };
+    let charge = pix
+        .pix_charge(txid)
+        .await
+        .map_err(|e| SendError::Retry {
+            reason: format!("store: {e}"),
+            after: None,
+        })?
+        .ok_or_else(|| SendError::Permanent("a Pix QR code of a charge not on record".into()))?;
+    let bytes = vt_actions::pix::qr::png(&charge.copia_e_cola)
+        .map_err(|_| SendError::Permanent("a Pix code too long for a QR code".into()))?;
+    Ok(Upload {
+        name: file.file_name.clone(),
+        mime: file.file_type.clone(),
+        bytes,
+    })
+}
+
 /// Whether `given` is the configured secret `expected`, in constant time: the digests are compared, so
 /// neither where the two differ nor their lengths show in the time taken. An empty `expected` (not
 /// configured) matches nothing.

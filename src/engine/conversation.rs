@@ -146,6 +146,7 @@ impl Reply {
         replies
             .iter()
             .map(|r| r.text.as_str())
+            .filter(|t| !t.is_empty())
             .collect::<Vec<_>>()
             .join("\n")
     }

@@ -61,9 +61,44 @@ pub(super) struct MessageResponse {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct ReplyOut {
+    /// Empty in a reply that only carries a Pix code's QR (`pix`).
     pub text: String,
     /// Quick answers to offer (a recharge's confirm / cancel): send the `id` back as the next text.
     pub buttons: Vec<Button>,
+    /// A Pix code to pay, with its QR code (the reply after the code's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pix: Option<PixOut>,
+}
+
+/// A Pix code to pay.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PixOut {
+    /// The BR Code, to copy into a bank's app.
+    pub copia_e_cola: String,
+    /// The same code as a QR image (PNG), in base64.
+    pub qr_png_base64: String,
+    /// Until when it can be paid.
+    pub expira_em: DateTime<Utc>,
+}
+
+/// The Pix code a reply's files name, from the charge on record. The turn is done by then: a charge
+/// that cannot be read leaves the field out (the code is in the reply before), it fails nothing.
+async fn pix_of(state: &AppState, files: &[vt_actions::FileContent]) -> Option<PixOut> {
+    use base64::Engine as _;
+    let txid = files.iter().find_map(vt_actions::tools::qr_of)?;
+    let charge = match state.service.stores().pix.pix_charge(txid).await {
+        Ok(charge) => charge?,
+        Err(e) => {
+            tracing::error!(error = %e, "a Pix charge shown in a reply could not be read");
+            return None;
+        }
+    };
+    let png = vt_actions::pix::qr::png(&charge.copia_e_cola).ok()?;
+    Some(PixOut {
+        qr_png_base64: base64::engine::general_purpose::STANDARD.encode(png),
+        copia_e_cola: charge.copia_e_cola,
+        expira_em: charge.expires_at,
+    })
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -193,19 +228,18 @@ pub(super) async fn message(
         ]
     };
     let last = handled.replies.len().saturating_sub(1);
-    let replies = handled
-        .replies
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ReplyOut {
+    let mut replies = Vec::with_capacity(handled.replies.len());
+    for (i, r) in handled.replies.iter().enumerate() {
+        replies.push(ReplyOut {
             text: r.text.clone(),
             buttons: if i == last && handled.awaiting_confirmation.is_some() {
                 buttons()
             } else {
                 Vec::new()
             },
-        })
-        .collect();
+            pix: pix_of(&state, &r.files).await,
+        });
+    }
     Ok(Json(MessageResponse {
         conversation_id: handled.conversation_id,
         replies,

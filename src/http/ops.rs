@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use super::auth::Caller;
 use super::config::Role;
 use super::conversations::{
-    Button, ConversationView, Created, MessageRequest, MessageResponse, MessageView, NewConversation,
+    Button, ConversationView, Created, MessageRequest, MessageResponse, MessageView, NewConversation, PixOut,
     ReplyOut, User,
 };
 use super::error::{ApiError, ErrorBody, ErrorDetail};
@@ -81,7 +81,7 @@ pub(super) async fn metrics(
         metrics
     ),
     components(schemas(
-        NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, Button, ConversationView,
+        NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, PixOut, Button, ConversationView,
         MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus,
         super::batches::BatchAccepted, super::batches::BatchView, super::subjects::SubjectRequest,
         super::optins::OptInsRequest, crate::service::OptIn

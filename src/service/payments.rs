@@ -435,8 +435,6 @@ async fn withdraw(
 
 /// A charge on record as the card holder is shown it: the line, the code, its QR.
 fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentError> {
-    let qr_png = vt_actions::pix::qr::png(&charge.copia_e_cola)
-        .map_err(|_| PaymentError::Invalid("o código Pix não coube num QR code"))?;
     let cartao = vt_actions::vt::mask_card(&recharge.cartao);
     Ok(CodigoPix {
         txid: charge.txid.clone(),
@@ -447,7 +445,6 @@ fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentE
             &recharge.politicas.timezone,
         ),
         copia_e_cola: charge.copia_e_cola.clone(),
-        qr_png,
         expira_em: charge.expires_at,
     })
 }

@@ -368,7 +368,6 @@ async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
         .await
         .expect("issued");
     BrCode::checked(&cobranca.copia_e_cola, reais("20")).expect("the code shown checks");
-    assert!(cobranca.qr_png.starts_with(b"\x89PNG"), "a PNG");
     assert!(
         cobranca.texto.contains("****7890") && !cobranca.texto.contains(card),
         "{}",
@@ -762,9 +761,12 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
         ask.replies
     );
     let yes = h.say("c-jornada", "sim").await;
-    // The line, then the code alone, then (this user is in a terminal) the QR drawn in text.
-    assert_eq!(yes.replies.len(), 3, "{:?}", yes.replies);
+    // The line, then the code alone, then (this user is in a terminal) the QR drawn in text, then the
+    // QR as a file for the channels that show images (a reply with no text).
+    assert_eq!(yes.replies.len(), 4, "{:?}", yes.replies);
     assert!(yes.replies[2].text.lines().count() > 20 && yes.replies[2].text.contains('▀'));
+    assert!(yes.replies[3].text.is_empty());
+    let qr = vt_actions::tools::qr_of(&yes.replies[3].files[0]).expect("the QR names its charge");
     assert!(yes.replies[0].text.contains("BRL 20,00") && yes.replies[0].text.contains("****7890"));
     assert!(!yes.replies[0].text.contains(card));
     let code = &yes.replies[1].text;
@@ -778,6 +780,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
         .expect("open");
     assert_eq!(charges.len(), 1);
     assert_eq!(&charges[0].copia_e_cola, code);
+    assert_eq!(charges[0].txid, qr);
     // "sim" again charges nothing more.
     h.say("c-jornada", "sim").await;
     assert_eq!(

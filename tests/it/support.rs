@@ -265,7 +265,9 @@ pub(crate) fn batch_job(
 pub(crate) struct Received {
     pub path: String,
     pub headers: HeaderMap,
+    /// The body as JSON (`Null` when it is not: a multipart upload).
     pub body: Value,
+    pub raw: Bytes,
 }
 
 /// A loopback HTTP server that answers queued responses in order and records every request.
@@ -276,6 +278,9 @@ pub(crate) struct FakeServer {
     /// Answers the Graph API's read receipts (`"status": "read"`) itself, leaving the queue to the
     /// sends: the receipt goes out beside a turn, in no fixed order with its reply.
     read_receipts: Arc<std::sync::atomic::AtomicBool>,
+    /// Answers uploads (a path ending in `/media` or `/files`) itself, as the Graph API and
+    /// Mattermost do: `{"id": "midia-N"}` and `{"file_infos": [{"id": "arquivo-N"}]}`.
+    uploads: Arc<std::sync::atomic::AtomicBool>,
 }
 
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<(String, String)>, String)>>>;
@@ -299,17 +304,39 @@ impl FakeServer {
         ));
         let received = Arc::new(Mutex::new(Vec::new()));
         let read_receipts = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (q, r, receipts) = (queue.clone(), received.clone(), read_receipts.clone());
-        let app = Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
-            let (q, r, receipts) = (q.clone(), r.clone(), receipts.clone());
+        let uploads = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (q, r, receipts, up) = (
+            queue.clone(),
+            received.clone(),
+            read_receipts.clone(),
+            uploads.clone(),
+        );
+        let app = Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, raw: Bytes| {
+            let (q, r, receipts, up) = (q.clone(), r.clone(), receipts.clone(), up.clone());
             async move {
-                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
                 let receipt = body["status"] == "read" && receipts.load(std::sync::atomic::Ordering::SeqCst);
-                r.lock().expect("lock").push(Received {
-                    path: uri.path().to_owned(),
-                    headers,
-                    body,
-                });
+                let path = uri.path().to_owned();
+                let upload = up.load(std::sync::atomic::Ordering::SeqCst)
+                    && (path.ends_with("/media") || path.ends_with("/files"));
+                let n = {
+                    let mut r = r.lock().expect("lock");
+                    r.push(Received {
+                        path: path.clone(),
+                        headers,
+                        body,
+                        raw,
+                    });
+                    r.iter().filter(|x| x.path == path).count()
+                };
+                if upload {
+                    let answer = if path.ends_with("/media") {
+                        serde_json::json!({"id": format!("midia-{n}")})
+                    } else {
+                        serde_json::json!({"file_infos": [{"id": format!("arquivo-{n}")}]})
+                    };
+                    return (StatusCode::CREATED, axum::Json(answer)).into_response();
+                }
                 if receipt {
                     return (
                         StatusCode::OK,
@@ -343,7 +370,14 @@ impl FakeServer {
             url,
             received,
             read_receipts,
+            uploads,
         }
+    }
+
+    /// With uploads answered apart from the queue.
+    pub(crate) fn answering_uploads(self) -> Self {
+        self.uploads.store(true, std::sync::atomic::Ordering::SeqCst);
+        self
     }
 
     /// With read receipts answered apart from the queue.

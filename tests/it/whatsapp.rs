@@ -56,7 +56,10 @@ async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
 
 async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canned<'static>>) -> Wa {
     let chat = Arc::new(chat);
-    let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
+    let graph = FakeServer::start(graph_answers)
+        .await
+        .answering_read_receipts()
+        .answering_uploads();
     let config = WhatsAppConfig {
         graph_url: graph.url.clone(),
         api_version: "v23.0".into(),
@@ -76,7 +79,9 @@ async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canne
         vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(chat.clone(), state).await;
     let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-        .with_sender(Arc::new(Sender::new(&config).expect("on")));
+        .with_sender(Arc::new(
+            Sender::new(&config).expect("on").with_files(chat.store.clone()),
+        ));
     Wa {
         served,
         graph,
@@ -121,13 +126,24 @@ impl Wa {
         panic!("{n} replies were never queued");
     }
 
-    /// What was sent to the user, in order (read receipts apart: they go out beside the turns).
+    /// What was sent to the user, in order (read receipts apart: they go out beside the turns; uploads
+    /// apart: [`Self::uploads`]).
     fn sends(&self) -> Vec<Value> {
         self.graph
             .received()
             .into_iter()
+            .filter(|r| r.path.ends_with("/messages"))
             .map(|r| r.body)
             .filter(|b| b["status"] != "read")
+            .collect()
+    }
+
+    /// The media uploaded, in order.
+    fn uploads(&self) -> Vec<crate::support::Received> {
+        self.graph
+            .received()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/media"))
             .collect()
     }
 
@@ -636,5 +652,95 @@ async fn the_turns_a_webhook_started_end_before_the_service_stops() {
         queued.len(),
         3,
         "every acknowledged message was answered before the stop returned"
+    );
+}
+
+/// The Pix journey on WhatsApp: the confirmation's tap issues one charge; the card holder gets the line,
+/// the code alone (a BR Code whose CRC and amount check) and its QR uploaded with the media API and
+/// sent as an image; the payment, reported twice at once (a notice and a follow-up), is credited once
+/// with its endToEndId, and the receipt goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_the_payment_once() {
+    let chat = crate::support::chat_harness_pix(crate::support::Pix::Provider).await;
+    let wa = whatsapp_on(chat, vec![sent(); 8]).await;
+    wa.deliver(&text_notification(
+        "recarrega 20 no 2345678901 via pix",
+        "wamid.P1",
+    ))
+    .await;
+    let ask = wa.queued(1).await.remove(0);
+    let pending = ask.payload["confirmation"].as_str().expect("waits").to_owned();
+    wa.worker.pass().await;
+    wa.deliver(&tap_notification(&format!("confirmar:{pending}"), "wamid.P2"))
+        .await;
+    let shown = wa.queued(3).await;
+    assert_eq!(wa.served.chat.recharges(), 0, "confirmed, not paid: nothing sent");
+    let txid = shown
+        .iter()
+        .find_map(|i| i.payload["files"][0]["fileId"].as_str())
+        .and_then(|id| id.strip_prefix(vt_actions::tools::QR_FILE))
+        .expect("a reply carries the QR")
+        .to_owned();
+    // One item of a conversation at a time, in order.
+    for _ in 0..3 {
+        wa.worker.pass().await;
+    }
+
+    let sends = wa.sends();
+    let texts: Vec<&str> = sends.iter().filter_map(|s| s["text"]["body"].as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("pague o Pix") && t.contains("****8901")),
+        "{texts:?}"
+    );
+    let code = texts
+        .iter()
+        .find(|t| t.starts_with("000201"))
+        .unwrap_or_else(|| panic!("the code, alone in its message: {sends:?}"));
+    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
+    let uploads = wa.uploads();
+    assert_eq!(uploads.len(), 1, "one image uploaded");
+    let raw = &uploads[0].raw;
+    let png = vt_actions::pix::qr::png(code).expect("png");
+    assert!(
+        raw.windows(png.len()).any(|w| w == png.as_slice()),
+        "the QR of that code is the file uploaded"
+    );
+    let form = String::from_utf8_lossy(raw);
+    assert!(form.contains("name=\"messaging_product\"") && form.contains("image/png"));
+    assert!(
+        uploads[0].headers["authorization"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("Bearer ")
+    );
+    let image = sends
+        .iter()
+        .find(|s| s["type"] == "image")
+        .expect("an image message");
+    assert_eq!(image["image"]["id"], "midia-1");
+    assert_eq!(image["to"], USER);
+
+    let paid = wa.served.chat.sim.pix().pay(&txid, false).expect("paid");
+    let service = wa.served.chat.service.clone();
+    let (a, b) = tokio::join!(service.payments().settle(&txid), service.payments().settle(&txid));
+    let mut outcomes = [a.expect("settle"), b.expect("settle")];
+    outcomes.sort_by_key(|o| format!("{o:?}"));
+    assert_eq!(
+        outcomes,
+        [
+            vt_agent::service::Settled::Credited,
+            vt_agent::service::Settled::Nothing
+        ]
+    );
+    assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    let receipt = wa.sends().pop().expect("sent");
+    let receipt = receipt["text"]["body"].as_str().unwrap_or_default();
+    assert!(
+        receipt.contains("Pagamento recebido") && receipt.contains(&paid.end_to_end_id),
+        "{receipt}"
     );
 }

@@ -25,7 +25,9 @@ pub use encerrar_atendimento::EncerrarAtendimento;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
-pub use pix::{CodigoPix, NovoCodigo, PixCharges, PixIndisponivel, SharedPixCharges};
+pub use pix::{
+    CodigoPix, NovoCodigo, PixCharges, PixIndisponivel, QR_FILE, SharedPixCharges, qr_file, qr_of,
+};
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;

@@ -19,9 +19,25 @@ pub struct CodigoPix {
     pub texto: String,
     /// The BR Code to copy, checked.
     pub copia_e_cola: String,
-    /// The code as a QR image (PNG).
-    pub qr_png: Vec<u8>,
     pub expira_em: DateTime<Utc>,
+}
+
+/// What a reply's file id starts with when the file is a charge's QR code: the rest is the txid, and
+/// the image is drawn from the code on record when the channel sends it (nothing else is kept).
+pub const QR_FILE: &str = "pix-qr:";
+
+/// Charge `txid`'s QR code, as a reply's file.
+pub fn qr_file(txid: &str) -> crate::response::FileContent {
+    crate::response::FileContent {
+        file_id: format!("{QR_FILE}{txid}"),
+        file_name: format!("pix-{txid}.png"),
+        file_type: "image/png".into(),
+    }
+}
+
+/// The charge whose QR code `file` is, if it is one.
+pub fn qr_of(file: &crate::response::FileContent) -> Option<&str> {
+    file.file_id.strip_prefix(QR_FILE)
 }
 
 #[async_trait]
@@ -74,15 +90,16 @@ pub(crate) fn indisponivel() -> crate::response::ResponseToUser {
 /// (a new code is asked for it).
 pub(crate) const STATE_PIX: &str = "pix_pendente";
 
-/// A code as the card holder is shown it: the line, then the code on its own (easy to copy), and in a
-/// terminal the QR drawn in text.
+/// A code as the card holder is shown it: the line, then the code on its own (easy to copy), then its
+/// QR code — an image where the channel shows one, drawn in text in a terminal.
 pub(crate) fn mostrar(
     ctx: &ActionContext,
     codigo: &CodigoPix,
     instruction: String,
 ) -> crate::response::ResponseToUser {
     let mut response = crate::response::ResponseToUser::new(codigo.texto.clone(), instruction)
-        .then(codigo.copia_e_cola.clone());
+        .then(codigo.copia_e_cola.clone())
+        .with_file(qr_file(&codigo.txid));
     if ctx.channel == "terminal"
         && let Ok(qr) = crate::pix::qr::text(&codigo.copia_e_cola)
     {

@@ -330,6 +330,8 @@ fn strip_mention(message: &str) -> String {
 pub struct PostSender {
     client: reqwest::Client,
     config: Arc<MattermostConfig>,
+    /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
+    files: Option<Arc<dyn crate::store::PixStore>>,
 }
 
 impl PostSender {
@@ -337,7 +339,51 @@ impl PostSender {
         (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
             client: reqwest::Client::new(),
             config,
+            files: None,
         })
+    }
+
+    /// Attaching a reply's files (Pix QR codes), drawn from the charges in `store`.
+    pub fn with_files(mut self, store: Arc<dyn crate::store::PixStore>) -> Self {
+        self.files = Some(store);
+        self
+    }
+
+    /// `POST /api/v4/files`: a reply's files uploaded to `channel_id`; their ids, for the post.
+    async fn upload(
+        &self,
+        channel_id: &str,
+        files: &[vt_actions::FileContent],
+    ) -> Result<Vec<String>, SendError> {
+        let Some(store) = &self.files else {
+            return Err(SendError::Permanent(
+                "a reply with files, and no way to draw them".into(),
+            ));
+        };
+        let mut form = reqwest::multipart::Form::new().text("channel_id", channel_id.to_owned());
+        // Mattermost takes at most five files per post.
+        for file in files.iter().take(5) {
+            let upload = crate::channels::upload_of(store.as_ref(), file).await?;
+            let part = reqwest::multipart::Part::bytes(upload.bytes)
+                .file_name(upload.name)
+                .mime_str(&upload.mime)
+                .map_err(|_| SendError::Permanent("a file of an unknown type".into()))?;
+            form = form.part("files", part);
+        }
+        let request = self.client.post(self.config.api_url("files")).multipart(form);
+        let uploaded = super::call(&self.config, request).await?;
+        let ids: Vec<String> = uploaded["file_infos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["id"].as_str().map(str::to_owned))
+            .collect();
+        if ids.is_empty() {
+            return Err(SendError::Permanent(
+                "mattermost: an upload answered without file ids".into(),
+            ));
+        }
+        Ok(ids)
     }
 }
 
@@ -359,6 +405,9 @@ impl ChannelSender for PostSender {
         let mut body = json!({"channel_id": channel_id, "message": text});
         if let Some(root) = &reply.thread {
             body["root_id"] = json!(root);
+        }
+        if !reply.files.is_empty() {
+            body["file_ids"] = json!(self.upload(channel_id, &reply.files).await?);
         }
         if let (Some(pending), Some(conversation)) =
             (reply.confirmation.as_deref(), item.conversation_id.as_deref())

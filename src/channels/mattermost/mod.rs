@@ -217,10 +217,18 @@ async fn api(
     request: reqwest::RequestBuilder,
     body: &Value,
 ) -> Result<Value, crate::outbox::SendError> {
+    call(config, request.json(body)).await
+}
+
+/// Sends `request` (its body set) with the bot's token; the JSON of a 2xx, else the failure as the
+/// outbox treats it.
+async fn call(
+    config: &MattermostConfig,
+    request: reqwest::RequestBuilder,
+) -> Result<Value, crate::outbox::SendError> {
     use crate::outbox::SendError;
     let r = request
         .bearer_auth(config.bot_token.as_deref().unwrap_or_default())
-        .json(body)
         .send()
         .await
         .map_err(|_| SendError::Retry {
@@ -309,6 +317,7 @@ pub fn channel(
             .push("canal Mattermost ligado: /channels/mattermost/{slash,webhook,actions}".into());
     }
     if let Some(sender) = PostSender::new(config.clone()) {
+        let sender = sender.with_files(wiring.service.stores().pix.clone());
         channel.senders.push(Arc::new(sender));
     }
     if let Some(board) = BoardSender::new(config.clone(), wiring.service.clone(), board_channel) {

@@ -132,7 +132,9 @@ pub fn channel(
     let Some(sender) = Sender::new(config) else {
         return super::Channel::default();
     };
-    let sender = sender.with_window(wiring.service.stores().contacts.clone(), templates.clone());
+    let sender = sender
+        .with_window(wiring.service.stores().contacts.clone(), templates.clone())
+        .with_files(wiring.service.stores().pix.clone());
     let webhook = WebhookState {
         service: wiring.service.clone(),
         agent: wiring.agent.clone(),

@@ -10,7 +10,7 @@ use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::{ContactStore, OutboxItem};
+use crate::store::{ContactStore, OutboxItem, PixStore};
 
 /// The longest text message WhatsApp takes.
 const MAX_TEXT: usize = 4096;
@@ -24,9 +24,13 @@ const OUTSIDE_WINDOW: i64 = 131047;
 pub struct Sender {
     client: reqwest::Client,
     url: String,
+    /// Where images are uploaded (`/{phone-number-id}/media`).
+    media_url: String,
     token: String,
     /// The 24-hour window's rules; `None`: every reply as free text (Meta refuses it outside).
     window: Option<Window>,
+    /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
+    files: Option<Arc<dyn PixStore>>,
 }
 
 impl Sender {
@@ -39,17 +43,74 @@ impl Sender {
             .timeout(Duration::from_secs(20))
             .build()
             .ok()?;
+        let base = format!(
+            "{}/{}/{}",
+            config.graph_url.trim_end_matches('/'),
+            config.api_version,
+            phone
+        );
         Some(Self {
             client,
-            url: format!(
-                "{}/{}/{}/messages",
-                config.graph_url.trim_end_matches('/'),
-                config.api_version,
-                phone
-            ),
+            url: format!("{base}/messages"),
+            media_url: format!("{base}/media"),
             token: token.clone(),
             window: None,
+            files: None,
         })
+    }
+
+    /// Sending a reply's files (Pix QR codes) as images, drawn from the charges in `store`.
+    pub fn with_files(mut self, store: Arc<dyn PixStore>) -> Self {
+        self.files = Some(store);
+        self
+    }
+
+    /// A reply with files: its text (if any), then each file uploaded and sent as an image. The first
+    /// message's id is the item's.
+    async fn send_files(&self, to: &str, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
+        let Some(store) = &self.files else {
+            return Err(SendError::Permanent(
+                "a reply with files, and no way to draw them".into(),
+            ));
+        };
+        let mut first = None;
+        if !reply.text.is_empty() {
+            for part in split(&reply.text, MAX_TEXT) {
+                first = first.or(self.post(&text_message(to, &part)).await?);
+            }
+        }
+        for file in &reply.files {
+            let upload = crate::channels::upload_of(store.as_ref(), file).await?;
+            let media = self.upload(upload).await?;
+            let image = wire::Outgoing {
+                messaging_product: "whatsapp",
+                recipient_type: "individual",
+                to,
+                kind: "image",
+                text: None,
+                interactive: None,
+                image: Some(wire::MediaRef { id: &media }),
+            };
+            first = first.or(self.post(&image).await?);
+        }
+        Ok(first)
+    }
+
+    /// `POST /{phone-number-id}/media`: the image uploaded; its media id.
+    async fn upload(&self, upload: crate::channels::Upload) -> Result<String, SendError> {
+        let part = reqwest::multipart::Part::bytes(upload.bytes)
+            .file_name(upload.name)
+            .mime_str(&upload.mime)
+            .map_err(|_| SendError::Permanent("a file of an unknown type".into()))?;
+        let form = reqwest::multipart::Form::new()
+            .text("messaging_product", "whatsapp")
+            .text("type", upload.mime)
+            .part("file", part);
+        let request = self.client.post(&self.media_url).multipart(form);
+        let text = self.call(request).await?;
+        vt_actions::json::from_text::<wire::Uploaded>(&text)
+            .map(|u| u.id)
+            .map_err(|_| SendError::Permanent("graph api: an upload answered without a media id".into()))
     }
 
     /// Deciding every send by the user's 24-hour window (times in `store`), with `templates` outside it.
@@ -91,11 +152,15 @@ impl Sender {
     }
 
     async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, GraphFailure> {
-        let response = self
-            .client
-            .post(&self.url)
+        let text = self.call(self.client.post(&self.url).json(body)).await?;
+        let sent: Option<wire::Sent> = vt_actions::json::from_text(&text).ok();
+        Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id))
+    }
+
+    /// Sends `request` with the token; the body of a 2xx, else the failure as the outbox treats it.
+    async fn call(&self, request: reqwest::RequestBuilder) -> Result<String, GraphFailure> {
+        let response = request
             .bearer_auth(&self.token)
-            .json(body)
             .send()
             .await
             .map_err(|e| SendError::Retry {
@@ -110,8 +175,7 @@ impl Sender {
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if (200..300).contains(&status) {
-            let sent: Option<wire::Sent> = vt_actions::json::from_text(&text).ok();
-            return Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id));
+            return Ok(text);
         }
         let code = vt_actions::json::from_text::<wire::ErrorEnvelope>(&text)
             .ok()
@@ -192,6 +256,7 @@ fn text_message<'a>(to: &'a str, body: &'a str) -> wire::Outgoing<'a> {
             preview_url: false,
         }),
         interactive: None,
+        image: None,
     }
 }
 
@@ -219,6 +284,7 @@ fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> 
                 ],
             },
         }),
+        image: None,
     }
 }
 
@@ -254,6 +320,10 @@ impl ChannelSender for Sender {
         let (to, text) = (reply.user_id.as_str(), reply.text.as_str());
         if to.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
+        }
+        // Files follow the message they belong to (a Pix code, then its QR): inside the window.
+        if !reply.files.is_empty() {
+            return self.send_files(to, reply).await;
         }
         if let Some(window) = &self.window
             && let Decision::Template { template, body } =

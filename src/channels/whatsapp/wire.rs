@@ -139,6 +139,20 @@ pub(super) struct Outgoing<'a> {
     pub text: Option<OutText<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interactive: Option<OutInteractive<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<MediaRef<'a>>,
+}
+
+/// An uploaded medium, by its id.
+#[derive(Debug, Serialize)]
+pub(super) struct MediaRef<'a> {
+    pub id: &'a str,
+}
+
+/// What `POST /{phone-number-id}/media` answers.
+#[derive(Debug, Deserialize)]
+pub(super) struct Uploaded {
+    pub id: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -328,22 +328,23 @@ impl Turn<'_> {
     }
 
     /// Writes the tool result with the instruction and applies the response; returns the replies that
-    /// end the turn (the message, then each of `then` on its own), to be sent once the batch is closed.
+    /// end the turn (the message, then each of `then` on its own, then the files, if any, in a reply
+    /// with no text), to be sent once the batch is closed.
     fn answer_user(&mut self, call: &ToolCall, r: ResponseToUser) -> Vec<Reply> {
         self.tool_result(call, r.status, r.instruction, true);
         self.apply_updates(r.state_updates, r.memory_updates);
         for f in r.functions {
             self.system_function(f.into());
         }
-        let first = Reply {
-            text: r.message,
-            files: r.files,
-        };
-        let then = r.then.into_iter().map(|text| Reply {
+        let texts = std::iter::once(r.message).chain(r.then).map(|text| Reply {
             text,
             files: Vec::new(),
         });
-        std::iter::once(first).chain(then).collect()
+        let files = (!r.files.is_empty()).then(|| Reply {
+            text: String::new(),
+            files: r.files,
+        });
+        texts.chain(files).collect()
     }
 
     fn answer_agent(&mut self, call: &ToolCall, r: ResponseToAgent) {
@@ -355,7 +356,10 @@ impl Turn<'_> {
     }
 
     fn send(&mut self, reply: Reply) {
-        self.push(ChatMessage::assistant(reply.text.clone()));
+        // A reply of files only says nothing the history could keep.
+        if !reply.text.is_empty() {
+            self.push(ChatMessage::assistant(reply.text.clone()));
+        }
         self.events.push(TurnEvent::Reply(reply.clone()));
         self.replies.push(reply);
     }
