@@ -1060,3 +1060,167 @@ async fn the_embedded_simulator_is_a_provider_in_process() {
     let missing = psp.cob(&txid("outra", 0)).await.expect_err("unknown");
     assert!(missing.is_not_found(), "{missing}");
 }
+
+/// `vt-agent serve` with no configuration, over HTTP: the embedded simulator is the provider. "sim"
+/// answers the code with its QR (`pix` fields), nothing is recharged until it is paid; paying it at
+/// `POST /_simulador/pix/{txid}/pagar` (as a payer's bank would) is noticed in process and the receipt
+/// lands in the conversation. The charge survives in the simulator's book: a code shown by a
+/// `chat --message` process before is paid through this server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_http() {
+    use base64::Engine as _;
+    let data = tempfile::tempdir().expect("tmp");
+    let mut cmd = crate::cli::vt_agent_in(&data);
+    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let http = reqwest::Client::new();
+    let say = |text: &str| {
+        http.post(format!("{url}/v1/conversations/c-http/messages"))
+            .json(&serde_json::json!({"text": text, "user": {"id": "u-http"}}))
+            .send()
+    };
+    let ask: serde_json::Value = say("recarregar 20 no cartão 1234567890 via pix")
+        .await
+        .expect("ask")
+        .json()
+        .await
+        .expect("json");
+    assert!(ask.to_string().contains("Confirma"), "{ask}");
+    let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
+    let replies = yes["replies"].as_array().expect("replies");
+    let pix = replies
+        .iter()
+        .find_map(|r| r.get("pix"))
+        .unwrap_or_else(|| panic!("a reply with the code: {yes}"));
+    let code = pix["copia_e_cola"].as_str().expect("code");
+    BrCode::checked(code, reais("20")).expect("checks");
+    assert!(
+        replies.iter().any(|r| r["text"] == code),
+        "the code is a message of its own too: {yes}"
+    );
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(pix["qr_png_base64"].as_str().expect("qr"))
+        .expect("base64");
+    assert_eq!(png, vt_actions::pix::qr::png(code).expect("png"));
+    assert!(pix["expira_em"].as_str().is_some_and(|t| t.ends_with('Z')));
+    let txid = code
+        .split("/qr/v2/")
+        .nth(1)
+        .map(|rest| &rest[..34])
+        .expect("the charge's location names its txid")
+        .to_owned();
+
+    let read = || async {
+        http.get(format!("{url}/v1/conversations/c-http"))
+            .send()
+            .await
+            .expect("get")
+            .json::<serde_json::Value>()
+            .await
+            .expect("json")
+            .to_string()
+    };
+    assert!(
+        !read().await.contains("Pagamento recebido"),
+        "not paid: no receipt"
+    );
+    let paid = http
+        .post(format!("{url}/_simulador/pix/{txid}/pagar"))
+        .send()
+        .await
+        .expect("pay");
+    assert_eq!(paid.status(), 200);
+    let mut conversation = String::new();
+    for _ in 0..100 {
+        conversation = read().await;
+        if conversation.contains("Pagamento recebido") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        conversation.contains("Pagamento recebido e recarga feita: BRL 20,00 no cartão ****7890"),
+        "{conversation}"
+    );
+    assert!(!conversation.contains("1234567890"), "masked: {conversation}");
+    let again = http
+        .post(format!("{url}/_simulador/pix/{txid}/pagar"))
+        .send()
+        .await
+        .expect("pay again");
+    assert_eq!(again.status(), 400, "a paid code cannot be paid again");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A code shown by another process (a one-shot chat) is in the book: this server pays it.
+    let mut chat = crate::cli::vt_agent_in(&data);
+    chat.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0").args([
+        "chat",
+        "--conversation",
+        "c-cli",
+        "-m",
+        "recarregar 30 no cartão 1111111111 via pix",
+    ]);
+    assert!(chat.output().expect("chat").status.success());
+    let mut chat = crate::cli::vt_agent_in(&data);
+    chat.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0").args([
+        "chat",
+        "--conversation",
+        "c-cli",
+        "-m",
+        "sim",
+    ]);
+    let shown = String::from_utf8_lossy(&chat.output().expect("chat").stdout).into_owned();
+    let code = shown
+        .lines()
+        .find(|l| l.starts_with("000201"))
+        .unwrap_or_else(|| panic!("{shown}"))
+        .to_owned();
+    let txid = code
+        .split("/qr/v2/")
+        .nth(1)
+        .map(|rest| rest[..34].to_owned())
+        .expect("txid");
+    let mut cmd = crate::cli::vt_agent_in(&data);
+    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let paid = http
+        .post(format!("{url}/_simulador/pix/{txid}/pagar"))
+        .send()
+        .await
+        .expect("pay");
+    assert_eq!(paid.status(), 200, "the other process's charge is known here");
+    let mut conversation = String::new();
+    for _ in 0..100 {
+        conversation = http
+            .get(format!("{url}/v1/conversations/c-cli"))
+            .send()
+            .await
+            .expect("get")
+            .text()
+            .await
+            .expect("text");
+        if conversation.contains("Pagamento recebido") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        conversation.contains("Pagamento recebido e recarga feita: BRL 30,00 no cartão ****1111"),
+        "{conversation}"
+    );
+}

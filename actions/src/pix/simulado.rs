@@ -44,7 +44,6 @@ struct Charges {
     listeners: Vec<tokio::sync::mpsc::UnboundedSender<AvisoWebhook>>,
     /// Charges it will pay by itself.
     scheduled: std::collections::HashSet<String>,
-    seq: u64,
     /// Charge lines of the book read so far.
     book_lines: u64,
 }
@@ -186,15 +185,13 @@ impl PspSimulado {
     pub fn pay(&self, txid: &str, notify: bool) -> Option<Pix> {
         let (pix, webhook) = {
             let mut state = self.lock();
-            state.seq += 1;
-            let seq = state.seq;
             let cob = state.cobs.get_mut(txid)?;
             if cob.status != CobStatus::Ativa {
                 return None;
             }
             let now = (self.now)();
             let pix = Pix {
-                end_to_end_id: format!("E00000000{}{:011}", now.format("%Y%m%d%H%M"), seq),
+                end_to_end_id: payment_id('E', now),
                 txid: Some(txid.to_owned()),
                 valor: cob.valor.original,
                 horario: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -254,6 +251,13 @@ fn problem(status: StatusCode, kind: &str, title: &str) -> Response {
         "status": status.as_u16(),
     });
     (status, Json(body)).into_response()
+}
+
+/// A payment's (`E…`) or a refund's (`D…`) id as the Pix system makes them: the letter, the payer
+/// institution's ISPB, the minute, and 11 characters unique across every process sharing the book.
+fn payment_id(kind: char, at: DateTime<Utc>) -> String {
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    format!("{kind}00000000{}{}", at.format("%Y%m%d%H%M"), &unique[..11])
 }
 
 fn txid_ok(txid: &str) -> bool {
@@ -395,8 +399,6 @@ async fn devolver(
         );
     };
     let mut state = psp.lock();
-    state.seq += 1;
-    let seq = state.seq;
     let Some(cob) = state
         .cobs
         .values_mut()
@@ -420,7 +422,7 @@ async fn devolver(
     }
     let devolucao = Devolucao {
         id,
-        rtr_id: format!("D00000000{}{:011}", (psp.now)().format("%Y%m%d%H%M"), seq),
+        rtr_id: payment_id('D', (psp.now)()),
         valor: pedido.valor,
         status: DevolucaoStatus::Devolvido,
         motivo: None,
