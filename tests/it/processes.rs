@@ -927,3 +927,102 @@ async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_on
     pool.close().await;
     pg.cleanup().await;
 }
+
+/// Two `serve` processes on one PostgreSQL database, with `[pix]` pointed at the provider: a paid
+/// code's notice reaches both instances several times at once (a provider retrying, a load balancer
+/// spreading it) — the payment is credited once, and the card holder gets one receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_times_once() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        return;
+    };
+    let sim = simulator().await;
+    let config_dir = tempfile::tempdir().expect("tmp");
+    let config = config_dir.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\n",
+            sim.url
+        ),
+    )
+    .expect("config");
+    let serve = || {
+        let data = tempfile::tempdir().expect("tmp");
+        let mut cmd = vt_agent_in(&data);
+        cmd.env("VT_DATABASE_URL", pg.process_url())
+            .env("VT_CONFIG", &config);
+        let child = serve_following_up(cmd, &sim.url);
+        (data, child)
+    };
+    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url))) = (serve(), serve());
+    let http = reqwest::Client::new();
+    let say = |text: &'static str| {
+        http.post(format!("{a_url}/v1/conversations/c-pg-pix/messages"))
+            .json(&serde_json::json!({"text": text, "user": {"id": "u-pg"}}))
+            .send()
+    };
+    let ask = say("recarregar 20 no cartão 2345678901 via pix")
+        .await
+        .expect("ask");
+    assert_eq!(ask.status(), 200);
+    let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
+    let code = yes["replies"]
+        .as_array()
+        .and_then(|r| r.iter().find_map(|r| r["pix"]["copia_e_cola"].as_str()))
+        .unwrap_or_else(|| panic!("the code: {yes}"))
+        .to_owned();
+    let txid = code
+        .split("/qr/v2/")
+        .nth(1)
+        .map(|r| r[..34].to_owned())
+        .expect("txid");
+    assert_eq!(
+        sim.simulator.charges("2345678901"),
+        0,
+        "not paid: nothing recharged"
+    );
+    let paid = sim.simulator.pix().pay(&txid, false).expect("paid");
+    let notice = serde_json::json!({"pix": [{
+        "endToEndId": paid.end_to_end_id, "txid": txid, "valor": "20.00", "horario": paid.horario
+    }]});
+    let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
+        http.post(format!("{url}/channels/pix/webhook/pix"))
+            .json(&notice)
+            .send()
+    });
+    for answered in futures::future::join_all(posts).await {
+        assert_eq!(answered.expect("notice").status(), 200);
+    }
+    let started = Instant::now();
+    let receipts = || async {
+        http.get(format!("{b_url}/v1/conversations/c-pg-pix"))
+            .send()
+            .await
+            .expect("read")
+            .text()
+            .await
+            .expect("text")
+            .matches("Pagamento recebido")
+            .count()
+    };
+    while receipts().await == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "never credited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every notice has been read back by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sim.simulator.charges("2345678901"),
+        1,
+        "one payment, one recharge"
+    );
+    assert_eq!(receipts().await, 1, "one receipt");
+    let keys = recharge_keys(&sim, "2345678901");
+    assert_eq!(keys.len(), 1, "sent once: {keys:?}");
+    for child in [&mut a, &mut b] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    pg.cleanup().await;
+}
