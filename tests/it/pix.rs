@@ -1061,6 +1061,40 @@ async fn the_embedded_simulator_is_a_provider_in_process() {
     assert!(missing.is_not_found(), "{missing}");
 }
 
+/// Conversation `conv` read from `url` once its Pix receipt is there (or after 10 s), as JSON text.
+async fn receipt_in(http: &reqwest::Client, url: &str, conv: &str) -> String {
+    let mut conversation = String::new();
+    for _ in 0..100 {
+        conversation = http
+            .get(format!("{url}/v1/conversations/{conv}"))
+            .send()
+            .await
+            .expect("get")
+            .text()
+            .await
+            .expect("text");
+        if conversation.contains("Pagamento recebido") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    conversation
+}
+
+/// `vt-agent serve` on `data` with no configuration: the embedded simulator, paying only when told.
+fn serve_unconfigured(data: &tempfile::TempDir) -> (std::process::Child, String) {
+    let mut cmd = crate::cli::vt_agent_in(data);
+    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}
+
 /// `vt-agent serve` with no configuration, over HTTP: the embedded simulator is the provider. "sim"
 /// answers the code with its QR (`pix` fields), nothing is recharged until it is paid; paying it at
 /// `POST /_simulador/pix/{txid}/pagar` (as a payer's bank would) is noticed in process and the receipt
@@ -1070,15 +1104,7 @@ async fn the_embedded_simulator_is_a_provider_in_process() {
 async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_http() {
     use base64::Engine as _;
     let data = tempfile::tempdir().expect("tmp");
-    let mut cmd = crate::cli::vt_agent_in(&data);
-    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let url = crate::support::listening_on(&mut stderr);
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let (mut child, url) = serve_unconfigured(&data);
     let http = reqwest::Client::new();
     let say = |text: &str| {
         http.post(format!("{url}/v1/conversations/c-http/messages"))
@@ -1136,14 +1162,7 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
         .await
         .expect("pay");
     assert_eq!(paid.status(), 200);
-    let mut conversation = String::new();
-    for _ in 0..100 {
-        conversation = read().await;
-        if conversation.contains("Pagamento recebido") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let conversation = receipt_in(&http, &url, "c-http").await;
     assert!(
         conversation.contains("Pagamento recebido e recarga feita: BRL 20,00 no cartão ****7890"),
         "{conversation}"
@@ -1187,36 +1206,14 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
         .nth(1)
         .map(|rest| rest[..34].to_owned())
         .expect("txid");
-    let mut cmd = crate::cli::vt_agent_in(&data);
-    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let url = crate::support::listening_on(&mut stderr);
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let (mut child, url) = serve_unconfigured(&data);
     let paid = http
         .post(format!("{url}/_simulador/pix/{txid}/pagar"))
         .send()
         .await
         .expect("pay");
     assert_eq!(paid.status(), 200, "the other process's charge is known here");
-    let mut conversation = String::new();
-    for _ in 0..100 {
-        conversation = http
-            .get(format!("{url}/v1/conversations/c-cli"))
-            .send()
-            .await
-            .expect("get")
-            .text()
-            .await
-            .expect("text");
-        if conversation.contains("Pagamento recebido") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let conversation = receipt_in(&http, &url, "c-cli").await;
     let _ = child.kill();
     let _ = child.wait();
     assert!(
