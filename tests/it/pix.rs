@@ -1221,3 +1221,51 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
         "{conversation}"
     );
 }
+
+/// On Mattermost a code's QR is a file of its post: drawn from the charge on record, uploaded to the
+/// conversation's channel (`POST /api/v4/files`), then posted with its id.
+#[tokio::test]
+async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
+    use vt_agent::outbox::ChannelSender as _;
+    let h = crate::support::chat_harness_paying().await;
+    let conv = "mm:canal1:user1";
+    h.say(conv, "oi").await;
+    let cobranca = issued(&h, conv, "1234567890", 20, "k-mm").await;
+    let mm = crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))])
+        .await
+        .answering_uploads();
+    let config = vt_agent::channels::mattermost::MattermostConfig {
+        url: Some(mm.url.clone()),
+        bot_token: Some("token-do-bot".into()),
+        ..Default::default()
+    };
+    let sender = vt_agent::channels::mattermost::PostSender::new(Arc::new(config))
+        .expect("on")
+        .with_files(h.store.clone());
+    let mut payload = crate::support::reply_payload(conv, "user1", "");
+    payload["files"] = serde_json::to_value([vt_actions::tools::qr_file(&cobranca.txid)]).expect("json");
+    let item = vt_agent::store::OutboxItem {
+        id: 1,
+        kind: "reply".into(),
+        destination: "mattermost".into(),
+        payload,
+        conversation_id: Some(conv.into()),
+        status: vt_agent::store::OutboxStatus::InFlight,
+        attempts: 1,
+        max_attempts: 5,
+        next_attempt_at: chrono::Utc::now(),
+        last_error: None,
+    };
+    let reply = vt_agent::outbox::ReplyPayload::of(&item).expect("a reply");
+    let sent = sender.send(&item, &reply).await.expect("sent");
+    assert_eq!(sent.as_deref(), Some("post-1"));
+    let received = mm.received();
+    assert_eq!(received.len(), 2, "the upload, then the post");
+    assert!(received[0].path.ends_with("/api/v4/files"));
+    let png = vt_actions::pix::qr::png(&cobranca.copia_e_cola).expect("png");
+    assert!(received[0].raw.windows(png.len()).any(|w| w == png.as_slice()));
+    assert!(String::from_utf8_lossy(&received[0].raw).contains("canal1"));
+    assert!(received[1].path.ends_with("/api/v4/posts"));
+    assert_eq!(received[1].body["channel_id"], "canal1");
+    assert_eq!(received[1].body["file_ids"], serde_json::json!(["arquivo-1"]));
+}
