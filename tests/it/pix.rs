@@ -809,6 +809,35 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     );
 }
 
+/// A provider whose code does not check (a wrong CRC): the code is never shown, nothing is charged
+/// or recorded, the card holder is told so, and the conversation goes to a person.
+#[tokio::test]
+async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_case() {
+    let h = crate::support::chat_harness_pix(crate::support::Pix::Tampering).await;
+    h.say("c-crc", "recarregar 20 no cartão 1234567890 via pix").await;
+    let yes = h.say("c-crc", "sim").await;
+    let said = vt_agent::engine::Reply::join(&yes.replies);
+    assert!(!said.contains("000201"), "no code shown: {said}");
+    assert!(
+        said.contains("nada foi cobrado") && said.contains("pessoa"),
+        "{said}"
+    );
+    assert!(yes.replies.iter().all(|r| r.files.is_empty()), "no QR either");
+    assert!(
+        h.store
+            .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+            .await
+            .expect("read")
+            .is_empty(),
+        "no charge on record"
+    );
+    assert!(
+        h.store.open_case_of("c-crc").await.expect("read").is_some(),
+        "a person gets the case"
+    );
+    assert_eq!(h.recharges(), 0);
+}
+
 /// Real systems and no provider: a Pix recharge in the chat is refused before anything is prepared —
 /// it would be credited unpaid — and the other ways are offered; a boleto goes on as before.
 #[tokio::test]

@@ -548,6 +548,8 @@ pub(crate) enum Pix {
     Provider,
     /// Real systems, no provider: Pix refused.
     Refused,
+    /// `[pix]` pointed at a provider whose codes carry a wrong CRC ([`tampering_provider`]).
+    Tampering,
 }
 
 /// What a chat harness is built of.
@@ -563,6 +565,31 @@ struct Parts {
 /// A chat harness whose simulator is also the payment provider (`[pix]` pointed at it).
 pub(crate) async fn chat_harness_paying() -> ChatHarness {
     chat_harness_pix(Pix::Provider).await
+}
+
+/// A provider on loopback that creates every charge with a BR Code whose CRC (field 63) is wrong: the
+/// code a card holder must never see. Returns its base URL.
+async fn tampering_provider() -> String {
+    use axum::extract::Path;
+    let create = |Path(txid): Path<String>, axum::Json(pedido): axum::Json<Value>| async move {
+        let valor = pedido["valor"]["original"].as_str().unwrap_or("0.00").to_owned();
+        let amount: rust_decimal::Decimal = valor.parse().expect("amount");
+        let good = vt_actions::pix::dynamic(&format!("psp.example/qr/{txid}"), amount, "LOJA", "CIDADE");
+        // The same code with its last CRC digit changed.
+        let (body, crc) = good.split_at(good.len() - 1);
+        let bad = format!("{body}{}", if crc == "0" { "1" } else { "0" });
+        let cob = serde_json::json!({
+            "txid": txid, "revisao": 0, "status": "ATIVA",
+            "calendario": {"expiracao": 900}, "valor": {"original": valor},
+            "chave": pedido["chave"], "pixCopiaECola": bad,
+        });
+        (StatusCode::CREATED, axum::Json(cob))
+    };
+    let app = Router::new().route("/pix/v2/cob/{txid}", axum::routing::put(create));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
 }
 
 /// A chat harness taking Pix as `pix` says.
@@ -630,8 +657,13 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         engine: fast_config(),
         handoff,
         vt,
-        pix: (pix == Pix::Provider).then(|| vt_actions::pix::PixConfig {
-            api_url: format!("{}/pix/v2", running.url),
+        pix: match pix {
+            Pix::Provider => Some(format!("{}/pix/v2", running.url)),
+            Pix::Tampering => Some(format!("{}/pix/v2", tampering_provider().await)),
+            Pix::Off | Pix::Refused => None,
+        }
+        .map(|api_url| vt_actions::pix::PixConfig {
+            api_url,
             chave: "recargas@operadora.example.com.br".into(),
             ..Default::default()
         }),
