@@ -50,7 +50,7 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
         eprintln!("conversa {id} não existe: começando uma nova com esse id");
     }
     let psp = simulator.as_ref().map(Simulator::pix);
-    let (stop, jobs) = run_payments(&service, config, psp);
+    let background = run_payments(&service, config, psp);
     let mut said = Later {
         said: service.said(),
         conversation: conversation.clone(),
@@ -66,10 +66,12 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
         let handled = service.messages().handle(msg).await?;
         Ok((handled.reply_text(), handled.ended))
     };
-    let result = if let Some(message) = &args.message {
+    if let Some(message) = &args.message {
         let (reply, _) = send(message).await?;
         println!("{reply}");
-        wait_for_payments(&service, psp, &mut said, "").await;
+        wait_for_payments(&service, psp, &mut said).await;
+        background.finish(&service).await;
+        said.print_ready();
         if args.conversation.is_none() {
             // The id goes to stderr so scripts reading the reply on stdout are not disturbed.
             eprintln!("(conversa {conversation}: continue com --conversation {conversation})");
@@ -82,15 +84,33 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
             "sem modelo: só os comandos de VT"
         };
         println!("vt-agent — conversa {conversation} ({model}). Ctrl-D para sair.\n");
-        edit_lines(send, said).await
+        let result = edit_lines(send, said).await;
+        background.finish(&service).await;
+        result
     } else {
-        read_pipe(send, &service, psp, &mut said).await
-    };
-    let _ = stop.send(true);
-    for job in jobs {
-        let _ = job.await;
+        let result = read_pipe(send, &mut said).await;
+        wait_for_payments(&service, psp, &mut said).await;
+        background.finish(&service).await;
+        said.print_ready();
+        result
     }
-    result
+}
+
+/// The Pix channel's jobs the chat runs (none without the embedded simulator).
+struct Background {
+    stop: tokio::sync::watch::Sender<bool>,
+    jobs: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Stops the jobs (a pass under way ends first) and waits for the payments they started.
+    async fn finish(self, service: &Services) {
+        let _ = self.stop.send(true);
+        for job in self.jobs {
+            let _ = job.await;
+        }
+        service.stopped().await;
+    }
 }
 
 /// What is said later in one conversation.
@@ -111,6 +131,13 @@ impl Later {
         }
     }
 
+    /// Prints what was said already, each as a block of its own.
+    fn print_ready(&mut self) {
+        for text in self.ready() {
+            println!("{text}\n");
+        }
+    }
+
     /// What was said already, without waiting.
     fn ready(&mut self) -> Vec<String> {
         let mut texts = Vec::new();
@@ -125,14 +152,13 @@ impl Later {
 
 /// With the embedded simulator as the provider: its notices and the sweep, in tasks, until the
 /// returned sender says stop.
-fn run_payments(
-    service: &Arc<Services>,
-    config: &Config,
-    psp: Option<&PspSimulado>,
-) -> (tokio::sync::watch::Sender<bool>, Vec<tokio::task::JoinHandle<()>>) {
+fn run_payments(service: &Arc<Services>, config: &Config, psp: Option<&PspSimulado>) -> Background {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let Some(psp) = psp else {
-        return (stop, Vec::new());
+        return Background {
+            stop,
+            jobs: Vec::new(),
+        };
     };
     let wiring = crate::channels::Wiring {
         service: service.clone(),
@@ -151,7 +177,7 @@ fn run_payments(
             tokio::spawn(job(stop))
         })
         .collect();
-    (stop, jobs)
+    Background { stop, jobs }
 }
 
 /// Whether a charge of the conversation is still on its way to a receipt: paid and not credited yet,
@@ -165,17 +191,15 @@ async fn paying(service: &Services, psp: &PspSimulado, conversation: &str) -> bo
 }
 
 /// Prints what is said in the conversation until no code of it is being paid by the simulator (at
-/// most [`WAIT_AT_MOST`]); `prefix` goes before each text.
-async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: &mut Later, prefix: &str) {
+/// most [`WAIT_AT_MOST`]).
+async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: &mut Later) {
     let Some(psp) = psp else {
         return;
     };
     let deadline = tokio::time::Instant::now() + WAIT_AT_MOST;
     let mut told = false;
     loop {
-        for text in said.ready() {
-            println!("{prefix}{text}\n");
-        }
+        said.print_ready();
         if !paying(service, psp, &said.conversation).await {
             return;
         }
@@ -186,7 +210,7 @@ async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: 
         tokio::select! {
             () = tokio::time::sleep_until(deadline) => return,
             text = said.next() => match text {
-                Some(text) => println!("{prefix}{text}\n"),
+                Some(text) => println!("{text}\n"),
                 None => return,
             },
             () = tokio::time::sleep(Duration::from_millis(250)) => {}
@@ -195,11 +219,9 @@ async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: 
 }
 
 /// One turn a line read from a pipe (a line that is not UTF-8 is still a message: stored as read,
-/// answered with what is wrong); at the end, the receipt of a code being paid.
+/// answered with what is wrong), with what was said meanwhile after its reply.
 async fn read_pipe(
     mut send: impl AsyncFnMut(&str) -> anyhow::Result<(String, bool)>,
-    service: &Services,
-    psp: Option<&PspSimulado>,
     said: &mut Later,
 ) -> anyhow::Result<()> {
     let mut input = BufReader::new(tokio::io::stdin());
@@ -227,7 +249,6 @@ async fn read_pipe(
             return Ok(());
         }
     }
-    wait_for_payments(service, psp, said, "").await;
     Ok(())
 }
 

@@ -173,16 +173,24 @@ impl Services {
         template: Option<crate::outbox::TemplateUse>,
     ) -> Result<(), crate::store::StoreError> {
         let item = super::cases::reply_item(conv, text.clone(), template);
-        let message = crate::llm::ChatMessage::assistant(text.clone());
+        let message = crate::llm::ChatMessage::assistant(text);
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
             .await?;
-        // Nobody listening is the usual case (a server): the outbox sends it.
-        let _ = self.said.send(super::Said {
-            conversation_id: conv.id.clone(),
-            text,
-        });
+        self.tell_listeners(&conv.id, &message);
         Ok(())
+    }
+
+    /// Tells this process's listeners ([`Services::said`]) what was just stored as said in
+    /// `conversation_id` outside a turn. Nobody listening is the usual case (a server: the outbox
+    /// sends it).
+    pub(super) fn tell_listeners(&self, conversation_id: &str, message: &crate::llm::ChatMessage) {
+        if let Some(text) = message.text() {
+            let _ = self.said.send(super::Said {
+                conversation_id: conversation_id.to_owned(),
+                text: text.to_owned(),
+            });
+        }
     }
 
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).

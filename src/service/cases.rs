@@ -368,10 +368,11 @@ impl Services {
                 super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)
             }));
         }
-        Ok(self
-            .store
+        self.store
             .say_in_case(&conv.id, &message, &items, said, now)
-            .await?)
+            .await?;
+        self.tell_listeners(&conv.id, &message);
+        Ok(())
     }
 }
 

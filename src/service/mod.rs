@@ -300,7 +300,8 @@ pub struct Services {
     said: tokio::sync::broadcast::Sender<Said>,
 }
 
-/// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome.
+/// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
+/// person's reply to a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Said {
     pub conversation_id: String,

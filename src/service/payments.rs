@@ -143,12 +143,7 @@ impl Payments<'_> {
     pub async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
         let mut open = Vec::new();
         for status in [ChargeStatus::Ativa, ChargeStatus::Paga] {
-            let charges = self.store.charges_in(status, SWEEP_BATCH).await?;
-            open.extend(
-                charges
-                    .into_iter()
-                    .filter(|c| c.conversation_id == conversation_id),
-            );
+            open.extend(self.store.conversation_charges(conversation_id, status).await?);
         }
         Ok(open)
     }

@@ -1055,6 +1055,25 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
         2,
         "two codes of one recharge"
     );
+    let open = store
+        .conversation_charges("conv-pix", ChargeStatus::Ativa)
+        .await
+        .expect("of the conversation");
+    assert_eq!(open.len(), 2, "both codes, of this conversation");
+    assert!(
+        store
+            .conversation_charges("outra-conversa", ChargeStatus::Ativa)
+            .await
+            .expect("of another")
+            .is_empty()
+    );
+    assert!(
+        store
+            .conversation_charges("conv-pix", ChargeStatus::Paga)
+            .await
+            .expect("paid")
+            .is_empty()
+    );
 
     // Ten callers report the same payment at once: one claims it.
     let claims = (0..10).map(|_| {

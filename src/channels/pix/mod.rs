@@ -126,9 +126,9 @@ async fn sweep(
     loop {
         tokio::select! {
             () = &mut stop => return,
-            _ = tick.tick() => {
-                service.payments().sweep().await;
-            }
+            _ = tick.tick() => {}
         }
+        // Outside the select: a stop waits for the pass under way, never cuts a credit short.
+        service.payments().sweep().await;
     }
 }

@@ -73,12 +73,7 @@ impl Sender {
                 "a reply with files, and no way to draw them".into(),
             ));
         };
-        let mut first = None;
-        if !reply.text.is_empty() {
-            for part in split(&reply.text, MAX_TEXT) {
-                first = first.or(self.post(&text_message(to, &part)).await?);
-            }
-        }
+        let mut first = self.send_text(to, &reply.text).await?;
         for file in &reply.files {
             let upload = crate::channels::upload_of(store.as_ref(), file).await?;
             let media = self.upload(upload).await?;
@@ -92,6 +87,15 @@ impl Sender {
                 image: Some(wire::MediaRef { id: &media }),
             };
             first = first.or(self.post(&image).await?);
+        }
+        Ok(first)
+    }
+
+    /// `text` as text messages within WhatsApp's limit (none when it is empty); the first one's id.
+    async fn send_text(&self, to: &str, text: &str) -> Result<Option<String>, SendError> {
+        let mut first = None;
+        for part in split(text, MAX_TEXT).into_iter().filter(|p| !p.is_empty()) {
+            first = first.or(self.post(&text_message(to, &part)).await?);
         }
         Ok(first)
     }
@@ -341,14 +345,7 @@ impl ChannelSender for Sender {
                 }
                 Ok(self.post(&buttons(to, "Confirma?", pending)).await?)
             }
-            None => {
-                let mut first = None;
-                for part in split(text, MAX_TEXT) {
-                    let id = self.post(&text_message(to, &part)).await?;
-                    first = first.or(id);
-                }
-                Ok(first)
-            }
+            None => self.send_text(to, text).await,
         }
     }
 }

@@ -105,6 +105,21 @@ impl<S: Sql> PixStore for S {
         rows.iter().map(charge).collect()
     }
 
+    async fn conversation_charges(
+        &self,
+        conversation_id: &str,
+        status: ChargeStatus,
+    ) -> Result<Vec<PixCharge>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new("SELECT * FROM pix_charges WHERE conversation_id = $1 AND status = $2 ORDER BY created_at")
+                    .bind(conversation_id)
+                    .bind(status.as_str()),
+            )
+            .await?;
+        rows.iter().map(charge).collect()
+    }
+
     async fn charge_counts(&self) -> Result<Vec<(ChargeStatus, i64)>, StoreError> {
         let rows = self
             .read_all(Stmt::new(
