@@ -785,13 +785,17 @@ mod tests {
                 pix.expiracao_minutos,
                 pix.novos_codigos_max,
                 pix.whatsapp_order_details,
-                pix.timeout_ms
+                pix.timeout_ms,
+                pix.varredura_segundos,
+                pix.retomar_credito_segundos
             ),
             (
                 defaults.expiracao_minutos,
                 defaults.novos_codigos_max,
                 defaults.whatsapp_order_details,
-                defaults.timeout_ms
+                defaults.timeout_ms,
+                defaults.varredura_segundos,
+                defaults.retomar_credito_segundos
             )
         );
     }

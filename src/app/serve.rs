@@ -78,7 +78,7 @@ impl Server {
             crate::channels::pix::channel(
                 &wiring,
                 simulator.as_ref().map(Simulator::pix),
-                crate::channels::pix::SWEEP_EVERY,
+                sweep_every(config),
             ),
         ];
         let mut jobs = Vec::new();
@@ -243,4 +243,13 @@ impl Server {
         drop(self.simulator);
         Ok(served?)
     }
+}
+
+/// How often open Pix charges are read back: `[pix] varredura_segundos`, or its default.
+fn sweep_every(config: &Config) -> Duration {
+    let seconds = config.pix.as_ref().map_or_else(
+        || vt_actions::pix::PixConfig::default().varredura_segundos,
+        |p| p.varredura_segundos,
+    );
+    Duration::from_secs(seconds.into())
 }

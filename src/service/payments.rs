@@ -49,11 +49,11 @@ pub enum Settled {
     Nothing,
 }
 
+/// The WhatsApp template purpose of a receipt sent after the 24-hour window closed.
+const RECEIPT_TEMPLATE: &str = "comprovante_recarga";
+
 /// How many charges of each status one sweep reads.
 const SWEEP_BATCH: i64 = 200;
-/// How long after its payment a charge still not credited is taken for one whose credit a stop
-/// interrupted (a credit takes seconds).
-const RESUME_AFTER: Duration = Duration::minutes(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PaymentError {
@@ -150,12 +150,14 @@ impl Payments<'_> {
 
     /// Reads back every open charge: an expired one is withdrawn at the provider and the card holder
     /// told (unless it was paid meanwhile: then it is credited); an open one is credited if it was
-    /// paid and its notice never came; a paid one whose credit a stop interrupted
-    /// ([`RESUME_AFTER`] after its payment) is credited again under the same key, which the recharge
-    /// system answers as a replay if it got there. Returns how many charges changed.
+    /// paid and its notice never came; a paid one whose credit a stop interrupted (`[pix]
+    /// retomar_credito_segundos` after its payment) is credited again under the same key, which the
+    /// recharge system answers as a replay if it got there. Returns how many charges changed.
     pub async fn sweep(self) -> usize {
         let mut changed = 0;
         let now = self.engine.now();
+        let resume_after = self.pix.as_ref().map_or(0, |p| p.config.retomar_credito_segundos);
+        let resume_after = Duration::seconds(i64::from(resume_after));
         let open = self.store.charges_in(ChargeStatus::Ativa, SWEEP_BATCH).await;
         let stuck = self.store.charges_in(ChargeStatus::Paga, SWEEP_BATCH).await;
         let (open, stuck) = match (open, stuck) {
@@ -180,7 +182,7 @@ impl Payments<'_> {
             }
         }
         for charge in stuck {
-            let resume = charge.paid_at.is_some_and(|at| now - at >= RESUME_AFTER);
+            let resume = charge.paid_at.is_some_and(|at| now - at >= resume_after);
             let Some(e2e) = charge.end_to_end_id.as_deref().filter(|_| resume) else {
                 continue;
             };
@@ -229,40 +231,64 @@ impl Payments<'_> {
             .with_request_key(&format!("pix-{e2e}"))
             .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
+        let final_ = vt_actions::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();
         let ran = self.flows().run_flow(input, FlowOptions::default()).await?;
-        let (settled, text) = match ran.output.status {
+        // Moving the charge on is what lets this caller speak: where a resumed credit and a slow first
+        // one both got an answer (the second a replay), one moves it, one receipt goes out.
+        let (settled, text, template) = match ran.output.status {
             FlowStatus::Concluido => {
                 let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
                 let novo = vt_actions::stages::novo_saldo(etapas);
                 let text = textos::comprovante(charge.amount, &cartao, novo, paid_at, e2e, &tz);
-                self.store
-                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Creditada)
-                    .await?;
-                (Settled::Credited, text)
+                if !self.moved(charge, ChargeStatus::Creditada).await? {
+                    return Ok(Settled::Nothing);
+                }
+                // On WhatsApp after the window closed, the receipt goes as its template.
+                let template = crate::outbox::TemplateUse {
+                    purpose: RECEIPT_TEMPLATE.into(),
+                    parameters: textos::comprovante_parametros(
+                        charge.amount,
+                        &final_,
+                        novo,
+                        paid_at,
+                        e2e,
+                        &tz,
+                    ),
+                };
+                (Settled::Credited, text, Some(template))
             }
             FlowStatus::Pendente => {
                 // Its late outcome is the recharge follow-up's (step 15), which tells the holder.
-                self.store
-                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Enviada)
-                    .await?;
-                (
-                    Settled::Processing,
-                    textos::em_processamento(charge.amount, &cartao),
-                )
+                if !self.moved(charge, ChargeStatus::Enviada).await? {
+                    return Ok(Settled::Nothing);
+                }
+                let text = textos::em_processamento(charge.amount, &cartao);
+                (Settled::Processing, text, None)
             }
             FlowStatus::Falhou => {
+                // Refunded before it is moved: a refund that fails leaves the charge for the next
+                // sweep. Asked twice, the provider answers the same refund (its id is the payment's).
                 self.refund(charge, e2e).await?;
-                self.store
-                    .settle_charge(&charge.txid, ChargeStatus::Paga, ChargeStatus::Devolvida)
-                    .await?;
+                if !self.moved(charge, ChargeStatus::Devolvida).await? {
+                    return Ok(Settled::Nothing);
+                }
                 self.hand_to_a_person(charge, e2e, &cartao, &ran.output.execucao_id)
                     .await?;
-                (Settled::Refunded, textos::devolvido(charge.amount, &cartao))
+                (Settled::Refunded, textos::devolvido(charge.amount, &cartao), None)
             }
         };
-        self.tell(&charge.conversation_id, text).await?;
+        self.tell_or_template(&charge.conversation_id, text, template)
+            .await?;
         Ok(settled)
+    }
+
+    /// Paid charge `charge` moved on to `to`; false when another caller moved it first.
+    async fn moved(&self, charge: &PixCharge, to: ChargeStatus) -> Result<bool, PaymentError> {
+        Ok(self
+            .store
+            .settle_charge(&charge.txid, ChargeStatus::Paga, to)
+            .await?)
     }
 
     /// Payment `e2e` of `charge` returned to its payer (once: the refund's id comes from the payment).
@@ -319,10 +345,22 @@ impl Payments<'_> {
 
     /// A message to the card holder in their conversation, through the outbox.
     async fn tell(&self, conversation_id: &str, text: String) -> Result<(), PaymentError> {
+        self.tell_or_template(conversation_id, text, None).await
+    }
+
+    /// [`Self::tell`], with the WhatsApp template that stands in for `text` outside the 24-hour
+    /// window (sent only with the card holder's opt-in; the channel decides when it sends).
+    async fn tell_or_template(
+        &self,
+        conversation_id: &str,
+        text: String,
+        template: Option<crate::outbox::TemplateUse>,
+    ) -> Result<(), PaymentError> {
         let Some(conv) = self.store.conversation(conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        self.say_now(&conv, text, None).await?;
+        let template = template.filter(|_| conv.channel == "whatsapp");
+        self.say_now(&conv, text, template).await?;
         Ok(())
     }
 }

@@ -555,7 +555,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
         agent: "vt".into(),
         tenant: vt_agent::engine::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::channels::pix::channel(&wiring, None, vt_agent::channels::pix::SWEEP_EVERY);
+    let channel = vt_agent::channels::pix::channel(&wiring, None, std::time::Duration::from_secs(30));
     assert_eq!(channel.name, "pix");
     assert_eq!(channel.routes.len(), 1);
     let state =

@@ -287,7 +287,9 @@ impl Killer {
                 let recharge = req.uri().path().ends_with("/recargas");
                 let at = armed.lock().expect("lock").filter(|_| recharge);
                 if let Some((KillAt::RequestArrived, pid)) = at {
+                    // The request never reaches the recharge system: nobody is left to read an answer.
                     kill(pid);
+                    return axum::response::IntoResponse::into_response(axum::http::StatusCode::BAD_GATEWAY);
                 }
                 let (parts, body) = req.into_parts();
                 let body = axum::body::to_bytes(body, 1 << 20).await.expect("body");
@@ -937,16 +939,7 @@ async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_tim
         return;
     };
     let sim = simulator().await;
-    let config_dir = tempfile::tempdir().expect("tmp");
-    let config = config_dir.path().join("vt-agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\n",
-            sim.url
-        ),
-    )
-    .expect("config");
+    let (_config_dir, config) = pix_config(&sim, "");
     let serve = || {
         let data = tempfile::tempdir().expect("tmp");
         let mut cmd = vt_agent_in(&data);
@@ -967,25 +960,13 @@ async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_tim
         .expect("ask");
     assert_eq!(ask.status(), 200);
     let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
-    let code = yes["replies"]
-        .as_array()
-        .and_then(|r| r.iter().find_map(|r| r["pix"]["copia_e_cola"].as_str()))
-        .unwrap_or_else(|| panic!("the code: {yes}"))
-        .to_owned();
-    let txid = code
-        .split("/qr/v2/")
-        .nth(1)
-        .map(|r| r[..34].to_owned())
-        .expect("txid");
+    let txid = shown_txid(&sim, &yes);
     assert_eq!(
         sim.simulator.charges("2345678901"),
         0,
         "not paid: nothing recharged"
     );
-    let paid = sim.simulator.pix().pay(&txid, false).expect("paid");
-    let notice = serde_json::json!({"pix": [{
-        "endToEndId": paid.end_to_end_id, "txid": txid, "valor": "20.00", "horario": paid.horario
-    }]});
+    let notice = pay(&sim, &txid);
     let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
         http.post(format!("{url}/channels/pix/webhook/pix"))
             .json(&notice)
@@ -995,17 +976,7 @@ async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_tim
         assert_eq!(answered.expect("notice").status(), 200);
     }
     let started = Instant::now();
-    let receipts = || async {
-        http.get(format!("{b_url}/v1/conversations/c-pg-pix"))
-            .send()
-            .await
-            .expect("read")
-            .text()
-            .await
-            .expect("text")
-            .matches("Pagamento recebido")
-            .count()
-    };
+    let receipts = || receipts_in(&b_url, "c-pg-pix");
     while receipts().await == 0 {
         assert!(started.elapsed() < Duration::from_secs(30), "never credited");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1025,4 +996,135 @@ async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_tim
         let _ = child.wait();
     }
     pg.cleanup().await;
+}
+
+/// A configuration file with `[pix]` at `sim`'s provider, and `extra` lines of its own.
+fn pix_config(sim: &RunningSimulator, extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\n{extra}",
+            sim.url
+        ),
+    )
+    .expect("config");
+    (dir, config)
+}
+
+/// The txid of the charge whose code an HTTP answer shows, as `sim`'s provider has it.
+fn shown_txid(sim: &RunningSimulator, answer: &serde_json::Value) -> String {
+    let code = answer["replies"]
+        .as_array()
+        .and_then(|r| r.iter().find_map(|r| r["pix"]["copia_e_cola"].as_str()))
+        .unwrap_or_else(|| panic!("the code: {answer}"));
+    let charge = sim.simulator.pix().charge_with_code(code);
+    charge
+        .unwrap_or_else(|| panic!("a code the provider issued: {code}"))
+        .txid
+}
+
+/// Code `txid` paid (R$ 20,00) at `sim`'s provider, and the notice the provider would post.
+fn pay(sim: &RunningSimulator, txid: &str) -> serde_json::Value {
+    let paid = sim.simulator.pix().pay(txid, false).expect("paid");
+    serde_json::json!({"pix": [{
+        "endToEndId": paid.end_to_end_id, "txid": txid, "valor": "20.00", "horario": paid.horario
+    }]})
+}
+
+/// How many receipts conversation `id` holds, read through `url`.
+async fn receipts_in(url: &str, id: &str) -> usize {
+    reqwest::get(format!("{url}/v1/conversations/{id}"))
+        .await
+        .expect("read")
+        .text()
+        .await
+        .expect("text")
+        .matches("Pagamento recebido")
+        .count()
+}
+
+/// `serve` killed with SIGKILL between a Pix payment and its credit: when the recharge request
+/// arrives, and after the recharge system charged but before `serve` read its answer. The paid charge
+/// stays on record as paid; the next `serve`'s sweep resumes its credit under the recharge's same key
+/// (answered as a replay where it got there): one recharge, one receipt, whatever the moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serve_killed_between_a_pix_payment_and_its_credit_credits_it_once_after_restart() {
+    let sim = simulator().await;
+    let killer = Killer::start(&sim).await;
+    // A credit still not done a second after its payment is taken for one a stop interrupted, and
+    // open charges are read back every second.
+    let (_config_dir, config) = pix_config(&sim, "retomar_credito_segundos = 1\nvarredura_segundos = 1\n");
+    let http = reqwest::Client::new();
+    for (round, at) in [KillAt::RequestArrived, KillAt::Charged].into_iter().enumerate() {
+        let card = format!("34567890{round:02}");
+        let conversation = format!("c-pix-kill-{round}");
+        let data = tempfile::tempdir().expect("tmp");
+        let serve = || {
+            let mut cmd = vt_agent_in(&data);
+            cmd.env("VT_CONFIG", &config);
+            serve_following_up(cmd, &killer.url)
+        };
+        let (mut first, url) = serve();
+        let say = |text: String| {
+            http.post(format!("{url}/v1/conversations/{conversation}/messages"))
+                .json(&serde_json::json!({"text": text, "user": {"id": "u-kill"}}))
+                .send()
+        };
+        let ask = say(format!("recarregar 20 no cartão {card} via pix"))
+            .await
+            .expect("ask");
+        assert_eq!(ask.status(), 200);
+        let yes: serde_json::Value = say("sim".into()).await.expect("yes").json().await.expect("json");
+        let txid = shown_txid(&sim, &yes);
+        let notice = pay(&sim, &txid);
+        killer.arm(at, first.id());
+        let noticed = http
+            .post(format!("{url}/channels/pix/webhook/pix"))
+            .json(&notice)
+            .send()
+            .await
+            .expect("notice");
+        assert_eq!(noticed.status(), 200, "{at:?}: the notice is acknowledged");
+        let exited = tokio::task::spawn_blocking(move || first.wait().expect("wait"))
+            .await
+            .expect("join");
+        assert!(!exited.success(), "{at:?}: killed mid-credit");
+        *killer.armed.lock().expect("lock") = None;
+        let sent_before = recharge_keys(&sim, &card).len();
+        let expected = usize::from(at == KillAt::Charged);
+        assert_eq!(
+            sent_before, expected,
+            "{at:?}: what reached the recharge system before the kill"
+        );
+
+        let (mut second, url) = serve();
+        let started = Instant::now();
+        while receipts_in(&url, &conversation).await == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{at:?}: the credit was never resumed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A few more sweeps: nothing more is sent or said.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let keys = recharge_keys(&sim, &card);
+        assert_eq!(
+            sim.simulator.charges(&card),
+            1,
+            "{at:?}: one payment, one recharge"
+        );
+        // Resumed by the sweep, and possibly also by the recharge's own follow-up (step 15: an attempt
+        // a kill left `enviando`): every send under the one key, which the recharge system charges once.
+        assert!(keys.len() > sent_before, "{at:?}: resumed: {keys:?}");
+        assert!(
+            keys.iter().all(|k| *k == keys[0]),
+            "{at:?}: under the same key: {keys:?}"
+        );
+        assert_eq!(receipts_in(&url, &conversation).await, 1, "{at:?}: one receipt");
+        let _ = second.kill();
+        let _ = second.wait();
+    }
 }

@@ -41,7 +41,16 @@ fn templates() -> Arc<Templates> {
 }
 
 async fn whatsapp(graph_answers: Vec<crate::support::Canned<'static>>) -> Wa {
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    whatsapp_on(chat, graph_answers).await
+}
+
+/// [`whatsapp`] in front of the service of `chat`.
+async fn whatsapp_on(
+    chat: crate::support::ChatHarness,
+    graph_answers: Vec<crate::support::Canned<'static>>,
+) -> Wa {
+    let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
     let config = config(&graph.url);
     let wiring = vt_agent::channels::Wiring {
@@ -751,4 +760,124 @@ async fn a_send_refused_as_paused_stops_the_template() {
             .contains("PAUSED")
     );
     assert_eq!(wa.graph.received().len(), 1, "one call reached Meta");
+}
+
+/// A Pix payment credited after the card holder's window closed: the receipt goes as the
+/// `comprovante_recarga` template (they opted in), its parameters what the text says; the messages
+/// that had no template were dead-lettered, never sent as free text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template() {
+    let chat = crate::support::chat_harness_pix(crate::support::Pix::Provider).await;
+    let wa = whatsapp_on(chat, vec![crate::whatsapp::sent(); 10]).await;
+    let user = "5511900000047";
+    opt_in(&wa, user).await;
+    // They asked and confirmed a day ago (the messages reach us now, as Meta retries them).
+    let ago = |h| Utc::now() - Duration::hours(h);
+    let ask = text_at(user, "recarrega 20 no 2345678901 via pix", "wamid.R1", ago(26));
+    assert_eq!(wa.deliver(&ask).await, 200);
+    wait_until(&wa, |items| !items.is_empty()).await;
+    assert_eq!(wa.deliver(&text_at(user, "sim", "wamid.R2", ago(25))).await, 200);
+    let items = wait_until(&wa, |items| {
+        items
+            .iter()
+            .any(|i| !i.payload["files"].is_null() && i.payload["files"][0].is_object())
+    })
+    .await;
+    let txid = items
+        .iter()
+        .find_map(|i| i.payload["files"][0]["fileId"].as_str())
+        .and_then(|id| id.strip_prefix(vt_actions::tools::QR_FILE))
+        .expect("a code was shown")
+        .to_owned();
+    let paid = wa.served.chat.sim.pix().pay(&txid, false).expect("paid");
+    let credited = wa
+        .served
+        .chat
+        .service
+        .payments()
+        .settle(&txid)
+        .await
+        .expect("settle");
+    assert_eq!(credited, vt_agent::service::Settled::Credited);
+    for _ in 0..8 {
+        wa.worker.pass().await;
+    }
+
+    let sends = wa.sends();
+    assert_eq!(sends.len(), 1, "only the template reached Meta: {sends:?}");
+    let template = &sends[0];
+    assert_eq!(template["type"], "template", "{template}");
+    assert_eq!(template["to"], user);
+    assert_eq!(template["template"]["name"], "comprovante_recarga_v1");
+    let parameters: BTreeMap<String, String> = template["template"]["components"][0]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .map(|p| {
+            let text = p["text"].as_str().unwrap_or_default();
+            (
+                p["parameter_name"].as_str().unwrap_or_default().to_owned(),
+                text.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(parameters["valor"], "BRL 20,00");
+    assert_eq!(parameters["cartao_final"], "8901");
+    assert!(parameters["novo_saldo"].starts_with("BRL "), "{parameters:?}");
+    assert_eq!(parameters["identificador"], paid.end_to_end_id);
+    assert!(!parameters["pago_em"].is_empty());
+    let receipt = told_last(&wa, user).await;
+    assert!(
+        receipt.contains(&parameters["novo_saldo"]) && receipt.contains(&paid.end_to_end_id),
+        "the template says what the conversation holds: {receipt}"
+    );
+    let dead = wa
+        .served
+        .chat
+        .store
+        .outbox_items(OutboxStatus::Failed, 100)
+        .await
+        .expect("read");
+    assert!(
+        !dead.is_empty(),
+        "the replies without a template were dead-lettered"
+    );
+}
+
+/// The outbox's pending items, once `enough` says they are there.
+async fn wait_until(
+    wa: &Wa,
+    enough: impl Fn(&[vt_agent::store::OutboxItem]) -> bool,
+) -> Vec<vt_agent::store::OutboxItem> {
+    for _ in 0..300 {
+        let items = wa
+            .served
+            .chat
+            .store
+            .outbox_items(OutboxStatus::Pending, 100)
+            .await
+            .expect("read");
+        if enough(&items) {
+            return items;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the replies never came");
+}
+
+/// The last thing said in `user`'s conversation.
+async fn told_last(wa: &Wa, user: &str) -> String {
+    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, user);
+    let messages = wa
+        .served
+        .chat
+        .store
+        .messages(&conversation)
+        .await
+        .expect("messages");
+    messages
+        .into_iter()
+        .rev()
+        .find_map(|m| m.message.text().map(str::to_owned))
+        .expect("a message")
 }

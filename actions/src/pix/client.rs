@@ -32,6 +32,12 @@ pub struct PixConfig {
     pub whatsapp_order_details: bool,
     /// The longest a call to the provider may take.
     pub timeout_ms: u64,
+    /// How long after its payment a charge still not credited is taken for one whose credit a stop
+    /// interrupted, and credited again under the same key: longer than the recharge system's slowest
+    /// answer.
+    pub retomar_credito_segundos: u32,
+    /// How often `serve` reads open charges back (a notice missed, a code expired, a credit resumed).
+    pub varredura_segundos: u32,
     pub auth: AuthConfig,
     pub tls: TlsConfig,
 }
@@ -45,6 +51,8 @@ impl Default for PixConfig {
             novos_codigos_max: 3,
             whatsapp_order_details: false,
             timeout_ms: 10_000,
+            retomar_credito_segundos: 120,
+            varredura_segundos: 30,
             auth: AuthConfig::None,
             tls: TlsConfig::default(),
         }
@@ -69,6 +77,10 @@ impl PixConfig {
             Some(("novos_codigos_max", "precisa estar entre 0 e 10"))
         } else if !(1_000..=60_000).contains(&self.timeout_ms) {
             Some(("timeout_ms", "precisa estar entre 1000 e 60000"))
+        } else if !(1..=3_600).contains(&self.retomar_credito_segundos) {
+            Some(("retomar_credito_segundos", "precisa estar entre 1 e 3600"))
+        } else if !(1..=600).contains(&self.varredura_segundos) {
+            Some(("varredura_segundos", "precisa estar entre 1 e 600"))
         } else {
             None
         };

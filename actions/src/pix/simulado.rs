@@ -179,6 +179,16 @@ impl PspSimulado {
         self.lock().cobs.get(txid).cloned()
     }
 
+    /// The charge whose copia-e-cola is `code`, as a payer's bank finds it by reading the code.
+    pub fn charge_with_code(&self, code: &str) -> Option<Cob> {
+        let state = self.lock();
+        let found = state
+            .cobs
+            .values()
+            .find(|c| c.pix_copia_e_cola.as_deref() == Some(code));
+        found.cloned()
+    }
+
     /// Pays charge `txid` in full, as a payer's bank would, and tells the registered webhook (in the
     /// background; `notify: false` for a webhook that never comes). `None`: no such charge, or it cannot
     /// be paid (withdrawn, paid already).

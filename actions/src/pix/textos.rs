@@ -1,5 +1,7 @@
 //! What the card holder reads about a Pix recharge (pt-BR): the charge, the receipt, a refund.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
@@ -39,6 +41,28 @@ pub fn comprovante(
         brl(valor),
         hora(pago_em, tz)
     )
+}
+
+/// The receipt's parameters for the `comprovante_recarga` WhatsApp template (outside the 24-hour
+/// window): what [`comprovante`] says, one value each (`cartao_final`: the card's last four digits).
+pub fn comprovante_parametros(
+    valor: Decimal,
+    cartao_final: &str,
+    novo_saldo: Option<Decimal>,
+    pago_em: DateTime<Utc>,
+    end_to_end_id: &str,
+    tz: &Timezone,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("valor".to_owned(), brl(valor)),
+        ("cartao_final".to_owned(), cartao_final.to_owned()),
+        (
+            "novo_saldo".to_owned(),
+            novo_saldo.map_or_else(|| "não informado".to_owned(), brl),
+        ),
+        ("pago_em".to_owned(), hora(pago_em, tz)),
+        ("identificador".to_owned(), end_to_end_id.to_owned()),
+    ])
 }
 
 /// Paid, but the recharge system did not credit it: the money goes back and a person looks.

@@ -27,8 +27,6 @@ pub const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
 const BODY_LIMIT: usize = 256 * 1024;
 /// At most this many charges read back per notice.
 const MAX_TXIDS: usize = 100;
-/// How often `serve` reads open charges back (missed notices, expiry, a credit a crash interrupted).
-pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// The Pix channel, on when the service takes Pix (`[pix]`, or the embedded simulator `simulated`),
 /// reading open charges back every `sweep_every`.
