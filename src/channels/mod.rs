@@ -77,14 +77,7 @@ pub(crate) async fn upload_of(
             "a reply's file this product does not make".into(),
         ));
     };
-    let charge = pix
-        .pix_charge(txid)
-        .await
-        .map_err(|e| SendError::Retry {
-            reason: format!("store: {e}"),
-            after: None,
-        })?
-        .ok_or_else(|| SendError::Permanent("a Pix QR code of a charge not on record".into()))?;
+    let charge = charge_of(pix, txid).await?;
     let bytes = vt_actions::pix::qr::png(&charge.copia_e_cola)
         .map_err(|_| SendError::Permanent("a Pix code too long for a QR code".into()))?;
     Ok(Upload {
@@ -92,6 +85,22 @@ pub(crate) async fn upload_of(
         mime: file.file_type.clone(),
         bytes,
     })
+}
+
+/// Charge `txid` on record, for a reply's file drawn from it; a charge no longer there is refused for
+/// good.
+pub(crate) async fn charge_of(
+    pix: &dyn crate::store::PixStore,
+    txid: &str,
+) -> Result<crate::store::PixCharge, crate::outbox::SendError> {
+    use crate::outbox::SendError;
+    pix.pix_charge(txid)
+        .await
+        .map_err(|e| SendError::Retry {
+            reason: format!("store: {e}"),
+            after: None,
+        })?
+        .ok_or_else(|| SendError::Permanent("a Pix file of a charge not on record".into()))
 }
 
 /// Whether `given` is the configured secret `expected`, in constant time: the digests are compared, so

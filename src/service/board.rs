@@ -165,14 +165,15 @@ impl Services {
     }
 
     /// Says `text` in `conv` outside any turn (a late outcome, a receipt): kept in its history and sent
-    /// through the outbox (as `template` where the channel needs one).
+    /// through the outbox (as `template` where the channel needs one), with `files` after it.
     pub(super) async fn say_now(
         &self,
         conv: &crate::engine::Conversation,
         text: String,
         template: Option<crate::outbox::TemplateUse>,
+        files: Vec<vt_actions::FileContent>,
     ) -> Result<(), crate::store::StoreError> {
-        let item = super::cases::reply_item(conv, text.clone(), template);
+        let item = super::cases::reply_item(conv, text.clone(), template, files);
         let message = crate::llm::ChatMessage::assistant(text);
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())

@@ -361,7 +361,7 @@ impl Services {
             }
             _ => None,
         };
-        let item = reply_item(&conv, text, template);
+        let item = reply_item(&conv, text, template, Vec::new());
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
@@ -383,6 +383,7 @@ pub(super) fn reply_item(
     conv: &Conversation,
     text: String,
     template: Option<crate::outbox::TemplateUse>,
+    files: Vec<vt_actions::FileContent>,
 ) -> crate::store::NewOutboxItem {
     let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
     crate::store::NewOutboxItem {
@@ -392,7 +393,7 @@ pub(super) fn reply_item(
             conversation_id: conv.id.clone(),
             user_id: conv.user_id.clone(),
             text,
-            files: Vec::new(),
+            files,
             reply_to: None,
             thread: None,
             confirmation: None,

@@ -186,7 +186,7 @@ impl Services {
                     parameters: aviso.parametros().into_iter().collect(),
                 });
                 let text = aviso.mensagem();
-                self.say_now(&conv, text, template).await?;
+                self.say_now(&conv, text, template, Vec::new()).await?;
             }
             Audience::Recipient => {
                 let systems = self

@@ -336,6 +336,13 @@ impl Services {
         self.pix.is_some()
     }
 
+    /// The operator's Pix key, where WhatsApp shows charges as native orders (`[pix]
+    /// whatsapp_order_details`).
+    pub fn pix_order_key(&self) -> Option<&str> {
+        let pix = self.pix.as_ref().filter(|p| p.config.whatsapp_order_details)?;
+        Some(pix.config.chave.as_str())
+    }
+
     /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
     pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
         self.pix = Some(pix);

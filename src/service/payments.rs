@@ -208,7 +208,8 @@ impl Payments<'_> {
         }
         let input = recharge_of(charge)?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
-        self.tell(&charge.conversation_id, textos::expirado(charge.amount, &cartao))
+        let text = textos::expirado(charge.amount, &cartao);
+        self.tell_outcome(&charge.conversation_id, text, None, Some(&charge.txid))
             .await?;
         Ok(Settled::Expired)
     }
@@ -278,7 +279,8 @@ impl Payments<'_> {
                 (Settled::Refunded, textos::devolvido(charge.amount, &cartao), None)
             }
         };
-        self.tell_or_template(&charge.conversation_id, text, template)
+        let ended = (settled != Settled::Processing).then_some(charge.txid.as_str());
+        self.tell_outcome(&charge.conversation_id, text, template, ended)
             .await?;
         Ok(settled)
     }
@@ -356,11 +358,30 @@ impl Payments<'_> {
         text: String,
         template: Option<crate::outbox::TemplateUse>,
     ) -> Result<(), PaymentError> {
+        self.tell_outcome(conversation_id, text, template, None).await
+    }
+
+    /// [`Self::tell_or_template`], for the end of charge `outcome_of`: where the code was shown as
+    /// WhatsApp's native order, the order's status goes after the text (`order_status`).
+    async fn tell_outcome(
+        &self,
+        conversation_id: &str,
+        text: String,
+        template: Option<crate::outbox::TemplateUse>,
+        outcome_of: Option<&str>,
+    ) -> Result<(), PaymentError> {
         let Some(conv) = self.store.conversation(conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let template = template.filter(|_| conv.channel == "whatsapp");
-        self.say_now(&conv, text, template).await?;
+        let whatsapp = conv.channel == "whatsapp";
+        let template = template.filter(|_| whatsapp);
+        let native = whatsapp && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
+        let files = outcome_of
+            .filter(|_| native)
+            .map(|txid| vt_actions::tools::PedidoPix::Situacao.file(txid))
+            .into_iter()
+            .collect();
+        self.say_now(&conv, text, template, files).await?;
         Ok(())
     }
 }
@@ -479,6 +500,7 @@ fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentE
         ),
         copia_e_cola: charge.copia_e_cola.clone(),
         expira_em: charge.expires_at,
+        pedido_nativo: false,
     })
 }
 
@@ -509,15 +531,32 @@ impl vt_actions::tools::PixCharges for PixPort {
             recharge_key,
             n,
         };
-        issue(self.store.as_ref(), &self.setup, charge, ctx.now)
+        let codigo = issue(self.store.as_ref(), &self.setup, charge, ctx.now)
             .await
-            .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))
+            .map_err(|e| ActionError::failed("não foi possível gerar o código Pix", e.to_string()))?;
+        Ok(self.as_shown_in(ctx, codigo))
     }
 
     async fn novo_codigo(&self, ctx: &ActionContext, recharge_key: &str) -> Result<NovoCodigo, ActionError> {
-        renew(self.store.as_ref(), &self.setup, recharge_key, ctx.now)
+        let novo = renew(self.store.as_ref(), &self.setup, recharge_key, ctx.now)
             .await
-            .map_err(|e| ActionError::failed("não foi possível gerar um novo código Pix", e.to_string()))
+            .map_err(|e| ActionError::failed("não foi possível gerar um novo código Pix", e.to_string()))?;
+        Ok(match novo {
+            NovoCodigo::Emitido(c) => NovoCodigo::Emitido(self.as_shown_in(ctx, c)),
+            NovoCodigo::AindaValido(c) => NovoCodigo::AindaValido(self.as_shown_in(ctx, c)),
+            other => other,
+        })
+    }
+}
+
+impl PixPort {
+    /// `codigo` as the calling turn's channel shows it: on WhatsApp, as a native order where the
+    /// account takes payments (`[pix] whatsapp_order_details`).
+    fn as_shown_in(&self, ctx: &ActionContext, codigo: CodigoPix) -> CodigoPix {
+        CodigoPix {
+            pedido_nativo: ctx.channel == "whatsapp" && self.setup.config.whatsapp_order_details,
+            ..codigo
+        }
     }
 }
 

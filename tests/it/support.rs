@@ -546,6 +546,8 @@ pub(crate) enum Pix {
     Off,
     /// `[pix]` pointed at the simulator.
     Provider,
+    /// As `Provider`, on a WhatsApp account Meta enabled for payments (`whatsapp_order_details`).
+    NativeOrders,
     /// Real systems, no provider: Pix refused.
     Refused,
     /// `[pix]` pointed at a provider whose codes carry a wrong CRC ([`tampering_provider`]).
@@ -658,13 +660,14 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         handoff,
         vt,
         pix: match pix {
-            Pix::Provider => Some(format!("{}/pix/v2", running.url)),
+            Pix::Provider | Pix::NativeOrders => Some(format!("{}/pix/v2", running.url)),
             Pix::Tampering => Some(format!("{}/pix/v2", tampering_provider().await)),
             Pix::Off | Pix::Refused => None,
         }
         .map(|api_url| vt_actions::pix::PixConfig {
             api_url,
             chave: "recargas@operadora.example.com.br".into(),
+            whatsapp_order_details: pix == Pix::NativeOrders,
             ..Default::default()
         }),
         ..Default::default()

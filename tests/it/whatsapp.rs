@@ -80,7 +80,10 @@ async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canne
     let served = crate::support::serve_state(chat.clone(), state).await;
     let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(
-            Sender::new(&config).expect("on").with_files(chat.store.clone()),
+            Sender::new(&config)
+                .expect("on")
+                .with_files(chat.store.clone())
+                .with_pix_orders(chat.service.pix_order_key().map(str::to_owned)),
         ));
     Wa {
         served,
@@ -743,4 +746,105 @@ async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_
         receipt.contains("Pagamento recebido") && receipt.contains(&paid.end_to_end_id),
         "{receipt}"
     );
+}
+
+/// On an account Meta enabled for payments (`[pix] whatsapp_order_details`), the code goes as the
+/// native `order_details` (amount in cents, the dynamic code, the operator's key), not as text and an
+/// image; once credited, `order_status` completes the same order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order_status() {
+    let chat = crate::support::chat_harness_pix(crate::support::Pix::NativeOrders).await;
+    let wa = whatsapp_on(chat, vec![sent(); 8]).await;
+    wa.deliver(&text_notification(
+        "recarrega 20 no 2345678901 via pix",
+        "wamid.N1",
+    ))
+    .await;
+    let ask = wa.queued(1).await.remove(0);
+    let pending = ask.payload["confirmation"].as_str().expect("waits").to_owned();
+    wa.worker.pass().await;
+    wa.deliver(&tap_notification(&format!("confirmar:{pending}"), "wamid.N2"))
+        .await;
+    wa.queued(2).await;
+    for _ in 0..3 {
+        wa.worker.pass().await;
+    }
+    let sends = wa.sends();
+    let texts: Vec<&str> = sends.iter().filter_map(|s| s["text"]["body"].as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("pague o Pix")),
+        "the line: {texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.starts_with("000201")),
+        "no code as text: {texts:?}"
+    );
+    assert!(wa.uploads().is_empty(), "no QR image");
+    let order = sends
+        .iter()
+        .find(|s| s["interactive"]["type"] == "order_details")
+        .unwrap_or_else(|| panic!("an order_details message: {sends:?}"));
+    assert_eq!(order["to"], USER);
+    let action = &order["interactive"]["action"];
+    assert_eq!(action["name"], "review_and_pay");
+    let parameters = &action["parameters"];
+    assert_eq!(parameters["payment_type"], "br");
+    assert_eq!(parameters["currency"], "BRL");
+    assert_eq!(
+        parameters["total_amount"],
+        serde_json::json!({"value": 2000, "offset": 100})
+    );
+    let pix = &parameters["payment_settings"][0];
+    assert_eq!(pix["type"], "pix_dynamic_code");
+    let code = pix["pix_dynamic_code"]["code"].as_str().expect("the code");
+    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
+    assert_eq!(
+        pix["pix_dynamic_code"]["key"],
+        "recargas@operadora.example.com.br"
+    );
+    assert_eq!(pix["pix_dynamic_code"]["key_type"], "EMAIL");
+    assert!(
+        !pix["pix_dynamic_code"]["merchant_name"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let txid = parameters["reference_id"].as_str().expect("reference").to_owned();
+    assert_eq!(
+        wa.served
+            .chat
+            .sim
+            .pix()
+            .charge(&txid)
+            .and_then(|c| c.pix_copia_e_cola)
+            .as_deref(),
+        Some(code),
+        "the order is the charge at the provider"
+    );
+
+    wa.served.chat.sim.pix().pay(&txid, false).expect("paid");
+    let settled = wa
+        .served
+        .chat
+        .service
+        .payments()
+        .settle(&txid)
+        .await
+        .expect("settle");
+    assert_eq!(settled, vt_agent::service::Settled::Credited);
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    let sends = wa.sends();
+    let receipt = sends
+        .iter()
+        .rev()
+        .find_map(|s| s["text"]["body"].as_str())
+        .unwrap_or_default();
+    assert!(receipt.contains("Pagamento recebido"), "{receipt}");
+    let status = sends.last().expect("sent");
+    assert_eq!(status["interactive"]["type"], "order_status", "{status}");
+    let action = &status["interactive"]["action"];
+    assert_eq!(action["name"], "review_order");
+    assert_eq!(action["parameters"]["reference_id"], txid.as_str());
+    assert_eq!(action["parameters"]["order"]["status"], "completed");
 }

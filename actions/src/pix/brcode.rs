@@ -71,6 +71,11 @@ impl BrCode {
         self.field("54")?.parse().ok()
     }
 
+    /// Field `59`, the name of who receives.
+    pub fn nome(&self) -> Option<&str> {
+        self.field("59")
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -166,6 +171,7 @@ mod tests {
             let code = BrCode::parse(text).expect("valid");
             assert_eq!(code.as_str(), text);
             assert_eq!(code.amount(), None, "the examples carry no amount");
+            assert_eq!(code.nome(), Some("Fulano de Tal"));
         }
         assert_eq!(crc16(&STATIC[..STATIC.len() - 4]), "62C9");
         assert_eq!(crc16(&DYNAMIC[..DYNAMIC.len() - 4]), "7741");

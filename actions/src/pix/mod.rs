@@ -23,6 +23,23 @@ pub fn txid(recharge_key: &str, n: u32) -> String {
     format!("vt{}", &hex::encode(digest)[..32])
 }
 
+/// The kind of Pix key `chave` is, as WhatsApp's order names it (`CPF`, `CNPJ`, `EMAIL`, `PHONE`,
+/// or `EVP`, the random key).
+pub fn tipo_chave(chave: &str) -> &'static str {
+    let digits = chave.bytes().all(|b| b.is_ascii_digit());
+    if chave.contains('@') {
+        "EMAIL"
+    } else if chave.starts_with('+') {
+        "PHONE"
+    } else if digits && chave.len() == 11 {
+        "CPF"
+    } else if digits && chave.len() == 14 {
+        "CNPJ"
+    } else {
+        "EVP"
+    }
+}
+
 /// The id of the refund of payment `end_to_end_id` (`[a-zA-Z0-9]{1,35}`): one payment, one refund,
 /// however many times it is asked.
 pub fn refund_id(end_to_end_id: &str) -> String {
@@ -33,6 +50,15 @@ pub fn refund_id(end_to_end_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_told_by_its_shape() {
+        assert_eq!(tipo_chave("recargas@operadora.example.com.br"), "EMAIL");
+        assert_eq!(tipo_chave("+5511999998888"), "PHONE");
+        assert_eq!(tipo_chave("12345678909"), "CPF");
+        assert_eq!(tipo_chave("39580525000189"), "CNPJ");
+        assert_eq!(tipo_chave("123e4567-e12b-12d1-a456-426655440000"), "EVP");
+    }
 
     #[test]
     fn a_txid_is_the_same_for_the_same_code_of_the_same_recharge() {

@@ -26,7 +26,7 @@ pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 pub use pix::{
-    CodigoPix, NovoCodigo, PixCharges, PixIndisponivel, QR_FILE, SharedPixCharges, qr_file, qr_of,
+    CodigoPix, NovoCodigo, PedidoPix, PixCharges, PixIndisponivel, QR_FILE, SharedPixCharges, qr_file, qr_of,
 };
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};

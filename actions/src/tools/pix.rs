@@ -20,6 +20,9 @@ pub struct CodigoPix {
     /// The BR Code to copy, checked.
     pub copia_e_cola: String,
     pub expira_em: DateTime<Utc>,
+    /// Shown as WhatsApp's native order (`order_details` with the code), on accounts Meta enabled for
+    /// payments (`[pix] whatsapp_order_details`), instead of the code as text and its QR image.
+    pub pedido_nativo: bool,
 }
 
 /// What a reply's file id starts with when the file is a charge's QR code: the rest is the txid, and
@@ -38,6 +41,41 @@ pub fn qr_file(txid: &str) -> crate::response::FileContent {
 /// The charge whose QR code `file` is, if it is one.
 pub fn qr_of(file: &crate::response::FileContent) -> Option<&str> {
     file.file_id.strip_prefix(QR_FILE)
+}
+
+/// A charge as a channel shows it natively (WhatsApp's `order_details`, then its `order_status`), as
+/// a reply's file: drawn from the charge on record when it is sent, like [`QR_FILE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PedidoPix {
+    /// The order to pay: the amount and the code.
+    Pagar,
+    /// Where the order stands now (paid and credited, withdrawn, returned).
+    Situacao,
+}
+
+impl PedidoPix {
+    const fn prefix(self) -> &'static str {
+        match self {
+            Self::Pagar => "pix-pedido:",
+            Self::Situacao => "pix-situacao:",
+        }
+    }
+
+    /// Charge `txid`'s order, as a reply's file.
+    pub fn file(self, txid: &str) -> crate::response::FileContent {
+        crate::response::FileContent {
+            file_id: format!("{}{txid}", self.prefix()),
+            file_name: format!("pix-{txid}.json"),
+            file_type: "application/json".into(),
+        }
+    }
+
+    /// The order and the charge `file` stands for, if it is one.
+    pub fn of(file: &crate::response::FileContent) -> Option<(Self, &str)> {
+        [Self::Pagar, Self::Situacao]
+            .into_iter()
+            .find_map(|kind| Some((kind, file.file_id.strip_prefix(kind.prefix())?)))
+    }
 }
 
 #[async_trait]
@@ -91,12 +129,17 @@ pub(crate) fn indisponivel() -> crate::response::ResponseToUser {
 pub(crate) const STATE_PIX: &str = "pix_pendente";
 
 /// A code as the card holder is shown it: the line, then the code on its own (easy to copy), then its
-/// QR code — an image where the channel shows one, drawn in text in a terminal.
+/// QR code — an image where the channel shows one, drawn in text in a terminal. As a native order, the
+/// line and then the order, which carries the code (and WhatsApp's button to copy it).
 pub(crate) fn mostrar(
     ctx: &ActionContext,
     codigo: &CodigoPix,
     instruction: String,
 ) -> crate::response::ResponseToUser {
+    if codigo.pedido_nativo {
+        return crate::response::ResponseToUser::new(codigo.texto.clone(), instruction)
+            .with_file(PedidoPix::Pagar.file(&codigo.txid));
+    }
     let mut response = crate::response::ResponseToUser::new(codigo.texto.clone(), instruction)
         .then(codigo.copia_e_cola.clone())
         .with_file(qr_file(&codigo.txid));

@@ -16,6 +16,7 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod notices;
+mod orders;
 mod sender;
 mod templates;
 mod webhook;
@@ -134,7 +135,8 @@ pub fn channel(
     };
     let sender = sender
         .with_window(wiring.service.stores().contacts.clone(), templates.clone())
-        .with_files(wiring.service.stores().pix.clone());
+        .with_files(wiring.service.stores().pix.clone())
+        .with_pix_orders(wiring.service.pix_order_key().map(str::to_owned));
     let webhook = WebhookState {
         service: wiring.service.clone(),
         agent: wiring.agent.clone(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
-use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, wire};
+use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, orders, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::store::{ContactStore, OutboxItem, PixStore};
 
@@ -31,6 +31,9 @@ pub struct Sender {
     window: Option<Window>,
     /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
     files: Option<Arc<dyn PixStore>>,
+    /// The operator's Pix key, where the account takes payments (`[pix] whatsapp_order_details`):
+    /// charges go as native orders.
+    pix_key: Option<String>,
 }
 
 impl Sender {
@@ -56,6 +59,7 @@ impl Sender {
             token: token.clone(),
             window: None,
             files: None,
+            pix_key: None,
         })
     }
 
@@ -65,7 +69,15 @@ impl Sender {
         self
     }
 
-    /// A reply with files: its text (if any), then each file uploaded and sent as an image. The first
+    /// Charges shown as WhatsApp's native orders, paid to the operator's Pix key `key` (accounts Meta
+    /// enabled for payments).
+    pub fn with_pix_orders(mut self, key: Option<String>) -> Self {
+        self.pix_key = key;
+        self
+    }
+
+    /// A reply with files: its text (if any), then each file: a charge's QR uploaded and sent as an
+    /// image, a charge's native order (`order_details`) or its status (`order_status`). The first
     /// message's id is the item's.
     async fn send_files(&self, to: &str, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
         let Some(store) = &self.files else {
@@ -75,6 +87,16 @@ impl Sender {
         };
         let mut first = self.send_text(to, &reply.text).await?;
         for file in &reply.files {
+            if let Some((pedido, txid)) = vt_actions::tools::PedidoPix::of(file) {
+                let key = self.pix_key.as_deref().ok_or_else(|| {
+                    SendError::Permanent("a native Pix order, and no Pix key to show".into())
+                })?;
+                let charge = crate::channels::charge_of(store.as_ref(), txid).await?;
+                if let Some(message) = orders::message(pedido, to, &charge, key) {
+                    first = first.or(self.post(&message).await?);
+                }
+                continue;
+            }
             let upload = crate::channels::upload_of(store.as_ref(), file).await?;
             let media = self.upload(upload).await?;
             let image = wire::Outgoing {
@@ -325,15 +347,15 @@ impl ChannelSender for Sender {
         if to.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
         }
-        // Files follow the message they belong to (a Pix code, then its QR): inside the window.
-        if !reply.files.is_empty() {
-            return self.send_files(to, reply).await;
-        }
+        // Outside the window only a template goes: a reply's files (a QR, an order) cannot.
         if let Some(window) = &self.window
             && let Decision::Template { template, body } =
                 window.decide(to, reply, chrono::Utc::now()).await?
         {
             return self.send_template(window, to, &template, body).await;
+        }
+        if !reply.files.is_empty() {
+            return self.send_files(to, reply).await;
         }
         match reply.confirmation.as_deref() {
             Some(pending) if text.chars().count() <= MAX_BUTTON_BODY => {
