@@ -8,7 +8,7 @@
 //! what made it (a turn, a notice, the sweep).
 
 use chrono::{DateTime, Duration, Utc};
-use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
+use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
 use vt_actions::pix::{BrCode, BrCodeError, PixConfig, PixError, Psp, textos};
 use vt_actions::vt::{FlowInput, PaymentToken};
 
@@ -22,7 +22,7 @@ use tracing::Instrument as _;
 use vt_actions::tools::{CodigoPix, NovoCodigo};
 use vt_actions::{ActionContext, ActionError};
 
-use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, Store, StoreError};
+use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, Store, StoreError};
 use crate::telemetry::spans;
 
 /// The provider and its settings, when the service takes Pix.
@@ -45,6 +45,8 @@ pub enum Settled {
     RefundedDuplicate,
     /// Expired unpaid: withdrawn at the provider, the card holder told.
     Expired,
+    /// A refund in progress got the provider's final word (returned, or not: then a person looks).
+    RefundSettled,
     /// Nothing to do: not paid (yet), or handled before (by another webhook, follow-up or process).
     Nothing,
 }
@@ -105,6 +107,13 @@ impl Payments<'_> {
             tracing::warn!("a Pix notice for a charge not on record was ignored");
             return Ok(Settled::Nothing);
         };
+        if charge
+            .refund
+            .as_ref()
+            .is_some_and(|r| r.status == REFUND_IN_PROGRESS)
+        {
+            return self.check_refund(&charge).await;
+        }
         if !matches!(charge.status, ChargeStatus::Ativa | ChargeStatus::Expirada) {
             return Ok(Settled::Nothing);
         }
@@ -129,6 +138,14 @@ impl Payments<'_> {
             PaymentClaim::First => self.credit(&charge, &pix.end_to_end_id, paid_at).await,
             PaymentClaim::OtherCodePaid => {
                 self.refund(&charge, &pix.end_to_end_id).await?;
+                // Moved once: a notice or a sweep that reads it again finds it returned already.
+                if !self
+                    .store
+                    .settle_charge(txid, charge.status, ChargeStatus::Devolvida)
+                    .await?
+                {
+                    return Ok(Settled::Nothing);
+                }
                 let input = recharge_of(&charge)?;
                 let cartao = vt_actions::vt::mask_card(&input.cartao);
                 self.tell(&charge.conversation_id, textos::duplicado(charge.amount, &cartao))
@@ -180,6 +197,20 @@ impl Payments<'_> {
                     tracing::warn!(error = %e, txid = %charge.txid, "a Pix charge could not be read back")
                 }
             }
+        }
+        match self.store.refunds_in_progress(SWEEP_BATCH).await {
+            Ok(refunding) => {
+                for charge in refunding {
+                    match self.check_refund(&charge).await {
+                        Ok(Settled::Nothing) => {}
+                        Ok(_) => changed += 1,
+                        Err(e) => {
+                            tracing::warn!(error = %e, txid = %charge.txid, "a Pix refund could not be read back")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "Pix refunds in progress could not be read"),
         }
         for charge in stuck {
             let resume = charge.paid_at.is_some_and(|at| now - at >= resume_after);
@@ -274,8 +305,8 @@ impl Payments<'_> {
                 if !self.moved(charge, ChargeStatus::Devolvida).await? {
                     return Ok(Settled::Nothing);
                 }
-                self.hand_to_a_person(charge, e2e, &cartao, &ran.output.execucao_id)
-                    .await?;
+                let why = Handover::NotCredited(&ran.output.execucao_id);
+                self.hand_to_a_person(charge, e2e, why).await?;
                 (Settled::Refunded, textos::devolvido(charge.amount, &cartao), None)
             }
         };
@@ -293,7 +324,9 @@ impl Payments<'_> {
             .await?)
     }
 
-    /// Payment `e2e` of `charge` returned to its payer (once: the refund's id comes from the payment).
+    /// Payment `e2e` of `charge` returned to its payer (once: the refund's id comes from the payment),
+    /// and the provider's word on it on record. A refund the provider says it could not make goes
+    /// to a person.
     async fn refund(&self, charge: &PixCharge, e2e: &str) -> Result<(), PaymentError> {
         let setup = self.setup()?;
         let id = vt_actions::pix::refund_id(e2e);
@@ -303,33 +336,91 @@ impl Payments<'_> {
             .instrument(spans::step("pix: devolução"))
             .await?;
         tracing::warn!(txid = %charge.txid, status = ?devolucao.status, "a Pix payment was refunded");
+        self.refund_said(charge, e2e, devolucao.status).await?;
         Ok(())
     }
 
-    /// A paid recharge that could not be credited (its money returned) goes to a person, with the
-    /// payment and the run in its case file.
+    /// A refund still in progress read back from the provider (`GET /pix/{e2eid}`): its final word
+    /// recorded once it has one.
+    async fn check_refund(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
+        let setup = self.setup()?;
+        let Some(refund) = &charge.refund else {
+            return Ok(Settled::Nothing);
+        };
+        let pix = setup
+            .psp
+            .pix(&refund.end_to_end_id)
+            .instrument(spans::step("pix: ler devolução"))
+            .await?;
+        let id = vt_actions::pix::refund_id(&refund.end_to_end_id);
+        let Some(devolucao) = pix.devolucoes.iter().find(|d| d.id == id) else {
+            return Ok(Settled::Nothing);
+        };
+        if devolucao.status == DevolucaoStatus::EmProcessamento {
+            return Ok(Settled::Nothing);
+        }
+        self.refund_said(charge, &refund.end_to_end_id, devolucao.status)
+            .await?;
+        Ok(Settled::RefundSettled)
+    }
+
+    /// What the provider said of the refund of `e2e`, on record; a refund not made goes to a person
+    /// (the card holder was told their money would come back: someone must see that it does).
+    async fn refund_said(
+        &self,
+        charge: &PixCharge,
+        e2e: &str,
+        status: DevolucaoStatus,
+    ) -> Result<(), PaymentError> {
+        let text = match status {
+            DevolucaoStatus::EmProcessamento => REFUND_IN_PROGRESS,
+            DevolucaoStatus::Devolvido => "DEVOLVIDO",
+            DevolucaoStatus::NaoRealizado => "NAO_REALIZADO",
+        };
+        self.store.record_refund(&charge.txid, e2e, text).await?;
+        if status == DevolucaoStatus::NaoRealizado {
+            self.hand_to_a_person(charge, e2e, Handover::RefundNotMade)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Payment `e2e` of `charge` handed to a person, `why`: the payment, its refund and the run (when
+    /// a recharge ran) go in the case file, the card masked.
     async fn hand_to_a_person(
         &self,
         charge: &PixCharge,
         e2e: &str,
-        cartao: &str,
-        execucao_id: &str,
+        why: Handover<'_>,
     ) -> Result<(), PaymentError> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let now = self.engine.now();
+        let cartao = &vt_actions::vt::mask_card(&recharge_of(charge)?.cartao);
         let valor = vt_actions::vt::format_money("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+        let (motivo, reason, execucao_id) = match why {
+            Handover::NotCredited(execucao_id) => (
+                "pix_pago_nao_creditado",
+                format!("Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"),
+                Some(execucao_id),
+            ),
+            Handover::RefundNotMade => (
+                "pix_devolucao_nao_realizada",
+                format!(
+                    "Devolução de Pix de {valor} não realizada pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
+                ),
+                None,
+            ),
+        };
+        let now = self.engine.now();
         let case = crate::store::NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conv.id.clone(),
             tenant_id: conv.tenant_id.clone(),
             channel: conv.channel.clone(),
-            reason: format!(
-                "Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"
-            ),
+            reason,
             case_file: serde_json::json!({
-                "motivo": "pix_pago_nao_creditado",
+                "motivo": motivo,
                 "cobranca": {
                     "txid": charge.txid,
                     "end_to_end_id": e2e,
@@ -384,6 +475,14 @@ impl Payments<'_> {
         self.say_now(&conv, text, template, files).await?;
         Ok(())
     }
+}
+
+/// Why a payment goes to a person.
+enum Handover<'a> {
+    /// Paid, and its recharge (run `.0`) could not be credited: the money went back.
+    NotCredited(&'a str),
+    /// The provider could not make the refund: the money did not go back.
+    RefundNotMade,
 }
 
 /// A charge to issue.
@@ -445,6 +544,7 @@ async fn issue(
             end_to_end_id: None,
             paid_at: None,
             created_at: now,
+            refund: None,
         })
         .await?;
     shown(&stored, recharge)

@@ -563,6 +563,13 @@ pub trait PixStore: Send + Sync {
         paid_at: DateTime<Utc>,
     ) -> Result<PaymentClaim, StoreError>;
 
+    /// Records that charge `txid` returned payment `end_to_end_id`, and the provider's `status` for
+    /// the refund (again, as it changes).
+    async fn record_refund(&self, txid: &str, end_to_end_id: &str, status: &str) -> Result<(), StoreError>;
+
+    /// Charges whose refund the provider has not settled yet (`EM_PROCESSAMENTO`), at most `limit`.
+    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<PixCharge>, StoreError>;
+
     /// Moves a charge from `from` to `to`; `false` when it was not in `from` (someone else moved it).
     async fn settle_charge(
         &self,

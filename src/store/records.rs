@@ -738,6 +738,20 @@ pub struct PixCharge {
     pub end_to_end_id: Option<String>,
     pub paid_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    /// The payment it returned, when one was ([`PixStore::record_refund`]).
+    pub refund: Option<PixRefund>,
+}
+
+/// The provider's status of a refund it has not settled yet: read back until it has.
+pub const REFUND_IN_PROGRESS: &str = "EM_PROCESSAMENTO";
+
+/// A payment a charge returned to its payer, and the provider's word on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PixRefund {
+    /// The payment returned: the charge's own, or a second code's for a recharge paid already.
+    pub end_to_end_id: String,
+    /// `EM_PROCESSAMENTO` (read back until final), `DEVOLVIDO` or `NAO_REALIZADO`.
+    pub status: String,
 }
 
 /// What claiming a payment found ([`PixStore::claim_payment`]).

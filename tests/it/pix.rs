@@ -538,10 +538,92 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     assert_eq!(h.sim.charges(card), 1, "one recharge");
     let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
     assert_eq!(cob.pix[0].devolucoes.len(), 1);
-    let last = told(&h, "c-dois").await.pop().expect("told");
+    let said = told(&h, "c-dois").await;
+    let last = said.last().expect("told");
     assert!(
         last.contains("segundo Pix") && last.contains("devolvido"),
         "{last}"
+    );
+    // Read again (a notice repeated, the sweeps that follow): returned once, told once.
+    assert_eq!(
+        payments.settle(&second.txid).await.expect("again"),
+        Settled::Nothing
+    );
+    payments.sweep().await;
+    payments.sweep().await;
+    assert_eq!(told(&h, "c-dois").await.len(), said.len(), "nothing more said");
+    let returned = h
+        .store
+        .pix_charge(&second.txid)
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(returned.status, vt_agent::store::ChargeStatus::Devolvida);
+    let refund = returned.refund.expect("the refund on record");
+    assert_eq!(
+        (refund.end_to_end_id.as_str(), refund.status.as_str()),
+        (cob.pix[0].end_to_end_id.as_str(), "DEVOLVIDO")
+    );
+}
+
+/// A provider whose refunds take time: the refund of a second code paid for one recharge is on record
+/// as in progress and read back by the sweep until the provider settles it; one it could not make goes
+/// to a person.
+#[tokio::test]
+async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_a_person() {
+    use vt_agent::service::Settled;
+    let h = crate::support::chat_harness_paying().await;
+    h.sim.pix().refunding_later();
+    h.say("c-devolve", "oi").await;
+    let payments = h.service.payments();
+    let card = "1234567890";
+    let first = payments
+        .issue("c-devolve", &recharge(card, 20), "k-devolve", 0)
+        .await
+        .expect("first");
+    let second = payments
+        .issue("c-devolve", &recharge(card, 20), "k-devolve", 1)
+        .await
+        .expect("second");
+    h.sim.pix().pay(&first.txid, false).expect("paid");
+    let twice = h.sim.pix().pay(&second.txid, false).expect("paid too");
+    assert_eq!(
+        payments.settle(&first.txid).await.expect("first"),
+        Settled::Credited
+    );
+    assert_eq!(
+        payments.settle(&second.txid).await.expect("second"),
+        Settled::RefundedDuplicate
+    );
+    let status = || async {
+        let charge = h
+            .store
+            .pix_charge(&second.txid)
+            .await
+            .expect("read")
+            .expect("there");
+        charge.refund.map(|r| r.status).unwrap_or_default()
+    };
+    assert_eq!(status().await, "EM_PROCESSAMENTO");
+    // Still in progress: read back, nothing changes.
+    assert_eq!(payments.sweep().await, 0);
+    assert_eq!(status().await, "EM_PROCESSAMENTO");
+    assert!(h.store.open_case_of("c-devolve").await.expect("read").is_none());
+    // The provider could not return it: on record, and a person gets it.
+    h.sim.pix().finish_refund(&twice.end_to_end_id, false);
+    assert_eq!(payments.sweep().await, 1);
+    assert_eq!(status().await, "NAO_REALIZADO");
+    assert_eq!(payments.sweep().await, 0, "final: not read again");
+    let case = h
+        .store
+        .open_case_of("c-devolve")
+        .await
+        .expect("read")
+        .expect("a case");
+    assert_eq!(case.case_file["motivo"], "pix_devolucao_nao_realizada");
+    assert_eq!(
+        case.case_file["cobranca"]["end_to_end_id"],
+        twice.end_to_end_id.as_str()
     );
 }
 
@@ -973,6 +1055,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
         end_to_end_id: None,
         paid_at: None,
         created_at: now,
+        refund: None,
     };
     store.open_charge(&charge).await.expect("charge");
     drop(store);

@@ -884,6 +884,12 @@ impl vt_agent::store::PixStore for Flaky {
     async fn charge_counts(&self) -> Result<Vec<(vt_agent::store::ChargeStatus, i64)>, StoreError> {
         self.inner.charge_counts().await
     }
+    async fn record_refund(&self, t: &str, e2e: &str, status: &str) -> Result<(), StoreError> {
+        self.inner.record_refund(t, e2e, status).await
+    }
+    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+        self.inner.refunds_in_progress(limit).await
+    }
 }
 
 #[async_trait::async_trait]

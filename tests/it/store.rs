@@ -1029,6 +1029,7 @@ fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::Pi
         end_to_end_id: None,
         paid_at: None,
         created_at: now,
+        refund: None,
     }
 }
 
@@ -1124,6 +1125,35 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
         (second_read.status, second_read.end_to_end_id),
         (ChargeStatus::Ativa, None)
     );
+    // Its payment goes back: the refund on record, read back while the provider has not settled it.
+    let returned = "E0000000020261124120112345678902";
+    store
+        .record_refund(&second.txid, returned, vt_agent::store::REFUND_IN_PROGRESS)
+        .await
+        .expect("refund");
+    let refunding = store.refunds_in_progress(10).await.expect("in progress");
+    assert_eq!(
+        refunding.iter().map(|c| c.txid.as_str()).collect::<Vec<_>>(),
+        [second.txid.as_str()]
+    );
+    assert_eq!(
+        refunding[0].refund,
+        Some(vt_agent::store::PixRefund {
+            end_to_end_id: returned.into(),
+            status: "EM_PROCESSAMENTO".into()
+        })
+    );
+    store
+        .record_refund(&second.txid, returned, "DEVOLVIDO")
+        .await
+        .expect("settled");
+    assert!(store.refunds_in_progress(10).await.expect("none").is_empty());
+    let settled = store
+        .pix_charge(&second.txid)
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(settled.refund.map(|r| r.status).as_deref(), Some("DEVOLVIDO"));
     // Another payment for a charge already paid, and a charge nobody issued.
     assert_eq!(
         store

@@ -210,6 +210,12 @@ impl Psp {
             .await
     }
 
+    /// `GET /pix/{e2eid}`: a payment received, with its refunds as they stand.
+    pub async fn pix(&self, e2eid: &str) -> Result<super::api::Pix, PixError> {
+        self.call::<(), _>(Method::GET, &format!("/pix/{e2eid}"), None)
+            .await
+    }
+
     /// `PUT /pix/{e2eid}/devolucao/{id}`: `valor` of payment `e2eid` returned to its payer; the same
     /// `id` is the same refund.
     pub async fn devolver(&self, e2eid: &str, id: &str, valor: Decimal) -> Result<Devolucao, PixError> {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{post, put};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -46,6 +46,9 @@ struct Charges {
     scheduled: std::collections::HashSet<String>,
     /// Charge lines of the book read so far.
     book_lines: u64,
+    /// Refunds stay `EM_PROCESSAMENTO` until [`PspSimulado::finish_refund`] (a provider whose refunds
+    /// take time); else they are `DEVOLVIDO` at once.
+    refunds_later: bool,
 }
 
 /// How the simulated provider pays by itself: after `after`, each charge whose card (the last four
@@ -159,6 +162,7 @@ impl PspSimulado {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/cob/{txid}", put(criar).get(ler).patch(remover))
+            .route("/pix/{e2eid}", get(ler_pix))
             .route("/pix/{e2eid}/devolucao/{id}", put(devolver))
             .route("/webhook/{chave}", put(registrar_webhook))
             .with_state(self.clone())
@@ -177,6 +181,28 @@ impl PspSimulado {
     /// The charge `txid` as the provider has it.
     pub fn charge(&self, txid: &str) -> Option<Cob> {
         self.lock().cobs.get(txid).cloned()
+    }
+
+    /// From now on, refunds stay `EM_PROCESSAMENTO` until [`Self::finish_refund`] settles them.
+    pub fn refunding_later(&self) {
+        self.lock().refunds_later = true;
+    }
+
+    /// The refunds of payment `e2eid` still in progress settled: returned (`devolvido`) or not.
+    pub fn finish_refund(&self, e2eid: &str, devolvido: bool) {
+        let mut state = self.lock();
+        let pix = state.cobs.values_mut().flat_map(|c| c.pix.iter_mut());
+        for pix in pix.filter(|p| p.end_to_end_id == e2eid) {
+            for d in &mut pix.devolucoes {
+                if d.status == DevolucaoStatus::EmProcessamento {
+                    d.status = if devolvido {
+                        DevolucaoStatus::Devolvido
+                    } else {
+                        DevolucaoStatus::NaoRealizado
+                    };
+                }
+            }
+        }
     }
 
     /// The charge whose copia-e-cola is `code`, as a payer's bank finds it by reading the code.
@@ -409,6 +435,7 @@ async fn devolver(
         );
     };
     let mut state = psp.lock();
+    let later = state.refunds_later;
     let Some(cob) = state
         .cobs
         .values_mut()
@@ -434,12 +461,30 @@ async fn devolver(
         id,
         rtr_id: payment_id('D', (psp.now)()),
         valor: pedido.valor,
-        status: DevolucaoStatus::Devolvido,
+        status: if later {
+            DevolucaoStatus::EmProcessamento
+        } else {
+            DevolucaoStatus::Devolvido
+        },
         motivo: None,
     };
     pix.devolucoes.push(devolucao.clone());
     psp.keep(cob);
     (StatusCode::CREATED, Json(devolucao)).into_response()
+}
+
+/// `GET /pix/{e2eid}`: a payment received, with its refunds.
+async fn ler_pix(State(psp): State<PspSimulado>, Path(e2eid): Path<String>) -> Response {
+    let state = psp.lock();
+    let found = state
+        .cobs
+        .values()
+        .flat_map(|c| c.pix.iter())
+        .find(|p| p.end_to_end_id == e2eid);
+    match found {
+        Some(pix) => Json(pix.clone()).into_response(),
+        None => problem(StatusCode::NOT_FOUND, "PixNaoEncontrado", "Pix não encontrado."),
+    }
 }
 
 #[derive(Deserialize)]

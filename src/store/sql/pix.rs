@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Sql, Stmt};
 use crate::store::rows::Columns;
-use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, StoreError};
+use crate::store::{
+    ChargeStatus, PaymentClaim, PixCharge, PixRefund, PixStore, REFUND_IN_PROGRESS, StoreError,
+};
 
 #[async_trait]
 impl<S: Sql> PixStore for S {
@@ -94,6 +96,28 @@ impl<S: Sql> PixStore for S {
         Ok(self.write(s).await? == 1)
     }
 
+    async fn record_refund(&self, txid: &str, end_to_end_id: &str, status: &str) -> Result<(), StoreError> {
+        let s = Stmt::new(
+            "UPDATE pix_charges SET refunded_end_to_end_id = $2, refund_status = $3 WHERE txid = $1",
+        )
+        .bind(txid)
+        .bind(end_to_end_id)
+        .bind(status);
+        self.write(s).await?;
+        Ok(())
+    }
+
+    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<PixCharge>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new("SELECT * FROM pix_charges WHERE refund_status = $1 ORDER BY created_at LIMIT $2")
+                    .bind(REFUND_IN_PROGRESS)
+                    .bind(limit),
+            )
+            .await?;
+        rows.iter().map(charge).collect()
+    }
+
     async fn charges_in(&self, status: ChargeStatus, limit: i64) -> Result<Vec<PixCharge>, StoreError> {
         let rows = self
             .read_all(
@@ -154,5 +178,15 @@ fn charge(r: &impl Columns) -> Result<PixCharge, StoreError> {
         end_to_end_id: r.value("end_to_end_id")?,
         paid_at: r.opt_time("paid_at")?,
         created_at: r.time("created_at")?,
+        refund: match (
+            r.value::<Option<String>>("refunded_end_to_end_id")?,
+            r.value::<Option<String>>("refund_status")?,
+        ) {
+            (Some(end_to_end_id), Some(status)) => Some(PixRefund {
+                end_to_end_id,
+                status,
+            }),
+            _ => None,
+        },
     })
 }
