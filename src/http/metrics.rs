@@ -47,6 +47,8 @@ pub struct Metrics {
     /// Seconds from opened to claimed, of the cases claimed in the last 24 hours, by quantile.
     case_claim_seconds: Family<Quantile, Gauge>,
     pix_charges: Family<Status, Gauge>,
+    /// Seconds from code to payment, of the Pix charges paid in the last 24 hours, by quantile.
+    pix_payment_seconds: Family<Quantile, Gauge>,
     otel: Otel,
 }
 
@@ -133,6 +135,7 @@ impl Default for Metrics {
         let cases_waiting = Gauge::default();
         let case_claim_seconds = Family::<Quantile, Gauge>::default();
         let pix_charges = Family::<Status, Gauge>::default();
+        let pix_payment_seconds = Family::<Quantile, Gauge>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -177,6 +180,11 @@ impl Default for Metrics {
             pix_charges.clone(),
         );
         registry.register(
+            "pix_payment_seconds",
+            "Seconds from a Pix code shown to its payment, over the last 24 hours (nearest-rank quantiles)",
+            pix_payment_seconds.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -195,6 +203,7 @@ impl Default for Metrics {
             cases_waiting,
             case_claim_seconds,
             pix_charges,
+            pix_payment_seconds,
             otel,
         }
     }
@@ -260,6 +269,16 @@ impl Metrics {
                         status: status.as_str(),
                     })
                     .set(n);
+            }
+        }
+        if service.takes_pix()
+            && let Ok(mut seconds) = store.pix.payment_seconds(day).await
+        {
+            for (quantile, p) in [("0.5", 50), ("0.9", 90)] {
+                let value = crate::service::percentile(&mut seconds, p);
+                self.pix_payment_seconds
+                    .get_or_create(&Quantile { quantile })
+                    .set(value);
             }
         }
     }

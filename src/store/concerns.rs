@@ -563,6 +563,9 @@ pub trait PixStore: Send + Sync {
         paid_at: DateTime<Utc>,
     ) -> Result<PaymentClaim, StoreError>;
 
+    /// Seconds from code to payment of the charges paid since `since` (a `/metrics` figure).
+    async fn payment_seconds(&self, since: DateTime<Utc>) -> Result<Vec<i64>, StoreError>;
+
     /// Records that charge `txid` returned payment `end_to_end_id`, and the provider's `status` for
     /// the refund (again, as it changes).
     async fn record_refund(&self, txid: &str, end_to_end_id: &str, status: &str) -> Result<(), StoreError>;

@@ -644,6 +644,8 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
         vt_agent::http::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(h.clone(), state).await;
     let cobranca = issued(&h, "c-hook", "1234567890", 20, "k-hook").await;
+    // Paid 95 s after it was shown.
+    h.clock.set(h.clock.now() + chrono::Duration::seconds(95));
     let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
     // As the provider writes it (the spec's webhook body), twice in one notice.
     let notice = format!(
@@ -700,6 +702,10 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     assert!(
         metrics.contains(r#"vt_pix_charges{status="ativa"} 0"#),
         "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"vt_pix_payment_seconds{quantile="0.5"} 95"#),
+        "code to payment: {metrics}"
     );
     assert_eq!(post("{\"pix\": 3}".into()).await.expect("bad").status(), 400);
     assert_eq!(post("não é json".into()).await.expect("bad").status(), 400);

@@ -884,6 +884,9 @@ impl vt_agent::store::PixStore for Flaky {
     async fn charge_counts(&self) -> Result<Vec<(vt_agent::store::ChargeStatus, i64)>, StoreError> {
         self.inner.charge_counts().await
     }
+    async fn payment_seconds(&self, since: DateTime<Utc>) -> Result<Vec<i64>, StoreError> {
+        self.inner.payment_seconds(since).await
+    }
     async fn record_refund(&self, t: &str, e2e: &str, status: &str) -> Result<(), StoreError> {
         self.inner.record_refund(t, e2e, status).await
     }

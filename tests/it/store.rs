@@ -1109,6 +1109,21 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
         Some("E0000000020261124120012345678901")
     );
     assert_eq!(paid.paid_at, Some(now));
+    assert_eq!(
+        store
+            .payment_seconds(now - chrono::Duration::hours(1))
+            .await
+            .expect("times"),
+        [0],
+        "shown and paid at once"
+    );
+    assert!(
+        store
+            .payment_seconds(now + chrono::Duration::hours(1))
+            .await
+            .expect("times")
+            .is_empty()
+    );
 
     // The recharge's other code paid as well (a race at expiry): it cannot be claimed for the recharge.
     let other = store

@@ -96,6 +96,17 @@ impl<S: Sql> PixStore for S {
         Ok(self.write(s).await? == 1)
     }
 
+    async fn payment_seconds(&self, since: DateTime<Utc>) -> Result<Vec<i64>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new("SELECT created_at, paid_at FROM pix_charges WHERE paid_at >= $1").bind(since),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.time("paid_at")? - r.time("created_at")?).num_seconds()))
+            .collect()
+    }
+
     async fn record_refund(&self, txid: &str, end_to_end_id: &str, status: &str) -> Result<(), StoreError> {
         let s = Stmt::new(
             "UPDATE pix_charges SET refunded_end_to_end_id = $2, refund_status = $3 WHERE txid = $1",
