@@ -1113,3 +1113,66 @@ async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
     assert!(row.contains("PAUSED") && row.contains("UTILITY"), "{row}");
     assert!(table.contains("retomar_atendimento_v1") && table.contains("sem notícia da Meta"));
 }
+
+/// A conversation's Pix charges on its console page and on its case's: the status, txid, expiry,
+/// payment and refund — never the card the recharge was for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conversation_and_case_pages_show_the_pix_charges() {
+    let chat = Arc::new(crate::support::chat_harness_paying().await);
+    chat.say("c-console-pix", "oi").await;
+    // The recharge system denies this magic card: paid, refunded, and a case for a person.
+    let charge = chat
+        .service
+        .payments()
+        .issue(
+            "c-console-pix",
+            &vt_actions::vt::FlowInput::parse(
+                r#"{"cartao": "7777777777", "recarga": {"valor": 30, "meio_pagamento": {"tipo": "pix"}}}"#,
+            )
+            .expect("input"),
+            "k-console-pix",
+            0,
+        )
+        .await
+        .expect("issued");
+    let paid = chat.sim.pix().pay(&charge.txid, false).expect("paid");
+    chat.service
+        .payments()
+        .settle(&charge.txid)
+        .await
+        .expect("settled");
+    let case = chat
+        .store
+        .open_case_of("c-console-pix")
+        .await
+        .expect("read")
+        .expect("a case");
+    let s = serve_with(chat).await;
+    let support = session("suporte", 600, SECRET);
+    for path in [
+        "/console/conversations/c-console-pix".to_owned(),
+        format!("/console/cases/{}", case.id),
+    ] {
+        let page = no_redirects()
+            .get(format!("{}{path}", s.url))
+            .header("cookie", &support)
+            .send()
+            .await
+            .expect("page");
+        assert_eq!(page.status(), 200, "{path}");
+        let html = page.text().await.expect("html");
+        let table = &html[html
+            .find("Cobranças Pix")
+            .unwrap_or_else(|| panic!("{path}: {html}"))..];
+        for shown in [
+            charge.txid.as_str(),
+            "devolvida",
+            "BRL 30,00",
+            paid.end_to_end_id.as_str(),
+            "DEVOLVIDO",
+        ] {
+            assert!(table.contains(shown), "{path}: {shown} in {table}");
+        }
+        assert!(!html.contains("7777777777"), "{path}: the card in clear");
+    }
+}

@@ -132,6 +132,10 @@ pub(super) async fn page(
         Ok(m) => m,
         Err(e) => return store_failed(&staff, &e),
     };
+    let charges = match super::pages::charges_of(&state, &case.conversation_id).await {
+        Ok(c) => c,
+        Err(e) => return store_failed(&staff, &e),
+    };
     let mine =
         case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(staff.caller.name.as_str());
     let title = format!("Atendimento {}", case.id);
@@ -156,6 +160,7 @@ pub(super) async fn page(
             aberto => case.state.is_open(),
             meu => mine,
             mensagens => msgs,
+            cobrancas => charges,
             ..frame(Some(&staff), "cases", &title)
         },
     )

@@ -108,7 +108,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 15] = [
+const TEMPLATES: [(&str, &str); 16] = [
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
@@ -122,6 +122,7 @@ const TEMPLATES: [(&str, &str); 15] = [
     ("consulta.html", include_str!("templates/consulta.html")),
     ("conversas.html", include_str!("templates/conversas.html")),
     ("conversa.html", include_str!("templates/conversa.html")),
+    ("cobrancas.html", include_str!("templates/cobrancas.html")),
     ("fluxos.html", include_str!("templates/fluxos.html")),
     ("fluxo.html", include_str!("templates/fluxo.html")),
     ("lote.html", include_str!("templates/lote.html")),

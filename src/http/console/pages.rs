@@ -527,6 +527,10 @@ pub(super) async fn conversation(
         Ok(case) => case.is_some(),
         Err(e) => return store_failed(&staff, &e),
     };
+    let charges = match charges_of(&state, &id).await {
+        Ok(c) => c,
+        Err(e) => return store_failed(&staff, &e),
+    };
     let executions: std::collections::HashMap<&str, _> = executions
         .iter()
         .map(|(execution, events)| (execution.execucao_id.as_str(), (execution, events)))
@@ -577,10 +581,39 @@ pub(super) async fn conversation(
             habilidade => conv.active_skill,
             encerrada => conv.ended,
             transferida => with_person,
+            cobrancas => charges,
             turnos => turns,
             ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
         },
     )
+}
+
+/// The Pix charges of conversation `id`, oldest first, as the conversation and case pages show them:
+/// status, txid, expiry, payment and refund (no card: the recharge they carry is not read).
+pub(super) async fn charges_of(
+    state: &AppState,
+    id: &str,
+) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+    let mut charges = Vec::new();
+    for status in crate::store::ChargeStatus::ALL {
+        charges.extend(state.stores.pix.conversation_charges(id, status).await?);
+    }
+    charges.sort_by_key(|c| c.created_at);
+    Ok(charges
+        .into_iter()
+        .map(|c| {
+            context! {
+                txid => c.txid,
+                codigo => c.n + 1,
+                valor => vt_actions::vt::format_money("BRL", c.amount, vt_actions::vt::Idioma::PtBr),
+                situacao => c.status.as_str(),
+                expira_em => when(state, c.expires_at),
+                pago_em => c.paid_at.map(|t| when(state, t)),
+                e2e => c.end_to_end_id,
+                devolucao => c.refund.as_ref().map(|r| format!("{} ({})", r.status, r.end_to_end_id)),
+            }
+        })
+        .collect())
 }
 
 /// Messages in turns: each user message with what followed it up to the next one.
