@@ -509,21 +509,19 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     );
 }
 
-#[tokio::test]
-async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
+/// Two codes of one recharge (R$ 20 on card 1234567890) in conversation `conv`, both paid: the first
+/// credited, the second's payment returned. Both codes.
+async fn two_codes_paid(
+    h: &crate::support::ChatHarness,
+    conv: &str,
+) -> (vt_actions::tools::CodigoPix, vt_actions::tools::CodigoPix) {
     use vt_agent::service::Settled;
-    let h = crate::support::chat_harness_paying().await;
-    h.say("c-dois", "oi").await;
-    let card = "1234567890";
+    h.say(conv, "oi").await;
+    let key = format!("k-{conv}");
     let payments = h.service.payments();
-    let first = payments
-        .issue("c-dois", &recharge(card, 20), "k-dois", 0)
-        .await
-        .expect("first");
-    let second = payments
-        .issue("c-dois", &recharge(card, 20), "k-dois", 1)
-        .await
-        .expect("second");
+    let input = recharge("1234567890", 20);
+    let code = |n| payments.issue(conv, &input, &key, n);
+    let (first, second) = (code(0).await.expect("first"), code(1).await.expect("second"));
     assert_ne!(first.txid, second.txid);
     h.sim.pix().pay(&first.txid, false).expect("paid");
     h.sim.pix().pay(&second.txid, false).expect("paid too");
@@ -535,7 +533,16 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
         payments.settle(&second.txid).await.expect("second"),
         Settled::RefundedDuplicate
     );
-    assert_eq!(h.sim.charges(card), 1, "one recharge");
+    (first, second)
+}
+
+#[tokio::test]
+async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
+    use vt_agent::service::Settled;
+    let h = crate::support::chat_harness_paying().await;
+    let (_, second) = two_codes_paid(&h, "c-dois").await;
+    let payments = h.service.payments();
+    assert_eq!(h.sim.charges("1234567890"), 1, "one recharge");
     let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
     assert_eq!(cob.pix[0].devolucoes.len(), 1);
     let said = told(&h, "c-dois").await;
@@ -571,30 +578,11 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
 /// to a person.
 #[tokio::test]
 async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_a_person() {
-    use vt_agent::service::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.sim.pix().refunding_later();
-    h.say("c-devolve", "oi").await;
+    let (_, second) = two_codes_paid(&h, "c-devolve").await;
     let payments = h.service.payments();
-    let card = "1234567890";
-    let first = payments
-        .issue("c-devolve", &recharge(card, 20), "k-devolve", 0)
-        .await
-        .expect("first");
-    let second = payments
-        .issue("c-devolve", &recharge(card, 20), "k-devolve", 1)
-        .await
-        .expect("second");
-    h.sim.pix().pay(&first.txid, false).expect("paid");
-    let twice = h.sim.pix().pay(&second.txid, false).expect("paid too");
-    assert_eq!(
-        payments.settle(&first.txid).await.expect("first"),
-        Settled::Credited
-    );
-    assert_eq!(
-        payments.settle(&second.txid).await.expect("second"),
-        Settled::RefundedDuplicate
-    );
+    let twice = h.sim.pix().charge(&second.txid).expect("at the provider").pix[0].clone();
     let status = || async {
         let charge = h
             .store

@@ -260,3 +260,49 @@ fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
     );
     assert!(!said(&good).contains(secret) && !said(&bad).contains(secret));
 }
+
+/// The payment provider asks for the operator's client certificate too (every PSP does): with
+/// `[pix.tls]` a charge is created and read back over mutual TLS; without a certificate nothing is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pix_provider_is_reached_over_mutual_tls_and_refuses_a_client_without_a_certificate() {
+    use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
+    use vt_actions::pix::{PixConfig, Psp};
+    let pki = Pki::new();
+    let sim = Simulator::new(quick_simulator());
+    let url = serve_tls(&pki, &sim).await;
+    let pix = |tls: TlsConfig| PixConfig {
+        api_url: format!("{url}/pix/v2"),
+        chave: "recargas@operadora.example.com.br".into(),
+        tls,
+        ..PixConfig::default()
+    };
+    let pedido = CobPedido {
+        calendario: Calendario {
+            criacao: None,
+            expiracao: 900,
+        },
+        valor: ValorOriginal {
+            original: rust_decimal::dec!(20),
+        },
+        chave: "recargas@operadora.example.com.br".into(),
+        solicitacao_pagador: Some("Recarga de vale-transporte, cartão ****7890".into()),
+    };
+    let txid = vt_actions::pix::txid("k-mtls", 0);
+
+    let good = Psp::new(&pix(pki.tls(Some("cliente.pem"), Some("cliente.key")))).expect("client");
+    let cob = good.criar_cob(&txid, &pedido).await.expect("created over mTLS");
+    vt_actions::pix::BrCode::checked(
+        cob.pix_copia_e_cola.as_deref().unwrap_or_default(),
+        pedido.valor.original,
+    )
+    .expect("a valid code");
+    assert_eq!(good.cob(&txid).await.expect("read").status, CobStatus::Ativa);
+
+    let without = Psp::new(&pix(pki.tls(None, None))).expect("client");
+    let other = vt_actions::pix::txid("k-mtls", 1);
+    assert!(
+        without.criar_cob(&other, &pedido).await.is_err(),
+        "no certificate, no charge"
+    );
+    assert!(sim.pix().charge(&other).is_none(), "nothing reached the provider");
+}
