@@ -392,22 +392,25 @@ async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
     assert_eq!(h.sim.charges(card), 0, "no recharge before the payment");
 
     let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
-    // Five reports at once (webhooks twice, a follow-up, …): one credit.
+    // Five reports at once (webhooks) and two sweeps (the follow-up that reads open charges): one
+    // credit.
     let reports = (0..5).map(|_| {
         let service = h.service.clone();
         let txid = cobranca.txid.clone();
         tokio::spawn(async move { service.payments().settle(&txid).await.expect("settle") })
     });
-    let outcomes: Vec<Settled> = futures::future::join_all(reports)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .collect();
-    assert_eq!(
-        outcomes.iter().filter(|o| **o == Settled::Credited).count(),
-        1,
-        "{outcomes:?}"
+    let sweeps = (0..2).map(|_| {
+        let service = h.service.clone();
+        tokio::spawn(async move { service.payments().sweep().await })
+    });
+    let (outcomes, swept) = tokio::join!(
+        futures::future::join_all(reports),
+        futures::future::join_all(sweeps)
     );
+    let outcomes: Vec<Settled> = outcomes.into_iter().map(|r| r.expect("task")).collect();
+    let swept: usize = swept.into_iter().map(|r| r.expect("task")).sum();
+    let credited = outcomes.iter().filter(|o| **o == Settled::Credited).count();
+    assert_eq!(credited + swept, 1, "{outcomes:?}, {swept} by the sweeps");
     assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
     assert_eq!(
         h.service.payments().settle(&cobranca.txid).await.expect("later"),
