@@ -143,23 +143,26 @@ impl Services {
     }
 
     /// Opens `case` (or finds the one already open on its conversation) outside any turn — a late
-    /// recharge, a paid Pix not credited — and posts it to the support board where it is on.
+    /// recharge, a paid Pix not credited, a refund not made — and posts it to the support board where
+    /// it is on. A conversation holds one open case: a new reason for the one already open is a line
+    /// in its thread, so the person who has it hears of it.
     pub(super) async fn open_case_now(
         &self,
         case: &crate::store::NewCase,
         now: DateTime<Utc>,
     ) -> Result<Case, crate::store::StoreError> {
-        let opened = match self.store.open_case(case, now).await? {
-            crate::store::CaseOpened::Opened(c) | crate::store::CaseOpened::AlreadyOpen(c) => c,
+        let (opened, post) = match self.store.open_case(case, now).await? {
+            crate::store::CaseOpened::Opened(c) => (c, (BoardKind::Opened, String::new())),
+            crate::store::CaseOpened::AlreadyOpen(c) if c.reason != case.reason => {
+                (c, (BoardKind::Line, format!("Novo motivo: {}", case.reason)))
+            }
+            // The same reason again (a retry, another instance): the root post is already there.
+            crate::store::CaseOpened::AlreadyOpen(c) => (c, (BoardKind::Opened, String::new())),
         };
         if self.board_on(&opened.tenant_id) {
-            let root = board_item(
-                &opened.id,
-                &opened.conversation_id,
-                BoardKind::Opened,
-                String::new(),
-            );
-            self.post_to_board(vec![root]).await;
+            let (kind, text) = post;
+            let item = board_item(&opened.id, &opened.conversation_id, kind, text);
+            self.post_to_board(vec![item]).await;
         }
         Ok(opened)
     }

@@ -148,8 +148,8 @@ impl Payments<'_> {
                 }
                 let input = recharge_of(&charge)?;
                 let cartao = vt_actions::vt::mask_card(&input.cartao);
-                self.tell(&charge.conversation_id, textos::duplicado(charge.amount, &cartao))
-                    .await?;
+                let text = textos::duplicado(charge.amount, &cartao);
+                self.tell(&charge, text, None, true).await?;
                 Ok(Settled::RefundedDuplicate)
             }
             PaymentClaim::Again | PaymentClaim::OtherPayment | PaymentClaim::Unknown => Ok(Settled::Nothing),
@@ -240,8 +240,7 @@ impl Payments<'_> {
         let input = recharge_of(charge)?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
         let text = textos::expirado(charge.amount, &cartao);
-        self.tell_outcome(&charge.conversation_id, text, None, Some(&charge.txid))
-            .await?;
+        self.tell(charge, text, None, true).await?;
         Ok(Settled::Expired)
     }
 
@@ -310,9 +309,8 @@ impl Payments<'_> {
                 (Settled::Refunded, textos::devolvido(charge.amount, &cartao), None)
             }
         };
-        let ended = (settled != Settled::Processing).then_some(charge.txid.as_str());
-        self.tell_outcome(&charge.conversation_id, text, template, ended)
-            .await?;
+        let ended = settled != Settled::Processing;
+        self.tell(charge, text, template, ended).await?;
         Ok(settled)
     }
 
@@ -436,40 +434,25 @@ impl Payments<'_> {
         Ok(())
     }
 
-    /// A message to the card holder in their conversation, through the outbox.
-    async fn tell(&self, conversation_id: &str, text: String) -> Result<(), PaymentError> {
-        self.tell_or_template(conversation_id, text, None).await
-    }
-
-    /// [`Self::tell`], with the WhatsApp template that stands in for `text` outside the 24-hour
-    /// window (sent only with the card holder's opt-in; the channel decides when it sends).
-    async fn tell_or_template(
+    /// `text` to the card holder in `charge`'s conversation, through the outbox; on WhatsApp, with
+    /// the `template` that stands in for it outside the 24-hour window (sent only with their opt-in)
+    /// and, when the charge `ended` and its code was shown as a native order, the order's status
+    /// after it (`order_status`).
+    async fn tell(
         &self,
-        conversation_id: &str,
+        charge: &PixCharge,
         text: String,
         template: Option<crate::outbox::TemplateUse>,
+        ended: bool,
     ) -> Result<(), PaymentError> {
-        self.tell_outcome(conversation_id, text, template, None).await
-    }
-
-    /// [`Self::tell_or_template`], for the end of charge `outcome_of`: where the code was shown as
-    /// WhatsApp's native order, the order's status goes after the text (`order_status`).
-    async fn tell_outcome(
-        &self,
-        conversation_id: &str,
-        text: String,
-        template: Option<crate::outbox::TemplateUse>,
-        outcome_of: Option<&str>,
-    ) -> Result<(), PaymentError> {
-        let Some(conv) = self.store.conversation(conversation_id).await? else {
+        let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
         let whatsapp = conv.channel == "whatsapp";
         let template = template.filter(|_| whatsapp);
         let native = whatsapp && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
-        let files = outcome_of
-            .filter(|_| native)
-            .map(|txid| vt_actions::tools::PedidoPix::Situacao.file(txid))
+        let files = (ended && native)
+            .then(|| vt_actions::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()
             .collect();
         self.say_now(&conv, text, template, files).await?;

@@ -618,6 +618,60 @@ async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_
     );
 }
 
+/// A refund the provider could not make, in a conversation whose case (the recharge not credited) is
+/// open already: a conversation holds one case, so the person who has it hears of it in its thread.
+#[tokio::test]
+async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
+    use vt_agent::service::Settled;
+    let handoff = vt_agent::service::HandoffConfig {
+        mattermost_channel_id: Some("canal-do-suporte".into()),
+        ..Default::default()
+    };
+    let h = crate::support::chat_harness_pix_handing_off(crate::support::Pix::Provider, handoff).await;
+    h.sim.pix().refunding_later();
+    h.say("c-linha", "oi").await;
+    // The recharge system denies this magic card: refunded (in progress), and a case.
+    let cobranca = issued(&h, "c-linha", "7777777777", 30, "k-linha").await;
+    let paid = h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+    let payments = h.service.payments();
+    assert_eq!(
+        payments.settle(&cobranca.txid).await.expect("settle"),
+        Settled::Refunded
+    );
+    let case = h
+        .store
+        .open_case_of("c-linha")
+        .await
+        .expect("read")
+        .expect("a case");
+    h.sim.pix().finish_refund(&paid.end_to_end_id, false);
+    assert_eq!(payments.sweep().await, 1);
+
+    let still = h
+        .store
+        .open_case_of("c-linha")
+        .await
+        .expect("read")
+        .expect("a case");
+    assert_eq!(still.id, case.id, "one case per conversation");
+    let board: Vec<_> = h
+        .store
+        .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+        .await
+        .expect("outbox")
+        .into_iter()
+        .filter(|i| i.destination == vt_agent::service::BOARD)
+        .collect();
+    let kinds: Vec<&str> = board.iter().map(|i| i.kind.as_str()).collect();
+    assert_eq!(kinds, ["caso_aberto", "caso_linha"], "{board:?}");
+    let line = board[1].payload["text"].as_str().unwrap_or_default();
+    assert!(
+        line.contains("Novo motivo") && line.contains("não realizada") && line.contains("****7777"),
+        "{line}"
+    );
+    assert!(!line.contains("7777777777"), "the card masked: {line}");
+}
+
 /// `serve`'s Pix channel over loopback: the provider's notice (its real body) starts the read-back.
 #[tokio::test]
 async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_refused() {

@@ -596,6 +596,14 @@ async fn tampering_provider() -> String {
 
 /// A chat harness taking Pix as `pix` says.
 pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
+    chat_harness_pix_handing_off(pix, Default::default()).await
+}
+
+/// [`chat_harness_pix`] with `[handoff]` rules of its own (a support board, say).
+pub(crate) async fn chat_harness_pix_handing_off(
+    pix: Pix,
+    handoff: vt_agent::service::HandoffConfig,
+) -> ChatHarness {
     let parts = Parts {
         store: Arc::new(
             vt_agent::store::SqliteStore::connect("sqlite::memory:")
@@ -605,7 +613,7 @@ pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
         llm: None,
         vt: vt_actions::tools::VtSettings::default(),
         shared: None,
-        handoff: Default::default(),
+        handoff,
         notices: None,
     };
     chat_harness_paying_or_not(parts, pix).await
