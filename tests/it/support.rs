@@ -873,3 +873,22 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
     }
     .to_value()
 }
+
+/// The outbox's pending items of `store`, once `enough` says they are there (the turns a webhook
+/// started run after its 200).
+pub(crate) async fn pending_once(
+    store: &dyn vt_agent::store::Store,
+    enough: impl Fn(&[vt_agent::store::OutboxItem]) -> bool,
+) -> Vec<vt_agent::store::OutboxItem> {
+    for _ in 0..300 {
+        let items = store
+            .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+            .await
+            .expect("read");
+        if enough(&items) {
+            return items;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the replies were never queued");
+}

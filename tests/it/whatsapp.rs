@@ -113,20 +113,7 @@ impl Wa {
 
     /// Waits for the turns that run after the 200 to queue `n` replies.
     async fn queued(&self, n: usize) -> Vec<vt_agent::store::OutboxItem> {
-        for _ in 0..200 {
-            let items = self
-                .served
-                .chat
-                .store
-                .outbox_items(OutboxStatus::Pending, 100)
-                .await
-                .expect("read");
-            if items.len() >= n {
-                return items;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("{n} replies were never queued");
+        crate::support::pending_once(self.served.chat.store.as_ref(), |items| items.len() >= n).await
     }
 
     /// What was sent to the user, in order (read receipts apart: they go out beside the turns; uploads

@@ -775,9 +775,9 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
     let ago = |h| Utc::now() - Duration::hours(h);
     let ask = text_at(user, "recarrega 20 no 2345678901 via pix", "wamid.R1", ago(26));
     assert_eq!(wa.deliver(&ask).await, 200);
-    wait_until(&wa, |items| !items.is_empty()).await;
+    crate::support::pending_once(wa.served.chat.store.as_ref(), |items| !items.is_empty()).await;
     assert_eq!(wa.deliver(&text_at(user, "sim", "wamid.R2", ago(25))).await, 200);
-    let items = wait_until(&wa, |items| {
+    let items = crate::support::pending_once(wa.served.chat.store.as_ref(), |items| {
         items
             .iter()
             .any(|i| !i.payload["files"].is_null() && i.payload["files"][0].is_object())
@@ -842,27 +842,6 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
         !dead.is_empty(),
         "the replies without a template were dead-lettered"
     );
-}
-
-/// The outbox's pending items, once `enough` says they are there.
-async fn wait_until(
-    wa: &Wa,
-    enough: impl Fn(&[vt_agent::store::OutboxItem]) -> bool,
-) -> Vec<vt_agent::store::OutboxItem> {
-    for _ in 0..300 {
-        let items = wa
-            .served
-            .chat
-            .store
-            .outbox_items(OutboxStatus::Pending, 100)
-            .await
-            .expect("read");
-        if enough(&items) {
-            return items;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the replies never came");
 }
 
 /// The last thing said in `user`'s conversation.

@@ -191,18 +191,18 @@ impl PspSimulado {
     /// The refunds of payment `e2eid` still in progress settled: returned (`devolvido`) or not.
     pub fn finish_refund(&self, e2eid: &str, devolvido: bool) {
         let mut state = self.lock();
-        let pix = state.cobs.values_mut().flat_map(|c| c.pix.iter_mut());
-        for pix in pix.filter(|p| p.end_to_end_id == e2eid) {
-            for d in &mut pix.devolucoes {
-                if d.status == DevolucaoStatus::EmProcessamento {
-                    d.status = if devolvido {
-                        DevolucaoStatus::Devolvido
-                    } else {
-                        DevolucaoStatus::NaoRealizado
-                    };
-                }
-            }
+        let Some(cob) = paid_by(&mut state.cobs, e2eid) else {
+            return;
+        };
+        let refunds = cob.pix.iter_mut().flat_map(|p| p.devolucoes.iter_mut());
+        for d in refunds.filter(|d| d.status == DevolucaoStatus::EmProcessamento) {
+            d.status = if devolvido {
+                DevolucaoStatus::Devolvido
+            } else {
+                DevolucaoStatus::NaoRealizado
+            };
         }
+        self.keep(cob);
     }
 
     /// The charge whose copia-e-cola is `code`, as a payer's bank finds it by reading the code.
@@ -277,6 +277,12 @@ impl PspSimulado {
         }
         state
     }
+}
+
+/// The charge payment `e2eid` paid.
+fn paid_by<'a>(cobs: &'a mut HashMap<String, Cob>, e2eid: &str) -> Option<&'a mut Cob> {
+    cobs.values_mut()
+        .find(|c| c.pix.iter().any(|p| p.end_to_end_id == e2eid))
 }
 
 /// An API Pix error (RFC 7807), as PSPs answer them.
@@ -436,11 +442,7 @@ async fn devolver(
     };
     let mut state = psp.lock();
     let later = state.refunds_later;
-    let Some(cob) = state
-        .cobs
-        .values_mut()
-        .find(|c| c.pix.iter().any(|p| p.end_to_end_id == e2eid))
-    else {
+    let Some(cob) = paid_by(&mut state.cobs, &e2eid) else {
         return problem(StatusCode::NOT_FOUND, "PixNaoEncontrado", "Pix não encontrado.");
     };
     let Some(pix) = cob.pix.iter_mut().find(|p| p.end_to_end_id == e2eid) else {
@@ -475,12 +477,9 @@ async fn devolver(
 
 /// `GET /pix/{e2eid}`: a payment received, with its refunds.
 async fn ler_pix(State(psp): State<PspSimulado>, Path(e2eid): Path<String>) -> Response {
-    let state = psp.lock();
-    let found = state
-        .cobs
-        .values()
-        .flat_map(|c| c.pix.iter())
-        .find(|p| p.end_to_end_id == e2eid);
+    let mut state = psp.lock();
+    let found =
+        paid_by(&mut state.cobs, &e2eid).and_then(|c| c.pix.iter().find(|p| p.end_to_end_id == e2eid));
     match found {
         Some(pix) => Json(pix.clone()).into_response(),
         None => problem(StatusCode::NOT_FOUND, "PixNaoEncontrado", "Pix não encontrado."),
