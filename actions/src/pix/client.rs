@@ -285,6 +285,7 @@ impl Psp {
         }
     }
 
+    /// One exchange over the systems' own transports (HTTP, or the embedded simulator's router).
     async fn send(
         &self,
         method: &Method,
@@ -292,69 +293,30 @@ impl Psp {
         auth: Option<&(HeaderName, HeaderValue)>,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Vec<u8>), PixError> {
-        match &self.transport {
-            Transport::Http(http) => self.over_http(http, method, url, auth, body).await,
-            Transport::InProcess(router) => self.in_this_process(router, method, url, body).await,
-        }
-    }
-
-    async fn over_http(
-        &self,
-        http: &reqwest::Client,
-        method: &Method,
-        url: &str,
-        auth: Option<&(HeaderName, HeaderValue)>,
-        body: Option<Vec<u8>>,
-    ) -> Result<(u16, Vec<u8>), PixError> {
-        let mut request = http.request(method.clone(), url).timeout(self.timeout);
-        if let Some((name, value)) = auth {
-            request = request.header(name, value);
-        }
-        if let Some(body) = body {
-            request = request
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body);
-        }
-        let unanswered = |e: reqwest::Error| {
-            PixError::Unanswered(if e.is_timeout() {
-                "tempo esgotado"
-            } else {
-                "falha de conexão"
+        use crate::systems::client::{Failure, in_process, over_http};
+        let unanswered = |f: Failure| {
+            PixError::Unanswered(match f {
+                Failure::Timeout => "tempo esgotado",
+                Failure::Connection | Failure::Unauthenticated(_) => "falha de conexão",
             })
         };
-        let response = request.send().await.map_err(unanswered)?;
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(unanswered)?;
-        Ok((status, bytes.to_vec()))
-    }
-
-    async fn in_this_process(
-        &self,
-        router: &axum::Router,
-        method: &Method,
-        url: &str,
-        body: Option<Vec<u8>>,
-    ) -> Result<(u16, Vec<u8>), PixError> {
-        use tower::ServiceExt as _;
-        let path = url.strip_prefix("http://simulador.local").unwrap_or(url);
-        let mut request = axum::http::Request::builder().method(method.clone()).uri(path);
-        if body.is_some() {
-            request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+        let (no_headers, body) = (Default::default(), body.map(axum::body::Bytes::from));
+        let answer = match &self.transport {
+            Transport::Http(http) => {
+                let mut request = http.request(method.clone(), url);
+                if let Some((name, value)) = auth {
+                    request = request.header(name, value);
+                }
+                over_http(request, &no_headers, body, self.timeout).await
+            }
+            Transport::InProcess(router) => {
+                let url = reqwest::Url::parse(url).map_err(|_| PixError::Unanswered("falha de conexão"))?;
+                in_process(router, method.clone(), &url, &no_headers, body, self.timeout).await
+            }
         }
-        let request = request
-            .body(body.map_or_else(axum::body::Body::empty, axum::body::Body::from))
-            .map_err(|_| PixError::Unanswered("falha de conexão"))?;
-        let exchange = async {
-            let Ok(response) = router.clone().oneshot(request).await;
-            let status = response.status().as_u16();
-            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-                .await
-                .map_err(|_| PixError::Unanswered("falha de conexão"))?;
-            Ok((status, bytes.to_vec()))
-        };
-        tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| PixError::Unanswered("tempo esgotado"))?
+        .map_err(unanswered)?;
+        let bytes = answer.body.map_err(unanswered)?;
+        Ok((answer.status, bytes.to_vec()))
     }
 }
 

@@ -542,7 +542,9 @@ fn unanswered(failure: Failure, path: &str, attempt: u32, timeout: Duration) -> 
     HttpResult::not_sent(tipo, None, mensagem)
 }
 
-async fn over_http(
+/// One request over HTTP, `headers` and a JSON `body` added, within `timeout` (the payment provider's
+/// client uses it too).
+pub(crate) async fn over_http(
     request: reqwest::RequestBuilder,
     headers: &BTreeMap<String, String>,
     body: Option<axum::body::Bytes>,
@@ -563,7 +565,8 @@ async fn over_http(
     Ok(answer)
 }
 
-async fn in_process(
+/// One request to `router` in this process (the embedded simulator), as [`over_http`] would send it.
+pub(crate) async fn in_process(
     router: &axum::Router,
     method: reqwest::Method,
     url: &reqwest::Url,
