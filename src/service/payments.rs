@@ -158,11 +158,9 @@ impl Payments<'_> {
 
     /// The charges of conversation `conversation_id` waiting for a payment or for its credit.
     pub async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
-        let mut open = Vec::new();
-        for status in [ChargeStatus::Ativa, ChargeStatus::Paga] {
-            open.extend(self.store.conversation_charges(conversation_id, status).await?);
-        }
-        Ok(open)
+        let mut charges = self.store.conversation_charges(conversation_id).await?;
+        charges.retain(|c| matches!(c.status, ChargeStatus::Ativa | ChargeStatus::Paga));
+        Ok(charges)
     }
 
     /// Reads back every open charge: an expired one is withdrawn at the provider and the card holder
@@ -190,24 +188,13 @@ impl Payments<'_> {
             } else {
                 self.settle(&charge.txid).await
             };
-            match outcome {
-                Ok(Settled::Nothing) => {}
-                Ok(_) => changed += 1,
-                Err(e) => {
-                    tracing::warn!(error = %e, txid = %charge.txid, "a Pix charge could not be read back")
-                }
-            }
+            changed += tally(outcome, &charge, "a Pix charge could not be read back");
         }
         match self.store.refunds_in_progress(SWEEP_BATCH).await {
             Ok(refunding) => {
                 for charge in refunding {
-                    match self.check_refund(&charge).await {
-                        Ok(Settled::Nothing) => {}
-                        Ok(_) => changed += 1,
-                        Err(e) => {
-                            tracing::warn!(error = %e, txid = %charge.txid, "a Pix refund could not be read back")
-                        }
-                    }
+                    let outcome = self.check_refund(&charge).await;
+                    changed += tally(outcome, &charge, "a Pix refund could not be read back");
                 }
             }
             Err(e) => tracing::error!(error = %e, "Pix refunds in progress could not be read"),
@@ -217,12 +204,8 @@ impl Payments<'_> {
             let Some(e2e) = charge.end_to_end_id.as_deref().filter(|_| resume) else {
                 continue;
             };
-            match self.credit(&charge, e2e, charge.paid_at.unwrap_or(now)).await {
-                Ok(_) => changed += 1,
-                Err(e) => {
-                    tracing::error!(error = %e, txid = %charge.txid, "a paid Pix charge could not be credited")
-                }
-            }
+            let outcome = self.credit(&charge, e2e, charge.paid_at.unwrap_or(now)).await;
+            changed += tally(outcome, &charge, "a paid Pix charge could not be credited");
         }
         changed
     }
@@ -457,6 +440,19 @@ impl Payments<'_> {
             .collect();
         self.say_now(&conv, text, template, files).await?;
         Ok(())
+    }
+}
+
+/// 1 when the sweep's `outcome` for `charge` changed something; a failure logged as `failed` (the next
+/// sweep reads it again).
+fn tally(outcome: Result<Settled, PaymentError>, charge: &PixCharge, failed: &str) -> usize {
+    match outcome {
+        Ok(Settled::Nothing) => 0,
+        Ok(_) => 1,
+        Err(e) => {
+            tracing::warn!(error = %e, txid = %charge.txid, "{failed}");
+            0
+        }
     }
 }
 

@@ -584,12 +584,9 @@ pub trait PixStore: Send + Sync {
     /// The charges in `status`, soonest to expire first.
     async fn charges_in(&self, status: ChargeStatus, limit: i64) -> Result<Vec<PixCharge>, StoreError>;
 
-    /// The charges of conversation `conversation_id` in `status`, oldest first.
-    async fn conversation_charges(
-        &self,
-        conversation_id: &str,
-        status: ChargeStatus,
-    ) -> Result<Vec<PixCharge>, StoreError>;
+    /// Every charge of conversation `conversation_id`, oldest first (a few: each recharge has at most
+    /// `[pix] novos_codigos_max` + 1 codes).
+    async fn conversation_charges(&self, conversation_id: &str) -> Result<Vec<PixCharge>, StoreError>;
 
     /// How many charges are in each status (the ones with none are absent).
     async fn charge_counts(&self) -> Result<Vec<(ChargeStatus, i64)>, StoreError>;

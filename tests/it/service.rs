@@ -874,12 +874,8 @@ impl vt_agent::store::PixStore for Flaky {
     ) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
         self.inner.charges_in(s, limit).await
     }
-    async fn conversation_charges(
-        &self,
-        conv: &str,
-        s: vt_agent::store::ChargeStatus,
-    ) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
-        self.inner.conversation_charges(conv, s).await
+    async fn conversation_charges(&self, conv: &str) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+        self.inner.conversation_charges(conv).await
     }
     async fn charge_counts(&self) -> Result<Vec<(vt_agent::store::ChargeStatus, i64)>, StoreError> {
         self.inner.charge_counts().await

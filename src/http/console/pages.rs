@@ -594,11 +594,7 @@ pub(super) async fn charges_of(
     state: &AppState,
     id: &str,
 ) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
-    let mut charges = Vec::new();
-    for status in crate::store::ChargeStatus::ALL {
-        charges.extend(state.stores.pix.conversation_charges(id, status).await?);
-    }
-    charges.sort_by_key(|c| c.created_at);
+    let charges = state.stores.pix.conversation_charges(id).await?;
     Ok(charges
         .into_iter()
         .map(|c| {

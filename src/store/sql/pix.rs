@@ -140,16 +140,11 @@ impl<S: Sql> PixStore for S {
         rows.iter().map(charge).collect()
     }
 
-    async fn conversation_charges(
-        &self,
-        conversation_id: &str,
-        status: ChargeStatus,
-    ) -> Result<Vec<PixCharge>, StoreError> {
+    async fn conversation_charges(&self, conversation_id: &str) -> Result<Vec<PixCharge>, StoreError> {
         let rows = self
             .read_all(
-                Stmt::new("SELECT * FROM pix_charges WHERE conversation_id = $1 AND status = $2 ORDER BY created_at")
-                    .bind(conversation_id)
-                    .bind(status.as_str()),
+                Stmt::new("SELECT * FROM pix_charges WHERE conversation_id = $1 ORDER BY created_at, n")
+                    .bind(conversation_id),
             )
             .await?;
         rows.iter().map(charge).collect()
