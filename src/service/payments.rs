@@ -167,7 +167,8 @@ impl Payments<'_> {
     /// told (unless it was paid meanwhile: then it is credited); an open one is credited if it was
     /// paid and its notice never came; a paid one whose credit a stop interrupted (`[pix]
     /// retomar_credito_segundos` after its payment) is credited again under the same key, which the
-    /// recharge system answers as a replay if it got there. Returns how many charges changed.
+    /// recharge system answers as a replay if it got there; a refund still in progress is read again.
+    /// Returns how many charges changed.
     pub async fn sweep(self) -> usize {
         let mut changed = 0;
         let now = self.engine.now();
