@@ -338,6 +338,11 @@ async fn issued(
         .expect("issued")
 }
 
+/// Charge `txid` as it is on record.
+async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_agent::store::PixCharge {
+    h.store.pix_charge(txid).await.expect("read").expect("on record")
+}
+
 /// What the conversation was told after its last user message.
 async fn told(h: &crate::support::ChatHarness, conv: &str) -> Vec<String> {
     h.store
@@ -416,12 +421,7 @@ async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
         h.service.payments().settle(&cobranca.txid).await.expect("later"),
         Settled::Nothing
     );
-    let charge = h
-        .store
-        .pix_charge(&cobranca.txid)
-        .await
-        .expect("read")
-        .expect("on record");
+    let charge = on_record(&h, &cobranca.txid).await;
     assert_eq!(charge.status, ChargeStatus::Creditada);
     assert_eq!(charge.end_to_end_id.as_deref(), Some(paid.end_to_end_id.as_str()));
     let receipt = told(&h, "c-pix").await.pop().expect("a receipt");
@@ -502,12 +502,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
         "the card masked in the case file"
     );
     assert_eq!(
-        h.store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
+        on_record(&h, &cobranca.txid).await.status,
         vt_agent::store::ChargeStatus::Devolvida
     );
 }
@@ -562,12 +557,7 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     payments.sweep().await;
     payments.sweep().await;
     assert_eq!(told(&h, "c-dois").await.len(), said.len(), "nothing more said");
-    let returned = h
-        .store
-        .pix_charge(&second.txid)
-        .await
-        .expect("read")
-        .expect("there");
+    let returned = on_record(&h, &second.txid).await;
     assert_eq!(returned.status, vt_agent::store::ChargeStatus::Devolvida);
     let refund = returned.refund.expect("the refund on record");
     assert_eq!(
@@ -587,12 +577,7 @@ async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_
     let payments = h.service.payments();
     let twice = h.sim.pix().charge(&second.txid).expect("at the provider").pix[0].clone();
     let status = || async {
-        let charge = h
-            .store
-            .pix_charge(&second.txid)
-            .await
-            .expect("read")
-            .expect("there");
+        let charge = on_record(&h, &second.txid).await;
         charge.refund.map(|r| r.status).unwrap_or_default()
     };
     assert_eq!(status().await, "EM_PROCESSAMENTO");
@@ -709,12 +694,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     assert_eq!(post(notice.clone()).await.expect("post").status(), 200);
     assert_eq!(post(notice).await.expect("again").status(), 200);
     for _ in 0..100 {
-        let charge = h
-            .store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there");
+        let charge = on_record(&h, &cobranca.txid).await;
         if charge.status == vt_agent::store::ChargeStatus::Creditada {
             break;
         }
@@ -722,12 +702,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     }
     h.service.stopped().await;
     assert_eq!(
-        h.store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
+        on_record(&h, &cobranca.txid).await.status,
         vt_agent::store::ChargeStatus::Creditada
     );
     assert_eq!(h.sim.charges("1234567890"), 1, "two notices, one recharge");
@@ -779,12 +754,7 @@ async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_ex
     );
     assert_eq!(h.sim.charges("1234567890"), 1);
     assert_eq!(
-        h.store
-            .pix_charge(&unpaid.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
+        on_record(&h, &unpaid.txid).await.status,
         ChargeStatus::Ativa,
         "not expired yet"
     );
@@ -792,15 +762,7 @@ async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_ex
     // Fifteen minutes later the unpaid one has expired: withdrawn, and the holder told.
     h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
     assert_eq!(payments.sweep().await, 1);
-    assert_eq!(
-        h.store
-            .pix_charge(&unpaid.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
-        ChargeStatus::Expirada
-    );
+    assert_eq!(on_record(&h, &unpaid.txid).await.status, ChargeStatus::Expirada);
     assert_eq!(
         h.sim.pix().charge(&unpaid.txid).expect("at the provider").status,
         CobStatus::RemovidaPeloUsuarioRecebedor
@@ -834,12 +796,7 @@ async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
     h.clock.set(h.clock.now() + chrono::Duration::minutes(16));
     assert_eq!(h.service.payments().sweep().await, 1);
     assert_eq!(
-        h.store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
+        on_record(&h, &cobranca.txid).await.status,
         ChargeStatus::Creditada
     );
     assert_eq!(h.sim.charges("1234567890"), 1);
@@ -869,12 +826,7 @@ async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
     assert_eq!(h.service.payments().sweep().await, 0);
     assert_eq!(h.sim.charges("1234567890"), 1);
     assert_eq!(
-        h.store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
+        on_record(&h, &cobranca.txid).await.status,
         ChargeStatus::Creditada
     );
 }
@@ -1147,15 +1099,7 @@ async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
     assert_eq!(h.service.payments().sweep().await, 0);
     assert_eq!(requests(&h), sent, "not sent again by the sweep");
     assert_eq!(told(&h, "c-pendente").await.len(), said, "nothing said again");
-    assert_eq!(
-        h.store
-            .pix_charge(&cobranca.txid)
-            .await
-            .expect("read")
-            .expect("there")
-            .status,
-        ChargeStatus::Enviada
-    );
+    assert_eq!(on_record(&h, &cobranca.txid).await.status, ChargeStatus::Enviada);
 }
 
 /// The names of the spans opened while it is the thread's subscriber.
