@@ -980,8 +980,10 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
     let auth = args.auth()?;
     let sim = crate::app::simulator(&crate::config::SimulatorSettings {
         fixture: args.fixture,
-        // A system of its own: its Pix charges are paid through `POST /_simulador/pix/{txid}/pagar`.
+        // A system of its own: its Pix charges and boletos are paid through
+        // `POST /_simulador/pix/{txid}/pagar` and `POST /_simulador/boletos/{linha}/pagar`.
         pix_pagar_apos_segundos: Some(0),
+        boleto_pagar_apos_segundos: Some(0),
         ..crate::config::SimulatorSettings::default()
     })?;
     if let Some(dir) = &args.tls {

@@ -106,6 +106,10 @@ pub struct SimulatorSettings {
     /// holder would (default 5, so a newcomer sees the whole journey); 0: only
     /// `POST /_simulador/pix/{txid}/pagar` pays.
     pub pix_pagar_apos_segundos: Option<u64>,
+    /// After how many seconds a recharge's boleto counts as paid and cleared, as if its holder paid it
+    /// at once (default 30: `serve`'s first follow-up, a minute after the recharge, credits it); 0: only
+    /// `POST /_simulador/boletos/{linha}/pagar` pays.
+    pub boleto_pagar_apos_segundos: Option<u64>,
 }
 
 impl SimulatorSettings {
@@ -117,6 +121,17 @@ impl SimulatorSettings {
         let secs = self
             .pix_pagar_apos_segundos
             .unwrap_or(Self::PIX_PAGAR_APOS_SEGUNDOS);
+        (secs > 0).then(|| std::time::Duration::from_secs(secs))
+    }
+
+    /// Seconds before a simulated boleto counts as paid, when nothing else is said.
+    pub const BOLETO_PAGAR_APOS_SEGUNDOS: u64 = 30;
+
+    /// After how long a simulated boleto counts as paid; `None`: only when paid through its route.
+    pub fn boleto_pagar_apos(&self) -> Option<std::time::Duration> {
+        let secs = self
+            .boleto_pagar_apos_segundos
+            .unwrap_or(Self::BOLETO_PAGAR_APOS_SEGUNDOS);
         (secs > 0).then(|| std::time::Duration::from_secs(secs))
     }
 }
@@ -373,6 +388,10 @@ impl Config {
         if let Some(v) = get("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS") {
             config.simulator.pix_pagar_apos_segundos =
                 Some(parse("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", v)?);
+        }
+        if let Some(v) = get("VT_SIMULATOR_BOLETO_PAGAR_APOS_SEGUNDOS") {
+            config.simulator.boleto_pagar_apos_segundos =
+                Some(parse("VT_SIMULATOR_BOLETO_PAGAR_APOS_SEGUNDOS", v)?);
         }
         if let Some(v) = get("VT_RECARGAS_RESOLVER_EM_MINUTOS") {
             config.recargas.resolver_em_minutos = parse("VT_RECARGAS_RESOLVER_EM_MINUTOS", v)?;

@@ -10,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `json`
 
 pub mod action;
+pub mod boleto;
 pub mod context;
 pub mod journal;
 pub mod json;

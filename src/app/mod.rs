@@ -183,6 +183,7 @@ pub const SIMULATOR_BOOK: &str = "simulador.jsonl";
 pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
     let mut config = SimulatorConfig {
         pix_pagar_apos: settings.pix_pagar_apos(),
+        boleto_pagar_apos: settings.boleto_pagar_apos(),
         ..SimulatorConfig::default()
     };
     if let Some(n) = settings.notifications_per_second {

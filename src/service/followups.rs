@@ -78,12 +78,19 @@ impl Services {
         self.store
             .resolve_recharge(&key, AttemptStatus::Pendente, now)
             .await?;
-        if now >= f.deadline_at {
+        // A recharge waiting for its boleto is followed until the payment could have cleared.
+        let boleto = desfecho.boleto().map(|b| acompanhamento::prazo_boleto(b, &input));
+        let deadline = boleto.map_or(f.deadline_at, |b| b.max(f.deadline_at));
+        if now >= deadline {
             return self.to_a_person(&f, &input, now).await;
         }
-        let next = self.recargas.next_check(f.checks + 1, now, f.deadline_at);
+        let next = if boleto.is_some() {
+            self.recargas.next_boleto_check(f.checks + 1, now, deadline)
+        } else {
+            self.recargas.next_check(f.checks + 1, now, deadline)
+        };
         self.store
-            .followup_checked(&key, &Checked::Again(next), now)
+            .followup_checked(&key, &Checked::Again { next, deadline }, now)
             .await?;
         Ok(())
     }

@@ -70,10 +70,26 @@ impl RecargasConfig {
         std::time::Duration::from_secs(u64::from(self.primeira_verificacao_segundos).clamp(1, 15))
     }
 
+    /// When the check after `checks` checks of a recharge waiting for its boleto is due: as
+    /// [`Self::next_check`], but at least every [`BOLETO_CHECK_EVERY_MINUTES`] — a payment clears any
+    /// day until the deadline, and the card holder should hear of it soon after.
+    pub fn next_boleto_check(
+        &self,
+        checks: i64,
+        now: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    ) -> DateTime<Utc> {
+        self.next_check(checks, now, deadline)
+            .min(now + Duration::minutes(BOLETO_CHECK_EVERY_MINUTES))
+    }
+
     fn first(&self) -> Duration {
         Duration::seconds(i64::from(self.primeira_verificacao_segundos))
     }
 }
+
+/// The longest wait between two checks of a recharge waiting for its boleto.
+const BOLETO_CHECK_EVERY_MINUTES: i64 = 30;
 
 /// A follow-up put on record with its recharge attempt, before the recharge is sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,8 +125,12 @@ pub struct FollowUpView {
 /// What a check left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
-    /// Still unknown: the next check is due then.
-    Again(DateTime<Utc>),
+    /// Still unknown: the next check is due at `next`; the follow-ups give up at `deadline` (later
+    /// than the first one for a recharge waiting for its boleto).
+    Again {
+        next: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    },
     /// Over: the outcome (`aprovada`, `negada`, `erro`, `caso`); the request is dropped.
     Settled(String),
 }

@@ -4,6 +4,7 @@
 
 mod batch;
 mod board;
+mod boleto;
 mod cases;
 mod cli;
 mod console;

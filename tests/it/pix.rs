@@ -924,7 +924,7 @@ async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_ca
 }
 
 /// Real systems and no provider: a Pix recharge in the chat is refused before anything is prepared —
-/// it would be credited unpaid — and the other ways are offered; a boleto goes on as before.
+/// it would be credited unpaid — and the other ways are offered; a boleto goes on, with its boleto.
 #[tokio::test]
 async fn without_a_provider_a_pix_recharge_is_refused_politely() {
     let h = crate::support::chat_harness_pix(crate::support::Pix::Refused).await;
@@ -947,8 +947,13 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
     assert_eq!(h.sim.charges("1234567890"), 0, "nothing credited unpaid");
     h.say("c-sem-pix", "recarregar 20 no cartão 1234567890 no boleto")
         .await;
-    h.say("c-sem-pix", "sim").await;
-    assert_eq!(h.sim.charges("1234567890"), 1, "a boleto recharge goes as before");
+    let boleto = h.say("c-sem-pix", "sim").await.reply_text();
+    assert!(boleto.contains("Boleto da recarga de BRL 20,00"), "{boleto}");
+    assert_eq!(
+        h.sim.charges("1234567890"),
+        0,
+        "a boleto recharge waits for its boleto"
+    );
 }
 
 /// The code expired: "novo código" issues the recharge's next charge (the old one withdrawn), which is

@@ -62,7 +62,7 @@ async fn ten_processes_answering_yes_to_one_recharge_charge_it_once() {
             "--conversation",
             "R",
             "-m",
-            "recarrega 50 no 2345678901 no boleto",
+            "recarrega 50 no 2345678901 no crédito",
         ]);
         c
     }])
@@ -411,7 +411,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         let (mut child, url) = serve_whatsapp(&data, &killer.url, &graph.url);
         let asked = webhook(
             &url,
-            &format!("recarrega 50 no {card} no boleto"),
+            &format!("recarrega 50 no {card} no crédito"),
             &format!("wamid.ask{round}"),
         )
         .await

@@ -1424,11 +1424,13 @@ pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_re
             .is_empty(),
         "leased"
     );
-    // k-a: still unknown, checked again later; k-b: its outcome came (RF8 or the follow-up).
+    // k-a: still unknown, checked again later, and followed longer (it waits for a boleto); k-b: its
+    // outcome came (RF8 or the follow-up).
     let next = config.next_check(1, due, t("2026-11-22T13:00:00Z"));
     assert_eq!(next, t("2026-11-22T12:03:00Z"), "twice the first wait");
+    let deadline = t("2026-11-27T03:00:00Z");
     store
-        .followup_checked("k-a", &Checked::Again(next), due)
+        .followup_checked("k-a", &Checked::Again { next, deadline }, due)
         .await
         .expect("checked");
     store
@@ -1441,9 +1443,10 @@ pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_re
         (
             pending[0].attempt.attempt.idempotency_key.as_str(),
             pending[0].checks,
-            pending[0].next_check_at
+            pending[0].next_check_at,
+            pending[0].deadline_at
         ),
-        ("k-a", 1, next)
+        ("k-a", 1, next, deadline)
     );
     let all = store.followups(false, 10).await.expect("list");
     let settled = all

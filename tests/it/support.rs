@@ -535,6 +535,29 @@ async fn chat_harness_built(
         shared,
         handoff,
         notices,
+        recarga_url: None,
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] whose recharges go to the recharge system at `recarga_url` (balances and notices
+/// still to the simulator).
+pub(crate) async fn chat_harness_against(
+    recarga_url: &str,
+    vt: vt_actions::tools::VtSettings,
+) -> ChatHarness {
+    let parts = Parts {
+        store: Arc::new(
+            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("store"),
+        ),
+        llm: None,
+        vt,
+        shared: None,
+        handoff: Default::default(),
+        notices: None,
+        recarga_url: Some(recarga_url.to_owned()),
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -562,6 +585,8 @@ struct Parts {
     shared: Option<vt_actions::systems::Simulator>,
     handoff: vt_agent::service::HandoffConfig,
     notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
+    /// A recharge system of the test's own instead of the simulator's.
+    recarga_url: Option<String>,
 }
 
 /// A chat harness whose simulator is also the payment provider (`[pix]` pointed at it).
@@ -615,6 +640,7 @@ pub(crate) async fn chat_harness_pix_handing_off(
         shared: None,
         handoff,
         notices: None,
+        recarga_url: None,
     };
     chat_harness_paying_or_not(parts, pix).await
 }
@@ -627,6 +653,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         shared,
         handoff,
         notices,
+        recarga_url,
     } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
@@ -642,11 +669,14 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         })
     });
     let running = sim.clone().spawn(0).await.expect("simulator");
-    let systems = SystemsConfig {
+    let mut systems = SystemsConfig {
         timeout_cap_ms: Some(300),
         max_retry_wait_ms: 20,
         ..SystemsConfig::single(&running.url)
     };
+    if let Some(url) = recarga_url {
+        systems.recarga_url = url;
+    }
     let mut ext = vt_actions::context::Extensions::default()
         .with(VtSystems::new(systems).expect("client"))
         .with(vt.clone());

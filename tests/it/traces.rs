@@ -865,7 +865,7 @@ async fn no_token_and_no_full_card_is_kept_or_sent_anywhere_but_the_sealed_colum
             s("--conversation"),
             s("conv-guardada"),
             s("-m"),
-            format!("recarrega 50 no {} no boleto", cards[2]),
+            format!("recarrega 50 no {} no crédito", cards[2]),
         ],
         vec![
             s("chat"),

@@ -54,6 +54,11 @@ pub fn conciliar(resp: &HttpResult, input: &FlowInput, now: DateTime<Utc>) -> De
 }
 
 impl Desfecho {
+    /// The boleto the recharge waits for, when it was paid by boleto and is not yet.
+    pub fn boleto(&self) -> Option<&crate::boleto::Boleto> {
+        self.conciliacao.boleto.as_ref()
+    }
+
     /// Whether the recharge system said what became of it (anything but `pendente`).
     pub fn resolvido(&self) -> bool {
         self.status != RecargaStatus::Pendente
@@ -66,6 +71,26 @@ impl Desfecho {
         c.observacoes.retain(|o| o != REPLAY);
         Aviso::from_decisao(super::rf09_preparar_notificacao_recarga::preparar_notificacao_recarga(&c, input))
     }
+}
+
+/// Until when a recharge waiting for `boleto` is followed before a person checks it: the end of the
+/// [`COMPENSACAO_DIAS_UTEIS`](crate::boleto::COMPENSACAO_DIAS_UTEIS)-th business day after its due date
+/// in the input's time zone — a payment on the due date is cleared by then. Weekends are skipped; bank
+/// holidays are not known here, so one in the way hands the recharge to a person a day early, never
+/// lets it be forgotten.
+pub fn prazo_boleto(boleto: &crate::boleto::Boleto, input: &FlowInput) -> DateTime<Utc> {
+    use chrono::{Datelike, Days, Weekday};
+    let mut day = boleto.vencimento;
+    let mut left = crate::boleto::COMPENSACAO_DIAS_UTEIS;
+    while left > 0 {
+        day = day + Days::new(1);
+        if !matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
+            left -= 1;
+        }
+    }
+    let end = (day + Days::new(1)).and_time(chrono::NaiveTime::MIN);
+    let offset = *input.politicas.timezone.local(end.and_utc()).offset();
+    (end - chrono::Duration::seconds(i64::from(offset.local_minus_utc()))).and_utc()
 }
 
 /// A notice about a recharge, for the flow's recipient (through RF10's send) or a chat's card holder.

@@ -24,6 +24,7 @@ use super::rf03_normalizar_saldo::SaldoNormalizado;
 use super::rf06_preparar_recarga::moeda_iso;
 use super::rf07_executar_recarga::{MEMORY_CHAVE, MEMORY_OBSERVACOES_RF6};
 use crate::action::{Action, ActionError};
+use crate::boleto::Boleto;
 use crate::context::ActionContext;
 use crate::journal::SharedJournal;
 use crate::response::ActionResponse;
@@ -49,6 +50,10 @@ pub(crate) struct Conciliacao {
     pub transacao: Transacao,
     pub reconsulta_necessaria: bool,
     pub observacoes: Vec<String>,
+    /// The boleto the card holder pays, for a recharge paid by boleto that waits for its payment: its
+    /// line, amount and due date checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boleto: Option<Boleto>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -60,6 +65,10 @@ pub(crate) struct Transacao {
 
 /// Observation: the recharge request never left (an invalid payload, or no record before sending).
 pub(crate) const NAO_ENVIADA: &str = "recarga_nao_enviada";
+/// Observation: the recharge system's boleto did not check (digits, amount or due date): never shown.
+pub const BOLETO_INVALIDO: &str = "boleto_invalido";
+/// Observation: the boleto fell due unpaid; nothing was credited.
+pub const BOLETO_VENCIDO: &str = "boleto_vencido";
 
 fn text(body: Option<&Value>, keys: &[&str]) -> Option<String> {
     let b = body?;
@@ -95,12 +104,36 @@ fn recharge_status(resp: &HttpResult, body: Option<&Value>, observacoes: &mut Ve
             (400..=499, _) if text(body, &["motivo"]).as_deref() == Some("pagamento_negado") => {
                 RecargaStatus::Negada
             }
+            (400..=499, _) if text(body, &["motivo"]).as_deref() == Some(BOLETO_VENCIDO) => {
+                observacoes.push(BOLETO_VENCIDO.into());
+                RecargaStatus::Negada
+            }
             (s, _) => {
                 observacoes.push(format!("http_{s}"));
                 RecargaStatus::Erro
             }
         },
     }
+}
+
+/// The boleto of a recharge waiting for one, checked. Nobody can pay a line that does not check: the
+/// recharge fails here (`erro`, [`BOLETO_INVALIDO`]), before anyone sees it.
+fn boleto_of(
+    body: Option<&Value>,
+    valor: Option<Decimal>,
+    status: &mut RecargaStatus,
+    observacoes: &mut Vec<String>,
+) -> Option<Boleto> {
+    let answer = body?
+        .get("boleto")
+        .filter(|_| *status == RecargaStatus::Pendente)?;
+    let checked = Boleto::from_answer(answer, valor);
+    if let Err(e) = &checked {
+        tracing::error!(error = %e, "the recharge system's boleto does not check; not shown");
+        observacoes.push(BOLETO_INVALIDO.into());
+        *status = RecargaStatus::Erro;
+    }
+    checked.ok()
 }
 
 /// The rule function. `saldo_anterior` is RF3's balance when that query succeeded.
@@ -118,7 +151,8 @@ pub(crate) fn conciliar(
     let body = resp.body.as_ref().filter(|b| b.is_object());
     let mut observacoes = Vec::new();
 
-    let status = recharge_status(resp, body, &mut observacoes);
+    let mut status = recharge_status(resp, body, &mut observacoes);
+    let boleto = boleto_of(body, valor, &mut status, &mut observacoes);
 
     if resp.replayed {
         observacoes.push(REPLAY.into());
@@ -160,6 +194,7 @@ pub(crate) fn conciliar(
         transacao,
         reconsulta_necessaria: status == RecargaStatus::Pendente || sem_saldo_da_fonte,
         observacoes,
+        boleto,
     }
 }
 
@@ -386,6 +421,60 @@ mod tests {
         assert!(
             c.observacoes
                 .contains(&"identificadores_transacao_ausentes".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_boleto_is_kept_when_it_checks_and_fails_the_recharge_when_it_does_not() {
+        let due = chrono::NaiveDate::from_ymd_opt(2025, 12, 8).expect("date");
+        let livre = "1234567890123456789012345";
+        let line = crate::boleto::LinhaDigitavel::emitir("999", due, dec!(100), livre).expect("line");
+        let answer = |linha: &str, vencimento: &str| {
+            http(
+                202,
+                json!({"status": "pendente", "transacao_id": "tx_1", "boleto": {"linha_digitavel": linha, "vencimento": vencimento}}),
+            )
+        };
+        let c = conciliar(&answer(line.digits(), "2025-12-08"), &input(), None, now());
+        assert_eq!(c.status_recarga, "pendente");
+        let boleto = c.boleto.expect("kept");
+        assert_eq!(
+            (boleto.linha_digitavel, boleto.vencimento),
+            (line.formatted(), due)
+        );
+
+        let other = crate::boleto::LinhaDigitavel::emitir("999", due, dec!(10), livre).expect("line");
+        for (linha, vencimento) in [
+            (other.digits(), "2025-12-08"),
+            (line.digits(), "2025-12-09"),
+            (line.digits(), "08/12/2025"),
+        ] {
+            let c = conciliar(&answer(linha, vencimento), &input(), None, now());
+            assert_eq!(
+                (c.status_recarga.as_str(), c.boleto.is_none()),
+                ("erro", true),
+                "{linha} {vencimento}"
+            );
+            assert!(c.observacoes.contains(&BOLETO_INVALIDO.to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_boleto_fallen_due_is_a_refusal_said_as_such() {
+        let c = conciliar(
+            &http(402, json!({"motivo": "boleto_vencido"})),
+            &input(),
+            None,
+            now(),
+        );
+        assert_eq!(c.status_recarga, "negada");
+        assert!(c.observacoes.contains(&BOLETO_VENCIDO.to_owned()));
+        let aviso =
+            crate::stages::rf09_preparar_notificacao_recarga::preparar_notificacao_recarga(&c, &input());
+        let text = aviso.payload.expect("told").mensagem;
+        assert!(
+            text.contains("venceu sem pagamento") && text.contains("****7890"),
+            "{text}"
         );
     }
 }

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::notificacao::DecisaoNotificacao;
-use super::rf08_conciliar_recarga::Conciliacao;
+use super::rf08_conciliar_recarga::{BOLETO_VENCIDO, Conciliacao};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::response::ActionResponse;
@@ -30,14 +30,19 @@ pub(crate) fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -
     } else {
         texts::recarga
     };
-    let (assunto, mensagem) = texto(
-        input.preferencias.idioma(),
-        status,
-        &mask_card(&c.cartao),
-        &c.moeda,
-        c.valor_recarga,
-        c.novo_saldo,
-    );
+    let (idioma, cartao) = (input.preferencias.idioma(), mask_card(&c.cartao));
+    let (assunto, mensagem) = match &c.boleto {
+        // The boleto to pay, its line in the same message: a flow's recipient has no other.
+        Some(boleto) => {
+            let (assunto, linha, rotulo) =
+                texts::recarga_boleto(idioma, &cartao, &c.moeda, c.valor_recarga, boleto);
+            (assunto, format!("{linha}\n{rotulo}: {}", boleto.linha_digitavel))
+        }
+        None if c.observacoes.iter().any(|o| o == BOLETO_VENCIDO) => {
+            texts::recarga_boleto_vencido(idioma, &cartao, &c.moeda, c.valor_recarga)
+        }
+        None => texto(idioma, status, &cartao, &c.moeda, c.valor_recarga, c.novo_saldo),
+    };
     let mut metadados = Map::new();
     metadados.insert("cartao".into(), json!(c.cartao));
     metadados.insert("valor".into(), c.valor_recarga.map_or(Value::Null, money_json));
@@ -86,6 +91,7 @@ mod tests {
             transacao: Transacao::default(),
             reconsulta_necessaria: false,
             observacoes: vec![],
+            boleto: None,
         }
     }
 

@@ -77,10 +77,27 @@ pub struct RecargaResposta {
     /// The card's balance after the recharge; absent → the product asks again later.
     #[serde(default)]
     pub saldo_atualizado: Option<f64>,
+    /// A recharge paid by boleto (`meio_pagamento.tipo = boleto`): `pendente` (202) with the boleto the
+    /// card holder pays; it is credited once the bank clears the payment. The same request again (same
+    /// key) answers the same boleto while it waits, `aprovada` once it was paid, and 402
+    /// `{"motivo": "boleto_vencido"}` when it fell due unpaid.
+    #[serde(default)]
+    pub boleto: Option<BoletoResposta>,
 }
 
-/// 4xx of the recharge and notification systems: `pagamento_negado` (402), a key reused with another
-/// body (409), an invalid payload (400).
+/// The boleto of a recharge paid by boleto.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoletoResposta {
+    /// The 47-digit digitable line (dots and spaces allowed); its check digits, amount and due date are
+    /// checked before it is shown.
+    pub linha_digitavel: String,
+    /// The due date, `YYYY-MM-DD`.
+    pub vencimento: String,
+}
+
+/// 4xx of the recharge and notification systems: `pagamento_negado` (402), a boleto that fell due
+/// unpaid (402 `boleto_vencido`), a key reused with another body (409), an invalid payload (400).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Recusa {

@@ -54,17 +54,18 @@ pub enum RechargeMode {
     AprovadaSemIds,
 }
 
-/// How the card's holder pays a Pix charge of the simulated provider, when it pays by itself
-/// ([`SimulatorConfig::pix_pagar_apos`]).
+/// How the card's holder pays a Pix charge of the simulated provider, or a recharge's boleto, when
+/// they pay by themselves ([`SimulatorConfig::pix_pagar_apos`], [`SimulatorConfig::boleto_pagar_apos`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PixPayer {
     /// Pays, and the provider tells the webhook.
     #[default]
     Paga,
-    /// Never pays: the charge expires.
+    /// Never pays: the charge expires, the boleto falls due.
     NuncaPaga,
-    /// Pays, and the provider's notice never comes (the product's sweep finds the payment).
+    /// Pays, and the provider's notice never comes (the product's sweep finds the payment); a boleto
+    /// is paid as by [`Self::Paga`] (no notice comes for one anyway).
     PagaSemAviso,
 }
 
@@ -154,6 +155,9 @@ pub struct SimulatorConfig {
     /// After how long the payment provider pays each charge it issues by itself, as the card's holder
     /// would ([`CardBehavior::pix`]); `None`: only `POST /_simulador/pix/{txid}/pagar` pays.
     pub pix_pagar_apos: Option<Duration>,
+    /// After how long a recharge's boleto counts as paid and cleared by itself ([`CardBehavior::pix`]
+    /// says whether its holder pays); `None`: only `POST /_simulador/boletos/{linha}/pagar` pays.
+    pub boleto_pagar_apos: Option<Duration>,
 }
 
 impl Default for SimulatorConfig {
@@ -164,6 +168,7 @@ impl Default for SimulatorConfig {
             idempotency_ttl: Duration::from_secs(24 * 3600),
             now: None,
             pix_pagar_apos: None,
+            boleto_pagar_apos: None,
         }
     }
 }
@@ -174,6 +179,7 @@ impl std::fmt::Debug for SimulatorConfig {
             .field("slow", &self.slow)
             .field("notifications_per_second", &self.notifications_per_second)
             .field("pix_pagar_apos", &self.pix_pagar_apos)
+            .field("boleto_pagar_apos", &self.boleto_pagar_apos)
             .field("idempotency_ttl", &self.idempotency_ttl)
             .field("now", &self.now.as_ref().map(|_| "pinned"))
             .finish()
@@ -313,6 +319,7 @@ impl Simulator {
             .route(super::RECARGA_ENDPOINT, post(recarga))
             .route(super::NOTIFICACAO_ENDPOINT, post(notificacao))
             .route("/_simulador/ledger", get(ledger))
+            .route(BOLETO_PAY_PATH, post(pagar_boleto))
             .with_state(self.clone())
             .nest("/pix/v2", self.inner.pix.router())
             .merge(self.inner.pix.payer_router())
@@ -401,7 +408,9 @@ impl Simulator {
         if let Some(book) = self.inner.book.get() {
             let ttl = chrono::Duration::from_std(self.inner.config.idempotency_ttl)
                 .unwrap_or(chrono::Duration::MAX);
-            return match book.answer(key).filter(|a| chrono::Utc::now() - a.at < ttl) {
+            let live =
+                |a: &super::book::Answer| chrono::Utc::now() - a.at < ttl || boleto_lives(key, &a.response);
+            return match book.answer(key).filter(live) {
                 Some(a) if a.hash == body_hash => Ok(Some((a.status, a.response))),
                 Some(_) => Err(()),
                 None => Ok(None),
@@ -410,10 +419,9 @@ impl Simulator {
         let mut store = lock(&self.inner.idempotency);
         // Expired keys are dropped when looked up: sweeping the whole store on every request made each
         // request cost grow with the number of keys (a batch of thousands of recharges).
-        if store
-            .get(key)
-            .is_some_and(|s| s.at.elapsed() >= self.inner.config.idempotency_ttl)
-        {
+        if store.get(key).is_some_and(|s| {
+            s.at.elapsed() >= self.inner.config.idempotency_ttl && !boleto_lives(key, &s.response)
+        }) {
             store.remove(key);
         }
         match store.get(key) {
@@ -481,16 +489,19 @@ impl Simulator {
 }
 
 impl Simulator {
-    /// Server time in São Paulo, ISO 8601.
-    fn now_sp(&self) -> String {
-        let now = self
-            .inner
+    /// Server time.
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.inner
             .config
             .now
             .as_ref()
-            .map_or_else(chrono::Utc::now, |f| f());
+            .map_or_else(chrono::Utc::now, |f| f())
+    }
+
+    /// Server time in São Paulo, ISO 8601.
+    fn now_sp(&self) -> String {
         crate::vt::timezone::Timezone::sao_paulo()
-            .local(now)
+            .local(self.now())
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
     }
 }
@@ -635,13 +646,14 @@ async fn recarga(State(sim): State<Simulator>, headers: HeaderMap, body: Option<
     };
     let body_hash = hash(&body);
     let card = sim.card(&cartao);
-    if card.recarga == RechargeMode::PendenteDepoisAprovada
-        && let Ok(Some((202, _))) = sim.replay(&key, &body_hash)
-    {
-        return sim.approve_pending(&key, body_hash, &card, (valor, &moeda), entry);
+    if let Some(answered) = sim.settled_since((&key, &body_hash), &card, (valor, &moeda), &entry) {
+        return answered;
     }
     if let Some(stored) = sim.answer_stored(&key, &body_hash, &entry) {
         return stored;
+    }
+    if waits_for_a_boleto(&body, &card) {
+        return sim.issue_boleto((&key, body_hash), (valor, &moeda), entry);
     }
     let approve = |with_balance: bool, with_ids: bool| {
         sim.approve(&cartao, card.saldo, valor, &moeda, (with_balance, with_ids))
@@ -696,6 +708,137 @@ impl Simulator {
         reply(201, response)
     }
 
+    /// The same request again for a recharge answered 202 before, when something happened since: a
+    /// `PendenteDepoisAprovada` recharge processed, a boleto paid or fallen due. `None`: the stored
+    /// answer still holds.
+    fn settled_since(
+        &self,
+        (key, body_hash): (&str, &str),
+        card: &CardBehavior,
+        (valor, moeda): (Decimal, &str),
+        entry: &LedgerEntry,
+    ) -> Option<Response> {
+        let Ok(Some((202, stored))) = self.replay(key, body_hash) else {
+            return None;
+        };
+        if card.recarga == RechargeMode::PendenteDepoisAprovada {
+            let answer = self.approve_pending(key, body_hash.to_owned(), card, (valor, moeda), entry.clone());
+            return Some(answer);
+        }
+        self.boleto_again((key, body_hash), &stored, card, (valor, moeda), entry)
+    }
+
+    /// A recharge paid by boleto, waiting for it: 202 `pendente` with the boleto, due in
+    /// [`BOLETO_VENCE_EM_DIAS`] days, its free field drawn from the key (the same request, the same line).
+    fn issue_boleto(
+        &self,
+        (key, body_hash): (&str, String),
+        (valor, moeda): (Decimal, &str),
+        mut entry: LedgerEntry,
+    ) -> Response {
+        let response = self.boleto_answer(key, valor, moeda);
+        self.store(key, body_hash, 202, response.clone());
+        entry.status = 202;
+        self.record(entry);
+        reply(202, response)
+    }
+
+    fn boleto_answer(&self, key: &str, valor: Decimal, moeda: &str) -> Value {
+        let today = crate::vt::timezone::Timezone::sao_paulo()
+            .local(self.now())
+            .date_naive();
+        let vencimento = today + chrono::Days::new(BOLETO_VENCE_EM_DIAS);
+        let livre: String = hash(&json!(key))
+            .bytes()
+            .map(|b| char::from(b'0' + b % 10))
+            .take(25)
+            .collect();
+        let linha = crate::boleto::LinhaDigitavel::emitir(BOLETO_BANCO, vencimento, valor, &livre);
+        let mut response = self.pending(valor, moeda);
+        if let Some(linha) = linha {
+            self.store(
+                &boleto_key(linha.digits()),
+                "emitido".into(),
+                200,
+                json!({"chave": key}),
+            );
+            response["boleto"] = json!({
+                "linha_digitavel": linha.digits(),
+                "vencimento": vencimento.format("%Y-%m-%d").to_string(),
+            });
+        }
+        response
+    }
+
+    /// The same request again for a recharge waiting for its boleto (`stored`): paid since → approved
+    /// now, the charge happening once (news, not a replay); past its due date unpaid → 402
+    /// `boleto_vencido`, kept under the key. `None` when it still waits (the stored answer is replayed)
+    /// or `stored` holds no boleto.
+    fn boleto_again(
+        &self,
+        (key, body_hash): (&str, &str),
+        stored: &Value,
+        card: &CardBehavior,
+        (valor, moeda): (Decimal, &str),
+        entry: &LedgerEntry,
+    ) -> Option<Response> {
+        let boleto = stored.get("boleto")?;
+        let linha = boleto.get("linha_digitavel").and_then(Value::as_str)?;
+        let vencimento = boleto
+            .get("vencimento")
+            .and_then(Value::as_str)
+            .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())?;
+        let issued = stored
+            .get("data_processamento")
+            .and_then(Value::as_str)
+            .and_then(|d| chrono::DateTime::parse_from_rfc3339(d).ok());
+        let now = self.now();
+        let paid_by_itself = card.pix != PixPayer::NuncaPaga
+            && issued
+                .zip(self.inner.config.boleto_pagar_apos)
+                .is_some_and(|(at, after)| {
+                    now - at.with_timezone(&chrono::Utc)
+                        >= chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX)
+                });
+        let (status, response, efeito) = if paid_by_itself || self.boleto_paid(linha) {
+            let cartao = entry.cartao.clone().unwrap_or_default();
+            let response = self.approve(&cartao, card.saldo, valor, moeda, (true, true));
+            (201, response, Some(Efeito::RecargaEfetivada))
+        } else if crate::vt::timezone::Timezone::sao_paulo().local(now).date_naive() > vencimento {
+            (402, json!({"motivo": "boleto_vencido"}), None)
+        } else {
+            return None;
+        };
+        self.store(key, body_hash.to_owned(), status, response.clone());
+        self.record(LedgerEntry {
+            status,
+            efeito,
+            ..entry.clone()
+        });
+        Some(reply(status, response))
+    }
+
+    /// Whether the boleto with line `linha` was paid ([`Self::pay_boleto`]).
+    fn boleto_paid(&self, linha: &str) -> bool {
+        matches!(self.replay(&boleto_paid_key(linha), "pago"), Ok(Some(_)))
+    }
+
+    /// Pays the boleto with line `linha` (digits, with or without dots and spaces), as the card holder's
+    /// bank would: the recharge is credited when its request comes again. `false`: no such boleto.
+    pub fn pay_boleto(&self, linha: &str) -> bool {
+        let digits: String = linha.chars().filter(char::is_ascii_digit).collect();
+        if !matches!(self.replay(&boleto_key(&digits), "emitido"), Ok(Some(_))) {
+            return false;
+        }
+        self.store(
+            &boleto_paid_key(&digits),
+            "pago".into(),
+            200,
+            json!({"pago": true}),
+        );
+        true
+    }
+
     /// A recharge still being processed.
     fn pending(&self, valor: Decimal, moeda: &str) -> Value {
         json!({"status": "pendente", "transacao_id": self.next_id("tx"), "valor": money_json(valor), "moeda": moeda, "data_processamento": self.now_sp()})
@@ -730,6 +873,49 @@ impl Simulator {
             r["saldo_atualizado"] = money_json(novo);
         }
         r
+    }
+}
+
+/// Where the simulator's card holder pays a boleto: `POST /_simulador/boletos/{linha}/pagar`.
+pub const BOLETO_PAY_PATH: &str = "/_simulador/boletos/{linha}/pagar";
+/// The bank code of the simulator's boletos (no bank has it).
+const BOLETO_BANCO: &str = "999";
+/// Days from issue to a simulated boleto's due date.
+const BOLETO_VENCE_EM_DIAS: u64 = 3;
+
+fn boleto_key(digits: &str) -> String {
+    format!("boleto:{digits}")
+}
+
+fn boleto_paid_key(digits: &str) -> String {
+    format!("boleto-pago:{digits}")
+}
+
+/// Whether the recharge `body` is paid by boleto and the card's system would approve it: then it waits
+/// for its boleto to be paid.
+fn waits_for_a_boleto(body: &Value, card: &CardBehavior) -> bool {
+    body.pointer("/meio_pagamento/tipo").and_then(Value::as_str) == Some("boleto")
+        && matches!(
+            card.recarga,
+            RechargeMode::Aprovada | RechargeMode::AprovadaSemSaldo | RechargeMode::AprovadaSemIds
+        )
+}
+
+/// A stored answer that is a recharge waiting for its boleto, or a boleto's own record (issued, paid):
+/// a live transaction the system answers for until it is paid or falls due — days — not a cached answer
+/// that expires with the idempotency window.
+fn boleto_lives(key: &str, response: &Value) -> bool {
+    key.starts_with("boleto") || response.get("boleto").is_some()
+}
+
+async fn pagar_boleto(
+    State(sim): State<Simulator>,
+    axum::extract::Path(linha): axum::extract::Path<String>,
+) -> Response {
+    if sim.pay_boleto(&linha) {
+        reply(200, json!({"pago": true}))
+    } else {
+        reply(404, json!({"motivo": "boleto_desconhecido"}))
     }
 }
 
@@ -836,6 +1022,97 @@ mod tests {
         assert_eq!(r1, r2, "the stored response");
         assert_eq!(r1["saldo_atualizado"], json!(80.0));
         assert_eq!(sim.simulator.charges("1234567890"), 1);
+    }
+
+    type Clock = Arc<Mutex<chrono::DateTime<chrono::Utc>>>;
+
+    /// A simulator whose boletos count as paid 30 s after they were issued, on a clock the test moves
+    /// (Sunday 2026-11-22, noon UTC, at first).
+    async fn boleto_simulator() -> (RunningSimulator, reqwest::Client, Clock) {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z").expect("t");
+        let clock = Arc::new(Mutex::new(start.to_utc()));
+        let now = clock.clone();
+        let sim = Simulator::new(SimulatorConfig {
+            now: Some(Arc::new(move || *lock(&now))),
+            boleto_pagar_apos: Some(Duration::from_secs(30)),
+            ..SimulatorConfig::default()
+        })
+        .spawn(0)
+        .await
+        .expect("spawn");
+        (sim, reqwest::Client::new(), clock)
+    }
+
+    fn boleto(card: &str) -> Value {
+        json!({"cartao": card, "valor": 20.0, "moeda": "BRL", "meio_pagamento": {"tipo": "boleto"}})
+    }
+
+    /// A boleto recharge waits for its boleto: paid by itself after `boleto_pagar_apos` (approved once,
+    /// then replayed), or paid at once through its route.
+    #[tokio::test]
+    async fn a_boleto_is_credited_once_when_paid() {
+        let (sim, c, clock) = boleto_simulator().await;
+        let (status, first) = post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await;
+        assert_eq!((status, first["status"].as_str()), (202, Some("pendente")));
+        let linha = first["boleto"]["linha_digitavel"].as_str().expect("line");
+        assert_eq!(first["boleto"]["vencimento"], "2026-11-25");
+        let due = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).expect("d");
+        crate::boleto::LinhaDigitavel::checked(linha, dec!(20), due).expect("a line that checks");
+        assert_eq!(
+            post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await,
+            (202, first.clone())
+        );
+        assert_eq!(sim.simulator.charges("1234567890"), 0);
+
+        let (_, by_route) = post(&c, &sim.url, Some("kr"), &boleto("2345678901")).await;
+        let linha = by_route["boleto"]["linha_digitavel"].as_str().expect("line");
+        let pay = |linha: &str| {
+            c.post(format!("{}/_simulador/boletos/{linha}/pagar", sim.url))
+                .send()
+        };
+        assert_eq!(pay(linha).await.expect("pay").status(), 200);
+        assert_eq!(pay("123").await.expect("pay").status(), 404, "no such boleto");
+        assert_eq!(post(&c, &sim.url, Some("kr"), &boleto("2345678901")).await.0, 201);
+
+        *lock(&clock) += chrono::Duration::seconds(31);
+        let (status, approved) = post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await;
+        assert_eq!((status, approved["saldo_atualizado"].as_f64()), (201, Some(70.0)));
+        assert_eq!(
+            post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await,
+            (201, approved)
+        );
+        assert_eq!(sim.simulator.charges("1234567890"), 1);
+    }
+
+    /// A holder who never pays: the boleto waits until its due date, then is refused (402) for good —
+    /// paid after that, it credits nothing.
+    #[tokio::test]
+    async fn a_boleto_fallen_due_is_refused_for_good() {
+        let (sim, c, clock) = boleto_simulator().await;
+        let (_, never) = post(&c, &sim.url, Some("kn"), &boleto("1515151515")).await;
+        *lock(&clock) += chrono::Duration::days(1);
+        assert_eq!(
+            post(&c, &sim.url, Some("kn"), &boleto("1515151515")).await.0,
+            202,
+            "not due yet"
+        );
+
+        *lock(&clock) = chrono::DateTime::parse_from_rfc3339("2026-11-26T03:30:00Z")
+            .expect("t")
+            .to_utc();
+        let fallen_due = (402, json!({"motivo": "boleto_vencido"}));
+        assert_eq!(
+            post(&c, &sim.url, Some("kn"), &boleto("1515151515")).await,
+            fallen_due
+        );
+        sim.simulator
+            .pay_boleto(never["boleto"]["linha_digitavel"].as_str().expect("line"));
+        assert_eq!(
+            post(&c, &sim.url, Some("kn"), &boleto("1515151515")).await,
+            fallen_due,
+            "paid after it fell due: nothing credited"
+        );
+        assert_eq!(sim.simulator.charges("1515151515"), 0);
     }
 
     #[tokio::test]

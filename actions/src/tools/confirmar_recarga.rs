@@ -21,7 +21,7 @@ use crate::journal::{Confirmation, Consumption, JournalError, SharedJournal};
 use crate::response::{ActionResponse, ResponseToUser};
 use crate::stages::rf06_preparar_recarga::{CHAVE_REUTILIZADA, preparar_com_registro};
 use crate::stages::rf07_executar_recarga::tentativa;
-use crate::stages::rf08_conciliar_recarga::Conciliacao;
+use crate::stages::rf08_conciliar_recarga::{BOLETO_INVALIDO, Conciliacao};
 use crate::stages::{DecisaoNotificacao, EnvioNotificacao};
 use crate::vt::parse::{amounts, cards, is_confirmation, is_yes_with_details, payment_type};
 use crate::vt::texts::RecargaStatus;
@@ -119,12 +119,12 @@ impl Action for ConfirmarRecarga {
         }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
-        Ok(told(&p, &result))
+        Ok(told(&p, &result, input.preferencias.idioma()))
     }
 }
 
 /// What the user is told of the recharge the flow ran, and what the model keeps of it.
-fn told(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
+fn told(p: &RecargaPendente, result: &FlowResult, idioma: crate::vt::Idioma) -> ActionResponse {
     let conciliacao: Option<Conciliacao> = result.stage("rf08_conciliar_recarga");
     let aviso: Option<DecisaoNotificacao> = result.stage("rf09_preparar_notificacao_recarga");
     let envio: Option<EnvioNotificacao> = result.stage("rf10_enviar_notificacao_recarga");
@@ -132,6 +132,14 @@ fn told(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
         .as_ref()
         .and_then(|c| RecargaStatus::parse(&c.status_recarga))
         .unwrap_or(RecargaStatus::Erro);
+    if let Some(c) = &conciliacao {
+        if let Some(boleto) = &c.boleto {
+            return boleto_shown(p, result, c, boleto, idioma);
+        }
+        if c.observacoes.iter().any(|o| o == BOLETO_INVALIDO) {
+            return boleto_refused(p, result);
+        }
+    }
     let mut message = aviso
         .and_then(|a| a.payload.map(|p| p.mensagem))
         .unwrap_or_else(|| format!("Não foi possível concluir a recarga de {} agora.", p.describe()));
@@ -166,6 +174,55 @@ fn told(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
     } else {
         response.error()
     }
+    .into()
+}
+
+/// A recharge paid by boleto, waiting for it: the line (amount, masked card, due date, when it is
+/// credited), then the digitable line as a message of its own, easy to copy. The follow-ups tell the
+/// outcome: credited once the bank clears it, or the boleto fell due unpaid.
+fn boleto_shown(
+    p: &RecargaPendente,
+    result: &FlowResult,
+    c: &Conciliacao,
+    boleto: &crate::boleto::Boleto,
+    idioma: crate::vt::Idioma,
+) -> ActionResponse {
+    let (_, texto, _) = crate::vt::texts::recarga_boleto(
+        idioma,
+        &crate::vt::mask_card(&c.cartao),
+        &c.moeda,
+        c.valor_recarga,
+        boleto,
+    );
+    let instruction = format!(
+        "Recarga confirmada pelo usuário e enviada uma única vez (execução {}, chave {}): aguarda o pagamento do boleto, que vence em {}. O usuário recebeu a linha digitável; a recarga é creditada quando o banco confirmar o pagamento, e o usuário será avisado.",
+        result.execucao_id,
+        p.idempotency_key,
+        boleto.vence_em(),
+    );
+    ResponseToUser::new(texto, instruction)
+        .then(boleto.linha_digitavel.clone())
+        .with_state(STATE_PENDENTE, Value::Null)
+        .with_state(
+            "ultima_recarga",
+            json!({"id": p.id, "status": RecargaStatus::Pendente.as_str(), "descricao": p.describe(), "boleto_vence_em": boleto.vencimento}),
+        )
+        .into()
+}
+
+/// The recharge system's boleto did not check: never shown (nobody could pay it right), and a person
+/// looks at the recharge.
+fn boleto_refused(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
+    ResponseToUser::new(
+        format!("Não consegui gerar um boleto válido para a recarga de {} agora, e nada foi cobrado. Uma pessoa da nossa equipe vai verificar.", p.describe()),
+        format!(
+            "Recarga {} confirmada (execução {}), mas o boleto devolvido pelo sistema de recarga não confere (dígitos, valor ou vencimento): não foi mostrado; o atendimento foi passado a uma pessoa.",
+            p.id, result.execucao_id
+        ),
+    )
+    .with_state(STATE_PENDENTE, Value::Null)
+    .with_function(crate::response::TransferToHuman::new("o boleto de uma recarga confirmada não confere"))
+    .error()
     .into()
 }
 

@@ -140,8 +140,10 @@ pub fn mask_cards_in(text: &str) -> String {
     for run in card_like_runs(&text) {
         let found = &text[run.clone()];
         let digits = found.bytes().filter(u8::is_ascii_digit).count();
-        // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card.
-        if digits >= 8 && !is_iso_date(found) {
+        // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card; nor
+        // is a boleto's digitable line, which the card holder must be able to copy (its 47 digits pass
+        // four check digits, which no list of cards does by chance).
+        if digits >= 8 && !is_iso_date(found) && !is_boleto_line(found, digits) {
             out.push_str(&text[copied..run.start]);
             out.push_str(&mask_card(found));
             copied = run.end;
@@ -203,6 +205,10 @@ fn card_like_runs(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + 
 
 /// A plausible calendar date, `YYYY-MM-DD` with the year 1900–2099: a card typed in that very shape
 /// stays readable, a rare price for keeping the model's "now" intact.
+fn is_boleto_line(s: &str, digits: usize) -> bool {
+    digits == 47 && crate::boleto::LinhaDigitavel::parse(s).is_ok()
+}
+
 fn is_iso_date(s: &str) -> bool {
     let b = s.as_bytes();
     let two = |i: usize| (b[i] - b'0') * 10 + (b[i + 1] - b'0');
@@ -232,6 +238,22 @@ mod tests {
             ["11111111", "22222222"]
         );
         assert!(card_numbers_in("sem cartão, 1234567").is_empty());
+    }
+
+    #[test]
+    fn a_boleto_line_is_no_card_but_cards_run_together_still_are() {
+        let linha = "10492.00650 61000.100042 00997.263900 9 89810000021403";
+        assert_eq!(
+            mask_cards_in(&format!("Linha digitável: {linha}")),
+            format!("Linha digitável: {linha}")
+        );
+        let almost = "10492.00650 61000.100042 00997.263900 9 89810000021404";
+        assert_eq!(
+            mask_cards_in(almost),
+            "****1404",
+            "a line whose digits do not check is masked"
+        );
+        assert_eq!(mask_cards_in("1234567890 2345678901"), "****8901");
     }
 
     #[test]

@@ -319,6 +319,96 @@ pub(crate) fn recarga_ja_feita(
     }
 }
 
+/// What a recharge paid by boleto is told while it waits for its payment: subject, the line before the
+/// boleto (amount, masked card, due date, when it is credited), and how the digitable line is labelled
+/// where it goes in the same message (a flow's notice; a chat sends the line as a message of its own).
+pub fn recarga_boleto(
+    idioma: Idioma,
+    cartao_mascarado: &str,
+    moeda: &str,
+    valor: Option<Decimal>,
+    boleto: &crate::boleto::Boleto,
+) -> (String, String, &'static str) {
+    let valor = valor.map(|v| format_money(moeda, v, idioma));
+    let (c, ate, dias) = (
+        cartao_mascarado,
+        boleto.vence_em(),
+        crate::boleto::COMPENSACAO_DIAS_UTEIS,
+    );
+    match idioma {
+        Idioma::PtBr => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Boleto da recarga de VT".into(),
+                format!(
+                    "Boleto da recarga{de} no cartão {c}: pague até {ate}. A recarga é creditada quando o banco confirmar o pagamento, em até {dias} dias úteis, e avisaremos quando for concluída."
+                ),
+                "Linha digitável",
+            )
+        }
+        Idioma::En => {
+            let of = valor.map(|v| format!(" of {v}")).unwrap_or_default();
+            (
+                "Boleto for your transit pass top-up".into(),
+                format!(
+                    "Boleto for your top-up{of} on card {c}: pay by {ate}. The top-up is credited once the bank clears the payment, within {dias} business days; we will let you know when it is done."
+                ),
+                "Digitable line",
+            )
+        }
+        Idioma::Es => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Boleto de la recarga de VT".into(),
+                format!(
+                    "Boleto de tu recarga{de} en la tarjeta {c}: paga hasta el {ate}. La recarga se acredita cuando el banco confirme el pago, en hasta {dias} días hábiles; te avisaremos cuando termine."
+                ),
+                "Línea digitable",
+            )
+        }
+    }
+}
+
+/// A recharge whose boleto fell due unpaid: nothing was credited or charged.
+pub fn recarga_boleto_vencido(
+    idioma: Idioma,
+    cartao_mascarado: &str,
+    moeda: &str,
+    valor: Option<Decimal>,
+) -> (String, String) {
+    let valor = valor.map(|v| format_money(moeda, v, idioma));
+    let c = cartao_mascarado;
+    match idioma {
+        Idioma::PtBr => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Boleto da recarga de VT vencido".into(),
+                format!(
+                    "O boleto da recarga{de} no cartão {c} venceu sem pagamento, e nada foi creditado nem cobrado. Se ainda quiser a recarga, é só pedir de novo."
+                ),
+            )
+        }
+        Idioma::En => {
+            let of = valor.map(|v| format!(" of {v}")).unwrap_or_default();
+            (
+                "Transit pass top-up boleto expired".into(),
+                format!(
+                    "The boleto for your top-up{of} on card {c} fell due unpaid; nothing was credited or charged. If you still want the top-up, just ask again."
+                ),
+            )
+        }
+        Idioma::Es => {
+            let de = valor.map(|v| format!(" de {v}")).unwrap_or_default();
+            (
+                "Boleto de la recarga de VT vencido".into(),
+                format!(
+                    "El boleto de tu recarga{de} en la tarjeta {c} venció sin pago; no se acreditó ni se cobró nada. Si aún quieres la recarga, pídela de nuevo."
+                ),
+            )
+        }
+    }
+}
+
 /// A duration as people say it in pt-BR: `30 segundos`, `1 minuto e 30 segundos`, `10 minutos`,
 /// `1 hora e 5 minutos`.
 pub(crate) fn duracao(secs: i64) -> String {

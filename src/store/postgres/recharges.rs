@@ -165,12 +165,13 @@ impl RechargeStore for PgStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         match checked {
-            Checked::Again(next) => {
+            Checked::Again { next, deadline } => {
                 sqlx::query(
-                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = $1, leased_until = NULL
-                     WHERE idempotency_key = $2 AND settled_at IS NULL",
+                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = $1, deadline_at = $2, leased_until = NULL
+                     WHERE idempotency_key = $3 AND settled_at IS NULL",
                 )
                 .bind(*next)
+                .bind(*deadline)
                 .bind(key)
                 .execute(&self.pool)
                 .await?;

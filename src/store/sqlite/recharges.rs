@@ -142,12 +142,13 @@ impl RechargeStore for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         match checked {
-            Checked::Again(next) => {
+            Checked::Again { next, deadline } => {
                 sqlx::query(
-                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = ?, leased_until = NULL
+                    "UPDATE recharge_followups SET checks = checks + 1, next_check_at = ?, deadline_at = ?, leased_until = NULL
                      WHERE idempotency_key = ? AND settled_at IS NULL",
                 )
                 .bind(ms(*next))
+                .bind(ms(*deadline))
                 .bind(key)
                 .execute(&self.writer)
                 .await?;
