@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use vt_actions::boleto::LinhaDigitavel;
 use vt_actions::tools::VtSettings;
 
-use crate::support::{ChatHarness, chat_harness};
+use crate::support::{ChatHarness, chat_harness, said};
 
 /// The due date of a boleto issued by the harness's simulator on its first day (Sunday 2026-11-22 in
 /// São Paulo): three days later.
@@ -38,19 +38,7 @@ async fn confirmed(h: &ChatHarness, conv: &str, card: &str) -> Vec<String> {
 }
 
 async fn last_said(h: &ChatHarness, conv: &str) -> String {
-    h.store
-        .messages(conv)
-        .await
-        .expect("messages")
-        .into_iter()
-        .filter_map(|m| match m.message {
-            vt_agent::llm::ChatMessage::Assistant {
-                content: Some(text), ..
-            } => Some(text),
-            _ => None,
-        })
-        .next_back()
-        .unwrap_or_default()
+    said(h, conv).await.pop().unwrap_or_default()
 }
 
 /// Checks due now, with the clock at `when`.

@@ -10,7 +10,7 @@ use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, Va
 use vt_actions::pix::{BrCode, PixConfig, PixError, Psp, txid};
 use vt_actions::systems::{AuthConfig, Simulator, SimulatorAuth};
 
-use crate::support::quick_simulator;
+use crate::support::{quick_simulator, said};
 
 const CLIENT_SECRET: &str = "segredo-do-psp-5f1c";
 const CHAVE: &str = "recargas@operadora.example.com.br";
@@ -343,22 +343,6 @@ async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_agent::sto
     h.store.pix_charge(txid).await.expect("read").expect("on record")
 }
 
-/// What the conversation was told after its last user message.
-async fn told(h: &crate::support::ChatHarness, conv: &str) -> Vec<String> {
-    h.store
-        .messages(conv)
-        .await
-        .expect("messages")
-        .into_iter()
-        .filter_map(|m| match m.message {
-            vt_agent::llm::ChatMessage::Assistant {
-                content: Some(text), ..
-            } => Some(text),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
     use vt_agent::service::Settled;
@@ -424,7 +408,7 @@ async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
     let charge = on_record(&h, &cobranca.txid).await;
     assert_eq!(charge.status, ChargeStatus::Creditada);
     assert_eq!(charge.end_to_end_id.as_deref(), Some(paid.end_to_end_id.as_str()));
-    let receipt = told(&h, "c-pix").await.pop().expect("a receipt");
+    let receipt = said(&h, "c-pix").await.pop().expect("a receipt");
     assert!(receipt.contains(&paid.end_to_end_id), "{receipt}");
     assert!(
         receipt.contains("BRL 20,00") && receipt.contains("****7890"),
@@ -483,7 +467,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     assert_eq!(cob.pix[0].end_to_end_id, paid.end_to_end_id);
     assert_eq!(cob.pix[0].devolucoes.len(), 1, "one refund");
     assert_eq!(cob.pix[0].devolucoes[0].valor, reais("30"));
-    let told = told(&h, "c-negada").await.pop().expect("told");
+    let told = said(&h, "c-negada").await.pop().expect("told");
     assert!(told.contains("devolvido"), "{told}");
     // A person gets the case, with the payment in its file.
     let case = h
@@ -543,8 +527,8 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     assert_eq!(h.sim.charges("1234567890"), 1, "one recharge");
     let cob = h.sim.pix().charge(&second.txid).expect("at the provider");
     assert_eq!(cob.pix[0].devolucoes.len(), 1);
-    let said = told(&h, "c-dois").await;
-    let last = said.last().expect("told");
+    let told = said(&h, "c-dois").await;
+    let last = told.last().expect("told");
     assert!(
         last.contains("segundo Pix") && last.contains("devolvido"),
         "{last}"
@@ -556,7 +540,7 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     );
     payments.sweep().await;
     payments.sweep().await;
-    assert_eq!(told(&h, "c-dois").await.len(), said.len(), "nothing more said");
+    assert_eq!(said(&h, "c-dois").await.len(), told.len(), "nothing more said");
     let returned = on_record(&h, &second.txid).await;
     assert_eq!(returned.status, vt_agent::store::ChargeStatus::Devolvida);
     let refund = returned.refund.expect("the refund on record");
@@ -771,7 +755,7 @@ async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_ex
         h.sim.pix().pay(&unpaid.txid, false).is_none(),
         "a withdrawn code cannot be paid"
     );
-    let last = told(&h, "c-sweep").await.pop().expect("told");
+    let last = said(&h, "c-sweep").await.pop().expect("told");
     assert!(
         last.contains("novo código") && last.contains("****1111"),
         "{last}"
@@ -887,7 +871,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
         vt_agent::service::Settled::Credited
     );
     assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
-    let receipt = told(&h, "c-jornada").await.pop().expect("receipt");
+    let receipt = said(&h, "c-jornada").await.pop().expect("receipt");
     assert!(
         receipt.contains("Pagamento recebido") && receipt.contains("BRL 20,00"),
         "{receipt}"
@@ -1096,14 +1080,14 @@ async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
         h.service.payments().settle(&cobranca.txid).await.expect("settle"),
         Settled::Processing
     );
-    let said = told(&h, "c-pendente").await.len();
+    let told = said(&h, "c-pendente").await.len();
     let requests =
         |h: &crate::support::ChatHarness| h.sim.ledger().iter().filter(|e| e.sistema == "recarga").count();
     let sent = requests(&h);
     h.clock.set(h.clock.now() + chrono::Duration::minutes(5));
     assert_eq!(h.service.payments().sweep().await, 0);
     assert_eq!(requests(&h), sent, "not sent again by the sweep");
-    assert_eq!(told(&h, "c-pendente").await.len(), said, "nothing said again");
+    assert_eq!(said(&h, "c-pendente").await.len(), told, "nothing said again");
     assert_eq!(on_record(&h, &cobranca.txid).await.status, ChargeStatus::Enviada);
 }
 

@@ -547,17 +547,9 @@ pub(crate) async fn chat_harness_against(
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
     let parts = Parts {
-        store: Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
-                .await
-                .expect("store"),
-        ),
-        llm: None,
         vt,
-        shared: None,
-        handoff: Default::default(),
-        notices: None,
         recarga_url: Some(recarga_url.to_owned()),
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -587,6 +579,42 @@ struct Parts {
     notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
     /// A recharge system of the test's own instead of the simulator's.
     recarga_url: Option<String>,
+}
+
+impl Parts {
+    /// A harness on an in-memory store, with no model, the default tools' settings, a simulator of its
+    /// own and no handoff rules.
+    async fn in_memory() -> Self {
+        Self {
+            store: Arc::new(
+                vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                    .await
+                    .expect("store"),
+            ),
+            llm: None,
+            vt: vt_actions::tools::VtSettings::default(),
+            shared: None,
+            handoff: Default::default(),
+            notices: None,
+            recarga_url: None,
+        }
+    }
+}
+
+/// What the agent said in conversation `conv`, in order (its replies and what it said later).
+pub(crate) async fn said(h: &ChatHarness, conv: &str) -> Vec<String> {
+    h.store
+        .messages(conv)
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| match m.message {
+            vt_agent::llm::ChatMessage::Assistant {
+                content: Some(text), ..
+            } => Some(text),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A chat harness whose simulator is also the payment provider (`[pix]` pointed at it).
@@ -630,17 +658,8 @@ pub(crate) async fn chat_harness_pix_handing_off(
     handoff: vt_agent::service::HandoffConfig,
 ) -> ChatHarness {
     let parts = Parts {
-        store: Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
-                .await
-                .expect("store"),
-        ),
-        llm: None,
-        vt: vt_actions::tools::VtSettings::default(),
-        shared: None,
         handoff,
-        notices: None,
-        recarga_url: None,
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, pix).await
 }
