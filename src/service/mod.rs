@@ -168,6 +168,9 @@ impl IntentTag {
 pub struct Received {
     pub conversation_id: String,
     pub message_id: i64,
+    /// The message opened its conversation: the person's first on this channel (a channel may greet
+    /// them, [`Messages::greet`]).
+    pub first: bool,
     /// The message as stored (a tap made the words it stands for).
     pub message: Inbound,
 }
@@ -778,15 +781,32 @@ impl Messages<'_> {
             .await
             .map_err(ServiceError::NotRecorded)?;
         let msg = question::resolve_tap(msg, stored.as_ref())?.into_owned();
+        let first = stored.is_none();
         let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
             self.inbox.hold(message_id, msg.clone());
             Received {
                 conversation_id: id,
                 message_id,
+                first,
                 message: msg,
             }
         }))
+    }
+
+    /// Says `text` in the conversation of `received` ahead of its turn's answer, outside any turn: a
+    /// channel's greeting to a person's first message (WhatsApp's privacy notice). Stored as said, so
+    /// the model knows it was said, and sent through the outbox before the answer the turn queues.
+    pub async fn greet(self, received: &Received, text: &str) -> Result<(), ServiceError> {
+        let conv = self
+            .store
+            .conversation(&received.conversation_id)
+            .await
+            .map_err(ServiceError::NotRecorded)?
+            .ok_or_else(|| ServiceError::NotFound(received.conversation_id.clone()))?;
+        self.say_now(&conv, text.to_owned(), None, Vec::new())
+            .await
+            .map_err(ServiceError::NotRecorded)
     }
 
     /// Steps 2–4 for a message [`Self::receive`] stored, under the conversation's turn lock. One
@@ -824,6 +844,7 @@ impl Messages<'_> {
             let received = Received {
                 conversation_id: conv.id.clone(),
                 message_id: m.id,
+                first: false,
                 message: inbound_of(&conv, &m),
             };
             match self.process(received).await {

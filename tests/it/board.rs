@@ -208,6 +208,7 @@ impl Journey {
             access_token: Some("EAAtesttokenvalue0123456789".into()),
             app_secret: Some(crate::whatsapp::SECRET.into()),
             verify_token: Some("vibecoding".into()),
+            aviso_privacidade: String::new(),
         };
         let tenant = vt_agent::engine::DEFAULT_TENANT;
         let wiring = vt_agent::channels::Wiring {

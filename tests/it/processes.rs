@@ -417,8 +417,10 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         .await
         .expect("sent");
         assert_eq!(asked.status(), 200);
-        let question = wait_for_texts(&graph, 1).await;
-        assert!(question[0].contains("Confirma"), "{question:?}");
+        // The person's first message: the privacy notice, then the question.
+        let question = wait_for_texts(&graph, 2).await;
+        assert_eq!(question[0], vt_agent::channels::whatsapp::AVISO_PRIVACIDADE);
+        assert!(question[1].contains("Confirma"), "{question:?}");
         killer.arm(at, child.id());
         let yes = webhook(&url, "sim", &format!("wamid.yes{round}"))
             .await
@@ -428,7 +430,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
             kill(child.id());
         }
         if at == KillAt::Nowhere {
-            wait_for_texts(&graph, 2).await;
+            wait_for_texts(&graph, 3).await;
             kill(child.id());
         }
         tokio::task::spawn_blocking(move || child.wait().expect("wait"))
@@ -438,7 +440,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
 
         // The next start processes what was acknowledged and not answered.
         let (mut child, _) = serve_whatsapp(&data, &killer.url, &graph.url);
-        let texts = wait_for_texts(&graph, 2).await;
+        let texts = wait_for_texts(&graph, 3).await;
         let answer = texts.last().expect("an answer").clone();
         kill(child.id());
         let _ = child.wait();
@@ -455,7 +457,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
             !answer.contains("não será cobrado de novo") && !answer.contains("Não há nenhuma recarga"),
             "{at:?}: never told that nothing is pending: {texts:?}"
         );
-        assert_eq!(texts.len(), 2, "{at:?}: one answer to the yes: {texts:?}");
+        assert_eq!(texts.len(), 3, "{at:?}: one answer to the yes: {texts:?}");
     }
 }
 
@@ -583,8 +585,11 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
         .await
         .expect("sent");
     assert_eq!(r.status(), 200);
-    let said = wait_for_texts(&graph, 1).await;
-    assert!(said[0].contains("atendente"), "{said:?}");
+    let said = wait_for_texts(&graph, 2).await;
+    assert!(
+        said[1].contains("atendente"),
+        "after the privacy notice: {said:?}"
+    );
     // Once its send is acknowledged (killed between the send and the ack, the item would keep its
     // lease for a minute and hold the conversation's next item back), killed before the deadline;
     // the deadline then passes while no instance runs.
@@ -623,7 +628,7 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
             .filter(|t| t.contains("Ainda não há um atendente"))
             .count()
     };
-    let told = wait_for_texts(&graph, 2).await;
+    let told = wait_for_texts(&graph, 3).await;
     assert_eq!(notices(&told), 1, "{told:?}");
     // Both instances have run their first pass by now: still one.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -55,6 +55,16 @@ async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
 }
 
 async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canned<'static>>) -> Wa {
+    // The privacy notice has its own test; elsewhere it would be one more message to count.
+    whatsapp_greeting(chat, graph_answers, "").await
+}
+
+/// [`whatsapp_on`] with `aviso_privacidade` said to a person's first message.
+async fn whatsapp_greeting(
+    chat: crate::support::ChatHarness,
+    graph_answers: Vec<Canned<'static>>,
+    aviso_privacidade: &str,
+) -> Wa {
     let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers)
         .await
@@ -67,6 +77,7 @@ async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canne
         access_token: Some("EAAtesttokenvalue0123456789".into()),
         app_secret: Some(SECRET.into()),
         verify_token: Some("vibecoding".into()),
+        aviso_privacidade: aviso_privacidade.into(),
     };
     let wiring = vt_agent::channels::Wiring {
         service: chat.service.clone(),
@@ -126,6 +137,18 @@ impl Wa {
             .map(|r| r.body)
             .filter(|b| b["status"] != "read")
             .collect()
+    }
+
+    /// Runs the outbox until `n` messages went out (the turns run after the 200).
+    async fn sent_at_least(&self, n: usize) {
+        for _ in 0..300 {
+            self.worker.pass().await;
+            if self.sends().len() >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{n} messages never went out: {:?}", self.sends());
     }
 
     /// The media uploaded, in order.
@@ -834,4 +857,57 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
     assert_eq!(action["name"], "review_order");
     assert_eq!(action["parameters"]["reference_id"], txid.as_str());
     assert_eq!(action["parameters"]["order"]["status"], "completed");
+}
+
+/// A person's first message gets the privacy notice (the default text: what is kept, the data
+/// subject's rights, a link) and then the answer, in that order; their next message only the answer.
+/// Another person gets their own notice once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer() {
+    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let notice = vt_agent::channels::whatsapp::AVISO_PRIVACIDADE;
+    let wa = whatsapp_greeting(chat, vec![sent(); 6], notice).await;
+    let body = |text: &str, from: &str, wamid: &str| text_from(from, text, wamid);
+    let mut sent = 0;
+    for (text, from, wamid, replies) in [
+        ("oi", USER, "wamid.p1", 2),
+        ("qual o saldo do 1234567890", USER, "wamid.p2", 1),
+        ("oi", "5511988887777", "wamid.p3", 2),
+    ] {
+        assert_eq!(wa.deliver(&body(text, from, wamid)).await, 200);
+        sent += replies;
+        wa.sent_at_least(sent).await;
+    }
+
+    let texts: Vec<(String, String)> = wa
+        .sends()
+        .iter()
+        .map(|b| {
+            let to = b["to"].as_str().unwrap_or_default().to_owned();
+            (to, b["text"]["body"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert_eq!(texts[0], (USER.to_owned(), notice.to_owned()), "the notice first");
+    assert!(
+        notice.contains("LGPD") && notice.contains("apagados") && notice.contains("https://"),
+        "it names the rights and links to them"
+    );
+    assert!(
+        texts[1].1.contains("Posso ajudar"),
+        "then the answer: {}",
+        texts[1].1
+    );
+    assert!(
+        texts[2].1.contains("****7890") && texts[2].1 != notice,
+        "{}",
+        texts[2].1
+    );
+    assert_eq!(texts[3], ("5511988887777".to_owned(), notice.to_owned()));
+    assert_ne!(texts[4].1, notice);
+    // Said as such in the conversation, so the model knows it was said.
+    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    let said = wa.served.chat.store.messages(&conversation).await.expect("read");
+    let notices = said.iter().filter(|m| m.message.text() == Some(notice)).count();
+    assert_eq!(notices, 1);
 }

@@ -31,6 +31,8 @@ fn config(graph: &str) -> WhatsAppConfig {
         access_token: Some("EAAtesttokenvalue0123456789".into()),
         app_secret: Some(crate::whatsapp::SECRET.into()),
         verify_token: Some("vibecoding".into()),
+        // The privacy notice has its own test (whatsapp.rs); here it would be one more message.
+        aviso_privacidade: String::new(),
     }
 }
 

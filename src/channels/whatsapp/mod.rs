@@ -48,7 +48,17 @@ pub struct WhatsAppConfig {
     pub access_token: Option<String>,
     pub app_secret: Option<String>,
     pub verify_token: Option<String>,
+    /// Said once, before the answer, to a person's first message: what is kept of them and their
+    /// rights as a data subject (LGPD), with a link. Empty: none.
+    pub aviso_privacidade: String,
 }
+
+/// The privacy notice a person gets with their first message, unless `[whatsapp] aviso_privacidade`
+/// says otherwise.
+pub const AVISO_PRIVACIDADE: &str = "Antes de começar: para atender você, guardamos o seu número de WhatsApp, as mensagens desta conversa e os cartões de VT que você informar (cifrados, e sempre mascarados nas respostas), pelo prazo da nossa política de retenção. Pela LGPD, você pode pedir a qualquer momento uma cópia dos seus dados ou que eles sejam apagados. Seus direitos como titular: https://www.gov.br/anpd/pt-br/assuntos/titular-de-dados-1";
+
+/// WhatsApp's limit on a text message's body.
+const MAX_TEXT_CHARS: usize = 4096;
 
 impl Default for WhatsAppConfig {
     fn default() -> Self {
@@ -59,6 +69,7 @@ impl Default for WhatsAppConfig {
             access_token: None,
             app_secret: None,
             verify_token: None,
+            aviso_privacidade: AVISO_PRIVACIDADE.into(),
         }
     }
 }
@@ -73,6 +84,7 @@ impl std::fmt::Debug for WhatsAppConfig {
             .field("access_token", &set(&self.access_token))
             .field("app_secret", &set(&self.app_secret))
             .field("verify_token", &set(&self.verify_token))
+            .field("aviso_privacidade", &self.aviso_privacidade.chars().count())
             .finish()
     }
 }
@@ -102,6 +114,12 @@ impl WhatsAppConfig {
         }
         if reqwest::Url::parse(&self.graph_url).is_err() {
             return Err(("whatsapp.graph_url", "deve ser uma URL"));
+        }
+        if self.aviso_privacidade.chars().count() > MAX_TEXT_CHARS {
+            return Err((
+                "whatsapp.aviso_privacidade",
+                "passa de 4096 caracteres, o limite de uma mensagem do WhatsApp",
+            ));
         }
         Ok(())
     }

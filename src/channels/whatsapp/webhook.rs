@@ -133,7 +133,10 @@ async fn store_all(
             // Stored with the message: when the user wrote, from which their 24-hour window counts.
             let msg = inbound(state, &value, m);
             match state.service.messages().receive(&msg).await {
-                Ok(Some(received)) => accepted.push(received),
+                Ok(Some(received)) => {
+                    greet(state, &received).await;
+                    accepted.push(received);
+                }
                 Ok(None) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "whatsapp message could not be stored");
@@ -146,6 +149,19 @@ async fn store_all(
         }
     }
     StatusCode::OK
+}
+
+/// A person's first message gets the privacy notice before its answer, once: its conversation is new.
+/// Not said (the store failed), it is logged and the answer goes on: the message is stored, and a 503
+/// now would only make Meta deliver a message this process already has.
+async fn greet(state: &WebhookState, received: &Received) {
+    let notice = state.config.aviso_privacidade.trim();
+    if !received.first || notice.is_empty() {
+        return;
+    }
+    if let Err(e) = state.service.messages().greet(received, notice).await {
+        tracing::error!(error = %e, "the privacy notice could not be said");
+    }
 }
 
 /// The notification, when its signature is Meta's (over the raw bytes) and its body is one.
