@@ -409,7 +409,7 @@ impl Simulator {
             let ttl = chrono::Duration::from_std(self.inner.config.idempotency_ttl)
                 .unwrap_or(chrono::Duration::MAX);
             let live =
-                |a: &super::book::Answer| chrono::Utc::now() - a.at < ttl || boleto_lives(key, &a.response);
+                |a: &super::book::Answer| chrono::Utc::now() - a.at < ttl || about_a_boleto(&a.response);
             return match book.answer(key).filter(live) {
                 Some(a) if a.hash == body_hash => Ok(Some((a.status, a.response))),
                 Some(_) => Err(()),
@@ -420,7 +420,7 @@ impl Simulator {
         // Expired keys are dropped when looked up: sweeping the whole store on every request made each
         // request cost grow with the number of keys (a batch of thousands of recharges).
         if store.get(key).is_some_and(|s| {
-            s.at.elapsed() >= self.inner.config.idempotency_ttl && !boleto_lives(key, &s.response)
+            s.at.elapsed() >= self.inner.config.idempotency_ttl && !about_a_boleto(&s.response)
         }) {
             store.remove(key);
         }
@@ -760,7 +760,7 @@ impl Simulator {
                 &boleto_key(linha.digits()),
                 "emitido".into(),
                 200,
-                json!({"chave": key}),
+                json!({"boleto": linha.digits(), "chave": key}),
             );
             response["boleto"] = json!({
                 "linha_digitavel": linha.digits(),
@@ -834,7 +834,7 @@ impl Simulator {
             &boleto_paid_key(&digits),
             "pago".into(),
             200,
-            json!({"pago": true}),
+            json!({"boleto": digits, "pago": true}),
         );
         true
     }
@@ -901,11 +901,11 @@ fn waits_for_a_boleto(body: &Value, card: &CardBehavior) -> bool {
         )
 }
 
-/// A stored answer that is a recharge waiting for its boleto, or a boleto's own record (issued, paid):
-/// a live transaction the system answers for until it is paid or falls due — days — not a cached answer
-/// that expires with the idempotency window.
-fn boleto_lives(key: &str, response: &Value) -> bool {
-    key.starts_with("boleto") || response.get("boleto").is_some()
+/// Whether a stored answer is about a boleto — a recharge waiting for one, or a boleto's own record
+/// (issued, paid): a live transaction the system answers for until it is paid or falls due (days),
+/// not a cached answer that expires with the idempotency window.
+fn about_a_boleto(response: &Value) -> bool {
+    response.get("boleto").is_some()
 }
 
 async fn pagar_boleto(
@@ -1082,6 +1082,35 @@ mod tests {
             (201, approved)
         );
         assert_eq!(sim.simulator.charges("1234567890"), 1);
+    }
+
+    /// A boleto waits days, past the idempotency window: its recharge's answer and its own records
+    /// outlive the window that an ordinary answer does not.
+    #[tokio::test]
+    async fn a_waiting_boleto_outlives_the_idempotency_window() {
+        let sim = Simulator::new(SimulatorConfig {
+            idempotency_ttl: Duration::ZERO,
+            ..SimulatorConfig::default()
+        })
+        .spawn(0)
+        .await
+        .expect("spawn");
+        let c = reqwest::Client::new();
+        let (_, waiting) = post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await;
+        assert_eq!(
+            post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await,
+            (202, waiting.clone())
+        );
+        assert!(
+            sim.simulator
+                .pay_boleto(waiting["boleto"]["linha_digitavel"].as_str().expect("line"))
+        );
+        assert_eq!(post(&c, &sim.url, Some("kb"), &boleto("1234567890")).await.0, 201);
+        assert_eq!(sim.simulator.charges("1234567890"), 1);
+        // An ordinary answer is gone at once with this window: the same key is a new request.
+        post(&c, &sim.url, Some("kc"), &body("2345678901", 10.0)).await;
+        post(&c, &sim.url, Some("kc"), &body("2345678901", 10.0)).await;
+        assert_eq!(sim.simulator.charges("2345678901"), 2);
     }
 
     /// A holder who never pays: the boleto waits until its due date, then is refused (402) for good —
