@@ -71,6 +71,9 @@ pub struct Config {
     /// The operator's payment provider (API Pix). Absent: the embedded simulator is the provider
     /// where it runs the systems too.
     pub pix: Option<vt_actions::pix::PixConfig>,
+    /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
+    /// a voice note gets the text-only answer.
+    pub transcricao: Option<crate::llm::TranscricaoConfig>,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -154,6 +157,7 @@ impl Default for Config {
             recargas: crate::store::RecargasConfig::default(),
             systems: None,
             pix: None,
+            transcricao: None,
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -347,6 +351,12 @@ impl Config {
         if let Some(v) = get("VT_LLM_API_KEY") {
             config.llm.api_key = Some(v);
         }
+        if let Some(v) = get("VT_TRANSCRICAO_API_KEY") {
+            // The key alone turns nothing on: `[transcricao]` names the endpoint.
+            if let Some(t) = config.transcricao.as_mut() {
+                t.api_key = Some(v);
+            }
+        }
         if let Some(v) = get("VT_LLM_TEMPERATURE") {
             config.llm.temperature = Some(parse("VT_LLM_TEMPERATURE", v)?);
         }
@@ -460,7 +470,13 @@ impl Config {
                 message: message.to_owned(),
             })?;
         config.validate()?;
-        if let Some(key) = &config.llm.api_key {
+        for key in [
+            config.llm.api_key.as_ref(),
+            config.transcricao.as_ref().and_then(|t| t.api_key.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
             vt_actions::redact::register_secret(key);
         }
         config.whatsapp.register_secrets();
@@ -487,6 +503,13 @@ impl Config {
         }
         if let Some((field, message)) = self.pix.as_ref().and_then(vt_actions::pix::PixConfig::problem) {
             return invalid(&field, message);
+        }
+        if let Some((field, message)) = self
+            .transcricao
+            .as_ref()
+            .and_then(crate::llm::TranscricaoConfig::problem)
+        {
+            return invalid(field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {
             return invalid(field, message);

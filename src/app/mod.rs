@@ -113,7 +113,13 @@ async fn service_paying(
         .await
         .context("carregando as intenções")?;
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
-    let mut services = Services::new(engine, store);
+    let transcriber = config
+        .transcricao
+        .as_ref()
+        .map(crate::llm::Transcriber::new)
+        .transpose()
+        .context("a transcrição ([transcricao])")?;
+    let mut services = Services::new(engine, store).with_transcriber(transcriber);
     if let Some(pix) = pix {
         services = services.with_pix(pix);
     }

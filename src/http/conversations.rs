@@ -202,6 +202,7 @@ pub(super) async fn message(
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

@@ -9,6 +9,7 @@ mod breaker;
 mod openai;
 mod redacted;
 mod scripted;
+mod transcription;
 
 pub use anthropic::{
     AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL, parse_response as parse_anthropic,
@@ -19,6 +20,7 @@ pub use openai::{
 };
 pub use redacted::RedactedProvider;
 pub use scripted::{Scripted, ScriptedProvider};
+pub use transcription::{Transcriber, TranscricaoConfig, Transcript, TranscriptionError, ogg_opus_ms};
 
 use std::sync::Arc;
 use std::time::Duration;

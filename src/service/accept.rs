@@ -52,6 +52,7 @@ impl Services {
                 channel_message_id: msg.channel_message_id.as_deref(),
                 message: &ChatMessage::user(stored_text(msg)),
                 contact_seen: msg.contact_seen_at.map(|at| (msg.user.user_id.as_str(), at)),
+                media: msg.media.as_ref(),
                 now,
             })
             .await
@@ -85,10 +86,15 @@ impl Services {
     }
 }
 
-/// What is stored of the message: its text, or what kind of message it was.
+/// What is stored of the message: its text, or what kind of message it was (a voice note's transcript
+/// replaces this once heard).
 fn stored_text(msg: &Inbound) -> String {
-    match &msg.unsupported {
-        Some(kind) => format!("[mensagem do tipo {kind}]"),
-        None => msg.text.clone(),
+    match (&msg.unsupported, &msg.media) {
+        (Some(kind), _) => format!("[mensagem do tipo {kind}]"),
+        (None, Some(media)) => match media.kind {
+            crate::store::MediaKind::Audio => format!("{} [áudio]", super::VOICE_MARK),
+            crate::store::MediaKind::Image => "[foto]".to_owned(),
+        },
+        (None, None) => msg.text.clone(),
     }
 }

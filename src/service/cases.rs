@@ -145,6 +145,7 @@ impl Services {
                 line,
                 acknowledged: acknowledge,
             }),
+            listened: super::hearing::Listened::default(),
         };
         let deliver = msg.delivery == super::Delivery::Inline;
         Ok(self.commit_traced(conv, msg, ran, deliver).await)
@@ -264,6 +265,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
             super::Delivery::Inline
         },
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: None,
@@ -567,6 +569,7 @@ impl Services {
                 line: case.event(now, agent.login, "proposta_recarga", Some(described.clone())),
                 acknowledged: false,
             }),
+            listened: super::hearing::Listened::default(),
         };
         let handled = self.commit_traced(&mut conv, &msg, ran, false).await;
         if !handled.persisted {

@@ -35,6 +35,22 @@ pub(super) struct Ran {
     /// The turn happened in an open case (a message held for a person, the card holder's answer to a
     /// recharge, an agent's proposal): what it writes in the case.
     pub held: Option<CaseWrite>,
+    /// What hearing the message cost (a voice note).
+    pub listened: super::hearing::Listened,
+}
+
+/// Every token a turn cost: its model calls, the router's micro call, the summary, the transcription.
+fn turn_tokens(
+    outcome: &TurnOutcome,
+    routed: (u64, u64),
+    summary: (u64, u64),
+    listened: super::hearing::Listened,
+) -> (u64, u64) {
+    let (tokens_in, tokens_out) = outcome.execution.tokens();
+    (
+        tokens_in + routed.0 + summary.0 + listened.tokens.0,
+        tokens_out + routed.1 + summary.1 + listened.tokens.1,
+    )
 }
 
 /// What the service settles once a turn has answered: which question a "sim" answers now, and the
@@ -73,6 +89,7 @@ impl Services {
             now,
             accepted_message,
             held,
+            listened,
         } = ran;
         if let Some(t) = &routing.tag {
             outcome.events.insert(
@@ -88,12 +105,9 @@ impl Services {
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;
-        let (tokens_in, tokens_out) = outcome.execution.tokens();
-        let tokens = (
-            tokens_in + routing.tokens.0 + summary_tokens.0,
-            tokens_out + routing.tokens.1 + summary_tokens.1,
-        );
-        let usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
+        let tokens = turn_tokens(&outcome, routing.tokens, summary_tokens, listened);
+        let mut usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
+        usage.audio_ms = listened.audio_ms;
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome);

@@ -68,6 +68,7 @@ impl Services {
             now,
             accepted_message,
             held: None,
+            listened: super::hearing::Listened::default(),
         };
         let deliver = msg.delivery == super::Delivery::Inline;
         Ok(self.commit_traced(conv, msg, ran, deliver).await)

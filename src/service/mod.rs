@@ -26,6 +26,7 @@ mod cases;
 mod consent;
 mod figures;
 mod followups;
+mod hearing;
 mod hours;
 pub use board::{BOARD, BoardKind, state_line};
 pub(crate) use cases::WHATSAPP_WINDOW_HOURS;
@@ -33,6 +34,7 @@ pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
 pub use figures::{CaseFigures, percentile};
 pub use followups::STAGE as FOLLOW_UP_STAGE;
+pub use hearing::{MediaError, MediaSource, VOICE_MARK};
 pub use hours::Hours;
 mod commit;
 mod jobs;
@@ -93,6 +95,9 @@ pub struct Inbound {
     /// A message of a kind the agent does not read (an image, a sticker…), named: it is stored as
     /// such and answered politely, never processed.
     pub unsupported: Option<String>,
+    /// A media message's handle at its channel (a voice note, a photo): heard or read under the turn
+    /// lock, before its turn ([`hearing`]). Without a way to, it is answered as `unsupported` is.
+    pub media: Option<crate::store::Media>,
     /// Where the channel should put the replies (a thread's root), if anywhere in particular.
     pub thread: Option<String>,
     /// A tap on one of our confirm / cancel buttons (`text` is then left to the service): the
@@ -159,6 +164,7 @@ impl IntentTag {
             execution_time_ms: time_ms as i64,
             was_keyword_matched: self.keyword_matched,
             created_at: at,
+            audio_ms: 0,
         }
     }
 }
@@ -299,6 +305,8 @@ pub struct Services {
     recargas: crate::store::RecargasConfig,
     /// The payment provider, when chat recharges are paid by Pix.
     pix: Option<payments::PixSetup>,
+    /// How voice notes are heard (`[transcricao]`, each channel's media).
+    hearing: hearing::Hearing,
     /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
     said: tokio::sync::broadcast::Sender<Said>,
 }
@@ -324,6 +332,7 @@ impl Services {
             handoff: HandoffConfig::default(),
             recargas: crate::store::RecargasConfig::default(),
             pix: None,
+            hearing: hearing::Hearing::default(),
             said: tokio::sync::broadcast::channel(64).0,
         }
     }
@@ -434,7 +443,9 @@ impl Services {
         let (accepted_message, reads) = accepted;
         let context = reads.context;
         let deliver = msg.delivery == Delivery::Inline;
-        if let Some(text) = refusal(msg) {
+        let (msg, listened, unheard) = self.hear(msg, accepted_message).await.parts();
+        let msg = msg.as_ref();
+        if let Some(text) = unheard.or_else(|| refusal(msg)) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.without_engine(&conv, &msg.text, Some(text));
             let ran = Ran {
@@ -445,6 +456,7 @@ impl Services {
                 now,
                 accepted_message,
                 held: None,
+                listened,
             };
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
@@ -465,10 +477,7 @@ impl Services {
         };
         // The compressed context stands in for the older history in the prompt.
         conv.memory.remove(OLD_CONTEXT_MEMORY_KEY);
-        let compressed = context.as_ref().map(|c| CompressedContext {
-            summary: c.summary.clone(),
-            facts: c.key_facts.clone(),
-        });
+        let compressed = context.as_ref().map(compressed);
         let route = spans::step("route");
         let (start, routing) = self.route(&mut conv, msg).instrument(route.clone()).await;
         routing.trace(&route);
@@ -489,6 +498,7 @@ impl Services {
             now,
             accepted_message,
             held: in_case,
+            listened,
         };
         Ok(self.commit_traced(&mut conv, msg, ran, deliver).await)
     }
@@ -927,7 +937,7 @@ async fn traced(
 
 /// A reply for messages that are not processed at all.
 fn refusal(msg: &Inbound) -> Option<String> {
-    if msg.unsupported.is_some() {
+    if msg.unsupported.is_some() || msg.media.is_some() {
         return Some(
             "Por enquanto eu só leio mensagens de texto. Como posso ajudar com o seu vale-transporte?".into(),
         );
@@ -967,9 +977,18 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         channel_message_id: Some(m.channel_message_id.clone()),
         delivery: Delivery::Outbox,
         unsupported: None,
+        media: m.media.clone(),
         thread: None,
         tap: None,
         contact_seen_at: None,
+    }
+}
+
+/// What the prompt carries of the older history.
+fn compressed(c: &crate::store::ConversationContext) -> CompressedContext {
+    CompressedContext {
+        summary: c.summary.clone(),
+        facts: c.key_facts.clone(),
     }
 }
 

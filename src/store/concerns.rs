@@ -36,6 +36,10 @@ pub trait ConversationStore: Send + Sync {
     /// one statement (the hot path).
     async fn accept_message(&self, a: Accepting<'_>) -> Result<Option<i64>, StoreError>;
 
+    /// Replaces accepted message `id`'s text by what was heard of it (a voice note's transcript),
+    /// before its turn runs.
+    async fn heard(&self, id: i64, message: &ChatMessage) -> Result<(), StoreError>;
+
     /// Stores one message on its own.
     async fn append_message(
         &self,

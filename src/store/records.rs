@@ -39,6 +39,9 @@ pub struct Accepting<'a> {
     /// For a channel that keeps each contact's last message (WhatsApp's 24-hour window): whose, and
     /// when they wrote — written with the message.
     pub contact_seen: Option<(&'a str, DateTime<Utc>)>,
+    /// A media message's handle at its channel (a voice note, a photo): kept to fetch it while its turn
+    /// runs, never its bytes.
+    pub media: Option<&'a Media>,
     pub now: DateTime<Utc>,
 }
 
@@ -51,6 +54,7 @@ impl<'a> Accepting<'a> {
             channel_message_id: None,
             message,
             contact_seen: None,
+            media: None,
             now,
         }
     }
@@ -417,6 +421,8 @@ pub struct UsageRecord {
     pub execution_time_ms: i64,
     pub was_keyword_matched: bool,
     pub created_at: DateTime<Utc>,
+    /// Milliseconds of audio the turn transcribed (a voice note).
+    pub audio_ms: i64,
 }
 
 /// A row of the 7-day usage view.
@@ -665,6 +671,28 @@ pub struct UnprocessedMessage {
     pub conversation_id: String,
     pub channel_message_id: String,
     pub text: String,
+    /// What its channel holds of a media message, to fetch while its turn runs.
+    pub media: Option<Media>,
+}
+
+/// A media message's handle at its channel: what to fetch, never the bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Media {
+    pub kind: MediaKind,
+    /// The channel's id of the media (WhatsApp's media id; it expires after 7 days).
+    pub id: String,
+    /// The type the channel announced (`audio/ogg; codecs=opus`, `image/jpeg`).
+    pub mime: String,
+}
+
+/// What a media message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaKind {
+    /// A voice note or an audio file: heard through `[transcricao]`.
+    Audio,
+    /// A photo.
+    Image,
 }
 
 /// Where a Pix charge stands ([`PixStore`]).

@@ -529,6 +529,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
             execution_time_ms: 900,
             was_keyword_matched: false,
             created_at: Utc::now(),
+            audio_ms: 0,
         })
         .await
         .expect("usage");

@@ -29,5 +29,6 @@ mod systems_contract;
 mod systems_tls;
 mod traces;
 mod transcripts;
+mod voice;
 mod whatsapp;
 mod window;

@@ -366,6 +366,9 @@ impl vt_agent::store::ConversationStore for Flaky {
         }
         self.inner.append_message(c, e, m, now).await
     }
+    async fn heard(&self, id: i64, m: &ChatMessage) -> Result<(), StoreError> {
+        self.inner.heard(id, m).await
+    }
     async fn unprocessed_messages(
         &self,
         through: Option<(&str, i64)>,

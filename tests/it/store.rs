@@ -197,6 +197,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         execution_time_ms: 12,
         was_keyword_matched: true,
         created_at: Utc::now(),
+        audio_ms: 0,
     };
     let mut changed = conv.clone();
     changed.state.insert("ultimo_saldo".into(), json!(50.0));
@@ -663,6 +664,7 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
         execution_time_ms: ms,
         was_keyword_matched: keyword,
         created_at: now - chrono::Duration::days(days_ago),
+        audio_ms: 0,
     };
     for u in [
         usage("saldo_x", 0, 10, true, 0),
@@ -912,6 +914,7 @@ pub(crate) async fn a_conversations_items_go_out_in_order_and_accepting_twice_is
         channel_message_id,
         message: &oi,
         contact_seen,
+        media: None,
         now,
     };
     let first = store
@@ -1675,6 +1678,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         execution_time_ms: 12,
         was_keyword_matched: true,
         created_at: now - chrono::Duration::days(days_ago),
+        audio_ms: 0,
     };
     for d in [40, 3, 0] {
         store.record_usage(&usage(d)).await.expect("usage");
@@ -1833,6 +1837,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         execution_time_ms: 12,
         was_keyword_matched: true,
         created_at: at,
+        audio_ms: 0,
     };
     let record = TurnRecord {
         conversation: &conv,

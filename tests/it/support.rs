@@ -281,8 +281,12 @@ pub(crate) struct FakeServer {
     /// Answers uploads (a path ending in `/media` or `/files`) itself, as the Graph API and
     /// Mattermost do: `{"id": "midia-N"}` and `{"file_infos": [{"id": "arquivo-N"}]}`.
     uploads: Arc<std::sync::atomic::AtomicBool>,
+    /// Paths answered apart from the queue with fixed bytes (content type, body): the Graph API's
+    /// media endpoints.
+    files: Files,
 }
 
+type Files = Arc<Mutex<std::collections::HashMap<String, (String, Vec<u8>)>>>;
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<(String, String)>, String)>>>;
 /// A canned response: status, extra headers, JSON body.
 pub(crate) type Canned<'a> = (u16, Vec<(&'a str, &'a str)>, Value);
@@ -305,15 +309,18 @@ impl FakeServer {
         let received = Arc::new(Mutex::new(Vec::new()));
         let read_receipts = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let uploads = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (q, r, receipts, up) = (
+        let files: Files = Arc::default();
+        let (q, r, receipts, up, fs) = (
             queue.clone(),
             received.clone(),
             read_receipts.clone(),
             uploads.clone(),
+            files.clone(),
         );
         let app = Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, raw: Bytes| {
-            let (q, r, receipts, up) = (q.clone(), r.clone(), receipts.clone(), up.clone());
+            let (q, r, receipts, up, fs) = (q.clone(), r.clone(), receipts.clone(), up.clone(), fs.clone());
             async move {
+                let file = fs.lock().expect("lock").get(uri.path()).cloned();
                 let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
                 let receipt = body["status"] == "read" && receipts.load(std::sync::atomic::Ordering::SeqCst);
                 let path = uri.path().to_owned();
@@ -329,6 +336,9 @@ impl FakeServer {
                     });
                     r.iter().filter(|x| x.path == path).count()
                 };
+                if let Some((content_type, bytes)) = file {
+                    return (StatusCode::OK, [("content-type", content_type)], bytes).into_response();
+                }
                 if upload {
                     let answer = if path.ends_with("/media") {
                         serde_json::json!({"id": format!("midia-{n}")})
@@ -371,7 +381,16 @@ impl FakeServer {
             received,
             read_receipts,
             uploads,
+            files,
         }
+    }
+
+    /// Answers `GET path` with `bytes` of `content_type`, apart from the queue.
+    pub(crate) fn serve_file(&self, path: &str, content_type: &str, bytes: Vec<u8>) {
+        self.files
+            .lock()
+            .expect("lock")
+            .insert(path.to_owned(), (content_type.to_owned(), bytes));
     }
 
     /// With uploads answered apart from the queue.
@@ -536,6 +555,20 @@ async fn chat_harness_built(
         handoff,
         notices,
         recarga_url: None,
+        transcricao: None,
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness_on`] hearing voice notes through `transcricao`.
+pub(crate) async fn chat_harness_hearing(
+    store: Arc<dyn vt_agent::store::Store>,
+    transcricao: vt_agent::llm::TranscricaoConfig,
+) -> ChatHarness {
+    let parts = Parts {
+        store,
+        transcricao: Some(transcricao),
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -579,6 +612,8 @@ struct Parts {
     notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
     /// A recharge system of the test's own instead of the simulator's.
     recarga_url: Option<String>,
+    /// `[transcricao]`: voice notes heard.
+    transcricao: Option<vt_agent::llm::TranscricaoConfig>,
 }
 
 impl Parts {
@@ -597,6 +632,7 @@ impl Parts {
             handoff: Default::default(),
             notices: None,
             recarga_url: None,
+            transcricao: None,
         }
     }
 }
@@ -673,6 +709,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         handoff,
         notices,
         recarga_url,
+        transcricao,
     } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
@@ -727,6 +764,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             whatsapp_order_details: pix == Pix::NativeOrders,
             ..Default::default()
         }),
+        transcricao,
         ..Default::default()
     };
     if pix == Pix::Refused {

@@ -19,7 +19,7 @@ const PHONE: &str = "106540352242922";
 const USER: &str = "16505551234";
 const OUR_WAMID: &str = "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUFERjg0NDEzNDdFODU3MUMxMAA=";
 
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/payloads")
         .join(name);
@@ -43,10 +43,10 @@ pub(crate) fn sent() -> Canned<'static> {
     )
 }
 
-struct Wa {
-    served: Served,
-    graph: FakeServer,
-    worker: vt_agent::outbox::Worker,
+pub(crate) struct Wa {
+    pub(crate) served: Served,
+    pub(crate) graph: FakeServer,
+    pub(crate) worker: vt_agent::outbox::Worker,
 }
 
 async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
@@ -54,7 +54,10 @@ async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
     whatsapp_on(chat, graph_answers).await
 }
 
-async fn whatsapp_on(chat: crate::support::ChatHarness, graph_answers: Vec<Canned<'static>>) -> Wa {
+pub(crate) async fn whatsapp_on(
+    chat: crate::support::ChatHarness,
+    graph_answers: Vec<Canned<'static>>,
+) -> Wa {
     // The privacy notice has its own test; elsewhere it would be one more message to count.
     whatsapp_greeting(chat, graph_answers, "").await
 }
@@ -118,18 +121,18 @@ impl Wa {
     }
 
     /// Posts a notification signed as Meta would.
-    async fn deliver(&self, body: &[u8]) -> u16 {
+    pub(crate) async fn deliver(&self, body: &[u8]) -> u16 {
         self.post(body, Some(sign(body))).await
     }
 
     /// Waits for the turns that run after the 200 to queue `n` replies.
-    async fn queued(&self, n: usize) -> Vec<vt_agent::store::OutboxItem> {
+    pub(crate) async fn queued(&self, n: usize) -> Vec<vt_agent::store::OutboxItem> {
         crate::support::pending_once(self.served.chat.store.as_ref(), |items| items.len() >= n).await
     }
 
     /// What was sent to the user, in order (read receipts apart: they go out beside the turns; uploads
     /// apart: [`Self::uploads`]).
-    fn sends(&self) -> Vec<Value> {
+    pub(crate) fn sends(&self) -> Vec<Value> {
         self.graph
             .received()
             .into_iter()
@@ -140,7 +143,7 @@ impl Wa {
     }
 
     /// Runs the outbox until `n` messages went out (the turns run after the 200).
-    async fn sent_at_least(&self, n: usize) {
+    pub(crate) async fn sent_at_least(&self, n: usize) {
         for _ in 0..300 {
             self.worker.pass().await;
             if self.sends().len() >= n {

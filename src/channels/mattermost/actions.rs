@@ -66,6 +66,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        media: None,
         thread: None,
         tap: Some(Tap {
             recharge: c.pendente.clone(),

@@ -264,6 +264,7 @@ impl Bot {
             channel_message_id: Some(post.id.clone()),
             delivery: Delivery::Outbox,
             unsupported: None,
+            media: None,
             thread,
             tap: None,
             contact_seen_at: None,

@@ -78,6 +78,7 @@ pub(super) async fn command(
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

@@ -71,6 +71,7 @@ pub(super) async fn outgoing(
         channel_message_id: (!hook.post_id.is_empty()).then(|| hook.post_id.clone()),
         delivery: Delivery::Inline,
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

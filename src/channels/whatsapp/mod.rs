@@ -15,6 +15,7 @@
 //!   sent as HTTP 400) and 5xx are retried; 131047 (outside the 24 h window) and other 4xx are final.
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
+mod media;
 mod notices;
 mod orders;
 mod sender;
@@ -162,6 +163,14 @@ pub fn channel(
         tenant: wiring.tenant.clone(),
         graph: Sender::new(config).map(Arc::new),
     };
+    if let Some(media) = media::GraphMedia::new(config) {
+        wiring.service.hear_from(CHANNEL, Arc::new(media));
+    }
+    let voice = if wiring.service.hears_voice() {
+        "WhatsApp: notas de voz transcritas ([transcricao])"
+    } else {
+        "WhatsApp: notas de voz recebem a resposta de só texto (sem [transcricao])"
+    };
     super::Channel {
         name: CHANNEL,
         routes: webhook::routes(webhook),
@@ -178,6 +187,7 @@ pub fn channel(
                     .join(", ")
             ),
             "canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into(),
+            voice.into(),
         ],
     }
 }

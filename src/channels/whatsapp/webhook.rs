@@ -15,6 +15,7 @@ use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation
 use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound, NotWaiting, Received, Services, Tap};
+use crate::store::{Media, MediaKind};
 
 /// Meta sends notifications of up to 3 MB.
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -295,6 +296,7 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         channel_message_id: Some(m.id.clone()),
         delivery: Delivery::Outbox,
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: Some(wrote_at(m)),
@@ -310,9 +312,21 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         ("button", ..) if m.button.as_ref().is_some_and(|b| !b.text.is_empty()) => {
             msg.text = m.button.as_ref().map(|b| b.text.clone()).unwrap_or_default();
         }
+        // A voice note: heard under the turn lock, before its turn, when `[transcricao]` is set.
+        ("audio", ..) if m.audio.is_some() => {
+            msg.media = m.audio.as_ref().map(|a| media(MediaKind::Audio, a))
+        }
         (other, ..) => msg.unsupported = Some(other.to_owned()),
     }
     msg
+}
+
+fn media(kind: MediaKind, m: &wire::IncomingMedia) -> Media {
+    Media {
+        kind,
+        id: m.id.clone(),
+        mime: m.mime_type.clone(),
+    }
 }
 
 /// A tap on one of our buttons: the service makes it "sim" or "não" only for the recharge still

@@ -87,6 +87,27 @@ pub(super) struct Message {
     pub text: Option<Text>,
     #[serde(default)]
     pub interactive: Option<Interactive>,
+    /// A voice note (`voice: true`) or an audio file.
+    #[serde(default)]
+    pub audio: Option<IncomingMedia>,
+}
+
+/// A media message's object: its handle, never bytes or a URL.
+#[derive(Debug, Deserialize)]
+pub(super) struct IncomingMedia {
+    pub id: String,
+    #[serde(default)]
+    pub mime_type: String,
+}
+
+/// `GET /{media-id}`: where the bytes are, for a few minutes.
+#[derive(Debug, Deserialize)]
+pub(super) struct MediaUrl {
+    pub url: String,
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub file_size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -137,6 +137,7 @@ mod tests {
             execution_time_ms: ms,
             was_keyword_matched: tokens == 0,
             created_at: at,
+            audio_ms: 0,
         }
     }
 

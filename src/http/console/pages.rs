@@ -290,6 +290,7 @@ pub(super) async fn lookup(
         channel_message_id: None,
         delivery: Delivery::Inline,
         unsupported: None,
+        media: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

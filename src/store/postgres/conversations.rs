@@ -43,18 +43,12 @@ impl ConversationStore for PgStore {
         let Accepting {
             conversation,
             new_conversation,
-            channel_message_id,
-            message,
             contact_seen,
             now,
+            ..
         } = a;
         let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
-        let insert = pg_query(crate::store::sql::write::accepted(
-            conversation,
-            channel_message_id,
-            message,
-            now,
-        )?);
+        let insert = pg_query(crate::store::sql::write::accepted(&a)?);
         let row = if new_conversation || touch.is_some() {
             let mut tx = self.pool.begin().await?;
             if new_conversation {
@@ -93,6 +87,13 @@ impl ConversationStore for PgStore {
         Ok(row.try_get("id")?)
     }
 
+    async fn heard(&self, id: i64, message: &ChatMessage) -> Result<(), StoreError> {
+        pg_query(crate::store::sql::write::heard(id, message)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn unprocessed_messages(
         &self,
         through: Option<(&str, i64)>,
@@ -100,7 +101,7 @@ impl ConversationStore for PgStore {
     ) -> Result<Vec<UnprocessedMessage>, StoreError> {
         let (conversation, last) = through.unzip();
         let rows = sqlx::query(
-            "SELECT id, conversation_id, channel_message_id, body FROM messages
+            "SELECT id, conversation_id, channel_message_id, body, media FROM messages
              WHERE NOT processed AND ($1::text IS NULL OR (conversation_id = $1 AND id <= $2)) ORDER BY id LIMIT $3",
         )
         .bind(conversation)
@@ -118,6 +119,7 @@ impl ConversationStore for PgStore {
                         .try_get::<Option<String>, _>("channel_message_id")?
                         .unwrap_or_default(),
                     text: message.text().unwrap_or_default().to_owned(),
+                    media: parse_opt(r, "media")?,
                 })
             })
             .collect()

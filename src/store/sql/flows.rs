@@ -69,8 +69,12 @@ impl<S: Sql> FlowStore for S {
         .bind(&conversation.id);
         let mut tx = self.begin().await?;
         tx.execute(row).await?;
-        tx.fetch_all(write::accepted(conversation, None, message, now)?)
-            .await?;
+        tx.fetch_all(write::accepted(&crate::store::Accepting::plain(
+            conversation,
+            message,
+            now,
+        ))?)
+        .await?;
         tx.execute(run).await?;
         tx.commit().await
     }

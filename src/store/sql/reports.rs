@@ -154,6 +154,7 @@ impl<S: Sql> ReportStore for S {
                     execution_time_ms: r.value("execution_time_ms")?,
                     was_keyword_matched: r.value("was_keyword_matched")?,
                     created_at: r.time("created_at")?,
+                    audio_ms: r.value("audio_ms")?,
                 })
             })
             .collect()

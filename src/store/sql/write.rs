@@ -8,8 +8,8 @@ use super::{Arg, Stmt};
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 use crate::store::{
-    CardRef, ConversationContext, Existing, FlowRunRecord, NewOutboxItem, ROWS_PER_INSERT, StoreError,
-    TurnRecord, UsageRecord, role, seal, search_text,
+    Accepting, CardRef, ConversationContext, Existing, FlowRunRecord, NewOutboxItem, ROWS_PER_INSERT,
+    StoreError, TurnRecord, UsageRecord, role, seal, search_text,
 };
 
 /// `v` as JSON, sealed.
@@ -120,10 +120,11 @@ pub(crate) fn usage(u: &UsageRecord) -> Stmt {
         u.execution_time_ms.into(),
         u.was_keyword_matched.into(),
         u.created_at.into(),
+        u.audio_ms.into(),
     ];
     Stmt::values(
         "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
-             execution_time_ms, was_keyword_matched, created_at)",
+             execution_time_ms, was_keyword_matched, created_at, audio_ms)",
         vec![row],
         "",
     )
@@ -131,23 +132,33 @@ pub(crate) fn usage(u: &UsageRecord) -> Stmt {
 
 /// An accepted message (returning its id; nothing for a redelivered `channel_message_id`),
 /// unprocessed until its turn commits when it has a channel id.
-pub(crate) fn accepted(
-    conversation: &Conversation,
-    channel_message_id: Option<&str>,
-    message: &ChatMessage,
-    now: DateTime<Utc>,
-) -> Result<Stmt, StoreError> {
+pub(crate) fn accepted(a: &Accepting<'_>) -> Result<Stmt, StoreError> {
+    let media = match a.media {
+        Some(m) => sealed(m)?,
+        None => Arg::Sealed(None),
+    };
     Ok(Stmt::new(
-        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text)
-         VALUES ($1, NULL, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id",
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, channel_message_id, processed, search_text, media)
+         VALUES ($1, NULL, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING id",
     )
-    .bind(conversation.id.as_str())
-    .bind(role(message))
-    .bind(sealed(message)?)
-    .bind(now)
-    .bind(channel_message_id)
-    .bind(channel_message_id.is_none())
-    .bind(search_text(message)))
+    .bind(a.conversation.id.as_str())
+    .bind(role(a.message))
+    .bind(sealed(a.message)?)
+    .bind(a.now)
+    .bind(a.channel_message_id)
+    .bind(a.channel_message_id.is_none())
+    .bind(search_text(a.message))
+    .bind(media))
+}
+
+/// Message `id`'s text replaced by what was heard of it (a voice note's transcript).
+pub(crate) fn heard(id: i64, message: &ChatMessage) -> Result<Stmt, StoreError> {
+    Ok(
+        Stmt::new("UPDATE messages SET body = $2, search_text = $3 WHERE id = $1")
+            .bind(id)
+            .bind(sealed(message)?)
+            .bind(search_text(message)),
+    )
 }
 
 /// The runs (inserted, or completing the rows [`crate::store::FlowStore::begin_flow_run`] left) and

@@ -43,10 +43,9 @@ impl ConversationStore for SqliteStore {
         let Accepting {
             conversation,
             new_conversation,
-            channel_message_id,
-            message,
             contact_seen,
             now,
+            ..
         } = a;
         let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
@@ -66,14 +65,9 @@ impl ConversationStore for SqliteStore {
                 if let Some(touch) = touch.clone() {
                     sqlite_query(touch).execute(&mut **member.tx()).await?;
                 }
-                let row = sqlite_query(crate::store::sql::write::accepted(
-                    conversation,
-                    channel_message_id,
-                    message,
-                    now,
-                )?)
-                .fetch_optional(&mut **member.tx())
-                .await?;
+                let row = sqlite_query(crate::store::sql::write::accepted(&a)?)
+                    .fetch_optional(&mut **member.tx())
+                    .await?;
                 Ok::<_, StoreError>(row.map(|r| r.try_get::<i64, _>("id")).transpose()?)
             }
             .await;
@@ -84,12 +78,7 @@ impl ConversationStore for SqliteStore {
             }
         }
         let _alone = self.group.as_ref().map(super::group::Group::alone);
-        let insert = sqlite_query(crate::store::sql::write::accepted(
-            conversation,
-            channel_message_id,
-            message,
-            now,
-        )?);
+        let insert = sqlite_query(crate::store::sql::write::accepted(&a)?);
         let row = if new_conversation || touch.is_some() {
             let mut tx = self.writer.begin().await?;
             if new_conversation {
@@ -128,6 +117,13 @@ impl ConversationStore for SqliteStore {
         Ok(row.try_get("id")?)
     }
 
+    async fn heard(&self, id: i64, message: &ChatMessage) -> Result<(), StoreError> {
+        sqlite_query(crate::store::sql::write::heard(id, message)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     async fn unprocessed_messages(
         &self,
         through: Option<(&str, i64)>,
@@ -135,7 +131,7 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Vec<UnprocessedMessage>, StoreError> {
         let (conversation, last) = through.unzip();
         let rows = sqlx::query(
-            "SELECT id, conversation_id, channel_message_id, body FROM messages
+            "SELECT id, conversation_id, channel_message_id, body, media FROM messages
              WHERE processed = 0 AND (?1 IS NULL OR (conversation_id = ?1 AND id <= ?2)) ORDER BY id LIMIT ?3",
         )
         .bind(conversation)
@@ -153,6 +149,7 @@ impl ConversationStore for SqliteStore {
                         .try_get::<Option<String>, _>("channel_message_id")?
                         .unwrap_or_default(),
                     text: message.text().unwrap_or_default().to_owned(),
+                    media: parse_opt(r, "media")?,
                 })
             })
             .collect()
