@@ -203,6 +203,7 @@ pub(super) async fn message(
         delivery: Delivery::Inline,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

@@ -266,6 +266,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
         },
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

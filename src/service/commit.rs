@@ -122,7 +122,10 @@ impl Services {
             context: Some(&context),
             outbox: &outbox,
             // Only a channel's message is stored unprocessed (see `ConversationStore::accept_message`).
-            accepted_message: msg.channel_message_id.is_some().then_some(accepted_message),
+            accepted_message: msg
+                .channel_message_id
+                .is_some()
+                .then(|| (msg.joined_from.unwrap_or(accepted_message), accepted_message)),
             case: case.as_ref(),
         };
         let persisted = self.persist(record).await;

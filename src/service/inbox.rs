@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::{Handled, Inbound, ServiceError};
 
@@ -16,11 +17,48 @@ enum Held {
 #[derive(Default)]
 pub(super) struct Inbox {
     held: Mutex<HashMap<i64, Held>>,
+    /// When each conversation's last message arrived here, for bursts.
+    arrivals: Mutex<HashMap<String, Instant>>,
 }
+
+/// A steady stream of messages is answered after this many join windows all the same.
+const LONGEST_WAIT_WINDOWS: u32 = 10;
 
 impl Inbox {
     fn with<R>(&self, f: impl FnOnce(&mut HashMap<i64, Held>) -> R) -> R {
         f(&mut self.held.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A message of `conversation` was stored now.
+    pub(super) fn arrived(&self, conversation: &str) {
+        self.arrivals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(conversation.to_owned(), Instant::now());
+    }
+
+    /// Waits until no message of `conversation` arrived for `window` (at most
+    /// [`LONGEST_WAIT_WINDOWS`] windows).
+    pub(super) async fn quiet(&self, conversation: &str, window: Duration) {
+        let deadline = Instant::now() + window * LONGEST_WAIT_WINDOWS;
+        loop {
+            let now = Instant::now();
+            let quiet_at = {
+                let mut arrivals = self.arrivals.lock().unwrap_or_else(PoisonError::into_inner);
+                match arrivals.get(conversation).map(|last| *last + window) {
+                    Some(at) if at > now => at,
+                    // Quiet: forgotten, so the map holds only conversations in a burst.
+                    _ => {
+                        arrivals.remove(conversation);
+                        return;
+                    }
+                }
+            };
+            if now >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(quiet_at.min(deadline).into()).await;
+        }
     }
 
     /// Message `id` was stored by `receive`; its task will call `process`.

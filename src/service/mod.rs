@@ -20,6 +20,7 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod accept;
+mod bursts;
 pub mod audit;
 mod board;
 mod cases;
@@ -98,6 +99,9 @@ pub struct Inbound {
     /// A media message's handle at its channel (a voice note, a photo): heard or read under the turn
     /// lock, before its turn ([`hearing`]). Without a way to, it is answered as `unsupported` is.
     pub media: Option<crate::store::Media>,
+    /// This message stands for a burst ([`bursts`]): the first stored message of it, which the turn
+    /// answers too (and marks processed in its commit).
+    pub joined_from: Option<i64>,
     /// Where the channel should put the replies (a thread's root), if anywhere in particular.
     pub thread: Option<String>,
     /// A tap on one of our confirm / cancel buttons (`text` is then left to the service): the
@@ -179,6 +183,9 @@ pub struct Received {
     pub first: bool,
     /// The message as stored (a tap made the words it stands for).
     pub message: Inbound,
+    /// Messages of the conversation that arrive within this time of each other are answered as one
+    /// turn ([`bursts`]); zero: each alone.
+    pub join_within: std::time::Duration,
 }
 
 /// How [`Flows::run_flow`] runs a flow.
@@ -550,49 +557,104 @@ impl Services {
         }
     }
 
-    /// Under the turn lock: the conversation's unprocessed messages up to `received`, oldest first.
-    /// `None` when `received` itself was processed before.
+    /// Under the turn lock: the conversation's unprocessed messages up to `received` (with bursts
+    /// joined: up to the last one, once the conversation has been quiet for `join_within`), oldest
+    /// first, each stored turn's outcome to whoever waits for it. `None` when `received` itself was
+    /// processed before.
     async fn process_in_order(
         &self,
         msg: &Inbound,
         received: &Received,
     ) -> Result<Option<Handled>, ServiceError> {
-        let through = (received.conversation_id.as_str(), received.message_id);
-        let pending = self
+        let joining = !received.join_within.is_zero();
+        if joining {
+            self.inbox
+                .quiet(&received.conversation_id, received.join_within)
+                .await;
+        }
+        let last = if joining { i64::MAX } else { received.message_id };
+        let through = (received.conversation_id.as_str(), last);
+        let stored = self
             .store
             .unprocessed_messages(Some(through), i64::MAX)
             .await
             .map_err(ServiceError::NotRecorded)?;
-        let Some((own, earlier)) = pending.split_last().filter(|(m, _)| m.id == received.message_id) else {
+        if !stored.iter().any(|m| m.id == received.message_id) {
             return Ok(None);
-        };
-        for m in earlier {
-            self.process_earlier(m).await;
         }
-        let (conv, reads) = self.stored_conversation(&own.conversation_id).await?;
-        self.run_accepted(conv, msg, (own.id, reads), self.engine.now())
-            .await
-            .map(Some)
+        let (conv, _) = self.stored_conversation(&received.conversation_id).await?;
+        // Nothing is joined while a recharge waits: any message may be its answer.
+        let join = joining && vt_actions::tools::RecargaPendente::id_in(&conv.state).is_none();
+        let pending = stored
+            .iter()
+            .map(|m| self.pending(&conv, m, (msg, received.message_id)))
+            .collect();
+        let mut own = None;
+        for turn in bursts::turns(pending, join) {
+            let outcome = self.run_stored(&received.conversation_id, &turn).await;
+            own = own.or(self.hand_out(&received.conversation_id, &turn, outcome));
+        }
+        own.transpose()
     }
 
-    /// A message stored before the one a task processes, ahead of its own task: with what its channel
-    /// said of it when this process received it (the outcome is left for its task), else with what
-    /// the store kept.
-    async fn process_earlier(&self, earlier: &UnprocessedMessage) {
-        let own_task = self.inbox.take_received(earlier.id);
-        let outcome = async {
-            let (conv, reads) = self.stored_conversation(&earlier.conversation_id).await?;
-            let msg = own_task.clone().unwrap_or_else(|| inbound_of(&conv, earlier));
-            self.run_accepted(conv, &msg, (earlier.id, reads), self.engine.now())
-                .await
+    /// Stored message `m` as its turn takes it: the caller's own, what its channel said of it when
+    /// this process received it (its task waits for the outcome), else what the store kept.
+    fn pending(&self, conv: &Conversation, m: &UnprocessedMessage, own: (&Inbound, i64)) -> bursts::Pending {
+        let (msg, waiting) = if m.id == own.1 {
+            (own.0.clone(), bursts::Waiting::Caller)
+        } else {
+            match self.inbox.take_received(m.id) {
+                Some(msg) => (msg, bursts::Waiting::OtherTask),
+                None => (inbound_of(conv, m), bursts::Waiting::Nobody),
+            }
+        };
+        bursts::Pending {
+            id: m.id,
+            msg,
+            waiting,
         }
-        .await;
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e, conversation = %earlier.conversation_id, "an earlier message failed");
+    }
+
+    /// Steps 2–4 of one stored turn: a message, or a burst joined into one.
+    async fn run_stored(
+        &self,
+        conversation: &str,
+        turn: &[bursts::Pending],
+    ) -> Result<Handled, ServiceError> {
+        let (conv, reads) = self.stored_conversation(conversation).await?;
+        let (Some(msg), Some(last)) = (bursts::joined(turn), turn.last()) else {
+            return Ok(Handled::duplicate(conversation.to_owned()));
+        };
+        self.run_accepted(conv, &msg, (last.id, reads), self.engine.now())
+            .await
+    }
+
+    /// A turn's outcome to whoever waits for it: returned for the caller, left in the inbox for
+    /// another task (the others of a joined turn are told it was handled), logged when it failed and
+    /// is not the caller's.
+    fn hand_out(
+        &self,
+        conversation: &str,
+        turn: &[bursts::Pending],
+        outcome: Result<Handled, ServiceError>,
+    ) -> Option<Result<Handled, ServiceError>> {
+        let caller = turn.iter().any(|p| p.waiting == bursts::Waiting::Caller);
+        if let (false, Err(e)) = (caller, &outcome) {
+            tracing::error!(error = %e, conversation = %conversation, "an earlier message failed");
         }
-        if own_task.is_some() {
-            self.inbox.leave(earlier.id, outcome);
+        let mut outcome = Some(outcome);
+        let own = if caller { outcome.take() } else { None };
+        for p in turn
+            .iter()
+            .rev()
+            .filter(|p| p.waiting == bursts::Waiting::OtherTask)
+        {
+            let left = outcome
+                .take()
+                .unwrap_or_else(|| Ok(Handled::duplicate(conversation.to_owned())));
+            self.inbox.leave(p.id, left);
         }
+        own
     }
 
     /// A stored conversation, with what its turn reads.
@@ -795,11 +857,13 @@ impl Messages<'_> {
         let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
             self.inbox.hold(message_id, msg.clone());
+            self.inbox.arrived(&id);
             Received {
                 conversation_id: id,
                 message_id,
                 first,
                 message: msg,
+                join_within: std::time::Duration::ZERO,
             }
         }))
     }
@@ -856,6 +920,7 @@ impl Messages<'_> {
                 message_id: m.id,
                 first: false,
                 message: inbound_of(&conv, &m),
+                join_within: std::time::Duration::ZERO,
             };
             match self.process(received).await {
                 Ok(h) if !h.duplicate => done += 1,
@@ -978,6 +1043,7 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         delivery: Delivery::Outbox,
         unsupported: None,
         media: m.media.clone(),
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

@@ -585,8 +585,9 @@ pub struct TurnRecord<'a> {
     pub context: Option<&'a ConversationContext>,
     /// One item per reply.
     pub outbox: &'a [NewOutboxItem],
-    /// The stored id of the user's message this turn handled: marked processed.
-    pub accepted_message: Option<i64>,
+    /// The stored ids of the user's messages this turn handled (one, or a burst's): marked processed.
+    /// (first, last), both included.
+    pub accepted_message: Option<(i64, i64)>,
     /// What the turn writes about a case: the one its transfer opens, or its message's line in the
     /// open one.
     pub case: Option<&'a CaseWrite>,

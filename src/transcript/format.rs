@@ -99,7 +99,16 @@ impl SimulatorSetup {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
+    /// A text message (empty: an empty message). A turn has one of `user`, `voice` and `burst`.
+    #[serde(default)]
     pub user: String,
+    /// A voice note: what the transcription fake hears in it (empty: the transcription fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<String>,
+    /// Messages sent in quick succession, answered as a channel that joins bursts answers them
+    /// (`[whatsapp] juntar_ms`): the replies of every turn they make, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub burst: Vec<String>,
     /// Sends `user` repeated this many times (to script very long messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<usize>,
@@ -117,6 +126,30 @@ pub struct Turn {
     pub support: Option<SupportStep>,
     #[serde(default)]
     pub expect: Expect,
+}
+
+impl Turn {
+    /// What the person sent, message by message: `user` (repeated), a voice note's words, or a burst.
+    pub fn messages(&self) -> Vec<String> {
+        match (&self.voice, self.burst.is_empty()) {
+            (Some(words), _) => vec![words.clone()],
+            (None, false) => self.burst.clone(),
+            (None, true) => vec![self.user.repeat(self.repeat.unwrap_or(1))],
+        }
+    }
+
+    /// Everything the person sent in this turn, one message a line.
+    pub fn said(&self) -> String {
+        self.messages().join("\n")
+    }
+
+    /// A turn that sends more than one kind of message, named.
+    pub fn problem(&self) -> Option<&'static str> {
+        let kinds = usize::from(!self.user.is_empty())
+            + usize::from(self.voice.is_some())
+            + usize::from(!self.burst.is_empty());
+        (kinds > 1).then_some("a turn has one of user, voice and burst")
+    }
 }
 
 /// A support agent's actions on the conversation's open case, in this order: claim, say, hand back

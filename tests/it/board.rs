@@ -209,6 +209,7 @@ impl Journey {
             app_secret: Some(crate::whatsapp::SECRET.into()),
             verify_token: Some("vibecoding".into()),
             aviso_privacidade: String::new(),
+            juntar_ms: 0,
         };
         let tenant = vt_agent::engine::DEFAULT_TENANT;
         let wiring = vt_agent::channels::Wiring {

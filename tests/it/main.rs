@@ -5,6 +5,7 @@
 mod batch;
 mod board;
 mod boleto;
+mod bursts;
 mod cases;
 mod cli;
 mod console;

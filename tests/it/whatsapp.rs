@@ -59,7 +59,17 @@ pub(crate) async fn whatsapp_on(
     graph_answers: Vec<Canned<'static>>,
 ) -> Wa {
     // The privacy notice has its own test; elsewhere it would be one more message to count.
-    whatsapp_greeting(chat, graph_answers, "").await
+    whatsapp_greeting(chat, graph_answers, "", 0).await
+}
+
+/// [`whatsapp_on`] answering a person's messages that arrive within `juntar_ms` of each other as one
+/// turn.
+pub(crate) async fn whatsapp_joining(
+    chat: crate::support::ChatHarness,
+    graph_answers: Vec<Canned<'static>>,
+    juntar_ms: u64,
+) -> Wa {
+    whatsapp_greeting(chat, graph_answers, "", juntar_ms).await
 }
 
 /// [`whatsapp_on`] with `aviso_privacidade` said to a person's first message.
@@ -67,6 +77,7 @@ async fn whatsapp_greeting(
     chat: crate::support::ChatHarness,
     graph_answers: Vec<Canned<'static>>,
     aviso_privacidade: &str,
+    juntar_ms: u64,
 ) -> Wa {
     let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers)
@@ -81,6 +92,7 @@ async fn whatsapp_greeting(
         app_secret: Some(SECRET.into()),
         verify_token: Some("vibecoding".into()),
         aviso_privacidade: aviso_privacidade.into(),
+        juntar_ms,
     };
     let wiring = vt_agent::channels::Wiring {
         service: chat.service.clone(),
@@ -869,7 +881,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
 async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer() {
     let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
     let notice = vt_agent::channels::whatsapp::AVISO_PRIVACIDADE;
-    let wa = whatsapp_greeting(chat, vec![sent(); 6], notice).await;
+    let wa = whatsapp_greeting(chat, vec![sent(); 6], notice, 0).await;
     let body = |text: &str, from: &str, wamid: &str| text_from(from, text, wamid);
     let mut sent = 0;
     for (text, from, wamid, replies) in [

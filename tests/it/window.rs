@@ -33,6 +33,7 @@ fn config(graph: &str) -> WhatsAppConfig {
         verify_token: Some("vibecoding".into()),
         // The privacy notice has its own test (whatsapp.rs); here it would be one more message.
         aviso_privacidade: String::new(),
+        juntar_ms: 0,
     }
 }
 

@@ -299,7 +299,7 @@ pub(super) fn violation(rule: &Never, turn: &Turn, seen: &Observed) -> Option<St
             let confirmed = seen
                 .pending_before
                 .as_ref()
-                .is_some_and(|p| user_confirms(&turn.user, p));
+                .is_some_and(|p| turn.messages().iter().any(|m| user_confirms(m, p)));
             (charged && !confirmed).then(|| {
                 "a recharge was charged without the user's confirmation of a pending recharge".to_owned()
             })

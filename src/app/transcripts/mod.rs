@@ -182,7 +182,7 @@ async fn play(
     for (i, turn) in t.turns.iter().enumerate() {
         let mismatch = |what: &str, expected: String, actual: String| Mismatch {
             turn: Some(i + 1),
-            user: Some(turn.user.clone()),
+            user: Some(turn.said()),
             what: what.to_owned(),
             expected,
             actual,
@@ -197,6 +197,9 @@ async fn play(
                 .support(step)
                 .await
                 .map_err(|e| mismatch("support", "the support agent's step done".into(), e))?;
+        }
+        if let Some(problem) = turn.problem() {
+            return Err(mismatch("turn", problem.into(), "more than one".into()));
         }
         world
             .script(turn)
@@ -247,7 +250,7 @@ struct Totals {
 impl TurnReport {
     fn of(turn: &Turn, seen: &Observed) -> Self {
         Self {
-            user: turn.user.clone(),
+            user: turn.said(),
             replies: seen.replies.clone(),
             intent: seen.handled.intent.clone(),
             events: seen.events.clone(),

@@ -100,6 +100,63 @@ pub(super) struct World {
     who: Participant,
     conversation: String,
     agent: String,
+    /// What the transcription fake hears next (a `voice` turn's words).
+    heard: Heard,
+    /// Bursts played so far: their messages' channel ids stay apart.
+    bursts: std::sync::atomic::AtomicUsize,
+}
+
+/// The words the world's transcription fake answers, in order; an empty one is a failure.
+type Heard = Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
+/// How long the world waits for a burst to end (real time: the clock is pinned).
+const BURST_WINDOW: Duration = Duration::from_millis(30);
+
+/// A voice note's stand-in bytes: the transcription fake does not listen to them.
+struct Recordings;
+
+#[async_trait::async_trait]
+impl crate::service::MediaSource for Recordings {
+    async fn fetch(
+        &self,
+        _media: &crate::store::Media,
+        _max_bytes: u64,
+    ) -> Result<Vec<u8>, crate::service::MediaError> {
+        Ok(b"OggS transcript voice note".to_vec())
+    }
+}
+
+/// The OpenAI-compatible transcription endpoint on loopback, answering what `heard` holds; its
+/// `base_url`.
+async fn transcription(heard: Heard) -> Result<String, Mismatch> {
+    let answer = move || {
+        let next = heard
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or_default();
+        async move {
+            if next.is_empty() {
+                return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, String::new());
+            }
+            (
+                axum::http::StatusCode::OK,
+                serde_json::json!({"text": next}).to_string(),
+            )
+        }
+    };
+    let app = axum::Router::new().route("/v1/audio/transcriptions", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| setup_error("transcription", e))?;
+    let url = format!(
+        "http://{}/v1",
+        listener
+            .local_addr()
+            .map_err(|e| setup_error("transcription", e))?
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
 }
 
 /// What one turn did, as the checks see it.
@@ -126,7 +183,10 @@ impl World {
         let clock = ManualClock::new(start);
         let (sim, running) = simulator(setup, &clock).await?;
         let model = model(t, path, options)?;
-        let (service, store) = product(setup, options, &clock, &running, &model).await?;
+        let heard = Heard::default();
+        let hearing = transcription(heard.clone()).await?;
+        let (service, store) = product(setup, options, (&clock, &running, &hearing), &model).await?;
+        service.hear_from(&setup.channel, Arc::new(Recordings));
         let world = Self {
             clock,
             sim,
@@ -141,6 +201,8 @@ impl World {
             },
             conversation: setup.conversation.clone().unwrap_or_else(|| "transcript".into()),
             agent: setup.agent.clone(),
+            heard,
+            bursts: Default::default(),
         };
         world.seed_conversation(setup).await?;
         Ok(world)
@@ -243,14 +305,13 @@ impl World {
             .and_then(|v| vt_actions::json::from_value(v).ok());
         let ledger_before = self.sim.ledger().len();
         let started = Instant::now();
-        let msg = Inbound {
-            agent_id: self.agent.clone(),
-            conversation_id: Some(self.conversation.clone()),
-            user: self.who.clone(),
-            text: turn.user.repeat(turn.repeat.unwrap_or(1)),
-            ..Default::default()
+        let (handled, replies) = if turn.burst.is_empty() {
+            let handled = self.service.messages().handle(self.message(turn)).await?;
+            let replies = handled.replies.iter().map(|r| r.text.clone()).collect();
+            (handled, replies)
+        } else {
+            self.burst(turn).await?
         };
-        let handled = self.service.messages().handle(msg).await?;
         let latency_ms = started.elapsed().as_millis() as u64;
         let (execution, events) = match &handled.execucao_id {
             Some(id) => self
@@ -262,7 +323,6 @@ impl World {
                 .map_or((None, Vec::new()), |(e, ev)| (Some(e), ev)),
             None => (None, Vec::new()),
         };
-        let replies: Vec<String> = handled.replies.iter().map(|r| r.text.clone()).collect();
         Ok(Observed {
             reply: handled.reply_text(),
             model_calls: execution.as_ref().map_or(0, |e| e.model_calls.len()),
@@ -275,6 +335,66 @@ impl World {
             pending_before,
             latency_ms,
         })
+    }
+}
+
+impl World {
+    /// The one message of a `user` or `voice` turn (a voice note's words queued for the fake).
+    fn message(&self, turn: &Turn) -> Inbound {
+        let media = turn.voice.as_ref().map(|words| {
+            self.heard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push_back(words.clone());
+            crate::store::Media {
+                kind: crate::store::MediaKind::Audio,
+                id: "nota".into(),
+                mime: "audio/ogg; codecs=opus".into(),
+            }
+        });
+        Inbound {
+            agent_id: self.agent.clone(),
+            conversation_id: Some(self.conversation.clone()),
+            user: self.who.clone(),
+            text: if media.is_some() {
+                String::new()
+            } else {
+                turn.said()
+            },
+            media,
+            ..Default::default()
+        }
+    }
+
+    /// A burst as a webhook plays it: every message stored, then each processed (they join as the
+    /// service joins them). The last turn that ran, and every reply in order.
+    async fn burst(&self, turn: &Turn) -> Result<(Handled, Vec<String>), ServiceError> {
+        let mut received = Vec::new();
+        let burst = self.bursts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (i, text) in turn.burst.iter().enumerate() {
+            let msg = Inbound {
+                agent_id: self.agent.clone(),
+                conversation_id: Some(self.conversation.clone()),
+                user: self.who.clone(),
+                text: text.clone(),
+                channel_message_id: Some(format!("rajada-{burst}-{i}")),
+                ..Default::default()
+            };
+            if let Some(mut r) = self.service.messages().receive(&msg).await? {
+                r.join_within = BURST_WINDOW;
+                received.push(r);
+            }
+        }
+        let (mut last, mut replies) = (None, Vec::new());
+        for r in received {
+            let handled = self.service.messages().process(r).await?;
+            if !handled.duplicate {
+                replies.extend(handled.replies.iter().map(|r| r.text.clone()));
+                last = Some(handled);
+            }
+        }
+        let last = last.ok_or_else(|| ServiceError::NotFound(self.conversation.clone()))?;
+        Ok((last, replies))
     }
 }
 
@@ -359,8 +479,7 @@ fn model(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Model, Mis
 async fn product(
     setup: &Setup,
     options: &RunOptions,
-    clock: &ManualClock,
-    running: &RunningSimulator,
+    (clock, running, hearing): (&ManualClock, &RunningSimulator, &str),
     model: &Model,
 ) -> Result<(Services, Arc<dyn Store>), Mismatch> {
     let systems = SystemsConfig {
@@ -379,6 +498,11 @@ async fn product(
         service: crate::service::ServiceConfig {
             persist_retry: RetryPolicy::new(3, 1),
         },
+        transcricao: Some(crate::llm::TranscricaoConfig {
+            base_url: hearing.to_owned(),
+            timeout_secs: 5,
+            ..Default::default()
+        }),
         ..options.config.clone()
     };
     let ext = Extensions::default()

@@ -67,6 +67,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         delivery: Delivery::Inline,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: Some(Tap {
             recharge: c.pendente.clone(),

@@ -265,6 +265,7 @@ impl Bot {
             delivery: Delivery::Outbox,
             unsupported: None,
             media: None,
+            joined_from: None,
             thread,
             tap: None,
             contact_seen_at: None,

@@ -79,6 +79,7 @@ pub(super) async fn command(
         delivery: Delivery::Inline,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

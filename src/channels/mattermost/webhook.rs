@@ -72,6 +72,7 @@ pub(super) async fn outgoing(
         delivery: Delivery::Inline,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

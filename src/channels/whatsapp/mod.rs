@@ -52,11 +52,17 @@ pub struct WhatsAppConfig {
     /// Said once, before the answer, to a person's first message: what is kept of them and their
     /// rights as a data subject (LGPD), with a link. Empty: none.
     pub aviso_privacidade: String,
+    /// A person's messages that arrive within this many milliseconds of each other are answered as
+    /// one turn (a yes, a no, a tap or a voice note always alone); 0: each alone.
+    pub juntar_ms: u64,
 }
 
 /// The privacy notice a person gets with their first message, unless `[whatsapp] aviso_privacidade`
 /// says otherwise.
 pub const AVISO_PRIVACIDADE: &str = "Antes de começar: para atender você, guardamos o seu número de WhatsApp, as mensagens desta conversa e os cartões de VT que você informar (cifrados, e sempre mascarados nas respostas), pelo prazo da nossa política de retenção. Pela LGPD, você pode pedir a qualquer momento uma cópia dos seus dados ou que eles sejam apagados. Seus direitos como titular: https://www.gov.br/anpd/pt-br/assuntos/titular-de-dados-1";
+
+/// The longest a burst is waited for.
+const MAX_JUNTAR_MS: u64 = 10_000;
 
 /// WhatsApp's limit on a text message's body.
 const MAX_TEXT_CHARS: usize = 4096;
@@ -71,6 +77,7 @@ impl Default for WhatsAppConfig {
             app_secret: None,
             verify_token: None,
             aviso_privacidade: AVISO_PRIVACIDADE.into(),
+            juntar_ms: 1500,
         }
     }
 }
@@ -86,6 +93,7 @@ impl std::fmt::Debug for WhatsAppConfig {
             .field("app_secret", &set(&self.app_secret))
             .field("verify_token", &set(&self.verify_token))
             .field("aviso_privacidade", &self.aviso_privacidade.chars().count())
+            .field("juntar_ms", &self.juntar_ms)
             .finish()
     }
 }
@@ -115,6 +123,12 @@ impl WhatsAppConfig {
         }
         if reqwest::Url::parse(&self.graph_url).is_err() {
             return Err(("whatsapp.graph_url", "deve ser uma URL"));
+        }
+        if self.juntar_ms > MAX_JUNTAR_MS {
+            return Err((
+                "whatsapp.juntar_ms",
+                "deve ser de 0 a 10000 (10 segundos): a resposta espera por ele",
+            ));
         }
         if self.aviso_privacidade.chars().count() > MAX_TEXT_CHARS {
             return Err((

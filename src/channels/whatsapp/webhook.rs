@@ -134,8 +134,9 @@ async fn store_all(
             // Stored with the message: when the user wrote, from which their 24-hour window counts.
             let msg = inbound(state, &value, m);
             match state.service.messages().receive(&msg).await {
-                Ok(Some(received)) => {
+                Ok(Some(mut received)) => {
                     greet(state, &received).await;
+                    received.join_within = std::time::Duration::from_millis(state.config.juntar_ms);
                     accepted.push(received);
                 }
                 Ok(None) => {}
@@ -297,6 +298,7 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         delivery: Delivery::Outbox,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: Some(wrote_at(m)),

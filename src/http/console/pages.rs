@@ -291,6 +291,7 @@ pub(super) async fn lookup(
         delivery: Delivery::Inline,
         unsupported: None,
         media: None,
+        joined_from: None,
         thread: None,
         tap: None,
         contact_seen_at: None,

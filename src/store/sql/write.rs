@@ -258,8 +258,15 @@ pub(crate) fn turn(
         "",
     ));
     statements.extend(turn.usage.map(usage));
-    if let Some(id) = turn.accepted_message {
-        statements.push(Stmt::new("UPDATE messages SET processed = TRUE WHERE id = $1").bind(id));
+    if let Some((first, last)) = turn.accepted_message {
+        statements.push(
+            Stmt::new(
+                "UPDATE messages SET processed = TRUE WHERE conversation_id = $1 AND id BETWEEN $2 AND $3",
+            )
+            .bind(turn.conversation.id.as_str())
+            .bind(first)
+            .bind(last),
+        );
     }
     if let Some(c) = turn.context {
         statements.push(context(c)?);
