@@ -234,8 +234,17 @@ pub fn ogg_opus_ms(bytes: &[u8]) -> i64 {
     let granule = last_page
         .and_then(|at| bytes.get(at + 6..at + 14))
         .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    ((granule - pre_skip).max(0) * 1000) / 48_000
+    // A granule of -1 (no packet ends on the page) or bytes that only look like Ogg give nothing
+    // sensible: no length rather than an overflow.
+    let ms = i128::from(granule.saturating_sub(pre_skip).max(0)) * 1000 / 48_000;
+    i64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms <= MAX_PLAUSIBLE_MS)
+        .unwrap_or(0)
 }
+
+/// Longer than this is no voice note: the bytes were read wrong.
+const MAX_PLAUSIBLE_MS: i64 = 24 * 3600 * 1000;
 
 #[cfg(test)]
 mod tests {
@@ -266,6 +275,11 @@ mod tests {
         stream.extend(page(48_000 * 3 + 312, &[0xfc; 3]));
         assert_eq!(ogg_opus_ms(&stream), 3_000);
         assert_eq!(ogg_opus_ms(b"RIFF...."), 0);
+        assert_eq!(
+            ogg_opus_ms(b"OggS only looks like a page, its granule is text"),
+            0
+        );
+        assert_eq!(ogg_opus_ms(&page(-1, b"x")), 0);
     }
 
     #[test]
