@@ -29,19 +29,13 @@ pub(super) enum Waiting {
 /// Whether `msg` may share a turn with its neighbours: plain words that neither answer a question of
 /// ours nor change consent.
 fn joinable(msg: &Inbound) -> bool {
-    use vt_actions::vt::parse::{is_confirmation, is_refusal, is_yes_with_details, normalize};
+    use vt_actions::vt::parse::{is_confirmation, is_refusal, is_yes_with_details};
     let text = msg.text.trim();
-    let consent = matches!(
-        normalize(text)
-            .trim_matches(|c: char| !c.is_alphanumeric() && c != ' ')
-            .trim(),
-        "parar" | "sair" | "pare" | "stop" | "voltar" | "quero receber avisos" | "receber avisos"
-    );
     msg.tap.is_none()
         && msg.media.is_none()
         && msg.unsupported.is_none()
         && !text.is_empty()
-        && !consent
+        && super::consent::consent_word(text).is_none()
         && !is_confirmation(text)
         && !is_refusal(text)
         && !is_yes_with_details(text)

@@ -25,6 +25,11 @@ pub(super) fn consent_words(conv: &Conversation, text: &str) -> Option<bool> {
     if conv.channel != CHANNEL {
         return None;
     }
+    consent_word(text)
+}
+
+/// What `text` says of notices when it is one of the consent words, on any channel.
+pub(super) fn consent_word(text: &str) -> Option<bool> {
     let words = vt_actions::vt::parse::normalize(text);
     let words = words
         .trim_matches(|c: char| !c.is_alphanumeric() && c != ' ')

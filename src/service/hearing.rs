@@ -4,6 +4,7 @@
 //! conversation waits for the lock, or (its task holding the lock first) processes this one first.
 //! The bytes live only in memory for the call; nothing of them is logged.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -50,13 +51,6 @@ pub(super) struct Hearing {
 }
 
 impl Hearing {
-    pub(super) fn with_transcriber(transcriber: Option<Transcriber>) -> Self {
-        Self {
-            transcriber,
-            sources: RwLock::default(),
-        }
-    }
-
     fn source(&self, channel: &str) -> Option<Arc<dyn MediaSource>> {
         self.sources
             .read()
@@ -67,26 +61,28 @@ impl Hearing {
 }
 
 /// What hearing a message gave its turn.
-pub(super) enum Heard<'m> {
-    /// Not a voice note that can be heard here: the message as it came.
-    AsItCame(&'m Inbound),
-    /// Its words, stored; with what hearing them cost.
-    Words(Box<Inbound>, Listened),
+pub(super) struct Heard<'m> {
+    /// The message the turn runs on: as it came, or a voice note's words.
+    pub msg: Cow<'m, Inbound>,
+    /// What hearing it cost.
+    pub listened: Listened,
     /// It could not be heard: this is the answer.
-    Unheard(&'m Inbound, &'static str),
+    pub unheard: Option<String>,
 }
 
 impl<'m> Heard<'m> {
-    /// The message the turn runs on, what hearing it cost, and the answer when it could not be heard.
-    pub(super) fn parts(self) -> (std::borrow::Cow<'m, Inbound>, Listened, Option<String>) {
-        match self {
-            Heard::AsItCame(msg) => (std::borrow::Cow::Borrowed(msg), Listened::default(), None),
-            Heard::Words(words, listened) => (std::borrow::Cow::Owned(*words), listened, None),
-            Heard::Unheard(msg, answer) => (
-                std::borrow::Cow::Borrowed(msg),
-                Listened::default(),
-                Some(answer.to_owned()),
-            ),
+    fn as_it_came(msg: &'m Inbound) -> Self {
+        Self {
+            msg: Cow::Borrowed(msg),
+            listened: Listened::default(),
+            unheard: None,
+        }
+    }
+
+    fn unheard(msg: &'m Inbound) -> Self {
+        Self {
+            unheard: Some(NOT_HEARD.to_owned()),
+            ..Self::as_it_came(msg)
         }
     }
 }
@@ -101,7 +97,7 @@ pub(super) struct Listened {
 impl Services {
     /// With voice notes transcribed by `transcriber` (`[transcricao]`).
     pub fn with_transcriber(mut self, transcriber: Option<Transcriber>) -> Self {
-        self.hearing = Hearing::with_transcriber(transcriber);
+        self.hearing.transcriber = transcriber;
         self
     }
 
@@ -123,12 +119,12 @@ impl Services {
     /// transcript is stored in place of its text before anything acts on it.
     pub(super) async fn hear<'m>(&self, msg: &'m Inbound, id: i64) -> Heard<'m> {
         let Some(media) = msg.media.as_ref().filter(|m| m.kind == MediaKind::Audio) else {
-            return Heard::AsItCame(msg);
+            return Heard::as_it_came(msg);
         };
         let (Some(transcriber), Some(source)) =
             (&self.hearing.transcriber, self.hearing.source(&msg.user.channel))
         else {
-            return Heard::AsItCame(msg);
+            return Heard::as_it_came(msg);
         };
         let transcript = match source.fetch(media, transcriber.max_bytes()).await {
             Ok(bytes) => transcriber
@@ -141,7 +137,7 @@ impl Services {
             Ok(t) => t,
             Err(why) => {
                 tracing::warn!(error = %why, "a voice note could not be heard");
-                return Heard::Unheard(msg, NOT_HEARD);
+                return Heard::unheard(msg);
             }
         };
         let stored = ChatMessage::user(format!("{VOICE_MARK} {}", transcript.text));
@@ -149,17 +145,19 @@ impl Services {
             // The turn would answer words the record does not hold: unheard, the message is kept as it
             // came and can be heard again.
             tracing::error!(error = %e, "a voice note's transcript could not be stored");
-            return Heard::Unheard(msg, NOT_HEARD);
+            return Heard::unheard(msg);
         }
-        let words = Inbound {
-            text: transcript.text,
-            media: None,
-            ..msg.clone()
-        };
-        let listened = Listened {
-            audio_ms: transcript.audio_ms,
-            tokens: transcript.tokens,
-        };
-        Heard::Words(Box::new(words), listened)
+        Heard {
+            msg: Cow::Owned(Inbound {
+                text: transcript.text,
+                media: None,
+                ..msg.clone()
+            }),
+            listened: Listened {
+                audio_ms: transcript.audio_ms,
+                tokens: transcript.tokens,
+            },
+            unheard: None,
+        }
     }
 }

@@ -450,9 +450,9 @@ impl Services {
         let (accepted_message, reads) = accepted;
         let context = reads.context;
         let deliver = msg.delivery == Delivery::Inline;
-        let (msg, listened, unheard) = self.hear(msg, accepted_message).await.parts();
-        let msg = msg.as_ref();
-        if let Some(text) = unheard.or_else(|| refusal(msg)) {
+        let heard = self.hear(msg, accepted_message).await;
+        let (msg, listened) = (heard.msg.as_ref(), heard.listened);
+        if let Some(text) = heard.unheard.or_else(|| refusal(msg)) {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
             let outcome = self.without_engine(&conv, &msg.text, Some(text));
             let ran = Ran {
@@ -581,6 +581,14 @@ impl Services {
             .map_err(ServiceError::NotRecorded)?;
         if !stored.iter().any(|m| m.id == received.message_id) {
             return Ok(None);
+        }
+        if stored.len() == 1 {
+            // The caller's message alone, the common case: its turn reads what it needs.
+            let (conv, reads) = self.stored_conversation(&received.conversation_id).await?;
+            return self
+                .run_accepted(conv, msg, (received.message_id, reads), self.engine.now())
+                .await
+                .map(Some);
         }
         let (conv, _) = self.stored_conversation(&received.conversation_id).await?;
         // Nothing is joined while a recharge waits: any message may be its answer.
@@ -856,8 +864,7 @@ impl Messages<'_> {
         let first = stored.is_none();
         let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
-            self.inbox.hold(message_id, msg.clone());
-            self.inbox.arrived(&id);
+            self.inbox.hold(message_id, &id, msg.clone());
             Received {
                 conversation_id: id,
                 message_id,
