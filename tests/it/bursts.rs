@@ -13,20 +13,6 @@ async fn joining(replies: usize) -> Wa {
     whatsapp_joining(chat, vec![sent(); replies], JUNTAR_MS).await
 }
 
-/// What was said to the user, in order (a text's body, an interactive message's).
-fn texts(wa: &Wa) -> Vec<String> {
-    wa.sends()
-        .iter()
-        .map(|b| {
-            b["text"]["body"]
-                .as_str()
-                .or(b["interactive"]["body"]["text"].as_str())
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
 /// Runs the outbox well past the join window: whatever would still go out, went out.
 async fn settle(wa: &Wa) {
     for _ in 0..3 {
@@ -50,7 +36,7 @@ async fn three_quick_messages_are_one_turn_with_one_reply_and_three_stored_messa
     }
     wa.sent_at_least(1).await;
     settle(&wa).await;
-    let said = texts(&wa);
+    let said = wa.texts();
     assert_eq!(said.len(), 1, "one answer to the burst: {said:?}");
     assert!(
         said[0].contains("****7890") && said[0].contains("50,00"),
@@ -106,7 +92,7 @@ async fn a_yes_inside_a_burst_is_never_joined_and_charges_once() {
     }
     wa.sent_at_least(4).await;
     settle(&wa).await;
-    let said = texts(&wa);
+    let said = wa.texts();
     assert_eq!(said.len(), 4, "the question, then one answer each: {said:?}");
     assert!(
         said.iter().filter(|t| t.contains("aprovada")).count() == 1,
@@ -130,7 +116,7 @@ async fn words_after_a_yes_join_each_other_but_not_the_yes() {
     }
     wa.sent_at_least(2).await;
     settle(&wa).await;
-    let said = texts(&wa);
+    let said = wa.texts();
     assert_eq!(
         said.len(),
         2,

@@ -186,22 +186,21 @@ async fn hearing(
     (wa, transcription, store)
 }
 
-fn note_sha() -> String {
-    hex::encode(Sha256::digest(voice_note()))
+/// No file in `dir` holds `needle`.
+fn assert_nowhere(dir: &std::path::Path, needle: &[u8], what: &str) {
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "{what}: {}",
+            path.display()
+        );
+    }
 }
 
-/// The texts sent to the user, in order.
-fn texts(wa: &Wa) -> Vec<String> {
-    wa.sends()
-        .iter()
-        .map(|b| {
-            b["text"]["body"]
-                .as_str()
-                .or(b["interactive"]["body"]["text"].as_str())
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
+fn note_sha() -> String {
+    hex::encode(Sha256::digest(voice_note()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,7 +217,7 @@ async fn a_voice_note_is_answered_from_its_transcript_and_kept_as_words_never_as
         200
     );
     wa.sent_at_least(1).await;
-    let said = texts(&wa);
+    let said = wa.texts();
     assert!(
         said[0].contains("****7890") && said[0].contains("50,00"),
         "{said:?}"
@@ -262,14 +261,8 @@ async fn a_voice_note_is_answered_from_its_transcript_and_kept_as_words_never_as
 
     // Nothing of the sound in the data directory (the database and its journal included).
     drop(wa);
-    for entry in std::fs::read_dir(dir.path()).expect("dir") {
-        let bytes = std::fs::read(entry.expect("entry").path()).unwrap_or_default();
-        assert!(
-            !bytes.windows(MARKER.len()).any(|w| w == MARKER),
-            "audio bytes kept"
-        );
-        assert!(!bytes.windows(4).any(|w| w == b"OggS"), "an Ogg page kept");
-    }
+    assert_nowhere(dir.path(), MARKER, "audio bytes kept");
+    assert_nowhere(dir.path(), b"OggS", "an Ogg page kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +283,7 @@ async fn a_text_sent_right_after_a_slow_voice_note_is_answered_after_it() {
     );
     assert_eq!(wa.deliver(&text_notification("oi", "wamid.texto2")).await, 200);
     wa.sent_at_least(2).await;
-    let said = texts(&wa);
+    let said = wa.texts();
     assert!(
         said[0].contains("****7890"),
         "the voice note's answer comes first: {said:?}"
@@ -307,7 +300,7 @@ async fn a_voice_note_that_cannot_be_heard_gets_asked_to_write_and_stays_on_reco
         200
     );
     wa.sent_at_least(1).await;
-    assert_eq!(texts(&wa), vec!["Não consegui ouvir o áudio — pode escrever?"]);
+    assert_eq!(wa.texts(), vec!["Não consegui ouvir o áudio — pode escrever?"]);
     assert_eq!(transcription.heard().len(), 1, "never retried on its own");
     let messages = store.messages(CONVERSATION).await.expect("messages");
     assert_eq!(
@@ -324,10 +317,7 @@ async fn a_voice_note_that_cannot_be_heard_gets_asked_to_write_and_stays_on_reco
         "answered, not left hanging"
     );
     // The provider's body echoed the key: it is nowhere on record.
-    for entry in std::fs::read_dir(dir.path()).expect("dir") {
-        let bytes = std::fs::read(entry.expect("entry").path()).unwrap_or_default();
-        assert!(!bytes.windows(API_KEY.len()).any(|w| w == API_KEY.as_bytes()));
-    }
+    assert_nowhere(dir.path(), API_KEY.as_bytes(), "the transcription key kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,7 +343,7 @@ async fn a_recording_whose_bytes_do_not_match_metas_sha256_is_never_transcribed(
         200
     );
     wa.sent_at_least(1).await;
-    assert_eq!(texts(&wa), vec!["Não consegui ouvir o áudio — pode escrever?"]);
+    assert_eq!(wa.texts(), vec!["Não consegui ouvir o áudio — pode escrever?"]);
     assert!(transcription.heard().is_empty());
 }
 
@@ -369,7 +359,7 @@ async fn without_transcricao_a_voice_note_gets_the_text_only_answer() {
         200
     );
     wa.sent_at_least(1).await;
-    assert!(texts(&wa)[0].starts_with("Por enquanto eu só leio mensagens de texto"));
+    assert!(wa.texts()[0].starts_with("Por enquanto eu só leio mensagens de texto"));
     assert!(
         wa.graph.received().iter().all(|r| !r.path.contains(MEDIA_ID)),
         "nothing fetched"

@@ -154,6 +154,21 @@ impl Wa {
             .collect()
     }
 
+    /// What was said to the user, in order: each message's text (a text's body, an interactive
+    /// message's).
+    pub(crate) fn texts(&self) -> Vec<String> {
+        self.sends()
+            .iter()
+            .map(|b| {
+                b["text"]["body"]
+                    .as_str()
+                    .or(b["interactive"]["body"]["text"].as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
     /// Runs the outbox until `n` messages went out (the turns run after the 200).
     pub(crate) async fn sent_at_least(&self, n: usize) {
         for _ in 0..300 {
