@@ -74,6 +74,8 @@ pub struct Config {
     /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
     /// a voice note gets the text-only answer.
     pub transcricao: Option<crate::llm::TranscricaoConfig>,
+    /// `[fotos]`: card photos read locally with Tesseract, when it is installed.
+    pub fotos: crate::ocr::FotosConfig,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -158,6 +160,7 @@ impl Default for Config {
             systems: None,
             pix: None,
             transcricao: None,
+            fotos: crate::ocr::FotosConfig::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -509,6 +512,9 @@ impl Config {
             .as_ref()
             .and_then(crate::llm::TranscricaoConfig::problem)
         {
+            return invalid(field, message);
+        }
+        if let Some((field, message)) = self.fotos.problem() {
             return invalid(field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {

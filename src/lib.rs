@@ -16,6 +16,7 @@ pub mod router;
 pub mod planner;
 pub mod engine;
 pub mod llm;
+pub mod ocr;
 pub mod flow;
 pub mod batch;
 pub mod store;

@@ -54,6 +54,10 @@ pub struct ReplyPayload {
     /// The recharge waiting for this user's confirmation: channels offer confirm / cancel buttons.
     #[serde(default)]
     pub confirmation: Option<String>,
+    /// Options the text asks to choose from (masked cards), in order: a channel that can shows them as
+    /// a list whose pick comes back as the option's index (`Inbound::pick`); the text names them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
     /// The turn's trace, which the worker's `deliver` span joins.
     #[serde(default)]
     pub trace: Option<DeliveryTrace>,

@@ -119,7 +119,12 @@ async fn service_paying(
         .map(crate::llm::Transcriber::new)
         .transpose()
         .context("a transcrição ([transcricao])")?;
-    let mut services = Services::new(engine, store).with_transcriber(transcriber);
+    let reader = crate::ocr::Tesseract::find(&config.fotos)
+        .await
+        .map(|t| Arc::new(t) as Arc<dyn crate::ocr::PhotoReader>);
+    let mut services = Services::new(engine, store)
+        .with_transcriber(transcriber)
+        .with_photo_reader(reader, config.fotos.max_bytes());
     if let Some(pix) = pix {
         services = services.with_pix(pix);
     }

@@ -206,6 +206,7 @@ pub(super) async fn message(
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     };
     let service = state.service.clone();

@@ -141,9 +141,9 @@ pub async fn score(router: &Router, entries: &[Entry]) -> Score {
         score.messages += 1;
         let (kind, text, params) = match &d.route {
             Route::Action { arguments, .. } => ("acao", None, arguments.as_object().cloned()),
-            Route::Ask { question, awaiting } => {
-                ("pergunta", Some(question.as_str()), Some(awaiting.params.clone()))
-            }
+            Route::Ask {
+                question, awaiting, ..
+            } => ("pergunta", Some(question.as_str()), Some(awaiting.params.clone())),
             Route::Reply { text } => ("resposta", Some(text.as_str()), None),
             Route::Restate { text, .. } => ("reafirma", Some(text.as_str()), None),
             Route::ForgetCards { text } => ("esquece", Some(text.as_str()), None),

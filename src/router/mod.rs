@@ -54,8 +54,13 @@ pub struct Awaiting {
 pub enum Route {
     /// Run this action with these arguments, no model.
     Action { action: String, arguments: Value },
-    /// Ask for what is missing and remember the request.
-    Ask { question: String, awaiting: Awaiting },
+    /// Ask for what is missing and remember the request; `choose`: the remembered cards the question
+    /// asks to choose from (a channel shows them as a list).
+    Ask {
+        question: String,
+        awaiting: Awaiting,
+        choose: Vec<String>,
+    },
     /// Answer with this text.
     Reply { text: String },
     /// Answer with this text, which asks again to confirm the recharge `pending` (a "sim" after it
@@ -460,9 +465,10 @@ impl Router {
         }
         let mut doubts = gather_params(intent, &m.found, &mut params);
         // Asked which of the known cards: the question need not ask for a number too.
-        let card_asked = !params.contains_key("cartao")
-            && doubts.is_empty()
-            && known_card(m, conv, &mut params, &mut doubts);
+        let asked = (!params.contains_key("cartao") && doubts.is_empty())
+            .then(|| known_card(m, conv, &mut params, &mut doubts))
+            .flatten();
+        let card_asked = asked.is_some();
         let missing: Vec<&str> = intent
             .required()
             .iter()
@@ -481,6 +487,7 @@ impl Router {
                 intent: key.into(),
                 params,
             },
+            choose: asked.unwrap_or_default(),
         }
     }
 
@@ -543,23 +550,24 @@ fn restate(p: &RecargaPendente) -> (String, Route) {
 }
 
 /// The card a request without one means, from the cards the conversation remembers — or why
-/// none can be taken (a number of the wrong length, several cards, no card ending so). `true`
-/// when the doubt it adds already asks for the card.
+/// none can be taken (a number of the wrong length, several cards, no card ending so). `Some` when
+/// the doubt it adds already asks for the card: the cards it asks to choose from (none when no card
+/// ends as the message said).
 fn known_card(
     m: &Read<'_>,
     conv: &Conversation,
     params: &mut Map<String, Value>,
     doubts: &mut Vec<String>,
-) -> bool {
+) -> Option<Vec<String>> {
     if let Some(len) = m.found.odd_cards.first() {
         doubts.push(texts::odd_length(*len));
-        return false;
+        return None;
     }
     let known = remembered_in(&conv.memory);
     match cards::pick(m.found.final_digits.as_deref(), &m.n, &known) {
         Pick::One(card) => {
             params.insert("cartao".into(), json!(card));
-            false
+            None
         }
         Pick::Choose(many) => {
             doubts.push(format!(
@@ -569,15 +577,15 @@ fn known_card(
                     .map(|c| &c[c.len().saturating_sub(4)..])
                     .unwrap_or_default()
             ));
-            true
+            Some(many)
         }
         Pick::NoSuchFinal(tail) => {
             doubts.push(format!(
                 "Não tenho nenhum cartão seu com final {tail}; me diga o número completo."
             ));
-            true
+            Some(Vec::new())
         }
-        Pick::None => false,
+        Pick::None => None,
     }
 }
 

@@ -68,6 +68,7 @@ pub(crate) fn board_item(
             reply_to: None,
             thread: None,
             confirmation: None,
+            choices: Vec::new(),
             trace: None,
             template: None,
         }

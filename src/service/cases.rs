@@ -269,6 +269,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     }
 }
@@ -400,6 +401,7 @@ pub(super) fn reply_item(
             reply_to: None,
             thread: None,
             confirmation: None,
+            choices: Vec::new(),
             trace: None,
             template,
         }

@@ -58,6 +58,7 @@ fn turn_tokens(
 /// is kept of it alike).
 fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Routing) {
     super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
+    super::offers::settle(conv, routing.offer.as_ref());
     let Some(note) = routing.note else {
         return;
     };
@@ -110,7 +111,8 @@ impl Services {
         usage.audio_ms = listened.audio_ms;
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
-        let mut outbox = replies_outbox(conv, msg, &outcome);
+        let choices = routing.offer.as_ref().map(super::offers::Offer::titles);
+        let mut outbox = replies_outbox(conv, msg, &outcome, choices.unwrap_or_default());
         outbox.extend(self.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
@@ -214,8 +216,14 @@ impl Services {
     }
 }
 
-/// One outbox item per reply, addressed to the channel the message came from.
-fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> Vec<NewOutboxItem> {
+/// One outbox item per reply, addressed to the channel the message came from; the last one carries
+/// the `choices` the answer offers.
+fn replies_outbox(
+    conv: &Conversation,
+    msg: &Inbound,
+    outcome: &TurnOutcome,
+    choices: Vec<String>,
+) -> Vec<NewOutboxItem> {
     let status = match msg.delivery {
         Delivery::Inline => OutboxStatus::Done,
         Delivery::Outbox => OutboxStatus::Pending,
@@ -247,6 +255,7 @@ fn replies_outbox(conv: &Conversation, msg: &Inbound, outcome: &TurnOutcome) -> 
                 reply_to: msg.channel_message_id.clone(),
                 thread: msg.thread.clone(),
                 confirmation: if i == last { pending.clone() } else { None },
+                choices: if i == last { choices.clone() } else { Vec::new() },
                 trace: trace.clone(),
                 template: None,
             }

@@ -1,8 +1,10 @@
 //! Media messages before their turn, under the conversation's turn lock: a voice note is fetched from
 //! its channel, transcribed, and its transcript stored in place of the message's text — then the turn
-//! runs on the words. Order holds because this runs where the turn runs: a later message of the same
-//! conversation waits for the lock, or (its task holding the lock first) processes this one first.
-//! The bytes live only in memory for the call; nothing of them is logged.
+//! runs on the words. A photo is fetched and read locally (Tesseract): the cards it shows are
+//! proposed, never used ([`super::offers`]); the photo's text is not stored. Order holds because this
+//! runs where the turn runs: a later message of the same conversation waits for the lock, or (its
+//! task holding the lock first) processes this one first. The bytes live only in memory for the call;
+//! nothing of them is logged.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -10,8 +12,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
 
+use super::offers::{self, Offer};
 use super::{Inbound, Services};
 use crate::llm::{ChatMessage, Transcriber};
+use crate::ocr::PhotoReader;
 use crate::store::{Media, MediaKind};
 
 /// The prefix a transcribed voice note is stored and shown with (console, case file, the HTTP
@@ -43,11 +47,19 @@ pub enum MediaError {
     Unreadable,
 }
 
-/// What the service hears with: a transcriber (`[transcricao]`) and each channel's media source.
+/// What the service hears with: a transcriber (`[transcricao]`), a photo reader (Tesseract, `[fotos]`)
+/// and each channel's media source.
 #[derive(Default)]
 pub(super) struct Hearing {
     transcriber: Option<Transcriber>,
+    reader: Option<Reader>,
     sources: RwLock<HashMap<String, Arc<dyn MediaSource>>>,
+}
+
+/// How photos are read: the reader, and the most bytes of one photo.
+struct Reader {
+    read: Arc<dyn PhotoReader>,
+    max_bytes: u64,
 }
 
 impl Hearing {
@@ -66,8 +78,29 @@ pub(super) struct Heard<'m> {
     pub msg: Cow<'m, Inbound>,
     /// What hearing it cost.
     pub listened: Listened,
-    /// It could not be heard: this is the answer.
-    pub unheard: Option<String>,
+    /// The answer, when the message is answered without a turn of its own: a voice note that could
+    /// not be heard, a photo.
+    pub answer: Option<Answer>,
+}
+
+/// A message's answer given before routing, with no model.
+pub(super) struct Answer {
+    pub text: String,
+    /// What the usage metrics call it.
+    pub intent: &'static str,
+    /// Cards the answer offers to choose from.
+    pub offer: Option<Offer>,
+}
+
+impl Answer {
+    /// A message that is not processed at all ([`super::refusal`]).
+    pub(super) fn refusal(text: String) -> Self {
+        Self {
+            text,
+            intent: "recusa",
+            offer: None,
+        }
+    }
 }
 
 impl<'m> Heard<'m> {
@@ -75,13 +108,13 @@ impl<'m> Heard<'m> {
         Self {
             msg: Cow::Borrowed(msg),
             listened: Listened::default(),
-            unheard: None,
+            answer: None,
         }
     }
 
     fn unheard(msg: &'m Inbound) -> Self {
         Self {
-            unheard: Some(NOT_HEARD.to_owned()),
+            answer: Some(Answer::refusal(NOT_HEARD.to_owned())),
             ..Self::as_it_came(msg)
         }
     }
@@ -115,12 +148,75 @@ impl Services {
         self.hearing.transcriber.is_some()
     }
 
-    /// Message `msg` (stored as `id`) heard, when it is a voice note and this service can hear it: its
-    /// transcript is stored in place of its text before anything acts on it.
+    /// With card photos read by `reader`, of at most `max_bytes` each (`[fotos]`; `None`: photos get
+    /// the text-only answer).
+    pub fn with_photo_reader(mut self, reader: Option<Arc<dyn PhotoReader>>, max_bytes: u64) -> Self {
+        self.hearing.reader = reader.map(|read| Reader { read, max_bytes });
+        self
+    }
+
+    /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).
+    pub fn reads_photos(&self) -> bool {
+        self.hearing.reader.is_some()
+    }
+
+    /// Message `msg` (stored as `id`) heard, when it is a voice note or a photo and this service can
+    /// hear it: a voice note's transcript is stored in place of its text before anything acts on it; a
+    /// photo's cards are proposed.
     pub(super) async fn hear<'m>(&self, msg: &'m Inbound, id: i64) -> Heard<'m> {
-        let Some(media) = msg.media.as_ref().filter(|m| m.kind == MediaKind::Audio) else {
+        match msg.media.as_ref() {
+            Some(media) if media.kind == MediaKind::Audio => self.listen(msg, media, id).await,
+            Some(media) if media.kind == MediaKind::Image => self.look(msg, media).await,
+            _ => Heard::as_it_came(msg),
+        }
+    }
+
+    /// A photo read: the cards of the policy's lengths in it, proposed. The photo and its text are
+    /// never stored; a photo that cannot be fetched or read is asked to be typed.
+    async fn look<'m>(&self, msg: &'m Inbound, media: &Media) -> Heard<'m> {
+        let (Some(reader), Some(source)) = (&self.hearing.reader, self.hearing.source(&msg.user.channel))
+        else {
             return Heard::as_it_came(msg);
         };
+        let text = match source.fetch(media, reader.max_bytes).await {
+            Ok(bytes) => reader.read.read(bytes).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let found = match text {
+            Ok(text) => {
+                let (min, max) = self.card_lengths();
+                offers::read_off_photo(&text, min, max)
+            }
+            Err(why) => {
+                tracing::warn!(error = %why, "a photo could not be read");
+                Vec::new()
+            }
+        };
+        let (text, offer) = offers::photo_proposal(found);
+        Heard {
+            answer: Some(Answer {
+                text,
+                intent: "foto_cartao",
+                offer,
+            }),
+            ..Heard::as_it_came(msg)
+        }
+    }
+
+    /// The lengths a card may have (`[vt.politicas] validacoes_cartao`).
+    fn card_lengths(&self) -> (usize, usize) {
+        let lengths = |v: &vt_actions::vt::ValidacoesCartao| (v.tamanho_min, v.tamanho_max);
+        self.engine
+            .extensions()
+            .get::<vt_actions::tools::VtSettings>()
+            .map_or_else(
+                || lengths(&vt_actions::vt::ValidacoesCartao::default()),
+                |s| lengths(&s.politicas.validacoes_cartao),
+            )
+    }
+
+    /// A voice note heard: its transcript stored in place of its text.
+    async fn listen<'m>(&self, msg: &'m Inbound, media: &Media, id: i64) -> Heard<'m> {
         let (Some(transcriber), Some(source)) =
             (&self.hearing.transcriber, self.hearing.source(&msg.user.channel))
         else {
@@ -157,7 +253,7 @@ impl Services {
                 audio_ms: transcript.audio_ms,
                 tokens: transcript.tokens,
             },
-            unheard: None,
+            answer: None,
         }
     }
 }

@@ -29,6 +29,7 @@ mod figures;
 mod followups;
 mod hearing;
 mod hours;
+mod offers;
 pub use board::{BOARD, BoardKind, state_line};
 pub(crate) use cases::WHATSAPP_WINDOW_HOURS;
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
@@ -109,6 +110,10 @@ pub struct Inbound {
     /// the one waiting for this user, and makes it "sim" / "não" — a confirm tap also names that
     /// request as the question answered, even when other answers of ours came after it.
     pub tap: Option<Tap>,
+    /// A pick from a list of cards we offered (WhatsApp's list message): the offered card's index.
+    /// The service makes it the card itself, written out, while the offer is still the
+    /// conversation's ([`offers`]); otherwise words saying the list is gone.
+    pub pick: Option<usize>,
     /// When the person wrote, for a channel that keeps each contact's last message (WhatsApp's
     /// 24-hour window): written with the message, in accept's transaction.
     pub contact_seen_at: Option<DateTime<Utc>>,
@@ -423,6 +428,7 @@ impl Services {
         // nothing else changes it).
         let mut reads = self.turn_reads(&id).await?;
         let msg = &question::resolve_tap(msg, reads.conversation.as_ref())?;
+        let msg = &offers::resolve_pick(msg, reads.conversation.as_ref());
         let accepted = self
             .accept(&id, reads.conversation.take(), msg, now)
             .instrument(spans::step("accept"))
@@ -452,12 +458,16 @@ impl Services {
         let deliver = msg.delivery == Delivery::Inline;
         let heard = self.hear(msg, accepted_message).await;
         let (msg, listened) = (heard.msg.as_ref(), heard.listened);
-        if let Some(text) = heard.unheard.or_else(|| refusal(msg)) {
+        if let Some(answer) = heard
+            .answer
+            .or_else(|| refusal(msg).map(hearing::Answer::refusal))
+        {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
-            let outcome = self.without_engine(&conv, &msg.text, Some(text));
+            let routing = Routing::answered(answer.intent, answer.offer);
+            let outcome = self.without_engine(&conv, &msg.text, Some(answer.text));
             let ran = Ran {
                 outcome,
-                routing: Routing::refusal(),
+                routing,
                 context,
                 started,
                 now,
@@ -1053,6 +1063,7 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     }
 }

@@ -23,6 +23,9 @@ pub struct Routing {
     pub restated: Option<String>,
     /// A line the turn's answer ends with (the message was in English or Spanish).
     pub note: Option<&'static str>,
+    /// Cards the answer offers to choose from (a photo's, or the remembered ones): kept for the next
+    /// turn, shown as a list where the channel can.
+    pub(super) offer: Option<super::offers::Offer>,
 }
 
 impl Routing {
@@ -43,9 +46,13 @@ impl Routing {
         crate::telemetry::spans::routed(span, intent, level, by, self.tokens);
     }
 
-    /// A message that was refused before routing.
-    pub(super) fn refusal() -> Self {
-        Self::deterministic("recusa", false)
+    /// A message answered before routing (refused, or a media message heard): `intent` names the
+    /// answer; it may offer cards.
+    pub(super) fn answered(intent: &str, offer: Option<super::offers::Offer>) -> Self {
+        Self {
+            offer,
+            ..Self::deterministic(intent, false)
+        }
     }
 
     /// A turn the service answered itself, with no router and no model (zero tokens): held for a
@@ -57,6 +64,7 @@ impl Routing {
             tokens: (0, 0),
             restated: None,
             note: None,
+            offer: None,
         }
     }
 }
@@ -67,6 +75,13 @@ impl Services {
     pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {
         let text = msg.text.as_str();
         super::question::tapped(conv, msg.tap.as_ref());
+        // The answer to a photo's proposal, whatever agent: the card becomes theirs, or is dropped.
+        if let Some(reply) = super::offers::answer_to_photo(conv, msg) {
+            return (
+                TurnStart::Reply(reply),
+                Routing::deterministic("cartao_da_foto", false),
+            );
+        }
         let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
             let routing = Routing {
                 tag: None,
@@ -74,6 +89,7 @@ impl Services {
                 tokens: (0, 0),
                 restated: None,
                 note: None,
+                offer: None,
             };
             return (TurnStart::Model, routing);
         };
@@ -82,9 +98,18 @@ impl Services {
         let decision = router.route(text, conv).await;
         let mut tokens = decision.tokens;
         let mut restated = None;
+        let mut offer = None;
         let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
         let start = match decision.route {
-            Route::Ask { question, awaiting } => {
+            Route::Ask {
+                question,
+                awaiting,
+                choose,
+            } => {
+                offer = (!choose.is_empty()).then_some(super::offers::Offer {
+                    cartoes: choose,
+                    foto: false,
+                });
                 conv.state.insert(
                     STATE_AGUARDANDO.into(),
                     vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
@@ -122,6 +147,7 @@ impl Services {
             tokens,
             restated,
             note: decision.note,
+            offer,
         };
         (start, routing)
     }

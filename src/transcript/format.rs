@@ -99,12 +99,16 @@ impl SimulatorSetup {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
-    /// A text message (empty: an empty message). A turn has one of `user`, `voice` and `burst`.
+    /// A text message (empty: an empty message). A turn has one of `user`, `voice`, `image` and
+    /// `burst`.
     #[serde(default)]
     pub user: String,
     /// A voice note: what the transcription fake hears in it (empty: the transcription fails).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
+    /// A photo: the text the photo reader's fake reads in it (empty: it reads nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Messages sent in quick succession, answered as a channel that joins bursts answers them
     /// (`[whatsapp] juntar_ms`): the replies of every turn they make, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,10 +133,12 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// What the person sent, message by message: `user` (repeated), a voice note's words, or a burst.
+    /// What the person sent, message by message: `user` (repeated), a voice note's words, a photo (as
+    /// `[foto]`: its text is not something they said), or a burst.
     pub fn messages(&self) -> Vec<String> {
         match (&self.voice, self.burst.is_empty()) {
             (Some(words), _) => vec![words.clone()],
+            (None, _) if self.image.is_some() => vec!["[foto]".to_owned()],
             (None, false) => self.burst.clone(),
             (None, true) => vec![self.user.repeat(self.repeat.unwrap_or(1))],
         }
@@ -147,8 +153,9 @@ impl Turn {
     pub fn problem(&self) -> Option<&'static str> {
         let kinds = usize::from(!self.user.is_empty())
             + usize::from(self.voice.is_some())
+            + usize::from(self.image.is_some())
             + usize::from(!self.burst.is_empty());
-        (kinds > 1).then_some("a turn has one of user, voice and burst")
+        (kinds > 1).then_some("a turn has one of user, voice, image and burst")
     }
 }
 

@@ -30,7 +30,7 @@ const FLOORS: &[&[&str]] = &[
     &["store"],
     &["engine"],
     &["telemetry"],
-    &["llm"],
+    &["llm", "ocr"],
 ];
 
 fn floor_of(module: &str) -> usize {

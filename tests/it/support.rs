@@ -955,6 +955,7 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
         reply_to: None,
         thread: None,
         confirmation: None,
+        choices: Vec::new(),
         trace: None,
         template: None,
     }

@@ -104,6 +104,7 @@ impl Wa {
                         reply_to: None,
                         thread: None,
                         confirmation: None,
+                        choices: Vec::new(),
                         trace: None,
                         template,
                     }

@@ -14,6 +14,9 @@ use crate::vt::parse::cards;
 /// Memory key: the cards the user wrote, most recent last (full numbers: memory is never shown to the
 /// model, and the conversation's messages hold them anyway).
 pub const MEMORY_CARTOES: &str = "cartoes_informados";
+/// State key: the cards an answer of ours offered to choose from (a photo's, or the remembered ones
+/// when a request named none), until the next turn. Not the user's yet: they become so when chosen.
+pub const STATE_OFERECIDOS: &str = "cartoes_oferecidos";
 /// How many cards are remembered.
 const REMEMBERED: usize = 5;
 
@@ -115,14 +118,26 @@ fn ask_full_number(raw: &str) -> ActionResponse {
 }
 
 /// The cards a conversation holds, for the store's blind index: the ones its user wrote (remembered
-/// as they arrived) and its pending recharge's. Only these: other numbers in state and memory (keys,
-/// ids, times) are no one's card, and a flow's card is on its run's row.
+/// as they arrived), the ones offered to choose from (read off a photo) and its pending recharge's.
+/// Only these: other numbers in state and memory (keys, ids, times) are no one's card, and a flow's
+/// card is on its run's row.
 pub fn cards_held(state: &Map<String, Value>, memory: &Map<String, Value>) -> Vec<String> {
     let mut held = remembered_in(memory);
     let pending = state
         .get(super::pendente::STATE_PENDENTE)
         .and_then(|p| p.get("cartao"));
     held.extend(pending.and_then(Value::as_str).map(str::to_owned));
+    let offered = state
+        .get(STATE_OFERECIDOS)
+        .and_then(|o| o.get("cartoes"))
+        .and_then(Value::as_array);
+    held.extend(
+        offered
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned),
+    );
     let mut digits: Vec<String> = held
         .iter()
         .flat_map(|c| crate::vt::card::card_numbers_in(c))

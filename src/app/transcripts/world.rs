@@ -102,6 +102,8 @@ pub(super) struct World {
     agent: String,
     /// What the transcription fake hears next (a `voice` turn's words).
     heard: Heard,
+    /// What the photo reader's fake reads next (an `image` turn's text).
+    seen: Heard,
     /// Bursts played so far: their messages' channel ids stay apart.
     bursts: std::sync::atomic::AtomicUsize,
 }
@@ -112,17 +114,36 @@ type Heard = Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
 /// How long the world waits for a burst to end (real time: the clock is pinned).
 const BURST_WINDOW: Duration = Duration::from_millis(30);
 
-/// A voice note's stand-in bytes: the transcription fake does not listen to them.
+/// A voice note's or a photo's stand-in bytes: the fakes do not listen to them or look at them.
 struct Recordings;
 
 #[async_trait::async_trait]
 impl crate::service::MediaSource for Recordings {
     async fn fetch(
         &self,
-        _media: &crate::store::Media,
+        media: &crate::store::Media,
         _max_bytes: u64,
     ) -> Result<Vec<u8>, crate::service::MediaError> {
-        Ok(b"OggS transcript voice note".to_vec())
+        Ok(match media.kind {
+            crate::store::MediaKind::Audio => b"OggS transcript voice note".to_vec(),
+            crate::store::MediaKind::Image => b"\x89PNG transcript photo".to_vec(),
+        })
+    }
+}
+
+/// The photo reader's fake: it reads the next `image` turn's text (Tesseract is not run, so a
+/// transcript reads the same on every machine).
+struct Photos(Heard);
+
+#[async_trait::async_trait]
+impl crate::ocr::PhotoReader for Photos {
+    async fn read(&self, _image: Vec<u8>) -> Result<String, crate::ocr::OcrError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or_default())
     }
 }
 
@@ -186,6 +207,8 @@ impl World {
         let heard = Heard::default();
         let hearing = transcription(heard.clone()).await?;
         let (service, store) = product(setup, options, (&clock, &running, &hearing), &model).await?;
+        let seen = Heard::default();
+        let service = service.with_photo_reader(Some(Arc::new(Photos(seen.clone()))), 5 * 1024 * 1024);
         service.hear_from(&setup.channel, Arc::new(Recordings));
         let world = Self {
             clock,
@@ -202,6 +225,7 @@ impl World {
             conversation: setup.conversation.clone().unwrap_or_else(|| "transcript".into()),
             agent: setup.agent.clone(),
             heard,
+            seen,
             bursts: Default::default(),
         };
         world.seed_conversation(setup).await?;
@@ -339,19 +363,31 @@ impl World {
 }
 
 impl World {
-    /// The one message of a `user` or `voice` turn (a voice note's words queued for the fake).
+    /// The one message of a `user`, `voice` or `image` turn (a voice note's words, a photo's text
+    /// queued for its fake).
     fn message(&self, turn: &Turn) -> Inbound {
-        let media = turn.voice.as_ref().map(|words| {
-            self.heard
-                .lock()
+        let queue = |fake: &Heard, text: &String| {
+            fake.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push_back(words.clone());
+                .push_back(text.clone());
+        };
+        let voice = turn.voice.as_ref().map(|words| {
+            queue(&self.heard, words);
             crate::store::Media {
                 kind: crate::store::MediaKind::Audio,
                 id: "nota".into(),
                 mime: "audio/ogg; codecs=opus".into(),
             }
         });
+        let photo = turn.image.as_ref().map(|text| {
+            queue(&self.seen, text);
+            crate::store::Media {
+                kind: crate::store::MediaKind::Image,
+                id: "foto".into(),
+                mime: "image/jpeg".into(),
+            }
+        });
+        let media = voice.or(photo);
         Inbound {
             agent_id: self.agent.clone(),
             conversation_id: Some(self.conversation.clone()),
@@ -503,6 +539,11 @@ async fn product(
             timeout_secs: 5,
             ..Default::default()
         }),
+        // Photos are read by the world's fake (`Photos`), never by a Tesseract the machine may have.
+        fotos: crate::ocr::FotosConfig {
+            ler: false,
+            ..Default::default()
+        },
         ..options.config.clone()
     };
     let ext = Extensions::default()

@@ -69,6 +69,7 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         media: None,
         joined_from: None,
         thread: None,
+        pick: None,
         tap: Some(Tap {
             recharge: c.pendente.clone(),
             confirm: c.acao == "confirmar",

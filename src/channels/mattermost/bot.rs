@@ -268,6 +268,7 @@ impl Bot {
             joined_from: None,
             thread,
             tap: None,
+            pick: None,
             contact_seen_at: None,
         };
         let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());

@@ -82,6 +82,7 @@ pub(super) async fn command(
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     };
     let mut work = {

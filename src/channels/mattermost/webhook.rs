@@ -75,6 +75,7 @@ pub(super) async fn outgoing(
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     };
     match state.service.messages().handle(msg).await {

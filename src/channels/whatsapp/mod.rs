@@ -38,6 +38,8 @@ pub(crate) const CHANNEL: &str = "whatsapp";
 /// Ids of our confirmation buttons.
 const CONFIRM_PREFIX: &str = "confirmar:";
 const CANCEL_PREFIX: &str = "cancelar:";
+/// Ids of a list's rows: the offered option's index follows (`Inbound::pick`).
+const PICK_PREFIX: &str = "cartao:";
 
 /// `[whatsapp]` in the configuration file (`VT_WHATSAPP_*` in the environment).
 #[derive(Clone, Deserialize, PartialEq)]
@@ -185,6 +187,11 @@ pub fn channel(
     } else {
         "WhatsApp: notas de voz recebem a resposta de só texto (sem [transcricao])"
     };
+    let photos = if wiring.service.reads_photos() {
+        "WhatsApp: fotos de cartão lidas localmente (Tesseract, [fotos])"
+    } else {
+        "WhatsApp: fotos desligadas — recebem a resposta de só texto (Tesseract não encontrado, ou [fotos] ler = false)"
+    };
     super::Channel {
         name: CHANNEL,
         routes: webhook::routes(webhook),
@@ -202,6 +209,7 @@ pub fn channel(
             ),
             "canal WhatsApp ligado: webhook em /channels/whatsapp/webhook".into(),
             voice.into(),
+            photos.into(),
         ],
     }
 }

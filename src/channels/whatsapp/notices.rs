@@ -176,6 +176,7 @@ impl WhatsAppNotices {
                 reply_to: None,
                 thread: None,
                 confirmation: None,
+                choices: Vec::new(),
                 trace: None,
                 template: Some(template),
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
-use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, orders, wire};
+use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, orders, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::store::{ContactStore, OutboxItem, PixStore};
 
@@ -308,11 +308,51 @@ fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> 
                     button(CONFIRM_PREFIX, "Confirmar"),
                     button(CANCEL_PREFIX, "Cancelar"),
                 ],
+                button: None,
+                sections: Vec::new(),
             },
         }),
         image: None,
     }
 }
+
+/// A list message: `body`, and a button that opens the `choices` as rows (at most ten, titles of at
+/// most 24 characters), each row's id the option's index.
+fn list<'a>(to: &'a str, body: &'a str, choices: &[String]) -> wire::Outgoing<'a> {
+    let rows = choices
+        .iter()
+        .take(MAX_LIST_ROWS)
+        .enumerate()
+        .map(|(i, title)| wire::OutRow {
+            id: format!("{PICK_PREFIX}{i}"),
+            title: title.chars().take(MAX_ROW_TITLE).collect(),
+        })
+        .collect();
+    wire::Outgoing {
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        to,
+        kind: "interactive",
+        text: None,
+        interactive: Some(wire::OutInteractive {
+            kind: "list",
+            body: wire::OutBody { text: body },
+            action: wire::OutAction {
+                buttons: Vec::new(),
+                button: Some("Escolher cartão"),
+                sections: vec![wire::OutSection {
+                    title: "Cartões",
+                    rows,
+                }],
+            },
+        }),
+        image: None,
+    }
+}
+
+/// Meta's limits on a list message: ten rows in all, a row's title 24 characters.
+const MAX_LIST_ROWS: usize = 10;
+const MAX_ROW_TITLE: usize = 24;
 
 impl Sender {
     /// Marks the user's message read and shows them "typing…" while the product works on it (Meta's
@@ -367,7 +407,16 @@ impl ChannelSender for Sender {
                 }
                 Ok(self.post(&buttons(to, "Confirma?", pending)).await?)
             }
-            None => self.send_text(to, text).await,
+            None if reply.choices.is_empty() => self.send_text(to, text).await,
+            None if text.chars().count() <= MAX_BUTTON_BODY => {
+                Ok(self.post(&list(to, text, &reply.choices)).await?)
+            }
+            None => {
+                for part in split(text, MAX_TEXT) {
+                    self.post(&text_message(to, &part)).await?;
+                }
+                Ok(self.post(&list(to, "Qual deles?", &reply.choices)).await?)
+            }
         }
     }
 }

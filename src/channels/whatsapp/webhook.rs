@@ -11,7 +11,7 @@ use axum::routing::get;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, WhatsAppConfig, conversation_id, wire};
+use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::channels::same_secret;
 use crate::engine::Participant;
 use crate::service::{Delivery, Inbound, NotWaiting, Received, Services, Tap};
@@ -301,6 +301,7 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: Some(wrote_at(m)),
     };
     let tapped = m
@@ -309,7 +310,10 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()));
     match (m.kind.as_str(), &m.text, tapped) {
         ("text", Some(t), _) => msg.text = t.body.clone(),
-        ("interactive", _, Some(r)) => msg.tap = Some(tap(&r.id)),
+        ("interactive", _, Some(r)) => match pick(&r.id) {
+            Some(index) => msg.pick = Some(index),
+            None => msg.tap = Some(tap(&r.id)),
+        },
         // A template's quick reply ("Continuar"): the words on it.
         ("button", ..) if m.button.as_ref().is_some_and(|b| !b.text.is_empty()) => {
             msg.text = m.button.as_ref().map(|b| b.text.clone()).unwrap_or_default();
@@ -317,6 +321,10 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         // A voice note: heard under the turn lock, before its turn, when `[transcricao]` is set.
         ("audio", ..) if m.audio.is_some() => {
             msg.media = m.audio.as_ref().map(|a| media(MediaKind::Audio, a))
+        }
+        // A photo: read under the turn lock, when Tesseract is installed; the cards in it proposed.
+        ("image", ..) if m.image.is_some() => {
+            msg.media = m.image.as_ref().map(|i| media(MediaKind::Image, i))
         }
         (other, ..) => msg.unsupported = Some(other.to_owned()),
     }
@@ -329,6 +337,11 @@ fn media(kind: MediaKind, m: &wire::IncomingMedia) -> Media {
         id: m.id.clone(),
         mime: m.mime_type.clone(),
     }
+}
+
+/// A pick from one of our lists: the offered option's index (the service knows what it was).
+fn pick(id: &str) -> Option<usize> {
+    id.strip_prefix(PICK_PREFIX)?.parse().ok()
 }
 
 /// A tap on one of our buttons: the service makes it "sim" or "não" only for the recharge still

@@ -90,6 +90,9 @@ pub(super) struct Message {
     /// A voice note (`voice: true`) or an audio file.
     #[serde(default)]
     pub audio: Option<IncomingMedia>,
+    /// A photo (its `caption`, if any, is not read).
+    #[serde(default)]
+    pub image: Option<IncomingMedia>,
 }
 
 /// A media message's object: its handle, never bytes or a URL.
@@ -195,9 +198,30 @@ pub(super) struct OutBody<'a> {
     pub text: &'a str,
 }
 
+/// Reply buttons, or a list's button and sections.
 #[derive(Debug, Serialize)]
 pub(super) struct OutAction {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<OutButton>,
+    /// The button that opens a list (at most 20 characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub button: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<OutSection>,
+}
+
+/// A list's section: at most ten rows in all sections together.
+#[derive(Debug, Serialize)]
+pub(super) struct OutSection {
+    pub title: &'static str,
+    pub rows: Vec<OutRow>,
+}
+
+/// A list's row: an id of at most 200 characters, a title of at most 24.
+#[derive(Debug, Serialize)]
+pub(super) struct OutRow {
+    pub id: String,
+    pub title: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -294,6 +294,7 @@ pub(super) async fn lookup(
         joined_from: None,
         thread: None,
         tap: None,
+        pick: None,
         contact_seen_at: None,
     };
     // The turn runs in a task of its own, within the API's bound of turns in flight and its request
