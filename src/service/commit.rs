@@ -111,8 +111,7 @@ impl Services {
         usage.audio_ms = listened.audio_ms;
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
-        let choices = routing.offer.as_ref().map(super::offers::Offer::titles);
-        let mut outbox = replies_outbox(conv, msg, &outcome, choices.unwrap_or_default());
+        let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());
         outbox.extend(self.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
@@ -217,13 +216,14 @@ impl Services {
 }
 
 /// One outbox item per reply, addressed to the channel the message came from; the last one carries
-/// the `choices` the answer offers.
+/// the cards the answer offers to choose from (`offer`).
 fn replies_outbox(
     conv: &Conversation,
     msg: &Inbound,
     outcome: &TurnOutcome,
-    choices: Vec<String>,
+    offer: Option<&super::offers::Offer>,
 ) -> Vec<NewOutboxItem> {
+    let choices = offer.map(super::offers::Offer::titles).unwrap_or_default();
     let status = match msg.delivery {
         Delivery::Inline => OutboxStatus::Done,
         Delivery::Outbox => OutboxStatus::Pending,

@@ -79,7 +79,7 @@ pub(super) struct Heard<'m> {
     /// What hearing it cost.
     pub listened: Listened,
     /// The answer, when the message is answered without a turn of its own: a voice note that could
-    /// not be heard, a photo.
+    /// not be heard, a photo, a message that is not processed at all.
     pub answer: Option<Answer>,
 }
 
@@ -94,7 +94,7 @@ pub(super) struct Answer {
 
 impl Answer {
     /// A message that is not processed at all ([`super::refusal`]).
-    pub(super) fn refusal(text: String) -> Self {
+    fn refusal(text: String) -> Self {
         Self {
             text,
             intent: "recusa",
@@ -163,12 +163,18 @@ impl Services {
     /// Message `msg` (stored as `id`) heard, when it is a voice note or a photo and this service can
     /// hear it: a voice note's transcript is stored in place of its text before anything acts on it; a
     /// photo's cards are proposed.
+    /// What is not processed at all (an empty or oversized message, media that cannot be heard) is
+    /// answered here too.
     pub(super) async fn hear<'m>(&self, msg: &'m Inbound, id: i64) -> Heard<'m> {
-        match msg.media.as_ref() {
+        let mut heard = match msg.media.as_ref() {
             Some(media) if media.kind == MediaKind::Audio => self.listen(msg, media, id).await,
             Some(media) if media.kind == MediaKind::Image => self.look(msg, media).await,
             _ => Heard::as_it_came(msg),
+        };
+        if heard.answer.is_none() {
+            heard.answer = super::refusal(&heard.msg).map(Answer::refusal);
         }
+        heard
     }
 
     /// A photo read: the cards of the policy's lengths in it, proposed. The photo and its text are

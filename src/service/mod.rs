@@ -458,16 +458,12 @@ impl Services {
         let deliver = msg.delivery == Delivery::Inline;
         let heard = self.hear(msg, accepted_message).await;
         let (msg, listened) = (heard.msg.as_ref(), heard.listened);
-        if let Some(answer) = heard
-            .answer
-            .or_else(|| refusal(msg).map(hearing::Answer::refusal))
-        {
+        if let Some(answer) = heard.answer {
             // Not processed at all: the engine never sees it (nor, later, the model in the window).
-            let routing = Routing::answered(answer.intent, answer.offer);
             let outcome = self.without_engine(&conv, &msg.text, Some(answer.text));
             let ran = Ran {
                 outcome,
-                routing,
+                routing: Routing::answered(answer.intent, answer.offer),
                 context,
                 started,
                 now,
@@ -870,7 +866,8 @@ impl Messages<'_> {
             .conversation(&id)
             .await
             .map_err(ServiceError::NotRecorded)?;
-        let msg = question::resolve_tap(msg, stored.as_ref())?.into_owned();
+        let msg = question::resolve_tap(msg, stored.as_ref())?;
+        let msg = offers::resolve_pick(&msg, stored.as_ref()).into_owned();
         let first = stored.is_none();
         let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
         Ok(accepted.map(|(_, message_id)| {
@@ -1018,7 +1015,7 @@ async fn traced(
 }
 
 /// A reply for messages that are not processed at all.
-fn refusal(msg: &Inbound) -> Option<String> {
+pub(super) fn refusal(msg: &Inbound) -> Option<String> {
     if msg.unsupported.is_some() || msg.media.is_some() {
         return Some(
             "Por enquanto eu só leio mensagens de texto. Como posso ajudar com o seu vale-transporte?".into(),

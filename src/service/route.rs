@@ -85,71 +85,79 @@ impl Services {
         let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
             let routing = Routing {
                 tag: None,
-                classified: false,
-                tokens: (0, 0),
-                restated: None,
-                note: None,
-                offer: None,
+                ..Routing::deterministic("", false)
             };
             return (TurnStart::Model, routing);
         };
         // A card the user writes is theirs from now on: the tools reach no other.
         vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
         let decision = router.route(text, conv).await;
-        let mut tokens = decision.tokens;
-        let mut restated = None;
-        let mut offer = None;
-        let tag = IntentTag::new(&decision.intent, &decision.action_type, decision.keyword_matched);
-        let start = match decision.route {
-            Route::Ask {
-                question,
-                awaiting,
-                choose,
-            } => {
-                offer = (!choose.is_empty()).then_some(super::offers::Offer {
-                    cartoes: choose,
-                    foto: false,
-                });
-                conv.state.insert(
-                    STATE_AGUARDANDO.into(),
-                    vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
-                );
-                TurnStart::Reply(question)
-            }
-            route => {
-                conv.state.remove(STATE_AGUARDANDO);
-                match route {
-                    Route::Action { action, arguments } => TurnStart::Action {
-                        name: action,
-                        arguments,
-                    },
-                    Route::Reply { text } => TurnStart::Reply(text),
-                    Route::Restate { text, pending } => {
-                        restated = Some(pending);
-                        TurnStart::Reply(text)
-                    }
-                    Route::ForgetCards { text } => {
-                        conv.memory.remove(vt_actions::tools::cartao::MEMORY_CARTOES);
-                        TurnStart::Reply(text)
-                    }
-                    Route::Plan => {
-                        let (reply, used) = self.plan(conv, text, &decision.intent).await;
-                        tokens = (tokens.0 + used.0, tokens.1 + used.1);
-                        TurnStart::Reply(reply)
-                    }
-                    Route::Model | Route::Ask { .. } => TurnStart::Model,
-                }
-            }
-        };
-        let routing = Routing {
-            tag: Some(tag),
+        let mut routing = Routing {
+            tag: Some(IntentTag::new(
+                &decision.intent,
+                &decision.action_type,
+                decision.keyword_matched,
+            )),
             classified: decision.classified,
-            tokens,
-            restated,
+            tokens: decision.tokens,
+            restated: None,
             note: decision.note,
-            offer,
+            offer: None,
         };
+        let start = self
+            .start(conv, decision.route, (text, &decision.intent), &mut routing)
+            .await;
         (start, routing)
+    }
+
+    /// How the turn starts on `route` (for `text`, of `intent`), and what that adds to `routing`: a
+    /// question's waiting request kept in state (its cards offered), a restated recharge, a plan's
+    /// tokens.
+    async fn start(
+        &self,
+        conv: &mut Conversation,
+        route: Route,
+        (text, intent): (&str, &str),
+        routing: &mut Routing,
+    ) -> TurnStart {
+        if let Route::Ask {
+            question,
+            awaiting,
+            choose,
+        } = route
+        {
+            routing.offer = (!choose.is_empty()).then_some(super::offers::Offer {
+                cartoes: choose,
+                foto: false,
+            });
+            conv.state.insert(
+                STATE_AGUARDANDO.into(),
+                vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
+            );
+            return TurnStart::Reply(question);
+        }
+        conv.state.remove(STATE_AGUARDANDO);
+        match route {
+            Route::Action { action, arguments } => TurnStart::Action {
+                name: action,
+                arguments,
+            },
+            Route::Reply { text } => TurnStart::Reply(text),
+            Route::Restate { text, pending } => {
+                routing.restated = Some(pending);
+                TurnStart::Reply(text)
+            }
+            Route::ForgetCards { text } => {
+                conv.memory.remove(vt_actions::tools::cartao::MEMORY_CARTOES);
+                TurnStart::Reply(text)
+            }
+            Route::Plan => {
+                let (reply, used) = self.plan(conv, text, intent).await;
+                routing.tokens = (routing.tokens.0 + used.0, routing.tokens.1 + used.1);
+                TurnStart::Reply(reply)
+            }
+            Route::Model | Route::Ask { .. } => TurnStart::Model,
+        }
     }
 
     /// Plans and executes a hybrid request; the task run is stored (non-critical).

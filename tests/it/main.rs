@@ -16,6 +16,7 @@ mod followups;
 mod http;
 mod layers;
 mod mattermost;
+mod photos;
 mod pipeline;
 mod pix;
 mod processes;

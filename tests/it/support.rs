@@ -556,6 +556,7 @@ async fn chat_harness_built(
         notices,
         recarga_url: None,
         transcricao: None,
+        fotos: Default::default(),
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -568,6 +569,19 @@ pub(crate) async fn chat_harness_hearing(
     let parts = Parts {
         store,
         transcricao: Some(transcricao),
+        ..Parts::in_memory().await
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] on `store`, reading card photos as `fotos` says.
+pub(crate) async fn chat_harness_reading(
+    store: Arc<dyn vt_agent::store::Store>,
+    fotos: vt_agent::ocr::FotosConfig,
+) -> ChatHarness {
+    let parts = Parts {
+        store,
+        fotos,
         ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
@@ -614,6 +628,8 @@ struct Parts {
     recarga_url: Option<String>,
     /// `[transcricao]`: voice notes heard.
     transcricao: Option<vt_agent::llm::TranscricaoConfig>,
+    /// `[fotos]`: card photos read (by the machine's Tesseract, by default).
+    fotos: vt_agent::ocr::FotosConfig,
 }
 
 impl Parts {
@@ -633,6 +649,7 @@ impl Parts {
             notices: None,
             recarga_url: None,
             transcricao: None,
+            fotos: Default::default(),
         }
     }
 }
@@ -710,6 +727,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         notices,
         recarga_url,
         transcricao,
+        fotos,
     } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
@@ -765,6 +783,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             ..Default::default()
         }),
         transcricao,
+        fotos,
         ..Default::default()
     };
     if pix == Pix::Refused {

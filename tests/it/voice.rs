@@ -187,7 +187,7 @@ async fn hearing(
 }
 
 /// No file in `dir` holds `needle`.
-fn assert_nowhere(dir: &std::path::Path, needle: &[u8], what: &str) {
+pub(crate) fn assert_nowhere(dir: &std::path::Path, needle: &[u8], what: &str) {
     for entry in std::fs::read_dir(dir).expect("dir") {
         let path = entry.expect("entry").path();
         let bytes = std::fs::read(&path).unwrap_or_default();

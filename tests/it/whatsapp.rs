@@ -47,6 +47,8 @@ pub(crate) struct Wa {
     pub(crate) served: Served,
     pub(crate) graph: FakeServer,
     pub(crate) worker: vt_agent::outbox::Worker,
+    /// What the channel says when `serve` starts.
+    pub(crate) notices: Vec<String>,
 }
 
 async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
@@ -115,6 +117,7 @@ async fn whatsapp_greeting(
         served,
         graph,
         worker,
+        notices: channel.notices.clone(),
     }
 }
 
@@ -211,7 +214,7 @@ pub(crate) fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
     serde_json::to_vec(&v).expect("bytes")
 }
 
-fn tap_notification(button_id: &str, wamid: &str) -> Vec<u8> {
+pub(crate) fn tap_notification(button_id: &str, wamid: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&fixture(
         "wa-webhook-interactive-button-reply.reply-buttons-page.json",
     ))
