@@ -66,6 +66,52 @@ pub enum OcrError {
     Failed(std::process::ExitStatus),
     #[error("o programa de leitura falhou ao trocar dados: {0}")]
     Io(std::io::ErrorKind),
+    #[error("a foto não é um PNG ou JPEG legível")]
+    NotAnImage,
+    #[error("a foto tem {0} pixels e o limite é {MAX_PIXELS}")]
+    TooManyPixels(u64),
+}
+
+/// The most pixels a photo handed to the program may have: a phone's photo has about 12 million; a few
+/// megabytes that claim far more would be decoded into gigabytes.
+const MAX_PIXELS: u64 = 40_000_000;
+
+/// How many pixels a PNG or a JPEG says it has, read off its header; `None` for anything else (the
+/// program is handed only the two types WhatsApp carries).
+fn pixels(image: &[u8]) -> Option<u64> {
+    let be16 = |at: usize| {
+        Some(u64::from(u16::from_be_bytes(
+            image.get(at..at + 2)?.try_into().ok()?,
+        )))
+    };
+    let be32 = |at: usize| {
+        Some(u64::from(u32::from_be_bytes(
+            image.get(at..at + 4)?.try_into().ok()?,
+        )))
+    };
+    if image.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return (image.get(12..16)? == b"IHDR").then(|| Some(be32(16)? * be32(20)?))?;
+    }
+    if !image.starts_with(&[0xFF, 0xD8]) {
+        return None;
+    }
+    // A JPEG's segments up to its frame header (SOF0–SOF15 but DHT, JPG and DAC), which gives its size.
+    let mut at = 2;
+    loop {
+        if *image.get(at)? != 0xFF {
+            return None;
+        }
+        let marker = *image.get(at + 1)?;
+        match marker {
+            0xFF => at += 1,
+            0x01 | 0xD0..=0xD7 => at += 2,
+            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
+                return Some(be16(at + 5)? * be16(at + 7)?);
+            }
+            0xDA | 0xD9 => return None,
+            _ => at += 2 + usize::try_from(be16(at + 2)?).ok()?,
+        }
+    }
 }
 
 /// What reads the text in a photo.
@@ -161,6 +207,11 @@ impl Tesseract {
 #[async_trait]
 impl PhotoReader for Tesseract {
     async fn read(&self, image: Vec<u8>) -> Result<String, OcrError> {
+        match pixels(&image) {
+            None => return Err(OcrError::NotAnImage),
+            Some(n) if n > MAX_PIXELS => return Err(OcrError::TooManyPixels(n)),
+            Some(_) => {}
+        }
         let secs = self.timeout.as_secs();
         // On a timeout the child is dropped, and killed with it.
         tokio::time::timeout(self.timeout, self.run(image))
@@ -198,6 +249,51 @@ mod tests {
             }),
             Some("fotos.timeout_secs")
         );
+    }
+
+    #[test]
+    fn only_a_png_or_a_jpeg_of_sane_size_is_read() {
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend(1080u32.to_be_bytes());
+        png.extend(720u32.to_be_bytes());
+        assert_eq!(pixels(&png), Some(1080 * 720));
+        // SOI, an APP0 segment of 16 bytes, then SOF0: precision, height, width.
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0, 16];
+        jpeg.extend([0; 14]);
+        jpeg.extend([0xFF, 0xC0, 0, 17, 8]);
+        jpeg.extend(3000u16.to_be_bytes());
+        jpeg.extend(4000u16.to_be_bytes());
+        assert_eq!(pixels(&jpeg), Some(12_000_000));
+        let mut bomb = png[..16].to_vec();
+        bomb.extend(60_000u32.to_be_bytes());
+        bomb.extend(60_000u32.to_be_bytes());
+        assert_eq!(pixels(&bomb), Some(3_600_000_000));
+        assert_eq!(pixels(b"GIF89a"), None);
+        assert_eq!(
+            pixels(&[0xFF, 0xD8, 0xFF, 0xDA]),
+            None,
+            "scan before any frame header"
+        );
+        assert_eq!(pixels(&[0xFF, 0xD8, 0xFF, 0xE0, 0xFF]), None, "cut short");
+        assert_eq!(pixels(&png[..14]), None);
+    }
+
+    #[tokio::test]
+    async fn a_photo_that_is_no_png_or_jpeg_or_too_large_is_never_handed_to_the_program() {
+        // A program that would fail loudly if run: only the checks answer.
+        let reader = Tesseract {
+            program: "/nonexistent/tesseract".into(),
+            timeout: Duration::from_secs(1),
+            version: String::new(),
+        };
+        assert!(matches!(
+            reader.read(b"GIF89a....".to_vec()).await,
+            Err(OcrError::NotAnImage)
+        ));
+        let mut bomb = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        bomb.extend(60_000u32.to_be_bytes());
+        bomb.extend(60_000u32.to_be_bytes());
+        assert!(matches!(reader.read(bomb).await, Err(OcrError::TooManyPixels(_))));
     }
 
     #[tokio::test]

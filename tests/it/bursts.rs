@@ -58,11 +58,7 @@ async fn three_quick_messages_are_one_turn_with_one_reply_and_three_stored_messa
         "each stored as it came"
     );
     assert!(
-        store
-            .unprocessed_messages(None, 10)
-            .await
-            .expect("read")
-            .is_empty(),
+        crate::support::all_processed(store.as_ref()).await,
         "all three answered"
     );
 }

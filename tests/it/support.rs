@@ -999,3 +999,12 @@ pub(crate) async fn pending_once(
     }
     panic!("the replies were never queued");
 }
+
+/// Whether `store` holds no message left unprocessed (every one answered, none hanging).
+pub(crate) async fn all_processed(store: &dyn vt_agent::store::Store) -> bool {
+    store
+        .unprocessed_messages(None, 10)
+        .await
+        .expect("read")
+        .is_empty()
+}

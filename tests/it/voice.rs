@@ -9,10 +9,10 @@ use std::time::Duration;
 use axum::extract::{Multipart, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::whatsapp::{Wa, fixture, sent, text_notification, whatsapp_on};
+use crate::whatsapp::{Wa, media_notification, sent, text_notification, whatsapp_on};
 
 const CONVERSATION: &str = "wa:106540352242922:16505551234";
 const MEDIA_ID: &str = "1037543291543636";
@@ -50,17 +50,13 @@ fn voice_note() -> Vec<u8> {
     note
 }
 
-/// An `audio` notification as Meta sends a voice note: the media's id, type and sha256, no bytes.
+/// An `audio` notification as Meta sends a voice note.
 fn voice_notification(wamid: &str, sha256: &str) -> Vec<u8> {
-    let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
-    let m = &mut v["entry"][0]["changes"][0]["value"]["messages"][0];
-    m["id"] = json!(wamid);
-    m["type"] = json!("audio");
-    m["timestamp"] = json!(chrono::Utc::now().timestamp().to_string());
-    m.as_object_mut().expect("message").remove("text");
-    m["audio"] =
-        json!({"mime_type": "audio/ogg; codecs=opus", "sha256": sha256, "id": MEDIA_ID, "voice": true});
-    serde_json::to_vec(&v).expect("bytes")
+    media_notification(
+        wamid,
+        "audio",
+        json!({"mime_type": "audio/ogg; codecs=opus", "sha256": sha256, "id": MEDIA_ID, "voice": true}),
+    )
 }
 
 /// One request the transcription fake read.
@@ -309,11 +305,7 @@ async fn a_voice_note_that_cannot_be_heard_gets_asked_to_write_and_stays_on_reco
         "the message is kept"
     );
     assert!(
-        store
-            .unprocessed_messages(None, 10)
-            .await
-            .expect("read")
-            .is_empty(),
+        crate::support::all_processed(store.as_ref()).await,
         "answered, not left hanging"
     );
     // The provider's body echoed the key: it is nowhere on record.

@@ -214,6 +214,19 @@ pub(crate) fn text_notification(text: &str, wamid: &str) -> Vec<u8> {
     serde_json::to_vec(&v).expect("bytes")
 }
 
+/// A media notification as Meta sends one (`kind`: `audio`, `image`…, `media` its object: the
+/// media's id, type and sha256, never bytes).
+pub(crate) fn media_notification(wamid: &str, kind: &str, media: Value) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&fixture("wa-webhook-text.json")).expect("json");
+    let m = &mut v["entry"][0]["changes"][0]["value"]["messages"][0];
+    m["id"] = json!(wamid);
+    m["type"] = json!(kind);
+    m["timestamp"] = json!(chrono::Utc::now().timestamp().to_string());
+    m.as_object_mut().expect("message").remove("text");
+    m[kind] = media;
+    serde_json::to_vec(&v).expect("bytes")
+}
+
 pub(crate) fn tap_notification(button_id: &str, wamid: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&fixture(
         "wa-webhook-interactive-button-reply.reply-buttons-page.json",

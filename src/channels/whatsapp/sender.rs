@@ -294,26 +294,15 @@ fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> 
             title: title.into(),
         },
     };
-    wire::Outgoing {
-        messaging_product: "whatsapp",
-        recipient_type: "individual",
-        to,
-        kind: "interactive",
-        text: None,
-        interactive: Some(wire::OutInteractive {
-            kind: "button",
-            body: wire::OutBody { text: body },
-            action: wire::OutAction {
-                buttons: vec![
-                    button(CONFIRM_PREFIX, "Confirmar"),
-                    button(CANCEL_PREFIX, "Cancelar"),
-                ],
-                button: None,
-                sections: Vec::new(),
-            },
-        }),
-        image: None,
-    }
+    let action = wire::OutAction {
+        buttons: vec![
+            button(CONFIRM_PREFIX, "Confirmar"),
+            button(CANCEL_PREFIX, "Cancelar"),
+        ],
+        button: None,
+        sections: Vec::new(),
+    };
+    interactive(to, "button", body, action)
 }
 
 /// A list message: `body`, and a button that opens the `choices` as rows (at most ten, titles of at
@@ -328,6 +317,24 @@ fn list<'a>(to: &'a str, body: &'a str, choices: &[String]) -> wire::Outgoing<'a
             title: title.chars().take(MAX_ROW_TITLE).collect(),
         })
         .collect();
+    let action = wire::OutAction {
+        buttons: Vec::new(),
+        button: Some("Escolher cartão"),
+        sections: vec![wire::OutSection {
+            title: "Cartões",
+            rows,
+        }],
+    };
+    interactive(to, "list", body, action)
+}
+
+/// An interactive message of `kind` (`button`, `list`).
+fn interactive<'a>(
+    to: &'a str,
+    kind: &'static str,
+    body: &'a str,
+    action: wire::OutAction,
+) -> wire::Outgoing<'a> {
     wire::Outgoing {
         messaging_product: "whatsapp",
         recipient_type: "individual",
@@ -335,16 +342,9 @@ fn list<'a>(to: &'a str, body: &'a str, choices: &[String]) -> wire::Outgoing<'a
         kind: "interactive",
         text: None,
         interactive: Some(wire::OutInteractive {
-            kind: "list",
+            kind,
             body: wire::OutBody { text: body },
-            action: wire::OutAction {
-                buttons: Vec::new(),
-                button: Some("Escolher cartão"),
-                sections: vec![wire::OutSection {
-                    title: "Cartões",
-                    rows,
-                }],
-            },
+            action,
         }),
         image: None,
     }
