@@ -106,11 +106,13 @@ impl LlmProvider for CountingModel {
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
         let chars = request.system.len()
+            + request.context.len()
             + request.messages.iter().map(json_len).sum::<usize>()
             + tools_len(&request.tools);
         let usage = Usage {
             input_tokens: tokens(chars),
             output_tokens: tokens(ANSWER.len()),
+            ..Usage::default()
         };
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.input.fetch_add(usage.input_tokens, Ordering::Relaxed);

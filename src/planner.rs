@@ -113,6 +113,7 @@ pub async fn run(
             messages: messages.clone(),
             tools: Vec::new(),
             max_tokens: Some(max_tokens),
+            ..Default::default()
         };
         match crate::telemetry::spans::complete("planejar", llm, &request).await {
             Ok(c) => {
@@ -181,6 +182,7 @@ pub async fn run(
                     messages: vec![ChatMessage::user(format!("{instrucao}\n\nResultados anteriores:\n{}", earlier.join("\n")))],
                     tools: Vec::new(),
                     max_tokens: Some(max_tokens),
+                    ..Default::default()
                 };
                 let (result, used) =
                     match crate::telemetry::spans::complete("raciocinar", llm, &request).await {

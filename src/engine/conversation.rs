@@ -76,8 +76,15 @@ impl Conversation {
 pub struct ModelCallRecord {
     pub skill: String,
     pub model: String,
+    /// Every input token, the cached ones included.
     pub tokens_input: u64,
     pub tokens_output: u64,
+    /// Of `tokens_input`, those read from the provider's prompt cache.
+    #[serde(default)]
+    pub tokens_cached: u64,
+    /// Of `tokens_input`, those written to the provider's prompt cache (Anthropic bills them apart).
+    #[serde(default)]
+    pub tokens_cache_write: u64,
     pub latencia_ms: u64,
     pub stop_reason: String,
     /// Tries it took (retries included); a failed call records the error instead of a stop reason.

@@ -71,32 +71,67 @@ impl AnthropicProvider {
         WireRequest {
             model: self.settings.model.clone(),
             max_tokens: request.max_tokens.unwrap_or(self.settings.max_tokens),
-            system: (!request.system.is_empty()).then(|| request.system.clone()),
+            system: system_blocks(request),
             messages: messages
                 .into_iter()
                 .map(|(role, content)| json!({"role": role, "content": content}))
                 .collect(),
-            tools: request
-                .tools
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-                .collect(),
+            tools: tool_blocks(request),
             temperature: self.settings.temperature,
         }
     }
 }
 
+/// A cache breakpoint: what comes before it, in Anthropic's order (tools, system, messages), is
+/// cached.
+fn breakpoint() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The tools, the last one a cache breakpoint: the tool list is cached on its own, whatever comes
+/// after it.
+fn tool_blocks(request: &CompletionRequest) -> Vec<Value> {
+    let last = request.tools.len().saturating_sub(1);
+    request
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut tool =
+                json!({"name": t.name, "description": t.description, "input_schema": t.parameters});
+            if i == last {
+                tool["cache_control"] = breakpoint();
+            }
+            tool
+        })
+        .collect()
+}
+
+/// The system prompt as text blocks: the fixed instructions, a cache breakpoint, then the
+/// conversation's own (not cached: they change from call to call).
+fn system_blocks(request: &CompletionRequest) -> Vec<Value> {
+    let mut blocks = Vec::with_capacity(2);
+    if !request.system.is_empty() {
+        blocks.push(json!({"type": "text", "text": request.system, "cache_control": breakpoint()}));
+    }
+    if !request.context.is_empty() {
+        blocks.push(json!({"type": "text", "text": request.context}));
+    }
+    blocks
+}
+
+/// Fields in the order they are written: what is the same from call to call first.
 #[derive(Serialize)]
 struct WireRequest {
     model: String,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
-    messages: Vec<Value>,
+    temperature: Option<f32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Value>,
+    messages: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -125,12 +160,17 @@ enum WireBlock {
     Other,
 }
 
+/// Anthropic counts the tokens read from and written to the cache apart from `input_tokens`.
 #[derive(Deserialize, Default)]
 struct WireUsage {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
 }
 
 #[async_trait]
@@ -182,8 +222,13 @@ pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
         tool_calls,
         stop_reason,
         usage: Usage {
-            input_tokens: wire.usage.input_tokens,
+            // Every input token, as OpenAI counts them: the cached ones are a part.
+            input_tokens: wire.usage.input_tokens
+                + wire.usage.cache_read_input_tokens
+                + wire.usage.cache_creation_input_tokens,
             output_tokens: wire.usage.output_tokens,
+            cached_input_tokens: wire.usage.cache_read_input_tokens,
+            cache_write_tokens: wire.usage.cache_creation_input_tokens,
         },
     })
 }

@@ -153,12 +153,7 @@ mod tests {
     }
 
     fn request() -> CompletionRequest {
-        CompletionRequest {
-            system: String::new(),
-            messages: Vec::new(),
-            tools: Vec::new(),
-            max_tokens: None,
-        }
+        CompletionRequest::default()
     }
 
     #[tokio::test]

@@ -91,13 +91,22 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Everything one model call needs.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything one model call needs. The fixed part comes first — `system`, then `tools` — and is the
+/// same for every conversation of a skill and prompt version, so the provider can cache it; the
+/// conversation's own part (`context`: who, when, its state) is sent after it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompletionRequest {
+    /// The fixed instructions.
     pub system: String,
+    /// The instructions of this conversation and moment, sent after the fixed part (and, where the
+    /// wire allows, after the messages).
+    pub context: String,
     pub messages: Vec<ChatMessage>,
     /// Shared with the registry: a model call copies no schema.
     pub tools: Vec<Arc<ToolSpec>>,
+    /// Names the fixed part (agent, skill, prompt version) for the provider's prompt cache
+    /// (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<String>,
     /// Overrides the provider's configured maximum (the router's micro calls use a small one).
     pub max_tokens: Option<u32>,
 }
@@ -123,10 +132,17 @@ impl StopReason {
     }
 }
 
+/// What a call cost in tokens. `input_tokens` counts every input token, cached ones included;
+/// `cached_input_tokens` those read from the provider's prompt cache, `cache_write_tokens` those
+/// written to it (Anthropic bills them apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 /// A model's answer.

@@ -42,7 +42,7 @@ impl OpenAiProvider {
 
     /// The request body, borrowing the request's texts: nothing is copied into JSON values first.
     fn body<'a>(&'a self, request: &'a CompletionRequest) -> WireRequest<'a> {
-        let mut messages = Vec::with_capacity(request.messages.len() + 1);
+        let mut messages = Vec::with_capacity(request.messages.len() + 2);
         if !request.system.is_empty() {
             messages.push(WireMessageOut::System {
                 content: &request.system,
@@ -76,6 +76,13 @@ impl OpenAiProvider {
                 },
             }
         }));
+        // The conversation's own instructions last: the system prompt, the tools and the history
+        // before them stay one prefix from call to call, which OpenAI caches.
+        if !request.context.is_empty() {
+            messages.push(WireMessageOut::System {
+                content: &request.context,
+            });
+        }
         let tools: Vec<WireTool<'a>> = request
             .tools
             .iter()
@@ -92,6 +99,7 @@ impl OpenAiProvider {
         let max = request.max_tokens.unwrap_or(self.settings.max_tokens);
         WireRequest {
             model: &self.settings.model,
+            prompt_cache_key: request.cache_key.as_deref(),
             messages,
             tool_choice: (!tools.is_empty()).then_some("auto"),
             tools,
@@ -102,20 +110,24 @@ impl OpenAiProvider {
     }
 }
 
+/// Fields in the order they are written: what is the same from call to call first, the messages
+/// last.
 #[derive(Serialize)]
 struct WireRequest<'a> {
     model: &'a str,
-    messages: Vec<WireMessageOut<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'static str>,
+    prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    messages: Vec<WireMessageOut<'a>>,
 }
 
 #[derive(Serialize)]
@@ -210,6 +222,15 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+}
+
+/// `usage.prompt_tokens_details`: of the prompt's tokens, those read from the cache.
+#[derive(Deserialize)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
 }
 
 #[async_trait]
@@ -264,6 +285,8 @@ pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
         .map(|u| Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            cached_input_tokens: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: 0,
         })
         .unwrap_or_default();
     Ok(Completion {
@@ -325,6 +348,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             })],
             max_tokens: None,
+            ..Default::default()
         };
         let body = vt_actions::json::to_value(provider.body(&request)).expect("json");
         assert_eq!(

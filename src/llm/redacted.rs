@@ -64,8 +64,11 @@ impl LlmProvider for RedactedProvider {
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
         let redacted = CompletionRequest {
             system: (self.redact)(&request.system),
+            // The conversation's state and summary are in it: masked like the messages.
+            context: (self.redact)(&request.context),
             messages: request.messages.iter().map(|m| self.message(m)).collect(),
             tools: request.tools.clone(),
+            cache_key: request.cache_key.clone(),
             max_tokens: request.max_tokens,
         };
         self.inner.complete(&redacted).await

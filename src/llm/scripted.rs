@@ -26,6 +26,7 @@ impl Scripted {
             usage: Usage {
                 input_tokens: 10,
                 output_tokens: 5,
+                ..Usage::default()
             },
         })
     }
@@ -57,6 +58,7 @@ impl Scripted {
             usage: Usage {
                 input_tokens: 10,
                 output_tokens: 5,
+                ..Usage::default()
             },
         })
     }

@@ -518,6 +518,7 @@ impl Router {
             messages: vec![ChatMessage::user(text.chars().take(500).collect::<String>())],
             tools: Vec::new(),
             max_tokens: Some(16),
+            ..Default::default()
         };
         match crate::telemetry::spans::complete("classificar_intencao", llm, &request).await {
             Ok(c) => {

@@ -178,8 +178,8 @@ impl Services {
                     ctx.summary.as_deref().unwrap_or("nenhum"),
                     ctx.key_facts.join("\n")
                 ))],
-                tools: Vec::new(),
                 max_tokens: Some(150),
+                ..Default::default()
             };
             match crate::telemetry::spans::complete("resumir_contexto", llm.as_ref(), &request).await {
                 Ok(c) => {

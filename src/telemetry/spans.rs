@@ -133,14 +133,22 @@ pub fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Sp
     span
 }
 
-/// What the model answered: usage and output.
-pub(crate) fn generated(span: &Span, model: &str, tokens: (u64, u64), output: impl FnOnce() -> Value) {
+/// What the model answered: usage and output. Tokens read from and written to the provider's prompt
+/// cache, when there are any, go as Langfuse's `usage_details` keys `input_cache_read` and
+/// `input_cache_write` (`gen_ai.usage.<key>` maps to `usageDetails.<key>`).
+pub(crate) fn generated(span: &Span, model: &str, usage: &crate::llm::Usage, output: impl FnOnce() -> Value) {
     if span.is_disabled() {
         return;
     }
     span.set_attribute("gen_ai.response.model", model.to_owned());
-    span.set_attribute("gen_ai.usage.input_tokens", tokens.0 as i64);
-    span.set_attribute("gen_ai.usage.output_tokens", tokens.1 as i64);
+    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens as i64);
+    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens as i64);
+    if usage.cached_input_tokens > 0 {
+        span.set_attribute("gen_ai.usage.input_cache_read", usage.cached_input_tokens as i64);
+    }
+    if usage.cache_write_tokens > 0 {
+        span.set_attribute("gen_ai.usage.input_cache_write", usage.cache_write_tokens as i64);
+    }
     span.set_attribute("langfuse.observation.output", vt_actions::json::text(&output()));
 }
 
@@ -234,14 +242,14 @@ pub async fn complete(
     let span = generation(
         name,
         llm.model(),
-        || serde_json::json!({"system": request.system, "messages": request.messages}),
+        || serde_json::json!({"system": request.system, "context": request.context, "messages": request.messages}),
     );
     let result = llm.complete(request).instrument(span.clone()).await;
     match &result {
         Ok(c) => generated(
             &span,
             &c.model,
-            (c.usage.input_tokens, c.usage.output_tokens),
+            &c.usage,
             || serde_json::json!({"content": c.text}),
         ),
         Err(e) => failed(&span, &e.to_string()),

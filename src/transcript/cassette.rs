@@ -62,6 +62,7 @@ pub fn summary(request: &CompletionRequest) -> Value {
     let messages = vt_actions::json::to_value(&request.messages).unwrap_or(Value::Null);
     json!({
         "system": redact(&request.system),
+        "context": redact(&request.context),
         "messages": vt_actions::json::from_text::<Value>(&redact(&messages.to_string())).unwrap_or(Value::Null),
         "tools": request.tools.iter().map(|t| json!({"name": t.name, "parameters": t.parameters})).collect::<Vec<_>>(),
         "max_tokens": request.max_tokens,
@@ -175,6 +176,9 @@ impl ReplayProvider {
                 was["system"].as_str().map_or(0, str::len),
                 now["system"].as_str().map_or(0, str::len)
             ));
+        }
+        if was["context"] != now["context"] {
+            diffs.push("the conversation's instructions changed (who, when, its state)".into());
         }
         if was["tools"] != now["tools"] {
             let names = |v: &Value| {

@@ -196,6 +196,8 @@ mod tests {
             model: "m".into(),
             tokens_input: 1,
             tokens_output: 1,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
             latencia_ms: 1,
             stop_reason: "x".into(),
             attempts: if error { 3 } else { 1 },

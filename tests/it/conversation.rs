@@ -449,9 +449,13 @@ async fn compressed_context_replaces_the_full_history() {
     h.say("m5", "e o que mais você sabe de mim?").await;
     let last = llm.requests().last().cloned().expect("request");
     assert!(
-        last.system.contains("Usuária consultou saldos") && last.system.contains("consultar_saldo:"),
+        last.context.contains("Usuária consultou saldos") && last.context.contains("consultar_saldo:"),
         "{}",
-        last.system
+        last.context
+    );
+    assert!(
+        !last.system.contains("Usuária consultou saldos"),
+        "the conversation's summary is no part of the fixed, cached instructions"
     );
     // Kept once, in the context table: the conversation's memory holds no copy of it.
     let conv = h.store.conversation("m5").await.expect("load").expect("stored");

@@ -238,7 +238,7 @@ async fn redirect_switches_skill_and_hides_the_earlier_instructions() {
     let in_b = &llm.requests()[2];
     assert!(in_b.system.contains("PROMPT_B") && !in_b.system.contains("PROMPT_A_SECRETO"));
     assert!(
-        in_b.system.contains("RESPOSTA_DE_A"),
+        in_b.context.contains("RESPOSTA_DE_A"),
         "the previous skill's response is visible"
     );
     let seen = serde_json::to_string(&in_b.messages).expect("json");

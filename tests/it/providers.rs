@@ -143,12 +143,7 @@ async fn a_provider_that_never_answers_times_out() {
     let mut s = settings(&url, "k");
     s.timeout = Duration::from_millis(200);
     let provider = OpenAiProvider::new(s).expect("provider");
-    let request = vt_agent::llm::CompletionRequest {
-        system: String::new(),
-        messages: vec![],
-        tools: vec![],
-        max_tokens: None,
-    };
+    let request = vt_agent::llm::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("timeout");
     assert!(err.is_transient(), "{err}");
 }
@@ -166,7 +161,7 @@ async fn anthropic_ca02_against_the_wire_fake() {
         "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-teste",
         "content": [{"type": "text", "text": "Saldo: BRL 50,00"}],
         "stop_reason": "end_turn", "stop_sequence": null,
-        "usage": {"input_tokens": 260, "output_tokens": 12}
+        "usage": {"input_tokens": 60, "cache_read_input_tokens": 180, "cache_creation_input_tokens": 20, "output_tokens": 12}
     });
     let server = FakeServer::start(vec![(200, vec![], tool_use), (200, vec![], text)]).await;
     let llm: Arc<dyn LlmProvider> =
@@ -177,6 +172,16 @@ async fn anthropic_ca02_against_the_wire_fake() {
     assert_eq!(out.reply_text(), "Saldo: BRL 50,00");
     assert_eq!(out.execution.model_calls[0].tokens_input, 200);
     assert_eq!(out.execution.model_calls[0].stop_reason, "tool_use");
+    // Anthropic counts cached tokens apart from `input_tokens`: every input token, and the cached ones.
+    let cached = &out.execution.model_calls[1];
+    assert_eq!(
+        (
+            cached.tokens_input,
+            cached.tokens_cached,
+            cached.tokens_cache_write
+        ),
+        (260, 180, 20)
+    );
 
     let received = server.received();
     let first = &received[0];
@@ -184,10 +189,23 @@ async fn anthropic_ca02_against_the_wire_fake() {
     assert_eq!(first.headers["x-api-key"], "sk-ant");
     assert_eq!(first.headers["anthropic-version"], "2023-06-01");
     assert_eq!(first.body["max_tokens"], 300);
+    // The fixed instructions are a text block ending in a cache breakpoint; so is the tool list.
+    let system = &first.body["system"][0];
     assert!(
-        first.body["system"]
+        system["text"]
             .as_str()
             .is_some_and(|s| s.contains("PROMPT_A_SECRETO"))
+    );
+    assert_eq!(system["cache_control"], json!({"type": "ephemeral"}));
+    let tools = first.body["tools"].as_array().expect("tools");
+    assert_eq!(
+        tools.last().expect("a tool")["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert!(
+        tools[..tools.len() - 1]
+            .iter()
+            .all(|t| t.get("cache_control").is_none())
     );
     let tool = first.body["tools"]
         .as_array()
@@ -224,26 +242,21 @@ async fn anthropic_overload_is_transient() {
     let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
     let server = FakeServer::start(vec![(529, vec![], overloaded)]).await;
     let provider = AnthropicProvider::new(settings(&server.url, "k")).expect("provider");
-    let request = vt_agent::llm::CompletionRequest {
-        system: String::new(),
-        messages: vec![],
-        tools: vec![],
-        max_tokens: None,
-    };
+    let request = vt_agent::llm::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("overloaded");
     assert!(err.is_transient());
     assert!(err.to_string().contains("Overloaded"));
 }
 
-#[tokio::test]
-async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_what_works_without_it() {
-    // Every call answered 500.
-    let model = crate::support::FakeServer::start(vec![]).await;
-    let mut config = vt_agent::config::Config::default();
-    config.llm.base_url = Some(format!("{}/v1", model.url));
-    config.llm.api_key = Some("sk-circuito-0123456789".into());
-    config.llm.circuit_failures = 3;
-    config.engine = crate::support::fast_config();
+/// The VT agent composed as `serve` composes it, over an in-memory store and a simulator of its own
+/// (kept running while the second value lives), its model the one `config` names.
+async fn vt_service(
+    config: &vt_agent::config::Config,
+) -> (
+    vt_agent::service::Services,
+    vt_actions::systems::RunningSimulator,
+    Arc<dyn vt_agent::store::Store>,
+) {
     let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
         vt_agent::store::SqliteStore::connect("sqlite::memory:")
             .await
@@ -259,13 +272,26 @@ async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_wha
         .with(systems)
         .with(vt_actions::tools::VtSettings::default());
     let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, None, ext).expect("engine"),
+        vt_agent::app::engine(config, None, ext).expect("engine"),
         Some(store.clone()),
         config.recargas.clone(),
     );
-    let service = vt_agent::app::service(&config, engine, store)
+    let service = vt_agent::app::service(config, engine, store.clone())
         .await
         .expect("service");
+    (service, sim, store)
+}
+
+#[tokio::test]
+async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_what_works_without_it() {
+    // Every call answered 500.
+    let model = crate::support::FakeServer::start(vec![]).await;
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.api_key = Some("sk-circuito-0123456789".into());
+    config.llm.circuit_failures = 3;
+    config.engine = crate::support::fast_config();
+    let (service, _sim, _store) = vt_service(&config).await;
     let say = |text: &str| {
         service.messages().handle(vt_agent::service::Inbound {
             agent_id: "vt".into(),
@@ -310,4 +336,98 @@ async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_wha
         "{}",
         balance.reply_text()
     );
+}
+
+/// An OpenAI answer whose usage says `cached` of its prompt tokens came from the cache.
+fn openai_text_cached(text: &str, cached: u64) -> Value {
+    let mut answer = openai_text(text);
+    answer["usage"]["prompt_tokens_details"] = json!({"cached_tokens": cached});
+    answer
+}
+
+#[tokio::test]
+async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
+    let model = FakeServer::start(
+        (0..8)
+            .map(|_| (200, vec![], openai_text_cached("general_chat", 1024)))
+            .collect(),
+    )
+    .await;
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.api_key = Some("sk-cache-0123456789abcdef".into());
+    config.engine = crate::support::fast_config();
+    let (service, _sim, store) = vt_service(&config).await;
+    let say = |text: &str, conversation: &str| {
+        service.messages().handle(vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some(conversation.into()),
+            user: crate::support::user(),
+            text: text.into(),
+            ..Default::default()
+        })
+    };
+    let first = say("me conta uma piada", "c-cache-1").await.expect("turn");
+    say("qual a previsão do tempo para amanhã?", "c-cache-1")
+        .await
+        .expect("turn");
+    say("você gosta de música?", "c-cache-2").await.expect("turn");
+    assert!(first.tokens.0 > 0, "the model answered");
+
+    // The agent's calls (the router's micro calls carry no tools).
+    let calls: Vec<_> = model
+        .received()
+        .into_iter()
+        .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect();
+    assert_eq!(calls.len(), 3, "one agent call a turn");
+    let key = calls[0].body["prompt_cache_key"].as_str().expect("a cache key");
+    assert!(key.starts_with("vt:"), "{key}");
+    assert!(
+        calls.iter().all(|c| c.body["prompt_cache_key"] == key),
+        "one key per agent, skill and prompt"
+    );
+
+    // Byte for byte, the requests agree up to the end of the fixed instructions: the model, the
+    // tools, the system prompt; who, when and the conversation come after.
+    let common = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let fixed_end = |raw: &[u8]| {
+        let text = std::str::from_utf8(raw).expect("utf-8");
+        text.find("encerrar_atendimento`")
+            .expect("the fixed instructions")
+            + 1
+    };
+    for other in &calls[1..] {
+        let shared = common(&calls[0].raw, &other.raw);
+        assert!(
+            shared >= fixed_end(&calls[0].raw),
+            "the fixed prefix differs at byte {shared}"
+        );
+        let prefix = std::str::from_utf8(&calls[0].raw[..shared]).expect("utf-8");
+        assert!(
+            prefix.contains("\"tools\"") && prefix.contains("consultar_saldo"),
+            "the tools are in it"
+        );
+        assert!(!prefix.contains("Agora é"), "the time is not in it");
+    }
+    let messages = calls[1].body["messages"].as_array().expect("messages");
+    let last = messages.last().expect("a message");
+    assert_eq!(
+        last["role"], "system",
+        "the conversation's own instructions come last"
+    );
+    assert!(last["content"].as_str().is_some_and(|c| c.contains("Agora é")));
+
+    // What the cache saved is on record with the call.
+    let (execution, _) = store
+        .execution(first.execucao_id.as_deref().expect("an execution"))
+        .await
+        .expect("read")
+        .expect("stored");
+    let call = execution
+        .model_calls
+        .iter()
+        .find(|c| c.skill != "roteador")
+        .expect("the agent's call");
+    assert_eq!(call.tokens_cached, 1024);
 }

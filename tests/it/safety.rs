@@ -151,7 +151,7 @@ async fn the_model_sees_masked_cards_only_and_the_tools_find_the_real_one() {
     let requests = llm.requests();
     assert!(!requests.is_empty());
     for request in &requests {
-        let seen = format!("{} {:?}", request.system, request.messages);
+        let seen = format!("{} {} {:?}", request.system, request.context, request.messages);
         assert!(
             !seen.contains("1234567890"),
             "a full card reached the model: {seen}"
@@ -160,7 +160,7 @@ async fn the_model_sees_masked_cards_only_and_the_tools_find_the_real_one() {
     assert!(
         requests
             .iter()
-            .any(|r| format!("{} {:?}", r.system, r.messages).contains("****7890")),
+            .any(|r| format!("{} {} {:?}", r.system, r.context, r.messages).contains("****7890")),
         "the model still sees which card (masked)"
     );
     // A masked card the user never wrote is asked for, never guessed.

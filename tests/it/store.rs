@@ -57,6 +57,8 @@ fn execution(id: &str, conv: &str) -> ExecutionRecord {
             model: "m".into(),
             tokens_input: 120,
             tokens_output: 30,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
             latencia_ms: 450,
             stop_reason: "tool_use".into(),
             attempts: 2,

@@ -21,6 +21,28 @@ struct CallTook {
     attempts: u32,
 }
 
+/// The line of a prompt file below which its instructions are the conversation's own (who, when, its
+/// state): sent after the fixed part, which the provider caches.
+const CONTEXT_MARKER: &str = "<!-- contexto -->";
+
+/// The prompt cache's key for a skill's fixed part: the agent, the skill and a hash of its
+/// instructions and tool names (a new prompt version is a new key). Not a secret, not a content hash
+/// anyone relies on: a key that changes only costs a cache miss.
+fn cache_key(
+    agent: &str,
+    skill: &str,
+    system: &str,
+    tools: &[std::sync::Arc<vt_actions::ToolSpec>],
+) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    system.hash(&mut h);
+    for t in tools {
+        t.name.hash(&mut h);
+    }
+    format!("{agent}:{skill}:{:016x}", h.finish())
+}
+
 impl Turn<'_> {
     fn request(&self, skill: &SkillDef) -> Result<CompletionRequest, String> {
         let vars = PromptVars {
@@ -38,21 +60,28 @@ impl Turn<'_> {
             state: &self.conv.state,
             memory: &self.conv.memory,
         };
-        let mut system = self
+        let rendered = self
             .engine
             .prompts
             .render(&skill.prompt, &vars)
             .map_err(|e| e.to_string())?;
+        // Above the marker, the skill's fixed instructions; below it, this conversation's.
+        let (system, own) = rendered
+            .split_once(CONTEXT_MARKER)
+            .map_or((rendered.as_str(), ""), |(fixed, own)| {
+                (fixed.trim_end(), own.trim())
+            });
+        let mut context = own.to_owned();
         if let Some(h) = &self.conv.handoff {
-            system.push_str(&format!(
+            context.push_str(&format!(
                 "\n\n## Resposta da etapa anterior ({})\n{}",
                 h.from_skill, h.response
             ));
         }
         if let Some(ctx) = &self.context {
-            system.push_str(&ctx.render());
+            context.push_str(&ctx.render());
         }
-        let tools = skill
+        let tools: Vec<_> = skill
             .actions
             .iter()
             .filter_map(|a| self.engine.registry.spec(a))
@@ -60,7 +89,9 @@ impl Turn<'_> {
             .collect();
         let messages = recent(&self.conv.window, self.engine.config.context_messages);
         Ok(CompletionRequest {
-            system,
+            cache_key: Some(cache_key(&self.agent.id, &skill.name, system, &tools)),
+            system: system.to_owned(),
+            context: context.trim_start().to_owned(),
             messages,
             tools,
             max_tokens: None,
@@ -82,7 +113,7 @@ impl Turn<'_> {
         let span = spans::generation(
             &skill.name,
             llm.model(),
-            || serde_json::json!({"system": request.system, "messages": request.messages}),
+            || serde_json::json!({"system": request.system, "context": request.context, "messages": request.messages}),
         );
         let started = Instant::now();
         let retried = self
@@ -161,6 +192,8 @@ impl Turn<'_> {
             model: model.to_owned(),
             tokens_input: 0,
             tokens_output: 0,
+            tokens_cached: 0,
+            tokens_cache_write: 0,
             latencia_ms,
             stop_reason: "error".into(),
             attempts,
@@ -199,6 +232,8 @@ impl Turn<'_> {
             model: completion.model.clone(),
             tokens_input: completion.usage.input_tokens,
             tokens_output: completion.usage.output_tokens,
+            tokens_cached: completion.usage.cached_input_tokens,
+            tokens_cache_write: completion.usage.cache_write_tokens,
             latencia_ms,
             stop_reason: completion.stop_reason.as_str().to_owned(),
             attempts,
@@ -215,7 +250,7 @@ impl Turn<'_> {
         spans::generated(
             span,
             &record.model,
-            (record.tokens_input, record.tokens_output),
+            &completion.usage,
             || serde_json::json!({"content": completion.text, "tool_calls": completion.tool_calls}),
         );
         self.events.push(TurnEvent::ModelCall(record.clone()));
