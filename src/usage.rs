@@ -1,4 +1,5 @@
-//! The usage summary as a terminal table.
+//! The usage summary as a terminal table. Input tokens count the cached ones too; `em cache` says how
+//! many of them the provider read from its prompt cache.
 
 use crate::store::UsageSummaryRow;
 
@@ -9,6 +10,7 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
         "tipo",
         "turnos",
         "tokens entrada",
+        "em cache",
         "tokens saída",
         "zero tokens",
         "por palavra-chave",
@@ -21,7 +23,7 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
             format!("{:.0}%", part as f64 * 100.0 / total as f64)
         }
     };
-    let mut lines: Vec<[String; 8]> = rows
+    let mut lines: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
             [
@@ -29,6 +31,7 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
                 r.action_type.clone(),
                 r.turns.to_string(),
                 r.tokens_input.to_string(),
+                r.tokens_cached.to_string(),
                 r.tokens_output.to_string(),
                 pct(r.zero_token_turns, r.turns),
                 pct(r.keyword_matched, r.turns),
@@ -43,6 +46,7 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
         String::new(),
         turns.to_string(),
         rows.iter().map(|r| r.tokens_input).sum::<i64>().to_string(),
+        rows.iter().map(|r| r.tokens_cached).sum::<i64>().to_string(),
         rows.iter().map(|r| r.tokens_output).sum::<i64>().to_string(),
         pct(rows.iter().map(|r| r.zero_token_turns).sum(), turns),
         pct(rows.iter().map(|r| r.keyword_matched).sum(), turns),
@@ -119,6 +123,7 @@ mod tests {
                 zero_token_turns: 3,
                 keyword_matched: 3,
                 mean_time_ms: 12.0,
+                tokens_cached: 0,
             },
             UsageSummaryRow {
                 intent_key: "general_chat".into(),
@@ -129,10 +134,14 @@ mod tests {
                 zero_token_turns: 0,
                 keyword_matched: 0,
                 mean_time_ms: 800.0,
+                tokens_cached: 96,
             },
         ];
         let t = table(&rows);
         assert!(t.contains("consultar_saldo") && t.contains("100%"), "{t}");
+        assert!(t.lines().next().is_some_and(|h| h.contains("em cache")), "{t}");
+        let chat = t.lines().find(|l| l.starts_with("general_chat")).expect("row");
+        assert!(chat.contains(" 120  ") && chat.contains(" 96  "), "{chat}");
         let total = t.lines().last().expect("total line");
         assert!(
             total.starts_with("total") && total.contains("75%") && total.contains("209 ms"),

@@ -137,6 +137,11 @@ impl ExecutionRecord {
             .iter()
             .fold((0, 0), |(i, o), c| (i + c.tokens_input, o + c.tokens_output))
     }
+
+    /// Of [`Self::tokens`]' input, those read from the provider's prompt cache.
+    pub fn cached_tokens(&self) -> u64 {
+        self.model_calls.iter().map(|c| c.tokens_cached).sum()
+    }
 }
 
 /// A message for the user.

@@ -53,6 +53,21 @@ fn turn_tokens(
     )
 }
 
+/// A turn's usage record: its classification, its tokens (`tokens`: every one; the cached ones of
+/// its model calls apart), its time, the audio it heard.
+fn usage_record(
+    tag: &IntentTag,
+    conversation_id: &str,
+    (outcome, tokens, listened): (&TurnOutcome, (u64, u64), super::hearing::Listened),
+    (started, now): (Instant, DateTime<Utc>),
+) -> crate::store::UsageRecord {
+    crate::store::UsageRecord {
+        audio_ms: listened.audio_ms,
+        tokens_cached: outcome.execution.cached_tokens() as i64,
+        ..tag.usage(conversation_id, tokens, started.elapsed().as_millis(), now)
+    }
+}
+
 /// What the service settles once a turn has answered: which question a "sim" answers now, and the
 /// line the answer ends with for someone who wrote in English or Spanish (in what is sent and in what
 /// is kept of it alike).
@@ -107,8 +122,7 @@ impl Services {
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;
         let tokens = turn_tokens(&outcome, routing.tokens, summary_tokens, listened);
-        let mut usage = tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now);
-        usage.audio_ms = listened.audio_ms;
+        let usage = usage_record(&tag, &conv.id, (&outcome, tokens, listened), (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());

@@ -174,6 +174,7 @@ impl IntentTag {
             was_keyword_matched: self.keyword_matched,
             created_at: at,
             audio_ms: 0,
+            tokens_cached: 0,
         }
     }
 }

@@ -423,6 +423,8 @@ pub struct UsageRecord {
     pub created_at: DateTime<Utc>,
     /// Milliseconds of audio the turn transcribed (a voice note).
     pub audio_ms: i64,
+    /// Of `tokens_input`, those the provider read from its prompt cache.
+    pub tokens_cached: i64,
 }
 
 /// A row of the 7-day usage view.
@@ -436,6 +438,8 @@ pub struct UsageSummaryRow {
     pub zero_token_turns: i64,
     pub keyword_matched: i64,
     pub mean_time_ms: f64,
+    /// Of `tokens_input`, those read from the provider's prompt cache.
+    pub tokens_cached: i64,
 }
 
 /// Compressed context of a conversation (instead of its full history).

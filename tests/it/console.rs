@@ -530,6 +530,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
             was_keyword_matched: false,
             created_at: Utc::now(),
             audio_ms: 0,
+            tokens_cached: 0,
         })
         .await
         .expect("usage");

@@ -430,4 +430,15 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
         .find(|c| c.skill != "roteador")
         .expect("the agent's call");
     assert_eq!(call.tokens_cached, 1024);
+    let usage = store
+        .usage_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("usage");
+    assert_eq!(
+        usage.iter().map(|u| u.tokens_cached).sum::<i64>(),
+        3 * 1024,
+        "each turn's cached tokens in the usage table"
+    );
+    let summary = store.usage_summary().await.expect("summary");
+    assert_eq!(summary.iter().map(|r| r.tokens_cached).sum::<i64>(), 3 * 1024);
 }

@@ -200,6 +200,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         was_keyword_matched: true,
         created_at: Utc::now(),
         audio_ms: 0,
+        tokens_cached: 0,
     };
     let mut changed = conv.clone();
     changed.state.insert("ultimo_saldo".into(), json!(50.0));
@@ -667,6 +668,7 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
         was_keyword_matched: keyword,
         created_at: now - chrono::Duration::days(days_ago),
         audio_ms: 0,
+        tokens_cached: 0,
     };
     for u in [
         usage("saldo_x", 0, 10, true, 0),
@@ -1681,6 +1683,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         was_keyword_matched: true,
         created_at: now - chrono::Duration::days(days_ago),
         audio_ms: 0,
+        tokens_cached: 0,
     };
     for d in [40, 3, 0] {
         store.record_usage(&usage(d)).await.expect("usage");
@@ -1840,6 +1843,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         was_keyword_matched: true,
         created_at: at,
         audio_ms: 0,
+        tokens_cached: 0,
     };
     let record = TurnRecord {
         conversation: &conv,

@@ -210,7 +210,8 @@ async fn output(mut cmd: Command) -> std::process::Output {
 fn openai(body: Value) -> Value {
     json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "modelo-teste-2026",
            "choices": [{"index": 0, "finish_reason": body["finish"], "message": body["message"]}],
-           "usage": {"prompt_tokens": 120, "completion_tokens": 18, "total_tokens": 138}})
+           "usage": {"prompt_tokens": 120, "completion_tokens": 18, "total_tokens": 138,
+                     "prompt_tokens_details": {"cached_tokens": 64}}})
 }
 
 /// The mapping table: for each attribute key Langfuse maps, the OTLP value types it is given in.
@@ -373,6 +374,12 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
             g.attrs["gen_ai.usage.output_tokens"],
             ("intValue".into(), json!(18))
         );
+        // Cached tokens apart, under Langfuse's `usage_details` key (any `gen_ai.usage.<key>` maps
+        // to `usageDetails.<key>`, as the table's custom-tokens case has it).
+        assert_eq!(
+            g.attrs["gen_ai.usage.input_cache_read"],
+            ("intValue".into(), json!(64))
+        );
         let messages: Value = serde_json::from_str(g.str("langfuse.observation.input")).expect("input JSON");
         assert!(messages["messages"].is_array());
         assert!(serde_json::from_str::<Value>(g.str("langfuse.observation.output")).is_ok());
@@ -459,6 +466,10 @@ async fn a_conversation_and_a_flow_reach_langfuse_in_its_shape_with_nothing_to_h
         }
         assert_eq!(s.resource["service.name"].1, "vt-agent");
     }
+    assert!(
+        types["gen_ai.usage.custom_tokens"].contains("intValue"),
+        "a custom usage key is sent as an integer"
+    );
     for key in [
         "gen_ai.request.model",
         "gen_ai.usage.input_tokens",

@@ -38,8 +38,8 @@ pub struct Dashboard {
     pub zero_token_pct: f64,
     pub p50_ms: i64,
     pub p99_ms: i64,
-    /// `(intent, tokens in + out)`, most first.
-    pub tokens_by_intent: Vec<(String, i64)>,
+    /// `(intent, tokens in + out, of them read from the provider's prompt cache)`, most first.
+    pub tokens_by_intent: Vec<(String, i64, i64)>,
     /// `(status, flows)`.
     pub flows_by_outcome: Vec<(String, i64)>,
     pub cases: CaseFigures,
@@ -62,7 +62,7 @@ impl Dashboard {
         let last = now.duration_trunc(step).unwrap_or(now);
         let first = last - step * (count as i32 - 1);
         let mut per_bucket: Vec<Vec<&UsageRecord>> = vec![Vec::new(); count as usize];
-        let mut tokens: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut tokens: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
         let mut all_ms = Vec::new();
         let mut zero = 0;
         for r in usage {
@@ -73,7 +73,9 @@ impl Dashboard {
             if let Some(b) = per_bucket.get_mut(i) {
                 b.push(r);
             }
-            *tokens.entry(&r.intent_key).or_default() += r.tokens_input + r.tokens_output;
+            let intent = tokens.entry(&r.intent_key).or_default();
+            intent.0 += r.tokens_input + r.tokens_output;
+            intent.1 += r.tokens_cached;
             all_ms.push(r.execution_time_ms);
             zero += i64::from(r.tokens_input + r.tokens_output == 0);
         }
@@ -97,8 +99,10 @@ impl Dashboard {
                 }
             })
             .collect();
-        let mut tokens_by_intent: Vec<(String, i64)> =
-            tokens.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let mut tokens_by_intent: Vec<(String, i64, i64)> = tokens
+            .into_iter()
+            .map(|(k, (all, cached))| (k.to_owned(), all, cached))
+            .collect();
         tokens_by_intent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let turns = all_ms.len() as i64;
         Self {
@@ -138,6 +142,7 @@ mod tests {
             was_keyword_matched: tokens == 0,
             created_at: at,
             audio_ms: 0,
+            tokens_cached: 0,
         }
     }
 
@@ -148,7 +153,10 @@ mod tests {
             turn(now - Duration::days(9), "saudacao", 0, 1),
             turn(now - Duration::days(2), "consultar_saldo", 0, 10),
             turn(now - Duration::hours(1), "consultar_saldo", 0, 20),
-            turn(now, "fora_do_escopo", 300, 900),
+            UsageRecord {
+                tokens_cached: 256,
+                ..turn(now, "fora_do_escopo", 300, 900)
+            },
         ];
         let d = Dashboard::build(
             7,
@@ -171,7 +179,10 @@ mod tests {
         assert_eq!((d.p50_ms, d.p99_ms), (20, 900));
         assert_eq!(
             d.tokens_by_intent,
-            [("fora_do_escopo".into(), 300), ("consultar_saldo".into(), 0)]
+            [
+                ("fora_do_escopo".into(), 300, 256),
+                ("consultar_saldo".into(), 0, 0)
+            ]
         );
         let day = Dashboard::build(1, now, &usage, Vec::new(), CaseFigures::default());
         assert_eq!(day.buckets.len(), 24);

@@ -35,6 +35,7 @@ impl<S: Sql> ReportStore for S {
                     zero_token_turns: r.value("zero_token_turns")?,
                     keyword_matched: r.value("keyword_matched")?,
                     mean_time_ms: r.value("mean_time_ms")?,
+                    tokens_cached: r.value("tokens_cached")?,
                 })
             })
             .collect()
@@ -155,6 +156,7 @@ impl<S: Sql> ReportStore for S {
                     was_keyword_matched: r.value("was_keyword_matched")?,
                     created_at: r.time("created_at")?,
                     audio_ms: r.value("audio_ms")?,
+                    tokens_cached: r.value("tokens_cached")?,
                 })
             })
             .collect()

@@ -121,10 +121,11 @@ pub(crate) fn usage(u: &UsageRecord) -> Stmt {
         u.was_keyword_matched.into(),
         u.created_at.into(),
         u.audio_ms.into(),
+        u.tokens_cached.into(),
     ];
     Stmt::values(
         "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
-             execution_time_ms, was_keyword_matched, created_at, audio_ms)",
+             execution_time_ms, was_keyword_matched, created_at, audio_ms, tokens_cached)",
         vec![row],
         "",
     )
