@@ -10,6 +10,11 @@
 //!   assistant message. Counted over the messages the product's own run stored, so both designs do the
 //!   same work.
 //!
+//! The product's column `cached` is what a provider's prompt cache would have served of its input,
+//! simulated as OpenAI documents it: requests under one `prompt_cache_key` share the longest prefix
+//! (system prompt, tools, then the messages, as the request writes them) with an earlier one, counted
+//! when it is 1,024 tokens or more, in steps of 128.
+//!
 //! Then level 1 of the router on the corpus of how card holders write
 //! (`tests/fixtures/router/corpus.yaml`): intent accuracy, parameters exact, bare menus — the share of
 //! messages answered with zero tokens as meant.
@@ -43,12 +48,13 @@ struct Scenario {
     flow: Option<String>,
 }
 
-/// Model calls and tokens.
+/// Model calls and tokens (`cached`: of `input`, what a prompt cache would have served).
 #[derive(Debug, Default, Clone, Copy)]
 struct Cost {
     calls: u64,
     input: u64,
     output: u64,
+    cached: u64,
 }
 
 impl Cost {
@@ -56,6 +62,7 @@ impl Cost {
         self.calls += o.calls;
         self.input += o.input;
         self.output += o.output;
+        self.cached += o.cached;
     }
 
     fn tokens(&self) -> u64 {
@@ -78,13 +85,29 @@ fn tools_len(tools: &[std::sync::Arc<vt_actions::ToolSpec>]) -> usize {
         .sum()
 }
 
-/// The fake model: answers every request with a short text, counting what it was sent.
+/// The fake model: answers every request with a short text, counting what it was sent and what its
+/// prompt cache would have served.
 #[derive(Default)]
 struct CountingModel {
     calls: AtomicU64,
     input: AtomicU64,
     output: AtomicU64,
+    cached: AtomicU64,
+    /// Earlier requests as the wire writes them, by cache key (the last few of each).
+    seen: std::sync::Mutex<BTreeMap<String, Vec<String>>>,
 }
+
+/// OpenAI's prompt cache: a prefix of 1,024 tokens or more, counted in steps of 128.
+fn cacheable(prefix_tokens: u64) -> u64 {
+    if prefix_tokens < 1024 {
+        0
+    } else {
+        prefix_tokens / 128 * 128
+    }
+}
+
+/// How many earlier requests of a key the cache simulation compares with.
+const SEEN_PER_KEY: usize = 32;
 
 const ANSWER: &str = "Posso ajudar com saldo e recarga do seu vale-transporte. O que você precisa?";
 
@@ -94,8 +117,42 @@ impl CountingModel {
             calls: self.calls.swap(0, Ordering::Relaxed),
             input: self.input.swap(0, Ordering::Relaxed),
             output: self.output.swap(0, Ordering::Relaxed),
+            cached: self.cached.swap(0, Ordering::Relaxed),
         }
     }
+
+    /// What the cache would serve of `request` (written as the wire writes it), remembering it.
+    fn cached(&self, request: &CompletionRequest) -> u64 {
+        let Some(key) = &request.cache_key else {
+            return 0;
+        };
+        let written = format!(
+            "{}{}{}{}",
+            request.system,
+            tools_json(&request.tools),
+            serde_json::to_string(&request.messages).unwrap_or_default(),
+            request.context
+        );
+        let mut seen = self.seen.lock().expect("lock");
+        let earlier = seen.entry(key.clone()).or_default();
+        let shared = earlier
+            .iter()
+            .map(|e| e.bytes().zip(written.bytes()).take_while(|(a, b)| a == b).count())
+            .max()
+            .unwrap_or(0);
+        if earlier.len() == SEEN_PER_KEY {
+            earlier.remove(0);
+        }
+        earlier.push(written);
+        cacheable(tokens(shared))
+    }
+}
+
+fn tools_json(tools: &[std::sync::Arc<vt_actions::ToolSpec>]) -> String {
+    tools
+        .iter()
+        .map(|t| format!("{}{}{}", t.name, t.description, t.parameters))
+        .collect()
 }
 
 #[async_trait]
@@ -112,11 +169,14 @@ impl LlmProvider for CountingModel {
         let usage = Usage {
             input_tokens: tokens(chars),
             output_tokens: tokens(ANSWER.len()),
+            cached_input_tokens: self.cached(request).min(tokens(chars)),
             ..Usage::default()
         };
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.input.fetch_add(usage.input_tokens, Ordering::Relaxed);
         self.output.fetch_add(usage.output_tokens, Ordering::Relaxed);
+        self.cached
+            .fetch_add(usage.cached_input_tokens, Ordering::Relaxed);
         Ok(Completion {
             model: "contador".into(),
             text: Some(ANSWER.into()),
@@ -259,8 +319,8 @@ async fn main() {
     }
 
     println!(
-        "{:<20} {:>4} | {:>12} {:>10} {:>8} | {:>12} {:>10} {:>8} | {:>7}",
-        "class", "n", "product calls", "in", "out", "per-stage calls", "in", "out", "saving"
+        "{:<20} {:>4} | {:>12} {:>10} {:>8} {:>8} | {:>12} {:>10} {:>8} | {:>7}",
+        "class", "n", "product calls", "in", "cached", "out", "per-stage calls", "in", "out", "saving"
     );
     let mut total = (0, Cost::default(), Cost::default());
     for (class, (n, product, stage)) in &by_class {
@@ -294,7 +354,7 @@ fn row(class: &str, n: usize, product: &Cost, stage: &Cost) {
         0.0
     };
     println!(
-        "{class:<20} {n:>4} | {:>12} {:>10} {:>8} | {:>12} {:>10} {:>8} | {saving:>6.1}%",
-        product.calls, product.input, product.output, stage.calls, stage.input, stage.output
+        "{class:<20} {n:>4} | {:>12} {:>10} {:>8} {:>8} | {:>12} {:>10} {:>8} | {saving:>6.1}%",
+        product.calls, product.input, product.cached, product.output, stage.calls, stage.input, stage.output
     );
 }
