@@ -89,8 +89,9 @@ pub enum Command {
     /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
     /// received.
     Simulator(SimulatorArgs),
-    /// Show the last 7 days of usage per intent: turns, tokens, share answered with zero tokens, time.
-    Usage,
+    /// Show the last 7 days of usage per intent: turns, tokens (cached apart), share answered with
+    /// zero tokens, time. With --custos: what the turns cost in reais per day and tenant.
+    Usage(UsageArgs),
     /// Run transcript regression tests (YAML files, or folders of them).
     ///
     /// Prints pass/fail per transcript and, for a failure, the first mismatch with what was expected
@@ -144,6 +145,17 @@ pub enum OptinsCommand {
         /// The CSV file.
         file: PathBuf,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    /// What the turns cost in reais, per day (the policy's time zone) and tenant, at the [custos]
+    /// prices each turn ran under; a turn whose price was missing is counted as unknown.
+    #[arg(long)]
+    pub custos: bool,
+    /// Days back, today included (with --custos).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
+    pub dias: u32,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -204,7 +216,7 @@ impl Command {
                 | Self::Outbox(_)
                 | Self::Cases(_)
                 | Self::Audit(_)
-                | Self::Usage
+                | Self::Usage(_)
                 | Self::Transcript(_)
                 | Self::Keys(_)
                 | Self::Retencao(_)
@@ -441,7 +453,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Serve(args) => serve(config, args).await,
         Command::Audit(args) => audit(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Usage => usage(&config, u).await.map(|()| ExitCode::SUCCESS),
+        Command::Usage(args) => usage(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
         Command::Keys(KeysCommand::Rotate) => rotate_keys(&config, u).await,
         Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config, u).await,
@@ -1075,8 +1087,23 @@ async fn export(
     Ok(())
 }
 
-async fn usage(config: &Config, store_usage: Usage) -> anyhow::Result<()> {
+async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::Result<()> {
     let store = crate::app::store(config, store_usage).await?;
+    if args.custos {
+        let tz = &config.vt.politicas.timezone;
+        let today = tz.local(chrono::Utc::now()).date_naive();
+        let first = today - chrono::Days::new(u64::from(args.dias - 1));
+        // From the day before in UTC: the local day starts up to a day earlier or later.
+        let since = first.and_time(chrono::NaiveTime::MIN).and_utc() - chrono::Duration::days(1);
+        let records = store.usage_since(since).await?;
+        let rows = crate::usage::costs(&records, tz, first);
+        if rows.is_empty() {
+            println!("Nenhum turno registrado desde {first}.");
+        } else {
+            println!("{}", crate::usage::costs_table(&rows));
+        }
+        return Ok(());
+    }
     let rows = store.usage_summary().await?;
     if rows.is_empty() {
         println!("Nenhum turno registrado nos últimos 7 dias.");

@@ -76,6 +76,8 @@ pub struct Config {
     pub transcricao: Option<crate::llm::TranscricaoConfig>,
     /// `[fotos]`: card photos read locally with Tesseract, when it is installed.
     pub fotos: crate::ocr::FotosConfig,
+    /// `[custos]`: prices, for what each turn costs in reais.
+    pub custos: crate::costs::CustosConfig,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -161,6 +163,7 @@ impl Default for Config {
             pix: None,
             transcricao: None,
             fotos: crate::ocr::FotosConfig::default(),
+            custos: crate::costs::CustosConfig::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -517,6 +520,9 @@ impl Config {
         if let Some((field, message)) = self.fotos.problem() {
             return invalid(field, message);
         }
+        if let Some((field, message)) = self.custos.problem() {
+            return invalid(&field, message);
+        }
         if let Err((field, message)) = self.retencao.validate() {
             return invalid(field, message);
         }
@@ -794,6 +800,24 @@ mod tests {
         let unknown = "[systems.auth]\nkind = \"kerberos\"\n";
         let err = Config::from_sources(Some(unknown), "f", &HashMap::new()).expect_err("unknown kind");
         assert!(!err.to_string().contains("kerberos"), "{err}");
+    }
+
+    #[test]
+    fn the_examples_commented_price_table_loads_when_uncommented() {
+        let text = include_str!("../examples/vt-agent.toml");
+        let block: String = text
+            .lines()
+            .skip_while(|l| !l.starts_with("# [custos]"))
+            .take_while(|l| !l.is_empty())
+            .filter(|l| !l.starts_with("# Public") && !l.starts_with("# their"))
+            .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+            .collect();
+        let c = Config::from_sources(Some(&block), "f", &HashMap::new()).expect("it loads");
+        assert_eq!(c.custos.moeda, "USD");
+        assert!(c.custos.modelos.contains_key("gpt-5-mini") && c.custos.modelos.contains_key("whisper-1"));
+        let bad = "[custos]\ncambio_brl = 0\n";
+        let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err("a zero rate");
+        assert!(err.to_string().contains("custos.cambio_brl"), "{err}");
     }
 
     #[test]

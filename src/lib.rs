@@ -22,6 +22,7 @@ pub mod batch;
 pub mod store;
 pub mod outbox;
 pub mod retention;
+pub mod costs;
 
 // Wiring, configuration, logging.
 pub mod app;

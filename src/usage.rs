@@ -59,8 +59,14 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
             }
         ),
     ]);
+    grid(&header, &lines, 2)
+}
+
+/// `lines` under `header` in aligned columns (the first `left` to the left, numbers to the right),
+/// the last line a total under a rule.
+fn grid<const N: usize>(header: &[&str; N], lines: &[[String; N]], left: usize) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for line in &lines {
+    for line in lines {
         for (w, cell) in widths.iter_mut().zip(line) {
             *w = (*w).max(cell.chars().count());
         }
@@ -72,7 +78,7 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
             .enumerate()
             .map(|(i, (c, w))| {
                 let pad = w.saturating_sub(c.chars().count());
-                if i < 2 {
+                if i < left {
                     format!("{c}{}", " ".repeat(pad))
                 } else {
                     format!("{}{c}", " ".repeat(pad))
@@ -83,28 +89,127 @@ pub fn table(rows: &[UsageSummaryRow]) -> String {
             .trim_end()
             .to_owned()
     };
-    let mut out = vec![render(header.to_vec())];
-    out.push(
-        widths
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .join("  "),
-    );
-    let last = lines.len() - 1;
+    let rule = widths
+        .iter()
+        .map(|w| "-".repeat(*w))
+        .collect::<Vec<_>>()
+        .join("  ");
+    let mut out = vec![render(header.to_vec()), rule.clone()];
+    let last = lines.len().saturating_sub(1);
     for (i, line) in lines.iter().enumerate() {
         if i == last {
-            out.push(
-                widths
-                    .iter()
-                    .map(|w| "-".repeat(*w))
-                    .collect::<Vec<_>>()
-                    .join("  "),
-            );
+            out.push(rule.clone());
         }
         out.push(render(line.iter().map(String::as_str).collect()));
     }
     out.join("\n")
+}
+
+/// What turns cost on one day for one tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostRow {
+    pub day: chrono::NaiveDate,
+    pub tenant: String,
+    pub conversations: usize,
+    pub turns: usize,
+    /// The turns whose cost is known, summed.
+    pub known: rust_decimal::Decimal,
+    /// Turns whose price was missing.
+    pub unknown: usize,
+}
+
+impl CostRow {
+    /// What a conversation cost on average; `None` when a turn's cost is unknown (an average of what
+    /// is known would look like a cost).
+    pub fn per_conversation(&self) -> Option<rust_decimal::Decimal> {
+        (self.unknown == 0 && self.conversations > 0)
+            .then(|| self.known / rust_decimal::Decimal::from(self.conversations))
+    }
+
+    fn total(&self) -> Option<rust_decimal::Decimal> {
+        (self.unknown == 0).then_some(self.known)
+    }
+}
+
+/// `records` from `first` on (a day in the time zone `tz`) per day and tenant, oldest first.
+pub fn costs(
+    records: &[crate::store::UsageRecord],
+    tz: &vt_actions::vt::timezone::Timezone,
+    first: chrono::NaiveDate,
+) -> Vec<CostRow> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut by: BTreeMap<(chrono::NaiveDate, &str), (BTreeSet<&str>, CostRow)> = BTreeMap::new();
+    for r in records {
+        let day = tz.local(r.created_at).date_naive();
+        if day < first {
+            continue;
+        }
+        let (conversations, row) = by.entry((day, &r.tenant_id)).or_insert_with(|| {
+            (
+                BTreeSet::new(),
+                CostRow {
+                    day,
+                    tenant: r.tenant_id.clone(),
+                    conversations: 0,
+                    turns: 0,
+                    known: rust_decimal::Decimal::ZERO,
+                    unknown: 0,
+                },
+            )
+        });
+        conversations.insert(&r.conversation_id);
+        row.turns += 1;
+        match r.custo_micro_brl {
+            Some(micro) => row.known += crate::costs::from_micro_brl(micro),
+            None => row.unknown += 1,
+        }
+    }
+    by.into_values()
+        .map(|(conversations, row)| CostRow {
+            conversations: conversations.len(),
+            ..row
+        })
+        .collect()
+}
+
+/// The cost rows as a terminal table with a total line.
+pub fn costs_table(rows: &[CostRow]) -> String {
+    use crate::costs::reais;
+    let header = [
+        "dia",
+        "tenant",
+        "conversas",
+        "turnos",
+        "custo",
+        "por conversa",
+        "turnos sem preço",
+    ];
+    let mut lines: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.day.format("%d/%m/%Y").to_string(),
+                r.tenant.clone(),
+                r.conversations.to_string(),
+                r.turns.to_string(),
+                reais(r.total()),
+                reais(r.per_conversation()),
+                r.unknown.to_string(),
+            ]
+        })
+        .collect();
+    let unknown: usize = rows.iter().map(|r| r.unknown).sum();
+    let known: rust_decimal::Decimal = rows.iter().map(|r| r.known).sum();
+    lines.push([
+        "total".into(),
+        String::new(),
+        rows.iter().map(|r| r.conversations).sum::<usize>().to_string(),
+        rows.iter().map(|r| r.turns).sum::<usize>().to_string(),
+        reais((unknown == 0).then_some(known)),
+        String::new(),
+        unknown.to_string(),
+    ]);
+    grid(&header, &lines, 2)
 }
 
 #[cfg(test)]
@@ -147,5 +252,56 @@ mod tests {
             total.starts_with("total") && total.contains("75%") && total.contains("209 ms"),
             "{total}"
         );
+    }
+
+    fn turn(at: &str, tenant: &str, conversation: &str, micro: Option<i64>) -> crate::store::UsageRecord {
+        crate::store::UsageRecord {
+            conversation_id: conversation.into(),
+            created_at: at.parse().expect("time"),
+            tenant_id: tenant.into(),
+            custo_micro_brl: micro,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn costs_fall_in_the_local_day_and_an_unknown_one_is_never_summed_as_known() {
+        let tz = vt_actions::vt::timezone::Timezone::sao_paulo();
+        let records = [
+            // 01:30 UTC is still the 21st in São Paulo (UTC−3).
+            turn("2026-11-22T01:30:00Z", "acme", "c1", Some(10_000)),
+            turn("2026-11-22T12:00:00Z", "acme", "c1", Some(5_000)),
+            turn("2026-11-22T12:05:00Z", "acme", "c2", Some(1_000)),
+            turn("2026-11-22T13:00:00Z", "beta", "c3", None),
+            turn("2026-11-20T13:00:00Z", "acme", "c0", Some(99_000)),
+        ];
+        let first = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).expect("day");
+        let rows = costs(&records, &tz, first);
+        let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 11, d).expect("day");
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.day, r.tenant.as_str(), r.turns))
+                .collect::<Vec<_>>(),
+            vec![(day(21), "acme", 1), (day(22), "acme", 2), (day(22), "beta", 1)]
+        );
+        assert_eq!(rows[1].conversations, 2);
+        assert_eq!(rows[1].per_conversation(), Some(reais_of(3_000)));
+        assert_eq!(
+            rows[2].per_conversation(),
+            None,
+            "unknown, not an average of what is known"
+        );
+        let t = costs_table(&rows);
+        assert!(t.contains("R$ 0,006"), "{t}");
+        let total = t.lines().last().expect("total");
+        assert!(
+            total.starts_with("total") && total.contains("desconhecido"),
+            "{total}"
+        );
+    }
+
+    /// Millionths of a real as reais.
+    fn reais_of(micro: i64) -> rust_decimal::Decimal {
+        crate::costs::from_micro_brl(micro)
     }
 }

@@ -136,7 +136,8 @@ async fn service_paying(
             board_tenant: config.vt.tenant_id.clone(),
             ..config.handoff.clone()
         })
-        .with_recargas(config.recargas.clone()))
+        .with_recargas(config.recargas.clone())
+        .with_costs(config.custos.clone()))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

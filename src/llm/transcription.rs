@@ -152,6 +152,11 @@ impl Transcriber {
         self.config.max_bytes()
     }
 
+    /// The transcription model (`[transcricao] model`).
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
     /// The text spoken in `audio` (of type `mime`).
     pub async fn transcribe(&self, audio: Vec<u8>, mime: &str) -> Result<Transcript, TranscriptionError> {
         let estimated = ogg_opus_ms(&audio);

@@ -39,39 +39,93 @@ pub(super) struct Ran {
     pub listened: super::hearing::Listened,
 }
 
-/// Every token a turn cost: its model calls, the router's micro call, the summary, the transcription.
-fn turn_tokens(
-    outcome: &TurnOutcome,
-    routed: (u64, u64),
-    summary: (u64, u64),
-    listened: super::hearing::Listened,
-) -> (u64, u64) {
-    let (tokens_in, tokens_out) = outcome.execution.tokens();
+/// Every token a turn cost: its model calls, those around them (the router's micro call, the
+/// summary), the transcription.
+fn turn_tokens(spent: &Spent<'_>) -> (u64, u64) {
+    let (tokens_in, tokens_out) = spent.outcome.execution.tokens();
     (
-        tokens_in + routed.0 + summary.0 + listened.tokens.0,
-        tokens_out + routed.1 + summary.1 + listened.tokens.1,
+        tokens_in + spent.around.0 + spent.listened.tokens.0,
+        tokens_out + spent.around.1 + spent.listened.tokens.1,
     )
 }
 
-/// A turn's usage record: its classification, its tokens (`tokens`: every one; the cached ones of
-/// its model calls apart), its time, the audio it heard.
-fn usage_record(
-    tag: &IntentTag,
-    conversation_id: &str,
-    (outcome, tokens, listened): (&TurnOutcome, (u64, u64), super::hearing::Listened),
-    (started, now): (Instant, DateTime<Utc>),
-) -> crate::store::UsageRecord {
-    crate::store::UsageRecord {
-        audio_ms: listened.audio_ms,
-        tokens_cached: outcome.execution.cached_tokens() as i64,
-        ..tag.usage(conversation_id, tokens, started.elapsed().as_millis(), now)
+/// What a turn spent: its outcome (the model calls of its loop), the tokens of the calls around the
+/// loop (the router's micro call, the summary), what hearing cost.
+struct Spent<'a> {
+    outcome: &'a TurnOutcome,
+    around: (u64, u64),
+    listened: super::hearing::Listened,
+}
+
+impl Services {
+    /// A turn's usage record: its classification, its tokens (every one; the cached ones of its model
+    /// calls apart), its time, the audio it heard, and what all of it cost at the `[custos]` prices:
+    /// the loop's calls at the model that answered each, the calls around it at the configured
+    /// model, the transcription at its model.
+    fn usage_record(
+        &self,
+        (tag, conv): (&IntentTag, &Conversation),
+        spent: Spent<'_>,
+        (started, now): (Instant, DateTime<Utc>),
+    ) -> crate::store::UsageRecord {
+        let tokens = turn_tokens(&spent);
+        let Spent {
+            outcome,
+            around,
+            listened,
+        } = spent;
+        let model = self
+            .engine
+            .llm()
+            .map(|l| l.model().to_owned())
+            .unwrap_or_default();
+        let transcription = self.hearing_model();
+        let mut calls: Vec<_> = outcome
+            .execution
+            .model_calls
+            .iter()
+            .map(|c| (c.model.as_str(), c.tokens_input, c.tokens_cached, c.tokens_output))
+            .collect();
+        calls.push((model.as_str(), around.0, 0, around.1));
+        calls.push((
+            transcription.unwrap_or_default(),
+            listened.tokens.0,
+            0,
+            listened.tokens.1,
+        ));
+        // A provider that bills the transcription by token reported tokens: its minutes are not
+        // priced again.
+        let by_minute = listened.tokens == (0, 0);
+        let used = crate::costs::Used {
+            calls,
+            audio: transcription
+                .filter(|_| by_minute)
+                .map(|t| (t, listened.audio_ms)),
+        };
+        crate::store::UsageRecord {
+            audio_ms: listened.audio_ms,
+            tokens_cached: outcome.execution.cached_tokens() as i64,
+            tenant_id: conv.tenant_id.clone(),
+            custo_micro_brl: self.costs.brl(&used).map(crate::costs::micro_brl),
+            ..tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now)
+        }
     }
 }
 
-/// What the service settles once a turn has answered: which question a "sim" answers now, and the
-/// line the answer ends with for someone who wrote in English or Spanish (in what is sent and in what
-/// is kept of it alike).
+/// What the service settles once a turn has answered: the routing decision as its first event, which
+/// question a "sim" answers now, the cards it offered, and the line the answer ends with for someone
+/// who wrote in English or Spanish (in what is sent and in what is kept of it alike).
 fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Routing) {
+    if let Some(t) = &routing.tag {
+        outcome.events.insert(
+            0,
+            TurnEvent::Routed {
+                intent: t.intent_key.clone(),
+                keyword_matched: t.keyword_matched,
+                classified: routing.classified,
+            },
+        );
+    }
     super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
     super::offers::settle(conv, routing.offer.as_ref());
     let Some(note) = routing.note else {
@@ -107,22 +161,20 @@ impl Services {
             held,
             listened,
         } = ran;
-        if let Some(t) = &routing.tag {
-            outcome.events.insert(
-                0,
-                TurnEvent::Routed {
-                    intent: t.intent_key.clone(),
-                    keyword_matched: t.keyword_matched,
-                    classified: routing.classified,
-                },
-            );
-        }
         after_turn(conv, &mut outcome, &routing);
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;
-        let tokens = turn_tokens(&outcome, routing.tokens, summary_tokens, listened);
-        let usage = usage_record(&tag, &conv.id, (&outcome, tokens, listened), (started, now));
+        let around = (
+            routing.tokens.0 + summary_tokens.0,
+            routing.tokens.1 + summary_tokens.1,
+        );
+        let spent = Spent {
+            outcome: &outcome,
+            around,
+            listened,
+        };
+        let usage = self.usage_record((&tag, conv), spent, (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());
@@ -151,7 +203,7 @@ impl Services {
             ended: conv.ended,
             persisted,
             intent: routed_intent,
-            tokens,
+            tokens: (usage.tokens_input as u64, usage.tokens_output as u64),
             duplicate: false,
             awaiting_confirmation: vt_actions::tools::RecargaPendente::id_in(&conv.state),
         }

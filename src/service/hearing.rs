@@ -143,6 +143,11 @@ impl Services {
             .insert(channel.to_owned(), source);
     }
 
+    /// The transcription model, when voice notes are heard here (what their minutes are priced at).
+    pub(super) fn hearing_model(&self) -> Option<&str> {
+        self.hearing.transcriber.as_ref().map(Transcriber::model)
+    }
+
     /// Whether voice notes are heard here (`[transcricao]` is set).
     pub fn hears_voice(&self) -> bool {
         self.hearing.transcriber.is_some()

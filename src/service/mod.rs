@@ -175,6 +175,8 @@ impl IntentTag {
             created_at: at,
             audio_ms: 0,
             tokens_cached: 0,
+            tenant_id: "default".into(),
+            custo_micro_brl: Some(0),
         }
     }
 }
@@ -320,6 +322,8 @@ pub struct Services {
     pix: Option<payments::PixSetup>,
     /// How voice notes are heard (`[transcricao]`, each channel's media).
     hearing: hearing::Hearing,
+    /// What a turn costs (`[custos]`).
+    costs: crate::costs::CustosConfig,
     /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
     said: tokio::sync::broadcast::Sender<Said>,
 }
@@ -346,6 +350,7 @@ impl Services {
             recargas: crate::store::RecargasConfig::default(),
             pix: None,
             hearing: hearing::Hearing::default(),
+            costs: crate::costs::CustosConfig::default(),
             said: tokio::sync::broadcast::channel(64).0,
         }
     }
@@ -371,6 +376,12 @@ impl Services {
     /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
     pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
         self.pix = Some(pix);
+        self
+    }
+
+    /// With `[custos]`: each turn's cost in reais at these prices.
+    pub fn with_costs(mut self, costs: crate::costs::CustosConfig) -> Self {
+        self.costs = costs;
         self
     }
 

@@ -410,7 +410,7 @@ pub struct TaskRun {
 }
 
 /// One turn's cost, for the usage summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageRecord {
     pub conversation_id: String,
     pub intent_key: String,
@@ -425,6 +425,11 @@ pub struct UsageRecord {
     pub audio_ms: i64,
     /// Of `tokens_input`, those the provider read from its prompt cache.
     pub tokens_cached: i64,
+    /// The tenant of the turn's conversation (kept here: the figure outlives the conversation).
+    pub tenant_id: String,
+    /// What the turn cost, in millionths of a real at the `[custos]` prices it ran under; `None`
+    /// when a price was missing (unknown, never zero).
+    pub custo_micro_brl: Option<i64>,
 }
 
 /// A row of the 7-day usage view.

@@ -310,6 +310,28 @@ fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
         total.starts_with("total") && total.contains(" 3 ") && total.contains("100%"),
         "{table}"
     );
+    // No model: every turn costs exactly nothing, per day and tenant.
+    let costs = vt_agent_in(&data)
+        .args(["usage", "--custos", "--dias", "1"])
+        .output()
+        .expect("run");
+    assert!(costs.status.success());
+    let table = String::from_utf8_lossy(&costs.stdout);
+    assert!(
+        table.lines().next().is_some_and(|h| h.contains("por conversa")),
+        "{table}"
+    );
+    let total = table.lines().last().unwrap_or_default();
+    assert!(
+        total.starts_with("total") && total.contains("R$ 0") && total.trim_end().ends_with(" 0"),
+        "{table}"
+    );
+    let bad = vt_agent_in(&data)
+        .args(["usage", "--custos", "--dias", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(bad.status.code(), Some(2), "a usage error names the flag");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--dias"));
 }
 
 #[test]

@@ -531,6 +531,8 @@ async fn seed(chat: &ChatHarness) -> i64 {
             created_at: Utc::now(),
             audio_ms: 0,
             tokens_cached: 0,
+            tenant_id: "default".into(),
+            custo_micro_brl: Some(0),
         })
         .await
         .expect("usage");

@@ -30,7 +30,7 @@ const FLOORS: &[&[&str]] = &[
     &["store"],
     &["engine"],
     &["telemetry"],
-    &["llm", "ocr"],
+    &["llm", "ocr", "costs"],
 ];
 
 fn floor_of(module: &str) -> usize {

@@ -442,3 +442,86 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
     let summary = store.usage_summary().await.expect("summary");
     assert_eq!(summary.iter().map(|r| r.tokens_cached).sum::<i64>(), 3 * 1024);
 }
+
+/// An OpenAI answer of `prompt` input tokens (`cached` of them from the cache) and 10 output.
+fn openai_usage(prompt: u64, cached: u64) -> Value {
+    let mut answer = openai_text("general_chat");
+    answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10,
+                             "prompt_tokens_details": {"cached_tokens": cached}});
+    answer
+}
+
+#[tokio::test]
+async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_without_one() {
+    let model = FakeServer::start((0..4).map(|_| (200, vec![], openai_usage(2000, 1024))).collect()).await;
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.model = Some("modelo-teste".into());
+    config.llm.api_key = Some("sk-custos-0123456789abcdef".into());
+    config.engine = crate::support::fast_config();
+    config.custos = toml::from_str(
+        r#"
+        moeda = "USD"
+        cambio_brl = 5.0
+        [modelos."modelo-teste"]
+        entrada = 1.00
+        entrada_em_cache = 0.10
+        saida = 4.00
+        "#,
+    )
+    .expect("prices");
+    let (service, _sim, store) = vt_service(&config).await;
+    let say = |text: &str| {
+        service.messages().handle(vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some("c-custos".into()),
+            user: crate::support::user(),
+            text: text.into(),
+            ..Default::default()
+        })
+    };
+    say("me conta uma piada").await.expect("turn");
+    say("saldo do cartão 1234567890").await.expect("turn");
+    let usage = store
+        .usage_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("usage");
+    // By hand, in USD per million tokens: the router's micro call, 2,000 in and 10 out, uncached
+    // (2,000 × 1.00 + 10 × 4.00 = 2,040); the agent's call, 976 in, 1,024 cached and 10 out
+    // (976 × 1.00 + 1,024 × 0.10 + 10 × 4.00 = 1,118.4). 3,158.4 / 1e6 USD × 5 = R$ 0.015792.
+    assert_eq!(usage[0].custo_micro_brl, Some(15_792), "{usage:?}");
+    assert_eq!(usage[0].tenant_id, "default");
+    assert_eq!(
+        usage[1].custo_micro_brl,
+        Some(0),
+        "a turn with no model costs exactly nothing"
+    );
+
+    // Without the model in the table the cost is unknown, never zero.
+    let unpriced = FakeServer::start((0..2).map(|_| (200, vec![], openai_usage(2000, 0))).collect()).await;
+    config.llm.base_url = Some(format!("{}/v1", unpriced.url));
+    config.custos = Default::default();
+    let (service, _sim, store) = vt_service(&config).await;
+    service
+        .messages()
+        .handle(vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some("c-sem-preco".into()),
+            user: crate::support::user(),
+            text: "me conta uma piada".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("turn");
+    let usage = store
+        .usage_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("usage");
+    assert_eq!(usage[0].custo_micro_brl, None);
+    let rows = vt_agent::usage::costs(
+        &usage,
+        &vt_actions::vt::timezone::Timezone::sao_paulo(),
+        chrono::NaiveDate::MIN,
+    );
+    assert!(vt_agent::usage::costs_table(&rows).contains("desconhecido"));
+}

@@ -201,6 +201,8 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         created_at: Utc::now(),
         audio_ms: 0,
         tokens_cached: 0,
+        tenant_id: "default".into(),
+        custo_micro_brl: Some(0),
     };
     let mut changed = conv.clone();
     changed.state.insert("ultimo_saldo".into(), json!(50.0));
@@ -669,6 +671,8 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
         created_at: now - chrono::Duration::days(days_ago),
         audio_ms: 0,
         tokens_cached: 0,
+        tenant_id: "default".into(),
+        custo_micro_brl: Some(0),
     };
     for u in [
         usage("saldo_x", 0, 10, true, 0),
@@ -1684,6 +1688,8 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         created_at: now - chrono::Duration::days(days_ago),
         audio_ms: 0,
         tokens_cached: 0,
+        tenant_id: "default".into(),
+        custo_micro_brl: Some(0),
     };
     for d in [40, 3, 0] {
         store.record_usage(&usage(d)).await.expect("usage");
@@ -1844,6 +1850,8 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         created_at: at,
         audio_ms: 0,
         tokens_cached: 0,
+        tenant_id: "default".into(),
+        custo_micro_brl: Some(0),
     };
     let record = TurnRecord {
         conversation: &conv,

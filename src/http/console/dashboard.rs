@@ -143,6 +143,8 @@ mod tests {
             created_at: at,
             audio_ms: 0,
             tokens_cached: 0,
+            tenant_id: "default".into(),
+            custo_micro_brl: Some(0),
         }
     }
 

@@ -157,6 +157,8 @@ impl<S: Sql> ReportStore for S {
                     created_at: r.time("created_at")?,
                     audio_ms: r.value("audio_ms")?,
                     tokens_cached: r.value("tokens_cached")?,
+                    tenant_id: r.value("tenant_id")?,
+                    custo_micro_brl: r.value("custo_micro_brl")?,
                 })
             })
             .collect()

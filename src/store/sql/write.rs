@@ -122,10 +122,13 @@ pub(crate) fn usage(u: &UsageRecord) -> Stmt {
         u.created_at.into(),
         u.audio_ms.into(),
         u.tokens_cached.into(),
+        u.tenant_id.as_str().into(),
+        u.custo_micro_brl.into(),
     ];
     Stmt::values(
         "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
-             execution_time_ms, was_keyword_matched, created_at, audio_ms, tokens_cached)",
+             execution_time_ms, was_keyword_matched, created_at, audio_ms, tokens_cached, tenant_id,
+             custo_micro_brl)",
         vec![row],
         "",
     )
