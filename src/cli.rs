@@ -1096,7 +1096,8 @@ async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::
         // From the day before in UTC: the local day starts up to a day earlier or later.
         let since = first.and_time(chrono::NaiveTime::MIN).and_utc() - chrono::Duration::days(1);
         let records = store.usage_since(since).await?;
-        let rows = crate::usage::costs(&records, tz, first);
+        let messages = store.message_costs_since(since).await?;
+        let rows = crate::usage::costs((&records, &messages), tz, first);
         if rows.is_empty() {
             println!("Nenhum turno registrado desde {first}.");
         } else {

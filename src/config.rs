@@ -815,6 +815,7 @@ mod tests {
         let c = Config::from_sources(Some(&block), "f", &HashMap::new()).expect("it loads");
         assert_eq!(c.custos.moeda, "USD");
         assert!(c.custos.modelos.contains_key("gpt-5-mini") && c.custos.modelos.contains_key("whisper-1"));
+        assert!(c.custos.message_brl("UTILITY").is_some());
         let bad = "[custos]\ncambio_brl = 0\n";
         let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err("a zero rate");
         assert!(err.to_string().contains("custos.cambio_brl"), "{err}");

@@ -1,6 +1,7 @@
 //! What a turn costs in reais (`[custos]`): its model calls at the model's prices (input, cached
 //! input, output, per million tokens) and the audio it transcribed (per minute), in the table's
-//! currency turned into reais at its exchange rate. A model or a price the table does not have makes
+//! currency turned into reais at its exchange rate; and what a paid WhatsApp message costs, by its
+//! pricing category (a template outside the 24-hour window; `service` messages are free). A model or a price the table does not have makes
 //! the cost **unknown** (`None`), never zero; a turn that called no model and heard nothing costs
 //! exactly zero.
 
@@ -20,6 +21,9 @@ pub struct CustosConfig {
     /// Prices by model name; a model answers to the longest name it starts with
     /// (`gpt-4o-mini-2024-07-18` to `gpt-4o-mini`).
     pub modelos: BTreeMap<String, ModelPrice>,
+    /// Price per message by WhatsApp pricing category (`marketing`, `utility`, `authentication`);
+    /// `service` is free.
+    pub whatsapp: BTreeMap<String, Decimal>,
 }
 
 impl Default for CustosConfig {
@@ -28,9 +32,13 @@ impl Default for CustosConfig {
             moeda: "USD".into(),
             cambio_brl: Decimal::ONE,
             modelos: BTreeMap::new(),
+            whatsapp: BTreeMap::new(),
         }
     }
 }
+
+/// WhatsApp's pricing categories.
+const CATEGORIES: [&str; 4] = ["marketing", "utility", "authentication", "service"];
 
 /// A model's prices in `[custos] moeda`: per million tokens, or per minute of audio.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -63,6 +71,17 @@ impl CustosConfig {
         }
         if self.moeda.len() != 3 || !self.moeda.chars().all(|c| c.is_ascii_uppercase()) {
             return Some(("custos.moeda".into(), "deve ser um código ISO 4217 (ex.: USD)"));
+        }
+        for (category, price) in &self.whatsapp {
+            if !CATEGORIES.contains(&category.as_str()) {
+                return Some((
+                    format!("custos.whatsapp.{category}"),
+                    "deve ser marketing, utility, authentication ou service",
+                ));
+            }
+            if *price < Decimal::ZERO {
+                return Some((format!("custos.whatsapp.{category}"), "não pode ser negativo"));
+            }
         }
         for (name, price) in &self.modelos {
             let prices = [
@@ -98,6 +117,18 @@ impl CustosConfig {
             total += per_minute * Decimal::from(ms) / Decimal::from(60_000);
         }
         Some((total * self.cambio_brl).round_dp(6))
+    }
+
+    /// What one WhatsApp message of `category` (as Meta names it, any case) costs in reais: `service`
+    /// is free; a category without a price is unknown.
+    pub fn message_brl(&self, category: &str) -> Option<Decimal> {
+        let category = category.to_ascii_lowercase();
+        if category == "service" {
+            return Some(Decimal::ZERO);
+        }
+        self.whatsapp
+            .get(&category)
+            .map(|price| (price * self.cambio_brl).round_dp(6))
     }
 
     /// One model call, in the table's currency.
@@ -158,6 +189,9 @@ mod tests {
             saida = 10.00
             [modelos."whisper-1"]
             por_minuto = 0.006
+            [whatsapp]
+            marketing = 0.0625
+            utility = 0.0068
             "#,
         )
         .expect("table")
@@ -210,6 +244,13 @@ mod tests {
             Some(Decimal::ZERO),
             "no model, no audio: zero, known"
         );
+        assert_eq!(t.message_brl("UTILITY"), Some(dec!(0.034)), "0.0068 USD × 5");
+        assert_eq!(
+            t.message_brl("service"),
+            Some(Decimal::ZERO),
+            "free, priced or not"
+        );
+        assert_eq!(t.message_brl("AUTHENTICATION"), None, "no price: unknown");
         assert_eq!(reais(None), "desconhecido");
         assert_eq!(reais(Some(dec!(0.02254))), "R$ 0,0225");
     }
@@ -226,6 +267,9 @@ mod tests {
             t.problem().map(|p| p.0),
             Some("custos.modelos.gpt-4o.saida".into())
         );
+        let mut t = table();
+        t.whatsapp.insert("promo".into(), dec!(1));
+        assert_eq!(t.problem().map(|p| p.0), Some("custos.whatsapp.promo".into()));
         let mut t = table();
         t.moeda = "dolar".into();
         assert_eq!(t.problem().map(|p| p.0), Some("custos.moeda".into()));

@@ -105,16 +105,18 @@ fn grid<const N: usize>(header: &[&str; N], lines: &[[String; N]], left: usize) 
     out.join("\n")
 }
 
-/// What turns cost on one day for one tenant.
+/// What turns and paid messages cost on one day for one tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostRow {
     pub day: chrono::NaiveDate,
     pub tenant: String,
     pub conversations: usize,
     pub turns: usize,
-    /// The turns whose cost is known, summed.
+    /// Paid messages sent (WhatsApp templates outside the 24-hour window).
+    pub messages: usize,
+    /// The turns and messages whose cost is known, summed.
     pub known: rust_decimal::Decimal,
-    /// Turns whose price was missing.
+    /// Turns and messages whose price was missing.
     pub unknown: usize,
 }
 
@@ -131,35 +133,62 @@ impl CostRow {
     }
 }
 
-/// `records` from `first` on (a day in the time zone `tz`) per day and tenant, oldest first.
+/// Turns (`records`) and paid messages (`messages`) from `first` on (a day in the time zone `tz`),
+/// per day and tenant, oldest first.
 pub fn costs(
-    records: &[crate::store::UsageRecord],
+    (records, messages): (&[crate::store::UsageRecord], &[crate::store::MessageCost]),
     tz: &vt_actions::vt::timezone::Timezone,
     first: chrono::NaiveDate,
 ) -> Vec<CostRow> {
     use std::collections::{BTreeMap, BTreeSet};
-    let mut by: BTreeMap<(chrono::NaiveDate, &str), (BTreeSet<&str>, CostRow)> = BTreeMap::new();
-    for r in records {
-        let day = tz.local(r.created_at).date_naive();
+    type Day<'a> = (BTreeSet<&'a str>, CostRow);
+    let mut by: BTreeMap<(chrono::NaiveDate, &str), Day<'_>> = BTreeMap::new();
+    let items = records
+        .iter()
+        .map(|r| {
+            (
+                r.created_at,
+                r.tenant_id.as_str(),
+                Some(r.conversation_id.as_str()),
+                r.custo_micro_brl,
+                true,
+            )
+        })
+        .chain(messages.iter().map(|m| {
+            (
+                m.created_at,
+                m.tenant_id.as_str(),
+                m.conversation_id.as_deref(),
+                m.custo_micro_brl,
+                false,
+            )
+        }));
+    for (at, tenant, conversation, micro, turn) in items {
+        let day = tz.local(at).date_naive();
         if day < first {
             continue;
         }
-        let (conversations, row) = by.entry((day, &r.tenant_id)).or_insert_with(|| {
+        let (conversations, row) = by.entry((day, tenant)).or_insert_with(|| {
             (
                 BTreeSet::new(),
                 CostRow {
                     day,
-                    tenant: r.tenant_id.clone(),
+                    tenant: tenant.to_owned(),
                     conversations: 0,
                     turns: 0,
+                    messages: 0,
                     known: rust_decimal::Decimal::ZERO,
                     unknown: 0,
                 },
             )
         });
-        conversations.insert(&r.conversation_id);
-        row.turns += 1;
-        match r.custo_micro_brl {
+        conversations.extend(conversation);
+        if turn {
+            row.turns += 1;
+        } else {
+            row.messages += 1;
+        }
+        match micro {
             Some(micro) => row.known += crate::costs::from_micro_brl(micro),
             None => row.unknown += 1,
         }
@@ -180,11 +209,12 @@ pub fn costs_table(rows: &[CostRow]) -> String {
         "tenant",
         "conversas",
         "turnos",
+        "mensagens pagas",
         "custo",
         "por conversa",
-        "turnos sem preço",
+        "sem preço",
     ];
-    let mut lines: Vec<[String; 7]> = rows
+    let mut lines: Vec<[String; 8]> = rows
         .iter()
         .map(|r| {
             [
@@ -192,6 +222,7 @@ pub fn costs_table(rows: &[CostRow]) -> String {
                 r.tenant.clone(),
                 r.conversations.to_string(),
                 r.turns.to_string(),
+                r.messages.to_string(),
                 reais(r.total()),
                 reais(r.per_conversation()),
                 r.unknown.to_string(),
@@ -205,6 +236,7 @@ pub fn costs_table(rows: &[CostRow]) -> String {
         String::new(),
         rows.iter().map(|r| r.conversations).sum::<usize>().to_string(),
         rows.iter().map(|r| r.turns).sum::<usize>().to_string(),
+        rows.iter().map(|r| r.messages).sum::<usize>().to_string(),
         reais((unknown == 0).then_some(known)),
         String::new(),
         unknown.to_string(),
@@ -276,7 +308,15 @@ mod tests {
             turn("2026-11-20T13:00:00Z", "acme", "c0", Some(99_000)),
         ];
         let first = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).expect("day");
-        let rows = costs(&records, &tz, first);
+        let messages = [crate::store::MessageCost {
+            tenant_id: "acme".into(),
+            conversation_id: Some("c2".into()),
+            category: "utility".into(),
+            custo_micro_brl: Some(34_000),
+            created_at: "2026-11-22T18:00:00Z".parse().expect("time"),
+            ..Default::default()
+        }];
+        let rows = costs((&records, &messages), &tz, first);
         let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 11, d).expect("day");
         assert_eq!(
             rows.iter()
@@ -284,15 +324,19 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(day(21), "acme", 1), (day(22), "acme", 2), (day(22), "beta", 1)]
         );
-        assert_eq!(rows[1].conversations, 2);
-        assert_eq!(rows[1].per_conversation(), Some(reais_of(3_000)));
+        assert_eq!((rows[1].conversations, rows[1].messages), (2, 1));
+        assert_eq!(
+            rows[1].per_conversation(),
+            Some(reais_of(20_000)),
+            "(5,000 + 1,000 + 34,000) / 2"
+        );
         assert_eq!(
             rows[2].per_conversation(),
             None,
             "unknown, not an average of what is known"
         );
         let t = costs_table(&rows);
-        assert!(t.contains("R$ 0,006"), "{t}");
+        assert!(t.contains("R$ 0,04"), "{t}");
         let total = t.lines().last().expect("total");
         assert!(
             total.starts_with("total") && total.contains("desconhecido"),

@@ -385,6 +385,11 @@ impl Services {
         self
     }
 
+    /// The prices turns and paid messages are costed at (`[custos]`).
+    pub fn costs(&self) -> &crate::costs::CustosConfig {
+        &self.costs
+    }
+
     /// With `[recargas]`: how recharges whose outcome came late are followed up.
     pub fn with_recargas(mut self, recargas: crate::store::RecargasConfig) -> Self {
         self.recargas = recargas;

@@ -373,6 +373,12 @@ pub trait ReportStore: Send + Sync {
     /// Every turn's usage record since `since`, oldest first (the console's dashboard).
     async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError>;
 
+    /// A paid message sent, with its cost.
+    async fn record_message_cost(&self, cost: &super::MessageCost) -> Result<(), StoreError>;
+
+    /// Every paid message since `since`, oldest first.
+    async fn message_costs_since(&self, since: DateTime<Utc>) -> Result<Vec<super::MessageCost>, StoreError>;
+
     async fn record_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
 
     /// The newest `limit` support lookups, newest first.

@@ -432,6 +432,19 @@ pub struct UsageRecord {
     pub custo_micro_brl: Option<i64>,
 }
 
+/// A paid message a channel sent (a WhatsApp template outside the 24-hour window) and its cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageCost {
+    pub tenant_id: String,
+    pub conversation_id: Option<String>,
+    pub channel: String,
+    /// The message's pricing category (`utility`, `marketing`, `authentication`).
+    pub category: String,
+    /// Millionths of a real at the `[custos]` price when it was sent; `None`: no price (unknown).
+    pub custo_micro_brl: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
 /// A row of the 7-day usage view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UsageSummaryRow {

@@ -519,7 +519,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         .expect("usage");
     assert_eq!(usage[0].custo_micro_brl, None);
     let rows = vt_agent::usage::costs(
-        &usage,
+        (&usage, &[]),
         &vt_actions::vt::timezone::Timezone::sao_paulo(),
         chrono::NaiveDate::MIN,
     );

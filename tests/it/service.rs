@@ -693,6 +693,15 @@ impl vt_agent::store::ReportStore for Flaky {
     ) -> Result<Vec<vt_agent::store::UsageRecord>, StoreError> {
         self.inner.usage_since(since).await
     }
+    async fn record_message_cost(&self, c: &vt_agent::store::MessageCost) -> Result<(), StoreError> {
+        self.inner.record_message_cost(c).await
+    }
+    async fn message_costs_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::MessageCost>, StoreError> {
+        self.inner.message_costs_since(since).await
+    }
     async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }

@@ -43,6 +43,12 @@ fn templates() -> Arc<Templates> {
     Arc::new(Templates::load(&dir).expect("the shipped templates load"))
 }
 
+/// WhatsApp's prices per message in dollars, at R$ 5 to the dollar.
+fn prices() -> vt_agent::costs::CustosConfig {
+    toml::from_str("moeda = \"USD\"\ncambio_brl = 5.0\n[whatsapp]\nutility = 0.0068\nmarketing = 0.0625\n")
+        .expect("prices")
+}
+
 async fn whatsapp(graph_answers: Vec<crate::support::Canned<'static>>) -> Wa {
     let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
     whatsapp_on(chat, graph_answers).await
@@ -66,7 +72,8 @@ async fn whatsapp_on(
         vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let sender = Sender::new(&config)
         .expect("on")
-        .with_window(chat.store.clone(), templates());
+        .with_window(chat.store.clone(), templates())
+        .with_costs(chat.store.clone(), prices(), vt_agent::engine::DEFAULT_TENANT);
     let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(sender));
     let served = crate::support::serve_state(chat, state).await;
@@ -216,6 +223,19 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
     .await;
     assert_eq!(wa.worker.pass().await.sent, 1);
     assert_eq!(wa.sends()[0]["type"], "text");
+    let costs = |store: &Arc<dyn vt_agent::store::Store>| {
+        let store = store.clone();
+        async move {
+            store
+                .message_costs_since(chrono::DateTime::UNIX_EPOCH)
+                .await
+                .expect("costs")
+        }
+    };
+    assert!(
+        costs(&store).await.is_empty(),
+        "inside the window a reply is free"
+    );
 
     // 25 h: the template, with its named parameters (a newline cleaned away) and its quick reply.
     wa.enqueue(
@@ -236,6 +256,17 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
                {"type": "text", "parameter_name": "saldo", "text": "R$ 12,50"}])
     );
     assert_eq!(template["template"]["components"][1]["sub_type"], "quick_reply");
+    // A utility template outside the window is paid: 0.0068 USD × 5 = R$ 0,034.
+    let paid = costs(&store).await;
+    assert_eq!(paid.len(), 1);
+    assert_eq!(
+        (
+            paid[0].category.as_str(),
+            paid[0].custo_micro_brl,
+            paid[0].tenant_id.as_str()
+        ),
+        ("utility", Some(34_000), vt_agent::engine::DEFAULT_TENANT)
+    );
 
     // No template for a plain reply, or a parameter that cannot be cleaned: dead-lettered with the
     // reason, and the fake never asked.
@@ -246,6 +277,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
     wa.worker.pass().await;
     wa.worker.pass().await;
     assert_eq!(wa.sends().len(), 2, "nothing else reached Meta");
+    assert_eq!(costs(&store).await.len(), 1, "what was not sent costs nothing");
     let plain = wa.item(plain).await;
     assert_eq!(plain.status, OutboxStatus::Failed);
     assert_eq!(

@@ -10,7 +10,7 @@ use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, orders, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::{ContactStore, OutboxItem, PixStore};
+use crate::store::{ContactStore, OutboxItem, PixStore, ReportStore};
 
 /// The longest text message WhatsApp takes.
 const MAX_TEXT: usize = 4096;
@@ -34,6 +34,15 @@ pub struct Sender {
     /// The operator's Pix key, where the account takes payments (`[pix] whatsapp_order_details`):
     /// charges go as native orders.
     pix_key: Option<String>,
+    /// Where a template sent outside the window is put on record with its cost; `None`: not costed.
+    costs: Option<Costs>,
+}
+
+/// What paid messages are costed at, for which tenant, and where that is kept.
+struct Costs {
+    store: Arc<dyn ReportStore>,
+    prices: crate::costs::CustosConfig,
+    tenant: String,
 }
 
 impl Sender {
@@ -60,6 +69,7 @@ impl Sender {
             window: None,
             files: None,
             pix_key: None,
+            costs: None,
         })
     }
 
@@ -145,12 +155,50 @@ impl Sender {
         self
     }
 
+    /// Every template sent outside the window put on record in `store` with its cost at `prices`
+    /// (the channel serves `tenant`).
+    pub fn with_costs(
+        mut self,
+        store: Arc<dyn ReportStore>,
+        prices: crate::costs::CustosConfig,
+        tenant: &str,
+    ) -> Self {
+        self.costs = Some(Costs {
+            store,
+            prices,
+            tenant: tenant.to_owned(),
+        });
+        self
+    }
+
+    /// A template that went out, on record with its category's price. The message is sent: a record
+    /// that cannot be written is logged, never a failed send.
+    async fn cost(&self, conversation: &str, template: &Template) {
+        let Some(costs) = &self.costs else {
+            return;
+        };
+        let record = crate::store::MessageCost {
+            tenant_id: costs.tenant.clone(),
+            conversation_id: (!conversation.is_empty()).then(|| conversation.to_owned()),
+            channel: CHANNEL.into(),
+            category: template.category.to_ascii_lowercase(),
+            custo_micro_brl: costs
+                .prices
+                .message_brl(&template.category)
+                .map(crate::costs::micro_brl),
+            created_at: chrono::Utc::now(),
+        };
+        if let Err(e) = costs.store.record_message_cost(&record).await {
+            tracing::error!(error = %e, template = %template.name, "a template's cost could not be recorded");
+        }
+    }
+
     /// Outside the window: the template in the reply's place. A template that stands in for a message
     /// (a support agent's late reply) holds the item until the user answers.
     async fn send_template(
         &self,
         window: &Window,
-        to: &str,
+        (to, conversation): (&str, &str),
         template: &Template,
         body: serde_json::Value,
     ) -> Result<Option<String>, SendError> {
@@ -168,6 +216,7 @@ impl Sender {
                 return Err(failure.error);
             }
         };
+        self.cost(conversation, template).await;
         if template.purpose == HOLDS_THE_MESSAGE {
             return Err(SendError::Held(format!(
                 "fora da janela de 24 h: modelo '{}' enviado; a mensagem segue quando o cliente responder",
@@ -392,7 +441,9 @@ impl ChannelSender for Sender {
             && let Decision::Template { template, body } =
                 window.decide(to, reply, chrono::Utc::now()).await?
         {
-            return self.send_template(window, to, &template, body).await;
+            return self
+                .send_template(window, (to, &reply.conversation_id), &template, body)
+                .await;
         }
         if !reply.files.is_empty() {
             return self.send_files(to, reply).await;

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::{Sql, Stmt};
 use crate::store::rows::{self, Columns};
 use crate::store::{
-    AuditRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, ReportStore, StoreError, UsageRecord,
-    UsageSummaryRow,
+    AuditRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, MessageCost, ReportStore, StoreError,
+    UsageRecord, UsageSummaryRow,
 };
 
 #[async_trait]
@@ -159,6 +159,42 @@ impl<S: Sql> ReportStore for S {
                     tokens_cached: r.value("tokens_cached")?,
                     tenant_id: r.value("tenant_id")?,
                     custo_micro_brl: r.value("custo_micro_brl")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn record_message_cost(&self, c: &MessageCost) -> Result<(), StoreError> {
+        let s = Stmt::new(
+            "INSERT INTO message_costs (tenant_id, conversation_id, channel, category, custo_micro_brl, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(c.tenant_id.as_str())
+        .bind(c.conversation_id.as_deref())
+        .bind(c.channel.as_str())
+        .bind(c.category.as_str())
+        .bind(c.custo_micro_brl)
+        .bind(c.created_at);
+        self.write(s).await?;
+        Ok(())
+    }
+
+    async fn message_costs_since(&self, since: DateTime<Utc>) -> Result<Vec<MessageCost>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new("SELECT * FROM message_costs WHERE created_at >= $1 ORDER BY created_at, id")
+                    .bind(since),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(MessageCost {
+                    tenant_id: r.value("tenant_id")?,
+                    conversation_id: r.value("conversation_id")?,
+                    channel: r.value("channel")?,
+                    category: r.value("category")?,
+                    custo_micro_brl: r.value("custo_micro_brl")?,
+                    created_at: r.time("created_at")?,
                 })
             })
             .collect()
