@@ -78,6 +78,8 @@ pub struct Config {
     pub fotos: crate::ocr::FotosConfig,
     /// `[custos]`: prices, for what each turn costs in reais.
     pub custos: crate::costs::CustosConfig,
+    /// `[[orcamentos]]`: a monthly budget in reais per tenant.
+    pub orcamentos: Vec<crate::service::Orcamento>,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -164,6 +166,7 @@ impl Default for Config {
             transcricao: None,
             fotos: crate::ocr::FotosConfig::default(),
             custos: crate::costs::CustosConfig::default(),
+            orcamentos: Vec::new(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -521,6 +524,9 @@ impl Config {
             return invalid(field, message);
         }
         if let Some((field, message)) = self.custos.problem() {
+            return invalid(&field, message);
+        }
+        if let Some((field, message)) = crate::service::budget_problem(&self.orcamentos) {
             return invalid(&field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {

@@ -137,7 +137,8 @@ async fn service_paying(
             ..config.handoff.clone()
         })
         .with_recargas(config.recargas.clone())
-        .with_costs(config.custos.clone()))
+        .with_costs(config.custos.clone())
+        .with_budgets(&config.orcamentos))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

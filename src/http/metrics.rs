@@ -27,6 +27,11 @@ pub(super) struct Quantile {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct Tenant {
+    pub tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct Status {
     pub status: &'static str,
 }
@@ -49,6 +54,8 @@ pub struct Metrics {
     pix_charges: Family<Status, Gauge>,
     /// Seconds from code to payment, of the Pix charges paid in the last 24 hours, by quantile.
     pix_payment_seconds: Family<Quantile, Gauge>,
+    /// Each budgeted tenant's share of its monthly budget spent (1 = spent: no model calls).
+    budget_share: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     otel: Otel,
 }
 
@@ -136,6 +143,7 @@ impl Default for Metrics {
         let case_claim_seconds = Family::<Quantile, Gauge>::default();
         let pix_charges = Family::<Status, Gauge>::default();
         let pix_payment_seconds = Family::<Quantile, Gauge>::default();
+        let budget_share = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -185,6 +193,11 @@ impl Default for Metrics {
             pix_payment_seconds.clone(),
         );
         registry.register(
+            "orcamento_uso",
+            "Share of each budgeted tenant's monthly budget spent ([[orcamentos]]); at 0.8 the operator is told, at 1 the model is not called for it",
+            budget_share.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -204,6 +217,7 @@ impl Default for Metrics {
             case_claim_seconds,
             pix_charges,
             pix_payment_seconds,
+            budget_share,
             otel,
         }
     }
@@ -270,6 +284,12 @@ impl Metrics {
                     })
                     .set(n);
             }
+        }
+        for (tenant, share) in service.budget_shares().await {
+            use rust_decimal::prelude::ToPrimitive as _;
+            self.budget_share
+                .get_or_create(&Tenant { tenant })
+                .set(share.to_f64().unwrap_or_default());
         }
         if service.takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await

@@ -33,6 +33,12 @@ use vt_actions::vt::{Idioma, format_money, mask_card};
 
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
+
+/// The answer to what only the model could answer, when the tenant's budget is spent: the help and
+/// the offer of a person.
+pub(crate) fn over_budget_reply() -> String {
+    format!("{HELP_TEXT}\n\n{}", texts::PERSON_OFFER)
+}
 use texts::Lang;
 
 use crate::engine::Conversation;
@@ -47,6 +53,14 @@ pub(crate) const STATE_AGUARDANDO: &str = "aguardando";
 pub struct Awaiting {
     pub intent: String,
     pub params: Map<String, Value>,
+}
+
+/// Whether routing may call the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ModelUse {
+    Allowed,
+    /// The tenant's monthly budget is spent: no model call until the month turns or it is raised.
+    OverBudget,
 }
 
 /// What to do with a message.
@@ -243,6 +257,12 @@ impl Router {
 
     /// Decides what to do with `text` in `conv`.
     pub async fn route(&self, text: &str, conv: &Conversation) -> Decision {
+        self.route_within(text, conv, ModelUse::Allowed).await
+    }
+
+    /// [`Self::route`], calling the model only when `model` allows: with the tenant's budget spent
+    /// the router answers as if it had none, its help offering a person.
+    pub(crate) async fn route_within(&self, text: &str, conv: &Conversation, model: ModelUse) -> Decision {
         // The message is read once; every reader below works from it.
         let m = Read::of(text, conv);
         if let Some((intent, mut route)) = self.level1(&m, conv) {
@@ -275,13 +295,16 @@ impl Router {
                 note: action_note,
             };
         }
-        let Some(llm) = &self.llm else {
+        let Some(llm) = self.llm.as_ref().filter(|_| model == ModelUse::Allowed) else {
             // Without a model, a recharge waiting is what the person is most likely answering.
             if let Some(p) = &m.pending {
                 let (intent, route) = restate(p);
                 return self.decision(&intent, route);
             }
-            let help = texts::help(m.lang, keywords::greeting_back(&m.n));
+            let mut help = texts::help(m.lang, keywords::greeting_back(&m.n));
+            if model == ModelUse::OverBudget {
+                help = format!("{help}\n\n{}", texts::PERSON_OFFER);
+            }
             return self.decision("ajuda", Route::Reply { text: help });
         };
         let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;

@@ -14,6 +14,10 @@ pub(crate) enum Lang {
 
 /// What the router answers when it knows nothing better (and no model is configured). Its examples
 /// hold no card number: the product's own texts follow the rule that no full card reaches a reply.
+/// What an answer given without the model (the tenant's budget spent) offers besides the help.
+pub(crate) const PERSON_OFFER: &str =
+    "Para outros assuntos, escreva \"falar com atendente\" e uma pessoa continua o seu atendimento.";
+
 pub(crate) const HELP_TEXT: &str = "Posso ajudar com o seu vale-transporte:\n\
 • consultar o saldo — \"saldo do cartão\" e o número do cartão\n\
 • recarregar, sempre com a sua confirmação — \"recarregar 50 reais via pix\" e o número do cartão\n\

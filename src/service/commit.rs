@@ -234,6 +234,7 @@ impl Services {
         let mut tokens = (0, 0);
         if let Some(llm) = self.engine.llm()
             && ctx.turn_count % SUMMARY_EVERY == 0
+            && self.standing(&conv.tenant_id).await.model_allowed()
         {
             let request = CompletionRequest {
                 system: "Resuma em 2 ou 3 frases, em português, o contexto desta conversa de atendimento de vale-transporte. \
@@ -269,6 +270,10 @@ impl Services {
             |_| self.store.save_turn(record, now),
         )
         .await;
+        // The month's spending this process knows grows by the turn's cost.
+        if let (Ok(()), Some(u)) = (&out.result, record.usage) {
+            self.spent(&u.tenant_id, u.created_at, u.custo_micro_brl);
+        }
         if let Err(e) = &out.result {
             tracing::error!(
                 execucao_id = %record.execution.execucao_id,

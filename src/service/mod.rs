@@ -20,6 +20,7 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod accept;
+mod budgets;
 mod bursts;
 pub mod audit;
 mod board;
@@ -31,6 +32,8 @@ mod hearing;
 mod hours;
 mod offers;
 pub use board::{BOARD, BoardKind, state_line};
+pub(crate) use budgets::problem as budget_problem;
+pub use budgets::{Orcamento, Standing};
 pub(crate) use cases::WHATSAPP_WINDOW_HOURS;
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
@@ -324,6 +327,8 @@ pub struct Services {
     hearing: hearing::Hearing,
     /// What a turn costs (`[custos]`).
     costs: crate::costs::CustosConfig,
+    /// Each tenant's monthly budget (`[[orcamentos]]`) and what it spent.
+    budgets: budgets::Budgets,
     /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
     said: tokio::sync::broadcast::Sender<Said>,
 }
@@ -351,6 +356,7 @@ impl Services {
             pix: None,
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
+            budgets: budgets::Budgets::default(),
             said: tokio::sync::broadcast::channel(64).0,
         }
     }

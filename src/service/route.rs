@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Inbound, IntentTag, Services};
 use crate::engine::{Conversation, TurnStart};
-use crate::router::{Route, STATE_AGUARDANDO};
+use crate::router::{ModelUse, Route, STATE_AGUARDANDO};
 
 /// What routing decided besides the start: the classification and what deciding cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,20 @@ impl Services {
                 Routing::deterministic("cartao_da_foto", false),
             );
         }
+        // The tenant's budget spent: no model call until the month turns or it is raised.
+        let model = if self.standing(&conv.tenant_id).await.model_allowed() {
+            ModelUse::Allowed
+        } else {
+            ModelUse::OverBudget
+        };
         let Some(router) = self.router.as_ref().filter(|r| r.agent() == conv.agent_id) else {
+            if model == ModelUse::OverBudget {
+                let reply = crate::router::over_budget_reply();
+                return (
+                    TurnStart::Reply(reply),
+                    Routing::deterministic("orcamento_esgotado", false),
+                );
+            }
             let routing = Routing {
                 tag: None,
                 ..Routing::deterministic("", false)
@@ -91,7 +104,12 @@ impl Services {
         };
         // A card the user writes is theirs from now on: the tools reach no other.
         vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
-        let decision = router.route(text, conv).await;
+        let mut decision = router.route_within(text, conv, model).await;
+        if model == ModelUse::OverBudget && matches!(decision.route, Route::Model | Route::Plan) {
+            decision.route = Route::Reply {
+                text: crate::router::over_budget_reply(),
+            };
+        }
         let mut routing = Routing {
             tag: Some(IntentTag::new(
                 &decision.intent,

@@ -373,6 +373,10 @@ pub trait ReportStore: Send + Sync {
     /// Every turn's usage record since `since`, oldest first (the console's dashboard).
     async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<UsageRecord>, StoreError>;
 
+    /// What `tenant`'s turns and paid messages cost since `since`, in millionths of a real (unknown
+    /// costs are not counted).
+    async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError>;
+
     /// A paid message sent, with its cost.
     async fn record_message_cost(&self, cost: &super::MessageCost) -> Result<(), StoreError>;
 

@@ -257,6 +257,18 @@ async fn vt_service(
     vt_actions::systems::RunningSimulator,
     Arc<dyn vt_agent::store::Store>,
 ) {
+    vt_service_at(config, None).await
+}
+
+/// [`vt_service`] on `clock` (the engine's, and so the turns' and the budgets' time).
+async fn vt_service_at(
+    config: &vt_agent::config::Config,
+    clock: Option<vt_agent::engine::ManualClock>,
+) -> (
+    vt_agent::service::Services,
+    vt_actions::systems::RunningSimulator,
+    Arc<dyn vt_agent::store::Store>,
+) {
     let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
         vt_agent::store::SqliteStore::connect("sqlite::memory:")
             .await
@@ -272,7 +284,12 @@ async fn vt_service(
         .with(systems)
         .with(vt_actions::tools::VtSettings::default());
     let engine = vt_agent::flow::share(
-        vt_agent::app::engine(config, None, ext).expect("engine"),
+        match clock {
+            Some(c) => vt_agent::app::engine(config, None, ext)
+                .expect("engine")
+                .with_clock(vt_agent::engine::Clock::Manual(c)),
+            None => vt_agent::app::engine(config, None, ext).expect("engine"),
+        },
         Some(store.clone()),
         config.recargas.clone(),
     );
@@ -524,4 +541,101 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         chrono::NaiveDate::MIN,
     );
     assert!(vt_agent::usage::costs_table(&rows).contains("desconhecido"));
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_confirmed_recharge_go_on() {
+    // Every model call: 2,000 tokens in, 10 out = (2,000 × 1.00 + 10 × 4.00) / 1e6 USD × 5 = R$ 0,0102.
+    let model = FakeServer::start((0..12).map(|_| (200, vec![], openai_usage(2000, 0))).collect()).await;
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.model = Some("modelo-teste".into());
+    config.llm.api_key = Some("sk-orcamento-0123456789abcdef".into());
+    config.engine = crate::support::fast_config();
+    config.custos = toml::from_str(
+        "moeda = \"USD\"\ncambio_brl = 5.0\n[modelos.\"modelo-teste\"]\nentrada = 1.00\nsaida = 4.00\n",
+    )
+    .expect("prices");
+    // R$ 0,05 a month: a model turn (the router's call and the agent's) costs R$ 0,0204.
+    config.orcamentos = vec![vt_agent::service::Orcamento {
+        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+        mensal_brl: rust_decimal::Decimal::new(5, 2),
+    }];
+    let clock = vt_agent::engine::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
+    let (service, _sim, _store) = vt_service_at(&config, Some(clock.clone())).await;
+    let say = |text: &str| {
+        service.messages().handle(vt_agent::service::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some("c-orcamento".into()),
+            user: crate::support::user(),
+            text: text.into(),
+            ..Default::default()
+        })
+    };
+    let tenant = vt_agent::engine::DEFAULT_TENANT;
+    // A recharge asked for (level 1, no model) before the budget is crossed.
+    let asked = say("recarregar 20 reais no cartão 1234567890 via pix")
+        .await
+        .expect("turn");
+    assert!(
+        asked.reply_text().contains("Confirma a recarga"),
+        "{}",
+        asked.reply_text()
+    );
+    say("me conta uma piada").await.expect("turn");
+    assert!(matches!(
+        service.standing(tenant).await,
+        vt_agent::service::Standing::Within(_)
+    ));
+    say("qual a previsão do tempo para amanhã?").await.expect("turn");
+    assert!(
+        matches!(
+            service.standing(tenant).await,
+            vt_agent::service::Standing::Warning(_)
+        ),
+        "R$ 0,0408 of R$ 0,05: past 80 %"
+    );
+    say("você gosta de música?").await.expect("turn");
+    assert!(
+        !service.standing(tenant).await.model_allowed(),
+        "R$ 0,0612: spent"
+    );
+    let calls = model.received().len();
+    assert_eq!(calls, 6, "two calls a model turn");
+
+    // Spent: the recharge asked for before the crossing is confirmed and charged (level 1; other
+    // answers came after its question, so the first "sim" gets the question again).
+    let restated = say("sim").await.expect("turn");
+    assert!(
+        restated.reply_text().contains("espera a sua confirmação"),
+        "{}",
+        restated.reply_text()
+    );
+    let charged = say("sim").await.expect("turn");
+    assert!(
+        charged.reply_text().contains("foi aprovada"),
+        "money already asked for goes on: {}",
+        charged.reply_text()
+    );
+    // What needs the model gets the help and a person's offer; a balance is answered as ever.
+    let refused = say("me conta outra piada").await.expect("turn");
+    assert!(
+        refused.reply_text().contains("falar com atendente"),
+        "{}",
+        refused.reply_text()
+    );
+    assert_eq!(refused.tokens, (0, 0));
+    let balance = say("saldo do cartão 1234567890").await.expect("turn");
+    assert!(
+        balance.reply_text().contains("****7890"),
+        "{}",
+        balance.reply_text()
+    );
+    assert_eq!(model.received().len(), calls, "no model call once spent");
+
+    // The month turns (in São Paulo): the model is called again.
+    clock.set("2026-12-01T03:30:00Z".parse().expect("time"));
+    assert!(service.standing(tenant).await.model_allowed());
+    say("e agora, uma piada?").await.expect("turn");
+    assert!(model.received().len() > calls);
 }

@@ -693,6 +693,9 @@ impl vt_agent::store::ReportStore for Flaky {
     ) -> Result<Vec<vt_agent::store::UsageRecord>, StoreError> {
         self.inner.usage_since(since).await
     }
+    async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError> {
+        self.inner.spent_since(tenant, since).await
+    }
     async fn record_message_cost(&self, c: &vt_agent::store::MessageCost) -> Result<(), StoreError> {
         self.inner.record_message_cost(c).await
     }

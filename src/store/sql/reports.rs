@@ -164,6 +164,22 @@ impl<S: Sql> ReportStore for S {
             .collect()
     }
 
+    async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError> {
+        let row = self
+            .read_one(
+                Stmt::new(
+                    "SELECT CAST(COALESCE((SELECT SUM(custo_micro_brl) FROM usage_metrics
+                                            WHERE tenant_id = $1 AND created_at >= $2), 0)
+                               + COALESCE((SELECT SUM(custo_micro_brl) FROM message_costs
+                                            WHERE tenant_id = $1 AND created_at >= $2), 0) AS BIGINT) AS spent",
+                )
+                .bind(tenant)
+                .bind(since),
+            )
+            .await?;
+        row.map_or(Ok(0), |r| r.value("spent"))
+    }
+
     async fn record_message_cost(&self, c: &MessageCost) -> Result<(), StoreError> {
         let s = Stmt::new(
             "INSERT INTO message_costs (tenant_id, conversation_id, channel, category, custo_micro_brl, created_at)
