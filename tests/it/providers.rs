@@ -309,15 +309,7 @@ async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_wha
     config.llm.circuit_failures = 3;
     config.engine = crate::support::fast_config();
     let (service, _sim, _store) = vt_service(&config).await;
-    let say = |text: &str| {
-        service.messages().handle(vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some("c-circuito".into()),
-            user: crate::support::user(),
-            text: text.into(),
-            ..Default::default()
-        })
-    };
+    let say = |text: &str| service.messages().handle(to_vt("c-circuito", text));
     let questions = [
         "qual a previsão do tempo para amanhã?",
         "me conta uma piada",
@@ -375,15 +367,7 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
     config.llm.api_key = Some("sk-cache-0123456789abcdef".into());
     config.engine = crate::support::fast_config();
     let (service, _sim, store) = vt_service(&config).await;
-    let say = |text: &str, conversation: &str| {
-        service.messages().handle(vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some(conversation.into()),
-            user: crate::support::user(),
-            text: text.into(),
-            ..Default::default()
-        })
-    };
+    let say = |text: &str, conversation: &str| service.messages().handle(to_vt(conversation, text));
     let first = say("me conta uma piada", "c-cache-1").await.expect("turn");
     say("qual a previsão do tempo para amanhã?", "c-cache-1")
         .await
@@ -460,6 +444,27 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
     assert_eq!(summary.iter().map(|r| r.tokens_cached).sum::<i64>(), 3 * 1024);
 }
 
+/// A message of the usual person to the VT agent, in `conversation`.
+fn to_vt(conversation: &str, text: &str) -> vt_agent::service::Inbound {
+    vt_agent::service::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conversation.into()),
+        user: crate::support::user(),
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+/// The VT agent's configuration with its model at the OpenAI fake `model`, as `modelo-teste`.
+fn with_model_at(model: &FakeServer, key: &str) -> vt_agent::config::Config {
+    let mut config = vt_agent::config::Config::default();
+    config.llm.base_url = Some(format!("{}/v1", model.url));
+    config.llm.model = Some("modelo-teste".into());
+    config.llm.api_key = Some(key.into());
+    config.engine = crate::support::fast_config();
+    config
+}
+
 /// An OpenAI answer of `prompt` input tokens (`cached` of them from the cache) and 10 output.
 fn openai_usage(prompt: u64, cached: u64) -> Value {
     let mut answer = openai_text("general_chat");
@@ -471,11 +476,7 @@ fn openai_usage(prompt: u64, cached: u64) -> Value {
 #[tokio::test]
 async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_without_one() {
     let model = FakeServer::start((0..4).map(|_| (200, vec![], openai_usage(2000, 1024))).collect()).await;
-    let mut config = vt_agent::config::Config::default();
-    config.llm.base_url = Some(format!("{}/v1", model.url));
-    config.llm.model = Some("modelo-teste".into());
-    config.llm.api_key = Some("sk-custos-0123456789abcdef".into());
-    config.engine = crate::support::fast_config();
+    let mut config = with_model_at(&model, "sk-custos-0123456789abcdef");
     config.custos = toml::from_str(
         r#"
         moeda = "USD"
@@ -488,15 +489,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
     )
     .expect("prices");
     let (service, _sim, store) = vt_service(&config).await;
-    let say = |text: &str| {
-        service.messages().handle(vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some("c-custos".into()),
-            user: crate::support::user(),
-            text: text.into(),
-            ..Default::default()
-        })
-    };
+    let say = |text: &str| service.messages().handle(to_vt("c-custos", text));
     say("me conta uma piada").await.expect("turn");
     say("saldo do cartão 1234567890").await.expect("turn");
     let usage = store
@@ -521,13 +514,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
     let (service, _sim, store) = vt_service(&config).await;
     service
         .messages()
-        .handle(vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some("c-sem-preco".into()),
-            user: crate::support::user(),
-            text: "me conta uma piada".into(),
-            ..Default::default()
-        })
+        .handle(to_vt("c-sem-preco", "me conta uma piada"))
         .await
         .expect("turn");
     let usage = store
@@ -547,11 +534,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
 async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_confirmed_recharge_go_on() {
     // Every model call: 2,000 tokens in, 10 out = (2,000 × 1.00 + 10 × 4.00) / 1e6 USD × 5 = R$ 0,0102.
     let model = FakeServer::start((0..12).map(|_| (200, vec![], openai_usage(2000, 0))).collect()).await;
-    let mut config = vt_agent::config::Config::default();
-    config.llm.base_url = Some(format!("{}/v1", model.url));
-    config.llm.model = Some("modelo-teste".into());
-    config.llm.api_key = Some("sk-orcamento-0123456789abcdef".into());
-    config.engine = crate::support::fast_config();
+    let mut config = with_model_at(&model, "sk-orcamento-0123456789abcdef");
     config.custos = toml::from_str(
         "moeda = \"USD\"\ncambio_brl = 5.0\n[modelos.\"modelo-teste\"]\nentrada = 1.00\nsaida = 4.00\n",
     )
@@ -563,15 +546,7 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     }];
     let clock = vt_agent::engine::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
     let (service, _sim, _store) = vt_service_at(&config, Some(clock.clone())).await;
-    let say = |text: &str| {
-        service.messages().handle(vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some("c-orcamento".into()),
-            user: crate::support::user(),
-            text: text.into(),
-            ..Default::default()
-        })
-    };
+    let say = |text: &str| service.messages().handle(to_vt("c-orcamento", text));
     let tenant = vt_agent::engine::DEFAULT_TENANT;
     // A recharge asked for (level 1, no model) before the budget is crossed.
     let asked = say("recarregar 20 reais no cartão 1234567890 via pix")
