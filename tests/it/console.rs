@@ -1180,3 +1180,41 @@ async fn the_conversation_and_case_pages_show_the_pix_charges() {
         assert!(!html.contains("7777777777"), "{path}: the card in clear");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget() {
+    let chat = Arc::new(
+        crate::support::chat_harness_budgeted(vec![vt_agent::service::Orcamento {
+            tenant: "default".into(),
+            mensal_brl: rust_decimal::Decimal::ONE,
+        }])
+        .await,
+    );
+    // R$ 0,85 spent this month (by the service's clock) of R$ 1,00.
+    chat.store
+        .record_usage(&UsageRecord {
+            conversation_id: "conversa-cara".into(),
+            intent_key: "general_chat".into(),
+            action_type: "reasoning".into(),
+            created_at: chat.clock.now(),
+            tenant_id: "default".into(),
+            custo_micro_brl: Some(850_000),
+            ..Default::default()
+        })
+        .await
+        .expect("usage");
+    let s = serve_with(chat).await;
+    let page = no_redirects()
+        .get(format!("{}/console/usage", s.url))
+        .header("cookie", session("operacao", 600, SECRET))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(
+        html.contains("Orçamento do mês do tenant default: 85 % usado"),
+        "the banner: {html}"
+    );
+    assert!(!html.contains("o modelo não é chamado"), "not spent yet");
+}

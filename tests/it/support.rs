@@ -557,6 +557,7 @@ async fn chat_harness_built(
         recarga_url: None,
         transcricao: None,
         fotos: Default::default(),
+        orcamentos: Vec::new(),
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -582,6 +583,15 @@ pub(crate) async fn chat_harness_reading(
     let parts = Parts {
         store,
         fotos,
+        ..Parts::in_memory().await
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] with monthly budgets per tenant.
+pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::service::Orcamento>) -> ChatHarness {
+    let parts = Parts {
+        orcamentos,
         ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
@@ -630,6 +640,8 @@ struct Parts {
     transcricao: Option<vt_agent::llm::TranscricaoConfig>,
     /// `[fotos]`: card photos read (by the machine's Tesseract, by default).
     fotos: vt_agent::ocr::FotosConfig,
+    /// `[[orcamentos]]`: monthly budgets per tenant.
+    orcamentos: Vec<vt_agent::service::Orcamento>,
 }
 
 impl Parts {
@@ -650,6 +662,7 @@ impl Parts {
             recarga_url: None,
             transcricao: None,
             fotos: Default::default(),
+            orcamentos: Vec::new(),
         }
     }
 }
@@ -728,6 +741,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         recarga_url,
         transcricao,
         fotos,
+        orcamentos,
     } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
     let clock = vt_agent::engine::ManualClock::new(
@@ -784,6 +798,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         }),
         transcricao,
         fotos,
+        orcamentos,
         ..Default::default()
     };
     if pix == Pix::Refused {

@@ -1079,12 +1079,25 @@ pub(super) async fn usage(
         Err(e) => return store_failed(&staff, &e),
     };
     let dashboard = Dashboard::build(days, now, &usage, flows, cases);
+    // Tenants past 80 % of their monthly budget: the operator sees it first.
+    let budgets: Vec<Value> = state
+        .service
+        .budget_shares()
+        .await
+        .into_iter()
+        .filter(|(_, share)| *share >= rust_decimal::Decimal::new(8, 1))
+        .map(|(tenant, share)| {
+            let pct = (share * rust_decimal::Decimal::ONE_HUNDRED).round_dp(0);
+            context! { tenant => tenant, pct => pct.to_string(), esgotado => share >= rust_decimal::Decimal::ONE }
+        })
+        .collect();
     render(
         StatusCode::OK,
         "uso.html",
         context! {
             painel => Value::from(minijinja::value::Serde(&dashboard)),
             periodos => PERIODS,
+            orcamentos => budgets,
             ..frame(Some(&staff), "usage", "Uso")
         },
     )
