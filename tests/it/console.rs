@@ -532,7 +532,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
             audio_ms: 0,
             tokens_cached: 0,
             tenant_id: "default".into(),
-            custo_micro_brl: Some(0),
+            custo_micro_brl: Some(12_000),
         })
         .await
         .expect("usage");
@@ -812,6 +812,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         "grafico-zero",
         "grafico-intencao",
         "grafico-latencia",
+        "grafico-custo",
         "grafico-fluxos",
     ] {
         let drawn: Value = b

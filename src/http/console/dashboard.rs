@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::Serialize;
 
 use crate::service::{CaseFigures, percentile};
-use crate::store::UsageRecord;
+use crate::store::{MessageCost, UsageRecord};
 
 /// The periods the dashboard offers, in days.
 pub(crate) const PERIODS: [u32; 3] = [1, 7, 30];
@@ -28,6 +28,10 @@ pub struct Bucket {
     /// `None` without turns.
     pub p50_ms: Option<i64>,
     pub p99_ms: Option<i64>,
+    /// What the period's turns and paid messages whose price is known cost, in reais.
+    pub cost_brl: f64,
+    /// Turns and paid messages of the period without a price (their cost unknown).
+    pub cost_unknown: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,11 +50,12 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    /// The dashboard of the `days` up to `now` (records outside the period are ignored).
+    /// The dashboard of the `days` up to `now` (records outside the period are ignored); `messages`:
+    /// the paid messages sent, for the cost per period.
     pub fn build(
         days: u32,
         now: DateTime<Utc>,
-        usage: &[UsageRecord],
+        (usage, messages): (&[UsageRecord], &[MessageCost]),
         flows_by_outcome: Vec<(String, i64)>,
         cases: CaseFigures,
     ) -> Self {
@@ -79,6 +84,23 @@ impl Dashboard {
             all_ms.push(r.execution_time_ms);
             zero += i64::from(r.tokens_input + r.tokens_output == 0);
         }
+        // Each period's cost: its turns' and its paid messages'.
+        let mut costs: Vec<(i64, i64)> = vec![(0, 0); count as usize];
+        let slot = |at: DateTime<Utc>| {
+            (at >= first && at <= now).then(|| ((at - first).num_seconds() / step.num_seconds()) as usize)
+        };
+        let priced = usage
+            .iter()
+            .map(|r| (r.created_at, r.custo_micro_brl))
+            .chain(messages.iter().map(|m| (m.created_at, m.custo_micro_brl)));
+        for (at, micro) in priced {
+            if let Some(c) = slot(at).and_then(|i| costs.get_mut(i)) {
+                match micro {
+                    Some(m) => c.0 += m,
+                    None => c.1 += 1,
+                }
+            }
+        }
         let buckets = per_bucket
             .iter()
             .enumerate()
@@ -96,6 +118,8 @@ impl Dashboard {
                     zero_token_pct: any.then(|| pct(zero, records.len() as i64)),
                     p50_ms: any.then(|| percentile(&mut ms, 50)),
                     p99_ms: any.then(|| percentile(&mut ms, 99)),
+                    cost_brl: costs[i].0 as f64 / 1_000_000.0,
+                    cost_unknown: costs[i].1,
                 }
             })
             .collect();
@@ -157,16 +181,32 @@ mod tests {
             turn(now - Duration::hours(1), "consultar_saldo", 0, 20),
             UsageRecord {
                 tokens_cached: 256,
+                custo_micro_brl: Some(12_000),
                 ..turn(now, "fora_do_escopo", 300, 900)
+            },
+        ];
+        let templates = [
+            MessageCost {
+                custo_micro_brl: Some(34_000),
+                created_at: now - Duration::hours(2),
+                ..Default::default()
+            },
+            MessageCost {
+                custo_micro_brl: None,
+                created_at: now - Duration::days(2),
+                ..Default::default()
             },
         ];
         let d = Dashboard::build(
             7,
             now,
-            &usage,
+            (&usage, &templates),
             vec![("concluido".into(), 3)],
             CaseFigures::default(),
         );
+        // Today: a turn's R$ 0,012 and a template's R$ 0,034; two days ago a template without a price.
+        assert_eq!((d.buckets[6].cost_brl, d.buckets[6].cost_unknown), (0.046, 0));
+        assert_eq!((d.buckets[4].cost_brl, d.buckets[4].cost_unknown), (0.0, 1));
         assert_eq!(d.buckets.len(), 7);
         assert_eq!(d.buckets[6].label, "22/11");
         assert_eq!(
@@ -186,7 +226,7 @@ mod tests {
                 ("consultar_saldo".into(), 0, 0)
             ]
         );
-        let day = Dashboard::build(1, now, &usage, Vec::new(), CaseFigures::default());
+        let day = Dashboard::build(1, now, (&usage, &[]), Vec::new(), CaseFigures::default());
         assert_eq!(day.buckets.len(), 24);
         assert_eq!(day.buckets[23].label, "15h");
         assert_eq!(day.turns, 2);

@@ -1063,12 +1063,13 @@ pub(super) async fn usage(
     let now = Utc::now();
     let since = now - Duration::days(i64::from(days));
     let store = &state.stores;
-    let (usage, flows) = match (
+    let (usage, flows, messages) = match (
         store.reports.usage_since(since).await,
         store.flows.flow_outcomes_since(since).await,
+        store.reports.message_costs_since(since).await,
     ) {
-        (Ok(u), Ok(f)) => (u, f),
-        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
+        (Ok(u), Ok(f), Ok(m)) => (u, f, m),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return store_failed(&staff, &e),
     };
     let cases = match store
         .cases
@@ -1078,7 +1079,7 @@ pub(super) async fn usage(
         Ok(c) => CaseFigures::of(&c, since),
         Err(e) => return store_failed(&staff, &e),
     };
-    let dashboard = Dashboard::build(days, now, &usage, flows, cases);
+    let dashboard = Dashboard::build(days, now, (&usage, &messages), flows, cases);
     // Tenants past 80 % of their monthly budget: the operator sees it first.
     let budgets: Vec<Value> = state
         .service

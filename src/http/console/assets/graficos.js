@@ -49,6 +49,12 @@
         data: painel.buckets.map(function (b) { return b.p99_ms; }) }] },
     options: { scales: { y: { beginAtZero: true } } }
   });
+  desenhar("grafico-custo", {
+    type: "bar",
+    data: { labels: rotulos, datasets: [{ label: "R$ (o que tem preço)", backgroundColor: cores[3],
+      data: painel.buckets.map(function (b) { return b.cost_brl; }) }] },
+    options: { scales: { y: { beginAtZero: true } } }
+  });
   desenhar("grafico-fluxos", {
     type: "doughnut",
     data: { labels: painel.flows_by_outcome.map(function (f) { return f[0]; }),
