@@ -47,16 +47,43 @@ pub struct ModelPrice {
     pub entrada: Option<Decimal>,
     /// Input read from the provider's prompt cache.
     pub entrada_em_cache: Option<Decimal>,
+    /// Input written to the provider's prompt cache (Anthropic bills it above plain input).
+    pub entrada_escrita_cache: Option<Decimal>,
     pub saida: Option<Decimal>,
     /// Audio transcribed.
     pub por_minuto: Option<Decimal>,
 }
 
+/// One model call as it is priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The model that answered.
+    pub model: &'a str,
+    /// Every input token, the cached ones included.
+    pub input: u64,
+    /// Of `input`, read from the prompt cache.
+    pub cached: u64,
+    /// Of `input`, written to the prompt cache.
+    pub written: u64,
+    pub output: u64,
+}
+
+impl<'a> Call<'a> {
+    /// A call with no cache.
+    pub fn plain(model: &'a str, (input, output): (u64, u64)) -> Self {
+        Self {
+            model,
+            input,
+            output,
+            ..Self::default()
+        }
+    }
+}
+
 /// What one turn used that has a price.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Used<'a> {
-    /// Per model call: the model that answered, its input tokens (every one), of them cached, output.
-    pub calls: Vec<(&'a str, u64, u64, u64)>,
+    pub calls: Vec<Call<'a>>,
     /// Milliseconds of audio transcribed, and the transcription model.
     pub audio: Option<(&'a str, i64)>,
 }
@@ -87,6 +114,7 @@ impl CustosConfig {
             let prices = [
                 ("entrada", price.entrada),
                 ("entrada_em_cache", price.entrada_em_cache),
+                ("entrada_escrita_cache", price.entrada_escrita_cache),
                 ("saida", price.saida),
                 ("por_minuto", price.por_minuto),
             ];
@@ -109,8 +137,8 @@ impl CustosConfig {
     /// What `used` cost in reais; `None` when something in it has no price.
     pub fn brl(&self, used: &Used<'_>) -> Option<Decimal> {
         let mut total = Decimal::ZERO;
-        for &(model, input, cached, output) in &used.calls {
-            total += self.call(model, input, cached, output)?;
+        for call in &used.calls {
+            total += self.call(call)?;
         }
         if let Some((model, ms)) = used.audio.filter(|(_, ms)| *ms > 0) {
             let per_minute = self.price(model)?.por_minuto?;
@@ -132,20 +160,22 @@ impl CustosConfig {
     }
 
     /// One model call, in the table's currency.
-    fn call(&self, model: &str, input: u64, cached: u64, output: u64) -> Option<Decimal> {
-        if input + output == 0 {
+    fn call(&self, c: &Call<'_>) -> Option<Decimal> {
+        if c.input + c.output == 0 {
             return Some(Decimal::ZERO);
         }
-        let price = self.price(model)?;
-        let cached = cached.min(input);
+        let price = self.price(c.model)?;
+        let cached = c.cached.min(c.input);
+        let written = c.written.min(c.input - cached);
         let tokens = |n: u64, per_million: Option<Decimal>| match n {
             0 => Some(Decimal::ZERO),
             n => Some(Decimal::from(n) * per_million? / MILLION),
         };
         Some(
-            tokens(input - cached, price.entrada)?
+            tokens(c.input - cached - written, price.entrada)?
                 + tokens(cached, price.entrada_em_cache)?
-                + tokens(output, price.saida)?,
+                + tokens(written, price.entrada_escrita_cache)?
+                + tokens(c.output, price.saida)?,
         )
     }
 }
@@ -189,6 +219,11 @@ mod tests {
             saida = 10.00
             [modelos."whisper-1"]
             por_minuto = 0.006
+            [modelos."claude-sonnet-4"]
+            entrada = 3.00
+            entrada_em_cache = 0.30
+            entrada_escrita_cache = 3.75
+            saida = 15.00
             [whatsapp]
             marketing = 0.0625
             utility = 0.0068
@@ -202,35 +237,57 @@ mod tests {
         let t = table();
         // 10,000 input of which 4,000 cached, 500 output, on gpt-4o-mini; 30 s of audio.
         let used = Used {
-            calls: vec![("gpt-4o-mini-2024-07-18", 10_000, 4_000, 500)],
+            calls: vec![Call {
+                cached: 4_000,
+                ..Call::plain("gpt-4o-mini-2024-07-18", (10_000, 500))
+            }],
             audio: Some(("whisper-1", 30_000)),
         };
         // (6,000 × 0.15 + 4,000 × 0.075 + 500 × 0.60) / 1e6 = 0.0015 USD; 0.5 min × 0.006 = 0.003 USD.
         assert_eq!(t.brl(&used), Some(dec!(0.0225)));
         assert_eq!(
             t.brl(&Used {
-                calls: vec![("gpt-4o-2024-08-06", 1_000_000, 0, 0)],
+                calls: vec![Call::plain("gpt-4o-2024-08-06", (1_000_000, 0))],
                 audio: None
             }),
             Some(dec!(12.5)),
             "the longest name it starts with"
+        );
+        // Anthropic: 10,000 in, 4,000 read from the cache and 2,000 written to it, 100 out.
+        // (4,000 × 3 + 4,000 × 0.30 + 2,000 × 3.75 + 100 × 15) / 1e6 = 0.0222 USD × 5.
+        let anthropic = Call {
+            cached: 4_000,
+            written: 2_000,
+            ..Call::plain("claude-sonnet-4-20250514", (10_000, 100))
+        };
+        assert_eq!(
+            t.brl(&Used {
+                calls: vec![anthropic],
+                audio: None
+            }),
+            Some(dec!(0.111))
         );
     }
 
     #[test]
     fn a_missing_price_is_unknown_never_zero() {
         let t = table();
-        let unknown = |calls: Vec<(&str, u64, u64, u64)>| t.brl(&Used { calls, audio: None });
+        let unknown = |calls: Vec<Call<'_>>| t.brl(&Used { calls, audio: None });
         assert_eq!(
-            unknown(vec![("claude-sonnet-4", 100, 0, 10)]),
+            unknown(vec![Call::plain("mistral-large", (100, 10))]),
             None,
             "a model not in the table"
         );
-        assert_eq!(
-            unknown(vec![("gpt-4o", 100, 50, 10)]),
-            None,
-            "cached input without its price"
-        );
+        let cached = Call {
+            cached: 50,
+            ..Call::plain("gpt-4o", (100, 10))
+        };
+        assert_eq!(unknown(vec![cached]), None, "cached input without its price");
+        let written = Call {
+            written: 50,
+            ..Call::plain("gpt-4o-mini", (100, 10))
+        };
+        assert_eq!(unknown(vec![written]), None, "cache writes without their price");
         assert_eq!(
             t.brl(&Used {
                 calls: vec![],

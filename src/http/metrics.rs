@@ -56,6 +56,8 @@ pub struct Metrics {
     pix_payment_seconds: Family<Quantile, Gauge>,
     /// Each budgeted tenant's share of its monthly budget spent (1 = spent: no model calls).
     budget_share: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// What each tenant's turns and paid messages with a price cost this month, in reais.
+    month_cost: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     otel: Otel,
 }
 
@@ -144,6 +146,7 @@ impl Default for Metrics {
         let pix_charges = Family::<Status, Gauge>::default();
         let pix_payment_seconds = Family::<Quantile, Gauge>::default();
         let budget_share = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let month_cost = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -193,6 +196,11 @@ impl Default for Metrics {
             pix_payment_seconds.clone(),
         );
         registry.register(
+            "custo_mes_reais",
+            "What each tenant's turns and paid messages cost this month in reais, at the [custos] prices (those without a price are not counted)",
+            month_cost.clone(),
+        );
+        registry.register(
             "orcamento_uso",
             "Share of each budgeted tenant's monthly budget spent ([[orcamentos]]); at 0.8 the operator is told, at 1 the model is not called for it",
             budget_share.clone(),
@@ -218,6 +226,7 @@ impl Default for Metrics {
             pix_charges,
             pix_payment_seconds,
             budget_share,
+            month_cost,
             otel,
         }
     }
@@ -285,11 +294,18 @@ impl Metrics {
                     .set(n);
             }
         }
+        use rust_decimal::prelude::ToPrimitive as _;
         for (tenant, share) in service.budget_shares().await {
-            use rust_decimal::prelude::ToPrimitive as _;
             self.budget_share
                 .get_or_create(&Tenant { tenant })
                 .set(share.to_f64().unwrap_or_default());
+        }
+        if let Ok(costs) = service.month_costs().await {
+            for (tenant, brl) in costs {
+                self.month_cost
+                    .get_or_create(&Tenant { tenant })
+                    .set(brl.to_f64().unwrap_or_default());
+            }
         }
         if service.takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await

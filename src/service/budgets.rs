@@ -217,6 +217,18 @@ impl Services {
         ((local.year(), local.month()), since)
     }
 
+    /// What each tenant's turns and paid messages whose price is known cost this month, in reais.
+    pub async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, crate::store::StoreError> {
+        let (_, since) = self.month_of(self.engine.now());
+        Ok(self
+            .store
+            .spent_by_tenant_since(since)
+            .await?
+            .into_iter()
+            .map(|(tenant, micro)| (tenant, crate::costs::from_micro_brl(micro)))
+            .collect())
+    }
+
     /// Each budgeted tenant's share of its month spent, for `/metrics` and the console.
     pub async fn budget_shares(&self) -> Vec<(String, Decimal)> {
         let mut tenants: Vec<&String> = self.budgets.limits.keys().collect();

@@ -84,14 +84,18 @@ impl Services {
             .execution
             .model_calls
             .iter()
-            .map(|c| (c.model.as_str(), c.tokens_input, c.tokens_cached, c.tokens_output))
+            .map(|c| crate::costs::Call {
+                model: &c.model,
+                input: c.tokens_input,
+                cached: c.tokens_cached,
+                written: c.tokens_cache_write,
+                output: c.tokens_output,
+            })
             .collect();
-        calls.push((model.as_str(), around.0, 0, around.1));
-        calls.push((
+        calls.push(crate::costs::Call::plain(&model, around));
+        calls.push(crate::costs::Call::plain(
             transcription.unwrap_or_default(),
-            listened.tokens.0,
-            0,
-            listened.tokens.1,
+            listened.tokens,
         ));
         // A provider that bills the transcription by token reported tokens: its minutes are not
         // priced again.

@@ -377,6 +377,10 @@ pub trait ReportStore: Send + Sync {
     /// costs are not counted).
     async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError>;
 
+    /// What each tenant's turns and paid messages cost since `since`, in millionths of a real (unknown
+    /// costs are not counted), by tenant.
+    async fn spent_by_tenant_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
+
     /// A paid message sent, with its cost.
     async fn record_message_cost(&self, cost: &super::MessageCost) -> Result<(), StoreError>;
 

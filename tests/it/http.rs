@@ -145,6 +145,11 @@ async fn keys_are_checked_and_reach_only_their_tenant() {
     assert!(metrics.contains("vt_outbox_depth 0") && metrics.contains("vt_outbox_dead_letters 0"));
     assert!(metrics.contains("vt_cases_open 0"), "{metrics}");
     assert!(metrics.contains("vt_turn_latency_seconds_bucket"));
+    // The month's cost per tenant: a balance read by level 1 costs nothing, and is known.
+    assert!(
+        metrics.contains("vt_custo_mes_reais{tenant=\"empresa-a\"} 0"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

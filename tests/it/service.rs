@@ -696,6 +696,9 @@ impl vt_agent::store::ReportStore for Flaky {
     async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError> {
         self.inner.spent_since(tenant, since).await
     }
+    async fn spent_by_tenant_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        self.inner.spent_by_tenant_since(since).await
+    }
     async fn record_message_cost(&self, c: &vt_agent::store::MessageCost) -> Result<(), StoreError> {
         self.inner.record_message_cost(c).await
     }

@@ -700,6 +700,52 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
     );
 }
 
+pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price(store: Arc<dyn Store>) {
+    let month = t("2026-11-01T03:00:00Z");
+    let turn = |tenant: &str, micro: Option<i64>, at: &str| UsageRecord {
+        conversation_id: format!("c-{tenant}"),
+        intent_key: "general_chat".into(),
+        action_type: "reasoning".into(),
+        created_at: t(at),
+        tenant_id: tenant.into(),
+        custo_micro_brl: micro,
+        ..Default::default()
+    };
+    for u in [
+        turn("acme", Some(10_000), "2026-11-10T12:00:00Z"),
+        turn("acme", None, "2026-11-10T12:01:00Z"),
+        turn("acme", Some(99_000), "2026-10-31T12:00:00Z"),
+        turn("beta", Some(1), "2026-11-20T12:00:00Z"),
+    ] {
+        store.record_usage(&u).await.expect("usage");
+    }
+    let template = vt_agent::store::MessageCost {
+        tenant_id: "acme".into(),
+        conversation_id: Some("c-acme".into()),
+        channel: "whatsapp".into(),
+        category: "utility".into(),
+        custo_micro_brl: Some(34_000),
+        created_at: t("2026-11-11T12:00:00Z"),
+    };
+    store.record_message_cost(&template).await.expect("message");
+    store
+        .record_message_cost(&vt_agent::store::MessageCost {
+            custo_micro_brl: None,
+            ..template.clone()
+        })
+        .await
+        .expect("message");
+    assert_eq!(store.spent_since("acme", month).await.expect("spent"), 44_000);
+    assert_eq!(store.spent_since("nobody", month).await.expect("spent"), 0);
+    assert_eq!(
+        store.spent_by_tenant_since(month).await.expect("by tenant"),
+        vec![("acme".to_owned(), 44_000), ("beta".to_owned(), 1)]
+    );
+    let since = store.message_costs_since(month).await.expect("messages");
+    assert_eq!(since.len(), 2);
+    assert_eq!(since[0], template);
+}
+
 pub(crate) async fn context_round_trip(store: Arc<dyn Store>) {
     let mut ctx = ConversationContext {
         conversation_id: "c-ctx".into(),
@@ -2328,6 +2374,7 @@ conformance!(
     ],
     reports: [
         usage_summary_covers_seven_days,
+        what_tenants_spent_sums_turns_and_paid_messages_with_a_price,
         intents_round_trip,
         idempotency_records_hold_until_they_expire,
         the_console_reads_lists_and_counts,

@@ -180,6 +180,26 @@ impl<S: Sql> ReportStore for S {
         row.map_or(Ok(0), |r| r.value("spent"))
     }
 
+    async fn spent_by_tenant_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new(
+                    "SELECT tenant_id, CAST(SUM(custo) AS BIGINT) AS spent FROM (
+                         SELECT tenant_id, custo_micro_brl AS custo FROM usage_metrics
+                          WHERE created_at >= $1 AND custo_micro_brl IS NOT NULL
+                         UNION ALL
+                         SELECT tenant_id, custo_micro_brl FROM message_costs
+                          WHERE created_at >= $1 AND custo_micro_brl IS NOT NULL
+                     ) AS priced GROUP BY tenant_id ORDER BY tenant_id",
+                )
+                .bind(since),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.value("tenant_id")?, r.value("spent")?)))
+            .collect()
+    }
+
     async fn record_message_cost(&self, c: &MessageCost) -> Result<(), StoreError> {
         let s = Stmt::new(
             "INSERT INTO message_costs (tenant_id, conversation_id, channel, category, custo_micro_brl, created_at)
