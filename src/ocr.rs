@@ -76,42 +76,15 @@ pub enum OcrError {
 /// megabytes that claim far more would be decoded into gigabytes.
 const MAX_PIXELS: u64 = 40_000_000;
 
-/// How many pixels a PNG or a JPEG says it has, read off its header; `None` for anything else (the
-/// program is handed only the two types WhatsApp carries).
+/// How many pixels a PNG or a JPEG says it has, read off its header (the `imagesize` crate); `None`
+/// for anything else (the program is handed only the two types WhatsApp carries).
 fn pixels(image: &[u8]) -> Option<u64> {
-    let be16 = |at: usize| {
-        Some(u64::from(u16::from_be_bytes(
-            image.get(at..at + 2)?.try_into().ok()?,
-        )))
-    };
-    let be32 = |at: usize| {
-        Some(u64::from(u32::from_be_bytes(
-            image.get(at..at + 4)?.try_into().ok()?,
-        )))
-    };
-    if image.starts_with(b"\x89PNG\r\n\x1a\n") {
-        return (image.get(12..16)? == b"IHDR").then(|| Some(be32(16)? * be32(20)?))?;
-    }
-    if !image.starts_with(&[0xFF, 0xD8]) {
+    use imagesize::ImageType;
+    if !matches!(imagesize::image_type(image), Ok(ImageType::Png | ImageType::Jpeg)) {
         return None;
     }
-    // A JPEG's segments up to its frame header (SOF0–SOF15 but DHT, JPG and DAC), which gives its size.
-    let mut at = 2;
-    loop {
-        if *image.get(at)? != 0xFF {
-            return None;
-        }
-        let marker = *image.get(at + 1)?;
-        match marker {
-            0xFF => at += 1,
-            0x01 | 0xD0..=0xD7 => at += 2,
-            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
-                return Some(be16(at + 5)? * be16(at + 7)?);
-            }
-            0xDA | 0xD9 => return None,
-            _ => at += 2 + usize::try_from(be16(at + 2)?).ok()?,
-        }
-    }
+    let size = imagesize::blob_size(image).ok()?;
+    Some((size.width as u64).saturating_mul(size.height as u64))
 }
 
 /// What reads the text in a photo.
