@@ -21,19 +21,23 @@ async fn settle(wa: &Wa) {
     }
 }
 
+/// Delivers `texts` one after the other, as quick messages (ids `wamid.<prefix><n>`), each acknowledged.
+async fn deliver_all(wa: &Wa, texts: &[&str], prefix: &str) {
+    for (i, text) in texts.iter().enumerate() {
+        let body = text_notification(text, &format!("wamid.{prefix}{i}"));
+        assert_eq!(wa.deliver(&body).await, 200);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_quick_messages_are_one_turn_with_one_reply_and_three_stored_messages() {
     let wa = joining(3).await;
-    for (i, text) in ["oi", "quero recarregar", "50 no pix no cartão 1234567890"]
-        .iter()
-        .enumerate()
-    {
-        assert_eq!(
-            wa.deliver(&text_notification(text, &format!("wamid.rajada{i}")))
-                .await,
-            200
-        );
-    }
+    deliver_all(
+        &wa,
+        &["oi", "quero recarregar", "50 no pix no cartão 1234567890"],
+        "rajada",
+    )
+    .await;
     wa.sent_at_least(1).await;
     settle(&wa).await;
     let said = wa.texts();
@@ -76,16 +80,12 @@ async fn a_yes_inside_a_burst_is_never_joined_and_charges_once() {
     );
     wa.sent_at_least(1).await;
     // The question waits; the yes comes between two other words, all inside the window.
-    for (i, text) in ["qual o horário de atendimento?", "sim", "obrigado"]
-        .iter()
-        .enumerate()
-    {
-        assert_eq!(
-            wa.deliver(&text_notification(text, &format!("wamid.resposta{i}")))
-                .await,
-            200
-        );
-    }
+    deliver_all(
+        &wa,
+        &["qual o horário de atendimento?", "sim", "obrigado"],
+        "resposta",
+    )
+    .await;
     wa.sent_at_least(4).await;
     settle(&wa).await;
     let said = wa.texts();
@@ -100,16 +100,12 @@ async fn a_yes_inside_a_burst_is_never_joined_and_charges_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn words_after_a_yes_join_each_other_but_not_the_yes() {
     let wa = joining(3).await;
-    for (i, text) in ["sim", "tudo bem?", "quero saber o saldo do cartão 1234567890"]
-        .iter()
-        .enumerate()
-    {
-        assert_eq!(
-            wa.deliver(&text_notification(text, &format!("wamid.depois{i}")))
-                .await,
-            200
-        );
-    }
+    deliver_all(
+        &wa,
+        &["sim", "tudo bem?", "quero saber o saldo do cartão 1234567890"],
+        "depois",
+    )
+    .await;
     wa.sent_at_least(2).await;
     settle(&wa).await;
     let said = wa.texts();
