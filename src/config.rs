@@ -80,6 +80,8 @@ pub struct Config {
     pub custos: crate::costs::CustosConfig,
     /// `[[orcamentos]]`: a monthly budget in reais per tenant.
     pub orcamentos: Vec<crate::service::Orcamento>,
+    /// `[resultados]`: when a conversation's stretch is over (its outcome), the satisfaction question.
+    pub resultados: crate::service::ResultadosConfig,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -167,6 +169,7 @@ impl Default for Config {
             fotos: crate::ocr::FotosConfig::default(),
             custos: crate::costs::CustosConfig::default(),
             orcamentos: Vec::new(),
+            resultados: crate::service::ResultadosConfig::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
@@ -528,6 +531,9 @@ impl Config {
         }
         if let Some((field, message)) = crate::service::budget_problem(&self.orcamentos) {
             return invalid(&field, message);
+        }
+        if let Some((field, message)) = self.resultados.problem() {
+            return invalid(field, message);
         }
         if let Err((field, message)) = self.retencao.validate() {
             return invalid(field, message);

@@ -138,7 +138,8 @@ async fn service_paying(
         })
         .with_recargas(config.recargas.clone())
         .with_costs(config.custos.clone())
-        .with_budgets(&config.orcamentos))
+        .with_budgets(&config.orcamentos)
+        .with_resultados(config.resultados.clone()))
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

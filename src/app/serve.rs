@@ -203,6 +203,22 @@ impl Server {
                 }
             }
         });
+        // Stretches of conversations that went quiet or ended: their outcomes, the satisfaction question.
+        let (service, stop) = (self.service.clone(), stopped(&self.stop));
+        tasks.spawn(async move {
+            tokio::pin!(stop);
+            let every = service.resultados().every();
+            loop {
+                let closed = service.outcomes().close_stretches().await;
+                if closed > 0 {
+                    tracing::info!(closed, "conversation outcomes recorded");
+                }
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        });
         tasks.spawn(crate::retention::run(
             self.service.stores().keeping.clone(),
             self.retention,

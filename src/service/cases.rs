@@ -365,7 +365,7 @@ impl Services {
             }
             _ => None,
         };
-        let item = reply_item(&conv, text, template, Vec::new());
+        let item = reply_item(&conv, text, template, (Vec::new(), Vec::new()));
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
@@ -380,14 +380,15 @@ impl Services {
     }
 }
 
-/// The outbox item that carries `text` to the conversation's card holder on its channel (sent by the
-/// channel's worker — on WhatsApp as `template` outside the 24-hour window; the terminal and HTTP read
+/// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the conversation's
+/// card holder on its channel (sent by the channel's worker — on WhatsApp as `template` outside the
+/// 24-hour window; the terminal and HTTP read
 /// it from the conversation, so there it is on record as delivered).
 pub(super) fn reply_item(
     conv: &Conversation,
     text: String,
     template: Option<crate::outbox::TemplateUse>,
-    files: Vec<vt_actions::FileContent>,
+    (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
 ) -> crate::store::NewOutboxItem {
     let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
     crate::store::NewOutboxItem {
@@ -401,7 +402,7 @@ pub(super) fn reply_item(
             reply_to: None,
             thread: None,
             confirmation: None,
-            choices: Vec::new(),
+            choices,
             trace: None,
             template,
         }

@@ -111,6 +111,7 @@ impl Services {
             tokens_cached: outcome.execution.cached_tokens() as i64,
             tenant_id: conv.tenant_id.clone(),
             custo_micro_brl: self.costs.brl(&used).map(crate::costs::micro_brl),
+            marcas: super::outcomes::marks(outcome, conv),
             ..tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now)
         }
     }

@@ -6,7 +6,8 @@
 //! - [`FollowUps`] — recharges whose outcome came late;
 //! - [`Contacts`] — WhatsApp contacts: last message, consent, templates, delivery statuses;
 //! - [`Flows`] — the ten-stage flow;
-//! - [`Payments`] — Pix charges of chat recharges: issued, read back, credited once, refunded.
+//! - [`Payments`] — Pix charges of chat recharges: issued, read back, credited once, refunded;
+//! - [`Outcomes`] — how conversations end, and what card holders thought of it.
 //!
 //! Each is a view of the core (`services.cases().claim_case(…)`): the call site names the job whose
 //! rules a write obeys. The store stays inside: readers outside the service are given the narrow
@@ -67,4 +68,9 @@ job!(
     /// Pix charges of chat recharges: issued, read back from the provider, credited once, refunded.
     Payments,
     payments
+);
+job!(
+    /// How conversations end: each stretch's outcome once it is over, the satisfaction question.
+    Outcomes,
+    outcomes
 );

@@ -31,6 +31,7 @@ mod followups;
 mod hearing;
 mod hours;
 mod offers;
+mod outcomes;
 pub use board::{BOARD, BoardKind, state_line};
 pub(crate) use budgets::problem as budget_problem;
 pub use budgets::{Orcamento, Standing};
@@ -41,9 +42,10 @@ pub use figures::{CaseFigures, percentile};
 pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hearing::{MediaError, MediaSource, VOICE_MARK};
 pub use hours::Hours;
+pub use outcomes::ResultadosConfig;
 mod commit;
 mod jobs;
-pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Payments};
+pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Outcomes, Payments};
 mod payments;
 pub use payments::{PaymentError, PixSetup, Settled, pix_port};
 mod question;
@@ -180,6 +182,7 @@ impl IntentTag {
             tokens_cached: 0,
             tenant_id: "default".into(),
             custo_micro_brl: Some(0),
+            marcas: String::new(),
         }
     }
 }
@@ -329,6 +332,8 @@ pub struct Services {
     costs: crate::costs::CustosConfig,
     /// Each tenant's monthly budget (`[[orcamentos]]`) and what it spent.
     budgets: budgets::Budgets,
+    /// When a conversation's stretch is over, and the satisfaction question (`[resultados]`).
+    resultados: ResultadosConfig,
     /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
     said: tokio::sync::broadcast::Sender<Said>,
 }
@@ -357,6 +362,7 @@ impl Services {
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
             budgets: budgets::Budgets::default(),
+            resultados: ResultadosConfig::default(),
             said: tokio::sync::broadcast::channel(64).0,
         }
     }
@@ -389,6 +395,17 @@ impl Services {
     pub fn with_costs(mut self, costs: crate::costs::CustosConfig) -> Self {
         self.costs = costs;
         self
+    }
+
+    /// With `[resultados]`: when a stretch is over, and the satisfaction question.
+    pub fn with_resultados(mut self, resultados: ResultadosConfig) -> Self {
+        self.resultados = resultados;
+        self
+    }
+
+    /// `[resultados]`, as this service keeps it.
+    pub fn resultados(&self) -> &ResultadosConfig {
+        &self.resultados
     }
 
     /// The prices turns and paid messages are costed at (`[custos]`).

@@ -50,15 +50,17 @@ impl Offer {
 }
 
 /// `msg` as the turn reads it: a pick from our list becomes the card it names, written out — when
-/// the offer is still `conv`'s, made to this very user; otherwise words that say the list is gone.
+/// the offer is still `conv`'s, made to this very user (or the score it names, while the
+/// satisfaction question waits); otherwise words that say the list is gone.
 pub(super) fn resolve_pick<'m>(msg: &'m Inbound, conv: Option<&Conversation>) -> Cow<'m, Inbound> {
     let Some(index) = msg.pick else {
         return Cow::Borrowed(msg);
     };
-    let card = conv
-        .filter(|c| c.user_id == msg.user.user_id)
-        .and_then(Offer::of)
-        .and_then(|o| o.cartoes.get(index).cloned());
+    let card = conv.filter(|c| c.user_id == msg.user.user_id).and_then(|c| {
+        Offer::of(c)
+            .and_then(|o| o.cartoes.get(index).cloned())
+            .or_else(|| super::outcomes::survey_pick(c, index))
+    });
     let mut resolved = msg.clone();
     resolved.text = card.unwrap_or_else(|| STALE_PICK.to_owned());
     resolved.pick = None;

@@ -75,6 +75,14 @@ impl Services {
     pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {
         let text = msg.text.as_str();
         super::question::tapped(conv, msg.tap.as_ref());
+        // The answer to the satisfaction question: its score stored, thanks, zero tokens.
+        if let Some(answer) = super::outcomes::answer_to_survey(conv, msg) {
+            let thanks = self.take_score(answer).await;
+            return (
+                TurnStart::Reply(thanks),
+                Routing::deterministic(super::outcomes::SURVEY_INTENT, true),
+            );
+        }
         // The answer to a photo's proposal, whatever agent: the card becomes theirs, or is dropped.
         if let Some(reply) = super::offers::answer_to_photo(conv, msg) {
             return (

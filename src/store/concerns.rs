@@ -609,3 +609,58 @@ pub trait PixStore: Send + Sync {
     /// How many charges are in each status (the ones with none are absent).
     async fn charge_counts(&self) -> Result<Vec<(ChargeStatus, i64)>, StoreError>;
 }
+
+/// How conversations end (issue "Step 22"): the stretches gone quiet or ended, what happened in
+/// each, their outcomes, and the satisfaction question's answers.
+#[async_trait]
+pub trait OutcomeStore: Send + Sync {
+    /// Conversations of agents other than `except_agent` active since `horizon` whose last stretch
+    /// has no outcome yet and no open case, and which went quiet by `quiet_before` or ended (their
+    /// last turn ended the chat, or a case was closed with them); at most `limit`, oldest first.
+    async fn stretches_over(
+        &self,
+        (horizon, quiet_before): (DateTime<Utc>, DateTime<Utc>),
+        except_agent: &str,
+        limit: i64,
+    ) -> Result<Vec<StretchHead>, StoreError>;
+
+    /// What happened in `head`'s stretch: its turns, its case, its Pix charges, its paid messages.
+    async fn stretch(&self, head: &StretchHead) -> Result<Stretch, StoreError>;
+
+    /// The newest resolved outcome of the same person (tenant, channel, user) on `assunto` that
+    /// ended at `since` or later.
+    async fn resolved_before(
+        &self,
+        head: &StretchHead,
+        assunto: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Puts an outcome on record, and marks the one it reopens; `false` when the stretch had one
+    /// already (another instance was first).
+    async fn record_outcome(&self, outcome: &OutcomeRecord) -> Result<bool, StoreError>;
+
+    /// Stretches `head`'s previous outcome to `head.ate`: what happened since belongs to it (the
+    /// answer to its satisfaction question). `false` when it has no previous outcome.
+    async fn extend_outcome(&self, head: &StretchHead) -> Result<bool, StoreError>;
+
+    /// When the same person (tenant, channel, user) was last asked the satisfaction question.
+    async fn last_survey(&self, head: &StretchHead) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// The satisfaction question put to `outcome`'s person at `at`: `state` becomes the
+    /// conversation's, unless it moved since `head.ate` (they wrote again: `false`, nothing sent);
+    /// `message` is kept in its history and `outbox` carries it.
+    async fn ask_survey(
+        &self,
+        (head, outcome): (&StretchHead, &str),
+        state: &serde_json::Map<String, Value>,
+        (message, outbox): (&ChatMessage, &[NewOutboxItem]),
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// `nota` (1–5) for `outcome`, once: `false` when it had one.
+    async fn record_score(&self, outcome: &str, nota: i32, at: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Every outcome whose stretch ended since `since`, oldest first.
+    async fn outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<OutcomeRecord>, StoreError>;
+}

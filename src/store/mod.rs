@@ -53,6 +53,7 @@ pub trait Store:
     + CaseStore
     + ContactStore
     + PixStore
+    + OutcomeStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -96,6 +97,7 @@ pub struct Stores {
     pub cases: Arc<dyn CaseStore>,
     pub contacts: Arc<dyn ContactStore>,
     pub pix: Arc<dyn PixStore>,
+    pub outcomes: Arc<dyn OutcomeStore>,
 }
 
 impl Stores {
@@ -112,6 +114,7 @@ impl Stores {
             cases: store.clone(),
             contacts: store.clone(),
             pix: store.clone(),
+            outcomes: store.clone(),
         }
     }
 }
@@ -431,6 +434,8 @@ where
         "DELETE FROM consumed_confirmations WHERE origin IN (",
         "DELETE FROM card_refs WHERE ref_id IN (",
         "UPDATE usage_metrics SET conversation_id = 'apagada' WHERE conversation_id IN (",
+        // How their conversations ended stays as a figure, untied from them.
+        "UPDATE desfechos SET conversation_id = 'apagada:' || id WHERE conversation_id IN (",
         "UPDATE recharge_attempts SET scope = 'apagado', origin = 'apagada' WHERE origin IN (",
         // A Pix charge is money trail too: its txid, payment, amount and status stay; the recharge it
         // carried (the card) and its tie to the person go.

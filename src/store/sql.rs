@@ -10,6 +10,7 @@ pub(crate) mod contacts;
 mod flows;
 mod reports;
 pub(crate) mod outbox;
+mod outcomes;
 mod pix;
 pub(crate) mod write;
 

@@ -533,6 +533,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
             tokens_cached: 0,
             tenant_id: "default".into(),
             custo_micro_brl: Some(12_000),
+            marcas: String::new(),
         })
         .await
         .expect("usage");

@@ -16,6 +16,7 @@ mod followups;
 mod http;
 mod layers;
 mod mattermost;
+mod outcomes;
 mod photos;
 mod pipeline;
 mod pix;

@@ -910,6 +910,62 @@ impl vt_agent::store::PixStore for Flaky {
 }
 
 #[async_trait::async_trait]
+#[async_trait::async_trait]
+impl vt_agent::store::OutcomeStore for Flaky {
+    async fn stretches_over(
+        &self,
+        window: (DateTime<Utc>, DateTime<Utc>),
+        except: &str,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::store::StretchHead>, StoreError> {
+        self.inner.stretches_over(window, except, limit).await
+    }
+    async fn stretch(
+        &self,
+        h: &vt_agent::store::StretchHead,
+    ) -> Result<vt_agent::store::Stretch, StoreError> {
+        self.inner.stretch(h).await
+    }
+    async fn resolved_before(
+        &self,
+        h: &vt_agent::store::StretchHead,
+        a: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.resolved_before(h, a, since).await
+    }
+    async fn record_outcome(&self, o: &vt_agent::store::OutcomeRecord) -> Result<bool, StoreError> {
+        self.inner.record_outcome(o).await
+    }
+    async fn extend_outcome(&self, h: &vt_agent::store::StretchHead) -> Result<bool, StoreError> {
+        self.inner.extend_outcome(h).await
+    }
+    async fn last_survey(
+        &self,
+        h: &vt_agent::store::StretchHead,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.inner.last_survey(h).await
+    }
+    async fn ask_survey(
+        &self,
+        asked: (&vt_agent::store::StretchHead, &str),
+        state: &serde_json::Map<String, serde_json::Value>,
+        said: (&vt_agent::llm::ChatMessage, &[vt_agent::store::NewOutboxItem]),
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.ask_survey(asked, state, said, at).await
+    }
+    async fn record_score(&self, o: &str, nota: i32, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.inner.record_score(o, nota, at).await
+    }
+    async fn outcomes_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::OutcomeRecord>, StoreError> {
+        self.inner.outcomes_since(since).await
+    }
+}
+
 impl Store for Flaky {
     fn backend(&self) -> &'static str {
         "flaky"

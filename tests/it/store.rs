@@ -203,6 +203,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         tokens_cached: 0,
         tenant_id: "default".into(),
         custo_micro_brl: Some(0),
+        marcas: String::new(),
     };
     let mut changed = conv.clone();
     changed.state.insert("ultimo_saldo".into(), json!(50.0));
@@ -673,6 +674,7 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
         tokens_cached: 0,
         tenant_id: "default".into(),
         custo_micro_brl: Some(0),
+        marcas: String::new(),
     };
     for u in [
         usage("saldo_x", 0, 10, true, 0),
@@ -1736,6 +1738,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         tokens_cached: 0,
         tenant_id: "default".into(),
         custo_micro_brl: Some(0),
+        marcas: String::new(),
     };
     for d in [40, 3, 0] {
         store.record_usage(&usage(d)).await.expect("usage");
@@ -1898,6 +1901,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         tokens_cached: 0,
         tenant_id: "default".into(),
         custo_micro_brl: Some(0),
+        marcas: String::new(),
     };
     let record = TurnRecord {
         conversation: &conv,

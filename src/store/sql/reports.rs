@@ -159,6 +159,7 @@ impl<S: Sql> ReportStore for S {
                     tokens_cached: r.value("tokens_cached")?,
                     tenant_id: r.value("tenant_id")?,
                     custo_micro_brl: r.value("custo_micro_brl")?,
+                    marcas: r.value("marcas")?,
                 })
             })
             .collect()

@@ -124,11 +124,12 @@ pub(crate) fn usage(u: &UsageRecord) -> Stmt {
         u.tokens_cached.into(),
         u.tenant_id.as_str().into(),
         u.custo_micro_brl.into(),
+        u.marcas.as_str().into(),
     ];
     Stmt::values(
         "INSERT INTO usage_metrics (conversation_id, intent_key, action_type, tokens_input, tokens_output,
              execution_time_ms, was_keyword_matched, created_at, audio_ms, tokens_cached, tenant_id,
-             custo_micro_brl)",
+             custo_micro_brl, marcas)",
         vec![row],
         "",
     )
