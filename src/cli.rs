@@ -153,7 +153,12 @@ pub struct UsageArgs {
     /// prices each turn ran under; a turn whose price was missing is counted as unknown.
     #[arg(long)]
     pub custos: bool,
-    /// Days back, today included (with --custos).
+    /// How conversations ended, per day, tenant and intent: resolved by the bot or by a person,
+    /// abandoned, without an objective, reopened; the satisfaction scores, bot versus person; the
+    /// cost per resolved case.
+    #[arg(long)]
+    pub desfechos: bool,
+    /// Days back, today included (with --custos or --desfechos).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
     pub dias: u32,
 }
@@ -1089,12 +1094,21 @@ async fn export(
 
 async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::Result<()> {
     let store = crate::app::store(config, store_usage).await?;
+    let tz = &config.vt.politicas.timezone;
+    let today = tz.local(chrono::Utc::now()).date_naive();
+    let first = today - chrono::Days::new(u64::from(args.dias - 1));
+    // From the day before in UTC: the local day starts up to a day earlier or later.
+    let since = first.and_time(chrono::NaiveTime::MIN).and_utc() - chrono::Duration::days(1);
+    if args.desfechos {
+        let records = store.outcomes_since(since).await?;
+        let groups = crate::usage::outcomes::by_day(&records, tz, first);
+        if groups.is_empty() {
+            println!("Nenhum atendimento terminado desde {first}.");
+        } else {
+            println!("{}", crate::usage::outcomes::table(&groups));
+        }
+    }
     if args.custos {
-        let tz = &config.vt.politicas.timezone;
-        let today = tz.local(chrono::Utc::now()).date_naive();
-        let first = today - chrono::Days::new(u64::from(args.dias - 1));
-        // From the day before in UTC: the local day starts up to a day earlier or later.
-        let since = first.and_time(chrono::NaiveTime::MIN).and_utc() - chrono::Duration::days(1);
         let records = store.usage_since(since).await?;
         let messages = store.message_costs_since(since).await?;
         let rows = crate::usage::costs((&records, &messages), tz, first);
@@ -1103,6 +1117,9 @@ async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::
         } else {
             println!("{}", crate::usage::costs_table(&rows));
         }
+        return Ok(());
+    }
+    if args.desfechos {
         return Ok(());
     }
     let rows = store.usage_summary().await?;

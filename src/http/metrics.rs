@@ -32,6 +32,18 @@ pub(super) struct Tenant {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TenantOutcome {
+    pub tenant: String,
+    pub desfecho: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TenantWho {
+    pub tenant: String,
+    pub quem: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct Status {
     pub status: &'static str,
 }
@@ -58,6 +70,12 @@ pub struct Metrics {
     budget_share: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// What each tenant's turns and paid messages with a price cost this month, in reais.
     month_cost: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// How the last 30 days' stretches ended, per tenant and outcome (`reaberta` among them).
+    outcomes: Family<TenantOutcome, Gauge>,
+    /// The last 30 days' mean satisfaction score, per tenant, bot versus person.
+    scores: Family<TenantWho, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The last 30 days' cost per resolved case, per tenant, in reais (where every cost is known).
+    per_resolved: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     otel: Otel,
 }
 
@@ -147,6 +165,9 @@ impl Default for Metrics {
         let pix_payment_seconds = Family::<Quantile, Gauge>::default();
         let budget_share = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let month_cost = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let outcomes = Family::<TenantOutcome, Gauge>::default();
+        let scores = Family::<TenantWho, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let per_resolved = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -206,6 +227,21 @@ impl Default for Metrics {
             budget_share.clone(),
         );
         registry.register(
+            "desfechos_30d",
+            "How the last 30 days' conversation stretches ended, per tenant: resolvida_pelo_bot, resolvida_por_pessoa, abandonada, sem_objetivo, and reaberta (the same person back on the same subject within 7 days)",
+            outcomes.clone(),
+        );
+        registry.register(
+            "nota_media_30d",
+            "The last 30 days' mean satisfaction score (1-5), per tenant, of what the bot resolved (quem=bot) and what a person did (quem=pessoa)",
+            scores.clone(),
+        );
+        registry.register(
+            "custo_por_resolvida_reais_30d",
+            "What the last 30 days' stretches cost in reais over the resolved ones, per tenant (absent while a cost is unknown)",
+            per_resolved.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -227,6 +263,9 @@ impl Default for Metrics {
             pix_payment_seconds,
             budget_share,
             month_cost,
+            outcomes,
+            scores,
+            per_resolved,
             otel,
         }
     }
@@ -307,6 +346,7 @@ impl Metrics {
                     .set(brl.to_f64().unwrap_or_default());
             }
         }
+        self.refresh_outcomes(service).await;
         if service.takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await
         {
@@ -315,6 +355,45 @@ impl Metrics {
                 self.pix_payment_seconds
                     .get_or_create(&Quantile { quantile })
                     .set(value);
+            }
+        }
+    }
+
+    /// How the last 30 days' stretches ended, per tenant.
+    async fn refresh_outcomes(&self, service: &crate::service::Services) {
+        use rust_decimal::prelude::ToPrimitive as _;
+        let since = service.engine().now() - chrono::Duration::days(30);
+        let Ok(records) = service.stores().outcomes.outcomes_since(since).await else {
+            return;
+        };
+        for (tenant, t) in crate::usage::outcomes::by_tenant(&records) {
+            let counts = [
+                ("resolvida_pelo_bot", t.pelo_bot),
+                ("resolvida_por_pessoa", t.por_pessoa),
+                ("abandonada", t.abandonadas),
+                ("sem_objetivo", t.sem_objetivo),
+                ("reaberta", t.reabertas),
+            ];
+            for (desfecho, n) in counts {
+                let label = TenantOutcome {
+                    tenant: tenant.clone(),
+                    desfecho,
+                };
+                self.outcomes.get_or_create(&label).set(n as i64);
+            }
+            for (quem, score) in [("bot", t.nota_bot()), ("pessoa", t.nota_pessoa())] {
+                if let Some(score) = score {
+                    let label = TenantWho {
+                        tenant: tenant.clone(),
+                        quem,
+                    };
+                    self.scores.get_or_create(&label).set(score);
+                }
+            }
+            if let Some(cost) = t.per_resolved() {
+                self.per_resolved
+                    .get_or_create(&Tenant { tenant })
+                    .set(cost.to_f64().unwrap_or_default());
             }
         }
     }

@@ -1,6 +1,8 @@
 //! The usage summary as a terminal table. Input tokens count the cached ones too; `em cache` says how
 //! many of them the provider read from its prompt cache.
 
+pub mod outcomes;
+
 use crate::store::UsageSummaryRow;
 
 /// Renders the rows with a total line: tokens per intent, share answered with zero tokens, mean time.
