@@ -84,6 +84,11 @@ impl From<i32> for Arg {
         Arg::Int(Some(v.into()))
     }
 }
+impl From<Option<i32>> for Arg {
+    fn from(v: Option<i32>) -> Self {
+        Arg::Int(v.map(i64::from))
+    }
+}
 impl From<f64> for Arg {
     fn from(v: f64) -> Self {
         Arg::Float(Some(v))

@@ -326,6 +326,17 @@ fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
         total.starts_with("total") && total.contains("R$ 0") && total.trim_end().ends_with(" 0"),
         "{table}"
     );
+    // Outcomes are recorded by `serve`'s sweep: none here yet, and the command says so.
+    let endings = vt_agent_in(&data)
+        .args(["usage", "--desfechos", "--dias", "1"])
+        .output()
+        .expect("run");
+    assert!(endings.status.success());
+    assert!(
+        String::from_utf8_lossy(&endings.stdout).starts_with("Nenhum atendimento terminado desde"),
+        "{}",
+        String::from_utf8_lossy(&endings.stdout)
+    );
     let bad = vt_agent_in(&data)
         .args(["usage", "--custos", "--dias", "0"])
         .output()

@@ -1220,3 +1220,88 @@ async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget(
     );
     assert!(!html.contains("o modelo não é chamado"), "not spent yet");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_people_scored() {
+    let chat = Arc::new(crate::support::chat_harness(None, Default::default()).await);
+    let now = Utc::now();
+    let outcome = |id: &str, desfecho, nota, custo| vt_agent::store::OutcomeRecord {
+        id: id.into(),
+        conversation_id: format!("conversa-{id}"),
+        tenant_id: "default".into(),
+        channel: "whatsapp".into(),
+        desde: None,
+        ate: now - chrono::Duration::hours(1),
+        desfecho,
+        intencao: "consultar_saldo".into(),
+        assunto: "saldo".into(),
+        caso_id: None,
+        custo_micro_brl: custo,
+        reaberta: false,
+        reabre: None,
+        pesquisa_em: None,
+        nota,
+        created_at: now,
+    };
+    use vt_agent::store::Desfecho as D;
+    for o in [
+        outcome("a", D::ResolvidaPeloBot, Some(5), Some(20_000)),
+        outcome("b", D::ResolvidaPeloBot, Some(4), Some(20_000)),
+        outcome("c", D::ResolvidaPorPessoa, Some(3), Some(40_000)),
+        outcome("d", D::Abandonada, None, Some(0)),
+    ] {
+        assert!(chat.store.record_outcome(&o).await.expect("outcome"));
+    }
+    let s = serve_with(chat).await;
+    let html = no_redirects()
+        .get(format!("{}/console/usage", s.url))
+        .header("cookie", session("operacao", 600, SECRET))
+        .send()
+        .await
+        .expect("request")
+        .text()
+        .await
+        .expect("html");
+    assert!(html.contains("Como as conversas terminaram"), "{html}");
+    // The bot's scores (5 and 4) apart from the person's (3).
+    assert!(html.contains("resolvidos pelo bot</dt><dd>4,5</dd>"), "{html}");
+    assert!(html.contains("resolvidos por pessoa</dt><dd>3,0</dd>"), "{html}");
+    // Half by the bot, a quarter by a person, a quarter abandoned; R$ 0,08 over three resolved.
+    let row = html
+        .split("<tr>")
+        .find(|r| r.contains("<td>consultar_saldo</td>"))
+        .expect("the intent's row");
+    for cell in [
+        "<td>4</td>",
+        "<td>50,0</td>",
+        "<td>25,0</td>",
+        "<td>0,0</td>",
+        "<td>4,5</td>",
+        "R$ 0,0267",
+    ] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+    let metrics = s
+        .client
+        .get(format!("{}/metrics", s.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        "vt_desfechos_30d{tenant=\"default\",desfecho=\"resolvida_pelo_bot\"} 2",
+        "vt_desfechos_30d{tenant=\"default\",desfecho=\"abandonada\"} 1",
+        "vt_desfechos_30d{tenant=\"default\",desfecho=\"reaberta\"} 0",
+        "vt_nota_media_30d{tenant=\"default\",quem=\"bot\"} 4.5",
+        "vt_nota_media_30d{tenant=\"default\",quem=\"pessoa\"} 3.0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics.contains("vt_custo_por_resolvida_reais_30d{tenant=\"default\"} 0.0266"),
+        "{metrics}"
+    );
+}

@@ -1080,6 +1080,10 @@ pub(super) async fn usage(
         Err(e) => return store_failed(&staff, &e),
     };
     let dashboard = Dashboard::build(days, now, (&usage, &messages), flows, cases);
+    let endings = match endings(&state, &staff, since).await {
+        Ok(lines) => lines,
+        Err(e) => return store_failed(&staff, &e),
+    };
     // Tenants past 80 % of their monthly budget: the operator sees it first.
     let budgets: Vec<Value> = state
         .service
@@ -1099,9 +1103,40 @@ pub(super) async fn usage(
             painel => Value::from(minijinja::value::Serde(&dashboard)),
             periodos => PERIODS,
             orcamentos => budgets,
+            desfechos => endings.0,
+            satisfacao => endings.1,
             ..frame(Some(&staff), "usage", "Uso")
         },
     )
+}
+
+/// How the period's conversations ended, per day, tenant and intent (the staff's tenant only, unless
+/// an admin), and the satisfaction scores of the whole period, bot versus person.
+async fn endings(
+    state: &AppState,
+    staff: &Staff,
+    since: chrono::DateTime<Utc>,
+) -> Result<(Vec<Value>, Value), crate::store::StoreError> {
+    use crate::usage::outcomes::{Line, Tally, by_day};
+    let mut records = state.stores.outcomes.outcomes_since(since).await?;
+    if let Some(tenant) = tenant_filter(staff) {
+        records.retain(|o| o.tenant_id == tenant);
+    }
+    let tz = state.service.policy_timezone();
+    let first = tz.local(since).date_naive();
+    let lines = by_day(&records, &tz, first)
+        .iter()
+        .map(|g| Value::from(minijinja::value::Serde(Line::of(g))))
+        .collect();
+    let mut all = Tally::default();
+    records.iter().for_each(|o| all.add(o));
+    let satisfaction = context! {
+        bot => all.nota_bot(),
+        pessoa => all.nota_pessoa(),
+        resolvidas => all.resolved(),
+        total => all.total,
+    };
+    Ok((lines, satisfaction))
 }
 
 #[cfg(test)]

@@ -190,8 +190,8 @@ impl<S: Sql> OutcomeStore for S {
             .execute(
                 Stmt::new(
                     "INSERT INTO desfechos (id, conversation_id, tenant_id, channel, desde, ate, desfecho, intencao,
-                         assunto, caso_id, custo_micro_brl, reabre, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                         assunto, caso_id, custo_micro_brl, reabre, created_at, reaberta, pesquisa_em, nota)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                      ON CONFLICT (conversation_id, ate) DO NOTHING",
                 )
                 .bind(&o.id)
@@ -206,7 +206,10 @@ impl<S: Sql> OutcomeStore for S {
                 .bind(&o.caso_id)
                 .bind(o.custo_micro_brl)
                 .bind(&o.reabre)
-                .bind(o.created_at),
+                .bind(o.created_at)
+                .bind(o.reaberta)
+                .bind(o.pesquisa_em)
+                .bind(o.nota),
             )
             .await?
             == 1;
