@@ -651,3 +651,65 @@ async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() 
         "{refused}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_satisfaction_question_comes_with_buttons_and_a_click_is_the_score() {
+    use hmac::Mac as _;
+    let s = mattermost(&[]).await;
+    let user = "erj6qck3rfgtujs86w5r6rckzh";
+    let (_, body) = slash(&s, SLASH_TOKEN, slash_body("saldo 1234567890")).await;
+    assert!(
+        body["text"].as_str().unwrap_or_default().contains("****7890"),
+        "{body}"
+    );
+    s.chat
+        .clock
+        .set(s.chat.clock.now() + chrono::Duration::minutes(31));
+    assert_eq!(s.chat.service.outcomes().close_stretches().await, 1);
+    // The question waits in the outbox for the bot, with its five options.
+    let items = s
+        .chat
+        .store
+        .outbox_items(vt_agent::store::OutboxStatus::Pending, 10)
+        .await
+        .expect("outbox");
+    let question = items
+        .iter()
+        .find(|i| i.destination == "mattermost")
+        .expect("the question");
+    assert_eq!(
+        question.payload["choices"].as_array().map(Vec::len),
+        Some(5),
+        "{:?}",
+        question.payload
+    );
+    let conversation = question.conversation_id.clone().expect("conversation");
+
+    // A click on the fourth option, signed as the bot signs it.
+    let sign = |index: &str| {
+        let mut mac =
+            hmac::Hmac::<sha2::Sha256>::new_from_slice(b"segredo-dos-botoes-0123456789").expect("key");
+        mac.update(format!("escolher|{index}|{conversation}").as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    };
+    let context = |index: &str| json!({"acao": "escolher", "pendente": index, "conversa": conversation, "assinatura": sign(index)});
+    let mut forged = context("3");
+    forged["pendente"] = json!("4");
+    assert_eq!(click(&s, &forged, user).await.0, 403);
+    let (status, body) = click(&s, &context("3"), user).await;
+    assert_eq!(status, 200);
+    assert!(
+        body["update"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Obrigado"),
+        "{body}"
+    );
+    let scored = s
+        .chat
+        .store
+        .outcomes_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("outcomes");
+    assert_eq!(scored.iter().map(|o| o.nota).collect::<Vec<_>>(), [Some(4)]);
+}

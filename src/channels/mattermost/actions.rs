@@ -1,4 +1,5 @@
-//! `POST /channels/mattermost/actions`: a click on a "Confirmar" / "Cancelar" button. The click has no
+//! `POST /channels/mattermost/actions`: a click on a "Confirmar" / "Cancelar" button, or on an option
+//! to pick (a card, a score: the option's index, like a WhatsApp list's row). The click has no
 //! auth header; its `context` carries the HMAC we made, binding the button to one conversation and one
 //! pending recharge. A valid click on the recharge still waiting confirms or cancels it exactly like
 //! "sim" / "não" and updates the post without its buttons; anything else moves no money.
@@ -51,8 +52,18 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
     if case_button {
         return case_click(&state, &click).await;
     }
+    // A pick from the options: the service makes it the option only for that person and the options
+    // still standing; anything else says the options are gone.
+    let pick = (c.acao == super::CHOOSE)
+        .then(|| c.pendente.parse::<usize>().ok())
+        .flatten();
     // The button belongs to one person's conversation and one request: the service makes the click
     // "sim" or "não" only for that person and the request still waiting; any other click does nothing.
+    let tap = pick.is_none().then(|| Tap {
+        recharge: c.pendente.clone(),
+        confirm: c.acao == "confirmar",
+        otherwise: NotWaiting::Refuse,
+    });
     let msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(c.conversa.clone()),
@@ -69,12 +80,8 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
         media: None,
         joined_from: None,
         thread: None,
-        pick: None,
-        tap: Some(Tap {
-            recharge: c.pendente.clone(),
-            confirm: c.acao == "confirmar",
-            otherwise: NotWaiting::Refuse,
-        }),
+        pick,
+        tap,
         contact_seen_at: None,
     };
     match state.service.messages().handle(msg).await {

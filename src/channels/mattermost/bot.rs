@@ -417,6 +417,12 @@ impl ChannelSender for PostSender {
         {
             body["message"] = json!("");
             body["props"] = json!({"attachments": self.config.buttons(text, pending, conversation)});
+        } else if let (false, Some(conversation)) =
+            (reply.choices.is_empty(), item.conversation_id.as_deref())
+        {
+            body["message"] = json!("");
+            body["props"] =
+                json!({"attachments": self.config.choice_buttons(text, &reply.choices, conversation)});
         }
         let posted = super::api(
             &self.config,

@@ -174,6 +174,30 @@ impl MattermostConfig {
         json!([{"text": text, "actions": [action("confirmar", "Confirmar"), action("cancelar", "Cancelar")]}])
     }
 
+    /// One button per option of `choices` (cards to choose from, a score), signed over its index and
+    /// `conversation`: a click is the option's pick, as a WhatsApp list's row is.
+    fn choice_buttons(&self, text: &str, choices: &[String], conversation: &str) -> Value {
+        let url = format!(
+            "{}/channels/mattermost/actions",
+            self.public_url
+                .as_deref()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        );
+        let actions: Vec<Value> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let index = i.to_string();
+                // Mattermost takes letters and digits only in an action's id.
+                json!({"id": format!("{CHOOSE}{i}"), "name": name, "type": "button", "integration": {"url": url, "context": {
+                    "acao": CHOOSE, "pendente": index, "conversa": conversation,
+                    "assinatura": self.sign(CHOOSE, &index, conversation)}}})
+            })
+            .collect();
+        json!([{"text": text, "actions": actions}])
+    }
+
     /// A case's buttons (`(action, label)`), signed like the recharge's: the context binds each to the
     /// case and its conversation.
     fn case_buttons(&self, case: &crate::store::Case, actions: &[(&str, &str)]) -> Value {
@@ -258,6 +282,9 @@ async fn call(
 }
 
 /// The conversation of `user_id` in the Mattermost channel `channel_id`.
+/// The action of a button that picks an option ([`MattermostConfig::choice_buttons`]).
+const CHOOSE: &str = "escolher";
+
 pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
     format!("mm:{channel_id}:{user_id}")
 }
@@ -350,4 +377,35 @@ async fn audit(
         channel: CHANNEL,
     };
     crate::service::audit::record_lookup(service, who, text, handled, |card| config.card_hash(card)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_option_is_a_button_signed_over_its_index_with_an_id_mattermost_takes() {
+        let config = MattermostConfig {
+            actions_secret: Some("segredo-dos-botoes-0123456789".into()),
+            public_url: Some("https://vt.example.com/".into()),
+            ..MattermostConfig::default()
+        };
+        let options = ["1 · Muito ruim".to_owned(), "2 · Ruim".to_owned()];
+        let attachments = config.choice_buttons("Como foi?", &options, "mm:canal:pessoa");
+        let actions = attachments[0]["actions"].as_array().expect("actions");
+        assert_eq!(actions.len(), 2);
+        for (i, action) in actions.iter().enumerate() {
+            let id = action["id"].as_str().unwrap_or_default();
+            assert!(id.chars().all(|c| c.is_ascii_alphanumeric()), "{id}");
+            assert_eq!(action["name"], options[i]);
+            let c = &action["integration"]["context"];
+            let signature = c["assinatura"].as_str().unwrap_or_default();
+            assert!(config.verify(CHOOSE, &i.to_string(), "mm:canal:pessoa", signature));
+            assert!(!config.verify(CHOOSE, &(i + 1).to_string(), "mm:canal:pessoa", signature));
+        }
+        assert_eq!(
+            actions[0]["integration"]["url"],
+            "https://vt.example.com/channels/mattermost/actions"
+        );
+    }
 }

@@ -169,6 +169,7 @@ mod tests {
             tokens_cached: 0,
             tenant_id: "default".into(),
             custo_micro_brl: Some(0),
+            marcas: String::new(),
         }
     }
 
