@@ -54,10 +54,6 @@ impl Default for HandoffConfig {
     }
 }
 
-/// Channels whose people read replies in the answer or the stored conversation (HTTP, the terminal, a
-/// flow's `api`): no worker sends for them, so what an agent says there is on record as delivered.
-const READ_IN_THE_CONVERSATION: [&str; 3] = ["http", "terminal", "api"];
-
 /// How far back the case file quotes the conversation.
 const LAST_MESSAGES: usize = 6;
 
@@ -247,7 +243,7 @@ pub enum CaseError {
 /// A turn the card holder did not start (a support agent's proposal), addressed as their own turns
 /// are: on the conversation's channel, sent by its worker where it has one.
 fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
-    let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+    let sends_itself = !super::commit::READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
     Inbound {
         agent_id: conv.agent_id.clone(),
         conversation_id: Some(conv.id.clone()),
@@ -365,7 +361,7 @@ impl Services {
             }
             _ => None,
         };
-        let item = reply_item(&conv, text, template, (Vec::new(), Vec::new()));
+        let item = super::commit::reply_item(&conv, text, template, (Vec::new(), Vec::new()));
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
@@ -377,44 +373,6 @@ impl Services {
             .await?;
         self.tell_listeners(&conv.id, &message);
         Ok(())
-    }
-}
-
-/// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the conversation's
-/// card holder on its channel (sent by the channel's worker — on WhatsApp as `template` outside the
-/// 24-hour window; the terminal and HTTP read
-/// it from the conversation, so there it is on record as delivered).
-pub(super) fn reply_item(
-    conv: &Conversation,
-    text: String,
-    template: Option<crate::outbox::TemplateUse>,
-    (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
-) -> crate::store::NewOutboxItem {
-    let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
-    crate::store::NewOutboxItem {
-        kind: "reply".into(),
-        destination: conv.channel.clone(),
-        payload: crate::outbox::ReplyPayload {
-            conversation_id: conv.id.clone(),
-            user_id: conv.user_id.clone(),
-            text,
-            files,
-            reply_to: None,
-            thread: None,
-            confirmation: None,
-            choices,
-            trace: None,
-            template,
-        }
-        .to_value(),
-        max_attempts: super::commit::REPLY_ATTEMPTS,
-        next_attempt_at: chrono::Utc::now(),
-        conversation_id: Some(conv.id.clone()),
-        status: if sends_itself {
-            crate::store::OutboxStatus::Pending
-        } else {
-            crate::store::OutboxStatus::Done
-        },
     }
 }
 

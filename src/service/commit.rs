@@ -352,3 +352,45 @@ fn default_tag(outcome: &TurnOutcome) -> IntentTag {
         IntentTag::new("ajuda", "deterministic", false)
     }
 }
+
+/// Channels whose people read replies in the answer or the stored conversation (HTTP, the terminal, a
+/// flow's `api`): no worker sends for them, so what an agent says there is on record as delivered.
+pub(super) const READ_IN_THE_CONVERSATION: [&str; 3] = ["http", "terminal", "api"];
+
+/// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the conversation's
+/// card holder on its channel (sent by the channel's worker — on WhatsApp as `template` outside the
+/// 24-hour window; the terminal and HTTP read
+/// it from the conversation, so there it is on record as delivered).
+pub(super) fn reply_item(
+    conv: &Conversation,
+    text: String,
+    template: Option<crate::outbox::TemplateUse>,
+    (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
+) -> crate::store::NewOutboxItem {
+    let sends_itself = !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+    crate::store::NewOutboxItem {
+        kind: "reply".into(),
+        destination: conv.channel.clone(),
+        payload: crate::outbox::ReplyPayload {
+            conversation_id: conv.id.clone(),
+            user_id: conv.user_id.clone(),
+            text,
+            files,
+            reply_to: None,
+            thread: None,
+            confirmation: None,
+            choices,
+            trace: None,
+            template,
+        }
+        .to_value(),
+        max_attempts: REPLY_ATTEMPTS,
+        next_attempt_at: chrono::Utc::now(),
+        conversation_id: Some(conv.id.clone()),
+        status: if sends_itself {
+            crate::store::OutboxStatus::Pending
+        } else {
+            crate::store::OutboxStatus::Done
+        },
+    }
+}

@@ -59,12 +59,29 @@ pub(super) fn resolve_pick<'m>(msg: &'m Inbound, conv: Option<&Conversation>) ->
     let card = conv.filter(|c| c.user_id == msg.user.user_id).and_then(|c| {
         Offer::of(c)
             .and_then(|o| o.cartoes.get(index).cloned())
-            .or_else(|| super::outcomes::survey_pick(c, index))
+            .or_else(|| survey_pick(c, index))
     });
     let mut resolved = msg.clone();
     resolved.text = card.unwrap_or_else(|| STALE_PICK.to_owned());
     resolved.pick = None;
     Cow::Owned(resolved)
+}
+
+/// Where a conversation keeps the satisfaction question it was asked (`outcomes.rs`): the outcome
+/// it rates.
+pub(super) const STATE_PESQUISA: &str = "pesquisa";
+/// The satisfaction question's options: a list's pick of one is its score.
+pub(super) const SCALE: [&str; 5] = [
+    "1 · Muito ruim",
+    "2 · Ruim",
+    "3 · Regular",
+    "4 · Bom",
+    "5 · Ótimo",
+];
+
+/// A pick from the scale's list (its index) as the score written out, while the question waits.
+fn survey_pick(conv: &Conversation, index: usize) -> Option<String> {
+    (conv.state.contains_key(STATE_PESQUISA) && index < SCALE.len()).then(|| (index + 1).to_string())
 }
 
 /// After a turn: the offer its answer made stands until the next turn; any other turn drops the last.

@@ -11,6 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::offers::{SCALE, STATE_PESQUISA};
 use super::{Inbound, Services};
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::store::{CaseState, Desfecho, OutcomeRecord, StoreError, Stretch, StretchHead};
@@ -28,8 +29,6 @@ const ENCERRADA: &str = "encerrada";
 
 /// The turn that answers the satisfaction question (its usage row's intent).
 pub(super) const SURVEY_INTENT: &str = "pesquisa_satisfacao";
-/// Where a conversation keeps the question it was asked: the outcome it rates.
-const STATE_PESQUISA: &str = "pesquisa";
 /// A return within this many days on the same subject reopens a resolved stretch.
 const REOPEN_DAYS: i64 = 7;
 /// Stretches looked at per sweep, oldest first (the next sweep takes the rest).
@@ -38,16 +37,9 @@ const PER_SWEEP: i64 = 200;
 /// the last week's).
 const HORIZON_DAYS: i64 = 7;
 
-/// The question and the scale, as a list or buttons where the channel has them.
+/// The question (its scale, `offers::SCALE`, a list or buttons where the channel has them).
 const QUESTION: &str =
     "Como você avalia este atendimento? Responda com uma nota de 1 (muito ruim) a 5 (ótimo).";
-const SCALE: [&str; 5] = [
-    "1 · Muito ruim",
-    "2 · Ruim",
-    "3 · Regular",
-    "4 · Bom",
-    "5 · Ótimo",
-];
 const THANKS: &str = "Obrigado pela avaliação! Se precisar de algo, é só escrever.";
 
 /// `[resultados]`: when a conversation's stretch is over, and the satisfaction question.
@@ -236,11 +228,6 @@ pub(super) fn answer_to_survey(conv: &mut Conversation, msg: &Inbound) -> Option
     Some((asked.desfecho, score(&msg.text)?))
 }
 
-/// A pick from the scale's list (its index) as the score written out, while the question waits.
-pub(super) fn survey_pick(conv: &Conversation, index: usize) -> Option<String> {
-    (conv.state.contains_key(STATE_PESQUISA) && index < SCALE.len()).then(|| (index + 1).to_string())
-}
-
 impl Services {
     /// Records the score of the answered question; the thanks.
     pub(super) async fn take_score(&self, (outcome, nota): (String, i32)) -> String {
@@ -388,7 +375,7 @@ impl super::jobs::Outcomes<'_> {
                 parameters: std::collections::BTreeMap::new(),
             });
             let choices = SCALE.iter().map(|s| (*s).to_owned()).collect();
-            let item = super::cases::reply_item(&conv, QUESTION.into(), template, (Vec::new(), choices));
+            let item = super::commit::reply_item(&conv, QUESTION.into(), template, (Vec::new(), choices));
             let message = crate::llm::ChatMessage::assistant(QUESTION);
             let asked = self
                 .store

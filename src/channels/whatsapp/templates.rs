@@ -20,11 +20,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// What a template is for: the product picks the template by it.
-pub(super) const PURPOSES: [&str; 4] = [
+pub(super) const PURPOSES: [&str; 5] = [
     "saldo_baixo",
     "resultado_recarga",
     "retomar_atendimento",
     "comprovante_recarga",
+    "pesquisa_satisfacao",
 ];
 
 const CATEGORIES: [&str; 3] = ["UTILITY", "MARKETING", "AUTHENTICATION"];
