@@ -989,7 +989,16 @@ async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::
     }
     let runs = store.flow_runs(args.limit).await?;
     let attempts = store.recharge_attempts(args.limit).await?;
-    print!("{}", crate::runs::report(&runs, &attempts, chrono::Utc::now()));
+    // What the listed runs' paid notices cost (a flow calls no model).
+    let oldest = runs.iter().map(|r| r.created_at).min();
+    let costs = match oldest {
+        Some(since) => store.message_costs_since(since).await?,
+        None => Vec::new(),
+    };
+    print!(
+        "{}",
+        crate::runs::report(&runs, (&attempts, &costs), chrono::Utc::now())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

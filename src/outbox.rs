@@ -65,6 +65,9 @@ pub struct ReplyPayload {
     /// the template of this purpose, with these parameters. `None`: nothing fits (dead-lettered then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<TemplateUse>,
+    /// The flow run a notice was sent for (`execucao_id`): what it costs is put on that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fluxo: Option<String>,
 }
 
 /// A template to send in a reply's place: its purpose and its parameters by name.

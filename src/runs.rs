@@ -8,18 +8,35 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_actions::vt::mask_card;
 
-use crate::store::{AuditRecord, FlowRunSummary, FollowUpView, OutboxItem, RechargeAttemptRecord, RunStatus};
+use crate::store::{
+    AuditRecord, FlowRunSummary, FollowUpView, MessageCost, OutboxItem, RechargeAttemptRecord, RunStatus,
+};
 
 /// A run still `em_andamento` after this long outlived every timeout of its stages: its process is gone.
 const INTERRUPTED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
 
-/// The two tables, with a line saying what to do about unknown outcomes.
-pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: DateTime<Utc>) -> String {
+/// What run `execucao_id` cost: its paid notices among `costs` (a flow calls no model; none is
+/// R$ 0), unknown when one had no price.
+fn run_cost(execucao_id: &str, costs: &[MessageCost]) -> Option<rust_decimal::Decimal> {
+    costs
+        .iter()
+        .filter(|c| c.execucao_id.as_deref() == Some(execucao_id))
+        .map(|c| c.custo_micro_brl.map(crate::costs::from_micro_brl))
+        .sum()
+}
+
+/// The two tables, with a line saying what to do about unknown outcomes; each run with what its paid
+/// notices (`costs`) cost.
+pub fn report(
+    runs: &[FlowRunSummary],
+    (attempts, costs): (&[RechargeAttemptRecord], &[MessageCost]),
+    now: DateTime<Utc>,
+) -> String {
     let mut out = String::new();
     if runs.is_empty() {
         out.push_str("Nenhuma execução de fluxo registrada.\n");
     } else {
-        let mut t = table(["execução", "status", "cartão", "início", "fim"]);
+        let mut t = table(["execução", "status", "cartão", "início", "fim", "custo"]);
         for r in runs {
             let card = r.input.get("cartao").and_then(Value::as_str).map(mask_card);
             t.add_row([
@@ -28,6 +45,7 @@ pub fn report(runs: &[FlowRunSummary], attempts: &[RechargeAttemptRecord], now: 
                 card.unwrap_or_default(),
                 local(r.created_at),
                 r.finished_at.map(local).unwrap_or_else(|| "—".into()),
+                crate::costs::reais(run_cost(&r.execucao_id, costs)),
             ]);
         }
         out.push_str(&format!("Execuções de fluxo (mais recentes primeiro):\n{t}\n"));
@@ -304,7 +322,7 @@ mod tests {
         };
         let text = report(
             &[run(RunStatus::EmAndamento, 10), run(RunStatus::EmAndamento, 0)],
-            &[],
+            (&[], &[]),
             now,
         );
         assert!(

@@ -37,3 +37,8 @@ CREATE TABLE desfechos (
 );
 CREATE INDEX idx_desfechos_ate ON desfechos(ate);
 CREATE INDEX idx_desfechos_conversation ON desfechos(conversation_id, ate);
+
+-- A paid message that was a flow's notice (RF5/RF10 told on WhatsApp) names its run: what a flow run
+-- cost is what its notices cost (a flow calls no model).
+ALTER TABLE message_costs ADD COLUMN execucao_id TEXT;
+CREATE INDEX idx_message_costs_execucao ON message_costs(execucao_id) WHERE execucao_id IS NOT NULL;

@@ -71,6 +71,7 @@ pub(crate) fn board_item(
             choices: Vec::new(),
             trace: None,
             template: None,
+            fluxo: None,
         }
         .to_value(),
         max_attempts: BOARD_ATTEMPTS,

@@ -334,6 +334,7 @@ fn replies_outbox(
                 choices: if i == last { choices.clone() } else { Vec::new() },
                 trace: trace.clone(),
                 template: None,
+                fluxo: None,
             }
             .to_value(),
             max_attempts: REPLY_ATTEMPTS,
@@ -382,6 +383,7 @@ pub(super) fn reply_item(
             choices,
             trace: None,
             template,
+            fluxo: None,
         }
         .to_value(),
         max_attempts: REPLY_ATTEMPTS,

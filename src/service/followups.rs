@@ -204,7 +204,13 @@ impl Services {
                         "nenhum sistema de notificação está configurado",
                     ))?;
                 let port = self.engine.extensions().get::<ChannelNoticesPort>();
-                let sent = acompanhamento::avisar_destinatario(systems, port, input, aviso).await;
+                let sent = acompanhamento::avisar_destinatario(
+                    systems,
+                    port,
+                    (input, &f.attempt.attempt.execucao_id),
+                    aviso,
+                )
+                .await;
                 if !sent.enviado {
                     tracing::warn!(key = %f.attempt.attempt.idempotency_key, "a late recharge outcome's notice was not sent");
                 }

@@ -446,6 +446,8 @@ pub struct MessageCost {
     /// Millionths of a real at the `[custos]` price when it was sent; `None`: no price (unknown).
     pub custo_micro_brl: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// The flow run it was a notice of (RF5/RF10 told on the channel), when it was one.
+    pub execucao_id: Option<String>,
 }
 
 /// A row of the 7-day usage view.

@@ -728,6 +728,8 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
         category: "utility".into(),
         custo_micro_brl: Some(34_000),
         created_at: t("2026-11-11T12:00:00Z"),
+        // A flow's notice names its run (and reads back with it: `since[0] == template`).
+        execucao_id: Some("exec-aviso".into()),
     };
     store.record_message_cost(&template).await.expect("message");
     store

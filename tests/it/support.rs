@@ -992,6 +992,7 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
         choices: Vec::new(),
         trace: None,
         template: None,
+        fluxo: None,
     }
     .to_value()
 }

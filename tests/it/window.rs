@@ -114,6 +114,7 @@ impl Wa {
                         choices: Vec::new(),
                         trace: None,
                         template,
+                        fluxo: None,
                     }
                     .to_value(),
                     max_attempts: 5,
@@ -895,4 +896,62 @@ async fn told_last(wa: &Wa, user: &str) -> String {
         .rev()
         .find_map(|m| m.message.text().map(str::to_owned))
         .expect("a message")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flows_paid_notice_is_costed_under_its_run() {
+    use vt_agent::channels::whatsapp::NoticesConfig;
+    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
+        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let h = crate::support::chat_harness_notifying(store.clone(), PHONE, NoticesConfig::default()).await;
+    let user = "5511912345678";
+    store
+        .record_consent(&vt_agent::store::ConsentChange {
+            wa_id: user.into(),
+            opted_in: true,
+            source: "importacao".into(),
+            who: "teste".into(),
+            at: "2026-11-01T00:00:00Z".parse().expect("t"),
+        })
+        .await
+        .expect("consent");
+    let input =
+        format!(r#"{{"cartao": "1111111111", "destinatario": {{"tipo": "whatsapp", "id": "{user}"}}}}"#);
+    let ran = h
+        .service
+        .flows()
+        .run_flow(input.as_str(), Default::default())
+        .await
+        .expect("flow");
+    let run = ran.output.execucao_id.clone();
+    // The user never wrote: the notice goes as the utility template, at its price, under the run.
+    let graph = FakeServer::start(vec![crate::whatsapp::sent()]).await;
+    let sender = Sender::new(&config(&graph.url))
+        .expect("on")
+        .with_window(store.clone(), templates())
+        .with_costs(store.clone(), prices(), vt_agent::engine::DEFAULT_TENANT);
+    let worker = vt_agent::outbox::Worker::new(store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(sender));
+    let pass = worker.pass().await;
+    let items = store
+        .outbox_items(OutboxStatus::Failed, 10)
+        .await
+        .expect("outbox");
+    assert_eq!(pass.sent, 1, "{pass:?} {items:?}");
+    assert_eq!(graph.received()[0].body["type"], "template");
+    let costs = store
+        .message_costs_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("costs");
+    assert_eq!(costs.len(), 1);
+    assert_eq!(costs[0].execucao_id.as_deref(), Some(run.as_str()));
+    // US$ 0,0068 at R$ 5,00.
+    assert_eq!(costs[0].custo_micro_brl, Some(34_000));
+    let runs = store.flow_runs(10).await.expect("runs");
+    let report = vt_agent::runs::report(&runs, (&[], &costs), chrono::Utc::now());
+    let line = report.lines().find(|l| l.contains(&run)).expect("the run's line");
+    assert!(line.contains("R$ 0,034"), "{report}");
 }

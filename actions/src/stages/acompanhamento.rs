@@ -152,10 +152,10 @@ pub fn aviso_verificacao(input: &FlowInput) -> Aviso {
 pub async fn avisar_destinatario(
     systems: &VtSystems,
     port: Option<&ChannelNoticesPort>,
-    input: &FlowInput,
+    (input, execucao): (&FlowInput, &str),
     aviso: &Aviso,
 ) -> EnvioNotificacao {
-    super::rf10_enviar_notificacao_recarga::avisar(systems, port, input, &aviso.decisao).await
+    super::rf10_enviar_notificacao_recarga::avisar(systems, port, (input, execucao), &aviso.decisao).await
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ pub struct LowBalance {
     pub saldo: String,
     /// The notice's text, as the notification system would get it.
     pub mensagem: String,
+    /// The flow run that sends it (`execucao_id`): what the notice costs is that run's.
+    pub execucao_id: Option<String>,
 }
 
 /// A recharge's outcome to tell a card holder about (RF10).
@@ -32,6 +34,8 @@ pub struct RechargeResult {
     pub resultado: String,
     /// The notice's text, as the notification system would get it.
     pub mensagem: String,
+    /// The flow run that sends it (`execucao_id`): what the notice costs is that run's.
+    pub execucao_id: Option<String>,
 }
 
 #[async_trait]

@@ -73,6 +73,7 @@ fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::stages::channel_no
         cartao: decisao.meta_text("cartao"),
         saldo,
         mensagem: payload.mensagem.clone(),
+        execucao_id: None,
     })
 }
 
@@ -102,7 +103,10 @@ impl Action for Rf05 {
         let out = match port {
             // A recipient on a channel the product serves: the product tells them itself.
             Some(port) => {
-                let notice = low_balance(&decisao);
+                let notice = low_balance(&decisao).map(|n| crate::stages::channel_notices::LowBalance {
+                    execucao_id: Some(ctx.turn_id.clone()),
+                    ..n
+                });
                 port.0
                     .low_balance(&input.destinatario, &input.cartao, notice.as_ref())
                     .await

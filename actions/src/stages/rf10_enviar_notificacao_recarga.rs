@@ -51,19 +51,24 @@ pub(crate) fn recharge_result(
         valor,
         resultado: resultado_em_palavras(&decisao.meta_text("status_recarga")),
         mensagem: payload.mensagem.clone(),
+        execucao_id: None,
     })
 }
 
-/// Sends RF9's notice: through the channel port when the recipient is on a channel the product serves
-/// itself, else to the notification system.
+/// Sends RF9's notice for run `execucao`: through the channel port when the recipient is on a channel
+/// the product serves itself, else to the notification system.
 pub(crate) async fn avisar(
     systems: &VtSystems,
     port: Option<&crate::stages::channel_notices::ChannelNoticesPort>,
-    input: &crate::vt::FlowInput,
+    (input, execucao): (&crate::vt::FlowInput, &str),
     decisao: &DecisaoNotificacao,
 ) -> EnvioNotificacao {
     let port = port.filter(|p| p.0.delivers_to(&input.destinatario));
-    match (port, recharge_result(decisao)) {
+    let notice = recharge_result(decisao).map(|n| crate::stages::channel_notices::RechargeResult {
+        execucao_id: Some(execucao.to_owned()),
+        ..n
+    });
+    match (port, notice) {
         // A recipient on a channel the product serves: the product tells them itself.
         (Some(port), Some(notice)) => port.0.recharge_result(&input.destinatario, &notice).await,
         _ => enviar(systems, decisao, &dedup_key(decisao), &input.tenant_id).await,
@@ -107,7 +112,7 @@ impl Action for Rf10 {
     ) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;
         let port = ctx.get::<crate::stages::channel_notices::ChannelNoticesPort>();
-        let out = avisar(ctx.require::<VtSystems>()?, port, input, &decisao).await;
+        let out = avisar(ctx.require::<VtSystems>()?, port, (input, &ctx.turn_id), &decisao).await;
         let mut message = decisao
             .payload
             .as_ref()

@@ -147,19 +147,25 @@ impl WhatsAppNotices {
             ]
             .into(),
         };
-        let item = self.item(wa_id, "aviso_saldo_baixo", &notice.mensagem, template, due);
+        let item = self.item(
+            wa_id,
+            ("aviso_saldo_baixo", notice.execucao_id.as_deref()),
+            &notice.mensagem,
+            template,
+            due,
+        );
         self.store.enqueue(&item, now).await?;
         Ok(queued(now, due))
     }
 }
 
 impl WhatsAppNotices {
-    /// A notice as an outbox item due at `due`: its text (cards masked) and, for outside the window,
-    /// its template.
+    /// A notice of `kind` for flow run `fluxo` as an outbox item due at `due`: its text (cards masked)
+    /// and, for outside the window, its template.
     fn item(
         &self,
         wa_id: &str,
-        kind: &str,
+        (kind, fluxo): (&str, Option<&str>),
         text: &str,
         template: TemplateUse,
         due: DateTime<Utc>,
@@ -179,6 +185,7 @@ impl WhatsAppNotices {
                 choices: Vec::new(),
                 trace: None,
                 template: Some(template),
+                fluxo: fluxo.map(str::to_owned),
             }
             .to_value(),
             max_attempts: 5,
@@ -224,7 +231,13 @@ impl WhatsAppNotices {
             ]
             .into(),
         };
-        let item = self.item(wa_id, "aviso_recarga", &notice.mensagem, template, due);
+        let item = self.item(
+            wa_id,
+            ("aviso_recarga", notice.execucao_id.as_deref()),
+            &notice.mensagem,
+            template,
+            due,
+        );
         self.store.enqueue(&item, now).await?;
         Ok(queued(now, due))
     }

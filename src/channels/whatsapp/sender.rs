@@ -173,7 +173,8 @@ impl Sender {
 
     /// A template that went out, on record with its category's price. The message is sent: a record
     /// that cannot be written is logged, never a failed send.
-    async fn cost(&self, conversation: &str, template: &Template) {
+    async fn cost(&self, reply: &ReplyPayload, template: &Template) {
+        let conversation = reply.conversation_id.as_str();
         let Some(costs) = &self.costs else {
             return;
         };
@@ -187,6 +188,7 @@ impl Sender {
                 .message_brl(&template.category)
                 .map(crate::costs::micro_brl),
             created_at: chrono::Utc::now(),
+            execucao_id: reply.fluxo.clone(),
         };
         if let Err(e) = costs.store.record_message_cost(&record).await {
             tracing::error!(error = %e, template = %template.name, "a template's cost could not be recorded");
@@ -198,7 +200,7 @@ impl Sender {
     async fn send_template(
         &self,
         window: &Window,
-        (to, conversation): (&str, &str),
+        (to, reply): (&str, &ReplyPayload),
         template: &Template,
         body: serde_json::Value,
     ) -> Result<Option<String>, SendError> {
@@ -216,7 +218,7 @@ impl Sender {
                 return Err(failure.error);
             }
         };
-        self.cost(conversation, template).await;
+        self.cost(reply, template).await;
         if template.purpose == HOLDS_THE_MESSAGE {
             return Err(SendError::Held(format!(
                 "fora da janela de 24 h: modelo '{}' enviado; a mensagem segue quando o cliente responder",
@@ -441,9 +443,7 @@ impl ChannelSender for Sender {
             && let Decision::Template { template, body } =
                 window.decide(to, reply, chrono::Utc::now()).await?
         {
-            return self
-                .send_template(window, (to, &reply.conversation_id), &template, body)
-                .await;
+            return self.send_template(window, (to, reply), &template, body).await;
         }
         if !reply.files.is_empty() {
             return self.send_files(to, reply).await;

@@ -203,15 +203,16 @@ impl<S: Sql> ReportStore for S {
 
     async fn record_message_cost(&self, c: &MessageCost) -> Result<(), StoreError> {
         let s = Stmt::new(
-            "INSERT INTO message_costs (tenant_id, conversation_id, channel, category, custo_micro_brl, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO message_costs (tenant_id, conversation_id, channel, category, custo_micro_brl, created_at,
+                 execucao_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(c.tenant_id.as_str())
         .bind(c.conversation_id.as_deref())
         .bind(c.channel.as_str())
         .bind(c.category.as_str())
         .bind(c.custo_micro_brl)
-        .bind(c.created_at);
+        .bind(c.created_at)
+        .bind(c.execucao_id.as_deref());
         self.write(s).await?;
         Ok(())
     }
@@ -232,6 +233,7 @@ impl<S: Sql> ReportStore for S {
                     category: r.value("category")?,
                     custo_micro_brl: r.value("custo_micro_brl")?,
                     created_at: r.time("created_at")?,
+                    execucao_id: r.value("execucao_id")?,
                 })
             })
             .collect()
