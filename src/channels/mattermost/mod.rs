@@ -157,15 +157,20 @@ impl MattermostConfig {
         hex::encode(mac.finalize().into_bytes())
     }
 
-    /// "Confirmar" / "Cancelar" buttons for `pending` in `conversation`, as message attachments.
-    fn buttons(&self, text: &str, pending: &str, conversation: &str) -> Value {
-        let url = format!(
+    /// Where Mattermost posts a click on our buttons.
+    fn actions_url(&self) -> String {
+        format!(
             "{}/channels/mattermost/actions",
             self.public_url
                 .as_deref()
                 .unwrap_or_default()
                 .trim_end_matches('/')
-        );
+        )
+    }
+
+    /// "Confirmar" / "Cancelar" buttons for `pending` in `conversation`, as message attachments.
+    fn buttons(&self, text: &str, pending: &str, conversation: &str) -> Value {
+        let url = self.actions_url();
         let action = |id: &str, name: &str| {
             json!({"id": id, "name": name, "type": "button", "integration": {"url": url, "context": {
                 "acao": id, "pendente": pending, "conversa": conversation,
@@ -177,13 +182,7 @@ impl MattermostConfig {
     /// One button per option of `choices` (cards to choose from, a score), signed over its index and
     /// `conversation`: a click is the option's pick, as a WhatsApp list's row is.
     fn choice_buttons(&self, text: &str, choices: &[String], conversation: &str) -> Value {
-        let url = format!(
-            "{}/channels/mattermost/actions",
-            self.public_url
-                .as_deref()
-                .unwrap_or_default()
-                .trim_end_matches('/')
-        );
+        let url = self.actions_url();
         let actions: Vec<Value> = choices
             .iter()
             .enumerate()
@@ -204,13 +203,7 @@ impl MattermostConfig {
         if actions.is_empty() {
             return json!([]);
         }
-        let url = format!(
-            "{}/channels/mattermost/actions",
-            self.public_url
-                .as_deref()
-                .unwrap_or_default()
-                .trim_end_matches('/')
-        );
+        let url = self.actions_url();
         let actions: Vec<Value> = actions
             .iter()
             .map(|(id, name)| {
