@@ -1120,7 +1120,13 @@ async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::
     if args.custos {
         let records = store.usage_since(since).await?;
         let messages = store.message_costs_since(since).await?;
-        let rows = crate::usage::costs((&records, &messages), tz, first);
+        let flows = store.flow_runs_since(since).await?;
+        let spending = crate::usage::Spending {
+            turns: &records,
+            messages: &messages,
+            flows: &flows,
+        };
+        let rows = crate::usage::costs(spending, tz, first);
         if rows.is_empty() {
             println!("Nenhum turno registrado desde {first}.");
         } else {

@@ -76,6 +76,10 @@ pub struct Metrics {
     scores: Family<TenantWho, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// The last 30 days' cost per resolved case, per tenant, in reais (where every cost is known).
     per_resolved: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The last 30 days' cost per conversation, per tenant, in reais (where every cost is known).
+    per_conversation: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The last 30 days' cost per flow run, per tenant, in reais (where every notice's cost is known).
+    per_flow: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     otel: Otel,
 }
 
@@ -168,6 +172,8 @@ impl Default for Metrics {
         let outcomes = Family::<TenantOutcome, Gauge>::default();
         let scores = Family::<TenantWho, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let per_resolved = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let per_conversation = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let per_flow = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register("turns", "Conversation turns handled", turns.clone());
         registry.register(
             "zero_token_turns",
@@ -242,6 +248,16 @@ impl Default for Metrics {
             per_resolved.clone(),
         );
         registry.register(
+            "custo_por_conversa_reais_30d",
+            "What the last 30 days' turns and paid messages cost in reais over the conversations they were in, per tenant (absent while a cost is unknown)",
+            per_conversation.clone(),
+        );
+        registry.register(
+            "custo_por_fluxo_reais_30d",
+            "What the last 30 days' flow runs cost in reais (their paid notices) over the runs, per tenant (absent while a notice's cost is unknown)",
+            per_flow.clone(),
+        );
+        registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
@@ -266,6 +282,8 @@ impl Default for Metrics {
             outcomes,
             scores,
             per_resolved,
+            per_conversation,
+            per_flow,
             otel,
         }
     }
@@ -347,6 +365,7 @@ impl Metrics {
             }
         }
         self.refresh_outcomes(service).await;
+        self.refresh_spending(service).await;
         if service.takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await
         {
@@ -394,6 +413,39 @@ impl Metrics {
                 self.per_resolved
                     .get_or_create(&Tenant { tenant })
                     .set(cost.to_f64().unwrap_or_default());
+            }
+        }
+    }
+
+    /// The last 30 days' cost per conversation and per flow run, per tenant.
+    async fn refresh_spending(&self, service: &crate::service::Services) {
+        use rust_decimal::prelude::ToPrimitive as _;
+        let since = service.engine().now() - chrono::Duration::days(30);
+        let Ok(spending) = service.stores().reports.spending_by_tenant_since(since).await else {
+            return;
+        };
+        for s in &spending {
+            let Some(tenant) = &s.tenant_id else {
+                continue;
+            };
+            let row = crate::usage::CostRow::of_period(s);
+            let figures = [
+                (&self.per_conversation, row.per_conversation()),
+                (&self.per_flow, row.per_flow()),
+            ];
+            for (gauge, cost) in figures {
+                let label = Tenant {
+                    tenant: tenant.clone(),
+                };
+                match cost {
+                    Some(cost) => {
+                        gauge.get_or_create(&label).set(cost.to_f64().unwrap_or_default());
+                    }
+                    // A figure that became unknown is taken away, not left at its last value.
+                    None => {
+                        gauge.remove(&label);
+                    }
+                }
             }
         }
     }

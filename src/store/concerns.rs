@@ -127,6 +127,11 @@ pub trait FlowStore: Send + Sync {
 
     /// Flow runs started since `since`, counted by status (`em_andamento` for one never finished).
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
+
+    /// Flow runs started on their own (API, CLI, batch) since `since`, oldest first: when and for
+    /// which tenant (what a flow costs is counted per day and tenant over these). A flow a chat turn
+    /// ran is part of that turn, and costed with it.
+    async fn flow_runs_since(&self, since: DateTime<Utc>) -> Result<Vec<FlowRunAt>, StoreError>;
 }
 
 /// The money trail: confirmations consumed once, recharge attempts on record before they are sent
@@ -380,6 +385,11 @@ pub trait ReportStore: Send + Sync {
     /// What each tenant's turns and paid messages cost since `since`, in millionths of a real (unknown
     /// costs are not counted), by tenant.
     async fn spent_by_tenant_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError>;
+
+    /// What each tenant spent since `since` and on what — conversations, flow runs, the known costs
+    /// and how many had no price — summed by the database (for `/metrics`: no rows are read out).
+    async fn spending_by_tenant_since(&self, since: DateTime<Utc>)
+    -> Result<Vec<TenantSpending>, StoreError>;
 
     /// A paid message sent, with its cost.
     async fn record_message_cost(&self, cost: &super::MessageCost) -> Result<(), StoreError>;

@@ -346,6 +346,32 @@ pub struct FlowRunSummary {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// What one tenant spent over a period, summed ([`ReportStore::spending_by_tenant_since`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TenantSpending {
+    /// `None`: flow runs written before runs kept their tenant.
+    pub tenant_id: Option<String>,
+    /// Conversations with a turn or a paid message.
+    pub conversations: i64,
+    /// Turns and paid messages with a price, in millionths of a real.
+    pub known_micro_brl: i64,
+    /// Turns and paid messages without a price.
+    pub unknown: i64,
+    /// Flow runs started on their own (a chat turn's are the turn's).
+    pub flows: i64,
+    /// Of `known_micro_brl`, flows' paid notices.
+    pub flow_known_micro_brl: i64,
+    /// Flows' paid notices without a price.
+    pub flow_unknown: i64,
+}
+
+/// When a flow run started, and for which tenant (`None`: a run written before runs kept theirs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRunAt {
+    pub tenant_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
 /// A recharge attempt on record, with where it stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RechargeAttemptRecord {

@@ -107,7 +107,7 @@ fn grid<const N: usize>(header: &[&str; N], lines: &[[String; N]], left: usize) 
     out.join("\n")
 }
 
-/// What turns and paid messages cost on one day for one tenant.
+/// What turns, paid messages and flow runs cost on one day for one tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostRow {
     pub day: chrono::NaiveDate,
@@ -120,9 +120,45 @@ pub struct CostRow {
     pub known: rust_decimal::Decimal,
     /// Turns and messages whose price was missing.
     pub unknown: usize,
+    /// Flow runs started.
+    pub flows: usize,
+    /// Of `known`, what flows' paid notices cost (a flow calls no model).
+    pub flow_known: rust_decimal::Decimal,
+    /// Flows' paid notices whose price was missing.
+    pub flow_unknown: usize,
 }
 
 impl CostRow {
+    fn new(day: chrono::NaiveDate, tenant: &str) -> Self {
+        Self {
+            day,
+            tenant: tenant.to_owned(),
+            conversations: 0,
+            turns: 0,
+            messages: 0,
+            known: rust_decimal::Decimal::ZERO,
+            unknown: 0,
+            flows: 0,
+            flow_known: rust_decimal::Decimal::ZERO,
+            flow_unknown: 0,
+        }
+    }
+
+    /// A period's spending, summed by the store, as one row (its day is no day).
+    pub fn of_period(s: &crate::store::TenantSpending) -> Self {
+        let count = |n: i64| usize::try_from(n).unwrap_or_default();
+        Self {
+            conversations: count(s.conversations),
+            messages: 0,
+            known: crate::costs::from_micro_brl(s.known_micro_brl),
+            unknown: count(s.unknown),
+            flows: count(s.flows),
+            flow_known: crate::costs::from_micro_brl(s.flow_known_micro_brl),
+            flow_unknown: count(s.flow_unknown),
+            ..Self::new(chrono::NaiveDate::MIN, s.tenant_id.as_deref().unwrap_or("—"))
+        }
+    }
+
     /// What a conversation cost on average; `None` when a turn's cost is unknown (an average of what
     /// is known would look like a cost).
     pub fn per_conversation(&self) -> Option<rust_decimal::Decimal> {
@@ -130,66 +166,99 @@ impl CostRow {
             .then(|| self.known / rust_decimal::Decimal::from(self.conversations))
     }
 
+    /// What a flow run cost on average (its paid notices over the runs, those that sent none
+    /// included); `None` without runs or when a notice's cost is unknown.
+    pub fn per_flow(&self) -> Option<rust_decimal::Decimal> {
+        (self.flow_unknown == 0 && self.flows > 0)
+            .then(|| self.flow_known / rust_decimal::Decimal::from(self.flows))
+    }
+
     fn total(&self) -> Option<rust_decimal::Decimal> {
         (self.unknown == 0).then_some(self.known)
     }
 }
 
-/// Turns (`records`) and paid messages (`messages`) from `first` on (a day in the time zone `tz`),
-/// per day and tenant, oldest first.
+/// What [`costs`] counts: the turns, the paid messages and the flow runs of a period.
+#[derive(Clone, Copy)]
+pub struct Spending<'a> {
+    pub turns: &'a [crate::store::UsageRecord],
+    pub messages: &'a [crate::store::MessageCost],
+    pub flows: &'a [crate::store::FlowRunAt],
+}
+
+/// One thing that cost something (or nothing): a turn, a paid message or a flow run.
+struct Item<'a> {
+    at: chrono::DateTime<chrono::Utc>,
+    tenant: &'a str,
+    conversation: Option<&'a str>,
+    kind: ItemKind,
+}
+
+enum ItemKind {
+    Turn(Option<i64>),
+    Message { micro: Option<i64>, of_flow: bool },
+    Flow,
+}
+
+/// The spending from `first` on (a day in the time zone `tz`), per day and tenant, oldest first.
+/// A flow run written before runs kept their tenant counts under `—`.
 pub fn costs(
-    (records, messages): (&[crate::store::UsageRecord], &[crate::store::MessageCost]),
+    spending: Spending<'_>,
     tz: &vt_actions::vt::timezone::Timezone,
     first: chrono::NaiveDate,
 ) -> Vec<CostRow> {
     use std::collections::{BTreeMap, BTreeSet};
-    type Day<'a> = (BTreeSet<&'a str>, CostRow);
-    let mut by: BTreeMap<(chrono::NaiveDate, &str), Day<'_>> = BTreeMap::new();
-    let items = records
-        .iter()
-        .map(|r| {
-            (
-                r.created_at,
-                r.tenant_id.as_str(),
-                Some(r.conversation_id.as_str()),
-                r.custo_micro_brl,
-                true,
-            )
-        })
-        .chain(messages.iter().map(|m| {
-            (
-                m.created_at,
-                m.tenant_id.as_str(),
-                m.conversation_id.as_deref(),
-                m.custo_micro_brl,
-                false,
-            )
-        }));
-    for (at, tenant, conversation, micro, turn) in items {
-        let day = tz.local(at).date_naive();
+    let turns = spending.turns.iter().map(|r| Item {
+        at: r.created_at,
+        tenant: r.tenant_id.as_str(),
+        conversation: Some(r.conversation_id.as_str()),
+        kind: ItemKind::Turn(r.custo_micro_brl),
+    });
+    let messages = spending.messages.iter().map(|m| Item {
+        at: m.created_at,
+        tenant: m.tenant_id.as_str(),
+        conversation: m.conversation_id.as_deref(),
+        kind: ItemKind::Message {
+            micro: m.custo_micro_brl,
+            of_flow: m.execucao_id.is_some(),
+        },
+    });
+    let flows = spending.flows.iter().map(|f| Item {
+        at: f.created_at,
+        tenant: f.tenant_id.as_deref().unwrap_or("—"),
+        conversation: None,
+        kind: ItemKind::Flow,
+    });
+    let mut by: BTreeMap<(chrono::NaiveDate, &str), (BTreeSet<&str>, CostRow)> = BTreeMap::new();
+    for item in turns.chain(messages).chain(flows) {
+        let day = tz.local(item.at).date_naive();
         if day < first {
             continue;
         }
-        let (conversations, row) = by.entry((day, tenant)).or_insert_with(|| {
-            (
-                BTreeSet::new(),
-                CostRow {
-                    day,
-                    tenant: tenant.to_owned(),
-                    conversations: 0,
-                    turns: 0,
-                    messages: 0,
-                    known: rust_decimal::Decimal::ZERO,
-                    unknown: 0,
-                },
-            )
-        });
-        conversations.extend(conversation);
-        if turn {
-            row.turns += 1;
-        } else {
-            row.messages += 1;
-        }
+        let (conversations, row) = by
+            .entry((day, item.tenant))
+            .or_insert_with(|| (BTreeSet::new(), CostRow::new(day, item.tenant)));
+        conversations.extend(item.conversation);
+        let micro = match item.kind {
+            ItemKind::Flow => {
+                row.flows += 1;
+                continue;
+            }
+            ItemKind::Turn(micro) => {
+                row.turns += 1;
+                micro
+            }
+            ItemKind::Message { micro, of_flow } => {
+                row.messages += 1;
+                if of_flow {
+                    match micro {
+                        Some(micro) => row.flow_known += crate::costs::from_micro_brl(micro),
+                        None => row.flow_unknown += 1,
+                    }
+                }
+                micro
+            }
+        };
         match micro {
             Some(micro) => row.known += crate::costs::from_micro_brl(micro),
             None => row.unknown += 1,
@@ -214,9 +283,11 @@ pub fn costs_table(rows: &[CostRow]) -> String {
         "mensagens pagas",
         "custo",
         "por conversa",
+        "fluxos",
+        "por fluxo",
         "sem preço",
     ];
-    let mut lines: Vec<[String; 8]> = rows
+    let mut lines: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             [
@@ -226,24 +297,47 @@ pub fn costs_table(rows: &[CostRow]) -> String {
                 r.turns.to_string(),
                 r.messages.to_string(),
                 reais(r.total()),
-                reais(r.per_conversation()),
+                per(r.conversations, r.per_conversation()),
+                r.flows.to_string(),
+                per(r.flows, r.per_flow()),
                 r.unknown.to_string(),
             ]
         })
         .collect();
-    let unknown: usize = rows.iter().map(|r| r.unknown).sum();
-    let known: rust_decimal::Decimal = rows.iter().map(|r| r.known).sum();
+    let mut total = CostRow::new(chrono::NaiveDate::MIN, "");
+    for r in rows {
+        total.conversations += r.conversations;
+        total.turns += r.turns;
+        total.messages += r.messages;
+        total.known += r.known;
+        total.unknown += r.unknown;
+        total.flows += r.flows;
+        total.flow_known += r.flow_known;
+        total.flow_unknown += r.flow_unknown;
+    }
     lines.push([
         "total".into(),
         String::new(),
-        rows.iter().map(|r| r.conversations).sum::<usize>().to_string(),
-        rows.iter().map(|r| r.turns).sum::<usize>().to_string(),
-        rows.iter().map(|r| r.messages).sum::<usize>().to_string(),
-        reais((unknown == 0).then_some(known)),
+        total.conversations.to_string(),
+        total.turns.to_string(),
+        total.messages.to_string(),
+        reais(total.total()),
         String::new(),
-        unknown.to_string(),
+        total.flows.to_string(),
+        per(total.flows, total.per_flow()),
+        total.unknown.to_string(),
     ]);
     grid(&header, &lines, 2)
+}
+
+/// A cost per conversation or per flow: `—` when there were none (nothing to divide by is not an
+/// unknown cost).
+fn per(count: usize, cost: Option<rust_decimal::Decimal>) -> String {
+    if count == 0 {
+        "—".into()
+    } else {
+        crate::costs::reais(cost)
+    }
 }
 
 #[cfg(test)]
@@ -318,7 +412,15 @@ mod tests {
             created_at: "2026-11-22T18:00:00Z".parse().expect("time"),
             ..Default::default()
         }];
-        let rows = costs((&records, &messages), &tz, first);
+        let rows = costs(
+            Spending {
+                turns: &records,
+                messages: &messages,
+                flows: &[],
+            },
+            &tz,
+            first,
+        );
         let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 11, d).expect("day");
         assert_eq!(
             rows.iter()
@@ -344,6 +446,72 @@ mod tests {
             total.starts_with("total") && total.contains("desconhecido"),
             "{total}"
         );
+    }
+
+    #[test]
+    fn a_flow_costs_its_paid_notices_over_every_run_of_the_day() {
+        let tz = vt_actions::vt::timezone::Timezone::sao_paulo();
+        let at = |t: &str| t.parse::<chrono::DateTime<chrono::Utc>>().expect("time");
+        let run = |t: &str, tenant: Option<&str>| crate::store::FlowRunAt {
+            tenant_id: tenant.map(str::to_owned),
+            created_at: at(t),
+        };
+        // Three runs of acme on the 22nd, one of which told its outcome by a paid template; a
+        // notice answered in a conversation is no flow's.
+        let flows = [
+            run("2026-11-22T12:00:00Z", Some("acme")),
+            run("2026-11-22T12:01:00Z", Some("acme")),
+            run("2026-11-22T12:02:00Z", Some("acme")),
+            run("2026-11-22T12:03:00Z", Some("beta")),
+            run("2026-11-22T12:04:00Z", None),
+        ];
+        let notice = |tenant: &str, micro: Option<i64>, run: Option<&str>| crate::store::MessageCost {
+            tenant_id: tenant.into(),
+            category: "utility".into(),
+            custo_micro_brl: micro,
+            created_at: at("2026-11-22T12:10:00Z"),
+            execucao_id: run.map(str::to_owned),
+            ..Default::default()
+        };
+        let messages = [
+            notice("acme", Some(34_000), Some("r1")),
+            notice("acme", Some(50_000), None),
+            notice("beta", None, Some("r4")),
+        ];
+        let first = chrono::NaiveDate::from_ymd_opt(2026, 11, 22).expect("day");
+        let rows = costs(
+            Spending {
+                turns: &[],
+                messages: &messages,
+                flows: &flows,
+            },
+            &tz,
+            first,
+        );
+        let tenants: Vec<_> = rows.iter().map(|r| (r.tenant.as_str(), r.flows)).collect();
+        assert_eq!(tenants, vec![("acme", 3), ("beta", 1), ("—", 1)]);
+        assert_eq!(
+            rows[0].per_flow(),
+            Some(reais_of(34_000) / rust_decimal::Decimal::from(3))
+        );
+        assert_eq!(
+            rows[0].total(),
+            Some(reais_of(84_000)),
+            "the flow's notice is in the day's cost once"
+        );
+        assert_eq!(
+            rows[1].per_flow(),
+            None,
+            "an unpriced notice: unknown, never zero"
+        );
+        assert_eq!(
+            rows[2].per_flow(),
+            Some(rust_decimal::Decimal::ZERO),
+            "a run that sent nothing paid"
+        );
+        let table = costs_table(&rows);
+        let acme = table.lines().find(|l| l.contains("acme")).expect("acme");
+        assert!(acme.contains("R$ 0,0113"), "R$ 0,034 over 3 runs: {acme}");
     }
 
     /// Millionths of a real as reais.

@@ -326,6 +326,36 @@ fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
         total.starts_with("total") && total.contains("R$ 0") && total.trim_end().ends_with(" 0"),
         "{table}"
     );
+    // The flow run is counted under its input's tenant: one run, no paid notice, R$ 0 a flow.
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let flow_day = table
+        .lines()
+        .find(|l| l.contains("EMPRESA_X"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = flow_day
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let cell = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .and_then(|i| cells.get(i))
+            .copied()
+    };
+    assert_eq!(
+        (cell("fluxos"), cell("por fluxo")),
+        (Some("1"), Some("R$ 0")),
+        "{table}"
+    );
     // Outcomes are recorded by `serve`'s sweep: none here yet, and the command says so.
     let endings = vt_agent_in(&data)
         .args(["usage", "--desfechos", "--dias", "1"])

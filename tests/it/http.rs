@@ -150,6 +150,12 @@ async fn keys_are_checked_and_reach_only_their_tenant() {
         metrics.contains("vt_custo_mes_reais{tenant=\"empresa-a\"} 0"),
         "{metrics}"
     );
+    // And per conversation over 30 days: one conversation, R$ 0, known. No flow ran: no figure.
+    assert!(
+        metrics.contains("vt_custo_por_conversa_reais_30d{tenant=\"empresa-a\"} 0"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("vt_custo_por_fluxo_reais_30d{"), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -523,7 +523,11 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         .expect("usage");
     assert_eq!(usage[0].custo_micro_brl, None);
     let rows = vt_agent::usage::costs(
-        (&usage, &[]),
+        vt_agent::usage::Spending {
+            turns: &usage,
+            messages: &[],
+            flows: &[],
+        },
         &vt_actions::vt::timezone::Timezone::sao_paulo(),
         chrono::NaiveDate::MIN,
     );

@@ -432,6 +432,12 @@ impl vt_agent::store::FlowStore for Flaky {
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
         self.inner.flow_outcomes_since(since).await
     }
+    async fn flow_runs_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::FlowRunAt>, StoreError> {
+        self.inner.flow_runs_since(since).await
+    }
     async fn begin_flow_run(
         &self,
         c: &Conversation,
@@ -698,6 +704,12 @@ impl vt_agent::store::ReportStore for Flaky {
     }
     async fn spent_by_tenant_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
         self.inner.spent_by_tenant_since(since).await
+    }
+    async fn spending_by_tenant_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::store::TenantSpending>, StoreError> {
+        self.inner.spending_by_tenant_since(since).await
     }
     async fn record_message_cost(&self, c: &vt_agent::store::MessageCost) -> Result<(), StoreError> {
         self.inner.record_message_cost(c).await

@@ -748,6 +748,62 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
     let since = store.message_costs_since(month).await.expect("messages");
     assert_eq!(since.len(), 2);
     assert_eq!(since[0], template);
+
+    // Flow runs keep their input's tenant; with the turns and paid messages, the database sums what
+    // each tenant spent on what.
+    // A chat turn's balance read (a run with a parent) is that turn's, not a flow of its own.
+    for (id, tenant, at, parent) in [
+        ("exec-aviso", "acme", "2026-11-11T11:59:00Z", None),
+        ("exec-2", "acme", "2026-11-12T12:00:00Z", None),
+        ("exec-antigo", "acme", "2026-10-30T12:00:00Z", None),
+        (
+            "exec-do-turno",
+            "acme",
+            "2026-11-12T12:05:00Z",
+            Some("exec-turno".to_owned()),
+        ),
+    ] {
+        let run = FlowRunRecord {
+            execucao_id: id.into(),
+            parent_execucao_id: parent,
+            status: vt_agent::store::RunStatus::Concluido,
+            input: json!({"cartao": "1234567890", "tenant_id": tenant}),
+            stages: vec![],
+            created_at: t(at),
+        };
+        store.save_flow_run(&run).await.expect("run");
+    }
+    let runs = store.flow_runs_since(month).await.expect("runs");
+    assert_eq!(
+        runs.iter()
+            .map(|r| (r.tenant_id.as_deref(), r.created_at))
+            .collect::<Vec<_>>(),
+        vec![
+            (Some("acme"), t("2026-11-11T11:59:00Z")),
+            (Some("acme"), t("2026-11-12T12:00:00Z"))
+        ]
+    );
+    let spending = store.spending_by_tenant_since(month).await.expect("spending");
+    assert_eq!(
+        spending,
+        vec![
+            vt_agent::store::TenantSpending {
+                tenant_id: Some("acme".into()),
+                conversations: 1,
+                known_micro_brl: 44_000,
+                unknown: 2,
+                flows: 2,
+                flow_known_micro_brl: 34_000,
+                flow_unknown: 1,
+            },
+            vt_agent::store::TenantSpending {
+                tenant_id: Some("beta".into()),
+                conversations: 1,
+                known_micro_brl: 1,
+                ..Default::default()
+            },
+        ]
+    );
 }
 
 pub(crate) async fn context_round_trip(store: Arc<dyn Store>) {

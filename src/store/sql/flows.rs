@@ -8,7 +8,7 @@ use super::{Dialect, Sql, Stmt, Tx as _, write};
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 use crate::store::rows::Columns;
-use crate::store::{Existing, FlowRunRecord, FlowRunSummary, FlowStore, RunStatus, StoreError};
+use crate::store::{Existing, FlowRunAt, FlowRunRecord, FlowRunSummary, FlowStore, RunStatus, StoreError};
 
 const LISTED_SQLITE: &str = "SELECT execucao_id, status, input, created_at, finished_at FROM flow_runs
      ORDER BY created_at DESC, rowid DESC LIMIT $1";
@@ -58,15 +58,16 @@ impl<S: Sql> FlowStore for S {
     ) -> Result<(), StoreError> {
         let (row, _) = write::conversation(conversation, now, Existing::Keep)?;
         let run = Stmt::new(
-            "INSERT INTO flow_runs (execucao_id, status, input, created_at, card_hash, conversation_id)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO flow_runs (execucao_id, status, input, created_at, card_hash, conversation_id, tenant_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(execucao_id)
         .bind(RunStatus::EmAndamento.as_str())
         .sealed(input)?
         .bind(now)
         .bind(crate::store::flow_card_hash(input))
-        .bind(&conversation.id);
+        .bind(&conversation.id)
+        .bind(crate::store::flow_tenant(input));
         let mut tx = self.begin().await?;
         tx.execute(row).await?;
         tx.fetch_all(write::accepted(&crate::store::Accepting::plain(
@@ -130,6 +131,26 @@ impl<S: Sql> FlowStore for S {
             .await?;
         rows.iter()
             .map(|r| Ok((r.value("status")?, r.value("n")?)))
+            .collect()
+    }
+
+    async fn flow_runs_since(&self, since: DateTime<Utc>) -> Result<Vec<FlowRunAt>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new(
+                    "SELECT tenant_id, created_at FROM flow_runs
+                     WHERE created_at >= $1 AND parent_execucao_id IS NULL ORDER BY created_at",
+                )
+                .bind(since),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FlowRunAt {
+                    tenant_id: r.value("tenant_id")?,
+                    created_at: r.time("created_at")?,
+                })
+            })
             .collect()
     }
 }

@@ -8,7 +8,7 @@ use super::{Sql, Stmt};
 use crate::store::rows::{self, Columns};
 use crate::store::{
     AuditRecord, IdempotencyPut, IdempotencyRecord, IntentRecord, MessageCost, ReportStore, StoreError,
-    UsageRecord, UsageSummaryRow,
+    TenantSpending, UsageRecord, UsageSummaryRow,
 };
 
 #[async_trait]
@@ -199,6 +199,66 @@ impl<S: Sql> ReportStore for S {
         rows.iter()
             .map(|r| Ok((r.value("tenant_id")?, r.value("spent")?)))
             .collect()
+    }
+
+    async fn spending_by_tenant_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<TenantSpending>, StoreError> {
+        let spent = self
+            .read_all(
+                Stmt::new(
+                    "SELECT tenant_id, COUNT(DISTINCT conversation_id) AS conversas,
+                            CAST(COALESCE(SUM(custo), 0) AS BIGINT) AS conhecido,
+                            CAST(SUM(CASE WHEN custo IS NULL THEN 1 ELSE 0 END) AS BIGINT) AS sem_preco,
+                            CAST(COALESCE(SUM(CASE WHEN de_fluxo = 1 THEN custo END), 0) AS BIGINT) AS fluxo_conhecido,
+                            CAST(SUM(CASE WHEN de_fluxo = 1 AND custo IS NULL THEN 1 ELSE 0 END) AS BIGINT)
+                              AS fluxo_sem_preco
+                       FROM (SELECT tenant_id, conversation_id, custo_micro_brl AS custo, 0 AS de_fluxo
+                               FROM usage_metrics WHERE created_at >= $1
+                             UNION ALL
+                             SELECT tenant_id, conversation_id, custo_micro_brl,
+                                    CASE WHEN execucao_id IS NULL THEN 0 ELSE 1 END
+                               FROM message_costs WHERE created_at >= $1) AS gasto
+                      GROUP BY tenant_id",
+                )
+                .bind(since),
+            )
+            .await?;
+        let flows = self
+            .read_all(
+                Stmt::new(
+                    "SELECT tenant_id, COUNT(*) AS n FROM flow_runs
+                      WHERE created_at >= $1 AND parent_execucao_id IS NULL GROUP BY tenant_id",
+                )
+                .bind(since),
+            )
+            .await?;
+        let mut by: std::collections::BTreeMap<Option<String>, TenantSpending> = Default::default();
+        for r in &spent {
+            let tenant: Option<String> = Some(r.value("tenant_id")?);
+            by.insert(
+                tenant.clone(),
+                TenantSpending {
+                    tenant_id: tenant,
+                    conversations: r.value("conversas")?,
+                    known_micro_brl: r.value("conhecido")?,
+                    unknown: r.value("sem_preco")?,
+                    flows: 0,
+                    flow_known_micro_brl: r.value("fluxo_conhecido")?,
+                    flow_unknown: r.value("fluxo_sem_preco")?,
+                },
+            );
+        }
+        for r in &flows {
+            let tenant: Option<String> = r.value("tenant_id")?;
+            let row = by.entry(tenant.clone()).or_insert_with(|| TenantSpending {
+                tenant_id: tenant,
+                ..Default::default()
+            });
+            row.flows = r.value("n")?;
+        }
+        Ok(by.into_values().collect())
     }
 
     async fn record_message_cost(&self, c: &MessageCost) -> Result<(), StoreError> {

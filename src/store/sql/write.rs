@@ -180,6 +180,7 @@ pub(crate) fn flow_runs(runs: &[FlowRunRecord], now: DateTime<Utc>) -> Result<Ve
             now.into(),
             run.parent_execucao_id.as_deref().into(),
             crate::store::flow_card_hash(&run.input).into(),
+            crate::store::flow_tenant(&run.input).into(),
         ]);
         for (i, (etapa, saida)) in run.stages.iter().enumerate() {
             stages.push(vec![
@@ -195,7 +196,7 @@ pub(crate) fn flow_runs(runs: &[FlowRunRecord], now: DateTime<Utc>) -> Result<Ve
     while rows.peek().is_some() {
         statements.push(Stmt::values(
             "INSERT INTO flow_runs (execucao_id, status, input, created_at, finished_at, parent_execucao_id,
-                 card_hash)",
+                 card_hash, tenant_id)",
             rows.by_ref().take(ROWS_PER_INSERT).collect(),
             " ON CONFLICT (execucao_id) DO UPDATE SET status = excluded.status, finished_at = excluded.finished_at",
         ));
