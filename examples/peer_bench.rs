@@ -41,6 +41,10 @@ use vt_agent::llm::{ChatMessage, LlmProvider, OpenAiProvider, ProviderSettings, 
 
 const TOOL_CALLS: usize = 3;
 
+// The allocator the product's binary uses (`src/main.rs`): the loop is measured as it runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Deserialize, JsonSchema)]
 struct Args {
     /// O número do cartão.

@@ -185,15 +185,15 @@ impl LlmProvider for AnthropicProvider {
         if let Some(key) = &self.settings.api_key {
             builder = builder.header("x-api-key", key);
         }
-        let text = post_json(builder, &self.body(request)).await?;
-        parse_response(&text, &self.settings.model)
+        let body = post_json(builder, &self.body(request)).await?;
+        parse_response(body, &self.settings.model)
     }
 }
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
-pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
-    let wire: WireResponse =
-        vt_actions::json::from_text(text).map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
+pub fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
+    let wire: WireResponse = vt_actions::json::from_bytes(body.as_ref())
+        .map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
     let mut texts = Vec::new();
     let mut tool_calls = Vec::new();
     for block in wire.content {

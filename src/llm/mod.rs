@@ -243,7 +243,7 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
 pub(crate) async fn post_json(
     request: reqwest::RequestBuilder,
     body: &impl Serialize,
-) -> Result<String, LlmError> {
+) -> Result<bytes::Bytes, LlmError> {
     let response = request
         .json(body)
         .send()
@@ -251,13 +251,15 @@ pub(crate) async fn post_json(
         .map_err(|e| LlmError::from_reqwest(&e))?;
     let status = response.status().as_u16();
     let wait = retry_after(response.headers());
-    let text = response.text().await.map_err(|e| LlmError::from_reqwest(&e))?;
+    // The body as it came: a success is parsed from these bytes once (no text copy of it first).
+    let body = response.bytes().await.map_err(|e| LlmError::from_reqwest(&e))?;
     if !(200..300).contains(&status) {
         // Providers echo the key back in 401 bodies: what we keep of the body is scrubbed first.
+        let text = String::from_utf8_lossy(&body);
         let message = vt_actions::redact::secrets(&error_message(&text)).into_owned();
         return Err(LlmError::from_status(status, message, wait));
     }
-    Ok(text)
+    Ok(body)
 }
 
 /// The provider's own error message, from the `{"error": {"message": ...}}` shape both APIs use.

@@ -244,14 +244,14 @@ impl LlmProvider for OpenAiProvider {
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
         }
-        let text = post_json(builder, &self.body(request)).await?;
-        parse_response(&text, &self.settings.model)
+        let body = post_json(builder, &self.body(request)).await?;
+        parse_response(body, &self.settings.model)
     }
 }
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
-pub fn parse_response(text: &str, model: &str) -> Result<Completion, LlmError> {
-    let wire: WireResponse = vt_actions::json::from_text(text)
+pub fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
+    let wire: WireResponse = vt_actions::json::from_bytes(body.as_ref())
         .map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
     let choice = wire
         .choices
@@ -303,6 +303,20 @@ mod tests {
     use super::*;
     use crate::llm::ToolCall;
     use serde_json::json;
+
+    #[test]
+    fn a_body_that_is_not_utf8_json_is_a_clear_error_not_a_guess() {
+        // Parsed from the bytes as they came: no lossy text copy that would turn bad bytes into
+        // replacement characters the model never sent.
+        let bad = b"{\"choices\":[{\"message\":{\"content\":\"saldo \xff\"}}]}";
+        match parse_response(bad, "m") {
+            Err(LlmError::Malformed(why)) => assert!(why.starts_with("chat completion:"), "{why}"),
+            other => panic!("expected a malformed-body error, got {other:?}"),
+        }
+        let good = br#"{"choices":[{"message":{"content":"R$ 50,00"},"finish_reason":"stop"}]}"#;
+        let completion = parse_response(good, "m").expect("parsed");
+        assert_eq!(completion.text.as_deref(), Some("R$ 50,00"));
+    }
 
     #[test]
     fn the_request_body_has_the_chat_completions_shape() {

@@ -53,10 +53,10 @@ fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
             Scripted::raw_tools(cs.iter().map(|c| (c.name.as_str(), call_args(c))).collect())
         }
         ModelReply::RawOpenai(v) => {
-            Scripted::Reply(crate::llm::parse_openai(&v.to_string(), "openai").map_err(|e| e.to_string())?)
+            Scripted::Reply(crate::llm::parse_openai(v.to_string(), "openai").map_err(|e| e.to_string())?)
         }
         ModelReply::RawAnthropic(v) => Scripted::Reply(
-            crate::llm::parse_anthropic(&v.to_string(), "anthropic").map_err(|e| e.to_string())?,
+            crate::llm::parse_anthropic(v.to_string(), "anthropic").map_err(|e| e.to_string())?,
         ),
         ModelReply::Fault(f) => Scripted::fail(match f {
             Fault::Status(s) => LlmError::from_status(*s, format!("HTTP {s}"), None),
