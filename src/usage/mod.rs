@@ -332,7 +332,7 @@ pub fn costs_table(rows: &[CostRow]) -> String {
 
 /// A cost per conversation or per flow: `—` when there were none (nothing to divide by is not an
 /// unknown cost).
-fn per(count: usize, cost: Option<rust_decimal::Decimal>) -> String {
+pub(crate) fn per(count: usize, cost: Option<rust_decimal::Decimal>) -> String {
     if count == 0 {
         "—".into()
     } else {

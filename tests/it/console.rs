@@ -1219,6 +1219,13 @@ async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget(
         "the banner: {html}"
     );
     assert!(!html.contains("o modelo não é chamado"), "not spent yet");
+    // What the tenant spent in the period: one conversation of R$ 0,85, no flow run.
+    assert!(
+        html.contains(
+            "<tr><td>default</td><td>1</td><td>R$ 0,85</td><td>R$ 0,85</td><td>0</td><td>—</td></tr>"
+        ),
+        "the spending table: {html}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

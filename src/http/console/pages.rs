@@ -1084,6 +1084,10 @@ pub(super) async fn usage(
         Ok(lines) => lines,
         Err(e) => return store_failed(&staff, &e),
     };
+    let spending = match store.reports.spending_by_tenant_since(since).await {
+        Ok(s) => spending_lines(&s),
+        Err(e) => return store_failed(&staff, &e),
+    };
     // Tenants past 80 % of their monthly budget: the operator sees it first.
     let budgets: Vec<Value> = state
         .service
@@ -1105,9 +1109,31 @@ pub(super) async fn usage(
             orcamentos => budgets,
             desfechos => endings.0,
             satisfacao => endings.1,
+            gastos => spending,
             ..frame(Some(&staff), "usage", "Uso")
         },
     )
+}
+
+/// What each tenant spent over the period: per conversation and per flow run (`—` where there was
+/// none, `desconhecido` where a price was missing).
+fn spending_lines(spending: &[crate::store::TenantSpending]) -> Vec<Value> {
+    use crate::costs::reais;
+    use crate::usage::{CostRow, per};
+    spending
+        .iter()
+        .map(|s| {
+            let row = CostRow::of_period(s);
+            context! {
+                tenant => &row.tenant,
+                conversas => row.conversations,
+                custo => reais((row.unknown == 0).then_some(row.known)),
+                por_conversa => per(row.conversations, row.per_conversation()),
+                fluxos => row.flows,
+                por_fluxo => per(row.flows, row.per_flow()),
+            }
+        })
+        .collect()
 }
 
 /// How the period's conversations ended, per day, tenant and intent (the staff's tenant only, unless
