@@ -262,12 +262,13 @@ pub(crate) fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
         .collect()
 }
 
-/// The keyed hash of a flow run's card, kept on its row (`flow_runs.card_hash`) from its start.
-/// The tenant a flow input names (a parsed input always names one).
+/// The tenant a flow input names (a parsed input always names one), kept on its run's row
+/// (`flow_runs.tenant_id`) so what flows cost can be told per tenant.
 pub(crate) fn flow_tenant(input: &Value) -> Option<&str> {
     input.get("tenant_id").and_then(Value::as_str)
 }
 
+/// The keyed hash of a flow run's card, kept on its row (`flow_runs.card_hash`) from its start.
 pub(crate) fn flow_card_hash(input: &Value) -> Option<String> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
     vt_actions::vt::card::card_numbers_in(card)

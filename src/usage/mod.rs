@@ -144,12 +144,12 @@ impl CostRow {
         }
     }
 
-    /// A period's spending, summed by the store, as one row (its day is no day).
+    /// A period's spending, summed by the store, as one row (its day is no day; the store does not
+    /// count turns and paid messages apart, so they stay 0).
     pub fn of_period(s: &crate::store::TenantSpending) -> Self {
         let count = |n: i64| usize::try_from(n).unwrap_or_default();
         Self {
             conversations: count(s.conversations),
-            messages: 0,
             known: crate::costs::from_micro_brl(s.known_micro_brl),
             unknown: count(s.unknown),
             flows: count(s.flows),
@@ -173,7 +173,8 @@ impl CostRow {
             .then(|| self.flow_known / rust_decimal::Decimal::from(self.flows))
     }
 
-    fn total(&self) -> Option<rust_decimal::Decimal> {
+    /// What the row cost; `None` when anything in it had no price.
+    pub fn total(&self) -> Option<rust_decimal::Decimal> {
         (self.unknown == 0).then_some(self.known)
     }
 }

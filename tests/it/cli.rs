@@ -327,29 +327,26 @@ fn chat_resumes_a_stored_conversation_and_usage_counts_it() {
         "{table}"
     );
     // The flow run is counted under its input's tenant: one run, no paid notice, R$ 0 a flow.
-    let header: Vec<&str> = table
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    let flow_day = table
-        .lines()
-        .find(|l| l.contains("EMPRESA_X"))
-        .unwrap_or_default();
-    let cells: Vec<&str> = flow_day
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
+    let cells_of = |line: &'_ str| -> Vec<String> {
+        line.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let header = cells_of(table.lines().next().unwrap_or_default());
+    let cells = cells_of(
+        table
+            .lines()
+            .find(|l| l.contains("EMPRESA_X"))
+            .unwrap_or_default(),
+    );
     let cell = |name: &str| {
         header
             .iter()
-            .position(|h| *h == name)
+            .position(|h| h == name)
             .and_then(|i| cells.get(i))
-            .copied()
+            .map(String::as_str)
     };
     assert_eq!(
         (cell("fluxos"), cell("por fluxo")),

@@ -1127,7 +1127,7 @@ fn spending_lines(spending: &[crate::store::TenantSpending]) -> Vec<Value> {
             context! {
                 tenant => &row.tenant,
                 conversas => row.conversations,
-                custo => reais((row.unknown == 0).then_some(row.known)),
+                custo => reais(row.total()),
                 por_conversa => per(row.conversations, row.per_conversation()),
                 fluxos => row.flows,
                 por_fluxo => per(row.flows, row.per_flow()),
