@@ -2,7 +2,9 @@
 //!
 //! 1. **A turn's cost does not grow with the conversation**: zero-token balance turns in one
 //!    conversation, CPU per turn (whole process: service, store, embedded simulator) and wall time, for
-//!    turns 10–110, 1,000–1,100 and 4,900–5,000.
+//!    turns 10–110, 1,000–1,100 and 4,900–5,000 — with the simulator served on loopback (the balance
+//!    read an HTTP request, as to an operator; the simulator's side of it is this process's CPU too)
+//!    and, on SQLite, in process (as `vt-agent serve` runs with no configuration).
 //! 2. **HTTP turns**: `vt-agent serve` in process, clients on loopback, p50/p99 latency and turns/s with
 //!    1, 50 and 200 conversations at once — closed loop (each conversation sends its next turn as soon
 //!    as it has the reply: the saturation figure) and open loop (200 conversations each sending a turn
@@ -32,10 +34,21 @@ use common::{cpu, simulator};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-async fn service(store: Arc<dyn Store>) -> (Arc<Services>, RunningSimulator) {
+/// Where the service finds the operator's systems: the simulator on loopback, or in process.
+#[derive(Clone, Copy, PartialEq)]
+enum Systems {
+    Http,
+    InProcess,
+}
+
+async fn service(store: Arc<dyn Store>, systems: Systems) -> (Arc<Services>, RunningSimulator) {
     let sim = simulator().await;
     let config = Config::default();
-    let ext = Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"));
+    let client = match systems {
+        Systems::Http => VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"),
+        Systems::InProcess => VtSystems::in_process(&sim.simulator),
+    };
+    let ext = Extensions::default().with(client);
     let engine = vt_agent::flow::share(
         vt_agent::app::engine(&config, None, ext).expect("engine"),
         Some(store.clone()),
@@ -57,8 +70,12 @@ fn turn(conversation: &str) -> Inbound {
     }
 }
 
-async fn flat(label: &str, store: Arc<dyn Store>) {
-    let (service, _sim) = service(store.clone()).await;
+async fn flat(label: &str, store: Arc<dyn Store>, systems: Systems) {
+    let (service, _sim) = service(store.clone(), systems).await;
+    let label = match systems {
+        Systems::Http => label.to_owned(),
+        Systems::InProcess => format!("{label}, simulator in process,"),
+    };
     let conversation = format!("bench-flat-{}", uuid::Uuid::new_v4().simple());
     // What a turn asks of the store, counted over 100 turns (one after the other) before anything is
     // timed: queries — each a round trip (a hop to sqlx's SQLite worker thread, or to PostgreSQL),
@@ -109,7 +126,7 @@ async fn flat(label: &str, store: Arc<dyn Store>) {
 }
 
 async fn http(label: &str, store: Arc<dyn Store>) {
-    let (service, _sim) = service(store.clone()).await;
+    let (service, _sim) = service(store.clone(), Systems::Http).await;
     let state = vt_agent::http::AppState::new(
         service,
         vt_agent::app::CHAT_AGENT,
@@ -233,7 +250,8 @@ async fn main() {
         .await
         .expect("sqlite")
     };
-    flat("SQLite", sqlite().await).await;
+    flat("SQLite", sqlite().await, Systems::Http).await;
+    flat("SQLite", sqlite().await, Systems::InProcess).await;
     http("SQLite", sqlite().await).await;
     let pg = std::env::var("VT_BENCH_POSTGRES_URL")
         .or_else(|_| std::env::var("VT_TEST_POSTGRES_URL"))
@@ -246,7 +264,7 @@ async fn main() {
                     .await
                     .expect("postgres")
             };
-            flat("PostgreSQL", store().await).await;
+            flat("PostgreSQL", store().await, Systems::Http).await;
             http("PostgreSQL", store().await).await;
         }
         None => println!("PostgreSQL: set VT_BENCH_POSTGRES_URL to measure it too"),

@@ -174,6 +174,19 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn save_turn(&self, turn: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        // With other writes under way the turn joins their group: one commit, one sync, for all.
+        // Alone, it is one query that is its own transaction — on a file: closing the connection is
+        // how a half-done one is undone, and in memory that would drop the database. (A case's write
+        // reads first: not in one query either.)
+        let busy = self.group.as_ref().is_some_and(super::group::Group::busy);
+        if !busy && turn.case.is_none() && self.files.is_some() {
+            let _alone = self.group.as_ref().map(super::group::Group::alone);
+            let mut writes = Writes::<Sqlite>::transaction();
+            let indexed = self.turn_writes(&mut writes, &turn, now)?;
+            self.write_transaction(writes).await?;
+            self.indexed.committed(indexed);
+            return Ok(());
+        }
         if let Some(group) = &self.group
             && let Some(mut member) = group.enter().await
             && let Ok(indexed) = self.write_turn(member.tx(), &turn, now).await
@@ -327,6 +340,18 @@ impl SqliteStore {
             crate::store::sql::cases::write_case(tx, case, now).await?;
         }
         let mut writes = Writes::<Sqlite>::new();
+        let indexed = self.turn_writes(&mut writes, turn, now)?;
+        writes.execute(&mut **tx).await?;
+        Ok(indexed)
+    }
+
+    /// A turn's rows but its case's, added to `writes`; returns the blind-index rows among them.
+    fn turn_writes(
+        &self,
+        writes: &mut Writes<Sqlite>,
+        turn: &TurnRecord<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<crate::store::CardRef>, StoreError> {
         for s in crate::store::sql::write::flow_runs(turn.flow_runs, now)? {
             writes.push(s);
         }
@@ -339,7 +364,6 @@ impl SqliteStore {
         for s in rows {
             writes.push(s);
         }
-        writes.execute(&mut **tx).await?;
         Ok(indexed)
     }
 }

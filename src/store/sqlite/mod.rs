@@ -266,6 +266,27 @@ impl SqliteStore {
         })
     }
 
+    /// Runs `writes` ([`Writes::transaction`]: `BEGIN IMMEDIATE` … `COMMIT` in one query) on the writing
+    /// connection of a database file. Unless the query ends well the connection is closed instead of
+    /// going back to the pool: a failed statement, or this future dropped half-way, can leave its
+    /// transaction open there, and closing the connection rolls it back (the pool opens another for
+    /// the next writer). Never in memory, where the connection is the database.
+    async fn write_transaction(&self, writes: Writes<Sqlite>) -> Result<(), StoreError> {
+        /// The connection, and whether the query ended well (else it is closed on drop).
+        struct Held(sqlx::pool::PoolConnection<Sqlite>, bool);
+        impl Drop for Held {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.close_on_drop();
+                }
+            }
+        }
+        let mut conn = Held(self.writer.acquire().await?, false);
+        writes.execute(&mut *conn.0).await?;
+        conn.1 = true;
+        Ok(())
+    }
+
     async fn upsert_conversation(
         tx: &mut Transaction<'static, Sqlite>,
         c: &Conversation,
@@ -427,5 +448,51 @@ impl super::sql::Tx for Transaction<'static, Sqlite> {
     }
     async fn commit(self) -> Result<(), StoreError> {
         Ok(Transaction::commit(self).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confirmation(id: &'static str) -> Stmt {
+        Stmt::new(
+            "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES ($1, 'teste', 0)",
+        )
+        .bind(id)
+    }
+
+    async fn consumed(store: &SqliteStore) -> Vec<String> {
+        sqlx::query_scalar("SELECT pending_id FROM consumed_confirmations ORDER BY pending_id")
+            .fetch_all(&store.pool)
+            .await
+            .expect("read")
+    }
+
+    /// A one-query transaction whose last statement fails writes none of its statements, and leaves no
+    /// transaction open on the writing connection: the next one begins and commits on its own (with the
+    /// first one's transaction left open, its `BEGIN` would fail).
+    #[tokio::test]
+    async fn a_one_query_transaction_that_fails_writes_nothing_and_leaves_none_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = SqliteStore::connect(&url).await.expect("store");
+
+        let mut failing = Writes::<Sqlite>::transaction();
+        failing.push(confirmation("a"));
+        failing.push(confirmation("a"));
+        assert!(
+            store.write_transaction(failing).await.is_err(),
+            "the second insert breaks the key"
+        );
+        assert!(consumed(&store).await.is_empty(), "the first insert is not kept");
+
+        let commits = store.commits();
+        let mut good = Writes::<Sqlite>::transaction();
+        good.push(confirmation("b"));
+        good.push(confirmation("c"));
+        store.write_transaction(good).await.expect("written");
+        assert_eq!(consumed(&store).await, ["b", "c"]);
+        assert_eq!(store.commits() - commits, 1, "both statements in one commit");
     }
 }
