@@ -40,6 +40,10 @@ use attempts::{Attempts, Write};
 pub struct SqliteStore {
     /// Readers.
     pool: SqlitePool,
+    /// A service's connections for its turns' reads, outside the pool: a pooled connection is pinged
+    /// on its way back after every query, one more hop to its thread (and a task to make it), and every
+    /// message reads its conversation. Empty in memory and for one-shot commands.
+    turn_readers: Vec<tokio::sync::Mutex<SqliteConnection>>,
     /// The one writing connection: writers of this process queue for it in order instead of meeting
     /// in SQLite's busy handler, whose growing sleeps gave a few turns seconds of latency under load.
     /// (Other processes still meet in the busy handler, with `busy_timeout`.)
@@ -57,6 +61,10 @@ pub struct SqliteStore {
     /// Transactions committed through this store's connections.
     commits: Arc<AtomicU64>,
 }
+
+/// A service's connections for its turns' reads ([`SqliteStore::turn_readers`]): two, so that one
+/// turn's read seldom waits for another's on a 2-core machine.
+const TURN_READERS: usize = 2;
 
 /// A conversation's row.
 const CONVERSATION: &str = "SELECT * FROM conversations WHERE id = ?";
@@ -223,6 +231,7 @@ impl SqliteStore {
             None => None,
         };
         let commits = Arc::new(AtomicU64::new(0));
+        let options_for_readers = options.clone();
         // An in-memory database lives in its one connection: keep exactly one, forever, for reading and
         // writing alike.
         let (pool, writer) = if memory {
@@ -246,7 +255,7 @@ impl SqliteStore {
                 Usage::Service => {
                     pool_options(&commits)
                         .max_connections(4)
-                        .connect_with(options)
+                        .connect_with(options.clone())
                         .await?
                 }
             };
@@ -254,16 +263,34 @@ impl SqliteStore {
         };
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
         let files = database_path(url).map(|p| FileLocks::beside(&p)).transpose()?;
+        let mut turn_readers = Vec::new();
+        if !memory && usage == Usage::Service {
+            for _ in 0..TURN_READERS {
+                turn_readers.push(tokio::sync::Mutex::new(
+                    sqlx::ConnectOptions::connect(&options_for_readers).await?,
+                ));
+            }
+        }
         Ok(Self {
             attempts: Attempts::start(writer.clone()),
             group: (usage == Usage::Service).then(|| group::Group::start(writer.clone())),
             commits,
             pool,
+            turn_readers,
             writer,
             locks: LocalLocks::default(),
             files,
             indexed: super::Indexed::default(),
         })
+    }
+
+    /// A free connection of [`Self::turn_readers`], else the first one once free; `None` where there
+    /// are none.
+    async fn turn_reader(&self) -> Option<tokio::sync::MutexGuard<'_, SqliteConnection>> {
+        if let Some(free) = self.turn_readers.iter().find_map(|c| c.try_lock().ok()) {
+            return Some(free);
+        }
+        Some(self.turn_readers.first()?.lock().await)
     }
 
     /// Runs `writes` ([`Writes::transaction`]: `BEGIN IMMEDIATE` … `COMMIT` in one query) on the writing
@@ -350,12 +377,14 @@ impl Store for SqliteStore {
         // Three statements, one query: their rows come back together, told apart by their columns.
         static TURN_READS: LazyLock<String> =
             LazyLock::new(|| [CONVERSATION, CONTEXT, OPEN_CASE_OF].join(";\n"));
-        let rows = sqlx::query(TURN_READS.as_str())
+        let query = sqlx::query(TURN_READS.as_str())
             .bind(conversation_id)
             .bind(conversation_id)
-            .bind(conversation_id)
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(conversation_id);
+        let rows = match self.turn_reader().await {
+            Some(mut conn) => query.fetch_all(&mut *conn).await?,
+            None => query.fetch_all(&self.pool).await?,
+        };
         let mut reads = super::TurnReads::default();
         for row in &rows {
             if row.try_column("skill_window").is_ok() {
