@@ -94,7 +94,7 @@ impl Book {
 
     /// Credits `valor` to `cartao`; the card's credits after it.
     pub(crate) fn credit(&self, cartao: &str, valor: Decimal) -> Decimal {
-        self.append(&Line::Credito {
+        self.append(Line::Credito {
             cartao: cartao.to_owned(),
             valor,
         });
@@ -103,7 +103,7 @@ impl Book {
 
     /// Keeps `answer` under `key`.
     pub(crate) fn keep(&self, key: &str, answer: Answer) {
-        self.append(&Line::Resposta {
+        self.append(Line::Resposta {
             chave: key.to_owned(),
             hash: answer.hash,
             status: answer.status,
@@ -114,7 +114,7 @@ impl Book {
 
     /// Keeps charge `cob` as it is now.
     pub(crate) fn keep_cob(&self, cob: &crate::pix::api::Cob) {
-        self.append(&Line::Cobranca {
+        self.append(Line::Cobranca {
             cob: Box::new(cob.clone()),
         });
     }
@@ -125,27 +125,45 @@ impl Book {
         self.caught_up(|r| (r.cob_lines, (r.cob_lines != seen).then(|| r.cobs.clone())))
     }
 
-    fn append(&self, line: &Line) {
-        let Ok(mut text) = crate::json::to_text(line) else {
+    fn append(&self, line: Line) {
+        let Ok(mut text) = crate::json::to_text(&line) else {
             return;
         };
         text.push('\n');
+        // Held across the write, so that no catch-up in this process reads the line before it is
+        // applied here.
+        let mut read = self.seen();
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-        if let Err(e) = written {
-            tracing::warn!(error = %e, path = %self.path.display(), "simulator book not written");
+            .and_then(|mut f| {
+                f.write_all(text.as_bytes())?;
+                Ok(f.metadata()?.len())
+            });
+        match written {
+            // The file grew by this line alone since it was last read: the line is applied as it
+            // is, not read back and parsed by the next catch-up (a batch's book grows by two lines a
+            // recharge, and each answer caught up with them).
+            Ok(len) if len == read.offset + text.len() as u64 => {
+                apply(&mut read, line);
+                read.offset = len;
+            }
+            // Another process wrote too: the next catch-up reads both, in the file's order.
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, path = %self.path.display(), "simulator book not written"),
         }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Reads the lines written since the last look, then answers from what was read.
     fn caught_up<T>(&self, answer: impl FnOnce(&Seen) -> T) -> T {
-        let mut read = self
-            .read
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut read = self.seen();
         if let Err(e) = catch_up(&self.path, &mut read) {
             tracing::warn!(error = %e, path = %self.path.display(), "simulator book not read");
         }
@@ -154,6 +172,14 @@ impl Book {
 }
 
 fn catch_up(path: &Path, read: &mut Seen) -> std::io::Result<()> {
+    // Nothing new (the usual case once this process's own lines are applied as written): one `stat`
+    // instead of opening and reading the file.
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == read.offset => return Ok(()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -168,33 +194,39 @@ fn catch_up(path: &Path, read: &mut Seen) -> std::io::Result<()> {
         let Ok(text) = std::str::from_utf8(raw) else {
             continue;
         };
-        match crate::json::from_text::<Line>(text) {
-            Ok(Line::Credito { cartao, valor }) => *read.credits.entry(cartao).or_default() += valor,
-            Ok(Line::Cobranca { cob }) => {
-                read.cob_lines += 1;
-                read.cobs.insert(cob.txid.clone(), *cob);
-            }
-            Ok(Line::Resposta {
-                chave,
-                hash,
-                status,
-                resposta,
-                em,
-            }) => {
-                let answer = Answer {
-                    hash,
-                    status,
-                    response: resposta,
-                    at: em,
-                };
-                read.answers.insert(chave, answer);
-            }
-            // A line cut short by a kill, or an empty one: skipped.
-            Err(_) => {}
+        // A line cut short by a kill, or an empty one, is skipped.
+        if let Ok(line) = crate::json::from_text::<Line>(text) {
+            apply(read, line);
         }
     }
     read.offset += whole as u64;
     Ok(())
+}
+
+/// What `line` says, added to what was read.
+fn apply(read: &mut Seen, line: Line) {
+    match line {
+        Line::Credito { cartao, valor } => *read.credits.entry(cartao).or_default() += valor,
+        Line::Cobranca { cob } => {
+            read.cob_lines += 1;
+            read.cobs.insert(cob.txid.clone(), *cob);
+        }
+        Line::Resposta {
+            chave,
+            hash,
+            status,
+            resposta,
+            em,
+        } => {
+            let answer = Answer {
+                hash,
+                status,
+                response: resposta,
+                at: em,
+            };
+            read.answers.insert(chave, answer);
+        }
+    }
 }
 
 #[cfg(test)]
