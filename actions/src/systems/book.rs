@@ -9,8 +9,10 @@
 //! Appending is the one write: each line is written with one `write` on a file opened for appending,
 //! so lines of several processes never interleave, and nothing is rewritten (a batch of thousands of
 //! recharges costs one short write each). Every reader catches up with the lines written since it
-//! last looked — its own and other processes' — before it answers. A line cut short by a kill is
-//! skipped. The book only grows; delete the file to start the simulated world afresh.
+//! last looked before it answers (one `stat` when there are none). Its own lines it applies as it
+//! writes them when the file grew by them alone; otherwise they are read back in file order with the
+//! other processes' lines. A line cut short by a kill is skipped. The book only grows; delete the file
+//! to start the simulated world afresh.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
