@@ -289,6 +289,25 @@ impl Default for Metrics {
     }
 }
 
+/// Sets the figure of `label`, or takes it away when it is unknown now: a figure that became unknown
+/// (a price missing, no scores left in the window) must not stay at its last value.
+fn set_or_remove<L>(
+    gauge: &Family<L, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    label: &L,
+    value: Option<f64>,
+) where
+    L: Clone + std::hash::Hash + Eq,
+{
+    match value {
+        Some(v) => {
+            gauge.get_or_create(label).set(v);
+        }
+        None => {
+            gauge.remove(label);
+        }
+    }
+}
+
 impl Metrics {
     pub fn turn(&self, tokens: (u64, u64), seconds: f64) {
         self.turns.inc();
@@ -401,19 +420,14 @@ impl Metrics {
                 self.outcomes.get_or_create(&label).set(n as i64);
             }
             for (quem, score) in [("bot", t.nota_bot()), ("pessoa", t.nota_pessoa())] {
-                if let Some(score) = score {
-                    let label = TenantWho {
-                        tenant: tenant.clone(),
-                        quem,
-                    };
-                    self.scores.get_or_create(&label).set(score);
-                }
+                let label = TenantWho {
+                    tenant: tenant.clone(),
+                    quem,
+                };
+                set_or_remove(&self.scores, &label, score);
             }
-            if let Some(cost) = t.per_resolved() {
-                self.per_resolved
-                    .get_or_create(&Tenant { tenant })
-                    .set(cost.to_f64().unwrap_or_default());
-            }
+            let cost = t.per_resolved().map(|c| c.to_f64().unwrap_or_default());
+            set_or_remove(&self.per_resolved, &Tenant { tenant }, cost);
         }
     }
 
@@ -437,15 +451,7 @@ impl Metrics {
                 let label = Tenant {
                     tenant: tenant.clone(),
                 };
-                match cost {
-                    Some(cost) => {
-                        gauge.get_or_create(&label).set(cost.to_f64().unwrap_or_default());
-                    }
-                    // A figure that became unknown is taken away, not left at its last value.
-                    None => {
-                        gauge.remove(&label);
-                    }
-                }
+                set_or_remove(gauge, &label, cost.map(|c| c.to_f64().unwrap_or_default()));
             }
         }
     }
@@ -468,5 +474,33 @@ impl Metrics {
             tracing::error!(error = %e, "metrics could not be encoded");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_that_becomes_unknown_is_taken_away_not_left_at_its_last_value() {
+        let mut registry = Registry::default();
+        let gauge = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register("custo", "a cost", gauge.clone());
+        let acme = Tenant {
+            tenant: "acme".into(),
+        };
+        let text = |registry: &Registry| {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, registry).expect("encode");
+            out
+        };
+        set_or_remove(&gauge, &acme, Some(0.25));
+        assert!(text(&registry).contains("custo{tenant=\"acme\"} 0.25"));
+        set_or_remove(&gauge, &acme, None);
+        assert!(
+            !text(&registry).contains("tenant=\"acme\""),
+            "{}",
+            text(&registry)
+        );
     }
 }
