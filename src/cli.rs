@@ -946,8 +946,8 @@ async fn data_subject(
             let gone = crate::retention::erase(
                 &crate::store::Stores::of(&store),
                 &subject,
-                &operator,
-                &config.vt.tenant_id,
+                (&operator, &config.vt.tenant_id),
+                config.retencao.simulator_book.as_deref(),
             )
             .await?;
             println!(

@@ -71,6 +71,9 @@ pub struct Config {
     /// The operator's payment provider (API Pix). Absent: the embedded simulator is the provider
     /// where it runs the systems too.
     pub pix: Option<vt_actions::pix::PixConfig>,
+    /// `[cartao]`: who takes a chat recharge paid by card. Absent beside real systems: such a recharge
+    /// is refused.
+    pub cartao: vt_actions::tools::CartaoConfig,
     /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
     /// a voice note gets the text-only answer.
     pub transcricao: Option<crate::llm::TranscricaoConfig>,
@@ -165,6 +168,7 @@ impl Default for Config {
             recargas: crate::store::RecargasConfig::default(),
             systems: None,
             pix: None,
+            cartao: Default::default(),
             transcricao: None,
             fotos: crate::ocr::FotosConfig::default(),
             custos: crate::costs::CustosConfig::default(),
@@ -400,6 +404,9 @@ impl Config {
             let secret = get("VT_PIX_CLIENT_SECRET");
             config.pix = Some(pix.with_secrets(token.as_deref(), secret.as_deref()));
         }
+        if let Some(v) = get("VT_CARTAO_PROVEDOR") {
+            config.cartao.provedor = Some(parse("VT_CARTAO_PROVEDOR", v)?);
+        }
         if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
             config.simulator.fixture = Some(PathBuf::from(v));
         }
@@ -481,6 +488,11 @@ impl Config {
                 field,
                 message: message.to_owned(),
             })?;
+        // With no real systems the embedded simulator keeps its book here, which retention and a data
+        // subject's erasure reach too.
+        if config.systems.is_none() {
+            config.retencao.simulator_book = Some(config.data_dir.join(vt_actions::systems::book::FILE));
+        }
         config.validate()?;
         for key in [
             config.llm.api_key.as_ref(),

@@ -6,7 +6,12 @@
 //! What stays is what no person can be found in and what the money trail needs: the usage figures and
 //! the recharge attempts (masked card, value, key, outcome), no longer tied to a conversation or user.
 //! `serve` applies it at start and every hour; `vt-agent retencao aplicar` is the same for cron.
+//!
+//! Both reach the embedded simulator's book in the data directory, when the simulator is in use: an
+//! erased card's credits go from it, and its history older than the window is folded away
+//! (`vt_actions::systems::book`).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -24,11 +29,18 @@ const EVERY: Duration = Duration::from_secs(3600);
 pub struct RetentionConfig {
     /// Conversations untouched and flow runs started this many days ago are deleted.
     pub dias: u32,
+    /// The embedded simulator's book, which retention reaches too; set when the configuration is
+    /// loaded with no real systems.
+    #[serde(skip)]
+    pub simulator_book: Option<PathBuf>,
 }
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        Self { dias: 180 }
+        Self {
+            dias: 180,
+            simulator_book: None,
+        }
     }
 }
 
@@ -53,13 +65,32 @@ pub async fn apply(
     config: &RetentionConfig,
     now: DateTime<Utc>,
 ) -> Result<Records, StoreError> {
-    let records = store
-        .subject_records(&Subject::OlderThan(config.cutoff(now)))
-        .await?;
+    let subject = Subject::OlderThan(config.cutoff(now));
+    let records = store.subject_records(&subject).await?;
     if !records.is_empty() {
         store.forget(&records).await?;
     }
+    reach_book(config.simulator_book.as_deref(), &subject);
     Ok(records)
+}
+
+/// What `subject` has in the simulator's `book` goes too (a card's credits; history before a cutoff).
+/// A book that cannot be rewritten is logged, never fatal: the store's records went already.
+fn reach_book(book: Option<&Path>, subject: &Subject) {
+    let Some(book) = book else {
+        return;
+    };
+    let gone = match subject {
+        Subject::Card(digits) => vt_actions::systems::book::forget_card(book, digits),
+        Subject::OlderThan(cutoff) => vt_actions::systems::book::forget_before(book, *cutoff),
+        // The book knows cards, not people.
+        Subject::User(_) => return,
+    };
+    match gone {
+        Ok(lines) if lines > 0 => tracing::info!(lines, "simulator book rewritten"),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, path = %book.display(), "simulator book not rewritten"),
+    }
 }
 
 /// Applies retention at once and then every hour, until `stop` says so.
@@ -144,11 +175,12 @@ pub async fn export(store: &crate::store::Stores, subject: &Subject) -> Result<V
 pub async fn erase(
     store: &crate::store::Stores,
     subject: &Subject,
-    by: &str,
-    tenant: &str,
+    (by, tenant): (&str, &str),
+    simulator_book: Option<&Path>,
 ) -> Result<Records, StoreError> {
     let records = store.keeping.subject_records(subject).await?;
     store.keeping.forget(&records).await?;
+    reach_book(simulator_book, subject);
     store
         .reports
         .record_audit(&AuditRecord {

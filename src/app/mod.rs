@@ -191,7 +191,7 @@ pub(crate) fn install_keys(
 }
 
 /// The embedded simulator's book, in the data directory.
-pub const SIMULATOR_BOOK: &str = "simulador.jsonl";
+pub const SIMULATOR_BOOK: &str = vt_actions::systems::book::FILE;
 
 /// The simulator with the magic cards, or with a fixture file applied to them.
 pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
@@ -258,9 +258,12 @@ impl App {
             )));
         }
         // A confirmed Pix recharge is charged at the provider, not sent unpaid; with real systems and
-        // no provider, it is not taken at all.
-        if config.systems.is_some() && config.pix.is_none() {
-            extensions = extensions.with(vt_actions::tools::PixIndisponivel);
+        // no provider for a means (Pix, a card), a recharge paid by it is not taken at all.
+        if config.systems.is_some() {
+            extensions = extensions.with(vt_actions::tools::MeiosIndisponiveis {
+                pix: config.pix.is_none(),
+                cartao_credito: config.cartao.provedor.is_none(),
+            });
         }
         let pix = match (pix_setup(config)?, &simulator) {
             (Some(setup), _) => Some(setup),

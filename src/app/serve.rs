@@ -50,8 +50,9 @@ impl Server {
         let App { service, simulator } = App::start(config, None, crate::store::Usage::Service).await?;
         let service = Arc::new(service);
         let mut notices = Vec::new();
-        let mut state =
-            AppState::new(service.clone(), CHAT_AGENT, config.http.clone()).with_console(&config.console);
+        let mut state = AppState::new(service.clone(), CHAT_AGENT, config.http.clone())
+            .with_console(&config.console)
+            .with_simulator_book(config.retencao.simulator_book.clone());
         let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry);
         let wiring = Wiring {
             service: service.clone(),

@@ -36,6 +36,8 @@ pub struct AppState {
     pub(crate) templates: Option<Arc<crate::channels::whatsapp::Templates>>,
     /// The web console's keys.
     pub(crate) console: Arc<Console>,
+    /// The embedded simulator's book, which a data subject's erasure reaches too.
+    pub(crate) simulator_book: Option<std::path::PathBuf>,
 }
 
 impl AppState {
@@ -55,7 +57,14 @@ impl AppState {
             batches: None,
             templates: None,
             console: Arc::new(Console::new(&ConsoleConfig::default())),
+            simulator_book: None,
         }
+    }
+
+    /// A data subject's erasure reaches the embedded simulator's `book` too.
+    pub fn with_simulator_book(mut self, book: Option<std::path::PathBuf>) -> Self {
+        self.simulator_book = book;
+        self
     }
 
     /// The console signs its sessions with `config`'s secret (else a random one of this process's).

@@ -58,9 +58,14 @@ pub(super) async fn erase(
     ApiJson(body): ApiJson<SubjectRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let subject = subject(&caller, &body)?;
-    let gone = crate::retention::erase(&state.stores, &subject, &caller.name, &caller.tenant)
-        .await
-        .map_err(|e| ApiError::internal("data subject erasure failed", &e))?;
+    let gone = crate::retention::erase(
+        &state.stores,
+        &subject,
+        (&caller.name, &caller.tenant),
+        state.simulator_book.as_deref(),
+    )
+    .await
+    .map_err(|e| ApiError::internal("data subject erasure failed", &e))?;
     Ok(Json(json!({
         "conversas_apagadas": gone.conversations.len(),
         "execucoes_apagadas": gone.flow_runs.len(),

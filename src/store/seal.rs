@@ -409,7 +409,7 @@ fn write_whole(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
 /// The blind index of a card (its digits): a keyed hash, the same for the same card in every process
 /// of one store, useless without the store's index key.
 pub(crate) fn card_index(digits: &str) -> String {
-    vt_actions::vt::secret::keyed_hash("vt-agent/cartao", digits, 32)
+    vt_actions::vt::secret::card_index(digits)
 }
 
 static RING: LazyLock<RwLock<Arc<KeyRing>>> =

@@ -704,3 +704,83 @@ fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_ov
     // 12,50 (card 1111111111's starting balance) + 60,00 recharged in the earlier process.
     assert!(said.contains("O saldo do cartão ****1111 é BRL 72,50"), "{said}");
 }
+
+/// The default world (embedded simulator, no configuration): after a recharge by Pix, one by boleto
+/// and one by card, a data subject's erasure and a key rotation, no file under the data directory —
+/// the database, its WAL, the key file, the simulator's book — holds a full card. The book still
+/// knows what it credited (a second balance read shows it), and the erasure takes the card's
+/// credits from it.
+#[test]
+fn the_data_directory_holds_no_full_card_after_every_payment_kind_an_erasure_and_a_rotation() {
+    let data = tempfile::tempdir().expect("tmp");
+    let run = |args: &[&str]| {
+        let mut cmd = vt_agent_in(&data);
+        // The key file beside the database, as a newcomer has it: `keys rotate` rewrites it.
+        cmd.env_remove("VT_ENCRYPTION_KEY").args(args);
+        let out = cmd.output().expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cards = ["2345678901", "3456789012", "4567890123"];
+    let chat = |conversation: &str, text: &str| run(&["chat", "--conversation", conversation, "-m", text]);
+    for (n, (card, meio)) in cards
+        .iter()
+        .zip(["via pix", "no boleto", "no crédito"])
+        .enumerate()
+    {
+        // Not named after the card: a conversation's id is the caller's, kept as it is.
+        let conversation = format!("c-{n}");
+        let ask = chat(&conversation, &format!("recarrega 20 no {card} {meio}"));
+        assert!(ask.contains("Confirma"), "{ask}");
+        chat(&conversation, "sim");
+    }
+    let balance = chat("c-saldo", &format!("saldo do cartão {}", cards[2]));
+    assert!(
+        balance.contains("70,00"),
+        "the book kept the card's credit: {balance}"
+    );
+    let clean = |when: &str| {
+        for (path, bytes) in files_under(data.path()) {
+            for card in cards {
+                let at = bytes.windows(card.len()).position(|w| w == card.as_bytes());
+                assert!(
+                    at.is_none(),
+                    "{when}: {card} in {}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(
+                        &bytes[at.unwrap_or(0).saturating_sub(200)..(at.unwrap_or(0) + 60).min(bytes.len())]
+                    )
+                );
+            }
+        }
+    };
+    let book = data.path().join("simulador.jsonl");
+    assert!(std::fs::read_to_string(&book).expect("book").contains("credito"));
+    clean("after the recharges");
+    run(&["titular", "apagar", "--cartao", cards[2]]);
+    clean("after the erasure");
+    let balance = chat("c-saldo-2", &format!("saldo do cartão {}", cards[2]));
+    assert!(balance.contains("50,00"), "its credits left the book: {balance}");
+    run(&["keys", "rotate"]);
+    clean("after the rotation");
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}

@@ -929,6 +929,23 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
         yes.replies
     );
     assert_eq!(h.sim.charges("1234567890"), 0, "nothing credited unpaid");
+    // No card provider either: a card recharge is refused the same way, and only the boleto is offered.
+    let card = h
+        .say("c-sem-pix", "recarregar 20 no cartão 1234567890 no crédito")
+        .await
+        .reply_text();
+    assert!(
+        card.contains("cartão de crédito ainda não está disponível")
+            && card.contains("Posso fazer a recarga no boleto"),
+        "{card}"
+    );
+    let yes = h.say("c-sem-pix", "sim").await;
+    assert!(
+        !yes.replies.iter().any(|r| r.text.contains("aprovada")),
+        "{:?}",
+        yes.replies
+    );
+    assert_eq!(h.sim.charges("1234567890"), 0, "nothing credited unpaid");
     h.say("c-sem-pix", "recarregar 20 no cartão 1234567890 no boleto")
         .await;
     let boleto = h.say("c-sem-pix", "sim").await.reply_text();

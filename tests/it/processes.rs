@@ -21,7 +21,9 @@ async fn simulator() -> RunningSimulator {
 /// The binary on `data`, talking to `sim`.
 fn vt_agent(data: &tempfile::TempDir, sim: &RunningSimulator) -> Command {
     let mut cmd = vt_agent_in(data);
-    cmd.env("VT_SYSTEMS_URL", &sim.url);
+    cmd.env("VT_SYSTEMS_URL", &sim.url)
+        // The recharge system charges a card itself: a card recharge in the chat goes to it.
+        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga");
     cmd
 }
 
@@ -49,6 +51,39 @@ async fn race(commands: Vec<Command>) -> Vec<Output> {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Real systems and no card provider (`[cartao]` absent): a card recharge in the chat is refused before
+/// anything is prepared — it would go to the recharge system with nobody paying — naming the means that
+/// are taken; the "sim" after it confirms nothing, and the recharge system never hears of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_real_systems_and_no_card_provider_a_card_recharge_is_refused_before_anything_is_prepared() {
+    let sim = simulator().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let say = |text: &str| {
+        let mut c = vt_agent_in(&data);
+        c.env("VT_SYSTEMS_URL", &sim.url)
+            .args(["chat", "--conversation", "sem-cartao", "-m", text]);
+        c
+    };
+    let ask = race(vec![say("recarrega 50 no 2345678901 no crédito")]).await;
+    let told = text(&ask[0].stdout);
+    assert!(ask[0].status.success(), "{}", text(&ask[0].stderr));
+    assert!(
+        told.contains("cartão de crédito ainda não está disponível") && told.contains("no boleto"),
+        "{told}"
+    );
+    assert!(!told.contains("Confirma"), "nothing was prepared: {told}");
+    let yes = race(vec![say("sim")]).await;
+    assert!(
+        !text(&yes[0].stdout).contains("aprovada"),
+        "{}",
+        text(&yes[0].stdout)
+    );
+    assert!(
+        sim.simulator.ledger().iter().all(|e| e.sistema != "recarga"),
+        "the recharge system never heard of it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,6 +375,8 @@ fn serve_whatsapp(data: &tempfile::TempDir, systems: &str, graph: &str) -> (std:
 /// [`serve_whatsapp`] from a command set up already (a database, say).
 fn serve_whatsapp_with(mut cmd: Command, systems: &str, graph: &str) -> (std::process::Child, String) {
     cmd.env("VT_SYSTEMS_URL", systems)
+        // The recharge system charges a card itself: a card recharge in the chat goes to it.
+        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
         .env("VT_WHATSAPP_GRAPH_URL", graph)
         .env("VT_WHATSAPP_PHONE_NUMBER_ID", "106540352242922")
         .env("VT_WHATSAPP_ACCESS_TOKEN", "EAAtesttokenvalue0123456789")
@@ -650,6 +687,8 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
 /// second (the first one second after a send).
 fn serve_following_up(mut cmd: Command, systems: &str) -> (std::process::Child, String) {
     cmd.env("VT_SYSTEMS_URL", systems)
+        // The recharge system charges a card itself: a card recharge in the chat goes to it.
+        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
         .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stdout(Stdio::null())

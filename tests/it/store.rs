@@ -2018,9 +2018,16 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
         .collect();
 
     // Retention of 180 days: the old conversation and flow run go, the recent ones stay.
-    let gone = apply(store.as_ref(), &RetentionConfig { dias: 180 }, now)
-        .await
-        .expect("retention");
+    let gone = apply(
+        store.as_ref(),
+        &RetentionConfig {
+            dias: 180,
+            ..Default::default()
+        },
+        now,
+    )
+    .await
+    .expect("retention");
     assert!(gone.conversations.contains(&"c-velha".to_owned()), "{gone:?}");
     assert!(!gone.conversations.contains(&"c-nova".to_owned()), "{gone:?}");
     assert!(
@@ -2063,16 +2070,16 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     erase(
         &vt_agent::store::Stores::of(&store),
         &Subject::Card("3456789012".into()),
-        "operador",
-        "t",
+        ("operador", "t"),
+        None,
     )
     .await
     .expect("erase card");
     erase(
         &vt_agent::store::Stores::of(&store),
         &Subject::User("u-9".into()),
-        "operador",
-        "t",
+        ("operador", "t"),
+        None,
     )
     .await
     .expect("erase user");

@@ -802,7 +802,10 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         ..Default::default()
     };
     if pix == Pix::Refused {
-        ext = ext.with(vt_actions::tools::PixIndisponivel);
+        ext = ext.with(vt_actions::tools::MeiosIndisponiveis {
+            pix: true,
+            cartao_credito: true,
+        });
     }
     if let Some(pix) = &config.pix {
         let setup = vt_agent::service::PixSetup {

@@ -193,6 +193,8 @@ async fn simulator() -> RunningSimulator {
 fn traced(data: &tempfile::TempDir, sim: &RunningSimulator, receiver: &Receiver) -> Command {
     let mut cmd = vt_agent_in(data);
     cmd.env("VT_SYSTEMS_URL", &sim.url)
+        // The recharge system charges a card itself: a card recharge in the chat goes to it.
+        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
         .env("LANGFUSE_HOST", &receiver.url)
         .env("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
         .env("LANGFUSE_SECRET_KEY", SECRET_KEY)
@@ -501,6 +503,8 @@ fn serve(
 ) -> (std::process::Child, String) {
     let mut cmd = vt_agent_in(data);
     cmd.env("VT_SYSTEMS_URL", &sim.url)
+        // The recharge system charges a card itself: a card recharge in the chat goes to it.
+        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url)
         .env(
             "OTEL_EXPORTER_OTLP_HEADERS",

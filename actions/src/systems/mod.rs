@@ -3,7 +3,7 @@
 #![warn(clippy::too_many_lines)] // on run-flow's path: see clippy.toml
 
 pub mod auth;
-pub(crate) mod book;
+pub mod book;
 mod check;
 pub mod client;
 pub mod contract;

@@ -92,7 +92,7 @@ impl Action for ConfirmarRecarga {
             .with_state(STATE_PERGUNTADA, Perguntada::mark(&p.id, &ctx.turn_id))
             .into());
         }
-        if let Some(refused) = pix_refused(ctx, &p) {
+        if let Some(refused) = means_refused(ctx, &p) {
             return Ok(refused);
         }
         let settings = VtSettings::of(ctx);
@@ -261,14 +261,14 @@ fn charged(
         )
         .into()
 }
-/// A Pix recharge asked where no provider takes Pix (asked before the provider was removed): never
-/// sent unpaid.
-fn pix_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionResponse> {
-    (p.meio_pagamento == "pix"
-        && ctx.get::<SharedPixCharges>().is_none()
-        && ctx.get::<super::PixIndisponivel>().is_some())
-    .then(|| {
-        super::pix::indisponivel()
+/// A recharge asked by a means no provider takes here (asked before the provider was removed): never
+/// sent unpaid. A Pix recharge with a provider's port in the context is charged there instead.
+fn means_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionResponse> {
+    let meios = ctx.get::<super::MeiosIndisponiveis>()?;
+    let charged_by_pix = p.meio_pagamento == "pix" && ctx.get::<SharedPixCharges>().is_some();
+    (meios.recusa(&p.meio_pagamento) && !charged_by_pix).then(|| {
+        meios
+            .resposta(&p.meio_pagamento)
             .with_state(STATE_PENDENTE, Value::Null)
             .into()
     })

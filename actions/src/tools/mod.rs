@@ -9,6 +9,7 @@ pub mod cartao;
 mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;
+mod meios;
 mod notificar;
 mod novo_codigo;
 mod pendente;
@@ -22,12 +23,11 @@ pub use cancelar_recarga::CancelarRecarga;
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
+pub use meios::{CartaoConfig, MeiosIndisponiveis, ProvedorCartao};
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
-pub use pix::{
-    CodigoPix, NovoCodigo, PedidoPix, PixCharges, PixIndisponivel, QR_FILE, SharedPixCharges, qr_file, qr_of,
-};
+pub use pix::{CodigoPix, NovoCodigo, PedidoPix, PixCharges, QR_FILE, SharedPixCharges, qr_file, qr_of};
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;

@@ -111,19 +111,6 @@ pub enum NovoCodigo {
 /// How tools find the port in their context.
 pub type SharedPixCharges = Arc<dyn PixCharges>;
 
-/// Where recharges go to real systems but no payment provider is configured: a Pix recharge in the
-/// chat is refused (it would be credited unpaid), and the card holder offered the other ways.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PixIndisponivel;
-
-/// What the card holder is told when Pix is not taken here.
-pub(crate) fn indisponivel() -> crate::response::ResponseToUser {
-    crate::response::ResponseToUser::new(
-        "O pagamento por Pix ainda não está disponível por aqui. Posso fazer a recarga no boleto ou no cartão de crédito: é só dizer qual.",
-        "Recarga por Pix recusada: não há provedor de pagamento configurado, e uma recarga por Pix não é enviada sem pagamento. Nada foi preparado nem cobrado.",
-    )
-}
-
 /// The conversation's Pix charge waiting for payment: `{"recarga": <key>, "codigo": n, "txid", "descricao"}`
 /// (a new code is asked for it).
 pub(crate) const STATE_PIX: &str = "pix_pendente";

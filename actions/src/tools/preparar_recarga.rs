@@ -76,8 +76,8 @@ impl Action for PrepararRecarga {
             return Ok(not_prepared(&errors, p));
         }
         let body = &payload.body;
-        if body["meio_pagamento"]["tipo"] == "pix" && ctx.get::<super::PixIndisponivel>().is_some() {
-            return Ok(super::pix::indisponivel().into());
+        if let Some(refused) = refused_means(ctx, body["meio_pagamento"]["tipo"].as_str()) {
+            return Ok(refused);
         }
         // A twin with an unknown outcome will lend its key at confirmation (RF6): say so now.
         let gemea = twin_key(ctx, &input, &payload).await?;
@@ -107,6 +107,12 @@ impl Action for PrepararRecarga {
             .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
             .into())
     }
+}
+
+/// A recharge paid by a means no provider takes here, refused before anything is prepared.
+fn refused_means(ctx: &ActionContext, meio: Option<&str>) -> Option<ActionResponse> {
+    let (meios, meio) = (ctx.get::<super::MeiosIndisponiveis>()?, meio?);
+    meios.recusa(meio).then(|| meios.resposta(meio).into())
 }
 
 /// The question that asks the user to confirm `pendente` (and says when an identical recharge's key

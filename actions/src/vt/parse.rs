@@ -34,7 +34,13 @@ static FINAL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:final|finais|terminad[oa] em|termina em|que termina (?:em|com)|com final|ending in|terminada en)\s*(?:e |é |eh )?(\d{4})\b")
         .expect("final regex")
 });
-static LONG_NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b\d{5,}\b").expect("long number regex"));
+/// Five digits or more in a row, wherever they stand (`abc9876543210def` too): a card typed short or
+/// long, or glued to letters, and never money.
+static LONG_NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d{5,}").expect("long number regex"));
+/// The smallest amount with a card's length in its integer part (eight digits, the shortest card any
+/// policy takes by default): no amount people type for a recharge, and never read as one — a card
+/// written with dots (`9.876.543.210`) is not money either.
+const CARD_LENGTH_AMOUNT: Decimal = Decimal::from_parts(10_000_000, 0, 0, false, 0);
 static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9][0-9 \-.]{6,}[0-9]").expect("card regex"));
 static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -163,7 +169,7 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
         }
     }
     // "o final 7890" names a card's last digits, and a run of five digits or more is a card typed
-    // short or long: neither is money.
+    // short or long (or glued to letters): neither is money.
     let without_cards = FINAL.replace_all(&without_cards, " ");
     let without_cards = LONG_NUMBER.replace_all(&without_cards, " ");
     let without_cards = number_words_to_digits(&without_cards);
@@ -174,6 +180,7 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
             .get(2)
             .and_then(|m| parse_money(m.as_str()))
             .map(|v| if negative { -v } else { v })
+            && v.abs() < CARD_LENGTH_AMOUNT
             && !found.contains(&v)
         {
             found.push(v);
@@ -429,6 +436,19 @@ mod tests {
             "a letter inside is no card"
         );
         assert_eq!(amounts("recarrega ２０ no 1234567890"), vec![dec!(20)]);
+    }
+
+    #[test]
+    fn a_run_of_a_cards_length_is_never_money() {
+        // Glued to letters: no card (a character may be missing), and no amount either.
+        assert_eq!(
+            amounts("recarrega 20 reais no abc9876543210def no crédito"),
+            vec![dec!(20)]
+        );
+        assert!(cards("abc9876543210def").is_empty());
+        assert_eq!(amounts("recarrega 20 no 9.876.543.210"), vec![dec!(20)]);
+        assert_eq!(amounts("recarrega 20 no x12345678"), vec![dec!(20)]);
+        assert_eq!(amounts("pode ser 1.234.567,89?"), vec![dec!(1234567.89)]);
     }
 
     #[test]

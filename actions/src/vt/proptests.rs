@@ -136,6 +136,26 @@ proptest! {
 }
 
 proptest! {
+    /// A run of a card's length (8 to 19 digits), however it is written — glued to letters, with dots
+    /// or dashes between — never comes back as money, whatever money stands beside it.
+    #[test]
+    fn a_card_length_run_is_never_money(
+        digits in "[1-9][0-9]{7,18}",
+        before in "[a-z]{0,3}",
+        after in "[a-z]{0,3}",
+        dotted in any::<bool>(),
+    ) {
+        let written = if dotted {
+            digits.as_bytes().rchunks(3).rev().map(|c| std::str::from_utf8(c).unwrap_or_default()).collect::<Vec<_>>().join(".")
+        } else {
+            digits.clone()
+        };
+        let found = amounts(&format!("recarrega 20 reais no {before}{written}{after} no crédito"));
+        prop_assert_eq!(found, vec![rust_decimal::Decimal::from(20)], "{}", written);
+    }
+}
+
+proptest! {
     /// Yes words in any order and number are a yes; one word that is no yes — a "não", a "mas", a
     /// "cancela", a tool's name — anywhere among them makes the message no confirmation at all.
     #[test]

@@ -58,6 +58,13 @@ pub fn keyed_hash(domain: &str, value: &str, hex_digits: usize) -> String {
     hash
 }
 
+/// The blind index of a card (its digits): a keyed hash, the same for the same card in every process
+/// of one store, useless without the store's index key. The store's card index and the simulator's
+/// book both key cards by it.
+pub fn card_index(digits: &str) -> String {
+    keyed_hash("vt-agent/cartao", digits, 32)
+}
+
 /// A payment token. See the module's documentation.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PaymentToken {
