@@ -73,7 +73,7 @@ pub struct Config {
     pub pix: Option<vt_actions::pix::PixConfig>,
     /// `[cartao]`: who takes a chat recharge paid by card. Absent beside real systems: such a recharge
     /// is refused.
-    pub cartao: vt_actions::tools::CartaoConfig,
+    pub cartao: vt_actions::cartao::CartaoConfig,
     /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
     /// a voice note gets the text-only answer.
     pub transcricao: Option<crate::llm::TranscricaoConfig>,

@@ -11,6 +11,7 @@
 
 pub mod action;
 pub mod boleto;
+pub mod cartao;
 pub mod context;
 pub mod journal;
 pub mod json;

@@ -52,6 +52,8 @@ enum Line {
     },
     /// A Pix charge of the simulated provider, as it is after a change.
     Cobranca { cob: Box<crate::pix::api::Cob> },
+    /// A card checkout of the simulated provider, as it is after a change.
+    Checkout { sessao: Box<crate::cartao::simulado::Sessao> },
     /// The answer given under an idempotency key.
     Resposta {
         chave: String,
@@ -85,6 +87,10 @@ struct Seen {
     cobs: HashMap<String, crate::pix::api::Cob>,
     /// How many charge lines were read: what changed since a reader last looked.
     cob_lines: u64,
+    /// The simulated card provider's checkouts, as last written.
+    checkouts: HashMap<String, crate::cartao::simulado::Sessao>,
+    /// How many checkout lines were read.
+    checkout_lines: u64,
 }
 
 /// The book, kept in a file.
@@ -139,6 +145,22 @@ impl Book {
         self.append(Line::Cobranca {
             cob: Box::new(cob.clone()),
         });
+    }
+
+    /// Keeps checkout `sessao` as it is now.
+    pub(crate) fn keep_checkout(&self, sessao: &crate::cartao::simulado::Sessao) {
+        self.append(Line::Checkout {
+            sessao: Box::new(sessao.clone()),
+        });
+    }
+
+    /// Every checkout as last written, when any was written since `seen` checkout lines; with the
+    /// count read so far.
+    pub(crate) fn checkouts_since(
+        &self,
+        seen: u64,
+    ) -> (u64, Option<HashMap<String, crate::cartao::simulado::Sessao>>) {
+        self.caught_up(|r| (r.checkout_lines, (r.checkout_lines != seen).then(|| r.checkouts.clone())))
     }
 
     /// Every charge as last written, when any was written since `seen` charge lines; with the count
@@ -247,6 +269,10 @@ fn apply(read: &mut Seen, line: Line) {
         Line::Cobranca { cob } => {
             read.cob_lines += 1;
             read.cobs.insert(cob.txid.clone(), *cob);
+        }
+        Line::Checkout { sessao } => {
+            read.checkout_lines += 1;
+            read.checkouts.insert(sessao.id.clone(), *sessao);
         }
         Line::Resposta {
             chave,

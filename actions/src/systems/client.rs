@@ -554,10 +554,12 @@ pub(crate) async fn over_http(
     for (k, v) in headers {
         request = request.header(k, v);
     }
+    // JSON unless the caller named its body's type (a provider's form-encoded API).
     if let Some(b) = body {
-        request = request
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(b);
+        if !headers.contains_key("content-type") {
+            request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+        }
+        request = request.body(b);
     }
     let response = request.send().await.map_err(|e| Failure::of(&e))?;
     let mut answer = Answer::new(response.status().as_u16(), response.headers());
@@ -583,7 +585,7 @@ pub(crate) async fn in_process(
     for (k, v) in headers {
         request = request.header(k, v);
     }
-    if body.is_some() {
+    if body.is_some() && !headers.contains_key("content-type") {
         request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
     }
     // A header the HTTP client would refuse is refused here too, as a connection failure.

@@ -241,6 +241,8 @@ struct Inner {
     seq: AtomicU64,
     /// The operator's payment provider, simulated ([`crate::pix::PspSimulado`]).
     pix: crate::pix::PspSimulado,
+    /// The operator's card provider, simulated ([`crate::cartao::simulado::CheckoutSimulado`]).
+    cartao: crate::cartao::simulado::CheckoutSimulado,
 }
 
 /// The simulator's state; cheap to clone.
@@ -270,6 +272,12 @@ impl Simulator {
             config.pix_pagar_apos,
             cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
         );
+        // A card holder pays a checkout as they pay a Pix code: the same magic cards, the same delay.
+        let cartao = crate::cartao::simulado::CheckoutSimulado::new(config.now.clone(), CARTAO_WEBHOOK_SECRET)
+            .paying(
+                config.pix_pagar_apos,
+                cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
+            );
         Self {
             inner: Arc::new(Inner {
                 book: std::sync::OnceLock::new(),
@@ -280,6 +288,7 @@ impl Simulator {
                 rate: Mutex::new((Instant::now(), 0)),
                 seq: AtomicU64::new(1),
                 pix,
+                cartao,
                 config,
             }),
         }
@@ -309,6 +318,7 @@ impl Simulator {
     pub fn with_book(self, path: &Path) -> Self {
         let book = Arc::new(super::book::Book::at(path));
         self.inner.pix.keep_in(book.clone());
+        self.inner.cartao.keep_in(book.clone());
         let _ = self.inner.book.set(book);
         self
     }
@@ -323,6 +333,13 @@ impl Simulator {
             .with_state(self.clone())
             .nest("/pix/v2", self.inner.pix.router())
             .merge(self.inner.pix.payer_router())
+            .nest("/stripe/v1", self.inner.cartao.router())
+            .merge(self.inner.cartao.page_router())
+    }
+
+    /// The card provider it also is (Stripe's Checkout Sessions under `/stripe/v1`, the hosted pages).
+    pub fn cartao(&self) -> &crate::cartao::simulado::CheckoutSimulado {
+        &self.inner.cartao
     }
 
     /// The payment provider it also is (the API Pix under `/pix/v2`).
@@ -584,6 +601,9 @@ async fn saldo(State(sim): State<Simulator>, headers: HeaderMap, Query(q): Query
     sim.record(entry(status));
     reply(status, body)
 }
+
+/// The secret the simulated card provider signs its notices with (a simulator's, not a secret).
+pub const CARTAO_WEBHOOK_SECRET: &str = "whsec_simulador";
 
 const PAYMENT_TYPES: [&str; 3] = ["cartao_credito", "boleto", "pix"];
 

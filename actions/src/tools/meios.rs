@@ -4,39 +4,7 @@
 //! unpaid, so it is refused before anything is prepared and the card holder is offered the means that
 //! are taken. Boleto is always taken: the recharge system issues the boleto itself.
 
-use serde::Deserialize;
-
 use crate::response::ResponseToUser;
-
-/// `[cartao]`: who takes a chat recharge paid by card. Absent beside real systems, such a recharge is
-/// refused (it would go to the recharge system with no payment); with the embedded simulator, the
-/// simulator takes it.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CartaoConfig {
-    /// `"sistema_de_recarga"`: the recharge system charges the card itself (one it keeps on file for
-    /// the card holder), so a card recharge goes to it as it is.
-    pub provedor: Option<ProvedorCartao>,
-}
-
-/// Who charges a card.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProvedorCartao {
-    /// The recharge system, on a card it keeps for the holder.
-    SistemaDeRecarga,
-}
-
-impl std::str::FromStr for ProvedorCartao {
-    type Err = &'static str;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sistema_de_recarga" => Ok(Self::SistemaDeRecarga),
-            _ => Err("expected sistema_de_recarga"),
-        }
-    }
-}
 
 /// The means a chat recharge may not use here, put in the tools' context by the composition root.
 /// Absent (tests, the embedded simulator), every means is taken.

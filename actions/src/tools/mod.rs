@@ -23,7 +23,7 @@ pub use cancelar_recarga::CancelarRecarga;
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
-pub use meios::{CartaoConfig, MeiosIndisponiveis, ProvedorCartao};
+pub use meios::MeiosIndisponiveis;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
