@@ -407,6 +407,15 @@ impl Config {
         if let Some(v) = get("VT_CARTAO_PROVEDOR") {
             config.cartao.provedor = Some(parse("VT_CARTAO_PROVEDOR", v)?);
         }
+        if let Some(v) = get("VT_CARTAO_API_URL") {
+            config.cartao.api_url = v;
+        }
+        // Secrets from the environment only, never written in the file.
+        config.cartao = config.cartao.clone().with_secrets(
+            get("VT_CARTAO_TOKEN").as_deref(),
+            get("VT_CARTAO_CLIENT_SECRET").as_deref(),
+            get("VT_CARTAO_WEBHOOK_SECRET").as_deref(),
+        );
         if let Some(v) = get("VT_SIMULATOR_FIXTURE") {
             config.simulator.fixture = Some(PathBuf::from(v));
         }
@@ -497,6 +506,7 @@ impl Config {
         for key in [
             config.llm.api_key.as_ref(),
             config.transcricao.as_ref().and_then(|t| t.api_key.as_ref()),
+            config.cartao.webhook_secret.as_ref(),
         ]
         .into_iter()
         .flatten()
@@ -526,6 +536,9 @@ impl Config {
             return invalid(&field, message);
         }
         if let Some((field, message)) = self.pix.as_ref().and_then(vt_actions::pix::PixConfig::problem) {
+            return invalid(&field, message);
+        }
+        if let Some((field, message)) = self.cartao.problem() {
             return invalid(&field, message);
         }
         if let Some((field, message)) = self

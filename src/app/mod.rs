@@ -68,7 +68,33 @@ pub async fn service(
     store: Arc<dyn crate::store::Store>,
 ) -> anyhow::Result<Services> {
     let pix = pix_setup(config)?;
-    service_paying(config, engine, store, pix).await
+    let card = card_setup(config)?;
+    service_paying(config, engine, store, (pix, card)).await
+}
+
+/// The card provider `[cartao]` describes, when it is a hosted checkout: one client, which the chat
+/// tools' port and the service share.
+pub fn card_setup(config: &Config) -> anyhow::Result<Option<crate::service::CardSetup>> {
+    if !config.cartao.checkout() {
+        return Ok(None);
+    }
+    let provider =
+        vt_actions::cartao::stripe::Stripe::new(&config.cartao).context("o provedor de cartão ([cartao])")?;
+    Ok(Some(crate::service::CardSetup {
+        provider: Arc::new(provider),
+        config: config.cartao.clone(),
+    }))
+}
+
+/// The embedded simulator as the card provider, called in this process; its hosted pages served by
+/// `serve` at `[http] addr`.
+fn simulated_card(sim: &Simulator, config: &Config) -> crate::service::CardSetup {
+    sim.cartao().served_at(&format!("http://{}", config.http.addr));
+    let provider = vt_actions::cartao::stripe::Stripe::in_process(sim.router(), sim.cartao().secret());
+    crate::service::CardSetup {
+        provider: Arc::new(provider),
+        config: vt_actions::cartao::CartaoConfig::default(),
+    }
 }
 
 /// The payment provider `[pix]` describes, if any: one client, which the chat tools' port and the
@@ -101,12 +127,15 @@ fn simulated_pix(sim: &Simulator) -> crate::service::PixSetup {
     }
 }
 
-/// [`service`] taking Pix through `pix` (the one the engine's port uses).
+/// [`service`] taking Pix through `pix` and cards through `card` (the ones the engine's ports use).
 async fn service_paying(
     config: &Config,
     engine: Arc<Engine>,
     store: Arc<dyn crate::store::Store>,
-    pix: Option<crate::service::PixSetup>,
+    (pix, card): (
+        Option<crate::service::PixSetup>,
+        Option<crate::service::CardSetup>,
+    ),
 ) -> anyhow::Result<Services> {
     let defaults = crate::router::intents::load_file(&config.intents_file())?;
     let intents = crate::router::intents::sync(store.as_ref(), &defaults)
@@ -127,6 +156,9 @@ async fn service_paying(
         .with_photo_reader(reader, config.fotos.max_bytes());
     if let Some(pix) = pix {
         services = services.with_pix(pix);
+    }
+    if let Some(card) = card {
+        services = services.with_card(card);
     }
     Ok(services
         .with_router(router)
@@ -262,6 +294,7 @@ impl App {
         if config.systems.is_some() {
             extensions = extensions.with(vt_actions::tools::MeiosIndisponiveis {
                 pix: config.pix.is_none(),
+                // Taken when a checkout takes it, or the recharge system charges a card itself.
                 cartao_credito: config.cartao.provedor.is_none(),
             });
         }
@@ -274,13 +307,23 @@ impl App {
         if let Some(setup) = &pix {
             extensions = extensions.with(crate::service::pix_port(store.clone(), setup.clone()));
         }
+        // A confirmed card recharge gets a link to the provider's checkout, never sent unpaid; with
+        // no `[cartao]`, the embedded simulator is the card provider too.
+        let card = match (card_setup(config)?, &simulator) {
+            (Some(setup), _) => Some(setup),
+            (None, Some(sim)) if config.cartao.provedor.is_none() => Some(simulated_card(sim, config)),
+            _ => None,
+        };
+        if let Some(setup) = &card {
+            extensions = extensions.with(crate::service::card_port(store.clone(), setup.clone()));
+        }
         let engine = crate::flow::share(
             engine(config, llm, extensions)?,
             Some(store.clone()),
             config.recargas.clone(),
         );
         Ok(Self {
-            service: service_paying(config, engine, store, pix).await?,
+            service: service_paying(config, engine, store, (pix, card)).await?,
             simulator,
         })
     }

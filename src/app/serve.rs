@@ -81,6 +81,11 @@ impl Server {
                 simulator.as_ref().map(Simulator::pix),
                 sweep_every(config),
             ),
+            crate::channels::cartao::channel(
+                &wiring,
+                simulator.as_ref().map(Simulator::cartao),
+                sweep_every(config),
+            ),
         ];
         let mut jobs = Vec::new();
         for channel in channels.into_iter().filter(crate::channels::Channel::is_on) {

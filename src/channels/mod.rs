@@ -7,6 +7,7 @@
 //! `serve`'s composition lists them in one place and iterates them, so adding a channel (or a
 //! payment provider's webhook) touches its folder and that list.
 
+pub mod cartao;
 pub mod mattermost;
 pub mod pix;
 pub mod whatsapp;

@@ -14,7 +14,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::broadcast;
-use vt_actions::pix::PspSimulado;
 use vt_actions::systems::Simulator;
 
 use super::ChatArgs;
@@ -49,7 +48,7 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
     {
         eprintln!("conversa {id} não existe: começando uma nova com esse id");
     }
-    let psp = simulator.as_ref().map(Simulator::pix);
+    let psp = simulator.as_ref();
     let background = run_payments(&service, config, psp);
     let mut said = Later {
         said: service.said(),
@@ -150,9 +149,9 @@ impl Later {
     }
 }
 
-/// With the embedded simulator as the provider: its notices and the sweep, in tasks, until the
-/// returned sender says stop.
-fn run_payments(service: &Arc<Services>, config: &Config, psp: Option<&PspSimulado>) -> Background {
+/// With the embedded simulator as the Pix and card provider: its notices and the sweep, in tasks,
+/// until the returned sender says stop.
+fn run_payments(service: &Arc<Services>, config: &Config, psp: Option<&Simulator>) -> Background {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let Some(psp) = psp else {
         return Background {
@@ -165,10 +164,12 @@ fn run_payments(service: &Arc<Services>, config: &Config, psp: Option<&PspSimula
         agent: crate::app::CHAT_AGENT.to_owned(),
         tenant: config.vt.tenant_id.clone(),
     };
-    let channel = crate::channels::pix::channel(&wiring, Some(psp), SWEEP_EVERY);
-    let jobs = channel
+    let pix = crate::channels::pix::channel(&wiring, Some(psp.pix()), SWEEP_EVERY);
+    let card = crate::channels::cartao::channel(&wiring, Some(psp.cartao()), SWEEP_EVERY);
+    let jobs = pix
         .jobs
         .into_iter()
+        .chain(card.jobs)
         .map(|job| {
             let mut stopped = stopped.clone();
             let stop = Box::pin(async move {
@@ -182,17 +183,20 @@ fn run_payments(service: &Arc<Services>, config: &Config, psp: Option<&PspSimula
 
 /// Whether a charge of the conversation is still on its way to a receipt: paid and not credited yet,
 /// or open and being paid by the simulator.
-async fn paying(service: &Services, psp: &PspSimulado, conversation: &str) -> bool {
+async fn paying(service: &Services, sim: &Simulator, conversation: &str) -> bool {
     let Ok(open) = service.payments().open_in(conversation).await else {
         return false;
     };
-    open.iter()
-        .any(|c| c.status == ChargeStatus::Paga || psp.paid_or_paying(&c.txid))
+    open.iter().any(|c| {
+        c.status == ChargeStatus::Paga
+            || sim.pix().paid_or_paying(&c.txid)
+            || sim.cartao().paid_or_paying(&c.txid)
+    })
 }
 
 /// Prints what is said in the conversation until no code of it is being paid by the simulator (at
 /// most [`WAIT_AT_MOST`]).
-async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: &mut Later) {
+async fn wait_for_payments(service: &Services, psp: Option<&Simulator>, said: &mut Later) {
     let Some(psp) = psp else {
         return;
     };
@@ -204,7 +208,7 @@ async fn wait_for_payments(service: &Services, psp: Option<&PspSimulado>, said: 
             return;
         }
         if !told {
-            eprintln!("(simulador: aguardando o pagamento do Pix…)");
+            eprintln!("(simulador: aguardando o pagamento…)");
             told = true;
         }
         tokio::select! {

@@ -19,7 +19,7 @@ static HANDOFF: LazyLock<Regex> = LazyLock::new(|| {
 /// A new Pix code for the recharge whose code expired.
 static NEW_CODE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(nov[oa] (codigo|cod|pix|qr ?code|qr|chave)|(codigo|pix|qr ?code|qr) nov[oa]|outr[oa] (codigo|cod|pix|qr ?code|qr|chave)|(gera|gere|gerar|manda|mande|envia|envie|quero|preciso de) (outro|um novo|novo|outro novo) (codigo|pix|qr ?code|qr)|(o )?(codigo|pix|qr ?code|qr)( do pix)? (expirou|venceu|vencido|expirado|nao (funciona|funcionou|vale mais))|new (pix )?code)\b",
+        r"\b(nov[oa] (codigo|cod|pix|qr ?code|qr|chave|link)|(codigo|pix|qr ?code|qr|link) nov[oa]|outr[oa] (codigo|cod|pix|qr ?code|qr|chave|link)|(gera|gere|gerar|manda|mande|envia|envie|quero|preciso de) (outro|um novo|novo|outro novo) (codigo|pix|qr ?code|qr|link)|(o )?(codigo|pix|qr ?code|qr|link)( do pix| de pagamento| do cartao)? (expirou|venceu|vencido|expirado|nao (funciona|funcionou|vale mais|abre))|new (pix )?(code|link))\b",
     )
 });
 static GOODBYE: LazyLock<Regex> = LazyLock::new(|| {

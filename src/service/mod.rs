@@ -47,7 +47,7 @@ mod commit;
 mod jobs;
 pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Outcomes, Payments};
 mod payments;
-pub use payments::{PaymentError, PixSetup, Settled, pix_port};
+pub use payments::{CardSetup, PaymentError, PixSetup, Settled, card_port, pix_port};
 mod question;
 mod inbox;
 mod route;
@@ -326,6 +326,8 @@ pub struct Services {
     recargas: crate::store::RecargasConfig,
     /// The payment provider, when chat recharges are paid by Pix.
     pix: Option<payments::PixSetup>,
+    /// The card provider, when chat recharges are paid by card on its hosted checkout.
+    card: Option<payments::CardSetup>,
     /// How voice notes are heard (`[transcricao]`, each channel's media).
     hearing: hearing::Hearing,
     /// What a turn costs (`[custos]`).
@@ -359,6 +361,7 @@ impl Services {
             handoff: HandoffConfig::default(),
             recargas: crate::store::RecargasConfig::default(),
             pix: None,
+            card: None,
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
             budgets: budgets::Budgets::default(),
@@ -386,6 +389,18 @@ impl Services {
     }
 
     /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
+    /// Whether chat recharges are paid by card on a provider's hosted checkout.
+    pub fn takes_cards(&self) -> bool {
+        self.card.is_some()
+    }
+
+    /// Takes card payments through `card`'s hosted checkout.
+    #[must_use]
+    pub fn with_card(mut self, card: payments::CardSetup) -> Self {
+        self.card = Some(card);
+        self
+    }
+
     pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
         self.pix = Some(pix);
         self

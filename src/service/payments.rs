@@ -6,6 +6,12 @@
 //! (the confirmation's; `pix-<endToEndId>` for one that came without), so even a second sender would be
 //! answered as a replay. Each call to the provider is a span of its own (`pix: …`) in the trace of
 //! what made it (a turn, a notice, the sweep).
+//!
+//! A recharge paid by card (step 24) is a charge too, with the same life and the same gate: a checkout
+//! link at the card provider ([`vt_actions::cartao::Checkouts`]) instead of a code, its payment read
+//! back before anything happens, claimed once, credited under the recharge's key with the payment id as
+//! its token, refunded when it cannot be credited. Where the two differ — which provider a charge is
+//! read from, withdrawn at and refunded by, and what the card holder reads — is [`Rail`].
 
 use chrono::{DateTime, Duration, Utc};
 use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
@@ -22,8 +28,12 @@ use tracing::Instrument as _;
 use vt_actions::tools::{CodigoPix, NovoCodigo};
 use vt_actions::{ActionContext, ActionError};
 
-use crate::store::{ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, Store, StoreError};
+use crate::store::{
+    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, Store, StoreError,
+};
 use crate::telemetry::spans;
+use vt_actions::cartao::{CartaoConfig, CartaoError, Checkouts, EstornoStatus, LinkStatus, PedidoLink};
+use vt_actions::tools::{LinkCartao, NovoLink};
 
 /// The provider and its settings, when the service takes Pix.
 #[derive(Debug, Clone)]
@@ -31,6 +41,17 @@ pub struct PixSetup {
     pub psp: Psp,
     pub config: PixConfig,
 }
+
+/// The card provider and its settings, when the service takes card payments on a hosted checkout.
+#[derive(Debug, Clone)]
+pub struct CardSetup {
+    pub provider: Arc<dyn Checkouts>,
+    pub config: CartaoConfig,
+}
+
+/// How long after its payment a charge still not credited is taken for one whose credit a stop
+/// interrupted, where its provider's configuration does not say (a card checkout's).
+const RESUME_AFTER_SECONDS: u32 = 120;
 
 /// What reading a charge back led to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,10 +80,12 @@ const SWEEP_BATCH: i64 = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PaymentError {
-    #[error("o pagamento por Pix não está configurado")]
+    #[error("o meio de pagamento desta cobrança não está configurado")]
     NotConfigured,
     #[error(transparent)]
     Provider(#[from] PixError),
+    #[error(transparent)]
+    Card(#[from] CartaoError),
     /// The provider's code failed its check: never shown.
     #[error("o código Pix do provedor não confere: {0}")]
     Code(#[from] BrCodeError),
@@ -102,7 +125,6 @@ impl Payments<'_> {
     /// Reads charge `txid` back from the provider and, when it is paid with its amount, credits its
     /// recharge once. A txid this product never issued is not even read.
     pub async fn settle(self, txid: &str) -> Result<Settled, PaymentError> {
-        let setup = self.setup()?;
         let Some(charge) = self.store.pix_charge(txid).await? else {
             tracing::warn!("a Pix notice for a charge not on record was ignored");
             return Ok(Settled::Nothing);
@@ -117,27 +139,13 @@ impl Payments<'_> {
         if !matches!(charge.status, ChargeStatus::Ativa | ChargeStatus::Expirada) {
             return Ok(Settled::Nothing);
         }
-        let cob = setup
-            .psp
-            .cob(txid)
-            .instrument(spans::step("pix: ler cobrança"))
-            .await?;
-        let paid = (cob.status == CobStatus::Concluida)
-            .then(|| cob.pix.iter().find(|p| p.valor == charge.amount))
-            .flatten();
-        let Some(pix) = paid else {
+        let Some((payment, paid_at)) = self.rail(&charge)?.paid(&charge, self.engine.now()).await? else {
             return Ok(Settled::Nothing);
         };
-        let paid_at =
-            DateTime::parse_from_rfc3339(&pix.horario).map_or_else(|_| self.engine.now(), Into::into);
-        match self
-            .store
-            .claim_payment(txid, &pix.end_to_end_id, paid_at)
-            .await?
-        {
-            PaymentClaim::First => self.credit(&charge, &pix.end_to_end_id, paid_at).await,
+        match self.store.claim_payment(txid, &payment, paid_at).await? {
+            PaymentClaim::First => self.credit(&charge, &payment, paid_at).await,
             PaymentClaim::OtherCodePaid => {
-                self.refund(&charge, &pix.end_to_end_id).await?;
+                self.refund(&charge, &payment).await?;
                 // Moved once: a notice or a sweep that reads it again finds it returned already.
                 if !self
                     .store
@@ -148,12 +156,25 @@ impl Payments<'_> {
                 }
                 let input = recharge_of(&charge)?;
                 let cartao = vt_actions::vt::mask_card(&input.cartao);
-                let text = textos::duplicado(charge.amount, &cartao);
+                let text = (Texts::of(charge.meio).duplicado)(charge.amount, &cartao);
                 self.tell(&charge, text, None, true).await?;
                 Ok(Settled::RefundedDuplicate)
             }
             PaymentClaim::Again | PaymentClaim::OtherPayment | PaymentClaim::Unknown => Ok(Settled::Nothing),
         }
+    }
+
+    /// The checkouts a card provider's notice names, once its signature checks: a hint, each read
+    /// back before anything happens.
+    pub fn card_notice(
+        self,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Result<Vec<String>, vt_actions::cartao::AvisoInvalido> {
+        let Some(card) = self.card.as_ref() else {
+            return Err(vt_actions::cartao::AvisoInvalido::Assinatura);
+        };
+        card.provider.aviso(signature, body, self.engine.now())
     }
 
     /// The charges of conversation `conversation_id` waiting for a payment or for its credit.
@@ -172,8 +193,13 @@ impl Payments<'_> {
     pub async fn sweep(self) -> usize {
         let mut changed = 0;
         let now = self.engine.now();
-        let resume_after = self.pix.as_ref().map_or(0, |p| p.config.retomar_credito_segundos);
-        let resume_after = Duration::seconds(i64::from(resume_after));
+        let resume_after = |charge: &PixCharge| {
+            let seconds = match (charge.meio, &self.pix) {
+                (ChargeMeans::Pix, Some(p)) => p.config.retomar_credito_segundos,
+                _ => RESUME_AFTER_SECONDS,
+            };
+            Duration::seconds(i64::from(seconds))
+        };
         let open = self.store.charges_in(ChargeStatus::Ativa, SWEEP_BATCH).await;
         let stuck = self.store.charges_in(ChargeStatus::Paga, SWEEP_BATCH).await;
         let (open, stuck) = match (open, stuck) {
@@ -201,7 +227,7 @@ impl Payments<'_> {
             Err(e) => tracing::error!(error = %e, "Pix refunds in progress could not be read"),
         }
         for charge in stuck {
-            let resume = charge.paid_at.is_some_and(|at| now - at >= resume_after);
+            let resume = charge.paid_at.is_some_and(|at| now - at >= resume_after(&charge));
             let Some(e2e) = charge.end_to_end_id.as_deref().filter(|_| resume) else {
                 continue;
             };
@@ -214,8 +240,7 @@ impl Payments<'_> {
     /// An expired charge withdrawn at the provider, and the card holder told how to get a new code; a
     /// charge the provider says was paid meanwhile is settled instead.
     async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
-        let setup = self.setup()?;
-        match withdraw(self.store.as_ref(), setup, charge).await? {
+        match withdraw(self.store.as_ref(), &self.rail(charge)?, charge).await? {
             Withdrawal::Withdrawn => {}
             // Paid before it could be withdrawn (a race at expiry): it still credits, once.
             Withdrawal::PaidMeanwhile => return self.settle(&charge.txid).await,
@@ -223,7 +248,7 @@ impl Payments<'_> {
         }
         let input = recharge_of(charge)?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
-        let text = textos::expirado(charge.amount, &cartao);
+        let text = (Texts::of(charge.meio).expirado)(charge.amount, &cartao);
         self.tell(charge, text, None, true).await?;
         Ok(Settled::Expired)
     }
@@ -237,13 +262,13 @@ impl Payments<'_> {
     ) -> Result<Settled, PaymentError> {
         let mut input = recharge_of(charge)?;
         if let Some(recarga) = input.recarga.as_mut() {
-            recarga.meio_pagamento.tipo = "pix".into();
+            recarga.meio_pagamento.tipo = charge.meio.as_str().into();
             recarga.meio_pagamento.token = Some(PaymentToken::new(e2e));
         }
         // The recharge's own key (the confirmation's, in the chat), else one of the payment's: one
         // paid code per recharge, so either way one payment is one key.
         let input = input
-            .with_request_key(&format!("pix-{e2e}"))
+            .with_request_key(&format!("{}-{e2e}", charge.meio.as_str()))
             .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
         let final_ = vt_actions::vt::card::last_four(&input.cartao);
@@ -255,7 +280,8 @@ impl Payments<'_> {
             FlowStatus::Concluido => {
                 let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
                 let novo = vt_actions::stages::novo_saldo(etapas);
-                let text = textos::comprovante(charge.amount, &cartao, novo, paid_at, e2e, &tz);
+                let text =
+                    (Texts::of(charge.meio).comprovante)(charge.amount, &cartao, novo, paid_at, e2e, &tz);
                 if !self.moved(charge, ChargeStatus::Creditada).await? {
                     return Ok(Settled::Nothing);
                 }
@@ -271,14 +297,16 @@ impl Payments<'_> {
                         &tz,
                     ),
                 };
-                (Settled::Credited, text, Some(template))
+                // The template names a Pix's identifier: a card payment's receipt goes as text only.
+                let template = (charge.meio == ChargeMeans::Pix).then_some(template);
+                (Settled::Credited, text, template)
             }
             FlowStatus::Pendente => {
                 // Its late outcome is the recharge follow-up's (step 15), which tells the holder.
                 if !self.moved(charge, ChargeStatus::Enviada).await? {
                     return Ok(Settled::Nothing);
                 }
-                let text = textos::em_processamento(charge.amount, &cartao);
+                let text = (Texts::of(charge.meio).em_processamento)(charge.amount, &cartao);
                 (Settled::Processing, text, None)
             }
             FlowStatus::Falhou => {
@@ -290,7 +318,8 @@ impl Payments<'_> {
                 }
                 let why = Handover::NotCredited(&ran.output.execucao_id);
                 self.hand_to_a_person(charge, e2e, why).await?;
-                (Settled::Refunded, textos::devolvido(charge.amount, &cartao), None)
+                let text = (Texts::of(charge.meio).devolvido)(charge.amount, &cartao);
+                (Settled::Refunded, text, None)
             }
         };
         let ended = settled != Settled::Processing;
@@ -306,44 +335,30 @@ impl Payments<'_> {
             .await?)
     }
 
-    /// Payment `e2e` of `charge` returned to its payer (once: the refund's id comes from the payment),
-    /// and the provider's word on it on record. A refund the provider says it could not make goes
-    /// to a person.
+    /// Payment `e2e` of `charge` returned to its payer (once: the refund's id or key comes from the
+    /// payment), and the provider's word on it on record. A refund the provider says it could not make
+    /// goes to a person.
     async fn refund(&self, charge: &PixCharge, e2e: &str) -> Result<(), PaymentError> {
-        let setup = self.setup()?;
-        let id = vt_actions::pix::refund_id(e2e);
-        let devolucao = setup
-            .psp
-            .devolver(e2e, &id, charge.amount)
-            .instrument(spans::step("pix: devolução"))
-            .await?;
-        tracing::warn!(txid = %charge.txid, status = ?devolucao.status, "a Pix payment was refunded");
-        self.refund_said(charge, e2e, devolucao.status).await?;
+        let status = self.rail(charge)?.refund(charge, e2e).await?;
+        tracing::warn!(txid = %charge.txid, status = ?status, "a payment was refunded");
+        self.refund_said(charge, e2e, status).await?;
         Ok(())
     }
 
-    /// A refund still in progress read back from the provider (`GET /pix/{e2eid}`): its final word
-    /// recorded once it has one.
+    /// A refund still in progress read back from the provider: its final word recorded once it has
+    /// one.
     async fn check_refund(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
-        let setup = self.setup()?;
         let Some(refund) = &charge.refund else {
             return Ok(Settled::Nothing);
         };
-        let pix = setup
-            .psp
-            .pix(&refund.end_to_end_id)
-            .instrument(spans::step("pix: ler devolução"))
-            .await?;
-        let id = vt_actions::pix::refund_id(&refund.end_to_end_id);
-        let Some(devolucao) = pix.devolucoes.iter().find(|d| d.id == id) else {
-            return Ok(Settled::Nothing);
-        };
-        if devolucao.status == DevolucaoStatus::EmProcessamento {
-            return Ok(Settled::Nothing);
+        let status = self.rail(charge)?.refund_status(&refund.end_to_end_id).await?;
+        match status {
+            None | Some(DevolucaoStatus::EmProcessamento) => Ok(Settled::Nothing),
+            Some(status) => {
+                self.refund_said(charge, &refund.end_to_end_id, status).await?;
+                Ok(Settled::RefundSettled)
+            }
         }
-        self.refund_said(charge, &refund.end_to_end_id, devolucao.status)
-            .await?;
-        Ok(Settled::RefundSettled)
     }
 
     /// What the provider said of the refund of `e2e`, on record; a refund not made goes to a person
@@ -380,16 +395,31 @@ impl Payments<'_> {
         };
         let cartao = &vt_actions::vt::mask_card(&recharge_of(charge)?.cartao);
         let valor = vt_actions::vt::format_money("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
-        let (motivo, reason, execucao_id) = match why {
-            Handover::NotCredited(execucao_id) => (
+        let card = charge.meio == ChargeMeans::CartaoCredito;
+        let (motivo, reason, execucao_id) = match (why, card) {
+            (Handover::NotCredited(execucao_id), false) => (
                 "pix_pago_nao_creditado",
                 format!("Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"),
                 Some(execucao_id),
             ),
-            Handover::RefundNotMade => (
+            (Handover::NotCredited(execucao_id), true) => (
+                "cartao_pago_nao_creditado",
+                format!(
+                    "Pagamento no cartão de crédito de {valor} estornado: a recarga no cartão {cartao} não foi creditada"
+                ),
+                Some(execucao_id),
+            ),
+            (Handover::RefundNotMade, false) => (
                 "pix_devolucao_nao_realizada",
                 format!(
                     "Devolução de Pix de {valor} não realizada pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
+                ),
+                None,
+            ),
+            (Handover::RefundNotMade, true) => (
+                "cartao_estorno_nao_realizado",
+                format!(
+                    "Estorno de {valor} no cartão de crédito não realizado pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
                 ),
                 None,
             ),
@@ -404,11 +434,12 @@ impl Payments<'_> {
             case_file: serde_json::json!({
                 "motivo": motivo,
                 "cobranca": {
+                    "meio": charge.meio.as_str(),
                     "txid": charge.txid,
                     "end_to_end_id": e2e,
                     "valor": vt_actions::vt::money_json(charge.amount),
                     "cartao": cartao,
-                    "devolucao": vt_actions::pix::refund_id(e2e),
+                    "devolucao": (!card).then(|| vt_actions::pix::refund_id(e2e)),
                     "execucao_id": execucao_id,
                 },
             }),
@@ -513,6 +544,7 @@ async fn issue(
     let stored = store
         .open_charge(&PixCharge {
             txid: txid.clone(),
+            meio: ChargeMeans::Pix,
             recharge_key: recharge_key.to_owned(),
             n: i64::from(n),
             conversation_id: conversation_id.to_owned(),
@@ -544,18 +576,11 @@ enum Withdrawal {
 /// Withdraws `charge` at the provider (`PATCH /cob/{txid}`), then on record.
 async fn withdraw(
     store: &dyn PixStore,
-    setup: &PixSetup,
+    rail: &Rail<'_>,
     charge: &PixCharge,
 ) -> Result<Withdrawal, PaymentError> {
-    match setup
-        .psp
-        .remover_cob(&charge.txid)
-        .instrument(spans::step("pix: retirar cobrança"))
-        .await
-    {
-        Ok(cob) if cob.status == CobStatus::RemovidaPeloUsuarioRecebedor => {}
-        Ok(_) | Err(PixError::Refused { status: 400, .. }) => return Ok(Withdrawal::PaidMeanwhile),
-        Err(e) => return Err(e.into()),
+    if !rail.withdraw(charge).await? {
+        return Ok(Withdrawal::PaidMeanwhile);
     }
     let moved = store
         .settle_charge(&charge.txid, ChargeStatus::Ativa, ChargeStatus::Expirada)
@@ -667,7 +692,7 @@ async fn renew(
     if last.status == ChargeStatus::Ativa {
         // Expired, and the sweep has not withdrawn it yet: withdrawn now, so that two codes of one
         // recharge are never payable at once. Refused: it was paid meanwhile, and will be credited.
-        if withdraw(store, setup, last).await? == Withdrawal::PaidMeanwhile {
+        if withdraw(store, &Rail::Pix(setup), last).await? == Withdrawal::PaidMeanwhile {
             return Ok(NovoCodigo::JaPago);
         }
     }
@@ -683,4 +708,339 @@ async fn renew(
 /// The port the chat tools charge Pix recharges through, for the engine's extensions.
 pub fn pix_port(store: Arc<dyn Store>, setup: PixSetup) -> vt_actions::tools::SharedPixCharges {
     Arc::new(PixPort { store, setup })
+}
+
+/// The provider a charge is paid through: what differs between a Pix code and a card checkout.
+enum Rail<'a> {
+    Pix(&'a PixSetup),
+    Card(&'a CardSetup),
+}
+
+impl Payments<'_> {
+    /// The provider `charge` is paid through; an error where it is not configured any more.
+    fn rail(&self, charge: &PixCharge) -> Result<Rail<'_>, PaymentError> {
+        match charge.meio {
+            ChargeMeans::Pix => self.pix.as_ref().map(Rail::Pix),
+            ChargeMeans::CartaoCredito => self.card.as_ref().map(Rail::Card),
+        }
+        .ok_or(PaymentError::NotConfigured)
+    }
+}
+
+impl Rail<'_> {
+    /// The payment of `charge`'s amount the provider says it received (its id, and when), if any.
+    async fn paid(
+        &self,
+        charge: &PixCharge,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(String, DateTime<Utc>)>, PaymentError> {
+        Ok(match self {
+            Self::Pix(setup) => {
+                let cob = setup
+                    .psp
+                    .cob(&charge.txid)
+                    .instrument(spans::step("pix: ler cobrança"))
+                    .await?;
+                (cob.status == CobStatus::Concluida)
+                    .then(|| cob.pix.into_iter().find(|p| p.valor == charge.amount))
+                    .flatten()
+                    .map(|pix| {
+                        let at = DateTime::parse_from_rfc3339(&pix.horario).map_or(now, Into::into);
+                        (pix.end_to_end_id, at)
+                    })
+            }
+            Self::Card(setup) => {
+                let link = setup
+                    .provider
+                    .ler(&charge.txid)
+                    .instrument(spans::step("cartão: ler pagamento"))
+                    .await?;
+                // Only a payment of the charge's own amount credits.
+                (link.status == LinkStatus::Pago && link.valor == charge.amount)
+                    .then_some(link.pagamento)
+                    .flatten()
+                    .map(|payment| (payment, now))
+            }
+        })
+    }
+
+    /// `charge` withdrawn unpaid at the provider; `false` when it was paid meanwhile.
+    async fn withdraw(&self, charge: &PixCharge) -> Result<bool, PaymentError> {
+        match self {
+            Self::Pix(setup) => match setup
+                .psp
+                .remover_cob(&charge.txid)
+                .instrument(spans::step("pix: retirar cobrança"))
+                .await
+            {
+                Ok(cob) => Ok(cob.status == CobStatus::RemovidaPeloUsuarioRecebedor),
+                Err(PixError::Refused { status: 400, .. }) => Ok(false),
+                Err(e) => Err(e.into()),
+            },
+            Self::Card(setup) => {
+                let link = setup
+                    .provider
+                    .expirar(&charge.txid)
+                    .instrument(spans::step("cartão: expirar link"))
+                    .await?;
+                Ok(link.status != LinkStatus::Pago)
+            }
+        }
+    }
+
+    /// `charge`'s amount of payment `payment` returned; the provider's word on it.
+    async fn refund(&self, charge: &PixCharge, payment: &str) -> Result<DevolucaoStatus, PaymentError> {
+        Ok(match self {
+            Self::Pix(setup) => {
+                let id = vt_actions::pix::refund_id(payment);
+                setup
+                    .psp
+                    .devolver(payment, &id, charge.amount)
+                    .instrument(spans::step("pix: devolução"))
+                    .await?
+                    .status
+            }
+            Self::Card(setup) => {
+                // One refund per payment, whoever asks: its key is the payment's.
+                let estorno = setup
+                    .provider
+                    .estornar(payment, charge.amount, &format!("estorno-{payment}"))
+                    .instrument(spans::step("cartão: estorno"))
+                    .await?;
+                as_devolucao(estorno.status)
+            }
+        })
+    }
+
+    /// Where the refund of payment `payment` stands at the provider, if it knows one.
+    async fn refund_status(&self, payment: &str) -> Result<Option<DevolucaoStatus>, PaymentError> {
+        Ok(match self {
+            Self::Pix(setup) => {
+                let pix = setup
+                    .psp
+                    .pix(payment)
+                    .instrument(spans::step("pix: ler devolução"))
+                    .await?;
+                let id = vt_actions::pix::refund_id(payment);
+                pix.devolucoes.iter().find(|d| d.id == id).map(|d| d.status)
+            }
+            Self::Card(setup) => setup
+                .provider
+                .estorno(payment)
+                .instrument(spans::step("cartão: ler estorno"))
+                .await?
+                .map(|e| as_devolucao(e.status)),
+        })
+    }
+}
+
+/// A card refund's status in the words charges keep (the API Pix's).
+fn as_devolucao(status: EstornoStatus) -> DevolucaoStatus {
+    match status {
+        EstornoStatus::EmProcessamento => DevolucaoStatus::EmProcessamento,
+        EstornoStatus::Devolvido => DevolucaoStatus::Devolvido,
+        EstornoStatus::NaoRealizado => DevolucaoStatus::NaoRealizado,
+    }
+}
+
+/// What the card holder reads about a charge, by how it is paid.
+struct Texts {
+    comprovante: fn(
+        rust_decimal::Decimal,
+        &str,
+        Option<rust_decimal::Decimal>,
+        DateTime<Utc>,
+        &str,
+        &vt_actions::vt::timezone::Timezone,
+    ) -> String,
+    devolvido: fn(rust_decimal::Decimal, &str) -> String,
+    em_processamento: fn(rust_decimal::Decimal, &str) -> String,
+    expirado: fn(rust_decimal::Decimal, &str) -> String,
+    duplicado: fn(rust_decimal::Decimal, &str) -> String,
+}
+
+impl Texts {
+    fn of(meio: ChargeMeans) -> &'static Self {
+        use vt_actions::cartao::textos as cartao;
+        static PIX: Texts = Texts {
+            comprovante: textos::comprovante,
+            devolvido: textos::devolvido,
+            em_processamento: textos::em_processamento,
+            expirado: textos::expirado,
+            duplicado: textos::duplicado,
+        };
+        static CARTAO: Texts = Texts {
+            comprovante: cartao::comprovante,
+            devolvido: cartao::devolvido,
+            em_processamento: cartao::em_processamento,
+            expirado: cartao::expirado,
+            duplicado: cartao::duplicado,
+        };
+        match meio {
+            ChargeMeans::Pix => &PIX,
+            ChargeMeans::CartaoCredito => &CARTAO,
+        }
+    }
+}
+
+/// A checkout link to issue.
+struct Checkout<'a> {
+    conversation_id: &'a str,
+    recharge: &'a FlowInput,
+    recharge_key: &'a str,
+    n: u32,
+}
+
+/// The checkout at the card provider, then on record; what the card holder is shown. The same key and
+/// `n` ask the provider under the same idempotency key: a retry or a restart shows the same link.
+async fn issue_link(
+    store: &dyn PixStore,
+    setup: &CardSetup,
+    checkout: Checkout<'_>,
+    now: DateTime<Utc>,
+) -> Result<LinkCartao, PaymentError> {
+    let Checkout {
+        conversation_id,
+        recharge,
+        recharge_key,
+        n,
+    } = checkout;
+    let valor = recharge
+        .recarga
+        .as_ref()
+        .and_then(|r| r.valor)
+        .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
+    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    let pedido = PedidoLink {
+        valor,
+        referencia: vt_actions::pix::txid(recharge_key, n),
+        descricao: format!("Recarga de vale-transporte, cartão {cartao}"),
+        expira_em: now + Duration::minutes(i64::from(setup.config.expiracao_minutos)),
+        chave: format!("checkout-{recharge_key}-{n}"),
+    };
+    let link = setup
+        .provider
+        .criar(&pedido)
+        .instrument(spans::step("cartão: criar link"))
+        .await?;
+    if link.valor != valor || link.url.is_empty() {
+        return Err(PaymentError::Invalid(
+            "o link do provedor de cartão não confere com a recarga",
+        ));
+    }
+    let stored = store
+        .open_charge(&PixCharge {
+            txid: link.id.clone(),
+            meio: ChargeMeans::CartaoCredito,
+            recharge_key: recharge_key.to_owned(),
+            n: i64::from(n),
+            conversation_id: conversation_id.to_owned(),
+            request: vt_actions::json::to_value(recharge).map_err(|e| StoreError::Invalid(e.to_string()))?,
+            amount: valor,
+            copia_e_cola: link.url.clone(),
+            status: ChargeStatus::Ativa,
+            expires_at: link.expira_em,
+            end_to_end_id: None,
+            paid_at: None,
+            created_at: now,
+            refund: None,
+        })
+        .await?;
+    Ok(link_shown(&stored, recharge))
+}
+
+/// A checkout on record as the card holder is shown it: the line with its link.
+fn link_shown(charge: &PixCharge, recharge: &FlowInput) -> LinkCartao {
+    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    LinkCartao {
+        id: charge.txid.clone(),
+        texto: vt_actions::cartao::textos::link(
+            charge.amount,
+            &cartao,
+            &charge.copia_e_cola,
+            charge.expires_at,
+            &recharge.politicas.timezone,
+        ),
+        url: charge.copia_e_cola.clone(),
+        expira_em: charge.expires_at,
+    }
+}
+
+/// A new link for recharge `recharge_key`: its last one again while it holds; after it expired, the
+/// next (withdrawing it first if the sweep has not), up to `[cartao] novos_links_max`; none once paid.
+async fn renew_link(
+    store: &dyn PixStore,
+    setup: &CardSetup,
+    recharge_key: &str,
+    now: DateTime<Utc>,
+) -> Result<NovoLink, PaymentError> {
+    let charges = store.recharge_charges(recharge_key).await?;
+    let Some(last) = charges.last() else {
+        return Err(PaymentError::Invalid("a recarga não tem link de pagamento"));
+    };
+    let paid = |c: &PixCharge| !matches!(c.status, ChargeStatus::Ativa | ChargeStatus::Expirada);
+    if charges.iter().any(paid) {
+        return Ok(NovoLink::JaPago);
+    }
+    let input = recharge_of(last)?;
+    if last.status == ChargeStatus::Ativa && now < last.expires_at {
+        return Ok(NovoLink::AindaValido(link_shown(last, &input)));
+    }
+    let n = u32::try_from(last.n).unwrap_or(u32::MAX).saturating_add(1);
+    if n > setup.config.novos_links_max {
+        return Ok(NovoLink::Limite);
+    }
+    if last.status == ChargeStatus::Ativa
+        && withdraw(store, &Rail::Card(setup), last).await? == Withdrawal::PaidMeanwhile
+    {
+        return Ok(NovoLink::JaPago);
+    }
+    let checkout = Checkout {
+        conversation_id: &last.conversation_id,
+        recharge: &input,
+        recharge_key,
+        n,
+    };
+    Ok(NovoLink::Emitido(issue_link(store, setup, checkout, now).await?))
+}
+
+/// The chat tools' way to send a confirmed card recharge to the provider's checkout
+/// ([`vt_actions::tools::CardCheckouts`]): the link in the calling turn's conversation, at its time.
+struct CardPort {
+    store: Arc<dyn Store>,
+    setup: CardSetup,
+}
+
+#[async_trait::async_trait]
+impl vt_actions::tools::CardCheckouts for CardPort {
+    async fn link(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        recharge_key: &str,
+        n: u32,
+    ) -> Result<LinkCartao, ActionError> {
+        let checkout = Checkout {
+            conversation_id: &ctx.conversation_id,
+            recharge: input,
+            recharge_key,
+            n,
+        };
+        issue_link(self.store.as_ref(), &self.setup, checkout, ctx.now)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível gerar o link de pagamento", e.to_string()))
+    }
+
+    async fn novo_link(&self, ctx: &ActionContext, recharge_key: &str) -> Result<NovoLink, ActionError> {
+        renew_link(self.store.as_ref(), &self.setup, recharge_key, ctx.now)
+            .await
+            .map_err(|e| {
+                ActionError::failed("não foi possível gerar um novo link de pagamento", e.to_string())
+            })
+    }
+}
+
+/// The port the chat tools send card recharges to the checkout through, for the engine's extensions.
+pub fn card_port(store: Arc<dyn Store>, setup: CardSetup) -> vt_actions::tools::SharedCardCheckouts {
+    Arc::new(CardPort { store, setup })
 }

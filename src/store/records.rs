@@ -749,6 +749,33 @@ pub enum MediaKind {
     Image,
 }
 
+/// How a charge is paid ([`PixCharge::meio`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChargeMeans {
+    /// A Pix code (the API Pix).
+    Pix,
+    /// A card, on the card provider's hosted checkout.
+    CartaoCredito,
+}
+
+impl ChargeMeans {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pix => "pix",
+            Self::CartaoCredito => "cartao_credito",
+        }
+    }
+
+    pub(crate) fn from_row(s: &str) -> Result<Self, StoreError> {
+        match s {
+            "pix" => Ok(Self::Pix),
+            "cartao_credito" => Ok(Self::CartaoCredito),
+            _ => Err(StoreError::Invalid(format!("meio de cobrança desconhecido: {s}"))),
+        }
+    }
+}
+
 /// Where a Pix charge stands ([`PixStore`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -802,8 +829,11 @@ impl ChargeStatus {
 /// pays, and the recharge to send once they have.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PixCharge {
-    /// The provider's charge id, derived from the recharge's key and `n` ([`vt_actions::pix::txid`]).
+    /// The provider's charge id: a Pix charge's derived from the recharge's key and `n`
+    /// ([`vt_actions::pix::txid`]); a card checkout's the provider's own (`cs_…`).
     pub txid: String,
+    /// How it is paid: a Pix code, or a card on the provider's checkout page.
+    pub meio: ChargeMeans,
     /// The recharge it pays (its idempotency key): every code of one recharge shares it.
     pub recharge_key: String,
     /// Which of the recharge's codes this is (0, then one more per "novo código").
@@ -812,11 +842,11 @@ pub struct PixCharge {
     /// The recharge to send once paid (card, amount, tenant…), sealed.
     pub request: Value,
     pub amount: rust_decimal::Decimal,
-    /// The BR Code the card holder copies (checked before it was stored).
+    /// The BR Code the card holder copies (checked before it was stored); a card checkout's link.
     pub copia_e_cola: String,
     pub status: ChargeStatus,
     pub expires_at: DateTime<Utc>,
-    /// The payment that paid it (its Banco Central id), once claimed.
+    /// The payment that paid it (its Banco Central id; the card provider's payment id), once claimed.
     pub end_to_end_id: Option<String>,
     pub paid_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,

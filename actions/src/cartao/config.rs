@@ -97,7 +97,10 @@ impl CartaoConfig {
         } else if !(1_000..=60_000).contains(&self.timeout_ms) {
             Some(("timeout_ms", "precisa estar entre 1000 e 60000"))
         } else if self.webhook_secret.as_deref().is_none_or(str::is_empty) {
-            Some(("webhook_secret", "está faltando (defina VT_CARTAO_WEBHOOK_SECRET)"))
+            Some((
+                "webhook_secret",
+                "está faltando (defina VT_CARTAO_WEBHOOK_SECRET)",
+            ))
         } else {
             None
         };
@@ -105,9 +108,15 @@ impl CartaoConfig {
             return Some((field(f), why));
         }
         match &self.auth {
-            AuthConfig::None => Some((field("auth"), "o provedor de cartão pede autenticação (bearer ou oauth2)")),
+            AuthConfig::None => Some((
+                field("auth"),
+                "o provedor de cartão pede autenticação (bearer ou oauth2)",
+            )),
             auth => auth.problem().map(|(f, why)| match f {
-                "client_secret" => (field("auth.client_secret"), "está faltando (ou defina VT_CARTAO_CLIENT_SECRET)"),
+                "client_secret" => (
+                    field("auth.client_secret"),
+                    "está faltando (ou defina VT_CARTAO_CLIENT_SECRET)",
+                ),
                 "token" => (field("auth.token"), "está faltando (ou defina VT_CARTAO_TOKEN)"),
                 other => (field(&format!("auth.{other}")), why),
             }),
@@ -116,7 +125,12 @@ impl CartaoConfig {
 
     /// With the secrets the environment gives, never written in the file.
     #[must_use]
-    pub fn with_secrets(mut self, token: Option<&str>, client_secret: Option<&str>, webhook: Option<&str>) -> Self {
+    pub fn with_secrets(
+        mut self,
+        token: Option<&str>,
+        client_secret: Option<&str>,
+        webhook: Option<&str>,
+    ) -> Self {
         self.auth = self.auth.with_secrets(token, client_secret);
         if let Some(w) = webhook {
             self.webhook_secret = Some(w.to_owned());

@@ -117,9 +117,14 @@ pub trait Checkouts: Send + Sync + std::fmt::Debug {
     async fn expirar(&self, id: &str) -> Result<Link, CartaoError>;
     /// `valor` of payment `pagamento` returned to the card; the same `chave` is the same refund.
     async fn estornar(&self, pagamento: &str, valor: Decimal, chave: &str) -> Result<Estorno, CartaoError>;
-    /// Refund `id` as it stands.
-    async fn estorno(&self, id: &str) -> Result<Estorno, CartaoError>;
+    /// The refund of payment `pagamento` as it stands, if one was made.
+    async fn estorno(&self, pagamento: &str) -> Result<Option<Estorno>, CartaoError>;
     /// The checkouts a provider's notice names, once its signature is checked at `agora`: a hint,
     /// read back before anything happens. `assinatura` is the signature header's value.
-    fn aviso(&self, assinatura: Option<&str>, corpo: &[u8], agora: DateTime<Utc>) -> Result<Vec<String>, AvisoInvalido>;
+    fn aviso(
+        &self,
+        assinatura: Option<&str>,
+        corpo: &[u8],
+        agora: DateTime<Utc>,
+    ) -> Result<Vec<String>, AvisoInvalido>;
 }

@@ -118,7 +118,10 @@ impl CheckoutSimulado {
 
     /// The hosted pages are reached at `base` (the server that serves [`PAGE_PATH`]).
     pub fn served_at(&self, base: &str) {
-        *self.base_url.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = base.trim_end_matches('/').to_owned();
+        *self
+            .base_url
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = base.trim_end_matches('/').to_owned();
     }
 
     /// Keeps its checkouts in `book`, with the other processes' on the same data directory.
@@ -163,8 +166,7 @@ impl CheckoutSimulado {
             .route("/checkout/sessions", post(criar))
             .route("/checkout/sessions/{id}", get(ler))
             .route("/checkout/sessions/{id}/expire", post(expirar))
-            .route("/refunds", post(estornar))
-            .route("/refunds/{id}", get(ler_estorno))
+            .route("/refunds", post(estornar).get(listar_estornos))
             .route("/webhook_endpoints", post(registrar))
             .with_state(self.clone())
     }
@@ -172,9 +174,18 @@ impl CheckoutSimulado {
     /// The hosted checkout: its page and its pay route.
     pub fn page_router(&self) -> Router {
         Router::new()
-            .route(PAGE_PATH, get(pagina))
-            .route(PAY_PATH, post(pagar_http))
-            .with_state(self.clone())
+            .route(PAGE_PATH, self.page_route())
+            .route(PAY_PATH, self.pay_route())
+    }
+
+    /// [`PAGE_PATH`]'s handler, for a server of the product's own (`serve` with the embedded simulator).
+    pub fn page_route(&self) -> axum::routing::MethodRouter {
+        get(pagina).with_state(self.clone())
+    }
+
+    /// [`PAY_PATH`]'s handler, for a server of the product's own.
+    pub fn pay_route(&self) -> axum::routing::MethodRouter {
+        post(pagar_http).with_state(self.clone())
     }
 
     /// Whether checkout `id` is paid, or will be by itself.
@@ -262,7 +273,8 @@ impl CheckoutSimulado {
             .listeners
             .retain(|l| l.send((signature.clone(), body.clone())).is_ok());
         for url in endpoints {
-            let (http, url, signature, body) = (self.http.clone(), url.clone(), signature.clone(), body.clone());
+            let (http, url, signature, body) =
+                (self.http.clone(), url.clone(), signature.clone(), body.clone());
             tokio::spawn(async move {
                 let sent = http
                     .post(&url)
@@ -299,7 +311,10 @@ impl CheckoutSimulado {
 
     /// The checkouts, caught up with what other processes wrote in the book.
     fn lock(&self) -> std::sync::MutexGuard<'_, Estado> {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(book) = self.book.get() {
             let (lines, sessoes) = book.checkouts_since(state.book_lines);
             state.sessoes.extend(sessoes.unwrap_or_default());
@@ -345,26 +360,43 @@ async fn criar(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
-    let amount = field("line_items[0][price_data][unit_amount]").parse::<i64>().unwrap_or(0);
+    let amount = field("line_items[0][price_data][unit_amount]")
+        .parse::<i64>()
+        .unwrap_or(0);
     let expires_at = field("expires_at").parse::<i64>().unwrap_or(0);
     let now = (provider.now)().timestamp();
     if field("mode") != "payment" || amount <= 0 || field("success_url").is_empty() {
-        return error(StatusCode::BAD_REQUEST, "parameter_invalid", "Invalid checkout session.");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "parameter_invalid",
+            "Invalid checkout session.",
+        );
     }
     // Stripe's own window: 30 minutes to 24 hours from now.
     if !(now + 30 * 60 - 60..=now + 24 * 3600).contains(&expires_at) {
-        return error(StatusCode::BAD_REQUEST, "parameter_invalid_integer", "expires_at out of range.");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "parameter_invalid_integer",
+            "expires_at out of range.",
+        );
     }
     let chave = idempotency(&headers);
     let mut state = provider.lock();
     if let Some(key) = &chave
-        && let Some(existing) = state.sessoes.values().find(|s| s.chave.as_deref() == Some(key.as_str()))
+        && let Some(existing) = state
+            .sessoes
+            .values()
+            .find(|s| s.chave.as_deref() == Some(key.as_str()))
     {
         // The same request again under its key: the same session. Another request under it: no.
         return if existing.amount_total == amount {
             Json(wire(existing)).into_response()
         } else {
-            error(StatusCode::BAD_REQUEST, "idempotency_key_in_use", "Keys for idempotent requests can only be used with the same parameters.")
+            error(
+                StatusCode::BAD_REQUEST,
+                "idempotency_key_in_use",
+                "Keys for idempotent requests can only be used with the same parameters.",
+            )
         };
     }
     let id = format!("cs_sim_{}", uuid::Uuid::new_v4().simple());
@@ -412,21 +444,37 @@ fn current(provider: &CheckoutSimulado, id: &str) -> Option<Sessao> {
 async fn ler(State(provider): State<CheckoutSimulado>, Path(id): Path<String>) -> Response {
     match current(&provider, &id) {
         Some(s) => Json(wire(&s)).into_response(),
-        None => error(StatusCode::NOT_FOUND, "resource_missing", "No such checkout.session."),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "resource_missing",
+            "No such checkout.session.",
+        ),
     }
 }
 
 async fn expirar(State(provider): State<CheckoutSimulado>, Path(id): Path<String>) -> Response {
     let Some(sessao) = current(&provider, &id) else {
-        return error(StatusCode::NOT_FOUND, "resource_missing", "No such checkout.session.");
+        return error(
+            StatusCode::NOT_FOUND,
+            "resource_missing",
+            "No such checkout.session.",
+        );
     };
     if sessao.status != "open" && sessao.status != "expired" {
-        return error(StatusCode::BAD_REQUEST, "checkout_session_not_open", "Only open sessions can be expired.");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "checkout_session_not_open",
+            "Only open sessions can be expired.",
+        );
     }
     let expired = {
         let mut state = provider.lock();
         let Some(s) = state.sessoes.get_mut(&id) else {
-            return error(StatusCode::NOT_FOUND, "resource_missing", "No such checkout.session.");
+            return error(
+                StatusCode::NOT_FOUND,
+                "resource_missing",
+                "No such checkout.session.",
+            );
         };
         s.status = "expired".into();
         s.clone()
@@ -445,19 +493,40 @@ async fn estornar(
     let later = provider.lock().refunds_later;
     let (refund, sessao) = {
         let mut state = provider.lock();
-        let Some(sessao) = state.sessoes.values_mut().find(|s| s.payment_intent.as_deref() == Some(pi.as_str())) else {
-            return error(StatusCode::NOT_FOUND, "resource_missing", "No such payment_intent.");
+        let Some(sessao) = state
+            .sessoes
+            .values_mut()
+            .find(|s| s.payment_intent.as_deref() == Some(pi.as_str()))
+        else {
+            return error(
+                StatusCode::NOT_FOUND,
+                "resource_missing",
+                "No such payment_intent.",
+            );
         };
         let amount = form
             .get("amount")
             .and_then(|a| a.parse::<i64>().ok())
             .unwrap_or(sessao.amount_total);
-        if let Some(existing) = sessao.refunds.iter().find(|r| chave.is_some() && r.chave == chave) {
+        if let Some(existing) = sessao
+            .refunds
+            .iter()
+            .find(|r| chave.is_some() && r.chave == chave)
+        {
             return Json(json!({"id": existing.id, "object": "refund", "status": existing.status, "amount": existing.amount})).into_response();
         }
-        let refunded: i64 = sessao.refunds.iter().filter(|r| r.status != "failed").map(|r| r.amount).sum();
+        let refunded: i64 = sessao
+            .refunds
+            .iter()
+            .filter(|r| r.status != "failed")
+            .map(|r| r.amount)
+            .sum();
         if amount <= 0 || refunded + amount > sessao.amount_total {
-            return error(StatusCode::BAD_REQUEST, "charge_already_refunded", "Charge has already been refunded.");
+            return error(
+                StatusCode::BAD_REQUEST,
+                "charge_already_refunded",
+                "Charge has already been refunded.",
+            );
         }
         let refund = Reembolso {
             id: format!("re_{}", uuid::Uuid::new_v4().simple()),
@@ -469,16 +538,29 @@ async fn estornar(
         (refund, sessao.clone())
     };
     provider.keep(&sessao);
-    Json(json!({"id": refund.id, "object": "refund", "status": refund.status, "amount": refund.amount})).into_response()
+    Json(json!({"id": refund.id, "object": "refund", "status": refund.status, "amount": refund.amount}))
+        .into_response()
 }
 
-async fn ler_estorno(State(provider): State<CheckoutSimulado>, Path(id): Path<String>) -> Response {
+#[derive(Deserialize)]
+struct Filtro {
+    payment_intent: String,
+}
+
+/// `GET /refunds?payment_intent=…`: the payment's refunds, newest first.
+async fn listar_estornos(
+    State(provider): State<CheckoutSimulado>,
+    axum::extract::Query(filtro): axum::extract::Query<Filtro>,
+) -> Response {
     let state = provider.lock();
-    let found = state.sessoes.values().flat_map(|s| s.refunds.iter()).find(|r| r.id == id);
-    match found {
-        Some(r) => Json(json!({"id": r.id, "object": "refund", "status": r.status, "amount": r.amount})).into_response(),
-        None => error(StatusCode::NOT_FOUND, "resource_missing", "No such refund."),
-    }
+    let data: Vec<serde_json::Value> = state
+        .sessoes
+        .values()
+        .filter(|s| s.payment_intent.as_deref() == Some(filtro.payment_intent.as_str()))
+        .flat_map(|s| s.refunds.iter().rev())
+        .map(|r| json!({"id": r.id, "object": "refund", "status": r.status, "amount": r.amount}))
+        .collect();
+    Json(json!({"object": "list", "data": data, "has_more": false})).into_response()
 }
 
 #[derive(Deserialize)]
@@ -503,14 +585,23 @@ async fn registrar(State(provider): State<CheckoutSimulado>, Form(endpoint): For
 /// The hosted page: what is paid, and a button. No field for a card: this is a simulator.
 async fn pagina(State(provider): State<CheckoutSimulado>, Path(id): Path<String>) -> Response {
     let Some(sessao) = current(&provider, &id) else {
-        return (StatusCode::NOT_FOUND, Html("<p>Pagamento não encontrado.</p>".to_owned())).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            Html("<p>Pagamento não encontrado.</p>".to_owned()),
+        )
+            .into_response();
     };
     let valor = crate::vt::money::format_money(
         "BRL",
         rust_decimal::Decimal::new(sessao.amount_total, 2),
         crate::vt::input::Idioma::PtBr,
     );
-    let escape = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    let escape = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
     let body = match sessao.status.as_str() {
         "open" => format!(
             "<form method=\"post\" action=\"{}\"><button type=\"submit\">Pagar {}</button></form>",
@@ -531,6 +622,10 @@ async fn pagina(State(provider): State<CheckoutSimulado>, Path(id): Path<String>
 async fn pagar_http(State(provider): State<CheckoutSimulado>, Path(id): Path<String>) -> Response {
     match provider.pay(&id, true) {
         Some(pi) => Json(json!({"pago": true, "payment_intent": pi})).into_response(),
-        None => error(StatusCode::NOT_FOUND, "resource_missing", "No open checkout.session."),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "resource_missing",
+            "No open checkout.session.",
+        ),
     }
 }

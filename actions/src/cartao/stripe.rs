@@ -19,7 +19,9 @@ use rust_decimal::prelude::ToPrimitive;
 use serde::Deserialize;
 use sha2::Sha256;
 
-use super::{AvisoInvalido, CartaoConfig, CartaoError, Checkouts, Estorno, EstornoStatus, Link, LinkStatus, PedidoLink};
+use super::{
+    AvisoInvalido, CartaoConfig, CartaoError, Checkouts, Estorno, EstornoStatus, Link, LinkStatus, PedidoLink,
+};
 use crate::systems::auth::{Credentials, CredentialsBuilder};
 
 /// How old a notice's timestamp may be (Stripe's own default tolerance).
@@ -55,6 +57,12 @@ pub(crate) struct Refund {
     pub id: String,
     /// `pending`, `requires_action`, `succeeded`, `failed` or `canceled`.
     pub status: String,
+}
+
+/// A list as Stripe answers it (newest first).
+#[derive(Debug, Deserialize)]
+struct List<T> {
+    data: Vec<T>,
 }
 
 /// A notice (an Event), as far as the product reads it: which checkout it is about.
@@ -99,7 +107,11 @@ impl Session {
         let cents = self
             .amount_total
             .ok_or_else(|| CartaoError::Body("sessão sem amount_total".into()))?;
-        if self.currency.as_deref().is_some_and(|c| !c.eq_ignore_ascii_case("brl")) {
+        if self
+            .currency
+            .as_deref()
+            .is_some_and(|c| !c.eq_ignore_ascii_case("brl"))
+        {
             return Err(CartaoError::Body("sessão em outra moeda".into()));
         }
         Ok(Link {
@@ -194,7 +206,10 @@ impl Stripe {
             .transpose()?;
         let mut headers = BTreeMap::new();
         if body.is_some() {
-            headers.insert("content-type".to_owned(), "application/x-www-form-urlencoded".to_owned());
+            headers.insert(
+                "content-type".to_owned(),
+                "application/x-www-form-urlencoded".to_owned(),
+            );
         }
         if let Some(key) = idempotency_key {
             headers.insert("idempotency-key".to_owned(), key.to_owned());
@@ -247,7 +262,8 @@ impl Stripe {
                     over_http(request, headers, body, self.timeout).await
                 }
                 Transport::InProcess(router) => {
-                    let url = reqwest::Url::parse(url).map_err(|_| CartaoError::Unanswered("falha de conexão"))?;
+                    let url =
+                        reqwest::Url::parse(url).map_err(|_| CartaoError::Unanswered("falha de conexão"))?;
                     in_process(router, method.clone(), &url, headers, body, self.timeout).await
                 }
             }
@@ -286,11 +302,19 @@ impl Checkouts for Stripe {
             ("line_items[0][quantity]".into(), "1".into()),
             ("line_items[0][price_data][currency]".into(), "brl".into()),
             ("line_items[0][price_data][unit_amount]".into(), cents.to_string()),
-            ("line_items[0][price_data][product_data][name]".into(), pedido.descricao.clone()),
+            (
+                "line_items[0][price_data][product_data][name]".into(),
+                pedido.descricao.clone(),
+            ),
             ("metadata[referencia]".into(), pedido.referencia.clone()),
         ];
         let session: Session = self
-            .call(Method::POST, "/checkout/sessions", Some(form), Some(&pedido.chave))
+            .call(
+                Method::POST,
+                "/checkout/sessions",
+                Some(form),
+                Some(&pedido.chave),
+            )
             .await?;
         session.link()
     }
@@ -304,7 +328,12 @@ impl Checkouts for Stripe {
 
     async fn expirar(&self, id: &str) -> Result<Link, CartaoError> {
         let expired = self
-            .call::<Session>(Method::POST, &format!("/checkout/sessions/{id}/expire"), Some(Vec::new()), None)
+            .call::<Session>(
+                Method::POST,
+                &format!("/checkout/sessions/{id}/expire"),
+                Some(Vec::new()),
+                None,
+            )
             .await;
         match expired {
             Ok(session) => session.link(),
@@ -321,16 +350,30 @@ impl Checkouts for Stripe {
             ("amount".into(), cents.to_string()),
             ("reason".into(), "requested_by_customer".into()),
         ];
-        let refund: Refund = self.call(Method::POST, "/refunds", Some(form), Some(chave)).await?;
+        let refund: Refund = self
+            .call(Method::POST, "/refunds", Some(form), Some(chave))
+            .await?;
         Ok(refund.estorno())
     }
 
-    async fn estorno(&self, id: &str) -> Result<Estorno, CartaoError> {
-        let refund: Refund = self.call(Method::GET, &format!("/refunds/{id}"), None, None).await?;
-        Ok(refund.estorno())
+    async fn estorno(&self, pagamento: &str) -> Result<Option<Estorno>, CartaoError> {
+        let refunds: List<Refund> = self
+            .call(
+                Method::GET,
+                &format!("/refunds?payment_intent={pagamento}&limit=1"),
+                None,
+                None,
+            )
+            .await?;
+        Ok(refunds.data.first().map(Refund::estorno))
     }
 
-    fn aviso(&self, assinatura: Option<&str>, corpo: &[u8], agora: DateTime<Utc>) -> Result<Vec<String>, AvisoInvalido> {
+    fn aviso(
+        &self,
+        assinatura: Option<&str>,
+        corpo: &[u8],
+        agora: DateTime<Utc>,
+    ) -> Result<Vec<String>, AvisoInvalido> {
         verificar(assinatura, corpo, &self.webhook_secret, agora)?;
         let event: Event = crate::json::from_bytes(corpo).map_err(|_| AvisoInvalido::Corpo)?;
         // Every checkout event names its session; which one it is matters not: the session is read
@@ -350,7 +393,8 @@ pub fn assinar(secret: &str, t: i64, corpo: &[u8]) -> String {
 }
 
 fn mac(secret: &str, t: i64, corpo: &[u8]) -> Vec<u8> {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
     mac.update(t.to_string().as_bytes());
     mac.update(b".");
     mac.update(corpo);
@@ -360,7 +404,12 @@ fn mac(secret: &str, t: i64, corpo: &[u8]) -> Vec<u8> {
 /// Checks a notice's `Stripe-Signature` against `secret`: one of its `v1` signatures (several during
 /// a secret's rotation) must be the body's, in constant time, and its timestamp within
 /// [`TOLERANCIA_SEGUNDOS`] of `agora`.
-pub fn verificar(assinatura: Option<&str>, corpo: &[u8], secret: &str, agora: DateTime<Utc>) -> Result<(), AvisoInvalido> {
+pub fn verificar(
+    assinatura: Option<&str>,
+    corpo: &[u8],
+    secret: &str,
+    agora: DateTime<Utc>,
+) -> Result<(), AvisoInvalido> {
     let header = assinatura.ok_or(AvisoInvalido::SemAssinatura)?;
     let mut t = None;
     let mut v1 = Vec::new();
@@ -376,7 +425,8 @@ pub fn verificar(assinatura: Option<&str>, corpo: &[u8], secret: &str, agora: Da
         return Err(AvisoInvalido::SemAssinatura);
     }
     let signed = v1.iter().any(|sig| {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+        let mut m =
+            <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
         m.update(t.to_string().as_bytes());
         m.update(b".");
         m.update(corpo);
@@ -414,16 +464,28 @@ mod tests {
         // During a rotation the provider signs with both secrets: either one is enough.
         let both = format!("{good},v1={}", hex::encode(mac("whsec_b", t, body)));
         assert_eq!(verificar(Some(&both), body, "whsec_b", now), Ok(()));
-        assert_eq!(verificar(Some(&good), body, "whsec_b", now), Err(AvisoInvalido::Assinatura));
+        assert_eq!(
+            verificar(Some(&good), body, "whsec_b", now),
+            Err(AvisoInvalido::Assinatura)
+        );
         assert_eq!(
             verificar(Some(&good), b"{\"type\":\"x\"}", "whsec_a", now),
             Err(AvisoInvalido::Assinatura),
             "another body"
         );
         let old = assinar("whsec_a", t - TOLERANCIA_SEGUNDOS - 1, body);
-        assert_eq!(verificar(Some(&old), body, "whsec_a", now), Err(AvisoInvalido::Expirado));
-        assert_eq!(verificar(None, body, "whsec_a", now), Err(AvisoInvalido::SemAssinatura));
-        assert_eq!(verificar(Some("t=1"), body, "whsec_a", now), Err(AvisoInvalido::SemAssinatura));
+        assert_eq!(
+            verificar(Some(&old), body, "whsec_a", now),
+            Err(AvisoInvalido::Expirado)
+        );
+        assert_eq!(
+            verificar(None, body, "whsec_a", now),
+            Err(AvisoInvalido::SemAssinatura)
+        );
+        assert_eq!(
+            verificar(Some("t=1"), body, "whsec_a", now),
+            Err(AvisoInvalido::SemAssinatura)
+        );
     }
 
     #[test]
@@ -439,10 +501,20 @@ mod tests {
             payment_intent: Some("pi_1".into()),
         };
         let paid = session("complete", "paid", "brl").link().expect("link");
-        assert_eq!((paid.status, paid.valor, paid.pagamento.as_deref()), (LinkStatus::Pago, Decimal::new(5000, 2), Some("pi_1")));
+        assert_eq!(
+            (paid.status, paid.valor, paid.pagamento.as_deref()),
+            (LinkStatus::Pago, Decimal::new(5000, 2), Some("pi_1"))
+        );
         let waiting = session("complete", "unpaid", "brl").link().expect("link");
-        assert_eq!((waiting.status, waiting.pagamento), (LinkStatus::Aberto, None), "a delayed method not yet paid");
-        assert_eq!(session("expired", "unpaid", "brl").link().expect("link").status, LinkStatus::Expirado);
+        assert_eq!(
+            (waiting.status, waiting.pagamento),
+            (LinkStatus::Aberto, None),
+            "a delayed method not yet paid"
+        );
+        assert_eq!(
+            session("expired", "unpaid", "brl").link().expect("link").status,
+            LinkStatus::Expirado
+        );
         assert!(session("complete", "paid", "usd").link().is_err());
         assert_eq!(cents(Decimal::new(1005, 1)), Some(10050));
         assert_eq!(cents(Decimal::ZERO), None);

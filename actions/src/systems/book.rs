@@ -53,7 +53,9 @@ enum Line {
     /// A Pix charge of the simulated provider, as it is after a change.
     Cobranca { cob: Box<crate::pix::api::Cob> },
     /// A card checkout of the simulated provider, as it is after a change.
-    Checkout { sessao: Box<crate::cartao::simulado::Sessao> },
+    Checkout {
+        sessao: Box<crate::cartao::simulado::Sessao>,
+    },
     /// The answer given under an idempotency key.
     Resposta {
         chave: String,
@@ -160,7 +162,12 @@ impl Book {
         &self,
         seen: u64,
     ) -> (u64, Option<HashMap<String, crate::cartao::simulado::Sessao>>) {
-        self.caught_up(|r| (r.checkout_lines, (r.checkout_lines != seen).then(|| r.checkouts.clone())))
+        self.caught_up(|r| {
+            (
+                r.checkout_lines,
+                (r.checkout_lines != seen).then(|| r.checkouts.clone()),
+            )
+        })
     }
 
     /// Every charge as last written, when any was written since `seen` charge lines; with the count

@@ -273,8 +273,8 @@ impl Simulator {
             cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
         );
         // A card holder pays a checkout as they pay a Pix code: the same magic cards, the same delay.
-        let cartao = crate::cartao::simulado::CheckoutSimulado::new(config.now.clone(), CARTAO_WEBHOOK_SECRET)
-            .paying(
+        let cartao =
+            crate::cartao::simulado::CheckoutSimulado::new(config.now.clone(), CARTAO_WEBHOOK_SECRET).paying(
                 config.pix_pagar_apos,
                 cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
             );

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::checkout::{LinkCartao, STATE_CARTAO, SharedCardCheckouts};
 use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 use super::pix::{CodigoPix, STATE_PIX, SharedPixCharges, mostrar};
 use super::runner::{FlowResult, SharedFlowRunner};
@@ -116,6 +117,14 @@ impl Action for ConfirmarRecarga {
         {
             let issued = port.issue(ctx, &input, &p.idempotency_key, 0).await;
             return Ok(charged(ctx, &p, issued));
+        }
+        // Paid by card where a provider takes it: a link to the provider's page, and the recharge
+        // goes when the provider says it was paid — never before, and no card number in the chat.
+        if p.meio_pagamento == "cartao_credito"
+            && let Some(port) = ctx.get::<SharedCardCheckouts>()
+        {
+            let issued = port.link(ctx, &input, &p.idempotency_key, 0).await;
+            return Ok(linked(&p, issued));
         }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
@@ -261,6 +270,37 @@ fn charged(
         )
         .into()
 }
+/// What the card holder is told of a card checkout: the line with the link; or, when no link could
+/// be had, that nothing was charged and a person will look.
+fn linked(p: &RecargaPendente, issued: Result<LinkCartao, ActionError>) -> ActionResponse {
+    let link = match issued {
+        Ok(l) => l,
+        Err(e) => {
+            return ResponseToUser::new(
+                format!("Não consegui gerar o link de pagamento da recarga de {} agora, e nada foi cobrado. Uma pessoa da nossa equipe vai verificar.", p.describe()),
+                format!("Recarga {} confirmada, mas o link de pagamento no cartão falhou ({}): nada foi cobrado nem enviado; o atendimento foi passado a uma pessoa.", p.id, e.operator_message()),
+            )
+            .with_state(STATE_PENDENTE, Value::Null)
+            .with_function(crate::response::TransferToHuman::new("o link de pagamento de uma recarga confirmada falhou"))
+            .error()
+            .into();
+        }
+    };
+    let instruction = format!(
+        "Recarga {} confirmada pelo usuário; link de pagamento no cartão {} emitido, válido até {}. A recarga só é enviada quando o provedor confirmar o pagamento; o usuário recebeu o link e receberá o comprovante. Nunca peça o número do cartão de crédito.",
+        p.id,
+        link.id,
+        link.expira_em.to_rfc3339()
+    );
+    super::checkout::mostrar(&link, instruction)
+        .with_state(STATE_PENDENTE, Value::Null)
+        .with_state(
+            STATE_CARTAO,
+            json!({"recarga": p.idempotency_key, "id": link.id, "descricao": p.describe()}),
+        )
+        .into()
+}
+
 /// A recharge asked by a means no provider takes here (asked before the provider was removed): never
 /// sent unpaid. A Pix recharge with a provider's port in the context is charged there instead.
 fn means_refused(ctx: &ActionContext, p: &RecargaPendente) -> Option<ActionResponse> {

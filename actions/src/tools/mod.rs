@@ -6,6 +6,7 @@
 
 mod cancelar_recarga;
 pub mod cartao;
+mod checkout;
 mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;
@@ -20,6 +21,7 @@ mod settings;
 mod transferir_para_humano;
 
 pub use cancelar_recarga::CancelarRecarga;
+pub use checkout::{CardCheckouts, LINK_FILE, LinkCartao, NovoLink, SharedCardCheckouts, link_file, link_of};
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{Sql, Stmt};
 use crate::store::rows::Columns;
 use crate::store::{
-    ChargeStatus, PaymentClaim, PixCharge, PixRefund, PixStore, REFUND_IN_PROGRESS, StoreError,
+    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixRefund, PixStore, REFUND_IN_PROGRESS, StoreError,
 };
 
 #[async_trait]
@@ -15,8 +15,8 @@ impl<S: Sql> PixStore for S {
     async fn open_charge(&self, charge: &PixCharge) -> Result<PixCharge, StoreError> {
         let insert = Stmt::new(
             "INSERT INTO pix_charges (txid, recharge_key, n, conversation_id, request, amount, copia_e_cola,
-                 status, expires_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (txid) DO NOTHING",
+                 status, expires_at, created_at, meio)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (txid) DO NOTHING",
         )
         .bind(&charge.txid)
         .bind(&charge.recharge_key)
@@ -27,7 +27,8 @@ impl<S: Sql> PixStore for S {
         .bind(&charge.copia_e_cola)
         .bind(charge.status.as_str())
         .bind(charge.expires_at)
-        .bind(charge.created_at);
+        .bind(charge.created_at)
+        .bind(charge.meio.as_str());
         self.write(insert).await?;
         self.pix_charge(&charge.txid)
             .await?
@@ -171,6 +172,7 @@ fn charge(r: &impl Columns) -> Result<PixCharge, StoreError> {
     let amount: String = r.value("amount")?;
     Ok(PixCharge {
         txid: r.value("txid")?,
+        meio: ChargeMeans::from_row(&r.value::<String>("meio")?)?,
         recharge_key: r.value("recharge_key")?,
         n: r.value("n")?,
         conversation_id: r.value("conversation_id")?,
