@@ -132,6 +132,12 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let mut tasks = JoinSet::new();
+        // The embedded card provider's checkout pages are this server's: its links name the address
+        // bound (a port chosen at bind time included).
+        if let Some(sim) = &self.simulator {
+            sim.cartao()
+                .served_at(&format!("http://{}", listener.local_addr()?));
+        }
         // The systems checked as `vt-agent systems check` checks them: logged, never fatal (a system
         // down at start may be up by the first turn).
         if let Some(systems) = self.service.engine().extensions().get::<VtSystems>().cloned() {

@@ -68,6 +68,33 @@ pub(super) struct ReplyOut {
     /// A Pix code to pay, with its QR code (the reply after the code's own).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pix: Option<PixOut>,
+    /// A card checkout to pay at (the reply after the line with its link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cartao: Option<CartaoOut>,
+}
+
+/// A card checkout to pay at: the provider's page.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct CartaoOut {
+    /// The provider's hosted page, where the card is typed (never in the chat).
+    pub link: String,
+    /// Until when it can be paid.
+    pub expira_em: DateTime<Utc>,
+}
+
+/// The checkout a reply's files name, from the charge on record (left out when it cannot be read).
+async fn cartao_of(state: &AppState, files: &[vt_actions::FileContent]) -> Option<CartaoOut> {
+    let id = files.iter().find_map(vt_actions::tools::link_of)?;
+    match state.service.stores().pix.pix_charge(id).await {
+        Ok(charge) => charge.map(|c| CartaoOut {
+            link: c.copia_e_cola,
+            expira_em: c.expires_at,
+        }),
+        Err(e) => {
+            tracing::error!(error = %e, "a card checkout shown in a reply could not be read");
+            None
+        }
+    }
 }
 
 /// A Pix code to pay.
@@ -241,6 +268,7 @@ pub(super) async fn message(
                 Vec::new()
             },
             pix: pix_of(&state, &r.files).await,
+            cartao: cartao_of(&state, &r.files).await,
         });
     }
     Ok(Json(MessageResponse {

@@ -12,8 +12,8 @@ use utoipa::OpenApi;
 use super::auth::Caller;
 use super::config::Role;
 use super::conversations::{
-    Button, ConversationView, Created, MessageRequest, MessageResponse, MessageView, NewConversation, PixOut,
-    ReplyOut, User,
+    Button, CartaoOut, ConversationView, Created, MessageRequest, MessageResponse, MessageView,
+    NewConversation, PixOut, ReplyOut, User,
 };
 use super::error::{ApiError, ErrorBody, ErrorDetail};
 use super::state::AppState;
@@ -81,7 +81,7 @@ pub(super) async fn metrics(
         metrics
     ),
     components(schemas(
-        NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, PixOut, Button, ConversationView,
+        NewConversation, User, Created, MessageRequest, MessageResponse, ReplyOut, PixOut, CartaoOut, Button, ConversationView,
         MessageView, ErrorBody, ErrorDetail, FlowOutput, Etapa, FlowStatus,
         super::batches::BatchAccepted, super::batches::BatchView, super::subjects::SubjectRequest,
         super::optins::OptInsRequest, crate::service::OptIn

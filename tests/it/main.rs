@@ -6,6 +6,7 @@ mod batch;
 mod board;
 mod boleto;
 mod bursts;
+mod cartao;
 mod cases;
 mod cli;
 mod console;

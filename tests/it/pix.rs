@@ -1052,6 +1052,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
         .expect("store");
     let now = chrono::Utc::now();
     let charge = vt_agent::store::PixCharge {
+        meio: vt_agent::store::ChargeMeans::Pix,
         txid: txid("k-lista", 1),
         recharge_key: "k-lista".into(),
         n: 1,

@@ -1134,6 +1134,7 @@ pub(crate) async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>)
 
 fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::PixCharge {
     vt_agent::store::PixCharge {
+        meio: vt_agent::store::ChargeMeans::Pix,
         txid: vt_actions::pix::txid(recharge, u32::try_from(n).expect("n")),
         recharge_key: recharge.into(),
         n,
@@ -1160,6 +1161,7 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
     assert_eq!(stored, first, "what was stored, read back (the request unsealed)");
     // A retry finds the charge already there, as it was.
     let again = vt_agent::store::PixCharge {
+        meio: vt_agent::store::ChargeMeans::Pix,
         copia_e_cola: "another".into(),
         ..first.clone()
     };
@@ -2056,6 +2058,7 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
 
     // A Pix charge of the person's conversation, paid.
     let charge = vt_agent::store::PixCharge {
+        meio: vt_agent::store::ChargeMeans::Pix,
         conversation_id: "c-titular".into(),
         request: json!({"cartao": "5678901234", "recarga": {"valor": 20}}),
         ..pix_charge("k-titular", 0, now)

@@ -624,6 +624,8 @@ pub(crate) enum Pix {
     Refused,
     /// `[pix]` pointed at a provider whose codes carry a wrong CRC ([`tampering_provider`]).
     Tampering,
+    /// As `Provider`, and `[cartao]` a hosted checkout at the simulator's Stripe API.
+    ProviderAndCard,
 }
 
 /// What a chat harness is built of.
@@ -713,6 +715,30 @@ async fn tampering_provider() -> String {
     url
 }
 
+/// `[cartao]` as an operator writes it for Stripe, pointed at the simulator at `url` (its Stripe API
+/// under `/stripe/v1`), the secret key and the webhook's secret as the environment gives them.
+pub(crate) fn card_config(url: &str) -> vt_actions::cartao::CartaoConfig {
+    vt_actions::cartao::CartaoConfig {
+        provedor: Some(vt_actions::cartao::ProvedorCartao::Stripe),
+        api_url: format!("{url}/stripe/v1"),
+        retorno_url: "https://operadora.example.com.br/pago".into(),
+        auth: vt_actions::systems::AuthConfig::Bearer {
+            token: "sk_test_cartao_51H8".into(),
+        },
+        ..Default::default()
+    }
+    .with_secrets(
+        None,
+        None,
+        Some(vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET),
+    )
+}
+
+/// A chat harness whose simulator is the Pix provider and the card provider too.
+pub(crate) async fn chat_harness_cards() -> ChatHarness {
+    chat_harness_pix(Pix::ProviderAndCard).await
+}
+
 /// A chat harness taking Pix as `pix` says.
 pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
     chat_harness_pix_handing_off(pix, Default::default()).await
@@ -786,7 +812,9 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         handoff,
         vt,
         pix: match pix {
-            Pix::Provider | Pix::NativeOrders => Some(format!("{}/pix/v2", running.url)),
+            Pix::Provider | Pix::NativeOrders | Pix::ProviderAndCard => {
+                Some(format!("{}/pix/v2", running.url))
+            }
             Pix::Tampering => Some(format!("{}/pix/v2", tampering_provider().await)),
             Pix::Off | Pix::Refused => None,
         }
@@ -796,11 +824,19 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             whatsapp_order_details: pix == Pix::NativeOrders,
             ..Default::default()
         }),
+        cartao: if pix == Pix::ProviderAndCard {
+            card_config(&running.url)
+        } else {
+            Default::default()
+        },
         transcricao,
         fotos,
         orcamentos,
         ..Default::default()
     };
+    if let Some(setup) = vt_agent::app::card_setup(&config).expect("card provider") {
+        ext = ext.with(vt_agent::service::card_port(store.clone(), setup));
+    }
     if pix == Pix::Refused {
         ext = ext.with(vt_actions::tools::MeiosIndisponiveis {
             pix: true,

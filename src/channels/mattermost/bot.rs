@@ -352,6 +352,28 @@ impl PostSender {
         self
     }
 
+    /// A checkout link per file, as an attachment whose title opens the provider's page.
+    async fn link_attachments(
+        &self,
+        links: &[vt_actions::FileContent],
+    ) -> Result<Vec<serde_json::Value>, SendError> {
+        let Some(store) = &self.files else {
+            return Err(SendError::Permanent(
+                "a reply with files, and no way to draw them".into(),
+            ));
+        };
+        let mut attachments = Vec::new();
+        for id in links.iter().filter_map(vt_actions::tools::link_of) {
+            let charge = crate::channels::charge_of(store.as_ref(), id).await?;
+            attachments.push(json!({
+                "fallback": format!("Pagar com cartão: {}", charge.copia_e_cola),
+                "title": "Pagar com cartão de crédito",
+                "title_link": charge.copia_e_cola,
+            }));
+        }
+        Ok(attachments)
+    }
+
     /// `POST /api/v4/files`: a reply's files uploaded to `channel_id`; their ids, for the post.
     async fn upload(
         &self,
@@ -409,8 +431,18 @@ impl ChannelSender for PostSender {
         if let Some(root) = &reply.thread {
             body["root_id"] = json!(root);
         }
-        if !reply.files.is_empty() {
-            body["file_ids"] = json!(self.upload(channel_id, &reply.files).await?);
+        // A card checkout's link is an attachment whose title opens the provider's page; other files
+        // (Pix QR codes) are uploaded.
+        let (links, uploads): (Vec<_>, Vec<_>) = reply
+            .files
+            .iter()
+            .cloned()
+            .partition(|f| vt_actions::tools::link_of(f).is_some());
+        if !uploads.is_empty() {
+            body["file_ids"] = json!(self.upload(channel_id, &uploads).await?);
+        }
+        if !links.is_empty() {
+            body["props"] = json!({"attachments": self.link_attachments(&links).await?});
         }
         if let (Some(pending), Some(conversation)) =
             (reply.confirmation.as_deref(), item.conversation_id.as_deref())

@@ -107,6 +107,13 @@ impl Sender {
                 }
                 continue;
             }
+            // A card checkout's link: a button that opens the provider's page.
+            if let Some(id) = vt_actions::tools::link_of(file) {
+                let charge = crate::channels::charge_of(store.as_ref(), id).await?;
+                let message = link_button(to, LINK_BODY, charge.copia_e_cola);
+                first = first.or(self.post(&message).await?);
+                continue;
+            }
             let upload = crate::channels::upload_of(store.as_ref(), file).await?;
             let media = self.upload(upload).await?;
             let image = wire::Outgoing {
@@ -352,9 +359,15 @@ fn buttons<'a>(to: &'a str, body: &'a str, pending: &str) -> wire::Outgoing<'a> 
         ],
         button: None,
         sections: Vec::new(),
+        name: None,
+        parameters: None,
     };
     interactive(to, "button", body, action)
 }
+
+/// The text above a checkout link's button.
+const LINK_BODY: &str =
+    "Toque no botão para pagar a recarga com o seu cartão de crédito na página segura do pagamento.";
 
 /// A list message: `body`, and a button that opens the `choices` as rows (at most ten, titles of at
 /// most 24 characters), each row's id the option's index.
@@ -375,11 +388,28 @@ fn list<'a>(to: &'a str, body: &'a str, choices: &[String]) -> wire::Outgoing<'a
             title: "Cartões",
             rows,
         }],
+        name: None,
+        parameters: None,
     };
     interactive(to, "list", body, action)
 }
 
-/// An interactive message of `kind` (`button`, `list`).
+/// A checkout link as a button that opens it (`cta_url`), under `body`.
+fn link_button<'a>(to: &'a str, body: &'a str, url: String) -> wire::Outgoing<'a> {
+    let action = wire::OutAction {
+        buttons: Vec::new(),
+        button: None,
+        sections: Vec::new(),
+        name: Some("cta_url"),
+        parameters: Some(wire::OutCta {
+            display_text: "Pagar com cartão",
+            url,
+        }),
+    };
+    interactive(to, "cta_url", body, action)
+}
+
+/// An interactive message of `kind` (`button`, `list`, `cta_url`).
 fn interactive<'a>(
     to: &'a str,
     kind: &'static str,

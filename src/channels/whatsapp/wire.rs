@@ -208,6 +208,18 @@ pub(super) struct OutAction {
     pub button: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sections: Vec<OutSection>,
+    /// `cta_url`: a button that opens a link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<OutCta>,
+}
+
+/// A `cta_url` button: its text (at most 20 characters) and the link it opens.
+#[derive(Debug, Serialize)]
+pub(super) struct OutCta {
+    pub display_text: &'static str,
+    pub url: String,
 }
 
 /// A list's section: at most ten rows in all sections together.
