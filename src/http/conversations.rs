@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use vt_actions::vt::card::mask_cards_in;
+use vt_actions::vt::card::mask_cards_except;
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
@@ -278,7 +278,7 @@ pub(super) async fn message(
     }))
 }
 
-/// Read a conversation: its messages in order, cards masked.
+/// Read a conversation: its messages in order, cards masked, its own payment codes whole.
 #[utoipa::path(get, path = "/v1/conversations/{id}",
     params(("id" = String, Path, description = "The conversation")),
     responses((status = 200, body = ConversationView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -296,6 +296,16 @@ pub(super) async fn show(
         .map_err(|e| ApiError::internal("conversation could not be read", &e))?
         .filter(|c| c.tenant_id == caller.tenant)
         .ok_or_else(|| ApiError::not_found("a conversa"))?;
+    // The conversation's own payment codes are the caller's to copy: shown whole, cards masked.
+    let codes: Vec<String> = state
+        .stores
+        .pix
+        .conversation_charges(&id)
+        .await
+        .map_err(|e| ApiError::internal("charges could not be read", &e))?
+        .iter()
+        .flat_map(crate::store::PixCharge::codes)
+        .collect();
     let messages = store
         .messages(&id)
         .await
@@ -314,7 +324,7 @@ pub(super) async fn show(
             Some(MessageView {
                 role: role.into(),
                 name,
-                text: mask_cards_in(&text),
+                text: mask_cards_except(&text, &codes),
                 at: m.created_at,
             })
         })

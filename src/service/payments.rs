@@ -843,16 +843,19 @@ fn as_devolucao(status: EstornoStatus) -> DevolucaoStatus {
     }
 }
 
+/// A receipt's text: amount, masked card, new balance, paid at, the payment's id, the time zone.
+type Receipt = fn(
+    rust_decimal::Decimal,
+    &str,
+    Option<rust_decimal::Decimal>,
+    DateTime<Utc>,
+    &str,
+    &vt_actions::vt::timezone::Timezone,
+) -> String;
+
 /// What the card holder reads about a charge, by how it is paid.
 struct Texts {
-    comprovante: fn(
-        rust_decimal::Decimal,
-        &str,
-        Option<rust_decimal::Decimal>,
-        DateTime<Utc>,
-        &str,
-        &vt_actions::vt::timezone::Timezone,
-    ) -> String,
+    comprovante: Receipt,
     devolvido: fn(rust_decimal::Decimal, &str) -> String,
     em_processamento: fn(rust_decimal::Decimal, &str) -> String,
     expirado: fn(rust_decimal::Decimal, &str) -> String,

@@ -749,6 +749,18 @@ pub enum MediaKind {
     Image,
 }
 
+impl PixCharge {
+    /// The payment codes this charge put in its conversation — the txid, the copia-e-cola (a card
+    /// checkout's link), the payment's id and a refund's — which the person the conversation belongs
+    /// to is shown whole ([`vt_actions::vt::card::mask_cards_except`]).
+    pub fn codes(&self) -> Vec<String> {
+        let mut codes = vec![self.txid.clone(), self.copia_e_cola.clone()];
+        codes.extend(self.end_to_end_id.clone());
+        codes.extend(self.refund.as_ref().map(|r| r.end_to_end_id.clone()));
+        codes
+    }
+}
+
 /// How a charge is paid ([`PixCharge::meio`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1312,3 +1312,69 @@ async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_pe
         "{metrics}"
     );
 }
+
+/// A conversation's own payment codes are its person's to copy: the console's conversation page, a
+/// support agent's (masked) transcript download and the HTTP API's conversation view show the Pix
+/// copia-e-cola, the payment's endToEndId and a boleto's line whole — and still mask the card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_views_show_the_conversations_payment_codes_whole_and_still_mask_the_card() {
+    let chat = Arc::new(crate::support::chat_harness_paying().await);
+    let conv = "c-codigos";
+    chat.say(conv, "recarregar 20 no cartão 1234567890 via pix").await;
+    let code = chat.say(conv, "sim").await.replies[1].text.clone();
+    let txid = chat
+        .store
+        .conversation_charges(conv)
+        .await
+        .expect("charges")
+        .pop()
+        .expect("a charge")
+        .txid;
+    let paid = chat.sim.pix().pay(&txid, false).expect("paid");
+    chat.service.payments().settle(&txid).await.expect("settled");
+    chat.say(conv, "recarregar 20 no cartão 1234567890 no boleto")
+        .await;
+    let boleto = chat.say(conv, "sim").await.replies[1].text.clone();
+    assert_eq!(
+        boleto.chars().filter(char::is_ascii_digit).count(),
+        47,
+        "{boleto}"
+    );
+    let e2e = paid.end_to_end_id.clone();
+    let s = serve_with(chat).await;
+    let unescape = |html: String| html.replace("&#x2f;", "/").replace("&amp;", "&");
+    let support = session("suporte", 600, SECRET);
+    let page = no_redirects()
+        .get(format!("{}/console/conversations/{conv}", s.url))
+        .header("cookie", &support)
+        .send()
+        .await
+        .expect("page");
+    let html = unescape(page.text().await.expect("html"));
+    let download = no_redirects()
+        .get(format!("{}/console/conversations/{conv}/transcript.yaml", s.url))
+        .header("cookie", &support)
+        .send()
+        .await
+        .expect("download")
+        .text()
+        .await
+        .expect("yaml");
+    let api: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v1/conversations/{conv}", s.url))
+        .bearer_auth(CLIENT)
+        .send()
+        .await
+        .expect("view")
+        .json()
+        .await
+        .expect("json");
+    let api = api.to_string();
+    for (view, text) in [("console", &html), ("transcript", &download), ("api", &api)] {
+        for whole in [code.as_str(), e2e.as_str(), boleto.as_str()] {
+            assert!(text.contains(whole), "{view}: {whole} shown whole in {text}");
+        }
+        assert!(!text.contains("1234567890"), "{view}: the card in clear");
+        assert!(text.contains("****7890"), "{view}: the card masked");
+    }
+}

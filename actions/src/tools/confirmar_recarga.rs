@@ -110,26 +110,32 @@ impl Action for ConfirmarRecarga {
                 .into());
             }
         }
-        // Paid by Pix where a provider takes it: the card holder gets a code, and the recharge goes
-        // when the provider says it was paid ([`super::PixCharges`]) — never before.
-        if p.meio_pagamento == "pix"
-            && let Some(port) = ctx.get::<SharedPixCharges>()
-        {
-            let issued = port.issue(ctx, &input, &p.idempotency_key, 0).await;
-            return Ok(charged(ctx, &p, issued));
-        }
-        // Paid by card where a provider takes it: a link to the provider's page, and the recharge
-        // goes when the provider says it was paid — never before, and no card number in the chat.
-        if p.meio_pagamento == "cartao_credito"
-            && let Some(port) = ctx.get::<SharedCardCheckouts>()
-        {
-            let issued = port.link(ctx, &input, &p.idempotency_key, 0).await;
-            return Ok(linked(&p, issued));
+        if let Some(paid_first) = paid_first(ctx, &p, &input).await {
+            return Ok(paid_first);
         }
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner.run(ctx, &input).await?;
         Ok(told(&p, &result, input.preferencias.idioma()))
     }
+}
+
+/// A recharge paid through a provider before it is sent: by Pix, a code; by card, a link to the
+/// provider's page (no card number in the chat). The recharge goes when the provider says it was paid
+/// — never before. `None`: no provider takes its means here; the recharge goes as it is.
+async fn paid_first(ctx: &ActionContext, p: &RecargaPendente, input: &FlowInput) -> Option<ActionResponse> {
+    if p.meio_pagamento == "pix"
+        && let Some(port) = ctx.get::<SharedPixCharges>()
+    {
+        let issued = port.issue(ctx, input, &p.idempotency_key, 0).await;
+        return Some(charged(ctx, p, issued));
+    }
+    if p.meio_pagamento == "cartao_credito"
+        && let Some(port) = ctx.get::<SharedCardCheckouts>()
+    {
+        let issued = port.link(ctx, input, &p.idempotency_key, 0).await;
+        return Some(linked(p, issued));
+    }
+    None
 }
 
 /// What the user is told of the recharge the flow ran, and what the model keeps of it.

@@ -153,6 +153,34 @@ pub fn mask_cards_in(text: &str) -> String {
     out
 }
 
+/// [`mask_cards_in`] for a text shown to the person a conversation belongs to: the `codes` in it — the
+/// conversation's own payment codes as the product keeps them (a Pix copia-e-cola, its txid, a
+/// payment's `endToEndId` or a card payment's id) — stay whole, every other card-like run is masked.
+/// Which parts are codes comes from the records, never from what the digits look like.
+pub fn mask_cards_except(text: &str, codes: &[String]) -> String {
+    let mut spans: Vec<std::ops::Range<usize>> = codes
+        .iter()
+        .filter(|c| c.len() >= 8)
+        .flat_map(|code| text.match_indices(code.as_str()).map(|(at, c)| at..at + c.len()))
+        .collect();
+    if spans.is_empty() {
+        return mask_cards_in(text);
+    }
+    spans.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for span in spans {
+        if span.start < at {
+            continue;
+        }
+        out.push_str(&mask_cards_in(&text[at..span.start]));
+        out.push_str(&text[span.clone()]);
+        at = span.end;
+    }
+    out.push_str(&mask_cards_in(&text[at..]));
+    out
+}
+
 /// The card numbers in `text` (its card-like runs of 8 to 19 digits, dates aside), as digits, in order:
 /// what the store's blind index records. Scanned by hand, as [`mask_cards_in`] is: it runs at every
 /// commit.
@@ -224,6 +252,25 @@ fn is_iso_date(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_conversations_own_payment_codes_stay_whole_and_cards_are_still_masked() {
+        let code = "00020101021226830014br.gov.bcb.pix2561pix.simulador.vt/qr/v2/vt1234567890abcdef5204000053039865406";
+        let e2e = "E000000002026112713326c249672c05";
+        let text = format!("Identificador do Pix: {e2e}. Cartão 1234567890. Código: {code}");
+        let shown = mask_cards_except(&text, &[code.to_owned(), e2e.to_owned()]);
+        assert!(shown.contains(code) && shown.contains(e2e), "{shown}");
+        assert!(
+            shown.contains("****7890") && !shown.contains("1234567890."),
+            "{shown}"
+        );
+        // Not this conversation's code: masked as any run of digits.
+        assert!(!mask_cards_except(&text, &[]).contains(e2e));
+        assert_eq!(
+            mask_cards_except("cartão 1234567890", &["short".into()]),
+            "cartão ****7890"
+        );
+    }
 
     #[test]
     fn card_numbers_are_found_as_digits_once_each() {

@@ -88,9 +88,12 @@ async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Resp
     }
 }
 
-/// The conversation's messages as the case page shows them (masked), oldest first.
+/// The conversation's messages as the case page shows them (masked, its payment codes whole), oldest
+/// first.
 async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
     let stored = state.stores.conversations.messages(&case.conversation_id).await?;
+    // The conversation's own payment codes whole: the person helping may need to read one out.
+    let codes = super::pages::codes_of(state, &case.conversation_id).await?;
     Ok(stored
         .iter()
         .filter_map(|m| {
@@ -103,7 +106,7 @@ async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>
             };
             Some(context! {
                 de => who,
-                texto => masked(&message_text(&m.message)),
+                texto => super::pages::masked_with(&message_text(&m.message), &codes),
                 quando => when(state, m.created_at),
             })
         })

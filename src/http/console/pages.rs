@@ -33,6 +33,18 @@ pub(super) fn masked(text: &str) -> String {
     vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
 }
 
+/// [`masked`] for a conversation's own texts: its payment `codes` (from its charges on record) stay
+/// whole, for the person helping its card holder to read out or copy.
+pub(super) fn masked_with(text: &str, codes: &[String]) -> String {
+    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_except(text, codes)).into_owned()
+}
+
+/// The payment codes of conversation `id` (see [`crate::store::PixCharge::codes`]).
+pub(super) async fn codes_of(state: &AppState, id: &str) -> Result<Vec<String>, crate::store::StoreError> {
+    let charges = state.stores.pix.conversation_charges(id).await?;
+    Ok(charges.iter().flat_map(crate::store::PixCharge::codes).collect())
+}
+
 /// At most `max` characters of `text`, with an ellipsis when cut.
 fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
@@ -530,9 +542,9 @@ pub(super) async fn conversation(
         Ok(case) => case.is_some(),
         Err(e) => return store_failed(&staff, &e),
     };
-    let charges = match charges_of(&state, &id).await {
-        Ok(c) => c,
-        Err(e) => return store_failed(&staff, &e),
+    let (charges, codes) = match (charges_of(&state, &id).await, codes_of(&state, &id).await) {
+        (Ok(c), Ok(codes)) => (c, codes),
+        (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
     let executions: std::collections::HashMap<&str, _> = executions
         .iter()
@@ -540,11 +552,13 @@ pub(super) async fn conversation(
         .collect();
     let mut turns = Vec::new();
     for turn in split_turns(&messages) {
-        let user = turn.first().map(|m| masked(&message_text(&m.message)));
+        let user = turn
+            .first()
+            .map(|m| masked_with(&message_text(&m.message), &codes));
         let replies: Vec<String> = turn[1..]
             .iter()
             .filter(|m| matches!(&m.message, ChatMessage::Assistant { content: Some(_), tool_calls } if tool_calls.is_empty()))
-            .map(|m| masked(&message_text(&m.message)))
+            .map(|m| masked_with(&message_text(&m.message), &codes))
             .collect();
         let exec_id = turn.iter().find_map(|m| m.execucao_id.clone());
         let mut events = Vec::new();
@@ -651,11 +665,12 @@ pub(super) async fn transcript(
         Err(e) => Err(e.to_string()),
     };
     let clear = staff.is_admin();
+    let codes = codes_of(&state, &id).await.unwrap_or_default();
     let yaml = yaml.map(|yaml| {
         if clear {
             format!("{}{yaml}", crate::transcript::export::CLEAR_HEADER)
         } else {
-            format!("{MASKED_HEADER}{}", masked(&yaml))
+            format!("{MASKED_HEADER}{}", masked_with(&yaml, &codes))
         }
     });
     if yaml.is_ok() {
