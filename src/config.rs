@@ -513,6 +513,7 @@ impl Config {
         {
             vt_actions::redact::register_secret(key);
         }
+        config.http.register_secrets();
         config.whatsapp.register_secrets();
         config.mattermost.register_secrets();
         config.console.register_secrets();

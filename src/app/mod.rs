@@ -160,6 +160,10 @@ async fn service_paying(
     if let Some(card) = card {
         services = services.with_card(card);
     }
+    // A tenant with a webhook gets its HTTP conversations' late messages pushed (`serve`'s worker).
+    for webhook in &config.http.webhooks {
+        services = services.with_pushed(crate::http::webhooks::CHANNEL, &webhook.tenant);
+    }
     Ok(services
         .with_router(router)
         .with_config(config.service)

@@ -99,6 +99,19 @@ impl Server {
         if let Some(templates) = templates {
             state = state.with_templates(templates);
         }
+        if !config.http.webhooks.is_empty() {
+            let stores = service.stores();
+            let sender = crate::http::webhooks::WebhookSender::new(
+                &config.http.webhooks,
+                stores.conversations.clone(),
+                stores.pix.clone(),
+            );
+            notices.push(format!(
+                "HTTP: mensagens tardias enviadas por webhook assinado aos clientes {}",
+                sender.tenants().collect::<Vec<_>>().join(", ")
+            ));
+            worker = worker.with_sender(Arc::new(sender));
+        }
         let (stop, stopped) = watch::channel(false);
         let batches = Background::new(service.clone(), config.vt.politicas.clone(), stopped);
         let state = state.with_batches(batches.clone());

@@ -21,6 +21,31 @@ pub struct HttpConfig {
     /// Larger `POST /v1/batches` bodies get 413.
     pub batch_body_limit_bytes: usize,
     pub api_keys: Vec<ApiKeyConfig>,
+    /// `[[http.webhooks]]`: where a tenant's HTTP conversations get their late messages pushed.
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+/// A tenant's webhook: `[[http.webhooks]] tenant = "…", url = "https://…", secrets = ["whsec_…"]`.
+/// Deliveries are signed as Standard Webhooks says, with every secret listed (the new one first during
+/// a rotation: a receiver that knows either checks them).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub tenant: String,
+    pub url: String,
+    /// `whsec_` and the base64 of the key's bytes (what Standard Webhooks' libraries take), or any
+    /// other text, whose bytes are the key.
+    pub secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("tenant", &self.tenant)
+            .field("url", &self.url)
+            .field("secrets", &format_args!("[{} ocultos]", self.secrets.len()))
+            .finish()
+    }
 }
 
 impl Default for HttpConfig {
@@ -33,6 +58,7 @@ impl Default for HttpConfig {
             max_turns_in_flight: 256,
             batch_body_limit_bytes: 16 * 1024 * 1024,
             api_keys: Vec::new(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -72,8 +98,54 @@ impl HttpConfig {
                 return Err((format!("http.api_keys[{i}].tenant"), "deve estar presente"));
             }
         }
+        let mut tenants = std::collections::HashSet::new();
+        for (i, w) in self.webhooks.iter().enumerate() {
+            let field = |f: &str| format!("http.webhooks[{i}].{f}");
+            if w.tenant.trim().is_empty() || !tenants.insert(w.tenant.clone()) {
+                return Err((field("tenant"), "deve estar presente e ser único"));
+            }
+            match reqwest::Url::parse(&w.url) {
+                Ok(u) if u.scheme() == "https" || u.host_str().is_some_and(is_loopback_host) => {}
+                _ => return Err((field("url"), "deve ser uma URL https (http só em loopback)")),
+            }
+            if w.secrets.is_empty() || w.secrets.iter().any(|s| key_of(s).is_none()) {
+                return Err((
+                    field("secrets"),
+                    "precisa de ao menos um segredo, e whsec_ seguido de base64",
+                ));
+            }
+        }
         Ok(())
     }
+
+    /// Registers the webhooks' secrets, so that none reaches a log line or an error.
+    pub(crate) fn register_secrets(&self) {
+        for secret in self.webhooks.iter().flat_map(|w| &w.secrets) {
+            vt_actions::redact::register_secret(secret);
+        }
+    }
+}
+
+/// A secret's key bytes: `whsec_` and base64, as Standard Webhooks' libraries take it; any other
+/// non-empty text, its own bytes. `None`: no key in it.
+pub(crate) fn key_of(secret: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    match secret.strip_prefix("whsec_") {
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .filter(|k| !k.is_empty()),
+        None => (!secret.is_empty()).then(|| secret.as_bytes().to_vec()),
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// What a key may do.

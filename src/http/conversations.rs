@@ -83,9 +83,12 @@ pub(super) struct CartaoOut {
 }
 
 /// The checkout a reply's files name, from the charge on record (left out when it cannot be read).
-async fn cartao_of(state: &AppState, files: &[vt_actions::FileContent]) -> Option<CartaoOut> {
+pub(super) async fn cartao_of(
+    pix: &dyn crate::store::PixStore,
+    files: &[vt_actions::FileContent],
+) -> Option<CartaoOut> {
     let id = files.iter().find_map(vt_actions::tools::link_of)?;
-    match state.service.stores().pix.pix_charge(id).await {
+    match pix.pix_charge(id).await {
         Ok(charge) => charge.map(|c| CartaoOut {
             link: c.copia_e_cola,
             expira_em: c.expires_at,
@@ -110,10 +113,13 @@ pub(super) struct PixOut {
 
 /// The Pix code a reply's files name, from the charge on record. The turn is done by then: a charge
 /// that cannot be read leaves the field out (the code is in the reply before), it fails nothing.
-async fn pix_of(state: &AppState, files: &[vt_actions::FileContent]) -> Option<PixOut> {
+pub(super) async fn pix_of(
+    pix: &dyn crate::store::PixStore,
+    files: &[vt_actions::FileContent],
+) -> Option<PixOut> {
     use base64::Engine as _;
     let txid = files.iter().find_map(vt_actions::tools::qr_of)?;
-    let charge = match state.service.stores().pix.pix_charge(txid).await {
+    let charge = match pix.pix_charge(txid).await {
         Ok(charge) => charge?,
         Err(e) => {
             tracing::error!(error = %e, "a Pix charge shown in a reply could not be read");
@@ -267,8 +273,8 @@ pub(super) async fn message(
             } else {
                 Vec::new()
             },
-            pix: pix_of(&state, &r.files).await,
-            cartao: cartao_of(&state, &r.files).await,
+            pix: pix_of(state.stores.pix.as_ref(), &r.files).await,
+            cartao: cartao_of(state.stores.pix.as_ref(), &r.files).await,
         });
     }
     Ok(Json(MessageResponse {

@@ -20,6 +20,7 @@ mod ops;
 mod optins;
 mod state;
 mod subjects;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -45,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/conversations", post(conversations::create))
         .route("/v1/conversations/{id}", get(conversations::show))
         .route("/v1/conversations/{id}/messages", post(conversations::message))
+        .route("/v1/conversations/{id}/events", get(webhooks::events))
         .route("/v1/flows/vt", post(flows::run))
         .route("/v1/batches", post(batches::create))
         .route("/v1/batches/{id}", get(batches::show))

@@ -69,6 +69,7 @@ pub(super) async fn metrics(
         super::conversations::create,
         super::conversations::message,
         super::conversations::show,
+        super::webhooks::events,
         super::flows::run,
         super::batches::create,
         super::batches::show,

@@ -242,8 +242,8 @@ pub enum CaseError {
 
 /// A turn the card holder did not start (a support agent's proposal), addressed as their own turns
 /// are: on the conversation's channel, sent by its worker where it has one.
-fn addressed_to_card_holder(conv: &Conversation, text: String) -> Inbound {
-    let sends_itself = !super::commit::READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+fn addressed_to_card_holder(conv: &Conversation, text: String, pushed: bool) -> Inbound {
+    let sends_itself = pushed || !super::commit::READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
     Inbound {
         agent_id: conv.agent_id.clone(),
         conversation_id: Some(conv.id.clone()),
@@ -361,7 +361,13 @@ impl Services {
             }
             _ => None,
         };
-        let item = super::commit::reply_item(&conv, text, template, (Vec::new(), Vec::new()));
+        let item = super::commit::reply_item(
+            &conv,
+            text,
+            template,
+            (Vec::new(), Vec::new()),
+            self.pushes(&conv),
+        );
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
@@ -519,7 +525,7 @@ impl Services {
             .accept_message(crate::store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
-        let msg = addressed_to_card_holder(&conv, text);
+        let msg = addressed_to_card_holder(&conv, text, self.pushes(&conv));
         let ran = Ran {
             outcome,
             routing: Routing::deterministic("proposta_recarga", false),

@@ -338,6 +338,9 @@ pub struct Services {
     resultados: ResultadosConfig,
     /// What this process says in a conversation outside a turn, as it says it (a terminal prints it).
     said: tokio::sync::broadcast::Sender<Said>,
+    /// `(channel, tenant)` whose late messages a worker pushes although the channel is read in the
+    /// conversation (a tenant's HTTP webhook).
+    pushed: std::collections::HashSet<(String, String)>,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -362,6 +365,7 @@ impl Services {
             recargas: crate::store::RecargasConfig::default(),
             pix: None,
             card: None,
+            pushed: std::collections::HashSet::new(),
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
             budgets: budgets::Budgets::default(),
@@ -389,6 +393,20 @@ impl Services {
     }
 
     /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
+    /// Late messages of `tenant`'s conversations on `channel` go out through the outbox (a worker
+    /// pushes them), though the channel's people read replies in the conversation.
+    #[must_use]
+    pub fn with_pushed(mut self, channel: &str, tenant: &str) -> Self {
+        self.pushed.insert((channel.to_owned(), tenant.to_owned()));
+        self
+    }
+
+    /// Whether `conv`'s late messages are pushed ([`Self::with_pushed`]).
+    pub(crate) fn pushes(&self, conv: &crate::engine::Conversation) -> bool {
+        self.pushed
+            .contains(&(conv.channel.clone(), conv.tenant_id.clone()))
+    }
+
     /// Whether chat recharges are paid by card on a provider's hosted checkout.
     pub fn takes_cards(&self) -> bool {
         self.card.is_some()

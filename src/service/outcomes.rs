@@ -375,7 +375,13 @@ impl super::jobs::Outcomes<'_> {
                 parameters: std::collections::BTreeMap::new(),
             });
             let choices = SCALE.iter().map(|s| (*s).to_owned()).collect();
-            let item = super::commit::reply_item(&conv, QUESTION.into(), template, (Vec::new(), choices));
+            let item = super::commit::reply_item(
+                &conv,
+                QUESTION.into(),
+                template,
+                (Vec::new(), choices),
+                self.pushes(&conv),
+            );
             let message = crate::llm::ChatMessage::assistant(QUESTION);
             let asked = self
                 .store

@@ -34,5 +34,6 @@ mod systems_tls;
 mod traces;
 mod transcripts;
 mod voice;
+mod webhooks;
 mod whatsapp;
 mod window;

@@ -1,0 +1,331 @@
+//! Late messages of HTTP conversations, pushed to the integrator: a receipt, a person's reply in a
+//! case, a recharge's late outcome, a Pix code that expired — whatever the product says outside a turn.
+//! Two ways, the same events:
+//!
+//! - **Signed webhooks** (`[[http.webhooks]]`, one per tenant), in the Standard Webhooks format:
+//!   `webhook-id` (the outbox item's, the same on every retry, so a receiver dedupes),
+//!   `webhook-timestamp` (seconds) and `webhook-signature: v1,<base64 HMAC-SHA256 of
+//!   "id.timestamp.body">`, one per secret during a rotation. They go out from the outbox as any
+//!   channel's replies do: in order per conversation, retried, dead-lettered with their reason.
+//! - **Server-Sent Events** at `GET /v1/conversations/{id}/events`, for clients that hold a connection:
+//!   each late message stored since the connection (or since `Last-Event-ID`), its id the message's.
+//!
+//! The body is one JSON object: `{"type": "message.created", "timestamp", "data": {"conversation_id",
+//! "message_id", "role", "text", "pix"?, "cartao"?}}`; the card masked, payment codes whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::auth::Caller;
+use super::config::{WebhookConfig, key_of};
+use super::error::ApiError;
+use super::state::AppState;
+use crate::llm::ChatMessage;
+use crate::outbox::{ChannelSender, ReplyPayload, SendError};
+use crate::store::{ConversationStore, OutboxItem, PixStore};
+
+/// The channel HTTP conversations are recorded under (their late messages' outbox destination).
+pub const CHANNEL: &str = "http";
+/// How often an event stream looks for new messages.
+const POLL: Duration = Duration::from_millis(300);
+/// The longest a delivery may take before it is tried again.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `webhook-signature` for `id`, `timestamp` and `body` under each of `keys`: `v1,<base64>` each,
+/// separated by spaces.
+pub fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
+    keys.iter()
+        .map(|key| {
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
+            mac.update(format!("{id}.{timestamp}.").as_bytes());
+            mac.update(body);
+            format!(
+                "v1,{}",
+                base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The event a late message is: `data` holds the text and, for a reply that carries a payment, its
+/// fields as the HTTP reply has them.
+async fn event_body(
+    pix: &dyn PixStore,
+    (conversation_id, message_id): (&str, &str),
+    (role, text): (&str, &str),
+    files: &[vt_actions::FileContent],
+    at: DateTime<Utc>,
+) -> Value {
+    // Cards masked; the conversation's own payment codes whole (its person's to copy).
+    let codes: Vec<String> = pix
+        .conversation_charges(conversation_id)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .flat_map(crate::store::PixCharge::codes)
+        .collect();
+    let mut data = json!({
+        "conversation_id": conversation_id,
+        "message_id": message_id,
+        "role": role,
+        "text": vt_actions::vt::card::mask_cards_except(text, &codes),
+    });
+    if let Some(p) = super::conversations::pix_of(pix, files).await {
+        data["pix"] = json!({"copia_e_cola": p.copia_e_cola, "qr_png_base64": p.qr_png_base64, "expira_em": p.expira_em});
+    }
+    if let Some(c) = super::conversations::cartao_of(pix, files).await {
+        data["cartao"] = json!({"link": c.link, "expira_em": c.expira_em});
+    }
+    json!({"type": "message.created", "timestamp": at, "data": data})
+}
+
+/// Where each tenant's webhook goes, and its keys.
+struct Target {
+    url: String,
+    keys: Vec<Vec<u8>>,
+}
+
+/// The outbox sender of HTTP conversations' late messages: each to its tenant's webhook, signed.
+pub struct WebhookSender {
+    targets: HashMap<String, Target>,
+    conversations: Arc<dyn ConversationStore>,
+    pix: Arc<dyn PixStore>,
+    client: reqwest::Client,
+}
+
+impl WebhookSender {
+    pub fn new(
+        webhooks: &[WebhookConfig],
+        conversations: Arc<dyn ConversationStore>,
+        pix: Arc<dyn PixStore>,
+    ) -> Self {
+        let targets = webhooks
+            .iter()
+            .map(|w| {
+                let keys = w.secrets.iter().filter_map(|s| key_of(s)).collect();
+                (
+                    w.tenant.clone(),
+                    Target {
+                        url: w.url.clone(),
+                        keys,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            targets,
+            conversations,
+            pix,
+            client: reqwest::Client::builder()
+                .timeout(TIMEOUT)
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The tenants whose late messages it pushes.
+    pub fn tenants(&self) -> impl Iterator<Item = &str> {
+        self.targets.keys().map(String::as_str)
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelSender for WebhookSender {
+    fn channel(&self) -> &str {
+        CHANNEL
+    }
+
+    async fn send(&self, item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
+        let conv = self
+            .conversations
+            .conversation(&reply.conversation_id)
+            .await
+            .map_err(|e| SendError::Retry {
+                reason: format!("store: {e}"),
+                after: None,
+            })?
+            .ok_or_else(|| {
+                SendError::Permanent("a late message of a conversation no longer on record".into())
+            })?;
+        // A tenant with no webhook reads its conversations (and their events) itself.
+        let Some(target) = self.targets.get(&conv.tenant_id) else {
+            return Ok(None);
+        };
+        let id = format!("msg_{}", item.id);
+        let body = event_body(
+            self.pix.as_ref(),
+            (&conv.id, &id),
+            ("assistant", &reply.text),
+            &reply.files,
+            Utc::now(),
+        )
+        .await;
+        let body = vt_actions::json::to_bytes(&body).map_err(|e| SendError::Permanent(e.to_string()))?;
+        let timestamp = Utc::now().timestamp();
+        let answer = self
+            .client
+            .post(&target.url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", sign(&target.keys, &id, timestamp, &body))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| SendError::Retry {
+                reason: if e.is_timeout() {
+                    "webhook: no answer in time".into()
+                } else {
+                    "webhook: connection failed".into()
+                },
+                after: None,
+            })?;
+        let status = answer.status();
+        if status.is_success() {
+            return Ok(Some(id));
+        }
+        // The receiver's own words stay out: only its status is on record.
+        let reason = format!("webhook answered {}", status.as_u16());
+        if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
+            Err(SendError::Retry { reason, after: None })
+        } else {
+            Err(SendError::Permanent(reason))
+        }
+    }
+}
+
+/// `GET /v1/conversations/{id}/events`: the conversation's late messages as Server-Sent Events, from
+/// the connection on (or after `Last-Event-ID`, to catch up without a duplicate), each once.
+#[utoipa::path(get, path = "/v1/conversations/{id}/events",
+    params(("id" = String, Path, description = "The conversation"),
+           ("Last-Event-ID" = Option<String>, Header, description = "The last event received, to resume after it")),
+    responses((status = 200, description = "text/event-stream of message.created events"),
+              (status = 401, body = super::error::ErrorBody), (status = 404, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Sse<impl futures::Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {
+    let store = state.stores.conversations.clone();
+    store
+        .conversation(&id)
+        .await
+        .map_err(|e| ApiError::internal("conversation could not be read", &e))?
+        .filter(|c| c.tenant_id == caller.tenant)
+        .ok_or_else(|| ApiError::not_found("a conversa"))?;
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok());
+    // Without a place to resume from, only what is said from now on.
+    let after = match resume {
+        Some(last) => last,
+        None => store
+            .messages(&id)
+            .await
+            .map_err(|e| ApiError::internal("messages could not be read", &e))?
+            .last()
+            .map_or(0, |m| m.id),
+    };
+    let pix = state.stores.pix.clone();
+    let stream = futures::stream::unfold(
+        (after, std::collections::VecDeque::new()),
+        move |(mut after, mut ready)| {
+            let (store, pix, id) = (store.clone(), pix.clone(), id.clone());
+            async move {
+                loop {
+                    if let Some(event) = ready.pop_front() {
+                        return Some((Ok(event), (after, ready)));
+                    }
+                    tokio::time::sleep(POLL).await;
+                    let Ok(messages) = store.messages(&id).await else {
+                        continue;
+                    };
+                    let since = after;
+                    for m in messages.into_iter().filter(|m| m.id > since) {
+                        after = m.id;
+                        if let Some(event) = late_event(pix.as_ref(), &id, &m).await {
+                            ready.push_back(event);
+                        }
+                    }
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A stored message as an event, when it is a late one: said outside a turn (no execution), by the
+/// product or a person.
+async fn late_event(
+    pix: &dyn PixStore,
+    conversation_id: &str,
+    m: &crate::store::StoredMessage,
+) -> Option<Event> {
+    if m.execucao_id.is_some() {
+        return None;
+    }
+    let (role, text) = match &m.message {
+        ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => ("assistant", t.as_str()),
+        ChatMessage::HumanAgent { content, .. } => ("human_agent", content.as_str()),
+        _ => return None,
+    };
+    let message_id = m.id.to_string();
+    let body = event_body(
+        pix,
+        (conversation_id, &message_id),
+        (role, text),
+        &[],
+        m.created_at,
+    )
+    .await;
+    Some(
+        Event::default()
+            .id(message_id)
+            .event("message.created")
+            .data(body.to_string()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standard Webhooks' own example: the secret, id, timestamp and body of its specification give
+    /// this signature.
+    #[test]
+    fn signs_as_standard_webhooks_says() {
+        let key = key_of("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("key");
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            sign(
+                std::slice::from_ref(&key),
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1614265330,
+                body
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+        let two = sign(&[key.clone(), b"outra".to_vec()], "msg_1", 1, body);
+        assert_eq!(
+            two.split(' ').count(),
+            2,
+            "one signature per secret during a rotation"
+        );
+        assert!(key_of("whsec_").is_none() && key_of("").is_none());
+        assert_eq!(key_of("texto").as_deref(), Some(&b"texto"[..]));
+    }
+}

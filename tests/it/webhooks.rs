@@ -1,0 +1,263 @@
+//! Late messages pushed to an HTTP integrator (step 24): `serve` with `[[http.webhooks]]` signs each
+//! delivery as Standard Webhooks says; a receiver that checks the signature itself gets each late
+//! message once, in order, a failed delivery retried under the same `webhook-id`, and again after a
+//! restart; `GET /v1/conversations/{id}/events` streams the same messages as Server-Sent Events.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// What the receiver took: `(webhook-id, body)`, and how many deliveries it refused on purpose.
+#[derive(Default)]
+struct Received {
+    taken: Vec<(String, Value)>,
+    refused: usize,
+    forged: usize,
+}
+
+/// Standard Webhooks' check, written here from its specification (not the product's code): one of
+/// the `v1,` signatures is the HMAC-SHA256 of `id.timestamp.body` under the secret's key.
+fn verifies(headers: &HeaderMap, body: &[u8]) -> bool {
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (id, ts, sigs) = (
+        header("webhook-id"),
+        header("webhook-timestamp"),
+        header("webhook-signature"),
+    );
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(SECRET.trim_start_matches("whsec_"))
+        .expect("key");
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).expect("mac");
+    mac.update(format!("{id}.{ts}.").as_bytes());
+    mac.update(body);
+    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    let fresh = ts
+        .parse::<i64>()
+        .is_ok_and(|t| (chrono::Utc::now().timestamp() - t).abs() < 300);
+    fresh && sigs.split(' ').any(|s| s == format!("v1,{expected}"))
+}
+
+/// A receiver on loopback: it refuses the first delivery it gets with 503 (the sender must try again),
+/// then takes each verified one.
+async fn receiver() -> (String, Arc<Mutex<Received>>) {
+    let received = Arc::new(Mutex::new(Received::default()));
+    let state = received.clone();
+    let app = axum::Router::new().route(
+        "/vt",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let state = state.clone();
+            async move {
+                let mut r = state.lock().expect("lock");
+                if !verifies(&headers, &body) {
+                    r.forged += 1;
+                    return StatusCode::UNAUTHORIZED;
+                }
+                if r.refused == 0 {
+                    r.refused += 1;
+                    return StatusCode::SERVICE_UNAVAILABLE;
+                }
+                let id = headers["webhook-id"].to_str().expect("id").to_owned();
+                r.taken.push((id, serde_json::from_slice(&body).expect("json")));
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/vt", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// `serve` on `data` with the embedded simulator (paying only when told) and the webhook at `url`.
+fn serve(data: &tempfile::TempDir, config: &std::path::Path) -> (std::process::Child, String) {
+    let mut cmd = crate::cli::vt_agent_in(data);
+    cmd.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "0")
+        .env("VT_CONFIG", config)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}
+
+fn stop(mut child: std::process::Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+}
+
+/// Asks for a Pix recharge in `conv` over HTTP, confirms it and pays the code; the code.
+async fn pix_recharge_paid(http: &reqwest::Client, url: &str, conv: &str) -> String {
+    let say = |text: &str| {
+        http.post(format!("{url}/v1/conversations/{conv}/messages"))
+            .json(&serde_json::json!({"text": text, "user": {"id": "u-webhook"}}))
+            .send()
+    };
+    say("recarregar 20 no cartão 1234567890 via pix")
+        .await
+        .expect("ask");
+    let yes: Value = say("sim").await.expect("yes").json().await.expect("json");
+    let code = yes["replies"]
+        .as_array()
+        .and_then(|r| r.iter().find_map(|r| r["pix"]["copia_e_cola"].as_str()))
+        .unwrap_or_else(|| panic!("a code: {yes}"))
+        .to_owned();
+    let txid = &code.split("/qr/v2/").nth(1).expect("location")[..34];
+    let paid = http
+        .post(format!("{url}/_simulador/pix/{txid}/pagar"))
+        .send()
+        .await
+        .expect("pay");
+    assert_eq!(paid.status(), 200);
+    code
+}
+
+async fn wait_for(received: &Arc<Mutex<Received>>, n: usize) -> Vec<(String, Value)> {
+    for _ in 0..200 {
+        let taken = received.lock().expect("lock").taken.clone();
+        if taken.len() >= n {
+            // A little longer: a duplicate would arrive now.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return received.lock().expect("lock").taken.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "fewer than {n} deliveries: {:?}",
+        received.lock().expect("lock").taken
+    );
+}
+
+/// Reads `response`'s event stream until `n` events came (or the time ran out): their ids and data.
+async fn events(mut response: reqwest::Response, n: usize) -> Vec<(String, Value)> {
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut found = Vec::new();
+    while found.len() < n {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("events in time")
+            .expect("stream")
+            .expect("open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        found = text
+            .split("\n\n")
+            .filter(|block| block.contains("data:"))
+            .filter_map(|block| {
+                let line = |p: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(p))
+                        .map(str::trim)
+                        .map(str::to_owned)
+                };
+                Some((line("id:")?, serde_json::from_str(&line("data:")?).ok()?))
+            })
+            .collect();
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_messages_reach_the_webhook_signed_once_in_order_across_a_restart_and_the_event_stream() {
+    let (hook, received) = receiver().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let config = data.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[outbox.retry]\nattempts = 5\nbackoff_ms = 200\n\n[[http.webhooks]]\ntenant = \"default\"\nurl = \"{hook}\"\nsecrets = [\"{SECRET}\"]\n"
+        ),
+    )
+    .expect("config");
+    let (child, url) = serve(&data, &config);
+    let http = reqwest::Client::new();
+    // The conversation exists once its first message is in: then a client holds its event stream.
+    http.post(format!("{url}/v1/conversations/c-webhook/messages"))
+        .json(&serde_json::json!({"text": "oi", "user": {"id": "u-webhook"}}))
+        .send()
+        .await
+        .expect("hello");
+    let stream = http
+        .get(format!("{url}/v1/conversations/c-webhook/events"))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .expect("type")
+            .starts_with("text/event-stream")
+    );
+    let code = pix_recharge_paid(&http, &url, "c-webhook").await;
+    let first = wait_for(&received, 1).await;
+    assert_eq!(
+        first.len(),
+        1,
+        "the receipt, once, after one refused delivery: {first:?}"
+    );
+    let receipt = first[0].1["data"]["text"].as_str().expect("text").to_owned();
+    assert!(
+        receipt.contains("Pagamento recebido") && receipt.contains("****7890"),
+        "{receipt}"
+    );
+    assert!(!first[0].1.to_string().contains("1234567890"), "the card masked");
+    assert_eq!(first[0].1["type"], "message.created");
+    assert_eq!(first[0].1["data"]["conversation_id"], "c-webhook");
+    let streamed = events(stream, 1).await;
+    assert_eq!(
+        streamed[0].1["data"]["text"],
+        receipt.as_str(),
+        "the stream has the same message"
+    );
+    // Only late messages: the turn's own replies (the code among them) came in the answers.
+    assert!(!streamed.iter().any(|(_, e)| e["data"]["text"] == code.as_str()));
+
+    // A restart: what is said after it is pushed too, and nothing before it again.
+    stop(child);
+    let (child, url) = serve(&data, &config);
+    pix_recharge_paid(&http, &url, "c-webhook").await;
+    let all = wait_for(&received, 2).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_ne!(all[0].0, all[1].0, "each delivery its own webhook-id");
+    let ids: Vec<i64> = all
+        .iter()
+        .map(|(id, _)| id.trim_start_matches("msg_").parse().expect("id"))
+        .collect();
+    assert!(ids[0] < ids[1], "in order: {ids:?}");
+    assert_eq!(
+        received.lock().expect("lock").forged,
+        0,
+        "every delivery verified"
+    );
+    // A client that lost its connection resumes after the last event it got, with no duplicate.
+    let resumed = http
+        .get(format!("{url}/v1/conversations/c-webhook/events"))
+        .header("last-event-id", &streamed[0].0)
+        .send()
+        .await
+        .expect("events");
+    let caught_up = events(resumed, 1).await;
+    assert_eq!(caught_up.len(), 1, "{caught_up:?}");
+    assert_eq!(caught_up[0].1["data"]["text"], all[1].1["data"]["text"]);
+    stop(child);
+}
