@@ -46,9 +46,9 @@ pub fn channel(wiring: &Wiring, simulated: Option<&CheckoutSimulado>, sweep_ever
     };
     if !wiring.service.takes_pix() {
         let sweeper = wiring.service.clone();
-        channel
-            .jobs
-            .push(Box::new(move |stop| Box::pin(sweep(sweeper, sweep_every, stop))));
+        channel.jobs.push(Box::new(move |stop| {
+            Box::pin(super::pix::sweep(sweeper, sweep_every, stop))
+        }));
     }
     if let Some(provider) = simulated {
         let (listener, notices) = (wiring.service.clone(), provider.notices());
@@ -121,22 +121,5 @@ async fn listen(
                 None => return,
             },
         }
-    }
-}
-
-/// Every `every`, the open charges read back, until `stop`.
-async fn sweep(
-    service: Arc<Services>,
-    every: Duration,
-    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-) {
-    let mut stop = stop;
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
-        }
-        service.payments().sweep().await;
     }
 }

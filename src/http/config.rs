@@ -105,7 +105,7 @@ impl HttpConfig {
                 return Err((field("tenant"), "deve estar presente e ser único"));
             }
             match reqwest::Url::parse(&w.url) {
-                Ok(u) if u.scheme() == "https" || u.host_str().is_some_and(is_loopback_host) => {}
+                Ok(u) if u.scheme() == "https" || vt_actions::systems::auth::is_loopback(&u) => {}
                 _ => return Err((field("url"), "deve ser uma URL https (http só em loopback)")),
             }
             if w.secrets.is_empty() || w.secrets.iter().any(|s| key_of(s).is_none()) {
@@ -137,15 +137,6 @@ pub(crate) fn key_of(secret: &str) -> Option<Vec<u8>> {
             .filter(|k| !k.is_empty()),
         None => (!secret.is_empty()).then(|| secret.as_bytes().to_vec()),
     }
-}
-
-fn is_loopback_host(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// What a key may do.

@@ -744,7 +744,7 @@ fn the_data_directory_holds_no_full_card_after_every_payment_kind_an_erasure_and
         "the book kept the card's credit: {balance}"
     );
     let clean = |when: &str| {
-        for (path, bytes) in files_under(data.path()) {
+        for (path, bytes) in crate::traces::files_under(data.path()) {
             for card in cards {
                 let at = bytes.windows(card.len()).position(|w| w == card.as_bytes());
                 assert!(
@@ -767,20 +767,4 @@ fn the_data_directory_holds_no_full_card_after_every_payment_kind_an_erasure_and
     assert!(balance.contains("50,00"), "its credits left the book: {balance}");
     run(&["keys", "rotate"]);
     clean("after the rotation");
-}
-
-fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                out.push((path, bytes));
-            }
-        }
-    }
-    out
 }

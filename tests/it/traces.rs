@@ -807,7 +807,7 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
 }
 
 /// Every file under `dir`, as bytes read whole (the SQLite database, its WAL, lock files…).
-fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+pub(crate) fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {

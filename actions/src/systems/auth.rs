@@ -149,7 +149,8 @@ impl AuthConfig {
     }
 }
 
-pub(crate) fn is_loopback(url: &reqwest::Url) -> bool {
+/// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `::1`): where plain `http` is allowed.
+pub fn is_loopback(url: &reqwest::Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     host == "localhost"
         || host

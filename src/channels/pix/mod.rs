@@ -113,8 +113,8 @@ async fn listen(
     }
 }
 
-/// Every `every`, the open charges read back, until `stop`.
-async fn sweep(
+/// Every `every`, the open charges (Pix codes and card checkouts) read back, until `stop`.
+pub(super) async fn sweep(
     service: Arc<Services>,
     every: Duration,
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
