@@ -286,11 +286,16 @@ impl Server {
     }
 }
 
-/// How often open Pix charges are read back: `[pix] varredura_segundos`, or its default.
+/// How often open charges are read back: `[pix]`'s and `[cartao]`'s `varredura_segundos`, or their defaults.
 fn sweep_every(config: &Config) -> Duration {
-    let seconds = config.pix.as_ref().map_or_else(
+    let pix = config.pix.as_ref().map_or_else(
         || vt_actions::pix::PixConfig::default().varredura_segundos,
         |p| p.varredura_segundos,
     );
+    // One sweep reads every open charge, Pix and card: as often as the more eager of the two asks.
+    let seconds = match config.cartao.checkout() {
+        true => pix.min(config.cartao.varredura_segundos),
+        false => pix,
+    };
     Duration::from_secs(seconds.into())
 }

@@ -49,10 +49,6 @@ pub struct CardSetup {
     pub config: CartaoConfig,
 }
 
-/// How long after its payment a charge still not credited is taken for one whose credit a stop
-/// interrupted, where its provider's configuration does not say (a card checkout's).
-const RESUME_AFTER_SECONDS: u32 = 120;
-
 /// What reading a charge back led to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settled {
@@ -194,9 +190,10 @@ impl Payments<'_> {
         let mut changed = 0;
         let now = self.engine.now();
         let resume_after = |charge: &PixCharge| {
-            let seconds = match (charge.meio, &self.pix) {
-                (ChargeMeans::Pix, Some(p)) => p.config.retomar_credito_segundos,
-                _ => RESUME_AFTER_SECONDS,
+            let seconds = match (charge.meio, &self.pix, &self.card) {
+                (ChargeMeans::Pix, Some(p), _) => p.config.retomar_credito_segundos,
+                (ChargeMeans::CartaoCredito, _, Some(c)) => c.config.retomar_credito_segundos,
+                _ => PixConfig::default().retomar_credito_segundos,
             };
             Duration::seconds(i64::from(seconds))
         };

@@ -1172,3 +1172,215 @@ async fn a_serve_killed_between_a_pix_payment_and_its_credit_credits_it_once_aft
         let _ = second.wait();
     }
 }
+
+/// A configuration file with `[cartao]` a Stripe checkout at `sim`'s Stripe API, reading open
+/// checkouts back every second and resuming a credit a second after its payment.
+fn card_config(sim: &RunningSimulator) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[cartao]\nprovedor = \"stripe\"\napi_url = \"{}/stripe/v1\"\nretorno_url = \"https://operadora.example.com.br/pago\"\nretomar_credito_segundos = 1\nvarredura_segundos = 1\n[cartao.auth]\nkind = \"bearer\"\n",
+            sim.url
+        ),
+    )
+    .expect("config");
+    (dir, config)
+}
+
+/// `serve` with `[cartao]` at `config`, the systems behind `systems`, its secrets from the environment.
+fn serve_taking_cards(
+    mut cmd: Command,
+    config: &std::path::Path,
+    systems: &str,
+) -> (std::process::Child, String) {
+    cmd.env("VT_SYSTEMS_URL", systems)
+        .env("VT_CONFIG", config)
+        .env("VT_CARTAO_TOKEN", "sk_test_processos_51H8")
+        .env(
+            "VT_CARTAO_WEBHOOK_SECRET",
+            vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET,
+        )
+        .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = crate::support::listening_on(&mut stderr);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}
+
+/// The checkout an HTTP answer links to.
+fn linked_checkout(answer: &serde_json::Value) -> String {
+    answer["replies"]
+        .as_array()
+        .and_then(|r| r.iter().find_map(|r| r["cartao"]["link"].as_str()))
+        .and_then(|link| link.rsplit('/').next())
+        .unwrap_or_else(|| panic!("the link: {answer}"))
+        .to_owned()
+}
+
+/// The provider's signed notice that checkout `id` completed.
+fn card_notice(id: &str) -> (String, Vec<u8>) {
+    let body = serde_json::to_vec(&serde_json::json!({
+        "type": "checkout.session.completed", "data": {"object": {"id": id}},
+    }))
+    .expect("json");
+    let signature = vt_actions::cartao::stripe::assinar(
+        vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET,
+        chrono::Utc::now().timestamp(),
+        &body,
+    );
+    (signature, body)
+}
+
+async fn card_receipts_in(url: &str, id: &str) -> usize {
+    reqwest::get(format!("{url}/v1/conversations/{id}"))
+        .await
+        .expect("read")
+        .text()
+        .await
+        .expect("text")
+        .matches("recarga feita")
+        .count()
+}
+
+/// Two `serve` processes on one PostgreSQL database taking cards at the provider's checkout: the paid
+/// checkout's signed notice reaches both several times at once — one recharge, one receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_times_once() {
+    let Some(pg) = crate::store::PgFixture::start().await else {
+        return;
+    };
+    let sim = simulator().await;
+    let (_config_dir, config) = card_config(&sim);
+    let serve = || {
+        let data = tempfile::tempdir().expect("tmp");
+        let mut cmd = vt_agent_in(&data);
+        cmd.env("VT_DATABASE_URL", pg.process_url());
+        let child = serve_taking_cards(cmd, &config, &sim.url);
+        (data, child)
+    };
+    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url))) = (serve(), serve());
+    let http = reqwest::Client::new();
+    let say = |text: &'static str| {
+        http.post(format!("{a_url}/v1/conversations/c-pg-cartao/messages"))
+            .json(&serde_json::json!({"text": text, "user": {"id": "u-pg"}}))
+            .send()
+    };
+    say("recarregar 20 no cartão 2345678901 no crédito")
+        .await
+        .expect("ask");
+    let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
+    let id = linked_checkout(&yes);
+    assert_eq!(
+        sim.simulator.charges("2345678901"),
+        0,
+        "not paid: nothing recharged"
+    );
+    sim.simulator.cartao().pay(&id, false).expect("paid");
+    let (signature, body) = card_notice(&id);
+    let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
+        http.post(format!("{url}{}", vt_agent::channels::cartao::WEBHOOK_PATH))
+            .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
+            .body(body.clone())
+            .send()
+    });
+    for answered in futures::future::join_all(posts).await {
+        assert_eq!(answered.expect("notice").status(), 200);
+    }
+    let started = Instant::now();
+    while card_receipts_in(&b_url, "c-pg-cartao").await == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "never credited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sim.simulator.charges("2345678901"),
+        1,
+        "one payment, one recharge"
+    );
+    assert_eq!(card_receipts_in(&b_url, "c-pg-cartao").await, 1, "one receipt");
+    assert_eq!(recharge_keys(&sim, "2345678901").len(), 1, "sent once");
+    for child in [&mut a, &mut b] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    pg.cleanup().await;
+}
+
+/// `serve` killed with SIGKILL between a card payment and its credit (when the recharge request
+/// arrives; after the recharge system charged): the next `serve`'s sweep resumes the credit under the
+/// recharge's key — one recharge, one receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_after_restart() {
+    let sim = simulator().await;
+    let killer = Killer::start(&sim).await;
+    let (_config_dir, config) = card_config(&sim);
+    let http = reqwest::Client::new();
+    for (round, at) in [KillAt::RequestArrived, KillAt::Charged].into_iter().enumerate() {
+        let card = format!("45678901{round:02}");
+        let conversation = format!("c-cartao-kill-{round}");
+        let data = tempfile::tempdir().expect("tmp");
+        let serve = || serve_taking_cards(vt_agent_in(&data), &config, &killer.url);
+        let (mut first, url) = serve();
+        let say = |text: String| {
+            http.post(format!("{url}/v1/conversations/{conversation}/messages"))
+                .json(&serde_json::json!({"text": text, "user": {"id": "u-kill"}}))
+                .send()
+        };
+        say(format!("recarregar 20 no cartão {card} no crédito"))
+            .await
+            .expect("ask");
+        let yes: serde_json::Value = say("sim".into()).await.expect("yes").json().await.expect("json");
+        let id = linked_checkout(&yes);
+        sim.simulator.cartao().pay(&id, false).expect("paid");
+        killer.arm(at, first.id());
+        let (signature, body) = card_notice(&id);
+        let noticed = http
+            .post(format!("{url}{}", vt_agent::channels::cartao::WEBHOOK_PATH))
+            .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
+            .body(body)
+            .send()
+            .await
+            .expect("notice");
+        assert_eq!(noticed.status(), 200, "{at:?}: the notice is acknowledged");
+        let exited = tokio::task::spawn_blocking(move || first.wait().expect("wait"))
+            .await
+            .expect("join");
+        assert!(!exited.success(), "{at:?}: killed mid-credit");
+        *killer.armed.lock().expect("lock") = None;
+        let sent_before = recharge_keys(&sim, &card).len();
+        assert_eq!(sent_before, usize::from(at == KillAt::Charged), "{at:?}");
+        let (mut second, url) = serve();
+        let started = Instant::now();
+        while card_receipts_in(&url, &conversation).await == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{at:?}: never resumed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let keys = recharge_keys(&sim, &card);
+        assert_eq!(
+            sim.simulator.charges(&card),
+            1,
+            "{at:?}: one payment, one recharge"
+        );
+        assert!(
+            keys.iter().all(|k| *k == keys[0]),
+            "{at:?}: under the same key: {keys:?}"
+        );
+        assert_eq!(
+            card_receipts_in(&url, &conversation).await,
+            1,
+            "{at:?}: one receipt"
+        );
+        let _ = second.kill();
+        let _ = second.wait();
+    }
+}

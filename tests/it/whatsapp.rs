@@ -957,3 +957,64 @@ async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer(
     let notices = said.iter().filter(|m| m.message.text() == Some(notice)).count();
     assert_eq!(notices, 1);
 }
+
+/// A card recharge on WhatsApp: the confirmation's tap gets the line with the link and a `cta_url`
+/// button that opens the provider's page (the card is typed there, never in the chat); paid, it is
+/// credited once and the receipt goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_recharge_on_whatsapp_sends_a_button_to_the_checkout_and_credits_the_payment_once() {
+    let chat = crate::support::chat_harness_cards().await;
+    let wa = whatsapp_on(chat, vec![sent(); 8]).await;
+    wa.deliver(&text_notification(
+        "recarrega 20 no 2345678901 no crédito",
+        "wamid.C1",
+    ))
+    .await;
+    let ask = wa.queued(1).await.remove(0);
+    let pending = ask.payload["confirmation"].as_str().expect("waits").to_owned();
+    wa.worker.pass().await;
+    wa.deliver(&tap_notification(&format!("confirmar:{pending}"), "wamid.C2"))
+        .await;
+    let shown = wa.queued(2).await;
+    let id = shown
+        .iter()
+        .find_map(|i| i.payload["files"][0]["fileId"].as_str())
+        .and_then(|f| f.strip_prefix(vt_actions::tools::LINK_FILE))
+        .expect("a reply carries the link")
+        .to_owned();
+    for _ in 0..2 {
+        wa.worker.pass().await;
+    }
+    let sends = wa.sends();
+    let button = sends
+        .iter()
+        .find(|s| s["interactive"]["type"] == "cta_url")
+        .unwrap_or_else(|| panic!("a cta_url button: {sends:?}"));
+    let url = button["interactive"]["action"]["parameters"]["url"]
+        .as_str()
+        .expect("url");
+    assert!(url.contains(&id), "{url}");
+    assert_eq!(button["interactive"]["action"]["name"], "cta_url");
+    assert!(
+        !sends.iter().any(|s| s.to_string().contains("2345678901")),
+        "the card masked"
+    );
+    assert_eq!(wa.served.chat.recharges(), 0, "confirmed, not paid: nothing sent");
+    wa.served.chat.sim.cartao().pay(&id, false).expect("paid");
+    let service = wa.served.chat.service.clone();
+    assert_eq!(
+        service.payments().settle(&id).await.expect("settle"),
+        vt_agent::service::Settled::Credited
+    );
+    assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
+    wa.queued(1).await;
+    wa.worker.pass().await;
+    let receipt = wa.sends().pop().expect("sent");
+    assert!(
+        receipt["text"]["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("recarga feita"),
+        "{receipt}"
+    );
+}

@@ -23,6 +23,11 @@ pub struct CartaoConfig {
     pub novos_links_max: u32,
     /// The longest a call to the provider may take.
     pub timeout_ms: u64,
+    /// How long after its payment a checkout still not credited is taken for one whose credit a stop
+    /// interrupted, and credited again under the same key.
+    pub retomar_credito_segundos: u32,
+    /// How often `serve` reads open checkouts back (a notice missed, a link expired, a credit resumed).
+    pub varredura_segundos: u32,
     /// The secret the provider signs its notices with (`VT_CARTAO_WEBHOOK_SECRET`).
     #[serde(skip)]
     pub webhook_secret: Option<String>,
@@ -41,6 +46,8 @@ impl Default for CartaoConfig {
             expiracao_minutos: 30,
             novos_links_max: 3,
             timeout_ms: 10_000,
+            retomar_credito_segundos: 120,
+            varredura_segundos: 30,
             webhook_secret: None,
             auth: AuthConfig::None,
             tls: TlsConfig::default(),
@@ -96,6 +103,10 @@ impl CartaoConfig {
             Some(("novos_links_max", "precisa estar entre 0 e 10"))
         } else if !(1_000..=60_000).contains(&self.timeout_ms) {
             Some(("timeout_ms", "precisa estar entre 1000 e 60000"))
+        } else if !(1..=3_600).contains(&self.retomar_credito_segundos) {
+            Some(("retomar_credito_segundos", "precisa estar entre 1 e 3600"))
+        } else if !(1..=600).contains(&self.varredura_segundos) {
+            Some(("varredura_segundos", "precisa estar entre 1 e 600"))
         } else if self.webhook_secret.as_deref().is_none_or(str::is_empty) {
             Some((
                 "webhook_secret",
@@ -136,5 +147,79 @@ impl CartaoConfig {
             self.webhook_secret = Some(w.to_owned());
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stripe() -> CartaoConfig {
+        CartaoConfig {
+            provedor: Some(ProvedorCartao::Stripe),
+            api_url: "https://api.stripe.com/v1".into(),
+            retorno_url: "https://operadora.example.com.br/pago".into(),
+            auth: AuthConfig::Bearer {
+                token: "sk_live_segredo_4242".into(),
+            },
+            ..CartaoConfig::default()
+        }
+        .with_secrets(None, None, Some("whsec_segredo"))
+    }
+
+    #[test]
+    fn a_checkout_configuration_names_the_field_that_cannot_serve_never_its_value() {
+        assert_eq!(stripe().problem(), None);
+        let field = |c: CartaoConfig| c.problem().map(|(f, _)| f);
+        assert_eq!(
+            field(CartaoConfig {
+                api_url: "http://api.stripe.com".into(),
+                ..stripe()
+            })
+            .as_deref(),
+            Some("cartao.api_url")
+        );
+        assert_eq!(
+            field(CartaoConfig {
+                expiracao_minutos: 10,
+                ..stripe()
+            })
+            .as_deref(),
+            Some("cartao.expiracao_minutos")
+        );
+        assert_eq!(
+            field(CartaoConfig {
+                webhook_secret: None,
+                ..stripe()
+            })
+            .as_deref(),
+            Some("cartao.webhook_secret")
+        );
+        assert_eq!(
+            field(CartaoConfig {
+                auth: AuthConfig::None,
+                ..stripe()
+            })
+            .as_deref(),
+            Some("cartao.auth")
+        );
+        let empty_token = CartaoConfig {
+            auth: AuthConfig::Bearer { token: String::new() },
+            ..stripe()
+        };
+        let (f, why) = empty_token.problem().expect("a problem");
+        assert_eq!(f, "cartao.auth.token");
+        assert!(
+            why.contains("VT_CARTAO_TOKEN") && !why.contains("sk_live"),
+            "{why}"
+        );
+        // Nothing to check where the recharge system charges the card itself, or nobody does.
+        assert_eq!(CartaoConfig::default().problem(), None);
+        let sistema = CartaoConfig {
+            provedor: Some(ProvedorCartao::SistemaDeRecarga),
+            ..CartaoConfig::default()
+        };
+        assert_eq!(sistema.problem(), None);
+        assert!(!sistema.checkout() && stripe().checkout());
     }
 }
