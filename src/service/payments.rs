@@ -70,6 +70,8 @@ pub enum Settled {
 
 /// The WhatsApp template purpose of a receipt sent after the 24-hour window closed.
 const RECEIPT_TEMPLATE: &str = "comprovante_recarga";
+/// The same for a recharge paid by card (its identifier is the card payment's).
+const CARD_RECEIPT_TEMPLATE: &str = "comprovante_cartao";
 
 /// How many charges of each status one sweep reads.
 const SWEEP_BATCH: i64 = 200;
@@ -283,8 +285,12 @@ impl Payments<'_> {
                     return Ok(Settled::Nothing);
                 }
                 // On WhatsApp after the window closed, the receipt goes as its template.
+                let purpose = match charge.meio {
+                    ChargeMeans::Pix => RECEIPT_TEMPLATE,
+                    ChargeMeans::CartaoCredito => CARD_RECEIPT_TEMPLATE,
+                };
                 let template = crate::outbox::TemplateUse {
-                    purpose: RECEIPT_TEMPLATE.into(),
+                    purpose: purpose.into(),
                     parameters: textos::comprovante_parametros(
                         charge.amount,
                         &final_,
@@ -294,9 +300,7 @@ impl Payments<'_> {
                         &tz,
                     ),
                 };
-                // The template names a Pix's identifier: a card payment's receipt goes as text only.
-                let template = (charge.meio == ChargeMeans::Pix).then_some(template);
-                (Settled::Credited, text, template)
+                (Settled::Credited, text, Some(template))
             }
             FlowStatus::Pendente => {
                 // Its late outcome is the recharge follow-up's (step 15), which tells the holder.

@@ -20,11 +20,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// What a template is for: the product picks the template by it.
-pub(super) const PURPOSES: [&str; 5] = [
+pub(super) const PURPOSES: [&str; 6] = [
     "saldo_baixo",
     "resultado_recarga",
     "retomar_atendimento",
     "comprovante_recarga",
+    "comprovante_cartao",
     "pesquisa_satisfacao",
 ];
 
