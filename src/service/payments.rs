@@ -73,6 +73,14 @@ const RECEIPT_TEMPLATE: &str = "comprovante_recarga";
 /// The same for a recharge paid by card (its identifier is the card payment's).
 const CARD_RECEIPT_TEMPLATE: &str = "comprovante_cartao";
 
+/// The WhatsApp template purpose of a receipt of a charge paid by `meio`.
+fn receipt_template(meio: ChargeMeans) -> &'static str {
+    match meio {
+        ChargeMeans::Pix => RECEIPT_TEMPLATE,
+        ChargeMeans::CartaoCredito => CARD_RECEIPT_TEMPLATE,
+    }
+}
+
 /// How many charges of each status one sweep reads.
 const SWEEP_BATCH: i64 = 200;
 
@@ -285,12 +293,8 @@ impl Payments<'_> {
                     return Ok(Settled::Nothing);
                 }
                 // On WhatsApp after the window closed, the receipt goes as its template.
-                let purpose = match charge.meio {
-                    ChargeMeans::Pix => RECEIPT_TEMPLATE,
-                    ChargeMeans::CartaoCredito => CARD_RECEIPT_TEMPLATE,
-                };
                 let template = crate::outbox::TemplateUse {
-                    purpose: purpose.into(),
+                    purpose: receipt_template(charge.meio).into(),
                     parameters: textos::comprovante_parametros(
                         charge.amount,
                         &final_,
