@@ -401,3 +401,52 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// On Mattermost a checkout link is an attachment of its post whose title opens the provider's page
+/// (drawn from the checkout on record); nothing is uploaded.
+#[tokio::test]
+async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
+    use vt_agent::outbox::ChannelSender as _;
+    let h = chat_harness_cards().await;
+    let conv = "mm:canal1:user1";
+    let id = confirmed(&h, conv, "1234567890", 20).await;
+    let url = on_record(&h, &id).await.copia_e_cola;
+    let mm =
+        crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))]).await;
+    let config = vt_agent::channels::mattermost::MattermostConfig {
+        url: Some(mm.url.clone()),
+        bot_token: Some("token-do-bot".into()),
+        ..Default::default()
+    };
+    let sender = vt_agent::channels::mattermost::PostSender::new(std::sync::Arc::new(config))
+        .expect("on")
+        .with_files(h.store.clone());
+    let mut payload = crate::support::reply_payload(conv, "user1", "");
+    payload["files"] = serde_json::to_value([vt_actions::tools::link_file(&id)]).expect("json");
+    let item = vt_agent::store::OutboxItem {
+        id: 1,
+        kind: "reply".into(),
+        destination: "mattermost".into(),
+        payload,
+        conversation_id: Some(conv.into()),
+        status: vt_agent::store::OutboxStatus::InFlight,
+        attempts: 1,
+        max_attempts: 5,
+        next_attempt_at: chrono::Utc::now(),
+        last_error: None,
+    };
+    let reply = vt_agent::outbox::ReplyPayload::of(&item).expect("a reply");
+    assert_eq!(
+        sender.send(&item, &reply).await.expect("sent").as_deref(),
+        Some("post-1")
+    );
+    let received = mm.received();
+    assert_eq!(received.len(), 1, "the post alone: nothing to upload");
+    assert!(received[0].path.ends_with("/api/v4/posts"));
+    let attachment = &received[0].body["props"]["attachments"][0];
+    assert_eq!(attachment["title_link"], url.as_str());
+    assert!(
+        attachment["title"].as_str().is_some_and(|t| t.contains("cartão")),
+        "{attachment}"
+    );
+}
