@@ -501,12 +501,54 @@ enum Handover<'a> {
     RefundNotMade,
 }
 
-/// A charge to issue.
+/// A charge to issue: a Pix code or a card checkout, the `n`-th of its recharge.
 struct Charge<'a> {
     conversation_id: &'a str,
     recharge: &'a FlowInput,
     recharge_key: &'a str,
     n: u32,
+}
+
+impl Charge<'_> {
+    /// The recharge's amount.
+    fn amount(&self) -> Result<rust_decimal::Decimal, PaymentError> {
+        self.recharge
+            .recarga
+            .as_ref()
+            .and_then(|r| r.valor)
+            .ok_or(PaymentError::Invalid("a recarga não tem valor"))
+    }
+
+    /// The charge put on record (or the one already there under `txid`), open until `expires_at`,
+    /// showing `shown` (the checked code, or the checkout's link).
+    async fn open(
+        &self,
+        store: &dyn PixStore,
+        (meio, txid, shown): (ChargeMeans, String, String),
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<PixCharge, PaymentError> {
+        let request =
+            vt_actions::json::to_value(self.recharge).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        Ok(store
+            .open_charge(&PixCharge {
+                txid,
+                meio,
+                recharge_key: self.recharge_key.to_owned(),
+                n: i64::from(self.n),
+                conversation_id: self.conversation_id.to_owned(),
+                request,
+                amount: self.amount()?,
+                copia_e_cola: shown,
+                status: ChargeStatus::Ativa,
+                expires_at,
+                end_to_end_id: None,
+                paid_at: None,
+                created_at: now,
+                refund: None,
+            })
+            .await?)
+    }
 }
 
 /// The charge at the provider, its code checked, then on record; what the card holder is shown.
@@ -516,19 +558,9 @@ async fn issue(
     charge: Charge<'_>,
     now: DateTime<Utc>,
 ) -> Result<CodigoPix, PaymentError> {
-    let Charge {
-        conversation_id,
-        recharge,
-        recharge_key,
-        n,
-    } = charge;
-    let valor = recharge
-        .recarga
-        .as_ref()
-        .and_then(|r| r.valor)
-        .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
-    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
-    let txid = vt_actions::pix::txid(recharge_key, n);
+    let valor = charge.amount()?;
+    let cartao = vt_actions::vt::mask_card(&charge.recharge.cartao);
+    let txid = vt_actions::pix::txid(charge.recharge_key, charge.n);
     let segundos = setup.config.expiracao_minutos * 60;
     let pedido = CobPedido {
         calendario: Calendario {
@@ -546,25 +578,11 @@ async fn issue(
         .await?;
     let code = cob.pix_copia_e_cola.as_deref().unwrap_or_default();
     let code = BrCode::checked(code, valor)?.as_str().to_owned();
-    let stored = store
-        .open_charge(&PixCharge {
-            txid: txid.clone(),
-            meio: ChargeMeans::Pix,
-            recharge_key: recharge_key.to_owned(),
-            n: i64::from(n),
-            conversation_id: conversation_id.to_owned(),
-            request: vt_actions::json::to_value(recharge).map_err(|e| StoreError::Invalid(e.to_string()))?,
-            amount: valor,
-            copia_e_cola: code,
-            status: ChargeStatus::Ativa,
-            expires_at: now + Duration::seconds(i64::from(segundos)),
-            end_to_end_id: None,
-            paid_at: None,
-            created_at: now,
-            refund: None,
-        })
+    let expires_at = now + Duration::seconds(i64::from(segundos));
+    let stored = charge
+        .open(store, (ChargeMeans::Pix, txid, code), expires_at, now)
         .await?;
-    shown(&stored, recharge)
+    shown(&stored, charge.recharge)
 }
 
 /// What withdrawing an unpaid charge found.
@@ -891,33 +909,16 @@ impl Texts {
     }
 }
 
-/// A checkout link to issue.
-struct Checkout<'a> {
-    conversation_id: &'a str,
-    recharge: &'a FlowInput,
-    recharge_key: &'a str,
-    n: u32,
-}
-
 /// The checkout at the card provider, then on record; what the card holder is shown. The same key and
 /// `n` ask the provider under the same idempotency key: a retry or a restart shows the same link.
 async fn issue_link(
     store: &dyn PixStore,
     setup: &CardSetup,
-    checkout: Checkout<'_>,
+    checkout: Charge<'_>,
     now: DateTime<Utc>,
 ) -> Result<LinkCartao, PaymentError> {
-    let Checkout {
-        conversation_id,
-        recharge,
-        recharge_key,
-        n,
-    } = checkout;
-    let valor = recharge
-        .recarga
-        .as_ref()
-        .and_then(|r| r.valor)
-        .ok_or(PaymentError::Invalid("a recarga não tem valor"))?;
+    let (recharge, recharge_key, n) = (checkout.recharge, checkout.recharge_key, checkout.n);
+    let valor = checkout.amount()?;
     let cartao = vt_actions::vt::mask_card(&recharge.cartao);
     let pedido = PedidoLink {
         valor,
@@ -936,23 +937,13 @@ async fn issue_link(
             "o link do provedor de cartão não confere com a recarga",
         ));
     }
-    let stored = store
-        .open_charge(&PixCharge {
-            txid: link.id.clone(),
-            meio: ChargeMeans::CartaoCredito,
-            recharge_key: recharge_key.to_owned(),
-            n: i64::from(n),
-            conversation_id: conversation_id.to_owned(),
-            request: vt_actions::json::to_value(recharge).map_err(|e| StoreError::Invalid(e.to_string()))?,
-            amount: valor,
-            copia_e_cola: link.url.clone(),
-            status: ChargeStatus::Ativa,
-            expires_at: link.expira_em,
-            end_to_end_id: None,
-            paid_at: None,
-            created_at: now,
-            refund: None,
-        })
+    let stored = checkout
+        .open(
+            store,
+            (ChargeMeans::CartaoCredito, link.id, link.url),
+            link.expira_em,
+            now,
+        )
         .await?;
     Ok(link_shown(&stored, recharge))
 }
@@ -1003,7 +994,7 @@ async fn renew_link(
     {
         return Ok(NovoLink::JaPago);
     }
-    let checkout = Checkout {
+    let checkout = Charge {
         conversation_id: &last.conversation_id,
         recharge: &input,
         recharge_key,
@@ -1028,7 +1019,7 @@ impl vt_actions::tools::CardCheckouts for CardPort {
         recharge_key: &str,
         n: u32,
     ) -> Result<LinkCartao, ActionError> {
-        let checkout = Checkout {
+        let checkout = Charge {
             conversation_id: &ctx.conversation_id,
             recharge: input,
             recharge_key,
