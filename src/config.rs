@@ -54,6 +54,9 @@ pub struct Config {
     pub prompts_dir: Option<PathBuf>,
     /// The router's default intents (copied into the database when missing there).
     pub intents_file: Option<PathBuf>,
+    /// The operator's FAQ (one Markdown file an answer); defaults to `./faq`, else the folder shipped
+    /// with the source.
+    pub faq_dir: Option<PathBuf>,
     pub llm: LlmConfig,
     pub engine: EngineConfig,
     /// How a turn's commit is retried.
@@ -159,6 +162,7 @@ impl Default for Config {
             templates_dir: None,
             prompts_dir: None,
             intents_file: None,
+            faq_dir: None,
             llm: LlmConfig::default(),
             engine: EngineConfig::default(),
             service: crate::service::ServiceConfig::default(),
@@ -336,6 +340,9 @@ impl Config {
         }
         if let Some(v) = get("VT_DATABASE_URL") {
             config.database_url = Some(v);
+        }
+        if let Some(v) = get("VT_FAQ_DIR") {
+            config.faq_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("VT_TEMPLATES_DIR") {
             config.templates_dir = Some(PathBuf::from(v));
@@ -633,6 +640,10 @@ impl Config {
 
     pub(crate) fn skills_dir(&self) -> PathBuf {
         resolve(self.skills_dir.as_deref(), "skills")
+    }
+
+    pub(crate) fn faq_dir(&self) -> PathBuf {
+        resolve(self.faq_dir.as_deref(), "faq")
     }
 
     pub(crate) fn prompts_dir(&self) -> PathBuf {

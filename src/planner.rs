@@ -151,8 +151,57 @@ pub async fn run(
             tokens,
         };
     };
-    task.plan = vt_actions::json::to_value(&plan).ok();
+    execute(engine, Some(llm), conv, text, &plan, task, (tokens, max_tokens)).await
+}
 
+/// Each card's balance: a plan code writes (one read-only step a card), executed as a model's plan
+/// would be and recorded the same way, with zero tokens.
+pub async fn each_card(
+    engine: &Engine,
+    conv: &Conversation,
+    text: &str,
+    cards: &[String],
+    task_id: String,
+) -> PlanOutcome {
+    let plan = Plan {
+        passos: cards
+            .iter()
+            .take(MAX_STEPS)
+            .map(|c| Passo::Deterministico {
+                acao: "consultar_saldo".into(),
+                argumentos: json!({"cartao": c}),
+            })
+            .collect(),
+    };
+    let task = TaskRun {
+        id: task_id,
+        conversation_id: conv.id.clone(),
+        user_id: conv.user_id.clone(),
+        intent_key: "tarefa_composta".into(),
+        status: TaskStatus::Running,
+        plan: None,
+        steps: json!([]),
+        final_result: None,
+        tokens_used: 0,
+        error_message: None,
+        created_at: Utc::now(),
+        completed_at: None,
+    };
+    execute(engine, None, conv, text, &plan, task, ((0, 0), 0)).await
+}
+
+/// Runs `plan`'s steps in order: actions as code, reasoning steps (only in a model's plan) as small
+/// model calls that see the earlier results.
+async fn execute(
+    engine: &Engine,
+    llm: Option<&dyn LlmProvider>,
+    conv: &Conversation,
+    text: &str,
+    plan: &Plan,
+    mut task: TaskRun,
+    (mut tokens, max_tokens): ((u64, u64), u32),
+) -> PlanOutcome {
+    task.plan = vt_actions::json::to_value(plan).ok();
     let mut results: Vec<String> = Vec::new();
     let mut steps = Vec::new();
     let mut last_reasoning = None;
@@ -184,14 +233,17 @@ pub async fn run(
                     max_tokens: Some(max_tokens),
                     ..Default::default()
                 };
-                let (result, used) =
-                    match crate::telemetry::spans::complete("raciocinar", llm, &request).await {
-                        Ok(c) => (
-                            c.text.unwrap_or_default(),
-                            (c.usage.input_tokens, c.usage.output_tokens),
-                        ),
-                        Err(e) => (format!("erro: {e}"), (0, 0)),
-                    };
+                let answer = match llm {
+                    Some(llm) => crate::telemetry::spans::complete("raciocinar", llm, &request).await,
+                    None => Err(crate::llm::LlmError::Unavailable("sem modelo".into())),
+                };
+                let (result, used) = match answer {
+                    Ok(c) => (
+                        c.text.unwrap_or_default(),
+                        (c.usage.input_tokens, c.usage.output_tokens),
+                    ),
+                    Err(e) => (format!("erro: {e}"), (0, 0)),
+                };
                 tokens.0 += used.0;
                 tokens.1 += used.1;
                 last_reasoning = Some(result.clone());

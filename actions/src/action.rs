@@ -85,6 +85,14 @@ pub trait Action: Send + Sync + 'static {
         false
     }
 
+    /// Whether a model is offered this tool in a conversation whose state is `state`. A tool with
+    /// nothing to act on (a confirmation with no recharge waiting) is not offered: a small model
+    /// picks whatever it sees, and "nothing to cancel" is no answer to a question.
+    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+        let _ = state;
+        true
+    }
+
     async fn call(&self, ctx: &ActionContext, args: Self::Args) -> Result<ActionResponse, ActionError>;
 }
 
@@ -94,6 +102,7 @@ pub trait DynAction: Send + Sync {
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     fn retry_safe(&self) -> bool;
+    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool;
     /// The strict JSON Schema of the arguments.
     fn parameters(&self) -> Value;
     /// Parses `args` into the action's type and calls it.
@@ -112,6 +121,10 @@ impl<A: Action> DynAction for A {
 
     fn retry_safe(&self) -> bool {
         Action::retry_safe(self)
+    }
+
+    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+        Action::offered(self, state)
     }
 
     fn parameters(&self) -> Value {

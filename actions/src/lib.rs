@@ -13,6 +13,7 @@ pub mod action;
 pub mod boleto;
 pub mod cartao;
 pub mod context;
+pub mod faq;
 pub mod journal;
 pub mod json;
 pub mod pix;

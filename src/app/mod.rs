@@ -52,6 +52,11 @@ pub fn engine(
         Some(l) => Some(l),
         None => config.llm.provider()?,
     };
+    // The operator's FAQ, indexed once: the router answers from it, the model looks it up.
+    let faq_dir = config.faq_dir();
+    let faq = vt_actions::faq::Faq::load(&faq_dir)
+        .with_context(|| format!("carregando a FAQ de {}", faq_dir.display()))?;
+    let extensions = extensions.with(vt_actions::faq::SharedFaq(Arc::new(faq)));
     // The model sees masked cards only: the tools take the real number from what the user wrote.
     let llm = llm.map(|l| RedactedProvider::wrap(l, vt_actions::vt::card::mask_cards_in));
     Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
@@ -141,7 +146,10 @@ async fn service_paying(
     let intents = crate::router::intents::sync(store.as_ref(), &defaults)
         .await
         .context("carregando as intenções")?;
-    let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned());
+    let faq = engine
+        .extension::<vt_actions::faq::SharedFaq>()
+        .map(|f| f.0.clone());
+    let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned()).with_faq(faq);
     let transcriber = config
         .transcricao
         .as_ref()

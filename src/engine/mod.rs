@@ -193,6 +193,11 @@ impl Engine {
         self
     }
 
+    /// A service the actions are handed, if the engine has one.
+    pub fn extension<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.extensions.get::<T>()
+    }
+
     /// Adds one service for actions (used to hand actions a handle back to this engine).
     pub(crate) fn extensions_mut(&mut self) -> &mut Extensions {
         &mut self.extensions

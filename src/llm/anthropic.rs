@@ -77,6 +77,11 @@ impl AnthropicProvider {
                 .map(|(role, content)| json!({"role": role, "content": content}))
                 .collect(),
             tools: tool_blocks(request),
+            // A label to choose: a tool whose input is the enum, and the model made to call it.
+            tool_choice: request
+                .choice
+                .as_ref()
+                .map(|c| json!({"type": "tool", "name": c.field})),
             temperature: self.settings.temperature,
         }
     }
@@ -91,6 +96,11 @@ fn breakpoint() -> Value {
 /// The tools, the last one a cache breakpoint: the tool list is cached on its own, whatever comes
 /// after it.
 fn tool_blocks(request: &CompletionRequest) -> Vec<Value> {
+    if let Some(c) = &request.choice {
+        return vec![
+            json!({"name": c.field, "description": "A resposta: um dos valores permitidos.", "input_schema": c.schema()}),
+        ];
+    }
     let last = request.tools.len().saturating_sub(1);
     request
         .tools
@@ -129,6 +139,8 @@ struct WireRequest {
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<Value>,
     messages: Vec<Value>,

@@ -109,6 +109,30 @@ pub struct CompletionRequest {
     pub cache_key: Option<String>,
     /// Overrides the provider's configured maximum (the router's micro calls use a small one).
     pub max_tokens: Option<u32>,
+    /// The answer must be one of these labels, constrained the way the provider constrains it
+    /// (OpenAI: a JSON-schema enum in structured outputs; Anthropic: a forced tool with an enum).
+    /// Read back with [`Completion::choice`]. Sent with no `tools`.
+    pub choice: Option<Choice>,
+}
+
+/// A label to choose: the field's name and the values it may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// The JSON field (and the tool's name, where a tool carries it).
+    pub field: String,
+    pub options: Vec<String>,
+}
+
+impl Choice {
+    /// The JSON schema of the answer: `{field: one of options}`, nothing else.
+    pub(crate) fn schema(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": {&self.field: {"type": "string", "enum": self.options}},
+            "required": [&self.field],
+            "additionalProperties": false,
+        })
+    }
 }
 
 /// Why the model stopped.
@@ -153,6 +177,30 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     pub stop_reason: StopReason,
     pub usage: Usage,
+}
+
+impl Completion {
+    /// The label of a [`Choice`] request: the field of the JSON answer (text, or a tool call's
+    /// arguments), else the first word of the text that is one of `options` — a model that ignores
+    /// the constraint still gets a chance to be read. `None` when no option is found.
+    pub fn choice(&self, choice: &Choice) -> Option<String> {
+        let known = |w: &str| choice.options.iter().find(|o| o.as_str() == w).cloned();
+        let from_json = |text: &str| {
+            vt_actions::json::from_text::<serde_json::Value>(text.trim())
+                .ok()
+                .and_then(|v| v.get(&choice.field).and_then(|f| f.as_str()).and_then(known))
+        };
+        self.tool_calls
+            .iter()
+            .find_map(|c| from_json(&c.arguments))
+            .or_else(|| self.text.as_deref().and_then(from_json))
+            .or_else(|| {
+                self.text.as_deref().and_then(|t| {
+                    t.split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+                        .find_map(known)
+                })
+            })
+    }
 }
 
 /// A failed model call, classified for the retry policy.

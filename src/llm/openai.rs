@@ -97,7 +97,15 @@ impl OpenAiProvider {
             })
             .collect();
         let max = request.max_tokens.unwrap_or(self.settings.max_tokens);
+        // A label to choose: structured outputs hold the answer to the schema's enum.
+        let response_format = request.choice.as_ref().map(|c| {
+            serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": c.field, "strict": true, "schema": c.schema()},
+            })
+        });
         WireRequest {
+            response_format,
             model: &self.settings.model,
             prompt_cache_key: request.cache_key.as_deref(),
             messages,
@@ -127,6 +135,8 @@ struct WireRequest<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
     messages: Vec<WireMessageOut<'a>>,
 }
 

@@ -70,6 +70,7 @@ impl LlmProvider for RedactedProvider {
             tools: request.tools.clone(),
             cache_key: request.cache_key.clone(),
             max_tokens: request.max_tokens,
+            choice: request.choice.clone(),
         };
         self.inner.complete(&redacted).await
     }

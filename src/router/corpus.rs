@@ -149,6 +149,7 @@ pub async fn score(router: &Router, entries: &[Entry]) -> Score {
             Route::ForgetCards { text } => ("esquece", Some(text.as_str()), None),
             Route::Model => ("modelo", None, None),
             Route::Plan => ("plano", None, None),
+            Route::EachCard { .. } => ("cada_cartao", None, None),
         };
         let bare_menu = text.is_some_and(|t| t.starts_with("Posso ajudar com o seu vale-transporte"));
         if bare_menu && entry.intencao != "ajuda" {

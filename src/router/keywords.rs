@@ -188,3 +188,78 @@ pub(crate) fn greeting_back(n: &str) -> Option<&'static str> {
         None
     }
 }
+
+/// An open question — how, why, what if, how long, can I — or a problem told ("não passou", "paguei e
+/// não caiu"): what a FAQ or a model answers, not a request with parameters, even when it names
+/// "recarga" or "saldo".
+static OPEN_QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(como (funciona|faz|faco|eu faco|que|e que|posso|consigo|recarreg\w*|pago|peco|funciona)|por ?que|pq|porque|pra que|para que|o que (acontece|e|pode ser|faco|eu faco|fazer)|e se|quanto tempo|em quanto tempo|quando (cai|vai cair|fica|e que)|qual (o|e o) (prazo|limite|valor (minimo|maximo))|quais (as|os|sao)|da pra|tem como|e possivel|sera que|perco|vou perder|aceita\w*|demora\w*|nao (passou|passa|caiu|cai|entrou|apareceu|funciona|funcionou)|mudei|mudar de emprego|demitid\w*|paguei)\b",
+    )
+});
+
+pub(crate) fn is_open_question(n: &str) -> bool {
+    OPEN_QUESTION.is_match(n)
+}
+
+static GREETING_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^((oi+e?|ola|ole|opa|e ?ai|eae|salve|alo|bom dia+|boa tarde|boa noite|hello|hi|hey|hola|buenas|tudo (bem|bom|certo)|td (bem|bom))[\s,.!?;:]*)+",
+    )
+});
+
+/// The message after the greeting it opens with ("oi, meu vt não passou…" → "meu vt não passou…").
+pub(crate) fn after_greeting(n: &str) -> &str {
+    GREETING_PREFIX.find(n).map_or(n, |m| &n[m.end()..]).trim()
+}
+
+/// "22 dias úteis … 4,40 … ida e volta": the fare a month of work days costs, asked for.
+static DAYS: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{1,2}) dias?\b"));
+static FARE: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{1,3}[,.]\d{2})\b"));
+static BOTH_WAYS: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b(ida e volta|duas (passagens|vezes) (por|ao) dia|2 (passagens|vezes) (por|ao) dia)\b")
+});
+static HOW_MUCH: LazyLock<Regex> = LazyLock::new(|| re(r"\b(quanto|qto|qnto|total|preciso|precisa|da)\b"));
+
+/// The expression of a "N days at a fare" question, for `calcular`: days × fare (× 2 both ways).
+pub(crate) fn fare_expression(n: &str) -> Option<String> {
+    if !HOW_MUCH.is_match(n) {
+        return None;
+    }
+    let days = DAYS.captures(n)?.get(1)?.as_str();
+    let fares: Vec<&str> = FARE
+        .captures_iter(n)
+        .filter_map(|c| c.get(1))
+        .map(|m| m.as_str())
+        .collect();
+    let [fare] = fares.as_slice() else {
+        return None;
+    };
+    Some(if BOTH_WAYS.is_match(n) {
+        format!("{days} * 2 * {fare}")
+    } else {
+        format!("{days} * {fare}")
+    })
+}
+
+/// Words of a balance or credit ("tá zerado", "sem crédito", "acabou o saldo").
+static CREDIT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(saldo|credito\w*|zerad\w*|acabou|quanto|sobr\w*|rest\w*|dinheiro|valor)\b"));
+/// A wish for a person, in softer words than level 1's: what makes a model's "a person" believable.
+static PERSON: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b(atend\w*|human\w*|pessoa|alguem|suporte|operador\w*|gente|falar com|ligar|telefone|reclam\w*)\b")
+});
+static CARD_WORD: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(cart(ao|oes)|vt|vales?|bilhetes?|cards?|numeros?)\b"));
+
+pub(crate) fn mentions_credit(n: &str) -> bool {
+    CREDIT.is_match(n)
+}
+
+pub(crate) fn wishes_person(n: &str) -> bool {
+    PERSON.is_match(n)
+}
+
+pub(crate) fn mentions_card(n: &str) -> bool {
+    CARD_WORD.is_match(n)
+}

@@ -15,10 +15,14 @@ pub(crate) enum Known {
     MeusCartoes,
     EsquecerCartoes,
     TarefaComposta,
+    /// An answer of the operator's FAQ.
+    Faq,
+    /// Arithmetic done by code (`calcular`).
+    Calcular,
 }
 
 impl Known {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 13] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -30,6 +34,8 @@ impl Known {
         Self::MeusCartoes,
         Self::EsquecerCartoes,
         Self::TarefaComposta,
+        Self::Faq,
+        Self::Calcular,
     ];
 
     /// Its key in the intents file (and the name of the action it runs, where it runs one).
@@ -46,6 +52,8 @@ impl Known {
             Self::MeusCartoes => "meus_cartoes",
             Self::EsquecerCartoes => "esquecer_cartoes",
             Self::TarefaComposta => "tarefa_composta",
+            Self::Faq => "faq",
+            Self::Calcular => "calcular",
         }
     }
 

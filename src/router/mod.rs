@@ -12,6 +12,7 @@ pub mod corpus;
 pub mod intents;
 pub mod keywords;
 mod known;
+mod level2;
 mod texts;
 
 use known::{Known, WithParams};
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
 use vt_actions::vt::parse::{
     amounts, cards, final_digits, is_confirmation, is_refusal, is_yes_with_details, normalize,
@@ -42,8 +42,9 @@ pub(crate) fn over_budget_reply() -> String {
 use texts::Lang;
 
 use crate::engine::Conversation;
-use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
+use crate::llm::LlmProvider;
 use crate::store::IntentRecord;
+use vt_actions::faq::Faq;
 
 /// State key of a request waiting for a missing parameter.
 pub(crate) const STATE_AGUARDANDO: &str = "aguardando";
@@ -86,6 +87,8 @@ pub enum Route {
     Model,
     /// Plan it with the model, execute the plan with code (hybrid intent).
     Plan,
+    /// Each card's balance, a plan written by code (zero tokens).
+    EachCard { cards: Vec<String> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +114,8 @@ pub struct Router {
     llm: Option<Arc<dyn LlmProvider>>,
     cache: Mutex<HashMap<String, (String, Instant)>>,
     cache_ttl: Duration,
+    /// The operator's FAQ, answered at level 1 when one entry clearly matches.
+    faq: Option<Arc<Faq>>,
 }
 
 /// Parameters level 1 found in a message.
@@ -187,10 +192,14 @@ struct Read<'a> {
     waiting: bool,
     found: Found,
     lang: Lang,
+    /// A model may be called for this message: level 1 answers only what it is sure of.
+    model: bool,
+    /// An open question (how, why, what if…) or a problem told, once its greeting is set aside.
+    open: bool,
 }
 
 impl<'a> Read<'a> {
-    fn of(text: &'a str, conv: &Conversation) -> Self {
+    fn of(text: &'a str, conv: &Conversation, model: bool) -> Self {
         let n = normalize(text);
         Self {
             text,
@@ -198,8 +207,15 @@ impl<'a> Read<'a> {
             waiting: conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null()),
             found: Found::of(text),
             lang: keywords::language(&n),
+            model,
+            open: keywords::is_open_question(keywords::after_greeting(&n)),
             n,
         }
+    }
+
+    /// A greeting followed by something more than greetings ("oi, meu vt não passou…").
+    fn greets_and_asks(&self) -> bool {
+        keywords::after_greeting(&self.n).split_whitespace().count() >= 2
     }
 
     /// The message changes something of the recharge waiting (another value, card or means of
@@ -239,7 +255,15 @@ impl Router {
             llm,
             cache: Mutex::new(HashMap::new()),
             cache_ttl: Duration::from_secs(24 * 3600),
+            faq: None,
         }
+    }
+
+    /// With the operator's FAQ (answered at level 1 when one entry clearly matches).
+    #[must_use]
+    pub fn with_faq(mut self, faq: Option<Arc<Faq>>) -> Self {
+        self.faq = faq.filter(|f| !f.is_empty());
+        self
     }
 
     pub fn agent(&self) -> &str {
@@ -264,7 +288,8 @@ impl Router {
     /// the router answers as if it had none, its help offering a person.
     pub(crate) async fn route_within(&self, text: &str, conv: &Conversation, model: ModelUse) -> Decision {
         // The message is read once; every reader below works from it.
-        let m = Read::of(text, conv);
+        let llm = self.llm.as_ref().filter(|_| model == ModelUse::Allowed);
+        let m = Read::of(text, conv, llm.is_some());
         if let Some((intent, mut route)) = self.level1(&m, conv) {
             // "oi, quero recarregar": the greeting is answered before the question.
             if let Route::Ask { question, .. } = &mut route
@@ -295,7 +320,7 @@ impl Router {
                 note: action_note,
             };
         }
-        let Some(llm) = self.llm.as_ref().filter(|_| model == ModelUse::Allowed) else {
+        let Some(llm) = llm else {
             // Without a model, a recharge waiting is what the person is most likely answering.
             if let Some(p) = &m.pending {
                 let (intent, route) = restate(p);
@@ -307,8 +332,16 @@ impl Router {
             }
             return self.decision("ajuda", Route::Reply { text: help });
         };
+        // An open question is the model's to answer: a label would only stand in its way.
+        if m.open {
+            return self.decision("general_chat", Route::Model);
+        }
         let (intent, tokens, called) = self.level2(llm.as_ref(), text).await;
-        let mut d = match self.resolve(&intent, &m, conv) {
+        let checked = Known::of(&intent).is_none_or(|k| level2::supported(k, &m, conv));
+        if !checked {
+            tracing::info!(intent = %intent, "level-2 intent not supported by the message; general chat");
+        }
+        let mut d = match self.resolve(&intent, &m, conv).filter(|_| checked) {
             Some(route) => self.decision(&intent, route),
             None => self.decision("general_chat", Route::Model),
         };
@@ -331,9 +364,52 @@ impl Router {
 
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
-        self.yes_or_no(m)
-            .or_else(|| self.fixed(m, conv))
-            .or_else(|| self.request(m, conv))
+        // With nothing waiting, a question the FAQ clearly answers is answered first ("não passou na
+        // catraca" is no refusal); with a recharge waiting, its yes or no comes first.
+        if m.waiting {
+            self.yes_or_no(m).or_else(|| self.faq(m))
+        } else {
+            self.faq(m).or_else(|| self.yes_or_no(m))
+        }
+        .or_else(|| self.fixed(m, conv))
+        .or_else(|| self.arithmetic(m))
+        .or_else(|| self.request(m, conv))
+    }
+
+    /// The operator's answer to an open question one FAQ entry clearly matches (zero tokens); with a
+    /// recharge waiting, its question asked again after it.
+    fn faq(&self, m: &Read<'_>) -> Option<(String, Route)> {
+        let faq = self.faq.as_ref()?;
+        if !m.open || !m.found.cards.is_empty() || !m.found.amounts.is_empty() || m.correction() {
+            return None;
+        }
+        let entry = faq.clear_match(m.text)?;
+        tracing::debug!(faq = %entry.id, "answered from the FAQ");
+        let answer = entry.answer();
+        let route = match &m.pending {
+            Some(p) => Route::Restate {
+                text: format!("{answer}\n\n{}", p.restated()),
+                pending: p.id.clone(),
+            },
+            None => Route::Reply { text: answer },
+        };
+        Some((Known::Faq.key().to_owned(), route))
+    }
+
+    /// "Quanto dá 22 dias a 4,40 ida e volta?": computed by `calcular`'s code, with a model configured
+    /// (without one, level 1 reads it as today).
+    fn arithmetic(&self, m: &Read<'_>) -> Option<(String, Route)> {
+        if !m.model || !self.active(Known::Calcular) {
+            return None;
+        }
+        let expression = keywords::fare_expression(&m.n)?;
+        let value = vt_actions::tools::evaluate(&expression).ok()?;
+        let text = format!(
+            "{} = BRL {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
+            expression.replace('*', "×").replace('.', ","),
+            vt_actions::tools::decimal_pt(value)
+        );
+        Some((Known::Calcular.key().to_owned(), Route::Reply { text }))
     }
 
     fn active(&self, k: Known) -> bool {
@@ -403,6 +479,10 @@ impl Router {
     /// router's question, a card alone — or a greeting.
     fn request(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let n = m.n.as_str();
+        // With a model, how/why/what-if questions are its to answer, even naming "recarga" or "saldo".
+        if m.model && m.open && !m.correction() {
+            return None;
+        }
         let with_params = |intent: WithParams| {
             let route = self.params_route(intent, m, conv);
             Some((intent.intent().key().to_owned(), route))
@@ -418,6 +498,13 @@ impl Router {
             return with_params(WithParams::Recarga);
         }
         if keywords::is_balance(n) && self.active(Known::ConsultarSaldo) {
+            // Several cards, with a model configured: each card's balance (a plan code writes).
+            if m.model && m.found.cards.len() >= 2 && self.active(Known::TarefaComposta) {
+                let route = Route::EachCard {
+                    cards: m.found.cards.clone(),
+                };
+                return Some((Known::TarefaComposta.key().to_owned(), route));
+            }
             return with_params(WithParams::Saldo);
         }
         // A reply to a question the router asked: the parameters it brings complete the request.
@@ -436,7 +523,7 @@ impl Router {
         }
         // Greetings are answered here; a message in English or Spanish, or anything else, is left to
         // the model when there is one (without one, `route` answers it).
-        if keywords::is_greeting(n) && m.pending.is_none() {
+        if keywords::is_greeting(n) && m.pending.is_none() && !(m.model && m.greets_and_asks()) {
             return reply(Known::Ajuda, texts::help(m.lang, keywords::greeting_back(n)));
         }
         None
@@ -468,6 +555,7 @@ impl Router {
                 text: texts::cards_forgotten(remembered_in(&conv.memory).len()),
             },
             Known::TarefaComposta => Route::Plan,
+            Known::Faq | Known::Calcular => Route::Model,
         })
     }
 
@@ -511,55 +599,6 @@ impl Router {
                 params,
             },
             choose: asked.unwrap_or_default(),
-        }
-    }
-
-    /// Level 2: one micro call, cached by the normalised message's hash.
-    async fn level2(&self, llm: &dyn LlmProvider, text: &str) -> (String, (u64, u64), bool) {
-        let key = hex::encode(Sha256::digest(normalize(text).as_bytes()));
-        if let Some((intent, at)) = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-            .cloned()
-            && at.elapsed() < self.cache_ttl
-        {
-            return (intent, (0, 0), false);
-        }
-        let list: Vec<String> = self
-            .intents
-            .iter()
-            .filter(|i| i.is_active)
-            .map(|i| format!("{}: {}", i.intent_key, i.description))
-            .collect();
-        let request = CompletionRequest {
-            system: format!(
-                "Classifique a mensagem do usuário em UMA das intenções abaixo. Responda só com a chave.\n{}",
-                list.join("\n")
-            ),
-            messages: vec![ChatMessage::user(text.chars().take(500).collect::<String>())],
-            tools: Vec::new(),
-            max_tokens: Some(16),
-            ..Default::default()
-        };
-        match crate::telemetry::spans::complete("classificar_intencao", llm, &request).await {
-            Ok(c) => {
-                let answer = c.text.unwrap_or_default();
-                let key_found = answer
-                    .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
-                    .find(|w| self.intent(w).is_some())
-                    .map_or_else(|| "general_chat".to_owned(), str::to_owned);
-                self.cache
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(key, (key_found.clone(), Instant::now()));
-                (key_found, (c.usage.input_tokens, c.usage.output_tokens), true)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "intent classification failed; treating as general chat");
-                ("general_chat".into(), (0, 0), true)
-            }
         }
     }
 }

@@ -182,6 +182,15 @@ impl Services {
                 routing.tokens = (routing.tokens.0 + used.0, routing.tokens.1 + used.1);
                 TurnStart::Reply(reply)
             }
+            Route::EachCard { cards } => {
+                let outcome =
+                    crate::planner::each_card(&self.engine, conv, text, &cards, self.engine.next_id("task"))
+                        .await;
+                if let Err(e) = self.store.save_task_run(&outcome.task).await {
+                    tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
+                }
+                TurnStart::Reply(outcome.reply)
+            }
             Route::Model | Route::Ask { .. } => TurnStart::Model,
         }
     }

@@ -12,6 +12,7 @@ mod cli;
 mod console;
 mod conversation;
 mod engine;
+mod faq;
 mod flow;
 mod followups;
 mod http;

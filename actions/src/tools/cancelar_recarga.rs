@@ -27,6 +27,10 @@ impl Action for CancelarRecarga {
         "Cancela a recarga que aguarda confirmação. Nada é cobrado."
     }
 
+    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+        state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())
+    }
+
     async fn call(&self, ctx: &ActionContext, _args: Args) -> Result<ActionResponse, ActionError> {
         Ok(match RecargaPendente::from_state(ctx) {
             Some(p) => ResponseToUser::new(

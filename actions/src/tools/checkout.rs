@@ -78,7 +78,7 @@ pub fn link_of(file: &crate::response::FileContent) -> Option<&str> {
 
 /// The conversation's card checkout waiting for payment: `{"recarga": <key>, "id", "descricao"}` (a
 /// new link is asked for it).
-pub(crate) const STATE_CARTAO: &str = "cartao_pendente";
+pub const STATE_CARTAO: &str = "cartao_pendente";
 
 /// A link as the card holder is shown it: the line with the URL (a channel that shows buttons adds
 /// one from the file).

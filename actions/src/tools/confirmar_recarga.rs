@@ -60,6 +60,10 @@ impl Action for ConfirmarRecarga {
          recarga preparada antes. Sem argumentos."
     }
 
+    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+        state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())
+    }
+
     async fn call(&self, ctx: &ActionContext, _args: Args) -> Result<ActionResponse, ActionError> {
         let Some(p) = RecargaPendente::from_state(ctx) else {
             return Ok(ResponseToUser::new(

@@ -4,6 +4,8 @@
 //! record behind the confirmation rule ([`RecargaPendente`]).
 #![warn(clippy::too_many_lines)] // on a message's path: see clippy.toml
 
+mod buscar_faq;
+mod calcular;
 mod cancelar_recarga;
 pub mod cartao;
 mod checkout;
@@ -20,8 +22,12 @@ mod runner;
 mod settings;
 mod transferir_para_humano;
 
+pub use buscar_faq::BuscarFaq;
+pub use calcular::{Calcular, decimal_pt, evaluate};
 pub use cancelar_recarga::CancelarRecarga;
-pub use checkout::{CardCheckouts, LINK_FILE, LinkCartao, NovoLink, SharedCardCheckouts, link_file, link_of};
+pub use checkout::{
+    CardCheckouts, LINK_FILE, LinkCartao, NovoLink, STATE_CARTAO, SharedCardCheckouts, link_file, link_of,
+};
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
@@ -29,7 +35,9 @@ pub use meios::MeiosIndisponiveis;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
-pub use pix::{CodigoPix, NovoCodigo, PedidoPix, PixCharges, QR_FILE, SharedPixCharges, qr_file, qr_of};
+pub use pix::{
+    CodigoPix, NovoCodigo, PedidoPix, PixCharges, QR_FILE, STATE_PIX, SharedPixCharges, qr_file, qr_of,
+};
 pub use preparar_recarga::PrepararRecarga;
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;
@@ -47,5 +55,7 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     registry.register(Notificar)?;
     registry.register(TransferirParaHumano)?;
     registry.register(EncerrarAtendimento)?;
+    registry.register(BuscarFaq)?;
+    registry.register(Calcular)?;
     Ok(())
 }

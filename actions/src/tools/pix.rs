@@ -113,7 +113,7 @@ pub type SharedPixCharges = Arc<dyn PixCharges>;
 
 /// The conversation's Pix charge waiting for payment: `{"recarga": <key>, "codigo": n, "txid", "descricao"}`
 /// (a new code is asked for it).
-pub(crate) const STATE_PIX: &str = "pix_pendente";
+pub const STATE_PIX: &str = "pix_pendente";
 
 /// A code as the card holder is shown it: the line, then the code on its own (easy to copy), then its
 /// QR code — an image where the channel shows one, drawn in text in a terminal. As a native order, the

@@ -84,6 +84,12 @@ impl Turn<'_> {
         let tools: Vec<_> = skill
             .actions
             .iter()
+            .filter(|a| {
+                self.engine
+                    .registry
+                    .get(a)
+                    .is_some_and(|action| action.offered(&self.conv.state))
+            })
             .filter_map(|a| self.engine.registry.spec(a))
             .cloned()
             .collect();
@@ -95,6 +101,7 @@ impl Turn<'_> {
             messages,
             tools,
             max_tokens: None,
+            choice: None,
         })
     }
 
