@@ -97,6 +97,14 @@ pub enum Command {
     /// Prints pass/fail per transcript and, for a failure, the first mismatch with what was expected
     /// and what happened. Exits 1 when any transcript fails.
     Test(TestArgs),
+    /// Measure the configured model on the cases card holders bring, against no model.
+    ///
+    /// Plays the router's corpus and the conversation cases of `eval/` through the whole product
+    /// (a hermetic world per case) and prints, per class of message: answered well, intent accuracy,
+    /// parameters exact, money surprises, tokens, cost, p50/p95 latency. Exits 1 on any money
+    /// surprise or any case the model made worse (with --compare), 2 when the model server failed a
+    /// case (an infrastructure error, not a verdict).
+    Eval(EvalArgs),
     /// Work with transcripts of stored conversations.
     #[command(subcommand)]
     Transcript(TranscriptCommand),
@@ -244,6 +252,27 @@ pub struct TestArgs {
     /// Record the cassettes of `model: cassette` transcripts against the configured model.
     #[arg(long)]
     pub record: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// Case files or folders (router corpus lists, lists of transcripts, transcripts); default:
+    /// `eval/` and `tests/fixtures/router/corpus.yaml`.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub corpus: Vec<PathBuf>,
+    /// Play each case K times: pass^K and the cases that flip.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub repeat: u16,
+    /// Play each case with no model too, and mark every case the model made worse.
+    #[arg(long)]
+    pub compare: bool,
+    /// Use the cases' own scripted answers (a strong model's) instead of the configured model: proves
+    /// the scoring, not a model.
+    #[arg(long)]
+    pub scripted: bool,
+    /// Print the report as JSON (for CI).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -460,6 +489,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
         Command::Usage(args) => usage(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Test(args) => test(&config, args).await,
+        Command::Eval(args) => eval(&config, args).await,
         Command::Keys(KeysCommand::Rotate) => rotate_keys(&config, u).await,
         Command::Retencao(RetencaoCommand::Aplicar) => apply_retention(&config, u).await,
         Command::Titular(command) => data_subject(&config, u, command).await,
@@ -1035,6 +1065,51 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    use crate::app::transcripts::ModelChoice;
+    let paths = if args.corpus.is_empty() {
+        crate::app::eval::default_corpus()
+    } else {
+        args.corpus.clone()
+    };
+    let cases = crate::app::eval::load(&paths).map_err(anyhow::Error::msg)?;
+    if cases.is_empty() {
+        anyhow::bail!("nenhum caso de avaliação nos caminhos dados");
+    }
+    let (model, model_name) = if args.scripted {
+        (ModelChoice::Scripted, "roteirizado (as respostas dos casos)".to_owned())
+    } else {
+        let llm = config.llm.provider()?.ok_or_else(|| {
+            anyhow::anyhow!("nenhum modelo configurado: defina [llm] (ou VT_LLM_BASE_URL / VT_LLM_API_KEY), ou use --scripted")
+        })?;
+        let name = llm.model().to_owned();
+        (ModelChoice::Live(llm), name)
+    };
+    let options = crate::app::eval::EvalOptions {
+        config: config.clone(),
+        model,
+        model_name,
+        repeat: usize::from(args.repeat),
+        compare: args.compare,
+    };
+    let quiet = args.json;
+    let report = crate::app::eval::run(&cases, &options, |done, total| {
+        if !quiet && done < total {
+            eprint!("\r{done}/{total} casos");
+        }
+    })
+    .await;
+    if !quiet {
+        eprintln!("\r{n}/{n} casos", n = cases.len());
+    }
+    if args.json {
+        println!("{}", vt_actions::json::text(&report.json()));
+    } else {
+        print!("{}", report.table(args.compare));
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
+
 async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     let files = crate::transcript::collect(&args.paths).map_err(anyhow::Error::msg)?;
     if files.is_empty() {
@@ -1044,6 +1119,7 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
         config: config.clone(),
         record: args.record,
         record_with: None,
+        model: None,
     };
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {

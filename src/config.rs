@@ -215,6 +215,30 @@ pub struct LlmConfig {
     pub circuit_failures: u32,
     /// Seconds the circuit stays open before one call probes the provider, default 30.
     pub circuit_open_secs: u64,
+    /// Models asked in order when this one cannot answer (rate limit, quota, unavailable, timeout,
+    /// context too long); never on a bad request or a refusal.
+    pub fallback: Vec<FallbackModel>,
+}
+
+/// One `[[llm.fallback]]` entry: the same temperature, limits and timeout as `[llm]`.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackModel {
+    pub provider: ProviderKind,
+    pub base_url: Option<String>,
+    pub model: String,
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for FallbackModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FallbackModel")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl Default for LlmConfig {
@@ -229,6 +253,7 @@ impl Default for LlmConfig {
             timeout_secs: 60,
             circuit_failures: 5,
             circuit_open_secs: 30,
+            fallback: Vec::new(),
         }
     }
 }
@@ -245,6 +270,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("timeout_secs", &self.timeout_secs)
             .field("circuit_failures", &self.circuit_failures)
             .field("circuit_open_secs", &self.circuit_open_secs)
+            .field("fallback", &self.fallback)
             .finish()
     }
 }
@@ -260,14 +286,31 @@ impl LlmConfig {
             return Ok(None);
         }
         let kind = self.provider.unwrap_or(ProviderKind::Openai);
+        let primary = self.one(kind, self.base_url.clone(), self.model.clone(), self.api_key.clone())?;
+        let fallbacks = self
+            .fallback
+            .iter()
+            .map(|f| self.one(f.provider, f.base_url.clone(), Some(f.model.clone()), f.api_key.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(crate::llm::Fallback::wrap(primary, fallbacks)))
+    }
+
+    /// One provider with this section's limits, behind its own circuit breaker.
+    fn one(
+        &self,
+        kind: ProviderKind,
+        base_url: Option<String>,
+        model: Option<String>,
+        api_key: Option<String>,
+    ) -> Result<Arc<dyn LlmProvider>, ConfigError> {
         let (default_url, default_model) = match kind {
             ProviderKind::Openai => (crate::llm::OPENAI_DEFAULT_BASE_URL, "gpt-5-mini"),
             ProviderKind::Anthropic => (crate::llm::ANTHROPIC_DEFAULT_BASE_URL, "claude-sonnet-4-5"),
         };
         let settings = ProviderSettings {
-            base_url: self.base_url.clone().unwrap_or_else(|| default_url.to_owned()),
-            model: self.model.clone().unwrap_or_else(|| default_model.to_owned()),
-            api_key: self.api_key.clone().filter(|k| !k.trim().is_empty()),
+            base_url: base_url.unwrap_or_else(|| default_url.to_owned()),
+            model: model.unwrap_or_else(|| default_model.to_owned()),
+            api_key: api_key.filter(|k| !k.trim().is_empty()),
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             timeout: Duration::from_secs(self.timeout_secs.max(1)),
@@ -284,7 +327,7 @@ impl LlmConfig {
             failures: self.circuit_failures.max(1),
             open_for: Duration::from_secs(self.circuit_open_secs),
         };
-        Ok(Some(crate::llm::CircuitBreaker::wrap(provider, breaker)))
+        Ok(crate::llm::CircuitBreaker::wrap(provider, breaker))
     }
 }
 
@@ -373,6 +416,12 @@ impl Config {
         }
         if let Some(v) = get("VT_LLM_API_KEY") {
             config.llm.api_key = Some(v);
+        }
+        // A fallback's key stays out of the file: `VT_LLM_FALLBACK_1_API_KEY` for the first entry.
+        for (i, f) in config.llm.fallback.iter_mut().enumerate() {
+            if let Some(v) = get(&format!("VT_LLM_FALLBACK_{}_API_KEY", i + 1)) {
+                f.api_key = Some(v);
+            }
         }
         if let Some(v) = get("VT_TRANSCRICAO_API_KEY") {
             // The key alone turns nothing on: `[transcricao]` names the endpoint.
@@ -601,6 +650,12 @@ impl Config {
             .is_some_and(|t| !t.is_finite() || !(0.0..=2.0).contains(&t))
         {
             return invalid("llm.temperature", "deve estar entre 0 e 2");
+        }
+        if self.llm.fallback.iter().any(|f| f.model.trim().is_empty()) {
+            return invalid("llm.fallback.model", "não pode ser vazio");
+        }
+        if !self.llm.fallback.is_empty() && !self.llm.is_configured() {
+            return invalid("llm.fallback", "precisa de um modelo principal em [llm]");
         }
         if self.engine.max_model_calls == 0 {
             return invalid("engine.max_model_calls", "deve ser pelo menos 1");

@@ -319,12 +319,14 @@ impl Faq {
 
     /// The one entry that clearly answers `question`, if any: most of its words are in that entry's
     /// title or keywords (two at least, unless the question is one word), and no other entry
-    /// comes close. The thresholds are measured on `tests/fixtures/faq/perguntas.yaml`.
+    /// comes close (in score, or in words matched). The thresholds are measured on `tests/fixtures/faq/perguntas.yaml`.
     pub fn clear_match(&self, question: &str) -> Option<&FaqEntry> {
         let hits = self.search(question, 2);
         let best = hits.first()?;
         let enough = best.matched >= 2 || (best.matched == 1 && best.coverage >= 1.0);
-        let ahead = hits.get(1).is_none_or(|second| best.score >= second.score * 1.25);
+        let ahead = hits
+            .get(1)
+            .is_none_or(|second| best.score >= second.score * 1.25 || best.coverage > second.coverage);
         (enough && best.coverage >= 0.5 && ahead).then(|| &self.entries[best.entry])
     }
 }

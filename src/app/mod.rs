@@ -3,6 +3,7 @@
 
 pub mod serve;
 pub mod tls_simulator;
+pub mod eval;
 pub mod transcripts;
 
 use std::sync::Arc;

@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod breaker;
+mod fallback;
 mod openai;
 mod redacted;
 mod scripted;
@@ -15,6 +16,7 @@ pub use anthropic::{
     AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL, parse_response as parse_anthropic,
 };
 pub use breaker::{BreakerConfig, CircuitBreaker};
+pub use fallback::Fallback;
 pub use openai::{
     DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider, parse_response as parse_openai,
 };

@@ -130,7 +130,7 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::TransferirParaHumano => keywords::wishes_person(n),
         Known::EncerrarAtendimento => keywords::is_goodbye(n) || keywords::is_thanks(n),
         Known::MeusCartoes | Known::EsquecerCartoes => keywords::mentions_card(n),
-        Known::TarefaComposta => m.found.cards.len() >= 2,
+        Known::TarefaComposta => m.found.cards.len() >= 2 || remembered_in(&conv.memory).len() >= 2,
         Known::Ajuda => keywords::is_greeting(n),
         Known::Faq | Known::Calcular => false,
     }

@@ -213,9 +213,11 @@ impl<'a> Read<'a> {
         }
     }
 
-    /// A greeting followed by something more than greetings ("oi, meu vt não passou…").
+    /// A greeting followed by something more than greetings or a plea for help ("oi, meu vt não
+    /// passou…").
     fn greets_and_asks(&self) -> bool {
-        keywords::after_greeting(&self.n).split_whitespace().count() >= 2
+        let rest = keywords::after_greeting(&self.n);
+        rest.split_whitespace().count() >= 2 && !keywords::is_greeting(rest)
     }
 
     /// The message changes something of the recharge waiting (another value, card or means of
@@ -479,8 +481,10 @@ impl Router {
     /// router's question, a card alone — or a greeting.
     fn request(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let n = m.n.as_str();
-        // With a model, how/why/what-if questions are its to answer, even naming "recarga" or "saldo".
-        if m.model && m.open && !m.correction() {
+        // With a model, how/why/what-if questions are its to answer, even naming "recarga" or "saldo"
+        // (a bare "como funciona?" is a plea for help, answered below).
+        let subject = keywords::after_greeting(n).split_whitespace().count() >= 3;
+        if m.model && m.open && subject && !m.correction() {
             return None;
         }
         let with_params = |intent: WithParams| {

@@ -167,6 +167,7 @@ pub async fn export(
     let scripted = turns.iter().any(|t| !t.model.is_empty() || t.classify.is_some());
     Ok(Transcript {
         name: format!("exportada de {conversation_id}"),
+        class: None,
         description: Some(
             "Gerada por `vt-agent transcript export`: as expectativas são o que a conversa fez.".into(),
         ),

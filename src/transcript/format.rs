@@ -12,6 +12,9 @@ pub struct Transcript {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The class of message the case stands for, for `vt-agent eval`'s figures per class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     #[serde(default)]
     pub setup: Setup,
     /// Rules checked after every turn.

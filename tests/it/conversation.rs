@@ -249,8 +249,10 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
         2,
         "a micro classification, then the reasoning turn"
     );
-    assert_eq!(requests[0].max_tokens, Some(16));
+    assert_eq!(requests[0].max_tokens, Some(24));
     assert!(requests[0].tools.is_empty());
+    let choice = requests[0].choice.as_ref().expect("a label to choose");
+    assert!(choice.options.iter().any(|o| o == "general_chat"), "{choice:?}");
     let mut tools: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
     tools.sort_unstable();
     assert_eq!(
@@ -520,10 +522,10 @@ async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
     );
     llm.push([
         Scripted::text("general_chat"),
-        Scripted::text("Cai na hora, em geral."),
+        Scripted::text("Depende da linha de ônibus."),
     ]);
-    let r = h.say("q1", "demora pra cair?").await;
-    assert_eq!(r.reply_text(), "Cai na hora, em geral.");
+    let r = h.say("q1", "e a passagem custa quanto hoje em dia?").await;
+    assert_eq!(r.reply_text(), "Depende da linha de ônibus.");
     // Level 1 routes the "sim" to the tool, which finds the question was not the last thing said.
     let r = h.say("q1", "sim").await;
     assert!(

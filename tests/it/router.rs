@@ -284,13 +284,16 @@ fn cases() -> Vec<(&'static str, bool, Want)> {
     ]
 }
 
+/// The router as the product has it: the default intents and the default FAQ.
 fn router() -> Router {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let faq = vt_actions::faq::Faq::load(&root.join("faq")).expect("faq");
     Router::new(
         "vt",
-        vt_agent::router::intents::load_file(&path).expect("intents"),
+        vt_agent::router::intents::load_file(&root.join("intents/default.toml")).expect("intents"),
         None,
     )
+    .with_faq(Some(std::sync::Arc::new(faq)))
 }
 
 fn conversation(pending: bool) -> Conversation {

@@ -36,6 +36,19 @@ pub struct RunOptions {
     pub record: bool,
     /// The model to record with, overriding the configured one (tests use a loopback fake).
     pub record_with: Option<Arc<dyn LlmProvider>>,
+    /// Plays every transcript against this model instead of its own (`vt-agent eval`): a live model
+    /// (the scripts are not used), or none.
+    pub model: Option<ModelChoice>,
+}
+
+/// The model `vt-agent eval` plays the cases with.
+#[derive(Clone)]
+pub enum ModelChoice {
+    /// The transcript's own scripts (a strong model's answers, written with the case); no model for
+    /// a case that scripts none.
+    Scripted,
+    Live(Arc<dyn LlmProvider>),
+    None,
 }
 
 /// The first thing that did not match.
@@ -98,6 +111,8 @@ pub struct TranscriptReport {
     pub failure: Option<Mismatch>,
     pub turns: Vec<TurnReport>,
     pub duration_ms: u64,
+    /// Recharges the simulator charged during the whole transcript.
+    pub charges: usize,
 }
 
 /// Loads and runs one file.
@@ -119,6 +134,7 @@ pub async fn run_file(path: &Path, options: &RunOptions) -> TranscriptReport {
             }),
             turns: Vec::new(),
             duration_ms: started.elapsed().as_millis() as u64,
+            charges: 0,
         },
     }
 }
@@ -163,6 +179,7 @@ pub async fn run_transcript(t: &Transcript, path: &Path, options: &RunOptions) -
         failure: None,
         turns: Vec::new(),
         duration_ms: 0,
+        charges: 0,
     };
     let result = play(t, path, options, &mut report).await;
     report.passed = result.is_ok();
@@ -178,6 +195,22 @@ async fn play(
     report: &mut TranscriptReport,
 ) -> Result<(), Mismatch> {
     let world = World::build(t, path, options).await?;
+    let result = play_in(&world, t, report).await;
+    report.charges = charges(&world);
+    result
+}
+
+/// Recharges the world's simulator charged.
+fn charges(world: &World) -> usize {
+    world
+        .sim
+        .ledger()
+        .iter()
+        .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
+        .count()
+}
+
+async fn play_in(world: &World, t: &Transcript, report: &mut TranscriptReport) -> Result<(), Mismatch> {
     let mut totals = Totals::default();
     for (i, turn) in t.turns.iter().enumerate() {
         let mismatch = |what: &str, expected: String, actual: String| Mismatch {
@@ -235,7 +268,7 @@ async fn play(
         p.save().map_err(|e| setup_error("cassette", e))?;
     }
     match &t.expect_total {
-        Some(total) => check_totals(total, &totals, &world),
+        Some(total) => check_totals(total, &totals, world),
         None => Ok(()),
     }
 }
@@ -313,12 +346,7 @@ fn check_totals(total: &TotalExpect, totals: &Totals, world: &World) -> Result<(
             totals.tokens.to_string(),
         ));
     }
-    let charges = world
-        .sim
-        .ledger()
-        .iter()
-        .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
-        .count();
+    let charges = charges(world);
     if let Some(n) = total.recharges
         && n != charges
     {

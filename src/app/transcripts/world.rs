@@ -29,6 +29,8 @@ use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcrip
 
 pub(super) enum Model {
     None,
+    /// A model nobody scripted (`vt-agent eval`).
+    Live(Arc<dyn LlmProvider>),
     Scripted(Arc<ScriptedProvider>),
     Replay(Arc<ReplayProvider>),
     Record(Arc<RecordingProvider>),
@@ -38,6 +40,7 @@ impl Model {
     pub(super) fn provider(&self) -> Option<Arc<dyn LlmProvider>> {
         match self {
             Self::None => None,
+            Self::Live(p) => Some(p.clone()),
             Self::Scripted(p) => Some(p.clone()),
             Self::Replay(p) => Some(p.clone()),
             Self::Record(p) => Some(p.clone()),
@@ -465,6 +468,12 @@ async fn simulator(setup: &Setup, clock: &ManualClock) -> Result<(Simulator, Run
 /// The model: none, scripted per turn, or a cassette (replayed, or recorded with `--record`).
 fn model(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Model, Mismatch> {
     let setup = &t.setup;
+    match &options.model {
+        Some(super::ModelChoice::Live(p)) => return Ok(Model::Live(p.clone())),
+        Some(super::ModelChoice::None) => return Ok(Model::None),
+        // The cases as written: their own scripts, or no model where they script none.
+        Some(super::ModelChoice::Scripted) | None => {}
+    }
     let scripts = t
         .turns
         .iter()
