@@ -318,12 +318,18 @@ impl Faq {
     }
 
     /// The one entry that clearly answers `question`, if any: most of its words are in that entry's
-    /// title or keywords (two at least, unless the question is one word), and no other entry
+    /// title or keywords (two at least), and no other entry
     /// comes close (in score, or in words matched). The thresholds are measured on `tests/fixtures/faq/perguntas.yaml`.
     pub fn clear_match(&self, question: &str) -> Option<&FaqEntry> {
+        self.clear_match_of(question, 2)
+    }
+
+    /// [`Self::clear_match`] needing only `words` of the question in the entry's title or keywords
+    /// (one for an open question with a single subject: "como faço pra recarregar?").
+    pub fn clear_match_of(&self, question: &str, words: usize) -> Option<&FaqEntry> {
         let hits = self.search(question, 2);
         let best = hits.first()?;
-        let enough = best.matched >= 2 || (best.matched == 1 && best.coverage >= 1.0);
+        let enough = best.matched >= words.max(1);
         let ahead = hits
             .get(1)
             .is_none_or(|second| best.score >= second.score * 1.25 || best.coverage > second.coverage);

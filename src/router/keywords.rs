@@ -45,7 +45,7 @@ static BALANCE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static GREETING: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia+|boa tarde|boa noite|hello|hi|hey|good (morning|afternoon|evening)|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|^(me ajuda|preciso de ajuda|pode me ajudar)[?!. ]*$|\b(can you help( me)?|i need help|help me|necesito ayuda|ayudame|me ajuda|preciso de ajuda)\b",
+        r"^(oi+e?|ola|ole|opa|eai|e ai|eae|salve|fala|alo|bom dia+|boa tarde|boa noite|hello|hi|hey|good (morning|afternoon|evening)|hola|buenas|buenos dias|buenas tardes|buenas noches|ajuda|socorro|menu|help|ayuda|inicio|comecar|opcoes)\b|\bo que (voce |vc )?(faz|pode fazer|sabe fazer)\b|\bcomo (funciona|voce funciona)\b|^(me ajuda|preciso de ajuda|pode me ajudar)[?!. ]*$|\b(can you help( me)?|i need help|help me|necesito ayuda|ayudame)\b",
     )
 });
 static CANCEL_WORD: LazyLock<Regex> = LazyLock::new(|| {
@@ -194,7 +194,7 @@ pub(crate) fn greeting_back(n: &str) -> Option<&'static str> {
 /// "recarga" or "saldo".
 static OPEN_QUESTION: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(como (funciona|faz|faco|eu faco|que|e que|posso|consigo|recarreg\w*|pago|peco|funciona)|por ?que|pq|porque|pra que|para que|o que (acontece|e|pode ser|faco|eu faco|fazer)|e se|quanto tempo|em quanto tempo|quando (cai|vai cair|fica|e que)|qual (o|e o) (prazo|limite|valor (minimo|maximo))|quais (as|os|sao)|e possivel|sera que|perco|vou perder|aceita\w*|demora\w*|nao (passou|passa|caiu|cai|entrou|apareceu|funciona|funcionou)|mud(ei|ar|ando) de (emprego|empresa|trabalho)|demitid\w*|paguei)\b",
+        r"\b(como (funciona|faz|faco|eu faco|que|e que|posso|consigo|recarreg\w*|pago|peco|funciona)|por ?que|pq|porque|pra que|para que|o que (acontece|e|pode ser|faco|eu faco|fazer)|e se|quanto tempo|em quanto tempo|quando (cai|vai cair|fica|e que)|qual (o|e o) (prazo|limite|valor (minimo|maximo))|quais (as|os|sao)|e possivel|sera que|perco|vou perder|aceita\w*|demora\w*|nao (passou|passa|caiu|cai|entrou|apareceu|funciona|funcionou)|mud(ei|ar|ando) de (emprego|empresa|trabalho)|demitid\w*|sai(r)? da empresa|paguei|recus\w*|nao (aceitou|aceita|leu|le))\b",
     )
 });
 

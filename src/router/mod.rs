@@ -378,14 +378,18 @@ impl Router {
         .or_else(|| self.request(m, conv))
     }
 
-    /// The operator's answer to an open question one FAQ entry clearly matches (zero tokens); with a
-    /// recharge waiting, its question asked again after it.
+    /// The operator's answer to a question (an open one, or one asked with "?") one FAQ entry clearly
+    /// matches (zero tokens); with a recharge waiting, its question asked again after it.
     fn faq(&self, m: &Read<'_>) -> Option<(String, Route)> {
         let faq = self.faq.as_ref()?;
-        if !m.open || !m.found.cards.is_empty() || !m.found.amounts.is_empty() || m.correction() {
+        let asks = m.open || m.text.trim_end().ends_with('?');
+        if !asks || !m.found.cards.is_empty() || !m.found.amounts.is_empty() || m.correction() {
             return None;
         }
-        let entry = faq.clear_match(m.text)?;
+        // An open question with a subject may name it in one word ("como faço pra recarregar?").
+        let subject = keywords::after_greeting(&m.n).split_whitespace().count() >= 3;
+        let words = if m.open && subject { 1 } else { 2 };
+        let entry = faq.clear_match_of(m.text, words)?;
         tracing::debug!(faq = %entry.id, "answered from the FAQ");
         let answer = entry.answer();
         let route = match &m.pending {

@@ -257,9 +257,10 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
     tools.sort_unstable();
     assert_eq!(
         tools,
+        // Nothing waits: confirming and cancelling are not offered.
         vec![
-            "cancelar_recarga",
-            "confirmar_recarga",
+            "buscar_faq",
+            "calcular",
             "consultar_saldo",
             "encerrar_atendimento",
             "notificar",
@@ -536,10 +537,8 @@ async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
     assert_eq!(h.recharges(), 0);
     // The model answers again and then tries to confirm on its own: still not the user's yes to the
     // question said last.
-    llm.push([
-        Scripted::text("general_chat"),
-        Scripted::tool("confirmar_recarga", json!({})),
-    ]);
+    // An open question goes to the model with no classification.
+    llm.push([Scripted::tool("confirmar_recarga", json!({}))]);
     let r = h.say("q1", "e se eu mudar de ideia depois?").await;
     assert_eq!(h.recharges(), 0, "{}", r.reply_text());
     let r = h.say("q1", "sim").await;
@@ -591,4 +590,107 @@ async fn cards_carry_to_the_same_persons_next_conversation_only() {
     let later = say(as_user("depois", "ana", "t1", "http", "saldo")).await;
     assert!(later.contains("me diga o número do cartão"), "{later}");
     assert_eq!(h.recharges(), 0);
+}
+
+/// The tool results the model was given in its requests, in order.
+fn tool_results(llm: &ScriptedProvider) -> Vec<String> {
+    llm.requests()
+        .iter()
+        .flat_map(|r| r.messages.clone())
+        .filter_map(|m| match m {
+            vt_agent::llm::ChatMessage::Tool { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A level-2 "cancel" or "confirm" with nothing waiting is no answer: the model answers instead, and
+/// is not offered tools that have nothing to act on.
+#[tokio::test]
+async fn a_level_2_yes_or_no_with_nothing_waiting_falls_back_to_the_model() {
+    for label in ["cancelar_recarga", "confirmar_recarga"] {
+        let llm = scripted(vec![
+            Scripted::text(label),
+            Scripted::text("O VT é pago pela empresa e descontado em até 6 % do salário."),
+        ]);
+        let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+        let r = h.say("n1", "o que significa esse desconto de vale no meu holerite?").await;
+        assert_eq!(
+            r.reply_text(),
+            "O VT é pago pela empresa e descontado em até 6 % do salário.",
+            "after a level-2 {label}"
+        );
+        let requests = llm.requests();
+        let offered: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
+        assert!(!offered.contains(&"cancelar_recarga") && !offered.contains(&"confirmar_recarga"), "{offered:?}");
+        assert!(offered.contains(&"buscar_faq") && offered.contains(&"calcular"), "{offered:?}");
+        assert_eq!(h.recharges(), 0);
+    }
+}
+
+/// With a model, a greeting followed by a question goes on to the question; a question the FAQ
+/// answers is answered from it with zero tokens, with or without a model.
+#[tokio::test]
+async fn a_greeting_and_a_question_reach_the_question() {
+    let llm = scripted(vec![
+        Scripted::text("general_chat"),
+        Scripted::text("Atendemos todos os dias, por aqui mesmo."),
+    ]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h.say("g1", "boa tarde, vcs atendem no sábado?").await;
+    assert_eq!(r.reply_text(), "Atendemos todos os dias, por aqui mesmo.");
+    let r = h.say("g2", "oi, meu vt não passou na catraca hoje de manhã, o que pode ser?").await;
+    assert!(r.reply_text().contains("Saldo insuficiente"), "{}", r.reply_text());
+    assert_eq!(llm.requests().len(), 2, "the FAQ answered with no model call");
+    let h = no_model().await;
+    let r = h.say("g3", "e se eu mudar de emprego, o que acontece com os créditos do vale?").await;
+    assert!(r.reply_text().contains("continuam nele"), "{}", r.reply_text());
+    zero_tokens(&h).await;
+}
+
+/// With a model, two cards in one balance request get each card's balance (a plan code writes: no
+/// model call).
+#[tokio::test]
+async fn two_cards_get_two_balances() {
+    let llm = scripted(vec![]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h.say("c1", "quanto tenho no cartao 1111111111 e no 1234567890?").await;
+    let text = r.reply_text();
+    assert!(text.contains("****1111") && text.contains("BRL 12,50"), "{text}");
+    assert!(text.contains("****7890") && text.contains("BRL 50,00"), "{text}");
+    assert!(llm.requests().is_empty());
+}
+
+/// Arithmetic is code's: the model hands `calcular` the expression and gets the exact result; the
+/// commonest question (days × fare) is computed at level 1.
+#[tokio::test]
+async fn sums_and_fares_per_day_are_done_by_the_calcular_tool() {
+    let llm = scripted(vec![
+        Scripted::text("general_chat"),
+        Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
+        Scripted::text("Fica BRL 193,60."),
+    ]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h.say("a1", "preciso de 22 passagens de 8,80, fica em quanto?").await;
+    assert_eq!(r.reply_text(), "Fica BRL 193,60.");
+    assert!(tool_results(&llm).iter().any(|t| t.contains("= 193,60")), "{:?}", tool_results(&llm));
+    let r = h.say("a2", "quanto dá pra 22 dias úteis se a passagem é 4,40 ida e volta?").await;
+    assert!(r.reply_text().contains("BRL 193,60"), "{}", r.reply_text());
+    assert_eq!(llm.requests().len(), 3, "level 1 computed it");
+}
+
+/// A question no entry clearly claims goes to the model, which looks the FAQ up with `buscar_faq`
+/// and is handed the operator's passages to ground its answer in.
+#[tokio::test]
+async fn the_model_grounds_its_answer_in_the_faq() {
+    let llm = scripted(vec![
+        Scripted::text("general_chat"),
+        Scripted::tool("buscar_faq", json!({"pergunta": "leitora do ônibus apitou vermelho"})),
+        Scripted::text("Pode ser saldo insuficiente; me mande o número do cartão que eu consulto."),
+    ]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h.say("f1", "a leitora do ônibus apitou vermelho hoje").await;
+    assert!(r.reply_text().starts_with("Pode ser saldo insuficiente"), "{}", r.reply_text());
+    let results = tool_results(&llm);
+    assert!(results.iter().any(|t| t.contains("[catraca]") && t.contains("Saldo insuficiente")), "{results:?}");
 }

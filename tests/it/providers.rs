@@ -618,3 +618,122 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     say("e agora, uma piada?").await.expect("turn");
     assert!(model.received().len() > calls);
 }
+
+/// `[llm]` with one `[[llm.fallback]]`, read as an operator writes them.
+fn with_fallback(primary: &str, fallback: &str) -> Arc<dyn LlmProvider> {
+    let toml = format!(
+        "[llm]\nprovider = \"openai\"\nbase_url = \"{primary}\"\nmodel = \"principal\"\napi_key = \"sk-principal-0000000000\"\ntimeout_secs = 1\n\n\
+         [[llm.fallback]]\nprovider = \"openai\"\nbase_url = \"{fallback}\"\nmodel = \"reserva\"\napi_key = \"sk-reserva-0000000000\"\n"
+    );
+    let config = vt_agent::config::Config::from_sources(Some(&toml), "vt-agent.toml", &Default::default()).expect("config");
+    config.llm.provider().expect("provider").expect("configured")
+}
+
+fn answered_by(model: &str, text: &str) -> Value {
+    let mut body = openai_text(text);
+    body["model"] = json!(model);
+    body
+}
+
+/// A 429, a 503 or a timeout of the configured model is answered by the fallback, and the turn
+/// records the model that answered (what its usage row and generation span carry).
+#[tokio::test]
+async fn a_rate_limit_an_outage_or_a_timeout_falls_back_to_the_next_model() {
+    for status in [429u16, 503] {
+        let primary = FakeServer::start(vec![(status, vec![], json!({"error": {"message": "busy"}}))]).await;
+        let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "Oi da reserva"))]).await;
+        let engine = test_engine(Some(with_fallback(&primary.url, &fallback.url)), fast_config());
+        let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+        let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+        assert_eq!(out.reply_text(), "Oi da reserva", "after a {status}");
+        let call = &out.execution.model_calls[0];
+        assert_eq!(call.model, "reserva-2026", "the answering model is on record after a {status}");
+        assert_eq!(fallback.received().len(), 1);
+        assert_eq!(fallback.received()[0].body["model"], "reserva");
+    }
+    // A model that never answers: cut at [llm] timeout_secs, then the fallback.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", silent.local_addr().expect("addr"));
+    let hold = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "Oi da reserva"))]).await;
+    let engine = test_engine(Some(with_fallback(&url, &fallback.url)), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_eq!(out.reply_text(), "Oi da reserva");
+    assert_eq!(out.execution.model_calls[0].model, "reserva-2026");
+    hold.abort();
+}
+
+/// A bad request is the request's fault and a refusal is an answer: neither goes to another model.
+#[tokio::test]
+async fn a_bad_request_or_a_refusal_never_falls_back() {
+    let primary = FakeServer::start(vec![(400, vec![], json!({"error": {"message": "invalid 'messages'"}}))]).await;
+    let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "não devia"))]).await;
+    let engine = test_engine(Some(with_fallback(&primary.url, &fallback.url)), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_ne!(out.reply_text(), "não devia");
+    assert!(fallback.received().is_empty(), "a 400 is not another model's to answer");
+
+    let refusal = json!({
+        "id": "chatcmpl-3", "object": "chat.completion", "created": 3, "model": "principal-2026",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": null,
+            "refusal": "Não posso ajudar com isso."}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    });
+    let primary = FakeServer::start(vec![(200, vec![], refusal)]).await;
+    let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "não devia"))]).await;
+    let engine = test_engine(Some(with_fallback(&primary.url, &fallback.url)), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
+    assert_ne!(out.reply_text(), "não devia");
+    assert!(fallback.received().is_empty(), "a refusal is an answer");
+    assert_eq!(primary.received().len(), 1);
+}
+
+/// A label to choose goes out as OpenAI's structured outputs (a JSON-schema enum) and Anthropic's
+/// forced tool, and is read back from either.
+#[tokio::test]
+async fn a_label_is_asked_for_as_each_provider_constrains_it() {
+    use vt_agent::llm::{ChatMessage, Choice, CompletionRequest};
+    let choice = Choice {
+        field: "intencao".into(),
+        options: vec!["consultar_saldo".into(), "general_chat".into()],
+    };
+    let request = CompletionRequest {
+        system: "Classifique.".into(),
+        messages: vec![ChatMessage::user("meu cartão tá zerado?")],
+        max_tokens: Some(24),
+        choice: Some(choice.clone()),
+        ..Default::default()
+    };
+    let server = FakeServer::start(vec![(200, vec![], openai_text("{\"intencao\": \"consultar_saldo\"}"))]).await;
+    let openai = OpenAiProvider::new(settings(&server.url, "sk-test")).expect("provider");
+    let c = openai.complete(&request).await.expect("completion");
+    assert_eq!(c.choice(&choice).as_deref(), Some("consultar_saldo"));
+    let body = &server.received()[0].body;
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["intencao"]["enum"],
+        json!(["consultar_saldo", "general_chat"])
+    );
+    assert!(body.get("tools").is_none());
+
+    let tool_use = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-teste",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "intencao", "input": {"intencao": "general_chat"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 30, "output_tokens": 8}
+    });
+    let server = FakeServer::start(vec![(200, vec![], tool_use)]).await;
+    let anthropic = AnthropicProvider::new(settings(&server.url, "sk-ant-test")).expect("provider");
+    let c = anthropic.complete(&request).await.expect("completion");
+    assert_eq!(c.choice(&choice).as_deref(), Some("general_chat"));
+    let body = &server.received()[0].body;
+    assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "intencao"}));
+    assert_eq!(body["tools"][0]["input_schema"]["properties"]["intencao"]["enum"], json!(["consultar_saldo", "general_chat"]));
+}
