@@ -1077,7 +1077,10 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("nenhum caso de avaliação nos caminhos dados");
     }
     let (model, model_name) = if args.scripted {
-        (ModelChoice::Scripted, "roteirizado (as respostas dos casos)".to_owned())
+        (
+            ModelChoice::Scripted,
+            "roteirizado (as respostas dos casos)".to_owned(),
+        )
     } else {
         let llm = config.llm.provider()?.ok_or_else(|| {
             anyhow::anyhow!("nenhum modelo configurado: defina [llm] (ou VT_LLM_BASE_URL / VT_LLM_API_KEY), ou use --scripted")

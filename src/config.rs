@@ -286,11 +286,23 @@ impl LlmConfig {
             return Ok(None);
         }
         let kind = self.provider.unwrap_or(ProviderKind::Openai);
-        let primary = self.one(kind, self.base_url.clone(), self.model.clone(), self.api_key.clone())?;
+        let primary = self.one(
+            kind,
+            self.base_url.clone(),
+            self.model.clone(),
+            self.api_key.clone(),
+        )?;
         let fallbacks = self
             .fallback
             .iter()
-            .map(|f| self.one(f.provider, f.base_url.clone(), Some(f.model.clone()), f.api_key.clone()))
+            .map(|f| {
+                self.one(
+                    f.provider,
+                    f.base_url.clone(),
+                    Some(f.model.clone()),
+                    f.api_key.clone(),
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(crate::llm::Fallback::wrap(primary, fallbacks)))
     }

@@ -151,7 +151,7 @@ pub async fn run(
             tokens,
         };
     };
-    execute(engine, Some(llm), conv, text, &plan, task, (tokens, max_tokens)).await
+    execute(engine, Some(llm), (conv, text), &plan, task, (tokens, max_tokens)).await
 }
 
 /// Each card's balance: a plan code writes (one read-only step a card), executed as a model's plan
@@ -187,7 +187,7 @@ pub async fn each_card(
         created_at: Utc::now(),
         completed_at: None,
     };
-    execute(engine, None, conv, text, &plan, task, ((0, 0), 0)).await
+    execute(engine, None, (conv, text), &plan, task, ((0, 0), 0)).await
 }
 
 /// Runs `plan`'s steps in order: actions as code, reasoning steps (only in a model's plan) as small
@@ -195,8 +195,7 @@ pub async fn each_card(
 async fn execute(
     engine: &Engine,
     llm: Option<&dyn LlmProvider>,
-    conv: &Conversation,
-    text: &str,
+    (conv, text): (&Conversation, &str),
     plan: &Plan,
     mut task: TaskRun,
     (mut tokens, max_tokens): ((u64, u64), u32),

@@ -99,14 +99,17 @@ fn from_corpus(i: usize, e: &Entry) -> Transcript {
     }
     if let Some(which) = &e.aguardando {
         let awaiting = match which.as_str() {
-            "recarga" => json!({"intent": "preparar_recarga", "params": {"valor": "50", "meio_pagamento": "pix"}}),
+            "recarga" => {
+                json!({"intent": "preparar_recarga", "params": {"valor": "50", "meio_pagamento": "pix"}})
+            }
             _ => json!({"intent": "consultar_saldo", "params": {}}),
         };
         state.insert(crate::router::STATE_AGUARDANDO.into(), awaiting);
     }
     // What the product says when it did not understand (the menu, the waiting recharge asked again)
     // is no answer to score: a model may answer better, and only money and cards are checked.
-    let understood = !(e.rota.as_deref() == Some("reafirma") || (e.intencao == "ajuda" && e.contem.is_none()));
+    let understood =
+        !(e.rota.as_deref() == Some("reafirma") || (e.intencao == "ajuda" && e.contem.is_none()));
     let mut expect = Expect {
         intent: understood.then(|| e.intencao.clone()),
         ..Expect::default()
@@ -169,14 +172,24 @@ pub struct Run {
 
 impl Run {
     fn of(case: &Case, report: &TranscriptReport) -> Self {
-        let down = crate::engine::LLM_DOWN_REPLY;
-        let error = report.turns.iter().any(|t| t.replies.iter().any(|r| r.contains(down)));
+        // A model call that failed (down, timed out, cut by the turn's deadline) is the server's, not
+        // the case's.
+        let error = report
+            .turns
+            .iter()
+            .flat_map(|t| &t.events)
+            .any(|e| matches!(e, crate::engine::TurnEvent::ModelCall(call) if call.error.is_some()));
         let intent_right = case
             .transcript
             .turns
             .iter()
             .zip(&report.turns)
-            .filter_map(|(t, r)| t.expect.intent.as_ref().map(|want| r.intent.as_ref() == Some(want)))
+            .filter_map(|(t, r)| {
+                t.expect
+                    .intent
+                    .as_ref()
+                    .map(|want| r.intent.as_ref() == Some(want))
+            })
             .reduce(|a, b| a && b);
         Self {
             passed: report.passed && !error,
@@ -184,7 +197,11 @@ impl Run {
             failure: report.failure.as_ref().map(|m| m.headline()),
             intent_right,
             surprise: report.charges > case.allowed,
-            tokens: report.turns.iter().map(|t| t.tokens_input + t.tokens_output).sum(),
+            tokens: report
+                .turns
+                .iter()
+                .map(|t| t.tokens_input + t.tokens_output)
+                .sum(),
             latencies_ms: report.turns.iter().map(|t| t.latency_ms).collect(),
         }
     }
@@ -273,7 +290,11 @@ pub async fn run(cases: &[Case], options: &EvalOptions, progress: impl Fn(usize,
     let cost_brl = if tokens == 0 {
         Some("0,00".into())
     } else {
-        options.config.custos.brl(&used).map(|c| format!("{:.4}", c).replace('.', ","))
+        options
+            .config
+            .custos
+            .brl(&used)
+            .map(|c| format!("{:.4}", c).replace('.', ","))
     };
     EvalReport {
         model: options.model_name.clone(),
@@ -416,7 +437,16 @@ impl EvalReport {
         let mut out = format!("modelo: {}   repetições: {}\n\n", self.model, self.repeat);
         out.push_str(&format!(
             "{:<24} {:>6} {:>16} {:>16} {:>16} {:>14} {:>8} {:>8} {:>9} {:>9}\n",
-            "classe", "casos", "bem respondidos", "sem modelo", "intenção", "parâmetros", "surpr.$", "tokens", "p50 ms", "p95 ms"
+            "classe",
+            "casos",
+            "bem respondidos",
+            "sem modelo",
+            "intenção",
+            "parâmetros",
+            "surpr.$",
+            "tokens",
+            "p50 ms",
+            "p95 ms"
         ));
         let mut rows: Vec<(String, Figures)> = self.by_class().into_iter().collect();
         rows.push(("TOTAL".into(), self.total()));
@@ -426,7 +456,11 @@ impl EvalReport {
                 class,
                 f.cases,
                 pct(f.answered_well, f.cases),
-                if compare { pct(f.answered_well_without_model, f.cases) } else { "—".into() },
+                if compare {
+                    pct(f.answered_well_without_model, f.cases)
+                } else {
+                    "—".into()
+                },
                 pct(f.intent_right, f.intent_cases),
                 pct(f.params_exact, f.params_cases),
                 f.surprises,
@@ -440,10 +474,16 @@ impl EvalReport {
             "\npass^{}: {}   custo: {}   erros de infraestrutura: {}\n",
             self.repeat,
             pct(t.pass_all, t.cases),
-            self.cost_brl.as_deref().map_or("sem preço em [custos]".to_owned(), |c| format!("BRL {c}")),
+            self.cost_brl
+                .as_deref()
+                .map_or("sem preço em [custos]".to_owned(), |c| format!("BRL {c}")),
             t.errors
         ));
-        let failed: Vec<&CaseResult> = self.cases.iter().filter(|c| !c.pass_all() && !c.worse()).collect();
+        let failed: Vec<&CaseResult> = self
+            .cases
+            .iter()
+            .filter(|c| !c.pass_all() && !c.worse())
+            .collect();
         for c in failed.iter().take(40) {
             let why = c.runs.iter().find_map(|r| r.failure.clone()).unwrap_or_default();
             out.push_str(&format!("não passou: {} — {why}\n", c.name));

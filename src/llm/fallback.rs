@@ -36,10 +36,18 @@ pub(crate) fn warrants_fallback(e: &LlmError) -> bool {
         // A context too long for this model, or its quota spent: another model may take it.
         LlmError::Rejected { status, message } => {
             let m = message.to_ascii_lowercase();
-            let context = ["context_length", "context length", "too long", "maximum context", "too many tokens"]
+            let context = [
+                "context_length",
+                "context length",
+                "too long",
+                "maximum context",
+                "too many tokens",
+            ]
+            .iter()
+            .any(|w| m.contains(w));
+            let quota = ["quota", "billing", "credit balance"]
                 .iter()
                 .any(|w| m.contains(w));
-            let quota = ["quota", "billing", "credit balance"].iter().any(|w| m.contains(w));
             (matches!(status, 400 | 413) && context) || (matches!(status, 400 | 402 | 403) && quota)
         }
         LlmError::Malformed(_) => false,

@@ -614,7 +614,9 @@ async fn a_level_2_yes_or_no_with_nothing_waiting_falls_back_to_the_model() {
             Scripted::text("O VT é pago pela empresa e descontado em até 6 % do salário."),
         ]);
         let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
-        let r = h.say("n1", "o que significa esse desconto de vale no meu holerite?").await;
+        let r = h
+            .say("n1", "o que significa esse desconto de vale no meu holerite?")
+            .await;
         assert_eq!(
             r.reply_text(),
             "O VT é pago pela empresa e descontado em até 6 % do salário.",
@@ -622,8 +624,14 @@ async fn a_level_2_yes_or_no_with_nothing_waiting_falls_back_to_the_model() {
         );
         let requests = llm.requests();
         let offered: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
-        assert!(!offered.contains(&"cancelar_recarga") && !offered.contains(&"confirmar_recarga"), "{offered:?}");
-        assert!(offered.contains(&"buscar_faq") && offered.contains(&"calcular"), "{offered:?}");
+        assert!(
+            !offered.contains(&"cancelar_recarga") && !offered.contains(&"confirmar_recarga"),
+            "{offered:?}"
+        );
+        assert!(
+            offered.contains(&"buscar_faq") && offered.contains(&"calcular"),
+            "{offered:?}"
+        );
         assert_eq!(h.recharges(), 0);
     }
 }
@@ -639,11 +647,25 @@ async fn a_greeting_and_a_question_reach_the_question() {
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
     let r = h.say("g1", "boa tarde, vcs atendem no sábado?").await;
     assert_eq!(r.reply_text(), "Atendemos todos os dias, por aqui mesmo.");
-    let r = h.say("g2", "oi, meu vt não passou na catraca hoje de manhã, o que pode ser?").await;
-    assert!(r.reply_text().contains("Saldo insuficiente"), "{}", r.reply_text());
+    let r = h
+        .say(
+            "g2",
+            "oi, meu vt não passou na catraca hoje de manhã, o que pode ser?",
+        )
+        .await;
+    assert!(
+        r.reply_text().contains("Saldo insuficiente"),
+        "{}",
+        r.reply_text()
+    );
     assert_eq!(llm.requests().len(), 2, "the FAQ answered with no model call");
     let h = no_model().await;
-    let r = h.say("g3", "e se eu mudar de emprego, o que acontece com os créditos do vale?").await;
+    let r = h
+        .say(
+            "g3",
+            "e se eu mudar de emprego, o que acontece com os créditos do vale?",
+        )
+        .await;
     assert!(r.reply_text().contains("continuam nele"), "{}", r.reply_text());
     zero_tokens(&h).await;
 }
@@ -654,7 +676,9 @@ async fn a_greeting_and_a_question_reach_the_question() {
 async fn two_cards_get_two_balances() {
     let llm = scripted(vec![]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
-    let r = h.say("c1", "quanto tenho no cartao 1111111111 e no 1234567890?").await;
+    let r = h
+        .say("c1", "quanto tenho no cartao 1111111111 e no 1234567890?")
+        .await;
     let text = r.reply_text();
     assert!(text.contains("****1111") && text.contains("BRL 12,50"), "{text}");
     assert!(text.contains("****7890") && text.contains("BRL 50,00"), "{text}");
@@ -671,10 +695,21 @@ async fn sums_and_fares_per_day_are_done_by_the_calcular_tool() {
         Scripted::text("Fica BRL 193,60."),
     ]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
-    let r = h.say("a1", "preciso de 22 passagens de 8,80, fica em quanto?").await;
+    let r = h
+        .say("a1", "preciso de 22 passagens de 8,80, fica em quanto?")
+        .await;
     assert_eq!(r.reply_text(), "Fica BRL 193,60.");
-    assert!(tool_results(&llm).iter().any(|t| t.contains("= 193,60")), "{:?}", tool_results(&llm));
-    let r = h.say("a2", "quanto dá pra 22 dias úteis se a passagem é 4,40 ida e volta?").await;
+    assert!(
+        tool_results(&llm).iter().any(|t| t.contains("= 193,60")),
+        "{:?}",
+        tool_results(&llm)
+    );
+    let r = h
+        .say(
+            "a2",
+            "quanto dá pra 22 dias úteis se a passagem é 4,40 ida e volta?",
+        )
+        .await;
     assert!(r.reply_text().contains("BRL 193,60"), "{}", r.reply_text());
     assert_eq!(llm.requests().len(), 3, "level 1 computed it");
 }
@@ -685,12 +720,24 @@ async fn sums_and_fares_per_day_are_done_by_the_calcular_tool() {
 async fn the_model_grounds_its_answer_in_the_faq() {
     let llm = scripted(vec![
         Scripted::text("general_chat"),
-        Scripted::tool("buscar_faq", json!({"pergunta": "leitora do ônibus apitou vermelho"})),
+        Scripted::tool(
+            "buscar_faq",
+            json!({"pergunta": "leitora do ônibus apitou vermelho"}),
+        ),
         Scripted::text("Pode ser saldo insuficiente; me mande o número do cartão que eu consulto."),
     ]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
     let r = h.say("f1", "a leitora do ônibus apitou vermelho hoje").await;
-    assert!(r.reply_text().starts_with("Pode ser saldo insuficiente"), "{}", r.reply_text());
+    assert!(
+        r.reply_text().starts_with("Pode ser saldo insuficiente"),
+        "{}",
+        r.reply_text()
+    );
     let results = tool_results(&llm);
-    assert!(results.iter().any(|t| t.contains("[catraca]") && t.contains("Saldo insuficiente")), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|t| t.contains("[catraca]") && t.contains("Saldo insuficiente")),
+        "{results:?}"
+    );
 }

@@ -25,7 +25,8 @@ fn default_faq() -> Arc<Faq> {
 }
 
 fn router(faq: Arc<Faq>) -> Router {
-    let intents = vt_agent::router::intents::load_file(&root().join("intents/default.toml")).expect("intents");
+    let intents =
+        vt_agent::router::intents::load_file(&root().join("intents/default.toml")).expect("intents");
     Router::new("vt", intents, None).with_faq(Some(faq))
 }
 
@@ -50,19 +51,28 @@ async fn the_router_answers_the_questions_people_ask_from_the_faq_and_nothing_el
             _ => None,
         };
         if got != q.faq {
-            misses.push(format!("{:?}: want {:?}, got {got:?} ({})", q.texto, q.faq, d.intent));
+            misses.push(format!(
+                "{:?}: want {:?}, got {got:?} ({})",
+                q.texto, q.faq, d.intent
+            ));
         }
     }
     for m in &misses {
         println!("  miss: {m}");
     }
-    assert!(misses.is_empty(), "{} misses of {}", misses.len(), questions.len());
+    assert!(
+        misses.is_empty(),
+        "{} misses of {}",
+        misses.len(),
+        questions.len()
+    );
 }
 
 /// The FAQ takes nothing level 1 read right before: the router's corpus scores as it did.
 #[tokio::test]
 async fn with_the_faq_the_router_corpus_is_read_as_meant() {
-    let corpus = vt_agent::router::corpus::load(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
+    let corpus =
+        vt_agent::router::corpus::load(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
     let score = vt_agent::router::corpus::score(&router(default_faq()), &corpus).await;
     for miss in &score.misses {
         println!("  miss: {miss}");
@@ -74,9 +84,121 @@ async fn with_the_faq_the_router_corpus_is_read_as_meant() {
 #[test]
 fn a_broken_entry_is_named_with_its_file() {
     let dir = tempfile::tempdir().expect("tmp");
-    std::fs::write(dir.path().join("ok.md"), "# Título\npalavras-chave: a\n\nResposta.").expect("write");
+    std::fs::write(
+        dir.path().join("ok.md"),
+        "# Título\npalavras-chave: a\n\nResposta.",
+    )
+    .expect("write");
     std::fs::write(dir.path().join("quebrada.md"), "sem título\n").expect("write");
     let err = Faq::load(dir.path()).expect_err("a file without a title");
     assert!(err.to_string().contains("quebrada.md"), "{err}");
-    assert!(Faq::load(&dir.path().join("nenhuma")).expect("missing folder").is_empty());
+    assert!(
+        Faq::load(&dir.path().join("nenhuma"))
+            .expect("missing folder")
+            .is_empty()
+    );
+}
+
+/// A model that makes every answer as bad as the small one we tried did: every label
+/// `cancelar_recarga`, every answer "nada para cancelar" (the tool itself when it is offered).
+struct Stubborn;
+
+#[async_trait::async_trait]
+impl vt_agent::llm::LlmProvider for Stubborn {
+    fn model(&self) -> &str {
+        "teimoso"
+    }
+
+    async fn complete(
+        &self,
+        request: &vt_agent::llm::CompletionRequest,
+    ) -> Result<vt_agent::llm::Completion, vt_agent::llm::LlmError> {
+        use vt_agent::llm::{Completion, StopReason, ToolCall, Usage};
+        let offered = request.tools.iter().any(|t| t.name == "cancelar_recarga");
+        let already = request
+            .messages
+            .iter()
+            .any(|m| matches!(m, vt_agent::llm::ChatMessage::Tool { .. }));
+        let (text, tool_calls) = if request.choice.is_some() {
+            (
+                Some("{\"intencao\": \"cancelar_recarga\"}".to_owned()),
+                Vec::new(),
+            )
+        } else if offered && !already {
+            let call = ToolCall {
+                id: "c1".into(),
+                name: "cancelar_recarga".into(),
+                arguments: "{}".into(),
+            };
+            (None, vec![call])
+        } else {
+            (
+                Some(
+                    "Não há nenhuma recarga esperando confirmação, então não há nada para cancelar."
+                        .to_owned(),
+                ),
+                Vec::new(),
+            )
+        };
+        Ok(Completion {
+            model: "teimoso".into(),
+            stop_reason: if tool_calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            },
+            text,
+            tool_calls,
+            usage: Usage::default(),
+        })
+    }
+}
+
+fn eval_options(
+    model: vt_agent::app::transcripts::ModelChoice,
+    compare: bool,
+) -> vt_agent::app::eval::EvalOptions {
+    vt_agent::app::eval::EvalOptions {
+        config: vt_agent::config::Config::default(),
+        model,
+        model_name: "teste".into(),
+        repeat: 1,
+        compare,
+    }
+}
+
+/// `vt-agent eval --scripted`: the cases' own strong-model answers score 100 % — what proves the
+/// scoring, not a model.
+#[tokio::test]
+async fn eval_scores_a_strong_model_at_every_case() {
+    let cases = vt_agent::app::eval::load(&[root().join("eval")]).expect("cases");
+    assert!(cases.len() >= 12, "cases, not a handful");
+    let options = eval_options(vt_agent::app::transcripts::ModelChoice::Scripted, false);
+    let report = vt_agent::app::eval::run(&cases, &options, |_, _| {}).await;
+    let total = report.total();
+    println!("{}", report.table(false));
+    assert_eq!(total.answered_well, total.cases, "{}", report.table(false));
+    assert_eq!(report.exit_code(), 0);
+}
+
+/// The rule of the model path: a model that answers everything as badly as a weak one did makes no
+/// case worse than no model at all, and moves no money — on the conversation cases and the router's
+/// corpus (every third message, to keep the test short).
+#[tokio::test]
+async fn a_bad_model_makes_no_answer_worse_and_moves_no_money() {
+    let mut cases = vt_agent::app::eval::load(&[root().join("eval")]).expect("cases");
+    let corpus =
+        vt_agent::app::eval::load(&[root().join("tests/fixtures/router/corpus.yaml")]).expect("corpus");
+    cases.extend(corpus.into_iter().step_by(3));
+    let model = vt_agent::app::transcripts::ModelChoice::Live(Arc::new(Stubborn));
+    let report = vt_agent::app::eval::run(&cases, &eval_options(model, true), |_, _| {}).await;
+    let total = report.total();
+    println!("{}", report.table(true));
+    assert_eq!(total.worse, 0, "{}", report.table(true));
+    assert_eq!(total.surprises, 0, "{}", report.table(true));
+    assert!(
+        total.answered_well_without_model > total.cases / 2,
+        "the cases mean something"
+    );
+    assert_eq!(report.exit_code(), 0);
 }

@@ -625,7 +625,8 @@ fn with_fallback(primary: &str, fallback: &str) -> Arc<dyn LlmProvider> {
         "[llm]\nprovider = \"openai\"\nbase_url = \"{primary}\"\nmodel = \"principal\"\napi_key = \"sk-principal-0000000000\"\ntimeout_secs = 1\n\n\
          [[llm.fallback]]\nprovider = \"openai\"\nbase_url = \"{fallback}\"\nmodel = \"reserva\"\napi_key = \"sk-reserva-0000000000\"\n"
     );
-    let config = vt_agent::config::Config::from_sources(Some(&toml), "vt-agent.toml", &Default::default()).expect("config");
+    let config = vt_agent::config::Config::from_sources(Some(&toml), "vt-agent.toml", &Default::default())
+        .expect("config");
     config.llm.provider().expect("provider").expect("configured")
 }
 
@@ -641,13 +642,17 @@ fn answered_by(model: &str, text: &str) -> Value {
 async fn a_rate_limit_an_outage_or_a_timeout_falls_back_to_the_next_model() {
     for status in [429u16, 503] {
         let primary = FakeServer::start(vec![(status, vec![], json!({"error": {"message": "busy"}}))]).await;
-        let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "Oi da reserva"))]).await;
+        let fallback =
+            FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "Oi da reserva"))]).await;
         let engine = test_engine(Some(with_fallback(&primary.url, &fallback.url)), fast_config());
         let mut conv = engine.start_conversation("genesis", user()).expect("agent");
         let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
         assert_eq!(out.reply_text(), "Oi da reserva", "after a {status}");
         let call = &out.execution.model_calls[0];
-        assert_eq!(call.model, "reserva-2026", "the answering model is on record after a {status}");
+        assert_eq!(
+            call.model, "reserva-2026",
+            "the answering model is on record after a {status}"
+        );
         assert_eq!(fallback.received().len(), 1);
         assert_eq!(fallback.received()[0].body["model"], "reserva");
     }
@@ -672,13 +677,21 @@ async fn a_rate_limit_an_outage_or_a_timeout_falls_back_to_the_next_model() {
 /// A bad request is the request's fault and a refusal is an answer: neither goes to another model.
 #[tokio::test]
 async fn a_bad_request_or_a_refusal_never_falls_back() {
-    let primary = FakeServer::start(vec![(400, vec![], json!({"error": {"message": "invalid 'messages'"}}))]).await;
+    let primary = FakeServer::start(vec![(
+        400,
+        vec![],
+        json!({"error": {"message": "invalid 'messages'"}}),
+    )])
+    .await;
     let fallback = FakeServer::start(vec![(200, vec![], answered_by("reserva-2026", "não devia"))]).await;
     let engine = test_engine(Some(with_fallback(&primary.url, &fallback.url)), fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
     assert_ne!(out.reply_text(), "não devia");
-    assert!(fallback.received().is_empty(), "a 400 is not another model's to answer");
+    assert!(
+        fallback.received().is_empty(),
+        "a 400 is not another model's to answer"
+    );
 
     let refusal = json!({
         "id": "chatcmpl-3", "object": "chat.completion", "created": 3, "model": "principal-2026",
@@ -712,7 +725,12 @@ async fn a_label_is_asked_for_as_each_provider_constrains_it() {
         choice: Some(choice.clone()),
         ..Default::default()
     };
-    let server = FakeServer::start(vec![(200, vec![], openai_text("{\"intencao\": \"consultar_saldo\"}"))]).await;
+    let server = FakeServer::start(vec![(
+        200,
+        vec![],
+        openai_text("{\"intencao\": \"consultar_saldo\"}"),
+    )])
+    .await;
     let openai = OpenAiProvider::new(settings(&server.url, "sk-test")).expect("provider");
     let c = openai.complete(&request).await.expect("completion");
     assert_eq!(c.choice(&choice).as_deref(), Some("consultar_saldo"));
@@ -735,5 +753,8 @@ async fn a_label_is_asked_for_as_each_provider_constrains_it() {
     assert_eq!(c.choice(&choice).as_deref(), Some("general_chat"));
     let body = &server.received()[0].body;
     assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "intencao"}));
-    assert_eq!(body["tools"][0]["input_schema"]["properties"]["intencao"]["enum"], json!(["consultar_saldo", "general_chat"]));
+    assert_eq!(
+        body["tools"][0]["input_schema"]["properties"]["intencao"]["enum"],
+        json!(["consultar_saldo", "general_chat"])
+    );
 }
