@@ -698,6 +698,9 @@ pub struct ConversationQuery {
     /// Part of the conversation's id, of its user's id or login, or of any of its messages
     /// (case-insensitive).
     pub text: Option<String>,
+    /// Only those whose last turn had this intent (`general_chat`: what no rule and no FAQ entry
+    /// answered).
+    pub intent: Option<String>,
     pub limit: i64,
 }
 

@@ -1378,3 +1378,46 @@ async fn the_views_show_the_conversations_payment_codes_whole_and_still_mask_the
         assert!(text.contains("****7890"), "{view}: the card masked");
     }
 }
+
+/// The usage page lists the questions neither a rule nor the FAQ answered (they went to the model),
+/// cards masked — and not those the FAQ answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
+    use vt_agent::llm::{Scripted, ScriptedProvider};
+    let llm = Arc::new(ScriptedProvider::new([
+        Scripted::text("general_chat"),
+        Scripted::text("O VT é para o transporte; o VR, para as refeições."),
+    ]));
+    let chat = Arc::new(chat_harness(Some(llm), vt_actions::tools::VtSettings::default()).await);
+    chat.say("sem-faq", "qual a diferença entre VT e VR no cartão 1234567890?")
+        .await;
+    let faq = chat.say("com-faq", "como faço pra recarregar?").await;
+    assert!(
+        faq.reply_text().contains("confirmação"),
+        "the FAQ answered: {}",
+        faq.reply_text()
+    );
+    let s = serve_with(chat).await;
+    let page = no_redirects()
+        .get(format!("{}/console/usage", s.url))
+        .header("cookie", session("operacao", 600, SECRET))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    let section = html
+        .split("id=\"tabela-sem-resposta\"")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap_or_else(|| panic!("the section's table: {html}"));
+    assert!(
+        section.contains("qual a diferença entre VT e VR no cartão ****7890?"),
+        "{section}"
+    );
+    assert!(!section.contains("1234567890"), "a card in clear: {section}");
+    assert!(
+        !section.contains("recarregar"),
+        "the FAQ answered that one: {section}"
+    );
+}

@@ -601,6 +601,7 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
     assert_eq!(run.input["tenant_id"], "empresa-a");
     assert_eq!(run.input["politicas"]["valor_max"], 200.0);
     let of = |tenant: &str| vt_agent::store::ConversationQuery {
+        intent: None,
         tenant_id: Some(tenant.into()),
         limit: 10,
         ..Default::default()

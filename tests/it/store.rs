@@ -1715,6 +1715,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
     let list = |tenant: Option<&str>, channel: Option<&str>, text: Option<&str>| {
         let store = store.clone();
         let query = vt_agent::store::ConversationQuery {
+            intent: None,
             tenant_id: tenant.map(Into::into),
             channel: channel.map(Into::into),
             text: text.map(Into::into),
@@ -1759,6 +1760,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
     );
     let rows = store
         .conversation_list(&vt_agent::store::ConversationQuery {
+            intent: None,
             tenant_id: Some("empresa-a".into()),
             limit: 10,
             ..Default::default()

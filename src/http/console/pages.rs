@@ -387,6 +387,7 @@ pub(super) async fn conversations(
     Query(filter): Query<ConversationFilter>,
 ) -> Response {
     let query = ConversationQuery {
+        intent: None,
         tenant_id: tenant_filter(&staff),
         channel: Some(filter.canal.trim().to_owned()).filter(|c| !c.is_empty()),
         text: Some(filter.q.trim().to_owned()).filter(|q| !q.is_empty()),
@@ -1103,6 +1104,10 @@ pub(super) async fn usage(
         Ok(s) => spending_lines(&s),
         Err(e) => return store_failed(&staff, &e),
     };
+    let unanswered = match unanswered(&state, &staff).await {
+        Ok(lines) => lines,
+        Err(e) => return store_failed(&staff, &e),
+    };
     // Tenants past 80 % of their monthly budget: the operator sees it first.
     let budgets: Vec<Value> = state
         .service
@@ -1125,9 +1130,36 @@ pub(super) async fn usage(
             desfechos => endings.0,
             satisfacao => endings.1,
             gastos => spending,
+            sem_resposta => unanswered,
             ..frame(Some(&staff), "usage", "Uso")
         },
     )
+}
+
+/// Questions neither a rule nor the FAQ answered (their turn went to the model): the last of each
+/// recent such conversation, masked — what the operator writes into the FAQ next.
+async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, crate::store::StoreError> {
+    const SHOWN: i64 = 20;
+    let query = ConversationQuery {
+        intent: Some("general_chat".into()),
+        tenant_id: tenant_filter(staff),
+        channel: None,
+        text: None,
+        limit: SHOWN,
+    };
+    let mut lines = Vec::new();
+    for c in state.stores.conversations.conversation_list(&query).await? {
+        let messages = state.stores.conversations.messages(&c.id).await?;
+        let asked = messages
+            .iter()
+            .rev()
+            .find(|m| matches!(m.message, ChatMessage::User { .. }))
+            .map(|m| cut(&masked(&message_text(&m.message)), 200));
+        if let Some(pergunta) = asked {
+            lines.push(context! { conversa => c.id.clone(), pergunta => pergunta, quando => when(state, c.updated_at) });
+        }
+    }
+    Ok(lines)
 }
 
 /// What each tenant spent over the period: per conversation and per flow run (`—` where there was

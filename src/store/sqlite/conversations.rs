@@ -293,12 +293,14 @@ impl ConversationStore for SqliteStore {
                     OR instr(lower(c.user_login), lower(?3)) > 0
                     OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
                                AND instr(lower(m.search_text), lower(?3)) > 0))
+               AND (?5 IS NULL OR x.last_intent = ?5)
              ORDER BY c.updated_at DESC, c.id LIMIT ?4",
         )
         .bind(&query.tenant_id)
         .bind(&query.channel)
         .bind(&query.text)
         .bind(query.limit)
+        .bind(&query.intent)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
