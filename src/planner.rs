@@ -88,20 +88,7 @@ pub async fn run(
 ) -> PlanOutcome {
     let started = Utc::now();
     let mut tokens = (0u64, 0u64);
-    let mut task = TaskRun {
-        id: task_id,
-        conversation_id: conv.id.clone(),
-        user_id: conv.user_id.clone(),
-        intent_key: intent.intent_key.clone(),
-        status: TaskStatus::Running,
-        plan: None,
-        steps: json!([]),
-        final_result: None,
-        tokens_used: 0,
-        error_message: None,
-        created_at: started,
-        completed_at: None,
-    };
+    let mut task = started_task(task_id, conv, &intent.intent_key, started);
     let max_tokens = u32::try_from(intent.max_tokens.max(64)).unwrap_or(400);
     let mut messages = vec![ChatMessage::user(text)];
     let mut plan = None;
@@ -173,21 +160,26 @@ pub async fn each_card(
             })
             .collect(),
     };
-    let task = TaskRun {
-        id: task_id,
+    let task = started_task(task_id, conv, "tarefa_composta", Utc::now());
+    execute(engine, None, (conv, text), &plan, task, ((0, 0), 0)).await
+}
+
+/// A task run of `intent` for `conv`, started at `at`, before its plan.
+fn started_task(id: String, conv: &Conversation, intent: &str, at: chrono::DateTime<Utc>) -> TaskRun {
+    TaskRun {
+        id,
         conversation_id: conv.id.clone(),
         user_id: conv.user_id.clone(),
-        intent_key: "tarefa_composta".into(),
+        intent_key: intent.to_owned(),
         status: TaskStatus::Running,
         plan: None,
         steps: json!([]),
         final_result: None,
         tokens_used: 0,
         error_message: None,
-        created_at: Utc::now(),
+        created_at: at,
         completed_at: None,
-    };
-    execute(engine, None, (conv, text), &plan, task, ((0, 0), 0)).await
+    }
 }
 
 /// Runs `plan`'s steps in order: actions as code, reasoning steps (only in a model's plan) as small

@@ -1206,14 +1206,7 @@ async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget(
         .await
         .expect("usage");
     let s = serve_with(chat).await;
-    let page = no_redirects()
-        .get(format!("{}/console/usage", s.url))
-        .header("cookie", session("operacao", 600, SECRET))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(page.status(), 200);
-    let html = page.text().await.expect("html");
+    let html = usage_page(&s).await;
     assert!(
         html.contains("Orçamento do mês do tenant default: 85 % usado"),
         "the banner: {html}"
@@ -1379,6 +1372,18 @@ async fn the_views_show_the_conversations_payment_codes_whole_and_still_mask_the
     }
 }
 
+/// The usage page as an admin reads it.
+async fn usage_page(s: &Served) -> String {
+    let page = no_redirects()
+        .get(format!("{}/console/usage", s.url))
+        .header("cookie", session("operacao", 600, SECRET))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(page.status(), 200);
+    page.text().await.expect("html")
+}
+
 /// The usage page lists the questions neither a rule nor the FAQ answered (they went to the model),
 /// cards masked — and not those the FAQ answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1398,14 +1403,7 @@ async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
         faq.reply_text()
     );
     let s = serve_with(chat).await;
-    let page = no_redirects()
-        .get(format!("{}/console/usage", s.url))
-        .header("cookie", session("operacao", 600, SECRET))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(page.status(), 200);
-    let html = page.text().await.expect("html");
+    let html = usage_page(&s).await;
     let section = html
         .split("id=\"tabela-sem-resposta\"")
         .nth(1)
