@@ -78,10 +78,11 @@ impl AnthropicProvider {
                 .collect(),
             tools: tool_blocks(request),
             // A label to choose: a tool whose input is the enum, and the model made to call it.
-            tool_choice: request
-                .choice
-                .as_ref()
-                .map(|c| json!({"type": "tool", "name": c.field})),
+            tool_choice: match (&request.choice, request.text_only && !request.tools.is_empty()) {
+                (Some(c), _) => Some(json!({"type": "tool", "name": c.field})),
+                (None, true) => Some(json!({"type": "none"})),
+                (None, false) => None,
+            },
             temperature: self.settings.temperature,
         }
     }

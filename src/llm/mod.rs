@@ -115,6 +115,9 @@ pub struct CompletionRequest {
     /// (OpenAI: a JSON-schema enum in structured outputs; Anthropic: a forced tool with an enum).
     /// Read back with [`Completion::choice`]. Sent with no `tools`.
     pub choice: Option<Choice>,
+    /// The model may write text only, no tool call (OpenAI-compatible: the tools left out; Anthropic,
+    /// which needs them listed beside earlier tool calls: `tool_choice: none`).
+    pub text_only: bool,
 }
 
 /// A label to choose: the field's name and the values it may take.

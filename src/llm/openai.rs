@@ -83,8 +83,12 @@ impl OpenAiProvider {
                 content: &request.context,
             });
         }
-        let tools: Vec<WireTool<'a>> = request
-            .tools
+        let offered = if request.text_only {
+            &[][..]
+        } else {
+            &request.tools[..]
+        };
+        let tools: Vec<WireTool<'a>> = offered
             .iter()
             .map(|t| WireTool {
                 kind: "function",

@@ -71,6 +71,7 @@ impl LlmProvider for RedactedProvider {
             cache_key: request.cache_key.clone(),
             max_tokens: request.max_tokens,
             choice: request.choice.clone(),
+            text_only: request.text_only,
         };
         self.inner.complete(&redacted).await
     }

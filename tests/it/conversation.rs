@@ -741,3 +741,41 @@ async fn the_model_grounds_its_answer_in_the_faq() {
         "{results:?}"
     );
 }
+
+/// A small model asks again for a call whose result it already has: the call is not run again, and
+/// its next request lets it write text only — the turn ends with an answer, not the loop's bound.
+#[tokio::test]
+async fn a_call_repeated_in_a_turn_is_not_run_again_and_the_model_must_answer() {
+    let llm = scripted(vec![
+        Scripted::text("general_chat"),
+        Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
+        Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
+        Scripted::text("Fica BRL 193,60."),
+    ]);
+    let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
+    let r = h
+        .say("r1", "preciso de 22 passagens de 8,80, fica em quanto?")
+        .await;
+    assert_eq!(r.reply_text(), "Fica BRL 193,60.");
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        !requests[2].text_only && requests[3].text_only,
+        "text only after the repeat"
+    );
+    // The last request's history: the call ran once, the repeat was answered without running.
+    let results: Vec<String> = requests[3]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            vt_agent::llm::ChatMessage::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results.iter().filter(|t| t.contains("= 193,60")).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(results.iter().any(|t| t.contains("já foi feita")), "{results:?}");
+}

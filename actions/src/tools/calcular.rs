@@ -15,8 +15,7 @@ pub struct Calcular;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Args {
-    /// A expressão, por exemplo "22 * 2 * 4,40" (números com vírgula ou ponto decimal; + - * / e
-    /// parênteses).
+    /// A expressão com os números que o usuário deu (vírgula ou ponto decimal), + - * / e parênteses.
     pub expressao: String,
 }
 

@@ -70,6 +70,10 @@ impl Turn<'_> {
         call: &ToolCall,
         args: Arguments<'_>,
     ) -> AfterCall {
+        if self.repeats(call) {
+            self.repeated(call);
+            return AfterCall::Next;
+        }
         self.events.push(TurnEvent::ToolCall {
             call_id: call.id.clone(),
             skill: skill.name.clone(),
@@ -362,6 +366,31 @@ impl Turn<'_> {
         }
         self.events.push(TurnEvent::Reply(reply.clone()));
         self.replies.push(reply);
+    }
+
+    /// Whether this turn already ran this very call (same tool, same arguments).
+    fn repeats(&self, call: &ToolCall) -> bool {
+        self.events.iter().any(|e| {
+            matches!(e, TurnEvent::ToolCall { name, arguments, deterministic: false, .. }
+                if *name == call.name && *arguments == call.arguments)
+        })
+    }
+
+    /// A call the model already has the result of is not run again: it is told so, and its next
+    /// request lets it write text only (a small model otherwise asks again up to the turn's bound).
+    fn repeated(&mut self, call: &ToolCall) {
+        self.events.push(TurnEvent::ToolSkipped {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        self.push(ChatMessage::Tool {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: "Esta chamada já foi feita neste turno e o resultado está acima. Responda agora ao usuário, em texto, com esse resultado."
+                .into(),
+            is_error: false,
+        });
+        self.text_only = true;
     }
 
     fn skip(&mut self, calls: &[ToolCall]) {

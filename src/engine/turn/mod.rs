@@ -368,6 +368,9 @@ struct Turn<'a> {
     typed_input: bool,
     /// The last deterministic skill's output, the next one's arguments: handed on as a value.
     handed_on: Option<Value>,
+    /// The model asked again for a call whose result it already has: a small model stuck in a loop.
+    /// Its next request lets it write text only.
+    text_only: bool,
     /// The deterministic skills' outputs, in the order they ran ([`TurnOutcome::stages`]).
     stages: Vec<StageOutput>,
     /// The runs this turn's actions started, also in [`Self::data`] for them to reach.
@@ -405,6 +408,7 @@ impl<'a> Turn<'a> {
             data: input.data.clone().with(inner_runs.clone()),
             typed_input: !input.data.is_empty(),
             handed_on: None,
+            text_only: false,
             stages: Vec::new(),
             inner_runs,
             held_replies: Vec::new(),

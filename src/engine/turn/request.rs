@@ -102,6 +102,7 @@ impl Turn<'_> {
             tools,
             max_tokens: None,
             choice: None,
+            text_only: self.text_only,
         })
     }
 
