@@ -64,7 +64,9 @@ fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
 async fn main() {
     let config = Config::default();
     let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
-    let router = Router::new("vt", intents.clone(), None);
+    // As the product has it: the FAQ is read for every question (level 1's first reader).
+    let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
+    let router = Router::new("vt", intents.clone(), None).with_faq(Some(Arc::new(faq)));
     let conv = Conversation::new("c".into(), "vt", "atendimento".into(), Participant::default());
     let n = 20_000u32;
     let start = Instant::now();

@@ -336,7 +336,8 @@ async fn main() {
 /// The router (level 1, no model) on the corpus of how card holders write.
 async fn corpus(config: &Config) {
     let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
-    let router = vt_agent::router::Router::new("vt", intents, None);
+    let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
+    let router = vt_agent::router::Router::new("vt", intents, None).with_faq(Some(std::sync::Arc::new(faq)));
     let entries = vt_agent::router::corpus::load(std::path::Path::new("tests/fixtures/router/corpus.yaml"))
         .expect("corpus");
     let score = vt_agent::router::corpus::score(&router, &entries).await;

@@ -709,7 +709,7 @@ impl Config {
         resolve(self.skills_dir.as_deref(), "skills")
     }
 
-    pub(crate) fn faq_dir(&self) -> PathBuf {
+    pub fn faq_dir(&self) -> PathBuf {
         resolve(self.faq_dir.as_deref(), "faq")
     }
 
