@@ -16,6 +16,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::transcripts::{ModelChoice, RunOptions, TranscriptReport, run_transcript};
+use vt_actions::vt::card::mask_cards_in;
+
 use crate::config::Config;
 use crate::router::corpus::Entry;
 use crate::transcript::format::{Expect, ExpectCall, Never, Setup, Transcript, Turn};
@@ -126,7 +128,8 @@ fn from_corpus(i: usize, e: &Entry) -> Transcript {
         expect.reply_contains = vec![part.clone()];
     }
     Transcript {
-        name: format!("corpus #{}: {}", i + 1, e.texto),
+        // What the report prints masks cards, as every text the product shows does.
+        name: format!("corpus #{}: {}", i + 1, mask_cards_in(&e.texto)),
         class: Some(format!("roteador/{}", e.intencao)),
         setup: Setup {
             state,
@@ -194,7 +197,7 @@ impl Run {
         Self {
             passed: report.passed && !error,
             error,
-            failure: report.failure.as_ref().map(|m| m.headline()),
+            failure: report.failure.as_ref().map(|m| mask_cards_in(&m.headline())),
             intent_right,
             surprise: report.charges > case.allowed,
             tokens: report
@@ -268,7 +271,7 @@ pub async fn run(cases: &[Case], options: &EvalOptions, progress: impl Fn(usize,
             None
         };
         results.push(CaseResult {
-            name: case.transcript.name.clone(),
+            name: mask_cards_in(&case.transcript.name),
             class: case.class(),
             file: case.file.display().to_string(),
             with_params: case.transcript.turns.iter().any(|t| {
