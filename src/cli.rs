@@ -102,8 +102,8 @@ pub enum Command {
     /// Plays the router's corpus and the conversation cases of `eval/` through the whole product
     /// (a hermetic world per case) and prints, per class of message: answered well, intent accuracy,
     /// parameters exact, money surprises, tokens, cost, p50/p95 latency. Exits 1 on any money
-    /// surprise or any case the model made worse (with --compare), 2 when the model server failed a
-    /// case (an infrastructure error, not a verdict).
+    /// surprise or any case the model made worse (with --compare); 2 with no verdict: the model server
+    /// failed a case (down, timed out), or the cases or the model could not be had.
     Eval(EvalArgs),
     /// Work with transcripts of stored conversations.
     #[command(subcommand)]
@@ -1067,26 +1067,42 @@ async fn simulator(args: SimulatorArgs) -> anyhow::Result<()> {
 
 async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     use crate::app::transcripts::ModelChoice;
+    // What keeps `eval` from giving a verdict exits 2, like a case the model server failed: 1 is the
+    // verdict "worse".
+    let no_verdict = |message: String| {
+        eprintln!("erro: {message}");
+        Ok(ExitCode::from(2))
+    };
     let paths = if args.corpus.is_empty() {
         crate::app::eval::default_corpus()
     } else {
         args.corpus.clone()
     };
-    let cases = crate::app::eval::load(&paths).map_err(anyhow::Error::msg)?;
-    if cases.is_empty() {
-        anyhow::bail!("nenhum caso de avaliação nos caminhos dados");
-    }
+    let cases = match crate::app::eval::load(&paths) {
+        Ok(cases) if cases.is_empty() => {
+            return no_verdict("nenhum caso de avaliação nos caminhos dados".into());
+        }
+        Ok(cases) => cases,
+        Err(e) => return no_verdict(e),
+    };
     let (model, model_name) = if args.scripted {
         (
             ModelChoice::Scripted,
             "roteirizado (as respostas dos casos)".to_owned(),
         )
     } else {
-        let llm = config.llm.provider()?.ok_or_else(|| {
-            anyhow::anyhow!("nenhum modelo configurado: defina [llm] (ou VT_LLM_BASE_URL / VT_LLM_API_KEY), ou use --scripted")
-        })?;
-        let name = llm.model().to_owned();
-        (ModelChoice::Live(llm), name)
+        match config.llm.provider()? {
+            Some(llm) => {
+                let name = llm.model().to_owned();
+                (ModelChoice::Live(llm), name)
+            }
+            None => {
+                return no_verdict(
+                    "nenhum modelo configurado: defina [llm] (ou VT_LLM_BASE_URL / VT_LLM_API_KEY), ou use --scripted"
+                        .into(),
+                );
+            }
+        }
     };
     let options = crate::app::eval::EvalOptions {
         config: config.clone(),

@@ -768,3 +768,29 @@ fn the_data_directory_holds_no_full_card_after_every_payment_kind_an_erasure_and
     run(&["keys", "rotate"]);
     clean("after the rotation");
 }
+
+/// `vt-agent eval`: with the cases' own strong-model scripts every case is answered well (exit 0,
+/// JSON for CI); with no model configured there is no verdict (exit 2, the cause named).
+#[test]
+fn eval_gives_a_verdict_or_says_why_it_cannot() {
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd
+        .args(["eval", "--scripted", "--corpus", "eval", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let total = &report["total"];
+    assert!(total["cases"].as_u64().unwrap_or(0) >= 12, "{total}");
+    assert_eq!(total["answered_well"], total["cases"], "{total}");
+    assert_eq!(total["surprises"], 0);
+    let (mut cmd, _data) = vt_agent();
+    let out = cmd.args(["eval"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nenhum modelo configurado"));
+}
