@@ -383,7 +383,13 @@ impl Router {
     fn faq(&self, m: &Read<'_>) -> Option<(String, Route)> {
         let faq = self.faq.as_ref()?;
         let asks = m.open || m.text.trim_end().ends_with('?');
-        if !asks || !m.found.cards.is_empty() || !m.found.amounts.is_empty() || m.correction() {
+        // A wish for a person is acted on, not explained.
+        if !asks
+            || keywords::is_handoff(&m.n)
+            || !m.found.cards.is_empty()
+            || !m.found.amounts.is_empty()
+            || m.correction()
+        {
             return None;
         }
         // An open question with a subject may name it in one word ("como faço pra recarregar?").
