@@ -191,7 +191,22 @@ async fn a_bad_model_makes_no_answer_worse_and_moves_no_money() {
         vt_agent::app::eval::load(&[root().join("tests/fixtures/router/corpus.yaml")]).expect("corpus");
     cases.extend(corpus.into_iter().step_by(3));
     let model = vt_agent::app::transcripts::ModelChoice::Live(Arc::new(Stubborn));
-    let report = vt_agent::app::eval::run(&cases, &eval_options(model, true), |_, _| {}).await;
+    // The operator's `[llm]` (here a port nobody listens on) is never what "no model" plays with.
+    let mut options = eval_options(model, true);
+    options.config = vt_agent::config::Config::from_sources(
+        Some("[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\ntimeout_secs = 1\n"),
+        "vt-agent.toml",
+        &Default::default(),
+    )
+    .expect("config");
+    let report = vt_agent::app::eval::run(&cases, &options, |_, _| {}).await;
+    assert!(
+        report.cases.iter().all(|c| c
+            .without_model
+            .as_ref()
+            .is_some_and(|r| !r.error && r.tokens == 0)),
+        "a case played with no model called one"
+    );
     let total = report.total();
     println!("{}", report.table(true));
     assert_eq!(total.worse, 0, "{}", report.table(true));

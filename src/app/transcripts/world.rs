@@ -539,6 +539,9 @@ async fn product(
         ..options.config.engine.clone()
     };
     let config = Config {
+        // The world's model is the one given here (`model.provider()`): a transcript or an eval case
+        // played with no model must not find the operator's `[llm]` instead.
+        llm: crate::config::LlmConfig::default(),
         engine: overridden(&fast, &setup.engine).map_err(|e| setup_error("engine", e))?,
         service: crate::service::ServiceConfig {
             persist_retry: RetryPolicy::new(3, 1),
