@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::transcripts::{ModelChoice, RunOptions, TranscriptReport, run_transcript};
 use vt_actions::vt::card::mask_cards_in;
@@ -83,31 +83,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
 /// A message of the router's corpus as a one-turn case: its context as state and memory, its intent,
 /// its action's exact arguments or its text.
 fn from_corpus(i: usize, e: &Entry) -> Transcript {
-    let mut state = Map::new();
-    let mut memory = Map::new();
-    if e.pendente {
-        state.insert(
-            vt_actions::tools::STATE_PENDENTE.into(),
-            json!({"id": "p1", "cartao": "1111111111", "valor": 40.00, "moeda": "BRL", "meio_pagamento": "pix",
-                   "idempotency_key": "k", "criada_no_turno": "t0", "expira_em": "2099-01-01T00:00:00Z"}),
-        );
-        state.insert(
-            vt_actions::tools::STATE_PERGUNTADA.into(),
-            vt_actions::tools::Perguntada::mark("p1", "t0"),
-        );
-    }
-    if !e.cartoes.is_empty() {
-        memory.insert(vt_actions::tools::cartao::MEMORY_CARTOES.into(), json!(e.cartoes));
-    }
-    if let Some(which) = &e.aguardando {
-        let awaiting = match which.as_str() {
-            "recarga" => {
-                json!({"intent": "preparar_recarga", "params": {"valor": "50", "meio_pagamento": "pix"}})
-            }
-            _ => json!({"intent": "consultar_saldo", "params": {}}),
-        };
-        state.insert(crate::router::STATE_AGUARDANDO.into(), awaiting);
-    }
+    let (state, memory) = e.context();
     // What the product says when it did not understand (the menu, the waiting recharge asked again)
     // is no answer to score: a model may answer better, and only money and cards are checked.
     let understood =

@@ -174,6 +174,8 @@ async fn service_paying(
         services = services.with_pushed(crate::http::webhooks::CHANNEL, &webhook.tenant);
     }
     Ok(services
+        // WhatsApp's 24-hour window is the channel's rule; the late messages' code asks the service.
+        .with_window(crate::channels::whatsapp::CHANNEL)
         .with_router(router)
         .with_config(config.service)
         .with_handoff(crate::service::HandoffConfig {

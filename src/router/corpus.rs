@@ -88,6 +88,46 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, String> {
     serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+impl Entry {
+    /// What the entry's conversation holds before the message: its state (a recharge waiting, a
+    /// request waiting for a parameter) and its memory (the cards it remembers).
+    pub fn context(&self) -> (Map<String, Value>, Map<String, Value>) {
+        let mut state = Map::new();
+        let mut memory = Map::new();
+        if self.pendente {
+            let pending = json!({
+                "id": "p1", "cartao": "1111111111", "valor": 40.00, "moeda": "BRL", "meio_pagamento": "pix",
+                "idempotency_key": "k", "criada_no_turno": "t0", "expira_em": "2099-01-01T00:00:00Z",
+            });
+            state.insert(STATE_PENDENTE.into(), pending);
+            state.insert(STATE_PERGUNTADA.into(), Perguntada::mark("p1", "t0"));
+        }
+        if !self.cartoes.is_empty() {
+            memory.insert(MEMORY_CARTOES.into(), json!(self.cartoes));
+        }
+        if let Some(which) = &self.aguardando {
+            let awaiting = match which.as_str() {
+                "recarga" => Awaiting {
+                    intent: "preparar_recarga".into(),
+                    params: json!({"valor": "50", "meio_pagamento": "pix"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                },
+                _ => Awaiting {
+                    intent: "consultar_saldo".into(),
+                    params: Map::new(),
+                },
+            };
+            state.insert(
+                STATE_AGUARDANDO.into(),
+                vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
+            );
+        }
+        (state, memory)
+    }
+}
+
 /// The conversation an entry is read in.
 fn conversation(entry: &Entry) -> Conversation {
     let mut c = Conversation::new(
@@ -96,37 +136,7 @@ fn conversation(entry: &Entry) -> Conversation {
         "atendimento".into(),
         Participant::default(),
     );
-    if entry.pendente {
-        let pending = json!({
-            "id": "p1", "cartao": "1111111111", "valor": 40.00, "moeda": "BRL", "meio_pagamento": "pix",
-            "idempotency_key": "k", "criada_no_turno": "t0", "expira_em": "2099-01-01T00:00:00Z",
-        });
-        c.state.insert(STATE_PENDENTE.into(), pending);
-        c.state
-            .insert(STATE_PERGUNTADA.into(), Perguntada::mark("p1", "t0"));
-    }
-    if !entry.cartoes.is_empty() {
-        c.memory.insert(MEMORY_CARTOES.into(), json!(entry.cartoes));
-    }
-    if let Some(which) = &entry.aguardando {
-        let awaiting = match which.as_str() {
-            "recarga" => Awaiting {
-                intent: "preparar_recarga".into(),
-                params: json!({"valor": "50", "meio_pagamento": "pix"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            },
-            _ => Awaiting {
-                intent: "consultar_saldo".into(),
-                params: Map::new(),
-            },
-        };
-        c.state.insert(
-            STATE_AGUARDANDO.into(),
-            vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
-        );
-    }
+    (c.state, c.memory) = entry.context();
     c
 }
 

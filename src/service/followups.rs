@@ -188,7 +188,7 @@ impl Services {
     async fn tell(&self, f: &FollowUp, input: &FlowInput, aviso: &Aviso) -> Result<(), FollowUpError> {
         match self.audience(&f.attempt.attempt.origin).await? {
             Audience::Chat(conv) => {
-                let template = (conv.channel == "whatsapp").then(|| crate::outbox::TemplateUse {
+                let template = self.windowed(&conv.channel).then(|| crate::outbox::TemplateUse {
                     purpose: "resultado_recarga".into(),
                     parameters: aviso.parametros().into_iter().collect(),
                 });

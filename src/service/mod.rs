@@ -341,6 +341,9 @@ pub struct Services {
     /// `(channel, tenant)` whose late messages a worker pushes although the channel is read in the
     /// conversation (a tenant's HTTP webhook).
     pushed: std::collections::HashSet<(String, String)>,
+    /// Channels that take nothing outside a person's 24-hour window but an approved template, and
+    /// that only with their opt-in (WhatsApp's rule, declared by its channel).
+    windowed: std::collections::HashSet<String>,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -366,6 +369,7 @@ impl Services {
             pix: None,
             card: None,
             pushed: std::collections::HashSet::new(),
+            windowed: std::collections::HashSet::new(),
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
             budgets: budgets::Budgets::default(),
@@ -399,6 +403,19 @@ impl Services {
     pub fn with_pushed(mut self, channel: &str, tenant: &str) -> Self {
         self.pushed.insert((channel.to_owned(), tenant.to_owned()));
         self
+    }
+
+    /// `channel` takes nothing outside a person's 24-hour window but an approved template, and that
+    /// only with their opt-in: what this process says there late carries its template.
+    #[must_use]
+    pub fn with_window(mut self, channel: &str) -> Self {
+        self.windowed.insert(channel.to_owned());
+        self
+    }
+
+    /// Whether `channel` has a window ([`Self::with_window`]).
+    pub(crate) fn windowed(&self, channel: &str) -> bool {
+        self.windowed.contains(channel)
     }
 
     /// Whether `conv`'s late messages are pushed ([`Self::with_pushed`]).

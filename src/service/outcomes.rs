@@ -335,7 +335,7 @@ impl super::jobs::Outcomes<'_> {
         {
             return Ok(false);
         }
-        if head.channel != "whatsapp" {
+        if !self.windowed(&head.channel) {
             return Ok(true);
         }
         let window = Duration::hours(super::WHATSAPP_WINDOW_HOURS);
@@ -370,7 +370,7 @@ impl super::jobs::Outcomes<'_> {
                 STATE_PESQUISA.into(),
                 vt_actions::json::to_value(&asked).unwrap_or(Value::Null),
             );
-            let template = (conv.channel == "whatsapp").then(|| crate::outbox::TemplateUse {
+            let template = self.windowed(&conv.channel).then(|| crate::outbox::TemplateUse {
                 purpose: SURVEY_INTENT.into(),
                 parameters: std::collections::BTreeMap::new(),
             });

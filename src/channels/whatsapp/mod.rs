@@ -34,7 +34,7 @@ pub use templates::{Template, TemplateError, Templates};
 pub use webhook::WebhookState;
 
 /// The channel name on conversations and outbox items.
-pub(crate) const CHANNEL: &str = "whatsapp";
+pub const CHANNEL: &str = "whatsapp";
 /// Ids of our confirmation buttons.
 const CONFIRM_PREFIX: &str = "confirmar:";
 const CANCEL_PREFIX: &str = "cancelar:";

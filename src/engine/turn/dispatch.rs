@@ -379,6 +379,14 @@ impl Turn<'_> {
     /// A call the model already has the result of is not run again: it is told so, and its next
     /// request lets it write text only (a small model otherwise asks again up to the turn's bound).
     fn repeated(&mut self, call: &ToolCall) {
+        let told = "Esta chamada já foi feita neste turno e o resultado está acima. Responda agora ao usuário, em texto, com esse resultado.";
+        self.not_run(call, told, false);
+        self.text_only = true;
+    }
+
+    /// A call not run, on record and in the history with why (`is_error`: the model must not take
+    /// it for a result).
+    fn not_run(&mut self, call: &ToolCall, why: &str, is_error: bool) {
         self.events.push(TurnEvent::ToolSkipped {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -386,25 +394,14 @@ impl Turn<'_> {
         self.push(ChatMessage::Tool {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            content: "Esta chamada já foi feita neste turno e o resultado está acima. Responda agora ao usuário, em texto, com esse resultado."
-                .into(),
-            is_error: false,
+            content: why.to_owned(),
+            is_error,
         });
-        self.text_only = true;
     }
 
     fn skip(&mut self, calls: &[ToolCall]) {
         for call in calls {
-            self.events.push(TurnEvent::ToolSkipped {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-            });
-            self.push(ChatMessage::Tool {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: "não executada: o turno terminou antes desta chamada".into(),
-                is_error: true,
-            });
+            self.not_run(call, "não executada: o turno terminou antes desta chamada", true);
         }
     }
 
