@@ -25,6 +25,9 @@ use crate::store::{FlowRunRecord, RunStatus, Store, StoreJournal};
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
 
+/// The channel name of the flow's conversations (its output is read in the answer or the run).
+pub const API_CHANNEL: &str = "api";
+
 /// The last stage of a dry run: the recharge is prepared (and checked against the policies), never sent.
 pub(crate) const DRY_RUN_LAST_STAGE: &str = "rf06_preparar_recarga";
 
@@ -279,14 +282,14 @@ pub fn prepare(
     };
     let input = vt_actions::json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
     let user = if parsed.destinatario.id.is_empty() {
-        "api".to_owned()
+        API_CHANNEL.to_owned()
     } else {
         parsed.destinatario.id.clone()
     };
     let who = Participant {
         user_id: user.clone(),
         user_login: user,
-        channel: "api".into(),
+        channel: API_CHANNEL.into(),
     };
     let mut conversation = engine.start_conversation(FLOW_AGENT, who)?;
     conversation.tenant_id = parsed.tenant_id.clone();

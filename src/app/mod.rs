@@ -119,6 +119,27 @@ pub fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSe
         .transpose()
 }
 
+/// The terminal's channel name (`vt-agent chat`).
+pub const TERMINAL: &str = "terminal";
+
+/// Every channel's rules, for the service ([`crate::service::ChannelRules`]): the one place a channel
+/// is named to it. Channels with no rule of their own (Mattermost, the console) are not listed.
+pub fn channel_book() -> crate::service::ChannelBook {
+    use crate::service::ChannelRules;
+    crate::service::ChannelBook::new([
+        (
+            crate::channels::whatsapp::CHANNEL,
+            crate::channels::whatsapp::rules(),
+        ),
+        (
+            crate::http::webhooks::CHANNEL,
+            ChannelRules::read_in_conversation(),
+        ),
+        (TERMINAL, ChannelRules::read_in_conversation()),
+        (crate::flow::API_CHANNEL, ChannelRules::read_in_conversation()),
+    ])
+}
+
 /// The operator's Pix key at the embedded simulator's provider.
 pub const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
 
@@ -174,8 +195,8 @@ async fn service_paying(
         services = services.with_pushed(crate::http::webhooks::CHANNEL, &webhook.tenant);
     }
     Ok(services
-        // WhatsApp's 24-hour window is the channel's rule; the late messages' code asks the service.
-        .with_window(crate::channels::whatsapp::CHANNEL)
+        // A channel's rules (its window, native orders) are the channel's; the service asks them.
+        .with_channels(channel_book())
         .with_router(router)
         .with_config(config.service)
         .with_handoff(crate::service::HandoffConfig {
@@ -320,7 +341,11 @@ impl App {
             (None, None) => None,
         };
         if let Some(setup) = &pix {
-            extensions = extensions.with(crate::service::pix_port(store.clone(), setup.clone()));
+            extensions = extensions.with(crate::service::pix_port(
+                store.clone(),
+                setup.clone(),
+                channel_book(),
+            ));
         }
         // A confirmed card recharge gets a link to the provider's checkout, never sent unpaid; with
         // no `[cartao]`, the embedded simulator is the card provider too.

@@ -183,7 +183,7 @@ impl Services {
             text.clone(),
             template,
             (files, Vec::new()),
-            self.pushes(conv),
+            self.sends_late(conv),
         );
         let message = crate::llm::ChatMessage::assistant(text);
         self.store
@@ -268,11 +268,12 @@ impl Cases<'_> {
                 ),
             ));
         }
-        if let Some(until) = file["janela_whatsapp_ate"]
-            .as_str()
-            .and_then(|t| t.parse::<DateTime<Utc>>().ok())
-        {
-            out.push(("Janela do WhatsApp até".into(), when(until)));
+        let until = [super::cases::WINDOW_UNTIL, super::cases::WINDOW_UNTIL_BEFORE]
+            .iter()
+            .find_map(|k| file[*k].as_str()?.parse::<DateTime<Utc>>().ok());
+        if let Some(until) = until {
+            let label = self.channel(&case.channel).label;
+            out.push((format!("Janela do {label} até"), when(until)));
         }
         if let Some(summary) = file["contexto"]["resumo"].as_str() {
             out.push(("Resumo".into(), mask_cards_in(summary)));

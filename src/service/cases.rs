@@ -57,9 +57,10 @@ impl Default for HandoffConfig {
 /// How far back the case file quotes the conversation.
 const LAST_MESSAGES: usize = 6;
 
-/// How long WhatsApp lets a business answer freely after the user's last message (the window the
-/// WhatsApp sender decides by, and the case file's `janela_whatsapp_ate`).
-pub(crate) const WHATSAPP_WINDOW_HOURS: i64 = 24;
+/// The case file's field: until when a windowed channel's person can be answered freely.
+pub(super) const WINDOW_UNTIL: &str = "janela_ate";
+/// The same, as case files written before channels declared their rules name it.
+pub(super) const WINDOW_UNTIL_BEFORE: &str = "janela_whatsapp_ate";
 
 impl Services {
     /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,
@@ -81,7 +82,7 @@ impl Services {
             conversation_id: conv.id.clone(),
             tenant_id: conv.tenant_id.clone(),
             channel: conv.channel.clone(),
-            case_file: case_file(conv, &reason, context, now),
+            case_file: case_file(conv, self.channel(&conv.channel), &reason, context, now),
             reason,
             notice_due_at: Some(now + timeout),
         };
@@ -149,7 +150,13 @@ impl Services {
 }
 
 /// What a support agent needs to pick the conversation up, built by code: every card masked.
-fn case_file(conv: &Conversation, reason: &str, context: &ConversationContext, now: DateTime<Utc>) -> Value {
+fn case_file(
+    conv: &Conversation,
+    channel: &super::ChannelRules,
+    reason: &str,
+    context: &ConversationContext,
+    now: DateTime<Utc>,
+) -> Value {
     let cards: Vec<String> = vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory)
         .iter()
         .map(|c| mask_card(c))
@@ -195,9 +202,9 @@ fn case_file(conv: &Conversation, reason: &str, context: &ConversationContext, n
         },
         "ultimas_mensagens": last,
     });
-    if conv.channel == "whatsapp" {
+    if let Some(window) = channel.window {
         // The transfer came with the user's message: the window is whole.
-        file["janela_whatsapp_ate"] = json!(now + Duration::hours(WHATSAPP_WINDOW_HOURS));
+        file[WINDOW_UNTIL] = json!(now + window);
     }
     file
 }
@@ -242,8 +249,7 @@ pub enum CaseError {
 
 /// A turn the card holder did not start (a support agent's proposal), addressed as their own turns
 /// are: on the conversation's channel, sent by its worker where it has one.
-fn addressed_to_card_holder(conv: &Conversation, text: String, pushed: bool) -> Inbound {
-    let sends_itself = pushed || !super::commit::READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
+fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: bool) -> Inbound {
     Inbound {
         agent_id: conv.agent_id.clone(),
         conversation_id: Some(conv.id.clone()),
@@ -353,7 +359,7 @@ impl Services {
         // An agent's words reach a WhatsApp user whose window closed through the template that asks
         // them to come back; the words follow when they answer.
         let template = match &message {
-            ChatMessage::HumanAgent { name, .. } if conv.channel == "whatsapp" => {
+            ChatMessage::HumanAgent { name, .. } if self.channel(&conv.channel).window.is_some() => {
                 Some(crate::outbox::TemplateUse {
                     purpose: "retomar_atendimento".into(),
                     parameters: [("atendente".to_owned(), name.clone())].into(),
@@ -366,7 +372,7 @@ impl Services {
             text,
             template,
             (Vec::new(), Vec::new()),
-            self.pushes(&conv),
+            self.sends_late(&conv),
         );
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
@@ -525,7 +531,7 @@ impl Services {
             .accept_message(crate::store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
-        let msg = addressed_to_card_holder(&conv, text, self.pushes(&conv));
+        let msg = addressed_to_card_holder(&conv, text, self.sends_late(&conv));
         let ran = Ran {
             outcome,
             routing: Routing::deterministic("proposta_recarga", false),

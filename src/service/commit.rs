@@ -354,24 +354,17 @@ fn default_tag(outcome: &TurnOutcome) -> IntentTag {
     }
 }
 
-/// Channels whose people read replies in the answer or the stored conversation (HTTP, the terminal, a
-/// flow's `api`): no worker sends for them, so what an agent says there is on record as delivered.
-pub(super) const READ_IN_THE_CONVERSATION: [&str; 3] = ["http", "terminal", "api"];
-
 /// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the conversation's
 /// card holder on its channel (sent by the channel's worker — on WhatsApp as `template` outside the
 /// 24-hour window; the terminal and HTTP read it from the conversation, so there it is on record as
-/// delivered, unless it is `pushed`: a late message to a tenant with a webhook).
+/// delivered, unless a worker `sends_itself` there ([`Services::sends_late`]).
 pub(super) fn reply_item(
     conv: &Conversation,
     text: String,
     template: Option<crate::outbox::TemplateUse>,
     (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
-    pushed: bool,
+    sends_itself: bool,
 ) -> crate::store::NewOutboxItem {
-    // A channel read in the conversation whose late messages are pushed too (a tenant's webhook) has
-    // a worker that sends them.
-    let sends_itself = pushed || !READ_IN_THE_CONVERSATION.contains(&conv.channel.as_str());
     crate::store::NewOutboxItem {
         kind: "reply".into(),
         destination: conv.channel.clone(),

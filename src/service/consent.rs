@@ -8,23 +8,19 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::commit::Ran;
-use super::{Handled, Inbound, Routing, ServiceError, Services};
+use super::{ChannelRules, Handled, Inbound, Routing, ServiceError, Services};
 use crate::engine::Conversation;
 use crate::store::{ConsentChange, ConversationContext, StoreError};
-
-/// The only channel whose business-initiated messages need a recorded consent.
-const CHANNEL: &str = "whatsapp";
 
 pub(super) const OPTED_OUT: &str =
     "Pronto: você não vai mais receber avisos por aqui. Para voltar a recebê-los, escreva VOLTAR.";
 pub(super) const OPTED_IN: &str =
     "Pronto: você vai receber por aqui os avisos de saldo baixo e de recargas. Para parar, escreva PARAR.";
 
-/// What the user's words say of their consent, if anything: `Some(true)` in, `Some(false)` out.
-pub(super) fn consent_words(conv: &Conversation, text: &str) -> Option<bool> {
-    if conv.channel != CHANNEL {
-        return None;
-    }
+/// What the user's words say of their consent, if anything: `Some(true)` in, `Some(false)` out. Only
+/// a windowed channel's business-initiated messages need a recorded consent ([`ChannelRules`]).
+pub(super) fn consent_words(channel: &ChannelRules, text: &str) -> Option<bool> {
+    channel.window?;
     consent_word(text)
 }
 

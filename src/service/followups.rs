@@ -150,7 +150,8 @@ impl Services {
         );
         let conv = self.store.conversation(&a.origin).await?;
         let (tenant, channel) = conv.as_ref().map_or_else(
-            || (input.tenant_id.clone(), "api".to_owned()),
+            // A flow run's recharge (no chat): its case is on the flow's channel.
+            || (input.tenant_id.clone(), crate::flow::API_CHANNEL.to_owned()),
             |c| (c.tenant_id.clone(), c.channel.clone()),
         );
         let case = NewCase {
@@ -188,10 +189,14 @@ impl Services {
     async fn tell(&self, f: &FollowUp, input: &FlowInput, aviso: &Aviso) -> Result<(), FollowUpError> {
         match self.audience(&f.attempt.attempt.origin).await? {
             Audience::Chat(conv) => {
-                let template = self.windowed(&conv.channel).then(|| crate::outbox::TemplateUse {
-                    purpose: "resultado_recarga".into(),
-                    parameters: aviso.parametros().into_iter().collect(),
-                });
+                let template =
+                    self.channel(&conv.channel)
+                        .window
+                        .is_some()
+                        .then(|| crate::outbox::TemplateUse {
+                            purpose: "resultado_recarga".into(),
+                            parameters: aviso.parametros().into_iter().collect(),
+                        });
                 let text = aviso.mensagem();
                 self.say_now(&conv, text, template, Vec::new()).await?;
             }

@@ -23,6 +23,8 @@ mod accept;
 mod budgets;
 mod bursts;
 pub mod audit;
+mod channel;
+pub use channel::{ChannelBook, ChannelRules};
 mod board;
 mod cases;
 mod consent;
@@ -35,7 +37,6 @@ mod outcomes;
 pub use board::{BOARD, BoardKind, state_line};
 pub(crate) use budgets::problem as budget_problem;
 pub use budgets::{Orcamento, Standing};
-pub(crate) use cases::WHATSAPP_WINDOW_HOURS;
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
 pub use figures::{CaseFigures, percentile};
@@ -341,9 +342,8 @@ pub struct Services {
     /// `(channel, tenant)` whose late messages a worker pushes although the channel is read in the
     /// conversation (a tenant's HTTP webhook).
     pushed: std::collections::HashSet<(String, String)>,
-    /// Channels that take nothing outside a person's 24-hour window but an approved template, and
-    /// that only with their opt-in (WhatsApp's rule, declared by its channel).
-    windowed: std::collections::HashSet<String>,
+    /// Each channel's rules (its window, native orders), declared by the channel.
+    channels: ChannelBook,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -369,7 +369,7 @@ impl Services {
             pix: None,
             card: None,
             pushed: std::collections::HashSet::new(),
-            windowed: std::collections::HashSet::new(),
+            channels: ChannelBook::default(),
             hearing: hearing::Hearing::default(),
             costs: crate::costs::CustosConfig::default(),
             budgets: budgets::Budgets::default(),
@@ -405,23 +405,26 @@ impl Services {
         self
     }
 
-    /// `channel` takes nothing outside a person's 24-hour window but an approved template, and that
-    /// only with their opt-in: what this process says there late carries its template.
+    /// The channels' rules ([`ChannelRules`]): what this process says late in a windowed channel
+    /// carries its template, its people's consent words are recorded, its charges shown natively.
     #[must_use]
-    pub fn with_window(mut self, channel: &str) -> Self {
-        self.windowed.insert(channel.to_owned());
+    pub fn with_channels(mut self, channels: ChannelBook) -> Self {
+        self.channels = channels;
         self
     }
 
-    /// Whether `channel` has a window ([`Self::with_window`]).
-    pub(crate) fn windowed(&self, channel: &str) -> bool {
-        self.windowed.contains(channel)
+    /// The rules of `channel` (a conversation's).
+    pub(crate) fn channel(&self, channel: &str) -> &ChannelRules {
+        self.channels.of(channel)
     }
 
-    /// Whether `conv`'s late messages are pushed ([`Self::with_pushed`]).
-    pub(crate) fn pushes(&self, conv: &crate::engine::Conversation) -> bool {
-        self.pushed
-            .contains(&(conv.channel.clone(), conv.tenant_id.clone()))
+    /// Whether what is said late in `conv` is sent by a worker: its channel sends on its own, or is
+    /// read in the conversation but the tenant has its late messages pushed ([`Self::with_pushed`]).
+    pub(crate) fn sends_late(&self, conv: &crate::engine::Conversation) -> bool {
+        !self.channel(&conv.channel).read_in_conversation
+            || self
+                .pushed
+                .contains(&(conv.channel.clone(), conv.tenant_id.clone()))
     }
 
     /// Whether chat recharges are paid by card on a provider's hosted checkout.
@@ -564,7 +567,7 @@ impl Services {
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
         // "PARAR" / "VOLTAR": consent to notices, whoever has the conversation.
-        if let Some(opted_in) = consent::consent_words(&conv, &msg.text) {
+        if let Some(opted_in) = consent::consent_words(self.channel(&conv.channel), &msg.text) {
             let ran_at = (now, started, accepted_message);
             return self.consent_turn(&mut conv, msg, opted_in, ran_at, context).await;
         }

@@ -174,7 +174,7 @@ mod tests {
             Participant {
                 user_id: "u1".into(),
                 user_login: "u1".into(),
-                channel: "whatsapp".into(),
+                channel: "zap".into(),
             },
         );
         let offer = Offer {
@@ -191,7 +191,7 @@ mod tests {
             user: Participant {
                 user_id: "u1".into(),
                 user_login: "u1".into(),
-                channel: "whatsapp".into(),
+                channel: "zap".into(),
             },
             ..Inbound::default()
         }

@@ -335,10 +335,9 @@ impl super::jobs::Outcomes<'_> {
         {
             return Ok(false);
         }
-        if !self.windowed(&head.channel) {
+        let Some(window) = self.channel(&head.channel).window else {
             return Ok(true);
-        }
-        let window = Duration::hours(super::WHATSAPP_WINDOW_HOURS);
+        };
         if self
             .store
             .last_inbound(&head.user_id)
@@ -370,17 +369,21 @@ impl super::jobs::Outcomes<'_> {
                 STATE_PESQUISA.into(),
                 vt_actions::json::to_value(&asked).unwrap_or(Value::Null),
             );
-            let template = self.windowed(&conv.channel).then(|| crate::outbox::TemplateUse {
-                purpose: SURVEY_INTENT.into(),
-                parameters: std::collections::BTreeMap::new(),
-            });
+            let template = self
+                .channel(&conv.channel)
+                .window
+                .is_some()
+                .then(|| crate::outbox::TemplateUse {
+                    purpose: SURVEY_INTENT.into(),
+                    parameters: std::collections::BTreeMap::new(),
+                });
             let choices = SCALE.iter().map(|s| (*s).to_owned()).collect();
             let item = super::commit::reply_item(
                 &conv,
                 QUESTION.into(),
                 template,
                 (Vec::new(), choices),
-                self.pushes(&conv),
+                self.sends_late(&conv),
             );
             let message = crate::llm::ChatMessage::assistant(QUESTION);
             let asked = self

@@ -468,9 +468,10 @@ impl Payments<'_> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let whatsapp = conv.channel == "whatsapp";
-        let template = template.filter(|_| whatsapp);
-        let native = whatsapp && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
+        let channel = self.channel(&conv.channel);
+        let template = template.filter(|_| channel.window.is_some());
+        let native =
+            channel.native_orders && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
         let files = (ended && native)
             .then(|| vt_actions::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()
@@ -642,6 +643,7 @@ fn recharge_of(charge: &PixCharge) -> Result<FlowInput, PaymentError> {
 struct PixPort {
     store: Arc<dyn Store>,
     setup: PixSetup,
+    channels: super::ChannelBook,
 }
 
 #[async_trait::async_trait]
@@ -678,11 +680,12 @@ impl vt_actions::tools::PixCharges for PixPort {
 }
 
 impl PixPort {
-    /// `codigo` as the calling turn's channel shows it: on WhatsApp, as a native order where the
-    /// account takes payments (`[pix] whatsapp_order_details`).
+    /// `codigo` as the calling turn's channel shows it: as a native order where the channel has them
+    /// and the account takes payments (`[pix] whatsapp_order_details`).
     fn as_shown_in(&self, ctx: &ActionContext, codigo: CodigoPix) -> CodigoPix {
         CodigoPix {
-            pedido_nativo: ctx.channel == "whatsapp" && self.setup.config.whatsapp_order_details,
+            pedido_nativo: self.channels.of(&ctx.channel).native_orders
+                && self.setup.config.whatsapp_order_details,
             ..codigo
         }
     }
@@ -728,9 +731,18 @@ async fn renew(
     Ok(NovoCodigo::Emitido(issue(store, setup, charge, now).await?))
 }
 
-/// The port the chat tools charge Pix recharges through, for the engine's extensions.
-pub fn pix_port(store: Arc<dyn Store>, setup: PixSetup) -> vt_actions::tools::SharedPixCharges {
-    Arc::new(PixPort { store, setup })
+/// The port the chat tools charge Pix recharges through, for the engine's extensions; `channels` say
+/// where a code is shown as a native order.
+pub fn pix_port(
+    store: Arc<dyn Store>,
+    setup: PixSetup,
+    channels: super::ChannelBook,
+) -> vt_actions::tools::SharedPixCharges {
+    Arc::new(PixPort {
+        store,
+        setup,
+        channels,
+    })
 }
 
 /// The provider a charge is paid through: what differs between a Pix code and a card checkout.

@@ -342,3 +342,54 @@ fn no_service_hands_out_its_store() {
         .collect();
     assert!(handing_out.is_empty(), "a public store() in {handing_out:?}");
 }
+
+/// The channels' names as the crate declares them: every `…CHANNEL: &str = "name"` and the terminal's.
+fn channel_names(files: &[PathBuf]) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("read");
+        for line in text.lines() {
+            let declared = line
+                .split_once("CHANNEL: &str = \"")
+                .or_else(|| line.split_once("TERMINAL: &str = \""));
+            if let Some((_, rest)) = declared {
+                names.extend(rest.split('"').next().map(str::to_owned));
+            }
+        }
+    }
+    names
+}
+
+/// The service asks a conversation's channel for its rules (`service::ChannelRules`, declared by the
+/// channel), never its name: no channel's name is written in `src/service/`.
+#[test]
+fn no_channel_name_in_the_service() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    rust_files(&root.join("src"), &mut all);
+    let names = channel_names(&all);
+    for expected in ["whatsapp", "mattermost", "http", "terminal", "api"] {
+        assert!(
+            names.contains(expected),
+            "the channel {expected} is not declared where the check looks"
+        );
+    }
+    let mut service = Vec::new();
+    rust_files(&root.join("src/service"), &mut service);
+    let mut found = Vec::new();
+    for file in &service {
+        let text = std::fs::read_to_string(file).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            for name in &names {
+                if line.contains(&format!("\"{name}\"")) {
+                    found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "channel names in src/service:\n{}",
+        found.join("\n")
+    );
+}

@@ -848,7 +848,11 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             psp: vt_actions::pix::Psp::new(pix).expect("provider"),
             config: pix.clone(),
         };
-        ext = ext.with(vt_agent::service::pix_port(store.clone(), setup));
+        ext = ext.with(vt_agent::service::pix_port(
+            store.clone(),
+            setup,
+            vt_agent::app::channel_book(),
+        ));
     }
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
     let engine = vt_agent::flow::share(

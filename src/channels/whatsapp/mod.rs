@@ -35,6 +35,20 @@ pub use webhook::WebhookState;
 
 /// The channel name on conversations and outbox items.
 pub const CHANNEL: &str = "whatsapp";
+
+/// Meta delivers free text only within 24 hours of the person's last message; after that, only an
+/// approved template, with their opt-in.
+pub(crate) const WINDOW: chrono::Duration = chrono::Duration::hours(24);
+
+/// What the service must know of WhatsApp: its window, its native Pix orders.
+pub fn rules() -> crate::service::ChannelRules {
+    crate::service::ChannelRules {
+        window: Some(WINDOW),
+        native_orders: true,
+        label: "WhatsApp",
+        read_in_conversation: false,
+    }
+}
 /// Ids of our confirmation buttons.
 const CONFIRM_PREFIX: &str = "confirmar:";
 const CANCEL_PREFIX: &str = "cancelar:";

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::sender::GraphFailure;
@@ -49,7 +49,7 @@ impl Window {
         now: DateTime<Utc>,
     ) -> Result<Decision, SendError> {
         let last = self.store.last_inbound(to).await.map_err(|_| unavailable())?;
-        if last.is_some_and(|t| now - t < Duration::hours(crate::service::WHATSAPP_WINDOW_HOURS)) {
+        if last.is_some_and(|t| now - t < super::WINDOW) {
             return Ok(Decision::FreeForm);
         }
         let purpose = reply.template.as_ref().map_or("resposta", |t| t.purpose.as_str());
