@@ -123,6 +123,22 @@ pub enum Command {
     /// The external systems (balance, recharge, notification) as configured in [systems].
     #[command(subcommand)]
     Systems(SystemsCommand),
+    /// The configuration file: its reference, its JSON Schema, a check of the one in use.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Clone, Copy, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Load the configuration as every command does (the file, then VT_* variables) and say whether
+    /// it is valid: exit 0, or 1 with the key that is wrong (never its value).
+    Check,
+    /// Print the reference of every key (Markdown: sections, types, defaults, meanings), generated
+    /// from the types the file is read into. Needs no configuration.
+    Reference,
+    /// Print the JSON Schema of the file, for editors that check TOML against one (Taplo, VS Code's
+    /// Even Better TOML). Needs no configuration.
+    Schema,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -458,6 +474,21 @@ pub(crate) const EXIT_NOT_CONCLUDED: u8 = 3;
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
 /// configured, flushed before returning) and runs the command.
 pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
+    // What describes the file is printed without reading one.
+    match cli.command {
+        Command::Config(ConfigCommand::Reference) => {
+            print!("{}", crate::config::reference::markdown());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Config(ConfigCommand::Schema) => {
+            println!(
+                "{}",
+                vt_actions::json::to_pretty(&crate::config::reference::schema())?
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let config = Config::load(cli.config.as_deref())?;
     let store_usage = if cli.command.is_one_shot() {
         Usage::OneShot
@@ -495,6 +526,10 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Titular(command) => data_subject(&config, u, command).await,
         Command::Optins(OptinsCommand::Import { file }) => import_opt_ins(&config, u, &file).await,
         Command::Systems(SystemsCommand::Check { cartao }) => check_systems(&config, &cartao).await,
+        Command::Config(_) => {
+            println!("configuração válida");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Systems(SystemsCommand::Contract) => {
             let document = vt_actions::systems::contract::openapi();
             println!("{}", vt_actions::json::to_pretty(&document)?);

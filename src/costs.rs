@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 
 /// `[custos]` in the configuration file.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CustosConfig {
     /// The currency of the prices (`USD`, as the providers publish them).
@@ -41,14 +41,16 @@ impl Default for CustosConfig {
 const CATEGORIES: [&str; 4] = ["marketing", "utility", "authentication", "service"];
 
 /// A model's prices in `[custos] moeda`: per million tokens, or per minute of audio.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelPrice {
+    /// Per million input tokens, in `[custos] moeda`.
     pub entrada: Option<Decimal>,
     /// Input read from the provider's prompt cache.
     pub entrada_em_cache: Option<Decimal>,
     /// Input written to the provider's prompt cache (Anthropic bills it above plain input).
     pub entrada_escrita_cache: Option<Decimal>,
+    /// Per million output tokens.
     pub saida: Option<Decimal>,
     /// Audio transcribed.
     pub por_minuto: Option<Decimal>,

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `[fotos]` in the configuration file: how card photos are read.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FotosConfig {
     /// `false`: photos get the text-only answer even where Tesseract is installed.

@@ -110,7 +110,7 @@ pub trait ChannelSender: Send + Sync {
 
 /// Sends due outbox items through the channels' senders.
 /// `[outbox]`: how the worker retries a send that failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboxConfig {
     /// Tries of one item before it is dead-lettered (the BPMN's channel row: 5 tries, 5 s apart,

@@ -24,7 +24,7 @@ use crate::store::{AuditRecord, Records, StoreError, Subject};
 const EVERY: Duration = Duration::from_secs(3600);
 
 /// `[retencao]` in the configuration file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetentionConfig {
     /// Conversations untouched and flow runs started this many days ago are deleted.

@@ -39,7 +39,7 @@ use crate::llm::LlmProvider;
 
 /// Limits and retry policies of a turn. Defaults follow the BPMN error-handling table; tests shorten
 /// the backoffs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
     /// Model calls allowed in one turn before the loop is cut with a polite message.
@@ -49,6 +49,7 @@ pub struct EngineConfig {
     pub llm_retry: RetryPolicy,
     /// Applies only to actions that declare themselves retry-safe.
     pub tool_retry: RetryPolicy,
+    /// Milliseconds one action may take before it is cut and reported to the model as failed.
     pub tool_timeout_ms: u64,
     /// Messages of the active skill's window sent to the model; older ones live in the compressed
     /// context.

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 
 /// `[http]` in the configuration file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Where `serve` listens (`--addr`, `VT_HTTP_ADDR`).
@@ -28,10 +28,12 @@ pub struct HttpConfig {
 /// A tenant's webhook: `[[http.webhooks]] tenant = "…", url = "https://…", secrets = ["whsec_…"]`.
 /// Deliveries are signed as Standard Webhooks says, with every secret listed (the new one first during
 /// a rotation: a receiver that knows either checks them).
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
+    /// The tenant whose conversations' messages are pushed.
     pub tenant: String,
+    /// Where they are posted (HTTPS, or loopback HTTP for tests).
     pub url: String,
     /// `whsec_` and the base64 of the key's bytes (what Standard Webhooks' libraries take), or any
     /// other text, whose bytes are the key.
@@ -140,7 +142,7 @@ pub(crate) fn key_of(secret: &str) -> Option<Vec<u8>> {
 }
 
 /// What a key may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// A company's system: its own tenant's conversations and flows.
@@ -152,12 +154,14 @@ pub enum Role {
 }
 
 /// A key as configured: `[[http.api_keys]] name = "…", sha256 = "…", tenant = "…", role = "…"`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
+    /// Who holds the key, for logs and the console (never the key).
     pub name: String,
     /// Hex SHA-256 of the key: `printf %s "$KEY" | sha256sum`.
     pub sha256: String,
+    /// The tenant the key's conversations and flows belong to.
     pub tenant: String,
     pub role: Role,
 }

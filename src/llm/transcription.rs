@@ -7,13 +7,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// `[transcricao]` in the configuration file. Absent: voice notes get the text-only answer.
-#[derive(Clone, Deserialize, PartialEq)]
+#[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TranscricaoConfig {
     /// The provider's API root, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
     /// `VT_TRANSCRICAO_API_KEY`; a local server may need none.
     pub api_key: Option<String>,
+    /// The transcription model.
     pub model: String,
     /// The language spoken, as the provider's `language` (ISO-639-1).
     pub language: String,

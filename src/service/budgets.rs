@@ -25,9 +25,10 @@ const REREAD: Duration = Duration::from_secs(30);
 const WARN_AT: Decimal = Decimal::from_parts(80, 0, 0, false, 2);
 
 /// One `[[orcamentos]]` entry.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Orcamento {
+    /// The tenant whose model calls the budget covers.
     pub tenant: String,
     /// Reais a month.
     pub mensal_brl: Decimal,

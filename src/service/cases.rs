@@ -26,13 +26,14 @@ pub(crate) const UNCLAIMED_TEXT: &str = "Ainda não há um atendente disponível
                                          alguém vai responder assim que possível; não é preciso repetir.";
 
 /// `[handoff]`: a transfer to a person.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HandoffConfig {
     /// Minutes a case may wait unclaimed before the card holder is told, once (default 10).
     pub claim_timeout_minutes: u32,
     /// When people answer cases (`"seg-sex 08:00-18:00"`, in the policy's time zone); a case opened
     /// outside them says at once when to expect an answer. None: always.
+    #[schemars(with = "Option<String>")]
     pub hours: Option<super::Hours>,
     /// The Mattermost channel support agents watch cases in (the bot must be a member); `None`: no
     /// support board (cases are worked from the console and the slash command).

@@ -298,7 +298,7 @@ pub enum ServiceError {
 }
 
 /// `[service]`: how the service writes what a turn did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceConfig {
     /// Tries of a turn's commit (the BPMN's persistence row: 3 tries, 5 s apart).

@@ -43,7 +43,7 @@ const QUESTION: &str =
 const THANKS: &str = "Obrigado pela avaliação! Se precisar de algo, é só escrever.";
 
 /// `[resultados]`: when a conversation's stretch is over, and the satisfaction question.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ResultadosConfig {
     /// Minutes without a message after which a stretch is over (default 30).

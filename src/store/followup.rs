@@ -8,7 +8,7 @@ use vt_actions::journal::RechargeRequest;
 use super::RechargeAttemptRecord;
 
 /// `[recargas]`: recharges whose outcome came late.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RecargasConfig {
     /// Minutes after a recharge was sent within which follow-ups try to learn its outcome; past them a

@@ -37,7 +37,7 @@ const TAG_LEN: usize = 16;
 pub const KEY_FILE: &str = "vt-agent.key";
 
 /// `[storage]` in the configuration file.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// The data key, 32 bytes in base64 (`VT_ENCRYPTION_KEY`). Absent: the key file.

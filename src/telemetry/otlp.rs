@@ -31,7 +31,7 @@ pub(crate) const DEFAULT_SERVICE_NAME: &str = "vt-agent";
 const MAX_QUEUED_SPANS: usize = 4096;
 
 /// `[otlp]` in the configuration file. The standard environment variables win over it.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpConfig {
     /// The collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`: `/v1/traces` and `/v1/metrics` are

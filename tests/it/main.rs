@@ -11,6 +11,7 @@ mod cases;
 mod cli;
 mod console;
 mod conversation;
+mod docs;
 mod engine;
 mod faq;
 mod flow;

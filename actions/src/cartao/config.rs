@@ -6,7 +6,7 @@ use crate::systems::{AuthConfig, TlsConfig};
 
 /// `[cartao]`. Absent beside real systems, a card recharge in the chat is refused (it would go to the
 /// recharge system with nobody paying); with the embedded simulator, the simulator is the provider.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct CartaoConfig {
     /// `"stripe"`: a hosted checkout at Stripe (or any provider speaking its Checkout Sessions API at
@@ -56,7 +56,7 @@ impl Default for CartaoConfig {
 }
 
 /// Who charges a card.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProvedorCartao {
     /// The recharge system, on a card it keeps for the holder.

@@ -17,7 +17,7 @@ use crate::systems::auth::{AuthError, Credentials, CredentialsBuilder};
 use crate::systems::{AuthConfig, TlsConfig, TlsError};
 
 /// `[pix]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PixConfig {
     /// The provider's API Pix base (`https://pix.banco.example.com/api/v2`).

@@ -61,11 +61,14 @@ impl HttpResult {
 }
 
 /// Where the systems are and how long we wait for them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SystemsConfig {
+    /// The balance system (`VT_SYSTEMS_URL` sets all three).
     pub saldo_url: String,
+    /// The recharge system.
     pub recarga_url: String,
+    /// The notification system.
     pub notificacao_url: String,
     /// Caps every payload's `timeout_ms` (tests use a few hundred ms).
     pub timeout_cap_ms: Option<u64>,
@@ -84,7 +87,7 @@ pub struct SystemsConfig {
 }
 
 /// What one system sets for itself instead of the `[systems]` defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SystemSettings {
     pub auth: Option<AuthConfig>,

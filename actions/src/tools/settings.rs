@@ -6,14 +6,18 @@ use serde::{Deserialize, Serialize};
 use crate::context::ActionContext;
 use crate::vt::{Destinatario, FlowInput, Politicas, Preferencias, Recarga};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct VtSettings {
+    /// The tenant of the chat's conversations and recharges (the deployment's).
     pub tenant_id: String,
+    /// The origin the systems are told a chat recharge came from.
     pub origem: String,
+    /// The flow's policies, for the chat's recharges too.
     pub politicas: Politicas,
     /// Notification channels in order of preference.
     pub canais: Vec<String>,
+    /// The language of amounts and dates in replies.
     pub idioma: String,
     /// A pending recharge is forgotten after this long without the user's confirmation.
     pub confirmation_ttl_secs: i64,

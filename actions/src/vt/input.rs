@@ -46,17 +46,23 @@ fn default_origem() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Politicas {
+    /// How many digits a card number may have.
     pub validacoes_cartao: ValidacoesCartao,
+    /// Below this balance a card is low: its holder is notified and a recharge proposed.
     #[serde(with = "money_serde")]
     #[schemars(with = "f64")]
     pub limite_saldo_baixo: Decimal,
+    /// The currency of amounts that name none (ISO 4217).
     pub moeda_padrao: String,
+    /// The time zone of dates shown, quiet hours and business hours (IANA name).
     #[serde(with = "tz_serde")]
     #[schemars(with = "String")]
     pub timezone: Timezone,
+    /// The smallest recharge taken.
     #[serde(with = "money_serde")]
     #[schemars(with = "f64")]
     pub valor_min: Decimal,
+    /// The largest recharge taken.
     #[serde(with = "money_serde")]
     #[schemars(with = "f64")]
     pub valor_max: Decimal,
@@ -78,7 +84,9 @@ impl Default for Politicas {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ValidacoesCartao {
+    /// The fewest digits a card number may have.
     pub tamanho_min: usize,
+    /// The most digits a card number may have.
     pub tamanho_max: usize,
 }
 

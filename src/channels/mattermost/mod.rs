@@ -37,13 +37,18 @@ use crate::service::Services;
 pub(crate) const CHANNEL: &str = "mattermost";
 
 /// `[mattermost]` in the configuration file (`VT_MATTERMOST_*` in the environment).
-#[derive(Clone, Default, Deserialize, PartialEq)]
+#[derive(Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MattermostConfig {
+    /// The Mattermost server (`VT_MATTERMOST_URL`), for the bot and the support board.
     pub url: Option<String>,
+    /// The bot account's token (`VT_MATTERMOST_BOT_TOKEN`): the bot answers direct messages.
     pub bot_token: Option<String>,
+    /// The slash command's token (`VT_MATTERMOST_SLASH_TOKEN`).
     pub slash_token: Option<String>,
+    /// The outgoing webhook's token (`VT_MATTERMOST_WEBHOOK_TOKEN`).
     pub webhook_token: Option<String>,
+    /// Signs the confirm/cancel buttons' callbacks (`VT_MATTERMOST_ACTIONS_SECRET`).
     pub actions_secret: Option<String>,
     /// How Mattermost reaches `serve` (for button callbacks), e.g. `https://vt.example.com`.
     pub public_url: Option<String>,

@@ -56,14 +56,21 @@ const CANCEL_PREFIX: &str = "cancelar:";
 const PICK_PREFIX: &str = "cartao:";
 
 /// `[whatsapp]` in the configuration file (`VT_WHATSAPP_*` in the environment).
-#[derive(Clone, Deserialize, PartialEq)]
+#[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WhatsAppConfig {
+    /// Meta's Graph API (`VT_WHATSAPP_GRAPH_URL`; a fake's address in tests).
     pub graph_url: String,
+    /// The Graph API version (`VT_WHATSAPP_API_VERSION`).
     pub api_version: String,
+    /// The business number's id at Meta (`VT_WHATSAPP_PHONE_NUMBER_ID`).
     pub phone_number_id: Option<String>,
+    /// A system user's token (`VT_WHATSAPP_ACCESS_TOKEN`); never logged.
     pub access_token: Option<String>,
+    /// The app's secret, which signs each webhook call (`X-Hub-Signature-256`,
+    /// `VT_WHATSAPP_APP_SECRET`).
     pub app_secret: Option<String>,
+    /// What Meta echoes when the webhook is registered (`VT_WHATSAPP_VERIFY_TOKEN`).
     pub verify_token: Option<String>,
     /// Said once, before the answer, to a person's first message: what is kept of them and their
     /// rights as a data subject (LGPD), with a link. Empty: none.

@@ -19,12 +19,13 @@ use crate::outbox::{ReplyPayload, TemplateUse};
 use crate::store::{NewOutboxItem, OutboxStatus, Store};
 
 /// `[notificacoes]`: restraint in what the product sends on its own.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct NoticesConfig {
     /// At most one low-balance notice per card in this many hours (default 24).
     pub intervalo_minimo_horas: u32,
     /// When nothing is sent, in the policy's time zone (default `"21:00-08:00"`; `""`: never quiet).
+    #[schemars(with = "String")]
     pub silencio: QuietHours,
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 /// `[console]` in the configuration file.
-#[derive(Clone, Deserialize, PartialEq)]
+#[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsoleConfig {
     /// Signs the sessions and the forms, and keys the audit hash of the console's lookups

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub mod reference;
+
 use vt_actions::systems::SystemsConfig;
 use vt_actions::tools::VtSettings;
 
@@ -38,7 +40,7 @@ pub enum ConfigError {
     Provider(String),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the SQLite file and other local data live.
@@ -111,7 +113,7 @@ pub struct Config {
 }
 
 /// The embedded simulator, when it is used.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimulatorSettings {
     /// A JSON file that replaces or extends the magic card table.
@@ -192,7 +194,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Openai,
@@ -201,15 +203,24 @@ pub enum ProviderKind {
 
 /// The model. It is used only when a provider, a base URL or an API key is configured: no key, no
 /// model, and the product still runs. A local server (Ollama, vLLM) needs a base URL and no key.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
+    /// `openai` (any Chat Completions server: OpenAI, Ollama, vLLM, llama.cpp) or `anthropic`
+    /// (`VT_LLM_PROVIDER`).
     pub provider: Option<ProviderKind>,
+    /// The provider's API, e.g. `http://127.0.0.1:11434/v1` for Ollama; default the provider's own
+    /// (`VT_LLM_BASE_URL`).
     pub base_url: Option<String>,
+    /// Default `gpt-5-mini` (openai) or `claude-sonnet-4-5` (anthropic) (`VT_LLM_MODEL`).
     pub model: Option<String>,
+    /// `VT_LLM_API_KEY`; never logged, scrubbed from errors. A local server needs none.
     pub api_key: Option<String>,
+    /// Default: the provider's (`VT_LLM_TEMPERATURE`).
     pub temperature: Option<f32>,
+    /// Tokens a reply may take (`VT_LLM_MAX_TOKENS`).
     pub max_tokens: u32,
+    /// Seconds one call may take (`VT_LLM_TIMEOUT_SECS`).
     pub timeout_secs: u64,
     /// Failures in a row after which calls fail fast (the circuit opens), default 5.
     pub circuit_failures: u32,
@@ -221,12 +232,16 @@ pub struct LlmConfig {
 }
 
 /// One `[[llm.fallback]]` entry: the same temperature, limits and timeout as `[llm]`.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FallbackModel {
+    /// `openai` or `anthropic`.
     pub provider: ProviderKind,
+    /// Default: the provider's own API.
     pub base_url: Option<String>,
+    /// The model asked.
     pub model: String,
+    /// Better given as `VT_LLM_FALLBACK_N_API_KEY` (N counts the entries from 1).
     pub api_key: Option<String>,
 }
 
