@@ -86,7 +86,7 @@ pub enum Command {
     Audit(AuditArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
-    /// Magic cards (see the README) trigger each behaviour; GET /_simulador/ledger lists what it
+    /// Magic cards (the book: "Your systems") trigger each behaviour; GET /_simulador/ledger lists what it
     /// received.
     Simulator(SimulatorArgs),
     /// Show the last 7 days of usage per intent: turns, tokens (cached apart), share answered with

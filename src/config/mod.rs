@@ -935,7 +935,7 @@ mod tests {
 
     #[test]
     fn the_examples_commented_price_table_loads_when_uncommented() {
-        let text = include_str!("../examples/vt-agent.toml");
+        let text = include_str!("../../examples/vt-agent.toml");
         let block: String = text
             .lines()
             .skip_while(|l| !l.starts_with("# [custos]"))
@@ -954,7 +954,7 @@ mod tests {
 
     #[test]
     fn the_example_file_loads_and_says_the_defaults() {
-        let text = include_str!("../examples/vt-agent.toml");
+        let text = include_str!("../../examples/vt-agent.toml");
         let c =
             Config::from_sources(Some(text), "examples/vt-agent.toml", &HashMap::new()).expect("it loads");
         let d = Config::default();
@@ -970,7 +970,7 @@ mod tests {
         assert_eq!(c.whatsapp, d.whatsapp);
         assert_eq!(c.vt.politicas, d.vt.politicas);
         assert_eq!(c.retencao.dias, d.retencao.dias);
-        // The commented [pix] section, uncommented, loads and says its defaults.
+        // The commented [pix] and [cartao] sections, uncommented, load; [pix] says its defaults.
         let pix: String = text
             [text.find("# [pix]").expect("[pix]")..text.find("[simulator]").expect("after")]
             .lines()
@@ -978,7 +978,10 @@ mod tests {
             .filter(|l| !l.is_empty())
             .map(|l| format!("{l}\n"))
             .collect();
-        let env: HashMap<String, String> = [("VT_PIX_CLIENT_SECRET".to_owned(), "s".to_owned())].into();
+        let env: HashMap<String, String> = ["VT_PIX_CLIENT_SECRET", "VT_CARTAO_WEBHOOK_SECRET"]
+            .iter()
+            .map(|k| ((*k).to_owned(), "s".to_owned()))
+            .collect();
         let pix = Config::from_sources(Some(&pix), "pix", &env)
             .expect("[pix] loads")
             .pix

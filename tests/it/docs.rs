@@ -123,3 +123,198 @@ fn the_example_reader_sees_commented_keys_and_sections() {
     .collect();
     assert_eq!(keys, expected);
 }
+
+/// The Markdown files a reader follows links through: the README and every page of the book.
+fn pages() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("docs/src").filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = vec![root().join("README.md")];
+    walk(&root().join("docs/src"), &mut out);
+    out.sort();
+    out
+}
+
+/// `text` without fenced code blocks and inline code spans (what they hold is not a link).
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+            } else if !in_code {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The link targets of `text`: `[words](target)`.
+fn links(text: &str) -> Vec<String> {
+    let text = prose(text);
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            rest.find(')').map(|end| rest[..end].trim().to_owned())
+        })
+        .collect()
+}
+
+/// The files `{{#include path}}` pulls into `file`.
+fn includes(file: &Path, text: &str) -> Vec<PathBuf> {
+    text.match_indices("{{#include ")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + "{{#include ".len()..];
+            rest.find("}}")
+                .map(|end| file.parent().expect("dir").join(rest[..end].trim()))
+        })
+        .collect()
+}
+
+/// A heading's anchor as mdBook and GitHub make it: lower case, spaces to `-`, punctuation dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of `file`'s headings, those of the files it includes too.
+fn anchors(file: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out: BTreeSet<String> = prose(&text)
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| slug(l.trim_start_matches('#')))
+        .collect();
+    for included in includes(file, &text) {
+        out.extend(anchors(&included));
+    }
+    out
+}
+
+/// Every link of the README and the book resolves, offline: a page, a file of the repository, a
+/// heading of the page it names. (`mdbook build` in CI renders the same pages.)
+#[test]
+fn every_link_of_the_readme_and_the_book_resolves() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("page");
+        for included in includes(&page, &text) {
+            if !included.is_file() {
+                broken.push(format!("{}: includes {}", page.display(), included.display()));
+            }
+        }
+        for target in links(&text) {
+            if ["http://", "https://", "mailto:"]
+                .iter()
+                .any(|p| target.starts_with(p))
+            {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().expect("dir").join(path)
+            };
+            if !file.exists() {
+                broken.push(format!("{}: {target} (no such file)", page.display()));
+            } else if !anchor.is_empty() && !anchors(&file).contains(anchor) {
+                broken.push(format!("{}: {target} (no such heading)", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Every page of the book is in its table of contents (mdBook renders only what SUMMARY.md lists).
+#[test]
+fn every_page_of_the_book_is_in_its_summary() {
+    let summary = std::fs::read_to_string(root().join("docs/src/SUMMARY.md")).expect("SUMMARY.md");
+    let listed: BTreeSet<String> = links(&summary).into_iter().collect();
+    let src = root().join("docs/src");
+    let missing: Vec<String> = pages()
+        .iter()
+        .filter_map(|p| p.strip_prefix(&src).ok())
+        .map(|p| p.display().to_string())
+        .filter(|p| p != "SUMMARY.md" && !listed.contains(p))
+        .collect();
+    assert!(missing.is_empty(), "pages SUMMARY.md does not list: {missing:?}");
+}
+
+/// Every `VT_*` variable the configuration reads is documented in the configuration chapter or the
+/// reference.
+#[test]
+fn every_environment_variable_the_configuration_reads_is_documented() {
+    let code = std::fs::read_to_string(root().join("src/config/mod.rs")).expect("config");
+    let docs = ["docs/src/operator/configuration.md", REFERENCE_PAGE]
+        .iter()
+        .map(|p| std::fs::read_to_string(root().join(p)).expect("page"))
+        .collect::<String>();
+    let mut undocumented = BTreeSet::new();
+    for (at, _) in code.match_indices("\"VT_") {
+        let name: String = code[at + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if !name.ends_with('_') && !docs.contains(&name) {
+            undocumented.insert(name);
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "VT_* variables the book does not name: {undocumented:?}"
+    );
+}
+
+/// The README is a front page: what it is, the two commands, a tour, the way into the book.
+#[test]
+fn the_readme_stays_a_front_page() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines: move the detail into a chapter of docs/"
+    );
+    for command in [
+        "cargo run -- run-flow examples/recarga-saldo-baixo.json",
+        "cargo test --workspace",
+    ] {
+        assert!(readme.contains(command), "the README lost the command {command}");
+    }
+}
+
+#[test]
+fn the_link_reader_skips_code_and_finds_anchors() {
+    let found = links("see [a](a.md#x) and `[b](b.md)`\n```\n[c](c.md)\n```\n[d](#here)");
+    assert_eq!(found, vec!["a.md#x".to_owned(), "#here".to_owned()]);
+    assert_eq!(
+        slug(" Paying by Pix: the journey, as it goes"),
+        "paying-by-pix-the-journey-as-it-goes"
+    );
+}
