@@ -28,6 +28,7 @@ pub mod costs;
 pub mod app;
 pub mod config;
 pub mod telemetry;
+pub mod periodic;
 
 // What operators and testers read.
 pub mod runs;

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::store::{AuditRecord, Records, StoreError, Subject};
 
 /// How often `serve` applies retention.
-const EVERY: Duration = Duration::from_secs(3600);
+pub(crate) const EVERY: Duration = Duration::from_secs(3600);
 
 /// `[retencao]` in the configuration file.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -93,26 +93,16 @@ fn reach_book(book: Option<&Path>, subject: &Subject) {
     }
 }
 
-/// Applies retention at once and then every hour, until `stop` says so.
-pub async fn run(
-    store: std::sync::Arc<dyn crate::store::KeepingStore>,
-    config: RetentionConfig,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    loop {
-        match apply(store.as_ref(), &config, Utc::now()).await {
-            Ok(gone) if !gone.is_empty() => tracing::info!(
-                conversations = gone.conversations.len(),
-                flow_runs = gone.flow_runs.len(),
-                "retention applied"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "retention could not be applied"),
-        }
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            () = tokio::time::sleep(EVERY) => {}
-        }
+/// Applies retention once, and logs what it deleted (`serve` does it every [`EVERY`]).
+pub async fn pass(store: &dyn crate::store::KeepingStore, config: &RetentionConfig) {
+    match apply(store, config, Utc::now()).await {
+        Ok(gone) if !gone.is_empty() => tracing::info!(
+            conversations = gone.conversations.len(),
+            flow_runs = gone.flow_runs.len(),
+            "retention applied"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "retention could not be applied"),
     }
 }
 

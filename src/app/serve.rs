@@ -17,6 +17,7 @@ use crate::channels::Wiring;
 use crate::config::Config;
 use crate::http::AppState;
 use crate::outbox::Worker;
+use crate::periodic::{every, log_count};
 use crate::service::Services;
 
 /// How often exported metrics refresh the outbox gauges (`/metrics` refreshes them when scraped).
@@ -151,41 +152,10 @@ impl Server {
             sim.cartao()
                 .served_at(&format!("http://{}", listener.local_addr()?));
         }
-        // The systems checked as `vt-agent systems check` checks them: logged, never fatal (a system
-        // down at start may be up by the first turn).
         if let Some(systems) = self.service.engine().extensions().get::<VtSystems>().cloned() {
-            tasks.spawn(async move {
-                for check in systems.check(vt_actions::systems::CHECK_CARD).await {
-                    if check.ok {
-                        tracing::info!(system = check.system, "{}", check.line());
-                    } else {
-                        tracing::warn!(system = check.system, "{}", check.line());
-                    }
-                }
-            });
+            tasks.spawn(check_systems(systems));
         }
-        let stopped = |stop: &watch::Sender<bool>| {
-            let mut rx = stop.subscribe();
-            async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            }
-        };
-        // Batch jobs a stop interrupted go on, and every instance joins the jobs the others run;
-        // messages acknowledged and never processed get their turn.
-        let (batches, stop) = (self.batches.clone(), stopped(&self.stop));
-        tasks.spawn(async move {
-            tokio::pin!(stop);
-            loop {
-                let joined = batches.join().await;
-                if joined > 0 {
-                    tracing::info!(joined, "batch jobs joined");
-                }
-                tokio::select! {
-                    () = &mut stop => return,
-                    () = tokio::time::sleep(BATCHES_EVERY) => {}
-                }
-            }
-        });
+        // Messages acknowledged and never processed get their turn.
         let service = self.service.clone();
         tasks.spawn(async move {
             service.messages().recover().await;
@@ -196,75 +166,13 @@ impl Server {
         if self.worker.has_senders() {
             tasks.spawn(self.worker.run(stopped(&self.stop)));
         }
-        // Cases nobody claimed in time: the due time is in the store, so a restart loses none.
-        let (service, stop) = (self.service.clone(), stopped(&self.stop));
-        tasks.spawn(async move {
-            tokio::pin!(stop);
-            loop {
-                let sent = service.cases().send_due_case_notices().await;
-                if sent > 0 {
-                    tracing::info!(sent, "unclaimed-case notices sent");
-                }
-                tokio::select! {
-                    () = &mut stop => return,
-                    () = tokio::time::sleep(CASE_NOTICES_EVERY) => {}
-                }
-            }
-        });
-        // Recharges whose outcome came late: the follow-ups are in the store, so a restart loses none,
-        // and each is checked by one instance.
-        let (service, stop) = (self.service.clone(), stopped(&self.stop));
-        tasks.spawn(async move {
-            tokio::pin!(stop);
-            let every = service.recargas().poll_every();
-            loop {
-                let checked = service.followups().run_due_followups().await;
-                if checked > 0 {
-                    tracing::info!(checked, "recharge follow-ups checked");
-                }
-                tokio::select! {
-                    () = &mut stop => return,
-                    () = tokio::time::sleep(every) => {}
-                }
-            }
-        });
-        // Stretches of conversations that went quiet or ended: their outcomes, the satisfaction question.
-        let (service, stop) = (self.service.clone(), stopped(&self.stop));
-        tasks.spawn(async move {
-            tokio::pin!(stop);
-            let every = service.resultados().every();
-            loop {
-                let closed = service.outcomes().close_stretches().await;
-                if closed > 0 {
-                    tracing::info!(closed, "conversation outcomes recorded");
-                }
-                tokio::select! {
-                    () = &mut stop => return,
-                    () = tokio::time::sleep(every) => {}
-                }
-            }
-        });
-        tasks.spawn(crate::retention::run(
-            self.service.stores().keeping.clone(),
-            self.retention,
-            self.stop.subscribe(),
-        ));
+        for job in periodic_jobs(&self.service, &self.batches, self.retention, &self.stop) {
+            tasks.spawn(job);
+        }
         if self.refresh_gauges {
-            let (metrics, service, stop) = (
-                self.state.metrics.clone(),
-                self.service.clone(),
-                stopped(&self.stop),
-            );
-            tasks.spawn(async move {
-                tokio::pin!(stop);
-                loop {
-                    metrics.refresh_outbox(&service).await;
-                    tokio::select! {
-                        () = &mut stop => return,
-                        () = tokio::time::sleep(GAUGES_EVERY) => {}
-                    }
-                }
-            });
+            let (metrics, service) = (self.state.metrics.clone(), self.service.clone());
+            let refresh = async move || metrics.refresh_outbox(&service).await;
+            tasks.spawn(every(GAUGES_EVERY, stopped(&self.stop), refresh));
         }
         let stop = self.stop.clone();
         let served = crate::http::serve(listener, self.state, async move {
@@ -284,6 +192,78 @@ impl Server {
         drop(self.simulator);
         Ok(served?)
     }
+}
+
+/// A future that resolves when `stop` says so.
+fn stopped(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = stop.subscribe();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// The systems checked as `vt-agent systems check` checks them: logged, never fatal (a system down at
+/// start may be up by the first turn).
+async fn check_systems(systems: VtSystems) {
+    for check in systems.check(vt_actions::systems::CHECK_CARD).await {
+        if check.ok {
+            tracing::info!(system = check.system, "{}", check.line());
+        } else {
+            tracing::warn!(system = check.system, "{}", check.line());
+        }
+    }
+}
+
+type Job = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// `serve`'s own periodic work, one entry each, until `stop`. What each pass looks for is in the store
+/// (a due time, a follow-up, a lease), so a restart loses none, and each item is taken by one instance.
+fn periodic_jobs(
+    service: &Arc<Services>,
+    batches: &Arc<Background>,
+    retention: crate::retention::RetentionConfig,
+    stop: &watch::Sender<bool>,
+) -> Vec<Job> {
+    let (s1, s2, s3) = (service.clone(), service.clone(), service.clone());
+    let (batches, keeping) = (batches.clone(), service.stores().keeping.clone());
+    vec![
+        // Batch jobs a stop interrupted go on, and every instance joins the jobs the others run.
+        Box::pin(every(BATCHES_EVERY, stopped(stop), async move || {
+            log_count(batches.join().await, "batch jobs joined");
+        })),
+        // Cases nobody claimed in time.
+        Box::pin(every(CASE_NOTICES_EVERY, stopped(stop), async move || {
+            log_count(
+                s1.cases().send_due_case_notices().await,
+                "unclaimed-case notices sent",
+            );
+        })),
+        // Recharges whose outcome came late.
+        Box::pin(every(
+            service.recargas().poll_every(),
+            stopped(stop),
+            async move || {
+                log_count(
+                    s2.followups().run_due_followups().await,
+                    "recharge follow-ups checked",
+                );
+            },
+        )),
+        // Stretches of conversations that went quiet or ended: their outcomes, the satisfaction question.
+        Box::pin(every(
+            service.resultados().every(),
+            stopped(stop),
+            async move || {
+                log_count(
+                    s3.outcomes().close_stretches().await,
+                    "conversation outcomes recorded",
+                );
+            },
+        )),
+        Box::pin(every(crate::retention::EVERY, stopped(stop), async move || {
+            crate::retention::pass(keeping.as_ref(), &retention).await;
+        })),
+    ]
 }
 
 /// How often open charges are read back: `[pix]`'s and `[cartao]`'s `varredura_segundos`, or their defaults.

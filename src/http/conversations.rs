@@ -14,7 +14,7 @@ use super::json::ApiJson;
 use super::state::AppState;
 use crate::engine::Participant;
 use crate::llm::ChatMessage;
-use crate::service::{Delivery, Inbound};
+use crate::service::Inbound;
 
 /// The channel name HTTP conversations are recorded under.
 const CHANNEL: &str = "http";
@@ -232,15 +232,7 @@ pub(super) async fn message(
         tenant_id: Some(caller.tenant),
         user: participant(Some(&body.user)),
         text: body.text,
-        channel_message_id: None,
-        delivery: Delivery::Inline,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     };
     let service = state.service.clone();
     let started = std::time::Instant::now();

@@ -261,19 +261,12 @@ fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: boo
             channel: conv.channel.clone(),
         },
         text,
-        channel_message_id: None,
         delivery: if sends_itself {
             super::Delivery::Outbox
         } else {
             super::Delivery::Inline
         },
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     }
 }
 

@@ -1148,13 +1148,8 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
         text: m.text.clone(),
         channel_message_id: Some(m.channel_message_id.clone()),
         delivery: Delivery::Outbox,
-        unsupported: None,
         media: m.media.clone(),
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     }
 }
 

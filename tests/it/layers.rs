@@ -30,7 +30,7 @@ const FLOORS: &[&[&str]] = &[
     &["store"],
     &["engine"],
     &["telemetry"],
-    &["llm", "ocr", "costs"],
+    &["llm", "ocr", "costs", "periodic"],
 ];
 
 fn floor_of(module: &str) -> usize {

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::cases::CaseCommand;
 use super::{CHANNEL, MattermostState};
 use crate::engine::Participant;
-use crate::service::{Delivery, Inbound, NotWaiting, ServiceError, Tap};
+use crate::service::{Inbound, NotWaiting, ServiceError, Tap};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Click {
@@ -67,22 +67,15 @@ pub(super) async fn click(State(state): State<MattermostState>, Json(click): Jso
     let msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(c.conversa.clone()),
-        tenant_id: None,
         user: Participant {
             user_id: click.user_id.clone(),
             user_login: click.user_name.clone().unwrap_or_else(|| click.user_id.clone()),
             channel: CHANNEL.into(),
         },
         text: String::new(),
-        channel_message_id: None,
-        delivery: Delivery::Inline,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
         pick,
         tap,
-        contact_seen_at: None,
+        ..Default::default()
     };
     match state.service.messages().handle(msg).await {
         // The post loses its buttons: a second click has nothing to press.

@@ -263,13 +263,8 @@ impl Bot {
             text: strip_mention(&post.message),
             channel_message_id: Some(post.id.clone()),
             delivery: Delivery::Outbox,
-            unsupported: None,
-            media: None,
-            joined_from: None,
             thread,
-            tap: None,
-            pick: None,
-            contact_seen_at: None,
+            ..Default::default()
         };
         let typing_at = (post.channel_id.clone(), msg.thread.clone().unwrap_or_default());
         match self.service.messages().receive(&msg).await {

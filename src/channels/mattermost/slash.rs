@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::{CHANNEL, MattermostState, audit, conversation_id};
 use crate::channels::same_secret;
 use crate::engine::Participant;
-use crate::service::{Delivery, Handled, Inbound};
+use crate::service::{Handled, Inbound};
 
 /// Mattermost waits 3 s for the answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(2_500);
@@ -75,15 +75,7 @@ pub(super) async fn command(
             channel: CHANNEL.into(),
         },
         text: text.clone(),
-        channel_message_id: None,
-        delivery: Delivery::Inline,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     };
     let mut work = {
         let state = state.clone();

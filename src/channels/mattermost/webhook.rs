@@ -12,7 +12,7 @@ use serde_json::json;
 use super::{CHANNEL, MattermostState, conversation_id};
 use crate::channels::same_secret;
 use crate::engine::Participant;
-use crate::service::{Delivery, Inbound};
+use crate::service::Inbound;
 
 /// Form-encoded or JSON, as the hook was created.
 #[derive(Debug, Default, Deserialize)]
@@ -69,14 +69,7 @@ pub(super) async fn outgoing(
         text,
         // The post's id: a retried delivery of the same post is not processed twice.
         channel_message_id: (!hook.post_id.is_empty()).then(|| hook.post_id.clone()),
-        delivery: Delivery::Inline,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     };
     match state.service.messages().handle(msg).await {
         Ok(h) if h.duplicate => StatusCode::OK.into_response(),

@@ -119,14 +119,9 @@ pub(super) async fn sweep(
     every: Duration,
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 ) {
-    let mut stop = stop;
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
-        }
-        // Outside the select: a stop waits for the pass under way, never cuts a credit short.
+    // A stop waits for the pass under way, never cuts a credit short.
+    crate::periodic::every(every, stop, async move || {
         service.payments().sweep().await;
-    }
+    })
+    .await;
 }

@@ -296,13 +296,8 @@ fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbo
         text: String::new(),
         channel_message_id: Some(m.id.clone()),
         delivery: Delivery::Outbox,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
         contact_seen_at: Some(wrote_at(m)),
+        ..Default::default()
     };
     let tapped = m
         .interactive

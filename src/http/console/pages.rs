@@ -20,7 +20,7 @@ use crate::http::config::Role;
 use crate::http::state::AppState;
 use crate::llm::ChatMessage;
 use crate::service::CaseFigures;
-use crate::service::{Delivery, Inbound};
+use crate::service::Inbound;
 use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
 /// The channel of the console's own conversations (its lookups).
@@ -299,15 +299,7 @@ pub(super) async fn lookup(
             channel: CHANNEL.into(),
         },
         text: text.clone(),
-        channel_message_id: None,
-        delivery: Delivery::Inline,
-        unsupported: None,
-        media: None,
-        joined_from: None,
-        thread: None,
-        tap: None,
-        pick: None,
-        contact_seen_at: None,
+        ..Default::default()
     };
     // The turn runs in a task of its own, within the API's bound of turns in flight and its request
     // time: a browser that goes away, or a slow answer, does not cut it in half.
