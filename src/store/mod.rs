@@ -474,32 +474,6 @@ pub(crate) const ROWS_PER_INSERT: usize = 500;
 /// a group's runs go in one query there).
 pub(crate) const RUNS_PER_QUERY: usize = 40;
 
-/// `head VALUES (…), (…) tail` for `rows`, [`ROWS_PER_INSERT`] to a statement, on either backend: every
-/// statement is a round trip (to sqlx's SQLite worker thread, or over the network to PostgreSQL), and a
-/// turn or a batch group writes many rows of a kind. Not kept in the statement cache (each row count
-/// is another text).
-pub(crate) async fn insert_rows<DB, T>(
-    conn: &mut DB::Connection,
-    head: &str,
-    rows: &[T],
-    tail: &str,
-    mut bind: impl FnMut(&mut sqlx::query_builder::Separated<'_, DB, &'static str>, &T),
-) -> Result<(), StoreError>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    StoreError: From<sqlx::Error>,
-{
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut q = sqlx::QueryBuilder::<DB>::new(head);
-        q.push_values(chunk, |mut b, row| bind(&mut b, row));
-        q.push(tail);
-        q.build().persistent(false).execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
 /// What the process opening the store will do with it, which decides how many connections it opens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Usage {

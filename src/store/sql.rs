@@ -5,6 +5,7 @@
 //! both are implemented once, over [`Sql`], in this module's children; what truly differs (a turn's
 //! writes, outbox claims, locks, erasure) stays in `sqlite/` and `postgres/`.
 
+mod batches;
 pub(crate) mod cases;
 pub(crate) mod contacts;
 mod flows;
@@ -167,6 +168,9 @@ pub(crate) trait Sql: Send + Sync {
 
     async fn read_all(&self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
     async fn read_one(&self, s: Stmt) -> Result<Option<Self::Row>, StoreError>;
+    /// A read that sees every write acknowledged so far (SQLite's readers may still hold an older
+    /// snapshot: it runs on the writing connection).
+    async fn read_fresh(&self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
     /// A write; the rows it changed.
     async fn write(&self, s: Stmt) -> Result<u64, StoreError>;
     /// A write that returns rows (`RETURNING …`).
@@ -190,6 +194,9 @@ pub(crate) trait Tx: Send {
     type Row: Columns + Send + Sync;
 
     async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError>;
+    /// `statements` as one query ([`super::writes::Writes`]): one round trip for all. The caller keeps
+    /// their values under PostgreSQL's 65,535 a query.
+    async fn execute_joined(&mut self, statements: Vec<Stmt>) -> Result<(), StoreError>;
     async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<Self::Row>, StoreError>;
     async fn fetch_optional(&mut self, s: Stmt) -> Result<Option<Self::Row>, StoreError> {
         Ok(self.fetch_all(s).await?.into_iter().next())

@@ -4,7 +4,6 @@
 
 mod conversations;
 mod recharges;
-mod batches;
 mod keeping;
 
 use std::str::FromStr;
@@ -25,11 +24,11 @@ use super::rows::{self, Both, Columns};
 use super::sql::{Stmt, pg_query};
 use super::writes::Writes;
 use super::{
-    BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery, FlowRunRecord,
-    LocalLocks, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord,
+    ConversationContext, ConversationListing, ConversationQuery, FlowRunRecord, LocalLocks,
+    RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord,
     UnprocessedMessage, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, RUNS_PER_QUERY, Sent, insert_rows};
+use super::{Existing, NewFollowUp, RUNS_PER_QUERY, Sent};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 
@@ -262,6 +261,9 @@ impl super::sql::Sql for PgStore {
     async fn read_one(&self, s: Stmt) -> Result<Option<PgRow>, StoreError> {
         Ok(pg_query(s).fetch_optional(&self.pool).await?)
     }
+    async fn read_fresh(&self, s: Stmt) -> Result<Vec<PgRow>, StoreError> {
+        Ok(pg_query(s).fetch_all(&self.pool).await?)
+    }
     async fn write(&self, s: Stmt) -> Result<u64, StoreError> {
         Ok(pg_query(s).execute(&self.pool).await?.rows_affected())
     }
@@ -279,6 +281,13 @@ impl super::sql::Tx for Transaction<'static, Postgres> {
 
     async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError> {
         Ok(pg_query(s).execute(&mut **self).await?.rows_affected())
+    }
+    async fn execute_joined(&mut self, statements: Vec<Stmt>) -> Result<(), StoreError> {
+        let mut writes = Writes::<Postgres>::new();
+        for s in statements {
+            writes.push(s);
+        }
+        writes.execute(&mut **self).await
     }
     async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<PgRow>, StoreError> {
         Ok(pg_query(s).fetch_all(&mut **self).await?)

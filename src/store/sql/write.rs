@@ -13,7 +13,7 @@ use crate::store::{
 };
 
 /// `v` as JSON, sealed.
-fn sealed<T: Serialize + ?Sized>(v: &T) -> Result<Arg, StoreError> {
+pub(crate) fn sealed<T: Serialize + ?Sized>(v: &T) -> Result<Arg, StoreError> {
     Ok(Arg::Sealed(Some(seal::seal(&vt_actions::json::to_text(v)?))))
 }
 

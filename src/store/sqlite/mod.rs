@@ -5,7 +5,6 @@ mod attempts;
 mod group;
 mod conversations;
 mod recharges;
-mod batches;
 mod keeping;
 
 use std::str::FromStr;
@@ -28,11 +27,10 @@ use super::rows::{self, Both, Columns};
 use super::sql::{Stmt, sqlite_query};
 use super::writes::Writes;
 use super::{
-    BatchJob, BatchLine, ConversationContext, ConversationListing, ConversationQuery, FlowRunRecord,
-    LocalLocks, RechargeAttemptRecord, Store, StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord,
-    UnprocessedMessage, role,
+    ConversationContext, ConversationListing, ConversationQuery, LocalLocks, RechargeAttemptRecord, Store,
+    StoreError, StoredMessage, TaskRun, TurnLock, TurnRecord, UnprocessedMessage, role,
 };
-use super::{Existing, LineStatus, NewFollowUp, Sent, Usage, insert_rows};
+use super::{Existing, NewFollowUp, Sent, Usage};
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;
 use attempts::{Attempts, Write};
@@ -329,20 +327,6 @@ impl SqliteStore {
         sqlite_query(super::sql::write::context(c)?).execute(conn).await?;
         Ok(())
     }
-
-    /// Inserts the runs, or completes the rows [`crate::store::FlowStore::begin_flow_run`] left, with their stages —
-    /// all in one query, one hop (a batch group's runs have thousands of stages).
-    async fn insert_flow_runs(
-        tx: &mut Transaction<'static, Sqlite>,
-        runs: &[FlowRunRecord],
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        let mut writes = Writes::<Sqlite>::new();
-        for s in super::sql::write::flow_runs(runs, now)? {
-            writes.push(s);
-        }
-        writes.execute(&mut **tx).await
-    }
 }
 
 impl Columns for SqliteRow {
@@ -454,6 +438,9 @@ impl super::sql::Sql for SqliteStore {
     async fn read_one(&self, s: Stmt) -> Result<Option<SqliteRow>, StoreError> {
         Ok(sqlite_query(s).fetch_optional(&self.pool).await?)
     }
+    async fn read_fresh(&self, s: Stmt) -> Result<Vec<SqliteRow>, StoreError> {
+        Ok(sqlite_query(s).fetch_all(&self.writer).await?)
+    }
     async fn write(&self, s: Stmt) -> Result<u64, StoreError> {
         Ok(sqlite_query(s).execute(&self.writer).await?.rows_affected())
     }
@@ -471,6 +458,13 @@ impl super::sql::Tx for Transaction<'static, Sqlite> {
 
     async fn execute(&mut self, s: Stmt) -> Result<u64, StoreError> {
         Ok(sqlite_query(s).execute(&mut **self).await?.rows_affected())
+    }
+    async fn execute_joined(&mut self, statements: Vec<Stmt>) -> Result<(), StoreError> {
+        let mut writes = Writes::<Sqlite>::new();
+        for s in statements {
+            writes.push(s);
+        }
+        writes.execute(&mut **self).await
     }
     async fn fetch_all(&mut self, s: Stmt) -> Result<Vec<SqliteRow>, StoreError> {
         Ok(sqlite_query(s).fetch_all(&mut **self).await?)
