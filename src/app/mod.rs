@@ -159,13 +159,28 @@ async fn service_paying(
     config: &Config,
     engine: Arc<Engine>,
     store: Arc<dyn crate::store::Store>,
-    (pix, card): (
+    payments: (
         Option<crate::service::PixSetup>,
         Option<crate::service::CardSetup>,
     ),
 ) -> anyhow::Result<Services> {
+    let setup = services_config(config, &engine, store.as_ref(), payments).await?;
+    Ok(Services::new(engine, store, setup))
+}
+
+/// What the service is set up with, from `config`: the router (its intents synced into the store),
+/// the ways of hearing media, the payment providers, the channels' rules and every setting.
+pub async fn services_config(
+    config: &Config,
+    engine: &Engine,
+    store: &dyn crate::store::Store,
+    (pix, card): (
+        Option<crate::service::PixSetup>,
+        Option<crate::service::CardSetup>,
+    ),
+) -> anyhow::Result<crate::service::ServicesConfig> {
     let defaults = crate::router::intents::load_file(&config.intents_file())?;
-    let intents = crate::router::intents::sync(store.as_ref(), &defaults)
+    let intents = crate::router::intents::sync(store, &defaults)
         .await
         .context("carregando as intenções")?;
     let faq = engine
@@ -178,36 +193,38 @@ async fn service_paying(
         .map(crate::llm::Transcriber::new)
         .transpose()
         .context("a transcrição ([transcricao])")?;
-    let reader = crate::ocr::Tesseract::find(&config.fotos)
-        .await
-        .map(|t| Arc::new(t) as Arc<dyn crate::ocr::PhotoReader>);
-    let mut services = Services::new(engine, store)
-        .with_transcriber(transcriber)
-        .with_photo_reader(reader, config.fotos.max_bytes());
-    if let Some(pix) = pix {
-        services = services.with_pix(pix);
-    }
-    if let Some(card) = card {
-        services = services.with_card(card);
-    }
-    // A tenant with a webhook gets its HTTP conversations' late messages pushed (`serve`'s worker).
-    for webhook in &config.http.webhooks {
-        services = services.with_pushed(crate::http::webhooks::CHANNEL, &webhook.tenant);
-    }
-    Ok(services
-        // A channel's rules (its window, native orders) are the channel's; the service asks them.
-        .with_channels(channel_book())
-        .with_router(router)
-        .with_config(config.service)
-        .with_handoff(crate::service::HandoffConfig {
+    let photos = crate::ocr::Tesseract::find(&config.fotos).await.map(|t| {
+        (
+            Arc::new(t) as Arc<dyn crate::ocr::PhotoReader>,
+            config.fotos.max_bytes(),
+        )
+    });
+    Ok(crate::service::ServicesConfig {
+        service: config.service,
+        router: Some(router),
+        handoff: crate::service::HandoffConfig {
             // The board is the channel's, and the channel serves `[vt] tenant_id`.
             board_tenant: config.vt.tenant_id.clone(),
             ..config.handoff.clone()
-        })
-        .with_recargas(config.recargas.clone())
-        .with_costs(config.custos.clone())
-        .with_budgets(&config.orcamentos)
-        .with_resultados(config.resultados.clone()))
+        },
+        recargas: config.recargas.clone(),
+        costs: config.custos.clone(),
+        budgets: config.orcamentos.clone(),
+        resultados: config.resultados.clone(),
+        pix,
+        card,
+        // A channel's rules (its window, native orders) are the channel's; the service asks them.
+        channels: channel_book(),
+        // A tenant with a webhook gets its HTTP conversations' late messages pushed (`serve`'s worker).
+        pushed: config
+            .http
+            .webhooks
+            .iter()
+            .map(|w| (crate::http::webhooks::CHANNEL.to_owned(), w.tenant.clone()))
+            .collect(),
+        transcriber,
+        photos,
+    })
 }
 
 /// The configured store, opened for what this process does with it (`usage`), with

@@ -96,7 +96,7 @@ pub(super) struct Budgets {
 }
 
 impl Budgets {
-    fn new(budgets: &[Orcamento]) -> Self {
+    pub(super) fn new(budgets: &[Orcamento]) -> Self {
         Self {
             limits: budgets.iter().map(|b| (b.tenant.clone(), b.mensal_brl)).collect(),
             months: Mutex::default(),
@@ -109,12 +109,6 @@ impl Budgets {
 }
 
 impl Services {
-    /// With `[[orcamentos]]`: each tenant's model calls stop when its month's budget is spent.
-    pub fn with_budgets(mut self, budgets: &[Orcamento]) -> Self {
-        self.budgets = Budgets::new(budgets);
-        self
-    }
-
     /// Where `tenant` stands this month.
     pub async fn standing(&self, tenant: &str) -> Standing {
         let Some(limit) = self.budgets.limits.get(tenant).copied() else {

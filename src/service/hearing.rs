@@ -63,6 +63,14 @@ struct Reader {
 }
 
 impl Hearing {
+    pub(super) fn new(transcriber: Option<Transcriber>, photos: Option<(Arc<dyn PhotoReader>, u64)>) -> Self {
+        Self {
+            transcriber,
+            reader: photos.map(|(read, max_bytes)| Reader { read, max_bytes }),
+            sources: RwLock::default(),
+        }
+    }
+
     fn source(&self, channel: &str) -> Option<Arc<dyn MediaSource>> {
         self.sources
             .read()
@@ -128,12 +136,6 @@ pub(super) struct Listened {
 }
 
 impl Services {
-    /// With voice notes transcribed by `transcriber` (`[transcricao]`).
-    pub fn with_transcriber(mut self, transcriber: Option<Transcriber>) -> Self {
-        self.hearing.transcriber = transcriber;
-        self
-    }
-
     /// Media of `channel`'s messages is fetched from `source` (a channel registers itself when built).
     pub fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
         self.hearing
@@ -151,13 +153,6 @@ impl Services {
     /// Whether voice notes are heard here (`[transcricao]` is set).
     pub fn hears_voice(&self) -> bool {
         self.hearing.transcriber.is_some()
-    }
-
-    /// With card photos read by `reader`, of at most `max_bytes` each (`[fotos]`; `None`: photos get
-    /// the text-only answer).
-    pub fn with_photo_reader(mut self, reader: Option<Arc<dyn PhotoReader>>, max_bytes: u64) -> Self {
-        self.hearing.reader = reader.map(|read| Reader { read, max_bytes });
-        self
     }
 
     /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).

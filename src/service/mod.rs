@@ -313,6 +313,40 @@ impl Default for ServiceConfig {
     }
 }
 
+/// Everything the service is set up with, filled once by `app` from the configuration (and by a test
+/// with what it needs): one value, in place of a builder a setting.
+#[derive(Default)]
+pub struct ServicesConfig {
+    /// `[service]`: how a turn's commit is retried.
+    pub service: ServiceConfig,
+    /// Routes the chat agent's messages before any model (zero tokens, or a micro call).
+    pub router: Option<Router>,
+    /// `[handoff]`: the rules for cases.
+    pub handoff: HandoffConfig,
+    /// `[recargas]`: how recharges whose outcome came late are followed up.
+    pub recargas: crate::store::RecargasConfig,
+    /// `[custos]`: the prices turns and paid messages are costed at.
+    pub costs: crate::costs::CustosConfig,
+    /// `[[orcamentos]]`: each tenant's model calls stop when its month's budget is spent.
+    pub budgets: Vec<Orcamento>,
+    /// `[resultados]`: when a stretch is over, and the satisfaction question.
+    pub resultados: ResultadosConfig,
+    /// The payment provider, when chat recharges are paid by Pix ([`Payments`]).
+    pub pix: Option<payments::PixSetup>,
+    /// The card provider, when chat recharges are paid by card on its hosted checkout.
+    pub card: Option<payments::CardSetup>,
+    /// Each channel's rules ([`ChannelRules`]), declared by the channels.
+    pub channels: ChannelBook,
+    /// `(channel, tenant)` whose late messages a worker pushes although the channel's people read
+    /// replies in the conversation (a tenant's HTTP webhook).
+    pub pushed: std::collections::HashSet<(String, String)>,
+    /// Voice notes transcribed by this (`[transcricao]`; none: the text-only answer).
+    pub transcriber: Option<crate::llm::Transcriber>,
+    /// Card photos read by this, of at most so many bytes each (`[fotos]`; none: the text-only
+    /// answer).
+    pub photos: Option<(Arc<dyn crate::ocr::PhotoReader>, u64)>,
+}
+
 pub struct Services {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
@@ -355,25 +389,40 @@ pub struct Said {
 }
 
 impl Services {
-    pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>) -> Self {
+    pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>, config: ServicesConfig) -> Self {
+        let ServicesConfig {
+            service,
+            router,
+            handoff,
+            recargas,
+            costs,
+            budgets,
+            resultados,
+            pix,
+            card,
+            channels,
+            pushed,
+            transcriber,
+            photos,
+        } = config;
         Self {
             engine,
             stores: crate::store::Stores::of(&store),
             turns: tokio_util::task::TaskTracker::new(),
             store,
-            router: None,
+            router,
             inbox: inbox::Inbox::default(),
-            config: ServiceConfig::default(),
-            handoff: HandoffConfig::default(),
-            recargas: crate::store::RecargasConfig::default(),
-            pix: None,
-            card: None,
-            pushed: std::collections::HashSet::new(),
-            channels: ChannelBook::default(),
-            hearing: hearing::Hearing::default(),
-            costs: crate::costs::CustosConfig::default(),
-            budgets: budgets::Budgets::default(),
-            resultados: ResultadosConfig::default(),
+            config: service,
+            handoff,
+            recargas,
+            pix,
+            card,
+            pushed,
+            channels,
+            hearing: hearing::Hearing::new(transcriber, photos),
+            costs,
+            budgets: budgets::Budgets::new(&budgets),
+            resultados,
             said: tokio::sync::broadcast::channel(64).0,
         }
     }
@@ -396,30 +445,13 @@ impl Services {
         Some(pix.config.chave.as_str())
     }
 
-    /// With a payment provider: chat recharges paid by Pix ([`Payments`]).
-    /// Late messages of `tenant`'s conversations on `channel` go out through the outbox (a worker
-    /// pushes them), though the channel's people read replies in the conversation.
-    #[must_use]
-    pub fn with_pushed(mut self, channel: &str, tenant: &str) -> Self {
-        self.pushed.insert((channel.to_owned(), tenant.to_owned()));
-        self
-    }
-
-    /// The channels' rules ([`ChannelRules`]): what this process says late in a windowed channel
-    /// carries its template, its people's consent words are recorded, its charges shown natively.
-    #[must_use]
-    pub fn with_channels(mut self, channels: ChannelBook) -> Self {
-        self.channels = channels;
-        self
-    }
-
     /// The rules of `channel` (a conversation's).
     pub(crate) fn channel(&self, channel: &str) -> &ChannelRules {
         self.channels.of(channel)
     }
 
     /// Whether what is said late in `conv` is sent by a worker: its channel sends on its own, or is
-    /// read in the conversation but the tenant has its late messages pushed ([`Self::with_pushed`]).
+    /// read in the conversation but the tenant has its late messages pushed ([`ServicesConfig::pushed`]).
     pub(crate) fn sends_late(&self, conv: &crate::engine::Conversation) -> bool {
         !self.channel(&conv.channel).read_in_conversation
             || self
@@ -432,30 +464,6 @@ impl Services {
         self.card.is_some()
     }
 
-    /// Takes card payments through `card`'s hosted checkout.
-    #[must_use]
-    pub fn with_card(mut self, card: payments::CardSetup) -> Self {
-        self.card = Some(card);
-        self
-    }
-
-    pub fn with_pix(mut self, pix: payments::PixSetup) -> Self {
-        self.pix = Some(pix);
-        self
-    }
-
-    /// With `[custos]`: each turn's cost in reais at these prices.
-    pub fn with_costs(mut self, costs: crate::costs::CustosConfig) -> Self {
-        self.costs = costs;
-        self
-    }
-
-    /// With `[resultados]`: when a stretch is over, and the satisfaction question.
-    pub fn with_resultados(mut self, resultados: ResultadosConfig) -> Self {
-        self.resultados = resultados;
-        self
-    }
-
     /// `[resultados]`, as this service keeps it.
     pub fn resultados(&self) -> &ResultadosConfig {
         &self.resultados
@@ -466,33 +474,9 @@ impl Services {
         &self.costs
     }
 
-    /// With `[recargas]`: how recharges whose outcome came late are followed up.
-    pub fn with_recargas(mut self, recargas: crate::store::RecargasConfig) -> Self {
-        self.recargas = recargas;
-        self
-    }
-
     /// `[recargas]` as this service follows recharges up.
     pub fn recargas(&self) -> &crate::store::RecargasConfig {
         &self.recargas
-    }
-
-    /// With `handoff`'s rules for cases in place of the defaults.
-    pub fn with_handoff(mut self, handoff: HandoffConfig) -> Self {
-        self.handoff = handoff;
-        self
-    }
-
-    /// With `config` in place of the defaults.
-    pub fn with_config(mut self, config: ServiceConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Routes the router's agent's messages before any model.
-    pub(crate) fn with_router(mut self, router: Router) -> Self {
-        self.router = Some(router);
-        self
     }
 
     pub fn engine(&self) -> &Engine {

@@ -302,6 +302,7 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
     let again = vt_agent::service::Services::new(
         std::sync::Arc::new(crate::support::test_engine(None, crate::support::fast_config())),
         h.store.clone(),
+        vt_agent::service::ServicesConfig::default(),
     );
     assert_eq!(again.cases().send_due_case_notices().await, 0);
 }

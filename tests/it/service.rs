@@ -18,7 +18,7 @@ use vt_agent::engine::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
 };
 use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
-use vt_agent::service::{Inbound, ServiceError, Services};
+use vt_agent::service::{Inbound, ServiceError, Services, ServicesConfig};
 use vt_agent::store::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
@@ -136,7 +136,11 @@ async fn a_turn_is_stored_whole() {
         Scripted::text("feito"),
     ]));
     let store = memory_store().await;
-    let service = Services::new(engine(llm, Extensions::default()), store.clone());
+    let service = Services::new(
+        engine(llm, Extensions::default()),
+        store.clone(),
+        ServicesConfig::default(),
+    );
     let handled = service
         .messages()
         .handle(msg(Some("c1"), "faça"))
@@ -185,7 +189,11 @@ async fn a_conversation_resumes_after_a_restart() {
             Scripted::text("primeira"),
         ]));
         let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
-        let service = Services::new(engine(llm, Extensions::default()), store);
+        let service = Services::new(
+            engine(llm, Extensions::default()),
+            store,
+            ServicesConfig::default(),
+        );
         service
             .messages()
             .handle(msg(Some("c-resume"), "um"))
@@ -194,7 +202,11 @@ async fn a_conversation_resumes_after_a_restart() {
     }
     let llm = Arc::new(ScriptedProvider::new([Scripted::text("segunda")]));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("reopen"));
-    let service = Services::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let service = Services::new(
+        engine(llm.clone(), Extensions::default()),
+        store.clone(),
+        ServicesConfig::default(),
+    );
     let handled = service
         .messages()
         .handle(msg(Some("c-resume"), "dois"))
@@ -230,6 +242,7 @@ async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
     let service = Arc::new(Services::new(
         engine(llm.clone(), Extensions::default()),
         store.clone(),
+        ServicesConfig::default(),
     ));
     let running = {
         let service = service.clone();
@@ -273,6 +286,7 @@ async fn turns_of_one_conversation_never_overlap() {
     let service = Arc::new(Services::new(
         engine(llm, Extensions::default().with(timeline.clone())),
         memory_store().await,
+        ServicesConfig::default(),
     ));
     let (s1, s2) = (service.clone(), service.clone());
     let (a, b) = tokio::join!(
@@ -294,7 +308,11 @@ async fn turns_of_one_conversation_never_overlap() {
 async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = Services::new(engine(llm.clone(), Extensions::default()), store.clone());
+    let service = Services::new(
+        engine(llm.clone(), Extensions::default()),
+        store.clone(),
+        ServicesConfig::default(),
+    );
     let long = "a".repeat(6_000);
     let handled = service
         .messages()
@@ -320,7 +338,11 @@ async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() 
 async fn an_unknown_agent_writes_nothing() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = Services::new(engine(llm, Extensions::default()), store.clone());
+    let service = Services::new(
+        engine(llm, Extensions::default()),
+        store.clone(),
+        ServicesConfig::default(),
+    );
     let mut m = msg(Some("c-x"), "oi");
     m.agent_id = "inexistente".into();
     let err = service.messages().handle(m).await.expect_err("unknown agent");
@@ -994,7 +1016,11 @@ async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told()
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = Services::new(engine(llm.clone(), Extensions::default()), flaky);
+    let service = Services::new(
+        engine(llm.clone(), Extensions::default()),
+        flaky,
+        ServicesConfig::default(),
+    );
     let err = service
         .messages()
         .handle(msg(Some("c-flaky"), "recarrega"))
@@ -1023,8 +1049,11 @@ async fn a_turn_that_cannot_be_stored_is_retried_and_reported() {
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = Services::new(engine(llm, Extensions::default()), flaky.clone())
-        .with_config(crate::support::fast_service());
+    let setup = ServicesConfig {
+        service: crate::support::fast_service(),
+        ..Default::default()
+    };
+    let service = Services::new(engine(llm, Extensions::default()), flaky.clone(), setup);
     let handled = service
         .messages()
         .handle(msg(Some("c-turnfail"), "oi"))
@@ -1048,7 +1077,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
     let engine = Arc::new(h.engine);
-    let service = Services::new(engine, store.clone());
+    let service = Services::new(engine, store.clone(), ServicesConfig::default());
     let vt_agent::service::FlowRan { output, persisted, .. } = service
         .flows().run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
         .await
@@ -1138,7 +1167,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
 async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
-    let service = Services::new(Arc::new(h.engine), store.clone());
+    let service = Services::new(Arc::new(h.engine), store.clone(), ServicesConfig::default());
     let input = include_str!("../../examples/recarga-saldo-baixo.json");
     // Traced, each span adds its input and output as text: counted here untraced, as it runs by
     // default (another test may have installed a global subscriber).

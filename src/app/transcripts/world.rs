@@ -209,9 +209,9 @@ impl World {
         let model = model(t, path, options)?;
         let heard = Heard::default();
         let hearing = transcription(heard.clone()).await?;
-        let (service, store) = product(setup, options, (&clock, &running, &hearing), &model).await?;
         let seen = Heard::default();
-        let service = service.with_photo_reader(Some(Arc::new(Photos(seen.clone()))), 5 * 1024 * 1024);
+        let photos = Arc::new(Photos(seen.clone()));
+        let (service, store) = product(setup, options, (&clock, &running, &hearing, photos), &model).await?;
         service.hear_from(&setup.channel, Arc::new(Recordings));
         let world = Self {
             clock,
@@ -524,7 +524,7 @@ fn model(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Model, Mis
 async fn product(
     setup: &Setup,
     options: &RunOptions,
-    (clock, running, hearing): (&ManualClock, &RunningSimulator, &str),
+    (clock, running, hearing, photos): (&ManualClock, &RunningSimulator, &str, Arc<Photos>),
     model: &Model,
 ) -> Result<(Services, Arc<dyn Store>), Mismatch> {
     let systems = SystemsConfig {
@@ -575,8 +575,14 @@ async fn product(
         Some(store.clone()),
         crate::store::RecargasConfig::default(),
     );
-    let service = crate::app::service(&config, engine, store.clone())
+    let payments = (
+        crate::app::pix_setup(&config).map_err(|e| setup_error("pix", format!("{e:#}")))?,
+        crate::app::card_setup(&config).map_err(|e| setup_error("cartao", format!("{e:#}")))?,
+    );
+    let mut setup = crate::app::services_config(&config, &engine, store.as_ref(), payments)
         .await
         .map_err(|e| setup_error("service", format!("{e:#}")))?;
-    Ok((service, store))
+    // Photos are read by the world's fake, which says what it saw.
+    setup.photos = Some((photos, 5 * 1024 * 1024));
+    Ok((Services::new(engine, store.clone(), setup), store))
 }
