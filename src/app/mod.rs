@@ -123,20 +123,27 @@ pub fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSe
 pub const TERMINAL: &str = "terminal";
 
 /// Every channel's rules, for the service ([`crate::service::ChannelRules`]): the one place a channel
-/// is named to it. Channels with no rule of their own (Mattermost, the console) are not listed.
+/// is named to it, in the order the console lists them.
 pub fn channel_book() -> crate::service::ChannelBook {
     use crate::service::ChannelRules;
+    let read_here = |label| ChannelRules {
+        label,
+        ..ChannelRules::read_in_conversation()
+    };
+    let sends_itself = |label| ChannelRules {
+        label,
+        ..ChannelRules::default()
+    };
     crate::service::ChannelBook::new([
+        (TERMINAL, read_here("Terminal")),
+        (crate::http::webhooks::CHANNEL, read_here("HTTP")),
+        (crate::channels::mattermost::CHANNEL, sends_itself("Mattermost")),
         (
             crate::channels::whatsapp::CHANNEL,
             crate::channels::whatsapp::rules(),
         ),
-        (
-            crate::http::webhooks::CHANNEL,
-            ChannelRules::read_in_conversation(),
-        ),
-        (TERMINAL, ChannelRules::read_in_conversation()),
-        (crate::flow::API_CHANNEL, ChannelRules::read_in_conversation()),
+        (crate::http::console::CHANNEL, sends_itself("Console")),
+        (crate::flow::API_CHANNEL, read_here("API (fluxo)")),
     ])
 }
 

@@ -3,7 +3,6 @@
 //! compares a channel name, so a new channel brings its rules with it instead of an `== "name"` beside
 //! each.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Duration;
@@ -39,10 +38,10 @@ impl ChannelRules {
     }
 }
 
-/// Every channel's rules by the name conversations carry; an unknown channel has none (no window, no
-/// native orders).
+/// Every channel's rules by the name conversations carry, in the order they were declared; an
+/// unknown channel has none (no window, no native orders). A handful of channels: a list is enough.
 #[derive(Debug, Clone, Default)]
-pub struct ChannelBook(Arc<HashMap<String, ChannelRules>>);
+pub struct ChannelBook(Arc<Vec<(String, ChannelRules)>>);
 
 static NONE: ChannelRules = ChannelRules {
     window: None,
@@ -63,7 +62,15 @@ impl ChannelBook {
 
     /// The rules of `channel` (a conversation's).
     pub fn of(&self, channel: &str) -> &ChannelRules {
-        self.0.get(channel).unwrap_or(&NONE)
+        self.0
+            .iter()
+            .find(|(name, _)| name == channel)
+            .map_or(&NONE, |(_, rules)| rules)
+    }
+
+    /// The channels' names, as declared (the console's filter lists them).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(name, _)| name.as_str())
     }
 }
 

@@ -445,6 +445,11 @@ impl Services {
         Some(pix.config.chave.as_str())
     }
 
+    /// Every channel's rules.
+    pub(crate) fn channels(&self) -> &ChannelBook {
+        &self.channels
+    }
+
     /// The rules of `channel` (a conversation's).
     pub(crate) fn channel(&self, channel: &str) -> &ChannelRules {
         self.channels.of(channel)

@@ -10,6 +10,9 @@
 //! the session cookie names the key ([`session`]).
 
 mod cards;
+
+/// The channel name of the console's own conversations (a support agent's card lookups).
+pub(crate) const CHANNEL: &str = "console";
 mod cases;
 mod dashboard;
 pub(super) mod keys;

@@ -24,7 +24,7 @@ use crate::service::Inbound;
 use crate::store::{ConversationQuery, OutboxStatus, RunStatus, StoredMessage};
 
 /// The channel of the console's own conversations (its lookups).
-const CHANNEL: &str = "console";
+use super::CHANNEL;
 /// Rows a list shows.
 const LIST_LIMIT: i64 = 100;
 
@@ -403,6 +403,7 @@ pub(super) async fn conversations(
             }
         })
         .collect();
+    let channels: Vec<String> = state.service.channels().names().map(str::to_owned).collect();
     render(
         StatusCode::OK,
         "conversas.html",
@@ -410,7 +411,7 @@ pub(super) async fn conversations(
             conversas => rows,
             q => filter.q,
             canal => filter.canal,
-            canais => ["terminal", "http", "mattermost", "whatsapp", "console"],
+            canais => channels,
             ..frame(Some(&staff), "conversations", "Conversas")
         },
     )
