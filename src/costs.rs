@@ -137,7 +137,7 @@ impl CustosConfig {
     }
 
     /// What `used` cost in reais; `None` when something in it has no price.
-    pub fn brl(&self, used: &Used<'_>) -> Option<Decimal> {
+    pub(crate) fn brl(&self, used: &Used<'_>) -> Option<Decimal> {
         let mut total = Decimal::ZERO;
         for call in &used.calls {
             total += self.call(call)?;
@@ -151,7 +151,7 @@ impl CustosConfig {
 
     /// What one WhatsApp message of `category` (as Meta names it, any case) costs in reais: `service`
     /// is free; a category without a price is unknown.
-    pub fn message_brl(&self, category: &str) -> Option<Decimal> {
+    pub(crate) fn message_brl(&self, category: &str) -> Option<Decimal> {
         let category = category.to_ascii_lowercase();
         if category == "service" {
             return Some(Decimal::ZERO);
@@ -183,13 +183,13 @@ impl CustosConfig {
 }
 
 /// `brl` in millionths of a real, as the store keeps it.
-pub fn micro_brl(brl: Decimal) -> i64 {
+pub(crate) fn micro_brl(brl: Decimal) -> i64 {
     use rust_decimal::prelude::ToPrimitive as _;
     (brl * MILLION).round().to_i64().unwrap_or(i64::MAX)
 }
 
 /// Millionths of a real as reais.
-pub fn from_micro_brl(micro: i64) -> Decimal {
+pub(crate) fn from_micro_brl(micro: i64) -> Decimal {
     Decimal::from(micro) / MILLION
 }
 

@@ -19,7 +19,7 @@ pub async fn every(period: Duration, stop: impl Future<Output = ()>, mut work: i
 }
 
 /// Logs `what` at info level when a pass did something (`count` > 0): a quiet pass says nothing.
-pub fn log_count(count: usize, what: &'static str) {
+pub(crate) fn log_count(count: usize, what: &'static str) {
     if count > 0 {
         tracing::info!(count, "{what}");
     }

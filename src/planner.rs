@@ -143,7 +143,7 @@ pub async fn run(
 
 /// Each card's balance: a plan code writes (one read-only step a card), executed as a model's plan
 /// would be and recorded the same way, with zero tokens.
-pub async fn each_card(
+pub(crate) async fn each_card(
     engine: &Engine,
     conv: &Conversation,
     text: &str,

@@ -199,12 +199,12 @@ pub struct CaseResult {
 
 impl CaseResult {
     /// Passed every play (τ-bench's pass^k).
-    pub fn pass_all(&self) -> bool {
+    pub(crate) fn pass_all(&self) -> bool {
         self.runs.iter().all(|r| r.passed)
     }
 
     /// Passed in some plays and failed in others.
-    pub fn flips(&self) -> bool {
+    pub(crate) fn flips(&self) -> bool {
         self.runs.iter().any(|r| r.passed) && !self.pass_all()
     }
 
@@ -217,7 +217,7 @@ impl CaseResult {
         self.without_model.as_ref().is_some_and(|r| r.passed) && !self.pass_all() && !self.error()
     }
 
-    pub fn surprise(&self) -> bool {
+    pub(crate) fn surprise(&self) -> bool {
         self.runs.iter().any(|r| r.surprise) || self.without_model.as_ref().is_some_and(|r| r.surprise)
     }
 }
@@ -485,7 +485,7 @@ impl EvalReport {
 }
 
 /// The default corpus: `eval/` and the router's corpus, found as the other data folders are.
-pub fn default_corpus() -> Vec<PathBuf> {
+pub(crate) fn default_corpus() -> Vec<PathBuf> {
     let found = |name: &str| {
         let local = PathBuf::from(name);
         if local.exists() {

@@ -105,7 +105,7 @@ fn simulated_card(sim: &Simulator, config: &Config) -> crate::service::CardSetup
 
 /// The payment provider `[pix]` describes, if any: one client, which the chat tools' port and the
 /// service share (one token for the process).
-pub fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSetup>> {
+pub(crate) fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service::PixSetup>> {
     config
         .pix
         .as_ref()
@@ -177,7 +177,7 @@ async fn service_paying(
 
 /// What the service is set up with, from `config`: the router (its intents synced into the store),
 /// the ways of hearing media, the payment providers, the channels' rules and every setting.
-pub async fn services_config(
+pub(crate) async fn services_config(
     config: &Config,
     engine: &Engine,
     store: &dyn crate::store::Store,

@@ -136,7 +136,7 @@ impl SimulatorSettings {
     pub const PIX_PAGAR_APOS_SEGUNDOS: u64 = 5;
 
     /// After how long the simulated provider pays by itself; `None`: it does not.
-    pub fn pix_pagar_apos(&self) -> Option<std::time::Duration> {
+    pub(crate) fn pix_pagar_apos(&self) -> Option<std::time::Duration> {
         let secs = self
             .pix_pagar_apos_segundos
             .unwrap_or(Self::PIX_PAGAR_APOS_SEGUNDOS);
@@ -147,7 +147,7 @@ impl SimulatorSettings {
     pub const BOLETO_PAGAR_APOS_SEGUNDOS: u64 = 30;
 
     /// After how long a simulated boleto counts as paid; `None`: only when paid through its route.
-    pub fn boleto_pagar_apos(&self) -> Option<std::time::Duration> {
+    pub(crate) fn boleto_pagar_apos(&self) -> Option<std::time::Duration> {
         let secs = self
             .boleto_pagar_apos_segundos
             .unwrap_or(Self::BOLETO_PAGAR_APOS_SEGUNDOS);

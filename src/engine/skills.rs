@@ -52,7 +52,7 @@ impl AgentDef {
     }
 
     /// Every skill is deterministic: no model ever reads this agent's history (a flow's chain).
-    pub fn is_chain(&self) -> bool {
+    pub(crate) fn is_chain(&self) -> bool {
         self.skills.iter().all(|s| s.deterministic)
     }
 }

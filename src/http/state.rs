@@ -62,7 +62,7 @@ impl AppState {
     }
 
     /// A data subject's erasure reaches the embedded simulator's `book` too.
-    pub fn with_simulator_book(mut self, book: Option<std::path::PathBuf>) -> Self {
+    pub(crate) fn with_simulator_book(mut self, book: Option<std::path::PathBuf>) -> Self {
         self.simulator_book = book;
         self
     }

@@ -135,7 +135,7 @@ impl WebhookSender {
     }
 
     /// The tenants whose late messages it pushes.
-    pub fn tenants(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn tenants(&self) -> impl Iterator<Item = &str> {
         self.targets.keys().map(String::as_str)
     }
 }

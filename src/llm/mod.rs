@@ -12,17 +12,15 @@ mod redacted;
 mod scripted;
 mod transcription;
 
-pub use anthropic::{
-    AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL, parse_response as parse_anthropic,
-};
+pub(crate) use anthropic::parse_response as parse_anthropic;
+pub use anthropic::{AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL};
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use fallback::Fallback;
-pub use openai::{
-    DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider, parse_response as parse_openai,
-};
+pub(crate) use openai::parse_response as parse_openai;
+pub use openai::{DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider};
 pub use redacted::RedactedProvider;
 pub use scripted::{Scripted, ScriptedProvider};
-pub use transcription::{Transcriber, TranscricaoConfig, Transcript, TranscriptionError, ogg_opus_ms};
+pub use transcription::{Transcriber, TranscricaoConfig, Transcript, TranscriptionError};
 
 use std::sync::Arc;
 use std::time::Duration;

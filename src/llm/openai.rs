@@ -264,7 +264,7 @@ impl LlmProvider for OpenAiProvider {
 }
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
-pub fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
+pub(crate) fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
     let wire: WireResponse = vt_actions::json::from_bytes(body.as_ref())
         .map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
     let choice = wire

@@ -149,7 +149,7 @@ impl Transcriber {
     }
 
     /// The most bytes of one recording this provider is sent.
-    pub fn max_bytes(&self) -> u64 {
+    pub(crate) fn max_bytes(&self) -> u64 {
         self.config.max_bytes()
     }
 
@@ -227,7 +227,7 @@ fn extension(mime: &str) -> &'static str {
 
 /// The length of an Ogg/Opus stream in ms, from its last page's granule position (48 kHz samples) less
 /// the header's pre-skip; 0 for anything else. WhatsApp's voice notes are Ogg/Opus.
-pub fn ogg_opus_ms(bytes: &[u8]) -> i64 {
+pub(crate) fn ogg_opus_ms(bytes: &[u8]) -> i64 {
     if !bytes.starts_with(b"OggS") {
         return 0;
     }

@@ -222,7 +222,7 @@ impl Services {
 }
 
 /// Where the case is, in a few words.
-pub fn state_line(case: &Case) -> String {
+pub(crate) fn state_line(case: &Case) -> String {
     let owner = case.owner.as_deref().unwrap_or_default();
     match case.state {
         CaseState::Aguardando => "aguardando um atendente".into(),
@@ -236,7 +236,7 @@ pub fn state_line(case: &Case) -> String {
 impl Cases<'_> {
     /// A case as support agents read it, as `(label, value)` lines: state, reason, the case file —
     /// every card masked, times in the policy's time zone. The board and the console lay them out.
-    pub fn case_fields(self, case: &Case) -> Vec<(String, String)> {
+    pub(crate) fn case_fields(self, case: &Case) -> Vec<(String, String)> {
         let tz = self.policy_timezone();
         let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
         let file = &case.case_file;
@@ -294,7 +294,7 @@ impl Cases<'_> {
     }
 
     /// [`Self::case_fields`] as a Markdown message (the board's root post).
-    pub fn case_text(self, case: &Case) -> String {
+    pub(crate) fn case_text(self, case: &Case) -> String {
         let mut out = format!("#### Atendimento `{}`", case.id);
         for (label, value) in self.case_fields(case) {
             out.push_str(&format!("\n**{label}:** {value}"));
@@ -305,7 +305,11 @@ impl Cases<'_> {
 
 impl Cases<'_> {
     /// The support board's root post of case `case_id`, kept to thread its lines under it.
-    pub async fn board_posted(self, case_id: &str, post: &str) -> Result<(), crate::store::StoreError> {
+    pub(crate) async fn board_posted(
+        self,
+        case_id: &str,
+        post: &str,
+    ) -> Result<(), crate::store::StoreError> {
         self.store.set_board_post(case_id, post).await
     }
 

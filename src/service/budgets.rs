@@ -213,7 +213,7 @@ impl Services {
     }
 
     /// What each tenant's turns and paid messages whose price is known cost this month, in reais.
-    pub async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, crate::store::StoreError> {
+    pub(crate) async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, crate::store::StoreError> {
         let (_, since) = self.month_of(self.engine.now());
         Ok(self
             .store
@@ -225,7 +225,7 @@ impl Services {
     }
 
     /// Each budgeted tenant's share of its month spent, for `/metrics` and the console.
-    pub async fn budget_shares(&self) -> Vec<(String, Decimal)> {
+    pub(crate) async fn budget_shares(&self) -> Vec<(String, Decimal)> {
         let mut tenants: Vec<&String> = self.budgets.limits.keys().collect();
         tenants.sort();
         let mut shares = Vec::with_capacity(tenants.len());

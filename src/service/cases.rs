@@ -573,7 +573,7 @@ impl Cases<'_> {
     ///
     /// The board may name its author two ways (a claim by a click without a username kept the user
     /// id): `author_id` is the other.
-    pub async fn board_thread_post(
+    pub(crate) async fn board_thread_post(
         self,
         post: &str,
         agent: SupportAgent<'_>,
@@ -697,7 +697,7 @@ impl Cases<'_> {
     /// The case's owner proposes a recharge: the card holder gets the usual confirmation (with buttons
     /// where the channel has them), and only their own "sim" or tap confirms it. Nothing here moves
     /// money. Returns what was proposed, masked.
-    pub async fn propose_recharge(
+    pub(crate) async fn propose_recharge(
         self,
         id: &str,
         agent: SupportAgent<'_>,

@@ -22,7 +22,7 @@ pub struct ChannelRules {
     pub label: &'static str,
     /// Its people read replies in the answer to their request or in the stored conversation (the
     /// terminal, HTTP, a flow's API): no worker sends there, so what is said late is on record as
-    /// delivered — unless the tenant has its late messages pushed ([`super::Services::with_pushed`]).
+    /// delivered — unless the tenant has its late messages pushed ([`super::ServicesConfig::pushed`]).
     pub read_in_conversation: bool,
 }
 

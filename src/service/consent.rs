@@ -151,7 +151,10 @@ impl Services {}
 impl Contacts<'_> {
     /// Records imported opt-ins, except where the person said PARAR later than the import's date (their
     /// own word wins). Returns how many were recorded.
-    pub async fn import_opt_ins(self, changes: &[ConsentChange]) -> Result<usize, crate::store::StoreError> {
+    pub(crate) async fn import_opt_ins(
+        self,
+        changes: &[ConsentChange],
+    ) -> Result<usize, crate::store::StoreError> {
         let mut recorded = 0;
         for change in changes {
             let current = self.store.consent(&change.wa_id).await?;
@@ -177,12 +180,15 @@ impl Contacts<'_> {
 
     /// A template's lifecycle as Meta reports it: a paused, disabled, rejected or re-categorised
     /// template is not used until approved again.
-    pub async fn template_changed(self, state: &crate::store::TemplateState) -> Result<(), StoreError> {
+    pub(crate) async fn template_changed(
+        self,
+        state: &crate::store::TemplateState,
+    ) -> Result<(), StoreError> {
         self.store.set_template_state(state).await
     }
 
     /// What the platform reports of a message we sent; `false` when the message is not ours.
-    pub async fn delivery_status(
+    pub(crate) async fn delivery_status(
         self,
         external_id: &str,
         status: &str,

@@ -42,7 +42,7 @@ impl CaseFigures {
 }
 
 /// The nearest-rank percentile `p` of `values` (0 when empty).
-pub fn percentile(values: &mut [i64], p: usize) -> i64 {
+pub(crate) fn percentile(values: &mut [i64], p: usize) -> i64 {
     if values.is_empty() {
         return 0;
     }

@@ -137,7 +137,7 @@ pub(super) struct Listened {
 
 impl Services {
     /// Media of `channel`'s messages is fetched from `source` (a channel registers itself when built).
-    pub fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
+    pub(crate) fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
         self.hearing
             .sources
             .write()
@@ -151,12 +151,12 @@ impl Services {
     }
 
     /// Whether voice notes are heard here (`[transcricao]` is set).
-    pub fn hears_voice(&self) -> bool {
+    pub(crate) fn hears_voice(&self) -> bool {
         self.hearing.transcriber.is_some()
     }
 
     /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).
-    pub fn reads_photos(&self) -> bool {
+    pub(crate) fn reads_photos(&self) -> bool {
         self.hearing.reader.is_some()
     }
 

@@ -34,12 +34,14 @@ mod hearing;
 mod hours;
 mod offers;
 mod outcomes;
-pub use board::{BOARD, BoardKind, state_line};
+pub(crate) use board::state_line;
+pub use board::{BOARD, BoardKind};
 pub(crate) use budgets::problem as budget_problem;
 pub use budgets::{Orcamento, Standing};
 pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
 pub use consent::{OptIn, OptInError};
-pub use figures::{CaseFigures, percentile};
+pub use figures::CaseFigures;
+pub(crate) use figures::percentile;
 pub use followups::STAGE as FOLLOW_UP_STAGE;
 pub use hearing::{MediaError, MediaSource, VOICE_MARK};
 pub use hours::Hours;
@@ -434,7 +436,7 @@ impl Services {
     }
 
     /// Whether chat recharges are paid by Pix here (a provider is configured).
-    pub fn takes_pix(&self) -> bool {
+    pub(crate) fn takes_pix(&self) -> bool {
         self.pix.is_some()
     }
 
@@ -465,7 +467,7 @@ impl Services {
     }
 
     /// Whether chat recharges are paid by card on a provider's hosted checkout.
-    pub fn takes_cards(&self) -> bool {
+    pub(crate) fn takes_cards(&self) -> bool {
         self.card.is_some()
     }
 
@@ -616,7 +618,7 @@ impl Services {
     }
 
     /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
-    pub fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
+    pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
         self.engine
             .extensions()
             .get::<vt_actions::tools::VtSettings>()
@@ -967,7 +969,7 @@ impl Messages<'_> {
     /// Says `text` in the conversation of `received` ahead of its turn's answer, outside any turn: a
     /// channel's greeting to a person's first message (WhatsApp's privacy notice). Stored as said, so
     /// the model knows it was said, and sent through the outbox before the answer the turn queues.
-    pub async fn greet(self, received: &Received, text: &str) -> Result<(), ServiceError> {
+    pub(crate) async fn greet(self, received: &Received, text: &str) -> Result<(), ServiceError> {
         let conv = self
             .store
             .conversation(&received.conversation_id)

@@ -184,7 +184,7 @@ impl Payments<'_> {
     }
 
     /// The charges of conversation `conversation_id` waiting for a payment or for its credit.
-    pub async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
+    pub(crate) async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
         let mut charges = self.store.conversation_charges(conversation_id).await?;
         charges.retain(|c| matches!(c.status, ChargeStatus::Ativa | ChargeStatus::Paga));
         Ok(charges)

@@ -66,14 +66,14 @@ impl RecargasConfig {
     }
 
     /// How often `serve` looks for due follow-ups: often enough for the first wait, at most every 15 s.
-    pub fn poll_every(&self) -> std::time::Duration {
+    pub(crate) fn poll_every(&self) -> std::time::Duration {
         std::time::Duration::from_secs(u64::from(self.primeira_verificacao_segundos).clamp(1, 15))
     }
 
     /// When the check after `checks` checks of a recharge waiting for its boleto is due: as
     /// [`Self::next_check`], but at least every [`BOLETO_CHECK_EVERY_MINUTES`] — a payment clears any
     /// day until the deadline, and the card holder should hear of it soon after.
-    pub fn next_boleto_check(
+    pub(crate) fn next_boleto_check(
         &self,
         checks: i64,
         now: DateTime<Utc>,

@@ -140,7 +140,7 @@ impl CaseState {
     }
 
     /// A person has the conversation (or is about to): the bot stays silent.
-    pub fn is_open(self) -> bool {
+    pub(crate) fn is_open(self) -> bool {
         matches!(self, Self::Aguardando | Self::EmAtendimento)
     }
 }

@@ -146,7 +146,7 @@ impl CostRow {
 
     /// A period's spending, summed by the store, as one row (its day is no day; the store does not
     /// count turns and paid messages apart, so they stay 0).
-    pub fn of_period(s: &crate::store::TenantSpending) -> Self {
+    pub(crate) fn of_period(s: &crate::store::TenantSpending) -> Self {
         let count = |n: i64| usize::try_from(n).unwrap_or_default();
         Self {
             conversations: count(s.conversations),
@@ -161,14 +161,14 @@ impl CostRow {
 
     /// What a conversation cost on average; `None` when a turn's cost is unknown (an average of what
     /// is known would look like a cost).
-    pub fn per_conversation(&self) -> Option<rust_decimal::Decimal> {
+    pub(crate) fn per_conversation(&self) -> Option<rust_decimal::Decimal> {
         (self.unknown == 0 && self.conversations > 0)
             .then(|| self.known / rust_decimal::Decimal::from(self.conversations))
     }
 
     /// What a flow run cost on average (its paid notices over the runs, those that sent none
     /// included); `None` without runs or when a notice's cost is unknown.
-    pub fn per_flow(&self) -> Option<rust_decimal::Decimal> {
+    pub(crate) fn per_flow(&self) -> Option<rust_decimal::Decimal> {
         (self.flow_unknown == 0 && self.flows > 0)
             .then(|| self.flow_known / rust_decimal::Decimal::from(self.flows))
     }

@@ -62,12 +62,12 @@ impl Tally {
     }
 
     /// The mean score of what the bot resolved (one decimal), when any was scored.
-    pub fn nota_bot(&self) -> Option<f64> {
+    pub(crate) fn nota_bot(&self) -> Option<f64> {
         mean(self.notas_bot)
     }
 
     /// The mean score of what a person resolved, when any was scored.
-    pub fn nota_pessoa(&self) -> Option<f64> {
+    pub(crate) fn nota_pessoa(&self) -> Option<f64> {
         mean(self.notas_pessoa)
     }
 
@@ -77,7 +77,7 @@ impl Tally {
 
     /// What the group cost over its resolved stretches; `None` when none was resolved or a cost is
     /// unknown.
-    pub fn per_resolved(&self) -> Option<Decimal> {
+    pub(crate) fn per_resolved(&self) -> Option<Decimal> {
         (self.cost_unknown == 0 && self.resolved() > 0)
             .then(|| self.cost_known / Decimal::from(self.resolved()))
     }
@@ -91,7 +91,7 @@ fn mean((sum, n): (i64, usize)) -> Option<f64> {
 pub type Group = (chrono::NaiveDate, String, String);
 
 /// `records` from `first` on (a day in `tz`), per day, tenant and main intent, oldest first.
-pub fn by_day(
+pub(crate) fn by_day(
     records: &[OutcomeRecord],
     tz: &vt_actions::vt::timezone::Timezone,
     first: chrono::NaiveDate,
@@ -110,7 +110,7 @@ pub fn by_day(
 }
 
 /// `records` per tenant.
-pub fn by_tenant(records: &[OutcomeRecord]) -> BTreeMap<String, Tally> {
+pub(crate) fn by_tenant(records: &[OutcomeRecord]) -> BTreeMap<String, Tally> {
     let mut by: BTreeMap<String, Tally> = BTreeMap::new();
     for o in records {
         by.entry(o.tenant_id.clone()).or_default().add(o);

@@ -10,7 +10,7 @@ mod check;
 mod report;
 mod world;
 
-pub use report::{junit_xml, summary_line};
+pub(crate) use report::{junit_xml, summary_line};
 
 use std::path::Path;
 use std::sync::Arc;

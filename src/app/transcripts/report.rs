@@ -3,7 +3,7 @@
 use super::TranscriptReport;
 
 /// `N passed, M failed` — the line CI reads.
-pub fn summary_line(reports: &[TranscriptReport]) -> String {
+pub(crate) fn summary_line(reports: &[TranscriptReport]) -> String {
     let failed = reports.iter().filter(|r| !r.passed).count();
     format!("{} passed, {failed} failed", reports.len() - failed)
 }
@@ -23,7 +23,7 @@ fn escape(s: &str) -> String {
 }
 
 /// One `<testcase>` per transcript, with the first mismatch as the failure.
-pub fn junit_xml(reports: &[TranscriptReport]) -> String {
+pub(crate) fn junit_xml(reports: &[TranscriptReport]) -> String {
     let failed = reports.iter().filter(|r| !r.passed).count();
     let total_s: f64 = reports.iter().map(|r| r.duration_ms as f64 / 1000.0).sum();
     let mut out = format!(

@@ -439,7 +439,7 @@ impl Sender {
     /// Marks the user's message read and shows them "typing…" while the product works on it (Meta's
     /// typing indicator, dismissed by our reply). Best effort, bounded: a failure is logged and
     /// nothing waits for it.
-    pub async fn read_and_typing(&self, message_id: &str) {
+    pub(crate) async fn read_and_typing(&self, message_id: &str) {
         let read = wire::MarkRead {
             messaging_product: "whatsapp",
             status: "read",

@@ -206,7 +206,7 @@ impl Templates {
         Ok(Self { by_purpose })
     }
 
-    pub fn for_purpose(&self, purpose: &str) -> Option<&Template> {
+    pub(crate) fn for_purpose(&self, purpose: &str) -> Option<&Template> {
         self.by_purpose.get(purpose)
     }
 
@@ -269,7 +269,7 @@ impl Template {
     }
 
     /// The preview with `values` in place (what the user will read).
-    pub fn preview_with(&self, values: &BTreeMap<String, String>) -> String {
+    pub(crate) fn preview_with(&self, values: &BTreeMap<String, String>) -> String {
         let mut text = self.preview.clone();
         for (k, v) in values {
             text = text.replace(&format!("{{{{{k}}}}}"), v);
