@@ -169,15 +169,6 @@ impl Contacts<'_> {
 }
 
 impl Contacts<'_> {
-    /// The user of `conversation_id` wrote (the time is stored with their message,
-    /// [`super::Inbound::contact_seen_at`]): replies held for want of an open 24-hour window go out.
-    /// Returns how many were released.
-    pub async fn wrote(self, conversation_id: &str) -> Result<u64, StoreError> {
-        self.store
-            .release_held(conversation_id, self.engine().now())
-            .await
-    }
-
     /// A template's lifecycle as Meta reports it: a paused, disabled, rejected or re-categorised
     /// template is not used until approved again.
     pub(crate) async fn template_changed(

@@ -249,10 +249,6 @@ pub trait OutboxStore: Send + Sync {
     /// Holds an item until its conversation's user writes ([`OutboxStatus::Held`]), saying why.
     async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError>;
 
-    /// The user of `conversation_id` wrote: its held items are due now, with fresh attempts. Returns
-    /// how many.
-    async fn release_held(&self, conversation_id: &str, now: DateTime<Utc>) -> Result<u64, StoreError>;
-
     async fn outbox_item(&self, id: i64) -> Result<Option<OutboxItem>, StoreError>;
 
     /// How many items are in `status`.

@@ -549,9 +549,6 @@ impl vt_agent::store::OutboxStore for Flaky {
     async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
         self.inner.hold(id, why).await
     }
-    async fn release_held(&self, c: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.inner.release_held(c, now).await
-    }
     async fn enqueue(&self, i: &NewOutboxItem, now: DateTime<Utc>) -> Result<i64, StoreError> {
         self.inner.enqueue(i, now).await
     }

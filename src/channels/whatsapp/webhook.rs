@@ -131,7 +131,8 @@ async fn store_all(
             return status;
         }
         for m in &value.messages {
-            // Stored with the message: when the user wrote, from which their 24-hour window counts.
+            // Stored with the message: when the user wrote, from which their 24-hour window counts (what
+            // waited for it goes out, in the same transaction).
             let msg = inbound(state, &value, m);
             match state.service.messages().receive(&msg).await {
                 Ok(Some(mut received)) => {
@@ -144,9 +145,6 @@ async fn store_all(
                     tracing::error!(error = %e, "whatsapp message could not be stored");
                     return StatusCode::SERVICE_UNAVAILABLE;
                 }
-            }
-            if let Err(status) = release_held(state, &msg).await {
-                return status;
             }
         }
     }
@@ -192,22 +190,6 @@ fn wrote_at(m: &wire::Message) -> chrono::DateTime<chrono::Utc> {
         .and_then(|t| t.parse::<i64>().ok())
         .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
         .map_or(now, |t| t.min(now))
-}
-
-/// The user wrote: what waited for their window to open goes out.
-async fn release_held(state: &WebhookState, msg: &Inbound) -> Result<(), StatusCode> {
-    let conversation = msg.conversation_id.as_deref().unwrap_or_default();
-    match state.service.contacts().wrote(conversation).await {
-        Ok(0) => Ok(()),
-        Ok(released) => {
-            tracing::info!(released, "held messages released: the user wrote");
-            Ok(())
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "whatsapp window could not be recorded");
-            Err(StatusCode::SERVICE_UNAVAILABLE)
-        }
-    }
 }
 
 /// A template's lifecycle as Meta reports it, on record: a paused, disabled, rejected or

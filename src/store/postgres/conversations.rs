@@ -47,15 +47,16 @@ impl ConversationStore for PgStore {
             now,
             ..
         } = a;
-        let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
+        let touch =
+            contact_seen.map(|seen| crate::store::sql::contacts::seen(DIALECT, seen, &conversation.id, now));
         let insert = pg_query(crate::store::sql::write::accepted(&a)?);
         let row = if new_conversation || touch.is_some() {
             let mut tx = self.pool.begin().await?;
             if new_conversation {
                 Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
             }
-            if let Some(touch) = touch {
-                pg_query(touch).execute(&mut *tx).await?;
+            for s in touch.into_iter().flatten() {
+                pg_query(s).execute(&mut *tx).await?;
             }
             let row = insert.fetch_optional(&mut *tx).await?;
             tx.commit().await?;

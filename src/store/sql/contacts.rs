@@ -16,6 +16,24 @@ pub(crate) fn touch(dialect: super::Dialect, wa_id: &str, at: DateTime<Utc>) -> 
     Stmt::new(sql).bind(wa_id).bind(at)
 }
 
+/// A contact wrote at `at`, in `conversation_id` (their message is being stored, `now`): their last
+/// message's time, and the replies held there for want of an open window released — in the message's
+/// own transaction, so a message on record always has its window opened.
+pub(crate) fn seen(
+    dialect: super::Dialect,
+    (wa_id, at): (&str, DateTime<Utc>),
+    conversation_id: &str,
+    now: DateTime<Utc>,
+) -> [Stmt; 2] {
+    let release = Stmt::new(
+        "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1
+         WHERE conversation_id = $2 AND status = 'held'",
+    )
+    .bind(now)
+    .bind(conversation_id);
+    [touch(dialect, wa_id, at), release]
+}
+
 #[async_trait]
 impl<S: Sql> ContactStore for S {
     async fn touch_contact(&self, wa_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {

@@ -191,18 +191,6 @@ impl<S: Sql> OutboxStore for S {
         Ok(())
     }
 
-    async fn release_held(&self, conversation_id: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.write(
-            Stmt::new(
-                "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1 \
-                 WHERE conversation_id = $2 AND status = 'held'",
-            )
-            .bind(now)
-            .bind(conversation_id),
-        )
-        .await
-    }
-
     async fn outbox_count(&self, status: OutboxStatus) -> Result<i64, StoreError> {
         let row = self
             .read_one(Stmt::new("SELECT COUNT(*) AS n FROM outbox WHERE status = $1").bind(status.as_str()))

@@ -47,7 +47,8 @@ impl ConversationStore for SqliteStore {
             now,
             ..
         } = a;
-        let touch = contact_seen.map(|(wa_id, at)| crate::store::sql::contacts::touch(DIALECT, wa_id, at));
+        let touch =
+            contact_seen.map(|seen| crate::store::sql::contacts::seen(DIALECT, seen, &conversation.id, now));
         // Writes only, no read first: a deferred transaction that reads and then writes fails at once
         // (SQLITE_BUSY, no busy wait) when another process wrote in between.
         // A new conversation's row and message are two statements: a transaction either way, so they
@@ -62,8 +63,8 @@ impl ConversationStore for SqliteStore {
                 if new_conversation {
                     Self::upsert_conversation(member.tx(), conversation, now, Existing::Keep).await?;
                 }
-                if let Some(touch) = touch.clone() {
-                    sqlite_query(touch).execute(&mut **member.tx()).await?;
+                for s in touch.clone().into_iter().flatten() {
+                    sqlite_query(s).execute(&mut **member.tx()).await?;
                 }
                 let row = sqlite_query(crate::store::sql::write::accepted(&a)?)
                     .fetch_optional(&mut **member.tx())
@@ -84,8 +85,8 @@ impl ConversationStore for SqliteStore {
             if new_conversation {
                 Self::upsert_conversation(&mut tx, conversation, now, Existing::Keep).await?;
             }
-            if let Some(touch) = touch {
-                sqlite_query(touch).execute(&mut *tx).await?;
+            for s in touch.into_iter().flatten() {
+                sqlite_query(s).execute(&mut *tx).await?;
             }
             let row = insert.fetch_optional(&mut *tx).await?;
             tx.commit().await?;
