@@ -2,35 +2,36 @@
 //! flow, with the service and command line around them. `main.rs` only parses arguments and calls
 //! [`cli::run`].
 //!
-//! Modules in the order a message meets them.
+//! Modules in the floors' order (ARCHITECTURE.md, held by `tests/it/layers.rs`): a module imports only
+//! modules below it.
 #![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `vt_actions::json`
 
-// The ways in: the command line and the HTTP API turn their input into an `Inbound`.
+// Entry and composition: the command line, the wiring, the configuration.
 pub mod cli;
-pub mod http;
-pub mod channels;
-
-// The message path: accept → route → run → commit (the service), deliver (the outbox).
-pub mod service;
-pub mod router;
-pub mod planner;
-pub mod engine;
-pub mod llm;
-pub mod ocr;
-pub mod flow;
-pub mod batch;
-pub mod store;
-pub mod outbox;
-pub mod retention;
-pub mod costs;
-
-// Wiring, configuration, logging.
 pub mod app;
 pub mod config;
-pub mod telemetry;
-pub mod periodic;
 
-// What operators and testers read.
+// The ways in: the HTTP API (the console inside it), the channels, batch jobs.
+pub mod http;
+pub mod channels;
+pub mod batch;
+
+// The message path: accept → route → run → commit (the service), and what it runs on.
+pub mod service;
 pub mod runs;
-pub mod transcript;
+pub mod router;
+pub mod planner;
+pub mod flow;
+pub mod outbox;
+pub mod retention;
 pub mod usage;
+pub mod transcript;
+
+// Below: the store, the engine, logging and traces, the model, photos, prices, background passes.
+pub mod store;
+pub mod engine;
+pub mod telemetry;
+pub mod llm;
+pub mod ocr;
+pub mod costs;
+pub mod periodic;

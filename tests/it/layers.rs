@@ -393,3 +393,25 @@ fn no_channel_name_in_the_service() {
         found.join("\n")
     );
 }
+
+/// `lib.rs` lists the modules in the floors' order, so the crate's front page reads as the drawing.
+#[test]
+fn lib_rs_lists_the_modules_in_the_floors_order() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).expect("lib.rs");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub mod ")
+                .or_else(|| l.trim().strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() > 10, "lib.rs declares {modules:?}");
+    let floors: Vec<usize> = modules.iter().map(|m| floor_of(m)).collect();
+    assert!(
+        floors.windows(2).all(|w| w[0] <= w[1]),
+        "lib.rs's modules are not in the floors' order: {modules:?}"
+    );
+}
