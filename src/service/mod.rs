@@ -195,9 +195,9 @@ impl IntentTag {
 pub struct Received {
     pub conversation_id: String,
     pub message_id: i64,
-    /// The message opened its conversation: the person's first on this channel (a channel may greet
-    /// them, [`Messages::greet`]).
-    pub first: bool,
+    /// The conversation the message opened, as written — the person's first message on this channel
+    /// (a channel may greet them, [`Messages::greet`]); `None` for a conversation already there.
+    pub opened: Option<Box<Conversation>>,
     /// The message as stored (a tap made the words it stands for).
     pub message: Inbound,
     /// Messages of the conversation that arrive within this time of each other are answered as one
@@ -954,29 +954,27 @@ impl Messages<'_> {
         let msg = offers::resolve_pick(&msg, stored.as_ref()).into_owned();
         let first = stored.is_none();
         let accepted = self.accept(&id, stored, &msg, self.engine.now()).await?;
-        Ok(accepted.map(|(_, message_id)| {
+        Ok(accepted.map(|(conv, message_id)| {
             self.inbox.hold(message_id, &id, msg.clone());
             Received {
                 conversation_id: id,
                 message_id,
-                first,
+                opened: first.then(|| Box::new(conv)),
                 message: msg,
                 join_within: std::time::Duration::ZERO,
             }
         }))
     }
 
-    /// Says `text` in the conversation of `received` ahead of its turn's answer, outside any turn: a
-    /// channel's greeting to a person's first message (WhatsApp's privacy notice). Stored as said, so
+    /// Says `text` in the conversation `received` opened, ahead of its turn's answer, outside any turn:
+    /// a channel's greeting to a person's first message (WhatsApp's privacy notice). Stored as said, so
     /// the model knows it was said, and sent through the outbox before the answer the turn queues.
-    pub(crate) async fn greet(self, received: &Received, text: &str) -> Result<(), ServiceError> {
-        let conv = self
-            .store
-            .conversation(&received.conversation_id)
-            .await
-            .map_err(ServiceError::NotRecorded)?
-            .ok_or_else(|| ServiceError::NotFound(received.conversation_id.clone()))?;
-        self.say_now(&conv, text.to_owned(), None, Vec::new())
+    /// Nothing for a message whose conversation was already there.
+    pub async fn greet(self, received: &Received, text: &str) -> Result<(), ServiceError> {
+        let Some(conv) = &received.opened else {
+            return Ok(());
+        };
+        self.say_now(conv, text.to_owned(), None, Vec::new())
             .await
             .map_err(ServiceError::NotRecorded)
     }
@@ -1016,7 +1014,7 @@ impl Messages<'_> {
             let received = Received {
                 conversation_id: conv.id.clone(),
                 message_id: m.id,
-                first: false,
+                opened: None,
                 message: inbound_of(&conv, &m),
                 join_within: std::time::Duration::ZERO,
             };

@@ -156,7 +156,7 @@ async fn store_all(
 /// now would only make Meta deliver a message this process already has.
 async fn greet(state: &WebhookState, received: &Received) {
     let notice = state.config.aviso_privacidade.trim();
-    if !received.first || notice.is_empty() {
+    if received.opened.is_none() || notice.is_empty() {
         return;
     }
     if let Err(e) = state.service.messages().greet(received, notice).await {
