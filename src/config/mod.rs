@@ -527,48 +527,14 @@ impl Config {
         if let Some(v) = get("VT_HTTP_ADDR") {
             config.http.addr = v;
         }
-        for (name, field) in [
-            (
-                "VT_WHATSAPP_PHONE_NUMBER_ID",
-                &mut config.whatsapp.phone_number_id,
-            ),
-            ("VT_WHATSAPP_ACCESS_TOKEN", &mut config.whatsapp.access_token),
-            ("VT_WHATSAPP_APP_SECRET", &mut config.whatsapp.app_secret),
-            ("VT_WHATSAPP_VERIFY_TOKEN", &mut config.whatsapp.verify_token),
-        ] {
-            if let Some(v) = get(name) {
-                *field = Some(v);
-            }
-        }
-        for (name, field) in [
-            ("VT_MATTERMOST_URL", &mut config.mattermost.url),
-            ("VT_MATTERMOST_BOT_TOKEN", &mut config.mattermost.bot_token),
-            ("VT_MATTERMOST_SLASH_TOKEN", &mut config.mattermost.slash_token),
-            (
-                "VT_MATTERMOST_WEBHOOK_TOKEN",
-                &mut config.mattermost.webhook_token,
-            ),
-            (
-                "VT_MATTERMOST_ACTIONS_SECRET",
-                &mut config.mattermost.actions_secret,
-            ),
-            ("VT_MATTERMOST_PUBLIC_URL", &mut config.mattermost.public_url),
-        ] {
-            if let Some(v) = get(name) {
-                *field = Some(v);
-            }
-        }
+        // A channel's section takes its own `VT_*` variables.
+        config.whatsapp.override_from(&get);
+        config.mattermost.override_from(&get);
         if let Some(v) = get("VT_CONSOLE_SECRET") {
             config.console.secret = Some(v);
         }
         if let Some(v) = get("VT_ENCRYPTION_KEY") {
             config.storage.encryption_key = Some(v);
-        }
-        if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
-            config.whatsapp.graph_url = v;
-        }
-        if let Some(v) = get("VT_WHATSAPP_API_VERSION") {
-            config.whatsapp.api_version = v;
         }
         if let Some(v) = get("VT_TURN_TIMEOUT_MS") {
             config.engine.turn_timeout_ms = parse("VT_TURN_TIMEOUT_MS", v)?;

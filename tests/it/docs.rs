@@ -267,23 +267,31 @@ fn every_page_of_the_book_is_in_its_summary() {
     assert!(missing.is_empty(), "pages SUMMARY.md does not list: {missing:?}");
 }
 
-/// Every `VT_*` variable the configuration reads is documented in the configuration chapter or the
-/// reference.
+/// Every `VT_*` variable the product reads (the configuration's, the channels' own, the simulator's
+/// command) is documented in the configuration chapter, the reference or the commands.
 #[test]
-fn every_environment_variable_the_configuration_reads_is_documented() {
-    let code = std::fs::read_to_string(root().join("src/config/mod.rs")).expect("config");
-    let docs = ["docs/src/operator/configuration.md", REFERENCE_PAGE]
-        .iter()
-        .map(|p| std::fs::read_to_string(root().join(p)).expect("page"))
-        .collect::<String>();
+fn every_environment_variable_the_product_reads_is_documented() {
+    let mut files = Vec::new();
+    crate::layers::rust_files(&root().join("src"), &mut files);
+    let docs = [
+        "docs/src/operator/configuration.md",
+        "docs/src/operator/commands.md",
+        REFERENCE_PAGE,
+    ]
+    .iter()
+    .map(|p| std::fs::read_to_string(root().join(p)).expect("page"))
+    .collect::<String>();
     let mut undocumented = BTreeSet::new();
-    for (at, _) in code.match_indices("\"VT_") {
-        let name: String = code[at + 1..]
-            .chars()
-            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-            .collect();
-        if !name.ends_with('_') && !docs.contains(&name) {
-            undocumented.insert(name);
+    for file in files {
+        let code = std::fs::read_to_string(&file).expect("source");
+        for (at, _) in code.match_indices("\"VT_") {
+            let name: String = code[at + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !name.ends_with('_') && !docs.contains(&name) {
+                undocumented.insert(name);
+            }
         }
     }
     assert!(

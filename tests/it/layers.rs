@@ -40,7 +40,7 @@ fn floor_of(module: &str) -> usize {
         .unwrap_or_else(|| panic!("module {module} is on no floor: add it to FLOORS and to ARCHITECTURE.md"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src").filter_map(Result::ok) {
         let path = entry.path();
         if path.is_dir() {

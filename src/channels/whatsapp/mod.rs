@@ -80,6 +80,28 @@ pub struct WhatsAppConfig {
     pub juntar_ms: u64,
 }
 
+impl WhatsAppConfig {
+    /// `VT_WHATSAPP_*` over the file's values (`get` reads one variable; empty is unset).
+    pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
+        for (name, field) in [
+            ("VT_WHATSAPP_PHONE_NUMBER_ID", &mut self.phone_number_id),
+            ("VT_WHATSAPP_ACCESS_TOKEN", &mut self.access_token),
+            ("VT_WHATSAPP_APP_SECRET", &mut self.app_secret),
+            ("VT_WHATSAPP_VERIFY_TOKEN", &mut self.verify_token),
+        ] {
+            if let Some(v) = get(name) {
+                *field = Some(v);
+            }
+        }
+        if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
+            self.graph_url = v;
+        }
+        if let Some(v) = get("VT_WHATSAPP_API_VERSION") {
+            self.api_version = v;
+        }
+    }
+}
+
 /// The privacy notice a person gets with their first message, unless `[whatsapp] aviso_privacidade`
 /// says otherwise.
 pub const AVISO_PRIVACIDADE: &str = "Antes de começar: para atender você, guardamos o seu número de WhatsApp, as mensagens desta conversa e os cartões de VT que você informar (cifrados, e sempre mascarados nas respostas), pelo prazo da nossa política de retenção. Pela LGPD, você pode pedir a qualquer momento uma cópia dos seus dados ou que eles sejam apagados. Seus direitos como titular: https://www.gov.br/anpd/pt-br/assuntos/titular-de-dados-1";
