@@ -126,6 +126,9 @@ pub enum Command {
     /// The configuration file: its reference, its JSON Schema, a check of the one in use.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print the HTTP API's OpenAPI 3.1 document (what `GET /v1/openapi.json` serves), generated from
+    /// the handlers' types, to generate a client from. Needs no configuration.
+    Openapi,
 }
 
 #[derive(Debug, Clone, Copy, clap::Subcommand)]
@@ -474,20 +477,10 @@ pub(crate) const EXIT_NOT_CONCLUDED: u8 = 3;
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
 /// configured, flushed before returning) and runs the command.
 pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
-    // What describes the file is printed without reading one.
-    match cli.command {
-        Command::Config(ConfigCommand::Reference) => {
-            print!("{}", crate::config::reference::markdown());
-            return Ok(ExitCode::SUCCESS);
-        }
-        Command::Config(ConfigCommand::Schema) => {
-            println!(
-                "{}",
-                vt_actions::json::to_pretty(&crate::config::reference::schema())?
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        _ => {}
+    // What describes the product is printed without reading a configuration.
+    if let Some(text) = description(&cli.command)? {
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
     }
     let config = Config::load(cli.config.as_deref())?;
     let store_usage = if cli.command.is_one_shot() {
@@ -503,6 +496,19 @@ pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
         let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
     result
+}
+
+/// The text of a command that describes the product (the configuration's reference and schema, the
+/// API's OpenAPI document), which needs no configuration; `None` for every other command.
+fn description(command: &Command) -> anyhow::Result<Option<String>> {
+    Ok(Some(match command {
+        Command::Config(ConfigCommand::Reference) => crate::config::reference::markdown(),
+        Command::Config(ConfigCommand::Schema) => {
+            vt_actions::json::to_pretty(&crate::config::reference::schema())? + "\n"
+        }
+        Command::Openapi => vt_actions::json::to_pretty(&crate::http::openapi())? + "\n",
+        _ => return Ok(None),
+    }))
 }
 
 /// Runs `command`; `store_usage` says what it will do with the store (one-shot commands open it lighter).
@@ -526,8 +532,12 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Titular(command) => data_subject(&config, u, command).await,
         Command::Optins(OptinsCommand::Import { file }) => import_opt_ins(&config, u, &file).await,
         Command::Systems(SystemsCommand::Check { cartao }) => check_systems(&config, &cartao).await,
-        Command::Config(_) => {
+        Command::Config(ConfigCommand::Check) => {
             println!("configuração válida");
+            Ok(ExitCode::SUCCESS)
+        }
+        described @ (Command::Openapi | Command::Config(_)) => {
+            print!("{}", description(&described)?.unwrap_or_default());
             Ok(ExitCode::SUCCESS)
         }
         Command::Systems(SystemsCommand::Contract) => {

@@ -721,7 +721,7 @@ const MOVED: [(&str, &str, &str, &str); 2] = [
 /// The TOML text as a configuration, with [`MOVED`] keys taken to their sections (said once on
 /// stderr; the new place wins when both are set).
 fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
-    let mut table: toml::Table = text.parse().map_err(|e| parse_error(label, text, &e))?;
+    let mut table: toml::Table = text.parse().map_err(|e| parse_error(label, text, &e, ""))?;
     let mut moved = false;
     for (section, key, to_section, to_key) in MOVED {
         let Some(value) = table
@@ -740,17 +740,23 @@ fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
             target.entry(to_key).or_insert(value);
         }
     }
+    // The error names the key whose value is wrong (`llm.max_tokens`), as well as where it is.
+    let keyed = |e: serde_path_to_error::Error<toml::de::Error>| {
+        let key = e.path().to_string();
+        parse_error(label, text, e.inner(), &key)
+    };
     if !moved {
         // Parsed from the text, errors keep their line and column.
-        return toml::from_str(text).map_err(|e| parse_error(label, text, &e));
+        let de = toml::Deserializer::parse(text).map_err(|e| parse_error(label, text, &e, ""))?;
+        return serde_path_to_error::deserialize(de).map_err(keyed);
     }
-    toml::Value::Table(table)
-        .try_into()
-        .map_err(|e| parse_error(label, text, &e))
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(keyed)
 }
 
-fn parse_error(path: &str, text: &str, e: &toml::de::Error) -> ConfigError {
-    let at = e
+/// The file's error at `path`, where it is (line and column) and on which `key` when known, never the
+/// text there (it could be a secret).
+fn parse_error(path: &str, text: &str, e: &toml::de::Error, key: &str) -> ConfigError {
+    let mut at = e
         .span()
         .map(|span| {
             let before = &text[..span.start.min(text.len())];
@@ -759,6 +765,9 @@ fn parse_error(path: &str, text: &str, e: &toml::de::Error) -> ConfigError {
             format!(" at line {line}, column {column}")
         })
         .unwrap_or_default();
+    if !key.is_empty() && key != "." {
+        at.push_str(&format!(" (chave {key})"));
+    }
     let message = vt_actions::redact::serde_message(e.message());
     ConfigError::Parse {
         path: path.to_owned(),

@@ -34,6 +34,11 @@ pub use error::ApiError;
 pub use metrics::Metrics;
 pub use state::AppState;
 
+/// The API's OpenAPI 3.1 document (`GET /v1/openapi.json`, `vt-agent openapi`).
+pub fn openapi() -> serde_json::Value {
+    ops::document()
+}
+
 /// The API's routes.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;

@@ -794,3 +794,48 @@ fn eval_gives_a_verdict_or_says_why_it_cannot() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nenhum modelo configurado"));
 }
+
+/// `config check` says whether the configuration in use is valid, naming a bad key and never its
+/// value; the reference, the schema and the OpenAPI document print even beside a broken file.
+#[test]
+fn the_configuration_is_checked_and_described_by_its_commands() {
+    let (mut cmd, data) = vt_agent();
+    let out = cmd.args(["config", "check"]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configuração válida"));
+
+    let bad = data.path().join("ruim.toml");
+    std::fs::write(
+        &bad,
+        "[llm]\napi_key = \"sk-segredo-que-nao-aparece\"\nmax_tokens = \"muitos\"\n",
+    )
+    .expect("write");
+    let (mut cmd, _d) = vt_agent();
+    let out = cmd
+        .arg("--config")
+        .arg(&bad)
+        .args(["config", "check"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("max_tokens"), "names the key: {err}");
+    assert!(
+        !err.contains("segredo") && !err.contains("muitos"),
+        "never a value: {err}"
+    );
+
+    for (args, expected) in [
+        (vec!["config", "reference"], "## `[llm]`"),
+        (vec!["config", "schema"], "\"$schema\""),
+        (vec!["openapi"], "\"openapi\": \"3.1.0\""),
+    ] {
+        let (mut cmd, _d) = vt_agent();
+        let out = cmd.arg("--config").arg(&bad).args(&args).output().expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(expected),
+            "{args:?}: {text:.200}"
+        );
+    }
+}

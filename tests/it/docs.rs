@@ -20,6 +20,17 @@ fn the_books_configuration_reference_is_generated_from_the_types() {
     );
 }
 
+#[test]
+fn the_books_openapi_document_is_what_the_handlers_generate() {
+    const PAGE: &str = "docs/src/integrator/openapi.json";
+    let page = std::fs::read_to_string(root().join(PAGE)).expect("the OpenAPI copy");
+    let generated = vt_actions::json::to_pretty(&vt_agent::http::openapi()).expect("json") + "\n";
+    assert!(
+        page == generated,
+        "{PAGE} is not what the handlers say: run `cargo run -q -- openapi > {PAGE}`"
+    );
+}
+
 /// The `section.key` paths `examples/vt-agent.toml` names, commented or not; a map's entry
 /// (`[custos.modelos."gpt-5-mini"]`) as `"NOME"`.
 fn example_keys() -> BTreeSet<String> {
