@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Runs `work` at once, then `period` after each pass ends, until `stop` resolves. A stop waits for
 /// the pass under way: a pass is never cut short (a credit, a send, a follow-up half done).
-pub async fn every(period: Duration, stop: impl Future<Output = ()>, mut work: impl AsyncFnMut()) {
+pub(crate) async fn every(period: Duration, stop: impl Future<Output = ()>, mut work: impl AsyncFnMut()) {
     tokio::pin!(stop);
     loop {
         work().await;

@@ -36,7 +36,7 @@ pub(crate) enum Passo {
 }
 
 /// What a hybrid task produced.
-pub struct PlanOutcome {
+pub(crate) struct PlanOutcome {
     pub reply: String,
     pub task: TaskRun,
     pub tokens: (u64, u64),
@@ -78,7 +78,7 @@ fn planner_prompt() -> String {
 }
 
 /// Plans and executes `text` for `conv`.
-pub async fn run(
+pub(crate) async fn run(
     engine: &Engine,
     llm: &dyn LlmProvider,
     conv: &Conversation,

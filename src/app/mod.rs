@@ -1,7 +1,7 @@
 //! Wiring: builds the engine (actions, prompts, skills, model) from a [`Config`]. The one place that
 //! knows every part; commands and tests start here.
 
-pub mod serve;
+pub(crate) mod serve;
 pub mod tls_simulator;
 pub mod eval;
 pub mod transcripts;

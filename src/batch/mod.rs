@@ -7,7 +7,7 @@
 //! requests.
 
 pub mod background;
-pub mod progress;
+pub(crate) mod progress;
 mod shared;
 pub mod source;
 

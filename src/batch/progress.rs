@@ -103,7 +103,7 @@ fn counts(counts: &BTreeMap<String, usize>) -> String {
 
 /// The closing summary: counts by status, this run's p50/p99 per flow and flows/s, and what to do when
 /// it stopped early.
-pub fn summary(job: &str, s: &Summary) -> String {
+pub(crate) fn summary(job: &str, s: &Summary) -> String {
     let mut out = format!("lote {job}: {} de {} linhas terminadas", s.ended(), s.total);
     if s.skipped > 0 {
         let _ = write!(out, " ({} já estavam de uma execução anterior)", s.skipped);

@@ -7,9 +7,9 @@
 //! provider and the actions do.
 
 mod conversation;
-pub mod prompts;
-pub mod retry;
-pub mod skills;
+pub(crate) mod prompts;
+pub(crate) mod retry;
+pub(crate) mod skills;
 mod turn;
 
 pub use turn::{

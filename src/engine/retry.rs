@@ -24,7 +24,7 @@ impl RetryPolicy {
 }
 
 /// The outcome of [`retry`], with the number of tries it took.
-pub struct Retried<T, E> {
+pub(crate) struct Retried<T, E> {
     pub result: Result<T, E>,
     pub attempts: u32,
 }
@@ -32,7 +32,7 @@ pub struct Retried<T, E> {
 /// Runs `op` until it succeeds, fails with an error `should_retry` refuses, or runs out of attempts.
 /// The wait between tries is the policy's backoff, or the server's `Retry-After` when that is longer
 /// (capped at ten times the backoff, so a hostile header cannot park a turn for an hour).
-pub async fn retry<T, E, F, Fut>(
+pub(crate) async fn retry<T, E, F, Fut>(
     policy: RetryPolicy,
     should_retry: impl Fn(&E) -> bool,
     retry_after: impl Fn(&E) -> Option<Duration>,

@@ -20,7 +20,7 @@ mod ops;
 mod optins;
 mod state;
 mod subjects;
-pub mod webhooks;
+pub(crate) mod webhooks;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};

@@ -35,7 +35,7 @@ use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::store::{ConversationStore, OutboxItem, PixStore};
 
 /// The channel HTTP conversations are recorded under (their late messages' outbox destination).
-pub const CHANNEL: &str = "http";
+pub(crate) const CHANNEL: &str = "http";
 /// How often an event stream looks for new messages.
 const POLL: Duration = Duration::from_millis(300);
 /// The longest a delivery may take before it is tried again.
@@ -43,7 +43,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `webhook-signature` for `id`, `timestamp` and `body` under each of `keys`: `v1,<base64>` each,
 /// separated by spaces.
-pub fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
     keys.iter()
         .map(|key| {
             let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
@@ -97,7 +97,7 @@ struct Target {
 }
 
 /// The outbox sender of HTTP conversations' late messages: each to its tenant's webhook, signed.
-pub struct WebhookSender {
+pub(crate) struct WebhookSender {
     targets: HashMap<String, Target>,
     conversations: Arc<dyn ConversationStore>,
     pix: Arc<dyn PixStore>,
@@ -105,7 +105,7 @@ pub struct WebhookSender {
 }
 
 impl WebhookSender {
-    pub fn new(
+    pub(crate) fn new(
         webhooks: &[WebhookConfig],
         conversations: Arc<dyn ConversationStore>,
         pix: Arc<dyn PixStore>,

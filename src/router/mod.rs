@@ -10,7 +10,7 @@
 mod cards;
 pub mod corpus;
 pub mod intents;
-pub mod keywords;
+pub(crate) mod keywords;
 mod known;
 mod level2;
 mod texts;

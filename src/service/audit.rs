@@ -7,7 +7,7 @@ use super::{Handled, Services};
 use crate::store::AuditRecord;
 
 /// Who looked a card up, and where.
-pub struct Lookup<'a> {
+pub(crate) struct Lookup<'a> {
     pub support_user: &'a str,
     pub tenant: &'a str,
     pub channel: &'a str,

@@ -22,7 +22,7 @@
 mod accept;
 mod budgets;
 mod bursts;
-pub mod audit;
+pub(crate) mod audit;
 mod channel;
 pub use channel::{ChannelBook, ChannelRules};
 mod board;

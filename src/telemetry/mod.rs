@@ -7,8 +7,8 @@
 //!   shape), exported in the background and masked on the way out; the `/metrics` figures as OTLP
 //!   metrics. [`Telemetry::shutdown`] flushes both, so one-shot commands lose nothing.
 
-pub mod otlp;
-pub mod spans;
+pub(crate) mod otlp;
+pub(crate) mod spans;
 
 use std::io::Write;
 

@@ -87,7 +87,7 @@ pub(crate) async fn in_trace<F: std::future::Future>(root: &Span, scope: &Scope<
 
 /// The root of a turn's trace, named after the agent. A new trace even when called inside another
 /// span: each turn is its own trace.
-pub fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
+pub(crate) fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
     let span =
         tracing::info_span!(target: "vt_agent::trace", parent: None, "turn", "otel.name" = scope.agent);
     if span.is_disabled() {
@@ -100,7 +100,7 @@ pub fn turn(scope: &Scope<'_>, channel: &str, input: &str) -> Span {
 }
 
 /// A step of the pipeline (`accept`, `route`, `run`, `commit`, `deliver`), child of the current span.
-pub fn step(name: &'static str) -> Span {
+pub(crate) fn step(name: &'static str) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "step", "otel.name" = name);
     if !span.is_disabled() {
         scoped(&span, "span");
@@ -109,7 +109,7 @@ pub fn step(name: &'static str) -> Span {
 }
 
 /// The router's decision, on the `route` span.
-pub fn routed(span: &Span, intent: &str, level: &str, by: &str, tokens: (u64, u64)) {
+pub(crate) fn routed(span: &Span, intent: &str, level: &str, by: &str, tokens: (u64, u64)) {
     if span.is_disabled() {
         return;
     }
@@ -121,7 +121,7 @@ pub fn routed(span: &Span, intent: &str, level: &str, by: &str, tokens: (u64, u6
 }
 
 /// One model call, named after the skill that made it; `input` is built only when traced.
-pub fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Span {
+pub(crate) fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "generation", "otel.name" = skill);
     if span.is_disabled() {
         return span;
@@ -154,7 +154,7 @@ pub(crate) fn generated(span: &Span, model: &str, usage: &crate::llm::Usage, out
 
 /// One action or flow stage; `input` gives the JSON the action was given (or, for a stage, a pointer
 /// to the previous stage's output), built only when traced.
-pub fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
+pub(crate) fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
     let span = tracing::info_span!(target: "vt_agent::trace", "tool", "otel.name" = name);
     if span.is_disabled() {
         return span;
@@ -165,14 +165,14 @@ pub fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
 }
 
 /// The observation's output (a tool's result, the turn's replies), as JSON text.
-pub fn output(span: &Span, value: impl FnOnce() -> Value) {
+pub(crate) fn output(span: &Span, value: impl FnOnce() -> Value) {
     if !span.is_disabled() {
         span.set_attribute("langfuse.observation.output", vt_actions::json::text(&value()));
     }
 }
 
 /// `state_updates` / `memory_updates` of a response, as an event of the tool span.
-pub fn updates(span: &Span, name: &'static str, updates: &Map<String, Value>) {
+pub(crate) fn updates(span: &Span, name: &'static str, updates: &Map<String, Value>) {
     if span.is_disabled() || updates.is_empty() {
         return;
     }
@@ -187,7 +187,7 @@ pub fn updates(span: &Span, name: &'static str, updates: &Map<String, Value>) {
 }
 
 /// Marks the observation failed: span status, Langfuse level and status message.
-pub fn failed(span: &Span, message: &str) {
+pub(crate) fn failed(span: &Span, message: &str) {
     if span.is_disabled() {
         return;
     }
@@ -216,7 +216,11 @@ pub(crate) fn trace_context() -> Option<HashMap<String, String>> {
 
 /// The `deliver` step of a reply sent by the outbox worker, in the trace of the turn that wrote it
 /// (`context` from [`trace_context`]); a trace of its own when the turn was not traced.
-pub fn deliver(scope: &Scope<'_>, context: Option<&HashMap<String, String>>, destination: &str) -> Span {
+pub(crate) fn deliver(
+    scope: &Scope<'_>,
+    context: Option<&HashMap<String, String>>,
+    destination: &str,
+) -> Span {
     use opentelemetry::propagation::TextMapPropagator as _;
     let span =
         tracing::info_span!(target: "vt_agent::trace", parent: None, "deliver", "otel.name" = "deliver");
@@ -233,7 +237,7 @@ pub fn deliver(scope: &Scope<'_>, context: Option<&HashMap<String, String>>, des
 
 /// One model call outside the engine's loop (the router's classification, the planner, the context
 /// summary) in its `generation` span.
-pub async fn complete(
+pub(crate) async fn complete(
     name: &str,
     llm: &dyn crate::llm::LlmProvider,
     request: &crate::llm::CompletionRequest,

@@ -21,14 +21,14 @@ pub(crate) struct Cassette {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub fingerprint: String,
     pub request: Value,
     pub response: Recorded,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub model: String,
     #[serde(default)]
     pub text: Option<String>,
@@ -39,7 +39,7 @@ pub struct Recorded {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedCall {
+pub(crate) struct RecordedCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
@@ -51,14 +51,14 @@ static SECRET: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Masks card numbers and removes anything that looks like a key.
-pub fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     SECRET
         .replace_all(&mask_cards_in(text), "<redigido>")
         .into_owned()
 }
 
 /// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted.
-pub fn summary(request: &CompletionRequest) -> Value {
+pub(crate) fn summary(request: &CompletionRequest) -> Value {
     let messages = vt_actions::json::to_value(&request.messages).unwrap_or(Value::Null);
     json!({
         "system": redact(&request.system),
@@ -69,7 +69,7 @@ pub fn summary(request: &CompletionRequest) -> Value {
     })
 }
 
-pub fn fingerprint(summary: &Value) -> String {
+pub(crate) fn fingerprint(summary: &Value) -> String {
     hex::encode(Sha256::digest(summary.to_string().as_bytes()))[..16].to_owned()
 }
 

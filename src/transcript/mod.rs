@@ -4,7 +4,7 @@
 //! the product, is `app::transcripts`: `vt-agent test PATH...` runs them with a readable
 //! report, JUnit XML and a JSON report; `cargo test` runs every file under `tests/transcripts/`.
 
-pub mod cassette;
+pub(crate) mod cassette;
 pub mod export;
 pub mod format;
 

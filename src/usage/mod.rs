@@ -1,7 +1,7 @@
 //! The usage summary as a terminal table. Input tokens count the cached ones too; `em cache` says how
 //! many of them the provider read from its prompt cache.
 
-pub mod outcomes;
+pub(crate) mod outcomes;
 
 use crate::store::UsageSummaryRow;
 

@@ -13,7 +13,7 @@ use crate::store::{Desfecho, OutcomeRecord};
 
 /// The outcomes of a group of stretches.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub total: usize,
     pub pelo_bot: usize,
     pub por_pessoa: usize,
@@ -30,7 +30,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn add(&mut self, o: &OutcomeRecord) {
+    pub(crate) fn add(&mut self, o: &OutcomeRecord) {
         self.total += 1;
         match o.desfecho {
             Desfecho::ResolvidaPeloBot => self.pelo_bot += 1,
@@ -54,7 +54,7 @@ impl Tally {
     }
 
     /// `part` of the total, in percent (one decimal).
-    pub fn pct(&self, part: usize) -> f64 {
+    pub(crate) fn pct(&self, part: usize) -> f64 {
         if self.total == 0 {
             return 0.0;
         }
@@ -71,7 +71,7 @@ impl Tally {
         mean(self.notas_pessoa)
     }
 
-    pub fn resolved(&self) -> usize {
+    pub(crate) fn resolved(&self) -> usize {
         self.pelo_bot + self.por_pessoa
     }
 
@@ -88,7 +88,7 @@ fn mean((sum, n): (i64, usize)) -> Option<f64> {
 }
 
 /// A group: day, tenant, intent.
-pub type Group = (chrono::NaiveDate, String, String);
+pub(crate) type Group = (chrono::NaiveDate, String, String);
 
 /// `records` from `first` on (a day in `tz`), per day, tenant and main intent, oldest first.
 pub(crate) fn by_day(
@@ -120,7 +120,7 @@ pub(crate) fn by_tenant(records: &[OutcomeRecord]) -> BTreeMap<String, Tally> {
 
 /// A row as the console shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Line {
+pub(crate) struct Line {
     pub dia: String,
     pub tenant: String,
     pub intencao: String,
@@ -136,7 +136,7 @@ pub struct Line {
 }
 
 impl Line {
-    pub fn of(((day, tenant, intent), t): &(Group, Tally)) -> Self {
+    pub(crate) fn of(((day, tenant, intent), t): &(Group, Tally)) -> Self {
         Self {
             dia: day.format("%d/%m/%Y").to_string(),
             tenant: tenant.clone(),
@@ -162,7 +162,7 @@ fn per_resolved(t: &Tally) -> String {
 }
 
 /// The groups as a terminal table, with a total line.
-pub fn table(groups: &[(Group, Tally)]) -> String {
+pub(crate) fn table(groups: &[(Group, Tally)]) -> String {
     let header = [
         "dia",
         "tenant",
