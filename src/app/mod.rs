@@ -128,7 +128,8 @@ pub fn channel_book() -> crate::service::ChannelBook {
     use crate::service::ChannelRules;
     let read_here = |label| ChannelRules {
         label,
-        ..ChannelRules::read_in_conversation()
+        read_in_conversation: true,
+        ..ChannelRules::default()
     };
     let sends_itself = |label| ChannelRules {
         label,

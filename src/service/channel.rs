@@ -1,7 +1,7 @@
-//! What the service must know of a conversation's channel, declared by the channel
-//! (`channels`, listed by `app`) and asked of the conversation's channel — never of its name: no rule here
-//! compares a channel name, so a new channel brings its rules with it instead of an `== "name"` beside
-//! each.
+//! What the service must know of a conversation's channel, declared by the channel (`channels`,
+//! listed once by `app::channel_book`) and asked of the conversation's channel — never of its name: no
+//! rule here compares a channel name, so a new channel brings its rules with it instead of an
+//! `== "name"` beside each.
 
 use std::sync::Arc;
 
@@ -24,18 +24,6 @@ pub struct ChannelRules {
     /// terminal, HTTP, a flow's API): no worker sends there, so what is said late is on record as
     /// delivered — unless the tenant has its late messages pushed ([`super::ServicesConfig::pushed`]).
     pub read_in_conversation: bool,
-}
-
-impl ChannelRules {
-    /// A channel whose people read replies in the conversation, with no rule besides.
-    pub const fn read_in_conversation() -> Self {
-        Self {
-            window: None,
-            native_orders: false,
-            label: "",
-            read_in_conversation: true,
-        }
-    }
 }
 
 /// Every channel's rules by the name conversations carry, in the order they were declared; an
