@@ -21,6 +21,19 @@ use axum::routing::MethodRouter;
 use crate::outbox::ChannelSender;
 use crate::service::Services;
 
+/// Each `(variable, field)` whose variable is set (`get` reads one; empty is unset) replaces the
+/// field: how a channel's section takes its own `VT_*` ids and secrets.
+pub(crate) fn set_from_env<const N: usize>(
+    get: &impl Fn(&str) -> Option<String>,
+    fields: [(&str, &mut Option<String>); N],
+) {
+    for (name, field) in fields {
+        if let Some(v) = get(name) {
+            *field = Some(v);
+        }
+    }
+}
+
 /// A background job of a channel: run until the future it is given resolves (the server's stop).
 pub type Job = Box<
     dyn FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send,

@@ -1010,6 +1010,29 @@ mod tests {
     }
 
     #[test]
+    fn a_channels_section_takes_its_own_variables_and_an_empty_one_changes_nothing() {
+        let toml =
+            "[whatsapp]\nphone_number_id = \"do-arquivo\"\n[mattermost]\nurl = \"https://mm.example\"\n";
+        let c = Config::from_sources(
+            Some(toml),
+            "f",
+            &env(&[
+                ("VT_WHATSAPP_ACCESS_TOKEN", "EAAtoken"),
+                ("VT_WHATSAPP_APP_SECRET", "segredo"),
+                ("VT_WHATSAPP_VERIFY_TOKEN", "verifica"),
+                ("VT_WHATSAPP_PHONE_NUMBER_ID", ""),
+                ("VT_WHATSAPP_API_VERSION", "v99.0"),
+                ("VT_MATTERMOST_URL", "https://mm.example.com.br"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(c.whatsapp.access_token.as_deref(), Some("EAAtoken"));
+        assert_eq!(c.whatsapp.phone_number_id.as_deref(), Some("do-arquivo"));
+        assert_eq!(c.whatsapp.api_version, "v99.0");
+        assert_eq!(c.mattermost.url.as_deref(), Some("https://mm.example.com.br"));
+    }
+
+    #[test]
     fn bad_values_are_named_never_echoed() {
         let err =
             Config::from_sources(None, "", &env(&[("VT_LLM_MAX_TOKENS", "muitos")])).expect_err("invalid");

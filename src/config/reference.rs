@@ -149,18 +149,6 @@ fn walk(schema: &Value, defs: &Map<String, Value>, path: &str, into: usize, out:
             format!("{path}.{name}")
         };
         let default = raw.get("default").or_else(|| field.get("default"));
-        // A value of a few required keys with a default of its own is written inline
-        // (`{ attempts = 3, backoff_ms = 5000 }`); any other table is a section.
-        if is_table(field) && !(default.is_some_and(Value::is_object) && all_required(field)) {
-            out.push(Section {
-                header: format!("[{child}]"),
-                about,
-                keys: Vec::new(),
-            });
-            let at = out.len() - 1;
-            walk(field, defs, &child, at, out);
-            continue;
-        }
         if let Some(variants) = tagged_variants(field, defs) {
             out.push(Section {
                 header: format!("[{child}]"),
@@ -169,33 +157,14 @@ fn walk(schema: &Value, defs: &Map<String, Value>, path: &str, into: usize, out:
             });
             continue;
         }
-        if let Some(items) = field
-            .get("items")
-            .map(|i| resolve(i, defs))
-            .filter(|i| is_table(i))
-        {
+        if let Some((header, path, table)) = nested(&child, field, default, defs) {
             out.push(Section {
-                header: format!("[[{child}]]"),
+                header,
                 about,
                 keys: Vec::new(),
             });
             let at = out.len() - 1;
-            walk(items, defs, &child, at, out);
-            continue;
-        }
-        if let Some(values) = field
-            .get("additionalProperties")
-            .map(|v| resolve(v, defs))
-            .filter(|v| is_table(v))
-        {
-            let entry = format!("{child}.\"NOME\"");
-            out.push(Section {
-                header: format!("[{entry}]"),
-                about,
-                keys: Vec::new(),
-            });
-            let at = out.len() - 1;
-            walk(values, defs, &entry, at, out);
+            walk(table, defs, &path, at, out);
             continue;
         }
         out[into].keys.push(Key {
@@ -207,6 +176,35 @@ fn walk(schema: &Value, defs: &Map<String, Value>, path: &str, into: usize, out:
             about,
         });
     }
+}
+
+/// The section `field` (at `child`) opens, if it is one: its header, the path of its keys and the
+/// table they are read from — a table (`[llm]`; but a value of a few required keys with a default of
+/// its own is written inline, `{ attempts = 3, backoff_ms = 5000 }`), a list of tables
+/// (`[[llm.fallback]]`), or a map of tables (`[custos.modelos."NOME"]`).
+fn nested<'a>(
+    child: &str,
+    field: &'a Value,
+    default: Option<&Value>,
+    defs: &'a Map<String, Value>,
+) -> Option<(String, String, &'a Value)> {
+    if is_table(field) {
+        let inline = default.is_some_and(Value::is_object) && all_required(field);
+        return (!inline).then(|| (format!("[{child}]"), child.to_owned(), field));
+    }
+    if let Some(items) = field
+        .get("items")
+        .map(|i| resolve(i, defs))
+        .filter(|i| is_table(i))
+    {
+        return Some((format!("[[{child}]]"), child.to_owned(), items));
+    }
+    let values = field
+        .get("additionalProperties")
+        .map(|v| resolve(v, defs))
+        .filter(|v| is_table(v))?;
+    let entry = format!("{child}.\"NOME\"");
+    Some((format!("[{entry}]"), entry, values))
 }
 
 /// The variants of an enum written as a table with a `kind` key (`[systems.auth] kind = "oauth2"`):

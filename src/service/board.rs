@@ -178,13 +178,7 @@ impl Services {
         template: Option<crate::outbox::TemplateUse>,
         files: Vec<vt_actions::FileContent>,
     ) -> Result<(), crate::store::StoreError> {
-        let item = super::commit::reply_item(
-            conv,
-            text.clone(),
-            template,
-            (files, Vec::new()),
-            self.sends_late(conv),
-        );
+        let item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
         let message = crate::llm::ChatMessage::assistant(text);
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())

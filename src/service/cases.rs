@@ -350,24 +350,16 @@ impl Services {
             ChatMessage::HumanAgent { name, content } => format!("{name}: {content}"),
             other => other.text().unwrap_or_default().to_owned(),
         };
-        // An agent's words reach a WhatsApp user whose window closed through the template that asks
-        // them to come back; the words follow when they answer.
+        // An agent's words reach a person whose window closed through the template that asks them to
+        // come back; the words follow when they answer.
         let template = match &message {
-            ChatMessage::HumanAgent { name, .. } if self.channel(&conv.channel).window.is_some() => {
-                Some(crate::outbox::TemplateUse {
-                    purpose: "retomar_atendimento".into(),
-                    parameters: [("atendente".to_owned(), name.clone())].into(),
-                })
-            }
+            ChatMessage::HumanAgent { name, .. } => Some(crate::outbox::TemplateUse {
+                purpose: "retomar_atendimento".into(),
+                parameters: [("atendente".to_owned(), name.clone())].into(),
+            }),
             _ => None,
         };
-        let item = super::commit::reply_item(
-            &conv,
-            text,
-            template,
-            (Vec::new(), Vec::new()),
-            self.sends_late(&conv),
-        );
+        let item = self.late_reply(&conv, text, template, (Vec::new(), Vec::new()));
         let mut items = vec![item];
         if show_on_board && self.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {

@@ -354,11 +354,26 @@ fn default_tag(outcome: &TurnOutcome) -> IntentTag {
     }
 }
 
-/// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the conversation's
-/// card holder on its channel (sent by the channel's worker — on WhatsApp as `template` outside the
-/// 24-hour window; the terminal and HTTP read it from the conversation, so there it is on record as
-/// delivered, unless a worker `sends_itself` there ([`Services::sends_late`]).
-pub(super) fn reply_item(
+impl Services {
+    /// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the card
+    /// holder of `conv`, said outside a turn, as the conversation's channel takes it
+    /// ([`ChannelRules`](super::ChannelRules)): with `template` only where the channel has a window
+    /// (it stands in for the text outside it); sent by a worker where one sends there, else (the
+    /// terminal, HTTP, read in the conversation) on record as delivered.
+    pub(super) fn late_reply(
+        &self,
+        conv: &Conversation,
+        text: String,
+        template: Option<crate::outbox::TemplateUse>,
+        (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
+    ) -> crate::store::NewOutboxItem {
+        let template = template.filter(|_| self.channel(&conv.channel).window.is_some());
+        reply_item(conv, text, template, (files, choices), self.sends_late(conv))
+    }
+}
+
+/// [`Services::late_reply`]'s item, the channel's rules applied.
+fn reply_item(
     conv: &Conversation,
     text: String,
     template: Option<crate::outbox::TemplateUse>,

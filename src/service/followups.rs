@@ -189,16 +189,12 @@ impl Services {
     async fn tell(&self, f: &FollowUp, input: &FlowInput, aviso: &Aviso) -> Result<(), FollowUpError> {
         match self.audience(&f.attempt.attempt.origin).await? {
             Audience::Chat(conv) => {
-                let template =
-                    self.channel(&conv.channel)
-                        .window
-                        .is_some()
-                        .then(|| crate::outbox::TemplateUse {
-                            purpose: "resultado_recarga".into(),
-                            parameters: aviso.parametros().into_iter().collect(),
-                        });
+                let template = crate::outbox::TemplateUse {
+                    purpose: "resultado_recarga".into(),
+                    parameters: aviso.parametros().into_iter().collect(),
+                };
                 let text = aviso.mensagem();
-                self.say_now(&conv, text, template, Vec::new()).await?;
+                self.say_now(&conv, text, Some(template), Vec::new()).await?;
             }
             Audience::Recipient => {
                 let systems = self

@@ -369,22 +369,12 @@ impl super::jobs::Outcomes<'_> {
                 STATE_PESQUISA.into(),
                 vt_actions::json::to_value(&asked).unwrap_or(Value::Null),
             );
-            let template = self
-                .channel(&conv.channel)
-                .window
-                .is_some()
-                .then(|| crate::outbox::TemplateUse {
-                    purpose: SURVEY_INTENT.into(),
-                    parameters: std::collections::BTreeMap::new(),
-                });
+            let template = crate::outbox::TemplateUse {
+                purpose: SURVEY_INTENT.into(),
+                parameters: std::collections::BTreeMap::new(),
+            };
             let choices = SCALE.iter().map(|s| (*s).to_owned()).collect();
-            let item = super::commit::reply_item(
-                &conv,
-                QUESTION.into(),
-                template,
-                (Vec::new(), choices),
-                self.sends_late(&conv),
-            );
+            let item = self.late_reply(&conv, QUESTION.into(), Some(template), (Vec::new(), choices));
             let message = crate::llm::ChatMessage::assistant(QUESTION);
             let asked = self
                 .store

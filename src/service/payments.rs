@@ -454,10 +454,10 @@ impl Payments<'_> {
         Ok(())
     }
 
-    /// `text` to the card holder in `charge`'s conversation, through the outbox; on WhatsApp, with
-    /// the `template` that stands in for it outside the 24-hour window (sent only with their opt-in)
-    /// and, when the charge `ended` and its code was shown as a native order, the order's status
-    /// after it (`order_status`).
+    /// `text` to the card holder in `charge`'s conversation, through the outbox; where the channel has
+    /// a window, with the `template` that stands in for it outside (sent only with their opt-in) and,
+    /// when the charge `ended` and its code was shown as a native order, the order's status after it
+    /// (`order_status`).
     async fn tell(
         &self,
         charge: &PixCharge,
@@ -468,10 +468,8 @@ impl Payments<'_> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let channel = self.channel(&conv.channel);
-        let template = template.filter(|_| channel.window.is_some());
-        let native =
-            channel.native_orders && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
+        let native = self.channel(&conv.channel).native_orders
+            && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
         let files = (ended && native)
             .then(|| vt_actions::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()

@@ -137,18 +137,8 @@ fn the_example_reader_sees_commented_keys_and_sections() {
 
 /// The Markdown files a reader follows links through: the README and every page of the book.
 fn pages() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("docs/src").filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                out.push(path);
-            }
-        }
-    }
     let mut out = vec![root().join("README.md")];
-    walk(&root().join("docs/src"), &mut out);
+    crate::layers::files_ending(&root().join("docs/src"), "md", &mut out);
     out.sort();
     out
 }

@@ -41,11 +41,19 @@ fn floor_of(module: &str) -> usize {
 }
 
 pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src").filter_map(Result::ok) {
+    files_ending(dir, "rs", out);
+}
+
+/// Every file under `dir` whose extension is `ext`.
+pub(crate) fn files_ending(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir)
+        .expect("read a folder")
+        .filter_map(Result::ok)
+    {
         let path = entry.path();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_ending(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }

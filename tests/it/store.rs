@@ -1045,13 +1045,43 @@ pub(crate) async fn a_conversations_items_go_out_in_order_and_accepting_twice_is
         .expect("no id");
     assert!(first.is_some() && again.is_none() && other.is_some());
     assert_eq!(store.messages("c-accept").await.expect("messages").len(), 2);
-    // A contact's last message is written with the message, and never moves back.
+    // A reply held for a closed window (this conversation's, and another's).
+    let held = |conversation: &str| NewOutboxItem {
+        kind: "reply".into(),
+        destination: "whatsapp".into(),
+        payload: json!({"texto": "esperando a janela"}),
+        max_attempts: 3,
+        next_attempt_at: now,
+        conversation_id: Some(conversation.into()),
+        status: OutboxStatus::Pending,
+    };
+    let mine = store.enqueue(&held("c-accept"), now).await.expect("enqueue");
+    let theirs = store.enqueue(&held("c-outra"), now).await.expect("enqueue");
+    for id in [mine, theirs] {
+        store.hold(id, "fora da janela").await.expect("hold");
+    }
+    // A contact's last message is written with the message, and never moves back; the replies held in
+    // its conversation go out in the same transaction, no one else's.
     let wrote = now - chrono::Duration::minutes(3);
     let seen = store
         .accept_message(accepting(false, Some("wamid.2"), Some(("5511999990000", wrote))))
         .await
         .expect("accept with the contact");
     assert!(seen.is_some());
+    let status = |id| {
+        let store = store.clone();
+        async move { store.outbox_item(id).await.expect("read").expect("there").status }
+    };
+    assert_eq!(
+        status(mine).await,
+        OutboxStatus::Pending,
+        "released with the message"
+    );
+    assert_eq!(
+        status(theirs).await,
+        OutboxStatus::Held,
+        "another conversation's waits"
+    );
     assert_eq!(
         store.last_inbound("5511999990000").await.expect("read"),
         Some(wrote)

@@ -74,22 +74,19 @@ impl std::fmt::Debug for MattermostConfig {
 impl MattermostConfig {
     /// `VT_MATTERMOST_*` over the file's values (`get` reads one variable; empty is unset).
     pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        for (name, field) in [
-            ("VT_MATTERMOST_URL", &mut self.url),
-            ("VT_MATTERMOST_BOT_TOKEN", &mut self.bot_token),
-            ("VT_MATTERMOST_SLASH_TOKEN", &mut self.slash_token),
-            ("VT_MATTERMOST_WEBHOOK_TOKEN", &mut self.webhook_token),
-            ("VT_MATTERMOST_ACTIONS_SECRET", &mut self.actions_secret),
-            ("VT_MATTERMOST_PUBLIC_URL", &mut self.public_url),
-        ] {
-            if let Some(v) = get(name) {
-                *field = Some(v);
-            }
-        }
+        super::set_from_env(
+            get,
+            [
+                ("VT_MATTERMOST_URL", &mut self.url),
+                ("VT_MATTERMOST_BOT_TOKEN", &mut self.bot_token),
+                ("VT_MATTERMOST_SLASH_TOKEN", &mut self.slash_token),
+                ("VT_MATTERMOST_WEBHOOK_TOKEN", &mut self.webhook_token),
+                ("VT_MATTERMOST_ACTIONS_SECRET", &mut self.actions_secret),
+                ("VT_MATTERMOST_PUBLIC_URL", &mut self.public_url),
+            ],
+        );
     }
-}
 
-impl MattermostConfig {
     /// Some way in is configured.
     pub(crate) fn is_on(&self) -> bool {
         self.slash_token.is_some() || self.webhook_token.is_some() || self.bot_token.is_some()

@@ -83,16 +83,15 @@ pub struct WhatsAppConfig {
 impl WhatsAppConfig {
     /// `VT_WHATSAPP_*` over the file's values (`get` reads one variable; empty is unset).
     pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        for (name, field) in [
-            ("VT_WHATSAPP_PHONE_NUMBER_ID", &mut self.phone_number_id),
-            ("VT_WHATSAPP_ACCESS_TOKEN", &mut self.access_token),
-            ("VT_WHATSAPP_APP_SECRET", &mut self.app_secret),
-            ("VT_WHATSAPP_VERIFY_TOKEN", &mut self.verify_token),
-        ] {
-            if let Some(v) = get(name) {
-                *field = Some(v);
-            }
-        }
+        super::set_from_env(
+            get,
+            [
+                ("VT_WHATSAPP_PHONE_NUMBER_ID", &mut self.phone_number_id),
+                ("VT_WHATSAPP_ACCESS_TOKEN", &mut self.access_token),
+                ("VT_WHATSAPP_APP_SECRET", &mut self.app_secret),
+                ("VT_WHATSAPP_VERIFY_TOKEN", &mut self.verify_token),
+            ],
+        );
         if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
             self.graph_url = v;
         }

@@ -151,12 +151,13 @@ async fn store_all(
     StatusCode::OK
 }
 
-/// A person's first message gets the privacy notice before its answer, once: its conversation is new.
-/// Not said (the store failed), it is logged and the answer goes on: the message is stored, and a 503
-/// now would only make Meta deliver a message this process already has.
+/// A person's first message gets the privacy notice before its answer, once: `greet` says it only in
+/// a conversation the message opened. Not said (the store failed), it is logged and the answer goes
+/// on: the message is stored, and a 503 now would only make Meta deliver a message this process
+/// already has.
 async fn greet(state: &WebhookState, received: &Received) {
     let notice = state.config.aviso_privacidade.trim();
-    if received.opened.is_none() || notice.is_empty() {
+    if notice.is_empty() {
         return;
     }
     if let Err(e) = state.service.messages().greet(received, notice).await {
