@@ -119,9 +119,6 @@ pub(crate) fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service
         .transpose()
 }
 
-/// The terminal's channel name (`vt-agent chat`).
-pub const TERMINAL: &str = "terminal";
-
 /// Every channel's rules, for the service ([`crate::service::ChannelRules`]): the one place a channel
 /// is named to it, in the order the console lists them.
 pub fn channel_book() -> crate::service::ChannelBook {
@@ -136,7 +133,7 @@ pub fn channel_book() -> crate::service::ChannelBook {
         ..ChannelRules::default()
     };
     crate::service::ChannelBook::new([
-        (TERMINAL, read_here("Terminal")),
+        (crate::engine::TERMINAL, read_here("Terminal")),
         (crate::http::webhooks::CHANNEL, read_here("HTTP")),
         (crate::channels::mattermost::CHANNEL, sends_itself("Mattermost")),
         (

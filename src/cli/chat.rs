@@ -34,7 +34,7 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
     let who = Participant {
         user_id: args.user.clone(),
         user_login: args.user.clone(),
-        channel: crate::app::TERMINAL.into(),
+        channel: crate::engine::TERMINAL.into(),
     };
     if service.engine().catalog().agent(&args.agent).is_none() {
         anyhow::bail!("agente não encontrado: {}", args.agent);

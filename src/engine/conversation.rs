@@ -33,6 +33,9 @@ pub struct Conversation {
 /// The tenant of everything that comes with no API key (the terminal, a `serve` without keys).
 pub const DEFAULT_TENANT: &str = "default";
 
+/// The terminal's channel name (`vt-agent chat`, and a transcript that names no channel).
+pub const TERMINAL: &str = "terminal";
+
 fn default_tenant() -> String {
     DEFAULT_TENANT.to_owned()
 }

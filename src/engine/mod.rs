@@ -21,7 +21,7 @@ pub use turn::{
 pub(crate) const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
 pub use conversation::{
     Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, InnerRun, InnerRuns,
-    ModelCallRecord, Reply, StageOutput, TurnEvent, TurnOutcome,
+    ModelCallRecord, Reply, StageOutput, TERMINAL, TurnEvent, TurnOutcome,
 };
 pub use prompts::{PromptError, PromptVars, Prompts};
 pub use retry::RetryPolicy;

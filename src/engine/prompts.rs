@@ -44,7 +44,7 @@ impl PromptVars<'static> {
             skill_description: "descrição",
             user_id: "u-1",
             user_login: "usuario",
-            channel: "terminal",
+            channel: super::TERMINAL,
             now: "2026-01-01T12:00:00-03:00".into(),
             state: &EMPTY,
             memory: &EMPTY,

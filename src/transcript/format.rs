@@ -66,7 +66,7 @@ impl Default for Setup {
     fn default() -> Self {
         Self {
             agent: "vt".into(),
-            channel: "terminal".into(),
+            channel: crate::engine::TERMINAL.into(),
             user: "u-teste".into(),
             clock: None,
             seed: 1,
