@@ -100,6 +100,11 @@ fn engine(llm: Arc<ScriptedProvider>, ext: Extensions) -> Arc<Engine> {
     )
 }
 
+/// A service with nothing configured (no router, no channels' rules, default settings).
+fn bare(engine: Arc<Engine>, store: Arc<dyn Store>) -> Services {
+    Services::new(engine, store, ServicesConfig::default())
+}
+
 fn msg(conversation: Option<&str>, text: &str) -> Inbound {
     Inbound {
         agent_id: "genesis".into(),
@@ -136,11 +141,7 @@ async fn a_turn_is_stored_whole() {
         Scripted::text("feito"),
     ]));
     let store = memory_store().await;
-    let service = Services::new(
-        engine(llm, Extensions::default()),
-        store.clone(),
-        ServicesConfig::default(),
-    );
+    let service = bare(engine(llm, Extensions::default()), store.clone());
     let handled = service
         .messages()
         .handle(msg(Some("c1"), "faça"))
@@ -189,11 +190,7 @@ async fn a_conversation_resumes_after_a_restart() {
             Scripted::text("primeira"),
         ]));
         let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
-        let service = Services::new(
-            engine(llm, Extensions::default()),
-            store,
-            ServicesConfig::default(),
-        );
+        let service = bare(engine(llm, Extensions::default()), store);
         service
             .messages()
             .handle(msg(Some("c-resume"), "um"))
@@ -202,11 +199,7 @@ async fn a_conversation_resumes_after_a_restart() {
     }
     let llm = Arc::new(ScriptedProvider::new([Scripted::text("segunda")]));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("reopen"));
-    let service = Services::new(
-        engine(llm.clone(), Extensions::default()),
-        store.clone(),
-        ServicesConfig::default(),
-    );
+    let service = bare(engine(llm.clone(), Extensions::default()), store.clone());
     let handled = service
         .messages()
         .handle(msg(Some("c-resume"), "dois"))
@@ -239,11 +232,7 @@ async fn a_conversation_resumes_after_a_restart() {
 async fn a_killed_turn_keeps_the_user_message_and_the_conversation_goes_on() {
     let llm = Arc::new(ScriptedProvider::new([Scripted::tool("travar", json!({}))]));
     let store = memory_store().await;
-    let service = Arc::new(Services::new(
-        engine(llm.clone(), Extensions::default()),
-        store.clone(),
-        ServicesConfig::default(),
-    ));
+    let service = Arc::new(bare(engine(llm.clone(), Extensions::default()), store.clone()));
     let running = {
         let service = service.clone();
         tokio::spawn(async move { service.messages().handle(msg(Some("c-kill"), "primeira")).await })
@@ -283,10 +272,9 @@ async fn turns_of_one_conversation_never_overlap() {
         Scripted::text("b"),
     ];
     let llm = Arc::new(ScriptedProvider::new(script));
-    let service = Arc::new(Services::new(
+    let service = Arc::new(bare(
         engine(llm, Extensions::default().with(timeline.clone())),
         memory_store().await,
-        ServicesConfig::default(),
     ));
     let (s1, s2) = (service.clone(), service.clone());
     let (a, b) = tokio::join!(
@@ -308,11 +296,7 @@ async fn turns_of_one_conversation_never_overlap() {
 async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = Services::new(
-        engine(llm.clone(), Extensions::default()),
-        store.clone(),
-        ServicesConfig::default(),
-    );
+    let service = bare(engine(llm.clone(), Extensions::default()), store.clone());
     let long = "a".repeat(6_000);
     let handled = service
         .messages()
@@ -338,11 +322,7 @@ async fn oversized_and_empty_messages_are_stored_and_answered_without_a_model() 
 async fn an_unknown_agent_writes_nothing() {
     let llm = Arc::new(ScriptedProvider::new([]));
     let store = memory_store().await;
-    let service = Services::new(
-        engine(llm, Extensions::default()),
-        store.clone(),
-        ServicesConfig::default(),
-    );
+    let service = bare(engine(llm, Extensions::default()), store.clone());
     let mut m = msg(Some("c-x"), "oi");
     m.agent_id = "inexistente".into();
     let err = service.messages().handle(m).await.expect_err("unknown agent");
@@ -1013,11 +993,7 @@ async fn a_message_that_cannot_be_stored_is_not_processed_and_the_user_is_told()
         fail_accepting: None,
         turn_attempts: AtomicU32::new(0),
     });
-    let service = Services::new(
-        engine(llm.clone(), Extensions::default()),
-        flaky,
-        ServicesConfig::default(),
-    );
+    let service = bare(engine(llm.clone(), Extensions::default()), flaky);
     let err = service
         .messages()
         .handle(msg(Some("c-flaky"), "recarrega"))
@@ -1074,7 +1050,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
     let engine = Arc::new(h.engine);
-    let service = Services::new(engine, store.clone(), ServicesConfig::default());
+    let service = bare(engine, store.clone());
     let vt_agent::service::FlowRan { output, persisted, .. } = service
         .flows().run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
         .await
@@ -1164,7 +1140,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
 async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
     let h = crate::support::flow_harness(crate::support::quick_simulator()).await;
     let store = memory_store().await;
-    let service = Services::new(Arc::new(h.engine), store.clone(), ServicesConfig::default());
+    let service = bare(Arc::new(h.engine), store.clone());
     let input = include_str!("../../examples/recarga-saldo-baixo.json");
     // Traced, each span adds its input and output as text: counted here untraced, as it runs by
     // default (another test may have installed a global subscriber).
