@@ -371,12 +371,12 @@ impl Metrics {
             }
         }
         use rust_decimal::prelude::ToPrimitive as _;
-        for (tenant, share) in service.budget_shares().await {
+        for (tenant, share) in service.spending().budget_shares().await {
             self.budget_share
                 .get_or_create(&Tenant { tenant })
                 .set(share.to_f64().unwrap_or_default());
         }
-        if let Ok(costs) = service.month_costs().await {
+        if let Ok(costs) = service.spending().month_costs().await {
             for (tenant, brl) in costs {
                 self.month_cost
                     .get_or_create(&Tenant { tenant })

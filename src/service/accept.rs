@@ -4,14 +4,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Inbound, ServiceError, Services, tenant_of};
+use super::{Inbound, Messages, ServiceError, tenant_of};
 use vt_actions::tools::cartao::MEMORY_CARTOES;
 
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 use crate::store::Accepting;
 
-impl Services {
+impl Messages<'_> {
     /// The conversation the message belongs to (`stored`: as read, `None` when there is none yet) and
     /// the stored message's id; `None` when the channel delivered this message before (it was not
     /// stored again and must not be processed again).
@@ -64,7 +64,7 @@ impl Services {
     }
 }
 
-impl Services {
+impl Messages<'_> {
     /// A new conversation of a routed agent starts with the cards its user gave in their last one on
     /// the same channel and tenant, so tomorrow's "saldo" just works. Unreadable, it starts with none
     /// (logged): the person is asked for the card, as before.

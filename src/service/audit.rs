@@ -3,7 +3,7 @@
 //! it (every lookup of one card can be found without keeping the number) and how it went go to the
 //! audit table. Other turns write nothing here.
 
-use super::{Handled, Services};
+use super::{Cases, Handled};
 use crate::store::AuditRecord;
 
 /// Who looked a card up, and where.
@@ -16,7 +16,7 @@ pub(crate) struct Lookup<'a> {
 /// The audit line of the turn that handled `text`, if it was a balance lookup of a card; `hash` keys
 /// the card's hash. Returns the outcome written.
 pub(crate) async fn record_lookup(
-    service: &Services,
+    cases: Cases<'_>,
     who: Lookup<'_>,
     text: &str,
     handled: &Handled,
@@ -41,7 +41,7 @@ pub(crate) async fn record_lookup(
         outcome: outcome.into(),
         conversation_id: Some(handled.conversation_id.clone()),
     };
-    if let Err(e) = service.store.record_audit(&record).await {
+    if let Err(e) = cases.audited(&record).await {
         tracing::error!(error = %e, "support lookup could not be audited");
     }
     Some(outcome)

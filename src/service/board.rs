@@ -11,7 +11,7 @@ use super::Cases;
 use chrono::{DateTime, Utc};
 use vt_actions::vt::card::mask_cards_in;
 
-use super::Services;
+use super::jobs::Board;
 use crate::engine::TurnOutcome;
 use crate::outbox::ReplyPayload;
 use crate::store::{Case, CaseEvent, CaseState, CaseWrite, NewOutboxItem, OutboxStatus};
@@ -93,7 +93,7 @@ pub(crate) fn thread_line(line: &CaseEvent) -> Option<String> {
     })
 }
 
-impl Services {
+impl Board<'_> {
     /// Whether `tenant`'s cases are shown on a support board: there is one, and it is that tenant's.
     pub(crate) fn board_on(&self, tenant: &str) -> bool {
         self.handoff.mattermost_channel_id.is_some() && self.handoff.board_tenant == tenant
@@ -169,36 +169,6 @@ impl Services {
         Ok(opened)
     }
 
-    /// Says `text` in `conv` outside any turn (a late outcome, a receipt): kept in its history and sent
-    /// through the outbox (as `template` where the channel needs one), with `files` after it.
-    pub(super) async fn say_now(
-        &self,
-        conv: &crate::engine::Conversation,
-        text: String,
-        template: Option<crate::outbox::TemplateUse>,
-        files: Vec<vt_actions::FileContent>,
-    ) -> Result<(), crate::store::StoreError> {
-        let item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
-        let message = crate::llm::ChatMessage::assistant(text);
-        self.store
-            .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
-            .await?;
-        self.tell_listeners(&conv.id, &message);
-        Ok(())
-    }
-
-    /// Tells this process's listeners ([`Services::said`]) what was just stored as said in
-    /// `conversation_id` outside a turn. Nobody listening is the usual case (a server: the outbox
-    /// sends it).
-    pub(super) fn tell_listeners(&self, conversation_id: &str, message: &crate::llm::ChatMessage) {
-        if let Some(text) = message.text() {
-            let _ = self.said.send(super::Said {
-                conversation_id: conversation_id.to_owned(),
-                text: text.to_owned(),
-            });
-        }
-    }
-
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).
     pub(super) fn claim_notice_due(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         Some(now + chrono::Duration::minutes(i64::from(self.handoff.claim_timeout_minutes)))
@@ -231,7 +201,7 @@ impl Cases<'_> {
     /// A case as support agents read it, as `(label, value)` lines: state, reason, the case file —
     /// every card masked, times in the policy's time zone. The board and the console lay them out.
     pub(crate) fn case_fields(self, case: &Case) -> Vec<(String, String)> {
-        let tz = self.policy_timezone();
+        let tz = super::policy_timezone(self.engine);
         let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
         let file = &case.case_file;
         let mut out = vec![
@@ -266,7 +236,7 @@ impl Cases<'_> {
             .iter()
             .find_map(|k| file[*k].as_str()?.parse::<DateTime<Utc>>().ok());
         if let Some(until) = until {
-            let label = self.channel(&case.channel).label;
+            let label = self.speaker.channel(&case.channel).label;
             out.push((format!("Janela do {label} até"), when(until)));
         }
         if let Some(summary) = file["contexto"]["resumo"].as_str() {

@@ -16,7 +16,7 @@ use chrono::{DateTime, Datelike, Utc};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 
-use super::Services;
+use super::Spending;
 
 /// How long a tenant's month read from the store stands before it is read again.
 const REREAD: Duration = Duration::from_secs(30);
@@ -108,7 +108,7 @@ impl Budgets {
     }
 }
 
-impl Services {
+impl Spending<'_> {
     /// Where `tenant` stands this month.
     pub async fn standing(&self, tenant: &str) -> Standing {
         let Some(limit) = self.budgets.limits.get(tenant).copied() else {
@@ -199,7 +199,7 @@ impl Services {
 
     /// The month of `at` in the policy's time zone, and when it began (UTC).
     fn month_of(&self, at: DateTime<Utc>) -> ((i32, u32), DateTime<Utc>) {
-        let local = self.policy_timezone().local(at);
+        let local = super::policy_timezone(self.engine).local(at);
         let first = local
             .date_naive()
             .with_day(1)

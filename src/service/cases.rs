@@ -12,7 +12,7 @@ use vt_actions::tools::{RecargaPendente, STATE_PENDENTE};
 use vt_actions::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
-use super::{Handled, Inbound, Routing, ServiceError, Services};
+use super::{Handled, Inbound, Messages, Routing, ServiceError};
 use crate::engine::{Conversation, Reply, TurnEvent, TurnOutcome};
 use crate::llm::ChatMessage;
 use crate::store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
@@ -63,7 +63,7 @@ pub(super) const WINDOW_UNTIL: &str = "janela_ate";
 /// The same, as case files written before channels declared their rules name it.
 pub(super) const WINDOW_UNTIL_BEFORE: &str = "janela_whatsapp_ate";
 
-impl Services {
+impl Messages<'_> {
     /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,
     /// out of hours, the answer's line saying when a person answers).
     pub(super) fn case_to_open(
@@ -83,7 +83,7 @@ impl Services {
             conversation_id: conv.id.clone(),
             tenant_id: conv.tenant_id.clone(),
             channel: conv.channel.clone(),
-            case_file: case_file(conv, self.channel(&conv.channel), &reason, context, now),
+            case_file: case_file(conv, self.speaker.channel(&conv.channel), &reason, context, now),
             reason,
             notice_due_at: Some(now + timeout),
         };
@@ -97,7 +97,7 @@ impl Services {
         let Some(hours) = &self.handoff.hours else {
             return;
         };
-        let tz = self.policy_timezone();
+        let tz = super::policy_timezone(self.engine);
         let Some(opening) = hours.next_opening(self.engine.now(), &tz) else {
             return;
         };
@@ -273,7 +273,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: boo
 /// What the card holder reads when a support agent closes the conversation.
 pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo contato! Se precisar de algo sobre o seu vale-transporte, é só chamar.";
 
-impl Services {
+impl Cases<'_> {
     /// The case `id`, when `agent` may see it.
     async fn visible_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
         match self.store.case(id).await? {
@@ -359,9 +359,11 @@ impl Services {
             }),
             _ => None,
         };
-        let item = self.late_reply(&conv, text, template, (Vec::new(), Vec::new()));
+        let item = self
+            .speaker
+            .late_reply(&conv, text, template, (Vec::new(), Vec::new()));
         let mut items = vec![item];
-        if show_on_board && self.board_on(&case.tenant_id) {
+        if show_on_board && self.board.board_on(&case.tenant_id) {
             items.extend(said.and_then(super::board::thread_line).map(|text| {
                 super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)
             }));
@@ -369,7 +371,7 @@ impl Services {
         self.store
             .say_in_case(&conv.id, &message, &items, said, now)
             .await?;
-        self.tell_listeners(&conv.id, &message);
+        self.speaker.tell_listeners(&conv.id, &message);
         Ok(())
     }
 }
@@ -470,7 +472,7 @@ impl Proposal {
     }
 }
 
-impl Services {
+impl Cases<'_> {
     /// The proposal as a turn of the card holder's conversation that begins with `preparar_recarga` —
     /// the same checks and confirmation as when the card holder asks — opened by the agent's message.
     async fn proposal_turn(
@@ -517,7 +519,7 @@ impl Services {
             .accept_message(crate::store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
-        let msg = addressed_to_card_holder(&conv, text, self.sends_late(&conv));
+        let msg = addressed_to_card_holder(&conv, text, self.speaker.sends_late(&conv));
         let ran = Ran {
             outcome,
             routing: Routing::deterministic("proposta_recarga", false),
@@ -531,7 +533,7 @@ impl Services {
             }),
             listened: super::hearing::Listened::default(),
         };
-        let handled = self.commit_traced(&mut conv, &msg, ran, false).await;
+        let handled = self.messages.commit_traced(&mut conv, &msg, ran, false).await;
         if !handled.persisted {
             return Err(CaseError::Refused(
                 "a proposta não foi registrada; tente de novo".into(),
@@ -547,7 +549,7 @@ impl Cases<'_> {
         self.visible_case(id, agent).await?;
         let claim = self.store.claim_case(id, agent.login, self.engine.now()).await?;
         if let Claim::Claimed(case) = &claim {
-            self.post_to_board(self.board_state(case)).await;
+            self.board.post_to_board(self.board.board_state(case)).await;
         }
         Ok(claim)
     }
@@ -634,7 +636,7 @@ impl Cases<'_> {
         }
         context.updated_at = now;
         self.store.save_context(&context).await?;
-        self.post_to_board(self.board_state(&closed)).await;
+        self.board.post_to_board(self.board.board_state(&closed)).await;
         Ok(closed)
     }
 
@@ -682,7 +684,7 @@ impl Cases<'_> {
         .await;
         lock.release().await;
         ended?;
-        self.post_to_board(self.board_state(&closed)).await;
+        self.board.post_to_board(self.board.board_state(&closed)).await;
         Ok(closed)
     }
 

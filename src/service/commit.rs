@@ -8,12 +8,14 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use vt_actions::vt::card::mask_cards_in;
 
-use super::{Delivery, Handled, Inbound, IntentTag, Routing, Services};
+use super::{Delivery, Handled, Inbound, IntentTag, Messages, Routing, ServiceConfig};
 use crate::engine::retry::retry;
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::llm::{ChatMessage, CompletionRequest};
 use crate::outbox::{DeliveryTrace, ReplyPayload};
-use crate::store::{CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, StoreError, TurnRecord};
+use crate::store::{
+    CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, Store, StoreError, TurnRecord,
+};
 
 /// Facts kept in the compressed context.
 const MAX_FACTS: usize = 10;
@@ -57,7 +59,7 @@ struct Spent<'a> {
     listened: super::hearing::Listened,
 }
 
-impl Services {
+impl Messages<'_> {
     /// A turn's usage record: its classification, its tokens (every one; the cached ones of its model
     /// calls apart), its time, the audio it heard, and what all of it cost at the `[custos]` prices:
     /// the loop's calls at the model that answered each, the calls around it at the configured
@@ -79,7 +81,7 @@ impl Services {
             .llm()
             .map(|l| l.model().to_owned())
             .unwrap_or_default();
-        let transcription = self.hearing_model();
+        let transcription = self.hearing.hearing_model();
         let mut calls: Vec<_> = outcome
             .execution
             .model_calls
@@ -110,7 +112,7 @@ impl Services {
             audio_ms: listened.audio_ms,
             tokens_cached: outcome.execution.cached_tokens() as i64,
             tenant_id: conv.tenant_id.clone(),
-            custo_micro_brl: self.costs.brl(&used).map(crate::costs::micro_brl),
+            custo_micro_brl: self.spending.costs.brl(&used).map(crate::costs::micro_brl),
             marcas: super::outcomes::marks(outcome, conv),
             ..tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now)
         }
@@ -153,7 +155,7 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     }
 }
 
-impl Services {
+impl Messages<'_> {
     /// Writes the turn and says what the channel sends back.
     pub(super) async fn commit(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran) -> Handled {
         let Ran {
@@ -183,7 +185,7 @@ impl Services {
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());
-        outbox.extend(self.board_items(&conv.tenant_id, case.as_ref(), &outcome));
+        outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
             messages: &outcome.messages[1..],
@@ -239,7 +241,7 @@ impl Services {
         let mut tokens = (0, 0);
         if let Some(llm) = self.engine.llm()
             && ctx.turn_count % SUMMARY_EVERY == 0
-            && self.standing(&conv.tenant_id).await.model_allowed()
+            && self.spending.standing(&conv.tenant_id).await.model_allowed()
         {
             let request = CompletionRequest {
                 system: "Resuma em 2 ou 3 frases, em português, o contexto desta conversa de atendimento de vale-transporte. \
@@ -264,31 +266,40 @@ impl Services {
         (ctx, tokens)
     }
 
-    /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
+    /// Writes a turn with the configured retries ([`save_turn`]); the month's spending this process
+    /// knows grows by the turn's cost.
     pub(super) async fn persist(&self, record: TurnRecord<'_>) -> bool {
-        let policy = self.config.persist_retry;
-        let now = self.engine.now();
-        let out = retry(
-            policy,
-            |_: &StoreError| true,
-            |_| None,
-            |_| self.store.save_turn(record, now),
-        )
-        .await;
-        // The month's spending this process knows grows by the turn's cost.
-        if let (Ok(()), Some(u)) = (&out.result, record.usage) {
-            self.spent(&u.tenant_id, u.created_at, u.custo_micro_brl);
+        let saved = save_turn(self.store, self.config, self.engine.now(), record).await;
+        if let (true, Some(u)) = (saved, record.usage) {
+            self.spending.spent(&u.tenant_id, u.created_at, u.custo_micro_brl);
         }
-        if let Err(e) = &out.result {
-            tracing::error!(
-                execucao_id = %record.execution.execucao_id,
-                attempts = out.attempts,
-                error = %e,
-                "turn could not be persisted"
-            );
-        }
-        out.result.is_ok()
+        saved
     }
+}
+
+/// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
+pub(super) async fn save_turn(
+    store: &dyn Store,
+    config: &ServiceConfig,
+    now: DateTime<Utc>,
+    record: TurnRecord<'_>,
+) -> bool {
+    let out = retry(
+        config.persist_retry,
+        |_: &StoreError| true,
+        |_| None,
+        |_| store.save_turn(record, now),
+    )
+    .await;
+    if let Err(e) = &out.result {
+        tracing::error!(
+            execucao_id = %record.execution.execucao_id,
+            attempts = out.attempts,
+            error = %e,
+            "turn could not be persisted"
+        );
+    }
+    out.result.is_ok()
 }
 
 /// One outbox item per reply, addressed to the channel the message came from; the last one carries
@@ -351,59 +362,5 @@ fn default_tag(outcome: &TurnOutcome) -> IntentTag {
         IntentTag::new("general_chat", "reasoning", false)
     } else {
         IntentTag::new("ajuda", "deterministic", false)
-    }
-}
-
-impl Services {
-    /// The outbox item that carries `text` (with `files`, and `choices` to pick from) to the card
-    /// holder of `conv`, said outside a turn, as the conversation's channel takes it
-    /// ([`ChannelRules`](super::ChannelRules)): with `template` only where the channel has a window
-    /// (it stands in for the text outside it); sent by a worker where one sends there, else (the
-    /// terminal, HTTP, read in the conversation) on record as delivered.
-    pub(super) fn late_reply(
-        &self,
-        conv: &Conversation,
-        text: String,
-        template: Option<crate::outbox::TemplateUse>,
-        (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
-    ) -> crate::store::NewOutboxItem {
-        let template = template.filter(|_| self.channel(&conv.channel).window.is_some());
-        reply_item(conv, text, template, (files, choices), self.sends_late(conv))
-    }
-}
-
-/// [`Services::late_reply`]'s item, the channel's rules applied.
-fn reply_item(
-    conv: &Conversation,
-    text: String,
-    template: Option<crate::outbox::TemplateUse>,
-    (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
-    sends_itself: bool,
-) -> crate::store::NewOutboxItem {
-    crate::store::NewOutboxItem {
-        kind: "reply".into(),
-        destination: conv.channel.clone(),
-        payload: crate::outbox::ReplyPayload {
-            conversation_id: conv.id.clone(),
-            user_id: conv.user_id.clone(),
-            text,
-            files,
-            reply_to: None,
-            thread: None,
-            confirmation: None,
-            choices,
-            trace: None,
-            template,
-            fluxo: None,
-        }
-        .to_value(),
-        max_attempts: REPLY_ATTEMPTS,
-        next_attempt_at: chrono::Utc::now(),
-        conversation_id: Some(conv.id.clone()),
-        status: if sends_itself {
-            crate::store::OutboxStatus::Pending
-        } else {
-            crate::store::OutboxStatus::Done
-        },
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::commit::Ran;
-use super::{ChannelRules, Handled, Inbound, Routing, ServiceError, Services};
+use super::{ChannelRules, Handled, Inbound, Messages, Routing, ServiceError};
 use crate::engine::Conversation;
 use crate::store::{ConsentChange, ConversationContext, StoreError};
 
@@ -37,7 +37,7 @@ pub(super) fn consent_word(text: &str) -> Option<bool> {
     }
 }
 
-impl Services {
+impl Messages<'_> {
     /// Records the user's answer and confirms it in one line.
     pub(super) async fn consent_turn(
         &self,
@@ -145,8 +145,6 @@ impl OptIn {
             .collect()
     }
 }
-
-impl Services {}
 
 impl Contacts<'_> {
     /// Records imported opt-ins, except where the person said PARAR later than the import's date (their

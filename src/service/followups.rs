@@ -25,7 +25,6 @@ use vt_actions::systems::VtSystems;
 use vt_actions::vt::FlowInput;
 use vt_actions::vt::texts::RecargaStatus;
 
-use super::Services;
 use crate::engine::Conversation;
 use crate::store::{Checked, FlowRunRecord, FollowUp, NewCase, OUTCOME_CASE, RunStatus, StoreError};
 
@@ -52,7 +51,7 @@ enum Audience {
     Recipient,
 }
 
-impl Services {
+impl FollowUps<'_> {
     /// One check: the request again, then what its answer says.
     async fn follow_up(&self, f: FollowUp) -> Result<(), FollowUpError> {
         let systems = self
@@ -82,7 +81,7 @@ impl Services {
         let boleto = desfecho.boleto().map(|b| acompanhamento::prazo_boleto(b, &input));
         let deadline = boleto.map_or(f.deadline_at, |b| b.max(f.deadline_at));
         if now >= deadline {
-            return self.to_a_person(&f, &input, now).await;
+            return self.hand_to_a_person(&f, &input, now).await;
         }
         let next = if boleto.is_some() {
             self.recargas.next_boleto_check(f.checks + 1, now, deadline)
@@ -136,7 +135,7 @@ impl Services {
 
     /// The deadline passed with the outcome still unknown: a case for a person, with the attempt in its
     /// case file; the card holder is told a person will check. Nothing is sent again.
-    async fn to_a_person(
+    async fn hand_to_a_person(
         &self,
         f: &FollowUp,
         input: &FlowInput,
@@ -174,9 +173,9 @@ impl Services {
                     "enviada_em": f.attempt.created_at,
                 },
             }),
-            notice_due_at: self.claim_notice_due(now),
+            notice_due_at: self.board.claim_notice_due(now),
         };
-        self.open_case_now(&case, now).await?;
+        self.board.open_case_now(&case, now).await?;
         self.tell(f, input, &acompanhamento::aviso_verificacao(input))
             .await?;
         self.store
@@ -194,7 +193,9 @@ impl Services {
                     parameters: aviso.parametros().into_iter().collect(),
                 };
                 let text = aviso.mensagem();
-                self.say_now(&conv, text, Some(template), Vec::new()).await?;
+                self.speaker
+                    .say_now(&conv, text, Some(template), Vec::new())
+                    .await?;
             }
             Audience::Recipient => {
                 let systems = self

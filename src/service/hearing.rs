@@ -13,7 +13,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use async_trait::async_trait;
 
 use super::offers::{self, Offer};
-use super::{Inbound, Services};
+use super::{Inbound, Messages};
 use crate::llm::{ChatMessage, Transcriber};
 use crate::ocr::PhotoReader;
 use crate::store::{Media, MediaKind};
@@ -50,7 +50,7 @@ pub enum MediaError {
 /// What the service hears with: a transcriber (`[transcricao]`), a photo reader (Tesseract, `[fotos]`)
 /// and each channel's media source.
 #[derive(Default)]
-pub(super) struct Hearing {
+pub struct Hearing {
     transcriber: Option<Transcriber>,
     reader: Option<Reader>,
     sources: RwLock<HashMap<String, Arc<dyn MediaSource>>>,
@@ -135,11 +135,10 @@ pub(super) struct Listened {
     pub tokens: (u64, u64),
 }
 
-impl Services {
+impl Hearing {
     /// Media of `channel`'s messages is fetched from `source` (a channel registers itself when built).
     pub(crate) fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
-        self.hearing
-            .sources
+        self.sources
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(channel.to_owned(), source);
@@ -147,19 +146,21 @@ impl Services {
 
     /// The transcription model, when voice notes are heard here (what their minutes are priced at).
     pub(super) fn hearing_model(&self) -> Option<&str> {
-        self.hearing.transcriber.as_ref().map(Transcriber::model)
+        self.transcriber.as_ref().map(Transcriber::model)
     }
 
     /// Whether voice notes are heard here (`[transcricao]` is set).
     pub(crate) fn hears_voice(&self) -> bool {
-        self.hearing.transcriber.is_some()
+        self.transcriber.is_some()
     }
 
     /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).
     pub(crate) fn reads_photos(&self) -> bool {
-        self.hearing.reader.is_some()
+        self.reader.is_some()
     }
+}
 
+impl Messages<'_> {
     /// Message `msg` (stored as `id`) heard, when it is a voice note or a photo and this service can
     /// hear it: a voice note's transcript is stored in place of its text before anything acts on it; a
     /// photo's cards are proposed.

@@ -1,76 +1,239 @@
-//! The services a reader can name, one per job, over one shared core ([`Services`]: the engine, the
-//! store, the configuration, the clock):
+//! The services a reader can name, one per job. [`Services`] owns the parts (the engine, the store,
+//! each setting); a job is a view that borrows the parts it uses and nothing else, so its fields say
+//! which rules a write obeys:
 //!
 //! - [`Messages`] — a chat message: accept → route → run → commit ([`super`]'s steps);
 //! - [`Cases`] — conversations handed to a person, the support board;
 //! - [`FollowUps`] — recharges whose outcome came late;
-//! - [`Contacts`] — WhatsApp contacts: last message, consent, templates, delivery statuses;
+//! - [`Contacts`] — contacts of channels with a window: consent, templates, delivery statuses;
 //! - [`Flows`] — the ten-stage flow;
-//! - [`Payments`] — Pix charges of chat recharges: issued, read back, credited once, refunded;
-//! - [`Outcomes`] — how conversations end, and what card holders thought of it.
+//! - [`Payments`] — charges of chat recharges: issued, read back, credited once, refunded;
+//! - [`Outcomes`] — how conversations end, and what card holders thought of it;
+//! - [`Spending`] — each tenant's month against its budget.
 //!
-//! Each is a view of the core (`services.cases().claim_case(…)`): the call site names the job whose
-//! rules a write obeys. The store stays inside: readers outside the service are given the narrow
-//! store trait they read ([`crate::store::Stores`]).
+//! Two rooms are shared by jobs: the [`Speaker`] (what is said in a conversation outside a turn, as
+//! its channel takes it) and the [`Board`] (the support board's items). Readers outside the service
+//! are given the narrow store trait they read ([`crate::store::Stores`]).
 
-use std::ops::Deref;
+use std::collections::HashSet;
 
-use super::Services;
+use tokio::sync::broadcast;
+use tokio_util::task::TaskTracker;
 
-macro_rules! job {
-    ($(#[$doc:meta])* $name:ident, $accessor:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy)]
-        pub struct $name<'a>(&'a Services);
+use super::budgets::Budgets;
+use super::hearing::Hearing;
+use super::inbox::Inbox;
+use super::payments::{CardSetup, PixSetup};
+use super::{ChannelBook, HandoffConfig, ResultadosConfig, Said, ServiceConfig, Services};
+use crate::costs::CustosConfig;
+use crate::engine::Engine;
+use crate::router::Router;
+use crate::store::{RecargasConfig, Store};
 
-        impl Deref for $name<'_> {
-            type Target = Services;
-            fn deref(&self) -> &Services {
-                self.0
-            }
-        }
-
-        impl Services {
-            $(#[$doc])*
-            pub fn $accessor(&self) -> $name<'_> {
-                $name(self)
-            }
-        }
-    };
+/// What is said in a conversation outside a turn (a receipt, a late outcome, a person's words): stored,
+/// queued as the conversation's channel takes it, told to this process's listeners.
+#[derive(Clone, Copy)]
+pub(crate) struct Speaker<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) said: &'a broadcast::Sender<Said>,
+    pub(super) channels: &'a ChannelBook,
+    pub(super) pushed: &'a HashSet<(String, String)>,
 }
 
-job!(
+/// The support board (`[handoff]`'s channel): its items, cases opened with their post.
+#[derive(Clone, Copy)]
+pub(crate) struct Board<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) handoff: &'a HandoffConfig,
+}
+
+/// A chat message, whatever channel brought it: accept → route → run → commit.
+#[derive(Clone, Copy)]
+pub struct Messages<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) config: &'a ServiceConfig,
+    pub(super) router: &'a Option<Router>,
+    pub(super) inbox: &'a Inbox,
+    pub(super) turns: &'a TaskTracker,
+    pub(super) hearing: &'a Hearing,
+    pub(super) handoff: &'a HandoffConfig,
+    pub(super) spending: Spending<'a>,
+    pub(super) speaker: Speaker<'a>,
+    pub(super) board: Board<'a>,
+}
+
+/// Conversations handed to a person and the support board.
+#[derive(Clone, Copy)]
+pub struct Cases<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) speaker: Speaker<'a>,
+    pub(super) board: Board<'a>,
+    /// A person's proposal runs as a turn of the conversation.
+    pub(super) messages: Messages<'a>,
+}
+
+/// Recharges whose outcome came late, followed up until they settle.
+#[derive(Clone, Copy)]
+pub struct FollowUps<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) recargas: &'a RecargasConfig,
+    pub(super) speaker: Speaker<'a>,
+    pub(super) board: Board<'a>,
+}
+
+/// Contacts of channels with a window: consent, templates' states, delivery statuses.
+#[derive(Clone, Copy)]
+pub struct Contacts<'a> {
+    pub(super) store: &'a dyn Store,
+}
+
+/// The ten-stage flow, run for one input.
+#[derive(Clone, Copy)]
+pub struct Flows<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) config: &'a ServiceConfig,
+}
+
+/// Charges of chat recharges (Pix, card): issued, read back from the provider, credited once,
+/// refunded.
+#[derive(Clone, Copy)]
+pub struct Payments<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) pix: Option<&'a PixSetup>,
+    pub(super) card: Option<&'a CardSetup>,
+    pub(super) speaker: Speaker<'a>,
+    pub(super) board: Board<'a>,
+    /// A paid charge's recharge runs as a flow.
+    pub(super) flows: Flows<'a>,
+}
+
+/// How conversations end: each stretch's outcome once it is over, the satisfaction question.
+#[derive(Clone, Copy)]
+pub struct Outcomes<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) resultados: &'a ResultadosConfig,
+    pub(super) speaker: Speaker<'a>,
+}
+
+/// Each tenant's month (`[[orcamentos]]`, `[custos]`): what it spent, where it stands.
+#[derive(Clone, Copy)]
+pub struct Spending<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) budgets: &'a Budgets,
+    pub(super) costs: &'a CustosConfig,
+}
+
+impl Services {
+    pub(super) fn speaker(&self) -> Speaker<'_> {
+        Speaker {
+            engine: &self.engine,
+            store: &*self.store,
+            said: &self.said,
+            channels: &self.channels,
+            pushed: &self.pushed,
+        }
+    }
+
+    pub(super) fn board(&self) -> Board<'_> {
+        Board {
+            engine: &self.engine,
+            store: &*self.store,
+            handoff: &self.handoff,
+        }
+    }
+
     /// A chat message, whatever channel brought it: accept → route → run → commit.
-    Messages,
-    messages
-);
-job!(
+    pub fn messages(&self) -> Messages<'_> {
+        Messages {
+            engine: &self.engine,
+            store: &*self.store,
+            config: &self.config,
+            router: &self.router,
+            inbox: &self.inbox,
+            turns: &self.turns,
+            hearing: &self.hearing,
+            handoff: &self.handoff,
+            spending: self.spending(),
+            speaker: self.speaker(),
+            board: self.board(),
+        }
+    }
+
     /// Conversations handed to a person and the support board.
-    Cases,
-    cases
-);
-job!(
+    pub fn cases(&self) -> Cases<'_> {
+        Cases {
+            engine: &self.engine,
+            store: &*self.store,
+            speaker: self.speaker(),
+            board: self.board(),
+            messages: self.messages(),
+        }
+    }
+
     /// Recharges whose outcome came late, followed up until they settle.
-    FollowUps,
-    followups
-);
-job!(
-    /// WhatsApp contacts: the last message's time, consent, templates' states, delivery statuses.
-    Contacts,
-    contacts
-);
-job!(
+    pub fn followups(&self) -> FollowUps<'_> {
+        FollowUps {
+            engine: &self.engine,
+            store: &*self.store,
+            recargas: &self.recargas,
+            speaker: self.speaker(),
+            board: self.board(),
+        }
+    }
+
+    /// Contacts of channels with a window: consent, templates' states, delivery statuses.
+    pub fn contacts(&self) -> Contacts<'_> {
+        Contacts { store: &*self.store }
+    }
+
     /// The ten-stage flow, run for one input.
-    Flows,
-    flows
-);
-job!(
-    /// Pix charges of chat recharges: issued, read back from the provider, credited once, refunded.
-    Payments,
-    payments
-);
-job!(
+    pub fn flows(&self) -> Flows<'_> {
+        Flows {
+            engine: &self.engine,
+            store: &*self.store,
+            config: &self.config,
+        }
+    }
+
+    /// Charges of chat recharges: issued, read back from the provider, credited once, refunded.
+    pub fn payments(&self) -> Payments<'_> {
+        Payments {
+            engine: &self.engine,
+            store: &*self.store,
+            pix: self.pix.as_ref(),
+            card: self.card.as_ref(),
+            speaker: self.speaker(),
+            board: self.board(),
+            flows: self.flows(),
+        }
+    }
+
     /// How conversations end: each stretch's outcome once it is over, the satisfaction question.
-    Outcomes,
-    outcomes
-);
+    pub fn outcomes(&self) -> Outcomes<'_> {
+        Outcomes {
+            engine: &self.engine,
+            store: &*self.store,
+            resultados: &self.resultados,
+            speaker: self.speaker(),
+        }
+    }
+
+    /// Each tenant's month against its budget.
+    pub fn spending(&self) -> Spending<'_> {
+        Spending {
+            engine: &self.engine,
+            store: &*self.store,
+            budgets: &self.budgets,
+            costs: &self.costs,
+        }
+    }
+}

@@ -43,12 +43,13 @@ pub use consent::{OptIn, OptInError};
 pub use figures::CaseFigures;
 pub(crate) use figures::percentile;
 pub use followups::STAGE as FOLLOW_UP_STAGE;
-pub use hearing::{MediaError, MediaSource, VOICE_MARK};
+pub use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub use hours::Hours;
 pub use outcomes::ResultadosConfig;
 mod commit;
 mod jobs;
-pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Outcomes, Payments};
+pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Outcomes, Payments, Spending};
+mod speaker;
 mod payments;
 pub use payments::{CardSetup, PaymentError, PixSetup, Settled, card_port, pix_port};
 mod question;
@@ -452,20 +453,6 @@ impl Services {
         &self.channels
     }
 
-    /// The rules of `channel` (a conversation's).
-    pub(crate) fn channel(&self, channel: &str) -> &ChannelRules {
-        self.channels.of(channel)
-    }
-
-    /// Whether what is said late in `conv` is sent by a worker: its channel sends on its own, or is
-    /// read in the conversation but the tenant has its late messages pushed ([`ServicesConfig::pushed`]).
-    pub(crate) fn sends_late(&self, conv: &crate::engine::Conversation) -> bool {
-        !self.channel(&conv.channel).read_in_conversation
-            || self
-                .pushed
-                .contains(&(conv.channel.clone(), conv.tenant_id.clone()))
-    }
-
     /// Whether chat recharges are paid by card on a provider's hosted checkout.
     pub(crate) fn takes_cards(&self) -> bool {
         self.card.is_some()
@@ -501,11 +488,23 @@ impl Services {
         &self.handoff
     }
 
+    /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
+    pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
+        policy_timezone(&self.engine)
+    }
+
+    /// How voice notes and photos are heard (`[transcricao]`, `[fotos]`, each channel's media).
+    pub fn hearing(&self) -> &Hearing {
+        &self.hearing
+    }
+
     /// The store's concerns as narrow traits, for the composition to hand to what reads them.
     pub(crate) fn stores(&self) -> &crate::store::Stores {
         &self.stores
     }
+}
 
+impl Messages<'_> {
     async fn turn(&self, id: String, msg: &Inbound) -> Result<Handled, ServiceError> {
         let now = self.engine.now();
         // Everything the turn reads, read at once, before the message is stored (under the turn lock,
@@ -558,7 +557,7 @@ impl Services {
             return Ok(self.commit_traced(&mut conv, msg, ran, deliver).await);
         }
         // "PARAR" / "VOLTAR": consent to notices, whoever has the conversation.
-        if let Some(opted_in) = consent::consent_words(self.channel(&conv.channel), &msg.text) {
+        if let Some(opted_in) = consent::consent_words(self.speaker.channel(&conv.channel), &msg.text) {
             let ran_at = (now, started, accepted_message);
             return self.consent_turn(&mut conv, msg, opted_in, ran_at, context).await;
         }
@@ -615,16 +614,6 @@ impl Services {
             spans::output(&span, || serde_json::json!({"replies": handled.replies.len()}));
         }
         handled
-    }
-
-    /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
-    pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
-        self.engine
-            .extensions()
-            .get::<vt_actions::tools::VtSettings>()
-            .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
-                s.politicas.timezone.clone()
-            })
     }
 
     async fn process_locked(&self, msg: &Inbound, received: Received) -> Result<Handled, ServiceError> {
@@ -800,7 +789,9 @@ impl Services {
             inner_runs: Vec::new(),
         }
     }
+}
 
+impl Flows<'_> {
     /// A batch line's flow: stored by the caller — a batch records its ended lines with their runs in
     /// groups, one transaction for many flows, and its lines' recharge keys are fixed by job and line,
     /// so no per-flow record is needed before the run.
@@ -878,7 +869,9 @@ impl Services {
             case: None,
         };
         let commit = spans::step("commit");
-        let persisted = self.persist(record).instrument(commit).await;
+        let persisted = commit::save_turn(self.store, self.config, self.engine.now(), record)
+            .instrument(commit)
+            .await;
         Ok(FlowRan {
             output,
             persisted,
@@ -974,7 +967,8 @@ impl Messages<'_> {
         let Some(conv) = &received.opened else {
             return Ok(());
         };
-        self.say_now(conv, text.to_owned(), None, Vec::new())
+        self.speaker
+            .say_now(conv, text.to_owned(), None, Vec::new())
             .await
             .map_err(ServiceError::NotRecorded)
     }
@@ -1040,7 +1034,7 @@ impl Flows<'_> {
         request: impl Into<FlowRequest<'_>>,
         options: FlowOptions<'_>,
     ) -> Result<FlowRan, ServiceError> {
-        let prepared = crate::flow::prepare(&self.engine, request.into(), options.tenant)?;
+        let prepared = crate::flow::prepare(self.engine, request.into(), options.tenant)?;
         let (conv, text) = (prepared.conversation.clone(), prepared.text.clone());
         let run = async {
             match options.recording {
@@ -1153,4 +1147,14 @@ fn compressed(c: &crate::store::ConversationContext) -> CompressedContext {
 /// The tenant of a new conversation.
 fn tenant_of(msg: &Inbound) -> String {
     msg.tenant_id.clone().unwrap_or_else(|| DEFAULT_TENANT.to_owned())
+}
+
+/// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
+pub(crate) fn policy_timezone(engine: &Engine) -> vt_actions::vt::timezone::Timezone {
+    engine
+        .extensions()
+        .get::<vt_actions::tools::VtSettings>()
+        .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
+            s.politicas.timezone.clone()
+        })
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::offers::{SCALE, STATE_PESQUISA};
-use super::{Inbound, Services};
+use super::{Inbound, Messages};
 use crate::engine::{Conversation, TurnEvent, TurnOutcome};
 use crate::store::{CaseState, Desfecho, OutcomeRecord, StoreError, Stretch, StretchHead};
 
@@ -228,7 +228,7 @@ pub(super) fn answer_to_survey(conv: &mut Conversation, msg: &Inbound) -> Option
     Some((asked.desfecho, score(&msg.text)?))
 }
 
-impl Services {
+impl Messages<'_> {
     /// Records the score of the answered question; the thanks.
     pub(super) async fn take_score(&self, (outcome, nota): (String, i32)) -> String {
         if let Err(e) = self.store.record_score(&outcome, nota, self.engine.now()).await {
@@ -335,7 +335,7 @@ impl super::jobs::Outcomes<'_> {
         {
             return Ok(false);
         }
-        let Some(window) = self.channel(&head.channel).window else {
+        let Some(window) = self.speaker.channel(&head.channel).window else {
             return Ok(true);
         };
         if self
@@ -374,14 +374,16 @@ impl super::jobs::Outcomes<'_> {
                 parameters: std::collections::BTreeMap::new(),
             };
             let choices = SCALE.iter().map(|s| (*s).to_owned()).collect();
-            let item = self.late_reply(&conv, QUESTION.into(), Some(template), (Vec::new(), choices));
+            let item = self
+                .speaker
+                .late_reply(&conv, QUESTION.into(), Some(template), (Vec::new(), choices));
             let message = crate::llm::ChatMessage::assistant(QUESTION);
             let asked = self
                 .store
                 .ask_survey((head, outcome), &conv.state, (&message, &[item]), now)
                 .await?;
             if asked {
-                self.tell_listeners(&conv.id, &message);
+                self.speaker.tell_listeners(&conv.id, &message);
             }
             Ok::<_, StoreError>(asked)
         }

@@ -105,7 +105,7 @@ pub enum PaymentError {
 
 impl Payments<'_> {
     fn setup(&self) -> Result<&PixSetup, PaymentError> {
-        self.pix.as_ref().ok_or(PaymentError::NotConfigured)
+        self.pix.ok_or(PaymentError::NotConfigured)
     }
 
     /// Issues code `n` of recharge `recharge_key` (0 first, one more per "novo código") for
@@ -125,7 +125,7 @@ impl Payments<'_> {
             recharge_key,
             n,
         };
-        issue(self.store.as_ref(), setup, charge, self.engine.now()).await
+        issue(self.store, setup, charge, self.engine.now()).await
     }
 
     /// Reads charge `txid` back from the provider and, when it is paid with its amount, credits its
@@ -247,7 +247,7 @@ impl Payments<'_> {
     /// An expired charge withdrawn at the provider, and the card holder told how to get a new code; a
     /// charge the provider says was paid meanwhile is settled instead.
     async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
-        match withdraw(self.store.as_ref(), &self.rail(charge)?, charge).await? {
+        match withdraw(self.store, &self.rail(charge)?, charge).await? {
             Withdrawal::Withdrawn => {}
             // Paid before it could be withdrawn (a race at expiry): it still credits, once.
             Withdrawal::PaidMeanwhile => return self.settle(&charge.txid).await,
@@ -280,7 +280,7 @@ impl Payments<'_> {
         let cartao = vt_actions::vt::mask_card(&input.cartao);
         let final_ = vt_actions::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();
-        let ran = self.flows().run_flow(input, FlowOptions::default()).await?;
+        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
         // Moving the charge on is what lets this caller speak: where a resumed credit and a slow first
         // one both got an answer (the second a replay), one moves it, one receipt goes out.
         let (settled, text, template) = match ran.output.status {
@@ -448,9 +448,9 @@ impl Payments<'_> {
                     "execucao_id": execucao_id,
                 },
             }),
-            notice_due_at: self.claim_notice_due(now),
+            notice_due_at: self.board.claim_notice_due(now),
         };
-        self.open_case_now(&case, now).await?;
+        self.board.open_case_now(&case, now).await?;
         Ok(())
     }
 
@@ -468,13 +468,13 @@ impl Payments<'_> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let native = self.channel(&conv.channel).native_orders
+        let native = self.speaker.channel(&conv.channel).native_orders
             && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
         let files = (ended && native)
             .then(|| vt_actions::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()
             .collect();
-        self.say_now(&conv, text, template, files).await?;
+        self.speaker.say_now(&conv, text, template, files).await?;
         Ok(())
     }
 }
@@ -753,8 +753,8 @@ impl Payments<'_> {
     /// The provider `charge` is paid through; an error where it is not configured any more.
     fn rail(&self, charge: &PixCharge) -> Result<Rail<'_>, PaymentError> {
         match charge.meio {
-            ChargeMeans::Pix => self.pix.as_ref().map(Rail::Pix),
-            ChargeMeans::CartaoCredito => self.card.as_ref().map(Rail::Card),
+            ChargeMeans::Pix => self.pix.map(Rail::Pix),
+            ChargeMeans::CartaoCredito => self.card.map(Rail::Card),
         }
         .ok_or(PaymentError::NotConfigured)
     }

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Inbound, IntentTag, Services};
+use super::{Inbound, IntentTag, Messages};
 use crate::engine::{Conversation, TurnStart};
 use crate::router::{ModelUse, Route, STATE_AGUARDANDO};
 
@@ -69,7 +69,7 @@ impl Routing {
     }
 }
 
-impl Services {
+impl Messages<'_> {
     /// Routes `msg` in `conv`; a question for a missing parameter is remembered in its state, and a
     /// tap on the waiting recharge's own button names it (`question::tapped`).
     pub(super) async fn route(&self, conv: &mut Conversation, msg: &Inbound) -> (TurnStart, Routing) {
@@ -91,7 +91,7 @@ impl Services {
             );
         }
         // The tenant's budget spent: no model call until the month turns or it is raised.
-        let model = if self.standing(&conv.tenant_id).await.model_allowed() {
+        let model = if self.spending.standing(&conv.tenant_id).await.model_allowed() {
             ModelUse::Allowed
         } else {
             ModelUse::OverBudget
@@ -184,7 +184,7 @@ impl Services {
             }
             Route::EachCard { cards } => {
                 let outcome =
-                    crate::planner::each_card(&self.engine, conv, text, &cards, self.engine.next_id("task"))
+                    crate::planner::each_card(self.engine, conv, text, &cards, self.engine.next_id("task"))
                         .await;
                 if let Err(e) = self.store.save_task_run(&outcome.task).await {
                     tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
@@ -202,7 +202,7 @@ impl Services {
             return (crate::planner::PLAN_FAILED_REPLY.into(), (0, 0));
         };
         let outcome = crate::planner::run(
-            &self.engine,
+            self.engine,
             llm.as_ref(),
             conv,
             text,

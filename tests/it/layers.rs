@@ -351,6 +351,47 @@ fn no_service_hands_out_its_store() {
     assert!(handing_out.is_empty(), "a public store() in {handing_out:?}");
 }
 
+/// A job is a room: it borrows the parts it uses (its store, its settings, the engine when it runs
+/// turns, the shared rooms), never the whole service — no `Deref` to a core, no field holding
+/// `Services`.
+#[test]
+fn no_job_derefs_to_a_core() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/service");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("Deref for") || line.contains("ops::Deref") {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    let jobs = std::fs::read_to_string(src.join("jobs.rs")).expect("jobs.rs");
+    let mut structs = 0;
+    for item in jobs.split("\npub").skip(1) {
+        let Some(body) = item
+            .strip_prefix(" struct ")
+            .or_else(|| item.strip_prefix("(crate) struct "))
+        else {
+            continue;
+        };
+        structs += 1;
+        let fields = body
+            .split_once('{')
+            .map_or("", |(_, f)| f.split_once("\n}").map_or(f, |(f, _)| f));
+        if fields.contains("Services") {
+            found.push(format!(
+                "jobs.rs: {} holds the whole service",
+                body.split('<').next().unwrap_or(body)
+            ));
+        }
+    }
+    assert!(structs >= 8, "jobs.rs declares {structs} jobs and rooms");
+    assert!(found.is_empty(), "jobs that reach a core:\n{}", found.join("\n"));
+}
+
 /// The channels' names as the crate declares them: every `…CHANNEL: &str = "name"` and the terminal's.
 fn channel_names(files: &[PathBuf]) -> BTreeSet<String> {
     let mut names = BTreeSet::new();

@@ -563,20 +563,20 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     );
     say("me conta uma piada").await.expect("turn");
     assert!(matches!(
-        service.standing(tenant).await,
+        service.spending().standing(tenant).await,
         vt_agent::service::Standing::Within(_)
     ));
     say("qual a previsão do tempo para amanhã?").await.expect("turn");
     assert!(
         matches!(
-            service.standing(tenant).await,
+            service.spending().standing(tenant).await,
             vt_agent::service::Standing::Warning(_)
         ),
         "R$ 0,0408 of R$ 0,05: past 80 %"
     );
     say("você gosta de música?").await.expect("turn");
     assert!(
-        !service.standing(tenant).await.model_allowed(),
+        !service.spending().standing(tenant).await.model_allowed(),
         "R$ 0,0612: spent"
     );
     let calls = model.received().len();
@@ -614,7 +614,7 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
 
     // The month turns (in São Paulo): the model is called again.
     clock.set("2026-12-01T03:30:00Z".parse().expect("time"));
-    assert!(service.standing(tenant).await.model_allowed());
+    assert!(service.spending().standing(tenant).await.model_allowed());
     say("e agora, uma piada?").await.expect("turn");
     assert!(model.received().len() > calls);
 }

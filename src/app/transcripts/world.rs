@@ -212,7 +212,7 @@ impl World {
         let seen = Heard::default();
         let photos = Arc::new(Photos(seen.clone()));
         let (service, store) = product(setup, options, (&clock, &running, &hearing, photos), &model).await?;
-        service.hear_from(&setup.channel, Arc::new(Recordings));
+        service.hearing().hear_from(&setup.channel, Arc::new(Recordings));
         let world = Self {
             clock,
             sim,

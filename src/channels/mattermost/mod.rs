@@ -389,7 +389,8 @@ async fn audit(
         tenant,
         channel: CHANNEL,
     };
-    crate::service::audit::record_lookup(service, who, text, handled, |card| config.card_hash(card)).await;
+    crate::service::audit::record_lookup(service.cases(), who, text, handled, |card| config.card_hash(card))
+        .await;
 }
 
 #[cfg(test)]

@@ -227,14 +227,14 @@ pub fn channel(
         graph: Sender::new(config).map(Arc::new),
     };
     if let Some(media) = media::GraphMedia::new(config) {
-        wiring.service.hear_from(CHANNEL, Arc::new(media));
+        wiring.service.hearing().hear_from(CHANNEL, Arc::new(media));
     }
-    let voice = if wiring.service.hears_voice() {
+    let voice = if wiring.service.hearing().hears_voice() {
         "WhatsApp: notas de voz transcritas ([transcricao])"
     } else {
         "WhatsApp: notas de voz recebem a resposta de só texto (sem [transcricao])"
     };
-    let photos = if wiring.service.reads_photos() {
+    let photos = if wiring.service.hearing().reads_photos() {
         "WhatsApp: fotos de cartão lidas localmente (Tesseract, [fotos])"
     } else {
         "WhatsApp: fotos desligadas — recebem a resposta de só texto (Tesseract não encontrado, ou [fotos] ler = false)"

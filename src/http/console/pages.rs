@@ -314,7 +314,7 @@ pub(super) async fn lookup(
                 tenant: &tenant,
                 channel: CHANNEL,
             };
-            crate::service::audit::record_lookup(&service, who, &text, &handled, |c| {
+            crate::service::audit::record_lookup(service.cases(), who, &text, &handled, |c| {
                 console.keys.card_hash(c)
             })
             .await;
@@ -1104,6 +1104,7 @@ pub(super) async fn usage(
     // Tenants past 80 % of their monthly budget: the operator sees it first.
     let budgets: Vec<Value> = state
         .service
+        .spending()
         .budget_shares()
         .await
         .into_iter()
