@@ -11,10 +11,10 @@ mod common;
 
 use std::sync::Arc;
 
-use vt_agent::app::App;
-use vt_agent::batch::{self, LineDefaults, Options};
-use vt_agent::config::Config;
-use vt_agent::flow::FlowMode;
+use vt_agent::App;
+use vt_agent::Config;
+use vt_agent::FlowMode;
+use vt_agent::{LineDefaults, Options};
 
 // The allocator the binary uses (`src/main.rs`).
 #[global_allocator]
@@ -34,7 +34,7 @@ async fn main() {
     let data = tempfile::tempdir().expect("tmp");
     let config = Config {
         data_dir: data.path().to_owned(),
-        simulator: vt_agent::config::SimulatorSettings {
+        simulator: vt_agent::SimulatorSettings {
             notifications_per_second: Some(u32::MAX),
             ..Default::default()
         },
@@ -48,25 +48,26 @@ async fn main() {
             )
         })
         .collect();
-    let app = App::start(&config, None, vt_agent::store::Usage::Service)
+    let app = App::start(&config, None, vt_agent::StoreUsage::Service)
         .await
         .expect("app");
     let service = Arc::new(app.service);
-    let id = batch::derived_id(None, input.as_bytes(), FlowMode::Full);
+    let id = vt_agent::batch_id(None, input.as_bytes(), FlowMode::Full);
     let defaults = LineDefaults {
         job_id: id.clone(),
         politicas: config.vt.politicas.clone(),
         tenant: None,
     };
-    let source = batch::source::read(input.as_bytes(), batch::Format::Jsonl, &defaults).expect("lines");
-    let job = batch::Job::new(id, "bench", input.as_bytes(), source, FlowMode::Full);
+    let source =
+        vt_agent::read_batch_source(input.as_bytes(), vt_agent::Format::Jsonl, &defaults).expect("lines");
+    let job = vt_agent::Job::new(id, "bench", input.as_bytes(), source, FlowMode::Full);
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     let options = Options {
         concurrency,
         ..Options::default()
     };
     let cpu = common::cpu();
-    let summary = batch::run(&service, &job, options, stop_rx, |_, _| {})
+    let summary = vt_agent::run_batch(&service, &job, options, stop_rx, |_, _| {})
         .await
         .expect("batch");
     let cpu = common::cpu() - cpu;

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
 use vt_actions::systems::{RunningSimulator, SystemsConfig, VtSystems};
-use vt_agent::config::Config;
-use vt_agent::engine::Participant;
-use vt_agent::service::{Inbound, Services};
-use vt_agent::store::Store;
+use vt_agent::Config;
+use vt_agent::Participant;
+use vt_agent::Store;
+use vt_agent::{Inbound, Services};
 
 use common::{cpu, simulator};
 
@@ -49,12 +49,12 @@ async fn service(store: Arc<dyn Store>, systems: Systems) -> (Arc<Services>, Run
         Systems::InProcess => VtSystems::in_process(&sim.simulator),
     };
     let ext = Extensions::default().with(client);
-    let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, None, ext).expect("engine"),
+    let engine = vt_agent::share(
+        vt_agent::build_engine(&config, None, ext).expect("engine"),
         Some(store.clone()),
         config.recargas.clone(),
     );
-    let service = vt_agent::app::service(&config, engine, store)
+    let service = vt_agent::build_service(&config, engine, store)
         .await
         .expect("service");
     (Arc::new(service), sim)
@@ -127,10 +127,10 @@ async fn flat(label: &str, store: Arc<dyn Store>, systems: Systems) {
 
 async fn http(label: &str, store: Arc<dyn Store>) {
     let (service, _sim) = service(store.clone(), Systems::Http).await;
-    let state = vt_agent::http::AppState::new(
+    let state = vt_agent::AppState::new(
         service,
-        vt_agent::app::CHAT_AGENT,
-        vt_agent::http::HttpConfig {
+        vt_agent::CHAT_AGENT,
+        vt_agent::HttpConfig {
             rate_per_minute: u32::MAX,
             max_turns_in_flight: 1_000,
             ..Default::default()
@@ -138,7 +138,7 @@ async fn http(label: &str, store: Arc<dyn Store>) {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let server = tokio::spawn(vt_agent::http::serve(listener, state, std::future::pending()));
+    let server = tokio::spawn(vt_agent::serve(listener, state, std::future::pending()));
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .build()
@@ -242,10 +242,10 @@ async fn load(
 async fn main() {
     let dir = tempfile::tempdir().expect("tmp");
     let sqlite = || async {
-        vt_agent::store::open(
+        vt_agent::open_store(
             None,
             &dir.path().join(uuid::Uuid::new_v4().simple().to_string()),
-            vt_agent::store::Usage::Service,
+            vt_agent::StoreUsage::Service,
         )
         .await
         .expect("sqlite")
@@ -260,7 +260,7 @@ async fn main() {
     match pg {
         Some(url) => {
             let store = || async {
-                vt_agent::store::open(Some(&url), dir.path(), vt_agent::store::Usage::Service)
+                vt_agent::open_store(Some(&url), dir.path(), vt_agent::StoreUsage::Service)
                     .await
                     .expect("postgres")
             };

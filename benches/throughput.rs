@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
 use vt_actions::systems::{SystemsConfig, VtSystems};
-use vt_agent::config::Config;
-use vt_agent::engine::{Conversation, Participant};
-use vt_agent::router::Router;
-use vt_agent::service::Inbound;
-use vt_agent::store::{SqliteStore, Store};
+use vt_agent::Config;
+use vt_agent::Inbound;
+use vt_agent::Router;
+use vt_agent::{Conversation, Participant};
+use vt_agent::{SqliteStore, Store};
 
 const MESSAGES: &[&str] = &[
     "qual meu saldo",
@@ -44,17 +44,14 @@ fn report(what: &str, n: u32, elapsed: Duration) {
 /// sizes `opens`.
 fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
     let seals: Vec<String> = seals.iter().map(|n| "x".repeat(*n)).collect();
-    let opens: Vec<String> = opens
-        .iter()
-        .map(|n| vt_agent::store::seal::seal(&"x".repeat(*n)))
-        .collect();
+    let opens: Vec<String> = opens.iter().map(|n| vt_agent::seal(&"x".repeat(*n))).collect();
     let start = Instant::now();
     for _ in 0..n {
         for v in &seals {
-            std::hint::black_box(vt_agent::store::seal::seal(std::hint::black_box(v)));
+            std::hint::black_box(vt_agent::seal(std::hint::black_box(v)));
         }
         for v in &opens {
-            std::hint::black_box(vt_agent::store::seal::open(std::hint::black_box(v)).expect("opens"));
+            std::hint::black_box(vt_agent::open_sealed(std::hint::black_box(v)).expect("opens"));
         }
     }
     start.elapsed()
@@ -63,7 +60,7 @@ fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
 #[tokio::main]
 async fn main() {
     let config = Config::default();
-    let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
+    let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
     // As the product has it: the FAQ is read for every question (level 1's first reader).
     let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
     let router = Router::new("vt", intents.clone(), None).with_faq(Some(Arc::new(faq)));
@@ -82,8 +79,8 @@ async fn main() {
     let n = 100_000u32;
     let start = Instant::now();
     for _ in 0..n {
-        let sealed = vt_agent::store::seal::seal(std::hint::black_box(&value));
-        std::hint::black_box(vt_agent::store::seal::open(&sealed).expect("opens"));
+        let sealed = vt_agent::seal(std::hint::black_box(&value));
+        std::hint::black_box(vt_agent::open_sealed(&sealed).expect("opens"));
     }
     report("seal + open, a 300-byte value", n, start.elapsed());
     const TURN_SEALS: [usize; 18] = [
@@ -113,8 +110,8 @@ async fn main() {
     let ext =
         Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
-    let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, None, ext).expect("engine"),
+    let engine = vt_agent::share(
+        vt_agent::build_engine(&config, None, ext).expect("engine"),
         Some(store.clone()),
         config.recargas.clone(),
     );
@@ -122,11 +119,11 @@ async fn main() {
     let n = 300u32;
     let start = Instant::now();
     for _ in 0..n {
-        vt_agent::flow::run_flow(&engine, input).await.expect("flow");
+        vt_agent::run_flow(&engine, input).await.expect("flow");
     }
     report("run-flow, ten stages, 3 loopback HTTP calls", n, start.elapsed());
 
-    let service = vt_agent::app::service(&config, engine, store)
+    let service = vt_agent::build_service(&config, engine, store)
         .await
         .expect("service");
     let n = 300u32;

@@ -32,11 +32,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use vt_actions::context::Extensions;
 use vt_actions::systems::{SystemsConfig, VtSystems};
-use vt_agent::config::Config;
-use vt_agent::engine::{Engine, Participant};
-use vt_agent::llm::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, StopReason, Usage};
-use vt_agent::service::Inbound;
-use vt_agent::store::{SqliteStore, Store};
+use vt_agent::Config;
+use vt_agent::Inbound;
+use vt_agent::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, StopReason, Usage};
+use vt_agent::{Engine, Participant};
+use vt_agent::{SqliteStore, Store};
 
 #[derive(Debug, Deserialize)]
 struct Scenario {
@@ -235,12 +235,12 @@ async fn main() {
     let model = Arc::new(CountingModel::default());
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
     let llm: Arc<dyn LlmProvider> = model.clone();
-    let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, Some(llm), ext).expect("engine"),
+    let engine = vt_agent::share(
+        vt_agent::build_engine(&config, Some(llm), ext).expect("engine"),
         Some(store.clone()),
         config.recargas.clone(),
     );
-    let service = vt_agent::app::service(&config, engine.clone(), store.clone())
+    let service = vt_agent::build_service(&config, engine.clone(), store.clone())
         .await
         .expect("service");
     let chat = skill_context(&engine, "vt", "atendimento");
@@ -293,7 +293,7 @@ async fn main() {
             // Stage k answers the k-th user/tool message: the input, then each stage's result.
             let stages: Vec<String> = engine
                 .catalog()
-                .agent(vt_agent::flow::FLOW_AGENT)
+                .agent(vt_agent::FLOW_AGENT)
                 .map(|a| a.skills.iter().map(|s| s.name.clone()).collect())
                 .unwrap_or_default();
             let mut asked = 0usize;
@@ -304,7 +304,7 @@ async fn main() {
                     _ => {
                         let stage = stages.get(asked).or(stages.last()).cloned().unwrap_or_default();
                         asked += 1;
-                        skill_context(&engine, vt_agent::flow::FLOW_AGENT, &stage)
+                        skill_context(&engine, vt_agent::FLOW_AGENT, &stage)
                     }
                 })
                 .collect();
@@ -335,12 +335,12 @@ async fn main() {
 
 /// The router (level 1, no model) on the corpus of how card holders write.
 async fn corpus(config: &Config) {
-    let intents = vt_agent::router::intents::load_file(&config.intents_file()).expect("intents");
+    let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
     let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
-    let router = vt_agent::router::Router::new("vt", intents, None).with_faq(Some(std::sync::Arc::new(faq)));
-    let entries = vt_agent::router::corpus::load(std::path::Path::new("tests/fixtures/router/corpus.yaml"))
-        .expect("corpus");
-    let score = vt_agent::router::corpus::score(&router, &entries).await;
+    let router = vt_agent::Router::new("vt", intents, None).with_faq(Some(std::sync::Arc::new(faq)));
+    let entries =
+        vt_agent::load_corpus(std::path::Path::new("tests/fixtures/router/corpus.yaml")).expect("corpus");
+    let score = vt_agent::score_corpus(&router, &entries).await;
     println!();
     println!("router corpus ({} messages): {}", entries.len(), score.summary());
     for miss in &score.misses {

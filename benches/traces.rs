@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use vt_actions::context::Extensions;
 use vt_actions::systems::{SystemsConfig, VtSystems};
-use vt_agent::config::Config;
-use vt_agent::engine::Participant;
-use vt_agent::service::Inbound;
-use vt_agent::store::{SqliteStore, Store};
+use vt_agent::Config;
+use vt_agent::Inbound;
+use vt_agent::Participant;
+use vt_agent::{SqliteStore, Store};
 
 use common::{cpu, simulator};
 
@@ -112,7 +112,7 @@ fn child(on: bool) {
         env.insert("OTEL_EXPORTER_OTLP_ENDPOINT".into(), collector);
     }
     let config = Config::from_sources(None, "", &env).expect("config");
-    let telemetry = vt_agent::telemetry::init("warn", config.otlp_target.as_ref());
+    let telemetry = vt_agent::init_telemetry("warn", config.otlp_target.as_ref());
     assert_eq!(telemetry.tracing(), on);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let dir = tempfile::tempdir().expect("tmp");
@@ -124,12 +124,12 @@ fn child(on: bool) {
         );
         let ext =
             Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim_url)).expect("client"));
-        let engine = vt_agent::flow::share(
-            vt_agent::app::engine(&config, None, ext).expect("engine"),
+        let engine = vt_agent::share(
+            vt_agent::build_engine(&config, None, ext).expect("engine"),
             Some(store.clone()),
             config.recargas.clone(),
         );
-        let service = vt_agent::app::service(&config, engine, store)
+        let service = vt_agent::build_service(&config, engine, store)
             .await
             .expect("service");
         // Warm up: connections, caches, the first spans.

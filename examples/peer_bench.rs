@@ -36,8 +36,8 @@ use futures::StreamExt as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
-use vt_agent::engine::{Catalog, Engine, EngineConfig, Participant, Prompts, Reply, SkillDef};
-use vt_agent::llm::{ChatMessage, LlmProvider, OpenAiProvider, ProviderSettings, RedactedProvider};
+use vt_agent::{Catalog, Engine, EngineConfig, Participant, Prompts, Reply, SkillDef};
+use vt_agent::{ChatMessage, LlmProvider, OpenAiProvider, ProviderSettings, RedactedProvider};
 
 const TOOL_CALLS: usize = 3;
 

@@ -58,7 +58,7 @@ pub struct ModelPrice {
 
 /// One model call as it is priced.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     /// The model that answered.
     pub model: &'a str,
     /// Every input token, the cached ones included.
@@ -72,7 +72,7 @@ pub struct Call<'a> {
 
 impl<'a> Call<'a> {
     /// A call with no cache.
-    pub fn plain(model: &'a str, (input, output): (u64, u64)) -> Self {
+    pub(crate) fn plain(model: &'a str, (input, output): (u64, u64)) -> Self {
         Self {
             model,
             input,
@@ -84,7 +84,7 @@ impl<'a> Call<'a> {
 
 /// What one turn used that has a price.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Used<'a> {
+pub(crate) struct Used<'a> {
     pub calls: Vec<Call<'a>>,
     /// Milliseconds of audio transcribed, and the transcription model.
     pub audio: Option<(&'a str, i64)>,
@@ -195,7 +195,7 @@ pub(crate) fn from_micro_brl(micro: i64) -> Decimal {
 
 /// Reais as people read them: `R$ 0,0123` (four places: a turn costs fractions of a cent), or
 /// `desconhecido`.
-pub fn reais(value: Option<Decimal>) -> String {
+pub(crate) fn reais(value: Option<Decimal>) -> String {
     match value {
         Some(v) => format!("R$ {}", v.round_dp(4).to_string().replace('.', ",")),
         None => "desconhecido".into(),

@@ -26,7 +26,7 @@ use crate::store::{FlowRunRecord, RunStatus, Store, StoreJournal};
 pub const FLOW_AGENT: &str = "vt_fluxo";
 
 /// The channel name of the flow's conversations (its output is read in the answer or the run).
-pub const API_CHANNEL: &str = "api";
+pub(crate) const API_CHANNEL: &str = "api";
 
 /// The last stage of a dry run: the recharge is prepared (and checked against the policies), never sent.
 pub(crate) const DRY_RUN_LAST_STAGE: &str = "rf06_preparar_recarga";
@@ -233,7 +233,7 @@ impl From<FlowInput> for FlowRequest<'_> {
 /// A parsed flow input, ready to run: a new `vt_fluxo` conversation, the sanitised input (unknown
 /// fields are gone from here on) as stored and as the text of its user message, and the typed input
 /// the stages read.
-pub struct PreparedFlow {
+pub(crate) struct PreparedFlow {
     pub conversation: Conversation,
     pub input: Value,
     pub text: String,
@@ -246,7 +246,7 @@ pub struct PreparedFlow {
 }
 
 /// A flow's turn: its input text, begun as `mode` says, carrying the parsed input.
-pub fn turn(text: &str, parsed: FlowInput, mode: FlowMode) -> TurnInput<'_> {
+pub(crate) fn turn(text: &str, parsed: FlowInput, mode: FlowMode) -> TurnInput<'_> {
     TurnInput::new(text, mode.start()).with_data(parsed)
 }
 
@@ -271,7 +271,7 @@ pub(crate) fn parse_input(
 
 /// Parses and checks the input (unless it comes parsed) and opens the conversation, in the input's
 /// tenant; nothing runs yet.
-pub fn prepare(
+pub(crate) fn prepare(
     engine: &Engine,
     request: FlowRequest<'_>,
     tenant: Option<&str>,
@@ -322,7 +322,7 @@ pub async fn run_flow(engine: &Engine, request: impl Into<FlowRequest<'_>>) -> R
 }
 
 /// One `etapa` per stage that ran, in order, from the values the stages handed on.
-pub fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
+pub(crate) fn flow_output(outcome: &TurnOutcome) -> FlowOutput {
     let etapas = outcome
         .stages
         .iter()
@@ -379,7 +379,7 @@ fn status_of(outcome: &TurnOutcome) -> FlowStatus {
 }
 
 /// A finished flow run as stored: its stages are where its output is kept.
-pub fn record(
+pub(crate) fn record(
     output: &FlowOutput,
     input: Value,
     parent_execucao_id: Option<String>,

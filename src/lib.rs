@@ -7,31 +7,114 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `vt_actions::json`
 
 // Entry and composition: the command line, the wiring, the configuration.
-pub mod cli;
-pub mod app;
-pub mod config;
+mod cli;
+mod app;
+mod config;
 
 // The ways in: the HTTP API (the console inside it), the channels, batch jobs.
-pub mod http;
-pub mod channels;
-pub mod batch;
+mod http;
+mod channels;
+mod batch;
 
 // The message path: accept → route → run → commit (the service), and what it runs on.
-pub mod service;
-pub mod runs;
-pub mod router;
+mod service;
+mod runs;
+mod router;
 mod planner;
-pub mod flow;
-pub mod outbox;
-pub mod retention;
-pub mod usage;
-pub mod transcript;
+mod flow;
+mod outbox;
+mod retention;
+mod usage;
+mod transcript;
 
 // Below: the store, the engine, logging and traces, the model, photos, prices, background passes.
-pub mod store;
-pub mod engine;
-pub mod telemetry;
-pub mod llm;
-pub mod ocr;
-pub mod costs;
+mod store;
+mod engine;
+mod telemetry;
+mod llm;
+mod ocr;
+mod costs;
 mod periodic;
+
+// The façade: what `main`, the tests and the benches use, and nothing else (`unreachable_pub`
+// keeps everything else inside the crate), each from the module that defines it, in the floors' order.
+pub use app::{
+    App, CHAT_AGENT, card_setup, catalog as build_catalog, channel_book, engine as build_engine,
+    eval::EvalOptions, eval::load as load_eval_cases, eval::run as run_eval, registry as build_registry,
+    service as build_service, tls_simulator::serve_with, transcripts::ModelChoice, transcripts::RunOptions,
+    transcripts::run_file, transcripts::run_transcript,
+};
+pub use batch::{
+    Job, Options, background::Background, background::Submission, derived_id as batch_id, run as run_batch,
+    source::Format, source::LineDefaults, source::read as read_batch_source,
+};
+pub use channels::{
+    Wiring, cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender,
+    mattermost::bot::Bot, mattermost::bot::PostSender, mattermost::channel as mattermost_channel,
+    mattermost::conversation_id as mattermost_conversation_id, pix::channel as pix_channel,
+    whatsapp::AVISO_PRIVACIDADE, whatsapp::WhatsAppConfig, whatsapp::channel as whatsapp_channel,
+    whatsapp::conversation_id as whatsapp_conversation_id, whatsapp::notices::NoticesConfig,
+    whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender, whatsapp::templates::Templates,
+};
+pub use cli::{Cli, Command, run};
+pub use config::{Config, SimulatorSettings, reference::key_paths, reference::markdown};
+pub use costs::CustosConfig;
+pub use engine::{
+    Clock, Engine, EngineConfig, IdSource, ManualClock, NO_MODEL_REPLY, Participant,
+    conversation::Conversation, conversation::DEFAULT_TENANT, conversation::ExecutionRecord,
+    conversation::ExecutionStatus, conversation::Handoff, conversation::ModelCallRecord, conversation::Reply,
+    conversation::TurnEvent, prompts::Prompts, retry::RetryPolicy, skills::Catalog, skills::SkillDef,
+};
+pub use flow::{Etapa, FLOW_AGENT, FlowMode, FlowOutput, FlowStatus, run_flow, share};
+pub use http::{
+    auth::hash as key_hash, config::ApiKeyConfig, config::HttpConfig, config::Role,
+    console::keys::ConsoleConfig, console::keys::Keys, console::session::SESSION_COOKIE, openapi, serve,
+    state::AppState,
+};
+pub use llm::{
+    ChatMessage, Choice, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
+    ToolCall, Usage, anthropic::AnthropicProvider, openai::OpenAiProvider, redacted::RedactedProvider,
+    scripted::Scripted, scripted::ScriptedProvider, transcription::TranscricaoConfig,
+};
+pub use ocr::FotosConfig;
+pub use outbox::{ChannelSender, ReplyPayload, SendError, TemplateUse, Worker};
+pub use retention::{
+    RetentionConfig, apply as apply_retention, erase as erase_subject, export as export_subject,
+};
+pub use router::{
+    Route, Router, corpus::load as load_corpus, corpus::score as score_corpus, intents::load_file,
+};
+pub use runs::report as runs_report;
+pub use service::{
+    Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services, ServicesConfig,
+    board::BOARD, budgets::Orcamento, budgets::Standing, cases::CaseError, cases::HandoffConfig,
+    cases::SupportAgent, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
+    payments::Settled, payments::card_port, payments::pix_port,
+};
+pub use store::{
+    Records, SEALED, Store, Stores, Subject, Usage as StoreUsage, concerns::BatchStore, concerns::CaseStore,
+    concerns::ConsentChange, concerns::ContactStore, concerns::ConversationStore, concerns::FlowStore,
+    concerns::KeepingStore, concerns::OutboxStore, concerns::OutcomeStore, concerns::PixStore,
+    concerns::RechargeStore, concerns::ReportStore, concerns::TemplateState, followup::Checked,
+    followup::FollowUp, followup::FollowUpView, followup::NewFollowUp, followup::OUTCOME_CASE,
+    followup::RecargasConfig, locks::TurnLock, open as open_store, postgres::PgStore, prepare_sealing,
+    records::Accepting, records::AuditRecord, records::BatchJob, records::BatchLine, records::Case,
+    records::CaseEvent, records::CaseOpened, records::CaseState, records::CaseTimes, records::CaseWrite,
+    records::ChargeMeans, records::ChargeStatus, records::Claim, records::ConversationContext,
+    records::ConversationListing, records::ConversationQuery, records::Desfecho, records::FlowRunAt,
+    records::FlowRunRecord, records::FlowRunSummary, records::IdempotencyPut, records::IdempotencyRecord,
+    records::IntentRecord, records::LineStatus, records::MessageCost, records::NewCase,
+    records::NewOutboxItem, records::OutboxItem, records::OutboxStatus, records::OutcomeRecord,
+    records::PaymentClaim, records::PixCharge, records::PixRefund, records::REFUND_IN_PROGRESS,
+    records::RechargeAttemptRecord, records::RunStatus, records::StoreError, records::StoredMessage,
+    records::Stretch, records::StretchHead, records::TaskRun, records::TaskStatus, records::TenantSpending,
+    records::TurnRecord, records::UnprocessedMessage, records::UsageRecord, records::UsageSummaryRow,
+    seal::DataKey, seal::KEY_FILE, seal::KeyRing, seal::decode_key, seal::install, seal::is_sealed,
+    seal::open as open_sealed, seal::read_key_file, seal::seal, sqlite::SqliteStore,
+};
+pub use telemetry::init as init_telemetry;
+pub use transcript::{
+    collect as collect_transcripts, export::export as export_transcripts, format::Expect, format::Setup,
+    format::Transcript, format::Turn,
+};
+pub use usage::{Spending, costs as usage_costs, costs_table as usage_costs_table};

@@ -13,7 +13,7 @@ use clap::Parser as _;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = vt_agent::cli::Cli::parse();
+    let cli = vt_agent::Cli::parse();
     // A one-shot command runs on the thread that started it: the multi-threaded runtime's workers cost
     // more to start, and to hand each step between, than such a command's own work (`run-flow`'s
     // start-up was mostly thread wake-ups and fresh stacks).
@@ -31,14 +31,14 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: vt_agent::cli::Cli) -> std::process::ExitCode {
+async fn run(cli: vt_agent::Cli) -> std::process::ExitCode {
     // Transcripts provoke failures on purpose; their warnings would drown the report.
-    let default_filter = if matches!(cli.command, vt_agent::cli::Command::Test(_)) {
+    let default_filter = if matches!(cli.command, vt_agent::Command::Test(_)) {
         "error"
     } else {
         "warn"
     };
-    match vt_agent::cli::run(cli, default_filter).await {
+    match vt_agent::run(cli, default_filter).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("erro: {}", vt_actions::redact::secrets(&format!("{e:#}")));

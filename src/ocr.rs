@@ -96,11 +96,9 @@ pub trait PhotoReader: Send + Sync {
 
 /// The Tesseract program.
 #[derive(Debug, Clone)]
-pub struct Tesseract {
+pub(crate) struct Tesseract {
     program: String,
     timeout: Duration,
-    /// What `--version` said first (`tesseract 5.3.0`), for the start notice.
-    version: String,
 }
 
 /// The most text read off one photo: a card's face holds a few lines.
@@ -109,7 +107,7 @@ const MAX_TEXT: usize = 64 * 1024;
 impl Tesseract {
     /// The program `config` names when it runs here (`--version` answers); `None` when photos are off
     /// or it is not installed.
-    pub async fn find(config: &FotosConfig) -> Option<Self> {
+    pub(crate) async fn find(config: &FotosConfig) -> Option<Self> {
         if !config.ler {
             return None;
         }
@@ -124,21 +122,12 @@ impl Tesseract {
             .ok()?
             .ok()
             .filter(|o| o.status.success())?;
-        let first = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .next()?
-            .trim()
-            .to_owned();
+        // A program that says nothing to `--version` is not Tesseract.
+        String::from_utf8_lossy(&output.stdout).lines().next()?;
         Some(Self {
             program: config.tesseract.clone(),
             timeout: Duration::from_secs(config.timeout_secs),
-            version: first,
         })
-    }
-
-    /// What the program says it is.
-    pub fn version(&self) -> &str {
-        &self.version
     }
 
     async fn run(&self, image: Vec<u8>) -> Result<String, OcrError> {
@@ -257,7 +246,6 @@ mod tests {
         let reader = Tesseract {
             program: "/nonexistent/tesseract".into(),
             timeout: Duration::from_secs(1),
-            version: String::new(),
         };
         assert!(matches!(
             reader.read(b"GIF89a....".to_vec()).await,

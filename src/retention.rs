@@ -94,7 +94,7 @@ fn reach_book(book: Option<&Path>, subject: &Subject) {
 }
 
 /// Applies retention once, and logs what it deleted (`serve` does it every [`EVERY`]).
-pub async fn pass(store: &dyn crate::store::KeepingStore, config: &RetentionConfig) {
+pub(crate) async fn pass(store: &dyn crate::store::KeepingStore, config: &RetentionConfig) {
     match apply(store, config, Utc::now()).await {
         Ok(gone) if !gone.is_empty() => tracing::info!(
             conversations = gone.conversations.len(),

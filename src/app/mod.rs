@@ -2,9 +2,9 @@
 //! knows every part; commands and tests start here.
 
 pub(crate) mod serve;
-pub mod tls_simulator;
-pub mod eval;
-pub mod transcripts;
+pub(crate) mod tls_simulator;
+pub(crate) mod eval;
+pub(crate) mod transcripts;
 
 use std::sync::Arc;
 
@@ -146,7 +146,7 @@ pub fn channel_book() -> crate::service::ChannelBook {
 }
 
 /// The operator's Pix key at the embedded simulator's provider.
-pub const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
+pub(crate) const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
 
 /// The embedded simulator as the payment provider, called in this process.
 fn simulated_pix(sim: &Simulator) -> crate::service::PixSetup {
@@ -235,7 +235,7 @@ pub(crate) async fn services_config(
 /// The configured store, opened for what this process does with it (`usage`), with
 /// the data keys installed first (the configured ones, else the key file, made at the first run and
 /// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
-pub async fn store(
+pub(crate) async fn store(
     config: &Config,
     usage: crate::store::Usage,
 ) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
@@ -281,10 +281,10 @@ pub(crate) fn install_keys(
 }
 
 /// The embedded simulator's book, in the data directory.
-pub const SIMULATOR_BOOK: &str = vt_actions::systems::book::FILE;
+pub(crate) const SIMULATOR_BOOK: &str = vt_actions::systems::book::FILE;
 
 /// The simulator with the magic cards, or with a fixture file applied to them.
-pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
+pub(crate) fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
     let mut config = SimulatorConfig {
         pix_pagar_apos: settings.pix_pagar_apos(),
         boleto_pagar_apos: settings.boleto_pagar_apos(),
@@ -301,7 +301,7 @@ pub fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<
 
 /// The client of the external systems `config` names, or of the embedded simulator (returned too)
 /// when it names none.
-pub fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simulator>)> {
+pub(crate) fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simulator>)> {
     Ok(match &config.systems {
         Some(s) => (
             VtSystems::new(s.clone()).context("montando o cliente dos sistemas externos")?,

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
 
 /// What a client of the simulator needs, written into the directory.
-pub struct Written {
+pub(crate) struct Written {
     pub ca: std::path::PathBuf,
     pub client_cert: std::path::PathBuf,
     pub client_key: std::path::PathBuf,
@@ -58,7 +58,7 @@ fn pki(dir: &Path) -> anyhow::Result<(rustls::ServerConfig, Written)> {
 
 /// Serves `router` over TLS on `127.0.0.1:port`, asking for a client certificate of the CA it made;
 /// the client's files go into `dir`. Returns the URL and what was written.
-pub async fn serve(router: axum::Router, port: u16, dir: &Path) -> anyhow::Result<(String, Written)> {
+pub(crate) async fn serve(router: axum::Router, port: u16, dir: &Path) -> anyhow::Result<(String, Written)> {
     let (config, written) = pki(dir)?;
     Ok((serve_with(router, config, port).await?, written))
 }

@@ -6,10 +6,10 @@
 //! instead of charging again. A rerun of an id with another input is refused: its keys would name other
 //! requests.
 
-pub mod background;
+pub(crate) mod background;
 pub(crate) mod progress;
 mod shared;
-pub mod source;
+pub(crate) mod source;
 
 use std::collections::{BTreeMap, HashSet};
 use std::num::NonZeroU32;
@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch};
 use crate::flow::{FlowError, FlowMode};
 use crate::service::{FlowOptions, FlowRan, Recording, ServiceError, Services};
 use crate::store::{BatchJob, BatchLine, FlowRunRecord, LineStatus, StoreError};
-pub use source::{Format, LineDefaults, SourceLine};
+pub(crate) use source::{Format, LineDefaults, SourceLine};
 
 /// How a job runs.
 #[derive(Debug, Clone, Copy)]

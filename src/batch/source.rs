@@ -87,7 +87,7 @@ pub struct LineDefaults {
 }
 
 /// The SHA-256 of the input, hex.
-pub fn digest(bytes: &[u8]) -> String {
+pub(crate) fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 

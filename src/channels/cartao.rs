@@ -3,7 +3,7 @@
 //! provider `POST`s signed events to `/channels/cartao/webhook`; a notice whose signature does not
 //! check (or is older than the provider's tolerance) is refused with 400 and reads nothing. One that
 //! checks only names checkouts: each is read back from the provider before anything happens
-//! ([`crate::service::Payments::settle`]), so even a notice signed by mistake costs at most that read.
+//! ([`crate::service::jobs::Payments::settle`]), so even a notice signed by mistake costs at most that read.
 //! A notice is not stored: the checkout is, and the sweep of open charges (the Pix channel's, or this
 //! one's where Pix is off) reads every open one back.
 
@@ -27,7 +27,11 @@ const BODY_LIMIT: usize = 256 * 1024;
 /// The card channel, on when the service takes card payments on a hosted checkout (`[cartao]
 /// provedor = "stripe"`, or the embedded simulator `simulated`); reading open charges back every
 /// `sweep_every` where the Pix channel does not.
-pub fn channel(wiring: &Wiring, simulated: Option<&CheckoutSimulado>, sweep_every: Duration) -> Channel {
+pub(crate) fn channel(
+    wiring: &Wiring,
+    simulated: Option<&CheckoutSimulado>,
+    sweep_every: Duration,
+) -> Channel {
     if !wiring.service.takes_cards() {
         return Channel::default();
     }

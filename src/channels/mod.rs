@@ -7,10 +7,10 @@
 //! `serve`'s composition lists them in one place and iterates them, so adding a channel (or a
 //! payment provider's webhook) touches its folder and that list.
 
-pub mod cartao;
-pub mod mattermost;
-pub mod pix;
-pub mod whatsapp;
+pub(crate) mod cartao;
+pub(crate) mod mattermost;
+pub(crate) mod pix;
+pub(crate) mod whatsapp;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,7 +35,7 @@ pub(crate) fn set_from_env<const N: usize>(
 }
 
 /// A background job of a channel: run until the future it is given resolves (the server's stop).
-pub type Job = Box<
+pub(crate) type Job = Box<
     dyn FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send,
 >;
 

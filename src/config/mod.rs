@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub mod reference;
+pub(crate) mod reference;
 
 use vt_actions::systems::SystemsConfig;
 use vt_actions::tools::VtSettings;

@@ -34,7 +34,7 @@ pub struct Conversation {
 pub const DEFAULT_TENANT: &str = "default";
 
 /// The terminal's channel name (`vt-agent chat`, and a transcript that names no channel).
-pub const TERMINAL: &str = "terminal";
+pub(crate) const TERMINAL: &str = "terminal";
 
 fn default_tenant() -> String {
     DEFAULT_TENANT.to_owned()
@@ -266,10 +266,10 @@ pub struct InnerRun {
 /// Where a turn's actions put the runs they start: one per turn, in its actions' context
 /// ([`vt_actions::ActionContext::get`]), emptied into [`TurnOutcome::inner_runs`] when the turn ends.
 #[derive(Debug, Clone, Default)]
-pub struct InnerRuns(std::sync::Arc<std::sync::Mutex<Vec<InnerRun>>>);
+pub(crate) struct InnerRuns(std::sync::Arc<std::sync::Mutex<Vec<InnerRun>>>);
 
 impl InnerRuns {
-    pub fn push(&self, run: InnerRun) {
+    pub(crate) fn push(&self, run: InnerRun) {
         self.lock().push(run);
     }
 

@@ -6,26 +6,24 @@
 //! it a [`Conversation`] and persists the [`TurnOutcome`] it gets back. Its only I/O is what the model
 //! provider and the actions do.
 
-mod conversation;
+pub(crate) mod conversation;
 pub(crate) mod prompts;
 pub(crate) mod retry;
 pub(crate) mod skills;
 mod turn;
 
-pub use turn::{
-    CompressedContext, LLM_DOWN_REPLY, LOOP_BOUND_REPLY, STEP_FAILED_REPLY, TurnInput, TurnStart,
-};
+pub(crate) use turn::{CompressedContext, TurnInput, TurnStart};
 
 /// Where conversations stored before the compressed context became a turn input kept a copy of it in
 /// memory; the service drops that copy when it loads one.
 pub(crate) const OLD_CONTEXT_MEMORY_KEY: &str = "contexto";
-pub use conversation::{
-    Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, Handoff, InnerRun, InnerRuns,
-    ModelCallRecord, Reply, StageOutput, TERMINAL, TurnEvent, TurnOutcome,
+pub(crate) use conversation::{
+    Conversation, DEFAULT_TENANT, ExecutionRecord, ExecutionStatus, InnerRun, InnerRuns, Reply, TERMINAL,
+    TurnEvent, TurnOutcome,
 };
-pub use prompts::{PromptError, PromptVars, Prompts};
-pub use retry::RetryPolicy;
-pub use skills::{AgentDef, Catalog, CatalogError, SkillDef};
+pub(crate) use prompts::Prompts;
+pub(crate) use retry::RetryPolicy;
+pub(crate) use skills::Catalog;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

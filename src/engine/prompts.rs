@@ -20,7 +20,7 @@ pub enum PromptError {
 /// The variables every skill prompt may use, borrowed from the turn: a prompt is rendered at every
 /// model call, and copying the conversation's state and memory for it each time was for nothing.
 #[derive(Debug, Clone, Serialize)]
-pub struct PromptVars<'a> {
+pub(crate) struct PromptVars<'a> {
     pub agent: &'a str,
     pub skill: &'a str,
     pub skill_description: &'a str,

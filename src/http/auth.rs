@@ -16,7 +16,7 @@ use crate::engine::DEFAULT_TENANT;
 
 /// The caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// The key's name (`local` without keys): what rate limits and logs count by.
     pub name: String,
     pub tenant: String,

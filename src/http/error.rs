@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::service::ServiceError;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
@@ -38,7 +38,7 @@ pub(super) struct ErrorDetail {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -48,14 +48,14 @@ impl ApiError {
         }
     }
 
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: Some(field.into()),
             ..Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
         }
     }
 
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -63,16 +63,16 @@ impl ApiError {
         )
     }
 
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
-    pub fn not_found(what: &str) -> Self {
+    pub(crate) fn not_found(what: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} não existe"))
     }
 
     /// The route exists, the method does not (axum adds the `Allow` header).
-    pub fn method_not_allowed(method: &axum::http::Method) -> Self {
+    pub(crate) fn method_not_allowed(method: &axum::http::Method) -> Self {
         Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
@@ -80,7 +80,7 @@ impl ApiError {
         )
     }
 
-    pub fn conflict(message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
@@ -92,7 +92,7 @@ impl ApiError {
         )
     }
 
-    pub fn rate_limited(after_secs: u64) -> Self {
+    pub(crate) fn rate_limited(after_secs: u64) -> Self {
         Self {
             retry_after: Some(after_secs.max(1)),
             ..Self::new(
@@ -114,7 +114,7 @@ impl ApiError {
         }
     }
 
-    pub fn timeout() -> Self {
+    pub(crate) fn timeout() -> Self {
         Self::new(
             StatusCode::GATEWAY_TIMEOUT,
             "timeout",

@@ -7,10 +7,10 @@
 //! request that times out, never cuts a turn (or a charge) in half: the turn ends and is stored, and
 //! the conversation shows it.
 
-mod auth;
+pub(crate) mod auth;
 mod batches;
-mod config;
-pub mod console;
+pub(crate) mod config;
+pub(crate) mod console;
 mod conversations;
 mod error;
 mod flows;
@@ -18,7 +18,7 @@ mod json;
 mod metrics;
 mod ops;
 mod optins;
-mod state;
+pub(crate) mod state;
 mod subjects;
 pub(crate) mod webhooks;
 
@@ -28,11 +28,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-pub use auth::{Caller, hash as key_hash};
-pub use config::{ApiKeyConfig, HttpConfig, Role};
-pub use error::ApiError;
-pub use metrics::Metrics;
-pub use state::AppState;
+pub(crate) use config::HttpConfig;
+pub(crate) use error::ApiError;
+pub(crate) use state::AppState;
 
 /// The API's OpenAPI 3.1 document (`GET /v1/openapi.json`, `vt-agent openapi`).
 pub fn openapi() -> serde_json::Value {
@@ -40,7 +38,7 @@ pub fn openapi() -> serde_json::Value {
 }
 
 /// The API's routes.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;
     // The channels' webhooks have their own auth (signatures) and body limits.
     let mut channels = Router::new();

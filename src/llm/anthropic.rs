@@ -12,7 +12,7 @@ use super::{
     ToolCall, Usage, post_json,
 };
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
 
 pub struct AnthropicProvider {

@@ -16,7 +16,7 @@ use super::{Completion, CompletionRequest, LlmError, LlmProvider};
 
 /// When the circuit opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerConfig {
+pub(crate) struct BreakerConfig {
     /// Failures in a row that open the circuit.
     pub failures: u32,
     /// How long it stays open before a probe.
@@ -44,14 +44,14 @@ enum State {
     Probing,
 }
 
-pub struct CircuitBreaker {
+pub(crate) struct CircuitBreaker {
     inner: Arc<dyn LlmProvider>,
     config: BreakerConfig,
     state: Mutex<State>,
 }
 
 impl CircuitBreaker {
-    pub fn wrap(inner: Arc<dyn LlmProvider>, config: BreakerConfig) -> Arc<dyn LlmProvider> {
+    pub(crate) fn wrap(inner: Arc<dyn LlmProvider>, config: BreakerConfig) -> Arc<dyn LlmProvider> {
         Arc::new(Self {
             inner,
             config,

@@ -11,14 +11,17 @@ use async_trait::async_trait;
 
 use super::{Completion, CompletionRequest, LlmError, LlmProvider};
 
-pub struct Fallback {
+pub(crate) struct Fallback {
     /// The primary first, then the fallbacks in their configured order.
     chain: Vec<Arc<dyn LlmProvider>>,
 }
 
 impl Fallback {
     /// `primary`, then `fallbacks`; with no fallback, `primary` itself.
-    pub fn wrap(primary: Arc<dyn LlmProvider>, fallbacks: Vec<Arc<dyn LlmProvider>>) -> Arc<dyn LlmProvider> {
+    pub(crate) fn wrap(
+        primary: Arc<dyn LlmProvider>,
+        fallbacks: Vec<Arc<dyn LlmProvider>>,
+    ) -> Arc<dyn LlmProvider> {
         if fallbacks.is_empty() {
             return primary;
         }

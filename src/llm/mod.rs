@@ -4,23 +4,23 @@
 //! from its own wire format (private structs), so provider JSON never crosses into the engine. Retries
 //! are not done here: the engine owns the retry policy so that it is the same for every provider.
 
-mod anthropic;
+pub(crate) mod anthropic;
 mod breaker;
 mod fallback;
-mod openai;
-mod redacted;
-mod scripted;
-mod transcription;
+pub(crate) mod openai;
+pub(crate) mod redacted;
+pub(crate) mod scripted;
+pub(crate) mod transcription;
 
 pub(crate) use anthropic::parse_response as parse_anthropic;
-pub use anthropic::{AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL};
-pub use breaker::{BreakerConfig, CircuitBreaker};
-pub use fallback::Fallback;
+pub(crate) use anthropic::{AnthropicProvider, DEFAULT_BASE_URL as ANTHROPIC_DEFAULT_BASE_URL};
+pub(crate) use breaker::{BreakerConfig, CircuitBreaker};
+pub(crate) use fallback::Fallback;
 pub(crate) use openai::parse_response as parse_openai;
-pub use openai::{DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider};
-pub use redacted::RedactedProvider;
-pub use scripted::{Scripted, ScriptedProvider};
-pub use transcription::{Transcriber, TranscricaoConfig, Transcript, TranscriptionError};
+pub(crate) use openai::{DEFAULT_BASE_URL as OPENAI_DEFAULT_BASE_URL, OpenAiProvider};
+pub(crate) use redacted::RedactedProvider;
+pub(crate) use scripted::{Scripted, ScriptedProvider};
+pub(crate) use transcription::{Transcriber, TranscricaoConfig};
 
 use std::sync::Arc;
 use std::time::Duration;

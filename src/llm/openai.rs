@@ -11,7 +11,7 @@ use super::{
     ToolCall, Usage, post_json,
 };
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 pub struct OpenAiProvider {
     settings: ProviderSettings,

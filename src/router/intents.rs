@@ -51,7 +51,7 @@ pub enum IntentError {
 }
 
 /// Parses an intents file.
-pub fn parse(text: &str, label: &str) -> Result<Vec<IntentRecord>, IntentError> {
+pub(crate) fn parse(text: &str, label: &str) -> Result<Vec<IntentRecord>, IntentError> {
     let file: IntentFile = toml::from_str(text).map_err(|e| IntentError::File {
         path: label.to_owned(),
         message: e.to_string(),
@@ -86,7 +86,10 @@ pub fn load_file(path: &Path) -> Result<Vec<IntentRecord>, IntentError> {
 }
 
 /// Writes the file's intents that the database does not have yet, then returns the database's set.
-pub async fn sync(store: &dyn Store, defaults: &[IntentRecord]) -> Result<Vec<IntentRecord>, IntentError> {
+pub(crate) async fn sync(
+    store: &dyn Store,
+    defaults: &[IntentRecord],
+) -> Result<Vec<IntentRecord>, IntentError> {
     let existing = store.intents().await?;
     let missing: Vec<&IntentRecord> = defaults
         .iter()

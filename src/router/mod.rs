@@ -8,8 +8,8 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod cards;
-pub mod corpus;
-pub mod intents;
+pub(crate) mod corpus;
+pub(crate) mod intents;
 pub(crate) mod keywords;
 mod known;
 mod level2;

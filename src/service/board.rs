@@ -21,7 +21,7 @@ pub const BOARD: &str = "suporte";
 
 /// What a board item asks of the board.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoardKind {
+pub(crate) enum BoardKind {
     /// Post the case's root (its case file and buttons).
     Opened,
     /// Post a line in the case's thread.
@@ -31,7 +31,7 @@ pub enum BoardKind {
 }
 
 impl BoardKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Opened => "caso_aberto",
             Self::Line => "caso_linha",
@@ -39,7 +39,7 @@ impl BoardKind {
         }
     }
 
-    pub fn parse(kind: &str) -> Option<Self> {
+    pub(crate) fn parse(kind: &str) -> Option<Self> {
         [Self::Opened, Self::Line, Self::State]
             .into_iter()
             .find(|k| k.as_str() == kind)

@@ -212,7 +212,7 @@ fn case_file(
 
 /// What became of a post in a case's thread on the support board.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Relayed {
+pub(crate) enum Relayed {
     /// The owner's words, sent to the card holder.
     ToCardHolder,
     /// Someone else's: kept in the case's log only.
@@ -411,7 +411,7 @@ pub(super) fn in_case(open: Option<Case>, conv: &Conversation, msg: &Inbound, no
 /// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card
 /// (one the card holder gave in the conversation), and how to pay (`pix`, `boleto`, `cartao`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proposal {
+pub(crate) struct Proposal {
     pub valor: String,
     pub cartao: String,
     pub meio_pagamento: String,
@@ -420,7 +420,7 @@ pub struct Proposal {
 impl Proposal {
     /// `<valor> <cartão> <pix|boleto|cartao>` as a support agent types it; the error says what is
     /// missing (never echoing the card).
-    pub fn parse(text: &str) -> Result<Self, &'static str> {
+    pub(crate) fn parse(text: &str) -> Result<Self, &'static str> {
         let words: Vec<&str> = text.split_whitespace().collect();
         let [valor, cartao, meio] = words[..] else {
             return Err("escreva: <valor> <cartão> <pix|boleto|cartao>");

@@ -80,7 +80,7 @@ impl Messages<'_> {
 /// through what it was given, and when.
 #[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct OptIn {
+pub(crate) struct OptIn {
     /// The WhatsApp number (wa_id): digits, country code first, e.g. 5511999990000.
     pub telefone: String,
     /// Where the person agreed: a form, a contract, a call…
@@ -92,7 +92,7 @@ pub struct OptIn {
 /// Why an import was refused: the field (`optins[3].telefone`) and what is wrong — never its value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {why}")]
-pub struct OptInError {
+pub(crate) struct OptInError {
     pub field: String,
     pub why: &'static str,
 }
@@ -103,7 +103,11 @@ const MAX_OPT_INS: usize = 10_000;
 impl OptIn {
     /// The import as consent changes by `who`, every row checked first (nothing is recorded from a
     /// file with a bad row).
-    pub fn changes(rows: &[Self], who: &str, now: DateTime<Utc>) -> Result<Vec<ConsentChange>, OptInError> {
+    pub(crate) fn changes(
+        rows: &[Self],
+        who: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConsentChange>, OptInError> {
         if rows.is_empty() || rows.len() > MAX_OPT_INS {
             return Err(OptInError {
                 field: "optins".into(),

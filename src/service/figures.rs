@@ -8,7 +8,7 @@ use crate::store::{CaseState, CaseTimes};
 /// The cases of a period: how many people asked for a person, how long they waited for one, how long
 /// a case lasted, and how many wait now.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CaseFigures {
+pub(crate) struct CaseFigures {
     pub opened: i64,
     pub waiting_now: i64,
     /// Time to claim, of the cases claimed: nearest-rank p50 and p90 in seconds (`None`: none).
@@ -20,7 +20,7 @@ pub struct CaseFigures {
 
 impl CaseFigures {
     /// The figures of `cases` opened since `since` (the waiting count is of every case given).
-    pub fn of(cases: &[CaseTimes], since: DateTime<Utc>) -> Self {
+    pub(crate) fn of(cases: &[CaseTimes], since: DateTime<Utc>) -> Self {
         let recent: Vec<&CaseTimes> = cases.iter().filter(|c| c.opened_at >= since).collect();
         let mut claim: Vec<i64> = recent
             .iter()

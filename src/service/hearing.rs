@@ -20,21 +20,21 @@ use crate::store::{Media, MediaKind};
 
 /// The prefix a transcribed voice note is stored and shown with (console, case file, the HTTP
 /// conversation).
-pub const VOICE_MARK: &str = "🎤";
+pub(crate) const VOICE_MARK: &str = "🎤";
 
 /// What a voice note gets when it cannot be heard (the message stays on record).
 const NOT_HEARD: &str = "Não consegui ouvir o áudio — pode escrever?";
 
 /// Where a channel's media is fetched from (WhatsApp's Graph API).
 #[async_trait]
-pub trait MediaSource: Send + Sync {
+pub(crate) trait MediaSource: Send + Sync {
     /// The bytes of `media`, refused beyond `max_bytes`.
     async fn fetch(&self, media: &Media, max_bytes: u64) -> Result<Vec<u8>, MediaError>;
 }
 
 /// Why a channel's media could not be fetched. No text quotes what the channel answered.
 #[derive(Debug, thiserror::Error)]
-pub enum MediaError {
+pub(crate) enum MediaError {
     #[error("a mídia tem {size} bytes e o limite é {max}")]
     TooLarge { size: u64, max: u64 },
     #[error("a mídia não pôde ser buscada: {0}")]

@@ -20,38 +20,37 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod accept;
-mod budgets;
+pub(crate) mod budgets;
 mod bursts;
 pub(crate) mod audit;
 mod channel;
-pub use channel::{ChannelBook, ChannelRules};
-mod board;
-mod cases;
+pub(crate) use channel::{ChannelBook, ChannelRules};
+pub(crate) mod board;
+pub(crate) mod cases;
 mod consent;
 mod figures;
-mod followups;
+pub(crate) mod followups;
 mod hearing;
-mod hours;
+pub(crate) mod hours;
 mod offers;
 mod outcomes;
 pub(crate) use board::state_line;
-pub use board::{BOARD, BoardKind};
+pub(crate) use board::{BOARD, BoardKind};
+pub(crate) use budgets::Orcamento;
 pub(crate) use budgets::problem as budget_problem;
-pub use budgets::{Orcamento, Standing};
-pub use cases::{CaseError, HandoffConfig, Proposal, Relayed, SupportAgent};
-pub use consent::{OptIn, OptInError};
-pub use figures::CaseFigures;
+pub(crate) use cases::{CaseError, HandoffConfig, Proposal, SupportAgent};
+pub(crate) use consent::OptIn;
+pub(crate) use figures::CaseFigures;
 pub(crate) use figures::percentile;
-pub use followups::STAGE as FOLLOW_UP_STAGE;
-pub use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
-pub use hours::Hours;
-pub use outcomes::ResultadosConfig;
+pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
+pub(crate) use hours::Hours;
+pub(crate) use outcomes::ResultadosConfig;
 mod commit;
-mod jobs;
-pub use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Outcomes, Payments, Spending};
+pub(crate) mod jobs;
+pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Spending};
 mod speaker;
-mod payments;
-pub use payments::{CardSetup, PaymentError, PixSetup, Settled, card_port, pix_port};
+pub(crate) mod payments;
+pub(crate) use payments::{CardSetup, PixSetup, card_port, pix_port};
 mod question;
 mod inbox;
 mod route;
@@ -75,7 +74,7 @@ use crate::store::{
 use crate::telemetry::spans::{self, Scope};
 
 use commit::Ran;
-pub use route::Routing;
+pub(crate) use route::Routing;
 
 /// Longer messages are answered with a clear refusal instead of being processed.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 4_000;
@@ -150,14 +149,14 @@ pub enum NotWaiting {
 
 /// How the router classified a turn, for the usage metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IntentTag {
+pub(crate) struct IntentTag {
     pub intent_key: String,
     pub action_type: String,
     pub keyword_matched: bool,
 }
 
 impl IntentTag {
-    pub fn new(intent_key: &str, action_type: &str, keyword_matched: bool) -> Self {
+    pub(crate) fn new(intent_key: &str, action_type: &str, keyword_matched: bool) -> Self {
         Self {
             intent_key: intent_key.into(),
             action_type: action_type.into(),
@@ -334,7 +333,7 @@ pub struct ServicesConfig {
     pub budgets: Vec<Orcamento>,
     /// `[resultados]`: when a stretch is over, and the satisfaction question.
     pub resultados: ResultadosConfig,
-    /// The payment provider, when chat recharges are paid by Pix ([`Payments`]).
+    /// The payment provider, when chat recharges are paid by Pix ([`Payments`](jobs::Payments)).
     pub pix: Option<payments::PixSetup>,
     /// The card provider, when chat recharges are paid by card on its hosted checkout.
     pub card: Option<payments::CardSetup>,

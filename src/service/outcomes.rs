@@ -1,7 +1,7 @@
 //! How conversations end (issue "Step 22"), computed by code. Each turn's usage row keeps what the
 //! turn achieved ([`marks`]); a stretch of a conversation — from its previous outcome to its last
 //! activity — gets one outcome once it has been quiet for `[resultados] encerrar_apos_minutos` or
-//! ended ([`super::Outcomes::close_stretches`], a job of `serve`): resolved by the bot, by a person,
+//! ended ([`super::jobs::Outcomes::close_stretches`], a job of `serve`): resolved by the bot, by a person,
 //! abandoned, or without an objective, and `reaberta` on an earlier one when the same person comes
 //! back on the same subject within 7 days. A resolved stretch gets the satisfaction question (at most
 //! once per person per `pesquisa_intervalo_dias`); a 1–5 answer is stored with its outcome, anything

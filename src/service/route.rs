@@ -11,7 +11,7 @@ use crate::router::{ModelUse, Route, STATE_AGUARDANDO};
 
 /// What routing decided besides the start: the classification and what deciding cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Routing {
+pub(crate) struct Routing {
     /// `None` when the agent has no router (tagged from the outcome instead).
     pub tag: Option<IntentTag>,
     /// The model was called to classify (not answered from the cache).

@@ -14,14 +14,14 @@ use crate::engine::Clock;
 
 /// The journal on top of a [`Store`], in the engine's time; `[recargas]` times each attempt's
 /// follow-up.
-pub struct StoreJournal {
+pub(crate) struct StoreJournal {
     store: Arc<dyn Store>,
     clock: Clock,
     recargas: RecargasConfig,
 }
 
 impl StoreJournal {
-    pub fn new(store: Arc<dyn Store>, clock: Clock, recargas: RecargasConfig) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, clock: Clock, recargas: RecargasConfig) -> Self {
         Self {
             store,
             clock,

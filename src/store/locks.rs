@@ -260,12 +260,12 @@ impl FileLocks {
 
 /// The in-process half: one async mutex per conversation id.
 #[derive(Default, Clone)]
-pub struct LocalLocks {
+pub(crate) struct LocalLocks {
     map: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl LocalLocks {
-    pub async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
+    pub(crate) async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
         let mutex = {
             let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // Forget mutexes nobody holds or waits for, so the map does not grow forever.

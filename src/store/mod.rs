@@ -6,23 +6,23 @@
 //! A turn is written in one transaction ([`ConversationStore::save_turn`]), so a crash leaves either the whole turn
 //! or none of it — except the user's message, which is written on its own *before* the turn runs.
 
-mod concerns;
-mod followup;
+pub(crate) mod concerns;
+pub(crate) mod followup;
 mod journal;
-mod locks;
-mod postgres;
-mod records;
+pub(crate) mod locks;
+pub(crate) mod postgres;
+pub(crate) mod records;
 mod rows;
 mod sql;
-pub mod seal;
-mod sqlite;
+pub(crate) mod seal;
+pub(crate) mod sqlite;
 mod writes;
 
-pub use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, RecargasConfig};
-pub use journal::StoreJournal;
-pub use locks::{LocalLocks, TurnLock};
-pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
+pub(crate) use followup::{Checked, FollowUp, FollowUpView, NewFollowUp, OUTCOME_CASE, RecargasConfig};
+pub(crate) use journal::StoreJournal;
+pub(crate) use locks::{LocalLocks, TurnLock};
+pub(crate) use postgres::PgStore;
+pub(crate) use sqlite::SqliteStore;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,8 +35,8 @@ use serde_json::Value;
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
 
-pub use concerns::*;
-pub use records::*;
+pub(crate) use concerns::*;
+pub(crate) use records::*;
 pub(crate) use records::{Sent, attempt_status};
 
 /// The whole store, one trait per concern above: what the product keeps, on SQLite or PostgreSQL.

@@ -429,7 +429,7 @@ pub fn install(ring: KeyRing) {
 }
 
 /// The ring this process seals and opens with.
-pub fn ring() -> Arc<KeyRing> {
+pub(crate) fn ring() -> Arc<KeyRing> {
     RING.read().unwrap_or_else(PoisonError::into_inner).clone()
 }
 

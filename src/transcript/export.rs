@@ -189,7 +189,8 @@ pub async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{ModelCallRecord, Reply};
+    use crate::engine::Reply;
+    use crate::engine::conversation::ModelCallRecord;
 
     fn call(error: bool) -> TurnEvent {
         TurnEvent::ModelCall(ModelCallRecord {

@@ -5,15 +5,15 @@
 //! report, JUnit XML and a JSON report; `cargo test` runs every file under `tests/transcripts/`.
 
 pub(crate) mod cassette;
-pub mod export;
-pub mod format;
+pub(crate) mod export;
+pub(crate) mod format;
 
-pub use format::Transcript;
+pub(crate) use format::Transcript;
 
 use std::path::{Path, PathBuf};
 
 /// Reads a transcript file.
-pub fn load(path: &Path) -> Result<Transcript, String> {
+pub(crate) fn load(path: &Path) -> Result<Transcript, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid transcript: {e}", path.display()))
 }

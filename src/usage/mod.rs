@@ -6,7 +6,7 @@ pub(crate) mod outcomes;
 use crate::store::UsageSummaryRow;
 
 /// Renders the rows with a total line: tokens per intent, share answered with zero tokens, mean time.
-pub fn table(rows: &[UsageSummaryRow]) -> String {
+pub(crate) fn table(rows: &[UsageSummaryRow]) -> String {
     let header = [
         "intent",
         "tipo",

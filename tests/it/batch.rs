@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
-use vt_agent::http::{ApiKeyConfig, HttpConfig, Role, key_hash};
+use vt_agent::{ApiKeyConfig, HttpConfig, Role, key_hash};
 
 use crate::cli::vt_agent_in;
 
@@ -311,8 +311,8 @@ fn config() -> HttpConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_over_http_run_in_the_background_and_report_progress_and_results() {
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_agent::Store> = Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -320,12 +320,12 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
         crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await,
     );
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let background = vt_agent::batch::background::Background::new(
+    let background = vt_agent::Background::new(
         chat.service.clone(),
         vt_actions::vt::input::Politicas::default(),
         stop_rx,
     );
-    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", config()).with_batches(background);
+    let state = vt_agent::AppState::new(chat.service.clone(), "vt", config()).with_batches(background);
     let s = crate::support::serve_state(chat.clone(), state).await;
     let body = [
         recharge("2000000007"),
@@ -467,8 +467,8 @@ async fn ctrl_c_stops_after_the_flows_in_flight_and_the_rerun_finishes_the_job()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_resumes_a_batch_a_stop_interrupted() {
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_agent::Store> = Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -481,17 +481,17 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
         .join("\n");
     // A job as a stopped server left it: on record with its input, its first two lines ended.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let first = vt_agent::batch::background::Background::new(
+    let first = vt_agent::Background::new(
         chat.service.clone(),
         vt_actions::vt::input::Politicas::default(),
         stop_rx,
     );
     stop_tx.send(true).expect("stop");
     let job = first
-        .submit(vt_agent::batch::background::Submission {
+        .submit(vt_agent::Submission {
             tenant_id: "empresa-a".into(),
             text: body.clone(),
-            options: vt_agent::batch::Options::default(),
+            options: vt_agent::Options::default(),
         })
         .await
         .expect("submit");
@@ -503,7 +503,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     assert_eq!(store.unfinished_batches().await.expect("unfinished").len(), 1);
 
     let (_go, running) = tokio::sync::watch::channel(false);
-    let second = vt_agent::batch::background::Background::new(
+    let second = vt_agent::Background::new(
         chat.service.clone(),
         vt_actions::vt::input::Politicas::default(),
         running,
@@ -512,11 +512,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     second.wait().await;
     let lines = store.batch_lines(&job.id).await.expect("lines");
     assert_eq!(lines.len(), 5);
-    assert!(
-        lines
-            .iter()
-            .all(|l| l.status == vt_agent::store::LineStatus::Concluido)
-    );
+    assert!(lines.iter().all(|l| l.status == vt_agent::LineStatus::Concluido));
     assert!(
         store
             .batch(&job.id)

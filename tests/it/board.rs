@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::channels::mattermost::{BoardSender, Bot, MattermostConfig, PostSender};
-use vt_agent::channels::whatsapp::{Sender, WhatsAppConfig};
+use vt_agent::{BoardSender, Bot, MattermostConfig, PostSender};
+use vt_agent::{Sender, WhatsAppConfig};
 
 use crate::support::Served;
 
@@ -166,19 +166,19 @@ struct Journey {
     served: Served,
     mm: FakeMattermost,
     graph: Log,
-    worker: vt_agent::outbox::Worker,
+    worker: vt_agent::Worker,
 }
 
 impl Journey {
     async fn start() -> Self {
         let mm = fake_mattermost().await;
         let (graph_url, graph) = fake_graph().await;
-        let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+        let store: Arc<dyn vt_agent::Store> = Arc::new(
+            vt_agent::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );
-        let handoff = vt_agent::service::HandoffConfig {
+        let handoff = vt_agent::HandoffConfig {
             mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
             ..Default::default()
         };
@@ -211,32 +211,25 @@ impl Journey {
             aviso_privacidade: String::new(),
             juntar_ms: 0,
         };
-        let tenant = vt_agent::engine::DEFAULT_TENANT;
-        let wiring = vt_agent::channels::Wiring {
+        let tenant = vt_agent::DEFAULT_TENANT;
+        let wiring = vt_agent::Wiring {
             service: chat.service.clone(),
             agent: "vt".into(),
             tenant: tenant.into(),
         };
-        let templates = Arc::new(vt_agent::channels::whatsapp::Templates::default());
-        let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default())
-            .with_channel(&vt_agent::channels::whatsapp::channel(
-                &whatsapp, &templates, &wiring,
-            ))
-            .with_channel(&vt_agent::channels::mattermost::channel(
-                &mattermost,
-                None,
-                &wiring,
-            ));
+        let templates = Arc::new(vt_agent::Templates::default());
+        let state = vt_agent::AppState::new(chat.service.clone(), "vt", Default::default())
+            .with_channel(&vt_agent::whatsapp_channel(&whatsapp, &templates, &wiring))
+            .with_channel(&vt_agent::mattermost_channel(&mattermost, None, &wiring));
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));
-        let worker =
-            vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-                .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
-                .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
-                .with_sender(Arc::new(
-                    BoardSender::new(mattermost, chat.service.clone(), Some(SUPPORT_CHANNEL)).expect("board"),
-                ));
+        let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
+            .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
+            .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
+            .with_sender(Arc::new(
+                BoardSender::new(mattermost, chat.service.clone(), Some(SUPPORT_CHANNEL)).expect("board"),
+            ));
         let served = crate::support::serve_state(chat, state).await;
         Self {
             served,
@@ -659,12 +652,12 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
 /// console and `vt-agent cases`. The board's own tenant's cases are posted as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_case_is_posted_only_on_its_own_tenants_board() {
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_agent::Store> = Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
-    let handoff = vt_agent::service::HandoffConfig {
+    let handoff = vt_agent::HandoffConfig {
         mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
         ..Default::default()
     };
@@ -674,7 +667,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
         ..Default::default()
     };
     let chat = crate::support::chat_harness_handing_off(store.clone(), None, vt, None, handoff).await;
-    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+    let transfer = |conversation: &str, tenant: &str| vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some(conversation.into()),
         tenant_id: Some(tenant.into()),
@@ -695,7 +688,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
     let cases = store.cases(None, 10).await.expect("cases");
     assert_eq!(cases.len(), 2, "both cases are open: {cases:?}");
     let board: Vec<_> = store
-        .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
         .await
         .expect("outbox")
         .into_iter()

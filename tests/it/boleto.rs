@@ -177,7 +177,7 @@ async fn a_flow_paid_by_boleto_tells_its_recipient_the_line_and_settles_when_pai
     let ran = h
         .service
         .flows()
-        .run_flow(input, vt_agent::service::FlowOptions::default())
+        .run_flow(input, vt_agent::FlowOptions::default())
         .await
         .expect("ran");
     assert_eq!(ran.output.status.as_str(), "pendente");

@@ -8,8 +8,8 @@ use rust_decimal::Decimal;
 use vt_actions::cartao::stripe::{ASSINATURA, Stripe, assinar};
 use vt_actions::cartao::{AvisoInvalido, Checkouts, LinkStatus, PedidoLink};
 use vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET;
-use vt_agent::service::Settled;
-use vt_agent::store::{ChargeMeans, ChargeStatus, PaymentClaim};
+use vt_agent::Settled;
+use vt_agent::{ChargeMeans, ChargeStatus, PaymentClaim};
 
 use crate::support::{ChatHarness, chat_harness_cards, said};
 
@@ -18,7 +18,7 @@ fn reais(s: &str) -> Decimal {
 }
 
 /// The checkout the conversation's "sim" linked to: the reply's link file names it.
-fn linked(handled: &vt_agent::service::Handled) -> String {
+fn linked(handled: &vt_agent::Handled) -> String {
     handled
         .replies
         .iter()
@@ -46,7 +46,7 @@ fn notice(h: &ChatHarness, id: &str, secret: &str) -> (String, Vec<u8>) {
     (assinar(secret, h.clock.now().timestamp(), &body), body)
 }
 
-async fn on_record(h: &ChatHarness, id: &str) -> vt_agent::store::PixCharge {
+async fn on_record(h: &ChatHarness, id: &str) -> vt_agent::PixCharge {
     h.store.pix_charge(id).await.expect("read").expect("on record")
 }
 
@@ -361,7 +361,7 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
     )
     .expect("json");
     let refused = http
-        .post(format!("{url}{}", vt_agent::channels::cartao::WEBHOOK_PATH))
+        .post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
         .header(
             ASSINATURA,
             assinar("whsec_forjado", chrono::Utc::now().timestamp(), &forged),
@@ -406,36 +406,36 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
 /// (drawn from the checkout on record); nothing is uploaded.
 #[tokio::test]
 async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
-    use vt_agent::outbox::ChannelSender as _;
+    use vt_agent::ChannelSender as _;
     let h = chat_harness_cards().await;
     let conv = "mm:canal1:user1";
     let id = confirmed(&h, conv, "1234567890", 20).await;
     let url = on_record(&h, &id).await.copia_e_cola;
     let mm =
         crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))]).await;
-    let config = vt_agent::channels::mattermost::MattermostConfig {
+    let config = vt_agent::MattermostConfig {
         url: Some(mm.url.clone()),
         bot_token: Some("token-do-bot".into()),
         ..Default::default()
     };
-    let sender = vt_agent::channels::mattermost::PostSender::new(std::sync::Arc::new(config))
+    let sender = vt_agent::PostSender::new(std::sync::Arc::new(config))
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
     payload["files"] = serde_json::to_value([vt_actions::tools::link_file(&id)]).expect("json");
-    let item = vt_agent::store::OutboxItem {
+    let item = vt_agent::OutboxItem {
         id: 1,
         kind: "reply".into(),
         destination: "mattermost".into(),
         payload,
         conversation_id: Some(conv.into()),
-        status: vt_agent::store::OutboxStatus::InFlight,
+        status: vt_agent::OutboxStatus::InFlight,
         attempts: 1,
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         last_error: None,
     };
-    let reply = vt_agent::outbox::ReplyPayload::of(&item).expect("a reply");
+    let reply = vt_agent::ReplyPayload::of(&item).expect("a reply");
     assert_eq!(
         sender.send(&item, &reply).await.expect("sent").as_deref(),
         Some("post-1")

@@ -2,9 +2,9 @@
 //! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
 
 use vt_actions::tools::VtSettings;
-use vt_agent::llm::ChatMessage;
-use vt_agent::service::{CaseError, SupportAgent};
-use vt_agent::store::{CaseState, Claim};
+use vt_agent::ChatMessage;
+use vt_agent::{CaseError, SupportAgent};
+use vt_agent::{CaseState, Claim};
 
 use crate::support::chat_harness;
 
@@ -299,23 +299,23 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
             .all(|m| !m.message.text().unwrap_or_default().contains("Ainda não há"))
     );
     // Another process on the same store (a restart) finds nothing left to send.
-    let again = vt_agent::service::Services::new(
+    let again = vt_agent::Services::new(
         std::sync::Arc::new(crate::support::test_engine(None, crate::support::fast_config())),
         h.store.clone(),
-        vt_agent::service::ServicesConfig::default(),
+        vt_agent::ServicesConfig::default(),
     );
     assert_eq!(again.cases().send_due_case_notices().await, 0);
 }
 
 #[tokio::test]
 async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
-    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
-    let handoff = vt_agent::service::HandoffConfig {
-        hours: Some(vt_agent::service::Hours::try_from("seg-sex 08:00-18:00".to_owned()).expect("hours")),
+    let handoff = vt_agent::HandoffConfig {
+        hours: Some(vt_agent::Hours::try_from("seg-sex 08:00-18:00".to_owned()).expect("hours")),
         ..Default::default()
     };
     // The harness's clock: Sunday 2026-11-22, 09:00 in São Paulo.

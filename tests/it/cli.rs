@@ -402,12 +402,12 @@ fn serve_refuses_an_open_public_address_and_stops_cleanly_on_sigterm() {
 
 #[test]
 fn the_outbox_command_lists_dead_letters_and_retries_one() {
-    use vt_agent::store::{NewOutboxItem, OutboxStatus};
+    use vt_agent::{NewOutboxItem, OutboxStatus};
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let id = rt.block_on(async {
         crate::support::test_keys();
-        let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+        let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
             .await
             .expect("store");
         let now = chrono::Utc::now();
@@ -469,11 +469,11 @@ fn the_audit_command_lists_lookups_masked() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         crate::support::test_keys();
-        let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+        let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
             .await
             .expect("store");
         store
-            .record_audit(&vt_agent::store::AuditRecord {
+            .record_audit(&vt_agent::AuditRecord {
                 at: chrono::Utc::now(),
                 support_user: "maria".into(),
                 tenant_id: "empresa-a".into(),

@@ -12,9 +12,9 @@ use std::time::Duration;
 use chrono::Utc;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use vt_agent::http::console::{ConsoleConfig, Keys};
-use vt_agent::http::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
-use vt_agent::store::{NewOutboxItem, OutboxStatus, UsageRecord};
+use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
+use vt_agent::{ConsoleConfig, Keys};
+use vt_agent::{NewOutboxItem, OutboxStatus, UsageRecord};
 
 use crate::support::{ChatHarness, Served, chat_harness, serve_state};
 
@@ -68,7 +68,7 @@ fn session(name: &str, expires_in_secs: i64, secret: &str) -> String {
         Utc::now().timestamp() + expires_in_secs,
         "nonce-de-teste",
     );
-    format!("{}={value}", vt_agent::http::console::SESSION_COOKIE)
+    format!("{}={value}", vt_agent::SESSION_COOKIE)
 }
 
 fn csrf_of(html: &str) -> String {
@@ -115,10 +115,7 @@ async fn without_a_good_session_cookie_every_page_sends_to_the_sign_in_page() {
         ("expired", session("suporte", -5, SECRET)),
         ("a key no longer configured", session("antiga", 600, SECRET)),
         ("a client key's name", session("empresa", 600, SECRET)),
-        (
-            "garbage",
-            format!("{}=abc.def", vt_agent::http::console::SESSION_COOKIE),
-        ),
+        ("garbage", format!("{}=abc.def", vt_agent::SESSION_COOKIE)),
     ] {
         let r = get("/console/conversations", Some(cookie))
             .await
@@ -175,7 +172,7 @@ async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
     assert!(r.headers().get_all("set-cookie").iter().all(|c| {
         !c.to_str()
             .unwrap_or_default()
-            .starts_with(&format!("{}=", vt_agent::http::console::SESSION_COOKIE))
+            .starts_with(&format!("{}=", vt_agent::SESSION_COOKIE))
     }));
 
     // With the token, the same lookup runs, masked, and is audited.
@@ -257,7 +254,7 @@ async fn a_client_key_is_refused_at_sign_in() {
     assert!(!session.contains(SUPPORT), "the key itself never travels back");
 }
 
-async fn dead_letter(store: &dyn vt_agent::store::Store, reason: &str) -> i64 {
+async fn dead_letter(store: &dyn vt_agent::Store, reason: &str) -> i64 {
     let now = Utc::now();
     let id = store
         .enqueue(
@@ -542,9 +539,9 @@ async fn seed(chat: &ChatHarness) -> i64 {
         .open_batch(&crate::support::batch_job("lote-da-empresa", "default", now))
         .await
         .expect("batch");
-    let line = |n: i64, status: &str| vt_agent::store::BatchLine {
+    let line = |n: i64, status: &str| vt_agent::BatchLine {
         line: n,
-        status: vt_agent::store::LineStatus::from_row(status).expect("a line status"),
+        status: vt_agent::LineStatus::from_row(status).expect("a line status"),
         result: json!({"line": n, "status": status, "cartao": "****8901"}),
     };
     chat.store
@@ -689,7 +686,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     );
     b.shot("04-conversa").await;
     let yaml = b.download_transcript("conversa-1").await;
-    let transcript: vt_agent::transcript::Transcript =
+    let transcript: vt_agent::Transcript =
         serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("a transcript was downloaded: {e}: {yaml}"));
     assert_eq!(transcript.turns.len(), 3);
     // A support agent gets it masked, and the download is on record.
@@ -1011,7 +1008,7 @@ async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
 async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
     let s = serve().await;
     let http = no_redirects();
-    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+    let transfer = |conversation: &str, tenant: &str| vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some(conversation.into()),
         tenant_id: Some(tenant.into()),
@@ -1061,11 +1058,7 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
         .expect("claim");
     assert_eq!(r.status(), 404);
     let case = s.chat.store.case(&theirs).await.expect("read").expect("case");
-    assert_eq!(
-        case.state,
-        vt_agent::store::CaseState::Aguardando,
-        "nothing changed"
-    );
+    assert_eq!(case.state, vt_agent::CaseState::Aguardando, "nothing changed");
     // An administrator sees every tenant's.
     let admin = session("operacao", 600, SECRET);
     let all = http
@@ -1085,9 +1078,9 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
 async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
     let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
-    let templates = Arc::new(vt_agent::channels::whatsapp::Templates::load(&dir).expect("templates"));
+    let templates = Arc::new(vt_agent::Templates::load(&dir).expect("templates"));
     chat.store
-        .set_template_state(&vt_agent::store::TemplateState {
+        .set_template_state(&vt_agent::TemplateState {
             name: "saldo_baixo_v1".into(),
             language: "pt_BR".into(),
             status: Some("PAUSED".into()),
@@ -1186,7 +1179,7 @@ async fn the_conversation_and_case_pages_show_the_pix_charges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget() {
     let chat = Arc::new(
-        crate::support::chat_harness_budgeted(vec![vt_agent::service::Orcamento {
+        crate::support::chat_harness_budgeted(vec![vt_agent::Orcamento {
             tenant: "default".into(),
             mensal_brl: rust_decimal::Decimal::ONE,
         }])
@@ -1225,7 +1218,7 @@ async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget(
 async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_people_scored() {
     let chat = Arc::new(crate::support::chat_harness(None, Default::default()).await);
     let now = Utc::now();
-    let outcome = |id: &str, desfecho, nota, custo| vt_agent::store::OutcomeRecord {
+    let outcome = |id: &str, desfecho, nota, custo| vt_agent::OutcomeRecord {
         id: id.into(),
         conversation_id: format!("conversa-{id}"),
         tenant_id: "default".into(),
@@ -1243,7 +1236,7 @@ async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_pe
         nota,
         created_at: now,
     };
-    use vt_agent::store::Desfecho as D;
+    use vt_agent::Desfecho as D;
     for o in [
         outcome("a", D::ResolvidaPeloBot, Some(5), Some(20_000)),
         outcome("b", D::ResolvidaPeloBot, Some(4), Some(20_000)),
@@ -1388,7 +1381,7 @@ async fn usage_page(s: &Served) -> String {
 /// cards masked — and not those the FAQ answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
-    use vt_agent::llm::{Scripted, ScriptedProvider};
+    use vt_agent::{Scripted, ScriptedProvider};
     let llm = Arc::new(ScriptedProvider::new([
         Scripted::text("general_chat"),
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),

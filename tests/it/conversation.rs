@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vt_actions::tools::VtSettings;
-use vt_agent::engine::TurnEvent;
-use vt_agent::llm::{Scripted, ScriptedProvider};
+use vt_agent::TurnEvent;
+use vt_agent::{Scripted, ScriptedProvider};
 
 use crate::support::{ChatHarness, chat_harness};
 
@@ -58,7 +58,7 @@ async fn balances_of_the_magic_cards_with_zero_tokens() {
     assert_eq!(
         messages
             .iter()
-            .filter(|m| matches!(m.message, vt_agent::llm::ChatMessage::User { .. }))
+            .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
             .count(),
         6
     );
@@ -418,7 +418,7 @@ async fn a_hybrid_request_is_planned_and_executed_by_code() {
     );
     let tasks = h.store.task_runs("m4").await.expect("tasks");
     assert_eq!(tasks.len(), 1);
-    assert_eq!(tasks[0].status, vt_agent::store::TaskStatus::Completed);
+    assert_eq!(tasks[0].status, vt_agent::TaskStatus::Completed);
     assert_eq!(tasks[0].steps.as_array().map(Vec::len), Some(3));
     assert_eq!(
         h.sim.ledger().iter().filter(|e| e.sistema == "saldo").count(),
@@ -552,19 +552,18 @@ async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
 #[tokio::test]
 async fn cards_carry_to_the_same_persons_next_conversation_only() {
     let h = chat_harness(None, VtSettings::default()).await;
-    let as_user =
-        |conv: &str, user: &str, tenant: &str, channel: &str, text: &str| vt_agent::service::Inbound {
-            agent_id: "vt".into(),
-            conversation_id: Some(conv.into()),
-            tenant_id: Some(tenant.into()),
-            user: vt_agent::engine::Participant {
-                user_id: user.into(),
-                user_login: user.into(),
-                channel: channel.into(),
-            },
-            text: text.into(),
-            ..Default::default()
-        };
+    let as_user = |conv: &str, user: &str, tenant: &str, channel: &str, text: &str| vt_agent::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conv.into()),
+        tenant_id: Some(tenant.into()),
+        user: vt_agent::Participant {
+            user_id: user.into(),
+            user_login: user.into(),
+            channel: channel.into(),
+        },
+        text: text.into(),
+        ..Default::default()
+    };
     let say = async |msg| {
         h.service
             .messages()
@@ -598,7 +597,7 @@ fn tool_results(llm: &ScriptedProvider) -> Vec<String> {
         .iter()
         .flat_map(|r| r.messages.clone())
         .filter_map(|m| match m {
-            vt_agent::llm::ChatMessage::Tool { content, .. } => Some(content),
+            vt_agent::ChatMessage::Tool { content, .. } => Some(content),
             _ => None,
         })
         .collect()
@@ -768,7 +767,7 @@ async fn a_call_repeated_in_a_turn_is_not_run_again_and_the_model_must_answer() 
         .messages
         .iter()
         .filter_map(|m| match m {
-            vt_agent::llm::ChatMessage::Tool { content, .. } => Some(content.clone()),
+            vt_agent::ChatMessage::Tool { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect();

@@ -2,8 +2,8 @@
 //! scripted provider.
 
 use serde_json::json;
-use vt_agent::engine::{ExecutionStatus, TurnEvent};
-use vt_agent::llm::{ChatMessage, LlmError, Scripted};
+use vt_agent::{ChatMessage, LlmError, Scripted};
+use vt_agent::{ExecutionStatus, TurnEvent};
 
 use crate::support::{fast_config, scripted, test_engine, user};
 
@@ -356,8 +356,8 @@ async fn the_loop_bound_holds() {
     let script: Vec<Scripted> = (0..20)
         .map(|_| Scripted::tool("consultar", json!({"cartao": "1"})))
         .collect();
-    let llm = std::sync::Arc::new(vt_agent::llm::ScriptedProvider::new(script));
-    let config = vt_agent::engine::EngineConfig {
+    let llm = std::sync::Arc::new(vt_agent::ScriptedProvider::new(script));
+    let config = vt_agent::EngineConfig {
         max_model_calls: 4,
         ..fast_config()
     };
@@ -380,7 +380,7 @@ async fn without_a_model_the_user_gets_help() {
     let engine = test_engine(None, fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
-    assert_eq!(out.reply_text(), vt_agent::engine::NO_MODEL_REPLY);
+    assert_eq!(out.reply_text(), vt_agent::NO_MODEL_REPLY);
     assert_eq!(out.model_calls(), 0);
     assert_eq!(out.execution.status, ExecutionStatus::Concluido);
     let engine = test_engine(None, fast_config()).with_no_model_reply("Só sei consultar saldos.");
@@ -391,9 +391,9 @@ async fn without_a_model_the_user_gets_help() {
 
 #[test]
 fn the_shipped_skills_and_prompts_load() {
-    let config = vt_agent::config::Config::default();
-    let registry = vt_agent::app::registry().expect("registry");
+    let config = vt_agent::Config::default();
+    let registry = vt_agent::build_registry().expect("registry");
     let (catalog, _prompts) =
-        vt_agent::app::catalog(&config, &registry).expect("skills/ and prompts/ are valid");
+        vt_agent::build_catalog(&config, &registry).expect("skills/ and prompts/ are valid");
     assert!(catalog.agent("vt").is_some());
 }

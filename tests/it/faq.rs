@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use vt_actions::faq::Faq;
-use vt_agent::engine::{Conversation, Participant};
-use vt_agent::router::{Route, Router};
+use vt_agent::{Conversation, Participant};
+use vt_agent::{Route, Router};
 
 #[derive(Deserialize)]
 struct Pergunta {
@@ -25,8 +25,7 @@ fn default_faq() -> Arc<Faq> {
 }
 
 fn router(faq: Arc<Faq>) -> Router {
-    let intents =
-        vt_agent::router::intents::load_file(&root().join("intents/default.toml")).expect("intents");
+    let intents = vt_agent::load_file(&root().join("intents/default.toml")).expect("intents");
     Router::new("vt", intents, None).with_faq(Some(faq))
 }
 
@@ -71,9 +70,8 @@ async fn the_router_answers_the_questions_people_ask_from_the_faq_and_nothing_el
 /// The FAQ takes nothing level 1 read right before: the router's corpus scores as it did.
 #[tokio::test]
 async fn with_the_faq_the_router_corpus_is_read_as_meant() {
-    let corpus =
-        vt_agent::router::corpus::load(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
-    let score = vt_agent::router::corpus::score(&router(default_faq()), &corpus).await;
+    let corpus = vt_agent::load_corpus(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
+    let score = vt_agent::score_corpus(&router(default_faq()), &corpus).await;
     for miss in &score.misses {
         println!("  miss: {miss}");
     }
@@ -104,21 +102,21 @@ fn a_broken_entry_is_named_with_its_file() {
 struct Stubborn;
 
 #[async_trait::async_trait]
-impl vt_agent::llm::LlmProvider for Stubborn {
+impl vt_agent::LlmProvider for Stubborn {
     fn model(&self) -> &str {
         "teimoso"
     }
 
     async fn complete(
         &self,
-        request: &vt_agent::llm::CompletionRequest,
-    ) -> Result<vt_agent::llm::Completion, vt_agent::llm::LlmError> {
-        use vt_agent::llm::{Completion, StopReason, ToolCall, Usage};
+        request: &vt_agent::CompletionRequest,
+    ) -> Result<vt_agent::Completion, vt_agent::LlmError> {
+        use vt_agent::{Completion, StopReason, ToolCall, Usage};
         let offered = request.tools.iter().any(|t| t.name == "cancelar_recarga");
         let already = request
             .messages
             .iter()
-            .any(|m| matches!(m, vt_agent::llm::ChatMessage::Tool { .. }));
+            .any(|m| matches!(m, vt_agent::ChatMessage::Tool { .. }));
         let (text, tool_calls) = if request.choice.is_some() {
             (
                 Some("{\"intencao\": \"cancelar_recarga\"}".to_owned()),
@@ -154,12 +152,9 @@ impl vt_agent::llm::LlmProvider for Stubborn {
     }
 }
 
-fn eval_options(
-    model: vt_agent::app::transcripts::ModelChoice,
-    compare: bool,
-) -> vt_agent::app::eval::EvalOptions {
-    vt_agent::app::eval::EvalOptions {
-        config: vt_agent::config::Config::default(),
+fn eval_options(model: vt_agent::ModelChoice, compare: bool) -> vt_agent::EvalOptions {
+    vt_agent::EvalOptions {
+        config: vt_agent::Config::default(),
         model,
         model_name: "teste".into(),
         repeat: 1,
@@ -171,10 +166,10 @@ fn eval_options(
 /// scoring, not a model.
 #[tokio::test]
 async fn eval_scores_a_strong_model_at_every_case() {
-    let cases = vt_agent::app::eval::load(&[root().join("eval")]).expect("cases");
+    let cases = vt_agent::load_eval_cases(&[root().join("eval")]).expect("cases");
     assert!(cases.len() >= 12, "cases, not a handful");
-    let options = eval_options(vt_agent::app::transcripts::ModelChoice::Scripted, false);
-    let report = vt_agent::app::eval::run(&cases, &options, |_, _| {}).await;
+    let options = eval_options(vt_agent::ModelChoice::Scripted, false);
+    let report = vt_agent::run_eval(&cases, &options, |_, _| {}).await;
     let total = report.total();
     println!("{}", report.table(false));
     assert_eq!(total.answered_well, total.cases, "{}", report.table(false));
@@ -186,20 +181,20 @@ async fn eval_scores_a_strong_model_at_every_case() {
 /// corpus (every third message, to keep the test short).
 #[tokio::test]
 async fn a_bad_model_makes_no_answer_worse_and_moves_no_money() {
-    let mut cases = vt_agent::app::eval::load(&[root().join("eval")]).expect("cases");
+    let mut cases = vt_agent::load_eval_cases(&[root().join("eval")]).expect("cases");
     let corpus =
-        vt_agent::app::eval::load(&[root().join("tests/fixtures/router/corpus.yaml")]).expect("corpus");
+        vt_agent::load_eval_cases(&[root().join("tests/fixtures/router/corpus.yaml")]).expect("corpus");
     cases.extend(corpus.into_iter().step_by(3));
-    let model = vt_agent::app::transcripts::ModelChoice::Live(Arc::new(Stubborn));
+    let model = vt_agent::ModelChoice::Live(Arc::new(Stubborn));
     // The operator's `[llm]` (here a port nobody listens on) is never what "no model" plays with.
     let mut options = eval_options(model, true);
-    options.config = vt_agent::config::Config::from_sources(
+    options.config = vt_agent::Config::from_sources(
         Some("[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\ntimeout_secs = 1\n"),
         "vt-agent.toml",
         &Default::default(),
     )
     .expect("config");
-    let report = vt_agent::app::eval::run(&cases, &options, |_, _| {}).await;
+    let report = vt_agent::run_eval(&cases, &options, |_, _| {}).await;
     assert!(
         report.cases.iter().all(|c| c
             .without_model

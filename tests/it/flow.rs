@@ -2,7 +2,7 @@
 //! in-process simulator over real loopback HTTP; the simulator's ledger shows what was really sent.
 
 use serde_json::{Value, json};
-use vt_agent::flow::{FlowOutput, FlowStatus, run_flow};
+use vt_agent::{FlowOutput, FlowStatus, run_flow};
 
 use crate::support::{FlowHarness, flow_harness, flow_harness_with, quick_simulator, two_low_cards};
 
@@ -455,7 +455,7 @@ fn a_callers_output_masks_cards_and_leaves_keys_whole() {
     let out = FlowOutput {
         execucao_id: "exec-1".into(),
         status: FlowStatus::Concluido,
-        etapas: vec![vt_agent::flow::Etapa {
+        etapas: vec![vt_agent::Etapa {
             etapa: "rf06_preparar_recarga".into(),
             saida: json!({"headers": {"x-idempotency-key": key}, "body": {"cartao": "1234567890"}}),
         }],

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use vt_actions::systems::Efeito;
 use vt_actions::tools::VtSettings;
-use vt_agent::store::{SqliteStore, Store};
+use vt_agent::{SqliteStore, Store};
 
 use crate::support::{ChatHarness, chat_harness};
 
@@ -84,11 +84,11 @@ async fn a_recharge_answered_202_resolves_on_its_follow_up_charged_once_and_the_
         .expect("the chat's flow run");
     assert_eq!(run.status.as_str(), "concluido");
     let (etapa, saida) = run.stages.last().expect("stages");
-    assert_eq!(etapa, vt_agent::service::FOLLOW_UP_STAGE);
+    assert_eq!(etapa, vt_agent::FOLLOW_UP_STAGE);
     assert_eq!(saida["status_recarga"], "aprovada");
     // The run's output is built from its stages: the follow-up is its result now.
-    let output = vt_agent::flow::FlowOutput::of_run(&run);
-    assert_eq!(output.status, vt_agent::flow::FlowStatus::Concluido);
+    let output = vt_agent::FlowOutput::of_run(&run);
+    assert_eq!(output.status, vt_agent::FlowStatus::Concluido);
     assert_eq!(output.resultado["status_recarga"], "aprovada");
 
     // Nothing more to do, however late.
@@ -143,7 +143,7 @@ async fn a_recharge_that_never_resolves_is_checked_with_backoff_then_goes_to_a_p
     let told = last_text(h.store.as_ref(), "c-nunca").await;
     assert!(told.contains("Um atendente vai verificar"), "{told}");
     let settled = &h.store.followups(false, 10).await.expect("followups")[0];
-    assert_eq!(settled.outcome.as_deref(), Some(vt_agent::store::OUTCOME_CASE));
+    assert_eq!(settled.outcome.as_deref(), Some(vt_agent::OUTCOME_CASE));
 
     later(&h, Duration::hours(5));
     assert_eq!(
@@ -164,7 +164,7 @@ async fn a_flows_late_outcome_settles_its_run_and_notifies_its_recipient_as_rf10
     let ran = h
         .service
         .flows()
-        .run_flow(input, vt_agent::service::FlowOptions::default())
+        .run_flow(input, vt_agent::FlowOptions::default())
         .await
         .expect("ran");
     assert_eq!(ran.output.status.as_str(), "pendente");
@@ -199,7 +199,7 @@ async fn a_flows_late_outcome_settles_its_run_and_notifies_its_recipient_as_rf10
     assert_eq!(run.status.as_str(), "concluido");
     assert_eq!(
         run.stages.last().map(|s| s.0.as_str()),
-        Some(vt_agent::service::FOLLOW_UP_STAGE)
+        Some(vt_agent::FOLLOW_UP_STAGE)
     );
     // The request with the token is gone from the store once the outcome is known.
     let kept = h.store.followups(false, 10).await.expect("followups");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::http::{ApiKeyConfig, HttpConfig, Role, key_hash};
+use vt_agent::{ApiKeyConfig, HttpConfig, Role, key_hash};
 
 use crate::support::Served;
 
@@ -458,7 +458,7 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
         return;
     };
     let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
-    let instance = |store: std::sync::Arc<vt_agent::store::PgStore>| {
+    let instance = |store: std::sync::Arc<vt_agent::PgStore>| {
         let sim = sim.clone();
         async move {
             let chat = crate::support::chat_harness_with(
@@ -571,8 +571,8 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
         },
         ..vt_actions::tools::VtSettings::default()
     };
-    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -600,7 +600,7 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
         .expect("stored");
     assert_eq!(run.input["tenant_id"], "empresa-a");
     assert_eq!(run.input["politicas"]["valor_max"], 200.0);
-    let of = |tenant: &str| vt_agent::store::ConversationQuery {
+    let of = |tenant: &str| vt_agent::ConversationQuery {
         intent: None,
         tenant_id: Some(tenant.into()),
         limit: 10,
@@ -723,7 +723,7 @@ async fn a_missing_payment_method_answered_over_http_completes_the_recharge() {
 /// with their name, and after the hand-back the bot answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
-    use vt_agent::service::SupportAgent;
+    use vt_agent::SupportAgent;
     let s = Served::serve(with_keys()).await;
     let path = "/v1/conversations/c-pessoa/messages";
     s.post(path, Some(CLIENT_A), says("quero falar com um atendente"))
@@ -829,7 +829,7 @@ async fn a_companys_opt_ins_are_checked_whole_and_recorded_with_the_key() {
 
     // The person said PARAR after the date the company gives: their word stands.
     store
-        .record_consent(&vt_agent::store::ConsentChange {
+        .record_consent(&vt_agent::ConsentChange {
             wa_id: "5511988880000".into(),
             opted_in: false,
             source: "chat".into(),
@@ -919,7 +919,7 @@ async fn the_readmes_flow_example_runs_with_a_key() {
 #[tokio::test]
 async fn every_channel_is_registered_through_its_value() {
     use std::sync::Arc;
-    use vt_agent::channels::{Wiring, mattermost, whatsapp};
+    use vt_agent::Wiring;
 
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
     let wiring = Wiring {
@@ -927,25 +927,25 @@ async fn every_channel_is_registered_through_its_value() {
         agent: "vt".into(),
         tenant: "default".into(),
     };
-    let templates = Arc::new(whatsapp::Templates::default());
-    let wa = whatsapp::WhatsAppConfig {
+    let templates = Arc::new(vt_agent::Templates::default());
+    let wa = vt_agent::WhatsAppConfig {
         phone_number_id: Some("123456123".into()),
         access_token: Some("EAAtesttokenvalue0123456789".into()),
         app_secret: Some("segredo-do-app".into()),
         verify_token: Some("vibecoding".into()),
         ..Default::default()
     };
-    let mm = mattermost::MattermostConfig {
+    let mm = vt_agent::MattermostConfig {
         url: Some("http://127.0.0.1:9".into()),
         bot_token: Some("token-do-bot-0123456789".into()),
         slash_token: Some("token-do-slash".into()),
         ..Default::default()
     };
     let channels = [
-        whatsapp::channel(&wa, &templates, &wiring),
-        mattermost::channel(&mm, Some("suporte"), &wiring),
+        vt_agent::whatsapp_channel(&wa, &templates, &wiring),
+        vt_agent::mattermost_channel(&mm, Some("suporte"), &wiring),
     ];
-    let mut state = vt_agent::http::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
+    let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
     for channel in &channels {
         state = state.with_channel(channel);
     }
@@ -962,7 +962,7 @@ async fn every_channel_is_registered_through_its_value() {
         .iter()
         .flat_map(|c| c.senders.iter().map(|s| s.channel().to_owned()))
         .collect();
-    assert_eq!(senders, ["whatsapp", "mattermost", vt_agent::service::BOARD]);
+    assert_eq!(senders, ["whatsapp", "mattermost", vt_agent::BOARD]);
     assert_eq!(channels[1].jobs.len(), 1, "the websocket bot");
     // The routes listed are served: Meta's subscription check with a wrong token is refused, not 404.
     let served = crate::support::serve_state(chat.clone(), state).await;
@@ -977,6 +977,6 @@ async fn every_channel_is_registered_through_its_value() {
         .expect("verify");
     assert_eq!(verify.status(), 403);
     // Without configuration a channel brings nothing.
-    assert!(!whatsapp::channel(&Default::default(), &templates, &wiring).is_on());
-    assert!(!mattermost::channel(&Default::default(), None, &wiring).is_on());
+    assert!(!vt_agent::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
+    assert!(!vt_agent::mattermost_channel(&Default::default(), None, &wiring).is_on());
 }

@@ -443,6 +443,71 @@ fn no_channel_name_in_the_service() {
     );
 }
 
+/// The names `lib.rs` exports: every `pub use` tree flattened to the name it binds (an alias, or the
+/// path's last segment).
+fn facade_names(lib: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for statement in lib.split(';') {
+        let Some((_, tree)) = statement.split_once("pub use ") else {
+            continue;
+        };
+        let leaves = tree
+            .split_once('{')
+            .map_or(tree, |(_, inner)| inner.trim_end_matches('}'));
+        for leaf in leaves.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+            let bound = leaf.rsplit_once(" as ").map_or(leaf, |(_, alias)| alias);
+            names.extend(bound.rsplit("::").next().map(|n| n.trim().to_owned()));
+        }
+    }
+    names
+}
+
+/// `lib.rs` is a façade: private modules and the re-exports `main`, the tests, the benches and the
+/// examples use — nothing else is `pub` there (so `unreachable_pub` finds what no other crate can
+/// reach), and every exported name is used by one of them.
+#[test]
+fn lib_rs_is_a_facade_of_what_other_targets_use() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("lib.rs");
+    let public: Vec<&str> = lib
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("pub ") && !l.starts_with("pub use "))
+        .collect();
+    assert!(
+        public.is_empty(),
+        "lib.rs makes public more than re-exports: {public:?}"
+    );
+    let mut outside = Vec::new();
+    for dir in ["tests", "benches", "examples"] {
+        rust_files(&root.join(dir), &mut outside);
+    }
+    outside.push(root.join("src/main.rs"));
+    let text: String = outside
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read"))
+        .collect();
+    let names = facade_names(&lib);
+    assert!(names.len() > 100, "the façade exports {names:?}");
+    let unused: Vec<_> = names
+        .iter()
+        .filter(|name| {
+            !text.match_indices(name.as_str()).any(|(at, _)| {
+                let before = text[..at].chars().next_back().is_none_or(|c| !is_ident(c));
+                let after = text[at + name.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !is_ident(c));
+                before && after
+            })
+        })
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "lib.rs exports names no other target uses: {unused:?}"
+    );
+}
+
 /// `lib.rs` lists the modules in the floors' order, so the crate's front page reads as the drawing.
 #[test]
 fn lib_rs_lists_the_modules_in_the_floors_order() {

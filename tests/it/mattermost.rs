@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use vt_agent::channels::mattermost::MattermostConfig;
+use vt_agent::MattermostConfig;
 
 use crate::support::Served;
 
@@ -29,14 +29,14 @@ async fn mattermost(support_users: &[&str]) -> Served {
         ..MattermostConfig::default()
     };
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let wiring = vt_agent::channels::Wiring {
+    let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
         tenant: "empresa-a".into(),
     };
-    let channel = vt_agent::channels::mattermost::channel(&config, None, &wiring);
+    let channel = vt_agent::mattermost_channel(&config, None, &wiring);
     let state =
-        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
+        vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     crate::support::serve_state(chat, state).await
 }
 
@@ -395,18 +395,15 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         ..MattermostConfig::default()
     });
     let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let bot =
-        vt_agent::channels::mattermost::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
-            .expect("bot")
-            .with_backoff(std::time::Duration::from_millis(50));
+    let bot = vt_agent::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
+        .expect("bot")
+        .with_backoff(std::time::Duration::from_millis(50));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(bot.run(async move {
         let _ = stopped.await;
     }));
-    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-        .with_sender(Arc::new(
-            vt_agent::channels::mattermost::PostSender::new(config).expect("sender"),
-        ));
+    let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(vt_agent::PostSender::new(config).expect("sender")));
     let started = std::time::Instant::now();
     while mm.posts.lock().expect("lock").len() < 2 {
         assert!(
@@ -490,9 +487,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     let mut running = Vec::new();
     // Each bot's instance, kept until the end: its simulator and clock serve its turns.
     for chat in &chats {
-        let bot =
-            vt_agent::channels::mattermost::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
-                .expect("bot");
+        let bot = vt_agent::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a").expect("bot");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bot.run(async move {
             let _ = stopped.await;
@@ -502,7 +497,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     let started = std::time::Instant::now();
     let replies = loop {
         let items = store
-            .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+            .outbox_items(vt_agent::OutboxStatus::Pending, 100)
             .await
             .expect("read");
         if items.len() >= PEOPLE * BURST {
@@ -525,8 +520,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     }
     assert_eq!(replies.len(), PEOPLE * BURST, "each post once");
     for p in 0..PEOPLE {
-        let conversation =
-            vt_agent::channels::mattermost::conversation_id(&format!("dm-{p}"), &format!("u-{p}"));
+        let conversation = vt_agent::mattermost_conversation_id(&format!("dm-{p}"), &format!("u-{p}"));
         let answered: Vec<String> = replies
             .iter()
             .filter(|i| i.conversation_id.as_deref() == Some(conversation.as_str()))
@@ -564,7 +558,7 @@ async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() {
     let s = mattermost(&["alan"]).await;
-    let transfer = |conversation: &str, tenant: &str| vt_agent::service::Inbound {
+    let transfer = |conversation: &str, tenant: &str| vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some(conversation.into()),
         tenant_id: Some(tenant.into()),
@@ -623,7 +617,7 @@ async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() 
     let messages = s.chat.store.messages("c-a").await.expect("messages");
     assert_eq!(
         messages.last().map(|m| &m.message),
-        Some(&vt_agent::llm::ChatMessage::HumanAgent {
+        Some(&vt_agent::ChatMessage::HumanAgent {
             name: "alan".into(),
             content: "Olá, aqui é o Alan".into()
         })
@@ -670,7 +664,7 @@ async fn the_satisfaction_question_comes_with_buttons_and_a_click_is_the_score()
     let items = s
         .chat
         .store
-        .outbox_items(vt_agent::store::OutboxStatus::Pending, 10)
+        .outbox_items(vt_agent::OutboxStatus::Pending, 10)
         .await
         .expect("outbox");
     let question = items

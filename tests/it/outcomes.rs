@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use chrono::Duration;
 use vt_actions::tools::VtSettings;
-use vt_agent::engine::Participant;
-use vt_agent::service::{Inbound, SupportAgent};
-use vt_agent::store::{Desfecho, OutcomeRecord, Store};
+use vt_agent::Participant;
+use vt_agent::{Desfecho, OutcomeRecord, Store};
+use vt_agent::{Inbound, SupportAgent};
 
 use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_on};
@@ -17,7 +17,7 @@ const QUESTION: &str = "Como você avalia este atendimento?";
 
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     )
@@ -63,7 +63,7 @@ async fn said_in(h: &ChatHarness, conv: &str) -> Vec<String> {
         .expect("messages")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::llm::ChatMessage::Assistant { content, .. } => content,
+            vt_agent::ChatMessage::Assistant { content, .. } => content,
             _ => None,
         })
         .collect()

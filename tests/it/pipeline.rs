@@ -2,8 +2,8 @@
 //! the store.
 
 use vt_actions::tools::VtSettings;
-use vt_agent::service::{Delivery, Inbound};
-use vt_agent::store::OutboxStatus;
+use vt_agent::OutboxStatus;
+use vt_agent::{Delivery, Inbound};
 
 use crate::support::{chat_harness, user};
 
@@ -113,10 +113,7 @@ async fn a_conversation_of_another_tenant_is_not_found() {
         .handle(msg)
         .await
         .expect_err("another tenant");
-    assert!(
-        matches!(err, vt_agent::service::ServiceError::NotFound(_)),
-        "{err}"
-    );
+    assert!(matches!(err, vt_agent::ServiceError::NotFound(_)), "{err}");
     let conv = h.store.conversation("t1").await.expect("read").expect("stored");
     assert_eq!(conv.tenant_id, "empresa-a");
 }
@@ -129,17 +126,17 @@ struct HttpChannel {
 }
 
 #[async_trait::async_trait]
-impl vt_agent::outbox::ChannelSender for HttpChannel {
+impl vt_agent::ChannelSender for HttpChannel {
     fn channel(&self) -> &str {
         "loopback"
     }
 
     async fn send(
         &self,
-        _item: &vt_agent::store::OutboxItem,
-        reply: &vt_agent::outbox::ReplyPayload,
-    ) -> Result<Option<String>, vt_agent::outbox::SendError> {
-        use vt_agent::outbox::SendError;
+        _item: &vt_agent::OutboxItem,
+        reply: &vt_agent::ReplyPayload,
+    ) -> Result<Option<String>, vt_agent::SendError> {
+        use vt_agent::SendError;
         let r = self
             .client
             .post(&self.url)
@@ -161,8 +158,8 @@ impl vt_agent::outbox::ChannelSender for HttpChannel {
     }
 }
 
-fn queued(conv: &str, n: i32) -> vt_agent::store::NewOutboxItem {
-    vt_agent::store::NewOutboxItem {
+fn queued(conv: &str, n: i32) -> vt_agent::NewOutboxItem {
+    vt_agent::NewOutboxItem {
         kind: "reply".into(),
         destination: "loopback".into(),
         payload: crate::support::reply_payload(conv, "u", &format!("resposta {n}")),
@@ -177,8 +174,8 @@ fn queued(conv: &str, n: i32) -> vt_agent::store::NewOutboxItem {
 async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_order() {
     use crate::support::FakeServer;
     use serde_json::json;
-    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -200,11 +197,12 @@ async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_o
     let now = chrono::Utc::now();
     let a1 = store.enqueue(&queued("A", 1), now).await.expect("enqueue");
     let a2 = store.enqueue(&queued("A", 2), now).await.expect("enqueue");
-    let worker = vt_agent::outbox::Worker::new(store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-        .with_sender(std::sync::Arc::new(HttpChannel {
+    let worker = vt_agent::Worker::new(store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(
+        std::sync::Arc::new(HttpChannel {
             client: reqwest::Client::new(),
             url: format!("{}/send", fake.url),
-        }));
+        }),
+    );
     for _ in 0..10 {
         worker.pass().await;
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -365,7 +363,7 @@ async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_run
         .expect("read")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::llm::ChatMessage::User { .. } => m.message.text().map(str::to_owned),
+            vt_agent::ChatMessage::User { .. } => m.message.text().map(str::to_owned),
             _ => None,
         })
         .collect();

@@ -339,14 +339,14 @@ async fn issued(
 }
 
 /// Charge `txid` as it is on record.
-async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_agent::store::PixCharge {
+async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_agent::PixCharge {
     h.store.pix_charge(txid).await.expect("read").expect("on record")
 }
 
 #[tokio::test]
 async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
-    use vt_agent::service::Settled;
-    use vt_agent::store::ChargeStatus;
+    use vt_agent::ChargeStatus;
+    use vt_agent::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pix", "oi").await;
     let card = "1234567890";
@@ -447,13 +447,13 @@ async fn a_charge_nobody_issued_is_not_acted_on() {
         .settle(&txid("forjado", 0))
         .await
         .expect("read");
-    assert_eq!(settled, vt_agent::service::Settled::Nothing);
+    assert_eq!(settled, vt_agent::Settled::Nothing);
     assert!(h.sim.ledger().iter().all(|e| e.sistema != "recarga"));
 }
 
 #[tokio::test]
 async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
-    use vt_agent::service::Settled;
+    use vt_agent::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-negada", "oi").await;
     // The recharge system denies recharges of this magic card.
@@ -487,7 +487,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     );
     assert_eq!(
         on_record(&h, &cobranca.txid).await.status,
-        vt_agent::store::ChargeStatus::Devolvida
+        vt_agent::ChargeStatus::Devolvida
     );
 }
 
@@ -497,7 +497,7 @@ async fn two_codes_paid(
     h: &crate::support::ChatHarness,
     conv: &str,
 ) -> (vt_actions::tools::CodigoPix, vt_actions::tools::CodigoPix) {
-    use vt_agent::service::Settled;
+    use vt_agent::Settled;
     h.say(conv, "oi").await;
     let key = format!("k-{conv}");
     let payments = h.service.payments();
@@ -520,7 +520,7 @@ async fn two_codes_paid(
 
 #[tokio::test]
 async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
-    use vt_agent::service::Settled;
+    use vt_agent::Settled;
     let h = crate::support::chat_harness_paying().await;
     let (_, second) = two_codes_paid(&h, "c-dois").await;
     let payments = h.service.payments();
@@ -542,7 +542,7 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     payments.sweep().await;
     assert_eq!(said(&h, "c-dois").await.len(), told.len(), "nothing more said");
     let returned = on_record(&h, &second.txid).await;
-    assert_eq!(returned.status, vt_agent::store::ChargeStatus::Devolvida);
+    assert_eq!(returned.status, vt_agent::ChargeStatus::Devolvida);
     let refund = returned.refund.expect("the refund on record");
     assert_eq!(
         (refund.end_to_end_id.as_str(), refund.status.as_str()),
@@ -591,8 +591,8 @@ async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_
 /// open already: a conversation holds one case, so the person who has it hears of it in its thread.
 #[tokio::test]
 async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
-    use vt_agent::service::Settled;
-    let handoff = vt_agent::service::HandoffConfig {
+    use vt_agent::Settled;
+    let handoff = vt_agent::HandoffConfig {
         mattermost_channel_id: Some("canal-do-suporte".into()),
         ..Default::default()
     };
@@ -625,11 +625,11 @@ async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
     assert_eq!(still.id, case.id, "one case per conversation");
     let board: Vec<_> = h
         .store
-        .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
         .await
         .expect("outbox")
         .into_iter()
-        .filter(|i| i.destination == vt_agent::service::BOARD)
+        .filter(|i| i.destination == vt_agent::BOARD)
         .collect();
     let kinds: Vec<&str> = board.iter().map(|i| i.kind.as_str()).collect();
     assert_eq!(kinds, ["caso_aberto", "caso_linha"], "{board:?}");
@@ -646,16 +646,15 @@ async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
 async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_refused() {
     let h = Arc::new(crate::support::chat_harness_paying().await);
     h.say("c-hook", "oi").await;
-    let wiring = vt_agent::channels::Wiring {
+    let wiring = vt_agent::Wiring {
         service: h.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+        tenant: vt_agent::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::channels::pix::channel(&wiring, None, std::time::Duration::from_secs(30));
+    let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
     assert_eq!(channel.name, "pix");
     assert_eq!(channel.routes.len(), 1);
-    let state =
-        vt_agent::http::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
+    let state = vt_agent::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(h.clone(), state).await;
     let cobranca = issued(&h, "c-hook", "1234567890", 20, "k-hook").await;
     // Paid 95 s after it was shown.
@@ -679,7 +678,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     assert_eq!(post(notice).await.expect("again").status(), 200);
     for _ in 0..100 {
         let charge = on_record(&h, &cobranca.txid).await;
-        if charge.status == vt_agent::store::ChargeStatus::Creditada {
+        if charge.status == vt_agent::ChargeStatus::Creditada {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -687,7 +686,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     h.service.stopped().await;
     assert_eq!(
         on_record(&h, &cobranca.txid).await.status,
-        vt_agent::store::ChargeStatus::Creditada
+        vt_agent::ChargeStatus::Creditada
     );
     assert_eq!(h.sim.charges("1234567890"), 1, "two notices, one recharge");
     let metrics = served
@@ -717,8 +716,8 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
 
 #[tokio::test]
 async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_expired_code() {
-    use vt_agent::service::Settled;
-    use vt_agent::store::ChargeStatus;
+    use vt_agent::ChargeStatus;
+    use vt_agent::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-sweep", "oi").await;
     let payments = h.service.payments();
@@ -769,7 +768,7 @@ async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_ex
 
 #[tokio::test]
 async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
-    use vt_agent::store::ChargeStatus;
+    use vt_agent::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-corrida", "oi").await;
     let cobranca = issued(&h, "c-corrida", "1234567890", 20, "k-corrida").await;
@@ -788,7 +787,7 @@ async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
 
 #[tokio::test]
 async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
-    use vt_agent::store::{ChargeStatus, PaymentClaim};
+    use vt_agent::{ChargeStatus, PaymentClaim};
     let h = crate::support::chat_harness_paying().await;
     h.say("c-retoma", "oi").await;
     let cobranca = issued(&h, "c-retoma", "1234567890", 20, "k-retoma").await;
@@ -844,7 +843,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
 
     let charges = h
         .store
-        .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
         .await
         .expect("open");
     assert_eq!(charges.len(), 1);
@@ -854,7 +853,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     h.say("c-jornada", "sim").await;
     assert_eq!(
         h.store
-            .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+            .charges_in(vt_agent::ChargeStatus::Ativa, 10)
             .await
             .expect("open")
             .len(),
@@ -868,7 +867,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
             .settle(&charges[0].txid)
             .await
             .expect("settle"),
-        vt_agent::service::Settled::Credited
+        vt_agent::Settled::Credited
     );
     assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
     let receipt = said(&h, "c-jornada").await.pop().expect("receipt");
@@ -885,7 +884,7 @@ async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_ca
     let h = crate::support::chat_harness_pix(crate::support::Pix::Tampering).await;
     h.say("c-crc", "recarregar 20 no cartão 1234567890 via pix").await;
     let yes = h.say("c-crc", "sim").await;
-    let said = vt_agent::engine::Reply::join(&yes.replies);
+    let said = vt_agent::Reply::join(&yes.replies);
     assert!(!said.contains("000201"), "no code shown: {said}");
     assert!(
         said.contains("nada foi cobrado") && said.contains("pessoa"),
@@ -894,7 +893,7 @@ async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_ca
     assert!(yes.replies.iter().all(|r| r.files.is_empty()), "no QR either");
     assert!(
         h.store
-            .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+            .charges_in(vt_agent::ChargeStatus::Ativa, 10)
             .await
             .expect("read")
             .is_empty(),
@@ -961,7 +960,7 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
 /// paid and credited once; while a code holds the same one is shown again; the limit is kept.
 #[tokio::test]
 async fn novo_codigo_issues_the_next_charge_of_the_same_recharge_up_to_the_limit() {
-    use vt_agent::store::ChargeStatus;
+    use vt_agent::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     let conv = "c-novo";
     let card = "1234567890";
@@ -1031,7 +1030,7 @@ async fn a_paid_recharge_gets_no_new_code() {
     h.say(conv, "sim").await;
     let open = h
         .store
-        .charges_in(vt_agent::store::ChargeStatus::Ativa, 10)
+        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
         .await
         .expect("open");
     h.sim.pix().pay(&open[0].txid, false).expect("paid");
@@ -1047,12 +1046,12 @@ async fn a_paid_recharge_gets_no_new_code() {
 async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
     let data = tempfile::tempdir().expect("tmp");
     crate::support::test_keys();
-    let store = vt_agent::store::open(None, data.path(), vt_agent::store::Usage::Service)
+    let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
         .await
         .expect("store");
     let now = chrono::Utc::now();
-    let charge = vt_agent::store::PixCharge {
-        meio: vt_agent::store::ChargeMeans::Pix,
+    let charge = vt_agent::PixCharge {
+        meio: vt_agent::ChargeMeans::Pix,
         txid: txid("k-lista", 1),
         recharge_key: "k-lista".into(),
         n: 1,
@@ -1060,7 +1059,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
         request: serde_json::json!({"cartao": "1234567890", "recarga": {"valor": 20}}),
         amount: reais("20"),
         copia_e_cola: "000201…".into(),
-        status: vt_agent::store::ChargeStatus::Ativa,
+        status: vt_agent::ChargeStatus::Ativa,
         expires_at: now + chrono::Duration::minutes(15),
         end_to_end_id: None,
         paid_at: None,
@@ -1087,8 +1086,8 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
 /// (step 15) and the sweep leaves it — no second request, no message every sweep.
 #[tokio::test]
 async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
-    use vt_agent::service::Settled;
-    use vt_agent::store::ChargeStatus;
+    use vt_agent::ChargeStatus;
+    use vt_agent::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pendente", "oi").await;
     // The recharge system answers this magic card's recharges "pendente".
@@ -1340,7 +1339,7 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
 /// conversation's channel (`POST /api/v4/files`), then posted with its id.
 #[tokio::test]
 async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
-    use vt_agent::outbox::ChannelSender as _;
+    use vt_agent::ChannelSender as _;
     let h = crate::support::chat_harness_paying().await;
     let conv = "mm:canal1:user1";
     h.say(conv, "oi").await;
@@ -1348,29 +1347,29 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
     let mm = crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))])
         .await
         .answering_uploads();
-    let config = vt_agent::channels::mattermost::MattermostConfig {
+    let config = vt_agent::MattermostConfig {
         url: Some(mm.url.clone()),
         bot_token: Some("token-do-bot".into()),
         ..Default::default()
     };
-    let sender = vt_agent::channels::mattermost::PostSender::new(Arc::new(config))
+    let sender = vt_agent::PostSender::new(Arc::new(config))
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
     payload["files"] = serde_json::to_value([vt_actions::tools::qr_file(&cobranca.txid)]).expect("json");
-    let item = vt_agent::store::OutboxItem {
+    let item = vt_agent::OutboxItem {
         id: 1,
         kind: "reply".into(),
         destination: "mattermost".into(),
         payload,
         conversation_id: Some(conv.into()),
-        status: vt_agent::store::OutboxStatus::InFlight,
+        status: vt_agent::OutboxStatus::InFlight,
         attempts: 1,
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         last_error: None,
     };
-    let reply = vt_agent::outbox::ReplyPayload::of(&item).expect("a reply");
+    let reply = vt_agent::ReplyPayload::of(&item).expect("a reply");
     let sent = sender.send(&item, &reply).await.expect("sent");
     assert_eq!(sent.as_deref(), Some("post-1"));
     let received = mm.received();

@@ -456,7 +456,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         assert_eq!(asked.status(), 200);
         // The person's first message: the privacy notice, then the question.
         let question = wait_for_texts(&graph, 2).await;
-        assert_eq!(question[0], vt_agent::channels::whatsapp::AVISO_PRIVACIDADE);
+        assert_eq!(question[0], vt_agent::AVISO_PRIVACIDADE);
         assert!(question[1].contains("Confirma"), "{question:?}");
         killer.arm(at, child.id());
         let yes = webhook(&url, "sim", &format!("wamid.yes{round}"))
@@ -500,7 +500,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
 
 /// The data key ids of the key file under `data`, current first.
 fn key_ids(data: &tempfile::TempDir) -> Vec<String> {
-    vt_agent::store::seal::read_key_file(&data.path().join(vt_agent::store::seal::KEY_FILE))
+    vt_agent::read_key_file(&data.path().join(vt_agent::KEY_FILE))
         .expect("read")
         .expect("a key file")
         .ids()
@@ -560,20 +560,20 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
     assert!(flows[0].status.success(), "{}", text(&flows[0].stderr));
 
     // Every sealed value opens under the new key alone (read raw, opened with that ring only).
-    let ring = vt_agent::store::seal::read_key_file(&data.path().join(vt_agent::store::seal::KEY_FILE))
+    let ring = vt_agent::read_key_file(&data.path().join(vt_agent::KEY_FILE))
         .expect("read")
         .expect("file");
     let url = format!("sqlite://{}", data.path().join("vt-agent.db").display());
     let pool = sqlx::SqlitePool::connect(&url).await.expect("open");
     let mut opened = 0;
-    for (table, column, _) in vt_agent::store::SEALED {
+    for (table, column, _) in vt_agent::SEALED {
         let values: Vec<Option<String>> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {column} FROM {table}")))
                 .fetch_all(&pool)
                 .await
                 .expect("read");
         for v in values.into_iter().flatten() {
-            assert!(vt_agent::store::seal::is_sealed(&v), "{table}.{column} in clear");
+            assert!(vt_agent::is_sealed(&v), "{table}.{column} in clear");
             let clear = ring.open(&v).unwrap_or_else(|e| panic!("{table}.{column}: {e}"));
             assert!(!clear.contains("tok-lote"), "{table}.{column} keeps a token");
             opened += 1;
@@ -583,8 +583,8 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
 
     // A key that is not the one: a clear error naming the key the values need, never a panic.
     std::fs::write(
-        data.path().join(vt_agent::store::seal::KEY_FILE),
-        format!("{}\n", vt_agent::store::seal::DataKey::generate().to_base64()),
+        data.path().join(vt_agent::KEY_FILE),
+        format!("{}\n", vt_agent::DataKey::generate().to_base64()),
     )
     .expect("write");
     let wrong = race(vec![binary(&["flows"])]).await;
@@ -630,15 +630,15 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
     // Once its send is acknowledged (killed between the send and the ack, the item would keep its
     // lease for a minute and hold the conversation's next item back), killed before the deadline;
     // the deadline then passes while no instance runs.
-    use vt_agent::store::OutboxStore as _;
+    use vt_agent::OutboxStore as _;
     for _ in 0..300 {
         let unfinished = pg
             .store
-            .outbox_count(vt_agent::store::OutboxStatus::InFlight)
+            .outbox_count(vt_agent::OutboxStatus::InFlight)
             .await
             .expect("count")
             + pg.store
-                .outbox_count(vt_agent::store::OutboxStatus::Pending)
+                .outbox_count(vt_agent::OutboxStatus::Pending)
                 .await
                 .expect("count");
         if unfinished == 0 {
@@ -1284,7 +1284,7 @@ async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_ti
     sim.simulator.cartao().pay(&id, false).expect("paid");
     let (signature, body) = card_notice(&id);
     let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
-        http.post(format!("{url}{}", vt_agent::channels::cartao::WEBHOOK_PATH))
+        http.post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
             .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
             .body(body.clone())
             .send()
@@ -1341,7 +1341,7 @@ async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_af
         killer.arm(at, first.id());
         let (signature, body) = card_notice(&id);
         let noticed = http
-            .post(format!("{url}{}", vt_agent::channels::cartao::WEBHOOK_PATH))
+            .post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
             .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
             .body(body)
             .send()

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::engine::ExecutionStatus;
-use vt_agent::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
+use vt_agent::ExecutionStatus;
+use vt_agent::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
 
 use crate::support::{FakeServer, fast_config, test_engine, user};
 
@@ -143,7 +143,7 @@ async fn a_provider_that_never_answers_times_out() {
     let mut s = settings(&url, "k");
     s.timeout = Duration::from_millis(200);
     let provider = OpenAiProvider::new(s).expect("provider");
-    let request = vt_agent::llm::CompletionRequest::default();
+    let request = vt_agent::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("timeout");
     assert!(err.is_transient(), "{err}");
 }
@@ -242,7 +242,7 @@ async fn anthropic_overload_is_transient() {
     let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
     let server = FakeServer::start(vec![(529, vec![], overloaded)]).await;
     let provider = AnthropicProvider::new(settings(&server.url, "k")).expect("provider");
-    let request = vt_agent::llm::CompletionRequest::default();
+    let request = vt_agent::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("overloaded");
     assert!(err.is_transient());
     assert!(err.to_string().contains("Overloaded"));
@@ -251,26 +251,26 @@ async fn anthropic_overload_is_transient() {
 /// The VT agent composed as `serve` composes it, over an in-memory store and a simulator of its own
 /// (kept running while the second value lives), its model the one `config` names.
 async fn vt_service(
-    config: &vt_agent::config::Config,
+    config: &vt_agent::Config,
 ) -> (
-    vt_agent::service::Services,
+    vt_agent::Services,
     vt_actions::systems::RunningSimulator,
-    Arc<dyn vt_agent::store::Store>,
+    Arc<dyn vt_agent::Store>,
 ) {
     vt_service_at(config, None).await
 }
 
 /// [`vt_service`] on `clock` (the engine's, and so the turns' and the budgets' time).
 async fn vt_service_at(
-    config: &vt_agent::config::Config,
-    clock: Option<vt_agent::engine::ManualClock>,
+    config: &vt_agent::Config,
+    clock: Option<vt_agent::ManualClock>,
 ) -> (
-    vt_agent::service::Services,
+    vt_agent::Services,
     vt_actions::systems::RunningSimulator,
-    Arc<dyn vt_agent::store::Store>,
+    Arc<dyn vt_agent::Store>,
 ) {
-    let store: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -283,17 +283,17 @@ async fn vt_service_at(
     let ext = vt_actions::context::Extensions::default()
         .with(systems)
         .with(vt_actions::tools::VtSettings::default());
-    let engine = vt_agent::flow::share(
+    let engine = vt_agent::share(
         match clock {
-            Some(c) => vt_agent::app::engine(config, None, ext)
+            Some(c) => vt_agent::build_engine(config, None, ext)
                 .expect("engine")
-                .with_clock(vt_agent::engine::Clock::Manual(c)),
-            None => vt_agent::app::engine(config, None, ext).expect("engine"),
+                .with_clock(vt_agent::Clock::Manual(c)),
+            None => vt_agent::build_engine(config, None, ext).expect("engine"),
         },
         Some(store.clone()),
         config.recargas.clone(),
     );
-    let service = vt_agent::app::service(config, engine, store.clone())
+    let service = vt_agent::build_service(config, engine, store.clone())
         .await
         .expect("service");
     (service, sim, store)
@@ -303,7 +303,7 @@ async fn vt_service_at(
 async fn with_the_model_down_the_circuit_opens_and_turns_answer_at_once_with_what_works_without_it() {
     // Every call answered 500.
     let model = crate::support::FakeServer::start(vec![]).await;
-    let mut config = vt_agent::config::Config::default();
+    let mut config = vt_agent::Config::default();
     config.llm.base_url = Some(format!("{}/v1", model.url));
     config.llm.api_key = Some("sk-circuito-0123456789".into());
     config.llm.circuit_failures = 3;
@@ -362,7 +362,7 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
             .collect(),
     )
     .await;
-    let mut config = vt_agent::config::Config::default();
+    let mut config = vt_agent::Config::default();
     config.llm.base_url = Some(format!("{}/v1", model.url));
     config.llm.api_key = Some("sk-cache-0123456789abcdef".into());
     config.engine = crate::support::fast_config();
@@ -445,8 +445,8 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
 }
 
 /// A message of the usual person to the VT agent, in `conversation`.
-fn to_vt(conversation: &str, text: &str) -> vt_agent::service::Inbound {
-    vt_agent::service::Inbound {
+fn to_vt(conversation: &str, text: &str) -> vt_agent::Inbound {
+    vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some(conversation.into()),
         user: crate::support::user(),
@@ -456,8 +456,8 @@ fn to_vt(conversation: &str, text: &str) -> vt_agent::service::Inbound {
 }
 
 /// The VT agent's configuration with its model at the OpenAI fake `model`, as `modelo-teste`.
-fn with_model_at(model: &FakeServer, key: &str) -> vt_agent::config::Config {
-    let mut config = vt_agent::config::Config::default();
+fn with_model_at(model: &FakeServer, key: &str) -> vt_agent::Config {
+    let mut config = vt_agent::Config::default();
     config.llm.base_url = Some(format!("{}/v1", model.url));
     config.llm.model = Some("modelo-teste".into());
     config.llm.api_key = Some(key.into());
@@ -522,8 +522,8 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         .await
         .expect("usage");
     assert_eq!(usage[0].custo_micro_brl, None);
-    let rows = vt_agent::usage::costs(
-        vt_agent::usage::Spending {
+    let rows = vt_agent::usage_costs(
+        vt_agent::Spending {
             turns: &usage,
             messages: &[],
             flows: &[],
@@ -531,7 +531,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         &vt_actions::vt::timezone::Timezone::sao_paulo(),
         chrono::NaiveDate::MIN,
     );
-    assert!(vt_agent::usage::costs_table(&rows).contains("desconhecido"));
+    assert!(vt_agent::usage_costs_table(&rows).contains("desconhecido"));
 }
 
 #[tokio::test]
@@ -544,14 +544,14 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     )
     .expect("prices");
     // R$ 0,05 a month: a model turn (the router's call and the agent's) costs R$ 0,0204.
-    config.orcamentos = vec![vt_agent::service::Orcamento {
-        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+    config.orcamentos = vec![vt_agent::Orcamento {
+        tenant: vt_agent::DEFAULT_TENANT.into(),
         mensal_brl: rust_decimal::Decimal::new(5, 2),
     }];
-    let clock = vt_agent::engine::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
+    let clock = vt_agent::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
     let (service, _sim, _store) = vt_service_at(&config, Some(clock.clone())).await;
     let say = |text: &str| service.messages().handle(to_vt("c-orcamento", text));
-    let tenant = vt_agent::engine::DEFAULT_TENANT;
+    let tenant = vt_agent::DEFAULT_TENANT;
     // A recharge asked for (level 1, no model) before the budget is crossed.
     let asked = say("recarregar 20 reais no cartão 1234567890 via pix")
         .await
@@ -564,13 +564,13 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     say("me conta uma piada").await.expect("turn");
     assert!(matches!(
         service.spending().standing(tenant).await,
-        vt_agent::service::Standing::Within(_)
+        vt_agent::Standing::Within(_)
     ));
     say("qual a previsão do tempo para amanhã?").await.expect("turn");
     assert!(
         matches!(
             service.spending().standing(tenant).await,
-            vt_agent::service::Standing::Warning(_)
+            vt_agent::Standing::Warning(_)
         ),
         "R$ 0,0408 of R$ 0,05: past 80 %"
     );
@@ -625,8 +625,8 @@ fn with_fallback(primary: &str, fallback: &str) -> Arc<dyn LlmProvider> {
         "[llm]\nprovider = \"openai\"\nbase_url = \"{primary}\"\nmodel = \"principal\"\napi_key = \"sk-principal-0000000000\"\ntimeout_secs = 1\n\n\
          [[llm.fallback]]\nprovider = \"openai\"\nbase_url = \"{fallback}\"\nmodel = \"reserva\"\napi_key = \"sk-reserva-0000000000\"\n"
     );
-    let config = vt_agent::config::Config::from_sources(Some(&toml), "vt-agent.toml", &Default::default())
-        .expect("config");
+    let config =
+        vt_agent::Config::from_sources(Some(&toml), "vt-agent.toml", &Default::default()).expect("config");
     config.llm.provider().expect("provider").expect("configured")
 }
 
@@ -713,7 +713,7 @@ async fn a_bad_request_or_a_refusal_never_falls_back() {
 /// forced tool, and is read back from either.
 #[tokio::test]
 async fn a_label_is_asked_for_as_each_provider_constrains_it() {
-    use vt_agent::llm::{ChatMessage, Choice, CompletionRequest};
+    use vt_agent::{ChatMessage, Choice, CompletionRequest};
     let choice = Choice {
         field: "intencao".into(),
         options: vec!["consultar_saldo".into(), "general_chat".into()],

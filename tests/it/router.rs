@@ -2,8 +2,8 @@
 //! intent and parameters (or the question it must ask). No model, zero tokens.
 
 use serde_json::{Value, json};
-use vt_agent::engine::{Conversation, Participant};
-use vt_agent::router::{Route, Router};
+use vt_agent::{Conversation, Participant};
+use vt_agent::{Route, Router};
 
 /// What a routed message must come out as.
 enum Want {
@@ -290,7 +290,7 @@ fn router() -> Router {
     let faq = vt_actions::faq::Faq::load(&root.join("faq")).expect("faq");
     Router::new(
         "vt",
-        vt_agent::router::intents::load_file(&root.join("intents/default.toml")).expect("intents"),
+        vt_agent::load_file(&root.join("intents/default.toml")).expect("intents"),
         None,
     )
     .with_faq(Some(std::sync::Arc::new(faq)))
@@ -372,7 +372,7 @@ async fn an_answer_completes_the_waiting_request() {
 #[tokio::test]
 async fn an_inactive_intent_is_not_routed() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml");
-    let mut intents = vt_agent::router::intents::load_file(&path).expect("intents");
+    let mut intents = vt_agent::load_file(&path).expect("intents");
     intents
         .iter_mut()
         .filter(|i| i.intent_key == "consultar_saldo")
@@ -410,9 +410,9 @@ proptest::proptest! {
 #[tokio::test]
 async fn the_corpus_of_how_card_holders_write_is_read_as_meant() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/router/corpus.yaml");
-    let entries = vt_agent::router::corpus::load(&path).expect("corpus");
+    let entries = vt_agent::load_corpus(&path).expect("corpus");
     assert!(entries.len() >= 150, "a corpus, not a handful: {}", entries.len());
-    let score = vt_agent::router::corpus::score(&router(), &entries).await;
+    let score = vt_agent::score_corpus(&router(), &entries).await;
     println!("router corpus: {}", score.summary());
     for miss in &score.misses {
         println!("  miss: {miss}");

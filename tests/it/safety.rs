@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::json;
 use vt_actions::systems::Efeito;
 use vt_actions::tools::VtSettings;
-use vt_agent::flow::{FlowStatus, run_flow};
-use vt_agent::llm::{Scripted, ScriptedProvider};
+use vt_agent::{FlowStatus, run_flow};
+use vt_agent::{Scripted, ScriptedProvider};
 
 use crate::support::{chat_harness, flow_harness, quick_simulator};
 
@@ -191,7 +191,7 @@ async fn invalid_arguments_from_the_model_are_named_never_echoed() {
     let results: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            vt_agent::engine::TurnEvent::ToolResult { content, .. } => Some(content.clone()),
+            vt_agent::TurnEvent::ToolResult { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect();
@@ -212,7 +212,7 @@ async fn a_conversation_that_showed_help_exports_to_a_transcript_that_replays_gr
         help.reply_text()
     );
     h.say("ajuda", "saldo do cartão 1234567890").await;
-    let exported = vt_agent::transcript::export::export(h.store.as_ref(), "ajuda")
+    let exported = vt_agent::export_transcripts(h.store.as_ref(), "ajuda")
         .await
         .expect("export");
     crate::support::assert_replays_green(&exported).await;
@@ -244,7 +244,7 @@ async fn the_confirmation_time_is_said_as_it_is() {
 
 #[tokio::test]
 async fn a_model_that_is_down_gets_the_user_an_answer_within_the_turn_bound() {
-    use vt_agent::llm::LlmError;
+    use vt_agent::LlmError;
     let down = || {
         Scripted::Fail(LlmError::Transient {
             status: Some(503),
@@ -261,11 +261,11 @@ async fn a_model_that_is_down_gets_the_user_an_answer_within_the_turn_bound() {
         down(),
     ]));
     let (engine, _) = (
-        vt_agent::app::engine(
-            &vt_agent::config::Config {
-                engine: vt_agent::engine::EngineConfig {
+        vt_agent::build_engine(
+            &vt_agent::Config {
+                engine: vt_agent::EngineConfig {
                     // The BPMN's background backoff, and a person waiting: the bound wins.
-                    llm_retry: vt_agent::engine::RetryPolicy::new(3, 30_000),
+                    llm_retry: vt_agent::RetryPolicy::new(3, 30_000),
                     turn_timeout_ms: 300,
                     ..Default::default()
                 },

@@ -14,16 +14,16 @@ use serde_json::json;
 use vt_actions::context::Extensions;
 use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
-use vt_agent::engine::{
+use vt_agent::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
 };
-use vt_agent::llm::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
-use vt_agent::service::{Inbound, ServiceError, Services, ServicesConfig};
-use vt_agent::store::{
+use vt_agent::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
+use vt_agent::{
     ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
     NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
     StoredMessage, TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow,
 };
+use vt_agent::{Inbound, ServiceError, Services, ServicesConfig};
 
 use crate::support::{fast_config, user};
 
@@ -346,7 +346,7 @@ fn broken() -> StoreError {
 }
 
 #[async_trait]
-impl vt_agent::store::ConversationStore for Flaky {
+impl vt_agent::ConversationStore for Flaky {
     async fn save_conversation(&self, c: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.save_conversation(c, now).await
     }
@@ -406,7 +406,7 @@ impl vt_agent::store::ConversationStore for Flaky {
     async fn context(&self, c: &str) -> Result<Option<ConversationContext>, StoreError> {
         self.inner.context(c).await
     }
-    async fn accept_message(&self, a: vt_agent::store::Accepting<'_>) -> Result<Option<i64>, StoreError> {
+    async fn accept_message(&self, a: vt_agent::Accepting<'_>) -> Result<Option<i64>, StoreError> {
         if self.fail_append || self.fail_accepting.is_some_and(|t| a.message.text() == Some(t)) {
             return Err(broken());
         }
@@ -414,8 +414,8 @@ impl vt_agent::store::ConversationStore for Flaky {
     }
     async fn conversation_list(
         &self,
-        q: &vt_agent::store::ConversationQuery,
-    ) -> Result<Vec<vt_agent::store::ConversationListing>, StoreError> {
+        q: &vt_agent::ConversationQuery,
+    ) -> Result<Vec<vt_agent::ConversationListing>, StoreError> {
         self.inner.conversation_list(q).await
     }
     async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
@@ -424,7 +424,7 @@ impl vt_agent::store::ConversationStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::store::FlowStore for Flaky {
+impl vt_agent::FlowStore for Flaky {
     async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {
         self.inner.save_flow_run(r).await
     }
@@ -434,10 +434,7 @@ impl vt_agent::store::FlowStore for Flaky {
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
         self.inner.flow_outcomes_since(since).await
     }
-    async fn flow_runs_since(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::FlowRunAt>, StoreError> {
+    async fn flow_runs_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::FlowRunAt>, StoreError> {
         self.inner.flow_runs_since(since).await
     }
     async fn begin_flow_run(
@@ -456,7 +453,7 @@ impl vt_agent::store::FlowStore for Flaky {
     async fn settle_flow_run(
         &self,
         id: &str,
-        status: vt_agent::store::RunStatus,
+        status: vt_agent::RunStatus,
         stage: (&str, &serde_json::Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
@@ -465,7 +462,7 @@ impl vt_agent::store::FlowStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::store::RechargeStore for Flaky {
+impl vt_agent::RechargeStore for Flaky {
     async fn consume_confirmation(
         &self,
         c: Confirmation<'_>,
@@ -480,7 +477,7 @@ impl vt_agent::store::RechargeStore for Flaky {
     async fn begin_recharge(
         &self,
         a: &RechargeAttempt,
-        f: Option<&vt_agent::store::NewFollowUp>,
+        f: Option<&vt_agent::NewFollowUp>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.begin_recharge(a, f, now).await
@@ -504,13 +501,13 @@ impl vt_agent::store::RechargeStore for Flaky {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: i64,
-    ) -> Result<Vec<vt_agent::store::FollowUp>, StoreError> {
+    ) -> Result<Vec<vt_agent::FollowUp>, StoreError> {
         self.inner.claim_followups(now, lease_until, limit).await
     }
     async fn followup_checked(
         &self,
         k: &str,
-        c: &vt_agent::store::Checked,
+        c: &vt_agent::Checked,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.followup_checked(k, c, now).await
@@ -519,13 +516,13 @@ impl vt_agent::store::RechargeStore for Flaky {
         &self,
         pending_only: bool,
         limit: i64,
-    ) -> Result<Vec<vt_agent::store::FollowUpView>, StoreError> {
+    ) -> Result<Vec<vt_agent::FollowUpView>, StoreError> {
         self.inner.followups(pending_only, limit).await
     }
 }
 
 #[async_trait]
-impl vt_agent::store::OutboxStore for Flaky {
+impl vt_agent::OutboxStore for Flaky {
     async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
         self.inner.hold(id, why).await
     }
@@ -579,42 +576,35 @@ impl vt_agent::store::OutboxStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::store::BatchStore for Flaky {
-    async fn open_batch(
-        &self,
-        j: &vt_agent::store::BatchJob,
-    ) -> Result<vt_agent::store::BatchJob, StoreError> {
+impl vt_agent::BatchStore for Flaky {
+    async fn open_batch(&self, j: &vt_agent::BatchJob) -> Result<vt_agent::BatchJob, StoreError> {
         self.inner.open_batch(j).await
     }
-    async fn batch(&self, id: &str) -> Result<Option<vt_agent::store::BatchJob>, StoreError> {
+    async fn batch(&self, id: &str) -> Result<Option<vt_agent::BatchJob>, StoreError> {
         self.inner.batch(id).await
     }
     async fn save_batch_lines(
         &self,
         j: &str,
-        l: &[vt_agent::store::BatchLine],
-        r: &[vt_agent::store::FlowRunRecord],
+        l: &[vt_agent::BatchLine],
+        r: &[vt_agent::FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.save_batch_lines(j, l, r, now).await
     }
-    async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::store::BatchLine>, StoreError> {
+    async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::BatchLine>, StoreError> {
         self.inner.batch_lines(j).await
     }
-    async fn batch_counts(&self, j: &str) -> Result<Vec<(vt_agent::store::LineStatus, i64)>, StoreError> {
+    async fn batch_counts(&self, j: &str) -> Result<Vec<(vt_agent::LineStatus, i64)>, StoreError> {
         self.inner.batch_counts(j).await
     }
     async fn finish_batch(&self, j: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.finish_batch(j, now).await
     }
-    async fn unfinished_batches(&self) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
+    async fn unfinished_batches(&self) -> Result<Vec<vt_agent::BatchJob>, StoreError> {
         self.inner.unfinished_batches().await
     }
-    async fn batches(
-        &self,
-        tenant: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<vt_agent::store::BatchJob>, StoreError> {
+    async fn batches(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<vt_agent::BatchJob>, StoreError> {
         self.inner.batches(tenant, limit).await
     }
     async fn share_batch(&self, j: &str, chunks: i64) -> Result<(), StoreError> {
@@ -662,7 +652,7 @@ impl vt_agent::store::BatchStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::store::ReportStore for Flaky {
+impl vt_agent::ReportStore for Flaky {
     async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
         self.inner.record_usage(u).await
     }
@@ -692,10 +682,7 @@ impl vt_agent::store::ReportStore for Flaky {
     async fn settle_idempotency(&self, k: &str, r: Option<&serde_json::Value>) -> Result<(), StoreError> {
         self.inner.settle_idempotency(k, r).await
     }
-    async fn usage_since(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::UsageRecord>, StoreError> {
+    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::UsageRecord>, StoreError> {
         self.inner.usage_since(since).await
     }
     async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError> {
@@ -707,35 +694,32 @@ impl vt_agent::store::ReportStore for Flaky {
     async fn spending_by_tenant_since(
         &self,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::TenantSpending>, StoreError> {
+    ) -> Result<Vec<vt_agent::TenantSpending>, StoreError> {
         self.inner.spending_by_tenant_since(since).await
     }
-    async fn record_message_cost(&self, c: &vt_agent::store::MessageCost) -> Result<(), StoreError> {
+    async fn record_message_cost(&self, c: &vt_agent::MessageCost) -> Result<(), StoreError> {
         self.inner.record_message_cost(c).await
     }
     async fn message_costs_since(
         &self,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::MessageCost>, StoreError> {
+    ) -> Result<Vec<vt_agent::MessageCost>, StoreError> {
         self.inner.message_costs_since(since).await
     }
-    async fn record_audit(&self, r: &vt_agent::store::AuditRecord) -> Result<(), StoreError> {
+    async fn record_audit(&self, r: &vt_agent::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }
-    async fn audit_records(&self, l: i64) -> Result<Vec<vt_agent::store::AuditRecord>, StoreError> {
+    async fn audit_records(&self, l: i64) -> Result<Vec<vt_agent::AuditRecord>, StoreError> {
         self.inner.audit_records(l).await
     }
 }
 
 #[async_trait]
-impl vt_agent::store::KeepingStore for Flaky {
-    async fn subject_records(
-        &self,
-        s: &vt_agent::store::Subject,
-    ) -> Result<vt_agent::store::Records, StoreError> {
+impl vt_agent::KeepingStore for Flaky {
+    async fn subject_records(&self, s: &vt_agent::Subject) -> Result<vt_agent::Records, StoreError> {
         self.inner.subject_records(s).await
     }
-    async fn forget(&self, r: &vt_agent::store::Records) -> Result<(), StoreError> {
+    async fn forget(&self, r: &vt_agent::Records) -> Result<(), StoreError> {
         self.inner.forget(r).await
     }
     async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
@@ -753,18 +737,18 @@ impl vt_agent::store::KeepingStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::store::CaseStore for Flaky {
+impl vt_agent::CaseStore for Flaky {
     async fn open_case(
         &self,
-        c: &vt_agent::store::NewCase,
+        c: &vt_agent::NewCase,
         now: DateTime<Utc>,
-    ) -> Result<vt_agent::store::CaseOpened, StoreError> {
+    ) -> Result<vt_agent::CaseOpened, StoreError> {
         self.inner.open_case(c, now).await
     }
-    async fn case(&self, id: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+    async fn case(&self, id: &str) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.case(id).await
     }
-    async fn open_case_of(&self, c: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+    async fn open_case_of(&self, c: &str) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.open_case_of(c).await
     }
     async fn open_case_count(&self) -> Result<i64, StoreError> {
@@ -774,34 +758,29 @@ impl vt_agent::store::CaseStore for Flaky {
         &self,
         t: Option<&str>,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::CaseTimes>, StoreError> {
+    ) -> Result<Vec<vt_agent::CaseTimes>, StoreError> {
         self.inner.case_times(t, since).await
     }
-    async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::store::Case>, StoreError> {
+    async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::Case>, StoreError> {
         self.inner.cases(t, limit).await
     }
-    async fn claim_case(
-        &self,
-        id: &str,
-        o: &str,
-        now: DateTime<Utc>,
-    ) -> Result<vt_agent::store::Claim, StoreError> {
+    async fn claim_case(&self, id: &str, o: &str, now: DateTime<Utc>) -> Result<vt_agent::Claim, StoreError> {
         self.inner.claim_case(id, o, now).await
     }
     async fn close_case(
         &self,
         id: &str,
         who: &str,
-        to: vt_agent::store::CaseState,
+        to: vt_agent::CaseState,
         note: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<Option<vt_agent::store::Case>, StoreError> {
+    ) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.close_case(id, who, to, note, now).await
     }
-    async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::store::CaseEvent>, StoreError> {
+    async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::CaseEvent>, StoreError> {
         self.inner.case_events(id).await
     }
-    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<vt_agent::store::Case>, StoreError> {
+    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.take_due_notice(now).await
     }
     async fn say_in_case(
@@ -809,14 +788,14 @@ impl vt_agent::store::CaseStore for Flaky {
         c: &str,
         m: &ChatMessage,
         o: &[NewOutboxItem],
-        e: Option<&vt_agent::store::CaseEvent>,
+        e: Option<&vt_agent::CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.say_in_case(c, m, o, e, now).await
     }
     async fn note_case(
         &self,
-        e: &vt_agent::store::CaseEvent,
+        e: &vt_agent::CaseEvent,
         o: &[NewOutboxItem],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
@@ -825,32 +804,32 @@ impl vt_agent::store::CaseStore for Flaky {
     async fn set_board_post(&self, c: &str, p: &str) -> Result<(), StoreError> {
         self.inner.set_board_post(c, p).await
     }
-    async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::store::Case>, StoreError> {
+    async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.case_of_board_post(p).await
     }
 }
 
 #[async_trait::async_trait]
-impl vt_agent::store::ContactStore for Flaky {
+impl vt_agent::ContactStore for Flaky {
     async fn touch_contact(&self, w: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.touch_contact(w, at).await
     }
     async fn last_inbound(&self, w: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.inner.last_inbound(w).await
     }
-    async fn set_template_state(&self, t: &vt_agent::store::TemplateState) -> Result<(), StoreError> {
+    async fn set_template_state(&self, t: &vt_agent::TemplateState) -> Result<(), StoreError> {
         self.inner.set_template_state(t).await
     }
-    async fn template_states(&self) -> Result<Vec<vt_agent::store::TemplateState>, StoreError> {
+    async fn template_states(&self) -> Result<Vec<vt_agent::TemplateState>, StoreError> {
         self.inner.template_states().await
     }
-    async fn record_consent(&self, c: &vt_agent::store::ConsentChange) -> Result<(), StoreError> {
+    async fn record_consent(&self, c: &vt_agent::ConsentChange) -> Result<(), StoreError> {
         self.inner.record_consent(c).await
     }
-    async fn consent(&self, w: &str) -> Result<Option<vt_agent::store::ConsentChange>, StoreError> {
+    async fn consent(&self, w: &str) -> Result<Option<vt_agent::ConsentChange>, StoreError> {
         self.inner.consent(w).await
     }
-    async fn consent_events(&self, w: &str) -> Result<Vec<vt_agent::store::ConsentChange>, StoreError> {
+    async fn consent_events(&self, w: &str) -> Result<Vec<vt_agent::ConsentChange>, StoreError> {
         self.inner.consent_events(w).await
     }
     async fn take_low_balance_notice(
@@ -867,17 +846,14 @@ impl vt_agent::store::ContactStore for Flaky {
 }
 
 #[async_trait::async_trait]
-impl vt_agent::store::PixStore for Flaky {
-    async fn open_charge(
-        &self,
-        c: &vt_agent::store::PixCharge,
-    ) -> Result<vt_agent::store::PixCharge, StoreError> {
+impl vt_agent::PixStore for Flaky {
+    async fn open_charge(&self, c: &vt_agent::PixCharge) -> Result<vt_agent::PixCharge, StoreError> {
         self.inner.open_charge(c).await
     }
-    async fn pix_charge(&self, t: &str) -> Result<Option<vt_agent::store::PixCharge>, StoreError> {
+    async fn pix_charge(&self, t: &str) -> Result<Option<vt_agent::PixCharge>, StoreError> {
         self.inner.pix_charge(t).await
     }
-    async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+    async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
         self.inner.recharge_charges(k).await
     }
     async fn claim_payment(
@@ -885,28 +861,28 @@ impl vt_agent::store::PixStore for Flaky {
         t: &str,
         e2e: &str,
         at: DateTime<Utc>,
-    ) -> Result<vt_agent::store::PaymentClaim, StoreError> {
+    ) -> Result<vt_agent::PaymentClaim, StoreError> {
         self.inner.claim_payment(t, e2e, at).await
     }
     async fn settle_charge(
         &self,
         t: &str,
-        from: vt_agent::store::ChargeStatus,
-        to: vt_agent::store::ChargeStatus,
+        from: vt_agent::ChargeStatus,
+        to: vt_agent::ChargeStatus,
     ) -> Result<bool, StoreError> {
         self.inner.settle_charge(t, from, to).await
     }
     async fn charges_in(
         &self,
-        s: vt_agent::store::ChargeStatus,
+        s: vt_agent::ChargeStatus,
         limit: i64,
-    ) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+    ) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
         self.inner.charges_in(s, limit).await
     }
-    async fn conversation_charges(&self, conv: &str) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+    async fn conversation_charges(&self, conv: &str) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
         self.inner.conversation_charges(conv).await
     }
-    async fn charge_counts(&self) -> Result<Vec<(vt_agent::store::ChargeStatus, i64)>, StoreError> {
+    async fn charge_counts(&self) -> Result<Vec<(vt_agent::ChargeStatus, i64)>, StoreError> {
         self.inner.charge_counts().await
     }
     async fn payment_seconds(&self, since: DateTime<Utc>) -> Result<Vec<i64>, StoreError> {
@@ -915,53 +891,47 @@ impl vt_agent::store::PixStore for Flaky {
     async fn record_refund(&self, t: &str, e2e: &str, status: &str) -> Result<(), StoreError> {
         self.inner.record_refund(t, e2e, status).await
     }
-    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<vt_agent::store::PixCharge>, StoreError> {
+    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
         self.inner.refunds_in_progress(limit).await
     }
 }
 
 #[async_trait::async_trait]
 #[async_trait::async_trait]
-impl vt_agent::store::OutcomeStore for Flaky {
+impl vt_agent::OutcomeStore for Flaky {
     async fn stretches_over(
         &self,
         window: (DateTime<Utc>, DateTime<Utc>),
         except: &str,
         limit: i64,
-    ) -> Result<Vec<vt_agent::store::StretchHead>, StoreError> {
+    ) -> Result<Vec<vt_agent::StretchHead>, StoreError> {
         self.inner.stretches_over(window, except, limit).await
     }
-    async fn stretch(
-        &self,
-        h: &vt_agent::store::StretchHead,
-    ) -> Result<vt_agent::store::Stretch, StoreError> {
+    async fn stretch(&self, h: &vt_agent::StretchHead) -> Result<vt_agent::Stretch, StoreError> {
         self.inner.stretch(h).await
     }
     async fn resolved_before(
         &self,
-        h: &vt_agent::store::StretchHead,
+        h: &vt_agent::StretchHead,
         a: &str,
         since: DateTime<Utc>,
     ) -> Result<Option<String>, StoreError> {
         self.inner.resolved_before(h, a, since).await
     }
-    async fn record_outcome(&self, o: &vt_agent::store::OutcomeRecord) -> Result<bool, StoreError> {
+    async fn record_outcome(&self, o: &vt_agent::OutcomeRecord) -> Result<bool, StoreError> {
         self.inner.record_outcome(o).await
     }
-    async fn extend_outcome(&self, h: &vt_agent::store::StretchHead) -> Result<bool, StoreError> {
+    async fn extend_outcome(&self, h: &vt_agent::StretchHead) -> Result<bool, StoreError> {
         self.inner.extend_outcome(h).await
     }
-    async fn last_survey(
-        &self,
-        h: &vt_agent::store::StretchHead,
-    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+    async fn last_survey(&self, h: &vt_agent::StretchHead) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.inner.last_survey(h).await
     }
     async fn ask_survey(
         &self,
-        asked: (&vt_agent::store::StretchHead, &str),
+        asked: (&vt_agent::StretchHead, &str),
         state: &serde_json::Map<String, serde_json::Value>,
-        said: (&vt_agent::llm::ChatMessage, &[vt_agent::store::NewOutboxItem]),
+        said: (&vt_agent::ChatMessage, &[vt_agent::NewOutboxItem]),
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.inner.ask_survey(asked, state, said, at).await
@@ -969,10 +939,7 @@ impl vt_agent::store::OutcomeStore for Flaky {
     async fn record_score(&self, o: &str, nota: i32, at: DateTime<Utc>) -> Result<bool, StoreError> {
         self.inner.record_score(o, nota, at).await
     }
-    async fn outcomes_since(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::store::OutcomeRecord>, StoreError> {
+    async fn outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::OutcomeRecord>, StoreError> {
         self.inner.outcomes_since(since).await
     }
 }
@@ -1051,7 +1018,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let store = memory_store().await;
     let engine = Arc::new(h.engine);
     let service = bare(engine, store.clone());
-    let vt_agent::service::FlowRan { output, persisted, .. } = service
+    let vt_agent::FlowRan { output, persisted, .. } = service
         .flows().run_flow(r#"{"cartao": "1111111111", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix"}}, "cpf": "123.456.789-00"}"#, Default::default())
         .await
         .expect("flow");
@@ -1068,7 +1035,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
         "unknown fields are not stored"
     );
     // The stages are where the output is kept: the output read back is built from them, whole.
-    assert_eq!(vt_agent::flow::FlowOutput::of_run(&run), output);
+    assert_eq!(vt_agent::FlowOutput::of_run(&run), output);
     let (execution, events) = store
         .execution(&output.execucao_id)
         .await
@@ -1079,9 +1046,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let rf01 = events
         .iter()
         .find_map(|e| match e {
-            vt_agent::engine::TurnEvent::ToolCall { name, arguments, .. }
-                if name == "rf01_preparar_consulta" =>
-            {
+            vt_agent::TurnEvent::ToolCall { name, arguments, .. } if name == "rf01_preparar_consulta" => {
                 Some(arguments.clone())
             }
             _ => None,
@@ -1102,7 +1067,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     history.extend(
         events
             .iter()
-            .filter(|e| !matches!(e, vt_agent::engine::TurnEvent::MemoryUpdated { .. }))
+            .filter(|e| !matches!(e, vt_agent::TurnEvent::MemoryUpdated { .. }))
             .map(|e| serde_json::to_string(e).expect("json")),
     );
     assert_eq!(
@@ -1169,8 +1134,8 @@ async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
 async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answered() {
     let dir = tempfile::tempdir().expect("tmp");
     let url = format!("sqlite://{}", dir.path().join("grupo.db").display());
-    let sqlite = Arc::new(vt_agent::store::SqliteStore::connect(&url).await.expect("store"));
-    let store: Arc<dyn vt_agent::store::Store> = sqlite.clone();
+    let sqlite = Arc::new(vt_agent::SqliteStore::connect(&url).await.expect("store"));
+    let store: Arc<dyn vt_agent::Store> = sqlite.clone();
     let h = Arc::new(
         crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await,
     );
@@ -1200,8 +1165,8 @@ async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answer
         "{commits} commits for {N} concurrent turns: writes that came together shared commits"
     );
     // Every answered turn is on disk: another handle on the file reads them all.
-    use vt_agent::store::ConversationStore as _;
-    let fresh = vt_agent::store::SqliteStore::connect(&url).await.expect("reopen");
+    use vt_agent::ConversationStore as _;
+    let fresh = vt_agent::SqliteStore::connect(&url).await.expect("reopen");
     for i in 0..N {
         let stored = fresh.messages(&format!("c-grupo-{i}")).await.expect("messages");
         let last = stored.last().and_then(|m| m.message.text()).unwrap_or_default();

@@ -9,14 +9,14 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
-use vt_agent::engine::{
-    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
-};
-use vt_agent::llm::{ChatMessage, ToolCall};
-use vt_agent::store::{
+use vt_agent::{
     Case, CaseOpened, CaseState, Claim, ConversationContext, ConversationStore as _, FlowRunRecord,
     IdempotencyPut, IdempotencyRecord, IntentRecord, LineStatus, NewCase, NewOutboxItem, OutboxStatus,
-    PgStore, RunStatus, SqliteStore, Store, TaskRun, TurnRecord, Usage, UsageRecord,
+    PgStore, RunStatus, SqliteStore, Store, StoreUsage as Usage, TaskRun, TurnRecord, UsageRecord,
+};
+use vt_agent::{ChatMessage, ToolCall};
+use vt_agent::{
+    Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
 };
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -522,12 +522,12 @@ pub(crate) async fn a_shared_batchs_chunks_go_to_one_instance_each_and_a_dead_on
         .save_batch_lines(
             "lote-partilhado",
             &[
-                vt_agent::store::BatchLine {
+                vt_agent::BatchLine {
                     line: 4,
                     status: LineStatus::Concluido,
                     result: json!({}),
                 },
-                vt_agent::store::BatchLine {
+                vt_agent::BatchLine {
                     line: 40,
                     status: LineStatus::Concluido,
                     result: json!({}),
@@ -598,7 +598,7 @@ pub(crate) async fn a_batch_group_stores_every_run_stage_and_line(store: Arc<dyn
         created_at: now,
     };
     let runs = vec![run("exec-g1", 10), run("exec-g2", 3)];
-    let line = |n: i64, status: LineStatus| vt_agent::store::BatchLine {
+    let line = |n: i64, status: LineStatus| vt_agent::BatchLine {
         line: n,
         status,
         result: json!({"line": n, "status": status.as_str()}),
@@ -640,7 +640,7 @@ pub(crate) async fn task_runs_round_trip(store: Arc<dyn Store>) {
         conversation_id: "c-task".into(),
         user_id: "u-1".into(),
         intent_key: "analisar".into(),
-        status: vt_agent::store::TaskStatus::Running,
+        status: vt_agent::TaskStatus::Running,
         plan: Some(json!({"steps": [{"type": "deterministic"}]})),
         steps: json!([]),
         final_result: None,
@@ -650,7 +650,7 @@ pub(crate) async fn task_runs_round_trip(store: Arc<dyn Store>) {
         completed_at: None,
     };
     store.save_task_run(&task).await.expect("save");
-    task.status = vt_agent::store::TaskStatus::Completed;
+    task.status = vt_agent::TaskStatus::Completed;
     task.steps = json!([{"resultado": "ok"}]);
     task.final_result = Some("pronto".into());
     task.tokens_used = 42;
@@ -721,7 +721,7 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
     ] {
         store.record_usage(&u).await.expect("usage");
     }
-    let template = vt_agent::store::MessageCost {
+    let template = vt_agent::MessageCost {
         tenant_id: "acme".into(),
         conversation_id: Some("c-acme".into()),
         channel: "whatsapp".into(),
@@ -733,7 +733,7 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
     };
     store.record_message_cost(&template).await.expect("message");
     store
-        .record_message_cost(&vt_agent::store::MessageCost {
+        .record_message_cost(&vt_agent::MessageCost {
             custo_micro_brl: None,
             ..template.clone()
         })
@@ -766,7 +766,7 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
         let run = FlowRunRecord {
             execucao_id: id.into(),
             parent_execucao_id: parent,
-            status: vt_agent::store::RunStatus::Concluido,
+            status: vt_agent::RunStatus::Concluido,
             input: json!({"cartao": "1234567890", "tenant_id": tenant}),
             stages: vec![],
             created_at: t(at),
@@ -787,7 +787,7 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
     assert_eq!(
         spending,
         vec![
-            vt_agent::store::TenantSpending {
+            vt_agent::TenantSpending {
                 tenant_id: Some("acme".into()),
                 conversations: 1,
                 known_micro_brl: 44_000,
@@ -796,7 +796,7 @@ pub(crate) async fn what_tenants_spent_sums_turns_and_paid_messages_with_a_price
                 flow_known_micro_brl: 34_000,
                 flow_unknown: 1,
             },
-            vt_agent::store::TenantSpending {
+            vt_agent::TenantSpending {
                 tenant_id: Some("beta".into()),
                 conversations: 1,
                 known_micro_brl: 1,
@@ -1022,7 +1022,7 @@ pub(crate) async fn a_conversations_items_go_out_in_order_and_accepting_twice_is
 
     let conv = conversation("c-accept");
     let oi = ChatMessage::user("oi");
-    let accepting = |new_conversation, channel_message_id, contact_seen| vt_agent::store::Accepting {
+    let accepting = |new_conversation, channel_message_id, contact_seen| vt_agent::Accepting {
         conversation: &conv,
         new_conversation,
         channel_message_id,
@@ -1162,9 +1162,9 @@ pub(crate) async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>)
         .expect("locked");
 }
 
-fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::PixCharge {
-    vt_agent::store::PixCharge {
-        meio: vt_agent::store::ChargeMeans::Pix,
+fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::PixCharge {
+    vt_agent::PixCharge {
+        meio: vt_agent::ChargeMeans::Pix,
         txid: vt_actions::pix::txid(recharge, u32::try_from(n).expect("n")),
         recharge_key: recharge.into(),
         n,
@@ -1172,7 +1172,7 @@ fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::Pi
         request: json!({"cartao": "1234567890", "recarga": {"valor": 20}}),
         amount: rust_decimal::Decimal::new(2000, 2),
         copia_e_cola: "000201…6304ABCD".into(),
-        status: vt_agent::store::ChargeStatus::Ativa,
+        status: vt_agent::ChargeStatus::Ativa,
         expires_at: now + chrono::Duration::minutes(15),
         end_to_end_id: None,
         paid_at: None,
@@ -1184,14 +1184,14 @@ fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::store::Pi
 /// A Pix charge is put on record once per txid; its payment is claimed once among racing callers,
 /// and a recharge holds at most one paid code: a second code paid too is told apart, to be refunded.
 pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_paid(store: Arc<dyn Store>) {
-    use vt_agent::store::{ChargeStatus, PaymentClaim};
+    use vt_agent::{ChargeStatus, PaymentClaim};
     let now = t("2026-11-24T12:00:00Z");
     let first = pix_charge("k-pix-1", 0, now);
     let stored = store.open_charge(&first).await.expect("open");
     assert_eq!(stored, first, "what was stored, read back (the request unsealed)");
     // A retry finds the charge already there, as it was.
-    let again = vt_agent::store::PixCharge {
-        meio: vt_agent::store::ChargeMeans::Pix,
+    let again = vt_agent::PixCharge {
+        meio: vt_agent::ChargeMeans::Pix,
         copia_e_cola: "another".into(),
         ..first.clone()
     };
@@ -1289,7 +1289,7 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
     // Its payment goes back: the refund on record, read back while the provider has not settled it.
     let returned = "E0000000020261124120112345678902";
     store
-        .record_refund(&second.txid, returned, vt_agent::store::REFUND_IN_PROGRESS)
+        .record_refund(&second.txid, returned, vt_agent::REFUND_IN_PROGRESS)
         .await
         .expect("refund");
     let refunding = store.refunds_in_progress(10).await.expect("in progress");
@@ -1299,7 +1299,7 @@ pub(crate) async fn a_pix_payment_is_claimed_once_and_one_code_per_recharge_is_p
     );
     assert_eq!(
         refunding[0].refund,
-        Some(vt_agent::store::PixRefund {
+        Some(vt_agent::PixRefund {
             end_to_end_id: returned.into(),
             status: "EM_PROCESSAMENTO".into()
         })
@@ -1503,7 +1503,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
 pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_request_dropped(
     store: Arc<dyn Store>,
 ) {
-    use vt_agent::store::{Checked, RecargasConfig};
+    use vt_agent::{Checked, RecargasConfig};
     let attempt = |key: &str| RechargeAttempt {
         idempotency_key: key.into(),
         fingerprint: format!("f-{key}"),
@@ -1618,11 +1618,7 @@ pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_re
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].checks, 1);
     store
-        .followup_checked(
-            "k-a",
-            &Checked::Settled(vt_agent::store::OUTCOME_CASE.into()),
-            next,
-        )
+        .followup_checked("k-a", &Checked::Settled(vt_agent::OUTCOME_CASE.into()), next)
         .await
         .expect("to a person");
     assert!(store.followups(true, 10).await.expect("list").is_empty());
@@ -1744,7 +1740,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         .expect("context");
     let list = |tenant: Option<&str>, channel: Option<&str>, text: Option<&str>| {
         let store = store.clone();
-        let query = vt_agent::store::ConversationQuery {
+        let query = vt_agent::ConversationQuery {
             intent: None,
             tenant_id: tenant.map(Into::into),
             channel: channel.map(Into::into),
@@ -1789,7 +1785,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
         "no wildcards"
     );
     let rows = store
-        .conversation_list(&vt_agent::store::ConversationQuery {
+        .conversation_list(&vt_agent::ConversationQuery {
             intent: None,
             tenant_id: Some("empresa-a".into()),
             limit: 10,
@@ -1810,7 +1806,7 @@ pub(crate) async fn the_console_reads_lists_and_counts(store: Arc<dyn Store>) {
             .await
             .expect("batch");
     }
-    let ids = |jobs: Vec<vt_agent::store::BatchJob>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    let ids = |jobs: Vec<vt_agent::BatchJob>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
     assert_eq!(
         ids(store.batches(Some("empresa-b"), 10).await.expect("batches")),
         ["lote-2"]
@@ -2022,8 +2018,10 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
 }
 
 pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
-    use vt_agent::retention::{RetentionConfig, apply, erase, export};
-    use vt_agent::store::Subject;
+    use vt_agent::Subject;
+    use vt_agent::{
+        RetentionConfig, apply_retention as apply, erase_subject as erase, export_subject as export,
+    };
     let now = t("2026-11-22T12:00:00Z");
     let old = now - chrono::Duration::days(200);
     kept_conversation(&store, "c-velha", "u-1", "2345678901", old).await;
@@ -2075,12 +2073,9 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_some());
 
     // Access: everything about a card, in clear, from its blind index.
-    let card = export(
-        &vt_agent::store::Stores::of(&store),
-        &Subject::Card("3456789012".into()),
-    )
-    .await
-    .expect("export");
+    let card = export(&vt_agent::Stores::of(&store), &Subject::Card("3456789012".into()))
+        .await
+        .expect("export");
     let text = card.to_string();
     assert!(
         text.contains("c-nova") && text.contains("exec-fluxo-novo") && text.contains("3456789012"),
@@ -2089,8 +2084,8 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     assert!(!text.contains("c-titular"), "another person's: {text}");
 
     // A Pix charge of the person's conversation, paid.
-    let charge = vt_agent::store::PixCharge {
-        meio: vt_agent::store::ChargeMeans::Pix,
+    let charge = vt_agent::PixCharge {
+        meio: vt_agent::ChargeMeans::Pix,
         conversation_id: "c-titular".into(),
         request: json!({"cartao": "5678901234", "recarga": {"valor": 20}}),
         ..pix_charge("k-titular", 0, now)
@@ -2103,7 +2098,7 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
 
     // Erasure by card and by user: nothing of them is left, an audit line says it happened.
     erase(
-        &vt_agent::store::Stores::of(&store),
+        &vt_agent::Stores::of(&store),
         &Subject::Card("3456789012".into()),
         ("operador", "t"),
         None,
@@ -2111,7 +2106,7 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
     .await
     .expect("erase card");
     erase(
-        &vt_agent::store::Stores::of(&store),
+        &vt_agent::Stores::of(&store),
         &Subject::User("u-9".into()),
         ("operador", "t"),
         None,
@@ -2123,12 +2118,9 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
         assert!(store.messages(id).await.expect("read").is_empty(), "{id}");
     }
     assert!(store.flow_run("exec-fluxo-novo").await.expect("read").is_none());
-    let after = export(
-        &vt_agent::store::Stores::of(&store),
-        &Subject::Card("3456789012".into()),
-    )
-    .await
-    .expect("export");
+    let after = export(&vt_agent::Stores::of(&store), &Subject::Card("3456789012".into()))
+        .await
+        .expect("export");
     assert_eq!(after["conversas"], json!([]), "{after}");
     assert_eq!(after["execucoes"], json!([]), "{after}");
     let audit = store.audit_records(10).await.expect("audit");
@@ -2163,7 +2155,7 @@ pub(crate) async fn retention_and_erasure_keep_the_money_trail_and_the_usage_fig
         (kept.amount, kept.status, kept.end_to_end_id.as_deref()),
         (
             charge.amount,
-            vt_agent::store::ChargeStatus::Paga,
+            vt_agent::ChargeStatus::Paga,
             Some("E0000000020261124120012345678999")
         )
     );
@@ -2341,7 +2333,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         .expect("conversation");
     let caso_3 = store.case("caso-3").await.expect("read").expect("caso-3");
     assert!(!caso_3.acknowledged);
-    let held = vt_agent::store::CaseWrite::Held {
+    let held = vt_agent::CaseWrite::Held {
         line: caso_3.event(now, "cliente", "mensagem_cliente", Some("alô?".into())),
         acknowledged: true,
     };
@@ -2397,7 +2389,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         conversation_id: Some("c-dito".into()),
         status: OutboxStatus::Pending,
     };
-    let line = vt_agent::store::CaseEvent {
+    let line = vt_agent::CaseEvent {
         case_id: "caso-3".into(),
         conversation_id: "c-dito".into(),
         at: now,
@@ -2491,7 +2483,7 @@ conformance!(
 async fn a_sqlite_file_is_created_and_reopened() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("data");
-    let store = vt_agent::store::open(None, &data, Usage::Service)
+    let store = vt_agent::open_store(None, &data, Usage::Service)
         .await
         .expect("open");
     store
@@ -2501,7 +2493,7 @@ async fn a_sqlite_file_is_created_and_reopened() {
     drop(store);
     assert!(data.join("vt-agent.db").exists());
     // A one-shot command's store: one connection reads and writes.
-    let again = vt_agent::store::open(None, &data, Usage::OneShot)
+    let again = vt_agent::open_store(None, &data, Usage::OneShot)
         .await
         .expect("reopen");
     assert!(again.conversation("c-file").await.expect("load").is_some());
@@ -2558,7 +2550,7 @@ async fn postgres_turn_lease_spans_instances() {
 fn an_unknown_database_url_is_refused_by_name() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let err = rt
-        .block_on(vt_agent::store::open(
+        .block_on(vt_agent::open_store(
             Some("mysql://root@host/db"),
             std::path::Path::new("data"),
             Usage::Service,
@@ -2627,7 +2619,7 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
     let Some(pg) = PgFixture::start().await else {
         return;
     };
-    vt_agent::store::prepare_sealing(pg.store.as_ref())
+    vt_agent::prepare_sealing(pg.store.as_ref())
         .await
         .expect("sealing");
     let chat =
@@ -2640,12 +2632,12 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
         .service
         .flows().run_flow(
             r#"{"cartao": "3456789012", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok-pg-secreto"}}}"#,
-            vt_agent::service::FlowOptions::default(),
+            vt_agent::FlowOptions::default(),
         )
         .await
         .expect("flow")
         .output;
-    assert_eq!(output.status, vt_agent::flow::FlowStatus::Concluido);
+    assert_eq!(output.status, vt_agent::FlowStatus::Concluido);
     assert_eq!(chat.sim.charges("2345678901"), 1);
     let dump = pg_dump(&pg.url, &pg.schema).await;
     assert!(
@@ -2684,9 +2676,7 @@ pub(crate) async fn values_written_before_sealing_are_sealed_at_the_first_start(
             .contains("1234567890"),
         "in clear before"
     );
-    vt_agent::store::prepare_sealing(store.as_ref())
-        .await
-        .expect("sealed");
+    vt_agent::prepare_sealing(store.as_ref()).await.expect("sealed");
     let after = raw("SELECT CAST(state AS TEXT) FROM conversations WHERE id = 'c-antiga'").await;
     assert!(
         !after[0].contains("1234567890") && after[0].contains("v1:"),
@@ -2699,7 +2689,7 @@ pub(crate) async fn values_written_before_sealing_are_sealed_at_the_first_start(
         .expect("there");
     assert_eq!(conv.state["pendente"]["cartao"], "1234567890");
     let search = store
-        .conversation_list(&vt_agent::store::ConversationQuery {
+        .conversation_list(&vt_agent::ConversationQuery {
             text: Some("7890".into()),
             limit: 10,
             ..Default::default()

@@ -15,10 +15,8 @@ use vt_actions::{
     Action, ActionContext, ActionError, ActionRegistry, ActionResponse, RedirectToSkill, ResponseToAgent,
     ResponseToUser,
 };
-use vt_agent::engine::{
-    Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef,
-};
-use vt_agent::llm::{LlmProvider, Scripted, ScriptedProvider};
+use vt_agent::{Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef};
+use vt_agent::{LlmProvider, Scripted, ScriptedProvider};
 
 #[derive(Deserialize, JsonSchema)]
 pub(crate) struct CardArgs {
@@ -223,8 +221,8 @@ pub(crate) fn fast_config() -> EngineConfig {
 }
 
 /// The service's retries with millisecond backoffs.
-pub(crate) fn fast_service() -> vt_agent::service::ServiceConfig {
-    vt_agent::service::ServiceConfig {
+pub(crate) fn fast_service() -> vt_agent::ServiceConfig {
+    vt_agent::ServiceConfig {
         persist_retry: RetryPolicy::new(3, 1),
     }
 }
@@ -243,12 +241,8 @@ pub(crate) fn user() -> Participant {
 }
 
 /// A batch job of three lines, not finished, as the store tests and the console open them.
-pub(crate) fn batch_job(
-    id: &str,
-    tenant: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> vt_agent::store::BatchJob {
-    vt_agent::store::BatchJob {
+pub(crate) fn batch_job(id: &str, tenant: &str, now: chrono::DateTime<chrono::Utc>) -> vt_agent::BatchJob {
+    vt_agent::BatchJob {
         id: id.into(),
         tenant_id: tenant.into(),
         digest: "d".into(),
@@ -445,7 +439,7 @@ pub(crate) async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> Fl
         ..SystemsConfig::single(&running.url)
     };
     let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
-    let engine = vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext)
+    let engine = vt_agent::build_engine(&vt_agent::Config::default(), None, ext)
         .expect("engine")
         .with_clock(Clock::Fixed(
             chrono::DateTime::parse_from_rfc3339("2026-11-22T14:30:00Z")
@@ -471,10 +465,10 @@ pub(crate) fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
 /// The real VT agent (router, tools, stages, store) against an in-process simulator.
 pub(crate) struct ChatHarness {
     /// The engine's and the simulator's clock: tests move it instead of sleeping.
-    pub clock: vt_agent::engine::ManualClock,
-    pub service: Arc<vt_agent::service::Services>,
+    pub clock: vt_agent::ManualClock,
+    pub service: Arc<vt_agent::Services>,
     pub sim: vt_actions::systems::Simulator,
-    pub store: Arc<dyn vt_agent::store::Store>,
+    pub store: Arc<dyn vt_agent::Store>,
     _running: vt_actions::systems::RunningSimulator,
 }
 
@@ -482,8 +476,8 @@ pub(crate) async fn chat_harness(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_agent::Store> = Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -492,7 +486,7 @@ pub(crate) async fn chat_harness(
 
 /// [`chat_harness`] on a given store (PostgreSQL tests).
 pub(crate) async fn chat_harness_on(
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
 ) -> ChatHarness {
@@ -502,7 +496,7 @@ pub(crate) async fn chat_harness_on(
 /// [`chat_harness_on`] with a simulator shared with another harness (two instances, one set of
 /// external systems).
 pub(crate) async fn chat_harness_with(
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
     shared: Option<vt_actions::systems::Simulator>,
@@ -512,11 +506,11 @@ pub(crate) async fn chat_harness_with(
 
 /// [`chat_harness_with`] with `[handoff]` rules of its own.
 pub(crate) async fn chat_harness_handing_off(
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
     shared: Option<vt_actions::systems::Simulator>,
-    handoff: vt_agent::service::HandoffConfig,
+    handoff: vt_agent::HandoffConfig,
 ) -> ChatHarness {
     chat_harness_built(store, llm, vt, shared, handoff, None).await
 }
@@ -524,9 +518,9 @@ pub(crate) async fn chat_harness_handing_off(
 /// [`chat_harness`] whose flows tell WhatsApp recipients themselves (WhatsApp number `phone`), under
 /// `notices`, on the harness's clock.
 pub(crate) async fn chat_harness_notifying(
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     phone: &str,
-    notices: vt_agent::channels::whatsapp::NoticesConfig,
+    notices: vt_agent::NoticesConfig,
 ) -> ChatHarness {
     chat_harness_built(
         store,
@@ -540,12 +534,12 @@ pub(crate) async fn chat_harness_notifying(
 }
 
 async fn chat_harness_built(
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
     shared: Option<vt_actions::systems::Simulator>,
-    handoff: vt_agent::service::HandoffConfig,
-    notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
+    handoff: vt_agent::HandoffConfig,
+    notices: Option<(String, vt_agent::NoticesConfig)>,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -564,8 +558,8 @@ async fn chat_harness_built(
 
 /// [`chat_harness_on`] hearing voice notes through `transcricao`.
 pub(crate) async fn chat_harness_hearing(
-    store: Arc<dyn vt_agent::store::Store>,
-    transcricao: vt_agent::llm::TranscricaoConfig,
+    store: Arc<dyn vt_agent::Store>,
+    transcricao: vt_agent::TranscricaoConfig,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -577,8 +571,8 @@ pub(crate) async fn chat_harness_hearing(
 
 /// [`chat_harness`] on `store`, reading card photos as `fotos` says.
 pub(crate) async fn chat_harness_reading(
-    store: Arc<dyn vt_agent::store::Store>,
-    fotos: vt_agent::ocr::FotosConfig,
+    store: Arc<dyn vt_agent::Store>,
+    fotos: vt_agent::FotosConfig,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -589,7 +583,7 @@ pub(crate) async fn chat_harness_reading(
 }
 
 /// [`chat_harness`] with monthly budgets per tenant.
-pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::service::Orcamento>) -> ChatHarness {
+pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::Orcamento>) -> ChatHarness {
     let parts = Parts {
         orcamentos,
         ..Parts::in_memory().await
@@ -630,20 +624,20 @@ pub(crate) enum Pix {
 
 /// What a chat harness is built of.
 struct Parts {
-    store: Arc<dyn vt_agent::store::Store>,
+    store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_actions::tools::VtSettings,
     shared: Option<vt_actions::systems::Simulator>,
-    handoff: vt_agent::service::HandoffConfig,
-    notices: Option<(String, vt_agent::channels::whatsapp::NoticesConfig)>,
+    handoff: vt_agent::HandoffConfig,
+    notices: Option<(String, vt_agent::NoticesConfig)>,
     /// A recharge system of the test's own instead of the simulator's.
     recarga_url: Option<String>,
     /// `[transcricao]`: voice notes heard.
-    transcricao: Option<vt_agent::llm::TranscricaoConfig>,
+    transcricao: Option<vt_agent::TranscricaoConfig>,
     /// `[fotos]`: card photos read (by the machine's Tesseract, by default).
-    fotos: vt_agent::ocr::FotosConfig,
+    fotos: vt_agent::FotosConfig,
     /// `[[orcamentos]]`: monthly budgets per tenant.
-    orcamentos: Vec<vt_agent::service::Orcamento>,
+    orcamentos: Vec<vt_agent::Orcamento>,
 }
 
 impl Parts {
@@ -652,7 +646,7 @@ impl Parts {
     async fn in_memory() -> Self {
         Self {
             store: Arc::new(
-                vt_agent::store::SqliteStore::connect("sqlite::memory:")
+                vt_agent::SqliteStore::connect("sqlite::memory:")
                     .await
                     .expect("store"),
             ),
@@ -677,7 +671,7 @@ pub(crate) async fn said(h: &ChatHarness, conv: &str) -> Vec<String> {
         .expect("messages")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::llm::ChatMessage::Assistant {
+            vt_agent::ChatMessage::Assistant {
                 content: Some(text), ..
             } => Some(text),
             _ => None,
@@ -745,10 +739,7 @@ pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
 }
 
 /// [`chat_harness_pix`] with `[handoff]` rules of its own (a support board, say).
-pub(crate) async fn chat_harness_pix_handing_off(
-    pix: Pix,
-    handoff: vt_agent::service::HandoffConfig,
-) -> ChatHarness {
+pub(crate) async fn chat_harness_pix_handing_off(pix: Pix, handoff: vt_agent::HandoffConfig) -> ChatHarness {
     let parts = Parts {
         handoff,
         ..Parts::in_memory().await
@@ -770,7 +761,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         orcamentos,
     } = parts;
     use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
-    let clock = vt_agent::engine::ManualClock::new(
+    let clock = vt_agent::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
             .expect("t")
             .into(),
@@ -796,7 +787,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         .with(vt.clone());
     if let Some((phone, config)) = notices {
         let now = clock.clone();
-        let port = vt_agent::channels::whatsapp::WhatsAppNotices::new(
+        let port = vt_agent::WhatsAppNotices::new(
             store.clone(),
             &phone,
             config,
@@ -807,7 +798,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             port,
         )));
     }
-    let config = vt_agent::config::Config {
+    let config = vt_agent::Config {
         engine: fast_config(),
         handoff,
         vt,
@@ -834,8 +825,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         orcamentos,
         ..Default::default()
     };
-    if let Some(setup) = vt_agent::app::card_setup(&config).expect("card provider") {
-        ext = ext.with(vt_agent::service::card_port(store.clone(), setup));
+    if let Some(setup) = vt_agent::card_setup(&config).expect("card provider") {
+        ext = ext.with(vt_agent::card_port(store.clone(), setup));
     }
     if pix == Pix::Refused {
         ext = ext.with(vt_actions::tools::MeiosIndisponiveis {
@@ -844,26 +835,22 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         });
     }
     if let Some(pix) = &config.pix {
-        let setup = vt_agent::service::PixSetup {
+        let setup = vt_agent::PixSetup {
             psp: vt_actions::pix::Psp::new(pix).expect("provider"),
             config: pix.clone(),
         };
-        ext = ext.with(vt_agent::service::pix_port(
-            store.clone(),
-            setup,
-            vt_agent::app::channel_book(),
-        ));
+        ext = ext.with(vt_agent::pix_port(store.clone(), setup, vt_agent::channel_book()));
     }
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
-    let engine = vt_agent::flow::share(
-        vt_agent::app::engine(&config, llm.clone(), ext)
+    let engine = vt_agent::share(
+        vt_agent::build_engine(&config, llm.clone(), ext)
             .expect("engine")
             .with_clock(Clock::Manual(clock.clone())),
         Some(store.clone()),
         config.recargas.clone(),
     );
     let service = Arc::new(
-        vt_agent::app::service(&config, engine, store.clone())
+        vt_agent::build_service(&config, engine, store.clone())
             .await
             .expect("service"),
     );
@@ -878,8 +865,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
 
 impl ChatHarness {
     /// Sends `text` as the user of conversation `conv` and returns the reply.
-    pub(crate) async fn say(&self, conv: &str, text: &str) -> vt_agent::service::Handled {
-        let msg = vt_agent::service::Inbound {
+    pub(crate) async fn say(&self, conv: &str, text: &str) -> vt_agent::Handled {
+        let msg = vt_agent::Inbound {
             agent_id: "vt".into(),
             conversation_id: Some(conv.into()),
             user: user(),
@@ -908,24 +895,21 @@ pub(crate) struct Served {
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-pub(crate) async fn serve_on(
-    store: Arc<dyn vt_agent::store::Store>,
-    config: vt_agent::http::HttpConfig,
-) -> Served {
+pub(crate) async fn serve_on(store: Arc<dyn vt_agent::Store>, config: vt_agent::HttpConfig) -> Served {
     let chat = Arc::new(chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await);
     serve_chat(chat, config).await
 }
 
-pub(crate) async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::http::HttpConfig) -> Served {
-    let state = vt_agent::http::AppState::new(chat.service.clone(), "vt", config);
+pub(crate) async fn serve_chat(chat: Arc<ChatHarness>, config: vt_agent::HttpConfig) -> Served {
+    let state = vt_agent::AppState::new(chat.service.clone(), "vt", config);
     serve_state(chat, state).await
 }
 
-pub(crate) async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::AppState) -> Served {
+pub(crate) async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::AppState) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(vt_agent::http::serve(listener, state, async move {
+    let task = tokio::spawn(vt_agent::serve(listener, state, async move {
         let _ = stopped.await;
     }));
     Served {
@@ -938,9 +922,9 @@ pub(crate) async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::http::A
 }
 
 impl Served {
-    pub(crate) async fn serve(config: vt_agent::http::HttpConfig) -> Self {
-        let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    pub(crate) async fn serve(config: vt_agent::HttpConfig) -> Self {
+        let store: Arc<dyn vt_agent::Store> = Arc::new(
+            vt_agent::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );
@@ -978,12 +962,11 @@ impl Served {
 }
 
 /// Writes `transcript` to a file and replays it; panics with the first mismatch when it fails.
-pub(crate) async fn assert_replays_green(transcript: &vt_agent::transcript::Transcript) {
+pub(crate) async fn assert_replays_green(transcript: &vt_agent::Transcript) {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("exportada.yaml");
     std::fs::write(&path, serde_yaml::to_string(transcript).expect("yaml")).expect("write");
-    let report =
-        vt_agent::app::transcripts::run_file(&path, &vt_agent::app::transcripts::RunOptions::default()).await;
+    let report = vt_agent::run_file(&path, &vt_agent::RunOptions::default()).await;
     assert!(
         report.passed,
         "{}",
@@ -998,11 +981,8 @@ pub(crate) const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE="
 pub(crate) fn test_keys() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let key = vt_agent::store::seal::decode_key(TEST_KEY).expect("a 32-byte key");
-        vt_agent::store::seal::install(vt_agent::store::seal::KeyRing::new(
-            vt_agent::store::seal::DataKey::new(key),
-            Vec::new(),
-        ));
+        let key = vt_agent::decode_key(TEST_KEY).expect("a 32-byte key");
+        vt_agent::install(vt_agent::KeyRing::new(vt_agent::DataKey::new(key), Vec::new()));
     });
 }
 
@@ -1024,7 +1004,7 @@ pub(crate) fn listening_on(stderr: &mut impl std::io::BufRead) -> String {
 
 /// A reply item's payload with only a text, as a turn's commit writes it.
 pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde_json::Value {
-    vt_agent::outbox::ReplyPayload {
+    vt_agent::ReplyPayload {
         conversation_id: conversation.into(),
         user_id: user.into(),
         text: text.into(),
@@ -1043,12 +1023,12 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
 /// The outbox's pending items of `store`, once `enough` says they are there (the turns a webhook
 /// started run after its 200).
 pub(crate) async fn pending_once(
-    store: &dyn vt_agent::store::Store,
-    enough: impl Fn(&[vt_agent::store::OutboxItem]) -> bool,
-) -> Vec<vt_agent::store::OutboxItem> {
+    store: &dyn vt_agent::Store,
+    enough: impl Fn(&[vt_agent::OutboxItem]) -> bool,
+) -> Vec<vt_agent::OutboxItem> {
     for _ in 0..300 {
         let items = store
-            .outbox_items(vt_agent::store::OutboxStatus::Pending, 100)
+            .outbox_items(vt_agent::OutboxStatus::Pending, 100)
             .await
             .expect("read");
         if enough(&items) {
@@ -1060,7 +1040,7 @@ pub(crate) async fn pending_once(
 }
 
 /// Whether `store` holds no message left unprocessed (every one answered, none hanging).
-pub(crate) async fn all_processed(store: &dyn vt_agent::store::Store) -> bool {
+pub(crate) async fn all_processed(store: &dyn vt_agent::Store) -> bool {
     store
         .unprocessed_messages(None, 10)
         .await

@@ -168,9 +168,9 @@ fn refusal(auth: &Auth, headers: &HeaderMap) -> Option<String> {
     Some(bearer.or_else(|| header("x-api-key")).unwrap_or_default())
 }
 
-async fn engine(systems: SystemsConfig) -> vt_agent::engine::Engine {
+async fn engine(systems: SystemsConfig) -> vt_agent::Engine {
     let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
-    vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext).expect("engine")
+    vt_agent::build_engine(&vt_agent::Config::default(), None, ext).expect("engine")
 }
 
 fn flow_input(card: &str, key: &str) -> String {
@@ -188,12 +188,12 @@ async fn a_flow_runs_with_oauth2_a_bearer_token_or_a_header() {
     let every = std::iter::once(g.oauth2(AuthMethod::Post, CLIENT_SECRET)).chain(g.kinds());
     for (i, auth) in every.enumerate() {
         let engine = engine(g.systems(auth.clone())).await;
-        let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", &format!("pedido-{i}")))
+        let ran = vt_agent::run_flow(&engine, &flow_input("1234567890", &format!("pedido-{i}")))
             .await
             .expect("flow runs");
         assert_eq!(
             ran.output.status,
-            vt_agent::flow::FlowStatus::Concluido,
+            vt_agent::FlowStatus::Concluido,
             "{auth:?}: {:?}",
             ran.output
         );
@@ -216,7 +216,7 @@ async fn one_token_serves_a_burst_and_an_expired_one_is_renewed() {
         let engine = engine.clone();
         async move {
             let input = json!({"cartao": format!("20000{i:05}")}).to_string();
-            vt_agent::flow::run_flow(&engine, &input)
+            vt_agent::run_flow(&engine, &input)
                 .await
                 .expect("flow")
                 .output
@@ -225,18 +225,16 @@ async fn one_token_serves_a_burst_and_an_expired_one_is_renewed() {
     });
     let statuses = futures::future::join_all(flows).await;
     assert!(
-        statuses
-            .iter()
-            .all(|s| *s == vt_agent::flow::FlowStatus::Concluido),
+        statuses.iter().all(|s| *s == vt_agent::FlowStatus::Concluido),
         "{statuses:?}"
     );
     assert_eq!(g.fetches(), 1, "one token for 200 concurrent flows");
     // 2 s of life, renewed in its second half.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let again = vt_agent::flow::run_flow(&engine, r#"{"cartao": "1234567890"}"#)
+    let again = vt_agent::run_flow(&engine, r#"{"cartao": "1234567890"}"#)
         .await
         .expect("flow");
-    assert_eq!(again.output.status, vt_agent::flow::FlowStatus::Concluido);
+    assert_eq!(again.output.status, vt_agent::FlowStatus::Concluido);
     assert_eq!(g.fetches(), 2, "the expiring token was renewed");
 }
 
@@ -278,12 +276,12 @@ async fn a_401_is_answered_once_with_a_new_token_and_charges_once() {
     .await;
     assert_eq!(twice.status, Some(401));
     let engine = engine(g.systems(g.oauth2(AuthMethod::Basic, CLIENT_SECRET))).await;
-    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-b"))
+    let ran = vt_agent::run_flow(&engine, &flow_input("1234567890", "pedido-b"))
         .await
         .expect("flow");
     assert_eq!(
         ran.output.status,
-        vt_agent::flow::FlowStatus::Concluido,
+        vt_agent::FlowStatus::Concluido,
         "{:?}",
         ran.output
     );
@@ -296,10 +294,10 @@ async fn a_wrong_secret_is_a_clear_error_with_no_secret_in_it() {
     let g = Guarded::start(3600).await;
     let wrong = "segredo-errado-9876543210";
     let engine = engine(g.systems(g.oauth2(AuthMethod::Post, wrong))).await;
-    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-x"))
+    let ran = vt_agent::run_flow(&engine, &flow_input("1234567890", "pedido-x"))
         .await
         .expect("flow");
-    assert_eq!(ran.output.status, vt_agent::flow::FlowStatus::Falhou);
+    assert_eq!(ran.output.status, vt_agent::FlowStatus::Falhou);
     let text = serde_json::to_string(&ran.output).expect("json");
     assert!(text.contains("autentica"), "the cause is named: {text}");
     assert!(!text.contains(wrong), "no secret: {text}");
@@ -308,14 +306,14 @@ async fn a_wrong_secret_is_a_clear_error_with_no_secret_in_it() {
     // A static credential the system refuses: its 401 (which echoes it) is reported, never retried
     // with the same credential, and the echo is scrubbed.
     let engine = engine_refused(&g).await;
-    let ran = vt_agent::flow::run_flow(&engine, &flow_input("1234567890", "pedido-y"))
+    let ran = vt_agent::run_flow(&engine, &flow_input("1234567890", "pedido-y"))
         .await
         .expect("flow");
     let text = serde_json::to_string(&ran.output).expect("json");
     assert!(!text.contains("token-recusado-0123456789"), "{text}");
 }
 
-async fn engine_refused(g: &Guarded) -> vt_agent::engine::Engine {
+async fn engine_refused(g: &Guarded) -> vt_agent::Engine {
     engine(g.systems(AuthConfig::Bearer {
         token: "token-recusado-0123456789".into(),
     }))
@@ -524,26 +522,26 @@ fn the_simulator_asks_for_oauth2_and_no_secret_or_token_is_left_anywhere() {
 async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
     let g = Guarded::start(3600).await;
     for (i, auth) in g.kinds().into_iter().enumerate() {
-        let config = vt_agent::config::Config::default();
+        let config = vt_agent::Config::default();
         let ext = vt_actions::context::Extensions::default()
             .with(VtSystems::new(g.systems(auth.clone())).expect("client"))
             .with(config.vt.clone());
-        let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+        let store: Arc<dyn vt_agent::Store> = Arc::new(
+            vt_agent::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );
-        let engine = vt_agent::flow::share(
-            vt_agent::app::engine(&config, None, ext).expect("engine"),
+        let engine = vt_agent::share(
+            vt_agent::build_engine(&config, None, ext).expect("engine"),
             Some(store.clone()),
             config.recargas.clone(),
         );
-        let service = vt_agent::app::service(&config, engine, store)
+        let service = vt_agent::build_service(&config, engine, store)
             .await
             .expect("service");
         let card = format!("23456789{i:02}");
         let say = async |text: &str| {
-            let msg = vt_agent::service::Inbound {
+            let msg = vt_agent::Inbound {
                 agent_id: "vt".into(),
                 conversation_id: Some(format!("c-{i}")),
                 user: crate::support::user(),

@@ -91,7 +91,7 @@ async fn serve_tls(pki: &Pki, sim: &Simulator) -> String {
         .with_client_cert_verifier(verifier)
         .with_single_cert(vec![pki.server.0.clone()], pki.server.1.clone_key())
         .expect("server config");
-    vt_agent::app::tls_simulator::serve_with(sim.router(), config, 0)
+    vt_agent::serve_with(sim.router(), config, 0)
         .await
         .expect("serve")
 }
@@ -126,12 +126,12 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
         .await;
     assert!(checks.iter().all(|c| c.ok), "{checks:?}");
     let ext = vt_actions::context::Extensions::default().with(VtSystems::new(good).expect("client"));
-    let engine = vt_agent::app::engine(&vt_agent::config::Config::default(), None, ext).expect("engine");
+    let engine = vt_agent::build_engine(&vt_agent::Config::default(), None, ext).expect("engine");
     let input = r#"{"cartao": "1234567890", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#;
-    let ran = vt_agent::flow::run_flow(&engine, input).await.expect("flow");
+    let ran = vt_agent::run_flow(&engine, input).await.expect("flow");
     assert_eq!(
         ran.output.status,
-        vt_agent::flow::FlowStatus::Concluido,
+        vt_agent::FlowStatus::Concluido,
         "{:?}",
         ran.output
     );

@@ -708,16 +708,16 @@ async fn metrics_go_out_as_otlp_beside_the_traces() {
 struct Recorder;
 
 #[async_trait::async_trait]
-impl vt_agent::outbox::ChannelSender for Recorder {
+impl vt_agent::ChannelSender for Recorder {
     fn channel(&self) -> &str {
         "whatsapp"
     }
 
     async fn send(
         &self,
-        _item: &vt_agent::store::OutboxItem,
-        _reply: &vt_agent::outbox::ReplyPayload,
-    ) -> Result<Option<String>, vt_agent::outbox::SendError> {
+        _item: &vt_agent::OutboxItem,
+        _reply: &vt_agent::ReplyPayload,
+    ) -> Result<Option<String>, vt_agent::SendError> {
         Ok(Some("wamid.1".into()))
     }
 }
@@ -758,17 +758,17 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
     let h = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
     let mut user = crate::support::user();
     user.channel = "whatsapp".into();
-    let msg = vt_agent::service::Inbound {
+    let msg = vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some("wa-traced".into()),
         user,
         text: "saldo 1234567890".into(),
         channel_message_id: Some("wamid.in.1".into()),
-        delivery: vt_agent::service::Delivery::Outbox,
+        delivery: vt_agent::Delivery::Outbox,
         ..Default::default()
     };
     h.service.messages().handle(msg).await.expect("turn");
-    let worker = vt_agent::outbox::Worker::new(h.store.clone(), vt_agent::engine::RetryPolicy::new(1, 1))
+    let worker = vt_agent::Worker::new(h.store.clone(), vt_agent::RetryPolicy::new(1, 1))
         .with_sender(Arc::new(Recorder));
     assert_eq!(worker.pass().await.sent, 1);
     // The deliver span ends when its last handle goes: SQLite's worker thread keeps the span of the

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vt_actions::tools::VtSettings;
-use vt_agent::app::transcripts::{RunOptions, run_transcript};
-use vt_agent::llm::{LlmProvider, OpenAiProvider, ProviderSettings, Scripted, ScriptedProvider};
-use vt_agent::transcript::Transcript;
-use vt_agent::transcript::format::{Expect, Setup, Turn};
+use vt_agent::Transcript;
+use vt_agent::{Expect, Setup, Turn};
+use vt_agent::{LlmProvider, OpenAiProvider, ProviderSettings, Scripted, ScriptedProvider};
+use vt_agent::{RunOptions, run_transcript};
 
 use crate::support::{FakeServer, chat_harness};
 
@@ -153,7 +153,7 @@ async fn an_exported_conversation_replays_green() {
     h.say("exp", "sim").await;
     h.say("exp", "tchau").await;
 
-    let exported = vt_agent::transcript::export::export(h.store.as_ref(), "exp")
+    let exported = vt_agent::export_transcripts(h.store.as_ref(), "exp")
         .await
         .expect("export");
     assert_eq!(exported.turns.len(), 7);

@@ -9,8 +9,8 @@ use std::time::Duration;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use vt_agent::channels::whatsapp::{Sender, WhatsAppConfig};
-use vt_agent::store::OutboxStatus;
+use vt_agent::OutboxStatus;
+use vt_agent::{Sender, WhatsAppConfig};
 
 use crate::support::{Canned, FakeServer, Served};
 
@@ -46,7 +46,7 @@ pub(crate) fn sent() -> Canned<'static> {
 pub(crate) struct Wa {
     pub(crate) served: Served,
     pub(crate) graph: FakeServer,
-    pub(crate) worker: vt_agent::outbox::Worker,
+    pub(crate) worker: vt_agent::Worker,
     /// What the channel says when `serve` starts.
     pub(crate) notices: Vec<String>,
 }
@@ -96,18 +96,18 @@ async fn whatsapp_greeting(
         aviso_privacidade: aviso_privacidade.into(),
         juntar_ms,
     };
-    let wiring = vt_agent::channels::Wiring {
+    let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+        tenant: vt_agent::DEFAULT_TENANT.into(),
     };
-    let templates = Arc::new(vt_agent::channels::whatsapp::Templates::default());
-    let channel = vt_agent::channels::whatsapp::channel(&config, &templates, &wiring);
+    let templates = Arc::new(vt_agent::Templates::default());
+    let channel = vt_agent::whatsapp_channel(&config, &templates, &wiring);
     let state =
-        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
+        vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(chat.clone(), state).await;
-    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-        .with_sender(Arc::new(
+    let worker =
+        vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(Arc::new(
             Sender::new(&config)
                 .expect("on")
                 .with_files(chat.store.clone())
@@ -141,7 +141,7 @@ impl Wa {
     }
 
     /// Waits for the turns that run after the 200 to queue `n` replies.
-    pub(crate) async fn queued(&self, n: usize) -> Vec<vt_agent::store::OutboxItem> {
+    pub(crate) async fn queued(&self, n: usize) -> Vec<vt_agent::OutboxItem> {
         crate::support::pending_once(self.served.chat.store.as_ref(), |items| items.len() >= n).await
     }
 
@@ -285,7 +285,7 @@ async fn signatures_are_checked_over_the_raw_bytes() {
     );
     assert_eq!(wa.post(&body, None).await, 401);
     assert_eq!(wa.post(&body, Some("sha256=00".into())).await, 401);
-    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
     assert!(
         wa.served
             .chat
@@ -307,11 +307,11 @@ async fn a_text_is_a_turn_once_and_its_reply_goes_out_through_the_graph_api() {
     assert_eq!(wa.deliver(&body).await, 200, "a redelivery is acknowledged");
     let queued = wa.queued(1).await;
     assert_eq!(queued.len(), 1, "one turn for one wamid");
-    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
     let stored = wa.served.chat.store.messages(&conversation).await.expect("read");
     let users = stored
         .iter()
-        .filter(|m| matches!(m.message, vt_agent::llm::ChatMessage::User { .. }))
+        .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
         .count();
     assert_eq!(users, 1);
     let pass = wa.worker.pass().await;
@@ -592,7 +592,7 @@ async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<
     let replies = wa.queued(PEOPLE * BURST).await;
     let last4 = |text: &str| text.split("****").nth(1).map(|r| r[..4].to_owned());
     for p in 0..PEOPLE {
-        let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, &person(p));
+        let conversation = vt_agent::whatsapp_conversation_id(PHONE, &person(p));
         let stored: Vec<Option<String>> = wa
             .served
             .chat
@@ -601,7 +601,7 @@ async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<
             .await
             .expect("read")
             .into_iter()
-            .filter(|m| matches!(m.message, vt_agent::llm::ChatMessage::User { .. }))
+            .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
             .map(|m| m.message.text().map(|t| t[t.len() - 4..].to_owned()))
             .collect();
         let answered: Vec<Option<String>> = replies
@@ -653,7 +653,7 @@ async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stor
 async fn a_message_stored_before_a_failed_one_is_still_answered() {
     let store = Arc::new(crate::service::Flaky {
         inner: Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            vt_agent::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         ),
@@ -788,10 +788,7 @@ async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_
     outcomes.sort_by_key(|o| format!("{o:?}"));
     assert_eq!(
         outcomes,
-        [
-            vt_agent::service::Settled::Credited,
-            vt_agent::service::Settled::Nothing
-        ]
+        [vt_agent::Settled::Credited, vt_agent::Settled::Nothing]
     );
     assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
     wa.queued(1).await;
@@ -887,7 +884,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
         .settle(&txid)
         .await
         .expect("settle");
-    assert_eq!(settled, vt_agent::service::Settled::Credited);
+    assert_eq!(settled, vt_agent::Settled::Credited);
     wa.queued(1).await;
     wa.worker.pass().await;
     let sends = wa.sends();
@@ -911,7 +908,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer() {
     let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
-    let notice = vt_agent::channels::whatsapp::AVISO_PRIVACIDADE;
+    let notice = vt_agent::AVISO_PRIVACIDADE;
     let wa = whatsapp_greeting(chat, vec![sent(); 6], notice, 0).await;
     let body = |text: &str, from: &str, wamid: &str| text_from(from, text, wamid);
     let mut sent = 0;
@@ -952,7 +949,7 @@ async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer(
     assert_eq!(texts[3], ("5511988887777".to_owned(), notice.to_owned()));
     assert_ne!(texts[4].1, notice);
     // Said as such in the conversation, so the model knows it was said.
-    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, USER);
+    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
     let said = wa.served.chat.store.messages(&conversation).await.expect("read");
     let notices = said.iter().filter(|m| m.message.text() == Some(notice)).count();
     assert_eq!(notices, 1);
@@ -1004,7 +1001,7 @@ async fn a_card_recharge_on_whatsapp_sends_a_button_to_the_checkout_and_credits_
     let service = wa.served.chat.service.clone();
     assert_eq!(
         service.payments().settle(&id).await.expect("settle"),
-        vt_agent::service::Settled::Credited
+        vt_agent::Settled::Credited
     );
     assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
     wa.queued(1).await;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
-use vt_agent::channels::whatsapp::{Sender, Templates, WhatsAppConfig};
-use vt_agent::outbox::{ReplyPayload, TemplateUse};
-use vt_agent::store::{NewOutboxItem, OutboxStatus};
+use vt_agent::{NewOutboxItem, OutboxStatus};
+use vt_agent::{ReplyPayload, TemplateUse};
+use vt_agent::{Sender, Templates, WhatsAppConfig};
 
 use crate::support::{FakeServer, Served};
 
@@ -20,7 +20,7 @@ const PHONE: &str = "106540352242922";
 struct Wa {
     served: Served,
     graph: FakeServer,
-    worker: vt_agent::outbox::Worker,
+    worker: vt_agent::Worker,
 }
 
 fn config(graph: &str) -> WhatsAppConfig {
@@ -44,7 +44,7 @@ fn templates() -> Arc<Templates> {
 }
 
 /// WhatsApp's prices per message in dollars, at R$ 5 to the dollar.
-fn prices() -> vt_agent::costs::CustosConfig {
+fn prices() -> vt_agent::CustosConfig {
     toml::from_str("moeda = \"USD\"\ncambio_brl = 5.0\n[whatsapp]\nutility = 0.0068\nmarketing = 0.0625\n")
         .expect("prices")
 }
@@ -62,19 +62,19 @@ async fn whatsapp_on(
     let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
     let config = config(&graph.url);
-    let wiring = vt_agent::channels::Wiring {
+    let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::engine::DEFAULT_TENANT.into(),
+        tenant: vt_agent::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::channels::whatsapp::channel(&config, &templates(), &wiring);
+    let channel = vt_agent::whatsapp_channel(&config, &templates(), &wiring);
     let state =
-        vt_agent::http::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
+        vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let sender = Sender::new(&config)
         .expect("on")
         .with_window(chat.store.clone(), templates())
-        .with_costs(chat.store.clone(), prices(), vt_agent::engine::DEFAULT_TENANT);
-    let worker = vt_agent::outbox::Worker::new(chat.store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
+        .with_costs(chat.store.clone(), prices(), vt_agent::DEFAULT_TENANT);
+    let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(sender));
     let served = crate::support::serve_state(chat, state).await;
     Wa {
@@ -97,7 +97,7 @@ impl Wa {
 
     async fn enqueue(&self, to: &str, text: &str, template: Option<TemplateUse>) -> i64 {
         let store = &self.served.chat.store;
-        let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, to);
+        let conversation = vt_agent::whatsapp_conversation_id(PHONE, to);
         store
             .enqueue(
                 &NewOutboxItem {
@@ -128,7 +128,7 @@ impl Wa {
             .expect("enqueue")
     }
 
-    async fn item(&self, id: i64) -> vt_agent::store::OutboxItem {
+    async fn item(&self, id: i64) -> vt_agent::OutboxItem {
         self.served
             .chat
             .store
@@ -158,7 +158,7 @@ async fn opt_in(wa: &Wa, wa_id: &str) {
     wa.served
         .chat
         .store
-        .record_consent(&vt_agent::store::ConsentChange {
+        .record_consent(&vt_agent::ConsentChange {
             wa_id: wa_id.into(),
             opted_in: true,
             source: "importacao".into(),
@@ -224,7 +224,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
     .await;
     assert_eq!(wa.worker.pass().await.sent, 1);
     assert_eq!(wa.sends()[0]["type"], "text");
-    let costs = |store: &Arc<dyn vt_agent::store::Store>| {
+    let costs = |store: &Arc<dyn vt_agent::Store>| {
         let store = store.clone();
         async move {
             store
@@ -266,7 +266,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
             paid[0].custo_micro_brl,
             paid[0].tenant_id.as_str()
         ),
-        ("utility", Some(34_000), vt_agent::engine::DEFAULT_TENANT)
+        ("utility", Some(34_000), vt_agent::DEFAULT_TENANT)
     );
 
     // No template for a plain reply, or a parameter that cannot be cleaned: dead-lettered with the
@@ -335,10 +335,10 @@ async fn a_paused_template_is_not_used_until_approved_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their_answer() {
-    use vt_agent::service::SupportAgent;
+    use vt_agent::SupportAgent;
     let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
     let user = "5511988887777";
-    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, user);
+    let conversation = vt_agent::whatsapp_conversation_id(PHONE, user);
     // The card holder asked for a person 25 hours ago.
     let asked = text_at(
         user,
@@ -497,7 +497,7 @@ async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in
         .await
         .expect("touch");
     store
-        .record_consent(&vt_agent::store::ConsentChange {
+        .record_consent(&vt_agent::ConsentChange {
             wa_id: stopped_user.into(),
             opted_in: false,
             source: "chat".into(),
@@ -543,13 +543,13 @@ async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in
 /// limit, never without an opt-in, never in the quiet hours (the item is due at their end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_outside_quiet_hours() {
-    use vt_agent::channels::whatsapp::NoticesConfig;
+    use vt_agent::NoticesConfig;
     let memory = || async {
         std::sync::Arc::new(
-            vt_agent::store::SqliteStore::connect("sqlite::memory:")
+            vt_agent::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
-        ) as std::sync::Arc<dyn vt_agent::store::Store>
+        ) as std::sync::Arc<dyn vt_agent::Store>
     };
     let flow = |wa: &str, recharge: bool| {
         let recarga = if recharge {
@@ -561,7 +561,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
             r#"{{"cartao": "1111111111", "destinatario": {{"tipo": "whatsapp", "id": "{wa}"}}, "cpf": "123.456.789-00"{recarga}}}"#
         )
     };
-    let notices = |store: &std::sync::Arc<dyn vt_agent::store::Store>| {
+    let notices = |store: &std::sync::Arc<dyn vt_agent::Store>| {
         let store = store.clone();
         async move {
             store
@@ -573,11 +573,11 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
                 .collect::<Vec<_>>()
         }
     };
-    let consent = |store: &std::sync::Arc<dyn vt_agent::store::Store>, wa: &str, opted_in: bool| {
+    let consent = |store: &std::sync::Arc<dyn vt_agent::Store>, wa: &str, opted_in: bool| {
         let (store, wa) = (store.clone(), wa.to_owned());
         async move {
             store
-                .record_consent(&vt_agent::store::ConsentChange {
+                .record_consent(&vt_agent::ConsentChange {
                     wa_id: wa.clone(),
                     opted_in,
                     source: "importacao".into(),
@@ -709,8 +709,8 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
 /// after a reading above it, again — but not within the interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval() {
-    let sqlite: std::sync::Arc<dyn vt_agent::store::Store> = std::sync::Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    let sqlite: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -835,7 +835,7 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
         .settle(&txid)
         .await
         .expect("settle");
-    assert_eq!(credited, vt_agent::service::Settled::Credited);
+    assert_eq!(credited, vt_agent::Settled::Credited);
     for _ in 0..8 {
         wa.worker.pass().await;
     }
@@ -883,7 +883,7 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
 
 /// The last thing said in `user`'s conversation.
 async fn told_last(wa: &Wa, user: &str) -> String {
-    let conversation = vt_agent::channels::whatsapp::conversation_id(PHONE, user);
+    let conversation = vt_agent::whatsapp_conversation_id(PHONE, user);
     let messages = wa
         .served
         .chat
@@ -900,16 +900,16 @@ async fn told_last(wa: &Wa, user: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flows_paid_notice_is_costed_under_its_run() {
-    use vt_agent::channels::whatsapp::NoticesConfig;
-    let store: Arc<dyn vt_agent::store::Store> = Arc::new(
-        vt_agent::store::SqliteStore::connect("sqlite::memory:")
+    use vt_agent::NoticesConfig;
+    let store: Arc<dyn vt_agent::Store> = Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
     let h = crate::support::chat_harness_notifying(store.clone(), PHONE, NoticesConfig::default()).await;
     let user = "5511912345678";
     store
-        .record_consent(&vt_agent::store::ConsentChange {
+        .record_consent(&vt_agent::ConsentChange {
             wa_id: user.into(),
             opted_in: true,
             source: "importacao".into(),
@@ -932,9 +932,9 @@ async fn a_flows_paid_notice_is_costed_under_its_run() {
     let sender = Sender::new(&config(&graph.url))
         .expect("on")
         .with_window(store.clone(), templates())
-        .with_costs(store.clone(), prices(), vt_agent::engine::DEFAULT_TENANT);
-    let worker = vt_agent::outbox::Worker::new(store.clone(), vt_agent::engine::RetryPolicy::new(5, 1))
-        .with_sender(Arc::new(sender));
+        .with_costs(store.clone(), prices(), vt_agent::DEFAULT_TENANT);
+    let worker =
+        vt_agent::Worker::new(store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(Arc::new(sender));
     let pass = worker.pass().await;
     let items = store
         .outbox_items(OutboxStatus::Failed, 10)
@@ -951,7 +951,7 @@ async fn a_flows_paid_notice_is_costed_under_its_run() {
     // US$ 0,0068 at R$ 5,00.
     assert_eq!(costs[0].custo_micro_brl, Some(34_000));
     let runs = store.flow_runs(10).await.expect("runs");
-    let report = vt_agent::runs::report(&runs, (&[], &costs), chrono::Utc::now());
+    let report = vt_agent::runs_report(&runs, (&[], &costs), chrono::Utc::now());
     let line = report.lines().find(|l| l.contains(&run)).expect("the run's line");
     assert!(line.contains("R$ 0,034"), "{report}");
 }

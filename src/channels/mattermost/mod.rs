@@ -14,14 +14,14 @@
 //!   the outbox and `POST /api/v4/posts` ([`PostSender`]), threaded outside DMs.
 
 mod actions;
-mod board;
-mod bot;
+pub(crate) mod board;
+pub(crate) mod bot;
 mod cases;
 mod slash;
 mod webhook;
 
-pub use board::BoardSender;
-pub use bot::{Bot, PostSender};
+pub(crate) use board::BoardSender;
+pub(crate) use bot::{Bot, PostSender};
 
 use std::sync::Arc;
 
@@ -303,7 +303,7 @@ pub fn conversation_id(channel_id: &str, user_id: &str) -> String {
 }
 
 #[derive(Clone)]
-pub struct MattermostState {
+pub(crate) struct MattermostState {
     pub service: Arc<Services>,
     /// The agent this channel's people talk to.
     pub agent: String,

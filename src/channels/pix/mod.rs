@@ -1,7 +1,7 @@
 //! The payment provider's side of a Pix recharge, as a channel value: its webhook and the sweep of
 //! open charges. The provider `POST`s `{registered URL}/pix`: registered as `…/channels/pix/webhook`,
 //! it arrives at `/channels/pix/webhook/pix`. Its body only names charges; each is read back from the
-//! provider before anything happens ([`crate::service::Payments::settle`]), so a forged notice costs at
+//! provider before anything happens ([`crate::service::jobs::Payments::settle`]), so a forged notice costs at
 //! most that read. A notice is not stored: the charge is, and the sweep reads every open one, so a
 //! notice lost (or never sent) delays a credit by one sweep, never loses it.
 //!
@@ -22,7 +22,7 @@ use super::{Channel, Wiring};
 use crate::service::Services;
 
 /// Where the provider's notices arrive.
-pub const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
+pub(crate) const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
 /// A notice names a few payments; anything bigger is not one.
 const BODY_LIMIT: usize = 256 * 1024;
 /// At most this many charges read back per notice.

@@ -16,10 +16,10 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod media;
-mod notices;
+pub(crate) mod notices;
 mod orders;
-mod sender;
-mod templates;
+pub(crate) mod sender;
+pub(crate) mod templates;
 mod webhook;
 mod window;
 mod wire;
@@ -28,20 +28,20 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-pub use notices::{NoticesConfig, QuietHours, WhatsAppNotices};
-pub use sender::Sender;
-pub use templates::{Template, TemplateError, Templates};
-pub use webhook::WebhookState;
+pub(crate) use notices::{NoticesConfig, WhatsAppNotices};
+pub(crate) use sender::Sender;
+pub(crate) use templates::Templates;
+pub(crate) use webhook::WebhookState;
 
 /// The channel name on conversations and outbox items.
-pub const CHANNEL: &str = "whatsapp";
+pub(crate) const CHANNEL: &str = "whatsapp";
 
 /// Meta delivers free text only within 24 hours of the person's last message; after that, only an
 /// approved template, with their opt-in.
 pub(crate) const WINDOW: chrono::Duration = chrono::Duration::hours(24);
 
 /// What the service must know of WhatsApp: its window, its native Pix orders.
-pub fn rules() -> crate::service::ChannelRules {
+pub(crate) fn rules() -> crate::service::ChannelRules {
     crate::service::ChannelRules {
         window: Some(WINDOW),
         native_orders: true,

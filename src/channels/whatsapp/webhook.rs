@@ -21,7 +21,7 @@ use crate::store::{Media, MediaKind};
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
 
 #[derive(Clone)]
-pub struct WebhookState {
+pub(crate) struct WebhookState {
     pub service: Arc<Services>,
     /// The agent this channel's people talk to.
     pub agent: String,

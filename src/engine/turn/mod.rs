@@ -28,13 +28,13 @@ use dispatch::{AfterCall, Arguments, panic_message};
 mod request;
 
 /// Told to the user when the model stays down after every retry.
-pub const LLM_DOWN_REPLY: &str =
+pub(crate) const LLM_DOWN_REPLY: &str =
     "Desculpe, estou com uma instabilidade para responder agora. Por favor, tente de novo em alguns minutos.";
 /// Told to the user when a turn hits the model-call bound.
-pub const LOOP_BOUND_REPLY: &str =
+pub(crate) const LOOP_BOUND_REPLY: &str =
     "Desculpe, não consegui concluir o seu pedido desta vez. Pode reformular ou tentar de novo?";
 /// Told to the user when a step without a model cannot go on.
-pub const STEP_FAILED_REPLY: &str =
+pub(crate) const STEP_FAILED_REPLY: &str =
     "Desculpe, não consegui concluir esta etapa agora. Tente novamente mais tarde.";
 const EMPTY_ANSWER_REPLY: &str = "Desculpe, não consegui formular uma resposta. Pode repetir?";
 

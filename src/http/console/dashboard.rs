@@ -17,7 +17,7 @@ pub(crate) const PERIODS: [u32; 3] = [1, 7, 30];
 
 /// One bucket of time (an hour over one day, else a day).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     /// `22/11` or `14h` (UTC).
     pub label: String,
     pub turns: i64,
@@ -35,7 +35,7 @@ pub struct Bucket {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Dashboard {
+pub(crate) struct Dashboard {
     pub days: u32,
     pub buckets: Vec<Bucket>,
     pub turns: i64,
@@ -52,7 +52,7 @@ pub struct Dashboard {
 impl Dashboard {
     /// The dashboard of the `days` up to `now` (records outside the period are ignored); `messages`:
     /// the paid messages sent, for the cost per period.
-    pub fn build(
+    pub(crate) fn build(
         days: u32,
         now: DateTime<Utc>,
         (usage, messages): (&[UsageRecord], &[MessageCost]),

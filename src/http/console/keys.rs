@@ -59,12 +59,12 @@ impl ConsoleConfig {
 
 /// The console's state inside the API's (`AppState`).
 #[derive(Debug)]
-pub struct Console {
+pub(crate) struct Console {
     pub keys: Keys,
 }
 
 impl Console {
-    pub fn new(config: &ConsoleConfig) -> Self {
+    pub(crate) fn new(config: &ConsoleConfig) -> Self {
         let secret = match &config.secret {
             Some(s) => s.as_bytes().to_vec(),
             None => [nonce(), nonce()].concat().into_bytes(),

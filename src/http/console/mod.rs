@@ -15,13 +15,11 @@ mod cards;
 pub(crate) const CHANNEL: &str = "console";
 mod cases;
 mod dashboard;
-pub(super) mod keys;
+pub(crate) mod keys;
 mod pages;
-mod session;
+pub(crate) mod session;
 
-pub use dashboard::Dashboard;
-pub use keys::{Console, ConsoleConfig, Keys};
-pub use session::{SESSION_COOKIE, SIGN_IN_COOKIE};
+pub(crate) use keys::ConsoleConfig;
 
 use axum::Router;
 use axum::extract::Request;

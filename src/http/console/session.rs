@@ -20,7 +20,7 @@ use crate::http::state::AppState;
 /// The session cookie.
 pub const SESSION_COOKIE: &str = "vt_console";
 /// The sign-in form's own cookie (its CSRF nonce).
-pub const SIGN_IN_COOKIE: &str = "vt_console_entrada";
+pub(crate) const SIGN_IN_COOKIE: &str = "vt_console_entrada";
 
 /// A signed-in support agent or operator.
 #[derive(Debug, Clone)]
