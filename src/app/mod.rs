@@ -338,7 +338,7 @@ impl App {
         // WhatsApp recipients of a flow's notices are told by the product itself.
         if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {
             let notices = crate::channels::whatsapp::WhatsAppNotices::new(
-                store.clone(),
+                &crate::store::Stores::of(&store),
                 phone,
                 config.notificacoes.clone(),
                 config.vt.politicas.timezone.clone(),

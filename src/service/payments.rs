@@ -29,7 +29,7 @@ use vt_actions::tools::{CodigoPix, NovoCodigo};
 use vt_actions::{ActionContext, ActionError};
 
 use crate::store::{
-    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, Store, StoreError,
+    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, StoreError,
 };
 use crate::telemetry::spans;
 use vt_actions::cartao::{CartaoConfig, CartaoError, Checkouts, EstornoStatus, LinkStatus, PedidoLink};
@@ -639,7 +639,7 @@ fn recharge_of(charge: &PixCharge) -> Result<FlowInput, PaymentError> {
 /// The chat tools' way to charge a confirmed Pix recharge ([`vt_actions::tools::PixCharges`]): issues
 /// the charge in the calling turn's conversation, at the turn's time.
 struct PixPort {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PixStore>,
     setup: PixSetup,
     channels: super::ChannelBook,
 }
@@ -732,7 +732,7 @@ async fn renew(
 /// The port the chat tools charge Pix recharges through, for the engine's extensions; `channels` say
 /// where a code is shown as a native order.
 pub fn pix_port(
-    store: Arc<dyn Store>,
+    store: Arc<dyn PixStore>,
     setup: PixSetup,
     channels: super::ChannelBook,
 ) -> vt_actions::tools::SharedPixCharges {
@@ -1016,7 +1016,7 @@ async fn renew_link(
 /// The chat tools' way to send a confirmed card recharge to the provider's checkout
 /// ([`vt_actions::tools::CardCheckouts`]): the link in the calling turn's conversation, at its time.
 struct CardPort {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PixStore>,
     setup: CardSetup,
 }
 
@@ -1050,6 +1050,6 @@ impl vt_actions::tools::CardCheckouts for CardPort {
 }
 
 /// The port the chat tools send card recharges to the checkout through, for the engine's extensions.
-pub fn card_port(store: Arc<dyn Store>, setup: CardSetup) -> vt_actions::tools::SharedCardCheckouts {
+pub fn card_port(store: Arc<dyn PixStore>, setup: CardSetup) -> vt_actions::tools::SharedCardCheckouts {
     Arc::new(CardPort { store, setup })
 }

@@ -788,7 +788,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     if let Some((phone, config)) = notices {
         let now = clock.clone();
         let port = vt_agent::WhatsAppNotices::new(
-            store.clone(),
+            &vt_agent::Stores::of(&store),
             &phone,
             config,
             vt_actions::vt::timezone::Timezone::sao_paulo(),

@@ -16,7 +16,7 @@ use vt_actions::vt::timezone::Timezone;
 
 use super::{CHANNEL, conversation_id};
 use crate::outbox::{ReplyPayload, TemplateUse};
-use crate::store::{NewOutboxItem, OutboxStatus, Store};
+use crate::store::{ContactStore, NewOutboxItem, OutboxStatus, OutboxStore, Stores};
 
 /// `[notificacoes]`: restraint in what the product sends on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -94,7 +94,10 @@ impl<'de> Deserialize<'de> for QuietHours {
 
 /// The WhatsApp side of [`ChannelNotices`].
 pub struct WhatsAppNotices {
-    store: Arc<dyn Store>,
+    /// Consent and the low-balance notices' bookkeeping.
+    contacts: Arc<dyn ContactStore>,
+    /// Where a notice is queued for the sender.
+    outbox: Arc<dyn OutboxStore>,
     phone_number_id: String,
     config: NoticesConfig,
     tz: Timezone,
@@ -102,9 +105,10 @@ pub struct WhatsAppNotices {
 }
 
 impl WhatsAppNotices {
-    pub fn new(store: Arc<dyn Store>, phone_number_id: &str, config: NoticesConfig, tz: Timezone) -> Self {
+    pub fn new(stores: &Stores, phone_number_id: &str, config: NoticesConfig, tz: Timezone) -> Self {
         Self {
-            store,
+            contacts: stores.contacts.clone(),
+            outbox: stores.outbox.clone(),
             phone_number_id: phone_number_id.to_owned(),
             config,
             tz,
@@ -131,7 +135,7 @@ impl WhatsAppNotices {
         let interval = Duration::hours(i64::from(self.config.intervalo_minimo_horas));
         let hash = crate::store::seal::card_index(card);
         if !self
-            .store
+            .contacts
             .take_low_balance_notice(&hash, now - interval, now)
             .await?
         {
@@ -155,7 +159,7 @@ impl WhatsAppNotices {
             template,
             due,
         );
-        self.store.enqueue(&item, now).await?;
+        self.outbox.enqueue(&item, now).await?;
         Ok(queued(now, due))
     }
 }
@@ -203,7 +207,7 @@ impl WhatsAppNotices {
         &self,
         wa_id: &str,
     ) -> Result<Option<EnvioNotificacao>, crate::store::StoreError> {
-        Ok(match self.store.consent(wa_id).await? {
+        Ok(match self.contacts.consent(wa_id).await? {
             Some(c) if c.opted_in => None,
             Some(_) => Some(EnvioNotificacao::not_sent("cliente_pediu_parar")),
             None => Some(EnvioNotificacao::not_sent("sem_opt_in")),
@@ -239,7 +243,7 @@ impl WhatsAppNotices {
             template,
             due,
         );
-        self.store.enqueue(&item, now).await?;
+        self.outbox.enqueue(&item, now).await?;
         Ok(queued(now, due))
     }
 }
@@ -270,7 +274,7 @@ impl ChannelNotices for WhatsAppNotices {
         let digits: String = card.chars().filter(char::is_ascii_digit).collect();
         let Some(notice) = notice else {
             if let Err(e) = self
-                .store
+                .contacts
                 .balance_recovered(&crate::store::seal::card_index(&digits))
                 .await
             {
