@@ -240,7 +240,7 @@ fn periodic_jobs(
         })),
         // Recharges whose outcome came late.
         Box::pin(every(
-            service.recargas().poll_every(),
+            service.followups().every(),
             stopped(stop),
             async move || {
                 log_count(
@@ -251,7 +251,7 @@ fn periodic_jobs(
         )),
         // Stretches of conversations that went quiet or ended: their outcomes, the satisfaction question.
         Box::pin(every(
-            service.resultados().every(),
+            service.outcomes().every(),
             stopped(stop),
             async move || {
                 log_count(

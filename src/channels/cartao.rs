@@ -32,7 +32,7 @@ pub(crate) fn channel(
     simulated: Option<&CheckoutSimulado>,
     sweep_every: Duration,
 ) -> Channel {
-    if !wiring.service.takes_cards() {
+    if !wiring.service.payments().takes_cards() {
         return Channel::default();
     }
     let mut channel = Channel {
@@ -48,7 +48,7 @@ pub(crate) fn channel(
         )],
         ..Channel::default()
     };
-    if !wiring.service.takes_pix() {
+    if !wiring.service.payments().takes_pix() {
         let sweeper = wiring.service.clone();
         channel.jobs.push(Box::new(move |stop| {
             Box::pin(super::pix::sweep(sweeper, sweep_every, stop))

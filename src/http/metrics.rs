@@ -357,7 +357,7 @@ impl Metrics {
                 g.set(value.unwrap_or(0));
             }
         }
-        if service.takes_pix()
+        if service.payments().takes_pix()
             && let Ok(counts) = store.pix.charge_counts().await
         {
             use crate::store::ChargeStatus as C;
@@ -385,7 +385,7 @@ impl Metrics {
         }
         self.refresh_outcomes(service).await;
         self.refresh_spending(service).await;
-        if service.takes_pix()
+        if service.payments().takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await
         {
             for (quantile, p) in [("0.5", 50), ("0.9", 90)] {

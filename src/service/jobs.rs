@@ -237,3 +237,50 @@ impl Services {
         }
     }
 }
+
+impl<'a> Payments<'a> {
+    /// Whether chat recharges are paid by Pix here (a provider is configured).
+    pub(crate) fn takes_pix(self) -> bool {
+        self.pix.is_some()
+    }
+
+    /// Whether chat recharges are paid by card on a provider's hosted checkout.
+    pub(crate) fn takes_cards(self) -> bool {
+        self.card.is_some()
+    }
+
+    /// The operator's Pix key, where WhatsApp shows charges as native orders (`[pix]
+    /// whatsapp_order_details`).
+    pub fn pix_order_key(self) -> Option<&'a str> {
+        let pix = self.pix.filter(|p| p.config.whatsapp_order_details)?;
+        Some(pix.config.chave.as_str())
+    }
+}
+
+impl FollowUps<'_> {
+    /// How often recharges whose outcome came late are looked at (`[recargas]`).
+    pub(crate) fn every(self) -> std::time::Duration {
+        self.recargas.poll_every()
+    }
+}
+
+impl Outcomes<'_> {
+    /// How often quiet stretches are closed (`[resultados]`).
+    pub(crate) fn every(self) -> std::time::Duration {
+        self.resultados.every()
+    }
+}
+
+impl<'a> Cases<'a> {
+    /// The support board's Mattermost channel (`[handoff] mattermost_channel_id`), if there is one.
+    pub(crate) fn board_channel(self) -> Option<&'a str> {
+        self.board.handoff.mattermost_channel_id.as_deref()
+    }
+}
+
+impl<'a> Spending<'a> {
+    /// The prices turns and paid messages are costed at (`[custos]`).
+    pub(crate) fn costs(self) -> &'a CustosConfig {
+        self.costs
+    }
+}

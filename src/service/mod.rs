@@ -435,41 +435,9 @@ impl Services {
         self.said.subscribe()
     }
 
-    /// Whether chat recharges are paid by Pix here (a provider is configured).
-    pub(crate) fn takes_pix(&self) -> bool {
-        self.pix.is_some()
-    }
-
-    /// The operator's Pix key, where WhatsApp shows charges as native orders (`[pix]
-    /// whatsapp_order_details`).
-    pub fn pix_order_key(&self) -> Option<&str> {
-        let pix = self.pix.as_ref().filter(|p| p.config.whatsapp_order_details)?;
-        Some(pix.config.chave.as_str())
-    }
-
     /// Every channel's rules.
     pub(crate) fn channels(&self) -> &ChannelBook {
         &self.channels
-    }
-
-    /// Whether chat recharges are paid by card on a provider's hosted checkout.
-    pub(crate) fn takes_cards(&self) -> bool {
-        self.card.is_some()
-    }
-
-    /// `[resultados]`, as this service keeps it.
-    pub fn resultados(&self) -> &ResultadosConfig {
-        &self.resultados
-    }
-
-    /// The prices turns and paid messages are costed at (`[custos]`).
-    pub fn costs(&self) -> &crate::costs::CustosConfig {
-        &self.costs
-    }
-
-    /// `[recargas]` as this service follows recharges up.
-    pub fn recargas(&self) -> &crate::store::RecargasConfig {
-        &self.recargas
     }
 
     pub fn engine(&self) -> &Engine {
@@ -480,11 +448,6 @@ impl Services {
     pub async fn stopped(&self) {
         self.turns.close();
         self.turns.wait().await;
-    }
-
-    /// The rules for cases (`[handoff]`).
-    pub fn handoff(&self) -> &HandoffConfig {
-        &self.handoff
     }
 
     /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.

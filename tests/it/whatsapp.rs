@@ -111,7 +111,7 @@ async fn whatsapp_greeting(
             Sender::new(&config)
                 .expect("on")
                 .with_files(chat.store.clone())
-                .with_pix_orders(chat.service.pix_order_key().map(str::to_owned)),
+                .with_pix_orders(chat.service.payments().pix_order_key().map(str::to_owned)),
         ));
     Wa {
         served,

@@ -227,7 +227,7 @@ impl Bot {
             .unwrap_or(&post.user_id)
             .trim_start_matches('@')
             .to_owned();
-        let board = self.service.handoff().mattermost_channel_id.as_deref();
+        let board = self.service.cases().board_channel();
         if board == Some(post.channel_id.as_str()) {
             if !post.root_id.is_empty() {
                 self.board_thread(&post, &sender).await;

@@ -31,7 +31,7 @@ const MAX_TXIDS: usize = 100;
 /// The Pix channel, on when the service takes Pix (`[pix]`, or the embedded simulator `simulated`),
 /// reading open charges back every `sweep_every`.
 pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Duration) -> Channel {
-    if !wiring.service.takes_pix() {
+    if !wiring.service.payments().takes_pix() {
         return Channel::default();
     }
     let service = wiring.service.clone();

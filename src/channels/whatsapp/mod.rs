@@ -213,10 +213,10 @@ pub fn channel(
     let sender = sender
         .with_window(wiring.service.stores().contacts.clone(), templates.clone())
         .with_files(wiring.service.stores().pix.clone())
-        .with_pix_orders(wiring.service.pix_order_key().map(str::to_owned))
+        .with_pix_orders(wiring.service.payments().pix_order_key().map(str::to_owned))
         .with_costs(
             wiring.service.stores().reports.clone(),
-            wiring.service.costs().clone(),
+            wiring.service.spending().costs().clone(),
             &wiring.tenant,
         );
     let webhook = WebhookState {
