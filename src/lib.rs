@@ -57,7 +57,10 @@ pub use channels::{
     whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender, whatsapp::templates::Templates,
 };
 pub use cli::{Cli, Command, run};
-pub use config::{Config, SimulatorSettings, reference::key_paths, reference::markdown};
+pub use config::{
+    Config, SimulatorSettings, reference::key_paths as config_key_paths,
+    reference::markdown as config_reference,
+};
 pub use costs::CustosConfig;
 pub use engine::{
     Clock, Engine, EngineConfig, IdSource, ManualClock, NO_MODEL_REPLY, Participant,
