@@ -78,6 +78,29 @@ impl Hearing {
             .get(channel)
             .cloned()
     }
+
+    /// Media of `channel`'s messages is fetched from `source` (a channel registers itself when built).
+    pub(crate) fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
+        self.sources
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(channel.to_owned(), source);
+    }
+
+    /// The transcription model, when voice notes are heard here (what their minutes are priced at).
+    pub(super) fn hearing_model(&self) -> Option<&str> {
+        self.transcriber.as_ref().map(Transcriber::model)
+    }
+
+    /// Whether voice notes are heard here (`[transcricao]` is set).
+    pub(crate) fn hears_voice(&self) -> bool {
+        self.transcriber.is_some()
+    }
+
+    /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).
+    pub(crate) fn reads_photos(&self) -> bool {
+        self.reader.is_some()
+    }
 }
 
 /// What hearing a message gave its turn.
@@ -133,31 +156,6 @@ impl<'m> Heard<'m> {
 pub(super) struct Listened {
     pub audio_ms: i64,
     pub tokens: (u64, u64),
-}
-
-impl Hearing {
-    /// Media of `channel`'s messages is fetched from `source` (a channel registers itself when built).
-    pub(crate) fn hear_from(&self, channel: &str, source: Arc<dyn MediaSource>) {
-        self.sources
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(channel.to_owned(), source);
-    }
-
-    /// The transcription model, when voice notes are heard here (what their minutes are priced at).
-    pub(super) fn hearing_model(&self) -> Option<&str> {
-        self.transcriber.as_ref().map(Transcriber::model)
-    }
-
-    /// Whether voice notes are heard here (`[transcricao]` is set).
-    pub(crate) fn hears_voice(&self) -> bool {
-        self.transcriber.is_some()
-    }
-
-    /// Whether card photos are read here (Tesseract is installed and `[fotos] ler` is on).
-    pub(crate) fn reads_photos(&self) -> bool {
-        self.reader.is_some()
-    }
 }
 
 impl Messages<'_> {
