@@ -141,6 +141,10 @@ pub fn channel_book() -> crate::service::ChannelBook {
             crate::channels::whatsapp::rules(),
         ),
         (crate::http::console::CHANNEL, sends_itself("Console")),
+        (
+            crate::channels::webchat::CHANNEL,
+            crate::channels::webchat::rules(),
+        ),
         (crate::flow::API_CHANNEL, read_here("API (fluxo)")),
     ])
 }

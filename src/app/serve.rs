@@ -77,6 +77,7 @@ impl Server {
                 config.handoff.mattermost_channel_id.as_deref(),
                 &wiring,
             ),
+            crate::channels::webchat::channel(&config.webchat, &wiring),
             crate::channels::pix::channel(
                 &wiring,
                 simulator.as_ref().map(Simulator::pix),

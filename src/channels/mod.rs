@@ -10,6 +10,7 @@
 pub(crate) mod cartao;
 pub(crate) mod mattermost;
 pub(crate) mod pix;
+pub(crate) mod webchat;
 pub(crate) mod whatsapp;
 
 use std::future::Future;
@@ -115,6 +116,18 @@ pub(crate) async fn charge_of(
             after: None,
         })?
         .ok_or_else(|| SendError::Permanent("a Pix file of a charge not on record".into()))
+}
+
+/// The value of cookie `name` in a request's headers.
+pub(crate) fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
 }
 
 /// Whether `given` is the configured secret `expected`, in constant time: the digests are compared, so

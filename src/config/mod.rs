@@ -99,6 +99,8 @@ pub struct Config {
     pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
     /// The Mattermost channel (on when a slash or webhook token is set).
     pub mattermost: crate::channels::mattermost::MattermostConfig,
+    /// The chat on the operators' own sites (on when it lists a tenant): `/webchat/widget.js`.
+    pub webchat: crate::channels::webchat::WebchatConfig,
     /// The web console at `/console` (session secret, session length).
     pub console: crate::http::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
@@ -184,6 +186,7 @@ impl Default for Config {
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
             whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
+            webchat: crate::channels::webchat::WebchatConfig::default(),
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
             console: crate::http::console::ConsoleConfig::default(),
             otlp: crate::telemetry::otlp::OtlpConfig::default(),
@@ -530,6 +533,7 @@ impl Config {
         // A channel's section takes its own `VT_*` variables.
         config.whatsapp.override_from(&get);
         config.mattermost.override_from(&get);
+        config.webchat.override_from(&get);
         if let Some(v) = get("VT_CONSOLE_SECRET") {
             config.console.secret = Some(v);
         }
@@ -565,6 +569,7 @@ impl Config {
         config.http.register_secrets();
         config.whatsapp.register_secrets();
         config.mattermost.register_secrets();
+        config.webchat.register_secrets();
         config.console.register_secrets();
         config.storage.register_secrets();
         Ok(config)
@@ -675,6 +680,9 @@ impl Config {
         }
         if let Err((field, message)) = self.mattermost.validate() {
             return invalid(field, message);
+        }
+        if let Err((field, message)) = self.webchat.validate() {
+            return invalid(&field, message);
         }
         if let Err((field, message)) = self.console.validate() {
             return invalid(field, message);

@@ -36,6 +36,16 @@ pub(crate) use texts::HELP_TEXT;
 
 /// The answer to what only the model could answer, when the tenant's budget is spent: the help and
 /// the offer of a person.
+/// The language `text` was written in, as the router reads it: `pt`, `en` or `es` (a channel's own
+/// words follow the person's).
+pub(crate) fn language_of(text: &str) -> &'static str {
+    match keywords::language(&normalize(text)) {
+        Lang::Pt => "pt",
+        Lang::En => "en",
+        Lang::Es => "es",
+    }
+}
+
 pub(crate) fn over_budget_reply() -> String {
     format!("{HELP_TEXT}\n\n{}", texts::PERSON_OFFER)
 }

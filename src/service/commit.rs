@@ -185,6 +185,11 @@ impl Messages<'_> {
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
         let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());
+        let choices = routing
+            .offer
+            .as_ref()
+            .map(super::offers::Offer::titles)
+            .unwrap_or_default();
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
@@ -213,6 +218,7 @@ impl Messages<'_> {
             tokens: (usage.tokens_input as u64, usage.tokens_output as u64),
             duplicate: false,
             awaiting_confirmation: vt_actions::tools::RecargaPendente::id_in(&conv.state),
+            choices,
         }
     }
 

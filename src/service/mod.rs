@@ -253,11 +253,14 @@ pub struct Handled {
     /// The id of the recharge waiting for this user's confirmation after the turn, if any: channels
     /// offer "confirm / cancel" buttons for it.
     pub awaiting_confirmation: Option<String>,
+    /// What the last reply offers to choose from (masked cards), in order: a channel that can shows
+    /// a list whose pick comes back as its place ([`Inbound::pick`]).
+    pub choices: Vec<String>,
 }
 
 impl Handled {
     /// A message that was handled before: nothing ran now.
-    fn duplicate(conversation_id: String) -> Self {
+    pub(crate) fn duplicate(conversation_id: String) -> Self {
         Self {
             conversation_id,
             replies: Vec::new(),
@@ -268,6 +271,7 @@ impl Handled {
             tokens: (0, 0),
             duplicate: true,
             awaiting_confirmation: None,
+            choices: Vec::new(),
         }
     }
 

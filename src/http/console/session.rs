@@ -8,7 +8,7 @@
 //! with a console role (a key removed from the configuration ends its sessions at once).
 
 use axum::extract::FromRequestParts;
-use axum::http::header::{COOKIE, LOCATION};
+use axum::http::header::LOCATION;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -46,17 +46,7 @@ pub(super) fn set_cookie(name: &str, value: &str, max_age: i64) -> String {
     format!("{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}")
 }
 
-/// The value of cookie `name` in a request's headers.
-pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
+pub(super) use crate::channels::cookie;
 
 /// A session cookie that is missing, forged, expired, or names a key without a console role sends the
 /// browser to the sign-in page.
