@@ -143,8 +143,17 @@ pub enum NotWaiting {
     /// Nothing is stored; the tap is refused ([`ServiceError::TapNotWaiting`]): the clicker alone is
     /// told (Mattermost).
     Refuse,
-    /// The tap is a message of the chat, stored and answered as these words (WhatsApp).
+    /// The tap is a message of the chat, stored and answered as these words (WhatsApp, the web
+    /// chat: [`NotWaiting::stale`]).
     Say(String),
+}
+
+impl NotWaiting {
+    /// A tap on a button whose request no longer waits, said as what it is: the chat answers it, and
+    /// it confirms nothing.
+    pub(crate) fn stale() -> Self {
+        Self::Say("(toque em um botão de um pedido que não está mais esperando confirmação)".into())
+    }
 }
 
 /// How the router classified a turn, for the usage metrics.

@@ -5,6 +5,7 @@
 mod batch;
 mod board;
 mod boleto;
+mod browser;
 mod bursts;
 mod cartao;
 mod cases;
@@ -36,6 +37,7 @@ mod systems_tls;
 mod traces;
 mod transcripts;
 mod voice;
+mod webchat;
 mod webhooks;
 mod whatsapp;
 mod window;

@@ -92,8 +92,10 @@ pub(super) fn routes(state: Arc<WebchatState>) -> Vec<(&'static str, MethodRoute
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([header::CONTENT_TYPE, HeaderName::from_static(CSRF_HEADER)])
         .max_age(std::time::Duration::from_secs(600));
+    // A preflight reaches the CORS layer only on a route that takes OPTIONS: it answers it there.
     let api = |router: MethodRouter<Arc<WebchatState>>| -> MethodRouter {
         router
+            .options(|| async { StatusCode::NO_CONTENT })
             .layer::<_, std::convert::Infallible>(DefaultBodyLimit::max(BODY_LIMIT))
             .layer::<_, std::convert::Infallible>(cors.clone())
             .with_state(state.clone())
@@ -420,7 +422,7 @@ fn inbound(state: &WebchatState, session: &Session, request: MessageRequest) -> 
         tap: request.toque.map(|t| Tap {
             recharge: t.recarga,
             confirm: t.confirmar,
-            otherwise: NotWaiting::Refuse,
+            otherwise: NotWaiting::stale(),
         }),
         pick: request.escolha,
         text: request.texto,
@@ -479,7 +481,6 @@ fn offer(handled: &Handled, language: &str) -> serde_json::Value {
 
 fn service_failed(e: &ServiceError) -> Response {
     match e {
-        ServiceError::TapNotWaiting => refused(StatusCode::CONFLICT, "not_waiting", &e.to_string(), Some("toque")),
         ServiceError::NotRecorded(source) => {
             tracing::error!(error = %source, "a web chat message could not be stored");
             let mut r = refused(StatusCode::SERVICE_UNAVAILABLE, "not_recorded", &e.to_string(), None);

@@ -230,8 +230,6 @@
           options(r.body.botoes || [], r.body.escolhas || []);
         } else if (r.status === 429) {
           ui.status.textContent = t('slow');
-        } else if (r.status === 409) {
-          ui.status.textContent = (r.body.error && r.body.error.message) || t('retry');
         } else if (r.status >= 500 && n < 3) {
           return wait(1000 * (n + 1)).then(function () { return attempt(n + 1); });
         } else {

@@ -333,9 +333,7 @@ fn tap(id: &str) -> Tap {
     Tap {
         recharge: recharge.to_owned(),
         confirm,
-        otherwise: NotWaiting::Say(
-            "(toque em um botão de um pedido que não está mais esperando confirmação)".into(),
-        ),
+        otherwise: NotWaiting::stale(),
     }
 }
 

@@ -1,0 +1,792 @@
+//! The web chat on an operator's site: the widget's file and its budget, sessions and user tokens,
+//! origins, CSRF, limits and bad input over real HTTP on loopback; the conversation as Server-Sent
+//! Events resumed without a loss or a double; and a person's whole visit in a real headless Chromium
+//! (`crate::browser`) — a page on a test origin, the balance, a Pix recharge paid by the simulator,
+//! a second browser profile, a case answered from the console while the connection is cut, and a page
+//! of another origin. Screenshots go to `target/tmp/webchat/`.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use vt_agent::{ApiKeyConfig, AppState, ConsoleConfig, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash};
+
+use crate::browser::Browser;
+use crate::support::{ChatHarness, Served, chat_harness_paying, serve_state};
+
+const SECRET: &str = "segredo-do-chat-de-teste-com-32-bytes!";
+const ACME_KEY: &str = "chave-de-usuario-da-acme-com-32-bytes!";
+const BETA_KEY: &str = "chave-de-usuario-da-beta-com-32-bytes!";
+const BETA_ORIGIN: &str = "https://beta.example.com.br";
+const SUPPORT: &str = "chave-suporte-acme-123456";
+const CONSOLE_SECRET: &str = "segredo-do-console-de-teste-com-32+";
+const CARD: &str = "2345678901";
+
+fn webchat(origin: &str, per_minute: u32) -> WebchatConfig {
+    WebchatConfig {
+        segredo: Some(SECRET.into()),
+        mensagens_por_minuto: per_minute,
+        clientes: vec![
+            WebchatTenant {
+                tenant: "acme".into(),
+                origens: vec![origin.into()],
+                nome: "Acme Transportes".into(),
+                cor: "#7b1fa2".into(),
+                chave_usuario: Some(ACME_KEY.into()),
+                ..Default::default()
+            },
+            WebchatTenant {
+                tenant: "beta".into(),
+                origens: vec![BETA_ORIGIN.into()],
+                nome: "Beta".into(),
+                chave_usuario: Some(BETA_KEY.into()),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+/// `serve` in process with the web chat of `config`, the console, and a support agent of `acme`.
+async fn serve(chat: Arc<ChatHarness>, config: &WebchatConfig) -> Served {
+    let wiring = Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: "default".into(),
+    };
+    let http = HttpConfig {
+        api_keys: vec![ApiKeyConfig {
+            name: "suporte".into(),
+            sha256: key_hash(SUPPORT),
+            tenant: "acme".into(),
+            role: Role::Support,
+        }],
+        ..HttpConfig::default()
+    };
+    let state = AppState::new(chat.service.clone(), "vt", http)
+        .with_console(&ConsoleConfig {
+            secret: Some(CONSOLE_SECRET.into()),
+            ..ConsoleConfig::default()
+        })
+        .with_channel(&vt_agent::webchat_channel(config, &wiring));
+    serve_state(chat, state).await
+}
+
+/// An operator's user token for `sub` of `tenant`, signed with `key`, living `secs`.
+fn user_token(key: &str, tenant: &str, sub: &str, secs: i64) -> String {
+    let now = chrono::Utc::now().timestamp();
+    let claims = json!({"sub": sub, "tenant": tenant, "iat": now, "exp": now + secs, "name": "Cliente 42"});
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(key.as_bytes()),
+    )
+    .expect("token")
+}
+
+/// A page's view of the chat's API: its origin, its session cookie and CSRF token.
+struct Page {
+    url: String,
+    origin: String,
+    client: reqwest::Client,
+    cookie: Option<String>,
+    csrf: String,
+}
+
+impl Page {
+    fn new(url: &str, origin: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            origin: origin.to_owned(),
+            client: reqwest::Client::new(),
+            cookie: None,
+            csrf: String::new(),
+        }
+    }
+
+    /// Opens (or renews) the session of `tenant`, with `token` if any: the status, the body and the
+    /// `Set-Cookie` header.
+    async fn open(&mut self, tenant: &str, token: Option<&str>) -> (StatusCode, Value, Option<String>) {
+        let mut body = json!({"tenant": tenant});
+        if let Some(t) = token {
+            body["token"] = json!(t);
+        }
+        let mut r = self
+            .client
+            .post(format!("{}/webchat/api/sessao", self.url))
+            .header("origin", &self.origin)
+            .json(&body);
+        if let Some(c) = &self.cookie {
+            r = r.header("cookie", c);
+        }
+        let answer = r.send().await.expect("session");
+        let status = answer.status();
+        let set = answer
+            .headers()
+            .get("set-cookie")
+            .map(|v| v.to_str().expect("cookie").to_owned());
+        let body: Value = answer.json().await.expect("json");
+        if let Some(set) = &set {
+            self.cookie = Some(set.split(';').next().expect("pair").to_owned());
+            self.csrf = body["csrf"].as_str().expect("csrf").to_owned();
+        }
+        (status, body, set)
+    }
+
+    /// The conversation the session's cookie opens (read from its payload, as the server signed it).
+    fn conversation_id(&self) -> String {
+        let cookie = self.cookie.as_deref().expect("a session");
+        let payload = cookie.split('.').nth(1).expect("a JWT");
+        let claims: Value = serde_json::from_slice(
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload).expect("base64"),
+        )
+        .expect("claims");
+        format!("webchat:{}:{}", claims["ten"].as_str().expect("ten"), claims["who"].as_str().expect("who"))
+    }
+
+    async fn post(&self, body: &Value) -> reqwest::Response {
+        let mut r = self
+            .client
+            .post(format!("{}/webchat/api/mensagens", self.url))
+            .header("origin", &self.origin)
+            .header("x-csrf-token", &self.csrf)
+            .json(body);
+        if let Some(c) = &self.cookie {
+            r = r.header("cookie", c);
+        }
+        r.send().await.expect("message")
+    }
+
+    /// Says `text`: the answer's body (what to offer).
+    async fn say(&self, text: &str) -> Value {
+        let id = uuid::Uuid::new_v4().to_string();
+        let r = self.post(&json!({"id": id, "texto": text})).await;
+        assert_eq!(r.status(), 200, "{text}");
+        r.json().await.expect("json")
+    }
+
+    async fn events(&self, last: Option<&str>) -> Events {
+        let mut r = self
+            .client
+            .get(format!("{}/webchat/api/eventos", self.url))
+            .header("origin", &self.origin);
+        if let Some(c) = &self.cookie {
+            r = r.header("cookie", c);
+        }
+        if let Some(l) = last {
+            r = r.header("last-event-id", l);
+        }
+        let response = r.send().await.expect("events");
+        assert_eq!(response.status(), 200);
+        Events {
+            response,
+            text: String::new(),
+            taken: 0,
+        }
+    }
+}
+
+/// An event stream being read.
+struct Events {
+    response: reqwest::Response,
+    text: String,
+    taken: usize,
+}
+
+impl Events {
+    /// Every event that came until the stream was quiet for `quiet`: ids and bodies.
+    async fn until_quiet(&mut self, quiet: Duration) -> Vec<(i64, Value)> {
+        while let Ok(Some(chunk)) = tokio::time::timeout(quiet, self.response.chunk())
+            .await
+            .map(|c| c.expect("stream"))
+        {
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        let all: Vec<(i64, Value)> = self
+            .text
+            .split("\n\n")
+            .filter_map(|block| {
+                let line = |p: &str| block.lines().find_map(|l| l.strip_prefix(p)).map(str::trim);
+                Some((
+                    line("id:")?.parse().ok()?,
+                    serde_json::from_str(line("data:")?).ok()?,
+                ))
+            })
+            .collect();
+        let fresh = all[self.taken..].to_vec();
+        self.taken = all.len();
+        fresh
+    }
+
+    /// Events until one whose text has `needle` (up to 20 s).
+    async fn until(&mut self, needle: &str) -> Vec<(i64, Value)> {
+        let mut got = Vec::new();
+        for _ in 0..40 {
+            got.extend(self.until_quiet(Duration::from_millis(500)).await);
+            if got.iter().any(|(_, e)| text(e).contains(needle)) {
+                return got;
+            }
+        }
+        panic!("no event with {needle}: {got:?}");
+    }
+}
+
+fn text(e: &Value) -> &str {
+    e["texto"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_widget_is_one_small_hardened_file() {
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat, &webchat("http://localhost:1", 20)).await;
+    let r = s.get("/webchat/widget.js", None).await;
+    assert_eq!(r.status(), 200);
+    let header = |name: &str| r.headers()[name].to_str().expect("header").to_owned();
+    assert!(header("content-type").starts_with("text/javascript"));
+    assert!(header("content-security-policy").contains("default-src 'none'"));
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert_eq!(header("cross-origin-resource-policy"), "cross-origin");
+    let source = r.text().await.expect("source");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(source.as_bytes()).expect("gzip");
+    let gzipped = gz.finish().expect("gzip").len();
+    eprintln!("widget.js: {} bytes, {gzipped} gzipped", source.len());
+    assert!(gzipped <= 30 * 1024, "over the 30 KB budget: {gzipped} bytes gzipped");
+    for never in ["console.", "localStorage", "sessionStorage", "innerHTML = m", "eval("] {
+        assert!(!source.contains(never), "the widget uses {never}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_or_a_double() {
+    let origin = "http://localhost:8123";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut page = Page::new(&s.url, origin);
+    let (status, body, cookie) = page.open("acme", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["nome"], "Acme Transportes");
+    assert_eq!(body["cor"], "#7b1fa2");
+    assert_eq!(body["identificado"], false);
+    let cookie = cookie.expect("a session cookie");
+    for attribute in ["HttpOnly", "Secure", "SameSite=None", "Partitioned", "Path=/webchat/api"] {
+        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+    }
+    let mut stream = page.events(None).await;
+
+    // A balance: the card masked everywhere, the privacy notice first.
+    page.say(&format!("saldo do cartão {CARD}")).await;
+    let first = stream.until("é BRL").await;
+    let texts: Vec<&str> = first.iter().map(|(_, e)| text(e)).collect();
+    assert!(texts[0].contains("****8901") && first[0].1["papel"] == "user", "{texts:?}");
+    assert!(texts[1].contains("LGPD"), "the privacy notice first: {texts:?}");
+    assert!(!format!("{first:?}").contains(CARD), "no card in clear: {first:?}");
+
+    // A Pix recharge: confirm / cancel offered for the recharge; the code with its QR image.
+    let asked = page.say(&format!("recarregar 20 no cartão {CARD} via pix")).await;
+    let confirm = asked["botoes"][0].clone();
+    assert_eq!(confirm["titulo"], "Confirmar", "{asked}");
+    let tap = json!({"id": "toque-1", "texto": "Confirmar", "toque": confirm["toque"]});
+    assert_eq!(page.post(&tap).await.status(), 200);
+    let coded = stream.until("00020101").await;
+    let pix = coded
+        .iter()
+        .find_map(|(_, e)| e.get("pix"))
+        .expect("the code's event carries it")
+        .clone();
+    let code = pix["copia_e_cola"].as_str().expect("code").to_owned();
+    let png = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        pix["qr_png_base64"].as_str().expect("qr"),
+    )
+    .expect("base64");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    // The same tap again (a dropped answer): stored once, nothing new.
+    let again: Value = page.post(&tap).await.json().await.expect("json");
+    assert_eq!(again["repetida"], true);
+    assert!(stream.until_quiet(Duration::from_millis(1500)).await.is_empty());
+
+    // The simulator pays; the sweep credits it; the receipt arrives on the open stream.
+    let txid = chat.sim.pix().charge_with_code(&code).expect("charge").txid;
+    chat.sim.pix().pay(&txid, false).expect("paid");
+    chat.service.payments().sweep().await;
+    let receipt = stream.until("Pagamento recebido").await;
+    let (receipt_id, _) = receipt
+        .iter()
+        .find(|(_, e)| text(e).contains("Pagamento recebido"))
+        .expect("receipt")
+        .clone();
+
+    // A stream resumed after an event gets what came after it, once; the renewed session (a new
+    // cookie, a new id) is the same visitor's.
+    let (_, _, renewed) = page.open("acme", None).await;
+    assert_ne!(renewed.as_deref(), Some(cookie.as_str()), "a new session id");
+    let before = first[0].0;
+    let mut resumed = page.events(Some(&before.to_string())).await;
+    let caught_up = resumed.until("Pagamento recebido").await;
+    let ids: Vec<i64> = caught_up.iter().map(|(id, _)| *id).collect();
+    assert!(ids.iter().all(|id| *id > before), "{ids:?}");
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique, ids, "no double");
+    assert!(ids.contains(&receipt_id));
+    assert_eq!(
+        caught_up
+            .iter()
+            .filter(|(_, e)| text(e).contains("Pagamento recebido"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_with_nothing_stored() {
+    let origin = "http://localhost:8124";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut evil = Page::new(&s.url, "https://golpe.example.com");
+    let (status, body, cookie) = evil.open("acme", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("origin_not_allowed")));
+    assert!(cookie.is_none());
+    // Another tenant's origin does not open this tenant's chat.
+    let mut beta = Page::new(&s.url, BETA_ORIGIN);
+    assert_eq!(beta.open("acme", None).await.0, StatusCode::FORBIDDEN);
+    // CORS answers only a listed origin.
+    let preflight = |from: &str| {
+        s.client
+            .request(reqwest::Method::OPTIONS, format!("{}/webchat/api/mensagens", s.url))
+            .header("origin", from)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type,x-csrf-token")
+            .send()
+    };
+    let ok = preflight(origin).await.expect("preflight");
+    assert_eq!(ok.headers()["access-control-allow-origin"], origin);
+    assert_eq!(ok.headers()["access-control-allow-credentials"], "true");
+    let no = preflight("https://golpe.example.com").await.expect("preflight");
+    assert!(no.headers().get("access-control-allow-origin").is_none());
+
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    page.say("oi").await;
+    let stored = page_messages(&chat, &page.conversation_id()).await;
+    assert_eq!(stored, ["oi"]);
+    // The session's cookie from another origin: refused, for posts and streams.
+    let stolen = Page {
+        cookie: page.cookie.clone(),
+        csrf: page.csrf.clone(),
+        ..Page::new(&s.url, "https://golpe.example.com")
+    };
+    assert_eq!(stolen.post(&json!({"id": "x1", "texto": "oi"})).await.status(), 403);
+    let stream = stolen
+        .client
+        .get(format!("{}/webchat/api/eventos", s.url))
+        .header("origin", &stolen.origin)
+        .header("cookie", stolen.cookie.as_deref().expect("cookie"))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(stream.status(), 403);
+    // No CSRF token, another session's, a forged cookie, none at all.
+    let no_csrf = Page {
+        csrf: String::new(),
+        cookie: page.cookie.clone(),
+        ..Page::new(&s.url, origin)
+    };
+    let r = no_csrf.post(&json!({"id": "x2", "texto": "oi"})).await;
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.json::<Value>().await.expect("json")["error"]["field"], "x-csrf-token");
+    let mut other = Page::new(&s.url, origin);
+    other.open("acme", None).await;
+    let crossed = Page {
+        csrf: other.csrf.clone(),
+        cookie: page.cookie.clone(),
+        ..Page::new(&s.url, origin)
+    };
+    assert_eq!(crossed.post(&json!({"id": "x3", "texto": "oi"})).await.status(), 403);
+    let forged = Page {
+        cookie: Some("vt_webchat=eyJhbGciOiJIUzI1NiJ9.eyJ0ZW4iOiJhY21lIn0.assinatura".into()),
+        csrf: page.csrf.clone(),
+        ..Page::new(&s.url, origin)
+    };
+    assert_eq!(forged.post(&json!({"id": "x4", "texto": "oi"})).await.status(), 401);
+
+    // Bad input: the field named, the value never echoed.
+    let bad = |body: reqwest::Body, kind: &'static str| {
+        let r = s
+            .client
+            .post(format!("{}/webchat/api/mensagens", s.url))
+            .header("origin", origin)
+            .header("x-csrf-token", &page.csrf)
+            .header("cookie", page.cookie.as_deref().expect("cookie"))
+            .header("content-type", kind)
+            .body(body);
+        async move {
+            let r = r.send().await.expect("post");
+            (r.status(), r.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, body) = bad(r#"{"id": "y1", "texto": 5511}"#.into(), "application/json").await;
+    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("texto")));
+    assert!(!body.to_string().contains("5511"), "{body}");
+    let (status, body) = bad(r#"{"id": "y2", "texto": "oi", "cartao": "1"}"#.into(), "application/json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _) = bad(vec![b'{', 0xff, 0xfe, b'}'].into(), "application/json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = bad("texto=oi".into(), "application/x-www-form-urlencoded").await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let long = json!({"id": "y3", "texto": "a".repeat(5000)}).to_string();
+    let (status, body) = bad(long.into(), "application/json").await;
+    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("texto")));
+    let huge = json!({"id": "y4", "texto": "a".repeat(40_000)}).to_string();
+    assert_eq!(bad(huge.into(), "application/json").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, body) = bad(r#"{"id": "../../etc", "texto": "oi"}"#.into(), "application/json").await;
+    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("id")));
+    assert_eq!(
+        page_messages(&chat, &page.conversation_id()).await,
+        stored,
+        "nothing refused was stored"
+    );
+}
+
+/// What the person said in conversation `id`, in order, as stored.
+async fn page_messages(chat: &ChatHarness, id: &str) -> Vec<String> {
+    let messages = chat.store.messages(id).await.expect("messages");
+    messages
+        .into_iter()
+        .filter_map(|m| match m.message {
+            vt_agent::ChatMessage::User { content } => Some(content),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_token_opens_the_persons_conversation_on_any_device_of_its_own_tenant_only() {
+    let origin = "http://localhost:8125";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut laptop = Page::new(&s.url, origin);
+    let (status, body, _) = laptop
+        .open("acme", Some(&user_token(ACME_KEY, "acme", "cliente-42", 600)))
+        .await;
+    assert_eq!((status, body["identificado"].as_bool()), (StatusCode::OK, Some(true)), "{body}");
+    laptop.say(&format!("saldo do cartão {CARD}")).await;
+
+    // Another device, a fresh token of the same person: their history, and the card remembered.
+    let mut phone = Page::new(&s.url, origin);
+    phone
+        .open("acme", Some(&user_token(ACME_KEY, "acme", "cliente-42", 600)))
+        .await;
+    let mut stream = phone.events(None).await;
+    let history = stream.until("é BRL").await;
+    assert!(text(&history[0].1).contains("****8901"), "{history:?}");
+    phone.say("saldo").await;
+    let answer = stream.until("8901").await;
+    assert!(
+        answer.iter().any(|(_, e)| e["papel"] == "assistant" && text(e).contains("****8901")),
+        "the remembered card: {answer:?}"
+    );
+
+    // A token of another tenant's key, or naming another tenant, or too long, or expired: refused.
+    let mut stranger = Page::new(&s.url, origin);
+    for (token, why) in [
+        (user_token(BETA_KEY, "acme", "cliente-42", 600), "another tenant's key"),
+        (user_token(ACME_KEY, "beta", "cliente-42", 600), "another tenant named"),
+        (user_token(ACME_KEY, "acme", "cliente-42", 86_400), "a day long"),
+        (user_token(ACME_KEY, "acme", "cliente-42", -120), "expired"),
+    ] {
+        let (status, body, cookie) = stranger.open("acme", Some(&token)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}: {body}");
+        assert_eq!(body["error"]["field"], "token", "{why}");
+        assert!(cookie.is_none() && !body.to_string().contains(&token), "{why}");
+    }
+    // A beta page with an acme token opens nothing of acme's.
+    let mut beta = Page::new(&s.url, BETA_ORIGIN);
+    let (status, _, _) = beta
+        .open("beta", Some(&user_token(ACME_KEY, "acme", "cliente-42", 600)))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // Signed out at the operator (no token on the page): a new visitor, none of the person's history.
+    let (_, body, _) = laptop.open("acme", None).await;
+    assert_eq!(body["identificado"], false);
+    let mut anonymous = laptop.events(None).await;
+    let seen = anonymous.until_quiet(Duration::from_millis(1500)).await;
+    assert!(seen.is_empty(), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_past_its_rate_is_told_to_wait_and_its_message_is_not_stored() {
+    let origin = "http://localhost:8126";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 2)).await;
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    page.say("oi").await;
+    page.say("ajuda").await;
+    let third = page.post(&json!({"id": "z3", "texto": "de novo"})).await;
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(third.headers().contains_key("retry-after"));
+    assert_eq!(page_messages(&chat, &page.conversation_id()).await, ["oi", "ajuda"]);
+}
+
+// ---- a person's visit in a real browser ----
+
+/// A TCP relay between the browser and `serve` that can be cut (every connection dropped, new ones
+/// refused) and restored: a network that goes away and comes back.
+struct Relay {
+    url: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    links: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Relay {
+    /// A relay on a port of its own, relaying to what `target` will hold (`serve`'s address, known
+    /// later: the page that embeds the chat names the relay first).
+    async fn to(target: Arc<std::sync::OnceLock<String>>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let links: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (is_cut, held) = (cut.clone(), links.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if is_cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: the browser sees the connection fail
+                }
+                let target = target.get().expect("serve's address").trim_start_matches("http://").to_owned();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                held.lock().expect("links").push(link.abort_handle());
+            }
+        });
+        Self { url, cut, links }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().expect("links").drain(..) {
+            link.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The operator's site: `/` embeds the chat from `chat` with a fresh user token of `cliente-42`, as a
+/// signed-in page would; it records every console call the page makes. Returns its port.
+async fn operator_site(chat: String) -> u16 {
+    let page = move || {
+        let token = user_token(ACME_KEY, "acme", "cliente-42", 600);
+        let html = format!(
+            r##"<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Acme</title>
+<script>window.__logs = []; ['log','info','warn','error','debug'].forEach(function (k) {{
+  var o = console[k]; console[k] = function () {{ window.__logs.push([].slice.call(arguments).join(' ')); o.apply(console, arguments); }};
+}}); window.__marca = 'sem recarregar';</script></head>
+<body><h1>Acme Transportes</h1><a id="inicio" href="#">Início</a>
+<script src="{chat}/webchat/widget.js" data-tenant="acme" data-user-token="{token}" async></script></body></html>"##
+        );
+        axum::response::Html(html)
+    };
+    let app = axum::Router::new().route("/", axum::routing::get(move || async move { page() }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+/// Runs `script` in the page with the chat's shadow root as `r` (`null` before the widget is there).
+async fn in_widget(b: &Browser, script: &str) -> Value {
+    let body = format!(
+        "const h = document.querySelector('#vt-webchat'); const r = h && h.shadowRoot; {script}"
+    );
+    b.client.execute(&body, vec![]).await.expect("script")
+}
+
+/// Waits (up to `secs`) for `check` (a script returning a boolean, over `r`) to hold.
+async fn until_widget(b: &Browser, check: &str, secs: u64, what: &str) {
+    for _ in 0..secs * 10 {
+        if in_widget(b, check).await == Value::Bool(true) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = in_widget(b, "return r ? r.querySelector('.log').innerText : 'no widget'").await;
+    panic!("{what}: not in {secs} s; the chat shows: {log}");
+}
+
+/// Presses `keys` (each a key; WebDriver's codes for special keys) wherever the focus is.
+async fn press(b: &Browser, keys: &str) {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    let mut actions = KeyActions::new("teclado".into());
+    for key in keys.chars() {
+        actions = actions
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+    }
+    b.client.perform_actions(actions).await.expect("keys");
+}
+
+/// Types `text` into the chat's box and sends it with Enter, as a person does.
+async fn type_and_send(b: &Browser, text: &str) {
+    in_widget(b, "r.querySelector('textarea').focus()").await;
+    press(b, &format!("{text}\u{E007}")).await;
+}
+
+/// Clicks the chat's element `css` (the last that matches).
+async fn click_in_widget(b: &Browser, css: &str) {
+    let done = in_widget(
+        b,
+        &format!("const all = r.querySelectorAll({css:?}); if (!all.length) return false; all[all.length - 1].click(); return true;"),
+    )
+    .await;
+    assert_eq!(done, Value::Bool(true), "{css} to click");
+}
+
+/// How many messages of the chat's log contain `needle`, and whether their ids are each once.
+async fn count(b: &Browser, needle: &str) -> (u64, bool) {
+    let v = in_widget(
+        b,
+        &format!(
+            "const items = [...r.querySelectorAll('.log li')]; const ids = items.map(i => i.dataset.id).filter(Boolean);
+             return [items.filter(i => i.innerText.includes({needle:?})).length, new Set(ids).size === ids.length];"
+        ),
+    )
+    .await;
+    (v[0].as_u64().expect("count"), v[1].as_bool().expect("unique"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_browser() {
+    let chat = Arc::new(chat_harness_paying().await);
+    // The relay, then the site that embeds the chat through it, then `serve` with the site's origin.
+    let target = Arc::new(std::sync::OnceLock::new());
+    let relay = Relay::to(target.clone()).await;
+    let port = operator_site(relay.url.clone()).await;
+    let site = format!("http://localhost:{port}");
+    let s = serve(chat.clone(), &webchat(&site, 20)).await;
+    target.set(s.url.clone()).expect("once");
+    let Some(b) = Browser::start_for("webchat").await else {
+        return;
+    };
+
+    // Keyboard only: from the page's first link to the bubble, Enter opens the chat in its box.
+    b.client.goto(&format!("{site}/")).await.expect("the site");
+    until_widget(&b, "return !!h && h.dataset.estado === 'conectado'", 10, "the chat connects").await;
+    b.shot("01-pagina").await;
+    in_widget(&b, "document.querySelector('#inicio').focus()").await;
+    press(&b, "\u{E004}").await;
+    let focused = in_widget(&b, "return document.activeElement === h && r.activeElement.className").await;
+    assert_eq!(focused, json!("bolha"), "Tab reaches the bubble");
+    press(&b, "\u{E007}").await;
+    let open = in_widget(&b, "return [r.querySelector('.painel').hidden, r.activeElement.tagName]").await;
+    assert_eq!(open, json!([false, "TEXTAREA"]), "Enter opens it, the focus in the box");
+    let unlabelled = in_widget(
+        &b,
+        "return [...r.querySelectorAll('button, textarea, a')].filter(e => !e.getAttribute('aria-label') && !e.textContent.trim() && !(e.labels && e.labels.length)).map(e => e.outerHTML)",
+    )
+    .await;
+    assert_eq!(unlabelled, json!([]), "every control has a label");
+
+    // The balance, typed; the card masked once the message is on record.
+    type_and_send(&b, &format!("saldo do cartão {CARD}")).await;
+    until_widget(&b, "return r.querySelector('.log').innerText.includes('é BRL')", 15, "the balance").await;
+    until_widget(&b, "return !r.querySelector('.pendente')", 10, "the message on record").await;
+    let shown = in_widget(&b, "return r.innerHTML + document.documentElement.outerHTML").await;
+    assert!(!shown.as_str().expect("html").contains(CARD), "no card in clear on the page");
+    b.shot("02-saldo").await;
+
+    // A Pix recharge: confirmed with the button, the QR shown, the code copied.
+    type_and_send(&b, &format!("recarregar 20 no cartão {CARD} via pix")).await;
+    until_widget(&b, "return [...r.querySelectorAll('.opcoes button')].some(x => x.textContent === 'Confirmar')", 15, "the confirm button").await;
+    click_in_widget(&b, ".opcoes button:first-child").await;
+    until_widget(&b, "return !!r.querySelector('.pix img') && r.querySelector('.pix img').naturalWidth > 0", 15, "the QR").await;
+    let code = in_widget(&b, "return r.querySelector('.pix .texto').textContent").await;
+    let code = code.as_str().expect("code").to_owned();
+    assert!(code.starts_with("000201"), "{code}");
+    click_in_widget(&b, ".pix .copiar").await;
+    until_widget(&b, "return r.querySelector('.pix .copiar').textContent === 'Copiado'", 5, "copied").await;
+    b.shot("03-pix").await;
+
+    // The simulator pays; the receipt appears without a reload.
+    let txid = chat.sim.pix().charge_with_code(&code).expect("charge").txid;
+    chat.sim.pix().pay(&txid, false).expect("paid");
+    chat.service.payments().sweep().await;
+    until_widget(&b, "return r.querySelector('.log').innerText.includes('Pagamento recebido')", 15, "the receipt").await;
+    assert_eq!(b.client.execute("return window.__marca", vec![]).await.expect("mark"), json!("sem recarregar"));
+    b.shot("04-recibo").await;
+
+    // A second browser profile, the same person signed in at the site: their history, their card.
+    let Some(other) = Browser::start_for("webchat").await else {
+        return;
+    };
+    other.client.goto(&format!("{site}/")).await.expect("the site");
+    until_widget(&other, "return !!h && h.dataset.estado === 'conectado'", 10, "the chat connects").await;
+    click_in_widget(&other, ".bolha").await;
+    until_widget(&other, "return r.querySelector('.log').innerText.includes('Pagamento recebido')", 10, "the history").await;
+    type_and_send(&other, "saldo").await;
+    until_widget(&other, "return [...r.querySelectorAll('.log li.assistant')].pop().innerText.includes('****8901')", 15, "the remembered card").await;
+    other.shot("05-outro-perfil").await;
+
+    // A person: the case opens; the connection is cut; the support agent answers in the console.
+    type_and_send(&b, "quero falar com um atendente").await;
+    until_widget(&b, "return !r.querySelector('.pendente') && !r.querySelector('.estado').textContent", 15, "the hand-off").await;
+    let case = chat.store.cases(Some("acme"), 10).await.expect("cases").into_iter().next();
+    let case = case.unwrap_or_else(|| panic!("a case of acme's"));
+    relay.cut();
+    until_widget(&b, "return h.dataset.estado === 'reconectando'", 15, "the cut seen").await;
+    other.sign_in(&s.url, SUPPORT).await;
+    other.wait_path("/console/lookup").await;
+    other.client.goto(&format!("{}/console/cases/{}", s.url, case.id)).await.expect("case");
+    other.submit("#assumir").await;
+    other.type_into("#texto", "Olá, aqui é a Ana. Já vejo seu pedido.").await;
+    other.submit("#enviar").await;
+    relay.restore();
+    until_widget(&b, "return r.querySelector('.log').innerText.includes('aqui é a Ana')", 30, "the person's reply after the cut").await;
+    // A little longer: a double would come now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (replies, unique) = count(&b, "aqui é a Ana").await;
+    assert_eq!((replies, unique), (1, true), "the reply once, every message once");
+    assert_eq!(count(&b, "Pagamento recebido").await.0, 1);
+    let agent = in_widget(&b, "return [...r.querySelectorAll('.log li.human_agent .quem')].map(e => e.textContent)").await;
+    assert_eq!(agent, json!(["suporte · atendente"]));
+    b.shot("06-atendente").await;
+
+    // Nothing of the card in the page's storage or console.
+    let kept = b
+        .client
+        .execute("return [localStorage.length, sessionStorage.length, document.cookie, window.__logs]", vec![])
+        .await
+        .expect("storage");
+    assert_eq!(kept, json!([0, 0, "", []]), "no storage, no readable cookie, no console output");
+
+    // A page of another origin (the site's host by its address): no session, and its own calls fail.
+    b.client.goto(&format!("http://127.0.0.1:{port}/")).await.expect("other origin");
+    until_widget(&b, "return !!h && h.dataset.estado === 'recusado'", 10, "refused").await;
+    let post = b
+        .client
+        .execute_async(
+            &format!(
+                "const done = arguments[arguments.length - 1];
+                 fetch('{}/webchat/api/mensagens', {{method: 'POST', credentials: 'include',
+                   headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{id: 'x', texto: 'oi'}})}})
+                 .then(r => done('status ' + r.status), e => done('blocked'));",
+                relay.url
+            ),
+            vec![],
+        )
+        .await
+        .expect("fetch");
+    assert_eq!(post, json!("blocked"), "CORS refuses another origin");
+    b.shot("07-outra-origem").await;
+    other.close().await;
+    b.close().await;
+}
