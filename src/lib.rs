@@ -52,7 +52,8 @@ pub use channels::{
     Wiring, cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender,
     mattermost::bot::Bot, mattermost::bot::PostSender, mattermost::channel as mattermost_channel,
     mattermost::conversation_id as mattermost_conversation_id, pix::channel as pix_channel,
-    webchat::WebchatConfig, webchat::WebchatTenant, webchat::channel as webchat_channel, whatsapp::AVISO_PRIVACIDADE, whatsapp::WhatsAppConfig, whatsapp::channel as whatsapp_channel,
+    webchat::WebchatConfig, webchat::WebchatTenant, webchat::channel as webchat_channel,
+    whatsapp::AVISO_PRIVACIDADE, whatsapp::WhatsAppConfig, whatsapp::channel as whatsapp_channel,
     whatsapp::conversation_id as whatsapp_conversation_id, whatsapp::notices::NoticesConfig,
     whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender, whatsapp::templates::Templates,
 };

@@ -103,7 +103,5 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     // The peer's address is kept for the limits that count per address (the web chat's).
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }

@@ -184,12 +184,8 @@ impl Messages<'_> {
         let usage = self.usage_record((&tag, conv), spent, (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
         let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
-        let mut outbox = replies_outbox(conv, msg, &outcome, routing.offer.as_ref());
-        let choices = routing
-            .offer
-            .as_ref()
-            .map(super::offers::Offer::titles)
-            .unwrap_or_default();
+        let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
+        let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));
         let record = TurnRecord {
             conversation: conv,
@@ -309,14 +305,13 @@ pub(super) async fn save_turn(
 }
 
 /// One outbox item per reply, addressed to the channel the message came from; the last one carries
-/// the cards the answer offers to choose from (`offer`).
+/// the cards the answer offers to choose from (`choices`).
 fn replies_outbox(
     conv: &Conversation,
     msg: &Inbound,
     outcome: &TurnOutcome,
-    offer: Option<&super::offers::Offer>,
+    choices: &[String],
 ) -> Vec<NewOutboxItem> {
-    let choices = offer.map(super::offers::Offer::titles).unwrap_or_default();
     let status = match msg.delivery {
         Delivery::Inline => OutboxStatus::Done,
         Delivery::Outbox => OutboxStatus::Pending,
@@ -348,7 +343,7 @@ fn replies_outbox(
                 reply_to: msg.channel_message_id.clone(),
                 thread: msg.thread.clone(),
                 confirmation: if i == last { pending.clone() } else { None },
-                choices: if i == last { choices.clone() } else { Vec::new() },
+                choices: if i == last { choices.to_vec() } else { Vec::new() },
                 trace: trace.clone(),
                 template: None,
                 fluxo: None,

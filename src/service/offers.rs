@@ -41,6 +41,11 @@ impl Offer {
             .collect()
     }
 
+    /// [`Self::titles`] of an offer, if any (none: nothing to choose from).
+    pub(crate) fn titles_of(offer: Option<&Self>) -> Vec<String> {
+        offer.map(Self::titles).unwrap_or_default()
+    }
+
     fn of(conv: &Conversation) -> Option<Self> {
         conv.state
             .get(STATE_OFERECIDOS)

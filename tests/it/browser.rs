@@ -9,7 +9,6 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-
 /// chromedriver on a free loopback port, and a WebDriver session of headless Chromium on it.
 pub(crate) struct Browser {
     driver: std::process::Child,

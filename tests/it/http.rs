@@ -941,9 +941,18 @@ async fn every_channel_is_registered_through_its_value() {
         slash_token: Some("token-do-slash".into()),
         ..Default::default()
     };
+    let site = vt_agent::WebchatConfig {
+        clientes: vec![vt_agent::WebchatTenant {
+            tenant: "acme".into(),
+            origens: vec!["https://www.acme.com.br".into()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
     let channels = [
         vt_agent::whatsapp_channel(&wa, &templates, &wiring),
         vt_agent::mattermost_channel(&mm, Some("suporte"), &wiring),
+        vt_agent::webchat_channel(&site, &wiring),
     ];
     let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
     for channel in &channels {
@@ -956,6 +965,10 @@ async fn every_channel_is_registered_through_its_value() {
             ("mattermost", "/channels/mattermost/slash"),
             ("mattermost", "/channels/mattermost/webhook"),
             ("mattermost", "/channels/mattermost/actions"),
+            ("webchat", "/webchat/widget.js"),
+            ("webchat", "/webchat/api/sessao"),
+            ("webchat", "/webchat/api/mensagens"),
+            ("webchat", "/webchat/api/eventos"),
         ]
     );
     let senders: Vec<_> = channels
@@ -979,4 +992,5 @@ async fn every_channel_is_registered_through_its_value() {
     // Without configuration a channel brings nothing.
     assert!(!vt_agent::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
     assert!(!vt_agent::mattermost_channel(&Default::default(), None, &wiring).is_on());
+    assert!(!vt_agent::webchat_channel(&Default::default(), &wiring).is_on());
 }

@@ -417,7 +417,7 @@ fn no_channel_name_in_the_service() {
     let mut all = Vec::new();
     rust_files(&root.join("src"), &mut all);
     let names = channel_names(&all);
-    for expected in ["whatsapp", "mattermost", "http", "terminal", "api"] {
+    for expected in ["whatsapp", "mattermost", "webchat", "http", "terminal", "api"] {
         assert!(
             names.contains(expected),
             "the channel {expected} is not declared where the check looks"

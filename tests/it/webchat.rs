@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use vt_agent::{ApiKeyConfig, AppState, ConsoleConfig, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash};
+use vt_agent::{
+    ApiKeyConfig, AppState, ConsoleConfig, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash,
+};
 
 use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness_paying, serve_state};
@@ -140,10 +142,15 @@ impl Page {
         let cookie = self.cookie.as_deref().expect("a session");
         let payload = cookie.split('.').nth(1).expect("a JWT");
         let claims: Value = serde_json::from_slice(
-            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload).expect("base64"),
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload)
+                .expect("base64"),
         )
         .expect("claims");
-        format!("webchat:{}:{}", claims["ten"].as_str().expect("ten"), claims["who"].as_str().expect("who"))
+        format!(
+            "webchat:{}:{}",
+            claims["ten"].as_str().expect("ten"),
+            claims["who"].as_str().expect("who")
+        )
     }
 
     async fn post(&self, body: &Value) -> reqwest::Response {
@@ -253,8 +260,17 @@ async fn the_widget_is_one_small_hardened_file() {
     gz.write_all(source.as_bytes()).expect("gzip");
     let gzipped = gz.finish().expect("gzip").len();
     eprintln!("widget.js: {} bytes, {gzipped} gzipped", source.len());
-    assert!(gzipped <= 30 * 1024, "over the 30 KB budget: {gzipped} bytes gzipped");
-    for never in ["console.", "localStorage", "sessionStorage", "innerHTML = m", "eval("] {
+    assert!(
+        gzipped <= 30 * 1024,
+        "over the 30 KB budget: {gzipped} bytes gzipped"
+    );
+    for never in [
+        "console.",
+        "localStorage",
+        "sessionStorage",
+        "innerHTML = m",
+        "eval(",
+    ] {
         assert!(!source.contains(never), "the widget uses {never}");
     }
 }
@@ -271,7 +287,13 @@ async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_o
     assert_eq!(body["cor"], "#7b1fa2");
     assert_eq!(body["identificado"], false);
     let cookie = cookie.expect("a session cookie");
-    for attribute in ["HttpOnly", "Secure", "SameSite=None", "Partitioned", "Path=/webchat/api"] {
+    for attribute in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=None",
+        "Partitioned",
+        "Path=/webchat/api",
+    ] {
         assert!(cookie.contains(attribute), "{attribute} in {cookie}");
     }
     let mut stream = page.events(None).await;
@@ -280,9 +302,15 @@ async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_o
     page.say(&format!("saldo do cartão {CARD}")).await;
     let first = stream.until("é BRL").await;
     let texts: Vec<&str> = first.iter().map(|(_, e)| text(e)).collect();
-    assert!(texts[0].contains("****8901") && first[0].1["papel"] == "user", "{texts:?}");
+    assert!(
+        texts[0].contains("****8901") && first[0].1["papel"] == "user",
+        "{texts:?}"
+    );
     assert!(texts[1].contains("LGPD"), "the privacy notice first: {texts:?}");
-    assert!(!format!("{first:?}").contains(CARD), "no card in clear: {first:?}");
+    assert!(
+        !format!("{first:?}").contains(CARD),
+        "no card in clear: {first:?}"
+    );
 
     // A Pix recharge: confirm / cancel offered for the recharge; the code with its QR image.
     let asked = page.say(&format!("recarregar 20 no cartão {CARD} via pix")).await;
@@ -348,7 +376,10 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
     let s = serve(chat.clone(), &webchat(origin, 20)).await;
     let mut evil = Page::new(&s.url, "https://golpe.example.com");
     let (status, body, cookie) = evil.open("acme", None).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("origin_not_allowed")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("origin_not_allowed"))
+    );
     assert!(cookie.is_none());
     // Another tenant's origin does not open this tenant's chat.
     let mut beta = Page::new(&s.url, BETA_ORIGIN);
@@ -356,7 +387,10 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
     // CORS answers only a listed origin.
     let preflight = |from: &str| {
         s.client
-            .request(reqwest::Method::OPTIONS, format!("{}/webchat/api/mensagens", s.url))
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{}/webchat/api/mensagens", s.url),
+            )
             .header("origin", from)
             .header("access-control-request-method", "POST")
             .header("access-control-request-headers", "content-type,x-csrf-token")
@@ -379,7 +413,10 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
         csrf: page.csrf.clone(),
         ..Page::new(&s.url, "https://golpe.example.com")
     };
-    assert_eq!(stolen.post(&json!({"id": "x1", "texto": "oi"})).await.status(), 403);
+    assert_eq!(
+        stolen.post(&json!({"id": "x1", "texto": "oi"})).await.status(),
+        403
+    );
     let stream = stolen
         .client
         .get(format!("{}/webchat/api/eventos", s.url))
@@ -397,7 +434,10 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
     };
     let r = no_csrf.post(&json!({"id": "x2", "texto": "oi"})).await;
     assert_eq!(r.status(), 403);
-    assert_eq!(r.json::<Value>().await.expect("json")["error"]["field"], "x-csrf-token");
+    assert_eq!(
+        r.json::<Value>().await.expect("json")["error"]["field"],
+        "x-csrf-token"
+    );
     let mut other = Page::new(&s.url, origin);
     other.open("acme", None).await;
     let crossed = Page {
@@ -405,13 +445,19 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
         cookie: page.cookie.clone(),
         ..Page::new(&s.url, origin)
     };
-    assert_eq!(crossed.post(&json!({"id": "x3", "texto": "oi"})).await.status(), 403);
+    assert_eq!(
+        crossed.post(&json!({"id": "x3", "texto": "oi"})).await.status(),
+        403
+    );
     let forged = Page {
         cookie: Some("vt_webchat=eyJhbGciOiJIUzI1NiJ9.eyJ0ZW4iOiJhY21lIn0.assinatura".into()),
         csrf: page.csrf.clone(),
         ..Page::new(&s.url, origin)
     };
-    assert_eq!(forged.post(&json!({"id": "x4", "texto": "oi"})).await.status(), 401);
+    assert_eq!(
+        forged.post(&json!({"id": "x4", "texto": "oi"})).await.status(),
+        401
+    );
 
     // Bad input: the field named, the value never echoed.
     let bad = |body: reqwest::Body, kind: &'static str| {
@@ -429,9 +475,16 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
         }
     };
     let (status, body) = bad(r#"{"id": "y1", "texto": 5511}"#.into(), "application/json").await;
-    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("texto")));
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("texto"))
+    );
     assert!(!body.to_string().contains("5511"), "{body}");
-    let (status, body) = bad(r#"{"id": "y2", "texto": "oi", "cartao": "1"}"#.into(), "application/json").await;
+    let (status, body) = bad(
+        r#"{"id": "y2", "texto": "oi", "cartao": "1"}"#.into(),
+        "application/json",
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, _) = bad(vec![b'{', 0xff, 0xfe, b'}'].into(), "application/json").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -439,11 +492,20 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let long = json!({"id": "y3", "texto": "a".repeat(5000)}).to_string();
     let (status, body) = bad(long.into(), "application/json").await;
-    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("texto")));
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("texto"))
+    );
     let huge = json!({"id": "y4", "texto": "a".repeat(40_000)}).to_string();
-    assert_eq!(bad(huge.into(), "application/json").await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        bad(huge.into(), "application/json").await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
     let (status, body) = bad(r#"{"id": "../../etc", "texto": "oi"}"#.into(), "application/json").await;
-    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("id")));
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("id"))
+    );
     assert_eq!(
         page_messages(&chat, &page.conversation_id()).await,
         stored,
@@ -472,7 +534,11 @@ async fn a_user_token_opens_the_persons_conversation_on_any_device_of_its_own_te
     let (status, body, _) = laptop
         .open("acme", Some(&user_token(ACME_KEY, "acme", "cliente-42", 600)))
         .await;
-    assert_eq!((status, body["identificado"].as_bool()), (StatusCode::OK, Some(true)), "{body}");
+    assert_eq!(
+        (status, body["identificado"].as_bool()),
+        (StatusCode::OK, Some(true)),
+        "{body}"
+    );
     laptop.say(&format!("saldo do cartão {CARD}")).await;
 
     // Another device, a fresh token of the same person: their history, and the card remembered.
@@ -486,15 +552,23 @@ async fn a_user_token_opens_the_persons_conversation_on_any_device_of_its_own_te
     phone.say("saldo").await;
     let answer = stream.until("8901").await;
     assert!(
-        answer.iter().any(|(_, e)| e["papel"] == "assistant" && text(e).contains("****8901")),
+        answer
+            .iter()
+            .any(|(_, e)| e["papel"] == "assistant" && text(e).contains("****8901")),
         "the remembered card: {answer:?}"
     );
 
     // A token of another tenant's key, or naming another tenant, or too long, or expired: refused.
     let mut stranger = Page::new(&s.url, origin);
     for (token, why) in [
-        (user_token(BETA_KEY, "acme", "cliente-42", 600), "another tenant's key"),
-        (user_token(ACME_KEY, "beta", "cliente-42", 600), "another tenant named"),
+        (
+            user_token(BETA_KEY, "acme", "cliente-42", 600),
+            "another tenant's key",
+        ),
+        (
+            user_token(ACME_KEY, "beta", "cliente-42", 600),
+            "another tenant named",
+        ),
         (user_token(ACME_KEY, "acme", "cliente-42", 86_400), "a day long"),
         (user_token(ACME_KEY, "acme", "cliente-42", -120), "expired"),
     ] {
@@ -530,7 +604,10 @@ async fn a_visitor_past_its_rate_is_told_to_wait_and_its_message_is_not_stored()
     let third = page.post(&json!({"id": "z3", "texto": "de novo"})).await;
     assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(third.headers().contains_key("retry-after"));
-    assert_eq!(page_messages(&chat, &page.conversation_id()).await, ["oi", "ajuda"]);
+    assert_eq!(
+        page_messages(&chat, &page.conversation_id()).await,
+        ["oi", "ajuda"]
+    );
 }
 
 // ---- a person's visit in a real browser ----
@@ -557,7 +634,11 @@ impl Relay {
                 if is_cut.load(std::sync::atomic::Ordering::SeqCst) {
                     continue; // dropped: the browser sees the connection fail
                 }
-                let target = target.get().expect("serve's address").trim_start_matches("http://").to_owned();
+                let target = target
+                    .get()
+                    .expect("serve's address")
+                    .trim_start_matches("http://")
+                    .to_owned();
                 let link = tokio::spawn(async move {
                     if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
@@ -605,9 +686,8 @@ async fn operator_site(chat: String) -> u16 {
 
 /// Runs `script` in the page with the chat's shadow root as `r` (`null` before the widget is there).
 async fn in_widget(b: &Browser, script: &str) -> Value {
-    let body = format!(
-        "const h = document.querySelector('#vt-webchat'); const r = h && h.shadowRoot; {script}"
-    );
+    let body =
+        format!("const h = document.querySelector('#vt-webchat'); const r = h && h.shadowRoot; {script}");
     b.client.execute(&body, vec![]).await.expect("script")
 }
 
@@ -680,15 +760,33 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
 
     // Keyboard only: from the page's first link to the bubble, Enter opens the chat in its box.
     b.client.goto(&format!("{site}/")).await.expect("the site");
-    until_widget(&b, "return !!h && h.dataset.estado === 'conectado'", 10, "the chat connects").await;
+    until_widget(
+        &b,
+        "return !!h && h.dataset.estado === 'conectado'",
+        10,
+        "the chat connects",
+    )
+    .await;
     b.shot("01-pagina").await;
     in_widget(&b, "document.querySelector('#inicio').focus()").await;
     press(&b, "\u{E004}").await;
-    let focused = in_widget(&b, "return document.activeElement === h && r.activeElement.className").await;
+    let focused = in_widget(
+        &b,
+        "return document.activeElement === h && r.activeElement.className",
+    )
+    .await;
     assert_eq!(focused, json!("bolha"), "Tab reaches the bubble");
     press(&b, "\u{E007}").await;
-    let open = in_widget(&b, "return [r.querySelector('.painel').hidden, r.activeElement.tagName]").await;
-    assert_eq!(open, json!([false, "TEXTAREA"]), "Enter opens it, the focus in the box");
+    let open = in_widget(
+        &b,
+        "return [r.querySelector('.painel').hidden, r.activeElement.tagName]",
+    )
+    .await;
+    assert_eq!(
+        open,
+        json!([false, "TEXTAREA"]),
+        "Enter opens it, the focus in the box"
+    );
     let unlabelled = in_widget(
         &b,
         "return [...r.querySelectorAll('button, textarea, a')].filter(e => !e.getAttribute('aria-label') && !e.textContent.trim() && !(e.labels && e.labels.length)).map(e => e.outerHTML)",
@@ -698,30 +796,75 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
 
     // The balance, typed; the card masked once the message is on record.
     type_and_send(&b, &format!("saldo do cartão {CARD}")).await;
-    until_widget(&b, "return r.querySelector('.log').innerText.includes('é BRL')", 15, "the balance").await;
-    until_widget(&b, "return !r.querySelector('.pendente')", 10, "the message on record").await;
+    until_widget(
+        &b,
+        "return r.querySelector('.log').innerText.includes('é BRL')",
+        15,
+        "the balance",
+    )
+    .await;
+    until_widget(
+        &b,
+        "return !r.querySelector('.pendente')",
+        10,
+        "the message on record",
+    )
+    .await;
     let shown = in_widget(&b, "return r.innerHTML + document.documentElement.outerHTML").await;
-    assert!(!shown.as_str().expect("html").contains(CARD), "no card in clear on the page");
+    assert!(
+        !shown.as_str().expect("html").contains(CARD),
+        "no card in clear on the page"
+    );
     b.shot("02-saldo").await;
 
     // A Pix recharge: confirmed with the button, the QR shown, the code copied.
     type_and_send(&b, &format!("recarregar 20 no cartão {CARD} via pix")).await;
-    until_widget(&b, "return [...r.querySelectorAll('.opcoes button')].some(x => x.textContent === 'Confirmar')", 15, "the confirm button").await;
+    until_widget(
+        &b,
+        "return [...r.querySelectorAll('.opcoes button')].some(x => x.textContent === 'Confirmar')",
+        15,
+        "the confirm button",
+    )
+    .await;
     click_in_widget(&b, ".opcoes button:first-child").await;
-    until_widget(&b, "return !!r.querySelector('.pix img') && r.querySelector('.pix img').naturalWidth > 0", 15, "the QR").await;
+    until_widget(
+        &b,
+        "return !!r.querySelector('.pix img') && r.querySelector('.pix img').naturalWidth > 0",
+        15,
+        "the QR",
+    )
+    .await;
     let code = in_widget(&b, "return r.querySelector('.pix .texto').textContent").await;
     let code = code.as_str().expect("code").to_owned();
     assert!(code.starts_with("000201"), "{code}");
     click_in_widget(&b, ".pix .copiar").await;
-    until_widget(&b, "return r.querySelector('.pix .copiar').textContent === 'Copiado'", 5, "copied").await;
+    until_widget(
+        &b,
+        "return r.querySelector('.pix .copiar').textContent === 'Copiado'",
+        5,
+        "copied",
+    )
+    .await;
     b.shot("03-pix").await;
 
     // The simulator pays; the receipt appears without a reload.
     let txid = chat.sim.pix().charge_with_code(&code).expect("charge").txid;
     chat.sim.pix().pay(&txid, false).expect("paid");
     chat.service.payments().sweep().await;
-    until_widget(&b, "return r.querySelector('.log').innerText.includes('Pagamento recebido')", 15, "the receipt").await;
-    assert_eq!(b.client.execute("return window.__marca", vec![]).await.expect("mark"), json!("sem recarregar"));
+    until_widget(
+        &b,
+        "return r.querySelector('.log').innerText.includes('Pagamento recebido')",
+        15,
+        "the receipt",
+    )
+    .await;
+    assert_eq!(
+        b.client
+            .execute("return window.__marca", vec![])
+            .await
+            .expect("mark"),
+        json!("sem recarregar")
+    );
     b.shot("04-recibo").await;
 
     // A second browser profile, the same person signed in at the site: their history, their card.
@@ -729,47 +872,109 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
         return;
     };
     other.client.goto(&format!("{site}/")).await.expect("the site");
-    until_widget(&other, "return !!h && h.dataset.estado === 'conectado'", 10, "the chat connects").await;
+    until_widget(
+        &other,
+        "return !!h && h.dataset.estado === 'conectado'",
+        10,
+        "the chat connects",
+    )
+    .await;
     click_in_widget(&other, ".bolha").await;
-    until_widget(&other, "return r.querySelector('.log').innerText.includes('Pagamento recebido')", 10, "the history").await;
+    until_widget(
+        &other,
+        "return r.querySelector('.log').innerText.includes('Pagamento recebido')",
+        10,
+        "the history",
+    )
+    .await;
     type_and_send(&other, "saldo").await;
-    until_widget(&other, "return [...r.querySelectorAll('.log li.assistant')].pop().innerText.includes('****8901')", 15, "the remembered card").await;
+    until_widget(
+        &other,
+        "return [...r.querySelectorAll('.log li.assistant')].pop().innerText.includes('****8901')",
+        15,
+        "the remembered card",
+    )
+    .await;
     other.shot("05-outro-perfil").await;
 
     // A person: the case opens; the connection is cut; the support agent answers in the console.
     type_and_send(&b, "quero falar com um atendente").await;
-    until_widget(&b, "return !r.querySelector('.pendente') && !r.querySelector('.estado').textContent", 15, "the hand-off").await;
-    let case = chat.store.cases(Some("acme"), 10).await.expect("cases").into_iter().next();
+    until_widget(
+        &b,
+        "return !r.querySelector('.pendente') && !r.querySelector('.estado').textContent",
+        15,
+        "the hand-off",
+    )
+    .await;
+    let case = chat
+        .store
+        .cases(Some("acme"), 10)
+        .await
+        .expect("cases")
+        .into_iter()
+        .next();
     let case = case.unwrap_or_else(|| panic!("a case of acme's"));
     relay.cut();
-    until_widget(&b, "return h.dataset.estado === 'reconectando'", 15, "the cut seen").await;
+    until_widget(
+        &b,
+        "return h.dataset.estado === 'reconectando'",
+        15,
+        "the cut seen",
+    )
+    .await;
     other.sign_in(&s.url, SUPPORT).await;
     other.wait_path("/console/lookup").await;
-    other.client.goto(&format!("{}/console/cases/{}", s.url, case.id)).await.expect("case");
+    other
+        .client
+        .goto(&format!("{}/console/cases/{}", s.url, case.id))
+        .await
+        .expect("case");
     other.submit("#assumir").await;
-    other.type_into("#texto", "Olá, aqui é a Ana. Já vejo seu pedido.").await;
+    other
+        .type_into("#texto", "Olá, aqui é a Ana. Já vejo seu pedido.")
+        .await;
     other.submit("#enviar").await;
     relay.restore();
-    until_widget(&b, "return r.querySelector('.log').innerText.includes('aqui é a Ana')", 30, "the person's reply after the cut").await;
+    until_widget(
+        &b,
+        "return r.querySelector('.log').innerText.includes('aqui é a Ana')",
+        30,
+        "the person's reply after the cut",
+    )
+    .await;
     // A little longer: a double would come now.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (replies, unique) = count(&b, "aqui é a Ana").await;
     assert_eq!((replies, unique), (1, true), "the reply once, every message once");
     assert_eq!(count(&b, "Pagamento recebido").await.0, 1);
-    let agent = in_widget(&b, "return [...r.querySelectorAll('.log li.human_agent .quem')].map(e => e.textContent)").await;
+    let agent = in_widget(
+        &b,
+        "return [...r.querySelectorAll('.log li.human_agent .quem')].map(e => e.textContent)",
+    )
+    .await;
     assert_eq!(agent, json!(["suporte · atendente"]));
     b.shot("06-atendente").await;
 
     // Nothing of the card in the page's storage or console.
     let kept = b
         .client
-        .execute("return [localStorage.length, sessionStorage.length, document.cookie, window.__logs]", vec![])
+        .execute(
+            "return [localStorage.length, sessionStorage.length, document.cookie, window.__logs]",
+            vec![],
+        )
         .await
         .expect("storage");
-    assert_eq!(kept, json!([0, 0, "", []]), "no storage, no readable cookie, no console output");
+    assert_eq!(
+        kept,
+        json!([0, 0, "", []]),
+        "no storage, no readable cookie, no console output"
+    );
 
     // A page of another origin (the site's host by its address): no session, and its own calls fail.
-    b.client.goto(&format!("http://127.0.0.1:{port}/")).await.expect("other origin");
+    b.client
+        .goto(&format!("http://127.0.0.1:{port}/"))
+        .await
+        .expect("other origin");
     until_widget(&b, "return !!h && h.dataset.estado === 'recusado'", 10, "refused").await;
     let post = b
         .client

@@ -112,7 +112,10 @@ pub(super) fn routes(state: Arc<WebchatState>) -> Vec<(&'static str, MethodRoute
 fn hardened(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers
         .entry(header::CACHE_CONTROL)
@@ -127,7 +130,10 @@ async fn widget() -> Response {
                 (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
                 (header::CACHE_CONTROL, "public, max-age=300"),
                 // Another site's page loads it.
-                (HeaderName::from_static("cross-origin-resource-policy"), "cross-origin"),
+                (
+                    HeaderName::from_static("cross-origin-resource-policy"),
+                    "cross-origin",
+                ),
             ],
             WIDGET,
         )
@@ -180,12 +186,12 @@ struct Peer(Option<SocketAddr>);
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
         Ok(Self(
-            parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0),
+            parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
         ))
     }
 }
@@ -287,7 +293,12 @@ async fn open_session(
             Ok(who) => Some(who),
             Err(e) => {
                 tracing::warn!(tenant = %tenant.tenant, error = %e, "web chat user token refused");
-                return refused(StatusCode::UNAUTHORIZED, "invalid_token", &e.to_string(), Some("token"));
+                return refused(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_token",
+                    &e.to_string(),
+                    Some("token"),
+                );
             }
         },
         None => session_of(&state, &headers)
@@ -350,7 +361,10 @@ async fn message(
         Ok(s) => s,
         Err(r) => return r,
     };
-    let csrf = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let csrf = headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     if !crate::channels::same_secret(csrf, &state.sessions.csrf(&session)) {
         return refused(
             StatusCode::FORBIDDEN,
@@ -384,7 +398,12 @@ async fn message(
 #[allow(clippy::result_large_err)]
 fn check(request: &MessageRequest) -> Result<(), Response> {
     let invalid = |field: &str, message: &str| {
-        Err(refused(StatusCode::BAD_REQUEST, "invalid_request", message, Some(field)))
+        Err(refused(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            message,
+            Some(field),
+        ))
     };
     if request.id.is_empty()
         || request.id.chars().count() > MAX_ID_CHARS
@@ -483,8 +502,14 @@ fn service_failed(e: &ServiceError) -> Response {
     match e {
         ServiceError::NotRecorded(source) => {
             tracing::error!(error = %source, "a web chat message could not be stored");
-            let mut r = refused(StatusCode::SERVICE_UNAVAILABLE, "not_recorded", &e.to_string(), None);
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            let mut r = refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_recorded",
+                &e.to_string(),
+                None,
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             r
         }
         other => {

@@ -73,7 +73,10 @@ pub(super) fn stream(
                 for m in fresh {
                     after = Some(m.id);
                     if let Some(body) = body(m, &charges) {
-                        let mut event = Event::default().id(m.id.to_string()).event("mensagem").data(body.to_string());
+                        let mut event = Event::default()
+                            .id(m.id.to_string())
+                            .event("mensagem")
+                            .data(body.to_string());
                         if ready.is_empty() {
                             event = event.retry(RETRY);
                         }
@@ -86,10 +89,7 @@ pub(super) fn stream(
 }
 
 /// Until the poll's time passes or either of `wake` names conversation `id`.
-async fn wait(
-    (turned, said): &mut (broadcast::Receiver<String>, broadcast::Receiver<Said>),
-    id: &str,
-) {
+async fn wait((turned, said): &mut (broadcast::Receiver<String>, broadcast::Receiver<Said>), id: &str) {
     use broadcast::error::RecvError;
     let sleep = tokio::time::sleep(POLL);
     tokio::pin!(sleep);
@@ -118,7 +118,9 @@ async fn wait(
 fn shown(m: &StoredMessage) -> Option<(&'static str, Option<&str>, &str)> {
     match &m.message {
         ChatMessage::User { content } => Some(("user", None, content)),
-        ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => Some(("assistant", None, t)),
+        ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => {
+            Some(("assistant", None, t))
+        }
         ChatMessage::HumanAgent { name, content } => Some(("human_agent", Some(name), content)),
         _ => None,
     }
@@ -181,10 +183,18 @@ mod tests {
     #[test]
     fn a_boleto_line_is_shown_apart_only_when_it_checks() {
         let date = chrono::NaiveDate::from_ymd_opt(2026, 12, 10).expect("date");
-        let line = vt_actions::boleto::LinhaDigitavel::emitir("341", date, rust_decimal::Decimal::new(5000, 2), &"1".repeat(25))
-            .expect("a line")
-            .formatted();
-        assert_eq!(boleto_in(&format!("Pague até 10/12: {line}.")), Some(line.clone()));
+        let line = vt_actions::boleto::LinhaDigitavel::emitir(
+            "341",
+            date,
+            rust_decimal::Decimal::new(5000, 2),
+            &"1".repeat(25),
+        )
+        .expect("a line")
+        .formatted();
+        assert_eq!(
+            boleto_in(&format!("Pague até 10/12: {line}.")),
+            Some(line.clone())
+        );
         let mut wrong = line.clone();
         wrong.replace_range(0..1, if line.starts_with('9') { "1" } else { "9" });
         assert_eq!(boleto_in(&wrong), None);

@@ -321,28 +321,44 @@ mod tests {
             clientes: vec![acme(), c],
             ..Default::default()
         };
-        assert_eq!(with(acme()).validate().unwrap_err().0, "webchat.clientes[1].tenant");
+        assert_eq!(
+            with(acme()).validate().expect_err("refused").0,
+            "webchat.clientes[1].tenant"
+        );
         let path = WebchatTenant {
             tenant: "b".into(),
             origens: vec!["https://b.com.br/chat".into()],
             ..acme()
         };
-        assert_eq!(with(path).validate().unwrap_err().0, "webchat.clientes[1].origens");
+        assert_eq!(
+            with(path).validate().expect_err("refused").0,
+            "webchat.clientes[1].origens"
+        );
         let colour = WebchatTenant {
             tenant: "b".into(),
             cor: "verde".into(),
             ..acme()
         };
-        assert_eq!(with(colour).validate().unwrap_err().0, "webchat.clientes[1].cor");
+        assert_eq!(
+            with(colour).validate().expect_err("refused").0,
+            "webchat.clientes[1].cor"
+        );
         let key = WebchatTenant {
             tenant: "b".into(),
             chave_usuario: Some("curta".into()),
             ..acme()
         };
-        let (field, why) = with(key).validate().unwrap_err();
+        let (field, why) = with(key).validate().expect_err("refused");
         assert_eq!(field, "webchat.clientes[1].chave_usuario");
         assert!(!why.contains("curta"), "the value is never echoed");
-        assert!(with(WebchatTenant { tenant: "b".into(), ..acme() }).validate().is_ok());
+        assert!(
+            with(WebchatTenant {
+                tenant: "b".into(),
+                ..acme()
+            })
+            .validate()
+            .is_ok()
+        );
         assert!(is_origin("http://localhost:8080") && !is_origin("https://a.com/"));
     }
 }

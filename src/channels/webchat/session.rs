@@ -153,7 +153,8 @@ impl Sessions {
 
     /// The CSRF token of `session`: a post must carry it (`X-CSRF-Token`).
     pub(super) fn csrf(&self, session: &Session) -> String {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.csrf_key).expect("HMAC takes a key of any length");
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.csrf_key).expect("HMAC takes a key of any length");
         mac.update(session.sid.as_bytes());
         hex::encode(mac.finalize().into_bytes())
     }
@@ -178,9 +179,10 @@ pub(super) fn verify_user(
     now: i64,
 ) -> Result<(String, Option<String>, Option<String>), TokenError> {
     let key = key.ok_or(TokenError::NoKey)?;
-    let claims = jsonwebtoken::decode::<UserClaims>(token, &DecodingKey::from_secret(key.as_bytes()), &validation())
-        .map_err(|_| TokenError::Invalid)?
-        .claims;
+    let claims =
+        jsonwebtoken::decode::<UserClaims>(token, &DecodingKey::from_secret(key.as_bytes()), &validation())
+            .map_err(|_| TokenError::Invalid)?
+            .claims;
     if claims.tenant != tenant {
         return Err(TokenError::OtherTenant);
     }
@@ -196,7 +198,11 @@ pub(super) fn verify_user(
         .name
         .map(|n| n.chars().take(80).collect::<String>())
         .filter(|n| !n.trim().is_empty());
-    Ok((format!("u-{}", &hex::encode(digest)[..32]), Some(sub.to_owned()), name))
+    Ok((
+        format!("u-{}", &hex::encode(digest)[..32]),
+        Some(sub.to_owned()),
+        name,
+    ))
 }
 
 #[cfg(test)]
@@ -206,7 +212,12 @@ mod tests {
     const KEY: &str = "chave-de-usuario-da-acme-com-32-bytes!";
 
     fn token(claims: serde_json::Value, key: &str) -> String {
-        jsonwebtoken::encode(&Header::default(), &claims, &EncodingKey::from_secret(key.as_bytes())).expect("token")
+        jsonwebtoken::encode(
+            &Header::default(),
+            &claims,
+            &EncodingKey::from_secret(key.as_bytes()),
+        )
+        .expect("token")
     }
 
     #[test]
@@ -236,7 +247,10 @@ mod tests {
         let (who, sub, _) = verify_user(&good, Some(KEY), "acme", now).expect("verified");
         assert!(who.starts_with("u-") && !who.contains("cliente-42"));
         assert_eq!(sub.as_deref(), Some("cliente-42"));
-        assert_eq!(verify_user(&good, Some(KEY), "outra", now), Err(TokenError::OtherTenant));
+        assert_eq!(
+            verify_user(&good, Some(KEY), "outra", now),
+            Err(TokenError::OtherTenant)
+        );
         assert_eq!(
             verify_user(&good, Some("chave-de-outro-cliente-com-32-bytes!!"), "acme", now),
             Err(TokenError::Invalid)
@@ -246,14 +260,26 @@ mod tests {
             serde_json::json!({"sub": "c", "tenant": "acme", "iat": now, "exp": now + 86_400}),
             KEY,
         );
-        assert_eq!(verify_user(&long, Some(KEY), "acme", now), Err(TokenError::TooLong));
+        assert_eq!(
+            verify_user(&long, Some(KEY), "acme", now),
+            Err(TokenError::TooLong)
+        );
         let expired = token(
             serde_json::json!({"sub": "c", "tenant": "acme", "iat": now - 900, "exp": now - 300}),
             KEY,
         );
-        assert_eq!(verify_user(&expired, Some(KEY), "acme", now), Err(TokenError::Invalid));
-        let none = token(serde_json::json!({"sub": "c", "tenant": "acme", "iat": now, "exp": now + 60}), KEY)
-            .replace("eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9", "eyJhbGciOiJub25lIn0");
-        assert_eq!(verify_user(&none, Some(KEY), "acme", now), Err(TokenError::Invalid));
+        assert_eq!(
+            verify_user(&expired, Some(KEY), "acme", now),
+            Err(TokenError::Invalid)
+        );
+        let none = token(
+            serde_json::json!({"sub": "c", "tenant": "acme", "iat": now, "exp": now + 60}),
+            KEY,
+        )
+        .replace("eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9", "eyJhbGciOiJub25lIn0");
+        assert_eq!(
+            verify_user(&none, Some(KEY), "acme", now),
+            Err(TokenError::Invalid)
+        );
     }
 }

@@ -85,7 +85,7 @@ mod tests {
     fn cookies_are_read_by_exact_name() {
         let mut h = HeaderMap::new();
         h.insert(
-            COOKIE,
+            axum::http::header::COOKIE,
             "a=1; vt_console_entrada=x; vt_console=y".parse().expect("header"),
         );
         assert_eq!(cookie(&h, SESSION_COOKIE), Some("y"));
