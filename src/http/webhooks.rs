@@ -251,11 +251,10 @@ pub(super) async fn events(
                         return Some((Ok(event), (after, ready)));
                     }
                     tokio::time::sleep(POLL).await;
-                    let Ok(messages) = store.messages(&id).await else {
+                    let Ok(messages) = store.messages_after(&id, after).await else {
                         continue;
                     };
-                    let since = after;
-                    for m in messages.into_iter().filter(|m| m.id > since) {
+                    for m in messages {
                         after = m.id;
                         if let Some(event) = late_event(pix.as_ref(), &id, &m).await {
                             ready.push_back(event);

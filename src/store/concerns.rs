@@ -49,7 +49,17 @@ pub trait ConversationStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<i64, StoreError>;
 
-    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        self.messages_after(conversation_id, 0).await
+    }
+
+    /// The conversation's messages stored after message `after`, in order: what an event stream that
+    /// has `after` reads each time it looks.
+    async fn messages_after(
+        &self,
+        conversation_id: &str,
+        after: i64,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
 
     /// Accepted channel messages whose turn never committed, oldest first: every conversation's, or
     /// with `through = Some((conversation, id))` that conversation's up to message `id` included.

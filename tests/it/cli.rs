@@ -22,7 +22,7 @@ pub(crate) fn vt_agent_in(data: &tempfile::TempDir) -> Command {
     cmd
 }
 
-fn vt_agent() -> (Command, tempfile::TempDir) {
+pub(crate) fn vt_agent() -> (Command, tempfile::TempDir) {
     let data = tempfile::tempdir().expect("tmp");
     (vt_agent_in(&data), data)
 }

@@ -378,8 +378,8 @@ impl vt_agent::ConversationStore for Flaky {
     ) -> Result<Vec<UnprocessedMessage>, StoreError> {
         self.inner.unprocessed_messages(through, limit).await
     }
-    async fn messages(&self, c: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        self.inner.messages(c).await
+    async fn messages_after(&self, c: &str, after: i64) -> Result<Vec<StoredMessage>, StoreError> {
+        self.inner.messages_after(c, after).await
     }
     async fn save_turn(&self, t: TurnRecord<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.turn_attempts.fetch_add(1, Ordering::SeqCst);

@@ -268,6 +268,18 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
         .map(|m| m.message)
         .collect();
     assert_eq!(stored, messages);
+    // An event stream's look reads only what came after the last message it has.
+    let all = store.messages("c-turn").await.expect("messages");
+    let after_first = store.messages_after("c-turn", all[0].id).await.expect("after");
+    assert_eq!(after_first, all[1..].to_vec());
+    let last = all.last().expect("a message").id;
+    assert!(
+        store
+            .messages_after("c-turn", last)
+            .await
+            .expect("after")
+            .is_empty()
+    );
     assert_eq!(
         store
             .conversation("c-turn")

@@ -3,7 +3,8 @@
 //! `Last-Event-ID` (or `?ultimo=`) starts after it, so a reconnect neither loses nor repeats one; a
 //! stream opened without one starts with the conversation's latest messages (its history).
 //!
-//! An event is `{"id", "papel", "nome"?, "texto", "em", "pix"?, "cartao"?, "boleto"?}`: cards masked,
+//! An event is `{"id", "papel", "nome"?, "texto", "em", "pix"?, "cartao"?, "boleto"?, "historico"?}`
+//! (`historico`: said before the stream opened, so not new to the person): cards masked,
 //! the conversation's own payment codes whole, and a message that shows one carries it apart — a Pix
 //! code with its QR image, a card checkout's link, a boleto's checked line — for the widget's buttons.
 
@@ -55,11 +56,16 @@ pub(super) fn stream(
                     wait(&mut wake, &id).await;
                 }
                 first = false;
-                let Ok(messages) = sources.conversations.messages(&id).await else {
+                // Each look reads only what was stored since the last one.
+                let Ok(messages) = sources
+                    .conversations
+                    .messages_after(&id, after.unwrap_or(0))
+                    .await
+                else {
                     continue;
                 };
                 let fresh: Vec<&StoredMessage> = match after {
-                    Some(last) => messages.iter().filter(|m| m.id > last).collect(),
+                    Some(_) => messages.iter().collect(),
                     None => {
                         let shown: Vec<_> = messages.iter().filter(|m| shown(m).is_some()).collect();
                         shown[shown.len().saturating_sub(HISTORY)..].to_vec()
@@ -70,9 +76,13 @@ pub(super) fn stream(
                     continue;
                 }
                 let charges = sources.pix.conversation_charges(&id).await.unwrap_or_default();
+                let history = after.is_none();
                 for m in fresh {
                     after = Some(m.id);
-                    if let Some(body) = body(m, &charges) {
+                    if let Some(mut body) = body(m, &charges) {
+                        if history {
+                            body["historico"] = json!(true);
+                        }
                         let mut event = Event::default()
                             .id(m.id.to_string())
                             .event("mensagem")

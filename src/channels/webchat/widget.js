@@ -320,7 +320,7 @@
       return;
     }
     bubble(m).setAttribute('data-id', String(m.id));
-    if (ui.panel.hidden && m.papel !== 'user') { unread += 1; showUnread(); }
+    if (ui.panel.hidden && m.papel !== 'user' && !m.historico) { unread += 1; showUnread(); }
   }
 
   /* The stream is reopened by the widget itself, after the last message it has. */

@@ -126,9 +126,14 @@ impl ConversationStore for PgStore {
             .collect()
     }
 
-    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = $1 ORDER BY id")
+    async fn messages_after(
+        &self,
+        conversation_id: &str,
+        after: i64,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = $1 AND id > $2 ORDER BY id")
             .bind(conversation_id)
+            .bind(after)
             .fetch_all(&self.pool)
             .await?;
         rows.iter()

@@ -156,9 +156,14 @@ impl ConversationStore for SqliteStore {
             .collect()
     }
 
-    async fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id")
+    async fn messages_after(
+        &self,
+        conversation_id: &str,
+        after: i64,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query("SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id")
             .bind(conversation_id)
+            .bind(after)
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
