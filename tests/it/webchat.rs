@@ -115,6 +115,15 @@ impl Page {
         if let Some(t) = token {
             body["token"] = json!(t);
         }
+        self.session(body).await
+    }
+
+    /// Renews the session the page opened (the widget's stream reconnecting).
+    async fn renew(&mut self, tenant: &str) -> (StatusCode, Value, Option<String>) {
+        self.session(json!({"tenant": tenant, "renovar": true})).await
+    }
+
+    async fn session(&mut self, body: Value) -> (StatusCode, Value, Option<String>) {
         let mut r = self
             .client
             .post(format!("{}/webchat/api/sessao", self.url))
@@ -584,7 +593,12 @@ async fn a_user_token_opens_the_persons_conversation_on_any_device_of_its_own_te
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
-    // Signed out at the operator (no token on the page): a new visitor, none of the person's history.
+    // The page renews its session (its token expired meanwhile): still the person's conversation.
+    let signed_in = laptop.conversation_id();
+    let (_, body, _) = laptop.renew("acme").await;
+    assert_eq!(body["identificado"], true);
+    assert_eq!(laptop.conversation_id(), signed_in);
+    // Signed out at the operator (a page loads with no token): a new visitor, none of the person's history.
     let (_, body, _) = laptop.open("acme", None).await;
     assert_eq!(body["identificado"], false);
     let mut anonymous = laptop.events(None).await;

@@ -238,6 +238,10 @@ struct SessionRequest {
     /// The operator's signed user token, on a signed-in page.
     #[serde(default)]
     token: Option<String>,
+    /// The page that opened the session renews it (a stream reconnecting): whoever it is keeps it,
+    /// a signed-in person too, whose token may have expired since the page loaded.
+    #[serde(default)]
+    renovar: bool,
 }
 
 /// The body as JSON of `T`, or a 400 that names the field (never its value).
@@ -269,8 +273,10 @@ fn parse<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> R
 }
 
 /// `POST /webchat/api/sessao`: the visitor's session, renewed with a new id — a signed-in person's
-/// when the page passes their token, the same visitor's when their cookie is this tenant's (and not
-/// a signed-in person's, whose page passes their token every time), else a new visitor's.
+/// when the page passes their token; the same one when the page renews what it opened; the same
+/// visitor's when a page loads with their cookie of this tenant (but a signed-in person's cookie on a
+/// page without a token — they signed out, or another person uses the computer — starts a new
+/// visitor); else a new visitor's.
 async fn open_session(
     State(state): State<Arc<WebchatState>>,
     Peer(peer): Peer,
@@ -302,8 +308,8 @@ async fn open_session(
             }
         },
         None => session_of(&state, &headers)
-            .filter(|s| s.ten == tenant.tenant && s.sub.is_none())
-            .map(|s| (s.who, None, None)),
+            .filter(|s| s.ten == tenant.tenant && (request.renovar || s.sub.is_none()))
+            .map(|s| (s.who, s.sub, s.name)),
     };
     let (session, value) = state.sessions.issue(&tenant.tenant, who, now);
     let body = json!({

@@ -111,11 +111,12 @@
     });
   }
 
+  /* The page's first session takes the user token; later ones renew it (the token may have expired). */
   function open() {
     var ask = { tenant: tenant };
-    if (userToken) { ask.token = userToken; }
+    if (session) { ask.renovar = true; } else if (userToken) { ask.token = userToken; }
     return call('/sessao', ask).then(function (r) {
-      if (r.status === 401 && userToken) {
+      if (r.status === 401 && ask.token) {
         userToken = '';
         return open();
       }
