@@ -379,6 +379,45 @@ async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_checkout_and_a_boleto_line_come_apart_for_their_buttons() {
+    let origin = "http://localhost:8127";
+    let chat = Arc::new(crate::support::chat_harness_cards().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    let mut stream = page.events(None).await;
+    let confirm = |asked: &Value| json!({"id": uuid::Uuid::new_v4().to_string(), "texto": "Confirmar", "toque": asked["botoes"][0]["toque"]});
+
+    let asked = page
+        .say(&format!("recarregar 20 no cartão {CARD} no crédito"))
+        .await;
+    assert_eq!(page.post(&confirm(&asked)).await.status(), 200);
+    let linked = stream.until("http").await;
+    let link = linked
+        .iter()
+        .find_map(|(_, e)| e["cartao"]["link"].as_str())
+        .unwrap_or_else(|| panic!("a checkout link apart: {linked:?}"));
+    assert!(
+        link.contains("/_simulador/checkout/") || link.starts_with("https://"),
+        "{link}"
+    );
+
+    let asked = page
+        .say(&format!("recarregar 50 no cartão {CARD} no boleto"))
+        .await;
+    assert_eq!(page.post(&confirm(&asked)).await.status(), 200);
+    let billed = stream.until("boleto").await;
+    let more = stream.until_quiet(Duration::from_millis(1500)).await;
+    let line = billed
+        .iter()
+        .chain(more.iter())
+        .find_map(|(_, e)| e["boleto"]["linha"].as_str())
+        .unwrap_or_else(|| panic!("the boleto's line apart: {billed:?}"))
+        .to_owned();
+    assert_eq!(line.len(), 54, "as printed: {line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_with_nothing_stored() {
     let origin = "http://localhost:8124";
     let chat = Arc::new(chat_harness_paying().await);
