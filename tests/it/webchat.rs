@@ -376,6 +376,10 @@ async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_o
             .count(),
         1
     );
+    // The widget's own words follow the language the router reads in the person's message.
+    assert_eq!(page.say("hello, what can you do for me?").await["idioma"], "en");
+    assert_eq!(page.say("hola, ¿qué puedes hacer por mí?").await["idioma"], "es");
+    assert_eq!(page.say("oi, tudo bem?").await["idioma"], "pt");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
