@@ -1053,52 +1053,35 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
     b.close().await;
 }
 
-#[test]
-fn a_bad_web_chat_section_is_refused_when_loaded_naming_its_field_never_its_value() {
+/// `vt-agent config check` on a file of `toml`.
+fn config_check(toml: &str) -> std::process::Output {
     let (mut cmd, data) = crate::cli::vt_agent();
     let file = data.path().join("site.toml");
-    std::fs::write(
-        &file,
-        "[[webchat.clientes]]\ntenant = \"acme\"\norigens = [\"https://www.acme.com.br/chat\"]\n",
-    )
-    .expect("write");
-    let out = cmd
-        .arg("--config")
+    std::fs::write(&file, toml).expect("write");
+    cmd.arg("--config")
         .arg(&file)
         .args(["config", "check"])
         .output()
-        .expect("run");
+        .expect("run")
+}
+
+#[test]
+fn a_bad_web_chat_section_is_refused_when_loaded_naming_its_field_never_its_value() {
+    let site = "[[webchat.clientes]]\ntenant = \"acme\"\n";
+    let out = config_check(&format!("{site}origens = [\"https://www.acme.com.br/chat\"]\n"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("webchat.clientes[0].origens"), "{err}");
-    std::fs::write(
-        &file,
-        "[[webchat.clientes]]\ntenant = \"acme\"\norigens = [\"https://www.acme.com.br\"]\nchave_usuario = \"curta-e-secreta\"\n",
-    )
-    .expect("write");
-    let (mut cmd, _d) = crate::cli::vt_agent();
-    let out = cmd
-        .arg("--config")
-        .arg(&file)
-        .args(["config", "check"])
-        .output()
-        .expect("run");
+    let out = config_check(&format!(
+        "{site}origens = [\"https://www.acme.com.br\"]\nchave_usuario = \"curta-e-secreta\"\n"
+    ));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("webchat.clientes[0].chave_usuario") && !err.contains("curta-e-secreta"),
         "{err}"
     );
-    std::fs::write(
-        &file,
-        "[[webchat.clientes]]\ntenant = \"acme\"\norigens = [\"https://www.acme.com.br\"]\nnome = \"Acme\"\n",
-    )
-    .expect("write");
-    let (mut cmd, _d) = crate::cli::vt_agent();
-    let out = cmd
-        .arg("--config")
-        .arg(&file)
-        .args(["config", "check"])
-        .output()
-        .expect("run");
+    let out = config_check(&format!(
+        "{site}origens = [\"https://www.acme.com.br\"]\nnome = \"Acme\"\n"
+    ));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -223,9 +223,13 @@ fn session_of(state: &WebchatState, headers: &HeaderMap) -> Option<Session> {
     crate::channels::cookie(headers, COOKIE).and_then(|v| state.sessions.read(v))
 }
 
-/// The session a request of a page may use: its cookie's, from one of that tenant's origins.
+/// The session a request of a page may use, within its address's rate: its cookie's, from one of
+/// that tenant's origins.
 #[allow(clippy::result_large_err)]
-fn visitor(state: &WebchatState, headers: &HeaderMap) -> Result<Session, Response> {
+fn visitor(state: &WebchatState, headers: &HeaderMap, peer: Option<SocketAddr>) -> Result<Session, Response> {
+    if !address_ok(state, headers, peer) {
+        return Err(too_many());
+    }
     let session = session_of(state, headers).ok_or_else(no_session)?;
     tenant_for(state, &session.ten, headers).ok_or_else(forbidden_origin)?;
     Ok(session)
@@ -360,10 +364,7 @@ async fn message(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !address_ok(&state, &headers, peer) {
-        return too_many();
-    }
-    let session = match visitor(&state, &headers) {
+    let session = match visitor(&state, &headers, peer) {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -549,10 +550,7 @@ async fn stream(
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
 ) -> Response {
-    if !address_ok(&state, &headers, peer) {
-        return too_many();
-    }
-    let session = match visitor(&state, &headers) {
+    let session = match visitor(&state, &headers, peer) {
         Ok(s) => s,
         Err(r) => return r,
     };
