@@ -89,6 +89,48 @@ pub fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     serde_json::from_slice(bytes)
 }
 
+/// Why JSON text is not of the type asked: the field at fault as the sender wrote it (`user.id` for a
+/// missing `id` inside `user`; `corpo` when the text itself is at fault — not JSON, cut short), and
+/// what is wrong with it, in pt-BR, never the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// JSON text as a typed value, or the [`FieldError`] that names what a sender must fix: how every
+/// request body is read.
+pub fn from_text_naming<T: DeserializeOwned>(text: &str) -> Result<T, FieldError> {
+    tick();
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let message = crate::redact::serde_message(&e.inner().to_string());
+        // Segments serde could not name ("?": inside a broken key, say) are left out.
+        let known: Vec<String> = e
+            .path()
+            .iter()
+            .map(ToString::to_string)
+            .filter(|s| s != "?" && !s.is_empty())
+            .collect();
+        // A body that is not JSON at all (cut short, malformed) is the body's fault, not a field's.
+        let syntax = !matches!(e.inner().classify(), serde_json::error::Category::Data);
+        let parent = if syntax { String::new() } else { known.join(".") };
+        let missing = message.strip_prefix("campo obrigatório ausente: ");
+        let field = match (missing, parent.is_empty()) {
+            (Some(name), true) => name.to_owned(),
+            (Some(name), false) => format!("{parent}.{name}"),
+            (None, false) => parent,
+            (None, true) => "corpo".to_owned(),
+        };
+        let message = if field == "corpo" {
+            format!("JSON inválido: {message}")
+        } else {
+            message
+        };
+        FieldError { field, message }
+    })
+}
+
 /// A [`Value`] printed as compact JSON text (what `value.to_string()` does, counted).
 pub fn text(value: &Value) -> String {
     tick();

@@ -45,33 +45,7 @@ pub(super) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     if !text.trim_start().starts_with('{') {
         return Err(ApiError::invalid("corpo", "o corpo deve ser um objeto JSON"));
     }
-    vt_actions::json::counted_here();
-    let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let message = vt_actions::redact::serde_message(&e.inner().to_string());
-        // Segments serde could not name ("?": inside a broken key, say) are left out.
-        let known: Vec<String> = e
-            .path()
-            .iter()
-            .map(ToString::to_string)
-            .filter(|s| s != "?" && !s.is_empty())
-            .collect();
-        // A body that is not JSON at all (cut short, malformed) is the body's fault, not a field's.
-        let syntax = !matches!(e.inner().classify(), serde_json::error::Category::Data);
-        let parent = if syntax { String::new() } else { known.join(".") };
-        let missing = message.strip_prefix("campo obrigatório ausente: ");
-        let field = match (missing, parent.is_empty()) {
-            (Some(name), true) => name.to_owned(),
-            (Some(name), false) => format!("{parent}.{name}"),
-            (None, false) => parent,
-            (None, true) => "corpo".to_owned(),
-        };
-        if field == "corpo" {
-            ApiError::invalid(field, format!("JSON inválido: {message}"))
-        } else {
-            ApiError::invalid(field, message)
-        }
-    })
+    vt_actions::json::from_text_naming(text).map_err(|e| ApiError::invalid(e.field, e.message))
 }
 
 /// The bytes of a body as sent (for the idempotency hash).

@@ -34,8 +34,6 @@ use vt_actions::vt::{Idioma, format_money, mask_card};
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
 
-/// The answer to what only the model could answer, when the tenant's budget is spent: the help and
-/// the offer of a person.
 /// The language `text` was written in, as the router reads it: `pt`, `en` or `es` (a channel's own
 /// words follow the person's).
 pub(crate) fn language_of(text: &str) -> &'static str {
@@ -46,6 +44,8 @@ pub(crate) fn language_of(text: &str) -> &'static str {
     }
 }
 
+/// The answer to what only the model could answer, when the tenant's budget is spent: the help and
+/// the offer of a person.
 pub(crate) fn over_budget_reply() -> String {
     format!("{HELP_TEXT}\n\n{}", texts::PERSON_OFFER)
 }

@@ -263,15 +263,20 @@ fn parse<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> R
             None,
         ));
     }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let field = e.path().to_string();
-        let message = vt_actions::redact::serde_message(&e.inner().to_string());
+    let text = std::str::from_utf8(body).map_err(|_| {
         refused(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            &message,
-            Some(if field == "." { "corpo" } else { &field }),
+            "o corpo não é texto UTF-8 válido",
+            Some("corpo"),
+        )
+    })?;
+    vt_actions::json::from_text_naming(text).map_err(|e| {
+        refused(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            &e.message,
+            Some(&e.field),
         )
     })
 }
