@@ -33,6 +33,6 @@ pub fn register_all(registry: &mut ActionRegistry) -> Result<(), action::Duplica
 pub use action::{Action, ActionError, ActionRegistry, DynAction, ToolSpec};
 pub use context::ActionContext;
 pub use response::{
-    ActionResponse, AgentFunction, EndChat, FileContent, RedirectToSkill, ResponseStatus, ResponseToAgent,
-    ResponseToUser, TransferToHuman, UserFunction,
+    ActionResponse, AgentFunction, EndChat, FileContent, HandoffReason, RedirectToSkill, ResponseStatus,
+    ResponseToAgent, ResponseToUser, TransferToHuman, UserFunction,
 };

@@ -58,10 +58,74 @@ impl EndChat {
     }
 }
 
+/// Why a conversation goes to a person: a fixed list, set by the code that opens the case, shown and
+/// counted everywhere; the free text beside it is the detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffReason {
+    /// The card holder asked for a person.
+    #[default]
+    PedidoDoCliente,
+    /// A system failed (a charge, a link, a boleto that does not check, a recharge with no outcome).
+    FalhaDeSistema,
+    /// Money was paid and the credit did not happen (or did not come back).
+    PagamentoNaoCreditado,
+    /// A lost, stolen or blocked card.
+    CartaoPerdidoOuBloqueado,
+    /// What the assistant does not do.
+    ForaDoEscopo,
+    /// The assistant could not finish (its limits, its budget).
+    LimiteDoAssistente,
+}
+
+impl HandoffReason {
+    pub const ALL: [Self; 6] = [
+        Self::PedidoDoCliente,
+        Self::FalhaDeSistema,
+        Self::PagamentoNaoCreditado,
+        Self::CartaoPerdidoOuBloqueado,
+        Self::ForaDoEscopo,
+        Self::LimiteDoAssistente,
+    ];
+
+    /// Its name on record and in configuration (`pedido_do_cliente`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PedidoDoCliente => "pedido_do_cliente",
+            Self::FalhaDeSistema => "falha_de_sistema",
+            Self::PagamentoNaoCreditado => "pagamento_nao_creditado",
+            Self::CartaoPerdidoOuBloqueado => "cartao_perdido_ou_bloqueado",
+            Self::ForaDoEscopo => "fora_do_escopo",
+            Self::LimiteDoAssistente => "limite_do_assistente",
+        }
+    }
+
+    /// As a support agent reads it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::PedidoDoCliente => "Pedido do cliente",
+            Self::FalhaDeSistema => "Falha de sistema",
+            Self::PagamentoNaoCreditado => "Pagamento não creditado",
+            Self::CartaoPerdidoOuBloqueado => "Cartão perdido ou bloqueado",
+            Self::ForaDoEscopo => "Fora do escopo",
+            Self::LimiteDoAssistente => "Limite do assistente",
+        }
+    }
+
+    /// The reason named `name` (as [`HandoffReason::as_str`] writes it).
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
 /// Hands the conversation to a person or to an external skill.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferToHuman {
+    /// The detail, in words.
     pub reason: String,
+    /// The reason, from the fixed list.
+    #[serde(default)]
+    pub motivo: HandoffReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_skill_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,11 +140,19 @@ impl TransferToHuman {
     pub fn new(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
+            motivo: HandoffReason::default(),
             external_skill_name: None,
             external_skill_id: None,
             session_info: Map::new(),
             user_id: None,
         }
+    }
+
+    /// The same, for `motivo`.
+    #[must_use]
+    pub fn because(mut self, motivo: HandoffReason) -> Self {
+        self.motivo = motivo;
+        self
     }
 }
 

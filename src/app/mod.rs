@@ -214,6 +214,7 @@ pub(crate) async fn services_config(
         handoff: crate::service::HandoffConfig {
             // The board is the channel's, and the channel serves `[vt] tenant_id`.
             board_tenant: config.vt.tenant_id.clone(),
+            equipes: config.equipes.clone(),
             ..config.handoff.clone()
         },
         recargas: config.recargas.clone(),

@@ -232,12 +232,15 @@ fn periodic_jobs(
         Box::pin(every(BATCHES_EVERY, stopped(stop), async move || {
             log_count(batches.join().await, "batch jobs joined");
         })),
-        // Cases nobody claimed in time.
+        // Cases nobody claimed in time; cases offered to a team's members, offers that expired; SLA
+        // clocks at risk.
         Box::pin(every(CASE_NOTICES_EVERY, stopped(stop), async move || {
             log_count(
                 s1.cases().send_due_case_notices().await,
                 "unclaimed-case notices sent",
             );
+            log_count(s1.cases().assign_waiting().await, "cases offered to agents");
+            log_count(s1.cases().warn_sla_at_risk().await, "SLA warnings sent");
         })),
         // Recharges whose outcome came late.
         Box::pin(every(

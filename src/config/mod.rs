@@ -88,6 +88,9 @@ pub struct Config {
     pub custos: crate::costs::CustosConfig,
     /// `[[orcamentos]]`: a monthly budget in reais per tenant.
     pub orcamentos: Vec<crate::service::Orcamento>,
+    /// `[[equipes]]`: support teams — who answers which cases, how they are assigned, business hours,
+    /// holidays and SLA. None: one team, `atendimento`, whose cases are claimed by hand.
+    pub equipes: Vec<crate::service::Equipe>,
     /// `[resultados]`: when a conversation's stretch is over (its outcome), the satisfaction question.
     pub resultados: crate::service::ResultadosConfig,
     pub simulator: SimulatorSettings,
@@ -181,6 +184,7 @@ impl Default for Config {
             fotos: crate::ocr::FotosConfig::default(),
             custos: crate::costs::CustosConfig::default(),
             orcamentos: Vec::new(),
+            equipes: Vec::new(),
             resultados: crate::service::ResultadosConfig::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
@@ -657,6 +661,9 @@ impl Config {
         }
         if self.engine.max_model_calls == 0 {
             return invalid("engine.max_model_calls", "deve ser pelo menos 1");
+        }
+        if let Some((field, message)) = crate::service::teams_problem(&self.equipes) {
+            return invalid(&field, message);
         }
         if self.handoff.claim_timeout_minutes == 0 {
             return invalid("handoff.claim_timeout_minutes", "deve ser pelo menos 1");

@@ -28,6 +28,8 @@ pub(crate) enum BoardKind {
     Line,
     /// Bring the root post up to the case's state.
     State,
+    /// Warn the case's team (an SLA clock at risk), in the team's channel.
+    Alert,
 }
 
 impl BoardKind {
@@ -36,11 +38,12 @@ impl BoardKind {
             Self::Opened => "caso_aberto",
             Self::Line => "caso_linha",
             Self::State => "caso_estado",
+            Self::Alert => "caso_alerta",
         }
     }
 
     pub(crate) fn parse(kind: &str) -> Option<Self> {
-        [Self::Opened, Self::Line, Self::State]
+        [Self::Opened, Self::Line, Self::State, Self::Alert]
             .into_iter()
             .find(|k| k.as_str() == kind)
     }
@@ -167,6 +170,24 @@ impl Board<'_> {
             self.post_to_board(vec![item]).await;
         }
         Ok(opened)
+    }
+
+    /// A new protocol number of `tenant`, of today in the policy's time zone.
+    pub(super) async fn protocol(&self, tenant: &str) -> Result<String, crate::store::StoreError> {
+        let tz = super::policy_timezone(self.engine);
+        let day = tz.local(self.engine.now()).date_naive();
+        self.store.next_protocol(tenant, day).await
+    }
+
+    /// The team a case opened outside a turn goes to, and its protocol number (empty when none could be
+    /// taken: the case still opens).
+    pub(super) async fn team_and_protocol(&self, opening: &super::teams::Opening<'_>) -> (String, String) {
+        let team = self.handoff.desk.team_for(opening).name().to_owned();
+        let protocol = self.protocol(opening.tenant).await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "no protocol number for a new case");
+            String::new()
+        });
+        (team, protocol)
     }
 
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).

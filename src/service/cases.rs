@@ -38,10 +38,21 @@ pub struct HandoffConfig {
     /// The Mattermost channel support agents watch cases in (the bot must be a member); `None`: no
     /// support board (cases are worked from the console and the slash command).
     pub mattermost_channel_id: Option<String>,
+    /// State and municipal holidays (`"2026-01-25"`) on which nobody answers, besides the national
+    /// ones (computed: fixed dates, Carnival, Good Friday, Corpus Christi).
+    pub feriados: Vec<chrono::NaiveDate>,
     /// The tenant whose board that channel is (the Mattermost bot's, `[vt] tenant_id`): only its
     /// cases are posted there; other tenants' cases stay in their console and `vt-agent cases`.
     #[serde(skip)]
     pub board_tenant: String,
+    /// `[[equipes]]`, as the configuration gives them.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub equipes: Vec<super::Equipe>,
+    /// The teams with their calendars: built by the service from `equipes`, the hours and holidays.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub desk: super::Desk,
 }
 
 impl Default for HandoffConfig {
@@ -50,7 +61,10 @@ impl Default for HandoffConfig {
             claim_timeout_minutes: 10,
             hours: None,
             mattermost_channel_id: None,
+            feriados: Vec::new(),
             board_tenant: crate::engine::DEFAULT_TENANT.to_owned(),
+            equipes: Vec::new(),
+            desk: super::Desk::default(),
         }
     }
 }
@@ -64,20 +78,36 @@ pub(super) const WINDOW_UNTIL: &str = "janela_ate";
 pub(super) const WINDOW_UNTIL_BEFORE: &str = "janela_whatsapp_ate";
 
 impl Messages<'_> {
-    /// The case a turn opens: the first `TransferToHuman` among its events, with its case file (and,
-    /// out of hours, the answer's line saying when a person answers).
-    pub(super) fn case_to_open(
+    /// The case a turn opens: the first `TransferToHuman` among its events, with its case file, its
+    /// team, and its protocol number — said at the end of the transfer's answer, with, out of the
+    /// team's hours, when a person answers.
+    pub(super) async fn case_to_open(
         &self,
         conv: &Conversation,
         outcome: &mut TurnOutcome,
         context: &ConversationContext,
+        intent: Option<&str>,
     ) -> Option<CaseWrite> {
-        let reason = outcome.events.iter().find_map(|e| match e {
-            TurnEvent::TransferToHuman(t) => Some(mask_cards_in(&t.reason)),
+        let (reason, motivo) = outcome.events.iter().find_map(|e| match e {
+            TurnEvent::TransferToHuman(t) => Some((mask_cards_in(&t.reason), t.motivo)),
             _ => None,
         })?;
         let now = self.engine.now();
         let timeout = Duration::minutes(i64::from(self.handoff.claim_timeout_minutes));
+        let team = self.handoff.desk.team_for(&super::teams::Opening {
+            intent,
+            motivo,
+            channel: &conv.channel,
+            tenant: &conv.tenant_id,
+        });
+        let protocol = match self.board.protocol(&conv.tenant_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                // The turn's commit would most likely fail too; the case opens without a number.
+                tracing::error!(error = %e, "no protocol number for a new case");
+                String::new()
+            }
+        };
         let mut case = NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conv.id.clone(),
@@ -86,34 +116,32 @@ impl Messages<'_> {
             case_file: case_file(conv, self.speaker.channel(&conv.channel), &reason, context, now),
             reason,
             notice_due_at: Some(now + timeout),
+            protocol,
+            team: team.name().to_owned(),
+            motivo,
         };
-        self.out_of_hours(&mut case, outcome);
+        let mut said = Vec::new();
+        if !case.protocol.is_empty() {
+            said.push(protocol_line(&case.protocol));
+        }
+        if let Some(opening) = team.calendar.next_opening(now) {
+            // Outside the team's hours the answer says when to expect a person, and that stands for
+            // the unclaimed-case notice.
+            said.push(format!(
+                "Nosso atendimento humano está fora do horário agora; uma pessoa responde {}.",
+                team.calendar.when_said(now, opening)
+            ));
+            case.notice_due_at = None;
+        }
+        if !said.is_empty() {
+            let text = said.join(" ");
+            outcome.messages.push(ChatMessage::assistant(text.clone()));
+            outcome.replies.push(Reply {
+                text,
+                files: Vec::new(),
+            });
+        }
         Some(CaseWrite::Open(case))
-    }
-
-    /// A case opened outside `[handoff] hours`: the transfer's answer says when to expect a person, and
-    /// that stands for the unclaimed-case notice.
-    fn out_of_hours(&self, case: &mut NewCase, outcome: &mut TurnOutcome) {
-        let Some(hours) = &self.handoff.hours else {
-            return;
-        };
-        let tz = super::policy_timezone(self.engine);
-        let Some(opening) = hours.next_opening(self.engine.now(), &tz) else {
-            return;
-        };
-        let local = tz.local(opening);
-        let text = format!(
-            "Nosso atendimento humano funciona {}. Um atendente responde a partir de {} às {}.",
-            hours.text(),
-            local.format("%d/%m"),
-            local.format("%H:%M")
-        );
-        outcome.messages.push(ChatMessage::assistant(text.clone()));
-        outcome.replies.push(Reply {
-            text,
-            files: Vec::new(),
-        });
-        case.notice_due_at = None;
     }
 
     /// A message that arrived while `case` is open: kept in the case's log and committed as a turn
@@ -268,6 +296,11 @@ fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: boo
         },
         ..Default::default()
     }
+}
+
+/// How a case's protocol number is said to the card holder.
+pub(crate) fn protocol_line(protocol: &str) -> String {
+    format!("Protocolo do seu atendimento: {protocol}.")
 }
 
 /// What the card holder reads when a support agent closes the conversation.
@@ -702,5 +735,62 @@ impl Cases<'_> {
         let proposed = self.proposal_turn(&case, agent, proposal).await;
         lock.release().await;
         proposed
+    }
+}
+
+impl Cases<'_> {
+    /// Moves an open case to `team` (and, when given, to `to_agent`, whose case it then is) without
+    /// ending it: the protocol and the log go with it, and the card holder is told once.
+    pub async fn transfer_case(
+        self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        team: &str,
+        to_agent: Option<&str>,
+    ) -> Result<Case, CaseError> {
+        let case = self.open_case_for(id, agent).await?;
+        let Some(team) = self.board.handoff.desk.named(team) else {
+            return Err(CaseError::Refused(format!("a equipe {team} não existe")));
+        };
+        let to_agent = to_agent.map(str::trim).filter(|a| !a.is_empty());
+        let transfer = crate::store::CaseTransfer {
+            case_id: case.id.clone(),
+            who: agent.login.to_owned(),
+            team: team.name().to_owned(),
+            owner: to_agent.map(str::to_owned),
+            now: self.engine.now(),
+        };
+        let moved = self
+            .store
+            .transfer_case(&transfer)
+            .await?
+            .ok_or(CaseError::Closed)?;
+        let mut text = format!("Seu atendimento foi passado para a equipe {}", team.name());
+        if let Some(protocol) = &moved.protocol {
+            text.push_str(&format!("; o protocolo continua o mesmo: {protocol}"));
+        }
+        text.push('.');
+        let said = moved.event(self.engine.now(), "sistema", "aviso_transferencia", None);
+        let lock = self.store.lock_conversation(&moved.conversation_id).await?;
+        let told = self
+            .say_to_card_holder(&moved, ChatMessage::assistant(text), Some(&said), true)
+            .await;
+        lock.release().await;
+        told?;
+        self.board.post_to_board(self.board.board_state(&moved)).await;
+        Ok(moved)
+    }
+
+    /// `login` is away (no case is offered to them) or back.
+    pub async fn set_away(self, login: &str, away: bool) -> Result<(), CaseError> {
+        Ok(self.store.set_away(login, away, self.engine.now()).await?)
+    }
+
+    /// The case whose protocol number is `protocol`, when `agent` may see it.
+    pub async fn case_by_protocol(self, protocol: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        self.store
+            .case_by_protocol(agent.tenant, protocol)
+            .await?
+            .ok_or_else(|| CaseError::NotFound(protocol.to_owned()))
     }
 }

@@ -183,7 +183,13 @@ impl Messages<'_> {
         };
         let usage = self.usage_record((&tag, conv), spent, (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
-        let case = held.or_else(|| self.case_to_open(conv, &mut outcome, &context));
+        let case = match held {
+            Some(held) => Some(held),
+            None => {
+                self.case_to_open(conv, &mut outcome, &context, Some(tag.intent_key.as_str()))
+                    .await
+            }
+        };
         let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
         let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));

@@ -153,12 +153,25 @@ impl FollowUps<'_> {
             || (input.tenant_id.clone(), crate::flow::API_CHANNEL.to_owned()),
             |c| (c.tenant_id.clone(), c.channel.clone()),
         );
+        let motivo = vt_actions::HandoffReason::FalhaDeSistema;
+        let (team, protocol) = self
+            .board
+            .team_and_protocol(&super::teams::Opening {
+                intent: None,
+                motivo,
+                channel: &channel,
+                tenant: &tenant,
+            })
+            .await;
         let case = NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: a.origin.clone(),
             tenant_id: tenant,
             channel,
             reason,
+            protocol,
+            team,
+            motivo,
             case_file: json!({
                 "motivo": "recarga_sem_resultado",
                 "recarga": {
@@ -175,9 +188,13 @@ impl FollowUps<'_> {
             }),
             notice_due_at: self.board.claim_notice_due(now),
         };
-        self.board.open_case_now(&case, now).await?;
+        let opened = self.board.open_case_now(&case, now).await?;
         self.tell(f, input, &acompanhamento::aviso_verificacao(input))
             .await?;
+        if let (Some(conv), true) = (&conv, opened.id == case.id && !case.protocol.is_empty()) {
+            let line = super::cases::protocol_line(&case.protocol);
+            self.speaker.say_now(conv, line, None, Vec::new()).await?;
+        }
         self.store
             .followup_checked(&a.idempotency_key, &Checked::Settled(OUTCOME_CASE.into()), now)
             .await?;

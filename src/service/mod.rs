@@ -32,12 +32,17 @@ mod figures;
 pub(crate) mod followups;
 mod hearing;
 pub(crate) mod hours;
+pub(crate) mod calendar;
+pub(crate) mod teams;
+pub(crate) mod sla;
+mod assignment;
 mod offers;
 mod outcomes;
 pub(crate) use board::state_line;
 pub(crate) use board::{BOARD, BoardKind};
 pub(crate) use budgets::Orcamento;
 pub(crate) use budgets::problem as budget_problem;
+pub(crate) use calendar::Calendar;
 pub(crate) use cases::{CaseError, HandoffConfig, Proposal, SupportAgent};
 pub(crate) use consent::OptIn;
 pub(crate) use figures::CaseFigures;
@@ -45,6 +50,8 @@ pub(crate) use figures::percentile;
 pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
+pub(crate) use sla::{Clocks, SlaStatus};
+pub(crate) use teams::{Desk, Equipe, SlaPolicy, Team, teams_problem};
 mod commit;
 pub(crate) mod jobs;
 pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Spending};
@@ -420,6 +427,14 @@ impl Services {
             transcriber,
             photos,
         } = config;
+        let mut handoff = handoff;
+        // The teams' calendars, in the policy's time zone; with no teams, `[handoff]`'s hours.
+        handoff.desk = Desk::new(
+            &handoff.equipes,
+            handoff.hours.as_ref(),
+            &handoff.feriados,
+            policy_timezone(&engine),
+        );
         Self {
             engine,
             stores: crate::store::Stores::of(&store),

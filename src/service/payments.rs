@@ -430,12 +430,25 @@ impl Payments<'_> {
             ),
         };
         let now = self.engine.now();
+        let handoff = vt_actions::HandoffReason::PagamentoNaoCreditado;
+        let (team, protocol) = self
+            .board
+            .team_and_protocol(&super::teams::Opening {
+                intent: None,
+                motivo: handoff,
+                channel: &conv.channel,
+                tenant: &conv.tenant_id,
+            })
+            .await;
         let case = crate::store::NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conv.id.clone(),
             tenant_id: conv.tenant_id.clone(),
             channel: conv.channel.clone(),
             reason,
+            protocol,
+            team,
+            motivo: handoff,
             case_file: serde_json::json!({
                 "motivo": motivo,
                 "cobranca": {
@@ -450,7 +463,11 @@ impl Payments<'_> {
             }),
             notice_due_at: self.board.claim_notice_due(now),
         };
-        self.board.open_case_now(&case, now).await?;
+        let opened = self.board.open_case_now(&case, now).await?;
+        if opened.id == case.id && !case.protocol.is_empty() {
+            let line = super::cases::protocol_line(&case.protocol);
+            self.speaker.say_now(&conv, line, None, Vec::new()).await?;
+        }
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -511,6 +511,74 @@ pub trait CaseStore: Send + Sync {
 
     /// The case whose root post on the support board is `post`.
     async fn case_of_board_post(&self, post: &str) -> Result<Option<Case>, StoreError>;
+
+    /// The next protocol number of `tenant`'s `day` (`AAAAMMDD-NNNNNN`): one upsert, so of several
+    /// processes opening cases at once no two get the same. A case that is then not written leaves a
+    /// gap, never a repeat.
+    async fn next_protocol(&self, tenant: &str, day: NaiveDate) -> Result<String, StoreError>;
+
+    /// The case with protocol number `protocol`, `tenant`'s only when given.
+    async fn case_by_protocol(
+        &self,
+        tenant: Option<&str>,
+        protocol: &str,
+    ) -> Result<Option<Case>, StoreError>;
+
+    /// Every open case (waiting or claimed), every tenant's, oldest first.
+    async fn open_cases(&self) -> Result<Vec<Case>, StoreError>;
+
+    /// Cases opened in `[from, to)`, `tenant`'s only when given, oldest first.
+    async fn cases_opened_between(
+        &self,
+        tenant: Option<&str>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Case>, StoreError>;
+
+    /// Offers a waiting case to `offer.to` (or takes an expired offer back when `to` is `None`) if it
+    /// is still offered to `offer.previous` and waiting — one conditional update, so of several
+    /// processes one offer wins — with its lines in the case's log and the team's round-robin turn.
+    async fn offer_case(&self, offer: &CaseOffer) -> Result<bool, StoreError>;
+
+    /// The team's last agent offered a case (round robin), if any.
+    async fn team_turn(&self, team: &str) -> Result<Option<String>, StoreError>;
+
+    /// Moves an open case to `team` and, when given, to `owner` (then it is theirs, claimed), keeping
+    /// its protocol and log; without an owner it waits in the team's queue again. `None`: not open.
+    async fn transfer_case(&self, transfer: &CaseTransfer) -> Result<Option<Case>, StoreError>;
+
+    /// Records that `key`'s SLA warning went for the case: `false` when it had (another process).
+    async fn warn_sla(&self, case_id: &str, key: &str) -> Result<bool, StoreError>;
+
+    /// `login` is away (no case is offered to them) or back.
+    async fn set_away(&self, login: &str, away: bool, now: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// The support agents who are away.
+    async fn away_agents(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// An offer of a waiting case ([`CaseStore::offer_case`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseOffer {
+    pub case_id: String,
+    pub conversation_id: String,
+    pub team: String,
+    /// Whom it is offered to now (`None` when nobody may have it).
+    pub previous: Option<String>,
+    /// Whom it goes to (`None`: the expired offer is taken back and nobody is offered it).
+    pub to: Option<String>,
+    pub due_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// A case moved to another team or agent ([`CaseStore::transfer_case`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseTransfer {
+    pub case_id: String,
+    pub who: String,
+    pub team: String,
+    pub owner: Option<String>,
+    pub now: DateTime<Utc>,
 }
 
 /// A WhatsApp template's state as Meta last reported it (its lifecycle webhooks, or a send's error).

@@ -101,10 +101,11 @@ impl RunStatus {
 }
 
 /// Where a case stands ([`CaseStore`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseState {
     /// Opened, waiting for someone to claim it.
+    #[default]
     Aguardando,
     /// Claimed by one support agent, its owner.
     EmAtendimento,
@@ -146,7 +147,7 @@ impl CaseState {
 }
 
 /// A case to open for a conversation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewCase {
     pub id: String,
     pub conversation_id: String,
@@ -155,6 +156,11 @@ pub struct NewCase {
     pub reason: String,
     /// Built by code when the case opens: what a support agent needs to pick the conversation up.
     pub case_file: Value,
+    /// `AAAAMMDD-NNNNNN`, taken before the case is written ([`CaseStore::next_protocol`]).
+    pub protocol: String,
+    /// The team whose queue it joins.
+    pub team: String,
+    pub motivo: vt_actions::HandoffReason,
     /// When the card holder is told nobody has claimed it yet, unless someone has.
     pub notice_due_at: Option<DateTime<Utc>>,
 }
@@ -169,7 +175,7 @@ pub struct CaseTimes {
 }
 
 /// A case on record.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Case {
     pub id: String,
     pub conversation_id: String,
@@ -190,6 +196,16 @@ pub struct Case {
     pub noticed: bool,
     /// The case's root post on the support board, once posted.
     pub board_post: Option<String>,
+    /// Said to the card holder at opening (cases opened before protocols have none).
+    pub protocol: Option<String>,
+    /// The team whose queue it is in.
+    pub team: String,
+    pub motivo: vt_actions::HandoffReason,
+    /// The agent it is offered to, until `offer_due_at`.
+    pub offered_to: Option<String>,
+    pub offer_due_at: Option<DateTime<Utc>>,
+    /// The last SLA warning sent (clock and cycle).
+    pub sla_warned: Option<String>,
 }
 
 impl CaseEvent {

@@ -219,6 +219,12 @@ pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
         notice_due_at: row.opt_time("notice_due_at")?,
         noticed: row.value("noticed")?,
         board_post: row.value("board_post")?,
+        protocol: row.value("protocol")?,
+        team: row.value("team")?,
+        motivo: vt_actions::HandoffReason::named(&row.value::<String>("motivo")?).unwrap_or_default(),
+        offered_to: row.value("offered_to")?,
+        offer_due_at: row.opt_time("offer_due_at")?,
+        sla_warned: row.value("sla_warned")?,
     })
 }
 

@@ -322,18 +322,22 @@ async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
     let h = crate::support::chat_harness_handing_off(store, None, VtSettings::default(), None, handoff).await;
     let transfer = h.say("c-domingo", "quero falar com um atendente").await;
     assert_eq!(transfer.replies.len(), 2, "{:?}", transfer.replies);
-    assert!(
-        transfer.replies[1].text.contains("seg-sex 08:00-18:00")
-            && transfer.replies[1].text.contains("a partir de 23/11 às 08:00"),
-        "{}",
-        transfer.replies[1].text
-    );
     let case = h
         .store
         .open_case_of("c-domingo")
         .await
         .expect("read")
         .expect("case");
+    // Sunday 09:00: Monday is tomorrow. The protocol number is said with it.
+    let protocol = case.protocol.clone().expect("a protocol number");
+    assert_eq!(
+        transfer.replies[1].text,
+        format!(
+            "Protocolo do seu atendimento: {protocol}. Nosso atendimento humano está fora do horário agora; \
+             uma pessoa responde amanhã às 08:00."
+        )
+    );
+    assert_eq!(protocol, "20261122-000001");
     assert_eq!(
         case.notice_due_at, None,
         "the answer stands for the unclaimed notice"

@@ -388,6 +388,7 @@ pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn
         reason: "pediu um atendente".into(),
         case_file: json!({}),
         notice_due_at: None,
+        ..NewCase::default()
     };
     store
         .open_case(&case("caso-lido", "c-lido"), now)
@@ -2185,6 +2186,7 @@ async fn cases_open_once_one_claim_wins_and_every_transition_is_logged(store: Ar
         reason: "pediu um atendente; cartão 1234567890".into(),
         case_file: json!({"cartoes": ["****7890"]}),
         notice_due_at: Some(now),
+        ..NewCase::default()
     };
     let CaseOpened::Opened(first) = store
         .open_case(&new("caso-1", "c-1", "A"), now)

@@ -240,7 +240,7 @@ fn boleto_refused(p: &RecargaPendente, result: &FlowResult) -> ActionResponse {
         ),
     )
     .with_state(STATE_PENDENTE, Value::Null)
-    .with_function(crate::response::TransferToHuman::new("o boleto de uma recarga confirmada não confere"))
+    .with_function(crate::response::TransferToHuman::new("o boleto de uma recarga confirmada não confere").because(crate::response::HandoffReason::FalhaDeSistema))
     .error()
     .into()
 }
@@ -261,7 +261,7 @@ fn charged(
                 format!("Recarga {} confirmada, mas a cobrança Pix falhou ({}): nada foi cobrado nem enviado; o atendimento foi passado a uma pessoa.", p.id, e.operator_message()),
             )
             .with_state(STATE_PENDENTE, Value::Null)
-            .with_function(crate::response::TransferToHuman::new("a cobrança Pix de uma recarga confirmada falhou"))
+            .with_function(crate::response::TransferToHuman::new("a cobrança Pix de uma recarga confirmada falhou").because(crate::response::HandoffReason::FalhaDeSistema))
             .error()
             .into();
         }
@@ -291,7 +291,7 @@ fn linked(p: &RecargaPendente, issued: Result<LinkCartao, ActionError>) -> Actio
                 format!("Recarga {} confirmada, mas o link de pagamento no cartão falhou ({}): nada foi cobrado nem enviado; o atendimento foi passado a uma pessoa.", p.id, e.operator_message()),
             )
             .with_state(STATE_PENDENTE, Value::Null)
-            .with_function(crate::response::TransferToHuman::new("o link de pagamento de uma recarga confirmada falhou"))
+            .with_function(crate::response::TransferToHuman::new("o link de pagamento de uma recarga confirmada falhou").because(crate::response::HandoffReason::FalhaDeSistema))
             .error()
             .into();
         }

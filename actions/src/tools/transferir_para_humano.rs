@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
-use crate::response::{ActionResponse, ResponseToUser, TransferToHuman};
+use crate::response::{ActionResponse, HandoffReason, ResponseToUser, TransferToHuman};
 
 pub struct TransferirParaHumano;
 
@@ -14,6 +14,10 @@ pub struct TransferirParaHumano;
 pub struct Args {
     /// Por que o usuário precisa de um atendente, em poucas palavras.
     pub motivo: String,
+    /// O tipo do motivo: pedido_do_cliente (padrão), cartao_perdido_ou_bloqueado,
+    /// pagamento_nao_creditado, fora_do_escopo, falha_de_sistema ou limite_do_assistente.
+    #[serde(default)]
+    pub categoria: Option<HandoffReason>,
 }
 
 #[async_trait]
@@ -36,7 +40,7 @@ impl Action for TransferirParaHumano {
         } else {
             motivo
         };
-        let mut transfer = TransferToHuman::new(motivo);
+        let mut transfer = TransferToHuman::new(motivo).because(args.categoria.unwrap_or_default());
         transfer
             .session_info
             .insert("canal".into(), ctx.channel.clone().into());
@@ -62,7 +66,8 @@ mod tests {
             .call(
                 &ctx,
                 Args {
-                    motivo: "contestação".into(),
+                    motivo: "cartão roubado".into(),
+                    categoria: Some(HandoffReason::CartaoPerdidoOuBloqueado),
                 },
             )
             .await
@@ -70,8 +75,9 @@ mod tests {
         let ActionResponse::ToUser(r) = r else {
             panic!("expected ResponseToUser")
         };
-        assert!(r.instruction.contains("contestação"));
-        assert!(matches!(&r.functions[..], [UserFunction::TransferToHuman(t)] if t.reason == "contestação"));
+        assert!(r.instruction.contains("cartão roubado"));
+        assert!(matches!(&r.functions[..], [UserFunction::TransferToHuman(t)]
+            if t.reason == "cartão roubado" && t.motivo == HandoffReason::CartaoPerdidoOuBloqueado));
         assert_eq!(r.state_updates["transferido"], true);
     }
 }

@@ -103,6 +103,18 @@ impl ChannelSender for BoardSender {
                     })?;
                 Ok(Some(post))
             }
+            // A warning to the team: a post of its own in the team's channel (else the board's).
+            (BoardKind::Alert, _) => {
+                let channel = reply.reply_to.as_deref().unwrap_or(&self.channel_id);
+                let body = json!({"channel_id": channel, "message": reply.text});
+                let posted = super::api(
+                    &self.config,
+                    self.client.post(self.config.api_url("posts")),
+                    &body,
+                )
+                .await?;
+                Ok(posted["id"].as_str().map(str::to_owned))
+            }
             // Items of a case go out in order: the root is posted before anything under it.
             (_, None) => Err(SendError::Permanent(
                 "o atendimento não tem publicação no quadro".into(),
