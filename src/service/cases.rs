@@ -786,6 +786,24 @@ impl Cases<'_> {
         Ok(self.store.set_away(login, away, self.engine.now()).await?)
     }
 
+    /// The case's SLA clocks now, under its team's policy and calendar.
+    pub async fn clocks(self, id: &str) -> Result<super::Clocks, CaseError> {
+        let case = self
+            .store
+            .case(id)
+            .await?
+            .ok_or_else(|| CaseError::NotFound(id.to_owned()))?;
+        let log = self.store.case_events(id).await?;
+        let team = self.board.handoff.desk.team(&case.team);
+        Ok(super::sla::clocks(
+            &case,
+            &log,
+            &team.config.sla,
+            &team.calendar,
+            self.engine.now(),
+        ))
+    }
+
     /// The case whose protocol number is `protocol`, when `agent` may see it.
     pub async fn case_by_protocol(self, protocol: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
         self.store

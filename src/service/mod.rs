@@ -51,7 +51,7 @@ pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
 pub(crate) use sla::{Clocks, SlaStatus};
-pub(crate) use teams::{Desk, Equipe, SlaPolicy, Team, teams_problem};
+pub(crate) use teams::{Desk, Equipe, SlaPolicy, teams_problem};
 mod commit;
 pub(crate) mod jobs;
 pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Spending};

@@ -11,7 +11,7 @@ use super::{Calendar, SlaPolicy};
 use crate::store::{Case, CaseEvent};
 
 /// The case log's lines that are a person's response to the card holder.
-pub const HUMAN_RESPONSES: [&str; 2] = ["mensagem_atendente", "proposta_recarga"];
+pub(crate) const HUMAN_RESPONSES: [&str; 2] = ["mensagem_atendente", "proposta_recarga"];
 
 /// Where a clock stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -162,7 +162,7 @@ impl Reading<'_> {
 }
 
 /// `case`'s clocks from its `log` (oldest first), under `policy` and `calendar`, at `now`.
-pub fn clocks(
+pub(crate) fn clocks(
     case: &Case,
     log: &[CaseEvent],
     policy: &SlaPolicy,

@@ -11,7 +11,7 @@ use vt_actions::vt::timezone::Timezone;
 use super::{Calendar, Hours};
 
 /// The team every case goes to when no `[[equipes]]` is configured.
-pub const DEFAULT_TEAM: &str = "atendimento";
+pub(crate) const DEFAULT_TEAM: &str = "atendimento";
 
 /// How a team's cases reach its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -251,7 +251,7 @@ impl Desk {
 }
 
 /// The first problem of `[[equipes]]`, naming its field.
-pub fn teams_problem(equipes: &[Equipe]) -> Option<(String, &'static str)> {
+pub(crate) fn teams_problem(equipes: &[Equipe]) -> Option<(String, &'static str)> {
     if equipes.iter().filter(|t| t.padrao).count() > 1 {
         return Some(("equipes.padrao".into(), "só uma equipe pode ser a padrão"));
     }

@@ -30,6 +30,7 @@ mod router;
 mod safety;
 mod service;
 mod store;
+mod teams;
 mod support;
 mod systems_auth;
 mod systems_contract;

@@ -807,6 +807,41 @@ impl vt_agent::CaseStore for Flaky {
     async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::Case>, StoreError> {
         self.inner.case_of_board_post(p).await
     }
+    async fn next_protocol(&self, t: &str, day: chrono::NaiveDate) -> Result<String, StoreError> {
+        self.inner.next_protocol(t, day).await
+    }
+    async fn case_by_protocol(&self, t: Option<&str>, p: &str) -> Result<Option<vt_agent::Case>, StoreError> {
+        self.inner.case_by_protocol(t, p).await
+    }
+    async fn open_cases(&self) -> Result<Vec<vt_agent::Case>, StoreError> {
+        self.inner.open_cases().await
+    }
+    async fn cases_opened_between(
+        &self,
+        t: Option<&str>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<vt_agent::Case>, StoreError> {
+        self.inner.cases_opened_between(t, from, to).await
+    }
+    async fn offer_case(&self, o: &vt_agent::CaseOffer) -> Result<bool, StoreError> {
+        self.inner.offer_case(o).await
+    }
+    async fn team_turn(&self, t: &str) -> Result<Option<String>, StoreError> {
+        self.inner.team_turn(t).await
+    }
+    async fn transfer_case(&self, t: &vt_agent::CaseTransfer) -> Result<Option<vt_agent::Case>, StoreError> {
+        self.inner.transfer_case(t).await
+    }
+    async fn warn_sla(&self, c: &str, k: &str) -> Result<bool, StoreError> {
+        self.inner.warn_sla(c, k).await
+    }
+    async fn set_away(&self, l: &str, away: bool, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.inner.set_away(l, away, now).await
+    }
+    async fn away_agents(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.away_agents().await
+    }
 }
 
 #[async_trait::async_trait]

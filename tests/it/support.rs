@@ -800,6 +800,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     }
     let config = vt_agent::Config {
         engine: fast_config(),
+        // Teams are `[[equipes]]` in a configuration file; a harness names them with its handoff.
+        equipes: handoff.equipes.clone(),
         handoff,
         vt,
         pix: match pix {

@@ -1,0 +1,322 @@
+//! A support team, at the service, on a fixed clock: protocol numbers, cases offered in turn (one
+//! agent away, capacity, an offer not accepted moving on), SLA clocks a bot's message never stops,
+//! transfers between teams that keep the protocol and the log — and two instances on PostgreSQL that
+//! never offer one case twice nor give two cases one protocol.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use vt_actions::tools::VtSettings;
+use vt_agent::{CaseError, CaseState, Equipe, HandoffConfig, Store, SupportAgent};
+
+use crate::store::PgFixture;
+use crate::support::{ChatHarness, chat_harness_handing_off};
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
+}
+
+/// Monday 2026-11-23, 10:00 in São Paulo.
+const MONDAY_10: &str = "2026-11-23T13:00:00Z";
+
+fn agent(login: &str) -> SupportAgent<'_> {
+    SupportAgent {
+        login,
+        name: login,
+        tenant: None,
+    }
+}
+
+fn team(nome: &str, toml: &str) -> Equipe {
+    let mut e: Equipe = toml::from_str(&format!("nome = \"{nome}\"\n{toml}")).expect("team");
+    e.nome = nome.into();
+    e
+}
+
+async fn sqlite() -> Arc<dyn Store> {
+    Arc::new(
+        vt_agent::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    )
+}
+
+async fn desk(store: Arc<dyn Store>, equipes: Vec<Equipe>) -> ChatHarness {
+    let handoff = HandoffConfig {
+        equipes,
+        ..Default::default()
+    };
+    let h = chat_harness_handing_off(store, None, VtSettings::default(), None, handoff).await;
+    h.clock.set(at(MONDAY_10));
+    h
+}
+
+async fn open(h: &ChatHarness, conversation: &str) -> vt_agent::Case {
+    h.say(conversation, "quero falar com um atendente").await;
+    h.store
+        .open_case_of(conversation)
+        .await
+        .expect("read")
+        .expect("the transfer opened a case")
+}
+
+async fn offered(h: &ChatHarness, conversation: &str) -> Option<String> {
+    let case = h
+        .store
+        .open_case_of(conversation)
+        .await
+        .expect("read")
+        .expect("case");
+    case.offered_to
+}
+
+#[tokio::test]
+async fn cases_are_offered_in_turn_skipping_the_away_and_the_full_and_an_offer_not_taken_moves_on() {
+    let suporte = team(
+        "suporte",
+        "membros = [\"ana\", \"bia\", \"caio\"]\natribuicao = \"rodizio\"\ncapacidade = 1\naceitar_em_minutos = 5\nhorario = \"seg-sex 08:00-18:00\"",
+    );
+    let h = desk(sqlite().await, vec![suporte]).await;
+    h.service.cases().set_away("bia", true).await.expect("away");
+    let first = open(&h, "c-1").await;
+    for (minute, conversation) in [(1, "c-2"), (2, "c-3")] {
+        h.clock.set(at(MONDAY_10) + chrono::Duration::minutes(minute));
+        open(&h, conversation).await;
+    }
+    assert_eq!(first.team, "suporte");
+    assert_eq!(first.protocol.as_deref(), Some("20261123-000001"));
+
+    // bia is away, and each agent holds one case at most: ana, caio, then nobody.
+    assert_eq!(h.service.cases().assign_waiting().await, 2);
+    assert_eq!(offered(&h, "c-1").await.as_deref(), Some("ana"));
+    assert_eq!(offered(&h, "c-2").await.as_deref(), Some("caio"));
+    assert_eq!(
+        offered(&h, "c-3").await,
+        None,
+        "everyone available is at capacity"
+    );
+    assert_eq!(h.service.cases().assign_waiting().await, 0, "live offers stay");
+
+    // ana accepts hers; caio lets his expire.
+    h.service
+        .cases()
+        .claim_case(&first.id, agent("ana"))
+        .await
+        .expect("claim");
+    h.clock.set(at(MONDAY_10) + chrono::Duration::minutes(8));
+    assert_eq!(h.service.cases().assign_waiting().await, 1);
+    // c-2 is never offered to caio again and nobody else may have it; c-3 goes to caio, now free.
+    assert_eq!(offered(&h, "c-2").await, None);
+    assert_eq!(offered(&h, "c-3").await.as_deref(), Some("caio"));
+
+    // bia is back: the case caio let go is hers.
+    h.service.cases().set_away("bia", false).await.expect("back");
+    assert_eq!(h.service.cases().assign_waiting().await, 1);
+    assert_eq!(offered(&h, "c-2").await.as_deref(), Some("bia"));
+    let second = h.store.open_case_of("c-2").await.expect("read").expect("case");
+    let log: Vec<(String, Option<String>)> = h
+        .store
+        .case_events(&second.id)
+        .await
+        .expect("log")
+        .into_iter()
+        .map(|e| (e.what, e.detail))
+        .filter(|(what, _)| what.starts_with("ofer"))
+        .collect();
+    assert_eq!(
+        log,
+        [
+            ("oferecido".to_owned(), Some("caio".to_owned())),
+            ("oferta_expirada".to_owned(), Some("caio".to_owned())),
+            ("oferecido".to_owned(), Some("bia".to_owned())),
+        ]
+    );
+    // Manual claim keeps working for anyone, and ends the offer.
+    let Ok(vt_agent::Claim::Claimed(claimed)) = h.service.cases().claim_case(&second.id, agent("ana")).await
+    else {
+        panic!("anyone may claim a waiting case");
+    };
+    assert_eq!(
+        (claimed.owner.as_deref(), claimed.offered_to),
+        (Some("ana"), None)
+    );
+}
+
+#[tokio::test]
+async fn out_of_hours_no_case_is_offered_until_the_desk_opens() {
+    let suporte = team(
+        "suporte",
+        "membros = [\"ana\"]\natribuicao = \"menos_ocupado\"\nhorario = \"seg-sex 08:00-18:00\"",
+    );
+    let h = desk(sqlite().await, vec![suporte]).await;
+    // Carnival Tuesday 2027, 10:00: a national holiday.
+    h.clock.set(at("2027-02-09T13:00:00Z"));
+    let transfer = h.say("c-carnaval", "quero falar com um atendente").await;
+    assert!(
+        transfer
+            .reply_text()
+            .contains("uma pessoa responde amanhã às 08:00"),
+        "{}",
+        transfer.reply_text()
+    );
+    assert_eq!(h.service.cases().assign_waiting().await, 0);
+    h.clock.set(at("2027-02-10T11:00:00Z"));
+    assert_eq!(h.service.cases().assign_waiting().await, 1);
+    assert_eq!(offered(&h, "c-carnaval").await.as_deref(), Some("ana"));
+}
+
+#[tokio::test]
+async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_once() {
+    let sla = "[sla]\nprimeira_resposta = 10\nresolucao = 60";
+    let geral = team("geral", &format!("padrao = true\n{sla}"));
+    let financeiro = team(
+        "financeiro",
+        &format!("motivos = [\"pagamento_nao_creditado\"]\nmembros = [\"bia\"]\n{sla}"),
+    );
+    let h = desk(sqlite().await, vec![geral, financeiro]).await;
+    let case = open(&h, "c-transf").await;
+    assert_eq!(
+        case.team, "geral",
+        "a card holder's request goes to the default team"
+    );
+    assert_eq!(case.motivo, vt_actions::HandoffReason::PedidoDoCliente);
+    let protocol = case.protocol.clone().expect("protocol");
+    // The bot's acknowledgement is no response: the first-response clock still runs.
+    let ack = h.say("c-transf", "alô?").await;
+    assert!(ack.reply_text().contains("encaminhada"), "{}", ack.reply_text());
+    h.clock.set(at(MONDAY_10) + chrono::Duration::minutes(9));
+    let clocks = h.service.cases().clocks(&case.id).await.expect("clocks");
+    let first = clocks.primeira_resposta.expect("first");
+    assert!(!first.stopped, "a bot message stops no clock");
+    assert_eq!(first.status.as_str(), "vencendo");
+
+    h.service
+        .cases()
+        .claim_case(&case.id, agent("ana"))
+        .await
+        .expect("claim");
+    h.service
+        .cases()
+        .agent_reply(&case.id, agent("ana"), "Vou verificar seu pagamento.")
+        .await
+        .expect("reply");
+    let moved = h
+        .service
+        .cases()
+        .transfer_case(&case.id, agent("ana"), "financeiro", None)
+        .await
+        .expect("transfer");
+    assert_eq!(
+        (moved.team.as_str(), moved.state, moved.owner.as_deref()),
+        ("financeiro", CaseState::Aguardando, None)
+    );
+    assert_eq!(moved.protocol.as_deref(), Some(protocol.as_str()));
+    assert_eq!(moved.id, case.id, "the same case, not a new one");
+    let told: Vec<String> = h
+        .store
+        .messages("c-transf")
+        .await
+        .expect("messages")
+        .into_iter()
+        .filter_map(|m| m.message.text().map(str::to_owned))
+        .filter(|t| t.contains("equipe financeiro"))
+        .collect();
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    assert!(told[0].contains(&protocol), "{}", told[0]);
+    // The clocks keep their history under the new team: the first response came at 9 minutes.
+    let clocks = h.service.cases().clocks(&case.id).await.expect("clocks");
+    let first = clocks.primeira_resposta.expect("first");
+    assert!(first.stopped && first.status.as_str() == "no_prazo", "{first:?}");
+    let whats: Vec<String> = h
+        .store
+        .case_events(&case.id)
+        .await
+        .expect("log")
+        .into_iter()
+        .map(|e| e.what)
+        .collect();
+    for line in ["aberto", "assumido", "mensagem_atendente", "transferido"] {
+        assert!(whats.iter().any(|w| w == line), "{line} in {whats:?}");
+    }
+    // To an agent: theirs at once. To a team that does not exist: refused, nothing moves.
+    let mine = h
+        .service
+        .cases()
+        .transfer_case(&case.id, agent("ana"), "financeiro", Some("bia"))
+        .await
+        .expect("to bia");
+    assert_eq!(
+        (mine.state, mine.owner.as_deref()),
+        (CaseState::EmAtendimento, Some("bia"))
+    );
+    let refused = h
+        .service
+        .cases()
+        .transfer_case(&case.id, agent("bia"), "nenhuma", None)
+        .await;
+    assert!(matches!(refused, Err(CaseError::Refused(_))), "{refused:?}");
+    // Found by its protocol number.
+    let found = h
+        .service
+        .cases()
+        .case_by_protocol(&protocol, agent("bia"))
+        .await
+        .expect("by protocol");
+    assert_eq!(found.id, case.id);
+}
+
+/// Two instances (two services on one store): cases opened at once on both get distinct protocols,
+/// and each waiting case is offered once although both pass at the same time.
+async fn two_instances_never_share_a_protocol_nor_offer_a_case_twice(
+    first: Arc<dyn Store>,
+    second: Arc<dyn Store>,
+) {
+    let suporte = || {
+        team(
+            "suporte",
+            "membros = [\"ana\", \"bia\", \"caio\"]\natribuicao = \"rodizio\"\ncapacidade = 20",
+        )
+    };
+    let a = desk(first, vec![suporte()]).await;
+    let b = desk(second, vec![suporte()]).await;
+    let opened = futures::future::join_all((0..12).map(|i| {
+        let h = if i % 2 == 0 { &a } else { &b };
+        async move { open(h, &format!("c-par-{i}")).await }
+    }))
+    .await;
+    let mut protocols: Vec<String> = opened.iter().filter_map(|c| c.protocol.clone()).collect();
+    protocols.sort();
+    protocols.dedup();
+    assert_eq!(protocols.len(), 12, "{protocols:?}");
+    let (x, y) = tokio::join!(
+        a.service.cases().assign_waiting(),
+        b.service.cases().assign_waiting()
+    );
+    assert_eq!(x + y, 12, "each case offered once in all: {x} + {y}");
+    for case in &opened {
+        let offers = a
+            .store
+            .case_events(&case.id)
+            .await
+            .expect("log")
+            .into_iter()
+            .filter(|e| e.what == "oferecido")
+            .count();
+        assert_eq!(offers, 1, "{}", case.id);
+    }
+}
+
+#[tokio::test]
+async fn two_instances_on_sqlite_never_share_a_protocol_nor_offer_a_case_twice() {
+    let store = sqlite().await;
+    two_instances_never_share_a_protocol_nor_offer_a_case_twice(store.clone(), store).await;
+}
+
+#[tokio::test]
+async fn two_instances_on_postgres_never_share_a_protocol_nor_offer_a_case_twice() {
+    let Some(pg) = PgFixture::start().await else {
+        return;
+    };
+    two_instances_never_share_a_protocol_nor_offer_a_case_twice(pg.store.clone(), pg.second.clone()).await;
+    pg.cleanup().await;
+}
