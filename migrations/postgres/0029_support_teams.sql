@@ -31,3 +31,5 @@ CREATE TABLE team_turns (
     team TEXT PRIMARY KEY,
     last_agent TEXT NOT NULL
 );
+-- The runs a chat turn's tools started, read by the console's payment panels.
+CREATE INDEX flow_runs_by_parent ON flow_runs (parent_execucao_id) WHERE parent_execucao_id IS NOT NULL;

@@ -206,6 +206,11 @@ impl Board<'_> {
     }
 }
 
+/// A channel as people name it: its label, else its key.
+fn channel_name(label: &str, key: &str) -> String {
+    if label.is_empty() { key } else { label }.to_owned()
+}
+
 /// Where the case is, in a few words.
 pub(crate) fn state_line(case: &Case) -> String {
     let owner = case.owner.as_deref().unwrap_or_default();
@@ -225,12 +230,21 @@ impl Cases<'_> {
         let tz = super::policy_timezone(self.engine);
         let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m %H:%M").to_string();
         let file = &case.case_file;
-        let mut out = vec![
-            ("Canal".to_owned(), case.channel.clone()),
+        let mut out = Vec::new();
+        if let Some(protocol) = &case.protocol {
+            out.push(("Protocolo".to_owned(), protocol.clone()));
+        }
+        out.extend([
+            ("Equipe".to_owned(), case.team.clone()),
+            ("Motivo".to_owned(), case.motivo.label().to_owned()),
+            ("Detalhe".to_owned(), mask_cards_in(&case.reason)),
+            (
+                "Canal".to_owned(),
+                channel_name(self.speaker.channel(&case.channel).label, &case.channel),
+            ),
             ("Aberto em".to_owned(), when(case.opened_at)),
             ("Estado".to_owned(), state_line(case)),
-            ("Motivo".to_owned(), mask_cards_in(&case.reason)),
-        ];
+        ]);
         let strings = |v: &serde_json::Value| -> Vec<String> {
             v.as_array()
                 .map(|a| a.iter().filter_map(|x| x.as_str()).map(mask_cards_in).collect())
@@ -263,10 +277,6 @@ impl Cases<'_> {
         if let Some(summary) = file["contexto"]["resumo"].as_str() {
             out.push(("Resumo".into(), mask_cards_in(summary)));
         }
-        let facts = strings(&file["contexto"]["fatos"]);
-        for fact in facts.iter().rev().take(3).rev() {
-            out.push(("Fato".into(), fact.clone()));
-        }
         if let Some(last) = file["ultimas_mensagens"].as_array() {
             for m in last {
                 out.push((
@@ -280,7 +290,10 @@ impl Cases<'_> {
 
     /// [`Self::case_fields`] as a Markdown message (the board's root post).
     pub(crate) fn case_text(self, case: &Case) -> String {
-        let mut out = format!("#### Atendimento `{}`", case.id);
+        let mut out = format!(
+            "#### Atendimento `{}`",
+            case.protocol.as_deref().unwrap_or(&case.id)
+        );
         for (label, value) in self.case_fields(case) {
             out.push_str(&format!("\n**{label}:** {value}"));
         }

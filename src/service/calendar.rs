@@ -82,14 +82,6 @@ impl Calendar {
         Self::new(None, [], Timezone::sao_paulo())
     }
 
-    pub(crate) fn hours(&self) -> Option<&Hours> {
-        self.hours.as_ref()
-    }
-
-    pub(crate) fn timezone(&self) -> &Timezone {
-        &self.tz
-    }
-
     /// Whether the desk is closed all of `date` (a holiday).
     pub(crate) fn holiday(&self, date: NaiveDate) -> bool {
         national_holiday(date) || self.extra_holidays.contains(&date)

@@ -21,7 +21,6 @@ const EXPECTED: &str = "esperado como seg-sex 08:00-12:00,13:00-18:00; sab 08:00
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(try_from = "String")]
 pub struct Hours {
-    text: String,
     week: [Vec<(NaiveTime, NaiveTime)>; 7],
 }
 
@@ -82,10 +81,7 @@ impl TryFrom<String> for Hours {
         if week.iter().all(Vec::is_empty) {
             return Err(bad());
         }
-        Ok(Self {
-            text: text.trim().to_owned(),
-            week,
-        })
+        Ok(Self { week })
     }
 }
 
@@ -93,11 +89,6 @@ impl Hours {
     /// The day's shifts, in order.
     pub(crate) fn shifts(&self, day: Weekday) -> &[(NaiveTime, NaiveTime)] {
         &self.week[day.num_days_from_monday() as usize]
-    }
-
-    /// As the configuration said it.
-    pub(crate) fn text(&self) -> &str {
-        &self.text
     }
 }
 

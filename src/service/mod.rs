@@ -36,6 +36,7 @@ pub(crate) mod calendar;
 pub(crate) mod teams;
 pub(crate) mod sla;
 mod assignment;
+pub(crate) mod queue;
 mod offers;
 mod outcomes;
 pub(crate) use board::state_line;
@@ -50,6 +51,7 @@ pub(crate) use figures::percentile;
 pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
+pub(crate) use queue::{QueueEntry, Report, ReportLine};
 pub(crate) use sla::{Clocks, SlaStatus};
 pub(crate) use teams::{Desk, Equipe, SlaPolicy, teams_problem};
 mod commit;
@@ -479,6 +481,11 @@ impl Services {
     }
 
     /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
+    /// The support desk: its teams with their calendars and SLA.
+    pub(crate) fn desk(&self) -> &Desk {
+        &self.handoff.desk
+    }
+
     pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
         policy_timezone(&self.engine)
     }

@@ -110,6 +110,9 @@ pub trait FlowStore: Send + Sync {
 
     async fn flow_run(&self, execucao_id: &str) -> Result<Option<FlowRunRecord>, StoreError>;
 
+    /// The ids of the runs a chat turn's tools started (`parent` is the turn's execution), oldest first.
+    async fn runs_started_by(&self, parent: &str) -> Result<Vec<String>, StoreError>;
+
     /// Puts a flow run on record as `em_andamento` before it makes its first external call, in one
     /// transaction with its conversation (new: a flow's conversation is its own) and the input
     /// `message`; the turn's record later completes the same row.

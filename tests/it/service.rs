@@ -431,6 +431,9 @@ impl vt_agent::FlowStore for Flaky {
     async fn flow_run(&self, id: &str) -> Result<Option<FlowRunRecord>, StoreError> {
         self.inner.flow_run(id).await
     }
+    async fn runs_started_by(&self, parent: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.runs_started_by(parent).await
+    }
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
         self.inner.flow_outcomes_since(since).await
     }

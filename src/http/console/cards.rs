@@ -24,7 +24,7 @@ pub(super) async fn history(
     staff: Staff,
     Form(form): Form<LookupForm>,
 ) -> Response {
-    let card = match form.card(&staff) {
+    let card = match form.card(&staff, &state.console.keys) {
         Ok(card) => card,
         Err(refused) => return refused,
     };

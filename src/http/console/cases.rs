@@ -12,18 +12,18 @@ use chrono::Utc;
 use minijinja::context;
 use serde::Deserialize;
 
-use super::pages::{bad_form, frame, masked, message_text, not_found, see_other, store_failed, when};
+use super::pages::{bad_form, frame, masked, not_found, see_other, store_failed, when};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::service::{CaseError, Proposal, SupportAgent};
+use crate::service::{CaseError, Proposal, QueueEntry, SlaStatus, SupportAgent};
 use crate::store::{Case, CaseState, Claim};
 
 /// Cases the list shows.
 const LISTED: i64 = 100;
 
 /// The signed-in user as a support agent: an administrator sees every tenant.
-fn agent(staff: &Staff) -> SupportAgent<'_> {
+pub(super) fn agent(staff: &Staff) -> SupportAgent<'_> {
     SupportAgent {
         login: &staff.caller.name,
         name: &staff.caller.name,
@@ -32,7 +32,7 @@ fn agent(staff: &Staff) -> SupportAgent<'_> {
 }
 
 /// How long ago, in words a person reads at a glance.
-fn age(since: chrono::DateTime<Utc>) -> String {
+pub(super) fn age(since: chrono::DateTime<Utc>) -> String {
     let minutes = (Utc::now() - since).num_minutes().max(0);
     match minutes {
         0 => "agora".into(),
@@ -51,27 +51,45 @@ fn state_label(state: CaseState) -> &'static str {
     }
 }
 
+/// A case as a row of a list (the queue, the cases): protocol, person, cards, what was said last, team,
+/// reason, wait and clocks.
+pub(super) fn row(state: &AppState, e: &QueueEntry) -> minijinja::Value {
+    let c = &e.case;
+    let waiting = e.waiting_since();
+    context! {
+        id => c.id.clone(),
+        protocolo => c.protocol.clone().unwrap_or_else(|| c.id.clone()),
+        pessoa => masked(&e.person),
+        cartoes => e.cards.join(", "),
+        ultima => masked(&super::pages::cut(&e.last_line, 90)),
+        equipe => c.team.clone(),
+        motivo => c.motivo.label(),
+        canal => c.channel.clone(),
+        idade => age(c.opened_at),
+        aberto_em => when(state, c.opened_at),
+        espera => waiting.map(age),
+        situacao => state_label(c.state),
+        aguardando => c.state == CaseState::Aguardando,
+        dono => c.owner.clone(),
+        oferecido => c.offered_to.clone(),
+        sla => e.clocks.at_risk().map(SlaStatus::label),
+        sla_chave => e.clocks.at_risk().map(SlaStatus::as_str),
+    }
+}
+
 pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Response {
     let tenant = agent(&staff).tenant;
     let cases = match state.stores.cases.cases(tenant, LISTED).await {
         Ok(c) => c,
         Err(e) => return store_failed(&staff, &e),
     };
-    let rows: Vec<_> = cases
-        .iter()
-        .map(|c| {
-            context! {
-                id => c.id.clone(),
-                canal => c.channel.clone(),
-                motivo => masked(&c.reason),
-                idade => age(c.opened_at),
-                aberto_em => when(&state, c.opened_at),
-                situacao => state_label(c.state),
-                aguardando => c.state == CaseState::Aguardando,
-                dono => c.owner.clone(),
-            }
-        })
-        .collect();
+    let mut rows = Vec::with_capacity(cases.len());
+    for case in cases {
+        match state.service.cases().entry(case).await {
+            Ok(entry) => rows.push(row(&state, &entry)),
+            Err(e) => return store_failed(&staff, &e),
+        }
+    }
     render(
         StatusCode::OK,
         "atendimentos.html",
@@ -80,7 +98,7 @@ pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Respons
 }
 
 /// The case `id` when the user may see it.
-async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Response> {
+pub(super) async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Response> {
     match state.stores.cases.case(id).await {
         Ok(Some(case)) if agent(staff).tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
         Ok(_) => Err(not_found(staff, "O atendimento")),
@@ -88,29 +106,10 @@ async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result<Case, Resp
     }
 }
 
-/// The conversation's messages as the case page shows them (masked, its payment codes whole), oldest
-/// first.
+/// The conversation's chat lines as the case page shows them (masked, its payment codes whole).
 async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
-    let stored = state.stores.conversations.messages(&case.conversation_id).await?;
-    // The conversation's own payment codes whole: the person helping may need to read one out.
     let codes = super::pages::codes_of(state, &case.conversation_id).await?;
-    Ok(stored
-        .iter()
-        .filter_map(|m| {
-            use crate::llm::ChatMessage::*;
-            let who = match &m.message {
-                User { .. } => "cliente",
-                Assistant { content: Some(c), .. } if !c.is_empty() => "bot",
-                HumanAgent { .. } => "atendente",
-                _ => return None,
-            };
-            Some(context! {
-                de => who,
-                texto => super::pages::masked_with(&message_text(&m.message), &codes),
-                quando => when(state, m.created_at),
-            })
-        })
-        .collect())
+    super::chat::lines(state, &case.conversation_id, &codes).await
 }
 
 /// What the last action said (after its redirect).
@@ -119,6 +118,33 @@ async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>
 pub(super) struct Said {
     ok: Option<String>,
     erro: Option<String>,
+}
+
+/// A case's clocks as the case page lists them.
+fn clock_rows(state: &AppState, clocks: &crate::service::Clocks) -> Vec<minijinja::Value> {
+    clocks
+        .all()
+        .map(|c| {
+            let standing = if c.stopped {
+                if c.status == SlaStatus::Vencido {
+                    "não cumprido"
+                } else {
+                    "cumprido"
+                }
+            } else if !c.running {
+                "pausado: aguardando o cliente"
+            } else {
+                c.status.label()
+            };
+            context! {
+                nome => c.kind.label(),
+                situacao => standing,
+                chave => c.status.as_str(),
+                usado => format!("{:.0} de {} min úteis", c.elapsed, c.target),
+                vence => c.due_at.map(|d| when(state, d)),
+            }
+        })
+        .collect()
 }
 
 pub(super) async fn page(
@@ -131,17 +157,18 @@ pub(super) async fn page(
         Ok(c) => c,
         Err(page) => return page,
     };
-    let msgs = match messages(&state, &case).await {
-        Ok(m) => m,
-        Err(e) => return store_failed(&staff, &e),
-    };
-    let charges = match super::pages::charges_of(&state, &case.conversation_id).await {
-        Ok(c) => c,
-        Err(e) => return store_failed(&staff, &e),
+    let (msgs, payments, clocks) = match (
+        messages(&state, &case).await,
+        super::chat::payments(&state, &case.conversation_id).await,
+        state.service.cases().clocks(&case.id).await,
+    ) {
+        (Ok(m), Ok(p), Ok(c)) => (m, p, c),
+        (Err(e), _, _) | (_, Err(e), _) => return store_failed(&staff, &e),
+        (_, _, Err(e)) => return store_failed(&staff, &e),
     };
     let mine =
         case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(staff.caller.name.as_str());
-    let title = format!("Atendimento {}", case.id);
+    let title = format!("Atendimento {}", case.protocol.as_deref().unwrap_or(&case.id));
     let file: Vec<_> = state
         .service
         .cases()
@@ -149,6 +176,17 @@ pub(super) async fn page(
         .into_iter()
         .map(|(label, value)| context! { rotulo => label, valor => masked(&value) })
         .collect();
+    let teams: Vec<String> = state
+        .service
+        .desk()
+        .teams()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    // The case file as stored (cards masked): for administrators, behind "Detalhes técnicos".
+    let technical = staff
+        .is_admin()
+        .then(|| masked(&serde_json::to_string_pretty(&case.case_file).unwrap_or_default()));
     render(
         StatusCode::OK,
         "atendimento.html",
@@ -158,12 +196,16 @@ pub(super) async fn page(
             ok => said.ok.as_deref().map(masked),
             erro => said.erro.as_deref().map(masked),
             ficha => file,
+            prazos => clock_rows(&state, &clocks),
             situacao => crate::service::state_line(&case),
             aguardando => case.state == CaseState::Aguardando,
             aberto => case.state.is_open(),
             meu => mine,
             mensagens => msgs,
-            cobrancas => charges,
+            pagamentos => payments,
+            equipes => teams,
+            equipe => case.team.clone(),
+            tecnico => technical,
             ..frame(Some(&staff), "cases", &title)
         },
     )
@@ -198,6 +240,8 @@ pub(super) struct ActionForm {
     valor: String,
     cartao: String,
     meio: String,
+    equipe: String,
+    agente: String,
 }
 
 /// What a case action on the case page does; the answer is shown on the case's page.
@@ -208,6 +252,7 @@ enum Action {
     Propose,
     HandBack,
     Close,
+    Transfer,
 }
 
 async fn act(
@@ -263,6 +308,18 @@ async fn act(
             .await
             .map(|_| "Atendimento encerrado.".to_owned())
             .map_err(said),
+        Action::Transfer => {
+            let to = Some(form.agente.trim()).filter(|a| !a.is_empty());
+            service
+                .cases()
+                .transfer_case(id, who, form.equipe.trim(), to)
+                .await
+                .map(|c| match to {
+                    Some(a) => format!("Atendimento passado para {a}, da equipe {}.", c.team),
+                    None => format!("Atendimento passado para a fila da equipe {}.", c.team),
+                })
+                .map_err(said)
+        }
     };
     tracing::info!(case = %id, by = %staff.caller.name, ?action, ok = outcome.is_ok(), "case action from the console");
     outcome
@@ -301,7 +358,13 @@ async fn run(state: AppState, staff: Staff, id: String, action: Action, form: Ac
         .unwrap_or_default()
         .trim_start_matches('=')
         .to_owned();
-    see_other(&format!("/console/cases/{path}?{query}")).into_response()
+    // After a reply, the page opens at the reply box: the conversation's newest line just above it.
+    let anchor = if matches!(action, Action::Reply) {
+        "#responder"
+    } else {
+        ""
+    };
+    see_other(&format!("/console/cases/{path}?{query}{anchor}")).into_response()
 }
 
 pub(super) async fn claim(
@@ -347,4 +410,13 @@ pub(super) async fn close(
     Form(form): Form<ActionForm>,
 ) -> Response {
     run(state, staff, id, Action::Close, form).await
+}
+
+pub(super) async fn transfer(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Transfer, form).await
 }

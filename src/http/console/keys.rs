@@ -153,11 +153,52 @@ impl Keys {
         !nonce.is_empty() && self.verify("entrada", &[nonce], token)
     }
 
+    /// `card` sealed for the page that just looked it up (AES-256-GCM under a key derived from the
+    /// console's secret, for `CARD_REF_SECS`): the card's history is one click away without the card
+    /// being on the page or in a URL.
+    pub(super) fn seal_card(&self, card: &str) -> String {
+        use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng};
+        let key = self.mac("cartao-selado", &[]).finalize().into_bytes();
+        let cipher = aes_gcm::Aes256Gcm::new(&key);
+        let nonce = aes_gcm::Aes256Gcm::generate_nonce(&mut OsRng);
+        let until = Utc::now().timestamp() + CARD_REF_SECS;
+        let plain = format!("{until}|{card}");
+        let Ok(sealed) = cipher.encrypt(&nonce, plain.as_bytes()) else {
+            return String::new();
+        };
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(nonce),
+            URL_SAFE_NO_PAD.encode(sealed)
+        )
+    }
+
+    /// The card [`Keys::seal_card`] sealed, while the reference is valid.
+    pub(super) fn open_card(&self, reference: &str) -> Option<String> {
+        use aes_gcm::aead::{Aead, KeyInit};
+        let (nonce, sealed) = reference.split_once('.')?;
+        let (nonce, sealed) = (
+            URL_SAFE_NO_PAD.decode(nonce).ok()?,
+            URL_SAFE_NO_PAD.decode(sealed).ok()?,
+        );
+        let nonce: [u8; 12] = nonce.try_into().ok()?;
+        let key = self.mac("cartao-selado", &[]).finalize().into_bytes();
+        let cipher = aes_gcm::Aes256Gcm::new(&key);
+        let plain = cipher
+            .decrypt(&aes_gcm::Nonce::from(nonce), sealed.as_slice())
+            .ok()?;
+        let (until, card) = std::str::from_utf8(&plain).ok()?.split_once('|')?;
+        (until.parse::<i64>().ok()? > Utc::now().timestamp()).then(|| card.to_owned())
+    }
+
     /// A keyed hash of a card for the audit table.
     pub(crate) fn card_hash(&self, card: &str) -> String {
         self.sign("auditoria", &[card])
     }
 }
+
+/// How long a looked-up card's sealed reference opens its history.
+const CARD_REF_SECS: i64 = 30 * 60;
 
 /// A fresh random nonce (128 bits).
 pub(crate) fn nonce() -> String {

@@ -14,6 +14,9 @@ mod cards;
 /// The channel name of the console's own conversations (a support agent's card lookups).
 pub(crate) const CHANNEL: &str = "console";
 mod cases;
+mod chat;
+mod queue;
+mod report;
 mod dashboard;
 pub(crate) mod keys;
 mod pages;
@@ -45,6 +48,9 @@ pub(crate) fn router() -> Router<AppState> {
             get(pages::transcript),
         )
         .route("/console/cards", post(cards::history))
+        .route("/console/fila", get(queue::page))
+        .route("/console/presenca", post(queue::presence))
+        .route("/console/relatorio", get(report::page))
         .route("/console/cases", get(cases::list))
         .route("/console/cases/{id}", get(cases::page))
         .route("/console/cases/{id}/mensagens", get(cases::messages_fragment))
@@ -53,6 +59,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/cases/{id}/propor", post(cases::propose))
         .route("/console/cases/{id}/devolver", post(cases::hand_back))
         .route("/console/cases/{id}/encerrar", post(cases::close))
+        .route("/console/cases/{id}/transferir", post(cases::transfer))
         .route("/console/flows", get(pages::flows))
         .route("/console/flows/{id}", get(pages::flow))
         .route("/console/batches/{id}", get(pages::batch))
@@ -99,6 +106,10 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
             include_str!("assets/graficos.js"),
             "text/javascript; charset=utf-8",
         ),
+        "relatorio.js" => (
+            include_str!("assets/relatorio.js"),
+            "text/javascript; charset=utf-8",
+        ),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     (
@@ -109,7 +120,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 16] = [
+const TEMPLATES: [(&str, &str); 20] = [
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
@@ -123,7 +134,14 @@ const TEMPLATES: [(&str, &str); 16] = [
     ("consulta.html", include_str!("templates/consulta.html")),
     ("conversas.html", include_str!("templates/conversas.html")),
     ("conversa.html", include_str!("templates/conversa.html")),
-    ("cobrancas.html", include_str!("templates/cobrancas.html")),
+    ("pagamentos.html", include_str!("templates/pagamentos.html")),
+    ("fila.html", include_str!("templates/fila.html")),
+    ("linha_caso.html", include_str!("templates/linha_caso.html")),
+    (
+        "cabecalho_casos.html",
+        include_str!("templates/cabecalho_casos.html"),
+    ),
+    ("relatorio.html", include_str!("templates/relatorio.html")),
     ("fluxos.html", include_str!("templates/fluxos.html")),
     ("fluxo.html", include_str!("templates/fluxo.html")),
     ("lote.html", include_str!("templates/lote.html")),

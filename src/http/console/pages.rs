@@ -28,15 +28,30 @@ use super::CHANNEL;
 /// Rows a list shows.
 const LIST_LIMIT: i64 = 100;
 
-/// Free text from the store as the console shows it: card numbers masked, configured secrets out.
+/// Free text from the store as the console shows it: card numbers masked, configured secrets out,
+/// amounts in reais as Brazilians read them.
 pub(super) fn masked(text: &str) -> String {
-    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
+    reais_in(&vt_actions::redact::secrets(
+        &vt_actions::vt::card::mask_cards_in(text),
+    ))
 }
 
 /// [`masked`] for a conversation's own texts: its payment `codes` (from its charges on record) stay
 /// whole, for the person helping its card holder to read out or copy.
 pub(super) fn masked_with(text: &str, codes: &[String]) -> String {
-    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_except(text, codes)).into_owned()
+    reais_in(&vt_actions::redact::secrets(
+        &vt_actions::vt::card::mask_cards_except(text, codes),
+    ))
+}
+
+/// `BRL 20,00` (the product's texts follow the ISO code) as `R$ 20,00`: what the console's readers
+/// read.
+fn reais_in(text: &str) -> String {
+    static AMOUNT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        #[allow(clippy::expect_used)] // a constant pattern, tested below
+        regex::Regex::new(r"\bBRL (-?\d[\d.]*,\d{2})\b").expect("pattern")
+    });
+    AMOUNT.replace_all(text, "R$$ $1").into_owned()
 }
 
 /// The payment codes of conversation `id` (see [`crate::store::PixCharge::codes`]).
@@ -46,7 +61,7 @@ pub(super) async fn codes_of(state: &AppState, id: &str) -> Result<Vec<String>, 
 }
 
 /// At most `max` characters of `text`, with an ellipsis when cut.
-fn cut(text: &str, max: usize) -> String {
+pub(super) fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_owned(),
@@ -70,10 +85,12 @@ pub(super) fn frame(staff: Option<&Staff>, page: &str, title: &str) -> Value {
         pagina => page,
         usuario => staff.map(|s| s.caller.name.clone()),
         papel => staff.map(|s| match s.caller.role {
-            Role::Admin => "admin",
-            Role::Support => "support",
-            Role::Client => "client",
+            Role::Admin => "administrador",
+            Role::Support => "atendente",
+            Role::Client => "cliente da API",
         }),
+        aguardando_n => staff.map_or(0, |s| s.counts.0),
+        meus_n => staff.map_or(0, |s| s.counts.1),
         admin => staff.is_some_and(Staff::is_admin),
         csrf => staff.map(|s| s.csrf.clone()).unwrap_or_default(),
     }
@@ -97,7 +114,7 @@ pub(super) fn bad_form(staff: &Staff) -> Response {
     )
 }
 
-fn admins_only(staff: &Staff) -> Response {
+pub(super) fn admins_only(staff: &Staff) -> Response {
     notice(
         StatusCode::FORBIDDEN,
         Some(staff),
@@ -140,10 +157,10 @@ pub(super) struct CsrfForm {
     csrf: String,
 }
 
-/// The sign-in form, with a fresh form nonce in its own cookie; a signed-in user goes on to the lookup.
+/// The sign-in form, with a fresh form nonce in its own cookie; a signed-in user goes on to the queue.
 pub(super) async fn sign_in_page(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     if session::staff_of(&headers, &state).is_some() {
-        return see_other("/console/lookup");
+        return see_other("/console/fila");
     }
     sign_in_form(&state, StatusCode::OK, None)
 }
@@ -207,7 +224,8 @@ pub(super) async fn sign_in(
     tracing::info!(key = %caller.name, "console sign-in");
     let expires = Utc::now().timestamp() + keys.session_secs;
     let value = keys.session_value(&caller.name, expires, &super::keys::nonce());
-    let mut response = see_other("/console/lookup");
+    // Agents land on their queue: what waits for them first.
+    let mut response = see_other("/console/fila");
     for cookie in [
         session::set_cookie(SESSION_COOKIE, &value, keys.session_secs),
         session::set_cookie(SIGN_IN_COOKIE, "", 0),
@@ -237,14 +255,21 @@ pub(super) async fn sign_out(staff: Staff, Form(form): Form<CsrfForm>) -> Respon
 pub(super) struct LookupForm {
     cartao: String,
     csrf: String,
+    /// The card the page just looked up, sealed ([`super::keys::Keys::seal_card`]).
+    cartao_ref: String,
 }
 
 impl LookupForm {
     /// The form's card, when it carries its CSRF token and a card; else the page that says why.
     #[allow(clippy::result_large_err)] // the error is the page itself, built once per request
-    pub(super) fn card(&self, staff: &Staff) -> Result<String, Response> {
+    pub(super) fn card(&self, staff: &Staff, keys: &super::keys::Keys) -> Result<String, Response> {
         if !staff.csrf_ok(&self.csrf) {
             return Err(bad_form(staff));
+        }
+        if self.cartao.trim().is_empty()
+            && let Some(card) = keys.open_card(&self.cartao_ref)
+        {
+            return Ok(card);
         }
         vt_actions::vt::parse::cards(&self.cartao)
             .into_iter()
@@ -264,16 +289,32 @@ pub(super) async fn lookup_page(staff: Staff) -> Response {
     lookup_view(&staff, StatusCode::OK, None, None)
 }
 
+/// What a lookup answered: the answer, and the card it read (masked, and sealed for its history).
+pub(super) struct Looked {
+    answer: String,
+    masked: String,
+    sealed: String,
+}
+
 pub(super) fn lookup_view(
     staff: &Staff,
     status: StatusCode,
-    answer: Option<String>,
+    looked: Option<Looked>,
     error: Option<&str>,
 ) -> Response {
+    let (answer, card, sealed) = looked.map_or((None, None, None), |l| {
+        (Some(l.answer), Some(l.masked), Some(l.sealed))
+    });
     render(
         status,
         "consulta.html",
-        context! { resposta => answer, erro => error, ..frame(Some(staff), "lookup", "Consulta de cartão") },
+        context! {
+            resposta => answer,
+            cartao_mascarado => card,
+            cartao_ref => sealed,
+            erro => error,
+            ..frame(Some(staff), "lookup", "Consulta de cartão")
+        },
     )
 }
 
@@ -284,7 +325,7 @@ pub(super) async fn lookup(
     staff: Staff,
     Form(form): Form<LookupForm>,
 ) -> Response {
-    let card = match form.card(&staff) {
+    let card = match form.card(&staff, &state.console.keys) {
         Ok(card) => card,
         Err(refused) => return refused,
     };
@@ -322,7 +363,14 @@ pub(super) async fn lookup(
         })
         .await;
     match turn {
-        Ok(Ok(handled)) => lookup_view(&staff, StatusCode::OK, Some(masked(&handled.reply_text())), None),
+        Ok(Ok(handled)) => {
+            let looked = Looked {
+                answer: masked(&handled.reply_text()),
+                masked: vt_actions::vt::mask_card(&card),
+                sealed: state.console.keys.seal_card(&card),
+            };
+            lookup_view(&staff, StatusCode::OK, Some(looked), None)
+        }
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "console lookup failed");
             lookup_view(
@@ -536,24 +584,54 @@ pub(super) async fn conversation(
         Ok(case) => case.is_some(),
         Err(e) => return store_failed(&staff, &e),
     };
-    let (charges, codes) = match (charges_of(&state, &id).await, codes_of(&state, &id).await) {
-        (Ok(c), Ok(codes)) => (c, codes),
+    let codes = match codes_of(&state, &id).await {
+        Ok(codes) => codes,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let (lines, payments) = match (
+        super::chat::lines(&state, &id, &codes).await,
+        super::chat::payments(&state, &id).await,
+    ) {
+        (Ok(l), Ok(p)) => (l, p),
         (Err(e), _) | (_, Err(e)) => return store_failed(&staff, &e),
     };
+    // The turns' events are for administrators only: tools, state, what the model was told.
+    let turns = if staff.is_admin() {
+        technical_turns(&state, &messages, &executions, &codes)
+    } else {
+        Vec::new()
+    };
+    render(
+        StatusCode::OK,
+        "conversa.html",
+        context! {
+            id => conv.id.clone(),
+            canal => conv.channel,
+            pessoa => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
+            habilidade => conv.active_skill,
+            encerrada => conv.ended,
+            transferida => with_person,
+            pagamentos => payments,
+            mensagens => lines,
+            turnos => turns,
+            ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
+        },
+    )
+}
+
+/// Each turn with its measures and events, for an administrator's "Detalhes técnicos".
+fn technical_turns(
+    state: &AppState,
+    messages: &[StoredMessage],
+    executions: &[(crate::engine::ExecutionRecord, Vec<TurnEvent>)],
+    codes: &[String],
+) -> Vec<Value> {
     let executions: std::collections::HashMap<&str, _> = executions
         .iter()
         .map(|(execution, events)| (execution.execucao_id.as_str(), (execution, events)))
         .collect();
     let mut turns = Vec::new();
-    for turn in split_turns(&messages) {
-        let user = turn
-            .first()
-            .map(|m| masked_with(&message_text(&m.message), &codes));
-        let replies: Vec<String> = turn[1..]
-            .iter()
-            .filter(|m| matches!(&m.message, ChatMessage::Assistant { content: Some(_), tool_calls } if tool_calls.is_empty()))
-            .map(|m| masked_with(&message_text(&m.message), &codes))
-            .collect();
+    for turn in split_turns(messages) {
         let exec_id = turn.iter().find_map(|m| m.execucao_id.clone());
         let mut events = Vec::new();
         let (mut tokens, mut ms, mut status) = ((0, 0), None, None);
@@ -567,13 +645,11 @@ pub(super) async fn conversation(
             events = evs
                 .iter()
                 .filter_map(event_line)
-                .map(|(kind, text)| context! { tipo => kind, texto => masked(&text) })
+                .map(|(kind, text)| context! { tipo => kind, texto => masked_with(&text, codes) })
                 .collect();
         }
         turns.push(context! {
-            quando => turn.first().map(|m| when(&state, m.created_at)),
-            usuario => user,
-            respostas => replies,
+            quando => turn.first().map(|m| when(state, m.created_at)),
             eventos => events,
             execucao => exec_id,
             tokens_entrada => tokens.0,
@@ -582,45 +658,7 @@ pub(super) async fn conversation(
             situacao => status,
         });
     }
-    render(
-        StatusCode::OK,
-        "conversa.html",
-        context! {
-            id => conv.id.clone(),
-            canal => conv.channel,
-            pessoa => masked(if conv.user_login.is_empty() { &conv.user_id } else { &conv.user_login }),
-            habilidade => conv.active_skill,
-            encerrada => conv.ended,
-            transferida => with_person,
-            cobrancas => charges,
-            turnos => turns,
-            ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
-        },
-    )
-}
-
-/// The Pix charges of conversation `id`, oldest first, as the conversation and case pages show them:
-/// status, txid, expiry, payment and refund (no card: the recharge they carry is not read).
-pub(super) async fn charges_of(
-    state: &AppState,
-    id: &str,
-) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
-    let charges = state.stores.pix.conversation_charges(id).await?;
-    Ok(charges
-        .into_iter()
-        .map(|c| {
-            context! {
-                txid => c.txid,
-                codigo => c.n + 1,
-                valor => vt_actions::vt::format_money("BRL", c.amount, vt_actions::vt::Idioma::PtBr),
-                situacao => c.status.as_str(),
-                expira_em => when(state, c.expires_at),
-                pago_em => c.paid_at.map(|t| when(state, t)),
-                e2e => c.end_to_end_id,
-                devolucao => c.refund.as_ref().map(|r| format!("{} ({})", r.status, r.end_to_end_id)),
-            }
-        })
-        .collect())
+    turns
 }
 
 /// Messages in turns: each user message with what followed it up to the next one.
@@ -736,7 +774,7 @@ pub(super) fn status_label(status: &str) -> String {
     }
 }
 
-/// An amount from a flow's input as pt-BR money (`BRL 900,00`); anything else as it came, masked.
+/// An amount from a flow's input as pt-BR money (`R$ 900,00`); anything else as it came, masked.
 pub(super) fn money_of(v: &Json) -> String {
     let amount = match v {
         Json::String(s) => vt_actions::vt::parse::parse_money(s),
@@ -745,7 +783,7 @@ pub(super) fn money_of(v: &Json) -> String {
     };
     amount.map_or_else(
         || masked(&v.to_string()),
-        |a| vt_actions::vt::format_money("BRL", a, vt_actions::vt::Idioma::PtBr),
+        |a| vt_actions::vt::format_money("R$", a, vt_actions::vt::Idioma::PtBr),
     )
 }
 
@@ -1093,10 +1131,16 @@ pub(super) async fn usage(
         Ok(lines) => lines,
         Err(e) => return store_failed(&staff, &e),
     };
-    let spending = match store.reports.spending_by_tenant_since(since).await {
-        Ok(s) => spending_lines(&s),
+    let (spending, flows_alone) = match store.reports.spending_by_tenant_since(since).await {
+        Ok(s) => (spending_lines(&s), s.iter().map(|t| t.flows).sum::<i64>()),
         Err(e) => return store_failed(&staff, &e),
     };
+    // The two counts of flows reconcile on the page: every run, of which those started alone.
+    let flows_total: i64 = dashboard.flows_by_outcome.iter().map(|(_, n)| n).sum();
+    let priced = dashboard
+        .buckets
+        .iter()
+        .any(|b| b.cost_brl > 0.0 || b.cost_unknown > 0);
     let unanswered = match unanswered(&state, &staff).await {
         Ok(lines) => lines,
         Err(e) => return store_failed(&staff, &e),
@@ -1119,6 +1163,9 @@ pub(super) async fn usage(
         "uso.html",
         context! {
             painel => Value::from(minijinja::value::Serde(&dashboard)),
+            fluxos_total => flows_total,
+            fluxos_avulsos => flows_alone,
+            custo_no_periodo => priced,
             periodos => PERIODS,
             orcamentos => budgets,
             desfechos => endings.0,

@@ -28,6 +28,9 @@ pub(super) struct Staff {
     pub caller: Caller,
     /// The form token of this session.
     pub csrf: String,
+    /// Cases waiting in the user's tenant and cases that are theirs (claimed or offered to them), for
+    /// the menu.
+    pub counts: (usize, usize),
 }
 
 impl Staff {
@@ -66,6 +69,7 @@ pub(super) fn staff_of(headers: &HeaderMap, state: &AppState) -> Option<Staff> {
     (caller.role >= Role::Support).then(|| Staff {
         caller,
         csrf: keys.csrf(&nonce),
+        counts: (0, 0),
     })
 }
 
@@ -73,7 +77,20 @@ impl FromRequestParts<AppState> for Staff {
     type Rejection = SignInFirst;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        staff_of(&parts.headers, state).ok_or(SignInFirst)
+        let mut staff = staff_of(&parts.headers, state).ok_or(SignInFirst)?;
+        // One read of the open cases; a failed one leaves the menu without counts.
+        if let Ok(open) = state.stores.cases.open_cases().await {
+            let me = staff.caller.name.as_str();
+            let tenant = (!staff.is_admin()).then_some(staff.caller.tenant.as_str());
+            let visible = open.iter().filter(|c| tenant.is_none_or(|t| t == c.tenant_id));
+            let (waiting, mine) = visible.fold((0, 0), |(w, m), c| {
+                let waits = c.state == crate::store::CaseState::Aguardando;
+                let theirs = c.owner.as_deref() == Some(me) || (waits && c.offered_to.as_deref() == Some(me));
+                (w + usize::from(waits), m + usize::from(theirs))
+            });
+            staff.counts = (waiting, mine);
+        }
+        Ok(staff)
     }
 }
 

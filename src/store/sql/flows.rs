@@ -48,6 +48,18 @@ impl<S: Sql> FlowStore for S {
         }))
     }
 
+    async fn runs_started_by(&self, parent: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .read_all(
+                Stmt::new(
+                    "SELECT execucao_id FROM flow_runs WHERE parent_execucao_id = $1 ORDER BY created_at, execucao_id",
+                )
+                .bind(parent),
+            )
+            .await?;
+        rows.iter().map(|r| r.value("execucao_id")).collect()
+    }
+
     async fn begin_flow_run(
         &self,
         conversation: &Conversation,
