@@ -189,12 +189,12 @@ impl FollowUps<'_> {
             notice_due_at: self.board.claim_notice_due(now),
         };
         let opened = self.board.open_case_now(&case, now).await?;
-        self.tell(f, input, &acompanhamento::aviso_verificacao(input))
-            .await?;
         if let (Some(conv), true) = (&conv, opened.id == case.id && !case.protocol.is_empty()) {
             let line = super::cases::protocol_line(&case.protocol);
             self.speaker.say_now(conv, line, None, Vec::new()).await?;
         }
+        self.tell(f, input, &acompanhamento::aviso_verificacao(input))
+            .await?;
         self.store
             .followup_checked(&a.idempotency_key, &Checked::Settled(OUTCOME_CASE.into()), now)
             .await?;

@@ -234,7 +234,11 @@ async fn a_client_key_is_refused_at_sign_in() {
     );
     let r = sign_in(SUPPORT).await.expect("request");
     assert_eq!(r.status(), 303);
-    assert_eq!(r.headers()["location"], "/console/lookup");
+    assert_eq!(
+        r.headers()["location"],
+        "/console/fila",
+        "agents land on their queue"
+    );
     let set: Vec<&str> = r
         .headers()
         .get_all("set-cookie")
@@ -353,9 +357,13 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         .expect("goto");
     assert_eq!(b.path().await, "/console", "still signed out");
 
-    // A support agent signs in and looks a card up: masked on screen, audited.
+    // A support agent signs in on their queue, and looks a card up: masked on screen, audited.
     b.sign_in(base, SUPPORT).await;
-    b.wait_path("/console/lookup").await;
+    b.wait_path("/console/fila").await;
+    b.client
+        .goto(&format!("{base}/console/lookup"))
+        .await
+        .expect("goto");
     let unlabelled: Value = b
         .client
         .execute(
@@ -407,13 +415,13 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     assert!(!b.source().await.contains(CARD), "no card in clear on the page");
     b.shot("03-consulta").await;
 
-    // The card's history, reached from the lookup: runs, conversations and this lookup, masked.
-    b.type_into("#cartao", CARD).await;
-    b.submit("#historico").await;
+    // The card's history, one click from the answer (the card is in no field, page or URL): runs,
+    // conversations and this lookup, masked.
+    b.click("#historico-consultado").await;
     assert_eq!(b.path().await, "/console/cards", "the card is in no URL");
     let runs = b.text("#execucoes").await;
     assert!(
-        runs.contains("recarga") && runs.contains("BRL 50,00") && runs.contains("consulta de saldo"),
+        runs.contains("recarga") && runs.contains("R$ 50,00") && runs.contains("consulta de saldo"),
         "{runs}"
     );
     assert!(b.text("#conversas").await.contains("conversa-1"));
@@ -431,26 +439,30 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
             .any(|a| a.support_user == "suporte" && a.channel == "console")
     );
 
-    // The conversation, its tool calls, and its transcript as a file.
+    // The conversation as a chat — who said what, when — and no engine internals for a support
+    // agent: no tool, state or instruction meant for the model, no JSON.
     b.click("nav a[href='/console/conversations']").await;
     b.click("a[href='/console/conversations/conversa-1']").await;
-    b.text("ol.eventos").await;
-    let tools: Value = b
-        .client
-        .execute(
-            "return [...document.querySelectorAll('li.evento-ferramenta')].map(e => e.innerText).join('\\n')",
-            vec![],
-        )
-        .await
-        .expect("events");
-    let tools = tools.as_str().unwrap_or_default();
-    for tool in ["consultar_saldo", "preparar_recarga", "confirmar_recarga"] {
-        assert!(tools.contains(tool), "{tool} in {tools}");
-    }
+    let chat_text = b.text("#mensagens").await;
+    assert!(
+        chat_text.contains("Cliente") && chat_text.contains("Assistente"),
+        "{chat_text}"
+    );
     let page = b.source().await;
+    for internal in [
+        "consultar_saldo",
+        "preparar_recarga",
+        "confirmar_recarga",
+        "estado",
+        "Detalhes técnicos",
+        "{\"",
+        "BRL ",
+    ] {
+        assert!(!page.contains(internal), "{internal} on a support agent's page");
+    }
     assert!(!page.contains(CARD));
     assert!(
-        page.contains("suporte (support)"),
+        page.contains("suporte (atendente)"),
         "the frame names who is signed in"
     );
     b.shot("04-conversa").await;
@@ -504,7 +516,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     );
     let facts = b.text("dl.ficha").await;
     assert!(
-        facts.contains("Política") && facts.contains("BRL 1.000,00"),
+        facts.contains("Política") && facts.contains("R$ 1.000,00"),
         "{facts}"
     );
 
@@ -519,7 +531,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     b.click("nav a[href='/console/outbox']").await;
     let row = b.text(&format!("#item-{dead}")).await;
     assert!(
-        row.contains("503") && row.contains("Seu saldo é BRL 50,00"),
+        row.contains("503") && row.contains("Seu saldo é R$ 50,00"),
         "{row}"
     );
     let window = b.text("#tabela-failed tbody tr:first-child").await;
@@ -553,11 +565,25 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     assert_eq!((item.status, item.attempts), (OutboxStatus::Pending, 0));
     b.shot("07-outbox-reenviado").await;
 
-    // An operator's transcript replays against the real cards: in clear, said so, and on record.
+    // An operator sees the turns' internals behind "Detalhes técnicos": the tool calls.
     b.client
         .goto(&format!("{base}/console/conversations/conversa-1"))
         .await
         .expect("conversation");
+    b.click("#detalhes-tecnicos summary").await;
+    let tools: Value = b
+        .client
+        .execute(
+            "return [...document.querySelectorAll('li.evento-ferramenta')].map(e => e.innerText).join('\\n')",
+            vec![],
+        )
+        .await
+        .expect("events");
+    let tools = tools.as_str().unwrap_or_default();
+    for tool in ["consultar_saldo", "preparar_recarga", "confirmar_recarga"] {
+        assert!(tools.contains(tool), "{tool} in {tools}");
+    }
+    // An operator's transcript replays against the real cards: in clear, said so, and on record.
     let yaml = b.download_transcript("conversa-1").await;
     assert!(yaml.contains(CARD), "{yaml}");
     assert!(
@@ -648,12 +674,21 @@ async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
     let Some(b) = Browser::start().await else {
         return;
     };
+    // Signed in, the agent lands on the queue: the case waits there, named by its protocol, with the
+    // person and the card; the menu counts it.
     b.sign_in(base, SUPPORT).await;
-    b.wait_path("/console/lookup").await;
+    b.wait_path("/console/fila").await;
+    let protocol = case.protocol.clone().expect("a protocol number");
+    let row = b.text("#aguardando .caso").await;
+    assert!(
+        row.contains(&protocol) && row.contains("****8901") && row.contains("Pedido do cliente"),
+        "{row}"
+    );
+    assert!(b.text("#contagem-fila").await.starts_with("1 · 0"));
     b.click("a[href='/console/cases']").await;
     b.wait_path("/console/cases").await;
     let row = b.text(".caso").await;
-    assert!(row.contains(&case.id) && row.contains("aguardando"), "{row}");
+    assert!(row.contains(&protocol) && row.contains("aguardando"), "{row}");
     b.shot("20-atendimentos").await;
     b.submit(".caso button.assumir").await;
     let page = format!("/console/cases/{}", case.id);
@@ -685,6 +720,25 @@ async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
     b.type_into("#texto", "Olá! Posso sim.").await;
     b.submit("#enviar").await;
     assert!(b.text(".aviso.ok").await.contains("enviada"));
+    // The newest line is in view, right above the reply box.
+    let mut in_view = Value::Null;
+    for _ in 0..50 {
+        in_view = b
+            .client
+            .execute(
+                "const last = document.querySelector('#mensagens li.fala:last-child');
+                 const r = last.getBoundingClientRect();
+                 const ok = last.innerText.includes('Posso sim') && r.top >= 0 && r.bottom <= window.innerHeight; return ok ? true : [last.innerText, r.top, r.bottom, window.innerHeight, location.href];",
+                vec![],
+            )
+            .await
+            .expect("in view");
+        if in_view == json!(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(in_view, json!(true), "the reply is in view after Enviar");
     let view: Value = s
         .get("/v1/conversations/c-web", Some(CLIENT))
         .await
@@ -929,19 +983,23 @@ async fn the_conversation_and_case_pages_show_the_pix_charges() {
             .expect("page");
         assert_eq!(page.status(), 200, "{path}");
         let html = page.text().await.expect("html");
-        let table = &html[html
-            .find("Cobranças Pix")
+        let panels = &html[html
+            .find("<h2>Pagamentos</h2>")
             .unwrap_or_else(|| panic!("{path}: {html}"))..];
         for shown in [
             charge.txid.as_str(),
-            "devolvida",
-            "BRL 30,00",
+            "paga e devolvida",
+            "R$ 30,00",
             paid.end_to_end_id.as_str(),
-            "DEVOLVIDO",
+            "devolvido ao pagador",
         ] {
-            assert!(table.contains(shown), "{path}: {shown} in {table}");
+            assert!(panels.contains(shown), "{path}: {shown} in {panels}");
         }
         assert!(!html.contains("7777777777"), "{path}: the card in clear");
+        assert!(
+            !html.contains("BRL "),
+            "{path}: money in reais, as Brazilians read it"
+        );
     }
 }
 

@@ -980,7 +980,7 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
     )
     .await;
     other.sign_in(&s.url, SUPPORT).await;
-    other.wait_path("/console/lookup").await;
+    other.wait_path("/console/fila").await;
     other
         .client
         .goto(&format!("{}/console/cases/{}", s.url, case.id))

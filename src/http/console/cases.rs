@@ -358,9 +358,10 @@ async fn run(state: AppState, staff: Staff, id: String, action: Action, form: Ac
         .unwrap_or_default()
         .trim_start_matches('=')
         .to_owned();
-    // After a reply, the page opens at the reply box: the conversation's newest line just above it.
+    // After a reply, the page opens at the conversation, scrolled to its newest line, the reply box
+    // right below.
     let anchor = if matches!(action, Action::Reply) {
-        "#responder"
+        "#mensagens"
     } else {
         ""
     };

@@ -868,7 +868,7 @@ fn batch_view(
 fn policy_line(input: &Json) -> Option<String> {
     let p: vt_actions::vt::Politicas = vt_actions::json::from_value(input.get("politicas")?.clone()).ok()?;
     let money = |v| vt_actions::vt::format_money(&p.moeda_padrao, v, vt_actions::vt::Idioma::PtBr);
-    Some(format!(
+    Some(reais_in(&format!(
         "recarga de {} a {}; saldo baixo até {}; cartão de {} a {} dígitos; fuso {}",
         money(p.valor_min),
         money(p.valor_max),
@@ -876,7 +876,7 @@ fn policy_line(input: &Json) -> Option<String> {
         p.validacoes_cartao.tamanho_min,
         p.validacoes_cartao.tamanho_max,
         p.timezone.name(),
-    ))
+    )))
 }
 
 fn pretty(v: &Json) -> String {
