@@ -80,7 +80,8 @@ pub enum Command {
     /// no retry fixes): --retry gives it a fresh set of attempts.
     Outbox(OutboxArgs),
     /// List the cases: conversations handed to a person, open ones first (waiting, then claimed),
-    /// with their state, owner, reason and ages.
+    /// with their protocol, team, state, owner, reason and ages; or, with --protocolo, one case and its
+    /// log.
     Cases(CasesArgs),
     /// List support agents' card lookups: who, when, the masked card, its keyed hash, the outcome.
     Audit(AuditArgs),
@@ -376,6 +377,10 @@ pub struct CasesArgs {
     /// How many cases to show.
     #[arg(long, default_value_t = 50)]
     pub limit: i64,
+    /// The case with this protocol number (AAAAMMDD-NNNNNN, as the card holder was told it), with
+    /// its log.
+    #[arg(long, value_name = "NUMERO")]
+    pub protocolo: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -834,6 +839,16 @@ async fn outbox(config: &Config, store_usage: Usage, args: OutboxArgs) -> anyhow
 /// `vt-agent cases`: see [`Command::Cases`].
 async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::Result<ExitCode> {
     let store = crate::app::store(config, store_usage).await?;
+    if let Some(protocol) = &args.protocolo {
+        let Some(case) = store.case_by_protocol(args.tenant.as_deref(), protocol).await? else {
+            eprintln!("erro: nenhum atendimento com o protocolo {}", protocol.trim());
+            return Ok(ExitCode::from(1));
+        };
+        let log = store.case_events(&case.id).await?;
+        let tz = config.vt.politicas.timezone.clone();
+        print!("{}", crate::runs::case_report(&case, &log, &tz));
+        return Ok(ExitCode::SUCCESS);
+    }
     let cases = store.cases(args.tenant.as_deref(), args.limit).await?;
     print!("{}", crate::runs::cases_report(&cases, chrono::Utc::now()));
     Ok(ExitCode::SUCCESS)

@@ -177,7 +177,8 @@ pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> 
         return "Nenhum atendimento registrado.\n".into();
     }
     let mut t = table([
-        "caso",
+        "protocolo",
+        "equipe",
         "situação",
         "atendente",
         "canal",
@@ -188,19 +189,63 @@ pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> 
     for c in cases {
         let since = c.closed_at.unwrap_or(now);
         t.add_row([
-            c.id.clone(),
+            c.protocol.clone().unwrap_or_else(|| c.id.clone()),
+            c.team.clone(),
             c.state.as_str().to_owned(),
             c.owner.clone().unwrap_or_else(|| "—".into()),
             c.channel.clone(),
             c.conversation_id.clone(),
             age(since - c.opened_at),
-            vt_actions::vt::card::mask_cards_in(&c.reason)
-                .chars()
-                .take(60)
-                .collect(),
+            format!(
+                "{}: {}",
+                c.motivo.label(),
+                vt_actions::vt::card::mask_cards_in(&c.reason)
+                    .chars()
+                    .take(60)
+                    .collect::<String>()
+            ),
         ]);
     }
     format!("{t}\n")
+}
+
+/// One case as `vt-agent cases --protocolo` prints it: what it is, then its log (cards masked).
+pub(crate) fn case_report(
+    case: &crate::store::Case,
+    log: &[crate::store::CaseEvent],
+    tz: &vt_actions::vt::timezone::Timezone,
+) -> String {
+    let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m/%Y %H:%M").to_string();
+    let mask = |t: &str| vt_actions::vt::card::mask_cards_in(t);
+    let mut out = format!(
+        "protocolo  {}\ncaso       {}\nequipe     {}\nmotivo     {} ({})\nsituação   {}\natendente  {}\ncanal      {}\nconversa   {}\naberto em  {}\n",
+        case.protocol.as_deref().unwrap_or("—"),
+        case.id,
+        case.team,
+        case.motivo.label(),
+        mask(&case.reason),
+        case.state.as_str(),
+        case.owner.as_deref().unwrap_or("—"),
+        case.channel,
+        case.conversation_id,
+        when(case.opened_at),
+    );
+    if let Some(closed) = case.closed_at {
+        out.push_str(&format!("encerrado  {}\n", when(closed)));
+    }
+    let mut t = table(["quando", "quem", "o quê", "detalhe"]);
+    for e in log {
+        let detail: String = e
+            .detail
+            .as_deref()
+            .map(mask)
+            .unwrap_or_default()
+            .chars()
+            .take(80)
+            .collect();
+        t.add_row([when(e.at), e.who.clone(), e.what.clone(), detail]);
+    }
+    format!("{out}\n{t}\n")
 }
 
 /// A duration as people say it: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`.

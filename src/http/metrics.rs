@@ -32,6 +32,51 @@ pub(super) struct Tenant {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct Team {
+    pub equipe: String,
+}
+
+/// Each support team's figures (`[[equipes]]`).
+#[derive(Default)]
+struct TeamGauges {
+    waiting: Family<Team, Gauge>,
+    oldest_wait: Family<Team, Gauge>,
+    at_risk: Family<Team, Gauge>,
+    breached: Family<Team, Gauge>,
+    met: Family<Team, Gauge<f64, std::sync::atomic::AtomicU64>>,
+}
+
+impl TeamGauges {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "equipe_aguardando",
+            "Cases waiting in each support team's queue",
+            self.waiting.clone(),
+        );
+        registry.register(
+            "equipe_maior_espera_segundos",
+            "Seconds the longest-waiting card holder of each team has waited for a person's answer",
+            self.oldest_wait.clone(),
+        );
+        registry.register(
+            "equipe_prazo_vencendo",
+            "Open cases of each team with an SLA clock past its warning share (aviso_pct)",
+            self.at_risk.clone(),
+        );
+        registry.register(
+            "equipe_prazo_vencido",
+            "Open cases of each team with an SLA clock breached",
+            self.breached.clone(),
+        );
+        registry.register(
+            "equipe_sla_cumprido_mes",
+            "Share of the SLA clocks of this month's cases that stopped in time, per team (absent while none stopped)",
+            self.met.clone(),
+        );
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct TenantOutcome {
     pub tenant: String,
     pub desfecho: &'static str,
@@ -80,6 +125,7 @@ pub struct Metrics {
     per_conversation: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// The last 30 days' cost per flow run, per tenant, in reais (where every notice's cost is known).
     per_flow: Family<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    teams: TeamGauges,
     otel: Otel,
 }
 
@@ -262,6 +308,8 @@ impl Default for Metrics {
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
             crate::telemetry::otlp::spans_dropped(),
         );
+        let teams = TeamGauges::default();
+        teams.register(&mut registry);
         let otel = Otel::new(&outbox_depth, &dead_letters, &cases_open);
         Self {
             registry,
@@ -284,6 +332,7 @@ impl Default for Metrics {
             per_resolved,
             per_conversation,
             per_flow,
+            teams,
             otel,
         }
     }
@@ -385,6 +434,7 @@ impl Metrics {
         }
         self.refresh_outcomes(service).await;
         self.refresh_spending(service).await;
+        self.refresh_teams(service).await;
         if service.payments().takes_pix()
             && let Ok(mut seconds) = store.pix.payment_seconds(day).await
         {
@@ -394,6 +444,38 @@ impl Metrics {
                     .get_or_create(&Quantile { quantile })
                     .set(value);
             }
+        }
+    }
+
+    /// Each team's queue now, and the share of this month's SLA clocks it kept.
+    async fn refresh_teams(&self, service: &crate::service::Services) {
+        let cases = service.cases();
+        let Ok(queue) = cases.queue(None).await else {
+            return;
+        };
+        for f in cases.team_figures(&queue) {
+            let team = Team { equipe: f.team };
+            self.teams.waiting.get_or_create(&team).set(i64::from(f.waiting));
+            self.teams
+                .oldest_wait
+                .get_or_create(&team)
+                .set(f.oldest_wait_secs);
+            self.teams.at_risk.get_or_create(&team).set(i64::from(f.at_risk));
+            self.teams
+                .breached
+                .get_or_create(&team)
+                .set(i64::from(f.breached));
+        }
+        let month = service
+            .policy_timezone()
+            .local(service.engine().now())
+            .date_naive();
+        let Ok(report) = cases.report(None, month).await else {
+            return;
+        };
+        for line in report.teams {
+            let met = line.sla_pct().map(|p| p / 100.0);
+            set_or_remove(&self.teams.met, &Team { equipe: line.nome }, met);
         }
     }
 

@@ -205,7 +205,14 @@ impl Cases<'_> {
             let outcome = outcomes.get(&case.id);
             let fact = CaseFact::of(&clocks, outcome);
             teams.entry(case.team.clone()).or_default().add(&fact);
-            if let Some(owner) = &case.owner {
+            // The agent it counts for: its owner, else (moved back to a queue) the last person on it.
+            let owner = case.owner.clone().or_else(|| {
+                log.iter()
+                    .rev()
+                    .find(|e| e.what == "assumido" || HUMAN_RESPONSES.contains(&e.what.as_str()))
+                    .map(|e| e.who.clone())
+            });
+            if let Some(owner) = owner {
                 agents
                     .entry(format!("{}/{owner}", case.team))
                     .or_default()

@@ -15,9 +15,9 @@ use vt_agent::{NewOutboxItem, OutboxStatus, UsageRecord};
 use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness, serve_state};
 
-const SECRET: &str = "segredo-do-console-de-teste-com-32+";
-const SUPPORT: &str = "chave-suporte-123456";
-const ADMIN: &str = "chave-admin-123456";
+pub(crate) const SECRET: &str = "segredo-do-console-de-teste-com-32+";
+pub(crate) const SUPPORT: &str = "chave-suporte-123456";
+pub(crate) const ADMIN: &str = "chave-admin-123456";
 const CLIENT: &str = "chave-cliente-123456";
 const CARD: &str = "2345678901";
 
@@ -43,7 +43,7 @@ async fn serve() -> Served {
     serve_with(chat).await
 }
 
-async fn serve_with(chat: Arc<ChatHarness>) -> Served {
+pub(crate) async fn serve_with(chat: Arc<ChatHarness>) -> Served {
     let state = AppState::new(chat.service.clone(), "vt", config()).with_console(&ConsoleConfig {
         secret: Some(SECRET.into()),
         ..ConsoleConfig::default()
@@ -52,14 +52,14 @@ async fn serve_with(chat: Arc<ChatHarness>) -> Served {
 }
 
 /// A client that shows redirects instead of following them.
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client")
 }
 
-fn session(name: &str, expires_in_secs: i64, secret: &str) -> String {
+pub(crate) fn session(name: &str, expires_in_secs: i64, secret: &str) -> String {
     let value = Keys::new(secret.as_bytes(), 3600).session_value(
         name,
         Utc::now().timestamp() + expires_in_secs,

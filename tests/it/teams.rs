@@ -320,3 +320,179 @@ async fn two_instances_on_postgres_never_share_a_protocol_nor_offer_a_case_twice
     two_instances_never_share_a_protocol_nor_offer_a_case_twice(pg.store.clone(), pg.second.clone()).await;
     pg.cleanup().await;
 }
+
+/// The desk in the console, in Chromium: a support agent lands on the queue, works a case whose
+/// conversation had a balance, a Pix recharge paid and a boleto, and moves it to another team; an
+/// administrator reads the month's report and its CSV, and the usage page's figures match a count
+/// of the same data. No engine internal on the support agent's pages; money in reais.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month() {
+    use crate::console::{ADMIN, SECRET, SUPPORT, no_redirects, serve_with, session};
+    let sla = "[sla]\nprimeira_resposta = 30\nresolucao = 240";
+    let handoff = HandoffConfig {
+        equipes: vec![
+            team("geral", &format!("padrao = true\nmembros = [\"suporte\"]\n{sla}")),
+            team(
+                "financeiro",
+                &format!("motivos = [\"pagamento_nao_creditado\"]\n{sla}"),
+            ),
+        ],
+        ..Default::default()
+    };
+    let chat =
+        Arc::new(crate::support::chat_harness_pix_handing_off(crate::support::Pix::Provider, handoff).await);
+    let conv = "c-equipe";
+    chat.say(conv, "saldo do cartão 1234567890").await;
+    chat.say(conv, "recarregar 20 no cartão 1234567890 via pix").await;
+    chat.say(conv, "sim").await;
+    let txid = chat
+        .store
+        .conversation_charges(conv)
+        .await
+        .expect("charges")
+        .pop()
+        .expect("a charge")
+        .txid;
+    chat.sim.pix().pay(&txid, false).expect("paid");
+    chat.service.payments().settle(&txid).await.expect("settled");
+    chat.say(conv, "recarregar 20 no cartão 1234567890 no boleto")
+        .await;
+    chat.say(conv, "sim").await;
+    chat.say(conv, "quero falar com um atendente").await;
+    chat.say("c-outra", "quero falar com um atendente").await;
+    let case = chat
+        .store
+        .open_case_of(conv)
+        .await
+        .expect("read")
+        .expect("a case");
+    let protocol = case.protocol.clone().expect("protocol");
+    let s = serve_with(chat.clone()).await;
+    let Some(b) = crate::browser::Browser::start_for("equipe").await else {
+        return;
+    };
+    let base = s.url.as_str();
+
+    // The support agent lands on the queue: both cases wait there, named by protocol.
+    b.sign_in(base, SUPPORT).await;
+    b.wait_path("/console/fila").await;
+    let waiting = b.text("#aguardando").await;
+    assert!(
+        waiting.contains(&protocol) && waiting.contains("****7890"),
+        "{waiting}"
+    );
+    assert!(b.text("#contagem-fila").await.starts_with("2 ·"));
+    b.shot("01-fila").await;
+
+    // The case: its clocks, the payments as panels, the conversation as a chat.
+    b.click(&format!("a[href='/console/cases/{}']", case.id)).await;
+    let pix = b.text(".pagamento-pix").await;
+    assert!(
+        pix.contains("R$ 20,00") && pix.contains("paga e creditada"),
+        "{pix}"
+    );
+    let boleto = b.text(".pagamento-boleto").await;
+    assert!(
+        boleto.contains("Linha digitável")
+            && boleto.contains("Vencimento")
+            && boleto.contains("aguardando pagamento"),
+        "{boleto}"
+    );
+    assert!(b.text("#prazos").await.contains("Primeira resposta"));
+    let page = b.source().await;
+    for internal in [
+        "consultar_saldo",
+        "preparar_recarga",
+        "confirmar_recarga",
+        "transferir_para_humano",
+        "estado atualizado",
+        "{\"",
+        "BRL ",
+        "Detalhes técnicos",
+    ] {
+        assert!(
+            !page.contains(internal),
+            "{internal} on a support agent's case page"
+        );
+    }
+    assert!(!page.contains("1234567890"), "no card in clear");
+    b.shot("02-atendimento").await;
+    b.submit("#assumir").await;
+    b.type_into("#texto", "Vou verificar o boleto.").await;
+    b.submit("#enviar").await;
+    b.element("#equipe").await;
+    b.client
+        .execute("document.getElementById('equipe').value = 'financeiro';", vec![])
+        .await
+        .expect("pick a team");
+    b.submit("#transferir").await;
+    assert!(b.text(".aviso.ok").await.contains("financeiro"));
+    let moved = chat.store.case(&case.id).await.expect("read").expect("case");
+    assert_eq!(
+        (moved.team.as_str(), moved.protocol.as_deref()),
+        ("financeiro", Some(protocol.as_str()))
+    );
+    b.sign_out().await;
+
+    // The manager: the month per team and agent, as a page and as CSV.
+    b.sign_in(base, ADMIN).await;
+    b.wait_path("/console/fila").await;
+    assert!(b.text("#equipes").await.contains("financeiro"));
+    b.click("nav a[href='/console/relatorio']").await;
+    let teams = b.text("#por-equipe").await;
+    assert!(teams.contains("financeiro") && teams.contains("geral"), "{teams}");
+    b.shot("03-relatorio").await;
+    let admin = session("operacao", 600, SECRET);
+    let csv = no_redirects()
+        .get(format!("{base}/console/relatorio?mes=2026-11&formato=csv"))
+        .header("cookie", &admin)
+        .send()
+        .await
+        .expect("csv")
+        .text()
+        .await
+        .expect("text");
+    assert!(csv.starts_with("mes,tipo,nome,casos"), "{csv}");
+    assert!(csv.contains("2026-11,equipe,financeiro,1,"), "{csv}");
+    assert!(csv.contains("2026-11,equipe,geral,1,"), "{csv}");
+    assert!(csv.contains("2026-11,agente,financeiro/suporte,1,"), "{csv}");
+
+    // The usage page's figures are a count of the same data: turns, and flows split by who started
+    // them.
+    let html = no_redirects()
+        .get(format!("{base}/console/usage?dias=30"))
+        .header("cookie", &admin)
+        .send()
+        .await
+        .expect("usage")
+        .text()
+        .await
+        .expect("html");
+    // By hand: the 7 messages said above, and the flows no chat turn started (the paid Pix's recharge).
+    let runs = chat.store.flow_runs(1_000).await.expect("runs");
+    let mut alone = 0;
+    for r in &runs {
+        let run = chat
+            .store
+            .flow_run(&r.execucao_id)
+            .await
+            .expect("run")
+            .expect("there");
+        alone += usize::from(run.parent_execucao_id.is_none());
+    }
+    assert_eq!(alone, 1, "the paid Pix's recharge");
+    let turns = 7 + alone;
+    assert!(
+        html.contains(&format!("{turns} turno(s)")),
+        "{turns} turns in {html}"
+    );
+    assert!(
+        html.contains(&format!(
+            "{} fluxo(s) no período: {alone} avulso(s) (API, lote ou pagamento confirmado",
+            runs.len()
+        )),
+        "{} flows in {html}",
+        runs.len()
+    );
+    b.close().await;
+}

@@ -1,7 +1,8 @@
 //! The support side of a case from Mattermost's slash command, for support users only:
 //! `/vt casos`, `/vt assumir ID`, `/vt responder ID texto`, `/vt devolver ID [nota]`,
-//! `/vt encerrar ID`, `/vt propor ID <valor> <cartão> <pix|boleto|cartao>` — answered ephemerally,
-//! in the Mattermost deployment's tenant.
+//! `/vt encerrar ID`, `/vt propor ID <valor> <cartão> <pix|boleto|cartao>`,
+//! `/vt transferir ID equipe [atendente]`, `/vt ausente`, `/vt disponivel` — answered ephemerally, in
+//! the Mattermost deployment's tenant. `ID` is the case's protocol number (or its id).
 
 use serde_json::{Value, json};
 
@@ -18,6 +19,8 @@ pub(super) enum CaseCommand {
     HandBack(String, Option<String>),
     Close(String),
     Propose(String, String),
+    Transfer(String, String),
+    Away(bool),
 }
 
 impl CaseCommand {
@@ -33,6 +36,9 @@ impl CaseCommand {
             .map(str::to_owned);
         Some(match (verb.as_str(), id) {
             ("casos", _) => Self::List,
+            ("ausente", None) => Self::Away(true),
+            ("disponivel" | "disponível", None) => Self::Away(false),
+            ("transferir", Some(id)) => Self::Transfer(id, rest.unwrap_or_default()),
             ("assumir", Some(id)) => Self::Claim(id),
             ("responder", Some(id)) => Self::Reply(id, rest.unwrap_or_default()),
             ("devolver", Some(id)) => Self::HandBack(id, rest),
@@ -51,6 +57,10 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
         tenant: Some(&state.tenant),
     };
     let service = &state.service;
+    let command = match command.resolved(state).await {
+        Ok(c) => c,
+        Err(e) => return json!({"response_type": "ephemeral", "text": format!("{e}.")}),
+    };
     let text = match command {
         CaseCommand::List => list(state).await,
         CaseCommand::Claim(id) => match service.cases().claim_case(&id, agent).await {
@@ -86,6 +96,24 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
             .close_case(&id, agent)
             .await
             .map(|_| format!("Atendimento {id} encerrado.")),
+        CaseCommand::Transfer(id, rest) => {
+            let mut words = rest.split_whitespace();
+            match words.next() {
+                None => Ok("Diga a equipe: `/vt transferir ID equipe [atendente]`.".into()),
+                Some(team) => service
+                    .cases()
+                    .transfer_case(&id, agent, team, words.next())
+                    .await
+                    .map(|c| format!("Atendimento passado para a equipe {}.", c.team)),
+            }
+        }
+        CaseCommand::Away(away) => service.cases().set_away(login, away).await.map(|()| {
+            if away {
+                "Você está ausente: nenhum atendimento novo é oferecido a você.".into()
+            } else {
+                "Você está disponível.".into()
+            }
+        }),
     };
     let text = text.unwrap_or_else(|e| match e {
         CaseError::Store(e) => {
@@ -95,6 +123,39 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
         refused => format!("{refused}."),
     });
     json!({"response_type": "ephemeral", "text": text})
+}
+
+impl CaseCommand {
+    /// The same command naming the case by its id where it named it by its protocol number.
+    async fn resolved(self, state: &MattermostState) -> Result<Self, CaseError> {
+        let id = |named: String| async {
+            let looks_like_protocol = named.len() == 15
+                && named.as_bytes()[8] == b'-'
+                && named.chars().filter(char::is_ascii_digit).count() == 14;
+            if !looks_like_protocol {
+                return Ok(named);
+            }
+            match state
+                .service
+                .stores()
+                .cases
+                .case_by_protocol(Some(&state.tenant), &named)
+                .await?
+            {
+                Some(case) => Ok(case.id),
+                None => Err(CaseError::NotFound(named)),
+            }
+        };
+        Ok(match self {
+            Self::Claim(c) => Self::Claim(id(c).await?),
+            Self::Reply(c, t) => Self::Reply(id(c).await?, t),
+            Self::HandBack(c, n) => Self::HandBack(id(c).await?, n),
+            Self::Close(c) => Self::Close(id(c).await?),
+            Self::Propose(c, r) => Self::Propose(id(c).await?, r),
+            Self::Transfer(c, r) => Self::Transfer(id(c).await?, r),
+            other => other,
+        })
+    }
 }
 
 /// The tenant's open cases, waiting first.
@@ -114,7 +175,13 @@ async fn list(state: &MattermostState) -> Result<String, CaseError> {
                 .as_deref()
                 .map_or_else(|| "aguardando".to_owned(), |o| format!("com @{o}"));
             let reason = vt_actions::vt::card::mask_cards_in(&c.reason);
-            format!("• `{}` — {} — {} — {reason}", c.id, c.channel, owner)
+            let name = c.protocol.as_deref().unwrap_or(&c.id);
+            format!(
+                "• `{name}` — {} — {} — {} — {owner} — {reason}",
+                c.team,
+                c.motivo.label(),
+                c.channel
+            )
         })
         .collect();
     Ok(if open.is_empty() {
@@ -147,6 +214,15 @@ mod tests {
             CaseCommand::parse("propor caso_1 20 1111111111 pix"),
             Some(CaseCommand::Propose("caso_1".into(), "20 1111111111 pix".into()))
         );
+        assert_eq!(
+            CaseCommand::parse("transferir 20261128-000001 financeiro ana"),
+            Some(CaseCommand::Transfer(
+                "20261128-000001".into(),
+                "financeiro ana".into()
+            ))
+        );
+        assert_eq!(CaseCommand::parse("ausente"), Some(CaseCommand::Away(true)));
+        assert_eq!(CaseCommand::parse("disponível"), Some(CaseCommand::Away(false)));
         assert_eq!(CaseCommand::parse("assumir"), None);
         assert_eq!(CaseCommand::parse("saldo 1234567890"), None);
     }
