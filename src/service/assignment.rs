@@ -195,25 +195,33 @@ impl Cases<'_> {
                 }
             }
             warned += 1;
-            tracing::warn!(case = %case.id, team = %team.name(), clock = clock.kind.as_str(), status = clock.status.as_str(), "SLA at risk");
-            if self.board.board_on(&case.tenant_id) {
-                let text = format!(
-                    "⚠️ Equipe {}: o prazo de {} do atendimento {} está {} ({:.0} de {} min úteis).",
-                    team.name(),
-                    clock.kind.label().to_lowercase(),
-                    case.protocol.as_deref().unwrap_or(&case.id),
-                    clock.status.label(),
-                    clock.elapsed,
-                    clock.target
-                );
-                let mut item = board_item(&case.id, &case.conversation_id, BoardKind::Alert, text);
-                if let Some(channel) = &team.config.canal_mattermost {
-                    item.payload["reply_to"] = serde_json::json!(channel);
-                }
-                self.board.post_to_board(vec![item]).await;
-            }
+            self.announce_at_risk(case, team, clock).await;
         }
         warned
+    }
+}
+
+impl Cases<'_> {
+    /// Tells `case`'s team that `clock` is at risk: the log, and its channel on the board.
+    async fn announce_at_risk(&self, case: &Case, team: &super::Team, clock: &super::sla::Clock) {
+        tracing::warn!(case = %case.id, team = %team.name(), clock = clock.kind.as_str(), status = clock.status.as_str(), "SLA at risk");
+        if !self.board.board_on(&case.tenant_id) {
+            return;
+        }
+        let text = format!(
+            "⚠️ Equipe {}: o prazo de {} do atendimento {} está {} ({:.0} de {} min úteis).",
+            team.name(),
+            clock.kind.label().to_lowercase(),
+            case.protocol.as_deref().unwrap_or(&case.id),
+            clock.status.label(),
+            clock.elapsed,
+            clock.target
+        );
+        let mut item = board_item(&case.id, &case.conversation_id, BoardKind::Alert, text);
+        if let Some(channel) = &team.config.canal_mattermost {
+            item.payload["reply_to"] = serde_json::json!(channel);
+        }
+        self.board.post_to_board(vec![item]).await;
     }
 }
 

@@ -179,15 +179,38 @@ impl Board<'_> {
         self.store.next_protocol(tenant, day).await
     }
 
-    /// The team a case opened outside a turn goes to, and its protocol number (empty when none could be
-    /// taken: the case still opens).
-    pub(super) async fn team_and_protocol(&self, opening: &super::teams::Opening<'_>) -> (String, String) {
-        let team = self.handoff.desk.team_for(opening).name().to_owned();
-        let protocol = self.protocol(opening.tenant).await.unwrap_or_else(|e| {
+    /// A case opened outside a turn (a late recharge, a payment not credited) for `motivo`: its team by
+    /// what opened it, its protocol number (none when it could not be taken: the case still opens).
+    pub(super) async fn new_case(
+        &self,
+        (conversation_id, tenant, channel): (&str, &str, &str),
+        motivo: vt_actions::HandoffReason,
+        reason: String,
+        case_file: serde_json::Value,
+    ) -> crate::store::NewCase {
+        let opening = super::teams::Opening {
+            intent: None,
+            motivo,
+            channel,
+            tenant,
+        };
+        let team = self.handoff.desk.team_for(&opening).name().to_owned();
+        let protocol = self.protocol(tenant).await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "no protocol number for a new case");
             String::new()
         });
-        (team, protocol)
+        crate::store::NewCase {
+            id: self.engine.next_id("caso"),
+            conversation_id: conversation_id.to_owned(),
+            tenant_id: tenant.to_owned(),
+            channel: channel.to_owned(),
+            reason,
+            case_file,
+            notice_due_at: self.claim_notice_due(self.engine.now()),
+            protocol,
+            team,
+            motivo,
+        }
     }
 
     /// When a case opened at `now` is announced as unclaimed (`[handoff] claim_timeout_minutes`).

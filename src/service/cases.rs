@@ -78,16 +78,20 @@ pub(super) const WINDOW_UNTIL: &str = "janela_ate";
 pub(super) const WINDOW_UNTIL_BEFORE: &str = "janela_whatsapp_ate";
 
 impl Messages<'_> {
-    /// The case a turn opens: the first `TransferToHuman` among its events, with its case file, its
-    /// team, and its protocol number — said at the end of the transfer's answer, with, out of the
-    /// team's hours, when a person answers.
-    pub(super) async fn case_to_open(
+    /// What a turn writes about a case: the line of a message `held` for a person, or the case it
+    /// opens — the first `TransferToHuman` among its events, with its case file, its team (by
+    /// `intent` among the rest), and its protocol number, said at the end of the transfer's answer
+    /// with, out of the team's hours, when a person answers.
+    pub(super) async fn case_write(
         &self,
+        held: Option<CaseWrite>,
         conv: &Conversation,
         outcome: &mut TurnOutcome,
-        context: &ConversationContext,
-        intent: Option<&str>,
+        (context, intent): (&ConversationContext, &str),
     ) -> Option<CaseWrite> {
+        if held.is_some() {
+            return held;
+        }
         let (reason, motivo) = outcome.events.iter().find_map(|e| match e {
             TurnEvent::TransferToHuman(t) => Some((mask_cards_in(&t.reason), t.motivo)),
             _ => None,
@@ -95,7 +99,7 @@ impl Messages<'_> {
         let now = self.engine.now();
         let timeout = Duration::minutes(i64::from(self.handoff.claim_timeout_minutes));
         let team = self.handoff.desk.team_for(&super::teams::Opening {
-            intent,
+            intent: Some(intent),
             motivo,
             channel: &conv.channel,
             tenant: &conv.tenant_id,
@@ -445,7 +449,7 @@ pub(super) enum InCase {
     Held(Box<Case>),
     /// The card holder answers a recharge waiting for them: the turn runs, and its line is written in
     /// the case.
-    Answered(CaseWrite),
+    Answered(Box<CaseWrite>),
 }
 
 /// What the case open for `conv` (if any) makes of `msg`.
@@ -456,10 +460,10 @@ pub(super) fn in_case(open: Option<Case>, conv: &Conversation, msg: &Inbound, no
     if !answers_pending_recharge(conv, &msg.text) {
         return InCase::Held(Box::new(case));
     }
-    InCase::Answered(CaseWrite::Held {
+    InCase::Answered(Box::new(CaseWrite::Held {
         line: case.event(now, "cliente", "mensagem_cliente", Some(msg.text.clone())),
         acknowledged: false,
-    })
+    }))
 }
 
 /// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card

@@ -155,6 +155,11 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     }
 }
 
+/// Input and output tokens of two calls together.
+fn tokens_plus(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
 impl Messages<'_> {
     /// Writes the turn and says what the channel sends back.
     pub(super) async fn commit(&self, conv: &mut Conversation, msg: &Inbound, ran: Ran) -> Handled {
@@ -172,10 +177,7 @@ impl Messages<'_> {
         let routed_intent = routing.tag.as_ref().map(|t| t.intent_key.clone());
         let tag = routing.tag.unwrap_or_else(|| default_tag(&outcome));
         let (context, summary_tokens) = self.next_context(conv, context, &tag.intent_key, &outcome).await;
-        let around = (
-            routing.tokens.0 + summary_tokens.0,
-            routing.tokens.1 + summary_tokens.1,
-        );
+        let around = tokens_plus(routing.tokens, summary_tokens);
         let spent = Spent {
             outcome: &outcome,
             around,
@@ -183,13 +185,9 @@ impl Messages<'_> {
         };
         let usage = self.usage_record((&tag, conv), spent, (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
-        let case = match held {
-            Some(held) => Some(held),
-            None => {
-                self.case_to_open(conv, &mut outcome, &context, Some(tag.intent_key.as_str()))
-                    .await
-            }
-        };
+        let case = self
+            .case_write(held, conv, &mut outcome, (&context, &tag.intent_key))
+            .await;
         let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
         let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));

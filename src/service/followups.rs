@@ -26,7 +26,7 @@ use vt_actions::vt::FlowInput;
 use vt_actions::vt::texts::RecargaStatus;
 
 use crate::engine::Conversation;
-use crate::store::{Checked, FlowRunRecord, FollowUp, NewCase, OUTCOME_CASE, RunStatus, StoreError};
+use crate::store::{Checked, FlowRunRecord, FollowUp, OUTCOME_CASE, RunStatus, StoreError};
 
 /// How long a claimed follow-up is this process's: longer than a recharge request may take.
 const LEASE_MINUTES: i64 = 2;
@@ -153,41 +153,23 @@ impl FollowUps<'_> {
             || (input.tenant_id.clone(), crate::flow::API_CHANNEL.to_owned()),
             |c| (c.tenant_id.clone(), c.channel.clone()),
         );
+        let file = json!({
+            "motivo": "recarga_sem_resultado",
+            "recarga": {
+                "chave_idempotencia": a.idempotency_key,
+                "execucao_id": a.execucao_id,
+                "cartao": a.cartao_mascarado,
+                "valor": vt_actions::vt::money_json(a.valor),
+                "moeda": a.moeda,
+                "status": f.attempt.status.as_str(),
+                "envios": f.attempt.sends,
+                "verificacoes": f.checks + 1,
+                "enviada_em": f.attempt.created_at,
+            },
+        });
+        let opening = (a.origin.as_str(), tenant.as_str(), channel.as_str());
         let motivo = vt_actions::HandoffReason::FalhaDeSistema;
-        let (team, protocol) = self
-            .board
-            .team_and_protocol(&super::teams::Opening {
-                intent: None,
-                motivo,
-                channel: &channel,
-                tenant: &tenant,
-            })
-            .await;
-        let case = NewCase {
-            id: self.engine.next_id("caso"),
-            conversation_id: a.origin.clone(),
-            tenant_id: tenant,
-            channel,
-            reason,
-            protocol,
-            team,
-            motivo,
-            case_file: json!({
-                "motivo": "recarga_sem_resultado",
-                "recarga": {
-                    "chave_idempotencia": a.idempotency_key,
-                    "execucao_id": a.execucao_id,
-                    "cartao": a.cartao_mascarado,
-                    "valor": vt_actions::vt::money_json(a.valor),
-                    "moeda": a.moeda,
-                    "status": f.attempt.status.as_str(),
-                    "envios": f.attempt.sends,
-                    "verificacoes": f.checks + 1,
-                    "enviada_em": f.attempt.created_at,
-                },
-            }),
-            notice_due_at: self.board.claim_notice_due(now),
-        };
+        let case = self.board.new_case(opening, motivo, reason, file).await;
         let opened = self.board.open_case_now(&case, now).await?;
         if let (Some(conv), true) = (&conv, opened.id == case.id && !case.protocol.is_empty()) {
             let line = super::cases::protocol_line(&case.protocol);

@@ -53,7 +53,7 @@ pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
 pub(crate) use queue::{QueueEntry, Report, ReportLine};
 pub(crate) use sla::{Clocks, SlaStatus};
-pub(crate) use teams::{Desk, Equipe, SlaPolicy, teams_problem};
+pub(crate) use teams::{Desk, Equipe, SlaPolicy, Team, teams_problem};
 mod commit;
 pub(crate) mod jobs;
 pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Spending};
@@ -565,7 +565,7 @@ impl Messages<'_> {
                 let ran_at = (now, started, accepted_message);
                 return self.held_for_case(&mut conv, msg, *case, ran_at, context).await;
             }
-            cases::InCase::Answered(write) => Some(write),
+            cases::InCase::Answered(write) => Some(*write),
             cases::InCase::NoCase => None,
         };
         // The compressed context stands in for the older history in the prompt.

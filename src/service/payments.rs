@@ -429,40 +429,22 @@ impl Payments<'_> {
                 None,
             ),
         };
-        let now = self.engine.now();
+        let file = serde_json::json!({
+            "motivo": motivo,
+            "cobranca": {
+                "meio": charge.meio.as_str(),
+                "txid": charge.txid,
+                "end_to_end_id": e2e,
+                "valor": vt_actions::vt::money_json(charge.amount),
+                "cartao": cartao,
+                "devolucao": (!card).then(|| vt_actions::pix::refund_id(e2e)),
+                "execucao_id": execucao_id,
+            },
+        });
         let handoff = vt_actions::HandoffReason::PagamentoNaoCreditado;
-        let (team, protocol) = self
-            .board
-            .team_and_protocol(&super::teams::Opening {
-                intent: None,
-                motivo: handoff,
-                channel: &conv.channel,
-                tenant: &conv.tenant_id,
-            })
-            .await;
-        let case = crate::store::NewCase {
-            id: self.engine.next_id("caso"),
-            conversation_id: conv.id.clone(),
-            tenant_id: conv.tenant_id.clone(),
-            channel: conv.channel.clone(),
-            reason,
-            protocol,
-            team,
-            motivo: handoff,
-            case_file: serde_json::json!({
-                "motivo": motivo,
-                "cobranca": {
-                    "meio": charge.meio.as_str(),
-                    "txid": charge.txid,
-                    "end_to_end_id": e2e,
-                    "valor": vt_actions::vt::money_json(charge.amount),
-                    "cartao": cartao,
-                    "devolucao": (!card).then(|| vt_actions::pix::refund_id(e2e)),
-                    "execucao_id": execucao_id,
-                },
-            }),
-            notice_due_at: self.board.claim_notice_due(now),
-        };
+        let opening = (conv.id.as_str(), conv.tenant_id.as_str(), conv.channel.as_str());
+        let case = self.board.new_case(opening, handoff, reason, file).await;
+        let now = self.engine.now();
         let opened = self.board.open_case_now(&case, now).await?;
         if opened.id == case.id && !case.protocol.is_empty() {
             let line = super::cases::protocol_line(&case.protocol);

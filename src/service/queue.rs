@@ -244,7 +244,7 @@ impl CaseFact {
     fn of(clocks: &Clocks, outcome: Option<&crate::store::OutcomeRecord>) -> Self {
         let first_response = clocks
             .first_response_at
-            .and_then(|_| clocks.primeira_resposta.as_ref())
+            .and(clocks.primeira_resposta.as_ref())
             .map(|c| c.elapsed.round() as i64);
         let stopped: Vec<_> = clocks.all().filter(|c| c.stopped).collect();
         let (next_total, next_kept) = clocks.proximas;

@@ -140,7 +140,7 @@ impl Reading<'_> {
             .sum();
         let running = !stopped && spans.last().is_some_and(|(_, to)| to.is_none());
         let share = elapsed / f64::from(target);
-        let status = if share > 1.0 || (stopped && share > 1.0) {
+        let status = if share > 1.0 {
             SlaStatus::Vencido
         } else if !stopped && share * 100.0 >= f64::from(self.policy.aviso_pct) {
             SlaStatus::Vencendo
@@ -161,19 +161,16 @@ impl Reading<'_> {
     }
 }
 
-/// `case`'s clocks from its `log` (oldest first), under `policy` and `calendar`, at `now`.
-pub(crate) fn clocks(
-    case: &Case,
-    log: &[CaseEvent],
-    policy: &SlaPolicy,
-    calendar: &Calendar,
-    now: DateTime<Utc>,
-) -> Clocks {
-    let reading = Reading {
-        policy,
-        calendar,
-        now,
-    };
+/// What a case's log says of its clocks: when a person first answered; the spans resolution counts
+/// (a person's words pause it until the card holder writes again); the next-response cycles (from a
+/// card holder's message after a person spoke to the person's next words).
+struct Walk {
+    first_response_at: Option<DateTime<Utc>>,
+    counting: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    cycles: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+}
+
+fn walk(case: &Case, log: &[CaseEvent]) -> Walk {
     let end = case.closed_at;
     let mut first_response_at = None;
     // Resolution counts while the case waits for a person; a person's words pause it until the card
@@ -195,6 +192,32 @@ pub(crate) fn clocks(
             cycles.push((e.at, None));
         }
     }
+    Walk {
+        first_response_at,
+        counting,
+        cycles,
+    }
+}
+
+/// `case`'s clocks from its `log` (oldest first), under `policy` and `calendar`, at `now`.
+pub(crate) fn clocks(
+    case: &Case,
+    log: &[CaseEvent],
+    policy: &SlaPolicy,
+    calendar: &Calendar,
+    now: DateTime<Utc>,
+) -> Clocks {
+    let reading = Reading {
+        policy,
+        calendar,
+        now,
+    };
+    let end = case.closed_at;
+    let Walk {
+        first_response_at,
+        mut counting,
+        cycles,
+    } = walk(case, log);
     let closed = end.is_some();
     if let (Some(end), Some(last)) = (end, counting.last_mut())
         && last.1.is_none()

@@ -186,7 +186,7 @@ pub(super) async fn page(
     // The case file as stored (cards masked): for administrators, behind "Detalhes técnicos".
     let technical = staff
         .is_admin()
-        .then(|| masked(&serde_json::to_string_pretty(&case.case_file).unwrap_or_default()));
+        .then(|| masked(&vt_actions::json::to_pretty(&case.case_file).unwrap_or_default()));
     render(
         StatusCode::OK,
         "atendimento.html",

@@ -67,9 +67,11 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
                 context! {
                     nome => f.team,
                     aguardando => f.waiting,
-                    maior_espera => (f.oldest_wait_secs > 0)
-                        .then(|| age(chrono::Utc::now() - chrono::Duration::seconds(f.oldest_wait_secs)))
-                        .unwrap_or_else(|| "—".into()),
+                    maior_espera => if f.oldest_wait_secs > 0 {
+                        age(chrono::Utc::now() - chrono::Duration::seconds(f.oldest_wait_secs))
+                    } else {
+                        "—".into()
+                    },
                     vencendo => f.at_risk,
                     vencidos => f.breached,
                     cargas => f.loads.iter().map(|(a, n)| format!("{a} ({n})")).collect::<Vec<_>>(),
