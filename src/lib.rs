@@ -93,8 +93,7 @@ pub use service::{
     Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services, ServicesConfig,
     board::BOARD, budgets::Orcamento, budgets::Standing, cases::CaseError, cases::HandoffConfig,
     cases::SupportAgent, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
-    payments::Settled, payments::card_port, payments::pix_port, sla::Clock as SlaClock, sla::Clocks,
-    sla::SlaStatus, teams::Equipe,
+    payments::Settled, payments::card_port, payments::pix_port, teams::Equipe,
 };
 pub use store::{
     Records, SEALED, Store, Stores, Subject, Usage as StoreUsage, concerns::BatchStore, concerns::CaseOffer,

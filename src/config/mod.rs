@@ -844,6 +844,27 @@ mod tests {
     }
 
     #[test]
+    fn support_teams_are_checked_when_loaded_naming_the_field() {
+        let ok = "[[equipes]]\nnome = \"financeiro\"\nmembros = [\"ana\"]\natribuicao = \"rodizio\"\n\
+                  horario = \"seg-sex 08:00-12:00,13:00-18:00\"\nferiados = [\"2026-01-25\"]\n\
+                  motivos = [\"pagamento_nao_creditado\"]\n[equipes.sla]\nprimeira_resposta = 30\n";
+        let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");
+        assert_eq!(c.equipes[0].sla.primeira_resposta, Some(30));
+        for (bad, field) in [
+            (
+                "[[equipes]]\nnome = \"a\"\natribuicao = \"rodizio\"\n",
+                "equipes[0].membros",
+            ),
+            ("[[equipes]]\nnome = \"a\"\nmotivos = [\"qualquer\"]\n", "motivos"),
+            ("[[equipes]]\nnome = \"a\"\nhorario = \"sempre\"\n", "horario"),
+            ("[[equipes]]\nnome = \"a\"\nferiados = [\"25/01\"]\n", "feriados"),
+        ] {
+            let err = Config::from_sources(Some(bad), "f", &HashMap::new()).expect_err(bad);
+            assert!(err.to_string().contains(field), "{field}: {err}");
+        }
+    }
+
+    #[test]
     fn handoff_hours_are_checked_when_loaded() {
         let ok = "[handoff]\nclaim_timeout_minutes = 5\nhours = \"seg-sex 08:00-18:00\"\n";
         let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");

@@ -126,7 +126,7 @@ impl Messages<'_> {
         };
         let mut said = Vec::new();
         if !case.protocol.is_empty() {
-            said.push(protocol_line(&case.protocol));
+            said.push(super::teams::protocol_line(&case.protocol));
         }
         if let Some(opening) = team.calendar.next_opening(now) {
             // Outside the team's hours the answer says when to expect a person, and that stands for
@@ -321,11 +321,6 @@ fn say_with_last_reply(outcome: &mut TurnOutcome, text: &str) {
         content.push('\n');
         content.push_str(text);
     }
-}
-
-/// How a case's protocol number is said to the card holder.
-pub(crate) fn protocol_line(protocol: &str) -> String {
-    format!("Protocolo do seu atendimento: {protocol}.")
 }
 
 /// What the card holder reads when a support agent closes the conversation.

@@ -172,7 +172,7 @@ impl FollowUps<'_> {
         let case = self.board.new_case(opening, motivo, reason, file).await;
         let opened = self.board.open_case_now(&case, now).await?;
         if let (Some(conv), true) = (&conv, opened.id == case.id && !case.protocol.is_empty()) {
-            let line = super::cases::protocol_line(&case.protocol);
+            let line = super::teams::protocol_line(&case.protocol);
             self.speaker.say_now(conv, line, None, Vec::new()).await?;
         }
         self.tell(f, input, &acompanhamento::aviso_verificacao(input))

@@ -447,7 +447,7 @@ impl Payments<'_> {
         let now = self.engine.now();
         let opened = self.board.open_case_now(&case, now).await?;
         if opened.id == case.id && !case.protocol.is_empty() {
-            let line = super::cases::protocol_line(&case.protocol);
+            let line = super::teams::protocol_line(&case.protocol);
             self.speaker.say_now(&conv, line, None, Vec::new()).await?;
         }
         Ok(())

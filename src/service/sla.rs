@@ -283,7 +283,7 @@ mod tests {
             id: "caso_1".into(),
             conversation_id: "c1".into(),
             tenant_id: "default".into(),
-            channel: "whatsapp".into(),
+            channel: "canal-a".into(),
             reason: "pedido".into(),
             state: CaseState::Aguardando,
             owner: None,

@@ -13,6 +13,11 @@ use super::{Calendar, Hours};
 /// The team every case goes to when no `[[equipes]]` is configured.
 pub(crate) const DEFAULT_TEAM: &str = "atendimento";
 
+/// How a case's protocol number is said to the card holder.
+pub(crate) fn protocol_line(protocol: &str) -> String {
+    format!("Protocolo do seu atendimento: {protocol}.")
+}
+
 /// How a team's cases reach its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -306,7 +311,7 @@ mod tests {
         };
         let cartoes = Equipe {
             motivos: vec![HandoffReason::CartaoPerdidoOuBloqueado],
-            canais: vec!["whatsapp".into()],
+            canais: vec!["canal-a".into()],
             ..team("cartoes")
         };
         let geral = Equipe {
@@ -322,18 +327,18 @@ mod tests {
         };
         let to = |o| desk.team_for(&o).name().to_owned();
         assert_eq!(
-            to(opening(HandoffReason::PagamentoNaoCreditado, "http")),
+            to(opening(HandoffReason::PagamentoNaoCreditado, "canal-b")),
             "financeiro"
         );
         assert_eq!(
-            to(opening(HandoffReason::CartaoPerdidoOuBloqueado, "whatsapp")),
+            to(opening(HandoffReason::CartaoPerdidoOuBloqueado, "canal-a")),
             "cartoes"
         );
         assert_eq!(
-            to(opening(HandoffReason::CartaoPerdidoOuBloqueado, "webchat")),
+            to(opening(HandoffReason::CartaoPerdidoOuBloqueado, "canal-b")),
             "geral"
         );
-        assert_eq!(to(opening(HandoffReason::PedidoDoCliente, "whatsapp")), "geral");
+        assert_eq!(to(opening(HandoffReason::PedidoDoCliente, "canal-a")), "geral");
         assert_eq!(desk.team("apagada").name(), "geral");
         assert_eq!(Desk::default().default_team().name(), DEFAULT_TEAM);
     }
