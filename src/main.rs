@@ -20,7 +20,11 @@ fn main() -> std::process::ExitCode {
     let mut runtime = if cli.command.is_one_shot() {
         tokio::runtime::Builder::new_current_thread()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
+        let mut workers = tokio::runtime::Builder::new_multi_thread();
+        // A turn runs on a worker: its future is deep in a debug build (`cargo run -- serve`), and 8 MiB
+        // of address space per thread costs nothing until it is touched.
+        workers.thread_stack_size(8 * 1024 * 1024);
+        workers
     };
     match runtime.enable_all().build() {
         Ok(runtime) => runtime.block_on(run(cli)),

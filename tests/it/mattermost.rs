@@ -593,7 +593,20 @@ async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() 
 
     let (_, listed) = slash(&s, SLASH_TOKEN, slash_body("casos")).await;
     let text = listed["text"].as_str().unwrap_or_default();
-    assert!(text.contains(&a) && !text.contains(&b), "{text}");
+    // Named by protocol number — counted per tenant, so only the count tells the other tenant's apart.
+    let protocol = s
+        .chat
+        .store
+        .case(&a)
+        .await
+        .expect("read")
+        .expect("case")
+        .protocol
+        .expect("protocol");
+    assert!(
+        text.contains(&protocol) && text.lines().filter(|l| l.starts_with('•')).count() == 1,
+        "{text}"
+    );
     let (_, other) = slash(&s, SLASH_TOKEN, slash_body(&format!("assumir {b}"))).await;
     assert!(
         other["text"].as_str().unwrap_or_default().contains("não existe"),

@@ -107,13 +107,7 @@ impl ChannelSender for BoardSender {
             (BoardKind::Alert, _) => {
                 let channel = reply.reply_to.as_deref().unwrap_or(&self.channel_id);
                 let body = json!({"channel_id": channel, "message": reply.text});
-                let posted = super::api(
-                    &self.config,
-                    self.client.post(self.config.api_url("posts")),
-                    &body,
-                )
-                .await?;
-                Ok(posted["id"].as_str().map(str::to_owned))
+                super::create_post(&self.config, &self.client, &body).await
             }
             // Items of a case go out in order: the root is posted before anything under it.
             (_, None) => Err(SendError::Permanent(
@@ -121,13 +115,7 @@ impl ChannelSender for BoardSender {
             )),
             (BoardKind::Line, Some(root)) => {
                 let body = json!({"channel_id": self.channel_id, "root_id": root, "message": reply.text});
-                let posted = super::api(
-                    &self.config,
-                    self.client.post(self.config.api_url("posts")),
-                    &body,
-                )
-                .await?;
-                Ok(posted["id"].as_str().map(str::to_owned))
+                super::create_post(&self.config, &self.client, &body).await
             }
             (BoardKind::State, Some(root)) => {
                 let body = self.root(&case);

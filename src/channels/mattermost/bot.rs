@@ -451,13 +451,7 @@ impl ChannelSender for PostSender {
             body["props"] =
                 json!({"attachments": self.config.choice_buttons(text, &reply.choices, conversation)});
         }
-        let posted = super::api(
-            &self.config,
-            self.client.post(self.config.api_url("posts")),
-            &body,
-        )
-        .await?;
-        Ok(posted["id"].as_str().map(str::to_owned))
+        super::create_post(&self.config, &self.client, &body).await
     }
 }
 

@@ -257,6 +257,16 @@ async fn api(
     call(config, request.json(body)).await
 }
 
+/// Creates the post `body` describes; its id.
+async fn create_post(
+    config: &MattermostConfig,
+    client: &reqwest::Client,
+    body: &Value,
+) -> Result<Option<String>, crate::outbox::SendError> {
+    let posted = api(config, client.post(config.api_url("posts")), body).await?;
+    Ok(posted["id"].as_str().map(str::to_owned))
+}
+
 /// Sends `request` (its body set) with the bot's token; the JSON of a 2xx, else the failure as the
 /// outbox treats it.
 async fn call(
