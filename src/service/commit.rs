@@ -185,8 +185,9 @@ impl Messages<'_> {
         };
         let usage = self.usage_record((&tag, conv), spent, (started, now));
         let flow_runs = crate::flow::inner_records(&outcome);
-        // Boxed: a case is rare, and its future would otherwise swell every turn's (a debug build's stack).
-        let case = Box::pin(self.case_write(held, conv, &mut outcome, (&context, &tag.intent_key))).await;
+        let case = self
+            .case_write(held, conv, &mut outcome, (&context, &tag.intent_key))
+            .await;
         let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
         let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));

@@ -399,6 +399,8 @@ async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month()
         "{boleto}"
     );
     assert!(b.text("#prazos").await.contains("Primeira resposta"));
+    // The protocol number said to the card holder is no card: shown whole in the chat.
+    assert!(b.text("#mensagens").await.contains(&protocol));
     let page = b.source().await;
     for internal in [
         "consultar_saldo",

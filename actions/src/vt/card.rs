@@ -142,8 +142,9 @@ pub fn mask_cards_in(text: &str) -> String {
         let digits = found.bytes().filter(u8::is_ascii_digit).count();
         // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card; nor
         // is a boleto's digitable line, which the card holder must be able to copy (its 47 digits pass
-        // four check digits, which no list of cards does by chance).
-        if digits >= 8 && !is_iso_date(found) && !is_boleto_line(found, digits) {
+        // four check digits, which no list of cards does by chance); nor a case's protocol number
+        // (`20261128-000042`), said to the card holder to quote back.
+        if digits >= 8 && !is_iso_date(found) && !is_protocol(found) && !is_boleto_line(found, digits) {
             out.push_str(&text[copied..run.start]);
             out.push_str(&mask_card(found));
             copied = run.end;
@@ -193,7 +194,11 @@ pub fn card_numbers_in(text: &str) -> Vec<String> {
     for run in card_like_runs(&text) {
         let run = &text[run];
         let digits: String = run.chars().filter(char::is_ascii_digit).collect();
-        if (8..=19).contains(&digits.len()) && !is_iso_date(run) && !found.contains(&digits) {
+        if (8..=19).contains(&digits.len())
+            && !is_iso_date(run)
+            && !is_protocol(run)
+            && !found.contains(&digits)
+        {
             found.push(digits);
         }
     }
@@ -237,6 +242,18 @@ fn is_boleto_line(s: &str, digits: usize) -> bool {
     digits == 47 && crate::boleto::LinhaDigitavel::parse(s).is_ok()
 }
 
+/// A case's protocol number, `AAAAMMDD-NNNNNN`: a date of this century, a dash, six digits.
+fn is_protocol(s: &str) -> bool {
+    let b = s.as_bytes();
+    let two = |i: usize| (b[i] - b'0') * 10 + (b[i + 1] - b'0');
+    b.len() == 15
+        && b[8] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 8 || c.is_ascii_digit())
+        && two(0) == 20
+        && (1..=12).contains(&two(4))
+        && (1..=31).contains(&two(6))
+}
+
 fn is_iso_date(s: &str) -> bool {
     let b = s.as_bytes();
     let two = |i: usize| (b[i] - b'0') * 10 + (b[i + 1] - b'0');
@@ -252,6 +269,18 @@ fn is_iso_date(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protocol_number_is_no_card_and_a_card_with_a_dash_still_is() {
+        assert_eq!(
+            mask_cards_in("Protocolo do seu atendimento: 20261128-000042."),
+            "Protocolo do seu atendimento: 20261128-000042."
+        );
+        assert!(card_numbers_in("protocolo 20261128-000042").is_empty());
+        // Not a date in front, or another shape: a card, masked.
+        assert_eq!(mask_cards_in("cartão 12345678-901234"), "cartão ****1234");
+        assert_eq!(mask_cards_in("cartão 2026112-8000042"), "cartão ****0042");
+    }
 
     #[test]
     fn a_conversations_own_payment_codes_stay_whole_and_cards_are_still_masked() {
