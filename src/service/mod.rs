@@ -480,12 +480,12 @@ impl Services {
         self.turns.wait().await;
     }
 
-    /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
     /// The support desk: its teams with their calendars and SLA.
     pub(crate) fn desk(&self) -> &Desk {
         &self.handoff.desk
     }
 
+    /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
     pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
         policy_timezone(&self.engine)
     }
