@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Utc, Weekday};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use vt_actions::vt::timezone::Timezone;
 
 use super::Hours;
@@ -87,22 +87,13 @@ impl Calendar {
         national_holiday(date) || self.extra_holidays.contains(&date)
     }
 
-    /// `local` (this zone's wall time) as an instant: the offset read at the instant it names.
-    fn instant(&self, local: NaiveDateTime) -> DateTime<Utc> {
-        let guess = local.and_utc();
-        let offset = self.tz.local(guess).offset().local_minus_utc();
-        let first = guess - Duration::seconds(i64::from(offset));
-        let offset = self.tz.local(first).offset().local_minus_utc();
-        guess - Duration::seconds(i64::from(offset))
-    }
-
     /// The open intervals of one local day, as instants.
     fn day_intervals(&self, date: NaiveDate) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
         let Some(hours) = &self.hours else {
             let next = date + Duration::days(1);
             return vec![(
-                self.instant(date.and_time(NaiveTime::MIN)),
-                self.instant(next.and_time(NaiveTime::MIN)),
+                self.tz.instant(date.and_time(NaiveTime::MIN)),
+                self.tz.instant(next.and_time(NaiveTime::MIN)),
             )];
         };
         if self.holiday(date) {
@@ -113,8 +104,8 @@ impl Calendar {
             .iter()
             .map(|(open, close)| {
                 (
-                    self.instant(date.and_time(*open)),
-                    self.instant(date.and_time(*close)),
+                    self.tz.instant(date.and_time(*open)),
+                    self.tz.instant(date.and_time(*close)),
                 )
             })
             .collect()

@@ -181,11 +181,7 @@ impl Cases<'_> {
         let first = month.with_day(1).unwrap_or(month);
         let next = first.checked_add_months(chrono::Months::new(1)).unwrap_or(first);
         let tz = super::policy_timezone(self.engine);
-        let start = |d: NaiveDate| {
-            let local = d.and_hms_opt(0, 0, 0).unwrap_or_default();
-            let offset = tz.local(local.and_utc()).offset().local_minus_utc();
-            local.and_utc() - chrono::Duration::seconds(i64::from(offset))
-        };
+        let start = |d: NaiveDate| tz.instant(d.and_time(chrono::NaiveTime::MIN));
         let (from, to) = (start(first), start(next));
         let cases = self.store.cases_opened_between(tenant, from, to).await?;
         let outcomes: HashMap<String, crate::store::OutcomeRecord> = self

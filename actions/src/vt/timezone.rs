@@ -39,6 +39,29 @@ impl Timezone {
         &self.name
     }
 
+    /// The instant a wall-clock time of this zone names; in a gap or a fold of a change of offset, the
+    /// earlier reading (jiff's "compatible" rule, as calendars read it).
+    pub fn instant(&self, local: chrono::NaiveDateTime) -> DateTime<Utc> {
+        use chrono::{Datelike, Timelike};
+        let civil = jiff::civil::DateTime::new(
+            local.year() as i16,
+            local.month() as i8,
+            local.day() as i8,
+            local.hour() as i8,
+            local.minute() as i8,
+            local.second() as i8,
+            0,
+        );
+        let seconds = civil
+            .ok()
+            .and_then(|c| self.zone.to_ambiguous_timestamp(c).compatible().ok())
+            .map(|ts| ts.as_second());
+        // Beyond jiff's years (±9999): read as UTC, as `local` does.
+        seconds
+            .and_then(|s| DateTime::from_timestamp(s, 0))
+            .unwrap_or_else(|| local.and_utc())
+    }
+
     /// `t` as the local time of this zone, with the zone's offset at that instant (UTC's for an instant
     /// beyond the database's years, ±9999).
     pub fn local(&self, t: DateTime<Utc>) -> DateTime<FixedOffset> {
@@ -62,6 +85,23 @@ mod tests {
 
     fn utc(s: &str) -> DateTime<Utc> {
         s.parse().expect("instant")
+    }
+
+    #[test]
+    fn a_wall_clock_time_is_the_instant_its_zone_says_then() {
+        let sp = Timezone::sao_paulo();
+        let at = |s: &str| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").expect("time");
+        // São Paulo is UTC-3 today, and was UTC-2 in its summer time of 2018–2019.
+        assert_eq!(
+            sp.instant(at("2026-11-27 17:55")).to_rfc3339(),
+            "2026-11-27T20:55:00+00:00"
+        );
+        assert_eq!(
+            sp.instant(at("2019-01-15 12:00")).to_rfc3339(),
+            "2019-01-15T14:00:00+00:00"
+        );
+        let t = sp.instant(at("2026-06-01 08:00"));
+        assert_eq!(sp.local(t).naive_local(), at("2026-06-01 08:00"));
     }
 
     #[test]
