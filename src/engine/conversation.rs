@@ -291,6 +291,28 @@ pub struct StageOutput {
 }
 
 impl TurnOutcome {
+    /// `line` on a line of its own at the end of the last reply — one message — in what is sent and in
+    /// what the history keeps of it alike; `false` when the turn said nothing.
+    pub(crate) fn append_to_last_reply(&mut self, line: &str) -> bool {
+        let Some(last) = self.replies.last_mut() else {
+            return false;
+        };
+        let said = std::mem::take(&mut last.text);
+        last.text = format!("{said}\n{line}");
+        let kept = self.messages.iter_mut().rev().find_map(|m| match m {
+            ChatMessage::Assistant {
+                content: Some(content),
+                ..
+            } if *content == said => Some(content),
+            _ => None,
+        });
+        if let Some(content) = kept {
+            content.push('\n');
+            content.push_str(line);
+        }
+        true
+    }
+
     /// The replies joined, as a terminal shows them.
     pub fn reply_text(&self) -> String {
         Reply::join(&self.replies)

@@ -297,29 +297,15 @@ fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: boo
     }
 }
 
-/// `text` at the end of the turn's last reply (one message, as the transfer's answer), in what is sent
-/// and in what is kept of it alike; a reply of its own when the turn said nothing.
+/// `text` at the end of the turn's last reply (one message, as the transfer's answer); a reply of its
+/// own when the turn said nothing.
 fn say_with_last_reply(outcome: &mut TurnOutcome, text: &str) {
-    let Some(last) = outcome.replies.last_mut() else {
+    if !outcome.append_to_last_reply(text) {
         outcome.messages.push(ChatMessage::assistant(text));
         outcome.replies.push(Reply {
             text: text.to_owned(),
             files: Vec::new(),
         });
-        return;
-    };
-    let said = std::mem::take(&mut last.text);
-    last.text = format!("{said}\n{text}");
-    let kept = outcome.messages.iter_mut().rev().find_map(|m| match m {
-        ChatMessage::Assistant {
-            content: Some(content),
-            ..
-        } if *content == said => Some(content),
-        _ => None,
-    });
-    if let Some(content) = kept {
-        content.push('\n');
-        content.push_str(text);
     }
 }
 

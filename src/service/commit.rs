@@ -135,23 +135,8 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     }
     super::question::settle(conv, &outcome.execution.execucao_id, routing.restated.as_deref());
     super::offers::settle(conv, routing.offer.as_ref());
-    let Some(note) = routing.note else {
-        return;
-    };
-    let Some(last) = outcome.replies.last_mut() else {
-        return;
-    };
-    let said = last.text.clone();
-    last.text = format!("{said}\n{note}");
-    let kept = outcome.messages.iter_mut().rev().find_map(|m| match m {
-        ChatMessage::Assistant {
-            content: Some(text), ..
-        } if *text == said => Some(text),
-        _ => None,
-    });
-    if let Some(text) = kept {
-        text.push('\n');
-        text.push_str(note);
+    if let Some(note) = routing.note {
+        outcome.append_to_last_reply(note);
     }
 }
 
