@@ -109,6 +109,7 @@ pub(crate) fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service
     config
         .pix
         .as_ref()
+        .filter(|pix| !pix.simulated())
         .map(|pix| {
             let psp = vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
             Ok(crate::service::PixSetup {
@@ -153,11 +154,13 @@ pub fn channel_book() -> crate::service::ChannelBook {
 pub(crate) const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
 
 /// The embedded simulator as the payment provider, called in this process.
-fn simulated_pix(sim: &Simulator) -> crate::service::PixSetup {
+fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service::PixSetup {
     crate::service::PixSetup {
         psp: vt_actions::pix::Psp::in_process(sim.router()),
         config: vt_actions::pix::PixConfig {
             chave: SIMULATED_PIX_KEY.to_owned(),
+            // `[pix.automatico]` written alone is the embedded simulator's.
+            automatico: config.pix.clone().unwrap_or_default().automatico,
             ..vt_actions::pix::PixConfig::default()
         },
     }
@@ -364,7 +367,7 @@ impl App {
         let pix = match (pix_setup(config)?, &simulator) {
             (Some(setup), _) => Some(setup),
             // With no provider configured, the embedded simulator is the provider too.
-            (None, Some(sim)) => Some(simulated_pix(sim)),
+            (None, Some(sim)) => Some(simulated_pix(sim, config)),
             (None, None) => None,
         };
         if let Some(setup) = &pix {

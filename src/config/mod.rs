@@ -126,9 +126,10 @@ pub struct SimulatorSettings {
     /// Notifications it accepts per second before answering 429, as a real notification system would
     /// (default 50). Raise it to measure the product rather than the limit.
     pub notifications_per_second: Option<u32>,
-    /// After how many seconds the simulated payment provider pays a Pix code by itself, as the card
-    /// holder would (default 5, so a newcomer sees the whole journey); 0: only
-    /// `POST /_simulador/pix/{txid}/pagar` pays.
+    /// After how many seconds the simulated payment provider pays a Pix code (and a card holder
+    /// authorises a Pix Automático recurrence) by itself, as the card holder would (default 5, so a
+    /// newcomer sees the whole journey); 0: only `POST /_simulador/pix/{txid}/pagar` pays (and
+    /// `POST /_simulador/pix/rec/{id_rec}/autorizar` authorises).
     pub pix_pagar_apos_segundos: Option<u64>,
     /// After how many seconds a recharge's boleto counts as paid and cleared, as if its holder paid it
     /// at once (default 30: `serve`'s first follow-up, a minute after the recharge, credits it); 0: only

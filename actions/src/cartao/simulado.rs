@@ -304,7 +304,7 @@ impl CheckoutSimulado {
         self.lock().scheduled.insert(id.clone());
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            provider.pay(&id, payer == PixPayer::Paga);
+            provider.pay(&id, payer != PixPayer::PagaSemAviso);
             provider.lock().scheduled.remove(&id);
         });
     }

@@ -20,6 +20,8 @@ pub enum BrCodeError {
     NotPix,
     #[error("o valor do código Pix não é o da recarga")]
     WrongAmount,
+    #[error("o código Pix não autoriza a recorrência pedida")]
+    WrongRecurrence,
 }
 
 /// A BR Code whose fields and CRC were checked.
@@ -83,6 +85,43 @@ impl BrCode {
     fn field(&self, id: &str) -> Option<&str> {
         self.fields.iter().find(|(i, _)| i == id).map(|(_, v)| v.as_str())
     }
+
+    /// Field `80`'s location: the Pix Automático recurrence the code authorises (journeys 2–4).
+    pub fn recorrencia(&self) -> Option<String> {
+        let fields = tlv(self.field("80")?).ok()?;
+        fields.into_iter().find(|(id, _)| id == "25").map(|(_, v)| v)
+    }
+
+    /// The code, checked, and that it authorises the recurrence at `location` (and charges nothing
+    /// now: journey 2).
+    pub fn checked_rec(text: &str, location: &str) -> Result<Self, BrCodeError> {
+        let code = Self::parse(text)?;
+        if code.recorrencia().as_deref() != Some(location) || code.amount().is_some() {
+            return Err(BrCodeError::WrongRecurrence);
+        }
+        Ok(code)
+    }
+}
+
+/// The code that authorises the Pix Automático recurrence whose payload lives at `location` (journey
+/// 2: nothing charged now), as a PSP issues it.
+pub fn recorrencia(location: &str, name: &str, city: &str) -> String {
+    let gui = field("00", "br.gov.bcb.pix");
+    let mut text = [
+        field("00", "01"),
+        field("26", &gui),
+        field("52", "0000"),
+        field("53", "986"),
+        field("58", "BR"),
+        field("59", &name.chars().take(25).collect::<String>()),
+        field("60", &city.chars().take(15).collect::<String>()),
+        field("62", &field("05", "***")),
+        field("80", &(gui.clone() + &field("25", location))),
+    ]
+    .concat();
+    text.push_str("6304");
+    let crc = crc16(&text);
+    text + &crc
 }
 
 /// A dynamic code (used once) for a charge whose payload lives at `location` (the PSP's URL, without
@@ -175,6 +214,19 @@ mod tests {
         }
         assert_eq!(crc16(&STATIC[..STATIC.len() - 4]), "62C9");
         assert_eq!(crc16(&DYNAMIC[..DYNAMIC.len() - 4]), "7741");
+    }
+
+    #[test]
+    fn a_recurrence_code_is_issued_as_the_spec_writes_it() {
+        let location = "pix.example.com/qr/v2/rec/2353c790eefb11eaadc10242ac120002";
+        assert_eq!(recorrencia(location, "Fulano de Tal", "BRASILIA"), STATIC);
+        let code = BrCode::checked_rec(STATIC, location).expect("checks");
+        assert_eq!(code.recorrencia().as_deref(), Some(location));
+        assert!(BrCode::checked_rec(STATIC, "pix.example.com/qr/v2/rec/outra").is_err());
+        assert!(
+            BrCode::checked_rec(DYNAMIC, "pix.example.com/qr/v2/rec/94ed2badcbc04c15b0bb7fa353194890").is_ok(),
+            "journey 3's code authorises too"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The operator's payment provider, through the API Pix: create, read and withdraw an immediate
-//! charge, ask for a refund. Authenticated as `[pix.auth]` says (OAuth2 client credentials at every
-//! PSP) over `[pix.tls]`'s client certificate. Every call here is idempotent by the API's own rules
-//! (`PUT` with the caller's txid or refund id, `GET`, `PATCH` to a status), so one that got no answer
-//! may be sent again; a refused token is renewed once.
+//! charge, ask for a refund; and Pix Automático's recurrences and their charges. Authenticated as
+//! `[pix.auth]` says (OAuth2 client credentials at every PSP) over `[pix.tls]`'s client certificate.
+//! Most calls are idempotent by the API's own rules (`PUT` with the caller's txid or refund id,
+//! `GET`, `PATCH` to a status), so one that got no answer may be sent again; the few `POST`s
+//! (`/locrec`, `/rec`, a retry) are sent once. A refused token is renewed once.
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Cob, CobPedido, Devolucao, DevolucaoPedido};
+use super::automatico::{Cancelamento, CobR, CobRPedido, LocRec, Rec, RecPedido};
 use crate::systems::auth::{AuthError, Credentials, CredentialsBuilder};
 use crate::systems::{AuthConfig, TlsConfig, TlsError};
 
@@ -40,6 +42,8 @@ pub struct PixConfig {
     pub varredura_segundos: u32,
     pub auth: AuthConfig,
     pub tls: TlsConfig,
+    /// Pix Automático (`[pix.automatico]`); alone, with no provider, it serves the embedded simulator.
+    pub automatico: super::automatico::AutomaticoConfig,
 }
 
 impl Default for PixConfig {
@@ -55,6 +59,7 @@ impl Default for PixConfig {
             varredura_segundos: 30,
             auth: AuthConfig::None,
             tls: TlsConfig::default(),
+            automatico: super::automatico::AutomaticoConfig::default(),
         }
     }
 }
@@ -64,6 +69,12 @@ impl PixConfig {
     /// (checked when the configuration loads).
     pub fn problem(&self) -> Option<(String, &'static str)> {
         let field = |f: &str| Some(format!("pix.{f}"));
+        if let Some((f, why)) = self.automatico.problem() {
+            return Some((format!("pix.automatico.{f}"), why));
+        }
+        if self.simulated() {
+            return None;
+        }
         match reqwest::Url::parse(&self.api_url) {
             Ok(u) if u.scheme() == "https" || crate::systems::auth::is_loopback(&u) => {}
             Ok(_) => return field("api_url").map(|f| (f, "deve ser https (http só em loopback)")),
@@ -98,6 +109,11 @@ impl PixConfig {
             ),
             other => (format!("pix.auth.{other}"), why),
         })
+    }
+
+    /// Only `[pix.automatico]` was written (no provider): the embedded simulator is the provider.
+    pub fn simulated(&self) -> bool {
+        self.api_url.is_empty() && self.chave.is_empty()
     }
 
     /// With the secrets the environment gives (`VT_PIX_TOKEN`, `VT_PIX_CLIENT_SECRET`), never written
@@ -227,11 +243,83 @@ impl Psp {
             .await
     }
 
+    /// `POST /locrec`: a location for a recurrence's payload. Not idempotent: sent once (a location
+    /// left unused costs nothing).
+    pub async fn criar_locrec(&self) -> Result<LocRec, PixError> {
+        self.call_once::<(), _>(Method::POST, "/locrec", None).await
+    }
+
+    /// `POST /rec`: the recurrence the payer will authorise. Not idempotent: sent once — one that got
+    /// no answer is never authorised by anyone, and expires at the provider.
+    pub async fn criar_rec(&self, pedido: &RecPedido) -> Result<Rec, PixError> {
+        self.call_once(Method::POST, "/rec", Some(pedido)).await
+    }
+
+    /// `GET /rec/{idRec}`: the recurrence as the provider has it (with its code while unauthorised).
+    pub async fn rec(&self, id_rec: &str) -> Result<Rec, PixError> {
+        self.call::<(), _>(Method::GET, &format!("/rec/{id_rec}"), None)
+            .await
+    }
+
+    /// `PATCH /rec/{idRec}`: cancelled by the receiver (the card holder asked).
+    pub async fn cancelar_rec(&self, id_rec: &str) -> Result<Rec, PixError> {
+        let body = Cancelamento::new();
+        self.call(Method::PATCH, &format!("/rec/{id_rec}"), Some(&body))
+            .await
+    }
+
+    /// `PUT /cobr/{txid}`: a cycle's charge — or, for a txid the provider knows, the one it has.
+    pub async fn criar_cobr(&self, txid: &str, pedido: &CobRPedido) -> Result<CobR, PixError> {
+        self.call(Method::PUT, &format!("/cobr/{txid}"), Some(pedido))
+            .await
+    }
+
+    /// `GET /cobr/{txid}`: the charge with its attempts and the payment that settled it.
+    pub async fn cobr(&self, txid: &str) -> Result<CobR, PixError> {
+        self.call::<(), _>(Method::GET, &format!("/cobr/{txid}"), None)
+            .await
+    }
+
+    /// `PATCH /cobr/{txid}`: a charge not yet attempted, cancelled.
+    pub async fn cancelar_cobr(&self, txid: &str) -> Result<CobR, PixError> {
+        let body = Cancelamento::new();
+        self.call(Method::PATCH, &format!("/cobr/{txid}"), Some(&body))
+            .await
+    }
+
+    /// `POST /cobr/{txid}/retentativa/{data}`: a failed charge tried again on `data` (`YYYY-MM-DD`).
+    /// Sent once: the provider refuses a second attempt for a date (or while one is under way), and the
+    /// charge read back says which happened.
+    pub async fn retentativa(&self, txid: &str, data: &str) -> Result<CobR, PixError> {
+        self.call_once::<(), _>(Method::POST, &format!("/cobr/{txid}/retentativa/{data}"), None)
+            .await
+    }
+
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: Option<&B>,
+    ) -> Result<T, PixError> {
+        self.exchange(method, path, body, ATTEMPTS).await
+    }
+
+    /// A call that is not idempotent: one attempt, whatever happens.
+    async fn call_once<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, PixError> {
+        self.exchange(method, path, body, 1).await
+    }
+
+    async fn exchange<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        attempts: u32,
     ) -> Result<T, PixError> {
         let body = body
             .map(|b| crate::json::to_bytes(b).map_err(|e| PixError::Body(e.to_string())))
@@ -245,7 +333,7 @@ impl Psp {
                 Err(PixError::Refused { status, .. }) => *status == 429 || *status >= 500,
                 _ => false,
             };
-            if !again || attempt >= ATTEMPTS {
+            if !again || attempt >= attempts {
                 let answer = outcome?;
                 return crate::json::from_bytes(&answer)
                     .map_err(|e| PixError::Body(crate::redact::serde_message(&e.to_string())));

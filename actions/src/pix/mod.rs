@@ -3,15 +3,16 @@
 //! recharge's key so that a retry or a restart issues the same charge.
 
 pub mod api;
+pub mod automatico;
 mod brcode;
 mod client;
 pub mod qr;
 mod simulado;
 pub mod textos;
 
-pub use brcode::{BrCode, BrCodeError, dynamic};
+pub use brcode::{BrCode, BrCodeError, dynamic, recorrencia};
 pub use client::{PixConfig, PixError, Psp};
-pub use simulado::{PAY_PATH, PspSimulado};
+pub use simulado::{AUTHORISE_PATH, AvisoAutomatico, CANCEL_PATH, PAY_PATH, PspSimulado};
 
 use sha2::{Digest, Sha256};
 

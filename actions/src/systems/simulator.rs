@@ -67,6 +67,9 @@ pub enum PixPayer {
     /// Pays, and the provider's notice never comes (the product's sweep finds the payment); a boleto
     /// is paid as by [`Self::Paga`] (no notice comes for one anyway).
     PagaSemAviso,
+    /// Pays a code as [`Self::Paga`] does; a Pix Automático charge's first attempt fails for
+    /// insufficient funds in the payer's account (its retry pays).
+    SemSaldoNaConta,
 }
 
 /// A card's behaviour (the magic table, or a fixture).
@@ -127,6 +130,7 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         ("1414141414".into(), b(B::SemMoedaData, R::Aprovada)),
         ("1515151515".into(), payer(PixPayer::NuncaPaga)),
         ("1616161616".into(), payer(PixPayer::PagaSemAviso)),
+        ("1717171717".into(), payer(PixPayer::SemSaldoNaConta)),
     ])
 }
 
@@ -268,10 +272,13 @@ impl Simulator {
     }
 
     pub fn with_cards(config: SimulatorConfig, cards: HashMap<String, CardBehavior>) -> Self {
-        let pix = crate::pix::PspSimulado::new(config.now.clone()).paying(
-            config.pix_pagar_apos,
-            cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
-        );
+        // A card holder authorises a Pix Automático recurrence as soon as they would pay a code.
+        let pix = crate::pix::PspSimulado::new(config.now.clone())
+            .paying(
+                config.pix_pagar_apos,
+                cards.iter().map(|(card, b)| (card.as_str(), b.pix)),
+            )
+            .authorising(config.pix_pagar_apos);
         // A card holder pays a checkout as they pay a Pix code: the same magic cards, the same delay.
         let cartao =
             crate::cartao::simulado::CheckoutSimulado::new(config.now.clone(), CARTAO_WEBHOOK_SECRET).paying(

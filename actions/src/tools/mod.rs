@@ -4,6 +4,7 @@
 //! record behind the confirmation rule ([`RecargaPendente`]).
 #![warn(clippy::too_many_lines)] // on a message's path: see clippy.toml
 
+pub mod automatica;
 mod buscar_faq;
 mod calcular;
 mod cancelar_recarga;
@@ -18,6 +19,7 @@ mod novo_codigo;
 mod pendente;
 mod pix;
 mod preparar_recarga;
+mod recarga_automatica;
 mod runner;
 mod settings;
 mod transferir_para_humano;
@@ -39,6 +41,10 @@ pub use pix::{
     CodigoPix, NovoCodigo, PedidoPix, PixCharges, QR_FILE, STATE_PIX, SharedPixCharges, qr_file, qr_of,
 };
 pub use preparar_recarga::PrepararRecarga;
+pub use recarga_automatica::{Acao, RecargaAutomatica};
+pub use automatica::{
+    Autorizacao, Gatilho, RecargasAutomaticas, Resumo, SharedRecargasAutomaticas, Termos,
+};
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;
 pub use transferir_para_humano::TransferirParaHumano;
@@ -57,5 +63,6 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     registry.register(EncerrarAtendimento)?;
     registry.register(BuscarFaq)?;
     registry.register(Calcular)?;
+    registry.register(RecargaAutomatica)?;
     Ok(())
 }

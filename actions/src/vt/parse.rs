@@ -386,8 +386,77 @@ pub fn is_refusal(text: &str) -> bool {
     NO.is_match(&normalize(text))
 }
 
+/// "todo dia 5", "no dia 10 de cada mês", "dia 5 de todo mes": a day of the month.
+static DAY_OF_MONTH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:tod[oa]s? (?:o )?dia|cada dia|(?:n|tod)?o dia|dia)\s+(\d{1,2})\b(?:\s+(?:de )?(?:cada|todo) mes)?",
+    )
+    .expect("day regex")
+});
+/// "abaixo de 15", "menos de R$ 20", "ficar com 10", "chegar a 5 reais": the threshold.
+static THRESHOLD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:abaixo|debaixo|embaixo|menos|baixo|menor|inferior|ficar com|ficar em|chegar (?:a|em)|cair (?:pra|para|a)|baixar (?:de|pra|para))\s+(?:de\s+|que\s+|a\s+|do\s+)?(?:r\$\s*)?(\d+(?:[.,]\d{1,2})?)(?:\s*(?:reais|real|conto|contos|pila))?",
+    )
+    .expect("threshold regex")
+});
+/// "automático", "sozinho", "todo mês", "sempre que": a recharge that happens by itself.
+static AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(automatic\w*|auto ?recarga|sozinh[oa]|por conta (propria|sua)|todo mes|todos os meses|mensalmente|todo dia \d{1,2}|dia \d{1,2} de (cada|todo) mes|sempre que|toda vez que|quando (o saldo |meu saldo |ele |o vt |o cartao )?(ficar|estiver|chegar|cair|baixar)|pix automatico|debito automatico)\b",
+    )
+    .expect("automatic regex")
+});
+
+/// What a card holder said of an automatic recharge ("recarrega 100 todo dia 5", "sempre que ficar
+/// abaixo de 15 põe 40"): the amount each time, the threshold, the day of the month — each when said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AutomaticTerms {
+    pub valor: Option<Decimal>,
+    pub limite: Option<Decimal>,
+    pub dia: Option<u32>,
+}
+
+/// Whether `text` speaks of a recharge that happens by itself.
+pub fn speaks_of_automatic(text: &str) -> bool {
+    AUTOMATIC.is_match(&normalize(text))
+}
+
+/// The terms of an automatic recharge in `text`: the day and the threshold by their words, the
+/// amount the one money left (cards' digits ignored).
+pub fn automatic_terms(text: &str) -> AutomaticTerms {
+    let mut rest = normalize(text);
+    let mut terms = AutomaticTerms::default();
+    if let Some(c) = DAY_OF_MONTH.captures(&rest) {
+        terms.dia = c[1].parse().ok();
+        let range = c.get(0).map_or(0..0, |m| m.range());
+        rest.replace_range(range.clone(), &" ".repeat(range.len()));
+    }
+    if let Some(c) = THRESHOLD.captures(&rest) {
+        terms.limite = parse_money(&c[1]);
+        let range = c.get(0).map_or(0..0, |m| m.range());
+        rest.replace_range(range.clone(), &" ".repeat(range.len()));
+    }
+    terms.valor = amounts(&rest).into_iter().find(|v| *v > Decimal::ZERO);
+    terms
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn automatic_terms_are_read_by_their_words() {
+        let t = |text: &str| super::automatic_terms(text);
+        let d = |v: i64| Some(super::Decimal::new(v, 0));
+        assert_eq!(t("recarrega 100 todo dia 5"), super::AutomaticTerms { valor: d(100), limite: None, dia: Some(5) });
+        assert_eq!(t("sempre que ficar abaixo de 15 põe 40"), super::AutomaticTerms { valor: d(40), limite: d(15), dia: None });
+        assert_eq!(t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").limite, d(10));
+        assert_eq!(t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").valor, d(50));
+        assert_eq!(t("quero recarga automática").valor, None);
+        assert!(super::speaks_of_automatic("quero recarga automática"));
+        assert!(super::speaks_of_automatic("sempre que ficar abaixo de 15 põe 40"));
+        assert!(!super::speaks_of_automatic("recarregar 50 no 1234567890 via pix"));
+    }
+
     use super::*;
     use rust_decimal::dec;
 

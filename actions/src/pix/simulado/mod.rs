@@ -7,6 +7,10 @@
 //! itself ([`PspSimulado::paying`]), it pays each charge it issues after a while, as the card's holder
 //! would (the magic cards say whether they pay at all, and whether the notice comes).
 
+mod automatico;
+
+pub use automatico::{AUTHORISE_PATH, AvisoAutomatico, CANCEL_PATH};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +53,11 @@ struct Charges {
     /// Refunds stay `EM_PROCESSAMENTO` until [`PspSimulado::finish_refund`] (a provider whose refunds
     /// take time); else they are `DEVOLVIDO` at once.
     refunds_later: bool,
+    /// Pix Automático: locations, recurrences, their charges, webhooks.
+    rec: automatico::Recorrencias,
+    /// The payers (last four digits of the card) whose account has no funds on a recurring charge's
+    /// first attempt.
+    sem_saldo: std::collections::HashSet<String>,
 }
 
 /// How the simulated provider pays by itself: after `after`, each charge whose card (the last four
@@ -69,6 +78,8 @@ pub struct PspSimulado {
     autopay: Option<Arc<AutoPay>>,
     /// Where its charges outlive the process (the embedded simulator's book).
     book: Arc<std::sync::OnceLock<Arc<Book>>>,
+    /// Recurrences authorised by themselves after this long ([`Self::authorising`]).
+    authorise_after: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for PspSimulado {
@@ -85,6 +96,7 @@ impl PspSimulado {
             http: reqwest::Client::new(),
             autopay: None,
             book: Arc::default(),
+            authorise_after: None,
         }
     }
 
@@ -107,13 +119,16 @@ impl PspSimulado {
         after: Option<std::time::Duration>,
         cards: impl Iterator<Item = (&'a str, PixPayer)>,
     ) -> Self {
-        self.autopay = after.map(|after| {
-            let payers = cards
-                .filter(|(_, payer)| *payer != PixPayer::Paga)
-                .map(|(card, payer)| (crate::vt::card::last_four(card), payer))
-                .collect();
-            Arc::new(AutoPay { after, payers })
-        });
+        let payers: HashMap<String, PixPayer> = cards
+            .filter(|(_, payer)| *payer != PixPayer::Paga)
+            .map(|(card, payer)| (crate::vt::card::last_four(card), payer))
+            .collect();
+        self.lock().sem_saldo = payers
+            .iter()
+            .filter(|(_, p)| **p == PixPayer::SemSaldoNaConta)
+            .map(|(card, _)| card.clone())
+            .collect();
+        self.autopay = after.map(|after| Arc::new(AutoPay { after, payers }));
         self
     }
 
@@ -153,7 +168,7 @@ impl PspSimulado {
         self.lock().scheduled.insert(txid.clone());
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            psp.pay(&txid, payer == PixPayer::Paga);
+            psp.pay(&txid, payer != PixPayer::PagaSemAviso);
             psp.lock().scheduled.remove(&txid);
         });
     }
@@ -166,11 +181,14 @@ impl PspSimulado {
             .route("/pix/{e2eid}/devolucao/{id}", put(devolver))
             .route("/webhook/{chave}", put(registrar_webhook))
             .with_state(self.clone())
+            .merge(self.automatico_router())
     }
 
     /// The simulator's own route: `POST /_simulador/pix/{txid}/pagar`.
     pub fn payer_router(&self) -> Router {
-        Router::new().route(PAY_PATH, self.payer_route())
+        Router::new()
+            .route(PAY_PATH, self.payer_route())
+            .merge(self.bank_router())
     }
 
     /// [`PAY_PATH`]'s handler, for a server of the product's own (`serve` with the embedded simulator).
