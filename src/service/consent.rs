@@ -5,7 +5,9 @@
 use super::Contacts;
 use std::time::Instant;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, NaiveTime, Utc};
+use serde::Deserialize;
+use vt_actions::vt::timezone::Timezone;
 
 use super::commit::Ran;
 use super::{ChannelRules, Handled, Inbound, Messages, Routing, ServiceError};
@@ -193,3 +195,58 @@ impl Contacts<'_> {
             .await
     }
 }
+
+/// A daily quiet period `HH:MM-HH:MM` (it may cross midnight).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuietHours(pub(crate) Option<(NaiveTime, NaiveTime)>);
+
+impl QuietHours {
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        if text.trim().is_empty() {
+            return Ok(Self(None));
+        }
+        let (from, to) = text
+            .trim()
+            .split_once('-')
+            .ok_or("use HH:MM-HH:MM, e.g. 21:00-08:00")?;
+        let time = |t: &str| {
+            NaiveTime::parse_from_str(t.trim(), "%H:%M").map_err(|_| "use HH:MM-HH:MM, e.g. 21:00-08:00")
+        };
+        let (from, to) = (time(from)?, time(to)?);
+        if from == to {
+            return Err("o início e o fim devem ser diferentes");
+        }
+        Ok(Self(Some((from, to))))
+    }
+
+    /// When a notice due at `now` may go: `now`, or the end of the quiet period `now` falls in.
+    pub fn release(&self, now: DateTime<Utc>, tz: &Timezone) -> DateTime<Utc> {
+        let Some((from, to)) = self.0 else { return now };
+        let local = tz.local(now);
+        let t = local.time();
+        let quiet = if from < to {
+            t >= from && t < to
+        } else {
+            t >= from || t < to
+        };
+        if !quiet {
+            return now;
+        }
+        let mut end = local.date_naive().and_time(to);
+        if end <= local.naive_local() {
+            end += Duration::days(1);
+        }
+        end.and_local_timezone(*local.offset())
+            .single()
+            .map_or(now, |e| e.with_timezone(&Utc))
+    }
+}
+
+impl<'de> Deserialize<'de> for QuietHours {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        // The error names the field: serde's own would not, for a value read from a string.
+        Self::parse(&text).map_err(|why| serde::de::Error::custom(format!("notificacoes.silencio: {why}")))
+    }
+}
+

@@ -46,6 +46,7 @@ pub(crate) use budgets::problem as budget_problem;
 pub(crate) use calendar::Calendar;
 pub(crate) use cases::{CaseError, HandoffConfig, Proposal, SupportAgent};
 pub(crate) use consent::OptIn;
+pub(crate) use consent::QuietHours;
 pub(crate) use figures::CaseFigures;
 pub(crate) use figures::percentile;
 pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};

@@ -54,6 +54,7 @@ pub trait Store:
     + ContactStore
     + PixStore
     + OutcomeStore
+    + RecurrenceStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
@@ -98,6 +99,7 @@ pub struct Stores {
     pub contacts: Arc<dyn ContactStore>,
     pub pix: Arc<dyn PixStore>,
     pub outcomes: Arc<dyn OutcomeStore>,
+    pub recurrences: Arc<dyn RecurrenceStore>,
 }
 
 impl Stores {
@@ -115,6 +117,7 @@ impl Stores {
             contacts: store.clone(),
             pix: store.clone(),
             outcomes: store.clone(),
+            recurrences: store.clone(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod reports;
 pub(crate) mod outbox;
 mod outcomes;
 mod pix;
+mod recurrences;
 pub(crate) mod write;
 
 use std::borrow::Cow;
