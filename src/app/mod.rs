@@ -237,6 +237,7 @@ pub(crate) async fn services_config(
             .collect(),
         transcriber,
         photos,
+        quiet: config.notificacoes.silencio,
     })
 }
 
@@ -376,6 +377,10 @@ impl App {
                 setup.clone(),
                 channel_book(),
             ));
+            // Recharges that happen by themselves, where the operator turned Pix Automático on.
+            if setup.config.automatico.ativo {
+                extensions = extensions.with(crate::service::automatic_port(store.clone(), setup.clone()));
+            }
         }
         // A confirmed card recharge gets a link to the provider's checkout, never sent unpaid; with
         // no `[cartao]`, the embedded simulator is the card provider too.

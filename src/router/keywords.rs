@@ -92,6 +92,18 @@ static PORTUGUESE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// "minhas recargas automáticas", "quais recargas automáticas eu tenho": a list asked for.
+static LIST_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(minhas|meus|quais|qual|ver|veja|listar|lista|mostr\w*|tenho|tem alguma|existe|consultar|status|como (esta|estao|ta|tao))\b",
+    )
+});
+
+/// A wish to see the automatic recharges one has (not to create one).
+pub(crate) fn lists_automatic(n: &str) -> bool {
+    LIST_AUTOMATIC.is_match(n)
+}
+
 pub(crate) fn is_handoff(n: &str) -> bool {
     HANDOFF.is_match(n)
 }

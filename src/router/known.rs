@@ -19,10 +19,12 @@ pub(crate) enum Known {
     Faq,
     /// Arithmetic done by code (`calcular`).
     Calcular,
+    /// A recharge that happens by itself: create, list, cancel (`recarga_automatica`).
+    RecargaAutomatica,
 }
 
 impl Known {
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -36,6 +38,7 @@ impl Known {
         Self::TarefaComposta,
         Self::Faq,
         Self::Calcular,
+        Self::RecargaAutomatica,
     ];
 
     /// Its key in the intents file (and the name of the action it runs, where it runs one).
@@ -54,6 +57,7 @@ impl Known {
             Self::TarefaComposta => "tarefa_composta",
             Self::Faq => "faq",
             Self::Calcular => "calcular",
+            Self::RecargaAutomatica => "recarga_automatica",
         }
     }
 

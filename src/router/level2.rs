@@ -134,5 +134,7 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::TarefaComposta => m.found.cards.len() >= 2 || remembered_in(&conv.memory).len() >= 2,
         Known::Ajuda => keywords::is_greeting(n),
         Known::Faq | Known::Calcular => false,
+        // A recharge by itself, in so many words; the model then calls its tool with the terms.
+        Known::RecargaAutomatica => vt_actions::vt::parse::speaks_of_automatic(m.text),
     }
 }

@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
 use vt_actions::vt::parse::{
-    amounts, cards, final_digits, is_confirmation, is_refusal, is_yes_with_details, normalize,
-    odd_card_lengths, payment_type,
+    AutomaticTerms, amounts, automatic_terms, cards, final_digits, is_confirmation, is_refusal,
+    is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic,
 };
 use vt_actions::vt::{Idioma, format_money, mask_card};
 
@@ -252,6 +252,12 @@ fn reply(intent: Known, text: String) -> Option<(String, Route)> {
     Some((intent.key().to_owned(), Route::Reply { text }))
 }
 
+/// The card (masked) an automatic recharge was offered for, when the offer is what the person answers.
+fn offered_card(conv: &Conversation) -> Option<String> {
+    let offer = conv.state.get(vt_actions::tools::STATE_OFERTA_AUTOMATICA)?;
+    offer.get("cartao")?.as_str().map(str::to_owned)
+}
+
 fn pending_of(conv: &Conversation) -> Option<RecargaPendente> {
     conv.state
         .get(STATE_PENDENTE)
@@ -376,6 +382,11 @@ impl Router {
 
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        // A recharge that happens by itself is named as such ("cancelar recarga automática" cancels
+        // no waiting recharge); the offer of one is answered by a yes or a no.
+        if let Some(found) = self.automatic(m, conv) {
+            return Some(found);
+        }
         // With nothing waiting, a question the FAQ clearly answers is answered first ("não passou na
         // catraca" is no refusal); with a recharge waiting, its yes or no comes first.
         if m.waiting {
@@ -386,6 +397,47 @@ impl Router {
         .or_else(|| self.fixed(m, conv))
         .or_else(|| self.arithmetic(m))
         .or_else(|| self.request(m, conv))
+    }
+
+    /// A recharge that happens by itself: the offer's yes (its card) or no; a list or a cancellation
+    /// asked; terms given ("recarrega 100 todo dia 5", "sempre que ficar abaixo de 15 põe 40") for the
+    /// card named or the one remembered. An open question about it is the FAQ's or the model's.
+    fn automatic(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        if !self.active(Known::RecargaAutomatica) {
+            return None;
+        }
+        let args = |acao: &str, cartao: Option<String>, t: AutomaticTerms| {
+            let money = |v: Option<Decimal>| v.map(|v| json!(vt_actions::vt::money_json(v)));
+            json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
+        };
+        if !speaks_of_automatic(m.text) {
+            let offered = offered_card(conv).filter(|_| !m.waiting)?;
+            if is_refusal(m.text) || keywords::starts_with_no(&m.n) {
+                return reply(Known::RecargaAutomatica, texts::AUTOMATIC_DECLINED.into());
+            }
+            let yes = is_confirmation(m.text) && !m.found.changes_recharge();
+            return yes.then(|| act(Known::RecargaAutomatica, args("criar", Some(offered), AutomaticTerms::default())))?;
+        }
+        if (m.open || m.text.trim_end().ends_with('?')) && !keywords::lists_automatic(&m.n) {
+            return None;
+        }
+        let card = || m.found.cards.first().cloned();
+        if keywords::says_cancel(&m.n) {
+            return act(Known::RecargaAutomatica, args("cancelar", card(), AutomaticTerms::default()));
+        }
+        let terms = automatic_terms(m.text);
+        if terms == AutomaticTerms::default() && keywords::lists_automatic(&m.n) {
+            return act(Known::RecargaAutomatica, args("listar", None, terms));
+        }
+        let remembered = remembered_in(&conv.memory);
+        let cartao = card().or_else(|| match remembered.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        });
+        match cartao {
+            Some(c) => act(Known::RecargaAutomatica, args("criar", Some(c), terms)),
+            None => reply(Known::RecargaAutomatica, texts::automatic_which_card(&remembered)),
+        }
     }
 
     /// The operator's answer to a question (an open one, or one asked with "?") one FAQ entry clearly
@@ -579,7 +631,7 @@ impl Router {
                 text: texts::cards_forgotten(remembered_in(&conv.memory).len()),
             },
             Known::TarefaComposta => Route::Plan,
-            Known::Faq | Known::Calcular => Route::Model,
+            Known::Faq | Known::Calcular | Known::RecargaAutomatica => Route::Model,
         })
     }
 

@@ -114,3 +114,20 @@ pub(crate) fn masked_list(cards: &[String], and_or: &str) -> String {
 pub(crate) fn odd_length(digits: usize) -> String {
     format!("O número do cartão que você digitou tem {digits} dígitos; ele deve ter de 8 a 19.")
 }
+
+/// The offer of an automatic recharge, declined.
+pub(crate) const AUTOMATIC_DECLINED: &str =
+    "Tudo bem, sem recarga automática. Se mudar de ideia, é só dizer \"quero recarga automática\".";
+
+/// Which card an automatic recharge is for, asked (with the remembered ones, masked).
+pub(crate) fn automatic_which_card(remembered: &[String]) -> String {
+    let example = "Por exemplo: \"recarrega 50 no cartão 1234567890 quando o saldo ficar abaixo de 20\" ou \"recarrega 100 todo dia 5 no 1234567890\".";
+    if remembered.is_empty() {
+        return format!("Para a recarga automática, me diga o número do cartão. {example}");
+    }
+    let masked: Vec<String> = remembered.iter().map(|c| vt_actions::vt::mask_card(c)).collect();
+    format!(
+        "Para qual cartão é a recarga automática? Tenho guardados: {}. Me diga o número completo. {example}",
+        masked.join(", ")
+    )
+}

@@ -8,6 +8,8 @@
 //! - [`Contacts`] — contacts of channels with a window: consent, templates, delivery statuses;
 //! - [`Flows`] — the ten-stage flow;
 //! - [`Payments`] — charges of chat recharges: issued, read back, credited once, refunded;
+//! - [`Automatic`] — recharges that happen by themselves (Pix Automático): one charge per cycle and
+//!   card, credited once;
 //! - [`Outcomes`] — how conversations end, and what card holders thought of it;
 //! - [`Spending`] — each tenant's month against its budget.
 //!
@@ -112,6 +114,21 @@ pub struct Payments<'a> {
     pub(super) board: Board<'a>,
     /// A paid charge's recharge runs as a flow.
     pub(super) flows: Flows<'a>,
+    /// After a receipt, the offer of a recharge that happens by itself.
+    pub(super) automatic: Automatic<'a>,
+}
+
+/// Recharges that happen by themselves: recurrences read back, each cycle's charge created once,
+/// debits credited once, failures retried by the provider's rules.
+#[derive(Clone, Copy)]
+pub struct Automatic<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) store: &'a dyn Store,
+    pub(super) pix: Option<&'a PixSetup>,
+    pub(super) speaker: Speaker<'a>,
+    /// A debit's recharge (and a threshold's balance reading) runs as a flow.
+    pub(super) flows: Flows<'a>,
+    pub(super) quiet: &'a super::QuietHours,
 }
 
 /// How conversations end: each stretch's outcome once it is over, the satisfaction question.
@@ -214,6 +231,19 @@ impl Services {
             speaker: self.speaker(),
             board: self.board(),
             flows: self.flows(),
+            automatic: self.automatic(),
+        }
+    }
+
+    /// Recharges that happen by themselves (Pix Automático).
+    pub fn automatic(&self) -> Automatic<'_> {
+        Automatic {
+            engine: &self.engine,
+            store: &*self.store,
+            pix: self.pix.as_ref(),
+            speaker: self.speaker(),
+            flows: self.flows(),
+            quiet: &self.quiet,
         }
     }
 

@@ -36,6 +36,7 @@ pub(crate) mod calendar;
 pub(crate) mod teams;
 pub(crate) mod sla;
 mod assignment;
+mod automatico;
 pub(crate) mod queue;
 mod offers;
 mod outcomes;
@@ -47,6 +48,8 @@ pub(crate) use calendar::Calendar;
 pub(crate) use cases::{CaseError, HandoffConfig, Proposal, SupportAgent};
 pub(crate) use consent::OptIn;
 pub(crate) use consent::QuietHours;
+pub(crate) use automatico::port as automatic_port;
+pub use automatico::{Listed as RecurrenceListed, PassFigures};
 pub(crate) use figures::CaseFigures;
 pub(crate) use figures::percentile;
 pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
@@ -370,6 +373,8 @@ pub struct ServicesConfig {
     /// Card photos read by this, of at most so many bytes each (`[fotos]`; none: the text-only
     /// answer).
     pub photos: Option<(Arc<dyn crate::ocr::PhotoReader>, u64)>,
+    /// `[notificacoes] silencio`: notices the product sends on its own wait for the quiet hours' end.
+    pub quiet: QuietHours,
 }
 
 pub struct Services {
@@ -403,6 +408,8 @@ pub struct Services {
     pushed: std::collections::HashSet<(String, String)>,
     /// Each channel's rules (its window, native orders), declared by the channel.
     channels: ChannelBook,
+    /// When notices the product sends on its own wait (`[notificacoes] silencio`).
+    quiet: QuietHours,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -429,6 +436,7 @@ impl Services {
             pushed,
             transcriber,
             photos,
+            quiet,
         } = config;
         let mut handoff = handoff;
         // The teams' calendars, in the policy's time zone; with no teams, `[handoff]`'s hours.
@@ -457,6 +465,7 @@ impl Services {
             budgets: budgets::Budgets::new(&budgets),
             resultados,
             said: tokio::sync::broadcast::channel(64).0,
+            quiet,
         }
     }
 

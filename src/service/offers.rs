@@ -65,6 +65,7 @@ pub(super) fn resolve_pick<'m>(msg: &'m Inbound, conv: Option<&Conversation>) ->
         Offer::of(c)
             .and_then(|o| o.cartoes.get(index).cloned())
             .or_else(|| survey_pick(c, index))
+            .or_else(|| automatic_pick(c, index))
     });
     let mut resolved = msg.clone();
     resolved.text = card.unwrap_or_else(|| STALE_PICK.to_owned());
@@ -87,6 +88,16 @@ pub(super) const SCALE: [&str; 5] = [
 /// A pick from the scale's list (its index) as the score written out, while the question waits.
 fn survey_pick(conv: &Conversation, index: usize) -> Option<String> {
     (conv.state.contains_key(STATE_PESQUISA) && index < SCALE.len()).then(|| (index + 1).to_string())
+}
+
+/// The offer of an automatic recharge's options: a list's pick of one is its yes or no.
+pub(super) const AUTOMATIC_CHOICES: [&str; 2] = ["Sim, recarregar sozinho", "Não, obrigado"];
+
+/// A pick from the automatic recharge's offer as its yes or no written out, while the offer stands.
+fn automatic_pick(conv: &Conversation, index: usize) -> Option<String> {
+    let offered = conv.state.contains_key(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
+    let answer = ["sim", "não"].get(index)?;
+    offered.then(|| (*answer).to_owned())
 }
 
 /// After a turn: the offer its answer made stands until the next turn; any other turn drops the last.

@@ -329,6 +329,12 @@ impl Payments<'_> {
         };
         let ended = settled != Settled::Processing;
         self.tell(charge, text, template, ended).await?;
+        if settled == Settled::Credited
+            && let Ok(input) = recharge_of(charge)
+            && let Err(e) = self.automatic.offer(&charge.conversation_id, &input).await
+        {
+            tracing::warn!(error = %e, "the offer of an automatic recharge could not be made");
+        }
         Ok(settled)
     }
 

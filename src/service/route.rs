@@ -113,6 +113,8 @@ impl Messages<'_> {
         // A card the user writes is theirs from now on: the tools reach no other.
         vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
         let mut decision = router.route_within(text, conv, model).await;
+        // The offer of an automatic recharge stands for this one message: answered or not, it goes.
+        conv.state.remove(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
         if model == ModelUse::OverBudget && matches!(decision.route, Route::Model | Route::Plan) {
             decision.route = Route::Reply {
                 text: crate::router::over_budget_reply(),

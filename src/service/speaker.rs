@@ -46,7 +46,22 @@ impl Speaker<'_> {
         template: Option<crate::outbox::TemplateUse>,
         files: Vec<vt_actions::FileContent>,
     ) -> Result<(), crate::store::StoreError> {
-        let item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
+        self.say_at(conv, (text, template), files, None).await
+    }
+
+    /// [`Self::say_now`], sent no sooner than `due` (a notice the quiet hours hold until their end):
+    /// kept in the history at once, the outbox item due then.
+    pub(super) async fn say_at(
+        &self,
+        conv: &Conversation,
+        (text, template): (String, Option<crate::outbox::TemplateUse>),
+        files: Vec<vt_actions::FileContent>,
+        due: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), crate::store::StoreError> {
+        let mut item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
+        if let Some(due) = due {
+            item.next_attempt_at = item.next_attempt_at.max(due);
+        }
         let message = crate::llm::ChatMessage::assistant(text);
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())

@@ -773,6 +773,17 @@ pub trait RecurrenceStore: Send + Sync {
     /// Marks that the card holder was told charge `txid` failed for funds: `true` the first time.
     async fn take_funds_notice(&self, txid: &str) -> Result<bool, StoreError>;
 
+    /// The offer of an automatic recharge made in conversation `conversation_id` outside a turn: its
+    /// `state` (the offer kept for the next message), the `message` said and its `outbox` items, in
+    /// one transaction (the caller holds the conversation's lock).
+    async fn offer_automatic(
+        &self,
+        conversation_id: &str,
+        state: &serde_json::Map<String, Value>,
+        said: (&crate::llm::ChatMessage, &[NewOutboxItem]),
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
     /// How many recurrences are in each status, and charges in each status (`/metrics`).
     async fn recurrence_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>), StoreError>;
 }

@@ -53,6 +53,16 @@ pub fn novo_saldo<'a>(
     typed::<Conciliacao>(rf08)?.novo_saldo
 }
 
+/// The balance RF3 read, when the reading succeeded and the source named the card asked.
+pub fn saldo_lido<'a>(
+    mut etapas: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> Option<rust_decimal::Decimal> {
+    let (_, rf03) = etapas.find(|(e, _)| *e == "rf03_normalizar_saldo")?;
+    typed::<SaldoNormalizado>(rf03)
+        .filter(|s| s.sucesso() && !s.divergente())
+        .and_then(|s| s.saldo)
+}
+
 fn typed<T: DeserializeOwned>(v: &Value) -> Option<T> {
     crate::json::from_ref(v).ok()
 }

@@ -23,7 +23,7 @@ pub mod rf08_conciliar_recarga;
 pub mod rf09_preparar_notificacao_recarga;
 pub mod rf10_enviar_notificacao_recarga;
 
-pub use conclusao::{Conclusao, conclusao, novo_saldo};
+pub use conclusao::{Conclusao, conclusao, novo_saldo, saldo_lido};
 pub use notificacao::{DecisaoNotificacao, EnvioNotificacao, NotificacaoPayload};
 
 use crate::vt::timezone::Timezone;

@@ -92,6 +92,10 @@ pub trait RecargasAutomaticas: Send + Sync {
 /// How tools find the port in their context.
 pub type SharedRecargasAutomaticas = Arc<dyn RecargasAutomaticas>;
 
+/// Where a conversation keeps the offer of an automatic recharge it was made, for its next message:
+/// `{"cartao": "****7890"}`.
+pub const STATE_OFERTA_AUTOMATICA: &str = "oferta_automatica";
+
 /// The words that start the offer (after a receipt, with a low balance): a plain "sim" after them
 /// accepts its terms for the card they name.
 pub const OFERTA: &str = "Quer que eu recarregue sozinho o cartão";
@@ -105,11 +109,15 @@ pub fn oferta(cartao: &str, config: &AutomaticoConfig) -> String {
     )
 }
 
-/// The card an offer in `text` named (masked, `****7890`), when `text` is one.
-pub fn cartao_ofertado(text: &str) -> Option<String> {
-    let rest = &text[text.find(OFERTA)? + OFERTA.len()..];
-    let card = rest.split_whitespace().next()?;
-    (card.starts_with("****") && card.len() > 4).then(|| card.to_owned())
+/// The offer for card `masked`, where recharges can happen by themselves here and the user has none
+/// live for that card.
+pub(crate) async fn offer_for(ctx: &ActionContext, masked: &str) -> Option<String> {
+    let port = ctx.get::<SharedRecargasAutomaticas>()?;
+    if !port.config().ativo {
+        return None;
+    }
+    let mine = port.listar(ctx).await.ok()?;
+    (!mine.iter().any(|r| r.cartao == masked)).then(|| oferta(masked, port.config()))
 }
 
 #[cfg(test)]
@@ -121,8 +129,7 @@ mod tests {
         let config = AutomaticoConfig::default();
         let text = oferta("****7890", &config);
         assert!(text.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"), "{text}");
-        assert_eq!(cartao_ofertado(&text).as_deref(), Some("****7890"));
-        assert_eq!(cartao_ofertado("Recarga feita no cartão ****7890."), None);
+        assert!(text.starts_with(OFERTA) && text.contains("****7890"), "{text}");
         let t = Termos {
             gatilho: Gatilho::Dia(5),
             valor: Decimal::new(100, 0),

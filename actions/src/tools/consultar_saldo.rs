@@ -84,12 +84,20 @@ impl Action for ConsultarSaldo {
             if s.saldo_baixo { "sim" } else { "não" },
             if envio.enviado { "sim" } else { "não" },
         );
-        Ok(ResponseToUser::new(message, instruction)
+        let mut response = ResponseToUser::new(message, instruction)
             .with_state(
                 "ultimo_saldo",
                 json!({"cartao": card.masked(), "saldo": texto, "data": s.data_verificacao}),
             )
-            .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()))
-            .into())
+            .with_memory(cartao::MEMORY_CARTOES, cartao::remember(ctx, card.digits()));
+        // A low balance, where recharges can happen by themselves: the offer, for the next message.
+        if s.saldo_baixo
+            && let Some(offer) = super::automatica::offer_for(ctx, &card.masked()).await
+        {
+            response = response
+                .then(offer)
+                .with_state(super::automatica::STATE_OFERTA_AUTOMATICA, json!({"cartao": card.masked()}));
+        }
+        Ok(response.into())
     }
 }

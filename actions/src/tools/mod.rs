@@ -43,7 +43,8 @@ pub use pix::{
 pub use preparar_recarga::PrepararRecarga;
 pub use recarga_automatica::{Acao, RecargaAutomatica};
 pub use automatica::{
-    Autorizacao, Gatilho, RecargasAutomaticas, Resumo, SharedRecargasAutomaticas, Termos,
+    Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
+    SharedRecargasAutomaticas, Termos, oferta,
 };
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;

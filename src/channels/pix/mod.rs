@@ -15,14 +15,20 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::post;
-use vt_actions::pix::PspSimulado;
 use vt_actions::pix::api::AvisoWebhook;
+use vt_actions::pix::automatico::{AvisoCobR, AvisoRec};
+use vt_actions::pix::{AvisoAutomatico, PspSimulado};
 
 use super::{Channel, Wiring};
 use crate::service::Services;
 
 /// Where the provider's notices arrive.
 pub(crate) const WEBHOOK_PATH: &str = "/channels/pix/webhook/pix";
+/// Where Pix Automático's notices of recurrences arrive (`/webhookrec` registered as
+/// `…/channels/pix/webhook`).
+pub(crate) const REC_PATH: &str = "/channels/pix/webhook/rec";
+/// Where Pix Automático's notices of recurring charges arrive (`/webhookcobr`, the same URL).
+pub(crate) const COBR_PATH: &str = "/channels/pix/webhook/cobr";
 /// A notice names a few payments; anything bigger is not one.
 const BODY_LIMIT: usize = 256 * 1024;
 /// At most this many charges read back per notice.
@@ -54,6 +60,15 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
     channel
         .jobs
         .push(Box::new(move |stop| Box::pin(sweep(sweeper, sweep_every, stop))));
+    if wiring.service.automatic().active() {
+        let (rec, cobr) = (wiring.service.clone(), wiring.service.clone());
+        let limit = DefaultBodyLimit::max(BODY_LIMIT);
+        channel.routes.push((REC_PATH, post(rec_webhook).with_state(rec).layer(limit)));
+        channel.routes.push((COBR_PATH, post(cobr_webhook).with_state(cobr).layer(limit)));
+        channel.notices.push(format!(
+            "Pix Automático: avisos de recorrências em {REC_PATH} e de cobranças em {COBR_PATH} (registre /webhookrec e /webhookcobr sem o final)"
+        ));
+    }
     if let Some(psp) = simulated {
         let (listener, notices) = (wiring.service.clone(), psp.notices());
         channel
@@ -62,6 +77,15 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
         channel
             .routes
             .push((vt_actions::pix::PAY_PATH, psp.payer_route()));
+        if wiring.service.automatic().active() {
+            let (listener, notices) = (wiring.service.clone(), psp.notices_automatico());
+            channel
+                .jobs
+                .push(Box::new(move |stop| Box::pin(listen_automatic(listener, notices, stop))));
+            for (path, route) in psp.bank_routes() {
+                channel.routes.push((path, route));
+            }
+        }
         channel.notices.push(format!(
             "Pix: o simulador embutido é o provedor; POST {} paga um código",
             vt_actions::pix::PAY_PATH
@@ -122,6 +146,73 @@ pub(super) async fn sweep(
     // A stop waits for the pass under way, never cuts a credit short.
     crate::periodic::every(every, stop, async move || {
         service.payments().sweep().await;
+        let figures = service.automatic().pass().await;
+        if figures != crate::service::PassFigures::default() {
+            tracing::info!(?figures, "automatic recharges moved");
+        }
     })
     .await;
+}
+
+/// Recurrences a notice names, each read back from the provider in a task the service tracks;
+/// answers at once. A body that is not a notice is refused.
+async fn rec_webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
+    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoRec>(&body) else {
+        tracing::warn!("a Pix Automático notice that is not the API Pix's was refused");
+        return StatusCode::BAD_REQUEST;
+    };
+    read_back_all(&service, AvisoAutomatico::Rec(aviso));
+    StatusCode::OK
+}
+
+/// Recurring charges a notice names, each read back in a task the service tracks.
+async fn cobr_webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
+    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoCobR>(&body) else {
+        tracing::warn!("a Pix Automático notice that is not the API Pix's was refused");
+        return StatusCode::BAD_REQUEST;
+    };
+    read_back_all(&service, AvisoAutomatico::CobR(aviso));
+    StatusCode::OK
+}
+
+/// What `aviso` names (each once, at most [`MAX_TXIDS`]), read back in tasks the service tracks.
+fn read_back_all(service: &Arc<Services>, aviso: AvisoAutomatico) {
+    let (recs, cobrs): (BTreeSet<String>, BTreeSet<String>) = match aviso {
+        AvisoAutomatico::Rec(a) => (a.recs.into_iter().map(|r| r.id_rec).collect(), BTreeSet::new()),
+        AvisoAutomatico::CobR(a) => (BTreeSet::new(), a.cobsr.into_iter().filter_map(|c| c.txid).collect()),
+    };
+    for id_rec in recs.into_iter().take(MAX_TXIDS) {
+        let task = service.clone();
+        service.messages().spawn(async move {
+            if let Err(e) = task.automatic().rec_notice(&id_rec).await {
+                tracing::error!(error = %e, "a recurrence notice could not be read back; the next pass reads it again");
+            }
+        });
+    }
+    for txid in cobrs.into_iter().take(MAX_TXIDS) {
+        let task = service.clone();
+        service.messages().spawn(async move {
+            if let Err(e) = task.automatic().cobr_notice(&txid).await {
+                tracing::error!(error = %e, "a recurring charge notice could not be read back; the next pass reads it again");
+            }
+        });
+    }
+}
+
+/// The embedded simulator's Pix Automático notices, taken as the webhooks' until `stop`.
+async fn listen_automatic(
+    service: Arc<Services>,
+    mut notices: tokio::sync::mpsc::UnboundedReceiver<AvisoAutomatico>,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) {
+    let mut stop = stop;
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            aviso = notices.recv() => match aviso {
+                Some(aviso) => read_back_all(&service, aviso),
+                None => return,
+            },
+        }
+    }
 }

@@ -240,6 +240,33 @@ impl<S: Sql> RecurrenceStore for S {
         Ok(self.write(s).await? == 1)
     }
 
+    async fn offer_automatic(
+        &self,
+        conversation_id: &str,
+        state: &serde_json::Map<String, serde_json::Value>,
+        (message, outbox): (&crate::llm::ChatMessage, &[crate::store::NewOutboxItem]),
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut statements = vec![
+            Stmt::new("UPDATE conversations SET state = $1 WHERE id = $2")
+                .sealed(state)?
+                .bind(conversation_id),
+            Stmt::new(
+                "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
+                 VALUES ($1, NULL, $2, $3, $4, $5)",
+            )
+            .bind(conversation_id)
+            .bind(crate::store::role(message))
+            .sealed(message)?
+            .bind(at)
+            .bind(crate::store::search_text(message)),
+        ];
+        for item in outbox {
+            statements.push(super::outbox::insert(item, at)?);
+        }
+        self.write_all(statements).await
+    }
+
     async fn recurrence_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>), StoreError> {
         let count = |r: &S::Row| -> Result<(String, i64), StoreError> { Ok((r.value("status")?, r.value("n")?)) };
         let recs = self

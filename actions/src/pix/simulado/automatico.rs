@@ -64,10 +64,18 @@ impl PspSimulado {
 
     /// The simulator's own routes: a payer authorising or cancelling a recurrence in their bank.
     pub fn bank_router(&self) -> Router {
-        Router::new()
-            .route(AUTHORISE_PATH, post(autorizar_http))
-            .route(CANCEL_PATH, post(cancelar_pagador_http))
-            .with_state(self.clone())
+        self.bank_routes()
+            .into_iter()
+            .fold(Router::new(), |router, (path, route)| router.route(path, route))
+    }
+
+    /// [`Self::bank_router`]'s routes, for a server of the product's own (`serve` with the embedded
+    /// simulator).
+    pub fn bank_routes(&self) -> Vec<(&'static str, axum::routing::MethodRouter)> {
+        vec![
+            (AUTHORISE_PATH, post(autorizar_http).with_state(self.clone())),
+            (CANCEL_PATH, post(cancelar_pagador_http).with_state(self.clone())),
+        ]
     }
 
     /// Every Pix Automático notice from now on (the embedded simulator has no URL to register).

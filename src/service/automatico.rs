@@ -1,0 +1,970 @@
+//! Recharges that happen by themselves (issue "Step 29"), paid by Pix Automático: the card holder
+//! authorises a recurrence once in their bank app, and each charge is then debited on its date
+//! without a new approval, announced beforehand, cancellable until the day before.
+//!
+//! - **Authorise** ([`port`], the tool's side): `/locrec`, then `/rec` with our id as its contract and
+//!   the card masked as its object; the authorisation code checked before it is shown. The recurrence
+//!   is the card holder's only once the provider, read back, says `APROVADA` — a notice only names it.
+//! - **Charge** ([`Automatic::pass`], every sweep): a date recurrence's charge is created
+//!   `[pix.automatico] antecedencia_dias` before its day; a threshold's balance is read once a local
+//!   day (RF1–RF3, no notice sent) and, below it, a charge is created for two days later (the soonest
+//!   the arrangement allows). A charge is put on record before the provider hears of it, under the
+//!   unique (tenant, card, cycle), and its txid comes from the recurrence and the cycle: of two
+//!   instances, a rerun or a retry, one charge per cycle and card. Whoever moves it to `agendada`
+//!   tells the card holder the debit's date.
+//! - **Credit**: a charge read back as debited is claimed once, then recharged (RF6–RF10) with the
+//!   payment's endToEndId as token under its own key (`pixauto-<endToEndId>`); a credit a kill cut is
+//!   resumed under the same key, which the recharge system answers as a replay. The one that moves
+//!   the charge on speaks.
+//! - **Fail**: an attempt without funds is retried by the provider's rules (`PERMITE_3R_7D`: the day
+//!   after, up to three times within seven days of the date), the card holder told once.
+//! - **Control**: listed and cancelled in the chat (`PATCH /rec`), or cancelled in the bank (the
+//!   notice, read back). Every notice keeps the quiet hours; the channel keeps consent and its window.
+
+use std::sync::Arc;
+
+use chrono::{Datelike as _, Duration, NaiveDate};
+use rust_decimal::Decimal;
+use vt_actions::pix::automatico::{
+    ANTECEDENCIA, CalendarioCobR, CalendarioRec, CobR, CobRPedido, CobRStatus, Devedor, Periodicidade,
+    PoliticaRetentativa, RETENTATIVAS, RecPedido, RecStatus, ValorRec, Vinculo, txid_ciclo,
+};
+use vt_actions::pix::{BrCode, PixError};
+use vt_actions::tools::{Autorizacao, Gatilho, RecargasAutomaticas, Resumo, Termos};
+use vt_actions::vt::{FlowInput, MeioPagamento, PaymentToken, Recarga, mask_card};
+use vt_actions::{ActionContext, ActionError};
+
+use super::jobs::Automatic;
+use super::payments::PixSetup;
+use super::{FlowOptions, ServiceError};
+use crate::flow::FlowStatus;
+use crate::store::{
+    Recurrence, RecurrenceKind, RecurrenceStatus, RecurrenceStore, RecurringCharge, RecurringChargeStatus,
+    StoreError,
+};
+
+/// How many of each kind one pass reads.
+const PASS_BATCH: i64 = 500;
+
+/// Why an automatic recharge's step did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum AutoError {
+    #[error("Pix Automático não está configurado")]
+    NotConfigured,
+    #[error(transparent)]
+    Provider(#[from] PixError),
+    #[error("o código de autorização do provedor não confere: {0}")]
+    Code(#[from] vt_actions::pix::BrCodeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Flow(#[from] ServiceError),
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+/// What one pass did (a `serve` log line, the tests' figures).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassFigures {
+    /// Recurrences whose status moved (approved, ended).
+    pub recurrences: usize,
+    /// Charges created at the provider.
+    pub scheduled: usize,
+    /// Debits credited (receipt sent).
+    pub credited: usize,
+    /// Retries asked of the provider.
+    pub retried: usize,
+}
+
+impl Automatic<'_> {
+    fn setup(&self) -> Result<&PixSetup, AutoError> {
+        self.pix
+            .filter(|p| p.config.automatico.ativo)
+            .ok_or(AutoError::NotConfigured)
+    }
+
+    /// Whether recharges happen by themselves here (`[pix.automatico] ativo`, a provider).
+    pub(crate) fn active(self) -> bool {
+        self.setup().is_ok()
+    }
+
+    /// Recurrence `id_rec`, named by a notice (a hint), read back from the provider and its status
+    /// taken: approved → it charges (an older one of the same card ends); ended in the bank → no
+    /// more charges. A recurrence this product never created is not even read.
+    pub async fn rec_notice(self, id_rec: &str) -> Result<bool, AutoError> {
+        let Some(rec) = self.store.recurrence_by_rec(id_rec).await? else {
+            tracing::warn!("a Pix Automático notice for a recurrence not on record was ignored");
+            return Ok(false);
+        };
+        self.read_back(&rec).await
+    }
+
+    /// Charge `txid`, named by a notice (a hint), read back and settled.
+    pub async fn cobr_notice(self, txid: &str) -> Result<bool, AutoError> {
+        let Some(charge) = self.store.recurring_charge(txid).await? else {
+            tracing::warn!("a Pix Automático notice for a charge not on record was ignored");
+            return Ok(false);
+        };
+        self.settle(&charge).await
+    }
+
+    /// One pass over everything that may move: recurrences waiting for authorisation read back,
+    /// each approved one's cycle looked at (a charge created when due), charges not yet confirmed
+    /// created again under their txid, scheduled ones read back, debits a stop left uncredited
+    /// credited again under their key.
+    pub async fn pass(self) -> PassFigures {
+        let mut figures = PassFigures::default();
+        if !self.active() {
+            return figures;
+        }
+        for rec in self.listed(RecurrenceStatus::Criada).await {
+            figures.recurrences += usize::from(self.logged(self.read_back(&rec).await, "read back"));
+        }
+        for rec in self.listed(RecurrenceStatus::Aprovada).await {
+            figures.scheduled += usize::from(self.logged(self.cycle(&rec).await, "cycle"));
+        }
+        for charge in self.charges(RecurringChargeStatus::Nova).await {
+            figures.scheduled += usize::from(self.logged(self.create_at_provider(&charge).await, "create"));
+        }
+        for charge in self.charges(RecurringChargeStatus::Agendada).await {
+            let before = charge.retries;
+            let moved = self.logged(self.settle(&charge).await, "settle");
+            figures.credited += usize::from(moved);
+            if let Ok(Some(now)) = self.store.recurring_charge(&charge.txid).await {
+                figures.retried += usize::try_from(now.retries - before).unwrap_or(0);
+            }
+        }
+        let resume_after = Duration::seconds(i64::from(
+            self.pix.map_or(120, |p| p.config.retomar_credito_segundos),
+        ));
+        let now = self.engine.now();
+        for charge in self.charges(RecurringChargeStatus::Paga).await {
+            let stuck = charge.paid_at.is_some_and(|at| now - at >= resume_after);
+            if let (true, Some(e2e)) = (stuck, charge.end_to_end_id.clone()) {
+                figures.credited += usize::from(self.logged(self.credit(&charge, &e2e).await, "resume"));
+            }
+        }
+        figures
+    }
+
+    fn logged(self, outcome: Result<bool, AutoError>, what: &str) -> bool {
+        outcome.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, step = what, "an automatic recharge step failed; the next pass tries again");
+            false
+        })
+    }
+
+    async fn listed(self, status: RecurrenceStatus) -> Vec<Recurrence> {
+        self.store
+            .recurrences_in(status, PASS_BATCH)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "recurrences could not be read");
+                Vec::new()
+            })
+    }
+
+    async fn charges(self, status: RecurringChargeStatus) -> Vec<RecurringCharge> {
+        self.store
+            .recurring_charges_in(status, PASS_BATCH)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "recurring charges could not be read");
+                Vec::new()
+            })
+    }
+
+    /// Recurrence `rec` as the provider has it now, its status taken once.
+    async fn read_back(self, rec: &Recurrence) -> Result<bool, AutoError> {
+        let setup = self.setup()?;
+        let Some(id_rec) = rec.id_rec.as_deref() else {
+            return Ok(false);
+        };
+        let read = setup.psp.rec(id_rec).await?;
+        let now = self.engine.now();
+        let live = [RecurrenceStatus::Criada, RecurrenceStatus::Aprovada];
+        let (to, from): (RecurrenceStatus, &[RecurrenceStatus]) = match read.status {
+            RecStatus::Criada => return Ok(false),
+            RecStatus::Aprovada => (RecurrenceStatus::Aprovada, &live[..1]),
+            RecStatus::Rejeitada => (RecurrenceStatus::Rejeitada, &live),
+            RecStatus::Expirada => (RecurrenceStatus::Expirada, &live),
+            RecStatus::Cancelada => (RecurrenceStatus::Cancelada, &live),
+        };
+        if !self.store.move_recurrence(&rec.id, from, to, now).await? {
+            return Ok(false);
+        }
+        let text = match to {
+            RecurrenceStatus::Aprovada => {
+                self.replace_older(rec).await?;
+                self.store.note_recurrence(&rec.id, "autorizada no banco").await?;
+                textos::ativada(rec)
+            }
+            RecurrenceStatus::Cancelada => {
+                self.store.note_recurrence(&rec.id, "cancelada no banco").await?;
+                self.cancel_open_charges(rec).await?;
+                textos::cancelada_no_banco(rec)
+            }
+            _ => {
+                self.store.note_recurrence(&rec.id, "não autorizada").await?;
+                textos::nao_autorizada(rec)
+            }
+        };
+        self.tell(rec, text).await?;
+        Ok(true)
+    }
+
+    /// Once `rec` is approved, the card's older live recurrences end (a change of terms is a new
+    /// authorisation): cancelled at the provider, then on record.
+    async fn replace_older(self, rec: &Recurrence) -> Result<(), AutoError> {
+        let setup = self.setup()?;
+        let mine = self.store.user_recurrences(&rec.tenant_id, &rec.user_id).await?;
+        for old in mine
+            .iter()
+            .filter(|o| o.id != rec.id && o.card_index == rec.card_index && o.status.live())
+        {
+            if let Some(id_rec) = old.id_rec.as_deref() {
+                setup.psp.cancelar_rec(id_rec).await?;
+            }
+            let from = [RecurrenceStatus::Criada, RecurrenceStatus::Aprovada];
+            let now = self.engine.now();
+            if self.store.move_recurrence(&old.id, &from, RecurrenceStatus::Cancelada, now).await? {
+                self.store.note_recurrence(&old.id, "substituída por uma nova autorização").await?;
+                self.cancel_open_charges(old).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The charges of `rec` not yet debited, cancelled on record (the provider cancelled them with
+    /// the recurrence; one it did not is cancelled there too, while it can be).
+    async fn cancel_open_charges(self, rec: &Recurrence) -> Result<(), AutoError> {
+        let setup = self.setup()?;
+        for charge in self.store.charges_of_recurrence(&rec.id).await? {
+            if !matches!(charge.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada) {
+                continue;
+            }
+            match setup.psp.cobr(&charge.txid).await {
+                Ok(c) if matches!(c.status, CobRStatus::Criada | CobRStatus::Ativa) => {
+                    if let Err(e) = setup.psp.cancelar_cobr(&charge.txid).await {
+                        // Too late to cancel (its first attempt is today): the pass settles it.
+                        tracing::warn!(error = %e, "a recurring charge could not be cancelled");
+                        continue;
+                    }
+                }
+                Ok(c) if c.status != CobRStatus::Cancelada => continue,
+                _ => {}
+            }
+            self.store
+                .move_recurring_charge(&charge.txid, charge.status, RecurringChargeStatus::Cancelada)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// An approved recurrence's cycle: a charge put on record and created at the provider when one
+    /// is due (a date's, `antecedencia_dias` ahead; a threshold's, after the day's reading is below it).
+    async fn cycle(self, rec: &Recurrence) -> Result<bool, AutoError> {
+        let setup = self.setup()?;
+        let tz = self.tz(rec);
+        let today = tz.local(self.engine.now()).date_naive();
+        let periodicidade = Periodicidade::parse(&rec.periodicidade).unwrap_or(Periodicidade::Mensal);
+        let due = match rec.kind {
+            RecurrenceKind::Dia(day) => {
+                let due = next_day_of_month(today + Duration::days(ANTECEDENCIA.0), day);
+                let ahead = i64::from(setup.config.automatico.antecedencia_dias).max(ANTECEDENCIA.0);
+                if (due - today).num_days() > ahead {
+                    return Ok(false);
+                }
+                due
+            }
+            RecurrenceKind::Limite(limite) => {
+                let due = today + Duration::days(ANTECEDENCIA.0);
+                if self.cycle_taken(rec, &periodicidade.cycle(due)).await? {
+                    return Ok(false);
+                }
+                if !self.store.take_daily_check(&rec.id, &today.to_string()).await? {
+                    return Ok(false);
+                }
+                match self.balance(rec).await? {
+                    Some(saldo) if saldo < limite => {
+                        self.store
+                            .note_recurrence(&rec.id, &format!("saldo {} abaixo do limite", textos::brl(saldo)))
+                            .await?;
+                    }
+                    Some(_) => return Ok(false),
+                    None => {
+                        self.store.note_recurrence(&rec.id, "saldo não lido; nova leitura amanhã").await?;
+                        return Ok(false);
+                    }
+                }
+                due
+            }
+        };
+        let Some(id_rec) = rec.id_rec.as_deref() else {
+            return Ok(false);
+        };
+        let cycle = periodicidade.cycle(due);
+        let charge = RecurringCharge {
+            txid: txid_ciclo(id_rec, &cycle),
+            recurrence_id: rec.id.clone(),
+            tenant_id: rec.tenant_id.clone(),
+            card_index: rec.card_index.clone(),
+            cycle,
+            due_on: due.to_string(),
+            amount: rec.amount,
+            status: RecurringChargeStatus::Nova,
+            retries: 0,
+            funds_told: false,
+            end_to_end_id: None,
+            paid_at: None,
+            created_at: self.engine.now(),
+        };
+        if !self.store.open_recurring_charge(&charge).await? {
+            return Ok(false);
+        }
+        self.create_at_provider(&charge).await
+    }
+
+    /// Whether the card already has a charge (not failed or cancelled) in `cycle`.
+    async fn cycle_taken(self, rec: &Recurrence, cycle: &str) -> Result<bool, AutoError> {
+        let charges = self.store.charges_of_recurrence(&rec.id).await?;
+        Ok(charges.iter().any(|c| {
+            c.cycle == cycle
+                && !matches!(c.status, RecurringChargeStatus::Cancelada | RecurringChargeStatus::Falhou)
+        }))
+    }
+
+    /// The card's balance now (RF1–RF3 through the flow, on record as a run; no notice: the
+    /// recharge is the answer to a low balance). `None`: the systems did not say.
+    async fn balance(self, rec: &Recurrence) -> Result<Option<Decimal>, AutoError> {
+        let mut input = request_of(rec)?;
+        input.recarga = None;
+        input.politicas.limite_saldo_baixo = Decimal::ZERO;
+        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
+        Ok(vt_actions::stages::saldo_lido(etapas))
+    }
+
+    /// Charge `charge` (`nova`) created at the provider under its txid (the same charge however many
+    /// times this runs); the one that moves it to `agendada` tells the card holder its date.
+    async fn create_at_provider(self, charge: &RecurringCharge) -> Result<bool, AutoError> {
+        let setup = self.setup()?;
+        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+            return Err(AutoError::Invalid("a recorrência da cobrança não existe"));
+        };
+        let Some(id_rec) = rec.id_rec.clone() else {
+            return Err(AutoError::Invalid("a recorrência não foi criada no provedor"));
+        };
+        let pedido = CobRPedido {
+            id_rec,
+            info_adicional: Some(format!("Recarga de vale-transporte {}", rec.card_masked)),
+            calendario: CalendarioCobR {
+                criacao: None,
+                data_de_vencimento: charge.due_on.clone(),
+            },
+            valor: vt_actions::pix::api::ValorOriginal {
+                original: charge.amount,
+            },
+            ajuste_dia_util: false,
+        };
+        match setup.psp.criar_cobr(&charge.txid, &pedido).await {
+            Ok(_) => {}
+            Err(PixError::Refused { status, title }) if status < 500 => {
+                // Refused for good (the recurrence ended, the date out of the window): no charge.
+                tracing::warn!(status, title = %title, "the provider refused a recurring charge");
+                self.store
+                    .move_recurring_charge(&charge.txid, RecurringChargeStatus::Nova, RecurringChargeStatus::Falhou)
+                    .await?;
+                self.store.note_recurrence(&rec.id, "cobrança recusada pelo provedor").await?;
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if !self
+            .store
+            .move_recurring_charge(&charge.txid, RecurringChargeStatus::Nova, RecurringChargeStatus::Agendada)
+            .await?
+        {
+            return Ok(false);
+        }
+        let due = date(&charge.due_on)?;
+        self.store
+            .note_recurrence(&rec.id, &format!("cobrança agendada para {}", due.format("%d/%m/%Y")))
+            .await?;
+        self.tell(&rec, textos::agendada(&rec, charge.amount, due)).await?;
+        Ok(true)
+    }
+
+    /// Charge `charge` (`agendada`) read back: debited → claimed once and credited; an attempt failed
+    /// for funds → a retry asked by the provider's rules, the card holder told once; expired,
+    /// rejected or cancelled → on record.
+    async fn settle(self, charge: &RecurringCharge) -> Result<bool, AutoError> {
+        let setup = self.setup()?;
+        if charge.status != RecurringChargeStatus::Agendada {
+            return Ok(false);
+        }
+        let read = setup.psp.cobr(&charge.txid).await?;
+        if let Some((e2e, valor)) = read.paga() {
+            if valor != charge.amount {
+                return Err(AutoError::Invalid("o valor debitado não é o da cobrança"));
+            }
+            let now = self.engine.now();
+            if !self.store.claim_recurring_payment(&charge.txid, e2e, now).await? {
+                return Ok(false);
+            }
+            return self.credit(charge, e2e).await;
+        }
+        let ended = match read.status {
+            CobRStatus::Expirada | CobRStatus::Rejeitada => Some(RecurringChargeStatus::Falhou),
+            CobRStatus::Cancelada => Some(RecurringChargeStatus::Cancelada),
+            _ => None,
+        };
+        if let Some(to) = ended {
+            let moved = self
+                .store
+                .move_recurring_charge(&charge.txid, RecurringChargeStatus::Agendada, to)
+                .await?;
+            if moved {
+                let outcome = match to {
+                    RecurringChargeStatus::Cancelada => "cobrança cancelada",
+                    _ => "cobrança não debitada",
+                };
+                self.store.note_recurrence(&charge.recurrence_id, outcome).await?;
+            }
+            return Ok(moved);
+        }
+        if read.falhas() > 0 && read.pendente().is_none() {
+            return self.retry(charge, &read).await;
+        }
+        Ok(false)
+    }
+
+    /// A charge whose attempt failed (no funds), tried again the next day while the policy allows:
+    /// the retry counted once (of two instances one asks), the card holder told once.
+    async fn retry(self, charge: &RecurringCharge, read: &CobR) -> Result<bool, AutoError> {
+        let setup = self.setup()?;
+        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+            return Ok(false);
+        };
+        let today = self.tz(&rec).local(self.engine.now()).date_naive();
+        let due = date(&charge.due_on)?;
+        let on = today + Duration::days(1);
+        let allowed = read.politica_retentativa == Some(PoliticaRetentativa::Permite3r7d)
+            && charge.retries < i64::from(RETENTATIVAS.0)
+            && on <= due + Duration::days(RETENTATIVAS.1);
+        if !allowed || !self.store.count_retry(&charge.txid, charge.retries).await? {
+            return Ok(false);
+        }
+        if let Err(e) = setup.psp.retentativa(&charge.txid, &on.to_string()).await {
+            tracing::warn!(error = %e, "a retry of a recurring charge was refused");
+            return Ok(false);
+        }
+        self.store
+            .note_recurrence(&rec.id, &format!("sem saldo na conta; nova tentativa em {}", on.format("%d/%m/%Y")))
+            .await?;
+        if self.store.take_funds_notice(&charge.txid).await? {
+            self.tell(&rec, textos::sem_saldo(&rec, charge.amount, on)).await?;
+        }
+        Ok(true)
+    }
+
+    /// The debited recharge sent (RF6–RF10), with the payment as its token, under the payment's own
+    /// key; the one that moves the charge on sends the receipt.
+    async fn credit(self, charge: &RecurringCharge, e2e: &str) -> Result<bool, AutoError> {
+        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+            return Err(AutoError::Invalid("a recorrência da cobrança não existe"));
+        };
+        let mut input = request_of(&rec)?;
+        input.recarga = Some(Recarga {
+            valor: Some(charge.amount),
+            moeda: Some("BRL".into()),
+            meio_pagamento: MeioPagamento {
+                tipo: "pix".into(),
+                token: Some(PaymentToken::new(e2e)),
+            },
+            idempotency_key: None,
+        });
+        let input = input
+            .with_request_key(&format!("pixauto-{e2e}"))
+            .map_err(|_| AutoError::Invalid("chave da recarga inválida"))?;
+        let tz = input.politicas.timezone.clone();
+        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        let (to, text) = match ran.output.status {
+            FlowStatus::Concluido => {
+                let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
+                let novo = vt_actions::stages::novo_saldo(etapas);
+                let paid = charge.paid_at.unwrap_or_else(|| self.engine.now());
+                (
+                    RecurringChargeStatus::Creditada,
+                    textos::comprovante(&rec, charge.amount, novo, paid, e2e, &tz),
+                )
+            }
+            // Its late outcome is the recharge follow-up's, which tells the holder.
+            FlowStatus::Pendente => (
+                RecurringChargeStatus::Enviada,
+                textos::em_processamento(&rec, charge.amount),
+            ),
+            FlowStatus::Falhou => (RecurringChargeStatus::Devolvida, String::new()),
+        };
+        if to == RecurringChargeStatus::Devolvida {
+            // Debited and not credited: the money goes back, once (the refund's id is the payment's).
+            let setup = self.setup()?;
+            setup
+                .psp
+                .devolver(e2e, &vt_actions::pix::refund_id(e2e), charge.amount)
+                .await?;
+        }
+        if !self
+            .store
+            .move_recurring_charge(&charge.txid, RecurringChargeStatus::Paga, to)
+            .await?
+        {
+            return Ok(false);
+        }
+        let (outcome, text) = match to {
+            RecurringChargeStatus::Creditada => ("recarga feita", text),
+            RecurringChargeStatus::Enviada => ("recarga em processamento", text),
+            _ => ("recarga não creditada; Pix devolvido", textos::devolvida(&rec, charge.amount)),
+        };
+        self.store.note_recurrence(&rec.id, outcome).await?;
+        self.tell(&rec, text).await?;
+        Ok(to == RecurringChargeStatus::Creditada)
+    }
+
+    /// `text` to the card holder in `rec`'s conversation, held until the quiet hours end.
+    async fn tell(self, rec: &Recurrence, text: String) -> Result<(), AutoError> {
+        let Some(conv) = self.store.conversation(&rec.conversation_id).await? else {
+            return Err(AutoError::Invalid("a conversa da recorrência não existe"));
+        };
+        let due = self.quiet.release(self.engine.now(), &self.tz(rec));
+        self.speaker
+            .say_at(&conv, (text, None), Vec::new(), Some(due))
+            .await?;
+        Ok(())
+    }
+
+    fn tz(self, rec: &Recurrence) -> vt_actions::vt::timezone::Timezone {
+        request_of(rec).map_or_else(|_| super::policy_timezone(self.engine), |i| i.politicas.timezone)
+    }
+
+    /// After a recharge of `input`'s card in conversation `conversation_id` (a receipt said): the
+    /// offer of an automatic recharge on the operator's terms, kept for the card holder's next
+    /// message (a yes creates it), with its two options as a list where the channel shows one. Not
+    /// made when off, or when the card has one already.
+    pub async fn offer(self, conversation_id: &str, input: &FlowInput) -> Result<bool, AutoError> {
+        let Ok(setup) = self.setup() else {
+            return Ok(false);
+        };
+        let Some(conv) = self.store.conversation(conversation_id).await? else {
+            return Ok(false);
+        };
+        let index = crate::store::seal::card_index(&input.cartao);
+        let mine = self.store.user_recurrences(&conv.tenant_id, &conv.user_id).await?;
+        if mine.iter().any(|r| r.status.live() && r.card_index == index) {
+            return Ok(false);
+        }
+        let masked = mask_card(&input.cartao);
+        let text = vt_actions::tools::oferta(&masked, &setup.config.automatico);
+        let lock = self.store.lock_conversation(conversation_id).await?;
+        let offered = async {
+            let Some(mut conv) = self.store.conversation(conversation_id).await? else {
+                return Ok(false);
+            };
+            conv.state.insert(
+                vt_actions::tools::STATE_OFERTA_AUTOMATICA.into(),
+                serde_json::json!({"cartao": masked}),
+            );
+            let choices = super::offers::AUTOMATIC_CHOICES.iter().map(|c| (*c).to_owned()).collect();
+            let mut item = self.speaker.late_reply(&conv, text.clone(), None, (Vec::new(), choices));
+            let now = self.engine.now();
+            item.next_attempt_at = item.next_attempt_at.max(self.quiet.release(now, &input.politicas.timezone));
+            let message = crate::llm::ChatMessage::assistant(text.clone());
+            self.store
+                .offer_automatic(&conv.id, &conv.state, (&message, &[item]), now)
+                .await?;
+            self.speaker.tell_listeners(&conv.id, &message);
+            Ok::<_, AutoError>(true)
+        }
+        .await;
+        lock.release().await;
+        offered
+    }
+
+    /// Every recurrence (of `tenant` when given), newest first: `vt-agent recorrencias`, the console.
+    pub async fn listing(self, tenant: Option<&str>, limit: i64) -> Result<Vec<Listed>, AutoError> {
+        let mut listed = Vec::new();
+        for rec in self.store.all_recurrences(tenant, limit).await? {
+            let charges = self.store.charges_of_recurrence(&rec.id).await?;
+            let next = charges
+                .iter()
+                .rev()
+                .find(|c| matches!(c.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada))
+                .map(|c| c.due_on.clone());
+            listed.push(Listed {
+                termos: textos::termos(&rec),
+                proxima: next,
+                recurrence: rec,
+            });
+        }
+        Ok(listed)
+    }
+}
+
+/// A recurrence as the operator lists it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub recurrence: Recurrence,
+    /// "BRL 50,00 sempre que o saldo ficar abaixo de BRL 20,00".
+    pub termos: String,
+    /// `YYYY-MM-DD` of the next debit, when one is scheduled.
+    pub proxima: Option<String>,
+}
+
+fn date(text: &str) -> Result<NaiveDate, AutoError> {
+    NaiveDate::parse_from_str(text, "%Y-%m-%d").map_err(|_| AutoError::Invalid("data de cobrança inválida"))
+}
+
+/// The first `day` of a month on or after `from` (a month without it: its last day).
+fn next_day_of_month(from: NaiveDate, day: u32) -> NaiveDate {
+    let in_month = |y: i32, m: u32| {
+        (1..=day)
+            .rev()
+            .find_map(|d| NaiveDate::from_ymd_opt(y, m, d))
+            .unwrap_or(from)
+    };
+    let this = in_month(from.year(), from.month());
+    if this >= from {
+        return this;
+    }
+    let (y, m) = if from.month() == 12 {
+        (from.year() + 1, 1)
+    } else {
+        (from.year(), from.month() + 1)
+    };
+    in_month(y, m)
+}
+
+/// The recharge a recurrence sends, opened.
+fn request_of(rec: &Recurrence) -> Result<FlowInput, AutoError> {
+    vt_actions::json::from_ref(&rec.request).map_err(|_| AutoError::Invalid("recarga da recorrência ilegível"))
+}
+
+/// The port the chat's `recarga_automatica` tool works through, for the engine's extensions (on when
+/// `[pix.automatico] ativo`).
+pub fn port(store: Arc<dyn RecurrenceStore>, setup: PixSetup) -> vt_actions::tools::SharedRecargasAutomaticas {
+    Arc::new(AutoPort { store, setup })
+}
+
+struct AutoPort {
+    store: Arc<dyn RecurrenceStore>,
+    setup: PixSetup,
+}
+
+#[async_trait::async_trait]
+impl RecargasAutomaticas for AutoPort {
+    fn config(&self) -> &vt_actions::pix::automatico::AutomaticoConfig {
+        &self.setup.config.automatico
+    }
+
+    async fn autorizar(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        termos: Termos,
+    ) -> Result<Autorizacao, ActionError> {
+        self.authorise(ctx, input, termos)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível criar a recarga automática no banco agora", e.to_string()))
+    }
+
+    async fn listar(&self, ctx: &ActionContext) -> Result<Vec<Resumo>, ActionError> {
+        let tenant = tenant_of(ctx);
+        let mine = self
+            .store
+            .user_recurrences(&tenant, &ctx.user_id)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível ler suas recargas automáticas", e.to_string()))?;
+        let mut listed = Vec::new();
+        for rec in mine.iter().filter(|r| r.status.live()) {
+            let charges = self.store.charges_of_recurrence(&rec.id).await.unwrap_or_default();
+            listed.push(resumo(rec, &charges));
+        }
+        Ok(listed)
+    }
+
+    async fn cancelar(&self, ctx: &ActionContext, cartao: Option<&str>) -> Result<Vec<Resumo>, ActionError> {
+        self.cancel(ctx, cartao)
+            .await
+            .map_err(|e| ActionError::failed("não foi possível cancelar a recarga automática agora", e.to_string()))
+    }
+}
+
+/// The tenant of the calling turn's recharges (`[vt] tenant_id`, as the tools' settings say).
+fn tenant_of(ctx: &ActionContext) -> String {
+    vt_actions::tools::VtSettings::of(ctx).tenant_id
+}
+
+impl AutoPort {
+    async fn authorise(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        termos: Termos,
+    ) -> Result<Autorizacao, AutoError> {
+        let config = &self.setup.config.automatico;
+        let psp = &self.setup.psp;
+        let masked = mask_card(&input.cartao);
+        let id = format!("va{}", &uuid::Uuid::new_v4().simple().to_string()[..30]);
+        let today = input.politicas.timezone.local(ctx.now).date_naive();
+        let periodicidade = config.periodicidades.first().copied().unwrap_or(Periodicidade::Mensal);
+        let first = match termos.gatilho {
+            Gatilho::Dia(day) => next_day_of_month(today + Duration::days(ANTECEDENCIA.0), day),
+            Gatilho::Limite(_) => today + Duration::days(ANTECEDENCIA.0),
+        };
+        let loc = psp.criar_locrec().await?;
+        let pedido = RecPedido {
+            vinculo: Vinculo {
+                objeto: Some(format!("Recarga VT cartão {masked}")),
+                contrato: id.clone(),
+                devedor: Devedor {
+                    cpf: None,
+                    nome: format!("Titular do cartão {masked}"),
+                },
+            },
+            calendario: CalendarioRec {
+                data_inicial: first.to_string(),
+                data_final: None,
+                periodicidade,
+            },
+            valor: ValorRec {
+                valor_rec: Some(termos.valor),
+                valor_minimo_recebedor: None,
+            },
+            politica_retentativa: PoliticaRetentativa::Permite3r7d,
+            loc: Some(loc.id),
+        };
+        let created = psp.criar_rec(&pedido).await?;
+        let code = match created.dados_qr {
+            Some(q) => q.pix_copia_e_cola,
+            None => psp
+                .rec(&created.id_rec)
+                .await?
+                .dados_qr
+                .map(|q| q.pix_copia_e_cola)
+                .ok_or(AutoError::Invalid("o provedor não deu o código de autorização"))?,
+        };
+        let code = BrCode::checked_rec(&code, &loc.location)?.as_str().to_owned();
+        let kind = match termos.gatilho {
+            Gatilho::Limite(l) => RecurrenceKind::Limite(l),
+            Gatilho::Dia(d) => RecurrenceKind::Dia(d),
+        };
+        let rec = Recurrence {
+            id: id.clone(),
+            id_rec: Some(created.id_rec),
+            tenant_id: input.tenant_id.clone(),
+            conversation_id: ctx.conversation_id.clone(),
+            user_id: ctx.user_id.clone(),
+            card_index: crate::store::seal::card_index(&input.cartao),
+            card_masked: masked.clone(),
+            request: vt_actions::json::to_value(input).map_err(|_| AutoError::Invalid("recarga ilegível"))?,
+            kind,
+            amount: termos.valor,
+            periodicidade: periodicidade.as_str().to_owned(),
+            status: RecurrenceStatus::Criada,
+            copia_e_cola: Some(code.clone()),
+            checked_on: None,
+            last_outcome: Some("aguardando autorização no banco".into()),
+            created_at: ctx.now,
+            approved_at: None,
+            ended_at: None,
+        };
+        self.store.put_recurrence(&rec).await?;
+        Ok(Autorizacao {
+            id,
+            texto: textos::autorizar(&masked, &termos),
+            copia_e_cola: code,
+        })
+    }
+
+    async fn cancel(&self, ctx: &ActionContext, cartao: Option<&str>) -> Result<Vec<Resumo>, AutoError> {
+        let tenant = tenant_of(ctx);
+        let index = cartao.map(|c| crate::store::seal::card_index(&vt_actions::vt::card::clean(c)));
+        let mine = self.store.user_recurrences(&tenant, &ctx.user_id).await?;
+        let mut cancelled = Vec::new();
+        for rec in mine
+            .iter()
+            .filter(|r| r.status.live() && index.as_ref().is_none_or(|i| *i == r.card_index))
+        {
+            if let Some(id_rec) = rec.id_rec.as_deref() {
+                self.setup.psp.cancelar_rec(id_rec).await?;
+            }
+            let from = [RecurrenceStatus::Criada, RecurrenceStatus::Aprovada];
+            if self
+                .store
+                .move_recurrence(&rec.id, &from, RecurrenceStatus::Cancelada, ctx.now)
+                .await?
+            {
+                self.store.note_recurrence(&rec.id, "cancelada na conversa").await?;
+                // The provider cancels the recurrence's charges not yet debited with it; on record
+                // too, so none is read as due.
+                for charge in self.store.charges_of_recurrence(&rec.id).await? {
+                    if matches!(charge.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada) {
+                        let _ = self.setup.psp.cancelar_cobr(&charge.txid).await;
+                        self.store
+                            .move_recurring_charge(&charge.txid, charge.status, RecurringChargeStatus::Cancelada)
+                            .await?;
+                    }
+                }
+                cancelled.push(resumo(rec, &[]));
+            }
+        }
+        Ok(cancelled)
+    }
+}
+
+fn resumo(rec: &Recurrence, charges: &[RecurringCharge]) -> Resumo {
+    let estado = match rec.status {
+        RecurrenceStatus::Criada => "aguardando sua autorização no banco".to_owned(),
+        _ => match charges
+            .iter()
+            .rev()
+            .find(|c| matches!(c.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada))
+            .and_then(|c| date(&c.due_on).ok())
+        {
+            Some(d) => format!("ativa; próximo débito em {}", d.format("%d/%m/%Y")),
+            None => "ativa".to_owned(),
+        },
+    };
+    Resumo {
+        cartao: rec.card_masked.clone(),
+        linha: format!("Cartão {}: {} — {estado}", rec.card_masked, textos::termos(rec)),
+    }
+}
+
+/// What the card holder reads about an automatic recharge (pt-BR).
+mod textos {
+    use chrono::{DateTime, NaiveDate, Utc};
+    use rust_decimal::Decimal;
+    use vt_actions::tools::{Gatilho, Termos};
+    use vt_actions::vt::timezone::Timezone;
+
+    use crate::store::{Recurrence, RecurrenceKind};
+
+    pub(super) fn brl(v: Decimal) -> String {
+        vt_actions::vt::format_money("BRL", v, vt_actions::vt::Idioma::PtBr)
+    }
+
+    fn dia(d: NaiveDate) -> String {
+        d.format("%d/%m/%Y").to_string()
+    }
+
+    pub(super) fn termos(rec: &Recurrence) -> String {
+        let gatilho = match rec.kind {
+            RecurrenceKind::Limite(l) => Gatilho::Limite(l),
+            RecurrenceKind::Dia(d) => Gatilho::Dia(d),
+        };
+        Termos {
+            gatilho,
+            valor: rec.amount,
+        }
+        .describe()
+    }
+
+    pub(super) fn autorizar(cartao: &str, termos: &Termos) -> String {
+        format!(
+            "Para ativar a recarga automática do cartão {cartao} ({}), autorize o Pix Automático no app do seu banco: copie o código da próxima mensagem (Pix Copia e Cola) ou leia o QR code. Nada é cobrado agora; cada débito é avisado antes e pode ser cancelado até a véspera.",
+            termos.describe()
+        )
+    }
+
+    pub(super) fn ativada(rec: &Recurrence) -> String {
+        format!(
+            "Recarga automática ativada no cartão {}: {}. Cada débito é avisado antes e pode ser cancelado até a véspera. Para ver ou cancelar, diga \"minhas recargas automáticas\".",
+            rec.card_masked,
+            termos(rec)
+        )
+    }
+
+    pub(super) fn nao_autorizada(rec: &Recurrence) -> String {
+        format!(
+            "A recarga automática do cartão {} não foi autorizada no banco, então nada será cobrado. Se quiser, é só pedir de novo.",
+            rec.card_masked
+        )
+    }
+
+    pub(super) fn cancelada_no_banco(rec: &Recurrence) -> String {
+        format!(
+            "A recarga automática do cartão {} foi cancelada no seu banco. Nenhuma nova cobrança será feita.",
+            rec.card_masked
+        )
+    }
+
+    pub(super) fn agendada(rec: &Recurrence, valor: Decimal, quando: NaiveDate) -> String {
+        let motivo = match rec.kind {
+            RecurrenceKind::Limite(l) => format!("O saldo do cartão {} ficou abaixo de {}: a", rec.card_masked, brl(l)),
+            RecurrenceKind::Dia(_) => format!("A recarga automática do cartão {}: a", rec.card_masked),
+        };
+        format!(
+            "{motivo} recarga automática de {} será debitada da sua conta em {} pelo Pix Automático, e o crédito entra no cartão em seguida. Se não quiser, diga \"cancelar recarga automática\" até {}.",
+            brl(valor),
+            dia(quando),
+            dia(quando - chrono::Duration::days(1))
+        )
+    }
+
+    pub(super) fn sem_saldo(rec: &Recurrence, valor: Decimal, nova: NaiveDate) -> String {
+        format!(
+            "Não consegui debitar a recarga automática de {} do cartão {}: a sua conta não tinha saldo suficiente. O banco tenta de novo em {}.",
+            brl(valor),
+            rec.card_masked,
+            dia(nova)
+        )
+    }
+
+    pub(super) fn comprovante(
+        rec: &Recurrence,
+        valor: Decimal,
+        novo_saldo: Option<Decimal>,
+        pago_em: DateTime<Utc>,
+        e2e: &str,
+        tz: &Timezone,
+    ) -> String {
+        let saldo = novo_saldo.map_or_else(String::new, |s| format!(" Novo saldo: {}.", brl(s)));
+        format!(
+            "Recarga automática feita: {} no cartão {}.{saldo} Debitado em {} pelo Pix Automático. Identificador do Pix: {e2e}.",
+            brl(valor),
+            rec.card_masked,
+            tz.local(pago_em).format("%d/%m/%Y")
+        )
+    }
+
+    pub(super) fn em_processamento(rec: &Recurrence, valor: Decimal) -> String {
+        format!(
+            "O débito da recarga automática de {} do cartão {} foi feito e a recarga está em processamento. Aviso quando ela for confirmada.",
+            brl(valor),
+            rec.card_masked
+        )
+    }
+
+    pub(super) fn devolvida(rec: &Recurrence, valor: Decimal) -> String {
+        format!(
+            "A recarga automática de {} no cartão {} não pôde ser creditada, e o Pix foi devolvido à sua conta.",
+            brl(valor),
+            rec.card_masked
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_of_the_month_is_the_next_one_or_the_months_last() {
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("date");
+        assert_eq!(next_day_of_month(d("2026-12-03"), 5), d("2026-12-05"));
+        assert_eq!(next_day_of_month(d("2026-12-06"), 5), d("2027-01-05"));
+        assert_eq!(next_day_of_month(d("2027-02-01"), 31), d("2027-02-28"));
+        assert_eq!(next_day_of_month(d("2026-12-31"), 31), d("2026-12-31"));
+    }
+}
