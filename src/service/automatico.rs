@@ -63,6 +63,21 @@ pub enum AutoError {
     Invalid(&'static str),
 }
 
+/// What reading a scheduled charge back led to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settlement {
+    /// Not debited yet, or handled before (by a notice, another pass, another instance).
+    Nothing,
+    /// Debited and credited: the receipt went out.
+    Credited,
+    /// Debited; the recharge is pending, or could not be credited and the money went back.
+    Debited,
+    /// An attempt failed for funds: a retry was asked of the provider.
+    Retried,
+    /// Expired, rejected or cancelled at the provider.
+    Ended,
+}
+
 /// What one pass did (a `serve` log line, the tests' figures).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PassFigures {
@@ -105,7 +120,7 @@ impl Automatic<'_> {
             tracing::warn!("a Pix Automático notice for a charge not on record was ignored");
             return Ok(false);
         };
-        self.settle(&charge).await
+        Ok(self.settle(&charge).await? != Settlement::Nothing)
     }
 
     /// One pass over everything that may move: recurrences waiting for authorisation read back,
@@ -127,11 +142,13 @@ impl Automatic<'_> {
             figures.scheduled += usize::from(self.logged(self.create_at_provider(&charge).await, "create"));
         }
         for charge in self.charges(RecurringChargeStatus::Agendada).await {
-            let before = charge.retries;
-            let moved = self.logged(self.settle(&charge).await, "settle");
-            figures.credited += usize::from(moved);
-            if let Ok(Some(now)) = self.store.recurring_charge(&charge.txid).await {
-                figures.retried += usize::try_from(now.retries - before).unwrap_or(0);
+            match self.settle(&charge).await {
+                Ok(Settlement::Credited) => figures.credited += 1,
+                Ok(Settlement::Retried) => figures.retried += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "a recurring charge could not be read back; the next pass tries again");
+                }
             }
         }
         let resume_after = Duration::seconds(i64::from(
@@ -398,10 +415,10 @@ impl Automatic<'_> {
     /// Charge `charge` (`agendada`) read back: debited → claimed once and credited; an attempt failed
     /// for funds → a retry asked by the provider's rules, the card holder told once; expired,
     /// rejected or cancelled → on record.
-    async fn settle(self, charge: &RecurringCharge) -> Result<bool, AutoError> {
+    async fn settle(self, charge: &RecurringCharge) -> Result<Settlement, AutoError> {
         let setup = self.setup()?;
         if charge.status != RecurringChargeStatus::Agendada {
-            return Ok(false);
+            return Ok(Settlement::Nothing);
         }
         let read = setup.psp.cobr(&charge.txid).await?;
         if let Some((e2e, valor)) = read.paga() {
@@ -410,9 +427,16 @@ impl Automatic<'_> {
             }
             let now = self.engine.now();
             if !self.store.claim_recurring_payment(&charge.txid, e2e, now).await? {
-                return Ok(false);
+                return Ok(Settlement::Nothing);
             }
-            return self.credit(charge, e2e).await;
+            let charge = RecurringCharge {
+                paid_at: Some(now),
+                ..charge.clone()
+            };
+            return Ok(match self.credit(&charge, e2e).await? {
+                true => Settlement::Credited,
+                false => Settlement::Debited,
+            });
         }
         let ended = match read.status {
             CobRStatus::Expirada | CobRStatus::Rejeitada => Some(RecurringChargeStatus::Falhou),
@@ -430,13 +454,14 @@ impl Automatic<'_> {
                     _ => "cobrança não debitada",
                 };
                 self.store.note_recurrence(&charge.recurrence_id, outcome).await?;
+                return Ok(Settlement::Ended);
             }
-            return Ok(moved);
+            return Ok(Settlement::Nothing);
         }
-        if read.falhas() > 0 && read.pendente().is_none() {
-            return self.retry(charge, &read).await;
+        if read.falhas() > 0 && read.pendente().is_none() && self.retry(charge, &read).await? {
+            return Ok(Settlement::Retried);
         }
-        Ok(false)
+        Ok(Settlement::Nothing)
     }
 
     /// A charge whose attempt failed (no funds), tried again the next day while the policy allows:

@@ -2,6 +2,7 @@
 //! and the shipped skills. Shared helpers live in `support`.
 #![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
 
+mod automatico;
 mod batch;
 mod board;
 mod boleto;

@@ -936,6 +936,92 @@ impl vt_agent::PixStore for Flaky {
 
 #[async_trait::async_trait]
 #[async_trait::async_trait]
+impl vt_agent::RecurrenceStore for Flaky {
+    async fn put_recurrence(&self, r: &vt_agent::Recurrence) -> Result<(), StoreError> {
+        self.inner.put_recurrence(r).await
+    }
+    async fn recurrence(&self, id: &str) -> Result<Option<vt_agent::Recurrence>, StoreError> {
+        self.inner.recurrence(id).await
+    }
+    async fn recurrence_by_rec(&self, id: &str) -> Result<Option<vt_agent::Recurrence>, StoreError> {
+        self.inner.recurrence_by_rec(id).await
+    }
+    async fn move_recurrence(
+        &self,
+        id: &str,
+        from: &[vt_agent::RecurrenceStatus],
+        to: vt_agent::RecurrenceStatus,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.move_recurrence(id, from, to, at).await
+    }
+    async fn recurrences_in(
+        &self,
+        s: vt_agent::RecurrenceStatus,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+        self.inner.recurrences_in(s, limit).await
+    }
+    async fn user_recurrences(&self, t: &str, u: &str) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+        self.inner.user_recurrences(t, u).await
+    }
+    async fn all_recurrences(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+        self.inner.all_recurrences(t, limit).await
+    }
+    async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError> {
+        self.inner.take_daily_check(id, day).await
+    }
+    async fn note_recurrence(&self, id: &str, outcome: &str) -> Result<(), StoreError> {
+        self.inner.note_recurrence(id, outcome).await
+    }
+    async fn open_recurring_charge(&self, c: &vt_agent::RecurringCharge) -> Result<bool, StoreError> {
+        self.inner.open_recurring_charge(c).await
+    }
+    async fn recurring_charge(&self, t: &str) -> Result<Option<vt_agent::RecurringCharge>, StoreError> {
+        self.inner.recurring_charge(t).await
+    }
+    async fn recurring_charges_in(
+        &self,
+        s: vt_agent::RecurringChargeStatus,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::RecurringCharge>, StoreError> {
+        self.inner.recurring_charges_in(s, limit).await
+    }
+    async fn charges_of_recurrence(&self, id: &str) -> Result<Vec<vt_agent::RecurringCharge>, StoreError> {
+        self.inner.charges_of_recurrence(id).await
+    }
+    async fn move_recurring_charge(
+        &self,
+        t: &str,
+        from: vt_agent::RecurringChargeStatus,
+        to: vt_agent::RecurringChargeStatus,
+    ) -> Result<bool, StoreError> {
+        self.inner.move_recurring_charge(t, from, to).await
+    }
+    async fn claim_recurring_payment(&self, t: &str, e2e: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.inner.claim_recurring_payment(t, e2e, at).await
+    }
+    async fn count_retry(&self, t: &str, seen: i64) -> Result<bool, StoreError> {
+        self.inner.count_retry(t, seen).await
+    }
+    async fn take_funds_notice(&self, t: &str) -> Result<bool, StoreError> {
+        self.inner.take_funds_notice(t).await
+    }
+    async fn offer_automatic(
+        &self,
+        conv: &str,
+        state: &serde_json::Map<String, serde_json::Value>,
+        said: (&vt_agent::ChatMessage, &[vt_agent::NewOutboxItem]),
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.offer_automatic(conv, state, said, at).await
+    }
+    async fn recurrence_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>), StoreError> {
+        self.inner.recurrence_counts().await
+    }
+}
+
+#[async_trait::async_trait]
 impl vt_agent::OutcomeStore for Flaky {
     async fn stretches_over(
         &self,

@@ -620,6 +620,8 @@ pub(crate) enum Pix {
     Tampering,
     /// As `Provider`, and `[cartao]` a hosted checkout at the simulator's Stripe API.
     ProviderAndCard,
+    /// As `Provider`, with Pix Automático on (`[pix.automatico] ativo`).
+    Automatic,
 }
 
 /// What a chat harness is built of.
@@ -733,6 +735,20 @@ pub(crate) async fn chat_harness_cards() -> ChatHarness {
     chat_harness_pix(Pix::ProviderAndCard).await
 }
 
+/// A chat harness whose simulator is the Pix provider with Pix Automático on, on `store`, with the
+/// simulator `shared` when given (two instances, one provider).
+pub(crate) async fn chat_harness_automatic(
+    store: Arc<dyn vt_agent::Store>,
+    shared: Option<vt_actions::systems::Simulator>,
+) -> ChatHarness {
+    let parts = Parts {
+        store,
+        shared,
+        ..Parts::in_memory().await
+    };
+    chat_harness_paying_or_not(parts, Pix::Automatic).await
+}
+
 /// A chat harness taking Pix as `pix` says.
 pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
     chat_harness_pix_handing_off(pix, Default::default()).await
@@ -805,7 +821,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         handoff,
         vt,
         pix: match pix {
-            Pix::Provider | Pix::NativeOrders | Pix::ProviderAndCard => {
+            Pix::Provider | Pix::NativeOrders | Pix::ProviderAndCard | Pix::Automatic => {
                 Some(format!("{}/pix/v2", running.url))
             }
             Pix::Tampering => Some(format!("{}/pix/v2", tampering_provider().await)),
@@ -815,6 +831,10 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             api_url,
             chave: "recargas@operadora.example.com.br".into(),
             whatsapp_order_details: pix == Pix::NativeOrders,
+            automatico: vt_actions::pix::automatico::AutomaticoConfig {
+                ativo: pix == Pix::Automatic,
+                ..Default::default()
+            },
             ..Default::default()
         }),
         cartao: if pix == Pix::ProviderAndCard {
@@ -841,6 +861,9 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             psp: vt_actions::pix::Psp::new(pix).expect("provider"),
             config: pix.clone(),
         };
+        if pix.automatico.ativo {
+            ext = ext.with(vt_agent::automatic_port(store.clone(), setup.clone()));
+        }
         ext = ext.with(vt_agent::pix_port(store.clone(), setup, vt_agent::channel_book()));
     }
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);

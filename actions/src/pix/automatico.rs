@@ -22,8 +22,9 @@ pub struct AutomaticoConfig {
     /// The most one automatic recharge may be (within the policy's `valor_max` too).
     #[schemars(with = "f64")]
     pub valor_maximo: Decimal,
-    /// How many days before its date a charge is sent (the arrangement's rule: 2 to 10); the card
-    /// holder is told the date then.
+    /// How many days before its date a day-of-the-month charge is sent (the arrangement's rule: 2 to
+    /// 10; default 5); the card holder is told the date then. A threshold's charge is sent for two
+    /// days after the reading, the soonest the arrangement allows.
     pub antecedencia_dias: u32,
     /// The threshold the offer proposes: recharge when the balance falls below it.
     #[schemars(with = "f64")]
@@ -39,7 +40,7 @@ impl Default for AutomaticoConfig {
             ativo: false,
             periodicidades: vec![Periodicidade::Mensal],
             valor_maximo: Decimal::new(200, 0),
-            antecedencia_dias: 2,
+            antecedencia_dias: 5,
             limite_padrao: Decimal::new(20, 0),
             valor_padrao: Decimal::new(50, 0),
         }

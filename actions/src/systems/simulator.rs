@@ -409,6 +409,15 @@ impl Simulator {
         self.inner.cards.get(cartao).cloned().unwrap_or_default()
     }
 
+    /// The card holder rides: `valor` off card `cartao`'s balance, as the turnstile takes it (the
+    /// embedded simulator's book keeps credits only: there it lowers this process's balance).
+    pub fn ride(&self, cartao: &str, valor: Decimal) {
+        let start = self.balance(cartao);
+        let mut balances = lock(&self.inner.balances);
+        let b = balances.entry(cartao.to_owned()).or_insert(start);
+        *b -= valor;
+    }
+
     fn balance(&self, cartao: &str) -> Decimal {
         if let Some(book) = self.inner.book.get() {
             return self.card(cartao).saldo + book.credited(cartao);

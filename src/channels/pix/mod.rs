@@ -147,7 +147,7 @@ pub(super) async fn sweep(
     crate::periodic::every(every, stop, async move || {
         service.payments().sweep().await;
         let figures = service.automatic().pass().await;
-        if figures != crate::service::PassFigures::default() {
+        if figures != crate::service::automatico::PassFigures::default() {
             tracing::info!(?figures, "automatic recharges moved");
         }
     })
