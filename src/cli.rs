@@ -85,6 +85,12 @@ pub enum Command {
     Cases(CasesArgs),
     /// List support agents' card lookups: who, when, the masked card, its keyed hash, the outcome.
     Audit(AuditArgs),
+    /// List the automatic recharges (Pix Automático): card masked, terms, status, next debit, how
+    /// many were credited, the last outcome — newest first.
+    ///
+    /// `serve` runs them ([pix.automatico] ativo): a threshold's balance read once a day, a day of
+    /// the month's charge sent ahead, each debit credited once.
+    Recorrencias(RecorrenciasArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
     /// Magic cards (the book: "Your systems") trigger each behaviour; GET /_simulador/ledger lists what it
@@ -384,6 +390,16 @@ pub struct CasesArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct RecorrenciasArgs {
+    /// Only this tenant's recurrences.
+    #[arg(long, value_name = "ID")]
+    pub tenant: Option<String>,
+    /// How many to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct FlowsArgs {
     /// How many runs and attempts to show.
     #[arg(long, default_value_t = 20)]
@@ -526,6 +542,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Flows(args) => flows(&config, u, args).await,
         Command::Outbox(args) => outbox(&config, u, args).await,
         Command::Cases(args) => cases(&config, u, args).await,
+        Command::Recorrencias(args) => recorrencias(&config, u, args).await,
         Command::Serve(args) => serve(config, args).await,
         Command::Audit(args) => audit(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
@@ -851,6 +868,14 @@ async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::
     }
     let cases = store.cases(args.tenant.as_deref(), args.limit).await?;
     print!("{}", crate::runs::cases_report(&cases, chrono::Utc::now()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vt-agent recorrencias`: see [`Command::Recorrencias`].
+async fn recorrencias(config: &Config, store_usage: Usage, args: RecorrenciasArgs) -> anyhow::Result<ExitCode> {
+    let store = crate::app::store(config, store_usage).await?;
+    let lines = crate::runs::recurrences(store.as_ref(), args.tenant.as_deref(), args.limit).await?;
+    print!("{}", crate::runs::recurrences_report(&lines));
     Ok(ExitCode::SUCCESS)
 }
 

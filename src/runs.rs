@@ -1,7 +1,8 @@
 //! What an operator reads from the command line: flow runs and recharge attempts (`vt-agent flows`) —
 //! interrupted runs and attempts whose outcome is unknown stand out, keys shown so a rerun can be matched
 //! to what was sent — and the outbox (`vt-agent outbox`): what waits to be sent and what was
-//! dead-lettered, with the reason. Cards are masked everywhere.
+//! dead-lettered, with the reason — and the automatic recharges (`vt-agent recorrencias`). Cards are masked
+//! everywhere.
 
 use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
@@ -204,6 +205,72 @@ pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> 
                     .take(60)
                     .collect::<String>()
             ),
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// A recurrence as the operator lists it: `vt-agent recorrencias`, the console's page.
+#[derive(Debug, Clone)]
+pub(crate) struct RecurrenceLine {
+    pub recurrence: crate::store::Recurrence,
+    /// "BRL 50,00 sempre que o saldo ficar abaixo de BRL 20,00".
+    pub termos: String,
+    /// `YYYY-MM-DD` of the next debit, when one is scheduled.
+    pub proxima: Option<String>,
+    /// How many of its charges were credited.
+    pub creditadas: usize,
+}
+
+/// Every recurrence (of `tenant` when given), newest first, with its next debit.
+pub(crate) async fn recurrences(
+    store: &dyn crate::store::RecurrenceStore,
+    tenant: Option<&str>,
+    limit: i64,
+) -> Result<Vec<RecurrenceLine>, crate::store::StoreError> {
+    use crate::store::RecurringChargeStatus as S;
+    let mut lines = Vec::new();
+    for recurrence in store.all_recurrences(tenant, limit).await? {
+        let charges = store.charges_of_recurrence(&recurrence.id).await?;
+        let proxima = charges
+            .iter()
+            .rev()
+            .find(|c| matches!(c.status, S::Nova | S::Agendada))
+            .map(|c| c.due_on.clone());
+        lines.push(RecurrenceLine {
+            termos: recurrence.termos().describe(),
+            proxima,
+            creditadas: charges.iter().filter(|c| c.status == S::Creditada).count(),
+            recurrence,
+        });
+    }
+    Ok(lines)
+}
+
+/// `vt-agent recorrencias`: the table.
+pub(crate) fn recurrences_report(lines: &[RecurrenceLine]) -> String {
+    if lines.is_empty() {
+        return "Nenhuma recarga automática registrada.\n".into();
+    }
+    let mut t = table([
+        "cartão",
+        "inquilino",
+        "termos",
+        "situação",
+        "próximo débito",
+        "creditadas",
+        "último resultado",
+    ]);
+    for l in lines {
+        let r = &l.recurrence;
+        t.add_row([
+            r.card_masked.clone(),
+            r.tenant_id.clone(),
+            l.termos.clone(),
+            r.status.as_str().to_owned(),
+            l.proxima.clone().unwrap_or_else(|| "—".into()),
+            l.creditadas.to_string(),
+            vt_actions::vt::card::mask_cards_in(r.last_outcome.as_deref().unwrap_or("—")),
         ]);
     }
     format!("{t}\n")

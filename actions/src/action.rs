@@ -85,11 +85,12 @@ pub trait Action: Send + Sync + 'static {
         false
     }
 
-    /// Whether a model is offered this tool in a conversation whose state is `state`. A tool with
-    /// nothing to act on (a confirmation with no recharge waiting) is not offered: a small model
-    /// picks whatever it sees, and "nothing to cancel" is no answer to a question.
-    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
-        let _ = state;
+    /// Whether a model is offered this tool in a conversation whose state is `state`, on an engine
+    /// holding `extensions`. A tool with nothing to act on (a confirmation with no recharge waiting,
+    /// a port the deployment has not got) is not offered: a small model picks whatever it sees, and
+    /// "nothing to cancel" is no answer to a question — and a tool never offered costs no tokens.
+    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool {
+        let _ = (state, extensions);
         true
     }
 
@@ -102,7 +103,7 @@ pub trait DynAction: Send + Sync {
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     fn retry_safe(&self) -> bool;
-    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool;
+    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool;
     /// The strict JSON Schema of the arguments.
     fn parameters(&self) -> Value;
     /// Parses `args` into the action's type and calls it.
@@ -123,8 +124,8 @@ impl<A: Action> DynAction for A {
         Action::retry_safe(self)
     }
 
-    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
-        Action::offered(self, state)
+    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool {
+        Action::offered(self, state, extensions)
     }
 
     fn parameters(&self) -> Value {

@@ -109,6 +109,9 @@ pub struct Metrics {
     /// Seconds from opened to claimed, of the cases claimed in the last 24 hours, by quantile.
     case_claim_seconds: Family<Quantile, Gauge>,
     pix_charges: Family<Status, Gauge>,
+    /// Pix Automático recurrences and their charges, by status.
+    pix_recurrences: Family<Status, Gauge>,
+    pix_recurring_charges: Family<Status, Gauge>,
     /// Seconds from code to payment, of the Pix charges paid in the last 24 hours, by quantile.
     pix_payment_seconds: Family<Quantile, Gauge>,
     /// Each budgeted tenant's share of its monthly budget spent (1 = spent: no model calls).
@@ -212,6 +215,8 @@ impl Default for Metrics {
         let cases_waiting = Gauge::default();
         let case_claim_seconds = Family::<Quantile, Gauge>::default();
         let pix_charges = Family::<Status, Gauge>::default();
+        let pix_recurrences = Family::<Status, Gauge>::default();
+        let pix_recurring_charges = Family::<Status, Gauge>::default();
         let pix_payment_seconds = Family::<Quantile, Gauge>::default();
         let budget_share = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let month_cost = Family::<Tenant, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
@@ -262,6 +267,16 @@ impl Default for Metrics {
             "pix_charges",
             "Pix charges of chat recharges, by status (ativa, paga, creditada, enviada, devolvida, expirada)",
             pix_charges.clone(),
+        );
+        registry.register(
+            "pix_recurrences",
+            "Automatic recharges' Pix Automático recurrences, by status (criada, aprovada, rejeitada, expirada, cancelada, falhou)",
+            pix_recurrences.clone(),
+        );
+        registry.register(
+            "pix_recurring_charges",
+            "Automatic recharges' charges, by status (nova, agendada, paga, creditada, enviada, devolvida, falhou, cancelada)",
+            pix_recurring_charges.clone(),
         );
         registry.register(
             "pix_payment_seconds",
@@ -324,6 +339,8 @@ impl Default for Metrics {
             cases_waiting,
             case_claim_seconds,
             pix_charges,
+            pix_recurrences,
+            pix_recurring_charges,
             pix_payment_seconds,
             budget_share,
             month_cost,
@@ -417,6 +434,19 @@ impl Metrics {
                         status: status.as_str(),
                     })
                     .set(n);
+            }
+        }
+        if service.automatic().active()
+            && let Ok((recurrences, charges)) = store.recurrences.recurrence_counts().await
+        {
+            let statuses = crate::store::RecurrenceStatus::ALL.map(|s| s.as_str());
+            for status in statuses {
+                let n = recurrences.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+                self.pix_recurrences.get_or_create(&Status { status }).set(n);
+            }
+            for status in crate::store::RecurringChargeStatus::ALL.map(|s| s.as_str()) {
+                let n = charges.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+                self.pix_recurring_charges.get_or_create(&Status { status }).set(n);
             }
         }
         use rust_decimal::prelude::ToPrimitive as _;

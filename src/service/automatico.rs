@@ -615,34 +615,6 @@ impl Automatic<'_> {
         offered
     }
 
-    /// Every recurrence (of `tenant` when given), newest first: `vt-agent recorrencias`, the console.
-    pub async fn listing(self, tenant: Option<&str>, limit: i64) -> Result<Vec<Listed>, AutoError> {
-        let mut listed = Vec::new();
-        for rec in self.store.all_recurrences(tenant, limit).await? {
-            let charges = self.store.charges_of_recurrence(&rec.id).await?;
-            let next = charges
-                .iter()
-                .rev()
-                .find(|c| matches!(c.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada))
-                .map(|c| c.due_on.clone());
-            listed.push(Listed {
-                termos: textos::termos(&rec),
-                proxima: next,
-                recurrence: rec,
-            });
-        }
-        Ok(listed)
-    }
-}
-
-/// A recurrence as the operator lists it.
-#[derive(Debug, Clone)]
-pub struct Listed {
-    pub recurrence: Recurrence,
-    /// "BRL 50,00 sempre que o saldo ficar abaixo de BRL 20,00".
-    pub termos: String,
-    /// `YYYY-MM-DD` of the next debit, when one is scheduled.
-    pub proxima: Option<String>,
 }
 
 fn date(text: &str) -> Result<NaiveDate, AutoError> {
@@ -870,7 +842,7 @@ fn resumo(rec: &Recurrence, charges: &[RecurringCharge]) -> Resumo {
 mod textos {
     use chrono::{DateTime, NaiveDate, Utc};
     use rust_decimal::Decimal;
-    use vt_actions::tools::{Gatilho, Termos};
+    use vt_actions::tools::Termos;
     use vt_actions::vt::timezone::Timezone;
 
     use crate::store::{Recurrence, RecurrenceKind};
@@ -884,15 +856,7 @@ mod textos {
     }
 
     pub(super) fn termos(rec: &Recurrence) -> String {
-        let gatilho = match rec.kind {
-            RecurrenceKind::Limite(l) => Gatilho::Limite(l),
-            RecurrenceKind::Dia(d) => Gatilho::Dia(d),
-        };
-        Termos {
-            gatilho,
-            valor: rec.amount,
-        }
-        .describe()
+        rec.termos().describe()
     }
 
     pub(super) fn autorizar(cartao: &str, termos: &Termos) -> String {

@@ -1107,6 +1107,20 @@ pub struct Recurrence {
     pub ended_at: Option<DateTime<Utc>>,
 }
 
+impl Recurrence {
+    /// Its terms, as the tools and the card holder read them.
+    pub fn termos(&self) -> vt_actions::tools::Termos {
+        let gatilho = match self.kind {
+            RecurrenceKind::Limite(l) => vt_actions::tools::Gatilho::Limite(l),
+            RecurrenceKind::Dia(d) => vt_actions::tools::Gatilho::Dia(d),
+        };
+        vt_actions::tools::Termos {
+            gatilho,
+            valor: self.amount,
+        }
+    }
+}
+
 /// Where a recurring charge stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecurringChargeStatus {

@@ -20,6 +20,7 @@ pub struct AutomaticoConfig {
     /// default); a threshold recharge charges at most once per period.
     pub periodicidades: Vec<Periodicidade>,
     /// The most one automatic recharge may be (within the policy's `valor_max` too).
+    #[serde(with = "crate::vt::input::money_serde")]
     #[schemars(with = "f64")]
     pub valor_maximo: Decimal,
     /// How many days before its date a day-of-the-month charge is sent (the arrangement's rule: 2 to
@@ -27,9 +28,11 @@ pub struct AutomaticoConfig {
     /// days after the reading, the soonest the arrangement allows.
     pub antecedencia_dias: u32,
     /// The threshold the offer proposes: recharge when the balance falls below it.
+    #[serde(with = "crate::vt::input::money_serde")]
     #[schemars(with = "f64")]
     pub limite_padrao: Decimal,
     /// The amount the offer proposes.
+    #[serde(with = "crate::vt::input::money_serde")]
     #[schemars(with = "f64")]
     pub valor_padrao: Decimal,
 }

@@ -27,7 +27,7 @@ impl Action for CancelarRecarga {
         "Cancela a recarga que aguarda confirmação. Nada é cobrado."
     }
 
-    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+    fn offered(&self, state: &serde_json::Map<String, Value>, _: &crate::context::Extensions) -> bool {
         state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())
     }
 

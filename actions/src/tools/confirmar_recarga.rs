@@ -60,7 +60,7 @@ impl Action for ConfirmarRecarga {
          recarga preparada antes. Sem argumentos."
     }
 
-    fn offered(&self, state: &serde_json::Map<String, Value>) -> bool {
+    fn offered(&self, state: &serde_json::Map<String, Value>, _: &crate::context::Extensions) -> bool {
         state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())
     }
 

@@ -58,6 +58,15 @@ impl Action for RecargaAutomatica {
          do usuário."
     }
 
+    /// Offered only where recharges can happen by themselves (the port is there).
+    fn offered(
+        &self,
+        _: &serde_json::Map<String, serde_json::Value>,
+        extensions: &crate::context::Extensions,
+    ) -> bool {
+        extensions.get::<SharedRecargasAutomaticas>().is_some()
+    }
+
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let Some(port) = ctx.get::<SharedRecargasAutomaticas>() else {
             return Ok(ResponseToUser::new(

@@ -88,7 +88,7 @@ impl Turn<'_> {
                 self.engine
                     .registry
                     .get(a)
-                    .is_some_and(|action| action.offered(&self.conv.state))
+                    .is_some_and(|action| action.offered(&self.conv.state, &self.engine.extensions))
             })
             .filter_map(|a| self.engine.registry.spec(a))
             .cloned()
