@@ -21,6 +21,9 @@ pub struct Entry {
     /// A recharge of BRL 40,00 on card 1111111111 via pix waits, and was the last thing asked.
     #[serde(default)]
     pub pendente: bool,
+    /// An automatic recharge was offered for card 1111111111 (`****1111`) and waits for the answer.
+    #[serde(default)]
+    pub oferta: bool,
     /// The cards the conversation remembers, oldest first.
     #[serde(default)]
     pub cartoes: Vec<String>,
@@ -104,6 +107,12 @@ impl Entry {
         }
         if !self.cartoes.is_empty() {
             memory.insert(MEMORY_CARTOES.into(), json!(self.cartoes));
+        }
+        if self.oferta {
+            state.insert(
+                vt_actions::tools::STATE_OFERTA_AUTOMATICA.into(),
+                json!({"cartao": "****1111"}),
+            );
         }
         if let Some(which) = &self.aguardando {
             let awaiting = match which.as_str() {

@@ -99,6 +99,17 @@ static LIST_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// "desativar", "parar", "para com", "suspender": an automatic recharge stopped, besides the cancel
+/// words of any request.
+static STOP_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b(desativ\w*|desablit\w*|desabilit\w*|parar|pare|para com|suspend\w*|interromp\w*|encerr\w*|remov\w*|exclu\w*|apag\w*|tira\w*|desliga\w*|chega de)\b")
+});
+
+/// A wish to stop an automatic recharge.
+pub(crate) fn stops_automatic(n: &str) -> bool {
+    says_cancel(n) || STOP_AUTOMATIC.is_match(n)
+}
+
 /// A wish to see the automatic recharges one has (not to create one).
 pub(crate) fn lists_automatic(n: &str) -> bool {
     LIST_AUTOMATIC.is_match(n)

@@ -407,7 +407,7 @@ impl Router {
             return None;
         }
         let args = |acao: &str, cartao: Option<String>, t: AutomaticTerms| {
-            let money = |v: Option<Decimal>| v.map(|v| json!(vt_actions::vt::money_json(v)));
+            let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_actions::vt::round_half_up(v)));
             json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
         };
         if !speaks_of_automatic(m.text) {
@@ -422,7 +422,7 @@ impl Router {
             return None;
         }
         let card = || m.found.cards.first().cloned();
-        if keywords::says_cancel(&m.n) {
+        if keywords::stops_automatic(&m.n) {
             return act(Known::RecargaAutomatica, args("cancelar", card(), AutomaticTerms::default()));
         }
         let terms = automatic_terms(m.text);
