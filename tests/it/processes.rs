@@ -1384,3 +1384,112 @@ async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_af
         let _ = second.wait();
     }
 }
+
+/// An automatic recharge's debit whose credit a kill -9 cut — the recharge system charged and
+/// answered, `serve` never read it: the next `serve` resumes the credit under the same key (the
+/// recharge system answers a replay), one recharge and one receipt. The provider's clock is the
+/// test's (it settles charges on their date); the product's is real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() {
+    use chrono::{DateTime, Utc};
+    let now: Arc<Mutex<DateTime<Utc>>> = Arc::new(Mutex::new(Utc::now()));
+    let clock = now.clone();
+    let sim = Simulator::new(SimulatorConfig {
+        now: Some(Arc::new(move || *clock.lock().expect("clock"))),
+        ..SimulatorConfig::default()
+    })
+    .spawn(0)
+    .await
+    .expect("simulator");
+    let killer = Killer::start(&sim).await;
+    let data = tempfile::tempdir().expect("tmp");
+    let config = data.path().join("vt-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\nvarredura_segundos = 1\nretomar_credito_segundos = 2\n[pix.automatico]\nativo = true\n",
+            sim.url
+        ),
+    )
+    .expect("config");
+    let serve = |data: &tempfile::TempDir| {
+        let mut cmd = vt_agent_in(data);
+        cmd.env("VT_CONFIG", &config);
+        serve_following_up(cmd, &killer.url)
+    };
+    let card = "1234567855";
+    sim.simulator.ride(card, rust_decimal::Decimal::new(40, 0));
+    let (mut child, url) = serve(&data);
+    let http = reqwest::Client::new();
+    let opened: serde_json::Value = http
+        .post(format!("{url}/v1/conversations"))
+        .json(&serde_json::json!({"user": {"id": "u-auto"}}))
+        .send()
+        .await
+        .expect("open")
+        .json()
+        .await
+        .expect("json");
+    let conv = opened["conversation_id"].as_str().expect("id").to_owned();
+    let asked: serde_json::Value = http
+        .post(format!("{url}/v1/conversations/{conv}/messages"))
+        .json(&serde_json::json!({"text": format!("recarrega 50 no {card} quando o saldo ficar abaixo de 20"), "user": {"id": "u-auto"}}))
+        .send()
+        .await
+        .expect("ask")
+        .json()
+        .await
+        .expect("json");
+    assert!(asked.to_string().contains("autorize o Pix Automático"), "{asked}");
+    let rec = sim.simulator.pix().recurrences().pop().expect("a recurrence at the provider");
+    assert!(sim.simulator.pix().authorise(&rec.id_rec));
+    // The passes read it back as approved, read the balance (10, below 20) and schedule a charge.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim.simulator.pix().recurring_charges(&rec.id_rec).is_empty() {
+        assert!(Instant::now() < deadline, "no charge was scheduled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its date comes; the debit is read back, claimed and sent: killed once the system charged it.
+    killer.arm(KillAt::Charged, child.id());
+    *now.lock().expect("clock") += chrono::Duration::days(3);
+    tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("join");
+    *killer.armed.lock().expect("lock") = None;
+    assert_eq!(sim.simulator.charges(card), 1, "charged before the kill");
+
+    let (mut child, url) = serve(&data);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let receipts = loop {
+        let view = http
+            .get(format!("{url}/v1/conversations/{conv}"))
+            .send()
+            .await
+            .expect("read")
+            .text()
+            .await
+            .expect("text");
+        let n = view.matches("Recarga automática feita").count();
+        if n > 0 || Instant::now() > deadline {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // A few more passes: nothing more happens.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let view = http
+        .get(format!("{url}/v1/conversations/{conv}"))
+        .send()
+        .await
+        .expect("read")
+        .text()
+        .await
+        .expect("text");
+    kill(child.id());
+    let _ = child.wait();
+    assert_eq!(receipts, 1, "the resumed credit speaks once");
+    assert_eq!(view.matches("Recarga automática feita").count(), 1, "{view}");
+    assert_eq!(sim.simulator.charges(card), 1, "one debit, one recharge: {view}");
+    let keys = recharge_keys(&sim, card);
+    assert!(keys.len() >= 2 && keys.iter().all(|k| *k == keys[0]), "resent under its key: {keys:?}");
+}

@@ -92,6 +92,11 @@ impl PspSimulado {
         self
     }
 
+    /// Every recurrence the provider has.
+    pub fn recurrences(&self) -> Vec<Rec> {
+        self.lock().rec.recs.values().cloned().collect()
+    }
+
     /// The recurrence `id_rec` as the provider has it.
     pub fn recurrence(&self, id_rec: &str) -> Option<Rec> {
         self.lock().rec.recs.get(id_rec).cloned()
