@@ -43,6 +43,9 @@ use crate::store::{
     StoreError,
 };
 
+/// Where an automatic recharge's outcome is counted: no conversation of the card holder's.
+pub(crate) const OUTCOME_PREFIX: &str = "recarga-automatica:";
+
 /// How many of each kind one pass reads.
 const PASS_BATCH: i64 = 500;
 
@@ -408,7 +411,17 @@ impl Automatic<'_> {
         self.store
             .note_recurrence(&rec.id, &format!("cobrança agendada para {}", due.format("%d/%m/%Y")))
             .await?;
-        self.tell(&rec, textos::agendada(&rec, charge.amount, due)).await?;
+        let template = textos::modelo(
+            "recarga_automatica_agendada",
+            [
+                ("valor", textos::brl(charge.amount)),
+                ("cartao_final", final_of(&rec)),
+                ("data", due.format("%d/%m/%Y").to_string()),
+                ("cancelar_ate", (due - Duration::days(1)).format("%d/%m/%Y").to_string()),
+            ],
+        );
+        self.tell_as(&rec, textos::agendada(&rec, charge.amount, due), Some(template))
+            .await?;
         Ok(true)
     }
 
@@ -488,7 +501,16 @@ impl Automatic<'_> {
             .note_recurrence(&rec.id, &format!("sem saldo na conta; nova tentativa em {}", on.format("%d/%m/%Y")))
             .await?;
         if self.store.take_funds_notice(&charge.txid).await? {
-            self.tell(&rec, textos::sem_saldo(&rec, charge.amount, on)).await?;
+            let template = textos::modelo(
+                "recarga_automatica_sem_saldo",
+                [
+                    ("valor", textos::brl(charge.amount)),
+                    ("cartao_final", final_of(&rec)),
+                    ("nova_data", on.format("%d/%m/%Y").to_string()),
+                ],
+            );
+            self.tell_as(&rec, textos::sem_saldo(&rec, charge.amount, on), Some(template))
+                .await?;
         }
         Ok(true)
     }
@@ -514,11 +536,24 @@ impl Automatic<'_> {
             .map_err(|_| AutoError::Invalid("chave da recarga inválida"))?;
         let tz = input.politicas.timezone.clone();
         let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        let mut template = None;
         let (to, text) = match ran.output.status {
             FlowStatus::Concluido => {
                 let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
                 let novo = vt_actions::stages::novo_saldo(etapas);
                 let paid = charge.paid_at.unwrap_or_else(|| self.engine.now());
+                // Outside the window, the Pix receipt's template: the same facts.
+                template = Some(crate::outbox::TemplateUse {
+                    purpose: "comprovante_recarga".into(),
+                    parameters: vt_actions::pix::textos::comprovante_parametros(
+                        charge.amount,
+                        &final_of(&rec),
+                        novo,
+                        paid,
+                        e2e,
+                        &tz,
+                    ),
+                });
                 (
                     RecurringChargeStatus::Creditada,
                     textos::comprovante(&rec, charge.amount, novo, paid, e2e, &tz),
@@ -546,24 +581,69 @@ impl Automatic<'_> {
         {
             return Ok(false);
         }
+        if to == RecurringChargeStatus::Creditada {
+            self.resolved_without_a_conversation(&rec, charge).await?;
+        }
         let (outcome, text) = match to {
             RecurringChargeStatus::Creditada => ("recarga feita", text),
             RecurringChargeStatus::Enviada => ("recarga em processamento", text),
             _ => ("recarga não creditada; Pix devolvido", textos::devolvida(&rec, charge.amount)),
         };
         self.store.note_recurrence(&rec.id, outcome).await?;
-        self.tell(&rec, text).await?;
+        self.tell_as(&rec, text, template).await?;
         Ok(to == RecurringChargeStatus::Creditada)
+    }
+
+    /// A credited automatic recharge counted where outcomes are (step 22): resolved by the bot, with no
+    /// conversation (its own pseudo-conversation, `recarga-automatica:<txid>`, so no stretch of the
+    /// card holder's is cut) and no model cost.
+    async fn resolved_without_a_conversation(
+        self,
+        rec: &Recurrence,
+        charge: &RecurringCharge,
+    ) -> Result<(), AutoError> {
+        let now = self.engine.now();
+        let record = crate::store::OutcomeRecord {
+            id: self.engine.next_id("desfecho"),
+            conversation_id: format!("{OUTCOME_PREFIX}{}", charge.txid),
+            tenant_id: rec.tenant_id.clone(),
+            channel: "pix_automatico".into(),
+            desde: None,
+            ate: now,
+            desfecho: crate::store::Desfecho::ResolvidaPeloBot,
+            intencao: "recarga_automatica".into(),
+            assunto: "recarga_automatica".into(),
+            caso_id: None,
+            custo_micro_brl: Some(0),
+            reaberta: false,
+            reabre: None,
+            pesquisa_em: None,
+            nota: None,
+            created_at: now,
+        };
+        self.store.record_outcome(&record).await?;
+        Ok(())
     }
 
     /// `text` to the card holder in `rec`'s conversation, held until the quiet hours end.
     async fn tell(self, rec: &Recurrence, text: String) -> Result<(), AutoError> {
+        self.tell_as(rec, text, None).await
+    }
+
+    /// [`Self::tell`], with the WhatsApp `template` that stands in for `text` outside the 24-hour
+    /// window (a notice days after the conversation; sent only with the card holder's opt-in).
+    async fn tell_as(
+        self,
+        rec: &Recurrence,
+        text: String,
+        template: Option<crate::outbox::TemplateUse>,
+    ) -> Result<(), AutoError> {
         let Some(conv) = self.store.conversation(&rec.conversation_id).await? else {
             return Err(AutoError::Invalid("a conversa da recorrência não existe"));
         };
         let due = self.quiet.release(self.engine.now(), &self.tz(rec));
         self.speaker
-            .say_at(&conv, (text, None), Vec::new(), Some(due))
+            .say_at(&conv, (text, template), Vec::new(), Some(due))
             .await?;
         Ok(())
     }
@@ -615,6 +695,11 @@ impl Automatic<'_> {
         offered
     }
 
+}
+
+/// The card's last four digits, as a template names it (`****7890` → `7890`).
+fn final_of(rec: &Recurrence) -> String {
+    rec.card_masked.trim_start_matches('*').to_owned()
 }
 
 fn date(text: &str) -> Result<NaiveDate, AutoError> {
@@ -846,6 +931,17 @@ mod textos {
     use vt_actions::vt::timezone::Timezone;
 
     use crate::store::{Recurrence, RecurrenceKind};
+
+    /// The WhatsApp template `purpose` with `parameters`.
+    pub(super) fn modelo<const N: usize>(
+        purpose: &str,
+        parameters: [(&str, String); N],
+    ) -> crate::outbox::TemplateUse {
+        crate::outbox::TemplateUse {
+            purpose: purpose.into(),
+            parameters: parameters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
 
     pub(super) fn brl(v: Decimal) -> String {
         vt_actions::vt::format_money("BRL", v, vt_actions::vt::Idioma::PtBr)

@@ -176,6 +176,17 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         sent.body.as_ref().and_then(|b| b.pointer("/meio_pagamento/token")).and_then(|v| v.as_str()),
         Some(e2e.as_str())
     );
+    // Counted where outcomes are: resolved by the bot, with no conversation and no model cost.
+    let outcomes = h
+        .store
+        .outcomes_since(h.clock.now() - Duration::days(30))
+        .await
+        .expect("outcomes");
+    let automatic: Vec<_> = outcomes.iter().filter(|o| o.intencao == "recarga_automatica").collect();
+    assert_eq!(automatic.len(), 1, "{outcomes:?}");
+    assert_eq!(automatic[0].desfecho, vt_agent::Desfecho::ResolvidaPeloBot);
+    assert_eq!(automatic[0].custo_micro_brl, Some(0));
+    assert!(automatic[0].conversation_id.starts_with("recarga-automatica:"));
     // Later passes in the same cycle charge nothing more, even with the balance low again.
     h.sim.ride(CARD, reais(60));
     for _ in 0..3 {

@@ -16,6 +16,7 @@ pub(crate) const CHANNEL: &str = "console";
 mod cases;
 mod chat;
 mod queue;
+mod recurrences;
 mod report;
 mod dashboard;
 pub(crate) mod keys;
@@ -51,6 +52,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/fila", get(queue::page))
         .route("/console/presenca", post(queue::presence))
         .route("/console/relatorio", get(report::page))
+        .route("/console/recorrencias", get(recurrences::page))
         .route("/console/cases", get(cases::list))
         .route("/console/cases/{id}", get(cases::page))
         .route("/console/cases/{id}/mensagens", get(cases::messages_fragment))
@@ -120,7 +122,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 20] = [
+const TEMPLATES: [(&str, &str); 21] = [
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
@@ -142,6 +144,7 @@ const TEMPLATES: [(&str, &str); 20] = [
         include_str!("templates/cabecalho_casos.html"),
     ),
     ("relatorio.html", include_str!("templates/relatorio.html")),
+    ("recorrencias.html", include_str!("templates/recorrencias.html")),
     ("fluxos.html", include_str!("templates/fluxos.html")),
     ("fluxo.html", include_str!("templates/fluxo.html")),
     ("lote.html", include_str!("templates/lote.html")),
