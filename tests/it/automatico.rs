@@ -413,3 +413,107 @@ async fn a_debit_whose_credit_a_stop_cut_is_credited_once_by_the_next_pass() {
     assert_eq!(h.sim.charges(CARD), 1, "the resumed credit was a replay");
     assert_eq!(receipts(&h, conv).await.len(), 1);
 }
+
+/// Over HTTP: the provider's notices on the Pix channel's routes (a body that is not one refused, a
+/// notice ahead of the bank only a read), the console's page for support agents, `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences() {
+    use crate::console::{ADMIN, SECRET, SUPPORT, session};
+    let h = Arc::new(harness().await);
+    let wiring = vt_agent::Wiring {
+        service: h.service.clone(),
+        agent: "vt".into(),
+        tenant: vt_agent::DEFAULT_TENANT.into(),
+    };
+    let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
+    let paths: Vec<&str> = channel.routes.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        paths,
+        ["/channels/pix/webhook/pix", "/channels/pix/webhook/rec", "/channels/pix/webhook/cobr"]
+    );
+    let http = vt_agent::HttpConfig {
+        api_keys: [("suporte", SUPPORT, vt_agent::Role::Support), ("operacao", ADMIN, vt_agent::Role::Admin)]
+            .map(|(name, key, role)| vt_agent::ApiKeyConfig {
+                name: name.into(),
+                sha256: vt_agent::key_hash(key),
+                tenant: vt_agent::DEFAULT_TENANT.into(),
+                role,
+            })
+            .to_vec(),
+        ..Default::default()
+    };
+    let state = vt_agent::AppState::new(h.service.clone(), "vt", http)
+        .with_console(&vt_agent::ConsoleConfig {
+            secret: Some(SECRET.into()),
+            ..Default::default()
+        })
+        .with_channel(&channel);
+    let served = crate::support::serve_state(h.clone(), state).await;
+    let post = |path: &str, body: String| {
+        served
+            .client
+            .post(format!("{}/channels/pix/webhook/{path}", served.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let conv = "c-auto-http";
+    h.say(conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    let rec = only_recurrence(&h, conv).await;
+    let id_rec = rec.id_rec.clone().expect("idRec");
+    let notice = format!(r#"{{"recs": [{{"idRec": "{id_rec}", "status": "APROVADA", "atualizacao": []}}]}}"#);
+    assert_eq!(post("rec", "não é json".into()).await.expect("post").status(), 400);
+    // Ahead of the bank (forged): read back, still waiting for the payer.
+    assert_eq!(post("rec", notice.clone()).await.expect("post").status(), 200);
+    h.service.stopped().await;
+    assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Criada);
+    assert!(h.sim.pix().authorise(&id_rec));
+    assert_eq!(post("rec", notice).await.expect("post").status(), 200);
+    for _ in 0..100 {
+        if only_recurrence(&h, conv).await.status == RecurrenceStatus::Aprovada {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Aprovada);
+    h.sim.ride(CARD, reais(40));
+    advance(&h, 1);
+    h.service.automatic().pass().await;
+    advance(&h, 2);
+    let charge = h.store.charges_of_recurrence(&rec.id).await.expect("charges").remove(0);
+    let cobr = format!(r#"{{"cobsr": [{{"idRec": "{id_rec}", "txid": "{}", "status": "CONCLUIDA", "atualizacao": []}}]}}"#, charge.txid);
+    assert_eq!(post("cobr", cobr).await.expect("post").status(), 200);
+    for _ in 0..100 {
+        if h.sim.charges(CARD) == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.service.stopped().await;
+    assert_eq!(h.sim.charges(CARD), 1);
+
+    let page = served
+        .client
+        .get(format!("{}/console/recorrencias", served.url))
+        .header("cookie", session("suporte", 600, SECRET))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("****7890") && !html.contains(CARD), "{html}");
+    assert!(html.contains("R$ 50,00 sempre que o saldo ficar abaixo de R$ 20,00"), "amounts in reais: {html}");
+    assert!(html.contains("<td>aprovada</td>") && html.contains("recarga feita"), "{html}");
+    let metrics = served
+        .client
+        .get(format!("{}/metrics", served.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains("pix_recurrences{status=\"aprovada\"} 1"), "{metrics}");
+    assert!(metrics.contains("pix_recurring_charges{status=\"creditada\"} 1"), "{metrics}");
+}
