@@ -682,7 +682,7 @@ impl Automatic<'_> {
             let choices = super::offers::AUTOMATIC_CHOICES.iter().map(|c| (*c).to_owned()).collect();
             let mut item = self.speaker.late_reply(&conv, text.clone(), None, (Vec::new(), choices));
             let now = self.engine.now();
-            item.next_attempt_at = item.next_attempt_at.max(self.quiet.release(now, &input.politicas.timezone));
+            item.next_attempt_at = self.quiet.release(now, &input.politicas.timezone);
             let message = crate::llm::ChatMessage::assistant(text.clone());
             self.store
                 .offer_automatic(&conv.id, &conv.state, (&message, &[item]), now)

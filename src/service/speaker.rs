@@ -60,7 +60,7 @@ impl Speaker<'_> {
     ) -> Result<(), crate::store::StoreError> {
         let mut item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
         if let Some(due) = due {
-            item.next_attempt_at = item.next_attempt_at.max(due);
+            item.next_attempt_at = due;
         }
         let message = crate::llm::ChatMessage::assistant(text);
         self.store

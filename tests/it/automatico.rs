@@ -517,3 +517,81 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
     assert!(metrics.contains("pix_recurrences{status=\"aprovada\"} 1"), "{metrics}");
     assert!(metrics.contains("pix_recurring_charges{status=\"creditada\"} 1"), "{metrics}");
 }
+
+#[tokio::test]
+async fn new_terms_are_a_new_authorisation_and_the_old_one_ends_when_it_is_approved() {
+    let h = harness().await;
+    let conv = "c-auto-novos-termos";
+    let old = authorised(&h, conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    h.say(conv, "recarrega 80 todo dia 10").await;
+    let row = h.store.conversation(conv).await.expect("read").expect("conv");
+    let mine = h
+        .store
+        .user_recurrences(&row.tenant_id, &row.user_id)
+        .await
+        .expect("recurrences");
+    let new = mine.iter().find(|r| r.id != old.id).expect("a new authorisation").clone();
+    assert_eq!((new.kind, new.amount), (vt_agent::RecurrenceKind::Dia(10), reais(80)));
+    // Until the bank approves the new one, the old one still stands.
+    assert_eq!(
+        h.store.recurrence(&old.id).await.expect("read").expect("old").status,
+        RecurrenceStatus::Aprovada
+    );
+    let new_rec = new.id_rec.clone().expect("idRec");
+    assert!(h.sim.pix().authorise(&new_rec));
+    assert!(h.service.automatic().rec_notice(&new_rec).await.expect("read back"));
+    assert_eq!(
+        h.store.recurrence(&old.id).await.expect("read").expect("old").status,
+        RecurrenceStatus::Cancelada
+    );
+    let old_at_provider = h.sim.pix().recurrence(old.id_rec.as_deref().expect("idRec")).expect("old");
+    assert_eq!(old_at_provider.status, RecStatus::Cancelada, "cancelled at the provider too");
+    let listed = h.say(conv, "minhas recargas automáticas").await.reply_text();
+    assert!(listed.contains("BRL 80,00 todo dia 10") && !listed.contains("abaixo de"), "{listed}");
+}
+
+#[tokio::test]
+async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
+    let h = harness().await;
+    let conv = "c-auto-quieto";
+    let on_whatsapp = |text: &str| vt_agent::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some(conv.into()),
+        user: vt_agent::Participant {
+            user_id: "5511999990000".into(),
+            user_login: "5511999990000".into(),
+            channel: "whatsapp".into(),
+        },
+        text: text.into(),
+        ..Default::default()
+    };
+    h.service
+        .messages()
+        .handle(on_whatsapp(&format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")))
+        .await
+        .expect("asked");
+    let rec = only_recurrence(&h, conv).await;
+    let id_rec = rec.id_rec.clone().expect("idRec");
+    assert!(h.sim.pix().authorise(&id_rec));
+    assert!(h.service.automatic().rec_notice(&id_rec).await.expect("read back"));
+    h.sim.ride(CARD, reais(40));
+    // 22:30 in São Paulo: the reading is below the threshold and the charge is scheduled, but its
+    // announcement waits for 08:00.
+    h.clock.set("2026-11-23T01:30:00Z".parse().expect("time"));
+    assert_eq!(h.service.automatic().pass().await.scheduled, 1);
+    let pending = h
+        .store
+        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+        .await
+        .expect("outbox");
+    let announced = pending
+        .iter()
+        .find(|i| i.payload["text"].as_str().is_some_and(|t| t.contains("será debitada")))
+        .expect("the announcement is queued");
+    let release: DateTime<Utc> = "2026-11-23T11:00:00Z".parse().expect("time");
+    assert_eq!(announced.next_attempt_at, release, "08:00 in São Paulo");
+    assert_eq!(
+        announced.payload["template"]["purpose"], "recarga_automatica_agendada",
+        "outside the window, its template"
+    );
+}

@@ -261,6 +261,7 @@ fn help_lists_every_command() {
         "serve",
         "outbox",
         "cases",
+        "recorrencias",
         "audit",
         "simulator",
     ] {
@@ -518,6 +519,38 @@ fn a_transfer_in_the_terminal_is_a_case_the_cases_command_lists() {
         .output()
         .expect("run");
     assert!(String::from_utf8_lossy(&none.stdout).contains("Nenhum atendimento"));
+}
+
+/// `[pix.automatico]` written alone turns automatic recharges on against the embedded simulator: the
+/// terminal asks for one and `vt-agent recorrencias` lists it, waiting for the bank, card masked.
+#[test]
+fn an_automatic_recharge_asked_in_the_terminal_is_listed_by_recorrencias() {
+    let (_, data) = vt_agent();
+    let config = data.path().join("vt-agent.toml");
+    std::fs::write(&config, "[pix.automatico]\nativo = true\n").expect("config");
+    let empty = vt_agent_in(&data)
+        .env("VT_CONFIG", &config)
+        .arg("recorrencias")
+        .output()
+        .expect("run");
+    assert!(empty.status.success());
+    assert!(String::from_utf8_lossy(&empty.stdout).contains("Nenhuma recarga automática"));
+    let chat = vt_agent_in(&data)
+        .env("VT_CONFIG", &config)
+        .args(["chat", "-m", "recarrega 100 todo dia 5 no 1234567890"])
+        .output()
+        .expect("run");
+    let said = String::from_utf8_lossy(&chat.stdout);
+    assert!(chat.status.success(), "{}", String::from_utf8_lossy(&chat.stderr));
+    assert!(said.contains("autorize o Pix Automático") && said.contains("br.gov.bcb.pix"), "{said}");
+    let list = vt_agent_in(&data)
+        .env("VT_CONFIG", &config)
+        .arg("recorrencias")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("****7890") && text.contains("todo dia 5") && text.contains("criada"), "{text}");
+    assert!(!text.contains("1234567890"), "{text}");
 }
 
 /// A WhatsApp template file that cannot be used stops `serve` at once, naming the file and the field.

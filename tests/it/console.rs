@@ -376,7 +376,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         .expect("labels");
     assert_eq!(unlabelled, json!([]), "every control has a label");
     let mut order = Vec::new();
-    for _ in 0..9 {
+    for _ in 0..10 {
         b.client
             .active_element()
             .await

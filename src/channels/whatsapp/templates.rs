@@ -20,13 +20,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// What a template is for: the product picks the template by it.
-pub(super) const PURPOSES: [&str; 6] = [
+pub(super) const PURPOSES: [&str; 8] = [
     "saldo_baixo",
     "resultado_recarga",
     "retomar_atendimento",
     "comprovante_recarga",
     "comprovante_cartao",
     "pesquisa_satisfacao",
+    "recarga_automatica_agendada",
+    "recarga_automatica_sem_saldo",
 ];
 
 const CATEGORIES: [&str; 3] = ["UTILITY", "MARKETING", "AUTHENTICATION"];
