@@ -872,7 +872,11 @@ async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::
 }
 
 /// `vt-agent recorrencias`: see [`Command::Recorrencias`].
-async fn recorrencias(config: &Config, store_usage: Usage, args: RecorrenciasArgs) -> anyhow::Result<ExitCode> {
+async fn recorrencias(
+    config: &Config,
+    store_usage: Usage,
+    args: RecorrenciasArgs,
+) -> anyhow::Result<ExitCode> {
     let store = crate::app::store(config, store_usage).await?;
     let lines = crate::runs::recurrences(store.as_ref(), args.tenant.as_deref(), args.limit).await?;
     print!("{}", crate::runs::recurrences_report(&lines));

@@ -89,7 +89,11 @@ pub trait Action: Send + Sync + 'static {
     /// holding `extensions`. A tool with nothing to act on (a confirmation with no recharge waiting,
     /// a port the deployment has not got) is not offered: a small model picks whatever it sees, and
     /// "nothing to cancel" is no answer to a question — and a tool never offered costs no tokens.
-    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool {
+    fn offered(
+        &self,
+        state: &serde_json::Map<String, Value>,
+        extensions: &crate::context::Extensions,
+    ) -> bool {
         let _ = (state, extensions);
         true
     }
@@ -103,7 +107,11 @@ pub trait DynAction: Send + Sync {
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     fn retry_safe(&self) -> bool;
-    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool;
+    fn offered(
+        &self,
+        state: &serde_json::Map<String, Value>,
+        extensions: &crate::context::Extensions,
+    ) -> bool;
     /// The strict JSON Schema of the arguments.
     fn parameters(&self) -> Value;
     /// Parses `args` into the action's type and calls it.
@@ -124,7 +132,11 @@ impl<A: Action> DynAction for A {
         Action::retry_safe(self)
     }
 
-    fn offered(&self, state: &serde_json::Map<String, Value>, extensions: &crate::context::Extensions) -> bool {
+    fn offered(
+        &self,
+        state: &serde_json::Map<String, Value>,
+        extensions: &crate::context::Extensions,
+    ) -> bool {
         Action::offered(self, state, extensions)
     }
 

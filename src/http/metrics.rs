@@ -441,12 +441,17 @@ impl Metrics {
         {
             let statuses = crate::store::RecurrenceStatus::ALL.map(|s| s.as_str());
             for status in statuses {
-                let n = recurrences.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+                let n = recurrences
+                    .iter()
+                    .find(|(s, _)| s == status)
+                    .map_or(0, |(_, n)| *n);
                 self.pix_recurrences.get_or_create(&Status { status }).set(n);
             }
             for status in crate::store::RecurringChargeStatus::ALL.map(|s| s.as_str()) {
                 let n = charges.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
-                self.pix_recurring_charges.get_or_create(&Status { status }).set(n);
+                self.pix_recurring_charges
+                    .get_or_create(&Status { status })
+                    .set(n);
             }
         }
         use rust_decimal::prelude::ToPrimitive as _;

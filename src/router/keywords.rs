@@ -102,7 +102,9 @@ static LIST_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
 /// "desativar", "parar", "para com", "suspender": an automatic recharge stopped, besides the cancel
 /// words of any request.
 static STOP_AUTOMATIC: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b(desativ\w*|desablit\w*|desabilit\w*|parar|pare|para com|suspend\w*|interromp\w*|encerr\w*|remov\w*|exclu\w*|apag\w*|tira\w*|desliga\w*|chega de)\b")
+    re(
+        r"\b(desativ\w*|desablit\w*|desabilit\w*|parar|pare|para com|suspend\w*|interromp\w*|encerr\w*|remov\w*|exclu\w*|apag\w*|tira\w*|desliga\w*|chega de)\b",
+    )
 });
 
 /// A wish to stop an automatic recharge.

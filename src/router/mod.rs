@@ -416,14 +416,22 @@ impl Router {
                 return reply(Known::RecargaAutomatica, texts::AUTOMATIC_DECLINED.into());
             }
             let yes = is_confirmation(m.text) && !m.found.changes_recharge();
-            return yes.then(|| act(Known::RecargaAutomatica, args("criar", Some(offered), AutomaticTerms::default())))?;
+            return yes.then(|| {
+                act(
+                    Known::RecargaAutomatica,
+                    args("criar", Some(offered), AutomaticTerms::default()),
+                )
+            })?;
         }
         if (m.open || m.text.trim_end().ends_with('?')) && !keywords::lists_automatic(&m.n) {
             return None;
         }
         let card = || m.found.cards.first().cloned();
         if keywords::stops_automatic(&m.n) {
-            return act(Known::RecargaAutomatica, args("cancelar", card(), AutomaticTerms::default()));
+            return act(
+                Known::RecargaAutomatica,
+                args("cancelar", card(), AutomaticTerms::default()),
+            );
         }
         let terms = automatic_terms(m.text);
         if terms == AutomaticTerms::default() && keywords::lists_automatic(&m.n) {

@@ -247,8 +247,14 @@ impl Automatic<'_> {
             }
             let from = [RecurrenceStatus::Criada, RecurrenceStatus::Aprovada];
             let now = self.engine.now();
-            if self.store.move_recurrence(&old.id, &from, RecurrenceStatus::Cancelada, now).await? {
-                self.store.note_recurrence(&old.id, "substituída por uma nova autorização").await?;
+            if self
+                .store
+                .move_recurrence(&old.id, &from, RecurrenceStatus::Cancelada, now)
+                .await?
+            {
+                self.store
+                    .note_recurrence(&old.id, "substituída por uma nova autorização")
+                    .await?;
                 self.cancel_open_charges(old).await?;
             }
         }
@@ -260,7 +266,10 @@ impl Automatic<'_> {
     async fn cancel_open_charges(self, rec: &Recurrence) -> Result<(), AutoError> {
         let setup = self.setup()?;
         for charge in self.store.charges_of_recurrence(&rec.id).await? {
-            if !matches!(charge.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada) {
+            if !matches!(
+                charge.status,
+                RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
+            ) {
                 continue;
             }
             match setup.psp.cobr(&charge.txid).await {
@@ -284,45 +293,13 @@ impl Automatic<'_> {
     /// An approved recurrence's cycle: a charge put on record and created at the provider when one
     /// is due (a date's, `antecedencia_dias` ahead; a threshold's, after the day's reading is below it).
     async fn cycle(self, rec: &Recurrence) -> Result<bool, AutoError> {
-        let setup = self.setup()?;
-        let tz = self.tz(rec);
-        let today = tz.local(self.engine.now()).date_naive();
-        let periodicidade = Periodicidade::parse(&rec.periodicidade).unwrap_or(Periodicidade::Mensal);
-        let due = match rec.kind {
-            RecurrenceKind::Dia(day) => {
-                let due = next_day_of_month(today + Duration::days(ANTECEDENCIA.0), day);
-                let ahead = i64::from(setup.config.automatico.antecedencia_dias).max(ANTECEDENCIA.0);
-                if (due - today).num_days() > ahead {
-                    return Ok(false);
-                }
-                due
-            }
-            RecurrenceKind::Limite(limite) => {
-                let due = today + Duration::days(ANTECEDENCIA.0);
-                if self.cycle_taken(rec, &periodicidade.cycle(due)).await? {
-                    return Ok(false);
-                }
-                if !self.store.take_daily_check(&rec.id, &today.to_string()).await? {
-                    return Ok(false);
-                }
-                match self.balance(rec).await? {
-                    Some(saldo) if saldo < limite => {
-                        self.store
-                            .note_recurrence(&rec.id, &format!("saldo {} abaixo do limite", textos::brl(saldo)))
-                            .await?;
-                    }
-                    Some(_) => return Ok(false),
-                    None => {
-                        self.store.note_recurrence(&rec.id, "saldo não lido; nova leitura amanhã").await?;
-                        return Ok(false);
-                    }
-                }
-                due
-            }
+        let Some(due) = self.due(rec).await? else {
+            return Ok(false);
         };
         let Some(id_rec) = rec.id_rec.as_deref() else {
             return Ok(false);
         };
+        let periodicidade = Periodicidade::parse(&rec.periodicidade).unwrap_or(Periodicidade::Mensal);
         let cycle = periodicidade.cycle(due);
         let charge = RecurringCharge {
             txid: txid_ciclo(id_rec, &cycle),
@@ -345,12 +322,49 @@ impl Automatic<'_> {
         self.create_at_provider(&charge).await
     }
 
+    /// The date of the charge `rec` is due to create now, if one is: a day of the month's, when it is
+    /// `antecedencia_dias` away or less; a threshold's, two days on, when the day's reading (taken
+    /// once, in a cycle with no charge yet) is below it.
+    async fn due(self, rec: &Recurrence) -> Result<Option<NaiveDate>, AutoError> {
+        let setup = self.setup()?;
+        let today = self.tz(rec).local(self.engine.now()).date_naive();
+        let periodicidade = Periodicidade::parse(&rec.periodicidade).unwrap_or(Periodicidade::Mensal);
+        match rec.kind {
+            RecurrenceKind::Dia(day) => {
+                let due = next_day_of_month(today + Duration::days(ANTECEDENCIA.0), day);
+                let ahead = i64::from(setup.config.automatico.antecedencia_dias).max(ANTECEDENCIA.0);
+                Ok(((due - today).num_days() <= ahead).then_some(due))
+            }
+            RecurrenceKind::Limite(limite) => {
+                let due = today + Duration::days(ANTECEDENCIA.0);
+                if self.cycle_taken(rec, &periodicidade.cycle(due)).await?
+                    || !self.store.take_daily_check(&rec.id, &today.to_string()).await?
+                {
+                    return Ok(None);
+                }
+                let (note, due) = match self.balance(rec).await? {
+                    Some(saldo) if saldo < limite => (
+                        format!("saldo {} abaixo do limite", textos::brl(saldo)),
+                        Some(due),
+                    ),
+                    Some(_) => return Ok(None),
+                    None => ("saldo não lido; nova leitura amanhã".to_owned(), None),
+                };
+                self.store.note_recurrence(&rec.id, &note).await?;
+                Ok(due)
+            }
+        }
+    }
+
     /// Whether the card already has a charge (not failed or cancelled) in `cycle`.
     async fn cycle_taken(self, rec: &Recurrence, cycle: &str) -> Result<bool, AutoError> {
         let charges = self.store.charges_of_recurrence(&rec.id).await?;
         Ok(charges.iter().any(|c| {
             c.cycle == cycle
-                && !matches!(c.status, RecurringChargeStatus::Cancelada | RecurringChargeStatus::Falhou)
+                && !matches!(
+                    c.status,
+                    RecurringChargeStatus::Cancelada | RecurringChargeStatus::Falhou
+                )
         }))
     }
 
@@ -375,54 +389,62 @@ impl Automatic<'_> {
         let Some(id_rec) = rec.id_rec.clone() else {
             return Err(AutoError::Invalid("a recorrência não foi criada no provedor"));
         };
-        let pedido = CobRPedido {
-            id_rec,
-            info_adicional: Some(format!("Recarga de vale-transporte {}", rec.card_masked)),
-            calendario: CalendarioCobR {
-                criacao: None,
-                data_de_vencimento: charge.due_on.clone(),
-            },
-            valor: vt_actions::pix::api::ValorOriginal {
-                original: charge.amount,
-            },
-            ajuste_dia_util: false,
-        };
-        match setup.psp.criar_cobr(&charge.txid, &pedido).await {
+        match setup
+            .psp
+            .criar_cobr(&charge.txid, &cobr_pedido(&rec, id_rec, charge))
+            .await
+        {
             Ok(_) => {}
             Err(PixError::Refused { status, title }) if status < 500 => {
                 // Refused for good (the recurrence ended, the date out of the window): no charge.
                 tracing::warn!(status, title = %title, "the provider refused a recurring charge");
                 self.store
-                    .move_recurring_charge(&charge.txid, RecurringChargeStatus::Nova, RecurringChargeStatus::Falhou)
+                    .move_recurring_charge(
+                        &charge.txid,
+                        RecurringChargeStatus::Nova,
+                        RecurringChargeStatus::Falhou,
+                    )
                     .await?;
-                self.store.note_recurrence(&rec.id, "cobrança recusada pelo provedor").await?;
+                self.store
+                    .note_recurrence(&rec.id, "cobrança recusada pelo provedor")
+                    .await?;
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
         }
         if !self
             .store
-            .move_recurring_charge(&charge.txid, RecurringChargeStatus::Nova, RecurringChargeStatus::Agendada)
+            .move_recurring_charge(
+                &charge.txid,
+                RecurringChargeStatus::Nova,
+                RecurringChargeStatus::Agendada,
+            )
             .await?
         {
             return Ok(false);
         }
+        self.announce(&rec, charge).await?;
+        Ok(true)
+    }
+
+    /// Charge `charge` of `rec`, scheduled: on record, and the card holder told its date.
+    async fn announce(self, rec: &Recurrence, charge: &RecurringCharge) -> Result<(), AutoError> {
         let due = date(&charge.due_on)?;
+        let day = |d: NaiveDate| d.format("%d/%m/%Y").to_string();
         self.store
-            .note_recurrence(&rec.id, &format!("cobrança agendada para {}", due.format("%d/%m/%Y")))
+            .note_recurrence(&rec.id, &format!("cobrança agendada para {}", day(due)))
             .await?;
         let template = textos::modelo(
             "recarga_automatica_agendada",
             [
                 ("valor", textos::brl(charge.amount)),
-                ("cartao_final", final_of(&rec)),
-                ("data", due.format("%d/%m/%Y").to_string()),
-                ("cancelar_ate", (due - Duration::days(1)).format("%d/%m/%Y").to_string()),
+                ("cartao_final", final_of(rec)),
+                ("data", day(due)),
+                ("cancelar_ate", day(due - Duration::days(1))),
             ],
         );
-        self.tell_as(&rec, textos::agendada(&rec, charge.amount, due), Some(template))
-            .await?;
-        Ok(true)
+        self.tell_as(rec, textos::agendada(rec, charge.amount, due), Some(template))
+            .await
     }
 
     /// Charge `charge` (`agendada`) read back: debited → claimed once and credited; an attempt failed
@@ -498,7 +520,10 @@ impl Automatic<'_> {
             return Ok(false);
         }
         self.store
-            .note_recurrence(&rec.id, &format!("sem saldo na conta; nova tentativa em {}", on.format("%d/%m/%Y")))
+            .note_recurrence(
+                &rec.id,
+                &format!("sem saldo na conta; nova tentativa em {}", on.format("%d/%m/%Y")),
+            )
             .await?;
         if self.store.take_funds_notice(&charge.txid).await? {
             let template = textos::modelo(
@@ -521,52 +546,12 @@ impl Automatic<'_> {
         let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
             return Err(AutoError::Invalid("a recorrência da cobrança não existe"));
         };
-        let mut input = request_of(&rec)?;
-        input.recarga = Some(Recarga {
-            valor: Some(charge.amount),
-            moeda: Some("BRL".into()),
-            meio_pagamento: MeioPagamento {
-                tipo: "pix".into(),
-                token: Some(PaymentToken::new(e2e)),
-            },
-            idempotency_key: None,
-        });
-        let input = input
-            .with_request_key(&format!("pixauto-{e2e}"))
-            .map_err(|_| AutoError::Invalid("chave da recarga inválida"))?;
+        let input = debit_recharge(&rec, charge, e2e)?;
         let tz = input.politicas.timezone.clone();
         let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
-        let mut template = None;
-        let (to, text) = match ran.output.status {
-            FlowStatus::Concluido => {
-                let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
-                let novo = vt_actions::stages::novo_saldo(etapas);
-                let paid = charge.paid_at.unwrap_or_else(|| self.engine.now());
-                // Outside the window, the Pix receipt's template: the same facts.
-                template = Some(crate::outbox::TemplateUse {
-                    purpose: "comprovante_recarga".into(),
-                    parameters: vt_actions::pix::textos::comprovante_parametros(
-                        charge.amount,
-                        &final_of(&rec),
-                        novo,
-                        paid,
-                        e2e,
-                        &tz,
-                    ),
-                });
-                (
-                    RecurringChargeStatus::Creditada,
-                    textos::comprovante(&rec, charge.amount, novo, paid, e2e, &tz),
-                )
-            }
-            // Its late outcome is the recharge follow-up's, which tells the holder.
-            FlowStatus::Pendente => (
-                RecurringChargeStatus::Enviada,
-                textos::em_processamento(&rec, charge.amount),
-            ),
-            FlowStatus::Falhou => (RecurringChargeStatus::Devolvida, String::new()),
-        };
-        if to == RecurringChargeStatus::Devolvida {
+        let paid = charge.paid_at.unwrap_or_else(|| self.engine.now());
+        let told = Told::of(&rec, (charge, e2e, paid), &ran.output, &tz);
+        if told.to == RecurringChargeStatus::Devolvida {
             // Debited and not credited: the money goes back, once (the refund's id is the payment's).
             let setup = self.setup()?;
             setup
@@ -576,22 +561,17 @@ impl Automatic<'_> {
         }
         if !self
             .store
-            .move_recurring_charge(&charge.txid, RecurringChargeStatus::Paga, to)
+            .move_recurring_charge(&charge.txid, RecurringChargeStatus::Paga, told.to)
             .await?
         {
             return Ok(false);
         }
-        if to == RecurringChargeStatus::Creditada {
+        if told.to == RecurringChargeStatus::Creditada {
             self.resolved_without_a_conversation(&rec, charge).await?;
         }
-        let (outcome, text) = match to {
-            RecurringChargeStatus::Creditada => ("recarga feita", text),
-            RecurringChargeStatus::Enviada => ("recarga em processamento", text),
-            _ => ("recarga não creditada; Pix devolvido", textos::devolvida(&rec, charge.amount)),
-        };
-        self.store.note_recurrence(&rec.id, outcome).await?;
-        self.tell_as(&rec, text, template).await?;
-        Ok(to == RecurringChargeStatus::Creditada)
+        self.store.note_recurrence(&rec.id, told.outcome).await?;
+        self.tell_as(&rec, told.text, told.template).await?;
+        Ok(told.to == RecurringChargeStatus::Creditada)
     }
 
     /// A credited automatic recharge counted where outcomes are (step 22): resolved by the bot, with no
@@ -664,7 +644,10 @@ impl Automatic<'_> {
             return Ok(false);
         };
         let index = crate::store::seal::card_index(&input.cartao);
-        let mine = self.store.user_recurrences(&conv.tenant_id, &conv.user_id).await?;
+        let mine = self
+            .store
+            .user_recurrences(&conv.tenant_id, &conv.user_id)
+            .await?;
         if mine.iter().any(|r| r.status.live() && r.card_index == index) {
             return Ok(false);
         }
@@ -679,8 +662,13 @@ impl Automatic<'_> {
                 vt_actions::tools::STATE_OFERTA_AUTOMATICA.into(),
                 serde_json::json!({"cartao": masked}),
             );
-            let choices = super::offers::AUTOMATIC_CHOICES.iter().map(|c| (*c).to_owned()).collect();
-            let mut item = self.speaker.late_reply(&conv, text.clone(), None, (Vec::new(), choices));
+            let choices = super::offers::AUTOMATIC_CHOICES
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect();
+            let mut item = self
+                .speaker
+                .late_reply(&conv, text.clone(), None, (Vec::new(), choices));
             let now = self.engine.now();
             item.next_attempt_at = self.quiet.release(now, &input.politicas.timezone);
             let message = crate::llm::ChatMessage::assistant(text.clone());
@@ -694,7 +682,129 @@ impl Automatic<'_> {
         lock.release().await;
         offered
     }
+}
 
+/// What a debit's recharge led to: where its charge moves, what the operator and the card holder read.
+struct Told {
+    to: RecurringChargeStatus,
+    outcome: &'static str,
+    text: String,
+    template: Option<crate::outbox::TemplateUse>,
+}
+
+impl Told {
+    /// The recharge of `charge` (paid by `e2e` at `paid`) ran to `output`.
+    fn of(
+        rec: &Recurrence,
+        (charge, e2e, paid): (&RecurringCharge, &str, chrono::DateTime<chrono::Utc>),
+        output: &crate::flow::FlowOutput,
+        tz: &vt_actions::vt::timezone::Timezone,
+    ) -> Self {
+        match output.status {
+            FlowStatus::Concluido => {
+                let etapas = output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
+                let novo = vt_actions::stages::novo_saldo(etapas);
+                // Outside the window, the Pix receipt's template: the same facts.
+                let parameters = vt_actions::pix::textos::comprovante_parametros(
+                    charge.amount,
+                    &final_of(rec),
+                    novo,
+                    paid,
+                    e2e,
+                    tz,
+                );
+                Self {
+                    to: RecurringChargeStatus::Creditada,
+                    outcome: "recarga feita",
+                    text: textos::comprovante(rec, charge.amount, novo, paid, e2e, tz),
+                    template: Some(crate::outbox::TemplateUse {
+                        purpose: "comprovante_recarga".into(),
+                        parameters,
+                    }),
+                }
+            }
+            // Its late outcome is the recharge follow-up's, which tells the holder.
+            FlowStatus::Pendente => Self {
+                to: RecurringChargeStatus::Enviada,
+                outcome: "recarga em processamento",
+                text: textos::em_processamento(rec, charge.amount),
+                template: None,
+            },
+            FlowStatus::Falhou => Self {
+                to: RecurringChargeStatus::Devolvida,
+                outcome: "recarga não creditada; Pix devolvido",
+                text: textos::devolvida(rec, charge.amount),
+                template: None,
+            },
+        }
+    }
+}
+
+/// `POST /rec`'s body: our `id` as its contract, the card `masked` as its object and its payer's name
+/// (no personal data of the card holder's reaches the provider), from `first` every `periodicidade`,
+/// `valor` fixed, retries allowed, its QR code at location `loc`.
+fn rec_pedido(
+    id: &str,
+    masked: &str,
+    (first, periodicidade): (NaiveDate, Periodicidade),
+    valor: Decimal,
+    loc: u64,
+) -> RecPedido {
+    RecPedido {
+        vinculo: Vinculo {
+            objeto: Some(format!("Recarga VT cartão {masked}")),
+            contrato: id.to_owned(),
+            devedor: Devedor {
+                cpf: None,
+                nome: format!("Titular do cartão {masked}"),
+            },
+        },
+        calendario: CalendarioRec {
+            data_inicial: first.to_string(),
+            data_final: None,
+            periodicidade,
+        },
+        valor: ValorRec {
+            valor_rec: Some(valor),
+            valor_minimo_recebedor: None,
+        },
+        politica_retentativa: PoliticaRetentativa::Permite3r7d,
+        loc: Some(loc),
+    }
+}
+
+/// `PUT /cobr`'s body for `charge` of `rec` (the provider's `id_rec`).
+fn cobr_pedido(rec: &Recurrence, id_rec: String, charge: &RecurringCharge) -> CobRPedido {
+    CobRPedido {
+        id_rec,
+        info_adicional: Some(format!("Recarga de vale-transporte {}", rec.card_masked)),
+        calendario: CalendarioCobR {
+            criacao: None,
+            data_de_vencimento: charge.due_on.clone(),
+        },
+        valor: vt_actions::pix::api::ValorOriginal {
+            original: charge.amount,
+        },
+        ajuste_dia_util: false,
+    }
+}
+
+/// The recharge a debit of `charge` pays: `rec`'s, with the payment `e2e` as its token, under the
+/// payment's own key.
+fn debit_recharge(rec: &Recurrence, charge: &RecurringCharge, e2e: &str) -> Result<FlowInput, AutoError> {
+    let mut input = request_of(rec)?;
+    input.recarga = Some(Recarga {
+        valor: Some(charge.amount),
+        moeda: Some("BRL".into()),
+        meio_pagamento: MeioPagamento {
+            tipo: "pix".into(),
+            token: Some(PaymentToken::new(e2e)),
+        },
+        idempotency_key: None,
+    });
+    input
+        .with_request_key(&format!("pixauto-{e2e}"))
+        .map_err(|_| AutoError::Invalid("chave da recarga inválida"))
 }
 
 /// The card's last four digits, as a template names it (`****7890` → `7890`).
@@ -728,12 +838,16 @@ fn next_day_of_month(from: NaiveDate, day: u32) -> NaiveDate {
 
 /// The recharge a recurrence sends, opened.
 fn request_of(rec: &Recurrence) -> Result<FlowInput, AutoError> {
-    vt_actions::json::from_ref(&rec.request).map_err(|_| AutoError::Invalid("recarga da recorrência ilegível"))
+    vt_actions::json::from_ref(&rec.request)
+        .map_err(|_| AutoError::Invalid("recarga da recorrência ilegível"))
 }
 
 /// The port the chat's `recarga_automatica` tool works through, for the engine's extensions (on when
 /// `[pix.automatico] ativo`).
-pub fn port(store: Arc<dyn RecurrenceStore>, setup: PixSetup) -> vt_actions::tools::SharedRecargasAutomaticas {
+pub fn port(
+    store: Arc<dyn RecurrenceStore>,
+    setup: PixSetup,
+) -> vt_actions::tools::SharedRecargasAutomaticas {
     Arc::new(AutoPort { store, setup })
 }
 
@@ -754,9 +868,12 @@ impl RecargasAutomaticas for AutoPort {
         input: &FlowInput,
         termos: Termos,
     ) -> Result<Autorizacao, ActionError> {
-        self.authorise(ctx, input, termos)
-            .await
-            .map_err(|e| ActionError::failed("não foi possível criar a recarga automática no banco agora", e.to_string()))
+        self.authorise(ctx, input, termos).await.map_err(|e| {
+            ActionError::failed(
+                "não foi possível criar a recarga automática no banco agora",
+                e.to_string(),
+            )
+        })
     }
 
     async fn listar(&self, ctx: &ActionContext) -> Result<Vec<Resumo>, ActionError> {
@@ -765,19 +882,28 @@ impl RecargasAutomaticas for AutoPort {
             .store
             .user_recurrences(&tenant, &ctx.user_id)
             .await
-            .map_err(|e| ActionError::failed("não foi possível ler suas recargas automáticas", e.to_string()))?;
+            .map_err(|e| {
+                ActionError::failed("não foi possível ler suas recargas automáticas", e.to_string())
+            })?;
         let mut listed = Vec::new();
         for rec in mine.iter().filter(|r| r.status.live()) {
-            let charges = self.store.charges_of_recurrence(&rec.id).await.unwrap_or_default();
+            let charges = self
+                .store
+                .charges_of_recurrence(&rec.id)
+                .await
+                .unwrap_or_default();
             listed.push(resumo(rec, &charges));
         }
         Ok(listed)
     }
 
     async fn cancelar(&self, ctx: &ActionContext, cartao: Option<&str>) -> Result<Vec<Resumo>, ActionError> {
-        self.cancel(ctx, cartao)
-            .await
-            .map_err(|e| ActionError::failed("não foi possível cancelar a recarga automática agora", e.to_string()))
+        self.cancel(ctx, cartao).await.map_err(|e| {
+            ActionError::failed(
+                "não foi possível cancelar a recarga automática agora",
+                e.to_string(),
+            )
+        })
     }
 }
 
@@ -798,33 +924,17 @@ impl AutoPort {
         let masked = mask_card(&input.cartao);
         let id = format!("va{}", &uuid::Uuid::new_v4().simple().to_string()[..30]);
         let today = input.politicas.timezone.local(ctx.now).date_naive();
-        let periodicidade = config.periodicidades.first().copied().unwrap_or(Periodicidade::Mensal);
+        let periodicidade = config
+            .periodicidades
+            .first()
+            .copied()
+            .unwrap_or(Periodicidade::Mensal);
         let first = match termos.gatilho {
             Gatilho::Dia(day) => next_day_of_month(today + Duration::days(ANTECEDENCIA.0), day),
             Gatilho::Limite(_) => today + Duration::days(ANTECEDENCIA.0),
         };
         let loc = psp.criar_locrec().await?;
-        let pedido = RecPedido {
-            vinculo: Vinculo {
-                objeto: Some(format!("Recarga VT cartão {masked}")),
-                contrato: id.clone(),
-                devedor: Devedor {
-                    cpf: None,
-                    nome: format!("Titular do cartão {masked}"),
-                },
-            },
-            calendario: CalendarioRec {
-                data_inicial: first.to_string(),
-                data_final: None,
-                periodicidade,
-            },
-            valor: ValorRec {
-                valor_rec: Some(termos.valor),
-                valor_minimo_recebedor: None,
-            },
-            politica_retentativa: PoliticaRetentativa::Permite3r7d,
-            loc: Some(loc.id),
-        };
+        let pedido = rec_pedido(&id, &masked, (first, periodicidade), termos.valor, loc.id);
         let created = psp.criar_rec(&pedido).await?;
         let code = match created.dados_qr {
             Some(q) => q.pix_copia_e_cola,
@@ -886,14 +996,23 @@ impl AutoPort {
                 .move_recurrence(&rec.id, &from, RecurrenceStatus::Cancelada, ctx.now)
                 .await?
             {
-                self.store.note_recurrence(&rec.id, "cancelada na conversa").await?;
+                self.store
+                    .note_recurrence(&rec.id, "cancelada na conversa")
+                    .await?;
                 // The provider cancels the recurrence's charges not yet debited with it; on record
                 // too, so none is read as due.
                 for charge in self.store.charges_of_recurrence(&rec.id).await? {
-                    if matches!(charge.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada) {
+                    if matches!(
+                        charge.status,
+                        RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
+                    ) {
                         let _ = self.setup.psp.cancelar_cobr(&charge.txid).await;
                         self.store
-                            .move_recurring_charge(&charge.txid, charge.status, RecurringChargeStatus::Cancelada)
+                            .move_recurring_charge(
+                                &charge.txid,
+                                charge.status,
+                                RecurringChargeStatus::Cancelada,
+                            )
                             .await?;
                     }
                 }
@@ -910,7 +1029,12 @@ fn resumo(rec: &Recurrence, charges: &[RecurringCharge]) -> Resumo {
         _ => match charges
             .iter()
             .rev()
-            .find(|c| matches!(c.status, RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada))
+            .find(|c| {
+                matches!(
+                    c.status,
+                    RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
+                )
+            })
             .and_then(|c| date(&c.due_on).ok())
         {
             Some(d) => format!("ativa; próximo débito em {}", d.format("%d/%m/%Y")),
@@ -986,7 +1110,11 @@ mod textos {
 
     pub(super) fn agendada(rec: &Recurrence, valor: Decimal, quando: NaiveDate) -> String {
         let motivo = match rec.kind {
-            RecurrenceKind::Limite(l) => format!("O saldo do cartão {} ficou abaixo de {}: a", rec.card_masked, brl(l)),
+            RecurrenceKind::Limite(l) => format!(
+                "O saldo do cartão {} ficou abaixo de {}: a",
+                rec.card_masked,
+                brl(l)
+            ),
             RecurrenceKind::Dia(_) => format!("A recarga automática do cartão {}: a", rec.card_masked),
         };
         format!(

@@ -249,4 +249,3 @@ impl<'de> Deserialize<'de> for QuietHours {
         Self::parse(&text).map_err(|why| serde::de::Error::custom(format!("notificacoes.silencio: {why}")))
     }
 }
-

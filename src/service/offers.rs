@@ -95,7 +95,9 @@ pub(super) const AUTOMATIC_CHOICES: [&str; 2] = ["Sim, recarregar sozinho", "Nã
 
 /// A pick from the automatic recharge's offer as its yes or no written out, while the offer stands.
 fn automatic_pick(conv: &Conversation, index: usize) -> Option<String> {
-    let offered = conv.state.contains_key(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
+    let offered = conv
+        .state
+        .contains_key(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
     let answer = ["sim", "não"].get(index)?;
     offered.then(|| (*answer).to_owned())
 }

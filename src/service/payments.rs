@@ -329,13 +329,21 @@ impl Payments<'_> {
         };
         let ended = settled != Settled::Processing;
         self.tell(charge, text, template, ended).await?;
-        if settled == Settled::Credited
-            && let Ok(input) = recharge_of(charge)
-            && let Err(e) = self.automatic.offer(&charge.conversation_id, &input).await
-        {
-            tracing::warn!(error = %e, "the offer of an automatic recharge could not be made");
+        if settled == Settled::Credited {
+            self.offer_automatic(charge).await;
         }
         Ok(settled)
+    }
+
+    /// After `charge`'s receipt: the offer of a recharge that happens by itself (where Pix Automático
+    /// is on and the card has none). A failure costs the offer, never the receipt.
+    async fn offer_automatic(&self, charge: &PixCharge) {
+        let Ok(input) = recharge_of(charge) else {
+            return;
+        };
+        if let Err(e) = self.automatic.offer(&charge.conversation_id, &input).await {
+            tracing::warn!(error = %e, "the offer of an automatic recharge could not be made");
+        }
     }
 
     /// Paid charge `charge` moved on to `to`; false when another caller moved it first.

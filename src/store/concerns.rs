@@ -720,13 +720,21 @@ pub trait RecurrenceStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// The recurrences in `status`, oldest first, at most `limit`.
-    async fn recurrences_in(&self, status: RecurrenceStatus, limit: i64) -> Result<Vec<Recurrence>, StoreError>;
+    async fn recurrences_in(
+        &self,
+        status: RecurrenceStatus,
+        limit: i64,
+    ) -> Result<Vec<Recurrence>, StoreError>;
 
     /// A user's recurrences, newest first.
     async fn user_recurrences(&self, tenant_id: &str, user_id: &str) -> Result<Vec<Recurrence>, StoreError>;
 
     /// Every recurrence (of `tenant_id` when given), newest first, at most `limit`.
-    async fn all_recurrences(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<Recurrence>, StoreError>;
+    async fn all_recurrences(
+        &self,
+        tenant_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Recurrence>, StoreError>;
 
     /// Takes the day's balance reading of recurrence `id`: `true` for the first caller on `day`.
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError>;

@@ -1168,10 +1168,9 @@ impl RecurringChargeStatus {
     }
 
     pub fn from_row(text: &str) -> Result<Self, StoreError> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == text)
-            .ok_or_else(|| StoreError::Invalid(format!("status de cobrança recorrente desconhecido: {text:?}")))
+        Self::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
+            StoreError::Invalid(format!("status de cobrança recorrente desconhecido: {text:?}"))
+        })
     }
 }
 

@@ -40,7 +40,12 @@ fn advance(h: &ChatHarness, days: i64) {
 
 /// The only recurrence asked for in conversation `conv`, as on record.
 async fn only_recurrence(h: &ChatHarness, conv: &str) -> vt_agent::Recurrence {
-    let row = h.store.conversation(conv).await.expect("read").expect("conversation");
+    let row = h
+        .store
+        .conversation(conv)
+        .await
+        .expect("read")
+        .expect("conversation");
     let mut mine: Vec<vt_agent::Recurrence> = h
         .store
         .user_recurrences(&row.tenant_id, &row.user_id)
@@ -62,8 +67,17 @@ async fn authorised(h: &ChatHarness, conv: &str, text: &str) -> vt_agent::Recurr
     let rec = only_recurrence(h, conv).await;
     assert_eq!(rec.status, RecurrenceStatus::Criada);
     let id_rec = rec.id_rec.clone().expect("created at the provider");
-    assert!(h.sim.pix().authorise(&id_rec), "the payer authorises in their bank");
-    assert!(h.service.automatic().rec_notice(&id_rec).await.expect("read back"));
+    assert!(
+        h.sim.pix().authorise(&id_rec),
+        "the payer authorises in their bank"
+    );
+    assert!(
+        h.service
+            .automatic()
+            .rec_notice(&id_rec)
+            .await
+            .expect("read back")
+    );
     let rec = only_recurrence(h, conv).await;
     assert_eq!(rec.status, RecurrenceStatus::Aprovada);
     rec
@@ -85,7 +99,12 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     // A Pix recharge asked, confirmed, paid and credited: the receipt, then the offer.
     h.say(conv, &format!("recarregar 20 no {CARD} via pix")).await;
     h.say(conv, "sim").await;
-    let code = h.store.conversation_charges(conv).await.expect("charges").remove(0);
+    let code = h
+        .store
+        .conversation_charges(conv)
+        .await
+        .expect("charges")
+        .remove(0);
     h.sim.pix().pay(&code.txid, false).expect("paid");
     assert_eq!(
         h.service.payments().settle(&code.txid).await.expect("settled"),
@@ -96,7 +115,10 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         offer.starts_with(vt_actions::tools::OFERTA) && offer.contains("****7890") && !offer.contains(CARD),
         "{offer}"
     );
-    assert!(offer.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"), "{offer}");
+    assert!(
+        offer.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"),
+        "{offer}"
+    );
 
     // "sim" accepts the offer: a recurrence at the provider, waiting for the bank; nothing charged.
     let yes = h.say(conv, "sim").await;
@@ -118,13 +140,28 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     // A notice before the payer authorised (forged, or early) is a read: still waiting.
     assert!(!h.service.automatic().rec_notice(&id_rec).await.expect("read"));
     assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Criada);
-    assert_eq!(h.service.automatic().pass().await, vt_agent::PassFigures::default());
+    assert_eq!(
+        h.service.automatic().pass().await,
+        vt_agent::PassFigures::default()
+    );
 
     assert!(h.sim.pix().authorise(&id_rec));
-    assert!(h.service.automatic().rec_notice(&id_rec).await.expect("read back"));
-    assert!(!h.service.automatic().rec_notice(&id_rec).await.expect("again"), "taken once");
+    assert!(
+        h.service
+            .automatic()
+            .rec_notice(&id_rec)
+            .await
+            .expect("read back")
+    );
+    assert!(
+        !h.service.automatic().rec_notice(&id_rec).await.expect("again"),
+        "taken once"
+    );
     let ativada = said(&h, conv).await.pop().expect("told");
-    assert!(ativada.starts_with("Recarga automática ativada no cartão ****7890"), "{ativada}");
+    assert!(
+        ativada.starts_with("Recarga automática ativada no cartão ****7890"),
+        "{ativada}"
+    );
 
     // Balance 70 (50 + the recharge): above the threshold, nothing charged; the day's reading is one.
     let first = h.service.automatic().pass().await;
@@ -147,7 +184,10 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         .filter(|t| t.contains("será debitada"))
         .collect();
     assert_eq!(announced.len(), 1, "{announced:?}");
-    assert!(announced[0].contains("25/11/2026") && announced[0].contains("BRL 50,00"), "{announced:?}");
+    assert!(
+        announced[0].contains("25/11/2026") && announced[0].contains("BRL 50,00"),
+        "{announced:?}"
+    );
     assert_eq!(h.sim.charges(CARD), 1, "nothing recharged before the debit");
 
     // On its date the payer's bank debits it; the pass reads it back, claims and credits it once.
@@ -161,19 +201,35 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     assert_eq!(h.sim.charges(CARD), 2, "the Pix recharge and one automatic one");
     let receipt = receipts(&h, conv).await;
     assert_eq!(receipt.len(), 1, "{receipt:?}");
-    let charge = h.store.charges_of_recurrence(&rec.id).await.expect("charges").remove(0);
+    let charge = h
+        .store
+        .charges_of_recurrence(&rec.id)
+        .await
+        .expect("charges")
+        .remove(0);
     assert_eq!(charge.status, RecurringChargeStatus::Creditada);
     let e2e = charge.end_to_end_id.clone().expect("paid");
-    assert!(receipt[0].contains(&e2e) && receipt[0].contains("Novo saldo: BRL 65,00"), "{receipt:?}");
+    assert!(
+        receipt[0].contains(&e2e) && receipt[0].contains("Novo saldo: BRL 65,00"),
+        "{receipt:?}"
+    );
     // The recharge went with the debit's endToEndId as its token, under a key of its own.
-    let recharges: Vec<_> = h.sim.ledger().into_iter().filter(|e| e.sistema == "recarga").collect();
+    let recharges: Vec<_> = h
+        .sim
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "recarga")
+        .collect();
     let sent = recharges.last().expect("sent");
     assert_ne!(
         sent.idempotency_key, recharges[0].idempotency_key,
         "a key of its own, not the chat recharge's"
     );
     assert_eq!(
-        sent.body.as_ref().and_then(|b| b.pointer("/meio_pagamento/token")).and_then(|v| v.as_str()),
+        sent.body
+            .as_ref()
+            .and_then(|b| b.pointer("/meio_pagamento/token"))
+            .and_then(|v| v.as_str()),
         Some(e2e.as_str())
     );
     // Counted where outcomes are: resolved by the bot, with no conversation and no model cost.
@@ -182,7 +238,10 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         .outcomes_since(h.clock.now() - Duration::days(30))
         .await
         .expect("outcomes");
-    let automatic: Vec<_> = outcomes.iter().filter(|o| o.intencao == "recarga_automatica").collect();
+    let automatic: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.intencao == "recarga_automatica")
+        .collect();
     assert_eq!(automatic.len(), 1, "{outcomes:?}");
     assert_eq!(automatic[0].desfecho, vt_agent::Desfecho::ResolvidaPeloBot);
     assert_eq!(automatic[0].custo_micro_brl, Some(0));
@@ -193,7 +252,14 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         advance(&h, 1);
         h.service.automatic().pass().await;
     }
-    assert_eq!(h.store.charges_of_recurrence(&rec.id).await.expect("charges").len(), 1);
+    assert_eq!(
+        h.store
+            .charges_of_recurrence(&rec.id)
+            .await
+            .expect("charges")
+            .len(),
+        1
+    );
     assert_eq!(h.sim.charges(CARD), 2);
 }
 
@@ -213,11 +279,20 @@ async fn a_date_recurrence_charges_once_a_month_for_three_months() {
     let charges = h.store.charges_of_recurrence(&rec.id).await.expect("charges");
     let dues: Vec<&str> = charges.iter().map(|c| c.due_on.as_str()).collect();
     assert_eq!(dues, ["2026-12-05", "2027-01-05", "2027-02-05"]);
-    assert!(charges.iter().all(|c| c.status == RecurringChargeStatus::Creditada), "{charges:?}");
+    assert!(
+        charges
+            .iter()
+            .all(|c| c.status == RecurringChargeStatus::Creditada),
+        "{charges:?}"
+    );
     assert_eq!(h.sim.charges(CARD), 3);
     assert_eq!(receipts(&h, conv).await.len(), 3);
     let id_rec = rec.id_rec.expect("idRec");
-    assert_eq!(h.sim.pix().recurring_charges(&id_rec).len(), 3, "three charges at the provider");
+    assert_eq!(
+        h.sim.pix().recurring_charges(&id_rec).len(),
+        3,
+        "three charges at the provider"
+    );
 }
 
 #[tokio::test]
@@ -226,7 +301,12 @@ async fn a_payer_without_funds_is_retried_by_the_providers_rules_and_told_once()
     let conv = "c-auto-sem-saldo";
     // 1717171717: the payer's account has no funds on a charge's first attempt.
     let card = "1717171717";
-    let rec = authorised(&h, conv, &format!("recarrega 40 no {card} sempre que ficar abaixo de 30")).await;
+    let rec = authorised(
+        &h,
+        conv,
+        &format!("recarrega 40 no {card} sempre que ficar abaixo de 30"),
+    )
+    .await;
     h.sim.ride(card, reais(25));
     advance(&h, 1);
     assert_eq!(h.service.automatic().pass().await.scheduled, 1);
@@ -250,7 +330,13 @@ async fn a_payer_without_funds_is_retried_by_the_providers_rules_and_told_once()
         .iter()
         .map(|t| (t.tipo.as_str(), t.status))
         .collect();
-    assert_eq!(kinds, [("AGND", TentativaStatus::Expirada), ("NTAG", TentativaStatus::Agendada)]);
+    assert_eq!(
+        kinds,
+        [
+            ("AGND", TentativaStatus::Expirada),
+            ("NTAG", TentativaStatus::Agendada)
+        ]
+    );
     // The retry's day: debited, credited once.
     advance(&h, 1);
     h.service.automatic().pass().await;
@@ -270,21 +356,41 @@ async fn cancelled_in_the_chat_or_in_the_bank_no_further_charge_is_made() {
     let conv = "c-auto-cancela";
     let rec = authorised(&h, conv, &format!("recarrega 100 todo dia 5 no {CARD}")).await;
     let listed = h.say(conv, "minhas recargas automáticas").await.reply_text();
-    assert!(listed.contains("Cartão ****7890: BRL 100,00 todo dia 5 — ativa"), "{listed}");
+    assert!(
+        listed.contains("Cartão ****7890: BRL 100,00 todo dia 5 — ativa"),
+        "{listed}"
+    );
     let cancelled = h.say(conv, "cancelar recarga automática").await.reply_text();
     assert!(cancelled.contains("cancelei a recarga automática"), "{cancelled}");
     let id_rec = rec.id_rec.clone().expect("idRec");
-    assert_eq!(h.sim.pix().recurrence(&id_rec).expect("rec").status, RecStatus::Cancelada);
-    assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Cancelada);
+    assert_eq!(
+        h.sim.pix().recurrence(&id_rec).expect("rec").status,
+        RecStatus::Cancelada
+    );
+    assert_eq!(
+        only_recurrence(&h, conv).await.status,
+        RecurrenceStatus::Cancelada
+    );
     let none = h.say(conv, "cancelar recarga automática").await.reply_text();
     assert!(none.contains("não há nada para cancelar"), "{none}");
 
     // In the bank: the notice read back ends it, the card holder told.
     let other = "c-auto-banco";
-    let second = authorised(&h, other, "recarrega 60 no 2345678901 quando o saldo ficar abaixo de 25").await;
+    let second = authorised(
+        &h,
+        other,
+        "recarrega 60 no 2345678901 quando o saldo ficar abaixo de 25",
+    )
+    .await;
     let second_rec = second.id_rec.clone().expect("idRec");
     assert!(h.sim.pix().cancel_by_payer(&second_rec));
-    assert!(h.service.automatic().rec_notice(&second_rec).await.expect("read back"));
+    assert!(
+        h.service
+            .automatic()
+            .rec_notice(&second_rec)
+            .await
+            .expect("read back")
+    );
     let told = said(&h, other).await.pop().expect("told");
     assert!(told.contains("foi cancelada no seu banco"), "{told}");
     h.sim.ride("2345678901", reais(45));
@@ -292,8 +398,20 @@ async fn cancelled_in_the_chat_or_in_the_bank_no_further_charge_is_made() {
         advance(&h, 1);
         h.service.automatic().pass().await;
     }
-    assert!(h.store.charges_of_recurrence(&rec.id).await.expect("charges").is_empty());
-    assert!(h.store.charges_of_recurrence(&second.id).await.expect("charges").is_empty());
+    assert!(
+        h.store
+            .charges_of_recurrence(&rec.id)
+            .await
+            .expect("charges")
+            .is_empty()
+    );
+    assert!(
+        h.store
+            .charges_of_recurrence(&second.id)
+            .await
+            .expect("charges")
+            .is_empty()
+    );
     assert_eq!(h.sim.charges(CARD) + h.sim.charges("2345678901"), 0);
 }
 
@@ -306,12 +424,21 @@ async fn a_charge_cancelled_after_it_was_scheduled_is_not_debited() {
     advance(&h, 8);
     assert_eq!(h.service.automatic().pass().await.scheduled, 1);
     h.say(conv, "cancela a recarga automática").await;
-    let charge = h.store.charges_of_recurrence(&rec.id).await.expect("charges").remove(0);
+    let charge = h
+        .store
+        .charges_of_recurrence(&rec.id)
+        .await
+        .expect("charges")
+        .remove(0);
     assert_eq!(charge.status, RecurringChargeStatus::Cancelada);
     advance(&h, 10);
     h.service.automatic().pass().await;
     assert_eq!(h.sim.charges(CARD), 0);
-    let at_provider = h.sim.pix().recurring_charges(&rec.id_rec.expect("idRec")).remove(0);
+    let at_provider = h
+        .sim
+        .pix()
+        .recurring_charges(&rec.id_rec.expect("idRec"))
+        .remove(0);
     assert_eq!(at_provider.status, CobRStatus::Cancelada);
 }
 
@@ -319,30 +446,59 @@ async fn a_charge_cancelled_after_it_was_scheduled_is_not_debited() {
 async fn a_forged_notice_is_only_a_read() {
     let h = harness().await;
     let auto = h.service.automatic();
-    assert!(!auto.rec_notice("RR0000000020261122naoexiste1").await.expect("ignored"));
-    assert!(!auto.cobr_notice("vr0000000000000000000000000000000000").await.expect("ignored"));
+    assert!(
+        !auto
+            .rec_notice("RR0000000020261122naoexiste1")
+            .await
+            .expect("ignored")
+    );
+    assert!(
+        !auto
+            .cobr_notice("vr0000000000000000000000000000000000")
+            .await
+            .expect("ignored")
+    );
     // A notice naming a real recurrence that nobody authorised: read, still waiting.
-    h.say("c-auto-forjado", &format!("quero recarga automática no {CARD}")).await;
+    h.say("c-auto-forjado", &format!("quero recarga automática no {CARD}"))
+        .await;
     let rec = only_recurrence(&h, "c-auto-forjado").await;
-    assert!(!auto.rec_notice(rec.id_rec.as_deref().expect("idRec")).await.expect("read"));
-    assert_eq!(only_recurrence(&h, "c-auto-forjado").await.status, RecurrenceStatus::Criada);
+    assert!(
+        !auto
+            .rec_notice(rec.id_rec.as_deref().expect("idRec"))
+            .await
+            .expect("read")
+    );
+    assert_eq!(
+        only_recurrence(&h, "c-auto-forjado").await.status,
+        RecurrenceStatus::Criada
+    );
 }
 
 #[tokio::test]
 async fn terms_outside_the_policy_are_refused_before_the_provider_hears_of_them() {
     let h = harness().await;
     let conv = "c-auto-limites";
-    let over = h.say(conv, &format!("recarrega 900 todo dia 5 no {CARD}")).await.reply_text();
-    assert!(over.contains("precisa ficar entre BRL 1,00 e BRL 200,00"), "{over}");
-    let day = h.say(conv, &format!("recarrega 50 todo dia 40 no {CARD}")).await.reply_text();
+    let over = h
+        .say(conv, &format!("recarrega 900 todo dia 5 no {CARD}"))
+        .await
+        .reply_text();
+    assert!(
+        over.contains("precisa ficar entre BRL 1,00 e BRL 200,00"),
+        "{over}"
+    );
+    let day = h
+        .say(conv, &format!("recarrega 50 todo dia 40 no {CARD}"))
+        .await
+        .reply_text();
     assert!(!day.contains("autorize"), "{day}");
     let conv_row = h.store.conversation(conv).await.expect("read").expect("conv");
-    assert!(h
-        .store
-        .user_recurrences(&conv_row.tenant_id, &conv_row.user_id)
-        .await
-        .expect("recurrences")
-        .is_empty());
+    assert!(
+        h.store
+            .user_recurrences(&conv_row.tenant_id, &conv_row.user_id)
+            .await
+            .expect("recurrences")
+            .is_empty()
+    );
 }
 
 /// Two instances (two services on one store, one provider) pass at once through a month: one charge
@@ -351,7 +507,12 @@ async fn two_instances_charge_once(first: Arc<dyn Store>, second: Arc<dyn Store>
     let a = chat_harness_automatic(first, None).await;
     let b = chat_harness_automatic(second, Some(a.sim.clone())).await;
     let conv = "c-auto-duas";
-    let rec = authorised(&a, conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    let rec = authorised(
+        &a,
+        conv,
+        &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
+    )
+    .await;
     a.sim.ride(CARD, reais(40));
     for _ in 0..6 {
         let now: DateTime<Utc> = a.clock.now() + Duration::days(1);
@@ -365,7 +526,11 @@ async fn two_instances_charge_once(first: Arc<dyn Store>, second: Arc<dyn Store>
     assert_eq!(charges[0].status, RecurringChargeStatus::Creditada);
     assert_eq!(a.sim.charges(CARD), 1);
     let texts = said(&a, conv).await;
-    assert_eq!(texts.iter().filter(|t| t.contains("será debitada")).count(), 1, "{texts:?}");
+    assert_eq!(
+        texts.iter().filter(|t| t.contains("será debitada")).count(),
+        1,
+        "{texts:?}"
+    );
     assert_eq!(receipts(&a, conv).await.len(), 1, "{texts:?}");
 }
 
@@ -388,22 +553,45 @@ async fn two_instances_on_postgres_charge_a_cycle_once() {
 async fn a_debit_whose_credit_a_stop_cut_is_credited_once_by_the_next_pass() {
     let h = harness().await;
     let conv = "c-auto-parada";
-    let rec = authorised(&h, conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    let rec = authorised(
+        &h,
+        conv,
+        &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
+    )
+    .await;
     h.sim.ride(CARD, reais(40));
     advance(&h, 1);
     h.service.automatic().pass().await;
     advance(&h, 2);
     // What a process killed between the debit's claim and the credit leaves: the charge claimed
     // (`paga`), the recharge sent under its key and charged, no receipt.
-    let charge = h.store.charges_of_recurrence(&rec.id).await.expect("charges").remove(0);
-    let read = h.sim.pix().recurring_charges(rec.id_rec.as_deref().expect("idRec")).remove(0);
+    let charge = h
+        .store
+        .charges_of_recurrence(&rec.id)
+        .await
+        .expect("charges")
+        .remove(0);
+    let read = h
+        .sim
+        .pix()
+        .recurring_charges(rec.id_rec.as_deref().expect("idRec"))
+        .remove(0);
     let (e2e, _) = read.paga().expect("debited on its date");
-    assert!(h.store.claim_recurring_payment(&charge.txid, e2e, h.clock.now()).await.expect("claim"));
+    assert!(
+        h.store
+            .claim_recurring_payment(&charge.txid, e2e, h.clock.now())
+            .await
+            .expect("claim")
+    );
     let input = vt_actions::vt::FlowInput::parse(&format!(
         r#"{{"cartao": "{CARD}", "recarga": {{"valor": 50, "idempotency_key": "pixauto-{e2e}", "meio_pagamento": {{"tipo": "pix", "token": "{e2e}"}}}}}}"#
     ))
     .expect("input");
-    h.service.flows().run_flow(input, Default::default()).await.expect("sent");
+    h.service
+        .flows()
+        .run_flow(input, Default::default())
+        .await
+        .expect("sent");
     assert_eq!(h.sim.charges(CARD), 1);
     // Too soon to resume (the first process may still be waiting for its answer): nothing.
     assert_eq!(h.service.automatic().pass().await.credited, 0);
@@ -429,17 +617,24 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
     let paths: Vec<&str> = channel.routes.iter().map(|(p, _)| *p).collect();
     assert_eq!(
         paths,
-        ["/channels/pix/webhook/pix", "/channels/pix/webhook/rec", "/channels/pix/webhook/cobr"]
+        [
+            "/channels/pix/webhook/pix",
+            "/channels/pix/webhook/rec",
+            "/channels/pix/webhook/cobr"
+        ]
     );
     let http = vt_agent::HttpConfig {
-        api_keys: [("suporte", SUPPORT, vt_agent::Role::Support), ("operacao", ADMIN, vt_agent::Role::Admin)]
-            .map(|(name, key, role)| vt_agent::ApiKeyConfig {
-                name: name.into(),
-                sha256: vt_agent::key_hash(key),
-                tenant: vt_agent::DEFAULT_TENANT.into(),
-                role,
-            })
-            .to_vec(),
+        api_keys: [
+            ("suporte", SUPPORT, vt_agent::Role::Support),
+            ("operacao", ADMIN, vt_agent::Role::Admin),
+        ]
+        .map(|(name, key, role)| vt_agent::ApiKeyConfig {
+            name: name.into(),
+            sha256: vt_agent::key_hash(key),
+            tenant: vt_agent::DEFAULT_TENANT.into(),
+            role,
+        })
+        .to_vec(),
         ..Default::default()
     };
     let state = vt_agent::AppState::new(h.service.clone(), "vt", http)
@@ -458,11 +653,18 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
             .send()
     };
     let conv = "c-auto-http";
-    h.say(conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    h.say(
+        conv,
+        &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
+    )
+    .await;
     let rec = only_recurrence(&h, conv).await;
     let id_rec = rec.id_rec.clone().expect("idRec");
     let notice = format!(r#"{{"recs": [{{"idRec": "{id_rec}", "status": "APROVADA", "atualizacao": []}}]}}"#);
-    assert_eq!(post("rec", "não é json".into()).await.expect("post").status(), 400);
+    assert_eq!(
+        post("rec", "não é json".into()).await.expect("post").status(),
+        400
+    );
     // Ahead of the bank (forged): read back, still waiting for the payer.
     assert_eq!(post("rec", notice.clone()).await.expect("post").status(), 200);
     h.service.stopped().await;
@@ -480,8 +682,16 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
     advance(&h, 1);
     h.service.automatic().pass().await;
     advance(&h, 2);
-    let charge = h.store.charges_of_recurrence(&rec.id).await.expect("charges").remove(0);
-    let cobr = format!(r#"{{"cobsr": [{{"idRec": "{id_rec}", "txid": "{}", "status": "CONCLUIDA", "atualizacao": []}}]}}"#, charge.txid);
+    let charge = h
+        .store
+        .charges_of_recurrence(&rec.id)
+        .await
+        .expect("charges")
+        .remove(0);
+    let cobr = format!(
+        r#"{{"cobsr": [{{"idRec": "{id_rec}", "txid": "{}", "status": "CONCLUIDA", "atualizacao": []}}]}}"#,
+        charge.txid
+    );
     assert_eq!(post("cobr", cobr).await.expect("post").status(), 200);
     for _ in 0..100 {
         if h.sim.charges(CARD) == 1 {
@@ -502,8 +712,14 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
     assert_eq!(page.status(), 200);
     let html = page.text().await.expect("html");
     assert!(html.contains("****7890") && !html.contains(CARD), "{html}");
-    assert!(html.contains("R$ 50,00 sempre que o saldo ficar abaixo de R$ 20,00"), "amounts in reais: {html}");
-    assert!(html.contains("<td>aprovada</td>") && html.contains("recarga feita"), "{html}");
+    assert!(
+        html.contains("R$ 50,00 sempre que o saldo ficar abaixo de R$ 20,00"),
+        "amounts in reais: {html}"
+    );
+    assert!(
+        html.contains("<td>aprovada</td>") && html.contains("recarga feita"),
+        "{html}"
+    );
     let metrics = served
         .client
         .get(format!("{}/metrics", served.url))
@@ -514,15 +730,26 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
         .text()
         .await
         .expect("text");
-    assert!(metrics.contains("pix_recurrences{status=\"aprovada\"} 1"), "{metrics}");
-    assert!(metrics.contains("pix_recurring_charges{status=\"creditada\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("pix_recurrences{status=\"aprovada\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pix_recurring_charges{status=\"creditada\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
 async fn new_terms_are_a_new_authorisation_and_the_old_one_ends_when_it_is_approved() {
     let h = harness().await;
     let conv = "c-auto-novos-termos";
-    let old = authorised(&h, conv, &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")).await;
+    let old = authorised(
+        &h,
+        conv,
+        &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
+    )
+    .await;
     h.say(conv, "recarrega 80 todo dia 10").await;
     let row = h.store.conversation(conv).await.expect("read").expect("conv");
     let mine = h
@@ -530,24 +757,58 @@ async fn new_terms_are_a_new_authorisation_and_the_old_one_ends_when_it_is_appro
         .user_recurrences(&row.tenant_id, &row.user_id)
         .await
         .expect("recurrences");
-    let new = mine.iter().find(|r| r.id != old.id).expect("a new authorisation").clone();
-    assert_eq!((new.kind, new.amount), (vt_agent::RecurrenceKind::Dia(10), reais(80)));
+    let new = mine
+        .iter()
+        .find(|r| r.id != old.id)
+        .expect("a new authorisation")
+        .clone();
+    assert_eq!(
+        (new.kind, new.amount),
+        (vt_agent::RecurrenceKind::Dia(10), reais(80))
+    );
     // Until the bank approves the new one, the old one still stands.
     assert_eq!(
-        h.store.recurrence(&old.id).await.expect("read").expect("old").status,
+        h.store
+            .recurrence(&old.id)
+            .await
+            .expect("read")
+            .expect("old")
+            .status,
         RecurrenceStatus::Aprovada
     );
     let new_rec = new.id_rec.clone().expect("idRec");
     assert!(h.sim.pix().authorise(&new_rec));
-    assert!(h.service.automatic().rec_notice(&new_rec).await.expect("read back"));
+    assert!(
+        h.service
+            .automatic()
+            .rec_notice(&new_rec)
+            .await
+            .expect("read back")
+    );
     assert_eq!(
-        h.store.recurrence(&old.id).await.expect("read").expect("old").status,
+        h.store
+            .recurrence(&old.id)
+            .await
+            .expect("read")
+            .expect("old")
+            .status,
         RecurrenceStatus::Cancelada
     );
-    let old_at_provider = h.sim.pix().recurrence(old.id_rec.as_deref().expect("idRec")).expect("old");
-    assert_eq!(old_at_provider.status, RecStatus::Cancelada, "cancelled at the provider too");
+    let old_at_provider = h
+        .sim
+        .pix()
+        .recurrence(old.id_rec.as_deref().expect("idRec"))
+        .expect("old");
+    assert_eq!(
+        old_at_provider.status,
+        RecStatus::Cancelada,
+        "cancelled at the provider too"
+    );
     let listed = h.say(conv, "minhas recargas automáticas").await.reply_text();
-    assert!(listed.contains("BRL 80,00 todo dia 10") && !listed.contains("abaixo de"), "{listed}");
+    assert!(
+        listed.contains("BRL 80,00 todo dia 10") && !listed.contains("abaixo de"),
+        "{listed}"
+    );
 }
 
 #[tokio::test]
@@ -567,13 +828,21 @@ async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
     };
     h.service
         .messages()
-        .handle(on_whatsapp(&format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20")))
+        .handle(on_whatsapp(&format!(
+            "recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"
+        )))
         .await
         .expect("asked");
     let rec = only_recurrence(&h, conv).await;
     let id_rec = rec.id_rec.clone().expect("idRec");
     assert!(h.sim.pix().authorise(&id_rec));
-    assert!(h.service.automatic().rec_notice(&id_rec).await.expect("read back"));
+    assert!(
+        h.service
+            .automatic()
+            .rec_notice(&id_rec)
+            .await
+            .expect("read back")
+    );
     h.sim.ride(CARD, reais(40));
     // 22:30 in São Paulo: the reading is below the threshold and the charge is scheduled, but its
     // announcement waits for 08:00.
@@ -586,7 +855,11 @@ async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
         .expect("outbox");
     let announced = pending
         .iter()
-        .find(|i| i.payload["text"].as_str().is_some_and(|t| t.contains("será debitada")))
+        .find(|i| {
+            i.payload["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("será debitada"))
+        })
         .expect("the announcement is queued");
     let release: DateTime<Utc> = "2026-11-23T11:00:00Z".parse().expect("time");
     assert_eq!(announced.next_attempt_at, release, "08:00 in São Paulo");

@@ -542,14 +542,20 @@ fn an_automatic_recharge_asked_in_the_terminal_is_listed_by_recorrencias() {
         .expect("run");
     let said = String::from_utf8_lossy(&chat.stdout);
     assert!(chat.status.success(), "{}", String::from_utf8_lossy(&chat.stderr));
-    assert!(said.contains("autorize o Pix Automático") && said.contains("br.gov.bcb.pix"), "{said}");
+    assert!(
+        said.contains("autorize o Pix Automático") && said.contains("br.gov.bcb.pix"),
+        "{said}"
+    );
     let list = vt_agent_in(&data)
         .env("VT_CONFIG", &config)
         .arg("recorrencias")
         .output()
         .expect("run");
     let text = String::from_utf8_lossy(&list.stdout);
-    assert!(text.contains("****7890") && text.contains("todo dia 5") && text.contains("criada"), "{text}");
+    assert!(
+        text.contains("****7890") && text.contains("todo dia 5") && text.contains("criada"),
+        "{text}"
+    );
     assert!(!text.contains("1234567890"), "{text}");
 }
 

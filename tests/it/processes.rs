@@ -1441,7 +1441,12 @@ async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() 
         .await
         .expect("json");
     assert!(asked.to_string().contains("autorize o Pix Automático"), "{asked}");
-    let rec = sim.simulator.pix().recurrences().pop().expect("a recurrence at the provider");
+    let rec = sim
+        .simulator
+        .pix()
+        .recurrences()
+        .pop()
+        .expect("a recurrence at the provider");
     assert!(sim.simulator.pix().authorise(&rec.id_rec));
     // The passes read it back as approved, read the balance (10, below 20) and schedule a charge.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1491,5 +1496,8 @@ async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() 
     assert_eq!(view.matches("Recarga automática feita").count(), 1, "{view}");
     assert_eq!(sim.simulator.charges(card), 1, "one debit, one recharge: {view}");
     let keys = recharge_keys(&sim, card);
-    assert!(keys.len() >= 2 && keys.iter().all(|k| *k == keys[0]), "resent under its key: {keys:?}");
+    assert!(
+        keys.len() >= 2 && keys.iter().all(|k| *k == keys[0]),
+        "resent under its key: {keys:?}"
+    );
 }

@@ -965,7 +965,11 @@ impl vt_agent::RecurrenceStore for Flaky {
     async fn user_recurrences(&self, t: &str, u: &str) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
         self.inner.user_recurrences(t, u).await
     }
-    async fn all_recurrences(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+    async fn all_recurrences(
+        &self,
+        t: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
         self.inner.all_recurrences(t, limit).await
     }
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError> {
@@ -998,7 +1002,12 @@ impl vt_agent::RecurrenceStore for Flaky {
     ) -> Result<bool, StoreError> {
         self.inner.move_recurring_charge(t, from, to).await
     }
-    async fn claim_recurring_payment(&self, t: &str, e2e: &str, at: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn claim_recurring_payment(
+        &self,
+        t: &str,
+        e2e: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         self.inner.claim_recurring_payment(t, e2e, at).await
     }
     async fn count_retry(&self, t: &str, seen: i64) -> Result<bool, StoreError> {

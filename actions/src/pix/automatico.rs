@@ -59,7 +59,10 @@ impl AutomaticoConfig {
         } else if self.valor_maximo <= Decimal::ZERO || self.valor_maximo.scale() > 2 {
             Some(("valor_maximo", "precisa ser um valor positivo com até 2 casas"))
         } else if !(ANTECEDENCIA.0..=ANTECEDENCIA.1).contains(&days) {
-            Some(("antecedencia_dias", "precisa estar entre 2 e 10 (regra do Pix Automático)"))
+            Some((
+                "antecedencia_dias",
+                "precisa estar entre 2 e 10 (regra do Pix Automático)",
+            ))
         } else if self.limite_padrao <= Decimal::ZERO {
             Some(("limite_padrao", "precisa ser um valor positivo"))
         } else if self.valor_padrao <= Decimal::ZERO || self.valor_padrao > self.valor_maximo {
@@ -354,7 +357,10 @@ impl CobR {
         if self.status != CobRStatus::Concluida {
             return None;
         }
-        let attempt = self.tentativas.iter().find(|t| t.status == TentativaStatus::Paga)?;
+        let attempt = self
+            .tentativas
+            .iter()
+            .find(|t| t.status == TentativaStatus::Paga)?;
         let pix = self
             .pix
             .iter()
@@ -465,10 +471,15 @@ mod tests {
         }))
         .expect("cobr");
         assert_eq!(cobr.falhas(), 1);
-        assert_eq!(cobr.pendente().map(|t| t.data_liquidacao.as_str()), Some("2024-06-24"));
+        assert_eq!(
+            cobr.pendente().map(|t| t.data_liquidacao.as_str()),
+            Some("2024-06-24")
+        );
         assert_eq!(cobr.paga(), None);
-        let aviso: AvisoCobR = crate::json::from_ref(&json!({"cobsr": [{"idRec": "RR1", "txid": "t1", "status": "ATIVA", "atualizacao": []}]}))
-            .expect("notice");
+        let aviso: AvisoCobR = crate::json::from_ref(
+            &json!({"cobsr": [{"idRec": "RR1", "txid": "t1", "status": "ATIVA", "atualizacao": []}]}),
+        )
+        .expect("notice");
         assert_eq!(aviso.cobsr[0].txid.as_deref(), Some("t1"));
     }
 
@@ -478,7 +489,10 @@ mod tests {
             valor_rec: Some(Decimal::new(50, 0)),
             valor_minimo_recebedor: None,
         };
-        assert_eq!(crate::json::to_value(&fixed).expect("json"), json!({"valorRec": "50.00"}));
+        assert_eq!(
+            crate::json::to_value(&fixed).expect("json"),
+            json!({"valorRec": "50.00"})
+        );
     }
 
     #[test]

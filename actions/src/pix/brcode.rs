@@ -224,7 +224,11 @@ mod tests {
         assert_eq!(code.recorrencia().as_deref(), Some(location));
         assert!(BrCode::checked_rec(STATIC, "pix.example.com/qr/v2/rec/outra").is_err());
         assert!(
-            BrCode::checked_rec(DYNAMIC, "pix.example.com/qr/v2/rec/94ed2badcbc04c15b0bb7fa353194890").is_ok(),
+            BrCode::checked_rec(
+                DYNAMIC,
+                "pix.example.com/qr/v2/rec/94ed2badcbc04c15b0bb7fa353194890"
+            )
+            .is_ok(),
             "journey 3's code authorises too"
         );
     }

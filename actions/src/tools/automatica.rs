@@ -78,8 +78,12 @@ pub trait RecargasAutomaticas: Send + Sync {
     /// Creates the recurrence of `termos` for the recharge `input` (card, tenant, policy) at the
     /// provider, in the calling turn's conversation, and gives the code that authorises it. A change of
     /// terms is a new authorisation; the old one ends when the new one is approved.
-    async fn autorizar(&self, ctx: &ActionContext, input: &FlowInput, termos: Termos)
-    -> Result<Autorizacao, ActionError>;
+    async fn autorizar(
+        &self,
+        ctx: &ActionContext,
+        input: &FlowInput,
+        termos: Termos,
+    ) -> Result<Autorizacao, ActionError>;
 
     /// The calling user's automatic recharges (live or waiting for authorisation).
     async fn listar(&self, ctx: &ActionContext) -> Result<Vec<Resumo>, ActionError>;
@@ -128,7 +132,10 @@ mod tests {
     fn an_offer_names_its_card_and_terms() {
         let config = AutomaticoConfig::default();
         let text = oferta("****7890", &config);
-        assert!(text.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"), "{text}");
+        assert!(
+            text.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"),
+            "{text}"
+        );
         assert!(text.starts_with(OFERTA) && text.contains("****7890"), "{text}");
         let t = Termos {
             gatilho: Gatilho::Dia(5),

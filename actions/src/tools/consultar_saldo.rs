@@ -94,9 +94,10 @@ impl Action for ConsultarSaldo {
         if s.saldo_baixo
             && let Some(offer) = super::automatica::offer_for(ctx, &card.masked()).await
         {
-            response = response
-                .then(offer)
-                .with_state(super::automatica::STATE_OFERTA_AUTOMATICA, json!({"cartao": card.masked()}));
+            response = response.then(offer).with_state(
+                super::automatica::STATE_OFERTA_AUTOMATICA,
+                json!({"cartao": card.masked()}),
+            );
         }
         Ok(response.into())
     }

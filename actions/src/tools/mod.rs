@@ -24,6 +24,10 @@ mod runner;
 mod settings;
 mod transferir_para_humano;
 
+pub use automatica::{
+    Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
+    SharedRecargasAutomaticas, Termos, oferta,
+};
 pub use buscar_faq::BuscarFaq;
 pub use calcular::{Calcular, decimal_pt, evaluate};
 pub use cancelar_recarga::CancelarRecarga;
@@ -42,10 +46,6 @@ pub use pix::{
 };
 pub use preparar_recarga::PrepararRecarga;
 pub use recarga_automatica::{Acao, RecargaAutomatica};
-pub use automatica::{
-    Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
-    SharedRecargasAutomaticas, Termos, oferta,
-};
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;
 pub use transferir_para_humano::TransferirParaHumano;

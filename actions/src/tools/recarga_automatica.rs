@@ -230,7 +230,10 @@ async fn cancel(
             "Pronto, cancelei a recarga automática:\n{}\nNenhuma nova cobrança será feita.",
             lines.join("\n")
         ),
-        format!("{} recarga(s) automática(s) cancelada(s) a pedido do usuário.", cancelled.len()),
+        format!(
+            "{} recarga(s) automática(s) cancelada(s) a pedido do usuário.",
+            cancelled.len()
+        ),
     )
     .into())
 }

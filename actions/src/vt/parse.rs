@@ -447,10 +447,30 @@ mod tests {
     fn automatic_terms_are_read_by_their_words() {
         let t = |text: &str| super::automatic_terms(text);
         let d = |v: i64| Some(super::Decimal::new(v, 0));
-        assert_eq!(t("recarrega 100 todo dia 5"), super::AutomaticTerms { valor: d(100), limite: None, dia: Some(5) });
-        assert_eq!(t("sempre que ficar abaixo de 15 põe 40"), super::AutomaticTerms { valor: d(40), limite: d(15), dia: None });
-        assert_eq!(t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").limite, d(10));
-        assert_eq!(t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").valor, d(50));
+        assert_eq!(
+            t("recarrega 100 todo dia 5"),
+            super::AutomaticTerms {
+                valor: d(100),
+                limite: None,
+                dia: Some(5)
+            }
+        );
+        assert_eq!(
+            t("sempre que ficar abaixo de 15 põe 40"),
+            super::AutomaticTerms {
+                valor: d(40),
+                limite: d(15),
+                dia: None
+            }
+        );
+        assert_eq!(
+            t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").limite,
+            d(10)
+        );
+        assert_eq!(
+            t("coloca R$ 50 no 1234567890 quando o saldo ficar menos de 10 reais").valor,
+            d(50)
+        );
         assert_eq!(t("quero recarga automática").valor, None);
         assert!(super::speaks_of_automatic("quero recarga automática"));
         assert!(super::speaks_of_automatic("sempre que ficar abaixo de 15 põe 40"));

@@ -63,8 +63,12 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
     if wiring.service.automatic().active() {
         let (rec, cobr) = (wiring.service.clone(), wiring.service.clone());
         let limit = DefaultBodyLimit::max(BODY_LIMIT);
-        channel.routes.push((REC_PATH, post(rec_webhook).with_state(rec).layer(limit)));
-        channel.routes.push((COBR_PATH, post(cobr_webhook).with_state(cobr).layer(limit)));
+        channel
+            .routes
+            .push((REC_PATH, post(rec_webhook).with_state(rec).layer(limit)));
+        channel
+            .routes
+            .push((COBR_PATH, post(cobr_webhook).with_state(cobr).layer(limit)));
         channel.notices.push(format!(
             "Pix Automático: avisos de recorrências em {REC_PATH} e de cobranças em {COBR_PATH} (registre /webhookrec e /webhookcobr sem o final)"
         ));
@@ -79,9 +83,9 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
             .push((vt_actions::pix::PAY_PATH, psp.payer_route()));
         if wiring.service.automatic().active() {
             let (listener, notices) = (wiring.service.clone(), psp.notices_automatico());
-            channel
-                .jobs
-                .push(Box::new(move |stop| Box::pin(listen_automatic(listener, notices, stop))));
+            channel.jobs.push(Box::new(move |stop| {
+                Box::pin(listen_automatic(listener, notices, stop))
+            }));
             for (path, route) in psp.bank_routes() {
                 channel.routes.push((path, route));
             }
@@ -179,7 +183,10 @@ async fn cobr_webhook(State(service): State<Arc<Services>>, body: axum::body::By
 fn read_back_all(service: &Arc<Services>, aviso: AvisoAutomatico) {
     let (recs, cobrs): (BTreeSet<String>, BTreeSet<String>) = match aviso {
         AvisoAutomatico::Rec(a) => (a.recs.into_iter().map(|r| r.id_rec).collect(), BTreeSet::new()),
-        AvisoAutomatico::CobR(a) => (BTreeSet::new(), a.cobsr.into_iter().filter_map(|c| c.txid).collect()),
+        AvisoAutomatico::CobR(a) => (
+            BTreeSet::new(),
+            a.cobsr.into_iter().filter_map(|c| c.txid).collect(),
+        ),
     };
     for id_rec in recs.into_iter().take(MAX_TXIDS) {
         let task = service.clone();

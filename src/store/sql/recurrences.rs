@@ -89,7 +89,11 @@ impl<S: Sql> RecurrenceStore for S {
         Ok(false)
     }
 
-    async fn recurrences_in(&self, status: RecurrenceStatus, limit: i64) -> Result<Vec<Recurrence>, StoreError> {
+    async fn recurrences_in(
+        &self,
+        status: RecurrenceStatus,
+        limit: i64,
+    ) -> Result<Vec<Recurrence>, StoreError> {
         let rows = self
             .read_all(
                 Stmt::new("SELECT * FROM recurrences WHERE status = $1 ORDER BY created_at LIMIT $2")
@@ -113,7 +117,11 @@ impl<S: Sql> RecurrenceStore for S {
         rows.iter().map(recurrence).collect()
     }
 
-    async fn all_recurrences(&self, tenant_id: Option<&str>, limit: i64) -> Result<Vec<Recurrence>, StoreError> {
+    async fn all_recurrences(
+        &self,
+        tenant_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Recurrence>, StoreError> {
         let rows = self
             .read_all(
                 Stmt::new(
@@ -188,8 +196,10 @@ impl<S: Sql> RecurrenceStore for S {
     async fn charges_of_recurrence(&self, recurrence_id: &str) -> Result<Vec<RecurringCharge>, StoreError> {
         let rows = self
             .read_all(
-                Stmt::new("SELECT * FROM recurrence_charges WHERE recurrence_id = $1 ORDER BY due_on, created_at")
-                    .bind(recurrence_id),
+                Stmt::new(
+                    "SELECT * FROM recurrence_charges WHERE recurrence_id = $1 ORDER BY due_on, created_at",
+                )
+                .bind(recurrence_id),
             )
             .await?;
         rows.iter().map(charge).collect()
@@ -268,7 +278,8 @@ impl<S: Sql> RecurrenceStore for S {
     }
 
     async fn recurrence_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>), StoreError> {
-        let count = |r: &S::Row| -> Result<(String, i64), StoreError> { Ok((r.value("status")?, r.value("n")?)) };
+        let count =
+            |r: &S::Row| -> Result<(String, i64), StoreError> { Ok((r.value("status")?, r.value("n")?)) };
         let recs = self
             .read_all(Stmt::new(
                 "SELECT status, COUNT(*) AS n FROM recurrences GROUP BY status ORDER BY status",

@@ -21,8 +21,8 @@ use serde::Deserialize;
 use super::{PspSimulado, problem};
 use crate::pix::api::Pix;
 use crate::pix::automatico::{
-    ANTECEDENCIA, AvisoCobR, AvisoId, AvisoRec, CalendarioCobR, CobR, CobRPedido, CobRStatus, DadosQr, LocRec,
-    PoliticaRetentativa, RETENTATIVAS, Rec, RecPedido, RecStatus, Tentativa, TentativaStatus,
+    ANTECEDENCIA, AvisoCobR, AvisoId, AvisoRec, CalendarioCobR, CobR, CobRPedido, CobRStatus, DadosQr,
+    LocRec, PoliticaRetentativa, RETENTATIVAS, Rec, RecPedido, RecStatus, Tentativa, TentativaStatus,
 };
 
 /// Where a recurrence's payer authorises it, as their bank app would.
@@ -113,7 +113,7 @@ impl PspSimulado {
             .filter(|c| c.id_rec == id_rec)
             .cloned()
             .collect();
-        charges.sort_by(|a, b| due(a).cmp(&due(b)));
+        charges.sort_by_key(due);
         charges
     }
 
@@ -213,10 +213,14 @@ impl PspSimulado {
         };
         for notice in notices {
             let (url, body) = match (&notice, &rec_url, &cobr_url) {
-                (AvisoAutomatico::Rec(a), Some(url), _) => (format!("{}/rec", url.trim_end_matches('/')), crate::json::to_value(a)),
-                (AvisoAutomatico::CobR(a), _, Some(url)) => {
-                    (format!("{}/cobr", url.trim_end_matches('/')), crate::json::to_value(a))
-                }
+                (AvisoAutomatico::Rec(a), Some(url), _) => (
+                    format!("{}/rec", url.trim_end_matches('/')),
+                    crate::json::to_value(a),
+                ),
+                (AvisoAutomatico::CobR(a), _, Some(url)) => (
+                    format!("{}/cobr", url.trim_end_matches('/')),
+                    crate::json::to_value(a),
+                ),
                 _ => continue,
             };
             let Ok(body) = body else { continue };
@@ -258,9 +262,11 @@ fn cancel_charges_of(rec: &mut Recorrencias, id_rec: &str) -> Vec<AvisoAutomatic
     for cobr in rec.cobrs.values_mut().filter(|c| c.id_rec == id_rec) {
         if matches!(cobr.status, CobRStatus::Criada | CobRStatus::Ativa) {
             cobr.status = CobRStatus::Cancelada;
-            for t in cobr.tentativas.iter_mut().filter(|t| {
-                matches!(t.status, TentativaStatus::Solicitada | TentativaStatus::Agendada)
-            }) {
+            for t in cobr
+                .tentativas
+                .iter_mut()
+                .filter(|t| matches!(t.status, TentativaStatus::Solicitada | TentativaStatus::Agendada))
+            {
                 t.status = TentativaStatus::Cancelada;
             }
             notices.push(AvisoAutomatico::CobR(AvisoCobR {
@@ -309,7 +315,9 @@ fn settle(
     };
     if attempt.tipo == "AGND" && sem_saldo.contains(&card) {
         attempt.status = TentativaStatus::Expirada;
-        attempt.rejeicao = Some(serde_json::json!({"codigo": "AM04", "descricao": "Saldo insuficiente na conta do pagador"}));
+        attempt.rejeicao = Some(
+            serde_json::json!({"codigo": "AM04", "descricao": "Saldo insuficiente na conta do pagador"}),
+        );
         if cobr.politica_retentativa != Some(PoliticaRetentativa::Permite3r7d) {
             cobr.status = CobRStatus::Expirada;
         }
@@ -442,7 +450,8 @@ async fn cancelar_rec(
     psp.end_or_approve(&id_rec, RecStatus::Cancelada);
     let mut state = psp.lock();
     if let Some(found) = state.rec.recs.get_mut(&id_rec) {
-        found.encerramento = Some(serde_json::json!({"cancelamento": {"solicitante": "USUARIO_RECEBEDOR", "codigo": "SLCR"}}));
+        found.encerramento =
+            Some(serde_json::json!({"cancelamento": {"solicitante": "USUARIO_RECEBEDOR", "codigo": "SLCR"}}));
     }
     match state.rec.recs.get(&id_rec) {
         Some(rec) => Json(rec.clone()).into_response(),
@@ -487,7 +496,11 @@ async fn criar_cobr(
         };
     }
     let Some(parent) = rec.recs.get(&pedido.id_rec) else {
-        return problem(StatusCode::NOT_FOUND, "RecNaoEncontrada", "Recorrência não encontrada.");
+        return problem(
+            StatusCode::NOT_FOUND,
+            "RecNaoEncontrada",
+            "Recorrência não encontrada.",
+        );
     };
     if parent.status != RecStatus::Aprovada {
         return invalid_cobr("A recorrência não está aprovada.");
@@ -501,7 +514,9 @@ async fn criar_cobr(
     }
     let allowed = match &parent.valor {
         v if v.valor_rec.is_some() => v.valor_rec == Some(pedido.valor.original),
-        v => v.valor_minimo_recebedor.is_none_or(|m| pedido.valor.original >= m),
+        v => v
+            .valor_minimo_recebedor
+            .is_none_or(|m| pedido.valor.original >= m),
     };
     if !allowed || pedido.valor.original <= rust_decimal::Decimal::ZERO {
         return invalid_cobr("O campo cobr.valor não respeita a recorrência.");
@@ -520,9 +535,7 @@ async fn criar_cobr(
                 .is_some_and(|d| periodicidade.cycle(d) == cycle)
     });
     if same_cycle {
-        return invalid_cobr(
-            "Existe uma CobR com status diferente de REJEITADA e CANCELADA no mesmo ciclo.",
-        );
+        return invalid_cobr("Existe uma CobR com status diferente de REJEITADA e CANCELADA no mesmo ciclo.");
     }
     let politica = parent.politica_retentativa;
     let cobr = CobR {
@@ -586,10 +599,7 @@ async fn cancelar_cobr(
     }
 }
 
-async fn retentativa(
-    State(psp): State<PspSimulado>,
-    Path((txid, data)): Path<(String, String)>,
-) -> Response {
+async fn retentativa(State(psp): State<PspSimulado>, Path((txid, data)): Path<(String, String)>) -> Response {
     psp.settle_due();
     let (today, now) = (psp.today(), (psp.now)());
     let mut state = psp.lock();
@@ -644,7 +654,11 @@ fn webhook_url(body: &[u8]) -> Option<String> {
 
 async fn registrar_webhook_rec(State(psp): State<PspSimulado>, body: axum::body::Bytes) -> Response {
     let Some(url) = webhook_url(&body) else {
-        return problem(StatusCode::BAD_REQUEST, "RequisicaoInvalida", "webhookUrl inválida.");
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "RequisicaoInvalida",
+            "webhookUrl inválida.",
+        );
     };
     psp.lock().rec.webhook_rec = Some(url);
     StatusCode::OK.into_response()
@@ -652,7 +666,11 @@ async fn registrar_webhook_rec(State(psp): State<PspSimulado>, body: axum::body:
 
 async fn registrar_webhook_cobr(State(psp): State<PspSimulado>, body: axum::body::Bytes) -> Response {
     let Some(url) = webhook_url(&body) else {
-        return problem(StatusCode::BAD_REQUEST, "RequisicaoInvalida", "webhookUrl inválida.");
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "RequisicaoInvalida",
+            "webhookUrl inválida.",
+        );
     };
     psp.lock().rec.webhook_cobr = Some(url);
     StatusCode::OK.into_response()
