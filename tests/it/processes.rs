@@ -1465,15 +1465,17 @@ async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() 
 
     let (mut child, url) = serve(&data);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let receipts = loop {
-        let view = http
-            .get(format!("{url}/v1/conversations/{conv}"))
+    let read = || async {
+        http.get(format!("{url}/v1/conversations/{conv}"))
             .send()
             .await
             .expect("read")
             .text()
             .await
-            .expect("text");
+            .expect("text")
+    };
+    let receipts = loop {
+        let view = read().await;
         let n = view.matches("Recarga automática feita").count();
         if n > 0 || Instant::now() > deadline {
             break n;
@@ -1482,14 +1484,7 @@ async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() 
     };
     // A few more passes: nothing more happens.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let view = http
-        .get(format!("{url}/v1/conversations/{conv}"))
-        .send()
-        .await
-        .expect("read")
-        .text()
-        .await
-        .expect("text");
+    let view = read().await;
     kill(child.id());
     let _ = child.wait();
     assert_eq!(receipts, 1, "the resumed credit speaks once");

@@ -64,6 +64,16 @@ pub fn resolve(ctx: &ActionContext, raw: &str) -> Result<String, Box<ActionRespo
     lookup_masked(ctx, raw).ok_or_else(|| Box::new(ask_full_number(raw)))
 }
 
+/// The card `raw` means ([`resolve`]), parsed under the conversation's policy; else the answer the
+/// tool gives instead (the full number asked for, a card the user never gave refused, what is wrong
+/// with the number said).
+pub(crate) fn parsed(ctx: &ActionContext, raw: &str) -> Result<crate::vt::CardNumber, Box<ActionResponse>> {
+    let v = super::VtSettings::of(ctx).politicas.validacoes_cartao;
+    let raw = resolve(ctx, raw)?;
+    crate::vt::CardNumber::parse(&raw, v.tamanho_min, v.tamanho_max)
+        .map_err(|e| Box::new(super::consultar_saldo::invalid_card(&raw, &e.to_string())))
+}
+
 /// The model named a full card the user never gave in this conversation.
 fn not_given() -> ActionResponse {
     ResponseToAgent::new(

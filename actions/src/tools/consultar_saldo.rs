@@ -15,7 +15,7 @@ use crate::response::{ActionResponse, ResponseToUser};
 use crate::stages::EnvioNotificacao;
 use crate::stages::rf03_normalizar_saldo::SaldoNormalizado;
 use crate::stages::rf05_enviar_notificacao::resumo;
-use crate::vt::{CardNumber, Idioma, format_money, mask_card};
+use crate::vt::{Idioma, format_money, mask_card};
 
 pub struct ConsultarSaldo;
 
@@ -49,14 +49,9 @@ impl Action for ConsultarSaldo {
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);
-        let v = settings.politicas.validacoes_cartao;
-        let raw = match cartao::resolve(ctx, &args.cartao) {
-            Ok(raw) => raw,
+        let card = match cartao::parsed(ctx, &args.cartao) {
+            Ok(card) => card,
             Err(answer) => return Ok(*answer),
-        };
-        let card = match CardNumber::parse(&raw, v.tamanho_min, v.tamanho_max) {
-            Ok(c) => c,
-            Err(e) => return Ok(invalid_card(&raw, &e.to_string())),
         };
         let runner = ctx.require::<SharedFlowRunner>()?;
         let result = runner

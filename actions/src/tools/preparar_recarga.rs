@@ -7,7 +7,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::cartao;
-use super::consultar_saldo::invalid_card;
 use super::pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 use super::settings::VtSettings;
 use crate::action::{Action, ActionError};
@@ -17,7 +16,7 @@ use crate::response::{ActionResponse, ResponseToUser};
 use crate::stages::rf06_preparar_recarga::{RecargaPayload, escopo, impressao, preparar_recarga};
 use crate::vt::money::MoneyArg;
 use crate::vt::texts::duracao;
-use crate::vt::{CardNumber, FlowInput, Idioma, MeioPagamento, Recarga, format_money};
+use crate::vt::{FlowInput, Idioma, MeioPagamento, Recarga, format_money};
 
 pub struct PrepararRecarga;
 
@@ -47,17 +46,9 @@ impl Action for PrepararRecarga {
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);
         let p = &settings.politicas;
-        let raw = match cartao::resolve(ctx, &args.cartao) {
-            Ok(raw) => raw,
+        let card = match cartao::parsed(ctx, &args.cartao) {
+            Ok(card) => card,
             Err(answer) => return Ok(*answer),
-        };
-        let card = match CardNumber::parse(
-            &raw,
-            p.validacoes_cartao.tamanho_min,
-            p.validacoes_cartao.tamanho_max,
-        ) {
-            Ok(c) => c,
-            Err(e) => return Ok(invalid_card(&raw, &e.to_string())),
         };
         let id = uuid::Uuid::new_v4().simple().to_string();
         let recarga = Recarga {

@@ -13,8 +13,8 @@ use super::{VtSettings, cartao};
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::response::{ActionResponse, ResponseToAgent, ResponseToUser};
+use crate::vt::mask_card;
 use crate::vt::money::MoneyArg;
-use crate::vt::{CardNumber, mask_card};
 
 pub struct RecargaAutomatica;
 
@@ -95,20 +95,12 @@ async fn create(
         .error()
         .into());
     };
-    let settings = VtSettings::of(ctx);
-    let p = &settings.politicas;
-    let raw = match cartao::resolve(ctx, raw) {
-        Ok(raw) => raw,
+    let card = match cartao::parsed(ctx, raw) {
+        Ok(card) => card,
         Err(answer) => return Ok(*answer),
     };
-    let card = match CardNumber::parse(
-        &raw,
-        p.validacoes_cartao.tamanho_min,
-        p.validacoes_cartao.tamanho_max,
-    ) {
-        Ok(c) => c,
-        Err(e) => return Ok(super::consultar_saldo::invalid_card(&raw, &e.to_string())),
-    };
+    let settings = VtSettings::of(ctx);
+    let p = &settings.politicas;
     let config = port.config();
     let termos = match terms(args, config, (p.valor_min, p.valor_max)) {
         Ok(t) => t,

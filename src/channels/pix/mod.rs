@@ -75,16 +75,16 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
     }
     if let Some(psp) = simulated {
         let (listener, notices) = (wiring.service.clone(), psp.notices());
-        channel
-            .jobs
-            .push(Box::new(move |stop| Box::pin(listen(listener, notices, stop))));
+        channel.jobs.push(Box::new(move |stop| {
+            Box::pin(listen(listener, notices, stop, settle_all))
+        }));
         channel
             .routes
             .push((vt_actions::pix::PAY_PATH, psp.payer_route()));
         if wiring.service.automatic().active() {
             let (listener, notices) = (wiring.service.clone(), psp.notices_automatico());
             channel.jobs.push(Box::new(move |stop| {
-                Box::pin(listen_automatic(listener, notices, stop))
+                Box::pin(listen(listener, notices, stop, read_back_all))
             }));
             for (path, route) in psp.bank_routes() {
                 channel.routes.push((path, route));
@@ -123,18 +123,20 @@ fn settle_all(service: &Arc<Services>, aviso: AvisoWebhook) {
     }
 }
 
-/// The embedded simulator's notices, taken as the webhook's until `stop`.
-async fn listen(
+/// The embedded simulator's notices (of payments, or Pix Automático's), each `taken` as the
+/// webhook's would be, until `stop`.
+async fn listen<T>(
     service: Arc<Services>,
-    mut notices: tokio::sync::mpsc::UnboundedReceiver<AvisoWebhook>,
+    mut notices: tokio::sync::mpsc::UnboundedReceiver<T>,
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    taken: fn(&Arc<Services>, T),
 ) {
     let mut stop = stop;
     loop {
         tokio::select! {
             () = &mut stop => return,
             aviso = notices.recv() => match aviso {
-                Some(aviso) => settle_all(&service, aviso),
+                Some(aviso) => taken(&service, aviso),
                 None => return,
             },
         }
@@ -203,23 +205,5 @@ fn read_back_all(service: &Arc<Services>, aviso: AvisoAutomatico) {
                 tracing::error!(error = %e, "a recurring charge notice could not be read back; the next pass reads it again");
             }
         });
-    }
-}
-
-/// The embedded simulator's Pix Automático notices, taken as the webhooks' until `stop`.
-async fn listen_automatic(
-    service: Arc<Services>,
-    mut notices: tokio::sync::mpsc::UnboundedReceiver<AvisoAutomatico>,
-    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-) {
-    let mut stop = stop;
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            aviso = notices.recv() => match aviso {
-                Some(aviso) => read_back_all(&service, aviso),
-                None => return,
-            },
-        }
     }
 }

@@ -246,17 +246,7 @@ impl<S: Sql> CaseStore for S {
         said: Option<&CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut statements = vec![
-            Stmt::new(
-                "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
-                 VALUES ($1, NULL, $2, $3, $4, $5)",
-            )
-            .bind(conversation_id)
-            .bind(crate::store::role(message))
-            .sealed(message)?
-            .bind(now)
-            .bind(crate::store::search_text(message)),
-        ];
+        let mut statements = vec![super::write::said_outside_a_turn(conversation_id, message, now)?];
         for item in outbox {
             statements.push(super::outbox::insert(item, now)?);
         }

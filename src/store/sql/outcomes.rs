@@ -272,17 +272,11 @@ impl<S: Sql> OutcomeStore for S {
                 .bind(outcome),
         )
         .await?;
-        tx.execute(
-            Stmt::new(
-                "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
-                 VALUES ($1, NULL, $2, $3, $4, $5)",
-            )
-            .bind(&head.conversation_id)
-            .bind(crate::store::role(message))
-            .sealed(message)?
-            .bind(at)
-            .bind(crate::store::search_text(message)),
-        )
+        tx.execute(super::write::said_outside_a_turn(
+            &head.conversation_id,
+            message,
+            at,
+        )?)
         .await?;
         for item in outbox {
             tx.execute(super::outbox::insert(item, at)?).await?;

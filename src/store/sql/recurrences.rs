@@ -261,15 +261,7 @@ impl<S: Sql> RecurrenceStore for S {
             Stmt::new("UPDATE conversations SET state = $1 WHERE id = $2")
                 .sealed(state)?
                 .bind(conversation_id),
-            Stmt::new(
-                "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
-                 VALUES ($1, NULL, $2, $3, $4, $5)",
-            )
-            .bind(conversation_id)
-            .bind(crate::store::role(message))
-            .sealed(message)?
-            .bind(at)
-            .bind(crate::store::search_text(message)),
+            super::write::said_outside_a_turn(conversation_id, message, at)?,
         ];
         for item in outbox {
             statements.push(super::outbox::insert(item, at)?);

@@ -157,6 +157,24 @@ pub(crate) fn accepted(a: &Accepting<'_>) -> Result<Stmt, StoreError> {
 }
 
 /// Message `id`'s text replaced by what was heard of it (a voice note's transcript).
+/// A message said in conversation `conversation_id` outside a turn (a late outcome, a person's
+/// words, a question or an offer the product puts), at `at`.
+pub(crate) fn said_outside_a_turn(
+    conversation_id: &str,
+    message: &ChatMessage,
+    at: DateTime<Utc>,
+) -> Result<Stmt, StoreError> {
+    Ok(Stmt::new(
+        "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
+         VALUES ($1, NULL, $2, $3, $4, $5)",
+    )
+    .bind(conversation_id)
+    .bind(role(message))
+    .sealed(message)?
+    .bind(at)
+    .bind(search_text(message)))
+}
+
 pub(crate) fn heard(id: i64, message: &ChatMessage) -> Result<Stmt, StoreError> {
     Ok(
         Stmt::new("UPDATE messages SET body = $2, search_text = $3 WHERE id = $1")
