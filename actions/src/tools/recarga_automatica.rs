@@ -229,3 +229,55 @@ async fn cancel(
     )
     .into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::DynAction as _;
+
+    #[test]
+    fn its_schema_is_strict_and_small() {
+        let schema = RecargaAutomatica.parameters();
+        assert_eq!(schema["additionalProperties"], false);
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(required, ["acao", "cartao", "valor", "limite", "dia"]);
+        let size = crate::json::to_text(&schema).expect("json").len()
+            + Action::description(&RecargaAutomatica).len();
+        println!("recarga_automatica: {size} characters of tool spec");
+        assert!(size < 1_500, "{size}");
+    }
+
+    #[test]
+    fn terms_default_to_the_offer_and_stay_within_the_limits() {
+        let config = crate::pix::automatico::AutomaticoConfig::default();
+        let args = |valor: Option<i64>, limite: Option<i64>, dia: Option<u32>| Args {
+            acao: Acao::Criar,
+            cartao: None,
+            valor: valor.map(|v| MoneyArg(Decimal::new(v, 0))),
+            limite: limite.map(|v| MoneyArg(Decimal::new(v, 0))),
+            dia,
+        };
+        let limits = (Decimal::ONE, Decimal::new(1000, 0));
+        let offer = terms(&args(None, None, None), &config, limits).expect("the offer");
+        assert_eq!(offer.gatilho, Gatilho::Limite(Decimal::new(20, 0)));
+        assert_eq!(offer.valor, Decimal::new(50, 0));
+        assert!(
+            terms(&args(Some(201), None, None), &config, limits).is_err(),
+            "over valor_maximo"
+        );
+        assert!(
+            terms(&args(Some(50), Some(10), Some(5)), &config, limits).is_err(),
+            "both"
+        );
+        assert!(terms(&args(Some(50), None, Some(0)), &config, limits).is_err());
+        assert_eq!(
+            terms(&args(Some(80), None, Some(31)), &config, limits).map(|t| t.gatilho),
+            Ok(Gatilho::Dia(31))
+        );
+    }
+}
