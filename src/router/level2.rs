@@ -135,6 +135,6 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::Ajuda => keywords::is_greeting(n),
         Known::Faq | Known::Calcular => false,
         // A recharge by itself, in so many words; the model then calls its tool with the terms.
-        Known::RecargaAutomatica => vt_actions::vt::parse::speaks_of_automatic(m.text),
+        Known::RecargaAutomatica => vt_actions::vt::parse::speaks_of_automatic_in(n),
     }
 }

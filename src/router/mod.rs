@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
 use vt_actions::vt::parse::{
     AutomaticTerms, amounts, automatic_terms, cards, final_digits, is_confirmation, is_refusal,
-    is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic,
+    is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic_in,
 };
 use vt_actions::vt::{Idioma, format_money, mask_card};
 
@@ -410,7 +410,7 @@ impl Router {
             let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_actions::vt::round_half_up(v)));
             json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
         };
-        if !speaks_of_automatic(m.text) {
+        if !speaks_of_automatic_in(&m.n) {
             let offered = offered_card(conv).filter(|_| !m.waiting)?;
             if is_refusal(m.text) || keywords::starts_with_no(&m.n) {
                 return reply(Known::RecargaAutomatica, texts::AUTOMATIC_DECLINED.into());

@@ -419,7 +419,12 @@ pub struct AutomaticTerms {
 
 /// Whether `text` speaks of a recharge that happens by itself.
 pub fn speaks_of_automatic(text: &str) -> bool {
-    AUTOMATIC.is_match(&normalize(text))
+    speaks_of_automatic_in(&normalize(text))
+}
+
+/// [`speaks_of_automatic`] for a text already [`normalize`]d.
+pub fn speaks_of_automatic_in(normalized: &str) -> bool {
+    AUTOMATIC.is_match(normalized)
 }
 
 /// The terms of an automatic recharge in `text`: the day and the threshold by their words, the
