@@ -46,6 +46,9 @@ use crate::store::{
 /// Where an automatic recharge's outcome is counted: no conversation of the card holder's.
 pub(crate) const OUTCOME_PREFIX: &str = "recarga-automatica:";
 
+/// How long a recurrence waiting for the card holder's bank is read back by every pass.
+const WAIT_READ_BACK_DAYS: i64 = 7;
+
 /// How many of each kind one pass reads.
 const PASS_BATCH: i64 = 500;
 
@@ -135,8 +138,12 @@ impl Automatic<'_> {
         if !self.active() {
             return figures;
         }
+        // One waiting longer than a week is left to the provider's notice (it expires there).
+        let recent = self.engine.now() - Duration::days(WAIT_READ_BACK_DAYS);
         for rec in self.listed(RecurrenceStatus::Criada).await {
-            figures.recurrences += usize::from(self.logged(self.read_back(&rec).await, "read back"));
+            if rec.created_at >= recent {
+                figures.recurrences += usize::from(self.logged(self.read_back(&rec).await, "read back"));
+            }
         }
         for rec in self.listed(RecurrenceStatus::Aprovada).await {
             figures.scheduled += usize::from(self.logged(self.cycle(&rec).await, "cycle"));
