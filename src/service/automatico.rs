@@ -34,40 +34,27 @@ use vt_actions::tools::{Autorizacao, Gatilho, RecargasAutomaticas, Resumo, Termo
 use vt_actions::vt::{FlowInput, MeioPagamento, PaymentToken, Recarga, mask_card};
 use vt_actions::{ActionContext, ActionError};
 
+use super::FlowOptions;
 use super::jobs::Automatic;
 use super::payments::PixSetup;
-use super::{FlowOptions, ServiceError};
 use crate::flow::FlowStatus;
 use crate::store::{
     Recurrence, RecurrenceKind, RecurrenceStatus, RecurrenceStore, RecurringCharge, RecurringChargeStatus,
-    StoreError,
 };
 
 /// Where an automatic recharge's outcome is counted: no conversation of the card holder's.
 pub(crate) const OUTCOME_PREFIX: &str = "recarga-automatica:";
 
-/// How long a recurrence waiting for the card holder's bank is read back by every pass.
-const WAIT_READ_BACK_DAYS: i64 = 7;
+/// How long a recurrence waiting for the card holder's bank is read back by every pass (people
+/// authorise within minutes; later, the provider's notice alone moves it).
+const WAIT_READ_BACK_DAYS: i64 = 1;
 
 /// How many of each kind one pass reads.
 const PASS_BATCH: i64 = 500;
 
-/// Why an automatic recharge's step did not happen.
-#[derive(Debug, thiserror::Error)]
-pub enum AutoError {
-    #[error("Pix Automático não está configurado")]
-    NotConfigured,
-    #[error(transparent)]
-    Provider(#[from] PixError),
-    #[error("o código de autorização do provedor não confere: {0}")]
-    Code(#[from] vt_actions::pix::BrCodeError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Flow(#[from] ServiceError),
-    #[error("{0}")]
-    Invalid(&'static str),
-}
+/// Why an automatic recharge's step did not happen: a payment's reasons (the provider, its code,
+/// the store, the flow).
+type AutoError = super::payments::PaymentError;
 
 /// What reading a scheduled charge back led to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +125,7 @@ impl Automatic<'_> {
         if !self.active() {
             return figures;
         }
-        // One waiting longer than a week is left to the provider's notice (it expires there).
+        // One waiting longer than a day is left to the provider's notice (it expires there).
         let recent = self.engine.now() - Duration::days(WAIT_READ_BACK_DAYS);
         for rec in self.listed(RecurrenceStatus::Criada).await {
             if rec.created_at >= recent {
