@@ -138,7 +138,15 @@ impl Automatic<'_> {
         for charge in self.charges(RecurringChargeStatus::Nova).await {
             figures.scheduled += usize::from(self.logged(self.create_at_provider(&charge).await, "create"));
         }
+        // A debit happens on its date, not before: until then only a notice reads a charge back (a
+        // cancellation in the bank comes as the recurrence's).
+        let today = super::policy_timezone(self.engine)
+            .local(self.engine.now())
+            .date_naive();
         for charge in self.charges(RecurringChargeStatus::Agendada).await {
+            if date(&charge.due_on).is_ok_and(|due| due > today) {
+                continue;
+            }
             match self.settle(&charge).await {
                 Ok(Settlement::Credited) => figures.credited += 1,
                 Ok(Settlement::Retried) => figures.retried += 1,
@@ -215,7 +223,7 @@ impl Automatic<'_> {
             }
             RecurrenceStatus::Cancelada => {
                 self.store.note_recurrence(&rec.id, "cancelada no banco").await?;
-                self.cancel_open_charges(rec).await?;
+                cancel_open_charges(self.store, &self.setup()?.psp, rec).await?;
                 textos::cancelada_no_banco(rec)
             }
             _ => {
@@ -249,37 +257,8 @@ impl Automatic<'_> {
                 self.store
                     .note_recurrence(&old.id, "substituída por uma nova autorização")
                     .await?;
-                self.cancel_open_charges(old).await?;
+                cancel_open_charges(self.store, &setup.psp, old).await?;
             }
-        }
-        Ok(())
-    }
-
-    /// The charges of `rec` not yet debited, cancelled on record (the provider cancelled them with
-    /// the recurrence; one it did not is cancelled there too, while it can be).
-    async fn cancel_open_charges(self, rec: &Recurrence) -> Result<(), AutoError> {
-        let setup = self.setup()?;
-        for charge in self.store.charges_of_recurrence(&rec.id).await? {
-            if !matches!(
-                charge.status,
-                RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
-            ) {
-                continue;
-            }
-            match setup.psp.cobr(&charge.txid).await {
-                Ok(c) if matches!(c.status, CobRStatus::Criada | CobRStatus::Ativa) => {
-                    if let Err(e) = setup.psp.cancelar_cobr(&charge.txid).await {
-                        // Too late to cancel (its first attempt is today): the pass settles it.
-                        tracing::warn!(error = %e, "a recurring charge could not be cancelled");
-                        continue;
-                    }
-                }
-                Ok(c) if c.status != CobRStatus::Cancelada => continue,
-                _ => {}
-            }
-            self.store
-                .move_recurring_charge(&charge.txid, charge.status, RecurringChargeStatus::Cancelada)
-                .await?;
         }
         Ok(())
     }
@@ -330,6 +309,10 @@ impl Automatic<'_> {
                 Ok(((due - today).num_days() <= ahead).then_some(due))
             }
             RecurrenceKind::Limite(limite) => {
+                // Read today already (the row says so): no query at all.
+                if rec.checked_on.as_deref() == Some(today.to_string().as_str()) {
+                    return Ok(None);
+                }
                 let due = today + Duration::days(ANTECEDENCIA.0);
                 if self.cycle_taken(rec, &periodicidade.cycle(due)).await?
                     || !self.store.take_daily_check(&rec.id, &today.to_string()).await?
@@ -734,6 +717,44 @@ impl Told {
     }
 }
 
+/// The charges of `rec` not yet debited, cancelled at the provider, then on record. One the provider
+/// cannot cancel any more (its first attempt is today or past), could not be read, or debited already
+/// stays as it is: the pass settles it, and a debit is credited — never a debit marked cancelled.
+/// Returns the dates of those that stay.
+async fn cancel_open_charges(
+    store: &dyn RecurrenceStore,
+    psp: &vt_actions::pix::Psp,
+    rec: &Recurrence,
+) -> Result<Vec<String>, AutoError> {
+    let mut kept = Vec::new();
+    for charge in store.charges_of_recurrence(&rec.id).await? {
+        if !matches!(
+            charge.status,
+            RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
+        ) {
+            continue;
+        }
+        let cancelled = match psp.cobr(&charge.txid).await {
+            Ok(c) if c.status == CobRStatus::Cancelada => true,
+            Ok(c) if matches!(c.status, CobRStatus::Criada | CobRStatus::Ativa) => {
+                psp.cancelar_cobr(&charge.txid).await.is_ok()
+            }
+            // Never created there (its creation got no answer): nothing to stop.
+            Err(e) => e.is_not_found(),
+            Ok(_) => false,
+        };
+        if cancelled {
+            store
+                .move_recurring_charge(&charge.txid, charge.status, RecurringChargeStatus::Cancelada)
+                .await?;
+        } else {
+            tracing::warn!(txid = %charge.txid, "a recurring charge could not be cancelled; the pass settles it");
+            kept.push(charge.due_on);
+        }
+    }
+    Ok(kept)
+}
+
 /// `POST /rec`'s body: our `id` as its contract, the card `masked` as its object and its payer's name
 /// (no personal data of the card holder's reaches the provider), from `first` every `periodicidade`,
 /// `valor` fixed, retries allowed, its QR code at location `loc`.
@@ -993,24 +1014,12 @@ impl AutoPort {
                 self.store
                     .note_recurrence(&rec.id, "cancelada na conversa")
                     .await?;
-                // The provider cancels the recurrence's charges not yet debited with it; on record
-                // too, so none is read as due.
-                for charge in self.store.charges_of_recurrence(&rec.id).await? {
-                    if matches!(
-                        charge.status,
-                        RecurringChargeStatus::Nova | RecurringChargeStatus::Agendada
-                    ) {
-                        let _ = self.setup.psp.cancelar_cobr(&charge.txid).await;
-                        self.store
-                            .move_recurring_charge(
-                                &charge.txid,
-                                charge.status,
-                                RecurringChargeStatus::Cancelada,
-                            )
-                            .await?;
-                    }
+                let kept = cancel_open_charges(self.store.as_ref(), &self.setup.psp, rec).await?;
+                let mut line = resumo(rec, &[]);
+                for day in kept.iter().filter_map(|d| date(d).ok()) {
+                    line.linha.push_str(&textos::debito_mantido(day));
                 }
-                cancelled.push(resumo(rec, &[]));
+                cancelled.push(line);
             }
         }
         Ok(cancelled)
@@ -1116,6 +1125,14 @@ mod textos {
             brl(valor),
             dia(quando),
             dia(quando - chrono::Duration::days(1))
+        )
+    }
+
+    /// A cancelled recurrence's charge on `dia` the bank could not stop any more.
+    pub(super) fn debito_mantido(dia: NaiveDate) -> String {
+        format!(
+            " (o débito de {} já estava em andamento no banco; se acontecer, a recarga é feita)",
+            dia.format("%d/%m/%Y")
         )
     }
 

@@ -83,6 +83,20 @@ async fn authorised(h: &ChatHarness, conv: &str, text: &str) -> vt_agent::Recurr
     rec
 }
 
+/// Recurrence `rec`'s charges, as on record.
+async fn charges_of(h: &ChatHarness, rec: &vt_agent::Recurrence) -> Vec<vt_agent::RecurringCharge> {
+    h.store.charges_of_recurrence(&rec.id).await.expect("charges")
+}
+
+/// `CARD` used down to BRL 10 (below a threshold of 20), the next day's reading schedules a charge,
+/// and two days on its date has come.
+async fn low_then_due(h: &ChatHarness) {
+    h.sim.ride(CARD, reais(40));
+    advance(h, 1);
+    assert_eq!(h.service.automatic().pass().await.scheduled, 1);
+    advance(h, 2);
+}
+
 /// The receipts of automatic recharges said in `conv`.
 async fn receipts(h: &ChatHarness, conv: &str) -> Vec<String> {
     said(h, conv)
@@ -201,12 +215,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     assert_eq!(h.sim.charges(CARD), 2, "the Pix recharge and one automatic one");
     let receipt = receipts(&h, conv).await;
     assert_eq!(receipt.len(), 1, "{receipt:?}");
-    let charge = h
-        .store
-        .charges_of_recurrence(&rec.id)
-        .await
-        .expect("charges")
-        .remove(0);
+    let charge = charges_of(&h, &rec).await.remove(0);
     assert_eq!(charge.status, RecurringChargeStatus::Creditada);
     let e2e = charge.end_to_end_id.clone().expect("paid");
     assert!(
@@ -252,14 +261,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         advance(&h, 1);
         h.service.automatic().pass().await;
     }
-    assert_eq!(
-        h.store
-            .charges_of_recurrence(&rec.id)
-            .await
-            .expect("charges")
-            .len(),
-        1
-    );
+    assert_eq!(charges_of(&h, &rec).await.len(), 1);
     assert_eq!(h.sim.charges(CARD), 2);
 }
 
@@ -276,7 +278,7 @@ async fn a_date_recurrence_charges_once_a_month_for_three_months() {
         h.service.automatic().pass().await;
         h.service.automatic().pass().await;
     }
-    let charges = h.store.charges_of_recurrence(&rec.id).await.expect("charges");
+    let charges = charges_of(&h, &rec).await;
     let dues: Vec<&str> = charges.iter().map(|c| c.due_on.as_str()).collect();
     assert_eq!(dues, ["2026-12-05", "2027-01-05", "2027-02-05"]);
     assert!(
@@ -398,20 +400,8 @@ async fn cancelled_in_the_chat_or_in_the_bank_no_further_charge_is_made() {
         advance(&h, 1);
         h.service.automatic().pass().await;
     }
-    assert!(
-        h.store
-            .charges_of_recurrence(&rec.id)
-            .await
-            .expect("charges")
-            .is_empty()
-    );
-    assert!(
-        h.store
-            .charges_of_recurrence(&second.id)
-            .await
-            .expect("charges")
-            .is_empty()
-    );
+    assert!(charges_of(&h, &rec).await.is_empty());
+    assert!(charges_of(&h, &second).await.is_empty());
     assert_eq!(h.sim.charges(CARD) + h.sim.charges("2345678901"), 0);
 }
 
@@ -424,12 +414,7 @@ async fn a_charge_cancelled_after_it_was_scheduled_is_not_debited() {
     advance(&h, 8);
     assert_eq!(h.service.automatic().pass().await.scheduled, 1);
     h.say(conv, "cancela a recarga automática").await;
-    let charge = h
-        .store
-        .charges_of_recurrence(&rec.id)
-        .await
-        .expect("charges")
-        .remove(0);
+    let charge = charges_of(&h, &rec).await.remove(0);
     assert_eq!(charge.status, RecurringChargeStatus::Cancelada);
     advance(&h, 10);
     h.service.automatic().pass().await;
@@ -559,18 +544,10 @@ async fn a_debit_whose_credit_a_stop_cut_is_credited_once_by_the_next_pass() {
         &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
     )
     .await;
-    h.sim.ride(CARD, reais(40));
-    advance(&h, 1);
-    h.service.automatic().pass().await;
-    advance(&h, 2);
+    low_then_due(&h).await;
     // What a process killed between the debit's claim and the credit leaves: the charge claimed
     // (`paga`), the recharge sent under its key and charged, no receipt.
-    let charge = h
-        .store
-        .charges_of_recurrence(&rec.id)
-        .await
-        .expect("charges")
-        .remove(0);
+    let charge = charges_of(&h, &rec).await.remove(0);
     let read = h
         .sim
         .pix()
@@ -678,16 +655,8 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Aprovada);
-    h.sim.ride(CARD, reais(40));
-    advance(&h, 1);
-    h.service.automatic().pass().await;
-    advance(&h, 2);
-    let charge = h
-        .store
-        .charges_of_recurrence(&rec.id)
-        .await
-        .expect("charges")
-        .remove(0);
+    low_then_due(&h).await;
+    let charge = charges_of(&h, &rec).await.remove(0);
     let cobr = format!(
         r#"{{"cobsr": [{{"idRec": "{id_rec}", "txid": "{}", "status": "CONCLUIDA", "atualizacao": []}}]}}"#,
         charge.txid
@@ -867,4 +836,37 @@ async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
         announced.payload["template"]["purpose"], "recarga_automatica_agendada",
         "outside the window, its template"
     );
+}
+
+#[tokio::test]
+async fn cancelled_on_the_debits_day_the_debit_goes_on_and_is_credited() {
+    let h = harness().await;
+    let conv = "c-auto-no-dia";
+    let rec = authorised(
+        &h,
+        conv,
+        &format!("recarrega 50 no {CARD} quando o saldo ficar abaixo de 20"),
+    )
+    .await;
+    low_then_due(&h).await;
+    // Too late at the bank: the charge is not marked cancelled, and the card holder is told.
+    let reply = h.say(conv, "cancelar recarga automática").await.reply_text();
+    assert!(reply.contains("já estava em andamento no banco"), "{reply}");
+    assert_eq!(
+        only_recurrence(&h, conv).await.status,
+        RecurrenceStatus::Cancelada
+    );
+    assert_eq!(
+        charges_of(&h, &rec).await[0].status,
+        RecurringChargeStatus::Agendada
+    );
+    // The debit happens: it is credited, once.
+    h.service.automatic().pass().await;
+    h.service.automatic().pass().await;
+    assert_eq!(
+        charges_of(&h, &rec).await[0].status,
+        RecurringChargeStatus::Creditada
+    );
+    assert_eq!(h.sim.charges(CARD), 1);
+    assert_eq!(receipts(&h, conv).await.len(), 1);
 }

@@ -130,6 +130,7 @@ impl PspSimulado {
     }
 
     fn end_or_approve(&self, id_rec: &str, to: RecStatus) -> bool {
+        let today = self.today();
         let notices = {
             let mut state = self.lock();
             let rec = &mut state.rec;
@@ -154,7 +155,7 @@ impl PspSimulado {
                 }],
             })];
             if to.ended() {
-                notices.extend(cancel_charges_of(rec, id_rec));
+                notices.extend(cancel_charges_of(rec, id_rec, today));
             }
             notices
         };
@@ -256,11 +257,13 @@ fn date(text: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()
 }
 
-/// The charges of recurrence `id_rec` not yet debited, cancelled with it.
-fn cancel_charges_of(rec: &mut Recorrencias, id_rec: &str) -> Vec<AvisoAutomatico> {
+/// The charges of recurrence `id_rec` not yet due, cancelled with it: one whose first attempt is
+/// `today` or past is under way at the payer's bank, and settles as it would have.
+fn cancel_charges_of(rec: &mut Recorrencias, id_rec: &str, today: NaiveDate) -> Vec<AvisoAutomatico> {
     let mut notices = Vec::new();
     for cobr in rec.cobrs.values_mut().filter(|c| c.id_rec == id_rec) {
-        if matches!(cobr.status, CobRStatus::Criada | CobRStatus::Ativa) {
+        let first = cobr.tentativas.first().and_then(|t| date(&t.data_liquidacao));
+        if matches!(cobr.status, CobRStatus::Criada | CobRStatus::Ativa) && first.is_none_or(|d| d > today) {
             cobr.status = CobRStatus::Cancelada;
             for t in cobr
                 .tentativas
