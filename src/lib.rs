@@ -112,7 +112,7 @@ pub use store::{
     records::LineStatus, records::MessageCost, records::NewCase, records::NewOutboxItem, records::OutboxItem,
     records::OutboxStatus, records::OutcomeRecord, records::PaymentClaim, records::PixCharge,
     records::PixRefund, records::REFUND_IN_PROGRESS, records::RechargeAttemptRecord, records::Recurrence,
-    records::RecurrenceKind, records::RecurrenceStatus, records::RecurringCharge,
+    records::RecurrenceKind, records::RecurrenceListed, records::RecurrenceStatus, records::RecurringCharge,
     records::RecurringChargeStatus, records::RunStatus, records::StoreError, records::StoredMessage,
     records::Stretch, records::StretchHead, records::TaskRun, records::TaskStatus, records::TenantSpending,
     records::TurnRecord, records::UnprocessedMessage, records::UsageRecord, records::UsageSummaryRow,

@@ -228,23 +228,16 @@ pub(crate) async fn recurrences(
     tenant: Option<&str>,
     limit: i64,
 ) -> Result<Vec<RecurrenceLine>, crate::store::StoreError> {
-    use crate::store::RecurringChargeStatus as S;
-    let mut lines = Vec::new();
-    for recurrence in store.all_recurrences(tenant, limit).await? {
-        let charges = store.charges_of_recurrence(&recurrence.id).await?;
-        let proxima = charges
-            .iter()
-            .rev()
-            .find(|c| matches!(c.status, S::Nova | S::Agendada))
-            .map(|c| c.due_on.clone());
-        lines.push(RecurrenceLine {
-            termos: recurrence.termos().describe(),
-            proxima,
-            creditadas: charges.iter().filter(|c| c.status == S::Creditada).count(),
-            recurrence,
-        });
-    }
-    Ok(lines)
+    let listed = store.recurrence_listing(tenant, limit).await?;
+    Ok(listed
+        .into_iter()
+        .map(|l| RecurrenceLine {
+            termos: l.recurrence.termos().describe(),
+            proxima: l.next_debit,
+            creditadas: usize::try_from(l.credited).unwrap_or_default(),
+            recurrence: l.recurrence,
+        })
+        .collect())
 }
 
 /// `vt-agent recorrencias`: the table.

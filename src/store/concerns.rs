@@ -729,12 +729,13 @@ pub trait RecurrenceStore: Send + Sync {
     /// A user's recurrences, newest first.
     async fn user_recurrences(&self, tenant_id: &str, user_id: &str) -> Result<Vec<Recurrence>, StoreError>;
 
-    /// Every recurrence (of `tenant_id` when given), newest first, at most `limit`.
-    async fn all_recurrences(
+    /// Every recurrence (of `tenant_id` when given), newest first, at most `limit`, each with its next
+    /// debit and how many were credited — one query, as the operator lists them.
+    async fn recurrence_listing(
         &self,
         tenant_id: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<Recurrence>, StoreError>;
+    ) -> Result<Vec<RecurrenceListed>, StoreError>;
 
     /// Takes the day's balance reading of recurrence `id`: `true` for the first caller on `day`.
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError>;

@@ -1121,6 +1121,16 @@ impl Recurrence {
     }
 }
 
+/// A recurrence as the operator lists it ([`RecurrenceStore::recurrence_listing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecurrenceListed {
+    pub recurrence: Recurrence,
+    /// `YYYY-MM-DD` of the next debit, when one is scheduled.
+    pub next_debit: Option<String>,
+    /// How many of its charges were credited.
+    pub credited: i64,
+}
+
 /// Where a recurring charge stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecurringChargeStatus {

@@ -517,6 +517,21 @@ async fn two_instances_charge_once(first: Arc<dyn Store>, second: Arc<dyn Store>
         "{texts:?}"
     );
     assert_eq!(receipts(&a, conv).await.len(), 1, "{texts:?}");
+    // The operator's listing, one query on either backend: the credited one counted, none due.
+    let listed = a
+        .store
+        .recurrence_listing(Some(&rec.tenant_id), 10)
+        .await
+        .expect("listing");
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].credited, listed[0].next_debit.as_deref()), (1, None));
+    assert!(
+        a.store
+            .recurrence_listing(Some("outro"), 10)
+            .await
+            .expect("listing")
+            .is_empty()
+    );
 }
 
 #[tokio::test]

@@ -965,12 +965,12 @@ impl vt_agent::RecurrenceStore for Flaky {
     async fn user_recurrences(&self, t: &str, u: &str) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
         self.inner.user_recurrences(t, u).await
     }
-    async fn all_recurrences(
+    async fn recurrence_listing(
         &self,
         t: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
-        self.inner.all_recurrences(t, limit).await
+    ) -> Result<Vec<vt_agent::RecurrenceListed>, StoreError> {
+        self.inner.recurrence_listing(t, limit).await
     }
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError> {
         self.inner.take_daily_check(id, day).await

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use super::{Sql, Stmt};
 use crate::store::rows::Columns;
 use crate::store::{
-    Recurrence, RecurrenceKind, RecurrenceStatus, RecurrenceStore, RecurringCharge, RecurringChargeStatus,
-    StoreError,
+    Recurrence, RecurrenceKind, RecurrenceListed, RecurrenceStatus, RecurrenceStore, RecurringCharge,
+    RecurringChargeStatus, StoreError,
 };
 
 #[async_trait]
@@ -117,22 +117,35 @@ impl<S: Sql> RecurrenceStore for S {
         rows.iter().map(recurrence).collect()
     }
 
-    async fn all_recurrences(
+    async fn recurrence_listing(
         &self,
         tenant_id: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<Recurrence>, StoreError> {
+    ) -> Result<Vec<RecurrenceListed>, StoreError> {
         let rows = self
             .read_all(
                 Stmt::new(
-                    "SELECT * FROM recurrences WHERE ($1 IS NULL OR tenant_id = $1)
-                     ORDER BY created_at DESC LIMIT $2",
+                    "SELECT r.*,
+                         (SELECT MIN(c.due_on) FROM recurrence_charges c
+                          WHERE c.recurrence_id = r.id AND c.status IN ('nova', 'agendada')) AS next_debit,
+                         (SELECT COUNT(*) FROM recurrence_charges c
+                          WHERE c.recurrence_id = r.id AND c.status = 'creditada') AS credited
+                     FROM recurrences r WHERE ($1 IS NULL OR r.tenant_id = $1)
+                     ORDER BY r.created_at DESC LIMIT $2",
                 )
                 .bind(tenant_id)
                 .bind(limit),
             )
             .await?;
-        rows.iter().map(recurrence).collect()
+        rows.iter()
+            .map(|r| {
+                Ok(RecurrenceListed {
+                    recurrence: recurrence(r)?,
+                    next_debit: r.value("next_debit")?,
+                    credited: r.value("credited")?,
+                })
+            })
+            .collect()
     }
 
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError> {
