@@ -1020,6 +1020,31 @@ mod tests {
     }
 
     #[test]
+    fn automatic_recharges_are_checked_when_loaded_and_alone_serve_the_simulator() {
+        let alone = "[pix.automatico]\nativo = true\n";
+        let c = Config::from_sources(Some(alone), "f", &HashMap::new()).expect("valid");
+        let pix = c.pix.expect("the section");
+        assert!(
+            pix.automatico.ativo && pix.simulated(),
+            "no provider: the embedded simulator's"
+        );
+        for (bad, field) in [
+            ("antecedencia_dias = 1", "pix.automatico.antecedencia_dias"),
+            ("antecedencia_dias = 11", "pix.automatico.antecedencia_dias"),
+            ("periodicidades = []", "pix.automatico.periodicidades"),
+            ("valor_padrao = 500.00", "pix.automatico.valor_padrao"),
+            ("valor_maximo = -1", "pix.automatico.valor_maximo"),
+        ] {
+            let text = format!("{alone}{bad}\n");
+            let err = Config::from_sources(Some(&text), "f", &HashMap::new()).expect_err(bad);
+            assert!(err.to_string().contains(field), "{bad}: {err}");
+        }
+        let unknown = format!("{alone}periodicidade = \"MENSAL\"\n");
+        let err = Config::from_sources(Some(&unknown), "f", &HashMap::new()).expect_err("unknown key");
+        assert!(err.to_string().contains("periodicidade"), "{err}");
+    }
+
+    #[test]
     fn notices_restraint_is_checked_when_loaded() {
         let ok = "[notificacoes]\nintervalo_minimo_horas = 12\nsilencio = \"22:00-07:00\"\n";
         let c = Config::from_sources(Some(ok), "f", &HashMap::new()).expect("valid");

@@ -1454,12 +1454,29 @@ async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() 
         assert!(Instant::now() < deadline, "no charge was scheduled");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Its date comes; the debit is read back, claimed and sent: killed once the system charged it.
+    // The provider tells `serve` of its charges (the product's own clock is days before the debit,
+    // so only a notice makes it read one back).
+    let registered = http
+        .put(format!("{}/pix/v2/webhookcobr", sim.url))
+        .json(&serde_json::json!({"webhookUrl": format!("{url}/channels/pix/webhook")}))
+        .send()
+        .await
+        .expect("register");
+    assert!(registered.status().is_success());
+    // Its date comes at the payer's bank: debited, the notice read back, claimed and sent — killed
+    // once the recharge system charged it.
     killer.arm(KillAt::Charged, child.id());
     *now.lock().expect("clock") += chrono::Duration::days(3);
-    tokio::task::spawn_blocking(move || child.wait().expect("wait"))
-        .await
-        .expect("join");
+    sim.simulator.pix().recurring_charges(&rec.id_rec);
+    let waited = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || child.wait().expect("wait")),
+    )
+    .await;
+    assert!(
+        waited.is_ok(),
+        "serve was never killed: the debit was not credited"
+    );
     *killer.armed.lock().expect("lock") = None;
     assert_eq!(sim.simulator.charges(card), 1, "charged before the kill");
 
