@@ -417,7 +417,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
 
     // The card's history, one click from the answer (the card is in no field, page or URL): runs,
     // conversations and this lookup, masked.
-    b.click("#historico-consultado").await;
+    b.submit("#historico-consultado").await;
     assert_eq!(b.path().await, "/console/cards", "the card is in no URL");
     let runs = b.text("#execucoes").await;
     assert!(
