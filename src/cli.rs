@@ -91,6 +91,17 @@ pub enum Command {
     /// `serve` runs them ([pix.automatico] ativo): a threshold's balance read once a day, a day of
     /// the month's charge sent ahead, each debit credited once.
     Recorrencias(RecorrenciasArgs),
+    /// Replay stored conversations through a candidate configuration and compare what they *do*.
+    ///
+    /// A release gate from real traffic: each conversation (cards, phone numbers and names replaced
+    /// by consistent fakes before anything leaves the store) is played turn by turn against a world
+    /// built from what the systems answered then, with the model's recorded answers where the request
+    /// is the same. Mutating effects (recharges, notices, Pix charges, cases) must match the approved
+    /// baseline — or, with none, the recording — in order; reads may differ; words are a similarity
+    /// figure. Writes report.json, junit.xml, summary.md and cases/ under --out. Exits 0 when every
+    /// case passed, 1 when a behaviour failed (or the baseline does not hold), 2 when the recording
+    /// could not answer a case.
+    Replay(ReplayArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
     /// Magic cards (the book: "Your systems") trigger each behaviour; GET /_simulador/ledger lists what it
@@ -390,6 +401,42 @@ pub struct CasesArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// Conversations with a message in this window: `7d`, `24h`, `30m`.
+    #[arg(long, value_name = "WINDOW", default_value = "7d")]
+    pub since: String,
+    /// Only the conversation ids listed in this file, one a line (instead of --since).
+    #[arg(long, value_name = "FILE")]
+    pub ids: Option<PathBuf>,
+    /// Only this tenant's conversations.
+    #[arg(long, value_name = "ID")]
+    pub tenant: Option<String>,
+    /// The candidate's configuration file (prompts, skills, intents, FAQ, model); default: the
+    /// current configuration.
+    #[arg(long, value_name = "CONFIG")]
+    pub candidate: Option<PathBuf>,
+    /// The approved baseline to compare with (with --approve: where to write it).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Write this run's effects as the baseline when every case passed.
+    #[arg(long)]
+    pub approve: bool,
+    /// Where the reports go.
+    #[arg(long, value_name = "DIR", default_value = "replay")]
+    pub out: PathBuf,
+    /// Send requests the recording has no answer to to the candidate's model ([llm]); without it
+    /// they go unanswered (counted).
+    #[arg(long)]
+    pub live_model: bool,
+    /// Plays per case (a live model's answers vary).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub repeat: usize,
+    /// Plays of a case that must pass (with --repeat): fewer is `fail`, some is `flaky`, all `stable`.
+    #[arg(long, value_name = "J", default_value_t = 1)]
+    pub min_pass: usize,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct RecorrenciasArgs {
     /// Only this tenant's recurrences.
     #[arg(long, value_name = "ID")]
@@ -543,6 +590,7 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
         Command::Outbox(args) => outbox(&config, u, args).await,
         Command::Cases(args) => cases(&config, u, args).await,
         Command::Recorrencias(args) => recorrencias(&config, u, args).await,
+        Command::Replay(args) => replay(&config, u, args).await,
         Command::Serve(args) => serve(config, args).await,
         Command::Audit(args) => audit(&config, u, args).await.map(|()| ExitCode::SUCCESS),
         Command::Simulator(args) => simulator(args).await.map(|()| ExitCode::SUCCESS),
@@ -881,6 +929,88 @@ async fn recorrencias(
     let lines = crate::runs::recurrences(store.as_ref(), args.tenant.as_deref(), args.limit).await?;
     print!("{}", crate::runs::recurrences_report(&lines));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A window as `7d`, `24h` or `30m`.
+fn window(text: &str) -> anyhow::Result<chrono::Duration> {
+    let (n, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: i64 = n
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--since: use a number and d, h or m (7d, 24h, 30m)"))?;
+    match unit {
+        "d" => Ok(chrono::Duration::days(n)),
+        "h" => Ok(chrono::Duration::hours(n)),
+        "m" => Ok(chrono::Duration::minutes(n)),
+        _ => anyhow::bail!("--since: use a number and d, h or m (7d, 24h, 30m)"),
+    }
+}
+
+/// `vt-agent replay`: see [`Command::Replay`].
+async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    if args.min_pass > args.repeat.max(1) {
+        anyhow::bail!("--min-pass cannot be more than --repeat");
+    }
+    let ids = args
+        .ids
+        .as_ref()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("--ids: não foi possível ler {}: {e}", f.display()))
+                .map(|t| {
+                    t.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+        })
+        .transpose()?;
+    let since = match ids {
+        Some(_) => None,
+        None => Some(chrono::Utc::now() - window(&args.since)?),
+    };
+    let candidate = match &args.candidate {
+        Some(path) => Config::load(Some(path)).map_err(|e| anyhow::anyhow!("--candidate: {e:#}"))?,
+        None => config.clone(),
+    };
+    let live_model = if args.live_model {
+        Some(
+            candidate
+                .llm
+                .provider()?
+                .ok_or_else(|| anyhow::anyhow!("--live-model: the candidate configures no model ([llm])"))?,
+        )
+    } else {
+        None
+    };
+    let store = crate::app::store(config, store_usage).await?;
+    let options = crate::app::replay::ReplayOptions {
+        selection: crate::app::replay::Selection {
+            since,
+            ids,
+            tenant: args.tenant,
+        },
+        candidate,
+        live_model,
+        baseline: args.baseline,
+        approve: args.approve,
+        out: args.out,
+        repeat: args.repeat,
+        min_pass: args.min_pass,
+    };
+    let run = crate::app::replay::run(store.as_ref(), &options).await?;
+    for c in &run.cases {
+        println!(
+            "{:<6} {}  similaridade {:.0} %{}",
+            c.verdict.as_str(),
+            c.id,
+            c.similarity * 100.0,
+            c.errors.first().map(|e| format!("  — {e}")).unwrap_or_default()
+        );
+    }
+    println!("{}", run.summary_line());
+    println!("reports: {}", options.out.display());
+    Ok(ExitCode::from(run.exit_code() as u8))
 }
 
 /// `vt-agent systems check`: see [`SystemsCommand::Check`].
@@ -1228,6 +1358,7 @@ async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
         record: args.record,
         record_with: None,
         model: None,
+        systems: None,
     };
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {

@@ -41,6 +41,7 @@ mod periodic;
 pub use app::{
     App, CHAT_AGENT, card_setup, catalog as build_catalog, channel_book, engine as build_engine,
     eval::EvalOptions, eval::load as load_eval_cases, eval::run as run_eval, registry as build_registry,
+    replay::ReplayOptions, replay::Selection as ReplaySelection, replay::Verdict, replay::run as replay,
     service as build_service, tls_simulator::serve_with, transcripts::ModelChoice, transcripts::RunOptions,
     transcripts::run_file, transcripts::run_transcript,
 };

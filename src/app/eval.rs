@@ -289,6 +289,7 @@ async fn play(case: &Case, options: &EvalOptions, model: ModelChoice) -> Run {
         record: false,
         record_with: None,
         model: Some(model),
+        systems: None,
     };
     let mut transcript = case.transcript.clone();
     // Money never moves unasked, whatever the case says.

@@ -4,6 +4,7 @@
 pub(crate) mod serve;
 pub(crate) mod tls_simulator;
 pub(crate) mod eval;
+pub(crate) mod replay;
 pub(crate) mod transcripts;
 
 use std::sync::Arc;
@@ -94,7 +95,7 @@ pub fn card_setup(config: &Config) -> anyhow::Result<Option<crate::service::Card
 
 /// The embedded simulator as the card provider, called in this process; its hosted pages served by
 /// `serve` at `[http] addr`.
-fn simulated_card(sim: &Simulator, config: &Config) -> crate::service::CardSetup {
+pub(crate) fn simulated_card(sim: &Simulator, config: &Config) -> crate::service::CardSetup {
     sim.cartao().served_at(&format!("http://{}", config.http.addr));
     let provider = vt_actions::cartao::stripe::Stripe::in_process(sim.router(), sim.cartao().secret());
     crate::service::CardSetup {
@@ -154,7 +155,7 @@ pub fn channel_book() -> crate::service::ChannelBook {
 pub(crate) const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
 
 /// The embedded simulator as the payment provider, called in this process.
-fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service::PixSetup {
+pub(crate) fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service::PixSetup {
     crate::service::PixSetup {
         psp: vt_actions::pix::Psp::in_process(sim.router()),
         config: vt_actions::pix::PixConfig {

@@ -94,6 +94,10 @@ pub struct ModelCallRecord {
     pub attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The request's fingerprint (`llm::fingerprint`): what `vt-agent replay` matches a candidate's
+    /// request against to give this call's recorded answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,6 +208,9 @@ pub enum TurnEvent {
     EndChat(EndChat),
     TransferToHuman(TransferToHuman),
     Reply(Reply),
+    /// What a system answered a request of this turn (added by the service from its tape), for a
+    /// replay's world.
+    Exchanged(vt_actions::systems::tape::Exchange),
     Error {
         message: String,
     },

@@ -7,6 +7,7 @@
 pub(crate) mod anthropic;
 mod breaker;
 mod fallback;
+pub(crate) mod fingerprint;
 pub(crate) mod openai;
 pub(crate) mod redacted;
 pub(crate) mod scripted;

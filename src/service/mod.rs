@@ -584,8 +584,7 @@ impl Messages<'_> {
         let (start, routing) = self.route(&mut conv, msg).instrument(route.clone()).await;
         routing.trace(&route);
         let outcome = self
-            .engine
-            .run_turn(
+            .taped_turn(
                 &mut conv,
                 TurnInput::new(&msg.text, start)
                     .answering(accepted_message.to_string())
@@ -603,6 +602,21 @@ impl Messages<'_> {
             listened,
         };
         Ok(self.commit_traced(&mut conv, msg, ran, deliver).await)
+    }
+
+    /// Step 3 with a tape open: what the systems answer during the turn goes on record with it, for a
+    /// replay's world (`vt-agent replay`).
+    async fn taped_turn(
+        &self,
+        conv: &mut Conversation,
+        input: TurnInput<'_>,
+    ) -> Result<crate::engine::TurnOutcome, ServiceError> {
+        let tape = vt_actions::systems::tape::Tape::default();
+        let mut outcome = tape.around(self.engine.run_turn(conv, input)).await?;
+        outcome
+            .events
+            .extend(tape.take().into_iter().map(crate::engine::TurnEvent::Exchanged));
+        Ok(outcome)
     }
 
     /// Step 4 in its span, then — for replies that go back in the answer — step 5's.

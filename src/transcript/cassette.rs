@@ -4,15 +4,13 @@
 //! replay that finds no recording for a request fails loudly, naming what changed.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use vt_actions::vt::card::mask_cards_in;
+use serde_json::Value;
 
+use crate::llm::fingerprint::{fingerprint, redact, summary};
 use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, StopReason, ToolCall, Usage};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -43,34 +41,6 @@ pub(crate) struct RecordedCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
-}
-
-static SECRET: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer [A-Za-z0-9._\-]{8,})")
-        .expect("secret regex")
-});
-
-/// Masks card numbers and removes anything that looks like a key.
-pub(crate) fn redact(text: &str) -> String {
-    SECRET
-        .replace_all(&mask_cards_in(text), "<redigido>")
-        .into_owned()
-}
-
-/// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted.
-pub(crate) fn summary(request: &CompletionRequest) -> Value {
-    let messages = vt_actions::json::to_value(&request.messages).unwrap_or(Value::Null);
-    json!({
-        "system": redact(&request.system),
-        "context": redact(&request.context),
-        "messages": vt_actions::json::from_text::<Value>(&redact(&messages.to_string())).unwrap_or(Value::Null),
-        "tools": request.tools.iter().map(|t| json!({"name": t.name, "parameters": t.parameters})).collect::<Vec<_>>(),
-        "max_tokens": request.max_tokens,
-    })
-}
-
-pub(crate) fn fingerprint(summary: &Value) -> String {
-    hex::encode(Sha256::digest(summary.to_string().as_bytes()))[..16].to_owned()
 }
 
 impl Recorded {

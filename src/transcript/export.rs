@@ -26,7 +26,7 @@ pub enum ExportError {
 
 /// The model's replies during a turn, rebuilt from its events: after each model call, the tool calls
 /// it asked for, or its text answer.
-fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
+pub(crate) fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < events.len() {
@@ -204,6 +204,7 @@ mod tests {
             stop_reason: "x".into(),
             attempts: if error { 3 } else { 1 },
             error: error.then(|| "down".into()),
+            request: None,
         })
     }
 

@@ -26,6 +26,7 @@ mod photos;
 mod pipeline;
 mod pix;
 mod processes;
+mod replay;
 mod providers;
 mod router;
 mod safety;

@@ -63,6 +63,7 @@ fn execution(id: &str, conv: &str) -> ExecutionRecord {
             stop_reason: "tool_use".into(),
             attempts: 2,
             error: None,
+            request: None,
         }],
         started_at: t("2026-11-22T10:00:00Z"),
         finished_at: t("2026-11-22T10:00:01.250Z"),

@@ -320,8 +320,13 @@ impl VtSystems {
 
     /// The client of an embedded simulator, which it calls in this process (see `Transport`).
     pub fn in_process(simulator: &super::Simulator) -> Self {
+        Self::over_router(simulator.router())
+    }
+
+    /// A client whose systems are `router`, called in this process: a replay's recorded world.
+    pub fn over_router(router: axum::Router) -> Self {
         Self {
-            transport: Transport::InProcess(simulator.router()),
+            transport: Transport::InProcess(router),
             config: SystemsConfig::single(IN_PROCESS_BASE),
             credentials: [Credentials::None, Credentials::None, Credentials::None],
         }
@@ -432,6 +437,25 @@ impl VtSystems {
     }
 
     async fn send(&self, call: Call<'_>) -> HttpResult {
+        let result = self.exchange(&call).await;
+        super::tape::Tape::record(|| super::tape::Exchange {
+            system: call.system.name().to_owned(),
+            method: call.method.as_str().to_owned(),
+            path: match call.url.query() {
+                Some(q) => format!("{}?{q}", call.url.path()),
+                None => call.url.path().to_owned(),
+            },
+            body: call.body.map(super::tape::normalized),
+            status: result.status,
+            answer: result.body.clone(),
+            erro: result.erro.as_ref().map(|e| e.tipo.clone()),
+            replayed: result.replayed,
+        });
+        result
+    }
+
+    /// The call and its retries: the final answer.
+    async fn exchange(&self, call: &Call<'_>) -> HttpResult {
         let path = call.url.path().to_owned();
         let timeout = self.timeout(call.timeout_ms);
         let body = match call.body.map(crate::json::to_bytes).transpose() {
@@ -441,7 +465,7 @@ impl VtSystems {
         let attempts = call.attempts.max(1);
         let mut attempt = 1;
         loop {
-            let answer = match self.authorized(&call, body.clone(), timeout).await {
+            let answer = match self.authorized(call, body.clone(), timeout).await {
                 Ok(a) => a,
                 Err(failure) => return unanswered(failure, &path, attempt, timeout),
             };

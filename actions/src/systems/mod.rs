@@ -10,6 +10,7 @@ pub mod contract;
 mod guard;
 pub mod tls;
 pub mod simulator;
+pub mod tape;
 
 pub use auth::{AuthConfig, AuthMethod};
 pub use check::{CHECK_CARD, SystemCheck};

@@ -130,6 +130,12 @@ pub fn last_four(raw: &str) -> String {
 /// 0.6 MB of code pages and a search per text (`card_like_runs_are_the_regexs_matches` holds the two
 /// to the same answers).
 pub fn mask_cards_in(text: &str) -> String {
+    replace_cards_in(text, mask_card)
+}
+
+/// [`mask_cards_in`] with another replacement: `with` gets each card-like run as found (separators
+/// included) and gives what stands in for it (a replay's fake card).
+pub fn replace_cards_in(text: &str, mut with: impl FnMut(&str) -> String) -> String {
     let text = ascii_digits(text);
     // Fewer than eight digits in all can hold no card.
     if text.bytes().filter(u8::is_ascii_digit).nth(7).is_none() {
@@ -146,7 +152,7 @@ pub fn mask_cards_in(text: &str) -> String {
         // (`20261128-000042`), said to the card holder to quote back.
         if digits >= 8 && !is_iso_date(found) && !is_protocol(found) && !is_boleto_line(found, digits) {
             out.push_str(&text[copied..run.start]);
-            out.push_str(&mask_card(found));
+            out.push_str(&with(found));
             copied = run.end;
         }
     }

@@ -10,7 +10,7 @@ mod check;
 mod report;
 mod world;
 
-pub(crate) use report::{junit_xml, summary_line};
+pub(crate) use report::{escape, junit_xml, summary_line};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +39,10 @@ pub struct RunOptions {
     /// Plays every transcript against this model instead of its own (`vt-agent eval`): a live model
     /// (the scripts are not used), or none.
     pub model: Option<ModelChoice>,
+    /// The systems to play against instead of the simulator's (`vt-agent replay`: what was recorded).
+    /// Payments then go to the embedded simulator's providers, as `serve` composes them with none
+    /// configured: a replay never reaches a real provider.
+    pub systems: Option<vt_actions::systems::VtSystems>,
 }
 
 /// The model `vt-agent eval` plays the cases with.
@@ -198,6 +202,42 @@ async fn play(
     let result = play_in(&world, t, report).await;
     report.charges = charges(&world);
     result
+}
+
+/// One turn as a replay plays it: what was said back and what happened.
+pub(crate) struct PlayedTurn {
+    pub replies: String,
+    pub events: Vec<TurnEvent>,
+    pub latency_ms: u64,
+}
+
+/// Plays every turn of `t` in its world with no expectation checked (`vt-agent replay`, which judges
+/// by effects): each turn's replies and events, and the charges (means, amount) the conversation
+/// issued.
+pub(crate) async fn play_unchecked(
+    t: &Transcript,
+    options: &RunOptions,
+) -> Result<(Vec<PlayedTurn>, Vec<(String, String)>), Mismatch> {
+    let world = World::build(t, Path::new("."), options).await?;
+    let mut turns = Vec::new();
+    for turn in &t.turns {
+        if let Some(at) = &turn.at {
+            world.clock.set(parse_time(at).map_err(|e| setup_error("at", e))?);
+        }
+        match world.play(turn).await {
+            Ok(seen) => turns.push(PlayedTurn {
+                replies: seen.replies.join("\n"),
+                events: seen.events,
+                latency_ms: seen.latency_ms,
+            }),
+            Err(e) => turns.push(PlayedTurn {
+                replies: format!("[erro: {e}]"),
+                events: Vec::new(),
+                latency_ms: 0,
+            }),
+        }
+    }
+    Ok((turns, world.charges().await))
 }
 
 /// Recharges the world's simulator charged.

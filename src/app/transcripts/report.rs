@@ -8,7 +8,7 @@ pub(crate) fn summary_line(reports: &[TranscriptReport]) -> String {
     format!("{} passed, {failed} failed", reports.len() - failed)
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '&' => "&amp;".into(),

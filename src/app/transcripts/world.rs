@@ -211,7 +211,13 @@ impl World {
         let hearing = transcription(heard.clone()).await?;
         let seen = Heard::default();
         let photos = Arc::new(Photos(seen.clone()));
-        let (service, store) = product(setup, options, (&clock, &running, &hearing, photos), &model).await?;
+        let (service, store) = product(
+            setup,
+            options,
+            (&clock, (&sim, &running), &hearing, photos),
+            &model,
+        )
+        .await?;
         service.hearing().hear_from(&setup.channel, Arc::new(Recordings));
         let world = Self {
             clock,
@@ -366,6 +372,17 @@ impl World {
 }
 
 impl World {
+    /// The charges (means, amount) the conversation issued, in order.
+    pub(super) async fn charges(&self) -> Vec<(String, String)> {
+        self.store
+            .conversation_charges(&self.conversation)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.meio.as_str().to_owned(), c.amount.to_string()))
+            .collect()
+    }
+
     /// The one message of a `user`, `voice` or `image` turn (a voice note's words, a photo's text
     /// queued for its fake).
     fn message(&self, turn: &Turn) -> Inbound {
@@ -524,7 +541,12 @@ fn model(t: &Transcript, path: &Path, options: &RunOptions) -> Result<Model, Mis
 async fn product(
     setup: &Setup,
     options: &RunOptions,
-    (clock, running, hearing, photos): (&ManualClock, &RunningSimulator, &str, Arc<Photos>),
+    (clock, (sim, running), hearing, photos): (
+        &ManualClock,
+        (&Simulator, &RunningSimulator),
+        &str,
+        Arc<Photos>,
+    ),
     model: &Model,
 ) -> Result<(Services, Arc<dyn Store>), Mismatch> {
     let systems = SystemsConfig {
@@ -558,26 +580,41 @@ async fn product(
         },
         ..options.config.clone()
     };
-    let ext = Extensions::default()
-        .with(VtSystems::new(systems).map_err(|e| setup_error("client", e))?)
-        .with(vt);
-    let engine = crate::app::engine(&config, model.provider(), ext)
-        .map_err(|e| setup_error("engine", format!("{e:#}")))?
-        .with_clock(Clock::Manual(clock.clone()))
-        .with_ids(IdSource::seeded(setup.seed));
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::connect("sqlite::memory:")
             .await
             .map_err(|e| setup_error("store", e))?,
     );
+    let client = match &options.systems {
+        Some(recorded) => recorded.clone(),
+        None => VtSystems::new(systems).map_err(|e| setup_error("client", e))?,
+    };
+    let mut ext = Extensions::default().with(client).with(vt);
+    let payments = if options.systems.is_some() {
+        let pix = crate::app::simulated_pix(sim, &config);
+        let card = crate::app::simulated_card(sim, &config);
+        ext = ext
+            .with(crate::service::pix_port(
+                store.clone(),
+                pix.clone(),
+                crate::app::channel_book(),
+            ))
+            .with(crate::service::card_port(store.clone(), card.clone()));
+        (Some(pix), Some(card))
+    } else {
+        (
+            crate::app::pix_setup(&config).map_err(|e| setup_error("pix", format!("{e:#}")))?,
+            crate::app::card_setup(&config).map_err(|e| setup_error("cartao", format!("{e:#}")))?,
+        )
+    };
+    let engine = crate::app::engine(&config, model.provider(), ext)
+        .map_err(|e| setup_error("engine", format!("{e:#}")))?
+        .with_clock(Clock::Manual(clock.clone()))
+        .with_ids(IdSource::seeded(setup.seed));
     let engine = crate::flow::share(
         engine,
         Some(store.clone()),
         crate::store::RecargasConfig::default(),
-    );
-    let payments = (
-        crate::app::pix_setup(&config).map_err(|e| setup_error("pix", format!("{e:#}")))?,
-        crate::app::card_setup(&config).map_err(|e| setup_error("cartao", format!("{e:#}")))?,
     );
     let mut setup = crate::app::services_config(&config, &engine, store.as_ref(), payments)
         .await

@@ -15,10 +15,11 @@ use crate::llm::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvid
 use crate::telemetry::spans;
 
 /// What a model call took: its time and its attempts.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct CallTook {
     latencia_ms: u64,
     attempts: u32,
+    fingerprint: String,
 }
 
 /// The line of a prompt file below which its instructions are the conversation's own (who, when, its
@@ -131,6 +132,7 @@ impl Turn<'_> {
         let took = CallTook {
             latencia_ms: started.elapsed().as_millis() as u64,
             attempts: retried.attempts,
+            fingerprint: crate::llm::fingerprint::of(&request),
         };
         let completion = match retried.result {
             Ok(c) => c,
@@ -191,6 +193,7 @@ impl Turn<'_> {
         CallTook {
             latencia_ms,
             attempts,
+            fingerprint,
         }: CallTook,
         e: &LlmError,
         span: &tracing::Span,
@@ -206,6 +209,7 @@ impl Turn<'_> {
             stop_reason: "error".into(),
             attempts,
             error: Some(e.to_string()),
+            request: Some(fingerprint),
         };
         spans::failed(span, &e.to_string());
         self.events.push(TurnEvent::ModelCall(record.clone()));
@@ -232,6 +236,7 @@ impl Turn<'_> {
         CallTook {
             latencia_ms,
             attempts,
+            fingerprint,
         }: CallTook,
         span: &tracing::Span,
     ) {
@@ -246,6 +251,7 @@ impl Turn<'_> {
             stop_reason: completion.stop_reason.as_str().to_owned(),
             attempts,
             error: None,
+            request: Some(fingerprint),
         };
         tracing::info!(
             "gen_ai.request.model" = %record.model,

@@ -534,6 +534,17 @@ fn event_line(event: &TurnEvent) -> Option<(&'static str, String)> {
             ),
         ),
         TurnEvent::ToolSkipped { name, .. } => ("ferramenta", format!("{name} não executada")),
+        TurnEvent::Exchanged(x) => (
+            "sistema",
+            format!(
+                "{} {} {} → {}",
+                x.system,
+                x.method,
+                x.path.split('?').next().unwrap_or_default(),
+                x.status
+                    .map_or_else(|| x.erro.clone().unwrap_or_default(), |s| s.to_string())
+            ),
+        ),
         TurnEvent::SkillChanged { from, to, reason } => ("habilidade", format!("{from} → {to} ({reason})")),
         TurnEvent::StateUpdated { updates } => {
             ("estado", format!("atualizado: {}", Json::Object(updates.clone())))

@@ -1,0 +1,265 @@
+//! Stored conversations as replay cases: the person's turns in order (texts, taps and picks as they
+//! were stored, voice notes as their transcript, bursts as they came), what the systems answered, the
+//! model's recorded answers by request, and what the conversation did — every card, phone number and
+//! name replaced (`pseudonym.rs`) before any of it leaves the store.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use vt_actions::systems::tape::Exchange;
+
+use super::effects::{self, Effect};
+use super::pseudonym::Pseudonyms;
+use crate::engine::TurnEvent;
+use crate::llm::ChatMessage;
+use crate::store::{ConversationQuery, Store, StoreError, StoredMessage};
+use crate::transcript::format::{ModelReply, Never, Setup, Transcript, Turn};
+
+/// Which conversations a replay takes.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Those with a message since this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only these conversation ids.
+    pub ids: Option<Vec<String>>,
+    pub tenant: Option<String>,
+}
+
+/// One conversation, ready to replay.
+#[derive(Debug, Clone)]
+pub(crate) struct Case {
+    /// A keyed hash of the conversation's id: stable from run to run, no personal data.
+    pub(crate) id: String,
+    pub(crate) transcript: Transcript,
+    pub(crate) exchanges: Vec<Exchange>,
+    /// The model's recorded answers, by their request's fingerprint.
+    pub(crate) model: Vec<(String, ModelReply)>,
+    pub(crate) recorded: Played,
+}
+
+/// What a conversation did, recorded or replayed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Played {
+    pub(crate) effects: Vec<Effect>,
+    /// Each turn's replies, one text.
+    pub(crate) replies: Vec<String>,
+}
+
+/// The case id of a conversation.
+pub(crate) fn case_id(conversation_id: &str) -> String {
+    format!(
+        "caso-{}",
+        &crate::store::seal::card_index(&format!("replay-caso:{conversation_id}"))[..12]
+    )
+}
+
+/// The conversations `selection` names, most recent last, as cases. Flow runs are not conversations.
+pub(crate) async fn load(
+    store: &dyn Store,
+    selection: &Selection,
+    pseudonyms: &Arc<Mutex<Pseudonyms>>,
+) -> Result<Vec<Case>, StoreError> {
+    let ids: Vec<String> = match &selection.ids {
+        Some(ids) => ids.clone(),
+        None => {
+            let listed = store
+                .conversation_list(&ConversationQuery {
+                    tenant_id: selection.tenant.clone(),
+                    limit: 100_000,
+                    ..ConversationQuery::default()
+                })
+                .await?;
+            listed
+                .into_iter()
+                .rev()
+                .filter(|c| selection.since.is_none_or(|since| c.updated_at >= since))
+                .map(|c| c.id)
+                .collect()
+        }
+    };
+    let mut cases = Vec::new();
+    for id in ids {
+        if let Some(case) = one(store, &id, selection.tenant.as_deref(), pseudonyms).await? {
+            cases.push(case);
+        }
+    }
+    Ok(cases)
+}
+
+/// The user messages from `at` that make one turn: one message, or a burst (several with no reply
+/// between them), and where the next turn starts.
+fn turn_at(messages: &[StoredMessage], at: usize) -> (Vec<String>, usize) {
+    let mut said = Vec::new();
+    let mut end = at;
+    while let Some(ChatMessage::User { content }) = messages.get(end).map(|m| &m.message) {
+        said.push(content.clone());
+        end += 1;
+    }
+    while end < messages.len() && !matches!(messages[end].message, ChatMessage::User { .. }) {
+        end += 1;
+    }
+    (said, end)
+}
+
+/// A turn as the person sent it.
+fn turn_of(said: Vec<String>, at: DateTime<Utc>) -> Turn {
+    let voice = crate::service::VOICE_MARK;
+    let mut turn = Turn {
+        at: Some(at.to_rfc3339()),
+        ..Turn::default()
+    };
+    match said.as_slice() {
+        [one] if one.starts_with(voice) => turn.voice = Some(one[voice.len()..].trim().to_owned()),
+        // What the photo showed was read and written nowhere: the replay's photo shows nothing.
+        [one] if one == "[foto]" => turn.image = Some(String::new()),
+        [one] => turn.user = one.clone(),
+        _ => turn.burst = said,
+    }
+    turn
+}
+
+/// The model's answers of one turn's events, each with its request's fingerprint.
+fn model_answers(events: &[TurnEvent]) -> Vec<(String, ModelReply)> {
+    let calls: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, TurnEvent::ModelCall(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let mut out = Vec::new();
+    for (n, &i) in calls.iter().enumerate() {
+        let TurnEvent::ModelCall(call) = &events[i] else {
+            continue;
+        };
+        let (Some(fingerprint), None) = (&call.request, &call.error) else {
+            continue;
+        };
+        let end = calls.get(n + 1).copied().unwrap_or(events.len());
+        if let Some(reply) = crate::transcript::export::model_replies(&events[i..end])
+            .into_iter()
+            .next()
+        {
+            out.push((fingerprint.clone(), reply));
+        }
+    }
+    out
+}
+
+async fn one(
+    store: &dyn Store,
+    id: &str,
+    tenant: Option<&str>,
+    pseudonyms: &Arc<Mutex<Pseudonyms>>,
+) -> Result<Option<Case>, StoreError> {
+    let Some(conv) = store.conversation(id).await? else {
+        return Ok(None);
+    };
+    if conv.agent_id == crate::flow::FLOW_AGENT || tenant.is_some_and(|t| conv.tenant_id != t) {
+        return Ok(None);
+    }
+    let messages = store.messages(id).await?;
+    let executions = store.executions(id).await?;
+    let charges = store.conversation_charges(id).await?;
+    let mut p = pseudonyms.lock().unwrap_or_else(PoisonError::into_inner);
+    p.know_name(&conv.user_login);
+    let case_id = case_id(id);
+    let (mut turns, mut recorded, mut exchanges, mut model) =
+        (Vec::new(), Played::default(), Vec::new(), Vec::new());
+    let mut at = 0;
+    while at < messages.len() {
+        if !matches!(messages[at].message, ChatMessage::User { .. }) {
+            at += 1;
+            continue;
+        }
+        let (said, end) = turn_at(&messages, at);
+        let said = said.iter().map(|s| p.text(s)).collect();
+        turns.push(turn_of(said, messages[at].created_at));
+        // What the turn said (a receipt said later, outside any turn, is not the turn's).
+        let replies: Vec<String> = messages[at..end]
+            .iter()
+            .filter(|m| m.execucao_id.is_some())
+            .filter_map(|m| match &m.message {
+                ChatMessage::Assistant {
+                    content: Some(c),
+                    tool_calls,
+                } if tool_calls.is_empty() => Some(p.text(c)),
+                _ => None,
+            })
+            .collect();
+        recorded.replies.push(replies.join("\n"));
+        // A burst may have run as several turns: every one of them.
+        let mut execs: Vec<&str> = messages[at..end]
+            .iter()
+            .filter_map(|m| m.execucao_id.as_deref())
+            .collect();
+        execs.dedup();
+        for (_, events) in execs
+            .iter()
+            .filter_map(|e| executions.iter().find(|(x, _)| x.execucao_id == *e))
+        {
+            recorded.effects.extend(effects::of_events(events));
+            exchanges.extend(events.iter().filter_map(|e| match e {
+                TurnEvent::Exchanged(x) => Some(exchange(&mut p, x)),
+                _ => None,
+            }));
+            model.extend(
+                model_answers(events)
+                    .into_iter()
+                    .map(|(f, r)| (f, reply(&mut p, r))),
+            );
+        }
+        at = end;
+    }
+    recorded.effects.extend(
+        charges
+            .iter()
+            .map(|c| effects::charge(c.meio.as_str(), &c.amount.to_string())),
+    );
+    let transcript = Transcript {
+        name: case_id.clone(),
+        description: Some("Conversa gravada, com os dados pessoais trocados (`vt-agent replay`).".into()),
+        class: None,
+        setup: Setup {
+            agent: conv.agent_id.clone(),
+            channel: conv.channel.clone(),
+            user: p.text(&conv.user_id),
+            clock: turns.first().and_then(|t| t.at.clone()),
+            conversation: Some(case_id.clone()),
+            ..Setup::default()
+        },
+        never: vec![Never::RechargeWithoutConfirmation, Never::FullCardInReply],
+        turns,
+        expect_total: None,
+    };
+    Ok(Some(Case {
+        id: case_id,
+        transcript,
+        exchanges,
+        model,
+        recorded,
+    }))
+}
+
+fn exchange(p: &mut Pseudonyms, x: &Exchange) -> Exchange {
+    Exchange {
+        path: p.text(&x.path),
+        body: x.body.as_ref().map(|b| p.json(b)),
+        answer: x.answer.as_ref().map(|a| p.json(a)),
+        ..x.clone()
+    }
+}
+
+fn reply(p: &mut Pseudonyms, reply: ModelReply) -> ModelReply {
+    let call = |p: &mut Pseudonyms, mut c: crate::transcript::format::ScriptedCall| {
+        c.arguments = c.arguments.map(|a| p.json(&a));
+        c.raw_arguments = c.raw_arguments.map(|a| p.text(&a));
+        c
+    };
+    match reply {
+        ModelReply::Text(t) => ModelReply::Text(p.text(&t)),
+        ModelReply::ToolCall(c) => ModelReply::ToolCall(call(p, c)),
+        ModelReply::ToolCalls(cs) => ModelReply::ToolCalls(cs.into_iter().map(|c| call(p, c)).collect()),
+        other => other,
+    }
+}

@@ -1,0 +1,245 @@
+//! Personal data out before anything leaves the store: every card, phone number and name a replay
+//! reads is replaced by a consistent fake — the same fake for the same value in every message,
+//! recorded answer and model reply of the run, so the candidate meets a world that still holds
+//! together. Cards are found as the masker finds them (`replace_cards_in`); a fake card keeps the
+//! length and the last four digits (what every masked text shows already) and changes the rest. Fakes
+//! come from the store's blind-index key: stable from run to run (a baseline's case ids and cards
+//! stay the same), useless without the key.
+//!
+//! The map back (fake → real) never leaves the process: it serves only to recognise a candidate's
+//! model request as the recorded one (their fingerprints are taken over the real form).
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+/// Brazilian phone numbers as people write them: `+55 11 98765-4321`, `(11) 98765-4321`,
+/// `11987654321`, `5511987654321`.
+static PHONE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:\+?55[\s.-]?)?\(?\b[1-9]\d\)?[\s.-]?9?\d{4}[\s.-]?\d{4}\b").expect("phone regex")
+});
+
+/// A name someone gives for themselves: "meu nome é Ana Souza", "me chamo João", "aqui é a Maria".
+static GIVEN_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i:meu nome é|meu nome e|me chamo|aqui é (?:o|a)|aqui e (?:o|a)|sou (?:o|a)|falo com (?:o|a))\s+((?:\p{Lu}[\p{L}'-]+)(?:\s+(?:d[aeo]s?\s+)?\p{Lu}[\p{L}'-]+){0,3})",
+    )
+    .expect("name regex")
+});
+
+/// Names that stand in for a person's, by keyed hash.
+const NAMES: [&str; 12] = [
+    "Alice Teste",
+    "Bruno Exemplo",
+    "Carla Ficticia",
+    "Diego Modelo",
+    "Elisa Amostra",
+    "Fabio Simulado",
+    "Gabi Replay",
+    "Heitor Ensaio",
+    "Iara Prova",
+    "Joel Piloto",
+    "Karen Roteiro",
+    "Lucas Cenario",
+];
+
+/// The run's replacements, both ways.
+#[derive(Debug, Default)]
+pub(crate) struct Pseudonyms {
+    fake: HashMap<String, String>,
+    real: HashMap<String, String>,
+    /// Names known from the conversations' records (a user's login), replaced wherever they appear.
+    names: Vec<String>,
+}
+
+/// A keyed hash of `value` (the store's blind index), as a stream of decimal digits.
+fn digits_of(value: &str, salt: &str) -> Vec<u8> {
+    crate::store::seal::card_index(&format!("replay:{salt}:{value}"))
+        .bytes()
+        .map(|b| b % 10)
+        .collect()
+}
+
+impl Pseudonyms {
+    /// `name` is a person's (a user's login or profile name): replaced wherever it appears.
+    pub(crate) fn know_name(&mut self, name: &str) {
+        let name = name.trim();
+        // A login made of digits is a phone number (WhatsApp's wa_id) and is found as one.
+        if name.chars().count() >= 3
+            && !name.chars().all(|c| c.is_ascii_digit() || c == '+')
+            && !self.names.iter().any(|n| n == name)
+        {
+            self.names.push(name.to_owned());
+            self.names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        }
+    }
+
+    fn remember(&mut self, real: &str, fake: String) -> String {
+        self.real.insert(fake.clone(), real.to_owned());
+        self.fake.insert(real.to_owned(), fake.clone());
+        fake
+    }
+
+    /// A card's fake: same length, same last four digits, the rest from the key (and never the real).
+    fn card(&mut self, found: &str) -> String {
+        let digits: String = found.chars().filter(char::is_ascii_digit).collect();
+        if let Some(f) = self.fake.get(&digits) {
+            return f.clone();
+        }
+        let keep = digits.len().saturating_sub(4);
+        let mut fake: Vec<u8> = digits_of(&digits, "cartao")
+            .into_iter()
+            .cycle()
+            .take(keep)
+            .map(|d| b'0' + d)
+            .collect();
+        if fake.first() == Some(&b'0') {
+            fake[0] = b'9';
+        }
+        if fake == digits.as_bytes()[..keep] {
+            fake[0] = if fake[0] == b'9' { b'8' } else { b'9' };
+        }
+        let fake = format!("{}{}", String::from_utf8_lossy(&fake), &digits[keep..]);
+        self.remember(&digits, fake)
+    }
+
+    /// A phone number's fake: a mobile in area code 00, which no real line has.
+    fn phone(&mut self, found: &str) -> String {
+        // Kept as written, so the map back gives the very text a model was sent.
+        if let Some(f) = self.fake.get(found) {
+            return f.clone();
+        }
+        let digits: String = found.chars().filter(char::is_ascii_digit).collect();
+        let tail: String = digits_of(&digits, "telefone")
+            .into_iter()
+            .take(8)
+            .map(|d| char::from(b'0' + d))
+            .collect();
+        self.remember(found, format!("(00) 9{}-{}", &tail[..4], &tail[4..]))
+    }
+
+    fn name(&mut self, real: &str) -> String {
+        if let Some(f) = self.fake.get(real) {
+            return f.clone();
+        }
+        let pick = digits_of(real, "nome")
+            .iter()
+            .map(|d| usize::from(*d))
+            .sum::<usize>()
+            % NAMES.len();
+        let mut fake = NAMES[pick].to_owned();
+        // Two people never share a fake.
+        let mut n = 2;
+        while self.real.contains_key(&fake) {
+            fake = format!("{} {n}", NAMES[pick]);
+            n += 1;
+        }
+        self.remember(real, fake)
+    }
+
+    /// `text` with every card, phone number and name replaced.
+    pub(crate) fn text(&mut self, text: &str) -> String {
+        let cards = vt_actions::vt::card::replace_cards_in(text, |found| self.card(found));
+        let phones = PHONE
+            .replace_all(&cards, |c: &regex::Captures<'_>| {
+                let found = &c[0];
+                // A card's fake (or any run that is one) was handled above; a phone has 10–13 digits.
+                let n = found.chars().filter(char::is_ascii_digit).count();
+                if self.real.contains_key(found) || !(10..=13).contains(&n) {
+                    found.to_owned()
+                } else {
+                    self.phone(found)
+                }
+            })
+            .into_owned();
+        let mut named = GIVEN_NAME
+            .replace_all(&phones, |c: &regex::Captures<'_>| {
+                let whole = &c[0];
+                let name = &c[1];
+                format!("{}{}", &whole[..whole.len() - name.len()], self.name(name))
+            })
+            .into_owned();
+        for known in self.names.clone() {
+            if named.contains(&known) {
+                let fake = self.name(&known);
+                named = named.replace(&known, &fake);
+            }
+        }
+        named
+    }
+
+    /// Every string in `value` through [`Self::text`] (keys stay).
+    pub(crate) fn json(&mut self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.text(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.json(v)).collect()),
+            Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), self.json(v))).collect()),
+            Value::Number(n) if n.as_u64().is_some_and(|d| d >= 10_000_000) => {
+                // A card sent as a number.
+                let s = n.to_string();
+                let fake = self.card(&s);
+                fake.parse::<u64>().map_or(Value::String(fake), Value::from)
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// `text` with every fake this run made put back: only to compare a candidate's request with the
+    /// recorded one in this process.
+    pub(crate) fn restore(&self, text: &str) -> String {
+        let mut fakes: Vec<(&String, &String)> = self.real.iter().collect();
+        fakes.sort_by_key(|(fake, _)| std::cmp::Reverse(fake.len()));
+        let mut out = text.to_owned();
+        for (fake, real) in fakes {
+            if out.contains(fake.as_str()) {
+                out = out.replace(fake.as_str(), real);
+            }
+        }
+        out
+    }
+
+    /// Every real value this run replaced (for a test's grep).
+    #[cfg(test)]
+    fn reals(&self) -> Vec<String> {
+        self.fake.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cards_phones_and_names_get_consistent_fakes() {
+        let mut p = Pseudonyms::default();
+        p.know_name("Beatriz Lima");
+        let a = p.text("oi, sou a Beatriz Lima, cartão 1234567890, fone (11) 98765-4321");
+        let b = p.text("de novo o 1234 567 890 e o +55 11 98765-4321; meu nome é Carlos Dias");
+        for real in ["1234567890", "98765-4321", "Beatriz", "Carlos Dias"] {
+            assert!(!a.contains(real) && !b.contains(real), "{real}: {a} / {b}");
+        }
+        assert!(a.contains("7890") && a.contains("(00) 9"), "{a}");
+        let fake_card = a
+            .split_whitespace()
+            .find(|w| w.trim_end_matches(',').ends_with("7890"))
+            .expect("the card's fake");
+        assert!(
+            b.contains(fake_card.trim_end_matches(',')),
+            "the same card, the same fake: {a} / {b}"
+        );
+        assert_eq!(
+            p.restore(&a),
+            "oi, sou a Beatriz Lima, cartão 1234567890, fone (11) 98765-4321"
+        );
+        assert!(p.reals().len() >= 4);
+    }
+
+    #[test]
+    fn dates_amounts_and_protocols_are_no_personal_data() {
+        let mut p = Pseudonyms::default();
+        let text = "recarga de R$ 50,00 em 2026-11-28, protocolo 20261128-000042";
+        assert_eq!(p.text(text), text);
+    }
+}

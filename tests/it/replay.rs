@@ -1,0 +1,269 @@
+//! `vt-agent replay` (step 30): a day of conversations recorded against the simulator — balances, a
+//! Pix paid, a correction, a case, a FAQ answer, a burst — replayed through candidates and judged by
+//! what they did; the reports hold no card, phone number or name from the store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::support::{Pix, chat_harness_pix, user};
+
+const CARDS: [&str; 5] = [
+    "1234567890",
+    "2345678901",
+    "3456789012",
+    "4567890123",
+    "5678901234",
+];
+
+/// A candidate's configuration: the current one, its FAQ and intents from `dir` when given.
+fn candidate(faq: Option<&Path>, intents: Option<&Path>) -> vt_agent::Config {
+    vt_agent::Config {
+        faq_dir: faq.map(Path::to_path_buf),
+        intents_file: intents.map(Path::to_path_buf),
+        ..Default::default()
+    }
+}
+
+fn options(
+    ids: &[&str],
+    candidate: vt_agent::Config,
+    out: &Path,
+    baseline: Option<&Path>,
+) -> vt_agent::ReplayOptions {
+    vt_agent::ReplayOptions {
+        selection: vt_agent::ReplaySelection {
+            ids: Some(ids.iter().map(|s| (*s).to_owned()).collect()),
+            ..Default::default()
+        },
+        candidate,
+        live_model: None,
+        baseline: baseline.map(Path::to_path_buf),
+        approve: false,
+        out: out.to_path_buf(),
+        repeat: 1,
+        min_pass: 1,
+    }
+}
+
+/// Every file under `dir`, as text.
+fn everything_in(dir: &Path) -> String {
+    let mut all = String::new();
+    for entry in walk(dir) {
+        all.push_str(&std::fs::read_to_string(&entry).unwrap_or_default());
+    }
+    all
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A copy of `from` with every file's text changed by `edit`.
+fn copied(from: &Path, to: &Path, edit: impl Fn(&str) -> String) {
+    std::fs::create_dir_all(to).expect("dir");
+    for e in std::fs::read_dir(from).expect("dir").flatten() {
+        let text = std::fs::read_to_string(e.path()).expect("read");
+        std::fs::write(to.join(e.file_name()), edit(&text)).expect("write");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_broken_correction() {
+    let h = chat_harness_pix(Pix::Provider).await;
+    // The day: a balance; a Pix recharge paid; a correction (40 → 60) paid; a case; a FAQ answer; a
+    // burst.
+    h.say("c-saldo", &format!("saldo do cartão {}", CARDS[0])).await;
+    h.say("c-pix", &format!("quero colocar 20 no cartao {} pix", CARDS[1]))
+        .await;
+    h.say("c-pix", "sim").await;
+    h.say(
+        "c-correcao",
+        &format!("quero colocar 40 no cartao {} pix", CARDS[2]),
+    )
+    .await;
+    h.say("c-correcao", "pera, muda pra 60").await;
+    h.say("c-correcao", "sim").await;
+    for conv in ["c-pix", "c-correcao"] {
+        for charge in h.store.conversation_charges(conv).await.expect("charges") {
+            h.sim.pix().pay(&charge.txid, false).expect("paid");
+            h.service.payments().settle(&charge.txid).await.expect("settled");
+        }
+    }
+    h.say(
+        "c-caso",
+        "meu nome é Beatriz Lima, meu telefone é (11) 98765-4321",
+    )
+    .await;
+    h.say("c-caso", "quero falar com um atendente").await;
+    h.say("c-faq", "como falo com uma pessoa?").await;
+    let burst = ["oi", &format!("saldo do cartão {}", CARDS[3])];
+    let mut received = Vec::new();
+    for (i, text) in burst.iter().enumerate() {
+        let msg = vt_agent::Inbound {
+            agent_id: "vt".into(),
+            conversation_id: Some("c-rajada".into()),
+            user: user(),
+            text: (*text).to_owned(),
+            channel_message_id: Some(format!("rajada-{i}")),
+            ..Default::default()
+        };
+        received.extend(h.service.messages().receive(&msg).await.expect("stored"));
+    }
+    for r in received {
+        h.service.messages().process(r).await.expect("processed");
+    }
+    // A conversation whose systems answers were never recorded (stored, never processed).
+    let old = vt_agent::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some("c-antiga".into()),
+        user: user(),
+        text: format!("saldo do cartão {}", CARDS[4]),
+        channel_message_id: Some("antiga-1".into()),
+        ..Default::default()
+    };
+    h.service.messages().receive(&old).await.expect("stored");
+    let day = ["c-saldo", "c-pix", "c-correcao", "c-caso", "c-faq", "c-rajada"];
+    let store: Arc<dyn vt_agent::Store> = h.store.clone();
+    let dir = tempfile::tempdir().expect("dir");
+
+    // Unchanged: every case passes, with no model call, and the run becomes the baseline.
+    let out = dir.path().join("sem-mudanca");
+    let baseline = dir.path().join("baseline.json");
+    let mut approve = options(&day, candidate(None, None), &out, Some(&baseline));
+    approve.approve = true;
+    let run = vt_agent::replay(store.as_ref(), &approve)
+        .await
+        .expect("replayed");
+    for c in &run.cases {
+        assert_eq!(
+            c.verdict,
+            vt_agent::Verdict::Pass,
+            "{}: {:?} {:?}",
+            c.id,
+            c.errors,
+            c.diff
+        );
+        assert_eq!(c.live_model_calls(), 0);
+    }
+    assert_eq!(
+        (run.cases.len(), run.exit_code()),
+        (6, 0),
+        "{}",
+        run.summary_line()
+    );
+    assert!(baseline.exists(), "an accepted run is the baseline");
+
+    // Wording only (the FAQ's answers reworded): every case passes; the words are reported.
+    let faq = dir.path().join("faq");
+    copied(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("faq").as_path(),
+        &faq,
+        |t| t.replace("É só responder", "Basta escrever"),
+    );
+    let out = dir.path().join("palavras");
+    let run = vt_agent::replay(
+        store.as_ref(),
+        &options(&day, candidate(Some(&faq), None), &out, Some(&baseline)),
+    )
+    .await
+    .expect("replayed");
+    assert_eq!(run.exit_code(), 0, "{}", run.summary_line());
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("6 cases: 6 passed, 0 failed, 0 errors"),
+        "{summary}"
+    );
+
+    // A fault in the candidate: the router's recharge intent turned off, so a correction is no longer
+    // taken — "sim" confirms the 40. Exactly the cases that prepare a recharge fail, on the charge.
+    let intents = dir.path().join("intents.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml"))
+        .expect("intents");
+    let broken = text.replacen(
+        "key = \"preparar_recarga\"\n",
+        "key = \"preparar_recarga\"\nactive = false\n",
+        1,
+    );
+    assert_ne!(broken, text);
+    std::fs::write(&intents, broken).expect("write");
+    let out = dir.path().join("falha");
+    let run = vt_agent::replay(
+        store.as_ref(),
+        &options(&day, candidate(None, Some(&intents)), &out, Some(&baseline)),
+    )
+    .await
+    .expect("replayed");
+    let failed: Vec<String> = run
+        .cases
+        .iter()
+        .filter(|c| c.verdict == vt_agent::Verdict::Fail)
+        .map(|c| c.id.clone())
+        .collect();
+    let of = |conv: &str| {
+        run.cases[day.iter().position(|d| *d == conv).expect("case")]
+            .id
+            .clone()
+    };
+    assert_eq!(failed, [of("c-pix"), of("c-correcao")], "{}", run.summary_line());
+    let correction = run.cases.iter().find(|c| c.id == of("c-correcao")).expect("case");
+    let diff = correction.diff.as_ref().expect("the effect diff");
+    assert!(
+        diff.iter()
+            .any(|(was, _)| was.contains("pix") && was.contains("60")),
+        "the baseline charged 60: {diff:?}"
+    );
+    assert_eq!(run.exit_code(), 1);
+    let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");
+    assert_eq!(junit.matches("<failure").count(), 2, "{junit}");
+    assert!(!junit.contains("<error"), "{junit}");
+    assert!(junit.contains("<property name=\"reais\""), "{junit}");
+
+    // A recording that misses the systems' answer: an error, never a failure.
+    let out = dir.path().join("sem-gravacao");
+    let run = vt_agent::replay(
+        store.as_ref(),
+        &options(&["c-antiga"], candidate(None, None), &out, None),
+    )
+    .await
+    .expect("replayed");
+    assert_eq!(
+        run.cases[0].verdict,
+        vt_agent::Verdict::Error,
+        "{:?}",
+        run.cases[0]
+    );
+    assert_eq!(run.exit_code(), 2);
+    let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");
+    assert!(junit.contains("<error") && !junit.contains("<failure"), "{junit}");
+
+    // A baseline case missing from a run fails it.
+    let out = dir.path().join("caso-ausente");
+    let run = vt_agent::replay(
+        store.as_ref(),
+        &options(&day[..5], candidate(None, None), &out, Some(&baseline)),
+    )
+    .await
+    .expect("replayed");
+    assert_eq!(run.exit_code(), 1, "{}", run.summary_line());
+
+    // Nothing personal from the store in any report or exported case.
+    let written = everything_in(dir.path());
+    for private in
+        CARDS
+            .iter()
+            .copied()
+            .chain(["Beatriz", "Lima", "98765-4321", "987654321", "c-caso", "maria"])
+    {
+        assert!(!written.contains(private), "{private} in the replay's output");
+    }
+    assert!(written.contains("****7890"), "cards are shown masked");
+}
