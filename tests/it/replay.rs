@@ -104,7 +104,10 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     )
     .await;
     h.say("c-caso", "quero falar com um atendente").await;
-    h.say("c-faq", "como falo com uma pessoa?").await;
+    h.say("c-faq", "como faço a segunda via?").await;
+    // A voice note as the store holds it once heard: its transcript, marked.
+    h.say("c-voz", &format!("🎤 qual o saldo do cartão {}", CARDS[0]))
+        .await;
     let burst = ["oi", &format!("saldo do cartão {}", CARDS[3])];
     let mut received = Vec::new();
     for (i, text) in burst.iter().enumerate() {
@@ -131,7 +134,15 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
         ..Default::default()
     };
     h.service.messages().receive(&old).await.expect("stored");
-    let day = ["c-saldo", "c-pix", "c-correcao", "c-caso", "c-faq", "c-rajada"];
+    let day = [
+        "c-saldo",
+        "c-pix",
+        "c-correcao",
+        "c-caso",
+        "c-faq",
+        "c-rajada",
+        "c-voz",
+    ];
     let store: Arc<dyn vt_agent::Store> = h.store.clone();
     let dir = tempfile::tempdir().expect("dir");
 
@@ -156,18 +167,19 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     }
     assert_eq!(
         (run.cases.len(), run.exit_code()),
-        (6, 0),
+        (7, 0),
         "{}",
         run.summary_line()
     );
     assert!(baseline.exists(), "an accepted run is the baseline");
+    let unchanged: Vec<f64> = run.cases.iter().map(|c| c.similarity).collect();
 
     // Wording only (the FAQ's answers reworded): every case passes; the words are reported.
     let faq = dir.path().join("faq");
     copied(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("faq").as_path(),
         &faq,
-        |t| t.replace("É só responder", "Basta escrever"),
+        |t| t.replace("não por aqui", "não aqui pelo chat"),
     );
     let out = dir.path().join("palavras");
     let run = vt_agent::replay(
@@ -177,9 +189,23 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     .await
     .expect("replayed");
     assert_eq!(run.exit_code(), 0, "{}", run.summary_line());
+    let reworded: Vec<usize> = run
+        .cases
+        .iter()
+        .zip(&unchanged)
+        .enumerate()
+        .filter(|(_, (c, before))| (c.similarity - **before).abs() > 1e-9)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(reworded, [4], "only the FAQ's answer changed words");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("não aqui pelo chat") && !junit.contains("<failure"),
+        "the words' diff, no verdict: {junit}"
+    );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
     assert!(
-        summary.contains("6 cases: 6 passed, 0 failed, 0 errors"),
+        summary.contains("7 cases: 7 passed, 0 failed, 0 errors"),
         "{summary}"
     );
 
@@ -249,7 +275,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     let out = dir.path().join("caso-ausente");
     let run = vt_agent::replay(
         store.as_ref(),
-        &options(&day[..5], candidate(None, None), &out, Some(&baseline)),
+        &options(&day[..6], candidate(None, None), &out, Some(&baseline)),
     )
     .await
     .expect("replayed");

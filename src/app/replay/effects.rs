@@ -146,18 +146,35 @@ pub(crate) fn diff(reference: &[Effect], candidate: &[Effect]) -> Option<Vec<(St
     )
 }
 
+/// A Pix code (a BR Code: `000201…6304` and its CRC) or a case's protocol number: issued anew by
+/// every run, never words the candidate chose.
+static ISSUED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"000201\S*6304[0-9A-F]{4}|\b\d{8}-\d{6}\b").expect("issued regex")
+});
+
+/// A reply's words: a payment code, a protocol number and a QR code's block art stand as one word.
+fn words_of(text: &str) -> String {
+    let text = ISSUED.replace_all(text, "<emitido>");
+    text.lines()
+        .filter(|l| !l.chars().any(|c| matches!(c, '█' | '▀' | '▄')))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// How alike two replies are, 0 to 1 (words, in order).
 pub(crate) fn similarity(a: &str, b: &str) -> f64 {
+    let (a, b) = (words_of(a), words_of(b));
     if a == b {
         return 1.0;
     }
-    f64::from(similar::TextDiff::from_words(a, b).ratio())
+    f64::from(similar::TextDiff::from_words(&a, &b).ratio())
 }
 
-/// A unified diff of two replies, or nothing when they are the same.
+/// A unified diff of two replies' words, or nothing when they are the same.
 pub(crate) fn words_diff(a: &str, b: &str) -> Option<String> {
+    let (a, b) = (words_of(a), words_of(b));
     (a != b).then(|| {
-        similar::TextDiff::from_lines(a, b)
+        similar::TextDiff::from_lines(&a, &b)
             .unified_diff()
             .header("gravado", "candidato")
             .to_string()
@@ -195,5 +212,16 @@ mod tests {
         let s = similarity("Seu saldo é R$ 10,00.", "O saldo do seu cartão é R$ 10,00.");
         assert!(s > 0.3 && s < 1.0, "{s}");
         assert!(words_diff("a", "b").expect("differs").contains("+b"));
+        let code = |txid: &str| {
+            format!(
+                "Pague:\n00020101021226790014br.gov.bcb.pix{txid}6304AB12\n█▀▄\nProtocolo 20261122-00000{}",
+                txid.len()
+            )
+        };
+        assert_eq!(
+            words_diff(&code("vt1"), &code("vt2")),
+            None,
+            "a new code is no new words"
+        );
     }
 }

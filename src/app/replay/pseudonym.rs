@@ -15,11 +15,24 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-/// Brazilian phone numbers as people write them: `+55 11 98765-4321`, `(11) 98765-4321`,
-/// `11987654321`, `5511987654321`.
+/// Brazilian phone numbers as people write them — with the marks that tell one from a card number of
+/// the same length: `+55 11 98765-4321`, `(11) 98765-4321`, `11 98765-4321`, `98765-4321`, and
+/// WhatsApp's ids (`5511987654321`).
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:\+?55[\s.-]?)?\(?\b[1-9]\d\)?[\s.-]?9?\d{4}[\s.-]?\d{4}\b").expect("phone regex")
+    Regex::new(concat!(
+        r"\+55[\s.-]?\(?[1-9]\d\)?[\s.-]?9?\d{4}[\s.-]?\d{4}\b",
+        r"|\(\s?[1-9]\d\s?\)[\s.-]?9?\d{4}[\s.-]?\d{4}\b",
+        r"|\b[1-9]\d[\s.]9\d{4}[\s.-]\d{4}\b",
+        r"|\b9\d{4}-\d{4}\b",
+        r"|\b55[1-9]\d9?\d{8}\b",
+    ))
+    .expect("phone regex")
 });
+
+/// A Pix code (a BR Code, `000201…6304` and its CRC): the operator's key and a charge's id, no one's
+/// personal data — and its digits would pass for a card's.
+static PIX_CODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"000201\S*6304[0-9A-F]{4}").expect("pix code regex"));
 
 /// A name someone gives for themselves: "meu nome é Ana Souza", "me chamo João", "aqui é a Maria".
 static GIVEN_NAME: LazyLock<Regex> = LazyLock::new(|| {
@@ -141,21 +154,28 @@ impl Pseudonyms {
 
     /// `text` with every card, phone number and name replaced.
     pub(crate) fn text(&mut self, text: &str) -> String {
-        let cards = vt_actions::vt::card::replace_cards_in(text, |found| self.card(found));
-        let phones = PHONE
-            .replace_all(&cards, |c: &regex::Captures<'_>| {
-                let found = &c[0];
-                // A card's fake (or any run that is one) was handled above; a phone has 10–13 digits.
-                let n = found.chars().filter(char::is_ascii_digit).count();
-                if self.real.contains_key(found) || !(10..=13).contains(&n) {
-                    found.to_owned()
-                } else {
-                    self.phone(found)
-                }
+        // Pix codes and phones first, set aside while cards are looked for (their digits look like a
+        // card's).
+        let mut phones = Vec::new();
+        let codes = PIX_CODE
+            .replace_all(text, |c: &regex::Captures<'_>| {
+                phones.push(c[0].to_owned());
+                format!("\u{E000}{}\u{E001}", phones.len() - 1)
             })
             .into_owned();
+        let held = PHONE
+            .replace_all(&codes, |c: &regex::Captures<'_>| {
+                phones.push(self.phone(&c[0]));
+                format!("\u{E000}{}\u{E001}", phones.len() - 1)
+            })
+            .into_owned();
+        let cards = vt_actions::vt::card::replace_cards_in(&held, |found| self.card(found));
+        let mut out = cards;
+        for (i, phone) in phones.iter().enumerate() {
+            out = out.replace(&format!("\u{E000}{i}\u{E001}"), phone);
+        }
         let mut named = GIVEN_NAME
-            .replace_all(&phones, |c: &regex::Captures<'_>| {
+            .replace_all(&out, |c: &regex::Captures<'_>| {
                 let whole = &c[0];
                 let name = &c[1];
                 format!("{}{}", &whole[..whole.len() - name.len()], self.name(name))
@@ -237,9 +257,10 @@ mod tests {
     }
 
     #[test]
-    fn dates_amounts_and_protocols_are_no_personal_data() {
+    fn dates_amounts_protocols_and_pix_codes_are_no_personal_data() {
         let mut p = Pseudonyms::default();
-        let text = "recarga de R$ 50,00 em 2026-11-28, protocolo 20261128-000042";
+        let text = "recarga de R$ 50,00 em 2026-11-28, protocolo 20261128-000042, \
+                    00020101021226790014br.gov.bcb.pix2557pix.simulador.vt/qr/v2/vt3adc9d6330622d3e7520400005303986540520.005802BR6304ABCD";
         assert_eq!(p.text(text), text);
     }
 }
