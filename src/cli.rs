@@ -421,9 +421,10 @@ pub struct ReplayArgs {
     /// Write this run's effects as the baseline when every case passed.
     #[arg(long)]
     pub approve: bool,
-    /// Where the reports go.
-    #[arg(long, value_name = "DIR", default_value = "replay")]
-    pub out: PathBuf,
+    /// Where the reports go (default: the data directory's `replay/`, which the console's Replay
+    /// page shows).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Send requests the recording has no answer to to the candidate's model ([llm]); without it
     /// they go unanswered (counted).
     #[arg(long)]
@@ -994,7 +995,7 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
         live_model,
         baseline: args.baseline,
         approve: args.approve,
-        out: args.out,
+        out: args.out.unwrap_or_else(|| config.data_dir.join("replay")),
         repeat: args.repeat,
         min_pass: args.min_pass,
     };

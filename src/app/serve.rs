@@ -53,7 +53,8 @@ impl Server {
         let mut notices = Vec::new();
         let mut state = AppState::new(service.clone(), CHAT_AGENT, config.http.clone())
             .with_console(&config.console)
-            .with_simulator_book(config.retencao.simulator_book.clone());
+            .with_simulator_book(config.retencao.simulator_book.clone())
+            .with_replay_dir(config.data_dir.join("replay"));
         let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry);
         let wiring = Wiring {
             service: service.clone(),

@@ -38,6 +38,8 @@ pub struct AppState {
     pub(crate) console: Arc<Console>,
     /// The embedded simulator's book, which a data subject's erasure reaches too.
     pub(crate) simulator_book: Option<std::path::PathBuf>,
+    /// Where `vt-agent replay` writes its reports by default (the console's Replay page).
+    pub(crate) replay_dir: Option<std::path::PathBuf>,
 }
 
 impl AppState {
@@ -58,10 +60,17 @@ impl AppState {
             templates: None,
             console: Arc::new(Console::new(&ConsoleConfig::default())),
             simulator_book: None,
+            replay_dir: None,
         }
     }
 
     /// A data subject's erasure reaches the embedded simulator's `book` too.
+    /// The folder the console's Replay page reads (`DATA_DIR/replay`).
+    pub fn with_replay_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.replay_dir = Some(dir);
+        self
+    }
+
     pub(crate) fn with_simulator_book(mut self, book: Option<std::path::PathBuf>) -> Self {
         self.simulator_book = book;
         self

@@ -21,7 +21,7 @@ pub(crate) const ADMIN: &str = "chave-admin-123456";
 const CLIENT: &str = "chave-cliente-123456";
 const CARD: &str = "2345678901";
 
-fn config() -> HttpConfig {
+pub(crate) fn config() -> HttpConfig {
     let key = |name: &str, secret: &str, role| ApiKeyConfig {
         name: name.into(),
         sha256: key_hash(secret),

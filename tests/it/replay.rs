@@ -78,7 +78,7 @@ fn copied(from: &Path, to: &Path, edit: impl Fn(&str) -> String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_broken_correction() {
-    let h = chat_harness_pix(Pix::Provider).await;
+    let h = Arc::new(chat_harness_pix(Pix::Provider).await);
     // The day: a balance; a Pix recharge paid; a correction (40 → 60) paid; a case; a FAQ answer; a
     // burst.
     h.say("c-saldo", &format!("saldo do cartão {}", CARDS[0])).await;
@@ -252,6 +252,58 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     assert_eq!(junit.matches("<failure").count(), 2, "{junit}");
     assert!(!junit.contains("<error"), "{junit}");
     assert!(junit.contains("<property name=\"reais\""), "{junit}");
+
+    // The console's Replay page shows that run: the failed cases' effects side by side, each case a
+    // transcript to keep.
+    let state = vt_agent::AppState::new(h.service.clone(), "vt", crate::console::config())
+        .with_console(&vt_agent::ConsoleConfig {
+            secret: Some(crate::console::SECRET.into()),
+            ..Default::default()
+        })
+        .with_replay_dir(out.clone());
+    let served = crate::support::serve_state(h.clone(), state).await;
+    let get = |path: String, who: &'static str| {
+        let url = format!("{}{path}", served.url);
+        async move {
+            crate::console::no_redirects()
+                .get(url)
+                .header(
+                    "cookie",
+                    crate::console::session(who, 600, crate::console::SECRET),
+                )
+                .send()
+                .await
+                .expect("request")
+        }
+    };
+    let page = get("/console/replay".into(), "operacao").await;
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(
+        html.contains("falharam") && html.contains(&of("c-correcao")),
+        "{html}"
+    );
+    assert!(
+        html.contains("lado-a-lado") && html.contains("60"),
+        "the effects side by side: {html}"
+    );
+    let kept = get(format!("/console/replay/casos/{}.yaml", of("c-caso")), "operacao").await;
+    assert_eq!(kept.status(), 200);
+    let yaml = kept.text().await.expect("yaml");
+    let transcript: vt_agent::Transcript = serde_yaml::from_str(&yaml).expect("a transcript");
+    assert_eq!(transcript.turns.len(), 2);
+    assert!(!yaml.contains("Beatriz") && !yaml.contains("98765"), "{yaml}");
+    assert_eq!(
+        get("/console/replay".into(), "suporte").await.status(),
+        403,
+        "administrators only"
+    );
+    assert_eq!(
+        get("/console/replay/casos/..%2F..%2Freport.json".into(), "operacao")
+            .await
+            .status(),
+        404
+    );
 
     // A recording that misses the systems' answer: an error, never a failure.
     let out = dir.path().join("sem-gravacao");

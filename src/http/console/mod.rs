@@ -17,6 +17,7 @@ mod cases;
 mod chat;
 mod queue;
 mod recurrences;
+mod replay;
 mod report;
 mod dashboard;
 pub(crate) mod keys;
@@ -53,6 +54,8 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/presenca", post(queue::presence))
         .route("/console/relatorio", get(report::page))
         .route("/console/recorrencias", get(recurrences::page))
+        .route("/console/replay", get(replay::page))
+        .route("/console/replay/casos/{file}", get(replay::case_file))
         .route("/console/cases", get(cases::list))
         .route("/console/cases/{id}", get(cases::page))
         .route("/console/cases/{id}/mensagens", get(cases::messages_fragment))
@@ -122,7 +125,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 21] = [
+const TEMPLATES: [(&str, &str); 22] = [
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
@@ -145,6 +148,7 @@ const TEMPLATES: [(&str, &str); 21] = [
     ),
     ("relatorio.html", include_str!("templates/relatorio.html")),
     ("recorrencias.html", include_str!("templates/recorrencias.html")),
+    ("replay.html", include_str!("templates/replay.html")),
     ("fluxos.html", include_str!("templates/fluxos.html")),
     ("fluxo.html", include_str!("templates/fluxo.html")),
     ("lote.html", include_str!("templates/lote.html")),
