@@ -878,3 +878,52 @@ fn the_configuration_is_checked_and_described_by_its_commands() {
         );
     }
 }
+
+/// `vt-agent replay` as an operator runs it: conversations one process stored, replayed by another
+/// (the sealed store read with the data directory's key), reports under the data directory, no card
+/// in them, exit codes as `--help` says.
+#[test]
+fn replay_plays_what_another_process_stored_and_says_it_in_its_exit_code() {
+    let data = tempfile::tempdir().expect("tmp");
+    for (conv, text) in [("c-a", "saldo do cartão 1234567890"), ("c-b", "oi")] {
+        let said = vt_agent_in(&data)
+            .args(["chat", "--conversation", conv, "--message", text])
+            .output()
+            .expect("run");
+        assert!(said.status.success(), "{}", String::from_utf8_lossy(&said.stderr));
+    }
+    let help = vt_agent_in(&data)
+        .args(["replay", "--help"])
+        .output()
+        .expect("run");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--candidate") && help.contains("Exits 0"), "{help}");
+    let ran = vt_agent_in(&data)
+        .args(["replay", "--since", "1d", "--approve"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(
+        stdout.contains("2 cases: 2 passed, 0 failed, 0 errors"),
+        "{stdout}"
+    );
+    let dir = data.path().join("replay");
+    let report = std::fs::read_to_string(dir.join("junit.xml")).expect("junit under the data directory");
+    assert!(
+        report.contains("<testcase") && !report.contains("1234567890"),
+        "{report}"
+    );
+    assert!(dir.join("baseline.json").exists());
+    let bad = vt_agent_in(&data)
+        .args(["replay", "--since", "sete dias"])
+        .output()
+        .expect("run");
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--since"));
+}
