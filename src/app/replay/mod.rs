@@ -318,6 +318,22 @@ async fn play_once(
     play
 }
 
+/// A case's verdict from its plays: an infrastructure error wins; one play passes or fails; several
+/// are `stable` (all passed), `flaky` (at least `min_pass`) or `fail`.
+fn verdict(plays: usize, passes: usize, min_pass: usize, infrastructure: bool) -> Verdict {
+    if infrastructure {
+        Verdict::Error
+    } else if plays == 1 {
+        if passes == 1 { Verdict::Pass } else { Verdict::Fail }
+    } else if passes == plays {
+        Verdict::Stable
+    } else if passes >= min_pass.max(1) {
+        Verdict::Flaky
+    } else {
+        Verdict::Fail
+    }
+}
+
 async fn judge(
     case: &Case,
     baseline: Option<&Vec<Effect>>,
@@ -353,17 +369,7 @@ async fn judge(
         errors: Vec::new(),
         latency_ms: 0,
     });
-    let verdict = if !errors.is_empty() {
-        Verdict::Error
-    } else if plays == 1 {
-        if passes == 1 { Verdict::Pass } else { Verdict::Fail }
-    } else if passes == plays {
-        Verdict::Stable
-    } else if passes >= options.min_pass.max(1) {
-        Verdict::Flaky
-    } else {
-        Verdict::Fail
-    };
+    let verdict = verdict(plays, passes, options.min_pass, !errors.is_empty());
     let reads = |e: &[Effect]| {
         e.iter()
             .filter(|x| x.class == effects::Class::Read)
@@ -408,5 +414,20 @@ async fn judge(
         plays,
         passes,
         latency_ms: play.latency_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Verdict, verdict};
+
+    #[test]
+    fn plays_make_a_verdict_and_an_error_is_never_a_pass() {
+        assert_eq!(verdict(1, 1, 1, false), Verdict::Pass);
+        assert_eq!(verdict(1, 0, 1, false), Verdict::Fail);
+        assert_eq!(verdict(5, 5, 3, false), Verdict::Stable);
+        assert_eq!(verdict(5, 3, 3, false), Verdict::Flaky);
+        assert_eq!(verdict(5, 2, 3, false), Verdict::Fail);
+        assert_eq!(verdict(5, 5, 3, true), Verdict::Error);
     }
 }
