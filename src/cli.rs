@@ -432,9 +432,10 @@ pub struct ReplayArgs {
     /// Plays per case (a live model's answers vary).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub repeat: usize,
-    /// Plays of a case that must pass (with --repeat): fewer is `fail`, some is `flaky`, all `stable`.
-    #[arg(long, value_name = "J", default_value_t = 1)]
-    pub min_pass: usize,
+    /// Plays of a case that must pass (with --repeat; default: all of them): fewer is `fail`, at
+    /// least J but not all `flaky`, all `stable`.
+    #[arg(long, value_name = "J")]
+    pub min_pass: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -934,22 +935,31 @@ async fn recorrencias(
 
 /// A window as `7d`, `24h` or `30m`.
 fn window(text: &str) -> anyhow::Result<chrono::Duration> {
-    let (n, unit) = text.split_at(text.len().saturating_sub(1));
-    let n: i64 = n
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--since: use a number and d, h or m (7d, 24h, 30m)"))?;
-    match unit {
-        "d" => Ok(chrono::Duration::days(n)),
-        "h" => Ok(chrono::Duration::hours(n)),
-        "m" => Ok(chrono::Duration::minutes(n)),
-        _ => anyhow::bail!("--since: use a number and d, h or m (7d, 24h, 30m)"),
-    }
+    let bad = || anyhow::anyhow!("--since: use a number and d, h or m (7d, 24h, 30m)");
+    let unit = text.chars().last().ok_or_else(bad)?;
+    let n: i64 = text[..text.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let window = match unit {
+        'd' => chrono::Duration::try_days(n),
+        'h' => chrono::Duration::try_hours(n),
+        'm' => chrono::Duration::try_minutes(n),
+        _ => None,
+    };
+    window.filter(|w| *w > chrono::Duration::zero()).ok_or_else(bad)
 }
 
 /// `vt-agent replay`: see [`Command::Replay`].
 async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    if args.min_pass > args.repeat.max(1) {
+    let repeat = args.repeat.max(1);
+    let min_pass = args.min_pass.unwrap_or(repeat);
+    if min_pass > repeat {
         anyhow::bail!("--min-pass cannot be more than --repeat");
+    }
+    // A baseline that is not there is compared with nothing: only --approve may write it first.
+    if let Some(b) = args.baseline.as_ref().filter(|b| !args.approve && !b.exists()) {
+        anyhow::bail!(
+            "--baseline: {} does not exist (approve a run first with --approve)",
+            b.display()
+        );
     }
     let ids = args
         .ids
@@ -996,8 +1006,8 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
         baseline: args.baseline,
         approve: args.approve,
         out: args.out.unwrap_or_else(|| config.data_dir.join("replay")),
-        repeat: args.repeat,
-        min_pass: args.min_pass,
+        repeat,
+        min_pass,
     };
     let run = crate::app::replay::run(store.as_ref(), &options).await?;
     for c in &run.cases {
@@ -1460,4 +1470,17 @@ async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) -> anyhow::
     }
     println!("{}", crate::usage::table(&rows));
     Ok(())
+}
+
+#[cfg(test)]
+mod window_tests {
+    #[test]
+    fn a_window_is_a_number_and_a_unit_and_anything_else_is_named() {
+        assert_eq!(super::window("7d").expect("7d"), chrono::Duration::days(7));
+        assert_eq!(super::window("30m").expect("30m"), chrono::Duration::minutes(30));
+        for bad in ["", "d", "7", "7é", "sete dias", "-1d", "0h", "99999999999999d"] {
+            let e = super::window(bad).expect_err(bad).to_string();
+            assert!(e.contains("--since"), "{bad}: {e}");
+        }
+    }
 }

@@ -32,6 +32,9 @@ pub struct Setup {
     pub agent: String,
     pub channel: String,
     pub user: String,
+    /// The user's login (the name a prompt calls them by); default: `user`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
     /// Time of the first turn (ISO 8601); each turn may move it with `at`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
@@ -68,6 +71,7 @@ impl Default for Setup {
             agent: "vt".into(),
             channel: crate::engine::TERMINAL.into(),
             user: "u-teste".into(),
+            login: None,
             clock: None,
             seed: 1,
             conversation: None,

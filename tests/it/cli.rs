@@ -926,4 +926,11 @@ fn replay_plays_what_another_process_stored_and_says_it_in_its_exit_code() {
         .expect("run");
     assert_ne!(bad.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--since"));
+    // A baseline that is not there is never quietly replaced by the recording.
+    let missing = vt_agent_in(&data)
+        .args(["replay", "--baseline", "nao-existe.json"])
+        .output()
+        .expect("run");
+    assert_ne!(missing.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--baseline"));
 }

@@ -345,3 +345,37 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     }
     assert!(written.contains("****7890"), "cards are shown masked");
 }
+
+/// A conversation the model answered replays with the model's recorded reply where the candidate's
+/// request is the recorded one, and counts it: no live model is needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_turn_replays_from_its_recorded_reply() {
+    use vt_agent::{Scripted, ScriptedProvider};
+    let llm = Arc::new(ScriptedProvider::new([
+        Scripted::text("general_chat"),
+        Scripted::text("O VT é para o transporte; o VR, para as refeições."),
+    ]));
+    let h = crate::support::chat_harness(Some(llm.clone()), vt_actions::tools::VtSettings::default()).await;
+    let said = h.say("c-modelo", "qual a diferença entre VT e VR?").await;
+    assert!(said.reply_text().contains("refeições"), "{}", said.reply_text());
+    let dir = tempfile::tempdir().expect("dir");
+    let run = vt_agent::replay(
+        h.store.as_ref(),
+        &options(&["c-modelo"], candidate(None, None), dir.path(), None),
+    )
+    .await
+    .expect("replayed");
+    let case = &run.cases[0];
+    assert_eq!(case.verdict, vt_agent::Verdict::Pass, "{:?}", case.errors);
+    assert_eq!(
+        case.recorded_model_calls(),
+        1,
+        "the model's reply came from the recording"
+    );
+    assert_eq!(case.live_model_calls(), 0);
+    assert!(
+        (case.similarity - 1.0).abs() < 1e-9,
+        "the same words: {}",
+        case.similarity
+    );
+}

@@ -224,6 +224,7 @@ async fn one(
             agent: conv.agent_id.clone(),
             channel: conv.channel.clone(),
             user: p.text(&conv.user_id),
+            login: Some(p.text(&conv.user_login)),
             clock: turns.first().and_then(|t| t.at.clone()),
             conversation: Some(case_id.clone()),
             ..Setup::default()

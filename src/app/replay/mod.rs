@@ -263,6 +263,7 @@ fn approve(run: &ReplayRun, options: &ReplayOptions) -> anyhow::Result<()> {
 }
 
 /// What one play of a case did, or why the world could not play it.
+#[derive(Default)]
 struct Play {
     played: Played,
     model: world::ModelCount,
@@ -294,12 +295,7 @@ async fn play_once(
         systems: Some(vt_actions::systems::VtSystems::over_router(systems.router())),
         ..RunOptions::default()
     };
-    let mut play = Play {
-        played: Played::default(),
-        model: world::ModelCount::default(),
-        errors: Vec::new(),
-        latency_ms: 0,
-    };
+    let mut play = Play::default();
     match crate::app::transcripts::play_unchecked(&case.transcript, &run_options).await {
         Ok((turns, charges)) => {
             for turn in turns {
@@ -363,12 +359,7 @@ async fn judge(
         }
         last = Some(play);
     }
-    let play = last.unwrap_or(Play {
-        played: Played::default(),
-        model: world::ModelCount::default(),
-        errors: Vec::new(),
-        latency_ms: 0,
-    });
+    let play = last.unwrap_or_default();
     let verdict = verdict(plays, passes, options.min_pass, !errors.is_empty());
     let reads = |e: &[Effect]| {
         e.iter()

@@ -195,13 +195,22 @@ impl Pseudonyms {
         match value {
             Value::String(s) => Value::String(self.text(s)),
             Value::Array(a) => Value::Array(a.iter().map(|v| self.json(v)).collect()),
-            Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), self.json(v))).collect()),
-            Value::Number(n) if n.as_u64().is_some_and(|d| d >= 10_000_000) => {
-                // A card sent as a number.
-                let s = n.to_string();
-                let fake = self.card(&s);
-                fake.parse::<u64>().map_or(Value::String(fake), Value::from)
-            }
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| {
+                        let v = match v {
+                            // A card sent as a number; any other number (an amount, a time, an id)
+                            // is no one's and stays.
+                            Value::Number(n) if k.contains("cartao") => {
+                                let fake = self.card(&n.to_string());
+                                fake.parse::<u64>().map_or(Value::String(fake), Value::from)
+                            }
+                            other => self.json(other),
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }

@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use vt_actions::systems::tape::{Exchange, normalized};
 
 use super::pseudonym::Pseudonyms;
-use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, StopReason, ToolCall, Usage};
+use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
 use crate::transcript::format::ModelReply;
 
 /// The systems' recorded answers of one case, each given once.
@@ -112,7 +112,7 @@ pub(crate) struct ModelCount {
 /// The model of a replay: the recorded answer to an identical request, else the candidate's model,
 /// else none.
 pub(crate) struct Model {
-    answers: Mutex<HashMap<String, VecDeque<Completion>>>,
+    answers: Mutex<HashMap<String, VecDeque<Scripted>>>,
     /// The run's map back, to take a request's fingerprint over its real form, as it was recorded.
     pseudonyms: Arc<Mutex<Pseudonyms>>,
     live: Option<Arc<dyn LlmProvider>>,
@@ -125,12 +125,12 @@ impl Model {
         pseudonyms: Arc<Mutex<Pseudonyms>>,
         live: Option<Arc<dyn LlmProvider>>,
     ) -> Self {
-        let mut answers: HashMap<String, VecDeque<Completion>> = HashMap::new();
+        let mut answers: HashMap<String, VecDeque<Scripted>> = HashMap::new();
+        // A recorded reply is text or tool calls (`model_answers` keeps no failed call): it converts.
         for (fingerprint, reply) in calls {
-            answers
-                .entry(fingerprint)
-                .or_default()
-                .push_back(completion(reply));
+            if let Ok(answer) = crate::app::transcripts::scripted(&reply) {
+                answers.entry(fingerprint).or_default().push_back(answer);
+            }
         }
         Self {
             answers: Mutex::new(answers),
@@ -146,34 +146,6 @@ impl Model {
 
     fn counted(&self, f: impl FnOnce(&mut ModelCount)) {
         f(&mut self.count.lock().unwrap_or_else(PoisonError::into_inner));
-    }
-}
-
-/// A recorded reply as the model's completion.
-fn completion(reply: ModelReply) -> Completion {
-    let call = |(i, c): (usize, crate::transcript::format::ScriptedCall)| ToolCall {
-        id: format!("gravada-{i}"),
-        name: c.name,
-        arguments: c
-            .raw_arguments
-            .unwrap_or_else(|| c.arguments.unwrap_or_default().to_string()),
-    };
-    let (text, tool_calls) = match reply {
-        ModelReply::Text(t) => (Some(t), Vec::new()),
-        ModelReply::ToolCall(c) => (None, vec![call((0, c))]),
-        ModelReply::ToolCalls(cs) => (None, cs.into_iter().enumerate().map(call).collect()),
-        _ => (None, Vec::new()),
-    };
-    Completion {
-        model: "gravado".into(),
-        stop_reason: if tool_calls.is_empty() {
-            StopReason::EndTurn
-        } else {
-            StopReason::ToolUse
-        },
-        text,
-        tool_calls,
-        usage: Usage::default(),
     }
 }
 
@@ -199,7 +171,10 @@ impl LlmProvider for Model {
             .and_then(VecDeque::pop_front);
         if let Some(answer) = recorded {
             self.counted(|c| c.recorded += 1);
-            return Ok(answer);
+            return match answer {
+                Scripted::Reply(completion) => Ok(completion),
+                Scripted::Fail(e) => Err(e),
+            };
         }
         match &self.live {
             Some(live) => {

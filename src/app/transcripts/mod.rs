@@ -11,6 +11,7 @@ mod report;
 mod world;
 
 pub(crate) use report::{escape, junit_xml, summary_line};
+pub(crate) use world::scripted;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -48,7 +48,8 @@ impl Model {
     }
 }
 
-fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
+/// A scripted (or recorded) model reply as the model's answer.
+pub(crate) fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
     Ok(match reply {
         ModelReply::Text(t) => Scripted::text(t.clone()),
         ModelReply::ToolCall(c) => Scripted::raw_tools(vec![(c.name.as_str(), call_args(c))]),
@@ -228,7 +229,7 @@ impl World {
             service: Arc::new(service),
             who: Participant {
                 user_id: setup.user.clone(),
-                user_login: setup.user.clone(),
+                user_login: setup.login.clone().unwrap_or_else(|| setup.user.clone()),
                 channel: setup.channel.clone(),
             },
             conversation: setup.conversation.clone().unwrap_or_else(|| "transcript".into()),
