@@ -14,10 +14,11 @@
 //!
 //! Without `--base-url` it starts `fake_openai` (built beside it) on a free port itself.
 //!
-//! `--floor` measures the machine instead of the engine: the same 4×M round trips to the same server
-//! by one blocking socket that writes a fixed request and reads the reply, with no HTTP client, JSON or
-//! agent loop. What it costs is what every peer pays before its own work (its line says
-//! `"peer": "raw-socket"`).
+//! Every run also measures the machine's floor beside the engine: the same 4×M round trips to the same
+//! server by one blocking socket that writes a fixed request and reads the reply, with no HTTP client,
+//! JSON or agent loop — what every peer pays before its own work. The line gives it as
+//! `floor_cpu_ms_per_turn` and the distance as `times_floor`. `--floor` measures only the floor (its
+//! line says `"peer": "raw-socket"`); `--no-floor` only the engine.
 //!
 //! On a virtual machine most of that floor is waking a process on the other virtual CPU; pinning the
 //! bench and its server to one CPU takes it away, for any peer alike (`fake_openai` inherits it):
@@ -72,6 +73,7 @@ impl Action for ConsultarSaldo {
 struct Options {
     base_url: Option<String>,
     floor: bool,
+    no_floor: bool,
     conversations: usize,
     concurrency: usize,
     warmup: usize,
@@ -81,14 +83,16 @@ fn options() -> Options {
     let mut o = Options {
         base_url: None,
         floor: false,
+        no_floor: false,
         conversations: 1000,
         concurrency: 1,
         warmup: 100,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        if flag == "--floor" {
-            o.floor = true;
+        if flag == "--floor" || flag == "--no-floor" {
+            o.floor |= flag == "--floor";
+            o.no_floor |= flag == "--no-floor";
             continue;
         }
         let value = args.next().unwrap_or_else(|| usage(&format!("{flag} sem valor")));
@@ -110,7 +114,7 @@ fn options() -> Options {
 
 fn usage(why: &str) -> ! {
     eprintln!(
-        "erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W] [--floor]"
+        "erro: {why}\nuso: peer_bench [--base-url URL] [--conversations M] [--concurrency C] [--warmup W] [--floor | --no-floor]"
     );
     std::process::exit(2)
 }
@@ -145,8 +149,12 @@ fn engine(base_url: &str, calls: Arc<AtomicUsize>) -> Engine {
     .expect("provider");
     // As the product runs it: every request passes the card masking first.
     let llm = RedactedProvider::wrap(Arc::new(provider), vt_actions::vt::card::mask_cards_in);
-    Engine::new(catalog, prompts, registry, EngineConfig::default())
-        .with_llm(Some(llm as Arc<dyn LlmProvider>))
+    // The contract's model asks for the same call three times and every peer runs it each time.
+    let config = EngineConfig {
+        run_repeated_calls: true,
+        ..EngineConfig::default()
+    };
+    Engine::new(catalog, prompts, registry, config).with_llm(Some(llm as Arc<dyn LlmProvider>))
 }
 
 /// One conversation: (model calls, ended with the final text).
@@ -245,52 +253,107 @@ async fn main() {
     let m = o.conversations;
     let tools = Arc::new(AtomicUsize::new(0));
     let engine = engine(&base_url, tools.clone());
-    let mut raw = o.floor.then(|| RawClient::connect(&base_url));
-    match &mut raw {
-        Some(raw) => (0..(TOOL_CALLS + 1) * o.warmup).for_each(|_| raw.round_trip()),
-        None => {
-            run(&engine, o.warmup, o.concurrency).await;
-        }
-    }
-    tools.store(0, Ordering::Relaxed);
-    let (cpu0, _) = rusage();
-    let started = Instant::now();
-    let (llm_calls, ok) = match &mut raw {
-        Some(raw) => {
-            let calls = (TOOL_CALLS + 1) * m;
-            (0..calls).for_each(|_| raw.round_trip());
-            (calls, true)
-        }
-        None => {
-            let (llm_calls, finished) = run(&engine, m, o.concurrency).await;
-            let ok = finished == m
-                && tools.load(Ordering::Relaxed) == TOOL_CALLS * m
-                && llm_calls == (TOOL_CALLS + 1) * m;
-            (llm_calls, ok)
-        }
+    let engine_line = if o.floor {
+        None
+    } else {
+        run(&engine, o.warmup, o.concurrency).await;
+        tools.store(0, Ordering::Relaxed);
+        let (measured, (llm_calls, finished)) = measure(|| run(&engine, m, o.concurrency)).await;
+        let ok = finished == m
+            && tools.load(Ordering::Relaxed) == TOOL_CALLS * m
+            && llm_calls == (TOOL_CALLS + 1) * m;
+        Some((measured.per(llm_calls), llm_calls, ok))
     };
-    let wall = started.elapsed().as_secs_f64();
-    let (cpu1, peak_rss_mb) = rusage();
+    // The floor: as many round trips, by a bare socket, to the same server, right after.
+    let floor = (o.floor || !o.no_floor).then(|| {
+        let mut raw = RawClient::connect(&base_url);
+        (0..(TOOL_CALLS + 1) * o.warmup).for_each(|_| raw.round_trip());
+        let calls = (TOOL_CALLS + 1) * m;
+        let started = (rusage().0, Instant::now());
+        (0..calls).for_each(|_| raw.round_trip());
+        Measured::since(started).per(calls)
+    });
     if let Some(mut server) = server {
         let _ = server.kill();
         let _ = server.wait();
     }
-    let turns = llm_calls.max(1) as f64;
-    let line = serde_json::json!({
-        "peer": if o.floor { "raw-socket" } else { "vt-agent" },
-        "conversations": m,
-        "llm_calls": llm_calls,
-        "wall_s": round(wall, 4),
-        "turns_per_s": round(llm_calls as f64 / wall, 1),
-        "ms_per_turn": round(wall * 1e3 / turns, 4),
-        "cpu_ms_per_turn": round((cpu1 - cpu0).as_secs_f64() * 1e3 / turns, 4),
-        "peak_rss_mb": round(peak_rss_mb, 1),
-        "ok": ok,
-    });
+    let (peak_rss_mb, line) = (
+        rusage().1,
+        match (engine_line, floor) {
+            (Some((engine, llm_calls, ok)), floor) => {
+                let mut line = engine.json("vt-agent", m, llm_calls, ok);
+                if let Some(floor) = floor {
+                    line["floor_cpu_ms_per_turn"] = round(floor.cpu_ms, 4).into();
+                    line["times_floor"] = round(engine.cpu_ms / floor.cpu_ms, 2).into();
+                }
+                line
+            }
+            (None, Some(floor)) => floor.json("raw-socket", m, (TOOL_CALLS + 1) * m, true),
+            (None, None) => unreachable!("--floor measures the floor"),
+        },
+    );
+    let mut line = line;
+    line["peak_rss_mb"] = round(peak_rss_mb, 1).into();
     println!("{line}");
-    if !ok {
+    if line["ok"] != true {
         std::process::exit(1);
     }
+}
+
+/// What a timed run cost: wall and CPU time, over its model calls.
+struct Measured {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// Per model call.
+struct PerCall {
+    wall_s: f64,
+    calls: usize,
+    cpu_ms: f64,
+}
+
+impl Measured {
+    fn since((cpu, started): (Duration, Instant)) -> Self {
+        Self {
+            wall: started.elapsed(),
+            cpu: rusage().0 - cpu,
+        }
+    }
+
+    fn per(&self, calls: usize) -> PerCall {
+        PerCall {
+            wall_s: self.wall.as_secs_f64(),
+            calls,
+            cpu_ms: self.cpu.as_secs_f64() * 1e3 / calls.max(1) as f64,
+        }
+    }
+}
+
+impl PerCall {
+    fn json(&self, peer: &str, conversations: usize, llm_calls: usize, ok: bool) -> serde_json::Value {
+        serde_json::json!({
+            "peer": peer,
+            "conversations": conversations,
+            "llm_calls": llm_calls,
+            "wall_s": round(self.wall_s, 4),
+            "turns_per_s": round(self.calls as f64 / self.wall_s, 1),
+            "ms_per_turn": round(self.wall_s * 1e3 / self.calls.max(1) as f64, 4),
+            "cpu_ms_per_turn": round(self.cpu_ms, 4),
+            "ok": ok,
+        })
+    }
+}
+
+/// Runs `work`, timing it.
+async fn measure<F, Fut, T>(work: F) -> (Measured, T)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let started = (rusage().0, Instant::now());
+    let out = work().await;
+    (Measured::since(started), out)
 }
 
 fn round(x: f64, places: i32) -> f64 {

@@ -57,6 +57,12 @@ pub struct EngineConfig {
     /// user gets an apology: a person waiting in a chat is not kept in silence for a background task's
     /// 30 s backoffs. Actions are never cut by it (a recharge being sent runs to its own timeout).
     pub turn_timeout_ms: u64,
+    /// Runs a model's call again when this turn already ran the very same call (tool and arguments).
+    /// Off by default: the model is told it has the result and its next request is text only (a small
+    /// model otherwise asks again up to `max_model_calls`). On for tools whose answer changes from one
+    /// call to the next — and for the peer benchmark's contract, whose fake model asks the same call
+    /// three times (`examples/peer_bench.rs`).
+    pub run_repeated_calls: bool,
 }
 
 impl Default for EngineConfig {
@@ -70,6 +76,7 @@ impl Default for EngineConfig {
             context_messages: 12,
             context_retry: RetryPolicy::new(3, 60_000),
             turn_timeout_ms: 15_000,
+            run_repeated_calls: false,
         }
     }
 }

@@ -112,7 +112,11 @@ impl FromRequestParts<AppState> for Caller {
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         let caller = state.keys.caller(header)?;
-        state.limit(&caller)?;
+        // The rate is a key's: with no key configured (open, on loopback only) there is none to count
+        // against, and every caller would have shared one budget of `rate_per_minute`.
+        if !state.keys.is_open() {
+            state.limit(&caller)?;
+        }
         Ok(caller)
     }
 }

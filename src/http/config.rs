@@ -12,7 +12,8 @@ pub struct HttpConfig {
     pub addr: String,
     /// Larger request bodies get 413.
     pub body_limit_bytes: usize,
-    /// Requests per minute per API key before 429.
+    /// Requests per minute per API key before 429 (with no key configured — open, on loopback only —
+    /// there is no key to count against).
     pub rate_per_minute: u32,
     /// A request that takes longer gets 504 (its turn goes on and is stored).
     pub request_timeout_ms: u64,

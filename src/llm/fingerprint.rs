@@ -39,6 +39,40 @@ pub(crate) fn fingerprint(summary: &Value) -> String {
     of_text(&summary.to_string())
 }
 
+/// [`summary`] written as JSON text — the same bytes as `summary(request).to_string()` — without
+/// building it as a value: the messages serialised once and redacted as text (a value only checks
+/// that the redacted text is still JSON, as the value's parse did), the tools written straight from
+/// their specs. Every model call pays this (its stored fingerprint), where the value's round trips —
+/// to a value, to text, back to a value, to text again — were 14 % of the agent loop's CPU.
+pub(crate) fn summary_text(request: &CompletionRequest) -> String {
+    #[derive(serde::Serialize)]
+    struct Tool<'a> {
+        name: &'a str,
+        parameters: &'a Value,
+    }
+    let text = |t: &str| Value::String(redact(t)).to_string();
+    let messages = serde_json::to_string(&request.messages)
+        .map(|m| redact(&m))
+        .ok()
+        .filter(|m| serde_json::from_str::<serde::de::IgnoredAny>(m).is_ok())
+        .unwrap_or_else(|| "null".to_owned());
+    let tools: Vec<Tool<'_>> = request
+        .tools
+        .iter()
+        .map(|t| Tool {
+            name: &t.name,
+            parameters: &t.parameters,
+        })
+        .collect();
+    let tools = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
+    let max_tokens = request.max_tokens.map_or("null".to_owned(), |n| n.to_string());
+    format!(
+        r#"{{"system":{},"context":{},"messages":{messages},"tools":{tools},"max_tokens":{max_tokens}}}"#,
+        text(&request.system),
+        text(&request.context),
+    )
+}
+
 /// The fingerprint of a summary written as JSON text.
 pub(crate) fn of_text(summary: &str) -> String {
     hex::encode(Sha256::digest(summary.as_bytes()))[..16].to_owned()
@@ -46,5 +80,69 @@ pub(crate) fn of_text(summary: &str) -> String {
 
 /// `request`'s fingerprint, as a stored model call keeps it.
 pub(crate) fn of(request: &CompletionRequest) -> String {
-    fingerprint(&summary(request))
+    of_text(&summary_text(request))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use vt_actions::ToolSpec;
+
+    use super::*;
+    use crate::llm::{ChatMessage, ToolCall};
+
+    fn request(messages: Vec<ChatMessage>, max_tokens: Option<u32>) -> CompletionRequest {
+        CompletionRequest {
+            system: "Você é o assistente. Chave sk-abcdefghijklmnop \"aspas\" e\nlinhas".into(),
+            context: "Cartão do usuário: 1234567890123456; hoje 28/11/2026".into(),
+            messages,
+            tools: vec![Arc::new(ToolSpec {
+                name: "consultar_saldo".into(),
+                description: "Consulta o saldo.".into(),
+                parameters: json!({"type": "object", "properties": {"cartao": {"type": "string"}},
+                    "required": ["cartao"], "additionalProperties": false}),
+            })],
+            cache_key: None,
+            max_tokens,
+            choice: None,
+            text_only: false,
+        }
+    }
+
+    /// The fast text is the value's text, byte for byte: fingerprints stored before it still match.
+    #[test]
+    fn the_summary_text_is_the_summary_values_text() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "consultar_saldo".into(),
+            arguments: json!({"cartao": "1234567890", "valor": 50.5, "dias": 22, "nada": null}).to_string(),
+        };
+        let cases = [
+            request(Vec::new(), None),
+            request(
+                vec![
+                    ChatMessage::user("saldo do 1234 5678 90 e Bearer abcdefghijk123 — é \u{1F68C}?"),
+                    ChatMessage::Assistant {
+                        content: None,
+                        tool_calls: vec![call.clone()],
+                    },
+                    ChatMessage::Tool {
+                        call_id: "call_1".into(),
+                        name: "consultar_saldo".into(),
+                        content: "{\"saldo\": \"BRL 12,50\", \"cartao\": \"1234567890\"}".into(),
+                        is_error: false,
+                    },
+                    ChatMessage::assistant("O saldo é R$ 12,50.\t\u{0007}"),
+                ],
+                Some(300),
+            ),
+        ];
+        for r in &cases {
+            assert_eq!(summary_text(r), summary(r).to_string());
+            assert_eq!(of(r), fingerprint(&summary(r)));
+        }
+        assert!(!summary_text(&cases[1]).contains("1234567890"));
+    }
 }

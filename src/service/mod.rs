@@ -908,7 +908,10 @@ impl Messages<'_> {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.turns.spawn(turn)
+        // A turn's future is tens of kilobytes (every step's state, inline): boxed once here, the
+        // task's cell and the tracker's wrapper move a pointer instead of copying it twice more
+        // (`memmove` under `spawn` was ~2 % of `serve`'s CPU at 200 conversations).
+        self.turns.spawn(Box::pin(turn))
     }
 
     /// Starts conversation `conv` on record, before its first message (HTTP's `POST /v1/conversations`).

@@ -376,6 +376,45 @@ async fn the_loop_bound_holds() {
 }
 
 #[tokio::test]
+async fn a_repeated_call_runs_again_only_when_the_engine_is_told_to() {
+    let script = || {
+        let mut s: Vec<Scripted> = (0..3)
+            .map(|_| Scripted::tool("consultar", json!({"cartao": "1234567890"})))
+            .collect();
+        s.push(Scripted::text("pronto"));
+        std::sync::Arc::new(vt_agent::ScriptedProvider::new(s))
+    };
+    let ran = |events: &[TurnEvent]| {
+        let count = |skipped: bool| {
+            events
+                .iter()
+                .filter(|e| match e {
+                    TurnEvent::ToolCall { name, .. } => !skipped && name == "consultar",
+                    TurnEvent::ToolSkipped { name, .. } => skipped && name == "consultar",
+                    _ => false,
+                })
+                .count()
+        };
+        (count(false), count(true))
+    };
+    // By default the repeats are answered without running (the model has the result).
+    let engine = test_engine(Some(script()), fast_config());
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "saldo").await.expect("turn");
+    assert_eq!(ran(&out.events).0, 1);
+    // Told to (a tool whose answer changes, the peer benchmark's contract), each call runs.
+    let config = vt_agent::EngineConfig {
+        run_repeated_calls: true,
+        ..fast_config()
+    };
+    let engine = test_engine(Some(script()), config);
+    let mut conv = engine.start_conversation("genesis", user()).expect("agent");
+    let out = engine.run_turn(&mut conv, "saldo").await.expect("turn");
+    assert_eq!(ran(&out.events), (3, 0));
+    assert_eq!(out.reply_text(), "pronto");
+}
+
+#[tokio::test]
 async fn without_a_model_the_user_gets_help() {
     let engine = test_engine(None, fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");

@@ -296,6 +296,20 @@ async fn a_key_over_its_rate_gets_429_with_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_key_configured_there_is_no_key_rate_to_run_out_of() {
+    // Open mode (loopback only): everyone is the one local caller. Counting them all against one
+    // key's rate made a second person on the same machine wait for the first.
+    let s = Served::serve(HttpConfig {
+        rate_per_minute: 3,
+        ..HttpConfig::default()
+    })
+    .await;
+    for _ in 0..6 {
+        assert_eq!(s.get("/v1/conversations/x", None).await.status(), 404);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_in_flight_are_bounded_and_a_slow_request_times_out_without_losing_its_turn() {
     // Card 4444444444: the balance system never answers; the client gives up after 300 ms.
     let s = Served::serve(HttpConfig {

@@ -156,7 +156,7 @@ impl LlmProvider for Model {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
-        let summary = crate::llm::fingerprint::summary(request).to_string();
+        let summary = crate::llm::fingerprint::summary_text(request);
         let real = self
             .pseudonyms
             .lock()

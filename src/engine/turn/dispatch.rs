@@ -370,10 +370,11 @@ impl Turn<'_> {
 
     /// Whether this turn already ran this very call (same tool, same arguments).
     fn repeats(&self, call: &ToolCall) -> bool {
-        self.events.iter().any(|e| {
-            matches!(e, TurnEvent::ToolCall { name, arguments, deterministic: false, .. }
+        !self.engine.config().run_repeated_calls
+            && self.events.iter().any(|e| {
+                matches!(e, TurnEvent::ToolCall { name, arguments, deterministic: false, .. }
                 if *name == call.name && *arguments == call.arguments)
-        })
+            })
     }
 
     /// A call the model already has the result of is not run again: it is told so, and its next
