@@ -2,6 +2,7 @@
 //! JSON is text, so the schema needs nothing SQLite lacks.
 
 mod attempts;
+mod checkpointer;
 mod group;
 mod conversations;
 mod recharges;
@@ -58,10 +59,9 @@ pub struct SqliteStore {
     indexed: super::Indexed,
     /// Transactions committed through this store's connections.
     commits: Arc<AtomicU64>,
+    /// Held while the store lives: its background tasks stop when it goes.
+    _alive: Arc<()>,
 }
-
-/// WAL pages between a service's automatic checkpoints (see [`SqliteStore::connect_for`]).
-const SERVICE_CHECKPOINT_PAGES: &str = "8000";
 
 /// A service's connections for its turns' reads ([`SqliteStore::turn_readers`]): two, so that one
 /// turn's read seldom waits for another's on a 2-core machine.
@@ -220,13 +220,11 @@ impl SqliteStore {
         // checkpoints the WAL and deletes it, ~1.7 ms), so the next one starts by recovering the WAL,
         // reading every frame since its last checkpoint: checkpointing every 256 pages instead of SQLite's
         // 1,000 keeps that short (`run-flow`, interleaved runs: 11.1 → 10.4 ms median).
-        // A service checkpoints every 8,000 pages (~32 MB of WAL) instead of 1,000: the checkpoint runs
-        // inside the commit that crosses the mark, and copies each page once however often it was
-        // rewritten since the last one — a turn rewrites the same index and table pages, so fewer, larger
-        // checkpoints copy far less (at 200 conversations the checkpoint was 7.5 % of `serve`'s CPU).
+        // A service's commits never checkpoint ([`checkpointer`] does, beside them).
         let options = match usage {
             Usage::OneShot => options.pragma("wal_autocheckpoint", "256"),
-            Usage::Service => options.pragma("wal_autocheckpoint", SERVICE_CHECKPOINT_PAGES),
+            Usage::Service if !memory => options.pragma("wal_autocheckpoint", "0"),
+            Usage::Service => options,
         };
         // sqlx takes no lock around SQLite migrations (nor around switching a new file to WAL): processes
         // starting together on a new file would each try to create the tables. A file lock beside the
@@ -276,7 +274,12 @@ impl SqliteStore {
                 ));
             }
         }
+        let alive = Arc::new(());
+        if !memory && usage == Usage::Service {
+            checkpointer::start(pool.clone(), Arc::downgrade(&alive));
+        }
         Ok(Self {
+            _alive: alive,
             attempts: Attempts::start(writer.clone()),
             group: (usage == Usage::Service).then(|| group::Group::start(writer.clone())),
             commits,
@@ -524,5 +527,31 @@ mod tests {
         store.write_transaction(good).await.expect("written");
         assert_eq!(consumed(&store).await, ["b", "c"]);
         assert_eq!(store.commits() - commits, 1, "both statements in one commit");
+    }
+
+    /// A service's commits never checkpoint the WAL; the checkpointer does, beside them: what was
+    /// committed reaches the database file without any commit copying it there.
+    #[tokio::test]
+    async fn a_services_wal_is_checkpointed_beside_its_commits() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("t.db");
+        let store = SqliteStore::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .expect("store");
+        let size = || std::fs::metadata(&file).expect("database file").len();
+        tokio::time::sleep(checkpointer::EVERY * 3).await;
+        let before = size();
+        for batch in 0..20 {
+            let mut writes = Writes::<Sqlite>::transaction();
+            for i in 0..100 {
+                writes.push(Stmt::new(
+                    "INSERT INTO consumed_confirmations (pending_id, origin, consumed_at) VALUES ($1, 'um pedido bem mais longo que o normal para ocupar páginas', 0)",
+                ).bind(format!("{batch}-{i}")));
+            }
+            store.write_transaction(writes).await.expect("written");
+        }
+        assert_eq!(size(), before, "no commit checkpointed");
+        tokio::time::sleep(checkpointer::EVERY * 3).await;
+        assert!(size() > before, "the checkpointer copied the pages");
     }
 }
