@@ -51,10 +51,10 @@ pub(crate) fn summary_text(request: &CompletionRequest) -> String {
         parameters: &'a Value,
     }
     let text = |t: &str| Value::String(redact(t)).to_string();
-    let messages = serde_json::to_string(&request.messages)
+    let messages = vt_actions::json::to_text(&request.messages)
         .map(|m| redact(&m))
         .ok()
-        .filter(|m| serde_json::from_str::<serde::de::IgnoredAny>(m).is_ok())
+        .filter(|m| vt_actions::json::from_text::<serde::de::IgnoredAny>(m).is_ok())
         .unwrap_or_else(|| "null".to_owned());
     let tools: Vec<Tool<'_>> = request
         .tools
@@ -64,7 +64,7 @@ pub(crate) fn summary_text(request: &CompletionRequest) -> String {
             parameters: &t.parameters,
         })
         .collect();
-    let tools = serde_json::to_string(&tools).unwrap_or_else(|_| "[]".to_owned());
+    let tools = vt_actions::json::to_text(&tools).unwrap_or_else(|_| "[]".to_owned());
     let max_tokens = request.max_tokens.map_or("null".to_owned(), |n| n.to_string());
     format!(
         r#"{{"system":{},"context":{},"messages":{messages},"tools":{tools},"max_tokens":{max_tokens}}}"#,
