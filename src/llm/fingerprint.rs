@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use vt_actions::vt::card::mask_cards_in;
 
@@ -23,27 +23,21 @@ pub(crate) fn redact(text: &str) -> String {
         .into_owned()
 }
 
-/// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted.
+/// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted
+/// — [`summary_text`] as a value (a cassette keeps it so).
 pub(crate) fn summary(request: &CompletionRequest) -> Value {
-    let messages = vt_actions::json::to_value(&request.messages).unwrap_or(Value::Null);
-    json!({
-        "system": redact(&request.system),
-        "context": redact(&request.context),
-        "messages": vt_actions::json::from_text::<Value>(&redact(&messages.to_string())).unwrap_or(Value::Null),
-        "tools": request.tools.iter().map(|t| json!({"name": t.name, "parameters": t.parameters})).collect::<Vec<_>>(),
-        "max_tokens": request.max_tokens,
-    })
+    vt_actions::json::from_text(&summary_text(request)).unwrap_or(Value::Null)
 }
 
 pub(crate) fn fingerprint(summary: &Value) -> String {
     of_text(&summary.to_string())
 }
 
-/// [`summary`] written as JSON text — the same bytes as `summary(request).to_string()` — without
-/// building it as a value: the messages serialised once and redacted as text (a value only checks
-/// that the redacted text is still JSON, as the value's parse did), the tools written straight from
-/// their specs. Every model call pays this (its stored fingerprint), where the value's round trips —
-/// to a value, to text, back to a value, to text again — were 14 % of the agent loop's CPU.
+/// What identifies a request, as JSON text: `{"system", "context", "messages", "tools": [{"name",
+/// "parameters"}], "max_tokens"}`, cards masked and keys removed. Written straight, not built as a
+/// value: every model call pays it (its stored fingerprint), and the value's round trips — to a
+/// value, to text, back to a value, to text again — were 14 % of the agent loop's CPU. Messages whose
+/// redacted text is no longer JSON are `null`, as they were then.
 pub(crate) fn summary_text(request: &CompletionRequest) -> String {
     #[derive(serde::Serialize)]
     struct Tool<'a> {
@@ -111,7 +105,8 @@ mod tests {
         }
     }
 
-    /// The fast text is the value's text, byte for byte: fingerprints stored before it still match.
+    /// The text and its value say the same, and the fingerprints are those stored before the text was
+    /// written straight.
     #[test]
     fn the_summary_text_is_the_summary_values_text() {
         let call = ToolCall {
@@ -143,6 +138,9 @@ mod tests {
             assert_eq!(summary_text(r), summary(r).to_string());
             assert_eq!(of(r), fingerprint(&summary(r)));
         }
+        // What the value-built summary of step 30 gave for these requests: stored fingerprints match.
+        assert_eq!(of(&cases[0]), "d621fdb898a1816d");
+        assert_eq!(of(&cases[1]), "812483bdc5a8ed77");
         assert!(!summary_text(&cases[1]).contains("1234567890"));
     }
 }

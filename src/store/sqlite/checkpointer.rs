@@ -9,30 +9,25 @@
 //! [`EVERY`]: it copies what no reader still needs, never takes the write lock, and the writer goes on
 //! committing meanwhile; SQLite starts the WAL over once a checkpoint has copied all of it.
 
-use std::sync::Weak;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How often: at ~1,300 turns a second this keeps the WAL to a few megabytes.
 pub(super) const EVERY: Duration = Duration::from_millis(500);
 
-/// Starts the task; it stops once `alive` (the store's) is gone.
-pub(super) fn start(readers: SqlitePool, alive: Weak<()>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if alive.upgrade().is_none() {
-                return;
-            }
-            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&readers)
-                .await
-            {
-                tracing::warn!(error = %e, "the WAL could not be checkpointed; trying again shortly");
-            }
+/// Starts the passes; they stop when the guard (the store's) is dropped.
+pub(super) fn start(readers: SqlitePool) -> DropGuard {
+    let token = CancellationToken::new();
+    let stop = token.clone().cancelled_owned();
+    tokio::spawn(crate::periodic::every(EVERY, stop, async move || {
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&readers)
+            .await
+        {
+            tracing::warn!(error = %e, "the WAL could not be checkpointed; trying again shortly");
         }
-    });
+    }));
+    token.drop_guard()
 }
