@@ -544,9 +544,51 @@ pub(crate) const EXIT_INPUT: u8 = 2;
 /// Exit code of a flow run that did not reach its outcome (`pendente` or `falhou`).
 pub(crate) const EXIT_NOT_CONCLUDED: u8 = 3;
 
+/// An argument or a file a command cannot run with (a window that does not parse, a file that is not
+/// there, options that contradict each other): one line on stderr and exit 2 — "could not run", never
+/// 1, which says a behaviour failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct CannotRun(String);
+
+fn cannot_run(message: impl Into<String>) -> anyhow::Error {
+    CannotRun(message.into()).into()
+}
+
+/// A line for the terminal: cards masked, secrets out, control characters (escape sequences) shown
+/// escaped — what a person typed as an argument is never echoed as it came.
+pub fn terminal_safe(text: &str) -> String {
+    let masked = vt_actions::vt::card::mask_cards_in(text);
+    let text = vt_actions::redact::secrets(&masked);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Prints an error line on stderr, terminal-safe.
+fn say_error(text: &str) {
+    eprintln!("erro: {}", terminal_safe(text));
+}
+
 /// Runs the parsed command line: loads the configuration, sets up logging (and trace export when
-/// configured, flushed before returning) and runs the command.
+/// configured, flushed before returning) and runs the command. A [`CannotRun`] is said here and exits 2.
 pub async fn run(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
+    match run_command(cli, log_filter).await {
+        Err(e) if e.downcast_ref::<CannotRun>().is_some() => {
+            say_error(&format!("{e:#}"));
+            Ok(ExitCode::from(EXIT_INPUT))
+        }
+        other => other,
+    }
+}
+
+async fn run_command(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
     // What describes the product is printed without reading a configuration.
     if let Some(text) = description(&cli.command)? {
         print!("{text}");
@@ -637,14 +679,14 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
         match std::fs::read(&args.input) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("erro: não foi possível ler {}: {e}", args.input);
+                say_error(&format!("não foi possível ler {}: {e}", args.input));
                 return Ok(ExitCode::from(EXIT_INPUT));
             }
         }
     };
     // The same rule for a file and for standard input: bytes that are not UTF-8 are invalid input.
     let Ok(text) = String::from_utf8(bytes) else {
-        eprintln!("erro: a entrada não é texto UTF-8 válido");
+        say_error("a entrada não é texto UTF-8 válido");
         return Ok(ExitCode::from(EXIT_INPUT));
     };
     // Parsed once, here: bad input is refused before anything starts or is written.
@@ -655,7 +697,7 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
     let input = match vt_actions::vt::FlowInput::parse_with(&text, defaults) {
         Ok(input) => input,
         Err(e) => {
-            eprintln!("erro: {e}");
+            say_error(&e.to_string());
             return Ok(ExitCode::from(EXIT_INPUT));
         }
     };
@@ -663,7 +705,7 @@ async fn run_flow(config: &Config, store_usage: Usage, args: RunFlowArgs) -> any
     let (output, persisted) = match app.service.flows().run_flow(input, FlowOptions::default()).await {
         Ok(ran) => (ran.output, ran.persisted),
         Err(ServiceError::Flow(FlowError::Input(e))) => {
-            eprintln!("erro: {e}");
+            say_error(&e.to_string());
             return Ok(ExitCode::from(EXIT_INPUT));
         }
         Err(e) => return Err(e.into()),
@@ -703,7 +745,7 @@ async fn read_input(path: &str) -> std::io::Result<Vec<u8>> {
 async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::Result<ExitCode> {
     use crate::batch::{self, BatchError, LineDefaults, Options, progress};
     let refuse = |message: String| {
-        eprintln!("erro: {message}");
+        say_error(&message.to_string());
         Ok(ExitCode::from(EXIT_INPUT))
     };
     let bytes = match read_input(&args.input).await {
@@ -893,7 +935,9 @@ async fn outbox(config: &Config, store_usage: Usage, args: OutboxArgs) -> anyhow
             println!("item {id} volta para a fila com novas tentativas");
             return Ok(ExitCode::SUCCESS);
         }
-        eprintln!("erro: o item {id} não existe ou não está na fila de mortos (status failed)");
+        say_error(&format!(
+            "o item {id} não existe ou não está na fila de mortos (status failed)"
+        ));
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let pending = store.outbox_items(OutboxStatus::Pending, args.limit).await?;
@@ -908,7 +952,7 @@ async fn cases(config: &Config, store_usage: Usage, args: CasesArgs) -> anyhow::
     let store = crate::app::store(config, store_usage).await?;
     if let Some(protocol) = &args.protocolo {
         let Some(case) = store.case_by_protocol(args.tenant.as_deref(), protocol).await? else {
-            eprintln!("erro: nenhum atendimento com o protocolo {}", protocol.trim());
+            say_error(&format!("nenhum atendimento com o protocolo {}", protocol.trim()));
             return Ok(ExitCode::from(1));
         };
         let log = store.case_events(&case.id).await?;
@@ -935,7 +979,7 @@ async fn recorrencias(
 
 /// A window as `7d`, `24h` or `30m`.
 fn window(text: &str) -> anyhow::Result<chrono::Duration> {
-    let bad = || anyhow::anyhow!("--since: use a number and d, h or m (7d, 24h, 30m)");
+    let bad = || cannot_run("--since: use um número e d, h ou m (7d, 24h, 30m)");
     let unit = text.chars().last().ok_or_else(bad)?;
     let n: i64 = text[..text.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
     let window = match unit {
@@ -952,21 +996,21 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
     let repeat = args.repeat.max(1);
     let min_pass = args.min_pass.unwrap_or(repeat);
     if min_pass > repeat {
-        anyhow::bail!("--min-pass cannot be more than --repeat");
+        return Err(cannot_run("--min-pass: não pode passar de --repeat"));
     }
     // A baseline that is not there is compared with nothing: only --approve may write it first.
     if let Some(b) = args.baseline.as_ref().filter(|b| !args.approve && !b.exists()) {
-        anyhow::bail!(
-            "--baseline: {} does not exist (approve a run first with --approve)",
+        return Err(cannot_run(format!(
+            "--baseline: {} não existe (aprove uma execução antes com --approve)",
             b.display()
-        );
+        )));
     }
     let ids = args
         .ids
         .as_ref()
         .map(|f| {
             std::fs::read_to_string(f)
-                .map_err(|e| anyhow::anyhow!("--ids: não foi possível ler {}: {e}", f.display()))
+                .map_err(|e| cannot_run(format!("--ids: não foi possível ler {}: {e}", f.display())))
                 .map(|t| {
                     t.lines()
                         .map(str::trim)
@@ -981,7 +1025,7 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
         None => Some(chrono::Utc::now() - window(&args.since)?),
     };
     let candidate = match &args.candidate {
-        Some(path) => Config::load(Some(path)).map_err(|e| anyhow::anyhow!("--candidate: {e:#}"))?,
+        Some(path) => Config::load(Some(path)).map_err(|e| cannot_run(format!("--candidate: {e:#}")))?,
         None => config.clone(),
     };
     let live_model = if args.live_model {
@@ -989,7 +1033,7 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
             candidate
                 .llm
                 .provider()?
-                .ok_or_else(|| anyhow::anyhow!("--live-model: the candidate configures no model ([llm])"))?,
+                .ok_or_else(|| cannot_run("--live-model: a configuração candidata não tem modelo ([llm])"))?,
         )
     } else {
         None
@@ -1112,7 +1156,7 @@ async fn import_opt_ins(
     let rows = match read_opt_ins(file) {
         Ok(rows) => rows,
         Err(why) => {
-            eprintln!("vt-agent: {}: {why}", file.display());
+            say_error(&format!("{}: {why}", file.display()));
             return Ok(ExitCode::from(2));
         }
     };
@@ -1126,13 +1170,13 @@ async fn import_opt_ins(
                 .and_then(|r| r.split_once("]."))
                 .map_or((None, e.field.as_str()), |(i, f)| (i.parse::<usize>().ok(), f));
             match index {
-                Some(i) => eprintln!(
-                    "vt-agent: {}: linha {}, {field}: {}",
+                Some(i) => say_error(&format!(
+                    "{}: linha {}, {field}: {}",
                     file.display(),
                     i + 2,
                     e.why
-                ),
-                None => eprintln!("vt-agent: {}: {}", file.display(), e.why),
+                )),
+                None => say_error(&format!("{}: {}", file.display(), e.why)),
             }
             return Ok(ExitCode::from(2));
         }
@@ -1185,7 +1229,7 @@ async fn data_subject(
     let subject = match crate::retention::subject(who.usuario.as_deref(), who.cartao.as_deref()) {
         Ok(s) => s,
         Err(why) => {
-            eprintln!("erro: {why}");
+            say_error(&why.to_string());
             return Ok(ExitCode::from(EXIT_INPUT));
         }
     };
@@ -1231,7 +1275,7 @@ async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) -> anyhow::
     let store = crate::app::store(config, store_usage).await?;
     if let Some(id) = &args.id {
         let Some(run) = store.flow_run(id).await? else {
-            eprintln!("vt-agent: nenhuma execução com esse id (veja `vt-agent flows`)");
+            say_error("nenhuma execução com esse id (veja `vt-agent flows`)");
             return Ok(ExitCode::from(EXIT_INPUT));
         };
         print!("{}", crate::runs::flow_report(&run));
@@ -1300,7 +1344,7 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     // What keeps `eval` from giving a verdict exits 2, like a case the model server failed: 1 is the
     // verdict "worse".
     let no_verdict = |message: String| {
-        eprintln!("erro: {message}");
+        say_error(&message.to_string());
         Ok(ExitCode::from(2))
     };
     let paths = if args.corpus.is_empty() {
@@ -1362,7 +1406,7 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
 async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {
     let files = crate::transcript::collect(&args.paths).map_err(anyhow::Error::msg)?;
     if files.is_empty() {
-        anyhow::bail!("nenhuma transcrição (*.yaml) nos caminhos dados");
+        return Err(cannot_run("nenhuma transcrição (*.yaml) nos caminhos dados"));
     }
     let options = crate::app::transcripts::RunOptions {
         config: config.clone(),

@@ -58,7 +58,7 @@ pub use channels::{
     whatsapp::conversation_id as whatsapp_conversation_id, whatsapp::notices::NoticesConfig,
     whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender, whatsapp::templates::Templates,
 };
-pub use cli::{Cli, Command, run};
+pub use cli::{Cli, Command, run, terminal_safe};
 pub use config::{
     Config, SimulatorSettings, reference::key_paths as config_key_paths,
     reference::markdown as config_reference,

@@ -45,7 +45,7 @@ async fn run(cli: vt_agent::Cli) -> std::process::ExitCode {
     match vt_agent::run(cli, default_filter).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("erro: {}", vt_actions::redact::secrets(&format!("{e:#}")));
+            eprintln!("erro: {}", vt_agent::terminal_safe(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

@@ -172,7 +172,7 @@ static QUOTED: LazyLock<Regex> =
 static MISSING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^missing field `([A-Za-z0-9_]+)`").expect("missing regex"));
 static UNKNOWN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^unknown field `([A-Za-z_][A-Za-z0-9_]{0,40})`, expected (.*)$").expect("unknown regex")
+    Regex::new(r"^unknown field `([A-Za-z_][A-Za-z0-9_.]{0,60})`, expected (.*)$").expect("unknown regex")
 });
 
 /// A serde error message without the values it quotes: `invalid type: string "9876543210", expected a
@@ -186,8 +186,18 @@ pub fn serde_message(message: &str) -> String {
     if let Some(c) = UNKNOWN.captures(message)
         && !c[1].chars().any(|ch| ch.is_ascii_digit())
     {
-        let expected = c[2].replace('`', "");
-        return format!("campo desconhecido: {} (esperado: {expected})", &c[1]);
+        return format!("campo desconhecido: {} (aceitos: {})", &c[1], accepted(&c[2]));
+    }
+    if let Some((_, expected)) = message
+        .strip_prefix("unknown variant")
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    {
+        // The value sent is left out; the accepted names are the program's own.
+        let expected = POSITION
+            .captures(expected)
+            .and_then(|c| c.get(1))
+            .map_or(expected, |m| m.as_str());
+        return format!("valor desconhecido (aceitos: {})", accepted(expected));
     }
     let without = QUOTED.replace_all(message, "");
     in_portuguese(without.trim())
@@ -221,7 +231,6 @@ fn in_portuguese(message: &str) -> String {
     } else if let Some(what) = body.strip_prefix("EOF while parsing") {
         format!("o JSON acaba antes do fim ({})", kind(what.trim()))
     } else if body.starts_with("unknown variant") {
-        // The accepted names were quoted, and went with the value.
         "valor desconhecido: não é um dos valores aceitos".to_owned()
     } else if body.starts_with("expected")
         || body.starts_with("trailing")
@@ -241,6 +250,30 @@ fn in_portuguese(message: &str) -> String {
         body
     };
     format!("{said}{position}")
+}
+
+/// serde's list of what it accepts (`one of `a`, `b``, `` `a` or `b` ``, "there are no fields"), in
+/// pt-BR words; only names of the program's own go through (a quoted name that is not a plain word is
+/// dropped).
+fn accepted(expected: &str) -> String {
+    if expected.trim() == "there are no fields" {
+        return "nenhum".to_owned();
+    }
+    let names: Vec<&str> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|n| {
+            n.len() <= 40
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        })
+        .collect();
+    match names.as_slice() {
+        [] => "veja a referência".to_owned(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} ou {last}", init.join(", ")),
+    }
 }
 
 /// A serde kind of value ("a string", "struct User", "u32", "integer"), in words.
@@ -303,7 +336,16 @@ mod tests {
         );
         assert_eq!(
             serde_message("unknown field `retri`, expected `retry`"),
-            "campo desconhecido: retri (esperado: retry)"
+            "campo desconhecido: retri (aceitos: retry)"
+        );
+        assert_eq!(
+            serde_message("unknown field `x`, expected one of `a`, `b`, `c`"),
+            "campo desconhecido: x (aceitos: a, b ou c)"
+        );
+        // The value sent stays out; the names the program accepts are listed.
+        assert_eq!(
+            serde_message("unknown variant `openia`, expected `openai` or `anthropic`"),
+            "valor desconhecido (aceitos: openai ou anthropic)"
         );
         let m = serde_message("unknown field `c1234567890`, expected one of `a`, `b`");
         assert!(!m.contains("1234567890"), "{m}");

@@ -366,6 +366,8 @@ impl App {
                 cartao_credito: config.cartao.provedor.is_none(),
             });
         }
+        // A complaint about a payment reads the conversation's charges, whatever provider took them.
+        extensions = extensions.with(crate::service::payments_port(store.clone()));
         let pix = match (pix_setup(config)?, &simulator) {
             (Some(setup), _) => Some(setup),
             // With no provider configured, the embedded simulator is the provider too.

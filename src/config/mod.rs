@@ -737,7 +737,7 @@ const MOVED: [(&str, &str, &str, &str); 2] = [
 /// The TOML text as a configuration, with [`MOVED`] keys taken to their sections (said once on
 /// stderr; the new place wins when both are set).
 fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
-    let mut table: toml::Table = text.parse().map_err(|e| parse_error(label, text, &e, ""))?;
+    let mut table: toml::Table = text.parse().map_err(|e| syntax_error(label, text, &e))?;
     let mut moved = false;
     for (section, key, to_section, to_key) in MOVED {
         let Some(value) = table
@@ -763,10 +763,43 @@ fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
     };
     if !moved {
         // Parsed from the text, errors keep their line and column.
-        let de = toml::Deserializer::parse(text).map_err(|e| parse_error(label, text, &e, ""))?;
+        let de = toml::Deserializer::parse(text).map_err(|e| syntax_error(label, text, &e))?;
         return serde_path_to_error::deserialize(de).map_err(keyed);
     }
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(keyed)
+}
+
+/// A file that is not TOML, where (line and column) and what, in pt-BR words: the parser's English
+/// ("unclosed table, expected `]`") never reaches the operator, nor the text there.
+fn syntax_error(path: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let raw = e.message();
+    let what = [
+        ("unclosed table", "tabela sem o ] que a fecha"),
+        ("unclosed array", "lista sem o ] que a fecha"),
+        ("invalid table header", "cabeçalho de tabela inválido"),
+        ("duplicate key", "chave repetida"),
+        ("invalid key", "chave inválida"),
+        ("invalid string", "texto inválido (aspas sem fechamento?)"),
+        ("invalid basic string", "texto inválido (aspas sem fechamento?)"),
+        ("invalid literal string", "texto inválido (aspas sem fechamento?)"),
+        ("invalid inline table", "tabela em linha inválida"),
+        ("invalid array", "lista inválida"),
+        ("invalid number", "número inválido"),
+        ("invalid date", "data inválida"),
+        ("missing value", "falta o valor depois do ="),
+        ("expected newline", "esperada uma nova linha"),
+    ]
+    .iter()
+    .find(|(english, _)| raw.trim_start().starts_with(english))
+    .map_or("sintaxe TOML inválida", |(_, pt)| pt);
+    match parse_error(path, text, e, "") {
+        ConfigError::Parse { path, at, .. } => ConfigError::Parse {
+            path,
+            at,
+            message: what.to_owned(),
+        },
+        other => other,
+    }
 }
 
 /// The file's error at `path`, where it is (line and column) and on which `key` when known, never the
@@ -778,7 +811,7 @@ fn parse_error(path: &str, text: &str, e: &toml::de::Error, key: &str) -> Config
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
             let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            format!(" at line {line}, column {column}")
+            format!(" na linha {line}, coluna {column}")
         })
         .unwrap_or_default();
     if !key.is_empty() && key != "." {
@@ -1130,7 +1163,7 @@ mod tests {
             "[llm]\napi_key = \"sk-live-abcdefghijklmnop\"\nmax_tokens = \"sk-live-abcdefghijklmnop\"\n";
         let err = Config::from_sources(Some(text), "vt.toml", &HashMap::new()).expect_err("type");
         let shown = err.to_string();
-        assert!(shown.contains("vt.toml") && shown.contains("line 3"), "{shown}");
+        assert!(shown.contains("vt.toml") && shown.contains("linha 3"), "{shown}");
         assert!(!shown.contains("sk-live"), "{shown}");
         let text = "[llm]\napi_key = \"sk-live-abcdefghijklmnop\nmodel = 1\n";
         let err = Config::from_sources(Some(text), "vt.toml", &HashMap::new()).expect_err("syntax");
@@ -1165,6 +1198,43 @@ mod tests {
         }
         let ok = Config::from_sources(Some("[vt]\nconfirmation_ttl_secs = 90\n"), "f", &HashMap::new());
         assert!(ok.is_ok());
+    }
+
+    /// Every section refuses a key it does not know, `[vt.politicas]` too (a flow input drops them), and
+    /// an error is one language: pt-BR, the accepted names listed, never the value sent.
+    #[test]
+    fn an_unknown_key_or_value_is_refused_in_one_language_with_what_is_accepted() {
+        for (toml, want) in [
+            ("[vt.politicas]\nvalor_minimo = 5.0\n", "valor_minimo"),
+            (
+                "[vt.politicas.validacoes_cartao]\ntamanho = 5\n",
+                "validacoes_cartao.tamanho",
+            ),
+            ("[vt]\ntenant = \"acme\"\n", "tenant"),
+        ] {
+            let err = Config::from_sources(Some(toml), "f", &HashMap::new())
+                .expect_err(toml)
+                .to_string();
+            assert!(
+                err.contains(&format!("campo desconhecido: {want}")),
+                "{toml} → {err}"
+            );
+            assert!(err.contains("aceitos: "), "{toml} → {err}");
+        }
+        let err = Config::from_sources(Some("[llm]\nprovider = \"openia\"\n"), "f", &HashMap::new())
+            .expect_err("unknown provider")
+            .to_string();
+        assert!(err.contains("openai ou anthropic"), "{err}");
+        assert!(!err.contains("openia"), "{err}");
+        for english in [" at line ", "expected", "one of", "unknown"] {
+            assert!(!err.contains(english), "{err}");
+        }
+        // An unclosed table header ends on words, not a bare "expected".
+        let err = Config::from_sources(Some("[vt\nx = 1\n"), "f", &HashMap::new())
+            .expect_err("unclosed")
+            .to_string();
+        assert!(err.contains("linha 1"), "{err}");
+        assert!(!err.contains("expected"), "{err}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod json;
 mod metrics;
 mod ops;
 mod optins;
+mod rejections;
 pub(crate) mod state;
 mod subjects;
 pub(crate) mod webhooks;
@@ -69,6 +70,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(channels)
         // Last, so that it reaches every route merged above: axum keeps its `Allow` header.
         .method_not_allowed_fallback(method_not_allowed)
+        // Outermost: whatever a route or the framework rejects leaves in the API's error shape.
+        .layer(middleware::from_fn(rejections::as_api_errors))
 }
 
 async fn not_found() -> ApiError {

@@ -206,7 +206,9 @@ impl ChannelSender for WebhookSender {
 }
 
 /// `GET /v1/conversations/{id}/events`: the conversation's late messages as Server-Sent Events, from
-/// the connection on (or after `Last-Event-ID`, to catch up without a duplicate), each once.
+/// the connection on (or after `Last-Event-ID`, to catch up without a duplicate), each once. A
+/// conversation its first POST has not created yet may be opened first: it streams from its first
+/// message; another tenant's conversation is 404.
 #[utoipa::path(get, path = "/v1/conversations/{id}/events",
     params(("id" = String, Path, description = "The conversation"),
            ("Last-Event-ID" = Option<String>, Header, description = "The last event received, to resume after it")),
@@ -220,20 +222,24 @@ pub(super) async fn events(
     headers: HeaderMap,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {
     let store = state.stores.conversations.clone();
-    store
+    let existing = store
         .conversation(&id)
         .await
-        .map_err(|e| ApiError::internal("conversation could not be read", &e))?
-        .filter(|c| c.tenant_id == caller.tenant)
-        .ok_or_else(|| ApiError::not_found("a conversa"))?;
+        .map_err(|e| ApiError::internal("conversation could not be read", &e))?;
+    // Another tenant's conversation is not found; one that does not exist yet may be opened first (an
+    // app listens before its first POST creates it) and is watched from its first message.
+    if existing.as_ref().is_some_and(|c| c.tenant_id != caller.tenant) {
+        return Err(ApiError::not_found("a conversa"));
+    }
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok());
     // Without a place to resume from, only what is said from now on.
-    let after = match resume {
-        Some(last) => last,
-        None => store
+    let after = match (resume, &existing) {
+        (Some(last), _) => last,
+        (None, None) => 0,
+        (None, Some(_)) => store
             .messages(&id)
             .await
             .map_err(|e| ApiError::internal("messages could not be read", &e))?
@@ -241,16 +247,26 @@ pub(super) async fn events(
             .map_or(0, |m| m.id),
     };
     let pix = state.stores.pix.clone();
+    let tenant = caller.tenant.clone();
     let stream = futures::stream::unfold(
-        (after, std::collections::VecDeque::new()),
-        move |(mut after, mut ready)| {
-            let (store, pix, id) = (store.clone(), pix.clone(), id.clone());
+        (after, std::collections::VecDeque::new(), existing.is_some()),
+        move |(mut after, mut ready, mut owned)| {
+            let (store, pix, id, tenant) = (store.clone(), pix.clone(), id.clone(), tenant.clone());
             async move {
                 loop {
                     if let Some(event) = ready.pop_front() {
-                        return Some((Ok(event), (after, ready)));
+                        return Some((Ok(event), (after, ready, owned)));
                     }
                     tokio::time::sleep(POLL).await;
+                    // A stream opened before its conversation existed reads nothing until it is the
+                    // caller's tenant's; created by another tenant, the stream ends.
+                    if !owned {
+                        match store.conversation(&id).await {
+                            Ok(Some(c)) if c.tenant_id == tenant => owned = true,
+                            Ok(Some(_)) => return None,
+                            _ => continue,
+                        }
+                    }
                     let Ok(messages) = store.messages_after(&id, after).await else {
                         continue;
                     };

@@ -288,3 +288,45 @@ pub(crate) fn wishes_person(n: &str) -> bool {
 pub(crate) fn mentions_card(n: &str) -> bool {
     CARD_WORD.is_match(n)
 }
+
+/// A payment said to be made: "paguei", "fiz o pix", "o dinheiro saiu da conta", "pagamento feito".
+static PAID: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(pag(uei|ei|amos|aram)|ja pag\w*|(fiz|fizemos|mandei|enviei|efetuei|realizei|transferi) (o |um |uma )?(pix|pagamento|pagto|pgto|transferencia|deposito)|transferi|(pix|pagamento|pagto|pgto|recarga|boleto) (feito|realizado|efetuado|confirmado|aprovado|pago|paga|concluido)|pag[oa] (no|pelo|via|com)|debit(ou|aram)|descont(ou|aram)|(dinheiro|valor) (ja )?saiu|saiu (da|o dinheiro da|o valor da) (minha )?conta|tir(ou|aram) (da minha conta|o dinheiro|o valor))\b",
+    )
+});
+/// Any word of a payment, for a complaint that names the payment but not its making ("o pix não caiu").
+static PAYMENT_WORD: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(pix|pagamento|pagto|pgto|comprovante|cobran\w*|cobr(ou|aram|ado|ada))\b"));
+/// The credit said not to have arrived: "não caiu", "não creditou", "cadê o crédito", "e nada".
+static NOT_ARRIVED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(na?o|nem|n)( \w+){0,3} (caiu|cai|caio|entrou|entra|creditou|creditaram|credita|foi creditad\w*|apareceu|aparece|chegou|veio|subiu|atualizou|consta|constou|recebi|foi feita|foi (pra|para) o cartao)\b|\bcade (o|a|meu|minha)\b|\bsumiu\b|\b(e|mas|ate agora) nada\b|\bnada (de|do|da) (credito|saldo|recarga|valor)\b|\b(cartao|saldo|vt) continua (zerado|igual|o mesmo|sem)\b|\bainda (ta|esta) zerad\w*\b",
+    )
+});
+/// Charged twice: "cobraram duas vezes", "cobrança duplicada", "paguei em dobro".
+static TWICE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b((cobr|pag|debit|descont)\w* (duas|2|dois) vezes|(cobr|pag|debit|descont)\w* (em )?dobr\w*|(duas|2) (cobrancas|vezes a mesma)|(cobranca|pagamento|debito|pix) (duplicad\w*|dobrad\w*|em dobro|duas vezes|repetid\w*)|duplicidade)\b",
+    )
+});
+
+/// Where a fare is taken: what a double debit at the turnstile names.
+static FARE_TAKEN: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b(passage\w*|onibus|catraca|tarifa|metro|trem|validador|brt|cobrador|motorista)\b")
+});
+
+/// How a complaint about a payment reads: `Some(true)` when charged twice, `Some(false)` when paid
+/// and not credited, `None` when it is no complaint ("como pago o pix?", "não paguei ainda").
+pub(crate) fn complains_of_payment(n: &str) -> Option<bool> {
+    // A fare taken twice at the turnstile is about the card's use, not a payment made here.
+    if TWICE.is_match(n) && !FARE_TAKEN.is_match(n) {
+        return Some(true);
+    }
+    let paid = PAID.is_match(n) || PAYMENT_WORD.is_match(n);
+    (paid && NOT_ARRIVED.is_match(n)).then_some(false)
+}
+
+pub(crate) fn mentions_payment(n: &str) -> bool {
+    PAID.is_match(n) || PAYMENT_WORD.is_match(n) || TWICE.is_match(n)
+}

@@ -21,10 +21,12 @@ pub(crate) enum Known {
     Calcular,
     /// A recharge that happens by itself: create, list, cancel (`recarga_automatica`).
     RecargaAutomatica,
+    /// A complaint about a payment, answered from the conversation's charges (`verificar_pagamento`).
+    VerificarPagamento,
 }
 
 impl Known {
-    const ALL: [Self; 14] = [
+    const ALL: [Self; 15] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -39,6 +41,7 @@ impl Known {
         Self::Faq,
         Self::Calcular,
         Self::RecargaAutomatica,
+        Self::VerificarPagamento,
     ];
 
     /// Its key in the intents file (and the name of the action it runs, where it runs one).
@@ -58,6 +61,7 @@ impl Known {
             Self::Faq => "faq",
             Self::Calcular => "calcular",
             Self::RecargaAutomatica => "recarga_automatica",
+            Self::VerificarPagamento => "verificar_pagamento",
         }
     }
 

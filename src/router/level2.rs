@@ -136,5 +136,7 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::Faq | Known::Calcular => false,
         // A recharge by itself, in so many words; the model then calls its tool with the terms.
         Known::RecargaAutomatica => vt_actions::vt::parse::speaks_of_automatic_in(n),
+        // A complaint about a payment names one.
+        Known::VerificarPagamento => keywords::mentions_payment(n),
     }
 }

@@ -389,6 +389,11 @@ impl Router {
         }
         // With nothing waiting, a question the FAQ clearly answers is answered first ("não passou na
         // catraca" is no refusal); with a recharge waiting, its yes or no comes first.
+        // A complaint about a payment is looked up before anything reads money in it: "paguei 50 e
+        // não caiu" is never a recharge of 50 (nor a FAQ's general answer).
+        if let Some(found) = self.complaint(m) {
+            return Some(found);
+        }
         if m.waiting {
             self.yes_or_no(m).or_else(|| self.faq(m))
         } else {
@@ -476,6 +481,16 @@ impl Router {
             None => Route::Reply { text: answer },
         };
         Some((Known::Faq.key().to_owned(), route))
+    }
+
+    /// "Paguei o pix e não caiu", "cobraram duas vezes": the conversation's charges looked up by code
+    /// (the card named, if one is), never a new recharge. A plain yes or no is no complaint.
+    fn complaint(&self, m: &Read<'_>) -> Option<(String, Route)> {
+        if !self.active(Known::VerificarPagamento) || is_confirmation(m.text) || is_refusal(m.text) {
+            return None;
+        }
+        let twice = keywords::complains_of_payment(&m.n)?;
+        Some(complaint_route(twice, &m.found))
     }
 
     /// "Quanto dá 22 dias a 4,40 ida e volta?": computed by `calcular`'s code, with a model configured
@@ -640,6 +655,9 @@ impl Router {
             },
             Known::TarefaComposta => Route::Plan,
             Known::Faq | Known::Calcular | Known::RecargaAutomatica => Route::Model,
+            Known::VerificarPagamento => {
+                complaint_route(keywords::complains_of_payment(&m.n).unwrap_or(false), &m.found).1
+            }
         })
     }
 
@@ -685,6 +703,22 @@ impl Router {
             choose: asked.unwrap_or_default(),
         }
     }
+}
+
+/// The lookup of a payment complained about: the card named (one), and whether it was charged twice.
+fn complaint_route(twice: bool, found: &Found) -> (String, Route) {
+    let mut arguments = Map::new();
+    if let [card] = found.cards.as_slice() {
+        arguments.insert("cartao".into(), json!(card));
+    }
+    if twice {
+        arguments.insert("duplicada".into(), json!(true));
+    }
+    let route = Route::Action {
+        action: Known::VerificarPagamento.key().into(),
+        arguments: Value::Object(arguments),
+    };
+    (Known::VerificarPagamento.key().to_owned(), route)
 }
 
 /// The waiting recharge's question, asked again.

@@ -261,3 +261,28 @@ async fn late_messages_reach_the_webhook_signed_once_in_order_across_a_restart_a
     assert_eq!(caught_up[0].1["data"]["text"], all[1].1["data"]["text"]);
     stop(child);
 }
+
+/// An app may open a conversation's event stream before its first POST creates it: the late messages
+/// after that POST reach the stream (it answered 404 before, and the app missed them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_may_be_opened_before_its_conversation_exists() {
+    let data = tempfile::tempdir().expect("tmp");
+    let config = data.path().join("vt-agent.toml");
+    std::fs::write(&config, "").expect("config");
+    let (child, url) = serve(&data, &config);
+    let http = reqwest::Client::new();
+    let stream = http
+        .get(format!("{url}/v1/conversations/c-stream-first/events"))
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(stream.status(), 200, "opened before the conversation exists");
+    pix_recharge_paid(&http, &url, "c-stream-first").await;
+    let streamed = events(stream, 1).await;
+    let text = streamed
+        .first()
+        .and_then(|(_, e)| e["data"]["text"].as_str())
+        .unwrap_or_default();
+    assert!(text.contains("Pagamento recebido"), "{streamed:?}");
+    stop(child);
+}

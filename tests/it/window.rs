@@ -705,60 +705,62 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     );
 }
 
-/// One notice per crossing and per interval, on both backends: a card below the limit is told once;
-/// after a reading above it, again — but not within the interval.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval() {
-    let sqlite: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
-            .await
-            .expect("store"),
-    );
-    let pg = crate::store::PgFixture::start().await;
-    let mut stores = vec![sqlite];
-    if let Some(pg) = &pg {
-        stores.push(pg.store.clone());
-    }
+/// One notice per crossing and per interval: a card below the limit is told once; after a reading
+/// above it, again — but not within the interval.
+async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(
+    store: std::sync::Arc<dyn vt_agent::Store>,
+) {
     let t = |h: i64| {
         "2026-11-22T12:00:00Z"
             .parse::<chrono::DateTime<Utc>>()
             .expect("t")
             + Duration::hours(h)
     };
-    for store in stores {
-        let day = Duration::hours(24);
-        assert!(
-            store
-                .take_low_balance_notice("cartao-h", t(0) - day, t(0))
-                .await
-                .expect("take")
-        );
-        assert!(
-            !store
-                .take_low_balance_notice("cartao-h", t(30) - day, t(30))
-                .await
-                .expect("take"),
-            "still below"
-        );
-        store.balance_recovered("cartao-h").await.expect("recovered");
-        assert!(
-            !store
-                .take_low_balance_notice("cartao-h", t(10) - day, t(10))
-                .await
-                .expect("take"),
-            "within the interval"
-        );
-        assert!(
-            store
-                .take_low_balance_notice("cartao-h", t(30) - day, t(30))
-                .await
-                .expect("take"),
-            "a new crossing"
-        );
-    }
-    if let Some(pg) = pg {
-        pg.cleanup().await;
-    }
+    let day = Duration::hours(24);
+    assert!(
+        store
+            .take_low_balance_notice("cartao-h", t(0) - day, t(0))
+            .await
+            .expect("take")
+    );
+    assert!(
+        !store
+            .take_low_balance_notice("cartao-h", t(30) - day, t(30))
+            .await
+            .expect("take"),
+        "still below"
+    );
+    store.balance_recovered("cartao-h").await.expect("recovered");
+    assert!(
+        !store
+            .take_low_balance_notice("cartao-h", t(10) - day, t(10))
+            .await
+            .expect("take"),
+        "within the interval"
+    );
+    assert!(
+        store
+            .take_low_balance_notice("cartao-h", t(30) - day, t(30))
+            .await
+            .expect("take"),
+        "a new crossing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval_on_sqlite() {
+    let sqlite = vt_agent::SqliteStore::connect("sqlite::memory:")
+        .await
+        .expect("store");
+    a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(std::sync::Arc::new(sqlite)).await;
+}
+
+#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval_on_postgresql() {
+    let pg = crate::store::PgFixture::start().await;
+    a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(pg.store.clone()).await;
+    pg.cleanup().await;
 }
 
 /// A template Meta refuses at send time as paused (132015) is stopped as its webhook would stop it.

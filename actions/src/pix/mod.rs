@@ -10,6 +10,7 @@ pub mod qr;
 mod simulado;
 pub mod textos;
 
+pub(crate) use brcode::spans_in as br_code_spans;
 pub use brcode::{BrCode, BrCodeError, dynamic, recorrencia};
 pub use client::{PixConfig, PixError, Psp};
 pub use simulado::{AUTHORISE_PATH, AvisoAutomatico, CANCEL_PATH, PAY_PATH, PspSimulado};

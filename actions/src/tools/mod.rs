@@ -23,6 +23,7 @@ mod recarga_automatica;
 mod runner;
 mod settings;
 mod transferir_para_humano;
+mod verificar_pagamento;
 
 pub use automatica::{
     Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
@@ -49,6 +50,9 @@ pub use recarga_automatica::{Acao, RecargaAutomatica};
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;
 pub use transferir_para_humano::TransferirParaHumano;
+pub use verificar_pagamento::{
+    PagamentoVisto, Pagamentos, SharedPagamentos, Situacao, Veredito, VerificarPagamento, veredito,
+};
 
 use crate::action::{ActionRegistry, DuplicateAction};
 
@@ -65,5 +69,6 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     registry.register(BuscarFaq)?;
     registry.register(Calcular)?;
     registry.register(RecargaAutomatica)?;
+    registry.register(VerificarPagamento)?;
     Ok(())
 }

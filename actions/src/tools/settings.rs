@@ -14,6 +14,7 @@ pub struct VtSettings {
     /// The origin the systems are told a chat recharge came from.
     pub origem: String,
     /// The flow's policies, for the chat's recharges too.
+    #[serde(deserialize_with = "strict_politicas")]
     pub politicas: Politicas,
     /// Notification channels in order of preference.
     pub canais: Vec<String>,
@@ -65,4 +66,35 @@ impl VtSettings {
             },
         }
     }
+}
+
+/// The operator's policies, where a key that is no policy is refused — unlike a flow input, which
+/// drops what it does not know (the PRD's input carries other fields): in a configuration file a
+/// misspelt policy would leave its default in force without a word.
+fn strict_politicas<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Politicas, D::Error> {
+    use serde::de::Error as _;
+    let value = serde_json::Value::deserialize(d)?;
+    let known = crate::json::to_value(Politicas::default()).map_err(D::Error::custom)?;
+    if let Some(unknown) = unknown_key(&value, &known) {
+        let accepted = known
+            .as_object()
+            .map(|o| o.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        return Err(D::Error::custom(format!(
+            "unknown field `{unknown}`, expected one of {accepted}"
+        )));
+    }
+    crate::json::from_value(value).map_err(D::Error::custom)
+}
+
+/// The first key of `value` that `known` (a default, serialised) does not have, nested keys as
+/// `a.b`.
+fn unknown_key(value: &serde_json::Value, known: &serde_json::Value) -> Option<String> {
+    let (serde_json::Value::Object(value), serde_json::Value::Object(known)) = (value, known) else {
+        return None;
+    };
+    value.iter().find_map(|(k, v)| match known.get(k) {
+        None => Some(k.clone()),
+        Some(inner) => unknown_key(v, inner).map(|rest| format!("{k}.{rest}")),
+    })
 }

@@ -141,16 +141,33 @@ pub fn replace_cards_in(text: &str, mut with: impl FnMut(&str) -> String) -> Str
     if text.bytes().filter(u8::is_ascii_digit).nth(7).is_none() {
         return text.into_owned();
     }
+    // A BR Code (a Pix charge's or a recurrence's authorisation) is a code to copy whole, known by its
+    // CRC: no digit run inside one is a card.
+    let mut codes = if text.contains("000201") {
+        crate::pix::br_code_spans(&text)
+    } else {
+        Vec::new()
+    };
+    // So is an id the product made (`exec_` and a UUID's 32 hex digits): the one an operator looks up.
+    codes.extend(id_spans(&text));
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     for run in card_like_runs(&text) {
+        if codes.iter().any(|c| c.start <= run.start && run.end <= c.end) {
+            continue;
+        }
         let found = &text[run.clone()];
         let digits = found.bytes().filter(u8::is_ascii_digit).count();
         // An ISO date (`2026-11-22`, in every prompt's "now") has eight digits too, and is no card; nor
         // is a boleto's digitable line, which the card holder must be able to copy (its 47 digits pass
         // four check digits, which no list of cards does by chance); nor a case's protocol number
         // (`20261128-000042`), said to the card holder to quote back.
-        if digits >= 8 && !is_iso_date(found) && !is_protocol(found) && !is_boleto_line(found, digits) {
+        if digits >= 8
+            && !is_iso_date(found)
+            && !is_protocol(found)
+            && !is_boleto_line(found, digits)
+            && !is_seconds(&text, run.clone())
+        {
             out.push_str(&text[copied..run.start]);
             out.push_str(&with(found));
             copied = run.end;
@@ -248,6 +265,42 @@ fn is_boleto_line(s: &str, digits: usize) -> bool {
     digits == 47 && crate::boleto::LinhaDigitavel::parse(s).is_ok()
 }
 
+/// The ids the product makes (`exec_…`, `conv_…`, `task_…`: a word, `_`, a UUID's 32 lowercase hex
+/// digits, then no more letters or digits): where they stand in `text`.
+fn id_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+    const HEX: usize = 32;
+    let b = text.as_bytes();
+    let mut spans = Vec::new();
+    for (at, _) in text.match_indices('_') {
+        let word = b[..at]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_lowercase())
+            .count();
+        let end = at + 1 + HEX;
+        let hex = b
+            .get(at + 1..end)
+            .is_some_and(|h| h.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)));
+        let closed = b.get(end).is_none_or(|c| !c.is_ascii_alphanumeric());
+        if word > 0 && hex && closed {
+            spans.push(at + 1..end);
+        }
+    }
+    spans
+}
+
+/// The seconds of a written time, `…21:54:37.1237972Z`: two digits after a `:`, a dot, the fraction.
+fn is_seconds(text: &str, run: std::ops::Range<usize>) -> bool {
+    let b = text.as_bytes();
+    let found = &b[run.clone()];
+    run.start > 0
+        && b[run.start - 1] == b':'
+        && found.len() > 3
+        && found[..2].iter().all(u8::is_ascii_digit)
+        && found[2] == b'.'
+        && found[3..].iter().all(u8::is_ascii_digit)
+}
+
 /// A case's protocol number, `AAAAMMDD-NNNNNN`: a date of this century, a dash, six digits.
 fn is_protocol(s: &str) -> bool {
     let b = s.as_bytes();
@@ -338,6 +391,39 @@ mod tests {
         assert_eq!(mask_cards_in("1234567890 2345678901"), "****8901");
     }
 
+    /// Ids the product made and the seconds of a written time are no cards; a card after them is.
+    #[test]
+    fn ids_and_times_stay_whole_but_cards_beside_them_are_masked() {
+        let text = "exec_3f2a91c04b7e41d2a5c8123456789012 às 2026-11-28T21:54:37.1237972Z, cartão 1234567890";
+        assert_eq!(
+            mask_cards_in(text),
+            "exec_3f2a91c04b7e41d2a5c8123456789012 às 2026-11-28T21:54:37.1237972Z, cartão ****7890"
+        );
+        assert_eq!(
+            mask_cards_in("id_1234567890"),
+            "id_****7890",
+            "a short id is no exemption"
+        );
+    }
+
+    /// A BR Code is known by its structure (its CRC), wherever it stands: a charge's or a recurrence's
+    /// authorisation is shown whole, a card beside it masked, and a code whose CRC does not check
+    /// protects nothing.
+    #[test]
+    fn a_br_code_is_no_card_but_a_card_beside_it_still_is() {
+        let rec = "00020126180014br.gov.bcb.pix5204000053039865802BR5913Fulano de Tal6008BRASILIA62070503***80800014br.gov.bcb.pix2558pix.example.com/qr/v2/rec/2353c790eefb11eaadc10242ac120002630462C9";
+        let text = format!("Autorize no app do banco: {rec}\ncartão 1234567890");
+        assert_eq!(
+            mask_cards_in(&text),
+            format!("Autorize no app do banco: {rec}\ncartão ****7890")
+        );
+        let broken = rec.replace("62C9", "62C8");
+        assert!(
+            mask_cards_in(&broken).contains("****"),
+            "a code that does not check is masked"
+        );
+    }
+
     #[test]
     fn separators_are_removed_before_validation() {
         let c = CardNumber::parse("1234 5678-90", 8, 19).expect("valid");
@@ -417,10 +503,15 @@ mod tests {
         static ISO_DATE: LazyLock<regex::Regex> = LazyLock::new(|| {
             regex::Regex::new(r"^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$").expect("date")
         });
+        static SECONDS: LazyLock<regex::Regex> =
+            LazyLock::new(|| regex::Regex::new(r"^[0-9]{2}\.[0-9]+$").expect("seconds"));
+        let text = ascii_digits(text);
         CARD_LIKE
-            .replace_all(&ascii_digits(text), |c: &regex::Captures<'_>| {
+            .replace_all(&text, |c: &regex::Captures<'_>| {
                 let digits = c[0].chars().filter(char::is_ascii_digit).count();
-                if digits >= 8 && !ISO_DATE.is_match(&c[0]) {
+                let start = c.get(0).map_or(0, |m| m.start());
+                let seconds = start > 0 && text.as_bytes()[start - 1] == b':' && SECONDS.is_match(&c[0]);
+                if digits >= 8 && !ISO_DATE.is_match(&c[0]) && !seconds {
                     mask_card(&c[0])
                 } else {
                     c[0].to_owned()

@@ -183,10 +183,12 @@ pub(super) async fn page(
         .iter()
         .map(|t| t.name().to_owned())
         .collect();
-    // The case file as stored (cards masked): for administrators, behind "Detalhes técnicos".
-    let technical = staff
-        .is_admin()
-        .then(|| masked(&vt_actions::json::to_pretty(&case.case_file).unwrap_or_default()));
+    // The case file as stored, cards masked and ids, keys and times whole: for administrators, behind
+    // "Detalhes técnicos".
+    let technical = staff.is_admin().then(|| {
+        let shown = crate::flow::masked_json(&case.case_file, vt_actions::vt::card::mask_cards_in);
+        vt_actions::json::to_pretty(&shown).unwrap_or_default()
+    });
     render(
         StatusCode::OK,
         "atendimento.html",
