@@ -50,7 +50,7 @@ pub use batch::{
     source::Format, source::LineDefaults, source::read as read_batch_source,
 };
 pub use channels::{
-    Wiring, cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender,
+    Channel, Wiring, cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender,
     mattermost::bot::Bot, mattermost::bot::PostSender, mattermost::channel as mattermost_channel,
     mattermost::conversation_id as mattermost_conversation_id, pix::channel as pix_channel,
     webchat::WebchatConfig, webchat::WebchatTenant, webchat::channel as webchat_channel,

@@ -926,21 +926,8 @@ async fn the_readmes_flow_example_runs_with_a_key() {
     assert!(!error.to_string().contains("abc"), "{error}");
 }
 
-/// Every channel is registered through its value: the routes `serve` answers are the ones each
-/// channel's value lists, its senders are the outbox worker's, and a channel with no configuration
-/// brings nothing.
-#[tokio::test]
-async fn every_channel_is_registered_through_its_value() {
-    use std::sync::Arc;
-    use vt_agent::Wiring;
-
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
-    let wiring = Wiring {
-        service: chat.service.clone(),
-        agent: "vt".into(),
-        tenant: "default".into(),
-    };
-    let templates = Arc::new(vt_agent::Templates::default());
+/// WhatsApp, Mattermost and the web chat, each configured.
+fn every_channel(templates: &std::sync::Arc<vt_agent::Templates>, wiring: &vt_agent::Wiring) -> [vt_agent::Channel; 3] {
     let wa = vt_agent::WhatsAppConfig {
         phone_number_id: Some("123456123".into()),
         access_token: Some("EAAtesttokenvalue0123456789".into()),
@@ -962,11 +949,29 @@ async fn every_channel_is_registered_through_its_value() {
         }],
         ..Default::default()
     };
-    let channels = [
-        vt_agent::whatsapp_channel(&wa, &templates, &wiring),
-        vt_agent::mattermost_channel(&mm, Some("suporte"), &wiring),
-        vt_agent::webchat_channel(&site, &wiring),
-    ];
+    [
+        vt_agent::whatsapp_channel(&wa, templates, wiring),
+        vt_agent::mattermost_channel(&mm, Some("suporte"), wiring),
+        vt_agent::webchat_channel(&site, wiring),
+    ]
+}
+
+/// Every channel is registered through its value: the routes `serve` answers are the ones each
+/// channel's value lists, its senders are the outbox worker's, and a channel with no configuration
+/// brings nothing.
+#[tokio::test]
+async fn every_channel_is_registered_through_its_value() {
+    use std::sync::Arc;
+    use vt_agent::Wiring;
+
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let wiring = Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: "default".into(),
+    };
+    let templates = Arc::new(vt_agent::Templates::default());
+    let channels = every_channel(&templates, &wiring);
     let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
     for channel in &channels {
         state = state.with_channel(channel);
@@ -1006,4 +1011,83 @@ async fn every_channel_is_registered_through_its_value() {
     assert!(!vt_agent::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
     assert!(!vt_agent::mattermost_channel(&Default::default(), None, &wiring).is_on());
     assert!(!vt_agent::webchat_channel(&Default::default(), &wiring).is_on());
+}
+
+/// The console's routes (`http/console`), each with the methods it answers.
+const CONSOLE_ROUTES: &[&str] = &[
+    "/console", "/console/entrar", "/console/sair", "/console/lookup", "/console/conversations",
+    "/console/conversations/x1", "/console/cards", "/console/fila", "/console/presenca",
+    "/console/relatorio", "/console/recorrencias", "/console/replay", "/console/replay/casos/x1",
+    "/console/cases", "/console/cases/x1", "/console/cases/x1/mensagens", "/console/cases/x1/assumir",
+    "/console/cases/x1/responder", "/console/cases/x1/propor", "/console/cases/x1/devolver",
+    "/console/cases/x1/encerrar", "/console/cases/x1/transferir", "/console/flows", "/console/flows/x1",
+    "/console/batches/x1", "/console/outbox", "/console/outbox/1/retry", "/console/usage",
+    "/console/assets/x1",
+];
+
+/// Every rejection of every route is the API's JSON error in pt-BR — the framework's own extractor
+/// failures included: each registered route (the API's from its OpenAPI document, each channel's, the
+/// console's) gets an oversized, a malformed and a wrong-type request, and a query that does not parse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_refuses_in_the_apis_json_shape() {
+    use std::sync::Arc;
+    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let wiring = vt_agent::Wiring {
+        service: chat.service.clone(),
+        agent: "vt".into(),
+        tenant: "default".into(),
+    };
+    let templates = Arc::new(vt_agent::Templates::default());
+    let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
+    for channel in &every_channel(&templates, &wiring) {
+        state = state.with_channel(channel);
+    }
+    let mut paths: Vec<String> = state.channel_routes().iter().map(|(_, p)| (*p).to_owned()).collect();
+    let api = vt_agent::openapi();
+    let api_paths = api["paths"].as_object().expect("paths");
+    assert!(api_paths.len() >= 10, "the API's routes: {}", api_paths.len());
+    paths.extend(api_paths.keys().map(|p| p.replace("{id}", "x1")));
+    paths.extend(CONSOLE_ROUTES.iter().map(|p| (*p).to_owned()));
+    let served = crate::support::serve_state(chat.clone(), state).await;
+    let sentinel = "zq9xvalor";
+    let oversized = format!("{{\"text\": \"{}\"}}", "a".repeat(100 * 1024));
+    let wrong_type = format!(
+        "{{\"text\": 5, \"texto\": {{}}, \"user\": 7, \"id\": [1], \"cartao\": true, \"x\": \"{sentinel}\"}}"
+    );
+    let query = format!("ultimo={sentinel}&limit={sentinel}&pagina={sentinel}&mes={sentinel}&desde={sentinel}&formato={sentinel}");
+    let mut checked = 0;
+    for path in &paths {
+        let url = format!("{}{path}", served.url);
+        let requests = [
+            served.client.post(&url).header("content-type", "application/json").body(oversized.clone()),
+            served.client.post(&url).header("content-type", "application/json").body("{\"text\":"),
+            served.client.post(&url).header("content-type", "application/json").body(wrong_type.clone()),
+            served.client.post(&url).header("content-type", "application/x-www-form-urlencoded").body(format!("csrf={sentinel}&limit=[")),
+            served.client.get(format!("{url}?{query}")),
+        ];
+        for request in requests {
+            let r = request.timeout(Duration::from_secs(10)).send().await.expect("request");
+            let status = r.status();
+            if status.as_u16() < 400 {
+                continue;
+            }
+            let kind = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            if kind.starts_with("text/html") {
+                // The console's own pages for people (a sign-in, a page not found) are designed, not
+                // the framework's.
+                continue;
+            }
+            assert!(kind.starts_with("application/json"), "{path} {status}: {kind}");
+            let body: Value = r.json().await.unwrap_or_else(|e| panic!("{path} {status}: {e}"));
+            let (code, message) = (&body["error"]["code"], body["error"]["message"].as_str().unwrap_or(""));
+            assert!(code.as_str().is_some_and(|c| !c.is_empty()), "{path} {status}: {body}");
+            assert!(!message.is_empty(), "{path} {status}: {body}");
+            for english in ["Failed", "Expected", "Invalid", "missing", "invalid type"] {
+                assert!(!message.contains(english), "{path} {status}: {message}");
+            }
+            assert!(!body.to_string().contains(sentinel), "{path} {status}: a value echoed: {body}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= paths.len(), "refusals checked: {checked} over {} routes", paths.len());
 }

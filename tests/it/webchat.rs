@@ -1085,3 +1085,36 @@ fn a_bad_web_chat_section_is_refused_when_loaded_naming_its_field_never_its_valu
     ));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The framework's own refusals (a body over the route's limit, a query parameter of the wrong type)
+/// come in the API's JSON error, pt-BR, naming the field — they were `text/plain` in English.
+#[tokio::test]
+async fn the_frameworks_refusals_come_as_the_apis_json_errors() {
+    let origin = "http://localhost:8124";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    let long = page
+        .post(&json!({"id": "x-longo", "texto": "a".repeat(20_000)}))
+        .await;
+    assert_eq!(long.status(), 413);
+    assert!(long.headers()["content-type"].to_str().expect("type").starts_with("application/json"));
+    let body: Value = long.json().await.expect("a JSON error");
+    assert_eq!(body["error"]["code"], "payload_too_large");
+    assert_eq!(body["error"]["field"], "corpo");
+    let mut r = s
+        .client
+        .get(format!("{}/webchat/api/eventos?ultimo=abc", s.url))
+        .header("origin", origin);
+    if let Some(c) = &page.cookie {
+        r = r.header("cookie", c);
+    }
+    let bad = r.send().await.expect("events");
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.expect("a JSON error");
+    assert_eq!(body["error"]["field"], "ultimo", "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(!message.contains("abc") && !message.contains("Failed"), "{message}");
+    assert!(page_messages(&chat, &page.conversation_id()).await.is_empty(), "nothing stored");
+}
