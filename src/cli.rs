@@ -1056,15 +1056,15 @@ async fn replay(config: &Config, store_usage: Usage, args: ReplayArgs) -> anyhow
     let run = crate::app::replay::run(store.as_ref(), &options).await?;
     for c in &run.cases {
         println!(
-            "{:<6} {}  similaridade {:.0} %{}",
-            c.verdict.as_str(),
+            "{:<8} {}  similaridade {:.0} %{}",
+            c.verdict.label(),
             c.id,
             c.similarity * 100.0,
             c.errors.first().map(|e| format!("  — {e}")).unwrap_or_default()
         );
     }
     println!("{}", run.summary_line());
-    println!("reports: {}", options.out.display());
+    println!("relatórios: {}", options.out.display());
     Ok(ExitCode::from(run.exit_code() as u8))
 }
 
@@ -1229,7 +1229,7 @@ async fn data_subject(
     let subject = match crate::retention::subject(who.usuario.as_deref(), who.cartao.as_deref()) {
         Ok(s) => s,
         Err(why) => {
-            say_error(&why.to_string());
+            say_error(why);
             return Ok(ExitCode::from(EXIT_INPUT));
         }
     };

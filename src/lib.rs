@@ -94,8 +94,8 @@ pub use service::{
     Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services, ServicesConfig,
     automatico::PassFigures, automatico::port as automatic_port, board::BOARD, budgets::Orcamento,
     budgets::Standing, cases::CaseError, cases::HandoffConfig, cases::SupportAgent,
-    followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup, payments::Settled,
-    payments::card_port, payments::pix_port, teams::Equipe,
+    complaints::payments_port, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
+    payments::Settled, payments::card_port, payments::pix_port, teams::Equipe,
 };
 pub use store::{
     Records, SEALED, Store, Stores, Subject, Usage as StoreUsage, concerns::BatchStore, concerns::CaseOffer,

@@ -35,6 +35,44 @@ pub enum SendError {
     Held(String),
 }
 
+/// The product marks emphasis as WhatsApp shows it (`Responda *sim*`); `emphasis(text, mark)` writes
+/// each marked span with the channel's own mark instead — `**` for Mattermost, nothing for a plain
+/// text. A `*` that marks nothing (a masked card's `****7890`, a lone star) is left as it is.
+pub(crate) fn emphasis(text: &str, mark: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let opens = |i: usize| {
+        chars[i] == '*'
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '*'))
+            && chars.get(i + 1).is_some_and(|c| !c.is_whitespace() && *c != '*')
+    };
+    let closes = |j: usize| {
+        chars[j] == '*'
+            && !chars[j - 1].is_whitespace()
+            && chars
+                .get(j + 1)
+                .is_none_or(|c| !(c.is_alphanumeric() || *c == '*'))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if opens(i)
+            && let Some(j) = (i + 2..chars.len())
+                .take_while(|&j| chars[j] != '\n')
+                .find(|&j| chars[j] == '*')
+                .filter(|&j| closes(j))
+        {
+            out.push_str(mark);
+            out.extend(&chars[i + 1..j]);
+            out.push_str(mark);
+            i = j + 1;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// What a reply item carries, whatever the channel: written by a turn's commit, read once by the
 /// worker and handed to the channel's sender.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,4 +311,24 @@ fn deliver_span(item: &OutboxItem, reply: Option<&ReplyPayload>) -> tracing::Spa
         user: reply.map_or("", |r| r.user_id.as_str()),
     };
     spans::deliver(&scope, trace.map(|t| &t.context), &item.destination)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn emphasis_is_written_in_each_channels_mark_and_a_masked_card_is_left_alone() {
+        let text = "Confirma a recarga no cartão ****7890? Responda *sim* ou *não*. 2 * 3";
+        assert_eq!(
+            super::emphasis(text, "**"),
+            "Confirma a recarga no cartão ****7890? Responda **sim** ou **não**. 2 * 3"
+        );
+        assert_eq!(
+            super::emphasis(text, ""),
+            "Confirma a recarga no cartão ****7890? Responda sim ou não. 2 * 3"
+        );
+        assert_eq!(
+            super::emphasis("*Paguei e o crédito não caiu*\nSe o", "**"),
+            "**Paguei e o crédito não caiu**\nSe o"
+        );
+    }
 }

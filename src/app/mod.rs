@@ -367,7 +367,7 @@ impl App {
             });
         }
         // A complaint about a payment reads the conversation's charges, whatever provider took them.
-        extensions = extensions.with(crate::service::payments_port(store.clone()));
+        extensions = extensions.with(crate::service::complaints::payments_port(store.clone()));
         let pix = match (pix_setup(config)?, &simulator) {
             (Some(setup), _) => Some(setup),
             // With no provider configured, the embedded simulator is the provider too.

@@ -61,8 +61,11 @@ pub(super) struct MessageResponse {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct ReplyOut {
-    /// Empty in a reply that only carries a Pix code's QR (`pix`).
+    /// Empty in a reply that only carries a Pix code's QR (`pix`). Emphasis marked as WhatsApp marks
+    /// it (`*sim*`).
     pub text: String,
+    /// `text` without its emphasis marks, for a client that shows plain text.
+    pub plain_text: String,
     /// Quick answers to offer (a recharge's confirm / cancel): send the `id` back as the next text.
     pub buttons: Vec<Button>,
     /// A Pix code to pay, with its QR code (the reply after the code's own).
@@ -260,6 +263,7 @@ pub(super) async fn message(
     for (i, r) in handled.replies.iter().enumerate() {
         replies.push(ReplyOut {
             text: r.text.clone(),
+            plain_text: crate::outbox::emphasis(&r.text, ""),
             buttons: if i == last && handled.awaiting_confirmation.is_some() {
                 buttons()
             } else {

@@ -54,6 +54,6 @@ impl Pagamentos for ChargeHistory {
 }
 
 /// The port `verificar_pagamento` reads a conversation's charges through.
-pub(crate) fn payments_port(store: Arc<dyn PixStore>) -> SharedPagamentos {
+pub fn payments_port(store: Arc<dyn PixStore>) -> SharedPagamentos {
     Arc::new(ChargeHistory { store })
 }

@@ -910,7 +910,7 @@ fn replay_plays_what_another_process_stored_and_says_it_in_its_exit_code() {
         String::from_utf8_lossy(&ran.stderr)
     );
     assert!(
-        stdout.contains("2 cases: 2 passed, 0 failed, 0 errors"),
+        stdout.contains("2 casos: 2 passaram, 0 falharam, 0 com erro"),
         "{stdout}"
     );
     let dir = data.path().join("replay");

@@ -266,7 +266,8 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
             "notificar",
             "novo_codigo_pix",
             "preparar_recarga",
-            "transferir_para_humano"
+            "transferir_para_humano",
+            "verificar_pagamento"
         ]
     );
     assert!(

@@ -1382,3 +1382,63 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
     assert_eq!(received[1].body["channel_id"], "canal1");
     assert_eq!(received[1].body["file_ids"], serde_json::json!(["arquivo-1"]));
 }
+
+/// A complaint about a payment, without a model: the conversation's charge is looked up and what
+/// happened to it is said — waiting for the bank, then credited — and nothing new is charged or sent;
+/// with nothing on record, a case `pagamento_nao_creditado` is opened. Never a new recharge: on main
+/// (80722d3) "paguei o pix … e a recarga não caiu no cartão …" asked for the amount to recharge.
+#[tokio::test]
+async fn a_complaint_about_a_payment_is_looked_up_never_a_new_recharge() {
+    let h = crate::support::chat_harness_paying().await;
+    let card = "1234567890";
+    h.say("c-queixa", "recarregar 20 no cartão 1234567890 via pix")
+        .await;
+    h.say("c-queixa", "sim").await;
+    let open = h
+        .store
+        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+        .await
+        .expect("open");
+    assert_eq!(open.len(), 1);
+    // Said before the bank confirmed: no new code, no recharge, told not to pay again.
+    let early = h
+        .say(
+            "c-queixa",
+            "paguei o pix agora e a recarga não caiu no cartão 1234567890",
+        )
+        .await;
+    assert_eq!(early.intent.as_deref(), Some("verificar_pagamento"));
+    let text: String = early.replies.iter().map(|r| r.text.as_str()).collect();
+    assert!(text.contains("Não pague de novo"), "{text}");
+    assert!(
+        !text.contains(card) && !text.contains("me diga o valor"),
+        "{text}"
+    );
+    assert_eq!(h.sim.charges(card), 0);
+
+    h.sim.pix().pay(&open[0].txid, false).expect("paid");
+    h.service.payments().settle(&open[0].txid).await.expect("settle");
+    let later = h.say("c-queixa", "fiz o pagamento e não creditou").await;
+    let text: String = later.replies.iter().map(|r| r.text.as_str()).collect();
+    assert!(text.contains("creditada no cartão ****7890"), "{text}");
+    assert_eq!(
+        h.sim.charges(card),
+        1,
+        "one payment, one recharge: the complaint sent none"
+    );
+    let charges = h.store.conversation_charges("c-queixa").await.expect("charges");
+    assert_eq!(charges.len(), 1, "no new charge");
+    assert!(h.store.open_case_of("c-queixa").await.expect("case").is_none());
+
+    // Nothing paid in this conversation: a person looks into it, with the payment's reason.
+    let none = h.say("c-sem-registro", "cobraram duas vezes").await;
+    assert_eq!(none.intent.as_deref(), Some("verificar_pagamento"));
+    let case = h
+        .store
+        .open_case_of("c-sem-registro")
+        .await
+        .expect("case")
+        .expect("a case opened");
+    assert_eq!(case.motivo, vt_actions::HandoffReason::PagamentoNaoCreditado);
+    assert_eq!(h.sim.charges(card), 1);
+}

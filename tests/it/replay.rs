@@ -205,7 +205,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
     assert!(
-        summary.contains("7 cases: 7 passed, 0 failed, 0 errors"),
+        summary.contains("7 casos: 7 passaram, 0 falharam, 0 com erro"),
         "{summary}"
     );
 

@@ -847,6 +847,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         orcamentos,
         ..Default::default()
     };
+    // As the composition root: a complaint reads the conversation's charges.
+    ext = ext.with(vt_agent::payments_port(store.clone()));
     if let Some(setup) = vt_agent::card_setup(&config).expect("card provider") {
         ext = ext.with(vt_agent::card_port(store.clone(), setup));
     }

@@ -453,10 +453,10 @@ async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month()
         .text()
         .await
         .expect("text");
-    assert!(csv.starts_with("mes,tipo,nome,casos"), "{csv}");
-    assert!(csv.contains("2026-11,equipe,financeiro,1,"), "{csv}");
-    assert!(csv.contains("2026-11,equipe,geral,1,"), "{csv}");
-    assert!(csv.contains("2026-11,agente,financeiro/suporte,1,"), "{csv}");
+    assert!(csv.starts_with("\u{feff}mes;tipo;nome;casos"), "{csv}");
+    assert!(csv.contains("2026-11;equipe;financeiro;1;"), "{csv}");
+    assert!(csv.contains("2026-11;equipe;geral;1;"), "{csv}");
+    assert!(csv.contains("2026-11;agente;financeiro/suporte;1;"), "{csv}");
 
     // The usage page's figures are a count of the same data: turns, and flows split by who started
     // them.

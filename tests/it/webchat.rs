@@ -1099,7 +1099,12 @@ async fn the_frameworks_refusals_come_as_the_apis_json_errors() {
         .post(&json!({"id": "x-longo", "texto": "a".repeat(20_000)}))
         .await;
     assert_eq!(long.status(), 413);
-    assert!(long.headers()["content-type"].to_str().expect("type").starts_with("application/json"));
+    assert!(
+        long.headers()["content-type"]
+            .to_str()
+            .expect("type")
+            .starts_with("application/json")
+    );
     let body: Value = long.json().await.expect("a JSON error");
     assert_eq!(body["error"]["code"], "payload_too_large");
     assert_eq!(body["error"]["field"], "corpo");
@@ -1115,6 +1120,12 @@ async fn the_frameworks_refusals_come_as_the_apis_json_errors() {
     let body: Value = bad.json().await.expect("a JSON error");
     assert_eq!(body["error"]["field"], "ultimo", "{body}");
     let message = body["error"]["message"].as_str().expect("message");
-    assert!(!message.contains("abc") && !message.contains("Failed"), "{message}");
-    assert!(page_messages(&chat, &page.conversation_id()).await.is_empty(), "nothing stored");
+    assert!(
+        !message.contains("abc") && !message.contains("Failed"),
+        "{message}"
+    );
+    assert!(
+        page_messages(&chat, &page.conversation_id()).await.is_empty(),
+        "nothing stored"
+    );
 }

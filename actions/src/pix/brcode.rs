@@ -190,6 +190,47 @@ fn malformed(at: usize) -> BrCodeError {
     BrCodeError::Malformed(format!("na posição {at}"))
 }
 
+/// Where BR Codes stand in `text`, by their structure: from a payload format indicator `000201` to
+/// the first `6304` whose four hex digits are the CRC of what they close. What a text shows so is a
+/// code the payer copies (a charge's, a recurrence's authorisation), never a card to mask.
+pub(crate) fn spans_in(text: &str) -> Vec<std::ops::Range<usize>> {
+    /// The longest BR Code looked for (the format allows 512 characters).
+    const MAX: usize = 512;
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(found) = text[from..].find("000201") {
+        let start = from + found;
+        let mut window_end = (start + MAX).min(text.len());
+        while !text.is_char_boundary(window_end) {
+            window_end -= 1;
+        }
+        let mut end = None;
+        let mut search = start + 6;
+        while search < window_end {
+            let Some(at) = text[search..window_end].find("6304") else {
+                break;
+            };
+            let crc_at = search + at + 4;
+            if let Some(crc) = text.get(crc_at..crc_at + 4)
+                && crc.bytes().all(|b| b.is_ascii_hexdigit())
+                && crc16(&text[start..crc_at]).eq_ignore_ascii_case(crc)
+            {
+                end = Some(crc_at + 4);
+                break;
+            }
+            search += at + 1;
+        }
+        match end {
+            Some(end) => {
+                spans.push(start..end);
+                from = end;
+            }
+            None => from = start + 1,
+        }
+    }
+    spans
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,42 +321,4 @@ mod tests {
         let crc = crc16(&text);
         assert_eq!(BrCode::parse(&(text + &crc)), Err(BrCodeError::NotPix));
     }
-}
-
-/// Where BR Codes stand in `text`, by their structure: from a payload format indicator `000201` to
-/// the first `6304` whose four hex digits are the CRC of what they close. What a text shows so is a
-/// code the payer copies (a charge's, a recurrence's authorisation), never a card to mask.
-pub(crate) fn spans_in(text: &str) -> Vec<std::ops::Range<usize>> {
-    /// The longest BR Code looked for (the format allows 512 characters).
-    const MAX: usize = 512;
-    let mut spans = Vec::new();
-    let mut from = 0;
-    while let Some(found) = text[from..].find("000201") {
-        let start = from + found;
-        let window_end = (start + MAX).min(text.len());
-        let mut end = None;
-        let mut search = start + 6;
-        while search < window_end {
-            let Some(at) = text[search..window_end].find("6304") else {
-                break;
-            };
-            let crc_at = search + at + 4;
-            if let Some(crc) = text.get(crc_at..crc_at + 4)
-                && crc.bytes().all(|b| b.is_ascii_hexdigit())
-                && crc16(&text[start..crc_at]).eq_ignore_ascii_case(crc)
-            {
-                end = Some(crc_at + 4);
-                break;
-            }
-            search += at + 1;
-        }
-        match end {
-            Some(end) => {
-                spans.push(start..end);
-                from = end;
-            }
-            None => from = start + 1,
-        }
-    }
-    spans
 }

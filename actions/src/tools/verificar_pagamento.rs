@@ -118,73 +118,92 @@ pub fn veredito(
         .filter(|c| cartao.is_none_or(|card| c.cartao == card))
         .collect();
     let para = cartao.map_or_else(String::new, |c| format!(" para o cartão {}", mask_card(c)));
-    let case = |texto: String, motivo: &str| Veredito {
+    if duplicada {
+        return charged_twice(&mine, &para);
+    }
+    // The payment the person most likely means: the last one paid, else the last one issued.
+    match mine
+        .iter()
+        .rev()
+        .find(|c| c.situacao.paid())
+        .or_else(|| mine.last())
+    {
+        Some(last) => what_happened(last, now, tz),
+        None => case(
+            format!(
+                "Não encontrei nenhum pagamento feito nesta conversa{para}. Abri um chamado para uma pessoa verificar; tenha o comprovante em mãos. Não faça outro pagamento enquanto isso."
+            ),
+            "pagamento sem registro na conversa",
+        ),
+    }
+}
+
+/// Nothing on record explains it: a person looks into it.
+fn case(texto: String, motivo: &str) -> Veredito {
+    Veredito {
         instrucao: format!(
             "Reclamação de pagamento: {motivo}. Um chamado foi aberto para uma pessoa verificar; não ofereça nova recarga nem novo pagamento."
         ),
         chamado: Some(motivo.to_owned()),
         texto,
-    };
-    if duplicada {
-        // A second payment of one recharge is returned by itself: say so where it was.
-        if let Some(back) = mine.iter().rev().find(|c| c.devolucao.is_some()) {
-            let estado = match back.devolucao.as_deref() {
-                Some("DEVOLVIDO") => "já foi devolvido",
-                Some("NAO_REALIZADO") => "não pôde ser devolvido automaticamente",
-                _ => "está sendo devolvido",
-            };
-            let texto = format!(
-                "Encontrei: um segundo pagamento de {} {} da recarga no cartão {} {estado} para a conta que pagou; a recarga foi cobrada uma vez só.",
-                brl(back.valor),
-                meio(back),
-                mask_card(&back.cartao)
-            );
-            let instrucao = format!("Pagamento duplicado: a devolução {estado}. Nenhuma nova cobrança.");
-            return Veredito {
-                texto,
-                instrucao,
-                chamado: None,
-            };
-        }
+    }
+}
+
+fn told(texto: String, instrucao: &str) -> Veredito {
+    Veredito {
+        texto,
+        instrucao: instrucao.to_owned(),
+        chamado: None,
+    }
+}
+
+/// "Cobraram duas vezes": a second payment of one recharge is returned by itself — said where it was;
+/// none on record goes to a person.
+fn charged_twice(mine: &[&PagamentoVisto], para: &str) -> Veredito {
+    let Some(back) = mine.iter().rev().find(|c| c.devolucao.is_some()) else {
         return case(
             format!(
                 "Não encontrei uma cobrança em dobro nos pagamentos desta conversa{para}. Abri um chamado para uma pessoa verificar com o seu banco; tenha o comprovante dos dois pagamentos em mãos. Você não precisa pagar nada de novo."
             ),
             "cobrança em dobro sem registro",
         );
-    }
-    // The payment the person most likely means: the last one paid, else the last one issued.
-    let Some(last) = mine
-        .iter()
-        .rev()
-        .find(|c| c.situacao.paid())
-        .or_else(|| mine.last())
-    else {
-        return case(
-            format!(
-                "Não encontrei nenhum pagamento feito nesta conversa{para}. Abri um chamado para uma pessoa verificar; tenha o comprovante em mãos. Não faça outro pagamento enquanto isso."
-            ),
-            "pagamento sem registro na conversa",
-        );
     };
+    let estado = match back.devolucao.as_deref() {
+        Some("DEVOLVIDO") => "já foi devolvido",
+        Some("NAO_REALIZADO") => "não pôde ser devolvido automaticamente",
+        _ => "está sendo devolvido",
+    };
+    told(
+        format!(
+            "Encontrei: um segundo pagamento de {} {} da recarga no cartão {} {estado} para a conta que pagou; a recarga foi cobrada uma vez só.",
+            brl(back.valor),
+            meio(back),
+            mask_card(&back.cartao)
+        ),
+        &format!("Pagamento duplicado: a devolução {estado}. Nenhuma nova cobrança."),
+    )
+}
+
+/// Where the payment `last` stands, said; an expired code nobody paid goes to a person.
+fn what_happened(last: &PagamentoVisto, now: DateTime<Utc>, tz: &Timezone) -> Veredito {
     let (valor, card, via) = (brl(last.valor), mask_card(&last.cartao), meio(last));
     let pago = last
         .pago_em
         .map_or_else(String::new, |t| format!(" em {}", hora(t, tz)));
-    let (texto, instrucao) = match last.situacao {
-        Situacao::Creditada => (
+    match last.situacao {
+        Situacao::Creditada => told(
             format!(
                 "Encontrei: o pagamento de {valor} {via}{pago} foi recebido e a recarga de {valor} foi creditada no cartão {card}. Se o crédito ainda não aparece na catraca, ele pode precisar ser validado no validador a bordo. Se mesmo assim não aparecer, responda *atendente*."
             ),
             "Pagamento recebido e recarga creditada.",
         ),
-        Situacao::Paga => (
+        Situacao::Paga => told(
             format!(
                 "Encontrei: o pagamento de {valor} {via}{pago} foi recebido e a recarga no cartão {card} está sendo feita agora. Aviso aqui assim que ela for creditada; você não precisa pagar de novo."
             ),
             "Pagamento recebido; a recarga está sendo enviada.",
         ),
-        Situacao::Enviada => (
+        Situacao::Enviada => told(
             format!(
                 "Encontrei: o pagamento de {valor} {via}{pago} foi recebido e a recarga no cartão {card} foi enviada; o sistema de recarga ainda não confirmou. Estou acompanhando e aviso aqui assim que cair; você não precisa pagar de novo."
             ),
@@ -196,33 +215,26 @@ pub fn veredito(
             } else {
                 "o valor está sendo devolvido"
             };
-            (
+            told(
                 format!(
                     "Encontrei: o pagamento de {valor} {via}{pago} foi recebido, mas o sistema de recarga recusou a recarga no cartão {card}, e {estado} para a conta que pagou."
                 ),
                 "Pagamento recebido, recarga recusada, valor devolvido.",
             )
         }
-        Situacao::Aguardando if now < last.expira_em => (
+        Situacao::Aguardando if now < last.expira_em => told(
             format!(
                 "Ainda não recebi a confirmação do pagamento de {valor} {via} para o cartão {card}. Se você já pagou, a confirmação do banco costuma levar poucos minutos: a recarga é feita assim que ela chegar, e aviso aqui. Não pague de novo."
             ),
             "Pagamento ainda não confirmado pelo banco; nenhum código novo foi gerado.",
         ),
-        Situacao::Aguardando | Situacao::Expirada => {
-            return case(
-                format!(
-                    "O código de {valor} {via} para o cartão {card} expirou em {} sem que o pagamento chegasse até nós. Abri um chamado para uma pessoa verificar com o comprovante; não pague de novo enquanto isso.",
-                    hora(last.expira_em, tz)
-                ),
-                "pagamento não encontrado para um código expirado",
-            );
-        }
-    };
-    Veredito {
-        texto,
-        instrucao: instrucao.into(),
-        chamado: None,
+        Situacao::Aguardando | Situacao::Expirada => case(
+            format!(
+                "O código de {valor} {via} para o cartão {card} expirou em {} sem que o pagamento chegasse até nós. Abri um chamado para uma pessoa verificar com o comprovante; não pague de novo enquanto isso.",
+                hora(last.expira_em, tz)
+            ),
+            "pagamento não encontrado para um código expirado",
+        ),
     }
 }
 

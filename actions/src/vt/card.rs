@@ -417,6 +417,11 @@ mod tests {
             mask_cards_in(&text),
             format!("Autorize no app do banco: {rec}\ncartão ****7890")
         );
+        // A QR drawn in text after a code, and a format indicator with no code after it: no panic on a
+        // character of several bytes.
+        let drawn = format!("{rec}\n{}", "█▀ ".repeat(300));
+        assert_eq!(mask_cards_in(&drawn), drawn);
+        assert_eq!(mask_cards_in("000201 ███"), "000201 ███");
         let broken = rec.replace("62C9", "62C8");
         assert!(
             mask_cards_in(&broken).contains("****"),

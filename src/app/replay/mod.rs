@@ -68,6 +68,17 @@ impl Verdict {
         }
     }
 
+    /// As people read it (the command's lines, the console's page); `as_str` stays the reports' value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pass => "passou",
+            Self::Stable => "estável",
+            Self::Flaky => "instável",
+            Self::Fail => "falhou",
+            Self::Error => "erro",
+        }
+    }
+
     fn passed(self) -> bool {
         matches!(self, Self::Pass | Self::Stable | Self::Flaky)
     }
@@ -148,7 +159,7 @@ impl ReplayRun {
     pub fn summary_line(&self) -> String {
         let count = |v: &[Verdict]| self.cases.iter().filter(|c| v.contains(&c.verdict)).count();
         format!(
-            "{} cases: {} passed, {} failed, {} errors{}",
+            "{} casos: {} passaram, {} falharam, {} com erro{}",
             self.cases.len(),
             count(&[Verdict::Pass, Verdict::Stable, Verdict::Flaky]),
             count(&[Verdict::Fail]),
@@ -258,7 +269,7 @@ fn approve(run: &ReplayRun, options: &ReplayOptions) -> anyhow::Result<()> {
     let text = vt_actions::json::to_pretty(&baseline)?;
     std::fs::write(&path, text)
         .map_err(|e| anyhow::anyhow!("não foi possível gravar {}: {e}", path.display()))?;
-    eprintln!("baseline approved: {}", path.display());
+    eprintln!("referência aprovada: {}", path.display());
     Ok(())
 }
 

@@ -421,7 +421,9 @@ impl ChannelSender for PostSender {
             .and_then(|c| c.strip_prefix("mm:"))
             .and_then(|c| c.split(':').next())
             .ok_or_else(|| SendError::Permanent("item without a Mattermost channel".into()))?;
-        let text = reply.text.as_str();
+        // Mattermost's Markdown reads one `*` as italics: the product's emphasis is its `**`.
+        let text = crate::outbox::emphasis(&reply.text, "**");
+        let text = text.as_str();
         let mut body = json!({"channel_id": channel_id, "message": text});
         if let Some(root) = &reply.thread {
             body["root_id"] = json!(root);

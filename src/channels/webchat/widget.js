@@ -283,6 +283,18 @@
     root.removeChild(area);
   }
 
+  /* The product's emphasis (`*sim*`, as WhatsApp marks it) in bold, built as elements: no markup of a
+     message is ever parsed as HTML. */
+  function marked(text) {
+    var span = el('span', { class: 'texto' });
+    var parts = String(text || '').split(/\*([^*\n]+)\*/);
+    for (var i = 0; i < parts.length; i += 1) {
+      if (!parts[i]) { continue; }
+      span.appendChild(i % 2 ? el('strong', {}, parts[i]) : document.createTextNode(parts[i]));
+    }
+    return span;
+  }
+
   function bubble(m) {
     var item = el('li', { class: 'msg ' + m.papel });
     if (m.papel === 'human_agent') {
@@ -290,7 +302,7 @@
     } else {
       item.appendChild(el('span', { class: 'oculto' }, m.papel === 'user' ? t('you') + ': ' : (session.nome || t('chat')) + ': '));
     }
-    item.appendChild(el('span', { class: 'texto' }, m.texto));
+    item.appendChild(m.papel === 'user' ? el('span', { class: 'texto' }, m.texto) : marked(m.texto));
     if (m.pix) {
       item.classList.add('pix');
       item.appendChild(el('img', { src: 'data:image/png;base64,' + m.pix.qr_png_base64, alt: t('qr') }));

@@ -32,7 +32,8 @@ fn case_row(c: &Value) -> minijinja::Value {
     let errors: Vec<String> = c["errors"].as_array().into_iter().flatten().map(text).collect();
     context! {
         id => c["id"].as_str().unwrap_or_default(),
-        veredito => c["verdict"].as_str().unwrap_or_default(),
+        veredito => verdict_label(c["verdict"].as_str().unwrap_or_default()),
+        classe => c["verdict"].as_str().unwrap_or_default(),
         referencia => c["reference"].as_str().unwrap_or_default(),
         similaridade => format!("{:.0} %", c["similarity"].as_f64().unwrap_or_default() * 100.0),
         modelo => format!("{}/{}/{}", c["model"]["recorded"], c["model"]["live"], c["model"]["unanswered"]),
@@ -118,6 +119,18 @@ pub(super) async fn case_file(
         )
             .into_response(),
         None => not_found(&staff, "Caso não encontrado."),
+    }
+}
+
+/// A report's verdict (`pass`, `fail`…, the report's values) as the page's reader reads it.
+fn verdict_label(value: &str) -> &str {
+    match value {
+        "pass" => "passou",
+        "stable" => "estável",
+        "flaky" => "instável",
+        "fail" => "falhou",
+        "error" => "erro",
+        other => other,
     }
 }
 

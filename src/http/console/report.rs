@@ -57,10 +57,11 @@ fn line_view(l: &ReportLine) -> minijinja::Value {
     }
 }
 
-/// The report as CSV: one line per team, then per agent (`equipe/agente`), numbers with a dot.
+/// The report as CSV as a spreadsheet set to pt-BR opens it: `;` between cells, a decimal comma, a
+/// byte-order mark so that accents read as UTF-8; one line per team, then per agent (`equipe/agente`).
 fn csv(report: &Report) -> String {
     let mut out = String::from(
-        "mes,tipo,nome,casos,primeira_resposta_mediana_min,primeira_resposta_p90_min,sla_cumpridos,sla_medidos,sla_pct,reabertos,csat,notas\n",
+        "\u{feff}mes;tipo;nome;casos;primeira_resposta_mediana_min;primeira_resposta_p90_min;sla_cumpridos;sla_medidos;sla_pct;reabertos;csat;notas\n",
     );
     let month = report.month.format("%Y-%m");
     let lines = report
@@ -70,14 +71,14 @@ fn csv(report: &Report) -> String {
         .chain(report.agents.iter().map(|l| ("agente", l)));
     for (kind, l) in lines {
         let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
-        let float = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
-        let name = if l.nome.contains([',', '"']) {
+        let float = |v: Option<f64>| v.map(|v| format!("{v:.2}").replace('.', ",")).unwrap_or_default();
+        let name = if l.nome.contains([';', '"', '\n']) {
             format!("\"{}\"", l.nome.replace('"', "\"\""))
         } else {
             l.nome.clone()
         };
         out.push_str(&format!(
-            "{month},{kind},{name},{},{},{},{},{},{},{},{},{}\n",
+            "{month};{kind};{name};{};{};{};{};{};{};{};{};{}\n",
             l.casos,
             opt(l.primeira_resposta_mediana),
             opt(l.primeira_resposta_p90),
@@ -92,6 +93,26 @@ fn csv(report: &Report) -> String {
     out
 }
 
+/// "novembro de 2026": a month as people in Brazil name it.
+fn month_name(month: NaiveDate) -> String {
+    use chrono::Datelike as _;
+    const NAMES: [&str; 12] = [
+        "janeiro",
+        "fevereiro",
+        "março",
+        "abril",
+        "maio",
+        "junho",
+        "julho",
+        "agosto",
+        "setembro",
+        "outubro",
+        "novembro",
+        "dezembro",
+    ];
+    format!("{} de {}", NAMES[month.month0() as usize], month.year())
+}
+
 pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(q): Query<Month>) -> Response {
     if !staff.is_admin() {
         return admins_only(&staff);
@@ -101,7 +122,7 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(q): 
         Ok(r) => r,
         Err(e) => return store_failed(&staff, &e),
     };
-    let label = month.format("%m/%Y").to_string();
+    let label = month_name(month);
     if q.formato.as_deref() == Some("csv") {
         let file = format!("attachment; filename=\"relatorio-{}.csv\"", month.format("%Y-%m"));
         return (
@@ -165,9 +186,11 @@ mod tests {
         assert_eq!(
             csv(&report).lines().skip(1).collect::<Vec<_>>(),
             [
-                "2026-11,equipe,financeiro,3,12,40,2,4,50.00,1,4.50,2",
-                "2026-11,agente,financeiro/ana,1,,,0,0,,0,,0"
+                "2026-11;equipe;financeiro;3;12;40;2;4;50,00;1;4,50;2",
+                "2026-11;agente;financeiro/ana;1;;;0;0;;0;;0"
             ]
         );
+        assert!(csv(&report).starts_with("\u{feff}mes;tipo;nome;"));
+        assert_eq!(month_name(report.month), "novembro de 2026");
     }
 }
