@@ -99,8 +99,9 @@ pub enum Command {
     /// is the same. Mutating effects (recharges, notices, Pix charges, cases) must match the approved
     /// baseline — or, with none, the recording — in order; reads may differ; words are a similarity
     /// figure. Writes report.json, junit.xml, summary.md and cases/ under --out. Exits 0 when every
-    /// case passed, 1 when a behaviour failed (or the baseline does not hold), 2 when the recording
-    /// could not answer a case.
+    /// case passed, 1 when a behaviour failed (or the baseline does not hold), 2 when it could not run:
+    /// the recording could not answer a case, or an argument or file cannot be used (--since abc,
+    /// --min-pass above --repeat, a --baseline, --ids or --candidate that is not there).
     Replay(ReplayArgs),
     /// Serve the simulated balance, recharge and notification systems on a port.
     ///
@@ -1367,6 +1368,14 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     } else {
         match config.llm.provider()? {
             Some(llm) => {
+                // A server that is not there is said at once, by its address: not a table of cases
+                // each waiting out its timeout.
+                let address = config.llm.address();
+                if let Err(why) = reachable(&address).await {
+                    return no_verdict(format!(
+                        "o servidor do modelo em {address} não responde ({why}): nenhum caso foi avaliado"
+                    ));
+                }
                 let name = llm.model().to_owned();
                 (ModelChoice::Live(llm), name)
             }
@@ -1397,10 +1406,31 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     if args.json {
         println!("{}", vt_actions::json::text(&report.json()));
+    } else if let Some(why) = report.infrastructure_errors() {
+        // Cases the model server failed are no verdict: no score is printed as if it were one.
+        return no_verdict(why);
     } else {
         print!("{}", report.table(args.compare));
     }
     Ok(ExitCode::from(report.exit_code()))
+}
+
+/// Whether a TCP connection opens to `address`'s host and port within 3 s; why not.
+async fn reachable(address: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(address).map_err(|_| "endereço inválido".to_owned())?;
+    let host = url.host_str().ok_or_else(|| "endereço sem host".to_owned())?;
+    let port = url.port_or_known_default().ok_or_else(|| "endereço sem porta".to_owned())?;
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Err("conexão recusada".into()),
+        Ok(Err(_)) => Err("não foi possível conectar".into()),
+        Err(_) => Err("sem resposta em 3 s".into()),
+    }
 }
 
 async fn test(config: &Config, args: TestArgs) -> anyhow::Result<ExitCode> {

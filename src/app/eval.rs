@@ -153,11 +153,11 @@ impl Run {
     fn of(case: &Case, report: &TranscriptReport) -> Self {
         // A model call that failed (down, timed out, cut by the turn's deadline) is the server's, not
         // the case's.
-        let error = report
-            .turns
-            .iter()
-            .flat_map(|t| &t.events)
-            .any(|e| matches!(e, crate::engine::TurnEvent::ModelCall(call) if call.error.is_some()));
+        let model_error = report.turns.iter().flat_map(|t| &t.events).find_map(|e| match e {
+            crate::engine::TurnEvent::ModelCall(call) => call.error.clone(),
+            _ => None,
+        });
+        let error = model_error.is_some();
         let intent_right = case
             .transcript
             .turns
@@ -173,7 +173,13 @@ impl Run {
         Self {
             passed: report.passed && !error,
             error,
-            failure: report.failure.as_ref().map(|m| mask_cards_in(&m.headline())),
+            // A case the server failed says why (its reason was empty before).
+            failure: report
+                .failure
+                .as_ref()
+                .map(|m| m.headline())
+                .or_else(|| model_error.map(|e| format!("o servidor do modelo falhou: {e}")))
+                .map(|m| mask_cards_in(&m)),
             intent_right,
             surprise: report.charges > case.allowed,
             tokens: report
@@ -379,6 +385,23 @@ impl EvalReport {
             .into_iter()
             .map(|(k, v)| (k, Figures::of(v.into_iter())))
             .collect()
+    }
+
+    /// Why this run gives no verdict: how many cases the model server failed, and the first reason.
+    pub fn infrastructure_errors(&self) -> Option<String> {
+        let failed: Vec<&CaseResult> = self.cases.iter().filter(|c| c.error()).collect();
+        let first = failed.first()?;
+        let reason = first
+            .runs
+            .iter()
+            .find_map(|r| r.failure.clone().filter(|_| r.error))
+            .unwrap_or_else(|| "o servidor do modelo falhou".into());
+        Some(format!(
+            "sem veredito: o servidor do modelo falhou em {} de {} casos (o primeiro, {}: {reason}); nenhuma nota foi dada",
+            failed.len(),
+            self.cases.len(),
+            first.name
+        ))
     }
 
     /// 0 when nothing went worse and no money moved unasked; 1 otherwise; 2 when the model server

@@ -299,6 +299,15 @@ impl std::fmt::Debug for LlmConfig {
 }
 
 impl LlmConfig {
+    /// Where the primary model is reached: the configured base URL, else its provider's own.
+    pub(crate) fn address(&self) -> String {
+        match (&self.base_url, self.provider) {
+            (Some(url), _) => url.clone(),
+            (None, Some(ProviderKind::Anthropic)) => crate::llm::ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
+            (None, _) => crate::llm::OPENAI_DEFAULT_BASE_URL.to_owned(),
+        }
+    }
+
     pub(crate) fn is_configured(&self) -> bool {
         self.provider.is_some() || self.base_url.is_some() || self.api_key.is_some()
     }

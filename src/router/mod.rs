@@ -29,7 +29,7 @@ use vt_actions::vt::parse::{
     AutomaticTerms, amounts, automatic_terms, cards, final_digits, is_confirmation, is_refusal,
     is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic_in,
 };
-use vt_actions::vt::{Idioma, format_money, mask_card};
+use vt_actions::vt::{Idioma, mask_card};
 
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
@@ -502,7 +502,7 @@ impl Router {
         let expression = keywords::fare_expression(&m.n)?;
         let value = vt_actions::tools::evaluate(&expression).ok()?;
         let text = format!(
-            "{} = BRL {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
+            "{} = R$ {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
             expression.replace('*', "×").replace('.', ","),
             vt_actions::tools::decimal_pt(value)
         );
@@ -800,7 +800,7 @@ fn gather_params(intent: WithParams, found: &Found, params: &mut Map<String, Val
             many => doubts.push(format!(
                 "Você mencionou mais de um valor ({}). Quanto quer recarregar?",
                 many.iter()
-                    .map(|v| format_money("BRL", *v, Idioma::PtBr))
+                    .map(|v| vt_actions::vt::money_for_people("BRL", *v, Idioma::PtBr))
                     .collect::<Vec<_>>()
                     .join(", ")
             )),

@@ -1071,7 +1071,7 @@ mod textos {
     }
 
     pub(super) fn brl(v: Decimal) -> String {
-        vt_actions::vt::format_money("BRL", v, vt_actions::vt::Idioma::PtBr)
+        vt_actions::vt::money_for_people("BRL", v, vt_actions::vt::Idioma::PtBr)
     }
 
     fn dia(d: NaiveDate) -> String {

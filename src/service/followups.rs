@@ -142,7 +142,7 @@ impl FollowUps<'_> {
         now: DateTime<Utc>,
     ) -> Result<(), FollowUpError> {
         let a = &f.attempt.attempt;
-        let valor = vt_actions::vt::format_money(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr);
+        let valor = vt_actions::vt::money_for_people(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr);
         let reason = format!(
             "Recarga de {valor} no cartão {} sem resultado após {} min: verificar com o sistema de recarga",
             a.cartao_mascarado, self.recargas.resolver_em_minutos

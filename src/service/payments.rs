@@ -413,7 +413,7 @@ impl Payments<'_> {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
         let cartao = &vt_actions::vt::mask_card(&recharge_of(charge)?.cartao);
-        let valor = vt_actions::vt::format_money("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+        let valor = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
         let card = charge.meio == ChargeMeans::CartaoCredito;
         let (motivo, reason, execucao_id) = match (why, card) {
             (Handover::NotCredited(execucao_id), false) => (

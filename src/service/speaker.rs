@@ -58,6 +58,7 @@ impl Speaker<'_> {
         files: Vec<vt_actions::FileContent>,
         due: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<(), crate::store::StoreError> {
+        let text = vt_actions::vt::reais_in(&text).into_owned();
         let mut item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
         if let Some(due) = due {
             item.next_attempt_at = due;

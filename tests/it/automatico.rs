@@ -88,7 +88,7 @@ async fn charges_of(h: &ChatHarness, rec: &vt_agent::Recurrence) -> Vec<vt_agent
     h.store.charges_of_recurrence(&rec.id).await.expect("charges")
 }
 
-/// `CARD` used down to BRL 10 (below a threshold of 20), the next day's reading schedules a charge,
+/// `CARD` used down to R$ 10 (below a threshold of 20), the next day's reading schedules a charge,
 /// and two days on its date has come.
 async fn low_then_due(h: &ChatHarness) {
     h.sim.ride(CARD, reais(40));
@@ -130,7 +130,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         "{offer}"
     );
     assert!(
-        offer.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"),
+        offer.contains("abaixo de R$ 20,00, com R$ 50,00 por vez"),
         "{offer}"
     );
 
@@ -185,7 +185,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     h.service.automatic().pass().await;
     assert_eq!(readings(&h), before, "one reading a day");
 
-    // The card is used down to BRL 15 and the next day's reading finds it below BRL 20: one charge,
+    // The card is used down to R$ 15 and the next day's reading finds it below R$ 20: one charge,
     // for two days later, announced once however many passes run.
     h.sim.ride(CARD, reais(55));
     advance(&h, 1);
@@ -199,7 +199,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         .collect();
     assert_eq!(announced.len(), 1, "{announced:?}");
     assert!(
-        announced[0].contains("25/11/2026") && announced[0].contains("BRL 50,00"),
+        announced[0].contains("25/11/2026") && announced[0].contains("R$ 50,00"),
         "{announced:?}"
     );
     assert_eq!(h.sim.charges(CARD), 1, "nothing recharged before the debit");
@@ -219,7 +219,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     assert_eq!(charge.status, RecurringChargeStatus::Creditada);
     let e2e = charge.end_to_end_id.clone().expect("paid");
     assert!(
-        receipt[0].contains(&e2e) && receipt[0].contains("Novo saldo: BRL 65,00"),
+        receipt[0].contains(&e2e) && receipt[0].contains("Novo saldo: R$ 65,00"),
         "{receipt:?}"
     );
     // The recharge went with the debit's endToEndId as its token, under a key of its own.
@@ -359,7 +359,7 @@ async fn cancelled_in_the_chat_or_in_the_bank_no_further_charge_is_made() {
     let rec = authorised(&h, conv, &format!("recarrega 100 todo dia 5 no {CARD}")).await;
     let listed = h.say(conv, "minhas recargas automáticas").await.reply_text();
     assert!(
-        listed.contains("Cartão ****7890: BRL 100,00 todo dia 5 — ativa"),
+        listed.contains("Cartão ****7890: R$ 100,00 todo dia 5 — ativa"),
         "{listed}"
     );
     let cancelled = h.say(conv, "cancelar recarga automática").await.reply_text();
@@ -468,7 +468,7 @@ async fn terms_outside_the_policy_are_refused_before_the_provider_hears_of_them(
         .await
         .reply_text();
     assert!(
-        over.contains("precisa ficar entre BRL 1,00 e BRL 200,00"),
+        over.contains("precisa ficar entre R$ 1,00 e R$ 200,00"),
         "{over}"
     );
     let day = h
@@ -789,7 +789,7 @@ async fn new_terms_are_a_new_authorisation_and_the_old_one_ends_when_it_is_appro
     );
     let listed = h.say(conv, "minhas recargas automáticas").await.reply_text();
     assert!(
-        listed.contains("BRL 80,00 todo dia 10") && !listed.contains("abaixo de"),
+        listed.contains("R$ 80,00 todo dia 10") && !listed.contains("abaixo de"),
         "{listed}"
     );
 }

@@ -57,7 +57,7 @@ async fn a_boleto_recharge_shows_its_line_and_is_credited_once_when_the_follow_u
         "the line, then the boleto's line on its own: {replies:?}"
     );
     assert!(
-        replies[0].contains("BRL 50,00")
+        replies[0].contains("R$ 50,00")
             && replies[0].contains("****7890")
             && replies[0].contains("pague até 25/11/2026")
             && !replies[0].contains("1234567890"),

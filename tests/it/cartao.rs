@@ -173,7 +173,7 @@ async fn a_card_recharge_gets_a_link_and_is_credited_once_when_paid_however_ofte
         .collect();
     assert_eq!(receipts.len(), 1, "{receipts:?}");
     assert!(
-        receipts[0].contains(&payment) && receipts[0].contains("BRL 50,00"),
+        receipts[0].contains(&payment) && receipts[0].contains("R$ 50,00"),
         "{receipts:?}"
     );
     assert_eq!(on_record(&h, &id).await.status, ChargeStatus::Creditada);
@@ -355,7 +355,7 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
         .text()
         .await
         .expect("html");
-    assert!(page.contains("BRL 20,00") && page.contains("****7890"), "{page}");
+    assert!(page.contains("R$ 20,00") && page.contains("****7890"), "{page}");
     let forged = serde_json::to_vec(
         &serde_json::json!({"type": "checkout.session.completed", "data": {"object": {"id": id}}}),
     )
@@ -397,7 +397,7 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(receipt.contains("BRL 20,00"), "the receipt arrived: {receipt}");
+    assert!(receipt.contains("R$ 20,00"), "the receipt arrived: {receipt}");
     let _ = child.kill();
     let _ = child.wait();
 }

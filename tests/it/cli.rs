@@ -229,7 +229,7 @@ fn a_one_shot_chat_tells_its_conversation_id_so_a_later_message_can_answer() {
         .unwrap_or_else(|| panic!("the code on a line of its own: {reply}"));
     vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(50)).expect("a valid code of 50");
     assert!(
-        reply.contains("Pagamento recebido e recarga feita: BRL 50,00 no cartão ****8901"),
+        reply.contains("Pagamento recebido e recarga feita: R$ 50,00 no cartão ****8901"),
         "{reply}"
     );
     assert!(
@@ -712,18 +712,18 @@ fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_ov
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("Confirma a recarga de BRL 60,00 no cartão ****1111"),
+        said.contains("Confirma a recarga de R$ 60,00 no cartão ****1111"),
         "{said}"
     );
     assert!(
-        said.contains("Para recarregar BRL 60,00 no cartão ****1111, pague o Pix"),
+        said.contains("Para recarregar R$ 60,00 no cartão ****1111, pague o Pix"),
         "{said}"
     );
     assert!(
-        said.contains("Pagamento recebido e recarga feita: BRL 60,00 no cartão ****1111"),
+        said.contains("Pagamento recebido e recarga feita: R$ 60,00 no cartão ****1111"),
         "{said}"
     );
-    assert!(!said.contains("BRL 40,00 no cartão ****1111, pague"), "{said}");
+    assert!(!said.contains("R$ 40,00 no cartão ****1111, pague"), "{said}");
     let flows = vt_agent_in(&data).arg("flows").output().expect("flows");
     let table = String::from_utf8_lossy(&flows.stdout);
     let attempts: Vec<&str> = table
@@ -741,7 +741,7 @@ fn a_corrected_recharge_charges_the_last_value_and_the_card_and_balance_carry_ov
         .expect("chat");
     let said = String::from_utf8_lossy(&next.stdout);
     // 12,50 (card 1111111111's starting balance) + 60,00 recharged in the earlier process.
-    assert!(said.contains("O saldo do cartão ****1111 é BRL 72,50"), "{said}");
+    assert!(said.contains("O saldo do cartão ****1111 é R$ 72,50"), "{said}");
 }
 
 /// The default world (embedded simulator, no configuration): after a recharge by Pix, one by boleto
@@ -933,4 +933,55 @@ fn replay_plays_what_another_process_stored_and_says_it_in_its_exit_code() {
         .expect("run");
     assert_ne!(missing.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("--baseline"));
+}
+
+/// Each command's exit codes as its `--help` says: an argument or a file `replay` cannot use is 2
+/// ("could not run"), never 1 (a behaviour that failed: CI would read a typo as a regression); an
+/// argument echoed in an error is masked and its control characters escaped.
+#[test]
+fn arguments_a_command_cannot_use_exit_2_and_are_never_echoed_raw() {
+    let data = tempfile::tempdir().expect("tmp");
+    let missing = data.path().join("nao-existe.txt");
+    let missing = missing.to_str().expect("path");
+    for args in [
+        vec!["replay", "--since", "abc"],
+        vec!["replay", "--repeat", "1", "--min-pass", "3"],
+        vec!["replay", "--baseline", missing],
+        vec!["replay", "--ids", missing],
+        vec!["replay", "--candidate", missing],
+    ] {
+        let out = vt_agent_in(&data).args(&args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("erro: "), "{args:?}: {stderr}");
+        for english in ["does not exist", "cannot be", "use a number"] {
+            assert!(!stderr.contains(english), "{args:?}: {stderr}");
+        }
+    }
+    let out = vt_agent_in(&data)
+        .args(["cases", "--protocolo", "4111111111111111\u{1b}[2J"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("****1111"), "{stderr}");
+    assert!(!stderr.contains("4111111111111111") && !stderr.contains('\u{1b}'), "{stderr}");
+}
+
+/// A model server that is not there is said at once, by its address, and no score is printed: on main
+/// (80722d3) the README's evaluation waited 94 s and printed a 94 % table with 19 errors.
+#[test]
+fn eval_with_no_model_server_says_so_at_once_by_address() {
+    let data = tempfile::tempdir().expect("tmp");
+    let out = vt_agent_in(&data)
+        .env("VT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        .arg("eval")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("127.0.0.1:9") && stderr.contains("não responde"), "{stderr}");
+    // Said before any case ran: no progress, no table.
+    assert!(!stderr.contains("casos"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "no table");
 }

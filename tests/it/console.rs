@@ -265,7 +265,7 @@ async fn dead_letter(store: &dyn vt_agent::Store, reason: &str) -> i64 {
                 payload: crate::support::reply_payload(
                     "conversa-1",
                     "5511999990000",
-                    "Seu saldo é BRL 50,00",
+                    "Seu saldo é R$ 50,00",
                 ),
                 max_attempts: 5,
                 next_attempt_at: now,

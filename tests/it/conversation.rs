@@ -28,14 +28,14 @@ async fn balances_of_the_magic_cards_with_zero_tokens() {
     let h = no_model().await;
     let r = h.say("c1", "saldo do cartão 1234 5678-90").await;
     assert!(
-        r.reply_text().contains("****7890") && r.reply_text().contains("BRL 50,00"),
+        r.reply_text().contains("****7890") && r.reply_text().contains("R$ 50,00"),
         "{}",
         r.reply_text()
     );
     assert!(!r.reply_text().contains("1234567890"));
     let r = h.say("c1", "quanto tem no vt 1111111111").await;
     assert!(
-        r.reply_text().contains("BRL 12,50") && r.reply_text().contains("enviamos um aviso"),
+        r.reply_text().contains("R$ 12,50") && r.reply_text().contains("enviamos um aviso"),
         "{}",
         r.reply_text()
     );
@@ -73,7 +73,7 @@ async fn a_recharge_happens_only_after_the_user_confirms() {
         .await;
     assert!(
         ask.reply_text()
-            .starts_with("Confirma a recarga de BRL 50,00 no cartão ****7890 via PIX?"),
+            .starts_with("Confirma a recarga de R$ 50,00 no cartão ****7890 via PIX?"),
         "{}",
         ask.reply_text()
     );
@@ -89,7 +89,7 @@ async fn a_recharge_happens_only_after_the_user_confirms() {
     assert_eq!(pending["valor"], json!(50.0));
     let done = h.say("c2", "sim").await;
     assert!(
-        done.reply_text().contains("foi aprovada") && done.reply_text().contains("BRL 100,00"),
+        done.reply_text().contains("foi aprovada") && done.reply_text().contains("R$ 100,00"),
         "{}",
         done.reply_text()
     );
@@ -178,7 +178,7 @@ async fn missing_parameters_are_asked_for_never_guessed() {
     let r = h.say("c6", "pix").await;
     assert!(
         r.reply_text()
-            .starts_with("Confirma a recarga de BRL 50,00 no cartão ****7890 via PIX?"),
+            .starts_with("Confirma a recarga de R$ 50,00 no cartão ****7890 via PIX?"),
         "{}",
         r.reply_text()
     );
@@ -345,7 +345,7 @@ async fn injected_instructions_move_no_money() {
         )
         .await;
     assert!(
-        r.reply_text().starts_with("Confirma a recarga de BRL 500,00"),
+        r.reply_text().starts_with("Confirma a recarga de R$ 500,00"),
         "{}",
         r.reply_text()
     );
@@ -414,7 +414,7 @@ async fn a_hybrid_request_is_planned_and_executed_by_code() {
     );
     let seen = serde_json::to_string(&reasoning.messages).expect("json");
     assert!(
-        seen.contains("BRL 12,50") && seen.contains("BRL 50,00") && !seen.contains("compare meus"),
+        seen.contains("R$ 12,50") && seen.contains("R$ 50,00") && !seen.contains("compare meus"),
         "{seen}"
     );
     let tasks = h.store.task_runs("m4").await.expect("tasks");
@@ -518,7 +518,7 @@ async fn with_a_model_a_sim_after_another_answer_gets_the_question_again() {
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
     let r = h.say("q1", "recarrega 50 no 1234567890 via pix").await;
     assert!(
-        r.reply_text().starts_with("Confirma a recarga de BRL 50,00"),
+        r.reply_text().starts_with("Confirma a recarga de R$ 50,00"),
         "{}",
         r.reply_text()
     );
@@ -680,8 +680,8 @@ async fn two_cards_get_two_balances() {
         .say("c1", "quanto tenho no cartao 1111111111 e no 1234567890?")
         .await;
     let text = r.reply_text();
-    assert!(text.contains("****1111") && text.contains("BRL 12,50"), "{text}");
-    assert!(text.contains("****7890") && text.contains("BRL 50,00"), "{text}");
+    assert!(text.contains("****1111") && text.contains("R$ 12,50"), "{text}");
+    assert!(text.contains("****7890") && text.contains("R$ 50,00"), "{text}");
     assert!(llm.requests().is_empty());
 }
 
@@ -692,13 +692,13 @@ async fn sums_and_fares_per_day_are_done_by_the_calcular_tool() {
     let llm = scripted(vec![
         Scripted::text("general_chat"),
         Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
-        Scripted::text("Fica BRL 193,60."),
+        Scripted::text("Fica R$ 193,60."),
     ]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
     let r = h
         .say("a1", "preciso de 22 passagens de 8,80, fica em quanto?")
         .await;
-    assert_eq!(r.reply_text(), "Fica BRL 193,60.");
+    assert_eq!(r.reply_text(), "Fica R$ 193,60.");
     assert!(
         tool_results(&llm).iter().any(|t| t.contains("= 193,60")),
         "{:?}",
@@ -710,7 +710,7 @@ async fn sums_and_fares_per_day_are_done_by_the_calcular_tool() {
             "quanto dá pra 22 dias úteis se a passagem é 4,40 ida e volta?",
         )
         .await;
-    assert!(r.reply_text().contains("BRL 193,60"), "{}", r.reply_text());
+    assert!(r.reply_text().contains("R$ 193,60"), "{}", r.reply_text());
     assert_eq!(llm.requests().len(), 3, "level 1 computed it");
 }
 
@@ -750,13 +750,13 @@ async fn a_call_repeated_in_a_turn_is_not_run_again_and_the_model_must_answer() 
         Scripted::text("general_chat"),
         Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
         Scripted::tool("calcular", json!({"expressao": "22 * 8,80"})),
-        Scripted::text("Fica BRL 193,60."),
+        Scripted::text("Fica R$ 193,60."),
     ]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
     let r = h
         .say("r1", "preciso de 22 passagens de 8,80, fica em quanto?")
         .await;
-    assert_eq!(r.reply_text(), "Fica BRL 193,60.");
+    assert_eq!(r.reply_text(), "Fica R$ 193,60.");
     let requests = llm.requests();
     assert_eq!(requests.len(), 4);
     assert!(

@@ -46,11 +46,11 @@ async fn ca01_direct_answer() {
 async fn ca02_one_tool_then_answer() {
     let (engine, llm) = scripted(vec![
         Scripted::tool("consultar", json!({"cartao": "1234567890"})),
-        Scripted::text("Seu saldo é BRL 50,00."),
+        Scripted::text("Seu saldo é R$ 50,00."),
     ]);
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "saldo").await.expect("turn");
-    assert_eq!(out.reply_text(), "Seu saldo é BRL 50,00.");
+    assert_eq!(out.reply_text(), "Seu saldo é R$ 50,00.");
     assert_eq!(out.model_calls(), 2);
     // The second model call sees the tool result.
     let second = &llm.requests()[1];

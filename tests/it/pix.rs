@@ -411,7 +411,7 @@ async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
     let receipt = said(&h, "c-pix").await.pop().expect("a receipt");
     assert!(receipt.contains(&paid.end_to_end_id), "{receipt}");
     assert!(
-        receipt.contains("BRL 20,00") && receipt.contains("****7890"),
+        receipt.contains("R$ 20,00") && receipt.contains("****7890"),
         "{receipt}"
     );
     assert!(receipt.contains("Novo saldo"), "{receipt}");
@@ -835,7 +835,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     assert!(yes.replies[2].text.lines().count() > 20 && yes.replies[2].text.contains('▀'));
     assert!(yes.replies[3].text.is_empty());
     let qr = vt_actions::tools::qr_of(&yes.replies[3].files[0]).expect("the QR names its charge");
-    assert!(yes.replies[0].text.contains("BRL 20,00") && yes.replies[0].text.contains("****7890"));
+    assert!(yes.replies[0].text.contains("R$ 20,00") && yes.replies[0].text.contains("****7890"));
     assert!(!yes.replies[0].text.contains(card));
     let code = &yes.replies[1].text;
     BrCode::checked(code, reais("20")).expect("the code sent checks");
@@ -872,7 +872,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
     let receipt = said(&h, "c-jornada").await.pop().expect("receipt");
     assert!(
-        receipt.contains("Pagamento recebido") && receipt.contains("BRL 20,00"),
+        receipt.contains("Pagamento recebido") && receipt.contains("R$ 20,00"),
         "{receipt}"
     );
 }
@@ -948,7 +948,7 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
     h.say("c-sem-pix", "recarregar 20 no cartão 1234567890 no boleto")
         .await;
     let boleto = h.say("c-sem-pix", "sim").await.reply_text();
-    assert!(boleto.contains("Boleto da recarga de BRL 20,00"), "{boleto}");
+    assert!(boleto.contains("Boleto da recarga de R$ 20,00"), "{boleto}");
     assert_eq!(
         h.sim.charges("1234567890"),
         0,
@@ -1277,7 +1277,7 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
     assert_eq!(paid.status(), 200);
     let conversation = receipt_in(&http, &url, "c-http").await;
     assert!(
-        conversation.contains("Pagamento recebido e recarga feita: BRL 20,00 no cartão ****7890"),
+        conversation.contains("Pagamento recebido e recarga feita: R$ 20,00 no cartão ****7890"),
         "{conversation}"
     );
     assert!(!conversation.contains("1234567890"), "masked: {conversation}");
@@ -1330,7 +1330,7 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
     let _ = child.kill();
     let _ = child.wait();
     assert!(
-        conversation.contains("Pagamento recebido e recarga feita: BRL 30,00 no cartão ****1111"),
+        conversation.contains("Pagamento recebido e recarga feita: R$ 30,00 no cartão ****1111"),
         "{conversation}"
     );
 }

@@ -44,7 +44,7 @@ fn openai_text(text: &str) -> Value {
 async fn openai_ca02_against_the_wire_fake() {
     let server = FakeServer::start(vec![
         (200, vec![], openai_tool_call()),
-        (200, vec![], openai_text("Saldo: BRL 50,00")),
+        (200, vec![], openai_text("Saldo: R$ 50,00")),
     ])
     .await;
     let llm: Arc<dyn LlmProvider> =
@@ -52,7 +52,7 @@ async fn openai_ca02_against_the_wire_fake() {
     let engine = test_engine(Some(llm), fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "status sprint").await.expect("turn");
-    assert_eq!(out.reply_text(), "Saldo: BRL 50,00");
+    assert_eq!(out.reply_text(), "Saldo: R$ 50,00");
     assert_eq!(out.execution.model_calls[0].tokens_input, 120);
     assert_eq!(out.execution.model_calls[0].stop_reason, "tool_use");
     assert_eq!(out.execution.model_calls[1].model, "modelo-teste-2026");
@@ -159,7 +159,7 @@ async fn anthropic_ca02_against_the_wire_fake() {
     });
     let text = json!({
         "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-teste",
-        "content": [{"type": "text", "text": "Saldo: BRL 50,00"}],
+        "content": [{"type": "text", "text": "Saldo: R$ 50,00"}],
         "stop_reason": "end_turn", "stop_sequence": null,
         "usage": {"input_tokens": 60, "cache_read_input_tokens": 180, "cache_creation_input_tokens": 20, "output_tokens": 12}
     });
@@ -169,7 +169,7 @@ async fn anthropic_ca02_against_the_wire_fake() {
     let engine = test_engine(Some(llm), fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "status sprint").await.expect("turn");
-    assert_eq!(out.reply_text(), "Saldo: BRL 50,00");
+    assert_eq!(out.reply_text(), "Saldo: R$ 50,00");
     assert_eq!(out.execution.model_calls[0].tokens_input, 200);
     assert_eq!(out.execution.model_calls[0].stop_reason, "tool_use");
     // Anthropic counts cached tokens apart from `input_tokens`: every input token, and the cached ones.

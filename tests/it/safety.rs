@@ -144,7 +144,7 @@ async fn the_model_sees_masked_cards_only_and_the_tools_find_the_real_one() {
     ]);
     let r = h.say("m1", "mudei de ideia: prefiro o dobro, no mesmo").await;
     assert!(
-        r.reply_text().contains("BRL 60,00 no cartão ****7890"),
+        r.reply_text().contains("R$ 60,00 no cartão ****7890"),
         "the tool took the real card from what the user wrote: {}",
         r.reply_text()
     );

@@ -177,7 +177,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
             content: "saldo 50".into(),
             is_error: false,
         },
-        ChatMessage::assistant("Seu saldo é BRL 50,00."),
+        ChatMessage::assistant("Seu saldo é R$ 50,00."),
     ];
     let exec = execution("exec-turn", "c-turn");
     let events = vec![
@@ -187,7 +187,7 @@ pub(crate) async fn a_turn_is_written_at_once(store: Arc<dyn Store>) {
             reason: "r".into(),
         },
         TurnEvent::Reply(Reply {
-            text: "Seu saldo é BRL 50,00.".into(),
+            text: "Seu saldo é R$ 50,00.".into(),
             files: vec![],
         }),
     ];
@@ -832,7 +832,7 @@ pub(crate) async fn context_round_trip(store: Arc<dyn Store>) {
     };
     store.save_context(&ctx).await.expect("save");
     ctx.summary = Some("Usuária consultou o saldo.".into());
-    ctx.key_facts.push("saldo BRL 50,00".into());
+    ctx.key_facts.push("saldo R$ 50,00".into());
     ctx.turn_count = 5;
     store.save_context(&ctx).await.expect("update");
     assert_eq!(store.context("c-ctx").await.expect("load"), Some(ctx));

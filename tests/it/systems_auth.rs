@@ -554,7 +554,7 @@ async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
             service.messages().handle(msg).await.expect("turn").reply_text()
         };
         let balance = say(&format!("saldo {card}")).await;
-        assert!(balance.contains("BRL 50,00"), "{auth:?}: {balance}");
+        assert!(balance.contains("R$ 50,00"), "{auth:?}: {balance}");
         say(&format!("recarrega 20 no {card} via pix")).await;
         let done = say("sim").await;
         assert!(done.contains("foi aprovada"), "{auth:?}: {done}");

@@ -31,7 +31,7 @@ async fn a_mismatch_names_the_turn_and_shows_both_sides() {
         Turn {
             user: "saldo 1111111111".into(),
             expect: Expect {
-                reply_contains: vec!["BRL 99,00".into()],
+                reply_contains: vec!["R$ 99,00".into()],
                 ..Expect::default()
             },
             ..Turn::default()
@@ -43,7 +43,7 @@ async fn a_mismatch_names_the_turn_and_shows_both_sides() {
     assert_eq!(m.turn, Some(2));
     assert_eq!(m.what, "reply contains");
     assert!(
-        m.expected.contains("BRL 99,00") && m.actual.contains("BRL 12,50"),
+        m.expected.contains("R$ 99,00") && m.actual.contains("R$ 12,50"),
         "{m}"
     );
     assert!(m.to_string().contains("turn 2 (\"saldo 1111111111\")"), "{m}");

@@ -309,7 +309,7 @@ async fn a_listed_page_chats_pays_by_pix_and_resumes_its_stream_without_a_loss_o
 
     // A balance: the card masked everywhere, the privacy notice first.
     page.say(&format!("saldo do cartão {CARD}")).await;
-    let first = stream.until("é BRL").await;
+    let first = stream.until("é R$").await;
     let texts: Vec<&str> = first.iter().map(|(_, e)| text(e)).collect();
     assert!(
         texts[0].contains("****8901") && first[0].1["papel"] == "user",
@@ -599,7 +599,7 @@ async fn a_user_token_opens_the_persons_conversation_on_any_device_of_its_own_te
         .open("acme", Some(&user_token(ACME_KEY, "acme", "cliente-42", 600)))
         .await;
     let mut stream = phone.events(None).await;
-    let history = stream.until("é BRL").await;
+    let history = stream.until("é R$").await;
     assert!(text(&history[0].1).contains("****8901"), "{history:?}");
     phone.say("saldo").await;
     let answer = stream.until("8901").await;
@@ -855,7 +855,7 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
     type_and_send(&b, &format!("saldo do cartão {CARD}")).await;
     until_widget(
         &b,
-        "return r.querySelector('.log').innerText.includes('é BRL')",
+        "return r.querySelector('.log').innerText.includes('é R$')",
         15,
         "the balance",
     )

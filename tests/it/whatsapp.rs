@@ -526,7 +526,7 @@ async fn a_tap_names_its_request_and_a_replaced_requests_button_moves_no_money()
         again.payload["text"]
             .as_str()
             .unwrap_or_default()
-            .contains("BRL 60,00 no cartão ****8901 via PIX ainda espera a sua confirmação"),
+            .contains("R$ 60,00 no cartão ****8901 via PIX ainda espera a sua confirmação"),
         "{again:?}"
     );
     wa.worker.pass().await;
@@ -547,7 +547,7 @@ async fn a_tap_names_its_request_and_a_replaced_requests_button_moves_no_money()
         done.payload["text"]
             .as_str()
             .unwrap_or_default()
-            .contains("Sua recarga de BRL 60,00 no cartão ****8901 foi aprovada"),
+            .contains("Sua recarga de R$ 60,00 no cartão ****8901 foi aprovada"),
         "{done:?}"
     );
     assert_eq!(wa.served.chat.recharges(), 1);

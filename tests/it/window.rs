@@ -611,7 +611,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     assert_eq!(payload["user_id"], user);
     assert_eq!(payload["template"]["purpose"], "saldo_baixo");
     assert_eq!(payload["template"]["parameters"]["cartao_final"], "1111");
-    assert_eq!(payload["template"]["parameters"]["saldo"], "BRL 12,50");
+    assert_eq!(payload["template"]["parameters"]["saldo"], "R$ 12,50");
     assert!(!payload.to_string().contains("1111111111"), "no card in clear");
     assert_eq!(sent[0].next_attempt_at, h.clock.now(), "due now");
     // The same card again, still low: nothing more.
@@ -664,7 +664,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
             &parameters["valor"],
             &parameters["resultado"]
         ),
-        (&json!("1111"), &json!("BRL 50,00"), &json!("aprovada"))
+        (&json!("1111"), &json!("R$ 50,00"), &json!("aprovada"))
     );
     let high = h
         .service
@@ -860,9 +860,9 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
             )
         })
         .collect();
-    assert_eq!(parameters["valor"], "BRL 20,00");
+    assert_eq!(parameters["valor"], "R$ 20,00");
     assert_eq!(parameters["cartao_final"], "8901");
-    assert!(parameters["novo_saldo"].starts_with("BRL "), "{parameters:?}");
+    assert!(parameters["novo_saldo"].starts_with("R$ "), "{parameters:?}");
     assert_eq!(parameters["identificador"], paid.end_to_end_id);
     assert!(!parameters["pago_em"].is_empty());
     let receipt = told_last(&wa, user).await;

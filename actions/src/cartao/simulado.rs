@@ -591,7 +591,7 @@ async fn pagina(State(provider): State<CheckoutSimulado>, Path(id): Path<String>
         )
             .into_response();
     };
-    let valor = crate::vt::money::format_money(
+    let valor = crate::vt::money::money_for_people(
         "BRL",
         rust_decimal::Decimal::new(sessao.amount_total, 2),
         crate::vt::input::Idioma::PtBr,

@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use crate::vt::input::Idioma;
-use crate::vt::money::format_money;
+use crate::vt::money::money_for_people;
 use crate::vt::timezone::Timezone;
 
 fn brl(v: Decimal) -> String {
-    format_money("BRL", v, Idioma::PtBr)
+    money_for_people("BRL", v, Idioma::PtBr)
 }
 
 fn hora(t: DateTime<Utc>, tz: &Timezone) -> String {

@@ -195,7 +195,7 @@ mod tests {
             aviso.parametros(),
             [
                 ("cartao_final".to_owned(), "6161".to_owned()),
-                ("valor".to_owned(), "BRL 50,00".to_owned()),
+                ("valor".to_owned(), "R$ 50,00".to_owned()),
                 ("resultado".to_owned(), "aprovada".to_owned()),
             ]
         );

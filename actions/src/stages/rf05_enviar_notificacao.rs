@@ -9,7 +9,7 @@ use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::response::{ActionResponse, ResponseToUser};
 use crate::systems::VtSystems;
-use crate::vt::{Idioma, format_money, keys, mask_card};
+use crate::vt::{Idioma, keys, mask_card, money_for_people};
 
 /// One notice per card, balance and hour: a repeated run never notifies twice.
 pub(crate) fn dedup_key(decisao: &DecisaoNotificacao) -> String {
@@ -39,7 +39,7 @@ pub fn resumo(saldo: Option<&SaldoNormalizado>, envio: &EnvioNotificacao) -> Str
                 .unwrap_or_else(|_| s.data_verificacao.clone());
             let mut text = format!(
                 "O saldo do cartão {cartao} é {} (consultado em {quando}).",
-                format_money(&s.moeda, valor, Idioma::PtBr)
+                money_for_people(&s.moeda, valor, Idioma::PtBr)
             );
             if s.saldo_baixo {
                 text.push_str(if envio.enviado {
@@ -67,7 +67,7 @@ fn low_balance(decisao: &DecisaoNotificacao) -> Option<crate::stages::channel_no
     let saldo = decisao
         .meta_text("saldo")
         .parse::<rust_decimal::Decimal>()
-        .map(|v| format_money(if moeda.is_empty() { "BRL" } else { &moeda }, v, Idioma::PtBr))
+        .map(|v| money_for_people(&moeda, v, Idioma::PtBr))
         .unwrap_or_else(|_| decisao.meta_text("saldo"));
     Some(crate::stages::channel_notices::LowBalance {
         cartao: decisao.meta_text("cartao"),
@@ -187,7 +187,7 @@ mod tests {
         };
         let text = resumo(Some(&s), &sent);
         assert!(
-            text.contains("****1111") && text.contains("BRL 12,50") && text.contains("enviamos um aviso"),
+            text.contains("****1111") && text.contains("R$ 12,50") && text.contains("enviamos um aviso"),
             "{text}"
         );
         assert!(text.contains("05/12/2025 às 11:07"), "{text}");

@@ -39,11 +39,7 @@ pub(crate) fn recharge_result(
         .meta_text("valor")
         .parse::<rust_decimal::Decimal>()
         .map(|v| {
-            crate::vt::format_money(
-                if moeda.is_empty() { "BRL" } else { &moeda },
-                v,
-                crate::vt::Idioma::PtBr,
-            )
+            crate::vt::money_for_people(&moeda, v, crate::vt::Idioma::PtBr)
         })
         .unwrap_or_else(|_| decisao.meta_text("valor"));
     Some(crate::stages::channel_notices::RechargeResult {

@@ -14,7 +14,7 @@ use crate::context::ActionContext;
 use crate::pix::automatico::AutomaticoConfig;
 use crate::vt::FlowInput;
 use crate::vt::input::Idioma;
-use crate::vt::money::format_money;
+use crate::vt::money::money_for_people;
 
 /// When an automatic recharge happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct Termos {
 }
 
 impl Termos {
-    /// "quando o saldo ficar abaixo de BRL 20,00, BRL 50,00 por vez" / "BRL 100,00 todo dia 5".
+    /// "quando o saldo ficar abaixo de R$ 20,00, R$ 50,00 por vez" / "R$ 100,00 todo dia 5".
     pub fn describe(&self) -> String {
         match self.gatilho {
             Gatilho::Limite(l) => format!(
@@ -47,7 +47,7 @@ impl Termos {
 }
 
 pub(crate) fn brl(v: Decimal) -> String {
-    format_money("BRL", v, Idioma::PtBr)
+    money_for_people("BRL", v, Idioma::PtBr)
 }
 
 /// A recurrence waiting for the card holder's authorisation in their bank app.
@@ -66,7 +66,7 @@ pub struct Autorizacao {
 pub struct Resumo {
     /// The card, masked.
     pub cartao: String,
-    /// "BRL 50,00 sempre que o saldo ficar abaixo de BRL 20,00 — ativa; próxima cobrança em 05/12".
+    /// "R$ 50,00 sempre que o saldo ficar abaixo de R$ 20,00 — ativa; próxima cobrança em 05/12".
     pub linha: String,
 }
 
@@ -133,7 +133,7 @@ mod tests {
         let config = AutomaticoConfig::default();
         let text = oferta("****7890", &config);
         assert!(
-            text.contains("abaixo de BRL 20,00, com BRL 50,00 por vez"),
+            text.contains("abaixo de R$ 20,00, com R$ 50,00 por vez"),
             "{text}"
         );
         assert!(text.starts_with(OFERTA) && text.contains("****7890"), "{text}");
@@ -141,6 +141,6 @@ mod tests {
             gatilho: Gatilho::Dia(5),
             valor: Decimal::new(100, 0),
         };
-        assert_eq!(t.describe(), "BRL 100,00 todo dia 5");
+        assert_eq!(t.describe(), "R$ 100,00 todo dia 5");
     }
 }

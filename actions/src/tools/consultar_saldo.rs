@@ -15,7 +15,7 @@ use crate::response::{ActionResponse, ResponseToUser};
 use crate::stages::EnvioNotificacao;
 use crate::stages::rf03_normalizar_saldo::SaldoNormalizado;
 use crate::stages::rf05_enviar_notificacao::resumo;
-use crate::vt::{Idioma, format_money, mask_card};
+use crate::vt::{Idioma, mask_card, money_for_people};
 
 pub struct ConsultarSaldo;
 
@@ -71,7 +71,7 @@ impl Action for ConsultarSaldo {
             .into());
         };
         let valor = s.saldo.unwrap_or_default();
-        let texto = format_money(&s.moeda, valor, Idioma::PtBr);
+        let texto = money_for_people(&s.moeda, valor, Idioma::PtBr);
         let instruction = format!(
             "Saldo consultado (execução {}): cartão {card}, {texto} em {}; saldo baixo: {}; aviso de saldo baixo enviado: {}. O usuário já recebeu esta resposta.",
             result.execucao_id,

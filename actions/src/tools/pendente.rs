@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::ActionContext;
-use crate::vt::{Idioma, MeioPagamento, Recarga, format_money, mask_card};
+use crate::vt::{Idioma, MeioPagamento, Recarga, mask_card, money_for_people};
 
 /// The state key.
 pub const STATE_PENDENTE: &str = "recarga_pendente";
@@ -131,7 +131,7 @@ impl RecargaPendente {
         };
         format!(
             "{} no cartão {} via {meio}",
-            format_money(&self.moeda, self.valor, Idioma::PtBr),
+            money_for_people(&self.moeda, self.valor, Idioma::PtBr),
             mask_card(&self.cartao)
         )
     }

@@ -16,7 +16,7 @@ use crate::response::{ActionResponse, ResponseToUser};
 use crate::stages::rf06_preparar_recarga::{RecargaPayload, escopo, impressao, preparar_recarga};
 use crate::vt::money::MoneyArg;
 use crate::vt::texts::duracao;
-use crate::vt::{FlowInput, Idioma, MeioPagamento, Recarga, format_money};
+use crate::vt::{FlowInput, Idioma, MeioPagamento, Recarga, money_for_people};
 
 pub struct PrepararRecarga;
 
@@ -146,8 +146,8 @@ fn not_prepared(errors: &[&str], p: &crate::vt::Politicas) -> ActionResponse {
         .map(|code| match *code {
             "valor_recarga_invalido" => format!(
                 "o valor precisa estar entre {} e {}",
-                format_money(&p.moeda_padrao, p.valor_min, Idioma::PtBr),
-                format_money(&p.moeda_padrao, p.valor_max, Idioma::PtBr)
+                money_for_people(&p.moeda_padrao, p.valor_min, Idioma::PtBr),
+                money_for_people(&p.moeda_padrao, p.valor_max, Idioma::PtBr)
             ),
             "meio_pagamento_invalido" => {
                 "os meios de pagamento aceitos são PIX, boleto e cartão de crédito".into()

@@ -15,7 +15,7 @@ use super::VtSettings;
 use crate::action::{Action, ActionError};
 use crate::context::ActionContext;
 use crate::response::{ActionResponse, HandoffReason, ResponseToUser, TransferToHuman};
-use crate::vt::{Idioma, card::ascii_digits, format_money, mask_card, timezone::Timezone};
+use crate::vt::{Idioma, card::ascii_digits, mask_card, money_for_people, timezone::Timezone};
 
 /// A charge of the conversation as a complaint reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +89,7 @@ pub struct Veredito {
 }
 
 fn brl(v: Decimal) -> String {
-    format_money("BRL", v, Idioma::PtBr)
+    money_for_people("BRL", v, Idioma::PtBr)
 }
 
 fn hora(t: DateTime<Utc>, tz: &Timezone) -> String {
@@ -313,7 +313,7 @@ mod tests {
     fn a_credited_payment_is_told_with_its_card_masked_and_no_case() {
         let v = say(&[charge("1234567890", Situacao::Creditada)], None, false, 12);
         assert!(v.texto.contains("creditada no cartão ****7890"), "{}", v.texto);
-        assert!(v.texto.contains("BRL 50,00"), "{}", v.texto);
+        assert!(v.texto.contains("R$ 50,00"), "{}", v.texto);
         assert!(!v.texto.contains("1234567890"));
         assert_eq!(v.chamado, None);
     }

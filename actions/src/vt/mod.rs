@@ -18,5 +18,5 @@ pub use card::{CardError, CardNumber, mask_card};
 pub use input::{
     Destinatario, FlowInput, Idioma, MeioPagamento, Politicas, Preferencias, Recarga, ValidacoesCartao,
 };
-pub use money::{decimal_from_json, format_money, money_json, round_half_up};
+pub use money::{decimal_from_json, format_money, money_for_people, money_json, reais_in, round_half_up};
 pub use secret::PaymentToken;

@@ -36,6 +36,30 @@ pub fn money_json(d: Decimal) -> Value {
 }
 
 /// `BRL 1.234,56` (pt-BR, es) or `BRL 1,234.56` (en).
+/// An amount as a person in a conversation reads it, on every channel: reais as people in Brazil write
+/// them (`R$ 50,00`), another currency by its ISO code. The ten-stage flow's outputs (the PRD's shapes,
+/// metadata in ISO codes and numbers) keep [`format_money`].
+pub fn money_for_people(currency: &str, amount: Decimal, idioma: Idioma) -> String {
+    if currency.is_empty() || currency.eq_ignore_ascii_case("BRL") {
+        format_money("R$", amount, idioma)
+    } else {
+        format_money(currency, amount, idioma)
+    }
+}
+
+/// A text for people with its `BRL 20,00` (a stage's message follows the ISO code, as the PRD's
+/// outputs do) written `R$ 20,00`: what every reply a card holder reads goes through, whatever wrote it.
+pub fn reais_in(text: &str) -> std::borrow::Cow<'_, str> {
+    static AMOUNT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        #[allow(clippy::expect_used)] // a constant pattern, tested below
+        regex::Regex::new(r"\bBRL (-?\d[\d.]*,\d{2})\b").expect("pattern")
+    });
+    if !text.contains("BRL ") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    AMOUNT.replace_all(text, "R$$ $1")
+}
+
 pub fn format_money(currency: &str, amount: Decimal, idioma: Idioma) -> String {
     let rounded = round_half_up(amount);
     let negative = rounded.is_sign_negative() && !rounded.is_zero();
@@ -59,6 +83,17 @@ pub fn format_money(currency: &str, amount: Decimal, idioma: Idioma) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reais_are_written_as_people_in_brazil_write_them() {
+        assert_eq!(
+            reais_in("Sua recarga de BRL 50,00 foi aprovada. Novo saldo: BRL 1.100,00."),
+            "Sua recarga de R$ 50,00 foi aprovada. Novo saldo: R$ 1.100,00."
+        );
+        assert_eq!(reais_in("moeda BRL, 50.00"), "moeda BRL, 50.00", "an ISO code alone stays");
+        assert_eq!(money_for_people("BRL", Decimal::new(5000, 2), Idioma::PtBr), "R$ 50,00");
+        assert_eq!(money_for_people("USD", Decimal::new(5000, 2), Idioma::PtBr), "USD 50,00");
+    }
     use rust_decimal::dec;
     use serde_json::json;
 

@@ -28,7 +28,7 @@ pub(super) fn message(pedido: PedidoPix, to: &str, charge: &PixCharge, key: &str
 
 /// The order to pay: the amount in cents (`offset` 100) and the code, paid to `key`.
 fn order_details(charge: &PixCharge, key: &str) -> Value {
-    let valor = vt_actions::vt::format_money("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+    let valor = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
     let cents = (charge.amount * rust_decimal::Decimal::ONE_HUNDRED)
         .round()
         .to_i64()

@@ -340,8 +340,9 @@ impl Turn<'_> {
         for f in r.functions {
             self.system_function(f.into());
         }
+        // What the card holder reads says reais as people write them, whatever wrote the text.
         let texts = std::iter::once(r.message).chain(r.then).map(|text| Reply {
-            text,
+            text: vt_actions::vt::reais_in(&text).into_owned(),
             files: Vec::new(),
         });
         let files = (!r.files.is_empty()).then(|| Reply {

@@ -557,6 +557,7 @@ impl<'a> Turn<'a> {
 
     /// Ends the turn with an assistant message.
     fn answer(&mut self, text: String) {
+        let text = vt_actions::vt::reais_in(&text).into_owned();
         self.push(ChatMessage::assistant(text.clone()));
         let reply = Reply {
             text,

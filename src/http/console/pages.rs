@@ -44,14 +44,9 @@ pub(super) fn masked_with(text: &str, codes: &[String]) -> String {
     ))
 }
 
-/// `BRL 20,00` (the product's texts follow the ISO code) as `R$ 20,00`: what the console's readers
-/// read.
+/// `BRL 20,00` as `R$ 20,00` ([`vt_actions::vt::reais_in`]): what the console's readers read.
 fn reais_in(text: &str) -> String {
-    static AMOUNT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        #[allow(clippy::expect_used)] // a constant pattern, tested below
-        regex::Regex::new(r"\bBRL (-?\d[\d.]*,\d{2})\b").expect("pattern")
-    });
-    AMOUNT.replace_all(text, "R$$ $1").into_owned()
+    vt_actions::vt::reais_in(text).into_owned()
 }
 
 /// The payment codes of conversation `id` (see [`crate::store::PixCharge::codes`]).
