@@ -556,10 +556,24 @@ fn cannot_run(message: impl Into<String>) -> anyhow::Error {
     CannotRun(message.into()).into()
 }
 
-/// A line for the terminal: cards masked, secrets out, control characters (escape sequences) shown
-/// escaped — what a person typed as an argument is never echoed as it came.
+/// A line for the terminal: a card number the command line carried masked wherever the line repeats
+/// it, secrets out, control characters (escape sequences) shown escaped — what a person typed as an
+/// argument is never echoed as it came. (Only the arguments' cards: an id the line must show whole,
+/// such as a data key's, may be eight digits too.)
 pub fn terminal_safe(text: &str) -> String {
-    let masked = vt_actions::vt::card::mask_cards_in(text);
+    use vt_actions::vt::card::{card_numbers_in, replace_cards_in};
+    let typed: Vec<String> = std::env::args()
+        .skip(1)
+        .flat_map(|a| card_numbers_in(&a))
+        .collect();
+    let masked = replace_cards_in(text, |found| {
+        let digits: String = found.chars().filter(char::is_ascii_digit).collect();
+        if typed.contains(&digits) {
+            vt_actions::vt::mask_card(found)
+        } else {
+            found.to_owned()
+        }
+    });
     let text = vt_actions::redact::secrets(&masked);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -1419,7 +1433,9 @@ async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
 async fn reachable(address: &str) -> Result<(), String> {
     let url = reqwest::Url::parse(address).map_err(|_| "endereço inválido".to_owned())?;
     let host = url.host_str().ok_or_else(|| "endereço sem host".to_owned())?;
-    let port = url.port_or_known_default().ok_or_else(|| "endereço sem porta".to_owned())?;
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| "endereço sem porta".to_owned())?;
     match tokio::time::timeout(
         std::time::Duration::from_secs(3),
         tokio::net::TcpStream::connect((host, port)),

@@ -121,7 +121,8 @@ pub(crate) const AUTOMATIC_DECLINED: &str =
 
 /// Which card an automatic recharge is for, asked (with the remembered ones, masked).
 pub(crate) fn automatic_which_card(remembered: &[String]) -> String {
-    let example = "Por exemplo: \"recarrega 50 no cartão 1234567890 quando o saldo ficar abaixo de 20\" ou \"recarrega 100 todo dia 5 no 1234567890\".";
+    // The example names no card: a card-shaped number in a reply is one in clear, whoever's it is.
+    let example = "Por exemplo: \"recarrega 50 no cartão (número do cartão) quando o saldo ficar abaixo de 20\" ou \"recarrega 100 todo dia 5 no (número do cartão)\".";
     if remembered.is_empty() {
         return format!("Para a recarga automática, me diga o número do cartão. {example}");
     }

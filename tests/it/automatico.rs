@@ -467,10 +467,7 @@ async fn terms_outside_the_policy_are_refused_before_the_provider_hears_of_them(
         .say(conv, &format!("recarrega 900 todo dia 5 no {CARD}"))
         .await
         .reply_text();
-    assert!(
-        over.contains("precisa ficar entre R$ 1,00 e R$ 200,00"),
-        "{over}"
-    );
+    assert!(over.contains("precisa ficar entre R$ 1,00 e R$ 200,00"), "{over}");
     let day = h
         .say(conv, &format!("recarrega 50 todo dia 40 no {CARD}"))
         .await

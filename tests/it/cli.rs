@@ -965,7 +965,10 @@ fn arguments_a_command_cannot_use_exit_2_and_are_never_echoed_raw() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("****1111"), "{stderr}");
-    assert!(!stderr.contains("4111111111111111") && !stderr.contains('\u{1b}'), "{stderr}");
+    assert!(
+        !stderr.contains("4111111111111111") && !stderr.contains('\u{1b}'),
+        "{stderr}"
+    );
 }
 
 /// A model server that is not there is said at once, by its address, and no score is printed: on main
@@ -980,7 +983,10 @@ fn eval_with_no_model_server_says_so_at_once_by_address() {
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("127.0.0.1:9") && stderr.contains("não responde"), "{stderr}");
+    assert!(
+        stderr.contains("127.0.0.1:9") && stderr.contains("não responde"),
+        "{stderr}"
+    );
     // Said before any case ran: no progress, no table.
     assert!(!stderr.contains("casos"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "no table");

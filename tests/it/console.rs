@@ -262,11 +262,7 @@ async fn dead_letter(store: &dyn vt_agent::Store, reason: &str) -> i64 {
             &NewOutboxItem {
                 kind: "reply".into(),
                 destination: "whatsapp".into(),
-                payload: crate::support::reply_payload(
-                    "conversa-1",
-                    "5511999990000",
-                    "Seu saldo é R$ 50,00",
-                ),
+                payload: crate::support::reply_payload("conversa-1", "5511999990000", "Seu saldo é R$ 50,00"),
                 max_attempts: 5,
                 next_attempt_at: now,
                 conversation_id: Some("conversa-1".into()),

@@ -38,9 +38,7 @@ pub(crate) fn recharge_result(
     let valor = decisao
         .meta_text("valor")
         .parse::<rust_decimal::Decimal>()
-        .map(|v| {
-            crate::vt::money_for_people(&moeda, v, crate::vt::Idioma::PtBr)
-        })
+        .map(|v| crate::vt::money_for_people(&moeda, v, crate::vt::Idioma::PtBr))
         .unwrap_or_else(|_| decisao.meta_text("valor"));
     Some(crate::stages::channel_notices::RechargeResult {
         cartao: decisao.meta_text("cartao"),

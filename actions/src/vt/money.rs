@@ -90,9 +90,19 @@ mod tests {
             reais_in("Sua recarga de BRL 50,00 foi aprovada. Novo saldo: BRL 1.100,00."),
             "Sua recarga de R$ 50,00 foi aprovada. Novo saldo: R$ 1.100,00."
         );
-        assert_eq!(reais_in("moeda BRL, 50.00"), "moeda BRL, 50.00", "an ISO code alone stays");
-        assert_eq!(money_for_people("BRL", Decimal::new(5000, 2), Idioma::PtBr), "R$ 50,00");
-        assert_eq!(money_for_people("USD", Decimal::new(5000, 2), Idioma::PtBr), "USD 50,00");
+        assert_eq!(
+            reais_in("moeda BRL, 50.00"),
+            "moeda BRL, 50.00",
+            "an ISO code alone stays"
+        );
+        assert_eq!(
+            money_for_people("BRL", Decimal::new(5000, 2), Idioma::PtBr),
+            "R$ 50,00"
+        );
+        assert_eq!(
+            money_for_people("USD", Decimal::new(5000, 2), Idioma::PtBr),
+            "USD 50,00"
+        );
     }
     use rust_decimal::dec;
     use serde_json::json;

@@ -302,7 +302,12 @@ async fn play_in(world: &World, t: &Transcript, report: &mut TranscriptReport) -
             .iter()
             .find_map(|r| violation(r, turn, &seen).map(|v| (r, v)))
         {
-            return Err(mismatch("never rule", format!("{rule:?} holds"), v));
+            // The rule and the words that broke it (cards masked): a report names what was said.
+            let what = format!(
+                "never rule {rule:?} broken by {:?}",
+                truncate(&vt_actions::vt::card::mask_cards_in(&v), 80)
+            );
+            return Err(mismatch(&what, format!("{rule:?} holds"), v));
         }
     }
     if let Model::Record(p) = &world.model {
