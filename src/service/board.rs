@@ -172,6 +172,11 @@ impl Board<'_> {
         Ok(opened)
     }
 
+    /// The team named `name` (the default one for a name no longer configured).
+    pub(super) fn team(&self, name: &str) -> &super::teams::Team {
+        self.handoff.desk.team(name)
+    }
+
     /// A new protocol number of `tenant`, of today in the policy's time zone.
     pub(super) async fn protocol(&self, tenant: &str) -> Result<String, crate::store::StoreError> {
         let tz = super::policy_timezone(self.engine);

@@ -124,21 +124,13 @@ impl Messages<'_> {
             team: team.name().to_owned(),
             motivo,
         };
-        let mut said = Vec::new();
-        if !case.protocol.is_empty() {
-            said.push(super::teams::protocol_line(&case.protocol));
-        }
-        if let Some(opening) = team.calendar.next_opening(now) {
-            // Outside the team's hours the answer says when to expect a person, and that stands for
-            // the unclaimed-case notice.
-            said.push(format!(
-                "Nosso atendimento humano está fora do horário agora; uma pessoa responde {}.",
-                team.calendar.when_said(now, opening)
-            ));
+        // Outside the team's hours the answer says when to expect a person, and that stands for the
+        // unclaimed-case notice.
+        if team.calendar.next_opening(now).is_some() {
             case.notice_due_at = None;
         }
-        if !said.is_empty() {
-            say_with_last_reply(outcome, &said.join(" "));
+        if let Some(line) = super::teams::case_opened_line(&case.protocol, team, now) {
+            say_with_last_reply(outcome, &line);
         }
         Some(CaseWrite::Open(case))
     }

@@ -171,12 +171,15 @@ impl FollowUps<'_> {
         let motivo = vt_actions::HandoffReason::FalhaDeSistema;
         let case = self.board.new_case(opening, motivo, reason, file).await;
         let opened = self.board.open_case_now(&case, now).await?;
-        if let (Some(conv), true) = (&conv, opened.id == case.id && !case.protocol.is_empty()) {
-            let line = super::teams::protocol_line(&case.protocol);
-            self.speaker.say_now(conv, line, None, Vec::new()).await?;
-        }
+        // The explanation first, then the case's line (its protocol, when a person answers).
         self.tell(f, input, &acompanhamento::aviso_verificacao(input))
             .await?;
+        let team = self.board.team(&case.team);
+        if let (Some(conv), true) = (&conv, opened.id == case.id)
+            && let Some(line) = super::teams::case_opened_line(&case.protocol, team, now)
+        {
+            self.speaker.say_now(conv, line, None, Vec::new()).await?;
+        }
         self.store
             .followup_checked(&a.idempotency_key, &Checked::Settled(OUTCOME_CASE.into()), now)
             .await?;

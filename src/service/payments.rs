@@ -322,8 +322,11 @@ impl Payments<'_> {
                     return Ok(Settled::Nothing);
                 }
                 let why = Handover::NotCredited(&ran.output.execucao_id);
-                self.hand_to_a_person(charge, e2e, why).await?;
-                let text = (Texts::of(charge.meio).devolvido)(charge.amount, &cartao);
+                let case = self.hand_to_a_person(charge, e2e, why).await?;
+                let mut text = (Texts::of(charge.meio).devolvido)(charge.amount, &cartao);
+                if let Some(line) = case {
+                    text = format!("{text}\n{line}");
+                }
                 (Settled::Refunded, text, None)
             }
         };
@@ -394,9 +397,16 @@ impl Payments<'_> {
             DevolucaoStatus::NaoRealizado => "NAO_REALIZADO",
         };
         self.store.record_refund(&charge.txid, e2e, text).await?;
-        if status == DevolucaoStatus::NaoRealizado {
-            self.hand_to_a_person(charge, e2e, Handover::RefundNotMade)
-                .await?;
+        if status == DevolucaoStatus::NaoRealizado
+            && let Some(line) = self
+                .hand_to_a_person(charge, e2e, Handover::RefundNotMade)
+                .await?
+            && let Some(conv) = self.store.conversation(&charge.conversation_id).await?
+        {
+            let text = format!(
+                "A devolução do seu pagamento não pôde ser feita automaticamente: uma pessoa da equipe vai cuidar disso.\n{line}"
+            );
+            self.speaker.say_now(&conv, text, None, Vec::new()).await?;
         }
         Ok(())
     }
@@ -408,7 +418,7 @@ impl Payments<'_> {
         charge: &PixCharge,
         e2e: &str,
         why: Handover<'_>,
-    ) -> Result<(), PaymentError> {
+    ) -> Result<Option<String>, PaymentError> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
@@ -460,11 +470,11 @@ impl Payments<'_> {
         let case = self.board.new_case(opening, handoff, reason, file).await;
         let now = self.engine.now();
         let opened = self.board.open_case_now(&case, now).await?;
-        if opened.id == case.id && !case.protocol.is_empty() {
-            let line = super::teams::protocol_line(&case.protocol);
-            self.speaker.say_now(&conv, line, None, Vec::new()).await?;
-        }
-        Ok(())
+        // The case's line (its protocol, when a person answers) goes after the explanation, in it.
+        let team = self.board.team(&case.team);
+        Ok((opened.id == case.id)
+            .then(|| super::teams::case_opened_line(&case.protocol, team, now))
+            .flatten())
     }
 
     /// `text` to the card holder in `charge`'s conversation, through the outbox; where the channel has

@@ -18,6 +18,27 @@ pub(crate) fn protocol_line(protocol: &str) -> String {
     format!("Protocolo do seu atendimento: {protocol}.")
 }
 
+/// What the card holder is told when a case opens, after whatever explains it — however it opened (a
+/// request in the chat, a payment not credited, a late recharge): its protocol number, and, while
+/// `team` is closed, when a person will answer. `None` for nothing to say.
+pub(crate) fn case_opened_line(
+    protocol: &str,
+    team: &Team,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
+    let mut said = Vec::new();
+    if !protocol.is_empty() {
+        said.push(protocol_line(protocol));
+    }
+    if let Some(opening) = team.calendar.next_opening(now) {
+        said.push(format!(
+            "Nosso atendimento humano está fora do horário agora; uma pessoa responde {}.",
+            team.calendar.when_said(now, opening)
+        ));
+    }
+    (!said.is_empty()).then(|| said.join(" "))
+}
+
 /// How a team's cases reach its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

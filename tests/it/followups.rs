@@ -140,8 +140,13 @@ async fn a_recharge_that_never_resolves_is_checked_with_backoff_then_goes_to_a_p
         "pendente",
         "still unknown: a person finds out"
     );
-    let told = last_text(h.store.as_ref(), "c-nunca").await;
-    assert!(told.contains("Um atendente vai verificar"), "{told}");
+    // The explanation first, then the case's protocol line (it came first, bare, on 80722d3).
+    let said = crate::support::said(&h, "c-nunca").await;
+    let [.., explained, protocol] = said.as_slice() else {
+        panic!("{said:?}")
+    };
+    assert!(explained.contains("Um atendente vai verificar"), "{said:?}");
+    assert!(protocol.starts_with("Protocolo do seu atendimento"), "{said:?}");
     let settled = &h.store.followups(false, 10).await.expect("followups")[0];
     assert_eq!(settled.outcome.as_deref(), Some(vt_agent::OUTCOME_CASE));
 

@@ -469,6 +469,12 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     assert_eq!(cob.pix[0].devolucoes[0].valor, reais("30"));
     let told = said(&h, "c-negada").await.pop().expect("told");
     assert!(told.contains("devolvido"), "{told}");
+    // The case's protocol comes with the explanation, after it (a bare line before it on 80722d3).
+    let (explained, protocol) = (
+        told.find("devolvido").expect("explained"),
+        told.find("Protocolo do seu atendimento").expect("the protocol"),
+    );
+    assert!(explained < protocol, "{told}");
     // A person gets the case, with the payment in its file.
     let case = h
         .store
