@@ -87,6 +87,15 @@ async fn event_body(
     if let Some(c) = super::conversations::cartao_of(pix, files).await {
         data["cartao"] = json!({"link": c.link, "expira_em": c.expira_em});
     }
+    // Quick replies (the satisfaction question's 1–5): send the `id` back as the next text.
+    if let Some(choices) = crate::service::late_choices(text) {
+        let buttons: Vec<Value> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, title)| json!({"id": (i + 1).to_string(), "title": title}))
+            .collect();
+        data["buttons"] = json!(buttons);
+    }
     json!({"type": "message.created", "timestamp": at, "data": data})
 }
 

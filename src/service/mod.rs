@@ -54,6 +54,7 @@ pub(crate) use figures::percentile;
 pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
+pub(crate) use outcomes::late_choices;
 pub(crate) use queue::{QueueEntry, Report, ReportLine};
 pub(crate) use sla::{Clocks, SlaStatus};
 pub(crate) use teams::{Desk, Equipe, SlaPolicy, Team, teams_problem};

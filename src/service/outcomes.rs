@@ -42,6 +42,12 @@ const QUESTION: &str =
     "Como você avalia este atendimento? Responda com uma nota de 1 (muito ruim) a 5 (ótimo).";
 const THANKS: &str = "Obrigado pela avaliação! Se precisar de algo, é só escrever.";
 
+/// The quick replies a message said outside a turn offers, where a channel shows them: the
+/// satisfaction question's scale (its pick, or the number alone, is the score).
+pub(crate) fn late_choices(text: &str) -> Option<&'static [&'static str]> {
+    (text == QUESTION).then_some(&super::offers::SCALE[..])
+}
+
 /// `[resultados]`: when a conversation's stretch is over, and the satisfaction question.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]

@@ -1129,3 +1129,37 @@ async fn the_frameworks_refusals_come_as_the_apis_json_errors() {
         "nothing stored"
     );
 }
+
+/// The satisfaction question reaches the web chat with its 1–5 as quick replies (it came as bare text
+/// on 80722d3), and a pick is the score.
+#[tokio::test]
+async fn the_satisfaction_question_comes_with_its_scale_as_quick_replies() {
+    let origin = "http://localhost:8124";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    page.say("saldo do cartão 1234567890").await;
+    let mut stream = page.events(None).await;
+    stream.until("R$ 50,00").await;
+    chat.clock.set(chat.clock.now() + chrono::Duration::minutes(31));
+    assert_eq!(chat.service.outcomes().close_stretches().await, 1);
+    let asked = stream.until("Como você avalia").await;
+    let question = asked
+        .iter()
+        .map(|(_, e)| e)
+        .find(|e| text(e).contains("Como você avalia"))
+        .expect("the question");
+    assert_eq!(
+        question["escolhas"].as_array().map(Vec::len),
+        Some(5),
+        "{question}"
+    );
+    let picked = page
+        .post(&json!({"id": "nota-1", "texto": "5 · Ótimo", "escolha": 4}))
+        .await;
+    assert_eq!(picked.status(), 200);
+    // The thanks arrive on the stream, as every answer does.
+    let thanked = stream.until("Obrigado pela avaliação").await;
+    assert!(!thanked.is_empty());
+}

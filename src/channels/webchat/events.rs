@@ -152,6 +152,10 @@ fn body(m: &StoredMessage, charges: &[PixCharge]) -> Option<Value> {
     if role == "user" {
         return Some(body);
     }
+    // The satisfaction question's 1–5, as the widget's quick replies.
+    if let Some(choices) = crate::service::late_choices(text) {
+        body["escolhas"] = json!(choices);
+    }
     // The charge a message shows, by its code or link in the text.
     let shows = |meio: ChargeMeans| {
         charges

@@ -333,6 +333,7 @@
       return;
     }
     bubble(m).setAttribute('data-id', String(m.id));
+    if (!m.historico && m.escolhas && m.escolhas.length) { options([], m.escolhas); }
     if (ui.panel.hidden && m.papel !== 'user' && !m.historico) { unread += 1; showUnread(); }
   }
 
