@@ -768,6 +768,11 @@ impl Cases<'_> {
             text.push_str(&format!("; o protocolo continua o mesmo: {protocol}"));
         }
         text.push('.');
+        // A team that is closed now says when a person will answer, as a case opened there does.
+        if let Some(when) = super::teams::when_a_person_answers(team, self.engine.now()) {
+            text.push(' ');
+            text.push_str(&when);
+        }
         let said = moved.event(self.engine.now(), "sistema", "aviso_transferencia", None);
         let lock = self.store.lock_conversation(&moved.conversation_id).await?;
         let told = self

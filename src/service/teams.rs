@@ -30,13 +30,17 @@ pub(crate) fn case_opened_line(
     if !protocol.is_empty() {
         said.push(protocol_line(protocol));
     }
-    if let Some(opening) = team.calendar.next_opening(now) {
-        said.push(format!(
-            "Nosso atendimento humano está fora do horário agora; uma pessoa responde {}.",
-            team.calendar.when_said(now, opening)
-        ));
-    }
+    said.extend(when_a_person_answers(team, now));
     (!said.is_empty()).then(|| said.join(" "))
+}
+
+/// While `team` is closed, when a person will answer ("amanhã às 08:00"); `None` while it is open.
+pub(crate) fn when_a_person_answers(team: &Team, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let opening = team.calendar.next_opening(now)?;
+    Some(format!(
+        "Nosso atendimento humano está fora do horário agora; uma pessoa responde {}.",
+        team.calendar.when_said(now, opening)
+    ))
 }
 
 /// How a team's cases reach its members.

@@ -497,3 +497,33 @@ async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month()
     );
     b.close().await;
 }
+
+/// A transfer to a team that is closed now says when a person will answer there, as a case opened
+/// there does (on 80722d3 it said nothing, though the case page knew it).
+#[tokio::test]
+async fn a_transfer_to_a_closed_team_says_when_a_person_answers() {
+    let geral = team("geral", "padrao = true");
+    let financeiro = team(
+        "financeiro",
+        "membros = [\"bia\"]\nhorario = \"seg-sex 08:00-18:00\"",
+    );
+    let h = desk(sqlite().await, vec![geral, financeiro]).await;
+    // Saturday 2026-11-28, 20:00 in São Paulo: the default team (no hours) is open, finance is not.
+    h.clock.set(at("2026-11-28T23:00:00Z"));
+    let case = open(&h, "c-fechada").await;
+    h.service
+        .cases()
+        .claim_case(&case.id, agent("ana"))
+        .await
+        .expect("claim");
+    h.service
+        .cases()
+        .transfer_case(&case.id, agent("ana"), "financeiro", None)
+        .await
+        .expect("transfer");
+    let told = crate::support::said(&h, "c-fechada").await.pop().expect("told");
+    assert!(
+        told.contains("equipe financeiro") && told.contains("uma pessoa responde na segunda-feira às 08:00"),
+        "{told}"
+    );
+}
