@@ -49,6 +49,11 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
         eprintln!("conversa {id} não existe: começando uma nova com esse id");
     }
     let psp = simulator.as_ref();
+    // The simulated card checkout's pages are served here, where its links say (no `serve` runs).
+    let _pages = match psp {
+        Some(sim) => Some(serve_checkout_pages(sim).await?),
+        None => None,
+    };
     let background = run_payments(&service, config, psp);
     let mut said = Later {
         said: service.said(),
@@ -93,6 +98,23 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
         said.print_ready();
         result
     }
+}
+
+/// The embedded simulator's card checkout pages on a loopback port of the chat's own, which its links
+/// then name: a link printed in the terminal opens a page that pays. Stops with the returned task.
+async fn serve_checkout_pages(
+    sim: &vt_actions::systems::Simulator,
+) -> anyhow::Result<tokio_util::task::AbortOnDropHandle<()>> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    sim.cartao()
+        .served_at(&format!("http://{}", listener.local_addr()?));
+    let pages = sim.cartao().page_router();
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, pages).await {
+            tracing::warn!(error = %e, "the simulated checkout pages stopped");
+        }
+    });
+    Ok(tokio_util::task::AbortOnDropHandle::new(task))
 }
 
 /// The Pix channel's jobs the chat runs (none without the embedded simulator).

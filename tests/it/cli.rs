@@ -991,3 +991,52 @@ fn eval_with_no_model_server_says_so_at_once_by_address() {
     assert!(!stderr.contains("casos"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "no table");
 }
+
+/// In `vt-agent chat` the simulated card checkout's link opens a page where it says: the chat serves
+/// it (on 80722d3 the link named port 8080, where nothing listened).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chats_card_checkout_link_opens_a_page() {
+    use std::io::{BufRead as _, Write as _};
+    let data = tempfile::tempdir().expect("tmp");
+    let mut chat = vt_agent_in(&data);
+    // The simulator pays late: the page is read while the chat waits for the payment.
+    chat.env("VT_SIMULATOR_PIX_PAGAR_APOS_SEGUNDOS", "20")
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = chat.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all("recarrega 20 no 1234567890 no crédito\nsim\n".as_bytes())
+        .expect("write");
+    let stdout = child.stdout.take().expect("stdout");
+    let link = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                let at = l.find("http://127.0.0.1:")?;
+                Some(
+                    l[at..]
+                        .split_whitespace()
+                        .next()?
+                        .trim_end_matches(['.', ',', ')'])
+                        .to_owned(),
+                )
+            })
+    })
+    .await
+    .expect("read")
+    .expect("a checkout link");
+    assert!(!link.contains(":8080/"), "{link}");
+    let page = reqwest::get(&link).await.expect("the page answers");
+    let status = page.status();
+    let html = page.text().await.expect("html");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{link}: {html}");
+    assert!(html.contains("R$ 20,00"), "{html}");
+}
