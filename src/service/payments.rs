@@ -314,21 +314,13 @@ impl Payments<'_> {
                 let text = (Texts::of(charge.meio).em_processamento)(charge.amount, &cartao);
                 (Settled::Processing, text, None)
             }
-            FlowStatus::Falhou => {
-                // Refunded before it is moved: a refund that fails leaves the charge for the next
-                // sweep. Asked twice, the provider answers the same refund (its id is the payment's).
-                self.refund(charge, e2e).await?;
-                if !self.moved(charge, ChargeStatus::Devolvida).await? {
-                    return Ok(Settled::Nothing);
-                }
-                let why = Handover::NotCredited(&ran.output.execucao_id);
-                let case = self.hand_to_a_person(charge, e2e, why).await?;
-                let mut text = (Texts::of(charge.meio).devolvido)(charge.amount, &cartao);
-                if let Some(line) = case {
-                    text = format!("{text}\n{line}");
-                }
-                (Settled::Refunded, text, None)
-            }
+            FlowStatus::Falhou => match self
+                .returned(charge, e2e, &ran.output.execucao_id, &cartao)
+                .await?
+            {
+                Some(text) => (Settled::Refunded, text, None),
+                None => return Ok(Settled::Nothing),
+            },
         };
         let ended = settled != Settled::Processing;
         self.tell(charge, text, template, ended).await?;
@@ -336,6 +328,31 @@ impl Payments<'_> {
             self.offer_automatic(charge).await;
         }
         Ok(settled)
+    }
+
+    /// A paid charge whose recharge failed: refunded before it is moved (a refund that fails leaves it
+    /// for the next sweep; asked twice, the provider answers the same refund, its id the payment's),
+    /// then a person gets the case. What the card holder is told, the case's line after it; `None`
+    /// when another caller moved it first.
+    async fn returned(
+        &self,
+        charge: &PixCharge,
+        e2e: &str,
+        execucao_id: &str,
+        cartao: &str,
+    ) -> Result<Option<String>, PaymentError> {
+        self.refund(charge, e2e).await?;
+        if !self.moved(charge, ChargeStatus::Devolvida).await? {
+            return Ok(None);
+        }
+        let case = self
+            .hand_to_a_person(charge, e2e, Handover::NotCredited(execucao_id))
+            .await?;
+        let text = (Texts::of(charge.meio).devolvido)(charge.amount, cartao);
+        Ok(Some(match case {
+            Some(line) => format!("{text}\n{line}"),
+            None => text,
+        }))
     }
 
     /// After `charge`'s receipt: the offer of a recharge that happens by itself (where Pix Automático
