@@ -170,7 +170,11 @@ async fn a_batch_killed_mid_way_finishes_on_rerun_and_charges_each_line_once() {
     rerun.args(["batch", "--concurrency", "4"]).arg(&file);
     let out = output(rerun).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // A line that did not conclude is shown whole (its stages say why): seen once under a loaded
+    // machine's full suite, never alone.
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let not_concluded: Vec<&str> = stdout.lines().filter(|l| !l.contains("\"concluido\"")).collect();
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{not_concluded:#?}");
     assert!(stderr.contains("já estavam de uma execução anterior"), "{stderr}");
     let by_line = results(&out.stdout);
     assert_eq!(by_line.len(), 60, "every line once, earlier ones included");
