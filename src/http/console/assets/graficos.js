@@ -11,6 +11,8 @@
   var cores = ["#1f5fa8", "#d9822b", "#2e8b57", "#a23b72", "#6c757d", "#c0392b", "#17a2b8"];
   Chart.defaults.animation = false;
   Chart.defaults.maintainAspectRatio = false;
+  // Axes and tooltips in pt-BR numbers (12,5; 1.200), as the tables beside them.
+  Chart.defaults.locale = "pt-BR";
 
   function desenhar(id, config) {
     var canvas = document.getElementById(id);

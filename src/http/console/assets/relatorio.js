@@ -7,6 +7,8 @@
   var dados = JSON.parse(fonte.textContent);
   Chart.defaults.animation = false;
   Chart.defaults.maintainAspectRatio = false;
+  // Axes and tooltips in pt-BR numbers (12,5; 1.200), as the tables beside them.
+  Chart.defaults.locale = "pt-BR";
   function desenhar(id, config) {
     var canvas = document.getElementById(id);
     if (!canvas) { return; }
