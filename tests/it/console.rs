@@ -510,6 +510,13 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         stages.contains("rf01_preparar_consulta") && stages.contains("rf05"),
         "{stages}"
     );
+    // A support agent reads a line per stage, not its JSON (an administrator's "Detalhes técnicos").
+    assert!(stages.contains("Consulta de saldo preparada."), "{stages}");
+    let source = b.source().await;
+    assert!(
+        !source.contains("detalhes-tecnicos") && !source.contains("x-idempotency-key"),
+        "JSON shown to support"
+    );
     let facts = b.text("dl.ficha").await;
     assert!(
         facts.contains("Política") && facts.contains("R$ 1.000,00"),

@@ -22,6 +22,7 @@ mod report;
 mod dashboard;
 pub(crate) mod keys;
 mod pages;
+mod stages;
 pub(crate) mod session;
 
 pub(crate) use keys::ConsoleConfig;

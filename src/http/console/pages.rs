@@ -903,7 +903,9 @@ pub(super) async fn flow(State(state): State<AppState>, staff: Staff, Path(id): 
     let stages: Vec<Value> = run
         .stages
         .iter()
-        .map(|(etapa, saida)| context! { etapa => etapa, saida => pretty(saida) })
+        .map(|(etapa, saida)| {
+            context! { etapa => etapa, resumo => super::stages::summary(etapa, saida), saida => pretty(saida) }
+        })
         .collect();
     render(
         StatusCode::OK,
