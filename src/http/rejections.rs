@@ -75,7 +75,7 @@ fn rejection(status: StatusCode, text: &str) -> ApiError {
                 )
             } else if text.starts_with("Failed to parse the request body as JSON") {
                 ("corpo", "o corpo não é JSON válido".to_owned())
-            } else if text.starts_with("Invalid URL") || text.contains("path") && field.is_none() {
+            } else if text.starts_with("Invalid URL") || text.starts_with("Wrong number of path arguments") {
                 ("caminho", "um parâmetro do caminho tem o tipo errado".to_owned())
             } else {
                 let f = field.as_deref().unwrap_or("corpo");
