@@ -12,7 +12,7 @@ pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<Exit
     // What keeps `eval` from giving a verdict exits 2, like a case the model server failed: 1 is the
     // verdict "worse".
     let no_verdict = |message: String| {
-        say_error(&message.to_string());
+        say_error(&message);
         Ok(ExitCode::from(2))
     };
     let paths = if args.corpus.is_empty() {

@@ -94,7 +94,7 @@ pub(super) async fn read_input(path: &str) -> std::io::Result<Vec<u8>> {
 pub(super) async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) -> anyhow::Result<ExitCode> {
     use crate::batch::{self, BatchError, LineDefaults, Options, progress};
     let refuse = |message: String| {
-        say_error(&message.to_string());
+        say_error(&message);
         Ok(ExitCode::from(EXIT_INPUT))
     };
     let bytes = match read_input(&args.input).await {
