@@ -93,7 +93,7 @@ pub use runs::report as runs_report;
 pub use service::{
     Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services, ServicesConfig,
     automatico::PassFigures, automatico::port as automatic_port, board::BOARD, budgets::Orcamento,
-    budgets::Standing, cases::CaseError, cases::HandoffConfig, cases::SupportAgent,
+    budgets::Standing, cases::CaseError, cases::HandoffConfig, cases::Proposal, cases::SupportAgent,
     complaints::payments_port, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
     payments::Settled, payments::card_port, payments::pix_port, teams::Equipe,
 };

@@ -153,6 +153,8 @@ pub(super) struct ConversationView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct MessageView {
+    /// The message's id (`msg_<n>`): a late message's is the one its webhook and event carry.
+    pub message_id: String,
     /// `user`, `assistant`, or `human_agent` (a support agent who had the conversation).
     pub role: String,
     /// The support agent's name, for their messages.
@@ -324,6 +326,7 @@ pub(super) async fn show(
                 _ => return None,
             };
             Some(MessageView {
+                message_id: super::webhooks::message_public_id(m.id),
                 role: role.into(),
                 name,
                 text: mask_cards_except(&text, &codes),

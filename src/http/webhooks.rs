@@ -3,7 +3,7 @@
 //! Two ways, the same events:
 //!
 //! - **Signed webhooks** (`[[http.webhooks]]`, one per tenant), in the Standard Webhooks format:
-//!   `webhook-id` (the outbox item's, the same on every retry, so a receiver dedupes),
+//!   `webhook-id` (the message's, the same on every retry, so a receiver dedupes),
 //!   `webhook-timestamp` (seconds) and `webhook-signature: v1,<base64 HMAC-SHA256 of
 //!   "id.timestamp.body">`, one per secret during a rotation. They go out from the outbox as any
 //!   channel's replies do: in order per conversation, retried, dead-lettered with their reason.
@@ -11,7 +11,10 @@
 //!   each late message stored since the connection (or since `Last-Event-ID`), its id the message's.
 //!
 //! The body is one JSON object: `{"type": "message.created", "timestamp", "data": {"conversation_id",
-//! "message_id", "role", "text", "pix"?, "cartao"?}}`; the card masked, payment codes whole.
+//! "message_id", "role", "name"?, "text", "pix"?, "cartao"?, "buttons"?}}`; the card masked, payment
+//! codes whole. A message is one message everywhere: its id (`msg_<n>`), time and role are the stored
+//! message's in the webhook, the event stream and `GET /v1/conversations/{id}` (a person's words are
+//! `human_agent`, their name in `name`, never in the text).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,14 +61,57 @@ pub(crate) fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> S
         .join(" ")
 }
 
+/// A late message as an integrator reads it, in the webhook, the event stream and
+/// `GET /v1/conversations/{id}` alike: the stored message's id and time, `assistant` or `human_agent`
+/// (with the person's `name`), its own words.
+struct Late<'a> {
+    /// Its public id ([`message_public_id`]).
+    id: String,
+    at: DateTime<Utc>,
+    role: &'static str,
+    name: Option<&'a str>,
+    text: &'a str,
+}
+
+impl<'a> Late<'a> {
+    /// `m` as a late message: said outside a turn (no execution), by the product or a person.
+    fn of(m: &'a crate::store::StoredMessage) -> Option<Self> {
+        if m.execucao_id.is_some() {
+            return None;
+        }
+        let (role, name, text) = match &m.message {
+            ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => ("assistant", None, t.as_str()),
+            ChatMessage::HumanAgent { name, content } => ("human_agent", Some(name.as_str()), content.as_str()),
+            _ => return None,
+        };
+        Some(Self {
+            id: message_public_id(m.id),
+            at: m.created_at,
+            role,
+            name,
+            text,
+        })
+    }
+}
+
+/// The public id of the stored message `id`: `msg_<id>`, the same in every way it is read.
+pub(crate) fn message_public_id(id: i64) -> String {
+    format!("msg_{id}")
+}
+
+/// The stored message id in a public one (`msg_<id>`, or the bare number).
+fn message_id_in(public: &str) -> Option<i64> {
+    let public = public.trim();
+    public.strip_prefix("msg_").unwrap_or(public).parse().ok()
+}
+
 /// The event a late message is: `data` holds the text and, for a reply that carries a payment, its
 /// fields as the HTTP reply has them.
 async fn event_body(
     pix: &dyn PixStore,
-    (conversation_id, message_id): (&str, &str),
-    (role, text): (&str, &str),
+    conversation_id: &str,
+    late: &Late<'_>,
     files: &[vt_actions::FileContent],
-    at: DateTime<Utc>,
 ) -> Value {
     // Cards masked; the conversation's own payment codes whole (its person's to copy).
     let codes: Vec<String> = pix
@@ -77,10 +123,13 @@ async fn event_body(
         .collect();
     let mut data = json!({
         "conversation_id": conversation_id,
-        "message_id": message_id,
-        "role": role,
-        "text": vt_actions::vt::card::mask_cards_except(text, &codes),
+        "message_id": late.id,
+        "role": late.role,
+        "text": vt_actions::vt::card::mask_cards_except(late.text, &codes),
     });
+    if let Some(name) = late.name {
+        data["name"] = json!(name);
+    }
     if let Some(p) = super::conversations::pix_of(pix, files).await {
         data["pix"] = json!({"copia_e_cola": p.copia_e_cola, "qr_png_base64": p.qr_png_base64, "expira_em": p.expira_em});
     }
@@ -88,7 +137,7 @@ async fn event_body(
         data["cartao"] = json!({"link": c.link, "expira_em": c.expira_em});
     }
     // Quick replies (the satisfaction question's 1–5): send the `id` back as the next text.
-    if let Some(choices) = crate::service::late_choices(text) {
+    if let Some(choices) = crate::service::late_choices(late.text) {
         let buttons: Vec<Value> = choices
             .iter()
             .enumerate()
@@ -96,7 +145,7 @@ async fn event_body(
             .collect();
         data["buttons"] = json!(buttons);
     }
-    json!({"type": "message.created", "timestamp": at, "data": data})
+    json!({"type": "message.created", "timestamp": late.at, "data": data})
 }
 
 /// Where each tenant's webhook goes, and its keys.
@@ -143,6 +192,26 @@ impl WebhookSender {
         }
     }
 
+    /// The stored message `item` carries, when it names one.
+    async fn stored_message(
+        &self,
+        conversation_id: &str,
+        item: &OutboxItem,
+    ) -> Result<Option<crate::store::StoredMessage>, SendError> {
+        let Some(id) = item.message_id else {
+            return Ok(None);
+        };
+        let after = self
+            .conversations
+            .messages_after(conversation_id, id - 1)
+            .await
+            .map_err(|e| SendError::Retry {
+                reason: format!("store: {e}"),
+                after: None,
+            })?;
+        Ok(after.into_iter().find(|m| m.id == id))
+    }
+
     /// The tenants whose late messages it pushes.
     pub(crate) fn tenants(&self) -> impl Iterator<Item = &str> {
         self.targets.keys().map(String::as_str)
@@ -171,15 +240,23 @@ impl ChannelSender for WebhookSender {
         let Some(target) = self.targets.get(&conv.tenant_id) else {
             return Ok(None);
         };
-        let id = format!("msg_{}", item.id);
-        let body = event_body(
-            self.pix.as_ref(),
-            (&conv.id, &id),
-            ("assistant", &reply.text),
-            &reply.files,
-            Utc::now(),
-        )
-        .await;
+        let stored = self.stored_message(&conv.id, item).await?;
+        let late = stored.as_ref().and_then(Late::of);
+        // An item queued before items named their message: its own id, its text as it was queued.
+        let late = late.unwrap_or(Late {
+            id: format!("outbox_{}", item.id),
+            at: Utc::now(),
+            role: "assistant",
+            name: None,
+            text: &reply.text,
+        });
+        let id = late.id.clone();
+        let mut body = event_body(self.pix.as_ref(), &conv.id, &late, &reply.files).await;
+        // A recharge waiting for the card holder's confirmation (a support agent's proposal): the
+        // same buttons as a turn's answer has.
+        if reply.confirmation.is_some() {
+            body["data"]["buttons"] = json!([{"id": "sim", "title": "Confirmar"}, {"id": "não", "title": "Cancelar"}]);
+        }
         let body = vt_actions::json::to_bytes(&body).map_err(|e| SendError::Permanent(e.to_string()))?;
         let timestamp = Utc::now().timestamp();
         let answer = self
@@ -243,7 +320,7 @@ pub(super) async fn events(
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<i64>().ok());
+        .and_then(message_id_in);
     // Without a place to resume from, only what is said from now on.
     let after = match (resume, &existing) {
         (Some(last), _) => last,
@@ -292,33 +369,17 @@ pub(super) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-/// A stored message as an event, when it is a late one: said outside a turn (no execution), by the
-/// product or a person.
+/// A stored message as an event, when it is a late one ([`Late::of`]).
 async fn late_event(
     pix: &dyn PixStore,
     conversation_id: &str,
     m: &crate::store::StoredMessage,
 ) -> Option<Event> {
-    if m.execucao_id.is_some() {
-        return None;
-    }
-    let (role, text) = match &m.message {
-        ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => ("assistant", t.as_str()),
-        ChatMessage::HumanAgent { content, .. } => ("human_agent", content.as_str()),
-        _ => return None,
-    };
-    let message_id = m.id.to_string();
-    let body = event_body(
-        pix,
-        (conversation_id, &message_id),
-        (role, text),
-        &[],
-        m.created_at,
-    )
-    .await;
+    let late = Late::of(m)?;
+    let body = event_body(pix, conversation_id, &late, &[]).await;
     Some(
         Event::default()
-            .id(message_id)
+            .id(late.id)
             .event("message.created")
             .data(body.to_string()),
     )

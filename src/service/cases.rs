@@ -442,7 +442,7 @@ pub(super) fn in_case(open: Option<Case>, conv: &Conversation, msg: &Inbound, no
 /// A recharge a support agent proposes to the card holder: `valor` in the policy's currency, the card
 /// (one the card holder gave in the conversation), and how to pay (`pix`, `boleto`, `cartao`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Proposal {
+pub struct Proposal {
     pub valor: String,
     pub cartao: String,
     pub meio_pagamento: String,
@@ -451,7 +451,7 @@ pub(crate) struct Proposal {
 impl Proposal {
     /// `<valor> <cartão> <pix|boleto|cartao>` as a support agent types it; the error says what is
     /// missing (never echoing the card).
-    pub(crate) fn parse(text: &str) -> Result<Self, &'static str> {
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
         let words: Vec<&str> = text.split_whitespace().collect();
         let [valor, cartao, meio] = words[..] else {
             return Err("escreva: <valor> <cartão> <pix|boleto|cartao>");
@@ -722,7 +722,7 @@ impl Cases<'_> {
     /// The case's owner proposes a recharge: the card holder gets the usual confirmation (with buttons
     /// where the channel has them), and only their own "sim" or tap confirms it. Nothing here moves
     /// money. Returns what was proposed, masked.
-    pub(crate) async fn propose_recharge(
+    pub async fn propose_recharge(
         self,
         id: &str,
         agent: SupportAgent<'_>,

@@ -637,6 +637,9 @@ pub struct OutboxItem {
     pub max_attempts: i32,
     pub next_attempt_at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// The stored message of its conversation this item carries (a late message), whose id and time
+    /// it is known by wherever it is read.
+    pub message_id: Option<i64>,
 }
 
 /// Everything a turn changes, written at once.

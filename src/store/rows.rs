@@ -171,6 +171,7 @@ pub(crate) fn outbox_item(row: &impl Columns) -> Result<OutboxItem, StoreError> 
         max_attempts: row.value("max_attempts")?,
         next_attempt_at: row.time("next_attempt_at")?,
         last_error: row.value("last_error")?,
+        message_id: row.value("message_id")?,
     })
 }
 

@@ -434,6 +434,7 @@ async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         last_error: None,
+        message_id: None,
     };
     let reply = vt_agent::ReplyPayload::of(&item).expect("a reply");
     assert_eq!(

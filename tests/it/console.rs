@@ -757,8 +757,9 @@ async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
     assert_eq!(last["name"], "suporte");
 
     // A proposal: the card holder reads the confirmation; only their "sim" charges, once.
+    // The card is picked from the ones the card holder gave (masked), never typed.
+    assert_eq!(b.text("#cartao").await.trim(), "****8901");
     b.type_into("#valor", "20").await;
-    b.type_into("#cartao", CARD).await;
     b.submit("#propor").await;
     let proposed = b.text(".aviso.ok").await;
     assert!(proposed.contains("****8901"), "{proposed}");

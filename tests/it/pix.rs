@@ -1374,6 +1374,7 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
         last_error: None,
+        message_id: None,
     };
     let reply = vt_agent::ReplyPayload::of(&item).expect("a reply");
     let sent = sender.send(&item, &reply).await.expect("sent");

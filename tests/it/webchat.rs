@@ -1163,3 +1163,62 @@ async fn the_satisfaction_question_comes_with_its_scale_as_quick_replies() {
     let thanked = stream.until("Obrigado pela avaliação").await;
     assert!(!thanked.is_empty());
 }
+
+/// A recharge a support agent proposes reaches the web chat with Confirmar / Cancelar under it (on
+/// 80722d3 it came as text alone), and the person's tap confirms it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_support_agents_proposal_reaches_the_web_chat_with_its_buttons() {
+    let origin = "http://localhost:8124";
+    let chat = Arc::new(chat_harness_paying().await);
+    let s = serve(chat.clone(), &webchat(origin, 20)).await;
+    let mut page = Page::new(&s.url, origin);
+    page.open("acme", None).await;
+    page.say("saldo do cartão 1234567890").await;
+    page.say("quero falar com um atendente").await;
+    let conv = page.conversation_id();
+    let case = chat
+        .store
+        .open_case_of(&conv)
+        .await
+        .expect("read")
+        .expect("a case");
+    let agent = vt_agent::SupportAgent {
+        login: "carla",
+        name: "Carla",
+        tenant: None,
+    };
+    chat.service.cases().claim_case(&case.id, agent).await.expect("claim");
+    let mut stream = page.events(None).await;
+    stream.until_quiet(Duration::from_millis(500)).await;
+    let proposal = vt_agent::Proposal::parse("20 1234567890 pix").expect("a proposal");
+    chat.service
+        .cases()
+        .propose_recharge(&case.id, agent, &proposal)
+        .await
+        .expect("proposed");
+    let came = stream.until("Confirma").await;
+    let (_, asked) = came
+        .iter()
+        .find(|(_, e)| text(e).contains("Confirma"))
+        .expect("the question");
+    let buttons = asked["botoes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        buttons.iter().map(|b| b["titulo"].clone()).collect::<Vec<_>>(),
+        [json!("Confirmar"), json!("Cancelar")],
+        "{asked}"
+    );
+    assert_eq!(chat.recharges(), 0, "a proposal moves no money");
+    let tapped = page
+        .post(&json!({"id": "toque-1", "texto": "Confirmar", "toque": buttons[0]["toque"]}))
+        .await;
+    assert_eq!(tapped.status(), 200);
+    let after: Value = tapped.json().await.expect("json");
+    assert_eq!(after["botoes"], json!([]), "{after}");
+    let again = page
+        .post(&json!({"id": "toque-2", "texto": "Confirmar", "toque": buttons[0]["toque"]}))
+        .await;
+    assert_eq!(again.status(), 200);
+    let charges = chat.store.conversation_charges(&conv).await.expect("charges");
+    assert_eq!(charges.len(), 1, "one Pix charge, however often it is tapped");
+    assert_eq!(chat.recharges(), 0, "no money before the Pix is paid");
+}

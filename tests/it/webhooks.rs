@@ -286,3 +286,180 @@ async fn the_event_stream_may_be_opened_before_its_conversation_exists() {
     assert!(text.contains("Pagamento recebido"), "{streamed:?}");
     stop(child);
 }
+
+/// Signs in to the console of the `serve` at `url` with `key`: the session cookie and the CSRF token
+/// of the page at `page`.
+async fn console_session(http: &reqwest::Client, url: &str, key: &str, page: &str) -> (String, String) {
+    let token_of = |html: &str| {
+        let start = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+        html[start..start + 64].to_owned()
+    };
+    let form = http.get(format!("{url}/console")).send().await.expect("page");
+    let cookie = form.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    let token = token_of(&form.text().await.expect("html"));
+    let signed = http
+        .post(format!("{url}/console/entrar"))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string([("chave", key), ("csrf", token.as_str())]).expect("form"))
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(signed.status(), 303);
+    let session = signed
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("vt_console="))
+        .expect("a session")
+        .split(';')
+        .next()
+        .expect("pair")
+        .to_owned();
+    let html = http
+        .get(format!("{url}{page}"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    (session, token_of(&html))
+}
+
+/// A person's reply in a case reaches the integrator as one message: the webhook, the event stream and
+/// `GET /v1/conversations/{id}` give it the same id, time and role (`human_agent`, the name apart from
+/// the words); a stream resumes after the id the webhook carried. (On 80722d3 the webhook said
+/// `msg_<outbox item>`, `assistant` and "carla: …", the stream `<message>` and `human_agent`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
+    const KEY: &str = "chave-suporte-de-teste-0123456789";
+    let (hook, received) = receiver().await;
+    let data = tempfile::tempdir().expect("tmp");
+    let config = data.path().join("vt-agent.toml");
+    let hash = vt_agent::key_hash(KEY);
+    std::fs::write(
+        &config,
+        format!(
+            "[outbox.retry]\nattempts = 5\nbackoff_ms = 200\n\n[[http.webhooks]]\ntenant = \"default\"\nurl = \"{hook}\"\nsecrets = [\"{SECRET}\"]\n\n[[http.api_keys]]\nname = \"carla\"\nsha256 = \"{hash}\"\ntenant = \"default\"\nrole = \"support\"\n"
+        ),
+    )
+    .expect("config");
+    let (child, url) = serve(&data, &config);
+    let http = crate::console::no_redirects();
+    let say = |text: &str| {
+        http.post(format!("{url}/v1/conversations/c-um/messages"))
+            .header("authorization", format!("Bearer {KEY}"))
+            .json(&serde_json::json!({"text": text, "user": {"id": "u-um"}}))
+            .send()
+    };
+    say("quero falar com um atendente").await.expect("ask");
+    let stream = http
+        .get(format!("{url}/v1/conversations/c-um/events"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send()
+        .await
+        .expect("events");
+    let (session, _) = console_session(&http, &url, KEY, "/console/fila").await;
+    let queue = http
+        .get(format!("{url}/console/fila"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("queue")
+        .text()
+        .await
+        .expect("html");
+    let at = queue.find("/console/cases/").expect("the case in the queue") + 15;
+    let case: String = queue[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let page = format!("/console/cases/{case}");
+    let (session, token) = console_session(&http, &url, KEY, &page).await;
+    for (action, text) in [("assumir", ""), ("responder", "Olá, posso ajudar.")] {
+        let done = http
+            .post(format!("{url}{page}/{action}"))
+            .header("cookie", &session)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string([("csrf", token.as_str()), ("texto", text)]).expect("form"))
+            .send()
+            .await
+            .expect("act");
+        assert!(done.status().is_success() || done.status().is_redirection(), "{action}: {}", done.status());
+    }
+    // A proposal names a card by the page's sealed reference: a typed number is refused.
+    let typed = http
+        .post(format!("{url}{page}/propor"))
+        .header("cookie", &session)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([("csrf", token.as_str()), ("valor", "20"), ("cartao", "1234567890"), ("meio", "pix")])
+                .expect("form"),
+        )
+        .send()
+        .await
+        .expect("propose");
+    let said = typed
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
+        .map(|l| percent_encoding::percent_decode_str(&l.replace('+', " ")).decode_utf8_lossy().into_owned())
+        .unwrap_or_default();
+    assert!(said.contains("escolha um dos cartões do cliente"), "{said}");
+    let pushed = wait_for(&received, 1).await;
+    let (hook_id, hooked) = pushed
+        .iter()
+        .find(|(_, e)| e["data"]["role"] == "human_agent")
+        .cloned()
+        .unwrap_or_else(|| panic!("the person's reply pushed: {pushed:?}"));
+    assert_eq!(hooked["data"]["text"], "Olá, posso ajudar.", "the words alone: {hooked}");
+    assert_eq!(hooked["data"]["name"], "carla");
+    assert_eq!(hooked["data"]["message_id"], hook_id.as_str());
+    let streamed = events(stream, pushed.len()).await;
+    let (event_id, event) = streamed
+        .iter()
+        .find(|(_, e)| e["data"]["role"] == "human_agent")
+        .cloned()
+        .unwrap_or_else(|| panic!("the person's reply streamed: {streamed:?}"));
+    assert_eq!(event_id, hook_id, "one id");
+    assert_eq!(event, hooked, "one message, the same body");
+    let view: Value = http
+        .get(format!("{url}/v1/conversations/c-um"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send()
+        .await
+        .expect("view")
+        .json()
+        .await
+        .expect("json");
+    let read = view["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["message_id"] == hook_id.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("the same id in the conversation: {view}"));
+    assert_eq!(read["role"], "human_agent");
+    assert_eq!(read["name"], "carla");
+    let time = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("time");
+    assert_eq!(time(&read["at"]), time(&hooked["timestamp"]), "one time");
+    // Resuming after the webhook's id gives nothing already had.
+    let resumed = http
+        .get(format!("{url}/v1/conversations/c-um/events"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("last-event-id", &hook_id)
+        .send()
+        .await
+        .expect("events");
+    say("obrigado").await.expect("thanks");
+    let after = tokio::time::timeout(Duration::from_secs(2), events(resumed, 1)).await;
+    assert!(after.is_err(), "nothing after the last message: {after:?}");
+    stop(child);
+}

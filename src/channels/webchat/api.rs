@@ -491,16 +491,10 @@ async fn run(state: &WebchatState, inbound: Inbound) -> Result<Handled, Response
 
 /// What to offer under the turn's answers.
 fn offer(handled: &Handled, language: &str) -> serde_json::Value {
-    let buttons: Vec<_> = handled
+    let buttons = handled
         .awaiting_confirmation
-        .iter()
-        .flat_map(|id| {
-            [
-                json!({"titulo": "Confirmar", "toque": {"recarga": id, "confirmar": true}}),
-                json!({"titulo": "Cancelar", "toque": {"recarga": id, "confirmar": false}}),
-            ]
-        })
-        .collect();
+        .as_deref()
+        .map_or_else(|| json!([]), super::events::confirm_buttons);
     json!({
         "botoes": buttons,
         "escolhas": handled.choices,

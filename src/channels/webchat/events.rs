@@ -3,7 +3,9 @@
 //! `Last-Event-ID` (or `?ultimo=`) starts after it, so a reconnect neither loses nor repeats one; a
 //! stream opened without one starts with the conversation's latest messages (its history).
 //!
-//! An event is `{"id", "papel", "nome"?, "texto", "em", "pix"?, "cartao"?, "boleto"?, "historico"?}`
+//! An event is `{"id", "papel", "nome"?, "texto", "em", "pix"?, "cartao"?, "boleto"?, "escolhas"?,
+//! "botoes"?, "historico"?}` (`botoes`: confirm / cancel under the message that asks for a recharge's
+//! confirmation, however it was asked)
 //! (`historico`: said before the stream opened, so not new to the person): cards masked,
 //! the conversation's own payment codes whole, and a message that shows one carries it apart — a Pix
 //! code with its QR image, a card checkout's link, a boleto's checked line — for the widget's buttons.
@@ -77,11 +79,17 @@ pub(super) fn stream(
                 }
                 let charges = sources.pix.conversation_charges(&id).await.unwrap_or_default();
                 let history = after.is_none();
+                let asks = asking_to_confirm(sources.conversations.as_ref(), &id, &messages).await;
                 for m in fresh {
                     after = Some(m.id);
                     if let Some(mut body) = body(m, &charges) {
                         if history {
                             body["historico"] = json!(true);
+                        }
+                        if let Some((asked, recharge)) = &asks
+                            && *asked == m.id
+                        {
+                            body["botoes"] = confirm_buttons(recharge);
                         }
                         let mut event = Event::default()
                             .id(m.id.to_string())
@@ -122,6 +130,31 @@ async fn wait((turned, said): &mut (broadcast::Receiver<String>, broadcast::Rece
             },
         }
     }
+}
+
+/// The message that asks the person to confirm a recharge, and the recharge: the conversation's
+/// newest message, when it is the agent's and a recharge waits for confirmation — however it was
+/// asked (the person's own request, or a support agent's proposal, which reaches the widget only here).
+async fn asking_to_confirm(
+    conversations: &dyn ConversationStore,
+    id: &str,
+    messages: &[StoredMessage],
+) -> Option<(i64, String)> {
+    let newest = messages.last()?;
+    if !matches!(&newest.message, ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty()) {
+        return None;
+    }
+    let conv = conversations.conversation(id).await.ok()??;
+    let recharge = vt_actions::tools::RecargaPendente::id_in(&conv.state)?;
+    Some((newest.id, recharge))
+}
+
+/// Confirm and cancel, as the widget offers them: a tap sends the recharge's id back.
+pub(super) fn confirm_buttons(recharge: &str) -> Value {
+    json!([
+        {"titulo": "Confirmar", "toque": {"recarga": recharge, "confirmar": true}},
+        {"titulo": "Cancelar", "toque": {"recarga": recharge, "confirmar": false}},
+    ])
 }
 
 /// A stored message the person reads: `(role, support agent's name, text)`.

@@ -333,7 +333,9 @@
       return;
     }
     bubble(m).setAttribute('data-id', String(m.id));
-    if (!m.historico && m.escolhas && m.escolhas.length) { options([], m.escolhas); }
+    if (!m.historico && ((m.escolhas && m.escolhas.length) || (m.botoes && m.botoes.length))) {
+      options(m.botoes || [], m.escolhas || []);
+    }
     if (ui.panel.hidden && m.papel !== 'user' && !m.historico) { unread += 1; showUnread(); }
   }
 

@@ -107,6 +107,24 @@ pub(super) async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result
 }
 
 /// The conversation's chat lines as the case page shows them (masked, its payment codes whole).
+/// The cards the card holder gave in the case's conversation, as the proposal form offers them: each
+/// masked, its value a sealed reference ([`super::keys::Keys::seal_card`]) — the agent picks one
+/// without the card on the page, and can propose only to a card the person gave.
+async fn cards_to_propose(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+    let Some(conv) = state.stores.conversations.conversation(&case.conversation_id).await? else {
+        return Ok(Vec::new());
+    };
+    Ok(vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory)
+        .iter()
+        .map(|card| {
+            context! {
+                rotulo => vt_actions::vt::card::mask_card(card),
+                referencia => state.console.keys.seal_card(card),
+            }
+        })
+        .collect())
+}
+
 async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
     let codes = super::pages::codes_of(state, &case.conversation_id).await?;
     super::chat::lines(state, &case.conversation_id, &codes).await
@@ -157,14 +175,15 @@ pub(super) async fn page(
         Ok(c) => c,
         Err(page) => return page,
     };
-    let (msgs, payments, clocks) = match (
+    let (msgs, payments, clocks, cards) = match (
         messages(&state, &case).await,
         super::chat::payments(&state, &case.conversation_id).await,
         state.service.cases().clocks(&case.id).await,
+        cards_to_propose(&state, &case).await,
     ) {
-        (Ok(m), Ok(p), Ok(c)) => (m, p, c),
-        (Err(e), _, _) | (_, Err(e), _) => return store_failed(&staff, &e),
-        (_, _, Err(e)) => return store_failed(&staff, &e),
+        (Ok(m), Ok(p), Ok(c), Ok(k)) => (m, p, c, k),
+        (Err(e), ..) | (_, Err(e), ..) | (.., Err(e)) => return store_failed(&staff, &e),
+        (_, _, Err(e), _) => return store_failed(&staff, &e),
     };
     let mine =
         case.state == CaseState::EmAtendimento && case.owner.as_deref() == Some(staff.caller.name.as_str());
@@ -207,6 +226,7 @@ pub(super) async fn page(
             pagamentos => payments,
             equipes => teams,
             equipe => case.team.clone(),
+            cartoes => cards,
             tecnico => technical,
             ..frame(Some(&staff), "cases", &title)
         },
@@ -282,12 +302,11 @@ async fn act(
             .map(|()| "Mensagem enviada.".to_owned())
             .map_err(said),
         Action::Propose => {
-            let typed = format!(
-                "{} {} {}",
-                form.valor.trim(),
-                form.cartao.trim(),
-                form.meio.trim()
-            );
+            // The card comes as the sealed reference the page offered, never typed.
+            let Some(card) = state.console.keys.open_card(form.cartao.trim()) else {
+                return Err("Proposta não enviada: escolha um dos cartões do cliente (recarregue a página se ela ficou aberta por muito tempo).".to_owned());
+            };
+            let typed = format!("{} {card} {}", form.valor.trim(), form.meio.trim());
             match Proposal::parse(&typed) {
                 Err(why) => Err(format!("Proposta não enviada: {why}.")),
                 Ok(p) => service

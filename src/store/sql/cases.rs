@@ -246,12 +246,12 @@ impl<S: Sql> CaseStore for S {
         said: Option<&CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut statements = vec![super::write::said_outside_a_turn(conversation_id, message, now)?];
-        for item in outbox {
-            statements.push(super::outbox::insert(item, now)?);
+        let mut tx = self.begin().await?;
+        super::outbox::say_late(&mut tx, conversation_id, message, outbox, now).await?;
+        if let Some(line) = said {
+            tx.execute(event(line)).await?;
         }
-        statements.extend(said.map(event));
-        self.write_all(statements).await
+        tx.commit().await
     }
 
     async fn note_case(

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Dialect, Sql, Stmt};
+use super::{Dialect, Sql, Stmt, Tx};
+use crate::llm::ChatMessage;
 use crate::store::rows::{self, Columns};
 use crate::store::{NewOutboxItem, OutboxItem, OutboxStatus, OutboxStore, StoreError};
 
@@ -26,7 +27,7 @@ macro_rules! claim {
             $lock,
             ")
      RETURNING id, kind, destination, payload, conversation_id, status, attempts, max_attempts,
-         next_attempt_at, last_error"
+         next_attempt_at, last_error, message_id"
         )
     };
 }
@@ -42,9 +43,18 @@ const STATUSES_POSTGRES: &str =
 /// The insert of one outbox item, returning its id (a turn's items go in one multi-row insert of its
 /// backend's writes).
 pub(crate) fn insert(item: &NewOutboxItem, now: DateTime<Utc>) -> Result<Stmt, StoreError> {
+    insert_carrying(item, None, now)
+}
+
+/// [`insert`] of an item that carries the stored message `message_id`.
+fn insert_carrying(
+    item: &NewOutboxItem,
+    message_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Stmt, StoreError> {
     Stmt::new(
-        "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        "INSERT INTO outbox (kind, destination, payload, max_attempts, next_attempt_at, created_at, conversation_id, status, message_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
     )
     .bind(&item.kind)
     .bind(&item.destination)
@@ -55,7 +65,28 @@ pub(crate) fn insert(item: &NewOutboxItem, now: DateTime<Utc>) -> Result<Stmt, S
             .bind(now)
             .bind(&item.conversation_id)
             .bind(item.status.as_str())
+            .bind(message_id)
     })
+}
+
+/// `message`, said in `conversation_id` outside a turn, and the `outbox` items that carry it, inside
+/// `tx`: each item names the message's id, so every way it reaches an integrator gives it that id.
+pub(crate) async fn say_late<T: Tx>(
+    tx: &mut T,
+    conversation_id: &str,
+    message: &ChatMessage,
+    outbox: &[NewOutboxItem],
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let stored = tx
+        .fetch_optional(super::write::said_outside_a_turn(conversation_id, message, at)?)
+        .await?
+        .ok_or_else(|| StoreError::Invalid("a mensagem gravada não devolveu id".into()))?;
+    let id: i64 = stored.value("id")?;
+    for item in outbox {
+        tx.execute(insert_carrying(item, Some(id), at)?).await?;
+    }
+    Ok(())
 }
 
 #[async_trait]

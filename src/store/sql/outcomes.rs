@@ -272,15 +272,7 @@ impl<S: Sql> OutcomeStore for S {
                 .bind(outcome),
         )
         .await?;
-        tx.execute(super::write::said_outside_a_turn(
-            &head.conversation_id,
-            message,
-            at,
-        )?)
-        .await?;
-        for item in outbox {
-            tx.execute(super::outbox::insert(item, at)?).await?;
-        }
+        super::outbox::say_late(&mut tx, &head.conversation_id, message, outbox, at).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Sql, Stmt};
+use super::{Sql, Stmt, Tx};
 use crate::store::rows::Columns;
 use crate::store::{
     Recurrence, RecurrenceKind, RecurrenceListed, RecurrenceStatus, RecurrenceStore, RecurringCharge,
@@ -270,16 +270,15 @@ impl<S: Sql> RecurrenceStore for S {
         (message, outbox): (&crate::llm::ChatMessage, &[crate::store::NewOutboxItem]),
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut statements = vec![
+        let mut tx = self.begin().await?;
+        tx.execute(
             Stmt::new("UPDATE conversations SET state = $1 WHERE id = $2")
                 .sealed(state)?
                 .bind(conversation_id),
-            super::write::said_outside_a_turn(conversation_id, message, at)?,
-        ];
-        for item in outbox {
-            statements.push(super::outbox::insert(item, at)?);
-        }
-        self.write_all(statements).await
+        )
+        .await?;
+        super::outbox::say_late(&mut tx, conversation_id, message, outbox, at).await?;
+        tx.commit().await
     }
 
     async fn recurrence_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>), StoreError> {

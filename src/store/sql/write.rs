@@ -166,7 +166,7 @@ pub(crate) fn said_outside_a_turn(
 ) -> Result<Stmt, StoreError> {
     Ok(Stmt::new(
         "INSERT INTO messages (conversation_id, execucao_id, role, body, created_at, search_text) \
-         VALUES ($1, NULL, $2, $3, $4, $5)",
+         VALUES ($1, NULL, $2, $3, $4, $5) RETURNING id",
     )
     .bind(conversation_id)
     .bind(role(message))
