@@ -80,8 +80,12 @@ impl<'a> Late<'a> {
             return None;
         }
         let (role, name, text) = match &m.message {
-            ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => ("assistant", None, t.as_str()),
-            ChatMessage::HumanAgent { name, content } => ("human_agent", Some(name.as_str()), content.as_str()),
+            ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => {
+                ("assistant", None, t.as_str())
+            }
+            ChatMessage::HumanAgent { name, content } => {
+                ("human_agent", Some(name.as_str()), content.as_str())
+            }
             _ => return None,
         };
         Some(Self {
@@ -255,7 +259,8 @@ impl ChannelSender for WebhookSender {
         // A recharge waiting for the card holder's confirmation (a support agent's proposal): the
         // same buttons as a turn's answer has.
         if reply.confirmation.is_some() {
-            body["data"]["buttons"] = json!([{"id": "sim", "title": "Confirmar"}, {"id": "não", "title": "Cancelar"}]);
+            body["data"]["buttons"] =
+                json!([{"id": "sim", "title": "Confirmar"}, {"id": "não", "title": "Cancelar"}]);
         }
         let body = vt_actions::json::to_bytes(&body).map_err(|e| SendError::Permanent(e.to_string()))?;
         let timestamp = Utc::now().timestamp();

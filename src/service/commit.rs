@@ -111,10 +111,9 @@ impl Messages<'_> {
         crate::store::UsageRecord {
             audio_ms: listened.audio_ms,
             tokens_cached: outcome.execution.cached_tokens() as i64,
-            tenant_id: conv.tenant_id.clone(),
             custo_micro_brl: self.spending.costs.brl(&used).map(crate::costs::micro_brl),
             marcas: super::outcomes::marks(outcome, conv),
-            ..tag.usage(&conv.id, tokens, started.elapsed().as_millis(), now)
+            ..tag.usage(conv, tokens, started.elapsed().as_millis(), now)
         }
     }
 }

@@ -187,16 +187,16 @@ impl IntentTag {
         }
     }
 
-    /// The usage record of a turn with this classification.
+    /// The usage record of a turn of `conv` with this classification: the conversation's tenant's.
     fn usage(
         &self,
-        conversation_id: &str,
+        conv: &Conversation,
         tokens: (u64, u64),
         time_ms: u128,
         at: DateTime<Utc>,
     ) -> UsageRecord {
         UsageRecord {
-            conversation_id: conversation_id.to_owned(),
+            conversation_id: conv.id.clone(),
             intent_key: self.intent_key.clone(),
             action_type: self.action_type.clone(),
             tokens_input: tokens.0 as i64,
@@ -206,7 +206,7 @@ impl IntentTag {
             created_at: at,
             audio_ms: 0,
             tokens_cached: 0,
-            tenant_id: "default".into(),
+            tenant_id: conv.tenant_id.clone(),
             custo_micro_brl: Some(0),
             marcas: String::new(),
         }
@@ -871,7 +871,7 @@ impl Flows<'_> {
             .await?;
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
-            &conv.id,
+            &conv,
             (0, 0),
             started.elapsed().as_millis(),
             now,

@@ -268,6 +268,12 @@ impl Payments<'_> {
         paid_at: DateTime<Utc>,
     ) -> Result<Settled, PaymentError> {
         let mut input = recharge_of(charge)?;
+        // The run is the paying conversation's: its tenant's, and told there (below), not by a notice
+        // of the flow's own that would say something else.
+        if let Some(conv) = self.store.conversation(&charge.conversation_id).await? {
+            input.tenant_id = conv.tenant_id;
+        }
+        input.avisado_na_conversa = Some(charge.conversation_id.clone());
         if let Some(recarga) = input.recarga.as_mut() {
             recarga.meio_pagamento.tipo = charge.meio.as_str().into();
             recarga.meio_pagamento.token = Some(PaymentToken::new(e2e));

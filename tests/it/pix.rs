@@ -497,6 +497,58 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     );
 }
 
+/// A paid charge's recharge runs as the paying conversation's: counted under its tenant (on 80722d3 a
+/// `default` tenant the deployment does not have), and told only there — no notice of the flow's own
+/// ("não foi aprovada pelo meio de pagamento") beside the chat's "o valor foi devolvido".
+#[tokio::test]
+async fn a_paid_charges_recharge_is_the_paying_conversations_and_told_only_there() {
+    use vt_agent::Settled;
+    let h = crate::support::chat_harness_paying().await;
+    let msg = vt_agent::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some("c-acme".into()),
+        tenant_id: Some("acme".into()),
+        user: crate::support::user(),
+        text: "oi".into(),
+        ..Default::default()
+    };
+    h.service.messages().handle(msg).await.expect("handled");
+    let since = chrono::Utc::now() - chrono::Duration::days(400);
+    for (card, settled) in [
+        ("7777777777", Settled::Refunded),
+        ("1234567890", Settled::Credited),
+    ] {
+        let cobranca = issued(&h, "c-acme", card, 30, &format!("k-acme-{card}")).await;
+        h.sim.pix().pay(&cobranca.txid, false).expect("paid");
+        assert_eq!(
+            h.service.payments().settle(&cobranca.txid).await.expect("settle"),
+            settled
+        );
+    }
+    let notices: Vec<_> = h
+        .sim
+        .ledger()
+        .into_iter()
+        .filter(|e| e.sistema == "notificacao")
+        .collect();
+    assert!(notices.is_empty(), "told in the chat alone: {notices:?}");
+    let told = said(&h, "c-acme").await;
+    assert!(told.iter().any(|t| t.contains("devolvido")), "{told:?}");
+    assert!(
+        told.iter()
+            .any(|t| t.contains("Pagamento recebido") || t.contains("Recebemos seu Pix")),
+        "{told:?}"
+    );
+    let usage = h.store.usage_since(since).await.expect("usage");
+    let tenants: std::collections::BTreeSet<_> = usage.iter().map(|u| u.tenant_id.as_str()).collect();
+    assert!(!tenants.contains("default"), "every cost is acme's: {usage:?}");
+    let runs = h.store.flow_runs_since(since).await.expect("runs");
+    assert!(!runs.is_empty());
+    for run in runs {
+        assert_eq!(run.tenant_id.as_deref(), Some("acme"));
+    }
+}
+
 /// Two codes of one recharge (R$ 20 on card 1234567890) in conversation `conv`, both paid: the first
 /// credited, the second's payment returned. Both codes.
 async fn two_codes_paid(

@@ -1187,7 +1187,11 @@ async fn a_support_agents_proposal_reaches_the_web_chat_with_its_buttons() {
         name: "Carla",
         tenant: None,
     };
-    chat.service.cases().claim_case(&case.id, agent).await.expect("claim");
+    chat.service
+        .cases()
+        .claim_case(&case.id, agent)
+        .await
+        .expect("claim");
     let mut stream = page.events(None).await;
     stream.until_quiet(Duration::from_millis(500)).await;
     let proposal = vt_agent::Proposal::parse("20 1234567890 pix").expect("a proposal");

@@ -394,7 +394,11 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
             .send()
             .await
             .expect("act");
-        assert!(done.status().is_success() || done.status().is_redirection(), "{action}: {}", done.status());
+        assert!(
+            done.status().is_success() || done.status().is_redirection(),
+            "{action}: {}",
+            done.status()
+        );
     }
     // A proposal names a card by the page's sealed reference: a typed number is refused.
     let typed = http
@@ -402,8 +406,13 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
         .header("cookie", &session)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(
-            serde_urlencoded::to_string([("csrf", token.as_str()), ("valor", "20"), ("cartao", "1234567890"), ("meio", "pix")])
-                .expect("form"),
+            serde_urlencoded::to_string([
+                ("csrf", token.as_str()),
+                ("valor", "20"),
+                ("cartao", "1234567890"),
+                ("meio", "pix"),
+            ])
+            .expect("form"),
         )
         .send()
         .await
@@ -412,7 +421,11 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
         .headers()
         .get("location")
         .and_then(|l| l.to_str().ok())
-        .map(|l| percent_encoding::percent_decode_str(&l.replace('+', " ")).decode_utf8_lossy().into_owned())
+        .map(|l| {
+            percent_encoding::percent_decode_str(&l.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
     assert!(said.contains("escolha um dos cartões do cliente"), "{said}");
     let pushed = wait_for(&received, 1).await;
@@ -421,7 +434,10 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
         .find(|(_, e)| e["data"]["role"] == "human_agent")
         .cloned()
         .unwrap_or_else(|| panic!("the person's reply pushed: {pushed:?}"));
-    assert_eq!(hooked["data"]["text"], "Olá, posso ajudar.", "the words alone: {hooked}");
+    assert_eq!(
+        hooked["data"]["text"], "Olá, posso ajudar.",
+        "the words alone: {hooked}"
+    );
     assert_eq!(hooked["data"]["name"], "carla");
     assert_eq!(hooked["data"]["message_id"], hook_id.as_str());
     let streamed = events(stream, pushed.len()).await;
@@ -448,7 +464,8 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
         .unwrap_or_else(|| panic!("the same id in the conversation: {view}"));
     assert_eq!(read["role"], "human_agent");
     assert_eq!(read["name"], "carla");
-    let time = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("time");
+    let time =
+        |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default()).expect("time");
     assert_eq!(time(&read["at"]), time(&hooked["timestamp"]), "one time");
     // Resuming after the webhook's id gives nothing already had.
     let resumed = http

@@ -13,6 +13,9 @@ use crate::response::ActionResponse;
 use crate::vt::texts::{self, RecargaStatus};
 use crate::vt::{FlowInput, mask_card, money_json};
 
+/// Why a recharge paid in a conversation has no notice of the flow's: the conversation tells it.
+pub const AVISADO_NA_CONVERSA: &str = "avisado_na_conversa";
+
 /// The rule function.
 pub(crate) fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -> DecisaoNotificacao {
     // Nobody is told of a recharge that never existed (a value outside the policy, say): the flow's
@@ -22,6 +25,15 @@ pub(crate) fn preparar_notificacao_recarga(c: &Conciliacao, input: &FlowInput) -
             enviar_notificacao: false,
             payload: None,
             motivo: Some(super::rf08_conciliar_recarga::NAO_ENVIADA.into()),
+        };
+    }
+    // A recharge paid in a conversation is told there, by the product, in its own words (the receipt,
+    // or that the money went back): a notice of the flow's would be a second, different one.
+    if input.avisado_na_conversa.is_some() {
+        return DecisaoNotificacao {
+            enviar_notificacao: false,
+            payload: None,
+            motivo: Some(AVISADO_NA_CONVERSA.into()),
         };
     }
     let status = RecargaStatus::parse(&c.status_recarga).unwrap_or(RecargaStatus::Erro);

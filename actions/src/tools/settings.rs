@@ -64,6 +64,7 @@ impl VtSettings {
                 tipo: "usuario".into(),
                 id: ctx.user_id.clone(),
             },
+            avisado_na_conversa: None,
         }
     }
 }

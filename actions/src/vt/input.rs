@@ -33,6 +33,12 @@ pub struct FlowInput {
     pub preferencias: Preferencias,
     #[serde(default)]
     pub destinatario: Destinatario,
+    /// The conversation that tells the card holder of this recharge itself (a charge paid in a chat:
+    /// its receipt, or why the money went back): RF9 prepares no notice of its own, which would say
+    /// something else. Set by the product, never read from an input.
+    #[serde(skip_deserializing, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub avisado_na_conversa: Option<String>,
 }
 
 fn default_tenant() -> String {

@@ -110,8 +110,16 @@ pub(super) async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result
 /// The cards the card holder gave in the case's conversation, as the proposal form offers them: each
 /// masked, its value a sealed reference ([`super::keys::Keys::seal_card`]) — the agent picks one
 /// without the card on the page, and can propose only to a card the person gave.
-async fn cards_to_propose(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
-    let Some(conv) = state.stores.conversations.conversation(&case.conversation_id).await? else {
+async fn cards_to_propose(
+    state: &AppState,
+    case: &Case,
+) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+    let Some(conv) = state
+        .stores
+        .conversations
+        .conversation(&case.conversation_id)
+        .await?
+    else {
         return Ok(Vec::new());
     };
     Ok(vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory)
