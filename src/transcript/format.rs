@@ -57,6 +57,10 @@ pub struct Setup {
     pub cassette: Option<String>,
     #[serde(skip_serializing_if = "SimulatorSetup::is_default")]
     pub simulator: SimulatorSetup,
+    /// Pix codes and card checkouts issued by the embedded simulator, as `vt-agent replay` plays a
+    /// conversation (a case it writes says so); off: as the configuration says.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub simulated_payments: bool,
     /// Overrides of the `[vt]` settings (for example `confirmation_ttl_secs`).
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub vt: Map<String, Value>,
@@ -81,6 +85,7 @@ impl Default for Setup {
             model: None,
             cassette: None,
             simulator: SimulatorSetup::default(),
+            simulated_payments: false,
             vt: Map::new(),
             engine: Map::new(),
         }

@@ -244,8 +244,25 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     let diff = correction.diff.as_ref().expect("the effect diff");
     assert!(
         diff.iter()
-            .any(|(was, _)| was.contains("pix") && was.contains("60")),
-        "the baseline charged 60: {diff:?}"
+            .any(|(was, _)| was == "cobrança Pix de R$ 60,00 emitida"),
+        "the baseline charged 60, said as a sentence: {diff:?}"
+    );
+    // A case written for a test carries what it was judged by: played again as a transcript it
+    // passes on the product it was recorded on and fails on the broken candidate (on 80722d3 its
+    // turns expected nothing, and it passed on both).
+    let written = out.join("cases").join(format!("{}.yaml", of("c-correcao")));
+    let yaml = std::fs::read_to_string(&written).expect("the written case");
+    assert!(yaml.contains("R$ 60,00") && yaml.contains("000201"), "{yaml}");
+    let kept = vt_agent::run_file(&written, &vt_agent::RunOptions::default()).await;
+    assert!(kept.passed, "{:?}", kept.failure.map(|f| f.to_string()));
+    let broken = vt_agent::RunOptions {
+        config: candidate(None, Some(&intents)),
+        ..vt_agent::RunOptions::default()
+    };
+    let caught = vt_agent::run_file(&written, &broken).await;
+    assert!(
+        !caught.passed,
+        "the broken correction is caught by the written case"
     );
     assert_eq!(run.exit_code(), 1);
     let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");

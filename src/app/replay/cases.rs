@@ -14,7 +14,9 @@ use super::pseudonym::Pseudonyms;
 use crate::engine::TurnEvent;
 use crate::llm::ChatMessage;
 use crate::store::{ConversationQuery, Store, StoreError, StoredMessage};
-use crate::transcript::format::{ModelReply, Never, Setup, Transcript, Turn};
+use crate::transcript::format::{
+    Expect, ExpectRequest, LedgerExpect, ModelReply, Never, Setup, Transcript, Turn,
+};
 
 /// Which conversations a replay takes.
 #[derive(Debug, Clone, Default)]
@@ -166,6 +168,7 @@ async fn one(
     let case_id = case_id(id);
     let (mut turns, mut recorded, mut exchanges, mut model) =
         (Vec::new(), Played::default(), Vec::new(), Vec::new());
+    let mut placed = vec![false; charges.len()];
     let mut at = 0;
     while at < messages.len() {
         if !matches!(messages[at].message, ChatMessage::User { .. }) {
@@ -194,10 +197,12 @@ async fn one(
             .filter_map(|m| m.execucao_id.as_deref())
             .collect();
         execs.dedup();
+        let mut turn_events: Vec<TurnEvent> = Vec::new();
         for (_, events) in execs
             .iter()
             .filter_map(|e| executions.iter().find(|(x, _)| x.execucao_id == *e))
         {
+            turn_events.extend(events.iter().cloned());
             recorded.effects.extend(effects::of_events(events));
             exchanges.extend(events.iter().filter_map(|e| match e {
                 TurnEvent::Exchanged(x) => Some(exchange(&mut p, x)),
@@ -209,12 +214,36 @@ async fn one(
                     .map(|(f, r)| (f, reply(&mut p, r))),
             );
         }
+        if let Some(turn) = turns.last_mut() {
+            turn.expect = expectations(&turn_events);
+        }
+        // The charges the turn issued — those whose code or link its replies show — after its other
+        // effects, in the order they happened.
+        let shown: String = messages[at..end]
+            .iter()
+            .filter_map(|m| m.message.text())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (i, c) in charges.iter().enumerate() {
+            if !placed[i] && !c.copia_e_cola.is_empty() && shown.contains(&c.copia_e_cola) {
+                placed[i] = true;
+                recorded
+                    .effects
+                    .push(effects::charge(c.meio.as_str(), &c.amount.to_string()));
+                if let Some(turn) = turns.last_mut() {
+                    turn.expect.reply_contains.extend(must_show(c, &shown));
+                }
+            }
+        }
         at = end;
     }
+    // A charge no turn showed (issued some other way), after everything, as before.
     recorded.effects.extend(
         charges
             .iter()
-            .map(|c| effects::charge(c.meio.as_str(), &c.amount.to_string())),
+            .zip(&placed)
+            .filter(|(_, placed)| !**placed)
+            .map(|(c, _)| effects::charge(c.meio.as_str(), &c.amount.to_string())),
     );
     let transcript = Transcript {
         name: case_id.clone(),
@@ -227,6 +256,7 @@ async fn one(
             login: Some(p.text(&conv.user_login)),
             clock: turns.first().and_then(|t| t.at.clone()),
             conversation: Some(case_id.clone()),
+            simulated_payments: true,
             ..Setup::default()
         },
         never: vec![Never::RechargeWithoutConfirmation, Never::FullCardInReply],
@@ -240,6 +270,63 @@ async fn one(
         model,
         recorded,
     }))
+}
+
+/// What a turn written as a case must show again, from what it did when it was recorded: the same
+/// requests that change the world (recharges sent, notices sent, with their amounts), the same
+/// hand-offs and endings, and no recharge where none was sent — so the case fails when they break.
+fn expectations(events: &[TurnEvent]) -> Expect {
+    let mut requests: Vec<ExpectRequest> = Vec::new();
+    for x in events.iter().filter_map(|e| match e {
+        TurnEvent::Exchanged(x)
+            if x.method == "POST" && matches!(x.system.as_str(), "recarga" | "notificacao") =>
+        {
+            Some(x)
+        }
+        _ => None,
+    }) {
+        let path = x.path.split('?').next().unwrap_or_default().to_owned();
+        let body = (x.system == "recarga")
+            .then(|| x.body.as_ref().map(|b| serde_json::json!({"valor": b["valor"]})))
+            .flatten();
+        match requests.iter_mut().find(|r| r.path == path && r.body == body) {
+            Some(r) => r.count = r.count.map(|n| n + 1),
+            None => requests.push(ExpectRequest {
+                method: "POST".into(),
+                path,
+                count: Some(1),
+                headers: std::collections::BTreeMap::new(),
+                body,
+            }),
+        }
+    }
+    let recharged = requests.iter().any(|r| r.body.is_some());
+    Expect {
+        system_functions: Some(
+            events
+                .iter()
+                .filter_map(TurnEvent::system_function)
+                .map(str::to_owned)
+                .collect(),
+        ),
+        ledger: (!recharged).then(|| LedgerExpect {
+            recharges: Some(0),
+            notifications: None,
+        }),
+        requests,
+        ..Expect::default()
+    }
+}
+
+/// The lines a turn that issued `charge` must show again: its amount as the reply said it, and a Pix
+/// code where it showed one (every code is new, its start is not).
+fn must_show(charge: &crate::store::PixCharge, shown: &str) -> Vec<String> {
+    let amount = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+    let code = (charge.meio == crate::store::ChargeMeans::Pix).then(|| "000201".to_owned());
+    std::iter::once(amount)
+        .chain(code)
+        .filter(|line| shown.contains(line.as_str()))
+        .collect()
 }
 
 fn exchange(p: &mut Pseudonyms, x: &Exchange) -> Exchange {

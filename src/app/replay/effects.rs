@@ -10,7 +10,8 @@ use crate::engine::TurnEvent;
 
 /// The evaluator's version: a baseline approved under another one is not compared, it fails the run.
 /// Raise it whenever what counts as an effect, or how one is written, changes.
-pub(crate) const EVALUATOR_VERSION: &str = "1";
+/// 2: a charge is named by its means (`pix`, `cartao`), each turn's charges after its other effects.
+pub(crate) const EVALUATOR_VERSION: &str = "2";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -23,7 +24,7 @@ pub(crate) enum Class {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Effect {
     pub class: Class,
-    /// `recarga`, `notificacao`, `pix`, `caso`, `saldo`, `faq`.
+    /// `recarga`, `notificacao`, `pix`, `cartao` (a card checkout), `caso`, `saldo`, `faq`.
     pub kind: String,
     pub detail: Value,
 }
@@ -37,10 +38,44 @@ impl Effect {
         }
     }
 
-    /// One line, as a diff shows it.
+    /// One line, as a diff shows it: a sentence in pt-BR, money in reais.
     pub(crate) fn line(&self) -> String {
-        format!("{} {}", self.kind, self.detail)
+        let card = self.detail["cartao"].as_str().filter(|c| !c.is_empty());
+        let on_card = card.map(|c| format!(" no cartão {c}")).unwrap_or_default();
+        let valor = amount_of(&self.detail["valor"]).map(reais_for_people);
+        let de = valor.as_deref().map(|v| format!(" de {v}")).unwrap_or_default();
+        match self.kind.as_str() {
+            "recarga" => {
+                let meio = match self.detail["meio"].as_str() {
+                    Some("cartao_credito") => " (cartão de crédito)".to_owned(),
+                    Some(m) if !m.is_empty() => format!(" ({m})"),
+                    _ => String::new(),
+                };
+                format!("recarga{de} enviada{on_card}{meio}")
+            }
+            "notificacao" => format!("aviso enviado ao titular{on_card}"),
+            "pix" => format!("cobrança Pix{de} emitida"),
+            "cartao" => format!("link de pagamento com cartão{de} emitido"),
+            "caso" => "atendimento aberto para uma pessoa".to_owned(),
+            "saldo" => format!("saldo consultado{on_card}"),
+            "faq" => "resposta buscada nas perguntas frequentes".to_owned(),
+            other => format!("{other}{on_card}"),
+        }
     }
+}
+
+/// An effect's amount, as recorded (text or number).
+fn amount_of(v: &Value) -> Option<rust_decimal::Decimal> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.to_string().parse().ok(),
+        _ => None,
+    }
+}
+
+/// `R$ 1.234,50`, as people in Brazil read it.
+fn reais_for_people(amount: rust_decimal::Decimal) -> String {
+    vt_actions::vt::money_for_people("BRL", amount, vt_actions::vt::Idioma::PtBr)
 }
 
 /// The card a request names, masked.
@@ -97,23 +132,24 @@ pub(crate) fn of_events(events: &[TurnEvent]) -> Vec<Effect> {
     out
 }
 
-/// A Pix charge (or a card checkout) a conversation issued.
+/// A charge a conversation issued, named by how it is paid: `pix` (a code), `cartao` (a card checkout).
 pub(crate) fn charge(meio: &str, amount: &str) -> Effect {
-    Effect::new(Class::Mutating, "pix", json!({"meio": meio, "valor": amount}))
+    let kind = match meio {
+        "cartao_credito" => "cartao",
+        other => other,
+    };
+    Effect::new(Class::Mutating, kind, json!({"valor": amount}))
 }
 
-/// The reais a list of effects moved (recharges sent and charges issued), as text.
+/// The reais a list of effects moved (recharges sent and charges issued), as people read it
+/// (`R$ 20,00`).
 pub(crate) fn reais(effects: &[Effect]) -> String {
     let total: rust_decimal::Decimal = effects
         .iter()
-        .filter(|e| e.class == Class::Mutating && (e.kind == "recarga" || e.kind == "pix"))
-        .filter_map(|e| match &e.detail["valor"] {
-            Value::String(s) => s.parse::<rust_decimal::Decimal>().ok(),
-            Value::Number(n) => n.to_string().parse::<rust_decimal::Decimal>().ok(),
-            _ => None,
-        })
+        .filter(|e| e.class == Class::Mutating && matches!(e.kind.as_str(), "recarga" | "pix" | "cartao"))
+        .filter_map(|e| amount_of(&e.detail["valor"]))
         .sum();
-    format!("{:.2}", total)
+    reais_for_people(total)
 }
 
 /// The mutating effects, in order.
@@ -204,6 +240,25 @@ mod tests {
             "{parted:?}"
         );
         assert_eq!(diff(&[recarga(60.0)], &[]).expect("missing")[0].1, "—");
+    }
+
+    #[test]
+    fn an_effect_reads_as_a_sentence_in_reais_and_a_card_payment_is_no_pix() {
+        assert_eq!(
+            recarga(60.0).line(),
+            "recarga de R$ 60,00 enviada no cartão ****7890"
+        );
+        assert_eq!(charge("pix", "20.0").line(), "cobrança Pix de R$ 20,00 emitida");
+        let card = charge("cartao_credito", "1250.5");
+        assert_eq!(card.kind, "cartao");
+        assert_eq!(card.line(), "link de pagamento com cartão de R$ 1.250,50 emitido");
+        assert_ne!(
+            charge("pix", "20"),
+            charge("cartao_credito", "20"),
+            "not the same effect"
+        );
+        assert_eq!(reais(&[recarga(60.0), card]), "R$ 1.310,50");
+        assert_eq!(reais(&[]), "R$ 0,00");
     }
 
     #[test]

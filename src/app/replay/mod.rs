@@ -211,13 +211,13 @@ pub async fn run(store: &dyn Store, options: &ReplayOptions) -> anyhow::Result<R
     if let Some(b) = &baseline {
         if b.evaluator != effects::EVALUATOR_VERSION {
             problems.push(format!(
-                "the baseline was approved by evaluator {}, this is {}: approve it again",
+                "a referência foi aprovada pelo avaliador {}, este é o {}: aprove-a de novo",
                 b.evaluator,
                 effects::EVALUATOR_VERSION
             ));
         }
         for id in b.cases.keys().filter(|id| cases.iter().all(|c| &c.id != *id)) {
-            problems.push(format!("case {id} of the baseline is missing from this run"));
+            problems.push(format!("o caso {id} da referência não está nesta execução"));
         }
     }
     let mut results = Vec::new();
@@ -226,7 +226,7 @@ pub async fn run(store: &dyn Store, options: &ReplayOptions) -> anyhow::Result<R
         let expected = baseline.as_ref().and_then(|b| b.cases.get(&case.id));
         let result = judge(case, expected, options, &pseudonyms).await;
         for e in &result.errors {
-            eprintln!("  error: {e}");
+            eprintln!("  erro: {e}");
         }
         results.push(result);
     }
@@ -248,7 +248,7 @@ pub async fn run(store: &dyn Store, options: &ReplayOptions) -> anyhow::Result<R
 fn approve(run: &ReplayRun, options: &ReplayOptions) -> anyhow::Result<()> {
     if run.exit_code() != 0 {
         anyhow::bail!(
-            "a run that did not pass never becomes the baseline: {}",
+            "uma execução que não passou nunca vira a referência: {}",
             run.summary_line()
         );
     }
@@ -308,15 +308,18 @@ async fn play_once(
     };
     let mut play = Play::default();
     match crate::app::transcripts::play_unchecked(&case.transcript, &run_options).await {
-        Ok((turns, charges)) => {
+        Ok(turns) => {
+            // Each turn's effects, then the charges it issued: in the order they happened.
             for turn in turns {
                 play.played.effects.extend(effects::of_events(&turn.events));
+                play.played.effects.extend(
+                    turn.charges
+                        .iter()
+                        .map(|(meio, amount)| effects::charge(meio, amount)),
+                );
                 play.played.replies.push(turn.replies);
                 play.latency_ms += turn.latency_ms;
             }
-            play.played
-                .effects
-                .extend(charges.iter().map(|(meio, amount)| effects::charge(meio, amount)));
         }
         Err(m) => play.errors.push(m.to_string()),
     }

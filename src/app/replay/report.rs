@@ -107,8 +107,12 @@ pub(super) fn junit(run: &ReplayRun) -> String {
             Verdict::Fail => {
                 let _ = writeln!(
                     out,
-                    "      <failure message=\"a mutating effect differs from the {}\">{}</failure>",
-                    c.reference,
+                    "      <failure message=\"um efeito que muda o mundo difere da {}\">{}</failure>",
+                    if c.reference == "baseline" {
+                        "referência aprovada"
+                    } else {
+                        "gravação"
+                    },
                     escape(&effect_diff(c))
                 );
             }
@@ -132,7 +136,7 @@ pub(super) fn markdown(run: &ReplayRun) -> String {
     let mut out = format!("## Replay: {}\n\n", run.summary_line());
     let _ = writeln!(
         out,
-        "Evaluator {}, corpus `{}`, {:.1} s.\n",
+        "Avaliador {}, corpus `{}`, {:.1} s.\n",
         run.evaluator,
         run.corpus,
         run.duration_ms as f64 / 1000.0
@@ -140,7 +144,7 @@ pub(super) fn markdown(run: &ReplayRun) -> String {
     for p in &run.problems {
         let _ = writeln!(out, "- **{p}**");
     }
-    out.push_str("| case | verdict | mutating effects | reads | words | model (recorded/live/none) | R$ |\n|---|---|---|---|---|---|---:|\n");
+    out.push_str("| caso | veredito | efeitos que mudam o mundo | leituras | palavras | modelo (gravado/ao vivo/sem resposta) | valor movido |\n|---|---|---|---|---|---|---:|\n");
     for c in &run.cases {
         let mutating = c
             .effects
@@ -151,9 +155,9 @@ pub(super) fn markdown(run: &ReplayRun) -> String {
             out,
             "| `{}` | {} | {} | {} | {:.0} % | {}/{}/{} | {} |",
             c.id,
-            c.verdict.as_str(),
+            c.verdict.label(),
             mutating,
-            if c.reads_differ { "differ" } else { "same" },
+            if c.reads_differ { "diferem" } else { "iguais" },
             c.similarity * 100.0,
             c.model.recorded,
             c.model.live,
@@ -166,11 +170,16 @@ pub(super) fn markdown(run: &ReplayRun) -> String {
         .iter()
         .filter(|c| matches!(c.verdict, Verdict::Fail | Verdict::Error))
     {
-        let _ = writeln!(out, "\n### `{}` — {}\n", c.id, c.verdict.as_str());
+        let _ = writeln!(out, "\n### `{}` — {}\n", c.id, c.verdict.label());
         if let Some(rows) = &c.diff {
-            let _ = writeln!(out, "| {} | candidate |\n|---|---|", c.reference);
+            let reference = if c.reference == "baseline" {
+                "referência aprovada"
+            } else {
+                "gravação"
+            };
+            let _ = writeln!(out, "| {reference} | candidato |\n|---|---|");
             for (was, now) in rows {
-                let _ = writeln!(out, "| `{was}` | `{now}` |");
+                let _ = writeln!(out, "| {was} | {now} |");
             }
         }
         for e in &c.errors {

@@ -67,7 +67,7 @@ impl Systems {
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
                             .push(format!(
-                                "{method} {shown}: the recording holds no answer to this request"
+                                "{method} {shown}: a gravação não tem resposta para esta requisição"
                             ));
                         (
                             StatusCode::BAD_GATEWAY,

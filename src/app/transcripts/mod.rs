@@ -210,35 +210,43 @@ pub(crate) struct PlayedTurn {
     pub replies: String,
     pub events: Vec<TurnEvent>,
     pub latency_ms: u64,
+    /// The charges (means, amount) the turn issued, in order.
+    pub charges: Vec<(String, String)>,
 }
 
 /// Plays every turn of `t` in its world with no expectation checked (`vt-agent replay`, which judges
-/// by effects): each turn's replies and events, and the charges (means, amount) the conversation
-/// issued.
+/// by effects): each turn's replies, events and the charges it issued.
 pub(crate) async fn play_unchecked(
     t: &Transcript,
     options: &RunOptions,
-) -> Result<(Vec<PlayedTurn>, Vec<(String, String)>), Mismatch> {
+) -> Result<Vec<PlayedTurn>, Mismatch> {
     let world = World::build(t, Path::new("."), options).await?;
     let mut turns = Vec::new();
+    let mut issued = 0;
     for turn in &t.turns {
         if let Some(at) = &turn.at {
             world.clock.set(parse_time(at).map_err(|e| setup_error("at", e))?);
         }
-        match world.play(turn).await {
-            Ok(seen) => turns.push(PlayedTurn {
+        let mut played = match world.play(turn).await {
+            Ok(seen) => PlayedTurn {
                 replies: seen.replies.join("\n"),
                 events: seen.events,
                 latency_ms: seen.latency_ms,
-            }),
-            Err(e) => turns.push(PlayedTurn {
+                charges: Vec::new(),
+            },
+            Err(e) => PlayedTurn {
                 replies: format!("[erro: {e}]"),
                 events: Vec::new(),
                 latency_ms: 0,
-            }),
-        }
+                charges: Vec::new(),
+            },
+        };
+        let charges = world.charges().await;
+        played.charges = charges.get(issued..).unwrap_or_default().to_vec();
+        issued = charges.len();
+        turns.push(played);
     }
-    Ok((turns, world.charges().await))
+    Ok(turns)
 }
 
 /// Recharges the world's simulator charged.

@@ -591,7 +591,7 @@ async fn product(
         None => VtSystems::new(systems).map_err(|e| setup_error("client", e))?,
     };
     let mut ext = Extensions::default().with(client).with(vt);
-    let payments = if options.systems.is_some() {
+    let payments = if options.systems.is_some() || setup.simulated_payments {
         let pix = crate::app::simulated_pix(sim, &config);
         let card = crate::app::simulated_card(sim, &config);
         ext = ext

@@ -34,12 +34,21 @@ fn case_row(c: &Value) -> minijinja::Value {
         id => c["id"].as_str().unwrap_or_default(),
         veredito => verdict_label(c["verdict"].as_str().unwrap_or_default()),
         classe => c["verdict"].as_str().unwrap_or_default(),
-        referencia => c["reference"].as_str().unwrap_or_default(),
+        referencia => reference_label(c["reference"].as_str().unwrap_or_default()),
         similaridade => format!("{:.0} %", c["similarity"].as_f64().unwrap_or_default() * 100.0),
         modelo => format!("{}/{}/{}", c["model"]["recorded"], c["model"]["live"], c["model"]["unanswered"]),
         reais => c["reais"].as_str().unwrap_or_default(),
         diff => diff,
         erros => errors,
+    }
+}
+
+/// What a case was compared with, as people read it.
+fn reference_label(reference: &str) -> &str {
+    match reference {
+        "baseline" => "referência aprovada",
+        "gravacao" => "gravação",
+        other => other,
     }
 }
 
