@@ -682,35 +682,27 @@ fn split_turns(messages: &[StoredMessage]) -> Vec<&[StoredMessage]> {
         .collect()
 }
 
-/// The header of a masked transcript.
-const MASKED_HEADER: &str =
-    "# Transcrição com os cartões mascarados: serve para ler, não reproduz consultas a cartões reais.\n";
-
-/// The conversation as a regression transcript (`vt-agent transcript export`'s format), as a file: in
-/// clear (it replays against the real cards) for an administrator, masked for a support agent. Every
-/// download is on record.
+/// The conversation as a regression transcript (`vt-agent transcript export`'s format), as a file, in
+/// clear (it replays against the real cards): an administrator's tool, on record at every download. A
+/// support agent reads the conversation on its page; a test is not theirs to write.
 pub(super) async fn transcript(
     State(state): State<AppState>,
     staff: Staff,
     Path(id): Path<String>,
 ) -> Response {
+    if !staff.is_admin() {
+        return admins_only(&staff);
+    }
     let conversation = match visible_conversation(&state, &staff, &id).await {
         Ok(c) => c,
         Err(page) => return page,
     };
     let yaml = match crate::transcript::export::export(state.stores.conversations.as_ref(), &id).await {
-        Ok(t) => serde_yaml::to_string(&t).map_err(|e| e.to_string()),
+        Ok(t) => serde_yaml::to_string(&t)
+            .map(|yaml| format!("{}{yaml}", crate::transcript::export::CLEAR_HEADER))
+            .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    let clear = staff.is_admin();
-    let codes = codes_of(&state, &id).await.unwrap_or_default();
-    let yaml = yaml.map(|yaml| {
-        if clear {
-            format!("{}{yaml}", crate::transcript::export::CLEAR_HEADER)
-        } else {
-            format!("{MASKED_HEADER}{}", masked_with(&yaml, &codes))
-        }
-    });
     if yaml.is_ok() {
         let record = crate::store::AuditRecord {
             at: Utc::now(),
@@ -719,12 +711,7 @@ pub(super) async fn transcript(
             channel: "console".into(),
             cartao: String::new(),
             cartao_hash: String::new(),
-            outcome: if clear {
-                "transcricao_completa"
-            } else {
-                "transcricao_mascarada"
-            }
-            .into(),
+            outcome: "transcricao_completa".into(),
             conversation_id: Some(id.clone()),
         };
         // Nothing is handed out that is not on record.
