@@ -883,6 +883,19 @@ async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_bro
         "the confirm button",
     )
     .await;
+    // The product's emphasis is bold in the widget, never raw WhatsApp markup ("Responda \*sim\*" on
+    // 80722d3).
+    let asked = in_widget(
+        &b,
+        "const li = [...r.querySelectorAll('.log li.assistant')].pop(); return [li.innerText, [...li.querySelectorAll('strong')].map(s => s.textContent)]",
+    )
+    .await;
+    let text = asked[0].as_str().unwrap_or_default();
+    assert!(
+        text.contains("****8901") && !text.contains("*sim*") && !text.contains("*não*"),
+        "the card's stars stay, the marks go: {asked}"
+    );
+    assert_eq!(asked[1], json!(["sim", "não"]), "{asked}");
     click_in_widget(&b, ".opcoes button:first-child").await;
     until_widget(
         &b,

@@ -284,14 +284,38 @@
   }
 
   /* The product's emphasis (`*sim*`, as WhatsApp marks it) in bold, built as elements: no markup of a
-     message is ever parsed as HTML. */
+     message is ever parsed as HTML. The rule is the server's (`outbox::emphasis`): a mark opens after
+     no letter, digit or star and before a non-space, closes after a non-space and before no letter,
+     digit or star, on one line — a masked card's stars (`****7890`) stay text. */
   function marked(text) {
     var span = el('span', { class: 'texto' });
-    var parts = String(text || '').split(/\*([^*\n]+)\*/);
-    for (var i = 0; i < parts.length; i += 1) {
-      if (!parts[i]) { continue; }
-      span.appendChild(i % 2 ? el('strong', {}, parts[i]) : document.createTextNode(parts[i]));
+    var s = String(text || '');
+    var word = /[0-9A-Za-z\u00C0-\u024F*]/;
+    var opens = function (i) {
+      return s[i] === '*' && (i === 0 || !word.test(s[i - 1])) && i + 1 < s.length && !/[\s*]/.test(s[i + 1]);
+    };
+    var closes = function (j) {
+      return s[j] === '*' && !/\s/.test(s[j - 1]) && (j + 1 >= s.length || !word.test(s[j + 1]));
+    };
+    var plain = '';
+    var i = 0;
+    while (i < s.length) {
+      var j = -1;
+      if (opens(i)) {
+        for (var k = i + 2; k < s.length && s[k] !== '\n'; k += 1) {
+          if (s[k] === '*') { j = closes(k) ? k : -1; break; }
+        }
+      }
+      if (j > 0) {
+        if (plain) { span.appendChild(document.createTextNode(plain)); plain = ''; }
+        span.appendChild(el('strong', {}, s.slice(i + 1, j)));
+        i = j + 1;
+      } else {
+        plain += s[i];
+        i += 1;
+      }
     }
+    if (plain) { span.appendChild(document.createTextNode(plain)); }
     return span;
   }
 
