@@ -862,13 +862,19 @@ impl Flows<'_> {
             .await
             .map_err(ServiceError::NotRecorded)?;
         let started = Instant::now();
-        let outcome = self
-            .engine
-            .run_turn(
-                &mut conv,
-                crate::flow::turn(&text, parsed, mode).under(execucao_id),
-            )
-            .await?;
+        // The systems' answers go on record with the run (a paid charge's recharge is replayed from
+        // them), unless a turn that started it keeps them on its own tape.
+        let input = crate::flow::turn(&text, parsed, mode).under(execucao_id);
+        let outcome = if vt_actions::systems::tape::Tape::is_open() {
+            self.engine.run_turn(&mut conv, input).await?
+        } else {
+            let tape = vt_actions::systems::tape::Tape::default();
+            let mut outcome = tape.around(self.engine.run_turn(&mut conv, input)).await?;
+            outcome
+                .events
+                .extend(tape.take().into_iter().map(crate::engine::TurnEvent::Exchanged));
+            outcome
+        };
         let output = flow_output(&outcome);
         let usage = IntentTag::new(crate::flow::FLOW_AGENT, "deterministic", false).usage(
             &conv,

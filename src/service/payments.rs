@@ -287,6 +287,9 @@ impl Payments<'_> {
         let final_ = vt_actions::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();
         let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        self.store
+            .note_credit_run(&charge.txid, &ran.output.execucao_id)
+            .await?;
         // Moving the charge on is what lets this caller speak: where a resumed credit and a slow first
         // one both got an answer (the second a replay), one moves it, one receipt goes out.
         let (settled, text, template) = match ran.output.status {
@@ -591,6 +594,7 @@ impl Charge<'_> {
                 paid_at: None,
                 created_at: now,
                 refund: None,
+                execucao_id: None,
             })
             .await?)
     }

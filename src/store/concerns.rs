@@ -656,6 +656,9 @@ pub trait PixStore: Send + Sync {
 
     async fn pix_charge(&self, txid: &str) -> Result<Option<PixCharge>, StoreError>;
 
+    /// The flow run `execucao_id` sent the recharge charge `txid` paid for (what a replay lists).
+    async fn note_credit_run(&self, txid: &str, execucao_id: &str) -> Result<(), StoreError>;
+
     /// Every code issued for one recharge, oldest first.
     async fn recharge_charges(&self, recharge_key: &str) -> Result<Vec<PixCharge>, StoreError>;
 

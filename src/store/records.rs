@@ -886,6 +886,8 @@ pub struct PixCharge {
     pub created_at: DateTime<Utc>,
     /// The payment it returned, when one was ([`PixStore::record_refund`]).
     pub refund: Option<PixRefund>,
+    /// The flow run that sent its recharge once paid ([`PixStore::note_credit_run`]).
+    pub execucao_id: Option<String>,
 }
 
 /// The provider's status of a refund it has not settled yet: read back until it has.

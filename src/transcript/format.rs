@@ -140,6 +140,11 @@ pub struct Turn {
     /// What a support agent does in the conversation's open case before the user's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub support: Option<SupportStep>,
+    /// After the turn, the card holder pays these of the conversation's charges (0: the first it
+    /// issued), each settled as the provider's notice would (with `setup.simulated_payments`, or a
+    /// `[pix]`/`[cartao]` the simulator serves).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pays: Vec<usize>,
     #[serde(default)]
     pub expect: Expect,
 }

@@ -1123,6 +1123,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
         paid_at: None,
         created_at: now,
         refund: None,
+        execucao_id: None,
     };
     store.open_charge(&charge).await.expect("charge");
     drop(store);

@@ -396,3 +396,56 @@ async fn a_model_turn_replays_from_its_recorded_reply() {
         case.similarity
     );
 }
+
+/// What a paid Pix did after the conversation is among the conversation's effects, in the order it
+/// happened — the charge, the recharge the payment sent (refused), the payment returned, the case a
+/// person gets — and the replay pays it again and does the same (on 80722d3 the recording held the
+/// charge alone). The case written from it pays too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_payment_did_after_the_conversation_is_replayed_in_order() {
+    let h = Arc::new(chat_harness_pix(Pix::Provider).await);
+    // The recharge system refuses recharges of this magic card.
+    h.say("c-negada", "quero colocar 25 no cartao 7777777777 pix")
+        .await;
+    h.say("c-negada", "sim").await;
+    for charge in h.store.conversation_charges("c-negada").await.expect("charges") {
+        h.sim.pix().pay(&charge.txid, false).expect("paid");
+        assert_eq!(
+            h.service.payments().settle(&charge.txid).await.expect("settled"),
+            vt_agent::Settled::Refunded
+        );
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("pago");
+    let store: Arc<dyn vt_agent::Store> = h.store.clone();
+    let run = vt_agent::replay(
+        store.as_ref(),
+        &options(&["c-negada"], candidate(None, None), &out, None),
+    )
+    .await
+    .expect("replayed");
+    assert_eq!(run.exit_code(), 0, "{}", run.summary_line());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
+            .expect("json");
+    let mutating = |key: &str| -> Vec<String> {
+        report["cases"][0][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["class"] == "mutating")
+            .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(mutating("expected"), ["pix", "recarga", "devolucao", "caso"]);
+    assert_eq!(
+        mutating("effects"),
+        mutating("expected"),
+        "the replay paid and did the same"
+    );
+    let written = out.join("cases").join(format!("{}.yaml", run.cases[0].id));
+    let yaml = std::fs::read_to_string(&written).expect("the written case");
+    assert!(yaml.contains("pays:"), "{yaml}");
+    let kept = vt_agent::run_file(&written, &vt_agent::RunOptions::default()).await;
+    assert!(kept.passed, "{:?}", kept.failure.map(|f| f.to_string()));
+}

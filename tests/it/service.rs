@@ -891,6 +891,9 @@ impl vt_agent::PixStore for Flaky {
     async fn pix_charge(&self, t: &str) -> Result<Option<vt_agent::PixCharge>, StoreError> {
         self.inner.pix_charge(t).await
     }
+    async fn note_credit_run(&self, t: &str, e: &str) -> Result<(), StoreError> {
+        self.inner.note_credit_run(t, e).await
+    }
     async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
         self.inner.recharge_charges(k).await
     }

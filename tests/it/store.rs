@@ -1192,6 +1192,7 @@ fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::PixCharge
         paid_at: None,
         created_at: now,
         refund: None,
+        execucao_id: None,
     }
 }
 

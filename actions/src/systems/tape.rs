@@ -68,6 +68,11 @@ impl Tape {
     }
 
     /// What was kept, emptied.
+    /// Whether a tape is open in this task (a run inside a taped turn is on that turn's tape).
+    pub fn is_open() -> bool {
+        TAPE.try_with(|_| ()).is_ok()
+    }
+
     pub fn take(&self) -> Vec<Exchange> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }

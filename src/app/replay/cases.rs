@@ -163,12 +163,13 @@ async fn one(
     let messages = store.messages(id).await?;
     let executions = store.executions(id).await?;
     let charges = store.conversation_charges(id).await?;
+    let credits = credit_runs(store, &charges).await?;
     let mut p = pseudonyms.lock().unwrap_or_else(PoisonError::into_inner);
     p.know_name(&conv.user_login);
     let case_id = case_id(id);
     let (mut turns, mut recorded, mut exchanges, mut model) =
         (Vec::new(), Played::default(), Vec::new(), Vec::new());
-    let mut placed = vec![false; charges.len()];
+    let (mut placed, mut paid) = (vec![false; charges.len()], vec![false; charges.len()]);
     let mut at = 0;
     while at < messages.len() {
         if !matches!(messages[at].message, ChatMessage::User { .. }) {
@@ -232,6 +233,26 @@ async fn one(
                     .push(effects::charge(c.meio.as_str(), &c.amount.to_string()));
                 if let Some(turn) = turns.last_mut() {
                     turn.expect.reply_contains.extend(must_show(c, &shown));
+                }
+            }
+        }
+        // Then the payments made before the next message, and what they did.
+        let until = messages.get(end).map(|m| m.created_at);
+        for (i, c) in charges.iter().enumerate() {
+            if placed[i] && !paid[i] && paid_before(c, until) {
+                paid[i] = true;
+                let events = c
+                    .execucao_id
+                    .as_ref()
+                    .and_then(|e| credits.get(e))
+                    .map_or(&[][..], Vec::as_slice);
+                recorded.effects.extend(effects::of_payment(c, events));
+                exchanges.extend(events.iter().filter_map(|e| match e {
+                    TurnEvent::Exchanged(x) => Some(exchange(&mut p, x)),
+                    _ => None,
+                }));
+                if let Some(turn) = turns.last_mut() {
+                    turn.pays.push(i);
                 }
             }
         }
@@ -315,6 +336,33 @@ fn expectations(events: &[TurnEvent]) -> Expect {
         }),
         requests,
         ..Expect::default()
+    }
+}
+
+/// The events of the runs that sent the recharges of `charges` once paid, by run.
+async fn credit_runs(
+    store: &dyn Store,
+    charges: &[crate::store::PixCharge],
+) -> Result<std::collections::HashMap<String, Vec<TurnEvent>>, StoreError> {
+    let mut runs = std::collections::HashMap::new();
+    for run in charges.iter().filter_map(|c| c.execucao_id.as_deref()) {
+        if let Some((_, events)) = store.execution(run).await? {
+            runs.insert(run.to_owned(), events);
+        }
+    }
+    Ok(runs)
+}
+
+/// Whether `charge` was paid before a message at `until` (`None`: no message came after): a payment
+/// with no time on record (a second code's, returned) is taken as the last thing that happened.
+fn paid_before(charge: &crate::store::PixCharge, until: Option<DateTime<Utc>>) -> bool {
+    if charge.end_to_end_id.is_none() && charge.refund.is_none() {
+        return false;
+    }
+    match (charge.paid_at, until) {
+        (_, None) => true,
+        (Some(t), Some(u)) => t < u,
+        (None, Some(_)) => false,
     }
 }
 

@@ -10,7 +10,8 @@ use crate::engine::TurnEvent;
 
 /// The evaluator's version: a baseline approved under another one is not compared, it fails the run.
 /// Raise it whenever what counts as an effect, or how one is written, changes.
-/// 2: a charge is named by its means (`pix`, `cartao`), each turn's charges after its other effects.
+/// 2: a charge is named by its means (`pix`, `cartao`), each turn's charges after its other effects,
+/// then what its payments did (the recharge sent, a payment returned, a case).
 pub(crate) const EVALUATOR_VERSION: &str = "2";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +25,8 @@ pub(crate) enum Class {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Effect {
     pub class: Class,
-    /// `recarga`, `notificacao`, `pix`, `cartao` (a card checkout), `caso`, `saldo`, `faq`.
+    /// `recarga`, `notificacao`, `pix`, `cartao` (a card checkout), `devolucao`, `caso`, `saldo`,
+    /// `faq`.
     pub kind: String,
     pub detail: Value,
 }
@@ -55,6 +57,7 @@ impl Effect {
             }
             "notificacao" => format!("aviso enviado ao titular{on_card}"),
             "pix" => format!("cobrança Pix{de} emitida"),
+            "devolucao" => format!("pagamento{de} devolvido"),
             "cartao" => format!("link de pagamento com cartão{de} emitido"),
             "caso" => "atendimento aberto para uma pessoa".to_owned(),
             "saldo" => format!("saldo consultado{on_card}"),
@@ -139,6 +142,24 @@ pub(crate) fn charge(meio: &str, amount: &str) -> Effect {
         other => other,
     };
     Effect::new(Class::Mutating, kind, json!({"valor": amount}))
+}
+
+/// What a charge's payment did after the conversation, in order: what the run that sent its recharge
+/// did (`events`), the payment returned (`devolucao`), and — when a paid recharge failed — the case
+/// a person gets (`caso`).
+pub(crate) fn of_payment(charge: &crate::store::PixCharge, events: &[TurnEvent]) -> Vec<Effect> {
+    let mut out = of_events(events);
+    if charge.refund.is_some() {
+        out.push(Effect::new(
+            Class::Mutating,
+            "devolucao",
+            json!({"valor": charge.amount.to_string()}),
+        ));
+        if charge.execucao_id.is_some() {
+            out.push(Effect::new(Class::Mutating, "caso", json!({})));
+        }
+    }
+    out
 }
 
 /// The reais a list of effects moved (recharges sent and charges issued), as people read it

@@ -309,7 +309,8 @@ async fn play_once(
     let mut play = Play::default();
     match crate::app::transcripts::play_unchecked(&case.transcript, &run_options).await {
         Ok(turns) => {
-            // Each turn's effects, then the charges it issued: in the order they happened.
+            // Each turn's effects, then the charges it issued, then what the payments made after it
+            // did: in the order they happened.
             for turn in turns {
                 play.played.effects.extend(effects::of_events(&turn.events));
                 play.played.effects.extend(
@@ -317,6 +318,10 @@ async fn play_once(
                         .iter()
                         .map(|(meio, amount)| effects::charge(meio, amount)),
                 );
+                // Then what the payments made after it did (the recharge sent, a refund, a case).
+                for (charge, events) in &turn.paid {
+                    play.played.effects.extend(effects::of_payment(charge, events));
+                }
                 play.played.replies.push(turn.replies);
                 play.latency_ms += turn.latency_ms;
             }

@@ -212,6 +212,9 @@ pub(crate) struct PlayedTurn {
     pub latency_ms: u64,
     /// The charges (means, amount) the turn issued, in order.
     pub charges: Vec<(String, String)>,
+    /// The charges the card holder paid after it (`pays`), as they then were, with the events of the
+    /// runs that sent their recharges.
+    pub paid: Vec<(crate::store::PixCharge, Vec<TurnEvent>)>,
 }
 
 /// Plays every turn of `t` in its world with no expectation checked (`vt-agent replay`, which judges
@@ -233,17 +236,24 @@ pub(crate) async fn play_unchecked(
                 events: seen.events,
                 latency_ms: seen.latency_ms,
                 charges: Vec::new(),
+                paid: Vec::new(),
             },
             Err(e) => PlayedTurn {
                 replies: format!("[erro: {e}]"),
                 events: Vec::new(),
                 latency_ms: 0,
                 charges: Vec::new(),
+                paid: Vec::new(),
             },
         };
         let charges = world.charges().await;
         played.charges = charges.get(issued..).unwrap_or_default().to_vec();
         issued = charges.len();
+        // A payment the world cannot make is the case's: it is said in its replies.
+        match world.pay(&turn.pays).await {
+            Ok(paid) => played.paid = paid,
+            Err(e) => played.replies.push_str(&format!("\n[erro no pagamento: {e}]")),
+        }
         turns.push(played);
     }
     Ok(turns)
@@ -305,6 +315,10 @@ async fn play_in(world: &World, t: &Transcript, report: &mut TranscriptReport) -
         totals.tokens += seen.handled.tokens.0 + seen.handled.tokens.1;
         script_used_up(&world.model).map_err(|(what, expected, actual)| mismatch(&what, expected, actual))?;
         check(&turn.expect, &seen).map_err(|(what, expected, actual)| mismatch(&what, expected, actual))?;
+        world
+            .pay(&turn.pays)
+            .await
+            .map_err(|e| mismatch("pays", "the charges paid and settled".into(), e))?;
         if let Some((rule, v)) = t
             .never
             .iter()

@@ -23,7 +23,7 @@ use crate::engine::{
 };
 use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
 use crate::service::{Handled, Inbound, ServiceError, Services, SupportAgent};
-use crate::store::{Claim, SqliteStore, Store};
+use crate::store::{ChargeMeans, Claim, PixCharge, SqliteStore, Store};
 use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
 use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcript, Turn};
 
@@ -280,6 +280,53 @@ impl World {
     }
 
     /// Plays the user's message of `turn` through the service: what it did, or the service's error.
+    /// The card holder pays the conversation's charges `which` (0: the first it issued) in the
+    /// simulator, each then settled as the provider's notice would have it: each charge as it then is,
+    /// with the events of the run that sent its recharge.
+    pub(super) async fn pay(&self, which: &[usize]) -> Result<Vec<(PixCharge, Vec<TurnEvent>)>, String> {
+        let mut paid = Vec::new();
+        for &i in which {
+            let charges = self
+                .store
+                .conversation_charges(&self.conversation)
+                .await
+                .map_err(|e| e.to_string())?;
+            let charge = charges
+                .get(i)
+                .ok_or_else(|| format!("a conversa não emitiu a cobrança {i} para pagar"))?;
+            let paid_there = match charge.meio {
+                ChargeMeans::Pix => self.sim.pix().pay(&charge.txid, false).is_some(),
+                ChargeMeans::CartaoCredito => self.sim.cartao().pay(&charge.txid, false).is_some(),
+            };
+            paid_there
+                .then_some(())
+                .ok_or_else(|| format!("a cobrança {i} não pôde ser paga no simulador"))?;
+            self.service
+                .payments()
+                .settle(&charge.txid)
+                .await
+                .map_err(|e| e.to_string())?;
+            let settled = self
+                .store
+                .pix_charge(&charge.txid)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("a cobrança {i} sumiu"))?;
+            let events = match &settled.execucao_id {
+                Some(run) => self
+                    .store
+                    .execution(run)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|(_, events)| events)
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            paid.push((settled, events));
+        }
+        Ok(paid)
+    }
+
     /// A support agent's `step` on the conversation's open case.
     pub(super) async fn support(&self, step: &SupportStep) -> Result<(), String> {
         let case = self

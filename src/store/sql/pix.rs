@@ -35,6 +35,16 @@ impl<S: Sql> PixStore for S {
             .ok_or_else(|| StoreError::Invalid("cobrança Pix não encontrada depois de gravada".into()))
     }
 
+    async fn note_credit_run(&self, txid: &str, execucao_id: &str) -> Result<(), StoreError> {
+        self.write(
+            Stmt::new("UPDATE pix_charges SET execucao_id = $1 WHERE txid = $2")
+                .bind(execucao_id)
+                .bind(txid),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn pix_charge(&self, txid: &str) -> Result<Option<PixCharge>, StoreError> {
         let row = self
             .read_one(Stmt::new("SELECT * FROM pix_charges WHERE txid = $1").bind(txid))
@@ -196,5 +206,6 @@ fn charge(r: &impl Columns) -> Result<PixCharge, StoreError> {
             }),
             _ => None,
         },
+        execucao_id: r.value("execucao_id")?,
     })
 }
