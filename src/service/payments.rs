@@ -260,16 +260,12 @@ impl Payments<'_> {
         Ok(Settled::Expired)
     }
 
-    /// Sends the paid recharge, with the payment as its token, under the payment's own key.
-    async fn credit(
-        &self,
-        charge: &PixCharge,
-        e2e: &str,
-        paid_at: DateTime<Utc>,
-    ) -> Result<Settled, PaymentError> {
+    /// The recharge `charge` pays for, paid by payment `e2e`: the payment its token, under the
+    /// payment's own key.
+    async fn paid_recharge(&self, charge: &PixCharge, e2e: &str) -> Result<FlowInput, PaymentError> {
         let mut input = recharge_of(charge)?;
-        // The run is the paying conversation's: its tenant's, and told there (below), not by a notice
-        // of the flow's own that would say something else.
+        // The run is the paying conversation's: its tenant's, and told there (by `credit`), not by a
+        // notice of the flow's own that would say something else.
         if let Some(conv) = self.store.conversation(&charge.conversation_id).await? {
             input.tenant_id = conv.tenant_id;
         }
@@ -280,9 +276,19 @@ impl Payments<'_> {
         }
         // The recharge's own key (the confirmation's, in the chat), else one of the payment's: one
         // paid code per recharge, so either way one payment is one key.
-        let input = input
+        input
             .with_request_key(&format!("{}-{e2e}", charge.meio.as_str()))
-            .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))?;
+            .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))
+    }
+
+    /// Sends the paid recharge, with the payment as its token, under the payment's own key.
+    async fn credit(
+        &self,
+        charge: &PixCharge,
+        e2e: &str,
+        paid_at: DateTime<Utc>,
+    ) -> Result<Settled, PaymentError> {
+        let input = self.paid_recharge(charge, e2e).await?;
         let cartao = vt_actions::vt::mask_card(&input.cartao);
         let final_ = vt_actions::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();

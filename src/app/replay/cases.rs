@@ -330,7 +330,7 @@ fn expectations(events: &[TurnEvent]) -> Expect {
                 .map(str::to_owned)
                 .collect(),
         ),
-        ledger: (!recharged).then(|| LedgerExpect {
+        ledger: (!recharged).then_some(LedgerExpect {
             recharges: Some(0),
             notifications: None,
         }),
