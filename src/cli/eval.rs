@@ -140,7 +140,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
             .with_context(|| format!("gravando {}", path.display()))?;
     }
     println!(
-        "\ntranscripts: {}",
+        "\ntranscrições: {}",
         crate::app::transcripts::summary_line(&reports)
     );
     Ok(if reports.iter().all(|r| r.passed) {

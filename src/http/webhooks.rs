@@ -79,6 +79,12 @@ impl<'a> Late<'a> {
         if m.execucao_id.is_some() {
             return None;
         }
+        Self::said(m)
+    }
+
+    /// `m` as the product or a person said it, in a turn or not (a webhook pushes a turn's reply when
+    /// the turn was not the caller's: a support agent's proposal).
+    fn said(m: &'a crate::store::StoredMessage) -> Option<Self> {
         let (role, name, text) = match &m.message {
             ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => {
                 ("assistant", None, t.as_str())
@@ -196,23 +202,34 @@ impl WebhookSender {
         }
     }
 
-    /// The stored message `item` carries, when it names one.
+    /// The stored message `item` carries: the one it names, else the newest with its words (`text`).
     async fn stored_message(
         &self,
         conversation_id: &str,
         item: &OutboxItem,
+        text: &str,
     ) -> Result<Option<crate::store::StoredMessage>, SendError> {
+        let store_failed = |e: crate::store::StoreError| SendError::Retry {
+            reason: format!("store: {e}"),
+            after: None,
+        };
         let Some(id) = item.message_id else {
-            return Ok(None);
+            // A turn's reply sent by the outbox (a proposal the caller did not ask for): the newest of
+            // the conversation's messages with its words.
+            let all = self
+                .conversations
+                .messages(conversation_id)
+                .await
+                .map_err(store_failed)?;
+            return Ok(all.into_iter().rev().find(
+                |m| matches!(&m.message, ChatMessage::Assistant { content: Some(t), .. } if t == text),
+            ));
         };
         let after = self
             .conversations
             .messages_after(conversation_id, id - 1)
             .await
-            .map_err(|e| SendError::Retry {
-                reason: format!("store: {e}"),
-                after: None,
-            })?;
+            .map_err(store_failed)?;
         Ok(after.into_iter().find(|m| m.id == id))
     }
 
@@ -244,9 +261,10 @@ impl ChannelSender for WebhookSender {
         let Some(target) = self.targets.get(&conv.tenant_id) else {
             return Ok(None);
         };
-        let stored = self.stored_message(&conv.id, item).await?;
-        let late = stored.as_ref().and_then(Late::of);
-        // An item queued before items named their message: its own id, its text as it was queued.
+        let stored = self.stored_message(&conv.id, item, &reply.text).await?;
+        let late = stored.as_ref().and_then(Late::said);
+        // A message not on record (an item queued before items named their message): the item's own
+        // id, its text as it was queued.
         let late = late.unwrap_or(Late {
             id: format!("outbox_{}", item.id),
             at: Utc::now(),

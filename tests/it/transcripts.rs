@@ -198,7 +198,10 @@ fn the_cli_reports_failures_and_writes_junit() {
         "{stdout}"
     );
     assert!(stdout.contains("expected: \"outra coisa\""), "{stdout}");
-    assert!(stdout.trim_end().ends_with("1 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.trim_end().ends_with("transcrições: 1 passou, 1 falhou"),
+        "{stdout}"
+    );
     let xml = std::fs::read_to_string(&junit).expect("junit written");
     assert!(
         xml.contains("tests=\"2\" failures=\"1\"") && xml.contains("<failure message="),

@@ -361,6 +361,7 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
             .json(&serde_json::json!({"text": text, "user": {"id": "u-um"}}))
             .send()
     };
+    say("saldo do cartão 1234567890").await.expect("balance");
     say("quero falar com um atendente").await.expect("ask");
     let stream = http
         .get(format!("{url}/v1/conversations/c-um/events"))
@@ -478,5 +479,72 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
     say("obrigado").await.expect("thanks");
     let after = tokio::time::timeout(Duration::from_secs(2), events(resumed, 1)).await;
     assert!(after.is_err(), "nothing after the last message: {after:?}");
+
+    // A recharge the agent proposes, from the card the page lists (masked, a sealed reference): it
+    // reaches the webhook with Confirmar / Cancelar, under the id the conversation shows it by.
+    let html = http
+        .get(format!("{url}{page}"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let select = &html[html
+        .find("<select id=\"cartao\"")
+        .expect("the cards to propose to")..];
+    let option = &select[..select.find("</select>").expect("closed")];
+    assert!(
+        option.contains("****7890") && !option.contains("1234567890"),
+        "{option}"
+    );
+    let start = option.find("value=\"").expect("a reference") + 7;
+    let reference = &option[start..start + option[start..].find('"').expect("quoted")];
+    let proposed = http
+        .post(format!("{url}{page}/propor"))
+        .header("cookie", &session)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", token.as_str()),
+                ("valor", "20"),
+                ("cartao", reference),
+                ("meio", "pix"),
+            ])
+            .expect("form"),
+        )
+        .send()
+        .await
+        .expect("propose");
+    let location = proposed
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(location.contains("ok="), "{location}");
+    let pushed = wait_for(&received, pushed.len() + 1).await;
+    let (asked_id, asked) = pushed.last().cloned().expect("the proposal");
+    assert_eq!(
+        asked["data"]["buttons"],
+        serde_json::json!([{"id": "sim", "title": "Confirmar"}, {"id": "não", "title": "Cancelar"}]),
+        "{asked}"
+    );
+    let view: Value = http
+        .get(format!("{url}/v1/conversations/c-um"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send()
+        .await
+        .expect("view")
+        .json()
+        .await
+        .expect("json");
+    let shown = view["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["message_id"] == asked_id.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("{asked_id} in the conversation: {view}"));
+    assert_eq!(shown["text"], asked["data"]["text"]);
     stop(child);
 }

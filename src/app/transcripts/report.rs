@@ -2,10 +2,16 @@
 
 use super::TranscriptReport;
 
-/// `N passed, M failed` — the line CI reads.
+/// `N passaram, M falharam` — the line CI reads.
 pub(crate) fn summary_line(reports: &[TranscriptReport]) -> String {
     let failed = reports.iter().filter(|r| !r.passed).count();
-    format!("{} passed, {failed} failed", reports.len() - failed)
+    let passed = reports.len() - failed;
+    let verb = |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+    format!(
+        "{passed} {}, {failed} {}",
+        verb(passed, "passou", "passaram"),
+        verb(failed, "falhou", "falharam")
+    )
 }
 
 pub(crate) fn escape(s: &str) -> String {
