@@ -1199,11 +1199,22 @@ async fn run_flow_stores_the_run_and_its_stages() {
         .skip(1) // the user's message: the input, as it came
         .map(|m| serde_json::to_string(&m.message).expect("json"))
         .collect();
-    // RF3's balance is also the memory RF5 and RF8 read (its own concern, kept with the conversation).
+    // RF3's balance is also the memory RF5 and RF8 read (its own concern, kept with the conversation);
+    // what the systems answered is on the run's tape (sealed, as a turn's is), for a replay's world.
+    let taped = events
+        .iter()
+        .filter(|e| matches!(e, vt_agent::TurnEvent::Exchanged(_)))
+        .count();
+    assert_eq!(taped, 4, "the balance, two notices and the recharge, answered");
     history.extend(
         events
             .iter()
-            .filter(|e| !matches!(e, vt_agent::TurnEvent::MemoryUpdated { .. }))
+            .filter(|e| {
+                !matches!(
+                    e,
+                    vt_agent::TurnEvent::MemoryUpdated { .. } | vt_agent::TurnEvent::Exchanged(_)
+                )
+            })
             .map(|e| serde_json::to_string(e).expect("json")),
     );
     assert_eq!(
