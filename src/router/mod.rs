@@ -382,6 +382,10 @@ impl Router {
 
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        // A credit or debit card's number is never a transit card: not looked up, not said back.
+        if !vt_actions::vt::parse::payment_cards(m.text).is_empty() {
+            return reply(Known::Ajuda, texts::PAYMENT_CARD.into());
+        }
         // A recharge that happens by itself is named as such ("cancelar recarga automática" cancels
         // no waiting recharge); the offer of one is answered by a yes or a no.
         if let Some(found) = self.automatic(m, conv) {

@@ -75,6 +75,11 @@ pub(crate) fn portuguese_note(lang: Lang) -> Option<&'static str> {
     }
 }
 
+/// A payment card's number typed in the chat: never looked up as a transit card, never said back.
+pub(crate) const PAYMENT_CARD: &str = "Esse número parece de um cartão de crédito ou débito, não do vale-transporte: \
+     por segurança, não envie o número do seu cartão de pagamento por aqui. Para consultar ou recarregar, \
+     informe o número do seu cartão de VT; para pagar com cartão de crédito, eu envio um link de pagamento seguro.";
+
 pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
 pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
 

@@ -108,6 +108,48 @@ impl std::fmt::Debug for CardNumber {
     }
 }
 
+/// Whether `digits` is a payment card's number (credit or debit), never a transit card: 14 to 16
+/// digits with a card network's prefix (Visa, Mastercard, American Express, Diners, Elo, Hipercard,
+/// Discover) and a valid Luhn check digit. Such a number is not looked up, echoed or kept as a card of
+/// the person's.
+pub fn is_payment_card(digits: &str) -> bool {
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let prefix = |n: usize| digits.get(..n).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+    let network = match digits.len() {
+        16 => {
+            digits.starts_with('4')
+                || (51..=55).contains(&prefix(2))
+                || (2221..=2720).contains(&prefix(4))
+                || digits.starts_with('6')
+        }
+        15 => matches!(prefix(2), 34 | 37),
+        14 => matches!(prefix(2), 36 | 38) || (300..=305).contains(&prefix(3)),
+        _ => false,
+    };
+    network && luhn(digits)
+}
+
+/// The Luhn check (ISO/IEC 7812): every second digit from the right doubled, the sum a multiple of 10.
+fn luhn(digits: &str) -> bool {
+    let sum: u32 = digits
+        .bytes()
+        .rev()
+        .enumerate()
+        .map(|(i, b)| {
+            let d = u32::from(b - b'0');
+            if i % 2 == 1 {
+                let twice = d * 2;
+                if twice > 9 { twice - 9 } else { twice }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
 /// Masks any card-like text to its last four digits.
 pub fn mask_card(raw: &str) -> String {
     format!("****{}", last_four(raw))
@@ -328,6 +370,31 @@ fn is_iso_date(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payment_cards_number_is_known_by_its_network_and_check_digit() {
+        // Networks' published test numbers: Visa, Mastercard (both ranges), Amex, Diners, Elo.
+        for card in [
+            "4111111111111111",
+            "5105105105105100",
+            "2223000048400011",
+            "378282246310005",
+            "30569309025904",
+            "6362970000457013",
+        ] {
+            assert!(is_payment_card(card), "{card}");
+        }
+        // Transit cards: any length 8 to 19, and 16 digits without a network's prefix or check digit.
+        for card in [
+            "1234567890",
+            "7777777777",
+            "1111222233334444",
+            "5555666677778888",
+            "4111111111111112",
+        ] {
+            assert!(!is_payment_card(card), "{card}");
+        }
+    }
 
     #[test]
     fn a_protocol_number_is_no_card_and_a_card_with_a_dash_still_is() {

@@ -89,7 +89,26 @@ fn digit_runs(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
 /// Card numbers in the text: digit runs (spaces, dashes, dots allowed between) of 8 to 19 digits,
 /// distinct, in order. Digits of any script count as digits; a run glued to a letter (`98765432O10`)
 /// is not a card at all, so a card is never read with a character missing.
+///
+/// A payment card's number (credit or debit, [`super::card::is_payment_card`]) is never a transit
+/// card: it is not among them ([`payment_cards`] finds it).
 pub fn cards(text: &str) -> Vec<String> {
+    card_runs(text)
+        .into_iter()
+        .filter(|d| !super::card::is_payment_card(d))
+        .collect()
+}
+
+/// The payment cards' numbers (credit or debit) a text holds, which [`cards`] leaves out.
+pub fn payment_cards(text: &str) -> Vec<String> {
+    card_runs(text)
+        .into_iter()
+        .filter(|d| super::card::is_payment_card(d))
+        .collect()
+}
+
+/// Digit runs of 8 to 19 digits, distinct, in order.
+fn card_runs(text: &str) -> Vec<String> {
     let text = ascii_digits(text);
     let mut found: Vec<String> = Vec::new();
     for (_, digits) in digit_runs(&text) {

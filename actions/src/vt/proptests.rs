@@ -65,7 +65,11 @@ proptest! {
         let amount_and_card = matches!(groups.as_slice(),
             [a, b] if (a.len() <= 3 && plain(b)) || (b.len() <= 3 && plain(a)));
         prop_assume!(!amount_and_card);
+        // A payment card's number is never a transit card (`card::is_payment_card`).
+        let payment = crate::vt::card::is_payment_card(&digits);
         let found = cards(&format!("recarrega 20 no {written} via pix"));
+        prop_assert_eq!(found.is_empty(), payment);
+        prop_assume!(!payment);
         prop_assert_eq!(found, vec![digits.clone()]);
         let masked = mask_cards_in(&format!("cartão {written}"));
         prop_assert!(!ascii_digits(&masked).contains(&digits[..8]), "{}", masked);

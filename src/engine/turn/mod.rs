@@ -24,6 +24,7 @@ use crate::telemetry::spans;
 use tracing::Instrument as _;
 
 mod dispatch;
+mod guard;
 use dispatch::{AfterCall, Arguments, panic_message};
 mod request;
 

@@ -144,7 +144,18 @@ impl Turn<'_> {
         self.model_answered(skill, &completion, took, &span);
         if completion.tool_calls.is_empty() {
             let text = completion.text.filter(|t| !t.trim().is_empty());
-            self.answer(text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned()));
+            let text = text.unwrap_or_else(|| EMPTY_ANSWER_REPLY.to_owned());
+            // What a model may say is checked before anyone reads it (`guard.rs`).
+            match super::guard::held_back(&text, self.conv) {
+                None => self.answer(text),
+                Some(why) => {
+                    tracing::warn!(why, "a model's reply was held back");
+                    self.events.push(TurnEvent::Error {
+                        message: format!("resposta do modelo retida: {why}"),
+                    });
+                    self.answer(super::guard::HELD_BACK_REPLY.to_owned());
+                }
+            }
             return Step::Done;
         }
         self.push(ChatMessage::Assistant {
