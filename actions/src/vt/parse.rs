@@ -37,11 +37,14 @@ static FINAL: LazyLock<Regex> = LazyLock::new(|| {
 /// Five digits or more in a row, wherever they stand (`abc9876543210def` too): a card typed short or
 /// long, or glued to letters, and never money.
 static LONG_NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d{5,}").expect("long number regex"));
+/// A masked card (`****8901`, as the product writes one, pasted back): its digits are no money.
+static MASKED_CARD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\*{2,}\s?\d{4}\b").expect("masked card regex"));
 /// The smallest amount with a card's length in its integer part (eight digits, the shortest card any
 /// policy takes by default): no amount people type for a recharge, and never read as one — a card
 /// written with dots (`9.876.543.210`) is not money either.
 const CARD_LENGTH_AMOUNT: Decimal = Decimal::from_parts(10_000_000, 0, 0, false, 0);
-static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9][0-9 \-.]{6,}[0-9]").expect("card regex"));
+static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9][0-9 \-._]{6,}[0-9]").expect("card regex"));
 static MONEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?x)
@@ -58,7 +61,7 @@ static MONEY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The card-like digit runs of `text` (already in ASCII digits): their byte ranges and digits. A run
-/// is digits with spaces, dashes or dots between; a short number typed before or after a card with a
+/// is digits with spaces, dashes, dots or underscores between; a short number typed before or after a card with a
 /// space between (`recarga 50 1234567890`) is no part of it — it is the amount — when the card is one
 /// group of ten digits or more of its own (a card written in groups, `1234 5678 90`, stays whole).
 fn digit_runs(text: &str) -> Vec<(std::ops::Range<usize>, String)> {
@@ -138,6 +141,23 @@ pub fn odd_card_lengths(text: &str) -> Vec<usize> {
     lengths
 }
 
+/// Every card a message names by its last four digits: in words ("o final 7890") or masked as the
+/// product writes one (`****7890`, pasted back).
+pub fn card_endings(text: &str) -> Vec<String> {
+    let text = ascii_digits(text);
+    let masked = MASKED_CARD.find_iter(&text).map(|m| {
+        m.as_str()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+    });
+    FINAL
+        .captures_iter(&text)
+        .map(|c| c[1].to_owned())
+        .chain(masked)
+        .collect()
+}
+
 /// The last four digits a message names a card by ("o final 7890"), if it does.
 pub fn final_digits(text: &str) -> Option<String> {
     let text = ascii_digits(text);
@@ -190,6 +210,7 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
     // "o final 7890" names a card's last digits, and a run of five digits or more is a card typed
     // short or long (or glued to letters): neither is money.
     let without_cards = FINAL.replace_all(&without_cards, " ");
+    let without_cards = MASKED_CARD.replace_all(&without_cards, " ");
     let without_cards = LONG_NUMBER.replace_all(&without_cards, " ");
     let without_cards = number_words_to_digits(&without_cards);
     let mut found = Vec::new();
@@ -208,27 +229,38 @@ pub fn amounts(text: &str) -> Vec<Decimal> {
     found
 }
 
-/// The value of a number word as people write amounts ("cinquenta", "cem"); units only count after
-/// a ten or a hundred ("vinte e cinco"): alone, "um" or "dois" are rarely money.
+/// The value of a number word as people write amounts ("cinquenta", "cem", "dezessete", and the
+/// way people say them: "vintão", "cinquentinha"); units only count after a ten or a hundred ("vinte e
+/// cinco"): alone, "um" or "dois" are rarely money.
 fn number_word(word: &str) -> Option<(u32, bool)> {
     let tens = match word {
-        "dez" => 10,
+        "dez" | "dezinho" => 10,
         "onze" => 11,
         "doze" => 12,
-        "quinze" => 15,
-        "vinte" => 20,
-        "trinta" => 30,
-        "quarenta" => 40,
-        "cinquenta" | "cinqüenta" => 50,
+        "treze" => 13,
+        "quatorze" | "catorze" => 14,
+        "quinze" | "quinzinho" => 15,
+        "dezesseis" | "dezeseis" => 16,
+        "dezessete" | "dezesete" => 17,
+        "dezoito" => 18,
+        "dezenove" => 19,
+        "vinte" | "vintinho" | "vintao" | "vintão" => 20,
+        "trinta" | "trintinha" | "trintao" | "trintão" => 30,
+        "quarenta" | "quarentinha" => 40,
+        "cinquenta" | "cinqüenta" | "cinquentinha" | "cinquentao" | "cinquentão" => 50,
         "sessenta" => 60,
         "setenta" => 70,
         "oitenta" => 80,
         "noventa" => 90,
-        "cem" | "cento" => 100,
+        "cem" | "cento" | "cenzinho" | "cemzinho" => 100,
         "duzentos" => 200,
         "trezentos" => 300,
         "quatrocentos" => 400,
         "quinhentos" => 500,
+        "seiscentos" => 600,
+        "setecentos" => 700,
+        "oitocentos" => 800,
+        "novecentos" => 900,
         _ => 0,
     };
     if tens > 0 {
@@ -249,35 +281,84 @@ fn number_word(word: &str) -> Option<(u32, bool)> {
     Some((unit, false))
 }
 
-/// `text` with amounts written in words ("vinte e cinco reais") turned into digits ("25 reais").
+/// Words that name reais after an amount ("vinte conto", "cinquenta pila").
+fn is_reais_word(word: &str) -> bool {
+    matches!(
+        word,
+        "reais" | "real" | "conto" | "contos" | "pila" | "pilas" | "mangos"
+    )
+}
+
+/// A whole number in words starting at `words[i]` (a ten or a hundred first: "vinte e cinco", "cento e
+/// vinte"): its value and where the words after it start.
+fn number_at(words: &[&str], i: usize) -> Option<(u32, usize)> {
+    let (first, leads) = number_word(&bare(words[i]))?;
+    if !leads {
+        return None;
+    }
+    let mut total = first;
+    let mut j = i + 1;
+    while j + 1 < words.len() && words[j] == "e" {
+        match number_word(&bare(words[j + 1])) {
+            // "vinte e cinco", "cento e vinte e cinco": a smaller part adds up.
+            Some((n, _)) if n < total && !(total < 100 && n >= 10) => {
+                total += n;
+                j += 2;
+            }
+            _ => break,
+        }
+    }
+    Some((total, j))
+}
+
+/// A word without the punctuation around it.
+fn bare(w: &str) -> String {
+    w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned()
+}
+
+/// `text` with amounts written in words turned into digits: "vinte e cinco reais" → "25 reais",
+/// cents too — "dezessete e cinquenta" → "17,50", "vinte reais e trinta centavos" → "20,30 reais" — and
+/// people's words for reais ("vinte conto" → "20 reais").
 fn number_words_to_digits(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut out: Vec<String> = Vec::with_capacity(words.len());
     let mut i = 0;
     while i < words.len() {
-        let bare = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned();
-        match number_word(&bare(words[i])) {
-            Some((first, true)) => {
-                let mut total = first;
-                let mut j = i + 1;
-                // "vinte e cinco", "cento e vinte e cinco"
-                while j + 1 < words.len() && words[j] == "e" {
-                    match number_word(&bare(words[j + 1])) {
-                        Some((n, _)) if n < total => {
-                            total += n;
-                            j += 2;
-                        }
-                        _ => break,
-                    }
-                }
-                out.push(total.to_string());
-                i = j;
-            }
-            _ => {
-                out.push(words[i].to_owned());
-                i += 1;
+        let Some((reais, mut j)) = number_at(&words, i) else {
+            out.push(words[i].to_owned());
+            i += 1;
+            continue;
+        };
+        let named = words.get(j).is_some_and(|w| is_reais_word(&bare(w)));
+        if named {
+            j += 1;
+        }
+        // Cents: "e cinquenta" after the reais — said as such ("centavos"), after "reais", or a number
+        // that could not add up to the reais ("dezessete e cinquenta").
+        let mut cents = None;
+        if j + 1 < words.len()
+            && words[j] == "e"
+            && let Some((c, k)) = number_at(&words, j + 1).or_else(|| {
+                number_word(&bare(words[j + 1]))
+                    .filter(|(_, leads)| !leads)
+                    .map(|(n, _)| (n, j + 2))
+            })
+            && c < 100
+        {
+            let said_cents = words.get(k).is_some_and(|w| bare(w).starts_with("centavo"));
+            if said_cents || named || c >= reais {
+                cents = Some(c);
+                j = if said_cents { k + 1 } else { k };
             }
         }
+        out.push(match cents {
+            Some(c) => format!("{reais},{c:02}"),
+            None => reais.to_string(),
+        });
+        if named {
+            out.push("reais".into());
+        }
+        i = j;
     }
     out.join(" ")
 }
@@ -380,13 +461,14 @@ pub fn is_confirmation(text: &str) -> bool {
         && words.iter().all(|w| yes_word(w) || YES_FILLER.contains(w))
 }
 
-/// A yes that names details of what it confirms ("sim, 50 reais no pix", "ok no 1234567890"): it
-/// starts with a yes, and every other word is a yes, a word that goes with one, a number or a word
-/// about a recharge. Whether the details match is the confirmation rule's to check.
+/// A yes that names details of what it confirms ("sim, 50 reais no pix", "ok no 1234567890", "cartão
+/// ****7890, sim"): it starts or ends with a yes, and every other word is a yes, a word that goes with
+/// one, a number or a word about a recharge. Whether the details match is the confirmation rule's to
+/// check.
 pub fn is_yes_with_details(text: &str) -> bool {
     let n = normalize(text);
     let words = words(&n);
-    words.first().is_some_and(|w| yes_word(w))
+    (words.first().is_some_and(|w| yes_word(w)) || words.last().is_some_and(|w| yes_word(w)))
         && words.iter().all(|w| {
             yes_word(w)
                 || YES_FILLER.contains(w)
@@ -467,6 +549,49 @@ pub fn automatic_terms(text: &str) -> AutomaticTerms {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn amounts_in_words_keep_their_cents_and_peoples_words() {
+        let read = |t: &str| {
+            super::amounts(t)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(read("bota dezoito e noventa no cartão"), ["18.90"]);
+        assert_eq!(read("recarrega vinte e cinco reais e trinta centavos"), ["25.30"]);
+        assert_eq!(read("coloca quarenta conto no vt"), ["40"]);
+        assert_eq!(read("manda uns cinquentinha"), ["50"]);
+        assert_eq!(read("quero por um vintão"), ["20"]);
+        assert_eq!(read("cento e quarenta e cinco"), ["145"]);
+        assert_eq!(read("trinta e cinco reais"), ["35"]);
+        assert_eq!(read("doze e quarenta"), ["12.40"]);
+        assert_eq!(read("seiscentos"), ["600"]);
+        assert_eq!(read("catorze reais e cinco centavos"), ["14.05"]);
+        // Units alone are no money.
+        assert!(read("um cartão e dois pedidos").is_empty());
+    }
+
+    #[test]
+    fn a_card_in_peoples_separators_is_one_card() {
+        assert_eq!(super::cards("saldo do 1234_5678_90"), ["1234567890"]);
+        assert_eq!(super::cards("cartao 12 3456 7890 por favor"), ["1234567890"]);
+        assert_eq!(super::cards("meu vt é 123.456.789-0"), ["1234567890"]);
+        // A date is no card.
+        assert!(super::cards("paguei em 12/05/2026").is_empty());
+    }
+
+    #[test]
+    fn a_masked_card_pasted_back_is_no_money() {
+        let read = |t: &str| {
+            super::amounts(t)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert!(read("cartão ****4321 sim").is_empty());
+        assert_eq!(read("a recarga de R$ 15,00 no ** 4321, pode fazer"), ["15.00"]);
+    }
+
     #[test]
     fn automatic_terms_are_read_by_their_words() {
         let t = |text: &str| super::automatic_terms(text);
