@@ -241,17 +241,51 @@ pub(crate) fn after_greeting(n: &str) -> &str {
 /// "22 dias úteis … 4,40 … ida e volta": the fare a month of work days costs, asked for.
 static DAYS: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{1,2}) dias?\b"));
 static FARE: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{1,3}[,.]\d{2})\b"));
-static BOTH_WAYS: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b(ida e volta|duas (passagens|vezes) (por|ao) dia|2 (passagens|vezes) (por|ao) dia)\b")
+static BOTH_WAYS: LazyLock<Regex> = LazyLock::new(|| re(r"\b(ida e volta|vou e volto)\b"));
+/// Trips a day, in digits or words: "duas passagens por dia", "4 conducoes ao dia", "3x por dia".
+static TRIPS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(\d|uma|um|duas|dois|tres|quatro|cinco|seis)\s*(?:x|passagens?|viagens?|vezes|conducoes|conducao|onibus|trechos?|tarifas?)\s+(?:por|ao|a cada|todo|cada)\s+dia\b",
+    )
 });
 static HOW_MUCH: LazyLock<Regex> = LazyLock::new(|| re(r"\b(quanto|qto|qnto|total|preciso|precisa|da)\b"));
 
-/// The expression of a "N days at a fare" question, for `calcular`: days × fare (× 2 both ways).
-pub(crate) fn fare_expression(n: &str) -> Option<String> {
+/// A "N days at a fare" question, by its factors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FareSum {
+    pub days: String,
+    /// Trips a day (2 for "ida e volta"; 1 when none is said).
+    pub trips: u32,
+    pub fare: String,
+}
+
+impl FareSum {
+    /// The expression `calcular` evaluates: days × trips × fare.
+    pub(crate) fn expression(&self) -> String {
+        if self.trips == 1 {
+            format!("{} * {}", self.days, self.fare)
+        } else {
+            format!("{} * {} * {}", self.days, self.trips, self.fare)
+        }
+    }
+
+    /// The factors said back, as the person reads them: "21 dias × 2 passagens por dia × R$ 5,00".
+    pub(crate) fn said(&self) -> String {
+        let fare = format!("R$ {}", self.fare.replace('.', ","));
+        match self.trips {
+            1 => format!("{} dias × {fare}", self.days),
+            n => format!("{} dias × {n} passagens por dia × {fare}", self.days),
+        }
+    }
+}
+
+/// The factors of a "N days at a fare" question, for `calcular`: every one of them — days, trips a day
+/// (in digits or words; "ida e volta" is two), fare.
+pub(crate) fn fare_sum(n: &str) -> Option<FareSum> {
     if !HOW_MUCH.is_match(n) {
         return None;
     }
-    let days = DAYS.captures(n)?.get(1)?.as_str();
+    let days = DAYS.captures(n)?.get(1)?.as_str().to_owned();
     let fares: Vec<&str> = FARE
         .captures_iter(n)
         .filter_map(|c| c.get(1))
@@ -260,10 +294,21 @@ pub(crate) fn fare_expression(n: &str) -> Option<String> {
     let [fare] = fares.as_slice() else {
         return None;
     };
-    Some(if BOTH_WAYS.is_match(n) {
-        format!("{days} * 2 * {fare}")
-    } else {
-        format!("{days} * {fare}")
+    let trips = match TRIPS.captures(n).and_then(|c| c.get(1)).map(|m| m.as_str()) {
+        Some("uma" | "um") => 1,
+        Some("duas" | "dois") => 2,
+        Some("tres") => 3,
+        Some("quatro") => 4,
+        Some("cinco") => 5,
+        Some("seis") => 6,
+        Some(d) => d.parse().unwrap_or(1),
+        None if BOTH_WAYS.is_match(n) => 2,
+        None => 1,
+    };
+    Some(FareSum {
+        days,
+        trips,
+        fare: fare.replace(',', "."),
     })
 }
 
@@ -329,4 +374,33 @@ pub(crate) fn complains_of_payment(n: &str) -> Option<bool> {
 
 pub(crate) fn mentions_payment(n: &str) -> bool {
     PAID.is_match(n) || PAYMENT_WORD.is_match(n) || TWICE.is_match(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fare_sum_reads_every_factor() {
+        let sum = |t: &str| fare_sum(&vt_actions::vt::parse::normalize(t));
+        let two = sum("quanto preciso pra 21 dias, duas passagens por dia de 5,00?").expect("a sum");
+        assert_eq!(two.expression(), "21 * 2 * 5.00");
+        assert_eq!(two.said(), "21 dias × 2 passagens por dia × R$ 5,00");
+        let four = sum("qual o total de 20 dias com 4 conduções ao dia a 4,40").expect("a sum");
+        assert_eq!(four.expression(), "20 * 4 * 4.40");
+        assert_eq!(
+            sum("quanto dá 22 dias ida e volta a 4,40").expect("a sum").trips,
+            2
+        );
+        assert_eq!(
+            sum("quanto da 22 dias a 4,40").expect("a sum").expression(),
+            "22 * 4.40"
+        );
+        assert_eq!(
+            sum("tres passagens por dia, 10 dias, 6,00 cada, quanto fica?")
+                .expect("a sum")
+                .expression(),
+            "10 * 3 * 6.00"
+        );
+    }
 }

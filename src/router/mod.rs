@@ -503,12 +503,12 @@ impl Router {
         if !m.model || !self.active(Known::Calcular) {
             return None;
         }
-        let expression = keywords::fare_expression(&m.n)?;
-        let value = vt_actions::tools::evaluate(&expression).ok()?;
+        let sum = keywords::fare_sum(&m.n)?;
+        let value = vt_actions::tools::evaluate(&sum.expression()).ok()?;
         let text = format!(
-            "{} = R$ {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
-            expression.replace('*', "×").replace('.', ","),
-            vt_actions::tools::decimal_pt(value)
+            "{} = {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
+            sum.said(),
+            vt_actions::vt::money_for_people("BRL", value, Idioma::PtBr)
         );
         Some((Known::Calcular.key().to_owned(), Route::Reply { text }))
     }
