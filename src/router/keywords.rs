@@ -312,6 +312,18 @@ pub(crate) fn fare_sum(n: &str) -> Option<FareSum> {
     })
 }
 
+/// A question for the protocol number: "qual o protocolo?", "me passa o número do protocolo de novo",
+/// "perdi o protocolo".
+static PROTOCOL: LazyLock<Regex> = LazyLock::new(|| re(r"\bprotocol\w*\b"));
+
+pub(crate) fn asks_protocol(n: &str) -> bool {
+    // Citing a number, or asking for a person, is no question for one.
+    PROTOCOL.is_match(n)
+        && !n.bytes().any(|b| b.is_ascii_digit())
+        && n.split_whitespace().count() <= 14
+        && !is_handoff(n)
+}
+
 /// Words of a balance or credit ("tá zerado", "sem crédito", "acabou o saldo").
 static CREDIT: LazyLock<Regex> =
     LazyLock::new(|| re(r"\b(saldo|credito\w*|zerad\w*|acabou|quanto|sobr\w*|rest\w*|dinheiro|valor)\b"));

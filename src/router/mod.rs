@@ -34,6 +34,9 @@ use vt_actions::vt::{Idioma, mask_card};
 use cards::Pick;
 pub(crate) use texts::HELP_TEXT;
 
+/// Where the conversation keeps the protocol of the last case it opened (`{"protocolo", "aberto_em"}`).
+pub(crate) const STATE_PROTOCOLO: &str = "ultimo_protocolo";
+
 /// The language `text` was written in, as the router reads it: `pt`, `en` or `es` (a channel's own
 /// words follow the person's).
 pub(crate) fn language_of(text: &str) -> &'static str {
@@ -382,6 +385,15 @@ impl Router {
 
     /// Level 1: patterns and parameters, zero tokens.
     fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        // "Me passa o protocolo de novo": the last case's number, from the conversation.
+        if keywords::asks_protocol(&m.n) {
+            let protocol = conv
+                .state
+                .get(STATE_PROTOCOLO)
+                .and_then(|p| p.get("protocolo"))
+                .and_then(Value::as_str);
+            return reply(Known::Ajuda, texts::protocol(protocol));
+        }
         // A credit or debit card's number is never a transit card: not looked up, not said back.
         if !vt_actions::vt::parse::payment_cards(m.text).is_empty() {
             return reply(Known::Ajuda, texts::PAYMENT_CARD.into());

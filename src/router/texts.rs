@@ -80,6 +80,14 @@ pub(crate) const PAYMENT_CARD: &str = "Esse número parece de um cartão de cré
      por segurança, não envie o número do seu cartão de pagamento por aqui. Para consultar ou recarregar, \
      informe o número do seu cartão de VT; para pagar com cartão de crédito, eu envio um link de pagamento seguro.";
 
+/// The answer to "qual o protocolo?": the last case's number, or that there is none.
+pub(crate) fn protocol(protocol: Option<&str>) -> String {
+    match protocol {
+        Some(p) => format!("O protocolo do seu atendimento é {p}."),
+        None => "Não encontrei um protocolo de atendimento nesta conversa. Se quiser falar com uma pessoa da equipe, é só pedir.".into(),
+    }
+}
+
 pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
 pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
 

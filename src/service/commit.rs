@@ -172,6 +172,16 @@ impl Messages<'_> {
         let case = self
             .case_write(held, conv, &mut outcome, (&context, &tag.intent_key))
             .await;
+        // The protocol a person is given stays with the conversation: "qual o protocolo?" is answered
+        // from it, with zero tokens, however long after.
+        if let Some(crate::store::CaseWrite::Open(new)) = &case
+            && !new.protocol.is_empty()
+        {
+            conv.state.insert(
+                crate::router::STATE_PROTOCOLO.into(),
+                serde_json::json!({"protocolo": new.protocol, "aberto_em": now}),
+            );
+        }
         let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
         let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));
