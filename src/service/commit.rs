@@ -139,6 +139,19 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     }
 }
 
+/// The protocol a person is given stays with the conversation: "qual o protocolo?" is answered from
+/// it, with zero tokens, however long after.
+fn keep_protocol(conv: &mut Conversation, case: Option<&crate::store::CaseWrite>, now: DateTime<Utc>) {
+    if let Some(crate::store::CaseWrite::Open(new)) = case
+        && !new.protocol.is_empty()
+    {
+        conv.state.insert(
+            crate::router::STATE_PROTOCOLO.into(),
+            serde_json::json!({"protocolo": new.protocol, "aberto_em": now}),
+        );
+    }
+}
+
 /// Input and output tokens of two calls together.
 fn tokens_plus(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
     (a.0 + b.0, a.1 + b.1)
@@ -172,16 +185,7 @@ impl Messages<'_> {
         let case = self
             .case_write(held, conv, &mut outcome, (&context, &tag.intent_key))
             .await;
-        // The protocol a person is given stays with the conversation: "qual o protocolo?" is answered
-        // from it, with zero tokens, however long after.
-        if let Some(crate::store::CaseWrite::Open(new)) = &case
-            && !new.protocol.is_empty()
-        {
-            conv.state.insert(
-                crate::router::STATE_PROTOCOLO.into(),
-                serde_json::json!({"protocolo": new.protocol, "aberto_em": now}),
-            );
-        }
+        keep_protocol(conv, case.as_ref(), now);
         let choices = super::offers::Offer::titles_of(routing.offer.as_ref());
         let mut outbox = replies_outbox(conv, msg, &outcome, &choices);
         outbox.extend(self.board.board_items(&conv.tenant_id, case.as_ref(), &outcome));
