@@ -130,7 +130,48 @@ pub(crate) fn is_goodbye(n: &str) -> bool {
 }
 
 pub(crate) fn is_thanks(n: &str) -> bool {
-    THANKS.is_match(n)
+    THANKS.is_match(n) || closes_with_thanks(n)
+}
+
+/// Words that thank or close, as people write them ("vlw, era só isso", "beleza, brigadão", "tmj").
+const THANKING: &[&str] = &[
+    "obrigado",
+    "obrigada",
+    "obg",
+    "obgd",
+    "brigado",
+    "brigada",
+    "brigadao",
+    "brigadinho",
+    "valeu",
+    "vlw",
+    "valew",
+    "tmj",
+    "thanks",
+    "gracias",
+    "agradeco",
+];
+/// Words that may stand around a thanks without asking anything ("era só isso", "show", "muito").
+const AROUND_THANKS: &[&str] = &[
+    "era", "so", "isso", "e", "muito", "demais", "mesmo", "viu", "pela", "ajuda", "ok", "ta", "bom", "entao",
+    "por", "enquanto", "show", "beleza", "blz", "fechou", "top", "otimo", "massa", "perfeito", "ai", "moco",
+    "moca", "amigo", "amiga", "mano", "tudo", "certo", "de", "novo", "mais", "nada",
+];
+
+/// A message that only thanks or closes, in people's words: every word thanks or goes with a thanks,
+/// and one of them thanks (or says "that's all").
+fn closes_with_thanks(n: &str) -> bool {
+    let words: Vec<&str> = n
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let thanks = words.iter().any(|w| THANKING.contains(w)) || n.contains("so isso");
+    !words.is_empty()
+        && words.len() <= 8
+        && thanks
+        && words
+            .iter()
+            .all(|w| THANKING.contains(w) || AROUND_THANKS.contains(w))
 }
 
 /// A recharge request: a recharge verb, or the noun without a balance question around it.
@@ -391,6 +432,27 @@ pub(crate) fn mentions_payment(n: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thanks_and_closings_in_peoples_words() {
+        let n = |t: &str| vt_actions::vt::parse::normalize(t);
+        for t in [
+            "vlw, era só isso",
+            "beleza, valeu demais",
+            "show, brigadão",
+            "tmj",
+            "era só isso, obrigada",
+        ] {
+            assert!(is_thanks(&n(t)), "{t}");
+        }
+        for t in [
+            "valeu, e o saldo?",
+            "obrigado, quero recarregar 50",
+            "só isso de saldo?",
+        ] {
+            assert!(!is_thanks(&n(t)), "{t}");
+        }
+    }
 
     #[test]
     fn a_fare_sum_reads_every_factor() {

@@ -419,6 +419,12 @@ const YES_CORE: &[&str] = &[
     "positivo",
     "bom",
     "certeza",
+    // "pode gerar", "gera o pix", "emite o boleto": make the code (the recharge asked for).
+    "gera",
+    "gerar",
+    "gere",
+    "emite",
+    "emitir",
 ];
 /// Words that may stand around a yes without changing it ("sim, pode ser, por favor").
 const YES_FILLER: &[&str] = &[
@@ -430,6 +436,7 @@ const YES_FILLER: &[&str] = &[
 const YES_DETAIL: &[&str] = &[
     "reais", "real", "conto", "contos", "pila", "r", "no", "na", "do", "da", "de", "via", "pelo", "pela",
     "em", "o", "a", "pix", "boleto", "cartao", "credito", "vt", "valor", "brl", "recarga", "essa", "esta",
+    "codigo", "qr", "link",
 ];
 
 /// "sim", "siim", "simmm".
