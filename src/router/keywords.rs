@@ -260,9 +260,20 @@ pub(crate) fn greeting_back(n: &str) -> Option<&'static str> {
 /// "recarga" or "saldo".
 static OPEN_QUESTION: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(como (funciona|faz|faco|eu faco|que|e que|posso|consigo|recarreg\w*|pago|peco|funciona)|por ?que|pq|porque|pra que|para que|o que (acontece|e|pode ser|faco|eu faco|fazer)|e se|quanto tempo|em quanto tempo|quando (cai|vai cair|fica|e que)|qual (o|e o) (prazo|limite|valor (minimo|maximo))|quais (as|os|sao)|e possivel|sera que|perco|vou perder|aceita\w*|demora\w*|nao (passou|passa|caiu|cai|entrou|apareceu|funciona|funcionou)|mud(ei|ar|ando) de (emprego|empresa|trabalho)|demitid\w*|sai(r)? da empresa|paguei|recus\w*|nao (aceitou|aceita|leu|le))\b",
+        r"\b(como (funciona|faz|faco|eu faco|que|e que|posso|consigo|recarreg\w*|pago|peco|funciona)|por ?que|pq|porque|pra que|para que|o que (acontece|e|pode ser|faco|eu faco|fazer)|e se|quanto tempo|em quanto tempo|quando (cai|vai cair|fica|e que)|qual (o|e o) (prazo|limite|valor (minimo|maximo))|quais (as|os|sao)|e possivel|sera que|perco|vou perder|aceita\w*|demora\w*|nao (passou|passa|caiu|cai|entrou|apareceu|funciona|funcionou)|mud(ei|ar|ando) de (emprego|empresa|trabalho)|demitid\w*|sai(r)? da empresa|paguei|recus\w*|nao (aceitou|aceita|leu|le)|expira\w*|caduca\w*|prescreve\w*|perde o (saldo|credito))\b",
     )
 });
+
+/// A what-if about the credit itself: losing it, its expiry, leaving the job.
+static WHAT_IF: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(e se|perco|vou perder|perde o|perder o|expira\w*|caduca\w*|prescreve\w*|vence o (saldo|credito)|demitid\w*|sai(r)? da empresa|mud(ei|ar|ando) de (emprego|empresa|trabalho))\b",
+    )
+});
+
+pub(crate) fn asks_what_if(n: &str) -> bool {
+    WHAT_IF.is_match(n)
+}
 
 pub(crate) fn is_open_question(n: &str) -> bool {
     OPEN_QUESTION.is_match(n)

@@ -598,6 +598,16 @@ impl Router {
         if m.model && m.open && subject && !m.correction() {
             return None;
         }
+        // Without a model, a what-if question that names the balance or a recharge ("se eu sair da
+        // empresa perco o saldo?", "o crédito expira?") is no request for one: said honestly, with a
+        // person offered.
+        if keywords::asks_what_if(n)
+            && !m.correction()
+            && m.found.cards.is_empty()
+            && m.found.amounts.is_empty()
+        {
+            return reply(Known::Ajuda, texts::OPEN_UNANSWERED.into());
+        }
         let with_params = |intent: WithParams| {
             let route = self.params_route(intent, m, conv);
             Some((intent.intent().key().to_owned(), route))

@@ -88,6 +88,10 @@ pub(crate) fn protocol(protocol: Option<&str>) -> String {
     }
 }
 
+/// An open question level 1 cannot answer and no FAQ entry does (no model configured).
+pub(crate) const OPEN_UNANSWERED: &str = "Essa eu não sei responder com certeza por aqui. \
+     Para outros assuntos, escreva \"falar com atendente\" e uma pessoa continua o seu atendimento.";
+
 pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
 pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
 
