@@ -205,6 +205,18 @@ pub(crate) fn lists_cards(n: &str) -> bool {
     LIST_CARDS.is_match(n)
 }
 
+/// The person's own cards named beyond doubt ("quais são os meus cartões?", "cartões salvos"): read
+/// before the FAQ, whose entry on paying by card shares the word. A payment card is another subject.
+static MY_CARDS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(meus cartoes|cartoes (cadastrados|salvos|guardados|que (voce|vc) (tem|sabe|guardou|conhece|lembra)))\b",
+    )
+});
+
+pub(crate) fn names_my_cards(n: &str) -> bool {
+    MY_CARDS.is_match(n) && !n.contains("credito") && !n.contains("debito")
+}
+
 pub(crate) fn forgets_cards(n: &str) -> bool {
     FORGET_CARDS.is_match(n)
 }

@@ -410,6 +410,12 @@ impl Router {
         if let Some(found) = self.complaint(m) {
             return Some(found);
         }
+        // The person's own cards, listed or forgotten, before a FAQ entry that shares the word.
+        if keywords::names_my_cards(&m.n)
+            && let Some(found) = self.fixed(m, conv)
+        {
+            return Some(found);
+        }
         if m.waiting {
             self.yes_or_no(m).or_else(|| self.faq(m))
         } else {
