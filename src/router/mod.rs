@@ -629,8 +629,8 @@ impl Router {
             return with_params(WithParams::Recarga);
         }
         if keywords::is_balance(n) && self.active(Known::ConsultarSaldo) {
-            // Several cards, with a model configured: each card's balance (a plan code writes).
-            if m.model && m.found.cards.len() >= 2 && self.active(Known::TarefaComposta) {
+            // Several cards: each card's balance (a plan code writes, zero tokens, a model or none).
+            if m.found.cards.len() >= 2 && self.active(Known::TarefaComposta) {
                 let route = Route::EachCard {
                     cards: m.found.cards.clone(),
                 };

@@ -15,9 +15,11 @@ enum Want {
     Reply(&'static str),
     /// Not level 1: without a model, the help text.
     Help,
+    /// Each of these cards' balance, by a plan code writes.
+    Each(&'static [&'static str]),
 }
 
-use Want::{Act, Ask, Help, Reply};
+use Want::{Act, Ask, Each, Help, Reply};
 
 fn cases() -> Vec<(&'static str, bool, Want)> {
     let none = json!({});
@@ -87,7 +89,7 @@ fn cases() -> Vec<(&'static str, bool, Want)> {
         (
             "saldo dos cartões 1111111111 e 2222222222",
             false,
-            Ask("consultar_saldo", "mais de um cartão"),
+            Each(&["1111111111", "2222222222"]),
         ),
         (
             "quanto ta no meu vt",
@@ -324,6 +326,7 @@ async fn level_one_table() {
                 d.intent == *intent && question.contains(words)
             }
             (Reply(intent), Route::Reply { .. }) => d.intent == *intent,
+            (Each(want), Route::EachCard { cards }) => d.intent == "tarefa_composta" && cards == want,
             (Help, Route::Reply { text }) => {
                 d.intent == "ajuda" && !d.keyword_matched && text.contains("Posso ajudar")
             }
