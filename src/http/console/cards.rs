@@ -10,7 +10,8 @@ use axum::response::Response;
 use minijinja::context;
 use serde_json::Value as Json;
 
-use super::pages::{LookupForm, flow_tenant, frame, money_of, status_label, store_failed, when};
+use super::flows::{flow_tenant, money_of, status_label};
+use super::pages::{LookupForm, frame, store_failed, when};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;

@@ -15,6 +15,10 @@ mod cards;
 pub(crate) const CHANNEL: &str = "console";
 mod cases;
 mod chat;
+mod conversations;
+mod flows;
+mod outbox;
+mod usage;
 mod queue;
 mod recurrences;
 mod replay;
@@ -44,11 +48,11 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/entrar", post(pages::sign_in))
         .route("/console/sair", post(pages::sign_out))
         .route("/console/lookup", get(pages::lookup_page).post(pages::lookup))
-        .route("/console/conversations", get(pages::conversations))
-        .route("/console/conversations/{id}", get(pages::conversation))
+        .route("/console/conversations", get(conversations::conversations))
+        .route("/console/conversations/{id}", get(conversations::conversation))
         .route(
             "/console/conversations/{id}/transcript.yaml",
-            get(pages::transcript),
+            get(conversations::transcript),
         )
         .route("/console/cards", post(cards::history))
         .route("/console/fila", get(queue::page))
@@ -66,12 +70,12 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/cases/{id}/devolver", post(cases::hand_back))
         .route("/console/cases/{id}/encerrar", post(cases::close))
         .route("/console/cases/{id}/transferir", post(cases::transfer))
-        .route("/console/flows", get(pages::flows))
-        .route("/console/flows/{id}", get(pages::flow))
-        .route("/console/batches/{id}", get(pages::batch))
-        .route("/console/outbox", get(pages::outbox))
-        .route("/console/outbox/{id}/retry", post(pages::retry))
-        .route("/console/usage", get(pages::usage))
+        .route("/console/flows", get(flows::flows))
+        .route("/console/flows/{id}", get(flows::flow))
+        .route("/console/batches/{id}", get(flows::batch))
+        .route("/console/outbox", get(outbox::outbox))
+        .route("/console/outbox/{id}/retry", post(outbox::retry))
+        .route("/console/usage", get(usage::usage))
         .route("/console/assets/{name}", get(asset))
         .layer(middleware::from_fn(security_headers))
 }
