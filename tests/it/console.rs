@@ -68,7 +68,7 @@ pub(crate) fn session(name: &str, expires_in_secs: i64, secret: &str) -> String 
     format!("{}={value}", vt_agent::SESSION_COOKIE)
 }
 
-fn csrf_of(html: &str) -> String {
+pub(crate) fn csrf_of(html: &str) -> String {
     let start = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
     html[start..start + 64].to_owned()
 }

@@ -287,13 +287,25 @@ async fn the_event_stream_may_be_opened_before_its_conversation_exists() {
     stop(child);
 }
 
+/// A console form posted with the session `cookie`: `fields` as the browser sends them.
+async fn posted(
+    http: &reqwest::Client,
+    to: String,
+    cookie: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    http.post(to)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(fields).expect("form"))
+        .send()
+        .await
+        .expect("posted")
+}
+
 /// Signs in to the console of the `serve` at `url` with `key`: the session cookie and the CSRF token
 /// of the page at `page`.
 async fn console_session(http: &reqwest::Client, url: &str, key: &str, page: &str) -> (String, String) {
-    let token_of = |html: &str| {
-        let start = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
-        html[start..start + 64].to_owned()
-    };
     let form = http.get(format!("{url}/console")).send().await.expect("page");
     let cookie = form.headers()["set-cookie"]
         .to_str()
@@ -302,15 +314,14 @@ async fn console_session(http: &reqwest::Client, url: &str, key: &str, page: &st
         .next()
         .expect("pair")
         .to_owned();
-    let token = token_of(&form.text().await.expect("html"));
-    let signed = http
-        .post(format!("{url}/console/entrar"))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(serde_urlencoded::to_string([("chave", key), ("csrf", token.as_str())]).expect("form"))
-        .send()
-        .await
-        .expect("sign in");
+    let token = crate::console::csrf_of(&form.text().await.expect("html"));
+    let signed = posted(
+        http,
+        format!("{url}/console/entrar"),
+        &cookie,
+        &[("chave", key), ("csrf", token.as_str())],
+    )
+    .await;
     assert_eq!(signed.status(), 303);
     let session = signed
         .headers()
@@ -332,7 +343,7 @@ async fn console_session(http: &reqwest::Client, url: &str, key: &str, page: &st
         .text()
         .await
         .expect("html");
-    (session, token_of(&html))
+    (session, crate::console::csrf_of(&html))
 }
 
 /// A person's reply in a case reaches the integrator as one message: the webhook, the event stream and
@@ -387,14 +398,8 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
     let page = format!("/console/cases/{case}");
     let (session, token) = console_session(&http, &url, KEY, &page).await;
     for (action, text) in [("assumir", ""), ("responder", "Olá, posso ajudar.")] {
-        let done = http
-            .post(format!("{url}{page}/{action}"))
-            .header("cookie", &session)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(serde_urlencoded::to_string([("csrf", token.as_str()), ("texto", text)]).expect("form"))
-            .send()
-            .await
-            .expect("act");
+        let fields = [("csrf", token.as_str()), ("texto", text)];
+        let done = posted(&http, format!("{url}{page}/{action}"), &session, &fields).await;
         assert!(
             done.status().is_success() || done.status().is_redirection(),
             "{action}: {}",
@@ -402,22 +407,18 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
         );
     }
     // A proposal names a card by the page's sealed reference: a typed number is refused.
-    let typed = http
-        .post(format!("{url}{page}/propor"))
-        .header("cookie", &session)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", token.as_str()),
-                ("valor", "20"),
-                ("cartao", "1234567890"),
-                ("meio", "pix"),
-            ])
-            .expect("form"),
-        )
-        .send()
-        .await
-        .expect("propose");
+    let typed = posted(
+        &http,
+        format!("{url}{page}/propor"),
+        &session,
+        &[
+            ("csrf", token.as_str()),
+            ("valor", "20"),
+            ("cartao", "1234567890"),
+            ("meio", "pix"),
+        ],
+    )
+    .await;
     let said = typed
         .headers()
         .get("location")
@@ -501,22 +502,18 @@ async fn a_late_message_is_one_message_with_one_id_time_and_role_everywhere() {
     );
     let start = option.find("value=\"").expect("a reference") + 7;
     let reference = &option[start..start + option[start..].find('"').expect("quoted")];
-    let proposed = http
-        .post(format!("{url}{page}/propor"))
-        .header("cookie", &session)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", token.as_str()),
-                ("valor", "20"),
-                ("cartao", reference),
-                ("meio", "pix"),
-            ])
-            .expect("form"),
-        )
-        .send()
-        .await
-        .expect("propose");
+    let proposed = posted(
+        &http,
+        format!("{url}{page}/propor"),
+        &session,
+        &[
+            ("csrf", token.as_str()),
+            ("valor", "20"),
+            ("cartao", reference),
+            ("meio", "pix"),
+        ],
+    )
+    .await;
     let location = proposed
         .headers()
         .get("location")
