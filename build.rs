@@ -1,4 +1,16 @@
-//! Link flags for the `vt-agent` binary and the examples.
+//! Link flags for the `vt-agent` binary and the examples; the router's intent classifier, trained
+//! from the corpus.
+
+#[path = "src/router/classifier/augment.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod augment;
+#[path = "src/router/classifier/files.rs"]
+mod files;
+#[path = "src/router/classifier/features.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod features;
+#[path = "build/intents.rs"]
+mod intents;
 
 fn main() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
@@ -16,4 +28,12 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     // `sqlx::migrate!` embeds the migrations: a new file must rebuild the crate.
     println!("cargo:rerun-if-changed=migrations");
+    // The intent classifier: trained from the corpus, embedded in the binary.
+    println!("cargo:rerun-if-changed=corpus/intencoes/treino");
+    println!("cargo:rerun-if-changed=src/router/classifier/features.rs");
+    println!("cargo:rerun-if-changed=src/router/classifier/augment.rs");
+    println!("cargo:rerun-if-changed=build/intents.rs");
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let corpus = files::read(std::path::Path::new("corpus/intencoes/treino"));
+    intents::train(&corpus, &out.join("intencoes.bin"));
 }

@@ -346,6 +346,41 @@ async fn corpus(config: &Config) {
     for miss in &score.misses {
         println!("  miss: {miss}");
     }
+    classifier();
+    level_one_cost(&router, &entries).await;
+}
+
+/// The intent classifier on the corpus's held-out splits, per intent.
+fn classifier() {
+    for split in ["avaliacao", "reserva"] {
+        let e = vt_agent::evaluate_intents(&std::path::Path::new("corpus/intencoes").join(split));
+        println!();
+        println!("intent classifier, held-out split {split}: {}", e.summary());
+        for (intent, (right, n)) in &e.per_intent {
+            println!(
+                "  {intent:<32} {right:>3}/{n:<3} {:>6.1} %",
+                100.0 * *right as f64 / *n as f64
+            );
+        }
+    }
+}
+
+/// What level 1 costs a message (keywords, the classifier, the parameters), routed in a loop.
+async fn level_one_cost(router: &vt_agent::Router, entries: &[vt_agent::CorpusEntry]) {
+    let conversations: Vec<_> = entries.iter().map(vt_agent::corpus_conversation).collect();
+    let rounds = 20;
+    let started = std::time::Instant::now();
+    for _ in 0..rounds {
+        for (entry, conv) in entries.iter().zip(&conversations) {
+            std::hint::black_box(router.route(&entry.texto, conv).await);
+        }
+    }
+    let per = started.elapsed() / (rounds * entries.len()) as u32;
+    println!();
+    println!(
+        "level 1, a message routed (no model): {per:?} on average over {} messages",
+        rounds * entries.len()
+    );
 }
 
 fn row(class: &str, n: usize, product: &Cost, stage: &Cost) {

@@ -320,6 +320,27 @@ impl TurnOutcome {
         true
     }
 
+    /// `lead` on lines of its own before the first reply — one message — in what is sent and in what
+    /// the history keeps of it alike; `false` when the turn said nothing.
+    pub(crate) fn prepend_to_first_reply(&mut self, lead: &str) -> bool {
+        let Some(first) = self.replies.first_mut() else {
+            return false;
+        };
+        let said = std::mem::take(&mut first.text);
+        first.text = format!("{lead}\n\n{said}");
+        let kept = self.messages.iter_mut().rev().find_map(|m| match m {
+            ChatMessage::Assistant {
+                content: Some(content),
+                ..
+            } if *content == said => Some(content),
+            _ => None,
+        });
+        if let Some(content) = kept {
+            *content = format!("{lead}\n\n{said}");
+        }
+        true
+    }
+
     /// The replies joined, as a terminal shows them.
     pub fn reply_text(&self) -> String {
         Reply::join(&self.replies)

@@ -138,7 +138,7 @@ impl Entry {
 }
 
 /// The conversation an entry is read in.
-fn conversation(entry: &Entry) -> Conversation {
+pub fn conversation(entry: &Entry) -> Conversation {
     let mut c = Conversation::new(
         "corpus".into(),
         "vt",
@@ -169,6 +169,7 @@ pub async fn score(router: &Router, entries: &[Entry]) -> Score {
             Route::Model => ("modelo", None, None),
             Route::Plan => ("plano", None, None),
             Route::EachCard { .. } => ("cada_cartao", None, None),
+            Route::BalanceFirst { .. } => ("saldo_e", None, None),
         };
         let bare_menu = text.is_some_and(|t| t.starts_with("Posso ajudar com o seu vale-transporte"));
         if bare_menu && entry.intencao != "ajuda" {

@@ -8,11 +8,14 @@
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
 mod cards;
+pub(crate) mod classifier;
 pub(crate) mod corpus;
 pub(crate) mod intents;
 pub(crate) mod keywords;
 mod known;
 mod level2;
+mod meaning;
+mod several;
 mod texts;
 
 use known::{Known, WithParams};
@@ -102,6 +105,8 @@ pub enum Route {
     Plan,
     /// Each card's balance, a plan written by code (zero tokens).
     EachCard { cards: Vec<String> },
+    /// Each card's balance first, then `then` (a balance and a recharge asked in one message).
+    BalanceFirst { cards: Vec<String>, then: Box<Route> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,6 +186,14 @@ impl Found {
             || !self.odd_cards.is_empty()
     }
 }
+
+/// What the keyword readers of a request find: a recharge (once, or by itself), the balance, a sum.
+const REQUESTS: [&str; 4] = [
+    "preparar_recarga",
+    "consultar_saldo",
+    "recarga_automatica",
+    "calcular",
+];
 
 /// Words that may stand around a card number sent alone ("meu cartão é 1234567890").
 const CARD_ALONE_WORDS: [&str; 19] = [
@@ -387,12 +400,7 @@ impl Router {
     fn level1(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         // "Me passa o protocolo de novo": the last case's number, from the conversation.
         if keywords::asks_protocol(&m.n) {
-            let protocol = conv
-                .state
-                .get(STATE_PROTOCOLO)
-                .and_then(|p| p.get("protocolo"))
-                .and_then(Value::as_str);
-            return reply(Known::Ajuda, texts::protocol(protocol));
+            return reply(Known::Ajuda, texts::protocol(last_protocol(conv)));
         }
         // A credit or debit card's number is never a transit card: not looked up, not said back.
         if !vt_actions::vt::parse::payment_cards(m.text).is_empty() {
@@ -416,14 +424,19 @@ impl Router {
         {
             return Some(found);
         }
+        // A balance and a recharge in one message: both, the balance first.
+        if let Some(found) = self.several(m, conv) {
+            return Some(found);
+        }
         if m.waiting {
-            self.yes_or_no(m).or_else(|| self.faq(m))
+            self.yes_or_no(m, conv).or_else(|| self.faq(m))
         } else {
-            self.faq(m).or_else(|| self.yes_or_no(m))
+            self.faq(m).or_else(|| self.yes_or_no(m, conv))
         }
         .or_else(|| self.fixed(m, conv))
         .or_else(|| self.arithmetic(m))
         .or_else(|| self.request(m, conv))
+        .or_else(|| self.by_meaning(m, conv))
     }
 
     /// A recharge that happens by itself: the offer's yes (its card) or no; a list or a cancellation
@@ -433,10 +446,6 @@ impl Router {
         if !self.active(Known::RecargaAutomatica) {
             return None;
         }
-        let args = |acao: &str, cartao: Option<String>, t: AutomaticTerms| {
-            let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_actions::vt::round_half_up(v)));
-            json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
-        };
         if !speaks_of_automatic_in(&m.n) {
             let offered = offered_card(conv).filter(|_| !m.waiting)?;
             if is_refusal(m.text) || keywords::starts_with_no(&m.n) {
@@ -446,23 +455,29 @@ impl Router {
             return yes.then(|| {
                 act(
                     Known::RecargaAutomatica,
-                    args("criar", Some(offered), AutomaticTerms::default()),
+                    automatic_args("criar", Some(offered), AutomaticTerms::default()),
                 )
             })?;
         }
         if (m.open || m.text.trim_end().ends_with('?')) && !keywords::lists_automatic(&m.n) {
             return None;
         }
+        self.automatic_request(m, conv)
+    }
+
+    /// An automatic recharge asked for: cancelled, listed, or created with the terms the message
+    /// gives, for the card named or the one remembered.
+    fn automatic_request(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let card = || m.found.cards.first().cloned();
         if keywords::stops_automatic(&m.n) {
             return act(
                 Known::RecargaAutomatica,
-                args("cancelar", card(), AutomaticTerms::default()),
+                automatic_args("cancelar", card(), AutomaticTerms::default()),
             );
         }
         let terms = automatic_terms(m.text);
         if terms == AutomaticTerms::default() && keywords::lists_automatic(&m.n) {
-            return act(Known::RecargaAutomatica, args("listar", None, terms));
+            return act(Known::RecargaAutomatica, automatic_args("listar", None, terms));
         }
         let remembered = remembered_in(&conv.memory);
         let cartao = card().or_else(|| match remembered.as_slice() {
@@ -470,7 +485,7 @@ impl Router {
             _ => None,
         });
         match cartao {
-            Some(c) => act(Known::RecargaAutomatica, args("criar", Some(c), terms)),
+            Some(c) => act(Known::RecargaAutomatica, automatic_args("criar", Some(c), terms)),
             None => reply(Known::RecargaAutomatica, texts::automatic_which_card(&remembered)),
         }
     }
@@ -494,15 +509,7 @@ impl Router {
         let words = if m.open && subject { 1 } else { 2 };
         let entry = faq.clear_match_of(m.text, words)?;
         tracing::debug!(faq = %entry.id, "answered from the FAQ");
-        let answer = entry.answer();
-        let route = match &m.pending {
-            Some(p) => Route::Restate {
-                text: format!("{answer}\n\n{}", p.restated()),
-                pending: p.id.clone(),
-            },
-            None => Route::Reply { text: answer },
-        };
-        Some((Known::Faq.key().to_owned(), route))
+        Some((Known::Faq.key().to_owned(), faq_route(entry.answer(), m)))
     }
 
     /// "Paguei o pix e não caiu", "cobraram duas vezes": the conversation's charges looked up by code
@@ -521,14 +528,19 @@ impl Router {
         if !m.model || !self.active(Known::Calcular) {
             return None;
         }
+        let text = self.arithmetic_answer(m)?;
+        Some((Known::Calcular.key().to_owned(), Route::Reply { text }))
+    }
+
+    /// The fare sum the message asks for, computed by `calcular`'s code with its factors said back.
+    fn arithmetic_answer(&self, m: &Read<'_>) -> Option<String> {
         let sum = keywords::fare_sum(&m.n)?;
         let value = vt_actions::tools::evaluate(&sum.expression()).ok()?;
-        let text = format!(
+        Some(format!(
             "{} = {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
             sum.said(),
             vt_actions::vt::money_for_people("BRL", value, Idioma::PtBr)
-        );
-        Some((Known::Calcular.key().to_owned(), Route::Reply { text }))
+        ))
     }
 
     fn active(&self, k: Known) -> bool {
@@ -537,11 +549,17 @@ impl Router {
 
     /// A yes, a no, a cancel — to the recharge waiting, if one is. A no is read first: a message that
     /// says both ("pode cancelar") moves no money.
-    fn yes_or_no(&self, m: &Read<'_>) -> Option<(String, Route)> {
+    fn yes_or_no(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
         let cancels = keywords::says_cancel(&m.n) && !m.found.changes_recharge();
         // "não", "não confirmo", "nao, tá errado" — but "não, coloca 60" is a correction.
         let refuses = is_refusal(m.text) || (keywords::starts_with_no(&m.n) && !m.found.changes_recharge());
         if refuses || cancels {
+            // With nothing waiting, "não quero mais papo com máquina" is read for what it asks.
+            if !m.waiting
+                && let Some(found) = self.overruled(m, conv, &["cancelar_recarga", "recarga_automatica"])
+            {
+                return Some(found);
+            }
             if (m.waiting || cancels) && self.active(Known::CancelarRecarga) {
                 return act(Known::CancelarRecarga, json!({}));
             }
@@ -620,6 +638,12 @@ impl Router {
         };
         if m.correction() && self.active(Known::PrepararRecarga) {
             return with_params(WithParams::Recarga);
+        }
+        // A keyword names a recharge or the balance; what the message means may be something else.
+        if (keywords::is_recharge(n) || keywords::is_balance(n))
+            && let Some(found) = self.overruled(m, conv, &REQUESTS)
+        {
+            return Some(found);
         }
         if keywords::is_recharge(n) && self.active(Known::PrepararRecarga) {
             // With a recharge waiting, a request that changes nothing of it is not a new one.
@@ -735,6 +759,31 @@ impl Router {
             choose: asked.unwrap_or_default(),
         }
     }
+}
+
+/// The protocol of the last case the conversation opened.
+fn last_protocol(conv: &Conversation) -> Option<&str> {
+    conv.state
+        .get(STATE_PROTOCOLO)
+        .and_then(|p| p.get("protocolo"))
+        .and_then(Value::as_str)
+}
+
+/// A FAQ entry's answer; with a recharge waiting, its question asked again after it.
+fn faq_route(answer: String, m: &Read<'_>) -> Route {
+    match &m.pending {
+        Some(p) => Route::Restate {
+            text: format!("{answer}\n\n{}", p.restated()),
+            pending: p.id.clone(),
+        },
+        None => Route::Reply { text: answer },
+    }
+}
+
+/// The arguments of `recarga_automatica`.
+fn automatic_args(acao: &str, cartao: Option<String>, t: AutomaticTerms) -> Value {
+    let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_actions::vt::round_half_up(v)));
+    json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
 }
 
 /// The lookup of a payment complained about: the card named (one), and whether it was charged twice.

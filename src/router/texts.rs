@@ -92,6 +92,25 @@ pub(crate) fn protocol(protocol: Option<&str>) -> String {
 pub(crate) const OPEN_UNANSWERED: &str = "Essa eu não sei responder com certeza por aqui. \
      Para outros assuntos, escreva \"falar com atendente\" e uma pessoa continua o seu atendimento.";
 
+/// What the assistant does not do (the weather, a bus's timetable): said, with what it does.
+pub(crate) const OUT_OF_SCOPE: &str = "Isso eu não consigo responder: aqui eu cuido do seu vale-transporte — \
+     saldo, recarga, recarga automática e pagamentos. Para outros assuntos da operadora, escreva \"falar com atendente\".";
+
+/// Besides the cards forgotten: how everything else kept about the person is erased.
+pub(crate) const ERASURE: &str = "Para apagar tudo o que a operadora guarda sobre você (LGPD), o pedido é \
+     registrado por uma pessoa da equipe: escreva \"falar com atendente\" e peça a exclusão dos seus dados.";
+
+/// A fare sum asked without its factors.
+pub(crate) const FARE_FACTORS: &str = "Faço a conta para você: me diga quantos dias, quantas passagens por dia \
+     e o valor da passagem — por exemplo, \"22 dias, 2 passagens por dia, a 4,40\".";
+
+/// Two readings of a message, neither sure: the question that names both.
+pub(crate) fn which_of(a: &str, b: &str) -> String {
+    format!(
+        "Não tenho certeza do que você precisa: quer {a} ou {b}? Pode responder com outras palavras também."
+    )
+}
+
 pub(crate) const THANKS: &str = "De nada! Se precisar de algo sobre o seu VT, é só chamar.";
 pub(crate) const NOTHING_TO_DO: &str = "Tudo bem! Se precisar de algo sobre o seu VT, é só chamar.";
 

@@ -137,6 +137,9 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
     if let Some(note) = routing.note {
         outcome.append_to_last_reply(note);
     }
+    if let Some(lead) = &routing.lead {
+        outcome.prepend_to_first_reply(lead);
+    }
 }
 
 /// The protocol a person is given stays with the conversation: "qual o protocolo?" is answered from

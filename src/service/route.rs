@@ -23,6 +23,9 @@ pub(crate) struct Routing {
     pub restated: Option<String>,
     /// A line the turn's answer ends with (the message was in English or Spanish).
     pub note: Option<&'static str>,
+    /// What the turn's answer opens with: the balances read before a recharge asked in the same
+    /// message.
+    pub lead: Option<String>,
     /// Cards the answer offers to choose from (a photo's, or the remembered ones): kept for the next
     /// turn, shown as a list where the channel can.
     pub(super) offer: Option<super::offers::Offer>,
@@ -46,6 +49,21 @@ impl Routing {
         crate::telemetry::spans::routed(span, intent, level, by, self.tokens);
     }
 
+    /// The router's `decision`, before the turn starts.
+    fn decided(decision: &crate::router::Decision) -> Self {
+        Self {
+            tag: Some(IntentTag::new(
+                &decision.intent,
+                &decision.action_type,
+                decision.keyword_matched,
+            )),
+            classified: decision.classified,
+            tokens: decision.tokens,
+            note: decision.note,
+            ..Self::deterministic("", false)
+        }
+    }
+
     /// A message answered before routing (refused, or a media message heard): `intent` names the
     /// answer; it may offer cards.
     pub(super) fn answered(intent: &str, offer: Option<super::offers::Offer>) -> Self {
@@ -64,6 +82,7 @@ impl Routing {
             tokens: (0, 0),
             restated: None,
             note: None,
+            lead: None,
             offer: None,
         }
     }
@@ -120,18 +139,7 @@ impl Messages<'_> {
                 text: crate::router::over_budget_reply(),
             };
         }
-        let mut routing = Routing {
-            tag: Some(IntentTag::new(
-                &decision.intent,
-                &decision.action_type,
-                decision.keyword_matched,
-            )),
-            classified: decision.classified,
-            tokens: decision.tokens,
-            restated: None,
-            note: decision.note,
-            offer: None,
-        };
+        let mut routing = Routing::decided(&decision);
         let start = self
             .start(conv, decision.route, (text, &decision.intent), &mut routing)
             .await;
@@ -184,17 +192,23 @@ impl Messages<'_> {
                 routing.tokens = (routing.tokens.0 + used.0, routing.tokens.1 + used.1);
                 TurnStart::Reply(reply)
             }
-            Route::EachCard { cards } => {
-                let outcome =
-                    crate::planner::each_card(self.engine, conv, text, &cards, self.engine.next_id("task"))
-                        .await;
-                if let Err(e) = self.store.save_task_run(&outcome.task).await {
-                    tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
-                }
-                TurnStart::Reply(outcome.reply)
+            Route::EachCard { cards } => TurnStart::Reply(self.each_card(conv, text, &cards).await),
+            Route::BalanceFirst { cards, then } => {
+                routing.lead = Some(self.each_card(conv, text, &cards).await);
+                Box::pin(self.start(conv, *then, (text, intent), routing)).await
             }
             Route::Model | Route::Ask { .. } => TurnStart::Model,
         }
+    }
+
+    /// Each card's balance (a plan code writes); the task run is stored (non-critical).
+    async fn each_card(&self, conv: &Conversation, text: &str, cards: &[String]) -> String {
+        let outcome =
+            crate::planner::each_card(self.engine, conv, text, cards, self.engine.next_id("task")).await;
+        if let Err(e) = self.store.save_task_run(&outcome.task).await {
+            tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
+        }
+        outcome.reply
     }
 
     /// Plans and executes a hybrid request; the task run is stored (non-critical).

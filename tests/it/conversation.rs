@@ -228,9 +228,10 @@ async fn handoff_and_goodbye() {
 #[tokio::test]
 async fn anything_else_gets_help_without_a_model() {
     let h = no_model().await;
+    // What the assistant does not do is said as such, with what it does: no bare menu.
     let r = h.say("c8", "qual a previsão do tempo amanhã?").await;
     assert!(
-        r.reply_text().contains("Posso ajudar com o seu vale-transporte"),
+        r.reply_text().contains("não consigo responder") && r.reply_text().contains("saldo, recarga"),
         "{}",
         r.reply_text()
     );
@@ -497,14 +498,14 @@ async fn no_card_number_reaches_a_log_line() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // An open question goes straight to the model (no classification call).
     let llm = scripted(vec![
-        Scripted::text("general_chat"),
         // A card sent as a number fails to parse; the error names the value.
         Scripted::tool("consultar_saldo", json!({"cartao": 1234567890u64})),
         Scripted::text("Qual é o número, como texto?"),
     ]);
     let h = chat_harness(Some(llm), VtSettings::default()).await;
-    h.say("log", "meu bilhete 1234567890 tá estranho").await;
+    h.say("log", "por que meu bilhete 1234567890 tá estranho?").await;
     h.say("log", "recarrega 50 no 1234567890 via pix").await;
     h.say("log", "sim").await;
     let text = String::from_utf8(logs.0.lock().expect("lock").clone()).expect("utf-8");
@@ -785,4 +786,27 @@ async fn a_call_repeated_in_a_turn_is_not_run_again_and_the_model_must_answer() 
         "{results:?}"
     );
     assert!(results.iter().any(|t| t.contains("já foi feita")), "{results:?}");
+}
+
+/// Two requests in one message: the balance answered first and the recharge asked last, in one reply,
+/// with zero tokens; the "sim" after it confirms that recharge, once.
+#[tokio::test]
+async fn a_balance_and_a_recharge_in_one_message_are_both_answered_in_order() {
+    let h = no_model().await;
+    let r = h
+        .say("two", "qual o saldo do 1234567890? e já coloca 30 nele no pix")
+        .await;
+    let text = r.reply_text();
+    let (balance, question) = (text.find("R$ 50,00"), text.find("Confirma a recarga de R$ 30,00"));
+    assert!(
+        balance.is_some() && question.is_some() && balance < question,
+        "{text}"
+    );
+    assert!(!text.contains("1234567890"), "{text}");
+    assert_eq!(h.recharges(), 0, "nothing charged before the yes");
+    let r = h.say("two", "sim").await;
+    assert_eq!(h.recharges(), 1, "{}", r.reply_text());
+    let r = h.say("two", "sim").await;
+    assert_eq!(h.recharges(), 1, "{}", r.reply_text());
+    zero_tokens(&h).await;
 }

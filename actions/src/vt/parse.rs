@@ -319,7 +319,7 @@ fn bare(w: &str) -> String {
 /// `text` with amounts written in words turned into digits: "vinte e cinco reais" → "25 reais",
 /// cents too — "dezessete e cinquenta" → "17,50", "vinte reais e trinta centavos" → "20,30 reais" — and
 /// people's words for reais ("vinte conto" → "20 reais").
-fn number_words_to_digits(text: &str) -> String {
+pub fn number_words_to_digits(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut out: Vec<String> = Vec::with_capacity(words.len());
     let mut i = 0;

@@ -1,12 +1,16 @@
 //! What a model may say to a card holder. Its words are checked before they are sent: a reply that
 //! shows the product's insides (JSON, a tool call, an internal key such as an idempotency key), names
-//! a card the person never gave in this conversation, or says back a credit or debit card's number is
-//! held back, and the turn answers with a question instead. Code executes; the model talks — and a
+//! a card the person never gave in this conversation, says back a credit or debit card's number, or
+//! states an amount of money that neither the person, a tool nor the conversation's state ever said
+//! (a sum the model did in its head, a balance it made up) is held back, and the turn answers with a
+//! question instead. Code executes; the model talks — and a
 //! small model's worst words never reach a person.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+use serde_json::Value;
 
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;
@@ -34,6 +38,19 @@ static NAMED_CARD: LazyLock<Regex> = LazyLock::new(|| {
     .expect("card pattern")
 });
 
+/// An amount of money said as such: `R$ 12,50`, `BRL 12,50`, `12,50 reais`.
+static MONEY_SAID: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)] // a constant pattern, tested below
+    Regex::new(r"(?i)(?:r\$|brl)\s*(\d[\d.]*(?:,\d{1,2})?)|\b(\d[\d.]*(?:,\d{1,2})?)\s*(?:reais|real)\b")
+        .expect("money pattern")
+});
+
+/// Any number, however written (`12.5` in a tool's JSON, `12,50` in a text, `1.000,00`).
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)] // a constant pattern, tested below
+    Regex::new(r"\d+(?:[.,]\d+)*").expect("number pattern")
+});
+
 /// Why `text`, a model's reply in `conv`, must not be sent; `None`: it may.
 pub(super) fn held_back(text: &str, conv: &Conversation) -> Option<&'static str> {
     if INSIDES.is_match(text) {
@@ -51,7 +68,47 @@ pub(super) fn held_back(text: &str, conv: &Conversation) -> Option<&'static str>
         let four = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
         !given.iter().any(|g| vt_actions::vt::card::last_four(g) == four)
     });
-    named_unknown.then_some("cita um cartão que a pessoa não informou")
+    if named_unknown {
+        return Some("cita um cartão que a pessoa não informou");
+    }
+    let known = numbers_said(conv);
+    let unknown_amount = MONEY_SAID
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+        .filter_map(|m| pt_br_amount(m.as_str()))
+        .any(|v| !known.contains(&v));
+    unknown_amount.then_some("diz um valor que ninguém informou e nenhuma ferramenta calculou")
+}
+
+/// `1.000,50` → 1000.50; `12,5` → 12.50.
+fn pt_br_amount(text: &str) -> Option<rust_decimal::Decimal> {
+    text.replace('.', "")
+        .replace(',', ".")
+        .parse()
+        .ok()
+        .map(|d: rust_decimal::Decimal| d.normalize())
+}
+
+/// Every number the conversation holds — what the person wrote (amounts in words too), what tools
+/// answered, what was said before, its state — read both as people write them and as JSON does.
+fn numbers_said(conv: &Conversation) -> Vec<rust_decimal::Decimal> {
+    let mut texts: Vec<String> = Vec::new();
+    for said in conv.window.iter().filter_map(|m| m.text()) {
+        texts.push(said.to_owned());
+        texts.push(vt_actions::vt::parse::number_words_to_digits(said));
+    }
+    texts.push(Value::Object(conv.state.clone()).to_string());
+    let mut known = Vec::new();
+    for text in &texts {
+        for m in NUMBER.find_iter(text) {
+            let n = m.as_str();
+            let as_json = n.replace(',', "").parse::<rust_decimal::Decimal>().ok();
+            for v in [pt_br_amount(n), as_json].into_iter().flatten() {
+                known.push(v.normalize());
+            }
+        }
+    }
+    known
 }
 
 /// The transit cards the person gave in this conversation: remembered, pending, or in their messages.
@@ -91,7 +148,7 @@ mod tests {
 
     #[test]
     fn a_reply_with_the_products_insides_is_held_back() {
-        let c = conv(&["oi"]);
+        let c = conv(&["oi, tenho 12,50 no cartão?"]);
         for text in [
             r#"Seu pedido: {"cartao": "****7890", "idempotency_key": "abc"}"#,
             r#"<tool_call>{"name": "consultar_saldo", "arguments": {}}</tool_call>"#,
@@ -109,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_card_the_person_never_gave_is_never_named_and_a_payment_card_never_said_back() {
-        let c = conv(&["saldo do cartão 1234567890"]);
+        let c = conv(&["saldo do cartão 1234567890", "tem 12,50?"]);
         assert_eq!(held_back("O cartão ****7890 tem R$ 12,50.", &c), None);
         assert_eq!(held_back("O cartão com final 7890 tem saldo.", &c), None);
         assert!(held_back("O cartão com final 4321 tem saldo.", &c).is_some());
@@ -126,5 +183,27 @@ mod tests {
         let paying = conv(&["paga com 4111 1111 1111 1111"]);
         assert!(held_back("Certo, cartão 4111111111111111 anotado.", &paying).is_some());
         assert_eq!(held_back("Para pagar com cartão, envio um link.", &paying), None);
+    }
+
+    #[test]
+    fn an_amount_nobody_said_and_no_tool_computed_is_never_sent() {
+        let mut c = conv(&[
+            "quanto dá 22 passagens de 8,80?",
+            "recarrega dezessete e cinquenta",
+        ]);
+        c.window.push(ChatMessage::Tool {
+            call_id: "1".into(),
+            name: "consultar_saldo".into(),
+            content: r#"{"saldo": 12.5, "moeda": "BRL"}"#.into(),
+            is_error: false,
+        });
+        // Said back from a tool, or from what the person wrote (in words too): sent.
+        assert_eq!(held_back("O cartão tem R$ 12,50 de saldo.", &c), None);
+        assert_eq!(held_back("Confirma a recarga de R$ 17,50?", &c), None);
+        assert_eq!(held_back("São 22 passagens a R$ 8,80.", &c), None);
+        // A product the model worked out in its head, a balance it made up: held back.
+        assert!(held_back("Fica R$ 193,60.", &c).is_some());
+        assert!(held_back("Seu saldo é de 40 reais.", &c).is_some());
+        assert!(held_back("O limite é BRL 1.000,00.", &c).is_some());
     }
 }
