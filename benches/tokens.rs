@@ -17,7 +17,8 @@
 //!
 //! Then level 1 of the router on the corpus of how card holders write
 //! (`tests/fixtures/router/corpus.yaml`): intent accuracy, parameters exact, bare menus — the share of
-//! messages answered with zero tokens as meant.
+//! messages answered with zero tokens as meant; and the intent classifier on the held-out splits of
+//! `corpus/intencoes/`, per intent.
 //!
 //! `cargo bench --bench tokens` — prints a table per scenario class and the total, then the corpus.
 #![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
@@ -347,7 +348,6 @@ async fn corpus(config: &Config) {
         println!("  miss: {miss}");
     }
     classifier();
-    level_one_cost(&router, &entries).await;
 }
 
 /// The intent classifier on the corpus's held-out splits, per intent.
@@ -363,24 +363,6 @@ fn classifier() {
             );
         }
     }
-}
-
-/// What level 1 costs a message (keywords, the classifier, the parameters), routed in a loop.
-async fn level_one_cost(router: &vt_agent::Router, entries: &[vt_agent::CorpusEntry]) {
-    let conversations: Vec<_> = entries.iter().map(vt_agent::corpus_conversation).collect();
-    let rounds = 20;
-    let started = std::time::Instant::now();
-    for _ in 0..rounds {
-        for (entry, conv) in entries.iter().zip(&conversations) {
-            std::hint::black_box(router.route(&entry.texto, conv).await);
-        }
-    }
-    let per = started.elapsed() / (rounds * entries.len()) as u32;
-    println!();
-    println!(
-        "level 1, a message routed (no model): {per:?} on average over {} messages",
-        rounds * entries.len()
-    );
 }
 
 fn row(class: &str, n: usize, product: &Cost, stage: &Cost) {

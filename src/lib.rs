@@ -87,9 +87,8 @@ pub use retention::{
     RetentionConfig, apply as apply_retention, erase as erase_subject, export as export_subject,
 };
 pub use router::{
-    Route, Router, classifier::evaluate as evaluate_intents, corpus::Entry as CorpusEntry,
-    corpus::conversation as corpus_conversation, corpus::load as load_corpus, corpus::score as score_corpus,
-    intents::load_file,
+    Route, Router, classifier::evaluate as evaluate_intents, corpus::load as load_corpus,
+    corpus::score as score_corpus, intents::load_file,
 };
 pub use runs::report as runs_report;
 pub use service::{

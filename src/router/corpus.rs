@@ -138,7 +138,7 @@ impl Entry {
 }
 
 /// The conversation an entry is read in.
-pub fn conversation(entry: &Entry) -> Conversation {
+fn conversation(entry: &Entry) -> Conversation {
     let mut c = Conversation::new(
         "corpus".into(),
         "vt",

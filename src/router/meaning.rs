@@ -11,8 +11,13 @@ use super::known::{Known, WithParams};
 use super::{Read, Route, Router, act, complaint_route, keywords, reply, restate, texts};
 use crate::engine::Conversation;
 
-/// What is conversation rather than a request: with a model configured, the model answers it.
-const CONVERSATION: [&str; 5] = [
+/// What is conversation rather than a request: with a model configured, the model answers it. An
+/// open question about the VT, read as such for sure, is answered by level 1 even with a model
+/// (honestly, with a person offered): a small model answers those worst.
+const CONVERSATION: [&str; 4] = ["ajuda", "saudacao", "agradecimento", "fora_do_escopo"];
+
+/// With a recharge waiting, what is no request: its question is asked again.
+const NO_REQUEST: [&str; 5] = [
     "ajuda",
     "saudacao",
     "agradecimento",
@@ -23,10 +28,6 @@ const CONVERSATION: [&str; 5] = [
 impl Router {
     /// The classifier's reading of a message level 1's readers left alone.
     pub(super) fn by_meaning(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
-        // With a model, an open question is its to answer.
-        if m.model && m.open {
-            return None;
-        }
         // "boa tarde, vcs atendem no sábado?": the question is read, the greeting answered apart.
         let asked = keywords::after_greeting(&m.n);
         let r = classifier::classify(if asked.is_empty() { &m.n } else { asked });
@@ -57,8 +58,7 @@ impl Router {
         let asked = keywords::after_greeting(&m.n);
         let r = classifier::classify(if asked.is_empty() { &m.n } else { asked });
         let label = r.sure()?;
-        let no_request = ["ajuda", "saudacao", "agradecimento", "fora_do_escopo"];
-        if keep.contains(&label) || no_request.contains(&label) || (m.model && label == "pergunta_aberta") {
+        if keep.contains(&label) || CONVERSATION.contains(&label) {
             return None;
         }
         self.meant(label, m, conv)
@@ -129,7 +129,7 @@ impl Router {
     fn said_plainly(&self, label: &str, m: &Read<'_>) -> Option<(String, Route)> {
         // With a recharge waiting, what is no request ("um instante", "oi") is answered by its question
         // again: the yes that follows answers that question.
-        if let Some(p) = m.pending.as_ref().filter(|_| CONVERSATION.contains(&label)) {
+        if let Some(p) = m.pending.as_ref().filter(|_| NO_REQUEST.contains(&label)) {
             return Some(restate(p));
         }
         match label {

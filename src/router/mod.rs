@@ -618,6 +618,14 @@ impl Router {
         let n = m.n.as_str();
         // With a model, how/why/what-if questions are its to answer, even naming "recarga" or "saldo"
         // (a bare "como funciona?" is a plea for help, answered below).
+        // A keyword names a recharge or the balance; what the message means may be something else
+        // ("onde foi parar a recarga que eu paguei?" is a complaint).
+        if (keywords::is_recharge(n) || keywords::is_balance(n))
+            && !m.correction()
+            && let Some(found) = self.overruled(m, conv, &REQUESTS)
+        {
+            return Some(found);
+        }
         let subject = keywords::after_greeting(n).split_whitespace().count() >= 3;
         if m.model && m.open && subject && !m.correction() {
             return None;
@@ -638,12 +646,6 @@ impl Router {
         };
         if m.correction() && self.active(Known::PrepararRecarga) {
             return with_params(WithParams::Recarga);
-        }
-        // A keyword names a recharge or the balance; what the message means may be something else.
-        if (keywords::is_recharge(n) || keywords::is_balance(n))
-            && let Some(found) = self.overruled(m, conv, &REQUESTS)
-        {
-            return Some(found);
         }
         if keywords::is_recharge(n) && self.active(Known::PrepararRecarga) {
             // With a recharge waiting, a request that changes nothing of it is not a new one.

@@ -62,7 +62,7 @@ impl Router {
     }
 }
 
-/// "saldo baixo", "acabando", "zerou": the balance's state told, not asked for.
+/// "saldo baixo", "acabando", "zerou", "to sem saldo": the balance's state told, not asked for.
 fn tells_a_low_balance(part: &str) -> bool {
     part.split_whitespace().any(|w| {
         matches!(

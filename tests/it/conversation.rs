@@ -653,7 +653,7 @@ async fn a_greeting_and_a_question_reach_the_question() {
         Scripted::text("Atendemos todos os dias, por aqui mesmo."),
     ]);
     let h = chat_harness(Some(llm.clone()), VtSettings::default()).await;
-    let r = h.say("g1", "boa tarde, vcs atendem no sábado?").await;
+    let r = h.say("g1", "boa tarde, qual a diferença entre VT e VR?").await;
     assert_eq!(r.reply_text(), "Atendemos todos os dias, por aqui mesmo.");
     let r = h
         .say(

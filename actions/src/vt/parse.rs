@@ -363,13 +363,43 @@ pub fn number_words_to_digits(text: &str) -> String {
     out.join(" ")
 }
 
+/// Words of the domain that are one edit away from a means of payment and mean something else.
+const NOT_A_TYPO: &[&str] = &[
+    "credita",
+    "creditar",
+    "creditou",
+    "creditei",
+    "creditado",
+    "creditada",
+    "credite",
+];
+
+/// `tok` is `word`, or — for a word of five letters or more — `word` with one letter dropped, added,
+/// changed or swapped with the next ("boelto", "credto", "bolet"), unless it is a word of its own.
+fn reads_as(tok: &str, word: &str) -> bool {
+    tok == word
+        || (word.len() >= 5
+            && tok.len() >= 4
+            && !NOT_A_TYPO.contains(&tok)
+            && strsim::damerau_levenshtein(tok, word) == 1)
+}
+
+/// "pix" mistyped: too short for an edit distance ("fix", "mix" are words), so spelled out.
+const PIX_TYPOS: &[&str] = &["pix", "pics", "piks", "pixx", "piix", "pyx"];
+
 /// The payment type named in the text, if exactly one is.
 pub fn payment_type(text: &str) -> Option<&'static str> {
     let t = normalize(text);
     let has = |words: &[&str]| {
-        words
-            .iter()
-            .any(|w| t.split(|c: char| !c.is_alphanumeric()).any(|tok| tok == *w))
+        words.iter().any(|w| {
+            t.split(|c: char| !c.is_alphanumeric()).any(|tok| {
+                if *w == "pix" {
+                    PIX_TYPOS.contains(&tok)
+                } else {
+                    reads_as(tok, w)
+                }
+            })
+        })
     };
     let mut found = Vec::new();
     if has(&["pix"]) {
@@ -725,5 +755,11 @@ mod tests {
         assert_eq!(payment_type("cartão de crédito"), Some("cartao_credito"));
         assert_eq!(payment_type("pix ou boleto"), None, "two types is ambiguous");
         assert_eq!(payment_type("recarga"), None);
+        // Mistyped, one edit away; a word of its own is not a typo.
+        assert_eq!(payment_type("quero pagar no boelto"), Some("boleto"));
+        assert_eq!(payment_type("no credto"), Some("cartao_credito"));
+        assert_eq!(payment_type("paga no pics"), Some("pix"));
+        assert_eq!(payment_type("credita 10 no pix"), Some("pix"));
+        assert_eq!(payment_type("tem mix de frutas"), None);
     }
 }
