@@ -1215,7 +1215,7 @@ async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),
     ]));
     let chat = Arc::new(chat_harness(Some(llm), vt_actions::tools::VtSettings::default()).await);
-    chat.say("sem-faq", "qual a diferença entre VT e VR no cartão 1234567890?")
+    chat.say("sem-faq", "o cartão 1234567890 serve de vale refeição?")
         .await;
     let faq = chat.say("com-faq", "como faço pra recarregar?").await;
     assert!(
@@ -1231,7 +1231,7 @@ async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
         .and_then(|t| t.split("</table>").next())
         .unwrap_or_else(|| panic!("the section's table: {html}"));
     assert!(
-        section.contains("qual a diferença entre VT e VR no cartão ****7890?"),
+        section.contains("o cartão ****7890 serve de vale refeição?"),
         "{section}"
     );
     assert!(!section.contains("1234567890"), "a card in clear: {section}");
