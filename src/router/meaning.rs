@@ -11,13 +11,9 @@ use super::known::{Known, WithParams};
 use super::{Read, Route, Router, act, complaint_route, keywords, reply, restate, texts};
 use crate::engine::Conversation;
 
-/// What is conversation rather than a request: with a model configured, the model answers it. An
-/// open question about the VT, read as such for sure, is answered by level 1 even with a model
-/// (honestly, with a person offered): a small model answers those worst.
-const CONVERSATION: [&str; 4] = ["ajuda", "saudacao", "agradecimento", "fora_do_escopo"];
-
-/// With a recharge waiting, what is no request: its question is asked again.
-const NO_REQUEST: [&str; 5] = [
+/// What is conversation rather than a request — chat, an open question, what is outside the product:
+/// with a model configured, the model answers it; with a recharge waiting, its question is asked again.
+const CONVERSATION: [&str; 5] = [
     "ajuda",
     "saudacao",
     "agradecimento",
@@ -25,16 +21,32 @@ const NO_REQUEST: [&str; 5] = [
     "fora_do_escopo",
 ];
 
+/// What cannot be taken back — the conversation ended, the cards forgotten — is acted on only when the
+/// classifier is this sure ("fica avisando até eu mandar parar" is no goodbye).
+const SURE_TO_UNDO: f32 = 0.75;
+const CANNOT_UNDO: [&str; 3] = ["encerrar_atendimento", "esquecer_cartoes", "apagar_dados"];
+
+/// The label to act on: sure, and surer still for what cannot be undone.
+fn acted_on(r: &Reading) -> Option<&'static str> {
+    let label = r.sure()?;
+    (!CANNOT_UNDO.contains(&label) || r.best.1 >= SURE_TO_UNDO).then_some(label)
+}
+
+/// The classifier's reading of the message past its greeting ("boa tarde, vcs atendem no sábado?": the
+/// question is read, the greeting is answered apart).
+fn reading(m: &Read<'_>) -> Reading {
+    let asked = keywords::after_greeting(&m.n);
+    classifier::classify(if asked.is_empty() { &m.n } else { asked })
+}
+
 impl Router {
     /// The classifier's reading of a message level 1's readers left alone.
     pub(super) fn by_meaning(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
-        // "boa tarde, vcs atendem no sábado?": the question is read, the greeting answered apart.
-        let asked = keywords::after_greeting(&m.n);
-        let r = classifier::classify(if asked.is_empty() { &m.n } else { asked });
+        let r = reading(m);
         // A sure reading of a request is acted on with a model configured too: the model is asked only
         // what level 1 is unsure of, or what is conversation rather than a request, so it cannot make a
         // sure request's answer worse.
-        if let Some(label) = r.sure() {
+        if let Some(label) = acted_on(&r) {
             if m.model && CONVERSATION.contains(&label) {
                 return None;
             }
@@ -55,10 +67,11 @@ impl Router {
         conv: &Conversation,
         keep: &[&str],
     ) -> Option<(String, Route)> {
-        let asked = keywords::after_greeting(&m.n);
-        let r = classifier::classify(if asked.is_empty() { &m.n } else { asked });
-        let label = r.sure()?;
-        if keep.contains(&label) || CONVERSATION.contains(&label) {
+        let r = reading(m);
+        let label = acted_on(&r)?;
+        // Without a model, an open question is answered here; with one, the model answers it.
+        let chat = ["ajuda", "saudacao", "agradecimento", "fora_do_escopo"];
+        if keep.contains(&label) || chat.contains(&label) || (m.model && label == "pergunta_aberta") {
             return None;
         }
         self.meant(label, m, conv)
@@ -129,7 +142,7 @@ impl Router {
     fn said_plainly(&self, label: &str, m: &Read<'_>) -> Option<(String, Route)> {
         // With a recharge waiting, what is no request ("um instante", "oi") is answered by its question
         // again: the yes that follows answers that question.
-        if let Some(p) = m.pending.as_ref().filter(|_| NO_REQUEST.contains(&label)) {
+        if let Some(p) = m.pending.as_ref().filter(|_| CONVERSATION.contains(&label)) {
             return Some(restate(p));
         }
         match label {
