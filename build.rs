@@ -34,6 +34,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/router/classifier/augment.rs");
     println!("cargo:rerun-if-changed=build/intents.rs");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
-    let corpus = files::read(std::path::Path::new("corpus/intencoes/treino"));
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let corpus = files::read(&root.join("corpus/intencoes/treino"));
     intents::train(&corpus, &out.join("intencoes.bin"));
 }
