@@ -301,33 +301,30 @@ impl TurnOutcome {
     /// `line` on a line of its own at the end of the last reply — one message — in what is sent and in
     /// what the history keeps of it alike; `false` when the turn said nothing.
     pub(crate) fn append_to_last_reply(&mut self, line: &str) -> bool {
-        let Some(last) = self.replies.last_mut() else {
+        let Some(last) = self.replies.len().checked_sub(1) else {
             return false;
         };
-        let said = std::mem::take(&mut last.text);
-        last.text = format!("{said}\n{line}");
-        let kept = self.messages.iter_mut().rev().find_map(|m| match m {
-            ChatMessage::Assistant {
-                content: Some(content),
-                ..
-            } if *content == said => Some(content),
-            _ => None,
-        });
-        if let Some(content) = kept {
-            content.push('\n');
-            content.push_str(line);
-        }
+        self.rewrite_reply(last, |said| format!("{said}\n{line}"));
         true
     }
 
     /// `lead` on lines of its own before the first reply — one message — in what is sent and in what
     /// the history keeps of it alike; `false` when the turn said nothing.
     pub(crate) fn prepend_to_first_reply(&mut self, lead: &str) -> bool {
-        let Some(first) = self.replies.first_mut() else {
+        if self.replies.is_empty() {
             return false;
+        }
+        self.rewrite_reply(0, |said| format!("{lead}\n\n{said}"));
+        true
+    }
+
+    /// Reply `i` rewritten by `new`, and the assistant message the history keeps of it alike.
+    fn rewrite_reply(&mut self, i: usize, new: impl Fn(&str) -> String) {
+        let Some(reply) = self.replies.get_mut(i) else {
+            return;
         };
-        let said = std::mem::take(&mut first.text);
-        first.text = format!("{lead}\n\n{said}");
+        let said = std::mem::take(&mut reply.text);
+        reply.text = new(&said);
         let kept = self.messages.iter_mut().rev().find_map(|m| match m {
             ChatMessage::Assistant {
                 content: Some(content),
@@ -336,9 +333,8 @@ impl TurnOutcome {
             _ => None,
         });
         if let Some(content) = kept {
-            *content = format!("{lead}\n\n{said}");
+            *content = new(&said);
         }
-        true
     }
 
     /// The replies joined, as a terminal shows them.
