@@ -5,7 +5,7 @@
 //! `cargo bench --bench batch` (VT_BENCH_BATCH_LINES, default 4000; VT_BENCH_BATCH_CONCURRENCY,
 //! default 256). Prints flows/s, CPU per flow (the whole process: product, store and simulator) and the
 //! run's p50/p99 per flow.
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod common;
 

@@ -14,19 +14,20 @@
 //! `VT_TEST_POSTGRES_URL` is set — on PostgreSQL.
 //!
 //! `cargo bench --bench serve`
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vt_actions::context::Extensions;
-use vt_actions::systems::{RunningSimulator, SystemsConfig, VtSystems};
 use vt_agent::Config;
 use vt_agent::Participant;
 use vt_agent::Store;
 use vt_agent::{Inbound, Services};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_contract::context::Extensions;
+use vt_simulators::systems::RunningSimulator;
 
 use common::{cpu, simulator};
 
@@ -46,9 +47,9 @@ async fn service(store: Arc<dyn Store>, systems: Systems) -> (Arc<Services>, Run
     let config = Config::default();
     let client = match systems {
         Systems::Http => VtSystems::new(SystemsConfig::single(&sim.url)).expect("client"),
-        Systems::InProcess => VtSystems::in_process(&sim.simulator),
+        Systems::InProcess => VtSystems::in_process(sim.simulator.local()),
     };
-    let ext = Extensions::default().with(client);
+    let ext = Extensions::default().with(vt_domain::systems::SystemsPort::new(client));
     let engine = vt_agent::share(
         vt_agent::build_engine(&config, None, ext).expect("engine"),
         Some(store.clone()),

@@ -2,20 +2,21 @@
 //! zero-token conversation turn, all in process with the simulator on loopback.
 //!
 //! `cargo bench --bench throughput` — prints one line per figure.
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vt_actions::context::Extensions;
-use vt_actions::systems::{SystemsConfig, VtSystems};
 use vt_agent::Config;
 use vt_agent::Inbound;
 use vt_agent::Router;
 use vt_agent::{Conversation, Participant};
 use vt_agent::{SqliteStore, Store};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_contract::context::Extensions;
+use vt_domain::systems::SystemsPort;
 
 const MESSAGES: &[&str] = &[
     "qual meu saldo",
@@ -62,7 +63,7 @@ async fn main() {
     let config = Config::default();
     let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
     // As the product has it: the FAQ is read for every question (level 1's first reader).
-    let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
+    let faq = vt_domain::faq::Faq::load(&config.faq_dir()).expect("faq");
     let router = Router::new("vt", intents.clone(), None).with_faq(Some(Arc::new(faq)));
     let conv = Conversation::new("c".into(), "vt", "atendimento".into(), Participant::default());
     let n = 20_000u32;
@@ -107,8 +108,9 @@ async fn main() {
     );
 
     let running = common::simulator().await;
-    let ext =
-        Extensions::default().with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"));
+    let ext = Extensions::default().with(SystemsPort::new(
+        VtSystems::new(SystemsConfig::single(&running.url)).expect("client"),
+    ));
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
     let engine = vt_agent::share(
         vt_agent::build_engine(&config, None, ext).expect("engine"),

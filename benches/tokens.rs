@@ -21,7 +21,7 @@
 //! `corpus/intencoes/`, per intent.
 //!
 //! `cargo bench --bench tokens` — prints a table per scenario class and the total, then the corpus.
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod common;
 
@@ -31,13 +31,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use vt_actions::context::Extensions;
-use vt_actions::systems::{SystemsConfig, VtSystems};
 use vt_agent::Config;
 use vt_agent::Inbound;
 use vt_agent::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, StopReason, Usage};
 use vt_agent::{Engine, Participant};
 use vt_agent::{SqliteStore, Store};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_contract::context::Extensions;
+use vt_domain::systems::SystemsPort;
 
 #[derive(Debug, Deserialize)]
 struct Scenario {
@@ -79,7 +80,7 @@ fn json_len<T: serde::Serialize>(v: &T) -> usize {
     serde_json::to_string(v).map_or(0, |s| s.len())
 }
 
-fn tools_len(tools: &[std::sync::Arc<vt_actions::ToolSpec>]) -> usize {
+fn tools_len(tools: &[std::sync::Arc<vt_contract::ToolSpec>]) -> usize {
     tools
         .iter()
         .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
@@ -149,7 +150,7 @@ impl CountingModel {
     }
 }
 
-fn tools_json(tools: &[std::sync::Arc<vt_actions::ToolSpec>]) -> String {
+fn tools_json(tools: &[std::sync::Arc<vt_contract::ToolSpec>]) -> String {
     tools
         .iter()
         .map(|t| format!("{}{}{}", t.name, t.description, t.parameters))
@@ -231,7 +232,9 @@ async fn main() {
     let config = Config::default();
     let running = common::simulator().await;
     let ext = Extensions::default()
-        .with(VtSystems::new(SystemsConfig::single(&running.url)).expect("client"))
+        .with(SystemsPort::new(
+            VtSystems::new(SystemsConfig::single(&running.url)).expect("client"),
+        ))
         .with(config.vt.clone());
     let model = Arc::new(CountingModel::default());
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("store"));
@@ -337,7 +340,7 @@ async fn main() {
 /// The router (level 1, no model) on the corpus of how card holders write.
 async fn corpus(config: &Config) {
     let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
-    let faq = vt_actions::faq::Faq::load(&config.faq_dir()).expect("faq");
+    let faq = vt_domain::faq::Faq::load(&config.faq_dir()).expect("faq");
     let router = vt_agent::Router::new("vt", intents, None).with_faq(Some(std::sync::Arc::new(faq)));
     let entries =
         vt_agent::load_corpus(std::path::Path::new("tests/fixtures/router/corpus.yaml")).expect("corpus");

@@ -7,7 +7,7 @@
 //! exporter's shutdown flush is inside the measured span: every span is paid for.
 //!
 //! `cargo bench --bench traces`
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod common;
 
@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use vt_actions::context::Extensions;
-use vt_actions::systems::{SystemsConfig, VtSystems};
 use vt_agent::Config;
 use vt_agent::Inbound;
 use vt_agent::Participant;
 use vt_agent::{SqliteStore, Store};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_contract::context::Extensions;
+use vt_domain::systems::SystemsPort;
 
 use common::{cpu, simulator};
 
@@ -122,8 +123,9 @@ fn child(on: bool) {
                 .await
                 .expect("store"),
         );
-        let ext =
-            Extensions::default().with(VtSystems::new(SystemsConfig::single(&sim_url)).expect("client"));
+        let ext = Extensions::default().with(SystemsPort::new(
+            VtSystems::new(SystemsConfig::single(&sim_url)).expect("client"),
+        ));
         let engine = vt_agent::share(
             vt_agent::build_engine(&config, None, ext).expect("engine"),
             Some(store.clone()),

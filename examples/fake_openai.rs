@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run --release --example fake_openai -- --port 8765
 //! ```
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

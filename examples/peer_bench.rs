@@ -26,7 +26,7 @@
 //! ```text
 //! taskset -c 1 target/release/examples/peer_bench --conversations 2000 --concurrency 1 --warmup 200
 //! ```
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,9 +36,9 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 use vt_agent::{Catalog, Engine, EngineConfig, Participant, Prompts, Reply, SkillDef};
 use vt_agent::{ChatMessage, LlmProvider, OpenAiProvider, ProviderSettings, RedactedProvider};
+use vt_contract::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 
 const TOOL_CALLS: usize = 3;
 
@@ -148,7 +148,7 @@ fn engine(base_url: &str, calls: Arc<AtomicUsize>) -> Engine {
     })
     .expect("provider");
     // As the product runs it: every request passes the card masking first.
-    let llm = RedactedProvider::wrap(Arc::new(provider), vt_actions::vt::card::mask_cards_in);
+    let llm = RedactedProvider::wrap(Arc::new(provider), vt_domain::vt::card::mask_cards_in);
     // The contract's model asks for the same call three times and every peer runs it each time.
     let config = EngineConfig {
         run_repeated_calls: true,

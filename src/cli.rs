@@ -175,7 +175,7 @@ pub enum SystemsCommand {
     /// With no [systems] configured, the embedded simulator is checked.
     Check {
         /// The card whose balance is read: one your balance system knows (a test card).
-        #[arg(long, value_name = "N", default_value = vt_actions::systems::CHECK_CARD)]
+        #[arg(long, value_name = "N", default_value = vt_connectors::systems::CHECK_CARD)]
         cartao: String,
     },
     /// Print the contract of the three systems as the product calls them: an OpenAPI 3.1 document
@@ -500,8 +500,8 @@ pub struct SimulatorArgs {
 impl SimulatorArgs {
     /// What the simulator asks of callers; a kind whose secret is not in the environment is refused,
     /// naming the variable.
-    fn auth(&self) -> anyhow::Result<vt_actions::systems::SimulatorAuth> {
-        use vt_actions::systems::SimulatorAuth;
+    fn auth(&self) -> anyhow::Result<vt_simulators::systems::SimulatorAuth> {
+        use vt_simulators::systems::SimulatorAuth;
         let secret = |name: &str| {
             std::env::var(name)
                 .ok()
@@ -564,7 +564,7 @@ fn cannot_run(message: impl Into<String>) -> anyhow::Error {
 /// argument is never echoed as it came. (Only the arguments' cards: an id the line must show whole,
 /// such as a data key's, may be eight digits too.)
 pub fn terminal_safe(text: &str) -> String {
-    use vt_actions::vt::card::{card_numbers_in, replace_cards_in};
+    use vt_domain::vt::card::{card_numbers_in, replace_cards_in};
     let typed: Vec<String> = std::env::args()
         .skip(1)
         .flat_map(|a| card_numbers_in(&a))
@@ -572,12 +572,12 @@ pub fn terminal_safe(text: &str) -> String {
     let masked = replace_cards_in(text, |found| {
         let digits: String = found.chars().filter(char::is_ascii_digit).collect();
         if typed.contains(&digits) {
-            vt_actions::vt::mask_card(found)
+            vt_domain::vt::mask_card(found)
         } else {
             found.to_owned()
         }
     });
-    let text = vt_actions::redact::secrets(&masked);
+    let text = vt_contract::redact::secrets(&masked);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_control() && c != '\n' && c != '\t' {
@@ -634,9 +634,9 @@ fn description(command: &Command) -> anyhow::Result<Option<String>> {
     Ok(Some(match command {
         Command::Config(ConfigCommand::Reference) => crate::config::reference::markdown(),
         Command::Config(ConfigCommand::Schema) => {
-            vt_actions::json::to_pretty(&crate::config::reference::schema())? + "\n"
+            vt_contract::json::to_pretty(&crate::config::reference::schema())? + "\n"
         }
-        Command::Openapi => vt_actions::json::to_pretty(&crate::http::openapi())? + "\n",
+        Command::Openapi => vt_contract::json::to_pretty(&crate::http::openapi())? + "\n",
         _ => return Ok(None),
     }))
 }
@@ -673,8 +673,8 @@ async fn command(command: Command, config: Config, store_usage: Usage) -> anyhow
             Ok(ExitCode::SUCCESS)
         }
         Command::Systems(SystemsCommand::Contract) => {
-            let document = vt_actions::systems::contract::openapi();
-            println!("{}", vt_actions::json::to_pretty(&document)?);
+            let document = vt_domain::systems::contract::openapi();
+            println!("{}", vt_contract::json::to_pretty(&document)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Transcript(TranscriptCommand::Export { conversation, output }) => {

@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 
 use serde::Serialize;
 use serde_json::Value;
-use vt_actions::journal::SharedJournal;
-use vt_actions::tools::{FlowResult, FlowRunner, SharedFlowRunner, VtSettings};
-use vt_actions::vt::FlowInput;
-use vt_actions::vt::input::{InputDefaults, InputError};
-use vt_actions::{ActionContext, ActionError};
+use vt_contract::{ActionContext, ActionError};
+use vt_domain::journal::SharedJournal;
+use vt_domain::tools::{FlowResult, FlowRunner, SharedFlowRunner, VtSettings};
+use vt_domain::vt::FlowInput;
+use vt_domain::vt::input::{InputDefaults, InputError};
 
-use vt_actions::stages::Conclusao;
+use vt_domain::stages::Conclusao;
 
 use crate::engine::{
     Conversation, Engine, EngineError, ExecutionStatus, InnerRun, InnerRuns, Participant, TurnInput,
@@ -124,7 +124,7 @@ impl FlowOutput {
 /// Masks the card numbers of every string in `value`, leaving ids, keys and times whole: a digit run
 /// inside an idempotency key is no card, and a key a caller copies must exist.
 fn mask_strings(value: &mut Value) {
-    *value = masked_json(value, vt_actions::vt::card::mask_cards_in);
+    *value = masked_json(value, vt_domain::vt::card::mask_cards_in);
 }
 
 /// A stored JSON value as people read it (the console, `vt-agent flows --id`): card numbers masked wherever they are, but ids,
@@ -138,11 +138,11 @@ pub(crate) fn masked_json(v: &Value, mask: impl Fn(&str) -> String + Copy) -> Va
             }
             Value::Array(items) => Value::Array(items.iter().map(|v| walk(key, v, mask)).collect()),
             Value::String(s) if names_an_id_or_time(key) => {
-                Value::String(vt_actions::redact::secrets(s).into_owned())
+                Value::String(vt_contract::redact::secrets(s).into_owned())
             }
             Value::String(s) => Value::String(mask(s)),
             Value::Number(n) if key.contains("cartao") => {
-                Value::String(vt_actions::vt::mask_card(&n.to_string()))
+                Value::String(vt_domain::vt::mask_card(&n.to_string()))
             }
             // A card written as a number: masked like one.
             Value::Number(n) if !names_an_id_or_time(key) => {
@@ -241,7 +241,7 @@ pub(crate) struct PreparedFlow {
     /// also holds the payment token's value, which the stages only see as its fingerprint and RF7
     /// finds again for the request while the input lives ([`PaymentToken`]).
     ///
-    /// [`PaymentToken`]: vt_actions::vt::PaymentToken
+    /// [`PaymentToken`]: vt_domain::vt::PaymentToken
     pub parsed: FlowInput,
 }
 
@@ -262,7 +262,7 @@ pub(crate) fn parse_input(
     let politicas = match settings {
         Some(s) => &s.politicas,
         None => {
-            builtin = vt_actions::vt::Politicas::default();
+            builtin = vt_domain::vt::Politicas::default();
             &builtin
         }
     };
@@ -280,7 +280,7 @@ pub(crate) fn prepare(
         FlowRequest::Text(text) => parse_input(engine, text, tenant)?,
         FlowRequest::Parsed(input) => *input,
     };
-    let input = vt_actions::json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
+    let input = vt_contract::json::to_value(&parsed).map_err(|e| InputError::NotJson(e.to_string()))?;
     let user = if parsed.destinatario.id.is_empty() {
         API_CHANNEL.to_owned()
     } else {
@@ -295,7 +295,7 @@ pub(crate) fn prepare(
     conversation.tenant_id = parsed.tenant_id.clone();
     Ok(PreparedFlow {
         conversation,
-        text: vt_actions::json::text(&input),
+        text: vt_contract::json::text(&input),
         input,
         parsed,
     })
@@ -365,13 +365,13 @@ impl FlowOutput {
 }
 
 /// The run's status: failed when its chain could not run, else what its stages' typed outputs say
-/// ([`vt_actions::stages::conclusao`]).
+/// ([`vt_domain::stages::conclusao`]).
 fn status_of(outcome: &TurnOutcome) -> FlowStatus {
     if outcome.execution.status != ExecutionStatus::Concluido {
         return FlowStatus::Falhou;
     }
     let etapas = outcome.stages.iter().map(|s| (s.skill.as_str(), &s.output));
-    match vt_actions::stages::conclusao(etapas) {
+    match vt_domain::stages::conclusao(etapas) {
         Conclusao::Concluido => FlowStatus::Concluido,
         Conclusao::Pendente => FlowStatus::Pendente,
         Conclusao::Falhou => FlowStatus::Falhou,

@@ -4,7 +4,7 @@
 //!
 //! Modules in the floors' order (ARCHITECTURE.md, held by `tests/it/layers.rs`): a module imports only
 //! modules below it.
-#![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `vt_actions::json`
+#![cfg_attr(test, allow(clippy::disallowed_methods))] // tests convert JSON freely; see `vt_contract::json`
 
 // Entry and composition: the command line, the wiring, the configuration.
 mod cli;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use vt_actions::FileContent;
+use vt_contract::FileContent;
 
 use crate::engine::RetryPolicy;
 use crate::store::{OutboxItem, OutboxStatus, OutboxStore};
@@ -126,13 +126,13 @@ pub struct DeliveryTrace {
 impl ReplyPayload {
     /// The reply an item carries.
     pub fn of(item: &OutboxItem) -> Result<Self, serde_json::Error> {
-        vt_actions::json::from_ref(&item.payload)
+        vt_contract::json::from_ref(&item.payload)
     }
 
     /// As the store keeps it.
     pub fn to_value(&self) -> serde_json::Value {
         // A struct of strings, string maps and files: serializing it cannot fail.
-        vt_actions::json::to_value(self).unwrap_or_default()
+        vt_contract::json::to_value(self).unwrap_or_default()
     }
 }
 
@@ -259,7 +259,7 @@ impl Worker {
                 pass.sent += 1;
             }
             Err(SendError::Permanent(reason)) => {
-                let reason = vt_actions::redact::secrets(&reason).into_owned();
+                let reason = vt_contract::redact::secrets(&reason).into_owned();
                 tracing::warn!(item = item.id, %reason, "outbox item dead-lettered");
                 self.store.dead_letter(item.id, &reason).await?;
                 pass.dead += 1;
@@ -270,7 +270,7 @@ impl Worker {
                 pass.held += 1;
             }
             Err(SendError::Retry { reason, after }) => {
-                let reason = vt_actions::redact::secrets(&reason).into_owned();
+                let reason = vt_contract::redact::secrets(&reason).into_owned();
                 let exponent = u32::try_from(item.attempts.max(1) - 1).unwrap_or(0).min(10);
                 let backoff = self.policy.backoff() * 2u32.pow(exponent);
                 let wait = after.map_or(backoff, |a| a.max(backoff));

@@ -6,7 +6,7 @@
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use vt_actions::ActionResponse;
+use vt_contract::ActionResponse;
 
 use crate::engine::{Conversation, Engine};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
@@ -50,7 +50,7 @@ pub(crate) fn parse_plan(text: &str) -> Result<Plan, String> {
         .trim_start_matches("```")
         .trim_end_matches("```")
         .trim();
-    let plan: Plan = vt_actions::json::from_text(trimmed).map_err(|e| format!("JSON inválido: {e}"))?;
+    let plan: Plan = vt_contract::json::from_text(trimmed).map_err(|e| format!("JSON inválido: {e}"))?;
     if plan.passos.is_empty() || plan.passos.len() > MAX_STEPS {
         return Err(format!("o plano deve ter de 1 a {MAX_STEPS} passos"));
     }
@@ -192,7 +192,7 @@ async fn execute(
     mut task: TaskRun,
     (mut tokens, max_tokens): ((u64, u64), u32),
 ) -> PlanOutcome {
-    task.plan = vt_actions::json::to_value(plan).ok();
+    task.plan = vt_contract::json::to_value(plan).ok();
     let mut results: Vec<String> = Vec::new();
     let mut steps = Vec::new();
     let mut last_reasoning = None;

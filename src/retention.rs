@@ -9,7 +9,7 @@
 //!
 //! Both reach the embedded simulator's book in the data directory, when the simulator is in use: an
 //! erased card's credits go from it, and its history older than the window is folded away
-//! (`vt_actions::systems::book`).
+//! (`vt_simulators::systems::book`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -81,8 +81,8 @@ fn reach_book(book: Option<&Path>, subject: &Subject) {
         return;
     };
     let gone = match subject {
-        Subject::Card(digits) => vt_actions::systems::book::forget_card(book, digits),
-        Subject::OlderThan(cutoff) => vt_actions::systems::book::forget_before(book, *cutoff),
+        Subject::Card(digits) => vt_simulators::systems::book::forget_card(book, digits),
+        Subject::OlderThan(cutoff) => vt_simulators::systems::book::forget_before(book, *cutoff),
         // The book knows cards, not people.
         Subject::User(_) => return,
     };
@@ -191,7 +191,7 @@ pub async fn erase(
 fn describe(subject: &Subject) -> Value {
     match subject {
         Subject::User(id) => json!({"usuario": id}),
-        Subject::Card(card) => json!({"cartao": vt_actions::vt::mask_card(card)}),
+        Subject::Card(card) => json!({"cartao": vt_domain::vt::mask_card(card)}),
         Subject::OlderThan(t) => json!({"antes_de": t}),
     }
 }
@@ -200,7 +200,7 @@ fn describe(subject: &Subject) -> Value {
 pub(crate) fn subject(usuario: Option<&str>, cartao: Option<&str>) -> Result<Subject, &'static str> {
     match (usuario.map(str::trim), cartao) {
         (Some(u), None) if !u.is_empty() => Ok(Subject::User(u.to_owned())),
-        (None, Some(c)) => match vt_actions::vt::parse::cards(c).as_slice() {
+        (None, Some(c)) => match vt_domain::vt::parse::cards(c).as_slice() {
             [one] => Ok(Subject::Card(one.clone())),
             _ => Err("cartao: informe um número de cartão (8 a 19 dígitos)"),
         },

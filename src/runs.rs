@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
-use vt_actions::vt::mask_card;
+use vt_domain::vt::mask_card;
 
 use crate::store::{
     AuditRecord, FlowRunSummary, FollowUpView, MessageCost, OutboxItem, RechargeAttemptRecord, RunStatus,
@@ -200,7 +200,7 @@ pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> 
             format!(
                 "{}: {}",
                 c.motivo.label(),
-                vt_actions::vt::card::mask_cards_in(&c.reason)
+                vt_domain::vt::card::mask_cards_in(&c.reason)
                     .chars()
                     .take(60)
                     .collect::<String>()
@@ -263,7 +263,7 @@ pub(crate) fn recurrences_report(lines: &[RecurrenceLine]) -> String {
             r.status.as_str().to_owned(),
             l.proxima.clone().unwrap_or_else(|| "—".into()),
             l.creditadas.to_string(),
-            vt_actions::vt::card::mask_cards_in(r.last_outcome.as_deref().unwrap_or("—")),
+            vt_domain::vt::card::mask_cards_in(r.last_outcome.as_deref().unwrap_or("—")),
         ]);
     }
     format!("{t}\n")
@@ -273,10 +273,10 @@ pub(crate) fn recurrences_report(lines: &[RecurrenceLine]) -> String {
 pub(crate) fn case_report(
     case: &crate::store::Case,
     log: &[crate::store::CaseEvent],
-    tz: &vt_actions::vt::timezone::Timezone,
+    tz: &vt_domain::vt::timezone::Timezone,
 ) -> String {
     let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m/%Y %H:%M").to_string();
-    let mask = |t: &str| vt_actions::vt::card::mask_cards_in(t);
+    let mask = |t: &str| vt_domain::vt::card::mask_cards_in(t);
     let mut out = format!(
         "protocolo  {}\ncaso       {}\nequipe     {}\nmotivo     {} ({})\nsituação   {}\natendente  {}\ncanal      {}\nconversa   {}\naberto em  {}\n",
         case.protocol.as_deref().unwrap_or("—"),
@@ -343,7 +343,7 @@ pub(crate) fn outbox_report(pending: &[OutboxItem], held: &[OutboxItem], failed:
             let text = crate::outbox::ReplyPayload::of(i)
                 .map(|r| r.text)
                 .unwrap_or_default();
-            let text: String = vt_actions::vt::card::mask_cards_in(&text)
+            let text: String = vt_domain::vt::card::mask_cards_in(&text)
                 .chars()
                 .take(60)
                 .collect();
@@ -372,7 +372,7 @@ fn table<const N: usize>(header: [&str; N]) -> Table {
 
 /// A recharge's value as people read it (`BRL 60,00`).
 fn money(moeda: &str, valor: rust_decimal::Decimal) -> String {
-    vt_actions::vt::format_money(moeda, valor, vt_actions::vt::Idioma::PtBr)
+    vt_domain::vt::format_money(moeda, valor, vt_domain::vt::Idioma::PtBr)
 }
 
 fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
@@ -386,9 +386,9 @@ fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
 /// One flow run whole: its status, input and each stage's output, cards masked (ids, keys and times
 /// whole).
 pub(crate) fn flow_report(run: &crate::store::FlowRunRecord) -> String {
-    let mask = |s: &str| vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(s)).into_owned();
+    let mask = |s: &str| vt_contract::redact::secrets(&vt_domain::vt::card::mask_cards_in(s)).into_owned();
     let pretty =
-        |v: &Value| vt_actions::json::to_pretty(&crate::flow::masked_json(v, mask)).unwrap_or_default();
+        |v: &Value| vt_contract::json::to_pretty(&crate::flow::masked_json(v, mask)).unwrap_or_default();
     let mut out = format!(
         "execução {} · {} · iniciada {}\n\nentrada:\n{}\n",
         run.execucao_id,
@@ -404,7 +404,7 @@ pub(crate) fn flow_report(run: &crate::store::FlowRunRecord) -> String {
 }
 
 fn local(t: DateTime<Utc>) -> String {
-    vt_actions::vt::timezone::Timezone::sao_paulo()
+    vt_domain::vt::timezone::Timezone::sao_paulo()
         .local(t)
         .format("%d/%m/%Y %H:%M:%S")
         .to_string()

@@ -1,6 +1,6 @@
 //! Runs every transcript under `tests/transcripts/` as its own test (libtest-mimic), so a failure
 //! names the file and shows the first mismatch.
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 use std::path::{Path, PathBuf};
 

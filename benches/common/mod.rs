@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
+use vt_simulators::systems::{RunningSimulator, Simulator, SimulatorConfig};
 
 /// User plus system CPU time of this process so far, every thread included.
 #[allow(

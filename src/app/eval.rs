@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::transcripts::{ModelChoice, RunOptions, TranscriptReport, run_transcript};
-use vt_actions::vt::card::mask_cards_in;
+use vt_domain::vt::card::mask_cards_in;
 
 use crate::config::Config;
 use crate::router::corpus::Entry;

@@ -10,9 +10,10 @@ pub(crate) mod transcripts;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use vt_actions::ActionRegistry;
-use vt_actions::context::Extensions;
-use vt_actions::systems::{Simulator, SimulatorConfig, VtSystems};
+use vt_connectors::systems::VtSystems;
+use vt_contract::ActionRegistry;
+use vt_contract::context::Extensions;
+use vt_simulators::systems::{Simulator, SimulatorConfig};
 
 use crate::config::Config;
 use crate::engine::{Catalog, Engine, Prompts};
@@ -26,7 +27,7 @@ pub const CHAT_AGENT: &str = "vt";
 /// Every action the product ships.
 pub fn registry() -> anyhow::Result<ActionRegistry> {
     let mut registry = ActionRegistry::new();
-    vt_actions::register_all(&mut registry)?;
+    vt_domain::register_all(&mut registry)?;
     Ok(registry)
 }
 
@@ -56,11 +57,11 @@ pub fn engine(
     };
     // The operator's FAQ, indexed once: the router answers from it, the model looks it up.
     let faq_dir = config.faq_dir();
-    let faq = vt_actions::faq::Faq::load(&faq_dir)
+    let faq = vt_domain::faq::Faq::load(&faq_dir)
         .with_context(|| format!("carregando a FAQ de {}", faq_dir.display()))?;
-    let extensions = extensions.with(vt_actions::faq::SharedFaq(Arc::new(faq)));
+    let extensions = extensions.with(vt_domain::faq::SharedFaq(Arc::new(faq)));
     // The model sees masked cards only: the tools take the real number from what the user wrote.
-    let llm = llm.map(|l| RedactedProvider::wrap(l, vt_actions::vt::card::mask_cards_in));
+    let llm = llm.map(|l| RedactedProvider::wrap(l, vt_domain::vt::card::mask_cards_in));
     Ok(Engine::new(catalog, prompts, registry, config.engine.clone())
         .with_no_model_reply(crate::router::HELP_TEXT)
         .with_llm(llm)
@@ -85,8 +86,8 @@ pub fn card_setup(config: &Config) -> anyhow::Result<Option<crate::service::Card
     if !config.cartao.checkout() {
         return Ok(None);
     }
-    let provider =
-        vt_actions::cartao::stripe::Stripe::new(&config.cartao).context("o provedor de cartão ([cartao])")?;
+    let provider = vt_connectors::cartao::stripe::Stripe::new(&config.cartao)
+        .context("o provedor de cartão ([cartao])")?;
     Ok(Some(crate::service::CardSetup {
         provider: Arc::new(provider),
         config: config.cartao.clone(),
@@ -97,10 +98,10 @@ pub fn card_setup(config: &Config) -> anyhow::Result<Option<crate::service::Card
 /// `serve` at `[http] addr`.
 pub(crate) fn simulated_card(sim: &Simulator, config: &Config) -> crate::service::CardSetup {
     sim.cartao().served_at(&format!("http://{}", config.http.addr));
-    let provider = vt_actions::cartao::stripe::Stripe::in_process(sim.router(), sim.cartao().secret());
+    let provider = vt_connectors::cartao::stripe::Stripe::in_process(sim.local(), sim.cartao().secret());
     crate::service::CardSetup {
         provider: Arc::new(provider),
-        config: vt_actions::cartao::CartaoConfig::default(),
+        config: vt_connectors::cartao::CartaoConfig::default(),
     }
 }
 
@@ -112,7 +113,7 @@ pub(crate) fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service
         .as_ref()
         .filter(|pix| !pix.simulated())
         .map(|pix| {
-            let psp = vt_actions::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
+            let psp = vt_connectors::pix::Psp::new(pix).context("o provedor Pix ([pix])")?;
             Ok(crate::service::PixSetup {
                 psp,
                 config: pix.clone(),
@@ -157,12 +158,12 @@ pub(crate) const SIMULATED_PIX_KEY: &str = "recargas@simulador.vt";
 /// The embedded simulator as the payment provider, called in this process.
 pub(crate) fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service::PixSetup {
     crate::service::PixSetup {
-        psp: vt_actions::pix::Psp::in_process(sim.router()),
-        config: vt_actions::pix::PixConfig {
+        psp: vt_connectors::pix::Psp::in_process(sim.local()),
+        config: vt_connectors::pix::PixConfig {
             chave: SIMULATED_PIX_KEY.to_owned(),
             // `[pix.automatico]` written alone is the embedded simulator's.
             automatico: config.pix.clone().unwrap_or_default().automatico,
-            ..vt_actions::pix::PixConfig::default()
+            ..vt_connectors::pix::PixConfig::default()
         },
     }
 }
@@ -197,7 +198,7 @@ pub(crate) async fn services_config(
         .await
         .context("carregando as intenções")?;
     let faq = engine
-        .extension::<vt_actions::faq::SharedFaq>()
+        .extension::<vt_domain::faq::SharedFaq>()
         .map(|f| f.0.clone());
     let router = Router::new(CHAT_AGENT, intents, engine.llm().cloned()).with_faq(faq);
     let transcriber = config
@@ -291,7 +292,7 @@ pub(crate) fn install_keys(
 }
 
 /// The embedded simulator's book, in the data directory.
-pub(crate) const SIMULATOR_BOOK: &str = vt_actions::systems::book::FILE;
+pub(crate) const SIMULATOR_BOOK: &str = vt_simulators::systems::book::FILE;
 
 /// The simulator with the magic cards, or with a fixture file applied to them.
 pub(crate) fn simulator(settings: &crate::config::SimulatorSettings) -> anyhow::Result<Simulator> {
@@ -322,7 +323,7 @@ pub(crate) fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simu
             // sees the balances this one credited.
             let book = config.data_dir.join(SIMULATOR_BOOK);
             let sim = simulator(&config.simulator)?.with_book(&book);
-            (VtSystems::in_process(&sim), Some(sim))
+            (VtSystems::in_process(sim.local()), Some(sim))
         }
     })
 }
@@ -332,6 +333,8 @@ pub(crate) fn systems(config: &Config) -> anyhow::Result<(VtSystems, Option<Simu
 pub struct App {
     pub service: Services,
     pub simulator: Option<Simulator>,
+    /// The systems' client the engine's stages call (through their port): `serve` checks it at start.
+    pub systems: VtSystems,
 }
 
 impl App {
@@ -344,7 +347,9 @@ impl App {
     ) -> anyhow::Result<Self> {
         let (systems, simulator) = systems(config)?;
         let store = store(config, usage).await.context("abrindo o banco de dados")?;
-        let mut extensions = Extensions::default().with(systems).with(config.vt.clone());
+        let mut extensions = Extensions::default()
+            .with(vt_domain::systems::SystemsPort::new(systems.clone()))
+            .with(config.vt.clone());
         // WhatsApp recipients of a flow's notices are told by the product itself.
         if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {
             let notices = crate::channels::whatsapp::WhatsAppNotices::new(
@@ -353,14 +358,14 @@ impl App {
                 config.notificacoes.clone(),
                 config.vt.politicas.timezone.clone(),
             );
-            extensions = extensions.with(vt_actions::stages::channel_notices::ChannelNoticesPort(Arc::new(
+            extensions = extensions.with(vt_domain::stages::channel_notices::ChannelNoticesPort(Arc::new(
                 notices,
             )));
         }
         // A confirmed Pix recharge is charged at the provider, not sent unpaid; with real systems and
         // no provider for a means (Pix, a card), a recharge paid by it is not taken at all.
         if config.systems.is_some() {
-            extensions = extensions.with(vt_actions::tools::MeiosIndisponiveis {
+            extensions = extensions.with(vt_domain::tools::MeiosIndisponiveis {
                 pix: config.pix.is_none(),
                 // Taken when a checkout takes it, or the recharge system charges a card itself.
                 cartao_credito: config.cartao.provedor.is_none(),
@@ -403,6 +408,7 @@ impl App {
         Ok(Self {
             service: service_paying(config, engine, store, (pix, card)).await?,
             simulator,
+            systems,
         })
     }
 

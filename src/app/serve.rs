@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use vt_actions::systems::{Simulator, VtSystems};
+use vt_connectors::systems::VtSystems;
+use vt_simulators::systems::Simulator;
 
 use super::{App, CHAT_AGENT};
 use crate::batch::background::Background;
@@ -33,6 +34,8 @@ pub(crate) struct Server {
     service: Arc<Services>,
     /// The embedded simulator, when no external systems are configured: it lives as long as the server.
     simulator: Option<Simulator>,
+    /// The systems' client, checked at start.
+    systems: VtSystems,
     state: AppState,
     worker: Worker,
     /// The channels' background jobs (Mattermost's websocket bot).
@@ -48,7 +51,11 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) async fn compose(config: &Config) -> anyhow::Result<Self> {
-        let App { service, simulator } = App::start(config, None, crate::store::Usage::Service).await?;
+        let App {
+            service,
+            simulator,
+            systems,
+        } = App::start(config, None, crate::store::Usage::Service).await?;
         let service = Arc::new(service);
         let mut notices = Vec::new();
         let mut state = AppState::new(service.clone(), CHAT_AGENT, config.http.clone())
@@ -121,6 +128,7 @@ impl Server {
         Ok(Self {
             service,
             simulator,
+            systems,
             state,
             worker,
             jobs,
@@ -154,9 +162,7 @@ impl Server {
             sim.cartao()
                 .served_at(&format!("http://{}", listener.local_addr()?));
         }
-        if let Some(systems) = self.service.engine().extensions().get::<VtSystems>().cloned() {
-            tasks.spawn(check_systems(systems));
-        }
+        tasks.spawn(check_systems(self.systems));
         // Messages acknowledged and never processed get their turn.
         let service = self.service.clone();
         tasks.spawn(async move {
@@ -207,7 +213,7 @@ fn stopped(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'sta
 /// The systems checked as `vt-agent systems check` checks them: logged, never fatal (a system down at
 /// start may be up by the first turn).
 async fn check_systems(systems: VtSystems) {
-    for check in systems.check(vt_actions::systems::CHECK_CARD).await {
+    for check in systems.check(vt_connectors::systems::CHECK_CARD).await {
         if check.ok {
             tracing::info!(system = check.system, "{}", check.line());
         } else {
@@ -274,7 +280,7 @@ fn periodic_jobs(
 /// How often open charges are read back: `[pix]`'s and `[cartao]`'s `varredura_segundos`, or their defaults.
 fn sweep_every(config: &Config) -> Duration {
     let pix = config.pix.as_ref().map_or_else(
-        || vt_actions::pix::PixConfig::default().varredura_segundos,
+        || vt_connectors::pix::PixConfig::default().varredura_segundos,
         |p| p.varredura_segundos,
     );
     // One sweep reads every open charge, Pix and card: as often as the more eager of the two asks.

@@ -18,7 +18,7 @@ use crate::store::BatchJob;
 pub struct Background {
     service: Arc<Services>,
     /// Policies for lines that bring none (`[vt.politicas]`).
-    politicas: vt_actions::vt::input::Politicas,
+    politicas: vt_domain::vt::input::Politicas,
     running: Mutex<HashSet<String>>,
     tasks: tokio::sync::Mutex<JoinSet<()>>,
     stop: watch::Receiver<bool>,
@@ -36,7 +36,7 @@ pub struct Submission {
 impl Background {
     pub fn new(
         service: Arc<Services>,
-        politicas: vt_actions::vt::input::Politicas,
+        politicas: vt_domain::vt::input::Politicas,
         stop: watch::Receiver<bool>,
     ) -> Arc<Self> {
         Arc::new(Self {

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use vt_actions::vt::FlowInput;
-use vt_actions::vt::input::{InputDefaults, MAX_INPUT_CHARS, Politicas};
-use vt_actions::vt::money::money_json;
-use vt_actions::vt::parse::parse_money;
+use vt_domain::vt::FlowInput;
+use vt_domain::vt::input::{InputDefaults, MAX_INPUT_CHARS, Politicas};
+use vt_domain::vt::money::money_json;
+use vt_domain::vt::parse::parse_money;
 
 /// How the input is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -131,7 +131,7 @@ fn jsonl(bytes: &[u8], defaults: &LineDefaults) -> Vec<SourceLine> {
                             "linha com {chars} caracteres: o limite é {MAX_INPUT_CHARS}"
                         ));
                     }
-                    vt_actions::json::from_text::<Value>(text)
+                    vt_contract::json::from_text::<Value>(text)
                         .map_err(|e| format!("a linha não é JSON válido: {e}"))
                 })
                 .and_then(|value| finish(value, line, defaults));
@@ -250,7 +250,7 @@ fn finish(mut value: Value, line: i64, defaults: &LineDefaults) -> Result<String
         return Err("a linha deve ser um objeto JSON".into());
     };
     if !object.contains_key("politicas") {
-        let politicas = vt_actions::json::to_value(&defaults.politicas).map_err(|e| e.to_string())?;
+        let politicas = vt_contract::json::to_value(&defaults.politicas).map_err(|e| e.to_string())?;
         object.insert("politicas".into(), politicas);
     }
     // The line runs as the key's tenant: written into the line, which may name it but no other
@@ -305,7 +305,7 @@ mod tests {
         let text = "{\"cartao\": \"1111111111\", \"recarga\": {\"valor\": 10, \"meio_pagamento\": {\"tipo\": \"pix\"}}}\n\n[1]\n{\"cartao\": \"12\"\n";
         let lines = read(text.as_bytes(), Format::Jsonl, &defaults()).expect("read");
         assert_eq!(lines.iter().map(|l| l.line).collect::<Vec<_>>(), [1, 3, 4]);
-        let first: Value = vt_actions::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
+        let first: Value = vt_contract::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
         assert_eq!(first["recarga"]["idempotency_key"], "lote:j1:1");
         assert_eq!(first["politicas"]["valor_max"], 1000.0);
         assert!(lines[1].input.as_ref().expect_err("array").contains("objeto"));
@@ -316,7 +316,7 @@ mod tests {
     fn a_line_keeps_its_own_key_and_policies() {
         let text = r#"{"cartao": "1111111111", "politicas": {"valor_max": 50}, "recarga": {"valor": 10, "meio_pagamento": {"tipo": "pix"}, "idempotency_key": "meu"}}"#;
         let lines = read(text.as_bytes(), Format::Jsonl, &defaults()).expect("read");
-        let v: Value = vt_actions::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
+        let v: Value = vt_contract::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
         assert_eq!(v["recarga"]["idempotency_key"], "meu");
         assert_eq!(v["politicas"]["valor_max"], 50.0);
     }
@@ -331,7 +331,7 @@ mod tests {
         assert_eq!(unknown_columns(text.as_bytes()), ["cpf"]);
         let lines = read(text.as_bytes(), Format::Csv, &defaults()).expect("read");
         assert_eq!(lines.len(), 4);
-        let v: Value = vt_actions::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
+        let v: Value = vt_contract::json::from_text(lines[0].input.as_ref().expect("ok")).expect("json");
         assert_eq!(v["cartao"], "1111 1111-11");
         assert_eq!(v["recarga"]["valor"], 50.0);
         assert_eq!(
@@ -346,7 +346,7 @@ mod tests {
         assert_eq!(v["destinatario"]["id"], "u-1");
         assert!(v.get("cpf").is_none());
         let balance_only: Value =
-            vt_actions::json::from_text(lines[1].input.as_ref().expect("ok")).expect("json");
+            vt_contract::json::from_text(lines[1].input.as_ref().expect("ok")).expect("json");
         assert!(balance_only.get("recarga").is_none());
         let bad = lines[2].input.as_ref().expect_err("valor");
         assert!(bad.contains("valor") && !bad.contains("cinquenta"), "{bad}");
@@ -382,7 +382,7 @@ mod tests {
         let text = "{\"cartao\": \"1234567890\"}\n{\"cartao\": \"1234567890\", \"tenant_id\": \"empresa-a\"}\n{\"cartao\": \"1234567890\", \"tenant_id\": \"empresa-b\"}\n";
         let lines = read(text.as_bytes(), Format::Jsonl, &of_a).expect("read");
         for line in &lines[..2] {
-            let v: Value = vt_actions::json::from_text(line.input.as_ref().expect("ok")).expect("json");
+            let v: Value = vt_contract::json::from_text(line.input.as_ref().expect("ok")).expect("json");
             assert_eq!(v["tenant_id"], "empresa-a");
         }
         let why = lines[2].input.as_ref().expect_err("another tenant");

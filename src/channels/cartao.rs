@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use vt_actions::cartao::simulado::CheckoutSimulado;
+use vt_simulators::cartao::CheckoutSimulado;
 
 use super::{Channel, Wiring};
 use crate::service::Services;
@@ -61,13 +61,13 @@ pub(crate) fn channel(
             .push(Box::new(move |stop| Box::pin(listen(listener, notices, stop))));
         channel
             .routes
-            .push((vt_actions::cartao::simulado::PAGE_PATH, provider.page_route()));
+            .push((vt_simulators::cartao::PAGE_PATH, provider.page_route()));
         channel
             .routes
-            .push((vt_actions::cartao::simulado::PAY_PATH, provider.pay_route()));
+            .push((vt_simulators::cartao::PAY_PATH, provider.pay_route()));
         channel.notices.push(format!(
             "Cartão: o simulador embutido é o provedor; GET {} é a página de pagamento",
-            vt_actions::cartao::simulado::PAGE_PATH
+            vt_simulators::cartao::PAGE_PATH
         ));
     }
     channel
@@ -81,7 +81,7 @@ async fn webhook(
     body: axum::body::Bytes,
 ) -> StatusCode {
     let signature = headers
-        .get(vt_actions::cartao::stripe::ASSINATURA)
+        .get(vt_connectors::cartao::stripe::ASSINATURA)
         .and_then(|v| v.to_str().ok());
     match service.payments().card_notice(signature, &body) {
         Ok(ids) => {

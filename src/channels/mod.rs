@@ -84,16 +84,16 @@ pub(crate) struct Upload {
 /// refused for good.
 pub(crate) async fn upload_of(
     pix: &dyn crate::store::PixStore,
-    file: &vt_actions::FileContent,
+    file: &vt_contract::FileContent,
 ) -> Result<Upload, crate::outbox::SendError> {
     use crate::outbox::SendError;
-    let Some(txid) = vt_actions::tools::qr_of(file) else {
+    let Some(txid) = vt_domain::tools::qr_of(file) else {
         return Err(SendError::Permanent(
             "a reply's file this product does not make".into(),
         ));
     };
     let charge = charge_of(pix, txid).await?;
-    let bytes = vt_actions::pix::qr::png(&charge.copia_e_cola)
+    let bytes = vt_domain::pix::qr::png(&charge.copia_e_cola)
         .map_err(|_| SendError::Permanent("a Pix code too long for a QR code".into()))?;
     Ok(Upload {
         name: file.file_name.clone(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::broadcast;
-use vt_actions::systems::Simulator;
+use vt_simulators::systems::Simulator;
 
 use super::ChatArgs;
 use crate::app::App;
@@ -29,7 +29,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(2);
 const WAIT_AT_MOST: Duration = Duration::from_secs(60);
 
 pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) -> anyhow::Result<()> {
-    let App { service, simulator } = App::start(config, None, store_usage).await?;
+    let App {
+        service, simulator, ..
+    } = App::start(config, None, store_usage).await?;
     let service = Arc::new(service);
     let who = Participant {
         user_id: args.user.clone(),
@@ -103,7 +105,7 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
 /// The embedded simulator's card checkout pages on a loopback port of the chat's own, which its links
 /// then name: a link printed in the terminal opens a page that pays. Stops with the returned task.
 async fn serve_checkout_pages(
-    sim: &vt_actions::systems::Simulator,
+    sim: &vt_simulators::systems::Simulator,
 ) -> anyhow::Result<tokio_util::task::AbortOnDropHandle<()>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     sim.cartao()

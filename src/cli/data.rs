@@ -164,7 +164,7 @@ pub(super) async fn data_subject(
     match command {
         TitularCommand::Exportar { output, .. } => {
             let export = crate::retention::export(&crate::store::Stores::of(&store), &subject).await?;
-            let text = vt_actions::json::to_pretty(&export)?;
+            let text = vt_contract::json::to_pretty(&export)?;
             match output {
                 Some(path) => {
                     std::fs::write(&path, text).with_context(|| format!("gravando {}", path.display()))?

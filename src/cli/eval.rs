@@ -72,7 +72,7 @@ pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<Exit
         eprintln!("\r{n}/{n} casos", n = cases.len());
     }
     if args.json {
-        println!("{}", vt_actions::json::text(&report.json()));
+        println!("{}", vt_contract::json::text(&report.json()));
     } else if let Some(why) = report.infrastructure_errors() {
         // Cases the model server failed are no verdict: no score is printed as if it were one.
         return no_verdict(why);
@@ -136,7 +136,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
             .with_context(|| format!("gravando {}", path.display()))?;
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, vt_actions::json::to_pretty(&reports)?)
+        std::fs::write(path, vt_contract::json::to_pretty(&reports)?)
             .with_context(|| format!("gravando {}", path.display()))?;
     }
     println!(

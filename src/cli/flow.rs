@@ -39,11 +39,11 @@ pub(super) async fn run_flow(
         return Ok(ExitCode::from(EXIT_INPUT));
     };
     // Parsed once, here: bad input is refused before anything starts or is written.
-    let defaults = vt_actions::vt::input::InputDefaults {
+    let defaults = vt_domain::vt::input::InputDefaults {
         politicas: &config.vt.politicas,
         tenant: None,
     };
-    let input = match vt_actions::vt::FlowInput::parse_with(&text, defaults) {
+    let input = match vt_domain::vt::FlowInput::parse_with(&text, defaults) {
         Ok(input) => input,
         Err(e) => {
             say_error(&e.to_string());
@@ -67,9 +67,9 @@ pub(super) async fn run_flow(
     }
     let output = output.for_caller();
     let json = if args.compact {
-        vt_actions::json::to_text(&output)?
+        vt_contract::json::to_text(&output)?
     } else {
-        vt_actions::json::to_pretty(&output)?
+        vt_contract::json::to_pretty(&output)?
     };
     println!("{json}");
     app.leave();
@@ -192,15 +192,15 @@ pub(super) async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) 
 
 /// `--politicas`: the flow input's `politicas` object, checked as the flow input checks it. The error
 /// names the field, never its value.
-pub(super) fn parse_politicas(text: &str) -> Result<vt_actions::vt::input::Politicas, String> {
-    vt_actions::json::counted_here();
+pub(super) fn parse_politicas(text: &str) -> Result<vt_domain::vt::input::Politicas, String> {
+    vt_contract::json::counted_here();
     let mut de = serde_json::Deserializer::from_str(text);
-    let politicas: vt_actions::vt::input::Politicas =
+    let politicas: vt_domain::vt::input::Politicas =
         serde_path_to_error::deserialize(&mut de).map_err(|e| {
             format!(
                 "--politicas: campo inválido {}: {}",
                 e.path(),
-                vt_actions::redact::serde_message(&e.inner().to_string())
+                vt_contract::redact::serde_message(&e.inner().to_string())
             )
         })?;
     politicas

@@ -11,8 +11,8 @@ use serde::Deserialize;
 mod parse;
 pub(crate) mod reference;
 
-use vt_actions::systems::SystemsConfig;
-use vt_actions::tools::VtSettings;
+use vt_connectors::systems::SystemsConfig;
+use vt_domain::tools::VtSettings;
 
 use crate::engine::EngineConfig;
 use crate::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
@@ -76,10 +76,10 @@ pub struct Config {
     pub systems: Option<SystemsConfig>,
     /// The operator's payment provider (API Pix). Absent: the embedded simulator is the provider
     /// where it runs the systems too.
-    pub pix: Option<vt_actions::pix::PixConfig>,
+    pub pix: Option<vt_connectors::pix::PixConfig>,
     /// `[cartao]`: who takes a chat recharge paid by card. Absent beside real systems: such a recharge
     /// is refused.
-    pub cartao: vt_actions::cartao::CartaoConfig,
+    pub cartao: vt_connectors::cartao::CartaoConfig,
     /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
     /// a voice note gets the text-only answer.
     pub transcricao: Option<crate::llm::TranscricaoConfig>,
@@ -420,7 +420,7 @@ impl Config {
         {
             value.parse::<T>().map_err(|e| ConfigError::Env {
                 name: name.to_owned(),
-                message: vt_actions::redact::serde_message(&e.to_string()),
+                message: vt_contract::redact::serde_message(&e.to_string()),
             })
         }
         if let Some(v) = get("VT_DATA_DIR") {
@@ -568,7 +568,7 @@ impl Config {
         // With no real systems the embedded simulator keeps its book here, which retention and a data
         // subject's erasure reach too.
         if config.systems.is_none() {
-            config.retencao.simulator_book = Some(config.data_dir.join(vt_actions::systems::book::FILE));
+            config.retencao.simulator_book = Some(config.data_dir.join(vt_simulators::systems::book::FILE));
         }
         config.validate()?;
         for key in [
@@ -579,7 +579,7 @@ impl Config {
         .into_iter()
         .flatten()
         {
-            vt_actions::redact::register_secret(key);
+            vt_contract::redact::register_secret(key);
         }
         config.http.register_secrets();
         config.whatsapp.register_secrets();
@@ -605,7 +605,7 @@ impl Config {
         if let Some((field, message)) = self.systems.as_ref().and_then(SystemsConfig::problem) {
             return invalid(&field, message);
         }
-        if let Some((field, message)) = self.pix.as_ref().and_then(vt_actions::pix::PixConfig::problem) {
+        if let Some((field, message)) = self.pix.as_ref().and_then(vt_connectors::pix::PixConfig::problem) {
             return invalid(&field, message);
         }
         if let Some((field, message)) = self.cartao.problem() {

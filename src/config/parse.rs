@@ -95,10 +95,10 @@ fn parse_error(path: &str, text: &str, e: &toml::de::Error, key: &str) -> Config
     if !key.is_empty() && key != "." {
         at.push_str(&format!(" (chave {key})"));
     }
-    let message = vt_actions::redact::serde_message(e.message());
+    let message = vt_contract::redact::serde_message(e.message());
     ConfigError::Parse {
         path: path.to_owned(),
         at,
-        message: vt_actions::redact::secrets(&message).into_owned(),
+        message: vt_contract::redact::secrets(&message).into_owned(),
     }
 }

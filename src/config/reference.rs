@@ -9,7 +9,7 @@ use super::Config;
 /// The JSON Schema of the configuration file (`vt-agent config schema`: editors that read TOML
 /// against a schema, such as Taplo, complete and check keys with it).
 pub(crate) fn schema() -> Value {
-    vt_actions::json::to_value(schemars::schema_for!(Config)).unwrap_or(Value::Null)
+    vt_contract::json::to_value(schemars::schema_for!(Config)).unwrap_or(Value::Null)
 }
 
 /// A section of the file: its header (`[llm]`, `[[llm.fallback]]`, `[custos.modelos."NOME"]`), what

@@ -104,7 +104,7 @@ fn the_pix_provider_is_checked_when_loaded_and_its_secret_comes_from_the_environ
 
 #[test]
 fn the_systems_auth_is_checked_when_loaded_and_its_secrets_come_from_the_environment() {
-    use vt_actions::systems::AuthConfig;
+    use vt_connectors::AuthConfig;
     let oauth2 = "[systems]\nsaldo_url = \"https://vt.example.com\"\nrecarga_url = \"https://pag.example.com\"\nnotificacao_url = \"https://msg.example.com\"\n[systems.auth]\nkind = \"oauth2\"\ntoken_url = \"https://auth.example.com/oauth/token\"\nclient_id = \"vt-agent\"\n";
     let err = Config::from_sources(Some(oauth2), "f", &HashMap::new()).expect_err("no secret");
     assert!(err.to_string().contains("systems.auth.client_secret"), "{err}");
@@ -189,7 +189,7 @@ fn the_example_file_loads_and_says_the_defaults() {
         .expect("[pix] loads")
         .pix
         .expect("pix");
-    let defaults = vt_actions::pix::PixConfig::default();
+    let defaults = vt_connectors::pix::PixConfig::default();
     assert_eq!(
         (
             pix.expiracao_minutos,

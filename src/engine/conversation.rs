@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use vt_actions::{EndChat, FileContent, ResponseStatus, TransferToHuman};
+use vt_contract::{EndChat, FileContent, ResponseStatus, TransferToHuman};
 
 use super::Participant;
 use crate::llm::ChatMessage;
@@ -210,7 +210,7 @@ pub enum TurnEvent {
     Reply(Reply),
     /// What a system answered a request of this turn (added by the service from its tape), for a
     /// replay's world.
-    Exchanged(vt_actions::systems::tape::Exchange),
+    Exchanged(vt_connectors::tape::Exchange),
     Error {
         message: String,
     },
@@ -271,7 +271,7 @@ pub struct InnerRun {
 }
 
 /// Where a turn's actions put the runs they start: one per turn, in its actions' context
-/// ([`vt_actions::ActionContext::get`]), emptied into [`TurnOutcome::inner_runs`] when the turn ends.
+/// ([`vt_contract::ActionContext::get`]), emptied into [`TurnOutcome::inner_runs`] when the turn ends.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InnerRuns(std::sync::Arc<std::sync::Mutex<Vec<InnerRun>>>);
 

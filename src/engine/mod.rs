@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use vt_actions::ActionRegistry;
-use vt_actions::context::Extensions;
+use vt_contract::ActionRegistry;
+use vt_contract::context::Extensions;
 
 use crate::llm::LlmProvider;
 

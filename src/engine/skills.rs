@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
-use vt_actions::ActionRegistry;
+use vt_contract::ActionRegistry;
 
 use super::prompts::Prompts;
 

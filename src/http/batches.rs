@@ -216,5 +216,5 @@ async fn owned_job(state: &AppState, caller: &Caller, id: &str) -> Result<BatchJ
 
 /// serde's query error names the parameter and the type, and quotes no value.
 fn query_error(e: &axum::extract::rejection::QueryRejection) -> String {
-    vt_actions::redact::serde_message(&e.body_text())
+    vt_contract::redact::serde_message(&e.body_text())
 }

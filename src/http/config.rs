@@ -108,7 +108,7 @@ impl HttpConfig {
                 return Err((field("tenant"), "deve estar presente e ser único"));
             }
             match reqwest::Url::parse(&w.url) {
-                Ok(u) if u.scheme() == "https" || vt_actions::systems::auth::is_loopback(&u) => {}
+                Ok(u) if u.scheme() == "https" || vt_connectors::auth::is_loopback(&u) => {}
                 _ => return Err((field("url"), "deve ser uma URL https (http só em loopback)")),
             }
             if w.secrets.is_empty() || w.secrets.iter().any(|s| key_of(s).is_none()) {
@@ -124,7 +124,7 @@ impl HttpConfig {
     /// Registers the webhooks' secrets, so that none reaches a log line or an error.
     pub(crate) fn register_secrets(&self) {
         for secret in self.webhooks.iter().flat_map(|w| &w.secrets) {
-            vt_actions::redact::register_secret(secret);
+            vt_contract::redact::register_secret(secret);
         }
     }
 }

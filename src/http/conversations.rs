@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use vt_actions::vt::card::mask_cards_except;
+use vt_domain::vt::card::mask_cards_except;
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
@@ -88,9 +88,9 @@ pub(super) struct CartaoOut {
 /// The checkout a reply's files name, from the charge on record (left out when it cannot be read).
 pub(super) async fn cartao_of(
     pix: &dyn crate::store::PixStore,
-    files: &[vt_actions::FileContent],
+    files: &[vt_contract::FileContent],
 ) -> Option<CartaoOut> {
-    let id = files.iter().find_map(vt_actions::tools::link_of)?;
+    let id = files.iter().find_map(vt_domain::tools::link_of)?;
     match pix.pix_charge(id).await {
         Ok(charge) => charge.map(|c| CartaoOut {
             link: c.copia_e_cola,
@@ -118,10 +118,10 @@ pub(super) struct PixOut {
 /// that cannot be read leaves the field out (the code is in the reply before), it fails nothing.
 pub(super) async fn pix_of(
     pix: &dyn crate::store::PixStore,
-    files: &[vt_actions::FileContent],
+    files: &[vt_contract::FileContent],
 ) -> Option<PixOut> {
     use base64::Engine as _;
-    let txid = files.iter().find_map(vt_actions::tools::qr_of)?;
+    let txid = files.iter().find_map(vt_domain::tools::qr_of)?;
     let charge = match pix.pix_charge(txid).await {
         Ok(charge) => charge?,
         Err(e) => {
@@ -129,7 +129,7 @@ pub(super) async fn pix_of(
             return None;
         }
     };
-    let png = vt_actions::pix::qr::png(&charge.copia_e_cola).ok()?;
+    let png = vt_domain::pix::qr::png(&charge.copia_e_cola).ok()?;
     Some(PixOut {
         qr_png_base64: base64::engine::general_purpose::STANDARD.encode(png),
         copia_e_cola: charge.copia_e_cola,

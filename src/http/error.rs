@@ -148,10 +148,10 @@ impl From<ServiceError> for ApiError {
 }
 
 /// An invalid flow input: 400 naming the field (the whole body when it is not JSON at all).
-impl From<vt_actions::vt::input::InputError> for ApiError {
-    fn from(e: vt_actions::vt::input::InputError) -> Self {
+impl From<vt_domain::vt::input::InputError> for ApiError {
+    fn from(e: vt_domain::vt::input::InputError) -> Self {
         match e {
-            vt_actions::vt::input::InputError::Field { path, message } => Self::invalid(path, message),
+            vt_domain::vt::input::InputError::Field { path, message } => Self::invalid(path, message),
             other => Self::invalid("corpo", other.to_string()),
         }
     }

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde_json::{Value, json};
-use vt_actions::vt::input::MAX_IDEMPOTENCY_KEY_CHARS;
+use vt_domain::vt::input::MAX_IDEMPOTENCY_KEY_CHARS;
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
@@ -97,7 +97,7 @@ pub(super) async fn run(
         }
         IdempotencyPut::Inserted => match execute(&state, input, caller.tenant.clone()).await {
             Ok(output) => {
-                let value = vt_actions::json::to_value(&output).unwrap_or(Value::Null);
+                let value = vt_contract::json::to_value(&output).unwrap_or(Value::Null);
                 if let Err(e) = store.settle_idempotency(&record.key, Some(&value)).await {
                     tracing::error!(error = %e, "idempotency response could not be stored");
                 }
@@ -116,7 +116,7 @@ pub(super) async fn run(
 
 async fn execute(
     state: &AppState,
-    input: vt_actions::vt::FlowInput,
+    input: vt_domain::vt::FlowInput,
     tenant: String,
 ) -> Result<FlowOutput, ApiError> {
     let service = state.service.clone();

@@ -45,7 +45,7 @@ pub(super) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
     if !text.trim_start().starts_with('{') {
         return Err(ApiError::invalid("corpo", "o corpo deve ser um objeto JSON"));
     }
-    vt_actions::json::from_text_naming(text).map_err(|e| ApiError::invalid(e.field, e.message))
+    vt_contract::json::from_text_naming(text).map_err(|e| ApiError::invalid(e.field, e.message))
 }
 
 /// The bytes of a body as sent (for the idempotency hash).

@@ -107,9 +107,9 @@ impl utoipa::Modify for BearerAuth {
 /// The document: utoipa's, with the flow input's schema (JSON Schema 2020-12, which OpenAPI 3.1 uses)
 /// from the very type `run-flow` parses.
 pub(super) fn document() -> Value {
-    let mut doc = vt_actions::json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    let mut doc = vt_contract::json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
     let input =
-        vt_actions::json::to_value(schemars::schema_for!(vt_actions::vt::FlowInput)).unwrap_or(Value::Null);
+        vt_contract::json::to_value(schemars::schema_for!(vt_domain::vt::FlowInput)).unwrap_or(Value::Null);
     if let Some(schemas) = doc
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut)

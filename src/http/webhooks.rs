@@ -121,7 +121,7 @@ async fn event_body(
     pix: &dyn PixStore,
     conversation_id: &str,
     late: &Late<'_>,
-    files: &[vt_actions::FileContent],
+    files: &[vt_contract::FileContent],
 ) -> Value {
     // Cards masked; the conversation's own payment codes whole (its person's to copy).
     let codes: Vec<String> = pix
@@ -135,7 +135,7 @@ async fn event_body(
         "conversation_id": conversation_id,
         "message_id": late.id,
         "role": late.role,
-        "text": vt_actions::vt::card::mask_cards_except(late.text, &codes),
+        "text": vt_domain::vt::card::mask_cards_except(late.text, &codes),
     });
     if let Some(name) = late.name {
         data["name"] = json!(name);
@@ -280,7 +280,7 @@ impl ChannelSender for WebhookSender {
             body["data"]["buttons"] =
                 json!([{"id": "sim", "title": "Confirmar"}, {"id": "não", "title": "Cancelar"}]);
         }
-        let body = vt_actions::json::to_bytes(&body).map_err(|e| SendError::Permanent(e.to_string()))?;
+        let body = vt_contract::json::to_bytes(&body).map_err(|e| SendError::Permanent(e.to_string()))?;
         let timestamp = Utc::now().timestamp();
         let answer = self
             .client

@@ -47,7 +47,7 @@ impl AnthropicProvider {
                     for c in tool_calls {
                         // Anthropic wants an object; arguments that are not one are sent as an empty
                         // object (the engine has already answered such a call with an error result).
-                        let input = vt_actions::json::from_text::<Value>(&c.arguments)
+                        let input = vt_contract::json::from_text::<Value>(&c.arguments)
                             .ok()
                             .filter(Value::is_object)
                             .unwrap_or_else(|| json!({}));
@@ -205,7 +205,7 @@ impl LlmProvider for AnthropicProvider {
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
 pub(crate) fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
-    let wire: WireResponse = vt_actions::json::from_bytes(body.as_ref())
+    let wire: WireResponse = vt_contract::json::from_bytes(body.as_ref())
         .map_err(|e| LlmError::Malformed(format!("message: {e}")))?;
     let mut texts = Vec::new();
     let mut tool_calls = Vec::new();

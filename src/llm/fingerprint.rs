@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use vt_actions::vt::card::mask_cards_in;
+use vt_domain::vt::card::mask_cards_in;
 
 use super::CompletionRequest;
 
@@ -26,7 +26,7 @@ pub(crate) fn redact(text: &str) -> String {
 /// What identifies a request: prompt, messages, tools (names and schemas) and the token limit, redacted
 /// — [`summary_text`] as a value (a cassette keeps it so).
 pub(crate) fn summary(request: &CompletionRequest) -> Value {
-    vt_actions::json::from_text(&summary_text(request)).unwrap_or(Value::Null)
+    vt_contract::json::from_text(&summary_text(request)).unwrap_or(Value::Null)
 }
 
 pub(crate) fn fingerprint(summary: &Value) -> String {
@@ -45,10 +45,10 @@ pub(crate) fn summary_text(request: &CompletionRequest) -> String {
         parameters: &'a Value,
     }
     let text = |t: &str| Value::String(redact(t)).to_string();
-    let messages = vt_actions::json::to_text(&request.messages)
+    let messages = vt_contract::json::to_text(&request.messages)
         .map(|m| redact(&m))
         .ok()
-        .filter(|m| vt_actions::json::from_text::<serde::de::IgnoredAny>(m).is_ok())
+        .filter(|m| vt_contract::json::from_text::<serde::de::IgnoredAny>(m).is_ok())
         .unwrap_or_else(|| "null".to_owned());
     let tools: Vec<Tool<'_>> = request
         .tools
@@ -58,7 +58,7 @@ pub(crate) fn summary_text(request: &CompletionRequest) -> String {
             parameters: &t.parameters,
         })
         .collect();
-    let tools = vt_actions::json::to_text(&tools).unwrap_or_else(|_| "[]".to_owned());
+    let tools = vt_contract::json::to_text(&tools).unwrap_or_else(|_| "[]".to_owned());
     let max_tokens = request.max_tokens.map_or("null".to_owned(), |n| n.to_string());
     format!(
         r#"{{"system":{},"context":{},"messages":{messages},"tools":{tools},"max_tokens":{max_tokens}}}"#,
@@ -82,7 +82,7 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use vt_actions::ToolSpec;
+    use vt_contract::ToolSpec;
 
     use super::*;
     use crate::llm::{ChatMessage, ToolCall};

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use vt_actions::ToolSpec;
+use vt_contract::ToolSpec;
 
 /// One entry of the history a model sees.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -190,7 +190,7 @@ impl Completion {
     pub fn choice(&self, choice: &Choice) -> Option<String> {
         let known = |w: &str| choice.options.iter().find(|o| o.as_str() == w).cloned();
         let from_json = |text: &str| {
-            vt_actions::json::from_text::<serde_json::Value>(text.trim())
+            vt_contract::json::from_text::<serde_json::Value>(text.trim())
                 .ok()
                 .and_then(|v| v.get(&choice.field).and_then(|f| f.as_str()).and_then(known))
         };
@@ -308,7 +308,7 @@ pub(crate) async fn post_json(
     if !(200..300).contains(&status) {
         // Providers echo the key back in 401 bodies: what we keep of the body is scrubbed first.
         let text = String::from_utf8_lossy(&body);
-        let message = vt_actions::redact::secrets(&error_message(&text)).into_owned();
+        let message = vt_contract::redact::secrets(&error_message(&text)).into_owned();
         return Err(LlmError::from_status(status, message, wait));
     }
     Ok(body)
@@ -316,7 +316,7 @@ pub(crate) async fn post_json(
 
 /// The provider's own error message, from the `{"error": {"message": ...}}` shape both APIs use.
 fn error_message(body: &str) -> String {
-    vt_actions::json::from_text::<serde_json::Value>(body)
+    vt_contract::json::from_text::<serde_json::Value>(body)
         .ok()
         .and_then(|v| {
             v.pointer("/error/message")
@@ -377,7 +377,7 @@ impl ProviderSettings {
     /// Makes the key one of the secrets every log line, error and record is scrubbed of.
     pub(crate) fn register_secret(&self) {
         if let Some(key) = &self.api_key {
-            vt_actions::redact::register_secret(key);
+            vt_contract::redact::register_secret(key);
         }
     }
 

@@ -265,7 +265,7 @@ impl LlmProvider for OpenAiProvider {
 
 /// Reads a response body of this API (also used to script replies from real provider JSON).
 pub(crate) fn parse_response(body: impl AsRef<[u8]>, model: &str) -> Result<Completion, LlmError> {
-    let wire: WireResponse = vt_actions::json::from_bytes(body.as_ref())
+    let wire: WireResponse = vt_contract::json::from_bytes(body.as_ref())
         .map_err(|e| LlmError::Malformed(format!("chat completion: {e}")))?;
     let choice = wire
         .choices
@@ -370,7 +370,7 @@ mod tests {
                     tool_calls: vec![],
                 },
             ],
-            tools: vec![std::sync::Arc::new(vt_actions::ToolSpec {
+            tools: vec![std::sync::Arc::new(vt_contract::ToolSpec {
                 name: "consultar_saldo".into(),
                 description: "d".into(),
                 parameters: json!({"type": "object"}),
@@ -378,7 +378,7 @@ mod tests {
             max_tokens: None,
             ..Default::default()
         };
-        let body = vt_actions::json::to_value(provider.body(&request)).expect("json");
+        let body = vt_contract::json::to_value(provider.body(&request)).expect("json");
         assert_eq!(
             body,
             json!({

@@ -139,7 +139,7 @@ impl Transcriber {
             .timeout(Duration::from_secs(config.timeout_secs))
             .build()
             .map_err(|e| {
-                TranscriptionError::Unreachable(vt_actions::redact::secrets(&e.to_string()).into_owned())
+                TranscriptionError::Unreachable(vt_contract::redact::secrets(&e.to_string()).into_owned())
             })?;
         Ok(Self {
             client,
@@ -179,7 +179,7 @@ impl Transcriber {
             if e.is_timeout() {
                 TranscriptionError::Timeout
             } else {
-                TranscriptionError::Unreachable(vt_actions::redact::secrets(&e.to_string()).into_owned())
+                TranscriptionError::Unreachable(vt_contract::redact::secrets(&e.to_string()).into_owned())
             }
         })?;
         let status = response.status();
@@ -194,7 +194,7 @@ impl Transcriber {
             }
         })?;
         let answer: Answer =
-            vt_actions::json::from_bytes(&body).map_err(|_| TranscriptionError::Unreadable)?;
+            vt_contract::json::from_bytes(&body).map_err(|_| TranscriptionError::Unreadable)?;
         let text = answer.text.trim().to_owned();
         if text.is_empty() {
             return Err(TranscriptionError::Empty);

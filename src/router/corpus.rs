@@ -8,7 +8,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use vt_actions::tools::{Perguntada, STATE_PENDENTE, STATE_PERGUNTADA, cartao::MEMORY_CARTOES};
+use vt_domain::tools::cartao::MEMORY_CARTOES;
+use vt_domain::tools::{Perguntada, STATE_PENDENTE, STATE_PERGUNTADA};
 
 use super::{Awaiting, Route, Router, STATE_AGUARDANDO};
 use crate::engine::{Conversation, Participant};
@@ -110,7 +111,7 @@ impl Entry {
         }
         if self.oferta {
             state.insert(
-                vt_actions::tools::STATE_OFERTA_AUTOMATICA.into(),
+                vt_domain::tools::STATE_OFERTA_AUTOMATICA.into(),
                 json!({"cartao": "****1111"}),
             );
         }
@@ -130,7 +131,7 @@ impl Entry {
             };
             state.insert(
                 STATE_AGUARDANDO.into(),
-                vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
+                vt_contract::json::to_value(awaiting).unwrap_or(Value::Null),
             );
         }
         (state, memory)
@@ -155,7 +156,7 @@ pub async fn score(router: &Router, entries: &[Entry]) -> Score {
     for entry in entries {
         // The service remembers a card as the message arrives, before routing.
         let mut conv = conversation(entry);
-        vt_actions::tools::cartao::remember_written(&mut conv.memory, &entry.texto);
+        vt_domain::tools::cartao::remember_written(&mut conv.memory, &entry.texto);
         let d = router.route(&entry.texto, &conv).await;
         score.messages += 1;
         let (kind, text, params) = match &d.route {

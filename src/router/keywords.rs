@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn thanks_and_closings_in_peoples_words() {
-        let n = |t: &str| vt_actions::vt::parse::normalize(t);
+        let n = |t: &str| vt_domain::vt::parse::normalize(t);
         for t in [
             "vlw, era só isso",
             "beleza, valeu demais",
@@ -479,7 +479,7 @@ mod tests {
 
     #[test]
     fn a_fare_sum_reads_every_factor() {
-        let sum = |t: &str| fare_sum(&vt_actions::vt::parse::normalize(t));
+        let sum = |t: &str| fare_sum(&vt_domain::vt::parse::normalize(t));
         let two = sum("quanto preciso pra 21 dias, duas passagens por dia de 5,00?").expect("a sum");
         assert_eq!(two.expression(), "21 * 2 * 5.00");
         assert_eq!(two.said(), "21 dias × 2 passagens por dia × R$ 5,00");

@@ -9,9 +9,9 @@
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use vt_actions::tools::cartao::remembered_in;
-use vt_actions::tools::{STATE_CARTAO, STATE_PIX};
-use vt_actions::vt::parse::normalize;
+use vt_domain::tools::cartao::remembered_in;
+use vt_domain::tools::{STATE_CARTAO, STATE_PIX};
+use vt_domain::vt::parse::normalize;
 
 use super::known::Known;
 use super::{Read, Router, keywords};
@@ -135,7 +135,7 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::Ajuda => keywords::is_greeting(n),
         Known::Faq | Known::Calcular => false,
         // A recharge by itself, in so many words; the model then calls its tool with the terms.
-        Known::RecargaAutomatica => vt_actions::vt::parse::speaks_of_automatic_in(n),
+        Known::RecargaAutomatica => vt_domain::vt::parse::speaks_of_automatic_in(n),
         // A complaint about a payment names one.
         Known::VerificarPagamento => keywords::mentions_payment(n),
     }

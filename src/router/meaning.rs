@@ -4,7 +4,7 @@
 //! question naming both; an unsure one is left to the model, or to the help without one.
 
 use serde_json::json;
-use vt_actions::tools::cartao::remembered_in;
+use vt_domain::tools::cartao::remembered_in;
 
 use super::classifier::{self, Reading};
 use super::known::{Known, WithParams};

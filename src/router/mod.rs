@@ -29,9 +29,10 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, cartao::remembered_in, user_confirms};
-use vt_actions::vt::Idioma;
-use vt_actions::vt::parse::{
+use vt_domain::tools::cartao::remembered_in;
+use vt_domain::tools::{RecargaPendente, STATE_PENDENTE, user_confirms};
+use vt_domain::vt::Idioma;
+use vt_domain::vt::parse::{
     AutomaticTerms, amounts, automatic_terms, cards, final_digits, is_confirmation, is_refusal,
     is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic_in,
 };
@@ -61,7 +62,7 @@ use texts::Lang;
 use crate::engine::Conversation;
 use crate::llm::LlmProvider;
 use crate::store::IntentRecord;
-use vt_actions::faq::Faq;
+use vt_domain::faq::Faq;
 
 /// State key of a request waiting for a missing parameter.
 pub(crate) const STATE_AGUARDANDO: &str = "aguardando";
@@ -176,7 +177,7 @@ impl Found {
 
     /// Whether this names something of recharge `p` other than what it is.
     fn differs_from(&self, p: &RecargaPendente) -> bool {
-        let valor = |v: &Decimal| vt_actions::vt::round_half_up(*v) != p.valor;
+        let valor = |v: &Decimal| vt_domain::vt::round_half_up(*v) != p.valor;
         self.amounts.iter().any(valor)
             || self.cards.iter().any(|c| *c != p.cartao)
             || self.meio.is_some_and(|m| m != p.meio_pagamento)
@@ -271,7 +272,7 @@ fn reply(intent: Known, text: String) -> Option<(String, Route)> {
 
 /// The card (masked) an automatic recharge was offered for, when the offer is what the person answers.
 fn offered_card(conv: &Conversation) -> Option<String> {
-    let offer = conv.state.get(vt_actions::tools::STATE_OFERTA_AUTOMATICA)?;
+    let offer = conv.state.get(vt_domain::tools::STATE_OFERTA_AUTOMATICA)?;
     offer.get("cartao")?.as_str().map(str::to_owned)
 }
 
@@ -279,7 +280,7 @@ fn pending_of(conv: &Conversation) -> Option<RecargaPendente> {
     conv.state
         .get(STATE_PENDENTE)
         .filter(|v| !v.is_null())
-        .and_then(|v| vt_actions::json::from_ref(v).ok())
+        .and_then(|v| vt_contract::json::from_ref(v).ok())
 }
 
 impl Router {
@@ -404,7 +405,7 @@ impl Router {
             return reply(Known::Ajuda, texts::protocol(last_protocol(conv)));
         }
         // A credit or debit card's number is never a transit card: not looked up, not said back.
-        if !vt_actions::vt::parse::payment_cards(m.text).is_empty() {
+        if !vt_domain::vt::parse::payment_cards(m.text).is_empty() {
             return reply(Known::Ajuda, texts::PAYMENT_CARD.into());
         }
         // A recharge that happens by itself is named as such ("cancelar recarga automática" cancels
@@ -536,11 +537,11 @@ impl Router {
     /// The fare sum the message asks for, computed by `calcular`'s code with its factors said back.
     fn arithmetic_answer(&self, m: &Read<'_>) -> Option<String> {
         let sum = keywords::fare_sum(&m.n)?;
-        let value = vt_actions::tools::evaluate(&sum.expression()).ok()?;
+        let value = vt_domain::tools::evaluate(&sum.expression()).ok()?;
         Some(format!(
             "{} = {}. Se quiser, posso recarregar esse valor: me diga o cartão e o meio de pagamento.",
             sum.said(),
-            vt_actions::vt::money_for_people("BRL", value, Idioma::PtBr)
+            vt_domain::vt::money_for_people("BRL", value, Idioma::PtBr)
         ))
     }
 
@@ -742,7 +743,7 @@ fn faq_route(answer: String, m: &Read<'_>) -> Route {
 
 /// The arguments of `recarga_automatica`.
 fn automatic_args(acao: &str, cartao: Option<String>, t: AutomaticTerms) -> Value {
-    let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_actions::vt::round_half_up(v)));
+    let money = |v: Option<Decimal>| v.map(|v| format!("{:.2}", vt_domain::vt::round_half_up(v)));
     json!({"acao": acao, "cartao": cartao, "valor": money(t.valor), "limite": money(t.limite), "dia": t.dia})
 }
 

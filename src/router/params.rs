@@ -3,8 +3,8 @@
 //! something is said twice, and the question that asks for what is missing.
 
 use serde_json::{Map, Value, json};
-use vt_actions::tools::cartao::remembered_in;
-use vt_actions::vt::{Idioma, mask_card};
+use vt_domain::tools::cartao::remembered_in;
+use vt_domain::vt::{Idioma, mask_card};
 
 use super::cards::{self, Pick};
 use super::known::WithParams;
@@ -100,7 +100,7 @@ pub(super) fn awaiting(conv: &Conversation) -> Option<Awaiting> {
     conv.state
         .get(STATE_AGUARDANDO)
         .cloned()
-        .and_then(|v| vt_actions::json::from_value(v).ok())
+        .and_then(|v| vt_contract::json::from_value(v).ok())
 }
 
 /// Puts what `found` holds for `intent` into `params` when it is one value; says the doubt when it is
@@ -126,7 +126,7 @@ fn gather_params(intent: WithParams, found: &Found, params: &mut Map<String, Val
             many => doubts.push(format!(
                 "Você mencionou mais de um valor ({}). Quanto quer recarregar?",
                 many.iter()
-                    .map(|v| vt_actions::vt::money_for_people("BRL", *v, Idioma::PtBr))
+                    .map(|v| vt_domain::vt::money_for_people("BRL", *v, Idioma::PtBr))
                     .collect::<Vec<_>>()
                     .join(", ")
             )),

@@ -2,13 +2,13 @@
 //! read apart by the classifier, and a balance and a recharge both answered, in one reply, with zero
 //! tokens — the balances first, the recharge's question last (a "sim" answers it, and only it).
 
-use vt_actions::vt::parse::{cards, number_words_to_digits};
+use vt_domain::vt::parse::{cards, number_words_to_digits};
 
 use super::classifier;
 use super::known::{Known, WithParams};
 use super::{Read, Route, Router};
 use crate::engine::Conversation;
-use vt_actions::tools::cartao::remembered_in;
+use vt_domain::tools::cartao::remembered_in;
 
 impl Router {
     /// A balance and a recharge asked in one message, each sure in its own part.

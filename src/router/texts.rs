@@ -2,7 +2,7 @@
 //! Spanish for people who write in them), the answer to a request the product cannot serve, the
 //! thanks, and the cards a conversation remembers.
 
-use vt_actions::vt::mask_card;
+use vt_domain::vt::mask_card;
 
 /// The language a message was written in, as far as the router can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +162,7 @@ pub(crate) fn automatic_which_card(remembered: &[String]) -> String {
     if remembered.is_empty() {
         return format!("Para a recarga automática, me diga o número do cartão. {example}");
     }
-    let masked: Vec<String> = remembered.iter().map(|c| vt_actions::vt::mask_card(c)).collect();
+    let masked: Vec<String> = remembered.iter().map(|c| vt_domain::vt::mask_card(c)).collect();
     format!(
         "Para qual cartão é a recarga automática? Tenho guardados: {}. Me diga o número completo. {example}",
         masked.join(", ")

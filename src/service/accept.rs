@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Inbound, Messages, ServiceError, tenant_of};
-use vt_actions::tools::cartao::MEMORY_CARTOES;
+use vt_domain::tools::cartao::MEMORY_CARTOES;
 
 use crate::engine::Conversation;
 use crate::llm::ChatMessage;

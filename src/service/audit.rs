@@ -25,7 +25,7 @@ pub(crate) async fn record_lookup(
     if handled.intent.as_deref() != Some("consultar_saldo") {
         return None;
     }
-    let card = vt_actions::vt::parse::cards(text).into_iter().next()?;
+    let card = vt_domain::vt::parse::cards(text).into_iter().next()?;
     let outcome = if handled.reply_text().contains("O saldo do cartão") {
         "saldo_informado"
     } else {
@@ -36,7 +36,7 @@ pub(crate) async fn record_lookup(
         support_user: who.support_user.to_owned(),
         tenant_id: who.tenant.to_owned(),
         channel: who.channel.to_owned(),
-        cartao: vt_actions::vt::mask_card(&card),
+        cartao: vt_domain::vt::mask_card(&card),
         cartao_hash: hash(&card),
         outcome: outcome.into(),
         conversation_id: Some(handled.conversation_id.clone()),

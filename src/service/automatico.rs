@@ -25,14 +25,15 @@ use std::sync::Arc;
 
 use chrono::{Datelike as _, Duration, NaiveDate};
 use rust_decimal::Decimal;
-use vt_actions::pix::automatico::{
+use vt_connectors::pix::PixError;
+use vt_contract::{ActionContext, ActionError};
+use vt_domain::pix::BrCode;
+use vt_domain::pix::automatico::{
     ANTECEDENCIA, CalendarioCobR, CalendarioRec, CobR, CobRPedido, CobRStatus, Devedor, Periodicidade,
     PoliticaRetentativa, RETENTATIVAS, RecPedido, RecStatus, ValorRec, Vinculo, txid_ciclo,
 };
-use vt_actions::pix::{BrCode, PixError};
-use vt_actions::tools::{Autorizacao, Gatilho, RecargasAutomaticas, Resumo, Termos};
-use vt_actions::vt::{FlowInput, MeioPagamento, PaymentToken, Recarga, mask_card};
-use vt_actions::{ActionContext, ActionError};
+use vt_domain::tools::{Autorizacao, Gatilho, RecargasAutomaticas, Resumo, Termos};
+use vt_domain::vt::{FlowInput, MeioPagamento, PaymentToken, Recarga, mask_card};
 
 use super::FlowOptions;
 use super::jobs::Automatic;
@@ -353,7 +354,7 @@ impl Automatic<'_> {
         input.politicas.limite_saldo_baixo = Decimal::ZERO;
         let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
         let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
-        Ok(vt_actions::stages::saldo_lido(etapas))
+        Ok(vt_domain::stages::saldo_lido(etapas))
     }
 
     /// Charge `charge` (`nova`) created at the provider under its txid (the same charge however many
@@ -533,7 +534,7 @@ impl Automatic<'_> {
             let setup = self.setup()?;
             setup
                 .psp
-                .devolver(e2e, &vt_actions::pix::refund_id(e2e), charge.amount)
+                .devolver(e2e, &vt_domain::pix::refund_id(e2e), charge.amount)
                 .await?;
         }
         if !self
@@ -605,7 +606,7 @@ impl Automatic<'_> {
         Ok(())
     }
 
-    fn tz(self, rec: &Recurrence) -> vt_actions::vt::timezone::Timezone {
+    fn tz(self, rec: &Recurrence) -> vt_domain::vt::timezone::Timezone {
         request_of(rec).map_or_else(|_| super::policy_timezone(self.engine), |i| i.politicas.timezone)
     }
 
@@ -629,14 +630,14 @@ impl Automatic<'_> {
             return Ok(false);
         }
         let masked = mask_card(&input.cartao);
-        let text = vt_actions::tools::oferta(&masked, &setup.config.automatico);
+        let text = vt_domain::tools::oferta(&masked, &setup.config.automatico);
         let lock = self.store.lock_conversation(conversation_id).await?;
         let offered = async {
             let Some(mut conv) = self.store.conversation(conversation_id).await? else {
                 return Ok(false);
             };
             conv.state.insert(
-                vt_actions::tools::STATE_OFERTA_AUTOMATICA.into(),
+                vt_domain::tools::STATE_OFERTA_AUTOMATICA.into(),
                 serde_json::json!({"cartao": masked}),
             );
             let choices = super::offers::AUTOMATIC_CHOICES
@@ -675,14 +676,14 @@ impl Told {
         rec: &Recurrence,
         (charge, e2e, paid): (&RecurringCharge, &str, chrono::DateTime<chrono::Utc>),
         output: &crate::flow::FlowOutput,
-        tz: &vt_actions::vt::timezone::Timezone,
+        tz: &vt_domain::vt::timezone::Timezone,
     ) -> Self {
         match output.status {
             FlowStatus::Concluido => {
                 let etapas = output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
-                let novo = vt_actions::stages::novo_saldo(etapas);
+                let novo = vt_domain::stages::novo_saldo(etapas);
                 // Outside the window, the Pix receipt's template: the same facts.
-                let parameters = vt_actions::pix::textos::comprovante_parametros(
+                let parameters = vt_domain::pix::textos::comprovante_parametros(
                     charge.amount,
                     &final_of(rec),
                     novo,
@@ -723,7 +724,7 @@ impl Told {
 /// Returns the dates of those that stay.
 async fn cancel_open_charges(
     store: &dyn RecurrenceStore,
-    psp: &vt_actions::pix::Psp,
+    psp: &vt_connectors::pix::Psp,
     rec: &Recurrence,
 ) -> Result<Vec<String>, AutoError> {
     let mut kept = Vec::new();
@@ -797,7 +798,7 @@ fn cobr_pedido(rec: &Recurrence, id_rec: String, charge: &RecurringCharge) -> Co
             criacao: None,
             data_de_vencimento: charge.due_on.clone(),
         },
-        valor: vt_actions::pix::api::ValorOriginal {
+        valor: vt_domain::pix::api::ValorOriginal {
             original: charge.amount,
         },
         ajuste_dia_util: false,
@@ -853,16 +854,13 @@ fn next_day_of_month(from: NaiveDate, day: u32) -> NaiveDate {
 
 /// The recharge a recurrence sends, opened.
 fn request_of(rec: &Recurrence) -> Result<FlowInput, AutoError> {
-    vt_actions::json::from_ref(&rec.request)
+    vt_contract::json::from_ref(&rec.request)
         .map_err(|_| AutoError::Invalid("recarga da recorrência ilegível"))
 }
 
 /// The port the chat's `recarga_automatica` tool works through, for the engine's extensions (on when
 /// `[pix.automatico] ativo`).
-pub fn port(
-    store: Arc<dyn RecurrenceStore>,
-    setup: PixSetup,
-) -> vt_actions::tools::SharedRecargasAutomaticas {
+pub fn port(store: Arc<dyn RecurrenceStore>, setup: PixSetup) -> vt_domain::tools::SharedRecargasAutomaticas {
     Arc::new(AutoPort { store, setup })
 }
 
@@ -873,7 +871,7 @@ struct AutoPort {
 
 #[async_trait::async_trait]
 impl RecargasAutomaticas for AutoPort {
-    fn config(&self) -> &vt_actions::pix::automatico::AutomaticoConfig {
+    fn config(&self) -> &vt_domain::pix::automatico::AutomaticoConfig {
         &self.setup.config.automatico
     }
 
@@ -924,7 +922,7 @@ impl RecargasAutomaticas for AutoPort {
 
 /// The tenant of the calling turn's recharges (`[vt] tenant_id`, as the tools' settings say).
 fn tenant_of(ctx: &ActionContext) -> String {
-    vt_actions::tools::VtSettings::of(ctx).tenant_id
+    vt_domain::tools::VtSettings::of(ctx).tenant_id
 }
 
 impl AutoPort {
@@ -973,7 +971,8 @@ impl AutoPort {
             user_id: ctx.user_id.clone(),
             card_index: crate::store::seal::card_index(&input.cartao),
             card_masked: masked.clone(),
-            request: vt_actions::json::to_value(input).map_err(|_| AutoError::Invalid("recarga ilegível"))?,
+            request: vt_contract::json::to_value(input)
+                .map_err(|_| AutoError::Invalid("recarga ilegível"))?,
             kind,
             amount: termos.valor,
             periodicidade: periodicidade.as_str().to_owned(),
@@ -995,7 +994,7 @@ impl AutoPort {
 
     async fn cancel(&self, ctx: &ActionContext, cartao: Option<&str>) -> Result<Vec<Resumo>, AutoError> {
         let tenant = tenant_of(ctx);
-        let index = cartao.map(|c| crate::store::seal::card_index(&vt_actions::vt::card::clean(c)));
+        let index = cartao.map(|c| crate::store::seal::card_index(&vt_domain::vt::card::clean(c)));
         let mine = self.store.user_recurrences(&tenant, &ctx.user_id).await?;
         let mut cancelled = Vec::new();
         for rec in mine
@@ -1054,8 +1053,8 @@ fn resumo(rec: &Recurrence, charges: &[RecurringCharge]) -> Resumo {
 mod textos {
     use chrono::{DateTime, NaiveDate, Utc};
     use rust_decimal::Decimal;
-    use vt_actions::tools::Termos;
-    use vt_actions::vt::timezone::Timezone;
+    use vt_domain::tools::Termos;
+    use vt_domain::vt::timezone::Timezone;
 
     use crate::store::{Recurrence, RecurrenceKind};
 
@@ -1071,7 +1070,7 @@ mod textos {
     }
 
     pub(super) fn brl(v: Decimal) -> String {
-        vt_actions::vt::money_for_people("BRL", v, vt_actions::vt::Idioma::PtBr)
+        vt_domain::vt::money_for_people("BRL", v, vt_domain::vt::Idioma::PtBr)
     }
 
     fn dia(d: NaiveDate) -> String {

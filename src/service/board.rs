@@ -9,7 +9,7 @@
 
 use super::Cases;
 use chrono::{DateTime, Utc};
-use vt_actions::vt::card::mask_cards_in;
+use vt_domain::vt::card::mask_cards_in;
 
 use super::jobs::Board;
 use crate::engine::TurnOutcome;
@@ -189,7 +189,7 @@ impl Board<'_> {
     pub(super) async fn new_case(
         &self,
         (conversation_id, tenant, channel): (&str, &str, &str),
-        motivo: vt_actions::HandoffReason,
+        motivo: vt_contract::HandoffReason,
         reason: String,
         case_file: serde_json::Value,
     ) -> crate::store::NewCase {

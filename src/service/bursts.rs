@@ -29,7 +29,7 @@ pub(super) enum Waiting {
 /// Whether `msg` may share a turn with its neighbours: plain words that neither answer a question of
 /// ours nor change consent.
 fn joinable(msg: &Inbound) -> bool {
-    use vt_actions::vt::parse::{is_confirmation, is_refusal, is_yes_with_details};
+    use vt_domain::vt::parse::{is_confirmation, is_refusal, is_yes_with_details};
     let text = msg.text.trim();
     msg.tap.is_none()
         && msg.media.is_none()

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
-use vt_actions::vt::timezone::Timezone;
+use vt_domain::vt::timezone::Timezone;
 
 use super::Hours;
 

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
-use vt_actions::tools::{RecargaPendente, STATE_PENDENTE};
-use vt_actions::vt::card::{mask_card, mask_cards_in};
+use vt_domain::tools::{RecargaPendente, STATE_PENDENTE};
+use vt_domain::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
 use super::{Handled, Inbound, Messages, Routing, ServiceError};
@@ -177,14 +177,14 @@ fn case_file(
     context: &ConversationContext,
     now: DateTime<Utc>,
 ) -> Value {
-    let cards: Vec<String> = vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory)
+    let cards: Vec<String> = vt_domain::tools::cartao::cards_held(&conv.state, &conv.memory)
         .iter()
         .map(|c| mask_card(c))
         .collect();
     let pending = conv
         .state
         .get(STATE_PENDENTE)
-        .and_then(|v| vt_actions::json::from_ref::<RecargaPendente>(v).ok())
+        .and_then(|v| vt_contract::json::from_ref::<RecargaPendente>(v).ok())
         .map(|p| {
             json!({
                 "cartao": mask_card(&p.cartao),
@@ -410,7 +410,7 @@ impl Cases<'_> {
 /// Whether `text` answers the recharge waiting for the card holder's confirmation (yes or no): the one
 /// thing the bot still answers while a person has the conversation.
 fn answers_pending_recharge(conv: &Conversation, text: &str) -> bool {
-    use vt_actions::vt::parse::{is_confirmation, is_refusal};
+    use vt_domain::vt::parse::{is_confirmation, is_refusal};
     RecargaPendente::id_in(&conv.state).is_some() && (is_confirmation(text) || is_refusal(text))
 }
 
@@ -456,11 +456,11 @@ impl Proposal {
         let [valor, cartao, meio] = words[..] else {
             return Err("escreva: <valor> <cartão> <pix|boleto|cartao>");
         };
-        if vt_actions::vt::parse::parse_money(valor).is_none_or(|v| v <= rust_decimal::Decimal::ZERO) {
+        if vt_domain::vt::parse::parse_money(valor).is_none_or(|v| v <= rust_decimal::Decimal::ZERO) {
             return Err("o valor deve ser um número maior que zero, por exemplo 20 ou 20,50");
         }
         if !cartao.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-')
-            || vt_actions::vt::parse::cards(cartao).len() != 1
+            || vt_domain::vt::parse::cards(cartao).len() != 1
         {
             return Err("o cartão deve ser o número do cartão de VT (8 a 19 dígitos)");
         }
@@ -472,7 +472,7 @@ impl Proposal {
         };
         Ok(Self {
             valor: valor.to_owned(),
-            cartao: vt_actions::vt::parse::cards(cartao).remove(0),
+            cartao: vt_domain::vt::parse::cards(cartao).remove(0),
             meio_pagamento: meio.to_owned(),
         })
     }
@@ -518,7 +518,7 @@ impl Cases<'_> {
             .await?
             .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
         // An agent reaches only the cards the card holder gave in this conversation.
-        if !vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory).contains(&proposal.cartao) {
+        if !vt_domain::tools::cartao::cards_held(&conv.state, &conv.memory).contains(&proposal.cartao) {
             return Err(CaseError::Refused(
                 "o cliente não informou esse cartão nesta conversa".into(),
             ));

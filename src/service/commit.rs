@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use vt_actions::vt::card::mask_cards_in;
+use vt_domain::vt::card::mask_cards_in;
 
 use super::{Delivery, Handled, Inbound, IntentTag, Messages, Routing, ServiceConfig};
 use crate::engine::retry::retry;
@@ -218,7 +218,7 @@ impl Messages<'_> {
             intent: routed_intent,
             tokens: (usage.tokens_input as u64, usage.tokens_output as u64),
             duplicate: false,
-            awaiting_confirmation: vt_actions::tools::RecargaPendente::id_in(&conv.state),
+            awaiting_confirmation: vt_domain::tools::RecargaPendente::id_in(&conv.state),
             choices,
         }
     }
@@ -323,7 +323,7 @@ fn replies_outbox(
     };
     // The last reply of a turn that leaves a recharge waiting carries its id: channels turn it into
     // confirm / cancel buttons.
-    let pending = vt_actions::tools::RecargaPendente::id_in(&conv.state);
+    let pending = vt_domain::tools::RecargaPendente::id_in(&conv.state);
     // The worker's `deliver` span joins this turn's trace.
     let trace = (status == OutboxStatus::Pending)
         .then(crate::telemetry::spans::trace_context)

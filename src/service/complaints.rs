@@ -1,13 +1,13 @@
-//! A complaint about a payment, as the tools see it ([`vt_actions::tools::Pagamentos`]): the calling
+//! A complaint about a payment, as the tools see it ([`vt_domain::tools::Pagamentos`]): the calling
 //! turn's conversation's charges — Pix codes and card checkouts — read from the store as the
 //! complaint's rules read them (`verificar_pagamento`). Only the conversation's own charges: what
 //! another conversation paid is never told here.
 
 use std::sync::Arc;
 
-use vt_actions::tools::{PagamentoVisto, Pagamentos, SharedPagamentos, Situacao};
-use vt_actions::vt::FlowInput;
-use vt_actions::{ActionContext, ActionError};
+use vt_contract::{ActionContext, ActionError};
+use vt_domain::tools::{PagamentoVisto, Pagamentos, SharedPagamentos, Situacao};
+use vt_domain::vt::FlowInput;
 
 use crate::store::{ChargeMeans, ChargeStatus, PixCharge, PixStore};
 

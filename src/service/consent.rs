@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 use serde::Deserialize;
-use vt_actions::vt::timezone::Timezone;
+use vt_domain::vt::timezone::Timezone;
 
 use super::commit::Ran;
 use super::{ChannelRules, Handled, Inbound, Messages, Routing, ServiceError};
@@ -28,7 +28,7 @@ pub(super) fn consent_words(channel: &ChannelRules, text: &str) -> Option<bool> 
 
 /// What `text` says of notices when it is one of the consent words, on any channel.
 pub(super) fn consent_word(text: &str) -> Option<bool> {
-    let words = vt_actions::vt::parse::normalize(text);
+    let words = vt_domain::vt::parse::normalize(text);
     let words = words
         .trim_matches(|c: char| !c.is_alphanumeric() && c != ' ')
         .trim();

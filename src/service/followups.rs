@@ -18,12 +18,12 @@
 use super::FollowUps;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
-use vt_actions::journal::AttemptStatus;
-use vt_actions::stages::acompanhamento::{self, Aviso, Desfecho};
-use vt_actions::stages::channel_notices::ChannelNoticesPort;
-use vt_actions::systems::VtSystems;
-use vt_actions::vt::FlowInput;
-use vt_actions::vt::texts::RecargaStatus;
+use vt_domain::journal::AttemptStatus;
+use vt_domain::stages::acompanhamento::{self, Aviso, Desfecho};
+use vt_domain::stages::channel_notices::ChannelNoticesPort;
+use vt_domain::systems::SystemsPort;
+use vt_domain::vt::FlowInput;
+use vt_domain::vt::texts::RecargaStatus;
 
 use crate::engine::Conversation;
 use crate::store::{Checked, FlowRunRecord, FollowUp, OUTCOME_CASE, RunStatus, StoreError};
@@ -57,7 +57,7 @@ impl FollowUps<'_> {
         let systems = self
             .engine
             .extensions()
-            .get::<VtSystems>()
+            .get::<SystemsPort>()
             .ok_or(FollowUpError::Missing(
                 "nenhum sistema de recarga está configurado",
             ))?;
@@ -142,7 +142,7 @@ impl FollowUps<'_> {
         now: DateTime<Utc>,
     ) -> Result<(), FollowUpError> {
         let a = &f.attempt.attempt;
-        let valor = vt_actions::vt::money_for_people(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr);
+        let valor = vt_domain::vt::money_for_people(&a.moeda, a.valor, vt_domain::vt::Idioma::PtBr);
         let reason = format!(
             "Recarga de {valor} no cartão {} sem resultado após {} min: verificar com o sistema de recarga",
             a.cartao_mascarado, self.recargas.resolver_em_minutos
@@ -159,7 +159,7 @@ impl FollowUps<'_> {
                 "chave_idempotencia": a.idempotency_key,
                 "execucao_id": a.execucao_id,
                 "cartao": a.cartao_mascarado,
-                "valor": vt_actions::vt::money_json(a.valor),
+                "valor": vt_domain::vt::money_json(a.valor),
                 "moeda": a.moeda,
                 "status": f.attempt.status.as_str(),
                 "envios": f.attempt.sends,
@@ -168,7 +168,7 @@ impl FollowUps<'_> {
             },
         });
         let opening = (a.origin.as_str(), tenant.as_str(), channel.as_str());
-        let motivo = vt_actions::HandoffReason::FalhaDeSistema;
+        let motivo = vt_contract::HandoffReason::FalhaDeSistema;
         let case = self.board.new_case(opening, motivo, reason, file).await;
         let opened = self.board.open_case_now(&case, now).await?;
         // The explanation first, then the case's line (its protocol, when a person answers).
@@ -203,7 +203,7 @@ impl FollowUps<'_> {
                 let systems = self
                     .engine
                     .extensions()
-                    .get::<VtSystems>()
+                    .get::<SystemsPort>()
                     .ok_or(FollowUpError::Missing(
                         "nenhum sistema de notificação está configurado",
                     ))?;

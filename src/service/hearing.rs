@@ -210,12 +210,12 @@ impl Messages<'_> {
 
     /// The lengths a card may have (`[vt.politicas] validacoes_cartao`).
     fn card_lengths(&self) -> (usize, usize) {
-        let lengths = |v: &vt_actions::vt::ValidacoesCartao| (v.tamanho_min, v.tamanho_max);
+        let lengths = |v: &vt_domain::vt::ValidacoesCartao| (v.tamanho_min, v.tamanho_max);
         self.engine
             .extensions()
-            .get::<vt_actions::tools::VtSettings>()
+            .get::<vt_domain::tools::VtSettings>()
             .map_or_else(
-                || lengths(&vt_actions::vt::ValidacoesCartao::default()),
+                || lengths(&vt_domain::vt::ValidacoesCartao::default()),
                 |s| lengths(&s.politicas.validacoes_cartao),
             )
     }

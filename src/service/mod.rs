@@ -497,7 +497,7 @@ impl Services {
     }
 
     /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
-    pub(crate) fn policy_timezone(&self) -> vt_actions::vt::timezone::Timezone {
+    pub(crate) fn policy_timezone(&self) -> vt_domain::vt::timezone::Timezone {
         policy_timezone(&self.engine)
     }
 
@@ -613,7 +613,7 @@ impl Messages<'_> {
         conv: &mut Conversation,
         input: TurnInput<'_>,
     ) -> Result<crate::engine::TurnOutcome, ServiceError> {
-        let tape = vt_actions::systems::tape::Tape::default();
+        let tape = vt_connectors::tape::Tape::default();
         let mut outcome = tape.around(self.engine.run_turn(conv, input)).await?;
         outcome
             .events
@@ -693,7 +693,7 @@ impl Messages<'_> {
         }
         let (conv, _) = self.stored_conversation(&received.conversation_id).await?;
         // Nothing is joined while a recharge waits: any message may be its answer.
-        let join = joining && vt_actions::tools::RecargaPendente::id_in(&conv.state).is_none();
+        let join = joining && vt_domain::tools::RecargaPendente::id_in(&conv.state).is_none();
         let pending = stored
             .iter()
             .map(|m| self.pending(&conv, m, (msg, received.message_id)))
@@ -865,10 +865,10 @@ impl Flows<'_> {
         // The systems' answers go on record with the run (a paid charge's recharge is replayed from
         // them), unless a turn that started it keeps them on its own tape.
         let input = crate::flow::turn(&text, parsed, mode).under(execucao_id);
-        let outcome = if vt_actions::systems::tape::Tape::is_open() {
+        let outcome = if vt_connectors::tape::Tape::is_open() {
             self.engine.run_turn(&mut conv, input).await?
         } else {
-            let tape = vt_actions::systems::tape::Tape::default();
+            let tape = vt_connectors::tape::Tape::default();
             let mut outcome = tape.around(self.engine.run_turn(&mut conv, input)).await?;
             outcome
                 .events
@@ -1181,11 +1181,11 @@ fn tenant_of(msg: &Inbound) -> String {
 }
 
 /// The time zone of the policy (`[vt.politicas] timezone`): what people read times in.
-pub(crate) fn policy_timezone(engine: &Engine) -> vt_actions::vt::timezone::Timezone {
+pub(crate) fn policy_timezone(engine: &Engine) -> vt_domain::vt::timezone::Timezone {
     engine
         .extensions()
-        .get::<vt_actions::tools::VtSettings>()
-        .map_or_else(vt_actions::vt::timezone::Timezone::sao_paulo, |s| {
+        .get::<vt_domain::tools::VtSettings>()
+        .map_or_else(vt_domain::vt::timezone::Timezone::sao_paulo, |s| {
             s.politicas.timezone.clone()
         })
 }

@@ -10,9 +10,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use vt_actions::tools::cartao::{STATE_OFERECIDOS, remember_written};
-use vt_actions::vt::card::mask_card;
-use vt_actions::vt::parse::{cards, is_confirmation, is_refusal};
+use vt_domain::tools::cartao::{STATE_OFERECIDOS, remember_written};
+use vt_domain::vt::card::mask_card;
+use vt_domain::vt::parse::{cards, is_confirmation, is_refusal};
 
 use super::Inbound;
 use crate::engine::Conversation;
@@ -50,7 +50,7 @@ impl Offer {
         conv.state
             .get(STATE_OFERECIDOS)
             .cloned()
-            .and_then(|v| vt_actions::json::from_value(v).ok())
+            .and_then(|v| vt_contract::json::from_value(v).ok())
     }
 }
 
@@ -95,9 +95,7 @@ pub(super) const AUTOMATIC_CHOICES: [&str; 2] = ["Sim, recarregar sozinho", "Nã
 
 /// A pick from the automatic recharge's offer as its yes or no written out, while the offer stands.
 fn automatic_pick(conv: &Conversation, index: usize) -> Option<String> {
-    let offered = conv
-        .state
-        .contains_key(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
+    let offered = conv.state.contains_key(vt_domain::tools::STATE_OFERTA_AUTOMATICA);
     let answer = ["sim", "não"].get(index)?;
     offered.then(|| (*answer).to_owned())
 }
@@ -108,7 +106,7 @@ pub(super) fn settle(conv: &mut Conversation, offered: Option<&Offer>) {
         Some(offer) => {
             conv.state.insert(
                 STATE_OFERECIDOS.into(),
-                vt_actions::json::to_value(offer).unwrap_or(Value::Null),
+                vt_contract::json::to_value(offer).unwrap_or(Value::Null),
             );
         }
         None => {
@@ -161,7 +159,7 @@ pub(super) fn photo_proposal(found: Vec<String>) -> (String, Option<Offer>) {
         [] => return (NOT_READ.to_owned(), None),
         [one] => format!(
             "Encontrei o cartão final {} na foto. É esse? (sim/não)",
-            vt_actions::vt::card::last_four(one)
+            vt_domain::vt::card::last_four(one)
         ),
         many => format!(
             "Encontrei {} números de cartão na foto: {}. Qual deles é o seu? Pode escolher na lista ou responder com o final.",
@@ -242,20 +240,20 @@ mod tests {
             None,
             "no answer to it"
         );
-        assert!(vt_actions::tools::cartao::remembered_in(&conv.memory).is_empty());
+        assert!(vt_domain::tools::cartao::remembered_in(&conv.memory).is_empty());
         let reply = answer_to_photo(&mut conv, &said("sim")).expect("a yes");
         assert!(
             reply.contains("****7890") && !reply.contains("6363123456787890"),
             "{reply}"
         );
         assert_eq!(
-            vt_actions::tools::cartao::remembered_in(&conv.memory),
+            vt_domain::tools::cartao::remembered_in(&conv.memory),
             vec!["6363123456787890"]
         );
 
         let mut conv = conv_offering(&["6363123456787890"], true);
         assert!(answer_to_photo(&mut conv, &said("não")).is_some_and(|r| r.contains("digitar")));
-        assert!(vt_actions::tools::cartao::remembered_in(&conv.memory).is_empty());
+        assert!(vt_domain::tools::cartao::remembered_in(&conv.memory).is_empty());
 
         let mut conv = conv_offering(&["1111222233334444", "5555666677778888"], true);
         assert_eq!(
@@ -265,7 +263,7 @@ mod tests {
         );
         assert!(answer_to_photo(&mut conv, &said("5555666677778888")).is_some());
         assert_eq!(
-            vt_actions::tools::cartao::remembered_in(&conv.memory),
+            vt_domain::tools::cartao::remembered_in(&conv.memory),
             vec!["5555666677778888"]
         );
         let mut conv = conv_offering(&["1111222233334444"], false);

@@ -124,13 +124,13 @@ pub(super) fn marks(outcome: &TurnOutcome, conv: &Conversation) -> String {
     if credited {
         marks.push(CREDITADA);
     }
-    if conv.state.contains_key(vt_actions::tools::STATE_PENDENTE) {
+    if conv.state.contains_key(vt_domain::tools::STATE_PENDENTE) {
         marks.push(PEDIDA);
     }
     // A question whose answer the conversation waits for: a missing parameter, cards to choose from.
     let waits = [
         crate::router::STATE_AGUARDANDO,
-        vt_actions::tools::cartao::STATE_OFERECIDOS,
+        vt_domain::tools::cartao::STATE_OFERECIDOS,
     ];
     if waits.iter().any(|k| conv.state.contains_key(*k)) {
         marks.push(PERGUNTA);
@@ -230,7 +230,7 @@ fn score(text: &str) -> Option<i32> {
 /// The answer to the satisfaction question, when `msg` is one: the outcome it rates and the score.
 /// The question is dropped either way: a reply that is not a score is a normal message.
 pub(super) fn answer_to_survey(conv: &mut Conversation, msg: &Inbound) -> Option<(String, i32)> {
-    let asked: Asked = vt_actions::json::from_value(conv.state.remove(STATE_PESQUISA)?).ok()?;
+    let asked: Asked = vt_contract::json::from_value(conv.state.remove(STATE_PESQUISA)?).ok()?;
     Some((asked.desfecho, score(&msg.text)?))
 }
 
@@ -373,7 +373,7 @@ impl super::jobs::Outcomes<'_> {
             };
             conv.state.insert(
                 STATE_PESQUISA.into(),
-                vt_actions::json::to_value(&asked).unwrap_or(Value::Null),
+                vt_contract::json::to_value(&asked).unwrap_or(Value::Null),
             );
             let template = crate::outbox::TemplateUse {
                 purpose: SURVEY_INTENT.into(),

@@ -1,10 +1,10 @@
 //! Which recharge a typed "sim" answers: the one whose question was the last thing we said to the
-//! person (`vt_actions::tools::Perguntada`). The mark is set by the turn that asks — the tools'
+//! person (`vt_domain::tools::Perguntada`). The mark is set by the turn that asks — the tools'
 //! question, the router's restatement — or by a tap on the waiting request's own button, and this
 //! module clears it after every other turn, so a "sim" that follows another answer of ours gets the
 //! question again, never a charge. Code, not prompt: it holds whatever the router or the model did.
 
-use vt_actions::tools::{Perguntada, RecargaPendente, STATE_PERGUNTADA};
+use vt_domain::tools::{Perguntada, RecargaPendente, STATE_PERGUNTADA};
 
 use std::borrow::Cow;
 

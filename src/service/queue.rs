@@ -129,7 +129,7 @@ impl Cases<'_> {
             .map(|a| a.iter().filter_map(|c| c.as_str()).map(str::to_owned).collect())
             .unwrap_or_default();
         Ok(QueueEntry {
-            last_line: vt_actions::vt::card::mask_cards_in(&last_line),
+            last_line: vt_domain::vt::card::mask_cards_in(&last_line),
             cards,
             person,
             clocks,

@@ -130,10 +130,10 @@ impl Messages<'_> {
             return (TurnStart::Model, routing);
         };
         // A card the user writes is theirs from now on: the tools reach no other.
-        vt_actions::tools::cartao::remember_written(&mut conv.memory, text);
+        vt_domain::tools::cartao::remember_written(&mut conv.memory, text);
         let mut decision = router.route_within(text, conv, model).await;
         // The offer of an automatic recharge stands for this one message: answered or not, it goes.
-        conv.state.remove(vt_actions::tools::STATE_OFERTA_AUTOMATICA);
+        conv.state.remove(vt_domain::tools::STATE_OFERTA_AUTOMATICA);
         if model == ModelUse::OverBudget && matches!(decision.route, Route::Model | Route::Plan) {
             decision.route = Route::Reply {
                 text: crate::router::over_budget_reply(),
@@ -168,7 +168,7 @@ impl Messages<'_> {
             });
             conv.state.insert(
                 STATE_AGUARDANDO.into(),
-                vt_actions::json::to_value(awaiting).unwrap_or(Value::Null),
+                vt_contract::json::to_value(awaiting).unwrap_or(Value::Null),
             );
             return TurnStart::Reply(question);
         }
@@ -184,7 +184,7 @@ impl Messages<'_> {
                 TurnStart::Reply(text)
             }
             Route::ForgetCards { text } => {
-                conv.memory.remove(vt_actions::tools::cartao::MEMORY_CARTOES);
+                conv.memory.remove(vt_domain::tools::cartao::MEMORY_CARTOES);
                 TurnStart::Reply(text)
             }
             Route::Plan => {

@@ -272,7 +272,7 @@ mod tests {
     use super::*;
     use crate::service::Hours;
     use crate::store::CaseState;
-    use vt_actions::vt::timezone::Timezone;
+    use vt_domain::vt::timezone::Timezone;
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)

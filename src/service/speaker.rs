@@ -31,7 +31,7 @@ impl Speaker<'_> {
         conv: &Conversation,
         text: String,
         template: Option<crate::outbox::TemplateUse>,
-        (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
+        (files, choices): (Vec<vt_contract::FileContent>, Vec<String>),
     ) -> crate::store::NewOutboxItem {
         let template = template.filter(|_| self.channel(&conv.channel).window.is_some());
         reply_item(conv, text, template, (files, choices), self.sends_late(conv))
@@ -44,7 +44,7 @@ impl Speaker<'_> {
         conv: &Conversation,
         text: String,
         template: Option<crate::outbox::TemplateUse>,
-        files: Vec<vt_actions::FileContent>,
+        files: Vec<vt_contract::FileContent>,
     ) -> Result<(), crate::store::StoreError> {
         self.say_at(conv, (text, template), files, None).await
     }
@@ -55,10 +55,10 @@ impl Speaker<'_> {
         &self,
         conv: &Conversation,
         (text, template): (String, Option<crate::outbox::TemplateUse>),
-        files: Vec<vt_actions::FileContent>,
+        files: Vec<vt_contract::FileContent>,
         due: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<(), crate::store::StoreError> {
-        let text = vt_actions::vt::reais_in(&text).into_owned();
+        let text = vt_domain::vt::reais_in(&text).into_owned();
         let mut item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
         if let Some(due) = due {
             item.next_attempt_at = due;
@@ -89,7 +89,7 @@ fn reply_item(
     conv: &Conversation,
     text: String,
     template: Option<crate::outbox::TemplateUse>,
-    (files, choices): (Vec<vt_actions::FileContent>, Vec<String>),
+    (files, choices): (Vec<vt_contract::FileContent>, Vec<String>),
     sends_itself: bool,
 ) -> crate::store::NewOutboxItem {
     crate::store::NewOutboxItem {

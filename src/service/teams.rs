@@ -5,8 +5,8 @@
 //! `atendimento`, answers with `[handoff]`'s hours and every case is claimed by hand.
 
 use chrono::NaiveDate;
-use vt_actions::HandoffReason;
-use vt_actions::vt::timezone::Timezone;
+use vt_contract::HandoffReason;
+use vt_domain::vt::timezone::Timezone;
 
 use super::{Calendar, Hours};
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
+use vt_domain::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;

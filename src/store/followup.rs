@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
-use vt_actions::journal::RechargeRequest;
+use vt_domain::journal::RechargeRequest;
 
 use super::RechargeAttemptRecord;
 

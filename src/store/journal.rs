@@ -1,13 +1,13 @@
-//! The recharge journal over the store: what `vt-actions` asks for ([`RechargeJournal`]) written in
+//! The recharge journal over the store: what `vt-domain` asks for ([`RechargeJournal`]) written in
 //! the database the rest of the product uses, so its promises hold across processes and instances.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use vt_actions::journal::{
+use vt_domain::journal::{
     Confirmation, Consumption, JournalError, RechargeAttempt, RechargeJournal, RechargeRequest,
 };
-use vt_actions::vt::texts::RecargaStatus;
+use vt_domain::vt::texts::RecargaStatus;
 
 use super::{RecargasConfig, Store, StoreError};
 use crate::engine::Clock;

@@ -228,7 +228,7 @@ pub async fn prepare_sealing(store: &dyn Store) -> Result<[u8; 32], StoreError> 
 
 /// Keys the payment tokens' fingerprints and the blind indexes with the store's index key.
 pub(crate) fn use_index_key(key: [u8; 32]) {
-    vt_actions::vt::secret::set_index_key(key);
+    vt_domain::vt::secret::set_index_key(key);
 }
 
 /// Whose records: a data subject (by user id or card) or, for retention, everything older than a date.
@@ -257,9 +257,9 @@ impl Records {
 /// A blind-index row: the card's keyed hash, what holds it (`conversa`, `fluxo`), its id.
 pub(crate) type CardRef = (String, &'static str, String);
 
-/// The blind-index rows of the cards a conversation holds ([`vt_actions::tools::cartao::cards_held`]).
+/// The blind-index rows of the cards a conversation holds ([`vt_domain::tools::cartao::cards_held`]).
 pub(crate) fn conversation_card_refs(c: &Conversation) -> Vec<CardRef> {
-    vt_actions::tools::cartao::cards_held(&c.state, &c.memory)
+    vt_domain::tools::cartao::cards_held(&c.state, &c.memory)
         .into_iter()
         .map(|card| (seal::card_index(&card), "conversa", c.id.clone()))
         .collect()
@@ -274,7 +274,7 @@ pub(crate) fn flow_tenant(input: &Value) -> Option<&str> {
 /// The keyed hash of a flow run's card, kept on its row (`flow_runs.card_hash`) from its start.
 pub(crate) fn flow_card_hash(input: &Value) -> Option<String> {
     let card = input.get("cartao").and_then(Value::as_str).unwrap_or_default();
-    vt_actions::vt::card::card_numbers_in(card)
+    vt_domain::vt::card::card_numbers_in(card)
         .first()
         .map(|digits| seal::card_index(digits))
 }
@@ -519,5 +519,5 @@ pub(crate) fn search_text(message: &ChatMessage) -> String {
         } => content.as_str(),
         ChatMessage::Assistant { content: None, .. } | ChatMessage::Tool { .. } => return String::new(),
     };
-    vt_actions::redact::secrets(&vt_actions::vt::card::mask_cards_in(text)).into_owned()
+    vt_contract::redact::secrets(&vt_domain::vt::card::mask_cards_in(text)).into_owned()
 }

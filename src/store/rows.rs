@@ -92,7 +92,7 @@ pub(crate) fn batch_job(row: &impl Columns) -> Result<BatchJob, StoreError> {
 pub(crate) fn recharge_attempt(row: &impl Columns) -> Result<RechargeAttemptRecord, StoreError> {
     let valor: String = row.value("valor")?;
     Ok(RechargeAttemptRecord {
-        attempt: vt_actions::journal::RechargeAttempt {
+        attempt: vt_domain::journal::RechargeAttempt {
             idempotency_key: row.value("idempotency_key")?,
             fingerprint: row.value("fingerprint")?,
             scope: row.value("scope")?,
@@ -119,7 +119,7 @@ pub(crate) fn followup(row: &impl Columns) -> Result<Option<FollowUp>, StoreErro
     };
     Ok(Some(FollowUp {
         attempt: recharge_attempt(row)?,
-        request: vt_actions::json::from_text(&request)?,
+        request: vt_contract::json::from_text(&request)?,
         checks: row.value::<i32>("checks")?.into(),
         deadline_at: row.time("deadline_at")?,
     }))
@@ -222,7 +222,7 @@ pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
         board_post: row.value("board_post")?,
         protocol: row.value("protocol")?,
         team: row.value("team")?,
-        motivo: vt_actions::HandoffReason::named(&row.value::<String>("motivo")?).unwrap_or_default(),
+        motivo: vt_contract::HandoffReason::named(&row.value::<String>("motivo")?).unwrap_or_default(),
         offered_to: row.value("offered_to")?,
         offer_due_at: row.opt_time("offer_due_at")?,
         sla_warned: row.value("sla_warned")?,

@@ -79,7 +79,7 @@ impl StorageConfig {
     /// Registers the keys as secrets: no log line or error ever shows them.
     pub(crate) fn register_secrets(&self) {
         for k in self.encryption_key.iter().chain(&self.previous_keys) {
-            vt_actions::redact::register_secret(k);
+            vt_contract::redact::register_secret(k);
         }
     }
 }
@@ -409,7 +409,7 @@ fn write_whole(path: &Path, ring: &KeyRing) -> Result<(), SealError> {
 /// The blind index of a card (its digits): a keyed hash, the same for the same card in every process
 /// of one store, useless without the store's index key.
 pub(crate) fn card_index(digits: &str) -> String {
-    vt_actions::vt::secret::card_index(digits)
+    vt_domain::vt::secret::card_index(digits)
 }
 
 static RING: LazyLock<RwLock<Arc<KeyRing>>> =

@@ -137,13 +137,13 @@ impl Stmt {
     /// With `v` as JSON, sealed: every JSON column but the intents' holds what people said or what was
     /// done for them.
     pub(crate) fn sealed<T: Serialize + ?Sized>(self, v: &T) -> Result<Self, StoreError> {
-        let text = super::seal::seal(&vt_actions::json::to_text(v)?);
+        let text = super::seal::seal(&vt_contract::json::to_text(v)?);
         Ok(self.bind(Arg::Sealed(Some(text))))
     }
 
     /// With `v` as JSON in clear.
     pub(crate) fn json<T: Serialize + ?Sized>(self, v: &T) -> Result<Self, StoreError> {
-        Ok(self.bind(Arg::Json(vt_actions::json::to_value(v)?)))
+        Ok(self.bind(Arg::Json(vt_contract::json::to_value(v)?)))
     }
 
     /// Whether the backend may keep the statement prepared.

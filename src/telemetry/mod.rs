@@ -1,7 +1,7 @@
 //! What leaves the process besides answers:
 //!
 //! - **logs**: `tracing` to stderr, filtered by `VT_LOG`, and **every line scrubbed of secrets** before
-//!   it is written ([`vt_actions::redact::secrets`]: the configured keys and anything key-shaped). The
+//!   it is written ([`vt_contract::redact::secrets`]: the configured keys and anything key-shaped). The
 //!   scrubbing sits in the writer, under every log call, so no call site can leak a key by forgetting;
 //! - **traces and metrics** over OTLP ([`otlp`]), when configured: the spans of [`spans`] (Langfuse's
 //!   shape), exported in the background and masked on the way out; the `/metrics` figures as OTLP
@@ -44,7 +44,7 @@ pub fn init(default_filter: &str, otlp: Option<&otlp::OtlpTarget>) -> Telemetry 
         return Telemetry::default();
     };
     for secret in target.secrets() {
-        vt_actions::redact::register_secret(&secret);
+        vt_contract::redact::register_secret(&secret);
     }
     let resource = opentelemetry_sdk::Resource::builder_empty()
         .with_service_name(target.service_name.clone())
@@ -166,7 +166,7 @@ impl Write for ScrubbedEvent {
 impl Drop for ScrubbedEvent {
     fn drop(&mut self) {
         let text = String::from_utf8_lossy(&self.0);
-        let clean = vt_actions::redact::secrets(&text);
+        let clean = vt_contract::redact::secrets(&text);
         let _ = std::io::stderr().lock().write_all(clean.as_bytes());
     }
 }

@@ -219,7 +219,7 @@ pub(crate) fn span_processor(target: &OtlpTarget) -> Result<QueueProcessor, Stri
         .with_endpoint(&target.traces_endpoint)
         .with_headers(target.headers.clone().into_iter().collect())
         .build()
-        .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())?;
+        .map_err(|e| vt_contract::redact::secrets(&e.to_string()).into_owned())?;
     Ok(QueueProcessor::start(exporter))
 }
 
@@ -234,7 +234,7 @@ pub(crate) fn metric_exporter(
         .with_endpoint(endpoint)
         .with_headers(target.headers.clone().into_iter().collect())
         .build()
-        .map_err(|e| vt_actions::redact::secrets(&e.to_string()).into_owned())
+        .map_err(|e| vt_contract::redact::secrets(&e.to_string()).into_owned())
 }
 
 /// Spans sent in one export at most; a full batch wakes the exporter early.
@@ -444,11 +444,11 @@ fn mask_attribute(kv: &mut KeyValue) {
 fn changed(text: &str) -> Option<String> {
     let may_hold_card = text.chars().filter(|c| c.is_numeric()).nth(7).is_some();
     let masked: std::borrow::Cow<'_, str> = if may_hold_card {
-        vt_actions::vt::card::mask_cards_in(text).into()
+        vt_domain::vt::card::mask_cards_in(text).into()
     } else {
         text.into()
     };
-    let clean = vt_actions::redact::secrets(&masked);
+    let clean = vt_contract::redact::secrets(&masked);
     (clean != text).then(|| clean.into_owned())
 }
 

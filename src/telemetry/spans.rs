@@ -129,7 +129,7 @@ pub(crate) fn generation(skill: &str, model: &str, input: impl FnOnce() -> Value
     scoped(&span, "generation");
     span.set_attribute("gen_ai.operation.name", "chat");
     span.set_attribute("gen_ai.request.model", model.to_owned());
-    span.set_attribute("langfuse.observation.input", vt_actions::json::text(&input()));
+    span.set_attribute("langfuse.observation.input", vt_contract::json::text(&input()));
     span
 }
 
@@ -149,7 +149,7 @@ pub(crate) fn generated(span: &Span, model: &str, usage: &crate::llm::Usage, out
     if usage.cache_write_tokens > 0 {
         span.set_attribute("gen_ai.usage.input_cache_write", usage.cache_write_tokens as i64);
     }
-    span.set_attribute("langfuse.observation.output", vt_actions::json::text(&output()));
+    span.set_attribute("langfuse.observation.output", vt_contract::json::text(&output()));
 }
 
 /// One action or flow stage; `input` gives the JSON the action was given (or, for a stage, a pointer
@@ -167,7 +167,7 @@ pub(crate) fn tool(name: &str, input: impl FnOnce() -> String) -> Span {
 /// The observation's output (a tool's result, the turn's replies), as JSON text.
 pub(crate) fn output(span: &Span, value: impl FnOnce() -> Value) {
     if !span.is_disabled() {
-        span.set_attribute("langfuse.observation.output", vt_actions::json::text(&value()));
+        span.set_attribute("langfuse.observation.output", vt_contract::json::text(&value()));
     }
 }
 
@@ -181,7 +181,7 @@ pub(crate) fn updates(span: &Span, name: &'static str, updates: &Map<String, Val
         name,
         vec![
             KeyValue::new("keys", keys.join(",")),
-            KeyValue::new("updates", vt_actions::json::to_text(updates).unwrap_or_default()),
+            KeyValue::new("updates", vt_contract::json::to_text(updates).unwrap_or_default()),
         ],
     );
 }
@@ -198,7 +198,7 @@ pub(crate) fn failed(span: &Span, message: &str) {
 
 /// A plain text as the JSON string Langfuse shows as input or output.
 fn json_text(text: &str) -> String {
-    vt_actions::json::to_text(text).unwrap_or_default()
+    vt_contract::json::to_text(text).unwrap_or_default()
 }
 
 /// The current span's W3C trace context (`traceparent`), for work that continues the trace later

@@ -49,7 +49,7 @@ pub(crate) fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
                     } if text.is_none() => {
                         calls.push(ScriptedCall {
                             name: name.clone(),
-                            arguments: vt_actions::json::from_text(arguments).ok(),
+                            arguments: vt_contract::json::from_text(arguments).ok(),
                             raw_arguments: None,
                         });
                     }
@@ -136,7 +136,7 @@ pub async fn export(
                     .filter_map(TurnEvent::model_tool_call)
                     .map(|(name, arguments)| ExpectCall {
                         name: name.to_owned(),
-                        arguments: vt_actions::json::from_text::<Value>(arguments).ok(),
+                        arguments: vt_contract::json::from_text::<Value>(arguments).ok(),
                         arguments_exact: None,
                         ignore: Vec::new(),
                     })

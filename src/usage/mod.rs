@@ -205,7 +205,7 @@ enum ItemKind {
 /// A flow run written before runs kept their tenant counts under `—`.
 pub fn costs(
     spending: Spending<'_>,
-    tz: &vt_actions::vt::timezone::Timezone,
+    tz: &vt_domain::vt::timezone::Timezone,
     first: chrono::NaiveDate,
 ) -> Vec<CostRow> {
     use std::collections::{BTreeMap, BTreeSet};
@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn costs_fall_in_the_local_day_and_an_unknown_one_is_never_summed_as_known() {
-        let tz = vt_actions::vt::timezone::Timezone::sao_paulo();
+        let tz = vt_domain::vt::timezone::Timezone::sao_paulo();
         let records = [
             // 01:30 UTC is still the 21st in São Paulo (UTC−3).
             turn("2026-11-22T01:30:00Z", "acme", "c1", Some(10_000)),
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_flow_costs_its_paid_notices_over_every_run_of_the_day() {
-        let tz = vt_actions::vt::timezone::Timezone::sao_paulo();
+        let tz = vt_domain::vt::timezone::Timezone::sao_paulo();
         let at = |t: &str| t.parse::<chrono::DateTime<chrono::Utc>>().expect("time");
         let run = |t: &str, tenant: Option<&str>| crate::store::FlowRunAt {
             tenant_id: tenant.map(str::to_owned),

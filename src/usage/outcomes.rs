@@ -93,7 +93,7 @@ pub(crate) type Group = (chrono::NaiveDate, String, String);
 /// `records` from `first` on (a day in `tz`), per day, tenant and main intent, oldest first.
 pub(crate) fn by_day(
     records: &[OutcomeRecord],
-    tz: &vt_actions::vt::timezone::Timezone,
+    tz: &vt_domain::vt::timezone::Timezone,
     first: chrono::NaiveDate,
 ) -> Vec<(Group, Tally)> {
     let mut by: BTreeMap<Group, Tally> = BTreeMap::new();
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn rates_scores_and_the_cost_per_resolved_case() {
-        let tz = vt_actions::vt::timezone::Timezone::sao_paulo();
+        let tz = vt_domain::vt::timezone::Timezone::sao_paulo();
         let mut scored = outcome(
             "2026-11-22T15:00:00Z",
             "consultar_saldo",

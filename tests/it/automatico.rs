@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use vt_actions::pix::BrCode;
-use vt_actions::pix::automatico::{CobRStatus, RecStatus, TentativaStatus};
 use vt_agent::{RecurrenceStatus, RecurringChargeStatus, Store};
+use vt_domain::pix::BrCode;
+use vt_domain::pix::automatico::{CobRStatus, RecStatus, TentativaStatus};
 
 use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_automatic, said};
@@ -126,7 +126,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     );
     let offer = said(&h, conv).await.pop().expect("the offer");
     assert!(
-        offer.starts_with(vt_actions::tools::OFERTA) && offer.contains("****7890") && !offer.contains(CARD),
+        offer.starts_with(vt_domain::tools::OFERTA) && offer.contains("****7890") && !offer.contains(CARD),
         "{offer}"
     );
     assert!(
@@ -571,7 +571,7 @@ async fn a_debit_whose_credit_a_stop_cut_is_credited_once_by_the_next_pass() {
             .await
             .expect("claim")
     );
-    let input = vt_actions::vt::FlowInput::parse(&format!(
+    let input = vt_domain::vt::FlowInput::parse(&format!(
         r#"{{"cartao": "{CARD}", "recarga": {{"valor": 50, "idempotency_key": "pixauto-{e2e}", "meio_pagamento": {{"tipo": "pix", "token": "{e2e}"}}}}}}"#
     ))
     .expect("input");

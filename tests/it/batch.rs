@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
 use vt_agent::{ApiKeyConfig, HttpConfig, Role, key_hash};
+use vt_simulators::systems::{RunningSimulator, Simulator, SimulatorConfig};
 
 use crate::cli::vt_agent_in;
 
@@ -320,13 +320,12 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
             .await
             .expect("store"),
     );
-    let chat = Arc::new(
-        crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await,
-    );
+    let chat =
+        Arc::new(crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let background = vt_agent::Background::new(
         chat.service.clone(),
-        vt_actions::vt::input::Politicas::default(),
+        vt_domain::vt::input::Politicas::default(),
         stop_rx,
     );
     let state = vt_agent::AppState::new(chat.service.clone(), "vt", config()).with_batches(background);
@@ -477,7 +476,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
             .expect("store"),
     );
     let chat = Arc::new(
-        crate::support::chat_harness_on(store.clone(), None, vt_actions::tools::VtSettings::default()).await,
+        crate::support::chat_harness_on(store.clone(), None, vt_domain::tools::VtSettings::default()).await,
     );
     let body = (0..5)
         .map(|i| recharge(&format!("20000003{i:02}")))
@@ -487,7 +486,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let first = vt_agent::Background::new(
         chat.service.clone(),
-        vt_actions::vt::input::Politicas::default(),
+        vt_domain::vt::input::Politicas::default(),
         stop_rx,
     );
     stop_tx.send(true).expect("stop");
@@ -509,7 +508,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     let (_go, running) = tokio::sync::watch::channel(false);
     let second = vt_agent::Background::new(
         chat.service.clone(),
-        vt_actions::vt::input::Politicas::default(),
+        vt_domain::vt::input::Politicas::default(),
         running,
     );
     assert_eq!(second.join().await, 1);

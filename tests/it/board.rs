@@ -186,7 +186,7 @@ impl Journey {
             crate::support::chat_harness_handing_off(
                 store,
                 None,
-                vt_actions::tools::VtSettings::default(),
+                vt_domain::tools::VtSettings::default(),
                 None,
                 handoff,
             )
@@ -662,7 +662,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
         ..Default::default()
     };
     // The bot, and so its board, serves `[vt] tenant_id`.
-    let vt = vt_actions::tools::VtSettings {
+    let vt = vt_domain::tools::VtSettings {
         tenant_id: "acme".into(),
         ..Default::default()
     };

@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use rust_decimal::dec;
 use serde_json::{Value, json};
-use vt_actions::boleto::LinhaDigitavel;
-use vt_actions::tools::VtSettings;
+use vt_domain::boleto::LinhaDigitavel;
+use vt_domain::tools::VtSettings;
 
 use crate::support::{ChatHarness, chat_harness, said};
 

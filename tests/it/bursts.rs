@@ -9,7 +9,7 @@ const CONVERSATION: &str = "wa:106540352242922:16505551234";
 const JUNTAR_MS: u64 = 600;
 
 async fn joining(replies: usize) -> Wa {
-    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     whatsapp_joining(chat, vec![sent(); replies], JUNTAR_MS).await
 }
 

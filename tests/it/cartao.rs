@@ -5,11 +5,11 @@
 //! payment that cannot be credited refunded with a case, and a credit a stop interrupted resumed once.
 
 use rust_decimal::Decimal;
-use vt_actions::cartao::stripe::{ASSINATURA, Stripe, assinar};
-use vt_actions::cartao::{AvisoInvalido, Checkouts, LinkStatus, PedidoLink};
-use vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET;
 use vt_agent::Settled;
 use vt_agent::{ChargeMeans, ChargeStatus, PaymentClaim};
+use vt_connectors::cartao::stripe::{ASSINATURA, Stripe, assinar};
+use vt_domain::cartao::{AvisoInvalido, Checkouts, LinkStatus, PedidoLink};
+use vt_simulators::systems::CARTAO_WEBHOOK_SECRET;
 
 use crate::support::{ChatHarness, chat_harness_cards, said};
 
@@ -23,7 +23,7 @@ fn linked(handled: &vt_agent::Handled) -> String {
         .replies
         .iter()
         .flat_map(|r| r.files.iter())
-        .find_map(|f| vt_actions::tools::link_of(f).map(str::to_owned))
+        .find_map(|f| vt_domain::tools::link_of(f).map(str::to_owned))
         .unwrap_or_else(|| panic!("a reply with the link: {:?}", handled.replies))
 }
 
@@ -52,7 +52,7 @@ async fn on_record(h: &ChatHarness, id: &str) -> vt_agent::PixCharge {
 
 #[tokio::test]
 async fn the_stripe_adapter_creates_reads_expires_and_refunds_against_the_api() {
-    let running = vt_actions::systems::Simulator::new(crate::support::quick_simulator())
+    let running = vt_simulators::systems::Simulator::new(crate::support::quick_simulator())
         .spawn(0)
         .await
         .expect("simulator");
@@ -422,7 +422,7 @@ async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
-    payload["files"] = serde_json::to_value([vt_actions::tools::link_file(&id)]).expect("json");
+    payload["files"] = serde_json::to_value([vt_domain::tools::link_file(&id)]).expect("json");
     let item = vt_agent::OutboxItem {
         id: 1,
         kind: "reply".into(),

@@ -1,10 +1,10 @@
 //! A transfer to a person, at the service: the case it opens, the bot's silence while a person has
 //! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
 
-use vt_actions::tools::VtSettings;
 use vt_agent::ChatMessage;
 use vt_agent::{CaseError, SupportAgent};
 use vt_agent::{CaseState, Claim};
+use vt_domain::tools::VtSettings;
 
 use crate::support::chat_harness;
 

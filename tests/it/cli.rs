@@ -227,7 +227,7 @@ fn a_one_shot_chat_tells_its_conversation_id_so_a_later_message_can_answer() {
         .lines()
         .find(|l| l.starts_with("000201"))
         .unwrap_or_else(|| panic!("the code on a line of its own: {reply}"));
-    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(50)).expect("a valid code of 50");
+    vt_domain::pix::BrCode::checked(code, rust_decimal::dec!(50)).expect("a valid code of 50");
     assert!(
         reply.contains("Pagamento recebido e recarga feita: R$ 50,00 no cartão ****8901"),
         "{reply}"

@@ -39,7 +39,7 @@ pub(crate) fn config() -> HttpConfig {
 }
 
 async fn serve() -> Served {
-    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     serve_with(chat).await
 }
 
@@ -329,7 +329,7 @@ async fn seed(chat: &ChatHarness) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn support_and_operators_use_the_console_in_a_real_browser() {
-    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let dead = seed(&chat).await;
     let s = serve_with(chat.clone()).await;
     let Some(b) = Browser::start().await else {
@@ -664,7 +664,7 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
 /// charge), and the hand back after which the bot answers again. Every page fits a phone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_support_agent_works_a_case_from_the_console_in_a_real_browser() {
-    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let s = serve_with(chat.clone()).await;
     let base = s.url.as_str();
     let path = "/v1/conversations/c-web/messages";
@@ -909,7 +909,7 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
 /// The Fila de envio lists the WhatsApp templates in use with what Meta last said of each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
-    let chat = Arc::new(chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
     let templates = Arc::new(vt_agent::Templates::load(&dir).expect("templates"));
     chat.store
@@ -958,7 +958,7 @@ async fn the_conversation_and_case_pages_show_the_pix_charges() {
         .payments()
         .issue(
             "c-console-pix",
-            &vt_actions::vt::FlowInput::parse(
+            &vt_domain::vt::FlowInput::parse(
                 r#"{"cartao": "7777777777", "recarga": {"valor": 30, "meio_pagamento": {"tipo": "pix"}}}"#,
             )
             .expect("input"),
@@ -1214,7 +1214,7 @@ async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
         Scripted::text("general_chat"),
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),
     ]));
-    let chat = Arc::new(chat_harness(Some(llm), vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness(Some(llm), vt_domain::tools::VtSettings::default()).await);
     chat.say("sem-faq", "o cartão 1234567890 serve de vale refeição?")
         .await;
     let faq = chat.say("com-faq", "como faço pra recarregar?").await;

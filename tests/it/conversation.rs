@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use vt_actions::tools::VtSettings;
 use vt_agent::TurnEvent;
 use vt_agent::{Scripted, ScriptedProvider};
+use vt_domain::tools::VtSettings;
 
 use crate::support::{ChatHarness, chat_harness};
 

@@ -24,7 +24,7 @@ fn the_books_configuration_reference_is_generated_from_the_types() {
 fn the_books_openapi_document_is_what_the_handlers_generate() {
     const PAGE: &str = "docs/src/integrator/openapi.json";
     let page = std::fs::read_to_string(root().join(PAGE)).expect("the OpenAPI copy");
-    let generated = vt_actions::json::to_pretty(&vt_agent::openapi()).expect("json") + "\n";
+    let generated = vt_contract::json::to_pretty(&vt_agent::openapi()).expect("json") + "\n";
     assert!(
         page == generated,
         "{PAGE} is not what the handlers say: run `cargo run -q -- openapi > {PAGE}`"

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use vt_actions::faq::Faq;
 use vt_agent::{Conversation, Participant};
 use vt_agent::{Route, Router};
+use vt_domain::faq::Faq;
 
 #[derive(Deserialize)]
 struct Pergunta {

@@ -72,7 +72,7 @@ async fn the_run_status_tells_the_outcome() {
 async fn a_normal_card_with_a_recharge_runs_all_ten_stages() {
     let h = flow_harness(quick_simulator()).await;
     let out = run(&h, "1234 5678-90", pix(100.0)).await;
-    assert_eq!(ids(&out), vt_actions::stages::STAGES.to_vec());
+    assert_eq!(ids(&out), vt_domain::stages::STAGES.to_vec());
     assert_eq!(out.status, FlowStatus::Concluido);
     assert_eq!(stage(&out, "rf03_normalizar_saldo")["saldo"], json!(50.0));
     assert_eq!(
@@ -104,7 +104,7 @@ async fn a_normal_card_with_a_recharge_runs_all_ten_stages() {
 async fn without_a_recharge_the_run_stops_after_rf05() {
     let h = flow_harness(quick_simulator()).await;
     let out = run(&h, "1111111111", None).await;
-    assert_eq!(ids(&out), vt_actions::stages::STAGES[..5].to_vec());
+    assert_eq!(ids(&out), vt_domain::stages::STAGES[..5].to_vec());
     let rf03 = stage(&out, "rf03_normalizar_saldo");
     assert_eq!(
         (rf03["saldo"].clone(), rf03["saldo_baixo"].clone()),
@@ -248,7 +248,7 @@ async fn timeout_after_charge_is_pending_and_charges_exactly_once() {
         h.sim
             .ledger()
             .iter()
-            .any(|e| e.efeito == Some(vt_actions::systems::Efeito::Replay))
+            .any(|e| e.efeito == Some(vt_simulators::systems::Efeito::Replay))
     );
 }
 
@@ -352,7 +352,7 @@ async fn same_input_same_hour_same_key_and_no_second_notice() {
 
 #[tokio::test]
 async fn a_rate_limited_notice_is_retried_then_reported() {
-    let config = vt_actions::systems::SimulatorConfig {
+    let config = vt_simulators::systems::SimulatorConfig {
         notifications_per_second: 1,
         ..quick_simulator()
     };
@@ -390,7 +390,8 @@ async fn input_errors_are_refused_before_anything_runs() {
 #[tokio::test]
 async fn the_client_waits_as_long_as_retry_after_asks_and_never_retries_a_4xx() {
     use std::collections::BTreeMap;
-    use vt_actions::systems::{SystemsConfig, VtSystems};
+    use vt_connectors::systems::{SystemsConfig, VtSystems};
+    use vt_domain::systems::Systems as _;
     let fake = crate::support::FakeServer::start(vec![
         (429, vec![("retry-after", "1")], json!({"erro": "limite"})),
         (
@@ -448,7 +449,7 @@ async fn a_value_outside_the_policy_notifies_nobody_of_a_recharge_that_never_exi
 fn a_callers_output_masks_cards_and_leaves_keys_whole() {
     let key = "c6cc2358-960e-599c-8d12-345678902841";
     assert_ne!(
-        vt_actions::vt::card::mask_cards_in(key),
+        vt_domain::vt::card::mask_cards_in(key),
         key,
         "a key free text masking would mangle"
     );

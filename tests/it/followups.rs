@@ -4,9 +4,9 @@
 //! two instances on PostgreSQL) is in `processes.rs`.
 
 use chrono::{DateTime, Duration, Utc};
-use vt_actions::systems::Efeito;
-use vt_actions::tools::VtSettings;
 use vt_agent::{SqliteStore, Store};
+use vt_domain::tools::VtSettings;
+use vt_simulators::systems::Efeito;
 
 use crate::support::{ChatHarness, chat_harness};
 

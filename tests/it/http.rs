@@ -479,14 +479,14 @@ async fn a_graceful_stop_answers_the_turn_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_charge_once() {
     let pg = crate::store::PgFixture::start().await;
-    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
     let instance = |store: std::sync::Arc<vt_agent::PgStore>| {
         let sim = sim.clone();
         async move {
             let chat = crate::support::chat_harness_with(
                 store,
                 None,
-                vt_actions::tools::VtSettings::default(),
+                vt_domain::tools::VtSettings::default(),
                 Some(sim),
             )
             .await;
@@ -586,12 +586,12 @@ async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_cha
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
-    let vt = vt_actions::tools::VtSettings {
-        politicas: vt_actions::vt::Politicas {
+    let vt = vt_domain::tools::VtSettings {
+        politicas: vt_domain::vt::Politicas {
             valor_max: rust_decimal::dec!(200),
-            ..vt_actions::vt::Politicas::default()
+            ..vt_domain::vt::Politicas::default()
         },
-        ..vt_actions::tools::VtSettings::default()
+        ..vt_domain::tools::VtSettings::default()
     };
     let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
         vt_agent::SqliteStore::connect("sqlite::memory:")
@@ -976,7 +976,7 @@ async fn every_channel_is_registered_through_its_value() {
     use std::sync::Arc;
     use vt_agent::Wiring;
 
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let wiring = Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
@@ -1064,7 +1064,7 @@ const CONSOLE_ROUTES: &[&str] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_refuses_in_the_apis_json_shape() {
     use std::sync::Arc;
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),

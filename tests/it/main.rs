@@ -1,6 +1,6 @@
 //! The one integration-test binary: the engine's acceptance paths, the providers against wire fakes,
 //! and the shipped skills. Shared helpers live in `support`.
-#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_actions::json`
+#![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod automatico;
 mod batch;

@@ -28,7 +28,7 @@ async fn mattermost(support_users: &[&str]) -> Served {
         support_users: support_users.iter().map(|u| (*u).to_owned()).collect(),
         ..MattermostConfig::default()
     };
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
@@ -394,7 +394,7 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         support_users: vec!["u-ana".into()],
         ..MattermostConfig::default()
     });
-    let chat = Arc::new(crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let bot = vt_agent::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
         .expect("bot")
         .with_backoff(std::time::Duration::from_millis(50));
@@ -536,7 +536,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_bots_bursts_are_processed_and_answered_in_the_order_posted() {
-    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     bursts_are_processed_and_answered_in_the_order_posted(vec![chat]).await;
 }
 
@@ -544,10 +544,10 @@ async fn the_bots_bursts_are_processed_and_answered_in_the_order_posted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
     let pg = crate::store::PgFixture::start().await;
-    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
     let mut chats = Vec::new();
     for store in [pg.store.clone(), pg.second.clone()] {
-        let vt = vt_actions::tools::VtSettings::default();
+        let vt = vt_domain::tools::VtSettings::default();
         chats.push(crate::support::chat_harness_with(store, None, vt, Some(sim.clone())).await);
     }
     bursts_are_processed_and_answered_in_the_order_posted(chats).await;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use chrono::Duration;
-use vt_actions::tools::VtSettings;
 use vt_agent::Participant;
 use vt_agent::{Desfecho, OutcomeRecord, Store};
 use vt_agent::{Inbound, SupportAgent};
+use vt_domain::tools::VtSettings;
 
 use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_on};

@@ -297,7 +297,7 @@ async fn two_cards_in_a_photo_are_offered_as_a_list_whose_pick_is_the_card() {
 async fn two_known_cards_and_none_named_get_a_list_whose_reply_picks_the_card() {
     // No photo here: the remembered cards' question goes out as a list wherever Tesseract is.
     let wa = whatsapp_on(
-        crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await,
+        crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await,
         (0..6).map(|_| sent()).collect(),
     )
     .await;

@@ -1,9 +1,9 @@
 //! The message pipeline (accept → route → run → commit → deliver): what each step promises, seen from
 //! the store.
 
-use vt_actions::tools::VtSettings;
 use vt_agent::OutboxStatus;
 use vt_agent::{Delivery, Inbound};
+use vt_domain::tools::VtSettings;
 
 use crate::support::{chat_harness, user};
 

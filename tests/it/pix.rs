@@ -6,9 +6,11 @@
 use std::sync::{Arc, Mutex};
 
 use rust_decimal::Decimal;
-use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
-use vt_actions::pix::{BrCode, PixConfig, PixError, Psp, txid};
-use vt_actions::systems::{AuthConfig, Simulator, SimulatorAuth};
+use vt_connectors::AuthConfig;
+use vt_connectors::pix::{PixConfig, PixError, Psp};
+use vt_domain::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
+use vt_domain::pix::{BrCode, txid};
+use vt_simulators::systems::{Simulator, SimulatorAuth};
 
 use crate::support::{quick_simulator, said};
 
@@ -174,7 +176,7 @@ async fn the_registered_webhook_is_told_of_a_payment() {
         axum::routing::post(move |body: axum::body::Bytes| {
             let sink = sink.clone();
             async move {
-                let value = vt_actions::json::from_bytes(&body).expect("json");
+                let value = vt_contract::json::from_bytes(&body).expect("json");
                 sink.lock().expect("lock").push(("/pix".into(), value));
                 axum::http::StatusCode::OK
             }
@@ -198,7 +200,7 @@ async fn the_registered_webhook_is_told_of_a_payment() {
         .bytes()
         .await
         .expect("body");
-    let token: serde_json::Value = vt_actions::json::from_bytes(&token).expect("json");
+    let token: serde_json::Value = vt_contract::json::from_bytes(&token).expect("json");
     let registered = reqwest::Client::new()
         .put(format!("{}/pix/v2/webhook/{CHAVE}", p.url))
         .bearer_auth(token["access_token"].as_str().expect("token"))
@@ -220,7 +222,7 @@ async fn the_registered_webhook_is_told_of_a_payment() {
     }
     let seen = seen.lock().expect("lock").clone();
     assert_eq!(seen.len(), 1, "one notice");
-    let aviso: vt_actions::pix::api::AvisoWebhook = vt_actions::json::from_ref(&seen[0].1).expect("notice");
+    let aviso: vt_domain::pix::api::AvisoWebhook = vt_contract::json::from_ref(&seen[0].1).expect("notice");
     assert_eq!(aviso.pix.len(), 1);
     assert_eq!(aviso.pix[0].end_to_end_id, paid.end_to_end_id);
     assert_eq!(aviso.pix[0].txid.as_deref(), Some(id.as_str()));
@@ -316,8 +318,8 @@ async fn a_pix_configuration_names_the_field_that_cannot_serve() {
 // The service's payments job against the simulated provider, on a chat harness whose `[pix]` points at
 // it: a charge issued once, a payment read back and credited once, a refund when it cannot be credited.
 
-fn recharge(card: &str, valor: u32) -> vt_actions::vt::FlowInput {
-    vt_actions::vt::FlowInput::parse(&format!(
+fn recharge(card: &str, valor: u32) -> vt_domain::vt::FlowInput {
+    vt_domain::vt::FlowInput::parse(&format!(
         r#"{{"cartao": "{card}", "recarga": {{"valor": {valor}, "meio_pagamento": {{"tipo": "pix"}}}}}}"#
     ))
     .expect("input")
@@ -330,7 +332,7 @@ async fn issued(
     card: &str,
     valor: u32,
     key: &str,
-) -> vt_actions::tools::CodigoPix {
+) -> vt_domain::tools::CodigoPix {
     h.service
         .payments()
         .issue(conv, &recharge(card, valor), key, 0)
@@ -554,7 +556,7 @@ async fn a_paid_charges_recharge_is_the_paying_conversations_and_told_only_there
 async fn two_codes_paid(
     h: &crate::support::ChatHarness,
     conv: &str,
-) -> (vt_actions::tools::CodigoPix, vt_actions::tools::CodigoPix) {
+) -> (vt_domain::tools::CodigoPix, vt_domain::tools::CodigoPix) {
     use vt_agent::Settled;
     h.say(conv, "oi").await;
     let key = format!("k-{conv}");
@@ -892,7 +894,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     assert_eq!(yes.replies.len(), 4, "{:?}", yes.replies);
     assert!(yes.replies[2].text.lines().count() > 20 && yes.replies[2].text.contains('▀'));
     assert!(yes.replies[3].text.is_empty());
-    let qr = vt_actions::tools::qr_of(&yes.replies[3].files[0]).expect("the QR names its charge");
+    let qr = vt_domain::tools::qr_of(&yes.replies[3].files[0]).expect("the QR names its charge");
     assert!(yes.replies[0].text.contains("R$ 20,00") && yes.replies[0].text.contains("****7890"));
     assert!(!yes.replies[0].text.contains(card));
     let code = &yes.replies[1].text;
@@ -1221,7 +1223,7 @@ async fn each_call_to_the_provider_is_a_span() {
 #[tokio::test]
 async fn the_embedded_simulator_is_a_provider_in_process() {
     let sim = Simulator::new(quick_simulator());
-    let psp = Psp::in_process(sim.router());
+    let psp = Psp::in_process(sim.local());
     let id = txid("k-no-processo", 0);
     let cob = psp.criar_cob(&id, &pedido("12.50")).await.expect("created");
     BrCode::checked(cob.pix_copia_e_cola.as_deref().expect("code"), reais("12.50")).expect("checks");
@@ -1305,7 +1307,7 @@ async fn with_no_configuration_serve_takes_pix_from_the_embedded_simulator_over_
     let png = base64::engine::general_purpose::STANDARD
         .decode(pix["qr_png_base64"].as_str().expect("qr"))
         .expect("base64");
-    assert_eq!(png, vt_actions::pix::qr::png(code).expect("png"));
+    assert_eq!(png, vt_domain::pix::qr::png(code).expect("png"));
     assert!(pix["expira_em"].as_str().is_some_and(|t| t.ends_with('Z')));
     let txid = code
         .split("/qr/v2/")
@@ -1415,7 +1417,7 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
-    payload["files"] = serde_json::to_value([vt_actions::tools::qr_file(&cobranca.txid)]).expect("json");
+    payload["files"] = serde_json::to_value([vt_domain::tools::qr_file(&cobranca.txid)]).expect("json");
     let item = vt_agent::OutboxItem {
         id: 1,
         kind: "reply".into(),
@@ -1435,7 +1437,7 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
     let received = mm.received();
     assert_eq!(received.len(), 2, "the upload, then the post");
     assert!(received[0].path.ends_with("/api/v4/files"));
-    let png = vt_actions::pix::qr::png(&cobranca.copia_e_cola).expect("png");
+    let png = vt_domain::pix::qr::png(&cobranca.copia_e_cola).expect("png");
     assert!(received[0].raw.windows(png.len()).any(|w| w == png.as_slice()));
     assert!(String::from_utf8_lossy(&received[0].raw).contains("canal1"));
     assert!(received[1].path.ends_with("/api/v4/posts"));
@@ -1499,6 +1501,6 @@ async fn a_complaint_about_a_payment_is_looked_up_never_a_new_recharge() {
         .await
         .expect("case")
         .expect("a case opened");
-    assert_eq!(case.motivo, vt_actions::HandoffReason::PagamentoNaoCreditado);
+    assert_eq!(case.motivo, vt_contract::HandoffReason::PagamentoNaoCreditado);
     assert_eq!(h.sim.charges(card), 1);
 }

@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
+use vt_simulators::systems::{RunningSimulator, Simulator, SimulatorConfig};
 
 use crate::cli::vt_agent_in;
 
@@ -950,7 +950,7 @@ async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_on
         .simulator
         .ledger()
         .into_iter()
-        .filter(|e| e.sistema == "recarga" && e.efeito == Some(vt_actions::systems::Efeito::Replay))
+        .filter(|e| e.sistema == "recarga" && e.efeito == Some(vt_simulators::systems::Efeito::Replay))
         .count();
     assert!(
         replays >= at_kill,
@@ -1196,7 +1196,7 @@ fn serve_taking_cards(
         .env("VT_CARTAO_TOKEN", "sk_test_processos_51H8")
         .env(
             "VT_CARTAO_WEBHOOK_SECRET",
-            vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET,
+            vt_simulators::systems::CARTAO_WEBHOOK_SECRET,
         )
         .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
         .args(["serve", "--addr", "127.0.0.1:0"])
@@ -1225,8 +1225,8 @@ fn card_notice(id: &str) -> (String, Vec<u8>) {
         "type": "checkout.session.completed", "data": {"object": {"id": id}},
     }))
     .expect("json");
-    let signature = vt_actions::cartao::stripe::assinar(
-        vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET,
+    let signature = vt_connectors::cartao::stripe::assinar(
+        vt_simulators::systems::CARTAO_WEBHOOK_SECRET,
         chrono::Utc::now().timestamp(),
         &body,
     );
@@ -1280,7 +1280,7 @@ async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_ti
     let (signature, body) = card_notice(&id);
     let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
         http.post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
-            .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
+            .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
             .body(body.clone())
             .send()
     });
@@ -1337,7 +1337,7 @@ async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_af
         let (signature, body) = card_notice(&id);
         let noticed = http
             .post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
-            .header(vt_actions::cartao::stripe::ASSINATURA, &signature)
+            .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
             .body(body)
             .send()
             .await

@@ -254,7 +254,7 @@ async fn vt_service(
     config: &vt_agent::Config,
 ) -> (
     vt_agent::Services,
-    vt_actions::systems::RunningSimulator,
+    vt_simulators::systems::RunningSimulator,
     Arc<dyn vt_agent::Store>,
 ) {
     vt_service_at(config, None).await
@@ -266,7 +266,7 @@ async fn vt_service_at(
     clock: Option<vt_agent::ManualClock>,
 ) -> (
     vt_agent::Services,
-    vt_actions::systems::RunningSimulator,
+    vt_simulators::systems::RunningSimulator,
     Arc<dyn vt_agent::Store>,
 ) {
     let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
@@ -274,15 +274,16 @@ async fn vt_service_at(
             .await
             .expect("store"),
     );
-    let sim = vt_actions::systems::Simulator::new(vt_actions::systems::SimulatorConfig::default())
+    let sim = vt_simulators::systems::Simulator::new(vt_simulators::systems::SimulatorConfig::default())
         .spawn(0)
         .await
         .expect("simulator");
-    let systems = vt_actions::systems::VtSystems::new(vt_actions::systems::SystemsConfig::single(&sim.url))
-        .expect("systems");
-    let ext = vt_actions::context::Extensions::default()
-        .with(systems)
-        .with(vt_actions::tools::VtSettings::default());
+    let systems =
+        vt_connectors::systems::VtSystems::new(vt_connectors::systems::SystemsConfig::single(&sim.url))
+            .expect("systems");
+    let ext = vt_contract::context::Extensions::default()
+        .with(vt_domain::systems::SystemsPort::new(systems))
+        .with(vt_domain::tools::VtSettings::default());
     let engine = vt_agent::share(
         match clock {
             Some(c) => vt_agent::build_engine(config, None, ext)
@@ -528,7 +529,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
             messages: &[],
             flows: &[],
         },
-        &vt_actions::vt::timezone::Timezone::sao_paulo(),
+        &vt_domain::vt::timezone::Timezone::sao_paulo(),
         chrono::NaiveDate::MIN,
     );
     assert!(vt_agent::usage_costs_table(&rows).contains("desconhecido"));

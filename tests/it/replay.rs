@@ -372,7 +372,7 @@ async fn a_model_turn_replays_from_its_recorded_reply() {
         Scripted::text("general_chat"),
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),
     ]));
-    let h = crate::support::chat_harness(Some(llm.clone()), vt_actions::tools::VtSettings::default()).await;
+    let h = crate::support::chat_harness(Some(llm.clone()), vt_domain::tools::VtSettings::default()).await;
     let said = h.say("c-modelo", "qual a diferença entre VT e VR?").await;
     assert!(said.reply_text().contains("refeições"), "{}", said.reply_text());
     let dir = tempfile::tempdir().expect("dir");

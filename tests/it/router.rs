@@ -289,7 +289,7 @@ fn cases() -> Vec<(&'static str, bool, Want)> {
 /// The router as the product has it: the default intents and the default FAQ.
 fn router() -> Router {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let faq = vt_actions::faq::Faq::load(&root.join("faq")).expect("faq");
+    let faq = vt_domain::faq::Faq::load(&root.join("faq")).expect("faq");
     Router::new(
         "vt",
         vt_agent::load_file(&root.join("intents/default.toml")).expect("intents"),
@@ -402,7 +402,7 @@ proptest::proptest! {
         if let Route::Action { arguments, .. } = &d.route
             && let Some(card) = arguments.get("cartao").and_then(Value::as_str)
         {
-            let digits = vt_actions::vt::card::ascii_digits(&text).replace([' ', '-', '.'], "");
+            let digits = vt_domain::vt::card::ascii_digits(&text).replace([' ', '-', '.'], "");
             proptest::prop_assert!(digits.contains(card), "{card} not in {text:?}");
         }
     }

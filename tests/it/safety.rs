@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use vt_actions::systems::Efeito;
-use vt_actions::tools::VtSettings;
 use vt_agent::{FlowStatus, run_flow};
 use vt_agent::{Scripted, ScriptedProvider};
+use vt_domain::tools::VtSettings;
+use vt_simulators::systems::Efeito;
 
 use crate::support::{chat_harness, flow_harness, quick_simulator};
 

@@ -11,9 +11,6 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use vt_actions::context::Extensions;
-use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
-use vt_actions::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 use vt_agent::{
     Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
 };
@@ -24,6 +21,9 @@ use vt_agent::{
     StoredMessage, TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow,
 };
 use vt_agent::{Inbound, ServiceError, Services, ServicesConfig};
+use vt_contract::context::Extensions;
+use vt_contract::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
+use vt_domain::journal::{Confirmation, Consumption, RechargeAttempt};
 
 use crate::support::{fast_config, user};
 
@@ -488,7 +488,7 @@ impl vt_agent::RechargeStore for Flaky {
     async fn resolve_recharge(
         &self,
         k: &str,
-        s: vt_actions::journal::AttemptStatus,
+        s: vt_domain::journal::AttemptStatus,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.resolve_recharge(k, s, now).await
@@ -1241,7 +1241,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
 }
 
 /// `run-flow` parses its input once where it enters and hands values on typed: this counts the JSON
-/// conversions of one stored ten-stage run (`vt_actions::json`), from the input text to the output
+/// conversions of one stored ten-stage run (`vt_contract::json`), from the input text to the output
 /// as the caller prints it. The simulator's own, on its server, are not the product's.
 ///
 /// 109 when stages handed text on (each parsed again by the engine, re-read by the flow output) and
@@ -1257,13 +1257,13 @@ async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
     // Traced, each span adds its input and output as text: counted here untraced, as it runs by
     // default (another test may have installed a global subscriber).
     let _untraced = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
-    let (output, conversions) = vt_actions::json::counted(async {
+    let (output, conversions) = vt_contract::json::counted(async {
         let ran = service
             .flows()
             .run_flow(input, Default::default())
             .await
             .expect("flow");
-        vt_actions::json::to_pretty(&ran.output.for_caller()).expect("printed")
+        vt_contract::json::to_pretty(&ran.output.for_caller()).expect("printed")
     })
     .await;
     assert!(
@@ -1283,9 +1283,8 @@ async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answer
     let url = format!("sqlite://{}", dir.path().join("grupo.db").display());
     let sqlite = Arc::new(vt_agent::SqliteStore::connect(&url).await.expect("store"));
     let store: Arc<dyn vt_agent::Store> = sqlite.clone();
-    let h = Arc::new(
-        crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await,
-    );
+    let h =
+        Arc::new(crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     // One turn each first, so the conversations exist; then one more each, all at once.
     const N: usize = 60;
     for i in 0..N {

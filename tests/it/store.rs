@@ -8,7 +8,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
-use vt_actions::journal::{Confirmation, Consumption, RechargeAttempt};
 use vt_agent::{
     Case, CaseOpened, CaseState, Claim, ConversationContext, ConversationStore as _, FlowRunRecord,
     IdempotencyPut, IdempotencyRecord, IntentRecord, LineStatus, NewCase, NewOutboxItem, OutboxStatus,
@@ -18,6 +17,7 @@ use vt_agent::{ChatMessage, ToolCall};
 use vt_agent::{
     Conversation, ExecutionRecord, ExecutionStatus, Handoff, ModelCallRecord, Participant, Reply, TurnEvent,
 };
+use vt_domain::journal::{Confirmation, Consumption, RechargeAttempt};
 
 fn t(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).expect("time").into()
@@ -1179,7 +1179,7 @@ pub(crate) async fn turn_locks_serialize_one_conversation(store: Arc<dyn Store>)
 fn pix_charge(recharge: &str, n: i64, now: DateTime<Utc>) -> vt_agent::PixCharge {
     vt_agent::PixCharge {
         meio: vt_agent::ChargeMeans::Pix,
-        txid: vt_actions::pix::txid(recharge, u32::try_from(n).expect("n")),
+        txid: vt_domain::pix::txid(recharge, u32::try_from(n).expect("n")),
         recharge_key: recharge.into(),
         n,
         conversation_id: "conv-pix".into(),
@@ -1490,7 +1490,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
         "another user's"
     );
     store
-        .resolve_recharge("k-1", vt_actions::journal::AttemptStatus::Pendente, now)
+        .resolve_recharge("k-1", vt_domain::journal::AttemptStatus::Pendente, now)
         .await
         .expect("resolve");
     assert!(
@@ -1505,7 +1505,7 @@ pub(crate) async fn recharge_attempts_are_on_record_before_they_are_sent(store: 
         .await
         .expect("sent again");
     store
-        .resolve_recharge("k-1", vt_actions::journal::AttemptStatus::Aprovada, now)
+        .resolve_recharge("k-1", vt_domain::journal::AttemptStatus::Aprovada, now)
         .await
         .expect("resolve");
     assert_eq!(store.unresolved_recharge("t|u", "f-1").await.expect("read"), None);
@@ -1529,7 +1529,7 @@ pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_re
         valor: rust_decimal::Decimal::new(5000, 2),
         moeda: "BRL".into(),
     };
-    let request = |key: &str| vt_actions::journal::RechargeRequest {
+    let request = |key: &str| vt_domain::journal::RechargeRequest {
         body: json!({"cartao": "6666666666", "valor": 50.0, "meio_pagamento": {"tipo": "pix", "token": "tok_segredo_123"}}),
         headers: [("x-idempotency-key".to_owned(), key.to_owned())].into(),
         timeout_ms: 12_000,
@@ -1598,7 +1598,7 @@ pub(crate) async fn a_recharge_follow_up_is_claimed_once_and_settled_with_its_re
         .await
         .expect("checked");
     store
-        .resolve_recharge("k-b", vt_actions::journal::AttemptStatus::Aprovada, due)
+        .resolve_recharge("k-b", vt_domain::journal::AttemptStatus::Aprovada, due)
         .await
         .expect("resolved");
     let pending = store.followups(true, 10).await.expect("list");
@@ -2011,7 +2011,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
         scope: format!("t|{user}"),
         origin: id.into(),
         execucao_id: format!("exec-{id}"),
-        cartao_mascarado: vt_actions::vt::mask_card(card),
+        cartao_mascarado: vt_domain::vt::mask_card(card),
         valor: rust_decimal::Decimal::new(5000, 2),
         moeda: "BRL".into(),
     };
@@ -2568,7 +2568,7 @@ fn an_unknown_database_url_is_refused_by_name() {
 async fn two_hundred_conversations_at_once_complete_on_postgresql() {
     let pg = PgFixture::start().await;
     let h = std::sync::Arc::new(
-        crate::support::chat_harness_on(pg.store.clone(), None, vt_actions::tools::VtSettings::default())
+        crate::support::chat_harness_on(pg.store.clone(), None, vt_domain::tools::VtSettings::default())
             .await,
     );
     // A held connection per turn (the old advisory lock) starves a pool of ten long before 200.
@@ -2621,7 +2621,7 @@ async fn postgresql_rows_hold_no_card_and_no_token() {
         .await
         .expect("sealing");
     let chat =
-        crate::support::chat_harness_on(pg.store.clone(), None, vt_actions::tools::VtSettings::default())
+        crate::support::chat_harness_on(pg.store.clone(), None, vt_domain::tools::VtSettings::default())
             .await;
     let ask = chat.say("c-pg", "recarrega 50 no 2345678901 via pix").await;
     assert!(ask.reply_text().starts_with("Confirma"), "{}", ask.reply_text());

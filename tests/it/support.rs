@@ -11,12 +11,13 @@ use axum::response::IntoResponse;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use vt_actions::{
+use vt_agent::{Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef};
+use vt_agent::{LlmProvider, Scripted, ScriptedProvider};
+use vt_contract::{
     Action, ActionContext, ActionError, ActionRegistry, ActionResponse, RedirectToSkill, ResponseToAgent,
     ResponseToUser,
 };
-use vt_agent::{Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef};
-use vt_agent::{LlmProvider, Scripted, ScriptedProvider};
+use vt_domain::systems::SystemsPort;
 
 #[derive(Deserialize, JsonSchema)]
 pub(crate) struct CardArgs {
@@ -408,17 +409,19 @@ impl FakeServer {
 /// The real skills and stages against an in-process simulator with short timeouts.
 pub(crate) struct FlowHarness {
     pub engine: Engine,
-    pub sim: vt_actions::systems::Simulator,
-    _running: vt_actions::systems::RunningSimulator,
+    pub sim: vt_simulators::systems::Simulator,
+    _running: vt_simulators::systems::RunningSimulator,
 }
 
-pub(crate) async fn flow_harness(config: vt_actions::systems::SimulatorConfig) -> FlowHarness {
-    flow_harness_with(vt_actions::systems::Simulator::new(config)).await
+pub(crate) async fn flow_harness(config: vt_simulators::systems::SimulatorConfig) -> FlowHarness {
+    flow_harness_with(vt_simulators::systems::Simulator::new(config)).await
 }
 
 /// The magic cards plus `1111111112`, a second low-balance card.
-pub(crate) fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_actions::systems::Simulator {
-    use vt_actions::systems::simulator::{CardBehavior, magic_cards};
+pub(crate) fn two_low_cards(
+    config: vt_simulators::systems::SimulatorConfig,
+) -> vt_simulators::systems::Simulator {
+    use vt_simulators::systems::{CardBehavior, magic_cards};
     let mut cards = magic_cards();
     cards.insert(
         "1111111112".into(),
@@ -427,18 +430,19 @@ pub(crate) fn two_low_cards(config: vt_actions::systems::SimulatorConfig) -> vt_
             ..CardBehavior::default()
         },
     );
-    vt_actions::systems::Simulator::with_cards(config, cards)
+    vt_simulators::systems::Simulator::with_cards(config, cards)
 }
 
-pub(crate) async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> FlowHarness {
-    use vt_actions::systems::{SystemsConfig, VtSystems};
+pub(crate) async fn flow_harness_with(sim: vt_simulators::systems::Simulator) -> FlowHarness {
+    use vt_connectors::systems::{SystemsConfig, VtSystems};
     let running = sim.clone().spawn(0).await.expect("simulator");
     let systems = SystemsConfig {
         timeout_cap_ms: Some(300),
         max_retry_wait_ms: 20,
         ..SystemsConfig::single(&running.url)
     };
-    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
+    let ext = vt_contract::context::Extensions::default()
+        .with(SystemsPort::new(VtSystems::new(systems).expect("client")));
     let engine = vt_agent::build_engine(&vt_agent::Config::default(), None, ext)
         .expect("engine")
         .with_clock(Clock::Fixed(
@@ -455,8 +459,8 @@ pub(crate) async fn flow_harness_with(sim: vt_actions::systems::Simulator) -> Fl
 }
 
 /// A simulator whose slow cards answer after 2 s (the client gives up after 300 ms).
-pub(crate) fn quick_simulator() -> vt_actions::systems::SimulatorConfig {
-    vt_actions::systems::SimulatorConfig {
+pub(crate) fn quick_simulator() -> vt_simulators::systems::SimulatorConfig {
+    vt_simulators::systems::SimulatorConfig {
         slow: std::time::Duration::from_secs(2),
         ..Default::default()
     }
@@ -467,14 +471,14 @@ pub(crate) struct ChatHarness {
     /// The engine's and the simulator's clock: tests move it instead of sleeping.
     pub clock: vt_agent::ManualClock,
     pub service: Arc<vt_agent::Services>,
-    pub sim: vt_actions::systems::Simulator,
+    pub sim: vt_simulators::systems::Simulator,
     pub store: Arc<dyn vt_agent::Store>,
-    _running: vt_actions::systems::RunningSimulator,
+    _running: vt_simulators::systems::RunningSimulator,
 }
 
 pub(crate) async fn chat_harness(
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
+    vt: vt_domain::tools::VtSettings,
 ) -> ChatHarness {
     let store: Arc<dyn vt_agent::Store> = Arc::new(
         vt_agent::SqliteStore::connect("sqlite::memory:")
@@ -488,7 +492,7 @@ pub(crate) async fn chat_harness(
 pub(crate) async fn chat_harness_on(
     store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
+    vt: vt_domain::tools::VtSettings,
 ) -> ChatHarness {
     chat_harness_with(store, llm, vt, None).await
 }
@@ -498,8 +502,8 @@ pub(crate) async fn chat_harness_on(
 pub(crate) async fn chat_harness_with(
     store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
-    shared: Option<vt_actions::systems::Simulator>,
+    vt: vt_domain::tools::VtSettings,
+    shared: Option<vt_simulators::systems::Simulator>,
 ) -> ChatHarness {
     chat_harness_handing_off(store, llm, vt, shared, Default::default()).await
 }
@@ -508,8 +512,8 @@ pub(crate) async fn chat_harness_with(
 pub(crate) async fn chat_harness_handing_off(
     store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
-    shared: Option<vt_actions::systems::Simulator>,
+    vt: vt_domain::tools::VtSettings,
+    shared: Option<vt_simulators::systems::Simulator>,
     handoff: vt_agent::HandoffConfig,
 ) -> ChatHarness {
     chat_harness_built(store, llm, vt, shared, handoff, None).await
@@ -525,7 +529,7 @@ pub(crate) async fn chat_harness_notifying(
     chat_harness_built(
         store,
         None,
-        vt_actions::tools::VtSettings::default(),
+        vt_domain::tools::VtSettings::default(),
         None,
         Default::default(),
         Some((phone.to_owned(), notices)),
@@ -536,8 +540,8 @@ pub(crate) async fn chat_harness_notifying(
 async fn chat_harness_built(
     store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
-    shared: Option<vt_actions::systems::Simulator>,
+    vt: vt_domain::tools::VtSettings,
+    shared: Option<vt_simulators::systems::Simulator>,
     handoff: vt_agent::HandoffConfig,
     notices: Option<(String, vt_agent::NoticesConfig)>,
 ) -> ChatHarness {
@@ -593,10 +597,7 @@ pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::Orcamento>) 
 
 /// [`chat_harness`] whose recharges go to the recharge system at `recarga_url` (balances and notices
 /// still to the simulator).
-pub(crate) async fn chat_harness_against(
-    recarga_url: &str,
-    vt: vt_actions::tools::VtSettings,
-) -> ChatHarness {
+pub(crate) async fn chat_harness_against(recarga_url: &str, vt: vt_domain::tools::VtSettings) -> ChatHarness {
     let parts = Parts {
         vt,
         recarga_url: Some(recarga_url.to_owned()),
@@ -628,8 +629,8 @@ pub(crate) enum Pix {
 struct Parts {
     store: Arc<dyn vt_agent::Store>,
     llm: Option<Arc<ScriptedProvider>>,
-    vt: vt_actions::tools::VtSettings,
-    shared: Option<vt_actions::systems::Simulator>,
+    vt: vt_domain::tools::VtSettings,
+    shared: Option<vt_simulators::systems::Simulator>,
     handoff: vt_agent::HandoffConfig,
     notices: Option<(String, vt_agent::NoticesConfig)>,
     /// A recharge system of the test's own instead of the simulator's.
@@ -653,7 +654,7 @@ impl Parts {
                     .expect("store"),
             ),
             llm: None,
-            vt: vt_actions::tools::VtSettings::default(),
+            vt: vt_domain::tools::VtSettings::default(),
             shared: None,
             handoff: Default::default(),
             notices: None,
@@ -693,7 +694,7 @@ async fn tampering_provider() -> String {
     let create = |Path(txid): Path<String>, axum::Json(pedido): axum::Json<Value>| async move {
         let valor = pedido["valor"]["original"].as_str().unwrap_or("0.00").to_owned();
         let amount: rust_decimal::Decimal = valor.parse().expect("amount");
-        let good = vt_actions::pix::dynamic(&format!("psp.example/qr/{txid}"), amount, "LOJA", "CIDADE");
+        let good = vt_domain::pix::dynamic(&format!("psp.example/qr/{txid}"), amount, "LOJA", "CIDADE");
         // The same code with its last CRC digit changed.
         let (body, crc) = good.split_at(good.len() - 1);
         let bad = format!("{body}{}", if crc == "0" { "1" } else { "0" });
@@ -713,21 +714,17 @@ async fn tampering_provider() -> String {
 
 /// `[cartao]` as an operator writes it for Stripe, pointed at the simulator at `url` (its Stripe API
 /// under `/stripe/v1`), the secret key and the webhook's secret as the environment gives them.
-pub(crate) fn card_config(url: &str) -> vt_actions::cartao::CartaoConfig {
-    vt_actions::cartao::CartaoConfig {
-        provedor: Some(vt_actions::cartao::ProvedorCartao::Stripe),
+pub(crate) fn card_config(url: &str) -> vt_connectors::cartao::CartaoConfig {
+    vt_connectors::cartao::CartaoConfig {
+        provedor: Some(vt_connectors::cartao::ProvedorCartao::Stripe),
         api_url: format!("{url}/stripe/v1"),
         retorno_url: "https://operadora.example.com.br/pago".into(),
-        auth: vt_actions::systems::AuthConfig::Bearer {
+        auth: vt_connectors::AuthConfig::Bearer {
             token: "sk_test_cartao_51H8".into(),
         },
         ..Default::default()
     }
-    .with_secrets(
-        None,
-        None,
-        Some(vt_actions::systems::simulator::CARTAO_WEBHOOK_SECRET),
-    )
+    .with_secrets(None, None, Some(vt_simulators::systems::CARTAO_WEBHOOK_SECRET))
 }
 
 /// A chat harness whose simulator is the Pix provider and the card provider too.
@@ -739,7 +736,7 @@ pub(crate) async fn chat_harness_cards() -> ChatHarness {
 /// simulator `shared` when given (two instances, one provider).
 pub(crate) async fn chat_harness_automatic(
     store: Arc<dyn vt_agent::Store>,
-    shared: Option<vt_actions::systems::Simulator>,
+    shared: Option<vt_simulators::systems::Simulator>,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -776,7 +773,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         fotos,
         orcamentos,
     } = parts;
-    use vt_actions::systems::{Simulator, SystemsConfig, VtSystems};
+    use vt_connectors::systems::{SystemsConfig, VtSystems};
+    use vt_simulators::systems::Simulator;
     let clock = vt_agent::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
             .expect("t")
@@ -784,7 +782,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     );
     let sim_clock = clock.clone();
     let sim = shared.unwrap_or_else(|| {
-        Simulator::new(vt_actions::systems::SimulatorConfig {
+        Simulator::new(vt_simulators::systems::SimulatorConfig {
             now: Some(Arc::new(move || sim_clock.now())),
             ..quick_simulator()
         })
@@ -798,8 +796,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     if let Some(url) = recarga_url {
         systems.recarga_url = url;
     }
-    let mut ext = vt_actions::context::Extensions::default()
-        .with(VtSystems::new(systems).expect("client"))
+    let mut ext = vt_contract::context::Extensions::default()
+        .with(SystemsPort::new(VtSystems::new(systems).expect("client")))
         .with(vt.clone());
     if let Some((phone, config)) = notices {
         let now = clock.clone();
@@ -807,10 +805,10 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             &vt_agent::Stores::of(&store),
             &phone,
             config,
-            vt_actions::vt::timezone::Timezone::sao_paulo(),
+            vt_domain::vt::timezone::Timezone::sao_paulo(),
         )
         .with_clock(Arc::new(move || now.now()));
-        ext = ext.with(vt_actions::stages::channel_notices::ChannelNoticesPort(Arc::new(
+        ext = ext.with(vt_domain::stages::channel_notices::ChannelNoticesPort(Arc::new(
             port,
         )));
     }
@@ -827,11 +825,11 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
             Pix::Tampering => Some(format!("{}/pix/v2", tampering_provider().await)),
             Pix::Off | Pix::Refused => None,
         }
-        .map(|api_url| vt_actions::pix::PixConfig {
+        .map(|api_url| vt_connectors::pix::PixConfig {
             api_url,
             chave: "recargas@operadora.example.com.br".into(),
             whatsapp_order_details: pix == Pix::NativeOrders,
-            automatico: vt_actions::pix::automatico::AutomaticoConfig {
+            automatico: vt_domain::pix::automatico::AutomaticoConfig {
                 ativo: pix == Pix::Automatic,
                 ..Default::default()
             },
@@ -853,14 +851,14 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         ext = ext.with(vt_agent::card_port(store.clone(), setup));
     }
     if pix == Pix::Refused {
-        ext = ext.with(vt_actions::tools::MeiosIndisponiveis {
+        ext = ext.with(vt_domain::tools::MeiosIndisponiveis {
             pix: true,
             cartao_credito: true,
         });
     }
     if let Some(pix) = &config.pix {
         let setup = vt_agent::PixSetup {
-            psp: vt_actions::pix::Psp::new(pix).expect("provider"),
+            psp: vt_connectors::pix::Psp::new(pix).expect("provider"),
             config: pix.clone(),
         };
         if pix.automatico.ativo {
@@ -907,7 +905,7 @@ impl ChatHarness {
         self.sim
             .ledger()
             .iter()
-            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
+            .filter(|e| e.efeito == Some(vt_simulators::systems::Efeito::RecargaEfetivada))
             .count()
     }
 }
@@ -923,7 +921,7 @@ pub(crate) struct Served {
 }
 
 pub(crate) async fn serve_on(store: Arc<dyn vt_agent::Store>, config: vt_agent::HttpConfig) -> Served {
-    let chat = Arc::new(chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await);
+    let chat = Arc::new(chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     serve_chat(chat, config).await
 }
 

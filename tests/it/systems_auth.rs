@@ -14,7 +14,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::json;
-use vt_actions::systems::{AuthConfig, AuthMethod, Simulator, SystemsConfig, VtSystems};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_connectors::{AuthConfig, AuthMethod};
+use vt_domain::systems::{Systems as _, SystemsPort};
+use vt_simulators::systems::Simulator;
 
 use crate::support::quick_simulator;
 
@@ -169,7 +172,8 @@ fn refusal(auth: &Auth, headers: &HeaderMap) -> Option<String> {
 }
 
 async fn engine(systems: SystemsConfig) -> vt_agent::Engine {
-    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(systems).expect("client"));
+    let ext = vt_contract::context::Extensions::default()
+        .with(SystemsPort::new(VtSystems::new(systems).expect("client")));
     vt_agent::build_engine(&vt_agent::Config::default(), None, ext).expect("engine")
 }
 
@@ -343,7 +347,10 @@ async fn the_check_passes_with_good_credentials_and_names_each_failure() {
         .check("1234567890")
         .await;
     assert!(bad.iter().all(|c| !c.ok), "{bad:?}");
-    let lines: Vec<String> = bad.iter().map(vt_actions::systems::SystemCheck::line).collect();
+    let lines: Vec<String> = bad
+        .iter()
+        .map(vt_connectors::systems::SystemCheck::line)
+        .collect();
     assert!(
         lines[0].contains("FALHA") && lines[0].contains("recusou as credenciais"),
         "{lines:?}"
@@ -526,8 +533,10 @@ async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
     let g = Guarded::start(3600).await;
     for (i, auth) in g.kinds().into_iter().enumerate() {
         let config = vt_agent::Config::default();
-        let ext = vt_actions::context::Extensions::default()
-            .with(VtSystems::new(g.systems(auth.clone())).expect("client"))
+        let ext = vt_contract::context::Extensions::default()
+            .with(SystemsPort::new(
+                VtSystems::new(g.systems(auth.clone())).expect("client"),
+            ))
             .with(config.vt.clone());
         let store: Arc<dyn vt_agent::Store> = Arc::new(
             vt_agent::SqliteStore::connect("sqlite::memory:")

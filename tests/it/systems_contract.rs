@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use vt_actions::systems::contract::{
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_domain::systems::Systems as _;
+use vt_domain::systems::contract::{
     ErroSistema, NotificacaoResposta, RecargaPedido, RecargaResposta, Recusa, SaldoResposta,
 };
-use vt_actions::systems::{Simulator, SimulatorConfig, SystemsConfig, VtSystems};
+use vt_simulators::systems::{Simulator, SimulatorConfig};
 
 fn refs(v: &Value, out: &mut Vec<String>) {
     match v {
@@ -116,11 +118,11 @@ async fn the_simulator_and_the_client_keep_to_the_contract() {
     parses::<ErroSistema>("saldo 400", &r.body);
 
     // The recharge body as RF6 builds it is the contract's.
-    let input = vt_actions::vt::FlowInput::parse(
+    let input = vt_domain::vt::FlowInput::parse(
         r#"{"cartao": "1234567890", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#,
     )
     .expect("input");
-    let rf06 = vt_actions::stages::rf06_preparar_recarga::preparar_recarga(&input);
+    let rf06 = vt_domain::stages::rf06_preparar_recarga::preparar_recarga(&input);
     parses::<RecargaPedido>("RF6's body", &Some(rf06.body.clone()));
     let body = |card: &str| json!({"cartao": card, "valor": 50.0, "moeda": "BRL", "meio_pagamento": {"tipo": "pix"}});
     let key = |k: &str| BTreeMap::from([("x-idempotency-key".to_owned(), k.to_owned())]);
@@ -154,7 +156,7 @@ async fn the_simulator_and_the_client_keep_to_the_contract() {
     // Notifications: the body is the stages' own type; taken, refused, and past the rate.
     let aviso = json!({"canal": "app", "assunto": "Saldo baixo", "mensagem": "O saldo do cartão ****7890 está baixo.",
         "destinatario": {"tipo": "usuario", "id": "u-1"}, "metadados": {"cartao": "1234567890"}});
-    parses::<vt_actions::stages::NotificacaoPayload>("the notice", &Some(aviso.clone()));
+    parses::<vt_domain::stages::NotificacaoPayload>("the notice", &Some(aviso.clone()));
     let r = client.notificar(&json!({"x": 1}), &key("ruim"), 500, 1, 0).await;
     assert_eq!(r.status, Some(400));
     parses::<Recusa>("notificacao 400", &r.body);

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
-use vt_actions::systems::{Simulator, SystemsConfig, TlsConfig, VtSystems};
+use vt_connectors::TlsConfig;
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_domain::systems::SystemsPort;
+use vt_simulators::systems::Simulator;
 
 use crate::support::quick_simulator;
 
@@ -125,7 +128,8 @@ async fn a_flow_runs_over_mutual_tls_and_a_bad_certificate_is_named() {
         .check("1234567890")
         .await;
     assert!(checks.iter().all(|c| c.ok), "{checks:?}");
-    let ext = vt_actions::context::Extensions::default().with(VtSystems::new(good).expect("client"));
+    let ext = vt_contract::context::Extensions::default()
+        .with(SystemsPort::new(VtSystems::new(good).expect("client")));
     let engine = vt_agent::build_engine(&vt_agent::Config::default(), None, ext).expect("engine");
     let input = r#"{"cartao": "1234567890", "recarga": {"valor": 20, "meio_pagamento": {"tipo": "pix", "token": "tok_x"}}}"#;
     let ran = vt_agent::run_flow(&engine, input).await.expect("flow");
@@ -265,8 +269,8 @@ fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
 /// `[pix.tls]` a charge is created and read back over mutual TLS; without a certificate nothing is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pix_provider_is_reached_over_mutual_tls_and_refuses_a_client_without_a_certificate() {
-    use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
-    use vt_actions::pix::{PixConfig, Psp};
+    use vt_connectors::pix::{PixConfig, Psp};
+    use vt_domain::pix::api::{Calendario, CobPedido, CobStatus, ValorOriginal};
     let pki = Pki::new();
     let sim = Simulator::new(quick_simulator());
     let url = serve_tls(&pki, &sim).await;
@@ -287,11 +291,11 @@ async fn the_pix_provider_is_reached_over_mutual_tls_and_refuses_a_client_withou
         chave: "recargas@operadora.example.com.br".into(),
         solicitacao_pagador: Some("Recarga de vale-transporte, cartão ****7890".into()),
     };
-    let txid = vt_actions::pix::txid("k-mtls", 0);
+    let txid = vt_domain::pix::txid("k-mtls", 0);
 
     let good = Psp::new(&pix(pki.tls(Some("cliente.pem"), Some("cliente.key")))).expect("client");
     let cob = good.criar_cob(&txid, &pedido).await.expect("created over mTLS");
-    vt_actions::pix::BrCode::checked(
+    vt_domain::pix::BrCode::checked(
         cob.pix_copia_e_cola.as_deref().unwrap_or_default(),
         pedido.valor.original,
     )
@@ -299,7 +303,7 @@ async fn the_pix_provider_is_reached_over_mutual_tls_and_refuses_a_client_withou
     assert_eq!(good.cob(&txid).await.expect("read").status, CobStatus::Ativa);
 
     let without = Psp::new(&pix(pki.tls(None, None))).expect("client");
-    let other = vt_actions::pix::txid("k-mtls", 1);
+    let other = vt_domain::pix::txid("k-mtls", 1);
     assert!(
         without.criar_cob(&other, &pedido).await.is_err(),
         "no certificate, no charge"

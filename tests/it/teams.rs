@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use vt_actions::tools::VtSettings;
 use vt_agent::{CaseError, CaseState, Equipe, HandoffConfig, Store, SupportAgent};
+use vt_domain::tools::VtSettings;
 
 use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_handing_off};
@@ -179,7 +179,7 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
         case.team, "geral",
         "a card holder's request goes to the default team"
     );
-    assert_eq!(case.motivo, vt_actions::HandoffReason::PedidoDoCliente);
+    assert_eq!(case.motivo, vt_contract::HandoffReason::PedidoDoCliente);
     let protocol = case.protocol.clone().expect("protocol");
     // The bot's acknowledgement is no response: the first-response clock still runs.
     let ack = h.say("c-transf", "alô?").await;

@@ -19,7 +19,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message as _;
 use serde_json::{Value, json};
-use vt_actions::systems::{RunningSimulator, Simulator, SimulatorConfig};
+use vt_simulators::systems::{RunningSimulator, Simulator, SimulatorConfig};
 
 use crate::cli::vt_agent_in;
 use crate::support::FakeServer;
@@ -755,7 +755,7 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this process");
 
-    let h = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let h = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     let mut user = crate::support::user();
     user.channel = "whatsapp".into();
     let msg = vt_agent::Inbound {
@@ -1005,7 +1005,7 @@ async fn a_flow_through_oauth2_leaves_no_secret_or_token_in_traces_outputs_or_da
     let sim = Simulator::new(SimulatorConfig::default())
         .spawn_behind(
             0,
-            vt_actions::systems::SimulatorAuth::Oauth2 {
+            vt_simulators::systems::SimulatorAuth::Oauth2 {
                 client_id: "vt-agent".into(),
                 client_secret: CLIENT_SECRET.into(),
                 token_ttl: std::time::Duration::from_secs(3600),

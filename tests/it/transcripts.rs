@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
-use vt_actions::tools::VtSettings;
 use vt_agent::Transcript;
 use vt_agent::{Expect, Setup, Turn};
 use vt_agent::{LlmProvider, OpenAiProvider, ProviderSettings, Scripted, ScriptedProvider};
 use vt_agent::{RunOptions, run_transcript};
+use vt_domain::tools::VtSettings;
 
 use crate::support::{FakeServer, chat_harness};
 

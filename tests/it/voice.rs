@@ -342,7 +342,7 @@ async fn a_recording_whose_bytes_do_not_match_metas_sha256_is_never_transcribed(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_transcricao_a_voice_note_gets_the_text_only_answer() {
     let wa = whatsapp_on(
-        crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await,
+        crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await,
         vec![sent()],
     )
     .await;

@@ -52,7 +52,7 @@ pub(crate) struct Wa {
 }
 
 async fn whatsapp(graph_answers: Vec<Canned<'static>>) -> Wa {
-    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     whatsapp_on(chat, graph_answers).await
 }
 
@@ -631,13 +631,13 @@ async fn bursts_over_the_webhook_are_processed_and_answered_in_the_order_stored(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stored() {
     let pg = crate::store::PgFixture::start().await;
-    let sim = vt_actions::systems::Simulator::new(crate::support::quick_simulator());
+    let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
     let mut instances = Vec::new();
     for store in [pg.store.clone(), pg.second.clone()] {
         let chat = crate::support::chat_harness_with(
             store,
             None,
-            vt_actions::tools::VtSettings::default(),
+            vt_domain::tools::VtSettings::default(),
             Some(sim.clone()),
         )
         .await;
@@ -661,7 +661,7 @@ async fn a_message_stored_before_a_failed_one_is_still_answered() {
         fail_accepting: Some("não dá para guardar"),
         turn_attempts: std::sync::atomic::AtomicU32::new(0),
     });
-    let chat = crate::support::chat_harness_on(store, None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await;
     let wa = whatsapp_on(chat, vec![]).await;
     let mut v: Value =
         serde_json::from_slice(&text_notification("saldo do cartão 1234567890", "wamid.A")).expect("json");
@@ -736,7 +736,7 @@ async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_
     let txid = shown
         .iter()
         .find_map(|i| i.payload["files"][0]["fileId"].as_str())
-        .and_then(|id| id.strip_prefix(vt_actions::tools::QR_FILE))
+        .and_then(|id| id.strip_prefix(vt_domain::tools::QR_FILE))
         .expect("a reply carries the QR")
         .to_owned();
     // One item of a conversation at a time, in order.
@@ -756,11 +756,11 @@ async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_
         .iter()
         .find(|t| t.starts_with("000201"))
         .unwrap_or_else(|| panic!("the code, alone in its message: {sends:?}"));
-    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
+    vt_domain::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
     let uploads = wa.uploads();
     assert_eq!(uploads.len(), 1, "one image uploaded");
     let raw = &uploads[0].raw;
-    let png = vt_actions::pix::qr::png(code).expect("png");
+    let png = vt_domain::pix::qr::png(code).expect("png");
     assert!(
         raw.windows(png.len()).any(|w| w == png.as_slice()),
         "the QR of that code is the file uploaded"
@@ -849,7 +849,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
     let pix = &parameters["payment_settings"][0];
     assert_eq!(pix["type"], "pix_dynamic_code");
     let code = pix["pix_dynamic_code"]["code"].as_str().expect("the code");
-    vt_actions::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
+    vt_domain::pix::BrCode::checked(code, rust_decimal::dec!(20)).expect("its CRC and amount check");
     assert_eq!(
         pix["pix_dynamic_code"]["key"],
         "recargas@operadora.example.com.br"
@@ -906,7 +906,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
 /// Another person gets their own notice once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer() {
-    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     let notice = vt_agent::AVISO_PRIVACIDADE;
     let wa = whatsapp_greeting(chat, vec![sent(); 6], notice, 0).await;
     let body = |text: &str, from: &str, wamid: &str| text_from(from, text, wamid);
@@ -975,7 +975,7 @@ async fn a_card_recharge_on_whatsapp_sends_a_button_to_the_checkout_and_credits_
     let id = shown
         .iter()
         .find_map(|i| i.payload["files"][0]["fileId"].as_str())
-        .and_then(|f| f.strip_prefix(vt_actions::tools::LINK_FILE))
+        .and_then(|f| f.strip_prefix(vt_domain::tools::LINK_FILE))
         .expect("a reply carries the link")
         .to_owned();
     for _ in 0..2 {

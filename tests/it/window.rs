@@ -50,7 +50,7 @@ fn prices() -> vt_agent::CustosConfig {
 }
 
 async fn whatsapp(graph_answers: Vec<crate::support::Canned<'static>>) -> Wa {
-    let chat = crate::support::chat_harness(None, vt_actions::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
     whatsapp_on(chat, graph_answers).await
 }
 
@@ -825,7 +825,7 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
     let txid = items
         .iter()
         .find_map(|i| i.payload["files"][0]["fileId"].as_str())
-        .and_then(|id| id.strip_prefix(vt_actions::tools::QR_FILE))
+        .and_then(|id| id.strip_prefix(vt_domain::tools::QR_FILE))
         .expect("a code was shown")
         .to_owned();
     let paid = wa.served.chat.sim.pix().pay(&txid, false).expect("paid");

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use vt_actions::systems::tape::Exchange;
+use vt_connectors::tape::Exchange;
 
 use super::effects::{self, Effect};
 use super::pseudonym::Pseudonyms;
@@ -369,7 +369,7 @@ fn paid_before(charge: &crate::store::PixCharge, until: Option<DateTime<Utc>>) -
 /// The lines a turn that issued `charge` must show again: its amount as the reply said it, and a Pix
 /// code where it showed one (every code is new, its start is not).
 fn must_show(charge: &crate::store::PixCharge, shown: &str) -> Vec<String> {
-    let amount = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+    let amount = vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
     let code = (charge.meio == crate::store::ChargeMeans::Pix).then(|| "000201".to_owned());
     std::iter::once(amount)
         .chain(code)

@@ -78,7 +78,7 @@ fn amount_of(v: &Value) -> Option<rust_decimal::Decimal> {
 
 /// `R$ 1.234,50`, as people in Brazil read it.
 fn reais_for_people(amount: rust_decimal::Decimal) -> String {
-    vt_actions::vt::money_for_people("BRL", amount, vt_actions::vt::Idioma::PtBr)
+    vt_domain::vt::money_for_people("BRL", amount, vt_domain::vt::Idioma::PtBr)
 }
 
 /// The card a request names, masked.
@@ -91,7 +91,7 @@ fn masked_card(body: Option<&Value>, path: &str) -> String {
         .map(|(_, rest)| rest.split('&').next().unwrap_or_default().to_owned());
     from_body
         .or(from_query)
-        .map(|c| vt_actions::vt::card::mask_card(&c))
+        .map(|c| vt_domain::vt::card::mask_card(&c))
         .unwrap_or_default()
 }
 

@@ -192,7 +192,7 @@ fn corpus_of(cases: &[Case]) -> String {
 fn read_baseline(path: &Path) -> anyhow::Result<Baseline> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("não foi possível ler a linha de base {}: {e}", path.display()))?;
-    vt_actions::json::from_text(&text)
+    vt_contract::json::from_text(&text)
         .map_err(|e| anyhow::anyhow!("a linha de base {} é inválida: {e}", path.display()))
 }
 
@@ -266,7 +266,7 @@ fn approve(run: &ReplayRun, options: &ReplayOptions) -> anyhow::Result<()> {
             .map(|c| (c.id.clone(), c.effects.clone()))
             .collect(),
     };
-    let text = vt_actions::json::to_pretty(&baseline)?;
+    let text = vt_contract::json::to_pretty(&baseline)?;
     std::fs::write(&path, text)
         .map_err(|e| anyhow::anyhow!("não foi possível gravar {}: {e}", path.display()))?;
     eprintln!("referência aprovada: {}", path.display());
@@ -303,7 +303,9 @@ async fn play_once(
     let run_options = RunOptions {
         config: options.candidate.clone(),
         model: Some(choice),
-        systems: Some(vt_actions::systems::VtSystems::over_router(systems.router())),
+        systems: Some(vt_connectors::systems::VtSystems::in_process(
+            vt_simulators::InProcess::shared(systems.router()),
+        )),
         ..RunOptions::default()
     };
     let mut play = Play::default();

@@ -169,7 +169,7 @@ impl Pseudonyms {
                 format!("\u{E000}{}\u{E001}", phones.len() - 1)
             })
             .into_owned();
-        let cards = vt_actions::vt::card::replace_cards_in(&held, |found| self.card(found));
+        let cards = vt_domain::vt::card::replace_cards_in(&held, |found| self.card(found));
         let mut out = cards;
         for (i, phone) in phones.iter().enumerate() {
             out = out.replace(&format!("\u{E000}{i}\u{E001}"), phone);

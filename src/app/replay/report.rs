@@ -17,7 +17,7 @@ pub(super) fn write(run: &ReplayRun, cases: &[Case], out: &Path) -> anyhow::Resu
     };
     std::fs::create_dir_all(out.join("cases"))
         .map_err(|e| anyhow::anyhow!("não foi possível criar {}: {e}", out.display()))?;
-    written("report.json", vt_actions::json::to_pretty(run)?)?;
+    written("report.json", vt_contract::json::to_pretty(run)?)?;
     written("junit.xml", junit(run))?;
     written("summary.md", markdown(run))?;
     for case in cases {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::IntoResponse;
-use vt_actions::systems::tape::{Exchange, normalized};
+use vt_connectors::tape::{Exchange, normalized};
 
 use super::pseudonym::Pseudonyms;
 use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
@@ -39,7 +39,7 @@ impl Systems {
     /// The first answer not given yet to a request like this one.
     fn answer(&self, method: &Method, path: &str, body: &Bytes) -> Option<Exchange> {
         let body = (!body.is_empty())
-            .then(|| vt_actions::json::from_bytes::<serde_json::Value>(body).ok())
+            .then(|| vt_contract::json::from_bytes::<serde_json::Value>(body).ok())
             .flatten()
             .map(|b| normalized(&b));
         let mut left = self.left.lock().unwrap_or_else(PoisonError::into_inner);

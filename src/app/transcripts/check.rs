@@ -2,9 +2,9 @@
 //! ([`Observed`]). A failure is `(what, expected, actual)`.
 
 use serde_json::{Map, Value};
-use vt_actions::systems::LedgerEntry;
-use vt_actions::tools::user_confirms;
-use vt_actions::vt::card::mask_cards_in;
+use vt_domain::tools::user_confirms;
+use vt_domain::vt::card::mask_cards_in;
+use vt_simulators::systems::LedgerEntry;
 
 use super::world::Observed;
 use crate::engine::TurnEvent;
@@ -79,7 +79,7 @@ fn model_calls(events: &[TurnEvent]) -> Vec<(String, Value)> {
         .filter_map(TurnEvent::model_tool_call)
         .map(|(name, arguments)| {
             let parsed =
-                vt_actions::json::from_text(arguments).unwrap_or(Value::String(arguments.to_owned()));
+                vt_contract::json::from_text(arguments).unwrap_or(Value::String(arguments.to_owned()));
             (name.to_owned(), parsed)
         })
         .collect()
@@ -225,11 +225,11 @@ fn check_ledger(expect: &Expect, ledger: &[LedgerEntry]) -> Result<(), Failure> 
     if let Some(l) = &expect.ledger {
         let charged = ledger
             .iter()
-            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
+            .filter(|e| e.efeito == Some(vt_simulators::systems::Efeito::RecargaEfetivada))
             .count();
         let delivered = ledger
             .iter()
-            .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::NotificacaoEntregue))
+            .filter(|e| e.efeito == Some(vt_simulators::systems::Efeito::NotificacaoEntregue))
             .count();
         if let Some(n) = l.recharges
             && n != charged
@@ -295,7 +295,7 @@ pub(super) fn violation(rule: &Never, turn: &Turn, seen: &Observed) -> Option<St
             let charged = seen
                 .ledger
                 .iter()
-                .any(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada));
+                .any(|e| e.efeito == Some(vt_simulators::systems::Efeito::RecargaEfetivada));
             let confirmed = seen
                 .pending_before
                 .as_ref()

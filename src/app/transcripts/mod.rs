@@ -43,7 +43,7 @@ pub struct RunOptions {
     /// The systems to play against instead of the simulator's (`vt-agent replay`: what was recorded).
     /// Payments then go to the embedded simulator's providers, as `serve` composes them with none
     /// configured: a replay never reaches a real provider.
-    pub systems: Option<vt_actions::systems::VtSystems>,
+    pub systems: Option<vt_connectors::systems::VtSystems>,
 }
 
 /// The model `vt-agent eval` plays the cases with.
@@ -159,13 +159,13 @@ fn overridden<T: Serialize + serde::de::DeserializeOwned>(
     base: &T,
     overrides: &Map<String, Value>,
 ) -> Result<T, String> {
-    let mut v = vt_actions::json::to_value(base).map_err(|e| e.to_string())?;
+    let mut v = vt_contract::json::to_value(base).map_err(|e| e.to_string())?;
     if let Some(obj) = v.as_object_mut() {
         for (k, val) in overrides {
             obj.insert(k.clone(), val.clone());
         }
     }
-    vt_actions::json::from_value(v).map_err(|e| e.to_string())
+    vt_contract::json::from_value(v).map_err(|e| e.to_string())
 }
 
 fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
@@ -265,7 +265,7 @@ fn charges(world: &World) -> usize {
         .sim
         .ledger()
         .iter()
-        .filter(|e| e.efeito == Some(vt_actions::systems::Efeito::RecargaEfetivada))
+        .filter(|e| e.efeito == Some(vt_simulators::systems::Efeito::RecargaEfetivada))
         .count()
 }
 
@@ -327,7 +327,7 @@ async fn play_in(world: &World, t: &Transcript, report: &mut TranscriptReport) -
             // The rule and the words that broke it (cards masked): a report names what was said.
             let what = format!(
                 "never rule {rule:?} broken by {:?}",
-                truncate(&vt_actions::vt::card::mask_cards_in(&v), 80)
+                truncate(&vt_domain::vt::card::mask_cards_in(&v), 80)
             );
             return Err(mismatch(&what, format!("{rule:?} holds"), v));
         }

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use vt_actions::context::Extensions;
-use vt_actions::systems::simulator::{CardBehavior, magic_cards};
-use vt_actions::systems::{
-    LedgerEntry, RunningSimulator, Simulator, SimulatorConfig, SystemsConfig, VtSystems,
-};
-use vt_actions::tools::{RecargaPendente, STATE_PENDENTE, VtSettings};
+use vt_connectors::systems::{SystemsConfig, VtSystems};
+use vt_contract::context::Extensions;
+use vt_domain::tools::{RecargaPendente, STATE_PENDENTE, VtSettings};
+use vt_simulators::systems::{CardBehavior, magic_cards};
+use vt_simulators::systems::{LedgerEntry, RunningSimulator, Simulator, SimulatorConfig};
 
 use super::{Mismatch, RunOptions, overridden, parse_time, setup_error};
 use crate::config::Config;
@@ -383,7 +382,7 @@ impl World {
         let pending_before: Option<RecargaPendente> = before
             .as_ref()
             .and_then(|c| c.state.get(STATE_PENDENTE).cloned())
-            .and_then(|v| vt_actions::json::from_value(v).ok());
+            .and_then(|v| vt_contract::json::from_value(v).ok());
         let ledger_before = self.sim.ledger().len();
         let started = Instant::now();
         let (handled, replies) = if turn.burst.is_empty() {
@@ -510,7 +509,7 @@ async fn simulator(setup: &Setup, clock: &ManualClock) -> Result<(Simulator, Run
         magic_cards()
     };
     for (card, behaviour) in &setup.simulator.cards {
-        let b: CardBehavior = vt_actions::json::from_value(behaviour.clone())
+        let b: CardBehavior = vt_contract::json::from_value(behaviour.clone())
             .map_err(|e| setup_error(&format!("simulator card {card}"), e))?;
         cards.insert(card.clone(), b);
     }
@@ -637,7 +636,9 @@ async fn product(
         Some(recorded) => recorded.clone(),
         None => VtSystems::new(systems).map_err(|e| setup_error("client", e))?,
     };
-    let mut ext = Extensions::default().with(client).with(vt);
+    let mut ext = Extensions::default()
+        .with(vt_domain::systems::SystemsPort::new(client))
+        .with(vt);
     let payments = if options.systems.is_some() || setup.simulated_payments {
         let pix = crate::app::simulated_pix(sim, &config);
         let card = crate::app::simulated_card(sim, &config);

@@ -145,7 +145,7 @@ impl Bot {
             match outcome {
                 Ok(()) => backoff = self.first_backoff,
                 Err(e) => {
-                    tracing::warn!(error = %vt_actions::redact::secrets(&e), "mattermost websocket dropped")
+                    tracing::warn!(error = %vt_contract::redact::secrets(&e), "mattermost websocket dropped")
                 }
             }
             // Jitter keeps many instances from reconnecting in step.
@@ -186,7 +186,7 @@ impl Bot {
                 Message::Close(_) => break,
                 _ => continue,
             };
-            let Ok(event) = vt_actions::json::from_text::<Event>(&text) else {
+            let Ok(event) = vt_contract::json::from_text::<Event>(&text) else {
                 continue;
             };
             if let Some(seq) = event.seq {
@@ -218,7 +218,7 @@ impl Bot {
     async fn posted(&self, me: &str, data: &Value) -> Option<(String, String)> {
         let post = data["post"]
             .as_str()
-            .and_then(|p| vt_actions::json::from_text::<Post>(p).ok())?;
+            .and_then(|p| vt_contract::json::from_text::<Post>(p).ok())?;
         if post.user_id == me || post.kind.starts_with("system_") || post.message.trim().is_empty() {
             return None;
         }
@@ -237,7 +237,7 @@ impl Bot {
         let direct = data["channel_type"].as_str() == Some("D");
         let mentioned = data["mentions"]
             .as_str()
-            .and_then(|m| vt_actions::json::from_text::<Vec<String>>(m).ok())
+            .and_then(|m| vt_contract::json::from_text::<Vec<String>>(m).ok())
             .is_some_and(|m| m.iter().any(|u| u == me));
         if !direct && !mentioned {
             return None;
@@ -350,7 +350,7 @@ impl PostSender {
     /// A checkout link per file, as an attachment whose title opens the provider's page.
     async fn link_attachments(
         &self,
-        links: &[vt_actions::FileContent],
+        links: &[vt_contract::FileContent],
     ) -> Result<Vec<serde_json::Value>, SendError> {
         let Some(store) = &self.files else {
             return Err(SendError::Permanent(
@@ -358,7 +358,7 @@ impl PostSender {
             ));
         };
         let mut attachments = Vec::new();
-        for id in links.iter().filter_map(vt_actions::tools::link_of) {
+        for id in links.iter().filter_map(vt_domain::tools::link_of) {
             let charge = crate::channels::charge_of(store.as_ref(), id).await?;
             attachments.push(json!({
                 "fallback": format!("Pagar com cartão: {}", charge.copia_e_cola),
@@ -373,7 +373,7 @@ impl PostSender {
     async fn upload(
         &self,
         channel_id: &str,
-        files: &[vt_actions::FileContent],
+        files: &[vt_contract::FileContent],
     ) -> Result<Vec<String>, SendError> {
         let Some(store) = &self.files else {
             return Err(SendError::Permanent(
@@ -434,7 +434,7 @@ impl ChannelSender for PostSender {
             .files
             .iter()
             .cloned()
-            .partition(|f| vt_actions::tools::link_of(f).is_some());
+            .partition(|f| vt_domain::tools::link_of(f).is_some());
         if !uploads.is_empty() {
             body["file_ids"] = json!(self.upload(channel_id, &uploads).await?);
         }

@@ -174,7 +174,7 @@ async fn list(state: &MattermostState) -> Result<String, CaseError> {
                 .owner
                 .as_deref()
                 .map_or_else(|| "aguardando".to_owned(), |o| format!("com @{o}"));
-            let reason = vt_actions::vt::card::mask_cards_in(&c.reason);
+            let reason = vt_domain::vt::card::mask_cards_in(&c.reason);
             let name = c.protocol.as_deref().unwrap_or(&c.id);
             format!(
                 "• `{name}` — {} — {} — {} — {owner} — {reason}",

@@ -134,7 +134,7 @@ impl MattermostConfig {
         .into_iter()
         .flatten()
         {
-            vt_actions::redact::register_secret(s);
+            vt_contract::redact::register_secret(s);
         }
     }
 
@@ -291,7 +291,7 @@ async fn call(
         .map(std::time::Duration::from_secs);
     let text = r.text().await.unwrap_or_default();
     match status {
-        200..=299 => Ok(vt_actions::json::from_text(&text).unwrap_or_default()),
+        200..=299 => Ok(vt_contract::json::from_text(&text).unwrap_or_default()),
         429 => Err(SendError::Retry {
             reason: "mattermost 429".into(),
             after: reset,

@@ -37,7 +37,7 @@ pub(super) async fn outgoing(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     let parsed: Option<Outgoing> = if json_body {
-        vt_actions::json::from_bytes(&body).ok()
+        vt_contract::json::from_bytes(&body).ok()
     } else {
         serde_urlencoded::from_bytes(&body).ok()
     };

@@ -15,9 +15,9 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::post;
-use vt_actions::pix::api::AvisoWebhook;
-use vt_actions::pix::automatico::{AvisoCobR, AvisoRec};
-use vt_actions::pix::{AvisoAutomatico, PspSimulado};
+use vt_domain::pix::api::AvisoWebhook;
+use vt_domain::pix::automatico::{AvisoCobR, AvisoRec};
+use vt_simulators::pix::{AvisoAutomatico, PspSimulado};
 
 use super::{Channel, Wiring};
 use crate::service::Services;
@@ -80,7 +80,7 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
         }));
         channel
             .routes
-            .push((vt_actions::pix::PAY_PATH, psp.payer_route()));
+            .push((vt_simulators::pix::PAY_PATH, psp.payer_route()));
         if wiring.service.automatic().active() {
             let (listener, notices) = (wiring.service.clone(), psp.notices_automatico());
             channel.jobs.push(Box::new(move |stop| {
@@ -92,7 +92,7 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
         }
         channel.notices.push(format!(
             "Pix: o simulador embutido é o provedor; POST {} paga um código",
-            vt_actions::pix::PAY_PATH
+            vt_simulators::pix::PAY_PATH
         ));
     }
     channel
@@ -101,7 +101,7 @@ pub fn channel(wiring: &Wiring, simulated: Option<&PspSimulado>, sweep_every: Du
 /// Reads back every charge the notice names (each once), in tasks the service tracks; answers at
 /// once. A body that is not a notice is refused, naming nothing of it.
 async fn webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
-    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoWebhook>(&body) else {
+    let Ok(aviso) = vt_contract::json::from_bytes::<AvisoWebhook>(&body) else {
         tracing::warn!("a Pix notice that is not the API Pix's was refused");
         return StatusCode::BAD_REQUEST;
     };
@@ -163,7 +163,7 @@ pub(super) async fn sweep(
 /// Recurrences a notice names, each read back from the provider in a task the service tracks;
 /// answers at once. A body that is not a notice is refused.
 async fn rec_webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
-    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoRec>(&body) else {
+    let Ok(aviso) = vt_contract::json::from_bytes::<AvisoRec>(&body) else {
         tracing::warn!("a Pix Automático notice that is not the API Pix's was refused");
         return StatusCode::BAD_REQUEST;
     };
@@ -173,7 +173,7 @@ async fn rec_webhook(State(service): State<Arc<Services>>, body: axum::body::Byt
 
 /// Recurring charges a notice names, each read back in a task the service tracks.
 async fn cobr_webhook(State(service): State<Arc<Services>>, body: axum::body::Bytes) -> StatusCode {
-    let Ok(aviso) = vt_actions::json::from_bytes::<AvisoCobR>(&body) else {
+    let Ok(aviso) = vt_contract::json::from_bytes::<AvisoCobR>(&body) else {
         tracing::warn!("a Pix Automático notice that is not the API Pix's was refused");
         return StatusCode::BAD_REQUEST;
     };

@@ -271,7 +271,7 @@ fn parse<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> R
             Some("corpo"),
         )
     })?;
-    vt_actions::json::from_text_naming(text).map_err(|e| {
+    vt_contract::json::from_text_naming(text).map_err(|e| {
         refused(
             StatusCode::BAD_REQUEST,
             "invalid_request",

@@ -145,7 +145,7 @@ async fn asking_to_confirm(
         return None;
     }
     let conv = conversations.conversation(id).await.ok()??;
-    let recharge = vt_actions::tools::RecargaPendente::id_in(&conv.state)?;
+    let recharge = vt_domain::tools::RecargaPendente::id_in(&conv.state)?;
     Some((newest.id, recharge))
 }
 
@@ -176,7 +176,7 @@ fn body(m: &StoredMessage, charges: &[PixCharge]) -> Option<Value> {
     let mut body = json!({
         "id": m.id,
         "papel": role,
-        "texto": vt_actions::vt::card::mask_cards_except(text, &codes),
+        "texto": vt_domain::vt::card::mask_cards_except(text, &codes),
         "em": m.created_at,
     });
     if let Some(name) = name {
@@ -197,7 +197,7 @@ fn body(m: &StoredMessage, charges: &[PixCharge]) -> Option<Value> {
             .find(|c| text.contains(&c.copia_e_cola))
     };
     if let Some(c) = shows(ChargeMeans::Pix)
-        && let Ok(png) = vt_actions::pix::qr::png(&c.copia_e_cola)
+        && let Ok(png) = vt_domain::pix::qr::png(&c.copia_e_cola)
     {
         body["pix"] = json!({
             "copia_e_cola": c.copia_e_cola,
@@ -219,7 +219,7 @@ fn boleto_in(text: &str) -> Option<String> {
         regex::Regex::new(r"\d{5}\.\d{5} \d{5}\.\d{6} \d{5}\.\d{6} \d \d{14}").expect("the line's pattern")
     });
     LINE.find_iter(text)
-        .find_map(|m| vt_actions::boleto::LinhaDigitavel::parse(m.as_str()).ok())
+        .find_map(|m| vt_domain::boleto::LinhaDigitavel::parse(m.as_str()).ok())
         .map(|l| l.formatted())
 }
 
@@ -230,7 +230,7 @@ mod tests {
     #[test]
     fn a_boleto_line_is_shown_apart_only_when_it_checks() {
         let date = chrono::NaiveDate::from_ymd_opt(2026, 12, 10).expect("date");
-        let line = vt_actions::boleto::LinhaDigitavel::emitir(
+        let line = vt_domain::boleto::LinhaDigitavel::emitir(
             "341",
             date,
             rust_decimal::Decimal::new(5000, 2),

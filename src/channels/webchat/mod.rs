@@ -179,7 +179,7 @@ impl WebchatConfig {
     pub(crate) fn register_secrets(&self) {
         let keys = self.clientes.iter().filter_map(|c| c.chave_usuario.as_ref());
         for s in self.segredo.iter().chain(keys) {
-            vt_actions::redact::register_secret(s);
+            vt_contract::redact::register_secret(s);
         }
     }
 

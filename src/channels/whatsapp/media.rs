@@ -45,7 +45,9 @@ impl GraphMedia {
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| MediaError::Unreachable(vt_actions::redact::secrets(&e.to_string()).into_owned()))?;
+            .map_err(|e| {
+                MediaError::Unreachable(vt_contract::redact::secrets(&e.to_string()).into_owned())
+            })?;
         match response.status() {
             s if s.is_success() => Ok(response),
             s => Err(MediaError::Status(s.as_u16())),
@@ -74,7 +76,7 @@ impl MediaSource for GraphMedia {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| MediaError::Unreachable(vt_actions::redact::secrets(&e.to_string()).into_owned()))?
+            .map_err(|e| MediaError::Unreachable(vt_contract::redact::secrets(&e.to_string()).into_owned()))?
         {
             bytes.extend_from_slice(&chunk);
             if bytes.len() as u64 > max_bytes {

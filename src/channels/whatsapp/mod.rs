@@ -189,7 +189,7 @@ impl WhatsAppConfig {
             .into_iter()
             .flatten()
         {
-            vt_actions::redact::register_secret(s);
+            vt_contract::redact::register_secret(s);
         }
     }
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
-use vt_actions::stages::channel_notices::{ChannelNotices, EnvioNotificacao, LowBalance, RechargeResult};
-use vt_actions::vt::Destinatario;
-use vt_actions::vt::timezone::Timezone;
+use vt_domain::stages::channel_notices::{ChannelNotices, EnvioNotificacao, LowBalance, RechargeResult};
+use vt_domain::vt::Destinatario;
+use vt_domain::vt::timezone::Timezone;
 
 use super::{CHANNEL, conversation_id};
 use crate::outbox::{ReplyPayload, TemplateUse};
@@ -94,7 +94,7 @@ impl WhatsAppNotices {
         let template = TemplateUse {
             purpose: "saldo_baixo".into(),
             parameters: [
-                ("cartao_final".to_owned(), vt_actions::vt::card::last_four(card)),
+                ("cartao_final".to_owned(), vt_domain::vt::card::last_four(card)),
                 ("saldo".to_owned(), notice.saldo.clone()),
             ]
             .into(),
@@ -129,7 +129,7 @@ impl WhatsAppNotices {
             payload: ReplyPayload {
                 conversation_id: conversation.clone(),
                 user_id: wa_id.to_owned(),
-                text: vt_actions::vt::card::mask_cards_in(text),
+                text: vt_domain::vt::card::mask_cards_in(text),
                 files: Vec::new(),
                 reply_to: None,
                 thread: None,
@@ -176,7 +176,7 @@ impl WhatsAppNotices {
             parameters: [
                 (
                     "cartao_final".to_owned(),
-                    vt_actions::vt::card::last_four(&notice.cartao),
+                    vt_domain::vt::card::last_four(&notice.cartao),
                 ),
                 ("valor".to_owned(), notice.valor.clone()),
                 ("resultado".to_owned(), notice.resultado.clone()),

@@ -6,7 +6,7 @@
 
 use rust_decimal::prelude::ToPrimitive as _;
 use serde_json::{Value, json};
-use vt_actions::tools::PedidoPix;
+use vt_domain::tools::PedidoPix;
 
 use crate::store::{ChargeStatus, PixCharge};
 
@@ -28,12 +28,12 @@ pub(super) fn message(pedido: PedidoPix, to: &str, charge: &PixCharge, key: &str
 
 /// The order to pay: the amount in cents (`offset` 100) and the code, paid to `key`.
 fn order_details(charge: &PixCharge, key: &str) -> Value {
-    let valor = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+    let valor = vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
     let cents = (charge.amount * rust_decimal::Decimal::ONE_HUNDRED)
         .round()
         .to_i64()
         .unwrap_or_default();
-    let merchant = vt_actions::pix::BrCode::parse(&charge.copia_e_cola)
+    let merchant = vt_domain::pix::BrCode::parse(&charge.copia_e_cola)
         .ok()
         .and_then(|c| c.nome().map(str::to_owned))
         .unwrap_or_default();
@@ -54,7 +54,7 @@ fn order_details(charge: &PixCharge, key: &str) -> Value {
                         "code": charge.copia_e_cola,
                         "merchant_name": merchant,
                         "key": key,
-                        "key_type": vt_actions::pix::tipo_chave(key),
+                        "key_type": vt_domain::pix::tipo_chave(key),
                     },
                 }],
             },

@@ -97,7 +97,7 @@ impl Sender {
         };
         let mut first = self.send_text(to, &reply.text).await?;
         for file in &reply.files {
-            if let Some((pedido, txid)) = vt_actions::tools::PedidoPix::of(file) {
+            if let Some((pedido, txid)) = vt_domain::tools::PedidoPix::of(file) {
                 let key = self.pix_key.as_deref().ok_or_else(|| {
                     SendError::Permanent("a native Pix order, and no Pix key to show".into())
                 })?;
@@ -108,7 +108,7 @@ impl Sender {
                 continue;
             }
             // A card checkout's link: a button that opens the provider's page.
-            if let Some(id) = vt_actions::tools::link_of(file) {
+            if let Some(id) = vt_domain::tools::link_of(file) {
                 let charge = crate::channels::charge_of(store.as_ref(), id).await?;
                 let message = link_button(to, LINK_BODY, charge.copia_e_cola);
                 first = first.or(self.post(&message).await?);
@@ -151,7 +151,7 @@ impl Sender {
             .part("file", part);
         let request = self.client.post(&self.media_url).multipart(form);
         let text = self.call(request).await?;
-        vt_actions::json::from_text::<wire::Uploaded>(&text)
+        vt_contract::json::from_text::<wire::Uploaded>(&text)
             .map(|u| u.id)
             .map_err(|_| SendError::Permanent("graph api: an upload answered without a media id".into()))
     }
@@ -237,7 +237,7 @@ impl Sender {
 
     async fn post(&self, body: &impl serde::Serialize) -> Result<Option<String>, GraphFailure> {
         let text = self.call(self.client.post(&self.url).json(body)).await?;
-        let sent: Option<wire::Sent> = vt_actions::json::from_text(&text).ok();
+        let sent: Option<wire::Sent> = vt_contract::json::from_text(&text).ok();
         Ok(sent.and_then(|s| s.messages.into_iter().next()).map(|m| m.id))
     }
 
@@ -261,7 +261,7 @@ impl Sender {
         if (200..300).contains(&status) {
             return Ok(text);
         }
-        let code = vt_actions::json::from_text::<wire::ErrorEnvelope>(&text)
+        let code = vt_contract::json::from_text::<wire::ErrorEnvelope>(&text)
             .ok()
             .map(|e| e.error.code);
         Err(GraphFailure {
@@ -287,7 +287,7 @@ impl From<GraphFailure> for SendError {
 
 /// By `error.code` first (a rate limit comes as HTTP 400), then by status.
 fn classify(status: u16, body: &str) -> SendError {
-    let error = vt_actions::json::from_text::<wire::ErrorEnvelope>(body)
+    let error = vt_contract::json::from_text::<wire::ErrorEnvelope>(body)
         .ok()
         .map(|e| e.error);
     let what = match &error {

@@ -112,7 +112,7 @@ async fn store_all(
 ) -> StatusCode {
     for change in notification.entry.into_iter().flat_map(|e| e.changes) {
         let value = match change.field.as_str() {
-            "" | "messages" => match vt_actions::json::from_value::<wire::Value>(change.value) {
+            "" | "messages" => match vt_contract::json::from_value::<wire::Value>(change.value) {
                 Ok(v) => v,
                 Err(_) => return StatusCode::BAD_REQUEST,
             },
@@ -177,8 +177,8 @@ fn verified(
         tracing::warn!("whatsapp webhook with a missing or wrong signature refused");
         return Err(StatusCode::UNAUTHORIZED);
     }
-    vt_actions::json::from_bytes(body).map_err(|e| {
-        tracing::warn!(error = %vt_actions::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
+    vt_contract::json::from_bytes(body).map_err(|e| {
+        tracing::warn!(error = %vt_contract::redact::serde_message(&e.to_string()), "whatsapp webhook body unreadable");
         StatusCode::BAD_REQUEST
     })
 }
@@ -203,7 +203,7 @@ async fn record_template(
     let now = chrono::Utc::now();
     let template_state = if field == "message_template_status_update" {
         let u: wire::TemplateStatusUpdate =
-            vt_actions::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
+            vt_contract::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
         crate::store::TemplateState {
             name: u.message_template_name,
             language: u.message_template_language,
@@ -214,7 +214,7 @@ async fn record_template(
         }
     } else {
         let u: wire::TemplateCategoryUpdate =
-            vt_actions::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
+            vt_contract::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
         crate::store::TemplateState {
             name: u.message_template_name,
             language: u.message_template_language,

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
-use vt_actions::{
+use vt_contract::{
     ActionContext, ActionError, ActionResponse, AgentFunction, ResponseStatus, ResponseToAgent,
     ResponseToUser,
 };
@@ -27,7 +27,7 @@ impl Arguments<'_> {
         match self {
             Self::Value(v) => Ok(v),
             Self::Text(raw) if raw.trim().is_empty() => Ok(Value::Object(Map::new())),
-            Self::Text(raw) => vt_actions::json::from_text(raw).map_err(|e| {
+            Self::Text(raw) => vt_contract::json::from_text(raw).map_err(|e| {
                 ActionError::InvalidArguments(format!("os argumentos não são JSON válido ({e})"))
             }),
         }
@@ -150,7 +150,7 @@ impl Turn<'_> {
     /// text read as JSON (a string when it is not JSON).
     fn stage_output(&mut self, skill: &SkillDef, output: Option<Value>, text: &str) -> Value {
         let output = output.unwrap_or_else(|| {
-            vt_actions::json::from_text(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+            vt_contract::json::from_text(text).unwrap_or_else(|_| Value::String(text.to_owned()))
         });
         self.stages.push(StageOutput {
             skill: skill.name.clone(),
@@ -240,7 +240,7 @@ impl Turn<'_> {
         args: Arguments<'_>,
     ) -> Result<ActionResponse, ActionError> {
         let span = spans::tool(&call.name, || match output_of {
-            Some(stage) => vt_actions::json::text(&serde_json::json!({"saida_de": stage})),
+            Some(stage) => vt_contract::json::text(&serde_json::json!({"saida_de": stage})),
             None => call.arguments.clone(),
         });
         let result = self
@@ -342,7 +342,7 @@ impl Turn<'_> {
         }
         // What the card holder reads says reais as people write them, whatever wrote the text.
         let texts = std::iter::once(r.message).chain(r.then).map(|text| Reply {
-            text: vt_actions::vt::reais_in(&text).into_owned(),
+            text: vt_domain::vt::reais_in(&text).into_owned(),
             files: Vec::new(),
         });
         let files = (!r.files.is_empty()).then(|| Reply {

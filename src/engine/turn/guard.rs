@@ -56,7 +56,7 @@ pub(super) fn held_back(text: &str, conv: &Conversation) -> Option<&'static str>
     if INSIDES.is_match(text) {
         return Some("mostra JSON, uma chamada de ferramenta ou uma chave interna");
     }
-    if !vt_actions::vt::parse::payment_cards(text).is_empty() {
+    if !vt_domain::vt::parse::payment_cards(text).is_empty() {
         return Some("repete o número de um cartão de pagamento");
     }
     let given = cards_given(conv);
@@ -66,7 +66,7 @@ pub(super) fn held_back(text: &str, conv: &Conversation) -> Option<&'static str>
             return !given.contains(&digits);
         }
         let four = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
-        !given.iter().any(|g| vt_actions::vt::card::last_four(g) == four)
+        !given.iter().any(|g| vt_domain::vt::card::last_four(g) == four)
     });
     if named_unknown {
         return Some("cita um cartão que a pessoa não informou");
@@ -95,7 +95,7 @@ fn numbers_said(conv: &Conversation) -> Vec<rust_decimal::Decimal> {
     let mut texts: Vec<String> = Vec::new();
     for said in conv.window.iter().filter_map(|m| m.text()) {
         texts.push(said.to_owned());
-        texts.push(vt_actions::vt::parse::number_words_to_digits(said));
+        texts.push(vt_domain::vt::parse::number_words_to_digits(said));
     }
     texts.push(Value::Object(conv.state.clone()).to_string());
     let mut known = Vec::new();
@@ -113,10 +113,10 @@ fn numbers_said(conv: &Conversation) -> Vec<rust_decimal::Decimal> {
 
 /// The transit cards the person gave in this conversation: remembered, pending, or in their messages.
 fn cards_given(conv: &Conversation) -> Vec<String> {
-    let mut given = vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory);
+    let mut given = vt_domain::tools::cartao::cards_held(&conv.state, &conv.memory);
     for m in &conv.window {
         if let ChatMessage::User { content } = m {
-            for card in vt_actions::vt::parse::cards(content) {
+            for card in vt_domain::vt::parse::cards(content) {
                 if !given.contains(&card) {
                     given.push(card);
                 }

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::{Map, Value};
-use vt_actions::context::Extensions;
-use vt_actions::vt::card::mask_cards_in;
-use vt_actions::{ActionContext, ActionError, ActionResponse};
+use vt_contract::context::Extensions;
+use vt_contract::{ActionContext, ActionError, ActionResponse};
+use vt_domain::vt::card::mask_cards_in;
 
 use super::conversation::{
     Conversation, ExecutionRecord, ExecutionStatus, InnerRuns, ModelCallRecord, Reply, StageOutput,
@@ -80,7 +80,7 @@ impl Engine {
     /// and a panic turned into an error.
     pub(crate) async fn invoke(
         &self,
-        action: &std::sync::Arc<dyn vt_actions::DynAction>,
+        action: &std::sync::Arc<dyn vt_contract::DynAction>,
         ctx: &ActionContext,
         name: &str,
         args: Value,
@@ -343,7 +343,7 @@ struct Turn<'a> {
     agent: &'a AgentDef,
     conv: &'a mut Conversation,
     turn_id: String,
-    /// The stored id of the user's message ([`vt_actions::ActionContext::message_id`]).
+    /// The stored id of the user's message ([`vt_contract::ActionContext::message_id`]).
     message_id: Option<String>,
     user_text: String,
     events: Vec<TurnEvent>,
@@ -503,7 +503,7 @@ impl<'a> Turn<'a> {
                 let call = ToolCall {
                     id: self.engine.ids.next("route"),
                     name,
-                    arguments: vt_actions::json::text(&arguments),
+                    arguments: vt_contract::json::text(&arguments),
                 };
                 self.push(ChatMessage::Assistant {
                     content: None,
@@ -558,7 +558,7 @@ impl<'a> Turn<'a> {
 
     /// Ends the turn with an assistant message.
     fn answer(&mut self, text: String) {
-        let text = vt_actions::vt::reais_in(&text).into_owned();
+        let text = vt_domain::vt::reais_in(&text).into_owned();
         self.push(ChatMessage::assistant(text.clone()));
         let reply = Reply {
             text,

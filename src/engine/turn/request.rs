@@ -33,7 +33,7 @@ fn cache_key(
     agent: &str,
     skill: &str,
     system: &str,
-    tools: &[std::sync::Arc<vt_actions::ToolSpec>],
+    tools: &[std::sync::Arc<vt_contract::ToolSpec>],
 ) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();

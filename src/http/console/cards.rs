@@ -67,11 +67,11 @@ pub(super) async fn history(
         StatusCode::OK,
         "cartao.html",
         context! {
-            cartao => vt_actions::vt::mask_card(&card),
+            cartao => vt_domain::vt::mask_card(&card),
             execucoes => runs,
             conversas => conversations,
             consultas => lookups,
-            ..frame(Some(&staff), "lookup", &format!("Histórico do cartão {}", vt_actions::vt::mask_card(&card)))
+            ..frame(Some(&staff), "lookup", &format!("Histórico do cartão {}", vt_domain::vt::mask_card(&card)))
         },
     )
 }

@@ -122,11 +122,11 @@ async fn cards_to_propose(
     else {
         return Ok(Vec::new());
     };
-    Ok(vt_actions::tools::cartao::cards_held(&conv.state, &conv.memory)
+    Ok(vt_domain::tools::cartao::cards_held(&conv.state, &conv.memory)
         .iter()
         .map(|card| {
             context! {
-                rotulo => vt_actions::vt::card::mask_card(card),
+                rotulo => vt_domain::vt::card::mask_card(card),
                 referencia => state.console.keys.seal_card(card),
             }
         })
@@ -213,8 +213,8 @@ pub(super) async fn page(
     // The case file as stored, cards masked and ids, keys and times whole: for administrators, behind
     // "Detalhes técnicos".
     let technical = staff.is_admin().then(|| {
-        let shown = crate::flow::masked_json(&case.case_file, vt_actions::vt::card::mask_cards_in);
-        vt_actions::json::to_pretty(&shown).unwrap_or_default()
+        let shown = crate::flow::masked_json(&case.case_file, vt_domain::vt::card::mask_cards_in);
+        vt_contract::json::to_pretty(&shown).unwrap_or_default()
     });
     render(
         StatusCode::OK,

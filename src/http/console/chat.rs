@@ -57,7 +57,7 @@ fn charge_state(status: ChargeStatus) -> &'static str {
 
 /// Money as Brazilians read it: `R$ 1.234,56`.
 pub(super) fn reais(amount: rust_decimal::Decimal) -> String {
-    vt_actions::vt::format_money("R$", amount, vt_actions::vt::Idioma::PtBr)
+    vt_domain::vt::format_money("R$", amount, vt_domain::vt::Idioma::PtBr)
 }
 
 /// The conversation's payments as panels: its Pix codes and card checkouts (from its charges), and the
@@ -147,7 +147,7 @@ async fn boleto_panel(state: &AppState, id: &str) -> Result<Option<Value>, Store
     let fell_due = run.stages.iter().any(|(_, saida)| {
         saida["observacoes"].as_array().is_some_and(|o| {
             o.iter()
-                .any(|x| x.as_str() == Some(vt_actions::stages::rf08_conciliar_recarga::BOLETO_VENCIDO))
+                .any(|x| x.as_str() == Some(vt_domain::stages::rf08_conciliar_recarga::BOLETO_VENCIDO))
         })
     });
     let situation = match last.as_str() {
@@ -157,7 +157,7 @@ async fn boleto_panel(state: &AppState, id: &str) -> Result<Option<Value>, Store
         "negada" => "recusado",
         _ => "em verificação",
     };
-    let amount = vt_actions::vt::decimal_from_json(&conciliacao["valor_recarga"]).map(reais);
+    let amount = vt_domain::vt::decimal_from_json(&conciliacao["valor_recarga"]).map(reais);
     let mut rows = vec![
         (
             "Vencimento",

@@ -129,8 +129,8 @@ fn event_line(event: &TurnEvent) -> Option<(&'static str, String)> {
             format!(
                 "{name}: {}{} — {}",
                 match status {
-                    vt_actions::response::ResponseStatus::Success => "sucesso",
-                    vt_actions::response::ResponseStatus::Error => "erro",
+                    vt_contract::response::ResponseStatus::Success => "sucesso",
+                    vt_contract::response::ResponseStatus::Error => "erro",
                 },
                 if *to_user {
                     ", resposta direta ao usuário"

@@ -35,13 +35,13 @@ pub(super) fn status_label(status: &str) -> String {
 /// An amount from a flow's input as pt-BR money (`R$ 900,00`); anything else as it came, masked.
 pub(super) fn money_of(v: &Json) -> String {
     let amount = match v {
-        Json::String(s) => vt_actions::vt::parse::parse_money(s),
+        Json::String(s) => vt_domain::vt::parse::parse_money(s),
         Json::Number(n) => n.to_string().parse().ok(),
         _ => None,
     };
     amount.map_or_else(
         || masked(&v.to_string()),
-        |a| vt_actions::vt::format_money("R$", a, vt_actions::vt::Idioma::PtBr),
+        |a| vt_domain::vt::format_money("R$", a, vt_domain::vt::Idioma::PtBr),
     )
 }
 
@@ -67,7 +67,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
                 execucao => a.execucao_id.clone(),
                 situacao => f.attempt.status.as_str(),
                 cartao => a.cartao_mascarado.clone(),
-                valor => vt_actions::vt::format_money(&a.moeda, a.valor, vt_actions::vt::Idioma::PtBr),
+                valor => vt_domain::vt::format_money(&a.moeda, a.valor, vt_domain::vt::Idioma::PtBr),
                 verificacoes => f.checks,
                 proxima => if f.next_check_at <= now { "agora".to_owned() } else { when(&state, f.next_check_at) },
                 prazo => when(&state, f.deadline_at),
@@ -82,7 +82,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
                 id => r.execucao_id.clone(),
                 situacao => status_label(r.status.as_str()),
                 interrompido => r.status == RunStatus::EmAndamento,
-                cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_actions::vt::mask_card),
+                cartao => r.input.get("cartao").and_then(Json::as_str).map(vt_domain::vt::mask_card),
                 valor => r.input.pointer("/recarga/valor").map(money_of),
                 inicio => when(&state, r.created_at),
                 fim => r.finished_at.map(|t| when(&state, t)),
@@ -124,8 +124,8 @@ fn batch_view(
 
 /// The policy a run used, in one line (the same default reaches every way in, so it says which).
 fn policy_line(input: &Json) -> Option<String> {
-    let p: vt_actions::vt::Politicas = vt_actions::json::from_value(input.get("politicas")?.clone()).ok()?;
-    let money = |v| vt_actions::vt::format_money(&p.moeda_padrao, v, vt_actions::vt::Idioma::PtBr);
+    let p: vt_domain::vt::Politicas = vt_contract::json::from_value(input.get("politicas")?.clone()).ok()?;
+    let money = |v| vt_domain::vt::format_money(&p.moeda_padrao, v, vt_domain::vt::Idioma::PtBr);
     Some(reais_in(&format!(
         "recarga de {} a {}; saldo baixo até {}; cartão de {} a {} dígitos; fuso {}",
         money(p.valor_min),
@@ -138,7 +138,7 @@ fn policy_line(input: &Json) -> Option<String> {
 }
 
 fn pretty(v: &Json) -> String {
-    vt_actions::json::to_pretty(&masked_json(v)).unwrap_or_default()
+    vt_contract::json::to_pretty(&masked_json(v)).unwrap_or_default()
 }
 
 /// A stored JSON value as people read it ([`crate::flow::masked_json`]), with configured secrets out.

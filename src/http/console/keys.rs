@@ -52,7 +52,7 @@ impl ConsoleConfig {
 
     pub(crate) fn register_secrets(&self) {
         if let Some(s) = &self.secret {
-            vt_actions::redact::register_secret(s);
+            vt_contract::redact::register_secret(s);
         }
     }
 }

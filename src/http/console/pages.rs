@@ -27,22 +27,22 @@ pub(super) const LIST_LIMIT: i64 = 100;
 /// Free text from the store as the console shows it: card numbers masked, configured secrets out,
 /// amounts in reais as Brazilians read them.
 pub(super) fn masked(text: &str) -> String {
-    reais_in(&vt_actions::redact::secrets(
-        &vt_actions::vt::card::mask_cards_in(text),
+    reais_in(&vt_contract::redact::secrets(
+        &vt_domain::vt::card::mask_cards_in(text),
     ))
 }
 
 /// [`masked`] for a conversation's own texts: its payment `codes` (from its charges on record) stay
 /// whole, for the person helping its card holder to read out or copy.
 pub(super) fn masked_with(text: &str, codes: &[String]) -> String {
-    reais_in(&vt_actions::redact::secrets(
-        &vt_actions::vt::card::mask_cards_except(text, codes),
+    reais_in(&vt_contract::redact::secrets(
+        &vt_domain::vt::card::mask_cards_except(text, codes),
     ))
 }
 
-/// `BRL 20,00` as `R$ 20,00` ([`vt_actions::vt::reais_in`]): what the console's readers read.
+/// `BRL 20,00` as `R$ 20,00` ([`vt_domain::vt::reais_in`]): what the console's readers read.
 pub(super) fn reais_in(text: &str) -> String {
-    vt_actions::vt::reais_in(text).into_owned()
+    vt_domain::vt::reais_in(text).into_owned()
 }
 
 /// The payment codes of conversation `id` (see [`crate::store::PixCharge::codes`]).
@@ -262,7 +262,7 @@ impl LookupForm {
         {
             return Ok(card);
         }
-        vt_actions::vt::parse::cards(&self.cartao)
+        vt_domain::vt::parse::cards(&self.cartao)
             .into_iter()
             .next()
             .ok_or_else(|| {
@@ -357,7 +357,7 @@ pub(super) async fn lookup(
         Ok(Ok(handled)) => {
             let looked = Looked {
                 answer: masked(&handled.reply_text()),
-                masked: vt_actions::vt::mask_card(&card),
+                masked: vt_domain::vt::mask_card(&card),
                 sealed: state.console.keys.seal_card(&card),
             };
             lookup_view(&staff, StatusCode::OK, Some(looked), None)

@@ -17,7 +17,7 @@ use crate::http::state::AppState;
 fn report(state: &AppState) -> Option<Value> {
     let dir = state.replay_dir.as_ref()?;
     let text = std::fs::read_to_string(dir.join("report.json")).ok()?;
-    vt_actions::json::from_text(&text).ok()
+    vt_contract::json::from_text(&text).ok()
 }
 
 /// One case's row and, when it did not pass, its effects side by side.

@@ -11,7 +11,7 @@ pub(super) fn summary(etapa: &str, saida: &Value) -> String {
         saida.get(k).and_then(Value::as_f64).map(|v| {
             let moeda = saida.get("moeda").and_then(Value::as_str).unwrap_or("BRL");
             let v = rust_decimal::Decimal::try_from(v).unwrap_or_default();
-            vt_actions::vt::money_for_people(moeda, v, vt_actions::vt::Idioma::PtBr)
+            vt_domain::vt::money_for_people(moeda, v, vt_domain::vt::Idioma::PtBr)
         })
     };
     let status = saida.get("status").map(Value::to_string).unwrap_or_default();
@@ -42,13 +42,13 @@ pub(super) fn summary(etapa: &str, saida: &Value) -> String {
         "rf06" => match saida.pointer("/body/valor").and_then(Value::as_f64) {
             Some(v) => format!(
                 "Recarga de {} preparada.",
-                vt_actions::vt::money_for_people(
+                vt_domain::vt::money_for_people(
                     saida
                         .pointer("/body/moeda")
                         .and_then(Value::as_str)
                         .unwrap_or("BRL"),
                     rust_decimal::Decimal::try_from(v).unwrap_or_default(),
-                    vt_actions::vt::Idioma::PtBr
+                    vt_domain::vt::Idioma::PtBr
                 )
             ),
             None => "Recarga não preparada (dados inválidos).".into(),

@@ -1,5 +1,5 @@
 //! A recharge paid by card: the checkout link issued at the card provider and kept on record, and the
-//! chat tools' port to it ([`vt_actions::tools::CardCheckouts`]).
+//! chat tools' port to it ([`vt_domain::tools::CardCheckouts`]).
 
 #[allow(clippy::wildcard_imports)] // the parent's types and imports: one module split by what it does
 use super::*;
@@ -14,10 +14,10 @@ pub(super) async fn issue_link(
 ) -> Result<LinkCartao, PaymentError> {
     let (recharge, recharge_key, n) = (checkout.recharge, checkout.recharge_key, checkout.n);
     let valor = checkout.amount()?;
-    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    let cartao = vt_domain::vt::mask_card(&recharge.cartao);
     let pedido = PedidoLink {
         valor,
-        referencia: vt_actions::pix::txid(recharge_key, n),
+        referencia: vt_domain::pix::txid(recharge_key, n),
         descricao: format!("Recarga de vale-transporte, cartão {cartao}"),
         expira_em: now + Duration::minutes(i64::from(setup.config.expiracao_minutos)),
         chave: format!("checkout-{recharge_key}-{n}"),
@@ -45,10 +45,10 @@ pub(super) async fn issue_link(
 
 /// A checkout on record as the card holder is shown it: the line with its link.
 pub(super) fn link_shown(charge: &PixCharge, recharge: &FlowInput) -> LinkCartao {
-    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    let cartao = vt_domain::vt::mask_card(&recharge.cartao);
     LinkCartao {
         id: charge.txid.clone(),
-        texto: vt_actions::cartao::textos::link(
+        texto: vt_domain::cartao::textos::link(
             charge.amount,
             &cartao,
             &charge.copia_e_cola,
@@ -99,14 +99,14 @@ pub(super) async fn renew_link(
 }
 
 /// The chat tools' way to send a confirmed card recharge to the provider's checkout
-/// ([`vt_actions::tools::CardCheckouts`]): the link in the calling turn's conversation, at its time.
+/// ([`vt_domain::tools::CardCheckouts`]): the link in the calling turn's conversation, at its time.
 pub(super) struct CardPort {
     store: Arc<dyn PixStore>,
     setup: CardSetup,
 }
 
 #[async_trait::async_trait]
-impl vt_actions::tools::CardCheckouts for CardPort {
+impl vt_domain::tools::CardCheckouts for CardPort {
     async fn link(
         &self,
         ctx: &ActionContext,
@@ -135,6 +135,6 @@ impl vt_actions::tools::CardCheckouts for CardPort {
 }
 
 /// The port the chat tools send card recharges to the checkout through, for the engine's extensions.
-pub fn card_port(store: Arc<dyn PixStore>, setup: CardSetup) -> vt_actions::tools::SharedCardCheckouts {
+pub fn card_port(store: Arc<dyn PixStore>, setup: CardSetup) -> vt_domain::tools::SharedCardCheckouts {
     Arc::new(CardPort { store, setup })
 }

@@ -8,15 +8,16 @@
 //! what made it (a turn, a notice, the sweep).
 //!
 //! A recharge paid by card (step 24) is a charge too, with the same life and the same gate: a checkout
-//! link at the card provider ([`vt_actions::cartao::Checkouts`]) instead of a code, its payment read
+//! link at the card provider ([`vt_domain::cartao::Checkouts`]) instead of a code, its payment read
 //! back before anything happens, claimed once, credited under the recharge's key with the payment id as
 //! its token, refunded when it cannot be credited. Where the two differ — which provider a charge is
 //! read from, withdrawn at and refunded by, and what the card holder reads — is [`Rail`].
 
 use chrono::{DateTime, Duration, Utc};
-use vt_actions::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
-use vt_actions::pix::{BrCode, BrCodeError, PixConfig, PixError, Psp, textos};
-use vt_actions::vt::{FlowInput, PaymentToken};
+use vt_connectors::pix::{PixConfig, PixError, Psp};
+use vt_domain::pix::api::{Calendario, CobPedido, CobStatus, DevolucaoStatus, ValorOriginal};
+use vt_domain::pix::{BrCode, BrCodeError, textos};
+use vt_domain::vt::{FlowInput, PaymentToken};
 
 mod card;
 mod pix;
@@ -33,15 +34,16 @@ use std::sync::Arc;
 
 use tracing::Instrument as _;
 
-use vt_actions::tools::{CodigoPix, NovoCodigo};
-use vt_actions::{ActionContext, ActionError};
+use vt_contract::{ActionContext, ActionError};
+use vt_domain::tools::{CodigoPix, NovoCodigo};
 
 use crate::store::{
     ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, StoreError,
 };
 use crate::telemetry::spans;
-use vt_actions::cartao::{CartaoConfig, CartaoError, Checkouts, EstornoStatus, LinkStatus, PedidoLink};
-use vt_actions::tools::{LinkCartao, NovoLink};
+use vt_connectors::cartao::CartaoConfig;
+use vt_domain::cartao::{CartaoError, Checkouts, EstornoStatus, LinkStatus, PedidoLink};
+use vt_domain::tools::{LinkCartao, NovoLink};
 
 /// The provider and its settings, when the service takes Pix.
 #[derive(Debug, Clone)]
@@ -169,7 +171,7 @@ impl Payments<'_> {
                     return Ok(Settled::Nothing);
                 }
                 let input = recharge_of(&charge)?;
-                let cartao = vt_actions::vt::mask_card(&input.cartao);
+                let cartao = vt_domain::vt::mask_card(&input.cartao);
                 let text = (Texts::of(charge.meio).duplicado)(charge.amount, &cartao);
                 self.tell(&charge, text, None, true).await?;
                 Ok(Settled::RefundedDuplicate)
@@ -184,9 +186,9 @@ impl Payments<'_> {
         self,
         signature: Option<&str>,
         body: &[u8],
-    ) -> Result<Vec<String>, vt_actions::cartao::AvisoInvalido> {
+    ) -> Result<Vec<String>, vt_domain::cartao::AvisoInvalido> {
         let Some(card) = self.card.as_ref() else {
-            return Err(vt_actions::cartao::AvisoInvalido::Assinatura);
+            return Err(vt_domain::cartao::AvisoInvalido::Assinatura);
         };
         card.provider.aviso(signature, body, self.engine.now())
     }
@@ -262,7 +264,7 @@ impl Payments<'_> {
             Withdrawal::AlreadyMoved => return Ok(Settled::Nothing),
         }
         let input = recharge_of(charge)?;
-        let cartao = vt_actions::vt::mask_card(&input.cartao);
+        let cartao = vt_domain::vt::mask_card(&input.cartao);
         let text = (Texts::of(charge.meio).expirado)(charge.amount, &cartao);
         self.tell(charge, text, None, true).await?;
         Ok(Settled::Expired)
@@ -297,8 +299,8 @@ impl Payments<'_> {
         paid_at: DateTime<Utc>,
     ) -> Result<Settled, PaymentError> {
         let input = self.paid_recharge(charge, e2e).await?;
-        let cartao = vt_actions::vt::mask_card(&input.cartao);
-        let final_ = vt_actions::vt::card::last_four(&input.cartao);
+        let cartao = vt_domain::vt::mask_card(&input.cartao);
+        let final_ = vt_domain::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();
         let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
         self.store
@@ -309,7 +311,7 @@ impl Payments<'_> {
         let (settled, text, template) = match ran.output.status {
             FlowStatus::Concluido => {
                 let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
-                let novo = vt_actions::stages::novo_saldo(etapas);
+                let novo = vt_domain::stages::novo_saldo(etapas);
                 let text =
                     (Texts::of(charge.meio).comprovante)(charge.amount, &cartao, novo, paid_at, e2e, &tz);
                 if !self.moved(charge, ChargeStatus::Creditada).await? {
@@ -462,8 +464,8 @@ impl Payments<'_> {
         let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
-        let cartao = &vt_actions::vt::mask_card(&recharge_of(charge)?.cartao);
-        let valor = vt_actions::vt::money_for_people("BRL", charge.amount, vt_actions::vt::Idioma::PtBr);
+        let cartao = &vt_domain::vt::mask_card(&recharge_of(charge)?.cartao);
+        let valor = vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
         let card = charge.meio == ChargeMeans::CartaoCredito;
         let (motivo, reason, execucao_id) = match (why, card) {
             (Handover::NotCredited(execucao_id), false) => (
@@ -499,13 +501,13 @@ impl Payments<'_> {
                 "meio": charge.meio.as_str(),
                 "txid": charge.txid,
                 "end_to_end_id": e2e,
-                "valor": vt_actions::vt::money_json(charge.amount),
+                "valor": vt_domain::vt::money_json(charge.amount),
                 "cartao": cartao,
-                "devolucao": (!card).then(|| vt_actions::pix::refund_id(e2e)),
+                "devolucao": (!card).then(|| vt_domain::pix::refund_id(e2e)),
                 "execucao_id": execucao_id,
             },
         });
-        let handoff = vt_actions::HandoffReason::PagamentoNaoCreditado;
+        let handoff = vt_contract::HandoffReason::PagamentoNaoCreditado;
         let opening = (conv.id.as_str(), conv.tenant_id.as_str(), conv.channel.as_str());
         let case = self.board.new_case(opening, handoff, reason, file).await;
         let now = self.engine.now();
@@ -534,7 +536,7 @@ impl Payments<'_> {
         let native = self.speaker.channel(&conv.channel).native_orders
             && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
         let files = (ended && native)
-            .then(|| vt_actions::tools::PedidoPix::Situacao.file(&charge.txid))
+            .then(|| vt_domain::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()
             .collect();
         self.speaker.say_now(&conv, text, template, files).await?;
@@ -591,7 +593,7 @@ impl Charge<'_> {
         now: DateTime<Utc>,
     ) -> Result<PixCharge, PaymentError> {
         let request =
-            vt_actions::json::to_value(self.recharge).map_err(|e| StoreError::Invalid(e.to_string()))?;
+            vt_contract::json::to_value(self.recharge).map_err(|e| StoreError::Invalid(e.to_string()))?;
         Ok(store
             .open_charge(&PixCharge {
                 txid,
@@ -622,8 +624,8 @@ async fn issue(
     now: DateTime<Utc>,
 ) -> Result<CodigoPix, PaymentError> {
     let valor = charge.amount()?;
-    let cartao = vt_actions::vt::mask_card(&charge.recharge.cartao);
-    let txid = vt_actions::pix::txid(charge.recharge_key, charge.n);
+    let cartao = vt_domain::vt::mask_card(&charge.recharge.cartao);
+    let txid = vt_domain::pix::txid(charge.recharge_key, charge.n);
     let segundos = setup.config.expiracao_minutos * 60;
     let pedido = CobPedido {
         calendario: Calendario {
@@ -680,7 +682,7 @@ async fn withdraw(
 
 /// A charge on record as the card holder is shown it: the line, the code, its QR.
 fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentError> {
-    let cartao = vt_actions::vt::mask_card(&recharge.cartao);
+    let cartao = vt_domain::vt::mask_card(&recharge.cartao);
     Ok(CodigoPix {
         txid: charge.txid.clone(),
         texto: textos::cobranca(

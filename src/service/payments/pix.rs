@@ -1,10 +1,10 @@
-//! The chat tools' port to Pix ([`vt_actions::tools::PixCharges`]): a confirmed recharge's charge
+//! The chat tools' port to Pix ([`vt_domain::tools::PixCharges`]): a confirmed recharge's charge
 //! issued in the calling turn's conversation, and a new code when the last one expired.
 
 #[allow(clippy::wildcard_imports)] // the parent's types and imports: one module split by what it does
 use super::*;
 
-/// The chat tools' way to charge a confirmed Pix recharge ([`vt_actions::tools::PixCharges`]): issues
+/// The chat tools' way to charge a confirmed Pix recharge ([`vt_domain::tools::PixCharges`]): issues
 /// the charge in the calling turn's conversation, at the turn's time.
 pub(super) struct PixPort {
     store: Arc<dyn PixStore>,
@@ -13,7 +13,7 @@ pub(super) struct PixPort {
 }
 
 #[async_trait::async_trait]
-impl vt_actions::tools::PixCharges for PixPort {
+impl vt_domain::tools::PixCharges for PixPort {
     async fn issue(
         &self,
         ctx: &ActionContext,
@@ -103,7 +103,7 @@ pub fn pix_port(
     store: Arc<dyn PixStore>,
     setup: PixSetup,
     channels: super::super::ChannelBook,
-) -> vt_actions::tools::SharedPixCharges {
+) -> vt_domain::tools::SharedPixCharges {
     Arc::new(PixPort {
         store,
         setup,

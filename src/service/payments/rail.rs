@@ -90,7 +90,7 @@ impl Rail<'_> {
     ) -> Result<DevolucaoStatus, PaymentError> {
         Ok(match self {
             Self::Pix(setup) => {
-                let id = vt_actions::pix::refund_id(payment);
+                let id = vt_domain::pix::refund_id(payment);
                 setup
                     .psp
                     .devolver(payment, &id, charge.amount)
@@ -119,7 +119,7 @@ impl Rail<'_> {
                     .pix(payment)
                     .instrument(spans::step("pix: ler devolução"))
                     .await?;
-                let id = vt_actions::pix::refund_id(payment);
+                let id = vt_domain::pix::refund_id(payment);
                 pix.devolucoes.iter().find(|d| d.id == id).map(|d| d.status)
             }
             Self::Card(setup) => setup
@@ -148,7 +148,7 @@ pub(super) type Receipt = fn(
     Option<rust_decimal::Decimal>,
     DateTime<Utc>,
     &str,
-    &vt_actions::vt::timezone::Timezone,
+    &vt_domain::vt::timezone::Timezone,
 ) -> String;
 
 /// What the card holder reads about a charge, by how it is paid.
@@ -162,7 +162,7 @@ pub(super) struct Texts {
 
 impl Texts {
     pub(super) fn of(meio: ChargeMeans) -> &'static Self {
-        use vt_actions::cartao::textos as cartao;
+        use vt_domain::cartao::textos as cartao;
         static PIX: Texts = Texts {
             comprovante: textos::comprovante,
             devolvido: textos::devolvido,

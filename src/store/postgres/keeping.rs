@@ -63,7 +63,7 @@ impl KeepingStore for PgStore {
                 for (rid, v, is_string) in &rows {
                     // A JSON string holds the sealed text; any other JSON is a value from before sealing.
                     let stored = if *is_json && *is_string {
-                        vt_actions::json::from_text::<String>(v)?
+                        vt_contract::json::from_text::<String>(v)?
                     } else {
                         v.clone()
                     };

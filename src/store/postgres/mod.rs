@@ -17,7 +17,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
-use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
+use vt_domain::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::{Leases, acquire};
 use super::rows::{self, Both, Columns};
@@ -45,7 +45,7 @@ pub struct PgStore {
 /// intents' holds what people said or what was done for them.
 fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
     Ok(Json(Value::String(super::seal::seal(
-        &vt_actions::json::to_text(v)?,
+        &vt_contract::json::to_text(v)?,
     ))))
 }
 
@@ -53,9 +53,9 @@ fn value<T: Serialize + ?Sized>(v: &T) -> Result<Json<Value>, StoreError> {
 fn opened<T: DeserializeOwned>(v: Value) -> Result<T, StoreError> {
     match v {
         Value::String(s) if super::seal::is_sealed(&s) => {
-            Ok(vt_actions::json::from_text(&super::seal::open(&s)?)?)
+            Ok(vt_contract::json::from_text(&super::seal::open(&s)?)?)
         }
-        v => Ok(vt_actions::json::from_value(v)?),
+        v => Ok(vt_contract::json::from_value(v)?),
     }
 }
 

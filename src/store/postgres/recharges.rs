@@ -64,7 +64,7 @@ impl RechargeStore for PgStore {
              VALUES ($1, $2, 0, $3, $4, $5) ON CONFLICT (idempotency_key) DO NOTHING",
         )
         .bind(&a.idempotency_key)
-        .bind(crate::store::seal::seal(&vt_actions::json::to_text(&f.request)?))
+        .bind(crate::store::seal::seal(&vt_contract::json::to_text(&f.request)?))
         .bind(f.next_check_at)
         .bind(f.deadline_at)
         .bind(now)

@@ -62,7 +62,7 @@ pub struct NewCase {
     pub protocol: String,
     /// The team whose queue it joins.
     pub team: String,
-    pub motivo: vt_actions::HandoffReason,
+    pub motivo: vt_contract::HandoffReason,
     /// When the card holder is told nobody has claimed it yet, unless someone has.
     pub notice_due_at: Option<DateTime<Utc>>,
 }
@@ -102,7 +102,7 @@ pub struct Case {
     pub protocol: Option<String>,
     /// The team whose queue it is in.
     pub team: String,
-    pub motivo: vt_actions::HandoffReason,
+    pub motivo: vt_contract::HandoffReason,
     /// The agent it is offered to, until `offer_due_at`.
     pub offered_to: Option<String>,
     pub offer_due_at: Option<DateTime<Utc>>,

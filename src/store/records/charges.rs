@@ -6,7 +6,7 @@ use super::*;
 impl PixCharge {
     /// The payment codes this charge put in its conversation — the txid, the copia-e-cola (a card
     /// checkout's link), the payment's id and a refund's — which the person the conversation belongs
-    /// to is shown whole ([`vt_actions::vt::card::mask_cards_except`]).
+    /// to is shown whole ([`vt_domain::vt::card::mask_cards_except`]).
     pub fn codes(&self) -> Vec<String> {
         let mut codes = vec![self.txid.clone(), self.copia_e_cola.clone()];
         codes.extend(self.end_to_end_id.clone());
@@ -96,7 +96,7 @@ impl ChargeStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PixCharge {
     /// The provider's charge id: a Pix charge's derived from the recharge's key and `n`
-    /// ([`vt_actions::pix::txid`]); a card checkout's the provider's own (`cs_…`).
+    /// ([`vt_domain::pix::txid`]); a card checkout's the provider's own (`cs_…`).
     pub txid: String,
     /// How it is paid: a Pix code, or a card on the provider's checkout page.
     pub meio: ChargeMeans,

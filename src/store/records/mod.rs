@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use vt_actions::journal::{AttemptStatus, RechargeAttempt};
+use vt_domain::journal::{AttemptStatus, RechargeAttempt};
 
 use crate::engine::{Conversation, ExecutionRecord, TurnEvent};
 use crate::llm::ChatMessage;

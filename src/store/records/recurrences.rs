@@ -94,12 +94,12 @@ pub struct Recurrence {
 
 impl Recurrence {
     /// Its terms, as the tools and the card holder read them.
-    pub fn termos(&self) -> vt_actions::tools::Termos {
+    pub fn termos(&self) -> vt_domain::tools::Termos {
         let gatilho = match self.kind {
-            RecurrenceKind::Limite(l) => vt_actions::tools::Gatilho::Limite(l),
-            RecurrenceKind::Dia(d) => vt_actions::tools::Gatilho::Dia(d),
+            RecurrenceKind::Limite(l) => vt_domain::tools::Gatilho::Limite(l),
+            RecurrenceKind::Dia(d) => vt_domain::tools::Gatilho::Dia(d),
         };
-        vt_actions::tools::Termos {
+        vt_domain::tools::Termos {
             gatilho,
             valor: self.amount,
         }
@@ -172,7 +172,7 @@ impl RecurringChargeStatus {
 /// One cycle's charge of a recurrence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecurringCharge {
-    /// From the recurrence and the cycle ([`vt_actions::pix::automatico::txid_ciclo`]).
+    /// From the recurrence and the cycle ([`vt_domain::pix::automatico::txid_ciclo`]).
     pub txid: String,
     pub recurrence_id: String,
     pub tenant_id: String,

@@ -14,7 +14,7 @@ use crate::store::{
 
 /// `v` as JSON, sealed.
 pub(crate) fn sealed<T: Serialize + ?Sized>(v: &T) -> Result<Arg, StoreError> {
-    Ok(Arg::Sealed(Some(seal::seal(&vt_actions::json::to_text(v)?))))
+    Ok(Arg::Sealed(Some(seal::seal(&vt_contract::json::to_text(v)?))))
 }
 
 /// The conversation's row, inserted or (`Existing::Update`) updated; with the blind-index rows its

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
-use vt_actions::journal::{AttemptStatus, RechargeAttempt};
+use vt_domain::journal::{AttemptStatus, RechargeAttempt};
 
 use super::{insert_attempt, insert_followup, settle_followup};
 use crate::store::{NewFollowUp, Sent, StoreError};

@@ -75,7 +75,7 @@ impl KeepingStore for SqliteStore {
                 break;
             }
             for (id, body) in &rows {
-                let message: ChatMessage = vt_actions::json::from_text(&ring.open(body)?)?;
+                let message: ChatMessage = vt_contract::json::from_text(&ring.open(body)?)?;
                 sqlx::query("UPDATE messages SET search_text = ? WHERE id = ?")
                     .bind(crate::store::search_text(&message))
                     .bind(id)

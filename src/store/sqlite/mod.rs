@@ -21,7 +21,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
-use vt_actions::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
+use vt_domain::journal::{AttemptStatus, Confirmation, Consumption, RechargeAttempt};
 
 use super::locks::FileLocks;
 use super::rows::{self, Both, Columns};
@@ -86,17 +86,17 @@ fn at(v: i64) -> DateTime<Utc> {
 /// `v` as JSON, sealed ([`super::seal`]): every JSON column but the intents' holds what people said
 /// or what was done for them.
 fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
-    Ok(super::seal::seal(&vt_actions::json::to_text(v)?))
+    Ok(super::seal::seal(&vt_contract::json::to_text(v)?))
 }
 
 /// `v` as JSON, in clear: the router's intents (data, not anyone's).
 fn plain<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
-    Ok(vt_actions::json::to_text(v)?)
+    Ok(vt_contract::json::to_text(v)?)
 }
 
 fn parse<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
     let text: String = row.try_get(col)?;
-    Ok(vt_actions::json::from_text(&super::seal::open(&text)?)?)
+    Ok(vt_contract::json::from_text(&super::seal::open(&text)?)?)
 }
 
 /// The insert that puts attempt `a` on record as `enviando`.
@@ -189,7 +189,7 @@ fn pool_options(commits: &Arc<AtomicU64>) -> SqlitePoolOptions {
 
 fn parse_opt<T: DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
-    text.map(|t| Ok(vt_actions::json::from_text(&super::seal::open(&t)?)?))
+    text.map(|t| Ok(vt_contract::json::from_text(&super::seal::open(&t)?)?))
         .transpose()
 }
 

@@ -1,0 +1,223 @@
+//! The contract of the three external systems, exactly as the product calls them: an OpenAPI 3.1
+//! document (`vt-agent systems contract`) built from the types below with schemars — the
+//! notification's body is the stages' own `NotificacaoPayload`. Tests hold the client to it: the
+//! recharge body RF6 sends and every answer the simulator gives parse into these types, which refuse
+//! unknown fields, so neither side can drift without a test failing.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::stages::NotificacaoPayload;
+
+/// `GET /api/v1/saldos/consultar?cartao=` — 200.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaldoResposta {
+    /// The card the balance is of (must be the one asked about).
+    pub cartao: String,
+    /// The balance; `null` when the system has none to give.
+    pub saldo: Option<f64>,
+    /// ISO 4217 (`BRL`); absent → the policy's currency.
+    #[serde(default)]
+    pub moeda: Option<String>,
+    /// The system's time, ISO 8601.
+    #[serde(default)]
+    pub data_servidor: Option<String>,
+    #[serde(default)]
+    pub fonte: Option<String>,
+}
+
+/// `POST /api/v1/recargas` — the body.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecargaPedido {
+    pub cartao: String,
+    /// Two decimals.
+    pub valor: f64,
+    pub moeda: String,
+    pub meio_pagamento: MeioPagamentoPedido,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MeioPagamentoPedido {
+    pub tipo: TipoPagamento,
+    /// The payment token, when the request carries one.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TipoPagamento {
+    Pix,
+    Boleto,
+    CartaoCredito,
+}
+
+/// `POST /api/v1/recargas` — 200/201 (approved) or 202 (still being processed).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecargaResposta {
+    /// `aprovada` or `confirmed` (approved); `pendente` or `in_process` (not yet).
+    pub status: String,
+    #[serde(default)]
+    pub valor: Option<f64>,
+    #[serde(default)]
+    pub moeda: Option<String>,
+    #[serde(default)]
+    pub data_processamento: Option<String>,
+    #[serde(default)]
+    pub transacao_id: Option<String>,
+    #[serde(default)]
+    pub autorizacao: Option<String>,
+    #[serde(default)]
+    pub nsu: Option<String>,
+    /// The card's balance after the recharge; absent → the product asks again later.
+    #[serde(default)]
+    pub saldo_atualizado: Option<f64>,
+    /// A recharge paid by boleto (`meio_pagamento.tipo = boleto`): `pendente` (202) with the boleto the
+    /// card holder pays; it is credited once the bank clears the payment. The same request again (same
+    /// key) answers the same boleto while it waits, `aprovada` once it was paid, and 402
+    /// `{"motivo": "boleto_vencido"}` when it fell due unpaid.
+    #[serde(default)]
+    pub boleto: Option<BoletoResposta>,
+}
+
+/// The boleto of a recharge paid by boleto.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoletoResposta {
+    /// The 47-digit digitable line (dots and spaces allowed); its check digits, amount and due date are
+    /// checked before it is shown.
+    pub linha_digitavel: String,
+    /// The due date, `YYYY-MM-DD`.
+    pub vencimento: String,
+}
+
+/// 4xx of the recharge and notification systems: `pagamento_negado` (402), a boleto that fell due
+/// unpaid (402 `boleto_vencido`), a key reused with another body (409), an invalid payload (400).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Recusa {
+    pub motivo: String,
+    /// The field at fault, for a 400.
+    #[serde(default)]
+    pub campo: Option<String>,
+}
+
+/// 5xx and 429: the request may be tried again (not a recharge: its outcome is then unknown).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErroSistema {
+    pub erro: String,
+    #[serde(default)]
+    pub mensagem: Option<String>,
+}
+
+/// `POST /api/v1/notificacoes` — 200/202.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificacaoResposta {
+    pub message_id: String,
+    #[serde(default)]
+    pub canal: Option<String>,
+    /// `false` says the notice was not taken.
+    #[serde(default)]
+    pub aceito: Option<bool>,
+}
+
+/// The OpenAPI 3.1 document.
+pub fn openapi() -> Value {
+    let (refs, schemas) = schemas();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "vt-agent — what it calls on the balance, recharge and notification systems",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Every request carries the system's credentials (Authorization: Bearer, a configured header, or an OAuth2 client-credentials token). A recharge is sent once per idempotency key and never retried automatically; 5xx and 429 of the balance and notification systems are retried with backoff."
+        },
+        "paths": paths(&refs),
+        "components": {"schemas": schemas}
+    })
+}
+
+/// The references to each type's schema, and the schemas themselves (`components.schemas`).
+struct Refs {
+    saldo: Value,
+    pedido: Value,
+    recarga: Value,
+    recusa: Value,
+    erro: Value,
+    aviso: Value,
+    aviso_resposta: Value,
+}
+
+fn schemas() -> (Refs, Map<String, Value>) {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
+    let of = |schema: schemars::Schema| vt_contract::json::to_value(schema).unwrap_or(Value::Null);
+    let refs = Refs {
+        saldo: of(generator.subschema_for::<SaldoResposta>()),
+        pedido: of(generator.subschema_for::<RecargaPedido>()),
+        recarga: of(generator.subschema_for::<RecargaResposta>()),
+        recusa: of(generator.subschema_for::<Recusa>()),
+        erro: of(generator.subschema_for::<ErroSistema>()),
+        aviso: of(generator.subschema_for::<NotificacaoPayload>()),
+        aviso_resposta: of(generator.subschema_for::<NotificacaoResposta>()),
+    };
+    (refs, generator.take_definitions(true).into_iter().collect())
+}
+
+fn paths(r: &Refs) -> Value {
+    let body = |s: &Value| json!({"content": {"application/json": {"schema": s}}});
+    let answer =
+        |what: &str, s: &Value| json!({"description": what, "content": {"application/json": {"schema": s}}});
+    let key = json!({"name": "x-idempotency-key", "in": "header", "required": true, "schema": {"type": "string"},
+        "description": "The same key and body → the stored answer (header Idempotent-Replayed: true), never a second effect; the same key with another body → 409."});
+    let tenant =
+        json!({"name": "x-tenant-id", "in": "header", "required": true, "schema": {"type": "string"}});
+    let origin = json!({"name": "x-origin", "in": "header", "required": false, "schema": {"type": "string"}});
+    let retry = json!({"description": "Too many requests: honoured Retry-After (seconds), then tried again",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": r.erro}}});
+    json!({
+        "/api/v1/saldos/consultar": {"get": {
+            "operationId": "consultarSaldo",
+            "parameters": [{"name": "cartao", "in": "query", "required": true, "schema": {"type": "string"}}, tenant, origin],
+            "responses": {
+                "200": answer("The card's balance", &r.saldo),
+                "400": answer("The card is not valid", &r.erro),
+                "429": retry,
+                "500": answer("The system failed: tried again, then reported", &r.erro)
+            }
+        }},
+        "/api/v1/recargas": {"post": {
+            "operationId": "recarregar",
+            "parameters": [key, tenant, origin],
+            "requestBody": body(&r.pedido),
+            "responses": {
+                "200": answer("Approved", &r.recarga),
+                "201": answer("Approved", &r.recarga),
+                "202": answer("Being processed: the product asks again under the same key", &r.recarga),
+                "400": answer("Invalid payload", &r.recusa),
+                "402": answer("Payment denied (motivo: pagamento_negado)", &r.recusa),
+                "409": answer("The key was used with another body", &r.recusa),
+                "500": answer("Failed: never retried automatically", &r.erro)
+            }
+        }},
+        "/api/v1/notificacoes": {"post": {
+            "operationId": "notificar",
+            "parameters": [key, tenant],
+            "requestBody": body(&r.aviso),
+            "responses": {
+                "200": answer("Taken", &r.aviso_resposta),
+                "202": answer("Taken", &r.aviso_resposta),
+                "400": answer("Invalid payload", &r.recusa),
+                "429": retry,
+                "500": answer("Failed: tried again with the same key", &r.erro)
+            }
+        }}
+    })
+}

@@ -1,0 +1,150 @@
+//! The three external systems of the VT flow (balance, recharge, notification) as the stages see
+//! them: a port ([`Systems`]) with what a call gave ([`HttpResult`]), the endpoints as the PRD names
+//! them, and the published contract of the calls ([`contract`]). The HTTP client that implements the
+//! port is `vt-connectors`' `VtSystems`; the simulator that stands in for the systems is
+//! `vt-simulators`'. A stage never sees either: it takes the port from its context.
+
+pub mod contract;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Endpoints, as the PRD names them.
+pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
+pub const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
+pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";
+
+/// The header payment APIs use to mark an answer replayed from their idempotency store.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The three systems, as the stages call them. Each call carries the retry policy its stage's
+/// payload names; only 5xx and 429 are retried, and a recharge is sent exactly once.
+#[async_trait]
+pub trait Systems: Send + Sync + std::fmt::Debug {
+    /// `GET {saldo}/api/v1/saldos/consultar?cartao=`.
+    async fn consultar_saldo(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+        attempts: u32,
+        backoff_ms: u64,
+    ) -> HttpResult;
+
+    /// `POST {recarga}/api/v1/recargas`, exactly once.
+    async fn recarregar(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+    ) -> HttpResult;
+
+    /// `POST {notificacao}/api/v1/notificacoes`, retried on 5xx/429 (the dedup key makes it safe).
+    async fn notificar(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+        attempts: u32,
+        backoff_ms: u64,
+    ) -> HttpResult;
+}
+
+/// The systems as a turn's context carries them ([`vt_contract::context::Extensions`]): what a stage
+/// takes with `ctx.require::<SystemsPort>()`.
+#[derive(Debug, Clone)]
+pub struct SystemsPort(Arc<dyn Systems>);
+
+impl SystemsPort {
+    pub fn new(systems: impl Systems + 'static) -> Self {
+        Self(Arc::new(systems))
+    }
+}
+
+/// The port is the systems it holds: a stage passes it where `&dyn Systems` is asked.
+#[async_trait]
+impl Systems for SystemsPort {
+    async fn consultar_saldo(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+        attempts: u32,
+        backoff_ms: u64,
+    ) -> HttpResult {
+        self.0
+            .consultar_saldo(cartao, headers, timeout_ms, attempts, backoff_ms)
+            .await
+    }
+
+    async fn recarregar(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+    ) -> HttpResult {
+        self.0.recarregar(body, headers, timeout_ms).await
+    }
+
+    async fn notificar(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+        attempts: u32,
+        backoff_ms: u64,
+    ) -> HttpResult {
+        self.0
+            .notificar(body, headers, timeout_ms, attempts, backoff_ms)
+            .await
+    }
+}
+
+/// What a call to an external system gave: the HTTP status and body, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpResult {
+    pub status: Option<u16>,
+    pub body: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erro: Option<Erro>,
+    /// The system answered from its idempotency store (`Idempotent-Replayed: true`): nothing new was
+    /// done, this is the answer to an earlier request with the same key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// Why a call has no HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Erro {
+    /// `timeout`, `conexao`, `validacao` (the payload was invalid and never sent) or `nao_enviado` (the
+    /// attempt could not be put on record, so it was not sent).
+    pub tipo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codigo: Option<String>,
+    pub mensagem: String,
+}
+
+impl HttpResult {
+    /// A call that got no HTTP answer: `tipo` says why ([`Erro::tipo`]).
+    pub fn not_sent(tipo: &str, codigo: Option<&str>, mensagem: impl Into<String>) -> Self {
+        Self {
+            status: None,
+            body: None,
+            replayed: false,
+            erro: Some(Erro {
+                tipo: tipo.into(),
+                codigo: codigo.map(str::to_owned),
+                mensagem: mensagem.into(),
+            }),
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+}
