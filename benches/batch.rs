@@ -48,7 +48,7 @@ async fn main() {
             )
         })
         .collect();
-    let app = App::start(&config, None, vt_agent::StoreUsage::Service)
+    let app = App::start(&config, None, vt_store::Usage::Service)
         .await
         .expect("app");
     let service = Arc::new(app.service);

@@ -22,12 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vt_agent::Config;
-use vt_agent::Participant;
-use vt_agent::Store;
 use vt_agent::{Inbound, Services};
 use vt_connectors::systems::{SystemsConfig, VtSystems};
 use vt_contract::context::Extensions;
+use vt_engine::Participant;
 use vt_simulators::systems::RunningSimulator;
+use vt_store::Store;
 
 use common::{cpu, simulator};
 
@@ -243,10 +243,10 @@ async fn load(
 async fn main() {
     let dir = tempfile::tempdir().expect("tmp");
     let sqlite = || async {
-        vt_agent::open_store(
+        vt_store::open(
             None,
             &dir.path().join(uuid::Uuid::new_v4().simple().to_string()),
-            vt_agent::StoreUsage::Service,
+            vt_store::Usage::Service,
         )
         .await
         .expect("sqlite")
@@ -261,7 +261,7 @@ async fn main() {
     match pg {
         Some(url) => {
             let store = || async {
-                vt_agent::open_store(Some(&url), dir.path(), vt_agent::StoreUsage::Service)
+                vt_store::open(Some(&url), dir.path(), vt_store::Usage::Service)
                     .await
                     .expect("postgres")
             };

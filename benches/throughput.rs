@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use vt_agent::Config;
 use vt_agent::Inbound;
 use vt_agent::Router;
-use vt_agent::{Conversation, Participant};
-use vt_agent::{SqliteStore, Store};
 use vt_connectors::systems::{SystemsConfig, VtSystems};
 use vt_contract::context::Extensions;
 use vt_domain::systems::SystemsPort;
+use vt_engine::Participant;
+use vt_engine::conversation::Conversation;
+use vt_store::Store;
+use vt_store::sqlite::SqliteStore;
 
 const MESSAGES: &[&str] = &[
     "qual meu saldo",
@@ -45,14 +47,17 @@ fn report(what: &str, n: u32, elapsed: Duration) {
 /// sizes `opens`.
 fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
     let seals: Vec<String> = seals.iter().map(|n| "x".repeat(*n)).collect();
-    let opens: Vec<String> = opens.iter().map(|n| vt_agent::seal(&"x".repeat(*n))).collect();
+    let opens: Vec<String> = opens
+        .iter()
+        .map(|n| vt_store::seal::seal(&"x".repeat(*n)))
+        .collect();
     let start = Instant::now();
     for _ in 0..n {
         for v in &seals {
-            std::hint::black_box(vt_agent::seal(std::hint::black_box(v)));
+            std::hint::black_box(vt_store::seal::seal(std::hint::black_box(v)));
         }
         for v in &opens {
-            std::hint::black_box(vt_agent::open_sealed(std::hint::black_box(v)).expect("opens"));
+            std::hint::black_box(vt_store::seal::open(std::hint::black_box(v)).expect("opens"));
         }
     }
     start.elapsed()
@@ -80,8 +85,8 @@ async fn main() {
     let n = 100_000u32;
     let start = Instant::now();
     for _ in 0..n {
-        let sealed = vt_agent::seal(std::hint::black_box(&value));
-        std::hint::black_box(vt_agent::open_sealed(&sealed).expect("opens"));
+        let sealed = vt_store::seal::seal(std::hint::black_box(&value));
+        std::hint::black_box(vt_store::seal::open(&sealed).expect("opens"));
     }
     report("seal + open, a 300-byte value", n, start.elapsed());
     const TURN_SEALS: [usize; 18] = [

@@ -33,12 +33,20 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use vt_agent::Config;
 use vt_agent::Inbound;
-use vt_agent::{ChatMessage, Completion, CompletionRequest, LlmError, LlmProvider, StopReason, Usage};
-use vt_agent::{Engine, Participant};
-use vt_agent::{SqliteStore, Store};
 use vt_connectors::systems::{SystemsConfig, VtSystems};
 use vt_contract::context::Extensions;
 use vt_domain::systems::SystemsPort;
+use vt_engine::Engine;
+use vt_engine::Participant;
+use vt_engine::llm::ChatMessage;
+use vt_engine::llm::Completion;
+use vt_engine::llm::CompletionRequest;
+use vt_engine::llm::LlmError;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::StopReason;
+use vt_engine::llm::Usage;
+use vt_store::Store;
+use vt_store::sqlite::SqliteStore;
 
 #[derive(Debug, Deserialize)]
 struct Scenario {

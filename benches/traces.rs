@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use vt_agent::Config;
 use vt_agent::Inbound;
-use vt_agent::Participant;
-use vt_agent::{SqliteStore, Store};
 use vt_connectors::systems::{SystemsConfig, VtSystems};
 use vt_contract::context::Extensions;
 use vt_domain::systems::SystemsPort;
+use vt_engine::Participant;
+use vt_store::Store;
+use vt_store::sqlite::SqliteStore;
 
 use common::{cpu, simulator};
 
@@ -113,7 +114,7 @@ fn child(on: bool) {
         env.insert("OTEL_EXPORTER_OTLP_ENDPOINT".into(), collector);
     }
     let config = Config::from_sources(None, "", &env).expect("config");
-    let telemetry = vt_agent::init_telemetry("warn", config.otlp_target.as_ref());
+    let telemetry = vt_engine::telemetry::init("warn", config.otlp_target.as_ref());
     assert_eq!(telemetry.tracing(), on);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let dir = tempfile::tempdir().expect("tmp");

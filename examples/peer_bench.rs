@@ -36,9 +36,19 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use vt_agent::{Catalog, Engine, EngineConfig, Participant, Prompts, Reply, SkillDef};
-use vt_agent::{ChatMessage, LlmProvider, OpenAiProvider, ProviderSettings, RedactedProvider};
 use vt_contract::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
+use vt_engine::Engine;
+use vt_engine::EngineConfig;
+use vt_engine::Participant;
+use vt_engine::conversation::Reply;
+use vt_engine::llm::ChatMessage;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::ProviderSettings;
+use vt_engine::llm::openai::OpenAiProvider;
+use vt_engine::llm::redacted::RedactedProvider;
+use vt_engine::prompts::Prompts;
+use vt_engine::skills::Catalog;
+use vt_engine::skills::SkillDef;
 
 const TOOL_CALLS: usize = 3;
 

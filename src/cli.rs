@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 use crate::config::Config;
-use crate::store::Usage;
+use vt_store::Usage;
 
 /// Agent for transit-pass (vale-transporte) credits: balances, recharges with confirmation and
 /// notifications, over chat or as a ten-stage flow.
@@ -618,7 +618,7 @@ async fn run_command(cli: Cli, log_filter: &str) -> anyhow::Result<ExitCode> {
     } else {
         Usage::Service
     };
-    let telemetry = crate::telemetry::init(log_filter, config.otlp_target.as_ref());
+    let telemetry = vt_engine::telemetry::init(log_filter, config.otlp_target.as_ref());
     let result = command(cli.command, config, store_usage).await;
     // Flushed on a blocking thread: the exporters block, and a one-shot command must not lose its
     // trace. (No thread when nothing is exported.)

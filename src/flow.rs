@@ -16,11 +16,11 @@ use vt_domain::vt::input::{InputDefaults, InputError};
 
 use vt_domain::stages::Conclusao;
 
-use crate::engine::{
+use vt_engine::{
     Conversation, Engine, EngineError, ExecutionStatus, InnerRun, InnerRuns, Participant, TurnInput,
     TurnOutcome, TurnStart,
 };
-use crate::store::{FlowRunRecord, RunStatus, Store, StoreJournal};
+use vt_store::{FlowRunRecord, RunStatus, Store, StoreJournal};
 
 /// The agent whose skills are the ten stages.
 pub const FLOW_AGENT: &str = "vt_fluxo";
@@ -66,7 +66,7 @@ pub enum FlowStatus {
 }
 
 /// A flow that ended, as its run is put on record.
-impl From<FlowStatus> for crate::store::RunStatus {
+impl From<FlowStatus> for vt_store::RunStatus {
     fn from(status: FlowStatus) -> Self {
         match status {
             FlowStatus::Concluido => Self::Concluido,
@@ -77,7 +77,7 @@ impl From<FlowStatus> for crate::store::RunStatus {
 }
 
 /// A batch line whose flow ran.
-impl From<FlowStatus> for crate::store::LineStatus {
+impl From<FlowStatus> for vt_store::LineStatus {
     fn from(status: FlowStatus) -> Self {
         match status {
             FlowStatus::Concluido => Self::Concluido,
@@ -110,7 +110,7 @@ pub struct FlowOutput {
 impl FlowOutput {
     /// The output as it leaves the process (`run-flow`'s stdout, the HTTP answer, a batch's results):
     /// every card number in it masked (`****7890`), as in every text the product shows. The stored
-    /// run keeps the full one, sealed ([`crate::store::seal`]); the payment token is its fingerprint
+    /// run keeps the full one, sealed ([`vt_store::seal`]); the payment token is its fingerprint
     /// everywhere already.
     pub fn for_caller(mut self) -> Self {
         for etapa in &mut self.etapas {
@@ -471,7 +471,7 @@ impl FlowRunner for EngineFlowRunner {
 pub fn share(
     mut engine: Engine,
     store: Option<Arc<dyn Store>>,
-    recargas: crate::store::RecargasConfig,
+    recargas: vt_store::RecargasConfig,
 ) -> Arc<Engine> {
     let slot = Arc::new(OnceLock::new());
     let runner: SharedFlowRunner = Arc::new(EngineFlowRunner { engine: slot.clone() });

@@ -27,14 +27,9 @@ mod retention;
 mod usage;
 mod transcript;
 
-// Below: the store, the engine, logging and traces, the model, photos, prices, background passes.
-mod store;
-mod engine;
-mod telemetry;
-mod llm;
+// Below: photos and prices (the store is `vt-store`; the engine, the model, logs and traces `vt-engine`).
 mod ocr;
 mod costs;
-mod periodic;
 
 // The façade: what `main`, the tests and the benches use, and nothing else (`unreachable_pub`
 // keeps everything else inside the crate), each from the module that defines it, in the floors' order.
@@ -64,22 +59,11 @@ pub use config::{
     reference::markdown as config_reference,
 };
 pub use costs::CustosConfig;
-pub use engine::{
-    Clock, Engine, EngineConfig, IdSource, ManualClock, NO_MODEL_REPLY, Participant,
-    conversation::Conversation, conversation::DEFAULT_TENANT, conversation::ExecutionRecord,
-    conversation::ExecutionStatus, conversation::Handoff, conversation::ModelCallRecord, conversation::Reply,
-    conversation::TurnEvent, prompts::Prompts, retry::RetryPolicy, skills::Catalog, skills::SkillDef,
-};
 pub use flow::{Etapa, FLOW_AGENT, FlowMode, FlowOutput, FlowStatus, run_flow, share};
 pub use http::{
     auth::hash as key_hash, config::ApiKeyConfig, config::HttpConfig, config::Role,
     console::keys::ConsoleConfig, console::keys::Keys, console::session::SESSION_COOKIE, openapi, serve,
     state::AppState,
-};
-pub use llm::{
-    ChatMessage, Choice, Completion, CompletionRequest, LlmError, LlmProvider, ProviderSettings, StopReason,
-    ToolCall, Usage, anthropic::AnthropicProvider, openai::OpenAiProvider, redacted::RedactedProvider,
-    scripted::Scripted, scripted::ScriptedProvider, transcription::TranscricaoConfig,
 };
 pub use ocr::FotosConfig;
 pub use outbox::{ChannelSender, ReplyPayload, SendError, TemplateUse, Worker};
@@ -98,30 +82,6 @@ pub use service::{
     complaints::payments_port, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
     payments::Settled, payments::card_port, payments::pix_port, teams::Equipe,
 };
-pub use store::{
-    Records, SEALED, Store, Stores, Subject, Usage as StoreUsage, concerns::BatchStore, concerns::CaseOffer,
-    concerns::CaseStore, concerns::CaseTransfer, concerns::ConsentChange, concerns::ContactStore,
-    concerns::ConversationStore, concerns::FlowStore, concerns::KeepingStore, concerns::OutboxStore,
-    concerns::OutcomeStore, concerns::PixStore, concerns::RechargeStore, concerns::RecurrenceStore,
-    concerns::ReportStore, concerns::TemplateState, followup::Checked, followup::FollowUp,
-    followup::FollowUpView, followup::NewFollowUp, followup::OUTCOME_CASE, followup::RecargasConfig,
-    locks::TurnLock, open as open_store, postgres::PgStore, prepare_sealing, records::Accepting,
-    records::AuditRecord, records::BatchJob, records::BatchLine, records::Case, records::CaseEvent,
-    records::CaseOpened, records::CaseState, records::CaseTimes, records::CaseWrite, records::ChargeMeans,
-    records::ChargeStatus, records::Claim, records::ConversationContext, records::ConversationListing,
-    records::ConversationQuery, records::Desfecho, records::FlowRunAt, records::FlowRunRecord,
-    records::FlowRunSummary, records::IdempotencyPut, records::IdempotencyRecord, records::IntentRecord,
-    records::LineStatus, records::MessageCost, records::NewCase, records::NewOutboxItem, records::OutboxItem,
-    records::OutboxStatus, records::OutcomeRecord, records::PaymentClaim, records::PixCharge,
-    records::PixRefund, records::REFUND_IN_PROGRESS, records::RechargeAttemptRecord, records::Recurrence,
-    records::RecurrenceKind, records::RecurrenceListed, records::RecurrenceStatus, records::RecurringCharge,
-    records::RecurringChargeStatus, records::RunStatus, records::StoreError, records::StoredMessage,
-    records::Stretch, records::StretchHead, records::TaskRun, records::TaskStatus, records::TenantSpending,
-    records::TurnRecord, records::UnprocessedMessage, records::UsageRecord, records::UsageSummaryRow,
-    seal::DataKey, seal::KEY_FILE, seal::KeyRing, seal::decode_key, seal::install, seal::is_sealed,
-    seal::open as open_sealed, seal::read_key_file, seal::seal, sqlite::SqliteStore,
-};
-pub use telemetry::init as init_telemetry;
 pub use transcript::{
     collect as collect_transcripts, export::export as export_transcripts, format::Expect, format::Setup,
     format::Transcript, format::Turn,

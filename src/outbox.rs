@@ -18,10 +18,10 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use vt_contract::FileContent;
 
-use crate::engine::RetryPolicy;
-use crate::store::{OutboxItem, OutboxStatus, OutboxStore};
-use crate::telemetry::spans::{self, Scope};
 use tracing::Instrument as _;
+use vt_engine::RetryPolicy;
+use vt_engine::telemetry::spans::{self, Scope};
+use vt_store::{OutboxItem, OutboxStatus, OutboxStore};
 
 /// Why a send failed, as the channel classifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,7 +249,7 @@ impl Worker {
         item: &OutboxItem,
         outcome: Result<Option<String>, SendError>,
         pass: &mut Pass,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<(), vt_store::StoreError> {
         match outcome {
             Ok(external_id) => {
                 self.store.ack(item.id).await?;

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use vt_contract::ActionResponse;
 
-use crate::engine::{Conversation, Engine};
-use crate::llm::{ChatMessage, CompletionRequest, LlmProvider};
-use crate::store::{IntentRecord, TaskRun, TaskStatus};
+use vt_engine::llm::{ChatMessage, CompletionRequest, LlmProvider};
+use vt_engine::{Conversation, Engine};
+use vt_store::{IntentRecord, TaskRun, TaskStatus};
 
 /// Actions a plan may use: they read, they never charge.
 pub(crate) const PLAN_ACTIONS: &[(&str, &str)] = &[(
@@ -102,7 +102,7 @@ pub(crate) async fn run(
             max_tokens: Some(max_tokens),
             ..Default::default()
         };
-        match crate::telemetry::spans::complete("planejar", llm, &request).await {
+        match vt_engine::telemetry::spans::complete("planejar", llm, &request).await {
             Ok(c) => {
                 tokens.0 += c.usage.input_tokens;
                 tokens.1 += c.usage.output_tokens;
@@ -225,8 +225,8 @@ async fn execute(
                     ..Default::default()
                 };
                 let answer = match llm {
-                    Some(llm) => crate::telemetry::spans::complete("raciocinar", llm, &request).await,
-                    None => Err(crate::llm::LlmError::Unavailable("sem modelo".into())),
+                    Some(llm) => vt_engine::telemetry::spans::complete("raciocinar", llm, &request).await,
+                    None => Err(vt_engine::llm::LlmError::Unavailable("sem modelo".into())),
                 };
                 let (result, used) = match answer {
                     Ok(c) => (

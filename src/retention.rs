@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::store::{AuditRecord, Records, StoreError, Subject};
+use vt_store::{AuditRecord, Records, StoreError, Subject};
 
 /// How often `serve` applies retention.
 pub(crate) const EVERY: Duration = Duration::from_secs(3600);
@@ -61,7 +61,7 @@ impl RetentionConfig {
 
 /// Deletes what is older than the retention period allows; returns what went.
 pub async fn apply(
-    store: &dyn crate::store::KeepingStore,
+    store: &dyn vt_store::KeepingStore,
     config: &RetentionConfig,
     now: DateTime<Utc>,
 ) -> Result<Records, StoreError> {
@@ -94,7 +94,7 @@ fn reach_book(book: Option<&Path>, subject: &Subject) {
 }
 
 /// Applies retention once, and logs what it deleted (`serve` does it every [`EVERY`]).
-pub(crate) async fn pass(store: &dyn crate::store::KeepingStore, config: &RetentionConfig) {
+pub(crate) async fn pass(store: &dyn vt_store::KeepingStore, config: &RetentionConfig) {
     match apply(store, config, Utc::now()).await {
         Ok(gone) if !gone.is_empty() => tracing::info!(
             conversations = gone.conversations.len(),
@@ -109,7 +109,7 @@ pub(crate) async fn pass(store: &dyn crate::store::KeepingStore, config: &Retent
 /// Everything the product keeps about `subject`, in clear (it is for the person): conversations with
 /// their messages, state and memory, flow runs with their input and stages, and the recharge attempts
 /// made in them.
-pub async fn export(store: &crate::store::Stores, subject: &Subject) -> Result<Value, StoreError> {
+pub async fn export(store: &vt_store::Stores, subject: &Subject) -> Result<Value, StoreError> {
     let records = store.keeping.subject_records(subject).await?;
     let mut conversations = Vec::new();
     for id in &records.conversations {
@@ -163,7 +163,7 @@ pub async fn export(store: &crate::store::Stores, subject: &Subject) -> Result<V
 /// Erases everything kept about `subject` and puts on record that an erasure happened (who asked, when
 /// — not what was erased). Returns what went.
 pub async fn erase(
-    store: &crate::store::Stores,
+    store: &vt_store::Stores,
     subject: &Subject,
     (by, tenant): (&str, &str),
     simulator_book: Option<&Path>,

@@ -9,7 +9,7 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use vt_domain::vt::mask_card;
 
-use crate::store::{
+use vt_store::{
     AuditRecord, FlowRunSummary, FollowUpView, MessageCost, OutboxItem, RechargeAttemptRecord, RunStatus,
 };
 
@@ -120,7 +120,7 @@ pub(crate) fn followups_report(followups: &[FollowUpView], now: DateTime<Utc>) -
 }
 
 /// Pix charges waiting for payment (the code the card holder has; no card in it).
-pub(crate) fn pix_report(charges: &[crate::store::PixCharge], now: DateTime<Utc>) -> String {
+pub(crate) fn pix_report(charges: &[vt_store::PixCharge], now: DateTime<Utc>) -> String {
     if charges.is_empty() {
         return "Nenhuma cobrança Pix esperando pagamento.\n".into();
     }
@@ -173,7 +173,7 @@ pub(crate) fn audit_report(records: &[AuditRecord]) -> String {
 
 /// Pending and dead-lettered outbox items.
 /// `vt-agent cases`: open cases first, with how long they have waited or been claimed.
-pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> String {
+pub(crate) fn cases_report(cases: &[vt_store::Case], now: DateTime<Utc>) -> String {
     if cases.is_empty() {
         return "Nenhum atendimento registrado.\n".into();
     }
@@ -213,7 +213,7 @@ pub(crate) fn cases_report(cases: &[crate::store::Case], now: DateTime<Utc>) -> 
 /// A recurrence as the operator lists it: `vt-agent recorrencias`, the console's page.
 #[derive(Debug, Clone)]
 pub(crate) struct RecurrenceLine {
-    pub recurrence: crate::store::Recurrence,
+    pub recurrence: vt_store::Recurrence,
     /// "BRL 50,00 sempre que o saldo ficar abaixo de BRL 20,00".
     pub termos: String,
     /// `YYYY-MM-DD` of the next debit, when one is scheduled.
@@ -224,10 +224,10 @@ pub(crate) struct RecurrenceLine {
 
 /// Every recurrence (of `tenant` when given), newest first, with its next debit.
 pub(crate) async fn recurrences(
-    store: &dyn crate::store::RecurrenceStore,
+    store: &dyn vt_store::RecurrenceStore,
     tenant: Option<&str>,
     limit: i64,
-) -> Result<Vec<RecurrenceLine>, crate::store::StoreError> {
+) -> Result<Vec<RecurrenceLine>, vt_store::StoreError> {
     let listed = store.recurrence_listing(tenant, limit).await?;
     Ok(listed
         .into_iter()
@@ -271,8 +271,8 @@ pub(crate) fn recurrences_report(lines: &[RecurrenceLine]) -> String {
 
 /// One case as `vt-agent cases --protocolo` prints it: what it is, then its log (cards masked).
 pub(crate) fn case_report(
-    case: &crate::store::Case,
-    log: &[crate::store::CaseEvent],
+    case: &vt_store::Case,
+    log: &[vt_store::CaseEvent],
     tz: &vt_domain::vt::timezone::Timezone,
 ) -> String {
     let when = |t: DateTime<Utc>| tz.local(t).format("%d/%m/%Y %H:%M").to_string();
@@ -385,7 +385,7 @@ fn run_status(r: &FlowRunSummary, now: DateTime<Utc>) -> String {
 
 /// One flow run whole: its status, input and each stage's output, cards masked (ids, keys and times
 /// whole).
-pub(crate) fn flow_report(run: &crate::store::FlowRunRecord) -> String {
+pub(crate) fn flow_report(run: &vt_store::FlowRunRecord) -> String {
     let mask = |s: &str| vt_contract::redact::secrets(&vt_domain::vt::card::mask_cards_in(s)).into_owned();
     let pretty =
         |v: &Value| vt_contract::json::to_pretty(&crate::flow::masked_json(v, mask)).unwrap_or_default();

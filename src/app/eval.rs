@@ -154,7 +154,7 @@ impl Run {
         // A model call that failed (down, timed out, cut by the turn's deadline) is the server's, not
         // the case's.
         let model_error = report.turns.iter().flat_map(|t| &t.events).find_map(|e| match e {
-            crate::engine::TurnEvent::ModelCall(call) => call.error.clone(),
+            vt_engine::TurnEvent::ModelCall(call) => call.error.clone(),
             _ => None,
         });
         let error = model_error.is_some();

@@ -16,10 +16,10 @@ use vt_contract::context::Extensions;
 use vt_simulators::systems::{Simulator, SimulatorConfig};
 
 use crate::config::Config;
-use crate::engine::{Catalog, Engine, Prompts};
-use crate::llm::{LlmProvider, RedactedProvider};
 use crate::router::Router;
 use crate::service::Services;
+use vt_engine::llm::{LlmProvider, RedactedProvider};
+use vt_engine::{Catalog, Engine, Prompts};
 
 /// The conversational agent, whose messages go through the router.
 pub const CHAT_AGENT: &str = "vt";
@@ -73,7 +73,7 @@ pub fn engine(
 pub async fn service(
     config: &Config,
     engine: Arc<Engine>,
-    store: Arc<dyn crate::store::Store>,
+    store: Arc<dyn vt_store::Store>,
 ) -> anyhow::Result<Services> {
     let pix = pix_setup(config)?;
     let card = card_setup(config)?;
@@ -136,7 +136,7 @@ pub fn channel_book() -> crate::service::ChannelBook {
         ..ChannelRules::default()
     };
     crate::service::ChannelBook::new([
-        (crate::engine::TERMINAL, read_here("Terminal")),
+        (vt_engine::TERMINAL, read_here("Terminal")),
         (crate::http::webhooks::CHANNEL, read_here("HTTP")),
         (crate::channels::mattermost::CHANNEL, sends_itself("Mattermost")),
         (
@@ -172,7 +172,7 @@ pub(crate) fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service:
 async fn service_paying(
     config: &Config,
     engine: Arc<Engine>,
-    store: Arc<dyn crate::store::Store>,
+    store: Arc<dyn vt_store::Store>,
     payments: (
         Option<crate::service::PixSetup>,
         Option<crate::service::CardSetup>,
@@ -187,7 +187,7 @@ async fn service_paying(
 pub(crate) async fn services_config(
     config: &Config,
     engine: &Engine,
-    store: &dyn crate::store::Store,
+    store: &dyn vt_store::Store,
     (pix, card): (
         Option<crate::service::PixSetup>,
         Option<crate::service::CardSetup>,
@@ -204,7 +204,7 @@ pub(crate) async fn services_config(
     let transcriber = config
         .transcricao
         .as_ref()
-        .map(crate::llm::Transcriber::new)
+        .map(vt_engine::llm::Transcriber::new)
         .transpose()
         .context("a transcrição ([transcricao])")?;
     let photos = crate::ocr::Tesseract::find(&config.fotos).await.map(|t| {
@@ -245,30 +245,30 @@ pub(crate) async fn services_config(
 
 /// The configured store, opened for what this process does with it (`usage`), with
 /// the data keys installed first (the configured ones, else the key file, made at the first run and
-/// said so once) and the sealing prepared ([`crate::store::prepare_sealing`]).
+/// said so once) and the sealing prepared ([`vt_store::prepare_sealing`]).
 pub(crate) async fn store(
     config: &Config,
-    usage: crate::store::Usage,
-) -> Result<Arc<dyn crate::store::Store>, crate::store::StoreError> {
+    usage: vt_store::Usage,
+) -> Result<Arc<dyn vt_store::Store>, vt_store::StoreError> {
     let (keys, source) = install_keys(config)?;
     let shared = config
         .database_url
         .as_deref()
         .is_some_and(|url| url.starts_with("postgres"));
-    if shared && matches!(source, crate::store::seal::KeySource::File { .. }) {
+    if shared && matches!(source, vt_store::seal::KeySource::File { .. }) {
         eprintln!(
             "vt-agent: aviso: PostgreSQL com a chave de dados do arquivo local; instâncias que compartilham o banco \
              precisam da mesma chave: configure [storage] encryption_key (VT_ENCRYPTION_KEY)"
         );
     }
-    let store = crate::store::open(config.database_url.as_deref(), &config.data_dir, usage).await?;
+    let store = vt_store::open(config.database_url.as_deref(), &config.data_dir, usage).await?;
     match keys.index() {
         // The key file keeps the index key once the store's values were sealed: nothing to ask.
-        Some(index) => crate::store::use_index_key(index),
+        Some(index) => vt_store::use_index_key(index),
         None => {
-            let index = crate::store::prepare_sealing(store.as_ref()).await?;
-            if let crate::store::seal::KeySource::File { path, .. } = &source {
-                crate::store::seal::write_key_file(path, &keys.with_index(index))?;
+            let index = vt_store::prepare_sealing(store.as_ref()).await?;
+            if let vt_store::seal::KeySource::File { path, .. } = &source {
+                vt_store::seal::write_key_file(path, &keys.with_index(index))?;
             }
         }
     }
@@ -278,8 +278,8 @@ pub(crate) async fn store(
 /// Installs the data keys of `config` for this process; returns them and where they came from.
 pub(crate) fn install_keys(
     config: &Config,
-) -> Result<(crate::store::seal::KeyRing, crate::store::seal::KeySource), crate::store::StoreError> {
-    use crate::store::seal::{KeyRing, KeySource};
+) -> Result<(vt_store::seal::KeyRing, vt_store::seal::KeySource), vt_store::StoreError> {
+    use vt_store::seal::{KeyRing, KeySource};
     let (ring, source) = KeyRing::load(&config.storage, &config.data_dir)?;
     if let KeySource::File { path, created: true } = &source {
         eprintln!(
@@ -287,7 +287,7 @@ pub(crate) fn install_keys(
             path.display()
         );
     }
-    crate::store::seal::install(ring.clone());
+    vt_store::seal::install(ring.clone());
     Ok((ring, source))
 }
 
@@ -343,7 +343,7 @@ impl App {
     pub async fn start(
         config: &Config,
         llm: Option<Arc<dyn LlmProvider>>,
-        usage: crate::store::Usage,
+        usage: vt_store::Usage,
     ) -> anyhow::Result<Self> {
         let (systems, simulator) = systems(config)?;
         let store = store(config, usage).await.context("abrindo o banco de dados")?;
@@ -353,7 +353,7 @@ impl App {
         // WhatsApp recipients of a flow's notices are told by the product itself.
         if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {
             let notices = crate::channels::whatsapp::WhatsAppNotices::new(
-                &crate::store::Stores::of(&store),
+                &vt_store::Stores::of(&store),
                 phone,
                 config.notificacoes.clone(),
                 config.vt.politicas.timezone.clone(),

@@ -18,8 +18,8 @@ use crate::channels::Wiring;
 use crate::config::Config;
 use crate::http::AppState;
 use crate::outbox::Worker;
-use crate::periodic::{every, log_count};
 use crate::service::Services;
+use vt_engine::periodic::{every, log_count};
 
 /// How often exported metrics refresh the outbox gauges (`/metrics` refreshes them when scraped).
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
@@ -55,7 +55,7 @@ impl Server {
             service,
             simulator,
             systems,
-        } = App::start(config, None, crate::store::Usage::Service).await?;
+        } = App::start(config, None, vt_store::Usage::Service).await?;
         let service = Arc::new(service);
         let mut notices = Vec::new();
         let mut state = AppState::new(service.clone(), CHAT_AGENT, config.http.clone())

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use super::{BatchError, Format, Job, LineDefaults, Options, source};
 use crate::flow::FlowMode;
 use crate::service::Services;
-use crate::store::BatchJob;
+use vt_store::BatchJob;
 
 pub struct Background {
     service: Arc<Services>,
@@ -178,8 +178,8 @@ pub enum SubmitError {
     Batch(#[from] BatchError),
 }
 
-impl From<crate::store::StoreError> for SubmitError {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<vt_store::StoreError> for SubmitError {
+    fn from(e: vt_store::StoreError) -> Self {
         Self::Batch(BatchError::Store(e))
     }
 }

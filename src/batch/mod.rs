@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::flow::{FlowError, FlowMode};
 use crate::service::{FlowOptions, FlowRan, Recording, ServiceError, Services};
-use crate::store::{BatchJob, BatchLine, FlowRunRecord, LineStatus, StoreError};
 pub(crate) use source::{Format, LineDefaults, SourceLine};
+use vt_store::{BatchJob, BatchLine, FlowRunRecord, LineStatus, StoreError};
 
 /// How a job runs.
 #[derive(Debug, Clone, Copy)]
@@ -220,7 +220,7 @@ pub async fn run(
 
 /// Puts the job on record unless it is there, and checks that a job already there is of the same input
 /// and mode.
-async fn open(store: &dyn crate::store::BatchStore, job: &Job) -> Result<(), BatchError> {
+async fn open(store: &dyn vt_store::BatchStore, job: &Job) -> Result<(), BatchError> {
     let id = &job.record.id;
     let stored = store.open_batch(&job.record).await?;
     if stored.digest != job.record.digest {
@@ -278,11 +278,7 @@ struct Ended {
 /// Records ended lines with their runs, as many per transaction as ended meanwhile (one commit for
 /// many flows: a commit per flow would make the disk's sync the batch's pace). Returns how many lines
 /// could not be recorded.
-async fn record(
-    store: Arc<dyn crate::store::BatchStore>,
-    id: String,
-    mut rx: mpsc::Receiver<Ended>,
-) -> usize {
+async fn record(store: Arc<dyn vt_store::BatchStore>, id: String, mut rx: mpsc::Receiver<Ended>) -> usize {
     let mut lost = 0;
     let mut buf = Vec::with_capacity(512);
     while rx.recv_many(&mut buf, 512).await > 0 {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Summary;
-use crate::store::LineStatus;
+use vt_store::LineStatus;
 
 /// How often plain progress lines are written.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);

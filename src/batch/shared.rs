@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::{BatchError, Ended, Job, Options, SourceLine, Summary};
 use crate::service::Services;
-use crate::store::{BatchStore, LineStatus};
+use vt_store::{BatchStore, LineStatus};
 
 /// Lines per chunk: what one instance takes at a time (and records in one transaction).
 pub(crate) const CHUNK_LINES: usize = 32;

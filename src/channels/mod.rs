@@ -83,7 +83,7 @@ pub(crate) struct Upload {
 /// record when they are sent (no image is kept); any other file, or a charge no longer on record, is
 /// refused for good.
 pub(crate) async fn upload_of(
-    pix: &dyn crate::store::PixStore,
+    pix: &dyn vt_store::PixStore,
     file: &vt_contract::FileContent,
 ) -> Result<Upload, crate::outbox::SendError> {
     use crate::outbox::SendError;
@@ -105,9 +105,9 @@ pub(crate) async fn upload_of(
 /// Charge `txid` on record, for a reply's file drawn from it; a charge no longer there is refused for
 /// good.
 pub(crate) async fn charge_of(
-    pix: &dyn crate::store::PixStore,
+    pix: &dyn vt_store::PixStore,
     txid: &str,
-) -> Result<crate::store::PixCharge, crate::outbox::SendError> {
+) -> Result<vt_store::PixCharge, crate::outbox::SendError> {
     use crate::outbox::SendError;
     pix.pix_charge(txid)
         .await

@@ -19,9 +19,9 @@ use vt_simulators::systems::Simulator;
 use super::ChatArgs;
 use crate::app::App;
 use crate::config::Config;
-use crate::engine::Participant;
 use crate::service::{Inbound, Said, Services};
-use crate::store::{ChargeStatus, Usage};
+use vt_engine::Participant;
+use vt_store::{ChargeStatus, Usage};
 
 /// How often the chat reads its open charges back at the embedded simulator (in process: free).
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
@@ -36,7 +36,7 @@ pub(super) async fn chat(config: &Config, store_usage: Usage, args: ChatArgs) ->
     let who = Participant {
         user_id: args.user.clone(),
         user_login: args.user.clone(),
-        channel: crate::engine::TERMINAL.into(),
+        channel: vt_engine::TERMINAL.into(),
     };
     if service.engine().catalog().agent(&args.agent).is_none() {
         anyhow::bail!("agente não encontrado: {}", args.agent);

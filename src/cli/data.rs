@@ -7,11 +7,11 @@ use anyhow::Context as _;
 
 use super::{EXIT_INPUT, TitularCommand, say_error};
 use crate::config::Config;
-use crate::store::Usage;
+use vt_store::Usage;
 
 /// `vt-agent keys rotate`: see [`KeysCommand::Rotate`](super::KeysCommand::Rotate).
 pub(super) async fn rotate_keys(config: &Config, store_usage: Usage) -> anyhow::Result<ExitCode> {
-    use crate::store::seal::{DataKey, KEY_FILE, KeyRing, read_key_file, write_key_file};
+    use vt_store::seal::{DataKey, KEY_FILE, KeyRing, read_key_file, write_key_file};
     let file = config.data_dir.join(KEY_FILE);
     let from_file = config.storage.encryption_key.is_none();
     if from_file {
@@ -32,7 +32,7 @@ pub(super) async fn rotate_keys(config: &Config, store_usage: Usage) -> anyhow::
         }
     }
     let store = crate::app::store(config, store_usage).await?;
-    let ring = crate::store::seal::ring();
+    let ring = vt_store::seal::ring();
     eprintln!("selando de novo sob a chave {}", ring.current_id());
     let sealed = store
         .reseal(&|column, n| eprintln!("  {column}: {n} valores"))
@@ -163,7 +163,7 @@ pub(super) async fn data_subject(
     let store = crate::app::store(config, store_usage).await?;
     match command {
         TitularCommand::Exportar { output, .. } => {
-            let export = crate::retention::export(&crate::store::Stores::of(&store), &subject).await?;
+            let export = crate::retention::export(&vt_store::Stores::of(&store), &subject).await?;
             let text = vt_contract::json::to_pretty(&export)?;
             match output {
                 Some(path) => {
@@ -175,7 +175,7 @@ pub(super) async fn data_subject(
         TitularCommand::Apagar { .. } => {
             let operator = std::env::var("USER").unwrap_or_else(|_| "operador".into());
             let gone = crate::retention::erase(
-                &crate::store::Stores::of(&store),
+                &vt_store::Stores::of(&store),
                 &subject,
                 (&operator, &config.vt.tenant_id),
                 config.retencao.simulator_book.as_deref(),

@@ -10,7 +10,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::flow::FlowError;
 use crate::service::{FlowOptions, ServiceError};
-use crate::store::Usage;
+use vt_store::Usage;
 
 pub(super) async fn run_flow(
     config: &Config,

@@ -6,14 +6,14 @@ use super::{
     AuditArgs, CasesArgs, EXIT_INPUT, FlowsArgs, OutboxArgs, RecorrenciasArgs, UsageArgs, say_error,
 };
 use crate::config::Config;
-use crate::store::Usage;
+use vt_store::Usage;
 
 pub(super) async fn outbox(
     config: &Config,
     store_usage: Usage,
     args: OutboxArgs,
 ) -> anyhow::Result<ExitCode> {
-    use crate::store::OutboxStatus;
+    use vt_store::OutboxStatus;
     let store = crate::app::store(config, store_usage).await?;
     if let Some(id) = args.retry {
         if store.requeue(id, chrono::Utc::now()).await? {
@@ -82,7 +82,7 @@ pub(super) async fn flows(config: &Config, store_usage: Usage, args: FlowsArgs) 
     if args.pendentes {
         let followups = store.followups(true, args.limit).await?;
         let charges = store
-            .charges_in(crate::store::ChargeStatus::Ativa, args.limit)
+            .charges_in(vt_store::ChargeStatus::Ativa, args.limit)
             .await?;
         let now = chrono::Utc::now();
         print!("{}", crate::runs::followups_report(&followups, now));

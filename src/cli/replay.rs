@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use super::{ReplayArgs, cannot_run};
 use crate::config::Config;
-use crate::store::Usage;
+use vt_store::Usage;
 
 /// A window as `7d`, `24h` or `30m`.
 pub(super) fn window(text: &str) -> anyhow::Result<chrono::Duration> {

@@ -14,8 +14,8 @@ pub(crate) mod reference;
 use vt_connectors::systems::SystemsConfig;
 use vt_domain::tools::VtSettings;
 
-use crate::engine::EngineConfig;
-use crate::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
+use vt_engine::EngineConfig;
+use vt_engine::llm::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
 
 /// The file read when neither `--config` nor `VT_CONFIG` names one (only if it exists).
 pub(crate) const DEFAULT_CONFIG_FILE: &str = "vt-agent.toml";
@@ -71,7 +71,7 @@ pub struct Config {
     /// `[notificacoes]`: restraint in the notices the product sends itself.
     pub notificacoes: crate::channels::whatsapp::NoticesConfig,
     /// `[recargas]`: how recharges whose outcome came late are followed up.
-    pub recargas: crate::store::RecargasConfig,
+    pub recargas: vt_store::RecargasConfig,
     /// The external systems. Absent: every command starts the embedded simulator.
     pub systems: Option<SystemsConfig>,
     /// The operator's payment provider (API Pix). Absent: the embedded simulator is the provider
@@ -82,7 +82,7 @@ pub struct Config {
     pub cartao: vt_connectors::cartao::CartaoConfig,
     /// `[transcricao]`: voice notes heard through an OpenAI-compatible transcription endpoint. Absent:
     /// a voice note gets the text-only answer.
-    pub transcricao: Option<crate::llm::TranscricaoConfig>,
+    pub transcricao: Option<vt_engine::llm::TranscricaoConfig>,
     /// `[fotos]`: card photos read locally with Tesseract, when it is installed.
     pub fotos: crate::ocr::FotosConfig,
     /// `[custos]`: prices, for what each turn costs in reais.
@@ -108,14 +108,14 @@ pub struct Config {
     /// The web console at `/console` (session secret, session length).
     pub console: crate::http::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
-    pub otlp: crate::telemetry::otlp::OtlpConfig,
+    pub otlp: vt_engine::telemetry::otlp::OtlpConfig,
     /// The data keys of what is sealed at rest (else the key file beside the database).
-    pub storage: crate::store::seal::StorageConfig,
+    pub storage: vt_store::seal::StorageConfig,
     /// How long conversations and flow runs are kept.
     pub retencao: crate::retention::RetentionConfig,
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
-    pub otlp_target: Option<crate::telemetry::otlp::OtlpTarget>,
+    pub otlp_target: Option<vt_engine::telemetry::otlp::OtlpTarget>,
 }
 
 /// The embedded simulator, when it is used.
@@ -178,7 +178,7 @@ impl Default for Config {
             outbox: crate::outbox::OutboxConfig::default(),
             handoff: crate::service::HandoffConfig::default(),
             notificacoes: crate::channels::whatsapp::NoticesConfig::default(),
-            recargas: crate::store::RecargasConfig::default(),
+            recargas: vt_store::RecargasConfig::default(),
             systems: None,
             pix: None,
             cartao: Default::default(),
@@ -195,8 +195,8 @@ impl Default for Config {
             webchat: crate::channels::webchat::WebchatConfig::default(),
             mattermost: crate::channels::mattermost::MattermostConfig::default(),
             console: crate::http::console::ConsoleConfig::default(),
-            otlp: crate::telemetry::otlp::OtlpConfig::default(),
-            storage: crate::store::seal::StorageConfig::default(),
+            otlp: vt_engine::telemetry::otlp::OtlpConfig::default(),
+            storage: vt_store::seal::StorageConfig::default(),
             retencao: crate::retention::RetentionConfig::default(),
             otlp_target: None,
         }
@@ -304,8 +304,8 @@ impl LlmConfig {
     pub(crate) fn address(&self) -> String {
         match (&self.base_url, self.provider) {
             (Some(url), _) => url.clone(),
-            (None, Some(ProviderKind::Anthropic)) => crate::llm::ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
-            (None, _) => crate::llm::OPENAI_DEFAULT_BASE_URL.to_owned(),
+            (None, Some(ProviderKind::Anthropic)) => vt_engine::llm::ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
+            (None, _) => vt_engine::llm::OPENAI_DEFAULT_BASE_URL.to_owned(),
         }
     }
 
@@ -337,7 +337,7 @@ impl LlmConfig {
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(crate::llm::Fallback::wrap(primary, fallbacks)))
+        Ok(Some(vt_engine::llm::Fallback::wrap(primary, fallbacks)))
     }
 
     /// One provider with this section's limits, behind its own circuit breaker.
@@ -349,8 +349,8 @@ impl LlmConfig {
         api_key: Option<String>,
     ) -> Result<Arc<dyn LlmProvider>, ConfigError> {
         let (default_url, default_model) = match kind {
-            ProviderKind::Openai => (crate::llm::OPENAI_DEFAULT_BASE_URL, "gpt-5-mini"),
-            ProviderKind::Anthropic => (crate::llm::ANTHROPIC_DEFAULT_BASE_URL, "claude-sonnet-4-5"),
+            ProviderKind::Openai => (vt_engine::llm::OPENAI_DEFAULT_BASE_URL, "gpt-5-mini"),
+            ProviderKind::Anthropic => (vt_engine::llm::ANTHROPIC_DEFAULT_BASE_URL, "claude-sonnet-4-5"),
         };
         let settings = ProviderSettings {
             base_url: base_url.unwrap_or_else(|| default_url.to_owned()),
@@ -368,11 +368,11 @@ impl LlmConfig {
                 Arc::new(AnthropicProvider::new(settings).map_err(|e| ConfigError::Provider(e.to_string()))?)
             }
         };
-        let breaker = crate::llm::BreakerConfig {
+        let breaker = vt_engine::llm::BreakerConfig {
             failures: self.circuit_failures.max(1),
             open_for: Duration::from_secs(self.circuit_open_secs),
         };
-        Ok(crate::llm::CircuitBreaker::wrap(provider, breaker))
+        Ok(vt_engine::llm::CircuitBreaker::wrap(provider, breaker))
     }
 }
 
@@ -614,7 +614,7 @@ impl Config {
         if let Some((field, message)) = self
             .transcricao
             .as_ref()
-            .and_then(crate::llm::TranscricaoConfig::problem)
+            .and_then(vt_engine::llm::TranscricaoConfig::problem)
         {
             return invalid(field, message);
         }

@@ -1,7 +1,7 @@
 //! The configuration's rules, each checked when loaded.
 
 use super::*;
-use crate::engine::RetryPolicy;
+use vt_engine::RetryPolicy;
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::config::{ApiKeyConfig, Role};
 use super::error::ApiError;
 use super::state::AppState;
-use crate::engine::DEFAULT_TENANT;
+use vt_engine::DEFAULT_TENANT;
 
 /// The caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

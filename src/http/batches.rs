@@ -23,7 +23,7 @@ use crate::batch::Options;
 use crate::batch::background::{Submission, SubmitError};
 use crate::batch::source::SourceError;
 use crate::flow::FlowMode;
-use crate::store::BatchJob;
+use vt_store::BatchJob;
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -12,9 +12,9 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::json::ApiJson;
 use super::state::AppState;
-use crate::engine::Participant;
-use crate::llm::ChatMessage;
 use crate::service::Inbound;
+use vt_engine::Participant;
+use vt_engine::llm::ChatMessage;
 
 /// The channel name HTTP conversations are recorded under.
 const CHANNEL: &str = "http";
@@ -87,7 +87,7 @@ pub(super) struct CartaoOut {
 
 /// The checkout a reply's files name, from the charge on record (left out when it cannot be read).
 pub(super) async fn cartao_of(
-    pix: &dyn crate::store::PixStore,
+    pix: &dyn vt_store::PixStore,
     files: &[vt_contract::FileContent],
 ) -> Option<CartaoOut> {
     let id = files.iter().find_map(vt_domain::tools::link_of)?;
@@ -117,7 +117,7 @@ pub(super) struct PixOut {
 /// The Pix code a reply's files name, from the charge on record. The turn is done by then: a charge
 /// that cannot be read leaves the field out (the code is in the reply before), it fails nothing.
 pub(super) async fn pix_of(
-    pix: &dyn crate::store::PixStore,
+    pix: &dyn vt_store::PixStore,
     files: &[vt_contract::FileContent],
 ) -> Option<PixOut> {
     use base64::Engine as _;
@@ -308,7 +308,7 @@ pub(super) async fn show(
         .await
         .map_err(|e| ApiError::internal("charges could not be read", &e))?
         .iter()
-        .flat_map(crate::store::PixCharge::codes)
+        .flat_map(vt_store::PixCharge::codes)
         .collect();
     let messages = store
         .messages(&id)

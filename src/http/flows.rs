@@ -19,7 +19,7 @@ use super::json::{Body, digest};
 use super::state::AppState;
 use crate::flow::FlowOutput;
 use crate::service::{FlowOptions, FlowRan};
-use crate::store::{IdempotencyPut, IdempotencyRecord};
+use vt_store::{IdempotencyPut, IdempotencyRecord};
 
 /// How long a key keeps its response.
 const KEY_TTL: chrono::Duration = chrono::Duration::hours(24);

@@ -5,7 +5,7 @@
 //! it is the store's).
 //!
 //! The same figures are recorded on OpenTelemetry instruments of the global meter: when an OTLP
-//! endpoint is configured ([`crate::telemetry`]) they are exported as OTLP metrics too; otherwise the
+//! endpoint is configured ([`vt_engine::telemetry`]) they are exported as OTLP metrics too; otherwise the
 //! global meter is a no-op and costs nothing.
 
 use opentelemetry::KeyValue;
@@ -192,7 +192,7 @@ impl Otel {
             _dropped: meter
                 .u64_observable_counter("vt.otlp_spans_dropped")
                 .with_description("Spans the trace exporter dropped")
-                .with_callback(|o| o.observe(crate::telemetry::otlp::spans_dropped().get(), &[]))
+                .with_callback(|o| o.observe(vt_engine::telemetry::otlp::spans_dropped().get(), &[]))
                 .build(),
         }
     }
@@ -321,7 +321,7 @@ impl Default for Metrics {
         registry.register(
             "otlp_spans_dropped",
             "Spans the trace exporter dropped (queue full, collector refusing or away)",
-            crate::telemetry::otlp::spans_dropped(),
+            vt_engine::telemetry::otlp::spans_dropped(),
         );
         let teams = TeamGauges::default();
         teams.register(&mut registry);
@@ -404,7 +404,7 @@ impl Metrics {
     /// hours by the service's clock).
     pub(crate) async fn refresh_outbox(&self, service: &crate::service::Services) {
         let store = service.stores();
-        use crate::store::OutboxStatus;
+        use vt_store::OutboxStatus;
         if let Ok(n) = store.outbox.outbox_count(OutboxStatus::Pending).await {
             self.outbox_depth.set(n);
         }
@@ -426,7 +426,7 @@ impl Metrics {
         if service.payments().takes_pix()
             && let Ok(counts) = store.pix.charge_counts().await
         {
-            use crate::store::ChargeStatus as C;
+            use vt_store::ChargeStatus as C;
             for status in C::ALL {
                 let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
                 self.pix_charges
@@ -439,7 +439,7 @@ impl Metrics {
         if service.automatic().active()
             && let Ok((recurrences, charges)) = store.recurrences.recurrence_counts().await
         {
-            let statuses = crate::store::RecurrenceStatus::ALL.map(|s| s.as_str());
+            let statuses = vt_store::RecurrenceStatus::ALL.map(|s| s.as_str());
             for status in statuses {
                 let n = recurrences
                     .iter()
@@ -447,7 +447,7 @@ impl Metrics {
                     .map_or(0, |(_, n)| *n);
                 self.pix_recurrences.get_or_create(&Status { status }).set(n);
             }
-            for status in crate::store::RecurringChargeStatus::ALL.map(|s| s.as_str()) {
+            for status in vt_store::RecurringChargeStatus::ALL.map(|s| s.as_str()) {
                 let n = charges.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
                 self.pix_recurring_charges
                     .get_or_create(&Status { status })

@@ -20,7 +20,7 @@ use crate::service::Services;
 pub struct AppState {
     pub service: Arc<Services>,
     /// What handlers read, each concern as its narrow trait.
-    pub(crate) stores: crate::store::Stores,
+    pub(crate) stores: vt_store::Stores,
     /// The agent the conversations API, the console's lookups and the channels talk to.
     pub agent: String,
     pub config: Arc<HttpConfig>,

@@ -22,7 +22,7 @@ pub(super) struct SubjectRequest {
     pub cartao: Option<String>,
 }
 
-fn subject(caller: &Caller, body: &SubjectRequest) -> Result<crate::store::Subject, ApiError> {
+fn subject(caller: &Caller, body: &SubjectRequest) -> Result<vt_store::Subject, ApiError> {
     if caller.role != Role::Admin {
         return Err(ApiError::forbidden(
             "os direitos do titular exigem uma chave de papel admin",

@@ -33,9 +33,9 @@ use super::auth::Caller;
 use super::config::{WebhookConfig, key_of};
 use super::error::ApiError;
 use super::state::AppState;
-use crate::llm::ChatMessage;
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::{ConversationStore, OutboxItem, PixStore};
+use vt_engine::llm::ChatMessage;
+use vt_store::{ConversationStore, OutboxItem, PixStore};
 
 /// The channel HTTP conversations are recorded under (their late messages' outbox destination).
 pub(crate) const CHANNEL: &str = "http";
@@ -75,7 +75,7 @@ struct Late<'a> {
 
 impl<'a> Late<'a> {
     /// `m` as a late message: said outside a turn (no execution), by the product or a person.
-    fn of(m: &'a crate::store::StoredMessage) -> Option<Self> {
+    fn of(m: &'a vt_store::StoredMessage) -> Option<Self> {
         if m.execucao_id.is_some() {
             return None;
         }
@@ -84,7 +84,7 @@ impl<'a> Late<'a> {
 
     /// `m` as the product or a person said it, in a turn or not (a webhook pushes a turn's reply when
     /// the turn was not the caller's: a support agent's proposal).
-    fn said(m: &'a crate::store::StoredMessage) -> Option<Self> {
+    fn said(m: &'a vt_store::StoredMessage) -> Option<Self> {
         let (role, name, text) = match &m.message {
             ChatMessage::Assistant { content: Some(t), .. } if !t.trim().is_empty() => {
                 ("assistant", None, t.as_str())
@@ -129,7 +129,7 @@ async fn event_body(
         .await
         .unwrap_or_default()
         .iter()
-        .flat_map(crate::store::PixCharge::codes)
+        .flat_map(vt_store::PixCharge::codes)
         .collect();
     let mut data = json!({
         "conversation_id": conversation_id,
@@ -208,8 +208,8 @@ impl WebhookSender {
         conversation_id: &str,
         item: &OutboxItem,
         text: &str,
-    ) -> Result<Option<crate::store::StoredMessage>, SendError> {
-        let store_failed = |e: crate::store::StoreError| SendError::Retry {
+    ) -> Result<Option<vt_store::StoredMessage>, SendError> {
+        let store_failed = |e: vt_store::StoreError| SendError::Retry {
             reason: format!("store: {e}"),
             after: None,
         };
@@ -393,11 +393,7 @@ pub(super) async fn events(
 }
 
 /// A stored message as an event, when it is a late one ([`Late::of`]).
-async fn late_event(
-    pix: &dyn PixStore,
-    conversation_id: &str,
-    m: &crate::store::StoredMessage,
-) -> Option<Event> {
+async fn late_event(pix: &dyn PixStore, conversation_id: &str, m: &vt_store::StoredMessage) -> Option<Event> {
     let late = Late::of(m)?;
     let body = event_body(pix, conversation_id, &late, &[]).await;
     Some(

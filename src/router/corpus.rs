@@ -12,7 +12,7 @@ use vt_domain::tools::cartao::MEMORY_CARTOES;
 use vt_domain::tools::{Perguntada, STATE_PENDENTE, STATE_PERGUNTADA};
 
 use super::{Awaiting, Route, Router, STATE_AGUARDANDO};
-use crate::engine::{Conversation, Participant};
+use vt_engine::{Conversation, Participant};
 
 /// One message of the corpus, with its context and what it must come out as.
 #[derive(Debug, Clone, Deserialize)]

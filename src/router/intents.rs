@@ -6,7 +6,7 @@ use std::path::Path;
 use chrono::Utc;
 use serde::Deserialize;
 
-use crate::store::{IntentRecord, Store, StoreError};
+use vt_store::{IntentRecord, Store, StoreError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

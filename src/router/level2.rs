@@ -15,8 +15,8 @@ use vt_domain::vt::parse::normalize;
 
 use super::known::Known;
 use super::{Read, Router, keywords};
-use crate::engine::Conversation;
-use crate::llm::{ChatMessage, Choice, CompletionRequest, LlmProvider};
+use vt_engine::Conversation;
+use vt_engine::llm::{ChatMessage, Choice, CompletionRequest, LlmProvider};
 
 /// A few messages written as the corpus's (`tests/fixtures/router/corpus.yaml`) and the eval cases'
 /// are, with their intents: enough for a small model to see the labels used, few enough for a micro
@@ -93,7 +93,7 @@ impl Router {
             choice: Some(choice.clone()),
             ..Default::default()
         };
-        match crate::telemetry::spans::complete("classificar_intencao", llm, &request).await {
+        match vt_engine::telemetry::spans::complete("classificar_intencao", llm, &request).await {
             Ok(c) => {
                 let found = c.choice(&choice).unwrap_or_else(|| "general_chat".to_owned());
                 self.cache

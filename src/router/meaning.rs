@@ -9,7 +9,7 @@ use vt_domain::tools::cartao::remembered_in;
 use super::classifier::{self, Reading};
 use super::known::{Known, WithParams};
 use super::{Read, Route, Router, act, complaint_route, keywords, reply, restate, texts};
-use crate::engine::Conversation;
+use vt_engine::Conversation;
 
 /// What is conversation rather than a request — chat, an open question, what is outside the product:
 /// with a model configured, the model answers it; with a recharge waiting, its question is asked again.

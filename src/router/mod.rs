@@ -59,10 +59,10 @@ pub(crate) fn over_budget_reply() -> String {
 }
 use texts::Lang;
 
-use crate::engine::Conversation;
-use crate::llm::LlmProvider;
-use crate::store::IntentRecord;
 use vt_domain::faq::Faq;
+use vt_engine::Conversation;
+use vt_engine::llm::LlmProvider;
+use vt_store::IntentRecord;
 
 /// State key of a request waiting for a missing parameter.
 pub(crate) const STATE_AGUARDANDO: &str = "aguardando";

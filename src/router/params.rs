@@ -9,7 +9,7 @@ use vt_domain::vt::{Idioma, mask_card};
 use super::cards::{self, Pick};
 use super::known::WithParams;
 use super::{Awaiting, Found, Read, Route, Router, STATE_AGUARDANDO, texts};
-use crate::engine::Conversation;
+use vt_engine::Conversation;
 
 impl Router {
     /// The action with its parameters when they are all known without doubt, else the question.

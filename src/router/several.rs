@@ -7,8 +7,8 @@ use vt_domain::vt::parse::{cards, number_words_to_digits};
 use super::classifier;
 use super::known::{Known, WithParams};
 use super::{Read, Route, Router};
-use crate::engine::Conversation;
 use vt_domain::tools::cartao::remembered_in;
+use vt_engine::Conversation;
 
 impl Router {
     /// A balance and a recharge asked in one message, each sure in its own part.

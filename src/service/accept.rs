@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use super::{Inbound, Messages, ServiceError, tenant_of};
 use vt_domain::tools::cartao::MEMORY_CARTOES;
 
-use crate::engine::Conversation;
-use crate::llm::ChatMessage;
-use crate::store::Accepting;
+use vt_engine::Conversation;
+use vt_engine::llm::ChatMessage;
+use vt_store::Accepting;
 
 impl Messages<'_> {
     /// The conversation the message belongs to (`stored`: as read, `None` when there is none yet) and
@@ -92,8 +92,8 @@ fn stored_text(msg: &Inbound) -> String {
     match (&msg.unsupported, &msg.media) {
         (Some(kind), _) => format!("[mensagem do tipo {kind}]"),
         (None, Some(media)) => match media.kind {
-            crate::store::MediaKind::Audio => format!("{} [áudio]", super::VOICE_MARK),
-            crate::store::MediaKind::Image => "[foto]".to_owned(),
+            vt_store::MediaKind::Audio => format!("{} [áudio]", super::VOICE_MARK),
+            vt_store::MediaKind::Image => "[foto]".to_owned(),
         },
         (None, None) => msg.text.clone(),
     }

@@ -5,8 +5,8 @@
 //! of several instances passing at once, one offer of a case wins. And the SLA pass: a clock at
 //! `aviso_pct` pings the team once ([`CaseStore::warn_sla`]).
 //!
-//! [`CaseStore::offer_case`]: crate::store::CaseStore::offer_case
-//! [`CaseStore::warn_sla`]: crate::store::CaseStore::warn_sla
+//! [`CaseStore::offer_case`]: vt_store::CaseStore::offer_case
+//! [`CaseStore::warn_sla`]: vt_store::CaseStore::warn_sla
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::Cases;
 use super::board::{BoardKind, board_item};
 use super::teams::{Atribuicao, Equipe};
-use crate::store::{Case, CaseOffer, CaseState};
+use vt_store::{Case, CaseOffer, CaseState};
 
 /// Open cases each agent holds: claimed, or offered and not yet expired.
 pub(crate) fn loads(open: &[Case], now: DateTime<Utc>) -> HashMap<String, u32> {
@@ -100,7 +100,7 @@ impl Cases<'_> {
         team: &Equipe,
         (loads, away): (&mut HashMap<String, u32>, &HashSet<String>),
         now: DateTime<Utc>,
-    ) -> Result<bool, crate::store::StoreError> {
+    ) -> Result<bool, vt_store::StoreError> {
         let mut skip: HashSet<String> = HashSet::new();
         if let Some(previous) = &case.offered_to {
             // Whoever let this case's offer expire is not offered it again.

@@ -4,7 +4,7 @@
 //! audit table. Other turns write nothing here.
 
 use super::{Cases, Handled};
-use crate::store::AuditRecord;
+use vt_store::AuditRecord;
 
 /// Who looked a card up, and where.
 pub(crate) struct Lookup<'a> {

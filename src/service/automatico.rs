@@ -39,7 +39,7 @@ use super::FlowOptions;
 use super::jobs::Automatic;
 use super::payments::PixSetup;
 use crate::flow::FlowStatus;
-use crate::store::{
+use vt_store::{
     Recurrence, RecurrenceKind, RecurrenceStatus, RecurrenceStore, RecurringCharge, RecurringChargeStatus,
 };
 
@@ -561,14 +561,14 @@ impl Automatic<'_> {
         charge: &RecurringCharge,
     ) -> Result<(), AutoError> {
         let now = self.engine.now();
-        let record = crate::store::OutcomeRecord {
+        let record = vt_store::OutcomeRecord {
             id: self.engine.next_id("desfecho"),
             conversation_id: format!("{OUTCOME_PREFIX}{}", charge.txid),
             tenant_id: rec.tenant_id.clone(),
             channel: "pix_automatico".into(),
             desde: None,
             ate: now,
-            desfecho: crate::store::Desfecho::ResolvidaPeloBot,
+            desfecho: vt_store::Desfecho::ResolvidaPeloBot,
             intencao: "recarga_automatica".into(),
             assunto: "recarga_automatica".into(),
             caso_id: None,
@@ -621,7 +621,7 @@ impl Automatic<'_> {
         let Some(conv) = self.store.conversation(conversation_id).await? else {
             return Ok(false);
         };
-        let index = crate::store::seal::card_index(&input.cartao);
+        let index = vt_store::seal::card_index(&input.cartao);
         let mine = self
             .store
             .user_recurrences(&conv.tenant_id, &conv.user_id)
@@ -649,7 +649,7 @@ impl Automatic<'_> {
                 .late_reply(&conv, text.clone(), None, (Vec::new(), choices));
             let now = self.engine.now();
             item.next_attempt_at = self.quiet.release(now, &input.politicas.timezone);
-            let message = crate::llm::ChatMessage::assistant(text.clone());
+            let message = vt_engine::llm::ChatMessage::assistant(text.clone());
             self.store
                 .offer_automatic(&conv.id, &conv.state, (&message, &[item]), now)
                 .await?;
@@ -969,7 +969,7 @@ impl AutoPort {
             tenant_id: input.tenant_id.clone(),
             conversation_id: ctx.conversation_id.clone(),
             user_id: ctx.user_id.clone(),
-            card_index: crate::store::seal::card_index(&input.cartao),
+            card_index: vt_store::seal::card_index(&input.cartao),
             card_masked: masked.clone(),
             request: vt_contract::json::to_value(input)
                 .map_err(|_| AutoError::Invalid("recarga ilegível"))?,
@@ -994,7 +994,7 @@ impl AutoPort {
 
     async fn cancel(&self, ctx: &ActionContext, cartao: Option<&str>) -> Result<Vec<Resumo>, AutoError> {
         let tenant = tenant_of(ctx);
-        let index = cartao.map(|c| crate::store::seal::card_index(&vt_domain::vt::card::clean(c)));
+        let index = cartao.map(|c| vt_store::seal::card_index(&vt_domain::vt::card::clean(c)));
         let mine = self.store.user_recurrences(&tenant, &ctx.user_id).await?;
         let mut cancelled = Vec::new();
         for rec in mine
@@ -1056,7 +1056,7 @@ mod textos {
     use vt_domain::tools::Termos;
     use vt_domain::vt::timezone::Timezone;
 
-    use crate::store::{Recurrence, RecurrenceKind};
+    use vt_store::{Recurrence, RecurrenceKind};
 
     /// The WhatsApp template `purpose` with `parameters`.
     pub(super) fn modelo<const N: usize>(

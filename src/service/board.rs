@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use vt_domain::vt::card::mask_cards_in;
 
 use super::jobs::Board;
-use crate::engine::TurnOutcome;
 use crate::outbox::ReplyPayload;
-use crate::store::{Case, CaseEvent, CaseState, CaseWrite, NewOutboxItem, OutboxStatus};
+use vt_engine::TurnOutcome;
+use vt_store::{Case, CaseEvent, CaseState, CaseWrite, NewOutboxItem, OutboxStatus};
 
 /// The outbox destination of the support board.
 pub const BOARD: &str = "suporte";
@@ -153,16 +153,16 @@ impl Board<'_> {
     /// in its thread, so the person who has it hears of it.
     pub(super) async fn open_case_now(
         &self,
-        case: &crate::store::NewCase,
+        case: &vt_store::NewCase,
         now: DateTime<Utc>,
-    ) -> Result<Case, crate::store::StoreError> {
+    ) -> Result<Case, vt_store::StoreError> {
         let (opened, post) = match self.store.open_case(case, now).await? {
-            crate::store::CaseOpened::Opened(c) => (c, (BoardKind::Opened, String::new())),
-            crate::store::CaseOpened::AlreadyOpen(c) if c.reason != case.reason => {
+            vt_store::CaseOpened::Opened(c) => (c, (BoardKind::Opened, String::new())),
+            vt_store::CaseOpened::AlreadyOpen(c) if c.reason != case.reason => {
                 (c, (BoardKind::Line, format!("Novo motivo: {}", case.reason)))
             }
             // The same reason again (a retry, another instance): the root post is already there.
-            crate::store::CaseOpened::AlreadyOpen(c) => (c, (BoardKind::Opened, String::new())),
+            vt_store::CaseOpened::AlreadyOpen(c) => (c, (BoardKind::Opened, String::new())),
         };
         if self.board_on(&opened.tenant_id) {
             let (kind, text) = post;
@@ -178,7 +178,7 @@ impl Board<'_> {
     }
 
     /// A new protocol number of `tenant`, of today in the policy's time zone.
-    pub(super) async fn protocol(&self, tenant: &str) -> Result<String, crate::store::StoreError> {
+    pub(super) async fn protocol(&self, tenant: &str) -> Result<String, vt_store::StoreError> {
         let tz = super::policy_timezone(self.engine);
         let day = tz.local(self.engine.now()).date_naive();
         self.store.next_protocol(tenant, day).await
@@ -192,7 +192,7 @@ impl Board<'_> {
         motivo: vt_contract::HandoffReason,
         reason: String,
         case_file: serde_json::Value,
-    ) -> crate::store::NewCase {
+    ) -> vt_store::NewCase {
         let opening = super::teams::Opening {
             intent: None,
             motivo,
@@ -204,7 +204,7 @@ impl Board<'_> {
             tracing::error!(error = %e, "no protocol number for a new case");
             String::new()
         });
-        crate::store::NewCase {
+        vt_store::NewCase {
             id: self.engine.next_id("caso"),
             conversation_id: conversation_id.to_owned(),
             tenant_id: tenant.to_owned(),
@@ -331,17 +331,13 @@ impl Cases<'_> {
 
 impl Cases<'_> {
     /// The support board's root post of case `case_id`, kept to thread its lines under it.
-    pub(crate) async fn board_posted(
-        self,
-        case_id: &str,
-        post: &str,
-    ) -> Result<(), crate::store::StoreError> {
+    pub(crate) async fn board_posted(self, case_id: &str, post: &str) -> Result<(), vt_store::StoreError> {
         self.store.set_board_post(case_id, post).await
     }
 
     /// The record of a support agent handing out what only staff see (a transcript): nothing is handed
     /// out that is not on record.
-    pub async fn audited(self, record: &crate::store::AuditRecord) -> Result<(), crate::store::StoreError> {
+    pub async fn audited(self, record: &vt_store::AuditRecord) -> Result<(), vt_store::StoreError> {
         self.store.record_audit(record).await
     }
 }

@@ -213,7 +213,7 @@ impl Spending<'_> {
     }
 
     /// What each tenant's turns and paid messages whose price is known cost this month, in reais.
-    pub(crate) async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, crate::store::StoreError> {
+    pub(crate) async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, vt_store::StoreError> {
         let (_, since) = self.month_of(self.engine.now());
         Ok(self
             .store

@@ -139,8 +139,8 @@ mod tests {
     #[test]
     fn a_voice_note_or_a_tap_is_never_joined() {
         let mut voice = pending(2, "");
-        voice.msg.media = Some(crate::store::Media {
-            kind: crate::store::MediaKind::Audio,
+        voice.msg.media = Some(vt_store::Media {
+            kind: vt_store::MediaKind::Audio,
             id: "1".into(),
             mime: "audio/ogg".into(),
         });

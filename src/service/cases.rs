@@ -13,9 +13,9 @@ use vt_domain::vt::card::{mask_card, mask_cards_in};
 
 use super::commit::Ran;
 use super::{Handled, Inbound, Messages, Routing, ServiceError};
-use crate::engine::{Conversation, Reply, TurnEvent, TurnOutcome};
-use crate::llm::ChatMessage;
-use crate::store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
+use vt_engine::llm::ChatMessage;
+use vt_engine::{Conversation, Reply, TurnEvent, TurnOutcome};
+use vt_store::{Case, CaseEvent, CaseState, CaseWrite, Claim, ConversationContext, NewCase};
 
 /// The one acknowledgement of a message that waits for a person.
 pub(crate) const ACK_TEXT: &str = "Sua mensagem foi encaminhada a um atendente. Assim que alguém assumir o \
@@ -62,7 +62,7 @@ impl Default for HandoffConfig {
             hours: None,
             mattermost_channel_id: None,
             feriados: Vec::new(),
-            board_tenant: crate::engine::DEFAULT_TENANT.to_owned(),
+            board_tenant: vt_engine::DEFAULT_TENANT.to_owned(),
             equipes: Vec::new(),
             desk: super::Desk::default(),
         }
@@ -264,7 +264,7 @@ pub enum CaseError {
     #[error("{0}")]
     Refused(String),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] vt_store::StoreError),
 }
 
 /// A turn the card holder did not start (a support agent's proposal), addressed as their own turns
@@ -274,7 +274,7 @@ fn addressed_to_card_holder(conv: &Conversation, text: String, sends_itself: boo
         agent_id: conv.agent_id.clone(),
         conversation_id: Some(conv.id.clone()),
         tenant_id: Some(conv.tenant_id.clone()),
-        user: crate::engine::Participant {
+        user: vt_engine::Participant {
             user_id: conv.user_id.clone(),
             user_login: conv.user_login.clone(),
             channel: conv.channel.clone(),
@@ -478,8 +478,8 @@ impl Proposal {
     }
 
     /// The turn that prepares it: `preparar_recarga` with these arguments, as the router starts it.
-    fn start(&self) -> crate::engine::TurnStart {
-        crate::engine::TurnStart::Action {
+    fn start(&self) -> vt_engine::TurnStart {
+        vt_engine::TurnStart::Action {
             name: "preparar_recarga".into(),
             arguments: json!({
                 "cartao": self.cartao,
@@ -532,7 +532,7 @@ impl Cases<'_> {
         };
         let before = RecargaPendente::id_in(&conv.state);
         let text = format!("recarga de {} via {}", proposal.valor, proposal.meio_pagamento);
-        let input = crate::engine::TurnInput::new(&text, proposal.start()).opened_by(opening.clone());
+        let input = vt_engine::TurnInput::new(&text, proposal.start()).opened_by(opening.clone());
         let outcome = self
             .engine
             .run_turn(&mut conv, input)
@@ -547,7 +547,7 @@ impl Cases<'_> {
         // Stored before its turn commits, as every message that opens a turn is.
         let accepted_message = self
             .store
-            .accept_message(crate::store::Accepting::plain(&conv, &opening, now))
+            .accept_message(vt_store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
         let msg = addressed_to_card_holder(&conv, text, self.speaker.sends_late(&conv));
@@ -751,7 +751,7 @@ impl Cases<'_> {
             return Err(CaseError::Refused(format!("a equipe {team} não existe")));
         };
         let to_agent = to_agent.map(str::trim).filter(|a| !a.is_empty());
-        let transfer = crate::store::CaseTransfer {
+        let transfer = vt_store::CaseTransfer {
             case_id: case.id.clone(),
             who: agent.login.to_owned(),
             team: team.name().to_owned(),

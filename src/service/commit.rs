@@ -9,13 +9,11 @@ use chrono::{DateTime, Utc};
 use vt_domain::vt::card::mask_cards_in;
 
 use super::{Delivery, Handled, Inbound, IntentTag, Messages, Routing, ServiceConfig};
-use crate::engine::retry::retry;
-use crate::engine::{Conversation, TurnEvent, TurnOutcome};
-use crate::llm::{ChatMessage, CompletionRequest};
 use crate::outbox::{DeliveryTrace, ReplyPayload};
-use crate::store::{
-    CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, Store, StoreError, TurnRecord,
-};
+use vt_engine::llm::{ChatMessage, CompletionRequest};
+use vt_engine::retry::retry;
+use vt_engine::{Conversation, TurnEvent, TurnOutcome};
+use vt_store::{CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, Store, StoreError, TurnRecord};
 
 /// Facts kept in the compressed context.
 const MAX_FACTS: usize = 10;
@@ -69,7 +67,7 @@ impl Messages<'_> {
         (tag, conv): (&IntentTag, &Conversation),
         spent: Spent<'_>,
         (started, now): (Instant, DateTime<Utc>),
-    ) -> crate::store::UsageRecord {
+    ) -> vt_store::UsageRecord {
         let tokens = turn_tokens(&spent);
         let Spent {
             outcome,
@@ -108,7 +106,7 @@ impl Messages<'_> {
                 .filter(|_| by_minute)
                 .map(|t| (t, listened.audio_ms)),
         };
-        crate::store::UsageRecord {
+        vt_store::UsageRecord {
             audio_ms: listened.audio_ms,
             tokens_cached: outcome.execution.cached_tokens() as i64,
             custo_micro_brl: self.spending.costs.brl(&used).map(crate::costs::micro_brl),
@@ -144,8 +142,8 @@ fn after_turn(conv: &mut Conversation, outcome: &mut TurnOutcome, routing: &Rout
 
 /// The protocol a person is given stays with the conversation: "qual o protocolo?" is answered from
 /// it, with zero tokens, however long after.
-fn keep_protocol(conv: &mut Conversation, case: Option<&crate::store::CaseWrite>, now: DateTime<Utc>) {
-    if let Some(crate::store::CaseWrite::Open(new)) = case
+fn keep_protocol(conv: &mut Conversation, case: Option<&vt_store::CaseWrite>, now: DateTime<Utc>) {
+    if let Some(vt_store::CaseWrite::Open(new)) = case
         && !new.protocol.is_empty()
     {
         conv.state.insert(
@@ -262,7 +260,7 @@ impl Messages<'_> {
                 max_tokens: Some(150),
                 ..Default::default()
             };
-            match crate::telemetry::spans::complete("resumir_contexto", llm.as_ref(), &request).await {
+            match vt_engine::telemetry::spans::complete("resumir_contexto", llm.as_ref(), &request).await {
                 Ok(c) => {
                     ctx.summary = c.text.map(|t| mask_cards_in(&t));
                     tokens = (c.usage.input_tokens, c.usage.output_tokens);
@@ -326,7 +324,7 @@ fn replies_outbox(
     let pending = vt_domain::tools::RecargaPendente::id_in(&conv.state);
     // The worker's `deliver` span joins this turn's trace.
     let trace = (status == OutboxStatus::Pending)
-        .then(crate::telemetry::spans::trace_context)
+        .then(vt_engine::telemetry::spans::trace_context)
         .flatten()
         .map(|context| DeliveryTrace {
             context,

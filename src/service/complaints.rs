@@ -9,7 +9,7 @@ use vt_contract::{ActionContext, ActionError};
 use vt_domain::tools::{PagamentoVisto, Pagamentos, SharedPagamentos, Situacao};
 use vt_domain::vt::FlowInput;
 
-use crate::store::{ChargeMeans, ChargeStatus, PixCharge, PixStore};
+use vt_store::{ChargeMeans, ChargeStatus, PixCharge, PixStore};
 
 struct ChargeHistory {
     store: Arc<dyn PixStore>,

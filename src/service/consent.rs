@@ -11,8 +11,8 @@ use vt_domain::vt::timezone::Timezone;
 
 use super::commit::Ran;
 use super::{ChannelRules, Handled, Inbound, Messages, Routing, ServiceError};
-use crate::engine::Conversation;
-use crate::store::{ConsentChange, ConversationContext, StoreError};
+use vt_engine::Conversation;
+use vt_store::{ConsentChange, ConversationContext, StoreError};
 
 pub(super) const OPTED_OUT: &str =
     "Pronto: você não vai mais receber avisos por aqui. Para voltar a recebê-los, escreva VOLTAR.";
@@ -158,7 +158,7 @@ impl Contacts<'_> {
     pub(crate) async fn import_opt_ins(
         self,
         changes: &[ConsentChange],
-    ) -> Result<usize, crate::store::StoreError> {
+    ) -> Result<usize, vt_store::StoreError> {
         let mut recorded = 0;
         for change in changes {
             let current = self.store.consent(&change.wa_id).await?;
@@ -175,10 +175,7 @@ impl Contacts<'_> {
 impl Contacts<'_> {
     /// A template's lifecycle as Meta reports it: a paused, disabled, rejected or re-categorised
     /// template is not used until approved again.
-    pub(crate) async fn template_changed(
-        self,
-        state: &crate::store::TemplateState,
-    ) -> Result<(), StoreError> {
+    pub(crate) async fn template_changed(self, state: &vt_store::TemplateState) -> Result<(), StoreError> {
         self.store.set_template_state(state).await
     }
 

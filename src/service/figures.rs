@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::store::{CaseState, CaseTimes};
+use vt_store::{CaseState, CaseTimes};
 
 /// The cases of a period: how many people asked for a person, how long they waited for one, how long
 /// a case lasted, and how many wait now.

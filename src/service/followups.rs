@@ -25,8 +25,8 @@ use vt_domain::systems::SystemsPort;
 use vt_domain::vt::FlowInput;
 use vt_domain::vt::texts::RecargaStatus;
 
-use crate::engine::Conversation;
-use crate::store::{Checked, FlowRunRecord, FollowUp, OUTCOME_CASE, RunStatus, StoreError};
+use vt_engine::Conversation;
+use vt_store::{Checked, FlowRunRecord, FollowUp, OUTCOME_CASE, RunStatus, StoreError};
 
 /// How long a claimed follow-up is this process's: longer than a recharge request may take.
 const LEASE_MINUTES: i64 = 2;

@@ -14,9 +14,9 @@ use async_trait::async_trait;
 
 use super::offers::{self, Offer};
 use super::{Inbound, Messages};
-use crate::llm::{ChatMessage, Transcriber};
 use crate::ocr::PhotoReader;
-use crate::store::{Media, MediaKind};
+use vt_engine::llm::{ChatMessage, Transcriber};
+use vt_store::{Media, MediaKind};
 
 /// The prefix a transcribed voice note is stored and shown with (console, case file, the HTTP
 /// conversation).

@@ -15,7 +15,7 @@
 //!
 //! Two rooms are shared by jobs: the [`Speaker`] (what is said in a conversation outside a turn, as
 //! its channel takes it) and the [`Board`] (the support board's items). Readers outside the service
-//! are given the narrow store trait they read ([`crate::store::Stores`]).
+//! are given the narrow store trait they read ([`vt_store::Stores`]).
 
 use std::collections::HashSet;
 
@@ -28,9 +28,9 @@ use super::inbox::Inbox;
 use super::payments::{CardSetup, PixSetup};
 use super::{ChannelBook, HandoffConfig, ResultadosConfig, Said, ServiceConfig, Services};
 use crate::costs::CustosConfig;
-use crate::engine::Engine;
 use crate::router::Router;
-use crate::store::{RecargasConfig, Store};
+use vt_engine::Engine;
+use vt_store::{RecargasConfig, Store};
 
 /// What is said in a conversation outside a turn (a receipt, a late outcome, a person's words): stored,
 /// queued as the conversation's channel takes it, told to this process's listeners.

@@ -75,17 +75,15 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use tracing::Instrument as _;
 
-use crate::engine::{
+use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
+use crate::router::Router;
+use vt_engine::llm::ChatMessage;
+use vt_engine::telemetry::spans::{self, Scope};
+use vt_engine::{
     CompressedContext, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
     OLD_CONTEXT_MEMORY_KEY, Participant, Reply, RetryPolicy, TurnInput, TurnOutcome,
 };
-use crate::flow::{FlowError, FlowMode, FlowOutput, FlowRequest, PreparedFlow, flow_output};
-use crate::llm::ChatMessage;
-use crate::router::Router;
-use crate::store::{
-    FlowRunRecord, Store, StoreError, TurnReads, TurnRecord, UnprocessedMessage, UsageRecord,
-};
-use crate::telemetry::spans::{self, Scope};
+use vt_store::{FlowRunRecord, Store, StoreError, TurnReads, TurnRecord, UnprocessedMessage, UsageRecord};
 
 use commit::Ran;
 pub(crate) use route::Routing;
@@ -121,7 +119,7 @@ pub struct Inbound {
     pub unsupported: Option<String>,
     /// A media message's handle at its channel (a voice note, a photo): heard or read under the turn
     /// lock, before its turn ([`hearing`]). Without a way to, it is answered as `unsupported` is.
-    pub media: Option<crate::store::Media>,
+    pub media: Option<vt_store::Media>,
     /// This message stands for a burst ([`bursts`]): the first stored message of it, which the turn
     /// answers too (and marks processed in its commit).
     pub joined_from: Option<i64>,
@@ -353,7 +351,7 @@ pub struct ServicesConfig {
     /// `[handoff]`: the rules for cases.
     pub handoff: HandoffConfig,
     /// `[recargas]`: how recharges whose outcome came late are followed up.
-    pub recargas: crate::store::RecargasConfig,
+    pub recargas: vt_store::RecargasConfig,
     /// `[custos]`: the prices turns and paid messages are costed at.
     pub costs: crate::costs::CustosConfig,
     /// `[[orcamentos]]`: each tenant's model calls stop when its month's budget is spent.
@@ -370,7 +368,7 @@ pub struct ServicesConfig {
     /// replies in the conversation (a tenant's HTTP webhook).
     pub pushed: std::collections::HashSet<(String, String)>,
     /// Voice notes transcribed by this (`[transcricao]`; none: the text-only answer).
-    pub transcriber: Option<crate::llm::Transcriber>,
+    pub transcriber: Option<vt_engine::llm::Transcriber>,
     /// Card photos read by this, of at most so many bytes each (`[fotos]`; none: the text-only
     /// answer).
     pub photos: Option<(Arc<dyn crate::ocr::PhotoReader>, u64)>,
@@ -381,7 +379,7 @@ pub struct ServicesConfig {
 pub struct Services {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
-    stores: crate::store::Stores,
+    stores: vt_store::Stores,
     /// The turns run in tasks of their own (a webhook's, a timed-out request's): the server waits for
     /// them before it stops, so none is cut short or left detached.
     turns: tokio_util::task::TaskTracker,
@@ -389,7 +387,7 @@ pub struct Services {
     inbox: inbox::Inbox,
     config: ServiceConfig,
     handoff: HandoffConfig,
-    recargas: crate::store::RecargasConfig,
+    recargas: vt_store::RecargasConfig,
     /// The payment provider, when chat recharges are paid by Pix.
     pix: Option<payments::PixSetup>,
     /// The card provider, when chat recharges are paid by card on its hosted checkout.
@@ -449,7 +447,7 @@ impl Services {
         );
         Self {
             engine,
-            stores: crate::store::Stores::of(&store),
+            stores: vt_store::Stores::of(&store),
             turns: tokio_util::task::TaskTracker::new(),
             store,
             router,
@@ -507,7 +505,7 @@ impl Services {
     }
 
     /// The store's concerns as narrow traits, for the composition to hand to what reads them.
-    pub(crate) fn stores(&self) -> &crate::store::Stores {
+    pub(crate) fn stores(&self) -> &vt_store::Stores {
         &self.stores
     }
 }
@@ -612,12 +610,12 @@ impl Messages<'_> {
         &self,
         conv: &mut Conversation,
         input: TurnInput<'_>,
-    ) -> Result<crate::engine::TurnOutcome, ServiceError> {
+    ) -> Result<vt_engine::TurnOutcome, ServiceError> {
         let tape = vt_connectors::tape::Tape::default();
         let mut outcome = tape.around(self.engine.run_turn(conv, input)).await?;
         outcome
             .events
-            .extend(tape.take().into_iter().map(crate::engine::TurnEvent::Exchanged));
+            .extend(tape.take().into_iter().map(vt_engine::TurnEvent::Exchanged));
         Ok(outcome)
     }
 
@@ -872,7 +870,7 @@ impl Flows<'_> {
             let mut outcome = tape.around(self.engine.run_turn(&mut conv, input)).await?;
             outcome
                 .events
-                .extend(tape.take().into_iter().map(crate::engine::TurnEvent::Exchanged));
+                .extend(tape.take().into_iter().map(vt_engine::TurnEvent::Exchanged));
             outcome
         };
         let output = flow_output(&outcome);
@@ -1168,7 +1166,7 @@ fn inbound_of(conv: &Conversation, m: &UnprocessedMessage) -> Inbound {
 }
 
 /// What the prompt carries of the older history.
-fn compressed(c: &crate::store::ConversationContext) -> CompressedContext {
+fn compressed(c: &vt_store::ConversationContext) -> CompressedContext {
     CompressedContext {
         summary: c.summary.clone(),
         facts: c.key_facts.clone(),

@@ -15,7 +15,7 @@ use vt_domain::vt::card::mask_card;
 use vt_domain::vt::parse::{cards, is_confirmation, is_refusal};
 
 use super::Inbound;
-use crate::engine::Conversation;
+use vt_engine::Conversation;
 
 /// The most cards one offer holds (WhatsApp's list: ten rows).
 pub(crate) const MAX_OFFERED: usize = 10;
@@ -180,7 +180,7 @@ pub(super) const NOT_READ: &str = "Não consegui ler o número do cartão na fot
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Participant;
+    use vt_engine::Participant;
 
     fn conv_offering(cards: &[&str], foto: bool) -> Conversation {
         let mut conv = Conversation::new(

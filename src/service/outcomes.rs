@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use super::offers::{SCALE, STATE_PESQUISA};
 use super::{Inbound, Messages};
-use crate::engine::{Conversation, TurnEvent, TurnOutcome};
-use crate::store::{CaseState, Desfecho, OutcomeRecord, StoreError, Stretch, StretchHead};
+use vt_engine::{Conversation, TurnEvent, TurnOutcome};
+use vt_store::{CaseState, Desfecho, OutcomeRecord, StoreError, Stretch, StretchHead};
 
 /// A balance read (RF3 `sucesso`).
 const SALDO: &str = "saldo";
@@ -383,7 +383,7 @@ impl super::jobs::Outcomes<'_> {
             let item = self
                 .speaker
                 .late_reply(&conv, QUESTION.into(), Some(template), (Vec::new(), choices));
-            let message = crate::llm::ChatMessage::assistant(QUESTION);
+            let message = vt_engine::llm::ChatMessage::assistant(QUESTION);
             let asked = self
                 .store
                 .ask_survey((head, outcome), &conv.state, (&message, &[item]), now)
@@ -402,7 +402,7 @@ impl super::jobs::Outcomes<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StretchTurn;
+    use vt_store::StretchTurn;
 
     fn turn(intent: &str, marcas: &[&str]) -> StretchTurn {
         StretchTurn {

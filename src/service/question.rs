@@ -9,7 +9,7 @@ use vt_domain::tools::{Perguntada, RecargaPendente, STATE_PERGUNTADA};
 use std::borrow::Cow;
 
 use super::{Inbound, NotWaiting, ServiceError, Tap};
-use crate::engine::Conversation;
+use vt_engine::Conversation;
 
 /// `msg` as the turn reads it: a tap becomes the words it stands for — "sim" or "não" when the
 /// recharge it names is the one waiting in `conv` for this very user; otherwise what the channel said

@@ -10,7 +10,7 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use super::Cases;
 use super::sla::{Clocks, HUMAN_RESPONSES, SlaStatus};
 use super::teams::Ordem;
-use crate::store::{Case, CaseState, StoreError};
+use vt_store::{Case, CaseState, StoreError};
 
 /// One open case in a queue.
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ impl Cases<'_> {
         let start = |d: NaiveDate| tz.instant(d.and_time(chrono::NaiveTime::MIN));
         let (from, to) = (start(first), start(next));
         let cases = self.store.cases_opened_between(tenant, from, to).await?;
-        let outcomes: HashMap<String, crate::store::OutcomeRecord> = self
+        let outcomes: HashMap<String, vt_store::OutcomeRecord> = self
             .store
             .outcomes_since(from)
             .await?
@@ -237,7 +237,7 @@ struct CaseFact {
 }
 
 impl CaseFact {
-    fn of(clocks: &Clocks, outcome: Option<&crate::store::OutcomeRecord>) -> Self {
+    fn of(clocks: &Clocks, outcome: Option<&vt_store::OutcomeRecord>) -> Self {
         let first_response = clocks
             .first_response_at
             .and(clocks.primeira_resposta.as_ref())

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{Inbound, IntentTag, Messages};
-use crate::engine::{Conversation, TurnStart};
 use crate::router::{ModelUse, Route, STATE_AGUARDANDO};
+use vt_engine::{Conversation, TurnStart};
 
 /// What routing decided besides the start: the classification and what deciding cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Routing {
         } else {
             "none"
         };
-        crate::telemetry::spans::routed(span, intent, level, by, self.tokens);
+        vt_engine::telemetry::spans::routed(span, intent, level, by, self.tokens);
     }
 
     /// The router's `decision`, before the turn starts.

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Calendar, SlaPolicy};
-use crate::store::{Case, CaseEvent};
+use vt_store::{Case, CaseEvent};
 
 /// The case log's lines that are a person's response to the card holder.
 pub(crate) const HUMAN_RESPONSES: [&str; 2] = ["mensagem_atendente", "proposta_recarga"];
@@ -271,8 +271,8 @@ pub(crate) fn clocks(
 mod tests {
     use super::*;
     use crate::service::Hours;
-    use crate::store::CaseState;
     use vt_domain::vt::timezone::Timezone;
+    use vt_store::CaseState;
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)

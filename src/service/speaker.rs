@@ -4,7 +4,7 @@
 
 use super::jobs::Speaker;
 use super::{ChannelRules, Said};
-use crate::engine::Conversation;
+use vt_engine::Conversation;
 
 impl Speaker<'_> {
     /// The rules of `channel` (a conversation's).
@@ -32,7 +32,7 @@ impl Speaker<'_> {
         text: String,
         template: Option<crate::outbox::TemplateUse>,
         (files, choices): (Vec<vt_contract::FileContent>, Vec<String>),
-    ) -> crate::store::NewOutboxItem {
+    ) -> vt_store::NewOutboxItem {
         let template = template.filter(|_| self.channel(&conv.channel).window.is_some());
         reply_item(conv, text, template, (files, choices), self.sends_late(conv))
     }
@@ -45,7 +45,7 @@ impl Speaker<'_> {
         text: String,
         template: Option<crate::outbox::TemplateUse>,
         files: Vec<vt_contract::FileContent>,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<(), vt_store::StoreError> {
         self.say_at(conv, (text, template), files, None).await
     }
 
@@ -57,13 +57,13 @@ impl Speaker<'_> {
         (text, template): (String, Option<crate::outbox::TemplateUse>),
         files: Vec<vt_contract::FileContent>,
         due: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<(), vt_store::StoreError> {
         let text = vt_domain::vt::reais_in(&text).into_owned();
         let mut item = self.late_reply(conv, text.clone(), template, (files, Vec::new()));
         if let Some(due) = due {
             item.next_attempt_at = due;
         }
-        let message = crate::llm::ChatMessage::assistant(text);
+        let message = vt_engine::llm::ChatMessage::assistant(text);
         self.store
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
             .await?;
@@ -74,7 +74,7 @@ impl Speaker<'_> {
     /// Tells this process's listeners ([`Services::said`](super::Services::said)) what was just stored as said in
     /// `conversation_id` outside a turn. Nobody listening is the usual case (a server: the outbox
     /// sends it).
-    pub(super) fn tell_listeners(&self, conversation_id: &str, message: &crate::llm::ChatMessage) {
+    pub(super) fn tell_listeners(&self, conversation_id: &str, message: &vt_engine::llm::ChatMessage) {
         if let Some(text) = message.text() {
             let _ = self.said.send(Said {
                 conversation_id: conversation_id.to_owned(),
@@ -91,8 +91,8 @@ fn reply_item(
     template: Option<crate::outbox::TemplateUse>,
     (files, choices): (Vec<vt_contract::FileContent>, Vec<String>),
     sends_itself: bool,
-) -> crate::store::NewOutboxItem {
-    crate::store::NewOutboxItem {
+) -> vt_store::NewOutboxItem {
+    vt_store::NewOutboxItem {
         kind: "reply".into(),
         destination: conv.channel.clone(),
         payload: crate::outbox::ReplyPayload {
@@ -113,9 +113,9 @@ fn reply_item(
         next_attempt_at: chrono::Utc::now(),
         conversation_id: Some(conv.id.clone()),
         status: if sends_itself {
-            crate::store::OutboxStatus::Pending
+            vt_store::OutboxStatus::Pending
         } else {
-            crate::store::OutboxStatus::Done
+            vt_store::OutboxStatus::Done
         },
     }
 }

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::fingerprint::{fingerprint, redact, summary};
-use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, StopReason, ToolCall, Usage};
+use vt_engine::llm::fingerprint::{fingerprint, redact, summary};
+use vt_engine::llm::{Completion, CompletionRequest, LlmError, LlmProvider, StopReason, ToolCall, Usage};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Cassette {

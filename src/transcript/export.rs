@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::format::{
     ExpectCall, Fault, ModelReply, Never, ScriptedCall, Setup, SkillChange, Transcript, Turn,
 };
-use crate::engine::TurnEvent;
-use crate::llm::ChatMessage;
-use crate::store::StoreError;
+use vt_engine::TurnEvent;
+use vt_engine::llm::ChatMessage;
+use vt_store::StoreError;
 
 /// The first line of a transcript with the cards in clear (`transcript export`, the console's
 /// administrators): it replays against the real cards, so it is the person's data.
@@ -73,7 +73,7 @@ pub(crate) fn model_replies(events: &[TurnEvent]) -> Vec<ModelReply> {
 }
 
 pub async fn export(
-    store: &dyn crate::store::ConversationStore,
+    store: &dyn vt_store::ConversationStore,
     conversation_id: &str,
 ) -> Result<Transcript, ExportError> {
     let conv = store
@@ -189,8 +189,8 @@ pub async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Reply;
-    use crate::engine::conversation::ModelCallRecord;
+    use vt_engine::Reply;
+    use vt_engine::conversation::ModelCallRecord;
 
     fn call(error: bool) -> TurnEvent {
         TurnEvent::ModelCall(ModelCallRecord {

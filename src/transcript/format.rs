@@ -73,7 +73,7 @@ impl Default for Setup {
     fn default() -> Self {
         Self {
             agent: "vt".into(),
-            channel: crate::engine::TERMINAL.into(),
+            channel: vt_engine::TERMINAL.into(),
             user: "u-teste".into(),
             login: None,
             clock: None,

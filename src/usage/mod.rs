@@ -3,7 +3,7 @@
 
 pub(crate) mod outcomes;
 
-use crate::store::UsageSummaryRow;
+use vt_store::UsageSummaryRow;
 
 /// Renders the rows with a total line: tokens per intent, share answered with zero tokens, mean time.
 pub(crate) fn table(rows: &[UsageSummaryRow]) -> String {
@@ -146,7 +146,7 @@ impl CostRow {
 
     /// A period's spending, summed by the store, as one row (its day is no day; the store does not
     /// count turns and paid messages apart, so they stay 0).
-    pub(crate) fn of_period(s: &crate::store::TenantSpending) -> Self {
+    pub(crate) fn of_period(s: &vt_store::TenantSpending) -> Self {
         let count = |n: i64| usize::try_from(n).unwrap_or_default();
         Self {
             conversations: count(s.conversations),
@@ -182,9 +182,9 @@ impl CostRow {
 /// What [`costs`] counts: the turns, the paid messages and the flow runs of a period.
 #[derive(Clone, Copy)]
 pub struct Spending<'a> {
-    pub turns: &'a [crate::store::UsageRecord],
-    pub messages: &'a [crate::store::MessageCost],
-    pub flows: &'a [crate::store::FlowRunAt],
+    pub turns: &'a [vt_store::UsageRecord],
+    pub messages: &'a [vt_store::MessageCost],
+    pub flows: &'a [vt_store::FlowRunAt],
 }
 
 /// One thing that cost something (or nothing): a turn, a paid message or a flow run.
@@ -383,8 +383,8 @@ mod tests {
         );
     }
 
-    fn turn(at: &str, tenant: &str, conversation: &str, micro: Option<i64>) -> crate::store::UsageRecord {
-        crate::store::UsageRecord {
+    fn turn(at: &str, tenant: &str, conversation: &str, micro: Option<i64>) -> vt_store::UsageRecord {
+        vt_store::UsageRecord {
             conversation_id: conversation.into(),
             created_at: at.parse().expect("time"),
             tenant_id: tenant.into(),
@@ -405,7 +405,7 @@ mod tests {
             turn("2026-11-20T13:00:00Z", "acme", "c0", Some(99_000)),
         ];
         let first = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).expect("day");
-        let messages = [crate::store::MessageCost {
+        let messages = [vt_store::MessageCost {
             tenant_id: "acme".into(),
             conversation_id: Some("c2".into()),
             category: "utility".into(),
@@ -453,7 +453,7 @@ mod tests {
     fn a_flow_costs_its_paid_notices_over_every_run_of_the_day() {
         let tz = vt_domain::vt::timezone::Timezone::sao_paulo();
         let at = |t: &str| t.parse::<chrono::DateTime<chrono::Utc>>().expect("time");
-        let run = |t: &str, tenant: Option<&str>| crate::store::FlowRunAt {
+        let run = |t: &str, tenant: Option<&str>| vt_store::FlowRunAt {
             tenant_id: tenant.map(str::to_owned),
             created_at: at(t),
         };
@@ -466,7 +466,7 @@ mod tests {
             run("2026-11-22T12:03:00Z", Some("beta")),
             run("2026-11-22T12:04:00Z", None),
         ];
-        let notice = |tenant: &str, micro: Option<i64>, run: Option<&str>| crate::store::MessageCost {
+        let notice = |tenant: &str, micro: Option<i64>, run: Option<&str>| vt_store::MessageCost {
             tenant_id: tenant.into(),
             category: "utility".into(),
             custo_micro_brl: micro,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::store::{Desfecho, OutcomeRecord};
+use vt_store::{Desfecho, OutcomeRecord};
 
 /// The outcomes of a group of stretches.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -8,18 +8,20 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use vt_agent::{RecurrenceStatus, RecurringChargeStatus, Store};
 use vt_domain::pix::BrCode;
 use vt_domain::pix::automatico::{CobRStatus, RecStatus, TentativaStatus};
+use vt_store::Store;
+use vt_store::records::RecurrenceStatus;
+use vt_store::records::RecurringChargeStatus;
 
-use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_automatic, said};
+use vt_store::testkit::PgFixture;
 
 const CARD: &str = "1234567890";
 
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     )
@@ -39,14 +41,14 @@ fn advance(h: &ChatHarness, days: i64) {
 }
 
 /// The only recurrence asked for in conversation `conv`, as on record.
-async fn only_recurrence(h: &ChatHarness, conv: &str) -> vt_agent::Recurrence {
+async fn only_recurrence(h: &ChatHarness, conv: &str) -> vt_store::records::Recurrence {
     let row = h
         .store
         .conversation(conv)
         .await
         .expect("read")
         .expect("conversation");
-    let mut mine: Vec<vt_agent::Recurrence> = h
+    let mut mine: Vec<vt_store::records::Recurrence> = h
         .store
         .user_recurrences(&row.tenant_id, &row.user_id)
         .await
@@ -60,7 +62,7 @@ async fn only_recurrence(h: &ChatHarness, conv: &str) -> vt_agent::Recurrence {
 
 /// Asks for an automatic recharge in `conv` with `text`, authorises it in the "bank" and has the
 /// product read it back: the recurrence, approved.
-async fn authorised(h: &ChatHarness, conv: &str, text: &str) -> vt_agent::Recurrence {
+async fn authorised(h: &ChatHarness, conv: &str, text: &str) -> vt_store::records::Recurrence {
     let asked = h.say(conv, text).await;
     let reply = asked.reply_text();
     assert!(reply.contains("autorize o Pix Automático"), "{reply}");
@@ -84,7 +86,10 @@ async fn authorised(h: &ChatHarness, conv: &str, text: &str) -> vt_agent::Recurr
 }
 
 /// Recurrence `rec`'s charges, as on record.
-async fn charges_of(h: &ChatHarness, rec: &vt_agent::Recurrence) -> Vec<vt_agent::RecurringCharge> {
+async fn charges_of(
+    h: &ChatHarness,
+    rec: &vt_store::records::Recurrence,
+) -> Vec<vt_store::records::RecurringCharge> {
     h.store.charges_of_recurrence(&rec.id).await.expect("charges")
 }
 
@@ -252,7 +257,10 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
         .filter(|o| o.intencao == "recarga_automatica")
         .collect();
     assert_eq!(automatic.len(), 1, "{outcomes:?}");
-    assert_eq!(automatic[0].desfecho, vt_agent::Desfecho::ResolvidaPeloBot);
+    assert_eq!(
+        automatic[0].desfecho,
+        vt_store::records::Desfecho::ResolvidaPeloBot
+    );
     assert_eq!(automatic[0].custo_micro_brl, Some(0));
     assert!(automatic[0].conversation_id.starts_with("recarga-automatica:"));
     // Later passes in the same cycle charge nothing more, even with the balance low again.
@@ -270,7 +278,7 @@ async fn a_date_recurrence_charges_once_a_month_for_three_months() {
     let h = harness().await;
     let conv = "c-auto-dia";
     let rec = authorised(&h, conv, &format!("recarrega 100 todo dia 5 no {CARD}")).await;
-    assert_eq!(rec.kind, vt_agent::RecurrenceKind::Dia(5));
+    assert_eq!(rec.kind, vt_store::records::RecurrenceKind::Dia(5));
     assert_eq!(rec.amount, reais(100));
     // Every day until February 10th, two passes a day (two instances' sweeps, a restart).
     for _ in 0..80 {
@@ -599,7 +607,7 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
     let wiring = vt_agent::Wiring {
         service: h.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::DEFAULT_TENANT.into(),
+        tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
     let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
     let paths: Vec<&str> = channel.routes.iter().map(|(p, _)| *p).collect();
@@ -619,7 +627,7 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
         .map(|(name, key, role)| vt_agent::ApiKeyConfig {
             name: name.into(),
             sha256: vt_agent::key_hash(key),
-            tenant: vt_agent::DEFAULT_TENANT.into(),
+            tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
             role,
         })
         .to_vec(),
@@ -744,7 +752,7 @@ async fn new_terms_are_a_new_authorisation_and_the_old_one_ends_when_it_is_appro
         .clone();
     assert_eq!(
         (new.kind, new.amount),
-        (vt_agent::RecurrenceKind::Dia(10), reais(80))
+        (vt_store::records::RecurrenceKind::Dia(10), reais(80))
     );
     // Until the bank approves the new one, the old one still stands.
     assert_eq!(
@@ -798,7 +806,7 @@ async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
     let on_whatsapp = |text: &str| vt_agent::Inbound {
         agent_id: "vt".into(),
         conversation_id: Some(conv.into()),
-        user: vt_agent::Participant {
+        user: vt_engine::Participant {
             user_id: "5511999990000".into(),
             user_login: "5511999990000".into(),
             channel: "whatsapp".into(),
@@ -830,7 +838,7 @@ async fn a_notice_due_in_the_quiet_hours_waits_for_their_end() {
     assert_eq!(h.service.automatic().pass().await.scheduled, 1);
     let pending = h
         .store
-        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+        .outbox_items(vt_store::records::OutboxStatus::Pending, 100)
         .await
         .expect("outbox");
     let announced = pending

@@ -315,8 +315,8 @@ fn config() -> HttpConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_over_http_run_in_the_background_and_report_progress_and_results() {
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -470,8 +470,8 @@ async fn ctrl_c_stops_after_the_flows_in_flight_and_the_rerun_finishes_the_job()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_resumes_a_batch_a_stop_interrupted() {
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -515,7 +515,11 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     second.wait().await;
     let lines = store.batch_lines(&job.id).await.expect("lines");
     assert_eq!(lines.len(), 5);
-    assert!(lines.iter().all(|l| l.status == vt_agent::LineStatus::Concluido));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.status == vt_store::records::LineStatus::Concluido)
+    );
     assert!(
         store
             .batch(&job.id)

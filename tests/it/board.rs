@@ -173,8 +173,8 @@ impl Journey {
     async fn start() -> Self {
         let mm = fake_mattermost().await;
         let (graph_url, graph) = fake_graph().await;
-        let store: Arc<dyn vt_agent::Store> = Arc::new(
-            vt_agent::SqliteStore::connect("sqlite::memory:")
+        let store: Arc<dyn vt_store::Store> = Arc::new(
+            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );
@@ -211,7 +211,7 @@ impl Journey {
             aviso_privacidade: String::new(),
             juntar_ms: 0,
         };
-        let tenant = vt_agent::DEFAULT_TENANT;
+        let tenant = vt_engine::conversation::DEFAULT_TENANT;
         let wiring = vt_agent::Wiring {
             service: chat.service.clone(),
             agent: "vt".into(),
@@ -224,7 +224,7 @@ impl Journey {
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));
-        let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
+        let worker = vt_agent::Worker::new(chat.store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
             .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
             .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
             .with_sender(Arc::new(
@@ -652,8 +652,8 @@ async fn a_case_is_worked_on_the_support_board_and_handed_back_to_the_bot() {
 /// console and `vt-agent cases`. The board's own tenant's cases are posted as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_case_is_posted_only_on_its_own_tenants_board() {
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -688,7 +688,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
     let cases = store.cases(None, 10).await.expect("cases");
     assert_eq!(cases.len(), 2, "both cases are open: {cases:?}");
     let board: Vec<_> = store
-        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+        .outbox_items(vt_store::records::OutboxStatus::Pending, 100)
         .await
         .expect("outbox")
         .into_iter()

@@ -53,7 +53,7 @@ async fn three_quick_messages_are_one_turn_with_one_reply_and_three_stored_messa
         .await
         .expect("messages")
         .into_iter()
-        .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
+        .filter(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
         .map(|m| m.message.text().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(

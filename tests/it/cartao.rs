@@ -6,10 +6,12 @@
 
 use rust_decimal::Decimal;
 use vt_agent::Settled;
-use vt_agent::{ChargeMeans, ChargeStatus, PaymentClaim};
 use vt_connectors::cartao::stripe::{ASSINATURA, Stripe, assinar};
 use vt_domain::cartao::{AvisoInvalido, Checkouts, LinkStatus, PedidoLink};
 use vt_simulators::systems::CARTAO_WEBHOOK_SECRET;
+use vt_store::records::ChargeMeans;
+use vt_store::records::ChargeStatus;
+use vt_store::records::PaymentClaim;
 
 use crate::support::{ChatHarness, chat_harness_cards, said};
 
@@ -46,7 +48,7 @@ fn notice(h: &ChatHarness, id: &str, secret: &str) -> (String, Vec<u8>) {
     (assinar(secret, h.clock.now().timestamp(), &body), body)
 }
 
-async fn on_record(h: &ChatHarness, id: &str) -> vt_agent::PixCharge {
+async fn on_record(h: &ChatHarness, id: &str) -> vt_store::records::PixCharge {
     h.store.pix_charge(id).await.expect("read").expect("on record")
 }
 
@@ -423,13 +425,13 @@ async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
     payload["files"] = serde_json::to_value([vt_domain::tools::link_file(&id)]).expect("json");
-    let item = vt_agent::OutboxItem {
+    let item = vt_store::records::OutboxItem {
         id: 1,
         kind: "reply".into(),
         destination: "mattermost".into(),
         payload,
         conversation_id: Some(conv.into()),
-        status: vt_agent::OutboxStatus::InFlight,
+        status: vt_store::records::OutboxStatus::InFlight,
         attempts: 1,
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),

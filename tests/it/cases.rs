@@ -1,10 +1,11 @@
 //! A transfer to a person, at the service: the case it opens, the bot's silence while a person has
 //! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
 
-use vt_agent::ChatMessage;
 use vt_agent::{CaseError, SupportAgent};
-use vt_agent::{CaseState, Claim};
 use vt_domain::tools::VtSettings;
+use vt_engine::llm::ChatMessage;
+use vt_store::records::CaseState;
+use vt_store::records::Claim;
 
 use crate::support::chat_harness;
 
@@ -309,8 +310,8 @@ async fn a_case_nobody_claims_in_time_tells_the_card_holder_once() {
 
 #[tokio::test]
 async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
-    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_store::Store> = std::sync::Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );

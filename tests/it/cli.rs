@@ -403,12 +403,13 @@ fn serve_refuses_an_open_public_address_and_stops_cleanly_on_sigterm() {
 
 #[test]
 fn the_outbox_command_lists_dead_letters_and_retries_one() {
-    use vt_agent::{NewOutboxItem, OutboxStatus};
+    use vt_store::records::NewOutboxItem;
+    use vt_store::records::OutboxStatus;
     let data = tempfile::tempdir().expect("tmp");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let id = rt.block_on(async {
         crate::support::test_keys();
-        let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
+        let store = vt_store::open(None, data.path(), vt_store::Usage::Service)
             .await
             .expect("store");
         let now = chrono::Utc::now();
@@ -470,11 +471,11 @@ fn the_audit_command_lists_lookups_masked() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         crate::support::test_keys();
-        let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
+        let store = vt_store::open(None, data.path(), vt_store::Usage::Service)
             .await
             .expect("store");
         store
-            .record_audit(&vt_agent::AuditRecord {
+            .record_audit(&vt_store::records::AuditRecord {
                 at: chrono::Utc::now(),
                 support_user: "maria".into(),
                 tenant_id: "empresa-a".into(),

@@ -10,7 +10,9 @@ use fantoccini::Locator;
 use serde_json::{Value, json};
 use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
 use vt_agent::{ConsoleConfig, Keys};
-use vt_agent::{NewOutboxItem, OutboxStatus, UsageRecord};
+use vt_store::records::NewOutboxItem;
+use vt_store::records::OutboxStatus;
+use vt_store::records::UsageRecord;
 
 use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness, serve_state};
@@ -255,7 +257,7 @@ async fn a_client_key_is_refused_at_sign_in() {
     assert!(!session.contains(SUPPORT), "the key itself never travels back");
 }
 
-async fn dead_letter(store: &dyn vt_agent::Store, reason: &str) -> i64 {
+async fn dead_letter(store: &dyn vt_store::Store, reason: &str) -> i64 {
     let now = Utc::now();
     let id = store
         .enqueue(
@@ -305,12 +307,12 @@ async fn seed(chat: &ChatHarness) -> i64 {
         .expect("usage");
     let now = Utc::now();
     chat.store
-        .open_batch(&crate::support::batch_job("lote-da-empresa", "default", now))
+        .open_batch(&vt_store::testkit::batch_job("lote-da-empresa", "default", now))
         .await
         .expect("batch");
-    let line = |n: i64, status: &str| vt_agent::BatchLine {
+    let line = |n: i64, status: &str| vt_store::records::BatchLine {
         line: n,
-        status: vt_agent::LineStatus::from_row(status).expect("a line status"),
+        status: vt_store::records::LineStatus::from_row(status).expect("a line status"),
         result: json!({"line": n, "status": status, "cartao": "****8901"}),
     };
     chat.store
@@ -891,7 +893,11 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
         .expect("claim");
     assert_eq!(r.status(), 404);
     let case = s.chat.store.case(&theirs).await.expect("read").expect("case");
-    assert_eq!(case.state, vt_agent::CaseState::Aguardando, "nothing changed");
+    assert_eq!(
+        case.state,
+        vt_store::records::CaseState::Aguardando,
+        "nothing changed"
+    );
     // An administrator sees every tenant's.
     let admin = session("operacao", 600, SECRET);
     let all = http
@@ -913,7 +919,7 @@ async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
     let templates = Arc::new(vt_agent::Templates::load(&dir).expect("templates"));
     chat.store
-        .set_template_state(&vt_agent::TemplateState {
+        .set_template_state(&vt_store::concerns::TemplateState {
             name: "saldo_baixo_v1".into(),
             language: "pt_BR".into(),
             status: Some("PAUSED".into()),
@@ -1055,7 +1061,7 @@ async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget(
 async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_people_scored() {
     let chat = Arc::new(crate::support::chat_harness(None, Default::default()).await);
     let now = Utc::now();
-    let outcome = |id: &str, desfecho, nota, custo| vt_agent::OutcomeRecord {
+    let outcome = |id: &str, desfecho, nota, custo| vt_store::records::OutcomeRecord {
         id: id.into(),
         conversation_id: format!("conversa-{id}"),
         tenant_id: "default".into(),
@@ -1073,7 +1079,7 @@ async fn the_usage_page_and_the_metrics_show_how_conversations_ended_and_what_pe
         nota,
         created_at: now,
     };
-    use vt_agent::Desfecho as D;
+    use vt_store::records::Desfecho as D;
     for o in [
         outcome("a", D::ResolvidaPeloBot, Some(5), Some(20_000)),
         outcome("b", D::ResolvidaPeloBot, Some(4), Some(20_000)),
@@ -1209,7 +1215,8 @@ async fn usage_page(s: &Served) -> String {
 /// cards masked — and not those the FAQ answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usage_page_lists_the_questions_the_faq_did_not_answer() {
-    use vt_agent::{Scripted, ScriptedProvider};
+    use vt_engine::llm::scripted::Scripted;
+    use vt_engine::llm::scripted::ScriptedProvider;
     let llm = Arc::new(ScriptedProvider::new([
         Scripted::text("general_chat"),
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),

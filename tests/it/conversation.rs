@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use vt_agent::TurnEvent;
-use vt_agent::{Scripted, ScriptedProvider};
 use vt_domain::tools::VtSettings;
+use vt_engine::conversation::TurnEvent;
+use vt_engine::llm::scripted::Scripted;
+use vt_engine::llm::scripted::ScriptedProvider;
 
 use crate::support::{ChatHarness, chat_harness};
 
@@ -58,7 +59,7 @@ async fn balances_of_the_magic_cards_with_zero_tokens() {
     assert_eq!(
         messages
             .iter()
-            .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
+            .filter(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
             .count(),
         6
     );
@@ -427,7 +428,7 @@ async fn a_hybrid_request_is_planned_and_executed_by_code() {
     );
     let tasks = h.store.task_runs("m4").await.expect("tasks");
     assert_eq!(tasks.len(), 1);
-    assert_eq!(tasks[0].status, vt_agent::TaskStatus::Completed);
+    assert_eq!(tasks[0].status, vt_store::records::TaskStatus::Completed);
     assert_eq!(tasks[0].steps.as_array().map(Vec::len), Some(3));
     assert_eq!(
         h.sim.ledger().iter().filter(|e| e.sistema == "saldo").count(),
@@ -565,7 +566,7 @@ async fn cards_carry_to_the_same_persons_next_conversation_only() {
         agent_id: "vt".into(),
         conversation_id: Some(conv.into()),
         tenant_id: Some(tenant.into()),
-        user: vt_agent::Participant {
+        user: vt_engine::Participant {
             user_id: user.into(),
             user_login: user.into(),
             channel: channel.into(),
@@ -606,7 +607,7 @@ fn tool_results(llm: &ScriptedProvider) -> Vec<String> {
         .iter()
         .flat_map(|r| r.messages.clone())
         .filter_map(|m| match m {
-            vt_agent::ChatMessage::Tool { content, .. } => Some(content),
+            vt_engine::llm::ChatMessage::Tool { content, .. } => Some(content),
             _ => None,
         })
         .collect()
@@ -776,7 +777,7 @@ async fn a_call_repeated_in_a_turn_is_not_run_again_and_the_model_must_answer() 
         .messages
         .iter()
         .filter_map(|m| match m {
-            vt_agent::ChatMessage::Tool { content, .. } => Some(content.clone()),
+            vt_engine::llm::ChatMessage::Tool { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect();

@@ -2,8 +2,11 @@
 //! scripted provider.
 
 use serde_json::json;
-use vt_agent::{ChatMessage, LlmError, Scripted};
-use vt_agent::{ExecutionStatus, TurnEvent};
+use vt_engine::conversation::ExecutionStatus;
+use vt_engine::conversation::TurnEvent;
+use vt_engine::llm::ChatMessage;
+use vt_engine::llm::LlmError;
+use vt_engine::llm::scripted::Scripted;
 
 use crate::support::{fast_config, scripted, test_engine, user};
 
@@ -356,8 +359,8 @@ async fn the_loop_bound_holds() {
     let script: Vec<Scripted> = (0..20)
         .map(|_| Scripted::tool("consultar", json!({"cartao": "1"})))
         .collect();
-    let llm = std::sync::Arc::new(vt_agent::ScriptedProvider::new(script));
-    let config = vt_agent::EngineConfig {
+    let llm = std::sync::Arc::new(vt_engine::llm::scripted::ScriptedProvider::new(script));
+    let config = vt_engine::EngineConfig {
         max_model_calls: 4,
         ..fast_config()
     };
@@ -382,7 +385,7 @@ async fn a_repeated_call_runs_again_only_when_the_engine_is_told_to() {
             .map(|_| Scripted::tool("consultar", json!({"cartao": "1234567890"})))
             .collect();
         s.push(Scripted::text("pronto"));
-        std::sync::Arc::new(vt_agent::ScriptedProvider::new(s))
+        std::sync::Arc::new(vt_engine::llm::scripted::ScriptedProvider::new(s))
     };
     let ran = |events: &[TurnEvent]| {
         let count = |skipped: bool| {
@@ -403,7 +406,7 @@ async fn a_repeated_call_runs_again_only_when_the_engine_is_told_to() {
     let out = engine.run_turn(&mut conv, "saldo").await.expect("turn");
     assert_eq!(ran(&out.events).0, 1);
     // Told to (a tool whose answer changes, the peer benchmark's contract), each call runs.
-    let config = vt_agent::EngineConfig {
+    let config = vt_engine::EngineConfig {
         run_repeated_calls: true,
         ..fast_config()
     };
@@ -419,7 +422,7 @@ async fn without_a_model_the_user_gets_help() {
     let engine = test_engine(None, fast_config());
     let mut conv = engine.start_conversation("genesis", user()).expect("agent");
     let out = engine.run_turn(&mut conv, "oi").await.expect("turn");
-    assert_eq!(out.reply_text(), vt_agent::NO_MODEL_REPLY);
+    assert_eq!(out.reply_text(), vt_engine::NO_MODEL_REPLY);
     assert_eq!(out.model_calls(), 0);
     assert_eq!(out.execution.status, ExecutionStatus::Concluido);
     let engine = test_engine(None, fast_config()).with_no_model_reply("Só sei consultar saldos.");

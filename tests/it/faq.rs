@@ -6,9 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use vt_agent::{Conversation, Participant};
 use vt_agent::{Route, Router};
 use vt_domain::faq::Faq;
+use vt_engine::Participant;
+use vt_engine::conversation::Conversation;
 
 #[derive(Deserialize)]
 struct Pergunta {
@@ -102,21 +103,24 @@ fn a_broken_entry_is_named_with_its_file() {
 struct Stubborn;
 
 #[async_trait::async_trait]
-impl vt_agent::LlmProvider for Stubborn {
+impl vt_engine::llm::LlmProvider for Stubborn {
     fn model(&self) -> &str {
         "teimoso"
     }
 
     async fn complete(
         &self,
-        request: &vt_agent::CompletionRequest,
-    ) -> Result<vt_agent::Completion, vt_agent::LlmError> {
-        use vt_agent::{Completion, StopReason, ToolCall, Usage};
+        request: &vt_engine::llm::CompletionRequest,
+    ) -> Result<vt_engine::llm::Completion, vt_engine::llm::LlmError> {
+        use vt_engine::llm::Completion;
+        use vt_engine::llm::StopReason;
+        use vt_engine::llm::ToolCall;
+        use vt_engine::llm::Usage;
         let offered = request.tools.iter().any(|t| t.name == "cancelar_recarga");
         let already = request
             .messages
             .iter()
-            .any(|m| matches!(m, vt_agent::ChatMessage::Tool { .. }));
+            .any(|m| matches!(m, vt_engine::llm::ChatMessage::Tool { .. }));
         let (text, tool_calls) = if request.choice.is_some() {
             (
                 Some("{\"intencao\": \"cancelar_recarga\"}".to_owned()),

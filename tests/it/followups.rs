@@ -4,9 +4,10 @@
 //! two instances on PostgreSQL) is in `processes.rs`.
 
 use chrono::{DateTime, Duration, Utc};
-use vt_agent::{SqliteStore, Store};
 use vt_domain::tools::VtSettings;
 use vt_simulators::systems::Efeito;
+use vt_store::Store;
+use vt_store::sqlite::SqliteStore;
 
 use crate::support::{ChatHarness, chat_harness};
 
@@ -148,7 +149,7 @@ async fn a_recharge_that_never_resolves_is_checked_with_backoff_then_goes_to_a_p
     assert!(explained.contains("Um atendente vai verificar"), "{said:?}");
     assert!(protocol.starts_with("Protocolo do seu atendimento"), "{said:?}");
     let settled = &h.store.followups(false, 10).await.expect("followups")[0];
-    assert_eq!(settled.outcome.as_deref(), Some(vt_agent::OUTCOME_CASE));
+    assert_eq!(settled.outcome.as_deref(), Some(vt_store::followup::OUTCOME_CASE));
 
     later(&h, Duration::hours(5));
     assert_eq!(

@@ -478,9 +478,9 @@ async fn a_graceful_stop_answers_the_turn_in_flight() {
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_postgresql_keep_each_conversation_in_order_and_charge_once() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
-    let instance = |store: std::sync::Arc<vt_agent::PgStore>| {
+    let instance = |store: std::sync::Arc<vt_store::postgres::PgStore>| {
         let sim = sim.clone();
         async move {
             let chat = crate::support::chat_harness_with(
@@ -593,8 +593,8 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
         },
         ..vt_domain::tools::VtSettings::default()
     };
-    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_store::Store> = std::sync::Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -622,7 +622,7 @@ async fn a_flow_belongs_to_the_keys_tenant_and_gets_the_configured_policy() {
         .expect("stored");
     assert_eq!(run.input["tenant_id"], "empresa-a");
     assert_eq!(run.input["politicas"]["valor_max"], 200.0);
-    let of = |tenant: &str| vt_agent::ConversationQuery {
+    let of = |tenant: &str| vt_store::records::ConversationQuery {
         intent: None,
         tenant_id: Some(tenant.into()),
         limit: 10,
@@ -851,7 +851,7 @@ async fn a_companys_opt_ins_are_checked_whole_and_recorded_with_the_key() {
 
     // The person said PARAR after the date the company gives: their word stands.
     store
-        .record_consent(&vt_agent::ConsentChange {
+        .record_consent(&vt_store::concerns::ConsentChange {
             wa_id: "5511988880000".into(),
             opted_in: false,
             source: "chat".into(),

@@ -402,7 +402,7 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
     let running = tokio::spawn(bot.run(async move {
         let _ = stopped.await;
     }));
-    let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
+    let worker = vt_agent::Worker::new(chat.store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(vt_agent::PostSender::new(config).expect("sender")));
     let started = std::time::Instant::now();
     while mm.posts.lock().expect("lock").len() < 2 {
@@ -497,7 +497,7 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     let started = std::time::Instant::now();
     let replies = loop {
         let items = store
-            .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+            .outbox_items(vt_store::records::OutboxStatus::Pending, 100)
             .await
             .expect("read");
         if items.len() >= PEOPLE * BURST {
@@ -543,7 +543,7 @@ async fn the_bots_bursts_are_processed_and_answered_in_the_order_posted() {
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_bots_on_postgresql_answer_bursts_in_the_order_posted() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
     let mut chats = Vec::new();
     for store in [pg.store.clone(), pg.second.clone()] {
@@ -629,7 +629,7 @@ async fn support_users_work_cases_with_the_slash_command_in_their_tenant_only() 
     let messages = s.chat.store.messages("c-a").await.expect("messages");
     assert_eq!(
         messages.last().map(|m| &m.message),
-        Some(&vt_agent::ChatMessage::HumanAgent {
+        Some(&vt_engine::llm::ChatMessage::HumanAgent {
             name: "alan".into(),
             content: "Olá, aqui é o Alan".into()
         })
@@ -676,7 +676,7 @@ async fn the_satisfaction_question_comes_with_buttons_and_a_click_is_the_score()
     let items = s
         .chat
         .store
-        .outbox_items(vt_agent::OutboxStatus::Pending, 10)
+        .outbox_items(vt_store::records::OutboxStatus::Pending, 10)
         .await
         .expect("outbox");
     let question = items

@@ -5,19 +5,21 @@
 use std::sync::Arc;
 
 use chrono::Duration;
-use vt_agent::Participant;
-use vt_agent::{Desfecho, OutcomeRecord, Store};
 use vt_agent::{Inbound, SupportAgent};
 use vt_domain::tools::VtSettings;
+use vt_engine::Participant;
+use vt_store::Store;
+use vt_store::records::Desfecho;
+use vt_store::records::OutcomeRecord;
 
-use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_on};
+use vt_store::testkit::PgFixture;
 
 const QUESTION: &str = "Como você avalia este atendimento?";
 
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     )
@@ -63,7 +65,7 @@ async fn said_in(h: &ChatHarness, conv: &str) -> Vec<String> {
         .expect("messages")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::ChatMessage::Assistant { content, .. } => content,
+            vt_engine::llm::ChatMessage::Assistant { content, .. } => content,
             _ => None,
         })
         .collect()

@@ -132,9 +132,9 @@ async fn reading(
     dir: &std::path::Path,
     fotos: vt_agent::FotosConfig,
     replies: usize,
-) -> (Wa, Arc<dyn vt_agent::Store>) {
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect(&format!("sqlite://{}/vt.db?mode=rwc", dir.display()))
+) -> (Wa, Arc<dyn vt_store::Store>) {
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect(&format!("sqlite://{}/vt.db?mode=rwc", dir.display()))
             .await
             .expect("store"),
     );

@@ -1,9 +1,9 @@
 //! The message pipeline (accept → route → run → commit → deliver): what each step promises, seen from
 //! the store.
 
-use vt_agent::OutboxStatus;
 use vt_agent::{Delivery, Inbound};
 use vt_domain::tools::VtSettings;
+use vt_store::records::OutboxStatus;
 
 use crate::support::{chat_harness, user};
 
@@ -133,7 +133,7 @@ impl vt_agent::ChannelSender for HttpChannel {
 
     async fn send(
         &self,
-        _item: &vt_agent::OutboxItem,
+        _item: &vt_store::records::OutboxItem,
         reply: &vt_agent::ReplyPayload,
     ) -> Result<Option<String>, vt_agent::SendError> {
         use vt_agent::SendError;
@@ -158,8 +158,8 @@ impl vt_agent::ChannelSender for HttpChannel {
     }
 }
 
-fn queued(conv: &str, n: i32) -> vt_agent::NewOutboxItem {
-    vt_agent::NewOutboxItem {
+fn queued(conv: &str, n: i32) -> vt_store::records::NewOutboxItem {
+    vt_store::records::NewOutboxItem {
         kind: "reply".into(),
         destination: "loopback".into(),
         payload: crate::support::reply_payload(conv, "u", &format!("resposta {n}")),
@@ -174,8 +174,8 @@ fn queued(conv: &str, n: i32) -> vt_agent::NewOutboxItem {
 async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_order() {
     use crate::support::FakeServer;
     use serde_json::json;
-    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_store::Store> = std::sync::Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -197,7 +197,7 @@ async fn the_outbox_worker_retries_then_dead_letters_and_keeps_a_conversations_o
     let now = chrono::Utc::now();
     let a1 = store.enqueue(&queued("A", 1), now).await.expect("enqueue");
     let a2 = store.enqueue(&queued("A", 2), now).await.expect("enqueue");
-    let worker = vt_agent::Worker::new(store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(
+    let worker = vt_agent::Worker::new(store.clone(), vt_engine::retry::RetryPolicy::new(5, 1)).with_sender(
         std::sync::Arc::new(HttpChannel {
             client: reqwest::Client::new(),
             url: format!("{}/send", fake.url),
@@ -363,7 +363,7 @@ async fn messages_are_processed_in_the_order_they_were_stored_whichever_task_run
         .expect("read")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::ChatMessage::User { .. } => m.message.text().map(str::to_owned),
+            vt_engine::llm::ChatMessage::User { .. } => m.message.text().map(str::to_owned),
             _ => None,
         })
         .collect();

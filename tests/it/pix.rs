@@ -341,14 +341,14 @@ async fn issued(
 }
 
 /// Charge `txid` as it is on record.
-async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_agent::PixCharge {
+async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_store::records::PixCharge {
     h.store.pix_charge(txid).await.expect("read").expect("on record")
 }
 
 #[tokio::test]
 async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
-    use vt_agent::ChargeStatus;
     use vt_agent::Settled;
+    use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pix", "oi").await;
     let card = "1234567890";
@@ -495,7 +495,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
     );
     assert_eq!(
         on_record(&h, &cobranca.txid).await.status,
-        vt_agent::ChargeStatus::Devolvida
+        vt_store::records::ChargeStatus::Devolvida
     );
 }
 
@@ -602,7 +602,7 @@ async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
     payments.sweep().await;
     assert_eq!(said(&h, "c-dois").await.len(), told.len(), "nothing more said");
     let returned = on_record(&h, &second.txid).await;
-    assert_eq!(returned.status, vt_agent::ChargeStatus::Devolvida);
+    assert_eq!(returned.status, vt_store::records::ChargeStatus::Devolvida);
     let refund = returned.refund.expect("the refund on record");
     assert_eq!(
         (refund.end_to_end_id.as_str(), refund.status.as_str()),
@@ -685,7 +685,7 @@ async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
     assert_eq!(still.id, case.id, "one case per conversation");
     let board: Vec<_> = h
         .store
-        .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+        .outbox_items(vt_store::records::OutboxStatus::Pending, 100)
         .await
         .expect("outbox")
         .into_iter()
@@ -709,7 +709,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     let wiring = vt_agent::Wiring {
         service: h.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::DEFAULT_TENANT.into(),
+        tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
     let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
     assert_eq!(channel.name, "pix");
@@ -738,7 +738,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     assert_eq!(post(notice).await.expect("again").status(), 200);
     for _ in 0..100 {
         let charge = on_record(&h, &cobranca.txid).await;
-        if charge.status == vt_agent::ChargeStatus::Creditada {
+        if charge.status == vt_store::records::ChargeStatus::Creditada {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -746,7 +746,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
     h.service.stopped().await;
     assert_eq!(
         on_record(&h, &cobranca.txid).await.status,
-        vt_agent::ChargeStatus::Creditada
+        vt_store::records::ChargeStatus::Creditada
     );
     assert_eq!(h.sim.charges("1234567890"), 1, "two notices, one recharge");
     let metrics = served
@@ -776,8 +776,8 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
 
 #[tokio::test]
 async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_expired_code() {
-    use vt_agent::ChargeStatus;
     use vt_agent::Settled;
+    use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-sweep", "oi").await;
     let payments = h.service.payments();
@@ -828,7 +828,7 @@ async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_ex
 
 #[tokio::test]
 async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
-    use vt_agent::ChargeStatus;
+    use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-corrida", "oi").await;
     let cobranca = issued(&h, "c-corrida", "1234567890", 20, "k-corrida").await;
@@ -847,7 +847,8 @@ async fn a_code_paid_just_before_it_expires_is_credited_not_withdrawn() {
 
 #[tokio::test]
 async fn a_credit_a_stop_interrupted_is_resumed_once_by_the_sweep() {
-    use vt_agent::{ChargeStatus, PaymentClaim};
+    use vt_store::records::ChargeStatus;
+    use vt_store::records::PaymentClaim;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-retoma", "oi").await;
     let cobranca = issued(&h, "c-retoma", "1234567890", 20, "k-retoma").await;
@@ -903,7 +904,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
 
     let charges = h
         .store
-        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+        .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
         .await
         .expect("open");
     assert_eq!(charges.len(), 1);
@@ -913,7 +914,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
     h.say("c-jornada", "sim").await;
     assert_eq!(
         h.store
-            .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+            .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
             .await
             .expect("open")
             .len(),
@@ -944,7 +945,7 @@ async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_ca
     let h = crate::support::chat_harness_pix(crate::support::Pix::Tampering).await;
     h.say("c-crc", "recarregar 20 no cartão 1234567890 via pix").await;
     let yes = h.say("c-crc", "sim").await;
-    let said = vt_agent::Reply::join(&yes.replies);
+    let said = vt_engine::conversation::Reply::join(&yes.replies);
     assert!(!said.contains("000201"), "no code shown: {said}");
     assert!(
         said.contains("nada foi cobrado") && said.contains("pessoa"),
@@ -953,7 +954,7 @@ async fn a_code_whose_crc_does_not_check_is_never_shown_and_a_person_gets_the_ca
     assert!(yes.replies.iter().all(|r| r.files.is_empty()), "no QR either");
     assert!(
         h.store
-            .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+            .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
             .await
             .expect("read")
             .is_empty(),
@@ -1020,7 +1021,7 @@ async fn without_a_provider_a_pix_recharge_is_refused_politely() {
 /// paid and credited once; while a code holds the same one is shown again; the limit is kept.
 #[tokio::test]
 async fn novo_codigo_issues_the_next_charge_of_the_same_recharge_up_to_the_limit() {
-    use vt_agent::ChargeStatus;
+    use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     let conv = "c-novo";
     let card = "1234567890";
@@ -1090,7 +1091,7 @@ async fn a_paid_recharge_gets_no_new_code() {
     h.say(conv, "sim").await;
     let open = h
         .store
-        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+        .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
         .await
         .expect("open");
     h.sim.pix().pay(&open[0].txid, false).expect("paid");
@@ -1106,12 +1107,12 @@ async fn a_paid_recharge_gets_no_new_code() {
 async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
     let data = tempfile::tempdir().expect("tmp");
     crate::support::test_keys();
-    let store = vt_agent::open_store(None, data.path(), vt_agent::StoreUsage::Service)
+    let store = vt_store::open(None, data.path(), vt_store::Usage::Service)
         .await
         .expect("store");
     let now = chrono::Utc::now();
-    let charge = vt_agent::PixCharge {
-        meio: vt_agent::ChargeMeans::Pix,
+    let charge = vt_store::records::PixCharge {
+        meio: vt_store::records::ChargeMeans::Pix,
         txid: txid("k-lista", 1),
         recharge_key: "k-lista".into(),
         n: 1,
@@ -1119,7 +1120,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
         request: serde_json::json!({"cartao": "1234567890", "recarga": {"valor": 20}}),
         amount: reais("20"),
         copia_e_cola: "000201…".into(),
-        status: vt_agent::ChargeStatus::Ativa,
+        status: vt_store::records::ChargeStatus::Ativa,
         expires_at: now + chrono::Duration::minutes(15),
         end_to_end_id: None,
         paid_at: None,
@@ -1147,8 +1148,8 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
 /// (step 15) and the sweep leaves it — no second request, no message every sweep.
 #[tokio::test]
 async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
-    use vt_agent::ChargeStatus;
     use vt_agent::Settled;
+    use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pendente", "oi").await;
     // The recharge system answers this magic card's recharges "pendente".
@@ -1418,13 +1419,13 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");
     payload["files"] = serde_json::to_value([vt_domain::tools::qr_file(&cobranca.txid)]).expect("json");
-    let item = vt_agent::OutboxItem {
+    let item = vt_store::records::OutboxItem {
         id: 1,
         kind: "reply".into(),
         destination: "mattermost".into(),
         payload,
         conversation_id: Some(conv.into()),
-        status: vt_agent::OutboxStatus::InFlight,
+        status: vt_store::records::OutboxStatus::InFlight,
         attempts: 1,
         max_attempts: 5,
         next_attempt_at: chrono::Utc::now(),
@@ -1458,7 +1459,7 @@ async fn a_complaint_about_a_payment_is_looked_up_never_a_new_recharge() {
     h.say("c-queixa", "sim").await;
     let open = h
         .store
-        .charges_in(vt_agent::ChargeStatus::Ativa, 10)
+        .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
         .await
         .expect("open");
     assert_eq!(open.len(), 1);

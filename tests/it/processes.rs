@@ -500,7 +500,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
 
 /// The data key ids of the key file under `data`, current first.
 fn key_ids(data: &tempfile::TempDir) -> Vec<String> {
-    vt_agent::read_key_file(&data.path().join(vt_agent::KEY_FILE))
+    vt_store::seal::read_key_file(&data.path().join(vt_store::seal::KEY_FILE))
         .expect("read")
         .expect("a key file")
         .ids()
@@ -560,20 +560,20 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
     assert!(flows[0].status.success(), "{}", text(&flows[0].stderr));
 
     // Every sealed value opens under the new key alone (read raw, opened with that ring only).
-    let ring = vt_agent::read_key_file(&data.path().join(vt_agent::KEY_FILE))
+    let ring = vt_store::seal::read_key_file(&data.path().join(vt_store::seal::KEY_FILE))
         .expect("read")
         .expect("file");
     let url = format!("sqlite://{}", data.path().join("vt-agent.db").display());
     let pool = sqlx::SqlitePool::connect(&url).await.expect("open");
     let mut opened = 0;
-    for (table, column, _) in vt_agent::SEALED {
+    for (table, column, _) in vt_store::SEALED {
         let values: Vec<Option<String>> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {column} FROM {table}")))
                 .fetch_all(&pool)
                 .await
                 .expect("read");
         for v in values.into_iter().flatten() {
-            assert!(vt_agent::is_sealed(&v), "{table}.{column} in clear");
+            assert!(vt_store::seal::is_sealed(&v), "{table}.{column} in clear");
             let clear = ring.open(&v).unwrap_or_else(|e| panic!("{table}.{column}: {e}"));
             assert!(!clear.contains("tok-lote"), "{table}.{column} keeps a token");
             opened += 1;
@@ -583,8 +583,8 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
 
     // A key that is not the one: a clear error naming the key the values need, never a panic.
     std::fs::write(
-        data.path().join(vt_agent::KEY_FILE),
-        format!("{}\n", vt_agent::DataKey::generate().to_base64()),
+        data.path().join(vt_store::seal::KEY_FILE),
+        format!("{}\n", vt_store::seal::DataKey::generate().to_base64()),
     )
     .expect("write");
     let wrong = race(vec![binary(&["flows"])]).await;
@@ -598,7 +598,7 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = simulator().await;
     let graph = crate::support::FakeServer::start(vec![crate::whatsapp::sent(); 20])
         .await
@@ -629,15 +629,15 @@ async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once()
     // Once its send is acknowledged (killed between the send and the ack, the item would keep its
     // lease for a minute and hold the conversation's next item back), killed before the deadline;
     // the deadline then passes while no instance runs.
-    use vt_agent::OutboxStore as _;
+    use vt_store::concerns::OutboxStore as _;
     for _ in 0..300 {
         let unfinished = pg
             .store
-            .outbox_count(vt_agent::OutboxStatus::InFlight)
+            .outbox_count(vt_store::records::OutboxStatus::InFlight)
             .await
             .expect("count")
             + pg.store
-                .outbox_count(vt_agent::OutboxStatus::Pending)
+                .outbox_count(vt_store::records::OutboxStatus::Pending)
                 .await
                 .expect("count");
         if unfinished == 0 {
@@ -803,7 +803,7 @@ async fn a_recharge_left_enviando_by_kill_9_is_followed_up_after_restart_with_th
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_on_postgresql_follow_each_late_recharge_up_once() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = simulator().await;
     let serve = || {
         let data = tempfile::tempdir().expect("tmp");
@@ -869,7 +869,7 @@ async fn two_serve_processes_on_postgresql_follow_each_late_recharge_up_once() {
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_one_is_killed_mid_job() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = simulator().await;
     let serve = || {
         let data = tempfile::tempdir().expect("tmp");
@@ -977,7 +977,7 @@ async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_on
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_times_once() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = simulator().await;
     let (_config_dir, config) = pix_config(&sim, "");
     let serve = || {
@@ -1249,7 +1249,7 @@ async fn card_receipts_in(url: &str, id: &str) -> usize {
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_times_once() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = simulator().await;
     let (_config_dir, config) = card_config(&sim);
     let serve = || {

@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::ExecutionStatus;
-use vt_agent::{AnthropicProvider, LlmProvider, OpenAiProvider, ProviderSettings};
+use vt_engine::conversation::ExecutionStatus;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::ProviderSettings;
+use vt_engine::llm::anthropic::AnthropicProvider;
+use vt_engine::llm::openai::OpenAiProvider;
 
 use crate::support::{FakeServer, fast_config, test_engine, user};
 
@@ -143,7 +146,7 @@ async fn a_provider_that_never_answers_times_out() {
     let mut s = settings(&url, "k");
     s.timeout = Duration::from_millis(200);
     let provider = OpenAiProvider::new(s).expect("provider");
-    let request = vt_agent::CompletionRequest::default();
+    let request = vt_engine::llm::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("timeout");
     assert!(err.is_transient(), "{err}");
 }
@@ -242,7 +245,7 @@ async fn anthropic_overload_is_transient() {
     let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
     let server = FakeServer::start(vec![(529, vec![], overloaded)]).await;
     let provider = AnthropicProvider::new(settings(&server.url, "k")).expect("provider");
-    let request = vt_agent::CompletionRequest::default();
+    let request = vt_engine::llm::CompletionRequest::default();
     let err = provider.complete(&request).await.expect_err("overloaded");
     assert!(err.is_transient());
     assert!(err.to_string().contains("Overloaded"));
@@ -255,7 +258,7 @@ async fn vt_service(
 ) -> (
     vt_agent::Services,
     vt_simulators::systems::RunningSimulator,
-    Arc<dyn vt_agent::Store>,
+    Arc<dyn vt_store::Store>,
 ) {
     vt_service_at(config, None).await
 }
@@ -263,14 +266,14 @@ async fn vt_service(
 /// [`vt_service`] on `clock` (the engine's, and so the turns' and the budgets' time).
 async fn vt_service_at(
     config: &vt_agent::Config,
-    clock: Option<vt_agent::ManualClock>,
+    clock: Option<vt_engine::ManualClock>,
 ) -> (
     vt_agent::Services,
     vt_simulators::systems::RunningSimulator,
-    Arc<dyn vt_agent::Store>,
+    Arc<dyn vt_store::Store>,
 ) {
-    let store: std::sync::Arc<dyn vt_agent::Store> = std::sync::Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: std::sync::Arc<dyn vt_store::Store> = std::sync::Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -288,7 +291,7 @@ async fn vt_service_at(
         match clock {
             Some(c) => vt_agent::build_engine(config, None, ext)
                 .expect("engine")
-                .with_clock(vt_agent::Clock::Manual(c)),
+                .with_clock(vt_engine::Clock::Manual(c)),
             None => vt_agent::build_engine(config, None, ext).expect("engine"),
         },
         Some(store.clone()),
@@ -546,13 +549,13 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     .expect("prices");
     // R$ 0,05 a month: a model turn (the router's call and the agent's) costs R$ 0,0204.
     config.orcamentos = vec![vt_agent::Orcamento {
-        tenant: vt_agent::DEFAULT_TENANT.into(),
+        tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
         mensal_brl: rust_decimal::Decimal::new(5, 2),
     }];
-    let clock = vt_agent::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
+    let clock = vt_engine::ManualClock::new("2026-11-30T12:00:00Z".parse().expect("time"));
     let (service, _sim, _store) = vt_service_at(&config, Some(clock.clone())).await;
     let say = |text: &str| service.messages().handle(to_vt("c-orcamento", text));
-    let tenant = vt_agent::DEFAULT_TENANT;
+    let tenant = vt_engine::conversation::DEFAULT_TENANT;
     // A recharge asked for (level 1, no model) before the budget is crossed.
     let asked = say("recarregar 20 reais no cartão 1234567890 via pix")
         .await
@@ -714,7 +717,9 @@ async fn a_bad_request_or_a_refusal_never_falls_back() {
 /// forced tool, and is read back from either.
 #[tokio::test]
 async fn a_label_is_asked_for_as_each_provider_constrains_it() {
-    use vt_agent::{ChatMessage, Choice, CompletionRequest};
+    use vt_engine::llm::ChatMessage;
+    use vt_engine::llm::Choice;
+    use vt_engine::llm::CompletionRequest;
     let choice = Choice {
         field: "intencao".into(),
         options: vec!["consultar_saldo".into(), "general_chat".into()],

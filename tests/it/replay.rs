@@ -143,7 +143,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
         "c-rajada",
         "c-voz",
     ];
-    let store: Arc<dyn vt_agent::Store> = h.store.clone();
+    let store: Arc<dyn vt_store::Store> = h.store.clone();
     let dir = tempfile::tempdir().expect("dir");
 
     // Unchanged: every case passes, with no model call, and the run becomes the baseline.
@@ -367,7 +367,8 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
 /// request is the recorded one, and counts it: no live model is needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_turn_replays_from_its_recorded_reply() {
-    use vt_agent::{Scripted, ScriptedProvider};
+    use vt_engine::llm::scripted::Scripted;
+    use vt_engine::llm::scripted::ScriptedProvider;
     let llm = Arc::new(ScriptedProvider::new([
         Scripted::text("general_chat"),
         Scripted::text("O VT é para o transporte; o VR, para as refeições."),
@@ -417,7 +418,7 @@ async fn what_a_payment_did_after_the_conversation_is_replayed_in_order() {
     }
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("pago");
-    let store: Arc<dyn vt_agent::Store> = h.store.clone();
+    let store: Arc<dyn vt_store::Store> = h.store.clone();
     let run = vt_agent::replay(
         store.as_ref(),
         &options(&["c-negada"], candidate(None, None), &out, None),

@@ -2,8 +2,9 @@
 //! intent and parameters (or the question it must ask). No model, zero tokens.
 
 use serde_json::{Value, json};
-use vt_agent::{Conversation, Participant};
 use vt_agent::{Route, Router};
+use vt_engine::Participant;
+use vt_engine::conversation::Conversation;
 
 /// What a routed message must come out as.
 enum Want {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vt_agent::{FlowStatus, run_flow};
-use vt_agent::{Scripted, ScriptedProvider};
 use vt_domain::tools::VtSettings;
+use vt_engine::llm::scripted::Scripted;
+use vt_engine::llm::scripted::ScriptedProvider;
 use vt_simulators::systems::Efeito;
 
 use crate::support::{chat_harness, flow_harness, quick_simulator};
@@ -191,7 +192,7 @@ async fn invalid_arguments_from_the_model_are_named_never_echoed() {
     let results: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            vt_agent::TurnEvent::ToolResult { content, .. } => Some(content.clone()),
+            vt_engine::conversation::TurnEvent::ToolResult { content, .. } => Some(content.clone()),
             _ => None,
         })
         .collect();
@@ -244,7 +245,7 @@ async fn the_confirmation_time_is_said_as_it_is() {
 
 #[tokio::test]
 async fn a_model_that_is_down_gets_the_user_an_answer_within_the_turn_bound() {
-    use vt_agent::LlmError;
+    use vt_engine::llm::LlmError;
     let down = || {
         Scripted::Fail(LlmError::Transient {
             status: Some(503),
@@ -263,9 +264,9 @@ async fn a_model_that_is_down_gets_the_user_an_answer_within_the_turn_bound() {
     let (engine, _) = (
         vt_agent::build_engine(
             &vt_agent::Config {
-                engine: vt_agent::EngineConfig {
+                engine: vt_engine::EngineConfig {
                     // The BPMN's background backoff, and a person waiting: the bound wins.
-                    llm_retry: vt_agent::RetryPolicy::new(3, 30_000),
+                    llm_retry: vt_engine::retry::RetryPolicy::new(3, 30_000),
                     turn_timeout_ms: 300,
                     ..Default::default()
                 },

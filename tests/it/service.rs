@@ -11,19 +11,43 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use vt_agent::{
-    Catalog, Clock, Conversation, Engine, ExecutionRecord, IdSource, Prompts, SkillDef, TurnEvent,
-};
-use vt_agent::{ChatMessage, LlmProvider, Scripted, ScriptedProvider};
-use vt_agent::{
-    ConversationContext, FlowRunRecord, FlowRunSummary, IdempotencyPut, IdempotencyRecord, IntentRecord,
-    NewOutboxItem, OutboxItem, OutboxStatus, RechargeAttemptRecord, SqliteStore, Store, StoreError,
-    StoredMessage, TaskRun, TurnLock, TurnRecord, UnprocessedMessage, UsageRecord, UsageSummaryRow,
-};
 use vt_agent::{Inbound, ServiceError, Services, ServicesConfig};
 use vt_contract::context::Extensions;
 use vt_contract::{Action, ActionContext, ActionError, ActionRegistry, ActionResponse, ResponseToAgent};
 use vt_domain::journal::{Confirmation, Consumption, RechargeAttempt};
+use vt_engine::Clock;
+use vt_engine::Engine;
+use vt_engine::IdSource;
+use vt_engine::conversation::Conversation;
+use vt_engine::conversation::ExecutionRecord;
+use vt_engine::conversation::TurnEvent;
+use vt_engine::llm::ChatMessage;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::scripted::Scripted;
+use vt_engine::llm::scripted::ScriptedProvider;
+use vt_engine::prompts::Prompts;
+use vt_engine::skills::Catalog;
+use vt_engine::skills::SkillDef;
+use vt_store::Store;
+use vt_store::locks::TurnLock;
+use vt_store::records::ConversationContext;
+use vt_store::records::FlowRunRecord;
+use vt_store::records::FlowRunSummary;
+use vt_store::records::IdempotencyPut;
+use vt_store::records::IdempotencyRecord;
+use vt_store::records::IntentRecord;
+use vt_store::records::NewOutboxItem;
+use vt_store::records::OutboxItem;
+use vt_store::records::OutboxStatus;
+use vt_store::records::RechargeAttemptRecord;
+use vt_store::records::StoreError;
+use vt_store::records::StoredMessage;
+use vt_store::records::TaskRun;
+use vt_store::records::TurnRecord;
+use vt_store::records::UnprocessedMessage;
+use vt_store::records::UsageRecord;
+use vt_store::records::UsageSummaryRow;
+use vt_store::sqlite::SqliteStore;
 
 use crate::support::{fast_config, user};
 
@@ -346,7 +370,7 @@ fn broken() -> StoreError {
 }
 
 #[async_trait]
-impl vt_agent::ConversationStore for Flaky {
+impl vt_store::concerns::ConversationStore for Flaky {
     async fn save_conversation(&self, c: &Conversation, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.save_conversation(c, now).await
     }
@@ -406,7 +430,7 @@ impl vt_agent::ConversationStore for Flaky {
     async fn context(&self, c: &str) -> Result<Option<ConversationContext>, StoreError> {
         self.inner.context(c).await
     }
-    async fn accept_message(&self, a: vt_agent::Accepting<'_>) -> Result<Option<i64>, StoreError> {
+    async fn accept_message(&self, a: vt_store::records::Accepting<'_>) -> Result<Option<i64>, StoreError> {
         if self.fail_append || self.fail_accepting.is_some_and(|t| a.message.text() == Some(t)) {
             return Err(broken());
         }
@@ -414,8 +438,8 @@ impl vt_agent::ConversationStore for Flaky {
     }
     async fn conversation_list(
         &self,
-        q: &vt_agent::ConversationQuery,
-    ) -> Result<Vec<vt_agent::ConversationListing>, StoreError> {
+        q: &vt_store::records::ConversationQuery,
+    ) -> Result<Vec<vt_store::records::ConversationListing>, StoreError> {
         self.inner.conversation_list(q).await
     }
     async fn lock_conversation(&self, c: &str) -> Result<TurnLock, StoreError> {
@@ -424,7 +448,7 @@ impl vt_agent::ConversationStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::FlowStore for Flaky {
+impl vt_store::concerns::FlowStore for Flaky {
     async fn save_flow_run(&self, r: &FlowRunRecord) -> Result<(), StoreError> {
         self.inner.save_flow_run(r).await
     }
@@ -437,7 +461,10 @@ impl vt_agent::FlowStore for Flaky {
     async fn flow_outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, i64)>, StoreError> {
         self.inner.flow_outcomes_since(since).await
     }
-    async fn flow_runs_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::FlowRunAt>, StoreError> {
+    async fn flow_runs_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_store::records::FlowRunAt>, StoreError> {
         self.inner.flow_runs_since(since).await
     }
     async fn begin_flow_run(
@@ -456,7 +483,7 @@ impl vt_agent::FlowStore for Flaky {
     async fn settle_flow_run(
         &self,
         id: &str,
-        status: vt_agent::RunStatus,
+        status: vt_store::records::RunStatus,
         stage: (&str, &serde_json::Value),
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
@@ -465,7 +492,7 @@ impl vt_agent::FlowStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::RechargeStore for Flaky {
+impl vt_store::concerns::RechargeStore for Flaky {
     async fn consume_confirmation(
         &self,
         c: Confirmation<'_>,
@@ -480,7 +507,7 @@ impl vt_agent::RechargeStore for Flaky {
     async fn begin_recharge(
         &self,
         a: &RechargeAttempt,
-        f: Option<&vt_agent::NewFollowUp>,
+        f: Option<&vt_store::followup::NewFollowUp>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.begin_recharge(a, f, now).await
@@ -504,13 +531,13 @@ impl vt_agent::RechargeStore for Flaky {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: i64,
-    ) -> Result<Vec<vt_agent::FollowUp>, StoreError> {
+    ) -> Result<Vec<vt_store::followup::FollowUp>, StoreError> {
         self.inner.claim_followups(now, lease_until, limit).await
     }
     async fn followup_checked(
         &self,
         k: &str,
-        c: &vt_agent::Checked,
+        c: &vt_store::followup::Checked,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.followup_checked(k, c, now).await
@@ -519,13 +546,13 @@ impl vt_agent::RechargeStore for Flaky {
         &self,
         pending_only: bool,
         limit: i64,
-    ) -> Result<Vec<vt_agent::FollowUpView>, StoreError> {
+    ) -> Result<Vec<vt_store::followup::FollowUpView>, StoreError> {
         self.inner.followups(pending_only, limit).await
     }
 }
 
 #[async_trait]
-impl vt_agent::OutboxStore for Flaky {
+impl vt_store::concerns::OutboxStore for Flaky {
     async fn hold(&self, id: i64, why: &str) -> Result<(), StoreError> {
         self.inner.hold(id, why).await
     }
@@ -579,35 +606,42 @@ impl vt_agent::OutboxStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::BatchStore for Flaky {
-    async fn open_batch(&self, j: &vt_agent::BatchJob) -> Result<vt_agent::BatchJob, StoreError> {
+impl vt_store::concerns::BatchStore for Flaky {
+    async fn open_batch(
+        &self,
+        j: &vt_store::records::BatchJob,
+    ) -> Result<vt_store::records::BatchJob, StoreError> {
         self.inner.open_batch(j).await
     }
-    async fn batch(&self, id: &str) -> Result<Option<vt_agent::BatchJob>, StoreError> {
+    async fn batch(&self, id: &str) -> Result<Option<vt_store::records::BatchJob>, StoreError> {
         self.inner.batch(id).await
     }
     async fn save_batch_lines(
         &self,
         j: &str,
-        l: &[vt_agent::BatchLine],
-        r: &[vt_agent::FlowRunRecord],
+        l: &[vt_store::records::BatchLine],
+        r: &[vt_store::records::FlowRunRecord],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.save_batch_lines(j, l, r, now).await
     }
-    async fn batch_lines(&self, j: &str) -> Result<Vec<vt_agent::BatchLine>, StoreError> {
+    async fn batch_lines(&self, j: &str) -> Result<Vec<vt_store::records::BatchLine>, StoreError> {
         self.inner.batch_lines(j).await
     }
-    async fn batch_counts(&self, j: &str) -> Result<Vec<(vt_agent::LineStatus, i64)>, StoreError> {
+    async fn batch_counts(&self, j: &str) -> Result<Vec<(vt_store::records::LineStatus, i64)>, StoreError> {
         self.inner.batch_counts(j).await
     }
     async fn finish_batch(&self, j: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.finish_batch(j, now).await
     }
-    async fn unfinished_batches(&self) -> Result<Vec<vt_agent::BatchJob>, StoreError> {
+    async fn unfinished_batches(&self) -> Result<Vec<vt_store::records::BatchJob>, StoreError> {
         self.inner.unfinished_batches().await
     }
-    async fn batches(&self, tenant: Option<&str>, limit: i64) -> Result<Vec<vt_agent::BatchJob>, StoreError> {
+    async fn batches(
+        &self,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<vt_store::records::BatchJob>, StoreError> {
         self.inner.batches(tenant, limit).await
     }
     async fn share_batch(&self, j: &str, chunks: i64) -> Result<(), StoreError> {
@@ -655,7 +689,7 @@ impl vt_agent::BatchStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::ReportStore for Flaky {
+impl vt_store::concerns::ReportStore for Flaky {
     async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
         self.inner.record_usage(u).await
     }
@@ -685,7 +719,10 @@ impl vt_agent::ReportStore for Flaky {
     async fn settle_idempotency(&self, k: &str, r: Option<&serde_json::Value>) -> Result<(), StoreError> {
         self.inner.settle_idempotency(k, r).await
     }
-    async fn usage_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::UsageRecord>, StoreError> {
+    async fn usage_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_store::records::UsageRecord>, StoreError> {
         self.inner.usage_since(since).await
     }
     async fn spent_since(&self, tenant: &str, since: DateTime<Utc>) -> Result<i64, StoreError> {
@@ -697,32 +734,32 @@ impl vt_agent::ReportStore for Flaky {
     async fn spending_by_tenant_since(
         &self,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::TenantSpending>, StoreError> {
+    ) -> Result<Vec<vt_store::records::TenantSpending>, StoreError> {
         self.inner.spending_by_tenant_since(since).await
     }
-    async fn record_message_cost(&self, c: &vt_agent::MessageCost) -> Result<(), StoreError> {
+    async fn record_message_cost(&self, c: &vt_store::records::MessageCost) -> Result<(), StoreError> {
         self.inner.record_message_cost(c).await
     }
     async fn message_costs_since(
         &self,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::MessageCost>, StoreError> {
+    ) -> Result<Vec<vt_store::records::MessageCost>, StoreError> {
         self.inner.message_costs_since(since).await
     }
-    async fn record_audit(&self, r: &vt_agent::AuditRecord) -> Result<(), StoreError> {
+    async fn record_audit(&self, r: &vt_store::records::AuditRecord) -> Result<(), StoreError> {
         self.inner.record_audit(r).await
     }
-    async fn audit_records(&self, l: i64) -> Result<Vec<vt_agent::AuditRecord>, StoreError> {
+    async fn audit_records(&self, l: i64) -> Result<Vec<vt_store::records::AuditRecord>, StoreError> {
         self.inner.audit_records(l).await
     }
 }
 
 #[async_trait]
-impl vt_agent::KeepingStore for Flaky {
-    async fn subject_records(&self, s: &vt_agent::Subject) -> Result<vt_agent::Records, StoreError> {
+impl vt_store::concerns::KeepingStore for Flaky {
+    async fn subject_records(&self, s: &vt_store::Subject) -> Result<vt_store::Records, StoreError> {
         self.inner.subject_records(s).await
     }
-    async fn forget(&self, r: &vt_agent::Records) -> Result<(), StoreError> {
+    async fn forget(&self, r: &vt_store::Records) -> Result<(), StoreError> {
         self.inner.forget(r).await
     }
     async fn store_secrets(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
@@ -740,18 +777,18 @@ impl vt_agent::KeepingStore for Flaky {
 }
 
 #[async_trait]
-impl vt_agent::CaseStore for Flaky {
+impl vt_store::concerns::CaseStore for Flaky {
     async fn open_case(
         &self,
-        c: &vt_agent::NewCase,
+        c: &vt_store::records::NewCase,
         now: DateTime<Utc>,
-    ) -> Result<vt_agent::CaseOpened, StoreError> {
+    ) -> Result<vt_store::records::CaseOpened, StoreError> {
         self.inner.open_case(c, now).await
     }
-    async fn case(&self, id: &str) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn case(&self, id: &str) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.case(id).await
     }
-    async fn open_case_of(&self, c: &str) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn open_case_of(&self, c: &str) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.open_case_of(c).await
     }
     async fn open_case_count(&self) -> Result<i64, StoreError> {
@@ -761,29 +798,37 @@ impl vt_agent::CaseStore for Flaky {
         &self,
         t: Option<&str>,
         since: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::CaseTimes>, StoreError> {
+    ) -> Result<Vec<vt_store::records::CaseTimes>, StoreError> {
         self.inner.case_times(t, since).await
     }
-    async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_agent::Case>, StoreError> {
+    async fn cases(&self, t: Option<&str>, limit: i64) -> Result<Vec<vt_store::records::Case>, StoreError> {
         self.inner.cases(t, limit).await
     }
-    async fn claim_case(&self, id: &str, o: &str, now: DateTime<Utc>) -> Result<vt_agent::Claim, StoreError> {
+    async fn claim_case(
+        &self,
+        id: &str,
+        o: &str,
+        now: DateTime<Utc>,
+    ) -> Result<vt_store::records::Claim, StoreError> {
         self.inner.claim_case(id, o, now).await
     }
     async fn close_case(
         &self,
         id: &str,
         who: &str,
-        to: vt_agent::CaseState,
+        to: vt_store::records::CaseState,
         note: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<Option<vt_agent::Case>, StoreError> {
+    ) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.close_case(id, who, to, note, now).await
     }
-    async fn case_events(&self, id: &str) -> Result<Vec<vt_agent::CaseEvent>, StoreError> {
+    async fn case_events(&self, id: &str) -> Result<Vec<vt_store::records::CaseEvent>, StoreError> {
         self.inner.case_events(id).await
     }
-    async fn take_due_notice(&self, now: DateTime<Utc>) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn take_due_notice(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.take_due_notice(now).await
     }
     async fn say_in_case(
@@ -791,14 +836,14 @@ impl vt_agent::CaseStore for Flaky {
         c: &str,
         m: &ChatMessage,
         o: &[NewOutboxItem],
-        e: Option<&vt_agent::CaseEvent>,
+        e: Option<&vt_store::records::CaseEvent>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.say_in_case(c, m, o, e, now).await
     }
     async fn note_case(
         &self,
-        e: &vt_agent::CaseEvent,
+        e: &vt_store::records::CaseEvent,
         o: &[NewOutboxItem],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
@@ -807,16 +852,20 @@ impl vt_agent::CaseStore for Flaky {
     async fn set_board_post(&self, c: &str, p: &str) -> Result<(), StoreError> {
         self.inner.set_board_post(c, p).await
     }
-    async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn case_of_board_post(&self, p: &str) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.case_of_board_post(p).await
     }
     async fn next_protocol(&self, t: &str, day: chrono::NaiveDate) -> Result<String, StoreError> {
         self.inner.next_protocol(t, day).await
     }
-    async fn case_by_protocol(&self, t: Option<&str>, p: &str) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn case_by_protocol(
+        &self,
+        t: Option<&str>,
+        p: &str,
+    ) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.case_by_protocol(t, p).await
     }
-    async fn open_cases(&self) -> Result<Vec<vt_agent::Case>, StoreError> {
+    async fn open_cases(&self) -> Result<Vec<vt_store::records::Case>, StoreError> {
         self.inner.open_cases().await
     }
     async fn cases_opened_between(
@@ -824,16 +873,19 @@ impl vt_agent::CaseStore for Flaky {
         t: Option<&str>,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<Vec<vt_agent::Case>, StoreError> {
+    ) -> Result<Vec<vt_store::records::Case>, StoreError> {
         self.inner.cases_opened_between(t, from, to).await
     }
-    async fn offer_case(&self, o: &vt_agent::CaseOffer) -> Result<bool, StoreError> {
+    async fn offer_case(&self, o: &vt_store::concerns::CaseOffer) -> Result<bool, StoreError> {
         self.inner.offer_case(o).await
     }
     async fn team_turn(&self, t: &str) -> Result<Option<String>, StoreError> {
         self.inner.team_turn(t).await
     }
-    async fn transfer_case(&self, t: &vt_agent::CaseTransfer) -> Result<Option<vt_agent::Case>, StoreError> {
+    async fn transfer_case(
+        &self,
+        t: &vt_store::concerns::CaseTransfer,
+    ) -> Result<Option<vt_store::records::Case>, StoreError> {
         self.inner.transfer_case(t).await
     }
     async fn warn_sla(&self, c: &str, k: &str) -> Result<bool, StoreError> {
@@ -848,26 +900,26 @@ impl vt_agent::CaseStore for Flaky {
 }
 
 #[async_trait::async_trait]
-impl vt_agent::ContactStore for Flaky {
+impl vt_store::concerns::ContactStore for Flaky {
     async fn touch_contact(&self, w: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.touch_contact(w, at).await
     }
     async fn last_inbound(&self, w: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.inner.last_inbound(w).await
     }
-    async fn set_template_state(&self, t: &vt_agent::TemplateState) -> Result<(), StoreError> {
+    async fn set_template_state(&self, t: &vt_store::concerns::TemplateState) -> Result<(), StoreError> {
         self.inner.set_template_state(t).await
     }
-    async fn template_states(&self) -> Result<Vec<vt_agent::TemplateState>, StoreError> {
+    async fn template_states(&self) -> Result<Vec<vt_store::concerns::TemplateState>, StoreError> {
         self.inner.template_states().await
     }
-    async fn record_consent(&self, c: &vt_agent::ConsentChange) -> Result<(), StoreError> {
+    async fn record_consent(&self, c: &vt_store::concerns::ConsentChange) -> Result<(), StoreError> {
         self.inner.record_consent(c).await
     }
-    async fn consent(&self, w: &str) -> Result<Option<vt_agent::ConsentChange>, StoreError> {
+    async fn consent(&self, w: &str) -> Result<Option<vt_store::concerns::ConsentChange>, StoreError> {
         self.inner.consent(w).await
     }
-    async fn consent_events(&self, w: &str) -> Result<Vec<vt_agent::ConsentChange>, StoreError> {
+    async fn consent_events(&self, w: &str) -> Result<Vec<vt_store::concerns::ConsentChange>, StoreError> {
         self.inner.consent_events(w).await
     }
     async fn take_low_balance_notice(
@@ -884,17 +936,20 @@ impl vt_agent::ContactStore for Flaky {
 }
 
 #[async_trait::async_trait]
-impl vt_agent::PixStore for Flaky {
-    async fn open_charge(&self, c: &vt_agent::PixCharge) -> Result<vt_agent::PixCharge, StoreError> {
+impl vt_store::concerns::PixStore for Flaky {
+    async fn open_charge(
+        &self,
+        c: &vt_store::records::PixCharge,
+    ) -> Result<vt_store::records::PixCharge, StoreError> {
         self.inner.open_charge(c).await
     }
-    async fn pix_charge(&self, t: &str) -> Result<Option<vt_agent::PixCharge>, StoreError> {
+    async fn pix_charge(&self, t: &str) -> Result<Option<vt_store::records::PixCharge>, StoreError> {
         self.inner.pix_charge(t).await
     }
     async fn note_credit_run(&self, t: &str, e: &str) -> Result<(), StoreError> {
         self.inner.note_credit_run(t, e).await
     }
-    async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
+    async fn recharge_charges(&self, k: &str) -> Result<Vec<vt_store::records::PixCharge>, StoreError> {
         self.inner.recharge_charges(k).await
     }
     async fn claim_payment(
@@ -902,28 +957,31 @@ impl vt_agent::PixStore for Flaky {
         t: &str,
         e2e: &str,
         at: DateTime<Utc>,
-    ) -> Result<vt_agent::PaymentClaim, StoreError> {
+    ) -> Result<vt_store::records::PaymentClaim, StoreError> {
         self.inner.claim_payment(t, e2e, at).await
     }
     async fn settle_charge(
         &self,
         t: &str,
-        from: vt_agent::ChargeStatus,
-        to: vt_agent::ChargeStatus,
+        from: vt_store::records::ChargeStatus,
+        to: vt_store::records::ChargeStatus,
     ) -> Result<bool, StoreError> {
         self.inner.settle_charge(t, from, to).await
     }
     async fn charges_in(
         &self,
-        s: vt_agent::ChargeStatus,
+        s: vt_store::records::ChargeStatus,
         limit: i64,
-    ) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
+    ) -> Result<Vec<vt_store::records::PixCharge>, StoreError> {
         self.inner.charges_in(s, limit).await
     }
-    async fn conversation_charges(&self, conv: &str) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
+    async fn conversation_charges(
+        &self,
+        conv: &str,
+    ) -> Result<Vec<vt_store::records::PixCharge>, StoreError> {
         self.inner.conversation_charges(conv).await
     }
-    async fn charge_counts(&self) -> Result<Vec<(vt_agent::ChargeStatus, i64)>, StoreError> {
+    async fn charge_counts(&self) -> Result<Vec<(vt_store::records::ChargeStatus, i64)>, StoreError> {
         self.inner.charge_counts().await
     }
     async fn payment_seconds(&self, since: DateTime<Utc>) -> Result<Vec<i64>, StoreError> {
@@ -932,47 +990,51 @@ impl vt_agent::PixStore for Flaky {
     async fn record_refund(&self, t: &str, e2e: &str, status: &str) -> Result<(), StoreError> {
         self.inner.record_refund(t, e2e, status).await
     }
-    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<vt_agent::PixCharge>, StoreError> {
+    async fn refunds_in_progress(&self, limit: i64) -> Result<Vec<vt_store::records::PixCharge>, StoreError> {
         self.inner.refunds_in_progress(limit).await
     }
 }
 
 #[async_trait::async_trait]
 #[async_trait::async_trait]
-impl vt_agent::RecurrenceStore for Flaky {
-    async fn put_recurrence(&self, r: &vt_agent::Recurrence) -> Result<(), StoreError> {
+impl vt_store::concerns::RecurrenceStore for Flaky {
+    async fn put_recurrence(&self, r: &vt_store::records::Recurrence) -> Result<(), StoreError> {
         self.inner.put_recurrence(r).await
     }
-    async fn recurrence(&self, id: &str) -> Result<Option<vt_agent::Recurrence>, StoreError> {
+    async fn recurrence(&self, id: &str) -> Result<Option<vt_store::records::Recurrence>, StoreError> {
         self.inner.recurrence(id).await
     }
-    async fn recurrence_by_rec(&self, id: &str) -> Result<Option<vt_agent::Recurrence>, StoreError> {
+    async fn recurrence_by_rec(&self, id: &str) -> Result<Option<vt_store::records::Recurrence>, StoreError> {
         self.inner.recurrence_by_rec(id).await
     }
     async fn move_recurrence(
         &self,
         id: &str,
-        from: &[vt_agent::RecurrenceStatus],
-        to: vt_agent::RecurrenceStatus,
+        from: &[vt_store::records::RecurrenceStatus],
+        to: vt_store::records::RecurrenceStatus,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.inner.move_recurrence(id, from, to, at).await
     }
     async fn recurrences_in(
         &self,
-        s: vt_agent::RecurrenceStatus,
+        s: vt_store::records::RecurrenceStatus,
         limit: i64,
-    ) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+    ) -> Result<Vec<vt_store::records::Recurrence>, StoreError> {
         self.inner.recurrences_in(s, limit).await
     }
-    async fn user_recurrences(&self, t: &str, u: &str) -> Result<Vec<vt_agent::Recurrence>, StoreError> {
+    async fn user_recurrences(
+        &self,
+        t: &str,
+        u: &str,
+    ) -> Result<Vec<vt_store::records::Recurrence>, StoreError> {
         self.inner.user_recurrences(t, u).await
     }
     async fn recurrence_listing(
         &self,
         t: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<vt_agent::RecurrenceListed>, StoreError> {
+    ) -> Result<Vec<vt_store::records::RecurrenceListed>, StoreError> {
         self.inner.recurrence_listing(t, limit).await
     }
     async fn take_daily_check(&self, id: &str, day: &str) -> Result<bool, StoreError> {
@@ -981,27 +1043,36 @@ impl vt_agent::RecurrenceStore for Flaky {
     async fn note_recurrence(&self, id: &str, outcome: &str) -> Result<(), StoreError> {
         self.inner.note_recurrence(id, outcome).await
     }
-    async fn open_recurring_charge(&self, c: &vt_agent::RecurringCharge) -> Result<bool, StoreError> {
+    async fn open_recurring_charge(
+        &self,
+        c: &vt_store::records::RecurringCharge,
+    ) -> Result<bool, StoreError> {
         self.inner.open_recurring_charge(c).await
     }
-    async fn recurring_charge(&self, t: &str) -> Result<Option<vt_agent::RecurringCharge>, StoreError> {
+    async fn recurring_charge(
+        &self,
+        t: &str,
+    ) -> Result<Option<vt_store::records::RecurringCharge>, StoreError> {
         self.inner.recurring_charge(t).await
     }
     async fn recurring_charges_in(
         &self,
-        s: vt_agent::RecurringChargeStatus,
+        s: vt_store::records::RecurringChargeStatus,
         limit: i64,
-    ) -> Result<Vec<vt_agent::RecurringCharge>, StoreError> {
+    ) -> Result<Vec<vt_store::records::RecurringCharge>, StoreError> {
         self.inner.recurring_charges_in(s, limit).await
     }
-    async fn charges_of_recurrence(&self, id: &str) -> Result<Vec<vt_agent::RecurringCharge>, StoreError> {
+    async fn charges_of_recurrence(
+        &self,
+        id: &str,
+    ) -> Result<Vec<vt_store::records::RecurringCharge>, StoreError> {
         self.inner.charges_of_recurrence(id).await
     }
     async fn move_recurring_charge(
         &self,
         t: &str,
-        from: vt_agent::RecurringChargeStatus,
-        to: vt_agent::RecurringChargeStatus,
+        from: vt_store::records::RecurringChargeStatus,
+        to: vt_store::records::RecurringChargeStatus,
     ) -> Result<bool, StoreError> {
         self.inner.move_recurring_charge(t, from, to).await
     }
@@ -1023,7 +1094,7 @@ impl vt_agent::RecurrenceStore for Flaky {
         &self,
         conv: &str,
         state: &serde_json::Map<String, serde_json::Value>,
-        said: (&vt_agent::ChatMessage, &[vt_agent::NewOutboxItem]),
+        said: (&vt_engine::llm::ChatMessage, &[vt_store::records::NewOutboxItem]),
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.inner.offer_automatic(conv, state, said, at).await
@@ -1034,40 +1105,46 @@ impl vt_agent::RecurrenceStore for Flaky {
 }
 
 #[async_trait::async_trait]
-impl vt_agent::OutcomeStore for Flaky {
+impl vt_store::concerns::OutcomeStore for Flaky {
     async fn stretches_over(
         &self,
         window: (DateTime<Utc>, DateTime<Utc>),
         except: &str,
         limit: i64,
-    ) -> Result<Vec<vt_agent::StretchHead>, StoreError> {
+    ) -> Result<Vec<vt_store::records::StretchHead>, StoreError> {
         self.inner.stretches_over(window, except, limit).await
     }
-    async fn stretch(&self, h: &vt_agent::StretchHead) -> Result<vt_agent::Stretch, StoreError> {
+    async fn stretch(
+        &self,
+        h: &vt_store::records::StretchHead,
+    ) -> Result<vt_store::records::Stretch, StoreError> {
         self.inner.stretch(h).await
     }
     async fn resolved_before(
         &self,
-        h: &vt_agent::StretchHead,
+        h: &vt_store::records::StretchHead,
         a: &str,
         since: DateTime<Utc>,
     ) -> Result<Option<String>, StoreError> {
         self.inner.resolved_before(h, a, since).await
     }
-    async fn record_outcome(&self, o: &vt_agent::OutcomeRecord) -> Result<bool, StoreError> {
+    async fn record_outcome(&self, o: &vt_store::records::OutcomeRecord) -> Result<bool, StoreError> {
         self.inner.record_outcome(o).await
     }
-    async fn extend_outcome(&self, h: &vt_agent::StretchHead) -> Result<bool, StoreError> {
+    async fn extend_outcome(&self, h: &vt_store::records::StretchHead) -> Result<bool, StoreError> {
         self.inner.extend_outcome(h).await
     }
-    async fn last_survey(&self, h: &vt_agent::StretchHead) -> Result<Option<DateTime<Utc>>, StoreError> {
+    async fn last_survey(
+        &self,
+        h: &vt_store::records::StretchHead,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.inner.last_survey(h).await
     }
     async fn ask_survey(
         &self,
-        asked: (&vt_agent::StretchHead, &str),
+        asked: (&vt_store::records::StretchHead, &str),
         state: &serde_json::Map<String, serde_json::Value>,
-        said: (&vt_agent::ChatMessage, &[vt_agent::NewOutboxItem]),
+        said: (&vt_engine::llm::ChatMessage, &[vt_store::records::NewOutboxItem]),
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.inner.ask_survey(asked, state, said, at).await
@@ -1075,7 +1152,10 @@ impl vt_agent::OutcomeStore for Flaky {
     async fn record_score(&self, o: &str, nota: i32, at: DateTime<Utc>) -> Result<bool, StoreError> {
         self.inner.record_score(o, nota, at).await
     }
-    async fn outcomes_since(&self, since: DateTime<Utc>) -> Result<Vec<vt_agent::OutcomeRecord>, StoreError> {
+    async fn outcomes_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<vt_store::records::OutcomeRecord>, StoreError> {
         self.inner.outcomes_since(since).await
     }
 }
@@ -1182,7 +1262,9 @@ async fn run_flow_stores_the_run_and_its_stages() {
     let rf01 = events
         .iter()
         .find_map(|e| match e {
-            vt_agent::TurnEvent::ToolCall { name, arguments, .. } if name == "rf01_preparar_consulta" => {
+            vt_engine::conversation::TurnEvent::ToolCall { name, arguments, .. }
+                if name == "rf01_preparar_consulta" =>
+            {
                 Some(arguments.clone())
             }
             _ => None,
@@ -1203,7 +1285,7 @@ async fn run_flow_stores_the_run_and_its_stages() {
     // what the systems answered is on the run's tape (sealed, as a turn's is), for a replay's world.
     let taped = events
         .iter()
-        .filter(|e| matches!(e, vt_agent::TurnEvent::Exchanged(_)))
+        .filter(|e| matches!(e, vt_engine::conversation::TurnEvent::Exchanged(_)))
         .count();
     assert_eq!(taped, 4, "the balance, two notices and the recharge, answered");
     history.extend(
@@ -1212,7 +1294,8 @@ async fn run_flow_stores_the_run_and_its_stages() {
             .filter(|e| {
                 !matches!(
                     e,
-                    vt_agent::TurnEvent::MemoryUpdated { .. } | vt_agent::TurnEvent::Exchanged(_)
+                    vt_engine::conversation::TurnEvent::MemoryUpdated { .. }
+                        | vt_engine::conversation::TurnEvent::Exchanged(_)
                 )
             })
             .map(|e| serde_json::to_string(e).expect("json")),
@@ -1281,8 +1364,8 @@ async fn a_stored_run_flow_converts_json_a_bounded_number_of_times() {
 async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answered() {
     let dir = tempfile::tempdir().expect("tmp");
     let url = format!("sqlite://{}", dir.path().join("grupo.db").display());
-    let sqlite = Arc::new(vt_agent::SqliteStore::connect(&url).await.expect("store"));
-    let store: Arc<dyn vt_agent::Store> = sqlite.clone();
+    let sqlite = Arc::new(vt_store::sqlite::SqliteStore::connect(&url).await.expect("store"));
+    let store: Arc<dyn vt_store::Store> = sqlite.clone();
     let h =
         Arc::new(crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     // One turn each first, so the conversations exist; then one more each, all at once.
@@ -1311,8 +1394,10 @@ async fn concurrent_turns_on_sqlite_share_commits_and_each_is_stored_when_answer
         "{commits} commits for {N} concurrent turns: writes that came together shared commits"
     );
     // Every answered turn is on disk: another handle on the file reads them all.
-    use vt_agent::ConversationStore as _;
-    let fresh = vt_agent::SqliteStore::connect(&url).await.expect("reopen");
+    use vt_store::concerns::ConversationStore as _;
+    let fresh = vt_store::sqlite::SqliteStore::connect(&url)
+        .await
+        .expect("reopen");
     for i in 0..N {
         let stored = fresh.messages(&format!("c-grupo-{i}")).await.expect("messages");
         let last = stored.last().and_then(|m| m.message.text()).unwrap_or_default();

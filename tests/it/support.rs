@@ -11,13 +11,23 @@ use axum::response::IntoResponse;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use vt_agent::{Catalog, Clock, Engine, EngineConfig, IdSource, Participant, Prompts, RetryPolicy, SkillDef};
-use vt_agent::{LlmProvider, Scripted, ScriptedProvider};
 use vt_contract::{
     Action, ActionContext, ActionError, ActionRegistry, ActionResponse, RedirectToSkill, ResponseToAgent,
     ResponseToUser,
 };
 use vt_domain::systems::SystemsPort;
+use vt_engine::Clock;
+use vt_engine::Engine;
+use vt_engine::EngineConfig;
+use vt_engine::IdSource;
+use vt_engine::Participant;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::scripted::Scripted;
+use vt_engine::llm::scripted::ScriptedProvider;
+use vt_engine::prompts::Prompts;
+use vt_engine::retry::RetryPolicy;
+use vt_engine::skills::Catalog;
+use vt_engine::skills::SkillDef;
 
 #[derive(Deserialize, JsonSchema)]
 pub(crate) struct CardArgs {
@@ -241,20 +251,6 @@ pub(crate) fn user() -> Participant {
     }
 }
 
-/// A batch job of three lines, not finished, as the store tests and the console open them.
-pub(crate) fn batch_job(id: &str, tenant: &str, now: chrono::DateTime<chrono::Utc>) -> vt_agent::BatchJob {
-    vt_agent::BatchJob {
-        id: id.into(),
-        tenant_id: tenant.into(),
-        digest: "d".into(),
-        total: 3,
-        dry_run: false,
-        source: None,
-        created_at: now,
-        finished_at: None,
-    }
-}
-
 /// One request a fake server received.
 #[derive(Debug, Clone)]
 pub(crate) struct Received {
@@ -469,10 +465,10 @@ pub(crate) fn quick_simulator() -> vt_simulators::systems::SimulatorConfig {
 /// The real VT agent (router, tools, stages, store) against an in-process simulator.
 pub(crate) struct ChatHarness {
     /// The engine's and the simulator's clock: tests move it instead of sleeping.
-    pub clock: vt_agent::ManualClock,
+    pub clock: vt_engine::ManualClock,
     pub service: Arc<vt_agent::Services>,
     pub sim: vt_simulators::systems::Simulator,
-    pub store: Arc<dyn vt_agent::Store>,
+    pub store: Arc<dyn vt_store::Store>,
     _running: vt_simulators::systems::RunningSimulator,
 }
 
@@ -480,8 +476,8 @@ pub(crate) async fn chat_harness(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
 ) -> ChatHarness {
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
@@ -490,7 +486,7 @@ pub(crate) async fn chat_harness(
 
 /// [`chat_harness`] on a given store (PostgreSQL tests).
 pub(crate) async fn chat_harness_on(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
 ) -> ChatHarness {
@@ -500,7 +496,7 @@ pub(crate) async fn chat_harness_on(
 /// [`chat_harness_on`] with a simulator shared with another harness (two instances, one set of
 /// external systems).
 pub(crate) async fn chat_harness_with(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
@@ -510,7 +506,7 @@ pub(crate) async fn chat_harness_with(
 
 /// [`chat_harness_with`] with `[handoff]` rules of its own.
 pub(crate) async fn chat_harness_handing_off(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
@@ -522,7 +518,7 @@ pub(crate) async fn chat_harness_handing_off(
 /// [`chat_harness`] whose flows tell WhatsApp recipients themselves (WhatsApp number `phone`), under
 /// `notices`, on the harness's clock.
 pub(crate) async fn chat_harness_notifying(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     phone: &str,
     notices: vt_agent::NoticesConfig,
 ) -> ChatHarness {
@@ -538,7 +534,7 @@ pub(crate) async fn chat_harness_notifying(
 }
 
 async fn chat_harness_built(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
@@ -562,8 +558,8 @@ async fn chat_harness_built(
 
 /// [`chat_harness_on`] hearing voice notes through `transcricao`.
 pub(crate) async fn chat_harness_hearing(
-    store: Arc<dyn vt_agent::Store>,
-    transcricao: vt_agent::TranscricaoConfig,
+    store: Arc<dyn vt_store::Store>,
+    transcricao: vt_engine::llm::transcription::TranscricaoConfig,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -575,7 +571,7 @@ pub(crate) async fn chat_harness_hearing(
 
 /// [`chat_harness`] on `store`, reading card photos as `fotos` says.
 pub(crate) async fn chat_harness_reading(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     fotos: vt_agent::FotosConfig,
 ) -> ChatHarness {
     let parts = Parts {
@@ -627,7 +623,7 @@ pub(crate) enum Pix {
 
 /// What a chat harness is built of.
 struct Parts {
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
@@ -636,7 +632,7 @@ struct Parts {
     /// A recharge system of the test's own instead of the simulator's.
     recarga_url: Option<String>,
     /// `[transcricao]`: voice notes heard.
-    transcricao: Option<vt_agent::TranscricaoConfig>,
+    transcricao: Option<vt_engine::llm::transcription::TranscricaoConfig>,
     /// `[fotos]`: card photos read (by the machine's Tesseract, by default).
     fotos: vt_agent::FotosConfig,
     /// `[[orcamentos]]`: monthly budgets per tenant.
@@ -649,7 +645,7 @@ impl Parts {
     async fn in_memory() -> Self {
         Self {
             store: Arc::new(
-                vt_agent::SqliteStore::connect("sqlite::memory:")
+                vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                     .await
                     .expect("store"),
             ),
@@ -674,7 +670,7 @@ pub(crate) async fn said(h: &ChatHarness, conv: &str) -> Vec<String> {
         .expect("messages")
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::ChatMessage::Assistant {
+            vt_engine::llm::ChatMessage::Assistant {
                 content: Some(text), ..
             } => Some(text),
             _ => None,
@@ -735,7 +731,7 @@ pub(crate) async fn chat_harness_cards() -> ChatHarness {
 /// A chat harness whose simulator is the Pix provider with Pix Automático on, on `store`, with the
 /// simulator `shared` when given (two instances, one provider).
 pub(crate) async fn chat_harness_automatic(
-    store: Arc<dyn vt_agent::Store>,
+    store: Arc<dyn vt_store::Store>,
     shared: Option<vt_simulators::systems::Simulator>,
 ) -> ChatHarness {
     let parts = Parts {
@@ -775,7 +771,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     } = parts;
     use vt_connectors::systems::{SystemsConfig, VtSystems};
     use vt_simulators::systems::Simulator;
-    let clock = vt_agent::ManualClock::new(
+    let clock = vt_engine::ManualClock::new(
         chrono::DateTime::parse_from_rfc3339("2026-11-22T12:00:00Z")
             .expect("t")
             .into(),
@@ -802,7 +798,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     if let Some((phone, config)) = notices {
         let now = clock.clone();
         let port = vt_agent::WhatsAppNotices::new(
-            &vt_agent::Stores::of(&store),
+            &vt_store::Stores::of(&store),
             &phone,
             config,
             vt_domain::vt::timezone::Timezone::sao_paulo(),
@@ -920,7 +916,7 @@ pub(crate) struct Served {
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-pub(crate) async fn serve_on(store: Arc<dyn vt_agent::Store>, config: vt_agent::HttpConfig) -> Served {
+pub(crate) async fn serve_on(store: Arc<dyn vt_store::Store>, config: vt_agent::HttpConfig) -> Served {
     let chat = Arc::new(chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     serve_chat(chat, config).await
 }
@@ -948,8 +944,8 @@ pub(crate) async fn serve_state(chat: Arc<ChatHarness>, state: vt_agent::AppStat
 
 impl Served {
     pub(crate) async fn serve(config: vt_agent::HttpConfig) -> Self {
-        let store: Arc<dyn vt_agent::Store> = Arc::new(
-            vt_agent::SqliteStore::connect("sqlite::memory:")
+        let store: Arc<dyn vt_store::Store> = Arc::new(
+            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );
@@ -1006,8 +1002,11 @@ pub(crate) const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE="
 pub(crate) fn test_keys() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let key = vt_agent::decode_key(TEST_KEY).expect("a 32-byte key");
-        vt_agent::install(vt_agent::KeyRing::new(vt_agent::DataKey::new(key), Vec::new()));
+        let key = vt_store::seal::decode_key(TEST_KEY).expect("a 32-byte key");
+        vt_store::seal::install(vt_store::seal::KeyRing::new(
+            vt_store::seal::DataKey::new(key),
+            Vec::new(),
+        ));
     });
 }
 
@@ -1048,12 +1047,12 @@ pub(crate) fn reply_payload(conversation: &str, user: &str, text: &str) -> serde
 /// The outbox's pending items of `store`, once `enough` says they are there (the turns a webhook
 /// started run after its 200).
 pub(crate) async fn pending_once(
-    store: &dyn vt_agent::Store,
-    enough: impl Fn(&[vt_agent::OutboxItem]) -> bool,
-) -> Vec<vt_agent::OutboxItem> {
+    store: &dyn vt_store::Store,
+    enough: impl Fn(&[vt_store::records::OutboxItem]) -> bool,
+) -> Vec<vt_store::records::OutboxItem> {
     for _ in 0..300 {
         let items = store
-            .outbox_items(vt_agent::OutboxStatus::Pending, 100)
+            .outbox_items(vt_store::records::OutboxStatus::Pending, 100)
             .await
             .expect("read");
         if enough(&items) {
@@ -1065,7 +1064,7 @@ pub(crate) async fn pending_once(
 }
 
 /// Whether `store` holds no message left unprocessed (every one answered, none hanging).
-pub(crate) async fn all_processed(store: &dyn vt_agent::Store) -> bool {
+pub(crate) async fn all_processed(store: &dyn vt_store::Store) -> bool {
     store
         .unprocessed_messages(None, 10)
         .await

@@ -171,7 +171,7 @@ fn refusal(auth: &Auth, headers: &HeaderMap) -> Option<String> {
     Some(bearer.or_else(|| header("x-api-key")).unwrap_or_default())
 }
 
-async fn engine(systems: SystemsConfig) -> vt_agent::Engine {
+async fn engine(systems: SystemsConfig) -> vt_engine::Engine {
     let ext = vt_contract::context::Extensions::default()
         .with(SystemsPort::new(VtSystems::new(systems).expect("client")));
     vt_agent::build_engine(&vt_agent::Config::default(), None, ext).expect("engine")
@@ -320,7 +320,7 @@ async fn a_wrong_secret_is_a_clear_error_with_no_secret_in_it() {
     assert!(!text.contains("token-recusado-0123456789"), "{text}");
 }
 
-async fn engine_refused(g: &Guarded) -> vt_agent::Engine {
+async fn engine_refused(g: &Guarded) -> vt_engine::Engine {
     engine(g.systems(AuthConfig::Bearer {
         token: "token-recusado-0123456789".into(),
     }))
@@ -538,8 +538,8 @@ async fn a_chat_turn_runs_with_oauth2_a_bearer_token_or_a_header() {
                 VtSystems::new(g.systems(auth.clone())).expect("client"),
             ))
             .with(config.vt.clone());
-        let store: Arc<dyn vt_agent::Store> = Arc::new(
-            vt_agent::SqliteStore::connect("sqlite::memory:")
+        let store: Arc<dyn vt_store::Store> = Arc::new(
+            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         );

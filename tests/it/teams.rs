@@ -6,11 +6,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use vt_agent::{CaseError, CaseState, Equipe, HandoffConfig, Store, SupportAgent};
+use vt_agent::{CaseError, Equipe, HandoffConfig, SupportAgent};
 use vt_domain::tools::VtSettings;
+use vt_store::Store;
+use vt_store::records::CaseState;
 
-use crate::store::PgFixture;
 use crate::support::{ChatHarness, chat_harness_handing_off};
+use vt_store::testkit::PgFixture;
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc)
@@ -35,7 +37,7 @@ fn team(nome: &str, toml: &str) -> Equipe {
 
 async fn sqlite() -> Arc<dyn Store> {
     Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     )
@@ -51,7 +53,7 @@ async fn desk(store: Arc<dyn Store>, equipes: Vec<Equipe>) -> ChatHarness {
     h
 }
 
-async fn open(h: &ChatHarness, conversation: &str) -> vt_agent::Case {
+async fn open(h: &ChatHarness, conversation: &str) -> vt_store::records::Case {
     h.say(conversation, "quero falar com um atendente").await;
     h.store
         .open_case_of(conversation)
@@ -132,7 +134,8 @@ async fn cases_are_offered_in_turn_skipping_the_away_and_the_full_and_an_offer_n
         ]
     );
     // Manual claim keeps working for anyone, and ends the offer.
-    let Ok(vt_agent::Claim::Claimed(claimed)) = h.service.cases().claim_case(&second.id, agent("ana")).await
+    let Ok(vt_store::records::Claim::Claimed(claimed)) =
+        h.service.cases().claim_case(&second.id, agent("ana")).await
     else {
         panic!("anyone may claim a waiting case");
     };

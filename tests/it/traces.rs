@@ -715,7 +715,7 @@ impl vt_agent::ChannelSender for Recorder {
 
     async fn send(
         &self,
-        _item: &vt_agent::OutboxItem,
+        _item: &vt_store::records::OutboxItem,
         _reply: &vt_agent::ReplyPayload,
     ) -> Result<Option<String>, vt_agent::SendError> {
         Ok(Some("wamid.1".into()))
@@ -768,7 +768,7 @@ async fn a_reply_the_outbox_sends_later_is_delivered_inside_its_turns_trace() {
         ..Default::default()
     };
     h.service.messages().handle(msg).await.expect("turn");
-    let worker = vt_agent::Worker::new(h.store.clone(), vt_agent::RetryPolicy::new(1, 1))
+    let worker = vt_agent::Worker::new(h.store.clone(), vt_engine::retry::RetryPolicy::new(1, 1))
         .with_sender(Arc::new(Recorder));
     assert_eq!(worker.pass().await.sent, 1);
     // The deliver span ends when its last handle goes: SQLite's worker thread keeps the span of the

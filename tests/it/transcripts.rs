@@ -7,9 +7,13 @@ use std::sync::Arc;
 use serde_json::json;
 use vt_agent::Transcript;
 use vt_agent::{Expect, Setup, Turn};
-use vt_agent::{LlmProvider, OpenAiProvider, ProviderSettings, Scripted, ScriptedProvider};
 use vt_agent::{RunOptions, run_transcript};
 use vt_domain::tools::VtSettings;
+use vt_engine::llm::LlmProvider;
+use vt_engine::llm::ProviderSettings;
+use vt_engine::llm::openai::OpenAiProvider;
+use vt_engine::llm::scripted::Scripted;
+use vt_engine::llm::scripted::ScriptedProvider;
 
 use crate::support::{FakeServer, chat_harness};
 

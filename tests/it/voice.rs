@@ -151,17 +151,17 @@ async fn hearing(
     dir: &std::path::Path,
     says: Vec<Says>,
     replies: usize,
-) -> (Wa, Transcription, Arc<dyn vt_agent::Store>) {
+) -> (Wa, Transcription, Arc<dyn vt_store::Store>) {
     let transcription = Transcription::default();
     transcription.says.lock().expect("lock").extend(says);
-    let config = vt_agent::TranscricaoConfig {
+    let config = vt_engine::llm::transcription::TranscricaoConfig {
         base_url: transcription.start().await,
         api_key: Some(API_KEY.into()),
         timeout_secs: 5,
         ..Default::default()
     };
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect(&format!("sqlite://{}/vt.db?mode=rwc", dir.display()))
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect(&format!("sqlite://{}/vt.db?mode=rwc", dir.display()))
             .await
             .expect("store"),
     );

@@ -571,7 +571,7 @@ async fn page_messages(chat: &ChatHarness, id: &str) -> Vec<String> {
     messages
         .into_iter()
         .filter_map(|m| match m.message {
-            vt_agent::ChatMessage::User { content } => Some(content),
+            vt_engine::llm::ChatMessage::User { content } => Some(content),
             _ => None,
         })
         .collect()

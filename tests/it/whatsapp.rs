@@ -9,8 +9,8 @@ use std::time::Duration;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use vt_agent::OutboxStatus;
 use vt_agent::{Sender, WhatsAppConfig};
+use vt_store::records::OutboxStatus;
 
 use crate::support::{Canned, FakeServer, Served};
 
@@ -99,15 +99,15 @@ async fn whatsapp_greeting(
     let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::DEFAULT_TENANT.into(),
+        tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
     let templates = Arc::new(vt_agent::Templates::default());
     let channel = vt_agent::whatsapp_channel(&config, &templates, &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(chat.clone(), state).await;
-    let worker =
-        vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(Arc::new(
+    let worker = vt_agent::Worker::new(chat.store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(
             Sender::new(&config)
                 .expect("on")
                 .with_files(chat.store.clone())
@@ -141,7 +141,7 @@ impl Wa {
     }
 
     /// Waits for the turns that run after the 200 to queue `n` replies.
-    pub(crate) async fn queued(&self, n: usize) -> Vec<vt_agent::OutboxItem> {
+    pub(crate) async fn queued(&self, n: usize) -> Vec<vt_store::records::OutboxItem> {
         crate::support::pending_once(self.served.chat.store.as_ref(), |items| items.len() >= n).await
     }
 
@@ -311,7 +311,7 @@ async fn a_text_is_a_turn_once_and_its_reply_goes_out_through_the_graph_api() {
     let stored = wa.served.chat.store.messages(&conversation).await.expect("read");
     let users = stored
         .iter()
-        .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
+        .filter(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
         .count();
     assert_eq!(users, 1);
     let pass = wa.worker.pass().await;
@@ -601,7 +601,7 @@ async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<
             .await
             .expect("read")
             .into_iter()
-            .filter(|m| matches!(m.message, vt_agent::ChatMessage::User { .. }))
+            .filter(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
             .map(|m| m.message.text().map(|t| t[t.len() - 4..].to_owned()))
             .collect();
         let answered: Vec<Option<String>> = replies
@@ -630,7 +630,7 @@ async fn bursts_over_the_webhook_are_processed_and_answered_in_the_order_stored(
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stored() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     let sim = vt_simulators::systems::Simulator::new(crate::support::quick_simulator());
     let mut instances = Vec::new();
     for store in [pg.store.clone(), pg.second.clone()] {
@@ -652,7 +652,7 @@ async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stor
 async fn a_message_stored_before_a_failed_one_is_still_answered() {
     let store = Arc::new(crate::service::Flaky {
         inner: Arc::new(
-            vt_agent::SqliteStore::connect("sqlite::memory:")
+            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
         ),

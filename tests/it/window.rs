@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
-use vt_agent::{NewOutboxItem, OutboxStatus};
 use vt_agent::{ReplyPayload, TemplateUse};
 use vt_agent::{Sender, Templates, WhatsAppConfig};
+use vt_store::records::NewOutboxItem;
+use vt_store::records::OutboxStatus;
 
 use crate::support::{FakeServer, Served};
 
@@ -65,7 +66,7 @@ async fn whatsapp_on(
     let wiring = vt_agent::Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
-        tenant: vt_agent::DEFAULT_TENANT.into(),
+        tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
     let channel = vt_agent::whatsapp_channel(&config, &templates(), &wiring);
     let state =
@@ -73,8 +74,12 @@ async fn whatsapp_on(
     let sender = Sender::new(&config)
         .expect("on")
         .with_window(chat.store.clone(), templates())
-        .with_costs(chat.store.clone(), prices(), vt_agent::DEFAULT_TENANT);
-    let worker = vt_agent::Worker::new(chat.store.clone(), vt_agent::RetryPolicy::new(5, 1))
+        .with_costs(
+            chat.store.clone(),
+            prices(),
+            vt_engine::conversation::DEFAULT_TENANT,
+        );
+    let worker = vt_agent::Worker::new(chat.store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
         .with_sender(Arc::new(sender));
     let served = crate::support::serve_state(chat, state).await;
     Wa {
@@ -128,7 +133,7 @@ impl Wa {
             .expect("enqueue")
     }
 
-    async fn item(&self, id: i64) -> vt_agent::OutboxItem {
+    async fn item(&self, id: i64) -> vt_store::records::OutboxItem {
         self.served
             .chat
             .store
@@ -158,7 +163,7 @@ async fn opt_in(wa: &Wa, wa_id: &str) {
     wa.served
         .chat
         .store
-        .record_consent(&vt_agent::ConsentChange {
+        .record_consent(&vt_store::concerns::ConsentChange {
             wa_id: wa_id.into(),
             opted_in: true,
             source: "importacao".into(),
@@ -224,7 +229,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
     .await;
     assert_eq!(wa.worker.pass().await.sent, 1);
     assert_eq!(wa.sends()[0]["type"], "text");
-    let costs = |store: &Arc<dyn vt_agent::Store>| {
+    let costs = |store: &Arc<dyn vt_store::Store>| {
         let store = store.clone();
         async move {
             store
@@ -266,7 +271,7 @@ async fn inside_the_window_text_outside_it_the_template_or_a_dead_letter_before_
             paid[0].custo_micro_brl,
             paid[0].tenant_id.as_str()
         ),
-        ("utility", Some(34_000), vt_agent::DEFAULT_TENANT)
+        ("utility", Some(34_000), vt_engine::conversation::DEFAULT_TENANT)
     );
 
     // No template for a plain reply, or a parameter that cannot be cleaned: dead-lettered with the
@@ -497,7 +502,7 @@ async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in
         .await
         .expect("touch");
     store
-        .record_consent(&vt_agent::ConsentChange {
+        .record_consent(&vt_store::concerns::ConsentChange {
             wa_id: stopped_user.into(),
             opted_in: false,
             source: "chat".into(),
@@ -546,10 +551,10 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
     use vt_agent::NoticesConfig;
     let memory = || async {
         std::sync::Arc::new(
-            vt_agent::SqliteStore::connect("sqlite::memory:")
+            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("store"),
-        ) as std::sync::Arc<dyn vt_agent::Store>
+        ) as std::sync::Arc<dyn vt_store::Store>
     };
     let flow = |wa: &str, recharge: bool| {
         let recarga = if recharge {
@@ -561,7 +566,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
             r#"{{"cartao": "1111111111", "destinatario": {{"tipo": "whatsapp", "id": "{wa}"}}, "cpf": "123.456.789-00"{recarga}}}"#
         )
     };
-    let notices = |store: &std::sync::Arc<dyn vt_agent::Store>| {
+    let notices = |store: &std::sync::Arc<dyn vt_store::Store>| {
         let store = store.clone();
         async move {
             store
@@ -573,11 +578,11 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
                 .collect::<Vec<_>>()
         }
     };
-    let consent = |store: &std::sync::Arc<dyn vt_agent::Store>, wa: &str, opted_in: bool| {
+    let consent = |store: &std::sync::Arc<dyn vt_store::Store>, wa: &str, opted_in: bool| {
         let (store, wa) = (store.clone(), wa.to_owned());
         async move {
             store
-                .record_consent(&vt_agent::ConsentChange {
+                .record_consent(&vt_store::concerns::ConsentChange {
                     wa_id: wa.clone(),
                     opted_in,
                     source: "importacao".into(),
@@ -708,7 +713,7 @@ async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_ou
 /// One notice per crossing and per interval: a card below the limit is told once; after a reading
 /// above it, again — but not within the interval.
 async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(
-    store: std::sync::Arc<dyn vt_agent::Store>,
+    store: std::sync::Arc<dyn vt_store::Store>,
 ) {
     let t = |h: i64| {
         "2026-11-22T12:00:00Z"
@@ -749,7 +754,7 @@ async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval_on_sqlite() {
-    let sqlite = vt_agent::SqliteStore::connect("sqlite::memory:")
+    let sqlite = vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
         .await
         .expect("store");
     a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(std::sync::Arc::new(sqlite)).await;
@@ -758,7 +763,7 @@ async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval_on_s
 #[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval_on_postgresql() {
-    let pg = crate::store::PgFixture::start().await;
+    let pg = vt_store::testkit::PgFixture::start().await;
     a_cards_low_balance_notice_is_taken_once_per_crossing_and_interval(pg.store.clone()).await;
     pg.cleanup().await;
 }
@@ -903,15 +908,15 @@ async fn told_last(wa: &Wa, user: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flows_paid_notice_is_costed_under_its_run() {
     use vt_agent::NoticesConfig;
-    let store: Arc<dyn vt_agent::Store> = Arc::new(
-        vt_agent::SqliteStore::connect("sqlite::memory:")
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
             .expect("store"),
     );
     let h = crate::support::chat_harness_notifying(store.clone(), PHONE, NoticesConfig::default()).await;
     let user = "5511912345678";
     store
-        .record_consent(&vt_agent::ConsentChange {
+        .record_consent(&vt_store::concerns::ConsentChange {
             wa_id: user.into(),
             opted_in: true,
             source: "importacao".into(),
@@ -934,9 +939,9 @@ async fn a_flows_paid_notice_is_costed_under_its_run() {
     let sender = Sender::new(&config(&graph.url))
         .expect("on")
         .with_window(store.clone(), templates())
-        .with_costs(store.clone(), prices(), vt_agent::DEFAULT_TENANT);
-    let worker =
-        vt_agent::Worker::new(store.clone(), vt_agent::RetryPolicy::new(5, 1)).with_sender(Arc::new(sender));
+        .with_costs(store.clone(), prices(), vt_engine::conversation::DEFAULT_TENANT);
+    let worker = vt_agent::Worker::new(store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
+        .with_sender(Arc::new(sender));
     let pass = worker.pass().await;
     let items = store
         .outbox_items(OutboxStatus::Failed, 10)

@@ -11,12 +11,12 @@ use vt_connectors::tape::Exchange;
 
 use super::effects::{self, Effect};
 use super::pseudonym::Pseudonyms;
-use crate::engine::TurnEvent;
-use crate::llm::ChatMessage;
-use crate::store::{ConversationQuery, Store, StoreError, StoredMessage};
 use crate::transcript::format::{
     Expect, ExpectRequest, LedgerExpect, ModelReply, Never, Setup, Transcript, Turn,
 };
+use vt_engine::TurnEvent;
+use vt_engine::llm::ChatMessage;
+use vt_store::{ConversationQuery, Store, StoreError, StoredMessage};
 
 /// Which conversations a replay takes.
 #[derive(Debug, Clone, Default)]
@@ -52,7 +52,7 @@ pub(crate) struct Played {
 pub(crate) fn case_id(conversation_id: &str) -> String {
     format!(
         "caso-{}",
-        &crate::store::seal::card_index(&format!("replay-caso:{conversation_id}"))[..12]
+        &vt_store::seal::card_index(&format!("replay-caso:{conversation_id}"))[..12]
     )
 }
 
@@ -342,7 +342,7 @@ fn expectations(events: &[TurnEvent]) -> Expect {
 /// The events of the runs that sent the recharges of `charges` once paid, by run.
 async fn credit_runs(
     store: &dyn Store,
-    charges: &[crate::store::PixCharge],
+    charges: &[vt_store::PixCharge],
 ) -> Result<std::collections::HashMap<String, Vec<TurnEvent>>, StoreError> {
     let mut runs = std::collections::HashMap::new();
     for run in charges.iter().filter_map(|c| c.execucao_id.as_deref()) {
@@ -355,7 +355,7 @@ async fn credit_runs(
 
 /// Whether `charge` was paid before a message at `until` (`None`: no message came after): a payment
 /// with no time on record (a second code's, returned) is taken as the last thing that happened.
-fn paid_before(charge: &crate::store::PixCharge, until: Option<DateTime<Utc>>) -> bool {
+fn paid_before(charge: &vt_store::PixCharge, until: Option<DateTime<Utc>>) -> bool {
     if charge.end_to_end_id.is_none() && charge.refund.is_none() {
         return false;
     }
@@ -368,9 +368,9 @@ fn paid_before(charge: &crate::store::PixCharge, until: Option<DateTime<Utc>>) -
 
 /// The lines a turn that issued `charge` must show again: its amount as the reply said it, and a Pix
 /// code where it showed one (every code is new, its start is not).
-fn must_show(charge: &crate::store::PixCharge, shown: &str) -> Vec<String> {
+fn must_show(charge: &vt_store::PixCharge, shown: &str) -> Vec<String> {
     let amount = vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
-    let code = (charge.meio == crate::store::ChargeMeans::Pix).then(|| "000201".to_owned());
+    let code = (charge.meio == vt_store::ChargeMeans::Pix).then(|| "000201".to_owned());
     std::iter::once(amount)
         .chain(code)
         .filter(|line| shown.contains(line.as_str()))

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::engine::TurnEvent;
+use vt_engine::TurnEvent;
 
 /// The evaluator's version: a baseline approved under another one is not compared, it fails the run.
 /// Raise it whenever what counts as an effect, or how one is written, changes.
@@ -147,7 +147,7 @@ pub(crate) fn charge(meio: &str, amount: &str) -> Effect {
 /// What a charge's payment did after the conversation, in order: what the run that sent its recharge
 /// did (`events`), the payment returned (`devolucao`), and — when a paid recharge failed — the case
 /// a person gets (`caso`).
-pub(crate) fn of_payment(charge: &crate::store::PixCharge, events: &[TurnEvent]) -> Vec<Effect> {
+pub(crate) fn of_payment(charge: &vt_store::PixCharge, events: &[TurnEvent]) -> Vec<Effect> {
     let mut out = of_events(events);
     if charge.refund.is_some() {
         out.push(Effect::new(

@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::transcripts::{ModelChoice, RunOptions};
 use crate::config::Config;
-use crate::llm::LlmProvider;
-use crate::store::Store;
 use cases::{Case, Played};
 use effects::Effect;
+use vt_engine::llm::LlmProvider;
+use vt_store::Store;
 
 /// How a replay runs.
 pub struct ReplayOptions {

@@ -69,7 +69,7 @@ pub(crate) struct Pseudonyms {
 
 /// A keyed hash of `value` (the store's blind index), as a stream of decimal digits.
 fn digits_of(value: &str, salt: &str) -> Vec<u8> {
-    crate::store::seal::card_index(&format!("replay:{salt}:{value}"))
+    vt_store::seal::card_index(&format!("replay:{salt}:{value}"))
         .bytes()
         .map(|b| b % 10)
         .collect()

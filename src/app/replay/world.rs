@@ -13,8 +13,8 @@ use axum::response::IntoResponse;
 use vt_connectors::tape::{Exchange, normalized};
 
 use super::pseudonym::Pseudonyms;
-use crate::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
 use crate::transcript::format::ModelReply;
+use vt_engine::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
 
 /// The systems' recorded answers of one case, each given once.
 #[derive(Default)]
@@ -156,13 +156,13 @@ impl LlmProvider for Model {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
-        let summary = crate::llm::fingerprint::summary_text(request);
+        let summary = vt_engine::llm::fingerprint::summary_text(request);
         let real = self
             .pseudonyms
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .restore(&summary);
-        let fingerprint = crate::llm::fingerprint::of_text(&real);
+        let fingerprint = vt_engine::llm::fingerprint::of_text(&real);
         let recorded = self
             .answers
             .lock()

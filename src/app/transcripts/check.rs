@@ -7,8 +7,8 @@ use vt_domain::vt::card::mask_cards_in;
 use vt_simulators::systems::LedgerEntry;
 
 use super::world::Observed;
-use crate::engine::TurnEvent;
 use crate::transcript::format::{Expect, ExpectCall, ExpectRequest, Never, Turn};
+use vt_engine::TurnEvent;
 
 pub(super) type Failure = (String, String, String);
 
@@ -245,7 +245,7 @@ fn check_ledger(expect: &Expect, ledger: &[LedgerEntry]) -> Result<(), Failure> 
     Ok(())
 }
 
-fn check_maps(expect: &Expect, conv: Option<&crate::engine::Conversation>) -> Result<(), Failure> {
+fn check_maps(expect: &Expect, conv: Option<&vt_engine::Conversation>) -> Result<(), Failure> {
     let empty = Map::new();
     for (label, want, have) in [
         ("state", &expect.state, conv.map_or(&empty, |c| &c.state)),

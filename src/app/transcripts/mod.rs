@@ -22,10 +22,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::engine::TurnEvent;
-use crate::llm::LlmProvider;
 use crate::transcript::format::{TotalExpect, Transcript, Turn};
 use check::{check, violation};
+use vt_engine::TurnEvent;
+use vt_engine::llm::LlmProvider;
 use world::{Model, Observed, World};
 
 /// How transcripts run.
@@ -214,7 +214,7 @@ pub(crate) struct PlayedTurn {
     pub charges: Vec<(String, String)>,
     /// The charges the card holder paid after it (`pays`), as they then were, with the events of the
     /// runs that sent their recharges.
-    pub paid: Vec<(crate::store::PixCharge, Vec<TurnEvent>)>,
+    pub paid: Vec<(vt_store::PixCharge, Vec<TurnEvent>)>,
 }
 
 /// Plays every turn of `t` in its world with no expectation checked (`vt-agent replay`, which judges

@@ -16,15 +16,15 @@ use vt_simulators::systems::{LedgerEntry, RunningSimulator, Simulator, Simulator
 
 use super::{Mismatch, RunOptions, overridden, parse_time, setup_error};
 use crate::config::Config;
-use crate::engine::{
+use crate::service::{Handled, Inbound, ServiceError, Services, SupportAgent};
+use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
+use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcript, Turn};
+use vt_engine::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
+use vt_engine::{
     Clock, Conversation, EngineConfig, ExecutionRecord, IdSource, ManualClock, Participant, RetryPolicy,
     TurnEvent,
 };
-use crate::llm::{LlmError, LlmProvider, Scripted, ScriptedProvider};
-use crate::service::{Handled, Inbound, ServiceError, Services, SupportAgent};
-use crate::store::{ChargeMeans, Claim, PixCharge, SqliteStore, Store};
-use crate::transcript::cassette::{Cassette, RecordingProvider, ReplayProvider};
-use crate::transcript::format::{Fault, ModelReply, Setup, SupportStep, Transcript, Turn};
+use vt_store::{ChargeMeans, Claim, PixCharge, SqliteStore, Store};
 
 pub(super) enum Model {
     None,
@@ -56,10 +56,10 @@ pub(crate) fn scripted(reply: &ModelReply) -> Result<Scripted, String> {
             Scripted::raw_tools(cs.iter().map(|c| (c.name.as_str(), call_args(c))).collect())
         }
         ModelReply::RawOpenai(v) => {
-            Scripted::Reply(crate::llm::parse_openai(v.to_string(), "openai").map_err(|e| e.to_string())?)
+            Scripted::Reply(vt_engine::llm::parse_openai(v.to_string(), "openai").map_err(|e| e.to_string())?)
         }
         ModelReply::RawAnthropic(v) => Scripted::Reply(
-            crate::llm::parse_anthropic(v.to_string(), "anthropic").map_err(|e| e.to_string())?,
+            vt_engine::llm::parse_anthropic(v.to_string(), "anthropic").map_err(|e| e.to_string())?,
         ),
         ModelReply::Fault(f) => Scripted::fail(match f {
             Fault::Status(s) => LlmError::from_status(*s, format!("HTTP {s}"), None),
@@ -124,12 +124,12 @@ struct Recordings;
 impl crate::service::MediaSource for Recordings {
     async fn fetch(
         &self,
-        media: &crate::store::Media,
+        media: &vt_store::Media,
         _max_bytes: u64,
     ) -> Result<Vec<u8>, crate::service::MediaError> {
         Ok(match media.kind {
-            crate::store::MediaKind::Audio => b"OggS transcript voice note".to_vec(),
-            crate::store::MediaKind::Image => b"\x89PNG transcript photo".to_vec(),
+            vt_store::MediaKind::Audio => b"OggS transcript voice note".to_vec(),
+            vt_store::MediaKind::Image => b"\x89PNG transcript photo".to_vec(),
         })
     }
 }
@@ -440,16 +440,16 @@ impl World {
         };
         let voice = turn.voice.as_ref().map(|words| {
             queue(&self.heard, words);
-            crate::store::Media {
-                kind: crate::store::MediaKind::Audio,
+            vt_store::Media {
+                kind: vt_store::MediaKind::Audio,
                 id: "nota".into(),
                 mime: "audio/ogg; codecs=opus".into(),
             }
         });
         let photo = turn.image.as_ref().map(|text| {
             queue(&self.seen, text);
-            crate::store::Media {
-                kind: crate::store::MediaKind::Image,
+            vt_store::Media {
+                kind: vt_store::MediaKind::Image,
                 id: "foto".into(),
                 mime: "image/jpeg".into(),
             }
@@ -615,7 +615,7 @@ async fn product(
         service: crate::service::ServiceConfig {
             persist_retry: RetryPolicy::new(3, 1),
         },
-        transcricao: Some(crate::llm::TranscricaoConfig {
+        transcricao: Some(vt_engine::llm::TranscricaoConfig {
             base_url: hearing.to_owned(),
             timeout_secs: 5,
             ..Default::default()
@@ -660,11 +660,7 @@ async fn product(
         .map_err(|e| setup_error("engine", format!("{e:#}")))?
         .with_clock(Clock::Manual(clock.clone()))
         .with_ids(IdSource::seeded(setup.seed));
-    let engine = crate::flow::share(
-        engine,
-        Some(store.clone()),
-        crate::store::RecargasConfig::default(),
-    );
+    let engine = crate::flow::share(engine, Some(store.clone()), vt_store::RecargasConfig::default());
     let mut setup = crate::app::services_config(&config, &engine, store.as_ref(), payments)
         .await
         .map_err(|e| setup_error("service", format!("{e:#}")))?;

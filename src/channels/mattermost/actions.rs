@@ -17,8 +17,8 @@ use serde_json::json;
 
 use super::cases::CaseCommand;
 use super::{CHANNEL, MattermostState};
-use crate::engine::Participant;
 use crate::service::{Inbound, NotWaiting, ServiceError, Tap};
+use vt_engine::Participant;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Click {

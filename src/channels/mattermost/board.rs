@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::MattermostConfig;
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::service::{BOARD, BoardKind, Services};
-use crate::store::{Case, CaseState, OutboxItem};
+use vt_store::{Case, CaseState, OutboxItem};
 
 /// Sends the support board's items to the support channel.
 pub struct BoardSender {

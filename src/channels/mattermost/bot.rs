@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{CHANNEL, MattermostConfig, audit, conversation_id};
-use crate::engine::Participant;
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
 use crate::service::{Delivery, Inbound, Services};
-use crate::store::OutboxItem;
+use vt_engine::Participant;
+use vt_store::OutboxItem;
 
 /// The longest wait between two reconnections.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -329,7 +329,7 @@ pub struct PostSender {
     client: reqwest::Client,
     config: Arc<MattermostConfig>,
     /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
-    files: Option<Arc<dyn crate::store::PixStore>>,
+    files: Option<Arc<dyn vt_store::PixStore>>,
 }
 
 impl PostSender {
@@ -342,7 +342,7 @@ impl PostSender {
     }
 
     /// Attaching a reply's files (Pix QR codes), drawn from the charges in `store`.
-    pub fn with_files(mut self, store: Arc<dyn crate::store::PixStore>) -> Self {
+    pub fn with_files(mut self, store: Arc<dyn vt_store::PixStore>) -> Self {
         self.files = Some(store);
         self
     }

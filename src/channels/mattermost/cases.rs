@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::MattermostState;
 use crate::service::{CaseError, SupportAgent};
-use crate::store::Claim;
+use vt_store::Claim;
 
 /// What a support user asked of a case.
 #[derive(Debug, PartialEq, Eq)]

@@ -219,7 +219,7 @@ impl MattermostConfig {
 
     /// A case's buttons (`(action, label)`), signed like the recharge's: the context binds each to the
     /// case and its conversation.
-    fn case_buttons(&self, case: &crate::store::Case, actions: &[(&str, &str)]) -> Value {
+    fn case_buttons(&self, case: &vt_store::Case, actions: &[(&str, &str)]) -> Value {
         if actions.is_empty() {
             return json!([]);
         }

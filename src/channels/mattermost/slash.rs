@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::{CHANNEL, MattermostState, audit, conversation_id};
 use crate::channels::same_secret;
-use crate::engine::Participant;
 use crate::service::{Handled, Inbound};
+use vt_engine::Participant;
 
 /// Mattermost waits 3 s for the answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(2_500);

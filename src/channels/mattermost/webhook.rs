@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::{CHANNEL, MattermostState, conversation_id};
 use crate::channels::same_secret;
-use crate::engine::Participant;
 use crate::service::Inbound;
+use vt_engine::Participant;
 
 /// Form-encoded or JSON, as the hook was created.
 #[derive(Debug, Default, Deserialize)]

@@ -150,7 +150,7 @@ pub(super) async fn sweep(
     stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 ) {
     // A stop waits for the pass under way, never cuts a credit short.
-    crate::periodic::every(every, stop, async move || {
+    vt_engine::periodic::every(every, stop, async move || {
         service.payments().sweep().await;
         let figures = service.automatic().pass().await;
         if figures != crate::service::automatico::PassFigures::default() {

@@ -23,8 +23,8 @@ use tokio::sync::broadcast;
 use super::events::{self, Sources};
 use super::session::{COOKIE, Session, Sessions, verify_user};
 use super::{CHANNEL, WebchatConfig, WebchatTenant};
-use crate::engine::Participant;
 use crate::service::{Handled, Inbound, NotWaiting, ServiceError, Services, Tap};
+use vt_engine::Participant;
 
 /// The widget, served from the binary.
 const WIDGET: &str = include_str!("widget.js");

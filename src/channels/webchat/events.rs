@@ -19,9 +19,9 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::llm::ChatMessage;
 use crate::service::Said;
-use crate::store::{ChargeMeans, ConversationStore, PixCharge, PixStore, StoredMessage};
+use vt_engine::llm::ChatMessage;
+use vt_store::{ChargeMeans, ConversationStore, PixCharge, PixStore, StoredMessage};
 
 /// How often a stream looks for messages said by another instance (this one's wake it at once).
 const POLL: Duration = Duration::from_secs(1);

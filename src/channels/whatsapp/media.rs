@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::{WhatsAppConfig, wire};
 use crate::service::{MediaError, MediaSource};
-use crate::store::Media;
+use vt_store::Media;
 
 pub(super) struct GraphMedia {
     client: reqwest::Client,

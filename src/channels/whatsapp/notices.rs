@@ -17,7 +17,7 @@ use vt_domain::vt::timezone::Timezone;
 use super::{CHANNEL, conversation_id};
 use crate::outbox::{ReplyPayload, TemplateUse};
 use crate::service::QuietHours;
-use crate::store::{ContactStore, NewOutboxItem, OutboxStatus, OutboxStore, Stores};
+use vt_store::{ContactStore, NewOutboxItem, OutboxStatus, OutboxStore, Stores};
 
 /// `[notificacoes]`: restraint in what the product sends on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -74,13 +74,13 @@ impl WhatsAppNotices {
         wa_id: &str,
         card: &str,
         notice: &LowBalance,
-    ) -> Result<EnvioNotificacao, crate::store::StoreError> {
+    ) -> Result<EnvioNotificacao, vt_store::StoreError> {
         if let Some(refused) = self.without_consent(wa_id).await? {
             return Ok(refused);
         }
         let now = (self.clock)();
         let interval = Duration::hours(i64::from(self.config.intervalo_minimo_horas));
-        let hash = crate::store::seal::card_index(card);
+        let hash = vt_store::seal::card_index(card);
         if !self
             .contacts
             .take_low_balance_notice(&hash, now - interval, now)
@@ -150,10 +150,7 @@ impl WhatsAppNotices {
 
 impl WhatsAppNotices {
     /// Why nothing may be sent to `wa_id` on the business's initiative, if so.
-    async fn without_consent(
-        &self,
-        wa_id: &str,
-    ) -> Result<Option<EnvioNotificacao>, crate::store::StoreError> {
+    async fn without_consent(&self, wa_id: &str) -> Result<Option<EnvioNotificacao>, vt_store::StoreError> {
         Ok(match self.contacts.consent(wa_id).await? {
             Some(c) if c.opted_in => None,
             Some(_) => Some(EnvioNotificacao::not_sent("cliente_pediu_parar")),
@@ -165,7 +162,7 @@ impl WhatsAppNotices {
         &self,
         wa_id: &str,
         notice: &RechargeResult,
-    ) -> Result<EnvioNotificacao, crate::store::StoreError> {
+    ) -> Result<EnvioNotificacao, vt_store::StoreError> {
         if let Some(refused) = self.without_consent(wa_id).await? {
             return Ok(refused);
         }
@@ -222,7 +219,7 @@ impl ChannelNotices for WhatsAppNotices {
         let Some(notice) = notice else {
             if let Err(e) = self
                 .contacts
-                .balance_recovered(&crate::store::seal::card_index(&digits))
+                .balance_recovered(&vt_store::seal::card_index(&digits))
                 .await
             {
                 tracing::warn!(error = %e, "a card's recovered balance could not be recorded");

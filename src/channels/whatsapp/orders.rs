@@ -8,7 +8,7 @@ use rust_decimal::prelude::ToPrimitive as _;
 use serde_json::{Value, json};
 use vt_domain::tools::PedidoPix;
 
-use crate::store::{ChargeStatus, PixCharge};
+use vt_store::{ChargeStatus, PixCharge};
 
 /// The message for `pedido` of `charge`, to `to`; `None` when there is nothing to say yet (the
 /// status of a charge still waiting).

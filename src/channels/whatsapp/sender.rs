@@ -10,7 +10,7 @@ use super::templates::{Template, Templates};
 use super::window::{Decision, HOLDS_THE_MESSAGE, Window};
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, orders, wire};
 use crate::outbox::{ChannelSender, ReplyPayload, SendError};
-use crate::store::{ContactStore, OutboxItem, PixStore, ReportStore};
+use vt_store::{ContactStore, OutboxItem, PixStore, ReportStore};
 
 /// The longest text message WhatsApp takes.
 const MAX_TEXT: usize = 4096;
@@ -185,7 +185,7 @@ impl Sender {
         let Some(costs) = &self.costs else {
             return;
         };
-        let record = crate::store::MessageCost {
+        let record = vt_store::MessageCost {
             tenant_id: costs.tenant.clone(),
             conversation_id: (!conversation.is_empty()).then(|| conversation.to_owned()),
             channel: CHANNEL.into(),

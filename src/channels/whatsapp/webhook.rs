@@ -13,9 +13,9 @@ use sha2::Sha256;
 
 use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, conversation_id, wire};
 use crate::channels::same_secret;
-use crate::engine::Participant;
 use crate::service::{Delivery, Inbound, NotWaiting, Received, Services, Tap};
-use crate::store::{Media, MediaKind};
+use vt_engine::Participant;
+use vt_store::{Media, MediaKind};
 
 /// Meta sends notifications of up to 3 MB.
 const BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -204,7 +204,7 @@ async fn record_template(
     let template_state = if field == "message_template_status_update" {
         let u: wire::TemplateStatusUpdate =
             vt_contract::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
-        crate::store::TemplateState {
+        vt_store::TemplateState {
             name: u.message_template_name,
             language: u.message_template_language,
             status: Some(u.event),
@@ -215,7 +215,7 @@ async fn record_template(
     } else {
         let u: wire::TemplateCategoryUpdate =
             vt_contract::json::from_value(value).map_err(|_| StatusCode::BAD_REQUEST)?;
-        crate::store::TemplateState {
+        vt_store::TemplateState {
             name: u.message_template_name,
             language: u.message_template_language,
             status: None,

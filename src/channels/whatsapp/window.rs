@@ -1,6 +1,6 @@
 //! The 24-hour window: Meta delivers free text only within 24 hours of the user's last message (any
 //! type, taps included); after that only an approved template goes through. Every send decides by the
-//! time on record ([`crate::store::ContactStore`]): inside, the text as always; outside, the template
+//! time on record ([`vt_store::ContactStore`]): inside, the text as always; outside, the template
 //! of the item's purpose with its parameters checked — or, when none fits or it is not usable now
 //! (paused, disabled, rejected, moved to another category), the item is dead-lettered with that
 //! reason before anything is sent.
@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::sender::GraphFailure;
 use super::templates::{Template, Templates};
 use crate::outbox::{ReplyPayload, SendError};
-use crate::store::{ContactStore, TemplateState};
+use vt_store::{ContactStore, TemplateState};
 
 /// Template states that stop its sends until Meta approves it again.
 const STOPPED: [&str; 4] = ["PAUSED", "DISABLED", "REJECTED", "INEXISTENTE"];

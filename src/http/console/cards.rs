@@ -15,7 +15,7 @@ use super::pages::{LookupForm, frame, store_failed, when};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::store::{FlowRunRecord, Subject};
+use vt_store::{FlowRunRecord, Subject};
 
 /// Runs and conversations the page shows at most.
 const SHOWN: usize = 100;

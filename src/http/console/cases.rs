@@ -17,7 +17,7 @@ use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
 use crate::service::{CaseError, Proposal, QueueEntry, SlaStatus, SupportAgent};
-use crate::store::{Case, CaseState, Claim};
+use vt_store::{Case, CaseState, Claim};
 
 /// Cases the list shows.
 const LISTED: i64 = 100;
@@ -113,7 +113,7 @@ pub(super) async fn visible(state: &AppState, staff: &Staff, id: &str) -> Result
 async fn cards_to_propose(
     state: &AppState,
     case: &Case,
-) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+) -> Result<Vec<minijinja::Value>, vt_store::StoreError> {
     let Some(conv) = state
         .stores
         .conversations
@@ -133,7 +133,7 @@ async fn cards_to_propose(
         .collect())
 }
 
-async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, crate::store::StoreError> {
+async fn messages(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, vt_store::StoreError> {
     let codes = super::pages::codes_of(state, &case.conversation_id).await?;
     super::chat::lines(state, &case.conversation_id, &codes).await
 }

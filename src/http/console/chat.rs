@@ -8,8 +8,8 @@ use serde_json::Value as Json;
 
 use super::pages::{masked_with, message_text, when};
 use crate::http::state::AppState;
-use crate::llm::ChatMessage;
-use crate::store::{ChargeMeans, ChargeStatus, StoreError};
+use vt_engine::llm::ChatMessage;
+use vt_store::{ChargeMeans, ChargeStatus, StoreError};
 
 /// The conversation's messages as chat lines, oldest first; `codes` (its payment codes) stay whole.
 pub(super) async fn lines(

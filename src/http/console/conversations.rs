@@ -13,10 +13,10 @@ use serde_json::Value as Json;
 
 use super::render;
 use super::session::Staff;
-use crate::engine::TurnEvent;
 use crate::http::state::AppState;
-use crate::llm::ChatMessage;
-use crate::store::{ConversationQuery, StoredMessage};
+use vt_engine::TurnEvent;
+use vt_engine::llm::ChatMessage;
+use vt_store::{ConversationQuery, StoredMessage};
 
 /// Rows a list shows.
 use super::pages::*;
@@ -172,7 +172,7 @@ async fn visible_conversation(
     state: &AppState,
     staff: &Staff,
     id: &str,
-) -> Result<crate::engine::Conversation, Response> {
+) -> Result<vt_engine::Conversation, Response> {
     match state.stores.conversations.conversation(id).await {
         Ok(Some(c)) if staff.is_admin() || c.tenant_id == staff.caller.tenant => Ok(c),
         Ok(_) => Err(not_found(staff, "Conversa não encontrada.")),
@@ -241,7 +241,7 @@ pub(super) async fn conversation(
 fn technical_turns(
     state: &AppState,
     messages: &[StoredMessage],
-    executions: &[(crate::engine::ExecutionRecord, Vec<TurnEvent>)],
+    executions: &[(vt_engine::ExecutionRecord, Vec<TurnEvent>)],
     codes: &[String],
 ) -> Vec<Value> {
     let executions: std::collections::HashMap<&str, _> = executions
@@ -257,8 +257,8 @@ fn technical_turns(
             tokens = execution.tokens();
             ms = Some((execution.finished_at - execution.started_at).num_milliseconds());
             status = Some(match execution.status {
-                crate::engine::ExecutionStatus::Concluido => "concluído",
-                crate::engine::ExecutionStatus::Falhou => "falhou",
+                vt_engine::ExecutionStatus::Concluido => "concluído",
+                vt_engine::ExecutionStatus::Falhou => "falhou",
             });
             events = evs
                 .iter()
@@ -316,7 +316,7 @@ pub(super) async fn transcript(
         Err(e) => Err(e.to_string()),
     };
     if yaml.is_ok() {
-        let record = crate::store::AuditRecord {
+        let record = vt_store::AuditRecord {
             at: Utc::now(),
             support_user: staff.caller.name.clone(),
             tenant_id: conversation.tenant_id.clone(),

@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::Serialize;
 
 use crate::service::{CaseFigures, percentile};
-use crate::store::{MessageCost, UsageRecord};
+use vt_store::{MessageCost, UsageRecord};
 
 /// The periods the dashboard offers, in days.
 pub(crate) const PERIODS: [u32; 3] = [1, 7, 30];

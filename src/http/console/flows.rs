@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::store::RunStatus;
+use vt_store::RunStatus;
 
 /// Rows a list shows.
 use super::pages::*;
@@ -18,7 +18,7 @@ pub(super) fn flow_tenant(input: &Json) -> &str {
     input
         .get("tenant_id")
         .and_then(Json::as_str)
-        .unwrap_or(crate::engine::DEFAULT_TENANT)
+        .unwrap_or(vt_engine::DEFAULT_TENANT)
 }
 
 /// A run's or a batch line's status, as people read it (the stored words are unaccented keys).
@@ -104,11 +104,7 @@ pub(super) async fn flows(State(state): State<AppState>, staff: Staff) -> Respon
     )
 }
 
-fn batch_view(
-    state: &AppState,
-    job: &crate::store::BatchJob,
-    counts: &[(crate::store::LineStatus, i64)],
-) -> Value {
+fn batch_view(state: &AppState, job: &vt_store::BatchJob, counts: &[(vt_store::LineStatus, i64)]) -> Value {
     let done: i64 = counts.iter().map(|(_, n)| n).sum();
     context! {
         id => job.id.clone(),

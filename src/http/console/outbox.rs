@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::store::OutboxStatus;
+use vt_store::OutboxStatus;
 
 /// Rows a list shows.
 use super::pages::*;
@@ -89,7 +89,7 @@ pub(super) async fn outbox(
 }
 
 /// The WhatsApp templates in use with their state as Meta last reported it.
-async fn templates_view(state: &AppState) -> Result<Vec<Value>, crate::store::StoreError> {
+async fn templates_view(state: &AppState) -> Result<Vec<Value>, vt_store::StoreError> {
     let Some(templates) = &state.templates else {
         return Ok(Vec::new());
     };

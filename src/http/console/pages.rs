@@ -13,11 +13,11 @@ use serde::Deserialize;
 
 use super::render;
 use super::session::{self, SESSION_COOKIE, SIGN_IN_COOKIE, Staff};
-use crate::engine::Participant;
 use crate::http::config::Role;
 use crate::http::state::AppState;
-use crate::llm::ChatMessage;
 use crate::service::Inbound;
+use vt_engine::Participant;
+use vt_engine::llm::ChatMessage;
 
 /// The channel of the console's own conversations (its lookups).
 use super::CHANNEL;
@@ -45,10 +45,10 @@ pub(super) fn reais_in(text: &str) -> String {
     vt_domain::vt::reais_in(text).into_owned()
 }
 
-/// The payment codes of conversation `id` (see [`crate::store::PixCharge::codes`]).
-pub(super) async fn codes_of(state: &AppState, id: &str) -> Result<Vec<String>, crate::store::StoreError> {
+/// The payment codes of conversation `id` (see [`vt_store::PixCharge::codes`]).
+pub(super) async fn codes_of(state: &AppState, id: &str) -> Result<Vec<String>, vt_store::StoreError> {
     let charges = state.stores.pix.conversation_charges(id).await?;
-    Ok(charges.iter().flat_map(crate::store::PixCharge::codes).collect())
+    Ok(charges.iter().flat_map(vt_store::PixCharge::codes).collect())
 }
 
 /// At most `max` characters of `text`, with an ellipsis when cut.

@@ -14,7 +14,7 @@ use super::pages::{bad_form, frame, store_failed};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::store::CaseState;
+use vt_store::CaseState;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

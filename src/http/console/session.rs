@@ -84,7 +84,7 @@ impl FromRequestParts<AppState> for Staff {
             let tenant = (!staff.is_admin()).then_some(staff.caller.tenant.as_str());
             let visible = open.iter().filter(|c| tenant.is_none_or(|t| t == c.tenant_id));
             let (waiting, mine) = visible.fold((0, 0), |(w, m), c| {
-                let waits = c.state == crate::store::CaseState::Aguardando;
+                let waits = c.state == vt_store::CaseState::Aguardando;
                 let theirs = c.owner.as_deref() == Some(me) || (waits && c.offered_to.as_deref() == Some(me));
                 (w + usize::from(waits), m + usize::from(theirs))
             });

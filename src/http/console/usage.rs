@@ -11,9 +11,9 @@ use super::dashboard::{Dashboard, PERIODS};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::llm::ChatMessage;
 use crate::service::CaseFigures;
-use crate::store::ConversationQuery;
+use vt_engine::llm::ChatMessage;
+use vt_store::ConversationQuery;
 
 /// Rows a list shows.
 use super::pages::*;
@@ -105,7 +105,7 @@ pub(super) async fn usage(
 
 /// Questions neither a rule nor the FAQ answered (their turn went to the model): the last of each
 /// recent such conversation, masked — what the operator writes into the FAQ next.
-async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, crate::store::StoreError> {
+async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, vt_store::StoreError> {
     const SHOWN: i64 = 20;
     let query = ConversationQuery {
         intent: Some("general_chat".into()),
@@ -131,7 +131,7 @@ async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, crate
 
 /// What each tenant spent over the period: per conversation and per flow run (`—` where there was
 /// none, `desconhecido` where a price was missing).
-fn spending_lines(spending: &[crate::store::TenantSpending]) -> Vec<Value> {
+fn spending_lines(spending: &[vt_store::TenantSpending]) -> Vec<Value> {
     use crate::costs::reais;
     use crate::usage::{CostRow, per};
     spending
@@ -156,7 +156,7 @@ async fn endings(
     state: &AppState,
     staff: &Staff,
     since: chrono::DateTime<Utc>,
-) -> Result<(Vec<Value>, Value), crate::store::StoreError> {
+) -> Result<(Vec<Value>, Value), vt_store::StoreError> {
     use crate::usage::outcomes::{Line, Tally, by_day};
     let mut records = state.stores.outcomes.outcomes_since(since).await?;
     if let Some(tenant) = tenant_filter(staff) {

@@ -37,13 +37,13 @@ use tracing::Instrument as _;
 use vt_contract::{ActionContext, ActionError};
 use vt_domain::tools::{CodigoPix, NovoCodigo};
 
-use crate::store::{
-    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, StoreError,
-};
-use crate::telemetry::spans;
 use vt_connectors::cartao::CartaoConfig;
 use vt_domain::cartao::{CartaoError, Checkouts, EstornoStatus, LinkStatus, PedidoLink};
 use vt_domain::tools::{LinkCartao, NovoLink};
+use vt_engine::telemetry::spans;
+use vt_store::{
+    ChargeMeans, ChargeStatus, PaymentClaim, PixCharge, PixStore, REFUND_IN_PROGRESS, StoreError,
+};
 
 /// The provider and its settings, when the service takes Pix.
 #[derive(Debug, Clone)]
