@@ -66,7 +66,7 @@ fn sealing(seals: &[usize], opens: &[usize], n: u32) -> Duration {
 #[tokio::main]
 async fn main() {
     let config = Config::default();
-    let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
+    let intents = vt_agent::testkit::load_file(&config.intents_file()).expect("intents");
     // As the product has it: the FAQ is read for every question (level 1's first reader).
     let faq = vt_domain::faq::Faq::load(&config.faq_dir()).expect("faq");
     let router = Router::new("vt", intents.clone(), None).with_faq(Some(Arc::new(faq)));

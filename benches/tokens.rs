@@ -347,12 +347,12 @@ async fn main() {
 
 /// The router (level 1, no model) on the corpus of how card holders write.
 async fn corpus(config: &Config) {
-    let intents = vt_agent::load_file(&config.intents_file()).expect("intents");
+    let intents = vt_agent::testkit::load_file(&config.intents_file()).expect("intents");
     let faq = vt_domain::faq::Faq::load(&config.faq_dir()).expect("faq");
     let router = vt_agent::Router::new("vt", intents, None).with_faq(Some(std::sync::Arc::new(faq)));
-    let entries =
-        vt_agent::load_corpus(std::path::Path::new("tests/fixtures/router/corpus.yaml")).expect("corpus");
-    let score = vt_agent::score_corpus(&router, &entries).await;
+    let entries = vt_agent::testkit::load_corpus(std::path::Path::new("tests/fixtures/router/corpus.yaml"))
+        .expect("corpus");
+    let score = vt_agent::testkit::score_corpus(&router, &entries).await;
     println!();
     println!("router corpus ({} messages): {}", entries.len(), score.summary());
     for miss in &score.misses {
@@ -364,7 +364,7 @@ async fn corpus(config: &Config) {
 /// The intent classifier on the corpus's held-out splits, per intent.
 fn classifier() {
     for split in ["avaliacao", "reserva"] {
-        let e = vt_agent::evaluate_intents(&std::path::Path::new("corpus/intencoes").join(split));
+        let e = vt_agent::testkit::evaluate_intents(&std::path::Path::new("corpus/intencoes").join(split));
         println!();
         println!("intent classifier, held-out split {split}: {}", e.summary());
         for (intent, (right, n)) in &e.per_intent {

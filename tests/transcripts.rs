@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use vt_agent::collect_transcripts as collect;
-use vt_agent::{RunOptions, run_file};
+use vt_agent::testkit::collect_transcripts as collect;
+use vt_agent::testkit::{RunOptions, run_file};
 
 fn main() {
     let args = Arguments::from_args();

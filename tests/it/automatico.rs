@@ -127,7 +127,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     h.sim.pix().pay(&code.txid, false).expect("paid");
     assert_eq!(
         h.service.payments().settle(&code.txid).await.expect("settled"),
-        vt_agent::Settled::Credited
+        vt_agent::testkit::Settled::Credited
     );
     let offer = said(&h, conv).await.pop().expect("the offer");
     assert!(
@@ -161,7 +161,7 @@ async fn an_offer_accepted_is_approved_when_read_back_and_a_low_balance_is_charg
     assert_eq!(only_recurrence(&h, conv).await.status, RecurrenceStatus::Criada);
     assert_eq!(
         h.service.automatic().pass().await,
-        vt_agent::PassFigures::default()
+        vt_agent::testkit::PassFigures::default()
     );
 
     assert!(h.sim.pix().authorise(&id_rec));
@@ -609,7 +609,7 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
         agent: "vt".into(),
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
+    let channel = vt_agent::testkit::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
     let paths: Vec<&str> = channel.routes.iter().map(|(p, _)| *p).collect();
     assert_eq!(
         paths,
@@ -634,7 +634,7 @@ async fn notices_over_http_are_read_back_and_the_console_lists_the_recurrences()
         ..Default::default()
     };
     let state = vt_agent::AppState::new(h.service.clone(), "vt", http)
-        .with_console(&vt_agent::ConsoleConfig {
+        .with_console(&vt_agent::testkit::ConsoleConfig {
             secret: Some(SECRET.into()),
             ..Default::default()
         })

@@ -323,7 +323,7 @@ async fn batches_over_http_run_in_the_background_and_report_progress_and_results
     let chat =
         Arc::new(crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let background = vt_agent::Background::new(
+    let background = vt_agent::testkit::Background::new(
         chat.service.clone(),
         vt_domain::vt::input::Politicas::default(),
         stop_rx,
@@ -484,14 +484,14 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
         .join("\n");
     // A job as a stopped server left it: on record with its input, its first two lines ended.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let first = vt_agent::Background::new(
+    let first = vt_agent::testkit::Background::new(
         chat.service.clone(),
         vt_domain::vt::input::Politicas::default(),
         stop_rx,
     );
     stop_tx.send(true).expect("stop");
     let job = first
-        .submit(vt_agent::Submission {
+        .submit(vt_agent::testkit::Submission {
             tenant_id: "empresa-a".into(),
             text: body.clone(),
             options: vt_agent::Options::default(),
@@ -506,7 +506,7 @@ async fn serve_resumes_a_batch_a_stop_interrupted() {
     assert_eq!(store.unfinished_batches().await.expect("unfinished").len(), 1);
 
     let (_go, running) = tokio::sync::watch::channel(false);
-    let second = vt_agent::Background::new(
+    let second = vt_agent::testkit::Background::new(
         chat.service.clone(),
         vt_domain::vt::input::Politicas::default(),
         running,

@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::{BoardSender, Bot, MattermostConfig, PostSender};
-use vt_agent::{Sender, WhatsAppConfig};
+use vt_agent::MattermostConfig;
+use vt_agent::WhatsAppConfig;
+use vt_agent::testkit::Sender;
+use vt_agent::testkit::{BoardSender, Bot, PostSender};
 
 use crate::support::Served;
 
@@ -178,7 +180,7 @@ impl Journey {
                 .await
                 .expect("store"),
         );
-        let handoff = vt_agent::HandoffConfig {
+        let handoff = vt_agent::testkit::HandoffConfig {
             mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
             ..Default::default()
         };
@@ -217,10 +219,12 @@ impl Journey {
             agent: "vt".into(),
             tenant: tenant.into(),
         };
-        let templates = Arc::new(vt_agent::Templates::default());
+        let templates = Arc::new(vt_agent::testkit::Templates::default());
         let state = vt_agent::AppState::new(chat.service.clone(), "vt", Default::default())
-            .with_channel(&vt_agent::whatsapp_channel(&whatsapp, &templates, &wiring))
-            .with_channel(&vt_agent::mattermost_channel(&mattermost, None, &wiring));
+            .with_channel(&vt_agent::testkit::whatsapp_channel(
+                &whatsapp, &templates, &wiring,
+            ))
+            .with_channel(&vt_agent::testkit::mattermost_channel(&mattermost, None, &wiring));
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));
@@ -657,7 +661,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
             .await
             .expect("store"),
     );
-    let handoff = vt_agent::HandoffConfig {
+    let handoff = vt_agent::testkit::HandoffConfig {
         mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
         ..Default::default()
     };

@@ -5,7 +5,7 @@
 //! payment that cannot be credited refunded with a case, and a credit a stop interrupted resumed once.
 
 use rust_decimal::Decimal;
-use vt_agent::Settled;
+use vt_agent::testkit::Settled;
 use vt_connectors::cartao::stripe::{ASSINATURA, Stripe, assinar};
 use vt_domain::cartao::{AvisoInvalido, Checkouts, LinkStatus, PedidoLink};
 use vt_simulators::systems::CARTAO_WEBHOOK_SECRET;
@@ -363,7 +363,7 @@ async fn with_no_configuration_serve_takes_cards_on_the_embedded_simulators_page
     )
     .expect("json");
     let refused = http
-        .post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
+        .post(format!("{url}{}", vt_agent::testkit::WEBHOOK_PATH))
         .header(
             ASSINATURA,
             assinar("whsec_forjado", chrono::Utc::now().timestamp(), &forged),
@@ -420,7 +420,7 @@ async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
         bot_token: Some("token-do-bot".into()),
         ..Default::default()
     };
-    let sender = vt_agent::PostSender::new(std::sync::Arc::new(config))
+    let sender = vt_agent::testkit::PostSender::new(std::sync::Arc::new(config))
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");

@@ -1,7 +1,7 @@
 //! A transfer to a person, at the service: the case it opens, the bot's silence while a person has
 //! the conversation (one acknowledgement while the case waits), and the bot back after a hand-back.
 
-use vt_agent::{CaseError, SupportAgent};
+use vt_agent::testkit::{CaseError, SupportAgent};
 use vt_domain::tools::VtSettings;
 use vt_engine::llm::ChatMessage;
 use vt_store::records::CaseState;
@@ -315,8 +315,8 @@ async fn a_case_opened_out_of_hours_says_when_a_person_answers() {
             .await
             .expect("store"),
     );
-    let handoff = vt_agent::HandoffConfig {
-        hours: Some(vt_agent::Hours::try_from("seg-sex 08:00-18:00".to_owned()).expect("hours")),
+    let handoff = vt_agent::testkit::HandoffConfig {
+        hours: Some(vt_agent::testkit::Hours::try_from("seg-sex 08:00-18:00".to_owned()).expect("hours")),
         ..Default::default()
     };
     // The harness's clock: Sunday 2026-11-22, 09:00 in São Paulo.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::Utc;
 use fantoccini::Locator;
 use serde_json::{Value, json};
+use vt_agent::testkit::{ConsoleConfig, Keys};
 use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, key_hash};
-use vt_agent::{ConsoleConfig, Keys};
 use vt_store::records::NewOutboxItem;
 use vt_store::records::OutboxStatus;
 use vt_store::records::UsageRecord;
@@ -67,7 +67,7 @@ pub(crate) fn session(name: &str, expires_in_secs: i64, secret: &str) -> String 
         Utc::now().timestamp() + expires_in_secs,
         "nonce-de-teste",
     );
-    format!("{}={value}", vt_agent::SESSION_COOKIE)
+    format!("{}={value}", vt_agent::testkit::SESSION_COOKIE)
 }
 
 pub(crate) fn csrf_of(html: &str) -> String {
@@ -114,7 +114,10 @@ async fn without_a_good_session_cookie_every_page_sends_to_the_sign_in_page() {
         ("expired", session("suporte", -5, SECRET)),
         ("a key no longer configured", session("antiga", 600, SECRET)),
         ("a client key's name", session("empresa", 600, SECRET)),
-        ("garbage", format!("{}=abc.def", vt_agent::SESSION_COOKIE)),
+        (
+            "garbage",
+            format!("{}=abc.def", vt_agent::testkit::SESSION_COOKIE),
+        ),
     ] {
         let r = get("/console/conversations", Some(cookie))
             .await
@@ -171,7 +174,7 @@ async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
     assert!(r.headers().get_all("set-cookie").iter().all(|c| {
         !c.to_str()
             .unwrap_or_default()
-            .starts_with(&format!("{}=", vt_agent::SESSION_COOKIE))
+            .starts_with(&format!("{}=", vt_agent::testkit::SESSION_COOKIE))
     }));
 
     // With the token, the same lookup runs, masked, and is audited.
@@ -917,7 +920,7 @@ async fn a_support_agent_never_sees_or_acts_on_another_tenants_case() {
 async fn the_outbox_page_shows_the_whatsapp_templates_and_their_state() {
     let chat = Arc::new(chat_harness(None, vt_domain::tools::VtSettings::default()).await);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
-    let templates = Arc::new(vt_agent::Templates::load(&dir).expect("templates"));
+    let templates = Arc::new(vt_agent::testkit::Templates::load(&dir).expect("templates"));
     chat.store
         .set_template_state(&vt_store::concerns::TemplateState {
             name: "saldo_baixo_v1".into(),
@@ -1022,7 +1025,7 @@ async fn the_conversation_and_case_pages_show_the_pix_charges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usage_page_warns_of_a_tenant_past_80_percent_of_its_monthly_budget() {
     let chat = Arc::new(
-        crate::support::chat_harness_budgeted(vec![vt_agent::Orcamento {
+        crate::support::chat_harness_budgeted(vec![vt_agent::testkit::Orcamento {
             tenant: "default".into(),
             mensal_brl: rust_decimal::Decimal::ONE,
         }])

@@ -15,7 +15,7 @@ const REFERENCE_PAGE: &str = "docs/src/operator/configuration-reference.md";
 fn the_books_configuration_reference_is_generated_from_the_types() {
     let page = std::fs::read_to_string(root().join(REFERENCE_PAGE)).expect("the reference page");
     assert!(
-        page == vt_agent::config_reference(),
+        page == vt_agent::testkit::config_reference(),
         "{REFERENCE_PAGE} is not what the types say: run `cargo run -q -- config reference > {REFERENCE_PAGE}`"
     );
 }
@@ -83,7 +83,7 @@ fn example_keys_in(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_example_file_names_only_keys_of_the_reference_and_every_section() {
-    let reference: BTreeSet<String> = vt_agent::config_key_paths()
+    let reference: BTreeSet<String> = vt_agent::testkit::config_key_paths()
         .iter()
         .map(|k| one_system(k))
         .collect();

@@ -26,7 +26,7 @@ fn default_faq() -> Arc<Faq> {
 }
 
 fn router(faq: Arc<Faq>) -> Router {
-    let intents = vt_agent::load_file(&root().join("intents/default.toml")).expect("intents");
+    let intents = vt_agent::testkit::load_file(&root().join("intents/default.toml")).expect("intents");
     Router::new("vt", intents, None).with_faq(Some(faq))
 }
 
@@ -71,8 +71,9 @@ async fn the_router_answers_the_questions_people_ask_from_the_faq_and_nothing_el
 /// The FAQ takes nothing level 1 read right before: the router's corpus scores as it did.
 #[tokio::test]
 async fn with_the_faq_the_router_corpus_is_read_as_meant() {
-    let corpus = vt_agent::load_corpus(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
-    let score = vt_agent::score_corpus(&router(default_faq()), &corpus).await;
+    let corpus =
+        vt_agent::testkit::load_corpus(&root().join("tests/fixtures/router/corpus.yaml")).expect("corpus");
+    let score = vt_agent::testkit::score_corpus(&router(default_faq()), &corpus).await;
     for miss in &score.misses {
         println!("  miss: {miss}");
     }
@@ -156,8 +157,8 @@ impl vt_engine::llm::LlmProvider for Stubborn {
     }
 }
 
-fn eval_options(model: vt_agent::ModelChoice, compare: bool) -> vt_agent::EvalOptions {
-    vt_agent::EvalOptions {
+fn eval_options(model: vt_agent::testkit::ModelChoice, compare: bool) -> vt_agent::testkit::EvalOptions {
+    vt_agent::testkit::EvalOptions {
         config: vt_agent::Config::default(),
         model,
         model_name: "teste".into(),
@@ -170,10 +171,10 @@ fn eval_options(model: vt_agent::ModelChoice, compare: bool) -> vt_agent::EvalOp
 /// scoring, not a model.
 #[tokio::test]
 async fn eval_scores_a_strong_model_at_every_case() {
-    let cases = vt_agent::load_eval_cases(&[root().join("eval")]).expect("cases");
+    let cases = vt_agent::testkit::load_eval_cases(&[root().join("eval")]).expect("cases");
     assert!(cases.len() >= 12, "cases, not a handful");
-    let options = eval_options(vt_agent::ModelChoice::Scripted, false);
-    let report = vt_agent::run_eval(&cases, &options, |_, _| {}).await;
+    let options = eval_options(vt_agent::testkit::ModelChoice::Scripted, false);
+    let report = vt_agent::testkit::run_eval(&cases, &options, |_, _| {}).await;
     let total = report.total();
     println!("{}", report.table(false));
     assert_eq!(total.answered_well, total.cases, "{}", report.table(false));
@@ -185,11 +186,11 @@ async fn eval_scores_a_strong_model_at_every_case() {
 /// corpus (every third message, to keep the test short).
 #[tokio::test]
 async fn a_bad_model_makes_no_answer_worse_and_moves_no_money() {
-    let mut cases = vt_agent::load_eval_cases(&[root().join("eval")]).expect("cases");
-    let corpus =
-        vt_agent::load_eval_cases(&[root().join("tests/fixtures/router/corpus.yaml")]).expect("corpus");
+    let mut cases = vt_agent::testkit::load_eval_cases(&[root().join("eval")]).expect("cases");
+    let corpus = vt_agent::testkit::load_eval_cases(&[root().join("tests/fixtures/router/corpus.yaml")])
+        .expect("corpus");
     cases.extend(corpus.into_iter().step_by(3));
-    let model = vt_agent::ModelChoice::Live(Arc::new(Stubborn));
+    let model = vt_agent::testkit::ModelChoice::Live(Arc::new(Stubborn));
     // The operator's `[llm]` (here a port nobody listens on) is never what "no model" plays with.
     let mut options = eval_options(model, true);
     options.config = vt_agent::Config::from_sources(
@@ -198,7 +199,7 @@ async fn a_bad_model_makes_no_answer_worse_and_moves_no_money() {
         &Default::default(),
     )
     .expect("config");
-    let report = vt_agent::run_eval(&cases, &options, |_, _| {}).await;
+    let report = vt_agent::testkit::run_eval(&cases, &options, |_, _| {}).await;
     assert!(
         report.cases.iter().all(|c| c
             .without_model

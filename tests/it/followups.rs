@@ -85,7 +85,7 @@ async fn a_recharge_answered_202_resolves_on_its_follow_up_charged_once_and_the_
         .expect("the chat's flow run");
     assert_eq!(run.status.as_str(), "concluido");
     let (etapa, saida) = run.stages.last().expect("stages");
-    assert_eq!(etapa, vt_agent::FOLLOW_UP_STAGE);
+    assert_eq!(etapa, vt_agent::testkit::FOLLOW_UP_STAGE);
     assert_eq!(saida["status_recarga"], "aprovada");
     // The run's output is built from its stages: the follow-up is its result now.
     let output = vt_agent::FlowOutput::of_run(&run);
@@ -205,7 +205,7 @@ async fn a_flows_late_outcome_settles_its_run_and_notifies_its_recipient_as_rf10
     assert_eq!(run.status.as_str(), "concluido");
     assert_eq!(
         run.stages.last().map(|s| s.0.as_str()),
-        Some(vt_agent::FOLLOW_UP_STAGE)
+        Some(vt_agent::testkit::FOLLOW_UP_STAGE)
     );
     // The request with the token is gone from the store once the outcome is known.
     let kept = h.store.followups(false, 10).await.expect("followups");

@@ -745,7 +745,7 @@ async fn a_missing_payment_method_answered_over_http_completes_the_recharge() {
 /// with their name, and after the hand-back the bot answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_support_agents_answer_shows_in_the_conversation() {
-    use vt_agent::SupportAgent;
+    use vt_agent::testkit::SupportAgent;
     let s = Served::serve(with_keys()).await;
     let path = "/v1/conversations/c-pessoa/messages";
     s.post(path, Some(CLIENT_A), says("quero falar com um atendente"))
@@ -937,7 +937,7 @@ async fn the_readmes_flow_example_runs_with_a_key() {
 
 /// WhatsApp, Mattermost and the web chat, each configured.
 fn every_channel(
-    templates: &std::sync::Arc<vt_agent::Templates>,
+    templates: &std::sync::Arc<vt_agent::testkit::Templates>,
     wiring: &vt_agent::Wiring,
 ) -> [vt_agent::Channel; 3] {
     let wa = vt_agent::WhatsAppConfig {
@@ -962,9 +962,9 @@ fn every_channel(
         ..Default::default()
     };
     [
-        vt_agent::whatsapp_channel(&wa, templates, wiring),
-        vt_agent::mattermost_channel(&mm, Some("suporte"), wiring),
-        vt_agent::webchat_channel(&site, wiring),
+        vt_agent::testkit::whatsapp_channel(&wa, templates, wiring),
+        vt_agent::testkit::mattermost_channel(&mm, Some("suporte"), wiring),
+        vt_agent::testkit::webchat_channel(&site, wiring),
     ]
 }
 
@@ -982,7 +982,7 @@ async fn every_channel_is_registered_through_its_value() {
         agent: "vt".into(),
         tenant: "default".into(),
     };
-    let templates = Arc::new(vt_agent::Templates::default());
+    let templates = Arc::new(vt_agent::testkit::Templates::default());
     let channels = every_channel(&templates, &wiring);
     let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
     for channel in &channels {
@@ -1005,7 +1005,7 @@ async fn every_channel_is_registered_through_its_value() {
         .iter()
         .flat_map(|c| c.senders.iter().map(|s| s.channel().to_owned()))
         .collect();
-    assert_eq!(senders, ["whatsapp", "mattermost", vt_agent::BOARD]);
+    assert_eq!(senders, ["whatsapp", "mattermost", vt_agent::testkit::BOARD]);
     assert_eq!(channels[1].jobs.len(), 1, "the websocket bot");
     // The routes listed are served: Meta's subscription check with a wrong token is refused, not 404.
     let served = crate::support::serve_state(chat.clone(), state).await;
@@ -1020,9 +1020,9 @@ async fn every_channel_is_registered_through_its_value() {
         .expect("verify");
     assert_eq!(verify.status(), 403);
     // Without configuration a channel brings nothing.
-    assert!(!vt_agent::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
-    assert!(!vt_agent::mattermost_channel(&Default::default(), None, &wiring).is_on());
-    assert!(!vt_agent::webchat_channel(&Default::default(), &wiring).is_on());
+    assert!(!vt_agent::testkit::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
+    assert!(!vt_agent::testkit::mattermost_channel(&Default::default(), None, &wiring).is_on());
+    assert!(!vt_agent::testkit::webchat_channel(&Default::default(), &wiring).is_on());
 }
 
 /// The console's routes (`http/console`), each with the methods it answers.
@@ -1070,7 +1070,7 @@ async fn every_route_refuses_in_the_apis_json_shape() {
         agent: "vt".into(),
         tenant: "default".into(),
     };
-    let templates = Arc::new(vt_agent::Templates::default());
+    let templates = Arc::new(vt_agent::testkit::Templates::default());
     let mut state = vt_agent::AppState::new(chat.service.clone(), "vt", HttpConfig::default());
     for channel in &every_channel(&templates, &wiring) {
         state = state.with_channel(channel);

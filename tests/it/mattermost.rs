@@ -34,7 +34,7 @@ async fn mattermost(support_users: &[&str]) -> Served {
         agent: "vt".into(),
         tenant: "empresa-a".into(),
     };
-    let channel = vt_agent::mattermost_channel(&config, None, &wiring);
+    let channel = vt_agent::testkit::mattermost_channel(&config, None, &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     crate::support::serve_state(chat, state).await
@@ -395,7 +395,7 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         ..MattermostConfig::default()
     });
     let chat = Arc::new(crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await);
-    let bot = vt_agent::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
+    let bot = vt_agent::testkit::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
         .expect("bot")
         .with_backoff(std::time::Duration::from_millis(50));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -403,7 +403,9 @@ async fn the_bot_answers_dms_and_mentions_and_survives_a_dropped_websocket() {
         let _ = stopped.await;
     }));
     let worker = vt_agent::Worker::new(chat.store.clone(), vt_engine::retry::RetryPolicy::new(5, 1))
-        .with_sender(Arc::new(vt_agent::PostSender::new(config).expect("sender")));
+        .with_sender(Arc::new(
+            vt_agent::testkit::PostSender::new(config).expect("sender"),
+        ));
     let started = std::time::Instant::now();
     while mm.posts.lock().expect("lock").len() < 2 {
         assert!(
@@ -487,7 +489,8 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     let mut running = Vec::new();
     // Each bot's instance, kept until the end: its simulator and clock serve its turns.
     for chat in &chats {
-        let bot = vt_agent::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a").expect("bot");
+        let bot = vt_agent::testkit::Bot::new(chat.service.clone(), "vt", config.clone(), "empresa-a")
+            .expect("bot");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bot.run(async move {
             let _ = stopped.await;
@@ -520,7 +523,8 @@ async fn bursts_are_processed_and_answered_in_the_order_posted(chats: Vec<crate:
     }
     assert_eq!(replies.len(), PEOPLE * BURST, "each post once");
     for p in 0..PEOPLE {
-        let conversation = vt_agent::mattermost_conversation_id(&format!("dm-{p}"), &format!("u-{p}"));
+        let conversation =
+            vt_agent::testkit::mattermost_conversation_id(&format!("dm-{p}"), &format!("u-{p}"));
         let answered: Vec<String> = replies
             .iter()
             .filter(|i| i.conversation_id.as_deref() == Some(conversation.as_str()))

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use chrono::Duration;
-use vt_agent::{Inbound, SupportAgent};
+use vt_agent::Inbound;
+use vt_agent::testkit::SupportAgent;
 use vt_domain::tools::VtSettings;
 use vt_engine::Participant;
 use vt_store::Store;

@@ -130,7 +130,7 @@ fn tesseract_here() -> bool {
 /// serving `photo` as media [`MEDIA_ID`].
 async fn reading(
     dir: &std::path::Path,
-    fotos: vt_agent::FotosConfig,
+    fotos: vt_agent::testkit::FotosConfig,
     replies: usize,
 ) -> (Wa, Arc<dyn vt_store::Store>) {
     let store: Arc<dyn vt_store::Store> = Arc::new(
@@ -368,7 +368,7 @@ async fn a_photo_with_no_card_is_asked_to_be_typed_and_stays_on_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_tesseract_a_photo_gets_the_text_only_answer_and_nothing_is_fetched() {
     let dir = tempfile::tempdir().expect("dir");
-    let fotos = vt_agent::FotosConfig {
+    let fotos = vt_agent::testkit::FotosConfig {
         tesseract: "/nonexistent/tesseract".into(),
         ..Default::default()
     };

@@ -347,7 +347,7 @@ async fn on_record(h: &crate::support::ChatHarness, txid: &str) -> vt_store::rec
 
 #[tokio::test]
 async fn a_paid_charge_is_credited_once_however_many_times_it_is_reported() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pix", "oi").await;
@@ -449,13 +449,13 @@ async fn a_charge_nobody_issued_is_not_acted_on() {
         .settle(&txid("forjado", 0))
         .await
         .expect("read");
-    assert_eq!(settled, vt_agent::Settled::Nothing);
+    assert_eq!(settled, vt_agent::testkit::Settled::Nothing);
     assert!(h.sim.ledger().iter().all(|e| e.sistema != "recarga"));
 }
 
 #[tokio::test]
 async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-negada", "oi").await;
     // The recharge system denies recharges of this magic card.
@@ -504,7 +504,7 @@ async fn a_payment_that_cannot_be_credited_goes_back_and_the_holder_is_told() {
 /// ("não foi aprovada pelo meio de pagamento") beside the chat's "o valor foi devolvido".
 #[tokio::test]
 async fn a_paid_charges_recharge_is_the_paying_conversations_and_told_only_there() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     let h = crate::support::chat_harness_paying().await;
     let msg = vt_agent::Inbound {
         agent_id: "vt".into(),
@@ -557,7 +557,7 @@ async fn two_codes_paid(
     h: &crate::support::ChatHarness,
     conv: &str,
 ) -> (vt_domain::tools::CodigoPix, vt_domain::tools::CodigoPix) {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     h.say(conv, "oi").await;
     let key = format!("k-{conv}");
     let payments = h.service.payments();
@@ -580,7 +580,7 @@ async fn two_codes_paid(
 
 #[tokio::test]
 async fn a_second_code_of_a_recharge_paid_too_is_refunded_not_credited() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     let h = crate::support::chat_harness_paying().await;
     let (_, second) = two_codes_paid(&h, "c-dois").await;
     let payments = h.service.payments();
@@ -651,8 +651,8 @@ async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_
 /// open already: a conversation holds one case, so the person who has it hears of it in its thread.
 #[tokio::test]
 async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
-    use vt_agent::Settled;
-    let handoff = vt_agent::HandoffConfig {
+    use vt_agent::testkit::Settled;
+    let handoff = vt_agent::testkit::HandoffConfig {
         mattermost_channel_id: Some("canal-do-suporte".into()),
         ..Default::default()
     };
@@ -689,7 +689,7 @@ async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
         .await
         .expect("outbox")
         .into_iter()
-        .filter(|i| i.destination == vt_agent::BOARD)
+        .filter(|i| i.destination == vt_agent::testkit::BOARD)
         .collect();
     let kinds: Vec<&str> = board.iter().map(|i| i.kind.as_str()).collect();
     assert_eq!(kinds, ["caso_aberto", "caso_linha"], "{board:?}");
@@ -711,7 +711,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
         agent: "vt".into(),
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
+    let channel = vt_agent::testkit::pix_channel(&wiring, None, std::time::Duration::from_secs(30));
     assert_eq!(channel.name, "pix");
     assert_eq!(channel.routes.len(), 1);
     let state = vt_agent::AppState::new(h.service.clone(), "vt", Default::default()).with_channel(&channel);
@@ -776,7 +776,7 @@ async fn a_notice_on_the_webhook_credits_the_payment_it_names_and_a_bad_body_is_
 
 #[tokio::test]
 async fn the_sweep_credits_a_payment_whose_notice_never_came_and_withdraws_an_expired_code() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-sweep", "oi").await;
@@ -928,7 +928,7 @@ async fn a_pix_recharge_in_the_chat_is_charged_first_and_credited_when_paid() {
             .settle(&charges[0].txid)
             .await
             .expect("settle"),
-        vt_agent::Settled::Credited
+        vt_agent::testkit::Settled::Credited
     );
     assert_eq!(h.sim.charges(card), 1, "one payment, one recharge");
     let receipt = said(&h, "c-jornada").await.pop().expect("receipt");
@@ -1148,7 +1148,7 @@ async fn flows_pendentes_lists_the_charges_waiting_for_payment() {
 /// (step 15) and the sweep leaves it — no second request, no message every sweep.
 #[tokio::test]
 async fn a_paid_recharge_still_pending_is_left_to_its_follow_up() {
-    use vt_agent::Settled;
+    use vt_agent::testkit::Settled;
     use vt_store::records::ChargeStatus;
     let h = crate::support::chat_harness_paying().await;
     h.say("c-pendente", "oi").await;
@@ -1414,7 +1414,7 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
         bot_token: Some("token-do-bot".into()),
         ..Default::default()
     };
-    let sender = vt_agent::PostSender::new(Arc::new(config))
+    let sender = vt_agent::testkit::PostSender::new(Arc::new(config))
         .expect("on")
         .with_files(h.store.clone());
     let mut payload = crate::support::reply_payload(conv, "user1", "");

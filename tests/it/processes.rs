@@ -456,7 +456,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
         assert_eq!(asked.status(), 200);
         // The person's first message: the privacy notice, then the question.
         let question = wait_for_texts(&graph, 2).await;
-        assert_eq!(question[0], vt_agent::AVISO_PRIVACIDADE);
+        assert_eq!(question[0], vt_agent::testkit::AVISO_PRIVACIDADE);
         assert!(question[1].contains("Confirma"), "{question:?}");
         killer.arm(at, child.id());
         let yes = webhook(&url, "sim", &format!("wamid.yes{round}"))
@@ -1279,7 +1279,7 @@ async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_ti
     sim.simulator.cartao().pay(&id, false).expect("paid");
     let (signature, body) = card_notice(&id);
     let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
-        http.post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
+        http.post(format!("{url}{}", vt_agent::testkit::WEBHOOK_PATH))
             .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
             .body(body.clone())
             .send()
@@ -1336,7 +1336,7 @@ async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_af
         killer.arm(at, first.id());
         let (signature, body) = card_notice(&id);
         let noticed = http
-            .post(format!("{url}{}", vt_agent::WEBHOOK_PATH))
+            .post(format!("{url}{}", vt_agent::testkit::WEBHOOK_PATH))
             .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
             .body(body)
             .send()

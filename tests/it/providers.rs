@@ -526,8 +526,8 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         .await
         .expect("usage");
     assert_eq!(usage[0].custo_micro_brl, None);
-    let rows = vt_agent::usage_costs(
-        vt_agent::Spending {
+    let rows = vt_agent::testkit::usage_costs(
+        vt_agent::testkit::Spending {
             turns: &usage,
             messages: &[],
             flows: &[],
@@ -535,7 +535,7 @@ async fn a_turns_cost_in_reais_is_its_calls_at_the_tables_prices_and_unknown_wit
         &vt_domain::vt::timezone::Timezone::sao_paulo(),
         chrono::NaiveDate::MIN,
     );
-    assert!(vt_agent::usage_costs_table(&rows).contains("desconhecido"));
+    assert!(vt_agent::testkit::usage_costs_table(&rows).contains("desconhecido"));
 }
 
 #[tokio::test]
@@ -548,7 +548,7 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     )
     .expect("prices");
     // R$ 0,05 a month: a model turn (the router's call and the agent's) costs R$ 0,0204.
-    config.orcamentos = vec![vt_agent::Orcamento {
+    config.orcamentos = vec![vt_agent::testkit::Orcamento {
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
         mensal_brl: rust_decimal::Decimal::new(5, 2),
     }];
@@ -568,13 +568,13 @@ async fn a_tenant_over_its_monthly_budget_gets_no_model_but_level_one_and_a_conf
     say("me conta uma piada").await.expect("turn");
     assert!(matches!(
         service.spending().standing(tenant).await,
-        vt_agent::Standing::Within(_)
+        vt_agent::testkit::Standing::Within(_)
     ));
     say("qual a previsão do tempo para amanhã?").await.expect("turn");
     assert!(
         matches!(
             service.spending().standing(tenant).await,
-            vt_agent::Standing::Warning(_)
+            vt_agent::testkit::Standing::Warning(_)
         ),
         "R$ 0,0408 of R$ 0,05: past 80 %"
     );

@@ -29,9 +29,9 @@ fn options(
     candidate: vt_agent::Config,
     out: &Path,
     baseline: Option<&Path>,
-) -> vt_agent::ReplayOptions {
-    vt_agent::ReplayOptions {
-        selection: vt_agent::ReplaySelection {
+) -> vt_agent::testkit::ReplayOptions {
+    vt_agent::testkit::ReplayOptions {
+        selection: vt_agent::testkit::ReplaySelection {
             ids: Some(ids.iter().map(|s| (*s).to_owned()).collect()),
             ..Default::default()
         },
@@ -151,13 +151,13 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     let baseline = dir.path().join("baseline.json");
     let mut approve = options(&day, candidate(None, None), &out, Some(&baseline));
     approve.approve = true;
-    let run = vt_agent::replay(store.as_ref(), &approve)
+    let run = vt_agent::testkit::replay(store.as_ref(), &approve)
         .await
         .expect("replayed");
     for c in &run.cases {
         assert_eq!(
             c.verdict,
-            vt_agent::Verdict::Pass,
+            vt_agent::testkit::Verdict::Pass,
             "{}: {:?} {:?}",
             c.id,
             c.errors,
@@ -182,7 +182,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
         |t| t.replace("não por aqui", "não aqui pelo chat"),
     );
     let out = dir.path().join("palavras");
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         store.as_ref(),
         &options(&day, candidate(Some(&faq), None), &out, Some(&baseline)),
     )
@@ -222,7 +222,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     assert_ne!(broken, text);
     std::fs::write(&intents, broken).expect("write");
     let out = dir.path().join("falha");
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         store.as_ref(),
         &options(&day, candidate(None, Some(&intents)), &out, Some(&baseline)),
     )
@@ -231,7 +231,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     let failed: Vec<String> = run
         .cases
         .iter()
-        .filter(|c| c.verdict == vt_agent::Verdict::Fail)
+        .filter(|c| c.verdict == vt_agent::testkit::Verdict::Fail)
         .map(|c| c.id.clone())
         .collect();
     let of = |conv: &str| {
@@ -253,13 +253,13 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     let written = out.join("cases").join(format!("{}.yaml", of("c-correcao")));
     let yaml = std::fs::read_to_string(&written).expect("the written case");
     assert!(yaml.contains("R$ 60,00") && yaml.contains("000201"), "{yaml}");
-    let kept = vt_agent::run_file(&written, &vt_agent::RunOptions::default()).await;
+    let kept = vt_agent::testkit::run_file(&written, &vt_agent::testkit::RunOptions::default()).await;
     assert!(kept.passed, "{:?}", kept.failure.map(|f| f.to_string()));
-    let broken = vt_agent::RunOptions {
+    let broken = vt_agent::testkit::RunOptions {
         config: candidate(None, Some(&intents)),
-        ..vt_agent::RunOptions::default()
+        ..vt_agent::testkit::RunOptions::default()
     };
-    let caught = vt_agent::run_file(&written, &broken).await;
+    let caught = vt_agent::testkit::run_file(&written, &broken).await;
     assert!(
         !caught.passed,
         "the broken correction is caught by the written case"
@@ -273,7 +273,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     // The console's Replay page shows that run: the failed cases' effects side by side, each case a
     // transcript to keep.
     let state = vt_agent::AppState::new(h.service.clone(), "vt", crate::console::config())
-        .with_console(&vt_agent::ConsoleConfig {
+        .with_console(&vt_agent::testkit::ConsoleConfig {
             secret: Some(crate::console::SECRET.into()),
             ..Default::default()
         })
@@ -324,7 +324,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
 
     // A recording that misses the systems' answer: an error, never a failure.
     let out = dir.path().join("sem-gravacao");
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         store.as_ref(),
         &options(&["c-antiga"], candidate(None, None), &out, None),
     )
@@ -332,7 +332,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     .expect("replayed");
     assert_eq!(
         run.cases[0].verdict,
-        vt_agent::Verdict::Error,
+        vt_agent::testkit::Verdict::Error,
         "{:?}",
         run.cases[0]
     );
@@ -342,7 +342,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
 
     // A baseline case missing from a run fails it.
     let out = dir.path().join("caso-ausente");
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         store.as_ref(),
         &options(&day[..6], candidate(None, None), &out, Some(&baseline)),
     )
@@ -377,14 +377,19 @@ async fn a_model_turn_replays_from_its_recorded_reply() {
     let said = h.say("c-modelo", "qual a diferença entre VT e VR?").await;
     assert!(said.reply_text().contains("refeições"), "{}", said.reply_text());
     let dir = tempfile::tempdir().expect("dir");
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         h.store.as_ref(),
         &options(&["c-modelo"], candidate(None, None), dir.path(), None),
     )
     .await
     .expect("replayed");
     let case = &run.cases[0];
-    assert_eq!(case.verdict, vt_agent::Verdict::Pass, "{:?}", case.errors);
+    assert_eq!(
+        case.verdict,
+        vt_agent::testkit::Verdict::Pass,
+        "{:?}",
+        case.errors
+    );
     assert_eq!(
         case.recorded_model_calls(),
         1,
@@ -413,13 +418,13 @@ async fn what_a_payment_did_after_the_conversation_is_replayed_in_order() {
         h.sim.pix().pay(&charge.txid, false).expect("paid");
         assert_eq!(
             h.service.payments().settle(&charge.txid).await.expect("settled"),
-            vt_agent::Settled::Refunded
+            vt_agent::testkit::Settled::Refunded
         );
     }
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("pago");
     let store: Arc<dyn vt_store::Store> = h.store.clone();
-    let run = vt_agent::replay(
+    let run = vt_agent::testkit::replay(
         store.as_ref(),
         &options(&["c-negada"], candidate(None, None), &out, None),
     )
@@ -447,6 +452,6 @@ async fn what_a_payment_did_after_the_conversation_is_replayed_in_order() {
     let written = out.join("cases").join(format!("{}.yaml", run.cases[0].id));
     let yaml = std::fs::read_to_string(&written).expect("the written case");
     assert!(yaml.contains("pays:"), "{yaml}");
-    let kept = vt_agent::run_file(&written, &vt_agent::RunOptions::default()).await;
+    let kept = vt_agent::testkit::run_file(&written, &vt_agent::testkit::RunOptions::default()).await;
     assert!(kept.passed, "{:?}", kept.failure.map(|f| f.to_string()));
 }

@@ -293,7 +293,7 @@ fn router() -> Router {
     let faq = vt_domain::faq::Faq::load(&root.join("faq")).expect("faq");
     Router::new(
         "vt",
-        vt_agent::load_file(&root.join("intents/default.toml")).expect("intents"),
+        vt_agent::testkit::load_file(&root.join("intents/default.toml")).expect("intents"),
         None,
     )
     .with_faq(Some(std::sync::Arc::new(faq)))
@@ -376,7 +376,7 @@ async fn an_answer_completes_the_waiting_request() {
 #[tokio::test]
 async fn an_inactive_intent_is_not_routed() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("intents/default.toml");
-    let mut intents = vt_agent::load_file(&path).expect("intents");
+    let mut intents = vt_agent::testkit::load_file(&path).expect("intents");
     intents
         .iter_mut()
         .filter(|i| i.intent_key == "consultar_saldo")
@@ -414,9 +414,9 @@ proptest::proptest! {
 #[tokio::test]
 async fn the_corpus_of_how_card_holders_write_is_read_as_meant() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/router/corpus.yaml");
-    let entries = vt_agent::load_corpus(&path).expect("corpus");
+    let entries = vt_agent::testkit::load_corpus(&path).expect("corpus");
     assert!(entries.len() >= 150, "a corpus, not a handful: {}", entries.len());
-    let score = vt_agent::score_corpus(&router(), &entries).await;
+    let score = vt_agent::testkit::score_corpus(&router(), &entries).await;
     println!("router corpus: {}", score.summary());
     for miss in &score.misses {
         println!("  miss: {miss}");
@@ -433,7 +433,7 @@ async fn the_corpus_of_how_card_holders_write_is_read_as_meant() {
 async fn complaints_about_a_payment_are_told_apart_on_phrasings_held_out() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/router/heldout-reclamacoes.yaml");
-    let entries = vt_agent::load_corpus(&path).expect("held-out complaints");
+    let entries = vt_agent::testkit::load_corpus(&path).expect("held-out complaints");
     let router = router();
     let (mut complaints, mut read, mut false_alarms) = (0, 0, Vec::new());
     for entry in &entries {
@@ -467,9 +467,9 @@ async fn complaints_about_a_payment_are_told_apart_on_phrasings_held_out() {
 #[tokio::test]
 async fn each_class_the_last_batch_failed_is_read_from_new_phrasings() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let entries = vt_agent::load_corpus(&root.join("tests/fixtures/router/em-outras-palavras.yaml"))
+    let entries = vt_agent::testkit::load_corpus(&root.join("tests/fixtures/router/em-outras-palavras.yaml"))
         .expect("phrasings");
-    let score = vt_agent::score_corpus(&router(), &entries).await;
+    let score = vt_agent::testkit::score_corpus(&router(), &entries).await;
     for miss in &score.misses {
         println!("  miss: {miss}");
     }

@@ -213,7 +213,7 @@ async fn a_conversation_that_showed_help_exports_to_a_transcript_that_replays_gr
         help.reply_text()
     );
     h.say("ajuda", "saldo do cartão 1234567890").await;
-    let exported = vt_agent::export_transcripts(h.store.as_ref(), "ajuda")
+    let exported = vt_agent::testkit::export_transcripts(h.store.as_ref(), "ajuda")
         .await
         .expect("export");
     crate::support::assert_replays_green(&exported).await;

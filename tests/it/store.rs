@@ -68,7 +68,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
 }
 
 async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
-    use vt_agent::{
+    use vt_agent::testkit::{
         RetentionConfig, apply_retention as apply, erase_subject as erase, export_subject as export,
     };
     use vt_store::Subject;

@@ -510,7 +510,7 @@ pub(crate) async fn chat_harness_handing_off(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
-    handoff: vt_agent::HandoffConfig,
+    handoff: vt_agent::testkit::HandoffConfig,
 ) -> ChatHarness {
     chat_harness_built(store, llm, vt, shared, handoff, None).await
 }
@@ -520,7 +520,7 @@ pub(crate) async fn chat_harness_handing_off(
 pub(crate) async fn chat_harness_notifying(
     store: Arc<dyn vt_store::Store>,
     phone: &str,
-    notices: vt_agent::NoticesConfig,
+    notices: vt_agent::testkit::NoticesConfig,
 ) -> ChatHarness {
     chat_harness_built(
         store,
@@ -538,8 +538,8 @@ async fn chat_harness_built(
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
-    handoff: vt_agent::HandoffConfig,
-    notices: Option<(String, vt_agent::NoticesConfig)>,
+    handoff: vt_agent::testkit::HandoffConfig,
+    notices: Option<(String, vt_agent::testkit::NoticesConfig)>,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -572,7 +572,7 @@ pub(crate) async fn chat_harness_hearing(
 /// [`chat_harness`] on `store`, reading card photos as `fotos` says.
 pub(crate) async fn chat_harness_reading(
     store: Arc<dyn vt_store::Store>,
-    fotos: vt_agent::FotosConfig,
+    fotos: vt_agent::testkit::FotosConfig,
 ) -> ChatHarness {
     let parts = Parts {
         store,
@@ -583,7 +583,7 @@ pub(crate) async fn chat_harness_reading(
 }
 
 /// [`chat_harness`] with monthly budgets per tenant.
-pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::Orcamento>) -> ChatHarness {
+pub(crate) async fn chat_harness_budgeted(orcamentos: Vec<vt_agent::testkit::Orcamento>) -> ChatHarness {
     let parts = Parts {
         orcamentos,
         ..Parts::in_memory().await
@@ -627,16 +627,16 @@ struct Parts {
     llm: Option<Arc<ScriptedProvider>>,
     vt: vt_domain::tools::VtSettings,
     shared: Option<vt_simulators::systems::Simulator>,
-    handoff: vt_agent::HandoffConfig,
-    notices: Option<(String, vt_agent::NoticesConfig)>,
+    handoff: vt_agent::testkit::HandoffConfig,
+    notices: Option<(String, vt_agent::testkit::NoticesConfig)>,
     /// A recharge system of the test's own instead of the simulator's.
     recarga_url: Option<String>,
     /// `[transcricao]`: voice notes heard.
     transcricao: Option<vt_engine::llm::transcription::TranscricaoConfig>,
     /// `[fotos]`: card photos read (by the machine's Tesseract, by default).
-    fotos: vt_agent::FotosConfig,
+    fotos: vt_agent::testkit::FotosConfig,
     /// `[[orcamentos]]`: monthly budgets per tenant.
-    orcamentos: Vec<vt_agent::Orcamento>,
+    orcamentos: Vec<vt_agent::testkit::Orcamento>,
 }
 
 impl Parts {
@@ -748,7 +748,10 @@ pub(crate) async fn chat_harness_pix(pix: Pix) -> ChatHarness {
 }
 
 /// [`chat_harness_pix`] with `[handoff]` rules of its own (a support board, say).
-pub(crate) async fn chat_harness_pix_handing_off(pix: Pix, handoff: vt_agent::HandoffConfig) -> ChatHarness {
+pub(crate) async fn chat_harness_pix_handing_off(
+    pix: Pix,
+    handoff: vt_agent::testkit::HandoffConfig,
+) -> ChatHarness {
     let parts = Parts {
         handoff,
         ..Parts::in_memory().await
@@ -797,7 +800,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         .with(vt.clone());
     if let Some((phone, config)) = notices {
         let now = clock.clone();
-        let port = vt_agent::WhatsAppNotices::new(
+        let port = vt_agent::testkit::WhatsAppNotices::new(
             &vt_store::Stores::of(&store),
             &phone,
             config,
@@ -842,9 +845,9 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         ..Default::default()
     };
     // As the composition root: a complaint reads the conversation's charges.
-    ext = ext.with(vt_agent::payments_port(store.clone()));
-    if let Some(setup) = vt_agent::card_setup(&config).expect("card provider") {
-        ext = ext.with(vt_agent::card_port(store.clone(), setup));
+    ext = ext.with(vt_agent::testkit::payments_port(store.clone()));
+    if let Some(setup) = vt_agent::testkit::card_setup(&config).expect("card provider") {
+        ext = ext.with(vt_agent::testkit::card_port(store.clone(), setup));
     }
     if pix == Pix::Refused {
         ext = ext.with(vt_domain::tools::MeiosIndisponiveis {
@@ -853,14 +856,18 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         });
     }
     if let Some(pix) = &config.pix {
-        let setup = vt_agent::PixSetup {
+        let setup = vt_agent::testkit::PixSetup {
             psp: vt_connectors::pix::Psp::new(pix).expect("provider"),
             config: pix.clone(),
         };
         if pix.automatico.ativo {
-            ext = ext.with(vt_agent::automatic_port(store.clone(), setup.clone()));
+            ext = ext.with(vt_agent::testkit::automatic_port(store.clone(), setup.clone()));
         }
-        ext = ext.with(vt_agent::pix_port(store.clone(), setup, vt_agent::channel_book()));
+        ext = ext.with(vt_agent::testkit::pix_port(
+            store.clone(),
+            setup,
+            vt_agent::testkit::channel_book(),
+        ));
     }
     let llm: Option<Arc<dyn LlmProvider>> = llm.map(|l| l as Arc<dyn LlmProvider>);
     let engine = vt_agent::share(
@@ -987,7 +994,7 @@ pub(crate) async fn assert_replays_green(transcript: &vt_agent::Transcript) {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("exportada.yaml");
     std::fs::write(&path, serde_yaml::to_string(transcript).expect("yaml")).expect("write");
-    let report = vt_agent::run_file(&path, &vt_agent::RunOptions::default()).await;
+    let report = vt_agent::testkit::run_file(&path, &vt_agent::testkit::RunOptions::default()).await;
     assert!(
         report.passed,
         "{}",

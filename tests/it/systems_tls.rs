@@ -94,7 +94,7 @@ async fn serve_tls(pki: &Pki, sim: &Simulator) -> String {
         .with_client_cert_verifier(verifier)
         .with_single_cert(vec![pki.server.0.clone()], pki.server.1.clone_key())
         .expect("server config");
-    vt_agent::serve_with(sim.router(), config, 0)
+    vt_agent::testkit::serve_with(sim.router(), config, 0)
         .await
         .expect("serve")
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use vt_agent::{CaseError, Equipe, HandoffConfig, SupportAgent};
+use vt_agent::testkit::{CaseError, Equipe, HandoffConfig, SupportAgent};
 use vt_domain::tools::VtSettings;
 use vt_store::Store;
 use vt_store::records::CaseState;

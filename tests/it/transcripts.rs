@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vt_agent::Transcript;
-use vt_agent::{Expect, Setup, Turn};
-use vt_agent::{RunOptions, run_transcript};
+use vt_agent::testkit::{Expect, Setup, Turn};
+use vt_agent::testkit::{RunOptions, run_transcript};
 use vt_domain::tools::VtSettings;
 use vt_engine::llm::LlmProvider;
 use vt_engine::llm::ProviderSettings;
@@ -157,7 +157,7 @@ async fn an_exported_conversation_replays_green() {
     h.say("exp", "sim").await;
     h.say("exp", "tchau").await;
 
-    let exported = vt_agent::export_transcripts(h.store.as_ref(), "exp")
+    let exported = vt_agent::testkit::export_transcripts(h.store.as_ref(), "exp")
         .await
         .expect("export");
     assert_eq!(exported.turns.len(), 7);

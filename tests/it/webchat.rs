@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use vt_agent::{
-    ApiKeyConfig, AppState, ConsoleConfig, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash,
-};
+use vt_agent::testkit::ConsoleConfig;
+use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash};
 
 use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness_paying, serve_state};
@@ -72,7 +71,7 @@ async fn serve(chat: Arc<ChatHarness>, config: &WebchatConfig) -> Served {
             secret: Some(CONSOLE_SECRET.into()),
             ..ConsoleConfig::default()
         })
-        .with_channel(&vt_agent::webchat_channel(config, &wiring));
+        .with_channel(&vt_agent::testkit::webchat_channel(config, &wiring));
     serve_state(chat, state).await
 }
 
@@ -1195,7 +1194,7 @@ async fn a_support_agents_proposal_reaches_the_web_chat_with_its_buttons() {
         .await
         .expect("read")
         .expect("a case");
-    let agent = vt_agent::SupportAgent {
+    let agent = vt_agent::testkit::SupportAgent {
         login: "carla",
         name: "Carla",
         tenant: None,
@@ -1207,7 +1206,7 @@ async fn a_support_agents_proposal_reaches_the_web_chat_with_its_buttons() {
         .expect("claim");
     let mut stream = page.events(None).await;
     stream.until_quiet(Duration::from_millis(500)).await;
-    let proposal = vt_agent::Proposal::parse("20 1234567890 pix").expect("a proposal");
+    let proposal = vt_agent::testkit::Proposal::parse("20 1234567890 pix").expect("a proposal");
     chat.service
         .cases()
         .propose_recharge(&case.id, agent, &proposal)

@@ -9,7 +9,8 @@ use std::time::Duration;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use vt_agent::{Sender, WhatsAppConfig};
+use vt_agent::WhatsAppConfig;
+use vt_agent::testkit::Sender;
 use vt_store::records::OutboxStatus;
 
 use crate::support::{Canned, FakeServer, Served};
@@ -101,8 +102,8 @@ async fn whatsapp_greeting(
         agent: "vt".into(),
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
-    let templates = Arc::new(vt_agent::Templates::default());
-    let channel = vt_agent::whatsapp_channel(&config, &templates, &wiring);
+    let templates = Arc::new(vt_agent::testkit::Templates::default());
+    let channel = vt_agent::testkit::whatsapp_channel(&config, &templates, &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let served = crate::support::serve_state(chat.clone(), state).await;
@@ -285,7 +286,7 @@ async fn signatures_are_checked_over_the_raw_bytes() {
     );
     assert_eq!(wa.post(&body, None).await, 401);
     assert_eq!(wa.post(&body, Some("sha256=00".into())).await, 401);
-    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
+    let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, USER);
     assert!(
         wa.served
             .chat
@@ -307,7 +308,7 @@ async fn a_text_is_a_turn_once_and_its_reply_goes_out_through_the_graph_api() {
     assert_eq!(wa.deliver(&body).await, 200, "a redelivery is acknowledged");
     let queued = wa.queued(1).await;
     assert_eq!(queued.len(), 1, "one turn for one wamid");
-    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
+    let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, USER);
     let stored = wa.served.chat.store.messages(&conversation).await.expect("read");
     let users = stored
         .iter()
@@ -592,7 +593,7 @@ async fn bursts_are_processed_and_answered_in_the_order_stored(instances: &[Arc<
     let replies = wa.queued(PEOPLE * BURST).await;
     let last4 = |text: &str| text.split("****").nth(1).map(|r| r[..4].to_owned());
     for p in 0..PEOPLE {
-        let conversation = vt_agent::whatsapp_conversation_id(PHONE, &person(p));
+        let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, &person(p));
         let stored: Vec<Option<String>> = wa
             .served
             .chat
@@ -787,7 +788,10 @@ async fn a_pix_recharge_on_whatsapp_sends_the_code_and_its_qr_image_and_credits_
     outcomes.sort_by_key(|o| format!("{o:?}"));
     assert_eq!(
         outcomes,
-        [vt_agent::Settled::Credited, vt_agent::Settled::Nothing]
+        [
+            vt_agent::testkit::Settled::Credited,
+            vt_agent::testkit::Settled::Nothing
+        ]
     );
     assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
     wa.queued(1).await;
@@ -883,7 +887,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
         .settle(&txid)
         .await
         .expect("settle");
-    assert_eq!(settled, vt_agent::Settled::Credited);
+    assert_eq!(settled, vt_agent::testkit::Settled::Credited);
     wa.queued(1).await;
     wa.worker.pass().await;
     let sends = wa.sends();
@@ -907,7 +911,7 @@ async fn with_native_orders_a_pix_code_goes_as_order_details_and_ends_with_order
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer() {
     let chat = crate::support::chat_harness(None, vt_domain::tools::VtSettings::default()).await;
-    let notice = vt_agent::AVISO_PRIVACIDADE;
+    let notice = vt_agent::testkit::AVISO_PRIVACIDADE;
     let wa = whatsapp_greeting(chat, vec![sent(); 6], notice, 0).await;
     let body = |text: &str, from: &str, wamid: &str| text_from(from, text, wamid);
     let mut sent = 0;
@@ -948,7 +952,7 @@ async fn a_persons_first_message_gets_the_privacy_notice_once_before_the_answer(
     assert_eq!(texts[3], ("5511988887777".to_owned(), notice.to_owned()));
     assert_ne!(texts[4].1, notice);
     // Said as such in the conversation, so the model knows it was said.
-    let conversation = vt_agent::whatsapp_conversation_id(PHONE, USER);
+    let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, USER);
     let said = wa.served.chat.store.messages(&conversation).await.expect("read");
     let notices = said.iter().filter(|m| m.message.text() == Some(notice)).count();
     assert_eq!(notices, 1);
@@ -1000,7 +1004,7 @@ async fn a_card_recharge_on_whatsapp_sends_a_button_to_the_checkout_and_credits_
     let service = wa.served.chat.service.clone();
     assert_eq!(
         service.payments().settle(&id).await.expect("settle"),
-        vt_agent::Settled::Credited
+        vt_agent::testkit::Settled::Credited
     );
     assert_eq!(wa.served.chat.recharges(), 1, "one payment, one recharge");
     wa.queued(1).await;

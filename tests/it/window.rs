@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
-use vt_agent::{ReplyPayload, TemplateUse};
-use vt_agent::{Sender, Templates, WhatsAppConfig};
+use vt_agent::ReplyPayload;
+use vt_agent::WhatsAppConfig;
+use vt_agent::testkit::TemplateUse;
+use vt_agent::testkit::{Sender, Templates};
 use vt_store::records::NewOutboxItem;
 use vt_store::records::OutboxStatus;
 
@@ -45,7 +47,7 @@ fn templates() -> Arc<Templates> {
 }
 
 /// WhatsApp's prices per message in dollars, at R$ 5 to the dollar.
-fn prices() -> vt_agent::CustosConfig {
+fn prices() -> vt_agent::testkit::CustosConfig {
     toml::from_str("moeda = \"USD\"\ncambio_brl = 5.0\n[whatsapp]\nutility = 0.0068\nmarketing = 0.0625\n")
         .expect("prices")
 }
@@ -68,7 +70,7 @@ async fn whatsapp_on(
         agent: "vt".into(),
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::whatsapp_channel(&config, &templates(), &wiring);
+    let channel = vt_agent::testkit::whatsapp_channel(&config, &templates(), &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let sender = Sender::new(&config)
@@ -102,7 +104,7 @@ impl Wa {
 
     async fn enqueue(&self, to: &str, text: &str, template: Option<TemplateUse>) -> i64 {
         let store = &self.served.chat.store;
-        let conversation = vt_agent::whatsapp_conversation_id(PHONE, to);
+        let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, to);
         store
             .enqueue(
                 &NewOutboxItem {
@@ -340,10 +342,10 @@ async fn a_paused_template_is_not_used_until_approved_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_support_agents_late_reply_asks_the_card_holder_back_and_follows_their_answer() {
-    use vt_agent::SupportAgent;
+    use vt_agent::testkit::SupportAgent;
     let wa = whatsapp(vec![crate::whatsapp::sent(); 10]).await;
     let user = "5511988887777";
-    let conversation = vt_agent::whatsapp_conversation_id(PHONE, user);
+    let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, user);
     // The card holder asked for a person 25 hours ago.
     let asked = text_at(
         user,
@@ -548,7 +550,7 @@ async fn parar_opts_out_at_once_voltar_opts_back_in_and_nobody_without_an_opt_in
 /// limit, never without an opt-in, never in the quiet hours (the item is due at their end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_balance_flow_for_a_whatsapp_user_is_told_once_with_consent_and_outside_quiet_hours() {
-    use vt_agent::NoticesConfig;
+    use vt_agent::testkit::NoticesConfig;
     let memory = || async {
         std::sync::Arc::new(
             vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
@@ -842,7 +844,7 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
         .settle(&txid)
         .await
         .expect("settle");
-    assert_eq!(credited, vt_agent::Settled::Credited);
+    assert_eq!(credited, vt_agent::testkit::Settled::Credited);
     for _ in 0..8 {
         wa.worker.pass().await;
     }
@@ -890,7 +892,7 @@ async fn a_pix_receipt_after_the_window_closed_goes_as_the_comprovante_template(
 
 /// The last thing said in `user`'s conversation.
 async fn told_last(wa: &Wa, user: &str) -> String {
-    let conversation = vt_agent::whatsapp_conversation_id(PHONE, user);
+    let conversation = vt_agent::testkit::whatsapp_conversation_id(PHONE, user);
     let messages = wa
         .served
         .chat
@@ -907,7 +909,7 @@ async fn told_last(wa: &Wa, user: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flows_paid_notice_is_costed_under_its_run() {
-    use vt_agent::NoticesConfig;
+    use vt_agent::testkit::NoticesConfig;
     let store: Arc<dyn vt_store::Store> = Arc::new(
         vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
             .await
@@ -958,7 +960,7 @@ async fn a_flows_paid_notice_is_costed_under_its_run() {
     // US$ 0,0068 at R$ 5,00.
     assert_eq!(costs[0].custo_micro_brl, Some(34_000));
     let runs = store.flow_runs(10).await.expect("runs");
-    let report = vt_agent::runs_report(&runs, (&[], &costs), chrono::Utc::now());
+    let report = vt_agent::testkit::runs_report(&runs, (&[], &costs), chrono::Utc::now());
     let line = report.lines().find(|l| l.contains(&run)).expect("the run's line");
     assert!(line.contains("R$ 0,034"), "{report}");
 }
