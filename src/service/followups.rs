@@ -60,7 +60,8 @@ impl FollowUps<'_> {
             .get::<SystemsPort>()
             .ok_or(FollowUpError::Missing(
                 "nenhum sistema de recarga está configurado",
-            ))?;
+            ))?
+            .get();
         let key = f.attempt.attempt.idempotency_key.clone();
         let run = self.store.flow_run(&f.attempt.attempt.execucao_id).await?;
         let input = flow_input(run.as_ref(), &f)?;
@@ -206,7 +207,8 @@ impl FollowUps<'_> {
                     .get::<SystemsPort>()
                     .ok_or(FollowUpError::Missing(
                         "nenhum sistema de notificação está configurado",
-                    ))?;
+                    ))?
+                    .get();
                 let port = self.engine.extensions().get::<ChannelNoticesPort>();
                 let sent = acompanhamento::avisar_destinatario(
                     systems,

@@ -14,6 +14,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 
 use crate::auth::{AuthError, Credentials};
 
+/// The header payment APIs use to mark an answer replayed from their idempotency store.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
 /// A server in this process that answers as a provider would over HTTP: the embedded simulators'
 /// routers (`vt-simulators`), called without a socket.
 #[async_trait]
@@ -114,8 +117,7 @@ impl Answer {
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
         Self {
             status,
-            replayed: header(vt_domain::systems::REPLAYED_HEADER)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            replayed: header(REPLAYED_HEADER).is_some_and(|v| v.eq_ignore_ascii_case("true")),
             retry_after: header(reqwest::header::RETRY_AFTER.as_str())
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(Duration::from_secs),

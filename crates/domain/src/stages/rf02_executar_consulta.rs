@@ -56,7 +56,7 @@ impl Action for Rf02 {
         ctx: &ActionContext,
         payload: ConsultaPayload,
     ) -> Result<ActionResponse, ActionError> {
-        let out = executar_consulta(ctx.require::<SystemsPort>()?, &payload).await;
+        let out = executar_consulta(ctx.require::<SystemsPort>()?.get(), &payload).await;
         Ok(super::pass(&out)?.into())
     }
 }

@@ -113,7 +113,7 @@ impl Action for Rf05 {
             }
             None => {
                 enviar(
-                    ctx.require::<SystemsPort>()?,
+                    ctx.require::<SystemsPort>()?.get(),
                     &decisao,
                     &dedup_key(&decisao),
                     &input.tenant_id,

@@ -129,7 +129,7 @@ impl Action for Rf07 {
         let out = match pedido(&payload) {
             Err(not_sent) => *not_sent,
             Ok(request) => match on_record(ctx, &payload, &request).await {
-                Ok(()) => enviar(ctx.require::<SystemsPort>()?, &request).await,
+                Ok(()) => enviar(ctx.require::<SystemsPort>()?.get(), &request).await,
                 Err(_) => HttpResult::not_sent(
                     "nao_enviado",
                     Some("registro_indisponivel"),

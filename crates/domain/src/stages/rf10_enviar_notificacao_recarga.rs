@@ -107,7 +107,7 @@ impl Action for Rf10 {
         let input = super::entrada(ctx)?;
         let port = ctx.get::<crate::stages::channel_notices::ChannelNoticesPort>();
         let out = avisar(
-            ctx.require::<SystemsPort>()?,
+            ctx.require::<SystemsPort>()?.get(),
             port,
             (input, &ctx.turn_id),
             &decisao,

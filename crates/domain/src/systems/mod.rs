@@ -19,9 +19,6 @@ pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
 pub const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
 pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";
 
-/// The header payment APIs use to mark an answer replayed from their idempotency store.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-
 /// The three systems, as the stages call them. Each call carries the retry policy its stage's
 /// payload names; only 5xx and 429 are retried, and a recharge is sent exactly once.
 #[async_trait]
@@ -64,44 +61,10 @@ impl SystemsPort {
     pub fn new(systems: impl Systems + 'static) -> Self {
         Self(Arc::new(systems))
     }
-}
 
-/// The port is the systems it holds: a stage passes it where `&dyn Systems` is asked.
-#[async_trait]
-impl Systems for SystemsPort {
-    async fn consultar_saldo(
-        &self,
-        cartao: &str,
-        headers: &BTreeMap<String, String>,
-        timeout_ms: u64,
-        attempts: u32,
-        backoff_ms: u64,
-    ) -> HttpResult {
-        self.0
-            .consultar_saldo(cartao, headers, timeout_ms, attempts, backoff_ms)
-            .await
-    }
-
-    async fn recarregar(
-        &self,
-        body: &Value,
-        headers: &BTreeMap<String, String>,
-        timeout_ms: u64,
-    ) -> HttpResult {
-        self.0.recarregar(body, headers, timeout_ms).await
-    }
-
-    async fn notificar(
-        &self,
-        body: &Value,
-        headers: &BTreeMap<String, String>,
-        timeout_ms: u64,
-        attempts: u32,
-        backoff_ms: u64,
-    ) -> HttpResult {
-        self.0
-            .notificar(body, headers, timeout_ms, attempts, backoff_ms)
-            .await
+    /// The systems it holds, as a stage calls them.
+    pub fn get(&self) -> &dyn Systems {
+        &*self.0
     }
 }
 

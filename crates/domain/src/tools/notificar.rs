@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::settings::VtSettings;
-use crate::systems::{Systems, SystemsPort};
+use crate::systems::SystemsPort;
 use crate::vt::card::mask_cards_in;
 use crate::vt::keys;
 use vt_contract::action::{Action, ActionError};
@@ -63,6 +63,7 @@ impl Action for Notificar {
         ]);
         let resp = ctx
             .require::<SystemsPort>()?
+            .get()
             .notificar(&body, &headers, 8_000, 3, 300)
             .await;
         Ok(if resp.is_success() {

@@ -379,7 +379,7 @@ impl Simulator {
         if replayed {
             // The payment-API convention: the caller must not take a replay for a new approval.
             response.headers_mut().insert(
-                vt_domain::systems::REPLAYED_HEADER,
+                vt_connectors::exchange::REPLAYED_HEADER,
                 axum::http::HeaderValue::from_static("true"),
             );
         }
