@@ -39,16 +39,13 @@ pub mod testkit;
 // in the floors' order.
 pub use app::{
     App, CHAT_AGENT, catalog as build_catalog, engine as build_engine, registry as build_registry,
-    service as build_service,
+    serve::Server, service as build_service,
 };
 pub use batch::{
     Job, Options, derived_id as batch_id, run as run_batch, source::Format, source::LineDefaults,
     source::read as read_batch_source,
 };
-pub use channels::{
-    Channel, Wiring, mattermost::MattermostConfig, webchat::WebchatConfig, webchat::WebchatTenant,
-    whatsapp::WhatsAppConfig,
-};
+pub use channels::{Channel, PLUGS, Plug, Raw, Section, SectionError, Sections, Settings, Wiring};
 pub use cli::{Cli, Command, run, terminal_safe};
 pub use config::{Config, SimulatorSettings};
 pub use flow::{Etapa, FLOW_AGENT, FlowMode, FlowOutput, FlowStatus, run_flow, share};
@@ -59,6 +56,7 @@ pub use http::{
 pub use outbox::{ChannelSender, ReplyPayload, SendError, Worker};
 pub use router::{Route, Router};
 pub use service::{
-    Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services, ServicesConfig,
+    ChannelRules, Delivery, FlowOptions, FlowRan, Handled, Inbound, ServiceConfig, ServiceError, Services,
+    ServicesConfig,
 };
 pub use transcript::format::Transcript;

@@ -10,12 +10,13 @@ pub use crate::app::{
 };
 pub use crate::batch::{background::Background, background::Submission};
 pub use crate::channels::{
-    cartao::WEBHOOK_PATH, mattermost::board::BoardSender, mattermost::bot::Bot, mattermost::bot::PostSender,
-    mattermost::channel as mattermost_channel, mattermost::conversation_id as mattermost_conversation_id,
-    pix::channel as pix_channel, webchat::channel as webchat_channel, whatsapp::AVISO_PRIVACIDADE,
-    whatsapp::channel as whatsapp_channel, whatsapp::conversation_id as whatsapp_conversation_id,
-    whatsapp::notices::NoticesConfig, whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender,
-    whatsapp::templates::Templates,
+    cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender, mattermost::bot::Bot,
+    mattermost::bot::PostSender, mattermost::channel as mattermost_channel,
+    mattermost::conversation_id as mattermost_conversation_id, pix::channel as pix_channel,
+    webchat::WebchatConfig, webchat::WebchatTenant, webchat::channel as webchat_channel,
+    whatsapp::AVISO_PRIVACIDADE, whatsapp::WhatsAppConfig, whatsapp::channel as whatsapp_channel,
+    whatsapp::conversation_id as whatsapp_conversation_id, whatsapp::notices::NoticesConfig,
+    whatsapp::notices::WhatsAppNotices, whatsapp::sender::Sender, whatsapp::templates::Templates,
 };
 pub use crate::config::{reference::key_paths as config_key_paths, reference::markdown as config_reference};
 pub use crate::costs::CustosConfig;

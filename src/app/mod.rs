@@ -122,9 +122,17 @@ pub(crate) fn pix_setup(config: &Config) -> anyhow::Result<Option<crate::service
         .transpose()
 }
 
-/// Every channel's rules, for the service ([`crate::service::ChannelRules`]): the one place a channel
-/// is named to it, in the order the console lists them.
+/// Every channel's rules, for the service ([`crate::service::ChannelRules`]): the ones without a
+/// configuration section of their own, then each plugged channel's ([`crate::channels::PLUGS`]), in
+/// the order the console lists them.
 pub fn channel_book() -> crate::service::ChannelBook {
+    channel_book_of(crate::channels::PLUGS.iter().copied())
+}
+
+/// [`channel_book`] with the channels `plugs`.
+pub(crate) fn channel_book_of<'p>(
+    plugs: impl Iterator<Item = &'p dyn crate::channels::Plug>,
+) -> crate::service::ChannelBook {
     use crate::service::ChannelRules;
     let read_here = |label| ChannelRules {
         label,
@@ -135,21 +143,19 @@ pub fn channel_book() -> crate::service::ChannelBook {
         label,
         ..ChannelRules::default()
     };
-    crate::service::ChannelBook::new([
-        (vt_engine::TERMINAL, read_here("Terminal")),
-        (crate::http::webhooks::CHANNEL, read_here("HTTP")),
-        (crate::channels::mattermost::CHANNEL, sends_itself("Mattermost")),
-        (
-            crate::channels::whatsapp::CHANNEL,
-            crate::channels::whatsapp::rules(),
-        ),
-        (crate::http::console::CHANNEL, sends_itself("Console")),
-        (
-            crate::channels::webchat::CHANNEL,
-            crate::channels::webchat::rules(),
-        ),
-        (crate::flow::API_CHANNEL, read_here("API (fluxo)")),
-    ])
+    let plugged: Vec<_> = plugs.map(|plug| (plug.name(), plug.rules())).collect();
+    crate::service::ChannelBook::new(
+        [
+            (vt_engine::TERMINAL, read_here("Terminal")),
+            (crate::http::webhooks::CHANNEL, read_here("HTTP")),
+        ]
+        .into_iter()
+        .chain(plugged)
+        .chain([
+            (crate::http::console::CHANNEL, sends_itself("Console")),
+            (crate::flow::API_CHANNEL, read_here("API (fluxo)")),
+        ]),
+    )
 }
 
 /// The operator's Pix key at the embedded simulator's provider.
@@ -229,7 +235,7 @@ pub(crate) async fn services_config(
         pix,
         card,
         // A channel's rules (its window, native orders) are the channel's; the service asks them.
-        channels: channel_book(),
+        channels: channel_book_of(config.channels.plugs()),
         // A tenant with a webhook gets its HTTP conversations' late messages pushed (`serve`'s worker).
         pushed: config
             .http
@@ -350,17 +356,13 @@ impl App {
         let mut extensions = Extensions::default()
             .with(vt_domain::systems::SystemsPort::new(systems.clone()))
             .with(config.vt.clone());
-        // WhatsApp recipients of a flow's notices are told by the product itself.
-        if let Some(phone) = config.whatsapp.phone_number_id.as_deref() {
-            let notices = crate::channels::whatsapp::WhatsAppNotices::new(
-                &vt_store::Stores::of(&store),
-                phone,
-                config.notificacoes.clone(),
-                config.vt.politicas.timezone.clone(),
-            );
-            extensions = extensions.with(vt_domain::stages::channel_notices::ChannelNoticesPort(Arc::new(
-                notices,
-            )));
+        // A channel that tells a flow's recipients itself (WhatsApp) does it for the engine's stages.
+        let stores = vt_store::Stores::of(&store);
+        for plug in config.channels.plugs() {
+            if let Some(notices) = plug.notices(config, &stores) {
+                let port = vt_domain::stages::channel_notices::ChannelNoticesPort(notices);
+                extensions = extensions.with(port);
+            }
         }
         // A confirmed Pix recharge is charged at the provider, not sent unpaid; with real systems and
         // no provider for a means (Pix, a card), a recharge paid by it is not taken at all.
@@ -383,7 +385,7 @@ impl App {
             extensions = extensions.with(crate::service::pix_port(
                 store.clone(),
                 setup.clone(),
-                channel_book(),
+                channel_book_of(config.channels.plugs()),
             ));
             // Recharges that happen by themselves, where the operator turned Pix Automático on.
             if setup.config.automatico.ativo {

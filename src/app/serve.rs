@@ -30,7 +30,7 @@ const CASE_NOTICES_EVERY: Duration = Duration::from_secs(15);
 const BATCHES_EVERY: Duration = Duration::from_secs(2);
 
 /// Everything `serve` runs, composed and not started yet.
-pub(crate) struct Server {
+pub struct Server {
     service: Arc<Services>,
     /// The embedded simulator, when no external systems are configured: it lives as long as the server.
     simulator: Option<Simulator>,
@@ -50,7 +50,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) async fn compose(config: &Config) -> anyhow::Result<Self> {
+    pub async fn compose(config: &Config) -> anyhow::Result<Self> {
         let App {
             service,
             simulator,
@@ -68,24 +68,12 @@ impl Server {
             agent: CHAT_AGENT.to_owned(),
             tenant: config.vt.tenant_id.clone(),
         };
-        // Checked now, when WhatsApp is on: a bad template file stops the start, naming its field.
-        let templates = match config.whatsapp.is_on() {
-            true => Some(Arc::new(crate::channels::whatsapp::Templates::load(
-                &config.templates_dir(),
-            )?)),
-            false => None,
-        };
-        // The channels `serve` runs, one line each.
-        let channels = [
-            templates.as_ref().map_or_else(Default::default, |templates| {
-                crate::channels::whatsapp::channel(&config.whatsapp, templates, &wiring)
-            }),
-            crate::channels::mattermost::channel(
-                &config.mattermost,
-                config.handoff.mattermost_channel_id.as_deref(),
-                &wiring,
-            ),
-            crate::channels::webchat::channel(&config.webchat, &wiring),
+        // The channels `serve` runs: each plugged channel, then the payment providers' webhooks.
+        let mut channels = Vec::new();
+        for plug in config.channels.plugs() {
+            channels.push(plug.build(config, &wiring)?);
+        }
+        channels.extend([
             crate::channels::pix::channel(
                 &wiring,
                 simulator.as_ref().map(Simulator::pix),
@@ -96,7 +84,7 @@ impl Server {
                 simulator.as_ref().map(Simulator::cartao),
                 sweep_every(config),
             ),
-        ];
+        ]);
         let mut jobs = Vec::new();
         for channel in channels.into_iter().filter(crate::channels::Channel::is_on) {
             state = state.with_channel(&channel);
@@ -105,9 +93,6 @@ impl Server {
             }
             jobs.extend(channel.jobs);
             notices.extend(channel.notices);
-        }
-        if let Some(templates) = templates {
-            state = state.with_templates(templates);
         }
         if !config.http.webhooks.is_empty() {
             let stores = service.stores();
@@ -150,7 +135,7 @@ impl Server {
 
     /// Serves on `listener` until `shutdown` resolves; then stops every task and waits for each (requests
     /// in flight, turns, batch lines and sends end first).
-    pub(crate) async fn run(
+    pub async fn run(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,

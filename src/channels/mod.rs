@@ -2,16 +2,24 @@
 //! [`crate::service::Inbound`] and sends outbox items through a [`crate::outbox::ChannelSender`].
 //! Platform JSON stops in its channel's module.
 //!
-//! A channel is one value, [`Channel`]: its routes, its outbox senders, its background jobs and what
-//! it says at start. Each channel's module builds its own from its configuration section (`channel`);
-//! `serve`'s composition lists them in one place and iterates them, so adding a channel (or a
-//! payment provider's webhook) touches its folder and that list.
+//! A channel is one [`Plug`] (its name, its rules, its configuration section, how it is built) and
+//! what it builds is one value, [`Channel`]: its routes, its outbox senders, its background jobs, its
+//! media, its templates and what it says at start. [`PLUGS`] lists them; the configuration, the
+//! service's channel book, the engine's notices and `serve` iterate that list, so adding a channel is
+//! its folder and one line there. (A payment provider's webhook is a [`Channel`] too, built by
+//! `serve` beside the embedded simulator.)
 
 pub(crate) mod cartao;
 pub(crate) mod mattermost;
 pub(crate) mod pix;
+pub(crate) mod plug;
 pub(crate) mod webchat;
 pub(crate) mod whatsapp;
+
+pub use plug::{Plug, Raw, Section, SectionError, Sections, Settings};
+
+/// The channels this product plugs in, in the order the console lists them.
+pub static PLUGS: &[&dyn Plug] = &[&mattermost::Mattermost, &whatsapp::WhatsApp, &webchat::Webchat];
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,6 +62,10 @@ pub struct Channel {
     pub jobs: Vec<Job>,
     /// What is on, for the operator: one line each.
     pub notices: Vec<String>,
+    /// Where the service fetches the media its people send (voice notes, photos).
+    pub(crate) media: Option<Arc<dyn crate::service::MediaSource>>,
+    /// The approved templates it sends outside its window, shown in the console.
+    pub(crate) templates: Option<Arc<whatsapp::Templates>>,
 }
 
 impl Channel {

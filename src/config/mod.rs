@@ -99,12 +99,6 @@ pub struct Config {
     pub vt: VtSettings,
     /// `vt-agent serve`: address, limits, API keys.
     pub http: crate::http::HttpConfig,
-    /// The WhatsApp Cloud API channel (on when `phone_number_id` and `access_token` are set).
-    pub whatsapp: crate::channels::whatsapp::WhatsAppConfig,
-    /// The Mattermost channel (on when a slash or webhook token is set).
-    pub mattermost: crate::channels::mattermost::MattermostConfig,
-    /// The chat on the operators' own sites (on when it lists a tenant): `/webchat/widget.js`.
-    pub webchat: crate::channels::webchat::WebchatConfig,
     /// The web console at `/console` (session secret, session length).
     pub console: crate::http::console::ConsoleConfig,
     /// OTLP export of traces and metrics (off unless configured here or by `OTEL_*`/`LANGFUSE_*`).
@@ -116,6 +110,11 @@ pub struct Config {
     /// Where traces go, resolved from `[otlp]` and the environment when loaded.
     #[serde(skip)]
     pub otlp_target: Option<vt_engine::telemetry::otlp::OtlpTarget>,
+    /// Each plugged channel's section (`[whatsapp]`, `[mattermost]`, `[webchat]`…), read by the channel
+    /// itself ([`crate::channels::Plug`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub channels: crate::channels::Sections,
 }
 
 /// The embedded simulator, when it is used.
@@ -191,9 +190,7 @@ impl Default for Config {
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),
-            whatsapp: crate::channels::whatsapp::WhatsAppConfig::default(),
-            webchat: crate::channels::webchat::WebchatConfig::default(),
-            mattermost: crate::channels::mattermost::MattermostConfig::default(),
+            channels: crate::channels::Sections::default(),
             console: crate::http::console::ConsoleConfig::default(),
             otlp: vt_engine::telemetry::otlp::OtlpConfig::default(),
             storage: vt_store::seal::StorageConfig::default(),
@@ -409,9 +406,23 @@ impl Config {
         label: &str,
         env: &HashMap<String, String>,
     ) -> Result<Self, ConfigError> {
+        Self::plugged(toml_text, label, env, crate::channels::PLUGS)
+    }
+
+    /// [`Config::from_sources`] with the channels `plugs` instead of the product's own: each reads its
+    /// section.
+    pub fn plugged(
+        toml_text: Option<&str>,
+        label: &str,
+        env: &HashMap<String, String>,
+        plugs: &[&'static dyn crate::channels::Plug],
+    ) -> Result<Self, ConfigError> {
         let mut config: Config = match toml_text {
-            Some(t) => parse::parse_toml(t, label)?,
-            None => Config::default(),
+            Some(t) => parse::parse_toml(t, label, plugs)?,
+            None => Config {
+                channels: crate::channels::Sections::defaults(plugs),
+                ..Config::default()
+            },
         };
         let get = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
         fn parse<T: std::str::FromStr>(name: &str, value: String) -> Result<T, ConfigError>
@@ -546,9 +557,9 @@ impl Config {
             config.http.addr = v;
         }
         // A channel's section takes its own `VT_*` variables.
-        config.whatsapp.override_from(&get);
-        config.mattermost.override_from(&get);
-        config.webchat.override_from(&get);
+        for section in config.channels.sections_mut() {
+            section.override_from(&get);
+        }
         if let Some(v) = get("VT_CONSOLE_SECRET") {
             config.console.secret = Some(v);
         }
@@ -582,9 +593,9 @@ impl Config {
             vt_contract::redact::register_secret(key);
         }
         config.http.register_secrets();
-        config.whatsapp.register_secrets();
-        config.mattermost.register_secrets();
-        config.webchat.register_secrets();
+        for section in config.channels.sections() {
+            section.register_secrets();
+        }
         config.console.register_secrets();
         config.storage.register_secrets();
         Ok(config)
@@ -679,28 +690,16 @@ impl Config {
         if self.handoff.claim_timeout_minutes == 0 {
             return invalid("handoff.claim_timeout_minutes", "deve ser pelo menos 1");
         }
-        if self.handoff.mattermost_channel_id.is_some()
-            && (self.mattermost.bot_token.is_none() || self.mattermost.url.is_none())
-        {
-            return invalid(
-                "handoff.mattermost_channel_id",
-                "precisa do bot do Mattermost ([mattermost] url e bot_token) para publicar os atendimentos",
-            );
-        }
         if self.engine.turn_timeout_ms == 0 {
             return invalid("engine.turn_timeout_ms", "deve ser pelo menos 1");
         }
         if let Err((field, message)) = self.http.validate() {
             return invalid(&field, message);
         }
-        if let Err((field, message)) = self.whatsapp.validate() {
-            return invalid(field, message);
-        }
-        if let Err((field, message)) = self.mattermost.validate() {
-            return invalid(field, message);
-        }
-        if let Err((field, message)) = self.webchat.validate() {
-            return invalid(&field, message);
+        let channels = self.channels.sections().filter_map(|section| section.problem());
+        let plugged = self.channels.plugs().filter_map(|plug| plug.problem(self));
+        if let Some((field, message)) = channels.chain(plugged).next() {
+            return invalid(&field, &message);
         }
         if let Err((field, message)) = self.console.validate() {
             return invalid(field, message);
@@ -737,6 +736,28 @@ const MAX_CONFIRMATION_TTL_SECS: i64 = 86_400;
 
 /// The configured folder, else the one in the working directory, else the one shipped with the source
 /// (so `cargo run` works from any directory of a checkout).
+impl crate::channels::Settings for Config {
+    fn sections(&self) -> &crate::channels::Sections {
+        &self.channels
+    }
+
+    fn templates_dir(&self) -> PathBuf {
+        Config::templates_dir(self)
+    }
+
+    fn board_channel(&self) -> Option<&str> {
+        self.handoff.mattermost_channel_id.as_deref()
+    }
+
+    fn notices(&self) -> &crate::channels::whatsapp::NoticesConfig {
+        &self.notificacoes
+    }
+
+    fn timezone(&self) -> vt_domain::vt::timezone::Timezone {
+        self.vt.politicas.timezone.clone()
+    }
+}
+
 fn resolve(configured: Option<&Path>, name: &str) -> PathBuf {
     if let Some(p) = configured {
         return p.to_path_buf();

@@ -2,6 +2,7 @@
 //! which key, in pt-BR, never the file's text.
 
 use super::{Config, ConfigError};
+use crate::channels::{Plug, Raw, SectionError, Sections};
 
 /// A TOML error as the line and column plus what was wrong, without the file's text (which toml's own
 /// message quotes, and which can be a secret) and without the values serde quotes.
@@ -14,7 +15,11 @@ const MOVED: [(&str, &str, &str, &str); 2] = [
 
 /// The TOML text as a configuration, with [`MOVED`] keys taken to their sections (said once on
 /// stderr; the new place wins when both are set).
-pub(super) fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError> {
+pub(super) fn parse_toml(
+    text: &str,
+    label: &str,
+    plugs: &[&'static dyn Plug],
+) -> Result<Config, ConfigError> {
     let mut table: toml::Table = text.parse().map_err(|e| syntax_error(label, text, &e))?;
     let mut moved = false;
     for (section, key, to_section, to_key) in MOVED {
@@ -39,12 +44,37 @@ pub(super) fn parse_toml(text: &str, label: &str) -> Result<Config, ConfigError>
         let key = e.path().to_string();
         parse_error(label, text, e.inner(), &key)
     };
+    let sectioned = |e: SectionError| parse_error(label, text, &e.error, &e.key);
     if !moved {
-        // Parsed from the text, errors keep their line and column.
-        let de = toml::Deserializer::parse(text).map_err(|e| syntax_error(label, text, &e))?;
-        return serde_path_to_error::deserialize(de).map_err(keyed);
+        // Parsed from the text, errors keep their line and column; each plugged channel's table is
+        // taken out whole and read by the channel.
+        let mut root = toml::de::DeTable::parse(text).map_err(|e| syntax_error(label, text, &e))?;
+        let mut sections: Vec<_> = plugs
+            .iter()
+            .filter_map(|plug| Some((plug.name(), root.get_mut().remove(plug.name())?)))
+            .collect();
+        let mut config: Config =
+            serde_path_to_error::deserialize(toml::de::Deserializer::from(root)).map_err(keyed)?;
+        config.channels = Sections::read(plugs, |name| {
+            let at = sections.iter().position(|(n, _)| *n == name)?;
+            Some(Raw::Text(toml::de::ValueDeserializer::from(
+                sections.swap_remove(at).1,
+            )))
+        })
+        .map_err(sectioned)?;
+        return Ok(config);
     }
-    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(keyed)
+    let mut sections: Vec<_> = plugs
+        .iter()
+        .filter_map(|plug| Some((plug.name(), table.remove(plug.name())?)))
+        .collect();
+    let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(keyed)?;
+    config.channels = Sections::read(plugs, |name| {
+        let at = sections.iter().position(|(n, _)| *n == name)?;
+        Some(Raw::Value(sections.swap_remove(at).1))
+    })
+    .map_err(sectioned)?;
+    Ok(config)
 }
 
 /// A file that is not TOML, where (line and column) and what, in pt-BR words: the parser's English

@@ -9,7 +9,24 @@ use super::Config;
 /// The JSON Schema of the configuration file (`vt-agent config schema`: editors that read TOML
 /// against a schema, such as Taplo, complete and check keys with it).
 pub(crate) fn schema() -> Value {
-    vt_contract::json::to_value(schemars::schema_for!(Config)).unwrap_or(Value::Null)
+    // The plugged channels' sections are read by the channels themselves, so their tables join the
+    // configuration's after it: one property each, its definitions beside the others.
+    let mut generator = schemars::SchemaGenerator::default();
+    let channels: Vec<(&str, schemars::Schema)> = crate::channels::PLUGS
+        .iter()
+        .map(|plug| (plug.name(), plug.schema(&mut generator)))
+        .collect();
+    let mut schema =
+        vt_contract::json::to_value(generator.into_root_schema_for::<Config>()).unwrap_or(Value::Null);
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, section) in channels {
+            properties.insert(
+                name.to_owned(),
+                vt_contract::json::to_value(section).unwrap_or(Value::Null),
+            );
+        }
+    }
+    schema
 }
 
 /// A section of the file: its header (`[llm]`, `[[llm.fallback]]`, `[custos.modelos."NOME"]`), what

@@ -1,6 +1,8 @@
 //! The configuration's rules, each checked when loaded.
 
 use super::*;
+use crate::channels::mattermost::MattermostConfig;
+use crate::channels::whatsapp::WhatsAppConfig;
 use vt_engine::RetryPolicy;
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -171,7 +173,10 @@ fn the_example_file_loads_and_says_the_defaults() {
     assert_eq!(c.notificacoes, d.notificacoes);
     assert_eq!(c.http.addr, d.http.addr);
     assert_eq!(c.http.rate_per_minute, d.http.rate_per_minute);
-    assert_eq!(c.whatsapp, d.whatsapp);
+    assert_eq!(
+        c.channels.get::<WhatsAppConfig>(),
+        d.channels.get::<WhatsAppConfig>()
+    );
     assert_eq!(c.vt.politicas, d.vt.politicas);
     assert_eq!(c.retencao.dias, d.retencao.dias);
     // The commented [pix] and [cartao] sections, uncommented, load; [pix] says its defaults.
@@ -278,10 +283,12 @@ fn a_channels_section_takes_its_own_variables_and_an_empty_one_changes_nothing()
         ]),
     )
     .expect("valid");
-    assert_eq!(c.whatsapp.access_token.as_deref(), Some("EAAtoken"));
-    assert_eq!(c.whatsapp.phone_number_id.as_deref(), Some("do-arquivo"));
-    assert_eq!(c.whatsapp.api_version, "v99.0");
-    assert_eq!(c.mattermost.url.as_deref(), Some("https://mm.example.com.br"));
+    let whatsapp = c.channels.get::<WhatsAppConfig>().expect("plugged");
+    assert_eq!(whatsapp.access_token.as_deref(), Some("EAAtoken"));
+    assert_eq!(whatsapp.phone_number_id.as_deref(), Some("do-arquivo"));
+    assert_eq!(whatsapp.api_version, "v99.0");
+    let mattermost = c.channels.get::<MattermostConfig>().expect("plugged");
+    assert_eq!(mattermost.url.as_deref(), Some("https://mm.example.com.br"));
 }
 
 #[test]

@@ -103,18 +103,24 @@ impl AppState {
         for (path, handlers) in &channel.routes {
             self.channel_routes.push((channel.name, path, handlers.clone()));
         }
+        if let Some(media) = &channel.media {
+            self.service.hearing().hear_from(channel.name, media.clone());
+        }
+        match &channel.templates {
+            Some(templates) => self.with_templates(templates.clone()),
+            None => self,
+        }
+    }
+
+    /// The approved templates a channel sends outside its window, shown in the console with their state.
+    pub fn with_templates(mut self, templates: Arc<crate::channels::whatsapp::Templates>) -> Self {
+        self.templates = Some(templates);
         self
     }
 
     /// The channels' routes this state serves: `(channel, path)`.
     pub fn channel_routes(&self) -> Vec<(&'static str, &'static str)> {
         self.channel_routes.iter().map(|(c, p, _)| (*c, *p)).collect()
-    }
-
-    /// The WhatsApp templates the sender uses, shown in the console with their state.
-    pub fn with_templates(mut self, templates: Arc<crate::channels::whatsapp::Templates>) -> Self {
-        self.templates = Some(templates);
-        self
     }
 
     /// Whether the service is open (no API key configured).

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vt_agent::MattermostConfig;
-use vt_agent::WhatsAppConfig;
+use vt_agent::testkit::MattermostConfig;
 use vt_agent::testkit::Sender;
+use vt_agent::testkit::WhatsAppConfig;
 use vt_agent::testkit::{BoardSender, Bot, PostSender};
 
 use crate::support::Served;

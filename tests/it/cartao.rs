@@ -415,7 +415,7 @@ async fn on_mattermost_a_checkout_link_is_an_attachment_that_opens_the_page() {
     let url = on_record(&h, &id).await.copia_e_cola;
     let mm =
         crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))]).await;
-    let config = vt_agent::MattermostConfig {
+    let config = vt_agent::testkit::MattermostConfig {
         url: Some(mm.url.clone()),
         bot_token: Some("token-do-bot".into()),
         ..Default::default()

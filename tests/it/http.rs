@@ -940,21 +940,21 @@ fn every_channel(
     templates: &std::sync::Arc<vt_agent::testkit::Templates>,
     wiring: &vt_agent::Wiring,
 ) -> [vt_agent::Channel; 3] {
-    let wa = vt_agent::WhatsAppConfig {
+    let wa = vt_agent::testkit::WhatsAppConfig {
         phone_number_id: Some("123456123".into()),
         access_token: Some("EAAtesttokenvalue0123456789".into()),
         app_secret: Some("segredo-do-app".into()),
         verify_token: Some("vibecoding".into()),
         ..Default::default()
     };
-    let mm = vt_agent::MattermostConfig {
+    let mm = vt_agent::testkit::MattermostConfig {
         url: Some("http://127.0.0.1:9".into()),
         bot_token: Some("token-do-bot-0123456789".into()),
         slash_token: Some("token-do-slash".into()),
         ..Default::default()
     };
-    let site = vt_agent::WebchatConfig {
-        clientes: vec![vt_agent::WebchatTenant {
+    let site = vt_agent::testkit::WebchatConfig {
+        clientes: vec![vt_agent::testkit::WebchatTenant {
             tenant: "acme".into(),
             origens: vec!["https://www.acme.com.br".into()],
             ..Default::default()

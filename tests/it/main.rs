@@ -25,6 +25,7 @@ mod outcomes;
 mod photos;
 mod pipeline;
 mod pix;
+mod plug;
 mod processes;
 mod replay;
 mod providers;

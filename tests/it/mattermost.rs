@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use vt_agent::MattermostConfig;
+use vt_agent::testkit::MattermostConfig;
 
 use crate::support::Served;
 

@@ -1409,7 +1409,7 @@ async fn on_mattermost_a_codes_qr_is_uploaded_and_attached_to_its_post() {
     let mm = crate::support::FakeServer::start(vec![(201, vec![], serde_json::json!({"id": "post-1"}))])
         .await
         .answering_uploads();
-    let config = vt_agent::MattermostConfig {
+    let config = vt_agent::testkit::MattermostConfig {
         url: Some(mm.url.clone()),
         bot_token: Some("token-do-bot".into()),
         ..Default::default()

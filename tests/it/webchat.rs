@@ -12,7 +12,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use vt_agent::testkit::ConsoleConfig;
-use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, WebchatConfig, WebchatTenant, Wiring, key_hash};
+use vt_agent::testkit::{WebchatConfig, WebchatTenant};
+use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, Wiring, key_hash};
 
 use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness_paying, serve_state};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use vt_agent::WhatsAppConfig;
 use vt_agent::testkit::Sender;
+use vt_agent::testkit::WhatsAppConfig;
 use vt_store::records::OutboxStatus;
 
 use crate::support::{Canned, FakeServer, Served};

@@ -36,7 +36,8 @@ use crate::service::Services;
 /// The channel name on conversations.
 pub(crate) const CHANNEL: &str = "mattermost";
 
-/// `[mattermost]` in the configuration file (`VT_MATTERMOST_*` in the environment).
+/// The Mattermost channel (on when a slash or webhook token is set; `VT_MATTERMOST_*` in the
+/// environment).
 #[derive(Clone, Default, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MattermostConfig {
@@ -383,6 +384,74 @@ pub fn channel(
             .push("bot do Mattermost conectando pelo websocket".into());
     }
     channel
+}
+
+impl super::Section for MattermostConfig {
+    fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
+        Self::override_from(self, &get);
+    }
+
+    fn problem(&self) -> Option<(String, String)> {
+        self.validate()
+            .err()
+            .map(|(field, why)| (field.to_owned(), why.to_owned()))
+    }
+
+    fn register_secrets(&self) {
+        Self::register_secrets(self);
+    }
+
+    fn boxed(&self) -> Box<dyn super::Section> {
+        Box::new(self.clone())
+    }
+}
+
+/// Mattermost, plugged in ([`super::PLUGS`]): `[mattermost]`, and the support board when
+/// `[handoff] mattermost_channel_id` names its channel.
+pub(crate) struct Mattermost;
+
+impl super::Plug for Mattermost {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn rules(&self) -> crate::service::ChannelRules {
+        crate::service::ChannelRules {
+            label: "Mattermost",
+            ..crate::service::ChannelRules::default()
+        }
+    }
+
+    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
+        super::Raw::read::<MattermostConfig>(raw)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<MattermostConfig>()
+    }
+
+    fn build(
+        &self,
+        settings: &dyn super::Settings,
+        wiring: &super::Wiring,
+    ) -> anyhow::Result<super::Channel> {
+        let config = settings
+            .sections()
+            .get::<MattermostConfig>()
+            .cloned()
+            .unwrap_or_default();
+        Ok(channel(&config, settings.board_channel(), wiring))
+    }
+
+    fn problem(&self, settings: &dyn super::Settings) -> Option<(String, String)> {
+        let config = settings.sections().get::<MattermostConfig>()?;
+        (settings.board_channel().is_some() && (config.bot_token.is_none() || config.url.is_none())).then(|| {
+            (
+                "handoff.mattermost_channel_id".to_owned(),
+                "precisa do bot do Mattermost ([mattermost] url e bot_token) para publicar os atendimentos".to_owned(),
+            )
+        })
+    }
 }
 
 /// A support agent's balance lookup goes to the audit table, its card hashed with `actions_secret`.

@@ -35,8 +35,8 @@ const MIN_KEY_BYTES: usize = 32;
 /// The longest privacy notice, as a chat message.
 const MAX_NOTICE_CHARS: usize = 4096;
 
-/// `[webchat]` in the configuration file (`VT_WEBCHAT_SEGREDO` in the environment): on when it lists
-/// a tenant.
+/// The chat on the operators' own sites (on when it lists a tenant): `/webchat/widget.js`
+/// (`VT_WEBCHAT_SEGREDO` in the environment).
 #[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebchatConfig {
@@ -270,6 +270,58 @@ pub(crate) fn rules() -> crate::service::ChannelRules {
     }
 }
 
+impl super::Section for WebchatConfig {
+    fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
+        Self::override_from(self, &get);
+    }
+
+    fn problem(&self) -> Option<(String, String)> {
+        self.validate().err().map(|(field, why)| (field, why.to_owned()))
+    }
+
+    fn register_secrets(&self) {
+        Self::register_secrets(self);
+    }
+
+    fn boxed(&self) -> Box<dyn super::Section> {
+        Box::new(self.clone())
+    }
+}
+
+/// The web chat, plugged in ([`super::PLUGS`]): `[webchat]`.
+pub(crate) struct Webchat;
+
+impl super::Plug for Webchat {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn rules(&self) -> crate::service::ChannelRules {
+        rules()
+    }
+
+    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
+        super::Raw::read::<WebchatConfig>(raw)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<WebchatConfig>()
+    }
+
+    fn build(
+        &self,
+        settings: &dyn super::Settings,
+        wiring: &super::Wiring,
+    ) -> anyhow::Result<super::Channel> {
+        let config = settings
+            .sections()
+            .get::<WebchatConfig>()
+            .cloned()
+            .unwrap_or_default();
+        Ok(channel(&config, wiring))
+    }
+}
+
 /// The web chat as `serve` runs it: off (an empty [`super::Channel`]) unless `config` lists a tenant;
 /// then the widget and its API, and what it says at start.
 pub fn channel(config: &WebchatConfig, wiring: &super::Wiring) -> super::Channel {
@@ -294,9 +346,8 @@ pub fn channel(config: &WebchatConfig, wiring: &super::Wiring) -> super::Channel
     super::Channel {
         name: CHANNEL,
         routes: api::routes(Arc::new(state)),
-        senders: Vec::new(),
-        jobs: Vec::new(),
         notices,
+        ..super::Channel::default()
     }
 }
 

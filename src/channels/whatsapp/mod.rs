@@ -55,7 +55,8 @@ const CANCEL_PREFIX: &str = "cancelar:";
 /// Ids of a list's rows: the offered option's index follows (`Inbound::pick`).
 const PICK_PREFIX: &str = "cartao:";
 
-/// `[whatsapp]` in the configuration file (`VT_WHATSAPP_*` in the environment).
+/// The WhatsApp Cloud API channel (on when `phone_number_id` and `access_token` are set; `VT_WHATSAPP_*`
+/// in the environment).
 #[derive(Clone, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WhatsAppConfig {
@@ -194,6 +195,75 @@ impl WhatsAppConfig {
     }
 }
 
+impl super::Section for WhatsAppConfig {
+    fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
+        Self::override_from(self, &get);
+    }
+
+    fn problem(&self) -> Option<(String, String)> {
+        self.validate()
+            .err()
+            .map(|(field, why)| (field.to_owned(), why.to_owned()))
+    }
+
+    fn register_secrets(&self) {
+        Self::register_secrets(self);
+    }
+
+    fn boxed(&self) -> Box<dyn super::Section> {
+        Box::new(self.clone())
+    }
+}
+
+/// WhatsApp, plugged in ([`super::PLUGS`]): `[whatsapp]`, its templates, its notices.
+pub(crate) struct WhatsApp;
+
+impl super::Plug for WhatsApp {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn rules(&self) -> crate::service::ChannelRules {
+        rules()
+    }
+
+    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
+        super::Raw::read::<WhatsAppConfig>(raw)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<WhatsAppConfig>()
+    }
+
+    fn build(
+        &self,
+        settings: &dyn super::Settings,
+        wiring: &super::Wiring,
+    ) -> anyhow::Result<super::Channel> {
+        let Some(config) = settings.sections().get::<WhatsAppConfig>().filter(|c| c.is_on()) else {
+            return Ok(super::Channel::default());
+        };
+        // Checked now, when WhatsApp is on: a bad template file stops the start, naming its field.
+        let templates = Arc::new(Templates::load(&settings.templates_dir())?);
+        Ok(channel(config, &templates, wiring))
+    }
+
+    fn notices(
+        &self,
+        settings: &dyn super::Settings,
+        stores: &vt_store::Stores,
+    ) -> Option<Arc<dyn vt_domain::stages::channel_notices::ChannelNotices>> {
+        // WhatsApp recipients of a flow's notices are told by the product itself.
+        let phone = settings
+            .sections()
+            .get::<WhatsAppConfig>()?
+            .phone_number_id
+            .as_deref()?;
+        let notices = WhatsAppNotices::new(stores, phone, settings.notices().clone(), settings.timezone());
+        Some(Arc::new(notices))
+    }
+}
+
 /// The conversation of `wa_id` on `phone_number_id`.
 pub fn conversation_id(phone_number_id: &str, wa_id: &str) -> String {
     format!("wa:{phone_number_id}:{wa_id}")
@@ -226,9 +296,6 @@ pub fn channel(
         tenant: wiring.tenant.clone(),
         graph: Sender::new(config).map(Arc::new),
     };
-    if let Some(media) = media::GraphMedia::new(config) {
-        wiring.service.hearing().hear_from(CHANNEL, Arc::new(media));
-    }
     let voice = if wiring.service.hearing().hears_voice() {
         "WhatsApp: notas de voz transcritas ([transcricao])"
     } else {
@@ -244,6 +311,8 @@ pub fn channel(
         routes: webhook::routes(webhook),
         senders: vec![Arc::new(sender)],
         jobs: Vec::new(),
+        media: media::GraphMedia::new(config).map(|m| Arc::new(m) as Arc<dyn crate::service::MediaSource>),
+        templates: Some(templates.clone()),
         notices: vec![
             format!(
                 "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",

@@ -33,7 +33,8 @@ pub(super) async fn usage(
         return admins_only(&staff);
     }
     let days = period.dias.filter(|d| PERIODS.contains(d)).unwrap_or(7);
-    let now = Utc::now();
+    // The service's clock, as the budget's banner reads it (tests move it).
+    let now = state.service.engine().now();
     let since = now - Duration::days(i64::from(days));
     let store = &state.stores;
     let (usage, flows, messages) = match (
