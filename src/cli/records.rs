@@ -140,7 +140,9 @@ pub(super) async fn usage(config: &Config, store_usage: Usage, args: UsageArgs) 
     if args.desfechos {
         return Ok(());
     }
-    let rows = store.usage_summary().await?;
+    let rows = store
+        .usage_summary(chrono::Utc::now() - chrono::Duration::days(7))
+        .await?;
     if rows.is_empty() {
         println!("Nenhum turno registrado nos últimos 7 dias.");
         return Ok(());

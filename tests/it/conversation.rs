@@ -16,7 +16,11 @@ async fn no_model() -> ChatHarness {
 }
 
 async fn zero_tokens(h: &ChatHarness) {
-    let usage = h.store.usage_summary().await.expect("usage");
+    let usage = h
+        .store
+        .usage_summary(h.clock.now() - chrono::Duration::days(7))
+        .await
+        .expect("usage");
     assert!(!usage.is_empty());
     for row in &usage {
         assert_eq!((row.tokens_input, row.tokens_output), (0, 0), "{row:?}");
@@ -283,7 +287,11 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
         tools.iter().all(|t| !t.starts_with("rf")),
         "stage actions belong to another skill"
     );
-    let usage = h.store.usage_summary().await.expect("usage");
+    let usage = h
+        .store
+        .usage_summary(h.clock.now() - chrono::Duration::days(7))
+        .await
+        .expect("usage");
     assert!(
         usage
             .iter()

@@ -444,7 +444,10 @@ async fn two_turns_of_the_vt_agent_send_one_fixed_prefix_under_one_cache_key() {
         3 * 1024,
         "each turn's cached tokens in the usage table"
     );
-    let summary = store.usage_summary().await.expect("summary");
+    let summary = store
+        .usage_summary(chrono::Utc::now() - chrono::Duration::days(7))
+        .await
+        .expect("summary");
     assert_eq!(summary.iter().map(|r| r.tokens_cached).sum::<i64>(), 3 * 1024);
 }
 

@@ -200,7 +200,10 @@ async fn a_turn_is_stored_whole() {
             .state["lento"],
         true
     );
-    let usage = store.usage_summary().await.expect("usage");
+    let usage = store
+        .usage_summary(chrono::Utc::now() - chrono::Duration::days(7))
+        .await
+        .expect("usage");
     assert_eq!(usage.iter().map(|r| r.tokens_input).sum::<i64>(), 20);
 }
 
@@ -693,8 +696,8 @@ impl vt_store::concerns::ReportStore for Flaky {
     async fn record_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
         self.inner.record_usage(u).await
     }
-    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
-        self.inner.usage_summary().await
+    async fn usage_summary(&self, since: DateTime<Utc>) -> Result<Vec<UsageSummaryRow>, StoreError> {
+        self.inner.usage_summary(since).await
     }
     async fn upsert_intent(&self, i: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.inner.upsert_intent(i, now).await

@@ -366,8 +366,9 @@ pub trait BatchStore: Send + Sync {
 pub trait ReportStore: Send + Sync {
     async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError>;
 
-    /// The last 7 days, per intent and action type.
-    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError>;
+    /// What each intent's turns cost since `since` (the last 7 days, by the caller's clock), per intent and
+    /// action type.
+    async fn usage_summary(&self, since: DateTime<Utc>) -> Result<Vec<UsageSummaryRow>, StoreError>;
 
     async fn upsert_intent(&self, intent: &IntentRecord, now: DateTime<Utc>) -> Result<(), StoreError>;
 

@@ -18,11 +18,26 @@ impl<S: Sql> ReportStore for S {
         Ok(())
     }
 
-    async fn usage_summary(&self) -> Result<Vec<UsageSummaryRow>, StoreError> {
+    async fn usage_summary(&self, since: DateTime<Utc>) -> Result<Vec<UsageSummaryRow>, StoreError> {
+        // Counted from the caller's clock (the service's, which tests move), not the database's: the
+        // same SQL on both backends (`CASE` reads SQLite's 0/1 and PostgreSQL's booleans alike).
         let rows = self
-            .read_all(Stmt::new(
-                "SELECT * FROM usage_summary_7d ORDER BY turns DESC, intent_key",
-            ))
+            .read_all(
+                Stmt::new(
+                    "SELECT intent_key, action_type,
+                        CAST(COUNT(*) AS BIGINT) AS turns,
+                        CAST(SUM(tokens_input) AS BIGINT) AS tokens_input,
+                        CAST(SUM(tokens_output) AS BIGINT) AS tokens_output,
+                        CAST(SUM(CASE WHEN tokens_input + tokens_output = 0 THEN 1 ELSE 0 END) AS BIGINT)
+                            AS zero_token_turns,
+                        CAST(SUM(CASE WHEN was_keyword_matched THEN 1 ELSE 0 END) AS BIGINT) AS keyword_matched,
+                        CAST(AVG(execution_time_ms) AS DOUBLE PRECISION) AS mean_time_ms,
+                        CAST(SUM(tokens_cached) AS BIGINT) AS tokens_cached
+                     FROM usage_metrics WHERE created_at >= $1
+                     GROUP BY intent_key, action_type ORDER BY turns DESC, intent_key",
+                )
+                .bind(since),
+            )
             .await?;
         rows.iter()
             .map(|r| {

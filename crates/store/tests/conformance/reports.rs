@@ -27,7 +27,10 @@ pub(crate) async fn usage_summary_covers_seven_days(store: Arc<dyn Store>) {
     ] {
         store.record_usage(&u).await.expect("record");
     }
-    let rows = store.usage_summary().await.expect("summary");
+    let rows = store
+        .usage_summary(now - chrono::Duration::days(7))
+        .await
+        .expect("summary");
     let saldo = rows
         .iter()
         .find(|r| r.intent_key == "saldo_x")
