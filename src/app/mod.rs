@@ -225,6 +225,8 @@ pub(crate) async fn services_config(
         handoff: crate::service::HandoffConfig {
             // The board is the channel's, and the channel serves `[vt] tenant_id`.
             board_tenant: config.vt.tenant_id.clone(),
+            // A channel keeps the board (or an embedder's configuration says there is one).
+            board: config.handoff.board || config.channels.plugs().any(|plug| plug.keeps_board(config)),
             equipes: config.equipes.clone(),
             ..config.handoff.clone()
         },

@@ -72,9 +72,9 @@ pub trait Plug: Send + Sync {
     /// What it brings to `serve`, from its section (and the rest of the configuration); off: a
     /// [`Channel`] with nothing in it.
     fn build(&self, settings: &dyn Settings, wiring: &Wiring) -> anyhow::Result<Channel>;
-    /// A check that needs more than its own section (another section naming it).
-    fn problem(&self, _settings: &dyn Settings) -> Option<(String, String)> {
-        None
+    /// Whether it shows the support board (cases as threads an agent answers in), as configured.
+    fn keeps_board(&self, _settings: &dyn Settings) -> bool {
+        false
     }
     /// The notices the engine's flows send through it themselves, when it sends them.
     fn notices(
@@ -93,8 +93,6 @@ pub trait Settings {
     fn sections(&self) -> &Sections;
     /// Where the approved message templates are (`templates_dir`).
     fn templates_dir(&self) -> std::path::PathBuf;
-    /// The support board's channel (`[handoff] mattermost_channel_id`).
-    fn board_channel(&self) -> Option<&str>;
     /// `[notificacoes]`: restraint in the notices the product sends itself.
     fn notices(&self) -> &NoticesConfig;
     /// The operator's time zone (`[vt.politicas] timezone`), for quiet hours.

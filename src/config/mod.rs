@@ -553,9 +553,7 @@ impl Config {
         if let Err((field, message)) = self.http.validate() {
             return invalid(&field, message);
         }
-        let channels = self.channels.sections().filter_map(|section| section.problem());
-        let plugged = self.channels.plugs().filter_map(|plug| plug.problem(self));
-        if let Some((field, message)) = channels.chain(plugged).next() {
+        if let Some((field, message)) = self.channels.sections().find_map(|section| section.problem()) {
             return invalid(&field, &message);
         }
         if let Err((field, message)) = self.console.validate() {
@@ -600,10 +598,6 @@ impl crate::channels::Settings for Config {
 
     fn templates_dir(&self) -> PathBuf {
         Config::templates_dir(self)
-    }
-
-    fn board_channel(&self) -> Option<&str> {
-        self.handoff.mattermost_channel_id.as_deref()
     }
 
     fn notices(&self) -> &crate::channels::whatsapp::NoticesConfig {

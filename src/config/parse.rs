@@ -8,9 +8,10 @@ use crate::channels::{Plug, Raw, SectionError, Sections};
 /// message quotes, and which can be a secret) and without the values serde quotes.
 /// Keys that moved to another section, read where they were as well: (old section, old key, new
 /// section, new key).
-const MOVED: [(&str, &str, &str, &str); 2] = [
+const MOVED: [(&str, &str, &str, &str); 3] = [
     ("engine", "channel_retry", "outbox", "retry"),
     ("engine", "persist_retry", "service", "persist_retry"),
+    ("handoff", "mattermost_channel_id", "mattermost", "canal_suporte"),
 ];
 
 /// The TOML text as a configuration, with [`MOVED`] keys taken to their sections (said once on

@@ -423,3 +423,26 @@ fn api_key_never_shows_in_debug() {
     let c = Config::from_sources(None, "", &env(&[("VT_LLM_API_KEY", "sk-secret-123")])).expect("valid");
     assert!(!format!("{c:?}").contains("sk-secret-123"));
 }
+
+#[test]
+fn the_support_boards_channel_is_mattermosts_and_the_old_key_still_reads() {
+    let old =
+        "[handoff]\nmattermost_channel_id = \"canal-suporte\"\n[mattermost]\nurl = \"https://mm.example\"\n";
+    let env = env(&[
+        ("VT_MATTERMOST_BOT_TOKEN", "token-do-bot"),
+        ("VT_MATTERMOST_ACTIONS_SECRET", "segredo-dos-botoes-0123456789"),
+        ("VT_MATTERMOST_PUBLIC_URL", "https://vt.example.com"),
+    ]);
+    let c = Config::from_sources(Some(old), "f", &env).expect("moved");
+    let mattermost = c.channels.get::<MattermostConfig>().expect("plugged");
+    assert_eq!(mattermost.canal_suporte.as_deref(), Some("canal-suporte"));
+    // A board needs the bot that posts on it; the error names the new key.
+    let err = Config::from_sources(
+        Some("[mattermost]\ncanal_suporte = \"x\"\n"),
+        "f",
+        &HashMap::new(),
+    )
+    .expect_err("no bot")
+    .to_string();
+    assert!(err.contains("mattermost.canal_suporte"), "{err}");
+}

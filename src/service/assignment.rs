@@ -218,7 +218,7 @@ impl Cases<'_> {
             clock.target
         );
         let mut item = board_item(&case.id, &case.conversation_id, BoardKind::Alert, text);
-        if let Some(channel) = &team.config.canal_mattermost {
+        if let Some(channel) = &team.config.canal_alertas {
             item.payload["reply_to"] = serde_json::json!(channel);
         }
         self.board.post_to_board(vec![item]).await;

@@ -1,5 +1,5 @@
-//! The support board: where support agents watch cases — a Mattermost channel
-//! (`[handoff] mattermost_channel_id`), one thread per case. The service writes what the board shows
+//! The support board: where support agents watch cases, one thread per case — a channel's (Mattermost's
+//! `canal_suporte`), which the service never names. The service writes what the board shows
 //! as outbox items to [`BOARD`], in the same transaction as what they show; the board's sender renders
 //! a case's root post from the case *as it is when sent*, so a late or lost update is healed by the
 //! next one.
@@ -99,7 +99,7 @@ pub(crate) fn thread_line(line: &CaseEvent) -> Option<String> {
 impl Board<'_> {
     /// Whether `tenant`'s cases are shown on a support board: there is one, and it is that tenant's.
     pub(crate) fn board_on(&self, tenant: &str) -> bool {
-        self.handoff.mattermost_channel_id.is_some() && self.handoff.board_tenant == tenant
+        self.handoff.board && self.handoff.board_tenant == tenant
     }
 
     /// What a turn's case write shows on the board: a new case's root post, or the held message's

@@ -35,12 +35,13 @@ pub struct HandoffConfig {
     /// outside them says at once when to expect an answer. None: always.
     #[schemars(with = "Option<String>")]
     pub hours: Option<super::Hours>,
-    /// The Mattermost channel support agents watch cases in (the bot must be a member); `None`: no
-    /// support board (cases are worked from the console and the slash command).
-    pub mattermost_channel_id: Option<String>,
     /// State and municipal holidays (`"2026-01-25"`) on which nobody answers, besides the national
     /// ones (computed: fixed dates, Carnival, Good Friday, Corpus Christi).
     pub feriados: Vec<chrono::NaiveDate>,
+    /// Whether a support board shows cases (a channel keeps one: Mattermost's `canal_suporte`); set
+    /// by the composition from the channels. No board: cases are worked from the console and commands.
+    #[serde(skip)]
+    pub board: bool,
     /// The tenant whose board that channel is (the Mattermost bot's, `[vt] tenant_id`): only its
     /// cases are posted there; other tenants' cases stay in their console and `vt-agent cases`.
     #[serde(skip)]
@@ -60,7 +61,7 @@ impl Default for HandoffConfig {
         Self {
             claim_timeout_minutes: 10,
             hours: None,
-            mattermost_channel_id: None,
+            board: false,
             feriados: Vec::new(),
             board_tenant: vt_engine::DEFAULT_TENANT.to_owned(),
             equipes: Vec::new(),

@@ -301,13 +301,6 @@ impl Outcomes<'_> {
     }
 }
 
-impl<'a> Cases<'a> {
-    /// The support board's Mattermost channel (`[handoff] mattermost_channel_id`), if there is one.
-    pub(crate) fn board_channel(self) -> Option<&'a str> {
-        self.board.handoff.mattermost_channel_id.as_deref()
-    }
-}
-
 impl<'a> Spending<'a> {
     /// The prices turns and paid messages are costed at (`[custos]`).
     pub(crate) fn costs(self) -> &'a CustosConfig {

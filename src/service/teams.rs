@@ -136,9 +136,10 @@ pub struct Equipe {
     /// State and municipal holidays (`"2026-01-25"`), besides the national ones.
     #[serde(default)]
     pub feriados: Vec<NaiveDate>,
-    /// The Mattermost channel told when a clock is at risk (the bot must be a member). None: the
-    /// support board's channel.
-    pub canal_mattermost: Option<String>,
+    /// Where on the support board the team is told when a clock is at risk (Mattermost: a channel the
+    /// bot is a member of). None: the board's own channel. Was `canal_mattermost`.
+    #[serde(alias = "canal_mattermost")]
+    pub canal_alertas: Option<String>,
     /// `[equipes.sla]`: the team's promise.
     #[serde(default)]
     pub sla: SlaPolicy,
@@ -168,7 +169,7 @@ impl Equipe {
             ordem: Ordem::MaisAntigo,
             horario: None,
             feriados: Vec::new(),
-            canal_mattermost: None,
+            canal_alertas: None,
             sla: SlaPolicy::default(),
         }
     }

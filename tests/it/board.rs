@@ -181,7 +181,7 @@ impl Journey {
                 .expect("store"),
         );
         let handoff = vt_agent::testkit::HandoffConfig {
-            mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
+            board: true,
             ..Default::default()
         };
         let chat = Arc::new(
@@ -201,6 +201,7 @@ impl Journey {
             actions_secret: Some("segredo-dos-botoes-0123456789".into()),
             public_url: Some("https://vt.example.com".into()),
             support_users: vec!["ana".into(), "bia".into()],
+            canal_suporte: Some(SUPPORT_CHANNEL.into()),
             ..MattermostConfig::default()
         };
         let whatsapp = WhatsAppConfig {
@@ -224,7 +225,7 @@ impl Journey {
             .with_channel(&vt_agent::testkit::whatsapp_channel(
                 &whatsapp, &templates, &wiring,
             ))
-            .with_channel(&vt_agent::testkit::mattermost_channel(&mattermost, None, &wiring));
+            .with_channel(&vt_agent::testkit::mattermost_channel(&mattermost, &wiring));
         let mattermost = Arc::new(mattermost);
         let bot = Bot::new(chat.service.clone(), "vt", mattermost.clone(), tenant).expect("bot");
         tokio::spawn(bot.run(std::future::pending()));
@@ -232,7 +233,7 @@ impl Journey {
             .with_sender(Arc::new(Sender::new(&whatsapp).expect("whatsapp")))
             .with_sender(Arc::new(PostSender::new(mattermost.clone()).expect("posts")))
             .with_sender(Arc::new(
-                BoardSender::new(mattermost, chat.service.clone(), Some(SUPPORT_CHANNEL)).expect("board"),
+                BoardSender::new(mattermost, chat.service.clone()).expect("board"),
             ));
         let served = crate::support::serve_state(chat, state).await;
         Self {
@@ -662,7 +663,7 @@ async fn a_case_is_posted_only_on_its_own_tenants_board() {
             .expect("store"),
     );
     let handoff = vt_agent::testkit::HandoffConfig {
-        mattermost_channel_id: Some(SUPPORT_CHANNEL.into()),
+        board: true,
         ..Default::default()
     };
     // The bot, and so its board, serves `[vt] tenant_id`.

@@ -951,6 +951,7 @@ fn every_channel(
         url: Some("http://127.0.0.1:9".into()),
         bot_token: Some("token-do-bot-0123456789".into()),
         slash_token: Some("token-do-slash".into()),
+        canal_suporte: Some("suporte".into()),
         ..Default::default()
     };
     let site = vt_agent::testkit::WebchatConfig {
@@ -963,7 +964,7 @@ fn every_channel(
     };
     [
         vt_agent::testkit::whatsapp_channel(&wa, templates, wiring),
-        vt_agent::testkit::mattermost_channel(&mm, Some("suporte"), wiring),
+        vt_agent::testkit::mattermost_channel(&mm, wiring),
         vt_agent::testkit::webchat_channel(&site, wiring),
     ]
 }
@@ -1021,7 +1022,7 @@ async fn every_channel_is_registered_through_its_value() {
     assert_eq!(verify.status(), 403);
     // Without configuration a channel brings nothing.
     assert!(!vt_agent::testkit::whatsapp_channel(&Default::default(), &templates, &wiring).is_on());
-    assert!(!vt_agent::testkit::mattermost_channel(&Default::default(), None, &wiring).is_on());
+    assert!(!vt_agent::testkit::mattermost_channel(&Default::default(), &wiring).is_on());
     assert!(!vt_agent::testkit::webchat_channel(&Default::default(), &wiring).is_on());
 }
 

@@ -34,7 +34,7 @@ async fn mattermost(support_users: &[&str]) -> Served {
         agent: "vt".into(),
         tenant: "empresa-a".into(),
     };
-    let channel = vt_agent::testkit::mattermost_channel(&config, None, &wiring);
+    let channel = vt_agent::testkit::mattermost_channel(&config, &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     crate::support::serve_state(chat, state).await

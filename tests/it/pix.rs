@@ -653,7 +653,7 @@ async fn a_refund_in_progress_is_read_back_until_final_and_one_not_made_goes_to_
 async fn a_refund_not_made_under_a_case_already_open_is_a_line_in_its_thread() {
     use vt_agent::testkit::Settled;
     let handoff = vt_agent::testkit::HandoffConfig {
-        mattermost_channel_id: Some("canal-do-suporte".into()),
+        board: true,
         ..Default::default()
     };
     let h = crate::support::chat_harness_pix_handing_off(crate::support::Pix::Provider, handoff).await;

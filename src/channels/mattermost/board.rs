@@ -1,4 +1,4 @@
-//! The support board on Mattermost (`[handoff] mattermost_channel_id`): a new case is a root post in
+//! The support board on Mattermost (`[mattermost] canal_suporte`): a new case is a root post in
 //! the support channel — its case file and **Assumir** / **Encerrar** — and everything after is in its
 //! thread. A change of state edits the root (`PUT /api/v4/posts/{id}/patch`) with the buttons the new
 //! state offers. Posts are rendered from the case as it is when sent.
@@ -23,12 +23,8 @@ pub struct BoardSender {
 
 impl BoardSender {
     /// `None` without a bot to post as, or without a support channel.
-    pub fn new(
-        config: Arc<MattermostConfig>,
-        service: Arc<Services>,
-        channel_id: Option<&str>,
-    ) -> Option<Self> {
-        let channel_id = channel_id?.to_owned();
+    pub fn new(config: Arc<MattermostConfig>, service: Arc<Services>) -> Option<Self> {
+        let channel_id = config.canal_suporte.clone()?;
         (config.bot_token.is_some() && config.url.is_some()).then(|| Self {
             client: reqwest::Client::new(),
             config,

@@ -7,7 +7,7 @@
 //! the post as a JSON *string* inside the JSON; the bot's own posts and system posts are ignored, and
 //! in channels only posts that mention the bot are turns.
 //!
-//! In the support channel (`[handoff] mattermost_channel_id`) a post in a case's thread is the support
+//! In the support channel (`[mattermost] canal_suporte`) a post in a case's thread is the support
 //! side of the case: the owner's words go to the card holder, anyone else's stay an internal note.
 
 use std::sync::Arc;
@@ -227,8 +227,7 @@ impl Bot {
             .unwrap_or(&post.user_id)
             .trim_start_matches('@')
             .to_owned();
-        let board = self.service.cases().board_channel();
-        if board == Some(post.channel_id.as_str()) {
+        if self.config.canal_suporte.as_deref() == Some(post.channel_id.as_str()) {
             if !post.root_id.is_empty() {
                 self.board_thread(&post, &sender).await;
             }

@@ -55,6 +55,10 @@ pub struct MattermostConfig {
     pub public_url: Option<String>,
     /// User ids or usernames of support agents.
     pub support_users: Vec<String>,
+    /// The support board: the channel support agents watch cases in, one thread per case (the bot
+    /// must be a member; needs `url` and `bot_token`). Unset: no board (cases are worked from the
+    /// console and the slash command). Was `[handoff] mattermost_channel_id`.
+    pub canal_suporte: Option<String>,
 }
 
 impl std::fmt::Debug for MattermostConfig {
@@ -68,6 +72,7 @@ impl std::fmt::Debug for MattermostConfig {
             .field("actions_secret", &set(&self.actions_secret))
             .field("public_url", &self.public_url)
             .field("support_users", &self.support_users)
+            .field("canal_suporte", &self.canal_suporte)
             .finish()
     }
 }
@@ -95,6 +100,12 @@ impl MattermostConfig {
 
     /// What a way in needs; the error is `(field, why)`.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.canal_suporte.is_some() && (self.bot_token.is_none() || self.url.is_none()) {
+            return Err((
+                "mattermost.canal_suporte",
+                "precisa do bot do Mattermost (url e bot_token) para publicar os atendimentos",
+            ));
+        }
         if !self.is_on() {
             return Ok(());
         }
@@ -344,12 +355,8 @@ fn routes(state: MattermostState) -> Vec<(&'static str, axum::routing::MethodRou
 
 /// The Mattermost channel as `serve` runs it, each part on when `config` has what it needs: the
 /// slash command, outgoing webhook and button routes; the bot's posts as a sender and its websocket as
-/// a job; the support board (`board_channel`, `[handoff] mattermost_channel_id`) as a sender.
-pub fn channel(
-    config: &MattermostConfig,
-    board_channel: Option<&str>,
-    wiring: &crate::channels::Wiring,
-) -> crate::channels::Channel {
+/// a job; the support board (`canal_suporte`) as a sender.
+pub fn channel(config: &MattermostConfig, wiring: &crate::channels::Wiring) -> crate::channels::Channel {
     let config = Arc::new(config.clone());
     let mut channel = crate::channels::Channel {
         name: CHANNEL,
@@ -371,7 +378,7 @@ pub fn channel(
         let sender = sender.with_files(wiring.service.stores().pix.clone());
         channel.senders.push(Arc::new(sender));
     }
-    if let Some(board) = BoardSender::new(config.clone(), wiring.service.clone(), board_channel) {
+    if let Some(board) = BoardSender::new(config.clone(), wiring.service.clone()) {
         channel.senders.push(Arc::new(board));
         channel
             .notices
@@ -407,7 +414,7 @@ impl super::Section for MattermostConfig {
 }
 
 /// Mattermost, plugged in ([`super::PLUGS`]): `[mattermost]`, and the support board when
-/// `[handoff] mattermost_channel_id` names its channel.
+/// `canal_suporte` names its channel.
 pub(crate) struct Mattermost;
 
 impl super::Plug for Mattermost {
@@ -440,17 +447,14 @@ impl super::Plug for Mattermost {
             .get::<MattermostConfig>()
             .cloned()
             .unwrap_or_default();
-        Ok(channel(&config, settings.board_channel(), wiring))
+        Ok(channel(&config, wiring))
     }
 
-    fn problem(&self, settings: &dyn super::Settings) -> Option<(String, String)> {
-        let config = settings.sections().get::<MattermostConfig>()?;
-        (settings.board_channel().is_some() && (config.bot_token.is_none() || config.url.is_none())).then(|| {
-            (
-                "handoff.mattermost_channel_id".to_owned(),
-                "precisa do bot do Mattermost ([mattermost] url e bot_token) para publicar os atendimentos".to_owned(),
-            )
-        })
+    fn keeps_board(&self, settings: &dyn super::Settings) -> bool {
+        settings
+            .sections()
+            .get::<MattermostConfig>()
+            .is_some_and(|c| c.canal_suporte.is_some())
     }
 }
 
