@@ -8,6 +8,7 @@
 
 // Entry and composition: the command line, the wiring, the configuration.
 mod cli;
+mod quality;
 mod app;
 mod config;
 

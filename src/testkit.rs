@@ -2,12 +2,7 @@
 //! (`lib.rs`): white-box hooks, each from the module that defines it. Nothing here is the product's
 //! boundary; a name moves to `lib.rs` when `main` or an embedder needs it.
 
-pub use crate::app::{
-    card_setup, channel_book, eval::EvalOptions, eval::load as load_eval_cases, eval::run as run_eval,
-    replay::ReplayOptions, replay::Selection as ReplaySelection, replay::Verdict, replay::run as replay,
-    tls_simulator::serve_with, transcripts::ModelChoice, transcripts::RunOptions, transcripts::run_file,
-    transcripts::run_transcript,
-};
+pub use crate::app::{card_setup, channel_book, tls_simulator::serve_with};
 pub use crate::batch::{background::Background, background::Submission};
 pub use crate::channels::{
     cartao::WEBHOOK_PATH, mattermost::MattermostConfig, mattermost::board::BoardSender, mattermost::bot::Bot,
@@ -23,6 +18,11 @@ pub use crate::costs::CustosConfig;
 pub use crate::http::{console::keys::ConsoleConfig, console::keys::Keys, console::session::SESSION_COOKIE};
 pub use crate::ocr::FotosConfig;
 pub use crate::outbox::TemplateUse;
+pub use crate::quality::{
+    eval::EvalOptions, eval::load as load_eval_cases, eval::run as run_eval, replay::ReplayOptions,
+    replay::Selection as ReplaySelection, replay::Verdict, replay::run as replay, transcripts::ModelChoice,
+    transcripts::RunOptions, transcripts::run_file, transcripts::run_transcript,
+};
 pub use crate::retention::{
     RetentionConfig, apply as apply_retention, erase as erase_subject, export as export_subject,
 };

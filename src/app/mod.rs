@@ -3,9 +3,6 @@
 
 pub(crate) mod serve;
 pub(crate) mod tls_simulator;
-pub(crate) mod eval;
-pub(crate) mod replay;
-pub(crate) mod transcripts;
 
 use std::sync::Arc;
 

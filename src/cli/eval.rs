@@ -8,7 +8,7 @@ use super::{EvalArgs, TestArgs, cannot_run, say_error};
 use crate::config::Config;
 
 pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
-    use crate::app::transcripts::ModelChoice;
+    use crate::quality::transcripts::ModelChoice;
     // What keeps `eval` from giving a verdict exits 2, like a case the model server failed: 1 is the
     // verdict "worse".
     let no_verdict = |message: String| {
@@ -16,11 +16,11 @@ pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<Exit
         Ok(ExitCode::from(2))
     };
     let paths = if args.corpus.is_empty() {
-        crate::app::eval::default_corpus()
+        crate::quality::eval::default_corpus()
     } else {
         args.corpus.clone()
     };
-    let cases = match crate::app::eval::load(&paths) {
+    let cases = match crate::quality::eval::load(&paths) {
         Ok(cases) if cases.is_empty() => {
             return no_verdict("nenhum caso de avaliação nos caminhos dados".into());
         }
@@ -54,7 +54,7 @@ pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<Exit
             }
         }
     };
-    let options = crate::app::eval::EvalOptions {
+    let options = crate::quality::eval::EvalOptions {
         config: config.clone(),
         model,
         model_name,
@@ -62,7 +62,7 @@ pub(super) async fn eval(config: &Config, args: EvalArgs) -> anyhow::Result<Exit
         compare: args.compare,
     };
     let quiet = args.json;
-    let report = crate::app::eval::run(&cases, &options, |done, total| {
+    let report = crate::quality::eval::run(&cases, &options, |done, total| {
         if !quiet && done < total {
             eprint!("\r{done}/{total} casos");
         }
@@ -107,7 +107,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
     if files.is_empty() {
         return Err(cannot_run("nenhuma transcrição (*.yaml) nos caminhos dados"));
     }
-    let options = crate::app::transcripts::RunOptions {
+    let options = crate::quality::transcripts::RunOptions {
         config: config.clone(),
         record: args.record,
         record_with: None,
@@ -116,7 +116,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
     };
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = crate::app::transcripts::run_file(file, &options).await;
+        let report = crate::quality::transcripts::run_file(file, &options).await;
         match &report.failure {
             None => println!(
                 "ok    {} ({}, {} ms)",
@@ -132,7 +132,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
         reports.push(report);
     }
     if let Some(path) = &args.junit {
-        std::fs::write(path, crate::app::transcripts::junit_xml(&reports))
+        std::fs::write(path, crate::quality::transcripts::junit_xml(&reports))
             .with_context(|| format!("gravando {}", path.display()))?;
     }
     if let Some(path) = &args.json {
@@ -141,7 +141,7 @@ pub(super) async fn test(config: &Config, args: TestArgs) -> anyhow::Result<Exit
     }
     println!(
         "\ntranscrições: {}",
-        crate::app::transcripts::summary_line(&reports)
+        crate::quality::transcripts::summary_line(&reports)
     );
     Ok(if reports.iter().all(|r| r.passed) {
         ExitCode::SUCCESS

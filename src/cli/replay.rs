@@ -72,8 +72,8 @@ pub(super) async fn replay(
         None
     };
     let store = crate::app::store(config, store_usage).await?;
-    let options = crate::app::replay::ReplayOptions {
-        selection: crate::app::replay::Selection {
+    let options = crate::quality::replay::ReplayOptions {
+        selection: crate::quality::replay::Selection {
             since,
             ids,
             tenant: args.tenant,
@@ -86,7 +86,7 @@ pub(super) async fn replay(
         repeat,
         min_pass,
     };
-    let run = crate::app::replay::run(store.as_ref(), &options).await?;
+    let run = crate::quality::replay::run(store.as_ref(), &options).await?;
     for c in &run.cases {
         println!(
             "{:<8} {}  similaridade {:.0} %{}",

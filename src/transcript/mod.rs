@@ -1,7 +1,7 @@
 //! Transcript regression tests (SPEC §13): conversations as YAML files with scripted (or recorded)
 //! model replies and expectations on what the agent did — the format, loading, the model cassettes
 //! and the export of a stored conversation (`vt-agent transcript export`). The runner, which composes
-//! the product, is `app::transcripts`: `vt-agent test PATH...` runs them with a readable
+//! the product, is `quality::transcripts`: `vt-agent test PATH...` runs them with a readable
 //! report, JUnit XML and a JSON report; `cargo test` runs every file under `tests/transcripts/`.
 
 pub(crate) mod cassette;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["main"],
     &["cli"],
+    &["quality"],
     &["app"],
     &["config"],
     &["http"],

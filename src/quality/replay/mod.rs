@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::app::transcripts::{ModelChoice, RunOptions};
 use crate::config::Config;
+use crate::quality::transcripts::{ModelChoice, RunOptions};
 use cases::{Case, Played};
 use effects::Effect;
 use vt_engine::llm::LlmProvider;
@@ -309,7 +309,7 @@ async fn play_once(
         ..RunOptions::default()
     };
     let mut play = Play::default();
-    match crate::app::transcripts::play_unchecked(&case.transcript, &run_options).await {
+    match crate::quality::transcripts::play_unchecked(&case.transcript, &run_options).await {
         Ok(turns) => {
             // Each turn's effects, then the charges it issued, then what the payments made after it
             // did: in the order they happened.

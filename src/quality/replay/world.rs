@@ -128,7 +128,7 @@ impl Model {
         let mut answers: HashMap<String, VecDeque<Scripted>> = HashMap::new();
         // A recorded reply is text or tool calls (`model_answers` keeps no failed call): it converts.
         for (fingerprint, reply) in calls {
-            if let Ok(answer) = crate::app::transcripts::scripted(&reply) {
+            if let Ok(answer) = crate::quality::transcripts::scripted(&reply) {
                 answers.entry(fingerprint).or_default().push_back(answer);
             }
         }

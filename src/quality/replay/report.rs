@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::cases::Case;
 use super::{CaseResult, ReplayRun, Verdict};
-use crate::app::transcripts::escape;
+use crate::quality::transcripts::escape;
 
 pub(super) fn write(run: &ReplayRun, cases: &[Case], out: &Path) -> anyhow::Result<()> {
     let written = |name: &str, text: String| {
