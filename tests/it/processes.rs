@@ -11,7 +11,7 @@ use vt_simulators::systems::{RunningSimulator, Simulator, SimulatorConfig};
 
 use crate::cli::vt_agent_in;
 
-async fn simulator() -> RunningSimulator {
+pub(crate) async fn simulator() -> RunningSimulator {
     Simulator::new(SimulatorConfig::default())
         .spawn(0)
         .await
@@ -19,7 +19,7 @@ async fn simulator() -> RunningSimulator {
 }
 
 /// The binary on `data`, talking to `sim`.
-fn vt_agent(data: &tempfile::TempDir, sim: &RunningSimulator) -> Command {
+pub(crate) fn vt_agent(data: &tempfile::TempDir, sim: &RunningSimulator) -> Command {
     let mut cmd = vt_agent_in(data);
     cmd.env("VT_SYSTEMS_URL", &sim.url)
         // The recharge system charges a card itself: a card recharge in the chat goes to it.
@@ -29,7 +29,7 @@ fn vt_agent(data: &tempfile::TempDir, sim: &RunningSimulator) -> Command {
 
 /// Starts every command at once and waits for all of them (off the runtime, which serves the
 /// simulator meanwhile).
-async fn race(commands: Vec<Command>) -> Vec<Output> {
+pub(crate) async fn race(commands: Vec<Command>) -> Vec<Output> {
     tokio::task::spawn_blocking(move || {
         let children: Vec<_> = commands
             .into_iter()
@@ -49,7 +49,7 @@ async fn race(commands: Vec<Command>) -> Vec<Output> {
     .expect("join")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -291,7 +291,7 @@ async fn a_provider_that_echoes_the_key_leaves_it_in_no_log_and_no_record() {
 
 /// Where the proxy in front of the recharge system kills the `serve` process.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum KillAt {
+pub(crate) enum KillAt {
     /// Right after the webhook's 200 for "sim" (from the test, not the proxy).
     Acknowledged,
     /// When the recharge request arrives: the confirmation is consumed and the attempt on record,
@@ -306,13 +306,13 @@ enum KillAt {
 /// A proxy for the external systems that passes everything to `sim` and, when armed, kills the
 /// process `pid` at its recharge request.
 #[derive(Clone)]
-struct Killer {
-    armed: Arc<Mutex<Option<(KillAt, u32)>>>,
-    url: String,
+pub(crate) struct Killer {
+    pub(crate) armed: Arc<Mutex<Option<(KillAt, u32)>>>,
+    pub(crate) url: String,
 }
 
 impl Killer {
-    async fn start(sim: &RunningSimulator) -> Self {
+    pub(crate) async fn start(sim: &RunningSimulator) -> Self {
         let armed: Arc<Mutex<Option<(KillAt, u32)>>> = Arc::default();
         let (to, client) = (sim.url.clone(), reqwest::Client::new());
         let state = armed.clone();
@@ -354,12 +354,12 @@ impl Killer {
         Self { armed, url }
     }
 
-    fn arm(&self, at: KillAt, pid: u32) {
+    pub(crate) fn arm(&self, at: KillAt, pid: u32) {
         *self.armed.lock().expect("lock") = Some((at, pid));
     }
 }
 
-fn kill(pid: u32) {
+pub(crate) fn kill(pid: u32) {
     let status = Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
@@ -368,12 +368,20 @@ fn kill(pid: u32) {
 }
 
 /// `serve` with the WhatsApp channel on `graph`, the external systems behind `systems`.
-fn serve_whatsapp(data: &tempfile::TempDir, systems: &str, graph: &str) -> (std::process::Child, String) {
+pub(crate) fn serve_whatsapp(
+    data: &tempfile::TempDir,
+    systems: &str,
+    graph: &str,
+) -> (std::process::Child, String) {
     serve_whatsapp_with(vt_agent_in(data), systems, graph)
 }
 
 /// [`serve_whatsapp`] from a command set up already (a database, say).
-fn serve_whatsapp_with(mut cmd: Command, systems: &str, graph: &str) -> (std::process::Child, String) {
+pub(crate) fn serve_whatsapp_with(
+    mut cmd: Command,
+    systems: &str,
+    graph: &str,
+) -> (std::process::Child, String) {
     cmd.env("VT_SYSTEMS_URL", systems)
         // The recharge system charges a card itself: a card recharge in the chat goes to it.
         .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
@@ -393,7 +401,7 @@ fn serve_whatsapp_with(mut cmd: Command, systems: &str, graph: &str) -> (std::pr
 }
 
 /// The texts the Graph fake was asked to send, in order.
-fn sent_texts(graph: &crate::support::FakeServer) -> Vec<String> {
+pub(crate) fn sent_texts(graph: &crate::support::FakeServer) -> Vec<String> {
     graph
         .received()
         .into_iter()
@@ -407,7 +415,7 @@ fn sent_texts(graph: &crate::support::FakeServer) -> Vec<String> {
         .collect()
 }
 
-async fn wait_for_texts(graph: &crate::support::FakeServer, n: usize) -> Vec<String> {
+pub(crate) async fn wait_for_texts(graph: &crate::support::FakeServer, n: usize) -> Vec<String> {
     for _ in 0..300 {
         let texts = sent_texts(graph);
         if texts.len() >= n {
@@ -499,7 +507,7 @@ async fn an_acknowledged_yes_killed_at_any_point_is_charged_once_and_told_truthf
 }
 
 /// The data key ids of the key file under `data`, current first.
-fn key_ids(data: &tempfile::TempDir) -> Vec<String> {
+pub(crate) fn key_ids(data: &tempfile::TempDir) -> Vec<String> {
     vt_store::seal::read_key_file(&data.path().join(vt_store::seal::KEY_FILE))
         .expect("read")
         .expect("a key file")
@@ -591,920 +599,4 @@ async fn keys_rotate_reseals_everything_survives_a_kill_and_a_wrong_key_is_named
     let said = text(&wrong[0].stderr);
     assert_eq!(wrong[0].status.code(), Some(1), "{said}");
     assert!(said.contains(&halfway[0]) && !said.contains("panicked"), "{said}");
-}
-
-/// A case nobody claimed, on one PostgreSQL: the `serve` that opened it is killed before the deadline,
-/// and two new `serve` processes start together after it — the card holder is told once.
-#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_serve_processes_on_postgresql_send_an_unclaimed_cases_notice_once() {
-    let pg = vt_store::testkit::PgFixture::start().await;
-    let sim = simulator().await;
-    let graph = crate::support::FakeServer::start(vec![crate::whatsapp::sent(); 20])
-        .await
-        .answering_read_receipts();
-    let serve = || {
-        let data = tempfile::tempdir().expect("tmp");
-        let mut cmd = vt_agent_in(&data);
-        cmd.env("VT_DATABASE_URL", pg.process_url());
-        let child = serve_whatsapp_with(cmd, &sim.url, &graph.url);
-        (data, child)
-    };
-    let (_a_data, (mut a, url)) = serve();
-    let body = crate::whatsapp::text_notification("quero falar com um atendente", "wamid.H1");
-    let r = reqwest::Client::new()
-        .post(format!("{url}/channels/whatsapp/webhook"))
-        .header("content-type", "application/json")
-        .header("x-hub-signature-256", crate::whatsapp::sign(&body))
-        .body(body)
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(r.status(), 200);
-    let said = wait_for_texts(&graph, 2).await;
-    assert!(
-        said[1].contains("atendente"),
-        "after the privacy notice: {said:?}"
-    );
-    // Once its send is acknowledged (killed between the send and the ack, the item would keep its
-    // lease for a minute and hold the conversation's next item back), killed before the deadline;
-    // the deadline then passes while no instance runs.
-    use vt_store::concerns::OutboxStore as _;
-    for _ in 0..300 {
-        let unfinished = pg
-            .store
-            .outbox_count(vt_store::records::OutboxStatus::InFlight)
-            .await
-            .expect("count")
-            + pg.store
-                .outbox_count(vt_store::records::OutboxStatus::Pending)
-                .await
-                .expect("count");
-        if unfinished == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    a.kill().expect("kill -9");
-    a.wait().expect("reaped");
-    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
-    let moved = sqlx::query(
-        "UPDATE cases SET notice_due_at = now() - interval '1 minute' WHERE state = 'aguardando'",
-    )
-    .execute(&pool)
-    .await
-    .expect("deadline passed")
-    .rows_affected();
-    assert_eq!(moved, 1);
-
-    let ((_b_data, (mut b, _)), (_c_data, (mut c, _))) = (serve(), serve());
-    let notices = |texts: &[String]| {
-        texts
-            .iter()
-            .filter(|t| t.contains("Ainda não há um atendente"))
-            .count()
-    };
-    let told = wait_for_texts(&graph, 3).await;
-    assert_eq!(notices(&told), 1, "{told:?}");
-    // Both instances have run their first pass by now: still one.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(notices(&sent_texts(&graph)), 1, "{:?}", sent_texts(&graph));
-    let noticed: bool = sqlx::query_scalar("SELECT noticed FROM cases")
-        .fetch_one(&pool)
-        .await
-        .expect("case");
-    assert!(noticed);
-    for child in [&mut b, &mut c] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    pool.close().await;
-    pg.cleanup().await;
-}
-
-/// `serve` on `cmd`'s store, the external systems at `systems`, checking recharge follow-ups every
-/// second (the first one second after a send).
-fn serve_following_up(mut cmd: Command, systems: &str) -> (std::process::Child, String) {
-    cmd.env("VT_SYSTEMS_URL", systems)
-        // The recharge system charges a card itself: a card recharge in the chat goes to it.
-        .env("VT_CARTAO_PROVEDOR", "sistema_de_recarga")
-        .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let url = crate::support::listening_on(&mut stderr);
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (child, url)
-}
-
-/// The recharge requests the simulator received for `card`, by key.
-fn recharge_keys(sim: &RunningSimulator, card: &str) -> Vec<String> {
-    sim.simulator
-        .ledger()
-        .into_iter()
-        .filter(|e| e.sistema == "recarga" && e.cartao.as_deref() == Some(card))
-        .filter_map(|e| e.idempotency_key)
-        .collect()
-}
-
-async fn post_flow(url: &str, body: String) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/flows/vt"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("flow")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recharge_left_enviando_by_kill_9_is_followed_up_after_restart_with_the_same_key_and_charged_once()
-{
-    // Card 9999999999: charged at once, answered after 30 s; `serve` is killed while it waits.
-    let sim = simulator().await;
-    let data = tempfile::tempdir().expect("tmp");
-    let (mut first, url) = serve_following_up(vt_agent_in(&data), &sim.url);
-    let body = r#"{"cartao": "9999999999", "recarga": {"valor": 50, "meio_pagamento": {"tipo": "pix", "token": "tok_kill_77"}}}"#;
-    // Its answer never comes: the connection dies with the process.
-    let request = tokio::spawn(async move {
-        reqwest::Client::new()
-            .post(format!("{url}/v1/flows/vt"))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-    });
-    let started = Instant::now();
-    while sim.simulator.charges("9999999999") == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the charge never arrived"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    kill(first.id());
-    first.wait().expect("reaped");
-    let _ = request.await;
-    let flows = |args: &[&str]| {
-        let mut c = vt_agent(&data, &sim);
-        c.arg("flows").args(args);
-        c
-    };
-    let listed = text(&race(vec![flows(&["--pendentes"])]).await[0].stdout);
-    assert!(
-        listed.contains("enviando") && listed.contains("****9999") && !listed.contains("9999999999"),
-        "the attempt waits for its follow-up: {listed}"
-    );
-
-    let (mut second, _) = serve_following_up(vt_agent_in(&data), &sim.url);
-    let started = Instant::now();
-    while recharge_keys(&sim, "9999999999").len() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no follow-up after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut settled = String::new();
-    for _ in 0..100 {
-        settled = text(&race(vec![flows(&[])]).await[0].stdout);
-        if settled.contains("aprovada") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        settled.contains("aprovada") && settled.contains("concluido"),
-        "{settled}"
-    );
-    let keys = recharge_keys(&sim, "9999999999");
-    assert_eq!(keys.len(), 2, "{keys:?}");
-    assert_eq!(keys[0], keys[1], "the follow-up used the attempt's key");
-    assert_eq!(sim.simulator.charges("9999999999"), 1, "charged once");
-    let pending = text(&race(vec![flows(&["--pendentes"])]).await[0].stdout);
-    assert!(
-        pending.contains("Nenhuma recarga com resultado desconhecido"),
-        "{pending}"
-    );
-    let _ = second.kill();
-    let _ = second.wait();
-    // The request kept for the follow-up (with the token) was sealed, and dropped once settled.
-    for entry in std::fs::read_dir(data.path()).expect("data dir") {
-        let bytes = std::fs::read(entry.expect("entry").path()).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains("tok_kill_77"),
-            "the payment token is never in clear on disk"
-        );
-    }
-}
-
-#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_serve_processes_on_postgresql_follow_each_late_recharge_up_once() {
-    let pg = vt_store::testkit::PgFixture::start().await;
-    let sim = simulator().await;
-    let serve = || {
-        let data = tempfile::tempdir().expect("tmp");
-        let mut cmd = vt_agent_in(&data);
-        cmd.env("VT_DATABASE_URL", pg.process_url());
-        let child = serve_following_up(cmd, &sim.url);
-        (data, child)
-    };
-    let ((_a_data, (mut a, url)), (_b_data, (mut b, _))) = (serve(), serve());
-    // Six recharges answered 202 (card 6161616161: approved when the same request comes again).
-    const N: usize = 6;
-    for valor in 10..10 + N {
-        let body = format!(
-            r#"{{"cartao": "6161616161", "recarga": {{"valor": {valor}, "meio_pagamento": {{"tipo": "pix"}}}}}}"#
-        );
-        let r = post_flow(&url, body).await;
-        assert_eq!(r.status(), 200);
-        let out: serde_json::Value = r.json().await.expect("json");
-        assert_eq!(out["status"], "pendente", "{out}");
-    }
-    let started = Instant::now();
-    while sim.simulator.charges("6161616161") < N {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "follow-ups did not run"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Both instances have had several passes by now.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let keys = recharge_keys(&sim, "6161616161");
-    let mut per_key = std::collections::BTreeMap::<String, usize>::new();
-    for k in &keys {
-        *per_key.entry(k.clone()).or_default() += 1;
-    }
-    assert_eq!(per_key.len(), N, "{per_key:?}");
-    assert!(
-        per_key.values().all(|n| *n == 2),
-        "each sent once and followed up once: {per_key:?}"
-    );
-    assert_eq!(sim.simulator.charges("6161616161"), N, "one charge per recharge");
-    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
-    let settled: Vec<(String, Option<String>, i32)> =
-        sqlx::query_as("SELECT idempotency_key, outcome, checks FROM recharge_followups")
-            .fetch_all(&pool)
-            .await
-            .expect("followups");
-    assert_eq!(settled.len(), N);
-    assert!(
-        settled
-            .iter()
-            .all(|(_, outcome, checks)| outcome.as_deref() == Some("aprovada") && *checks == 1),
-        "{settled:?}"
-    );
-    for child in [&mut a, &mut b] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    pool.close().await;
-    pg.cleanup().await;
-}
-
-#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_serve_processes_on_postgresql_share_a_batch_and_finish_it_when_one_is_killed_mid_job() {
-    let pg = vt_store::testkit::PgFixture::start().await;
-    let sim = simulator().await;
-    let serve = || {
-        let data = tempfile::tempdir().expect("tmp");
-        let mut cmd = vt_agent_in(&data);
-        cmd.env("VT_DATABASE_URL", pg.process_url());
-        let child = serve_following_up(cmd, &sim.url);
-        (data, child)
-    };
-    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url)), (_c_data, (mut c, _))) =
-        (serve(), serve(), serve());
-    // Five chunks of 32 lines. The instance it is sent to runs its first chunk at 10 lines a second;
-    // the other two join the job and take the other chunks at full speed.
-    const N: usize = 160;
-    let cards: Vec<String> = (0..N).map(|i| format!("30000{i:05}")).collect();
-    let body = cards
-        .iter()
-        .map(|card| {
-            format!(r#"{{"cartao": "{card}", "recarga": {{"valor": 10, "meio_pagamento": {{"tipo": "pix", "token": "tok_lote_3"}}}}}}"#)
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let client = reqwest::Client::new();
-    let accepted: serde_json::Value = client
-        .post(format!("{a_url}/v1/batches?rate=10"))
-        .header("content-type", "application/x-ndjson")
-        .body(body)
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("accepted");
-    let id = accepted["id"].as_str().expect("id").to_owned();
-    // Killed in the middle of its chunk: some of its lines charged, none recorded.
-    let first_chunk = &cards[..32];
-    let charged = |cards: &[String]| cards.iter().filter(|c| sim.simulator.charges(c) > 0).count();
-    let started = Instant::now();
-    while charged(first_chunk) < 5 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the first chunk never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    kill(a.id());
-    a.wait().expect("reaped");
-    let at_kill = charged(first_chunk);
-    assert!(at_kill < 32, "killed mid-chunk ({at_kill} of 32 charged)");
-
-    // The other two finish the job, the dead instance's chunk once its lease ran out.
-    let mut status = serde_json::Value::Null;
-    let started = Instant::now();
-    while status["status"] != "concluido" {
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "the job never finished: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        status = client
-            .get(format!("{b_url}/v1/batches/{id}"))
-            .send()
-            .await
-            .expect("status")
-            .json()
-            .await
-            .expect("json");
-    }
-    assert_eq!(status["done"], N, "{status}");
-    assert_eq!(status["counts"]["concluido"], N, "{status}");
-    let charges: Vec<usize> = cards.iter().map(|c| sim.simulator.charges(c)).collect();
-    assert!(
-        charges.iter().all(|n| *n == 1),
-        "one charge per line: {charges:?}"
-    );
-    // The lines the killed instance had charged were sent again with their keys and answered from the
-    // recharge system's idempotency store.
-    let replays = sim
-        .simulator
-        .ledger()
-        .into_iter()
-        .filter(|e| e.sistema == "recarga" && e.efeito == Some(vt_simulators::systems::Efeito::Replay))
-        .count();
-    assert!(
-        replays >= at_kill,
-        "{replays} replays for {at_kill} lines charged before the kill"
-    );
-    let pool = sqlx::PgPool::connect(&pg.process_url()).await.expect("pool");
-    let lines: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM batch_lines WHERE job_id = $1")
-        .bind(&id)
-        .fetch_one(&pool)
-        .await
-        .expect("lines");
-    assert_eq!(lines, N as i64, "every line recorded once");
-    for child in [&mut b, &mut c] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    pool.close().await;
-    pg.cleanup().await;
-}
-
-/// Two `serve` processes on one PostgreSQL database, with `[pix]` pointed at the provider: a paid
-/// code's notice reaches both instances several times at once (a provider retrying, a load balancer
-/// spreading it) — the payment is credited once, and the card holder gets one receipt.
-#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_serve_processes_on_postgresql_credit_a_pix_payment_noticed_many_times_once() {
-    let pg = vt_store::testkit::PgFixture::start().await;
-    let sim = simulator().await;
-    let (_config_dir, config) = pix_config(&sim, "");
-    let serve = || {
-        let data = tempfile::tempdir().expect("tmp");
-        let mut cmd = vt_agent_in(&data);
-        cmd.env("VT_DATABASE_URL", pg.process_url())
-            .env("VT_CONFIG", &config);
-        let child = serve_following_up(cmd, &sim.url);
-        (data, child)
-    };
-    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url))) = (serve(), serve());
-    let http = reqwest::Client::new();
-    let say = |text: &'static str| {
-        http.post(format!("{a_url}/v1/conversations/c-pg-pix/messages"))
-            .json(&serde_json::json!({"text": text, "user": {"id": "u-pg"}}))
-            .send()
-    };
-    let ask = say("recarregar 20 no cartão 2345678901 via pix")
-        .await
-        .expect("ask");
-    assert_eq!(ask.status(), 200);
-    let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
-    let txid = shown_txid(&sim, &yes);
-    assert_eq!(
-        sim.simulator.charges("2345678901"),
-        0,
-        "not paid: nothing recharged"
-    );
-    let notice = pay(&sim, &txid);
-    let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
-        http.post(format!("{url}/channels/pix/webhook/pix"))
-            .json(&notice)
-            .send()
-    });
-    for answered in futures::future::join_all(posts).await {
-        assert_eq!(answered.expect("notice").status(), 200);
-    }
-    let started = Instant::now();
-    let receipts = || receipts_in(&b_url, "c-pg-pix");
-    while receipts().await == 0 {
-        assert!(started.elapsed() < Duration::from_secs(30), "never credited");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Every notice has been read back by now.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        sim.simulator.charges("2345678901"),
-        1,
-        "one payment, one recharge"
-    );
-    assert_eq!(receipts().await, 1, "one receipt");
-    let keys = recharge_keys(&sim, "2345678901");
-    assert_eq!(keys.len(), 1, "sent once: {keys:?}");
-    for child in [&mut a, &mut b] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    pg.cleanup().await;
-}
-
-/// A configuration file with `[pix]` at `sim`'s provider, and `extra` lines of its own.
-fn pix_config(sim: &RunningSimulator, extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("tmp");
-    let config = dir.path().join("vt-agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\n{extra}",
-            sim.url
-        ),
-    )
-    .expect("config");
-    (dir, config)
-}
-
-/// The txid of the charge whose code an HTTP answer shows, as `sim`'s provider has it.
-fn shown_txid(sim: &RunningSimulator, answer: &serde_json::Value) -> String {
-    let code = answer["replies"]
-        .as_array()
-        .and_then(|r| r.iter().find_map(|r| r["pix"]["copia_e_cola"].as_str()))
-        .unwrap_or_else(|| panic!("the code: {answer}"));
-    let charge = sim.simulator.pix().charge_with_code(code);
-    charge
-        .unwrap_or_else(|| panic!("a code the provider issued: {code}"))
-        .txid
-}
-
-/// Code `txid` paid (R$ 20,00) at `sim`'s provider, and the notice the provider would post.
-fn pay(sim: &RunningSimulator, txid: &str) -> serde_json::Value {
-    let paid = sim.simulator.pix().pay(txid, false).expect("paid");
-    serde_json::json!({"pix": [{
-        "endToEndId": paid.end_to_end_id, "txid": txid, "valor": "20.00", "horario": paid.horario
-    }]})
-}
-
-/// How many receipts conversation `id` holds, read through `url`.
-async fn receipts_in(url: &str, id: &str) -> usize {
-    reqwest::get(format!("{url}/v1/conversations/{id}"))
-        .await
-        .expect("read")
-        .text()
-        .await
-        .expect("text")
-        .matches("Pagamento recebido")
-        .count()
-}
-
-/// `serve` killed with SIGKILL between a Pix payment and its credit: when the recharge request
-/// arrives, and after the recharge system charged but before `serve` read its answer. The paid charge
-/// stays on record as paid; the next `serve`'s sweep resumes its credit under the recharge's same key
-/// (answered as a replay where it got there): one recharge, one receipt, whatever the moment.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_serve_killed_between_a_pix_payment_and_its_credit_credits_it_once_after_restart() {
-    let sim = simulator().await;
-    let killer = Killer::start(&sim).await;
-    // A credit still not done a second after its payment is taken for one a stop interrupted, and
-    // open charges are read back every second.
-    let (_config_dir, config) = pix_config(&sim, "retomar_credito_segundos = 1\nvarredura_segundos = 1\n");
-    let http = reqwest::Client::new();
-    for (round, at) in [KillAt::RequestArrived, KillAt::Charged].into_iter().enumerate() {
-        let card = format!("34567890{round:02}");
-        let conversation = format!("c-pix-kill-{round}");
-        let data = tempfile::tempdir().expect("tmp");
-        let serve = || {
-            let mut cmd = vt_agent_in(&data);
-            cmd.env("VT_CONFIG", &config);
-            serve_following_up(cmd, &killer.url)
-        };
-        let (mut first, url) = serve();
-        let say = |text: String| {
-            http.post(format!("{url}/v1/conversations/{conversation}/messages"))
-                .json(&serde_json::json!({"text": text, "user": {"id": "u-kill"}}))
-                .send()
-        };
-        let ask = say(format!("recarregar 20 no cartão {card} via pix"))
-            .await
-            .expect("ask");
-        assert_eq!(ask.status(), 200);
-        let yes: serde_json::Value = say("sim".into()).await.expect("yes").json().await.expect("json");
-        let txid = shown_txid(&sim, &yes);
-        let notice = pay(&sim, &txid);
-        killer.arm(at, first.id());
-        let noticed = http
-            .post(format!("{url}/channels/pix/webhook/pix"))
-            .json(&notice)
-            .send()
-            .await
-            .expect("notice");
-        assert_eq!(noticed.status(), 200, "{at:?}: the notice is acknowledged");
-        let exited = tokio::task::spawn_blocking(move || first.wait().expect("wait"))
-            .await
-            .expect("join");
-        assert!(!exited.success(), "{at:?}: killed mid-credit");
-        *killer.armed.lock().expect("lock") = None;
-        let sent_before = recharge_keys(&sim, &card).len();
-        let expected = usize::from(at == KillAt::Charged);
-        assert_eq!(
-            sent_before, expected,
-            "{at:?}: what reached the recharge system before the kill"
-        );
-
-        let (mut second, url) = serve();
-        let started = Instant::now();
-        while receipts_in(&url, &conversation).await == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{at:?}: the credit was never resumed"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // A few more sweeps: nothing more is sent or said.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let keys = recharge_keys(&sim, &card);
-        assert_eq!(
-            sim.simulator.charges(&card),
-            1,
-            "{at:?}: one payment, one recharge"
-        );
-        // Resumed by the sweep, and possibly also by the recharge's own follow-up (step 15: an attempt
-        // a kill left `enviando`): every send under the one key, which the recharge system charges once.
-        assert!(keys.len() > sent_before, "{at:?}: resumed: {keys:?}");
-        assert!(
-            keys.iter().all(|k| *k == keys[0]),
-            "{at:?}: under the same key: {keys:?}"
-        );
-        assert_eq!(receipts_in(&url, &conversation).await, 1, "{at:?}: one receipt");
-        let _ = second.kill();
-        let _ = second.wait();
-    }
-}
-
-/// A configuration file with `[cartao]` a Stripe checkout at `sim`'s Stripe API, reading open
-/// checkouts back every second and resuming a credit a second after its payment.
-fn card_config(sim: &RunningSimulator) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("tmp");
-    let config = dir.path().join("vt-agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[cartao]\nprovedor = \"stripe\"\napi_url = \"{}/stripe/v1\"\nretorno_url = \"https://operadora.example.com.br/pago\"\nretomar_credito_segundos = 1\nvarredura_segundos = 1\n[cartao.auth]\nkind = \"bearer\"\n",
-            sim.url
-        ),
-    )
-    .expect("config");
-    (dir, config)
-}
-
-/// `serve` with `[cartao]` at `config`, the systems behind `systems`, its secrets from the environment.
-fn serve_taking_cards(
-    mut cmd: Command,
-    config: &std::path::Path,
-    systems: &str,
-) -> (std::process::Child, String) {
-    cmd.env("VT_SYSTEMS_URL", systems)
-        .env("VT_CONFIG", config)
-        .env("VT_CARTAO_TOKEN", "sk_test_processos_51H8")
-        .env(
-            "VT_CARTAO_WEBHOOK_SECRET",
-            vt_simulators::systems::CARTAO_WEBHOOK_SECRET,
-        )
-        .env("VT_RECARGAS_PRIMEIRA_VERIFICACAO_SEGUNDOS", "1")
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-    let url = crate::support::listening_on(&mut stderr);
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (child, url)
-}
-
-/// The checkout an HTTP answer links to.
-fn linked_checkout(answer: &serde_json::Value) -> String {
-    answer["replies"]
-        .as_array()
-        .and_then(|r| r.iter().find_map(|r| r["cartao"]["link"].as_str()))
-        .and_then(|link| link.rsplit('/').next())
-        .unwrap_or_else(|| panic!("the link: {answer}"))
-        .to_owned()
-}
-
-/// The provider's signed notice that checkout `id` completed.
-fn card_notice(id: &str) -> (String, Vec<u8>) {
-    let body = serde_json::to_vec(&serde_json::json!({
-        "type": "checkout.session.completed", "data": {"object": {"id": id}},
-    }))
-    .expect("json");
-    let signature = vt_connectors::cartao::stripe::assinar(
-        vt_simulators::systems::CARTAO_WEBHOOK_SECRET,
-        chrono::Utc::now().timestamp(),
-        &body,
-    );
-    (signature, body)
-}
-
-async fn card_receipts_in(url: &str, id: &str) -> usize {
-    reqwest::get(format!("{url}/v1/conversations/{id}"))
-        .await
-        .expect("read")
-        .text()
-        .await
-        .expect("text")
-        .matches("recarga feita")
-        .count()
-}
-
-/// Two `serve` processes on one PostgreSQL database taking cards at the provider's checkout: the paid
-/// checkout's signed notice reaches both several times at once — one recharge, one receipt.
-#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_serve_processes_on_postgresql_credit_a_card_payment_noticed_many_times_once() {
-    let pg = vt_store::testkit::PgFixture::start().await;
-    let sim = simulator().await;
-    let (_config_dir, config) = card_config(&sim);
-    let serve = || {
-        let data = tempfile::tempdir().expect("tmp");
-        let mut cmd = vt_agent_in(&data);
-        cmd.env("VT_DATABASE_URL", pg.process_url());
-        let child = serve_taking_cards(cmd, &config, &sim.url);
-        (data, child)
-    };
-    let ((_a_data, (mut a, a_url)), (_b_data, (mut b, b_url))) = (serve(), serve());
-    let http = reqwest::Client::new();
-    let say = |text: &'static str| {
-        http.post(format!("{a_url}/v1/conversations/c-pg-cartao/messages"))
-            .json(&serde_json::json!({"text": text, "user": {"id": "u-pg"}}))
-            .send()
-    };
-    say("recarregar 20 no cartão 2345678901 no crédito")
-        .await
-        .expect("ask");
-    let yes: serde_json::Value = say("sim").await.expect("yes").json().await.expect("json");
-    let id = linked_checkout(&yes);
-    assert_eq!(
-        sim.simulator.charges("2345678901"),
-        0,
-        "not paid: nothing recharged"
-    );
-    sim.simulator.cartao().pay(&id, false).expect("paid");
-    let (signature, body) = card_notice(&id);
-    let posts = [&a_url, &b_url, &a_url, &b_url, &a_url, &b_url].map(|url| {
-        http.post(format!("{url}{}", vt_agent::testkit::WEBHOOK_PATH))
-            .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
-            .body(body.clone())
-            .send()
-    });
-    for answered in futures::future::join_all(posts).await {
-        assert_eq!(answered.expect("notice").status(), 200);
-    }
-    let started = Instant::now();
-    while card_receipts_in(&b_url, "c-pg-cartao").await == 0 {
-        assert!(started.elapsed() < Duration::from_secs(30), "never credited");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        sim.simulator.charges("2345678901"),
-        1,
-        "one payment, one recharge"
-    );
-    assert_eq!(card_receipts_in(&b_url, "c-pg-cartao").await, 1, "one receipt");
-    assert_eq!(recharge_keys(&sim, "2345678901").len(), 1, "sent once");
-    for child in [&mut a, &mut b] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    pg.cleanup().await;
-}
-
-/// `serve` killed with SIGKILL between a card payment and its credit (when the recharge request
-/// arrives; after the recharge system charged): the next `serve`'s sweep resumes the credit under the
-/// recharge's key — one recharge, one receipt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_serve_killed_between_a_card_payment_and_its_credit_credits_it_once_after_restart() {
-    let sim = simulator().await;
-    let killer = Killer::start(&sim).await;
-    let (_config_dir, config) = card_config(&sim);
-    let http = reqwest::Client::new();
-    for (round, at) in [KillAt::RequestArrived, KillAt::Charged].into_iter().enumerate() {
-        let card = format!("45678901{round:02}");
-        let conversation = format!("c-cartao-kill-{round}");
-        let data = tempfile::tempdir().expect("tmp");
-        let serve = || serve_taking_cards(vt_agent_in(&data), &config, &killer.url);
-        let (mut first, url) = serve();
-        let say = |text: String| {
-            http.post(format!("{url}/v1/conversations/{conversation}/messages"))
-                .json(&serde_json::json!({"text": text, "user": {"id": "u-kill"}}))
-                .send()
-        };
-        say(format!("recarregar 20 no cartão {card} no crédito"))
-            .await
-            .expect("ask");
-        let yes: serde_json::Value = say("sim".into()).await.expect("yes").json().await.expect("json");
-        let id = linked_checkout(&yes);
-        sim.simulator.cartao().pay(&id, false).expect("paid");
-        killer.arm(at, first.id());
-        let (signature, body) = card_notice(&id);
-        let noticed = http
-            .post(format!("{url}{}", vt_agent::testkit::WEBHOOK_PATH))
-            .header(vt_connectors::cartao::stripe::ASSINATURA, &signature)
-            .body(body)
-            .send()
-            .await
-            .expect("notice");
-        assert_eq!(noticed.status(), 200, "{at:?}: the notice is acknowledged");
-        let exited = tokio::task::spawn_blocking(move || first.wait().expect("wait"))
-            .await
-            .expect("join");
-        assert!(!exited.success(), "{at:?}: killed mid-credit");
-        *killer.armed.lock().expect("lock") = None;
-        let sent_before = recharge_keys(&sim, &card).len();
-        assert_eq!(sent_before, usize::from(at == KillAt::Charged), "{at:?}");
-        let (mut second, url) = serve();
-        let started = Instant::now();
-        while card_receipts_in(&url, &conversation).await == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{at:?}: never resumed"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let keys = recharge_keys(&sim, &card);
-        assert_eq!(
-            sim.simulator.charges(&card),
-            1,
-            "{at:?}: one payment, one recharge"
-        );
-        assert!(
-            keys.iter().all(|k| *k == keys[0]),
-            "{at:?}: under the same key: {keys:?}"
-        );
-        assert_eq!(
-            card_receipts_in(&url, &conversation).await,
-            1,
-            "{at:?}: one receipt"
-        );
-        let _ = second.kill();
-        let _ = second.wait();
-    }
-}
-
-/// An automatic recharge's debit whose credit a kill -9 cut — the recharge system charged and
-/// answered, `serve` never read it: the next `serve` resumes the credit under the same key (the
-/// recharge system answers a replay), one recharge and one receipt. The provider's clock is the
-/// test's (it settles charges on their date); the product's is real.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_automatic_debit_killed_between_paid_and_credited_is_credited_once() {
-    use chrono::{DateTime, Utc};
-    let now: Arc<Mutex<DateTime<Utc>>> = Arc::new(Mutex::new(Utc::now()));
-    let clock = now.clone();
-    let sim = Simulator::new(SimulatorConfig {
-        now: Some(Arc::new(move || *clock.lock().expect("clock"))),
-        ..SimulatorConfig::default()
-    })
-    .spawn(0)
-    .await
-    .expect("simulator");
-    let killer = Killer::start(&sim).await;
-    let data = tempfile::tempdir().expect("tmp");
-    let config = data.path().join("vt-agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[pix]\napi_url = \"{}/pix/v2\"\nchave = \"recargas@operadora.example.com.br\"\nvarredura_segundos = 1\nretomar_credito_segundos = 2\n[pix.automatico]\nativo = true\n",
-            sim.url
-        ),
-    )
-    .expect("config");
-    let serve = |data: &tempfile::TempDir| {
-        let mut cmd = vt_agent_in(data);
-        cmd.env("VT_CONFIG", &config);
-        serve_following_up(cmd, &killer.url)
-    };
-    let card = "1234567855";
-    sim.simulator.ride(card, rust_decimal::Decimal::new(40, 0));
-    let (mut child, url) = serve(&data);
-    let http = reqwest::Client::new();
-    let opened: serde_json::Value = http
-        .post(format!("{url}/v1/conversations"))
-        .json(&serde_json::json!({"user": {"id": "u-auto"}}))
-        .send()
-        .await
-        .expect("open")
-        .json()
-        .await
-        .expect("json");
-    let conv = opened["conversation_id"].as_str().expect("id").to_owned();
-    let asked: serde_json::Value = http
-        .post(format!("{url}/v1/conversations/{conv}/messages"))
-        .json(&serde_json::json!({"text": format!("recarrega 50 no {card} quando o saldo ficar abaixo de 20"), "user": {"id": "u-auto"}}))
-        .send()
-        .await
-        .expect("ask")
-        .json()
-        .await
-        .expect("json");
-    assert!(asked.to_string().contains("autorize o Pix Automático"), "{asked}");
-    let rec = sim
-        .simulator
-        .pix()
-        .recurrences()
-        .pop()
-        .expect("a recurrence at the provider");
-    assert!(sim.simulator.pix().authorise(&rec.id_rec));
-    // The passes read it back as approved, read the balance (10, below 20) and schedule a charge.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sim.simulator.pix().recurring_charges(&rec.id_rec).is_empty() {
-        assert!(Instant::now() < deadline, "no charge was scheduled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // The provider tells `serve` of its charges (the product's own clock is days before the debit,
-    // so only a notice makes it read one back).
-    let registered = http
-        .put(format!("{}/pix/v2/webhookcobr", sim.url))
-        .json(&serde_json::json!({"webhookUrl": format!("{url}/channels/pix/webhook")}))
-        .send()
-        .await
-        .expect("register");
-    assert!(registered.status().is_success());
-    // Its date comes at the payer's bank: debited, the notice read back, claimed and sent — killed
-    // once the recharge system charged it.
-    killer.arm(KillAt::Charged, child.id());
-    *now.lock().expect("clock") += chrono::Duration::days(3);
-    sim.simulator.pix().recurring_charges(&rec.id_rec);
-    let waited = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::task::spawn_blocking(move || child.wait().expect("wait")),
-    )
-    .await;
-    assert!(
-        waited.is_ok(),
-        "serve was never killed: the debit was not credited"
-    );
-    *killer.armed.lock().expect("lock") = None;
-    assert_eq!(sim.simulator.charges(card), 1, "charged before the kill");
-
-    let (mut child, url) = serve(&data);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let read = || async {
-        http.get(format!("{url}/v1/conversations/{conv}"))
-            .send()
-            .await
-            .expect("read")
-            .text()
-            .await
-            .expect("text")
-    };
-    let receipts = loop {
-        let view = read().await;
-        let n = view.matches("Recarga automática feita").count();
-        if n > 0 || Instant::now() > deadline {
-            break n;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    // A few more passes: nothing more happens.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let view = read().await;
-    kill(child.id());
-    let _ = child.wait();
-    assert_eq!(receipts, 1, "the resumed credit speaks once");
-    assert_eq!(view.matches("Recarga automática feita").count(), 1, "{view}");
-    assert_eq!(sim.simulator.charges(card), 1, "one debit, one recharge: {view}");
-    let keys = recharge_keys(&sim, card);
-    assert!(
-        keys.len() >= 2 && keys.iter().all(|k| *k == keys[0]),
-        "resent under its key: {keys:?}"
-    );
 }

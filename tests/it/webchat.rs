@@ -15,18 +15,17 @@ use vt_agent::testkit::ConsoleConfig;
 use vt_agent::testkit::{WebchatConfig, WebchatTenant};
 use vt_agent::{ApiKeyConfig, AppState, HttpConfig, Role, Wiring, key_hash};
 
-use crate::browser::Browser;
 use crate::support::{ChatHarness, Served, chat_harness_paying, serve_state};
 
-const SECRET: &str = "segredo-do-chat-de-teste-com-32-bytes!";
-const ACME_KEY: &str = "chave-de-usuario-da-acme-com-32-bytes!";
-const BETA_KEY: &str = "chave-de-usuario-da-beta-com-32-bytes!";
-const BETA_ORIGIN: &str = "https://beta.example.com.br";
-const SUPPORT: &str = "chave-suporte-acme-123456";
-const CONSOLE_SECRET: &str = "segredo-do-console-de-teste-com-32+";
-const CARD: &str = "2345678901";
+pub(crate) const SECRET: &str = "segredo-do-chat-de-teste-com-32-bytes!";
+pub(crate) const ACME_KEY: &str = "chave-de-usuario-da-acme-com-32-bytes!";
+pub(crate) const BETA_KEY: &str = "chave-de-usuario-da-beta-com-32-bytes!";
+pub(crate) const BETA_ORIGIN: &str = "https://beta.example.com.br";
+pub(crate) const SUPPORT: &str = "chave-suporte-acme-123456";
+pub(crate) const CONSOLE_SECRET: &str = "segredo-do-console-de-teste-com-32+";
+pub(crate) const CARD: &str = "2345678901";
 
-fn webchat(origin: &str, per_minute: u32) -> WebchatConfig {
+pub(crate) fn webchat(origin: &str, per_minute: u32) -> WebchatConfig {
     WebchatConfig {
         segredo: Some(SECRET.into()),
         mensagens_por_minuto: per_minute,
@@ -52,7 +51,7 @@ fn webchat(origin: &str, per_minute: u32) -> WebchatConfig {
 }
 
 /// `serve` in process with the web chat of `config`, the console, and a support agent of `acme`.
-async fn serve(chat: Arc<ChatHarness>, config: &WebchatConfig) -> Served {
+pub(crate) async fn serve(chat: Arc<ChatHarness>, config: &WebchatConfig) -> Served {
     let wiring = Wiring {
         service: chat.service.clone(),
         agent: "vt".into(),
@@ -77,7 +76,7 @@ async fn serve(chat: Arc<ChatHarness>, config: &WebchatConfig) -> Served {
 }
 
 /// An operator's user token for `sub` of `tenant`, signed with `key`, living `secs`.
-fn user_token(key: &str, tenant: &str, sub: &str, secs: i64) -> String {
+pub(crate) fn user_token(key: &str, tenant: &str, sub: &str, secs: i64) -> String {
     let now = chrono::Utc::now().timestamp();
     let claims = json!({"sub": sub, "tenant": tenant, "iat": now, "exp": now + secs, "name": "Cliente 42"});
     jsonwebtoken::encode(
@@ -89,16 +88,16 @@ fn user_token(key: &str, tenant: &str, sub: &str, secs: i64) -> String {
 }
 
 /// A page's view of the chat's API: its origin, its session cookie and CSRF token.
-struct Page {
-    url: String,
-    origin: String,
-    client: reqwest::Client,
-    cookie: Option<String>,
-    csrf: String,
+pub(crate) struct Page {
+    pub(crate) url: String,
+    pub(crate) origin: String,
+    pub(crate) client: reqwest::Client,
+    pub(crate) cookie: Option<String>,
+    pub(crate) csrf: String,
 }
 
 impl Page {
-    fn new(url: &str, origin: &str) -> Self {
+    pub(crate) fn new(url: &str, origin: &str) -> Self {
         Self {
             url: url.to_owned(),
             origin: origin.to_owned(),
@@ -110,7 +109,11 @@ impl Page {
 
     /// Opens (or renews) the session of `tenant`, with `token` if any: the status, the body and the
     /// `Set-Cookie` header.
-    async fn open(&mut self, tenant: &str, token: Option<&str>) -> (StatusCode, Value, Option<String>) {
+    pub(crate) async fn open(
+        &mut self,
+        tenant: &str,
+        token: Option<&str>,
+    ) -> (StatusCode, Value, Option<String>) {
         let mut body = json!({"tenant": tenant});
         if let Some(t) = token {
             body["token"] = json!(t);
@@ -119,11 +122,11 @@ impl Page {
     }
 
     /// Renews the session the page opened (the widget's stream reconnecting).
-    async fn renew(&mut self, tenant: &str) -> (StatusCode, Value, Option<String>) {
+    pub(crate) async fn renew(&mut self, tenant: &str) -> (StatusCode, Value, Option<String>) {
         self.session(json!({"tenant": tenant, "renovar": true})).await
     }
 
-    async fn session(&mut self, body: Value) -> (StatusCode, Value, Option<String>) {
+    pub(crate) async fn session(&mut self, body: Value) -> (StatusCode, Value, Option<String>) {
         let mut r = self
             .client
             .post(format!("{}/webchat/api/sessao", self.url))
@@ -147,7 +150,7 @@ impl Page {
     }
 
     /// The conversation the session's cookie opens (read from its payload, as the server signed it).
-    fn conversation_id(&self) -> String {
+    pub(crate) fn conversation_id(&self) -> String {
         let cookie = self.cookie.as_deref().expect("a session");
         let payload = cookie.split('.').nth(1).expect("a JWT");
         let claims: Value = serde_json::from_slice(
@@ -162,7 +165,7 @@ impl Page {
         )
     }
 
-    async fn post(&self, body: &Value) -> reqwest::Response {
+    pub(crate) async fn post(&self, body: &Value) -> reqwest::Response {
         let mut r = self
             .client
             .post(format!("{}/webchat/api/mensagens", self.url))
@@ -176,14 +179,14 @@ impl Page {
     }
 
     /// Says `text`: the answer's body (what to offer).
-    async fn say(&self, text: &str) -> Value {
+    pub(crate) async fn say(&self, text: &str) -> Value {
         let id = uuid::Uuid::new_v4().to_string();
         let r = self.post(&json!({"id": id, "texto": text})).await;
         assert_eq!(r.status(), 200, "{text}");
         r.json().await.expect("json")
     }
 
-    async fn events(&self, last: Option<&str>) -> Events {
+    pub(crate) async fn events(&self, last: Option<&str>) -> Events {
         let mut r = self
             .client
             .get(format!("{}/webchat/api/eventos", self.url))
@@ -205,15 +208,15 @@ impl Page {
 }
 
 /// An event stream being read.
-struct Events {
-    response: reqwest::Response,
-    text: String,
-    taken: usize,
+pub(crate) struct Events {
+    pub(crate) response: reqwest::Response,
+    pub(crate) text: String,
+    pub(crate) taken: usize,
 }
 
 impl Events {
     /// Every event that came until the stream was quiet for `quiet`: ids and bodies.
-    async fn until_quiet(&mut self, quiet: Duration) -> Vec<(i64, Value)> {
+    pub(crate) async fn until_quiet(&mut self, quiet: Duration) -> Vec<(i64, Value)> {
         while let Ok(Some(chunk)) = tokio::time::timeout(quiet, self.response.chunk())
             .await
             .map(|c| c.expect("stream"))
@@ -237,7 +240,7 @@ impl Events {
     }
 
     /// Events until one whose text has `needle` (up to 20 s).
-    async fn until(&mut self, needle: &str) -> Vec<(i64, Value)> {
+    pub(crate) async fn until(&mut self, needle: &str) -> Vec<(i64, Value)> {
         let mut got = Vec::new();
         for _ in 0..40 {
             got.extend(self.until_quiet(Duration::from_millis(500)).await);
@@ -249,7 +252,7 @@ impl Events {
     }
 }
 
-fn text(e: &Value) -> &str {
+pub(crate) fn text(e: &Value) -> &str {
     e["texto"].as_str().unwrap_or_default()
 }
 
@@ -566,7 +569,7 @@ async fn other_origins_forged_sessions_missing_tokens_and_bad_input_are_refused_
 }
 
 /// What the person said in conversation `id`, in order, as stored.
-async fn page_messages(chat: &ChatHarness, id: &str) -> Vec<String> {
+pub(crate) async fn page_messages(chat: &ChatHarness, id: &str) -> Vec<String> {
     let messages = chat.store.messages(id).await.expect("messages");
     messages
         .into_iter()
@@ -665,577 +668,4 @@ async fn a_visitor_past_its_rate_is_told_to_wait_and_its_message_is_not_stored()
         page_messages(&chat, &page.conversation_id()).await,
         ["oi", "ajuda"]
     );
-}
-
-// ---- a person's visit in a real browser ----
-
-/// A TCP relay between the browser and `serve` that can be cut (every connection dropped, new ones
-/// refused) and restored: a network that goes away and comes back.
-struct Relay {
-    url: String,
-    cut: Arc<std::sync::atomic::AtomicBool>,
-    links: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-}
-
-impl Relay {
-    /// A relay on a port of its own, relaying to what `target` will hold (`serve`'s address, known
-    /// later: the page that embeds the chat names the relay first).
-    async fn to(target: Arc<std::sync::OnceLock<String>>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let links: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (is_cut, held) = (cut.clone(), links.clone());
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if is_cut.load(std::sync::atomic::Ordering::SeqCst) {
-                    continue; // dropped: the browser sees the connection fail
-                }
-                let target = target
-                    .get()
-                    .expect("serve's address")
-                    .trim_start_matches("http://")
-                    .to_owned();
-                let link = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                held.lock().expect("links").push(link.abort_handle());
-            }
-        });
-        Self { url, cut, links }
-    }
-
-    fn cut(&self) {
-        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
-        for link in self.links.lock().expect("links").drain(..) {
-            link.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// The operator's site: `/` embeds the chat from `chat` with a fresh user token of `cliente-42`, as a
-/// signed-in page would; it records every console call the page makes. Returns its port.
-async fn operator_site(chat: String) -> u16 {
-    let page = move || {
-        let token = user_token(ACME_KEY, "acme", "cliente-42", 600);
-        let html = format!(
-            r##"<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Acme</title>
-<script>window.__logs = []; ['log','info','warn','error','debug'].forEach(function (k) {{
-  var o = console[k]; console[k] = function () {{ window.__logs.push([].slice.call(arguments).join(' ')); o.apply(console, arguments); }};
-}}); window.__marca = 'sem recarregar';</script></head>
-<body><h1>Acme Transportes</h1><a id="inicio" href="#">Início</a>
-<script src="{chat}/webchat/widget.js" data-tenant="acme" data-user-token="{token}" async></script></body></html>"##
-        );
-        axum::response::Html(html)
-    };
-    let app = axum::Router::new().route("/", axum::routing::get(move || async move { page() }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    port
-}
-
-/// Runs `script` in the page with the chat's shadow root as `r` (`null` before the widget is there).
-async fn in_widget(b: &Browser, script: &str) -> Value {
-    let body =
-        format!("const h = document.querySelector('#vt-webchat'); const r = h && h.shadowRoot; {script}");
-    b.client.execute(&body, vec![]).await.expect("script")
-}
-
-/// Waits (up to `secs`) for `check` (a script returning a boolean, over `r`) to hold.
-async fn until_widget(b: &Browser, check: &str, secs: u64, what: &str) {
-    for _ in 0..secs * 10 {
-        if in_widget(b, check).await == Value::Bool(true) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let log = in_widget(b, "return r ? r.querySelector('.log').innerText : 'no widget'").await;
-    panic!("{what}: not in {secs} s; the chat shows: {log}");
-}
-
-/// Presses `keys` (each a key; WebDriver's codes for special keys) wherever the focus is.
-async fn press(b: &Browser, keys: &str) {
-    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
-    let mut actions = KeyActions::new("teclado".into());
-    for key in keys.chars() {
-        actions = actions
-            .then(KeyAction::Down { value: key })
-            .then(KeyAction::Up { value: key });
-    }
-    b.client.perform_actions(actions).await.expect("keys");
-}
-
-/// Types `text` into the chat's box and sends it with Enter, as a person does.
-async fn type_and_send(b: &Browser, text: &str) {
-    in_widget(b, "r.querySelector('textarea').focus()").await;
-    press(b, &format!("{text}\u{E007}")).await;
-}
-
-/// Clicks the chat's element `css` (the last that matches).
-async fn click_in_widget(b: &Browser, css: &str) {
-    let done = in_widget(
-        b,
-        &format!("const all = r.querySelectorAll({css:?}); if (!all.length) return false; all[all.length - 1].click(); return true;"),
-    )
-    .await;
-    assert_eq!(done, Value::Bool(true), "{css} to click");
-}
-
-/// How many messages of the chat's log contain `needle`, and whether their ids are each once.
-async fn count(b: &Browser, needle: &str) -> (u64, bool) {
-    let v = in_widget(
-        b,
-        &format!(
-            "const items = [...r.querySelectorAll('.log li')]; const ids = items.map(i => i.dataset.id).filter(Boolean);
-             return [items.filter(i => i.innerText.includes({needle:?})).length, new Set(ids).size === ids.length];"
-        ),
-    )
-    .await;
-    (v[0].as_u64().expect("count"), v[1].as_bool().expect("unique"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_chats_pays_and_is_answered_by_a_person_on_a_site_in_a_real_browser() {
-    let chat = Arc::new(chat_harness_paying().await);
-    // The relay, then the site that embeds the chat through it, then `serve` with the site's origin.
-    let target = Arc::new(std::sync::OnceLock::new());
-    let relay = Relay::to(target.clone()).await;
-    let port = operator_site(relay.url.clone()).await;
-    let site = format!("http://localhost:{port}");
-    let s = serve(chat.clone(), &webchat(&site, 20)).await;
-    target.set(s.url.clone()).expect("once");
-    let Some(b) = Browser::start_for("webchat").await else {
-        return;
-    };
-
-    // Keyboard only: from the page's first link to the bubble, Enter opens the chat in its box.
-    b.client.goto(&format!("{site}/")).await.expect("the site");
-    until_widget(
-        &b,
-        "return !!h && h.dataset.estado === 'conectado'",
-        10,
-        "the chat connects",
-    )
-    .await;
-    b.shot("01-pagina").await;
-    in_widget(&b, "document.querySelector('#inicio').focus()").await;
-    press(&b, "\u{E004}").await;
-    let focused = in_widget(
-        &b,
-        "return document.activeElement === h && r.activeElement.className",
-    )
-    .await;
-    assert_eq!(focused, json!("bolha"), "Tab reaches the bubble");
-    press(&b, "\u{E007}").await;
-    let open = in_widget(
-        &b,
-        "return [r.querySelector('.painel').hidden, r.activeElement.tagName]",
-    )
-    .await;
-    assert_eq!(
-        open,
-        json!([false, "TEXTAREA"]),
-        "Enter opens it, the focus in the box"
-    );
-    let unlabelled = in_widget(
-        &b,
-        "return [...r.querySelectorAll('button, textarea, a')].filter(e => !e.getAttribute('aria-label') && !e.textContent.trim() && !(e.labels && e.labels.length)).map(e => e.outerHTML)",
-    )
-    .await;
-    assert_eq!(unlabelled, json!([]), "every control has a label");
-
-    // The balance, typed; the card masked once the message is on record.
-    type_and_send(&b, &format!("saldo do cartão {CARD}")).await;
-    until_widget(
-        &b,
-        "return r.querySelector('.log').innerText.includes('é R$')",
-        15,
-        "the balance",
-    )
-    .await;
-    until_widget(
-        &b,
-        "return !r.querySelector('.pendente')",
-        10,
-        "the message on record",
-    )
-    .await;
-    let shown = in_widget(&b, "return r.innerHTML + document.documentElement.outerHTML").await;
-    assert!(
-        !shown.as_str().expect("html").contains(CARD),
-        "no card in clear on the page"
-    );
-    b.shot("02-saldo").await;
-
-    // A Pix recharge: confirmed with the button, the QR shown, the code copied.
-    type_and_send(&b, &format!("recarregar 20 no cartão {CARD} via pix")).await;
-    until_widget(
-        &b,
-        "return [...r.querySelectorAll('.opcoes button')].some(x => x.textContent === 'Confirmar')",
-        15,
-        "the confirm button",
-    )
-    .await;
-    // The product's emphasis is bold in the widget, never raw WhatsApp markup ("Responda \*sim\*" on
-    // 80722d3).
-    let asked = in_widget(
-        &b,
-        "const li = [...r.querySelectorAll('.log li.assistant')].pop(); return [li.innerText, [...li.querySelectorAll('strong')].map(s => s.textContent)]",
-    )
-    .await;
-    let text = asked[0].as_str().unwrap_or_default();
-    assert!(
-        text.contains("****8901") && !text.contains("*sim*") && !text.contains("*não*"),
-        "the card's stars stay, the marks go: {asked}"
-    );
-    assert_eq!(asked[1], json!(["sim", "não"]), "{asked}");
-    click_in_widget(&b, ".opcoes button:first-child").await;
-    until_widget(
-        &b,
-        "return !!r.querySelector('.pix img') && r.querySelector('.pix img').naturalWidth > 0",
-        15,
-        "the QR",
-    )
-    .await;
-    let code = in_widget(&b, "return r.querySelector('.pix .texto').textContent").await;
-    let code = code.as_str().expect("code").to_owned();
-    assert!(code.starts_with("000201"), "{code}");
-    click_in_widget(&b, ".pix .copiar").await;
-    until_widget(
-        &b,
-        "return r.querySelector('.pix .copiar').textContent === 'Copiado'",
-        5,
-        "copied",
-    )
-    .await;
-    b.shot("03-pix").await;
-
-    // The simulator pays; the receipt appears without a reload.
-    let txid = chat.sim.pix().charge_with_code(&code).expect("charge").txid;
-    chat.sim.pix().pay(&txid, false).expect("paid");
-    chat.service.payments().sweep().await;
-    until_widget(
-        &b,
-        "return r.querySelector('.log').innerText.includes('Pagamento recebido')",
-        15,
-        "the receipt",
-    )
-    .await;
-    assert_eq!(
-        b.client
-            .execute("return window.__marca", vec![])
-            .await
-            .expect("mark"),
-        json!("sem recarregar")
-    );
-    b.shot("04-recibo").await;
-
-    // A second browser profile, the same person signed in at the site: their history, their card.
-    let Some(other) = Browser::start_for("webchat").await else {
-        return;
-    };
-    other.client.goto(&format!("{site}/")).await.expect("the site");
-    until_widget(
-        &other,
-        "return !!h && h.dataset.estado === 'conectado'",
-        10,
-        "the chat connects",
-    )
-    .await;
-    click_in_widget(&other, ".bolha").await;
-    until_widget(
-        &other,
-        "return r.querySelector('.log').innerText.includes('Pagamento recebido')",
-        10,
-        "the history",
-    )
-    .await;
-    type_and_send(&other, "saldo").await;
-    until_widget(
-        &other,
-        "return [...r.querySelectorAll('.log li.assistant')].pop().innerText.includes('****8901')",
-        15,
-        "the remembered card",
-    )
-    .await;
-    other.shot("05-outro-perfil").await;
-
-    // A person: the case opens; the connection is cut; the support agent answers in the console.
-    type_and_send(&b, "quero falar com um atendente").await;
-    until_widget(
-        &b,
-        "return !r.querySelector('.pendente') && !r.querySelector('.estado').textContent",
-        15,
-        "the hand-off",
-    )
-    .await;
-    let case = chat
-        .store
-        .cases(Some("acme"), 10)
-        .await
-        .expect("cases")
-        .into_iter()
-        .next();
-    let case = case.unwrap_or_else(|| panic!("a case of acme's"));
-    relay.cut();
-    until_widget(
-        &b,
-        "return h.dataset.estado === 'reconectando'",
-        15,
-        "the cut seen",
-    )
-    .await;
-    other.sign_in(&s.url, SUPPORT).await;
-    other.wait_path("/console/fila").await;
-    other
-        .client
-        .goto(&format!("{}/console/cases/{}", s.url, case.id))
-        .await
-        .expect("case");
-    other.submit("#assumir").await;
-    other
-        .type_into("#texto", "Olá, aqui é a Ana. Já vejo seu pedido.")
-        .await;
-    other.submit("#enviar").await;
-    relay.restore();
-    until_widget(
-        &b,
-        "return r.querySelector('.log').innerText.includes('aqui é a Ana')",
-        30,
-        "the person's reply after the cut",
-    )
-    .await;
-    // A little longer: a double would come now.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (replies, unique) = count(&b, "aqui é a Ana").await;
-    assert_eq!((replies, unique), (1, true), "the reply once, every message once");
-    assert_eq!(count(&b, "Pagamento recebido").await.0, 1);
-    let agent = in_widget(
-        &b,
-        "return [...r.querySelectorAll('.log li.human_agent .quem')].map(e => e.textContent)",
-    )
-    .await;
-    assert_eq!(agent, json!(["suporte · atendente"]));
-    b.shot("06-atendente").await;
-
-    // Nothing of the card in the page's storage or console.
-    let kept = b
-        .client
-        .execute(
-            "return [localStorage.length, sessionStorage.length, document.cookie, window.__logs]",
-            vec![],
-        )
-        .await
-        .expect("storage");
-    assert_eq!(
-        kept,
-        json!([0, 0, "", []]),
-        "no storage, no readable cookie, no console output"
-    );
-
-    // A page of another origin (the site's host by its address): no session, and its own calls fail.
-    b.client
-        .goto(&format!("http://127.0.0.1:{port}/"))
-        .await
-        .expect("other origin");
-    until_widget(&b, "return !!h && h.dataset.estado === 'recusado'", 10, "refused").await;
-    let post = b
-        .client
-        .execute_async(
-            &format!(
-                "const done = arguments[arguments.length - 1];
-                 fetch('{}/webchat/api/mensagens', {{method: 'POST', credentials: 'include',
-                   headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{id: 'x', texto: 'oi'}})}})
-                 .then(r => done('status ' + r.status), e => done('blocked'));",
-                relay.url
-            ),
-            vec![],
-        )
-        .await
-        .expect("fetch");
-    assert_eq!(post, json!("blocked"), "CORS refuses another origin");
-    b.shot("07-outra-origem").await;
-    other.close().await;
-    b.close().await;
-}
-
-/// `vt-agent config check` on a file of `toml`.
-fn config_check(toml: &str) -> std::process::Output {
-    let (mut cmd, data) = crate::cli::vt_agent();
-    let file = data.path().join("site.toml");
-    std::fs::write(&file, toml).expect("write");
-    cmd.arg("--config")
-        .arg(&file)
-        .args(["config", "check"])
-        .output()
-        .expect("run")
-}
-
-#[test]
-fn a_bad_web_chat_section_is_refused_when_loaded_naming_its_field_never_its_value() {
-    let site = "[[webchat.clientes]]\ntenant = \"acme\"\n";
-    let out = config_check(&format!("{site}origens = [\"https://www.acme.com.br/chat\"]\n"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("webchat.clientes[0].origens"), "{err}");
-    let out = config_check(&format!(
-        "{site}origens = [\"https://www.acme.com.br\"]\nchave_usuario = \"curta-e-secreta\"\n"
-    ));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("webchat.clientes[0].chave_usuario") && !err.contains("curta-e-secreta"),
-        "{err}"
-    );
-    let out = config_check(&format!(
-        "{site}origens = [\"https://www.acme.com.br\"]\nnome = \"Acme\"\n"
-    ));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// The framework's own refusals (a body over the route's limit, a query parameter of the wrong type)
-/// come in the API's JSON error, pt-BR, naming the field — they were `text/plain` in English.
-#[tokio::test]
-async fn the_frameworks_refusals_come_as_the_apis_json_errors() {
-    let origin = "http://localhost:8124";
-    let chat = Arc::new(chat_harness_paying().await);
-    let s = serve(chat.clone(), &webchat(origin, 20)).await;
-    let mut page = Page::new(&s.url, origin);
-    page.open("acme", None).await;
-    let long = page
-        .post(&json!({"id": "x-longo", "texto": "a".repeat(20_000)}))
-        .await;
-    assert_eq!(long.status(), 413);
-    assert!(
-        long.headers()["content-type"]
-            .to_str()
-            .expect("type")
-            .starts_with("application/json")
-    );
-    let body: Value = long.json().await.expect("a JSON error");
-    assert_eq!(body["error"]["code"], "payload_too_large");
-    assert_eq!(body["error"]["field"], "corpo");
-    let mut r = s
-        .client
-        .get(format!("{}/webchat/api/eventos?ultimo=abc", s.url))
-        .header("origin", origin);
-    if let Some(c) = &page.cookie {
-        r = r.header("cookie", c);
-    }
-    let bad = r.send().await.expect("events");
-    assert_eq!(bad.status(), 400);
-    let body: Value = bad.json().await.expect("a JSON error");
-    assert_eq!(body["error"]["field"], "ultimo", "{body}");
-    let message = body["error"]["message"].as_str().expect("message");
-    assert!(
-        !message.contains("abc") && !message.contains("Failed"),
-        "{message}"
-    );
-    assert!(
-        page_messages(&chat, &page.conversation_id()).await.is_empty(),
-        "nothing stored"
-    );
-}
-
-/// The satisfaction question reaches the web chat with its 1–5 as quick replies (it came as bare text
-/// on 80722d3), and a pick is the score.
-#[tokio::test]
-async fn the_satisfaction_question_comes_with_its_scale_as_quick_replies() {
-    let origin = "http://localhost:8124";
-    let chat = Arc::new(chat_harness_paying().await);
-    let s = serve(chat.clone(), &webchat(origin, 20)).await;
-    let mut page = Page::new(&s.url, origin);
-    page.open("acme", None).await;
-    page.say("saldo do cartão 1234567890").await;
-    let mut stream = page.events(None).await;
-    stream.until("R$ 50,00").await;
-    chat.clock.set(chat.clock.now() + chrono::Duration::minutes(31));
-    assert_eq!(chat.service.outcomes().close_stretches().await, 1);
-    let asked = stream.until("Como você avalia").await;
-    let question = asked
-        .iter()
-        .map(|(_, e)| e)
-        .find(|e| text(e).contains("Como você avalia"))
-        .expect("the question");
-    assert_eq!(
-        question["escolhas"].as_array().map(Vec::len),
-        Some(5),
-        "{question}"
-    );
-    let picked = page
-        .post(&json!({"id": "nota-1", "texto": "5 · Ótimo", "escolha": 4}))
-        .await;
-    assert_eq!(picked.status(), 200);
-    // The thanks arrive on the stream, as every answer does.
-    let thanked = stream.until("Obrigado pela avaliação").await;
-    assert!(!thanked.is_empty());
-}
-
-/// A recharge a support agent proposes reaches the web chat with Confirmar / Cancelar under it (on
-/// 80722d3 it came as text alone), and the person's tap confirms it once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_support_agents_proposal_reaches_the_web_chat_with_its_buttons() {
-    let origin = "http://localhost:8124";
-    let chat = Arc::new(chat_harness_paying().await);
-    let s = serve(chat.clone(), &webchat(origin, 20)).await;
-    let mut page = Page::new(&s.url, origin);
-    page.open("acme", None).await;
-    page.say("saldo do cartão 1234567890").await;
-    page.say("quero falar com um atendente").await;
-    let conv = page.conversation_id();
-    let case = chat
-        .store
-        .open_case_of(&conv)
-        .await
-        .expect("read")
-        .expect("a case");
-    let agent = vt_agent::testkit::SupportAgent {
-        login: "carla",
-        name: "Carla",
-        tenant: None,
-    };
-    chat.service
-        .cases()
-        .claim_case(&case.id, agent)
-        .await
-        .expect("claim");
-    let mut stream = page.events(None).await;
-    stream.until_quiet(Duration::from_millis(500)).await;
-    let proposal = vt_agent::testkit::Proposal::parse("20 1234567890 pix").expect("a proposal");
-    chat.service
-        .cases()
-        .propose_recharge(&case.id, agent, &proposal)
-        .await
-        .expect("proposed");
-    let came = stream.until("Confirma").await;
-    let (_, asked) = came
-        .iter()
-        .find(|(_, e)| text(e).contains("Confirma"))
-        .expect("the question");
-    let buttons = asked["botoes"].as_array().cloned().unwrap_or_default();
-    assert_eq!(
-        buttons.iter().map(|b| b["titulo"].clone()).collect::<Vec<_>>(),
-        [json!("Confirmar"), json!("Cancelar")],
-        "{asked}"
-    );
-    assert_eq!(chat.recharges(), 0, "a proposal moves no money");
-    let tapped = page
-        .post(&json!({"id": "toque-1", "texto": "Confirmar", "toque": buttons[0]["toque"]}))
-        .await;
-    assert_eq!(tapped.status(), 200);
-    let after: Value = tapped.json().await.expect("json");
-    assert_eq!(after["botoes"], json!([]), "{after}");
-    let again = page
-        .post(&json!({"id": "toque-2", "texto": "Confirmar", "toque": buttons[0]["toque"]}))
-        .await;
-    assert_eq!(again.status(), 200);
-    let charges = chat.store.conversation_charges(&conv).await.expect("charges");
-    assert_eq!(charges.len(), 1, "one Pix charge, however often it is tapped");
-    assert_eq!(chat.recharges(), 0, "no money before the Pix is paid");
 }
