@@ -3,6 +3,7 @@
 #![allow(clippy::disallowed_methods)] // tests and benches convert JSON freely; see `vt_contract::json`
 
 mod automatico;
+mod automatico_instances;
 mod batch;
 mod board;
 mod boleto;
@@ -11,10 +12,12 @@ mod bursts;
 mod cartao;
 mod cases;
 mod cli;
+mod cli_data;
 mod console;
 mod console_usage;
 mod console_cases;
 mod conversation;
+mod conversation_model;
 mod docs;
 mod engine;
 mod faq;
@@ -47,6 +50,8 @@ mod systems_auth;
 mod systems_contract;
 mod systems_tls;
 mod traces;
+mod traces_secrets;
+mod traces_collector;
 mod transcripts;
 mod voice;
 mod webchat;
@@ -54,4 +59,6 @@ mod webchat_answers;
 mod webchat_browser;
 mod webhooks;
 mod whatsapp;
+mod whatsapp_turns;
 mod window;
+mod window_notices;
