@@ -299,7 +299,7 @@ pub(crate) async fn seed(chat: &ChatHarness) -> i64 {
             tokens_output: 60,
             execution_time_ms: 900,
             was_keyword_matched: false,
-            created_at: Utc::now(),
+            created_at: chat.clock.now(),
             audio_ms: 0,
             tokens_cached: 0,
             tenant_id: "default".into(),
@@ -308,7 +308,8 @@ pub(crate) async fn seed(chat: &ChatHarness) -> i64 {
         })
         .await
         .expect("usage");
-    let now = Utc::now();
+    // On the service's clock, as the turns above: the usage page counts its period from it.
+    let now = chat.clock.now();
     chat.store
         .open_batch(&vt_store::testkit::batch_job("lote-da-empresa", "default", now))
         .await
