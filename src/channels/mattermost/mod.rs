@@ -78,21 +78,6 @@ impl std::fmt::Debug for MattermostConfig {
 }
 
 impl MattermostConfig {
-    /// `VT_MATTERMOST_*` over the file's values (`get` reads one variable; empty is unset).
-    pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        super::set_from_env(
-            get,
-            [
-                ("VT_MATTERMOST_URL", &mut self.url),
-                ("VT_MATTERMOST_BOT_TOKEN", &mut self.bot_token),
-                ("VT_MATTERMOST_SLASH_TOKEN", &mut self.slash_token),
-                ("VT_MATTERMOST_WEBHOOK_TOKEN", &mut self.webhook_token),
-                ("VT_MATTERMOST_ACTIONS_SECRET", &mut self.actions_secret),
-                ("VT_MATTERMOST_PUBLIC_URL", &mut self.public_url),
-            ],
-        );
-    }
-
     /// Some way in is configured.
     pub(crate) fn is_on(&self) -> bool {
         self.slash_token.is_some() || self.webhook_token.is_some() || self.bot_token.is_some()
@@ -134,20 +119,6 @@ impl MattermostConfig {
             ));
         }
         Ok(())
-    }
-
-    pub(crate) fn register_secrets(&self) {
-        for s in [
-            &self.bot_token,
-            &self.slash_token,
-            &self.webhook_token,
-            &self.actions_secret,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            vt_contract::redact::register_secret(s);
-        }
     }
 
     fn is_support(&self, user_id: &str, user_name: &str) -> bool {
@@ -395,7 +366,17 @@ pub fn channel(config: &MattermostConfig, wiring: &crate::channels::Wiring) -> c
 
 impl super::Section for MattermostConfig {
     fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
-        Self::override_from(self, &get);
+        super::set_from_env(
+            &get,
+            [
+                ("VT_MATTERMOST_URL", &mut self.url),
+                ("VT_MATTERMOST_BOT_TOKEN", &mut self.bot_token),
+                ("VT_MATTERMOST_SLASH_TOKEN", &mut self.slash_token),
+                ("VT_MATTERMOST_WEBHOOK_TOKEN", &mut self.webhook_token),
+                ("VT_MATTERMOST_ACTIONS_SECRET", &mut self.actions_secret),
+                ("VT_MATTERMOST_PUBLIC_URL", &mut self.public_url),
+            ],
+        );
     }
 
     fn problem(&self) -> Option<(String, String)> {
@@ -405,7 +386,17 @@ impl super::Section for MattermostConfig {
     }
 
     fn register_secrets(&self) {
-        Self::register_secrets(self);
+        for s in [
+            &self.bot_token,
+            &self.slash_token,
+            &self.webhook_token,
+            &self.actions_secret,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            vt_contract::redact::register_secret(s);
+        }
     }
 
     fn boxed(&self) -> Box<dyn super::Section> {

@@ -170,19 +170,6 @@ impl WebchatConfig {
         !self.clientes.is_empty()
     }
 
-    /// `VT_WEBCHAT_SEGREDO` over the file's value (`get` reads one variable; empty is unset).
-    pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        super::set_from_env(get, [("VT_WEBCHAT_SEGREDO", &mut self.segredo)]);
-    }
-
-    /// Its secrets join the set every log line and record is scrubbed of.
-    pub(crate) fn register_secrets(&self) {
-        let keys = self.clientes.iter().filter_map(|c| c.chave_usuario.as_ref());
-        for s in self.segredo.iter().chain(keys) {
-            vt_contract::redact::register_secret(s);
-        }
-    }
-
     /// Each value that parses but cannot work, as `(field, why)`; a tenant's field is named with its
     /// place in the list (`webchat.clientes[0].origens`).
     pub(crate) fn validate(&self) -> Result<(), (String, &'static str)> {
@@ -272,7 +259,7 @@ pub(crate) fn rules() -> crate::service::ChannelRules {
 
 impl super::Section for WebchatConfig {
     fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
-        Self::override_from(self, &get);
+        super::set_from_env(&get, [("VT_WEBCHAT_SEGREDO", &mut self.segredo)]);
     }
 
     fn problem(&self) -> Option<(String, String)> {
@@ -280,7 +267,10 @@ impl super::Section for WebchatConfig {
     }
 
     fn register_secrets(&self) {
-        Self::register_secrets(self);
+        let keys = self.clientes.iter().filter_map(|c| c.chave_usuario.as_ref());
+        for s in self.segredo.iter().chain(keys) {
+            vt_contract::redact::register_secret(s);
+        }
     }
 
     fn boxed(&self) -> Box<dyn super::Section> {

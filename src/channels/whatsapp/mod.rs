@@ -81,27 +81,6 @@ pub struct WhatsAppConfig {
     pub juntar_ms: u64,
 }
 
-impl WhatsAppConfig {
-    /// `VT_WHATSAPP_*` over the file's values (`get` reads one variable; empty is unset).
-    pub(crate) fn override_from(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        super::set_from_env(
-            get,
-            [
-                ("VT_WHATSAPP_PHONE_NUMBER_ID", &mut self.phone_number_id),
-                ("VT_WHATSAPP_ACCESS_TOKEN", &mut self.access_token),
-                ("VT_WHATSAPP_APP_SECRET", &mut self.app_secret),
-                ("VT_WHATSAPP_VERIFY_TOKEN", &mut self.verify_token),
-            ],
-        );
-        if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
-            self.graph_url = v;
-        }
-        if let Some(v) = get("VT_WHATSAPP_API_VERSION") {
-            self.api_version = v;
-        }
-    }
-}
-
 /// The privacy notice a person gets with their first message, unless `[whatsapp] aviso_privacidade`
 /// says otherwise.
 pub const AVISO_PRIVACIDADE: &str = "Antes de começar: para atender você, guardamos o seu número de WhatsApp, as mensagens desta conversa e os cartões de VT que você informar (cifrados, e sempre mascarados nas respostas), pelo prazo da nossa política de retenção. Pela LGPD, você pode pedir a qualquer momento uma cópia dos seus dados ou que eles sejam apagados. Seus direitos como titular: https://www.gov.br/anpd/pt-br/assuntos/titular-de-dados-1";
@@ -183,21 +162,25 @@ impl WhatsAppConfig {
         }
         Ok(())
     }
-
-    /// Its secrets join the set every log line and record is scrubbed of.
-    pub(crate) fn register_secrets(&self) {
-        for s in [&self.access_token, &self.app_secret, &self.verify_token]
-            .into_iter()
-            .flatten()
-        {
-            vt_contract::redact::register_secret(s);
-        }
-    }
 }
 
 impl super::Section for WhatsAppConfig {
     fn override_from(&mut self, get: &dyn Fn(&str) -> Option<String>) {
-        Self::override_from(self, &get);
+        super::set_from_env(
+            &get,
+            [
+                ("VT_WHATSAPP_PHONE_NUMBER_ID", &mut self.phone_number_id),
+                ("VT_WHATSAPP_ACCESS_TOKEN", &mut self.access_token),
+                ("VT_WHATSAPP_APP_SECRET", &mut self.app_secret),
+                ("VT_WHATSAPP_VERIFY_TOKEN", &mut self.verify_token),
+            ],
+        );
+        if let Some(v) = get("VT_WHATSAPP_GRAPH_URL") {
+            self.graph_url = v;
+        }
+        if let Some(v) = get("VT_WHATSAPP_API_VERSION") {
+            self.api_version = v;
+        }
     }
 
     fn problem(&self) -> Option<(String, String)> {
@@ -207,7 +190,12 @@ impl super::Section for WhatsAppConfig {
     }
 
     fn register_secrets(&self) {
-        Self::register_secrets(self);
+        for s in [&self.access_token, &self.app_secret, &self.verify_token]
+            .into_iter()
+            .flatten()
+        {
+            vt_contract::redact::register_secret(s);
+        }
     }
 
     fn boxed(&self) -> Box<dyn super::Section> {
