@@ -46,7 +46,7 @@ pub use batch::{
     Job, Options, derived_id as batch_id, run as run_batch, source::Format, source::LineDefaults,
     source::read as read_batch_source,
 };
-pub use channels::{Channel, PLUGS, Plug, Raw, Section, SectionError, Sections, Settings, Wiring};
+pub use channels::{Channel, PLUGS, Plug, Section, SectionType, Sections, Settings, Wiring};
 pub use cli::{Cli, Command, run, terminal_safe};
 pub use config::{Config, SimulatorSettings};
 pub use flow::{Etapa, FLOW_AGENT, FlowMode, FlowOutput, FlowStatus, run_flow, share};

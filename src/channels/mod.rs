@@ -16,7 +16,8 @@ pub(crate) mod plug;
 pub(crate) mod webchat;
 pub(crate) mod whatsapp;
 
-pub use plug::{Plug, Raw, Section, SectionError, Sections, Settings};
+pub use plug::{Plug, Section, SectionType, Sections, Settings};
+pub(crate) use plug::{Raw, SectionError};
 
 /// The channels this product plugs in, in the order the console lists them.
 pub static PLUGS: &[&dyn Plug] = &[&mattermost::Mattermost, &whatsapp::WhatsApp, &webchat::Webchat];

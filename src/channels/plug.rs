@@ -23,40 +23,77 @@ pub trait Section: Any + Debug + Send + Sync {
     fn problem(&self) -> Option<(String, String)>;
     /// Its secrets join the set every log line and record is scrubbed of.
     fn register_secrets(&self);
-    /// A copy, for a configuration that is cloned.
-    fn boxed(&self) -> Box<dyn Section>;
+}
+
+/// A section type's reader: the file's table (absent: the defaults), then the variables `get` reads.
+type ReadSection =
+    for<'i> fn(Option<Raw<'i>>, &dyn Fn(&str) -> Option<String>) -> Result<Arc<dyn Section>, SectionError>;
+
+/// How a channel's section is read and described — one type's, [`SectionType::of`]: what the
+/// configuration needs of a plug's section without naming its type.
+#[derive(Clone, Copy)]
+pub struct SectionType {
+    read: ReadSection,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl SectionType {
+    /// Section type `T`: read from the file's table (absent: its defaults) with its variables on top;
+    /// described by its JSON Schema (its doc comments become the configuration reference).
+    pub fn of<T: Section + DeserializeOwned + Default + schemars::JsonSchema>() -> Self {
+        Self {
+            read: read::<T>,
+            schema: schema::<T>,
+        }
+    }
+
+    /// The section `raw` gives, with the variables `get` reads over it.
+    pub(crate) fn read(
+        self,
+        raw: Option<Raw<'_>>,
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<dyn Section>, SectionError> {
+        (self.read)(raw, get)
+    }
+
+    /// Its JSON Schema, its definitions joining `generator`'s.
+    pub(crate) fn schema(self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
+    }
+}
+
+fn read<T: Section + DeserializeOwned + Default>(
+    raw: Option<Raw<'_>>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Section>, SectionError> {
+    let keyed = |e: serde_path_to_error::Error<toml::de::Error>| SectionError {
+        key: e.path().to_string(),
+        error: e.into_inner(),
+    };
+    let mut section: T = match raw {
+        None => T::default(),
+        Some(Raw::Text(de)) => serde_path_to_error::deserialize(de).map_err(keyed)?,
+        Some(Raw::Value(value)) => serde_path_to_error::deserialize(value).map_err(keyed)?,
+    };
+    section.override_from(get);
+    Ok(Arc::new(section))
+}
+
+fn schema<T: schemars::JsonSchema>(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<T>()
 }
 
 /// A section as the file gave it: the parser's own table (whose errors keep their line and column),
 /// or a value rebuilt after keys were moved between sections.
-pub enum Raw<'i> {
+pub(crate) enum Raw<'i> {
     Text(toml::de::ValueDeserializer<'i>),
     Value(toml::Value),
 }
 
 /// A section that did not read: the key inside it (`juntar_ms`) and the parser's error.
-pub struct SectionError {
+pub(crate) struct SectionError {
     pub key: String,
     pub error: toml::de::Error,
-}
-
-impl Raw<'_> {
-    /// Section `T` read from `raw` (absent: its defaults) — what a plug's [`Plug::section`] is, in one
-    /// call.
-    pub fn read<T: Section + DeserializeOwned + Default>(
-        raw: Option<Self>,
-    ) -> Result<Box<dyn Section>, SectionError> {
-        let keyed = |e: serde_path_to_error::Error<toml::de::Error>| SectionError {
-            key: e.path().to_string(),
-            error: e.into_inner(),
-        };
-        let section: T = match raw {
-            None => T::default(),
-            Some(Raw::Text(de)) => serde_path_to_error::deserialize(de).map_err(keyed)?,
-            Some(Raw::Value(value)) => serde_path_to_error::deserialize(value).map_err(keyed)?,
-        };
-        Ok(Box::new(section))
-    }
 }
 
 /// A channel, to the product: everything outside its folder reaches it through this.
@@ -65,10 +102,8 @@ pub trait Plug: Send + Sync {
     fn name(&self) -> &'static str;
     /// What the service must know of it: its window, its native orders, its label.
     fn rules(&self) -> ChannelRules;
-    /// Its section, read from the file's table (absent: the defaults): usually [`Raw::read`].
-    fn section(&self, raw: Option<Raw<'_>>) -> Result<Box<dyn Section>, SectionError>;
-    /// Its section's JSON Schema, for `vt-agent config schema` and the reference.
-    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+    /// Its section's type, `[name]` in the file: `SectionType::of::<MyConfig>()`.
+    fn section(&self) -> SectionType;
     /// What it brings to `serve`, from its section (and the rest of the configuration); off: a
     /// [`Channel`] with nothing in it.
     fn build(&self, settings: &dyn Settings, wiring: &Wiring) -> anyhow::Result<Channel>;
@@ -100,33 +135,39 @@ pub trait Settings {
 }
 
 /// Every plugged channel with its section, in the order they were plugged.
-pub struct Sections(Vec<(&'static dyn Plug, Box<dyn Section>)>);
+#[derive(Clone)]
+pub struct Sections(Vec<(&'static dyn Plug, Arc<dyn Section>)>);
 
 impl Sections {
-    /// Each of `plugs` with its default section (no file).
-    pub fn defaults(plugs: &[&'static dyn Plug]) -> Self {
+    /// Each of `plugs` with its default section and the variables `get` reads over it (no file).
+    pub(crate) fn defaults(plugs: &[&'static dyn Plug], get: &dyn Fn(&str) -> Option<String>) -> Self {
         Self(
             plugs
                 .iter()
-                .filter_map(|plug| Some((*plug, plug.section(None).ok()?)))
+                .filter_map(|plug| Some((*plug, plug.section().read(None, get).ok()?)))
                 .collect(),
         )
     }
 
-    /// Each of `plugs` with the section `raw` gives it (its name as the key of the error).
+    /// Each of `plugs` with the section `raw` gives it and the variables `get` reads over it (its name
+    /// as the key of the error).
     pub(crate) fn read<'i>(
         plugs: &[&'static dyn Plug],
         mut raw: impl FnMut(&str) -> Option<Raw<'i>>,
+        get: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, SectionError> {
         let mut sections = Vec::with_capacity(plugs.len());
         for plug in plugs {
-            let section = plug.section(raw(plug.name())).map_err(|e| SectionError {
-                key: match e.key.as_str() {
-                    "" | "." => plug.name().to_owned(),
-                    key => format!("{}.{key}", plug.name()),
-                },
-                error: e.error,
-            })?;
+            let section = plug
+                .section()
+                .read(raw(plug.name()), get)
+                .map_err(|e| SectionError {
+                    key: match e.key.as_str() {
+                        "" | "." => plug.name().to_owned(),
+                        key => format!("{}.{key}", plug.name()),
+                    },
+                    error: e.error,
+                })?;
             sections.push((*plug, section));
         }
         Ok(Self(sections))
@@ -144,11 +185,6 @@ impl Sections {
         self.0.iter().map(|(plug, _)| *plug)
     }
 
-    /// The sections, to take their variables.
-    pub(crate) fn sections_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn Section>> {
-        self.0.iter_mut().map(|(_, section)| section)
-    }
-
     /// The sections.
     pub(crate) fn sections(&self) -> impl Iterator<Item = &dyn Section> {
         self.0.iter().map(|(_, section)| section.as_ref())
@@ -157,18 +193,7 @@ impl Sections {
 
 impl Default for Sections {
     fn default() -> Self {
-        Self::defaults(super::PLUGS)
-    }
-}
-
-impl Clone for Sections {
-    fn clone(&self) -> Self {
-        Self(
-            self.0
-                .iter()
-                .map(|(plug, section)| (*plug, section.boxed()))
-                .collect(),
-        )
+        Self::defaults(super::PLUGS, &|_| None)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The `VT_*` variables over the file: each section takes its own ([`EnvSection`]), so loading is one loop
-//! over the sections (the plugged channels' sections take theirs the same way,
+//! over the sections (a plugged channel's section takes its own as it is read,
 //! [`crate::channels::Section::override_from`]). Secrets (API keys, tokens, client secrets) come from
 //! here only, never from the file.
 
@@ -15,7 +15,7 @@ pub(super) struct Env<'a>(pub(super) &'a HashMap<String, String>);
 
 impl Env<'_> {
     /// Variable `name`, when set and not empty.
-    fn get(&self, name: &str) -> Option<String> {
+    pub(super) fn get(&self, name: &str) -> Option<String> {
         self.0.get(name).filter(|v| !v.is_empty()).cloned()
     }
 
@@ -51,7 +51,7 @@ pub(super) trait EnvSection {
     fn override_from(&mut self, env: &Env<'_>) -> Result<(), ConfigError>;
 }
 
-/// Every section's variables over `config`: the top level's, each section's, each plugged channel's.
+/// Every section's variables over `config`: the top level's and each section's.
 pub(super) fn apply(config: &mut Config, env: &Env<'_>) -> Result<(), ConfigError> {
     top_level(config, env)?;
     let sections: [&mut dyn EnvSection; 11] = [
@@ -69,10 +69,6 @@ pub(super) fn apply(config: &mut Config, env: &Env<'_>) -> Result<(), ConfigErro
     ];
     for section in sections {
         section.override_from(env)?;
-    }
-    let get = |name: &str| env.get(name);
-    for section in config.channels.sections_mut() {
-        section.override_from(&get);
     }
     Ok(())
 }

@@ -418,14 +418,17 @@ impl Config {
         env: &HashMap<String, String>,
         plugs: &[&'static dyn crate::channels::Plug],
     ) -> Result<Self, ConfigError> {
+        let env_vars = env::Env(env);
+        // A plugged channel's section is read with its variables on top.
+        let get = |name: &str| env_vars.get(name);
         let mut config: Config = match toml_text {
-            Some(t) => parse::parse_toml(t, label, plugs)?,
+            Some(t) => parse::parse_toml(t, label, plugs, &get)?,
             None => Config {
-                channels: crate::channels::Sections::defaults(plugs),
+                channels: crate::channels::Sections::defaults(plugs, &get),
                 ..Config::default()
             },
         };
-        env::apply(&mut config, &env::Env(env))?;
+        env::apply(&mut config, &env_vars)?;
         config.otlp_target = config
             .otlp
             .resolve(env)

@@ -1,6 +1,8 @@
 //! The TOML file read into a [`Config`]: keys that moved sections, and errors that name where and
 //! which key, in pt-BR, never the file's text.
 
+use std::collections::HashMap;
+
 use super::{Config, ConfigError};
 use crate::channels::{Plug, Raw, SectionError, Sections};
 
@@ -20,6 +22,7 @@ pub(super) fn parse_toml(
     text: &str,
     label: &str,
     plugs: &[&'static dyn Plug],
+    get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let mut table: toml::Table = text.parse().map_err(|e| syntax_error(label, text, &e))?;
     let mut moved = false;
@@ -50,31 +53,27 @@ pub(super) fn parse_toml(
         // Parsed from the text, errors keep their line and column; each plugged channel's table is
         // taken out whole and read by the channel.
         let mut root = toml::de::DeTable::parse(text).map_err(|e| syntax_error(label, text, &e))?;
-        let mut sections: Vec<_> = plugs
+        let mut sections: HashMap<_, _> = plugs
             .iter()
             .filter_map(|plug| Some((plug.name(), root.get_mut().remove(plug.name())?)))
             .collect();
         let mut config: Config =
             serde_path_to_error::deserialize(toml::de::Deserializer::from(root)).map_err(keyed)?;
-        config.channels = Sections::read(plugs, |name| {
-            let at = sections.iter().position(|(n, _)| *n == name)?;
-            Some(Raw::Text(toml::de::ValueDeserializer::from(
-                sections.swap_remove(at).1,
-            )))
-        })
-        .map_err(sectioned)?;
+        let raw = |name: &str| {
+            sections
+                .remove(name)
+                .map(|v| Raw::Text(toml::de::ValueDeserializer::from(v)))
+        };
+        config.channels = Sections::read(plugs, raw, get).map_err(sectioned)?;
         return Ok(config);
     }
-    let mut sections: Vec<_> = plugs
+    let mut sections: HashMap<_, _> = plugs
         .iter()
         .filter_map(|plug| Some((plug.name(), table.remove(plug.name())?)))
         .collect();
     let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(keyed)?;
-    config.channels = Sections::read(plugs, |name| {
-        let at = sections.iter().position(|(n, _)| *n == name)?;
-        Some(Raw::Value(sections.swap_remove(at).1))
-    })
-    .map_err(sectioned)?;
+    config.channels =
+        Sections::read(plugs, |name| sections.remove(name).map(Raw::Value), get).map_err(sectioned)?;
     Ok(config)
 }
 

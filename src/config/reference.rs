@@ -14,7 +14,7 @@ pub(crate) fn schema() -> Value {
     let mut generator = schemars::SchemaGenerator::default();
     let channels: Vec<(&str, schemars::Schema)> = crate::channels::PLUGS
         .iter()
-        .map(|plug| (plug.name(), plug.schema(&mut generator)))
+        .map(|plug| (plug.name(), plug.section().schema(&mut generator)))
         .collect();
     let mut schema =
         vt_contract::json::to_value(generator.into_root_schema_for::<Config>()).unwrap_or(Value::Null);

@@ -12,8 +12,8 @@ use axum::routing::post;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vt_agent::{
-    Channel, ChannelRules, Config, Inbound, PLUGS, Plug, Raw, Section, SectionError, Sections, Server,
-    Settings, Wiring,
+    Channel, ChannelRules, Config, Inbound, PLUGS, Plug, Section, SectionType, Sections, Server, Settings,
+    Wiring,
 };
 
 const NAME: &str = "brinquedo";
@@ -51,10 +51,6 @@ impl Section for ToyConfig {
             vt_contract::redact::register_secret(token);
         }
     }
-
-    fn boxed(&self) -> Box<dyn Section> {
-        Box::new(self.clone())
-    }
 }
 
 /// The toy channel: one route that takes `{"de", "texto"}` and answers `{"resposta"}`.
@@ -72,12 +68,8 @@ impl Plug for Toy {
         }
     }
 
-    fn section(&self, raw: Option<Raw<'_>>) -> Result<Box<dyn Section>, SectionError> {
-        Raw::read::<ToyConfig>(raw)
-    }
-
-    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        generator.subschema_for::<ToyConfig>()
+    fn section(&self) -> SectionType {
+        SectionType::of::<ToyConfig>()
     }
 
     fn build(&self, settings: &dyn Settings, wiring: &Wiring) -> anyhow::Result<Channel> {
@@ -157,6 +149,10 @@ fn a_plugged_channel_reads_checks_and_guards_its_own_section() {
     );
     assert_eq!(toy.saudacao, "olá");
     assert_eq!(sections.plugs().count(), PLUGS.len() + 1);
+    // With no file at all, its variables still reach it.
+    let bare = Config::plugged(None, "", &env(&[("VT_BRINQUEDO_TOKEN", TOKEN)]), &plugs()).expect("valid");
+    let toy_bare = bare.channels.get::<ToyConfig>().expect("the toy's section");
+    assert_eq!(toy_bare.token.as_deref(), Some(TOKEN));
     // Its secret joined the ones every log line is scrubbed of.
     assert!(!vt_contract::redact::secrets(&format!("token {TOKEN}")).contains(TOKEN));
 

@@ -398,10 +398,6 @@ impl super::Section for MattermostConfig {
             vt_contract::redact::register_secret(s);
         }
     }
-
-    fn boxed(&self) -> Box<dyn super::Section> {
-        Box::new(self.clone())
-    }
 }
 
 /// Mattermost, plugged in ([`super::PLUGS`]): `[mattermost]`, and the support board when
@@ -420,12 +416,8 @@ impl super::Plug for Mattermost {
         }
     }
 
-    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
-        super::Raw::read::<MattermostConfig>(raw)
-    }
-
-    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        generator.subschema_for::<MattermostConfig>()
+    fn section(&self) -> super::SectionType {
+        super::SectionType::of::<MattermostConfig>()
     }
 
     fn build(

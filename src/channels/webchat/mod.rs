@@ -272,10 +272,6 @@ impl super::Section for WebchatConfig {
             vt_contract::redact::register_secret(s);
         }
     }
-
-    fn boxed(&self) -> Box<dyn super::Section> {
-        Box::new(self.clone())
-    }
 }
 
 /// The web chat, plugged in ([`super::PLUGS`]): `[webchat]`.
@@ -290,12 +286,8 @@ impl super::Plug for Webchat {
         rules()
     }
 
-    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
-        super::Raw::read::<WebchatConfig>(raw)
-    }
-
-    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        generator.subschema_for::<WebchatConfig>()
+    fn section(&self) -> super::SectionType {
+        super::SectionType::of::<WebchatConfig>()
     }
 
     fn build(

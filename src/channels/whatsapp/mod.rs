@@ -197,10 +197,6 @@ impl super::Section for WhatsAppConfig {
             vt_contract::redact::register_secret(s);
         }
     }
-
-    fn boxed(&self) -> Box<dyn super::Section> {
-        Box::new(self.clone())
-    }
 }
 
 /// WhatsApp, plugged in ([`super::PLUGS`]): `[whatsapp]`, its templates, its notices.
@@ -215,12 +211,8 @@ impl super::Plug for WhatsApp {
         rules()
     }
 
-    fn section(&self, raw: Option<super::Raw<'_>>) -> Result<Box<dyn super::Section>, super::SectionError> {
-        super::Raw::read::<WhatsAppConfig>(raw)
-    }
-
-    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        generator.subschema_for::<WhatsAppConfig>()
+    fn section(&self) -> super::SectionType {
+        super::SectionType::of::<WhatsAppConfig>()
     }
 
     fn build(
