@@ -68,12 +68,8 @@ struct ConsultarSaldo(Arc<AtomicUsize>);
 #[async_trait]
 impl Action for ConsultarSaldo {
     type Args = Args;
-    fn name(&self) -> &'static str {
-        "consultar_saldo"
-    }
-    fn description(&self) -> &'static str {
-        "Consulta o saldo de um cartão."
-    }
+    const NAME: &'static str = "consultar_saldo";
+    const DESCRIPTION: &'static str = "Consulta o saldo de um cartão.";
     async fn call(&self, _ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         self.0.fetch_add(1, Ordering::Relaxed);
         Ok(ResponseToAgent::new(format!("saldo do cartão {}: R$ 50,00", args.cartao.len())).into())

@@ -63,12 +63,8 @@ struct Timeline(Mutex<Vec<(Instant, Instant)>>);
 #[async_trait]
 impl Action for Slow {
     type Args = NoArgs;
-    fn name(&self) -> &'static str {
-        "lento"
-    }
-    fn description(&self) -> &'static str {
-        "Demora um pouco."
-    }
+    const NAME: &'static str = "lento";
+    const DESCRIPTION: &'static str = "Demora um pouco.";
     async fn call(&self, ctx: &ActionContext, _: NoArgs) -> Result<ActionResponse, ActionError> {
         let start = Instant::now();
         tokio::time::sleep(Duration::from_millis(80)).await;
@@ -85,12 +81,8 @@ struct Hang;
 #[async_trait]
 impl Action for Hang {
     type Args = NoArgs;
-    fn name(&self) -> &'static str {
-        "travar"
-    }
-    fn description(&self) -> &'static str {
-        "Trava."
-    }
+    const NAME: &'static str = "travar";
+    const DESCRIPTION: &'static str = "Trava.";
     async fn call(&self, _: &ActionContext, _: NoArgs) -> Result<ActionResponse, ActionError> {
         std::future::pending::<()>().await;
         Ok(ResponseToAgent::new("nunca").into())

@@ -41,12 +41,8 @@ pub(crate) struct Lookup;
 #[async_trait]
 impl Action for Lookup {
     type Args = CardArgs;
-    fn name(&self) -> &'static str {
-        "consultar"
-    }
-    fn description(&self) -> &'static str {
-        "Consulta um cartão."
-    }
+    const NAME: &'static str = "consultar";
+    const DESCRIPTION: &'static str = "Consulta um cartão.";
     fn retry_safe(&self) -> bool {
         true
     }
@@ -68,12 +64,8 @@ pub(crate) struct Answer;
 #[async_trait]
 impl Action for Answer {
     type Args = NoArgs;
-    fn name(&self) -> &'static str {
-        "responder"
-    }
-    fn description(&self) -> &'static str {
-        "Responde direto ao usuário."
-    }
+    const NAME: &'static str = "responder";
+    const DESCRIPTION: &'static str = "Responde direto ao usuário.";
     async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
         Ok(ResponseToUser::new(
             "Mensagem pronta para você.",
@@ -89,12 +81,8 @@ pub(crate) struct Redirect;
 #[async_trait]
 impl Action for Redirect {
     type Args = NoArgs;
-    fn name(&self) -> &'static str {
-        "redirecionar"
-    }
-    fn description(&self) -> &'static str {
-        "Passa para a skill b."
-    }
+    const NAME: &'static str = "redirecionar";
+    const DESCRIPTION: &'static str = "Passa para a skill b.";
     async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
         Ok(ResponseToAgent::new("RESPOSTA_DE_A: dados coletados")
             .with_function(RedirectToSkill::new("b", "coleta concluída"))
@@ -108,12 +96,8 @@ pub(crate) struct Boom;
 #[async_trait]
 impl Action for Boom {
     type Args = NoArgs;
-    fn name(&self) -> &'static str {
-        "explodir"
-    }
-    fn description(&self) -> &'static str {
-        "Falha de forma inesperada."
-    }
+    const NAME: &'static str = "explodir";
+    const DESCRIPTION: &'static str = "Falha de forma inesperada.";
     async fn call(&self, _ctx: &ActionContext, _args: NoArgs) -> Result<ActionResponse, ActionError> {
         panic!("bug inesperado")
     }
@@ -124,18 +108,14 @@ pub(crate) struct StepArgs {
     pub valor: i64,
 }
 
-/// A deterministic step: adds one and hands over; at 3 it answers the user.
-pub(crate) struct Increment(pub &'static str);
+/// A deterministic step, `passo_N`: adds one and hands over; at 3 it answers the user.
+pub(crate) struct Increment<const N: usize>;
 
 #[async_trait]
-impl Action for Increment {
+impl<const N: usize> Action for Increment<N> {
     type Args = StepArgs;
-    fn name(&self) -> &'static str {
-        self.0
-    }
-    fn description(&self) -> &'static str {
-        "Soma um."
-    }
+    const NAME: &'static str = ["passo_1", "passo_2", "passo_3"][N - 1];
+    const DESCRIPTION: &'static str = "Soma um.";
     async fn call(&self, _ctx: &ActionContext, args: StepArgs) -> Result<ActionResponse, ActionError> {
         let valor = args.valor + 1;
         let out = serde_json::json!({ "valor": valor }).to_string();
@@ -172,9 +152,9 @@ pub(crate) fn test_registry() -> ActionRegistry {
     r.register(Answer).expect("register");
     r.register(Redirect).expect("register");
     r.register(Boom).expect("register");
-    for name in ["passo_1", "passo_2", "passo_3"] {
-        r.register(Increment(name)).expect("register");
-    }
+    r.register(Increment::<1>).expect("register");
+    r.register(Increment::<2>).expect("register");
+    r.register(Increment::<3>).expect("register");
     r
 }
 

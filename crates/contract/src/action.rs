@@ -74,10 +74,10 @@ pub trait Action: Send + Sync + 'static {
     type Args: DeserializeOwned + JsonSchema + Send + 'static;
 
     /// The tool name the model sees (snake_case, unique in a registry).
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
 
     /// What the tool does, for the model.
-    fn description(&self) -> &'static str;
+    const DESCRIPTION: &'static str;
 
     /// Whether a failed call may be attempted again automatically. Actions that can move money or
     /// send a message to a person must keep the default `false`.
@@ -121,11 +121,11 @@ pub trait DynAction: Send + Sync {
 #[async_trait]
 impl<A: Action> DynAction for A {
     fn name(&self) -> &str {
-        Action::name(self)
+        A::NAME
     }
 
     fn description(&self) -> &str {
-        Action::description(self)
+        A::DESCRIPTION
     }
 
     fn retry_safe(&self) -> bool {
@@ -301,12 +301,8 @@ mod tests {
     #[async_trait]
     impl Action for Echo {
         type Args = EchoArgs;
-        fn name(&self) -> &'static str {
-            "eco"
-        }
-        fn description(&self) -> &'static str {
-            "Repete o texto."
-        }
+        const NAME: &'static str = "eco";
+        const DESCRIPTION: &'static str = "Repete o texto.";
         async fn call(&self, _ctx: &ActionContext, args: EchoArgs) -> Result<ActionResponse, ActionError> {
             if args.texto == "fim" {
                 return Ok(ResponseToUser::new("fim", "o usuário pediu fim").into());

@@ -91,13 +91,9 @@ pub(crate) struct SemArgumentos {}
 impl Action for Rf01 {
     type Args = SemArgumentos;
 
-    fn name(&self) -> &'static str {
-        "rf01_preparar_consulta"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF1: prepara o payload padronizado de consulta de saldo a partir do cartão e das políticas."
-    }
+    const NAME: &'static str = "rf01_preparar_consulta";
+    const DESCRIPTION: &'static str =
+        "RF1: prepara o payload padronizado de consulta de saldo a partir do cartão e das políticas.";
 
     async fn call(&self, ctx: &ActionContext, _: SemArgumentos) -> Result<ActionResponse, ActionError> {
         let out = preparar_consulta(super::entrada(ctx)?, ctx.now);

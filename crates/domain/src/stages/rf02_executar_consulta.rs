@@ -43,13 +43,9 @@ pub(crate) struct Rf02;
 impl Action for Rf02 {
     type Args = ConsultaPayload;
 
-    fn name(&self) -> &'static str {
-        "rf02_executar_consulta"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF2: executa a consulta de saldo na API do sistema de VT respeitando a política de retry."
-    }
+    const NAME: &'static str = "rf02_executar_consulta";
+    const DESCRIPTION: &'static str =
+        "RF2: executa a consulta de saldo na API do sistema de VT respeitando a política de retry.";
 
     async fn call(
         &self,

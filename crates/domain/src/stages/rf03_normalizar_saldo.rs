@@ -161,13 +161,9 @@ pub(crate) struct Rf03;
 impl Action for Rf03 {
     type Args = HttpResult;
 
-    fn name(&self) -> &'static str {
-        "rf03_normalizar_saldo"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF3: normaliza a resposta de saldo para o formato canônico e sinaliza saldo baixo."
-    }
+    const NAME: &'static str = "rf03_normalizar_saldo";
+    const DESCRIPTION: &'static str =
+        "RF3: normaliza a resposta de saldo para o formato canônico e sinaliza saldo baixo.";
 
     async fn call(&self, ctx: &ActionContext, resp: HttpResult) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;

@@ -57,13 +57,9 @@ pub(crate) struct Rf04;
 impl Action for Rf04 {
     type Args = SaldoNormalizado;
 
-    fn name(&self) -> &'static str {
-        "rf04_decidir_notificacao"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF4: decide se avisa sobre saldo baixo e prepara o payload da notificação."
-    }
+    const NAME: &'static str = "rf04_decidir_notificacao";
+    const DESCRIPTION: &'static str =
+        "RF4: decide se avisa sobre saldo baixo e prepara o payload da notificação.";
 
     async fn call(
         &self,

@@ -83,13 +83,9 @@ pub(crate) struct Rf05;
 impl Action for Rf05 {
     type Args = DecisaoNotificacao;
 
-    fn name(&self) -> &'static str {
-        "rf05_enviar_notificacao"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF5: envia a notificação de saldo baixo ao sistema de mensagens, com deduplicação."
-    }
+    const NAME: &'static str = "rf05_enviar_notificacao";
+    const DESCRIPTION: &'static str =
+        "RF5: envia a notificação de saldo baixo ao sistema de mensagens, com deduplicação.";
 
     async fn call(
         &self,

@@ -199,13 +199,9 @@ pub(crate) struct Rf06;
 impl Action for Rf06 {
     type Args = super::EnvioNotificacao;
 
-    fn name(&self) -> &'static str {
-        "rf06_preparar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF6: prepara o payload de recarga com validação de valor, moeda e meio de pagamento."
-    }
+    const NAME: &'static str = "rf06_preparar_recarga";
+    const DESCRIPTION: &'static str =
+        "RF6: prepara o payload de recarga com validação de valor, moeda e meio de pagamento.";
 
     /// RF6 works from the flow input; RF5's response only tells that the notice step is over.
     async fn call(

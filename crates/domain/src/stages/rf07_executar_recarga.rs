@@ -113,13 +113,9 @@ pub(crate) struct Rf07;
 impl Action for Rf07 {
     type Args = RecargaPayload;
 
-    fn name(&self) -> &'static str {
-        "rf07_executar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF7: envia a recarga uma única vez, com a chave de idempotência; nunca reenvia."
-    }
+    const NAME: &'static str = "rf07_executar_recarga";
+    const DESCRIPTION: &'static str =
+        "RF7: envia a recarga uma única vez, com a chave de idempotência; nunca reenvia.";
 
     async fn call(
         &self,

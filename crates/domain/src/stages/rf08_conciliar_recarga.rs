@@ -220,13 +220,9 @@ pub(crate) struct Rf08;
 impl Action for Rf08 {
     type Args = HttpResult;
 
-    fn name(&self) -> &'static str {
-        "rf08_conciliar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF8: concilia a resposta da recarga e produz o estado final, com reconsulta quando necessário."
-    }
+    const NAME: &'static str = "rf08_conciliar_recarga";
+    const DESCRIPTION: &'static str =
+        "RF8: concilia a resposta da recarga e produz o estado final, com reconsulta quando necessário.";
 
     async fn call(&self, ctx: &ActionContext, resp: HttpResult) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;

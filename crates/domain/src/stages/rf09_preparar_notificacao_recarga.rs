@@ -72,13 +72,8 @@ pub(crate) struct Rf09;
 impl Action for Rf09 {
     type Args = Conciliacao;
 
-    fn name(&self) -> &'static str {
-        "rf09_preparar_notificacao_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF9: prepara a notificação ao usuário sobre o resultado da recarga."
-    }
+    const NAME: &'static str = "rf09_preparar_notificacao_recarga";
+    const DESCRIPTION: &'static str = "RF9: prepara a notificação ao usuário sobre o resultado da recarga.";
 
     async fn call(&self, ctx: &ActionContext, c: Conciliacao) -> Result<ActionResponse, ActionError> {
         let input = super::entrada(ctx)?;

@@ -91,13 +91,8 @@ pub(crate) struct Rf10;
 impl Action for Rf10 {
     type Args = DecisaoNotificacao;
 
-    fn name(&self) -> &'static str {
-        "rf10_enviar_notificacao_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "RF10: envia a notificação da recarga e encerra o fluxo."
-    }
+    const NAME: &'static str = "rf10_enviar_notificacao_recarga";
+    const DESCRIPTION: &'static str = "RF10: envia a notificação da recarga e encerra o fluxo.";
 
     async fn call(
         &self,

@@ -24,15 +24,10 @@ const PASSAGES: usize = 2;
 impl Action for BuscarFaq {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "buscar_faq"
-    }
-
-    fn description(&self) -> &'static str {
-        "Busca as respostas oficiais da empresa para uma dúvida sobre o vale-transporte (catraca, \
+    const NAME: &'static str = "buscar_faq";
+    const DESCRIPTION: &'static str = "Busca as respostas oficiais da empresa para uma dúvida sobre o vale-transporte (catraca, \
          prazos, mudança de emprego, segunda via, meios de pagamento). Responda só com o que as \
-         passagens dizem."
-    }
+         passagens dizem.";
 
     fn retry_safe(&self) -> bool {
         true

@@ -26,14 +26,9 @@ const MAX_LEN: usize = 200;
 impl Action for Calcular {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "calcular"
-    }
-
-    fn description(&self) -> &'static str {
-        "Calcula uma expressão aritmética exata (somas, passagens por dia, dias úteis). Use sempre esta \
-         ferramenta para qualquer conta; nunca calcule de cabeça."
-    }
+    const NAME: &'static str = "calcular";
+    const DESCRIPTION: &'static str = "Calcula uma expressão aritmética exata (somas, passagens por dia, dias úteis). Use sempre esta \
+         ferramenta para qualquer conta; nunca calcule de cabeça.";
 
     fn retry_safe(&self) -> bool {
         true

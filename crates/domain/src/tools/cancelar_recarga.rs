@@ -19,13 +19,8 @@ pub struct Args {}
 impl Action for CancelarRecarga {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "cancelar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "Cancela a recarga que aguarda confirmação. Nada é cobrado."
-    }
+    const NAME: &'static str = "cancelar_recarga";
+    const DESCRIPTION: &'static str = "Cancela a recarga que aguarda confirmação. Nada é cobrado.";
 
     fn offered(&self, state: &serde_json::Map<String, Value>, _: &vt_contract::context::Extensions) -> bool {
         state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())

@@ -55,14 +55,9 @@ pub fn user_confirms(text: &str, p: &RecargaPendente) -> bool {
 impl Action for ConfirmarRecarga {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "confirmar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "Efetiva a recarga pendente, somente quando a mensagem do próprio usuário neste turno confirma a \
-         recarga preparada antes. Sem argumentos."
-    }
+    const NAME: &'static str = "confirmar_recarga";
+    const DESCRIPTION: &'static str = "Efetiva a recarga pendente, somente quando a mensagem do próprio usuário neste turno confirma a \
+         recarga preparada antes. Sem argumentos.";
 
     fn offered(&self, state: &serde_json::Map<String, Value>, _: &vt_contract::context::Extensions) -> bool {
         state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null())

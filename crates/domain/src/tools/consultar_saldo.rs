@@ -39,13 +39,9 @@ pub(crate) fn invalid_card(raw: &str, why: &str) -> ActionResponse {
 impl Action for ConsultarSaldo {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "consultar_saldo"
-    }
-
-    fn description(&self) -> &'static str {
-        "Consulta o saldo de um cartão de VT e responde ao usuário (avisa se o saldo estiver baixo)."
-    }
+    const NAME: &'static str = "consultar_saldo";
+    const DESCRIPTION: &'static str =
+        "Consulta o saldo de um cartão de VT e responde ao usuário (avisa se o saldo estiver baixo).";
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);

@@ -20,13 +20,9 @@ pub struct Args {
 impl Action for EncerrarAtendimento {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "encerrar_atendimento"
-    }
-
-    fn description(&self) -> &'static str {
-        "Encerra o atendimento quando o usuário se despede ou diz que não precisa de mais nada."
-    }
+    const NAME: &'static str = "encerrar_atendimento";
+    const DESCRIPTION: &'static str =
+        "Encerra o atendimento quando o usuário se despede ou diz que não precisa de mais nada.";
 
     async fn call(&self, _ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let motivo = args

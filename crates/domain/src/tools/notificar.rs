@@ -32,13 +32,9 @@ pub struct Args {
 impl Action for Notificar {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "notificar"
-    }
-
-    fn description(&self) -> &'static str {
-        "Envia uma notificação ao usuário desta conversa (app, WhatsApp, e-mail ou SMS)."
-    }
+    const NAME: &'static str = "notificar";
+    const DESCRIPTION: &'static str =
+        "Envia uma notificação ao usuário desta conversa (app, WhatsApp, e-mail ou SMS).";
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);

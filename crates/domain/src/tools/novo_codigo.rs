@@ -24,14 +24,9 @@ pub struct Args {}
 impl Action for NovoCodigoPix {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "novo_codigo_pix"
-    }
-
-    fn description(&self) -> &'static str {
-        "Gera um novo código Pix (ou um novo link de pagamento no cartão) para a recarga da conversa cujo \
-         código ou link expirou. Sem argumentos."
-    }
+    const NAME: &'static str = "novo_codigo_pix";
+    const DESCRIPTION: &'static str = "Gera um novo código Pix (ou um novo link de pagamento no cartão) para a recarga da conversa cujo \
+         código ou link expirou. Sem argumentos.";
 
     async fn call(&self, ctx: &ActionContext, _args: Args) -> Result<ActionResponse, ActionError> {
         let pendente = ctx.state.get(STATE_PIX).filter(|v| !v.is_null());

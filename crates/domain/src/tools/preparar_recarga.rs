@@ -34,14 +34,9 @@ pub struct Args {
 impl Action for PrepararRecarga {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "preparar_recarga"
-    }
-
-    fn description(&self) -> &'static str {
-        "Prepara uma recarga de VT e pede ao usuário que confirme. Não cobra nada: a recarga só acontece \
-         se o usuário confirmar na mensagem seguinte."
-    }
+    const NAME: &'static str = "preparar_recarga";
+    const DESCRIPTION: &'static str = "Prepara uma recarga de VT e pede ao usuário que confirme. Não cobra nada: a recarga só acontece \
+         se o usuário confirmar na mensagem seguinte.";
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let settings = VtSettings::of(ctx);

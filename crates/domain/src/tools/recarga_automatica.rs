@@ -48,15 +48,10 @@ pub struct Args {
 impl Action for RecargaAutomatica {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "recarga_automatica"
-    }
-
-    fn description(&self) -> &'static str {
-        "Recarga automática por Pix Automático: criar (quando o saldo ficar abaixo de `limite`, ou todo \
+    const NAME: &'static str = "recarga_automatica";
+    const DESCRIPTION: &'static str = "Recarga automática por Pix Automático: criar (quando o saldo ficar abaixo de `limite`, ou todo \
          mês no `dia`, com `valor` por vez; o usuário autoriza no app do banco), listar ou cancelar as \
-         do usuário."
-    }
+         do usuário.";
 
     /// Offered only where recharges can happen by themselves (the port is there).
     fn offered(
@@ -247,7 +242,7 @@ mod tests {
             .collect();
         assert_eq!(required, ["acao", "cartao", "valor", "limite", "dia"]);
         let size = vt_contract::json::to_text(&schema).expect("json").len()
-            + Action::description(&RecargaAutomatica).len();
+            + RecargaAutomatica::DESCRIPTION.len();
         println!("recarga_automatica: {size} characters of tool spec");
         assert!(size < 1_500, "{size}");
     }

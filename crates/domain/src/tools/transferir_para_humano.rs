@@ -24,14 +24,9 @@ pub struct Args {
 impl Action for TransferirParaHumano {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "transferir_para_humano"
-    }
-
-    fn description(&self) -> &'static str {
-        "Transfere o atendimento para um atendente humano. Use quando o usuário pedir uma pessoa ou \
-         quando o pedido estiver fora do que as outras ferramentas fazem."
-    }
+    const NAME: &'static str = "transferir_para_humano";
+    const DESCRIPTION: &'static str = "Transfere o atendimento para um atendente humano. Use quando o usuário pedir uma pessoa ou \
+         quando o pedido estiver fora do que as outras ferramentas fazem.";
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let motivo = args.motivo.trim();

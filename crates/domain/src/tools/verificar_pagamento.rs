@@ -242,14 +242,9 @@ fn what_happened(last: &PagamentoVisto, now: DateTime<Utc>, tz: &Timezone) -> Ve
 impl Action for VerificarPagamento {
     type Args = Args;
 
-    fn name(&self) -> &'static str {
-        "verificar_pagamento"
-    }
-
-    fn description(&self) -> &'static str {
-        "Verifica uma reclamação de pagamento (pagou e a recarga não caiu, cobrança em dobro) nos \
-         pagamentos da conversa e diz o que aconteceu, ou abre um chamado. Nunca inicia uma recarga."
-    }
+    const NAME: &'static str = "verificar_pagamento";
+    const DESCRIPTION: &'static str = "Verifica uma reclamação de pagamento (pagou e a recarga não caiu, cobrança em dobro) nos \
+         pagamentos da conversa e diz o que aconteceu, ou abre um chamado. Nunca inicia uma recarga.";
 
     async fn call(&self, ctx: &ActionContext, args: Args) -> Result<ActionResponse, ActionError> {
         let cartao = args
