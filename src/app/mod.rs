@@ -65,16 +65,16 @@ pub fn engine(
         .with_extensions(extensions))
 }
 
-/// The conversation service over `engine` and `store`: the intents file is synced into the store and
-/// the router reads them from there.
+/// The conversation service over `engine` and `stores` (the whole store, or one whose concerns a
+/// test replaces): the intents file is synced into the store and the router reads them from there.
 pub async fn service(
     config: &Config,
     engine: Arc<Engine>,
-    store: Arc<dyn vt_store::Store>,
+    stores: impl Into<vt_store::Stores>,
 ) -> anyhow::Result<Services> {
     let pix = pix_setup(config)?;
     let card = card_setup(config)?;
-    service_paying(config, engine, store, (pix, card)).await
+    service_paying(config, engine, stores.into(), (pix, card)).await
 }
 
 /// The card provider `[cartao]` describes, when it is a hosted checkout: one client, which the chat
@@ -175,14 +175,14 @@ pub(crate) fn simulated_pix(sim: &Simulator, config: &Config) -> crate::service:
 async fn service_paying(
     config: &Config,
     engine: Arc<Engine>,
-    store: Arc<dyn vt_store::Store>,
+    stores: vt_store::Stores,
     payments: (
         Option<crate::service::PixSetup>,
         Option<crate::service::CardSetup>,
     ),
 ) -> anyhow::Result<Services> {
-    let setup = services_config(config, &engine, store.as_ref(), payments).await?;
-    Ok(Services::new(engine, store, setup))
+    let setup = services_config(config, &engine, stores.reports.as_ref(), payments).await?;
+    Ok(Services::new(engine, stores, setup))
 }
 
 /// What the service is set up with, from `config`: the router (its intents synced into the store),
@@ -190,7 +190,7 @@ async fn service_paying(
 pub(crate) async fn services_config(
     config: &Config,
     engine: &Engine,
-    store: &dyn vt_store::Store,
+    store: &dyn vt_store::ReportStore,
     (pix, card): (
         Option<crate::service::PixSetup>,
         Option<crate::service::CardSetup>,
@@ -407,7 +407,7 @@ impl App {
             config.recargas.clone(),
         );
         Ok(Self {
-            service: service_paying(config, engine, store, (pix, card)).await?,
+            service: service_paying(config, engine, stores, (pix, card)).await?,
             simulator,
             systems,
         })

@@ -6,7 +6,7 @@ use std::path::Path;
 use chrono::Utc;
 use serde::Deserialize;
 
-use vt_store::{IntentRecord, Store, StoreError};
+use vt_store::{IntentRecord, ReportStore, StoreError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -87,7 +87,7 @@ pub fn load_file(path: &Path) -> Result<Vec<IntentRecord>, IntentError> {
 
 /// Writes the file's intents that the database does not have yet, then returns the database's set.
 pub(crate) async fn sync(
-    store: &dyn Store,
+    store: &dyn ReportStore,
     defaults: &[IntentRecord],
 ) -> Result<Vec<IntentRecord>, IntentError> {
     let existing = store.intents().await?;

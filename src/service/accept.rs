@@ -45,7 +45,7 @@ impl Messages<'_> {
             }
         };
         let stored = self
-            .store
+            .conversations
             .accept_message(Accepting {
                 conversation: &conv,
                 new_conversation: new,
@@ -72,7 +72,7 @@ impl Messages<'_> {
         if self.router.as_ref().is_none_or(|r| r.agent() != conv.agent_id) {
             return;
         }
-        match self.store.previous_conversation(conv).await {
+        match self.conversations.previous_conversation(conv).await {
             Ok(Some(previous)) => {
                 if let Some(cards) = previous.memory.get(MEMORY_CARTOES).filter(|v| !v.is_null()) {
                     conv.memory.insert(MEMORY_CARTOES.into(), cards.clone());

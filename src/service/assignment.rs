@@ -64,7 +64,7 @@ impl Cases<'_> {
     /// once, whichever instance gets to each first. Returns how many offers were made.
     pub async fn assign_waiting(self) -> usize {
         let now = self.engine.now();
-        let (open, away) = match (self.store.open_cases().await, self.store.away_agents().await) {
+        let (open, away) = match (self.cases.open_cases().await, self.cases.away_agents().await) {
             (Ok(open), Ok(away)) => (open, away.into_iter().collect::<HashSet<_>>()),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::error!(error = %e, "waiting cases could not be read for assignment");
@@ -105,14 +105,14 @@ impl Cases<'_> {
         if let Some(previous) = &case.offered_to {
             // Whoever let this case's offer expire is not offered it again.
             skip.insert(previous.clone());
-            let log = self.store.case_events(&case.id).await?;
+            let log = self.cases.case_events(&case.id).await?;
             skip.extend(
                 log.into_iter()
                     .filter(|e| e.what == "oferta_expirada")
                     .filter_map(|e| e.detail),
             );
         }
-        let last = self.store.team_turn(&team.nome).await?;
+        let last = self.cases.team_turn(&team.nome).await?;
         let to = choose(team, loads, away, &skip, last.as_deref());
         if to.is_none() && case.offered_to.is_none() {
             return Ok(false);
@@ -128,7 +128,7 @@ impl Cases<'_> {
                 .map(|_| now + Duration::minutes(i64::from(team.aceitar_em_minutos))),
             now,
         };
-        if !self.store.offer_case(&offer).await? {
+        if !self.cases.offer_case(&offer).await? {
             return Ok(false);
         }
         let Some(agent) = to else {
@@ -150,7 +150,7 @@ impl Cases<'_> {
     /// breached): once per clock and state, whichever instance gets to it. Returns how many pings.
     pub async fn warn_sla_at_risk(self) -> usize {
         let now = self.engine.now();
-        let open = match self.store.open_cases().await {
+        let open = match self.cases.open_cases().await {
             Ok(open) => open,
             Err(e) => {
                 tracing::error!(error = %e, "open cases could not be read for their SLA");
@@ -169,7 +169,7 @@ impl Cases<'_> {
             {
                 continue;
             }
-            let Ok(log) = self.store.case_events(&case.id).await else {
+            let Ok(log) = self.cases.case_events(&case.id).await else {
                 continue;
             };
             let clocks = super::sla::clocks(case, &log, policy, &team.calendar, now);
@@ -186,7 +186,7 @@ impl Cases<'_> {
                 clocks.waiting_since.map_or(0, |w| w.timestamp()),
                 clock.status.as_str()
             );
-            match self.store.warn_sla(&case.id, &key).await {
+            match self.cases.warn_sla(&case.id, &key).await {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {

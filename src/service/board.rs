@@ -156,7 +156,7 @@ impl Board<'_> {
         case: &vt_store::NewCase,
         now: DateTime<Utc>,
     ) -> Result<Case, vt_store::StoreError> {
-        let (opened, post) = match self.store.open_case(case, now).await? {
+        let (opened, post) = match self.cases.open_case(case, now).await? {
             vt_store::CaseOpened::Opened(c) => (c, (BoardKind::Opened, String::new())),
             vt_store::CaseOpened::AlreadyOpen(c) if c.reason != case.reason => {
                 (c, (BoardKind::Line, format!("Novo motivo: {}", case.reason)))
@@ -181,7 +181,7 @@ impl Board<'_> {
     pub(super) async fn protocol(&self, tenant: &str) -> Result<String, vt_store::StoreError> {
         let tz = super::policy_timezone(self.engine);
         let day = tz.local(self.engine.now()).date_naive();
-        self.store.next_protocol(tenant, day).await
+        self.cases.next_protocol(tenant, day).await
     }
 
     /// A case opened outside a turn (a late recharge, a payment not credited) for `motivo`: its team by
@@ -226,7 +226,7 @@ impl Board<'_> {
     /// Writes `items` for the board now (a case's state changed).
     pub(super) async fn post_to_board(&self, items: Vec<NewOutboxItem>) {
         for item in items {
-            if let Err(e) = self.store.enqueue(&item, self.engine.now()).await {
+            if let Err(e) = self.outbox.enqueue(&item, self.engine.now()).await {
                 // The next change of the case brings its post up to date.
                 tracing::warn!(error = %e, "support board item not written");
             }
@@ -332,12 +332,12 @@ impl Cases<'_> {
 impl Cases<'_> {
     /// The support board's root post of case `case_id`, kept to thread its lines under it.
     pub(crate) async fn board_posted(self, case_id: &str, post: &str) -> Result<(), vt_store::StoreError> {
-        self.store.set_board_post(case_id, post).await
+        self.cases.set_board_post(case_id, post).await
     }
 
     /// The record of a support agent handing out what only staff see (a transcript): nothing is handed
     /// out that is not on record.
     pub async fn audited(self, record: &vt_store::AuditRecord) -> Result<(), vt_store::StoreError> {
-        self.store.record_audit(record).await
+        self.reports.record_audit(record).await
     }
 }

@@ -124,7 +124,7 @@ impl Spending<'_> {
             .map(|m| m.micro);
         let micro = match cached {
             Some(micro) => micro,
-            None => match self.store.spent_since(tenant, since).await {
+            None => match self.reports.spent_since(tenant, since).await {
                 Ok(micro) => {
                     let mut months = self.budgets.months();
                     let warned = months.get(tenant).is_some_and(|m| m.month == month && m.warned);
@@ -216,7 +216,7 @@ impl Spending<'_> {
     pub(crate) async fn month_costs(&self) -> Result<Vec<(String, Decimal)>, vt_store::StoreError> {
         let (_, since) = self.month_of(self.engine.now());
         Ok(self
-            .store
+            .reports
             .spent_by_tenant_since(since)
             .await?
             .into_iter()

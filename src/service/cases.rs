@@ -308,7 +308,7 @@ pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo cont
 impl Cases<'_> {
     /// The case `id`, when `agent` may see it.
     async fn visible_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
-        match self.store.case(id).await? {
+        match self.cases.case(id).await? {
             Some(case) if agent.tenant.is_none_or(|t| t == case.tenant_id) => Ok(case),
             _ => Err(CaseError::NotFound(id.to_owned())),
         }
@@ -332,7 +332,10 @@ impl Cases<'_> {
             name: agent.name.to_owned(),
             content: text.to_owned(),
         };
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let lock = self
+            .conversations
+            .lock_conversation(&case.conversation_id)
+            .await?;
         let sent = self
             .say_to_card_holder(case, message, Some(&said), show_on_board)
             .await;
@@ -374,7 +377,7 @@ impl Cases<'_> {
     ) -> Result<(), CaseError> {
         let now = self.engine.now();
         let conv = self
-            .store
+            .conversations
             .conversation(&case.conversation_id)
             .await?
             .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
@@ -400,7 +403,7 @@ impl Cases<'_> {
                 super::board::board_item(&case.id, &conv.id, super::board::BoardKind::Line, text)
             }));
         }
-        self.store
+        self.cases
             .say_in_case(&conv.id, &message, &items, said, now)
             .await?;
         self.speaker.tell_listeners(&conv.id, &message);
@@ -444,7 +447,7 @@ impl Cases<'_> {
     /// `agent` claims a waiting case: of two at once, exactly one wins.
     pub async fn claim_case(self, id: &str, agent: SupportAgent<'_>) -> Result<Claim, CaseError> {
         self.visible_case(id, agent).await?;
-        let claim = self.store.claim_case(id, agent.login, self.engine.now()).await?;
+        let claim = self.cases.claim_case(id, agent.login, self.engine.now()).await?;
         if let Claim::Claimed(case) = &claim {
             self.board.post_to_board(self.board.board_state(case)).await;
         }
@@ -471,7 +474,7 @@ impl Cases<'_> {
         author_id: &str,
         text: &str,
     ) -> Result<Option<Relayed>, CaseError> {
-        let Some(case) = self.store.case_of_board_post(post).await? else {
+        let Some(case) = self.cases.case_of_board_post(post).await? else {
             return Ok(None);
         };
         if agent.tenant.is_some_and(|t| t != case.tenant_id) {
@@ -495,7 +498,7 @@ impl Cases<'_> {
             "nota_interna",
             Some(text.to_owned()),
         );
-        self.store.note_case(&note, &[], self.engine.now()).await?;
+        self.cases.note_case(&note, &[], self.engine.now()).await?;
         Ok(Some(Relayed::InternalNote))
     }
 
@@ -511,14 +514,14 @@ impl Cases<'_> {
         let now = self.engine.now();
         let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
         let closed = self
-            .store
+            .cases
             .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), now)
             .await?
             .ok_or(CaseError::Closed)?;
-        let log = self.store.case_events(&case.id).await?;
+        let log = self.cases.case_events(&case.id).await?;
         let count = |what: &str| log.iter().filter(|e| e.what == what).count();
         let mut context = self
-            .store
+            .conversations
             .context(&case.conversation_id)
             .await?
             .unwrap_or_else(|| ConversationContext::empty(&case.conversation_id, "", now));
@@ -532,7 +535,7 @@ impl Cases<'_> {
             context.key_facts.push(format!("nota do atendente: {note}"));
         }
         context.updated_at = now;
-        self.store.save_context(&context).await?;
+        self.conversations.save_context(&context).await?;
         self.board.post_to_board(self.board.board_state(&closed)).await;
         Ok(closed)
     }
@@ -543,7 +546,7 @@ impl Cases<'_> {
         let mut sent = 0;
         loop {
             let now = self.engine.now();
-            let case = match self.store.take_due_notice(now).await {
+            let case = match self.cases.take_due_notice(now).await {
                 Ok(Some(case)) => case,
                 Ok(None) => return sent,
                 Err(e) => {
@@ -565,15 +568,18 @@ impl Cases<'_> {
         let case = self.open_case_for(id, agent).await?;
         let now = self.engine.now();
         let closed = self
-            .store
+            .cases
             .close_case(&case.id, agent.login, CaseState::Encerrado, None, now)
             .await?
             .ok_or(CaseError::Closed)?;
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let lock = self
+            .conversations
+            .lock_conversation(&case.conversation_id)
+            .await?;
         let ended = async {
-            if let Some(mut conv) = self.store.conversation(&case.conversation_id).await? {
+            if let Some(mut conv) = self.conversations.conversation(&case.conversation_id).await? {
                 conv.ended = true;
-                self.store.save_conversation(&conv, now).await?;
+                self.conversations.save_conversation(&conv, now).await?;
             }
             self.say_to_card_holder(&case, ChatMessage::assistant(CLOSING_TEXT), None, false)
                 .await
@@ -609,7 +615,7 @@ impl Cases<'_> {
             now: self.engine.now(),
         };
         let moved = self
-            .store
+            .cases
             .transfer_case(&transfer)
             .await?
             .ok_or(CaseError::Closed)?;
@@ -624,7 +630,10 @@ impl Cases<'_> {
             text.push_str(&when);
         }
         let said = moved.event(self.engine.now(), "sistema", "aviso_transferencia", None);
-        let lock = self.store.lock_conversation(&moved.conversation_id).await?;
+        let lock = self
+            .conversations
+            .lock_conversation(&moved.conversation_id)
+            .await?;
         let told = self
             .say_to_card_holder(&moved, ChatMessage::assistant(text), Some(&said), true)
             .await;
@@ -636,17 +645,17 @@ impl Cases<'_> {
 
     /// `login` is away (no case is offered to them) or back.
     pub async fn set_away(self, login: &str, away: bool) -> Result<(), CaseError> {
-        Ok(self.store.set_away(login, away, self.engine.now()).await?)
+        Ok(self.cases.set_away(login, away, self.engine.now()).await?)
     }
 
     /// The case's SLA clocks now, under its team's policy and calendar.
     pub async fn clocks(self, id: &str) -> Result<super::Clocks, CaseError> {
         let case = self
-            .store
+            .cases
             .case(id)
             .await?
             .ok_or_else(|| CaseError::NotFound(id.to_owned()))?;
-        let log = self.store.case_events(id).await?;
+        let log = self.cases.case_events(id).await?;
         let team = self.board.handoff.desk.team(&case.team);
         Ok(super::sla::clocks(
             &case,
@@ -659,7 +668,7 @@ impl Cases<'_> {
 
     /// The case whose protocol number is `protocol`, when `agent` may see it.
     pub async fn case_by_protocol(self, protocol: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
-        self.store
+        self.cases
             .case_by_protocol(agent.tenant, protocol)
             .await?
             .ok_or_else(|| CaseError::NotFound(protocol.to_owned()))

@@ -13,7 +13,9 @@ use crate::outbox::{DeliveryTrace, ReplyPayload};
 use vt_engine::llm::{ChatMessage, CompletionRequest};
 use vt_engine::retry::retry;
 use vt_engine::{Conversation, TurnEvent, TurnOutcome};
-use vt_store::{CaseWrite, ConversationContext, NewOutboxItem, OutboxStatus, Store, StoreError, TurnRecord};
+use vt_store::{
+    CaseWrite, ConversationContext, ConversationStore, NewOutboxItem, OutboxStatus, StoreError, TurnRecord,
+};
 
 /// Facts kept in the compressed context.
 const MAX_FACTS: usize = 10;
@@ -274,7 +276,7 @@ impl Messages<'_> {
     /// Writes a turn with the configured retries ([`save_turn`]); the month's spending this process
     /// knows grows by the turn's cost.
     pub(super) async fn persist(&self, record: TurnRecord<'_>) -> bool {
-        let saved = save_turn(self.store, self.config, self.engine.now(), record).await;
+        let saved = save_turn(self.conversations, self.config, self.engine.now(), record).await;
         if let (true, Some(u)) = (saved, record.usage) {
             self.spending.spent(&u.tenant_id, u.created_at, u.custo_micro_brl);
         }
@@ -284,7 +286,7 @@ impl Messages<'_> {
 
 /// Writes a turn with the configured retries; a final failure is logged and reported, not raised.
 pub(super) async fn save_turn(
-    store: &dyn Store,
+    store: &dyn ConversationStore,
     config: &ServiceConfig,
     now: DateTime<Utc>,
     record: TurnRecord<'_>,

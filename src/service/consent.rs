@@ -58,7 +58,7 @@ impl Messages<'_> {
             at: now,
         };
         // In force at once: the next notice reads it.
-        self.store
+        self.contacts
             .record_consent(&change)
             .await
             .map_err(ServiceError::NotRecorded)?;
@@ -161,11 +161,11 @@ impl Contacts<'_> {
     ) -> Result<usize, vt_store::StoreError> {
         let mut recorded = 0;
         for change in changes {
-            let current = self.store.consent(&change.wa_id).await?;
+            let current = self.contacts.consent(&change.wa_id).await?;
             if current.is_some_and(|c| !c.opted_in && c.at > change.at) {
                 continue;
             }
-            self.store.record_consent(change).await?;
+            self.contacts.record_consent(change).await?;
             recorded += 1;
         }
         Ok(recorded)
@@ -176,7 +176,7 @@ impl Contacts<'_> {
     /// A template's lifecycle as Meta reports it: a paused, disabled, rejected or re-categorised
     /// template is not used until approved again.
     pub(crate) async fn template_changed(self, state: &vt_store::TemplateState) -> Result<(), StoreError> {
-        self.store.set_template_state(state).await
+        self.contacts.set_template_state(state).await
     }
 
     /// What the platform reports of a message we sent; `false` when the message is not ours.
@@ -187,7 +187,7 @@ impl Contacts<'_> {
         error_code: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.store
+        self.outbox
             .record_delivery_status(external_id, status, error_code, at)
             .await
     }

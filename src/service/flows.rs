@@ -45,7 +45,7 @@ impl Flows<'_> {
         // On record as started before the first external call: a killed run stays visible.
         let execucao_id = self.engine.next_id("exec");
         // A flow's conversation is new and its own: no other turn can race it, no lock is needed.
-        self.store
+        self.flows
             .begin_flow_run(&conv, &ChatMessage::user(&text), &execucao_id, &sanitized, now)
             .instrument(spans::step("accept"))
             .await
@@ -86,7 +86,7 @@ impl Flows<'_> {
             case: None,
         };
         let commit = spans::step("commit");
-        let persisted = commit::save_turn(self.store, self.config, self.engine.now(), record)
+        let persisted = commit::save_turn(self.conversations, self.config, self.engine.now(), record)
             .instrument(commit)
             .await;
         Ok(FlowRan {

@@ -63,10 +63,10 @@ impl FollowUps<'_> {
             ))?
             .get();
         let key = f.attempt.attempt.idempotency_key.clone();
-        let run = self.store.flow_run(&f.attempt.attempt.execucao_id).await?;
+        let run = self.flows.flow_run(&f.attempt.attempt.execucao_id).await?;
         let input = flow_input(run.as_ref(), &f)?;
         // On record as sent again before it goes, as RF7 does.
-        self.store
+        self.recharges
             .begin_recharge(&f.attempt.attempt, None, self.engine.now())
             .await?;
         let answer = acompanhamento::reenviar(systems, &f.request).await;
@@ -75,7 +75,7 @@ impl FollowUps<'_> {
         if desfecho.resolvido() {
             return self.resolved(&f, run, &input, &desfecho, now).await;
         }
-        self.store
+        self.recharges
             .resolve_recharge(&key, AttemptStatus::Pendente, now)
             .await?;
         // A recharge waiting for its boleto is followed until the payment could have cleared.
@@ -89,7 +89,7 @@ impl FollowUps<'_> {
         } else {
             self.recargas.next_check(f.checks + 1, now, deadline)
         };
-        self.store
+        self.recharges
             .followup_checked(&key, &Checked::Again { next, deadline }, now)
             .await?;
         Ok(())
@@ -108,10 +108,10 @@ impl FollowUps<'_> {
         let key = &f.attempt.attempt.idempotency_key;
         let status = desfecho.status.as_str();
         self.tell(f, input, &desfecho.aviso(input)).await?;
-        self.store
+        self.recharges
             .followup_checked(key, &Checked::Settled(status.to_owned()), now)
             .await?;
-        self.store
+        self.recharges
             .resolve_recharge(key, AttemptStatus::from(desfecho.status), now)
             .await?;
         if let Some(run) = run {
@@ -127,7 +127,7 @@ impl FollowUps<'_> {
                 RecargaStatus::Pendente => RunStatus::Pendente,
                 RecargaStatus::Negada | RecargaStatus::Erro => RunStatus::Falhou,
             };
-            self.store
+            self.flows
                 .settle_flow_run(&run.execucao_id, status, (STAGE, &stage), now)
                 .await?;
         }
@@ -148,7 +148,7 @@ impl FollowUps<'_> {
             "Recarga de {valor} no cartão {} sem resultado após {} min: verificar com o sistema de recarga",
             a.cartao_mascarado, self.recargas.resolver_em_minutos
         );
-        let conv = self.store.conversation(&a.origin).await?;
+        let conv = self.conversations.conversation(&a.origin).await?;
         let (tenant, channel) = conv.as_ref().map_or_else(
             // A flow run's recharge (no chat): its case is on the flow's channel.
             || (input.tenant_id.clone(), crate::flow::API_CHANNEL.to_owned()),
@@ -181,7 +181,7 @@ impl FollowUps<'_> {
         {
             self.speaker.say_now(conv, line, None, Vec::new()).await?;
         }
-        self.store
+        self.recharges
             .followup_checked(&a.idempotency_key, &Checked::Settled(OUTCOME_CASE.into()), now)
             .await?;
         Ok(())
@@ -226,7 +226,7 @@ impl FollowUps<'_> {
     }
 
     async fn audience(&self, origin: &str) -> Result<Audience, StoreError> {
-        Ok(match self.store.conversation(origin).await? {
+        Ok(match self.conversations.conversation(origin).await? {
             Some(conv) if conv.agent_id != crate::flow::FLOW_AGENT => Audience::Chat(Box::new(conv)),
             _ => Audience::Recipient,
         })
@@ -259,7 +259,7 @@ impl FollowUps<'_> {
         loop {
             let now = self.engine.now();
             let lease = now + Duration::minutes(LEASE_MINUTES);
-            let due = match self.store.claim_followups(now, lease, CLAIM).await {
+            let due = match self.recharges.claim_followups(now, lease, CLAIM).await {
                 Ok(due) if !due.is_empty() => due,
                 Ok(_) => return checked,
                 Err(e) => {

@@ -242,7 +242,7 @@ impl Messages<'_> {
             }
         };
         let stored = ChatMessage::user(format!("{VOICE_MARK} {}", transcript.text));
-        if let Err(e) = self.store.heard(id, &stored).await {
+        if let Err(e) = self.conversations.heard(id, &stored).await {
             // The turn would answer words the record does not hold: unheard, the message is kept as it
             // came and can be heard again.
             tracing::error!(error = %e, "a voice note's transcript could not be stored");

@@ -1,6 +1,7 @@
-//! The services a reader can name, one per job. [`Services`] owns the parts (the engine, the store,
-//! each setting); a job is a view that borrows the parts it uses and nothing else, so its fields say
-//! which rules a write obeys:
+//! The services a reader can name, one per job. [`Services`] owns the parts (the engine, the store's
+//! concerns, each setting); a job is a view that borrows the parts it uses and nothing else — of the
+//! store, only the concerns it reads or writes ([`vt_store::Stores`]) — so its fields say which rules a
+//! write obeys and which tables it may touch:
 //!
 //! - [`Messages`] — a chat message: accept → route → run → commit ([`super`]'s steps);
 //! - [`Cases`] — conversations handed to a person, the support board;
@@ -30,14 +31,17 @@ use super::{ChannelBook, HandoffConfig, ResultadosConfig, Said, ServiceConfig, S
 use crate::costs::CustosConfig;
 use crate::router::Router;
 use vt_engine::Engine;
-use vt_store::{RecargasConfig, Store};
+use vt_store::{
+    CaseStore, ContactStore, ConversationStore, FlowStore, OutboxStore, OutcomeStore, PixStore,
+    RecargasConfig, RechargeStore, RecurrenceStore, ReportStore,
+};
 
 /// What is said in a conversation outside a turn (a receipt, a late outcome, a person's words): stored,
 /// queued as the conversation's channel takes it, told to this process's listeners.
 #[derive(Clone, Copy)]
 pub(crate) struct Speaker<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) cases: &'a dyn CaseStore,
     pub(super) said: &'a broadcast::Sender<Said>,
     pub(super) channels: &'a ChannelBook,
     pub(super) pushed: &'a HashSet<(String, String)>,
@@ -47,7 +51,8 @@ pub(crate) struct Speaker<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Board<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) cases: &'a dyn CaseStore,
+    pub(super) outbox: &'a dyn OutboxStore,
     pub(super) handoff: &'a HandoffConfig,
 }
 
@@ -55,7 +60,9 @@ pub(crate) struct Board<'a> {
 #[derive(Clone, Copy)]
 pub struct Messages<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) contacts: &'a dyn ContactStore,
+    pub(super) outcomes: &'a dyn OutcomeStore,
     pub(super) config: &'a ServiceConfig,
     pub(super) router: &'a Option<Router>,
     pub(super) inbox: &'a Inbox,
@@ -71,7 +78,10 @@ pub struct Messages<'a> {
 #[derive(Clone, Copy)]
 pub struct Cases<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) cases: &'a dyn CaseStore,
+    pub(super) outcomes: &'a dyn OutcomeStore,
+    pub(super) reports: &'a dyn ReportStore,
     pub(super) speaker: Speaker<'a>,
     pub(super) board: Board<'a>,
     /// A person's proposal runs as a turn of the conversation.
@@ -82,7 +92,9 @@ pub struct Cases<'a> {
 #[derive(Clone, Copy)]
 pub struct FollowUps<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) flows: &'a dyn FlowStore,
+    pub(super) recharges: &'a dyn RechargeStore,
     pub(super) recargas: &'a RecargasConfig,
     pub(super) speaker: Speaker<'a>,
     pub(super) board: Board<'a>,
@@ -91,14 +103,16 @@ pub struct FollowUps<'a> {
 /// Contacts of channels with a window: consent, templates' states, delivery statuses.
 #[derive(Clone, Copy)]
 pub struct Contacts<'a> {
-    pub(super) store: &'a dyn Store,
+    pub(super) contacts: &'a dyn ContactStore,
+    pub(super) outbox: &'a dyn OutboxStore,
 }
 
 /// The ten-stage flow, run for one input.
 #[derive(Clone, Copy)]
 pub struct Flows<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) flows: &'a dyn FlowStore,
     pub(super) config: &'a ServiceConfig,
 }
 
@@ -107,13 +121,14 @@ pub struct Flows<'a> {
 #[derive(Clone, Copy)]
 pub struct Payments<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
-    pub(super) pix: Option<&'a PixSetup>,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) pix: &'a dyn PixStore,
+    pub(super) pix_setup: Option<&'a PixSetup>,
     pub(super) card: Option<&'a CardSetup>,
     pub(super) speaker: Speaker<'a>,
     pub(super) board: Board<'a>,
     /// A paid charge's recharge runs as a flow.
-    pub(super) flows: Flows<'a>,
+    pub(super) stages: Flows<'a>,
     /// After a receipt, the offer of a recharge that happens by itself.
     pub(super) automatic: Automatic<'a>,
 }
@@ -123,11 +138,13 @@ pub struct Payments<'a> {
 #[derive(Clone, Copy)]
 pub struct Automatic<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
-    pub(super) pix: Option<&'a PixSetup>,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) recurrences: &'a dyn RecurrenceStore,
+    pub(super) outcomes: &'a dyn OutcomeStore,
+    pub(super) pix_setup: Option<&'a PixSetup>,
     pub(super) speaker: Speaker<'a>,
     /// A debit's recharge (and a threshold's balance reading) runs as a flow.
-    pub(super) flows: Flows<'a>,
+    pub(super) stages: Flows<'a>,
     pub(super) quiet: &'a super::QuietHours,
 }
 
@@ -135,7 +152,9 @@ pub struct Automatic<'a> {
 #[derive(Clone, Copy)]
 pub struct Outcomes<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) outcomes: &'a dyn OutcomeStore,
+    pub(super) contacts: &'a dyn ContactStore,
     pub(super) resultados: &'a ResultadosConfig,
     pub(super) speaker: Speaker<'a>,
 }
@@ -144,7 +163,7 @@ pub struct Outcomes<'a> {
 #[derive(Clone, Copy)]
 pub struct Spending<'a> {
     pub(super) engine: &'a Engine,
-    pub(super) store: &'a dyn Store,
+    pub(super) reports: &'a dyn ReportStore,
     pub(super) budgets: &'a Budgets,
     pub(super) costs: &'a CustosConfig,
 }
@@ -153,7 +172,7 @@ impl Services {
     pub(super) fn speaker(&self) -> Speaker<'_> {
         Speaker {
             engine: &self.engine,
-            store: &*self.store,
+            cases: &*self.stores.cases,
             said: &self.said,
             channels: &self.channels,
             pushed: &self.pushed,
@@ -163,7 +182,8 @@ impl Services {
     pub(super) fn board(&self) -> Board<'_> {
         Board {
             engine: &self.engine,
-            store: &*self.store,
+            cases: &*self.stores.cases,
+            outbox: &*self.stores.outbox,
             handoff: &self.handoff,
         }
     }
@@ -172,7 +192,9 @@ impl Services {
     pub fn messages(&self) -> Messages<'_> {
         Messages {
             engine: &self.engine,
-            store: &*self.store,
+            conversations: &*self.stores.conversations,
+            contacts: &*self.stores.contacts,
+            outcomes: &*self.stores.outcomes,
             config: &self.config,
             router: &self.router,
             inbox: &self.inbox,
@@ -189,7 +211,10 @@ impl Services {
     pub fn cases(&self) -> Cases<'_> {
         Cases {
             engine: &self.engine,
-            store: &*self.store,
+            conversations: &*self.stores.conversations,
+            cases: &*self.stores.cases,
+            outcomes: &*self.stores.outcomes,
+            reports: &*self.stores.reports,
             speaker: self.speaker(),
             board: self.board(),
             messages: self.messages(),
@@ -200,7 +225,9 @@ impl Services {
     pub fn followups(&self) -> FollowUps<'_> {
         FollowUps {
             engine: &self.engine,
-            store: &*self.store,
+            conversations: &*self.stores.conversations,
+            flows: &*self.stores.flows,
+            recharges: &*self.stores.recharges,
             recargas: &self.recargas,
             speaker: self.speaker(),
             board: self.board(),
@@ -209,14 +236,18 @@ impl Services {
 
     /// Contacts of channels with a window: consent, templates' states, delivery statuses.
     pub fn contacts(&self) -> Contacts<'_> {
-        Contacts { store: &*self.store }
+        Contacts {
+            contacts: &*self.stores.contacts,
+            outbox: &*self.stores.outbox,
+        }
     }
 
     /// The ten-stage flow, run for one input.
     pub fn flows(&self) -> Flows<'_> {
         Flows {
             engine: &self.engine,
-            store: &*self.store,
+            conversations: &*self.stores.conversations,
+            flows: &*self.stores.flows,
             config: &self.config,
         }
     }
@@ -225,12 +256,13 @@ impl Services {
     pub fn payments(&self) -> Payments<'_> {
         Payments {
             engine: &self.engine,
-            store: &*self.store,
-            pix: self.pix.as_ref(),
+            conversations: &*self.stores.conversations,
+            pix: &*self.stores.pix,
+            pix_setup: self.pix.as_ref(),
             card: self.card.as_ref(),
             speaker: self.speaker(),
             board: self.board(),
-            flows: self.flows(),
+            stages: self.flows(),
             automatic: self.automatic(),
         }
     }
@@ -239,10 +271,12 @@ impl Services {
     pub fn automatic(&self) -> Automatic<'_> {
         Automatic {
             engine: &self.engine,
-            store: &*self.store,
-            pix: self.pix.as_ref(),
+            conversations: &*self.stores.conversations,
+            recurrences: &*self.stores.recurrences,
+            outcomes: &*self.stores.outcomes,
+            pix_setup: self.pix.as_ref(),
             speaker: self.speaker(),
-            flows: self.flows(),
+            stages: self.flows(),
             quiet: &self.quiet,
         }
     }
@@ -251,7 +285,9 @@ impl Services {
     pub fn outcomes(&self) -> Outcomes<'_> {
         Outcomes {
             engine: &self.engine,
-            store: &*self.store,
+            conversations: &*self.stores.conversations,
+            outcomes: &*self.stores.outcomes,
+            contacts: &*self.stores.contacts,
             resultados: &self.resultados,
             speaker: self.speaker(),
         }
@@ -261,7 +297,7 @@ impl Services {
     pub fn spending(&self) -> Spending<'_> {
         Spending {
             engine: &self.engine,
-            store: &*self.store,
+            reports: &*self.stores.reports,
             budgets: &self.budgets,
             costs: &self.costs,
         }
@@ -271,7 +307,7 @@ impl Services {
 impl<'a> Payments<'a> {
     /// Whether chat recharges are paid by Pix here (a provider is configured).
     pub(crate) fn takes_pix(self) -> bool {
-        self.pix.is_some()
+        self.pix_setup.is_some()
     }
 
     /// Whether chat recharges are paid by card on a provider's hosted checkout.
@@ -282,7 +318,7 @@ impl<'a> Payments<'a> {
     /// The operator's Pix key, where WhatsApp shows charges as native orders (`[pix]
     /// whatsapp_order_details`).
     pub fn pix_order_key(self) -> Option<&'a str> {
-        let pix = self.pix.filter(|p| p.config.whatsapp_order_details)?;
+        let pix = self.pix_setup.filter(|p| p.config.whatsapp_order_details)?;
         Some(pix.config.chave.as_str())
     }
 }

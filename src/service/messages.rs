@@ -22,7 +22,10 @@ impl Messages<'_> {
 
     /// The conversation `id`, its compressed context and its open case ([`Store::turn_reads`]).
     pub(super) async fn turn_reads(&self, id: &str) -> Result<TurnReads, ServiceError> {
-        self.store.turn_reads(id).await.map_err(ServiceError::NotRecorded)
+        self.conversations
+            .turn_reads(id)
+            .await
+            .map_err(ServiceError::NotRecorded)
     }
 
     /// Steps 2–4 for a message already stored (`accepted`: its id, and what the turn read).
@@ -133,7 +136,10 @@ impl Messages<'_> {
         msg: &Inbound,
         received: Received,
     ) -> Result<Handled, ServiceError> {
-        let lock = self.store.lock_conversation(&received.conversation_id).await;
+        let lock = self
+            .conversations
+            .lock_conversation(&received.conversation_id)
+            .await;
         let result = match lock {
             Ok(lock) => {
                 let result = self.process_in_order(msg, &received).await;
@@ -170,7 +176,7 @@ impl Messages<'_> {
         let last = if joining { i64::MAX } else { received.message_id };
         let through = (received.conversation_id.as_str(), last);
         let stored = self
-            .store
+            .conversations
             .unprocessed_messages(Some(through), i64::MAX)
             .await
             .map_err(ServiceError::NotRecorded)?;
@@ -331,7 +337,9 @@ impl Messages<'_> {
 
     /// Starts conversation `conv` on record, before its first message (HTTP's `POST /v1/conversations`).
     pub async fn open(self, conv: &Conversation) -> Result<(), StoreError> {
-        self.store.save_conversation(conv, self.engine.now()).await
+        self.conversations
+            .save_conversation(conv, self.engine.now())
+            .await
     }
 
     /// The conversation a message goes to (a new id when it names none), once its agent is known to
@@ -359,7 +367,7 @@ impl Messages<'_> {
         };
         traced(&scope, &msg, async {
             let lock = self
-                .store
+                .conversations
                 .lock_conversation(&id)
                 .await
                 .map_err(ServiceError::NotRecorded)?;
@@ -377,7 +385,7 @@ impl Messages<'_> {
     pub async fn receive(self, msg: &Inbound) -> Result<Option<Received>, ServiceError> {
         let id = self.conversation_of(msg)?;
         let stored = self
-            .store
+            .conversations
             .conversation(&id)
             .await
             .map_err(ServiceError::NotRecorded)?;
@@ -431,7 +439,7 @@ impl Messages<'_> {
     /// Processes what channels delivered, was acknowledged, and never got its turn (the process
     /// stopped in between). Called at start by `serve`; the replies go out through the outbox.
     pub async fn recover(self) -> usize {
-        let pending = match self.store.unprocessed_messages(None, 1_000).await {
+        let pending = match self.conversations.unprocessed_messages(None, 1_000).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(error = %e, "unprocessed messages could not be read");
@@ -440,7 +448,7 @@ impl Messages<'_> {
         };
         let mut done = 0;
         for m in pending {
-            let Ok(Some(conv)) = self.store.conversation(&m.conversation_id).await else {
+            let Ok(Some(conv)) = self.conversations.conversation(&m.conversation_id).await else {
                 continue;
             };
             let received = Received {

@@ -88,7 +88,7 @@ use vt_engine::{
     CompressedContext, Conversation, DEFAULT_TENANT, Engine, EngineError, ExecutionRecord, ExecutionStatus,
     OLD_CONTEXT_MEMORY_KEY, Participant, Reply, RetryPolicy, TurnInput, TurnOutcome,
 };
-use vt_store::{FlowRunRecord, Store, StoreError, TurnReads, TurnRecord, UnprocessedMessage, UsageRecord};
+use vt_store::{FlowRunRecord, StoreError, TurnReads, TurnRecord, UnprocessedMessage, UsageRecord};
 
 use commit::Ran;
 pub(crate) use route::Routing;
@@ -383,7 +383,7 @@ pub struct ServicesConfig {
 
 pub struct Services {
     engine: Arc<Engine>,
-    store: Arc<dyn Store>,
+    /// The store, one concern a handle: each job's view takes the concerns it uses.
     stores: vt_store::Stores,
     /// The turns run in tasks of their own (a webhook's, a timed-out request's): the server waits for
     /// them before it stops, so none is cut short or left detached.
@@ -425,7 +425,7 @@ pub struct Said {
 }
 
 impl Services {
-    pub fn new(engine: Arc<Engine>, store: Arc<dyn Store>, config: ServicesConfig) -> Self {
+    pub fn new(engine: Arc<Engine>, stores: impl Into<vt_store::Stores>, config: ServicesConfig) -> Self {
         let ServicesConfig {
             service,
             router,
@@ -452,9 +452,8 @@ impl Services {
         );
         Self {
             engine,
-            stores: vt_store::Stores::of(&store),
+            stores: stores.into(),
             turns: tokio_util::task::TaskTracker::new(),
-            store,
             router,
             inbox: inbox::Inbox::default(),
             config: service,

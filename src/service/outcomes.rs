@@ -237,7 +237,11 @@ pub(super) fn answer_to_survey(conv: &mut Conversation, msg: &Inbound) -> Option
 impl Messages<'_> {
     /// Records the score of the answered question; the thanks.
     pub(super) async fn take_score(&self, (outcome, nota): (String, i32)) -> String {
-        if let Err(e) = self.store.record_score(&outcome, nota, self.engine.now()).await {
+        if let Err(e) = self
+            .outcomes
+            .record_score(&outcome, nota, self.engine.now())
+            .await
+        {
             tracing::error!(error = %e, outcome = %outcome, "a satisfaction score could not be stored");
         }
         THANKS.to_owned()
@@ -251,7 +255,7 @@ impl super::jobs::Outcomes<'_> {
         let now = self.engine.now();
         let quiet = Duration::minutes(i64::from(self.resultados.encerrar_apos_minutos));
         let heads = match self
-            .store
+            .outcomes
             .stretches_over(
                 (now - Duration::days(HORIZON_DAYS), now - quiet),
                 crate::flow::FLOW_AGENT,
@@ -279,11 +283,11 @@ impl super::jobs::Outcomes<'_> {
     }
 
     async fn close(self, head: &StretchHead, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        let stretch = self.store.stretch(head).await?;
+        let stretch = self.outcomes.stretch(head).await?;
         // Only the answer to the last question (or nothing we keep): it belongs to the stretch it rates.
         let rated_only =
             stretch.case.is_none() && stretch.turns.iter().all(|t| t.intent_key == SURVEY_INTENT);
-        if rated_only && self.store.extend_outcome(head).await? {
+        if rated_only && self.outcomes.extend_outcome(head).await? {
             return Ok(false);
         }
         let desfecho = classify(&stretch);
@@ -294,7 +298,7 @@ impl super::jobs::Outcomes<'_> {
                 // Counted back from the return: the stretch's first turn.
                 let back = stretch.turns.first().map_or(head.ate, |t| t.at);
                 let since = back - Duration::days(REOPEN_DAYS);
-                self.store.resolved_before(head, &assunto, since).await?
+                self.outcomes.resolved_before(head, &assunto, since).await?
             }
             false => None,
         };
@@ -316,7 +320,7 @@ impl super::jobs::Outcomes<'_> {
             nota: None,
             created_at: now,
         };
-        if !self.store.record_outcome(&record).await? {
+        if !self.outcomes.record_outcome(&record).await? {
             return Ok(false);
         }
         tracing::info!(conversation = %record.conversation_id, desfecho = desfecho.as_str(), "stretch closed");
@@ -334,7 +338,7 @@ impl super::jobs::Outcomes<'_> {
         }
         let interval = Duration::days(i64::from(self.resultados.pesquisa_intervalo_dias));
         if self
-            .store
+            .outcomes
             .last_survey(head)
             .await?
             .is_some_and(|t| now - t < interval)
@@ -345,7 +349,7 @@ impl super::jobs::Outcomes<'_> {
             return Ok(true);
         };
         if self
-            .store
+            .contacts
             .last_inbound(&head.user_id)
             .await?
             .is_some_and(|t| now - t < window)
@@ -353,7 +357,7 @@ impl super::jobs::Outcomes<'_> {
             return Ok(true);
         }
         Ok(self
-            .store
+            .contacts
             .consent(&head.user_id)
             .await?
             .is_some_and(|c| c.opted_in))
@@ -363,9 +367,12 @@ impl super::jobs::Outcomes<'_> {
     /// state, sent through the outbox with the scale as a list (the `pesquisa_satisfacao` template
     /// outside WhatsApp's window) — unless they wrote since the stretch ended.
     async fn ask(self, head: &StretchHead, outcome: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let lock = self.store.lock_conversation(&head.conversation_id).await?;
+        let lock = self
+            .conversations
+            .lock_conversation(&head.conversation_id)
+            .await?;
         let asked = async {
-            let Some(mut conv) = self.store.conversation(&head.conversation_id).await? else {
+            let Some(mut conv) = self.conversations.conversation(&head.conversation_id).await? else {
                 return Ok(false);
             };
             let asked = Asked {
@@ -385,7 +392,7 @@ impl super::jobs::Outcomes<'_> {
                 .late_reply(&conv, QUESTION.into(), Some(template), (Vec::new(), choices));
             let message = vt_engine::llm::ChatMessage::assistant(QUESTION);
             let asked = self
-                .store
+                .outcomes
                 .ask_survey((head, outcome), &conv.state, (&message, &[item]), now)
                 .await?;
             if asked {

@@ -83,7 +83,10 @@ impl Cases<'_> {
         proposal: &Proposal,
     ) -> Result<String, CaseError> {
         let case = self.owned_case(id, agent).await?;
-        let lock = self.store.lock_conversation(&case.conversation_id).await?;
+        let lock = self
+            .conversations
+            .lock_conversation(&case.conversation_id)
+            .await?;
         let proposed = self.proposal_turn(&case, agent, proposal).await;
         lock.release().await;
         proposed
@@ -98,7 +101,7 @@ impl Cases<'_> {
         proposal: &Proposal,
     ) -> Result<String, CaseError> {
         let mut conv = self
-            .store
+            .conversations
             .conversation(&case.conversation_id)
             .await?
             .ok_or_else(|| CaseError::NotFound(case.id.clone()))?;
@@ -131,7 +134,7 @@ impl Cases<'_> {
         }
         // Stored before its turn commits, as every message that opens a turn is.
         let accepted_message = self
-            .store
+            .conversations
             .accept_message(vt_store::Accepting::plain(&conv, &opening, now))
             .await?
             .unwrap_or_default();
@@ -139,7 +142,7 @@ impl Cases<'_> {
         let ran = Ran {
             outcome,
             routing: Routing::deterministic("proposta_recarga", false),
-            context: self.store.context(&conv.id).await?,
+            context: self.conversations.context(&conv.id).await?,
             started,
             now,
             accepted_message,

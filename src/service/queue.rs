@@ -83,7 +83,7 @@ impl Cases<'_> {
     /// configuration order.
     pub async fn queue(self, tenant: Option<&str>) -> Result<Vec<QueueEntry>, StoreError> {
         let now = self.engine.now();
-        let open = self.store.open_cases().await?;
+        let open = self.cases.open_cases().await?;
         let mut entries = Vec::new();
         for case in open
             .into_iter()
@@ -110,10 +110,10 @@ impl Cases<'_> {
 
     /// `case` as a queue shows it: its clocks now, its person, cards and last line.
     pub async fn entry(self, case: Case) -> Result<QueueEntry, StoreError> {
-        let log = self.store.case_events(&case.id).await?;
+        let log = self.cases.case_events(&case.id).await?;
         let team = self.board.handoff.desk.team(&case.team);
         let clocks = super::sla::clocks(&case, &log, &team.config.sla, &team.calendar, self.engine.now());
-        let person = match self.store.conversation(&case.conversation_id).await? {
+        let person = match self.conversations.conversation(&case.conversation_id).await? {
             Some(c) if !c.user_login.is_empty() => c.user_login,
             Some(c) => c.user_id,
             None => String::new(),
@@ -183,9 +183,9 @@ impl Cases<'_> {
         let tz = super::policy_timezone(self.engine);
         let start = |d: NaiveDate| tz.instant(d.and_time(chrono::NaiveTime::MIN));
         let (from, to) = (start(first), start(next));
-        let cases = self.store.cases_opened_between(tenant, from, to).await?;
+        let cases = self.cases.cases_opened_between(tenant, from, to).await?;
         let outcomes: HashMap<String, vt_store::OutcomeRecord> = self
-            .store
+            .outcomes
             .outcomes_since(from)
             .await?
             .into_iter()
@@ -195,7 +195,7 @@ impl Cases<'_> {
         let mut teams: BTreeMap<String, Tally> = BTreeMap::new();
         let mut agents: BTreeMap<String, Tally> = BTreeMap::new();
         for case in &cases {
-            let log = self.store.case_events(&case.id).await?;
+            let log = self.cases.case_events(&case.id).await?;
             let team = self.board.handoff.desk.team(&case.team);
             let clocks = super::sla::clocks(case, &log, &team.config.sla, &team.calendar, now);
             let outcome = outcomes.get(&case.id);

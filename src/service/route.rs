@@ -205,7 +205,7 @@ impl Messages<'_> {
     async fn each_card(&self, conv: &Conversation, text: &str, cards: &[String]) -> String {
         let outcome =
             crate::planner::each_card(self.engine, conv, text, cards, self.engine.next_id("task")).await;
-        if let Err(e) = self.store.save_task_run(&outcome.task).await {
+        if let Err(e) = self.conversations.save_task_run(&outcome.task).await {
             tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
         }
         outcome.reply
@@ -226,7 +226,7 @@ impl Messages<'_> {
             self.engine.next_id("task"),
         )
         .await;
-        if let Err(e) = self.store.save_task_run(&outcome.task).await {
+        if let Err(e) = self.conversations.save_task_run(&outcome.task).await {
             tracing::error!(error = %e, task = %outcome.task.id, "task run could not be stored");
         }
         (outcome.reply, outcome.tokens)

@@ -64,7 +64,7 @@ impl Speaker<'_> {
             item.next_attempt_at = due;
         }
         let message = vt_engine::llm::ChatMessage::assistant(text);
-        self.store
+        self.cases
             .say_in_case(&conv.id, &message, &[item], None, self.engine.now())
             .await?;
         self.tell_listeners(&conv.id, &message);

@@ -532,6 +532,21 @@ async fn chat_harness_built(
         transcricao: None,
         fotos: Default::default(),
         orcamentos: Vec::new(),
+        conversations: None,
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] on `store`, its conversations kept through `conversations` (one that fails as
+/// told).
+pub(crate) async fn chat_harness_conversing(
+    store: Arc<dyn vt_store::Store>,
+    conversations: Arc<dyn vt_store::ConversationStore>,
+) -> ChatHarness {
+    let parts = Parts {
+        store,
+        conversations: Some(conversations),
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -617,6 +632,8 @@ struct Parts {
     fotos: vt_agent::testkit::FotosConfig,
     /// `[[orcamentos]]`: monthly budgets per tenant.
     orcamentos: Vec<vt_agent::testkit::Orcamento>,
+    /// The service's conversations kept through a store of the test's own, the rest in `store`.
+    conversations: Option<Arc<dyn vt_store::ConversationStore>>,
 }
 
 impl Parts {
@@ -638,6 +655,7 @@ impl Parts {
             transcricao: None,
             fotos: Default::default(),
             orcamentos: Vec::new(),
+            conversations: None,
         }
     }
 }
@@ -751,6 +769,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         transcricao,
         fotos,
         orcamentos,
+        conversations,
     } = parts;
     use vt_connectors::systems::{SystemsConfig, VtSystems};
     use vt_simulators::systems::Simulator;
@@ -858,9 +877,16 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         config.recargas.clone(),
     );
     let service = Arc::new(
-        vt_agent::build_service(&config, engine, store.clone())
-            .await
-            .expect("service"),
+        vt_agent::build_service(
+            &config,
+            engine,
+            vt_store::Stores {
+                conversations: conversations.unwrap_or_else(|| store.clone()),
+                ..vt_store::Stores::of(&store)
+            },
+        )
+        .await
+        .expect("service"),
     );
     ChatHarness {
         clock,

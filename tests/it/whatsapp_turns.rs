@@ -95,18 +95,19 @@ async fn bursts_over_two_instances_on_postgresql_are_processed_in_the_order_stor
 /// it again, and the first — stored, so a redelivery of it is a duplicate — still gets its turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_stored_before_a_failed_one_is_still_answered() {
-    let store = Arc::new(crate::service::Flaky {
-        inner: Arc::new(
-            vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
-                .await
-                .expect("store"),
-        ),
+    let store: Arc<dyn vt_store::Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    );
+    let flaky = Arc::new(crate::service::Flaky {
+        inner: store.clone(),
         fail_append: false,
         fail_turn: false,
         fail_accepting: Some("não dá para guardar"),
         turn_attempts: std::sync::atomic::AtomicU32::new(0),
     });
-    let chat = crate::support::chat_harness_on(store, None, vt_domain::tools::VtSettings::default()).await;
+    let chat = crate::support::chat_harness_conversing(store, flaky).await;
     let wa = whatsapp_on(chat, vec![]).await;
     let mut v: Value =
         serde_json::from_slice(&text_notification("saldo do cartão 1234567890", "wamid.A")).expect("json");

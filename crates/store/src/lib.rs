@@ -69,21 +69,6 @@ pub trait Store:
     fn commits(&self) -> Option<u64> {
         None
     }
-
-    /// What a turn reads before it runs, at once: concurrently (one round trip of waiting), or — on
-    /// SQLite — in one query (one hop to a reader thread).
-    async fn turn_reads(&self, conversation_id: &str) -> Result<TurnReads, StoreError> {
-        let (conversation, context, open_case) = tokio::join!(
-            self.conversation(conversation_id),
-            self.context(conversation_id),
-            self.open_case_of(conversation_id)
-        );
-        Ok(TurnReads {
-            conversation: conversation?,
-            context: context?,
-            open_case: open_case?,
-        })
-    }
 }
 
 /// The store's concerns, each as the narrow trait its reader reads: what the composition hands to
@@ -124,6 +109,12 @@ impl Stores {
             outcomes: store.clone(),
             recurrences: store.clone(),
         }
+    }
+}
+
+impl From<Arc<dyn Store>> for Stores {
+    fn from(store: Arc<dyn Store>) -> Self {
+        Self::of(&store)
     }
 }
 

@@ -97,7 +97,7 @@ pub struct PassFigures {
 
 impl Automatic<'_> {
     fn setup(&self) -> Result<&PixSetup, AutoError> {
-        self.pix
+        self.pix_setup
             .filter(|p| p.config.automatico.ativo)
             .ok_or(AutoError::NotConfigured)
     }
@@ -111,7 +111,7 @@ impl Automatic<'_> {
     /// taken: approved → it charges (an older one of the same card ends); ended in the bank → no
     /// more charges. A recurrence this product never created is not even read.
     pub async fn rec_notice(self, id_rec: &str) -> Result<bool, AutoError> {
-        let Some(rec) = self.store.recurrence_by_rec(id_rec).await? else {
+        let Some(rec) = self.recurrences.recurrence_by_rec(id_rec).await? else {
             tracing::warn!("a Pix Automático notice for a recurrence not on record was ignored");
             return Ok(false);
         };
@@ -120,7 +120,7 @@ impl Automatic<'_> {
 
     /// Charge `txid`, named by a notice (a hint), read back and settled.
     pub async fn cobr_notice(self, txid: &str) -> Result<bool, AutoError> {
-        let Some(charge) = self.store.recurring_charge(txid).await? else {
+        let Some(charge) = self.recurrences.recurring_charge(txid).await? else {
             tracing::warn!("a Pix Automático notice for a charge not on record was ignored");
             return Ok(false);
         };
@@ -168,7 +168,7 @@ impl Automatic<'_> {
             }
         }
         let resume_after = Duration::seconds(i64::from(
-            self.pix.map_or(120, |p| p.config.retomar_credito_segundos),
+            self.pix_setup.map_or(120, |p| p.config.retomar_credito_segundos),
         ));
         let now = self.engine.now();
         for charge in self.charges(RecurringChargeStatus::Paga).await {
@@ -188,7 +188,7 @@ impl Automatic<'_> {
     }
 
     async fn listed(self, status: RecurrenceStatus) -> Vec<Recurrence> {
-        self.store
+        self.recurrences
             .recurrences_in(status, PASS_BATCH)
             .await
             .unwrap_or_else(|e| {
@@ -198,7 +198,7 @@ impl Automatic<'_> {
     }
 
     async fn charges(self, status: RecurringChargeStatus) -> Vec<RecurringCharge> {
-        self.store
+        self.recurrences
             .recurring_charges_in(status, PASS_BATCH)
             .await
             .unwrap_or_else(|e| {
@@ -223,22 +223,28 @@ impl Automatic<'_> {
             RecStatus::Expirada => (RecurrenceStatus::Expirada, &live),
             RecStatus::Cancelada => (RecurrenceStatus::Cancelada, &live),
         };
-        if !self.store.move_recurrence(&rec.id, from, to, now).await? {
+        if !self.recurrences.move_recurrence(&rec.id, from, to, now).await? {
             return Ok(false);
         }
         let text = match to {
             RecurrenceStatus::Aprovada => {
                 self.replace_older(rec).await?;
-                self.store.note_recurrence(&rec.id, "autorizada no banco").await?;
+                self.recurrences
+                    .note_recurrence(&rec.id, "autorizada no banco")
+                    .await?;
                 textos::ativada(rec)
             }
             RecurrenceStatus::Cancelada => {
-                self.store.note_recurrence(&rec.id, "cancelada no banco").await?;
-                cancel_open_charges(self.store, &self.setup()?.psp, rec).await?;
+                self.recurrences
+                    .note_recurrence(&rec.id, "cancelada no banco")
+                    .await?;
+                cancel_open_charges(self.recurrences, &self.setup()?.psp, rec).await?;
                 textos::cancelada_no_banco(rec)
             }
             _ => {
-                self.store.note_recurrence(&rec.id, "não autorizada").await?;
+                self.recurrences
+                    .note_recurrence(&rec.id, "não autorizada")
+                    .await?;
                 textos::nao_autorizada(rec)
             }
         };
@@ -250,7 +256,10 @@ impl Automatic<'_> {
     /// authorisation): cancelled at the provider, then on record.
     async fn replace_older(self, rec: &Recurrence) -> Result<(), AutoError> {
         let setup = self.setup()?;
-        let mine = self.store.user_recurrences(&rec.tenant_id, &rec.user_id).await?;
+        let mine = self
+            .recurrences
+            .user_recurrences(&rec.tenant_id, &rec.user_id)
+            .await?;
         for old in mine
             .iter()
             .filter(|o| o.id != rec.id && o.card_index == rec.card_index && o.status.live())
@@ -261,14 +270,14 @@ impl Automatic<'_> {
             let from = [RecurrenceStatus::Criada, RecurrenceStatus::Aprovada];
             let now = self.engine.now();
             if self
-                .store
+                .recurrences
                 .move_recurrence(&old.id, &from, RecurrenceStatus::Cancelada, now)
                 .await?
             {
-                self.store
+                self.recurrences
                     .note_recurrence(&old.id, "substituída por uma nova autorização")
                     .await?;
-                cancel_open_charges(self.store, &setup.psp, old).await?;
+                cancel_open_charges(self.recurrences, &setup.psp, old).await?;
             }
         }
         Ok(())
@@ -300,7 +309,7 @@ impl Automatic<'_> {
             paid_at: None,
             created_at: self.engine.now(),
         };
-        if !self.store.open_recurring_charge(&charge).await? {
+        if !self.recurrences.open_recurring_charge(&charge).await? {
             return Ok(false);
         }
         self.create_at_provider(&charge).await
@@ -326,7 +335,10 @@ impl Automatic<'_> {
                 }
                 let due = today + Duration::days(ANTECEDENCIA.0);
                 if self.cycle_taken(rec, &periodicidade.cycle(due)).await?
-                    || !self.store.take_daily_check(&rec.id, &today.to_string()).await?
+                    || !self
+                        .recurrences
+                        .take_daily_check(&rec.id, &today.to_string())
+                        .await?
                 {
                     return Ok(None);
                 }
@@ -338,7 +350,7 @@ impl Automatic<'_> {
                     Some(_) => return Ok(None),
                     None => ("saldo não lido; nova leitura amanhã".to_owned(), None),
                 };
-                self.store.note_recurrence(&rec.id, &note).await?;
+                self.recurrences.note_recurrence(&rec.id, &note).await?;
                 Ok(due)
             }
         }
@@ -346,7 +358,7 @@ impl Automatic<'_> {
 
     /// Whether the card already has a charge (not failed or cancelled) in `cycle`.
     async fn cycle_taken(self, rec: &Recurrence, cycle: &str) -> Result<bool, AutoError> {
-        let charges = self.store.charges_of_recurrence(&rec.id).await?;
+        let charges = self.recurrences.charges_of_recurrence(&rec.id).await?;
         Ok(charges.iter().any(|c| {
             c.cycle == cycle
                 && !matches!(
@@ -362,7 +374,7 @@ impl Automatic<'_> {
         let mut input = request_of(rec)?;
         input.recarga = None;
         input.politicas.limite_saldo_baixo = Decimal::ZERO;
-        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        let ran = self.stages.run_flow(input, FlowOptions::default()).await?;
         let etapas = ran.output.etapas.iter().map(|e| (e.etapa.as_str(), &e.saida));
         Ok(vt_domain::stages::saldo_lido(etapas))
     }
@@ -371,7 +383,7 @@ impl Automatic<'_> {
     /// times this runs); the one that moves it to `agendada` tells the card holder its date.
     async fn create_at_provider(self, charge: &RecurringCharge) -> Result<bool, AutoError> {
         let setup = self.setup()?;
-        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+        let Some(rec) = self.recurrences.recurrence(&charge.recurrence_id).await? else {
             return Err(AutoError::Invalid("a recorrência da cobrança não existe"));
         };
         let Some(id_rec) = rec.id_rec.clone() else {
@@ -386,14 +398,14 @@ impl Automatic<'_> {
             Err(PixError::Refused { status, title }) if status < 500 => {
                 // Refused for good (the recurrence ended, the date out of the window): no charge.
                 tracing::warn!(status, title = %title, "the provider refused a recurring charge");
-                self.store
+                self.recurrences
                     .move_recurring_charge(
                         &charge.txid,
                         RecurringChargeStatus::Nova,
                         RecurringChargeStatus::Falhou,
                     )
                     .await?;
-                self.store
+                self.recurrences
                     .note_recurrence(&rec.id, "cobrança recusada pelo provedor")
                     .await?;
                 return Ok(false);
@@ -401,7 +413,7 @@ impl Automatic<'_> {
             Err(e) => return Err(e.into()),
         }
         if !self
-            .store
+            .recurrences
             .move_recurring_charge(
                 &charge.txid,
                 RecurringChargeStatus::Nova,
@@ -419,7 +431,7 @@ impl Automatic<'_> {
     async fn announce(self, rec: &Recurrence, charge: &RecurringCharge) -> Result<(), AutoError> {
         let due = date(&charge.due_on)?;
         let day = |d: NaiveDate| d.format("%d/%m/%Y").to_string();
-        self.store
+        self.recurrences
             .note_recurrence(&rec.id, &format!("cobrança agendada para {}", day(due)))
             .await?;
         let template = textos::modelo(
@@ -449,7 +461,11 @@ impl Automatic<'_> {
                 return Err(AutoError::Invalid("o valor debitado não é o da cobrança"));
             }
             let now = self.engine.now();
-            if !self.store.claim_recurring_payment(&charge.txid, e2e, now).await? {
+            if !self
+                .recurrences
+                .claim_recurring_payment(&charge.txid, e2e, now)
+                .await?
+            {
                 return Ok(Settlement::Nothing);
             }
             let charge = RecurringCharge {
@@ -468,7 +484,7 @@ impl Automatic<'_> {
         };
         if let Some(to) = ended {
             let moved = self
-                .store
+                .recurrences
                 .move_recurring_charge(&charge.txid, RecurringChargeStatus::Agendada, to)
                 .await?;
             if moved {
@@ -476,7 +492,9 @@ impl Automatic<'_> {
                     RecurringChargeStatus::Cancelada => "cobrança cancelada",
                     _ => "cobrança não debitada",
                 };
-                self.store.note_recurrence(&charge.recurrence_id, outcome).await?;
+                self.recurrences
+                    .note_recurrence(&charge.recurrence_id, outcome)
+                    .await?;
                 return Ok(Settlement::Ended);
             }
             return Ok(Settlement::Nothing);
@@ -491,7 +509,7 @@ impl Automatic<'_> {
     /// the retry counted once (of two instances one asks), the card holder told once.
     async fn retry(self, charge: &RecurringCharge, read: &CobR) -> Result<bool, AutoError> {
         let setup = self.setup()?;
-        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+        let Some(rec) = self.recurrences.recurrence(&charge.recurrence_id).await? else {
             return Ok(false);
         };
         let today = self.tz(&rec).local(self.engine.now()).date_naive();
@@ -500,20 +518,20 @@ impl Automatic<'_> {
         let allowed = read.politica_retentativa == Some(PoliticaRetentativa::Permite3r7d)
             && charge.retries < i64::from(RETENTATIVAS.0)
             && on <= due + Duration::days(RETENTATIVAS.1);
-        if !allowed || !self.store.count_retry(&charge.txid, charge.retries).await? {
+        if !allowed || !self.recurrences.count_retry(&charge.txid, charge.retries).await? {
             return Ok(false);
         }
         if let Err(e) = setup.psp.retentativa(&charge.txid, &on.to_string()).await {
             tracing::warn!(error = %e, "a retry of a recurring charge was refused");
             return Ok(false);
         }
-        self.store
+        self.recurrences
             .note_recurrence(
                 &rec.id,
                 &format!("sem saldo na conta; nova tentativa em {}", on.format("%d/%m/%Y")),
             )
             .await?;
-        if self.store.take_funds_notice(&charge.txid).await? {
+        if self.recurrences.take_funds_notice(&charge.txid).await? {
             let template = textos::modelo(
                 "recarga_automatica_sem_saldo",
                 [
@@ -531,12 +549,12 @@ impl Automatic<'_> {
     /// The debited recharge sent (RF6–RF10), with the payment as its token, under the payment's own
     /// key; the one that moves the charge on sends the receipt.
     async fn credit(self, charge: &RecurringCharge, e2e: &str) -> Result<bool, AutoError> {
-        let Some(rec) = self.store.recurrence(&charge.recurrence_id).await? else {
+        let Some(rec) = self.recurrences.recurrence(&charge.recurrence_id).await? else {
             return Err(AutoError::Invalid("a recorrência da cobrança não existe"));
         };
         let input = debit_recharge(&rec, charge, e2e)?;
         let tz = input.politicas.timezone.clone();
-        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
+        let ran = self.stages.run_flow(input, FlowOptions::default()).await?;
         let paid = charge.paid_at.unwrap_or_else(|| self.engine.now());
         let told = Told::of(&rec, (charge, e2e, paid), &ran.output, &tz);
         if told.to == RecurringChargeStatus::Devolvida {
@@ -548,7 +566,7 @@ impl Automatic<'_> {
                 .await?;
         }
         if !self
-            .store
+            .recurrences
             .move_recurring_charge(&charge.txid, RecurringChargeStatus::Paga, told.to)
             .await?
         {
@@ -557,7 +575,7 @@ impl Automatic<'_> {
         if told.to == RecurringChargeStatus::Creditada {
             self.resolved_without_a_conversation(&rec, charge).await?;
         }
-        self.store.note_recurrence(&rec.id, told.outcome).await?;
+        self.recurrences.note_recurrence(&rec.id, told.outcome).await?;
         self.tell_as(&rec, told.text, told.template).await?;
         Ok(told.to == RecurringChargeStatus::Creditada)
     }
@@ -589,7 +607,7 @@ impl Automatic<'_> {
             nota: None,
             created_at: now,
         };
-        self.store.record_outcome(&record).await?;
+        self.outcomes.record_outcome(&record).await?;
         Ok(())
     }
 
@@ -606,7 +624,7 @@ impl Automatic<'_> {
         text: String,
         template: Option<crate::outbox::TemplateUse>,
     ) -> Result<(), AutoError> {
-        let Some(conv) = self.store.conversation(&rec.conversation_id).await? else {
+        let Some(conv) = self.conversations.conversation(&rec.conversation_id).await? else {
             return Err(AutoError::Invalid("a conversa da recorrência não existe"));
         };
         let due = self.quiet.release(self.engine.now(), &self.tz(rec));
@@ -628,12 +646,12 @@ impl Automatic<'_> {
         let Ok(setup) = self.setup() else {
             return Ok(false);
         };
-        let Some(conv) = self.store.conversation(conversation_id).await? else {
+        let Some(conv) = self.conversations.conversation(conversation_id).await? else {
             return Ok(false);
         };
         let index = vt_store::seal::card_index(&input.cartao);
         let mine = self
-            .store
+            .recurrences
             .user_recurrences(&conv.tenant_id, &conv.user_id)
             .await?;
         if mine.iter().any(|r| r.status.live() && r.card_index == index) {
@@ -641,9 +659,9 @@ impl Automatic<'_> {
         }
         let masked = mask_card(&input.cartao);
         let text = vt_domain::tools::oferta(&masked, &setup.config.automatico);
-        let lock = self.store.lock_conversation(conversation_id).await?;
+        let lock = self.conversations.lock_conversation(conversation_id).await?;
         let offered = async {
-            let Some(mut conv) = self.store.conversation(conversation_id).await? else {
+            let Some(mut conv) = self.conversations.conversation(conversation_id).await? else {
                 return Ok(false);
             };
             conv.state.insert(
@@ -660,7 +678,7 @@ impl Automatic<'_> {
             let now = self.engine.now();
             item.next_attempt_at = self.quiet.release(now, &input.politicas.timezone);
             let message = vt_engine::llm::ChatMessage::assistant(text.clone());
-            self.store
+            self.recurrences
                 .offer_automatic(&conv.id, &conv.state, (&message, &[item]), now)
                 .await?;
             self.speaker.tell_listeners(&conv.id, &message);

@@ -115,7 +115,7 @@ pub enum PaymentError {
 
 impl Payments<'_> {
     fn setup(&self) -> Result<&PixSetup, PaymentError> {
-        self.pix.ok_or(PaymentError::NotConfigured)
+        self.pix_setup.ok_or(PaymentError::NotConfigured)
     }
 
     /// Issues code `n` of recharge `recharge_key` (0 first, one more per "novo código") for
@@ -135,13 +135,13 @@ impl Payments<'_> {
             recharge_key,
             n,
         };
-        issue(self.store, setup, charge, self.engine.now()).await
+        issue(self.pix, setup, charge, self.engine.now()).await
     }
 
     /// Reads charge `txid` back from the provider and, when it is paid with its amount, credits its
     /// recharge once. A txid this product never issued is not even read.
     pub async fn settle(self, txid: &str) -> Result<Settled, PaymentError> {
-        let Some(charge) = self.store.pix_charge(txid).await? else {
+        let Some(charge) = self.pix.pix_charge(txid).await? else {
             tracing::warn!("a Pix notice for a charge not on record was ignored");
             return Ok(Settled::Nothing);
         };
@@ -158,13 +158,13 @@ impl Payments<'_> {
         let Some((payment, paid_at)) = self.rail(&charge)?.paid(&charge, self.engine.now()).await? else {
             return Ok(Settled::Nothing);
         };
-        match self.store.claim_payment(txid, &payment, paid_at).await? {
+        match self.pix.claim_payment(txid, &payment, paid_at).await? {
             PaymentClaim::First => self.credit(&charge, &payment, paid_at).await,
             PaymentClaim::OtherCodePaid => {
                 self.refund(&charge, &payment).await?;
                 // Moved once: a notice or a sweep that reads it again finds it returned already.
                 if !self
-                    .store
+                    .pix
                     .settle_charge(txid, charge.status, ChargeStatus::Devolvida)
                     .await?
                 {
@@ -195,7 +195,7 @@ impl Payments<'_> {
 
     /// The charges of conversation `conversation_id` waiting for a payment or for its credit.
     pub(crate) async fn open_in(self, conversation_id: &str) -> Result<Vec<PixCharge>, PaymentError> {
-        let mut charges = self.store.conversation_charges(conversation_id).await?;
+        let mut charges = self.pix.conversation_charges(conversation_id).await?;
         charges.retain(|c| matches!(c.status, ChargeStatus::Ativa | ChargeStatus::Paga));
         Ok(charges)
     }
@@ -210,15 +210,15 @@ impl Payments<'_> {
         let mut changed = 0;
         let now = self.engine.now();
         let resume_after = |charge: &PixCharge| {
-            let seconds = match (charge.meio, &self.pix, &self.card) {
+            let seconds = match (charge.meio, &self.pix_setup, &self.card) {
                 (ChargeMeans::Pix, Some(p), _) => p.config.retomar_credito_segundos,
                 (ChargeMeans::CartaoCredito, _, Some(c)) => c.config.retomar_credito_segundos,
                 _ => PixConfig::default().retomar_credito_segundos,
             };
             Duration::seconds(i64::from(seconds))
         };
-        let open = self.store.charges_in(ChargeStatus::Ativa, SWEEP_BATCH).await;
-        let stuck = self.store.charges_in(ChargeStatus::Paga, SWEEP_BATCH).await;
+        let open = self.pix.charges_in(ChargeStatus::Ativa, SWEEP_BATCH).await;
+        let stuck = self.pix.charges_in(ChargeStatus::Paga, SWEEP_BATCH).await;
         let (open, stuck) = match (open, stuck) {
             (Ok(o), Ok(s)) => (o, s),
             (Err(e), _) | (_, Err(e)) => {
@@ -234,7 +234,7 @@ impl Payments<'_> {
             };
             changed += tally(outcome, &charge, "a Pix charge could not be read back");
         }
-        match self.store.refunds_in_progress(SWEEP_BATCH).await {
+        match self.pix.refunds_in_progress(SWEEP_BATCH).await {
             Ok(refunding) => {
                 for charge in refunding {
                     let outcome = self.check_refund(&charge).await;
@@ -257,7 +257,7 @@ impl Payments<'_> {
     /// An expired charge withdrawn at the provider, and the card holder told how to get a new code; a
     /// charge the provider says was paid meanwhile is settled instead.
     async fn expire(&self, charge: &PixCharge) -> Result<Settled, PaymentError> {
-        match withdraw(self.store, &self.rail(charge)?, charge).await? {
+        match withdraw(self.pix, &self.rail(charge)?, charge).await? {
             Withdrawal::Withdrawn => {}
             // Paid before it could be withdrawn (a race at expiry): it still credits, once.
             Withdrawal::PaidMeanwhile => return self.settle(&charge.txid).await,
@@ -276,7 +276,7 @@ impl Payments<'_> {
         let mut input = recharge_of(charge)?;
         // The run is the paying conversation's: its tenant's, and told there (by `credit`), not by a
         // notice of the flow's own that would say something else.
-        if let Some(conv) = self.store.conversation(&charge.conversation_id).await? {
+        if let Some(conv) = self.conversations.conversation(&charge.conversation_id).await? {
             input.tenant_id = conv.tenant_id;
         }
         input.avisado_na_conversa = Some(charge.conversation_id.clone());
@@ -302,8 +302,8 @@ impl Payments<'_> {
         let cartao = vt_domain::vt::mask_card(&input.cartao);
         let final_ = vt_domain::vt::card::last_four(&input.cartao);
         let tz = input.politicas.timezone.clone();
-        let ran = self.flows.run_flow(input, FlowOptions::default()).await?;
-        self.store
+        let ran = self.stages.run_flow(input, FlowOptions::default()).await?;
+        self.pix
             .note_credit_run(&charge.txid, &ran.output.execucao_id)
             .await?;
         // Moving the charge on is what lets this caller speak: where a resumed credit and a slow first
@@ -394,7 +394,7 @@ impl Payments<'_> {
     /// Paid charge `charge` moved on to `to`; false when another caller moved it first.
     async fn moved(&self, charge: &PixCharge, to: ChargeStatus) -> Result<bool, PaymentError> {
         Ok(self
-            .store
+            .pix
             .settle_charge(&charge.txid, ChargeStatus::Paga, to)
             .await?)
     }
@@ -438,12 +438,12 @@ impl Payments<'_> {
             DevolucaoStatus::Devolvido => "DEVOLVIDO",
             DevolucaoStatus::NaoRealizado => "NAO_REALIZADO",
         };
-        self.store.record_refund(&charge.txid, e2e, text).await?;
+        self.pix.record_refund(&charge.txid, e2e, text).await?;
         if status == DevolucaoStatus::NaoRealizado
             && let Some(line) = self
                 .hand_to_a_person(charge, e2e, Handover::RefundNotMade)
                 .await?
-            && let Some(conv) = self.store.conversation(&charge.conversation_id).await?
+            && let Some(conv) = self.conversations.conversation(&charge.conversation_id).await?
         {
             let text = format!(
                 "A devolução do seu pagamento não pôde ser feita automaticamente: uma pessoa da equipe vai cuidar disso.\n{line}"
@@ -461,7 +461,7 @@ impl Payments<'_> {
         e2e: &str,
         why: Handover<'_>,
     ) -> Result<Option<String>, PaymentError> {
-        let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
+        let Some(conv) = self.conversations.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
         let cartao = &vt_domain::vt::mask_card(&recharge_of(charge)?.cartao);
@@ -530,11 +530,14 @@ impl Payments<'_> {
         template: Option<crate::outbox::TemplateUse>,
         ended: bool,
     ) -> Result<(), PaymentError> {
-        let Some(conv) = self.store.conversation(&charge.conversation_id).await? else {
+        let Some(conv) = self.conversations.conversation(&charge.conversation_id).await? else {
             return Err(PaymentError::Invalid("a conversa da cobrança não existe"));
         };
         let native = self.speaker.channel(&conv.channel).native_orders
-            && self.pix.as_ref().is_some_and(|p| p.config.whatsapp_order_details);
+            && self
+                .pix_setup
+                .as_ref()
+                .is_some_and(|p| p.config.whatsapp_order_details);
         let files = (ended && native)
             .then(|| vt_domain::tools::PedidoPix::Situacao.file(&charge.txid))
             .into_iter()

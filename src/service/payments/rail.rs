@@ -14,7 +14,7 @@ impl Payments<'_> {
     /// The provider `charge` is paid through; an error where it is not configured any more.
     pub(super) fn rail(&self, charge: &PixCharge) -> Result<Rail<'_>, PaymentError> {
         match charge.meio {
-            ChargeMeans::Pix => self.pix.map(Rail::Pix),
+            ChargeMeans::Pix => self.pix_setup.map(Rail::Pix),
             ChargeMeans::CartaoCredito => self.card.map(Rail::Card),
         }
         .ok_or(PaymentError::NotConfigured)

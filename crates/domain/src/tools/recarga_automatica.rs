@@ -241,8 +241,8 @@ mod tests {
             .filter_map(|v| v.as_str())
             .collect();
         assert_eq!(required, ["acao", "cartao", "valor", "limite", "dia"]);
-        let size = vt_contract::json::to_text(&schema).expect("json").len()
-            + RecargaAutomatica::DESCRIPTION.len();
+        let size =
+            vt_contract::json::to_text(&schema).expect("json").len() + RecargaAutomatica::DESCRIPTION.len();
         println!("recarga_automatica: {size} characters of tool spec");
         assert!(size < 1_500, "{size}");
     }

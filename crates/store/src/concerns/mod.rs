@@ -107,6 +107,11 @@ pub trait ConversationStore: Send + Sync {
     /// Serialises turns of one conversation: in this process, and across processes and instances
     /// through a lease row in the database ([`locks`]).
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError>;
+
+    /// What a turn reads of conversation `conversation_id` before it runs — the conversation, its
+    /// compressed context and its open case ([`CaseStore::open_case_of`]) — at once: concurrently
+    /// (one round trip of waiting), or, on SQLite, in one query (one hop to a reader thread).
+    async fn turn_reads(&self, conversation_id: &str) -> Result<crate::TurnReads, StoreError>;
 }
 
 /// Flow runs: on record before they run, with their input, output and stages.

@@ -308,6 +308,17 @@ impl ConversationStore for PgStore {
     async fn lock_conversation(&self, conversation_id: &str) -> Result<TurnLock, StoreError> {
         acquire(&PgLeases(self.pool.clone()), &self.locks, conversation_id).await
     }
-}
 
-impl PgStore {}
+    async fn turn_reads(&self, conversation_id: &str) -> Result<crate::TurnReads, StoreError> {
+        let (conversation, context, open_case) = tokio::join!(
+            self.conversation(conversation_id),
+            self.context(conversation_id),
+            crate::CaseStore::open_case_of(self, conversation_id)
+        );
+        Ok(crate::TurnReads {
+            conversation: conversation?,
+            context: context?,
+            open_case: open_case?,
+        })
+    }
+}

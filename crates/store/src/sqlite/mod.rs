@@ -363,31 +363,6 @@ impl Store for SqliteStore {
     fn commits(&self) -> Option<u64> {
         Some(SqliteStore::commits(self))
     }
-
-    async fn turn_reads(&self, conversation_id: &str) -> Result<super::TurnReads, StoreError> {
-        // Three statements, one query: their rows come back together, told apart by their columns.
-        static TURN_READS: LazyLock<String> =
-            LazyLock::new(|| [CONVERSATION, CONTEXT, OPEN_CASE_OF].join(";\n"));
-        let query = sqlx::query(TURN_READS.as_str())
-            .bind(conversation_id)
-            .bind(conversation_id)
-            .bind(conversation_id);
-        let rows = match self.turn_reader().await {
-            Some(mut conn) => query.fetch_all(&mut *conn).await?,
-            None => query.fetch_all(&self.pool).await?,
-        };
-        let mut reads = super::TurnReads::default();
-        for row in &rows {
-            if row.try_column("skill_window").is_ok() {
-                reads.conversation = Some(rows::conversation(row)?);
-            } else if row.try_column("key_facts").is_ok() {
-                reads.context = Some(rows::context(row)?);
-            } else {
-                reads.open_case = Some(rows::case(row)?);
-            }
-        }
-        Ok(reads)
-    }
 }
 
 /// The database file of a `sqlite:` URL; `None` in memory.
