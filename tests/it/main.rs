@@ -48,6 +48,7 @@ mod teams;
 mod support;
 mod systems_auth;
 mod systems_contract;
+mod systems_desk;
 mod systems_tls;
 mod traces;
 mod traces_secrets;

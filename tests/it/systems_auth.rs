@@ -337,7 +337,9 @@ async fn the_check_passes_with_good_credentials_and_names_each_failure() {
         .check("1234567890")
         .await;
     assert!(good.iter().all(|c| c.ok), "{good:?}");
-    assert_eq!(good.len(), 3);
+    let named: Vec<&str> = good.iter().map(|c| c.system).collect();
+    assert_eq!(named, ["saldo", "recarga", "notificacao", "situacao"]);
+    assert!(good[3].detail.contains("situação do cartão lida"), "{good:?}");
     assert_eq!(g.sim.charges("1234567890"), 0, "the check charges nothing");
     assert_eq!(g.sim.deliveries(), 0, "and notifies nobody");
 
@@ -414,7 +416,7 @@ async fn the_check_command_exits_by_what_it_found() {
         .expect("join");
     let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{said}");
-    assert_eq!(said.lines().filter(|l| l.starts_with("ok")).count(), 3, "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("ok")).count(), 4, "{said}");
     assert!(!said.contains(CLIENT_SECRET), "{said}");
     let wrong = "segredo-errado-9876543210";
     let mut bad = run(wrong);

@@ -41,6 +41,8 @@ fn the_contract_is_an_openapi_3_1_document_whose_references_resolve() {
         ("/api/v1/saldos/consultar", "get"),
         ("/api/v1/recargas", "post"),
         ("/api/v1/notificacoes", "post"),
+        ("/api/v1/cartoes/situacao", "get"),
+        ("/api/v1/cartoes/extrato", "get"),
     ];
     for (path, method) in ops {
         let op = &doc["paths"][path][method];

@@ -250,7 +250,7 @@ fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
     assert_eq!(good.status.code(), Some(0), "{}", said(&good));
     assert_eq!(
         said(&good).lines().filter(|l| l.starts_with("ok")).count(),
-        3,
+        4,
         "{}",
         said(&good)
     );
@@ -258,7 +258,7 @@ fn the_simulator_serves_mutual_tls_with_certificates_it_makes() {
     assert!(said(&bad).contains("FALHA saldo"), "{}", said(&bad));
     assert_eq!(
         said(&good).matches("tls: certificado de cliente aceito").count(),
-        3,
+        4,
         "{}",
         said(&good)
     );

@@ -1,7 +1,8 @@
 //! `vt-agent systems check`: the configured systems called the way a turn calls them, moving no
 //! money — the balance read for a card, the recharge and notification endpoints asked with `OPTIONS`
-//! (which no recharge or messaging API takes as an order), each with its system's credentials. One
-//! result per system: reachable, authenticated, answering in the contract's shape.
+//! (which no recharge or messaging API takes as an order), each with its system's credentials, and
+//! the card's situation read on the balance system (the card holder's service desk). One result per
+//! system: reachable, authenticated, answering in the contract's shape.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -16,7 +17,7 @@ pub const CHECK_CARD: &str = "1234567890";
 /// What the check of one system found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemCheck {
-    /// `saldo`, `recarga` or `notificacao`.
+    /// `saldo`, `recarga`, `notificacao` or `situacao` (the card desk, on the balance system).
     pub system: &'static str,
     pub url: String,
     /// The kind of authentication configured.
@@ -51,23 +52,27 @@ impl SystemCheck {
 }
 
 impl VtSystems {
-    /// Checks the three systems; `cartao` is the card whose balance is read.
+    /// Checks the three systems and the card desk; `cartao` is the card whose balance and situation
+    /// are read.
     pub async fn check(&self, cartao: &str) -> Vec<SystemCheck> {
-        let mut found = Vec::with_capacity(3);
+        let mut found = Vec::with_capacity(4);
         for system in System::ALL {
-            found.push(self.check_one(system, cartao).await);
+            found.push(self.check_one(Checked::System(system), cartao).await);
         }
+        found.push(self.check_one(Checked::Desk, cartao).await);
         found
     }
 
-    async fn check_one(&self, system: System, cartao: &str) -> SystemCheck {
+    async fn check_one(&self, checked: Checked, cartao: &str) -> SystemCheck {
         let headers = BTreeMap::new();
-        let (method, url) = match system {
-            System::Saldo => (reqwest::Method::GET, self.url_of(system, Some(cartao))),
-            _ => (reqwest::Method::OPTIONS, self.url_of(system, None)),
+        let system = checked.system();
+        let (method, url) = match checked {
+            Checked::System(System::Saldo) => (reqwest::Method::GET, self.url_of(system, Some(cartao))),
+            Checked::System(_) => (reqwest::Method::OPTIONS, self.url_of(system, None)),
+            Checked::Desk => (reqwest::Method::GET, self.desk_url(cartao)),
         };
         let mut check = SystemCheck {
-            system: system.name(),
+            system: checked.name(),
             url: shown(url.as_ref().ok()),
             auth: self.config().auth_of(system).kind(),
             tls: "—",
@@ -103,7 +108,7 @@ impl VtSystems {
                     .body
                     .ok()
                     .and_then(|b| vt_contract::json::from_bytes::<serde_json::Value>(&b).ok());
-                (check.ok, check.detail) = judge(system, answer.status, body.as_ref());
+                (check.ok, check.detail) = judge(checked, answer.status, body.as_ref());
             }
         }
         check
@@ -134,11 +139,40 @@ fn shown(url: Option<&reqwest::Url>) -> String {
     )
 }
 
+/// What one line of the check is of.
+#[derive(Debug, Clone, Copy)]
+enum Checked {
+    System(System),
+    /// The card's situation, on the balance system.
+    Desk,
+}
+
+impl Checked {
+    /// The system it is called on.
+    fn system(self) -> System {
+        match self {
+            Self::System(s) => s,
+            Self::Desk => System::Saldo,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::System(s) => s.name(),
+            Self::Desk => "situacao",
+        }
+    }
+}
+
 /// Whether an answer passes, and what it says.
-fn judge(system: System, status: u16, body: Option<&serde_json::Value>) -> (bool, String) {
+fn judge(checked: Checked, status: u16, body: Option<&serde_json::Value>) -> (bool, String) {
+    let system = match (checked, status) {
+        (_, 401 | 403) => return (false, "credenciais recusadas pelo sistema".into()),
+        (_, s) if s >= 500 => return (false, "o sistema respondeu com erro".into()),
+        (Checked::Desk, s) => return judge_desk(s, body),
+        (Checked::System(system), _) => system,
+    };
     match (system, status) {
-        (_, 401 | 403) => (false, "credenciais recusadas pelo sistema".into()),
-        (_, s) if s >= 500 => (false, "o sistema respondeu com erro".into()),
         (System::Saldo, 200) if body.is_some_and(|b| b.get("saldo").is_some()) => {
             (true, "saldo lido; resposta no formato do contrato".into())
         }
@@ -149,5 +183,32 @@ fn judge(system: System, status: u16, body: Option<&serde_json::Value>) -> (bool
             true,
             "alcançável e autenticado (OPTIONS: nada é cobrado nem enviado)".into(),
         ),
+    }
+}
+
+/// The card desk is optional: a system without it passes, and card holders' lost cards and statements
+/// go to a person.
+fn judge_desk(status: u16, body: Option<&serde_json::Value>) -> (bool, String) {
+    let motivo = body
+        .and_then(|b| b.get("motivo"))
+        .and_then(serde_json::Value::as_str);
+    match status {
+        200 if body.is_some_and(|b| b.get("situacao").is_some()) => (
+            true,
+            "situação do cartão lida; resposta no formato do contrato".into(),
+        ),
+        200 => (
+            false,
+            "resposta fora do formato do contrato (sem `situacao`)".into(),
+        ),
+        404 if motivo == Some("cartao_desconhecido") => (
+            true,
+            "alcançável; o sistema não conhece o cartão de teste (use --cartao)".into(),
+        ),
+        404 | 405 | 501 => (
+            true,
+            "não oferecido: bloqueio, segunda via e extrato passam a uma pessoa".into(),
+        ),
+        s => (false, format!("a consulta de situação respondeu {s}")),
     }
 }

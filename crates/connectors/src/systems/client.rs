@@ -9,7 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use vt_domain::systems::{HttpResult, NOTIFICACAO_ENDPOINT, RECARGA_ENDPOINT, SALDO_ENDPOINT, Systems};
+use vt_domain::systems::{
+    EXTRATO_ENDPOINT, ExtratoPedido, HttpResult, NOTIFICACAO_ENDPOINT, RECARGA_ENDPOINT, ReadPolicy,
+    SALDO_ENDPOINT, SITUACAO_ENDPOINT, Systems,
+};
 
 use crate::auth::{AuthConfig, AuthError, Credentials, CredentialsBuilder};
 use crate::exchange::{Failure, Local, Peer, Request, Retry, Transport};
@@ -239,17 +242,54 @@ impl VtSystems {
     /// The endpoint of `system` (with the balance's `cartao` query); why not, when a base URL makes
     /// no URL.
     pub(crate) fn url_of(&self, system: System, cartao: Option<&str>) -> Result<reqwest::Url, String> {
-        let (base, path) = match system {
-            System::Saldo => (&self.config.saldo_url, SALDO_ENDPOINT),
-            System::Recarga => (&self.config.recarga_url, RECARGA_ENDPOINT),
-            System::Notificacao => (&self.config.notificacao_url, NOTIFICACAO_ENDPOINT),
+        let path = match system {
+            System::Saldo => SALDO_ENDPOINT,
+            System::Recarga => RECARGA_ENDPOINT,
+            System::Notificacao => NOTIFICACAO_ENDPOINT,
         };
-        let url = format!("{base}{path}");
-        match cartao {
-            Some(c) => reqwest::Url::parse_with_params(&url, &[("cartao", c)]),
-            None => reqwest::Url::parse(&url),
-        }
-        .map_err(|e| format!("URL inválida: {e}"))
+        let query: Vec<(&str, &str)> = cartao.map(|c| ("cartao", c)).into_iter().collect();
+        self.url_at(system, path, &query)
+    }
+
+    /// The card's situation on the balance system (`systems check`).
+    pub(crate) fn desk_url(&self, cartao: &str) -> Result<reqwest::Url, String> {
+        self.url_at(System::Saldo, SITUACAO_ENDPOINT, &[("cartao", cartao)])
+    }
+
+    /// `path` on `system`'s base URL, with `query`.
+    fn url_at(&self, system: System, path: &str, query: &[(&str, &str)]) -> Result<reqwest::Url, String> {
+        let base = match system {
+            System::Saldo => &self.config.saldo_url,
+            System::Recarga => &self.config.recarga_url,
+            System::Notificacao => &self.config.notificacao_url,
+        };
+        reqwest::Url::parse_with_params(&format!("{base}{path}"), query)
+            .map_err(|e| format!("URL inválida: {e}"))
+    }
+
+    /// A read of the card system (the balance system's base URL and credentials) at `path`.
+    async fn read_card(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult {
+        let url = match self.url_at(System::Saldo, path, query) {
+            Ok(u) => u,
+            Err(why) => return HttpResult::not_sent("conexao", None, why),
+        };
+        self.send(Call {
+            system: System::Saldo,
+            method: reqwest::Method::GET,
+            url,
+            headers,
+            body: None,
+            timeout_ms: read.timeout_ms,
+            attempts: read.attempts,
+            backoff_ms: read.backoff_ms,
+        })
+        .await
     }
 
     /// How `system` is reached.
@@ -373,6 +413,36 @@ impl Systems for VtSystems {
             backoff_ms: 0,
         })
         .await
+    }
+
+    async fn consultar_situacao(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult {
+        self.read_card(SITUACAO_ENDPOINT, &[("cartao", cartao)], headers, read)
+            .await
+    }
+
+    async fn extrato(
+        &self,
+        pedido: &ExtratoPedido,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult {
+        let (de, ate, pagina) = (
+            pedido.de.format("%Y-%m-%d").to_string(),
+            pedido.ate.format("%Y-%m-%d").to_string(),
+            pedido.pagina.to_string(),
+        );
+        let query = [
+            ("cartao", pedido.cartao.as_str()),
+            ("de", de.as_str()),
+            ("ate", ate.as_str()),
+            ("pagina", pagina.as_str()),
+        ];
+        self.read_card(EXTRATO_ENDPOINT, &query, headers, read).await
     }
 
     async fn notificar(

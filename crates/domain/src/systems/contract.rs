@@ -128,13 +128,115 @@ pub struct NotificacaoResposta {
     pub aceito: Option<bool>,
 }
 
+/// `GET /api/v1/cartoes/situacao?cartao=` — 200. 404 with [`Recusa`] `cartao_desconhecido` when the
+/// system does not know the card.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SituacaoResposta {
+    /// The card the situation is of (must be the one asked about).
+    pub cartao: String,
+    pub situacao: Situacao,
+    /// Why and since when the card is blocked (with `situacao: bloqueado`).
+    #[serde(default)]
+    pub bloqueio: Option<Bloqueio>,
+    /// Credits bought but not yet on the card: they land when the card touches a validator on board
+    /// (a bus's, a station's) before `validar_ate`.
+    #[serde(default)]
+    pub creditos_pendentes: Vec<CreditoPendente>,
+    /// A daily or monthly use limit of the benefit, reached.
+    #[serde(default)]
+    pub limite: Option<LimiteAtingido>,
+    /// The system's time, ISO 8601.
+    #[serde(default)]
+    pub data_servidor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Situacao {
+    Ativo,
+    Bloqueado,
+    /// Replaced by a second copy, or closed: never passes again.
+    Cancelado,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bloqueio {
+    /// `perda`, `roubo`, `dano` or the system's own word.
+    pub motivo: String,
+    /// ISO 8601.
+    pub desde: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreditoPendente {
+    pub valor: f64,
+    /// When it was bought, ISO 8601.
+    pub desde: String,
+    /// The last moment it can be validated on board, ISO 8601; after it the credit goes back.
+    pub validar_ate: String,
+    /// Where it is validated, in the operator's words.
+    #[serde(default)]
+    pub onde: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimiteAtingido {
+    /// `diario` or `mensal`.
+    pub tipo: String,
+    /// When uses are allowed again, ISO 8601.
+    pub libera_em: String,
+}
+
+/// `GET /api/v1/cartoes/extrato?cartao=&de=&ate=&pagina=` — 200, newest first. 400 with [`Recusa`]
+/// `periodo_invalido` (and `campo`) for a period the system does not give; 404 `cartao_desconhecido`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtratoResposta {
+    pub cartao: String,
+    /// `YYYY-MM-DD`.
+    pub de: String,
+    /// `YYYY-MM-DD`.
+    pub ate: String,
+    pub itens: Vec<ItemExtrato>,
+    /// The next page, when there is one.
+    #[serde(default)]
+    pub proxima_pagina: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ItemExtrato {
+    /// ISO 8601.
+    pub data: String,
+    pub tipo: TipoMovimento,
+    /// Positive: what was credited or what the use took.
+    pub valor: f64,
+    /// Where, when the system says (a station, a validator).
+    #[serde(default)]
+    pub local: Option<String>,
+    /// The line, when the system says.
+    #[serde(default)]
+    pub linha: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TipoMovimento {
+    Credito,
+    Uso,
+}
+
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> Value {
     let (refs, schemas) = schemas();
     json!({
         "openapi": "3.1.0",
         "info": {
-            "title": "vt-agent — what it calls on the balance, recharge and notification systems",
+            "title": "vt-agent — what it calls on the balance (card), recharge and notification systems",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Every request carries the system's credentials (Authorization: Bearer, a configured header, or an OAuth2 client-credentials token). A recharge is sent once per idempotency key and never retried automatically; 5xx and 429 of the balance and notification systems are retried with backoff."
         },
@@ -152,6 +254,8 @@ struct Refs {
     erro: Value,
     aviso: Value,
     aviso_resposta: Value,
+    situacao: Value,
+    extrato: Value,
 }
 
 fn schemas() -> (Refs, Map<String, Value>) {
@@ -167,6 +271,8 @@ fn schemas() -> (Refs, Map<String, Value>) {
         erro: of(generator.subschema_for::<ErroSistema>()),
         aviso: of(generator.subschema_for::<NotificacaoPayload>()),
         aviso_resposta: of(generator.subschema_for::<NotificacaoResposta>()),
+        situacao: of(generator.subschema_for::<SituacaoResposta>()),
+        extrato: of(generator.subschema_for::<ExtratoResposta>()),
     };
     (refs, generator.take_definitions(true).into_iter().collect())
 }
@@ -180,15 +286,43 @@ fn paths(r: &Refs) -> Value {
     let tenant =
         json!({"name": "x-tenant-id", "in": "header", "required": true, "schema": {"type": "string"}});
     let origin = json!({"name": "x-origin", "in": "header", "required": false, "schema": {"type": "string"}});
+    let card = json!({"name": "cartao", "in": "query", "required": true, "schema": {"type": "string"}});
+    let date = |name: &str, what: &str| {
+        json!({"name": name, "in": "query", "required": true,
+        "schema": {"type": "string", "format": "date"}, "description": what})
+    };
     let retry = json!({"description": "Too many requests: honoured Retry-After (seconds), then tried again",
         "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": r.erro}}});
     json!({
         "/api/v1/saldos/consultar": {"get": {
             "operationId": "consultarSaldo",
-            "parameters": [{"name": "cartao", "in": "query", "required": true, "schema": {"type": "string"}}, tenant, origin],
+            "parameters": [card, tenant, origin],
             "responses": {
                 "200": answer("The card's balance", &r.saldo),
                 "400": answer("The card is not valid", &r.erro),
+                "429": retry,
+                "500": answer("The system failed: tried again, then reported", &r.erro)
+            }
+        }},
+        "/api/v1/cartoes/situacao": {"get": {
+            "operationId": "consultarSituacao",
+            "parameters": [card, tenant, origin],
+            "responses": {
+                "200": answer("The card's situation: active, blocked, cancelled; credits waiting to be validated on board; a limit reached", &r.situacao),
+                "400": answer("The card is not valid", &r.erro),
+                "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
+                "429": retry,
+                "500": answer("The system failed: tried again, then reported", &r.erro)
+            }
+        }},
+        "/api/v1/cartoes/extrato": {"get": {
+            "operationId": "extrato",
+            "parameters": [card, date("de", "First day, YYYY-MM-DD"), date("ate", "Last day, YYYY-MM-DD"),
+                {"name": "pagina", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1}}, tenant, origin],
+            "responses": {
+                "200": answer("Credits and uses in the period, newest first, a page at a time", &r.extrato),
+                "400": answer("The card or the period is not valid (motivo: periodo_invalido, campo)", &r.recusa),
+                "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
                 "429": retry,
                 "500": answer("The system failed: tried again, then reported", &r.erro)
             }

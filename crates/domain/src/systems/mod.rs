@@ -1,6 +1,7 @@
 //! The three external systems of the VT flow (balance, recharge, notification) as the stages see
 //! them: a port ([`Systems`]) with what a call gave ([`HttpResult`]), the endpoints as the PRD names
-//! them, and the published contract of the calls ([`contract`]). The HTTP client that implements the
+//! them, and the published contract of the calls ([`contract`]). The balance system is the card
+//! system: it also answers a card's situation and statement (the card holder's service desk). The HTTP client that implements the
 //! port is `vt-connectors`' `VtSystems`; the simulator that stands in for the systems is
 //! `vt-simulators`'. A stage never sees either: it takes the port from its context.
 
@@ -18,6 +19,41 @@ use serde_json::Value;
 pub const SALDO_ENDPOINT: &str = "/api/v1/saldos/consultar";
 pub const RECARGA_ENDPOINT: &str = "/api/v1/recargas";
 pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";
+/// A card's situation (active, blocked, a credit waiting to be validated on board, a limit reached),
+/// on the balance system.
+pub const SITUACAO_ENDPOINT: &str = "/api/v1/cartoes/situacao";
+/// A card's statement (credits and uses over a period, paged), on the balance system.
+pub const EXTRATO_ENDPOINT: &str = "/api/v1/cartoes/extrato";
+
+/// How a read of the card system is made: its timeout, and how often a 5xx or 429 is tried (a read
+/// moves nothing, so it may be tried again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadPolicy {
+    pub timeout_ms: u64,
+    pub attempts: u32,
+    pub backoff_ms: u64,
+}
+
+impl Default for ReadPolicy {
+    /// The balance read's defaults (RF1's policy): 5 s, three attempts, 500 ms apart at least.
+    fn default() -> Self {
+        Self {
+            timeout_ms: 5_000,
+            attempts: 3,
+            backoff_ms: 500,
+        }
+    }
+}
+
+/// The statement asked for: a card, a period of days (both included, the operator's time zone) and a
+/// page (from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtratoPedido {
+    pub cartao: String,
+    pub de: chrono::NaiveDate,
+    pub ate: chrono::NaiveDate,
+    pub pagina: u32,
+}
 
 /// The three systems, as the stages call them. Each call carries the retry policy its stage's
 /// payload names; only 5xx and 429 are retried, and a recharge is sent exactly once.
@@ -39,6 +75,22 @@ pub trait Systems: Send + Sync + std::fmt::Debug {
         body: &Value,
         headers: &BTreeMap<String, String>,
         timeout_ms: u64,
+    ) -> HttpResult;
+
+    /// `GET {saldo}/api/v1/cartoes/situacao?cartao=`.
+    async fn consultar_situacao(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult;
+
+    /// `GET {saldo}/api/v1/cartoes/extrato?cartao=&de=&ate=&pagina=`.
+    async fn extrato(
+        &self,
+        pedido: &ExtratoPedido,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
     ) -> HttpResult;
 
     /// `POST {notificacao}/api/v1/notificacoes`, retried on 5xx/429 (the dedup key makes it safe).

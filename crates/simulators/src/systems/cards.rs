@@ -53,6 +53,24 @@ pub enum PixPayer {
     SemSaldoNaConta,
 }
 
+/// What the card system says of a card's situation ([`vt_domain::systems::SITUACAO_ENDPOINT`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SituationMode {
+    #[default]
+    Ativo,
+    /// Blocked for loss three days before now.
+    Bloqueado,
+    /// Replaced or closed.
+    Cancelado,
+    /// Active, with R$ 50,00 bought a day ago waiting to be validated on board (three days to do it).
+    CreditoPendente,
+    /// Active, the day's use limit reached (uses again at midnight).
+    LimiteDiario,
+    /// The system does not know the card: 404 on its situation and statement.
+    Desconhecido,
+}
+
 /// A card's behaviour (the magic table, or a fixture).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -62,6 +80,9 @@ pub struct CardBehavior {
     pub saldo_api: BalanceMode,
     pub recarga: RechargeMode,
     pub pix: PixPayer,
+    pub situacao: SituationMode,
+    /// Days of a commuter's past uses and credits in its statement (before anything this run did).
+    pub historico_dias: u32,
 }
 
 impl Default for CardBehavior {
@@ -71,6 +92,8 @@ impl Default for CardBehavior {
             saldo_api: BalanceMode::Ok,
             recarga: RechargeMode::Aprovada,
             pix: PixPayer::Paga,
+            situacao: SituationMode::Ativo,
+            historico_dias: 0,
         }
     }
 }
@@ -78,10 +101,13 @@ impl Default for CardBehavior {
 /// The magic cards of SPEC §7. Any other valid card behaves as `CardBehavior::default()`.
 pub fn magic_cards() -> HashMap<String, CardBehavior> {
     let b = |saldo_api, recarga| CardBehavior {
-        saldo: dec!(50.00),
         saldo_api,
         recarga,
-        pix: PixPayer::Paga,
+        ..CardBehavior::default()
+    };
+    let situated = |situacao| CardBehavior {
+        situacao,
+        ..CardBehavior::default()
     };
     let payer = |pix| CardBehavior {
         pix,
@@ -112,6 +138,19 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         ("1515151515".into(), payer(PixPayer::NuncaPaga)),
         ("1616161616".into(), payer(PixPayer::PagaSemAviso)),
         ("1717171717".into(), payer(PixPayer::SemSaldoNaConta)),
+        ("1818181818".into(), situated(SituationMode::Bloqueado)),
+        ("1919191919".into(), situated(SituationMode::CreditoPendente)),
+        ("2020202020".into(), situated(SituationMode::LimiteDiario)),
+        ("2121212121".into(), situated(SituationMode::Cancelado)),
+        ("2323232323".into(), situated(SituationMode::Desconhecido)),
+        (
+            "2424242424".into(),
+            CardBehavior {
+                saldo: dec!(0.00),
+                historico_dias: 45,
+                ..CardBehavior::default()
+            },
+        ),
     ])
 }
 

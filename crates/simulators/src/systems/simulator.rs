@@ -26,9 +26,10 @@ use sha2::{Digest, Sha256};
 
 use vt_domain::vt::money::{decimal_from_json, money_json};
 
-use super::cards::{BalanceMode, CardBehavior, Fixture, PixPayer, RechargeMode, magic_cards};
+use super::cards::{BalanceMode, CardBehavior, Fixture, PixPayer, RechargeMode, SituationMode, magic_cards};
 
 mod boleto;
+mod desk;
 #[cfg(test)]
 mod tests;
 
@@ -133,6 +134,8 @@ struct Inner {
     balances: Mutex<HashMap<String, Decimal>>,
     idempotency: Mutex<HashMap<String, Stored>>,
     ledger: Mutex<Vec<LedgerEntry>>,
+    /// What each card's statement shows of this run: credits of recharges, uses at the turnstile.
+    movements: Mutex<Vec<desk::Movement>>,
     rate: Mutex<(Instant, u32)>,
     seq: AtomicU64,
     /// The operator's payment provider, simulated ([`crate::pix::PspSimulado`]).
@@ -183,6 +186,7 @@ impl Simulator {
                 balances: Mutex::new(HashMap::new()),
                 idempotency: Mutex::new(HashMap::new()),
                 ledger: Mutex::new(Vec::new()),
+                movements: Mutex::new(Vec::new()),
                 rate: Mutex::new((Instant::now(), 0)),
                 seq: AtomicU64::new(1),
                 pix,
@@ -226,6 +230,8 @@ impl Simulator {
             .route(vt_domain::systems::SALDO_ENDPOINT, get(saldo))
             .route(vt_domain::systems::RECARGA_ENDPOINT, post(recarga))
             .route(vt_domain::systems::NOTIFICACAO_ENDPOINT, post(notificacao))
+            .route(vt_domain::systems::SITUACAO_ENDPOINT, get(desk::situacao))
+            .route(vt_domain::systems::EXTRATO_ENDPOINT, get(desk::extrato))
             .route("/_simulador/ledger", get(ledger))
             .route(BOLETO_PAY_PATH, post(pagar_boleto))
             .with_state(self.clone())
@@ -313,6 +319,8 @@ impl Simulator {
         let mut balances = lock(&self.inner.balances);
         let b = balances.entry(cartao.to_owned()).or_insert(start);
         *b -= valor;
+        drop(balances);
+        self.moved(cartao, desk::Kind::Uso, valor);
     }
 
     fn balance(&self, cartao: &str) -> Decimal {
@@ -326,6 +334,14 @@ impl Simulator {
 
     fn record(&self, mut entry: LedgerEntry) {
         entry.seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        if entry.efeito == Some(Efeito::RecargaEfetivada)
+            && let (Some(cartao), Some(valor)) = (
+                &entry.cartao,
+                entry.body.as_ref().and_then(|b| decimal_from_json(&b["valor"])),
+            )
+        {
+            self.moved(cartao, desk::Kind::Credito, valor);
+        }
         lock(&self.inner.ledger).push(entry);
     }
 
