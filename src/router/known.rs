@@ -23,10 +23,14 @@ pub(crate) enum Known {
     RecargaAutomatica,
     /// A complaint about a payment, answered from the conversation's charges (`verificar_pagamento`).
     VerificarPagamento,
+    /// A card's situation — and why it did not pass the turnstile — from the card system.
+    ConsultarSituacao,
+    /// A card's last credits and uses, from the card system.
+    Extrato,
 }
 
 impl Known {
-    const ALL: [Self; 15] = [
+    const ALL: [Self; 17] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -42,6 +46,8 @@ impl Known {
         Self::Calcular,
         Self::RecargaAutomatica,
         Self::VerificarPagamento,
+        Self::ConsultarSituacao,
+        Self::Extrato,
     ];
 
     /// Its key in the intents file (and the name of the action it runs, where it runs one).
@@ -62,6 +68,8 @@ impl Known {
             Self::Calcular => "calcular",
             Self::RecargaAutomatica => "recarga_automatica",
             Self::VerificarPagamento => "verificar_pagamento",
+            Self::ConsultarSituacao => "consultar_situacao",
+            Self::Extrato => "extrato",
         }
     }
 
@@ -75,6 +83,8 @@ impl Known {
 pub(crate) enum WithParams {
     Saldo,
     Recarga,
+    Situacao,
+    Extrato,
 }
 
 impl WithParams {
@@ -82,6 +92,8 @@ impl WithParams {
         match intent {
             Known::ConsultarSaldo => Some(Self::Saldo),
             Known::PrepararRecarga => Some(Self::Recarga),
+            Known::ConsultarSituacao => Some(Self::Situacao),
+            Known::Extrato => Some(Self::Extrato),
             _ => None,
         }
     }
@@ -90,13 +102,15 @@ impl WithParams {
         match self {
             Self::Saldo => Known::ConsultarSaldo,
             Self::Recarga => Known::PrepararRecarga,
+            Self::Situacao => Known::ConsultarSituacao,
+            Self::Extrato => Known::Extrato,
         }
     }
 
     /// The parameters its action needs.
     pub(crate) fn required(self) -> &'static [&'static str] {
         match self {
-            Self::Saldo => &["cartao"],
+            Self::Saldo | Self::Situacao | Self::Extrato => &["cartao"],
             Self::Recarga => &["cartao", "valor", "meio_pagamento"],
         }
     }
@@ -106,6 +120,8 @@ impl WithParams {
         match self {
             Self::Saldo => "Para consultar o saldo",
             Self::Recarga => "Para a recarga",
+            Self::Situacao => "Para ver a situação do cartão",
+            Self::Extrato => "Para o extrato",
         }
     }
 }

@@ -138,5 +138,7 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         Known::RecargaAutomatica => vt_domain::vt::parse::speaks_of_automatic_in(n),
         // A complaint about a payment names one.
         Known::VerificarPagamento => keywords::mentions_payment(n),
+        // A card's situation or statement is of a card named, remembered, or spoken of.
+        Known::ConsultarSituacao | Known::Extrato => card || remembered || keywords::mentions_card(n),
     }
 }

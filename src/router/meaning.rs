@@ -39,6 +39,35 @@ fn reading(m: &Read<'_>) -> Reading {
     classifier::classify(if asked.is_empty() { &m.n } else { asked })
 }
 
+/// The situation's route, asked why the card did not pass the turnstile: the tool explains it by the
+/// balance and the last uses too — now, or once the card asked for is given.
+fn turnstile(route: Route) -> Route {
+    match route {
+        Route::Action {
+            action,
+            mut arguments,
+        } => {
+            if let Some(args) = arguments.as_object_mut() {
+                args.insert("nao_passou".into(), json!(true));
+            }
+            Route::Action { action, arguments }
+        }
+        Route::Ask {
+            question,
+            mut awaiting,
+            choose,
+        } => {
+            awaiting.params.insert("nao_passou".into(), json!(true));
+            Route::Ask {
+                question,
+                awaiting,
+                choose,
+            }
+        }
+        other => other,
+    }
+}
+
 impl Router {
     /// The classifier's reading of a message level 1's readers left alone.
     pub(super) fn by_meaning(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
@@ -56,6 +85,20 @@ impl Router {
             return None;
         }
         self.which_of(&r)
+    }
+
+    /// A question the card desk answers from the card system — the card's situation, why it did not
+    /// pass the turnstile, its statement — where the deployment offers it. Read before the FAQ and the
+    /// list of what needs a person, which share its words ("bloqueado", "catraca"): the FAQ answers
+    /// only where the system says nothing.
+    pub(super) fn desk(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        let label = acted_on(&reading(m))?;
+        let offered = match label {
+            "consultar_situacao" | "nao_passou" => self.active(Known::ConsultarSituacao),
+            "extrato" => self.active(Known::Extrato),
+            _ => false,
+        };
+        if offered { self.meant(label, m, conv) } else { None }
     }
 
     /// What the classifier is sure the message means, when that is none of `keep` (what a keyword
@@ -118,6 +161,9 @@ impl Router {
             }
             "recarga_automatica" if self.active(Known::RecargaAutomatica) => self.automatic_request(m, conv),
             "calcular" => self.fare_sum(m),
+            "consultar_situacao" => with_params(WithParams::Situacao),
+            "nao_passou" => with_params(WithParams::Situacao).map(|(key, route)| (key, turnstile(route))),
+            "extrato" => with_params(WithParams::Extrato),
             "protocolo" => reply(Known::Ajuda, texts::protocol(super::last_protocol(conv))),
             "meus_cartoes" => reply(
                 Known::MeusCartoes,
@@ -208,6 +254,9 @@ impl Router {
             "protocolo" => "o número do protocolo",
             "calcular" => "calcular quanto recarregar",
             "meus_cartoes" => "ver os cartões que guardei",
+            "consultar_situacao" => "ver a situação do cartão",
+            "nao_passou" => "saber por que o cartão não passou na catraca",
+            "extrato" => "ver o extrato do cartão",
             "esquecer_cartoes" | "apagar_dados" => "apagar os seus dados",
             _ => return None,
         };

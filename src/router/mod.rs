@@ -166,7 +166,7 @@ impl Found {
         let card = !self.cards.is_empty() || self.final_digits.is_some() || !self.odd_cards.is_empty();
         match intent {
             WithParams::Recarga => card || !self.amounts.is_empty() || self.meio.is_some(),
-            WithParams::Saldo => card,
+            WithParams::Saldo | WithParams::Situacao | WithParams::Extrato => card,
         }
     }
 
@@ -413,8 +413,8 @@ impl Router {
         if let Some(found) = self.automatic(m, conv) {
             return Some(found);
         }
-        // With nothing waiting, a question the FAQ clearly answers is answered first ("não passou na
-        // catraca" is no refusal); with a recharge waiting, its yes or no comes first.
+        // With nothing waiting, a question the FAQ clearly answers is answered first ("a recarga
+        // demora?" is no refusal); with a recharge waiting, its yes or no comes first.
         // A complaint about a payment is looked up before anything reads money in it: "paguei 50 e
         // não caiu" is never a recharge of 50 (nor a FAQ's general answer).
         if let Some(found) = self.complaint(m) {
@@ -428,6 +428,12 @@ impl Router {
         }
         // A balance and a recharge in one message: both, the balance first.
         if let Some(found) = self.several(m, conv) {
+            return Some(found);
+        }
+        // The card's situation or statement, from the card system, before the FAQ's general answer.
+        if !m.waiting
+            && let Some(found) = self.desk(m, conv)
+        {
             return Some(found);
         }
         if m.waiting {
@@ -701,6 +707,8 @@ impl Router {
         Some(match known {
             Known::ConsultarSaldo => self.params_route(WithParams::Saldo, m, conv),
             Known::PrepararRecarga => self.params_route(WithParams::Recarga, m, conv),
+            Known::ConsultarSituacao => self.params_route(WithParams::Situacao, m, conv),
+            Known::Extrato => self.params_route(WithParams::Extrato, m, conv),
             Known::ConfirmarRecarga | Known::CancelarRecarga | Known::NovoCodigoPix => action(json!({})),
             Known::TransferirParaHumano => action(json!({"motivo": "pedido do usuário"})),
             Known::EncerrarAtendimento => action(json!({"motivo": null})),

@@ -18,6 +18,7 @@ mod console_usage;
 mod console_cases;
 mod conversation;
 mod conversation_model;
+mod desk;
 mod docs;
 mod engine;
 mod faq;

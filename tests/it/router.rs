@@ -70,7 +70,7 @@ fn cases() -> Vec<(&'static str, bool, Want)> {
         (
             "me passa o extrato do 4444444444",
             false,
-            Act("consultar_saldo", json!({"cartao": "4444444444"})),
+            Act("extrato", json!({"cartao": "4444444444"})),
         ),
         (
             "quanto resta no bilhete 5555555555",

@@ -5,6 +5,7 @@
 #![warn(clippy::too_many_lines)] // on a message's path: see clippy.toml
 
 pub mod automatica;
+mod balcao;
 mod buscar_faq;
 mod calcular;
 mod cancelar_recarga;
@@ -13,6 +14,7 @@ mod checkout;
 mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;
+mod extrato;
 mod meios;
 mod notificar;
 mod novo_codigo;
@@ -22,6 +24,7 @@ mod preparar_recarga;
 mod recarga_automatica;
 mod runner;
 mod settings;
+mod situacao;
 mod transferir_para_humano;
 mod verificar_pagamento;
 
@@ -38,6 +41,7 @@ pub use checkout::{
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
+pub use extrato::Extrato;
 pub use meios::MeiosIndisponiveis;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
@@ -49,6 +53,7 @@ pub use preparar_recarga::PrepararRecarga;
 pub use recarga_automatica::{Acao, RecargaAutomatica};
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
 pub use settings::VtSettings;
+pub use situacao::ConsultarSituacao;
 pub use transferir_para_humano::TransferirParaHumano;
 pub use verificar_pagamento::{
     PagamentoVisto, Pagamentos, SharedPagamentos, Situacao, Veredito, VerificarPagamento, veredito,
@@ -70,5 +75,7 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     registry.register(Calcular)?;
     registry.register(RecargaAutomatica)?;
     registry.register(VerificarPagamento)?;
+    registry.register(ConsultarSituacao)?;
+    registry.register(Extrato)?;
     Ok(())
 }
