@@ -20,7 +20,8 @@ impl Messages<'_> {
         self.run_accepted(conv, msg, (message_id, reads), now).await
     }
 
-    /// The conversation `id`, its compressed context and its open case ([`Store::turn_reads`]).
+    /// The conversation `id`, its compressed context and its open case
+    /// ([`ConversationStore::turn_reads`](vt_store::ConversationStore::turn_reads)).
     pub(super) async fn turn_reads(&self, id: &str) -> Result<TurnReads, ServiceError> {
         self.conversations
             .turn_reads(id)
