@@ -195,7 +195,11 @@ async fn serve_runs_a_plugged_channel_beside_the_products_own() {
         data.path().display()
     );
     let config = Config::plugged(Some(&text), "vt.toml", &HashMap::new(), &plugs()).expect("valid");
-    let server = Server::compose(&config).await.expect("composed");
+    // Opening its store draws this process's index key.
+    let server = {
+        let _index_key = crate::support::INDEX_KEY.lock().await;
+        Server::compose(&config).await.expect("composed")
+    };
     assert!(
         server.notices.iter().any(|n| n == "brinquedo ligado: pronto"),
         "{:?}",

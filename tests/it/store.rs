@@ -68,6 +68,7 @@ async fn kept_conversation(store: &Arc<dyn Store>, id: &str, user: &str, card: &
 }
 
 async fn retention_and_erasure_keep_the_money_trail_and_the_usage_figures(store: Arc<dyn Store>) {
+    let _index_key = crate::support::INDEX_KEY.lock().await;
     use vt_agent::testkit::{
         RetentionConfig, apply_retention as apply, erase_subject as erase, export_subject as export,
     };
@@ -267,6 +268,7 @@ async fn pg_dump(url: &str, schema: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgresql_rows_hold_no_card_and_no_token() {
     let pg = PgFixture::start().await;
+    let _index_key = crate::support::INDEX_KEY.lock().await;
     vt_store::prepare_sealing(pg.store.as_ref())
         .await
         .expect("sealing");

@@ -534,6 +534,11 @@ pub(crate) async fn assert_replays_green(transcript: &vt_agent::Transcript) {
     );
 }
 
+/// Held by the tests that set this process's index key (opening a new store the way `serve` does:
+/// `prepare_sealing` draws it) and by those whose assertions need it to stay put while they run (a
+/// card written, then found by its blind index): the key is process-wide, the tests run in parallel.
+pub(crate) static INDEX_KEY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The data key of this test process and of the binaries its tests run (`VT_ENCRYPTION_KEY`).
 pub(crate) const TEST_KEY: &str = "dGVzdGVzLWRvLXZ0LWFnZW50LWNoYXZlLWRhZG9zISE=";
 
