@@ -75,3 +75,32 @@ pub(super) fn desconhecido(masked: &str) -> String {
         "O sistema de cartões não encontrou o cartão {masked}. Confira o número (ele está no verso do cartão) e me envie de novo."
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use vt_contract::action::{Action, DynAction};
+
+    use super::super::{ConsultarSituacao, Extrato};
+
+    /// What offering a tool costs a model turn, in characters of its spec.
+    fn spec_size<A: Action>(a: &A) -> usize {
+        vt_contract::json::to_text(&a.parameters()).expect("json").len() + A::DESCRIPTION.len()
+    }
+
+    /// Every model turn of the conversation skill carries these two specs: they stay small.
+    #[test]
+    fn the_desks_tools_are_strict_and_cheap_to_offer() {
+        for (name, size, schema) in [
+            (
+                "consultar_situacao",
+                spec_size(&ConsultarSituacao),
+                ConsultarSituacao.parameters(),
+            ),
+            ("extrato", spec_size(&Extrato), Extrato.parameters()),
+        ] {
+            println!("{name}: {size} characters of tool spec");
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            assert!(size < 700, "{name}: {size}");
+        }
+    }
+}

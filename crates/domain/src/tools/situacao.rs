@@ -25,7 +25,7 @@ pub struct ConsultarSituacao;
 pub struct Args {
     /// Número do cartão de VT como o usuário escreveu (ou mascarado, `****7890`, se já foi dado).
     pub cartao: String,
-    /// `true` quando o usuário diz que o cartão não passou na catraca (ou no validador).
+    /// `true` se o cartão não passou na catraca.
     pub nao_passou: Option<bool>,
 }
 
@@ -39,9 +39,8 @@ impl Action for ConsultarSituacao {
     type Args = Args;
 
     const NAME: &'static str = "consultar_situacao";
-    const DESCRIPTION: &'static str = "Consulta a situação de um cartão de VT (ativo, bloqueado, cancelado, crédito \
-         esperando validação a bordo, limite de uso) e responde ao usuário; com nao_passou, explica por que o \
-         cartão não passou na catraca.";
+    const DESCRIPTION: &'static str = "Situação de um cartão de VT (bloqueado, cancelado, crédito a validar a bordo, \
+         limite) dita ao usuário; com nao_passou, por que ele não passou na catraca.";
 
     fn retry_safe(&self) -> bool {
         true
