@@ -375,21 +375,13 @@ impl Systems for VtSystems {
         attempts: u32,
         backoff_ms: u64,
     ) -> HttpResult {
-        let url = match self.url_of(System::Saldo, Some(cartao)) {
-            Ok(u) => u,
-            Err(why) => return HttpResult::not_sent("conexao", None, why),
-        };
-        self.send(Call {
-            system: System::Saldo,
-            method: reqwest::Method::GET,
-            url,
-            headers,
-            body: None,
+        let read = ReadPolicy {
             timeout_ms,
             attempts,
             backoff_ms,
-        })
-        .await
+        };
+        self.read_card(SALDO_ENDPOINT, &[("cartao", cartao)], headers, read)
+            .await
     }
 
     async fn recarregar(
