@@ -33,10 +33,13 @@ fn acted_on(r: &Reading) -> Option<&'static str> {
 }
 
 /// The classifier's reading of the message past its greeting ("boa tarde, vcs atendem no sábado?": the
-/// question is read, the greeting is answered apart).
-fn reading(m: &Read<'_>) -> Reading {
-    let asked = keywords::after_greeting(&m.n);
-    classifier::classify(if asked.is_empty() { &m.n } else { asked })
+/// question is read, the greeting is answered apart) — classified once per message, however many
+/// readers ask (the desk, then meaning, or an overruling).
+fn reading<'m>(m: &'m Read<'_>) -> &'m Reading {
+    m.reading.get_or_init(|| {
+        let asked = keywords::after_greeting(&m.n);
+        classifier::classify(if asked.is_empty() { &m.n } else { asked })
+    })
 }
 
 /// The situation's route, asked why the card did not pass the turnstile: the tool explains it by the
@@ -75,7 +78,7 @@ impl Router {
         // A sure reading of a request is acted on with a model configured too: the model is asked only
         // what level 1 is unsure of, or what is conversation rather than a request, so it cannot make a
         // sure request's answer worse.
-        if let Some(label) = acted_on(&r) {
+        if let Some(label) = acted_on(r) {
             if m.model && CONVERSATION.contains(&label) {
                 return None;
             }
@@ -84,7 +87,7 @@ impl Router {
         if m.model {
             return None;
         }
-        self.which_of(&r)
+        self.which_of(r)
     }
 
     /// A question the card desk answers from the card system — the card's situation, why it did not
@@ -92,7 +95,7 @@ impl Router {
     /// list of what needs a person, which share its words ("bloqueado", "catraca"): the FAQ answers
     /// only where the system says nothing.
     pub(super) fn desk(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
-        let label = acted_on(&reading(m))?;
+        let label = acted_on(reading(m))?;
         let offered = match label {
             "consultar_situacao" | "nao_passou" => self.active(Known::ConsultarSituacao),
             "extrato" => self.active(Known::Extrato),
@@ -111,7 +114,7 @@ impl Router {
         keep: &[&str],
     ) -> Option<(String, Route)> {
         let r = reading(m);
-        let label = acted_on(&r)?;
+        let label = acted_on(r)?;
         // Without a model, an open question is answered here; with one, the model answers it.
         let chat = ["ajuda", "saudacao", "agradecimento", "fora_do_escopo"];
         if keep.contains(&label) || chat.contains(&label) || (m.model && label == "pergunta_aberta") {

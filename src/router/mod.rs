@@ -224,6 +224,8 @@ struct Read<'a> {
     model: bool,
     /// An open question (how, why, what if…) or a problem told, once its greeting is set aside.
     open: bool,
+    /// The classifier's reading, made once for all who ask ([`meaning`]'s readers).
+    reading: std::sync::OnceLock<classifier::Reading>,
 }
 
 impl<'a> Read<'a> {
@@ -238,6 +240,7 @@ impl<'a> Read<'a> {
             model,
             open: keywords::is_open_question(keywords::after_greeting(&n)),
             n,
+            reading: std::sync::OnceLock::new(),
         }
     }
 

@@ -35,12 +35,13 @@ pub struct ReadPolicy {
 }
 
 impl Default for ReadPolicy {
-    /// The balance read's defaults (RF1's policy): 5 s, three attempts, 500 ms apart at least.
+    /// The balance read's policy, as RF1 sets it for the flow: one card read, one rule.
     fn default() -> Self {
+        use crate::stages::rf01_preparar_consulta::{BACKOFF_MS, MAX_ATTEMPTS, TIMEOUT_MS};
         Self {
-            timeout_ms: 5_000,
-            attempts: 3,
-            backoff_ms: 500,
+            timeout_ms: TIMEOUT_MS,
+            attempts: MAX_ATTEMPTS,
+            backoff_ms: BACKOFF_MS,
         }
     }
 }

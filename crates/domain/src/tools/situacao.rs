@@ -110,7 +110,7 @@ fn said(s: &SituacaoResposta, masked: &str, tz: &Timezone) -> String {
         (Situacao::Bloqueado, Some(b)) => parts.push(format!(
             "O cartão {masked} está bloqueado desde {} ({}). Cartão bloqueado não passa na catraca. Para voltar a usar o benefício, peça a segunda via: o saldo passa para o cartão novo. Se quiser, peça para falar com um atendente.",
             balcao::dia(&b.desde, tz),
-            motivo(&b.motivo)
+            b.motivo
         )),
         (Situacao::Bloqueado, None) => parts.push(format!(
             "O cartão {masked} está bloqueado e não passa na catraca. Para voltar a usar o benefício, peça a segunda via; se quiser, peça para falar com um atendente."
@@ -137,15 +137,6 @@ fn said(s: &SituacaoResposta, masked: &str, tz: &Timezone) -> String {
         ));
     }
     parts.join(" ")
-}
-
-fn motivo(m: &str) -> &str {
-    match m {
-        "perda" => "perda",
-        "roubo" => "roubo",
-        "dano" => "dano",
-        _ => "a pedido",
-    }
 }
 
 /// An active card with nothing pending that did not pass: its balance and its last uses say why, or
