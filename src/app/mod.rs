@@ -354,7 +354,8 @@ impl App {
         let store = store(config, usage).await.context("abrindo o banco de dados")?;
         let mut extensions = Extensions::default()
             .with(vt_domain::systems::SystemsPort::new(systems.clone()))
-            .with(config.vt.clone());
+            .with(config.vt.clone())
+            .with(config.autoatendimento.clone());
         // A channel that tells a flow's recipients itself (WhatsApp) does it for the engine's stages.
         let stores = vt_store::Stores::of(&store);
         for plug in config.channels.plugs() {

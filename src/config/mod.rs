@@ -93,6 +93,9 @@ pub struct Config {
     /// `[[equipes]]`: support teams — who answers which cases, how they are assigned, business hours,
     /// holidays and SLA. None: one team, `atendimento`, whose cases are claimed by hand.
     pub equipes: Vec<crate::service::Equipe>,
+    /// `[autoatendimento]`: what a card holder may do to their card alone (block it, order its second
+    /// copy), and how a card the conversation has no record of is checked first.
+    pub autoatendimento: vt_domain::tools::Autoatendimento,
     /// `[resultados]`: when a conversation's stretch is over (its outcome), the satisfaction question.
     pub resultados: crate::service::ResultadosConfig,
     pub simulator: SimulatorSettings,
@@ -188,6 +191,7 @@ impl Default for Config {
             orcamentos: Vec::new(),
             equipes: Vec::new(),
             resultados: crate::service::ResultadosConfig::default(),
+            autoatendimento: vt_domain::tools::Autoatendimento::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
             http: crate::http::HttpConfig::default(),

@@ -501,3 +501,58 @@ mod tests {
         );
     }
 }
+
+/// A card lost, stolen or damaged, or a block asked for in so many words ("perdi meu vt", "roubaram
+/// meu cartão", "bloqueia o cartão") — not a question about a block ("tá bloqueado?"), which is the
+/// card's situation.
+static LOST_CARD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(perdi|perdeu|perdid[oa]|roubad[oa]s?|roubaram|furtad[oa]s?|furtaram|assaltad[oa]s?|levaram|extravi\w*|quebr\w*|danificad[oa]|bloquear|bloqueia|bloqueie|bloqueio|lost|stolen|robaron)\b",
+    )
+});
+/// A new card for one lost or blocked ("quero a segunda via", "2ª via do vt", "um cartão novo").
+static SECOND_COPY: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b(segunda via|2a via|2 via|2ª via|via nova|cartao novo|novo cartao|outro cartao)\b")
+});
+static STOLEN: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(roub\w*|furt\w*|assalt\w*|levaram|stolen|robaron)\b"));
+static DAMAGED: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(quebr\w*|danific\w*|estrag\w*|rach\w*|molh\w*|dobr\w*)\b"));
+
+/// A card to block: lost, stolen, damaged, or a block asked — of a card, not of a code or a protocol.
+pub(crate) fn is_lost_card(n: &str) -> bool {
+    LOST_CARD.is_match(n)
+        && (mentions_card(n)
+            || n.split_whitespace()
+                .any(|w| w.len() >= 8 && w.bytes().all(|b| b.is_ascii_digit())))
+        && !["protocolo", "codigo", "pix", "boleto", "senha", "comprovante"]
+            .iter()
+            .any(|w| n.contains(w))
+}
+
+/// A second copy of the card asked for (not of a code, a boleto or a receipt).
+pub(crate) fn asks_second_copy(n: &str) -> bool {
+    SECOND_COPY.is_match(n)
+        && !["codigo", "pix", "boleto", "comprovante", "recibo", "nota"]
+            .iter()
+            .any(|w| n.contains(w))
+}
+
+/// Why a card is blocked, as the message says it: `roubo`, `dano`, else `perda`.
+pub(crate) fn block_reason(n: &str) -> &'static str {
+    if STOLEN.is_match(n) {
+        "roubo"
+    } else if DAMAGED.is_match(n) {
+        "dano"
+    } else {
+        "perda"
+    }
+}
+
+/// A question whether the card is blocked or cancelled ("meu cartão foi bloqueado?", "tá cancelado?"):
+/// the card's situation, not a block.
+static BLOCKED_STATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b(bloquead[oa]|cancelad[oa])\b"));
+
+pub(crate) fn asks_if_blocked(n: &str, text: &str) -> bool {
+    BLOCKED_STATE.is_match(n) && (text.trim_end().ends_with('?') || is_open_question(n)) && !is_lost_card(n)
+}

@@ -27,10 +27,16 @@ pub(crate) enum Known {
     ConsultarSituacao,
     /// A card's last credits and uses, from the card system.
     Extrato,
+    /// A lost, stolen or damaged card blocked, after the holder's yes.
+    BloquearCartao,
+    /// A new card for a blocked one, its balance moved, after the holder's yes.
+    SegundaVia,
+    /// The holder's answer to a block or second copy waiting (yes, no, the check's digits).
+    ConfirmarPedidoCartao,
 }
 
 impl Known {
-    const ALL: [Self; 17] = [
+    const ALL: [Self; 20] = [
         Self::ConsultarSaldo,
         Self::PrepararRecarga,
         Self::ConfirmarRecarga,
@@ -48,6 +54,9 @@ impl Known {
         Self::VerificarPagamento,
         Self::ConsultarSituacao,
         Self::Extrato,
+        Self::BloquearCartao,
+        Self::SegundaVia,
+        Self::ConfirmarPedidoCartao,
     ];
 
     /// Its key in the intents file (and the name of the action it runs, where it runs one).
@@ -70,6 +79,9 @@ impl Known {
             Self::VerificarPagamento => "verificar_pagamento",
             Self::ConsultarSituacao => "consultar_situacao",
             Self::Extrato => "extrato",
+            Self::BloquearCartao => "bloquear_cartao",
+            Self::SegundaVia => "pedir_segunda_via",
+            Self::ConfirmarPedidoCartao => "confirmar_pedido_cartao",
         }
     }
 
@@ -85,6 +97,8 @@ pub(crate) enum WithParams {
     Recarga,
     Situacao,
     Extrato,
+    Bloqueio,
+    SegundaVia,
 }
 
 impl WithParams {
@@ -94,6 +108,8 @@ impl WithParams {
             Known::PrepararRecarga => Some(Self::Recarga),
             Known::ConsultarSituacao => Some(Self::Situacao),
             Known::Extrato => Some(Self::Extrato),
+            Known::BloquearCartao => Some(Self::Bloqueio),
+            Known::SegundaVia => Some(Self::SegundaVia),
             _ => None,
         }
     }
@@ -104,13 +120,15 @@ impl WithParams {
             Self::Recarga => Known::PrepararRecarga,
             Self::Situacao => Known::ConsultarSituacao,
             Self::Extrato => Known::Extrato,
+            Self::Bloqueio => Known::BloquearCartao,
+            Self::SegundaVia => Known::SegundaVia,
         }
     }
 
     /// The parameters its action needs.
     pub(crate) fn required(self) -> &'static [&'static str] {
         match self {
-            Self::Saldo | Self::Situacao | Self::Extrato => &["cartao"],
+            Self::Saldo | Self::Situacao | Self::Extrato | Self::Bloqueio | Self::SegundaVia => &["cartao"],
             Self::Recarga => &["cartao", "valor", "meio_pagamento"],
         }
     }
@@ -122,6 +140,8 @@ impl WithParams {
             Self::Recarga => "Para a recarga",
             Self::Situacao => "Para ver a situação do cartão",
             Self::Extrato => "Para o extrato",
+            Self::Bloqueio => "Para bloquear o cartão",
+            Self::SegundaVia => "Para a segunda via",
         }
     }
 }

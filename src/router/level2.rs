@@ -139,6 +139,10 @@ pub(super) fn supported(intent: Known, m: &Read<'_>, conv: &Conversation) -> boo
         // A complaint about a payment names one.
         Known::VerificarPagamento => keywords::mentions_payment(n),
         // A card's situation or statement is of a card named, remembered, or spoken of.
-        Known::ConsultarSituacao | Known::Extrato => card || remembered || keywords::mentions_card(n),
+        Known::ConsultarSituacao | Known::Extrato | Known::BloquearCartao | Known::SegundaVia => {
+            card || remembered || keywords::mentions_card(n)
+        }
+        // An answer to a block or second copy is read by code, never by a classification.
+        Known::ConfirmarPedidoCartao => false,
     }
 }

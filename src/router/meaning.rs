@@ -42,16 +42,17 @@ fn reading<'m>(m: &'m Read<'_>) -> &'m Reading {
     })
 }
 
-/// The situation's route, asked why the card did not pass the turnstile: the tool explains it by the
-/// balance and the last uses too — now, or once the card asked for is given.
-fn turnstile(route: Route) -> Route {
+/// `route` with argument `key` set to `value` — now, or once the card asked for is given: the
+/// situation asked why the card did not pass the turnstile (`nao_passou`, explained by the balance and
+/// the last uses too), a block's reason (`motivo`).
+pub(super) fn with_arg(route: Route, key: &str, value: serde_json::Value) -> Route {
     match route {
         Route::Action {
             action,
             mut arguments,
         } => {
             if let Some(args) = arguments.as_object_mut() {
-                args.insert("nao_passou".into(), json!(true));
+                args.insert(key.into(), value);
             }
             Route::Action { action, arguments }
         }
@@ -60,7 +61,7 @@ fn turnstile(route: Route) -> Route {
             mut awaiting,
             choose,
         } => {
-            awaiting.params.insert("nao_passou".into(), json!(true));
+            awaiting.params.insert(key.into(), value);
             Route::Ask {
                 question,
                 awaiting,
@@ -99,6 +100,8 @@ impl Router {
         let offered = match label {
             "consultar_situacao" | "nao_passou" => self.active(Known::ConsultarSituacao),
             "extrato" => self.active(Known::Extrato),
+            "bloquear_cartao" => self.active(Known::BloquearCartao),
+            "pedir_segunda_via" => self.active(Known::SegundaVia),
             _ => false,
         };
         if offered { self.meant(label, m, conv) } else { None }
@@ -165,8 +168,14 @@ impl Router {
             "recarga_automatica" if self.active(Known::RecargaAutomatica) => self.automatic_request(m, conv),
             "calcular" => self.fare_sum(m),
             "consultar_situacao" => with_params(WithParams::Situacao),
-            "nao_passou" => with_params(WithParams::Situacao).map(|(key, route)| (key, turnstile(route))),
+            "nao_passou" => with_params(WithParams::Situacao)
+                .map(|(key, route)| (key, with_arg(route, "nao_passou", json!(true)))),
             "extrato" => with_params(WithParams::Extrato),
+            "bloquear_cartao" => with_params(WithParams::Bloqueio).map(|(key, route)| {
+                let motivo = keywords::block_reason(&m.n);
+                (key, with_arg(route, "motivo", json!(motivo)))
+            }),
+            "pedir_segunda_via" => with_params(WithParams::SegundaVia),
             "protocolo" => reply(Known::Ajuda, texts::protocol(super::last_protocol(conv))),
             "meus_cartoes" => reply(
                 Known::MeusCartoes,
@@ -260,6 +269,8 @@ impl Router {
             "consultar_situacao" => "ver a situação do cartão",
             "nao_passou" => "saber por que o cartão não passou na catraca",
             "extrato" => "ver o extrato do cartão",
+            "bloquear_cartao" => "bloquear um cartão perdido ou roubado",
+            "pedir_segunda_via" => "pedir a segunda via do cartão",
             "esquecer_cartoes" | "apagar_dados" => "apagar os seus dados",
             _ => return None,
         };

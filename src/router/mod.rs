@@ -166,7 +166,11 @@ impl Found {
         let card = !self.cards.is_empty() || self.final_digits.is_some() || !self.odd_cards.is_empty();
         match intent {
             WithParams::Recarga => card || !self.amounts.is_empty() || self.meio.is_some(),
-            WithParams::Saldo | WithParams::Situacao | WithParams::Extrato => card,
+            WithParams::Saldo
+            | WithParams::Situacao
+            | WithParams::Extrato
+            | WithParams::Bloqueio
+            | WithParams::SegundaVia => card,
         }
     }
 
@@ -218,6 +222,8 @@ struct Read<'a> {
     pending: Option<RecargaPendente>,
     /// A recharge waits (even one whose record this version cannot read).
     waiting: bool,
+    /// A block or a second copy waits for the holder's answer.
+    card_request: Option<vt_domain::tools::PedidoCartao>,
     found: Found,
     lang: Lang,
     /// A model may be called for this message: level 1 answers only what it is sure of.
@@ -235,6 +241,7 @@ impl<'a> Read<'a> {
             text,
             pending: pending_of(conv),
             waiting: conv.state.get(STATE_PENDENTE).is_some_and(|v| !v.is_null()),
+            card_request: vt_domain::tools::PedidoCartao::in_state(&conv.state),
             found: Found::of(text),
             lang: keywords::language(&n),
             model,
@@ -411,6 +418,10 @@ impl Router {
         if !vt_domain::vt::parse::payment_cards(m.text).is_empty() {
             return reply(Known::Ajuda, texts::PAYMENT_CARD.into());
         }
+        // A block or a second copy waiting is answered first: its yes, its no, the check's digits.
+        if let Some(found) = self.card_request_answer(m) {
+            return Some(found);
+        }
         // A recharge that happens by itself is named as such ("cancelar recarga automática" cancels
         // no waiting recharge); the offer of one is answered by a yes or a no.
         if let Some(found) = self.automatic(m, conv) {
@@ -558,6 +569,21 @@ impl Router {
         self.intent(k.key()).is_some()
     }
 
+    /// The answer to a block or a second copy waiting: a yes, a no — or, while the holder's check is
+    /// asked, a message with its digits. The action reads the message itself again; anything else
+    /// is routed as usual, and the request no longer stands after it.
+    fn card_request_answer(&self, m: &Read<'_>) -> Option<(String, Route)> {
+        let p = m.card_request.as_ref()?;
+        let digits = m.text.chars().filter(char::is_ascii_digit).count();
+        let words = m.n.split_whitespace().count();
+        let answers = is_confirmation(m.text)
+            || is_refusal(m.text)
+            || keywords::starts_with_no(&m.n)
+            || (!p.verificado && (digits == 3 || digits == 11) && words <= 8);
+        (answers && self.active(Known::ConfirmarPedidoCartao))
+            .then(|| act(Known::ConfirmarPedidoCartao, json!({})))?
+    }
+
     /// A yes, a no, a cancel — to the recharge waiting, if one is. A no is read first: a message that
     /// says both ("pode cancelar") moves no money.
     fn yes_or_no(&self, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
@@ -597,6 +623,22 @@ impl Router {
         if keywords::is_handoff(n) && self.active(Known::TransferirParaHumano) {
             let motivo = json!({"motivo": "o usuário pediu para falar com um atendente"});
             return act(Known::TransferirParaHumano, motivo);
+        }
+        // A lost card and its second copy are the desk's, where the deployment offers them; what is
+        // left of the list of what needs a person is answered with it.
+        if keywords::asks_if_blocked(n, m.text) && self.active(Known::ConsultarSituacao) {
+            let route = self.params_route(WithParams::Situacao, m, conv);
+            return Some((Known::ConsultarSituacao.key().to_owned(), route));
+        }
+        if keywords::asks_second_copy(n) && self.active(Known::SegundaVia) {
+            let route = self.params_route(WithParams::SegundaVia, m, conv);
+            return Some((Known::SegundaVia.key().to_owned(), route));
+        }
+        if keywords::is_lost_card(n) && self.active(Known::BloquearCartao) {
+            let route = self.params_route(WithParams::Bloqueio, m, conv);
+            let motivo = json!(keywords::block_reason(n));
+            let route = meaning::with_arg(route, "motivo", motivo);
+            return Some((Known::BloquearCartao.key().to_owned(), route));
         }
         if keywords::is_unsupported(n) {
             return reply(Known::Ajuda, texts::unsupported(m.lang).into());
@@ -712,6 +754,14 @@ impl Router {
             Known::PrepararRecarga => self.params_route(WithParams::Recarga, m, conv),
             Known::ConsultarSituacao => self.params_route(WithParams::Situacao, m, conv),
             Known::Extrato => self.params_route(WithParams::Extrato, m, conv),
+            Known::BloquearCartao => meaning::with_arg(
+                self.params_route(WithParams::Bloqueio, m, conv),
+                "motivo",
+                json!(keywords::block_reason(&m.n)),
+            ),
+            Known::SegundaVia => self.params_route(WithParams::SegundaVia, m, conv),
+            // Never from a classification: only code reads the holder's answer.
+            Known::ConfirmarPedidoCartao => Route::Model,
             Known::ConfirmarRecarga | Known::CancelarRecarga | Known::NovoCodigoPix => action(json!({})),
             Known::TransferirParaHumano => action(json!({"motivo": "pedido do usuário"})),
             Known::EncerrarAtendimento => action(json!({"motivo": null})),

@@ -135,6 +135,12 @@ fn gather_params(intent: WithParams, found: &Found, params: &mut Map<String, Val
             params.insert("meio_pagamento".into(), json!(meio));
         }
     }
+    // The second copy's fee is paid like a recharge: the means named, if one was.
+    if intent == WithParams::SegundaVia
+        && let Some(meio) = found.meio
+    {
+        params.insert("meio_pagamento".into(), json!(meio));
+    }
     doubts
 }
 

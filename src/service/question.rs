@@ -4,7 +4,7 @@
 //! module clears it after every other turn, so a "sim" that follows another answer of ours gets the
 //! question again, never a charge. Code, not prompt: it holds whatever the router or the model did.
 
-use vt_domain::tools::{Perguntada, RecargaPendente, STATE_PERGUNTADA};
+use vt_domain::tools::{PedidoCartao, Perguntada, RecargaPendente, STATE_PEDIDO_CARTAO, STATE_PERGUNTADA};
 
 use std::borrow::Cow;
 
@@ -62,5 +62,10 @@ pub(super) fn settle(conv: &mut Conversation, turn: &str, restated: Option<&str>
     }
     if conv.state.contains_key(STATE_PERGUNTADA) && !Perguntada::stands_after(&conv.state, turn) {
         conv.state.remove(STATE_PERGUNTADA);
+    }
+    // A block or a second copy waits for the very next message only: a "sim" said later, to something
+    // else, never changes a card.
+    if conv.state.contains_key(STATE_PEDIDO_CARTAO) && !PedidoCartao::stands_after(&conv.state, turn) {
+        conv.state.remove(STATE_PEDIDO_CARTAO);
     }
 }

@@ -129,7 +129,12 @@ impl Messages<'_> {
             };
             return (TurnStart::Model, routing);
         };
-        // A card the user writes is theirs from now on: the tools reach no other.
+        // A card the user writes is theirs from now on: the tools reach no other. What was on record
+        // before it is kept apart: only those may be blocked or replaced without the holder's check.
+        conv.state.insert(
+            vt_domain::tools::cartao::STATE_ANTES_DA_MENSAGEM.into(),
+            vt_domain::tools::cartao::on_record_now(&conv.memory),
+        );
         vt_domain::tools::cartao::remember_written(&mut conv.memory, text);
         let mut decision = router.route_within(text, conv, model).await;
         // The offer of an automatic recharge stands for this one message: answered or not, it goes.
@@ -185,6 +190,8 @@ impl Messages<'_> {
             }
             Route::ForgetCards { text } => {
                 conv.memory.remove(vt_domain::tools::cartao::MEMORY_CARTOES);
+                conv.state
+                    .remove(vt_domain::tools::cartao::STATE_ANTES_DA_MENSAGEM);
                 TurnStart::Reply(text)
             }
             Route::Plan => {

@@ -39,6 +39,7 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
         tools,
         // Nothing waits: confirming and cancelling are not offered.
         vec![
+            "bloquear_cartao",
             "buscar_faq",
             "calcular",
             "consultar_saldo",
@@ -47,6 +48,7 @@ async fn a_free_form_question_goes_to_the_model_with_only_the_active_skill_tools
             "extrato",
             "notificar",
             "novo_codigo_pix",
+            "pedir_segunda_via",
             "preparar_recarga",
             "transferir_para_humano",
             "verificar_pagamento"

@@ -94,6 +94,18 @@ async fn chat_harness_built(
         fotos: Default::default(),
         orcamentos: Vec::new(),
         conversations: None,
+        autoatendimento: Default::default(),
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] checking the holder of a card not on record as `autoatendimento` says.
+pub(crate) async fn chat_harness_checking_holders(
+    autoatendimento: vt_domain::tools::Autoatendimento,
+) -> ChatHarness {
+    let parts = Parts {
+        autoatendimento,
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -195,6 +207,8 @@ struct Parts {
     orcamentos: Vec<vt_agent::testkit::Orcamento>,
     /// The service's conversations kept through a store of the test's own, the rest in `store`.
     conversations: Option<Arc<dyn vt_store::ConversationStore>>,
+    /// `[autoatendimento]`: how a card not on record is checked before a block or a second copy.
+    autoatendimento: vt_domain::tools::Autoatendimento,
 }
 
 impl Parts {
@@ -217,6 +231,7 @@ impl Parts {
             fotos: Default::default(),
             orcamentos: Vec::new(),
             conversations: None,
+            autoatendimento: Default::default(),
         }
     }
 }
@@ -331,6 +346,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         fotos,
         orcamentos,
         conversations,
+        autoatendimento,
     } = parts;
     use vt_connectors::systems::{SystemsConfig, VtSystems};
     use vt_simulators::systems::Simulator;
@@ -357,7 +373,8 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
     }
     let mut ext = vt_contract::context::Extensions::default()
         .with(SystemsPort::new(VtSystems::new(systems).expect("client")))
-        .with(vt.clone());
+        .with(vt.clone())
+        .with(autoatendimento);
     if let Some((phone, config)) = notices {
         let now = clock.clone();
         let port = vt_agent::testkit::WhatsAppNotices::new(

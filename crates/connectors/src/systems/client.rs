@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vt_domain::systems::{
-    EXTRATO_ENDPOINT, ExtratoPedido, HttpResult, NOTIFICACAO_ENDPOINT, RECARGA_ENDPOINT, ReadPolicy,
-    SALDO_ENDPOINT, SITUACAO_ENDPOINT, Systems,
+    EXTRATO_ENDPOINT, ExtratoPedido, HttpResult, NOTIFICACAO_ENDPOINT, OrdemCartao, RECARGA_ENDPOINT,
+    ReadPolicy, SALDO_ENDPOINT, SEGUNDA_VIA_ENDPOINT, SITUACAO_ENDPOINT, Systems,
 };
 
 use crate::auth::{AuthConfig, AuthError, Credentials, CredentialsBuilder};
@@ -435,6 +435,40 @@ impl Systems for VtSystems {
             ("pagina", pagina.as_str()),
         ];
         self.read_card(EXTRATO_ENDPOINT, &query, headers, read).await
+    }
+
+    async fn cotar_segunda_via(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult {
+        self.read_card(SEGUNDA_VIA_ENDPOINT, &[("cartao", cartao)], headers, read)
+            .await
+    }
+
+    async fn ordem_cartao(
+        &self,
+        ordem: OrdemCartao,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
+    ) -> HttpResult {
+        let url = match self.url_at(System::Saldo, ordem.path(), &[]) {
+            Ok(u) => u,
+            Err(why) => return HttpResult::not_sent("conexao", None, why),
+        };
+        self.send(Call {
+            system: System::Saldo,
+            method: reqwest::Method::POST,
+            url,
+            headers,
+            body: Some(body),
+            timeout_ms,
+            attempts: 1,
+            backoff_ms: 0,
+        })
+        .await
     }
 
     async fn notificar(

@@ -105,6 +105,9 @@ pub struct Recusa {
     /// The field at fault, for a 400.
     #[serde(default)]
     pub campo: Option<String>,
+    /// What the system says of it in words (a second copy that needs a person: what they must see).
+    #[serde(default)]
+    pub mensagem: Option<String>,
 }
 
 /// 5xx and 429: the request may be tried again (not a recharge: its outcome is then unknown).
@@ -230,6 +233,142 @@ pub enum TipoMovimento {
     Uso,
 }
 
+/// Why a card is blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MotivoBloqueio {
+    Perda,
+    Roubo,
+    Dano,
+}
+
+impl MotivoBloqueio {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Perda => "perda",
+            Self::Roubo => "roubo",
+            Self::Dano => "dano",
+        }
+    }
+
+    /// How the card holder reads it: "perda", "roubo ou furto", "dano".
+    pub fn said(self) -> &'static str {
+        match self {
+            Self::Perda => "perda",
+            Self::Roubo => "roubo ou furto",
+            Self::Dano => "dano",
+        }
+    }
+}
+
+/// `POST /api/v1/cartoes/bloqueio` — the card blocked: it no longer passes a turnstile. Idempotent by
+/// `x-idempotency-key`; a card blocked already answers its block (200), never a second one.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BloqueioPedido {
+    pub cartao: String,
+    pub motivo: MotivoBloqueio,
+}
+
+/// `POST /api/v1/cartoes/desbloqueio` — a block undone, where the operator allows it (403
+/// `desbloqueio_nao_permitido` where it does not: a theft, or too late).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DesbloqueioPedido {
+    pub cartao: String,
+}
+
+/// The answer to a block or an unblock — 200/201 (no card in it: the request named it). 404
+/// `cartao_desconhecido`; 409 `cartao_cancelado`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BloqueioResposta {
+    /// The system's protocol of the request, for the card holder.
+    pub protocolo: String,
+    /// Where the card stands now.
+    pub situacao: Situacao,
+    /// When it was blocked (or unblocked), ISO 8601.
+    pub em: String,
+    #[serde(default)]
+    pub motivo: Option<MotivoBloqueio>,
+}
+
+/// `GET /api/v1/cartoes/segunda-via?cartao=` — 200: what a second copy of a blocked card costs and how
+/// it is delivered. 409 `cartao_nao_bloqueado` (block it first); 422 `precisa_atendimento` (with
+/// `mensagem`: what a person must see — documents, a police report).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SegundaViaCotacao {
+    pub cartao: String,
+    /// The fee; 0 where the operator charges none.
+    pub taxa: f64,
+    /// The balance that goes to the new card.
+    pub saldo: f64,
+    /// Credits bought and not yet validated on board, which go too.
+    #[serde(default)]
+    pub creditos_pendentes: f64,
+    pub entrega: Entrega,
+}
+
+/// How a new card reaches its holder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Entrega {
+    /// `retirada` (picked up) or `correio` (sent).
+    pub modo: String,
+    /// Working days until it can be picked up or arrives.
+    pub prazo_dias: u32,
+    /// Where it is picked up, in the operator's words.
+    #[serde(default)]
+    pub local: Option<String>,
+}
+
+/// `POST /api/v1/cartoes/segunda-via` — a new card ordered for a blocked one. Idempotent by
+/// `x-idempotency-key`: the balance (and pending credits) move to the new card exactly once per key.
+/// 402 `taxa_nao_paga` when the fee is due and no payment came.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SegundaViaPedido {
+    pub cartao: String,
+    /// The fee's payment, where one is due: the means and, when a provider took it, its id.
+    #[serde(default)]
+    pub pagamento: Option<MeioPagamentoPedido>,
+}
+
+/// `POST /api/v1/cartoes/segunda-via` — 201.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SegundaViaResposta {
+    pub protocolo: String,
+    /// The new card's last four digits (its number comes printed on it; the blocked card is cancelled
+    /// now).
+    pub novo_cartao_final: String,
+    pub saldo_transferido: f64,
+    #[serde(default)]
+    pub creditos_transferidos: f64,
+    pub entrega: Entrega,
+    /// ISO 8601.
+    #[serde(default)]
+    pub data_servidor: Option<String>,
+}
+
+/// `POST /api/v1/cartoes/titular/verificacao` — whether the CPF's last three digits are the card
+/// holder's (before a card not on record is blocked or replaced). Nothing changes; nothing is kept.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerificacaoTitularPedido {
+    pub cartao: String,
+    /// Three digits.
+    pub cpf_final: String,
+}
+
+/// The check's answer — 200. 404 `cartao_desconhecido`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerificacaoTitularResposta {
+    pub confere: bool,
+}
+
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> Value {
     let (refs, schemas) = schemas();
@@ -256,6 +395,14 @@ struct Refs {
     aviso_resposta: Value,
     situacao: Value,
     extrato: Value,
+    bloqueio: Value,
+    desbloqueio: Value,
+    bloqueio_resposta: Value,
+    cotacao: Value,
+    segunda_via: Value,
+    segunda_via_resposta: Value,
+    titular: Value,
+    titular_resposta: Value,
 }
 
 fn schemas() -> (Refs, Map<String, Value>) {
@@ -273,6 +420,14 @@ fn schemas() -> (Refs, Map<String, Value>) {
         aviso_resposta: of(generator.subschema_for::<NotificacaoResposta>()),
         situacao: of(generator.subschema_for::<SituacaoResposta>()),
         extrato: of(generator.subschema_for::<ExtratoResposta>()),
+        bloqueio: of(generator.subschema_for::<BloqueioPedido>()),
+        desbloqueio: of(generator.subschema_for::<DesbloqueioPedido>()),
+        bloqueio_resposta: of(generator.subschema_for::<BloqueioResposta>()),
+        cotacao: of(generator.subschema_for::<SegundaViaCotacao>()),
+        segunda_via: of(generator.subschema_for::<SegundaViaPedido>()),
+        segunda_via_resposta: of(generator.subschema_for::<SegundaViaResposta>()),
+        titular: of(generator.subschema_for::<VerificacaoTitularPedido>()),
+        titular_resposta: of(generator.subschema_for::<VerificacaoTitularResposta>()),
     };
     (refs, generator.take_definitions(true).into_iter().collect())
 }
@@ -327,6 +482,68 @@ fn paths(r: &Refs) -> Value {
                 "500": answer("The system failed: tried again, then reported", &r.erro)
             }
         }},
+        "/api/v1/cartoes/bloqueio": {"post": {
+            "operationId": "bloquearCartao",
+            "parameters": [key, tenant, origin],
+            "requestBody": body(&r.bloqueio),
+            "responses": {
+                "200": answer("Blocked already: the block on record (a replay under the same key, or an earlier block)", &r.bloqueio_resposta),
+                "201": answer("Blocked: the card no longer passes a turnstile", &r.bloqueio_resposta),
+                "400": answer("Invalid payload", &r.recusa),
+                "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
+                "409": answer("Cancelled card (motivo: cartao_cancelado), or the key was used with another body", &r.recusa),
+                "500": answer("Failed: never retried automatically (the same key asked again is answered once)", &r.erro)
+            }
+        }},
+        "/api/v1/cartoes/desbloqueio": {"post": {
+            "operationId": "desbloquearCartao",
+            "parameters": [key, tenant, origin],
+            "requestBody": body(&r.desbloqueio),
+            "responses": {
+                "200": answer("Unblocked", &r.bloqueio_resposta),
+                "403": answer("The operator does not undo this block (motivo: desbloqueio_nao_permitido)", &r.recusa),
+                "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
+                "409": answer("The card is not blocked (motivo: cartao_nao_bloqueado)", &r.recusa),
+                "500": answer("Failed: never retried automatically", &r.erro)
+            }
+        }},
+        "/api/v1/cartoes/titular/verificacao": {"post": {
+            "operationId": "verificarTitular",
+            "parameters": [tenant, origin],
+            "requestBody": body(&r.titular),
+            "responses": {
+                "200": answer("Whether the digits are the holder's", &r.titular_resposta),
+                "400": answer("Invalid payload", &r.recusa),
+                "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
+                "500": answer("Failed: the check is refused", &r.erro)
+            }
+        }},
+        "/api/v1/cartoes/segunda-via": {
+            "get": {
+                "operationId": "cotarSegundaVia",
+                "parameters": [card, tenant, origin],
+                "responses": {
+                    "200": answer("The fee, the balance that moves, the delivery", &r.cotacao),
+                    "404": answer("The system does not know the card (motivo: cartao_desconhecido)", &r.recusa),
+                    "409": answer("The card must be blocked first (motivo: cartao_nao_bloqueado), or it was replaced (cartao_cancelado)", &r.recusa),
+                    "422": answer("A person must see it (motivo: precisa_atendimento, mensagem)", &r.recusa),
+                    "429": retry,
+                    "500": answer("The system failed: tried again, then reported", &r.erro)
+                }
+            },
+            "post": {
+                "operationId": "pedirSegundaVia",
+                "parameters": [key, tenant, origin],
+                "requestBody": body(&r.segunda_via),
+                "responses": {
+                    "201": answer("Ordered: the balance and pending credits moved to the new card, once per key", &r.segunda_via_resposta),
+                    "402": answer("The fee is due and was not paid (motivo: taxa_nao_paga)", &r.recusa),
+                    "409": answer("Not blocked, replaced already, or the key was used with another body", &r.recusa),
+                    "422": answer("A person must see it (motivo: precisa_atendimento, mensagem)", &r.recusa),
+                    "500": answer("Failed: never retried automatically (the same key asked again is answered once)", &r.erro)
+                }
+            }
+        },
         "/api/v1/recargas": {"post": {
             "operationId": "recarregar",
             "parameters": [key, tenant, origin],

@@ -1,8 +1,8 @@
 //! The three external systems of the VT flow (balance, recharge, notification) as the stages see
 //! them: a port ([`Systems`]) with what a call gave ([`HttpResult`]), the endpoints as the PRD names
 //! them, and the published contract of the calls ([`contract`]). The balance system is the card
-//! system: it also answers a card's situation and statement (the card holder's service desk). The HTTP client that implements the
-//! port is `vt-connectors`' `VtSystems`; the simulator that stands in for the systems is
+//! system: it also answers a card's situation and statement, and blocks a card or orders its second
+//! copy (the card holder's service desk). The HTTP client that implements the port is `vt-connectors`' `VtSystems`; the simulator that stands in for the systems is
 //! `vt-simulators`'. A stage never sees either: it takes the port from its context.
 
 pub mod contract;
@@ -24,6 +24,39 @@ pub const NOTIFICACAO_ENDPOINT: &str = "/api/v1/notificacoes";
 pub const SITUACAO_ENDPOINT: &str = "/api/v1/cartoes/situacao";
 /// A card's statement (credits and uses over a period, paged), on the balance system.
 pub const EXTRATO_ENDPOINT: &str = "/api/v1/cartoes/extrato";
+
+/// A second copy's quote (`GET`) and order (`POST`), on the balance system.
+pub const SEGUNDA_VIA_ENDPOINT: &str = "/api/v1/cartoes/segunda-via";
+
+/// How long the card system has to answer a request that changes a card (it is never sent twice on
+/// its own: the same key asked again, by a person, is answered once).
+pub const ORDEM_TIMEOUT_MS: u64 = 8000;
+
+/// A request that changes a card, on the balance system: sent once per idempotency key, never retried
+/// automatically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrdemCartao {
+    /// `POST /api/v1/cartoes/bloqueio`.
+    Bloqueio,
+    /// `POST /api/v1/cartoes/desbloqueio`.
+    Desbloqueio,
+    /// `POST /api/v1/cartoes/segunda-via`.
+    SegundaVia,
+    /// `POST /api/v1/cartoes/titular/verificacao`: whether the CPF's last digits are the holder's — a
+    /// check that changes nothing, posted so the digits never travel in a URL.
+    Titular,
+}
+
+impl OrdemCartao {
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Bloqueio => "/api/v1/cartoes/bloqueio",
+            Self::Desbloqueio => "/api/v1/cartoes/desbloqueio",
+            Self::SegundaVia => SEGUNDA_VIA_ENDPOINT,
+            Self::Titular => "/api/v1/cartoes/titular/verificacao",
+        }
+    }
+}
 
 /// How a read of the card system is made: its timeout, and how often a 5xx or 429 is tried (a read
 /// moves nothing, so it may be tried again).
@@ -92,6 +125,23 @@ pub trait Systems: Send + Sync + std::fmt::Debug {
         pedido: &ExtratoPedido,
         headers: &BTreeMap<String, String>,
         read: ReadPolicy,
+    ) -> HttpResult;
+
+    /// `GET {saldo}/api/v1/cartoes/segunda-via?cartao=`: what a second copy costs and how it comes.
+    async fn cotar_segunda_via(
+        &self,
+        cartao: &str,
+        headers: &BTreeMap<String, String>,
+        read: ReadPolicy,
+    ) -> HttpResult;
+
+    /// `POST {saldo}{ordem.path()}` with `headers` (the idempotency key among them), exactly once.
+    async fn ordem_cartao(
+        &self,
+        ordem: OrdemCartao,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+        timeout_ms: u64,
     ) -> HttpResult;
 
     /// `POST {notificacao}/api/v1/notificacoes`, retried on 5xx/429 (the dedup key makes it safe).

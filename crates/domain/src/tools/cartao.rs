@@ -17,6 +17,11 @@ pub const MEMORY_CARTOES: &str = "cartoes_informados";
 /// State key: the cards an answer of ours offered to choose from (a photo's, or the remembered ones
 /// when a request named none), until the next turn. Not the user's yet: they become so when chosen.
 pub const STATE_OFERECIDOS: &str = "cartoes_oferecidos";
+/// State key: the cards the conversation had on record before the message being answered, by their
+/// blind index (set as each message arrives, before its own cards are remembered). A block or a
+/// second copy is allowed for these alone without the holder's check: a number typed just now is no
+/// proof of holding the card.
+pub const STATE_ANTES_DA_MENSAGEM: &str = "cartoes_antes_da_mensagem";
 /// How many cards are remembered.
 const REMEMBERED: usize = 5;
 
@@ -160,6 +165,26 @@ pub fn cards_held(state: &Map<String, Value>, memory: &Map<String, Value>) -> Ve
 /// The memory value that remembers `card` among the user's cards.
 pub fn remember(ctx: &ActionContext, card: &str) -> Value {
     json!(with_card(remembered(ctx), card))
+}
+
+/// Whether `card` was on record before the message being answered ([`STATE_ANTES_DA_MENSAGEM`]).
+pub fn on_record_before(ctx: &ActionContext, card: &str) -> bool {
+    ctx.state
+        .get(STATE_ANTES_DA_MENSAGEM)
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            let index = crate::vt::secret::card_index(card);
+            a.iter().any(|c| c.as_str() == Some(index.as_str()))
+        })
+}
+
+/// The value of [`STATE_ANTES_DA_MENSAGEM`] for the cards `memory` holds now.
+pub fn on_record_now(memory: &Map<String, Value>) -> Value {
+    let indexes: Vec<String> = remembered_in(memory)
+        .iter()
+        .map(|c| crate::vt::secret::card_index(c))
+        .collect();
+    json!(indexes)
 }
 
 /// Remembers the cards the user wrote in `text`, as the message arrives: a card given in one message

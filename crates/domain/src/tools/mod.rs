@@ -6,11 +6,13 @@
 
 pub mod automatica;
 mod balcao;
+mod bloquear_cartao;
 mod buscar_faq;
 mod calcular;
 mod cancelar_recarga;
 pub mod cartao;
 mod checkout;
+mod confirmar_pedido_cartao;
 mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;
@@ -18,10 +20,12 @@ mod extrato;
 mod meios;
 mod notificar;
 mod novo_codigo;
+mod pedido_cartao;
 mod pendente;
 mod pix;
 mod preparar_recarga;
 mod recarga_automatica;
+mod segunda_via;
 mod runner;
 mod settings;
 mod situacao;
@@ -32,12 +36,14 @@ pub use automatica::{
     Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
     SharedRecargasAutomaticas, Termos, oferta,
 };
+pub use bloquear_cartao::BloquearCartao;
 pub use buscar_faq::BuscarFaq;
 pub use calcular::{Calcular, decimal_pt, evaluate};
 pub use cancelar_recarga::CancelarRecarga;
 pub use checkout::{
     CardCheckouts, LINK_FILE, LinkCartao, NovoLink, STATE_CARTAO, SharedCardCheckouts, link_file, link_of,
 };
+pub use confirmar_pedido_cartao::ConfirmarPedidoCartao;
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
@@ -45,6 +51,9 @@ pub use extrato::Extrato;
 pub use meios::MeiosIndisponiveis;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
+pub use pedido_cartao::{
+    AcaoCartao, Autoatendimento, PedidoCartao, STATE_PEDIDO_CARTAO, STATE_ULTIMO_PEDIDO, Verificacao,
+};
 pub use pendente::{Perguntada, RecargaPendente, STATE_PENDENTE, STATE_PERGUNTADA};
 pub use pix::{
     CodigoPix, NovoCodigo, PedidoPix, PixCharges, QR_FILE, STATE_PIX, SharedPixCharges, qr_file, qr_of,
@@ -52,6 +61,7 @@ pub use pix::{
 pub use preparar_recarga::PrepararRecarga;
 pub use recarga_automatica::{Acao, RecargaAutomatica};
 pub use runner::{FlowResult, FlowRunner, SharedFlowRunner};
+pub use segunda_via::PedirSegundaVia;
 pub use settings::VtSettings;
 pub use situacao::ConsultarSituacao;
 pub use transferir_para_humano::TransferirParaHumano;
@@ -77,5 +87,8 @@ pub fn register(registry: &mut ActionRegistry) -> Result<(), DuplicateAction> {
     registry.register(VerificarPagamento)?;
     registry.register(ConsultarSituacao)?;
     registry.register(Extrato)?;
+    registry.register(BloquearCartao)?;
+    registry.register(PedirSegundaVia)?;
+    registry.register(ConfirmarPedidoCartao)?;
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! The embedded simulator's book: what it did that the next process must know — the balances its
-//! recharges credited and the answers it gave under each idempotency key — as lines appended to a
-//! file in the data directory. The simulator is the world a newcomer meets (`chat --message` turns,
-//! `serve` restarts, `run-flow` runs are processes of their own), so a recharge approved in one is
-//! still there in the next, and a request sent again under the same key is answered from the book,
-//! never charged twice. The simulated Pix provider keeps its charges here too (each change, the whole
+//! recharges credited, the cards its desk blocked or replaced, and the answers it gave under each
+//! idempotency key — as lines appended to a file in the data directory. The simulator is the world a
+//! newcomer meets (`chat --message` turns, `serve` restarts, `run-flow` runs are processes of their
+//! own), so a recharge approved in one is still there in the next, and a request sent again under the
+//! same key is answered from the book, never charged twice. The simulated Pix provider keeps its charges here too (each change, the whole
 //! charge), so a code shown by one `chat --message` is paid, read or withdrawn by the next process.
 //!
 //! Appending is the one write: each line is written with one `write` on a file opened for appending,
@@ -54,6 +54,13 @@ enum Line {
     Cobranca { cob: Box<vt_domain::pix::api::Cob> },
     /// A card checkout of the simulated provider, as it is after a change.
     Checkout { sessao: Box<crate::cartao::Sessao> },
+    /// Where the card whose blind index is `cartao` stands since `em`: blocked (and why), active
+    /// again, or cancelled (replaced by a second copy).
+    Cartao {
+        cartao: String,
+        estado: CardState,
+        em: DateTime<Utc>,
+    },
     /// The answer given under an idempotency key.
     Resposta {
         chave: String,
@@ -62,6 +69,20 @@ enum Line {
         resposta: Value,
         em: DateTime<Utc>,
     },
+}
+
+/// Where a card stands, as the desk's requests left it (blocked, unblocked, replaced).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CardState {
+    /// `bloqueado`, `ativo` or `cancelado`.
+    pub situacao: String,
+    /// Why it was blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motivo: Option<String>,
+    /// Since when, ISO 8601 in the operator's zone.
+    pub desde: String,
+    /// The protocol of the request that left it so.
+    pub protocolo: String,
 }
 
 /// An answer kept under an idempotency key.
@@ -87,6 +108,8 @@ struct Seen {
     cobs: HashMap<String, vt_domain::pix::api::Cob>,
     /// How many charge lines were read: what changed since a reader last looked.
     cob_lines: u64,
+    /// Where each card (by its blind index) stands, where a desk request changed it.
+    cards: HashMap<String, CardState>,
     /// The simulated card provider's checkouts, as last written.
     checkouts: HashMap<String, crate::cartao::Sessao>,
     /// How many checkout lines were read.
@@ -127,6 +150,21 @@ impl Book {
             em: Some(Utc::now()),
         });
         self.credited(cartao)
+    }
+
+    /// Where `cartao` stands, when a desk request of any process changed it.
+    pub(crate) fn card_state(&self, cartao: &str) -> Option<CardState> {
+        let index = card_index(cartao);
+        self.caught_up(|r| r.cards.get(&index).cloned())
+    }
+
+    /// `cartao` stands as `estado` from now on.
+    pub(crate) fn keep_card_state(&self, cartao: &str, estado: CardState) {
+        self.append(Line::Cartao {
+            cartao: card_index(cartao),
+            estado,
+            em: Utc::now(),
+        });
     }
 
     /// Keeps `answer` under `key`.
@@ -272,6 +310,9 @@ fn apply(read: &mut Seen, line: Line) {
             read.cob_lines += 1;
             read.cobs.insert(cob.txid.clone(), *cob);
         }
+        Line::Cartao { cartao, estado, .. } => {
+            read.cards.insert(cartao, estado);
+        }
         Line::Checkout { sessao } => {
             read.checkout_lines += 1;
             read.checkouts.insert(sessao.id.clone(), *sessao);
@@ -320,12 +361,13 @@ fn file_id(_meta: &std::fs::Metadata) -> (u64, u64) {
     (0, 0)
 }
 
-/// Erases card `digits` from the book at `path`: its credits go (the simulated card starts over at its
-/// table balance). Returns how many lines went. A missing book is an empty one.
+/// Erases card `digits` from the book at `path`: its credits and what the desk changed go (the
+/// simulated card starts over at its table balance and situation). Returns how many lines went. A missing book is an empty one.
 pub fn forget_card(path: &Path, digits: &str) -> std::io::Result<usize> {
     let index = card_index(digits);
     rewrite(path, |line| match line {
         Line::Credito { cartao, .. } if indexed(cartao.clone()) == index => Vec::new(),
+        Line::Cartao { cartao, .. } if cartao == index => Vec::new(),
         other => vec![other],
     })
 }

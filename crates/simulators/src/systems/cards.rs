@@ -71,6 +71,19 @@ pub enum SituationMode {
     Desconhecido,
 }
 
+/// How the card system answers a second copy of the card, once it is blocked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplacementMode {
+    /// R$ 15,00, paid before the order goes; picked up in five working days.
+    #[default]
+    Paga,
+    /// No fee.
+    Gratuita,
+    /// A person must see documents first: 422 `precisa_atendimento`.
+    PrecisaAtendimento,
+}
+
 /// A card's behaviour (the magic table, or a fixture).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -83,6 +96,7 @@ pub struct CardBehavior {
     pub situacao: SituationMode,
     /// Days of a commuter's past uses and credits in its statement (before anything this run did).
     pub historico_dias: u32,
+    pub segunda_via: ReplacementMode,
 }
 
 impl Default for CardBehavior {
@@ -94,8 +108,25 @@ impl Default for CardBehavior {
             pix: PixPayer::Paga,
             situacao: SituationMode::Ativo,
             historico_dias: 0,
+            segunda_via: ReplacementMode::Paga,
         }
     }
+}
+
+/// The first digits of the second copies the simulator issues (`30` and eight more): they start with
+/// no balance of their own, only what was transferred to them.
+pub(crate) const NEW_CARD_PREFIX: &str = "30";
+
+/// How a card behaves where no table names it: as `CardBehavior::default()`, but for a second copy the
+/// simulator issued, which starts empty.
+pub(crate) fn unnamed(cartao: &str) -> CardBehavior {
+    if cartao.len() == 10 && cartao.starts_with(NEW_CARD_PREFIX) {
+        return CardBehavior {
+            saldo: Decimal::ZERO,
+            ..CardBehavior::default()
+        };
+    }
+    CardBehavior::default()
 }
 
 /// The magic cards of SPEC §7. Any other valid card behaves as `CardBehavior::default()`.
@@ -143,6 +174,21 @@ pub fn magic_cards() -> HashMap<String, CardBehavior> {
         ("2020202020".into(), situated(SituationMode::LimiteDiario)),
         ("2121212121".into(), situated(SituationMode::Cancelado)),
         ("2323232323".into(), situated(SituationMode::Desconhecido)),
+        (
+            "2525252525".into(),
+            CardBehavior {
+                situacao: SituationMode::Bloqueado,
+                segunda_via: ReplacementMode::PrecisaAtendimento,
+                ..CardBehavior::default()
+            },
+        ),
+        (
+            "2626262626".into(),
+            CardBehavior {
+                segunda_via: ReplacementMode::Gratuita,
+                ..CardBehavior::default()
+            },
+        ),
         (
             "2424242424".into(),
             CardBehavior {

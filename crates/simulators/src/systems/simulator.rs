@@ -30,6 +30,7 @@ use super::cards::{BalanceMode, CardBehavior, Fixture, PixPayer, RechargeMode, S
 
 mod boleto;
 mod desk;
+mod ordens;
 #[cfg(test)]
 mod tests;
 
@@ -99,6 +100,11 @@ pub enum Efeito {
     RecargaEfetivada,
     /// A notification was delivered.
     NotificacaoEntregue,
+    /// A card was blocked (or unblocked).
+    CartaoBloqueado,
+    CartaoDesbloqueado,
+    /// A second copy was issued: the balance moved to it.
+    SegundaViaEmitida,
     /// Answered from the idempotency store: nothing new was done.
     Replay,
 }
@@ -136,6 +142,8 @@ struct Inner {
     ledger: Mutex<Vec<LedgerEntry>>,
     /// What each card's statement shows of this run: credits of recharges, uses at the turnstile.
     movements: Mutex<Vec<desk::Movement>>,
+    /// Where the desk's requests left each card (without a book: with one, the book keeps it).
+    card_states: Mutex<HashMap<String, super::book::CardState>>,
     rate: Mutex<(Instant, u32)>,
     seq: AtomicU64,
     /// The operator's payment provider, simulated ([`crate::pix::PspSimulado`]).
@@ -187,6 +195,7 @@ impl Simulator {
                 idempotency: Mutex::new(HashMap::new()),
                 ledger: Mutex::new(Vec::new()),
                 movements: Mutex::new(Vec::new()),
+                card_states: Mutex::new(HashMap::new()),
                 rate: Mutex::new((Instant::now(), 0)),
                 seq: AtomicU64::new(1),
                 pix,
@@ -232,6 +241,22 @@ impl Simulator {
             .route(vt_domain::systems::NOTIFICACAO_ENDPOINT, post(notificacao))
             .route(vt_domain::systems::SITUACAO_ENDPOINT, get(desk::situacao))
             .route(vt_domain::systems::EXTRATO_ENDPOINT, get(desk::extrato))
+            .route(
+                vt_domain::systems::OrdemCartao::Bloqueio.path(),
+                post(ordens::bloqueio),
+            )
+            .route(
+                vt_domain::systems::OrdemCartao::Desbloqueio.path(),
+                post(ordens::desbloqueio),
+            )
+            .route(
+                vt_domain::systems::OrdemCartao::Titular.path(),
+                post(ordens::titular),
+            )
+            .route(
+                vt_domain::systems::SEGUNDA_VIA_ENDPOINT,
+                get(ordens::cotacao).post(ordens::segunda_via),
+            )
             .route("/_simulador/ledger", get(ledger))
             .route(BOLETO_PAY_PATH, post(pagar_boleto))
             .with_state(self.clone())
@@ -309,7 +334,11 @@ impl Simulator {
     }
 
     fn card(&self, cartao: &str) -> CardBehavior {
-        self.inner.cards.get(cartao).cloned().unwrap_or_default()
+        self.inner
+            .cards
+            .get(cartao)
+            .cloned()
+            .unwrap_or_else(|| super::cards::unnamed(cartao))
     }
 
     /// The card holder rides: `valor` off card `cartao`'s balance, as the turnstile takes it (the

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Datelike, Duration as Span, NaiveDate, NaiveTime, Utc, Weekday};
 
+use super::ordens::Standing;
 use super::*;
 
 /// A statement's page.
@@ -96,39 +97,50 @@ impl Simulator {
         out
     }
 
-    /// The situation's body for a card the system knows.
+    /// The situation's body for a card the system knows: blocked or cancelled as it stands (the
+    /// desk's requests, else its behaviour), then what its behaviour adds to an active card.
     fn situation(&self, cartao: &str, mode: SituationMode) -> Value {
         let tz = vt_domain::vt::timezone::Timezone::sao_paulo();
-        let iso = |t: DateTime<Utc>| tz.local(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, false);
         let now = self.now();
         let mut body = json!({
             "cartao": cartao, "situacao": "ativo", "creditos_pendentes": [], "data_servidor": self.now_sp(),
         });
-        match mode {
-            SituationMode::Ativo | SituationMode::Desconhecido => {}
-            SituationMode::Bloqueado => {
+        match self.standing(cartao) {
+            Standing::Ativo => {}
+            Standing::Bloqueado { motivo, desde, .. } => {
                 body["situacao"] = json!("bloqueado");
-                body["bloqueio"] = json!({"motivo": "perda", "desde": iso(now - Span::days(3))});
+                body["bloqueio"] = json!({"motivo": motivo, "desde": desde});
+                return body;
             }
-            SituationMode::Cancelado => body["situacao"] = json!("cancelado"),
+            Standing::Cancelado => {
+                body["situacao"] = json!("cancelado");
+                return body;
+            }
+        }
+        match mode {
+            SituationMode::Ativo
+            | SituationMode::Desconhecido
+            | SituationMode::Bloqueado
+            | SituationMode::Cancelado => {}
             SituationMode::CreditoPendente => {
                 let desde = now - Span::days(1);
                 body["creditos_pendentes"] = json!([{
-                    "valor": 50.0, "desde": iso(desde), "validar_ate": iso(desde + Span::days(3)),
+                    "valor": money_json(super::ordens::PENDING_CREDIT), "desde": self.iso(desde),
+                    "validar_ate": self.iso(desde + Span::days(3)),
                     "onde": "em qualquer validador a bordo dos ônibus ou nas estações",
                 }]);
             }
             SituationMode::LimiteDiario => {
                 let tomorrow = tz.local(now).date_naive() + Span::days(1);
                 let midnight = tz.instant(tomorrow.and_time(NaiveTime::MIN));
-                body["limite"] = json!({"tipo": "diario", "libera_em": iso(midnight)});
+                body["limite"] = json!({"tipo": "diario", "libera_em": self.iso(midnight)});
             }
         }
         body
     }
 }
 
-fn desk_entry(path: &str, headers: &HeaderMap, cartao: &str, status: u16) -> LedgerEntry {
+pub(super) fn desk_entry(path: &str, headers: &HeaderMap, cartao: &str, status: u16) -> LedgerEntry {
     LedgerEntry {
         seq: 0,
         sistema: "saldo".into(),
@@ -143,7 +155,7 @@ fn desk_entry(path: &str, headers: &HeaderMap, cartao: &str, status: u16) -> Led
 }
 
 /// The balance system's failures apply to its desk too: a card whose balance read fails fails here.
-async fn failure(sim: &Simulator, card: &CardBehavior) -> Option<(u16, Value)> {
+pub(super) async fn failure(sim: &Simulator, card: &CardBehavior) -> Option<(u16, Value)> {
     match card.saldo_api {
         BalanceMode::Erro500 => Some((
             500,
