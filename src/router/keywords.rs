@@ -452,56 +452,6 @@ pub(crate) fn mentions_payment(n: &str) -> bool {
     PAID.is_match(n) || PAYMENT_WORD.is_match(n) || TWICE.is_match(n)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thanks_and_closings_in_peoples_words() {
-        let n = |t: &str| vt_domain::vt::parse::normalize(t);
-        for t in [
-            "vlw, era só isso",
-            "beleza, valeu demais",
-            "show, brigadão",
-            "tmj",
-            "era só isso, obrigada",
-        ] {
-            assert!(is_thanks(&n(t)), "{t}");
-        }
-        for t in [
-            "valeu, e o saldo?",
-            "obrigado, quero recarregar 50",
-            "só isso de saldo?",
-        ] {
-            assert!(!is_thanks(&n(t)), "{t}");
-        }
-    }
-
-    #[test]
-    fn a_fare_sum_reads_every_factor() {
-        let sum = |t: &str| fare_sum(&vt_domain::vt::parse::normalize(t));
-        let two = sum("quanto preciso pra 21 dias, duas passagens por dia de 5,00?").expect("a sum");
-        assert_eq!(two.expression(), "21 * 2 * 5.00");
-        assert_eq!(two.said(), "21 dias × 2 passagens por dia × R$ 5,00");
-        let four = sum("qual o total de 20 dias com 4 conduções ao dia a 4,40").expect("a sum");
-        assert_eq!(four.expression(), "20 * 4 * 4.40");
-        assert_eq!(
-            sum("quanto dá 22 dias ida e volta a 4,40").expect("a sum").trips,
-            2
-        );
-        assert_eq!(
-            sum("quanto da 22 dias a 4,40").expect("a sum").expression(),
-            "22 * 4.40"
-        );
-        assert_eq!(
-            sum("tres passagens por dia, 10 dias, 6,00 cada, quanto fica?")
-                .expect("a sum")
-                .expression(),
-            "10 * 3 * 6.00"
-        );
-    }
-}
-
 /// A card lost, stolen or damaged, or a block asked for in so many words ("perdi meu vt", "roubaram
 /// meu cartão", "bloqueia o cartão") — not a question about a block ("tá bloqueado?"), which is the
 /// card's situation.
@@ -555,4 +505,54 @@ static BLOCKED_STATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b(bloquead[oa]|ca
 
 pub(crate) fn asks_if_blocked(n: &str, text: &str) -> bool {
     BLOCKED_STATE.is_match(n) && (text.trim_end().ends_with('?') || is_open_question(n)) && !is_lost_card(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thanks_and_closings_in_peoples_words() {
+        let n = |t: &str| vt_domain::vt::parse::normalize(t);
+        for t in [
+            "vlw, era só isso",
+            "beleza, valeu demais",
+            "show, brigadão",
+            "tmj",
+            "era só isso, obrigada",
+        ] {
+            assert!(is_thanks(&n(t)), "{t}");
+        }
+        for t in [
+            "valeu, e o saldo?",
+            "obrigado, quero recarregar 50",
+            "só isso de saldo?",
+        ] {
+            assert!(!is_thanks(&n(t)), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_fare_sum_reads_every_factor() {
+        let sum = |t: &str| fare_sum(&vt_domain::vt::parse::normalize(t));
+        let two = sum("quanto preciso pra 21 dias, duas passagens por dia de 5,00?").expect("a sum");
+        assert_eq!(two.expression(), "21 * 2 * 5.00");
+        assert_eq!(two.said(), "21 dias × 2 passagens por dia × R$ 5,00");
+        let four = sum("qual o total de 20 dias com 4 conduções ao dia a 4,40").expect("a sum");
+        assert_eq!(four.expression(), "20 * 4 * 4.40");
+        assert_eq!(
+            sum("quanto dá 22 dias ida e volta a 4,40").expect("a sum").trips,
+            2
+        );
+        assert_eq!(
+            sum("quanto da 22 dias a 4,40").expect("a sum").expression(),
+            "22 * 4.40"
+        );
+        assert_eq!(
+            sum("tres passagens por dia, 10 dias, 6,00 cada, quanto fica?")
+                .expect("a sum")
+                .expression(),
+            "10 * 3 * 6.00"
+        );
+    }
 }

@@ -167,15 +167,9 @@ impl Router {
             }
             "recarga_automatica" if self.active(Known::RecargaAutomatica) => self.automatic_request(m, conv),
             "calcular" => self.fare_sum(m),
-            "consultar_situacao" => with_params(WithParams::Situacao),
-            "nao_passou" => with_params(WithParams::Situacao)
-                .map(|(key, route)| (key, with_arg(route, "nao_passou", json!(true)))),
-            "extrato" => with_params(WithParams::Extrato),
-            "bloquear_cartao" => with_params(WithParams::Bloqueio).map(|(key, route)| {
-                let motivo = keywords::block_reason(&m.n);
-                (key, with_arg(route, "motivo", json!(motivo)))
-            }),
-            "pedir_segunda_via" => with_params(WithParams::SegundaVia),
+            "consultar_situacao" | "nao_passou" | "extrato" | "bloquear_cartao" | "pedir_segunda_via" => {
+                self.desk_route(label, m, conv)
+            }
             "protocolo" => reply(Known::Ajuda, texts::protocol(super::last_protocol(conv))),
             "meus_cartoes" => reply(
                 Known::MeusCartoes,
@@ -194,6 +188,30 @@ impl Router {
             }
             _ => self.said_plainly(label, m),
         }
+    }
+
+    /// The card desk's route for `label`: the card's situation (why it did not pass), its statement,
+    /// its block (the reason the message gives), its second copy.
+    fn desk_route(&self, label: &str, m: &Read<'_>, conv: &Conversation) -> Option<(String, Route)> {
+        let (intent, arg) = match label {
+            "consultar_situacao" => (WithParams::Situacao, None),
+            "nao_passou" => (WithParams::Situacao, Some(("nao_passou", json!(true)))),
+            "extrato" => (WithParams::Extrato, None),
+            "bloquear_cartao" => (
+                WithParams::Bloqueio,
+                Some(("motivo", json!(keywords::block_reason(&m.n)))),
+            ),
+            _ => (WithParams::SegundaVia, None),
+        };
+        if !self.active(intent.intent()) {
+            return None;
+        }
+        let route = self.params_route(intent, m, conv);
+        let route = match arg {
+            Some((key, value)) => with_arg(route, key, value),
+            None => route,
+        };
+        Some((intent.intent().key().to_owned(), route))
     }
 
     /// The intents whose answer is fixed: a person, a new code, goodbye, thanks, the help.

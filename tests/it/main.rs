@@ -38,6 +38,7 @@ mod pix_chat;
 mod pix_credits;
 mod plug;
 mod processes;
+mod processes_desk;
 mod processes_payments;
 mod processes_serve;
 mod replay;

@@ -313,13 +313,18 @@ pub(crate) struct Killer {
 
 impl Killer {
     pub(crate) async fn start(sim: &RunningSimulator) -> Self {
+        Self::watching(sim, "/recargas").await
+    }
+
+    /// A killer armed on the requests whose path ends in `path` (the recharges, a card's block…).
+    pub(crate) async fn watching(sim: &RunningSimulator, path: &'static str) -> Self {
         let armed: Arc<Mutex<Option<(KillAt, u32)>>> = Arc::default();
         let (to, client) = (sim.url.clone(), reqwest::Client::new());
         let state = armed.clone();
         let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
             let (to, client, armed) = (to.clone(), client.clone(), state.clone());
             async move {
-                let recharge = req.uri().path().ends_with("/recargas");
+                let recharge = req.uri().path().ends_with(path);
                 let at = armed.lock().expect("lock").filter(|_| recharge);
                 if let Some((KillAt::RequestArrived, pid)) = at {
                     // The request never reaches the recharge system: nobody is left to read an answer.

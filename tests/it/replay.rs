@@ -104,7 +104,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     )
     .await;
     h.say("c-caso", "quero falar com um atendente").await;
-    h.say("c-faq", "como faço a segunda via?").await;
+    h.say("c-faq", "quanto tempo demora pra cair a recarga?").await;
     // A voice note as the store holds it once heard: its transcript, marked.
     h.say("c-voz", &format!("🎤 qual o saldo do cartão {}", CARDS[0]))
         .await;
@@ -179,7 +179,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     copied(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("faq").as_path(),
         &faq,
-        |t| t.replace("não por aqui", "não aqui pelo chat"),
+        |t| t.replace("o que leva até 3 dias úteis", "o que leva no máximo 3 dias úteis"),
     );
     let out = dir.path().join("palavras");
     let run = vt_agent::testkit::replay(
@@ -200,7 +200,7 @@ async fn a_day_replayed_passes_unchanged_reports_words_and_fails_exactly_on_a_br
     assert_eq!(reworded, [4], "only the FAQ's answer changed words");
     let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");
     assert!(
-        junit.contains("não aqui pelo chat") && !junit.contains("<failure"),
+        junit.contains("no máximo 3 dias úteis") && !junit.contains("<failure"),
         "the words' diff, no verdict: {junit}"
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");

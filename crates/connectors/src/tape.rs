@@ -33,7 +33,8 @@ pub struct Exchange {
 }
 
 /// `body` as a tape keeps it and a replay matches it: a payment token (`meio_pagamento.token`, any
-/// `token`) is never kept, so it stands as `<token>`.
+/// `token`) is never kept, so it stands as `<token>`; nor are the digits of a CPF a card holder gave to
+/// be checked (`cpf_final`), which stand as `<cpf>`.
 pub fn normalized(body: &Value) -> Value {
     match body {
         Value::Object(o) => Value::Object(
@@ -41,6 +42,8 @@ pub fn normalized(body: &Value) -> Value {
                 .map(|(k, v)| {
                     let v = if k == "token" {
                         Value::String("<token>".into())
+                    } else if k == "cpf_final" {
+                        Value::String("<cpf>".into())
                     } else {
                         normalized(v)
                     };
@@ -111,6 +114,8 @@ mod tests {
             serde_json::json!({"valor": 10.0, "meio_pagamento": {"tipo": "pix", "token": "tok_secreto"}});
         let kept = normalized(&body);
         assert_eq!(kept["meio_pagamento"]["token"], "<token>");
+        let check = normalized(&serde_json::json!({"cartao": "2345678901", "cpf_final": "234"}));
+        assert_eq!(check["cpf_final"], "<cpf>");
         assert_eq!(kept["valor"], 10.0);
     }
 

@@ -60,6 +60,9 @@ impl Effect {
             "devolucao" => format!("pagamento{de} devolvido"),
             "cartao" => format!("link de pagamento com cartão{de} emitido"),
             "caso" => "atendimento aberto para uma pessoa".to_owned(),
+            "bloqueio" => format!("cartão bloqueado{on_card}"),
+            "desbloqueio" => format!("cartão desbloqueado{on_card}"),
+            "segunda_via" => format!("segunda via pedida{on_card}"),
             "saldo" => format!("saldo consultado{on_card}"),
             "faq" => "resposta buscada nas perguntas frequentes".to_owned(),
             other => format!("{other}{on_card}"),
@@ -118,6 +121,12 @@ pub(crate) fn of_events(events: &[TurnEvent]) -> Vec<Effect> {
                     // A notice's words are words: only whom it went to is the effect.
                     ("notificacao", "POST") => {
                         out.push(Effect::new(Class::Mutating, "notificacao", json!({"cartao": card})));
+                    }
+                    // The card desk's POSTs change a card (a block, a second copy); its holder's
+                    // check changes nothing.
+                    ("saldo", "POST") if !x.path.ends_with("/verificacao") => {
+                        let kind = x.path.rsplit('/').next().unwrap_or("cartao").replace('-', "_");
+                        out.push(Effect::new(Class::Mutating, &kind, json!({"cartao": card})));
                     }
                     _ => out.push(Effect::new(Class::Read, &x.system, json!({"cartao": card}))),
                 }

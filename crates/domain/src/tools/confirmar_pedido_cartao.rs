@@ -86,28 +86,33 @@ impl Action for ConfirmarPedidoCartao {
         // Should the answer not settle it, the request stands for the next message (a new "sim").
         let mut p = p;
         p.perguntado_no_turno.clone_from(&ctx.turn_id);
-        let systems = ctx.require::<SystemsPort>()?.get();
-        let settings = VtSettings::of(ctx);
-        let mut headers = balcao::headers(&settings);
-        headers.insert("x-idempotency-key".into(), p.key());
-        let (ordem, body) = match &p.acao {
-            AcaoCartao::Bloqueio { motivo } => (
-                OrdemCartao::Bloqueio,
-                json!({"cartao": p.cartao, "motivo": motivo}),
-            ),
-            AcaoCartao::SegundaVia { taxa, meio, .. } => (
-                OrdemCartao::SegundaVia,
-                json!({"cartao": p.cartao, "pagamento": (!taxa.is_zero()).then(|| json!({"tipo": meio.as_deref().unwrap_or("pix")}))}),
-            ),
-        };
-        let sent = systems
-            .ordem_cartao(ordem, &body, &headers, ORDEM_TIMEOUT_MS)
-            .await;
-        Ok(match &p.acao {
-            AcaoCartao::Bloqueio { .. } => blocked(&p, &sent, &settings),
-            AcaoCartao::SegundaVia { .. } => replaced(&p, &sent),
-        })
+        send(ctx, &p).await
     }
+}
+
+/// The request sent to the card system under its own key, and its answer as the holder hears it.
+async fn send(ctx: &ActionContext, p: &PedidoCartao) -> Result<ActionResponse, ActionError> {
+    let systems = ctx.require::<SystemsPort>()?.get();
+    let settings = VtSettings::of(ctx);
+    let mut headers = balcao::headers(&settings);
+    headers.insert("x-idempotency-key".into(), p.key());
+    let (ordem, body) = match &p.acao {
+        AcaoCartao::Bloqueio { motivo } => (
+            OrdemCartao::Bloqueio,
+            json!({"cartao": p.cartao, "motivo": motivo}),
+        ),
+        AcaoCartao::SegundaVia { taxa, meio, .. } => (
+            OrdemCartao::SegundaVia,
+            json!({"cartao": p.cartao, "pagamento": (!taxa.is_zero()).then(|| json!({"tipo": meio.as_deref().unwrap_or("pix")}))}),
+        ),
+    };
+    let sent = systems
+        .ordem_cartao(ordem, &body, &headers, ORDEM_TIMEOUT_MS)
+        .await;
+    Ok(match &p.acao {
+        AcaoCartao::Bloqueio { .. } => blocked(p, &sent, &settings),
+        AcaoCartao::SegundaVia { .. } => replacement_refused(p, &sent).unwrap_or_else(|| replaced(p, &sent)),
+    })
 }
 
 /// Consumes the confirmation in the journal. Whoever consumed it — this message now, this message
@@ -150,23 +155,38 @@ fn dropped(p: &PedidoCartao) -> ActionResponse {
 /// the request's question; wrong or absent, refused with a person offered (one try: no guessing).
 async fn check_holder(ctx: &ActionContext, mut p: PedidoCartao) -> Result<ActionResponse, ActionError> {
     let digits: String = ctx.user_message.chars().filter(char::is_ascii_digit).collect();
-    let refused = |why: &str| -> ActionResponse {
-        ResponseToUser::new(
-            format!("Não consegui confirmar que o cartão {} é seu, então nada foi feito. Vou passar você para uma pessoa da equipe, que confere seus dados.", p.masked()),
-            format!("Verificação do titular do cartão {} não confirmada ({why}); nada foi feito; atendimento passado a uma pessoa.", p.masked()),
-        )
-        .with_state(STATE_PEDIDO_CARTAO, Value::Null)
-        .with_function(
-            TransferToHuman::new("o titular do cartão não pôde ser verificado para um bloqueio ou segunda via")
-                .because(HandoffReason::CartaoPerdidoOuBloqueado),
-        )
-        .into()
-    };
     // Three digits, or a whole CPF (its last three count).
     if digits.len() != 3 && digits.len() != 11 {
-        return Ok(refused("a mensagem não trouxe os 3 dígitos"));
+        return Ok(holder_refused(&p, "a mensagem não trouxe os 3 dígitos"));
     }
-    let cpf_final = &digits[digits.len() - 3..];
+    if let Err(why) = holder_confirmed(ctx, &p, &digits[digits.len() - 3..]).await? {
+        return Ok(holder_refused(&p, &why));
+    }
+    p.verificado = true;
+    p.perguntado_no_turno.clone_from(&ctx.turn_id);
+    let card = p.cartao.clone();
+    let block = matches!(p.acao, AcaoCartao::Bloqueio { .. });
+    let mut answer = if block {
+        super::bloquear_cartao::checked(ctx, p).await?
+    } else {
+        asked(p)
+    };
+    // Checked: the card is on record from now on, as if the person had consulted it.
+    if let ActionResponse::ToUser(r) = &mut answer {
+        r.memory_updates.insert(
+            super::cartao::MEMORY_CARTOES.into(),
+            super::cartao::remember(ctx, &card),
+        );
+    }
+    Ok(answer)
+}
+
+/// Whether the card system says `cpf_final` is the holder's; `Err` says why not.
+async fn holder_confirmed(
+    ctx: &ActionContext,
+    p: &PedidoCartao,
+    cpf_final: &str,
+) -> Result<Result<(), String>, ActionError> {
     let settings = VtSettings::of(ctx);
     let systems = ctx.require::<SystemsPort>()?.get();
     let body = json!({"cartao": p.cartao, "cpf_final": cpf_final});
@@ -178,41 +198,33 @@ async fn check_holder(ctx: &ActionContext, mut p: PedidoCartao) -> Result<Action
             ORDEM_TIMEOUT_MS,
         )
         .await;
-    let confere = read.is_success()
-        && read
-            .body
-            .as_ref()
-            .and_then(|b| b.get("confere"))
-            .and_then(Value::as_bool)
-            == Some(true);
-    if !confere {
-        let why = if read.is_success() {
-            "os dígitos não conferem".to_owned()
-        } else {
-            format!(
-                "o sistema não respondeu: {}",
-                read.status.map_or("sem resposta".into(), |s| format!("HTTP {s}"))
-            )
-        };
-        return Ok(refused(&why));
+    if !read.is_success() {
+        return Ok(Err(format!("o sistema não confirmou: {}", why(&read))));
     }
-    p.verificado = true;
-    p.perguntado_no_turno.clone_from(&ctx.turn_id);
-    let card = p.cartao.clone();
-    let acao = p.acao.clone();
-    // Checked: the card is on record from now on, as if the person had consulted it.
-    let mut answer = if matches!(acao, AcaoCartao::Bloqueio { .. }) {
-        super::bloquear_cartao::checked(ctx, p).await?
+    let confere = read
+        .body
+        .as_ref()
+        .and_then(|b| b.get("confere"))
+        .and_then(Value::as_bool);
+    Ok(if confere == Some(true) {
+        Ok(())
     } else {
-        asked(p)
-    };
-    if let ActionResponse::ToUser(r) = &mut answer {
-        r.memory_updates.insert(
-            super::cartao::MEMORY_CARTOES.into(),
-            super::cartao::remember(ctx, &card),
-        );
-    }
-    Ok(answer)
+        Err("os dígitos não conferem".to_owned())
+    })
+}
+
+/// The holder could not be checked: nothing done, a person offered (one try: no guessing).
+fn holder_refused(p: &PedidoCartao, why: &str) -> ActionResponse {
+    ResponseToUser::new(
+        format!("Não consegui confirmar que o cartão {} é seu, então nada foi feito. Vou passar você para uma pessoa da equipe, que confere seus dados.", p.masked()),
+        format!("Verificação do titular do cartão {} não confirmada ({why}); nada foi feito; atendimento passado a uma pessoa.", p.masked()),
+    )
+    .with_state(STATE_PEDIDO_CARTAO, Value::Null)
+    .with_function(
+        TransferToHuman::new("o titular do cartão não pôde ser verificado para um bloqueio ou segunda via")
+            .because(HandoffReason::CartaoPerdidoOuBloqueado),
+    )
+    .into()
 }
 
 fn recusa(r: &HttpResult) -> Option<Recusa> {
@@ -285,50 +297,52 @@ fn blocked(p: &PedidoCartao, sent: &HttpResult, settings: &VtSettings) -> Action
     .into()
 }
 
-fn replaced(p: &PedidoCartao, sent: &HttpResult) -> ActionResponse {
+/// A second copy the card system did not order, as the holder hears it; `None` when it did.
+fn replacement_refused(p: &PedidoCartao, sent: &HttpResult) -> Option<ActionResponse> {
     let masked = p.masked();
     let closed = |text: String, instruction: String| -> ActionResponse {
         ResponseToUser::new(text, instruction)
             .with_state(STATE_PEDIDO_CARTAO, Value::Null)
             .into()
     };
-    match (sent.status, recusa(sent)) {
-        (Some(201 | 200), _) => {}
-        (Some(402), _) => {
-            return closed(
-                format!(
-                    "A segunda via do cartão {masked} não foi pedida: o sistema de cartões não recebeu o pagamento da taxa. Nada foi cobrado por aqui."
-                ),
-                format!("Segunda via do cartão {masked} recusada: taxa não paga."),
-            );
-        }
-        (Some(409), Some(r)) => {
-            return closed(
-                format!(
-                    "A segunda via do cartão {masked} não pôde ser pedida ({}). Se precisar, peça para falar com um atendente.",
-                    r.motivo.replace('_', " ")
-                ),
-                format!(
-                    "Segunda via do cartão {masked} recusada pelo sistema ({}).",
-                    r.motivo
-                ),
-            );
-        }
+    Some(match (sent.status, recusa(sent)) {
+        (Some(201 | 200), _) => return None,
+        (Some(402), _) => closed(
+            format!(
+                "A segunda via do cartão {masked} não foi pedida: o sistema de cartões não recebeu o pagamento da taxa. Nada foi cobrado por aqui."
+            ),
+            format!("Segunda via do cartão {masked} recusada: taxa não paga."),
+        ),
+        (Some(409), Some(r)) => closed(
+            format!(
+                "A segunda via do cartão {masked} não pôde ser pedida ({}). Se precisar, peça para falar com um atendente.",
+                r.motivo.replace('_', " ")
+            ),
+            format!(
+                "Segunda via do cartão {masked} recusada pelo sistema ({}).",
+                r.motivo
+            ),
+        ),
         (Some(422), r) => {
             let why = r
                 .and_then(|r| r.mensagem)
                 .unwrap_or_else(|| "precisa de atendimento".into());
-            return ResponseToUser::new(
+            ResponseToUser::new(
                 format!("A segunda via do cartão {masked} não sai por aqui: {why}. Vou passar você para uma pessoa da equipe."),
                 format!("Segunda via do cartão {masked}: o sistema pede atendimento ({why})."),
             )
             .with_state(STATE_PEDIDO_CARTAO, Value::Null)
             .with_function(TransferToHuman::new(format!("segunda via do cartão {masked}: {why}")).because(HandoffReason::CartaoPerdidoOuBloqueado))
-            .into();
+            .into()
         }
-        (Some(s), _) if s < 500 => return unknown(p, &format!("HTTP {s}")),
-        _ => return unknown(p, &why(sent)),
-    }
+        (Some(s), _) if s < 500 => unknown(p, &format!("HTTP {s}")),
+        _ => unknown(p, &why(sent)),
+    })
+}
+
+/// The second copy the card system ordered, as the holder hears it.
+fn replaced(p: &PedidoCartao, sent: &HttpResult) -> ActionResponse {
+    let masked = p.masked();
     let Some(r) = sent
         .body
         .clone()
