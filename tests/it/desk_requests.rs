@@ -232,3 +232,64 @@ async fn a_second_copy_the_system_says_needs_a_person_opens_a_case_and_a_free_on
     );
     assert_eq!(done(&h.sim, Efeito::SegundaViaEmitida), 0);
 }
+
+/// With a Pix provider, the second copy's fee is charged first: nothing is ordered until the provider
+/// says it was paid; then the payments job orders it once under the request's key, however many times
+/// the payment is read back, and tells the holder.
+#[tokio::test]
+async fn a_second_copy_whose_fee_is_paid_by_pix_is_ordered_once_when_the_payment_is_read_back() {
+    let h = crate::support::chat_harness_pix(crate::support::Pix::Provider).await;
+    let c = "c-taxa-pix";
+    h.say(c, "qual o saldo do 2345678901?").await;
+    h.say(c, "perdi meu cartão").await;
+    h.say(c, "sim").await;
+    h.say(c, "quero a segunda via").await;
+    let charged = h.say(c, "sim").await;
+    let line = &charged.replies[0].text;
+    assert!(
+        line.starts_with(
+            "Para a segunda via do cartão ****8901, pague a taxa de R$ 15,00 pelo Pix abaixo até"
+        ),
+        "{line}"
+    );
+    vt_domain::pix::BrCode::checked(&charged.replies[1].text, rust_decimal::dec!(15.00))
+        .expect("the code checks");
+    assert_eq!(
+        done(&h.sim, Efeito::SegundaViaEmitida),
+        0,
+        "nothing ordered before the payment"
+    );
+
+    let open = h
+        .store
+        .charges_in(vt_store::records::ChargeStatus::Ativa, 10)
+        .await
+        .expect("open");
+    assert_eq!(open.len(), 1);
+    let txid = open[0].txid.clone();
+    h.sim.pix().pay(&txid, false).expect("paid");
+    for _ in 0..3 {
+        h.service.payments().settle(&txid).await.expect("settled");
+    }
+    assert_eq!(done(&h.sim, Efeito::SegundaViaEmitida), 1, "ordered once");
+    assert_eq!(h.sim.charges("2345678901"), 0, "no recharge: a fee");
+    let told = crate::support::said(&h, c).await.pop().expect("told");
+    assert!(
+        told.starts_with("Segunda via pedida (protocolo")
+            && told.contains("A taxa de R$ 15,00 é cobrada por Pix"),
+        "{told}"
+    );
+    let order = h
+        .sim
+        .ledger()
+        .into_iter()
+        .find(|e| e.efeito == Some(Efeito::SegundaViaEmitida))
+        .expect("the order");
+    assert_eq!(order.body.as_ref().expect("body")["pagamento"]["tipo"], "pix");
+    assert!(
+        order
+            .idempotency_key
+            .as_deref()
+            .is_some_and(|k| k.starts_with("segunda_via:"))
+    );
+}

@@ -291,13 +291,17 @@ impl Payments<'_> {
             .map_err(|_| PaymentError::Invalid("chave da recarga inválida"))
     }
 
-    /// Sends the paid recharge, with the payment as its token, under the payment's own key.
+    /// Sends the paid recharge, with the payment as its token, under the payment's own key. A paid
+    /// fee of a second copy orders it instead ([`Self::order_second_copy`]).
     async fn credit(
         &self,
         charge: &PixCharge,
         e2e: &str,
         paid_at: DateTime<Utc>,
     ) -> Result<Settled, PaymentError> {
+        if is_second_copy(charge) {
+            return self.order_second_copy(charge, e2e).await;
+        }
         let input = self.paid_recharge(charge, e2e).await?;
         let cartao = vt_domain::vt::mask_card(&input.cartao);
         let final_ = vt_domain::vt::card::last_four(&input.cartao);
@@ -353,6 +357,64 @@ impl Payments<'_> {
             self.offer_automatic(charge).await;
         }
         Ok(settled)
+    }
+
+    /// A second copy whose fee `charge` was paid by `e2e`: ordered at the card system under the
+    /// request's own key (the charge's), the payment as its token — a notice read twice, a sweep that
+    /// resumes it after a stop, each gets the same order back, so the balance moves once. Refused, the
+    /// fee goes back and a person looks; no answer, it stays paid and the sweep asks again.
+    async fn order_second_copy(&self, charge: &PixCharge, e2e: &str) -> Result<Settled, PaymentError> {
+        use vt_domain::systems::{ORDEM_TIMEOUT_MS, OrdemCartao, SystemsPort};
+        use vt_domain::tools::SegundaViaPaga;
+        let input = recharge_of(charge)?;
+        let systems = self
+            .engine
+            .extensions()
+            .get::<SystemsPort>()
+            .ok_or(PaymentError::Invalid(
+                "nenhum sistema de cartões está configurado",
+            ))?
+            .get();
+        let headers = std::collections::BTreeMap::from([
+            ("x-tenant-id".to_owned(), input.tenant_id.clone()),
+            ("x-origin".to_owned(), input.origem.clone()),
+            ("x-idempotency-key".to_owned(), charge.recharge_key.clone()),
+        ]);
+        let meio = charge.meio.as_str();
+        let body = serde_json::json!({"cartao": input.cartao, "pagamento": {"tipo": meio, "token": e2e}});
+        let sent = systems
+            .ordem_cartao(OrdemCartao::SegundaVia, &body, &headers, ORDEM_TIMEOUT_MS)
+            .await;
+        match vt_domain::tools::segunda_via_paga(&input.cartao, (charge.amount, meio), &sent) {
+            SegundaViaPaga::Incerta => Ok(Settled::Nothing),
+            SegundaViaPaga::Pedida(text) => {
+                if !self.moved(charge, ChargeStatus::Creditada).await? {
+                    return Ok(Settled::Nothing);
+                }
+                self.tell(charge, text, None, true).await?;
+                Ok(Settled::Credited)
+            }
+            SegundaViaPaga::Recusada(why) => {
+                self.refund(charge, e2e).await?;
+                if !self.moved(charge, ChargeStatus::Devolvida).await? {
+                    return Ok(Settled::Nothing);
+                }
+                let cartao = vt_domain::vt::mask_card(&input.cartao);
+                let case = self
+                    .hand_to_a_person(charge, e2e, Handover::SecondCopyRefused(&why))
+                    .await?;
+                let valor =
+                    vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
+                let mut text = format!(
+                    "A segunda via do cartão {cartao} não pôde ser pedida ({why}), e o pagamento de {valor} da taxa foi devolvido. Uma pessoa da nossa equipe vai cuidar disso."
+                );
+                if let Some(line) = case {
+                    text = format!("{text}\n{line}");
+                }
+                self.tell(charge, text, None, true).await?;
+                Ok(Settled::Refunded)
+            }
+        }
     }
 
     /// A paid charge whose recharge failed: refunded before it is moved (a refund that fails leaves it
@@ -467,34 +529,7 @@ impl Payments<'_> {
         let cartao = &vt_domain::vt::mask_card(&recharge_of(charge)?.cartao);
         let valor = vt_domain::vt::money_for_people("BRL", charge.amount, vt_domain::vt::Idioma::PtBr);
         let card = charge.meio == ChargeMeans::CartaoCredito;
-        let (motivo, reason, execucao_id) = match (why, card) {
-            (Handover::NotCredited(execucao_id), false) => (
-                "pix_pago_nao_creditado",
-                format!("Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"),
-                Some(execucao_id),
-            ),
-            (Handover::NotCredited(execucao_id), true) => (
-                "cartao_pago_nao_creditado",
-                format!(
-                    "Pagamento no cartão de crédito de {valor} estornado: a recarga no cartão {cartao} não foi creditada"
-                ),
-                Some(execucao_id),
-            ),
-            (Handover::RefundNotMade, false) => (
-                "pix_devolucao_nao_realizada",
-                format!(
-                    "Devolução de Pix de {valor} não realizada pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
-                ),
-                None,
-            ),
-            (Handover::RefundNotMade, true) => (
-                "cartao_estorno_nao_realizado",
-                format!(
-                    "Estorno de {valor} no cartão de crédito não realizado pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
-                ),
-                None,
-            ),
-        };
+        let (motivo, reason, execucao_id) = why.words(card, &valor, cartao);
         let file = serde_json::json!({
             "motivo": motivo,
             "cobranca": {
@@ -566,6 +601,49 @@ enum Handover<'a> {
     NotCredited(&'a str),
     /// The provider could not make the refund: the money did not go back.
     RefundNotMade,
+    /// A second copy's fee paid and returned: the card system refused the order (why, in its words).
+    SecondCopyRefused(&'a str),
+}
+
+impl<'a> Handover<'a> {
+    /// The case's reason code, its line (the amount `valor`, the card masked) and the run, if one ran.
+    fn words(self, card: bool, valor: &str, cartao: &str) -> (&'static str, String, Option<&'a str>) {
+        match (self, card) {
+            (Handover::NotCredited(execucao_id), false) => (
+                "pix_pago_nao_creditado",
+                format!("Pix de {valor} pago e devolvido: a recarga no cartão {cartao} não foi creditada"),
+                Some(execucao_id),
+            ),
+            (Handover::NotCredited(execucao_id), true) => (
+                "cartao_pago_nao_creditado",
+                format!(
+                    "Pagamento no cartão de crédito de {valor} estornado: a recarga no cartão {cartao} não foi creditada"
+                ),
+                Some(execucao_id),
+            ),
+            (Handover::RefundNotMade, false) => (
+                "pix_devolucao_nao_realizada",
+                format!(
+                    "Devolução de Pix de {valor} não realizada pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
+                ),
+                None,
+            ),
+            (Handover::SecondCopyRefused(why), _) => (
+                "segunda_via_paga_recusada",
+                format!(
+                    "Taxa de {valor} da segunda via do cartão {cartao} paga e devolvida: o sistema de cartões recusou o pedido ({why})"
+                ),
+                None,
+            ),
+            (Handover::RefundNotMade, true) => (
+                "cartao_estorno_nao_realizado",
+                format!(
+                    "Estorno de {valor} no cartão de crédito não realizado pelo provedor (cartão {cartao}): o dinheiro do titular não voltou"
+                ),
+                None,
+            ),
+        }
+    }
 }
 
 /// A charge to issue: a Pix code or a card checkout, the `n`-th of its recharge.
@@ -637,7 +715,11 @@ async fn issue(
         },
         valor: ValorOriginal { original: valor },
         chave: setup.config.chave.clone(),
-        solicitacao_pagador: Some(format!("Recarga de vale-transporte, cartão {cartao}")),
+        solicitacao_pagador: Some(if charge.recharge_key.starts_with("segunda_via:") {
+            format!("Taxa da segunda via do cartão de vale-transporte {cartao}")
+        } else {
+            format!("Recarga de vale-transporte, cartão {cartao}")
+        }),
     };
     let cob = setup
         .psp
@@ -698,6 +780,11 @@ fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentE
         expira_em: charge.expires_at,
         pedido_nativo: false,
     })
+}
+
+/// Whether `charge` pays a second copy's fee (its key is the desk request's), not a recharge.
+fn is_second_copy(charge: &PixCharge) -> bool {
+    charge.recharge_key.starts_with("segunda_via:")
 }
 
 /// The recharge a charge carries, as it was confirmed.

@@ -15,12 +15,13 @@ use serde_json::{Value, json};
 use super::balcao;
 use super::bloquear_cartao::asked;
 use super::pedido_cartao::{AcaoCartao, PedidoCartao, STATE_PEDIDO_CARTAO, STATE_ULTIMO_PEDIDO, said_means};
+use super::pix::{CodigoPix, STATE_PIX, SharedPixCharges};
 use super::settings::VtSettings;
 use crate::journal::{Confirmation, SharedJournal};
 use crate::systems::contract::{BloqueioResposta, Recusa, SegundaViaResposta};
 use crate::systems::{HttpResult, ORDEM_TIMEOUT_MS, OrdemCartao, SystemsPort};
 use crate::vt::parse::{is_confirmation, is_refusal};
-use crate::vt::{Idioma, money_for_people};
+use crate::vt::{Idioma, MeioPagamento, Recarga, money_for_people};
 use vt_contract::action::{Action, ActionError};
 use vt_contract::context::ActionContext;
 use vt_contract::response::{ActionResponse, HandoffReason, ResponseToUser, TransferToHuman};
@@ -90,10 +91,30 @@ impl Action for ConfirmarPedidoCartao {
     }
 }
 
-/// The request sent to the card system under its own key, and its answer as the holder hears it.
+/// The request sent to the card system under its own key, and its answer as the holder hears it. A
+/// second copy whose fee is paid by Pix, where a provider takes Pix, is charged first: the order goes
+/// when the provider says it was paid (the payments job), never before.
 async fn send(ctx: &ActionContext, p: &PedidoCartao) -> Result<ActionResponse, ActionError> {
-    let systems = ctx.require::<SystemsPort>()?.get();
     let settings = VtSettings::of(ctx);
+    if let AcaoCartao::SegundaVia { taxa, meio, .. } = &p.acao
+        && !taxa.is_zero()
+        && meio.as_deref() == Some("pix")
+        && let Some(port) = ctx.get::<SharedPixCharges>()
+    {
+        let fee = Recarga {
+            valor: Some(*taxa),
+            moeda: Some("BRL".into()),
+            meio_pagamento: MeioPagamento {
+                tipo: "pix".into(),
+                token: None,
+            },
+            idempotency_key: None,
+        };
+        let input = settings.flow_input(ctx, &p.cartao, Some(fee));
+        let issued = port.issue(ctx, &input, &p.key(), 0).await;
+        return Ok(fee_charged(ctx, p, *taxa, issued, &settings));
+    }
+    let systems = ctx.require::<SystemsPort>()?.get();
     let mut headers = balcao::headers(&settings);
     headers.insert("x-idempotency-key".into(), p.key());
     let (ordem, body) = match &p.acao {
@@ -113,6 +134,86 @@ async fn send(ctx: &ActionContext, p: &PedidoCartao) -> Result<ActionResponse, A
         AcaoCartao::Bloqueio { .. } => blocked(p, &sent, &settings),
         AcaoCartao::SegundaVia { .. } => replacement_refused(p, &sent).unwrap_or_else(|| replaced(p, &sent)),
     })
+}
+
+/// The second copy's fee charged by Pix: the line (what it pays for, until when), the code, its QR;
+/// or, when no code could be issued, that nothing was charged nor ordered, and a person looks.
+fn fee_charged(
+    ctx: &ActionContext,
+    p: &PedidoCartao,
+    taxa: Decimal,
+    issued: Result<CodigoPix, ActionError>,
+    settings: &VtSettings,
+) -> ActionResponse {
+    let masked = p.masked();
+    let fee = money_for_people("BRL", taxa, Idioma::PtBr);
+    let mut codigo = match issued {
+        Ok(c) => c,
+        Err(e) => {
+            return ResponseToUser::new(
+                format!("Não consegui gerar o Pix da taxa da segunda via do cartão {masked} agora, e nada foi cobrado nem pedido. Uma pessoa da nossa equipe vai verificar."),
+                format!("Segunda via do cartão {masked} confirmada, mas a cobrança Pix da taxa falhou ({}): nada foi cobrado nem pedido; atendimento passado a uma pessoa.", e.operator_message()),
+            )
+            .with_state(STATE_PEDIDO_CARTAO, Value::Null)
+            .with_function(TransferToHuman::new("a cobrança Pix da taxa de uma segunda via falhou").because(HandoffReason::FalhaDeSistema))
+            .error()
+            .into();
+        }
+    };
+    let until = settings
+        .politicas
+        .timezone
+        .local(codigo.expira_em)
+        .format("%H:%M");
+    codigo.texto = format!(
+        "Para a segunda via do cartão {masked}, pague a taxa de {fee} pelo Pix abaixo até {until} (copie o código da próxima mensagem ou leia o QR code). O pedido sai assim que o pagamento for confirmado, e eu aviso aqui."
+    );
+    let instruction = format!(
+        "Segunda via do cartão {masked} confirmada pelo usuário; cobrança Pix {} da taxa de {fee} emitida. O pedido só é feito quando o provedor confirmar o pagamento; o usuário recebeu o código e será avisado.",
+        codigo.txid
+    );
+    super::pix::mostrar(ctx, &codigo, instruction)
+        .with_state(STATE_PEDIDO_CARTAO, Value::Null)
+        .with_state(
+            STATE_PIX,
+            json!({"recarga": p.key(), "codigo": 0, "txid": codigo.txid, "descricao": format!("taxa da segunda via do cartão {masked}")}),
+        )
+        .into()
+}
+
+/// What a second copy whose fee was paid became, as the payments job tells the card holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegundaViaPaga {
+    /// Ordered: what the holder is told.
+    Pedida(String),
+    /// The card system refused it (why, in its words): the fee goes back.
+    Recusada(String),
+    /// No answer in the contract's shape: it may have been ordered; asked again under the same key.
+    Incerta,
+}
+
+/// What the card system's answer `sent` to the order of `cartao`'s second copy, its fee `taxa` paid
+/// by `meio`, means.
+pub fn segunda_via_paga(cartao: &str, (taxa, meio): (Decimal, &str), sent: &HttpResult) -> SegundaViaPaga {
+    match sent.status {
+        Some(200 | 201) => sent
+            .body
+            .clone()
+            .and_then(|b| vt_contract::json::from_value::<SegundaViaResposta>(b).ok())
+            .map_or(SegundaViaPaga::Incerta, |r| {
+                SegundaViaPaga::Pedida(ordered_text(
+                    &crate::vt::mask_card(cartao),
+                    &r,
+                    Some((taxa, meio)),
+                ))
+            }),
+        Some(s) if s < 500 => SegundaViaPaga::Recusada(
+            recusa(sent)
+                .map(|r| r.mensagem.unwrap_or_else(|| r.motivo.replace('_', " ")))
+                .unwrap_or_else(|| format!("HTTP {s}")),
+        ),
+        _ => SegundaViaPaga::Incerta,
+    }
 }
 
 /// Consumes the confirmation in the journal. Whoever consumed it — this message now, this message
@@ -350,35 +451,14 @@ fn replaced(p: &PedidoCartao, sent: &HttpResult) -> ActionResponse {
     else {
         return unknown(p, "resposta fora do contrato");
     };
-    let brl = |v: f64| money_for_people("BRL", Decimal::try_from(v).unwrap_or_default(), Idioma::PtBr);
-    let mut moved = format!("O saldo de {} passou para ele", brl(r.saldo_transferido));
-    if r.creditos_transferidos > 0.0 {
-        moved.push_str(&format!(
-            ", e também {} em créditos que esperavam validação",
-            brl(r.creditos_transferidos)
-        ));
-    }
-    let entrega = match (r.entrega.modo.as_str(), &r.entrega.local) {
-        ("retirada", Some(local)) => format!(
-            "fica pronto para retirada em {} dias úteis em {local}",
-            r.entrega.prazo_dias
-        ),
-        ("retirada", None) => format!("fica pronto para retirada em {} dias úteis", r.entrega.prazo_dias),
-        _ => format!("chega pelo correio em até {} dias úteis", r.entrega.prazo_dias),
-    };
     let fee = match &p.acao {
-        AcaoCartao::SegundaVia { taxa, meio, .. } if !taxa.is_zero() => format!(
-            " A taxa de {} é cobrada por {}.",
-            money_for_people("BRL", *taxa, Idioma::PtBr),
-            said_means(meio.as_deref().unwrap_or("pix"))
-        ),
-        _ => String::new(),
+        AcaoCartao::SegundaVia { taxa, meio, .. } if !taxa.is_zero() => {
+            Some((*taxa, meio.as_deref().unwrap_or("pix")))
+        }
+        _ => None,
     };
     ResponseToUser::new(
-        format!(
-            "Segunda via pedida (protocolo {}): o cartão novo, final {}, {entrega}. {moved}; o cartão {masked} foi cancelado.{fee}",
-            r.protocolo, r.novo_cartao_final
-        ),
+        ordered_text(&masked, &r, fee        ),
         format!(
             "Segunda via do cartão {masked} pedida uma única vez (protocolo {}, chave {}): saldo transferido {} e créditos {} para o cartão final {}. O usuário já recebeu o resultado.",
             r.protocolo,
@@ -404,5 +484,39 @@ fn why(r: &HttpResult) -> String {
                 .map_or_else(|| "sem resposta".to_owned(), |e| e.tipo.clone())
         },
         |s| format!("HTTP {s}"),
+    )
+}
+
+/// A second copy ordered, in the card holder's words: the protocol, the new card's last digits, where
+/// and when it comes, what moved to it, the fee and how it is paid.
+fn ordered_text(masked: &str, r: &SegundaViaResposta, fee: Option<(Decimal, &str)>) -> String {
+    let brl = |v: f64| money_for_people("BRL", Decimal::try_from(v).unwrap_or_default(), Idioma::PtBr);
+    let mut moved = format!("O saldo de {} passou para ele", brl(r.saldo_transferido));
+    if r.creditos_transferidos > 0.0 {
+        moved.push_str(&format!(
+            ", e também {} em créditos que esperavam validação",
+            brl(r.creditos_transferidos)
+        ));
+    }
+    let entrega = match (r.entrega.modo.as_str(), &r.entrega.local) {
+        ("retirada", Some(local)) => format!(
+            "fica pronto para retirada em {} dias úteis em {local}",
+            r.entrega.prazo_dias
+        ),
+        ("retirada", None) => format!("fica pronto para retirada em {} dias úteis", r.entrega.prazo_dias),
+        _ => format!("chega pelo correio em até {} dias úteis", r.entrega.prazo_dias),
+    };
+    let fee = fee
+        .map(|(taxa, meio)| {
+            format!(
+                " A taxa de {} é cobrada por {}.",
+                money_for_people("BRL", taxa, Idioma::PtBr),
+                said_means(meio)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "Segunda via pedida (protocolo {}): o cartão novo, final {}, {entrega}. {moved}; o cartão {masked} foi cancelado.{fee}",
+        r.protocolo, r.novo_cartao_final
     )
 }

@@ -43,7 +43,7 @@ pub use cancelar_recarga::CancelarRecarga;
 pub use checkout::{
     CardCheckouts, LINK_FILE, LinkCartao, NovoLink, STATE_CARTAO, SharedCardCheckouts, link_file, link_of,
 };
-pub use confirmar_pedido_cartao::ConfirmarPedidoCartao;
+pub use confirmar_pedido_cartao::{ConfirmarPedidoCartao, SegundaViaPaga, segunda_via_paga};
 pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
