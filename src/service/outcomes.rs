@@ -20,7 +20,10 @@ use vt_store::{CaseState, Desfecho, OutcomeRecord, StoreError, Stretch, StretchH
 const SALDO: &str = "saldo";
 /// A recharge credited (RF8 `aprovada`).
 const CREDITADA: &str = "creditada";
-/// A recharge left waiting for the person's "sim".
+/// The card desk answered from the card system: a card's situation or statement read, a card blocked
+/// or its second copy ordered — self-service, no person.
+const BALCAO: &str = "balcao";
+/// A recharge (or a block, a second copy) left waiting for the person's "sim".
 const PEDIDA: &str = "pedida";
 /// The turn's answer asked something it waits for (a missing parameter, a card to choose).
 const PERGUNTA: &str = "pergunta";
@@ -121,10 +124,20 @@ pub(super) fn marks(outcome: &TurnOutcome, conv: &Conversation) -> String {
     if read {
         marks.push(SALDO);
     }
+    if outcome.events.iter().any(desk_answered) {
+        marks.push(BALCAO);
+    }
     if credited {
         marks.push(CREDITADA);
     }
-    if conv.state.contains_key(vt_domain::tools::STATE_PENDENTE) {
+    let waiting = [
+        vt_domain::tools::STATE_PENDENTE,
+        vt_domain::tools::STATE_PEDIDO_CARTAO,
+    ];
+    if waiting
+        .iter()
+        .any(|k| conv.state.get(*k).is_some_and(|v| !v.is_null()))
+    {
         marks.push(PEDIDA);
     }
     // A question whose answer the conversation waits for: a missing parameter, cards to choose from.
@@ -141,9 +154,18 @@ pub(super) fn marks(outcome: &TurnOutcome, conv: &Conversation) -> String {
     marks.join(",")
 }
 
+/// Whether `event` is the card system answering the desk (`/api/v1/cartoes/…`, a 2xx), the holder's
+/// check aside (it resolves nothing by itself).
+fn desk_answered(event: &TurnEvent) -> bool {
+    matches!(event, TurnEvent::Exchanged(x)
+        if x.path.starts_with("/api/v1/cartoes/")
+            && !x.path.contains("/titular/")
+            && x.status.is_some_and(|s| (200..300).contains(&s)))
+}
+
 /// A stretch's outcome, by these rules in order: a case closed or handed back is a person's; a
-/// recharge credited is the bot's; a recharge left for its "sim" or its Pix code never paid is
-/// abandoned; a balance read is the bot's; a question of ours left unanswered is abandoned; anything
+/// recharge credited is the bot's; a recharge (a block, a second copy) left for its "sim" or its Pix
+/// code never paid is abandoned; a balance read, or the card desk's answer, is the bot's; a question of ours left unanswered is abandoned; anything
 /// else had no objective.
 pub(crate) fn classify(stretch: &Stretch) -> Desfecho {
     let has = |mark: &str| stretch.turns.iter().any(|t| t.marcas.iter().any(|m| m == mark));
@@ -166,7 +188,7 @@ pub(crate) fn classify(stretch: &Stretch) -> Desfecho {
     if last_has(PEDIDA) || stretch.pix.iter().any(|s| s == "ativa" || s == "expirada") {
         return Desfecho::Abandonada;
     }
-    if has(SALDO) {
+    if has(SALDO) || has(BALCAO) {
         return Desfecho::ResolvidaPeloBot;
     }
     if last_has(PERGUNTA) {
@@ -181,12 +203,17 @@ fn subject(intent: &str) -> &str {
         "consultar_saldo" => "saldo",
         "preparar_recarga" | "confirmar_recarga" | "cancelar_recarga" | "novo_codigo_pix" => "recarga",
         "transferir_para_humano" => "pessoa",
+        "consultar_situacao"
+        | "extrato"
+        | "bloquear_cartao"
+        | "pedir_segunda_via"
+        | "confirmar_pedido_cartao" => "cartao",
         other => other,
     }
 }
 
 /// Subjects a return reopens (a greeting or a help request is no subject).
-const SUBJECTS: [&str; 3] = ["saldo", "recarga", "pessoa"];
+const SUBJECTS: [&str; 4] = ["saldo", "recarga", "pessoa", "cartao"];
 
 /// The stretch's main intent: the first with a subject, else the first that is not small talk.
 fn main_intent(stretch: &Stretch) -> String {
@@ -450,6 +477,21 @@ mod tests {
             classify(&unanswered),
             Desfecho::Abandonada,
             "our question left unanswered"
+        );
+        let desk = stretch(vec![
+            turn("bloquear_cartao", &[BALCAO, PEDIDA]),
+            turn("confirmar_pedido_cartao", &[BALCAO]),
+        ]);
+        assert_eq!(
+            classify(&desk),
+            Desfecho::ResolvidaPeloBot,
+            "a card blocked by itself"
+        );
+        let unconfirmed = stretch(vec![turn("bloquear_cartao", &[BALCAO, PEDIDA])]);
+        assert_eq!(
+            classify(&unconfirmed),
+            Desfecho::Abandonada,
+            "a block never confirmed"
         );
         let chat = stretch(vec![turn("general_chat", &[])]);
         assert_eq!(classify(&chat), Desfecho::SemObjetivo);

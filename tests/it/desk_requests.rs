@@ -293,3 +293,30 @@ async fn a_second_copy_whose_fee_is_paid_by_pix_is_ordered_once_when_the_payment
             .is_some_and(|k| k.starts_with("segunda_via:"))
     );
 }
+
+/// A card blocked by itself is a stretch the bot resolved — no person; a block asked and never
+/// confirmed is abandoned.
+#[tokio::test]
+async fn a_card_blocked_by_the_desk_counts_as_resolved_without_a_person() {
+    let h = chat_harness(None, settings()).await;
+    h.say("c-sozinho", "qual o saldo do 2345678901?").await;
+    h.say("c-sozinho", "perdi meu cartão").await;
+    h.say("c-sozinho", "sim").await;
+    h.say("c-largou", "qual o saldo do 3456789012?").await;
+    h.say("c-largou", "bloqueia meu cartão 3456789012").await;
+    h.clock.set(h.clock.now() + chrono::Duration::minutes(45));
+    assert!(h.service.outcomes().close_stretches().await >= 2);
+    let all = h
+        .store
+        .outcomes_since(chrono::DateTime::UNIX_EPOCH)
+        .await
+        .expect("outcomes");
+    let of = |conv: &str| {
+        all.iter()
+            .find(|o| o.conversation_id == conv)
+            .map(|o| o.desfecho)
+            .expect("an outcome")
+    };
+    assert_eq!(of("c-sozinho"), vt_store::records::Desfecho::ResolvidaPeloBot);
+    assert_eq!(of("c-largou"), vt_store::records::Desfecho::Abandonada);
+}
