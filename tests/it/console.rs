@@ -429,7 +429,41 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
     assert!(b.text("#conversas").await.contains("conversa-1"));
     assert!(b.text("#consultas").await.contains("suporte"));
     assert!(!b.source().await.contains(CARD), "no card in clear on the page");
+    // What the card system says of it now (step 35): its situation, its last 30 days.
+    assert_eq!(b.text("#situacao").await, "O cartão ****8901 está ativo.");
     b.shot("03b-historico-do-cartao").await;
+    // Blocked on the holder's behalf: a reason and the agent's words, audited.
+    b.client
+        .execute("document.querySelector('#motivo').value = 'roubo'", vec![])
+        .await
+        .expect("motivo");
+    b.type_into("#justificativa", "titular ligou: roubaram a carteira no ônibus")
+        .await;
+    b.submit("#bloqueio button").await;
+    let notice = b.text("#aviso").await;
+    assert!(
+        notice.starts_with("Cartão ****8901 bloqueado em nome do titular (protocolo"),
+        "{notice}"
+    );
+    assert!(b.text("#situacao").await.contains("está bloqueado desde"));
+    assert!(
+        !b.source().await.contains("id=\"bloqueio\""),
+        "a blocked card offers no block"
+    );
+    let record = b.text("#consultas").await;
+    assert!(
+        record.contains("cartao_bloqueado (roubo): titular ligou: roubaram a carteira no ônibus"),
+        "{record}"
+    );
+    assert!(!b.source().await.contains(CARD), "no card in clear on the page");
+    let blocks = |sim: &vt_simulators::systems::Simulator| {
+        sim.ledger()
+            .iter()
+            .filter(|e| e.efeito == Some(vt_simulators::systems::Efeito::CartaoBloqueado))
+            .count()
+    };
+    assert_eq!(blocks(&chat.sim), 1);
+    b.shot("03c-cartao-bloqueado").await;
     b.client
         .goto(&format!("{base}/console/lookup"))
         .await

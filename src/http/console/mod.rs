@@ -55,6 +55,7 @@ pub(crate) fn router() -> Router<AppState> {
             get(conversations::transcript),
         )
         .route("/console/cards", post(cards::history))
+        .route("/console/cards/bloqueio", post(cards::block))
         .route("/console/fila", get(queue::page))
         .route("/console/presenca", post(queue::presence))
         .route("/console/relatorio", get(report::page))

@@ -98,7 +98,7 @@ fn brl(valor: f64) -> String {
     money_for_people("BRL", Decimal::try_from(valor).unwrap_or_default(), Idioma::PtBr)
 }
 
-fn line(i: &ItemExtrato, tz: &Timezone) -> String {
+pub(super) fn line(i: &ItemExtrato, tz: &Timezone) -> String {
     let what = match (i.tipo, &i.linha, &i.local) {
         (TipoMovimento::Credito, _, _) => "crédito".to_owned(),
         (TipoMovimento::Uso, Some(linha), _) => format!("uso, linha {linha}"),

@@ -36,6 +36,7 @@ pub use automatica::{
     Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
     SharedRecargasAutomaticas, Termos, oferta,
 };
+pub use balcao::{Ficha, bloquear_por_atendente, ficha};
 pub use bloquear_cartao::BloquearCartao;
 pub use buscar_faq::BuscarFaq;
 pub use calcular::{Calcular, decimal_pt, evaluate};

@@ -104,7 +104,7 @@ fn answer(text: String, what: &str, masked: &str) -> ResponseToUser {
 }
 
 /// The situation in the card holder's words.
-fn said(s: &SituacaoResposta, masked: &str, tz: &Timezone) -> String {
+pub(super) fn said(s: &SituacaoResposta, masked: &str, tz: &Timezone) -> String {
     let mut parts = Vec::new();
     match (s.situacao, &s.bloqueio) {
         (Situacao::Bloqueado, Some(b)) => parts.push(format!(
