@@ -48,7 +48,7 @@ async fn page(
     let store = &state.stores;
     let records = match store.keeping.subject_records(&Subject::Card(card.clone())).await {
         Ok(r) => r,
-        Err(e) => return store_failed(&staff, &e),
+        Err(e) => return store_failed(staff, &e),
     };
     let tenant = (!staff.is_admin()).then(|| staff.caller.tenant.clone());
     let mut runs = Vec::new();
@@ -56,7 +56,7 @@ async fn page(
         match store.flows.flow_run(id).await {
             Ok(Some(run)) if tenant.as_deref().is_none_or(|t| flow_tenant(&run.input) == t) => runs.push(run),
             Ok(_) => {}
-            Err(e) => return store_failed(&staff, &e),
+            Err(e) => return store_failed(staff, &e),
         }
     }
     runs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
@@ -65,7 +65,7 @@ async fn page(
         match store.conversations.conversation(id).await {
             Ok(Some(c)) if tenant.as_deref().is_none_or(|t| c.tenant_id == t) => conversations.push(c.id),
             Ok(_) => {}
-            Err(e) => return store_failed(&staff, &e),
+            Err(e) => return store_failed(staff, &e),
         }
     }
     let hash = state.console.keys.card_hash(&card);
@@ -73,9 +73,9 @@ async fn page(
         Ok(all) => all
             .into_iter()
             .filter(|a| a.cartao_hash == hash && tenant.as_deref().is_none_or(|t| a.tenant_id == t))
-            .map(|a| context! { quando => when(&state, a.at), quem => a.support_user, canal => a.channel, resultado => a.outcome })
+            .map(|a| context! { quando => when(state, a.at), quem => a.support_user, canal => a.channel, resultado => a.outcome })
             .collect::<Vec<_>>(),
-        Err(e) => return store_failed(&staff, &e),
+        Err(e) => return store_failed(staff, &e),
     };
     tracing::info!(by = %staff.caller.name, "card history read in the console");
     let runs: Vec<_> = runs.iter().map(|r| run_view(state, r)).collect();
