@@ -162,14 +162,15 @@ pub async fn bloquear_por_atendente(
 mod tests {
     use vt_contract::action::{Action, DynAction};
 
-    use super::super::{ConsultarSituacao, Extrato};
+    use super::super::{BloquearCartao, ConfirmarPedidoCartao, ConsultarSituacao, Extrato, PedirSegundaVia};
 
     /// What offering a tool costs a model turn, in characters of its spec.
     fn spec_size<A: Action>(a: &A) -> usize {
         vt_contract::json::to_text(&a.parameters()).expect("json").len() + A::DESCRIPTION.len()
     }
 
-    /// Every model turn of the conversation skill carries these two specs: they stay small.
+    /// Every model turn of the conversation skill carries the desk's specs (the confirmation's only
+    /// while a request waits): they stay small.
     #[test]
     fn the_desks_tools_are_strict_and_cheap_to_offer() {
         for (name, size, schema) in [
@@ -179,6 +180,21 @@ mod tests {
                 ConsultarSituacao.parameters(),
             ),
             ("extrato", spec_size(&Extrato), Extrato.parameters()),
+            (
+                "bloquear_cartao",
+                spec_size(&BloquearCartao),
+                BloquearCartao.parameters(),
+            ),
+            (
+                "pedir_segunda_via",
+                spec_size(&PedirSegundaVia),
+                PedirSegundaVia.parameters(),
+            ),
+            (
+                "confirmar_pedido_cartao",
+                spec_size(&ConfirmarPedidoCartao),
+                ConfirmarPedidoCartao.parameters(),
+            ),
         ] {
             println!("{name}: {size} characters of tool spec");
             assert_eq!(schema["additionalProperties"], false, "{name}");
