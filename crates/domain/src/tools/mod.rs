@@ -17,6 +17,7 @@ mod confirmar_recarga;
 mod consultar_saldo;
 mod encerrar_atendimento;
 mod extrato;
+mod ficha;
 mod meios;
 mod notificar;
 mod novo_codigo;
@@ -36,7 +37,6 @@ pub use automatica::{
     Autorizacao, Gatilho, OFERTA, RecargasAutomaticas, Resumo, STATE_OFERTA_AUTOMATICA,
     SharedRecargasAutomaticas, Termos, oferta,
 };
-pub use balcao::{Ficha, bloquear_por_atendente, ficha};
 pub use bloquear_cartao::BloquearCartao;
 pub use buscar_faq::BuscarFaq;
 pub use calcular::{Calcular, decimal_pt, evaluate};
@@ -49,6 +49,7 @@ pub use confirmar_recarga::{ConfirmarRecarga, user_confirms};
 pub use consultar_saldo::ConsultarSaldo;
 pub use encerrar_atendimento::EncerrarAtendimento;
 pub use extrato::Extrato;
+pub use ficha::{Ficha, bloquear_por_atendente, ficha};
 pub use meios::MeiosIndisponiveis;
 pub use notificar::Notificar;
 pub use novo_codigo::NovoCodigoPix;
