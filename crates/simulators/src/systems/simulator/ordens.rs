@@ -82,12 +82,13 @@ impl Simulator {
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
     }
 
-    /// A new protocol: the day and a sequence.
-    fn protocol(&self) -> String {
+    /// The protocol of the request under `key`: the day and six digits of the key's hash — the same
+    /// for the same request, and not the same for two requests of two processes of the embedded world.
+    fn protocol(&self, key: &str) -> String {
         let day = vt_domain::vt::timezone::Timezone::sao_paulo()
             .local(self.now())
             .format("%Y%m%d");
-        format!("{day}{:06}", self.inner.seq.fetch_add(1, Ordering::Relaxed))
+        format!("{day}{:06}", digits_of(key, 1_000_000))
     }
 
     /// Credits waiting to be validated on board for `cartao`.
@@ -113,11 +114,15 @@ impl Simulator {
     }
 }
 
-/// The new card a second copy ordered under `key` gets: the same for the same key, in every process.
-fn new_card(key: &str) -> String {
+/// A number below `below` drawn from `key`'s hash: the same for the same key, in every process.
+fn digits_of(key: &str, below: u64) -> u64 {
     let digest = Sha256::digest(key.as_bytes());
-    let n = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % 100_000_000;
-    format!("{NEW_CARD_PREFIX}{n:08}")
+    u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % below
+}
+
+/// The new card a second copy ordered under `key` gets.
+fn new_card(key: &str) -> String {
+    format!("{NEW_CARD_PREFIX}{:08}", digits_of(key, 100_000_000))
 }
 
 fn refusal(status: u16, motivo: &str) -> (u16, Value, Option<Efeito>) {
@@ -198,7 +203,7 @@ pub(super) async fn bloqueio(
         let answer = json!({"motivo": "payload_invalido", "campo": "motivo"});
         return reply(400, answer);
     }
-    order(&sim, (OrdemCartao::Bloqueio, &headers), body, |sim, cartao, _| {
+    order(&sim, (OrdemCartao::Bloqueio, &headers), body, |sim, cartao, key| {
         match sim.standing(cartao) {
             Standing::Cancelado => refusal(409, "cartao_cancelado"),
             // Blocked already: its block, not a second one.
@@ -212,7 +217,7 @@ pub(super) async fn bloqueio(
                 None,
             ),
             Standing::Ativo => {
-                let (protocolo, em) = (sim.protocol(), sim.now_sp());
+                let (protocolo, em) = (sim.protocol(key), sim.now_sp());
                 sim.set_card_state(
                     cartao,
                     CardState {
@@ -242,7 +247,7 @@ pub(super) async fn desbloqueio(
         &sim,
         (OrdemCartao::Desbloqueio, &headers),
         body_of(body),
-        |sim, cartao, _| {
+        |sim, cartao, key| {
             let (motivo, desde, protocolo) = match sim.standing(cartao) {
                 Standing::Cancelado => return refusal(409, "cartao_cancelado"),
                 Standing::Ativo => return refusal(409, "cartao_nao_bloqueado"),
@@ -257,7 +262,7 @@ pub(super) async fn desbloqueio(
             if motivo != "perda" || protocolo.is_none() || !recent {
                 return refusal(403, "desbloqueio_nao_permitido");
             }
-            let (protocolo, em) = (sim.protocol(), sim.now_sp());
+            let (protocolo, em) = (sim.protocol(key), sim.now_sp());
             sim.set_card_state(
                 cartao,
                 CardState {
@@ -358,7 +363,7 @@ pub(super) async fn segunda_via(
             let novo = new_card(key);
             let (saldo, creditos) = (sim.balance(cartao), sim.pending_credits(cartao));
             sim.move_balance(cartao, &novo, saldo, creditos);
-            let protocolo = sim.protocol();
+            let protocolo = sim.protocol(key);
             sim.set_card_state(
                 cartao,
                 CardState {
