@@ -26,6 +26,11 @@ const CONVERSATION: [&str; 5] = [
 const SURE_TO_UNDO: f32 = 0.75;
 const CANNOT_UNDO: [&str; 3] = ["encerrar_atendimento", "esquecer_cartoes", "apagar_dados"];
 
+/// The intent a question of ours waits a parameter for, if one does.
+fn awaiting_intent(conv: &Conversation) -> Option<String> {
+    super::awaiting(conv).map(|a| a.intent)
+}
+
 /// The label to act on: sure, and surer still for what cannot be undone.
 fn acted_on(r: &Reading) -> Option<&'static str> {
     let label = r.sure()?;
@@ -203,7 +208,8 @@ impl Router {
             ),
             _ => (WithParams::SegundaVia, None),
         };
-        if !self.active(intent.intent()) {
+        let asked_for_another = awaiting_intent(conv).is_some_and(|a| a != intent.intent().key());
+        if !self.active(intent.intent()) || (asked_for_another && m.answers_our_question(conv)) {
             return None;
         }
         let route = self.params_route(intent, m, conv);

@@ -235,6 +235,12 @@ struct Read<'a> {
 }
 
 impl<'a> Read<'a> {
+    /// The message answers the question we asked for a parameter ("meu bilhete é o …" after we asked
+    /// for the card): read as that answer, never as a new request by meaning.
+    fn answers_our_question(&self, conv: &Conversation) -> bool {
+        conv.state.contains_key(STATE_AGUARDANDO) && self.text.chars().any(|c| c.is_ascii_digit())
+    }
+
     fn of(text: &'a str, conv: &Conversation, model: bool) -> Self {
         let n = normalize(text);
         Self {
