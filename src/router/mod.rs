@@ -16,7 +16,7 @@ mod known;
 mod level2;
 mod meaning;
 mod params;
-use params::awaiting;
+use params::{Found, awaiting};
 mod several;
 mod texts;
 
@@ -29,15 +29,14 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+pub(crate) use texts::HELP_TEXT;
 use vt_domain::tools::cartao::remembered_in;
 use vt_domain::tools::{RecargaPendente, STATE_PENDENTE, user_confirms};
 use vt_domain::vt::Idioma;
 use vt_domain::vt::parse::{
-    AutomaticTerms, amounts, automatic_terms, cards, final_digits, is_confirmation, is_refusal,
-    is_yes_with_details, normalize, odd_card_lengths, payment_type, speaks_of_automatic_in,
+    AutomaticTerms, automatic_terms, is_confirmation, is_refusal, is_yes_with_details, normalize,
+    speaks_of_automatic_in,
 };
-
-pub(crate) use texts::HELP_TEXT;
 
 /// Where the conversation keeps the protocol of the last case it opened (`{"protocolo", "aberto_em"}`).
 pub(crate) const STATE_PROTOCOLO: &str = "ultimo_protocolo";
@@ -136,61 +135,6 @@ pub struct Router {
     cache_ttl: Duration,
     /// The operator's FAQ, answered at level 1 when one entry clearly matches.
     faq: Option<Arc<Faq>>,
-}
-
-/// Parameters level 1 found in a message.
-#[derive(Debug, Default)]
-struct Found {
-    cards: Vec<String>,
-    amounts: Vec<Decimal>,
-    meio: Option<&'static str>,
-    /// "o final 7890": a card named by its last digits.
-    final_digits: Option<String>,
-    /// Numbers typed as a card that cannot be one (their lengths).
-    odd_cards: Vec<usize>,
-}
-
-impl Found {
-    fn of(text: &str) -> Self {
-        Self {
-            cards: cards(text),
-            amounts: amounts(text),
-            meio: payment_type(text),
-            final_digits: final_digits(text),
-            odd_cards: odd_card_lengths(text),
-        }
-    }
-
-    /// Whether this brings something the waiting request asked for.
-    fn answers(&self, intent: WithParams) -> bool {
-        let card = !self.cards.is_empty() || self.final_digits.is_some() || !self.odd_cards.is_empty();
-        match intent {
-            WithParams::Recarga => card || !self.amounts.is_empty() || self.meio.is_some(),
-            WithParams::Saldo
-            | WithParams::Situacao
-            | WithParams::Extrato
-            | WithParams::Bloqueio
-            | WithParams::SegundaVia => card,
-        }
-    }
-
-    /// Whether this changes something of a recharge: a value, a card, a means of payment.
-    fn changes_recharge(&self) -> bool {
-        self.answers(WithParams::Recarga)
-    }
-
-    /// Whether this names something of recharge `p` other than what it is.
-    fn differs_from(&self, p: &RecargaPendente) -> bool {
-        let valor = |v: &Decimal| vt_domain::vt::round_half_up(*v) != p.valor;
-        self.amounts.iter().any(valor)
-            || self.cards.iter().any(|c| *c != p.cartao)
-            || self.meio.is_some_and(|m| m != p.meio_pagamento)
-            || self
-                .final_digits
-                .as_ref()
-                .is_some_and(|f| !p.cartao.ends_with(f.as_str()))
-            || !self.odd_cards.is_empty()
-    }
 }
 
 /// What the keyword readers of a request find: a recharge (once, or by itself), the balance, a sum.

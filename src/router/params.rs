@@ -1,14 +1,17 @@
-//! A request's parameters: what the message and the conversation hold for it (the card, the amount,
-//! the means of payment; the remembered cards; the request waiting for a parameter), the doubts when
-//! something is said twice, and the question that asks for what is missing.
+//! A request's parameters: what the message names ([`Found`]: the card, the amount, the means of
+//! payment) and the conversation holds (the remembered cards; the request waiting for a parameter),
+//! the doubts when something is said twice, and the question that asks for what is missing.
 
+use rust_decimal::Decimal;
 use serde_json::{Map, Value, json};
+use vt_domain::tools::RecargaPendente;
 use vt_domain::tools::cartao::remembered_in;
+use vt_domain::vt::parse::{amounts, cards as cards_in, final_digits, odd_card_lengths, payment_type};
 use vt_domain::vt::{Idioma, mask_card};
 
 use super::cards::{self, Pick};
 use super::known::WithParams;
-use super::{Awaiting, Found, Read, Route, Router, STATE_AGUARDANDO, texts};
+use super::{Awaiting, Read, Route, Router, STATE_AGUARDANDO, texts};
 use vt_engine::Conversation;
 
 impl Router {
@@ -168,4 +171,59 @@ fn question(intent: WithParams, doubts: &[String], missing: &[&str]) -> String {
     }
     question.push_str(&format!("{}, me diga {list}.", intent.purpose()));
     question
+}
+
+/// Parameters level 1 found in a message.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    pub(super) cards: Vec<String>,
+    pub(super) amounts: Vec<Decimal>,
+    pub(super) meio: Option<&'static str>,
+    /// "o final 7890": a card named by its last digits.
+    pub(super) final_digits: Option<String>,
+    /// Numbers typed as a card that cannot be one (their lengths).
+    pub(super) odd_cards: Vec<usize>,
+}
+
+impl Found {
+    pub(super) fn of(text: &str) -> Self {
+        Self {
+            cards: cards_in(text),
+            amounts: amounts(text),
+            meio: payment_type(text),
+            final_digits: final_digits(text),
+            odd_cards: odd_card_lengths(text),
+        }
+    }
+
+    /// Whether this brings something the waiting request asked for.
+    pub(super) fn answers(&self, intent: WithParams) -> bool {
+        let card = !self.cards.is_empty() || self.final_digits.is_some() || !self.odd_cards.is_empty();
+        match intent {
+            WithParams::Recarga => card || !self.amounts.is_empty() || self.meio.is_some(),
+            WithParams::Saldo
+            | WithParams::Situacao
+            | WithParams::Extrato
+            | WithParams::Bloqueio
+            | WithParams::SegundaVia => card,
+        }
+    }
+
+    /// Whether this changes something of a recharge: a value, a card, a means of payment.
+    pub(super) fn changes_recharge(&self) -> bool {
+        self.answers(WithParams::Recarga)
+    }
+
+    /// Whether this names something of recharge `p` other than what it is.
+    pub(super) fn differs_from(&self, p: &RecargaPendente) -> bool {
+        let valor = |v: &Decimal| vt_domain::vt::round_half_up(*v) != p.valor;
+        self.amounts.iter().any(valor)
+            || self.cards.iter().any(|c| *c != p.cartao)
+            || self.meio.is_some_and(|m| m != p.meio_pagamento)
+            || self
+                .final_digits
+                .as_ref()
+                .is_some_and(|f| !p.cartao.ends_with(f.as_str()))
+            || !self.odd_cards.is_empty()
+    }
 }

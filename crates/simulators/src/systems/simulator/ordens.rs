@@ -11,6 +11,7 @@ use rust_decimal::dec;
 
 use super::super::book::CardState;
 use super::super::cards::{NEW_CARD_PREFIX, ReplacementMode};
+use super::recarga::PAYMENT_TYPES;
 use super::*;
 use vt_domain::systems::OrdemCartao;
 
@@ -133,12 +134,13 @@ fn entrega() -> Value {
     json!({"modo": "retirada", "prazo_dias": PRAZO_DIAS, "local": RETIRADA})
 }
 
-/// A POST that changes card `cartao` (read from `body`): the key checked, a replay answered from the
-/// store, the card system's failures applied, then `act`'s answer kept under the key and recorded.
+/// A POST that changes card `cartao` (read from `body`): the body checked (`fault`: a field of it the
+/// handler found wrong), the key, a replay answered from the store, the card system's failures
+/// applied, then `act`'s answer kept under the key — each request on the ledger.
 async fn order(
     sim: &Simulator,
     (ordem, headers): (OrdemCartao, &HeaderMap),
-    body: Value,
+    (body, fault): (Value, Option<&'static str>),
     act: impl FnOnce(&Simulator, &str, &str) -> (u16, Value, Option<Efeito>),
 ) -> Response {
     let cartao = body["cartao"].as_str().unwrap_or_default().to_owned();
@@ -158,8 +160,8 @@ async fn order(
         sim.record(entry);
         reply(400, answer)
     };
-    if !valid_card(&cartao) {
-        return invalid(entry, json!({"motivo": "payload_invalido", "campo": "cartao"}));
+    if let Some(campo) = (!valid_card(&cartao)).then_some("cartao").or(fault) {
+        return invalid(entry, json!({"motivo": "payload_invalido", "campo": campo}));
     }
     let Some(key) = key else {
         return invalid(entry, json!({"motivo": "idempotency_key_ausente"}));
@@ -169,7 +171,7 @@ async fn order(
         return stored;
     }
     let card = sim.card(&cartao);
-    let (status, response, efeito) = match desk_failure(sim, &card).await {
+    let (status, response, efeito) = match super::desk::failure(sim, &card).await {
         Some((status, response)) => (status, response, None),
         None => act(sim, &cartao, &key),
     };
@@ -183,11 +185,6 @@ async fn order(
     reply(status, response)
 }
 
-/// The card system's failures, as its reads have them.
-async fn desk_failure(sim: &Simulator, card: &CardBehavior) -> Option<(u16, Value)> {
-    super::desk::failure(sim, card).await
-}
-
 fn body_of(body: Option<Json<Value>>) -> Value {
     body.map(|Json(b)| b).unwrap_or(Value::Null)
 }
@@ -199,11 +196,8 @@ pub(super) async fn bloqueio(
 ) -> Response {
     let body = body_of(body);
     let motivo = body["motivo"].as_str().unwrap_or_default().to_owned();
-    if !["perda", "roubo", "dano"].contains(&motivo.as_str()) {
-        let answer = json!({"motivo": "payload_invalido", "campo": "motivo"});
-        return reply(400, answer);
-    }
-    order(&sim, (OrdemCartao::Bloqueio, &headers), body, |sim, cartao, key| {
+    let fault = (!["perda", "roubo", "dano"].contains(&motivo.as_str())).then_some("motivo");
+    order(&sim, (OrdemCartao::Bloqueio, &headers), (body, fault), |sim, cartao, key| {
         match sim.standing(cartao) {
             Standing::Cancelado => refusal(409, "cartao_cancelado"),
             // Blocked already: its block, not a second one.
@@ -246,7 +240,7 @@ pub(super) async fn desbloqueio(
     order(
         &sim,
         (OrdemCartao::Desbloqueio, &headers),
-        body_of(body),
+        (body_of(body), None),
         |sim, cartao, key| {
             let (motivo, desde, protocolo) = match sim.standing(cartao) {
                 Standing::Cancelado => return refusal(409, "cartao_cancelado"),
@@ -313,7 +307,7 @@ pub(super) async fn cotacao(
     let cartao = q.cartao.unwrap_or_default();
     let (status, body) = if valid_card(&cartao) {
         let card = sim.card(&cartao);
-        match desk_failure(&sim, &card).await {
+        match super::desk::failure(&sim, &card).await {
             Some(failed) => failed,
             None => replacement_refused(&sim, &cartao, &card).unwrap_or_else(|| {
                 (
@@ -343,15 +337,15 @@ pub(super) async fn segunda_via(
     body: Option<Json<Value>>,
 ) -> Response {
     let body = body_of(body);
-    let paid = match &body["pagamento"] {
-        Value::Null => false,
-        p if p["tipo"].as_str().is_some_and(|t| PAYMENT_TYPES.contains(&t)) => true,
-        _ => return reply(400, json!({"motivo": "payload_invalido", "campo": "pagamento"})),
+    let (paid, fault) = match &body["pagamento"] {
+        Value::Null => (false, None),
+        p if p["tipo"].as_str().is_some_and(|t| PAYMENT_TYPES.contains(&t)) => (true, None),
+        _ => (false, Some("pagamento")),
     };
     order(
         &sim,
         (OrdemCartao::SegundaVia, &headers),
-        body,
+        (body, fault),
         |sim, cartao, key| {
             let card = sim.card(cartao);
             if let Some((status, answer)) = replacement_refused(sim, cartao, &card) {
@@ -400,7 +394,7 @@ pub(super) async fn titular(
         (400, json!({"motivo": "payload_invalido", "campo": "cpf_final"}))
     } else {
         let card = sim.card(&cartao);
-        match desk_failure(&sim, &card).await {
+        match super::desk::failure(&sim, &card).await {
             Some(failed) => failed,
             None => (200, json!({"confere": cartao.starts_with(cpf_final)})),
         }
