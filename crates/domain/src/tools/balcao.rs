@@ -66,6 +66,12 @@ pub(super) fn dia(iso: &str, tz: &Timezone) -> String {
     )
 }
 
+/// An amount of the card system (a JSON number) as the card holder reads it: `R$ 4,40`.
+pub(super) fn brl(valor: f64) -> String {
+    let v = rust_decimal::Decimal::try_from(valor).unwrap_or_default();
+    crate::vt::money_for_people("BRL", v, crate::vt::Idioma::PtBr)
+}
+
 /// The answer when the card system could not say: nothing invented, a person offered.
 pub(super) const SEM_RESPOSTA: &str = "Não consegui consultar o sistema de cartões agora. Tente de novo em alguns minutos ou, se preferir, peça para falar com um atendente.";
 

@@ -490,12 +490,11 @@ fn why(r: &HttpResult) -> String {
 /// A second copy ordered, in the card holder's words: the protocol, the new card's last digits, where
 /// and when it comes, what moved to it, the fee and how it is paid.
 fn ordered_text(masked: &str, r: &SegundaViaResposta, fee: Option<(Decimal, &str)>) -> String {
-    let brl = |v: f64| money_for_people("BRL", Decimal::try_from(v).unwrap_or_default(), Idioma::PtBr);
-    let mut moved = format!("O saldo de {} passou para ele", brl(r.saldo_transferido));
+    let mut moved = format!("O saldo de {} passou para ele", balcao::brl(r.saldo_transferido));
     if r.creditos_transferidos > 0.0 {
         moved.push_str(&format!(
             ", e também {} em créditos que esperavam validação",
-            brl(r.creditos_transferidos)
+            balcao::brl(r.creditos_transferidos)
         ));
     }
     let entrega = match (r.entrega.modo.as_str(), &r.entrega.local) {

@@ -2,7 +2,6 @@
 //! allows (30 at most), said as a short list — the card masked, amounts in R$, the newest first.
 
 use async_trait::async_trait;
-use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -12,7 +11,6 @@ use super::settings::VtSettings;
 use crate::systems::contract::{ExtratoResposta, ItemExtrato, TipoMovimento};
 use crate::systems::{ExtratoPedido, ReadPolicy, SystemsPort};
 use crate::vt::timezone::Timezone;
-use crate::vt::{Idioma, money_for_people};
 use vt_contract::action::{Action, ActionError};
 use vt_contract::context::ActionContext;
 use vt_contract::response::{ActionResponse, ResponseToUser};
@@ -94,10 +92,6 @@ impl Action for Extrato {
     }
 }
 
-fn brl(valor: f64) -> String {
-    money_for_people("BRL", Decimal::try_from(valor).unwrap_or_default(), Idioma::PtBr)
-}
-
 pub(super) fn line(i: &ItemExtrato, tz: &Timezone) -> String {
     let what = match (i.tipo, &i.linha, &i.local) {
         (TipoMovimento::Credito, _, _) => "crédito".to_owned(),
@@ -113,7 +107,7 @@ pub(super) fn line(i: &ItemExtrato, tz: &Timezone) -> String {
     format!(
         "• {} — {what} — {sign}{}",
         balcao::quando(&i.data, tz),
-        brl(i.valor)
+        balcao::brl(i.valor)
     )
 }
 

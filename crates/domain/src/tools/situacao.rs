@@ -4,7 +4,6 @@
 //! nothing pending is explained by its balance and last uses: no balance → a recharge offered.
 
 use async_trait::async_trait;
-use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -14,7 +13,6 @@ use super::settings::VtSettings;
 use crate::systems::contract::{ExtratoResposta, SaldoResposta, Situacao, SituacaoResposta, TipoMovimento};
 use crate::systems::{ExtratoPedido, ReadPolicy, SystemsPort};
 use crate::vt::timezone::Timezone;
-use crate::vt::{Idioma, money_for_people};
 use vt_contract::action::{Action, ActionError};
 use vt_contract::context::ActionContext;
 use vt_contract::response::{ActionResponse, ResponseToUser};
@@ -27,11 +25,6 @@ pub struct Args {
     pub cartao: String,
     /// `true` se o cartão não passou na catraca.
     pub nao_passou: Option<bool>,
-}
-
-fn brl(valor: f64) -> String {
-    let v = Decimal::try_from(valor).unwrap_or_default();
-    money_for_people("BRL", v, Idioma::PtBr)
 }
 
 #[async_trait]
@@ -124,7 +117,7 @@ pub(super) fn said(s: &SituacaoResposta, masked: &str, tz: &Timezone) -> String 
         let onde = c.onde.as_deref().unwrap_or("em um validador a bordo");
         parts.push(format!(
             "Há {} comprados em {} que ainda não estão no cartão: eles entram quando você encosta o cartão {onde}, até {}. Depois desse prazo o crédito volta.",
-            brl(c.valor),
+            balcao::brl(c.valor),
             balcao::quando(&c.desde, tz),
             balcao::quando(&c.validar_ate, tz)
         ));
@@ -178,12 +171,12 @@ async fn explained(
     match saldo {
         Some(v) if v <= 0.0 => format!(
             "O cartão {masked} está ativo, mas está sem saldo ({}): por isso a catraca não liberou.{} Quer recarregar? É só me dizer o valor e o meio de pagamento.",
-            brl(v),
+            balcao::brl(v),
             used.unwrap_or_default()
         ),
         Some(v) => format!(
             "O cartão {masked} está ativo, com {} de saldo e nada pendente.{} Se a catraca recusou mesmo assim, pode ser o validador ou um dano no cartão: tente outro validador e, se continuar, peça para falar com um atendente.",
-            brl(v),
+            balcao::brl(v),
             used.unwrap_or_default()
         ),
         None => format!(
