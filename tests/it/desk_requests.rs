@@ -294,6 +294,77 @@ async fn a_second_copy_whose_fee_is_paid_by_pix_is_ordered_once_when_the_payment
     );
 }
 
+/// With a card provider, a fee paid by card gets the provider's checkout link first; the second copy is
+/// ordered once, when the provider says the page was paid, with the payment as its token.
+#[tokio::test]
+async fn a_second_copy_whose_fee_is_paid_by_card_gets_a_link_and_is_ordered_once_when_paid() {
+    let h = crate::support::chat_harness_cards().await;
+    let c = "c-taxa-cartao";
+    h.say(c, "qual o saldo do 2345678901?").await;
+    h.say(c, "perdi meu cartão").await;
+    h.say(c, "sim").await;
+    let quoted = h.say(c, "quero a segunda via, pago no cartão de crédito").await;
+    assert!(
+        quoted.reply_text().contains("cartão de crédito"),
+        "{}",
+        quoted.reply_text()
+    );
+    let linked = h.say(c, "sim").await;
+    let line = linked.reply_text();
+    assert!(
+        line.starts_with(
+            "Para a segunda via do cartão ****8901, pague a taxa de R$ 15,00 com o seu cartão de crédito"
+        ) && line.contains("/_simulador/checkout/")
+            && line.contains("nunca digite o número do seu cartão"),
+        "{line}"
+    );
+    let id = linked
+        .replies
+        .iter()
+        .flat_map(|r| r.files.iter())
+        .find_map(|f| vt_domain::tools::link_of(f).map(str::to_owned))
+        .expect("the link's file");
+    assert_eq!(
+        done(&h.sim, Efeito::SegundaViaEmitida),
+        0,
+        "nothing ordered before the payment"
+    );
+
+    let payment = h.sim.cartao().pay(&id, false).expect("paid on the page");
+    let payments = h.service.payments();
+    let (first, second) = tokio::join!(payments.settle(&id), payments.settle(&id));
+    let outcomes = [first.expect("settle"), second.expect("settle")];
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| **o == vt_agent::testkit::Settled::Credited)
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(done(&h.sim, Efeito::SegundaViaEmitida), 1, "ordered once");
+    assert_eq!(h.sim.charges("2345678901"), 0, "no recharge: a fee");
+    let order = h
+        .sim
+        .ledger()
+        .into_iter()
+        .find(|e| e.efeito == Some(Efeito::SegundaViaEmitida))
+        .expect("the order");
+    let body = order.body.expect("body");
+    assert_eq!(body["pagamento"]["tipo"], "cartao_credito");
+    assert_eq!(
+        body["pagamento"]["token"],
+        payment.as_str(),
+        "the payment is the token"
+    );
+    let told = crate::support::said(&h, c).await.pop().expect("told");
+    assert!(
+        told.starts_with("Segunda via pedida (protocolo")
+            && told.contains("A taxa de R$ 15,00 é cobrada por cartão de crédito"),
+        "{told}"
+    );
+}
+
 /// A card blocked by itself is a stretch the bot resolved — no person; a block asked and never
 /// confirmed is abandoned.
 #[tokio::test]

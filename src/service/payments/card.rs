@@ -18,7 +18,7 @@ pub(super) async fn issue_link(
     let pedido = PedidoLink {
         valor,
         referencia: vt_domain::pix::txid(recharge_key, n),
-        descricao: format!("Recarga de vale-transporte, cartão {cartao}"),
+        descricao: what_is_paid(recharge_key, &cartao),
         expira_em: now + Duration::minutes(i64::from(setup.config.expiracao_minutos)),
         chave: format!("checkout-{recharge_key}-{n}"),
     };
@@ -48,7 +48,11 @@ pub(super) fn link_shown(charge: &PixCharge, recharge: &FlowInput) -> LinkCartao
     let cartao = vt_domain::vt::mask_card(&recharge.cartao);
     LinkCartao {
         id: charge.txid.clone(),
-        texto: vt_domain::cartao::textos::link(
+        texto: (if is_second_copy(charge) {
+            vt_domain::cartao::textos::link_taxa
+        } else {
+            vt_domain::cartao::textos::link
+        })(
             charge.amount,
             &cartao,
             &charge.copia_e_cola,

@@ -715,11 +715,7 @@ async fn issue(
         },
         valor: ValorOriginal { original: valor },
         chave: setup.config.chave.clone(),
-        solicitacao_pagador: Some(if charge.recharge_key.starts_with("segunda_via:") {
-            format!("Taxa da segunda via do cartão de vale-transporte {cartao}")
-        } else {
-            format!("Recarga de vale-transporte, cartão {cartao}")
-        }),
+        solicitacao_pagador: Some(what_is_paid(charge.recharge_key, &cartao)),
     };
     let cob = setup
         .psp
@@ -770,7 +766,11 @@ fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentE
     let cartao = vt_domain::vt::mask_card(&recharge.cartao);
     Ok(CodigoPix {
         txid: charge.txid.clone(),
-        texto: textos::cobranca(
+        texto: (if is_second_copy(charge) {
+            textos::cobranca_taxa
+        } else {
+            textos::cobranca
+        })(
             charge.amount,
             &cartao,
             charge.expires_at,
@@ -784,7 +784,21 @@ fn shown(charge: &PixCharge, recharge: &FlowInput) -> Result<CodigoPix, PaymentE
 
 /// Whether `charge` pays a second copy's fee (its key is the desk request's), not a recharge.
 fn is_second_copy(charge: &PixCharge) -> bool {
-    charge.recharge_key.starts_with("segunda_via:")
+    pays_a_second_copy(&charge.recharge_key)
+}
+
+/// Whether the charges under `recharge_key` pay a second copy's fee (the desk request's key).
+fn pays_a_second_copy(recharge_key: &str) -> bool {
+    recharge_key.starts_with("segunda_via:")
+}
+
+/// What a charge under `recharge_key` pays for, as the provider shows the payer (`cartao` masked).
+fn what_is_paid(recharge_key: &str, cartao: &str) -> String {
+    if pays_a_second_copy(recharge_key) {
+        format!("Taxa da segunda via do cartão de vale-transporte {cartao}")
+    } else {
+        format!("Recarga de vale-transporte, cartão {cartao}")
+    }
 }
 
 /// The recharge a charge carries, as it was confirmed.

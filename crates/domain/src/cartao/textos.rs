@@ -26,6 +26,16 @@ pub fn link(valor: Decimal, cartao: &str, url: &str, expira: DateTime<Utc>, tz: 
     )
 }
 
+/// The line with the link of a second copy's fee: the fee, the masked VT card, until when, that the card
+/// is typed on the provider's page, and that the order goes once it is paid.
+pub fn link_taxa(valor: Decimal, cartao: &str, url: &str, expira: DateTime<Utc>, tz: &Timezone) -> String {
+    format!(
+        "Para a segunda via do cartão {cartao}, pague a taxa de {} com o seu cartão de crédito na página segura do pagamento até {}: {url} — nunca digite o número do seu cartão de crédito aqui na conversa. O pedido sai assim que o pagamento for confirmado, e eu aviso aqui.",
+        brl(valor),
+        hora(expira, tz)
+    )
+}
+
 /// The receipt once the recharge is credited.
 pub fn comprovante(
     valor: Decimal,

@@ -26,6 +26,16 @@ pub fn cobranca(valor: Decimal, cartao: &str, expira: DateTime<Utc>, tz: &Timezo
     )
 }
 
+/// The line before the code of a second copy's fee: the fee, the masked card, until when, and that the
+/// order goes once it is paid.
+pub fn cobranca_taxa(valor: Decimal, cartao: &str, expira: DateTime<Utc>, tz: &Timezone) -> String {
+    format!(
+        "Para a segunda via do cartão {cartao}, pague a taxa de {} pelo Pix abaixo até {} (copie o código da próxima mensagem ou leia o QR code). O pedido sai assim que o pagamento for confirmado, e eu aviso aqui.",
+        brl(valor),
+        hora(expira, tz)
+    )
+}
+
 /// The receipt once the recharge is credited.
 pub fn comprovante(
     valor: Decimal,

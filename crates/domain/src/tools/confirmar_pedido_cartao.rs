@@ -15,13 +15,12 @@ use serde_json::{Value, json};
 use super::balcao;
 use super::bloquear_cartao::asked;
 use super::pedido_cartao::{AcaoCartao, PedidoCartao, STATE_PEDIDO_CARTAO, STATE_ULTIMO_PEDIDO, said_means};
-use super::pix::{CodigoPix, STATE_PIX, SharedPixCharges};
 use super::settings::VtSettings;
 use crate::journal::{Confirmation, SharedJournal};
 use crate::systems::contract::{BloqueioResposta, Recusa, SegundaViaResposta};
 use crate::systems::{HttpResult, ORDEM_TIMEOUT_MS, OrdemCartao, SystemsPort};
 use crate::vt::parse::{is_confirmation, is_refusal};
-use crate::vt::{Idioma, MeioPagamento, Recarga, money_for_people};
+use crate::vt::{Idioma, money_for_people};
 use vt_contract::action::{Action, ActionError};
 use vt_contract::context::ActionContext;
 use vt_contract::response::{ActionResponse, HandoffReason, ResponseToUser, TransferToHuman};
@@ -92,27 +91,12 @@ impl Action for ConfirmarPedidoCartao {
 }
 
 /// The request sent to the card system under its own key, and its answer as the holder hears it. A
-/// second copy whose fee is paid by Pix, where a provider takes Pix, is charged first: the order goes
-/// when the provider says it was paid (the payments job), never before.
+/// second copy whose fee a provider here takes (Pix, a card checkout) is charged first
+/// ([`super::taxa`]): the order goes when the provider says it was paid (the payments job), never before.
 async fn send(ctx: &ActionContext, p: &PedidoCartao) -> Result<ActionResponse, ActionError> {
     let settings = VtSettings::of(ctx);
-    if let AcaoCartao::SegundaVia { taxa, meio, .. } = &p.acao
-        && !taxa.is_zero()
-        && meio.as_deref() == Some("pix")
-        && let Some(port) = ctx.get::<SharedPixCharges>()
-    {
-        let fee = Recarga {
-            valor: Some(*taxa),
-            moeda: Some("BRL".into()),
-            meio_pagamento: MeioPagamento {
-                tipo: "pix".into(),
-                token: None,
-            },
-            idempotency_key: None,
-        };
-        let input = settings.flow_input(ctx, &p.cartao, Some(fee));
-        let issued = port.issue(ctx, &input, &p.key(), 0).await;
-        return Ok(fee_charged(ctx, p, *taxa, issued, &settings));
+    if let Some(charged) = super::taxa::charged_first(ctx, p, &settings).await {
+        return Ok(charged);
     }
     let systems = ctx.require::<SystemsPort>()?.get();
     let mut headers = balcao::headers(&settings);
@@ -134,51 +118,6 @@ async fn send(ctx: &ActionContext, p: &PedidoCartao) -> Result<ActionResponse, A
         AcaoCartao::Bloqueio { .. } => blocked(p, &sent, &settings),
         AcaoCartao::SegundaVia { .. } => replacement_refused(p, &sent).unwrap_or_else(|| replaced(p, &sent)),
     })
-}
-
-/// The second copy's fee charged by Pix: the line (what it pays for, until when), the code, its QR;
-/// or, when no code could be issued, that nothing was charged nor ordered, and a person looks.
-fn fee_charged(
-    ctx: &ActionContext,
-    p: &PedidoCartao,
-    taxa: Decimal,
-    issued: Result<CodigoPix, ActionError>,
-    settings: &VtSettings,
-) -> ActionResponse {
-    let masked = p.masked();
-    let fee = money_for_people("BRL", taxa, Idioma::PtBr);
-    let mut codigo = match issued {
-        Ok(c) => c,
-        Err(e) => {
-            return ResponseToUser::new(
-                format!("Não consegui gerar o Pix da taxa da segunda via do cartão {masked} agora, e nada foi cobrado nem pedido. Uma pessoa da nossa equipe vai verificar."),
-                format!("Segunda via do cartão {masked} confirmada, mas a cobrança Pix da taxa falhou ({}): nada foi cobrado nem pedido; atendimento passado a uma pessoa.", e.operator_message()),
-            )
-            .with_state(STATE_PEDIDO_CARTAO, Value::Null)
-            .with_function(TransferToHuman::new("a cobrança Pix da taxa de uma segunda via falhou").because(HandoffReason::FalhaDeSistema))
-            .error()
-            .into();
-        }
-    };
-    let until = settings
-        .politicas
-        .timezone
-        .local(codigo.expira_em)
-        .format("%H:%M");
-    codigo.texto = format!(
-        "Para a segunda via do cartão {masked}, pague a taxa de {fee} pelo Pix abaixo até {until} (copie o código da próxima mensagem ou leia o QR code). O pedido sai assim que o pagamento for confirmado, e eu aviso aqui."
-    );
-    let instruction = format!(
-        "Segunda via do cartão {masked} confirmada pelo usuário; cobrança Pix {} da taxa de {fee} emitida. O pedido só é feito quando o provedor confirmar o pagamento; o usuário recebeu o código e será avisado.",
-        codigo.txid
-    );
-    super::pix::mostrar(ctx, &codigo, instruction)
-        .with_state(STATE_PEDIDO_CARTAO, Value::Null)
-        .with_state(
-            STATE_PIX,
-            json!({"recarga": p.key(), "codigo": 0, "txid": codigo.txid, "descricao": format!("taxa da segunda via do cartão {masked}")}),
-        )
-        .into()
 }
 
 /// What a second copy whose fee was paid became, as the payments job tells the card holder.

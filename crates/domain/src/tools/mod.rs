@@ -27,6 +27,7 @@ mod pix;
 mod preparar_recarga;
 mod recarga_automatica;
 mod segunda_via;
+mod taxa;
 mod runner;
 mod settings;
 mod situacao;
