@@ -62,6 +62,15 @@ pub(crate) async fn whatsapp_on(
     chat: crate::support::ChatHarness,
     graph_answers: Vec<crate::support::Canned<'static>>,
 ) -> Wa {
+    whatsapp_with(chat, graph_answers, templates()).await
+}
+
+/// [`whatsapp_on`] with `templates` approved.
+pub(crate) async fn whatsapp_with(
+    chat: crate::support::ChatHarness,
+    graph_answers: Vec<crate::support::Canned<'static>>,
+    templates: Arc<Templates>,
+) -> Wa {
     let chat = Arc::new(chat);
     let graph = FakeServer::start(graph_answers).await.answering_read_receipts();
     let config = config(&graph.url);
@@ -70,12 +79,12 @@ pub(crate) async fn whatsapp_on(
         agent: "vt".into(),
         tenant: vt_engine::conversation::DEFAULT_TENANT.into(),
     };
-    let channel = vt_agent::testkit::whatsapp_channel(&config, &templates(), &wiring);
+    let channel = vt_agent::testkit::whatsapp_channel(&config, &templates, &wiring);
     let state =
         vt_agent::AppState::new(chat.service.clone(), "vt", Default::default()).with_channel(&channel);
     let sender = Sender::new(&config)
         .expect("on")
-        .with_window(chat.store.clone(), templates())
+        .with_window(chat.store.clone(), templates)
         .with_costs(
             chat.store.clone(),
             prices(),

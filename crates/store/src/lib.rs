@@ -433,6 +433,8 @@ where
         "DELETE FROM whatsapp_contacts WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM whatsapp_consent WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM whatsapp_consent_events WHERE wa_id IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
+        // Every phone and BSUID they were known by.
+        "DELETE FROM whatsapp_identities WHERE person IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
         "DELETE FROM case_events WHERE conversation_id IN (",
         "DELETE FROM cases WHERE conversation_id IN (",

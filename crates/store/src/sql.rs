@@ -9,6 +9,7 @@ mod batches;
 pub(crate) mod cases;
 pub(crate) mod contacts;
 mod flows;
+mod identities;
 mod reports;
 pub(crate) mod outbox;
 mod outcomes;

@@ -15,6 +15,7 @@
 //!   sent as HTTP 400) and 5xx are retried; 131047 (outside the 24 h window) and other 4xx are final.
 #![warn(clippy::too_many_lines)] // on the main path: see clippy.toml
 
+mod identity;
 mod media;
 pub(crate) mod notices;
 mod orders;

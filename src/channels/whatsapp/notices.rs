@@ -75,6 +75,8 @@ impl WhatsAppNotices {
         card: &str,
         notice: &LowBalance,
     ) -> Result<EnvioNotificacao, vt_store::StoreError> {
+        let person = self.person(wa_id).await?;
+        let wa_id = person.as_str();
         if let Some(refused) = self.without_consent(wa_id).await? {
             return Ok(refused);
         }
@@ -149,6 +151,16 @@ impl WhatsAppNotices {
 }
 
 impl WhatsAppNotices {
+    /// The person a recipient's phone (or BSUID) is on this number — whose conversation, consent and
+    /// window a notice goes by; the recipient itself when no one wrote from it yet.
+    async fn person(&self, recipient: &str) -> Result<String, vt_store::StoreError> {
+        Ok(self
+            .contacts
+            .whatsapp_person_of(&self.phone_number_id, recipient)
+            .await?
+            .unwrap_or_else(|| recipient.to_owned()))
+    }
+
     /// Why nothing may be sent to `wa_id` on the business's initiative, if so.
     async fn without_consent(&self, wa_id: &str) -> Result<Option<EnvioNotificacao>, vt_store::StoreError> {
         Ok(match self.contacts.consent(wa_id).await? {
@@ -163,6 +175,8 @@ impl WhatsAppNotices {
         wa_id: &str,
         notice: &RechargeResult,
     ) -> Result<EnvioNotificacao, vt_store::StoreError> {
+        let person = self.person(wa_id).await?;
+        let wa_id = person.as_str();
         if let Some(refused) = self.without_consent(wa_id).await? {
             return Ok(refused);
         }

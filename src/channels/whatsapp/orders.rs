@@ -17,13 +17,15 @@ pub(super) fn message(pedido: PedidoPix, to: &str, charge: &PixCharge, key: &str
         PedidoPix::Pagar => order_details(charge, key),
         PedidoPix::Situacao => order_status(charge)?,
     };
-    Some(json!({
+    let (field, address) = super::wire::Addressee::of(to).field();
+    let mut message = json!({
         "messaging_product": "whatsapp",
         "recipient_type": "individual",
-        "to": to,
         "type": "interactive",
         "interactive": interactive,
-    }))
+    });
+    message[field] = json!(address);
+    Some(message)
 }
 
 /// The order to pay: the amount in cents (`offset` 100) and the code, paid to `key`.

@@ -20,15 +20,21 @@ const MAX_BUTTON_BODY: usize = 1024;
 const RATE_LIMITS: [i64; 3] = [130429, 131056, 80007];
 /// The user has not written in 24 hours: only templates may be sent; retrying cannot help.
 const OUTSIDE_WINDOW: i64 = 131047;
+/// This kind of message cannot go to a business-scoped user id (authentication templates need a phone).
+const NOT_TO_A_BSUID: i64 = 131062;
 
 pub struct Sender {
     client: reqwest::Client,
     url: String,
+    /// The business number (`phone_number_id`): whom its people are is kept per number.
+    number: String,
     /// Where images are uploaded (`/{phone-number-id}/media`).
     media_url: String,
     token: String,
     /// The 24-hour window's rules; `None`: every reply as free text (Meta refuses it outside).
     window: Option<Window>,
+    /// Who is reached where ([`super::identity`]); `None`: a reply goes to its user id as it is.
+    people: Option<Arc<dyn ContactStore>>,
     /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
     files: Option<Arc<dyn PixStore>>,
     /// The operator's Pix key, where the account takes payments (`[pix] whatsapp_order_details`):
@@ -63,10 +69,12 @@ impl Sender {
         );
         Some(Self {
             client,
+            number: phone.clone(),
             url: format!("{base}/messages"),
             media_url: format!("{base}/media"),
             token: token.clone(),
             window: None,
+            people: None,
             files: None,
             pix_key: None,
             costs: None,
@@ -119,7 +127,7 @@ impl Sender {
             let image = wire::Outgoing {
                 messaging_product: "whatsapp",
                 recipient_type: "individual",
-                to,
+                to: wire::Addressee::of(to),
                 kind: "image",
                 text: None,
                 interactive: None,
@@ -156,9 +164,33 @@ impl Sender {
             .map_err(|_| SendError::Permanent("graph api: an upload answered without a media id".into()))
     }
 
+    /// Where `person` (the user id of their conversation) is reached now: their phone where one is
+    /// theirs, else their BSUID; a person with nothing on record (known by their phone from before
+    /// identities were kept) at their key.
+    async fn address(&self, person: &str) -> Result<String, SendError> {
+        let Some(people) = &self.people else {
+            return Ok(person.to_owned());
+        };
+        let ids = people
+            .whatsapp_address(&self.number, person)
+            .await
+            .map_err(|_| SendError::Retry {
+                reason: "store unavailable".into(),
+                after: None,
+            })?;
+        Ok(ids.phone.or(ids.bsuid).unwrap_or_else(|| person.to_owned()))
+    }
+
     /// Deciding every send by the user's 24-hour window (times in `store`), with `templates` outside it.
     pub fn with_window(mut self, store: Arc<dyn ContactStore>, templates: Arc<Templates>) -> Self {
+        self.people = Some(store.clone());
         self.window = Some(Window { store, templates });
+        self
+    }
+
+    /// Sending to each person where they are reached now (their phone, else their BSUID), by `store`.
+    pub fn with_people(mut self, store: Arc<dyn ContactStore>) -> Self {
+        self.people = Some(store);
         self
     }
 
@@ -211,13 +243,14 @@ impl Sender {
         template: &Template,
         body: serde_json::Value,
     ) -> Result<Option<String>, SendError> {
-        let message = serde_json::json!({
+        let (field, address) = wire::Addressee::of(to).field();
+        let mut message = serde_json::json!({
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
-            "to": to,
             "type": "template",
             "template": body,
         });
+        message[field] = serde_json::json!(address);
         let id = match self.post(&message).await {
             Ok(id) => id,
             Err(failure) => {
@@ -302,6 +335,9 @@ fn classify(status: u16, body: &str) -> SendError {
         Some(OUTSIDE_WINDOW) => SendError::Permanent(format!(
             "{what} (fora da janela de 24 h: o usuário precisa escrever primeiro)"
         )),
+        Some(NOT_TO_A_BSUID) => SendError::Permanent(format!(
+            "{what} (esta mensagem não vai a um BSUID: a pessoa só é conhecida pelo nome de usuário)"
+        )),
         _ if status >= 500 || status == 429 => SendError::Retry {
             reason: what,
             after: None,
@@ -333,7 +369,7 @@ fn text_message<'a>(to: &'a str, body: &'a str) -> wire::Outgoing<'a> {
     wire::Outgoing {
         messaging_product: "whatsapp",
         recipient_type: "individual",
-        to,
+        to: wire::Addressee::of(to),
         kind: "text",
         text: Some(wire::OutText {
             body,
@@ -419,7 +455,7 @@ fn interactive<'a>(
     wire::Outgoing {
         messaging_product: "whatsapp",
         recipient_type: "individual",
-        to,
+        to: wire::Addressee::of(to),
         kind: "interactive",
         text: None,
         interactive: Some(wire::OutInteractive {
@@ -464,15 +500,24 @@ impl ChannelSender for Sender {
     }
 
     async fn send(&self, _item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
-        let (to, text) = (reply.user_id.as_str(), reply.text.as_str());
-        if to.is_empty() {
+        let (person, text) = (reply.user_id.as_str(), reply.text.as_str());
+        if person.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
         }
+        let address = self.address(person).await?;
+        let to = address.as_str();
         // Outside the window only a template goes: a reply's files (a QR, an order) cannot.
         if let Some(window) = &self.window
             && let Decision::Template { template, body } =
-                window.decide(to, reply, chrono::Utc::now()).await?
+                window.decide(person, reply, chrono::Utc::now()).await?
         {
+            if template.category == "AUTHENTICATION" && super::identity::is_bsuid(to) {
+                return Err(SendError::Permanent(format!(
+                    "fora da janela de 24 h e o modelo '{}' é de autenticação, que só vai a um número de telefone: \
+                     a pessoa só é conhecida pelo BSUID",
+                    template.name
+                )));
+            }
             return self.send_template(window, (to, reply), &template, body).await;
         }
         if !reply.files.is_empty() {

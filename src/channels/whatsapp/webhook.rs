@@ -11,7 +11,9 @@ use axum::routing::get;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, conversation_id, wire};
+use super::{
+    CANCEL_PREFIX, CHANNEL, CONFIRM_PREFIX, PICK_PREFIX, WhatsAppConfig, conversation_id, identity, wire,
+};
 use crate::channels::same_secret;
 use crate::service::{Delivery, Inbound, NotWaiting, Received, Services, Tap};
 use vt_engine::Participant;
@@ -127,13 +129,24 @@ async fn store_all(
                 continue;
             }
         };
-        if let Err(status) = record_statuses(state, &value.statuses).await {
+        if let Err(status) = record_statuses(state, &value).await {
             return status;
         }
         for m in &value.messages {
+            if m.kind == "system" {
+                if let Err(status) = record_change(state, &value.metadata.phone_number_id, m).await {
+                    return status;
+                }
+                continue;
+            }
+            let person = match person(state, &value, m).await {
+                Ok(Some(person)) => person,
+                Ok(None) => continue,
+                Err(status) => return status,
+            };
             // Stored with the message: when the user wrote, from which their 24-hour window counts (what
             // waited for it goes out, in the same transaction).
-            let msg = inbound(state, &value, m);
+            let msg = inbound(state, &value, m, &person);
             match state.service.messages().receive(&msg).await {
                 Ok(Some(mut received)) => {
                     greet(state, &received).await;
@@ -236,9 +249,70 @@ async fn record_template(
         })
 }
 
-/// What Meta reports of the messages we sent, on record.
-async fn record_statuses(state: &WebhookState, statuses: &[wire::Status]) -> Result<(), StatusCode> {
-    for s in statuses {
+/// The person who wrote `m`, by what it names them ([`super::identity`]), on record before their message
+/// is; `None` for a message that names no one (logged: nothing could answer it).
+async fn person(
+    state: &WebhookState,
+    value: &wire::Value,
+    m: &wire::Message,
+) -> Result<Option<String>, StatusCode> {
+    let ids = identity::of_message(&value.contacts, m);
+    if ids.phone.is_none() && ids.bsuid.is_none() {
+        tracing::warn!(kind = %m.kind, "whatsapp message without a phone or a BSUID ignored");
+        return Ok(None);
+    }
+    let contacts = &state.service.stores().contacts;
+    match contacts
+        .whatsapp_person(&value.metadata.phone_number_id, &ids, chrono::Utc::now())
+        .await
+    {
+        Ok(person) => Ok(Some(person)),
+        Err(e) => {
+            tracing::error!(error = %e, "whatsapp person could not be stored");
+            Err(StatusCode::SERVICE_UNAVAILABLE)
+        }
+    }
+}
+
+/// A system message: who the sender is changed (a new BSUID, a new phone), on record — their
+/// conversation goes on, sent to what is theirs now. Never a turn.
+async fn record_change(state: &WebhookState, number: &str, m: &wire::Message) -> Result<(), StatusCode> {
+    let Some(change) = identity::change_of(m) else {
+        tracing::info!("whatsapp system message of a kind we do not use");
+        return Ok(());
+    };
+    let contacts = &state.service.stores().contacts;
+    match contacts
+        .whatsapp_moved(number, (&change.0, &change.1), chrono::Utc::now())
+        .await
+    {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            tracing::info!("whatsapp identity change of someone not on record");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "whatsapp identity change could not be stored");
+            Err(StatusCode::SERVICE_UNAVAILABLE)
+        }
+    }
+}
+
+/// What Meta reports of the messages we sent, on record; a status that names both the recipient's
+/// phone and BSUID links them.
+async fn record_statuses(state: &WebhookState, value: &wire::Value) -> Result<(), StatusCode> {
+    for s in &value.statuses {
+        if let Some(ids) = identity::of_status(s)
+            && let Err(e) = state
+                .service
+                .stores()
+                .contacts
+                .whatsapp_person(&value.metadata.phone_number_id, &ids, chrono::Utc::now())
+                .await
+        {
+            tracing::error!(error = %e, "whatsapp status's identities could not be stored");
+            return Err(StatusCode::SERVICE_UNAVAILABLE);
+        }
         let code = s.errors.first().map(|e| e.code.to_string());
         match state
             .service
@@ -259,21 +333,19 @@ async fn record_statuses(state: &WebhookState, statuses: &[wire::Status]) -> Res
 
 /// One WhatsApp message as the service's [`Inbound`]: a text as it is, a tap on a button as the
 /// words it stands for, anything else named as unsupported.
-fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message) -> Inbound {
-    let name = value
-        .contacts
-        .iter()
-        .find(|c| c.wa_id == m.from)
-        .and_then(|c| c.profile.as_ref())
-        .and_then(|p| p.name.clone());
-    let conversation = conversation_id(&value.metadata.phone_number_id, &m.from);
+fn inbound(state: &WebhookState, value: &wire::Value, m: &wire::Message, person: &str) -> Inbound {
+    let ids = identity::of_message(&value.contacts, m);
+    let profile = identity::contact_of(&value.contacts, ids.phone.as_deref(), ids.bsuid.as_deref())
+        .and_then(|c| c.profile.as_ref());
+    let name = profile.and_then(|p| p.name.clone().or_else(|| p.username.clone()));
+    let conversation = conversation_id(&value.metadata.phone_number_id, person);
     let mut msg = Inbound {
         agent_id: state.agent.clone(),
         conversation_id: Some(conversation.clone()),
         tenant_id: Some(state.tenant.clone()),
         user: Participant {
-            user_id: m.from.clone(),
-            user_login: name.unwrap_or_else(|| m.from.clone()),
+            user_id: person.to_owned(),
+            user_login: name.unwrap_or_else(|| person.to_owned()),
             channel: CHANNEL.into(),
         },
         text: String::new(),

@@ -58,9 +58,14 @@ pub(super) struct Metadata {
     pub phone_number_id: String,
 }
 
+/// Who wrote: their phone (`wa_id`, withheld from a username adopter) and their business-scoped user
+/// id (`user_id`, `CC.…`).
 #[derive(Debug, Deserialize)]
 pub(super) struct Contact {
-    pub wa_id: String,
+    #[serde(default)]
+    pub wa_id: Option<String>,
+    #[serde(default)]
+    pub user_id: Option<String>,
     #[serde(default)]
     pub profile: Option<Profile>,
 }
@@ -69,11 +74,19 @@ pub(super) struct Contact {
 pub(super) struct Profile {
     #[serde(default)]
     pub name: Option<String>,
+    /// Their WhatsApp username (`@ana`): shown, never a key (it changes).
+    #[serde(default)]
+    pub username: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Message {
-    pub from: String,
+    /// The sender's phone — or, for a username adopter with no recent contact, absent or their BSUID.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// The sender's business-scoped user id.
+    #[serde(default)]
+    pub from_user_id: Option<String>,
     pub id: String,
     /// When the user sent it, in Unix seconds (a string, as Meta sends it).
     #[serde(default)]
@@ -93,6 +106,20 @@ pub(super) struct Message {
     /// A photo (its `caption`, if any, is not read).
     #[serde(default)]
     pub image: Option<IncomingMedia>,
+    /// A change of who the sender is (`user_id_update`: a new BSUID; `user_changed_number`).
+    #[serde(default)]
+    pub system: Option<System>,
+}
+
+/// A system message: the sender's new identifier (`user_id` for a BSUID, `wa_id` for a phone).
+#[derive(Debug, Deserialize)]
+pub(super) struct System {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub wa_id: Option<String>,
 }
 
 /// A media message's object: its handle, never bytes or a URL.
@@ -142,6 +169,12 @@ pub(super) struct Status {
     /// The wamid of *our* message.
     pub id: String,
     pub status: String,
+    /// Who it went to: their phone, when sent to it or known.
+    #[serde(default)]
+    pub recipient_id: Option<String>,
+    /// Who it went to: their business-scoped user id.
+    #[serde(default)]
+    pub recipient_user_id: Option<String>,
     #[serde(default)]
     pub errors: Vec<StatusError>,
 }
@@ -156,7 +189,8 @@ pub(super) struct StatusError {
 pub(super) struct Outgoing<'a> {
     pub messaging_product: &'static str,
     pub recipient_type: &'static str,
-    pub to: &'a str,
+    #[serde(flatten)]
+    pub to: Addressee<'a>,
     #[serde(rename = "type")]
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -165,6 +199,35 @@ pub(super) struct Outgoing<'a> {
     pub interactive: Option<OutInteractive<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<MediaRef<'a>>,
+}
+
+/// Who a message goes to: a phone in `to`, a business-scoped user id in `recipient` (Meta's rule: `to`
+/// wins when both are sent, so only one is).
+#[derive(Debug, Serialize)]
+pub(super) enum Addressee<'a> {
+    #[serde(rename = "to")]
+    Phone(&'a str),
+    #[serde(rename = "recipient")]
+    Bsuid(&'a str),
+}
+
+impl<'a> Addressee<'a> {
+    /// `address` in the field Meta takes it in.
+    pub(super) fn of(address: &'a str) -> Self {
+        if super::identity::is_bsuid(address) {
+            Self::Bsuid(address)
+        } else {
+            Self::Phone(address)
+        }
+    }
+
+    /// The field's name and value, for a body built as JSON.
+    pub(super) fn field(&self) -> (&'static str, &'a str) {
+        match self {
+            Self::Phone(p) => ("to", p),
+            Self::Bsuid(b) => ("recipient", b),
+        }
+    }
 }
 
 /// An uploaded medium, by its id.

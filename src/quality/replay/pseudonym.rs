@@ -29,6 +29,12 @@ static PHONE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("phone regex")
 });
 
+/// A WhatsApp business-scoped user id (`BR.1502576394655843`): a person's id, as personal as their
+/// phone — and its digits would pass for a card's.
+static BSUID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]*[0-9][A-Za-z0-9]*\b").expect("bsuid regex")
+});
+
 /// A Pix code (a BR Code, `000201…6304` and its CRC): the operator's key and a charge's id, no one's
 /// personal data — and its digits would pass for a card's.
 static PIX_CODE: LazyLock<Regex> =
@@ -133,6 +139,19 @@ impl Pseudonyms {
         self.remember(found, format!("(00) 9{}-{}", &tail[..4], &tail[4..]))
     }
 
+    /// A business-scoped user id's fake: country `ZZ`, which no real one has, and digits from the key.
+    fn bsuid(&mut self, found: &str) -> String {
+        if let Some(f) = self.fake.get(found) {
+            return f.clone();
+        }
+        let tail: String = digits_of(found, "bsuid")
+            .into_iter()
+            .take(16)
+            .map(|d| char::from(b'0' + d))
+            .collect();
+        self.remember(found, format!("ZZ.{tail}"))
+    }
+
     fn name(&mut self, real: &str) -> String {
         if let Some(f) = self.fake.get(real) {
             return f.clone();
@@ -166,6 +185,12 @@ impl Pseudonyms {
         let held = PHONE
             .replace_all(&codes, |c: &regex::Captures<'_>| {
                 phones.push(self.phone(&c[0]));
+                format!("\u{E000}{}\u{E001}", phones.len() - 1)
+            })
+            .into_owned();
+        let held = BSUID
+            .replace_all(&held, |c: &regex::Captures<'_>| {
+                phones.push(self.bsuid(&c[0]));
                 format!("\u{E000}{}\u{E001}", phones.len() - 1)
             })
             .into_owned();
@@ -263,6 +288,21 @@ mod tests {
             "oi, sou a Beatriz Lima, cartão 1234567890, fone (11) 98765-4321"
         );
         assert!(p.reals().len() >= 4);
+    }
+
+    #[test]
+    fn a_whatsapp_bsuid_gets_a_fake_of_its_own_never_a_cards() {
+        let mut p = Pseudonyms::default();
+        let a = p.text("usuário BR.1502576394655843 (pai US.ENT.11815799212886844830)");
+        assert!(
+            !a.contains("1502576394655843") && !a.contains("11815799212886844830"),
+            "{a}"
+        );
+        assert!(a.starts_with("usuário ZZ.") && !a.contains('*'), "{a}");
+        let b = p.text("de novo BR.1502576394655843");
+        let fake = a.split_whitespace().nth(1).expect("the fake");
+        assert!(b.ends_with(fake), "the same id, the same fake: {a} / {b}");
+        assert_eq!(p.text("OK.obrigado, R$ 4.40"), "OK.obrigado, R$ 4.40");
     }
 
     #[test]

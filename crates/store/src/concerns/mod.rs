@@ -489,6 +489,33 @@ pub trait ContactStore: Send + Sync {
     /// Every change of a user's answer, oldest first.
     async fn consent_events(&self, wa_id: &str) -> Result<Vec<ConsentChange>, StoreError>;
 
+    /// The person a WhatsApp notification names on business number `number` (`seen`: their phone, their
+    /// BSUID, one at least): the person any of them already is, else a new one keyed by the phone (or
+    /// the BSUID); every identifier seen is linked to them. The key is the user id of their conversation.
+    async fn whatsapp_person(
+        &self,
+        number: &str,
+        seen: &WhatsAppIds,
+        now: DateTime<Utc>,
+    ) -> Result<String, StoreError>;
+
+    /// The person `identifier` (a phone or a BSUID) is on `number`, while it is theirs.
+    async fn whatsapp_person_of(&self, number: &str, identifier: &str) -> Result<Option<String>, StoreError>;
+
+    /// `from` became `to` on `number` (a new BSUID after a new phone: `user_id_update`; a new phone:
+    /// `user_changed_number`): `to` is linked to `from`'s person and what they were reached by retires.
+    /// The person, when `from` was known.
+    async fn whatsapp_moved(
+        &self,
+        number: &str,
+        (from, to): (&str, &str),
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Where `person` is reached on `number`: their current phone and BSUID (empty when none is on
+    /// record: a person known by their phone only, from before identities were kept).
+    async fn whatsapp_address(&self, number: &str, person: &str) -> Result<WhatsAppIds, StoreError>;
+
     /// Takes the low-balance notice of the card `card_hash` if one is due: it is not below the limit
     /// since its last notice, and none went since `not_before`. One conditional write, so of several
     /// flows at once one takes it. Returns whether this call took it.
@@ -501,6 +528,14 @@ pub trait ContactStore: Send + Sync {
 
     /// The card's balance was read above the limit: its next low balance is a new crossing.
     async fn balance_recovered(&self, card_hash: &str) -> Result<(), StoreError>;
+}
+
+/// What WhatsApp names a person by: their phone (`wa_id`), withheld from a username adopter, and their
+/// business-scoped user id (`CC.…`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WhatsAppIds {
+    pub phone: Option<String>,
+    pub bsuid: Option<String>,
 }
 
 /// A change of a user's consent to business-initiated messages: who made it, when, through what.

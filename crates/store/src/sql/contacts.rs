@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Sql, Stmt};
 use crate::rows::Columns;
-use crate::{ConsentChange, ContactStore, StoreError, TemplateState};
+use crate::{ConsentChange, ContactStore, StoreError, TemplateState, WhatsAppIds};
 
 /// A contact wrote at `at`: their last message's time, never moved back.
 pub(crate) fn touch(dialect: super::Dialect, wa_id: &str, at: DateTime<Utc>) -> Stmt {
@@ -144,6 +144,32 @@ impl<S: Sql> ContactStore for S {
             )
             .await?;
         Ok(taken == 1)
+    }
+
+    async fn whatsapp_person(
+        &self,
+        number: &str,
+        seen: &WhatsAppIds,
+        now: DateTime<Utc>,
+    ) -> Result<String, StoreError> {
+        super::identities::person(self, number, seen, now).await
+    }
+
+    async fn whatsapp_person_of(&self, number: &str, identifier: &str) -> Result<Option<String>, StoreError> {
+        super::identities::person_of(self, number, identifier).await
+    }
+
+    async fn whatsapp_moved(
+        &self,
+        number: &str,
+        change: (&str, &str),
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        super::identities::moved(self, number, change, now).await
+    }
+
+    async fn whatsapp_address(&self, number: &str, person: &str) -> Result<WhatsAppIds, StoreError> {
+        super::identities::address(self, number, person).await
     }
 
     async fn balance_recovered(&self, card_hash: &str) -> Result<(), StoreError> {

@@ -91,7 +91,10 @@ impl KeepingStore for SqliteStore {
         use crate::Subject;
         let conversations: Vec<String> = match subject {
             Subject::User(id) => {
-                sqlx::query_scalar("SELECT id FROM conversations WHERE user_id = ?")
+                sqlx::query_scalar(
+                    "SELECT id FROM conversations WHERE user_id = ?1 \
+                     OR user_id IN (SELECT person FROM whatsapp_identities WHERE identifier = ?1)",
+                )
                     .bind(id)
                     .fetch_all(&self.writer)
                     .await?

@@ -43,12 +43,14 @@ use vt_store::testkit::{PgFixture, batch_job, conversation, execution, pix_charg
 mod cases;
 mod conversations;
 mod money;
+mod people;
 mod reports;
 mod runs;
 
 pub(crate) use cases::*;
 pub(crate) use conversations::*;
 pub(crate) use money::*;
+pub(crate) use people::*;
 pub(crate) use reports::*;
 pub(crate) use runs::*;
 
@@ -117,6 +119,7 @@ conformance!(
         the_console_reads_lists_and_counts,
     ],
     cases: [cases_open_once_one_claim_wins_and_every_transition_is_logged],
+    contacts: [a_whatsapp_person_is_one_whichever_identifier_arrives],
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
