@@ -18,6 +18,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use vt_contract::FileContent;
 
+use futures::StreamExt as _;
 use tracing::Instrument as _;
 use vt_engine::RetryPolicy;
 use vt_engine::telemetry::spans::{self, Scope};
@@ -33,6 +34,8 @@ pub enum SendError {
     /// Not sent yet, by rule: the channel sent what it may (a template asking the user to come back),
     /// and the item waits — with every later item of its conversation — until the user writes.
     Held(String),
+    /// Not tried: the channel's pace lets it go at this time (no attempt is spent).
+    Later(chrono::DateTime<Utc>),
 }
 
 /// The product marks emphasis as WhatsApp shows it (`Responda *sim*`); `emphasis(text, mark)` writes
@@ -147,22 +150,31 @@ pub trait ChannelSender: Send + Sync {
 }
 
 /// Sends due outbox items through the channels' senders.
-/// `[outbox]`: how the worker retries a send that failed.
+/// `[outbox]`: how the worker retries a send that failed, and how many it sends at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboxConfig {
     /// Tries of one item before it is dead-lettered (the BPMN's channel row: 5 tries, 5 s apart,
     /// doubling).
     pub retry: RetryPolicy,
+    /// Items of different conversations sent at once (1 to 256; a conversation's own go one by one):
+    /// a platform that takes 80 messages a second at ~250 ms each needs ~20 in flight.
+    pub envios_simultaneos: usize,
 }
 
 impl Default for OutboxConfig {
     fn default() -> Self {
         Self {
             retry: RetryPolicy::new(5, 5_000),
+            envios_simultaneos: DEFAULT_CONCURRENCY,
         }
     }
 }
+
+/// Sends in flight at once by default.
+const DEFAULT_CONCURRENCY: usize = 32;
+/// The most `[outbox] envios_simultaneos` may be.
+pub(crate) const MAX_CONCURRENCY: usize = 256;
 
 pub struct Worker {
     store: Arc<dyn OutboxStore>,
@@ -171,6 +183,8 @@ pub struct Worker {
     lease: chrono::Duration,
     batch: i64,
     idle: Duration,
+    /// Items sent at once (each of its own conversation: a claim takes one per conversation).
+    concurrency: usize,
 }
 
 /// What one pass did.
@@ -193,7 +207,18 @@ impl Worker {
             lease: chrono::Duration::seconds(60),
             batch: 32,
             idle: Duration::from_millis(250),
+            concurrency: 1,
         }
+    }
+
+    /// Sending up to `n` items at once, claiming as many per pass.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.clamp(1, MAX_CONCURRENCY);
+        // Several items per sender a pass: the claim's time is spread over more sends.
+        self.batch = self
+            .batch
+            .max(i64::try_from(self.concurrency * 4).unwrap_or(i64::MAX));
+        self
     }
 
     pub fn with_sender(mut self, sender: Arc<dyn ChannelSender>) -> Self {
@@ -206,7 +231,8 @@ impl Worker {
         !self.senders.is_empty()
     }
 
-    /// Claims what is due and tries to send each item once.
+    /// Claims what is due and tries to send each item once, up to `concurrency` at a time (a claim holds
+    /// at most one item per conversation, so a conversation's items still go in order).
     pub async fn pass(&self) -> Pass {
         let now = Utc::now();
         let items = match self.store.claim(self.batch, now, self.lease).await {
@@ -216,32 +242,49 @@ impl Worker {
                 return Pass::default();
             }
         };
-        let mut pass = Pass::default();
-        for item in items {
-            let reply = ReplyPayload::of(&item);
-            let span = deliver_span(&item, reply.as_ref().ok());
-            async {
-                let outcome = match (self.senders.get(&item.destination), &reply) {
-                    (Some(sender), Ok(reply)) => sender.send(&item, reply).await,
-                    (None, _) => Err(SendError::Permanent(format!(
-                        "nenhum canal {:?} está configurado para enviá-lo",
-                        item.destination
-                    ))),
-                    (_, Err(e)) => Err(SendError::Permanent(format!("não é uma resposta: {e}"))),
-                };
-                if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. } | SendError::Held(reason)) =
-                    &outcome
-                {
-                    spans::failed(&tracing::Span::current(), reason);
+        let pass = std::sync::Mutex::new(Pass::default());
+        futures::stream::iter(items)
+            .for_each_concurrent(self.concurrency, |item| {
+                let pass = &pass;
+                async move {
+                    let mut one = Pass::default();
+                    self.deliver(&item, &mut one).await;
+                    let mut pass = pass.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    pass.sent += one.sent;
+                    pass.retried += one.retried;
+                    pass.dead += one.dead;
+                    pass.held += one.held;
                 }
-                if let Err(e) = self.settle(&item, outcome, &mut pass).await {
-                    tracing::error!(item = item.id, error = %e, "outbox item could not be settled; its lease will expire");
-                }
-            }
-            .instrument(span)
+            })
             .await;
+        pass.into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One item sent (or not) and settled, in its turn's trace.
+    async fn deliver(&self, item: &OutboxItem, pass: &mut Pass) {
+        let reply = ReplyPayload::of(item);
+        let span = deliver_span(item, reply.as_ref().ok());
+        async {
+            let outcome = match (self.senders.get(&item.destination), &reply) {
+                (Some(sender), Ok(reply)) => sender.send(item, reply).await,
+                (None, _) => Err(SendError::Permanent(format!(
+                    "nenhum canal {:?} está configurado para enviá-lo",
+                    item.destination
+                ))),
+                (_, Err(e)) => Err(SendError::Permanent(format!("não é uma resposta: {e}"))),
+            };
+            if let Err(SendError::Permanent(reason) | SendError::Retry { reason, .. } | SendError::Held(reason)) =
+                &outcome
+            {
+                spans::failed(&tracing::Span::current(), reason);
+            }
+            if let Err(e) = self.settle(item, outcome, pass).await {
+                tracing::error!(item = item.id, error = %e, "outbox item could not be settled; its lease will expire");
+            }
         }
-        pass
+        .instrument(span)
+        .await;
     }
 
     async fn settle(
@@ -263,6 +306,10 @@ impl Worker {
                 tracing::warn!(item = item.id, %reason, "outbox item dead-lettered");
                 self.store.dead_letter(item.id, &reason).await?;
                 pass.dead += 1;
+            }
+            Err(SendError::Later(at)) => {
+                self.store.defer(item.id, at).await?;
+                pass.retried += 1;
             }
             Err(SendError::Held(reason)) => {
                 tracing::info!(item = item.id, %reason, "outbox item held until its user writes");

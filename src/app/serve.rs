@@ -62,7 +62,8 @@ impl Server {
             .with_console(&config.console)
             .with_simulator_book(config.retencao.simulator_book.clone())
             .with_replay_dir(config.data_dir.join("replay"));
-        let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry);
+        let mut worker = Worker::new(service.stores().outbox.clone(), config.outbox.retry)
+            .with_concurrency(config.outbox.envios_simultaneos);
         let wiring = Wiring {
             service: service.clone(),
             agent: CHAT_AGENT.to_owned(),

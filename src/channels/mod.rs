@@ -67,6 +67,9 @@ pub struct Channel {
     pub(crate) media: Option<Arc<dyn crate::service::MediaSource>>,
     /// The approved templates it sends outside its window, shown in the console.
     pub(crate) templates: Option<Arc<whatsapp::Templates>>,
+    /// The most messages a second it sends (every instance together): the console says how long its
+    /// queue takes to leave.
+    pub(crate) pace: Option<u32>,
 }
 
 impl Channel {

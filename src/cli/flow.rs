@@ -159,6 +159,14 @@ pub(super) async fn batch(config: &Config, store_usage: Usage, args: BatchArgs) 
         rate: args.rate,
         mode,
     };
+    if let Some(rate) = crate::channels::whatsapp::pace_of(config) {
+        // Said before it starts: the notices leave at the number's pace, after their flows.
+        let most = job.lines.len() as u64;
+        eprintln!(
+            "avisos por WhatsApp: até {most} (um por linha) saem a {rate}/s ([whatsapp] mensagens_por_segundo): {}",
+            crate::channels::whatsapp::time_to_send(most, rate)
+        );
+    }
     let mut progress = progress::Progress::new(&job_id, job.lines.len(), std::io::stderr().is_terminal());
     let mut write_error = None;
     let result = batch::run(&service, &job, options, stop_rx, |line, took| {

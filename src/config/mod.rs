@@ -511,6 +511,9 @@ impl Config {
         if let Err((field, message)) = self.recargas.validate() {
             return invalid(&field, message);
         }
+        if !(1..=crate::outbox::MAX_CONCURRENCY).contains(&self.outbox.envios_simultaneos) {
+            return invalid("outbox.envios_simultaneos", "deve ser de 1 a 256");
+        }
         if self.simulator.notifications_per_second == Some(0) {
             return invalid("simulator.notifications_per_second", "deve ser pelo menos 1");
         }

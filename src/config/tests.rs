@@ -348,6 +348,17 @@ fn values_are_checked_when_loaded() {
         ("[engine]\nmax_model_calls = 0\n", "engine.max_model_calls"),
         ("[engine]\nturn_timeout_ms = 0\n", "engine.turn_timeout_ms"),
         ("[retencao]\ndias = 0\n", "retencao.dias"),
+        ("[outbox]\nenvios_simultaneos = 0\n", "outbox.envios_simultaneos"),
+        (
+            "[whatsapp]\nphone_number_id = \"1\"\naccess_token = \"t\"\napp_secret = \"s\"\nverify_token = \"v\"\n\
+             mensagens_por_segundo = 0\n",
+            "whatsapp.mensagens_por_segundo",
+        ),
+        (
+            "[whatsapp]\nphone_number_id = \"1\"\naccess_token = \"t\"\napp_secret = \"s\"\nverify_token = \"v\"\n\
+             pessoa_rajada = 46\n",
+            "whatsapp.pessoa_rajada",
+        ),
         (
             "[storage]\nencryption_key = \"curta-demais\"\n",
             "storage.encryption_key",

@@ -34,6 +34,8 @@ pub struct AppState {
     pub(super) batches: Option<Arc<crate::batch::background::Background>>,
     /// The WhatsApp templates in use, for the console.
     pub(crate) templates: Option<Arc<crate::channels::whatsapp::Templates>>,
+    /// WhatsApp's pace (messages a second), for the console's time left of the queue.
+    pub(crate) pace: Option<u32>,
     /// The web console's keys.
     pub(crate) console: Arc<Console>,
     /// The embedded simulator's book, which a data subject's erasure reaches too.
@@ -58,6 +60,7 @@ impl AppState {
             channel_routes: Vec::new(),
             batches: None,
             templates: None,
+            pace: None,
             console: Arc::new(Console::new(&ConsoleConfig::default())),
             simulator_book: None,
             replay_dir: None,
@@ -106,6 +109,7 @@ impl AppState {
         if let Some(media) = &channel.media {
             self.service.hearing().hear_from(channel.name, media.clone());
         }
+        self.pace = channel.pace.or(self.pace);
         match &channel.templates {
             Some(templates) => self.with_templates(templates.clone()),
             None => self,

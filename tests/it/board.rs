@@ -213,6 +213,7 @@ impl Journey {
             verify_token: Some("vibecoding".into()),
             aviso_privacidade: String::new(),
             juntar_ms: 0,
+            ..Default::default()
         };
         let tenant = vt_engine::conversation::DEFAULT_TENANT;
         let wiring = vt_agent::Wiring {

@@ -63,6 +63,7 @@ mod webchat_answers;
 mod webchat_browser;
 mod webhooks;
 mod whatsapp;
+mod whatsapp_pace;
 mod whatsapp_people;
 mod whatsapp_turns;
 mod window;

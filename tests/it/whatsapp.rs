@@ -96,6 +96,7 @@ pub(crate) async fn whatsapp_greeting(
         verify_token: Some("vibecoding".into()),
         aviso_privacidade: aviso_privacidade.into(),
         juntar_ms,
+        ..Default::default()
     };
     let wiring = vt_agent::Wiring {
         service: chat.service.clone(),

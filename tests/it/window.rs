@@ -37,6 +37,7 @@ pub(crate) fn config(graph: &str) -> WhatsAppConfig {
         // The privacy notice has its own test (whatsapp.rs); here it would be one more message.
         aviso_privacidade: String::new(),
         juntar_ms: 0,
+        ..Default::default()
     }
 }
 

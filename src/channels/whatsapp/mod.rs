@@ -19,6 +19,7 @@ mod identity;
 mod media;
 pub(crate) mod notices;
 mod orders;
+mod pacer;
 pub(crate) mod sender;
 pub(crate) mod templates;
 mod webhook;
@@ -80,11 +81,26 @@ pub struct WhatsAppConfig {
     /// A person's messages that arrive within this many milliseconds of each other are answered as
     /// one turn (a yes, a no, a tap or a voice note always alone); 0: each alone.
     pub juntar_ms: u64,
+    /// Messages a second the business number may send (its tier at Meta: 80 by default, up to 1,000;
+    /// 20 for a number also used in the WhatsApp Business app), shared by every instance.
+    pub mensagens_por_segundo: u32,
+    /// One message to a person every this many milliseconds once their burst is spent (Meta's pair
+    /// rate: about one every 6 s).
+    pub pessoa_intervalo_ms: u64,
+    /// Messages a person may get at once before the interval applies (a reply with its code and QR).
+    pub pessoa_rajada: u32,
 }
 
 /// The privacy notice a person gets with their first message, unless `[whatsapp] aviso_privacidade`
 /// says otherwise.
 pub const AVISO_PRIVACIDADE: &str = "Antes de começar: para atender você, guardamos o seu número de WhatsApp, as mensagens desta conversa e os cartões de VT que você informar (cifrados, e sempre mascarados nas respostas), pelo prazo da nossa política de retenção. Pela LGPD, você pode pedir a qualquer momento uma cópia dos seus dados ou que eles sejam apagados. Seus direitos como titular: https://www.gov.br/anpd/pt-br/assuntos/titular-de-dados-1";
+
+/// A number's highest throughput tier at Meta.
+const MAX_PER_SECOND: u32 = 1000;
+/// The longest interval between two messages to one person this accepts.
+const MAX_PERSON_INTERVAL_MS: u64 = 60_000;
+/// Meta lets a person get up to 45 messages in 6 s (borrowing from later).
+const MAX_PERSON_BURST: u32 = 45;
 
 /// The longest a burst is waited for.
 const MAX_JUNTAR_MS: u64 = 10_000;
@@ -103,6 +119,9 @@ impl Default for WhatsAppConfig {
             verify_token: None,
             aviso_privacidade: AVISO_PRIVACIDADE.into(),
             juntar_ms: 1500,
+            mensagens_por_segundo: 80,
+            pessoa_intervalo_ms: 6000,
+            pessoa_rajada: 10,
         }
     }
 }
@@ -119,6 +138,9 @@ impl std::fmt::Debug for WhatsAppConfig {
             .field("verify_token", &set(&self.verify_token))
             .field("aviso_privacidade", &self.aviso_privacidade.chars().count())
             .field("juntar_ms", &self.juntar_ms)
+            .field("mensagens_por_segundo", &self.mensagens_por_segundo)
+            .field("pessoa_intervalo_ms", &self.pessoa_intervalo_ms)
+            .field("pessoa_rajada", &self.pessoa_rajada)
             .finish()
     }
 }
@@ -154,6 +176,21 @@ impl WhatsAppConfig {
                 "whatsapp.juntar_ms",
                 "deve ser de 0 a 10000 (10 segundos): a resposta espera por ele",
             ));
+        }
+        if !(1..=MAX_PER_SECOND).contains(&self.mensagens_por_segundo) {
+            return Err((
+                "whatsapp.mensagens_por_segundo",
+                "deve ser de 1 a 1000 (o limite de um número na Meta)",
+            ));
+        }
+        if !(100..=MAX_PERSON_INTERVAL_MS).contains(&self.pessoa_intervalo_ms) {
+            return Err((
+                "whatsapp.pessoa_intervalo_ms",
+                "deve ser de 100 a 60000 (a Meta aceita cerca de uma mensagem a cada 6 s por pessoa)",
+            ));
+        }
+        if !(1..=MAX_PERSON_BURST).contains(&self.pessoa_rajada) {
+            return Err(("whatsapp.pessoa_rajada", "deve ser de 1 a 45"));
         }
         if self.aviso_privacidade.chars().count() > MAX_TEXT_CHARS {
             return Err((
@@ -245,6 +282,27 @@ impl super::Plug for WhatsApp {
     }
 }
 
+/// How long `count` messages take to leave at `per_second` (the number's pace), in words: "cerca de 21
+/// min" for 100,000 at 80 a second.
+pub(crate) fn time_to_send(count: u64, per_second: u32) -> String {
+    let secs = count.div_ceil(u64::from(per_second.max(1)));
+    match secs {
+        0 => "nada a enviar".into(),
+        s if s < 60 => format!("cerca de {s} s"),
+        s if s < 3600 => format!("cerca de {} min", s.div_ceil(60)),
+        s => format!("cerca de {} h {} min", s / 3600, (s % 3600).div_ceil(60)),
+    }
+}
+
+/// The pace WhatsApp sends at, when the channel is on in `settings`: its messages a second.
+pub(crate) fn pace_of(settings: &dyn super::Settings) -> Option<u32> {
+    settings
+        .sections()
+        .get::<WhatsAppConfig>()
+        .filter(|c| c.is_on())
+        .map(|c| c.mensagens_por_segundo)
+}
+
 /// The conversation of `wa_id` on `phone_number_id`.
 pub fn conversation_id(phone_number_id: &str, wa_id: &str) -> String {
     format!("wa:{phone_number_id}:{wa_id}")
@@ -263,6 +321,7 @@ pub fn channel(
     };
     let sender = sender
         .with_window(wiring.service.stores().contacts.clone(), templates.clone())
+        .with_pace(wiring.service.stores().outbox.clone(), config)
         .with_files(wiring.service.stores().pix.clone())
         .with_pix_orders(wiring.service.payments().pix_order_key().map(str::to_owned))
         .with_costs(
@@ -294,6 +353,7 @@ pub fn channel(
         jobs: Vec::new(),
         media: media::GraphMedia::new(config).map(|m| Arc::new(m) as Arc<dyn crate::service::MediaSource>),
         templates: Some(templates.clone()),
+        pace: Some(config.mensagens_por_segundo),
         notices: vec![
             format!(
                 "WhatsApp fora da janela de 24 h: {} modelo(s) ({})",
@@ -308,5 +368,16 @@ pub fn channel(
             voice.into(),
             photos.into(),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_runs_time_is_said_in_minutes() {
+        assert_eq!(super::time_to_send(100_000, 80), "cerca de 21 min");
+        assert_eq!(super::time_to_send(40, 80), "cerca de 1 s");
+        assert_eq!(super::time_to_send(0, 80), "nada a enviar");
+        assert_eq!(super::time_to_send(1_000_000, 80), "cerca de 3 h 29 min");
     }
 }

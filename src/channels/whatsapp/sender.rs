@@ -35,6 +35,8 @@ pub struct Sender {
     window: Option<Window>,
     /// Who is reached where ([`super::identity`]); `None`: a reply goes to its user id as it is.
     people: Option<Arc<dyn ContactStore>>,
+    /// The pace of sends per number and per person ([`super::pacer`]); `None`: as fast as they come.
+    pacer: Option<super::pacer::Pacer>,
     /// Where a reply's files are drawn from (Pix charges); `None`: a reply with files is refused.
     files: Option<Arc<dyn PixStore>>,
     /// The operator's Pix key, where the account takes payments (`[pix] whatsapp_order_details`):
@@ -75,6 +77,7 @@ impl Sender {
             token: token.clone(),
             window: None,
             people: None,
+            pacer: None,
             files: None,
             pix_key: None,
             costs: None,
@@ -97,11 +100,9 @@ impl Sender {
     /// A reply with files: its text (if any), then each file: a charge's QR uploaded and sent as an
     /// image, a charge's native order (`order_details`) or its status (`order_status`). The first
     /// message's id is the item's.
-    async fn send_files(&self, to: &str, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
+    async fn send_files(&self, to: &str, reply: &ReplyPayload) -> Result<Option<String>, GraphFailure> {
         let Some(store) = &self.files else {
-            return Err(SendError::Permanent(
-                "a reply with files, and no way to draw them".into(),
-            ));
+            return Err(SendError::Permanent("a reply with files, and no way to draw them".into()).into());
         };
         let mut first = self.send_text(to, &reply.text).await?;
         for file in &reply.files {
@@ -139,7 +140,7 @@ impl Sender {
     }
 
     /// `text` as text messages within WhatsApp's limit (none when it is empty); the first one's id.
-    async fn send_text(&self, to: &str, text: &str) -> Result<Option<String>, SendError> {
+    async fn send_text(&self, to: &str, text: &str) -> Result<Option<String>, GraphFailure> {
         let mut first = None;
         for part in split(text, MAX_TEXT).into_iter().filter(|p| !p.is_empty()) {
             first = first.or(self.post(&text_message(to, &part)).await?);
@@ -185,6 +186,21 @@ impl Sender {
     pub fn with_window(mut self, store: Arc<dyn ContactStore>, templates: Arc<Templates>) -> Self {
         self.people = Some(store.clone());
         self.window = Some(Window { store, templates });
+        self
+    }
+
+    /// Sending at the pace of `config` (the number's messages per second, a person's pair rate), kept
+    /// in `store` and shared with every instance on it.
+    pub fn with_pace(mut self, store: Arc<dyn vt_store::OutboxStore>, config: &WhatsAppConfig) -> Self {
+        self.pacer = Some(super::pacer::Pacer::new(
+            store,
+            &self.number,
+            config.mensagens_por_segundo,
+            (
+                Duration::from_millis(config.pessoa_intervalo_ms),
+                config.pessoa_rajada,
+            ),
+        ));
         self
     }
 
@@ -242,7 +258,7 @@ impl Sender {
         (to, reply): (&str, &ReplyPayload),
         template: &Template,
         body: serde_json::Value,
-    ) -> Result<Option<String>, SendError> {
+    ) -> Result<Option<String>, GraphFailure> {
         let (field, address) = wire::Addressee::of(to).field();
         let mut message = serde_json::json!({
             "messaging_product": "whatsapp",
@@ -255,7 +271,7 @@ impl Sender {
             Ok(id) => id,
             Err(failure) => {
                 window.template_refused(template, &failure).await;
-                return Err(failure.error);
+                return Err(failure);
             }
         };
         self.cost(reply, template).await;
@@ -263,7 +279,8 @@ impl Sender {
             return Err(SendError::Held(format!(
                 "fora da janela de 24 h: modelo '{}' enviado; a mensagem segue quando o cliente responder",
                 template.name
-            )));
+            ))
+            .into());
         }
         Ok(id)
     }
@@ -315,6 +332,13 @@ pub(super) struct GraphFailure {
 impl From<GraphFailure> for SendError {
     fn from(failure: GraphFailure) -> Self {
         failure.error
+    }
+}
+
+/// A failure of ours (a store, a file): no code of Meta's.
+impl From<SendError> for GraphFailure {
+    fn from(error: SendError) -> Self {
+        Self { error, code: None }
     }
 }
 
@@ -500,10 +524,27 @@ impl ChannelSender for Sender {
     }
 
     async fn send(&self, _item: &OutboxItem, reply: &ReplyPayload) -> Result<Option<String>, SendError> {
-        let (person, text) = (reply.user_id.as_str(), reply.text.as_str());
+        let person = reply.user_id.as_str();
         if person.is_empty() {
             return Err(SendError::Permanent("item without a recipient".into()));
         }
+        match self.send_to(person, reply).await {
+            Ok(id) => Ok(id),
+            Err(failure) => {
+                // Meta's "slow down" moves the pace every instance keeps.
+                if let (Some(pacer), Some(code)) = (&self.pacer, failure.code) {
+                    pacer.told(code, person).await;
+                }
+                Err(failure.error)
+            }
+        }
+    }
+}
+
+impl Sender {
+    /// `reply` sent to `person` where they are reached, at the pace, as what the window allows.
+    async fn send_to(&self, person: &str, reply: &ReplyPayload) -> Result<Option<String>, GraphFailure> {
+        let text = reply.text.as_str();
         let address = self.address(person).await?;
         let to = address.as_str();
         // Outside the window only a template goes: a reply's files (a QR, an order) cannot.
@@ -516,10 +557,13 @@ impl ChannelSender for Sender {
                     "fora da janela de 24 h e o modelo '{}' é de autenticação, que só vai a um número de telefone: \
                      a pessoa só é conhecida pelo BSUID",
                     template.name
-                )));
+                ))
+                .into());
             }
+            self.pace(person, 1).await?;
             return self.send_template(window, (to, reply), &template, body).await;
         }
+        self.pace(person, messages_in(reply)).await?;
         if !reply.files.is_empty() {
             return self.send_files(to, reply).await;
         }
@@ -545,6 +589,31 @@ impl ChannelSender for Sender {
             }
         }
     }
+
+    /// Waits for the pace of `cost` messages to `person` (none without a pacer).
+    async fn pace(&self, person: &str, cost: u32) -> Result<(), SendError> {
+        match &self.pacer {
+            Some(pacer) => pacer.wait(person, cost).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// How many messages `reply` goes as: its text's parts (an interactive body takes a short one in
+/// itself), one more for buttons or a list after a long text, one per file.
+fn messages_in(reply: &ReplyPayload) -> u32 {
+    let parts = split(&reply.text, MAX_TEXT)
+        .iter()
+        .filter(|p| !p.is_empty())
+        .count();
+    let interactive = reply.confirmation.is_some() || !reply.choices.is_empty();
+    let short = reply.text.chars().count() <= MAX_BUTTON_BODY;
+    let text = match (interactive, short) {
+        (true, true) => 1,
+        (true, false) => parts + 1,
+        (false, _) => parts,
+    };
+    u32::try_from((text + reply.files.len()).max(1)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -71,6 +71,18 @@ pub(super) async fn outbox(
             .collect();
         sections.push(context! { titulo => title, situacao => status.as_str(), itens => items });
     }
+    // How long what waits takes to leave at WhatsApp's pace (a month's notices: 100,000 at 80/s).
+    let waiting = match store.outbox.outbox_count(OutboxStatus::Pending).await {
+        Ok(n) => n,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let ritmo = state.pace.map(|rate| {
+        let count = u64::try_from(waiting).unwrap_or(0);
+        format!(
+            "{waiting} na fila; no ritmo do WhatsApp ({rate} mensagens por segundo): {}",
+            crate::channels::whatsapp::time_to_send(count, rate)
+        )
+    });
     let templates = match templates_view(&state).await {
         Ok(t) => t,
         Err(e) => return store_failed(&staff, &e),
@@ -80,6 +92,7 @@ pub(super) async fn outbox(
         "outbox.html",
         context! {
             secoes => sections,
+            ritmo => ritmo,
             modelos => templates,
             reenviado => flash.ok,
             falhou => flash.falhou,

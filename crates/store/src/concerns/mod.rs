@@ -283,6 +283,32 @@ pub trait OutboxStore: Send + Sync {
 
     /// Gives a dead-lettered item a fresh set of attempts; `false` when it is not dead-lettered.
     async fn requeue(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError>;
+
+    /// Gives a claimed item back until `at` without spending an attempt: it was not tried (its pace).
+    async fn defer(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Takes `pace.cost` slots of the pace `key` for a send at `now`, when the first is within
+    /// `pace.max_wait` (one atomic write: every instance shares the pace). `Ok(slot)`: the send may go at
+    /// `slot`; `Err(earliest)`: nothing taken, not before `earliest`.
+    async fn take_pace(
+        &self,
+        key: &str,
+        pace: Pace,
+        now: DateTime<Utc>,
+    ) -> Result<Result<DateTime<Utc>, DateTime<Utc>>, StoreError>;
+
+    /// Nothing more goes under the pace `key` (of `pace`) before `until` (the channel said to slow down).
+    async fn slow_pace(&self, key: &str, pace: Pace, until: DateTime<Utc>) -> Result<(), StoreError>;
+}
+
+/// A pace (the generic cell rate algorithm): one slot every `every`, `burst` slots at once at most, a
+/// send of `cost` slots, taken only when its first slot is at most `max_wait` away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    pub every: std::time::Duration,
+    pub burst: u32,
+    pub cost: u32,
+    pub max_wait: std::time::Duration,
 }
 
 /// Batch jobs and their ended lines (with the lines' flow runs, a group per transaction).

@@ -260,4 +260,83 @@ impl<S: Sql> OutboxStore for S {
             .await?;
         row.map(|r| rows::outbox_item(&r)).transpose()
     }
+
+    async fn defer(&self, id: i64, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.write(
+            Stmt::new(
+                "UPDATE outbox SET status = 'pending', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+                     next_attempt_at = $1, claimed_until = NULL
+                 WHERE id = $2 AND status = 'in_flight'",
+            )
+            .bind(at)
+            .bind(id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn take_pace(
+        &self,
+        key: &str,
+        pace: crate::Pace,
+        now: DateTime<Utc>,
+    ) -> Result<Result<DateTime<Utc>, DateTime<Utc>>, StoreError> {
+        let (now_us, every) = (now.timestamp_micros(), micros(pace.every));
+        let cost = every.saturating_mul(i64::from(pace.cost.max(1)));
+        let tolerance = every.saturating_mul(i64::from(pace.burst.max(1) - 1));
+        // The slots are taken when the pace's first free one is at most `max_wait` away.
+        let taken = self
+            .write_returning(
+                Stmt::new(
+                    "INSERT INTO send_pacing (key, tat_us) VALUES ($1, $2 + $3)
+                     ON CONFLICT (key) DO UPDATE SET
+                         tat_us = (CASE WHEN send_pacing.tat_us > $2 THEN send_pacing.tat_us ELSE $2 END) + $3
+                     WHERE send_pacing.tat_us - $4 <= $2 + $5
+                     RETURNING tat_us",
+                )
+                .bind(key)
+                .bind(now_us)
+                .bind(cost)
+                .bind(tolerance)
+                .bind(micros(pace.max_wait)),
+            )
+            .await?;
+        if let Some(row) = taken.first() {
+            let tat: i64 = row.value("tat_us")?;
+            return Ok(Ok(at_micros((tat - cost - tolerance).max(now_us))));
+        }
+        let row = self
+            .read_fresh(Stmt::new("SELECT tat_us FROM send_pacing WHERE key = $1").bind(key))
+            .await?;
+        let tat: i64 = row
+            .first()
+            .map(|r| r.value("tat_us"))
+            .transpose()?
+            .unwrap_or(now_us);
+        Ok(Err(at_micros((tat - tolerance).max(now_us))))
+    }
+
+    async fn slow_pace(&self, key: &str, pace: crate::Pace, until: DateTime<Utc>) -> Result<(), StoreError> {
+        // Its burst counted in: the pace's next slot is `until` itself.
+        let tolerance = micros(pace.every).saturating_mul(i64::from(pace.burst.max(1) - 1));
+        let until = until.timestamp_micros().saturating_add(tolerance);
+        self.write(
+            Stmt::new(
+                "INSERT INTO send_pacing (key, tat_us) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET tat_us = $2 WHERE send_pacing.tat_us < $2",
+            )
+            .bind(key)
+            .bind(until),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+fn micros(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn at_micros(us: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
