@@ -141,8 +141,22 @@ async fn two_instances() -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_never_go_above_the_numbers_rate_nor_a_persons_and_keep_each_persons_order() {
-    let (rate, interval, burst) = (50_u32, Duration::from_millis(300), 2_u32);
     let (_dir, first, second) = two_instances().await;
+    within_the_pace(first, second).await;
+}
+
+#[ignore = "needs PostgreSQL: VT_TEST_POSTGRES_URL (see the tests chapter; .ci/run runs it)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_on_postgresql_never_go_above_the_pace() {
+    let pg = vt_store::testkit::PgFixture::start().await;
+    within_the_pace(pg.store.clone(), pg.second.clone()).await;
+    pg.cleanup().await;
+}
+
+/// Two instances (`first`, `second`: their stores on one database) send 180 messages to 30 people:
+/// never above 50 a second, nor a person's 2 at once and one every 300 ms, each person's in order.
+async fn within_the_pace(first: Arc<dyn Store>, second: Arc<dyn Store>) {
+    let (rate, interval, burst) = (50_u32, Duration::from_millis(300), 2_u32);
     let seen = Seen::default();
     let url = graph(seen.clone(), None).await;
     let config = config(

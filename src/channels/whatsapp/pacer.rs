@@ -67,21 +67,25 @@ impl Pacer {
     }
 
     /// Waits until `cost` messages may go to `person`: `Ok` when they may (now), `SendError::Later`
-    /// when not before then (nothing was sent). The number's slot first: a person held back costs the
-    /// number one slot, never the other way round.
+    /// when not before then (nothing was sent). The person's slots first, then the number's — taken
+    /// last so the send leaves right at it; a person whose number has no slot near gives theirs back.
     pub(crate) async fn wait(&self, person: &str, cost: u32) -> Result<(), SendError> {
-        let now = Utc::now();
-        let number = Pace { cost, ..self.number };
-        let slot = match self.store.take_pace(&self.number_key, number, now).await {
+        let person_pace = Pace { cost, ..self.person };
+        let key = format!("{}{person}", self.prefix);
+        let theirs = match self.store.take_pace(&key, person_pace, Utc::now()).await {
             Ok(Ok(slot)) => slot,
             Ok(Err(earliest)) => return Err(SendError::Later(earliest)),
             Err(_) => return Err(unavailable()),
         };
-        let person_pace = Pace { cost, ..self.person };
-        let key = format!("{}{person}", self.prefix);
-        let slot = match self.store.take_pace(&key, person_pace, now).await {
-            Ok(Ok(theirs)) => slot.max(theirs),
-            Ok(Err(earliest)) => return Err(SendError::Later(earliest)),
+        let number = Pace { cost, ..self.number };
+        let slot = match self.store.take_pace(&self.number_key, number, Utc::now()).await {
+            Ok(Ok(slot)) => slot.max(theirs),
+            Ok(Err(earliest)) => {
+                if let Err(e) = self.store.give_back_pace(&key, person_pace).await {
+                    tracing::warn!(error = %e, "a person's WhatsApp pace could not be given back");
+                }
+                return Err(SendError::Later(earliest));
+            }
             Err(_) => return Err(unavailable()),
         };
         if let Ok(wait) = (slot - Utc::now()).to_std() {

@@ -297,6 +297,9 @@ pub trait OutboxStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Result<DateTime<Utc>, DateTime<Utc>>, StoreError>;
 
+    /// Gives back the `pace.cost` slots a send took of `key` and did not use (its other pace held it back).
+    async fn give_back_pace(&self, key: &str, pace: Pace) -> Result<(), StoreError>;
+
     /// Nothing more goes under the pace `key` (of `pace`) before `until` (the channel said to slow down).
     async fn slow_pace(&self, key: &str, pace: Pace, until: DateTime<Utc>) -> Result<(), StoreError>;
 }

@@ -316,6 +316,17 @@ impl<S: Sql> OutboxStore for S {
         Ok(Err(at_micros((tat - tolerance).max(now_us))))
     }
 
+    async fn give_back_pace(&self, key: &str, pace: crate::Pace) -> Result<(), StoreError> {
+        let cost = micros(pace.every).saturating_mul(i64::from(pace.cost.max(1)));
+        self.write(
+            Stmt::new("UPDATE send_pacing SET tat_us = tat_us - $2 WHERE key = $1")
+                .bind(key)
+                .bind(cost),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn slow_pace(&self, key: &str, pace: crate::Pace, until: DateTime<Utc>) -> Result<(), StoreError> {
         // Its burst counted in: the pace's next slot is `until` itself.
         let tolerance = micros(pace.every).saturating_mul(i64::from(pace.burst.max(1) - 1));
