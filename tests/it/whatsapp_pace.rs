@@ -258,15 +258,20 @@ async fn metas_pair_rate_error_rests_the_person_without_spending_an_attempt() {
     );
 }
 
-/// A month-start run: `VT_PACE_RUN` notices (default 100,000) to as many people at `VT_PACE_RATE` a
-/// second (default 80) through one instance; prints how long it took against count ÷ rate.
+/// A month-start run: `VT_PACE_RUN` notices (100,000 for the book's figure) to as many people at
+/// `VT_PACE_RATE` a second (default 80) through one instance; prints how long it took against count ÷
+/// rate. Without `VT_PACE_RUN` it measures nothing.
 #[ignore = "a measure: VT_PACE_RUN=100000 VT_PACE_RATE=80 cargo test --test it -- --ignored a_notice_run"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notice_run_takes_count_over_rate() {
-    let count: usize = std::env::var("VT_PACE_RUN")
+    // A measure, not a check: `.ci/run` runs the ignored tests for PostgreSQL, and this one only when asked.
+    let Some(count) = std::env::var("VT_PACE_RUN")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        eprintln!("VT_PACE_RUN not set: nothing measured");
+        return;
+    };
     let rate: u32 = std::env::var("VT_PACE_RATE")
         .ok()
         .and_then(|v| v.parse().ok())
