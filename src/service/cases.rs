@@ -303,6 +303,19 @@ fn say_with_last_reply(outcome: &mut TurnOutcome, text: &str) {
 }
 
 /// What the card holder reads when a support agent closes the conversation.
+/// How a person may say a case was resolved when they close it (key, as an agent reads it): the month's
+/// report counts them, the review reads them.
+pub(crate) const RESOLUTIONS: [(&str, &str); 8] = [
+    ("resolvido", "Resolvido"),
+    ("orientado", "Cliente orientado"),
+    ("recarga_feita", "Recarga feita"),
+    ("cartao_bloqueado", "Cartão bloqueado ou segunda via"),
+    ("encaminhado", "Encaminhado a outra área"),
+    ("sem_resposta", "Cliente não respondeu"),
+    ("duplicado", "Duplicado"),
+    ("outro", "Outro"),
+];
+
 pub(crate) const CLOSING_TEXT: &str = "Atendimento encerrado. Obrigado pelo contato! Se precisar de algo sobre o seu vale-transporte, é só chamar.";
 
 impl Cases<'_> {
@@ -356,6 +369,11 @@ impl Cases<'_> {
     }
 
     /// A case `agent` owns: claimed by them.
+    /// The case `id` when it is `agent`'s (claimed by them and open).
+    pub async fn owned_case_of(self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        self.owned_case(id, agent).await
+    }
+
     pub(super) async fn owned_case(&self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
         let case = self.open_case_for(id, agent).await?;
         if case.state != CaseState::EmAtendimento {
@@ -515,7 +533,7 @@ impl Cases<'_> {
         let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
         let closed = self
             .cases
-            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), now)
+            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), None, now)
             .await?
             .ok_or(CaseError::Closed)?;
         let log = self.cases.case_events(&case.id).await?;
@@ -565,11 +583,29 @@ impl Cases<'_> {
 
     /// Closes the case and the conversation, with a polite closing message to the card holder.
     pub async fn close_case(self, id: &str, agent: SupportAgent<'_>) -> Result<Case, CaseError> {
+        self.close_resolved(id, agent, None, None).await
+    }
+
+    /// [`Self::close_case`] with how it was resolved (one of [`RESOLUTIONS`]) and an optional note,
+    /// which the month's report and the review read.
+    pub async fn close_resolved(
+        self,
+        id: &str,
+        agent: SupportAgent<'_>,
+        resolution: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Case, CaseError> {
+        if let Some(r) = resolution
+            && !RESOLUTIONS.iter().any(|(key, _)| *key == r)
+        {
+            return Err(CaseError::Refused(format!("a resolução {r} não existe")));
+        }
         let case = self.open_case_for(id, agent).await?;
         let now = self.engine.now();
+        let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
         let closed = self
             .cases
-            .close_case(&case.id, agent.login, CaseState::Encerrado, None, now)
+            .close_case(&case.id, agent.login, CaseState::Encerrado, note.as_deref(), resolution, now)
             .await?
             .ok_or(CaseError::Closed)?;
         let lock = self
@@ -590,6 +626,19 @@ impl Cases<'_> {
         self.board.post_to_board(self.board.board_state(&closed)).await;
         Ok(closed)
     }
+
+    /// An internal note on a case: in its log for the team (cards masked), never sent to the card
+    /// holder.
+    pub async fn note(self, id: &str, agent: SupportAgent<'_>, text: &str) -> Result<(), CaseError> {
+        let case = self.visible_case(id, agent).await?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(CaseError::Refused("a nota está vazia".into()));
+        }
+        let now = self.engine.now();
+        let line = case.event(now, agent.login, "nota_interna", Some(mask_cards_in(text)));
+        Ok(self.cases.note_case(&line, &[], now).await?)
+    }
 }
 
 impl Cases<'_> {
@@ -601,6 +650,7 @@ impl Cases<'_> {
         agent: SupportAgent<'_>,
         team: &str,
         to_agent: Option<&str>,
+        note: Option<&str>,
     ) -> Result<Case, CaseError> {
         let case = self.open_case_for(id, agent).await?;
         let Some(team) = self.board.handoff.desk.named(team) else {
@@ -612,6 +662,7 @@ impl Cases<'_> {
             who: agent.login.to_owned(),
             team: team.name().to_owned(),
             owner: to_agent.map(str::to_owned),
+            note: note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in),
             now: self.engine.now(),
         };
         let moved = self

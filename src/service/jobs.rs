@@ -32,7 +32,7 @@ use crate::costs::CustosConfig;
 use crate::router::Router;
 use vt_engine::Engine;
 use vt_store::{
-    CaseStore, ContactStore, ConversationStore, FlowStore, OutboxStore, OutcomeStore, PixStore,
+    CaseStore, ContactStore, DeskStore, ConversationStore, FlowStore, OutboxStore, OutcomeStore, PixStore,
     RecargasConfig, RechargeStore, RecurrenceStore, ReportStore,
 };
 
@@ -80,6 +80,8 @@ pub struct Cases<'a> {
     pub(super) engine: &'a Engine,
     pub(super) conversations: &'a dyn ConversationStore,
     pub(super) cases: &'a dyn CaseStore,
+    pub(super) desk: &'a dyn DeskStore,
+    pub(super) pix: &'a dyn PixStore,
     pub(super) outcomes: &'a dyn OutcomeStore,
     pub(super) reports: &'a dyn ReportStore,
     pub(super) speaker: Speaker<'a>,
@@ -213,6 +215,8 @@ impl Services {
             engine: &self.engine,
             conversations: &*self.stores.conversations,
             cases: &*self.stores.cases,
+            desk: &*self.stores.desk,
+            pix: &*self.stores.pix,
             outcomes: &*self.stores.outcomes,
             reports: &*self.stores.reports,
             speaker: self.speaker(),

@@ -76,6 +76,10 @@ pub struct Report {
     pub month: NaiveDate,
     pub teams: Vec<ReportLine>,
     pub agents: Vec<ReportLine>,
+    /// How the month's cases closed by a person were resolved: (resolution, cases), in the list's order.
+    pub resolutions: Vec<(String, u32)>,
+    /// Canned answers sent in the month: (shortcut, times), most used first.
+    pub canned: Vec<(String, u32)>,
 }
 
 impl Cases<'_> {
@@ -113,16 +117,34 @@ impl Cases<'_> {
         let log = self.cases.case_events(&case.id).await?;
         let team = self.board.handoff.desk.team(&case.team);
         let clocks = super::sla::clocks(&case, &log, &team.config.sla, &team.calendar, self.engine.now());
-        let person = match self.conversations.conversation(&case.conversation_id).await? {
-            Some(c) if !c.user_login.is_empty() => c.user_login,
-            Some(c) => c.user_id,
+        let conv = self.conversations.conversation(&case.conversation_id).await?;
+        let person = match &conv {
+            // A visitor of the site who gave no name: when they came, not a raw id.
+            Some(c) if c.channel == crate::channels::webchat::CHANNEL && c.user_login == c.user_id => {
+                let tz = super::policy_timezone(self.engine);
+                format!("Visitante do site · {}", tz.local(case.opened_at).format("%H:%M"))
+            }
+            Some(c) if !c.user_login.is_empty() => c.user_login.clone(),
+            Some(c) => c.user_id.clone(),
             None => String::new(),
         };
-        let last_line = log
-            .iter()
-            .rev()
-            .filter(|e| e.what == "mensagem_cliente" || HUMAN_RESPONSES.contains(&e.what.as_str()))
-            .find_map(|e| e.detail.clone())
+        // What was said last in the conversation — the bot's answer too — else the case's log.
+        let stored = self.conversations.messages(&case.conversation_id).await?;
+        let said_last = stored.iter().rev().find_map(|m| match &m.message {
+            vt_engine::llm::ChatMessage::User { content }
+            | vt_engine::llm::ChatMessage::HumanAgent { content, .. } => Some(content.clone()),
+            vt_engine::llm::ChatMessage::Assistant {
+                content: Some(text), ..
+            } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        });
+        let last_line = said_last
+            .or_else(|| {
+                log.iter()
+                    .rev()
+                    .filter(|e| e.what == "mensagem_cliente" || HUMAN_RESPONSES.contains(&e.what.as_str()))
+                    .find_map(|e| e.detail.clone())
+            })
             .unwrap_or_else(|| case.reason.clone());
         let cards = case.case_file["cartoes"]
             .as_array()
@@ -194,12 +216,17 @@ impl Cases<'_> {
         let now = self.engine.now();
         let mut teams: BTreeMap<String, Tally> = BTreeMap::new();
         let mut agents: BTreeMap<String, Tally> = BTreeMap::new();
+        let desk = &self.board.handoff.desk;
         for case in &cases {
             let log = self.cases.case_events(&case.id).await?;
-            let team = self.board.handoff.desk.team(&case.team);
+            let team = desk.team(&case.team);
             let clocks = super::sla::clocks(case, &log, &team.config.sla, &team.calendar, now);
-            let outcome = outcomes.get(&case.id);
-            let fact = CaseFact::of(&clocks, outcome);
+            let first = super::sla::first_response(case, &log);
+            let here = super::sla::legs(case, &log).last().map(|l| l.from);
+            // The first response is its giver's, under the promise of the team the case was in then;
+            // a receiving team's own first-response clock is theirs.
+            let earlier = first.as_ref().filter(|f| Some(f.leg.from) != here);
+            let fact = CaseFact::of(&clocks, outcomes.get(&case.id), earlier.is_some());
             teams.entry(case.team.clone()).or_default().add(&fact);
             // The agent it counts for: its owner, else (moved back to a queue) the last person on it.
             let owner = case.owner.clone().or_else(|| {
@@ -214,22 +241,45 @@ impl Cases<'_> {
                     .or_default()
                     .add(&fact);
             }
+            if let Some(first) = &first {
+                let then = desk.team(&first.leg.team);
+                let at_first =
+                    super::sla::clocks_from(case, &log, first.leg.from, &then.config.sla, &then.calendar, now);
+                if let Some(clock) = at_first.primeira_resposta.as_ref().filter(|c| c.stopped) {
+                    let credit = (clock.elapsed.round() as i64, clock.status != SlaStatus::Vencido);
+                    teams.entry(first.leg.team.clone()).or_default().add_first(credit);
+                    agents
+                        .entry(format!("{}/{}", first.leg.team, first.who))
+                        .or_default()
+                        .add_first(credit);
+                }
+            }
         }
         // Every configured team has a line, with no cases too.
         for team in self.board.handoff.desk.teams() {
             teams.entry(team.name().to_owned()).or_default();
         }
+        let resolutions = super::RESOLUTIONS
+            .iter()
+            .map(|(key, _)| {
+                let n = cases.iter().filter(|c| c.resolution.as_deref() == Some(*key)).count();
+                ((*key).to_owned(), n as u32)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let canned = self.canned_counts(tenant, from, to).await?;
         Ok(Report {
             month: first,
             teams: teams.into_iter().map(|(n, t)| t.line(n)).collect(),
             agents: agents.into_iter().map(|(n, t)| t.line(n)).collect(),
+            resolutions,
+            canned,
         })
     }
 }
 
 /// What one case adds to a report.
 struct CaseFact {
-    first_response: Option<i64>,
     kept: u32,
     measured: u32,
     reopened: bool,
@@ -237,21 +287,21 @@ struct CaseFact {
 }
 
 impl CaseFact {
-    fn of(clocks: &Clocks, outcome: Option<&vt_store::OutcomeRecord>) -> Self {
-        let first_response = clocks
-            .first_response_at
-            .and(clocks.primeira_resposta.as_ref())
-            .map(|c| c.elapsed.round() as i64);
+    /// What the case's clocks in its team now add. The first response is credited apart, to whoever
+    /// gave it ([`Tally::add_first`]); `moved` (it was given in an earlier team) leaves the receiving
+    /// team's own first-response clock among this team's promises.
+    fn of(clocks: &Clocks, outcome: Option<&vt_store::OutcomeRecord>, moved: bool) -> Self {
         let stopped: Vec<_> = clocks.all().filter(|c| c.stopped).collect();
         let (next_total, next_kept) = clocks.proximas;
         // The next-response clock's cycles are counted one by one; its last clock is one of them.
-        let others = stopped
-            .iter()
-            .filter(|c| c.kind != super::sla::ClockKind::ProximaResposta);
+        let others = stopped.iter().filter(|c| match c.kind {
+            super::sla::ClockKind::ProximaResposta => false,
+            super::sla::ClockKind::PrimeiraResposta => moved,
+            super::sla::ClockKind::Resolucao => true,
+        });
         let kept = others.clone().filter(|c| c.status != SlaStatus::Vencido).count() as u32 + next_kept;
         let measured = others.count() as u32 + next_total;
         Self {
-            first_response,
             kept,
             measured,
             reopened: outcome.is_some_and(|o| o.reaberta),
@@ -273,11 +323,17 @@ struct Tally {
 impl Tally {
     fn add(&mut self, fact: &CaseFact) {
         self.cases += 1;
-        self.first_responses.extend(fact.first_response);
         self.kept += fact.kept;
         self.measured += fact.measured;
         self.reopened += u32::from(fact.reopened);
         self.scores.extend(fact.score);
+    }
+
+    /// A first response in business minutes and whether it kept its promise.
+    fn add_first(&mut self, (minutes, kept): (i64, bool)) {
+        self.first_responses.push(minutes);
+        self.measured += 1;
+        self.kept += u32::from(kept);
     }
 
     fn line(mut self, nome: String) -> ReportLine {

@@ -3,7 +3,9 @@
 //! ([`HUMAN_RESPONSES`]) — never the bot's acknowledgement nor the unclaimed-case notice; a clock
 //! pauses while the case waits for the card holder (after a person spoke, until the card holder
 //! writes again). Nothing is stored but the log: a transfer between teams keeps the history, and the
-//! clocks are read again under the case's team.
+//! receiving team's clocks start at the transfer under its own promise ([`legs`]); the first response
+//! stays credited to whoever gave it, under the promise of the team the case was in then
+//! ([`first_response`]).
 
 use chrono::{DateTime, Utc};
 
@@ -199,7 +201,70 @@ fn walk(case: &Case, log: &[CaseEvent]) -> Walk {
     }
 }
 
-/// `case`'s clocks from its `log` (oldest first), under `policy` and `calendar`, at `now`.
+/// A stretch of a case in one team: from its opening or the transfer that brought it there.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Leg {
+    pub team: String,
+    pub from: DateTime<Utc>,
+}
+
+/// The team a transfer line moved the case to (`financeiro` or `financeiro (@bia)`).
+fn moved_to(line: &CaseEvent) -> Option<&str> {
+    let detail = line.detail.as_deref()?;
+    Some(detail.split(" (@").next().unwrap_or(detail).trim())
+}
+
+/// The case's stretches per team, oldest first: a transfer within the same team is no new stretch.
+/// (A log from before the opening line named its team starts in the case's team now.)
+pub(crate) fn legs(case: &Case, log: &[CaseEvent]) -> Vec<Leg> {
+    let opened_in = log
+        .iter()
+        .find(|e| e.what == "aberto")
+        .and_then(|e| e.detail.clone())
+        .unwrap_or_else(|| case.team.clone());
+    let mut legs = vec![Leg {
+        team: opened_in,
+        from: case.opened_at,
+    }];
+    for line in log.iter().filter(|e| e.what == "transferido") {
+        if let Some(team) = moved_to(line)
+            && legs.last().is_some_and(|l| l.team != team)
+        {
+            legs.push(Leg {
+                team: team.to_owned(),
+                from: line.at,
+            });
+        }
+    }
+    legs
+}
+
+/// Who answered the card holder first, when, and the stretch (team) the case was in then.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FirstResponse {
+    pub who: String,
+    pub at: DateTime<Utc>,
+    pub leg: Leg,
+}
+
+pub(crate) fn first_response(case: &Case, log: &[CaseEvent]) -> Option<FirstResponse> {
+    let line = log
+        .iter()
+        .filter(|e| case.closed_at.is_none_or(|end| e.at <= end))
+        .find(|e| HUMAN_RESPONSES.contains(&e.what.as_str()))?;
+    let leg = legs(case, log)
+        .into_iter()
+        .rev()
+        .find(|l| l.from <= line.at)?;
+    Some(FirstResponse {
+        who: line.who.clone(),
+        at: line.at,
+        leg,
+    })
+}
+
+/// `case`'s clocks from its `log` (oldest first), under `policy` and `calendar` (its team's now), at
+/// `now`: the stretch since it reached its team.
 pub(crate) fn clocks(
     case: &Case,
     log: &[CaseEvent],
@@ -207,6 +272,25 @@ pub(crate) fn clocks(
     calendar: &Calendar,
     now: DateTime<Utc>,
 ) -> Clocks {
+    let from = legs(case, log).last().map_or(case.opened_at, |l| l.from);
+    clocks_from(case, log, from, policy, calendar, now)
+}
+
+/// `case`'s clocks counted from `from` (its opening, or a transfer), under `policy` and `calendar`.
+pub(crate) fn clocks_from(
+    case: &Case,
+    log: &[CaseEvent],
+    from: DateTime<Utc>,
+    policy: &SlaPolicy,
+    calendar: &Calendar,
+    now: DateTime<Utc>,
+) -> Clocks {
+    let stretch = Case {
+        opened_at: from,
+        ..case.clone()
+    };
+    let log: Vec<CaseEvent> = log.iter().filter(|e| e.at >= from).cloned().collect();
+    let (case, log) = (&stretch, log.as_slice());
     let reading = Reading {
         policy,
         calendar,

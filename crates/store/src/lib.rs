@@ -56,6 +56,7 @@ pub trait Store:
     + ReportStore
     + KeepingStore
     + CaseStore
+    + DeskStore
     + ContactStore
     + PixStore
     + OutcomeStore
@@ -86,6 +87,7 @@ pub struct Stores {
     pub reports: Arc<dyn ReportStore>,
     pub keeping: Arc<dyn KeepingStore>,
     pub cases: Arc<dyn CaseStore>,
+    pub desk: Arc<dyn DeskStore>,
     pub contacts: Arc<dyn ContactStore>,
     pub pix: Arc<dyn PixStore>,
     pub outcomes: Arc<dyn OutcomeStore>,
@@ -104,6 +106,7 @@ impl Stores {
             reports: store.clone(),
             keeping: store.clone(),
             cases: store.clone(),
+            desk: store.clone(),
             contacts: store.clone(),
             pix: store.clone(),
             outcomes: store.clone(),

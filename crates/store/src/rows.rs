@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use sqlx::{Postgres, Sqlite};
 
 use super::{
-    BatchJob, Case, CaseEvent, CaseState, ConversationContext, FollowUp, FollowUpView, IdempotencyRecord,
+    BatchJob, CannedAnswer, Case, CaseEvent, CaseState, ConversationContext, DeskLine, FollowUp, FollowUpView, IdempotencyRecord,
     OutboxItem, OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
 };
 use vt_engine::{Conversation, ExecutionRecord, ExecutionStatus};
@@ -226,6 +226,7 @@ pub(crate) fn case(row: &impl Columns) -> Result<Case, StoreError> {
         offered_to: row.value("offered_to")?,
         offer_due_at: row.opt_time("offer_due_at")?,
         sla_warned: row.value("sla_warned")?,
+        resolution: row.value("resolution")?,
     })
 }
 
@@ -237,5 +238,27 @@ pub(crate) fn case_event(row: &impl Columns) -> Result<CaseEvent, StoreError> {
         who: row.value("who")?,
         what: row.value("what")?,
         detail: row.opt_sealed_text("detail")?,
+    })
+}
+
+pub(crate) fn canned_answer(row: &impl Columns) -> Result<CannedAnswer, StoreError> {
+    let team: String = row.value("team")?;
+    Ok(CannedAnswer {
+        tenant_id: row.value("tenant_id")?,
+        shortcut: row.value("shortcut")?,
+        team: (!team.is_empty()).then_some(team),
+        body: row.value("body")?,
+        updated_by: row.value("updated_by")?,
+        updated_at: row.time("updated_at")?,
+    })
+}
+
+pub(crate) fn desk_line(row: &impl Columns) -> Result<DeskLine, StoreError> {
+    Ok(DeskLine {
+        seq: row.value("seq")?,
+        tenant_id: row.value("tenant_id")?,
+        team: row.value("team")?,
+        protocol: row.value("protocol")?,
+        line: case_event(row)?,
     })
 }

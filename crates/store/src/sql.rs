@@ -8,6 +8,7 @@
 mod batches;
 pub(crate) mod cases;
 pub(crate) mod contacts;
+mod desk;
 mod flows;
 mod identities;
 mod reports;

@@ -102,7 +102,7 @@ pub(super) async fn run(state: &MattermostState, login: &str, command: CaseComma
                 None => Ok("Diga a equipe: `/vt transferir ID equipe [atendente]`.".into()),
                 Some(team) => service
                     .cases()
-                    .transfer_case(&id, agent, team, words.next())
+                    .transfer_case(&id, agent, team, words.next(), None)
                     .await
                     .map(|c| format!("Atendimento passado para a equipe {}.", c.team)),
             }

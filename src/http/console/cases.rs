@@ -272,6 +272,9 @@ pub(super) struct ActionForm {
     meio: String,
     equipe: String,
     agente: String,
+    /// The canned answer the reply came from (its shortcut), when one was inserted.
+    pronta: String,
+    resolucao: String,
 }
 
 /// What a case action on the case page does; the answer is shown on the case's page.
@@ -283,6 +286,7 @@ enum Action {
     HandBack,
     Close,
     Transfer,
+    Note,
 }
 
 async fn act(
@@ -303,11 +307,12 @@ async fn act(
             Err(e) => Err(said(e)),
         },
         Action::Reply if form.texto.trim().is_empty() => Err("Escreva a mensagem.".to_owned()),
-        Action::Reply => service
+        Action::Reply => reply_with(state, id, who, form).await,
+        Action::Note => service
             .cases()
-            .agent_reply(id, who, form.texto.trim())
+            .note(id, who, &form.nota)
             .await
-            .map(|()| "Mensagem enviada.".to_owned())
+            .map(|()| "Nota interna guardada (o cliente não a vê).".to_owned())
             .map_err(said),
         Action::Propose => {
             // The card comes as the sealed reference the page offered, never typed.
@@ -331,17 +336,23 @@ async fn act(
             .await
             .map(|_| "Atendimento devolvido ao bot.".to_owned())
             .map_err(said),
+        Action::Close if form.resolucao.trim().is_empty() => {
+            Err("Escolha a resolução antes de encerrar.".to_owned())
+        }
         Action::Close => service
             .cases()
-            .close_case(id, who)
+            .close_resolved(id, who, Some(form.resolucao.trim()), Some(&form.nota))
             .await
             .map(|_| "Atendimento encerrado.".to_owned())
             .map_err(said),
+        Action::Transfer if form.nota.trim().is_empty() => {
+            Err("Escreva uma nota para quem recebe o atendimento.".to_owned())
+        }
         Action::Transfer => {
             let to = Some(form.agente.trim()).filter(|a| !a.is_empty());
             service
                 .cases()
-                .transfer_case(id, who, form.equipe.trim(), to)
+                .transfer_case(id, who, form.equipe.trim(), to, Some(&form.nota))
                 .await
                 .map(|c| match to {
                     Some(a) => format!("Atendimento passado para {a}, da equipe {}.", c.team),
@@ -352,6 +363,26 @@ async fn act(
     };
     tracing::info!(case = %id, by = %staff.caller.name, ?action, ok = outcome.is_ok(), "case action from the console");
     outcome
+}
+
+/// A reply: a canned answer inserted (`pronta`), or typed whole as `/atalho` with the page's script
+/// off, is counted as one; anything else goes as typed.
+async fn reply_with(state: &AppState, id: &str, who: SupportAgent<'_>, form: &ActionForm) -> Result<String, String> {
+    let cases = state.service.cases();
+    let typed = form.texto.trim();
+    let sent = if let Some(shortcut) = typed.strip_prefix('/').filter(|s| !s.contains(char::is_whitespace)) {
+        let case = cases.owned_case_of(id, who).await.map_err(said)?;
+        let answers = cases.canned_for(&case).await.map_err(said)?;
+        match answers.into_iter().find(|a| a.shortcut == shortcut) {
+            Some(a) => cases.reply_canned(id, who, &a.text, shortcut).await,
+            None => return Err(format!("Não há resposta pronta /{shortcut}.")),
+        }
+    } else if !form.pronta.trim().is_empty() {
+        cases.reply_canned(id, who, typed, form.pronta.trim()).await
+    } else {
+        cases.agent_reply(id, who, typed).await
+    };
+    sent.map(|()| "Mensagem enviada.".to_owned()).map_err(said)
 }
 
 fn said(e: CaseError) -> String {
@@ -389,7 +420,7 @@ async fn run(state: AppState, staff: Staff, id: String, action: Action, form: Ac
         .to_owned();
     // After a reply, the page opens at the conversation, scrolled to its newest line, the reply box
     // right below.
-    let anchor = if matches!(action, Action::Reply) {
+    let anchor = if matches!(action, Action::Reply | Action::Note) {
         "#mensagens"
     } else {
         ""
@@ -449,4 +480,13 @@ pub(super) async fn transfer(
     Form(form): Form<ActionForm>,
 ) -> Response {
     run(state, staff, id, Action::Transfer, form).await
+}
+
+pub(super) async fn note(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    run(state, staff, id, Action::Note, form).await
 }

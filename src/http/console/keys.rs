@@ -58,9 +58,16 @@ impl ConsoleConfig {
 }
 
 /// The console's state inside the API's (`AppState`).
-#[derive(Debug)]
 pub(crate) struct Console {
     pub keys: Keys,
+    /// The desk's log as it grows, for the pages listening ([`super::live`]).
+    pub live: super::live::Feed,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").field("keys", &self.keys).finish_non_exhaustive()
+    }
 }
 
 impl Console {
@@ -71,6 +78,7 @@ impl Console {
         };
         Self {
             keys: Keys::new(&secret, i64::from(config.session_minutes) * 60),
+            live: super::live::Feed::default(),
         }
     }
 }

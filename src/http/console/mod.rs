@@ -13,8 +13,10 @@ mod cards;
 
 /// The channel name of the console's own conversations (a support agent's card lookups).
 pub(crate) const CHANNEL: &str = "console";
+mod answers;
 mod cases;
 mod chat;
+mod live;
 mod conversations;
 mod flows;
 mod outbox;
@@ -57,6 +59,10 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/cards", post(cards::history))
         .route("/console/cards/bloqueio", post(cards::block))
         .route("/console/fila", get(queue::page))
+        .route("/console/eventos", get(live::events))
+        .route("/console/contagem", get(live::counts))
+        .route("/console/respostas", get(answers::page).post(answers::save))
+        .route("/console/respostas/{atalho}/apagar", post(answers::delete))
         .route("/console/presenca", post(queue::presence))
         .route("/console/relatorio", get(report::page))
         .route("/console/recorrencias", get(recurrences::page))
@@ -71,6 +77,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/cases/{id}/devolver", post(cases::hand_back))
         .route("/console/cases/{id}/encerrar", post(cases::close))
         .route("/console/cases/{id}/transferir", post(cases::transfer))
+        .route("/console/cases/{id}/nota", post(cases::note))
         .route("/console/flows", get(flows::flows))
         .route("/console/flows/{id}", get(flows::flow))
         .route("/console/batches/{id}", get(flows::batch))
@@ -113,6 +120,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
             include_str!("assets/atendimento.js"),
             "text/javascript; charset=utf-8",
         ),
+        "mesa.js" => (include_str!("assets/mesa.js"), "text/javascript; charset=utf-8"),
         "graficos.js" => (
             include_str!("assets/graficos.js"),
             "text/javascript; charset=utf-8",
@@ -131,7 +139,7 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 22] = [
+const TEMPLATES: [(&str, &str); 23] = [
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),
@@ -160,6 +168,7 @@ const TEMPLATES: [(&str, &str); 22] = [
     ("lote.html", include_str!("templates/lote.html")),
     ("outbox.html", include_str!("templates/outbox.html")),
     ("uso.html", include_str!("templates/uso.html")),
+    ("respostas.html", include_str!("templates/respostas.html")),
 ];
 
 /// The templates, parsed once.

@@ -32,14 +32,15 @@ pub trait CaseStore: Send + Sync {
     /// `owner` claims a waiting case.
     async fn claim_case(&self, id: &str, owner: &str, now: DateTime<Utc>) -> Result<Claim, StoreError>;
 
-    /// Closes an open case as `to` (`Devolvido` or `Encerrado`) for `who`, with an optional note;
-    /// `None` when it was not open.
+    /// Closes an open case as `to` (`Devolvido` or `Encerrado`) for `who`, with an optional note and
+    /// resolution; `None` when it was not open.
     async fn close_case(
         &self,
         id: &str,
         who: &str,
         to: CaseState,
         note: Option<&str>,
+        resolution: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<Case>, StoreError>;
 
@@ -141,6 +142,8 @@ pub struct CaseOffer {
 pub struct CaseTransfer {
     pub case_id: String,
     pub who: String,
+    /// Why, for the team that receives it: an internal note written with the move.
+    pub note: Option<String>,
     pub team: String,
     pub owner: Option<String>,
     pub now: DateTime<Utc>,

@@ -16,9 +16,11 @@ use vt_engine::{Conversation, ExecutionRecord, TurnEvent};
 use super::*;
 
 mod cases;
+mod desk;
 mod payments;
 
 pub use cases::{CaseOffer, CaseStore, CaseTransfer};
+pub use desk::DeskStore;
 pub use payments::{PixStore, RecurrenceStore};
 
 /// Conversations and what a turn writes: the conversation row, its messages (accepted once per

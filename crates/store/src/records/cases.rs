@@ -108,6 +108,8 @@ pub struct Case {
     pub offer_due_at: Option<DateTime<Utc>>,
     /// The last SLA warning sent (clock and cycle).
     pub sla_warned: Option<String>,
+    /// How a person resolved it when they closed it (a category of the product's list).
+    pub resolution: Option<String>,
 }
 
 impl CaseEvent {
@@ -134,9 +136,12 @@ impl Case {
 }
 
 impl NewCase {
-    /// The `aberto` line of its log.
+    /// The `aberto` line of its log, naming the team it opened in (what a later transfer moved it from).
     pub fn opened(&self, at: DateTime<Utc>) -> CaseEvent {
-        CaseEvent::of(&self.id, &self.conversation_id, at, "sistema", "aberto")
+        CaseEvent {
+            detail: Some(self.team.clone()),
+            ..CaseEvent::of(&self.id, &self.conversation_id, at, "sistema", "aberto")
+        }
     }
 }
 
@@ -181,4 +186,30 @@ pub struct CaseEvent {
     pub what: String,
     /// A note, or the text relayed (sealed at rest).
     pub detail: Option<String>,
+}
+
+/// An answer an administrator keeps for the support agents of a tenant (all its teams, or one), inserted
+/// in a reply with `/` and its shortcut; its placeholders are filled per case when inserted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CannedAnswer {
+    pub tenant_id: String,
+    /// What follows the `/`: lowercase letters, digits, `-` and `_`.
+    pub shortcut: String,
+    /// The team it is for; `None`: every team.
+    pub team: Option<String>,
+    pub body: String,
+    pub updated_by: String,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A line of the desk's log as the live console reads it: the line, and the case it is about (its
+/// tenant and team now, its protocol number).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeskLine {
+    /// The log's sequence: lines are read after the last one seen.
+    pub seq: i64,
+    pub tenant_id: String,
+    pub team: String,
+    pub protocol: Option<String>,
+    pub line: CaseEvent,
 }

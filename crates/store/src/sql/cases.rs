@@ -199,14 +199,17 @@ impl<S: Sql> CaseStore for S {
         who: &str,
         to: CaseState,
         note: Option<&str>,
+        resolution: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<Case>, StoreError> {
         let mut tx = self.begin().await?;
         let close = Stmt::new(
-            "UPDATE cases SET state = $1, closed_at = $2 WHERE id = $3 AND state IN ('aguardando', 'em_atendimento')",
+            "UPDATE cases SET state = $1, closed_at = $2, resolution = $3 \
+             WHERE id = $4 AND state IN ('aguardando', 'em_atendimento')",
         )
         .bind(to.as_str())
         .bind(now)
+        .bind(resolution)
         .bind(id);
         if tx.execute(close).await? != 1 {
             return Ok(None);
@@ -412,6 +415,10 @@ impl<S: Sql> CaseStore for S {
         }
         let case = case_in(&mut tx, &t.case_id).await?;
         if let Some(case) = &case {
+            if let Some(note) = &t.note {
+                tx.execute(event(&case.event(t.now, &t.who, "nota_interna", Some(note.clone()))))
+                    .await?;
+            }
             let to = match &t.owner {
                 Some(owner) => format!("{} (@{owner})", t.team),
                 None => t.team.clone(),

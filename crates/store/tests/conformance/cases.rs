@@ -103,15 +103,17 @@ pub(crate) async fn cases_open_once_one_claim_wins_and_every_transition_is_logge
             &owner,
             CaseState::Devolvido,
             Some("cliente orientado"),
+            Some("orientado"),
             now,
         )
         .await
         .expect("close")
         .expect("was open");
     assert_eq!(back.state, CaseState::Devolvido);
+    assert_eq!(back.resolution.as_deref(), Some("orientado"));
     assert!(
         store
-            .close_case("caso-1", &owner, CaseState::Encerrado, None, now)
+            .close_case("caso-1", &owner, CaseState::Encerrado, None, None, now)
             .await
             .expect("close again")
             .is_none()

@@ -1,0 +1,169 @@
+//! The desk as it happens: every instance follows the cases' log ([`vt_store::DeskStore::desk_lines`])
+//! while someone has a console open, and tells each signed-in agent's page, over server-sent events,
+//! that a case of their tenant moved — opened, offered, claimed, transferred, answered, noted, closed.
+//! The event names the case and what happened, never what was said: the page then reads its own
+//! parts again, as a reload would. An offer to the agent (or a transfer to them) is an `oferta`
+//! event, which the page turns into a sound and a browser notification.
+//!
+//! One reader per process, started by the first page that listens: a line written by any instance on
+//! the same database reaches every console within a poll. PostgreSQL may commit a line after one
+//! with a higher sequence, so each poll reads back [`LOOKBACK`] lines before the newest seen and
+//! drops the ones already told.
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde_json::json;
+use tokio::sync::broadcast;
+use vt_store::{DeskLine, DeskStore};
+
+use super::session::Staff;
+use crate::http::state::AppState;
+
+/// How often the log is read while a console listens.
+const POLL: Duration = Duration::from_millis(300);
+/// Lines read again behind the newest seen (a late commit on PostgreSQL).
+const LOOKBACK: i64 = 32;
+
+/// The process's reader of the desk's log and the pages listening to it.
+pub(crate) struct Feed {
+    lines: broadcast::Sender<Arc<DeskLine>>,
+    started: std::sync::Once,
+}
+
+impl Default for Feed {
+    fn default() -> Self {
+        Self {
+            lines: broadcast::channel(1024).0,
+            started: std::sync::Once::new(),
+        }
+    }
+}
+
+impl Feed {
+    /// The lines from now on; the reader starts with the first listener.
+    fn listen(&self, store: Arc<dyn DeskStore>) -> broadcast::Receiver<Arc<DeskLine>> {
+        let lines = self.lines.clone();
+        self.started.call_once(|| {
+            tokio::spawn(follow(store, lines));
+        });
+        self.lines.subscribe()
+    }
+}
+
+/// Reads the log after the newest line seen, while anyone listens.
+async fn follow(store: Arc<dyn DeskStore>, lines: broadcast::Sender<Arc<DeskLine>>) {
+    let mut head = None;
+    let mut told = BTreeSet::new();
+    loop {
+        if lines.receiver_count() == 0 {
+            // Nobody listens: nothing is read, and a new listener starts from the log's end.
+            head = None;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        let after = match head {
+            Some(h) => h,
+            None => match store.desk_head().await {
+                Ok(h) => {
+                    head = Some(h);
+                    h
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the desk's log could not be read");
+                    tokio::time::sleep(POLL * 10).await;
+                    continue;
+                }
+            },
+        };
+        match store.desk_lines(after.saturating_sub(LOOKBACK), 500).await {
+            Ok(read) => {
+                for line in read {
+                    if line.seq > after.saturating_sub(LOOKBACK) && told.insert(line.seq) {
+                        head = Some(head.unwrap_or(0).max(line.seq));
+                        let _ = lines.send(Arc::new(line));
+                    }
+                }
+                let floor = head.unwrap_or(0).saturating_sub(LOOKBACK);
+                told = told.split_off(&floor);
+            }
+            Err(e) => tracing::warn!(error = %e, "the desk's log could not be read"),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether `line` is a case offered or transferred to `login`.
+fn for_me(line: &DeskLine, login: &str) -> bool {
+    let to = line.line.detail.as_deref().unwrap_or_default();
+    match line.line.what.as_str() {
+        "oferecido" => to == login,
+        "transferido" => to.ends_with(&format!("(@{login})")),
+        _ => false,
+    }
+}
+
+/// The events of one line for one agent's page.
+fn events_of(line: &DeskLine, staff: &Staff) -> Vec<Event> {
+    let visible = staff.is_admin() || line.tenant_id == staff.caller.tenant;
+    if !visible {
+        return Vec::new();
+    }
+    let case = &line.line.case_id;
+    let mut out = vec![Event::default().event("caso").data(
+        json!({"caso": case, "o_que": line.line.what, "equipe": line.team}).to_string(),
+    )];
+    if for_me(line, &staff.caller.name) {
+        let protocol = line.protocol.clone().unwrap_or_else(|| case.clone());
+        out.push(Event::default().event("oferta").data(
+            json!({"caso": case, "protocolo": protocol, "equipe": line.team}).to_string(),
+        ));
+    }
+    out
+}
+
+/// `GET /console/eventos`: the desk's events for the signed-in agent, as server-sent events.
+pub(super) async fn events(State(state): State<AppState>, staff: Staff) -> Response {
+    let lines = state.console.live.listen(state.stores.desk.clone());
+    Sse::new(stream(lines, staff))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+fn stream(
+    lines: broadcast::Receiver<Arc<DeskLine>>,
+    staff: Staff,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures::stream::unfold((lines, staff), |(mut lines, staff)| async move {
+        loop {
+            match lines.recv().await {
+                Ok(line) => {
+                    let events: Vec<Result<Event, Infallible>> =
+                        events_of(&line, &staff).into_iter().map(Ok).collect();
+                    if !events.is_empty() {
+                        return Some((futures::stream::iter(events), (lines, staff)));
+                    }
+                }
+                // Fell behind: the page reads everything again.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let all = Event::default().event("caso").data("{}");
+                    return Some((futures::stream::iter(vec![Ok(all)]), (lines, staff)));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flatten()
+}
+
+/// `GET /console/contagem`: the menu's counts (waiting, the agent's), for the page to update them.
+pub(super) async fn counts(staff: Staff) -> Response {
+    let (waiting, mine) = staff.counts;
+    axum::Json(json!({"aguardando": waiting, "meus": mine})).into_response()
+}
