@@ -31,6 +31,21 @@ pub(super) fn agent(staff: &Staff) -> SupportAgent<'_> {
     }
 }
 
+/// How long until a clock runs out (or since it did), as the page's script also writes it.
+pub(super) fn time_left(due: chrono::DateTime<Utc>) -> String {
+    let minutes = (due - Utc::now()).num_seconds() as f64 / 60.0;
+    if minutes >= 0.0 {
+        let m = minutes.ceil() as i64;
+        if m >= 120 {
+            format!("vence em {} h", m / 60)
+        } else {
+            format!("vence em {m} min")
+        }
+    } else {
+        format!("venceu há {} min", (-minutes).ceil() as i64)
+    }
+}
+
 /// How long ago, in words a person reads at a glance.
 pub(super) fn age(since: chrono::DateTime<Utc>) -> String {
     let minutes = (Utc::now() - since).num_minutes().max(0);
@@ -56,6 +71,7 @@ fn state_label(state: CaseState) -> &'static str {
 pub(super) fn row(state: &AppState, e: &QueueEntry) -> minijinja::Value {
     let c = &e.case;
     let waiting = e.waiting_since();
+    let due = e.clocks.all().filter(|k| k.running).filter_map(|k| k.due_at).min();
     context! {
         id => c.id.clone(),
         protocolo => c.protocol.clone().unwrap_or_else(|| c.id.clone()),
@@ -74,6 +90,8 @@ pub(super) fn row(state: &AppState, e: &QueueEntry) -> minijinja::Value {
         oferecido => c.offered_to.clone(),
         sla => e.clocks.at_risk().map(SlaStatus::label),
         sla_chave => e.clocks.at_risk().map(SlaStatus::as_str),
+        vence_em => due.map(|d| d.to_rfc3339()),
+        falta => due.map(time_left),
     }
 }
 
@@ -168,6 +186,8 @@ fn clock_rows(state: &AppState, clocks: &crate::service::Clocks) -> Vec<minijinj
                 chave => c.status.as_str(),
                 usado => format!("{:.0} de {} min úteis", c.elapsed, c.target),
                 vence => c.due_at.map(|d| when(state, d)),
+                vence_em => c.due_at.map(|d| d.to_rfc3339()),
+                falta => c.due_at.map(time_left),
             }
         })
         .collect()
@@ -203,12 +223,27 @@ pub(super) async fn page(
         .into_iter()
         .map(|(label, value)| context! { rotulo => label, valor => masked(&value) })
         .collect();
-    let teams: Vec<String> = state
-        .service
-        .desk()
-        .teams()
+    let (activity, canned, around) = match (
+        activity(&state, &case).await,
+        state.service.cases().canned_for(&case).await,
+        neighbours(&state, &staff, &case.id).await,
+    ) {
+        (Ok(a), Ok(c), Ok(n)) => (a, c, n),
+        (Err(e), ..) | (.., Err(e)) => return store_failed(&staff, &e),
+        (_, Err(CaseError::Store(e)), _) => return store_failed(&staff, &e),
+        (_, Err(_), _) => return store_failed(&staff, &vt_store::StoreError::Invalid("respostas".into())),
+    };
+    let canned: Vec<_> = canned
+        .into_iter()
+        .map(|a| serde_json::json!({"atalho": a.shortcut, "texto": a.text}))
+        .collect();
+    let (teams, members) = match transfer_choices(&state).await {
+        Ok(t) => t,
+        Err(e) => return store_failed(&staff, &e),
+    };
+    let resolutions: Vec<_> = crate::service::RESOLUTIONS
         .iter()
-        .map(|t| t.name().to_owned())
+        .map(|(k, label)| context! { chave => *k, rotulo => *label })
         .collect();
     // The case file as stored, cards masked and ids, keys and times whole: for administrators, behind
     // "Detalhes técnicos".
@@ -233,12 +268,113 @@ pub(super) async fn page(
             mensagens => msgs,
             pagamentos => payments,
             equipes => teams,
+            membros => members,
             equipe => case.team.clone(),
             cartoes => cards,
             tecnico => technical,
+            atividade => activity,
+            // Read by the page's script as JSON, never run: nothing in it may close the element.
+            prontas => serde_json::Value::Array(canned).to_string().replace('<', "\\u003c"),
+            resolucoes => resolutions,
+            anterior => around.0,
+            proximo => around.1,
+            protocolo => case.protocol.clone().unwrap_or_else(|| case.id.clone()),
             ..frame(Some(&staff), "cases", &title)
         },
     )
+}
+
+/// A line of the case's activity as an agent reads it (`None`: the line is a message, shown in the
+/// conversation).
+fn activity_line(line: &vt_store::CaseEvent) -> Option<(String, Option<String>)> {
+    let detail = line.detail.clone().unwrap_or_default();
+    let what = match line.what.as_str() {
+        "mensagem_cliente" | "mensagem_atendente" => return None,
+        "aberto" => format!("aberto na equipe {detail}"),
+        "oferecido" => format!("oferecido a {detail}"),
+        "oferta_expirada" => format!("oferta a {detail} expirou"),
+        "assumido" => "assumiu".into(),
+        "transferido" => format!("transferiu para {detail}"),
+        "nota_interna" => return Some(("nota interna".into(), Some(detail))),
+        "resposta_pronta" => format!("enviou a resposta pronta /{detail}"),
+        "proposta_recarga" => "propôs uma recarga".into(),
+        "devolvido" => "devolveu ao bot".into(),
+        "encerrado" => return Some(("encerrou".into(), line.detail.clone())),
+        "aviso_sem_atendente" => "avisou o cliente de que ninguém assumiu ainda".into(),
+        "aviso_transferencia" => "avisou o cliente da transferência".into(),
+        other => other.replace('_', " "),
+    };
+    Some((what, None))
+}
+
+/// The case's log but its messages: who offered, claimed, transferred, noted, closed, and when.
+async fn activity(state: &AppState, case: &Case) -> Result<Vec<minijinja::Value>, vt_store::StoreError> {
+    let log = state.stores.cases.case_events(&case.id).await?;
+    let resolution = case.resolution.as_deref().and_then(|key| {
+        crate::service::RESOLUTIONS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, l)| *l)
+    });
+    Ok(log
+        .iter()
+        .filter_map(|line| {
+            let (what, note) = activity_line(line)?;
+            let what = match (line.what.as_str(), resolution) {
+                ("encerrado", Some(r)) => format!("encerrou: {r}"),
+                _ => what,
+            };
+            Some(context! {
+                quem => line.who.clone(),
+                o_que => what,
+                nota => note.filter(|n| !n.is_empty()).map(|n| masked(&n)),
+                quando => when(state, line.at),
+                interna => line.what == "nota_interna",
+            })
+        })
+        .collect())
+}
+
+/// The teams a case may go to, and every team's members with whether they are away now.
+async fn transfer_choices(
+    state: &AppState,
+) -> Result<(Vec<String>, Vec<minijinja::Value>), vt_store::StoreError> {
+    let away = state.stores.cases.away_agents().await?;
+    let desk = state.service.desk();
+    let teams = desk.teams().iter().map(|t| t.name().to_owned()).collect();
+    let members = desk
+        .teams()
+        .iter()
+        .map(|t| {
+            let people: Vec<_> = t
+                .config
+                .membros
+                .iter()
+                .map(|m| context! { login => m.clone(), ausente => away.contains(m) })
+                .collect();
+            context! { equipe => t.name().to_owned(), pessoas => people }
+        })
+        .collect();
+    Ok((teams, members))
+}
+
+/// The cases before and after `id` in the agent's queue (open cases, in the queue's order).
+async fn neighbours(
+    state: &AppState,
+    staff: &Staff,
+    id: &str,
+) -> Result<(Option<String>, Option<String>), vt_store::StoreError> {
+    let queue = state.service.cases().queue(agent(staff).tenant).await?;
+    let at = queue.iter().position(|e| e.case.id == id);
+    let link = |i: usize| {
+        queue
+            .get(i)
+            .map(|e| format!("/console/cases/{}", super::pages::path_segment(&e.case.id)))
+    };
+    Ok(match at {
+        Some(i) => (i.checked_sub(1).and_then(link), link(i + 1)),
+        None => (None, link(0)),
+    })
 }
 
 /// The messages alone, for the case page to refresh without a reload.
@@ -414,10 +550,7 @@ async fn run(state: AppState, staff: Staff, id: String, action: Action, form: Ac
         Err(t) => ("erro", t),
     };
     let query = serde_urlencoded::to_string([(key, text)]).unwrap_or_default();
-    let path: String = serde_urlencoded::to_string([("", id.as_str())])
-        .unwrap_or_default()
-        .trim_start_matches('=')
-        .to_owned();
+    let path = super::pages::path_segment(&id);
     // After a reply, the page opens at the conversation, scrolled to its newest line, the reply box
     // right below.
     let anchor = if matches!(action, Action::Reply | Action::Note) {

@@ -129,6 +129,14 @@ pub(super) fn store_failed(staff: &Staff, e: &dyn std::fmt::Display) -> Response
     )
 }
 
+/// `text` as one segment of a path (percent-encoded).
+pub(super) fn path_segment(text: &str) -> String {
+    serde_urlencoded::to_string([("", text)])
+        .unwrap_or_default()
+        .trim_start_matches('=')
+        .to_owned()
+}
+
 pub(super) fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to)]).into_response()
 }

@@ -20,6 +20,8 @@ use vt_store::CaseState;
 #[serde(default)]
 pub(super) struct Said {
     ok: Option<String>,
+    /// The team whose queue is shown (`todas`: every team's the agent may see).
+    equipe: Option<String>,
 }
 
 pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said): Query<Said>) -> Response {
@@ -46,11 +48,6 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
         })
         .map(|e| row(&state, e))
         .collect();
-    let waiting: Vec<_> = queue
-        .iter()
-        .filter(|e| e.case.state == CaseState::Aguardando)
-        .map(|e| row(&state, e))
-        .collect();
     let my_teams: Vec<String> = state
         .service
         .desk()
@@ -58,6 +55,12 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
         .iter()
         .filter(|t| t.config.has_member(&me))
         .map(|t| t.name().to_owned())
+        .collect();
+    let (shown, filters, everything) = teams_shown(&state, &staff, &my_teams, said.equipe.as_deref());
+    let waiting: Vec<_> = queue
+        .iter()
+        .filter(|e| e.case.state == CaseState::Aguardando && shown.contains(&e.case.team))
+        .map(|e| row(&state, e))
         .collect();
     let teams: Vec<_> = if staff.is_admin() {
         cases
@@ -92,9 +95,42 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
             risco => at_risk,
             aguardando => waiting,
             equipes => teams,
+            filtros => filters,
+            todas => everything,
+            mostradas => shown,
             ..frame(Some(&staff), "fila", "Fila de atendimento")
         },
     )
+}
+
+/// Which teams' waiting cases the queue lists: the one asked for (an agent may ask for their own
+/// teams' only), else an agent's own teams, else all — with the filter's links (none for one team)
+/// and whether every team is shown.
+fn teams_shown(
+    state: &AppState,
+    staff: &Staff,
+    my_teams: &[String],
+    asked: Option<&str>,
+) -> (Vec<String>, Vec<minijinja::Value>, bool) {
+    let all: Vec<String> = state.service.desk().teams().iter().map(|t| t.name().to_owned()).collect();
+    let everyone = staff.is_admin() || my_teams.is_empty();
+    let may_see = |t: &str| everyone || my_teams.iter().any(|m| m == t);
+    let shown: Vec<String> = match asked {
+        Some(t) if t != "todas" && all.iter().any(|a| a == t) && may_see(t) => vec![t.to_owned()],
+        _ if everyone => all.clone(),
+        _ => my_teams.to_vec(),
+    };
+    let choices: Vec<_> = all.iter().filter(|t| may_see(t)).collect();
+    let filters = if choices.len() > 1 {
+        choices
+            .iter()
+            .map(|t| context! { nome => (*t).clone(), atual => shown.len() == 1 && shown[0] == **t })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let everything = shown.len() == choices.len();
+    (shown, filters, everything)
 }
 
 #[derive(Debug, Default, Deserialize)]
