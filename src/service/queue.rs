@@ -222,10 +222,10 @@ impl Cases<'_> {
             let team = desk.team(&case.team);
             let clocks = super::sla::clocks(case, &log, &team.config.sla, &team.calendar, now);
             let first = super::sla::first_response(case, &log);
-            let here = super::sla::legs(case, &log).last().map(|l| l.from);
+            let here = super::sla::legs(case, &log).last().map(|l| l.start);
             // The first response is its giver's, under the promise of the team the case was in then;
             // a receiving team's own first-response clock is theirs.
-            let earlier = first.as_ref().filter(|f| Some(f.leg.from) != here);
+            let earlier = first.as_ref().filter(|f| Some(f.leg.start) != here);
             let fact = CaseFact::of(&clocks, outcomes.get(&case.id), earlier.is_some());
             teams.entry(case.team.clone()).or_default().add(&fact);
             // The agent it counts for: its owner, else (moved back to a queue) the last person on it.
@@ -244,7 +244,7 @@ impl Cases<'_> {
             if let Some(first) = &first {
                 let then = desk.team(&first.leg.team);
                 let at_first =
-                    super::sla::clocks_from(case, &log, first.leg.from, &then.config.sla, &then.calendar, now);
+                    super::sla::clocks_from(case, &log, &first.leg, &then.config.sla, &then.calendar, now);
                 if let Some(clock) = at_first.primeira_resposta.as_ref().filter(|c| c.stopped) {
                     let credit = (clock.elapsed.round() as i64, clock.status != SlaStatus::Vencido);
                     teams.entry(first.leg.team.clone()).or_default().add_first(credit);

@@ -206,6 +206,8 @@ fn walk(case: &Case, log: &[CaseEvent]) -> Walk {
 pub(crate) struct Leg {
     pub team: String,
     pub from: DateTime<Utc>,
+    /// Where it starts in the log (the transfer's line): what happened since is its own.
+    pub start: usize,
 }
 
 /// The team a transfer line moved the case to (`financeiro` or `financeiro (@bia)`).
@@ -225,14 +227,16 @@ pub(crate) fn legs(case: &Case, log: &[CaseEvent]) -> Vec<Leg> {
     let mut legs = vec![Leg {
         team: opened_in,
         from: case.opened_at,
+        start: 0,
     }];
-    for line in log.iter().filter(|e| e.what == "transferido") {
+    for (i, line) in log.iter().enumerate().filter(|(_, e)| e.what == "transferido") {
         if let Some(team) = moved_to(line)
             && legs.last().is_some_and(|l| l.team != team)
         {
             legs.push(Leg {
                 team: team.to_owned(),
                 from: line.at,
+                start: i,
             });
         }
     }
@@ -248,14 +252,12 @@ pub(crate) struct FirstResponse {
 }
 
 pub(crate) fn first_response(case: &Case, log: &[CaseEvent]) -> Option<FirstResponse> {
-    let line = log
+    let (at, line) = log
         .iter()
-        .filter(|e| case.closed_at.is_none_or(|end| e.at <= end))
-        .find(|e| HUMAN_RESPONSES.contains(&e.what.as_str()))?;
-    let leg = legs(case, log)
-        .into_iter()
-        .rev()
-        .find(|l| l.from <= line.at)?;
+        .enumerate()
+        .filter(|(_, e)| case.closed_at.is_none_or(|end| e.at <= end))
+        .find(|(_, e)| HUMAN_RESPONSES.contains(&e.what.as_str()))?;
+    let leg = legs(case, log).into_iter().rev().find(|l| l.start <= at)?;
     Some(FirstResponse {
         who: line.who.clone(),
         at: line.at,
@@ -272,25 +274,27 @@ pub(crate) fn clocks(
     calendar: &Calendar,
     now: DateTime<Utc>,
 ) -> Clocks {
-    let from = legs(case, log).last().map_or(case.opened_at, |l| l.from);
-    clocks_from(case, log, from, policy, calendar, now)
+    match legs(case, log).pop() {
+        Some(leg) => clocks_from(case, log, &leg, policy, calendar, now),
+        None => Clocks::default(),
+    }
 }
 
-/// `case`'s clocks counted from `from` (its opening, or a transfer), under `policy` and `calendar`.
+/// `case`'s clocks over `leg` (from its opening, or a transfer, on), under `policy` and `calendar`.
 pub(crate) fn clocks_from(
     case: &Case,
     log: &[CaseEvent],
-    from: DateTime<Utc>,
+    leg: &Leg,
     policy: &SlaPolicy,
     calendar: &Calendar,
     now: DateTime<Utc>,
 ) -> Clocks {
     let stretch = Case {
-        opened_at: from,
+        opened_at: leg.from,
         ..case.clone()
     };
-    let log: Vec<CaseEvent> = log.iter().filter(|e| e.at >= from).cloned().collect();
-    let (case, log) = (&stretch, log.as_slice());
+    let log = log.get(leg.start..).unwrap_or_default();
+    let case = &stretch;
     let reading = Reading {
         policy,
         calendar,

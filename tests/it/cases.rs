@@ -88,6 +88,7 @@ async fn a_transfer_opens_a_case_and_the_bot_is_silent_until_the_case_is_handed_
             "fulana",
             CaseState::Devolvido,
             Some("orientado"),
+            None,
             chrono::Utc::now(),
         )
         .await

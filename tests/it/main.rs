@@ -19,6 +19,7 @@ mod console_cases;
 mod conversation;
 mod conversation_model;
 mod desk;
+mod desk_live;
 mod desk_requests;
 mod docs;
 mod engine;

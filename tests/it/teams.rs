@@ -206,7 +206,7 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     let moved = h
         .service
         .cases()
-        .transfer_case(&case.id, agent("ana"), "financeiro", None)
+        .transfer_case(&case.id, agent("ana"), "financeiro", None, Some("boleto pago, não creditado"))
         .await
         .expect("transfer");
     assert_eq!(
@@ -245,7 +245,7 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     let mine = h
         .service
         .cases()
-        .transfer_case(&case.id, agent("ana"), "financeiro", Some("bia"))
+        .transfer_case(&case.id, agent("ana"), "financeiro", Some("bia"), None)
         .await
         .expect("to bia");
     assert_eq!(
@@ -255,7 +255,7 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     let refused = h
         .service
         .cases()
-        .transfer_case(&case.id, agent("bia"), "nenhuma", None)
+        .transfer_case(&case.id, agent("bia"), "nenhuma", None, None)
         .await;
     assert!(matches!(refused, Err(CaseError::Refused(_))), "{refused:?}");
     // Found by its protocol number.
@@ -429,6 +429,7 @@ async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month()
         .execute("document.getElementById('equipe').value = 'financeiro';", vec![])
         .await
         .expect("pick a team");
+    b.type_into("#nota-transferencia", "Boleto pago e não creditado.").await;
     b.submit("#transferir").await;
     assert!(b.text(".aviso.ok").await.contains("financeiro"));
     let moved = chat.store.case(&case.id).await.expect("read").expect("case");
@@ -521,7 +522,7 @@ async fn a_transfer_to_a_closed_team_says_when_a_person_answers() {
         .expect("claim");
     h.service
         .cases()
-        .transfer_case(&case.id, agent("ana"), "financeiro", None)
+        .transfer_case(&case.id, agent("ana"), "financeiro", None, Some("boleto pago, não creditado"))
         .await
         .expect("transfer");
     let told = crate::support::said(&h, "c-fechada").await.pop().expect("told");

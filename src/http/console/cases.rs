@@ -95,14 +95,67 @@ pub(super) fn row(state: &AppState, e: &QueueEntry) -> minijinja::Value {
     }
 }
 
-pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Response {
+/// The list's search: words of an internal note (or a protocol number).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Search {
+    q: String,
+}
+
+/// How far back the notes are searched.
+const NOTES_SEARCHED_DAYS: i64 = 365;
+
+/// The cases whose internal notes hold `q` (any case, without words), `tenant`'s only when given,
+/// each with the note that matched.
+async fn searched(
+    state: &AppState,
+    tenant: Option<&str>,
+    q: &str,
+) -> Result<Vec<(Case, Option<String>)>, vt_store::StoreError> {
+    if q.is_empty() {
+        let cases = state.stores.cases.cases(tenant, LISTED).await?;
+        return Ok(cases.into_iter().map(|c| (c, None)).collect());
+    }
+    let now = Utc::now();
+    let from = now - chrono::Duration::days(NOTES_SEARCHED_DAYS);
+    let wanted = q.to_lowercase();
+    let mut found: Vec<(Case, Option<String>)> = Vec::new();
+    if let Some(case) = state.stores.cases.case_by_protocol(tenant, q).await? {
+        found.push((case, None));
+    }
+    let notes = state
+        .stores
+        .desk
+        .case_lines(tenant, "nota_interna", from, now + chrono::Duration::minutes(1))
+        .await?;
+    for note in notes.iter().rev() {
+        let text = note.detail.as_deref().unwrap_or_default();
+        if found.len() as i64 >= LISTED || found.iter().any(|(c, _)| c.id == note.case_id) {
+            continue;
+        }
+        if text.to_lowercase().contains(&wanted)
+            && let Some(case) = state.stores.cases.case(&note.case_id).await?
+        {
+            found.push((case, Some(text.to_owned())));
+        }
+    }
+    Ok(found)
+}
+
+pub(super) async fn list(State(state): State<AppState>, staff: Staff, Query(search): Query<Search>) -> Response {
     let tenant = agent(&staff).tenant;
-    let cases = match state.stores.cases.cases(tenant, LISTED).await {
+    let q = search.q.trim();
+    let cases = match searched(&state, tenant, q).await {
         Ok(c) => c,
         Err(e) => return store_failed(&staff, &e),
     };
     let mut rows = Vec::with_capacity(cases.len());
-    for case in cases {
+    let mut notes = Vec::new();
+    for (case, note) in cases {
+        if let Some(note) = note {
+            let protocol = case.protocol.clone().unwrap_or_else(|| case.id.clone());
+            notes.push(context! { protocolo => protocol, nota => masked(&super::pages::cut(&note, 160)) });
+        }
         match state.service.cases().entry(case).await {
             Ok(entry) => rows.push(row(&state, &entry)),
             Err(e) => return store_failed(&staff, &e),
@@ -111,7 +164,7 @@ pub(super) async fn list(State(state): State<AppState>, staff: Staff) -> Respons
     render(
         StatusCode::OK,
         "atendimentos.html",
-        context! { casos => rows, ..frame(Some(&staff), "cases", "Atendimentos") },
+        context! { casos => rows, busca => q, notas => notes, ..frame(Some(&staff), "cases", "Atendimentos") },
     )
 }
 

@@ -90,6 +90,15 @@ fn csv(report: &Report) -> String {
             l.notas
         ));
     }
+    // How cases were resolved and which canned answers were sent: their count in the cases column.
+    let counted = report
+        .resolutions
+        .iter()
+        .map(|(k, n)| ("resolucao", k.clone(), n))
+        .chain(report.canned.iter().map(|(k, n)| ("resposta_pronta", format!("/{k}"), n)));
+    for (kind, name, n) in counted {
+        out.push_str(&format!("{month};{kind};{name};{n};;;;;;;;\n"));
+    }
     out
 }
 
@@ -152,6 +161,11 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(q): 
             seguinte => next.format("%Y-%m").to_string(),
             equipes => report.teams.iter().map(line_view).collect::<Vec<_>>(),
             agentes => report.agents.iter().map(line_view).collect::<Vec<_>>(),
+            resolucoes => report.resolutions.iter().map(|(k, n)| {
+                let label = crate::service::RESOLUTIONS.iter().find(|(key, _)| key == k).map_or(k.as_str(), |(_, l)| *l);
+                context! { nome => label, n => *n }
+            }).collect::<Vec<_>>(),
+            prontas => report.canned.iter().map(|(k, n)| context! { nome => format!("/{k}"), n => *n }).collect::<Vec<_>>(),
             grafico => has_data.then(|| minijinja::Value::from(minijinja::value::Serde(&chart))),
             ..frame(Some(&staff), "relatorio", &format!("Relatório de {label}"))
         },
@@ -182,12 +196,16 @@ mod tests {
                 casos: 1,
                 ..ReportLine::default()
             }],
+            resolutions: vec![("orientado".into(), 2)],
+            canned: vec![("boas-vindas".into(), 5)],
         };
         assert_eq!(
             csv(&report).lines().skip(1).collect::<Vec<_>>(),
             [
                 "2026-11;equipe;financeiro;3;12;40;2;4;50,00;1;4,50;2",
-                "2026-11;agente;financeiro/ana;1;;;0;0;;0;;0"
+                "2026-11;agente;financeiro/ana;1;;;0;0;;0;;0",
+                "2026-11;resolucao;orientado;2;;;;;;;;",
+                "2026-11;resposta_pronta;/boas-vindas;5;;;;;;;;"
             ]
         );
         assert!(csv(&report).starts_with("\u{feff}mes;tipo;nome;"));
