@@ -378,7 +378,9 @@ async fn support_and_operators_use_the_console_in_a_real_browser() {
         .expect("labels");
     assert_eq!(unlabelled, json!([]), "every control has a label");
     let mut order = Vec::new();
-    for _ in 0..10 {
+    // The header's controls, then the page's: the two after "Sair" are the desk's (notifications, the
+    // shortcut sheet).
+    for _ in 0..12 {
         b.client
             .active_element()
             .await

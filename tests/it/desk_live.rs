@@ -375,10 +375,35 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
         .expect("filter");
     let protocol = case.protocol.clone().expect("protocol");
     assert!(b.text("#aguardando").await.contains(&protocol));
-    // j selects the first row, and Enter opens it.
+    // j selects the first row.
     b.element("body").await.send_keys("j").await.expect("j");
     let chosen = until(&b, "return document.querySelector('tr.caso.escolhido') !== null").await;
     assert_eq!(chosen, json!(true));
+
+    // A second tab of the same browser follows the first one's stream (one connection per browser,
+    // not per tab) and still moves live.
+    live(&b).await;
+    let first_tab = b.client.window().await.expect("tab");
+    let second_tab = b.client.new_window(true).await.expect("a second tab");
+    b.client.switch_to_window(second_tab.handle).await.expect("to the second tab");
+    b.client.goto(&format!("{base}/console/fila")).await.expect("queue");
+    live(&b).await;
+    chat.say("c-dois", "quero falar com um atendente").await;
+    let other = chat.store.open_case_of("c-dois").await.expect("read").expect("case");
+    let protocol = other.protocol.clone().expect("protocol");
+    let moved = until(
+        &b,
+        &format!("return document.getElementById('aguardando').innerText.includes('{protocol}')"),
+    )
+    .await;
+    assert_eq!(moved, json!(true), "the second tab hears through the first");
+    let listens: Value = b
+        .client
+        .execute("return navigator.locks.query().then(q => q.held.length)", vec![])
+        .await
+        .expect("locks");
+    assert_eq!(listens, json!(1), "one tab holds the stream");
+    b.client.switch_to_window(first_tab).await.expect("back");
     b.close().await;
 }
 

@@ -226,10 +226,20 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
         .collect();
     assert_eq!(told.len(), 1, "told once: {told:?}");
     assert!(told[0].contains(&protocol), "{}", told[0]);
-    // The clocks keep their history under the new team: the first response came at 9 minutes.
+    // The receiving team's clock starts at the transfer, under its own promise; the first response,
+    // at 9 minutes, stays ana's under geral's (the month's report credits it there).
     let clocks = h.service.cases().clocks(&case.id).await.expect("clocks");
     let first = clocks.primeira_resposta.expect("first");
-    assert!(first.stopped && first.status.as_str() == "no_prazo", "{first:?}");
+    assert!(first.running && !first.stopped && first.elapsed == 0.0, "{first:?}");
+    let month = chrono::NaiveDate::from_ymd_opt(2026, 11, 1).expect("month");
+    let report = h.service.cases().report(None, month).await.expect("report");
+    let line = |name: &str| report.agents.iter().find(|l| l.nome == name).cloned();
+    let ana = line("geral/ana").expect("ana's first response is hers");
+    assert_eq!(ana.primeira_resposta_mediana, Some(9), "{report:?}");
+    let geral = report.teams.iter().find(|l| l.nome == "geral").expect("geral");
+    assert_eq!((geral.primeira_resposta_mediana, geral.casos), (Some(9), 0));
+    let financeiro = report.teams.iter().find(|l| l.nome == "financeiro").expect("financeiro");
+    assert_eq!((financeiro.primeira_resposta_mediana, financeiro.casos), (None, 1));
     let whats: Vec<String> = h
         .store
         .case_events(&case.id)

@@ -67,7 +67,7 @@
       o.start(audio.currentTime + at); o.stop(audio.currentTime + at + 0.15);
     });
   }
-  function announce(offer) {
+  function announce(offer, listening) {
     var link = "/console/cases/" + encodeURIComponent(offer.caso);
     var banner = document.getElementById("avisos-vivos");
     if (banner) {
@@ -79,6 +79,7 @@
       banner.appendChild(a);
     }
     body.setAttribute("data-ofertas", String(Number(body.getAttribute("data-ofertas") || 0) + 1));
+    if (!listening) { return; }
     beep();
     if ("Notification" in window && Notification.permission === "granted") {
       try {
@@ -102,23 +103,60 @@
   }
 
   // ---- the events ----
-  var open = false;
-  if (window.EventSource) {
-    var events = new EventSource("/console/eventos");
-    events.onopen = function () { open = true; body.setAttribute("data-ao-vivo", "sim"); };
-    events.onerror = function () { open = false; body.setAttribute("data-ao-vivo", "nao"); };
-    events.addEventListener("caso", function (e) {
-      var said = {};
-      try { said = JSON.parse(e.data); } catch (x) { said = {}; }
-      // A case page reads itself again for its own case only; lists for any.
-      if (thisCase && said.caso && said.caso !== thisCase) { refreshCounts(); return; }
-      soon();
-    });
-    events.addEventListener("oferta", function (e) {
-      try { announce(JSON.parse(e.data)); } catch (x) { /* nothing to show */ }
-      soon();
+  // One stream per browser, not per tab: the tab holding the lock "vt-mesa" listens and passes every
+  // event to the other tabs (a browser has six connections to a host; six tabs holding one each
+  // would leave none for pages). A tab leaving (or kept in the back-forward cache) lets the lock go
+  // and another tab takes over. Without Web Locks (a page not on HTTPS nor localhost) each tab
+  // listens for itself. Only the listening tab raises the notification; every tab shows the banner.
+  var open = false, events = null, release = null;
+  var channel = window.BroadcastChannel ? new BroadcastChannel("vt-mesa") : null;
+  function live(on) { open = on; body.setAttribute("data-ao-vivo", on ? "sim" : "nao"); }
+  function handle(kind, data, listening) {
+    if (kind === "vivo") { live(true); return; }
+    var said = {};
+    try { said = JSON.parse(data); } catch (x) { said = {}; }
+    if (kind === "oferta") { announce(said, listening); soon(); return; }
+    // A case page reads itself again for its own case only; lists for any.
+    if (thisCase && said.caso && said.caso !== thisCase) { refreshCounts(); return; }
+    soon();
+  }
+  function tell(kind, data) {
+    handle(kind, data, true);
+    if (channel) { channel.postMessage({ kind: kind, data: data }); }
+  }
+  function connect() {
+    if (!window.EventSource || events) { return; }
+    events = new EventSource("/console/eventos");
+    events.onopen = function () { tell("vivo", ""); };
+    events.onerror = function () { live(false); };
+    events.addEventListener("caso", function (e) { tell("caso", e.data); });
+    events.addEventListener("oferta", function (e) { tell("oferta", e.data); });
+  }
+  function disconnect() {
+    if (events) { events.close(); events = null; }
+    if (release) { release(); release = null; }
+    live(false);
+  }
+  function lead() {
+    if (!(navigator.locks && channel)) { connect(); return; }
+    navigator.locks.request("vt-mesa", function () {
+      connect();
+      return new Promise(function (resolve) { release = resolve; });
     });
   }
+  if (channel) {
+    channel.onmessage = function (m) {
+      if (!events && m.data && m.data.kind !== "quem") { handle(m.data.kind, m.data.data, false); }
+    };
+    // A tab that follows asks whether someone listens; the listener answers.
+    channel.postMessage({ kind: "quem" });
+    channel.addEventListener("message", function (m) {
+      if (events && m.data && m.data.kind === "quem" && open) { channel.postMessage({ kind: "vivo" }); }
+    });
+  }
+  lead();
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", function (e) { if (e.persisted) { lead(); refresh(); } });
   function refreshCounts() {
     var keep = document.querySelectorAll("[data-vivo]").length;
     if (!keep) { refresh(); return; }
