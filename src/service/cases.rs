@@ -533,7 +533,16 @@ impl Cases<'_> {
         let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
         let closed = self
             .cases
-            .close_case(&case.id, agent.login, CaseState::Devolvido, note.as_deref(), None, now)
+            .close_case(
+                &case.id,
+                agent.login,
+                CaseState::Devolvido,
+                vt_store::Closing {
+                    note: note.as_deref(),
+                    resolution: None,
+                },
+                now,
+            )
             .await?
             .ok_or(CaseError::Closed)?;
         let log = self.cases.case_events(&case.id).await?;
@@ -605,7 +614,16 @@ impl Cases<'_> {
         let note = note.map(str::trim).filter(|n| !n.is_empty()).map(mask_cards_in);
         let closed = self
             .cases
-            .close_case(&case.id, agent.login, CaseState::Encerrado, note.as_deref(), resolution, now)
+            .close_case(
+                &case.id,
+                agent.login,
+                CaseState::Encerrado,
+                vt_store::Closing {
+                    note: note.as_deref(),
+                    resolution,
+                },
+                now,
+            )
             .await?
             .ok_or(CaseError::Closed)?;
         let lock = self

@@ -32,7 +32,7 @@ use crate::costs::CustosConfig;
 use crate::router::Router;
 use vt_engine::Engine;
 use vt_store::{
-    CaseStore, ContactStore, DeskStore, ConversationStore, FlowStore, OutboxStore, OutcomeStore, PixStore,
+    CaseStore, ContactStore, ConversationStore, DeskStore, FlowStore, OutboxStore, OutcomeStore, PixStore,
     RecargasConfig, RechargeStore, RecurrenceStore, ReportStore,
 };
 

@@ -214,47 +214,12 @@ impl Cases<'_> {
             .filter_map(|o| o.caso_id.clone().map(|c| (c, o)))
             .collect();
         let now = self.engine.now();
-        let mut teams: BTreeMap<String, Tally> = BTreeMap::new();
-        let mut agents: BTreeMap<String, Tally> = BTreeMap::new();
-        let desk = &self.board.handoff.desk;
+        let mut tally = Tallies::default();
         for case in &cases {
             let log = self.cases.case_events(&case.id).await?;
-            let team = desk.team(&case.team);
-            let clocks = super::sla::clocks(case, &log, &team.config.sla, &team.calendar, now);
-            let first = super::sla::first_response(case, &log);
-            let here = super::sla::legs(case, &log).last().map(|l| l.start);
-            // The first response is its giver's, under the promise of the team the case was in then;
-            // a receiving team's own first-response clock is theirs.
-            let earlier = first.as_ref().filter(|f| Some(f.leg.start) != here);
-            let fact = CaseFact::of(&clocks, outcomes.get(&case.id), earlier.is_some());
-            teams.entry(case.team.clone()).or_default().add(&fact);
-            // The agent it counts for: its owner, else (moved back to a queue) the last person on it.
-            let owner = case.owner.clone().or_else(|| {
-                log.iter()
-                    .rev()
-                    .find(|e| e.what == "assumido" || HUMAN_RESPONSES.contains(&e.what.as_str()))
-                    .map(|e| e.who.clone())
-            });
-            if let Some(owner) = owner {
-                agents
-                    .entry(format!("{}/{owner}", case.team))
-                    .or_default()
-                    .add(&fact);
-            }
-            if let Some(first) = &first {
-                let then = desk.team(&first.leg.team);
-                let at_first =
-                    super::sla::clocks_from(case, &log, &first.leg, &then.config.sla, &then.calendar, now);
-                if let Some(clock) = at_first.primeira_resposta.as_ref().filter(|c| c.stopped) {
-                    let credit = (clock.elapsed.round() as i64, clock.status != SlaStatus::Vencido);
-                    teams.entry(first.leg.team.clone()).or_default().add_first(credit);
-                    agents
-                        .entry(format!("{}/{}", first.leg.team, first.who))
-                        .or_default()
-                        .add_first(credit);
-                }
-            }
+            self.tally_case(&mut tally, case, &log, outcomes.get(&case.id), now);
         }
+        let Tallies { mut teams, agents } = tally;
         // Every configured team has a line, with no cases too.
         for team in self.board.handoff.desk.teams() {
             teams.entry(team.name().to_owned()).or_default();
@@ -262,7 +227,10 @@ impl Cases<'_> {
         let resolutions = super::RESOLUTIONS
             .iter()
             .map(|(key, _)| {
-                let n = cases.iter().filter(|c| c.resolution.as_deref() == Some(*key)).count();
+                let n = cases
+                    .iter()
+                    .filter(|c| c.resolution.as_deref() == Some(*key))
+                    .count();
                 ((*key).to_owned(), n as u32)
             })
             .filter(|(_, n)| *n > 0)
@@ -275,6 +243,68 @@ impl Cases<'_> {
             resolutions,
             canned,
         })
+    }
+}
+
+/// A month's tallies, per team and per agent (`equipe/agente`).
+#[derive(Default)]
+struct Tallies {
+    teams: BTreeMap<String, Tally>,
+    agents: BTreeMap<String, Tally>,
+}
+
+impl Cases<'_> {
+    /// What `case` adds to the month: its clocks in its team now to that team and its owner; its first
+    /// response to whoever gave it, under the promise of the team the case was in then (a receiving
+    /// team's own first-response clock is theirs).
+    fn tally_case(
+        self,
+        tally: &mut Tallies,
+        case: &Case,
+        log: &[vt_store::CaseEvent],
+        outcome: Option<&vt_store::OutcomeRecord>,
+        now: DateTime<Utc>,
+    ) {
+        let desk = &self.board.handoff.desk;
+        let team = desk.team(&case.team);
+        let clocks = super::sla::clocks(case, log, &team.config.sla, &team.calendar, now);
+        let first = super::sla::first_response(case, log);
+        let here = super::sla::legs(case, log).last().map(|l| l.start);
+        let earlier = first.as_ref().is_some_and(|f| Some(f.leg.start) != here);
+        let fact = CaseFact::of(&clocks, outcome, earlier);
+        tally.teams.entry(case.team.clone()).or_default().add(&fact);
+        // The agent it counts for: its owner, else (moved back to a queue) the last person on it.
+        let owner = case.owner.clone().or_else(|| {
+            log.iter()
+                .rev()
+                .find(|e| e.what == "assumido" || HUMAN_RESPONSES.contains(&e.what.as_str()))
+                .map(|e| e.who.clone())
+        });
+        if let Some(owner) = owner {
+            tally
+                .agents
+                .entry(format!("{}/{owner}", case.team))
+                .or_default()
+                .add(&fact);
+        }
+        let Some(first) = first else {
+            return;
+        };
+        let then = desk.team(&first.leg.team);
+        let at_first = super::sla::clocks_from(case, log, &first.leg, &then.config.sla, &then.calendar, now);
+        if let Some(clock) = at_first.primeira_resposta.as_ref().filter(|c| c.stopped) {
+            let credit = (clock.elapsed.round() as i64, clock.status != SlaStatus::Vencido);
+            tally
+                .teams
+                .entry(first.leg.team.clone())
+                .or_default()
+                .add_first(credit);
+            tally
+                .agents
+                .entry(format!("{}/{}", first.leg.team, first.who))
+                .or_default()
+                .add_first(credit);
+        }
     }
 }
 

@@ -75,14 +75,22 @@ impl Fill {
 /// an id or a login with digits).
 fn first_name(named: &str) -> Option<String> {
     let first = named.split_whitespace().next()?;
-    let letters = first.chars().all(|c| c.is_alphabetic() || c == '-' || c == '\'');
-    (letters && first.chars().count() >= 2).then(|| {
-        let mut chars = first.chars();
+    // Letters, and hyphenated parts of two or more ("Ana-Maria", never "u-web").
+    let parts_are_names = first
+        .split('-')
+        .all(|p| p.chars().count() >= 2 && p.chars().all(|c| c.is_alphabetic() || c == '\''));
+    let capitalized = |part: &str| -> String {
+        let mut chars = part.chars();
         chars
             .next()
-            .map(|c| c.to_uppercase().chain(chars.flat_map(char::to_lowercase)).collect())
+            .map(|c| {
+                c.to_uppercase()
+                    .chain(chars.flat_map(char::to_lowercase))
+                    .collect()
+            })
             .unwrap_or_default()
-    })
+    };
+    parts_are_names.then(|| first.split('-').map(capitalized).collect::<Vec<_>>().join("-"))
 }
 
 fn brl(amount: &str) -> String {
@@ -170,7 +178,9 @@ impl Cases<'_> {
         }
         let body = body.trim();
         if body.is_empty() || body.chars().count() > MAX_BODY {
-            return Err(CaseError::Refused(format!("o texto deve ter de 1 a {MAX_BODY} caracteres")));
+            return Err(CaseError::Refused(format!(
+                "o texto deve ter de 1 a {MAX_BODY} caracteres"
+            )));
         }
         if let Some(t) = team
             && self.board.handoff.desk.named(t).is_none()
@@ -230,6 +240,7 @@ mod tests {
     fn a_first_name_is_a_name_never_an_id() {
         assert_eq!(first_name("MARIA da silva").as_deref(), Some("Maria"));
         assert_eq!(first_name("João").as_deref(), Some("João"));
+        assert_eq!(first_name("ana-maria").as_deref(), Some("Ana-Maria"));
         assert_eq!(first_name("5511987654321"), None);
         assert_eq!(first_name("u-web"), None);
         assert_eq!(first_name("visitante_3f9a"), None);

@@ -280,6 +280,24 @@ pub(crate) fn clocks(
     }
 }
 
+/// The next-response cycles that ended: how many, how many in time.
+fn ended_cycles(
+    cycles: &[(DateTime<Utc>, Option<DateTime<Utc>>)],
+    policy: &SlaPolicy,
+    calendar: &Calendar,
+) -> (u32, u32) {
+    let mut proximas = (0, 0);
+    for (from, to) in cycles {
+        if let (Some(to), Some(target)) = (to, policy.proxima_resposta) {
+            proximas.0 += 1;
+            if calendar.minutes_between(*from, *to) <= f64::from(target) {
+                proximas.1 += 1;
+            }
+        }
+    }
+    proximas
+}
+
 /// `case`'s clocks over `leg` (from its opening, or a transfer, on), under `policy` and `calendar`.
 pub(crate) fn clocks_from(
     case: &Case,
@@ -319,15 +337,7 @@ pub(crate) fn clocks_from(
         &first_span,
         first_response_at.is_some() || closed,
     );
-    let mut proximas = (0, 0);
-    for (from, to) in &cycles {
-        if let (Some(to), Some(target)) = (to, policy.proxima_resposta) {
-            proximas.0 += 1;
-            if calendar.minutes_between(*from, *to) <= f64::from(target) {
-                proximas.1 += 1;
-            }
-        }
-    }
+    let proximas = ended_cycles(&cycles, policy, calendar);
     let proxima_resposta = cycles.last().and_then(|(from, to)| {
         let to = to.or(end);
         reading.clock(
@@ -403,6 +413,54 @@ mod tests {
             resolucao: Some(120),
             aviso_pct: 80,
         }
+    }
+
+    #[test]
+    fn a_transfer_starts_the_receiving_teams_clocks_and_the_first_response_stays_its_givers() {
+        // Monday 10:00 opened in geral; ana answers at 10:05; moved to financeiro (bia) at 10:10.
+        let c = Case {
+            team: "financeiro".into(),
+            ..case("2026-11-23T13:00:00Z")
+        };
+        let mut opened = line(&c, "2026-11-23T13:00:00Z", "sistema", "aberto");
+        opened.detail = Some("geral".into());
+        let mut within = line(&c, "2026-11-23T13:08:00Z", "ana", "transferido");
+        within.detail = Some("geral (@caio)".into());
+        let mut moved = line(&c, "2026-11-23T13:10:00Z", "ana", "transferido");
+        moved.detail = Some("financeiro (@bia)".into());
+        let log = [
+            opened,
+            line(&c, "2026-11-23T13:05:00Z", "ana", "mensagem_atendente"),
+            within,
+            moved,
+        ];
+        // A move inside a team is no new stretch.
+        let stretches = legs(&c, &log);
+        assert_eq!(
+            stretches
+                .iter()
+                .map(|l| (l.team.as_str(), l.start))
+                .collect::<Vec<_>>(),
+            [("geral", 0), ("financeiro", 3)]
+        );
+        let first = first_response(&c, &log).expect("a first response");
+        assert_eq!((first.who.as_str(), first.leg.team.as_str()), ("ana", "geral"));
+        // Under geral's promise it took 5 minutes and is kept.
+        let then = clocks_from(
+            &c,
+            &log,
+            &first.leg,
+            &policy(),
+            &desk(),
+            at("2026-11-23T13:20:00Z"),
+        );
+        let given = then.primeira_resposta.expect("first");
+        assert!(given.stopped && given.elapsed == 5.0 && given.status == SlaStatus::NoPrazo);
+        // financeiro's own clock runs from the transfer: 10 minutes at 10:20, nobody of theirs spoke.
+        let now = clocks(&c, &log, &policy(), &desk(), at("2026-11-23T13:20:00Z"));
+        let theirs = now.primeira_resposta.expect("financeiro's");
+        assert!(theirs.running && theirs.elapsed == 10.0, "{theirs:?}");
+        assert_eq!(now.waiting_since, Some(at("2026-11-23T13:10:00Z")));
     }
 
     #[test]

@@ -87,8 +87,10 @@ async fn a_transfer_opens_a_case_and_the_bot_is_silent_until_the_case_is_handed_
             &case.id,
             "fulana",
             CaseState::Devolvido,
-            Some("orientado"),
-            None,
+            vt_store::Closing {
+                note: Some("orientado"),
+                resolution: None,
+            },
             chrono::Utc::now(),
         )
         .await

@@ -71,16 +71,24 @@ async fn desk(store: Arc<dyn Store>) -> Arc<ChatHarness> {
         equipes: teams(),
         ..Default::default()
     };
-    let h = chat_harness_handing_off(store, None, vt_domain::tools::VtSettings::default(), None, handoff).await;
+    let h = chat_harness_handing_off(
+        store,
+        None,
+        vt_domain::tools::VtSettings::default(),
+        None,
+        handoff,
+    )
+    .await;
     h.clock.set(monday_10());
     Arc::new(h)
 }
 
 async fn serve(chat: Arc<ChatHarness>, tenant_of_bia: &str) -> Served {
-    let state = AppState::new(chat.service.clone(), "vt", config(tenant_of_bia)).with_console(&ConsoleConfig {
-        secret: Some(SECRET.into()),
-        ..ConsoleConfig::default()
-    });
+    let state =
+        AppState::new(chat.service.clone(), "vt", config(tenant_of_bia)).with_console(&ConsoleConfig {
+            secret: Some(SECRET.into()),
+            ..ConsoleConfig::default()
+        });
     serve_state(chat, state).await
 }
 
@@ -158,7 +166,10 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
     b.wait_path("/console/fila").await;
     record_notifications(&b).await;
     live(&b).await;
-    a.client.execute("window.__mesma_pagina = true", vec![]).await.expect("mark");
+    a.client
+        .execute("window.__mesma_pagina = true", vec![])
+        .await
+        .expect("mark");
 
     // The card holder asks for a person; the desk offers the case to ana.
     chat.say("c-vivo", "quero falar com um atendente").await;
@@ -177,27 +188,52 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
         &format!("return document.getElementById('meus').innerText.includes('{protocol}')"),
     )
     .await;
-    assert_eq!(shown, json!(true), "the offered case appears in 'Seus atendimentos'");
     assert_eq!(
-        a.client.execute("return window.__mesma_pagina === true", vec![]).await.expect("same page"),
+        shown,
+        json!(true),
+        "the offered case appears in 'Seus atendimentos'"
+    );
+    assert_eq!(
+        a.client
+            .execute("return window.__mesma_pagina === true", vec![])
+            .await
+            .expect("same page"),
         json!(true),
         "no reload"
     );
     assert!(a.text("#avisos-vivos").await.contains(&protocol));
-    let raised: Value = a.client.execute("return window.__avisos", vec![]).await.expect("notifications");
+    let raised: Value = a
+        .client
+        .execute("return window.__avisos", vec![])
+        .await
+        .expect("notifications");
     assert_eq!(raised.as_array().map(Vec::len), Some(1), "{raised}");
-    assert!(raised[0].as_str().unwrap_or_default().contains(&protocol), "{raised}");
-    let counted = until(&a, "return document.getElementById('contagem-fila').innerText.startsWith('1 · 1')").await;
+    assert!(
+        raised[0].as_str().unwrap_or_default().contains(&protocol),
+        "{raised}"
+    );
+    let counted = until(
+        &a,
+        "return document.getElementById('contagem-fila').innerText.startsWith('1 · 1')",
+    )
+    .await;
     assert_eq!(counted, json!(true), "the menu's count moved");
     // B (another team) was not offered it.
-    let b_raised: Value = b.client.execute("return window.__avisos", vec![]).await.expect("notifications");
+    let b_raised: Value = b
+        .client
+        .execute("return window.__avisos", vec![])
+        .await
+        .expect("notifications");
     assert_eq!(b_raised, json!([]));
     a.shot("01-oferta-ao-vivo").await;
 
     // A opens it from the banner and claims it with the keyboard.
     a.click("#aviso-oferta").await;
     a.wait_path(&format!("/console/cases/{}", case.id)).await;
-    a.client.execute("window.__antes = true", vec![]).await.expect("mark");
+    a.client
+        .execute("window.__antes = true", vec![])
+        .await
+        .expect("mark");
     a.element("body").await.send_keys("a").await.expect("a");
     let claimed = until(
         &a,
@@ -218,13 +254,26 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
         .expect("value");
     let expected = format!("Olá Maria! Seu protocolo é {protocol}; já vejo o cartão ****8901.");
     assert_eq!(typed, json!(expected));
-    a.client.execute("window.__antes = true", vec![]).await.expect("mark");
+    a.client
+        .execute("window.__antes = true", vec![])
+        .await
+        .expect("mark");
     keys(&a, "#texto", "\u{E009}\u{E007}").await; // Ctrl+Enter: sent
-    let sent = until(&a, "return window.__antes === undefined && document.readyState === 'complete'").await;
+    let sent = until(
+        &a,
+        "return window.__antes === undefined && document.readyState === 'complete'",
+    )
+    .await;
     assert_eq!(sent, json!(true), "Ctrl+Enter sends the reply");
     assert!(a.text(".aviso.ok").await.contains("enviada"));
     let said = chat.store.messages("c-vivo").await.expect("messages");
-    let last = said.last().expect("a message").message.text().unwrap_or_default().to_owned();
+    let last = said
+        .last()
+        .expect("a message")
+        .message
+        .text()
+        .unwrap_or_default()
+        .to_owned();
     assert_eq!(last, expected, "the card holder reads the filled answer");
     a.shot("02-resposta-pronta").await;
 
@@ -242,8 +291,16 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
         .expect("pick the team and agent");
     let members = a.text("#agente").await;
     assert!(members.contains("bia (disponível)"), "{members}");
-    b.client.execute("window.__mesma_pagina = true", vec![]).await.expect("mark");
-    keys(&a, "#nota-transferencia", "Segue para o financeiro conferir o Pix.").await;
+    b.client
+        .execute("window.__mesma_pagina = true", vec![])
+        .await
+        .expect("mark");
+    keys(
+        &a,
+        "#nota-transferencia",
+        "Segue para o financeiro conferir o Pix.",
+    )
+    .await;
     a.submit("#transferir").await;
     assert!(a.text(".aviso.ok").await.contains("bia"));
 
@@ -255,10 +312,17 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
     .await;
     assert_eq!(reached, json!(true), "the transfer reaches bia's queue live");
     assert_eq!(
-        b.client.execute("return window.__mesma_pagina === true", vec![]).await.expect("same page"),
+        b.client
+            .execute("return window.__mesma_pagina === true", vec![])
+            .await
+            .expect("same page"),
         json!(true)
     );
-    let b_raised: Value = b.client.execute("return window.__avisos", vec![]).await.expect("notifications");
+    let b_raised: Value = b
+        .client
+        .execute("return window.__avisos", vec![])
+        .await
+        .expect("notifications");
     assert_eq!(b_raised.as_array().map(Vec::len), Some(1), "{b_raised}");
     b.click("#aviso-oferta").await;
     b.wait_path(&format!("/console/cases/{}", case.id)).await;
@@ -281,19 +345,31 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
     let ana = line("atendimento/ana").expect("ana's line");
     assert_eq!(ana.primeira_resposta_mediana, Some(0), "{report:?}");
     assert_eq!((ana.sla_cumpridos, ana.sla_medidos), (1, 1));
-    let financeiro = report.teams.iter().find(|l| l.nome == "financeiro").expect("financeiro");
+    let financeiro = report
+        .teams
+        .iter()
+        .find(|l| l.nome == "financeiro")
+        .expect("financeiro");
     assert_eq!(financeiro.primeira_resposta_mediana, None, "{report:?}");
     assert_eq!(financeiro.casos, 1);
     assert_eq!(report.canned, vec![("ola".to_owned(), 1)]);
     // financeiro's own first-response clock started at the transfer.
     let clocks = chat.service.cases().clocks(&case.id).await.expect("clocks");
-    let first = clocks.primeira_resposta.expect("financeiro promises a first response");
+    let first = clocks
+        .primeira_resposta
+        .expect("financeiro promises a first response");
     assert!(first.running && !first.stopped, "{first:?}");
 
     // B closes it with a resolution (the form asks for one).
-    b.client.execute("document.getElementById('encerrar-caixa').open = true", vec![]).await.expect("open");
     b.client
-        .execute("document.getElementById('resolucao').value = 'orientado';", vec![])
+        .execute("document.getElementById('encerrar-caixa').open = true", vec![])
+        .await
+        .expect("open");
+    b.client
+        .execute(
+            "document.getElementById('resolucao').value = 'orientado';",
+            vec![],
+        )
         .await
         .expect("resolution");
     b.submit("#encerrar").await;
@@ -318,10 +394,23 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
     let s = serve(chat.clone(), "default").await;
     let base = s.url.as_str();
     chat.say("c-um", "quero falar com um atendente").await;
-    let case = chat.store.open_case_of("c-um").await.expect("read").expect("case");
+    let case = chat
+        .store
+        .open_case_of("c-um")
+        .await
+        .expect("read")
+        .expect("case");
     chat.service
         .cases()
-        .note(&case.id, vt_agent::testkit::SupportAgent { login: "ana", name: "ana", tenant: None }, "estorno pedido pelo RH, cartão 2345678901")
+        .note(
+            &case.id,
+            vt_agent::testkit::SupportAgent {
+                login: "ana",
+                name: "ana",
+                tenant: None,
+            },
+            "estorno pedido pelo RH, cartão 2345678901",
+        )
         .await
         .expect("note");
     let Some(b) = Browser::start_for("mesa-admin").await else {
@@ -333,14 +422,21 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
     b.element("body").await.send_keys("?").await.expect("?");
     let sheet = until(&b, "return document.getElementById('atalhos').open === true").await;
     assert_eq!(sheet, json!(true));
-    assert!(b.text("#atalhos").await.contains("próximo / anterior atendimento"));
+    assert!(
+        b.text("#atalhos")
+            .await
+            .contains("próximo / anterior atendimento")
+    );
     b.click("#fechar-atalhos").await;
 
     // Canned answers: a bad shortcut is refused by name; a good one is kept and listed.
     b.click("nav a[href='/console/respostas']").await;
     b.wait_path("/console/respostas").await;
     b.client
-        .execute("document.getElementById('atalho').removeAttribute('pattern')", vec![])
+        .execute(
+            "document.getElementById('atalho').removeAttribute('pattern')",
+            vec![],
+        )
         .await
         .expect("let the server judge");
     b.type_into("#atalho", "Bom Dia").await;
@@ -360,7 +456,10 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
         .await
         .expect("search");
     let found = b.text("#notas-encontradas").await;
-    assert!(found.contains("estorno pedido pelo RH") && found.contains("****8901"), "{found}");
+    assert!(
+        found.contains("estorno pedido pelo RH") && found.contains("****8901"),
+        "{found}"
+    );
     assert!(!b.source().await.contains("2345678901"), "no card in clear");
 
     // The queue by team: the case waits in atendimento, none in financeiro.
@@ -368,7 +467,11 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
         .goto(&format!("{base}/console/fila?equipe=financeiro"))
         .await
         .expect("filter");
-    assert!(b.text("#aguardando").await.contains("Nenhum atendimento aguardando"));
+    assert!(
+        b.text("#aguardando")
+            .await
+            .contains("Nenhum atendimento aguardando")
+    );
     b.client
         .goto(&format!("{base}/console/fila?equipe=atendimento"))
         .await
@@ -385,11 +488,22 @@ async fn an_administrator_keeps_canned_answers_and_agents_find_notes_and_filter_
     live(&b).await;
     let first_tab = b.client.window().await.expect("tab");
     let second_tab = b.client.new_window(true).await.expect("a second tab");
-    b.client.switch_to_window(second_tab.handle).await.expect("to the second tab");
-    b.client.goto(&format!("{base}/console/fila")).await.expect("queue");
+    b.client
+        .switch_to_window(second_tab.handle)
+        .await
+        .expect("to the second tab");
+    b.client
+        .goto(&format!("{base}/console/fila"))
+        .await
+        .expect("queue");
     live(&b).await;
     chat.say("c-dois", "quero falar com um atendente").await;
-    let other = chat.store.open_case_of("c-dois").await.expect("read").expect("case");
+    let other = chat
+        .store
+        .open_case_of("c-dois")
+        .await
+        .expect("read")
+        .expect("case");
     let protocol = other.protocol.clone().expect("protocol");
     let moved = until(
         &b,
@@ -425,7 +539,10 @@ async fn heard(stream: &mut reqwest::Response, kind: &str, case: &str) -> bool {
 
 /// Two instances on one database: a case offered by the first reaches an agent listening on the
 /// second; an agent of another tenant hears nothing of it.
-async fn an_event_on_one_instance_reaches_a_console_on_another(first: Arc<dyn Store>, second: Arc<dyn Store>) {
+async fn an_event_on_one_instance_reaches_a_console_on_another(
+    first: Arc<dyn Store>,
+    second: Arc<dyn Store>,
+) {
     let one = desk(first).await;
     let two = desk(second).await;
     let s2 = serve(two.clone(), "outra-empresa").await;
@@ -438,16 +555,27 @@ async fn an_event_on_one_instance_reaches_a_console_on_another(first: Arc<dyn St
     let ana = listen("ana").await.expect("ana listens");
     assert_eq!(ana.status(), 200);
     assert!(
-        ana.headers()["content-type"].to_str().unwrap_or_default().starts_with("text/event-stream")
+        ana.headers()["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("text/event-stream")
     );
     let mut bia = listen("bia").await.expect("bia listens");
     let mut ana = ana;
     // Give the second instance's reader its first read before anything happens.
     tokio::time::sleep(Duration::from_millis(700)).await;
     one.say("c-longe", "quero falar com um atendente").await;
-    let case = one.store.open_case_of("c-longe").await.expect("read").expect("case");
+    let case = one
+        .store
+        .open_case_of("c-longe")
+        .await
+        .expect("read")
+        .expect("case");
     assert_eq!(one.service.cases().assign_waiting().await, 1);
-    assert!(heard(&mut ana, "oferta", &case.id).await, "the offer reached the other instance's console");
+    assert!(
+        heard(&mut ana, "oferta", &case.id).await,
+        "the offer reached the other instance's console"
+    );
     assert!(
         !heard(&mut bia, "caso", &case.id).await,
         "another tenant's agent hears nothing of the case"
@@ -469,7 +597,11 @@ async fn an_event_on_one_sqlite_instance_reaches_a_console_on_another() {
     let dir = tempfile::tempdir().expect("dir");
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("vt.db").display());
     let first: Arc<dyn Store> = Arc::new(vt_store::sqlite::SqliteStore::connect(&url).await.expect("first"));
-    let second: Arc<dyn Store> = Arc::new(vt_store::sqlite::SqliteStore::connect(&url).await.expect("second"));
+    let second: Arc<dyn Store> = Arc::new(
+        vt_store::sqlite::SqliteStore::connect(&url)
+            .await
+            .expect("second"),
+    );
     an_event_on_one_instance_reaches_a_console_on_another(first, second).await;
 }
 

@@ -206,7 +206,13 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     let moved = h
         .service
         .cases()
-        .transfer_case(&case.id, agent("ana"), "financeiro", None, Some("boleto pago, não creditado"))
+        .transfer_case(
+            &case.id,
+            agent("ana"),
+            "financeiro",
+            None,
+            Some("boleto pago, não creditado"),
+        )
         .await
         .expect("transfer");
     assert_eq!(
@@ -230,7 +236,10 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     // at 9 minutes, stays ana's under geral's (the month's report credits it there).
     let clocks = h.service.cases().clocks(&case.id).await.expect("clocks");
     let first = clocks.primeira_resposta.expect("first");
-    assert!(first.running && !first.stopped && first.elapsed == 0.0, "{first:?}");
+    assert!(
+        first.running && !first.stopped && first.elapsed == 0.0,
+        "{first:?}"
+    );
     let month = chrono::NaiveDate::from_ymd_opt(2026, 11, 1).expect("month");
     let report = h.service.cases().report(None, month).await.expect("report");
     let line = |name: &str| report.agents.iter().find(|l| l.nome == name).cloned();
@@ -238,8 +247,15 @@ async fn a_transfer_between_teams_keeps_the_protocol_and_the_log_and_is_told_onc
     assert_eq!(ana.primeira_resposta_mediana, Some(9), "{report:?}");
     let geral = report.teams.iter().find(|l| l.nome == "geral").expect("geral");
     assert_eq!((geral.primeira_resposta_mediana, geral.casos), (Some(9), 0));
-    let financeiro = report.teams.iter().find(|l| l.nome == "financeiro").expect("financeiro");
-    assert_eq!((financeiro.primeira_resposta_mediana, financeiro.casos), (None, 1));
+    let financeiro = report
+        .teams
+        .iter()
+        .find(|l| l.nome == "financeiro")
+        .expect("financeiro");
+    assert_eq!(
+        (financeiro.primeira_resposta_mediana, financeiro.casos),
+        (None, 1)
+    );
     let whats: Vec<String> = h
         .store
         .case_events(&case.id)
@@ -439,7 +455,8 @@ async fn a_support_team_works_from_the_console_and_its_manager_reads_the_month()
         .execute("document.getElementById('equipe').value = 'financeiro';", vec![])
         .await
         .expect("pick a team");
-    b.type_into("#nota-transferencia", "Boleto pago e não creditado.").await;
+    b.type_into("#nota-transferencia", "Boleto pago e não creditado.")
+        .await;
     b.submit("#transferir").await;
     assert!(b.text(".aviso.ok").await.contains("financeiro"));
     let moved = chat.store.case(&case.id).await.expect("read").expect("case");
@@ -532,7 +549,13 @@ async fn a_transfer_to_a_closed_team_says_when_a_person_answers() {
         .expect("claim");
     h.service
         .cases()
-        .transfer_case(&case.id, agent("ana"), "financeiro", None, Some("boleto pago, não creditado"))
+        .transfer_case(
+            &case.id,
+            agent("ana"),
+            "financeiro",
+            None,
+            Some("boleto pago, não creditado"),
+        )
         .await
         .expect("transfer");
     let told = crate::support::said(&h, "c-fechada").await.pop().expect("told");

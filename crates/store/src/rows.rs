@@ -7,8 +7,9 @@ use serde::de::DeserializeOwned;
 use sqlx::{Postgres, Sqlite};
 
 use super::{
-    BatchJob, CannedAnswer, Case, CaseEvent, CaseState, ConversationContext, DeskLine, FollowUp, FollowUpView, IdempotencyRecord,
-    OutboxItem, OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun, TaskStatus,
+    BatchJob, CannedAnswer, Case, CaseEvent, CaseState, ConversationContext, DeskLine, FollowUp,
+    FollowUpView, IdempotencyRecord, OutboxItem, OutboxStatus, RechargeAttemptRecord, StoreError, TaskRun,
+    TaskStatus,
 };
 use vt_engine::{Conversation, ExecutionRecord, ExecutionStatus};
 

@@ -42,7 +42,13 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
             }
         })
         .collect();
-    let teams: Vec<String> = state.service.desk().teams().iter().map(|t| t.name().to_owned()).collect();
+    let teams: Vec<String> = state
+        .service
+        .desk()
+        .teams()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
     let placeholders: Vec<_> = PLACEHOLDERS
         .iter()
         .map(|(k, what)| context! { chave => *k, significa => *what })
@@ -77,7 +83,11 @@ fn back(key: &str, text: &str) -> Response {
 }
 
 /// Keeps an answer (new, or a new text for its shortcut).
-pub(super) async fn save(State(state): State<AppState>, staff: Staff, Form(form): Form<AnswerForm>) -> Response {
+pub(super) async fn save(
+    State(state): State<AppState>,
+    staff: Staff,
+    Form(form): Form<AnswerForm>,
+) -> Response {
     if !staff.csrf_ok(&form.csrf) {
         return bad_form(&staff);
     }
@@ -89,7 +99,13 @@ pub(super) async fn save(State(state): State<AppState>, staff: Staff, Form(form)
     let kept = state
         .service
         .cases()
-        .save_canned(&staff.caller.tenant, &staff.caller.name, shortcut, team, &form.texto)
+        .save_canned(
+            &staff.caller.tenant,
+            &staff.caller.name,
+            shortcut,
+            team,
+            &form.texto,
+        )
         .await;
     match kept {
         Ok(()) => back("ok", &format!("Resposta /{shortcut} guardada.")),

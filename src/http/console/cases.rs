@@ -71,7 +71,12 @@ fn state_label(state: CaseState) -> &'static str {
 pub(super) fn row(state: &AppState, e: &QueueEntry) -> minijinja::Value {
     let c = &e.case;
     let waiting = e.waiting_since();
-    let due = e.clocks.all().filter(|k| k.running).filter_map(|k| k.due_at).min();
+    let due = e
+        .clocks
+        .all()
+        .filter(|k| k.running)
+        .filter_map(|k| k.due_at)
+        .min();
     context! {
         id => c.id.clone(),
         protocolo => c.protocol.clone().unwrap_or_else(|| c.id.clone()),
@@ -142,7 +147,11 @@ async fn searched(
     Ok(found)
 }
 
-pub(super) async fn list(State(state): State<AppState>, staff: Staff, Query(search): Query<Search>) -> Response {
+pub(super) async fn list(
+    State(state): State<AppState>,
+    staff: Staff,
+    Query(search): Query<Search>,
+) -> Response {
     let tenant = agent(&staff).tenant;
     let q = search.q.trim();
     let cases = match searched(&state, tenant, q).await {
@@ -556,10 +565,18 @@ async fn act(
 
 /// A reply: a canned answer inserted (`pronta`), or typed whole as `/atalho` with the page's script
 /// off, is counted as one; anything else goes as typed.
-async fn reply_with(state: &AppState, id: &str, who: SupportAgent<'_>, form: &ActionForm) -> Result<String, String> {
+async fn reply_with(
+    state: &AppState,
+    id: &str,
+    who: SupportAgent<'_>,
+    form: &ActionForm,
+) -> Result<String, String> {
     let cases = state.service.cases();
     let typed = form.texto.trim();
-    let sent = if let Some(shortcut) = typed.strip_prefix('/').filter(|s| !s.contains(char::is_whitespace)) {
+    let sent = if let Some(shortcut) = typed
+        .strip_prefix('/')
+        .filter(|s| !s.contains(char::is_whitespace))
+    {
         let case = cases.owned_case_of(id, who).await.map_err(said)?;
         let answers = cases.canned_for(&case).await.map_err(said)?;
         match answers.into_iter().find(|a| a.shortcut == shortcut) {

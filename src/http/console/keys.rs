@@ -66,7 +66,9 @@ pub(crate) struct Console {
 
 impl std::fmt::Debug for Console {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Console").field("keys", &self.keys).finish_non_exhaustive()
+        f.debug_struct("Console")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
     }
 }
 

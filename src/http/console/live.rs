@@ -116,14 +116,18 @@ fn events_of(line: &DeskLine, staff: &Staff) -> Vec<Event> {
         return Vec::new();
     }
     let case = &line.line.case_id;
-    let mut out = vec![Event::default().event("caso").data(
-        json!({"caso": case, "o_que": line.line.what, "equipe": line.team}).to_string(),
-    )];
+    let mut out = vec![
+        Event::default()
+            .event("caso")
+            .data(json!({"caso": case, "o_que": line.line.what, "equipe": line.team}).to_string()),
+    ];
     if for_me(line, &staff.caller.name) {
         let protocol = line.protocol.clone().unwrap_or_else(|| case.clone());
-        out.push(Event::default().event("oferta").data(
-            json!({"caso": case, "protocolo": protocol, "equipe": line.team}).to_string(),
-        ));
+        out.push(
+            Event::default()
+                .event("oferta")
+                .data(json!({"caso": case, "protocolo": protocol, "equipe": line.team}).to_string()),
+        );
     }
     out
 }
@@ -166,4 +170,43 @@ fn stream(
 pub(super) async fn counts(staff: Staff) -> Response {
     let (waiting, mine) = staff.counts;
     axum::Json(json!({"aguardando": waiting, "meus": mine})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(tenant: &str, what: &str, detail: Option<&str>) -> DeskLine {
+        DeskLine {
+            seq: 1,
+            tenant_id: tenant.into(),
+            team: "atendimento".into(),
+            protocol: Some("20261123-000001".into()),
+            line: vt_store::CaseEvent {
+                case_id: "caso-1".into(),
+                conversation_id: "c-1".into(),
+                at: chrono::Utc::now(),
+                who: "sistema".into(),
+                what: what.into(),
+                detail: detail.map(str::to_owned),
+            },
+        }
+    }
+
+    #[test]
+    fn an_offer_or_a_transfer_to_me_is_mine_and_nobody_elses() {
+        assert!(for_me(&line("A", "oferecido", Some("ana")), "ana"));
+        assert!(!for_me(&line("A", "oferecido", Some("ana")), "bia"));
+        assert!(for_me(
+            &line("A", "transferido", Some("financeiro (@bia)")),
+            "bia"
+        ));
+        assert!(!for_me(
+            &line("A", "transferido", Some("financeiro (@bia)")),
+            "ana"
+        ));
+        assert!(!for_me(&line("A", "transferido", Some("financeiro")), "ana"));
+        // A note that merely names someone is no offer.
+        assert!(!for_me(&line("A", "nota_interna", Some("ana")), "ana"));
+    }
 }

@@ -95,7 +95,12 @@ fn csv(report: &Report) -> String {
         .resolutions
         .iter()
         .map(|(k, n)| ("resolucao", k.clone(), n))
-        .chain(report.canned.iter().map(|(k, n)| ("resposta_pronta", format!("/{k}"), n)));
+        .chain(
+            report
+                .canned
+                .iter()
+                .map(|(k, n)| ("resposta_pronta", format!("/{k}"), n)),
+        );
     for (kind, name, n) in counted {
         out.push_str(&format!("{month};{kind};{name};{n};;;;;;;;\n"));
     }

@@ -32,15 +32,14 @@ pub trait CaseStore: Send + Sync {
     /// `owner` claims a waiting case.
     async fn claim_case(&self, id: &str, owner: &str, now: DateTime<Utc>) -> Result<Claim, StoreError>;
 
-    /// Closes an open case as `to` (`Devolvido` or `Encerrado`) for `who`, with an optional note and
-    /// resolution; `None` when it was not open.
+    /// Closes an open case as `to` (`Devolvido` or `Encerrado`) for `who`, with what they said of it;
+    /// `None` when it was not open.
     async fn close_case(
         &self,
         id: &str,
         who: &str,
         to: CaseState,
-        note: Option<&str>,
-        resolution: Option<&str>,
+        said: Closing<'_>,
         now: DateTime<Utc>,
     ) -> Result<Option<Case>, StoreError>;
 
@@ -135,6 +134,15 @@ pub struct CaseOffer {
     pub to: Option<String>,
     pub due_at: Option<DateTime<Utc>>,
     pub now: DateTime<Utc>,
+}
+
+/// What a person says of a case they close ([`CaseStore::close_case`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Closing<'a> {
+    /// A note, in the close line of its log (sealed).
+    pub note: Option<&'a str>,
+    /// How it was resolved (a category of the product's list).
+    pub resolution: Option<&'a str>,
 }
 
 /// A case moved to another team or agent ([`CaseStore::transfer_case`]).

@@ -19,7 +19,7 @@ mod cases;
 mod desk;
 mod payments;
 
-pub use cases::{CaseOffer, CaseStore, CaseTransfer};
+pub use cases::{CaseOffer, CaseStore, CaseTransfer, Closing};
 pub use desk::DeskStore;
 pub use payments::{PixStore, RecurrenceStore};
 

@@ -139,7 +139,7 @@ impl NewCase {
     /// The `aberto` line of its log, naming the team it opened in (what a later transfer moved it from).
     pub fn opened(&self, at: DateTime<Utc>) -> CaseEvent {
         CaseEvent {
-            detail: Some(self.team.clone()),
+            detail: (!self.team.is_empty()).then(|| self.team.clone()),
             ..CaseEvent::of(&self.id, &self.conversation_id, at, "sistema", "aberto")
         }
     }

@@ -7,7 +7,7 @@ use super::{Dialect, Sql, Stmt, Tx};
 use crate::rows::{self, Columns};
 use crate::{
     Case, CaseEvent, CaseOffer, CaseOpened, CaseState, CaseStore, CaseTimes, CaseTransfer, CaseWrite, Claim,
-    NewCase, NewOutboxItem, StoreError,
+    Closing, NewCase, NewOutboxItem, StoreError,
 };
 use vt_engine::llm::ChatMessage;
 
@@ -198,8 +198,7 @@ impl<S: Sql> CaseStore for S {
         id: &str,
         who: &str,
         to: CaseState,
-        note: Option<&str>,
-        resolution: Option<&str>,
+        said: Closing<'_>,
         now: DateTime<Utc>,
     ) -> Result<Option<Case>, StoreError> {
         let mut tx = self.begin().await?;
@@ -209,15 +208,20 @@ impl<S: Sql> CaseStore for S {
         )
         .bind(to.as_str())
         .bind(now)
-        .bind(resolution)
+        .bind(said.resolution)
         .bind(id);
         if tx.execute(close).await? != 1 {
             return Ok(None);
         }
         let case = case_in(&mut tx, id).await?;
         if let Some(case) = &case {
-            tx.execute(event(&case.event(now, who, to.as_str(), note.map(str::to_owned))))
-                .await?;
+            tx.execute(event(&case.event(
+                now,
+                who,
+                to.as_str(),
+                said.note.map(str::to_owned),
+            )))
+            .await?;
         }
         tx.commit().await?;
         Ok(case)
@@ -416,8 +420,13 @@ impl<S: Sql> CaseStore for S {
         let case = case_in(&mut tx, &t.case_id).await?;
         if let Some(case) = &case {
             if let Some(note) = &t.note {
-                tx.execute(event(&case.event(t.now, &t.who, "nota_interna", Some(note.clone()))))
-                    .await?;
+                tx.execute(event(&case.event(
+                    t.now,
+                    &t.who,
+                    "nota_interna",
+                    Some(note.clone()),
+                )))
+                .await?;
             }
             let to = match &t.owner {
                 Some(owner) => format!("{} (@{owner})", t.team),

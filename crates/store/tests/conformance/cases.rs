@@ -102,8 +102,10 @@ pub(crate) async fn cases_open_once_one_claim_wins_and_every_transition_is_logge
             "caso-1",
             &owner,
             CaseState::Devolvido,
-            Some("cliente orientado"),
-            Some("orientado"),
+            vt_store::Closing {
+                note: Some("cliente orientado"),
+                resolution: Some("orientado"),
+            },
             now,
         )
         .await
@@ -113,7 +115,7 @@ pub(crate) async fn cases_open_once_one_claim_wins_and_every_transition_is_logge
     assert_eq!(back.resolution.as_deref(), Some("orientado"));
     assert!(
         store
-            .close_case("caso-1", &owner, CaseState::Encerrado, None, None, now)
+            .close_case("caso-1", &owner, CaseState::Encerrado, Default::default(), now)
             .await
             .expect("close again")
             .is_none()

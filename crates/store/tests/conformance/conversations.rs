@@ -344,7 +344,7 @@ pub(crate) async fn a_turns_reads_bring_its_context_and_open_case(store: Arc<dyn
     );
     assert_eq!(other.open_case.map(|c| c.id), Some("caso-outro".to_owned()));
     store
-        .close_case("caso-lido", "ana", CaseState::Encerrado, None, None, now)
+        .close_case("caso-lido", "ana", CaseState::Encerrado, Default::default(), now)
         .await
         .expect("close");
     let reads = store.turn_reads("c-lido").await.expect("reads");

@@ -42,6 +42,7 @@ use vt_store::testkit::{PgFixture, batch_job, conversation, execution, pix_charg
 
 mod cases;
 mod conversations;
+mod desk;
 mod money;
 mod people;
 mod reports;
@@ -49,6 +50,7 @@ mod runs;
 
 pub(crate) use cases::*;
 pub(crate) use conversations::*;
+pub(crate) use desk::*;
 pub(crate) use money::*;
 pub(crate) use people::*;
 pub(crate) use reports::*;
@@ -120,6 +122,7 @@ conformance!(
     ],
     cases: [cases_open_once_one_claim_wins_and_every_transition_is_logged],
     contacts: [a_whatsapp_person_is_one_whichever_identifier_arrives],
+    desk: [the_desk_log_is_read_by_sequence_and_canned_answers_are_kept_per_tenant],
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
