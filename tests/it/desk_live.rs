@@ -284,6 +284,7 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
     a.client
         .execute(
             "document.getElementById('equipe').value = 'financeiro';
+             document.getElementById('equipe').dispatchEvent(new Event('change'));
              document.getElementById('agente').value = 'bia';",
             vec![],
         )

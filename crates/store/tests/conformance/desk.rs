@@ -3,7 +3,7 @@
 //! replaced and removed per tenant.
 
 use super::*;
-use vt_store::{CannedAnswer, CaseTransfer, DeskStore};
+use vt_store::{CannedAnswer, CaseTransfer};
 
 pub(crate) async fn the_desk_log_is_read_by_sequence_and_canned_answers_are_kept_per_tenant(
     store: Arc<dyn Store>,

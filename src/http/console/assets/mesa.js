@@ -40,7 +40,7 @@
           }
         });
         tick();
-        mark(chosen);
+        mark(chosen, false);
       })
       .catch(function () {});
   }
@@ -195,13 +195,15 @@
   // ---- keyboard ----
   var chosen = -1;
   function rows() { return Array.prototype.slice.call(document.querySelectorAll("tr.caso")); }
-  function mark(i) {
+  // The selected row; `focus`: the keyboard moved it (a refresh only marks it again, never taking the
+  // focus from where the agent is typing).
+  function mark(i, focus) {
     var all = rows();
     all.forEach(function (r) { r.classList.remove("escolhido"); });
     if (i < 0 || i >= all.length) { return; }
     all[i].classList.add("escolhido");
     var link = all[i].querySelector("a.protocolo");
-    if (link && document.activeElement !== link) { link.focus(); }
+    if (focus && link && document.activeElement !== link) { link.focus(); }
   }
   function move(step) {
     if (thisCase) {
@@ -212,7 +214,7 @@
     var all = rows();
     if (!all.length) { return; }
     chosen = Math.max(0, Math.min(all.length - 1, chosen + step));
-    mark(chosen);
+    mark(chosen, true);
   }
   function press(id) {
     var el = document.getElementById(id);
@@ -272,6 +274,20 @@
     }
     if (handled) { e.preventDefault(); }
   });
+
+  // ---- the transfer form shows the chosen team's members ----
+  var team = document.getElementById("equipe");
+  var person = document.getElementById("agente");
+  function members() {
+    if (!team || !person) { return; }
+    person.querySelectorAll("optgroup").forEach(function (g) {
+      var theirs = g.getAttribute("data-equipe") === team.value;
+      g.hidden = !theirs;
+    });
+    var picked = person.options[person.selectedIndex];
+    if (picked && picked.parentNode.hidden) { person.value = ""; }
+  }
+  if (team && person) { team.addEventListener("change", members); members(); }
 
   // ---- canned answers ----
   var reply = document.getElementById("texto");
