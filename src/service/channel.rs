@@ -24,6 +24,9 @@ pub struct ChannelRules {
     /// terminal, HTTP, a flow's API): no worker sends there, so what is said late is on record as
     /// delivered — unless the tenant has its late messages pushed ([`super::ServicesConfig::pushed`]).
     pub read_in_conversation: bool,
+    /// How a person who gave the channel no name is named to support agents, beside when they came
+    /// (the web chat's anonymous visitors); `None`: by their id on the channel.
+    pub visitor: Option<&'static str>,
 }
 
 /// Every channel's rules by the name conversations carry, in the order they were declared; an
@@ -36,6 +39,7 @@ static NONE: ChannelRules = ChannelRules {
     native_orders: false,
     label: "",
     read_in_conversation: false,
+    visitor: None,
 };
 
 impl ChannelBook {
@@ -75,6 +79,7 @@ mod tests {
                 native_orders: true,
                 label: "Zap",
                 read_in_conversation: false,
+                visitor: None,
             },
         )]);
         assert_eq!(book.of("zap").window, Some(Duration::hours(24)));

@@ -119,10 +119,11 @@ impl Cases<'_> {
         let clocks = super::sla::clocks(&case, &log, &team.config.sla, &team.calendar, self.engine.now());
         let conv = self.conversations.conversation(&case.conversation_id).await?;
         let person = match &conv {
-            // A visitor of the site who gave no name: when they came, not a raw id.
-            Some(c) if c.channel == crate::channels::webchat::CHANNEL && c.user_login == c.user_id => {
+            // A visitor who gave their channel no name (the web chat's): when they came, not a raw id.
+            Some(c) if c.user_login == c.user_id && self.speaker.channel(&c.channel).visitor.is_some() => {
                 let tz = super::policy_timezone(self.engine);
-                format!("Visitante do site · {}", tz.local(case.opened_at).format("%H:%M"))
+                let visitor = self.speaker.channel(&c.channel).visitor.unwrap_or_default();
+                format!("{visitor} · {}", tz.local(case.opened_at).format("%H:%M"))
             }
             Some(c) if !c.user_login.is_empty() => c.user_login.clone(),
             Some(c) => c.user_id.clone(),

@@ -253,6 +253,11 @@ impl Desk {
         Self { teams, default }
     }
 
+    /// The teams' names, in the configuration's order.
+    pub fn team_names(&self) -> Vec<String> {
+        self.teams().iter().map(|t| t.name().to_owned()).collect()
+    }
+
     pub fn teams(&self) -> &[Team] {
         &self.teams
     }

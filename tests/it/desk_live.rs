@@ -613,3 +613,40 @@ async fn an_event_on_one_postgres_instance_reaches_a_console_on_another() {
     an_event_on_one_instance_reaches_a_console_on_another(pg.store.clone(), pg.second.clone()).await;
     pg.cleanup().await;
 }
+
+/// A web-chat visitor who gave no name reads as one in the queue, with when they came — never their
+/// raw id; the queue's last line is the conversation's last message, the bot's included.
+#[tokio::test]
+async fn an_anonymous_visitor_is_a_visitor_in_the_queue_and_the_last_line_is_the_last_said() {
+    let chat = desk(Arc::new(
+        vt_store::sqlite::SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("store"),
+    ))
+    .await;
+    let visitor = vt_engine::Participant {
+        user_id: "v-3f9a2c".into(),
+        user_login: "v-3f9a2c".into(),
+        channel: "webchat".into(),
+    };
+    let said = |text: &str| vt_agent::Inbound {
+        agent_id: "vt".into(),
+        conversation_id: Some("c-visita".into()),
+        user: visitor.clone(),
+        text: text.into(),
+        ..Default::default()
+    };
+    chat.service
+        .messages()
+        .handle(said("quero falar com um atendente"))
+        .await
+        .expect("handled");
+    let queue = chat.service.cases().queue(None).await.expect("queue");
+    let entry = queue.iter().find(|e| e.case.conversation_id == "c-visita").expect("in the queue");
+    // Monday 10:00 in São Paulo.
+    assert_eq!(entry.person, "Visitante do site · 10:00");
+    let stored = chat.store.messages("c-visita").await.expect("messages");
+    let last = stored.last().and_then(|m| m.message.text()).unwrap_or_default().to_owned();
+    assert!(!last.is_empty());
+    assert_eq!(entry.last_line, last, "the last thing said, the bot's answer too");
+}

@@ -253,6 +253,7 @@ pub(crate) fn rules() -> crate::service::ChannelRules {
     crate::service::ChannelRules {
         label: "Chat do site",
         read_in_conversation: true,
+        visitor: Some("Visitante do site"),
         ..crate::service::ChannelRules::default()
     }
 }

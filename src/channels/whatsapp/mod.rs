@@ -49,6 +49,7 @@ pub(crate) fn rules() -> crate::service::ChannelRules {
         native_orders: true,
         label: "WhatsApp",
         read_in_conversation: false,
+        visitor: None,
     }
 }
 /// Ids of our confirmation buttons.

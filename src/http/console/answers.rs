@@ -42,13 +42,7 @@ pub(super) async fn page(State(state): State<AppState>, staff: Staff, Query(said
             }
         })
         .collect();
-    let teams: Vec<String> = state
-        .service
-        .desk()
-        .teams()
-        .iter()
-        .map(|t| t.name().to_owned())
-        .collect();
+    let teams: Vec<String> = state.service.desk().team_names();
     let placeholders: Vec<_> = PLACEHOLDERS
         .iter()
         .map(|(k, what)| context! { chave => *k, significa => *what })

@@ -403,7 +403,7 @@ async fn transfer_choices(
 ) -> Result<(Vec<String>, Vec<minijinja::Value>), vt_store::StoreError> {
     let away = state.stores.cases.away_agents().await?;
     let desk = state.service.desk();
-    let teams = desk.teams().iter().map(|t| t.name().to_owned()).collect();
+    let teams = desk.team_names();
     let members = desk
         .teams()
         .iter()

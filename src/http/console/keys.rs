@@ -60,8 +60,8 @@ impl ConsoleConfig {
 /// The console's state inside the API's (`AppState`).
 pub(crate) struct Console {
     pub keys: Keys,
-    /// The desk's log as it grows, for the pages listening ([`super::live`]).
-    pub live: super::live::Feed,
+    /// The desk's log as it grows, for the pages listening ([`super::feed`]).
+    pub live: super::feed::Feed,
 }
 
 impl std::fmt::Debug for Console {
@@ -80,7 +80,7 @@ impl Console {
         };
         Self {
             keys: Keys::new(&secret, i64::from(config.session_minutes) * 60),
-            live: super::live::Feed::default(),
+            live: super::feed::Feed::default(),
         }
     }
 }

@@ -5,12 +5,8 @@
 //! parts again, as a reload would. An offer to the agent (or a transfer to them) is an `oferta`
 //! event, which the page turns into a sound and a browser notification.
 //!
-//! One reader per process, started by the first page that listens: a line written by any instance on
-//! the same database reaches every console within a poll. PostgreSQL may commit a line after one
-//! with a higher sequence, so each poll reads back [`LOOKBACK`] lines before the newest seen and
-//! drops the ones already told.
+//! The lines come from the process's one reader of the log ([`super::feed`]).
 
-use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,83 +17,10 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast;
-use vt_store::{DeskLine, DeskStore};
+use vt_store::DeskLine;
 
 use super::session::Staff;
 use crate::http::state::AppState;
-
-/// How often the log is read while a console listens.
-const POLL: Duration = Duration::from_millis(300);
-/// Lines read again behind the newest seen (a late commit on PostgreSQL).
-const LOOKBACK: i64 = 32;
-
-/// The process's reader of the desk's log and the pages listening to it.
-pub(crate) struct Feed {
-    lines: broadcast::Sender<Arc<DeskLine>>,
-    started: std::sync::Once,
-}
-
-impl Default for Feed {
-    fn default() -> Self {
-        Self {
-            lines: broadcast::channel(1024).0,
-            started: std::sync::Once::new(),
-        }
-    }
-}
-
-impl Feed {
-    /// The lines from now on; the reader starts with the first listener.
-    fn listen(&self, store: Arc<dyn DeskStore>) -> broadcast::Receiver<Arc<DeskLine>> {
-        let lines = self.lines.clone();
-        self.started.call_once(|| {
-            tokio::spawn(follow(store, lines));
-        });
-        self.lines.subscribe()
-    }
-}
-
-/// Reads the log after the newest line seen, while anyone listens.
-async fn follow(store: Arc<dyn DeskStore>, lines: broadcast::Sender<Arc<DeskLine>>) {
-    let mut head = None;
-    let mut told = BTreeSet::new();
-    loop {
-        if lines.receiver_count() == 0 {
-            // Nobody listens: nothing is read, and a new listener starts from the log's end.
-            head = None;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            continue;
-        }
-        let after = match head {
-            Some(h) => h,
-            None => match store.desk_head().await {
-                Ok(h) => {
-                    head = Some(h);
-                    h
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the desk's log could not be read");
-                    tokio::time::sleep(POLL * 10).await;
-                    continue;
-                }
-            },
-        };
-        match store.desk_lines(after.saturating_sub(LOOKBACK), 500).await {
-            Ok(read) => {
-                for line in read {
-                    if line.seq > after.saturating_sub(LOOKBACK) && told.insert(line.seq) {
-                        head = Some(head.unwrap_or(0).max(line.seq));
-                        let _ = lines.send(Arc::new(line));
-                    }
-                }
-                let floor = head.unwrap_or(0).saturating_sub(LOOKBACK);
-                told = told.split_off(&floor);
-            }
-            Err(e) => tracing::warn!(error = %e, "the desk's log could not be read"),
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
 
 /// Whether `line` is a case offered or transferred to `login`.
 fn for_me(line: &DeskLine, login: &str) -> bool {

@@ -16,6 +16,7 @@ pub(crate) const CHANNEL: &str = "console";
 mod answers;
 mod cases;
 mod chat;
+mod feed;
 mod live;
 mod conversations;
 mod flows;

@@ -112,13 +112,7 @@ fn teams_shown(
     my_teams: &[String],
     asked: Option<&str>,
 ) -> (Vec<String>, Vec<minijinja::Value>, bool) {
-    let all: Vec<String> = state
-        .service
-        .desk()
-        .teams()
-        .iter()
-        .map(|t| t.name().to_owned())
-        .collect();
+    let all: Vec<String> = state.service.desk().team_names();
     let everyone = staff.is_admin() || my_teams.is_empty();
     let may_see = |t: &str| everyone || my_teams.iter().any(|m| m == t);
     let shown: Vec<String> = match asked {
