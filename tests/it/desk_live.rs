@@ -642,11 +642,18 @@ async fn an_anonymous_visitor_is_a_visitor_in_the_queue_and_the_last_line_is_the
         .await
         .expect("handled");
     let queue = chat.service.cases().queue(None).await.expect("queue");
-    let entry = queue.iter().find(|e| e.case.conversation_id == "c-visita").expect("in the queue");
+    let entry = queue
+        .iter()
+        .find(|e| e.case.conversation_id == "c-visita")
+        .expect("in the queue");
     // Monday 10:00 in São Paulo.
     assert_eq!(entry.person, "Visitante do site · 10:00");
     let stored = chat.store.messages("c-visita").await.expect("messages");
-    let last = stored.last().and_then(|m| m.message.text()).unwrap_or_default().to_owned();
+    let last = stored
+        .last()
+        .and_then(|m| m.message.text())
+        .unwrap_or_default()
+        .to_owned();
     assert!(!last.is_empty());
     assert_eq!(entry.last_line, last, "the last thing said, the bot's answer too");
 }
