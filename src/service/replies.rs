@@ -101,7 +101,7 @@ fn brl(amount: &str) -> String {
 
 impl Cases<'_> {
     /// What fills `case`'s placeholders now.
-    async fn fill_of(self, case: &Case) -> Result<Fill, CaseError> {
+    async fn fill_of(self, case: &Case) -> Result<Fill, vt_store::StoreError> {
         let conv = self.conversations.conversation(&case.conversation_id).await?;
         let first_name = conv.as_ref().and_then(|c| first_name(&c.user_login));
         let card = conv.as_ref().and_then(|c| {
@@ -126,7 +126,7 @@ impl Cases<'_> {
     }
 
     /// The answers `case`'s team may use (its own and every team's), filled for the case.
-    pub async fn canned_for(self, case: &Case) -> Result<Vec<Filled>, CaseError> {
+    pub async fn canned_for(self, case: &Case) -> Result<Vec<Filled>, vt_store::StoreError> {
         let kept = self.desk.canned_answers(&case.tenant_id).await?;
         let fill = self.fill_of(case).await?;
         Ok(kept

@@ -562,6 +562,8 @@ async fn an_event_on_one_instance_reaches_a_console_on_another(
             .starts_with("text/event-stream")
     );
     let mut bia = listen("bia").await.expect("bia listens");
+    // Bia's stream is open too: hearing nothing on it means the case was kept from her.
+    assert_eq!(bia.status(), 200);
     let mut ana = ana;
     // Give the second instance's reader its first read before anything happens.
     tokio::time::sleep(Duration::from_millis(700)).await;

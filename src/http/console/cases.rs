@@ -291,9 +291,7 @@ pub(super) async fn page(
         neighbours(&state, &staff, &case.id).await,
     ) {
         (Ok(a), Ok(c), Ok(n)) => (a, c, n),
-        (Err(e), ..) | (.., Err(e)) => return store_failed(&staff, &e),
-        (_, Err(CaseError::Store(e)), _) => return store_failed(&staff, &e),
-        (_, Err(_), _) => return store_failed(&staff, &vt_store::StoreError::Invalid("respostas".into())),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return store_failed(&staff, &e),
     };
     let canned: Vec<_> = canned
         .into_iter()
@@ -578,7 +576,7 @@ async fn reply_with(
         .filter(|s| !s.contains(char::is_whitespace))
     {
         let case = cases.owned_case_of(id, who).await.map_err(said)?;
-        let answers = cases.canned_for(&case).await.map_err(said)?;
+        let answers = cases.canned_for(&case).await.map_err(|e| said(e.into()))?;
         match answers.into_iter().find(|a| a.shortcut == shortcut) {
             Some(a) => cases.reply_canned(id, who, &a.text, shortcut).await,
             None => return Err(format!("Não há resposta pronta /{shortcut}.")),

@@ -70,7 +70,7 @@ async fn follow(store: Arc<dyn DeskStore>, lines: broadcast::Sender<Arc<DeskLine
         match store.desk_lines(after.saturating_sub(LOOKBACK), 500).await {
             Ok(read) => {
                 for line in read {
-                    if line.seq > after.saturating_sub(LOOKBACK) && told.insert(line.seq) {
+                    if told.insert(line.seq) {
                         head = Some(head.unwrap_or(0).max(line.seq));
                         let _ = lines.send(Arc::new(line));
                     }

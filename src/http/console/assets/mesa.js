@@ -16,7 +16,8 @@
 
   // ---- reading the live parts again ----
   var pending = null;
-  function refresh() {
+  // The menu's counts.
+  function counts() {
     fetch("/console/contagem", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (n) {
@@ -26,6 +27,9 @@
         badge.setAttribute("aria-label", n.aguardando + " aguardando, " + n.meus + " seus");
       })
       .catch(function () {});
+  }
+  function refresh() {
+    counts();
     if (!document.querySelector("[data-vivo]")) { return; }
     fetch(location.href, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
@@ -117,7 +121,7 @@
     try { said = JSON.parse(data); } catch (x) { said = {}; }
     if (kind === "oferta") { announce(said, listening); soon(); return; }
     // A case page reads itself again for its own case only; lists for any.
-    if (thisCase && said.caso && said.caso !== thisCase) { refreshCounts(); return; }
+    if (thisCase && said.caso && said.caso !== thisCase) { counts(); return; }
     soon();
   }
   function tell(kind, data) {
@@ -157,17 +161,6 @@
   lead();
   window.addEventListener("pagehide", disconnect);
   window.addEventListener("pageshow", function (e) { if (e.persisted) { lead(); refresh(); } });
-  function refreshCounts() {
-    var keep = document.querySelectorAll("[data-vivo]").length;
-    if (!keep) { refresh(); return; }
-    fetch("/console/contagem", { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (n) {
-        var badge = document.getElementById("contagem-fila");
-        if (n && badge) { badge.textContent = n.aguardando + " · " + n.meus; }
-      })
-      .catch(function () {});
-  }
   // Without the events (a proxy that cuts them), the page still reads itself now and then.
   setInterval(function () { if (!open) { refresh(); } }, 20000);
 
