@@ -57,6 +57,7 @@ pub trait Store:
     + KeepingStore
     + CaseStore
     + DeskStore
+    + ReviewStore
     + ContactStore
     + PixStore
     + OutcomeStore
@@ -88,6 +89,7 @@ pub struct Stores {
     pub keeping: Arc<dyn KeepingStore>,
     pub cases: Arc<dyn CaseStore>,
     pub desk: Arc<dyn DeskStore>,
+    pub review: Arc<dyn ReviewStore>,
     pub contacts: Arc<dyn ContactStore>,
     pub pix: Arc<dyn PixStore>,
     pub outcomes: Arc<dyn OutcomeStore>,
@@ -107,6 +109,7 @@ impl Stores {
             keeping: store.clone(),
             cases: store.clone(),
             desk: store.clone(),
+            review: store.clone(),
             contacts: store.clone(),
             pix: store.clone(),
             outcomes: store.clone(),
@@ -189,6 +192,8 @@ pub const SEALED: &[(&str, &str, bool)] = &[
     ("case_events", "detail", false),
     ("recharge_followups", "request", false),
     ("pix_charges", "request", true),
+    ("review_items", "note", false),
+    ("review_items", "expectation", true),
 ];
 
 /// Rows a [`KeepingStore::reseal`] batch handles in one transaction.
@@ -439,6 +444,7 @@ where
         // Every phone and BSUID they were known by.
         "DELETE FROM whatsapp_identities WHERE person IN (SELECT user_id FROM conversations WHERE channel = 'whatsapp' AND id IN (",
         "DELETE FROM conversation_leases WHERE conversation_id IN (",
+        "DELETE FROM review_items WHERE conversation_id IN (",
         "DELETE FROM case_events WHERE conversation_id IN (",
         "DELETE FROM cases WHERE conversation_id IN (",
         "DELETE FROM consumed_confirmations WHERE origin IN (",

@@ -263,3 +263,38 @@ pub(crate) fn desk_line(row: &impl Columns) -> Result<DeskLine, StoreError> {
         line: case_event(row)?,
     })
 }
+
+pub(crate) fn review_item(row: &impl Columns) -> Result<super::ReviewItem, StoreError> {
+    let state: String = row.value("state")?;
+    Ok(super::ReviewItem {
+        id: row.value("id")?,
+        item: super::NewReviewItem {
+            tenant_id: row.value("tenant_id")?,
+            conversation_id: row.value("conversation_id")?,
+            message_id: row.value("message_id")?,
+            source: row.value("source")?,
+            reason: row.value("reason")?,
+            note: row.opt_sealed_text("note")?,
+            flagged_by: row.value("flagged_by")?,
+            created_at: row.time("created_at")?,
+        },
+        state: super::ReviewState::parse(&state)
+            .ok_or_else(|| StoreError::Invalid(format!("review_items.state desconhecido: {state}")))?,
+        labels: row.opt_json("labels")?.unwrap_or_default(),
+        expectation: row.opt_json("expectation")?,
+        test_file: row.value("test_file")?,
+        reviewed_by: row.value("reviewed_by")?,
+        reviewed_at: row.opt_time("reviewed_at")?,
+    })
+}
+
+pub(crate) fn faq_decision(row: &impl Columns) -> Result<super::FaqDecision, StoreError> {
+    Ok(super::FaqDecision {
+        tenant_id: row.value("tenant_id")?,
+        suggestion: row.value("suggestion")?,
+        decision: row.value("decision")?,
+        entry: row.value("entry")?,
+        decided_by: row.value("decided_by")?,
+        decided_at: row.time("decided_at")?,
+    })
+}

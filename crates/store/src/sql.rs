@@ -16,6 +16,7 @@ pub(crate) mod outbox;
 mod outcomes;
 mod pix;
 mod recurrences;
+mod review;
 pub(crate) mod write;
 
 use std::borrow::Cow;

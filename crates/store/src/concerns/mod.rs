@@ -18,10 +18,12 @@ use super::*;
 mod cases;
 mod desk;
 mod payments;
+mod review;
 
 pub use cases::{CaseOffer, CaseStore, CaseTransfer, Closing};
 pub use desk::DeskStore;
 pub use payments::{PixStore, RecurrenceStore};
+pub use review::ReviewStore;
 
 /// Conversations and what a turn writes: the conversation row, its messages (accepted once per
 /// channel id, processed in stored order), its executions, its compressed context, its planner

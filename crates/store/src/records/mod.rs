@@ -15,11 +15,13 @@ mod cases;
 mod charges;
 mod outcomes;
 mod recurrences;
+mod review;
 
 pub use cases::*;
 pub use charges::*;
 pub use outcomes::*;
 pub use recurrences::*;
+pub use review::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -46,6 +46,7 @@ mod desk;
 mod money;
 mod people;
 mod reports;
+mod review;
 mod runs;
 
 pub(crate) use cases::*;
@@ -54,6 +55,7 @@ pub(crate) use desk::*;
 pub(crate) use money::*;
 pub(crate) use people::*;
 pub(crate) use reports::*;
+pub(crate) use review::*;
 pub(crate) use runs::*;
 
 async fn sqlite() -> Arc<dyn Store> {
@@ -123,6 +125,7 @@ conformance!(
     cases: [cases_open_once_one_claim_wins_and_every_transition_is_logged],
     contacts: [a_whatsapp_person_is_one_whichever_identifier_arrives],
     desk: [the_desk_log_is_read_by_sequence_and_canned_answers_are_kept_per_tenant],
+    review: [a_flag_is_queued_once_and_labelled_once],
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
