@@ -245,6 +245,12 @@ pub(crate) async fn services_config(
         transcriber,
         photos,
         quiet: config.notificacoes.silencio,
+        review: crate::service::ReviewSettings {
+            dir: config.review_dir(),
+            faq_dir: config.faq_dir(),
+            categories: config.revisao.categorias.clone(),
+            suggestion_days: config.revisao.sugestoes_dias,
+        },
     })
 }
 

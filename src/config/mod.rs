@@ -98,6 +98,8 @@ pub struct Config {
     pub autoatendimento: vt_domain::tools::Autoatendimento,
     /// `[resultados]`: when a conversation's stretch is over (its outcome), the satisfaction question.
     pub resultados: crate::service::ResultadosConfig,
+    /// `[revisao]`: the review queue (flagged answers labelled into tests) and the FAQ's suggestions.
+    pub revisao: crate::service::RevisaoConfig,
     pub simulator: SimulatorSettings,
     /// Tenant, policies and confirmation time of the conversational tools.
     pub vt: VtSettings,
@@ -191,6 +193,7 @@ impl Default for Config {
             orcamentos: Vec::new(),
             equipes: Vec::new(),
             resultados: crate::service::ResultadosConfig::default(),
+            revisao: crate::service::RevisaoConfig::default(),
             autoatendimento: vt_domain::tools::Autoatendimento::default(),
             simulator: SimulatorSettings::default(),
             vt: VtSettings::default(),
@@ -505,6 +508,9 @@ impl Config {
         if let Some((field, message)) = self.resultados.problem() {
             return invalid(field, message);
         }
+        if let Some((field, message)) = self.revisao.problem() {
+            return invalid(field, message);
+        }
         if let Err((field, message)) = self.retencao.validate() {
             return invalid(field, message);
         }
@@ -582,6 +588,11 @@ impl Config {
 
     pub fn faq_dir(&self) -> PathBuf {
         resolve(self.faq_dir.as_deref(), "faq")
+    }
+
+    /// Where the review queue's tests and the approved suggestions' proofs are written.
+    pub(crate) fn review_dir(&self) -> PathBuf {
+        self.revisao.pasta.clone().unwrap_or_else(|| self.data_dir.join("revisao"))
     }
 
     pub(crate) fn prompts_dir(&self) -> PathBuf {

@@ -90,6 +90,18 @@ pub struct Cases<'a> {
     pub(super) messages: Messages<'a>,
 }
 
+/// The review queue and the FAQ's suggestions: what agents flag, what the product enqueues, what
+/// reviewers label into tests, what agents answered by hand grouped into entries.
+#[derive(Clone, Copy)]
+pub struct Review<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) conversations: &'a dyn ConversationStore,
+    pub(super) cases: &'a dyn CaseStore,
+    pub(super) outcomes: &'a dyn OutcomeStore,
+    pub(super) review: &'a dyn vt_store::ReviewStore,
+    pub(super) settings: &'a super::review::ReviewSettings,
+}
+
 /// Recharges whose outcome came late, followed up until they settle.
 #[derive(Clone, Copy)]
 pub struct FollowUps<'a> {
@@ -222,6 +234,18 @@ impl Services {
             speaker: self.speaker(),
             board: self.board(),
             messages: self.messages(),
+        }
+    }
+
+    /// The review queue and the FAQ's suggestions.
+    pub fn review(&self) -> Review<'_> {
+        Review {
+            engine: &self.engine,
+            conversations: &*self.stores.conversations,
+            cases: &*self.stores.cases,
+            outcomes: &*self.stores.outcomes,
+            review: &*self.stores.review,
+            settings: &self.review,
         }
     }
 

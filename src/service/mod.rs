@@ -41,6 +41,8 @@ mod assignment;
 pub(crate) mod automatico;
 pub(crate) mod queue;
 pub(crate) mod replies;
+pub(crate) mod review;
+pub(crate) mod suggestions;
 mod offers;
 mod outcomes;
 pub(crate) use automatico::port as automatic_port;
@@ -58,6 +60,7 @@ pub(crate) use hearing::{Hearing, MediaError, MediaSource, VOICE_MARK};
 pub(crate) use hours::Hours;
 pub(crate) use outcomes::ResultadosConfig;
 pub(crate) use outcomes::late_choices;
+pub(crate) use review::{ReviewSettings, RevisaoConfig};
 pub(crate) use proposal::Proposal;
 pub(crate) use queue::{QueueEntry, Report, ReportLine};
 pub(crate) use sla::{Clocks, SlaStatus};
@@ -65,7 +68,7 @@ pub(crate) use teams::{Desk, Equipe, SlaPolicy, Team, teams_problem};
 mod commit;
 pub(crate) mod complaints;
 pub(crate) mod jobs;
-pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Spending};
+pub(crate) use jobs::{Cases, Contacts, Flows, FollowUps, Messages, Review, Spending};
 mod speaker;
 pub(crate) mod payments;
 pub(crate) use payments::{CardSetup, PixSetup, card_port, pix_port};
@@ -380,6 +383,8 @@ pub struct ServicesConfig {
     pub photos: Option<(Arc<dyn crate::ocr::PhotoReader>, u64)>,
     /// `[notificacoes] silencio`: notices the product sends on its own wait for the quiet hours' end.
     pub quiet: QuietHours,
+    /// `[revisao]`: the review queue's tests folder and categories, the FAQ's suggestions.
+    pub review: ReviewSettings,
 }
 
 pub struct Services {
@@ -415,6 +420,8 @@ pub struct Services {
     channels: ChannelBook,
     /// When notices the product sends on its own wait (`[notificacoes] silencio`).
     quiet: QuietHours,
+    /// `[revisao]`.
+    review: review::ReviewSettings,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -442,6 +449,7 @@ impl Services {
             transcriber,
             photos,
             quiet,
+            review,
         } = config;
         let mut handoff = handoff;
         // The teams' calendars, in the policy's time zone; with no teams, `[handoff]`'s hours.
@@ -470,6 +478,7 @@ impl Services {
             resultados,
             said: tokio::sync::broadcast::channel(64).0,
             quiet,
+            review,
         }
     }
 

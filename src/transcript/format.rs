@@ -61,6 +61,10 @@ pub struct Setup {
     /// conversation (a case it writes says so); off: as the configuration says.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub simulated_payments: bool,
+    /// The model's script may be left partly unused: a case from the review queue, whose fix may
+    /// answer a turn without the model it once needed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub spare_replies: bool,
     /// Overrides of the `[vt]` settings (for example `confirmation_ttl_secs`).
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub vt: Map<String, Value>,
@@ -86,6 +90,7 @@ impl Default for Setup {
             cassette: None,
             simulator: SimulatorSetup::default(),
             simulated_payments: false,
+            spare_replies: false,
             vt: Map::new(),
             engine: Map::new(),
         }

@@ -1,12 +1,15 @@
 //! Transcript regression tests (SPEC §13): conversations as YAML files with scripted (or recorded)
 //! model replies and expectations on what the agent did — the format, loading, the model cassettes
-//! and the export of a stored conversation (`vt-agent transcript export`). The runner, which composes
+//! and the export of a stored conversation (`vt-agent transcript export`), with its personal data
+//! replaced (`pseudonym.rs`: replay's cases, the review queue's items and tests, `review.rs`). The runner, which composes
 //! the product, is `quality::transcripts`: `vt-agent test PATH...` runs them with a readable
 //! report, JUnit XML and a JSON report; `cargo test` runs every file under `tests/transcripts/`.
 
 pub(crate) mod cassette;
 pub(crate) mod export;
 pub(crate) mod format;
+pub(crate) mod pseudonym;
+pub(crate) mod review;
 
 pub(crate) use format::Transcript;
 

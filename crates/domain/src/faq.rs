@@ -220,7 +220,7 @@ fn analyzer() -> TextAnalyzer {
 }
 
 /// The stems of `text` (normalised first: people write without accents), each once, in order.
-fn stems(text: &str) -> Vec<String> {
+pub(crate) fn stems(text: &str) -> Vec<String> {
     let mut analyzer = analyzer();
     let normalized = normalize(text);
     let mut stream = analyzer.token_stream(&normalized);
@@ -283,6 +283,16 @@ impl FaqEntry {
             palavras,
             resposta,
         })
+    }
+
+    /// The entry as its file holds it (what [`FaqEntry::parse`] reads back).
+    pub fn to_file(&self) -> String {
+        format!(
+            "# {}\npalavras-chave: {}\n\n{}\n",
+            self.titulo.trim(),
+            self.palavras.join(", "),
+            self.resposta.trim()
+        )
     }
 
     /// The entry as a card holder reads it.

@@ -18,6 +18,7 @@ pub mod faq;
 pub mod journal;
 pub mod pix;
 pub mod stages;
+pub mod suggest;
 pub mod systems;
 pub mod tools;
 pub mod vt;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use vt_connectors::tape::Exchange;
 
 use super::effects::{self, Effect};
-use super::pseudonym::Pseudonyms;
+use crate::transcript::pseudonym::Pseudonyms;
 use crate::transcript::format::{
     Expect, ExpectRequest, LedgerExpect, ModelReply, Never, Setup, Transcript, Turn,
 };

@@ -5,7 +5,6 @@
 
 mod cases;
 mod effects;
-mod pseudonym;
 mod report;
 mod world;
 
@@ -205,7 +204,7 @@ pub async fn run(store: &dyn Store, options: &ReplayOptions) -> anyhow::Result<R
         .filter(|p| p.exists())
         .map(read_baseline)
         .transpose()?;
-    let pseudonyms = Arc::new(Mutex::new(pseudonym::Pseudonyms::default()));
+    let pseudonyms = Arc::new(Mutex::new(crate::transcript::pseudonym::Pseudonyms::default()));
     let cases = cases::load(store, &options.selection, &pseudonyms).await?;
     let mut problems = Vec::new();
     if let Some(b) = &baseline {
@@ -285,7 +284,7 @@ struct Play {
 async fn play_once(
     case: &Case,
     options: &ReplayOptions,
-    pseudonyms: &Arc<Mutex<pseudonym::Pseudonyms>>,
+    pseudonyms: &Arc<Mutex<crate::transcript::pseudonym::Pseudonyms>>,
 ) -> Play {
     let systems = world::Systems::new(case.exchanges.clone());
     let model = Arc::new(world::Model::new(
@@ -355,7 +354,7 @@ async fn judge(
     case: &Case,
     baseline: Option<&Vec<Effect>>,
     options: &ReplayOptions,
-    pseudonyms: &Arc<Mutex<pseudonym::Pseudonyms>>,
+    pseudonyms: &Arc<Mutex<crate::transcript::pseudonym::Pseudonyms>>,
 ) -> CaseResult {
     let (reference, expected) = match baseline {
         Some(b) => ("baseline", b.clone()),

@@ -12,7 +12,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::IntoResponse;
 use vt_connectors::tape::{Exchange, normalized};
 
-use super::pseudonym::Pseudonyms;
+use crate::transcript::pseudonym::Pseudonyms;
 use crate::transcript::format::ModelReply;
 use vt_engine::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
 

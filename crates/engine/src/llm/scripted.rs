@@ -107,6 +107,14 @@ impl ScriptedProvider {
     pub fn remaining(&self) -> usize {
         lock(&self.script).len()
     }
+
+    /// Drops the replies not consumed yet: how many there were.
+    pub fn discard(&self) -> usize {
+        let mut script = lock(&self.script);
+        let left = script.len();
+        script.clear();
+        left
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
