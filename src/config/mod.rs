@@ -592,7 +592,10 @@ impl Config {
 
     /// Where the review queue's tests and the approved suggestions' proofs are written.
     pub(crate) fn review_dir(&self) -> PathBuf {
-        self.revisao.pasta.clone().unwrap_or_else(|| self.data_dir.join("revisao"))
+        self.revisao
+            .pasta
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("revisao"))
     }
 
     pub(crate) fn prompts_dir(&self) -> PathBuf {

@@ -67,9 +67,14 @@ impl Default for RevisaoConfig {
     fn default() -> Self {
         Self {
             pasta: None,
-            categorias: ["entendeu_errado", "faltou_informacao", "acao_indevida", "tom_inadequado"]
-                .map(str::to_owned)
-                .to_vec(),
+            categorias: [
+                "entendeu_errado",
+                "faltou_informacao",
+                "acao_indevida",
+                "tom_inadequado",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             sugestoes_dias: 90,
         }
     }
@@ -79,7 +84,9 @@ impl RevisaoConfig {
     /// `Some((field, why))` for a value that cannot work.
     pub(crate) fn problem(&self) -> Option<(&'static str, &'static str)> {
         let key = |c: &String| {
-            (1..=40).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            (1..=40).contains(&c.len())
+                && c.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         };
         if self.categorias.is_empty() || !self.categorias.iter().all(key) {
             return Some((
@@ -133,7 +140,10 @@ pub(crate) enum ReviewError {
 }
 
 fn invalid(field: &'static str, why: impl Into<String>) -> ReviewError {
-    ReviewError::Invalid { field, why: why.into() }
+    ReviewError::Invalid {
+        field,
+        why: why.into(),
+    }
 }
 
 /// A line of a conversation as the queue shows it, personal data replaced.
@@ -149,9 +159,10 @@ pub(crate) struct Line {
 /// A bot's answer: an assistant message with words and no tool call.
 fn bot_text(m: &StoredMessage) -> Option<&str> {
     match &m.message {
-        ChatMessage::Assistant { content: Some(c), tool_calls } if tool_calls.is_empty() && !c.trim().is_empty() => {
-            Some(c)
-        }
+        ChatMessage::Assistant {
+            content: Some(c),
+            tool_calls,
+        } if tool_calls.is_empty() && !c.trim().is_empty() => Some(c),
         _ => None,
     }
 }
@@ -169,14 +180,21 @@ pub(crate) fn lines_upto(messages: &[StoredMessage], upto: i64, login: &str) -> 
                 ChatMessage::HumanAgent { content, .. } => ("atendente", content.as_str()),
                 _ => ("assistente", bot_text(m)?),
             };
-            Some(Line { who, text: p.text(text), flagged: m.id == upto })
+            Some(Line {
+                who,
+                text: p.text(text),
+                flagged: m.id == upto,
+            })
         })
         .collect()
 }
 
 /// The last bot answer at or before `at`.
 fn last_answer_before(messages: &[StoredMessage], at: DateTime<Utc>) -> Option<&StoredMessage> {
-    messages.iter().rev().find(|m| m.created_at <= at && bot_text(m).is_some())
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.created_at <= at && bot_text(m).is_some())
 }
 
 impl Review<'_> {
@@ -199,15 +217,28 @@ impl Review<'_> {
             return Err(invalid("motivo", "escolha um dos motivos da lista"));
         }
         if note.chars().count() > MAX_NOTE {
-            return Err(invalid("observacao", format!("deve ter até {MAX_NOTE} caracteres")));
+            return Err(invalid(
+                "observacao",
+                format!("deve ter até {MAX_NOTE} caracteres"),
+            ));
         }
-        let conv = self.conversations.conversation(conversation).await?.ok_or(ReviewError::NotFound)?;
+        let conv = self
+            .conversations
+            .conversation(conversation)
+            .await?
+            .ok_or(ReviewError::NotFound)?;
         if tenant.is_some_and(|t| t != conv.tenant_id) {
             return Err(ReviewError::NotFound);
         }
         let messages = self.conversations.messages(conversation).await?;
-        if !messages.iter().any(|m| m.id == message_id && bot_text(m).is_some()) {
-            return Err(invalid("mensagem", "só uma resposta do assistente pode ser sinalizada"));
+        if !messages
+            .iter()
+            .any(|m| m.id == message_id && bot_text(m).is_some())
+        {
+            return Err(invalid(
+                "mensagem",
+                "só uma resposta do assistente pode ser sinalizada",
+            ));
         }
         let note = note.trim();
         let item = NewReviewItem {
@@ -253,7 +284,12 @@ impl Review<'_> {
         Ok(added)
     }
 
-    async fn enqueue_found(&self, conversation: &str, at: DateTime<Utc>, source: &str) -> Result<bool, StoreError> {
+    async fn enqueue_found(
+        &self,
+        conversation: &str,
+        at: DateTime<Utc>,
+        source: &str,
+    ) -> Result<bool, StoreError> {
         let Some(conv) = self.conversations.conversation(conversation).await? else {
             return Ok(false);
         };
@@ -290,7 +326,11 @@ impl Review<'_> {
     }
 
     /// An item and its conversation up to the flagged message, pseudonymised.
-    pub(crate) async fn item(&self, tenant: Option<&str>, id: i64) -> Result<(ReviewItem, Vec<Line>), ReviewError> {
+    pub(crate) async fn item(
+        &self,
+        tenant: Option<&str>,
+        id: i64,
+    ) -> Result<(ReviewItem, Vec<Line>), ReviewError> {
         let item = self.review.review_item(id).await?.ok_or(ReviewError::NotFound)?;
         if tenant.is_some_and(|t| t != item.item.tenant_id) {
             return Err(ReviewError::NotFound);
@@ -317,30 +357,44 @@ impl Review<'_> {
         expectation: Expectation,
     ) -> Result<String, ReviewError> {
         if labels.is_empty() || !labels.iter().all(|l| self.settings.categories.contains(l)) {
-            return Err(invalid("categorias", "marque ao menos uma das categorias configuradas"));
+            return Err(invalid(
+                "categorias",
+                "marque ao menos uma das categorias configuradas",
+            ));
         }
         let expectation = checked_expectation(expectation)?;
         let (item, lines) = self.item(tenant, id).await?;
         if item.state != vt_store::ReviewState::Aberto {
             return Err(ReviewError::Done);
         }
-        let flagged = lines.iter().find(|l| l.flagged).map(|l| l.text.as_str()).unwrap_or_default();
+        let flagged = lines
+            .iter()
+            .find(|l| l.flagged)
+            .map(|l| l.text.as_str())
+            .unwrap_or_default();
         if already_met(&expectation, flagged) {
             return Err(invalid(
                 "esperado",
                 "a resposta sinalizada já cumpre o que foi escrito: o teste não falharia",
             ));
         }
-        let transcript = crate::transcript::review::review_case(self.conversations, &item, &expectation, &labels)
-            .await
-            .map_err(|e| match e {
-                crate::transcript::export::ExportError::Store(e) => ReviewError::Store(e),
-                crate::transcript::export::ExportError::NotFound(_) => ReviewError::NotFound,
-            })?;
+        let transcript =
+            crate::transcript::review::review_case(self.conversations, &item, &expectation, &labels)
+                .await
+                .map_err(|e| match e {
+                    crate::transcript::export::ExportError::Store(e) => ReviewError::Store(e),
+                    crate::transcript::export::ExportError::NotFound(_) => ReviewError::NotFound,
+                })?;
         let file = format!("revisao-{id}.yaml");
         let yaml = serde_yaml::to_string(&transcript).map_err(|_| ReviewError::File(file.clone()))?;
         self.write_file(&file, &yaml)?;
-        let label = ReviewLabel { labels, expectation, test_file: file.clone(), by: who.to_owned(), at: self.engine.now() };
+        let label = ReviewLabel {
+            labels,
+            expectation,
+            test_file: file.clone(),
+            by: who.to_owned(),
+            at: self.engine.now(),
+        };
         if !self.review.label_review(id, &label).await? {
             return Err(ReviewError::Done);
         }
@@ -369,7 +423,10 @@ impl Review<'_> {
     /// file's verdict (`true`: passed), and when it ran. Empty when it never ran.
     pub(crate) fn results(&self) -> (HashMap<String, bool>, Option<DateTime<Utc>>) {
         let path = self.settings.dir.join(RESULTS_FILE);
-        let ran = std::fs::metadata(&path).and_then(|m| m.modified()).ok().map(DateTime::<Utc>::from);
+        let ran = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(DateTime::<Utc>::from);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return (HashMap::new(), None);
         };
@@ -378,7 +435,10 @@ impl Review<'_> {
             .iter()
             .filter_map(|r| {
                 let file = r["file"].as_str()?;
-                let name = std::path::Path::new(file).file_name()?.to_string_lossy().into_owned();
+                let name = std::path::Path::new(file)
+                    .file_name()?
+                    .to_string_lossy()
+                    .into_owned();
                 Some((name, r["failure"].is_null()))
             })
             .collect();
@@ -389,7 +449,10 @@ impl Review<'_> {
 /// The expectation trimmed, its texts masked, checked: something to test, each text short.
 fn checked_expectation(e: Expectation) -> Result<Expectation, ReviewError> {
     let texts = |list: Vec<String>| -> Vec<String> {
-        list.iter().map(|t| mask_cards_in(t.trim())).filter(|t| !t.is_empty()).collect()
+        list.iter()
+            .map(|t| mask_cards_in(t.trim()))
+            .filter(|t| !t.is_empty())
+            .collect()
     };
     let tool = |t: Option<String>| t.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
     let e = Expectation {
@@ -399,14 +462,27 @@ fn checked_expectation(e: Expectation) -> Result<Expectation, ReviewError> {
         never: tool(e.never),
     };
     if e.is_empty() {
-        return Err(invalid("esperado", "escreva o que a resposta devia conter ou evitar, ou a ação esperada"));
+        return Err(invalid(
+            "esperado",
+            "escreva o que a resposta devia conter ou evitar, ou a ação esperada",
+        ));
     }
-    let tool_name = |t: &Option<String>| t.as_ref().is_none_or(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    let tool_name = |t: &Option<String>| {
+        t.as_ref()
+            .is_none_or(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+    };
     if !tool_name(&e.action) || !tool_name(&e.never) {
         return Err(invalid("acao", "o nome de uma ferramenta: letras minúsculas e _"));
     }
-    if e.contains.iter().chain(&e.not_contains).any(|t| t.chars().count() > MAX_NOTE) {
-        return Err(invalid("esperado", format!("cada texto deve ter até {MAX_NOTE} caracteres")));
+    if e.contains
+        .iter()
+        .chain(&e.not_contains)
+        .any(|t| t.chars().count() > MAX_NOTE)
+    {
+        return Err(invalid(
+            "esperado",
+            format!("cada texto deve ter até {MAX_NOTE} caracteres"),
+        ));
     }
     Ok(e)
 }
@@ -425,7 +501,10 @@ fn already_met(e: &Expectation, answer: &str) -> bool {
 pub(crate) fn weekly(items: &[ReviewItem]) -> Vec<(chrono::NaiveDate, BTreeMap<String, usize>)> {
     let mut weeks: BTreeMap<chrono::NaiveDate, BTreeMap<String, usize>> = BTreeMap::new();
     for i in items {
-        let Some(at) = i.reviewed_at.filter(|_| i.state == vt_store::ReviewState::Rotulado) else {
+        let Some(at) = i
+            .reviewed_at
+            .filter(|_| i.state == vt_store::ReviewState::Rotulado)
+        else {
             continue;
         };
         let day = at.date_naive();
@@ -454,26 +533,51 @@ mod tests {
         assert!(!already_met(&e(&["outra cidade"], &[]), answer));
         assert!(!already_met(&e(&[], &["recarga"]), answer));
         assert!(!already_met(
-            &Expectation { never: Some("preparar_recarga".into()), ..Expectation::default() },
+            &Expectation {
+                never: Some("preparar_recarga".into()),
+                ..Expectation::default()
+            },
             answer
         ));
     }
 
     #[test]
     fn an_empty_or_odd_expectation_is_refused_by_field() {
-        let err = checked_expectation(Expectation { contains: vec!["  ".into()], ..Expectation::default() });
-        assert!(matches!(err, Err(ReviewError::Invalid { field: "esperado", .. })));
-        let err = checked_expectation(Expectation { action: Some("rm -rf".into()), ..Expectation::default() });
+        let err = checked_expectation(Expectation {
+            contains: vec!["  ".into()],
+            ..Expectation::default()
+        });
+        assert!(matches!(
+            err,
+            Err(ReviewError::Invalid {
+                field: "esperado",
+                ..
+            })
+        ));
+        let err = checked_expectation(Expectation {
+            action: Some("rm -rf".into()),
+            ..Expectation::default()
+        });
         assert!(matches!(err, Err(ReviewError::Invalid { field: "acao", .. })));
-        let ok = checked_expectation(Expectation { contains: vec![" cartão 1234567890 ".into()], ..Expectation::default() })
-            .expect("ok");
-        assert_eq!(ok.contains, vec!["cartão ****7890".to_owned()], "a card in an expectation is masked");
+        let ok = checked_expectation(Expectation {
+            contains: vec![" cartão 1234567890 ".into()],
+            ..Expectation::default()
+        })
+        .expect("ok");
+        assert_eq!(
+            ok.contains,
+            vec!["cartão ****7890".to_owned()],
+            "a card in an expectation is masked"
+        );
     }
 
     #[test]
     fn the_configured_categories_are_checked() {
         assert_eq!(RevisaoConfig::default().problem(), None);
-        let bad = RevisaoConfig { categorias: vec!["Entendeu Errado".into()], ..RevisaoConfig::default() };
+        let bad = RevisaoConfig {
+            categorias: vec!["Entendeu Errado".into()],
+            ..RevisaoConfig::default()
+        };
         assert_eq!(bad.problem().map(|p| p.0), Some("revisao.categorias"));
     }
 }

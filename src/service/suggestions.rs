@@ -113,8 +113,13 @@ impl Review<'_> {
     /// `tenant`'s suggestions not decided yet, the most asked first.
     pub(crate) async fn suggestions(&self, tenant: &str) -> Result<Vec<Suggestion>, StoreError> {
         let answered = self.answered(tenant).await?;
-        let decided: Vec<String> =
-            self.review.faq_decisions(tenant).await?.into_iter().map(|d| d.suggestion).collect();
+        let decided: Vec<String> = self
+            .review
+            .faq_decisions(tenant)
+            .await?
+            .into_iter()
+            .map(|d| d.suggestion)
+            .collect();
         let faq = self.faq();
         Ok(suggest(&answered, Grouping::default(), faq.as_deref())
             .into_iter()
@@ -123,16 +128,32 @@ impl Review<'_> {
     }
 
     async fn undecided(&self, tenant: &str, key: &str) -> Result<Suggestion, ReviewError> {
-        self.suggestions(tenant).await?.into_iter().find(|s| s.key == key).ok_or(ReviewError::NotFound)
+        self.suggestions(tenant)
+            .await?
+            .into_iter()
+            .find(|s| s.key == key)
+            .ok_or(ReviewError::NotFound)
     }
 
     /// Dismisses suggestion `key`.
-    pub(crate) async fn dismiss_suggestion(&self, tenant: &str, key: &str, who: &str) -> Result<(), ReviewError> {
+    pub(crate) async fn dismiss_suggestion(
+        &self,
+        tenant: &str,
+        key: &str,
+        who: &str,
+    ) -> Result<(), ReviewError> {
         self.undecided(tenant, key).await?;
         self.decide(tenant, key, "descartada", None, who).await
     }
 
-    async fn decide(&self, tenant: &str, key: &str, what: &str, entry: Option<String>, who: &str) -> Result<(), ReviewError> {
+    async fn decide(
+        &self,
+        tenant: &str,
+        key: &str,
+        what: &str,
+        entry: Option<String>,
+        who: &str,
+    ) -> Result<(), ReviewError> {
         let decision = FaqDecision {
             tenant_id: tenant.to_owned(),
             suggestion: key.to_owned(),
@@ -141,13 +162,23 @@ impl Review<'_> {
             decided_by: who.to_owned(),
             decided_at: self.engine.now(),
         };
-        if self.review.decide_faq(&decision).await? { Ok(()) } else { Err(ReviewError::Done) }
+        if self.review.decide_faq(&decision).await? {
+            Ok(())
+        } else {
+            Err(ReviewError::Done)
+        }
     }
 
     /// Approves suggestion `key` as `approval`: the entry written in the FAQ's folder and its proof —
     /// a transcript where one of the group's phrasings is answered by it at level 1 — in the review
     /// folder. Returns the entry's id (its file name without `.md`).
-    pub(crate) async fn approve(&self, tenant: &str, key: &str, who: &str, approval: Approval) -> Result<String, ReviewError> {
+    pub(crate) async fn approve(
+        &self,
+        tenant: &str,
+        key: &str,
+        who: &str,
+        approval: Approval,
+    ) -> Result<String, ReviewError> {
         let suggestion = self.undecided(tenant, key).await?;
         let entry = self.entry_of(&approval)?;
         let mut entries = self.faq().map(|f| f.entries().to_vec()).unwrap_or_default();
@@ -164,13 +195,15 @@ impl Review<'_> {
             ));
         };
         let proof = proof_of(&entry, asked);
-        let yaml = serde_yaml::to_string(&proof).map_err(|_| ReviewError::File(format!("faq-{}.yaml", entry.id)))?;
+        let yaml =
+            serde_yaml::to_string(&proof).map_err(|_| ReviewError::File(format!("faq-{}.yaml", entry.id)))?;
         let dir = &self.settings.faq_dir;
         std::fs::create_dir_all(dir)
             .and_then(|()| std::fs::write(dir.join(format!("{}.md", entry.id)), entry.to_file()))
             .map_err(|_| ReviewError::File(dir.display().to_string()))?;
         self.write_file(&format!("faq-{}.yaml", entry.id), &yaml)?;
-        self.decide(tenant, key, "aprovada", Some(entry.id.clone()), who).await?;
+        self.decide(tenant, key, "aprovada", Some(entry.id.clone()), who)
+            .await?;
         Ok(entry.id)
     }
 
@@ -187,14 +220,24 @@ impl Review<'_> {
         }
         for (field, text) in [("titulo", title), ("resposta", answer)] {
             if let Some(other) = language_of(text).filter(|l| *l != "pt") {
-                return Err(invalid(field, format!("está em outra língua ({other}): a FAQ responde em português")));
+                return Err(invalid(
+                    field,
+                    format!("está em outra língua ({other}): a FAQ responde em português"),
+                ));
             }
         }
         if PER_PERSON.is_match(answer) {
-            return Err(invalid("resposta", "tem dados de uma pessoa (cartão, número, saldo): a FAQ é para todos"));
+            return Err(invalid(
+                "resposta",
+                "tem dados de uma pessoa (cartão, número, saldo): a FAQ é para todos",
+            ));
         }
-        let keywords: Vec<String> =
-            a.keywords.split(',').map(|k| k.trim().to_lowercase()).filter(|k| !k.is_empty()).collect();
+        let keywords: Vec<String> = a
+            .keywords
+            .split(',')
+            .map(|k| k.trim().to_lowercase())
+            .filter(|k| !k.is_empty())
+            .collect();
         let base = slug(title);
         let taken = |id: &str| {
             self.settings.faq_dir.join(format!("{id}.md")).exists()
@@ -204,18 +247,29 @@ impl Review<'_> {
             .chain((2..100).map(|n| format!("{base}-{n}")))
             .find(|id| !taken(id))
             .ok_or_else(|| invalid("titulo", "já há entradas demais com este título"))?;
-        Ok(FaqEntry { id, titulo: title.to_owned(), palavras: keywords, resposta: answer.to_owned() })
+        Ok(FaqEntry {
+            id,
+            titulo: title.to_owned(),
+            palavras: keywords,
+            resposta: answer.to_owned(),
+        })
     }
 }
 
 fn invalid(field: &'static str, why: impl Into<String>) -> ReviewError {
-    ReviewError::Invalid { field, why: why.into() }
+    ReviewError::Invalid {
+        field,
+        why: why.into(),
+    }
 }
 
 /// A file name from a title: lowercase ASCII words joined by `-`.
 fn slug(title: &str) -> String {
     let plain = vt_domain::vt::parse::normalize(title);
-    let words: Vec<&str> = plain.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = plain
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
     let mut s = words.join("-");
     s.truncate(60);
     let s = s.trim_end_matches('-').to_owned();
@@ -224,15 +278,23 @@ fn slug(title: &str) -> String {
 
 /// The transcript that proves an entry is answered at level 1, with zero tokens.
 fn proof_of(entry: &FaqEntry, asked: &str) -> Transcript {
-    let mut turn = Turn { user: asked.to_owned(), ..Turn::default() };
+    let mut turn = Turn {
+        user: asked.to_owned(),
+        ..Turn::default()
+    };
     turn.expect.intent = Some("faq".into());
     turn.expect.reply_contains = vec![entry.titulo.clone()];
     turn.expect.model_calls = Some(0);
     Transcript {
         name: format!("faq {}", entry.id),
-        description: Some("Da sugestão aprovada na FAQ: uma das perguntas do grupo, respondida pela entrada.".into()),
+        description: Some(
+            "Da sugestão aprovada na FAQ: uma das perguntas do grupo, respondida pela entrada.".into(),
+        ),
         class: Some("faq".into()),
-        setup: Setup { model: Some("none".into()), ..Setup::default() },
+        setup: Setup {
+            model: Some("none".into()),
+            ..Setup::default()
+        },
         never: Vec::new(),
         turns: vec![turn],
         expect_total: None,
@@ -255,7 +317,10 @@ mod tests {
     }
 
     fn agent(text: &str) -> ChatMessage {
-        ChatMessage::HumanAgent { name: "Ana".into(), content: text.into() }
+        ChatMessage::HumanAgent {
+            name: "Ana".into(),
+            content: text.into(),
+        }
     }
 
     fn closed(resolution: Option<&str>) -> Case {
@@ -276,21 +341,34 @@ mod tests {
         let messages = vec![
             msg(1, 0, ChatMessage::user("quero falar com alguém")),
             msg(2, 2, agent("Olá! Um momento.")),
-            msg(3, 3, ChatMessage::user("posso usar o cartão 1234567890 em outra cidade?")),
+            msg(
+                3,
+                3,
+                ChatMessage::user("posso usar o cartão 1234567890 em outra cidade?"),
+            ),
             msg(4, 5, agent("Não, o cartão vale só nos ônibus da sua cidade.")),
             msg(5, 6, ChatMessage::user("qual meu saldo?")),
             msg(6, 7, agent("Seu saldo é R$ 12,00 no cartão ****7890.")),
         ];
         let got = answered_in(&closed(Some("orientado")), &[], &messages);
         assert_eq!(got.len(), 1, "{got:?}");
-        assert_eq!(got[0].question, "quero falar com alguém posso usar o cartão ****7890 em outra cidade?");
+        assert_eq!(
+            got[0].question,
+            "quero falar com alguém posso usar o cartão ****7890 em outra cidade?"
+        );
         assert!(got[0].answer.starts_with("Não, o cartão vale"));
-        assert!(answered_in(&closed(Some("recarga_feita")), &[], &messages).is_empty(), "money moved");
+        assert!(
+            answered_in(&closed(Some("recarga_feita")), &[], &messages).is_empty(),
+            "money moved"
+        );
     }
 
     #[test]
     fn titles_become_file_names() {
-        assert_eq!(slug("Posso usar o cartão em outra cidade?"), "posso-usar-o-cartao-em-outra-cidade");
+        assert_eq!(
+            slug("Posso usar o cartão em outra cidade?"),
+            "posso-usar-o-cartao-em-outra-cidade"
+        );
         assert_eq!(slug("???"), "entrada");
     }
 }

@@ -36,8 +36,9 @@ pub(crate) async fn review_case(
         .await?
         .map(|c| c.user_login)
         .unwrap_or_default();
-    let last = turn_of(&messages, item.item.message_id)
-        .ok_or_else(|| ExportError::NotFound(format!("{conversation} (mensagem {})", item.item.message_id)))?;
+    let last = turn_of(&messages, item.item.message_id).ok_or_else(|| {
+        ExportError::NotFound(format!("{conversation} (mensagem {})", item.item.message_id))
+    })?;
     let mut p = Pseudonyms::default();
     p.know_name(&login);
     let mut turns: Vec<Turn> = exported
@@ -70,7 +71,11 @@ pub(crate) async fn review_case(
     setup.user = "u-revisao".into();
     setup.conversation = None;
     setup.spare_replies = setup.model.as_deref() == Some("scripted");
-    let labels = if labels.is_empty() { "nenhuma".to_owned() } else { labels.join(", ") };
+    let labels = if labels.is_empty() {
+        "nenhuma".to_owned()
+    } else {
+        labels.join(", ")
+    };
     Ok(Transcript {
         name: format!("revisão {}", item.id),
         description: Some(format!(

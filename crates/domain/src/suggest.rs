@@ -67,7 +67,10 @@ type Vector = HashMap<String, f32>;
 
 fn dot(a: &Vector, b: &Vector) -> f32 {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    small.iter().filter_map(|(k, v)| large.get(k).map(|w| v * w)).sum()
+    small
+        .iter()
+        .filter_map(|(k, v)| large.get(k).map(|w| v * w))
+        .sum()
 }
 
 fn normalised(mut v: Vector) -> Vector {
@@ -174,7 +177,11 @@ pub fn suggest(answered: &[Answered], grouping: Grouping, faq: Option<&Faq>) -> 
                 return None;
             }
             let c = centroid(&vectors, &members);
-            members.sort_by(|&a, &b| dot(&vectors[b], &c).total_cmp(&dot(&vectors[a], &c)).then(a.cmp(&b)));
+            members.sort_by(|&a, &b| {
+                dot(&vectors[b], &c)
+                    .total_cmp(&dot(&vectors[a], &c))
+                    .then(a.cmp(&b))
+            });
             let questions = distinct(members.iter().map(|&m| answered[m].question.as_str()));
             let covered_by = faq.and_then(|faq| covering_entry(faq, &questions));
             let mut heavy: Vec<(&String, &f32)> = c.iter().collect();
@@ -225,9 +232,27 @@ fn key_of(first: &Answered) -> String {
 /// when it holds too few to tell. An entry's answer must be in the FAQ's language (pt).
 pub fn language_of(text: &str) -> Option<&'static str> {
     const WORDS: [(&str, &[&str]); 3] = [
-        ("pt", &["o", "a", "os", "as", "de", "do", "da", "que", "não", "nao", "é", "e", "em", "para", "você", "voce", "seu", "sua", "um", "uma", "com", "no", "na"]),
-        ("es", &["el", "la", "los", "las", "de", "del", "que", "no", "es", "y", "en", "para", "usted", "su", "un", "una", "con", "tu", "puede"]),
-        ("en", &["the", "a", "an", "of", "to", "is", "and", "in", "for", "you", "your", "it", "not", "can", "with", "on", "be"]),
+        (
+            "pt",
+            &[
+                "o", "a", "os", "as", "de", "do", "da", "que", "não", "nao", "é", "e", "em", "para", "você",
+                "voce", "seu", "sua", "um", "uma", "com", "no", "na",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "el", "la", "los", "las", "de", "del", "que", "no", "es", "y", "en", "para", "usted", "su",
+                "un", "una", "con", "tu", "puede",
+            ],
+        ),
+        (
+            "en",
+            &[
+                "the", "a", "an", "of", "to", "is", "and", "in", "for", "you", "your", "it", "not", "can",
+                "with", "on", "be",
+            ],
+        ),
     ];
     let words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
@@ -255,33 +280,74 @@ mod tests {
     #[test]
     fn the_same_question_in_other_words_is_one_suggestion() {
         let answered = [
-            a("c1", "posso usar o cartão no metrô de outra cidade?", "Não, o cartão vale só na sua cidade."),
-            a("c2", "meu vt funciona em outra cidade no metro?", "O cartão só vale nos ônibus e metrô da sua cidade."),
-            a("c3", "da pra usar o bilhete em outra cidade", "Não dá: ele vale só na cidade da empresa."),
-            a("c4", "quanto tempo demora a segunda via", "A segunda via chega em até 10 dias úteis."),
-            a("c5", "esqueci a senha do app", "Use 'esqueci a senha' na tela de entrada."),
+            a(
+                "c1",
+                "posso usar o cartão no metrô de outra cidade?",
+                "Não, o cartão vale só na sua cidade.",
+            ),
+            a(
+                "c2",
+                "meu vt funciona em outra cidade no metro?",
+                "O cartão só vale nos ônibus e metrô da sua cidade.",
+            ),
+            a(
+                "c3",
+                "da pra usar o bilhete em outra cidade",
+                "Não dá: ele vale só na cidade da empresa.",
+            ),
+            a(
+                "c4",
+                "quanto tempo demora a segunda via",
+                "A segunda via chega em até 10 dias úteis.",
+            ),
+            a(
+                "c5",
+                "esqueci a senha do app",
+                "Use 'esqueci a senha' na tela de entrada.",
+            ),
         ];
         let found = suggest(&answered, Grouping::default(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].source_count, 3);
         assert_eq!(found[0].questions.len(), 3);
-        assert!(found[0].keywords.iter().any(|k| k.starts_with("cidad")), "{:?}", found[0].keywords);
+        assert!(
+            found[0].keywords.iter().any(|k| k.starts_with("cidad")),
+            "{:?}",
+            found[0].keywords
+        );
     }
 
     #[test]
     fn one_case_asking_twice_is_no_suggestion() {
         let answered = [
-            a("c1", "como cancelo a recarga automática?", "Pelo menu Recarga automática, em Cancelar."),
-            a("c1", "e como cancela a recarga automatica?", "No menu Recarga automática, em Cancelar."),
+            a(
+                "c1",
+                "como cancelo a recarga automática?",
+                "Pelo menu Recarga automática, em Cancelar.",
+            ),
+            a(
+                "c1",
+                "e como cancela a recarga automatica?",
+                "No menu Recarga automática, em Cancelar.",
+            ),
         ];
         assert!(suggest(&answered, Grouping::default(), None).is_empty());
     }
 
     #[test]
     fn languages_are_told_apart() {
-        assert_eq!(language_of("O cartão vale só na sua cidade e não no metrô de outra."), Some("pt"));
-        assert_eq!(language_of("The card is valid only in your city and not in the subway."), Some("en"));
-        assert_eq!(language_of("La tarjeta vale solo en su ciudad y no en el metro."), Some("es"));
+        assert_eq!(
+            language_of("O cartão vale só na sua cidade e não no metrô de outra."),
+            Some("pt")
+        );
+        assert_eq!(
+            language_of("The card is valid only in your city and not in the subway."),
+            Some("en")
+        );
+        assert_eq!(
+            language_of("La tarjeta vale solo en su ciudad y no en el metro."),
+            Some("es")
+        );
         assert_eq!(language_of("ok"), None);
     }
 }

@@ -326,6 +326,7 @@ pub(super) async fn page(
             aberto => case.state.is_open(),
             meu => mine,
             mensagens => msgs,
+            motivos_sinal => super::review::reasons(),
             pagamentos => payments,
             equipes => teams,
             membros => members,
@@ -451,7 +452,7 @@ pub(super) async fn messages_fragment(
         Ok(msgs) => render(
             StatusCode::OK,
             "atendimento_mensagens.html",
-            context! { mensagens => msgs },
+            context! { mensagens => msgs, csrf => staff.csrf.clone(), motivos_sinal => super::review::reasons() },
         ),
         Err(e) => store_failed(&staff, &e),
     }

@@ -18,6 +18,7 @@ pub(super) async fn lines(
     codes: &[String],
 ) -> Result<Vec<Value>, StoreError> {
     let stored = state.stores.conversations.messages(conversation).await?;
+    let flagged = state.stores.review.flagged_messages(conversation).await?;
     Ok(stored
         .iter()
         .filter_map(|m| {
@@ -34,6 +35,9 @@ pub(super) async fn lines(
                 other => message_text(other),
             };
             Some(context! {
+                id => m.id,
+                conversa => conversation,
+                sinalizada => flagged.contains(&m.id),
                 de => who,
                 nome => name,
                 texto => masked_with(&text, codes),

@@ -231,6 +231,7 @@ pub(super) async fn conversation(
             transferida => with_person,
             pagamentos => payments,
             mensagens => lines,
+            motivos_sinal => super::review::reasons(),
             turnos => turns,
             ..frame(Some(&staff), "conversations", &format!("Conversa {}", conv.id))
         },

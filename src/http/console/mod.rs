@@ -25,6 +25,7 @@ mod usage;
 mod queue;
 mod recurrences;
 mod replay;
+mod review;
 mod report;
 mod dashboard;
 pub(crate) mod keys;
@@ -56,6 +57,17 @@ pub(crate) fn router() -> Router<AppState> {
         .route(
             "/console/conversations/{id}/transcript.yaml",
             get(conversations::transcript),
+        )
+        .route("/console/conversations/{id}/sinalizar", post(review::flag))
+        .route("/console/revisao", get(review::queue))
+        .route("/console/revisao/{id}", get(review::item))
+        .route("/console/revisao/{id}/rotular", post(review::label))
+        .route("/console/revisao/{id}/descartar", post(review::dismiss))
+        .route("/console/sugestoes", get(review::suggestions))
+        .route("/console/sugestoes/{chave}/aprovar", post(review::approve))
+        .route(
+            "/console/sugestoes/{chave}/descartar",
+            post(review::dismiss_suggestion),
         )
         .route("/console/cards", post(cards::history))
         .route("/console/cards/bloqueio", post(cards::block))
@@ -140,7 +152,10 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
 }
 
 /// The pages' templates, built into the binary.
-const TEMPLATES: [(&str, &str); 23] = [
+const TEMPLATES: [(&str, &str); 26] = [
+    ("revisao.html", include_str!("templates/revisao.html")),
+    ("revisao_item.html", include_str!("templates/revisao_item.html")),
+    ("sugestoes.html", include_str!("templates/sugestoes.html")),
     ("base.html", include_str!("templates/base.html")),
     ("cartao.html", include_str!("templates/cartao.html")),
     ("atendimentos.html", include_str!("templates/atendimentos.html")),

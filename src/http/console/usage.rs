@@ -106,7 +106,7 @@ pub(super) async fn usage(
 
 /// Questions neither a rule nor the FAQ answered (their turn went to the model): the last of each
 /// recent such conversation, masked — what the operator writes into the FAQ next.
-async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, vt_store::StoreError> {
+pub(super) async fn unanswered(state: &AppState, staff: &Staff) -> Result<Vec<Value>, vt_store::StoreError> {
     const SHOWN: i64 = 20;
     let query = ConversationQuery {
         intent: Some("general_chat".into()),

@@ -10,10 +10,10 @@ use serde::Serialize;
 use vt_connectors::tape::Exchange;
 
 use super::effects::{self, Effect};
-use crate::transcript::pseudonym::Pseudonyms;
 use crate::transcript::format::{
     Expect, ExpectRequest, LedgerExpect, ModelReply, Never, Setup, Transcript, Turn,
 };
+use crate::transcript::pseudonym::Pseudonyms;
 use vt_engine::TurnEvent;
 use vt_engine::llm::ChatMessage;
 use vt_store::{ConversationQuery, Store, StoreError, StoredMessage};

@@ -12,8 +12,8 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::IntoResponse;
 use vt_connectors::tape::{Exchange, normalized};
 
-use crate::transcript::pseudonym::Pseudonyms;
 use crate::transcript::format::ModelReply;
+use crate::transcript::pseudonym::Pseudonyms;
 use vt_engine::llm::{Completion, CompletionRequest, LlmError, LlmProvider, Scripted};
 
 /// The systems' recorded answers of one case, each given once.

@@ -313,7 +313,8 @@ async fn play_in(world: &World, t: &Transcript, report: &mut TranscriptReport) -
         report.turns.push(TurnReport::of(turn, &seen));
         totals.model_calls += seen.model_calls;
         totals.tokens += seen.handled.tokens.0 + seen.handled.tokens.1;
-        script_used_up(&world.model, t.setup.spare_replies).map_err(|(what, expected, actual)| mismatch(&what, expected, actual))?;
+        script_used_up(&world.model, t.setup.spare_replies)
+            .map_err(|(what, expected, actual)| mismatch(&what, expected, actual))?;
         check(&turn.expect, &seen).map_err(|(what, expected, actual)| mismatch(&what, expected, actual))?;
         world
             .pay(&turn.pays)

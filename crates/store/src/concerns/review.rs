@@ -9,6 +9,9 @@ pub trait ReviewStore: Send + Sync {
     /// (one flag per message and source, whoever and however often).
     async fn enqueue_review(&self, item: &NewReviewItem) -> Result<Option<i64>, StoreError>;
 
+    /// The messages of `conversation` a support agent flagged (their ids).
+    async fn flagged_messages(&self, conversation: &str) -> Result<Vec<i64>, StoreError>;
+
     async fn review_item(&self, id: i64) -> Result<Option<ReviewItem>, StoreError>;
 
     /// The newest `limit` items, `tenant`'s only when given, newest first.

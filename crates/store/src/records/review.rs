@@ -65,7 +65,10 @@ pub struct Expectation {
 impl Expectation {
     /// Whether it expects nothing (no test can be written from it).
     pub fn is_empty(&self) -> bool {
-        self.contains.is_empty() && self.not_contains.is_empty() && self.action.is_none() && self.never.is_none()
+        self.contains.is_empty()
+            && self.not_contains.is_empty()
+            && self.action.is_none()
+            && self.never.is_none()
     }
 }
 

@@ -27,6 +27,19 @@ impl<S: Sql> ReviewStore for S {
         rows.first().map(|r| r.value::<i64>("id")).transpose()
     }
 
+    async fn flagged_messages(&self, conversation: &str) -> Result<Vec<i64>, StoreError> {
+        let rows = self
+            .read_fresh(
+                Stmt::new(
+                    "SELECT message_id FROM review_items WHERE conversation_id = $1 AND source = 'sinalizada' \
+                     ORDER BY message_id",
+                )
+                .bind(conversation),
+            )
+            .await?;
+        rows.iter().map(|r| r.value::<i64>("message_id")).collect()
+    }
+
     async fn review_item(&self, id: i64) -> Result<Option<ReviewItem>, StoreError> {
         let row = self
             .read_one(Stmt::new("SELECT * FROM review_items WHERE id = $1").bind(id))
@@ -76,7 +89,8 @@ impl<S: Sql> ReviewStore for S {
     async fn faq_decisions(&self, tenant: &str) -> Result<Vec<FaqDecision>, StoreError> {
         let rows = self
             .read_fresh(
-                Stmt::new("SELECT * FROM faq_decisions WHERE tenant_id = $1 ORDER BY decided_at").bind(tenant),
+                Stmt::new("SELECT * FROM faq_decisions WHERE tenant_id = $1 ORDER BY decided_at")
+                    .bind(tenant),
             )
             .await?;
         rows.iter().map(rows::faq_decision).collect()

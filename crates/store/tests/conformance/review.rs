@@ -16,22 +16,46 @@ pub(crate) async fn a_flag_is_queued_once_and_labelled_once(store: Arc<dyn Store
         flagged_by: Some("ana".into()),
         created_at: now,
     };
-    let first = store.enqueue_review(&item("A", 7, "sinalizada")).await.expect("flag");
+    let first = store
+        .enqueue_review(&item("A", 7, "sinalizada"))
+        .await
+        .expect("flag");
     assert!(first.is_some());
     // The same message flagged again for the same source is the same item; another source is another.
-    assert_eq!(store.enqueue_review(&item("A", 7, "sinalizada")).await.expect("again"), None);
-    let auto = store.enqueue_review(&item("A", 7, "csat_baixo")).await.expect("auto");
+    assert_eq!(
+        store
+            .enqueue_review(&item("A", 7, "sinalizada"))
+            .await
+            .expect("again"),
+        None
+    );
+    let auto = store
+        .enqueue_review(&item("A", 7, "csat_baixo"))
+        .await
+        .expect("auto");
     assert!(auto.is_some() && auto != first);
-    store.enqueue_review(&item("B", 3, "sinalizada")).await.expect("B");
+    store
+        .enqueue_review(&item("B", 3, "sinalizada"))
+        .await
+        .expect("B");
 
+    assert_eq!(store.flagged_messages("c-rev-A").await.expect("flagged"), vec![7]);
+    assert!(store.flagged_messages("c-rev-C").await.expect("none").is_empty());
     let of_a = store.review_items(Some("A"), 10).await.expect("A's");
     assert_eq!(of_a.len(), 2);
-    assert!(of_a.iter().all(|i| i.item.tenant_id == "A" && i.state == ReviewState::Aberto));
+    assert!(
+        of_a.iter()
+            .all(|i| i.item.tenant_id == "A" && i.state == ReviewState::Aberto)
+    );
     assert_eq!(store.review_items(None, 10).await.expect("all").len(), 3);
 
     let id = first.expect("id");
     let kept = store.review_item(id).await.expect("read").expect("there");
-    assert_eq!(kept.item, item("A", 7, "sinalizada"), "the note comes back opened");
+    assert_eq!(
+        kept.item,
+        item("A", 7, "sinalizada"),
+        "the note comes back opened"
+    );
     let label = ReviewLabel {
         labels: vec!["faltou_informacao".into()],
         expectation: Expectation {
@@ -43,14 +67,25 @@ pub(crate) async fn a_flag_is_queued_once_and_labelled_once(store: Arc<dyn Store
         at: now,
     };
     assert!(store.label_review(id, &label).await.expect("label"));
-    assert!(!store.label_review(id, &label).await.expect("twice"), "labelled once");
-    assert!(!store.dismiss_review(id, "root", now).await.expect("dismiss"), "not open any more");
+    assert!(
+        !store.label_review(id, &label).await.expect("twice"),
+        "labelled once"
+    );
+    assert!(
+        !store.dismiss_review(id, "root", now).await.expect("dismiss"),
+        "not open any more"
+    );
     let labelled = store.review_item(id).await.expect("read").expect("there");
     assert_eq!(labelled.state, ReviewState::Rotulado);
     assert_eq!(labelled.labels, label.labels);
     assert_eq!(labelled.expectation, Some(label.expectation));
     assert_eq!(labelled.test_file.as_deref(), Some("revisao-1.yaml"));
-    assert!(store.dismiss_review(auto.expect("id"), "root", now).await.expect("dismiss"));
+    assert!(
+        store
+            .dismiss_review(auto.expect("id"), "root", now)
+            .await
+            .expect("dismiss")
+    );
 
     let decision = |what: &str| FaqDecision {
         tenant_id: "A".into(),
