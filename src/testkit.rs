@@ -21,7 +21,8 @@ pub use crate::outbox::TemplateUse;
 pub use crate::quality::{
     eval::EvalOptions, eval::load as load_eval_cases, eval::run as run_eval, replay::ReplayOptions,
     replay::Selection as ReplaySelection, replay::Verdict, replay::run as replay, transcripts::ModelChoice,
-    transcripts::RunOptions, transcripts::run_file, transcripts::run_transcript,
+    transcripts::RunOptions, transcripts::TranscriptReport, transcripts::run_file,
+    transcripts::run_transcript,
 };
 pub use crate::retention::{
     RetentionConfig, apply as apply_retention, erase as erase_subject, export as export_subject,
@@ -35,7 +36,8 @@ pub use crate::service::{
     automatico::PassFigures, automatico::port as automatic_port, board::BOARD, budgets::Orcamento,
     budgets::Standing, cases::CaseError, cases::HandoffConfig, cases::SupportAgent,
     complaints::payments_port, followups::STAGE as FOLLOW_UP_STAGE, hours::Hours, payments::PixSetup,
-    payments::Settled, payments::card_port, payments::pix_port, proposal::Proposal, teams::Equipe,
+    payments::Settled, payments::card_port, payments::pix_port, proposal::Proposal, review::RevisaoConfig,
+    teams::Equipe,
 };
 pub use crate::transcript::{
     collect as collect_transcripts, export::export as export_transcripts, format::Expect, format::Setup,

@@ -439,7 +439,7 @@ impl Review<'_> {
                     .file_name()?
                     .to_string_lossy()
                     .into_owned();
-                Some((name, r["failure"].is_null()))
+                Some((name, r["passed"].as_bool()?))
             })
             .collect();
         (verdicts, ran)

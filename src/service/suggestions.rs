@@ -48,16 +48,30 @@ pub(crate) fn answered_in(case: &Case, log: &[CaseEvent], messages: &[StoredMess
         .unwrap_or(0);
     let mut out = Vec::new();
     let mut asked: Vec<&str> = Vec::new();
-    for m in messages[start..].iter().take_while(|m| m.created_at <= closed) {
+    // The message that opened the case is often only the wish for a person ("quero falar com
+    // alguém"): the question is what came after it, when something did.
+    let mut holds_trigger = false;
+    for (i, m) in messages[start..]
+        .iter()
+        .take_while(|m| m.created_at <= closed)
+        .enumerate()
+    {
         match &m.message {
-            ChatMessage::User { content } => asked.push(content),
+            ChatMessage::User { content } => {
+                if i == 0 {
+                    holds_trigger = true;
+                } else if std::mem::take(&mut holds_trigger) {
+                    asked.clear();
+                }
+                asked.push(content);
+            }
             ChatMessage::HumanAgent { content, .. } => {
                 let words = content.split_whitespace().count();
                 if asked.is_empty() || words < SUBSTANTIVE_WORDS {
                     continue;
                 }
                 let question = asked.join(" ");
-                if !PER_PERSON.is_match(content) && !PER_PERSON.is_match(&question) {
+                if !PER_PERSON.is_match(content) {
                     out.push(Answered {
                         case: case.id.clone(),
                         question: mask_cards_in(&question),
@@ -65,6 +79,7 @@ pub(crate) fn answered_in(case: &Case, log: &[CaseEvent], messages: &[StoredMess
                     });
                 }
                 asked.clear();
+                holds_trigger = false;
             }
             _ => {}
         }
@@ -353,8 +368,8 @@ mod tests {
         let got = answered_in(&closed(Some("orientado")), &[], &messages);
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(
-            got[0].question,
-            "quero falar com alguém posso usar o cartão ****7890 em outra cidade?"
+            got[0].question, "posso usar o cartão ****7890 em outra cidade?",
+            "the wish for a person left out"
         );
         assert!(got[0].answer.starts_with("Não, o cartão vale"));
         assert!(

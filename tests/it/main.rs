@@ -43,6 +43,7 @@ mod processes_desk;
 mod processes_payments;
 mod processes_serve;
 mod replay;
+mod review;
 mod providers;
 mod router;
 mod safety;

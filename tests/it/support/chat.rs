@@ -95,6 +95,20 @@ async fn chat_harness_built(
         orcamentos: Vec::new(),
         conversations: None,
         autoatendimento: Default::default(),
+        review: None,
+    };
+    chat_harness_paying_or_not(parts, Pix::Off).await
+}
+
+/// [`chat_harness`] whose FAQ is read from `faq_dir` and whose review queue writes its tests (and
+/// approved suggestions their proofs) in `review_dir`; approved entries go to `faq_dir`.
+pub(crate) async fn chat_harness_reviewing(
+    faq_dir: &std::path::Path,
+    review_dir: &std::path::Path,
+) -> ChatHarness {
+    let parts = Parts {
+        review: Some((faq_dir.to_path_buf(), review_dir.to_path_buf())),
+        ..Parts::in_memory().await
     };
     chat_harness_paying_or_not(parts, Pix::Off).await
 }
@@ -209,6 +223,8 @@ struct Parts {
     conversations: Option<Arc<dyn vt_store::ConversationStore>>,
     /// `[autoatendimento]`: how a card not on record is checked before a block or a second copy.
     autoatendimento: vt_domain::tools::Autoatendimento,
+    /// The FAQ's folder and the review queue's tests folder (`faq_dir`, `[revisao] pasta`).
+    review: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Parts {
@@ -232,6 +248,7 @@ impl Parts {
             orcamentos: Vec::new(),
             conversations: None,
             autoatendimento: Default::default(),
+            review: None,
         }
     }
 }
@@ -347,6 +364,7 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         orcamentos,
         conversations,
         autoatendimento,
+        review,
     } = parts;
     use vt_connectors::systems::{SystemsConfig, VtSystems};
     use vt_simulators::systems::Simulator;
@@ -419,6 +437,11 @@ async fn chat_harness_paying_or_not(parts: Parts, pix: Pix) -> ChatHarness {
         transcricao,
         fotos,
         orcamentos,
+        faq_dir: review.as_ref().map(|(faq, _)| faq.clone()),
+        revisao: vt_agent::testkit::RevisaoConfig {
+            pasta: review.map(|(_, dir)| dir),
+            ..Default::default()
+        },
         ..Default::default()
     };
     // As the composition root: a complaint reads the conversation's charges.
