@@ -54,7 +54,7 @@ impl Seed {
     }
 
     fn coin(&mut self) -> bool {
-        self.next() % 2 == 0
+        self.next().is_multiple_of(2)
     }
 }
 

@@ -146,6 +146,16 @@ fn invalid(field: &'static str, why: impl Into<String>) -> ReviewError {
     }
 }
 
+/// A bot message flagged: where, why, and the agent's note.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flag<'a> {
+    pub conversation: &'a str,
+    pub message_id: i64,
+    /// A key of [`REASONS`].
+    pub reason: &'a str,
+    pub note: &'a str,
+}
+
 /// A line of a conversation as the queue shows it, personal data replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Line {
@@ -202,17 +212,20 @@ impl Review<'_> {
         self.settings
     }
 
-    /// A support agent flags bot message `message_id` of `conversation`: the item's id (`None`: it
-    /// was flagged before). `tenant`: the agent's, when they see only theirs.
+    /// A support agent (`who`) flags a bot message: the item's id (`None`: it was flagged before).
+    /// `tenant`: the agent's, when they see only theirs.
     pub(crate) async fn flag(
         &self,
         tenant: Option<&str>,
         who: &str,
-        conversation: &str,
-        message_id: i64,
-        reason: &str,
-        note: &str,
+        flag: Flag<'_>,
     ) -> Result<Option<i64>, ReviewError> {
+        let Flag {
+            conversation,
+            message_id,
+            reason,
+            note,
+        } = flag;
         if !REASONS.iter().any(|(k, _)| *k == reason) {
             return Err(invalid("motivo", "escolha um dos motivos da lista"));
         }

@@ -293,7 +293,7 @@ pub fn language_of(text: &str) -> Option<&'static str> {
         .collect();
     let score = |list: &[&str]| words.iter().filter(|w| list.contains(&w.as_str())).count();
     let mut scores: Vec<(&str, usize)> = WORDS.iter().map(|(l, list)| (*l, score(list))).collect();
-    scores.sort_by(|a, b| b.1.cmp(&a.1));
+    scores.sort_by_key(|s| std::cmp::Reverse(s.1));
     (scores[0].1 >= 2 && scores[0].1 > scores[1].1).then_some(scores[0].0)
 }
 

@@ -18,7 +18,7 @@ use super::pages::{
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
-use crate::service::review::{REASONS, ReviewError, SOURCES, weekly};
+use crate::service::review::{Flag, REASONS, ReviewError, SOURCES, weekly};
 use crate::service::suggestions::Approval;
 use vt_store::{Expectation, ReviewState};
 
@@ -70,17 +70,16 @@ pub(super) async fn flag(
         return bad_form(&staff);
     }
     let tenant = tenant_filter(&staff);
+    let flag = Flag {
+        conversation: &conversation,
+        message_id: form.mensagem,
+        reason: &form.motivo,
+        note: &form.observacao,
+    };
     let flagged = state
         .service
         .review()
-        .flag(
-            tenant.as_deref(),
-            &staff.caller.name,
-            &conversation,
-            form.mensagem,
-            &form.motivo,
-            &form.observacao,
-        )
+        .flag(tenant.as_deref(), &staff.caller.name, flag)
         .await;
     let referer = headers
         .get(axum::http::header::REFERER)
