@@ -12,7 +12,8 @@
 //! - [`Automatic`] — recharges that happen by themselves (Pix Automático): one charge per cycle and
 //!   card, credited once;
 //! - [`Outcomes`] — how conversations end, and what card holders thought of it;
-//! - [`Spending`] — each tenant's month against its budget.
+//! - [`Spending`] — each tenant's month against its budget;
+//! - [`Review`] — answers flagged and labelled into tests, FAQ entries suggested from agents' answers.
 //!
 //! Two rooms are shared by jobs: the [`Speaker`] (what is said in a conversation outside a turn, as
 //! its channel takes it) and the [`Board`] (the support board's items). Readers outside the service
@@ -99,7 +100,7 @@ pub struct Review<'a> {
     pub(super) cases: &'a dyn CaseStore,
     pub(super) outcomes: &'a dyn OutcomeStore,
     pub(super) review: &'a dyn vt_store::ReviewStore,
-    pub(super) settings: &'a super::review::ReviewSettings,
+    pub(super) settings: &'a super::ReviewSettings,
 }
 
 /// Recharges whose outcome came late, followed up until they settle.

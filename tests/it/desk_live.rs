@@ -319,6 +319,8 @@ async fn an_offer_reaches_the_agent_live_and_a_noted_transfer_reaches_the_other_
             .expect("same page"),
         json!(true)
     );
+    // The notification comes with the offer's event, the queue with its own read: either may be first.
+    until(&b, "return window.__avisos.length > 0").await;
     let b_raised: Value = b
         .client
         .execute("return window.__avisos", vec![])
