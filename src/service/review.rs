@@ -199,6 +199,20 @@ pub(crate) fn lines_upto(messages: &[StoredMessage], upto: i64, login: &str) -> 
         .collect()
 }
 
+/// The bot's answer the card holder asked for a person right after: the last one before their last
+/// message at or before `at` (the case's opening), when that message came within [`RIGHT_AFTER`].
+fn answer_before_asking(messages: &[StoredMessage], at: DateTime<Utc>) -> Option<&StoredMessage> {
+    let asked = messages
+        .iter()
+        .rev()
+        .find(|m| m.created_at <= at && matches!(m.message, ChatMessage::User { .. }))?;
+    let answer = messages
+        .iter()
+        .rev()
+        .find(|m| m.id < asked.id && bot_text(m).is_some())?;
+    (asked.created_at - answer.created_at <= RIGHT_AFTER).then_some(answer)
+}
+
 /// The last bot answer at or before `at`.
 fn last_answer_before(messages: &[StoredMessage], at: DateTime<Utc>) -> Option<&StoredMessage> {
     messages
@@ -307,19 +321,14 @@ impl Review<'_> {
             return Ok(false);
         };
         let messages = self.conversations.messages(conversation).await?;
-        let Some(answer) = last_answer_before(&messages, at) else {
+        let answer = if source == "caso_apos_resposta" {
+            answer_before_asking(&messages, at)
+        } else {
+            last_answer_before(&messages, at)
+        };
+        let Some(answer) = answer else {
             return Ok(false);
         };
-        // A case opened long after the bot last spoke was not opened because of its answer.
-        if source == "caso_apos_resposta" {
-            let asked_after = messages
-                .iter()
-                .filter(|m| m.id > answer.id && m.created_at <= at)
-                .any(|m| matches!(m.message, ChatMessage::User { .. }));
-            if !asked_after || at - answer.created_at > RIGHT_AFTER {
-                return Ok(false);
-            }
-        }
         let item = NewReviewItem {
             tenant_id: conv.tenant_id,
             conversation_id: conversation.to_owned(),

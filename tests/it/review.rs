@@ -265,3 +265,119 @@ async fn a_flagged_answer_becomes_a_red_test_that_the_suggested_faq_entry_turns_
     assert!(b.text("#revisao-semanas").await.contains("faltou_informacao 1"));
     b.close().await;
 }
+
+/// Over HTTP: what the product enqueues itself (a case opened right after the bot's answer, once however
+/// often the queue is read), a flag refused on a message that is not the bot's (naming the field), and
+/// another tenant's support agent who cannot flag at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_checked() {
+    use crate::console::{csrf_of, no_redirects, session};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let faq = faq_copy(tmp.path());
+    let chat = Arc::new(chat_harness_reviewing(&faq, &tmp.path().join("revisao")).await);
+    chat.clock.set(at(0));
+    chat.say("c-logo", "saldo do cartão 2345678901").await;
+    chat.clock.set(at(2));
+    chat.say("c-logo", "quero falar com um atendente").await;
+    chat.clock.set(at(60));
+    chat.say("c-tarde", "saldo do cartão 2345678901").await;
+    chat.clock.set(at(90));
+    chat.say("c-tarde", "quero falar com um atendente").await;
+    let state = AppState::new(chat.service.clone(), "vt", config()).with_console(&ConsoleConfig {
+        secret: Some(SECRET.into()),
+        ..ConsoleConfig::default()
+    });
+    let s = serve_state(chat.clone(), state).await;
+    let client = no_redirects();
+    let admin = session("operacao", 600, SECRET);
+    let page = |cookie: String| {
+        let client = client.clone();
+        let url = format!("{}/console/revisao", s.url);
+        async move {
+            client
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("queue")
+                .text()
+                .await
+                .expect("html")
+        }
+    };
+    let queue = page(admin.clone()).await;
+    assert_eq!(
+        queue.matches("Pediu uma pessoa logo depois").count(),
+        1,
+        "only the case 2 minutes after: {queue}"
+    );
+    assert_eq!(
+        page(admin.clone())
+            .await
+            .matches("class=\"item-revisao\"")
+            .count(),
+        1,
+        "enqueued once"
+    );
+
+    // The support agent's flag: on the card holder's own message it is refused, naming the field.
+    let support = session("suporte", 600, SECRET);
+    let conversation = client
+        .get(format!("{}/console/conversations/c-logo", s.url))
+        .header("cookie", &support)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let csrf = csrf_of(&conversation);
+    let messages = chat.store.messages("c-logo").await.expect("messages");
+    let theirs = messages
+        .iter()
+        .find(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
+        .expect("a message");
+    let refused = client
+        .post(format!("{}/console/conversations/c-logo/sinalizar", s.url))
+        .header("cookie", &support)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", csrf.as_str()),
+                ("mensagem", &theirs.id.to_string()),
+                ("motivo", "outro"),
+                ("observacao", ""),
+            ])
+            .expect("form"),
+        )
+        .send()
+        .await
+        .expect("flag");
+    assert_eq!(refused.status(), 422);
+    let said = refused.text().await.expect("html");
+    assert!(
+        said.contains("mensagem: só uma resposta do assistente pode ser sinalizada"),
+        "{said}"
+    );
+    let reason = client
+        .post(format!("{}/console/conversations/c-logo/sinalizar", s.url))
+        .header("cookie", &support)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", csrf.as_str()),
+                ("mensagem", &theirs.id.to_string()),
+                ("motivo", "<script>"),
+                ("observacao", ""),
+            ])
+            .expect("form"),
+        )
+        .send()
+        .await
+        .expect("flag");
+    let said = reason.text().await.expect("html");
+    assert!(
+        said.contains("motivo: escolha") && !said.contains("<script>"),
+        "the field named, never its value"
+    );
+}
