@@ -353,7 +353,7 @@ impl Review<'_> {
         tenant: Option<&str>,
         id: i64,
     ) -> Result<(ReviewItem, Vec<Line>), ReviewError> {
-        let item = self.review.review_item(id).await?.ok_or(ReviewError::NotFound)?;
+        let mut item = self.review.review_item(id).await?.ok_or(ReviewError::NotFound)?;
         if tenant.is_some_and(|t| t != item.item.tenant_id) {
             return Err(ReviewError::NotFound);
         }
@@ -366,6 +366,10 @@ impl Review<'_> {
             .unwrap_or_default();
         let messages = self.conversations.messages(conversation).await?;
         let lines = lines_upto(&messages, item.item.message_id, &login);
+        // The agent's note may quote the person: their name or phone goes as in the lines.
+        let mut p = Pseudonyms::default();
+        p.know_name(&login);
+        item.item.note = item.item.note.as_deref().map(|n| p.text(n));
         Ok((item, lines))
     }
 

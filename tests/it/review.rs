@@ -156,9 +156,11 @@ async fn a_flagged_answer_becomes_a_red_test_that_the_suggested_faq_entry_turns_
             .contains("Sinalizada")
     );
     b.sign_out().await;
+    b.wait_path("/console").await;
 
     // The reviewer finds it in the queue: the conversation up to the answer, the person's data replaced.
     b.sign_in(base, ADMIN).await;
+    b.wait_path("/console/fila").await;
     b.client
         .goto(&format!("{base}/console/revisao"))
         .await
