@@ -3,7 +3,8 @@
 //! in a case that moved money or blocked a card, not a fact about one person (a balance, a card, a
 //! protocol) — grouped at zero tokens ([`vt_domain::suggest`]). An administrator approves one (its
 //! title, keywords and answer edited: a new `faq/` entry and a transcript proving it is answered at
-//! level 1, in the review folder) or dismisses it; each decision is kept, so it is not offered again.
+//! level 1, in the review folder), attaches one an entry already answers to that entry (its keywords
+//! grown), or dismisses it; each decision is kept, so it is not offered again.
 
 use std::sync::LazyLock;
 
@@ -220,6 +221,73 @@ impl Review<'_> {
         self.decide(tenant, key, "aprovada", Some(entry.id.clone()), who)
             .await?;
         Ok(entry.id)
+    }
+
+    /// Attaches suggestion `key` to the entry that already answers it: `keywords` (comma separated)
+    /// join the entry's file, and a transcript proves a phrasing of the group, one the entry missed
+    /// when one did, is answered by it at level 1. Returns the entry's id.
+    pub(crate) async fn attach(
+        &self,
+        tenant: &str,
+        key: &str,
+        who: &str,
+        keywords: &str,
+    ) -> Result<String, ReviewError> {
+        let suggestion = self.undecided(tenant, key).await?;
+        let id = suggestion.covered_by.clone().ok_or(ReviewError::NotFound)?;
+        let faq = self.faq().ok_or(ReviewError::NotFound)?;
+        let mut entry = faq
+            .entries()
+            .iter()
+            .find(|e| e.id == id)
+            .cloned()
+            .ok_or(ReviewError::NotFound)?;
+        let path = self.settings.faq_dir.join(format!("{id}.md"));
+        if !path.exists() {
+            return Err(invalid(
+                "entrada",
+                "a entrada não está na pasta da FAQ deste serviço",
+            ));
+        }
+        let missed: Vec<&String> = suggestion
+            .questions
+            .iter()
+            .filter(|q| faq.clear_match(q).is_none_or(|e| e.id != id))
+            .collect();
+        for k in keywords
+            .split(',')
+            .map(|k| k.trim().to_lowercase())
+            .filter(|k| !k.is_empty())
+        {
+            if !entry.palavras.contains(&k) {
+                entry.palavras.push(k);
+            }
+        }
+        let entries: Vec<FaqEntry> = faq
+            .entries()
+            .iter()
+            .map(|e| if e.id == id { entry.clone() } else { e.clone() })
+            .collect();
+        let grown = Faq::new(entries).map_err(|e| invalid("palavras_chave", e.to_string()))?;
+        let answered = |q: &&String| grown.clear_match(q).is_some_and(|e| e.id == id);
+        let Some(asked) = missed
+            .iter()
+            .copied()
+            .find(answered)
+            .or_else(|| suggestion.questions.iter().find(answered))
+        else {
+            return Err(invalid(
+                "palavras_chave",
+                "nenhuma pergunta do grupo encontra a entrada com estas palavras",
+            ));
+        };
+        let proof = proof_of(&entry, asked);
+        let name = format!("faq-{id}-{key}.yaml");
+        let yaml = serde_yaml::to_string(&proof).map_err(|_| ReviewError::File(name.clone()))?;
+        std::fs::write(&path, entry.to_file()).map_err(|_| ReviewError::File(path.display().to_string()))?;
+        self.write_file(&name, &yaml)?;
+        self.decide(tenant, key, "anexada", Some(id.clone()), who).await?;
+        Ok(id)
     }
 
     /// The entry an approval writes, checked: a title and an answer in the FAQ's language, a file

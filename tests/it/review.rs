@@ -383,3 +383,88 @@ async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_
         "the field named, never its value"
     );
 }
+
+/// A question the FAQ already answers for most of its phrasings is attached to that entry: the words it
+/// missed join the entry's keywords, and its proof passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suggestion_an_entry_already_covers_grows_that_entry() {
+    use crate::console::{csrf_of, no_redirects, session};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let faq = faq_copy(tmp.path());
+    let tests = tmp.path().join("revisao");
+    let chat = Arc::new(chat_harness_reviewing(&faq, &tests).await);
+    let asked = [
+        (
+            "qual o valor mínimo de uma recarga?",
+            "Cada recarga vai de 1 a 1.000 reais; o mínimo é 1 real.",
+        ),
+        (
+            "qual o valor máximo de uma recarga?",
+            "Cada recarga vai de 1 a 1.000 reais; o máximo é mil reais.",
+        ),
+        (
+            "tem um valor mínimo pra colocar de crédito?",
+            "Cada recarga vai de 1 a 1.000 reais, então o mínimo é 1 real.",
+        ),
+    ];
+    for (n, (q, a)) in asked.iter().enumerate() {
+        answered_by_hand(&chat, n, q, a).await;
+    }
+    let state = AppState::new(chat.service.clone(), "vt", config()).with_console(&ConsoleConfig {
+        secret: Some(SECRET.into()),
+        ..ConsoleConfig::default()
+    });
+    let s = serve_state(chat.clone(), state).await;
+    let client = no_redirects();
+    let admin = session("operacao", 600, SECRET);
+    let page = client
+        .get(format!("{}/console/sugestoes", s.url))
+        .header("cookie", &admin)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(
+        page.contains("Já coberta pela entrada <code>limites</code>"),
+        "{page}"
+    );
+    let start = page.find("/anexar\"").expect("an attach form");
+    let key = &page[page[..start].rfind("/console/sugestoes/").expect("action") + 19..start];
+    let r = client
+        .post(format!("{}/console/sugestoes/{key}/anexar", s.url))
+        .header("cookie", &admin)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", csrf_of(&page).as_str()),
+                ("palavras", "valor mínimo pra colocar, crédito"),
+            ])
+            .expect("form"),
+        )
+        .send()
+        .await
+        .expect("attach");
+    let to = r.headers()["location"].to_str().expect("location").to_owned();
+    assert!(to.contains("ok="), "{to}");
+    let entry = std::fs::read_to_string(faq.join("limites.md")).expect("entry");
+    assert!(entry.contains("valor mínimo pra colocar, crédito"), "{entry}");
+    assert!(
+        vt_domain::faq::FaqEntry::parse("limites", &entry).is_ok(),
+        "the entry still reads"
+    );
+    let proof = tests.join(format!("faq-limites-{key}.yaml"));
+    let report = run(&proof, &faq).await;
+    assert!(report.passed, "{:?}", report.failure.map(|m| m.to_string()));
+    let after = client
+        .get(format!("{}/console/sugestoes", s.url))
+        .header("cookie", &admin)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(!after.contains("/anexar\""), "decided once, not offered again");
+}

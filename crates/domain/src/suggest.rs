@@ -60,7 +60,7 @@ pub struct Suggestion {
     pub questions: Vec<String>,
     /// The distinct answers, the most central first.
     pub answers: Vec<String>,
-    /// The group's heaviest stems: keywords to start from.
+    /// The group's heaviest words, as its phrasings write them most: keywords to start from.
     pub keywords: Vec<String>,
     /// The FAQ entry (its id) that already answers it, when one clearly does.
     pub covered_by: Option<String>,
@@ -223,7 +223,11 @@ pub fn suggest(answered: &[Answered], grouping: Grouping, faq: Option<&Faq>) -> 
                 key: key_of(&answered[first]),
                 source_count: cases.len(),
                 answers: distinct(members.iter().map(|&m| answered[m].answer.as_str())),
-                keywords: heavy.into_iter().take(6).map(|(k, _)| k.clone()).collect(),
+                keywords: heavy
+                    .into_iter()
+                    .filter_map(|(stem, _)| written_as(stem, &questions))
+                    .take(6)
+                    .collect(),
                 questions,
                 covered_by,
                 members,
@@ -232,6 +236,22 @@ pub fn suggest(answered: &[Answered], grouping: Grouping, faq: Option<&Faq>) -> 
         .collect();
     out.sort_by(|a, b| b.source_count.cmp(&a.source_count).then(a.key.cmp(&b.key)));
     out
+}
+
+/// The word of `questions` that `stem` comes from most often (`None`: only an answer uses it).
+fn written_as(stem: &str, questions: &[String]) -> Option<String> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for q in questions {
+        for word in q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            if stems(word).first().is_some_and(|s| s == stem) {
+                *counts.entry(word.to_lowercase()).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(w, _)| w)
 }
 
 /// The entry that clearly answers most of the group's phrasings, if one does.
@@ -343,7 +363,7 @@ mod tests {
         assert_eq!(found[0].source_count, 3);
         assert_eq!(found[0].questions.len(), 3);
         assert!(
-            found[0].keywords.iter().any(|k| k.starts_with("cidad")),
+            found[0].keywords.iter().any(|k| k == "cidade"),
             "{:?}",
             found[0].keywords
         );

@@ -65,6 +65,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/console/revisao/{id}/descartar", post(review::dismiss))
         .route("/console/sugestoes", get(review::suggestions))
         .route("/console/sugestoes/{chave}/aprovar", post(review::approve))
+        .route("/console/sugestoes/{chave}/anexar", post(review::attach))
         .route(
             "/console/sugestoes/{chave}/descartar",
             post(review::dismiss_suggestion),

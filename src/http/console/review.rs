@@ -418,6 +418,43 @@ pub(super) async fn approve(
     }
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct AttachForm {
+    csrf: String,
+    palavras: String,
+}
+
+pub(super) async fn attach(
+    State(state): State<AppState>,
+    staff: Staff,
+    Path(key): Path<String>,
+    Form(form): Form<AttachForm>,
+) -> Response {
+    if !staff.csrf_ok(&form.csrf) {
+        return bad_form(&staff);
+    }
+    if !staff.is_admin() {
+        return admins_only(&staff);
+    }
+    match state
+        .service
+        .review()
+        .attach(&staff.caller.tenant, &key, &staff.caller.name, &form.palavras)
+        .await
+    {
+        Ok(entry) => back(
+            "/console/sugestoes",
+            "ok",
+            &format!(
+                "Palavras-chave acrescentadas à entrada {entry}.md, com o teste faq-{entry}-{key}.yaml; vale a partir do próximo início do serviço."
+            ),
+        ),
+        Err(ReviewError::Store(e)) => store_failed(&staff, &e),
+        Err(e) => back("/console/sugestoes", "erro", &format!("Não acrescentada: {e}.")),
+    }
+}
+
 pub(super) async fn dismiss_suggestion(
     State(state): State<AppState>,
     staff: Staff,
