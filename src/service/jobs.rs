@@ -101,6 +101,8 @@ pub struct Review<'a> {
     pub(super) outcomes: &'a dyn OutcomeStore,
     pub(super) review: &'a dyn vt_store::ReviewStore,
     pub(super) settings: &'a super::ReviewSettings,
+    /// When this process last looked for what the product enqueues itself.
+    pub(super) swept: &'a std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 /// Recharges whose outcome came late, followed up until they settle.
@@ -247,6 +249,7 @@ impl Services {
             outcomes: &*self.stores.outcomes,
             review: &*self.stores.review,
             settings: &self.review,
+            swept: &self.review_swept,
         }
     }
 

@@ -422,6 +422,8 @@ pub struct Services {
     quiet: QuietHours,
     /// `[revisao]`.
     review: review::ReviewSettings,
+    /// The review queue's last sweep in this process: the next reads only what came since.
+    review_swept: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 /// Something said in a conversation outside a turn: a Pix receipt, a late recharge's outcome, a
@@ -479,6 +481,7 @@ impl Services {
             said: tokio::sync::broadcast::channel(64).0,
             quiet,
             review,
+            review_swept: std::sync::Mutex::new(None),
         }
     }
 

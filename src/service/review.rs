@@ -283,12 +283,27 @@ impl Review<'_> {
 
     /// Enqueues what the product finds itself over the last days: stretches scored 1 or 2, stretches
     /// the person came back for, cases opened at the assistant's limit or right after its answer.
-    /// Idempotent: each message once per reason. How many it added.
+    /// Idempotent: each message once per reason. A process's first sweep reads 30 days, the next ones
+    /// what came since. How many it added.
     pub(crate) async fn sweep(&self) -> Result<usize, StoreError> {
         let now = self.engine.now();
-        let since = now - Duration::days(SWEEP_DAYS);
+        let window = now - Duration::days(SWEEP_DAYS);
+        // After this process's first look, only what came since: cases opened since then (a few minutes
+        // of slack for commits in flight), stretches that ended within a week (a score, or the return
+        // that reopens one, comes days later).
+        let last = *self
+            .swept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (cases_since, outcomes_since) = match last {
+            Some(t) => (
+                (t - Duration::minutes(5)).max(window),
+                (t - Duration::days(7)).max(window),
+            ),
+            None => (window, window),
+        };
         let mut found: Vec<(String, DateTime<Utc>, &'static str)> = Vec::new();
-        for o in self.outcomes.outcomes_since(since).await? {
+        for o in self.outcomes.outcomes_since(outcomes_since).await? {
             if o.nota.is_some_and(|n| n <= 2) {
                 found.push((o.conversation_id.clone(), o.ate, "csat_baixo"));
             }
@@ -296,7 +311,9 @@ impl Review<'_> {
                 found.push((o.conversation_id, o.ate, "reaberta"));
             }
         }
-        for c in self.cases.cases_opened_between(None, since, now).await? {
+        // Up to now, inclusive (the range's end is not).
+        let until = now + Duration::seconds(1);
+        for c in self.cases.cases_opened_between(None, cases_since, until).await? {
             let source = if c.motivo == vt_contract::HandoffReason::LimiteDoAssistente {
                 "limite_do_assistente"
             } else {
@@ -308,6 +325,10 @@ impl Review<'_> {
         for (conversation, at, source) in found {
             added += usize::from(self.enqueue_found(&conversation, at, source).await?);
         }
+        *self
+            .swept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
         Ok(added)
     }
 

@@ -313,13 +313,16 @@ async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_
         1,
         "only the case 2 minutes after: {queue}"
     );
+    // Read again after another case came right after an answer: that one joins, the first stays one.
+    chat.clock.set(at(95));
+    chat.say("c-depois", "saldo do cartão 2345678901").await;
+    chat.clock.set(at(96));
+    chat.say("c-depois", "quero falar com um atendente").await;
+    let again = page(admin.clone()).await;
     assert_eq!(
-        page(admin.clone())
-            .await
-            .matches("class=\"item-revisao\"")
-            .count(),
-        1,
-        "enqueued once"
+        again.matches("class=\"item-revisao\"").count(),
+        2,
+        "the new one added, the first once: {again}"
     );
 
     // The support agent's flag: on the card holder's own message it is refused, naming the field.
