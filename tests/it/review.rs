@@ -101,6 +101,34 @@ async fn run(path: &Path, faq: &Path) -> vt_agent::testkit::TranscriptReport {
     vt_agent::testkit::run_file(path, &options).await
 }
 
+/// A console page's HTML, signed in by `cookie`.
+async fn html(client: &reqwest::Client, url: String, cookie: &str) -> String {
+    let r = client
+        .get(url)
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("page");
+    r.text().await.expect("html")
+}
+
+/// A console form posted, signed in by `cookie`.
+async fn post_form(
+    client: &reqwest::Client,
+    url: String,
+    cookie: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    client
+        .post(url)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(fields).expect("form"))
+        .send()
+        .await
+        .expect("post")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flagged_answer_becomes_a_red_test_that_the_suggested_faq_entry_turns_green() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -292,22 +320,8 @@ async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_
     let s = serve_state(chat.clone(), state).await;
     let client = no_redirects();
     let admin = session("operacao", 600, SECRET);
-    let page = |cookie: String| {
-        let client = client.clone();
-        let url = format!("{}/console/revisao", s.url);
-        async move {
-            client
-                .get(url)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .expect("queue")
-                .text()
-                .await
-                .expect("html")
-        }
-    };
-    let queue = page(admin.clone()).await;
+    let queue_url = format!("{}/console/revisao", s.url);
+    let queue = html(&client, queue_url.clone(), &admin).await;
     assert_eq!(
         queue.matches("Pediu uma pessoa logo depois").count(),
         1,
@@ -318,7 +332,7 @@ async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_
     chat.say("c-depois", "saldo do cartão 2345678901").await;
     chat.clock.set(at(96));
     chat.say("c-depois", "quero falar com um atendente").await;
-    let again = page(admin.clone()).await;
+    let again = html(&client, queue_url, &admin).await;
     assert_eq!(
         again.matches("class=\"item-revisao\"").count(),
         2,
@@ -327,59 +341,48 @@ async fn the_product_enqueues_a_case_opened_right_after_an_answer_and_a_flag_is_
 
     // The support agent's flag: on the card holder's own message it is refused, naming the field.
     let support = session("suporte", 600, SECRET);
-    let conversation = client
-        .get(format!("{}/console/conversations/c-logo", s.url))
-        .header("cookie", &support)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
+    let conversation = html(
+        &client,
+        format!("{}/console/conversations/c-logo", s.url),
+        &support,
+    )
+    .await;
     let csrf = csrf_of(&conversation);
     let messages = chat.store.messages("c-logo").await.expect("messages");
     let theirs = messages
         .iter()
         .find(|m| matches!(m.message, vt_engine::llm::ChatMessage::User { .. }))
         .expect("a message");
-    let refused = client
-        .post(format!("{}/console/conversations/c-logo/sinalizar", s.url))
-        .header("cookie", &support)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf.as_str()),
-                ("mensagem", &theirs.id.to_string()),
-                ("motivo", "outro"),
-                ("observacao", ""),
-            ])
-            .expect("form"),
-        )
-        .send()
-        .await
-        .expect("flag");
+    let refused = post_form(
+        &client,
+        format!("{}/console/conversations/c-logo/sinalizar", s.url),
+        &support,
+        &[
+            ("csrf", &csrf),
+            ("mensagem", &theirs.id.to_string()),
+            ("motivo", "outro"),
+            ("observacao", ""),
+        ],
+    )
+    .await;
     assert_eq!(refused.status(), 422);
     let said = refused.text().await.expect("html");
     assert!(
         said.contains("mensagem: só uma resposta do assistente pode ser sinalizada"),
         "{said}"
     );
-    let reason = client
-        .post(format!("{}/console/conversations/c-logo/sinalizar", s.url))
-        .header("cookie", &support)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf.as_str()),
-                ("mensagem", &theirs.id.to_string()),
-                ("motivo", "<script>"),
-                ("observacao", ""),
-            ])
-            .expect("form"),
-        )
-        .send()
-        .await
-        .expect("flag");
+    let reason = post_form(
+        &client,
+        format!("{}/console/conversations/c-logo/sinalizar", s.url),
+        &support,
+        &[
+            ("csrf", &csrf),
+            ("mensagem", &theirs.id.to_string()),
+            ("motivo", "<script>"),
+            ("observacao", ""),
+        ],
+    )
+    .await;
     let said = reason.text().await.expect("html");
     assert!(
         said.contains("motivo: escolha") && !said.contains("<script>"),
@@ -420,35 +423,21 @@ async fn a_suggestion_an_entry_already_covers_grows_that_entry() {
     let s = serve_state(chat.clone(), state).await;
     let client = no_redirects();
     let admin = session("operacao", 600, SECRET);
-    let page = client
-        .get(format!("{}/console/sugestoes", s.url))
-        .header("cookie", &admin)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
+    let page = html(&client, format!("{}/console/sugestoes", s.url), &admin).await;
     assert!(
         page.contains("Já coberta pela entrada <code>limites</code>"),
         "{page}"
     );
     let start = page.find("/anexar\"").expect("an attach form");
     let key = &page[page[..start].rfind("/console/sugestoes/").expect("action") + 19..start];
-    let r = client
-        .post(format!("{}/console/sugestoes/{key}/anexar", s.url))
-        .header("cookie", &admin)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf_of(&page).as_str()),
-                ("palavras", "valor mínimo pra colocar, crédito"),
-            ])
-            .expect("form"),
-        )
-        .send()
-        .await
-        .expect("attach");
+    let csrf = csrf_of(&page);
+    let r = post_form(
+        &client,
+        format!("{}/console/sugestoes/{key}/anexar", s.url),
+        &admin,
+        &[("csrf", &csrf), ("palavras", "valor mínimo pra colocar, crédito")],
+    )
+    .await;
     let to = r.headers()["location"].to_str().expect("location").to_owned();
     assert!(to.contains("ok="), "{to}");
     let entry = std::fs::read_to_string(faq.join("limites.md")).expect("entry");
@@ -460,14 +449,6 @@ async fn a_suggestion_an_entry_already_covers_grows_that_entry() {
     let proof = tests.join(format!("faq-limites-{key}.yaml"));
     let report = run(&proof, &faq).await;
     assert!(report.passed, "{:?}", report.failure.map(|m| m.to_string()));
-    let after = client
-        .get(format!("{}/console/sugestoes", s.url))
-        .header("cookie", &admin)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("html");
+    let after = html(&client, format!("{}/console/sugestoes", s.url), &admin).await;
     assert!(!after.contains("/anexar\""), "decided once, not offered again");
 }

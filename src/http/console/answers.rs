@@ -9,7 +9,7 @@ use axum::response::Response;
 use minijinja::context;
 use serde::Deserialize;
 
-use super::pages::{admins_only, bad_form, frame, see_other, store_failed};
+use super::pages::{admin_form, admins_only, frame, see_other, store_failed};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
@@ -82,11 +82,8 @@ pub(super) async fn save(
     staff: Staff,
     Form(form): Form<AnswerForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     let shortcut = form.atalho.trim().trim_start_matches('/');
     let team = Some(form.equipe.trim()).filter(|t| !t.is_empty());
@@ -120,11 +117,8 @@ pub(super) async fn delete(
     Path(shortcut): Path<String>,
     Form(form): Form<DeleteForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     match state
         .stores

@@ -105,6 +105,15 @@ pub(super) fn bad_form(staff: &Staff) -> Response {
     )
 }
 
+/// Why an administrator's form is refused (the page saying so), if it is: its CSRF token is not the
+/// session's, or the one sending it is no administrator.
+pub(super) fn admin_form(staff: &Staff, csrf: &str) -> Option<Response> {
+    if !staff.csrf_ok(csrf) {
+        return Some(bad_form(staff));
+    }
+    (!staff.is_admin()).then(|| admins_only(staff))
+}
+
 pub(super) fn admins_only(staff: &Staff) -> Response {
     notice(
         StatusCode::FORBIDDEN,

@@ -12,8 +12,8 @@ use minijinja::{Value, context};
 use serde::Deserialize;
 
 use super::pages::{
-    admins_only, bad_form, frame, masked, not_found, path_segment, see_other, store_failed, tenant_filter,
-    when,
+    admin_form, admins_only, bad_form, frame, masked, not_found, path_segment, see_other, store_failed,
+    tenant_filter, when,
 };
 use super::render;
 use super::session::Staff;
@@ -257,11 +257,8 @@ pub(super) async fn label(
     body: String,
 ) -> Response {
     let form: LabelForm = serde_urlencoded::from_str(&body).unwrap_or_default();
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     let labels: Vec<String> = serde_urlencoded::from_str::<Vec<(String, String)>>(&body)
         .unwrap_or_default()
@@ -311,11 +308,8 @@ pub(super) async fn dismiss(
     Path(id): Path<i64>,
     Form(form): Form<PlainForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     match state
         .service
@@ -389,11 +383,8 @@ pub(super) async fn approve(
     Path(key): Path<String>,
     Form(form): Form<ApproveForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     let approval = Approval {
         title: form.titulo,
@@ -431,11 +422,8 @@ pub(super) async fn attach(
     Path(key): Path<String>,
     Form(form): Form<AttachForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     match state
         .service
@@ -461,11 +449,8 @@ pub(super) async fn dismiss_suggestion(
     Path(key): Path<String>,
     Form(form): Form<PlainForm>,
 ) -> Response {
-    if !staff.csrf_ok(&form.csrf) {
-        return bad_form(&staff);
-    }
-    if !staff.is_admin() {
-        return admins_only(&staff);
+    if let Some(refused) = admin_form(&staff, &form.csrf) {
+        return refused;
     }
     match state
         .service
