@@ -1,6 +1,6 @@
 //! FAQ suggestions from agents' answers (reported, not asserted): the synthetic desk of
 //! `corpus/sugestoes/temas.yaml` — themes (the same question in ten phrasings, with the answers agents
-//! gave) and one-off questions — made into closed cases as people write (greetings, no accents,
+//! gave) and one-off questions — made into closed cases as people write (greetings, no accents and
 //! lower case, no question mark: seeded), grouped at zero tokens by `vt_domain::suggest`. Precision
 //! and recall over pairs of cases (two cases in one suggestion that ask the same thing, out of all
 //! such pairs suggested / planted), the themes found (a suggestion holding at least half of a theme's
@@ -58,20 +58,6 @@ impl Seed {
     }
 }
 
-fn plain(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            'á' | 'à' | 'â' | 'ã' => 'a',
-            'é' | 'ê' => 'e',
-            'í' => 'i',
-            'ó' | 'ô' | 'õ' => 'o',
-            'ú' => 'u',
-            'ç' => 'c',
-            other => other,
-        })
-        .collect()
-}
-
 /// A question as someone types it in a chat.
 fn as_typed(seed: &mut Seed, question: &str) -> String {
     let mut q = format!(
@@ -79,11 +65,9 @@ fn as_typed(seed: &mut Seed, question: &str) -> String {
         seed.pick(&["", "", "boa tarde, ", "oi, ", "bom dia! ", "olá, "]),
         seed.pick(&["", "", "", " obrigado", " por favor", " é urgente"])
     );
+    // No accents and all lower case, as `normalize` writes it (what the readers of level 1 see).
     if seed.coin() {
-        q = plain(&q);
-    }
-    if seed.coin() {
-        q = q.to_lowercase();
+        q = vt_domain::vt::parse::normalize(&q);
     }
     if seed.coin() {
         q = q.replace('?', "");

@@ -177,10 +177,8 @@ fn bot_text(m: &StoredMessage) -> Option<&str> {
     }
 }
 
-/// The conversation up to message `upto`, for the queue: every line pseudonymised.
-pub(crate) fn lines_upto(messages: &[StoredMessage], upto: i64, login: &str) -> Vec<Line> {
-    let mut p = Pseudonyms::default();
-    p.know_name(login);
+/// The conversation up to message `upto`, for the queue: every line pseudonymised by `p`.
+pub(crate) fn lines_upto(messages: &[StoredMessage], upto: i64, p: &mut Pseudonyms) -> Vec<Line> {
     messages
         .iter()
         .filter(|m| m.id <= upto)
@@ -368,28 +366,41 @@ impl Review<'_> {
         self.review.review_items(tenant, 200).await
     }
 
-    /// An item and its conversation up to the flagged message, pseudonymised.
+    /// Item `id`, when `tenant` (the staff's, when they see only theirs) may see it.
+    async fn visible(&self, tenant: Option<&str>, id: i64) -> Result<ReviewItem, ReviewError> {
+        let item = self.review.review_item(id).await?.ok_or(ReviewError::NotFound)?;
+        if tenant.is_some_and(|t| t != item.item.tenant_id) {
+            return Err(ReviewError::NotFound);
+        }
+        Ok(item)
+    }
+
+    /// Item `id` with its conversation's messages and the pseudonyms its personal data is replaced by
+    /// (they know the card holder's login).
+    async fn read(
+        &self,
+        tenant: Option<&str>,
+        id: i64,
+    ) -> Result<(ReviewItem, Vec<StoredMessage>, Pseudonyms), ReviewError> {
+        let item = self.visible(tenant, id).await?;
+        let conversation = &item.item.conversation_id;
+        let mut p = Pseudonyms::default();
+        if let Some(c) = self.conversations.conversation(conversation).await? {
+            p.know_name(&c.user_login);
+        }
+        let messages = self.conversations.messages(conversation).await?;
+        Ok((item, messages, p))
+    }
+
+    /// An item and its conversation up to the flagged message, pseudonymised — the agent's note too,
+    /// which may quote the person.
     pub(crate) async fn item(
         &self,
         tenant: Option<&str>,
         id: i64,
     ) -> Result<(ReviewItem, Vec<Line>), ReviewError> {
-        let mut item = self.review.review_item(id).await?.ok_or(ReviewError::NotFound)?;
-        if tenant.is_some_and(|t| t != item.item.tenant_id) {
-            return Err(ReviewError::NotFound);
-        }
-        let conversation = &item.item.conversation_id;
-        let login = self
-            .conversations
-            .conversation(conversation)
-            .await?
-            .map(|c| c.user_login)
-            .unwrap_or_default();
-        let messages = self.conversations.messages(conversation).await?;
-        let lines = lines_upto(&messages, item.item.message_id, &login);
-        // The agent's note may quote the person: their name or phone goes as in the lines.
-        let mut p = Pseudonyms::default();
-        p.know_name(&login);
+        let (mut item, messages, mut p) = self.read(tenant, id).await?;
+        let lines = lines_upto(&messages, item.item.message_id, &mut p);
         item.item.note = item.item.note.as_deref().map(|n| p.text(n));
         Ok((item, lines))
     }
@@ -410,28 +421,34 @@ impl Review<'_> {
             ));
         }
         let expectation = checked_expectation(expectation)?;
-        let (item, lines) = self.item(tenant, id).await?;
+        let (item, messages, mut p) = self.read(tenant, id).await?;
         if item.state != vt_store::ReviewState::Aberto {
             return Err(ReviewError::Done);
         }
-        let flagged = lines
-            .iter()
-            .find(|l| l.flagged)
-            .map(|l| l.text.as_str())
+        let flagged = lines_upto(&messages, item.item.message_id, &mut p)
+            .pop()
+            .filter(|l| l.flagged)
+            .map(|l| l.text)
             .unwrap_or_default();
-        if already_met(&expectation, flagged) {
+        if already_met(&expectation, &flagged) {
             return Err(invalid(
                 "esperado",
                 "a resposta sinalizada já cumpre o que foi escrito: o teste não falharia",
             ));
         }
-        let transcript =
-            crate::transcript::review::review_case(self.conversations, &item, &expectation, &labels)
-                .await
-                .map_err(|e| match e {
-                    crate::transcript::export::ExportError::Store(e) => ReviewError::Store(e),
-                    crate::transcript::export::ExportError::NotFound(_) => ReviewError::NotFound,
-                })?;
+        let transcript = crate::transcript::review::review_case(
+            self.conversations,
+            &item,
+            &messages,
+            &mut p,
+            &expectation,
+            &labels,
+        )
+        .await
+        .map_err(|e| match e {
+            crate::transcript::export::ExportError::Store(e) => ReviewError::Store(e),
+            crate::transcript::export::ExportError::NotFound(_) => ReviewError::NotFound,
+        })?;
         let file = format!("revisao-{id}.yaml");
         let yaml = serde_yaml::to_string(&transcript).map_err(|_| ReviewError::File(file.clone()))?;
         self.write_file(&file, &yaml)?;
@@ -458,7 +475,7 @@ impl Review<'_> {
 
     /// Dismisses an open item.
     pub(crate) async fn dismiss(&self, tenant: Option<&str>, id: i64, who: &str) -> Result<(), ReviewError> {
-        self.item(tenant, id).await?;
+        self.visible(tenant, id).await?;
         if self.review.dismiss_review(id, who, self.engine.now()).await? {
             Ok(())
         } else {

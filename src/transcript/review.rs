@@ -12,7 +12,7 @@ use super::pseudonym::Pseudonyms;
 
 /// The user messages up to and including the turn that said message `message_id`: its index among
 /// the conversation's user messages (`None`: no user message came before it).
-pub(crate) fn turn_of(messages: &[StoredMessage], message_id: i64) -> Option<usize> {
+fn turn_of(messages: &[StoredMessage], message_id: i64) -> Option<usize> {
     messages
         .iter()
         .filter(|m| m.id < message_id && matches!(m.message, ChatMessage::User { .. }))
@@ -20,27 +20,22 @@ pub(crate) fn turn_of(messages: &[StoredMessage], message_id: i64) -> Option<usi
         .checked_sub(1)
 }
 
-/// The conversation up to the flagged message, personal data replaced, with `expectation` on the
-/// flagged turn.
+/// The conversation up to the flagged message, personal data replaced by `p`'s fakes (the ones the
+/// queue showed), with `expectation` on the flagged turn. `messages`: the conversation's, as read for
+/// the queue.
 pub(crate) async fn review_case(
     store: &dyn ConversationStore,
     item: &ReviewItem,
+    messages: &[StoredMessage],
+    p: &mut Pseudonyms,
     expectation: &Expectation,
     labels: &[String],
 ) -> Result<Transcript, ExportError> {
     let conversation = &item.item.conversation_id;
     let exported = export(store, conversation).await?;
-    let messages = store.messages(conversation).await?;
-    let login = store
-        .conversation(conversation)
-        .await?
-        .map(|c| c.user_login)
-        .unwrap_or_default();
-    let last = turn_of(&messages, item.item.message_id).ok_or_else(|| {
+    let last = turn_of(messages, item.item.message_id).ok_or_else(|| {
         ExportError::NotFound(format!("{conversation} (mensagem {})", item.item.message_id))
     })?;
-    let mut p = Pseudonyms::default();
-    p.know_name(&login);
     let mut turns: Vec<Turn> = exported
         .turns
         .into_iter()
@@ -49,7 +44,7 @@ pub(crate) async fn review_case(
             user: p.text(&t.user),
             at: t.at,
             classify: t.classify,
-            model: t.model.iter().map(|r| pseudonymous(&mut p, r)).collect(),
+            model: t.model.iter().map(|r| pseudonymous(p, r)).collect(),
             ..Turn::default()
         })
         .collect();

@@ -269,15 +269,17 @@ fn covering_entry(faq: &Faq, questions: &[String]) -> Option<String> {
         .map(|(id, _)| id.to_owned())
 }
 
-/// A group's key: its earliest answer's case and question, hashed (FNV-1a; stable across runs and
-/// builds, which std's hasher is not).
+/// A group's key: its earliest answer's case and question, hashed (SHA-256: stable across runs and
+/// builds, which std's hasher is not), 16 hex digits.
 fn key_of(first: &Answered) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in first.case.bytes().chain([0]).chain(first.question.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("s{h:016x}")
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(first.case.as_bytes())
+        .chain_update([0])
+        .chain_update(first.question.as_bytes())
+        .finalize();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("s{hex}")
 }
 
 /// The language a text is written in, by its commonest function words: `pt`, `es`, `en`, or `None`

@@ -9,7 +9,7 @@ use axum::response::Response;
 use minijinja::context;
 use serde::Deserialize;
 
-use super::pages::{admin_form, admins_only, frame, see_other, store_failed};
+use super::pages::{admin_form, admins_only, back_saying, frame, store_failed};
 use super::render;
 use super::session::Staff;
 use crate::http::state::AppState;
@@ -72,8 +72,7 @@ pub(super) struct AnswerForm {
 }
 
 fn back(key: &str, text: &str) -> Response {
-    let query = serde_urlencoded::to_string([(key, text)]).unwrap_or_default();
-    see_other(&format!("/console/respostas?{query}"))
+    back_saying("/console/respostas", key, text)
 }
 
 /// Keeps an answer (new, or a new text for its shortcut).

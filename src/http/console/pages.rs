@@ -150,6 +150,12 @@ pub(super) fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to)]).into_response()
 }
 
+/// Back to `page` after a form, saying `text` as its `ok` or `erro` notice (`key`).
+pub(super) fn back_saying(page: &str, key: &str, text: &str) -> Response {
+    let query = serde_urlencoded::to_string([(key, text)]).unwrap_or_default();
+    see_other(&format!("{page}?{query}"))
+}
+
 // ---- sign-in ----
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,8 +12,8 @@ use minijinja::{Value, context};
 use serde::Deserialize;
 
 use super::pages::{
-    admin_form, admins_only, bad_form, frame, masked, not_found, path_segment, see_other, store_failed,
-    tenant_filter, when,
+    admin_form, admins_only, back_saying, bad_form, frame, masked, not_found, path_segment, see_other,
+    store_failed, tenant_filter, when,
 };
 use super::render;
 use super::session::Staff;
@@ -224,17 +224,6 @@ pub(super) async fn item(
     )
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(super) struct LabelForm {
-    csrf: String,
-    categorias: String,
-    contem: String,
-    nao_contem: String,
-    acao: String,
-    nunca: String,
-}
-
 fn lines_of(text: &str) -> Vec<String> {
     text.lines()
         .map(str::trim)
@@ -243,34 +232,31 @@ fn lines_of(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn back(page: &str, key: &str, text: &str) -> Response {
-    let query = serde_urlencoded::to_string([(key, text)]).unwrap_or_default();
-    see_other(&format!("{page}?{query}"))
-}
-
-/// Labels an item and writes its test. The form's checkboxes arrive as one `categorias` per box:
-/// read from the raw body.
+/// Labels an item and writes its test. The form's checkboxes arrive as one `categorias` per box, so
+/// the body is read as its pairs.
 pub(super) async fn label(
     State(state): State<AppState>,
     staff: Staff,
     Path(id): Path<i64>,
     body: String,
 ) -> Response {
-    let form: LabelForm = serde_urlencoded::from_str(&body).unwrap_or_default();
-    if let Some(refused) = admin_form(&staff, &form.csrf) {
+    let fields: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap_or_default();
+    let all = |name: &'static str| {
+        fields
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let one = |name| all(name).next().unwrap_or_default();
+    if let Some(refused) = admin_form(&staff, one("csrf")) {
         return refused;
     }
-    let labels: Vec<String> = serde_urlencoded::from_str::<Vec<(String, String)>>(&body)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| k == "categorias")
-        .map(|(_, v)| v)
-        .collect();
+    let labels: Vec<String> = all("categorias").map(str::to_owned).collect();
     let expectation = Expectation {
-        contains: lines_of(&form.contem),
-        not_contains: lines_of(&form.nao_contem),
-        action: Some(form.acao),
-        never: Some(form.nunca),
+        contains: lines_of(one("contem")),
+        not_contains: lines_of(one("nao_contem")),
+        action: Some(one("acao").to_owned()),
+        never: Some(one("nunca").to_owned()),
     };
     let page = format!("/console/revisao/{id}");
     let labelled = state
@@ -285,14 +271,14 @@ pub(super) async fn label(
         )
         .await;
     match labelled {
-        Ok(file) => back(
+        Ok(file) => back_saying(
             &page,
             "ok",
             &format!("Teste {file} gravado; ele falha até a resposta ser corrigida."),
         ),
         Err(ReviewError::Store(e)) => store_failed(&staff, &e),
         Err(ReviewError::NotFound) => not_found(&staff, "Item não encontrado."),
-        Err(e) => back(&page, "erro", &format!("Não rotulado: {e}.")),
+        Err(e) => back_saying(&page, "erro", &format!("Não rotulado: {e}.")),
     }
 }
 
@@ -317,7 +303,7 @@ pub(super) async fn dismiss(
         .dismiss(tenant_filter(&staff).as_deref(), id, &staff.caller.name)
         .await
     {
-        Ok(()) => back("/console/revisao", "ok", &format!("Item {id} descartado.")),
+        Ok(()) => back_saying("/console/revisao", "ok", &format!("Item {id} descartado.")),
         Err(e) => refused(&staff, &e),
     }
 }
@@ -397,7 +383,7 @@ pub(super) async fn approve(
         .approve(&staff.caller.tenant, &key, &staff.caller.name, approval)
         .await
     {
-        Ok(entry) => back(
+        Ok(entry) => back_saying(
             "/console/sugestoes",
             "ok",
             &format!(
@@ -405,7 +391,7 @@ pub(super) async fn approve(
             ),
         ),
         Err(ReviewError::Store(e)) => store_failed(&staff, &e),
-        Err(e) => back("/console/sugestoes", "erro", &format!("Não aprovada: {e}.")),
+        Err(e) => back_saying("/console/sugestoes", "erro", &format!("Não aprovada: {e}.")),
     }
 }
 
@@ -431,7 +417,7 @@ pub(super) async fn attach(
         .attach(&staff.caller.tenant, &key, &staff.caller.name, &form.palavras)
         .await
     {
-        Ok(entry) => back(
+        Ok(entry) => back_saying(
             "/console/sugestoes",
             "ok",
             &format!(
@@ -439,7 +425,7 @@ pub(super) async fn attach(
             ),
         ),
         Err(ReviewError::Store(e)) => store_failed(&staff, &e),
-        Err(e) => back("/console/sugestoes", "erro", &format!("Não acrescentada: {e}.")),
+        Err(e) => back_saying("/console/sugestoes", "erro", &format!("Não acrescentada: {e}.")),
     }
 }
 
@@ -458,9 +444,9 @@ pub(super) async fn dismiss_suggestion(
         .dismiss_suggestion(&staff.caller.tenant, &key, &staff.caller.name)
         .await
     {
-        Ok(()) => back("/console/sugestoes", "ok", "Sugestão descartada."),
+        Ok(()) => back_saying("/console/sugestoes", "ok", "Sugestão descartada."),
         Err(ReviewError::Store(e)) => store_failed(&staff, &e),
-        Err(e) => back("/console/sugestoes", "erro", &format!("Não descartada: {e}.")),
+        Err(e) => back_saying("/console/sugestoes", "erro", &format!("Não descartada: {e}.")),
     }
 }
 
