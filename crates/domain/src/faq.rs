@@ -221,20 +221,26 @@ fn analyzer() -> TextAnalyzer {
 
 /// The stems of `text` (normalised first: people write without accents), each once, in order.
 pub(crate) fn stems(text: &str) -> Vec<String> {
-    let mut analyzer = analyzer();
-    let normalized = normalize(text);
-    let mut stream = analyzer.token_stream(&normalized);
-    let mut out: Vec<String> = Vec::new();
-    while let Some(token) = stream.next() {
-        // Numbers are cards, amounts and dates: no subject of a question.
-        if token.text.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if !out.contains(&token.text) {
-            out.push(token.text.clone());
-        }
+    // One analyzer per thread: building one (its stop words, its stemmer) costs more than reading a
+    // question with it.
+    thread_local! {
+        static ANALYZER: std::cell::RefCell<TextAnalyzer> = std::cell::RefCell::new(analyzer());
     }
-    out
+    let normalized = normalize(text);
+    ANALYZER.with_borrow_mut(|analyzer| {
+        let mut stream = analyzer.token_stream(&normalized);
+        let mut out: Vec<String> = Vec::new();
+        while let Some(token) = stream.next() {
+            // Numbers are cards, amounts and dates: no subject of a question.
+            if token.text.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if !out.contains(&token.text) {
+                out.push(token.text.clone());
+            }
+        }
+        out
+    })
 }
 
 impl FaqEntry {

@@ -218,16 +218,13 @@ pub fn suggest(answered: &[Answered], grouping: Grouping, faq: Option<&Faq>) -> 
             let covered_by = faq.and_then(|faq| covering_entry(faq, &questions));
             let mut heavy: Vec<(&String, &f32)> = c.iter().collect();
             heavy.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+            let heavy: Vec<&String> = heavy.into_iter().map(|(stem, _)| stem).collect();
             let first = members.iter().min().copied().unwrap_or_default();
             Some(Suggestion {
                 key: key_of(&answered[first]),
                 source_count: cases.len(),
                 answers: distinct(members.iter().map(|&m| answered[m].answer.as_str())),
-                keywords: heavy
-                    .into_iter()
-                    .filter_map(|(stem, _)| written_as(stem, &questions))
-                    .take(6)
-                    .collect(),
+                keywords: keywords_of(&heavy, &questions),
                 questions,
                 covered_by,
                 members,
@@ -238,20 +235,32 @@ pub fn suggest(answered: &[Answered], grouping: Grouping, faq: Option<&Faq>) -> 
     out
 }
 
-/// The word of `questions` that `stem` comes from most often (`None`: only an answer uses it).
-fn written_as(stem: &str, questions: &[String]) -> Option<String> {
-    let mut counts: HashMap<String, usize> = HashMap::new();
+/// The `heavy` stems (heaviest first) as `questions` write them most often — each question's words
+/// stemmed once; a stem only an answer uses is left out.
+fn keywords_of(heavy: &[&String], questions: &[String]) -> Vec<String> {
+    let mut written: HashMap<String, HashMap<String, usize>> = HashMap::new();
     for q in questions {
         for word in q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-            if stems(word).first().is_some_and(|s| s == stem) {
-                *counts.entry(word.to_lowercase()).or_default() += 1;
+            if let Some(stem) = stems(word).into_iter().next() {
+                *written
+                    .entry(stem)
+                    .or_default()
+                    .entry(word.to_lowercase())
+                    .or_default() += 1;
             }
         }
     }
-    counts
-        .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-        .map(|(w, _)| w)
+    heavy
+        .iter()
+        .filter_map(|stem| {
+            let words = written.get(stem.as_str())?;
+            words
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .map(|(w, _)| w.clone())
+        })
+        .take(6)
+        .collect()
 }
 
 /// The entry that clearly answers most of the group's phrasings, if one does.
