@@ -151,12 +151,19 @@ impl Browser {
         self.element(css).await.text().await.expect("text")
     }
 
+    /// Clicks `css`. The console's live parts (`data-vivo`) are read again when the desk moves, so the
+    /// element found may be replaced before the click lands: then it is found again.
     pub(crate) async fn click(&self, css: &str) {
-        self.element(css)
-            .await
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+        for _ in 0..5 {
+            match self.element(css).await.click().await {
+                Ok(()) => return,
+                Err(e) if e.to_string().contains("stale element") => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
+        panic!("click {css}: the element kept being replaced");
     }
 
     /// Clicks `css`, a form's button, and waits for the page the form leads to.
